@@ -1,0 +1,219 @@
+// Package policy is the Portcullis policy language: the document types
+// (OpenShell `version: 1`, unchanged, plus two extensions), the strict
+// YAML/JSON codec, validation with field paths, the canonical form and its
+// SHA-256 hash, the structural diff, and the reference evaluator Decide.
+//
+// Decide is written to be obviously right, not fast. It is the single
+// definition of what a policy means; the data plane's compiled matcher and
+// the prover are checked against it.
+package policy
+
+import "time"
+
+// Policy is one policy document. Field names and shapes follow OpenShell's
+// policy schema so that OpenShell documents are accepted unchanged.
+type Policy struct {
+	// Version is the schema version; it must be 1.
+	Version int `json:"version" yaml:"version"`
+
+	// Static sections: fixed by a sandbox's first policy version.
+	FilesystemPolicy *FilesystemPolicy `json:"filesystem_policy,omitempty" yaml:"filesystem_policy,omitempty"`
+	Landlock         *Landlock         `json:"landlock,omitempty" yaml:"landlock,omitempty"`
+	Process          *Process          `json:"process,omitempty" yaml:"process,omitempty"`
+
+	// Dynamic sections.
+	NetworkPolicies    map[string]*NetworkPolicy `json:"network_policies,omitempty" yaml:"network_policies,omitempty"`
+	NetworkMiddlewares map[string]*Middleware    `json:"network_middlewares,omitempty" yaml:"network_middlewares,omitempty"`
+}
+
+// FilesystemPolicy says which paths the agent may read and write.
+type FilesystemPolicy struct {
+	IncludeWorkdir bool     `json:"include_workdir,omitempty" yaml:"include_workdir,omitempty"`
+	ReadOnly       []string `json:"read_only,omitempty" yaml:"read_only,omitempty"`
+	ReadWrite      []string `json:"read_write,omitempty" yaml:"read_write,omitempty"`
+}
+
+// Landlock configures kernel filesystem enforcement.
+type Landlock struct {
+	// Compatibility is "best_effort" (default) or "hard_requirement".
+	Compatibility string `json:"compatibility,omitempty" yaml:"compatibility,omitempty"`
+}
+
+// Process sets the identity the agent runs as. Each field is "sandbox" or a
+// numeric id in 1..4294967294; an omitted field is left to the runtime.
+type Process struct {
+	RunAsUser  string `json:"run_as_user,omitempty" yaml:"run_as_user,omitempty"`
+	RunAsGroup string `json:"run_as_group,omitempty" yaml:"run_as_group,omitempty"`
+}
+
+// NetworkPolicy is one entry of network_policies: the listed binaries may
+// reach the listed endpoints. An empty Binaries list means any binary.
+type NetworkPolicy struct {
+	// Name is the display name; it defaults to the map key.
+	Name      string      `json:"name,omitempty" yaml:"name,omitempty"`
+	Endpoints []*Endpoint `json:"endpoints" yaml:"endpoints"`
+	Binaries  []Binary    `json:"binaries" yaml:"binaries"`
+}
+
+// Binary names an executable by absolute path; `*` and `**` globs allowed.
+type Binary struct {
+	Path string `json:"path" yaml:"path"`
+	// Harness is deprecated in OpenShell and ignored; it is accepted (with a
+	// warning) so older documents still parse.
+	Harness *bool `json:"harness,omitempty" yaml:"harness,omitempty"`
+}
+
+// Protocols an endpoint may declare. The empty protocol is L4 through the
+// explicit proxy.
+const (
+	ProtocolL4        = ""
+	ProtocolTCP       = "tcp"
+	ProtocolREST      = "rest"
+	ProtocolMCP       = "mcp"
+	ProtocolWebSocket = "websocket"
+	ProtocolGraphQL   = "graphql"
+	ProtocolJSONRPC   = "json-rpc"
+	ProtocolSQL       = "sql"
+)
+
+// Enforcement modes.
+const (
+	EnforcementEnforce = "enforce"
+	EnforcementAudit   = "audit"
+)
+
+// Access presets.
+const (
+	AccessReadOnly  = "read-only"
+	AccessReadWrite = "read-write"
+	AccessFull      = "full"
+)
+
+// Defaults filled in by the canonical form.
+const (
+	DefaultMaxBodyBytes = 65536
+	DefaultMCPVersion   = "2025-11-25"
+)
+
+// Endpoint is a destination (host and port or ports, optionally a path
+// scope) and, for L7 protocols, the rules that decide each request to it.
+type Endpoint struct {
+	Host  string `json:"host,omitempty" yaml:"host,omitempty"`
+	Port  int    `json:"port,omitempty" yaml:"port,omitempty"`
+	Ports []int  `json:"ports,omitempty" yaml:"ports,omitempty"`
+	// Path is an HTTP path glob selecting between L7 endpoints on one host:port.
+	Path     string `json:"path,omitempty" yaml:"path,omitempty"`
+	Protocol string `json:"protocol,omitempty" yaml:"protocol,omitempty"`
+	// TLS is "" (auto), "skip", or the deprecated no-ops "terminate"/"passthrough".
+	TLS string `json:"tls,omitempty" yaml:"tls,omitempty"`
+	// Enforcement is "enforce" or "audit". Omitted means enforce (OpenShell: audit).
+	Enforcement string `json:"enforcement,omitempty" yaml:"enforcement,omitempty"`
+	// Access is a REST preset; exclusive with Rules.
+	Access     string    `json:"access,omitempty" yaml:"access,omitempty"`
+	Rules      []Rule    `json:"rules,omitempty" yaml:"rules,omitempty"`
+	DenyRules  []*L7Rule `json:"deny_rules,omitempty" yaml:"deny_rules,omitempty"`
+	AllowedIPs []string  `json:"allowed_ips,omitempty" yaml:"allowed_ips,omitempty"`
+
+	AllowEncodedSlash            bool `json:"allow_encoded_slash,omitempty" yaml:"allow_encoded_slash,omitempty"`
+	WebsocketCredentialRewrite   bool `json:"websocket_credential_rewrite,omitempty" yaml:"websocket_credential_rewrite,omitempty"`
+	RequestBodyCredentialRewrite bool `json:"request_body_credential_rewrite,omitempty" yaml:"request_body_credential_rewrite,omitempty"`
+	AllowUninspectedCredentials  bool `json:"allow_uninspected_credentials,omitempty" yaml:"allow_uninspected_credentials,omitempty"`
+
+	// CredentialSigning is "sigv4", "sigv4:body" or "sigv4:no_body".
+	CredentialSigning string             `json:"credential_signing,omitempty" yaml:"credential_signing,omitempty"`
+	SigningService    string             `json:"signing_service,omitempty" yaml:"signing_service,omitempty"`
+	SigningRegion     string             `json:"signing_region,omitempty" yaml:"signing_region,omitempty"`
+	CredentialBinding *CredentialBinding `json:"credential_binding,omitempty" yaml:"credential_binding,omitempty"`
+
+	// GraphQL options.
+	PersistedQueries        string                     `json:"persisted_queries,omitempty" yaml:"persisted_queries,omitempty"`
+	GraphQLPersistedQueries map[string]*PersistedQuery `json:"graphql_persisted_queries,omitempty" yaml:"graphql_persisted_queries,omitempty"`
+	GraphQLMaxBodyBytes     int                        `json:"graphql_max_body_bytes,omitempty" yaml:"graphql_max_body_bytes,omitempty"`
+
+	JSONRPC *JSONRPCOptions `json:"json_rpc,omitempty" yaml:"json_rpc,omitempty"`
+	MCP     *MCPOptions     `json:"mcp,omitempty" yaml:"mcp,omitempty"`
+}
+
+// CredentialBinding ties an endpoint to a credential provider.
+type CredentialBinding struct {
+	Provider string `json:"provider" yaml:"provider"`
+}
+
+// PersistedQuery is one trusted GraphQL persisted query.
+type PersistedQuery struct {
+	OperationType string   `json:"operation_type" yaml:"operation_type"`
+	OperationName string   `json:"operation_name,omitempty" yaml:"operation_name,omitempty"`
+	Fields        []string `json:"fields,omitempty" yaml:"fields,omitempty"`
+}
+
+// JSONRPCOptions are the options of a `protocol: json-rpc` endpoint.
+type JSONRPCOptions struct {
+	MaxBodyBytes int `json:"max_body_bytes,omitempty" yaml:"max_body_bytes,omitempty"`
+}
+
+// MCPOptions are the options of a `protocol: mcp` endpoint.
+type MCPOptions struct {
+	// StrictToolNames defaults to true: tool names must match
+	// ^[A-Za-z0-9_.-]{1,128}$, and tool globs need it.
+	StrictToolNames *bool `json:"strict_tool_names,omitempty" yaml:"strict_tool_names,omitempty"`
+	// MaxBodyBytes defaults to 65536, counted on the bytes read.
+	MaxBodyBytes            int  `json:"max_body_bytes,omitempty" yaml:"max_body_bytes,omitempty"`
+	AllowAllKnownMCPMethods bool `json:"allow_all_known_mcp_methods,omitempty" yaml:"allow_all_known_mcp_methods,omitempty"`
+	// Versions lists the accepted MCP protocol versions; default ["2025-11-25"].
+	Versions []string `json:"versions,omitempty" yaml:"versions,omitempty"`
+}
+
+// Rule is one entry of an endpoint's rules list. An entry without Allow
+// allows nothing.
+type Rule struct {
+	Allow *L7Rule `json:"allow,omitempty" yaml:"allow,omitempty"`
+}
+
+// L7Rule matches L7 requests. Allow rules sit under `rules[].allow`; deny
+// rules are the entries of `deny_rules` directly. Which fields apply depends
+// on the endpoint's protocol.
+type L7Rule struct {
+	// REST / WebSocket / JSON-RPC / MCP method; REST and WebSocket with path.
+	Method string `json:"method,omitempty" yaml:"method,omitempty"`
+	Path   string `json:"path,omitempty" yaml:"path,omitempty"`
+	// Query matches decoded query parameters by name.
+	Query map[string]*Matcher `json:"query,omitempty" yaml:"query,omitempty"`
+	// Command is the SQL command (protocol sql).
+	Command string `json:"command,omitempty" yaml:"command,omitempty"`
+	// GraphQL.
+	OperationType string   `json:"operation_type,omitempty" yaml:"operation_type,omitempty"`
+	OperationName string   `json:"operation_name,omitempty" yaml:"operation_name,omitempty"`
+	Fields        []string `json:"fields,omitempty" yaml:"fields,omitempty"`
+	// MCP: Tool matches tools/call params.name; Params accepts only "name",
+	// the lower-level spelling of the same matcher.
+	Tool   *Matcher            `json:"tool,omitempty" yaml:"tool,omitempty"`
+	Params map[string]*Matcher `json:"params,omitempty" yaml:"params,omitempty"`
+
+	// ArgumentsSchema (Portcullis extension, tools/call allow rules only) is
+	// a JSON Schema that params.arguments must satisfy.
+	ArgumentsSchema map[string]any `json:"arguments_schema,omitempty" yaml:"arguments_schema,omitempty"`
+	// ExpiresAt (Portcullis extension, allow rules only) ends the grant.
+	ExpiresAt *time.Time `json:"expires_at,omitempty" yaml:"expires_at,omitempty"`
+}
+
+// Matcher matches a string against any of its globs. In documents it is
+// either a single glob string or `{any: [glob, ...]}`.
+type Matcher struct {
+	Any []string `json:"any" yaml:"any"`
+}
+
+// Middleware is one entry of network_middlewares.
+type Middleware struct {
+	Name       string             `json:"name,omitempty" yaml:"name,omitempty"`
+	Middleware string             `json:"middleware" yaml:"middleware"`
+	Order      int                `json:"order,omitempty" yaml:"order,omitempty"`
+	Config     map[string]any     `json:"config,omitempty" yaml:"config,omitempty"`
+	OnError    string             `json:"on_error,omitempty" yaml:"on_error,omitempty"`
+	Endpoints  MiddlewareSelector `json:"endpoints" yaml:"endpoints"`
+}
+
+// MiddlewareSelector selects hosts by glob; exclusions win.
+type MiddlewareSelector struct {
+	Include []string `json:"include" yaml:"include"`
+	Exclude []string `json:"exclude,omitempty" yaml:"exclude,omitempty"`
+}

@@ -1,0 +1,180 @@
+// Package store persists Portcullis state behind one interface with two
+// engines: Postgres (store/postgres, for production and replicas) and
+// embedded SQLite (store/sqlite, the zero-setup default). The conformance
+// suite in store/storetest runs against both.
+//
+// Every mutating method is one transaction that also appends to the audit
+// log. Policy versions are append-only; a write names the version it expects
+// to be current and loses with ErrConflict, never silently overwriting.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors every engine maps its database errors to (by SQLSTATE code or
+// SQLite result code, once, in the engine).
+var (
+	// ErrNotFound: the sandbox, version or token does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the expected current version is stale, or a concurrent
+	// writer won.
+	ErrConflict = errors.New("conflict")
+	// ErrAlreadyExists: a sandbox or token with that name exists.
+	ErrAlreadyExists = errors.New("already exists")
+)
+
+// Roles a token may carry.
+const (
+	RoleAdmin    = "admin"
+	RoleOperator = "operator"
+	RoleSandbox  = "sandbox"
+)
+
+// Policy version sources.
+const (
+	SourceSet      = "set"
+	SourceRollback = "rollback"
+	SourceCreate   = "create"
+)
+
+// Sandbox is one sandbox. CurrentVersion is 0 until its first policy.
+type Sandbox struct {
+	Name           string
+	CurrentVersion int64
+	CurrentHash    string
+	CreatedAt      time.Time
+	CreatedBy      string
+}
+
+// PolicyVersion is one stored version of a sandbox's policy.
+type PolicyVersion struct {
+	Sandbox string
+	Version int64
+	// Hash is the hex SHA-256 of Document.
+	Hash string
+	// Document is the canonical JSON form of the policy.
+	Document []byte
+	Author   string
+	// Source is "set", "rollback", "create", or later "proposal" / "expiry".
+	Source     string
+	Provenance map[string]string
+	CreatedAt  time.Time
+}
+
+// Token is an API credential. Only its SHA-256 hash is stored.
+type Token struct {
+	ID   int64
+	Name string
+	Role string
+	// Sandbox scopes a sandbox-role token; empty for admin and operator.
+	Sandbox    string
+	Hash       string
+	CreatedBy  string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// AuditEntry records one change: who, what, when, before and after hash.
+type AuditEntry struct {
+	ID         int64
+	Time       time.Time
+	Actor      string
+	Action     string
+	Sandbox    string
+	Target     string
+	BeforeHash string
+	AfterHash  string
+	Detail     map[string]string
+}
+
+// Audit actions written by the store.
+const (
+	ActionSandboxCreate = "sandbox.create"
+	ActionSandboxDelete = "sandbox.delete"
+	ActionSandboxToken  = "sandbox.rotate_token"
+	ActionPolicySet     = "policy.set"
+	ActionTokenCreate   = "token.create"
+	ActionTokenRevoke   = "token.revoke"
+)
+
+// CreateSandbox is the input of Store.CreateSandbox.
+type CreateSandbox struct {
+	Name  string
+	Actor string
+	// Token is the sandbox's first token (Role sandbox, Sandbox = Name).
+	Token Token
+	// Policy, if set, becomes version 1 in the same transaction.
+	Policy *PolicyVersion
+}
+
+// AppendPolicy is the input of Store.AppendPolicyVersion.
+type AppendPolicy struct {
+	Sandbox string
+	// ExpectedVersion must equal the sandbox's current version (0 when it
+	// has none); the new version is ExpectedVersion+1.
+	ExpectedVersion int64
+	Hash            string
+	Document        []byte
+	Author          string
+	Source          string
+	Provenance      map[string]string
+}
+
+// AuditFilter narrows ListAudit. Zero values match everything.
+type AuditFilter struct {
+	Sandbox string
+	Limit   int
+}
+
+// Store is the persistence interface. Methods return ErrNotFound,
+// ErrConflict or ErrAlreadyExists (possibly wrapped) for those cases and
+// wrapped engine errors otherwise.
+type Store interface {
+	// CreateSandbox creates the sandbox, its token and, optionally, its
+	// first policy version, atomically.
+	CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, error)
+	GetSandbox(ctx context.Context, name string) (Sandbox, error)
+	// ListSandboxes returns every sandbox ordered by name.
+	ListSandboxes(ctx context.Context) ([]Sandbox, error)
+	// DeleteSandbox removes the sandbox and its policy versions and revokes
+	// its tokens. The audit log keeps its history.
+	DeleteSandbox(ctx context.Context, name, actor string) error
+	// RotateSandboxToken revokes every live token of the sandbox and stores
+	// the new one.
+	RotateSandboxToken(ctx context.Context, sandbox, actor string, tok Token) (Token, error)
+
+	// AppendPolicyVersion stores the next version if the sandbox's current
+	// version is still in.ExpectedVersion; otherwise ErrConflict and nothing
+	// is stored.
+	AppendPolicyVersion(ctx context.Context, in AppendPolicy) (PolicyVersion, error)
+	// GetPolicyVersion returns one version; version 0 means the current one
+	// (ErrNotFound when the sandbox has no policy yet).
+	GetPolicyVersion(ctx context.Context, sandbox string, version int64) (PolicyVersion, error)
+	// ListPolicyVersions returns every version, oldest first, without
+	// documents.
+	ListPolicyVersions(ctx context.Context, sandbox string) ([]PolicyVersion, error)
+
+	// CreateToken stores a token (name unique among live and revoked tokens).
+	CreateToken(ctx context.Context, tok Token, actor string) (Token, error)
+	// TokenByHash returns the token with that hash, revoked or not.
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+	// ListTokens returns every token ordered by name, hashes omitted.
+	ListTokens(ctx context.Context) ([]Token, error)
+	// RevokeToken marks the token revoked; revoking twice is ErrNotFound.
+	RevokeToken(ctx context.Context, name, actor string) error
+	// TouchToken records a use of the token (best effort, no audit entry).
+	TouchToken(ctx context.Context, id int64, at time.Time) error
+	// CountTokens returns how many live tokens have the role.
+	CountTokens(ctx context.Context, role string) (int, error)
+
+	// ListAudit returns audit entries, newest first.
+	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+
+	// Ping checks the database is reachable (for /readyz).
+	Ping(ctx context.Context) error
+	Close() error
+}
