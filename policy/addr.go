@@ -1,0 +1,379 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/idna"
+)
+
+// This file holds the address rules that no policy can override: which
+// destinations are always denied, which need `allowed_ips`, and how a host
+// string is recognised as an IP literal in every spelling a client accepts.
+
+// ParseHostIP reports whether host is an IP literal and returns the address.
+//
+// It accepts every spelling an HTTP client or a system resolver turns into
+// an address without DNS: dotted decimal, the inet_aton forms (one to four
+// parts, each decimal, hexadecimal with 0x, or octal with a leading 0, the
+// last part filling the remaining bytes: 2852039166, 0xA9FEA9FE,
+// 0251.0376.0251.0376, 169.254.43518, 127.1), IPv6 with or without
+// brackets and with a zone (dropped), one trailing dot, any case, and
+// full-width digits and dots (UTS #46 maps them to ASCII). The result is
+// unmapped: ::ffff:a.b.c.d is returned as the IPv4 address a.b.c.d.
+// NAT64 addresses are returned as they are; AlwaysDenied and IsPrivate
+// look through them.
+//
+// Recognising too much is the safe direction here: a host taken for an IP
+// is checked as one.
+func ParseHostIP(host string) (netip.Addr, bool) {
+	h := strings.TrimSpace(host)
+	if !isASCII(h) {
+		mapped, err := idna.New(idna.MapForLookup()).ToASCII(h)
+		if err != nil && mapped == "" {
+			return netip.Addr{}, false
+		}
+		h = mapped
+	}
+	h = strings.ToLower(h)
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		return parseIPv6(h[1 : len(h)-1])
+	}
+	if strings.Contains(h, ":") {
+		return parseIPv6(h)
+	}
+	h = strings.TrimSuffix(h, ".")
+	return parseIPv4(h)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIPv6 parses an IPv6 literal, dropping a zone (written `%zone` or,
+// inside URLs, `%25zone`).
+func parseIPv6(s string) (netip.Addr, bool) {
+	if i := strings.IndexByte(s, '%'); i >= 0 {
+		s = s[:i]
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is6() {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+// parseIPv4 implements inet_aton: one to four parts; every part but the last
+// is one byte; the last fills the remaining bytes. Parts overflowing their
+// bytes are refused, as glibc and the WHATWG URL parser refuse them.
+func parseIPv4(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var vals []uint64
+	for _, p := range parts {
+		v, ok := parseIPv4Part(p)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		vals = append(vals, v)
+	}
+	var n uint64
+	for i, v := range vals[:len(vals)-1] {
+		if v > 0xff {
+			return netip.Addr{}, false
+		}
+		n |= v << (8 * (3 - i))
+	}
+	last := vals[len(vals)-1]
+	if last >= 1<<(8*(5-len(vals))) {
+		return netip.Addr{}, false
+	}
+	n |= last
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
+}
+
+// parseIPv4Part parses one inet_aton part: 0x-prefixed hex ("0x" alone is
+// 0, as in the WHATWG parser), 0-prefixed octal, or decimal.
+func parseIPv4Part(p string) (uint64, bool) {
+	if p == "" {
+		return 0, false
+	}
+	base, digits := 10, p
+	switch {
+	case strings.HasPrefix(p, "0x"):
+		base, digits = 16, p[2:]
+		if digits == "" {
+			return 0, true
+		}
+	case len(p) > 1 && p[0] == '0':
+		base, digits = 8, p[1:]
+	}
+	// With an explicit base, ParseUint takes digits only: no sign, no "_".
+	v, err := strconv.ParseUint(digits, base, 32)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// metadataAddrs are the cloud metadata and credential endpoints: AWS IMDS
+// (IPv4 and IPv6), ECS task credentials, EKS Pod Identity (IPv4 and IPv6),
+// Alibaba Cloud, and Azure's WireServer.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"),
+	netip.MustParseAddr("169.254.170.2"),
+	netip.MustParseAddr("169.254.170.23"),
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("fd00:ec2::23"),
+	netip.MustParseAddr("100.100.100.200"),
+	netip.MustParseAddr("168.63.129.16"),
+}
+
+// metadataNames are DNS names of metadata services. "metadata" is GCE's
+// short name (reached through the search domain google.internal);
+// instance-data is AWS's.
+var metadataNames = []string{
+	"metadata.google.internal",
+	"metadata.azure.internal",
+	"metadata",
+	"instance-data",
+	"instance-data.ec2.internal",
+}
+
+// IsMetadataHost reports whether host names a cloud metadata or credential
+// service: one of the metadata DNS names (any case, trailing dot) or a
+// metadata address in any spelling ParseHostIP accepts, including its
+// IPv4-mapped and NAT64 forms.
+func IsMetadataHost(host string) bool {
+	name := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+	for _, m := range metadataNames {
+		if name == m {
+			return true
+		}
+	}
+	addr, ok := ParseHostIP(host)
+	if !ok {
+		return false
+	}
+	for _, a := range withEmbedded(addr) {
+		if isMetadataAddr(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func isMetadataAddr(a netip.Addr) bool {
+	for _, m := range metadataAddrs {
+		if a == m {
+			return true
+		}
+	}
+	return false
+}
+
+// nat64Prefixes carry an IPv4 address in their last 32 bits: the well-known
+// prefix (RFC 6052) and the local-use prefix (RFC 8215) in its /96 layout.
+var nat64Prefixes = []netip.Prefix{
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+}
+
+// embeddedIPv4 returns the IPv4 address a NAT64 address translates to.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	for _, p := range nat64Prefixes {
+		if p.Contains(a) {
+			b := a.As16()
+			return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// withEmbedded returns the unmapped address and, for a NAT64 address, the
+// IPv4 address it reaches: the addresses a rule about destinations must see.
+func withEmbedded(a netip.Addr) []netip.Addr {
+	a = a.Unmap().WithZone("")
+	if v4, ok := embeddedIPv4(a); ok {
+		return []netip.Addr{a, v4}
+	}
+	return []netip.Addr{a}
+}
+
+// Ranges that are always denied (AlwaysDenied) and those that need
+// allowed_ips (IsPrivate). Metadata addresses are checked before these.
+var (
+	thisNetwork = []netip.Prefix{ // unspecified and RFC 1122 "this network"
+		netip.MustParsePrefix("0.0.0.0/8"),
+		netip.MustParsePrefix("::/128"),
+	}
+	loopback = []netip.Prefix{
+		netip.MustParsePrefix("127.0.0.0/8"),
+		netip.MustParsePrefix("::1/128"),
+	}
+	linkLocal = []netip.Prefix{
+		netip.MustParsePrefix("169.254.0.0/16"),
+		netip.MustParsePrefix("fe80::/10"),
+	}
+	multicastOrBroadcast = []netip.Prefix{
+		netip.MustParsePrefix("224.0.0.0/4"),
+		netip.MustParsePrefix("240.0.0.0/4"), // reserved, incl. 255.255.255.255
+		netip.MustParsePrefix("ff00::/8"),
+	}
+	privateRanges = []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"),      // RFC 1918
+		netip.MustParsePrefix("172.16.0.0/12"),   // RFC 1918
+		netip.MustParsePrefix("192.168.0.0/16"),  // RFC 1918
+		netip.MustParsePrefix("100.64.0.0/10"),   // CGNAT, RFC 6598
+		netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+		netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
+		netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
+		netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
+		netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking, RFC 2544
+		netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (deprecated)
+		netip.MustParsePrefix("fc00::/7"),        // ULA
+		netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated)
+		netip.MustParsePrefix("2001:db8::/32"),   // documentation
+		netip.MustParsePrefix("3fff::/20"),       // documentation, RFC 9637
+		netip.MustParsePrefix("100::/64"),        // discard-only
+		netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments
+		netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
+		netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated)
+	}
+)
+
+func inAny(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// AlwaysDenied reports whether addr may never be dialled, whatever the
+// policy says, and why: unspecified and 0.0.0.0/8, loopback (unless
+// devAllowLoopback), link-local (169.254/16, fe80::/10), multicast,
+// broadcast and 240/4, and the cloud metadata addresses. IPv4-mapped
+// addresses are judged as their IPv4 address and NAT64 addresses also as
+// the IPv4 address they reach (where loopback is denied even with
+// devAllowLoopback: it would be the translator's loopback). The zero Addr
+// is denied as invalid.
+func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied bool) {
+	if !addr.IsValid() {
+		return "invalid address", true
+	}
+	all := withEmbedded(addr)
+	for i, a := range all {
+		desc := a.String()
+		if i > 0 {
+			desc = fmt.Sprintf("%s (NAT64 form of %s)", all[0], a)
+		}
+		switch {
+		case isMetadataAddr(a):
+			return "cloud metadata address " + desc, true
+		case inAny(a, thisNetwork):
+			return "unspecified address " + desc, true
+		case inAny(a, loopback) && (!devAllowLoopback || i > 0):
+			return "loopback address " + desc, true
+		case inAny(a, linkLocal):
+			return "link-local address " + desc, true
+		case inAny(a, multicastOrBroadcast):
+			return "multicast, broadcast or reserved address " + desc, true
+		}
+	}
+	return "", false
+}
+
+// IsPrivate reports whether addr is in a private, shared or special-purpose
+// range (RFC 1918, CGNAT 100.64/10, ULA fc00::/7, TEST-NETs and
+// documentation, benchmarking 198.18/15, …), directly or through its
+// IPv4-mapped or NAT64 form. Such a destination is allowed only by an
+// endpoint whose allowed_ips covers it — even when the endpoint names an
+// exact hostname (a divergence from OpenShell). AlwaysDenied is checked
+// first; IsPrivate says nothing about the ranges it denies.
+func IsPrivate(addr netip.Addr) bool {
+	for _, a := range withEmbedded(addr) {
+		if inAny(a, privateRanges) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowedIPsOverlap reports whether an allowed_ips prefix overlaps a range
+// that no policy may open (unspecified, loopback, link-local), directly or
+// through the IPv4-mapped (::ffff:0:0/96) or NAT64 forms, and which range.
+// The validator refuses such entries.
+func AllowedIPsOverlap(p netip.Prefix) (reason string, overlaps bool) {
+	p = p.Masked()
+	groups := []struct {
+		name   string
+		ranges []netip.Prefix
+	}{
+		{"unspecified", thisNetwork},
+		{"loopback", loopback},
+		{"link-local", linkLocal},
+	}
+	for _, g := range groups {
+		for _, r := range g.ranges {
+			for _, form := range prefixForms(r) {
+				if form.Overlaps(p) {
+					return fmt.Sprintf("%s overlaps %s range %s", p, g.name, r), true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// prefixForms returns an IPv4 prefix with its IPv4-mapped and NAT64 IPv6
+// spellings; an IPv6 prefix alone.
+func prefixForms(r netip.Prefix) []netip.Prefix {
+	if !r.Addr().Is4() {
+		return []netip.Prefix{r}
+	}
+	v4 := r.Addr().As4()
+	mapped := netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: v4[0], 13: v4[1], 14: v4[2], 15: v4[3]})
+	forms := []netip.Prefix{r, netip.PrefixFrom(mapped, 96+r.Bits())}
+	for _, n := range nat64Prefixes {
+		b := n.Addr().As16()
+		copy(b[12:], v4[:])
+		forms = append(forms, netip.PrefixFrom(netip.AddrFrom16(b), 96+r.Bits()))
+	}
+	return forms
+}
+
+// controlPlanePorts are etcd (2379, 2380), the Kubernetes API server (6443)
+// and the kubelet (10250, 10255).
+var controlPlanePorts = []int{2379, 2380, 6443, 10250, 10255}
+
+// DeniedPort reports whether port is a cluster control-plane port, which no
+// policy may open.
+func DeniedPort(port int) bool {
+	for _, p := range controlPlanePorts {
+		if port == p {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoopbackName reports whether host is "localhost" or a name under it
+// (RFC 6761), which resolvers answer with loopback without asking DNS.
+func isLoopbackName(host string) bool {
+	h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}

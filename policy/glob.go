@@ -1,0 +1,437 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// This file holds the pattern languages of a policy: host patterns, the
+// glob for paths, binaries and method/tool names, and the canonical HTTP
+// path the globs are matched against.
+
+// normalizeHost lowercases a host and drops one trailing dot.
+func normalizeHost(h string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+}
+
+// ValidHostPattern reports whether pattern is a valid endpoint host: an IP
+// address in its standard spelling, an exact DNS name, or a DNS name whose
+// first label holds wildcards. Following OpenShell, `*` may appear inside
+// the first label only (`*.example.com`, `*-aiplatform.googleapis.com`) and
+// matches within that label; `**` must be the entire first label and
+// matches one or more labels. At least two literal labels must follow a
+// wildcard label, so `*`, `**` and TLD wildcards (`*.com`) are refused, as
+// are wildcards in later labels (`foo.*.example.com`, `foo.**.x`) — stricter
+// than OpenShell, which allows a whole middle label `*`.
+func ValidHostPattern(pattern string) error {
+	h := normalizeHost(pattern)
+	if h == "" {
+		return errors.New("host is empty")
+	}
+	if strings.HasPrefix(h, "[") || strings.Contains(h, ":") {
+		a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return fmt.Errorf("host %q is not a valid IPv6 address", pattern)
+		}
+		return nil
+	}
+	if a, ok := ParseHostIP(h); ok {
+		if a.String() != h {
+			return fmt.Errorf("host %q is an IP address in a non-standard spelling; write %s", pattern, a)
+		}
+		return nil
+	}
+	if len(h) > 253 {
+		return fmt.Errorf("host %q is longer than 253 characters", pattern)
+	}
+	labels := strings.Split(h, ".")
+	for i, l := range labels {
+		if err := validHostLabel(l, i == 0); err != nil {
+			return fmt.Errorf("host %q: %w", pattern, err)
+		}
+	}
+	if strings.Contains(labels[0], "*") && len(labels) < 3 {
+		return fmt.Errorf("host %q: a wildcard needs at least two labels after it (no bare or TLD wildcards)", pattern)
+	}
+	return nil
+}
+
+func validHostLabel(l string, first bool) error {
+	switch {
+	case l == "":
+		return errors.New("empty label")
+	case len(l) > 63:
+		return fmt.Errorf("label %q is longer than 63 characters", l)
+	case strings.Contains(l, "*") && !first:
+		return fmt.Errorf("wildcard in label %q: wildcards are allowed in the first label only", l)
+	case strings.Contains(l, "**") && l != "**":
+		return fmt.Errorf("label %q: ** must be the entire first label", l)
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '*') {
+			return fmt.Errorf("label %q: character %q is not allowed in a host name", l, c)
+		}
+	}
+	return nil
+}
+
+// MatchHost reports whether host matches the host pattern (see
+// ValidHostPattern; an invalid pattern matches nothing). Names compare
+// case-insensitively with a trailing dot ignored. A pattern that is an IP
+// address matches that address in any spelling ParseHostIP accepts.
+func MatchHost(pattern, host string) bool {
+	if ValidHostPattern(pattern) != nil {
+		return false
+	}
+	p, h := normalizeHost(pattern), normalizeHost(host)
+	if pa, ok := ParseHostIP(p); ok {
+		ha, ok := ParseHostIP(h)
+		return ok && ha == pa
+	}
+	if _, ok := ParseHostIP(h); ok {
+		return false
+	}
+	pl, hl := strings.Split(p, "."), strings.Split(h, ".")
+	if pl[0] == "**" {
+		// One or more labels, then the literal rest.
+		return len(hl) > len(pl)-1 && equalLabels(pl[1:], hl[len(hl)-len(pl)+1:]) && noEmpty(hl)
+	}
+	if len(pl) != len(hl) || !equalLabels(pl[1:], hl[1:]) || hl[0] == "" {
+		return false
+	}
+	return matchSegment(pl[0], hl[0])
+}
+
+func equalLabels(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func noEmpty(labels []string) bool {
+	for _, l := range labels {
+		if l == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidGlob reports whether pattern is a valid Portcullis glob (see
+// MatchGlob).
+func ValidGlob(pattern string) error {
+	if pattern == "" {
+		return errors.New("glob is empty")
+	}
+	for _, seg := range strings.Split(pattern, "/") {
+		if seg == "**" {
+			continue
+		}
+		if strings.Contains(seg, "**") {
+			return fmt.Errorf("glob %q: ** must be a whole path segment", pattern)
+		}
+		if err := validSegment(seg); err != nil {
+			return fmt.Errorf("glob %q: %w", pattern, err)
+		}
+	}
+	return nil
+}
+
+// validSegment checks escapes and bracket classes of one segment.
+func validSegment(seg string) error {
+	for i := 0; i < len(seg); i++ {
+		switch seg[i] {
+		case '\\':
+			if i+1 >= len(seg) {
+				return errors.New("trailing backslash")
+			}
+			i++
+		case '[':
+			_, n, err := parseClass(seg[i:])
+			if err != nil {
+				return err
+			}
+			i += n - 1
+		}
+	}
+	return nil
+}
+
+// MatchGlob reports whether s matches the glob pattern; an invalid pattern
+// matches nothing. Patterns and strings are split into `/`-separated
+// segments:
+//
+//   - `**` as a whole segment matches zero or more segments, so `/a/**`
+//     matches `/a`, `/a/` and `/a/b/c`, and `**/python3` matches any path
+//     ending in python3;
+//   - `*` matches any run of characters within one segment, never `/`;
+//   - `?` matches one character other than `/`;
+//   - `[a-z]`, `[abc]`, `[!0-9]` (or `[^0-9]`) match one character of (or
+//     not of) the class, never `/`;
+//   - `\x` matches x literally.
+//
+// Divergence from OpenShell, whose REST path globs let `*` cross `/`: here
+// only `**` crosses segments, so `/v1/*` does not reach `/v1/a/b`.
+// Matching is on bytes and case-sensitive.
+func MatchGlob(pattern, s string) bool {
+	if ValidGlob(pattern) != nil {
+		return false
+	}
+	return matchSegments(strings.Split(pattern, "/"), strings.Split(s, "/"))
+}
+
+func matchSegments(pat, segs []string) bool {
+	if len(pat) == 0 {
+		return len(segs) == 0
+	}
+	if pat[0] == "**" {
+		for skip := 0; skip <= len(segs); skip++ {
+			if matchSegments(pat[1:], segs[skip:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return len(segs) > 0 && matchSegment(pat[0], segs[0]) && matchSegments(pat[1:], segs[1:])
+}
+
+// matchSegment matches one segment (no `/` on either side) by plain
+// backtracking: `*` tries every split.
+func matchSegment(pat, s string) bool {
+	if pat == "" {
+		return s == ""
+	}
+	switch pat[0] {
+	case '*':
+		for i := 0; i <= len(s); i++ {
+			if matchSegment(pat[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return s != "" && matchSegment(pat[1:], s[1:])
+	case '[':
+		class, n, err := parseClass(pat)
+		return err == nil && s != "" && class(s[0]) && matchSegment(pat[n:], s[1:])
+	case '\\':
+		return len(pat) > 1 && s != "" && s[0] == pat[1] && matchSegment(pat[2:], s[1:])
+	default:
+		return s != "" && s[0] == pat[0] && matchSegment(pat[1:], s[1:])
+	}
+}
+
+// parseClass parses the bracket class at the start of pat and returns its
+// predicate and length. `]` first in the class is literal; `\` escapes.
+func parseClass(pat string) (func(byte) bool, int, error) {
+	i := 1
+	negate := false
+	if i < len(pat) && (pat[i] == '!' || pat[i] == '^') {
+		negate = true
+		i++
+	}
+	type span struct{ lo, hi byte }
+	var spans []span
+	first := true
+	for {
+		if i >= len(pat) {
+			return nil, 0, fmt.Errorf("unclosed bracket class in %q", pat)
+		}
+		if pat[i] == ']' && !first {
+			i++
+			break
+		}
+		first = false
+		lo, n, err := classChar(pat[i:])
+		if err != nil {
+			return nil, 0, err
+		}
+		i += n
+		hi := lo
+		if i+1 < len(pat) && pat[i] == '-' && pat[i+1] != ']' {
+			hi, n, err = classChar(pat[i+1:])
+			if err != nil {
+				return nil, 0, err
+			}
+			i += 1 + n
+			if hi < lo {
+				return nil, 0, fmt.Errorf("bad range %c-%c in bracket class", lo, hi)
+			}
+		}
+		spans = append(spans, span{lo, hi})
+	}
+	match := func(c byte) bool {
+		if c == '/' {
+			return false
+		}
+		in := false
+		for _, sp := range spans {
+			if c >= sp.lo && c <= sp.hi {
+				in = true
+			}
+		}
+		return in != negate
+	}
+	return match, i, nil
+}
+
+func classChar(s string) (byte, int, error) {
+	if s[0] == '\\' {
+		if len(s) < 2 {
+			return 0, 0, errors.New("trailing backslash in bracket class")
+		}
+		return s[1], 2, nil
+	}
+	if s[0] == '/' {
+		return 0, 0, errors.New("/ in bracket class")
+	}
+	return s[0], 1, nil
+}
+
+// CanonicalPath returns the canonical form of an HTTP request path, the form
+// rules are matched against and the proxy forwards:
+//
+//   - a query (`?…`) is dropped; a fragment (`#`) is refused;
+//   - every percent-encoding is decoded and each byte re-encoded one way:
+//     unreserved characters, sub-delims, `:` and `@` literal, everything
+//     else as %XX with upper-case hex — so `%61dmin` and `admin` are one
+//     path, and `%3A` and `:` are one;
+//   - `.` and `..` segments (also spelled `%2e`) are resolved as RFC 3986
+//     §5.2.4 does, never above `/`; a dot segment carrying `;` parameters
+//     (`..;x`, read as `..` by some servers) is refused;
+//   - empty segments (`//`) are collapsed;
+//   - `%2F` and `%5C` (an encoded `/` or `\`) are refused unless
+//     allowEncodedSlash, and then kept encoded inside their segment;
+//   - NUL and other control bytes, raw or encoded, raw backslashes and
+//     invalid percent-encodings are refused.
+//
+// The result starts with `/`; an empty path is `/`.
+func CanonicalPath(raw string, allowEncodedSlash bool) (string, error) {
+	if i := strings.IndexByte(raw, '?'); i >= 0 {
+		raw = raw[:i]
+	}
+	if strings.ContainsRune(raw, '#') {
+		return "", fmt.Errorf("path %q contains a fragment", raw)
+	}
+	if raw == "" {
+		return "/", nil
+	}
+	if raw[0] != '/' {
+		return "", fmt.Errorf("path %q does not start with /", raw)
+	}
+	var out []string
+	segs := strings.Split(raw[1:], "/")
+	for i, seg := range segs {
+		dec, err := decodeSegment(seg, allowEncodedSlash)
+		if err != nil {
+			return "", fmt.Errorf("path %q: %w", raw, err)
+		}
+		last := i == len(segs)-1
+		switch {
+		case dec == ".":
+		case dec == "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		case isDotWithParams(dec):
+			return "", fmt.Errorf("path %q: dot segment with parameters %q", raw, seg)
+		case dec == "":
+			// An empty segment is a doubled or trailing slash; only the
+			// trailing one survives.
+			if !last {
+				continue
+			}
+		default:
+			out = append(out, encodeSegment(dec))
+			continue
+		}
+		if last {
+			// A trailing dot segment or slash leaves a trailing slash.
+			out = append(out, "")
+		}
+	}
+	p := "/" + strings.Join(out, "/")
+	return strings.ReplaceAll(p, "//", "/"), nil
+}
+
+func isDotWithParams(seg string) bool {
+	return strings.HasPrefix(seg, ".;") || strings.HasPrefix(seg, "..;")
+}
+
+// decodeSegment percent-decodes one path segment, refusing control bytes,
+// backslashes, invalid escapes and (unless allowed) encoded slashes.
+func decodeSegment(seg string, allowEncodedSlash bool) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		if c == '\\' {
+			return "", errors.New("backslash in path")
+		}
+		if c == '%' {
+			if i+2 >= len(seg) || !isHex(seg[i+1]) || !isHex(seg[i+2]) {
+				return "", fmt.Errorf("invalid percent-encoding in %q", seg)
+			}
+			c = unhex(seg[i+1])<<4 | unhex(seg[i+2])
+			i += 2
+			if (c == '/' || c == '\\') && !allowEncodedSlash {
+				return "", fmt.Errorf("encoded %q in path (allow_encoded_slash is off)", c)
+			}
+		}
+		if c < 0x20 || c == 0x7f {
+			return "", fmt.Errorf("control byte %#02x in path", c)
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), nil
+}
+
+// encodeSegment writes a decoded segment in the one canonical spelling.
+func encodeSegment(seg string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		if isPathLiteral(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&0xf])
+	}
+	return b.String()
+}
+
+// isPathLiteral reports whether c stays literal in a canonical segment:
+// RFC 3986 unreserved, sub-delims, ':' and '@'.
+func isPathLiteral(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@", c) >= 0
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}

@@ -1,0 +1,243 @@
+package policy
+
+import "testing"
+
+func TestValidHostPattern(t *testing.T) {
+	valid := []string{
+		"example.com", "API.GitHub.com.", "*.example.com", "*-aiplatform.googleapis.com",
+		"**.example.com", "api-*.example.com", "a*b*.example.com", "10.0.0.5", "fd00::1", "[fd00::1]",
+		"_dmarc.example.com", "localhost",
+	}
+	for _, p := range valid {
+		if err := ValidHostPattern(p); err != nil {
+			t.Errorf("ValidHostPattern(%q) = %v, want nil", p, err)
+		}
+	}
+	invalid := []string{
+		"", "*", "**", "*.com", "**.com", "foo.*.example.com", "foo.**.x", "example.*",
+		"foo**.example.com", "***.example.com", "a..b", ".example.com", "exa mple.com",
+		"0x7f000001", "127.1", "[fe80::1%eth0]", "::ffff:zz", "foo.bar*.com",
+	}
+	for _, p := range invalid {
+		if err := ValidHostPattern(p); err == nil {
+			t.Errorf("ValidHostPattern(%q) = nil, want an error", p)
+		}
+	}
+}
+
+func TestMatchHost(t *testing.T) {
+	tests := []struct {
+		pattern, host string
+		want          bool
+	}{
+		{"example.com", "example.com", true},
+		{"example.com", "EXAMPLE.com.", true},
+		{"Example.COM.", "example.com", true},
+		{"example.com", "www.example.com", false},
+		{"*.example.com", "api.example.com", true},
+		{"*.example.com", "API.Example.Com.", true},
+		{"*.example.com", "a.b.example.com", false},
+		{"*.example.com", "example.com", false},
+		{"*.example.com", ".example.com", false},
+		{"*-aiplatform.googleapis.com", "us-central1-aiplatform.googleapis.com", true},
+		{"*-aiplatform.googleapis.com", "aiplatform.googleapis.com", false},
+		{"*-aiplatform.googleapis.com", "x.y-aiplatform.googleapis.com", false},
+		{"**.example.com", "a.example.com", true},
+		{"**.example.com", "a.b.c.example.com", true},
+		{"**.example.com", "example.com", false},
+		{"**.example.com", "evil-example.com", false},
+		{"**.example.com", "a..example.com", false},
+		{"*", "example.com", false},
+		{"*.com", "example.com", false},
+		{"10.0.0.5", "10.0.0.5", true},
+		{"10.0.0.5", "167772165", true},
+		{"10.0.0.5", "012.0.0.5", true},
+		{"10.0.0.5", "[::ffff:10.0.0.5]", true},
+		{"10.0.0.5", "10.0.0.6", false},
+		{"fd00::1", "[FD00::1]", true},
+		{"*.example.com", "10.0.0.5", false},
+	}
+	for _, tt := range tests {
+		if got := MatchHost(tt.pattern, tt.host); got != tt.want {
+			t.Errorf("MatchHost(%q, %q) = %v, want %v", tt.pattern, tt.host, got, tt.want)
+		}
+	}
+}
+
+func TestValidGlob(t *testing.T) {
+	for _, p := range []string{"/v1/*", "/repos/**", "**/python3", "/a/**/b", "tools/*", "get_?", "[a-z]*", "[!0]x", "[^0]x", `\*`, "[]]", "[a-]"} {
+		if err := ValidGlob(p); err != nil {
+			t.Errorf("ValidGlob(%q) = %v, want nil", p, err)
+		}
+	}
+	for _, p := range []string{"", "/a**", "/**x/y", "/a/***", "[a-z", "[z-a]", `a\`, "[/]", "[]"} {
+		if err := ValidGlob(p); err == nil {
+			t.Errorf("ValidGlob(%q) = nil, want an error", p)
+		}
+	}
+}
+
+func TestMatchGlob(t *testing.T) {
+	tests := []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"/v1/*", "/v1/orders", true},
+		{"/v1/*", "/v1/orders/7", false}, // divergence: * does not cross /
+		{"/v1/*", "/v1/", true},
+		{"/v1/*", "/v1", false},
+		{"/repos/**", "/repos", true},
+		{"/repos/**", "/repos/", true},
+		{"/repos/**", "/repos/a/b/c", true},
+		{"/repos/**", "/reposx", false},
+		{"/a/**/b", "/a/b", true},
+		{"/a/**/b", "/a/x/y/b", true},
+		{"/a/**/b", "/a/x/y/c", false},
+		{"/**", "/", true},
+		{"/**", "/anything/at/all", true},
+		{"**", "/usr/bin/x", true},
+		{"**/python3", "/usr/bin/python3", true},
+		{"**/python3", "/usr/bin/python3.12", false},
+		{"/usr/bin/python*", "/usr/bin/python3.12", true},
+		{"/usr/bin/*", "/usr/bin/sub/x", false},
+		{"/sandbox/.vscode-server/**", "/sandbox/.vscode-server/bin/abc/node", true},
+		{"/v?/x", "/v1/x", true},
+		{"/v?/x", "/v/x", false},
+		{"/v?/x", "/v//x", false},
+		{"/v[0-9]/x", "/v7/x", true},
+		{"/v[0-9]/x", "/va/x", false},
+		{"/v[!0]/x", "/v1/x", true},
+		{"/v[!0]/x", "/v0/x", false},
+		{"/v[^0]/x", "/v0/x", false},
+		{`/a\*b`, "/a*b", true},
+		{`/a\*b`, "/axb", false},
+		{"tools/*", "tools/call", true},
+		{"tools/*", "resources/read", false},
+		{"get_*", "get_order", true},
+		{"get_*", "set_order", false},
+		{"*", "", true},
+		{"*", "a/b", false},
+		{"/a/*b*c", "/a/xxbyyc", true},
+		{"/a/*b*c", "/a/xxbyyd", false},
+		{"[a-z", "[a-z", false}, // invalid patterns match nothing
+	}
+	for _, tt := range tests {
+		if got := MatchGlob(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("MatchGlob(%q, %q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
+		}
+	}
+}
+
+func TestCanonicalPath(t *testing.T) {
+	tests := []struct {
+		raw       string
+		slash     bool
+		want      string
+		wantError bool
+	}{
+		{raw: "/v1/orders", want: "/v1/orders"},
+		{raw: "", want: "/"},
+		{raw: "/", want: "/"},
+		{raw: "/a/../admin", want: "/admin"},
+		{raw: "/a/./b", want: "/a/b"},
+		{raw: "/a/%2e%2e/admin", want: "/admin"},
+		{raw: "/a/%2E%2E/admin", want: "/admin"},
+		{raw: "/a/.%2e/admin", want: "/admin"},
+		{raw: "/a/%2e/b", want: "/a/b"},
+		{raw: "/../../etc/passwd", want: "/etc/passwd"},
+		{raw: "/a/b/..", want: "/a/"},
+		{raw: "/a/b/.", want: "/a/b/"},
+		{raw: "/a//b", want: "/a/b"},
+		{raw: "//a///b//", want: "/a/b/"},
+		{raw: "/a/b/", want: "/a/b/"},
+		{raw: "/a?x=1&y=/../", want: "/a"},
+		{raw: "/%61dmin", want: "/admin"},
+		{raw: "/a%3ab", want: "/a:b"},
+		{raw: "/a b", want: "/a%20b"},
+		{raw: "/a%20b", want: "/a%20b"},
+		{raw: "/%e2%82%ac", want: "/%E2%82%AC"},
+		{raw: "/a%25b", want: "/a%25b"},
+		{raw: "/a%3Fb", want: "/a%3Fb"},
+		{raw: "/a%2Fb", wantError: true},
+		{raw: "/a%2fb", wantError: true},
+		{raw: "/a%5Cb", wantError: true},
+		{raw: "/a%2Fb", slash: true, want: "/a%2Fb"},
+		{raw: "/a%5cb", slash: true, want: "/a%5Cb"},
+		{raw: "/a%2F..%2Fb", slash: true, want: "/a%2F..%2Fb"},
+		{raw: `/a\b`, wantError: true},
+		{raw: `/a\b`, slash: true, wantError: true},
+		{raw: "/a%00b", wantError: true},
+		{raw: "/a\x00b", wantError: true},
+		{raw: "/a%0ab", wantError: true},
+		{raw: "/a\tb", wantError: true},
+		{raw: "/a%7f", wantError: true},
+		{raw: "/a%zz", wantError: true},
+		{raw: "/a%4", wantError: true},
+		{raw: "/a%", wantError: true},
+		{raw: "/a#frag", wantError: true},
+		{raw: "a/b", wantError: true},
+		{raw: "*", wantError: true},
+		{raw: "/public/..;/admin", wantError: true},
+		{raw: "/public/.;x/admin", wantError: true},
+		{raw: "/public/%2e%2e;/admin", wantError: true},
+		{raw: "/a;b/c", want: "/a;b/c"},
+	}
+	for _, tt := range tests {
+		got, err := CanonicalPath(tt.raw, tt.slash)
+		if tt.wantError {
+			if err == nil {
+				t.Errorf("CanonicalPath(%q, %v) = %q, want an error", tt.raw, tt.slash, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("CanonicalPath(%q, %v) = %q, %v; want %q", tt.raw, tt.slash, got, err, tt.want)
+		}
+	}
+}
+
+// TestCanonicalPathIdempotent checks that the canonical form is a fixed
+// point: canonicalising it again changes nothing.
+func TestCanonicalPathIdempotent(t *testing.T) {
+	for _, raw := range []string{"/a/../b/./c//d/", "/%61%3a%20x", "/x%2Fy/../z", "/..", "/a/b/.."} {
+		once, err := CanonicalPath(raw, true)
+		if err != nil {
+			t.Fatalf("CanonicalPath(%q): %v", raw, err)
+		}
+		twice, err := CanonicalPath(once, true)
+		if err != nil || twice != once {
+			t.Errorf("CanonicalPath(%q) = %q, again = %q, %v", raw, once, twice, err)
+		}
+	}
+}
+
+func FuzzCanonicalPath(f *testing.F) {
+	for _, s := range []string{"/a/../b", "/%2e%2e/x", "//a//", "/a%2Fb", "/x?y"} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, raw string, slash bool) {
+		once, err := CanonicalPath(raw, slash)
+		if err != nil {
+			return
+		}
+		if once == "" || once[0] != '/' {
+			t.Fatalf("CanonicalPath(%q) = %q does not start with /", raw, once)
+		}
+		twice, err := CanonicalPath(once, slash)
+		if err != nil || twice != once {
+			t.Fatalf("not idempotent: %q → %q → %q, %v", raw, once, twice, err)
+		}
+	})
+}
+
+func FuzzParseHostIP(f *testing.F) {
+	for _, s := range []string{"127.1", "0xA9FEA9FE", "[::1]", "2852039166", "1.2.3.4."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		a, ok := ParseHostIP(host)
+		if ok && (!a.IsValid() || a.Is4In6() || a.Zone() != "") {
+			t.Fatalf("ParseHostIP(%q) = %v: not a plain unmapped address", host, a)
+		}
+	})
+}
