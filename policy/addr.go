@@ -250,7 +250,6 @@ var (
 		netip.MustParsePrefix("100::/64"),        // discard-only
 		netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments
 		netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
-		netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated)
 	}
 )
 

@@ -1,0 +1,838 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// This file is the reference evaluator: the definition of what a policy
+// allows. It is written to be read, not to be fast. Each semantic rule
+// lives in one function whose comment states it; Decide only composes them.
+//
+// The order of evaluation:
+//
+//  1. Hard denials, whatever the policy says and even in audit mode:
+//     malformed requests, always-denied addresses and ports
+//     (destinationDenied).
+//  2. Deny rules win everywhere: every deny rule of every endpoint whose
+//     destination (host, port, path scope) matches is checked, in every
+//     entry and for every binary (denyPhase). A deny rule that cannot be
+//     checked (no L7 view of the request, a protocol not inspected yet, an
+//     invalid tool name) denies hard.
+//  3. Allow: the candidates are the endpoints of the entries whose binaries
+//     match and whose destination matches; each is judged by its address
+//     rules and then its protocol (judgeCandidate).
+//  4. Default deny. `enforcement: audit` on the deciding endpoint turns a
+//     rule denial into Allow with Audit set (combine).
+
+// Request is one request as the proxy sees it. Decide judges complete
+// requests: for L7 endpoints the HTTP fields must be set.
+type Request struct {
+	Binary string     // absolute path of the calling executable; "" when it cannot be determined
+	Host   string     // destination as requested (DNS name or IP literal)
+	Addr   netip.Addr // the resolved IP the proxy will dial; zero when unknown (then only an IP-literal Host is checked)
+	Port   int
+	// L7 — set when the proxy sees the HTTP request (REST, MCP)
+	HTTPMethod string
+	Path       string      // as received (Decide canonicalizes with the endpoint's allow_encoded_slash)
+	Query      string      // raw query string
+	MCP        *MCPMessage // the JSON-RPC message, for protocol mcp POSTs (nil for GET/DELETE)
+
+	Time             time.Time // for expires_at; zero means time.Now()
+	DevAllowLoopback bool
+}
+
+// MCPMessage is one client→server JSON-RPC message on an MCP endpoint.
+type MCPMessage struct {
+	Method          string          // JSON-RPC method ("" for a client→server response)
+	Tool            string          // params.name for tools/call
+	Arguments       json.RawMessage // params.arguments
+	ProtocolVersion string          // the version the proxy established ("" if none given)
+	Response        bool            // a client→server JSON-RPC response (answer to elicitation/sampling): passes once the endpoint matches
+}
+
+// Decision is the verdict on one request.
+type Decision struct {
+	Allow          bool
+	Audit          bool   // denied by rules but let through because the matching endpoint has enforcement: audit
+	Entry          string // network_policies key that allowed or whose rule denied ("" if none)
+	Endpoint       int    // index in that entry's endpoints, -1 if none
+	Rule           string // e.g. "rules[2]", "deny_rules[0]", "access: read-only", "allow_all_known_mcp_methods"
+	Reason         string // human-readable, names the method/tool/host and the rule
+	VersionRefused bool   // denied only because the MCP protocol version is not listed (not offered to the advisor)
+}
+
+// Decide returns the decision of policy p on request r. A nil policy denies
+// everything.
+func Decide(p *Policy, r Request) Decision {
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	if d, denied := destinationDenied(r); denied {
+		return d
+	}
+	eps := endpointsOf(p)
+	denials := denyPhase(eps, r)
+	var outs []outcome
+	for _, ep := range eps {
+		if destinationMatches(ep, r) && binaryMatches(ep.entry, r.Binary) {
+			outs = append(outs, judgeCandidate(ep, r))
+		}
+	}
+	return combine(denials, outs, eps, r)
+}
+
+// ---------------------------------------------------------------------------
+// 1. Hard denials.
+
+// destinationDenied applies the rules no policy can override: the request
+// must name a destination and a valid port; loopback (unless the proxy runs
+// with --dev-allow-loopback), link-local, unspecified, multicast, broadcast
+// and cloud-metadata addresses are denied — checked on the resolved Addr,
+// on an IP-literal Host, and on metadata and localhost names; control-plane
+// ports are denied. An IP-literal Host must equal the address dialled.
+func destinationDenied(r Request) (Decision, bool) {
+	deny := func(reason string) (Decision, bool) {
+		return Decision{Endpoint: -1, Reason: reason}, true
+	}
+	if strings.TrimSpace(r.Host) == "" && !r.Addr.IsValid() {
+		return deny("request names no destination")
+	}
+	if r.Port < 1 || r.Port > 65535 {
+		return deny(fmt.Sprintf("port %d is not a valid port", r.Port))
+	}
+	if DeniedPort(r.Port) {
+		return deny(fmt.Sprintf("port %d is a cluster control-plane port and always denied", r.Port))
+	}
+	if IsMetadataHost(r.Host) {
+		return deny(fmt.Sprintf("host %q is a cloud metadata service and always denied", r.Host))
+	}
+	if isLoopbackName(r.Host) && !r.DevAllowLoopback {
+		return deny(fmt.Sprintf("host %q is loopback and always denied", r.Host))
+	}
+	literal, isLiteral := ParseHostIP(r.Host)
+	if isLiteral {
+		if why, denied := AlwaysDenied(literal, r.DevAllowLoopback); denied {
+			return deny(fmt.Sprintf("host %q is always denied: %s", r.Host, why))
+		}
+	}
+	if r.Addr.IsValid() {
+		if why, denied := AlwaysDenied(r.Addr, r.DevAllowLoopback); denied {
+			return deny(fmt.Sprintf("%s resolves to an always-denied destination: %s", r.Host, why))
+		}
+		if isLiteral && literal != r.Addr.Unmap().WithZone("") {
+			return deny(fmt.Sprintf("host %q is the IP address %s but the proxy would dial %s", r.Host, literal, r.Addr))
+		}
+	}
+	return Decision{}, false
+}
+
+// ---------------------------------------------------------------------------
+// Endpoints and destinations.
+
+// endpointRef is one endpoint with the entry it belongs to.
+type endpointRef struct {
+	key   string // network_policies key
+	entry *NetworkPolicy
+	index int
+	ep    *Endpoint
+}
+
+// endpointsOf lists every endpoint of p, entries in key order and
+// endpoints in document order, so decisions are deterministic.
+func endpointsOf(p *Policy) []endpointRef {
+	if p == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(p.NetworkPolicies))
+	for k := range p.NetworkPolicies {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []endpointRef
+	for _, k := range keys {
+		entry := p.NetworkPolicies[k]
+		if entry == nil {
+			continue
+		}
+		for i, ep := range entry.Endpoints {
+			if ep != nil {
+				out = append(out, endpointRef{key: k, entry: entry, index: i, ep: ep})
+			}
+		}
+	}
+	return out
+}
+
+// name describes an endpoint in reasons: "network_policies.orders
+// (orders.example.com:443/mcp)".
+func (e endpointRef) name() string {
+	return fmt.Sprintf("network_policies.%s (%s)", e.key, endpointLabel(e.ep))
+}
+
+// endpointLabel is host:ports plus the path scope; "*" for a hostless
+// endpoint.
+func endpointLabel(ep *Endpoint) string {
+	host := ep.Host
+	if host == "" {
+		host = "*"
+	}
+	ports := make([]string, 0, len(endpointPorts(ep)))
+	for _, p := range endpointPorts(ep) {
+		ports = append(ports, strconv.Itoa(p))
+	}
+	return host + ":" + strings.Join(ports, ",") + ep.Path
+}
+
+// endpointPorts returns the ports an endpoint covers: `ports` when given,
+// else `port` (OpenShell: ports wins).
+func endpointPorts(ep *Endpoint) []int {
+	if len(ep.Ports) > 0 {
+		return ep.Ports
+	}
+	if ep.Port != 0 {
+		return []int{ep.Port}
+	}
+	return nil
+}
+
+// destinationAddr is the address the destination checks see: the resolved
+// Addr, else an IP-literal Host; ok is false when neither is known.
+func destinationAddr(r Request) (netip.Addr, bool) {
+	if r.Addr.IsValid() {
+		return r.Addr.Unmap().WithZone(""), true
+	}
+	return ParseHostIP(r.Host)
+}
+
+// destinationMatches reports whether r is addressed to ep: its host
+// (MatchHost; a hostless endpoint matches any host whose address its
+// allowed_ips cover), one of its ports, and its path scope. A path scope
+// is matched on the canonical path; a request without a path (no L7 view)
+// does not match a path-scoped endpoint here — the deny phase treats that
+// case as unknown and fails closed.
+func destinationMatches(e endpointRef, r Request) bool {
+	if !hostMatches(e.ep, r) || !slices.Contains(endpointPorts(e.ep), r.Port) {
+		return false
+	}
+	if e.ep.Path == "" {
+		return true
+	}
+	if r.HTTPMethod == "" {
+		return false
+	}
+	path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
+	return err == nil && MatchGlob(e.ep.Path, path)
+}
+
+func hostMatches(ep *Endpoint, r Request) bool {
+	if ep.Host == "" {
+		addr, ok := destinationAddr(r)
+		return ok && len(ep.AllowedIPs) > 0 && addrInAllowedIPs(ep.AllowedIPs, addr)
+	}
+	return MatchHost(ep.Host, r.Host)
+}
+
+// addrInAllowedIPs reports whether an allowed_ips list (CIDRs or single
+// addresses; invalid entries cover nothing) contains addr or the IPv4
+// address a NAT64 addr reaches.
+func addrInAllowedIPs(list []string, addr netip.Addr) bool {
+	for _, s := range list {
+		prefix, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				continue
+			}
+			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		for _, a := range withEmbedded(addr) {
+			if prefix.Masked().Contains(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// binaryMatches reports whether the calling binary may use entry: an empty
+// binaries list means any binary (even an unknown one); otherwise the
+// binary must be known and match one of the path globs.
+func binaryMatches(entry *NetworkPolicy, binary string) bool {
+	if len(entry.Binaries) == 0 {
+		return true
+	}
+	if binary == "" {
+		return false
+	}
+	for _, b := range entry.Binaries {
+		if MatchGlob(b.Path, binary) {
+			return true
+		}
+	}
+	return false
+}
+
+// ---------------------------------------------------------------------------
+// 2. Deny rules win everywhere.
+
+// denial is a deny rule that matched (or could not be checked).
+type denial struct {
+	ep     endpointRef
+	rule   string
+	reason string
+	hard   bool // cannot be audited away
+}
+
+// denyPhase checks the deny rules of every endpoint whose destination
+// (host, port, path scope) matches r, whatever its entry and binaries.
+// When an endpoint has deny rules and r's path scope, protocol or message
+// cannot be judged against them, that is a hard denial: a deny rule must
+// never be skipped for lack of information.
+func denyPhase(eps []endpointRef, r Request) []denial {
+	var out []denial
+	for _, e := range eps {
+		if len(e.ep.DenyRules) == 0 || !hostMatches(e.ep, r) || !slices.Contains(endpointPorts(e.ep), r.Port) {
+			continue
+		}
+		if r.HTTPMethod == "" {
+			out = append(out, denial{ep: e, rule: "deny_rules", hard: true,
+				reason: fmt.Sprintf("%s has deny rules, which cannot be checked without L7 inspection of the request", e.name())})
+			continue
+		}
+		path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
+		if err != nil {
+			out = append(out, denial{ep: e, rule: "deny_rules", hard: true,
+				reason: fmt.Sprintf("malformed request path for %s: %v", e.name(), err)})
+			continue
+		}
+		if e.ep.Path != "" && !MatchGlob(e.ep.Path, path) {
+			continue
+		}
+		out = append(out, endpointDenials(e, r, path)...)
+	}
+	return out
+}
+
+// endpointDenials checks one endpoint's deny rules against r.
+func endpointDenials(e endpointRef, r Request, path string) []denial {
+	switch e.ep.Protocol {
+	case ProtocolREST:
+		for i, rule := range e.ep.DenyRules {
+			if rule != nil && restRuleMatches(rule, r, path, false) {
+				return []denial{{ep: e, rule: fmt.Sprintf("deny_rules[%d]", i),
+					reason: fmt.Sprintf("%s %s is denied by deny_rules[%d] of %s", strings.ToUpper(r.HTTPMethod), path, i, e.name())}}
+			}
+		}
+		return nil
+	case ProtocolMCP:
+		return mcpDenials(e, r)
+	default:
+		return []denial{{ep: e, rule: "deny_rules", hard: true,
+			reason: fmt.Sprintf("%s has deny rules for protocol %q, which is not inspected yet", e.name(), e.ep.Protocol)}}
+	}
+}
+
+// mcpDenials checks an MCP endpoint's deny rules. They judge JSON-RPC
+// messages: GET and DELETE without a message, and client→server responses,
+// carry none. Any other request without a parsed message, or a tools/call
+// whose name breaks the endpoint's strict names, cannot be checked.
+func mcpDenials(e endpointRef, r Request) []denial {
+	method := strings.ToUpper(r.HTTPMethod)
+	if r.MCP == nil && (method == "GET" || method == "DELETE") {
+		return nil
+	}
+	if r.MCP != nil && r.MCP.Response {
+		return nil
+	}
+	if r.MCP == nil {
+		return []denial{{ep: e, rule: "deny_rules", hard: true,
+			reason: fmt.Sprintf("%s %s carries no MCP message, so the deny rules of %s cannot be checked", method, r.Path, e.name())}}
+	}
+	if why, bad := malformedMCP(e.ep, r.MCP); bad {
+		return []denial{{ep: e, rule: "deny_rules", hard: true, reason: why + " (" + e.name() + ")"}}
+	}
+	for i, rule := range e.ep.DenyRules {
+		if rule != nil && mcpRuleMatches(e.ep, rule, r.MCP, true) {
+			return []denial{{ep: e, rule: fmt.Sprintf("deny_rules[%d]", i),
+				reason: fmt.Sprintf("%s is denied by deny_rules[%d] of %s", describeMCP(r.MCP), i, e.name())}}
+		}
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// 3. Candidates: an entry whose binary and destination match.
+
+// outcome is one candidate endpoint's verdict.
+type outcome struct {
+	ep             endpointRef
+	allow          bool
+	rule           string
+	reason         string
+	hard           bool // a denial audit mode cannot lift
+	versionRefused bool // denied only because the MCP version is not listed
+}
+
+// judgeCandidate judges r on one endpoint it is addressed to: first the
+// address rules (addressAllowed), then the endpoint's protocol.
+func judgeCandidate(e endpointRef, r Request) outcome {
+	if why, ok := addressAllowed(e.ep, r); !ok {
+		return outcome{ep: e, hard: true, reason: why}
+	}
+	switch e.ep.Protocol {
+	case ProtocolL4:
+		return outcome{ep: e, allow: true, rule: "endpoint",
+			reason: fmt.Sprintf("%s:%d is allowed by %s (no L7 inspection)", r.Host, r.Port, e.name())}
+	case ProtocolREST:
+		return judgeREST(e, r)
+	case ProtocolMCP:
+		return judgeMCP(e, r)
+	default:
+		// Divergence from OpenShell, toward safety: protocols the proxy
+		// does not inspect yet deny everything, even in audit mode.
+		return outcome{ep: e, hard: true,
+			reason: fmt.Sprintf("protocol %s is not inspected yet, so %s denies every request", e.ep.Protocol, e.name())}
+	}
+}
+
+// addressAllowed applies allowed_ips. When the endpoint lists allowed_ips,
+// the destination address must be inside them. Otherwise a private,
+// shared or special-purpose address (IsPrivate) is refused — even for an
+// exact hostname (a divergence from OpenShell, which trusts exact names).
+// When no address is known (a DNS name not yet resolved), there is nothing
+// to check here; the proxy checks the address it dials.
+func addressAllowed(ep *Endpoint, r Request) (string, bool) {
+	addr, ok := destinationAddr(r)
+	if !ok {
+		return "", true
+	}
+	if len(ep.AllowedIPs) > 0 {
+		if addrInAllowedIPs(ep.AllowedIPs, addr) {
+			return "", true
+		}
+		return fmt.Sprintf("%s (%s) is outside the allowed_ips of %s", r.Host, addr, endpointLabel(ep)), false
+	}
+	if IsPrivate(addr) {
+		return fmt.Sprintf("%s resolves to the private address %s, which needs allowed_ips on %s", r.Host, addr, endpointLabel(ep)), false
+	}
+	return "", true
+}
+
+// requireL7 is the outcome of an L7 endpoint given a request without L7
+// information: it does not allow, and audit cannot change that.
+func requireL7(e endpointRef) outcome {
+	return outcome{ep: e, hard: true,
+		reason: fmt.Sprintf("%s inspects %s requests, and this request was not inspected", e.name(), e.ep.Protocol)}
+}
+
+// ---- REST
+
+// Access presets (OpenShell): read-only is GET, HEAD, OPTIONS; read-write
+// adds POST, PUT, PATCH; full is every method and path.
+var accessMethods = map[string][]string{
+	AccessReadOnly:  {"GET", "HEAD", "OPTIONS"},
+	AccessReadWrite: {"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"},
+}
+
+// judgeREST allows a request that the endpoint's access preset or one of
+// its unexpired allow rules matches.
+func judgeREST(e endpointRef, r Request) outcome {
+	if r.HTTPMethod == "" {
+		return requireL7(e)
+	}
+	path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
+	if err != nil {
+		return outcome{ep: e, hard: true, reason: fmt.Sprintf("malformed request path: %v", err)}
+	}
+	method := strings.ToUpper(r.HTTPMethod)
+	what := fmt.Sprintf("%s %s", method, path)
+	switch e.ep.Access {
+	case AccessFull:
+		return outcome{ep: e, allow: true, rule: "access: full", reason: fmt.Sprintf("%s is allowed by access: full on %s", what, e.name())}
+	case AccessReadOnly, AccessReadWrite:
+		if slices.Contains(accessMethods[e.ep.Access], method) {
+			return outcome{ep: e, allow: true, rule: "access: " + e.ep.Access,
+				reason: fmt.Sprintf("%s is allowed by access: %s on %s", what, e.ep.Access, e.name())}
+		}
+	}
+	for i, rule := range e.ep.Rules {
+		if rule.Allow == nil || expired(rule.Allow, r.Time) {
+			continue
+		}
+		if restRuleMatches(rule.Allow, r, path, true) {
+			return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
+				reason: fmt.Sprintf("%s is allowed by rules[%d] of %s", what, i, e.name())}
+		}
+	}
+	return outcome{ep: e, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches", what, e.name())}
+}
+
+// restRuleMatches reports whether a REST rule matches: method (`*` or
+// absent = any method; compared case-insensitively), path glob (absent =
+// any path) on the canonical path, and every query matcher.
+func restRuleMatches(rule *L7Rule, r Request, path string, allow bool) bool {
+	if rule.Method != "" && rule.Method != "*" && !strings.EqualFold(rule.Method, r.HTTPMethod) {
+		return false
+	}
+	if rule.Path != "" && !MatchGlob(rule.Path, path) {
+		return false
+	}
+	return queryMatches(rule.Query, r.Query, allow)
+}
+
+// queryMatches applies a rule's query matchers to the decoded query
+// parameters. Every named parameter must be present. In an allow rule every
+// value of the parameter must match one of the globs; in a deny rule one
+// matching value is enough — each the narrower reading for its side. A
+// query that does not decode matches no allow rule and every deny rule
+// that has query matchers. In query values `*` also matches `/`.
+func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
+	if len(matchers) == 0 {
+		return true
+	}
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return !allow
+	}
+	for name, m := range matchers {
+		vs := values[name]
+		if len(vs) == 0 {
+			return false
+		}
+		matched := 0
+		for _, v := range vs {
+			if m != nil && m.matchesValue(v) {
+				matched++
+			}
+		}
+		if allow && matched != len(vs) || !allow && matched == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// matchesValue matches a query value against the matcher's globs, with `*`
+// free to cross `/` (query values are not paths).
+func (m *Matcher) matchesValue(v string) bool {
+	for _, g := range m.Any {
+		if ValidGlob(g) == nil && matchSegment(strings.ReplaceAll(g, "**", "*"), v) {
+			return true
+		}
+	}
+	return false
+}
+
+// expired reports whether an allow rule's grant has ended: expires_at at
+// or before now.
+func expired(rule *L7Rule, now time.Time) bool {
+	return rule.ExpiresAt != nil && !now.Before(*rule.ExpiresAt)
+}
+
+// ---- MCP
+
+// knownMCPMethods is the method profile of allow_all_known_mcp_methods:
+// the client→server requests and notifications of MCP 2025-11-25.
+// Extension methods are not in it and need their own rules.
+var knownMCPMethods = []string{
+	"initialize", "ping",
+	"tools/list", "tools/call",
+	"resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
+	"prompts/list", "prompts/get",
+	"completion/complete", "logging/setLevel",
+	"tasks/get", "tasks/result", "tasks/list", "tasks/cancel",
+	"notifications/initialized", "notifications/cancelled", "notifications/progress",
+	"notifications/roots/list_changed", "notifications/tasks/status",
+}
+
+// strictToolName is the MCP-recommended tool-name pattern strict names
+// enforce.
+var strictToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+func strictNames(ep *Endpoint) bool {
+	return ep.MCP == nil || ep.MCP.StrictToolNames == nil || *ep.MCP.StrictToolNames
+}
+
+func allowAllKnown(ep *Endpoint) bool {
+	return ep.MCP != nil && ep.MCP.AllowAllKnownMCPMethods
+}
+
+// versionListed reports whether the MCP protocol version is accepted:
+// listed in mcp.versions (default [2025-11-25]). A message that names no
+// version is taken to speak the default version 2025-11-25, so it passes
+// only when that version is listed.
+func versionListed(ep *Endpoint, version string) bool {
+	if version == "" {
+		version = DefaultMCPVersion
+	}
+	versions := []string{DefaultMCPVersion}
+	if ep.MCP != nil && len(ep.MCP.Versions) > 0 {
+		versions = ep.MCP.Versions
+	}
+	return slices.Contains(versions, version)
+}
+
+// malformedMCP reports messages no rule may judge: a request without a
+// method, a tools/call without a tool name, a tool name outside
+// ^[A-Za-z0-9_.-]{1,128}$ on a strict endpoint, arguments that are not
+// JSON.
+func malformedMCP(ep *Endpoint, m *MCPMessage) (string, bool) {
+	switch {
+	case m.Response:
+		return "", false
+	case m.Method == "":
+		return "MCP message has no method", true
+	case m.Method != "tools/call":
+		return "", false
+	case m.Tool == "":
+		return "tools/call names no tool", true
+	case strictNames(ep) && !strictToolName.MatchString(m.Tool):
+		return fmt.Sprintf("tool name %q breaks strict_tool_names (^[A-Za-z0-9_.-]{1,128}$)", m.Tool), true
+	case len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
+		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
+	}
+	return "", false
+}
+
+// judgeMCP judges a request on an MCP (Streamable HTTP) endpoint:
+//   - GET (the SSE receive stream) and DELETE (session end) without a
+//     message are allowed once the endpoint matches; other HTTP methods
+//     are denied; a POST must carry a parsed message;
+//   - a client→server JSON-RPC response passes;
+//   - a malformed message is denied hard (malformedMCP);
+//   - otherwise the message must match an unexpired allow rule (or the
+//     allow-all profile when the endpoint has no rules), and its protocol
+//     version must be listed. An unlisted version denies hard; when the
+//     rules would have allowed the message it is marked versionRefused.
+func judgeMCP(e endpointRef, r Request) outcome {
+	method := strings.ToUpper(r.HTTPMethod)
+	switch {
+	case method == "":
+		return requireL7(e)
+	case (method == "GET" || method == "DELETE") && r.MCP == nil:
+		return outcome{ep: e, allow: true, rule: "endpoint",
+			reason: fmt.Sprintf("MCP %s is allowed once the endpoint matches (%s)", method, e.name())}
+	case method != "POST":
+		return outcome{ep: e, reason: fmt.Sprintf("HTTP %s is not allowed on MCP endpoint %s", method, e.name())}
+	case r.MCP == nil:
+		return outcome{ep: e, hard: true, reason: fmt.Sprintf("POST to MCP endpoint %s carries no MCP message", e.name())}
+	case r.MCP.Response:
+		return outcome{ep: e, allow: true, rule: "endpoint",
+			reason: fmt.Sprintf("client JSON-RPC response passes on %s", e.name())}
+	}
+	if why, bad := malformedMCP(e.ep, r.MCP); bad {
+		return outcome{ep: e, hard: true, reason: why}
+	}
+	o := judgeMCPRules(e, r)
+	if !versionListed(e.ep, r.MCP.ProtocolVersion) {
+		o.reason = fmt.Sprintf("MCP protocol version %q is not listed in mcp.versions of %s", r.MCP.ProtocolVersion, e.name())
+		o.versionRefused, o.allow, o.hard, o.rule = o.allow, false, true, "mcp.versions"
+	}
+	return o
+}
+
+// judgeMCPRules finds the allow rule (or profile) that allows the message.
+func judgeMCPRules(e endpointRef, r Request) outcome {
+	what := describeMCP(r.MCP)
+	if len(e.ep.Rules) == 0 && allowAllKnown(e.ep) {
+		if slices.Contains(knownMCPMethods, r.MCP.Method) {
+			return outcome{ep: e, allow: true, rule: "allow_all_known_mcp_methods",
+				reason: fmt.Sprintf("%s is allowed by allow_all_known_mcp_methods on %s", what, e.name())}
+		}
+		return outcome{ep: e, reason: fmt.Sprintf("%s is not a known MCP method, so allow_all_known_mcp_methods on %s does not allow it", what, e.name())}
+	}
+	var schemaFailure string
+	for i, rule := range e.ep.Rules {
+		if rule.Allow == nil || expired(rule.Allow, r.Time) || !mcpRuleMatches(e.ep, rule.Allow, r.MCP, false) {
+			continue
+		}
+		if err := argumentsValid(rule.Allow, r.MCP); err != nil {
+			if schemaFailure == "" {
+				schemaFailure = fmt.Sprintf("; rules[%d] names it but its arguments_schema refuses the arguments: %v", i, err)
+			}
+			continue
+		}
+		return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
+			reason: fmt.Sprintf("%s is allowed by rules[%d] of %s", what, i, e.name())}
+	}
+	return outcome{ep: e, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), schemaFailure)}
+}
+
+// mcpRuleMatches reports whether an MCP rule matches the message:
+//   - method: a glob on the JSON-RPC method; when absent, an allow rule
+//     uses the endpoint's profile (every known method with
+//     allow_all_known_mcp_methods, else nothing) and a deny rule matches
+//     every method;
+//   - tool (or params.name): only tools/call matches, and its name must
+//     match one of the globs — as globs only with strict names, else
+//     compared exactly.
+func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
+	switch {
+	case rule.Method != "":
+		if !MatchGlob(rule.Method, m.Method) {
+			return false
+		}
+	case !deny:
+		if !allowAllKnown(ep) || !slices.Contains(knownMCPMethods, m.Method) {
+			return false
+		}
+	}
+	tool := rule.Tool
+	if tool == nil {
+		tool = rule.Params["name"]
+	}
+	if tool == nil {
+		return true
+	}
+	if m.Method != "tools/call" {
+		return false
+	}
+	for _, g := range tool.Any {
+		if strictNames(ep) && MatchGlob(g, m.Tool) || !strictNames(ep) && g == m.Tool {
+			return true
+		}
+	}
+	return false
+}
+
+// argumentsValid checks params.arguments against an allow rule's
+// arguments_schema (JSON Schema, draft 2020-12 unless the schema says
+// otherwise; no external references are loaded). Absent arguments are
+// checked as {}. A schema that does not compile refuses everything.
+func argumentsValid(rule *L7Rule, m *MCPMessage) error {
+	if rule.ArgumentsSchema == nil {
+		return nil
+	}
+	raw, err := json.Marshal(rule.ArgumentsSchema)
+	if err != nil {
+		return fmt.Errorf("arguments_schema does not encode: %w", err)
+	}
+	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("arguments_schema does not decode: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	const loc = "mem:///arguments_schema.json"
+	if err := c.AddResource(loc, schemaDoc); err != nil {
+		return fmt.Errorf("arguments_schema: %w", err)
+	}
+	schema, err := c.Compile(loc)
+	if err != nil {
+		return fmt.Errorf("arguments_schema does not compile: %w", err)
+	}
+	args := m.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return fmt.Errorf("arguments are not JSON: %w", err)
+	}
+	if err := schema.Validate(inst); err != nil {
+		return err
+	}
+	return nil
+}
+
+// describeMCP names a message in reasons: "tools/call lookup_order".
+func describeMCP(m *MCPMessage) string {
+	if m.Method == "tools/call" {
+		return "tools/call " + m.Tool
+	}
+	return m.Method
+}
+
+// ---------------------------------------------------------------------------
+// 4. Combination, audit mode and default deny.
+
+func isAudit(ep *Endpoint) bool { return ep.Enforcement == EnforcementAudit }
+
+// combine turns deny-rule matches and candidate outcomes into the decision:
+//   - a hard denial from the deny phase, or a deny rule on an enforcing
+//     endpoint, denies;
+//   - deny rules that matched only on audit endpoints let the request
+//     through with Audit set — when some candidate would allow it (or
+//     would audit it through); audit never grants what no entry grants;
+//   - otherwise the first allowing candidate allows;
+//   - otherwise a rule denial (not hard) on an audit candidate is let
+//     through with Audit set;
+//   - otherwise deny, with the first candidate's reason (VersionRefused
+//     only when every candidate refused only the version), or the default
+//     deny when no entry grants this binary this destination.
+func combine(denials []denial, outs []outcome, eps []endpointRef, r Request) Decision {
+	for _, d := range denials {
+		if d.hard || !isAudit(d.ep.ep) {
+			return Decision{Entry: d.ep.key, Endpoint: d.ep.index, Rule: d.rule, Reason: d.reason}
+		}
+	}
+	var allowed, audited *outcome
+	for i := range outs {
+		o := &outs[i]
+		if o.allow && allowed == nil {
+			allowed = o
+		}
+		if !o.allow && !o.hard && isAudit(o.ep.ep) && audited == nil {
+			audited = o
+		}
+	}
+	if len(denials) > 0 && (allowed != nil || audited != nil) {
+		d := denials[0]
+		return Decision{Allow: true, Audit: true, Entry: d.ep.key, Endpoint: d.ep.index, Rule: d.rule,
+			Reason: "audit: " + d.reason}
+	}
+	if allowed != nil {
+		return Decision{Allow: true, Entry: allowed.ep.key, Endpoint: allowed.ep.index, Rule: allowed.rule, Reason: allowed.reason}
+	}
+	if audited != nil {
+		return Decision{Allow: true, Audit: true, Entry: audited.ep.key, Endpoint: audited.ep.index, Rule: audited.rule,
+			Reason: "audit: " + audited.reason}
+	}
+	if len(outs) > 0 {
+		o := outs[0]
+		refused := true
+		for _, x := range outs {
+			refused = refused && x.versionRefused
+		}
+		return Decision{Entry: o.ep.key, Endpoint: o.ep.index, Rule: o.rule, Reason: o.reason, VersionRefused: refused}
+	}
+	return Decision{Endpoint: -1, Reason: defaultDenyReason(eps, r)}
+}
+
+// defaultDenyReason explains a default deny: no endpoint matches the
+// destination, or the ones that do belong to entries that do not list the
+// binary.
+func defaultDenyReason(eps []endpointRef, r Request) string {
+	who := r.Binary
+	if who == "" {
+		who = "an unidentified binary"
+	}
+	dest := fmt.Sprintf("%s:%d", r.Host, r.Port)
+	if r.HTTPMethod != "" {
+		dest += " (" + strings.ToUpper(r.HTTPMethod) + " " + r.Path + ")"
+	}
+	var entries []string
+	for _, e := range eps {
+		name := "network_policies." + e.key
+		if destinationMatches(e, r) && !slices.Contains(entries, name) {
+			entries = append(entries, name)
+		}
+	}
+	if len(entries) > 0 {
+		return fmt.Sprintf("%s may not reach %s: %s do not list that binary", who, dest, strings.Join(entries, ", "))
+	}
+	return fmt.Sprintf("no network policy allows %s to reach %s (default deny)", who, dest)
+}
