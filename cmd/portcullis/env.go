@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/spf13/cobra"
+
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+)
+
+// Environment variables read by the client commands, and the defaults they
+// override. A flag beats its variable; the variable beats the default.
+const (
+	envGateway = "PORTCULLIS_GATEWAY"
+	envToken   = "PORTCULLIS_TOKEN"
+
+	defaultGateway = "http://127.0.0.1:7070"
+)
+
+// Values of -o/--output.
+const (
+	outputText = "text"
+	outputJSON = "json"
+	outputYAML = "yaml" // policy get only: the document alone
+)
+
+// annotationYAML marks a command that accepts -o yaml.
+const annotationYAML = "portcullis/output-yaml"
+
+// environment is what every command may touch: the process's streams and
+// environment, the global flags, and the API clients built from them on
+// first use (offline commands never build them, so they need no gateway and
+// no token).
+type environment struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+
+	// Global flags, as given on the command line ("" when absent).
+	gatewayFlag   string
+	tokenFlag     string
+	tokenFileFlag string
+	output        string
+
+	// httpClient carries every API call; nil means one built on first use.
+	httpClient *http.Client
+
+	// started is set when a command's own code begins to run: an error
+	// before that is cobra refusing the command line (exit 2).
+	started bool
+	// commandPath is the command that ran ("portcullis policy set"), for hints.
+	commandPath string
+
+	api *apiClients
+}
+
+// apiClients are the gateway's services, authenticated with the token.
+type apiClients struct {
+	sandbox portcullisv1connect.SandboxServiceClient
+	token   portcullisv1connect.TokenServiceClient
+	policy  portcullisv1connect.PolicyServiceClient
+}
+
+func newEnvironment(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *environment {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return &environment{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+}
+
+// addGlobalFlags registers the flags every command accepts.
+func (e *environment) addGlobalFlags(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&e.gatewayFlag, "gateway", "", "gateway API `URL` (env "+envGateway+", default "+defaultGateway+")")
+	f.StringVar(&e.tokenFlag, "token", "", "API `TOKEN` (env "+envToken+"; prefer --token-file, command lines are visible to other users)")
+	f.StringVar(&e.tokenFileFlag, "token-file", "", "read the API token from `FILE` (surrounding white space is ignored)")
+	f.StringVarP(&e.output, "output", "o", outputText, "output `FORMAT`: text or json (policy get also yaml)")
+}
+
+// checkOutput refuses an -o value the command cannot print.
+func (e *environment) checkOutput(cmd *cobra.Command) error {
+	switch e.output {
+	case outputText, outputJSON:
+		return nil
+	case outputYAML:
+		if cmd.Annotations[annotationYAML] != "" {
+			return nil
+		}
+		return usagef("%s cannot print yaml; use -o text or -o json", cmd.CommandPath())
+	default:
+		return usagef("unknown output format %q; use text or json", e.output)
+	}
+}
+
+func (e *environment) jsonOutput() bool { return e.output == outputJSON }
+
+// gatewayURL resolves --gateway, then PORTCULLIS_GATEWAY, then the default,
+// and checks that it is an http(s) URL.
+func (e *environment) gatewayURL() (*url.URL, error) {
+	raw, from := e.gatewayFlag, "--gateway"
+	if raw == "" {
+		raw, from = e.getenv(envGateway), envGateway
+	}
+	if raw == "" {
+		raw, from = defaultGateway, "default gateway"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("%s: %q is not an http:// or https:// URL", from, redactURL(raw))
+	}
+	return u, nil
+}
+
+// token resolves --token or --token-file, then PORTCULLIS_TOKEN. An empty
+// result is allowed: the gateway then answers Unauthenticated.
+func (e *environment) token() (string, error) {
+	switch {
+	case e.tokenFlag != "" && e.tokenFileFlag != "":
+		return "", usagef("give --token or --token-file, not both")
+	case e.tokenFlag != "":
+		return strings.TrimSpace(e.tokenFlag), nil
+	case e.tokenFileFlag != "":
+		data, err := os.ReadFile(e.tokenFileFlag)
+		if err != nil {
+			return "", inputErr(fmt.Errorf("read token file: %w", err))
+		}
+		tok := strings.TrimSpace(string(data))
+		if tok == "" {
+			return "", inputErr(fmt.Errorf("token file %s is empty", e.tokenFileFlag))
+		}
+		return tok, nil
+	default:
+		return strings.TrimSpace(e.getenv(envToken)), nil
+	}
+}
+
+// hasToken reports whether a token was given in any way, for error hints.
+func (e *environment) hasToken() bool {
+	return e.tokenFlag != "" || e.tokenFileFlag != "" || e.getenv(envToken) != ""
+}
+
+// gatewayForMessages is the gateway URL as error messages may show it.
+func (e *environment) gatewayForMessages() string {
+	u, err := e.gatewayURL()
+	if err != nil {
+		return "(invalid gateway URL)"
+	}
+	return u.Redacted()
+}
+
+// client returns the API clients, building them on first use.
+func (e *environment) client() (*apiClients, error) {
+	if e.api != nil {
+		return e.api, nil
+	}
+	u, err := e.gatewayURL()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := e.token()
+	if err != nil {
+		return nil, err
+	}
+	httpClient := e.httpClient
+	if httpClient == nil {
+		httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	base := *u
+	base.User = nil // credentials travel as the bearer token, nowhere else
+	c := connect.NewClient(
+		connecthttp.NewTransport(httpClient, strings.TrimSuffix(base.String(), "/")),
+		bearer(tok),
+	)
+	e.api = &apiClients{
+		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
+		token:   portcullisv1connect.NewTokenServiceClient(c),
+		policy:  portcullisv1connect.NewPolicyServiceClient(c),
+	}
+	return e.api, nil
+}
+
+// bearer sends tok as the Authorization header of every call (none when
+// tok is empty).
+func bearer(tok string) connect.ClientInterceptor {
+	return func(next connect.ClientFunc) connect.ClientFunc {
+		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+			if info, ok := connect.CallInfoForClientContext(ctx); ok && tok != "" {
+				info.RequestHeader().Set("Authorization", "Bearer "+tok)
+			}
+			return next(ctx, spec)
+		}
+	}
+}
+
+// redactURL hides a password in a URL that may not parse.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "…" + raw[i:]
+	}
+	return raw
+}

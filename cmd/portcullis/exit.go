@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectproto"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// Exit codes of the command-line contract (DESIGN.md).
+const (
+	exitOK          = 0 // success
+	exitNo          = 1 // the answer is no: not found, denied, unauthenticated (and anything unclassified)
+	exitInvalid     = 2 // invalid input or usage
+	exitConflict    = 3 // conflict: stale expected version, already exists, precondition
+	exitUnavailable = 4 // gateway unavailable: unreachable, timed out, overloaded
+)
+
+// exitCode maps an error to its exit code. It is the only place that does.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	if _, ok := errors.AsType[*usageError](err); ok {
+		return exitInvalid
+	}
+	if _, ok := errors.AsType[*inputError](err); ok {
+		return exitInvalid
+	}
+	if _, ok := errors.AsType[*problemsError](err); ok {
+		return exitInvalid
+	}
+	if ce, ok := errors.AsType[*connect.Error](err); ok {
+		return exitCodeOf(ce.Code())
+	}
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.As(err, &netErr):
+		return exitUnavailable
+	}
+	return exitNo
+}
+
+// exitCodeOf maps a Connect code to its exit code.
+func exitCodeOf(code connect.Code) int {
+	switch code {
+	case connect.CodeNotFound, connect.CodePermissionDenied, connect.CodeUnauthenticated:
+		return exitNo
+	case connect.CodeInvalidArgument, connect.CodeOutOfRange:
+		return exitInvalid
+	case connect.CodeAborted, connect.CodeFailedPrecondition, connect.CodeAlreadyExists:
+		return exitConflict
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeResourceExhausted:
+		return exitUnavailable
+	default:
+		// Canceled, Unimplemented, Internal, Unknown, DataLoss: the
+		// command did not succeed and retrying the same way will not help.
+		return exitNo
+	}
+}
+
+// usageError is a command line that cannot be run as given.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// asUsage marks err as a usage error.
+func asUsage(err error) error {
+	if _, ok := errors.AsType[*usageError](err); ok {
+		return err
+	}
+	return &usageError{err}
+}
+
+// inputError is an input the command cannot read (a missing file).
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func inputErr(err error) error { return &inputError{err} }
+
+// problemsError is a document that did not validate offline. Its problems
+// have already been printed.
+type problemsError struct {
+	file  string
+	count int
+}
+
+func (e *problemsError) Error() string {
+	if e.count == 1 {
+		return e.file + ": 1 problem"
+	}
+	return fmt.Sprintf("%s: %d problems", e.file, e.count)
+}
+
+// reportError writes err to stderr as "error: …", followed by the field
+// paths of every validation problem the gateway sent. It never prints the
+// token: the gateway URL is shown redacted and tokens are never part of an
+// error.
+func reportError(env *environment, err error) {
+	w := env.stderr
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok {
+		fmt.Fprintf(w, "error: %v\n", err)
+		if _, usage := errors.AsType[*usageError](err); usage {
+			path := env.commandPath
+			if path == "" {
+				path = "portcullis"
+			}
+			fmt.Fprintf(w, "Run '%s --help' for usage.\n", path)
+		}
+		return
+	}
+	msg := ce.Message()
+	if msg == "" {
+		msg = ce.Code().String()
+	}
+	switch ce.Code() {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+		fmt.Fprintf(w, "error: gateway %s unavailable: %s\n", env.gatewayForMessages(), msg)
+	case connect.CodeUnauthenticated:
+		fmt.Fprintf(w, "error: %s\n", msg)
+		if !env.hasToken() {
+			fmt.Fprintf(w, "no token given: use --token-file, --token or %s\n", envToken)
+		}
+	default:
+		fmt.Fprintf(w, "error: %s\n", msg)
+	}
+	for _, p := range errorProblems(ce) {
+		fmt.Fprintf(w, "  %s\n", formatProblem(p.GetPath(), p.GetMessage()))
+	}
+}
+
+// errorProblems returns the problems of every ValidationProblems detail.
+func errorProblems(ce *connect.Error) []*portcullisv1.Problem {
+	var out []*portcullisv1.Problem
+	for _, d := range ce.Details() {
+		m, err := connectproto.UnmarshalErrorDetail(d)
+		if err != nil {
+			continue // a detail this client does not know
+		}
+		if vp, ok := m.(*portcullisv1.ValidationProblems); ok {
+			out = append(out, vp.GetProblems()...)
+		}
+	}
+	return out
+}
+
+// formatProblem is "path: message", or the message alone for a problem of
+// the whole document.
+func formatProblem(path, message string) string {
+	if path == "" {
+		return message
+	}
+	return path + ": " + message
+}
+
+// localProblems adapts the policy package's problems for printing.
+func printLocalProblems(env *environment, prefix string, problems []policy.Problem) {
+	for _, p := range problems {
+		fmt.Fprintf(env.stderr, "%s%s\n", prefix, formatProblem(p.Path, p.Message))
+	}
+}

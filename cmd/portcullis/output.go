@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// jsonOptions print API messages as the contract promises: proto field
+// names (snake_case), unset fields left out.
+var jsonOptions = protojson.MarshalOptions{
+	UseProtoNames:   true,
+	EmitUnpopulated: false,
+	Multiline:       true,
+	Indent:          "  ",
+}
+
+// printJSON writes m to stdout as protojson.
+func (e *environment) printJSON(m proto.Message) error {
+	b, err := jsonOptions.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+	}
+	// protojson varies its white space on purpose; re-indent so the same
+	// answer always prints the same bytes.
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", jsonOptions.Indent); err != nil {
+		return fmt.Errorf("indent JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err = e.stdout.Write(out.Bytes())
+	return err
+}
+
+// table writes aligned columns to stdout; call flush when done.
+func (e *environment) table(header ...string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	return tw
+}
+
+// fields writes "key: value" lines, values aligned.
+func (e *environment) fields(kv ...string) error {
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 1, ' ', 0)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], kv[i+1])
+	}
+	return tw.Flush()
+}
+
+func row(w io.Writer, cells ...string) {
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
+}
+
+// shortHash is the start of a hex hash, enough to tell versions apart.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12] + "…"
+	}
+	return h
+}
+
+// hashLabel is "sha256 3f2a…" or "" for no hash.
+func hashLabel(h string) string {
+	if h == "" {
+		return ""
+	}
+	return "sha256 " + shortHash(h)
+}
+
+// when formats a timestamp in UTC, "-" when unset.
+func when(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "-"
+	}
+	return ts.AsTime().UTC().Format(time.RFC3339)
+}
+
+// dash stands in for an empty cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printWarnings writes the validator's warnings to stderr.
+func (e *environment) printWarnings(warnings []*portcullisv1.Problem) {
+	for _, w := range warnings {
+		fmt.Fprintf(e.stderr, "warning: %s\n", formatProblem(w.GetPath(), w.GetMessage()))
+	}
+}
+
+// provenance renders a version's source and provenance: "rollback (to_version=2)".
+func provenance(v *portcullisv1.PolicyVersion) string {
+	src := dash(v.GetSource())
+	p := v.GetProvenance()
+	if len(p) == 0 {
+		return src
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + p[k]
+	}
+	return src + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// maxInput bounds what a command reads from a file or stdin.
+const maxInput = 16 << 20
+
+// readInput reads a document from a file, or from stdin for "-".
+func (e *environment) readInput(path string) ([]byte, error) {
+	var (
+		r    io.Reader
+		name = path
+	)
+	if path == "-" {
+		r, name = e.stdin, "stdin"
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, inputErr(err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxInput+1))
+	if err != nil {
+		return nil, inputErr(fmt.Errorf("read %s: %w", name, err))
+	}
+	if len(data) > maxInput {
+		return nil, inputErr(fmt.Errorf("read %s: larger than %d bytes", name, maxInput))
+	}
+	return data, nil
+}

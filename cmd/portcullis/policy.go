@@ -1,0 +1,318 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+func newPolicyCmd(env *environment) *cobra.Command {
+	cmd := newGroupCmd("policy", "Store, read, compare, roll back, validate and format policies",
+		`  portcullis policy validate policy.yaml
+  portcullis policy set orders -f policy.yaml --expect-version 3
+  portcullis policy history orders
+  portcullis policy diff orders 3 4
+  portcullis policy rollback orders --to 3`)
+	cmd.AddCommand(
+		newPolicySetCmd(env),
+		newPolicyGetCmd(env),
+		newPolicyHistoryCmd(env),
+		newPolicyDiffCmd(env),
+		newPolicyRollbackCmd(env),
+		newPolicyValidateCmd(env),
+		newPolicyFmtCmd(env),
+	)
+	return cmd
+}
+
+func newPolicySetCmd(env *environment) *cobra.Command {
+	var (
+		file   string
+		expect int64
+	)
+	cmd := &cobra.Command{
+		Use:   "set SANDBOX -f FILE [--expect-version N]",
+		Short: "Store a policy document as the sandbox's next version",
+		Long: `Store FILE (YAML or JSON; - reads stdin) as the sandbox's next policy
+version. The gateway validates it and lists every problem with its field
+path (exit 2). With --expect-version, the store happens only if N is still
+the current version (0 for a sandbox without a policy); otherwise nothing is
+stored and the exit code is 3. A document identical to the current version
+stores nothing and reports it unchanged.`,
+		Example: `  portcullis policy set orders -f policy.yaml
+  portcullis policy get orders -o yaml | sed 's/443/8443/' | portcullis policy set orders -f - --expect-version 4`,
+		Args: args("SANDBOX"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if file == "" {
+				return need(cmd, "file")
+			}
+			expected, err := optionalVersion(cmd, "expect-version", expect)
+			if err != nil {
+				return err
+			}
+			doc, err := env.readInput(file)
+			if err != nil {
+				return err
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			pv, err := api.policy.SetPolicy(cmd.Context(), &portcullisv1.SetPolicyRequest{
+				Sandbox:         a[0],
+				Document:        string(doc),
+				ExpectedVersion: expected,
+			})
+			if err != nil {
+				return err
+			}
+			env.printWarnings(pv.GetWarnings())
+			if env.jsonOutput() {
+				return env.printJSON(pv)
+			}
+			if pv.GetUnchanged() {
+				fmt.Fprintf(env.stdout, "%s: unchanged, still version %d\n", a[0], pv.GetVersion())
+				return nil
+			}
+			fmt.Fprintf(env.stdout, "%s: version %d (%s)\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "policy `FILE`, YAML or JSON (- reads stdin)")
+	cmd.Flags().Int64Var(&expect, "expect-version", 0, "store only if the current version is `N` (0: no policy yet)")
+	return cmd
+}
+
+func newPolicyGetCmd(env *environment) *cobra.Command {
+	var version int64
+	cmd := &cobra.Command{
+		Use:   "get SANDBOX [--version N] [-o yaml|json]",
+		Short: "Show a policy version (default: the current one)",
+		Long: `Show a version of the sandbox's policy, by default the current one. -o yaml
+prints the document alone in canonical form, ready to edit and set again;
+-o json prints the whole version {version, hash, policy, …}.`,
+		Example: `  portcullis policy get orders
+  portcullis policy get orders --version 2 -o yaml > policy.yaml
+  portcullis policy get orders -o json | jq .hash`,
+		Annotations: map[string]string{annotationYAML: "true"},
+		Args:        args("SANDBOX"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if version < 0 {
+				return usagef("--version must be 1 or more, got %d", version)
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			pv, err := api.policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: version})
+			if err != nil {
+				return err
+			}
+			switch env.output {
+			case outputJSON:
+				return env.printJSON(pv)
+			case outputYAML:
+				doc, err := documentYAML(pv.GetPolicy())
+				if err != nil {
+					return err
+				}
+				_, err = env.stdout.Write(doc)
+				return err
+			}
+			if err := env.fields(
+				"sandbox", pv.GetSandbox(),
+				"version", fmt.Sprint(pv.GetVersion()),
+				"hash", dash(pv.GetHash()),
+				"source", provenance(pv),
+				"author", dash(pv.GetAuthor()),
+				"created", when(pv.GetCreatedAt()),
+			); err != nil {
+				return err
+			}
+			doc, err := documentYAML(pv.GetPolicy())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(env.stdout, "---\n%s", doc)
+			return err
+		},
+	}
+	cmd.Flags().Int64Var(&version, "version", 0, "version `N` to show (default: current)")
+	return cmd
+}
+
+// documentYAML turns the policy document of an API response into canonical
+// YAML, through the same parser and encoder as policy fmt.
+func documentYAML(doc *structpb.Struct) ([]byte, error) {
+	if doc == nil {
+		return nil, errors.New("the gateway sent a version without its document")
+	}
+	data, err := json.Marshal(doc.AsMap())
+	if err != nil {
+		return nil, fmt.Errorf("encode the document as JSON: %w", err)
+	}
+	p, _, err := policy.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's document does not parse with this client (try -o json): %w", err)
+	}
+	out, err := policy.EncodeYAML(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode the document as YAML: %w", err)
+	}
+	return out, nil
+}
+
+func newPolicyHistoryCmd(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:   "history SANDBOX",
+		Short: "List a sandbox's policy versions, oldest first, with their source",
+		Example: `  portcullis policy history orders
+  portcullis policy history orders -o json | jq '.versions[-1].version'`,
+		Args: args("SANDBOX"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			res, err := api.policy.ListPolicyVersions(cmd.Context(), &portcullisv1.ListPolicyVersionsRequest{Sandbox: a[0]})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(res)
+			}
+			tw := env.table("VERSION", "HASH", "CREATED", "AUTHOR", "SOURCE")
+			for _, v := range res.GetVersions() {
+				row(tw, fmt.Sprint(v.GetVersion()), shortHash(v.GetHash()), when(v.GetCreatedAt()),
+					dash(v.GetAuthor()), provenance(v))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newPolicyDiffCmd(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff SANDBOX A B",
+		Short: "Show the structural difference between two stored versions",
+		Long: `Show what changed from version A to version B of the sandbox's policy, one
+line per change: "+ path: what was added", "- path: what was removed",
+"~ path: what changed (before → after)".`,
+		Example: `  portcullis policy diff orders 3 4
+  portcullis policy diff orders 1 4 -o json`,
+		Args: args("SANDBOX", "A", "B"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			from, err := parseVersion("A", a[1])
+			if err != nil {
+				return err
+			}
+			to, err := parseVersion("B", a[2])
+			if err != nil {
+				return err
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			res, err := api.policy.DiffPolicy(cmd.Context(), &portcullisv1.DiffPolicyRequest{
+				Sandbox: a[0], FromVersion: from, ToVersion: to,
+			})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(res)
+			}
+			fmt.Fprintf(env.stdout, "%s: version %d (%s) → %d (%s)\n", a[0],
+				res.GetFromVersion(), hashLabel(res.GetFromHash()), res.GetToVersion(), hashLabel(res.GetToHash()))
+			if len(res.GetChanges()) == 0 {
+				fmt.Fprintln(env.stdout, "no changes")
+			}
+			for _, c := range res.GetChanges() {
+				fmt.Fprintln(env.stdout, changeLine(c))
+			}
+			return nil
+		},
+	}
+}
+
+// changeLine renders one change: "+ path: summary", "- path: summary",
+// "~ path: summary (before → after)".
+func changeLine(c *portcullisv1.PolicyChange) string {
+	switch c.GetKind() {
+	case "added":
+		return "+ " + formatProblem(c.GetPath(), first(c.GetSummary(), c.GetAfter()))
+	case "removed":
+		return "- " + formatProblem(c.GetPath(), first(c.GetSummary(), c.GetBefore()))
+	default:
+		what := c.GetBefore() + " → " + c.GetAfter()
+		if c.GetSummary() != "" {
+			what = c.GetSummary() + " (" + what + ")"
+		}
+		return "~ " + formatProblem(c.GetPath(), what)
+	}
+}
+
+func first(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func newPolicyRollbackCmd(env *environment) *cobra.Command {
+	var to, expect int64
+	cmd := &cobra.Command{
+		Use:   "rollback SANDBOX --to N [--expect-version N]",
+		Short: "Make an earlier version's content the new current version",
+		Long: `Store the content of version N as the sandbox's next version (history is
+never rewritten). With --expect-version, only if that is still the current
+version; otherwise nothing is stored and the exit code is 3.`,
+		Example: `  portcullis policy rollback orders --to 3
+  portcullis policy rollback orders --to 3 --expect-version 5 -o json`,
+		Args: args("SANDBOX"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if !cmd.Flags().Changed("to") {
+				return need(cmd, "to")
+			}
+			if to < 1 {
+				return usagef("--to must be a version number (1 or more), got %d", to)
+			}
+			expected, err := optionalVersion(cmd, "expect-version", expect)
+			if err != nil {
+				return err
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			pv, err := api.policy.RollbackPolicy(cmd.Context(), &portcullisv1.RollbackPolicyRequest{
+				Sandbox: a[0], ToVersion: to, ExpectedVersion: expected,
+			})
+			if err != nil {
+				return err
+			}
+			env.printWarnings(pv.GetWarnings())
+			if env.jsonOutput() {
+				return env.printJSON(pv)
+			}
+			if pv.GetUnchanged() {
+				fmt.Fprintf(env.stdout, "%s: unchanged, still version %d (same content as version %d)\n", a[0], pv.GetVersion(), to)
+				return nil
+			}
+			fmt.Fprintf(env.stdout, "%s: version %d (%s), the content of version %d\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()), to)
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&to, "to", 0, "version `N` whose content becomes current")
+	cmd.Flags().Int64Var(&expect, "expect-version", 0, "roll back only if the current version is `N`")
+	return cmd
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// newRootCmd builds the command tree.
+func newRootCmd(env *environment) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "portcullis",
+		Short: "Policy control plane for AI-agent sandboxes",
+		Long: `Portcullis decides what leaves an AI agent's sandbox.
+
+The gateway stores versioned policies per sandbox and pushes them to the
+sandbox's proxies. The client commands talk to a gateway's API with an admin
+or operator token.
+
+Exit codes: 0 success; 1 the answer is no (not found, permission denied,
+unauthenticated); 2 invalid input or usage; 3 conflict (stale expected
+version, already exists); 4 gateway unavailable.`,
+		Example: `  portcullis gateway
+  export PORTCULLIS_TOKEN=…   # or --token-file FILE
+  portcullis sandbox create orders -f policy.yaml
+  portcullis policy get orders -o yaml > policy.yaml
+  portcullis policy set orders -f policy.yaml --expect-version 1`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return env.checkOutput(cmd)
+		},
+	}
+	env.addGlobalFlags(root)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
+	root.AddCommand(
+		newGatewayCmd(env),
+		newMigrateCmd(env),
+		newSandboxCmd(env),
+		newTokenCmd(env),
+		newPolicyCmd(env),
+	)
+	markStart(root, env)
+	return root
+}
+
+// markStart wraps every command's run function so that env.started tells
+// whether an error came from the command itself or from cobra refusing the
+// command line before it ran.
+func markStart(cmd *cobra.Command, env *environment) {
+	for _, c := range cmd.Commands() {
+		markStart(c, env)
+	}
+	if runE := cmd.RunE; runE != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			env.started = true
+			return runE(c, args)
+		}
+	}
+	if run := cmd.Run; run != nil {
+		cmd.Run = func(c *cobra.Command, args []string) {
+			env.started = true
+			run(c, args)
+		}
+	}
+}
+
+// newGroupCmd is a command that only holds subcommands: alone it prints its
+// help; with an unknown subcommand it is a usage error.
+func newGroupCmd(use, short, example string) *cobra.Command {
+	return &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Example: example,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
+}
+
+// args checks the positional arguments against their names.
+func args(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, got []string) error {
+		switch {
+		case len(got) < len(names):
+			return usagef("%s needs %s", cmd.CommandPath(), strings.Join(names[len(got):], " "))
+		case len(got) > len(names):
+			return usagef("%s: unexpected argument %q", cmd.CommandPath(), got[len(names)])
+		}
+		for i, a := range got {
+			if strings.TrimSpace(a) == "" {
+				return usagef("%s: %s is empty", cmd.CommandPath(), names[i])
+			}
+		}
+		return nil
+	}
+}
+
+// need is the usage error for a missing required flag.
+func need(cmd *cobra.Command, flag string) error {
+	return usagef("%s needs --%s", cmd.CommandPath(), flag)
+}
+
+// optionalVersion returns the value of an int64 version flag when given,
+// nil when not, and a usage error for a negative value.
+func optionalVersion(cmd *cobra.Command, name string, v int64) (*int64, error) {
+	if !cmd.Flags().Changed(name) {
+		return nil, nil
+	}
+	if v < 0 {
+		return nil, usagef("--%s must be 0 or more, got %d", name, v)
+	}
+	return &v, nil
+}
+
+// parseVersion parses a positional version number (1 or more).
+func parseVersion(name, s string) (int64, error) {
+	var v int64
+	if _, err := fmt.Sscan(s, &v); err != nil || v < 1 || fmt.Sprint(v) != s {
+		return 0, usagef("%s must be a version number (1 or more), got %q", name, s)
+	}
+	return v, nil
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// Roles a token create may ask for; sandbox tokens come from sandbox create.
+var tokenRoles = []string{"admin", "operator"}
+
+func newTokenCmd(env *environment) *cobra.Command {
+	cmd := newGroupCmd("token", "Create, list and revoke admin and operator tokens",
+		`  portcullis token create --role operator --name alice
+  portcullis token list
+  portcullis token revoke alice`)
+	cmd.AddCommand(newTokenCreateCmd(env), newTokenListCmd(env), newTokenRevokeCmd(env))
+	return cmd
+}
+
+func newTokenCreateCmd(env *environment) *cobra.Command {
+	var role, name string
+	cmd := &cobra.Command{
+		Use:   "create --role admin|operator --name WHO",
+		Short: "Create an admin or operator token and print it (shown once)",
+		Long: `Create a token for a person or a system and print it. The token is shown
+once; only its hash is stored. Operators read everything and decide
+proposals; admins also manage sandboxes, tokens and policies.`,
+		Example: `  portcullis token create --role operator --name alice
+  portcullis token create --role admin --name ci -o json | jq -r .token`,
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return need(cmd, "name")
+			}
+			if role == "" {
+				return need(cmd, "role")
+			}
+			if role != tokenRoles[0] && role != tokenRoles[1] {
+				return usagef("--role must be admin or operator, got %q (sandbox tokens come from sandbox create)", role)
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			res, err := api.token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(res)
+			}
+			fmt.Fprintf(env.stdout, "%s token %s created\n", res.GetRole(), res.GetName())
+			fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
+			fmt.Fprintln(env.stderr, "The token is shown once; only its hash is stored.")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&role, "role", "", "`ROLE` of the token: admin or operator")
+	cmd.Flags().StringVar(&name, "name", "", "who holds the token (`WHO`), unique")
+	return cmd
+}
+
+func newTokenListCmd(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List tokens (never their values)",
+		Example: `  portcullis token list`,
+		Args:    args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			res, err := api.token.ListTokens(cmd.Context(), &portcullisv1.ListTokensRequest{})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(res)
+			}
+			tw := env.table("NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "REVOKED")
+			for _, t := range res.GetTokens() {
+				row(tw, t.GetName(), t.GetRole(), dash(t.GetSandbox()), when(t.GetCreatedAt()),
+					dash(t.GetCreatedBy()), when(t.GetLastUsedAt()), when(t.GetRevokedAt()))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newTokenRevokeCmd(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:     "revoke NAME",
+		Short:   "Revoke a token; it stops working at once",
+		Example: `  portcullis token revoke alice`,
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			res, err := api.token.RevokeToken(cmd.Context(), &portcullisv1.RevokeTokenRequest{Name: a[0]})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(res)
+			}
+			fmt.Fprintf(env.stdout, "token %s revoked\n", a[0])
+			return nil
+		},
+	}
+}
