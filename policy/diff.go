@@ -1,0 +1,456 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Change is one structural difference between two policies.
+type Change struct {
+	Kind    string // "added" | "removed" | "changed"
+	Path    string // where, e.g. network_policies.orders.endpoints[orders.example.com:443/mcp].rules
+	Summary string // one line for people, e.g. "added tool lookup_order (tools/call)"
+	// Before and After are compact JSON of the item ("" when absent).
+	Before, After string
+}
+
+// Change kinds.
+const (
+	ChangeAdded   = "added"
+	ChangeRemoved = "removed"
+	ChangeChanged = "changed"
+)
+
+// Diff returns the structural differences from a to b, both taken in
+// canonical form (a nil policy is empty). Network policy entries are
+// matched by key, endpoints by host:ports+path (not by index), binaries by
+// path, and rules by what they name: a tools/call rule is split into one
+// item per tool, so an added tool reads "added tool lookup_order
+// (tools/call)"; a rule whose identity (method, path, tool, …) is kept but
+// whose details changed (expires_at, arguments_schema, query) is
+// "changed". Static sections, endpoint options and middlewares are
+// reported as whole values with Before and After.
+//
+// The order is deterministic: version, static sections, network policies
+// by key (name, binaries, endpoints by identity: options, rules, deny
+// rules), then middlewares by key. Diff says what changed, not what access
+// it adds; that is the prover's job.
+func Diff(a, b *Policy) []Change {
+	a, b = canonicalOrEmpty(a), canonicalOrEmpty(b)
+	var d differ
+	if a.Version != b.Version {
+		d.add(ChangeChanged, "version", fmt.Sprintf("version changed from %d to %d", a.Version, b.Version), a.Version, b.Version)
+	}
+	d.static("filesystem_policy", a.FilesystemPolicy, b.FilesystemPolicy)
+	d.static("landlock", a.Landlock, b.Landlock)
+	d.static("process", a.Process, b.Process)
+	d.entries(a.NetworkPolicies, b.NetworkPolicies)
+	d.middlewares(a.NetworkMiddlewares, b.NetworkMiddlewares)
+	return d.changes
+}
+
+func canonicalOrEmpty(p *Policy) *Policy {
+	if p == nil {
+		return &Policy{}
+	}
+	return p.Canonical()
+}
+
+type differ struct{ changes []Change }
+
+// add records a change; before and after are encoded as compact JSON, a
+// nil pointer or missing value as "".
+func (d *differ) add(kind, path, summary string, before, after any) {
+	d.changes = append(d.changes, Change{Kind: kind, Path: path, Summary: summary, Before: toJSON(before), After: toJSON(after)})
+}
+
+// toJSON encodes v compactly ("" for nil). Policy values are plain data, so
+// encoding does not fail; if it did, the error text is shown instead.
+func toJSON(v any) string {
+	if v == nil {
+		return ""
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		return string(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("<%v>", err)
+	}
+	if s := string(b); s != "null" {
+		return s
+	}
+	return ""
+}
+
+// static reports a static section that differs as one "changed" change.
+func (d *differ) static(name string, a, b any) {
+	before, after := toJSON(a), toJSON(b)
+	if before == after {
+		return
+	}
+	summary := name + " changed"
+	switch {
+	case before == "":
+		summary = name + " added"
+	case after == "":
+		summary = name + " removed"
+	}
+	d.changes = append(d.changes, Change{Kind: ChangeChanged, Path: name, Summary: summary + " (static: fixed by a sandbox's first version)", Before: before, After: after})
+}
+
+// unionKeys returns the union of the maps' keys in order.
+func unionKeys[V any](ms ...map[string]V) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range ms {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ---- network_policies
+
+func (d *differ) entries(a, b map[string]*NetworkPolicy) {
+	for _, key := range unionKeys(a, b) {
+		path := "network_policies." + key
+		ea, eb := a[key], b[key]
+		switch {
+		case ea == nil && eb == nil:
+		case ea == nil:
+			d.add(ChangeAdded, path, "added network policy "+key+": "+entrySummary(eb), nil, eb)
+		case eb == nil:
+			d.add(ChangeRemoved, path, "removed network policy "+key+": "+entrySummary(ea), ea, nil)
+		default:
+			d.entry(path, ea, eb)
+		}
+	}
+}
+
+// entrySummary lists an entry's endpoints and binaries.
+func entrySummary(e *NetworkPolicy) string {
+	var eps []string
+	for _, ep := range e.Endpoints {
+		if ep != nil {
+			eps = append(eps, endpointLabel(ep)+" ("+protocolName(ep.Protocol)+")")
+		}
+	}
+	bins := "any binary"
+	if len(e.Binaries) > 0 {
+		var names []string
+		for _, b := range e.Binaries {
+			names = append(names, b.Path)
+		}
+		bins = "binaries " + strings.Join(names, ", ")
+	}
+	return "endpoints " + strings.Join(eps, ", ") + "; " + bins
+}
+
+func protocolName(p string) string {
+	if p == ProtocolL4 {
+		return "L4"
+	}
+	return p
+}
+
+func (d *differ) entry(path string, a, b *NetworkPolicy) {
+	if a.Name != b.Name {
+		d.add(ChangeChanged, path+".name", fmt.Sprintf("name changed from %q to %q", a.Name, b.Name), a.Name, b.Name)
+	}
+	d.binaries(path+".binaries", a.Binaries, b.Binaries)
+	ea, eb := endpointsByID(a.Endpoints), endpointsByID(b.Endpoints)
+	for _, id := range unionKeys(ea, eb) {
+		epPath := fmt.Sprintf("%s.endpoints[%s]", path, id)
+		x, y := ea[id], eb[id]
+		switch {
+		case x == nil:
+			d.add(ChangeAdded, epPath, fmt.Sprintf("added endpoint %s (%s)", id, protocolName(y.Protocol)), nil, y)
+		case y == nil:
+			d.add(ChangeRemoved, epPath, fmt.Sprintf("removed endpoint %s (%s)", id, protocolName(x.Protocol)), x, nil)
+		default:
+			d.endpoint(epPath, x, y)
+		}
+	}
+}
+
+// binaries compares binary lists by path; a change of the deprecated
+// harness flag is "changed".
+func (d *differ) binaries(path string, a, b []Binary) {
+	ba, bb := map[string]Binary{}, map[string]Binary{}
+	for _, x := range a {
+		ba[x.Path] = x
+	}
+	for _, x := range b {
+		bb[x.Path] = x
+	}
+	if len(a) == 0 && len(b) > 0 {
+		d.add(ChangeChanged, path, "binaries narrowed from any binary to the listed ones", a, b)
+	}
+	for _, p := range unionKeys(ba, bb) {
+		x, inA := ba[p]
+		y, inB := bb[p]
+		switch {
+		case !inA:
+			d.add(ChangeAdded, path, "added binary "+p, nil, y)
+		case !inB:
+			d.add(ChangeRemoved, path, "removed binary "+p, x, nil)
+		case toJSON(x) != toJSON(y):
+			d.add(ChangeChanged, path, "changed binary "+p, x, y)
+		}
+	}
+	if len(a) > 0 && len(b) == 0 {
+		d.add(ChangeChanged, path, "binaries widened to any binary", a, b)
+	}
+}
+
+// endpointsByID keys endpoints by host:ports+path; a repeated identity
+// gets a "#2", "#3", … suffix in document order.
+func endpointsByID(eps []*Endpoint) map[string]*Endpoint {
+	out := map[string]*Endpoint{}
+	for _, ep := range eps {
+		if ep == nil {
+			continue
+		}
+		id := endpointLabel(ep)
+		for n := 2; out[id] != nil; n++ {
+			id = fmt.Sprintf("%s#%d", endpointLabel(ep), n)
+		}
+		out[id] = ep
+	}
+	return out
+}
+
+// endpoint compares two endpoints with the same identity: every option
+// as a whole value, then rules and deny rules item by item.
+func (d *differ) endpoint(path string, a, b *Endpoint) {
+	fa, fb := endpointOptions(a), endpointOptions(b)
+	for _, name := range unionKeys(fa, fb) {
+		x, y := fa[name], fb[name]
+		if string(x) == string(y) {
+			continue
+		}
+		d.add(ChangeChanged, path+"."+name, optionSummary(name, x, y), x, y)
+	}
+	d.rules(path+".rules", allowRules(a.Rules), allowRules(b.Rules), "")
+	d.rules(path+".deny_rules", a.DenyRules, b.DenyRules, "deny ")
+}
+
+// endpointOptions returns an endpoint's fields, as JSON, other than its
+// identity (host, port, ports, path) and its rules.
+func endpointOptions(ep *Endpoint) map[string]json.RawMessage {
+	var fields map[string]json.RawMessage
+	raw, _ := json.Marshal(ep)
+	_ = json.Unmarshal(raw, &fields)
+	for _, k := range []string{"host", "port", "ports", "path", "rules", "deny_rules"} {
+		delete(fields, k)
+	}
+	return fields
+}
+
+// optionSummary reads "enforcement changed from audit to enforce" for
+// scalar values and "mcp changed" for the others.
+func optionSummary(name string, before, after json.RawMessage) string {
+	show := func(v json.RawMessage) (string, bool) {
+		if len(v) == 0 {
+			return "unset", true
+		}
+		var s any
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		switch s.(type) {
+		case string, float64, bool:
+			return string(v), true
+		}
+		return "", false
+	}
+	x, okx := show(before)
+	y, oky := show(after)
+	if okx && oky {
+		return fmt.Sprintf("%s changed from %s to %s", name, x, y)
+	}
+	return name + " changed"
+}
+
+func allowRules(rules []Rule) []*L7Rule {
+	var out []*L7Rule
+	for _, r := range rules {
+		out = append(out, r.Allow)
+	}
+	return out
+}
+
+// ruleItem is one comparable unit of a rule list: a whole rule, or one tool
+// of a tools/call rule.
+type ruleItem struct {
+	identity string // what the rule names: "tool lookup_order (tools/call)", "GET /v1/*"
+	full     string // the item's complete JSON
+	value    any    // what Before/After show
+}
+
+// ruleItems splits rules into items. A rule with a tool matcher yields one
+// item per tool glob, carrying the rest of the rule (arguments_schema,
+// expires_at) in its full form.
+func ruleItems(rules []*L7Rule) []ruleItem {
+	var items []ruleItem
+	for _, r := range rules {
+		if r == nil {
+			items = append(items, ruleItem{identity: "rule without allow", full: "null"})
+			continue
+		}
+		tool := r.Tool
+		if tool == nil {
+			tool = r.Params["name"]
+		}
+		if tool == nil || len(tool.Any) == 0 {
+			items = append(items, ruleItem{identity: "rule " + ruleLabel(r), full: toJSON(r), value: r})
+			continue
+		}
+		for _, g := range tool.Any {
+			one := *r
+			one.Tool, one.Params = &Matcher{Any: []string{g}}, nil
+			method := r.Method
+			if method == "" {
+				method = "tools/call"
+			}
+			items = append(items, ruleItem{identity: fmt.Sprintf("tool %s (%s)", g, method), full: toJSON(one), value: one})
+		}
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if items[i].identity != items[j].identity {
+			return items[i].identity < items[j].identity
+		}
+		return items[i].full < items[j].full
+	})
+	return items
+}
+
+// ruleLabel names a non-tool rule by its matching fields.
+func ruleLabel(r *L7Rule) string {
+	var parts []string
+	for _, s := range []string{r.Method, r.Path, r.Command, r.OperationType, r.OperationName} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(r.Fields) > 0 {
+		parts = append(parts, "fields "+strings.Join(r.Fields, ","))
+	}
+	if len(r.Query) > 0 {
+		var qs []string
+		for _, k := range unionKeys(r.Query) {
+			if m := r.Query[k]; m != nil {
+				qs = append(qs, k+"="+strings.Join(m.Any, "|"))
+			}
+		}
+		parts = append(parts, "query "+strings.Join(qs, "&"))
+	}
+	if len(parts) == 0 {
+		return "{}"
+	}
+	return strings.Join(parts, " ")
+}
+
+// rules diffs two rule lists: identical items cancel; items left with the
+// same identity pair up as "changed"; the rest are added or removed.
+func (d *differ) rules(path string, a, b []*L7Rule, deny string) {
+	ia, ib := ruleItems(a), ruleItems(b)
+	ia, ib = cancelEqual(ia, ib)
+	used := make([]bool, len(ib))
+	for _, x := range ia {
+		j := -1
+		for k, y := range ib {
+			if !used[k] && y.identity == x.identity {
+				j = k
+				break
+			}
+		}
+		if j < 0 {
+			d.add(ChangeRemoved, path, "removed "+deny+x.identity+detailSuffix(x), x.value, nil)
+			continue
+		}
+		used[j] = true
+		d.add(ChangeChanged, path, "changed "+deny+x.identity, x.value, ib[j].value)
+	}
+	for k, y := range ib {
+		if !used[k] {
+			d.add(ChangeAdded, path, "added "+deny+y.identity+detailSuffix(y), nil, y.value)
+		}
+	}
+}
+
+// detailSuffix mentions the parts of a rule its identity leaves out.
+func detailSuffix(it ruleItem) string {
+	r, ok := it.value.(*L7Rule)
+	if !ok {
+		if v, isRule := it.value.(L7Rule); isRule {
+			r, ok = &v, true
+		}
+	}
+	if !ok || r == nil {
+		return ""
+	}
+	var extra []string
+	if r.ArgumentsSchema != nil {
+		extra = append(extra, "with arguments_schema")
+	}
+	if r.ExpiresAt != nil {
+		extra = append(extra, "until "+r.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	}
+	if len(extra) == 0 {
+		return ""
+	}
+	return " " + strings.Join(extra, ", ")
+}
+
+// cancelEqual removes items present, with identical content, on both sides
+// (as multisets).
+func cancelEqual(a, b []ruleItem) ([]ruleItem, []ruleItem) {
+	used := make([]bool, len(b))
+	var restA []ruleItem
+	for _, x := range a {
+		found := false
+		for k, y := range b {
+			if !used[k] && y.full == x.full && y.identity == x.identity {
+				used[k], found = true, true
+				break
+			}
+		}
+		if !found {
+			restA = append(restA, x)
+		}
+	}
+	var restB []ruleItem
+	for k, y := range b {
+		if !used[k] {
+			restB = append(restB, y)
+		}
+	}
+	return restA, restB
+}
+
+// ---- network_middlewares
+
+func (d *differ) middlewares(a, b map[string]*Middleware) {
+	for _, key := range unionKeys(a, b) {
+		path := "network_middlewares." + key
+		x, y := a[key], b[key]
+		switch {
+		case x == nil && y == nil:
+		case x == nil:
+			d.add(ChangeAdded, path, fmt.Sprintf("added middleware %s (%s)", key, y.Middleware), nil, y)
+		case y == nil:
+			d.add(ChangeRemoved, path, fmt.Sprintf("removed middleware %s (%s)", key, x.Middleware), x, nil)
+		case toJSON(x) != toJSON(y):
+			d.add(ChangeChanged, path, "changed middleware "+key, x, y)
+		}
+	}
+}
