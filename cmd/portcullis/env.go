@@ -170,10 +170,10 @@ func (e *environment) client() (*apiClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	httpClient := e.httpClient
-	if httpClient == nil {
-		httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if e.httpClient == nil {
+		e.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	httpClient := e.httpClient
 	base := *u
 	base.User = nil // credentials travel as the bearer token, nowhere else
 	c := connect.NewClient(
@@ -186,6 +186,13 @@ func (e *environment) client() (*apiClients, error) {
 		policy:  portcullisv1connect.NewPolicyServiceClient(c),
 	}
 	return e.api, nil
+}
+
+// close releases the API client's idle connections.
+func (e *environment) close() {
+	if e.httpClient != nil {
+		e.httpClient.CloseIdleConnections()
+	}
 }
 
 // bearer sends tok as the Authorization header of every call (none when

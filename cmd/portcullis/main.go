@@ -25,6 +25,7 @@ func main() {
 // arguments, streams and environment, exactly as main does.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	env := newEnvironment(stdin, stdout, stderr, getenv)
+	defer env.close()
 	root := newRootCmd(env)
 	root.SetArgs(args)
 	root.SetIn(stdin)
