@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/postgres"
+	"github.com/portcullis-dev/portcullis/store/sqlite"
+)
+
+// Environment variables read by the server commands.
+const (
+	envDatabaseURL    = "PORTCULLIS_DATABASE_URL"
+	envBootstrapToken = "PORTCULLIS_BOOTSTRAP_TOKEN"
+	envLogFormat      = "PORTCULLIS_LOG_FORMAT"
+
+	defaultListen  = "127.0.0.1:7070"
+	defaultDataDir = "./portcullis-data"
+	sqliteFile     = "portcullis.db"
+)
+
+// storeFlags are the flags that choose and locate the store.
+type storeFlags struct {
+	databaseURL string
+	dataDir     string
+}
+
+func (f *storeFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "Postgres URL (postgres://…); unset: embedded SQLite in --data-dir (env "+envDatabaseURL+")")
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory of the embedded SQLite database")
+}
+
+// open opens the store the flags name, applying pending migrations. It
+// returns a description of where the data lives, for the start-up banner.
+func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logger) (store.Store, string, error) {
+	url := f.databaseURL
+	if url == "" {
+		url = env.getenv(envDatabaseURL)
+	}
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		st, err := postgres.Open(ctx, url, postgres.Config{Logger: log})
+		if err != nil {
+			return nil, "", fmt.Errorf("open postgres: %w", err)
+		}
+		return st, "postgres", nil
+	case url != "":
+		return nil, "", usagef("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")
+	}
+	path := filepath.Join(f.dataDir, sqliteFile)
+	st, err := sqlite.Open(ctx, path, sqlite.Config{Logger: log})
+	if err != nil {
+		return nil, "", fmt.Errorf("open sqlite: %w", err)
+	}
+	return st, "sqlite " + path + " (single replica)", nil
+}
+
+// newLogger logs JSON to stderr (text with PORTCULLIS_LOG_FORMAT=text).
+func newLogger(env *environment) *slog.Logger {
+	if env.getenv(envLogFormat) == "text" {
+		return slog.New(slog.NewTextHandler(env.stderr, nil))
+	}
+	return slog.New(slog.NewJSONHandler(env.stderr, nil))
+}
+
+// newGatewayCmd is `portcullis gateway`.
+func newGatewayCmd(env *environment) *cobra.Command {
+	var (
+		sf            storeFlags
+		listen        string
+		tlsCert       string
+		tlsKey        string
+		insecure      bool
+		metricsListen string
+	)
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Run the gateway (API, console, health and metrics on one port)",
+		Long: `Run the Portcullis gateway.
+
+Without --database-url the gateway keeps its state in an embedded SQLite
+database under --data-dir. On the first start against an empty store it
+creates an admin token (PORTCULLIS_BOOTSTRAP_TOKEN if set) and prints it once.`,
+		Example: `  portcullis gateway
+  PORTCULLIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/portcullis portcullis gateway --listen 0.0.0.0:7070 --tls-cert c.pem --tls-key k.pem`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env.started = true
+			if (tlsCert == "") != (tlsKey == "") {
+				return usagef("--tls-cert and --tls-key go together")
+			}
+			ctx := cmd.Context()
+			log := newLogger(env)
+			st, where, err := sf.open(ctx, env, log)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+
+			gw, err := gateway.New(gateway.Config{
+				Listen:         listen,
+				TLSCertFile:    tlsCert,
+				TLSKeyFile:     tlsKey,
+				Insecure:       insecure,
+				MetricsListen:  metricsListen,
+				BootstrapToken: env.getenv(envBootstrapToken),
+				Logger:         log,
+			}, st)
+			if err != nil {
+				return err
+			}
+			token, created, err := gw.Bootstrap(ctx)
+			if err != nil {
+				return err
+			}
+			ln, err := gw.Listen()
+			if err != nil {
+				return usagef("%v", err)
+			}
+			scheme := "http"
+			if tlsCert != "" {
+				scheme = "https"
+			}
+			base := scheme + "://" + ln.Addr().String()
+			fmt.Fprintf(env.stdout, "Portcullis gateway listening on %s\n", ln.Addr())
+			fmt.Fprintf(env.stdout, "  store:   %s\n", where)
+			fmt.Fprintf(env.stdout, "  console: %s/\n", base)
+			if created {
+				fmt.Fprintf(env.stdout, "  admin token (shown once, stored hashed): %s\n", token)
+				fmt.Fprintf(env.stdout, "  export PORTCULLIS_TOKEN=%s\n", token)
+			}
+			return gw.Serve(ctx, ln)
+		},
+	}
+	sf.add(cmd)
+	cmd.Flags().StringVar(&listen, "listen", defaultListen, "API address; a non-loopback plaintext address needs --insecure")
+	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
+	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "TLS private key file (PEM)")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow plaintext on a non-loopback --listen address")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
+	return cmd
+}
+
+// newMigrateCmd is `portcullis migrate`.
+func newMigrateCmd(env *environment) *cobra.Command {
+	var sf storeFlags
+	cmd := &cobra.Command{
+		Use:     "migrate",
+		Short:   "Apply pending database migrations and exit",
+		Example: `  portcullis migrate --database-url postgres://postgres@127.0.0.1:5432/portcullis`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env.started = true
+			st, where, err := sf.open(cmd.Context(), env, newLogger(env))
+			if err != nil {
+				return err
+			}
+			if err := st.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stdout, "migrations applied: %s\n", where)
+			return nil
+		},
+	}
+	sf.add(cmd)
+	return cmd
+}
+
+// newHealthcheckCmd is `portcullis healthcheck`: a probe for container
+// runtimes whose images have no curl (the compose file uses it).
+func newHealthcheckCmd(env *environment) *cobra.Command {
+	var url string
+	cmd := &cobra.Command{
+		Use:     "healthcheck",
+		Short:   "Exit 0 when a gateway's readiness endpoint answers 200",
+		Example: `  portcullis healthcheck --url http://127.0.0.1:7070/readyz`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env.started = true
+			ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return usagef("--url: %v", err)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s answered %s", url, res.Status)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "url", "http://"+defaultListen+"/readyz", "readiness URL to probe")
+	return cmd
+}

@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectproto"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// fieldError is an invalid request field: it reaches the client as
+// InvalidArgument naming the field.
+type fieldError struct {
+	Path    string
+	Message string
+}
+
+func (e *fieldError) Error() string { return e.Path + ": " + e.Message }
+
+func invalidField(path, format string, args ...any) error {
+	return &fieldError{Path: path, Message: fmt.Sprintf(format, args...)}
+}
+
+// conflictError is a stale expected version or a lost race.
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
+
+// toConnectError maps every error a handler returns to what the client
+// sees. It is the only place that chooses codes: domain errors keep their
+// message, anything unknown becomes a generic Internal error and is logged
+// once here with its detail.
+func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		cerr  *connect.Error
+		verr  *policy.ValidationError
+		ferr  *fieldError
+		cferr *conflictError
+	)
+	switch {
+	case errors.As(err, &cerr) && !cerr.IsRemote():
+		return cerr
+	case errors.As(err, &verr):
+		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid policy: "+verr.Error()), verr.Problems)
+	case errors.As(err, &ferr):
+		return withProblems(connect.NewError(connect.CodeInvalidArgument, ferr.Error()),
+			[]policy.Problem{{Path: ferr.Path, Message: ferr.Message}})
+	case errors.As(err, &cferr):
+		return connect.NewError(connect.CodeAborted, cferr.msg)
+	case errors.Is(err, store.ErrConflict):
+		return connect.NewError(connect.CodeAborted, "conflict: the policy changed concurrently; read the current version and retry")
+	case errors.Is(err, store.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err.Error())
+	case errors.Is(err, store.ErrAlreadyExists):
+		return connect.NewError(connect.CodeAlreadyExists, err.Error())
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, "request canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, "deadline exceeded")
+	}
+	log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
+	return connect.NewError(connect.CodeInternal, "internal error")
+}
+
+// withProblems attaches the problems as a ValidationProblems detail so
+// clients can show every path, not only the message.
+func withProblems(e *connect.Error, problems []policy.Problem) *connect.Error {
+	detail, err := connectproto.NewErrorDetail(&portcullisv1.ValidationProblems{Problems: problemsToProto(problems)})
+	if err != nil {
+		return e
+	}
+	return e.WithDetail(detail)
+}
+
+func problemsToProto(problems []policy.Problem) []*portcullisv1.Problem {
+	out := make([]*portcullisv1.Problem, 0, len(problems))
+	for _, p := range problems {
+		out = append(out, &portcullisv1.Problem{Path: p.Path, Message: p.Message})
+	}
+	return out
+}

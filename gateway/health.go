@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// The standard grpc.health.v1 service, so load balancers and grpc-health-probe
+// work. A service is SERVING while the store answers.
+const (
+	healthCheckProcedure = "/grpc.health.v1.Health/Check"
+	healthWatchProcedure = "/grpc.health.v1.Health/Watch"
+	healthWatchInterval  = 5 * time.Second
+)
+
+func registerHealth(rpc *connect.Server, st store.Store) {
+	methods := healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health").Methods()
+	known := map[string]bool{"": true}
+	for spec := range rpc.Specs() {
+		if svc := serviceOf(spec.Procedure); svc != "" {
+			known[svc] = true
+		}
+	}
+	status := func(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+		if !known[service] {
+			return 0, connect.NewError(connect.CodeNotFound, "unknown service "+service)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if st.Ping(ctx) != nil {
+			return healthpb.HealthCheckResponse_NOT_SERVING, nil
+		}
+		return healthpb.HealthCheckResponse_SERVING, nil
+	}
+	rpc.Register(
+		connect.Method{
+			Spec: connect.Spec{StreamType: connect.StreamTypeUnary, Schema: methods.ByName("Check"), Procedure: healthCheckProcedure},
+			Handler: func(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+				var req healthpb.HealthCheckRequest
+				if err := stream.Receive(&req); err != nil {
+					return err
+				}
+				s, err := status(ctx, req.GetService())
+				if err != nil {
+					return err
+				}
+				return stream.Send(&healthpb.HealthCheckResponse{Status: s})
+			},
+		},
+		connect.Method{
+			Spec: connect.Spec{StreamType: connect.StreamTypeServer, Schema: methods.ByName("Watch"), Procedure: healthWatchProcedure},
+			Handler: func(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+				var req healthpb.HealthCheckRequest
+				if err := stream.Receive(&req); err != nil {
+					return err
+				}
+				var last healthpb.HealthCheckResponse_ServingStatus = -1
+				ticker := time.NewTicker(healthWatchInterval)
+				defer ticker.Stop()
+				for {
+					s, err := status(ctx, req.GetService())
+					if err != nil {
+						s = healthpb.HealthCheckResponse_SERVICE_UNKNOWN
+					}
+					if s != last {
+						if err := stream.Send(&healthpb.HealthCheckResponse{Status: s}); err != nil {
+							return err
+						}
+						last = s
+					}
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-ticker.C:
+					}
+				}
+			},
+		},
+	)
+}
+
+// serviceOf returns "pkg.Service" of "/pkg.Service/Method".
+func serviceOf(procedure string) string {
+	for i := len(procedure) - 1; i > 0; i-- {
+		if procedure[i] == '/' {
+			return procedure[1:i]
+		}
+	}
+	return ""
+}

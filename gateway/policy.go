@@ -1,0 +1,265 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// maxDocumentBytes bounds a policy document in a request.
+const maxDocumentBytes = 4 << 20
+
+// document is a parsed, validated policy ready to store.
+type document struct {
+	policy    *policy.Policy
+	warnings  []policy.Problem
+	canonical []byte
+	hash      string
+}
+
+func parseDocument(text string) (*document, error) {
+	if len(text) > maxDocumentBytes {
+		return nil, invalidField("document", "larger than %d bytes", maxDocumentBytes)
+	}
+	if text == "" {
+		return nil, invalidField("document", "is empty")
+	}
+	p, warnings, err := policy.Parse([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	return &document{policy: p, warnings: warnings, canonical: p.CanonicalJSON(), hash: p.Hash()}, nil
+}
+
+type policyService struct{ *Server }
+
+func (s policyService) SetPolicy(ctx context.Context, req *portcullisv1.SetPolicyRequest) (*portcullisv1.PolicyVersion, error) {
+	doc, err := parseDocument(req.GetDocument())
+	if err != nil {
+		return nil, err
+	}
+	var expected *int64
+	if req.ExpectedVersion != nil {
+		expected = req.ExpectedVersion
+	}
+	res, err := s.commit(ctx, req.GetSandbox(), doc, expected, store.SourceSet, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = problemsToProto(doc.warnings)
+	return res, nil
+}
+
+func (s policyService) RollbackPolicy(ctx context.Context, req *portcullisv1.RollbackPolicyRequest) (*portcullisv1.PolicyVersion, error) {
+	if req.GetToVersion() < 1 {
+		return nil, invalidField("to_version", "must be >= 1")
+	}
+	target, err := s.store.GetPolicyVersion(ctx, req.GetSandbox(), req.GetToVersion())
+	if err != nil {
+		return nil, err
+	}
+	doc, err := parseDocument(string(target.Document))
+	if err != nil {
+		return nil, fmt.Errorf("stored version %d of %q no longer parses: %w", target.Version, req.GetSandbox(), err)
+	}
+	return s.commit(ctx, req.GetSandbox(), doc, req.ExpectedVersion, store.SourceRollback,
+		map[string]string{"rollback_to": fmt.Sprint(target.Version)})
+}
+
+// commit stores doc as the sandbox's next version. It is the one write path
+// for policies: expected-version check, no-op detection, the static-section
+// rule, then compare-and-swap in the store.
+func (s policyService) commit(ctx context.Context, sandbox string, doc *document, expected *int64, source string, provenance map[string]string) (*portcullisv1.PolicyVersion, error) {
+	p := mustPrincipal(ctx)
+	sb, err := s.store.GetSandbox(ctx, sandbox)
+	if err != nil {
+		return nil, err
+	}
+	if expected != nil && *expected != sb.CurrentVersion {
+		return nil, &conflictError{fmt.Sprintf("expected version %d, but the current version of %q is %d", *expected, sandbox, sb.CurrentVersion)}
+	}
+	if sb.CurrentVersion > 0 {
+		current, err := s.store.GetPolicyVersion(ctx, sandbox, sb.CurrentVersion)
+		if err != nil {
+			return nil, err
+		}
+		if current.Hash == doc.hash {
+			res, err := versionToProto(current)
+			if err != nil {
+				return nil, err
+			}
+			res.Unchanged = true
+			return res, nil
+		}
+		if err := checkStaticSections(current.Document, doc.policy); err != nil {
+			return nil, err
+		}
+	}
+	v, err := s.store.AppendPolicyVersion(ctx, store.AppendPolicy{
+		Sandbox:         sandbox,
+		ExpectedVersion: sb.CurrentVersion,
+		Hash:            doc.hash,
+		Document:        doc.canonical,
+		Author:          p.Actor(),
+		Source:          source,
+		Provenance:      provenance,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "policy version committed", "sandbox", sandbox, "version", v.Version, "hash", v.Hash, "source", source, "actor", p.Actor())
+	return versionToProto(v)
+}
+
+// checkStaticSections enforces that filesystem_policy, landlock and process
+// stay as the first version fixed them: they are applied before the agent
+// starts and cannot change under a running sandbox.
+func checkStaticSections(currentDoc []byte, next *policy.Policy) error {
+	cur, _, err := policy.Parse(currentDoc)
+	if err != nil {
+		return fmt.Errorf("current version no longer parses: %w", err)
+	}
+	var problems []policy.Problem
+	same := func(path string, a, b any) {
+		if !bytes.Equal(mustJSON(a), mustJSON(b)) {
+			problems = append(problems, policy.Problem{Path: path, Message: "is fixed by the sandbox's first policy version and cannot change; create a new sandbox to change it"})
+		}
+	}
+	same("filesystem_policy", cur.FilesystemPolicy, next.FilesystemPolicy)
+	same("landlock", cur.Landlock, next.Landlock)
+	same("process", cur.Process, next.Process)
+	if len(problems) > 0 {
+		return &policy.ValidationError{Problems: problems}
+	}
+	return nil
+}
+
+func (s policyService) GetPolicy(ctx context.Context, req *portcullisv1.GetPolicyRequest) (*portcullisv1.PolicyVersion, error) {
+	if req.GetVersion() < 0 {
+		return nil, invalidField("version", "must be >= 0")
+	}
+	v, err := s.store.GetPolicyVersion(ctx, req.GetSandbox(), req.GetVersion())
+	if err != nil {
+		return nil, err
+	}
+	return versionToProto(v)
+}
+
+func (s policyService) ListPolicyVersions(ctx context.Context, req *portcullisv1.ListPolicyVersionsRequest) (*portcullisv1.ListPolicyVersionsResponse, error) {
+	if _, err := s.store.GetSandbox(ctx, req.GetSandbox()); err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListPolicyVersions(ctx, req.GetSandbox())
+	if err != nil {
+		return nil, err
+	}
+	res := &portcullisv1.ListPolicyVersionsResponse{Versions: make([]*portcullisv1.PolicyVersion, 0, len(list))}
+	for _, v := range list {
+		res.Versions = append(res.Versions, versionHeaderToProto(v))
+	}
+	return res, nil
+}
+
+func (s policyService) DiffPolicy(ctx context.Context, req *portcullisv1.DiffPolicyRequest) (*portcullisv1.DiffPolicyResponse, error) {
+	from, fromPolicy, err := s.loadVersion(ctx, req.GetSandbox(), req.GetFromVersion(), "from_version")
+	if err != nil {
+		return nil, err
+	}
+	to, toPolicy, err := s.loadVersion(ctx, req.GetSandbox(), req.GetToVersion(), "to_version")
+	if err != nil {
+		return nil, err
+	}
+	res := &portcullisv1.DiffPolicyResponse{
+		Sandbox:     req.GetSandbox(),
+		FromVersion: from.Version,
+		ToVersion:   to.Version,
+		FromHash:    from.Hash,
+		ToHash:      to.Hash,
+	}
+	for _, c := range policy.Diff(fromPolicy, toPolicy) {
+		res.Changes = append(res.Changes, &portcullisv1.PolicyChange{Kind: c.Kind, Path: c.Path, Summary: c.Summary, Before: c.Before, After: c.After})
+	}
+	return res, nil
+}
+
+func (s policyService) loadVersion(ctx context.Context, sandbox string, version int64, field string) (store.PolicyVersion, *policy.Policy, error) {
+	if version < 1 {
+		return store.PolicyVersion{}, nil, invalidField(field, "must be >= 1")
+	}
+	v, err := s.store.GetPolicyVersion(ctx, sandbox, version)
+	if err != nil {
+		return store.PolicyVersion{}, nil, err
+	}
+	p, _, err := policy.Parse(v.Document)
+	if err != nil {
+		return store.PolicyVersion{}, nil, fmt.Errorf("stored version %d of %q no longer parses: %w", version, sandbox, err)
+	}
+	return v, p, nil
+}
+
+func (s policyService) ValidatePolicy(_ context.Context, req *portcullisv1.ValidatePolicyRequest) (*portcullisv1.ValidatePolicyResponse, error) {
+	doc, err := parseDocument(req.GetDocument())
+	if err != nil {
+		var verr *policy.ValidationError
+		if errors.As(err, &verr) {
+			return &portcullisv1.ValidatePolicyResponse{Valid: false, Problems: problemsToProto(verr.Problems)}, nil
+		}
+		return nil, err
+	}
+	st, err := documentStruct(doc.canonical)
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.ValidatePolicyResponse{Valid: true, Warnings: problemsToProto(doc.warnings), Hash: doc.hash, Policy: st}, nil
+}
+
+func versionHeaderToProto(v store.PolicyVersion) *portcullisv1.PolicyVersion {
+	return &portcullisv1.PolicyVersion{
+		Sandbox:    v.Sandbox,
+		Version:    v.Version,
+		Hash:       v.Hash,
+		Author:     v.Author,
+		CreatedAt:  timestamppb.New(v.CreatedAt),
+		Source:     v.Source,
+		Provenance: v.Provenance,
+	}
+}
+
+func versionToProto(v store.PolicyVersion) (*portcullisv1.PolicyVersion, error) {
+	res := versionHeaderToProto(v)
+	st, err := documentStruct(v.Document)
+	if err != nil {
+		return nil, fmt.Errorf("version %d of %q: %w", v.Version, v.Sandbox, err)
+	}
+	res.Policy = st
+	return res, nil
+}
+
+// documentStruct turns a canonical JSON document into the Struct the API
+// carries, so JSON clients see the policy as an object, not a string.
+func documentStruct(doc []byte) (*structpb.Struct, error) {
+	st := &structpb.Struct{}
+	if err := protojson.Unmarshal(doc, st); err != nil {
+		return nil, fmt.Errorf("decode stored document: %w", err)
+	}
+	return st, nil
+}
+
+// mustJSON encodes values that always encode (plain policy sections).
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encode %T: %v", v, err))
+	}
+	return b
+}

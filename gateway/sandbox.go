@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"context"
+	"regexp"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// nameRE is the shape of sandbox and token names: a DNS label, so names are
+// safe in URLs, logs and Kubernetes objects.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func checkName(path, name string) error {
+	if !nameRE.MatchString(name) {
+		return invalidField(path, "must be 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+type sandboxService struct{ *Server }
+
+func (s sandboxService) CreateSandbox(ctx context.Context, req *portcullisv1.CreateSandboxRequest) (*portcullisv1.CreateSandboxResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := checkName("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	in := store.CreateSandbox{Name: req.GetName(), Actor: p.Actor()}
+	var warnings []*portcullisv1.Problem
+	if req.GetPolicy() != "" {
+		doc, err := parseDocument(req.GetPolicy())
+		if err != nil {
+			return nil, err
+		}
+		warnings = problemsToProto(doc.warnings)
+		in.Policy = &store.PolicyVersion{
+			Version:  1,
+			Hash:     doc.hash,
+			Document: doc.canonical,
+			Author:   p.Actor(),
+			Source:   store.SourceCreate,
+		}
+	}
+	token, hash, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	in.Token = sandboxToken(req.GetName(), hash, p)
+	sb, err := s.store.CreateSandbox(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.Name, "actor", p.Actor(), "version", sb.CurrentVersion)
+	res := &portcullisv1.CreateSandboxResponse{Name: sb.Name, Token: token, Sandbox: sandboxToProto(sb), Warnings: warnings}
+	if in.Policy != nil {
+		v, err := s.store.GetPolicyVersion(ctx, sb.Name, 0)
+		if err != nil {
+			return nil, err
+		}
+		if res.PolicyVersion, err = versionToProto(v); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (s sandboxService) GetSandbox(ctx context.Context, req *portcullisv1.GetSandboxRequest) (*portcullisv1.Sandbox, error) {
+	sb, err := s.store.GetSandbox(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return sandboxToProto(sb), nil
+}
+
+func (s sandboxService) ListSandboxes(ctx context.Context, _ *portcullisv1.ListSandboxesRequest) (*portcullisv1.ListSandboxesResponse, error) {
+	list, err := s.store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &portcullisv1.ListSandboxesResponse{Sandboxes: make([]*portcullisv1.Sandbox, 0, len(list))}
+	for _, sb := range list {
+		res.Sandboxes = append(res.Sandboxes, sandboxToProto(sb))
+	}
+	return res, nil
+}
+
+func (s sandboxService) DeleteSandbox(ctx context.Context, req *portcullisv1.DeleteSandboxRequest) (*portcullisv1.DeleteSandboxResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := s.store.DeleteSandbox(ctx, req.GetName(), p.Actor()); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "sandbox deleted", "sandbox", req.GetName(), "actor", p.Actor())
+	return &portcullisv1.DeleteSandboxResponse{Name: req.GetName()}, nil
+}
+
+func (s sandboxService) RotateSandboxToken(ctx context.Context, req *portcullisv1.RotateSandboxTokenRequest) (*portcullisv1.RotateSandboxTokenResponse, error) {
+	p := mustPrincipal(ctx)
+	token, hash, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.store.RotateSandboxToken(ctx, req.GetName(), p.Actor(), sandboxToken(req.GetName(), hash, p)); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "sandbox token rotated", "sandbox", req.GetName(), "actor", p.Actor())
+	return &portcullisv1.RotateSandboxTokenResponse{Name: req.GetName(), Token: token}, nil
+}
+
+// sandboxToken describes a sandbox's token. Token names are unique forever
+// (revoked ones included), so each carries a short suffix of its hash:
+// rotation and re-creating a deleted sandbox never collide.
+func sandboxToken(sandbox, hash string, creator Principal) store.Token {
+	return store.Token{
+		Name:      "sandbox-" + sandbox + "-" + hash[:8],
+		Role:      store.RoleSandbox,
+		Sandbox:   sandbox,
+		Hash:      hash,
+		CreatedBy: creator.Actor(),
+	}
+}
+
+func sandboxToProto(sb store.Sandbox) *portcullisv1.Sandbox {
+	return &portcullisv1.Sandbox{
+		Name:           sb.Name,
+		CurrentVersion: sb.CurrentVersion,
+		CurrentHash:    sb.CurrentHash,
+		CreatedAt:      timestamppb.New(sb.CreatedAt),
+		CreatedBy:      sb.CreatedBy,
+	}
+}

@@ -1,0 +1,329 @@
+// Package gateway is the Portcullis control-plane server: Connect handlers
+// for every service (serving gRPC, gRPC-Web and Connect on one port),
+// authentication and the authorization table, error mapping, health,
+// reflection, metrics and the embedded console.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"connectrpc.com/grpcreflect/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/web"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Listen is the address of the API port. Default "127.0.0.1:7070".
+	Listen string
+	// TLSCertFile and TLSKeyFile serve TLS when both are set; otherwise the
+	// port speaks plaintext HTTP/1.1 and h2c.
+	TLSCertFile, TLSKeyFile string
+	// Insecure allows plaintext on a non-loopback address. Default false:
+	// bearer tokens must not cross a network in the clear by accident.
+	Insecure bool
+	// MetricsListen, if set, serves /metrics without a token on this
+	// separate address (meant for loopback); the API port's /metrics always
+	// needs a token.
+	MetricsListen string
+	// BootstrapToken is the first admin token when the store has no admin
+	// (PORTCULLIS_BOOTSTRAP_TOKEN). Empty means generate one.
+	BootstrapToken string
+	// ShutdownTimeout bounds graceful shutdown. Default 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7070"
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Server is the gateway.
+type Server struct {
+	cfg     Config
+	store   store.Store
+	log     *slog.Logger
+	auth    *authenticator
+	metrics *metrics
+	handler http.Handler
+}
+
+// New builds a gateway over st. It does not listen; see Run and Handler.
+func New(cfg Config, st store.Store) (*Server, error) {
+	cfg.setDefaults()
+	s := &Server{
+		cfg:   cfg,
+		store: st,
+		log:   cfg.Logger.With("component", "gateway"),
+		auth:  newAuthenticator(st, cfg.Now),
+	}
+	s.metrics = newMetrics()
+
+	rpc := connect.NewServer(s.metrics.intercept, s.mapErrors, s.auth.authorize)
+	portcullisv1connect.RegisterSandboxServiceHandler(rpc, sandboxService{s})
+	portcullisv1connect.RegisterTokenServiceHandler(rpc, tokenService{s})
+	portcullisv1connect.RegisterPolicyServiceHandler(rpc, policyService{s})
+	registerHealth(rpc, st)
+	grpcreflect.Register(rpc)
+	for spec := range rpc.Specs() {
+		if _, ok := authzTable[spec.Procedure]; !ok {
+			return nil, fmt.Errorf("procedure %s has no row in the authorization table", spec.Procedure)
+		}
+	}
+
+	mux := http.NewServeMux()
+	connecthttp.Mount(mux, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.requireToken(s.metrics.handler()))
+	// "/" without a method: a method-specific catch-all would conflict with
+	// the per-service routes Mount installs.
+	mux.Handle("/", getOnly(web.Handler()))
+	s.handler = mux
+	return s, nil
+}
+
+// Handler is the gateway's HTTP handler (APIs, health, metrics, console).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.WarnContext(ctx, "readiness check failed", "err", err)
+		http.Error(w, "store unreachable", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// getOnly refuses methods other than GET and HEAD.
+func getOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireToken guards plain HTTP endpoints with the same bearer tokens.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.auth.authenticate(r.Context(), r.Header.Get("Authorization")); err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mapErrors is the server interceptor that turns handler errors into what
+// the client may see (see toConnectError).
+func (s *Server) mapErrors(next connect.ServerFunc) connect.ServerFunc {
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
+		return toConnectError(ctx, s.log, spec.Procedure, next(ctx, spec, stream))
+	}
+}
+
+func mustPrincipal(ctx context.Context) Principal {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		// The authorization interceptor runs before every non-public
+		// handler; reaching here without a principal is a wiring bug.
+		panic("gateway: handler reached without a principal")
+	}
+	return p
+}
+
+// Bootstrap creates the first admin token when the store has none. It
+// returns the token (to print once) and whether it created one.
+func (s *Server) Bootstrap(ctx context.Context) (string, bool, error) {
+	n, err := s.store.CountTokens(ctx, store.RoleAdmin)
+	if err != nil {
+		return "", false, fmt.Errorf("count admin tokens: %w", err)
+	}
+	if n > 0 {
+		return "", false, nil
+	}
+	token := s.cfg.BootstrapToken
+	var hash string
+	if token == "" {
+		if token, hash, err = newToken(); err != nil {
+			return "", false, err
+		}
+	} else {
+		if len(token) < 16 {
+			return "", false, errors.New("PORTCULLIS_BOOTSTRAP_TOKEN must be at least 16 characters")
+		}
+		hash = hashToken(token)
+	}
+	_, err = s.store.CreateToken(ctx, store.Token{Name: "admin", Role: store.RoleAdmin, Hash: hash, CreatedBy: "bootstrap"}, "bootstrap")
+	if errors.Is(err, store.ErrAlreadyExists) {
+		// A revoked token named "admin" exists; keep the name unique.
+		_, err = s.store.CreateToken(ctx, store.Token{Name: "admin-" + hash[:8], Role: store.RoleAdmin, Hash: hash, CreatedBy: "bootstrap"}, "bootstrap")
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("create admin token: %w", err)
+	}
+	s.log.InfoContext(ctx, "created the first admin token")
+	return token, true, nil
+}
+
+// Listen opens the API listener, refusing plaintext on a non-loopback
+// address unless Config.Insecure.
+func (s *Server) Listen() (net.Listener, error) {
+	if s.cfg.TLSCertFile == "" && !s.cfg.Insecure && !isLoopback(s.cfg.Listen) {
+		return nil, fmt.Errorf("refusing to serve plaintext on non-loopback address %s: give --tls-cert/--tls-key, or --insecure", s.cfg.Listen)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	return ln, nil
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           s.handler,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	servers := []*http.Server{srv}
+	errc := make(chan error, 2)
+	go func() {
+		if s.cfg.TLSCertFile != "" {
+			errc <- srv.ServeTLS(ln, s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	if s.cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", s.cfg.MetricsListen)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("listen on metrics address %s: %w", s.cfg.MetricsListen, err)
+		}
+		msrv := &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, msrv)
+		go func() { errc <- msrv.Serve(mln) }()
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	// Shut down with a fresh context: ctx is already done.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	for _, hs := range servers {
+		if serr := hs.Shutdown(shutdownCtx); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// metrics are the gateway's Prometheus metrics, in a registry of its own.
+type metrics struct {
+	registry *prometheus.Registry
+	rpcs     *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_rpc_requests_total",
+			Help: "RPCs handled, by procedure and result code.",
+		}, []string{"procedure", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "portcullis_rpc_duration_seconds",
+			Help:    "RPC handling time, by procedure.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"procedure"}),
+	}
+	m.registry.MustRegister(m.rpcs, m.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) intercept(next connect.ServerFunc) connect.ServerFunc {
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
+		start := time.Now()
+		err := next(ctx, spec, stream)
+		code := "ok"
+		if err != nil {
+			code = connect.CodeOf(err).String()
+		}
+		// Only known procedures become label values: callers choose the
+		// procedure string, and labels must stay bounded.
+		procedure := spec.Procedure
+		if _, known := authzTable[procedure]; !known {
+			procedure = "unknown"
+		}
+		m.rpcs.WithLabelValues(procedure, code).Inc()
+		m.latency.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
+		return err
+	}
+}

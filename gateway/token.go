@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"context"
+
+	"connectrpc.com/connect/v2"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+type tokenService struct{ *Server }
+
+func (s tokenService) CreateToken(ctx context.Context, req *portcullisv1.CreateTokenRequest) (*portcullisv1.CreateTokenResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := checkName("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	switch req.GetRole() {
+	case store.RoleAdmin, store.RoleOperator:
+	case store.RoleSandbox:
+		return nil, invalidField("role", "sandbox tokens are issued by `sandbox create` and `sandbox rotate-token`")
+	default:
+		return nil, invalidField("role", "must be admin or operator, not %q", req.GetRole())
+	}
+	token, hash, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Hash: hash, CreatedBy: p.Actor()}, p.Actor())
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "token created", "token", t.Name, "role", t.Role, "actor", p.Actor())
+	return &portcullisv1.CreateTokenResponse{Name: t.Name, Token: token, Role: t.Role}, nil
+}
+
+func (s tokenService) ListTokens(ctx context.Context, _ *portcullisv1.ListTokensRequest) (*portcullisv1.ListTokensResponse, error) {
+	list, err := s.store.ListTokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &portcullisv1.ListTokensResponse{Tokens: make([]*portcullisv1.Token, 0, len(list))}
+	for _, t := range list {
+		pt := &portcullisv1.Token{
+			Name:      t.Name,
+			Role:      t.Role,
+			Sandbox:   t.Sandbox,
+			CreatedBy: t.CreatedBy,
+			CreatedAt: timestamppb.New(t.CreatedAt),
+		}
+		if t.LastUsedAt != nil {
+			pt.LastUsedAt = timestamppb.New(*t.LastUsedAt)
+		}
+		if t.RevokedAt != nil {
+			pt.RevokedAt = timestamppb.New(*t.RevokedAt)
+		}
+		res.Tokens = append(res.Tokens, pt)
+	}
+	return res, nil
+}
+
+func (s tokenService) RevokeToken(ctx context.Context, req *portcullisv1.RevokeTokenRequest) (*portcullisv1.RevokeTokenResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := s.keepOneAdmin(ctx, req.GetName()); err != nil {
+		return nil, err
+	}
+	if err := s.store.RevokeToken(ctx, req.GetName(), p.Actor()); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "token revoked", "token", req.GetName(), "actor", p.Actor())
+	return &portcullisv1.RevokeTokenResponse{Name: req.GetName()}, nil
+}
+
+// keepOneAdmin refuses to revoke the last live admin token: nobody could
+// manage the gateway afterwards.
+func (s tokenService) keepOneAdmin(ctx context.Context, name string) error {
+	list, err := s.store.ListTokens(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range list {
+		if t.Name != name || t.Role != store.RoleAdmin || t.RevokedAt != nil {
+			continue
+		}
+		n, err := s.store.CountTokens(ctx, store.RoleAdmin)
+		if err != nil {
+			return err
+		}
+		if n <= 1 {
+			return connect.NewError(connect.CodeFailedPrecondition, "refusing to revoke the last admin token; create another admin token first")
+		}
+	}
+	return nil
+}
