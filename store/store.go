@@ -65,6 +65,10 @@ type PolicyVersion struct {
 }
 
 // Token is an API credential. Only its SHA-256 hash is stored.
+//
+// Names are unique among every token ever stored, revoked ones and those of
+// deleted sandboxes included, so that the audit log's targets stay
+// unambiguous: a rotated or re-created sandbox token needs a fresh name.
 type Token struct {
 	ID   int64
 	Name string
@@ -105,9 +109,11 @@ const (
 type CreateSandbox struct {
 	Name  string
 	Actor string
-	// Token is the sandbox's first token (Role sandbox, Sandbox = Name).
+	// Token is the sandbox's first token. The store sets its Role to
+	// sandbox and its Sandbox to Name; CreatedBy defaults to Actor.
 	Token Token
-	// Policy, if set, becomes version 1 in the same transaction.
+	// Policy, if set, becomes version 1 in the same transaction. Only Hash,
+	// Document, Author, Source (default "create") and Provenance are used.
 	Policy *PolicyVersion
 }
 
@@ -120,19 +126,24 @@ type AppendPolicy struct {
 	Hash            string
 	Document        []byte
 	Author          string
-	Source          string
-	Provenance      map[string]string
+	// Source defaults to "set".
+	Source     string
+	Provenance map[string]string
 }
 
 // AuditFilter narrows ListAudit. Zero values match everything.
 type AuditFilter struct {
 	Sandbox string
-	Limit   int
+	// Limit caps the number of entries (the newest); 0 means no cap.
+	Limit int
 }
 
 // Store is the persistence interface. Methods return ErrNotFound,
 // ErrConflict or ErrAlreadyExists (possibly wrapped) for those cases and
-// wrapped engine errors otherwise.
+// wrapped engine errors otherwise; an input the schema cannot hold (empty
+// name or hash, unknown role, a sandbox on an admin token) is refused with
+// a plain error before the database is touched. Times come back in UTC;
+// Postgres keeps microseconds, so callers should not rely on finer ones.
 type Store interface {
 	// CreateSandbox creates the sandbox, its token and, optionally, its
 	// first policy version, atomically.
@@ -141,10 +152,12 @@ type Store interface {
 	// ListSandboxes returns every sandbox ordered by name.
 	ListSandboxes(ctx context.Context) ([]Sandbox, error)
 	// DeleteSandbox removes the sandbox and its policy versions and revokes
-	// its tokens. The audit log keeps its history.
+	// its tokens (ErrNotFound if there is no such sandbox). The audit log
+	// keeps its history.
 	DeleteSandbox(ctx context.Context, name, actor string) error
 	// RotateSandboxToken revokes every live token of the sandbox and stores
-	// the new one.
+	// the new one (Role and Sandbox set by the store; its Name must be new,
+	// else ErrAlreadyExists and nothing changes).
 	RotateSandboxToken(ctx context.Context, sandbox, actor string, tok Token) (Token, error)
 
 	// AppendPolicyVersion stores the next version if the sandbox's current
@@ -158,7 +171,8 @@ type Store interface {
 	// documents.
 	ListPolicyVersions(ctx context.Context, sandbox string) ([]PolicyVersion, error)
 
-	// CreateToken stores a token (name unique among live and revoked tokens).
+	// CreateToken stores a token (name unique among live and revoked tokens:
+	// ErrAlreadyExists). A sandbox token's sandbox must exist (ErrNotFound).
 	CreateToken(ctx context.Context, tok Token, actor string) (Token, error)
 	// TokenByHash returns the token with that hash, revoked or not.
 	TokenByHash(ctx context.Context, hash string) (Token, error)
@@ -167,6 +181,7 @@ type Store interface {
 	// RevokeToken marks the token revoked; revoking twice is ErrNotFound.
 	RevokeToken(ctx context.Context, name, actor string) error
 	// TouchToken records a use of the token (best effort, no audit entry).
+	// It never moves the last use backwards; ErrNotFound for an unknown id.
 	TouchToken(ctx context.Context, id int64, at time.Time) error
 	// CountTokens returns how many live tokens have the role.
 	CountTokens(ctx context.Context, role string) (int, error)
