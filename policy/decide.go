@@ -317,7 +317,7 @@ func denyPhase(eps []endpointRef, r Request) []denial {
 				reason: fmt.Sprintf("malformed request path for %s: %v", e.name(), err)})
 			continue
 		}
-		if e.ep.Path != "" && !MatchGlob(e.ep.Path, path) {
+		if e.ep.Path != "" && !MatchDenyGlob(e.ep.Path, path) {
 			continue
 		}
 		out = append(out, endpointDenials(e, r, path)...)
@@ -486,10 +486,19 @@ func restRuleMatches(rule *L7Rule, r Request, path string, allow bool) bool {
 	if rule.Method != "" && rule.Method != "*" && !strings.EqualFold(rule.Method, r.HTTPMethod) {
 		return false
 	}
-	if rule.Path != "" && !MatchGlob(rule.Path, path) {
+	if rule.Path != "" && !pathGlobMatches(rule.Path, path, allow) {
 		return false
 	}
 	return queryMatches(rule.Query, r.Query, allow)
+}
+
+// pathGlobMatches reads allow globs narrowly (MatchGlob) and deny globs
+// widely (MatchDenyGlob): each reading is the safe one for its side.
+func pathGlobMatches(pattern, path string, allow bool) bool {
+	if allow {
+		return MatchGlob(pattern, path)
+	}
+	return MatchDenyGlob(pattern, path)
 }
 
 // queryMatches applies a rule's query matchers to the decoded query

@@ -283,6 +283,7 @@ func TestDecideDenyRules(t *testing.T) {
 		{Method: "POST", Path: "/repos/*/*/pulls/*/reviews"},
 		{Method: "*", Path: "/repos/*/*/rulesets"},
 		{Method: "GET", Path: "/search", Query: map[string]*Matcher{"q": anyOf("*secret*")}},
+		{Method: "DELETE", Path: "/orgs/*/hooks"},
 	}}
 	p := pol(map[string]*NetworkPolicy{
 		"github": entry([]string{curl}, gh),
@@ -299,6 +300,8 @@ func TestDecideDenyRules(t *testing.T) {
 		{"deny wins with an unknown binary", p, req("api.github.com", 443).http("PUT", "/repos/o/r/rulesets").from(""), want{rule: "deny_rules[1]"}},
 		{"deny through dot segments", p, req("api.github.com", 443).http("GET", "/x/../repos/o/r/rulesets").from(python), want{rule: "deny_rules[1]"}},
 		{"deny through %2e%2e", p, req("api.github.com", 443).http("GET", "/x/%2e%2e/repos/o/r/rulesets").from(python), want{rule: "deny_rules[1]"}},
+		{"deny globs read widely: * crosses /", p, req("api.github.com", 443).http("DELETE", "/orgs/a/b/hooks"), want{rule: "deny_rules[3]"}},
+		{"deny globs read widely: the narrow match still applies", p, req("api.github.com", 443).http("DELETE", "/orgs/a/hooks"), want{rule: "deny_rules[3]"}},
 		{"deny through //", p, req("api.github.com", 443).http("GET", "//repos//o/r/rulesets").from(python), want{rule: "deny_rules[1]"}},
 		{"deny query: one value matches", p, req("api.github.com", 443).http("GET", "/search").withQuery("q=ok&q=my-secret-x"), want{rule: "deny_rules[2]"}},
 		{"deny query: crosses /", p, req("api.github.com", 443).http("GET", "/search").withQuery("q=a/secret/b"), want{rule: "deny_rules[2]"}},

@@ -189,6 +189,19 @@ func MatchGlob(pattern, s string) bool {
 	return matchSegments(strings.Split(pattern, "/"), strings.Split(s, "/"))
 }
 
+// MatchDenyGlob is how deny rules (and an endpoint's path scope, when its
+// deny rules are checked) match: s matches if MatchGlob says so or if it
+// matches OpenShell's wider reading, where `*`, `**` and `?` may cross `/`.
+// Portcullis reads allow globs narrowly and deny globs widely, so an
+// OpenShell document never allows more, nor denies less, here than there:
+// `deny /repos/*/rulesets` still closes `/repos/a/b/rulesets`.
+func MatchDenyGlob(pattern, s string) bool {
+	if ValidGlob(pattern) != nil {
+		return false
+	}
+	return MatchGlob(pattern, s) || matchChars(pattern, s)
+}
+
 func matchSegments(pat, segs []string) bool {
 	if len(pat) == 0 {
 		return len(segs) == 0
@@ -206,27 +219,33 @@ func matchSegments(pat, segs []string) bool {
 
 // matchSegment matches one segment (no `/` on either side) by plain
 // backtracking: `*` tries every split.
-func matchSegment(pat, s string) bool {
+func matchSegment(pat, s string) bool { return matchChars(pat, s) }
+
+// matchChars matches characters with no notion of segments: runs of `*`
+// match any characters, `/` included (OpenShell's reading). Applied to one
+// segment, where no `/` appears, it is segment matching.
+func matchChars(pat, s string) bool {
 	if pat == "" {
 		return s == ""
 	}
 	switch pat[0] {
 	case '*':
+		rest := strings.TrimLeft(pat, "*")
 		for i := 0; i <= len(s); i++ {
-			if matchSegment(pat[1:], s[i:]) {
+			if matchChars(rest, s[i:]) {
 				return true
 			}
 		}
 		return false
 	case '?':
-		return s != "" && matchSegment(pat[1:], s[1:])
+		return s != "" && matchChars(pat[1:], s[1:])
 	case '[':
 		class, n, err := parseClass(pat)
-		return err == nil && s != "" && class(s[0]) && matchSegment(pat[n:], s[1:])
+		return err == nil && s != "" && class(s[0]) && matchChars(pat[n:], s[1:])
 	case '\\':
-		return len(pat) > 1 && s != "" && s[0] == pat[1] && matchSegment(pat[2:], s[1:])
+		return len(pat) > 1 && s != "" && s[0] == pat[1] && matchChars(pat[2:], s[1:])
 	default:
-		return s != "" && s[0] == pat[0] && matchSegment(pat[1:], s[1:])
+		return s != "" && s[0] == pat[0] && matchChars(pat[1:], s[1:])
 	}
 }
 

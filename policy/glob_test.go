@@ -241,3 +241,23 @@ func FuzzParseHostIP(f *testing.F) {
 		}
 	})
 }
+
+func TestMatchDenyGlob(t *testing.T) {
+	tests := []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"/v1/*", "/v1/orders", true},
+		{"/v1/*", "/v1/orders/7", true}, // OpenShell's reading: * crosses /
+		{"/repos/*/rulesets", "/repos/a/b/rulesets", true},
+		{"/repos/**", "/repos", true}, // the narrow reading's matches stay
+		{"/a?c", "/a/c", true},
+		{"/v1/*", "/v2/x", false},
+		{"/x/[", "/x/[", false}, // invalid patterns match nothing
+	}
+	for _, tt := range tests {
+		if got := MatchDenyGlob(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("MatchDenyGlob(%q, %q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
+		}
+	}
+}

@@ -63,6 +63,8 @@ func Validate(p *Policy) (warnings []Problem, err error) {
 
 type validator struct {
 	errs, warns []Problem
+	// privateNoted: the private-resolution divergence was noted once.
+	privateNoted bool
 }
 
 func newValidator() *validator { return &validator{} }
@@ -326,8 +328,11 @@ func (v *validator) host(path string, ep *Endpoint) {
 		}
 		return
 	}
-	if !strings.Contains(h, "*") && len(ep.AllowedIPs) == 0 {
-		v.warnf(hp, "if this host resolves to a private address, Portcullis denies it unless allowed_ips covers it (OpenShell allows private resolution for exact hostnames)")
+	// One note per document: it applies to every exact hostname alike,
+	// and repeating it per endpoint would bury the warnings that matter.
+	if !strings.Contains(h, "*") && len(ep.AllowedIPs) == 0 && !v.privateNoted {
+		v.privateNoted = true
+		v.warnf(hp, "if this host resolves to a private address, Portcullis denies it unless allowed_ips covers it (OpenShell allows private resolution for exact hostnames); the same holds for every exact hostname without allowed_ips")
 	}
 }
 
@@ -502,7 +507,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 	}
 	switch proto {
 	case ProtocolREST:
-		v.httpRule(path, r, false)
+		v.httpRule(path, r, false, allow)
 		httpFields()
 		notValid("operation_type", r.OperationType != "")
 		notValid("operation_name", r.OperationName != "")
@@ -515,7 +520,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 			}
 			graphQLFields(true)
 		} else {
-			v.httpRule(path, r, true)
+			v.httpRule(path, r, true, allow)
 		}
 		httpFields()
 	case ProtocolGraphQL:
@@ -562,7 +567,9 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 }
 
 // httpRule checks method, path and query of a REST or WebSocket rule.
-func (v *validator) httpRule(path string, r *L7Rule, websocket bool) {
+// Only allow rules get the single-`*` warning: deny globs are read the
+// wider, OpenShell way too (see MatchDenyGlob).
+func (v *validator) httpRule(path string, r *L7Rule, websocket, allow bool) {
 	mp := keyPath(path, "method")
 	switch {
 	case r.Method == "":
@@ -585,7 +592,7 @@ func (v *validator) httpRule(path string, r *L7Rule, websocket bool) {
 	default:
 		if err := ValidGlob(r.Path); err != nil {
 			v.errorf(pp, "%v", err)
-		} else {
+		} else if allow {
 			v.singleStar(pp, r.Path)
 		}
 	}

@@ -384,7 +384,6 @@ func TestWarnings(t *testing.T) {
 		{"loopback host", withEndpoint("{host: 127.0.0.1, port: 8080}"), ep0 + ".host", "dev-allow-loopback"},
 		{"localhost", withEndpoint("{host: localhost, port: 8080}"), ep0 + ".host", "loopback"},
 		{"single star path", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: '/repos/*/pulls'}}]}"), ep0 + ".rules[0].allow.path", "one path segment"},
-		{"single star deny path", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, access: full, deny_rules: [{method: GET, path: '/a*'}]}"), ep0 + ".deny_rules[0].path", "one path segment"},
 		{"single star binary", "version: 1\nnetwork_policies: {p: {endpoints: [{host: a.example.com, port: 1}], binaries: [{path: '/home/*/bin/x'}]}}", "network_policies.p.binaries[0].path", "one path segment"},
 		{"harness", "version: 1\nnetwork_policies: {p: {endpoints: [{host: a.example.com, port: 1}], binaries: [{path: /x, harness: true}]}}", "network_policies.p.binaries[0].harness", "deprecated"},
 		{"port and ports", withEndpoint("{host: a.example.com, port: 1, ports: [2]}"), ep0 + ".port", "ignored because ports is set"},
@@ -403,6 +402,15 @@ func TestWarnings(t *testing.T) {
 				t.Errorf("no warning %q containing %q; got %v", tc.path, tc.msg, warns)
 			}
 		})
+	}
+	// Deny globs are read the OpenShell way as well: no divergence, no warning.
+	if _, warns := mustParse(t, withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, access: full, deny_rules: [{method: GET, path: '/a*'}]}")); hasProblem(warns, ep0+".deny_rules[0].path", "one path segment") {
+		t.Errorf("a deny glob got the single-star warning: %v", warns)
+	}
+	// The private-resolution note comes once per document.
+	_, warns := mustParse(t, "version: 1\nnetwork_policies: {p: {endpoints: [{host: a.example.com, port: 1}, {host: b.example.com, port: 1}], binaries: [{path: /x}]}}")
+	if n := countProblems(warns, "private address"); n != 1 {
+		t.Errorf("private-resolution note appears %d times, want once: %v", n, warns)
 	}
 	// Warnings come back with errors too.
 	_, warns, err := Parse([]byte(withEndpoint("{host: a.example.com, port: 0, tls: terminate}")))
@@ -479,4 +487,14 @@ func TestValidateGoBuilt(t *testing.T) {
 	}
 	// Hashing an unencodable Go-built policy does not panic.
 	_ = bad.Hash()
+}
+
+func countProblems(ps []Problem, msg string) int {
+	n := 0
+	for _, p := range ps {
+		if strings.Contains(p.Message, msg) {
+			n++
+		}
+	}
+	return n
 }
