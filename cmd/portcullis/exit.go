@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 
 	"connectrpc.com/connect/v2"
@@ -130,6 +131,14 @@ func reportError(env *environment, err error) {
 	if msg == "" {
 		msg = ce.Code().String()
 	}
+	problems := errorProblems(ce)
+	if len(problems) > 0 {
+		// The message lists the problems too (for clients without
+		// details); print them once, one per line, under its lead-in.
+		if lead, _, found := strings.Cut(msg, ": "); found {
+			msg = lead + ":"
+		}
+	}
 	switch ce.Code() {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
 		fmt.Fprintf(w, "error: gateway %s unavailable: %s\n", env.gatewayForMessages(), msg)
@@ -141,7 +150,7 @@ func reportError(env *environment, err error) {
 	default:
 		fmt.Fprintf(w, "error: %s\n", msg)
 	}
-	for _, p := range errorProblems(ce) {
+	for _, p := range problems {
 		fmt.Fprintf(w, "  %s\n", formatProblem(p.GetPath(), p.GetMessage()))
 	}
 }

@@ -37,6 +37,7 @@ version, already exists); 4 gateway unavailable.`,
 	root.AddCommand(
 		newGatewayCmd(env),
 		newMigrateCmd(env),
+		newHealthcheckCmd(env),
 		newSandboxCmd(env),
 		newTokenCmd(env),
 		newPolicyCmd(env),
