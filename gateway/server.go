@@ -257,8 +257,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	for _, hs := range servers {
-		if serr := hs.Shutdown(shutdownCtx); serr != nil && err == nil {
-			err = serr
+		if serr := hs.Shutdown(shutdownCtx); serr != nil {
+			// Past the grace period, close what is left: requests still
+			// running lose their connection, nothing committed is lost.
+			s.log.Warn("graceful shutdown timed out; closing remaining connections", "err", serr)
+			hs.Close()
 		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {

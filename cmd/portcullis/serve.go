@@ -133,11 +133,12 @@ creates an admin token (PORTCULLIS_BOOTSTRAP_TOKEN if set) and prints it once.`,
 			base := scheme + "://" + ln.Addr().String()
 			fmt.Fprintf(env.stdout, "Portcullis gateway listening on %s\n", ln.Addr())
 			fmt.Fprintf(env.stdout, "  store:   %s\n", where)
-			fmt.Fprintf(env.stdout, "  console: %s/\n", base)
 			if created {
 				fmt.Fprintf(env.stdout, "  admin token (shown once, stored hashed): %s\n", token)
 				fmt.Fprintf(env.stdout, "  export PORTCULLIS_TOKEN=%s\n", token)
 			}
+			// The console line ends the banner (scripts wait for it).
+			fmt.Fprintf(env.stdout, "  console: %s/\n", base)
 			return gw.Serve(ctx, ln)
 		},
 	}

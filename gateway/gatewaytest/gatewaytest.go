@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
@@ -89,6 +90,9 @@ func (g *Gateway) start() {
 		Listen:         "127.0.0.1:0",
 		BootstrapToken: AdminToken,
 		Logger:         slog.New(slog.DiscardHandler),
+		// Clients in tests may leave a dialed, never-used connection,
+		// which net/http's Shutdown waits 5s for; don't wait that long.
+		ShutdownTimeout: 300 * time.Millisecond,
 	}, st)
 	if err != nil {
 		t.Fatalf("new gateway: %v", err)

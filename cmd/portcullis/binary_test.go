@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/internal/pgtest"
+)
+
+// binDir holds the binary built for this test run; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary builds the real portcullis binary once per test run.
+var buildBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "portcullis-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "portcullis")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", &buildError{out: string(out), err: err}
+	}
+	return bin, nil
+})
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// gatewayProcess is `portcullis gateway` running as its own process.
+type gatewayProcess struct {
+	cmd   *exec.Cmd
+	addr  string
+	token string // printed admin token, "" if none was printed
+	done  chan error
+}
+
+// startGatewayProcess starts the binary with args and env and waits until
+// it prints its listen address.
+func startGatewayProcess(t *testing.T, env []string, args ...string) *gatewayProcess {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	cmd := exec.Command(bin, append([]string{"gateway", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayProcess{cmd: cmd, done: make(chan error, 1)}
+	banner := make(chan struct{})
+	var lines lockedBuffer
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			lines.Write([]byte(line + "\n"))
+			if addr, ok := strings.CutPrefix(line, "Portcullis gateway listening on "); ok {
+				g.addr = addr
+			}
+			if tok, ok := strings.CutPrefix(line, "  admin token (shown once, stored hashed): "); ok {
+				g.token = tok
+			}
+			if strings.HasPrefix(line, "  console: ") { // the banner's last line
+				close(banner)
+				break
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		g.done <- cmd.Wait()
+	}()
+	select {
+	case <-banner:
+	case err := <-g.done:
+		t.Fatalf("gateway exited before serving: %v\n%s", err, stderr.String())
+	case <-time.After(60 * time.Second):
+		cmd.Process.Signal(syscall.SIGQUIT) // a goroutine dump on stderr
+		<-g.done
+		t.Fatalf("gateway did not print its banner within 60s\nstdout:\n%s\nstderr:\n%s", lines.String(), stderr.String())
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-g.done
+		}
+	})
+	return g
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (g *gatewayProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Fatalf("gateway exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("gateway did not stop within 30s of SIGTERM")
+	}
+}
+
+// lockedBuffer collects a process's stderr for failure messages.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runBinary runs a client command of the real binary.
+func runBinary(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+// TestBinaryComposeTopology runs what docker-compose.yml runs — the
+// gateway against Postgres, configured by environment — as real processes.
+func TestBinaryComposeTopology(t *testing.T) {
+	dbURL := pgtest.Database(t)
+	const bootstrap = "pcs_compose-bootstrap-token-for-tests"
+	env := []string{"PORTCULLIS_DATABASE_URL=" + dbURL, "PORTCULLIS_BOOTSTRAP_TOKEN=" + bootstrap}
+
+	gw := startGatewayProcess(t, env)
+	if gw.token != bootstrap {
+		t.Fatalf("first start printed token %q, want the bootstrap token", gw.token)
+	}
+	if out, code := runBinary(t, nil, "healthcheck", "--url", "http://"+gw.addr+"/readyz"); code != 0 {
+		t.Fatalf("healthcheck: exit %d: %s", code, out)
+	}
+	client := []string{"PORTCULLIS_GATEWAY=http://" + gw.addr, "PORTCULLIS_TOKEN=" + bootstrap}
+	if out, code := runBinary(t, client, "sandbox", "create", "demo"); code != 0 {
+		t.Fatalf("sandbox create: exit %d: %s", code, out)
+	}
+	gw.stop(t)
+
+	// A second start finds its admin and prints no token; data survived.
+	gw = startGatewayProcess(t, env)
+	if gw.token != "" {
+		t.Fatalf("second start printed a token")
+	}
+	client = []string{"PORTCULLIS_GATEWAY=http://" + gw.addr, "PORTCULLIS_TOKEN=" + bootstrap}
+	out, code := runBinary(t, client, "sandbox", "list")
+	if code != 0 || !strings.Contains(out, "demo") {
+		t.Fatalf("sandbox list after restart: exit %d: %s", code, out)
+	}
+	gw.stop(t)
+	if out, code := runBinary(t, nil, "healthcheck", "--url", "http://"+gw.addr+"/readyz"); code == 0 {
+		t.Fatalf("healthcheck of a stopped gateway succeeded: %s", out)
+	}
+}
+
+// TestBinaryDefaultSQLite is the README's first command: no database URL,
+// embedded SQLite in --data-dir, a random admin token printed once.
+func TestBinaryDefaultSQLite(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	gw := startGatewayProcess(t, []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN="}, "--data-dir", dataDir)
+	if !strings.HasPrefix(gw.token, "pcs_") {
+		t.Fatalf("first start printed token %q, want a pcs_ token", gw.token)
+	}
+	client := []string{"PORTCULLIS_GATEWAY=http://" + gw.addr, "PORTCULLIS_TOKEN=" + gw.token}
+	if out, code := runBinary(t, client, "sandbox", "list"); code != 0 {
+		t.Fatalf("sandbox list with the printed token: exit %d: %s", code, out)
+	}
+	gw.stop(t)
+	if _, err := os.Stat(filepath.Join(dataDir, "portcullis.db")); err != nil {
+		t.Fatalf("no database in the data dir: %v", err)
+	}
+	gw = startGatewayProcess(t, []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN="}, "--data-dir", dataDir)
+	if gw.token != "" {
+		t.Fatalf("second start printed a token again")
+	}
+	gw.stop(t)
+
+	// Plaintext on a non-loopback address is refused without --insecure.
+	out, code := runBinary(t, []string{"PORTCULLIS_DATABASE_URL="}, "gateway", "--data-dir", dataDir, "--listen", "0.0.0.0:0")
+	if code != exitInvalid || !strings.Contains(out, "--insecure") {
+		t.Fatalf("non-loopback plaintext: exit %d: %s", code, out)
+	}
+}
