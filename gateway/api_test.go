@@ -34,7 +34,7 @@ func TestAPI(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, name string) string {
+func readFile(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -64,7 +64,7 @@ func historyLen(t *testing.T, c api, sandbox string) int {
 	return len(h.GetVersions())
 }
 
-func testPolicyLifecycle(t *testing.T, gw *gatewaytest.Gateway, admin func() api, newAPI func(*testing.T, string, string) api) {
+func testPolicyLifecycle(t *testing.T, gw *gatewaytest.Gateway, admin func() api, newAPI func(testing.TB, string, string) api) {
 	ctx := t.Context()
 	c := admin()
 	mustCreateSandbox(t, c, "orders")
@@ -202,7 +202,7 @@ func problemPaths(t *testing.T, err error) []string {
 	return out
 }
 
-func testAuthorization(t *testing.T, gw *gatewaytest.Gateway, c api, newAPI func(*testing.T, string, string) api) {
+func testAuthorization(t *testing.T, gw *gatewaytest.Gateway, c api, newAPI func(testing.TB, string, string) api) {
 	ctx := t.Context()
 	mine := mustCreateSandbox(t, c, "mine")
 	mustCreateSandbox(t, c, "theirs")
@@ -284,7 +284,7 @@ func testConcurrentSet(t *testing.T, c api) {
 		go func() {
 			defer wg.Done()
 			// Each writer sends different content so none is a no-op.
-			doc := strings.Replace(readFile(t, "testdata/orders-v2.yaml"), "track_shipment", fmt.Sprintf("tool_%d", i), 1)
+			doc := strings.Replace(readFile(t, "testdata/orders-v2.yaml"), "tool: track_shipment", fmt.Sprintf("tool: tool_%d", i), 1)
 			_, err := c.policy.SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: "race", Document: doc, ExpectedVersion: ptr(base.GetVersion())})
 			mu.Lock()
 			defer mu.Unlock()

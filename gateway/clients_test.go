@@ -28,12 +28,12 @@ type api struct {
 }
 
 // clientKinds builds an api for a gateway URL and bearer token.
-var clientKinds = map[string]func(t *testing.T, baseURL, token string) api{
+var clientKinds = map[string]func(t testing.TB, baseURL, token string) api{
 	"connect": newConnectAPI,
 	"grpc":    newGRPCAPI,
 }
 
-func newConnectAPI(t *testing.T, baseURL, token string) api {
+func newConnectAPI(t testing.TB, baseURL, token string) api {
 	bearer := func(next connect.ClientFunc) connect.ClientFunc {
 		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
 			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
@@ -50,7 +50,7 @@ func newConnectAPI(t *testing.T, baseURL, token string) api {
 	}
 }
 
-func newGRPCAPI(t *testing.T, baseURL, token string) api {
+func newGRPCAPI(t testing.TB, baseURL, token string) api {
 	t.Helper()
 	bearer := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if token != "" {
