@@ -1,10 +1,10 @@
 package gateway_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +29,7 @@ func TestAPI(t *testing.T) {
 				t.Run("policy lifecycle", func(t *testing.T) { testPolicyLifecycle(t, gw, admin, newAPI) })
 				t.Run("authorization", func(t *testing.T) { testAuthorization(t, gw, admin(), newAPI) })
 				t.Run("concurrent set", func(t *testing.T) { testConcurrentSet(t, admin()) })
+				t.Run("create with a policy", func(t *testing.T) { testCreateWithPolicy(t, admin()) })
 			})
 		}
 	}
@@ -309,4 +310,31 @@ func testConcurrentSet(t *testing.T, c api) {
 
 func ptr[T any](v T) *T { return &v }
 
-var _ = context.Background
+func testCreateWithPolicy(t *testing.T, c api) {
+	ctx := t.Context()
+	res, err := c.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "born-with-policy", Policy: readFile(t, "testdata/orders-v1.json")})
+	if err != nil {
+		t.Fatalf("create with policy: %v", err)
+	}
+	pv := res.GetPolicyVersion()
+	if pv.GetVersion() != 1 || pv.GetSource() != "create" || res.GetSandbox().GetCurrentHash() != pv.GetHash() {
+		t.Fatalf("create with policy = version %d source %q hash %s (sandbox hash %s); want version 1 from create", pv.GetVersion(), pv.GetSource(), pv.GetHash(), res.GetSandbox().GetCurrentHash())
+	}
+	// An invalid first policy creates nothing.
+	_, err = c.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "born-invalid", Policy: readFile(t, "testdata/invalid.yaml")})
+	if codeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("create with an invalid policy: got %v, want InvalidArgument", err)
+	}
+	if _, err := c.sandbox.GetSandbox(ctx, &portcullisv1.GetSandboxRequest{Name: "born-invalid"}); codeOf(err) != connect.CodeNotFound {
+		t.Fatalf("the refused sandbox exists: %v", err)
+	}
+	// A bad name is refused with its field.
+	_, err = c.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "Bad_Name"})
+	if codeOf(err) != connect.CodeInvalidArgument || !slices.Contains(problemPaths(t, err), "name") {
+		t.Fatalf("create with a bad name: got %v, want InvalidArgument naming the name field", err)
+	}
+	// A duplicate is AlreadyExists.
+	if _, err := c.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "born-with-policy"}); codeOf(err) != connect.CodeAlreadyExists {
+		t.Fatalf("duplicate create: got %v, want AlreadyExists", err)
+	}
+}

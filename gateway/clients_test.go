@@ -29,11 +29,21 @@ type api struct {
 
 // clientKinds builds an api for a gateway URL and bearer token.
 var clientKinds = map[string]func(t testing.TB, baseURL, token string) api{
-	"connect": newConnectAPI,
-	"grpc":    newGRPCAPI,
+	"connect":  newConnectAPI,
+	"grpc-web": newGRPCWebAPI,
+	"grpc":     newGRPCAPI,
 }
 
 func newConnectAPI(t testing.TB, baseURL, token string) api {
+	return newConnectTransportAPI(baseURL, token)
+}
+
+// newGRPCWebAPI speaks gRPC-Web over HTTP/1.1, as a browser would.
+func newGRPCWebAPI(t testing.TB, baseURL, token string) api {
+	return newConnectTransportAPI(baseURL, token, connecthttp.WithGRPCWeb())
+}
+
+func newConnectTransportAPI(baseURL, token string, opts ...connecthttp.Option) api {
 	bearer := func(next connect.ClientFunc) connect.ClientFunc {
 		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
 			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
@@ -42,7 +52,7 @@ func newConnectAPI(t testing.TB, baseURL, token string) api {
 			return next(ctx, spec)
 		}
 	}
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer)
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL, opts...), bearer)
 	return api{
 		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
 		token:   portcullisv1connect.NewTokenServiceClient(c),

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -57,10 +58,16 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Errorf("console / = %d", code)
 	}
 
-	// The store going away makes the gateway unready.
+	// The store going away makes the gateway unready, and RPCs fail with
+	// a generic Internal error that leaks no database detail.
 	gw.Store.Close()
 	if code, _ := get(t, gw.URL+"/readyz", ""); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with a closed store = %d, want 503", code)
+	}
+	_, err := newConnectAPI(t, gw.URL, gatewaytest.AdminToken).sandbox.ListSandboxes(t.Context(), &portcullisv1.ListSandboxesRequest{})
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInternal || ce.Message() != "internal error" {
+		t.Errorf("RPC with a closed store: got %v, want Internal with the generic message", err)
 	}
 }
 
