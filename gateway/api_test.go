@@ -30,6 +30,7 @@ func TestAPI(t *testing.T) {
 				t.Run("authorization", func(t *testing.T) { testAuthorization(t, gw, admin(), newAPI) })
 				t.Run("concurrent set", func(t *testing.T) { testConcurrentSet(t, admin()) })
 				t.Run("create with a policy", func(t *testing.T) { testCreateWithPolicy(t, admin()) })
+				t.Run("not found", func(t *testing.T) { testNotFound(t, admin()) })
 			})
 		}
 	}
@@ -336,5 +337,48 @@ func testCreateWithPolicy(t *testing.T, c api) {
 	// A duplicate is AlreadyExists.
 	if _, err := c.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "born-with-policy"}); codeOf(err) != connect.CodeAlreadyExists {
 		t.Fatalf("duplicate create: got %v, want AlreadyExists", err)
+	}
+}
+
+// testNotFound checks that NotFound names exactly what is missing, in
+// words of the API, never the database's.
+func testNotFound(t *testing.T, c api) {
+	ctx := t.Context()
+	mustCreateSandbox(t, c, "empty")
+	cases := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"no such sandbox", func() error {
+			_, err := c.policy.GetPolicy(ctx, &portcullisv1.GetPolicyRequest{Sandbox: "nowhere"})
+			return err
+		}, `sandbox "nowhere" not found`},
+		{"no policy yet", func() error {
+			_, err := c.policy.GetPolicy(ctx, &portcullisv1.GetPolicyRequest{Sandbox: "empty"})
+			return err
+		}, `sandbox "empty" has no policy yet`},
+		{"no such version", func() error {
+			_, err := c.policy.RollbackPolicy(ctx, &portcullisv1.RollbackPolicyRequest{Sandbox: "empty", ToVersion: 9})
+			return err
+		}, `sandbox "empty" has no policy yet`},
+		{"history of no sandbox", func() error {
+			_, err := c.policy.ListPolicyVersions(ctx, &portcullisv1.ListPolicyVersionsRequest{Sandbox: "nowhere"})
+			return err
+		}, `sandbox "nowhere" not found`},
+		{"delete no sandbox", func() error {
+			_, err := c.sandbox.DeleteSandbox(ctx, &portcullisv1.DeleteSandboxRequest{Name: "nowhere"})
+			return err
+		}, `sandbox "nowhere" not found`},
+		{"revoke no token", func() error {
+			_, err := c.token.RevokeToken(ctx, &portcullisv1.RevokeTokenRequest{Name: "nobody"})
+			return err
+		}, `no live token named "nobody"`},
+	}
+	for _, tc := range cases {
+		err := tc.call()
+		if codeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want NotFound %q", tc.name, err, tc.want)
+		}
 	}
 }

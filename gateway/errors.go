@@ -27,6 +27,33 @@ func invalidField(path, format string, args ...any) error {
 	return &fieldError{Path: path, Message: fmt.Sprintf(format, args...)}
 }
 
+// notFoundError and existsError carry the message the client sees for a
+// store.ErrNotFound / store.ErrAlreadyExists: the store's own error text
+// may hold database detail and never reaches clients.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+type existsError struct{ msg string }
+
+func (e *existsError) Error() string { return e.msg }
+
+// missing names what was not found when err is store.ErrNotFound.
+func missing(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &notFoundError{fmt.Sprintf(format, args...)}
+	}
+	return err
+}
+
+// exists names what already exists when err is store.ErrAlreadyExists.
+func exists(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return &existsError{fmt.Sprintf(format, args...)}
+	}
+	return err
+}
+
 // conflictError is a stale expected version or a lost race.
 type conflictError struct{ msg string }
 
@@ -45,6 +72,8 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		verr  *policy.ValidationError
 		ferr  *fieldError
 		cferr *conflictError
+		nferr *notFoundError
+		exerr *existsError
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
@@ -56,12 +85,16 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 			[]policy.Problem{{Path: ferr.Path, Message: ferr.Message}})
 	case errors.As(err, &cferr):
 		return connect.NewError(connect.CodeAborted, cferr.msg)
+	case errors.As(err, &nferr):
+		return connect.NewError(connect.CodeNotFound, nferr.msg)
+	case errors.As(err, &exerr):
+		return connect.NewError(connect.CodeAlreadyExists, exerr.msg)
 	case errors.Is(err, store.ErrConflict):
 		return connect.NewError(connect.CodeAborted, "conflict: the policy changed concurrently; read the current version and retry")
 	case errors.Is(err, store.ErrNotFound):
-		return connect.NewError(connect.CodeNotFound, err.Error())
+		return connect.NewError(connect.CodeNotFound, "not found")
 	case errors.Is(err, store.ErrAlreadyExists):
-		return connect.NewError(connect.CodeAlreadyExists, err.Error())
+		return connect.NewError(connect.CodeAlreadyExists, "already exists")
 	case errors.Is(err, context.Canceled):
 		return connect.NewError(connect.CodeCanceled, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -64,7 +64,7 @@ func (s policyService) RollbackPolicy(ctx context.Context, req *portcullisv1.Rol
 	if req.GetToVersion() < 1 {
 		return nil, invalidField("to_version", "must be >= 1")
 	}
-	target, err := s.store.GetPolicyVersion(ctx, req.GetSandbox(), req.GetToVersion())
+	target, err := s.version(ctx, req.GetSandbox(), req.GetToVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s policyService) commit(ctx context.Context, sandbox string, doc *document
 	p := mustPrincipal(ctx)
 	sb, err := s.store.GetSandbox(ctx, sandbox)
 	if err != nil {
-		return nil, err
+		return nil, missing(err, "sandbox %q not found", sandbox)
 	}
 	if expected != nil && *expected != sb.CurrentVersion {
 		return nil, &conflictError{fmt.Sprintf("expected version %d, but the current version of %q is %d", *expected, sandbox, sb.CurrentVersion)}
@@ -148,7 +148,7 @@ func (s policyService) GetPolicy(ctx context.Context, req *portcullisv1.GetPolic
 	if req.GetVersion() < 0 {
 		return nil, invalidField("version", "must be >= 0")
 	}
-	v, err := s.store.GetPolicyVersion(ctx, req.GetSandbox(), req.GetVersion())
+	v, err := s.version(ctx, req.GetSandbox(), req.GetVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +156,9 @@ func (s policyService) GetPolicy(ctx context.Context, req *portcullisv1.GetPolic
 }
 
 func (s policyService) ListPolicyVersions(ctx context.Context, req *portcullisv1.ListPolicyVersionsRequest) (*portcullisv1.ListPolicyVersionsResponse, error) {
-	if _, err := s.store.GetSandbox(ctx, req.GetSandbox()); err != nil {
-		return nil, err
-	}
 	list, err := s.store.ListPolicyVersions(ctx, req.GetSandbox())
 	if err != nil {
-		return nil, err
+		return nil, missing(err, "sandbox %q not found", req.GetSandbox())
 	}
 	res := &portcullisv1.ListPolicyVersionsResponse{Versions: make([]*portcullisv1.PolicyVersion, 0, len(list))}
 	for _, v := range list {
@@ -196,7 +193,7 @@ func (s policyService) loadVersion(ctx context.Context, sandbox string, version 
 	if version < 1 {
 		return store.PolicyVersion{}, nil, invalidField(field, "must be >= 1")
 	}
-	v, err := s.store.GetPolicyVersion(ctx, sandbox, version)
+	v, err := s.version(ctx, sandbox, version)
 	if err != nil {
 		return store.PolicyVersion{}, nil, err
 	}
@@ -221,6 +218,26 @@ func (s policyService) ValidatePolicy(_ context.Context, req *portcullisv1.Valid
 		return nil, err
 	}
 	return &portcullisv1.ValidatePolicyResponse{Valid: true, Warnings: problemsToProto(doc.warnings), Hash: doc.hash, Policy: st}, nil
+}
+
+// version reads one stored version (0: the current one), naming exactly
+// what is missing when it is not there.
+func (s policyService) version(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
+	v, err := s.store.GetPolicyVersion(ctx, sandbox, version)
+	if !errors.Is(err, store.ErrNotFound) {
+		return v, err
+	}
+	sb, serr := s.store.GetSandbox(ctx, sandbox)
+	switch {
+	case errors.Is(serr, store.ErrNotFound):
+		return v, &notFoundError{fmt.Sprintf("sandbox %q not found", sandbox)}
+	case serr != nil:
+		return v, serr
+	case sb.CurrentVersion == 0:
+		return v, &notFoundError{fmt.Sprintf("sandbox %q has no policy yet", sandbox)}
+	default:
+		return v, &notFoundError{fmt.Sprintf("sandbox %q has no version %d (its current version is %d)", sandbox, version, sb.CurrentVersion)}
+	}
 }
 
 func versionHeaderToProto(v store.PolicyVersion) *portcullisv1.PolicyVersion {

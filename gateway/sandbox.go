@@ -51,7 +51,7 @@ func (s sandboxService) CreateSandbox(ctx context.Context, req *portcullisv1.Cre
 	in.Token = sandboxToken(req.GetName(), hash, p)
 	sb, err := s.store.CreateSandbox(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, exists(err, "sandbox %q already exists", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.Name, "actor", p.Actor(), "version", sb.CurrentVersion)
 	res := &portcullisv1.CreateSandboxResponse{Name: sb.Name, Token: token, Sandbox: sandboxToProto(sb), Warnings: warnings}
@@ -70,7 +70,7 @@ func (s sandboxService) CreateSandbox(ctx context.Context, req *portcullisv1.Cre
 func (s sandboxService) GetSandbox(ctx context.Context, req *portcullisv1.GetSandboxRequest) (*portcullisv1.Sandbox, error) {
 	sb, err := s.store.GetSandbox(ctx, req.GetName())
 	if err != nil {
-		return nil, err
+		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	return sandboxToProto(sb), nil
 }
@@ -90,7 +90,7 @@ func (s sandboxService) ListSandboxes(ctx context.Context, _ *portcullisv1.ListS
 func (s sandboxService) DeleteSandbox(ctx context.Context, req *portcullisv1.DeleteSandboxRequest) (*portcullisv1.DeleteSandboxResponse, error) {
 	p := mustPrincipal(ctx)
 	if err := s.store.DeleteSandbox(ctx, req.GetName(), p.Actor()); err != nil {
-		return nil, err
+		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox deleted", "sandbox", req.GetName(), "actor", p.Actor())
 	return &portcullisv1.DeleteSandboxResponse{Name: req.GetName()}, nil
@@ -103,7 +103,7 @@ func (s sandboxService) RotateSandboxToken(ctx context.Context, req *portcullisv
 		return nil, err
 	}
 	if _, err := s.store.RotateSandboxToken(ctx, req.GetName(), p.Actor(), sandboxToken(req.GetName(), hash, p)); err != nil {
-		return nil, err
+		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox token rotated", "sandbox", req.GetName(), "actor", p.Actor())
 	return &portcullisv1.RotateSandboxTokenResponse{Name: req.GetName(), Token: token}, nil

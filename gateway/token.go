@@ -31,7 +31,7 @@ func (s tokenService) CreateToken(ctx context.Context, req *portcullisv1.CreateT
 	}
 	t, err := s.store.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Hash: hash, CreatedBy: p.Actor()}, p.Actor())
 	if err != nil {
-		return nil, err
+		return nil, exists(err, "a token named %q exists (names are never reused, revoked tokens included)", req.GetName())
 	}
 	s.log.InfoContext(ctx, "token created", "token", t.Name, "role", t.Role, "actor", p.Actor())
 	return &portcullisv1.CreateTokenResponse{Name: t.Name, Token: token, Role: t.Role}, nil
@@ -68,7 +68,7 @@ func (s tokenService) RevokeToken(ctx context.Context, req *portcullisv1.RevokeT
 		return nil, err
 	}
 	if err := s.store.RevokeToken(ctx, req.GetName(), p.Actor()); err != nil {
-		return nil, err
+		return nil, missing(err, "no live token named %q", req.GetName())
 	}
 	s.log.InfoContext(ctx, "token revoked", "token", req.GetName(), "actor", p.Actor())
 	return &portcullisv1.RevokeTokenResponse{Name: req.GetName()}, nil
