@@ -154,7 +154,16 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 // the client may see (see toConnectError).
 func (s *Server) mapErrors(next connect.ServerFunc) connect.ServerFunc {
 	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
-		return toConnectError(ctx, s.log, spec.Procedure, next(ctx, spec, stream))
+		start := time.Now()
+		err := toConnectError(ctx, s.log, spec.Procedure, next(ctx, spec, stream))
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			code := "ok"
+			if err != nil {
+				code = connect.CodeOf(err).String()
+			}
+			s.log.DebugContext(ctx, "rpc", "procedure", spec.Procedure, "code", code, "duration", time.Since(start))
+		}
+		return err
 	}
 }
 

@@ -22,6 +22,7 @@ const (
 	envDatabaseURL    = "PORTCULLIS_DATABASE_URL"
 	envBootstrapToken = "PORTCULLIS_BOOTSTRAP_TOKEN"
 	envLogFormat      = "PORTCULLIS_LOG_FORMAT"
+	envLogLevel       = "PORTCULLIS_LOG_LEVEL"
 
 	defaultListen  = "127.0.0.1:7070"
 	defaultDataDir = "./portcullis-data"
@@ -64,12 +65,20 @@ func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logge
 	return st, "sqlite " + path + " (single replica)", nil
 }
 
-// newLogger logs JSON to stderr (text with PORTCULLIS_LOG_FORMAT=text).
-func newLogger(env *environment) *slog.Logger {
-	if env.getenv(envLogFormat) == "text" {
-		return slog.New(slog.NewTextHandler(env.stderr, nil))
+// newLogger logs JSON to stderr (text with PORTCULLIS_LOG_FORMAT=text) at
+// PORTCULLIS_LOG_LEVEL (debug, info — the default —, warn, error).
+func newLogger(env *environment) (*slog.Logger, error) {
+	var level slog.Level
+	if v := env.getenv(envLogLevel); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return nil, usagef("%s: %v", envLogLevel, err)
+		}
 	}
-	return slog.New(slog.NewJSONHandler(env.stderr, nil))
+	opts := &slog.HandlerOptions{Level: level}
+	if env.getenv(envLogFormat) == "text" {
+		return slog.New(slog.NewTextHandler(env.stderr, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(env.stderr, opts)), nil
 }
 
 // newGatewayCmd is `portcullis gateway`.
@@ -89,7 +98,11 @@ func newGatewayCmd(env *environment) *cobra.Command {
 
 Without --database-url the gateway keeps its state in an embedded SQLite
 database under --data-dir. On the first start against an empty store it
-creates an admin token (PORTCULLIS_BOOTSTRAP_TOKEN if set) and prints it once.`,
+creates an admin token (PORTCULLIS_BOOTSTRAP_TOKEN if set) and prints it once.
+
+Logs are JSON on stderr; PORTCULLIS_LOG_FORMAT=text for text,
+PORTCULLIS_LOG_LEVEL=debug|info|warn|error for the level (default info;
+debug logs every RPC).`,
 		Example: `  portcullis gateway
   PORTCULLIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/portcullis portcullis gateway --listen 0.0.0.0:7070 --tls-cert c.pem --tls-key k.pem`,
 		Args: cobra.NoArgs,
@@ -99,7 +112,10 @@ creates an admin token (PORTCULLIS_BOOTSTRAP_TOKEN if set) and prints it once.`,
 				return usagef("--tls-cert and --tls-key go together")
 			}
 			ctx := cmd.Context()
-			log := newLogger(env)
+			log, err := newLogger(env)
+			if err != nil {
+				return err
+			}
 			st, where, err := sf.open(ctx, env, log)
 			if err != nil {
 				return err
@@ -161,7 +177,11 @@ func newMigrateCmd(env *environment) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			st, where, err := sf.open(cmd.Context(), env, newLogger(env))
+			log, err := newLogger(env)
+			if err != nil {
+				return err
+			}
+			st, where, err := sf.open(cmd.Context(), env, log)
 			if err != nil {
 				return err
 			}
