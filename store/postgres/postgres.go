@@ -453,10 +453,17 @@ func scanToken(r pgx.Row) (store.Token, error) {
 
 // insertToken checks a sandbox token's sandbox exists, stores the token and
 // audits it.
+//
+// tokens.sandbox has no foreign key (tokens outlive their sandbox), so the
+// check takes the key-share lock a foreign key would: a concurrent
+// DeleteSandbox then waits for this transaction and revokes the new token
+// too, or wins and this check finds no sandbox. A plain SELECT would let
+// the token commit live after the delete revoked the others, ready to open
+// a later sandbox of the same name.
 func insertToken(ctx context.Context, tx pgx.Tx, tok store.Token, actor string) (store.Token, error) {
 	if tok.Role == store.RoleSandbox {
 		var name string
-		if err := tx.QueryRow(ctx, `SELECT name FROM sandboxes WHERE name = $1`, tok.Sandbox).Scan(&name); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT name FROM sandboxes WHERE name = $1 FOR KEY SHARE`, tok.Sandbox).Scan(&name); err != nil {
 			return store.Token{}, fmt.Errorf("sandbox %q: %w", tok.Sandbox, mapErr(err))
 		}
 	}
