@@ -28,6 +28,12 @@ const (
 // versionTable records which migrations are applied.
 const versionTable = "portcullis_schema_version"
 
+// LockID is the Postgres advisory lock Up holds while it migrates (FNV-1a
+// of "portcullis/migrations", shifted into int64). Advisory locks are per
+// database, so it only has to differ from other tools' locks in the same
+// database; goose's default id is shared by every program that uses goose.
+const LockID int64 = 1428478290895925847
+
 //go:embed postgres/*.sql sqlite/*.sql
 var files embed.FS
 
@@ -113,7 +119,9 @@ func provider(db *sql.DB, engine string) (*goose.Provider, error) {
 	switch engine {
 	case Postgres:
 		dialect = goose.DialectPostgres
-		locker, err := lock.NewPostgresSessionLocker()
+		// Replicas that lose the race poll every second (goose's default
+		// is every 5 s) and give up after 5 minutes.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(LockID), lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return nil, fmt.Errorf("migrations: session locker: %w", err)
 		}
