@@ -3,13 +3,15 @@
 // Tests read the server from PORTCULLIS_TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). When no
 // server answers they skip with a message, except under CI=true, where a
-// missing database is a failure rather than a silent pass.
+// missing database is a failure rather than a silent pass. A server that
+// answers but refuses the connection always fails the test.
 package pgtest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultURL is used when PORTCULLIS_TEST_DATABASE_URL is unset.
@@ -42,9 +45,14 @@ func Database(t testing.TB) string {
 		t.Fatalf("pgtest: parse PORTCULLIS_TEST_DATABASE_URL: %v", err)
 	}
 
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		// A malformed URL is a mistake to fix, not a missing server.
+		t.Fatalf("pgtest: PORTCULLIS_TEST_DATABASE_URL %s: invalid", redact(admin))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		unreachable(t, err)
 	}
@@ -74,8 +82,15 @@ func Database(t testing.TB) string {
 	return u.String()
 }
 
+// unreachable skips the test when no server answered, outside CI. A server
+// that answered and refused (unknown role, wrong password, no such
+// database) is a broken setup, never a reason to skip.
 func unreachable(t testing.TB, err error) {
 	t.Helper()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		t.Fatalf("pgtest: PostgreSQL at %s refused the connection (check PORTCULLIS_TEST_DATABASE_URL): %v", redact(URL()), err)
+	}
 	msg := fmt.Sprintf("pgtest: PostgreSQL unreachable at %s (set PORTCULLIS_TEST_DATABASE_URL): %v", redact(URL()), err)
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
