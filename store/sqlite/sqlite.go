@@ -36,6 +36,10 @@ type Config struct {
 	// MaxReadConns caps the read-only pool. Default (0): the greater of 4
 	// and runtime.NumCPU(). Writes always use one connection.
 	MaxReadConns int
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// connection to the file (another process, a checkpoint) before it
+	// fails. Default (0): 5 s.
+	BusyTimeout time.Duration
 }
 
 // Store is a store.Store on an SQLite file. It is safe for concurrent use
@@ -81,10 +85,17 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	}
 
 	// SQLite decodes %XX in a file: URI, so escape the path; WAL, the
-	// -wal and -shm files inherit the main file's mode.
+	// -wal and -shm files inherit the main file's mode. Every pragma is
+	// read back in a test: the driver cannot check _pragma values.
 	name := "file:" + (&url.URL{Path: abs}).EscapedPath()
-	const common = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
-	w, err := sql.Open("sqlite", name+"?_pragma=journal_mode(WAL)&"+common+"&_txlock=immediate")
+	busy := cfg.BusyTimeout
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busy.Milliseconds())
+	// synchronous(FULL): a commit is on disk before it is acknowledged
+	// (NORMAL, common with WAL, may lose the last commits on power loss).
+	w, err := sql.Open("sqlite", name+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&"+common+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
@@ -129,9 +140,23 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// mapErr turns a database error into the store's sentinels, by SQLite
-// result code. It is the only place that inspects SQLite error codes. The
+// alreadyExists lists the unique columns whose violation means "a sandbox
+// or token with that name exists"; any other unique violation is a lost
+// race. SQLite names the columns only in the message
+// ("UNIQUE constraint failed: tokens.name"), not by constraint name.
+var alreadyExists = map[string]bool{
+	"sandboxes.name": true,
+	"tokens.name":    true,
+}
+
+// mapErr turns a database error into the store's sentinels, by extended
+// SQLite result code (the driver enables extended codes on every
+// connection). It is the only place that inspects SQLite errors. The
 // original error stays wrapped for logs.
+//
+// SQLITE_BUSY is not a conflict: it means another connection held the
+// lock past the busy timeout, not that a concurrent writer changed what
+// the caller expected, so it stays an engine error.
 func mapErr(err error) error {
 	if err == nil {
 		return nil
@@ -143,24 +168,31 @@ func mapErr(err error) error {
 	if !errors.As(err, &se) {
 		return err
 	}
-	code := se.Code()
-	switch code & 0xff { // primary result code; extended codes refine it
-	case sqlite3.SQLITE_CONSTRAINT:
-		msg := se.Error()
-		switch {
-		case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY || strings.Contains(msg, "FOREIGN KEY constraint failed"):
-			return fmt.Errorf("%w: %w", store.ErrNotFound, err)
-		case strings.Contains(msg, "UNIQUE constraint failed: sandboxes.name"),
-			strings.Contains(msg, "UNIQUE constraint failed: tokens.name"):
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY: // the referenced sandbox is gone
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		if alreadyExists[uniqueColumns(se.Error())] {
 			return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
-		case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY ||
-			strings.Contains(msg, "UNIQUE constraint failed"):
-			return fmt.Errorf("%w: %w", store.ErrConflict, err)
 		}
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
 	return err
+}
+
+// uniqueColumns returns "table.column[, table.column…]" from SQLite's
+// unique-violation message, or "".
+func uniqueColumns(msg string) string {
+	const prefix = "UNIQUE constraint failed: "
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		return ""
+	}
+	cols := msg[i+len(prefix):]
+	if j := strings.Index(cols, " ("); j >= 0 { // the driver appends " (code)"
+		cols = cols[:j]
+	}
+	return cols
 }
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE on the single writer
