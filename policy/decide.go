@@ -537,7 +537,7 @@ func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 // free to cross `/` (query values are not paths).
 func (m *Matcher) matchesValue(v string) bool {
 	for _, g := range m.Any {
-		if ValidGlob(g) == nil && matchSegment(strings.ReplaceAll(g, "**", "*"), v) {
+		if ValidGlob(g) == nil && matchChars(g, v) {
 			return true
 		}
 	}

@@ -102,7 +102,7 @@ func MatchHost(pattern, host string) bool {
 	if len(pl) != len(hl) || !equalLabels(pl[1:], hl[1:]) || hl[0] == "" {
 		return false
 	}
-	return matchSegment(pl[0], hl[0])
+	return matchChars(pl[0], hl[0])
 }
 
 func equalLabels(a, b []string) bool {
@@ -202,51 +202,117 @@ func MatchDenyGlob(pattern, s string) bool {
 	return MatchGlob(pattern, s) || matchChars(pattern, s)
 }
 
+// matchSegments matches `/`-separated segments, `**` standing for zero or
+// more whole segments. Every other pattern segment matches exactly one
+// segment, so the greedy star algorithm (remember the last `**`, retry one
+// segment further on a mismatch) is exact and takes O(len(pat)·len(segs))
+// segment matches instead of backtracking exponentially.
 func matchSegments(pat, segs []string) bool {
-	if len(pat) == 0 {
-		return len(segs) == 0
-	}
-	if pat[0] == "**" {
-		for skip := 0; skip <= len(segs); skip++ {
-			if matchSegments(pat[1:], segs[skip:]) {
-				return true
-			}
+	compiled := make([][]globToken, len(pat))
+	for i, seg := range pat {
+		if seg == "**" {
+			continue
 		}
-		return false
+		toks, ok := compileChars(seg)
+		if !ok {
+			return false
+		}
+		compiled[i] = toks
 	}
-	return len(segs) > 0 && matchSegment(pat[0], segs[0]) && matchSegments(pat[1:], segs[1:])
+	return greedyMatch(len(pat), len(segs),
+		func(p int) bool { return pat[p] == "**" },
+		func(p, i int) bool { return matchTokens(compiled[p], segs[i]) })
 }
-
-// matchSegment matches one segment (no `/` on either side) by plain
-// backtracking: `*` tries every split.
-func matchSegment(pat, s string) bool { return matchChars(pat, s) }
 
 // matchChars matches characters with no notion of segments: runs of `*`
 // match any characters, `/` included (OpenShell's reading). Applied to one
-// segment, where no `/` appears, it is segment matching.
+// segment, where no `/` appears, it is segment matching. An invalid
+// pattern matches nothing.
 func matchChars(pat, s string) bool {
-	if pat == "" {
-		return s == ""
-	}
-	switch pat[0] {
-	case '*':
-		rest := strings.TrimLeft(pat, "*")
-		for i := 0; i <= len(s); i++ {
-			if matchChars(rest, s[i:]) {
-				return true
+	toks, ok := compileChars(pat)
+	return ok && matchTokens(toks, s)
+}
+
+// globToken is one element of a character pattern: a star, or something
+// that matches exactly one byte.
+type globToken struct {
+	star  bool
+	class func(byte) bool // `?`, a bracket class or a literal
+}
+
+// compileChars splits a character pattern into tokens; ok is false for an
+// unclosed class or a trailing backslash.
+func compileChars(pat string) (toks []globToken, ok bool) {
+	for i := 0; i < len(pat); {
+		switch c := pat[i]; c {
+		case '*':
+			if len(toks) == 0 || !toks[len(toks)-1].star {
+				toks = append(toks, globToken{star: true})
 			}
+			i++
+		case '?':
+			toks = append(toks, globToken{class: func(byte) bool { return true }})
+			i++
+		case '[':
+			class, n, err := parseClass(pat[i:])
+			if err != nil {
+				return nil, false
+			}
+			toks = append(toks, globToken{class: class})
+			i += n
+		case '\\':
+			if i+1 >= len(pat) {
+				return nil, false
+			}
+			toks = append(toks, literal(pat[i+1]))
+			i += 2
+		default:
+			toks = append(toks, literal(c))
+			i++
 		}
-		return false
-	case '?':
-		return s != "" && matchChars(pat[1:], s[1:])
-	case '[':
-		class, n, err := parseClass(pat)
-		return err == nil && s != "" && class(s[0]) && matchChars(pat[n:], s[1:])
-	case '\\':
-		return len(pat) > 1 && s != "" && s[0] == pat[1] && matchChars(pat[2:], s[1:])
-	default:
-		return s != "" && s[0] == pat[0] && matchChars(pat[1:], s[1:])
 	}
+	return toks, true
+}
+
+func literal(c byte) globToken {
+	return globToken{class: func(b byte) bool { return b == c }}
+}
+
+// matchTokens matches s against compiled tokens with the greedy star
+// algorithm, exact here because every non-star token matches one byte.
+func matchTokens(toks []globToken, s string) bool {
+	return greedyMatch(len(toks), len(s),
+		func(p int) bool { return toks[p].star },
+		func(p, i int) bool { return toks[p].class(s[i]) })
+}
+
+// greedyMatch is the classic wildcard matcher over n pattern units and m
+// subject units: isStar(p) says unit p matches any run of subject units,
+// one(p, i) whether non-star unit p matches subject unit i. On a mismatch
+// it returns to the last star and lets it absorb one more unit; earlier
+// stars never need revisiting, so the work is O(n·m).
+func greedyMatch(n, m int, isStar func(p int) bool, one func(p, i int) bool) bool {
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < m {
+		switch {
+		case p < n && isStar(p):
+			star, mark = p, i
+			p++
+		case p < n && one(p, i):
+			p++
+			i++
+		case star >= 0:
+			mark++
+			p, i = star+1, mark
+		default:
+			return false
+		}
+	}
+	for p < n && isStar(p) {
+		p++
+	}
+	return p == n
 }
 
 // parseClass parses the bracket class at the start of pat and returns its

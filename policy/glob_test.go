@@ -1,6 +1,10 @@
 package policy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 func TestValidHostPattern(t *testing.T) {
 	valid := []string{
@@ -260,4 +264,103 @@ func TestMatchDenyGlob(t *testing.T) {
 			t.Errorf("MatchDenyGlob(%q, %q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
 		}
 	}
+}
+
+// TestGlobHostileInputIsFast: patterns with many stars against long
+// non-matching strings must not backtrack exponentially (the proxy and the
+// validator match untrusted paths and tool names against them).
+func TestGlobHostileInputIsFast(t *testing.T) {
+	long := strings.Repeat("a", 4000)
+	stars := strings.Repeat("*a", 40) + "*b"
+	segStars := "/" + strings.Repeat("**/a/", 30) + "b"
+	segPath := strings.Repeat("/a", 2000)
+	cases := []struct {
+		name string
+		f    func() bool
+	}{
+		{"MatchGlob stars", func() bool { return MatchGlob("/"+stars, "/"+long) }},
+		{"MatchDenyGlob stars", func() bool { return MatchDenyGlob("/"+stars, "/"+long) }},
+		{"MatchGlob **", func() bool { return MatchGlob(segStars, segPath) }},
+		{"MatchDenyGlob **", func() bool { return MatchDenyGlob(segStars, segPath) }},
+		{"query value", func() bool { return (&Matcher{Any: []string{stars}}).matchesValue(long) }},
+	}
+	for _, c := range cases {
+		done := make(chan bool, 1)
+		go func() { done <- c.f() }()
+		select {
+		case got := <-done:
+			if got {
+				t.Errorf("%s: matched, want no match", c.name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still matching after 5s (exponential backtracking)", c.name)
+		}
+	}
+}
+
+// refMatchChars and refMatchSegments are the plain backtracking matchers
+// the linear ones replaced: exponential, but obviously right. FuzzGlob
+// checks that both agree.
+func refMatchChars(pat, s string) bool {
+	if pat == "" {
+		return s == ""
+	}
+	switch pat[0] {
+	case '*':
+		rest := strings.TrimLeft(pat, "*")
+		for i := 0; i <= len(s); i++ {
+			if refMatchChars(rest, s[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return s != "" && refMatchChars(pat[1:], s[1:])
+	case '[':
+		class, n, err := parseClass(pat)
+		return err == nil && s != "" && class(s[0]) && refMatchChars(pat[n:], s[1:])
+	case '\\':
+		return len(pat) > 1 && s != "" && s[0] == pat[1] && refMatchChars(pat[2:], s[1:])
+	default:
+		return s != "" && s[0] == pat[0] && refMatchChars(pat[1:], s[1:])
+	}
+}
+
+func refMatchSegments(pat, segs []string) bool {
+	if len(pat) == 0 {
+		return len(segs) == 0
+	}
+	if pat[0] == "**" {
+		for skip := 0; skip <= len(segs); skip++ {
+			if refMatchSegments(pat[1:], segs[skip:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return len(segs) > 0 && refMatchChars(pat[0], segs[0]) && refMatchSegments(pat[1:], segs[1:])
+}
+
+func FuzzGlob(f *testing.F) {
+	for _, s := range [][2]string{
+		{"/a/**/b*", "/a/x/y/bc"}, {"/v1/*", "/v1/a/b"}, {"*a*b", "xaxb"}, {"[!a-c]?\\*", "d/*"},
+		{"**/x", "/x"}, {"/a/**", "/a"}, {"a[", "a["},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pat, s string) {
+		if len(pat) > 24 || len(s) > 24 {
+			return // the reference is exponential
+		}
+		if got, want := matchChars(pat, s), refMatchChars(pat, s); got != want {
+			t.Fatalf("matchChars(%q, %q) = %v, reference %v", pat, s, got, want)
+		}
+		if ValidGlob(pat) != nil {
+			return
+		}
+		want := refMatchSegments(strings.Split(pat, "/"), strings.Split(s, "/"))
+		if got := MatchGlob(pat, s); got != want {
+			t.Fatalf("MatchGlob(%q, %q) = %v, reference %v", pat, s, got, want)
+		}
+	})
 }
