@@ -82,7 +82,7 @@ func testPolicyLifecycle(t *testing.T, gw *gatewaytest.Gateway, admin func() api
 		t.Fatalf("set v1 answered a policy without network_policies.orders: %v", v1.GetPolicy())
 	}
 
-	v2, err := c.policy.SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: "orders", Document: readFile(t, "testdata/orders-v2.yaml"), ExpectedVersion: ptr(int64(1))})
+	v2, err := c.policy.SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: "orders", Document: readFile(t, "testdata/orders-v2.yaml"), ExpectedVersion: ptr(uint32(1))})
 	if err != nil {
 		t.Fatalf("set v2: %v", err)
 	}
@@ -108,7 +108,7 @@ func testPolicyLifecycle(t *testing.T, gw *gatewaytest.Gateway, admin func() api
 	}
 
 	// A stale expected version is a conflict and stores nothing.
-	_, err = c.policy.SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: "orders", Document: readFile(t, "testdata/orders-v1.json"), ExpectedVersion: ptr(int64(1))})
+	_, err = c.policy.SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: "orders", Document: readFile(t, "testdata/orders-v1.json"), ExpectedVersion: ptr(uint32(1))})
 	if codeOf(err) != connect.CodeAborted {
 		t.Fatalf("stale expected version: got %v, want Aborted", err)
 	}
@@ -306,6 +306,26 @@ func testConcurrentSet(t *testing.T, c api) {
 	}
 	if n := historyLen(t, c, "race"); n != 2 {
 		t.Fatalf("history has %d versions, want 2", n)
+	}
+
+	// Without an expected version a writer asks for "on top of whatever is
+	// current": a lost race is retried, so every writer gets through.
+	const free = 5
+	errs := make(chan error, free)
+	for i := range free {
+		go func() {
+			doc := strings.Replace(readFile(t, "testdata/orders-v2.yaml"), "tool: track_shipment", fmt.Sprintf("tool: free_%d", i), 1)
+			_, err := c.policy.SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: "race", Document: doc})
+			errs <- err
+		}()
+	}
+	for range free {
+		if err := <-errs; err != nil {
+			t.Errorf("set without an expected version: %v", err)
+		}
+	}
+	if n := historyLen(t, c, "race"); n != 2+free {
+		t.Fatalf("history has %d versions, want %d", n, 2+free)
 	}
 }
 

@@ -21,7 +21,7 @@ func BenchmarkPolicySetAPI(b *testing.B) {
 	type engine struct {
 		name    string
 		api     api
-		version int64
+		version uint32
 		spent   time.Duration
 	}
 	var engines []*engine

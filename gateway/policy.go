@@ -48,11 +48,7 @@ func (s policyService) SetPolicy(ctx context.Context, req *portcullisv1.SetPolic
 	if err != nil {
 		return nil, err
 	}
-	var expected *int64
-	if req.ExpectedVersion != nil {
-		expected = req.ExpectedVersion
-	}
-	res, err := s.commit(ctx, req.GetSandbox(), doc, expected, store.SourceSet, nil)
+	res, err := s.commit(ctx, req.GetSandbox(), doc, optionalVersion(req.ExpectedVersion), store.SourceSet, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -64,22 +60,48 @@ func (s policyService) RollbackPolicy(ctx context.Context, req *portcullisv1.Rol
 	if req.GetToVersion() < 1 {
 		return nil, invalidField("to_version", "must be >= 1")
 	}
-	target, err := s.version(ctx, req.GetSandbox(), req.GetToVersion())
+	target, err := s.version(ctx, req.GetSandbox(), int64(req.GetToVersion()))
 	if err != nil {
 		return nil, err
 	}
 	doc, err := parseDocument(string(target.Document))
 	if err != nil {
-		return nil, fmt.Errorf("stored version %d of %q no longer parses: %w", target.Version, req.GetSandbox(), err)
+		// Stored data that no longer parses is our fault, not the
+		// caller's: no %w, so it is not reported as InvalidArgument.
+		return nil, fmt.Errorf("stored version %d of %q no longer parses: %v", target.Version, req.GetSandbox(), err)
 	}
-	return s.commit(ctx, req.GetSandbox(), doc, req.ExpectedVersion, store.SourceRollback,
+	return s.commit(ctx, req.GetSandbox(), doc, optionalVersion(req.ExpectedVersion), store.SourceRollback,
 		map[string]string{"rollback_to": fmt.Sprint(target.Version)})
 }
+
+func optionalVersion(v *uint32) *int64 {
+	if v == nil {
+		return nil
+	}
+	n := int64(*v)
+	return &n
+}
+
+// commitAttempts bounds retries of a commit that named no expected version
+// and lost a race: such a caller asked for "on top of whatever is current".
+// Each lost race means another writer committed, so with fewer concurrent
+// writers than this every one of them gets through.
+const commitAttempts = 10
 
 // commit stores doc as the sandbox's next version. It is the one write path
 // for policies: expected-version check, no-op detection, the static-section
 // rule, then compare-and-swap in the store.
 func (s policyService) commit(ctx context.Context, sandbox string, doc *document, expected *int64, source string, provenance map[string]string) (*portcullisv1.PolicyVersion, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := s.commitOnce(ctx, sandbox, doc, expected, source, provenance)
+		if expected == nil && errors.Is(err, store.ErrConflict) && attempt < commitAttempts {
+			continue
+		}
+		return res, err
+	}
+}
+
+func (s policyService) commitOnce(ctx context.Context, sandbox string, doc *document, expected *int64, source string, provenance map[string]string) (*portcullisv1.PolicyVersion, error) {
 	p := mustPrincipal(ctx)
 	sb, err := s.store.GetSandbox(ctx, sandbox)
 	if err != nil {
@@ -127,7 +149,7 @@ func (s policyService) commit(ctx context.Context, sandbox string, doc *document
 func checkStaticSections(currentDoc []byte, next *policy.Policy) error {
 	cur, _, err := policy.Parse(currentDoc)
 	if err != nil {
-		return fmt.Errorf("current version no longer parses: %w", err)
+		return fmt.Errorf("current version no longer parses: %v", err)
 	}
 	var problems []policy.Problem
 	same := func(path string, a, b any) {
@@ -145,10 +167,7 @@ func checkStaticSections(currentDoc []byte, next *policy.Policy) error {
 }
 
 func (s policyService) GetPolicy(ctx context.Context, req *portcullisv1.GetPolicyRequest) (*portcullisv1.PolicyVersion, error) {
-	if req.GetVersion() < 0 {
-		return nil, invalidField("version", "must be >= 0")
-	}
-	v, err := s.version(ctx, req.GetSandbox(), req.GetVersion())
+	v, err := s.version(ctx, req.GetSandbox(), int64(req.GetVersion()))
 	if err != nil {
 		return nil, err
 	}
@@ -168,18 +187,18 @@ func (s policyService) ListPolicyVersions(ctx context.Context, req *portcullisv1
 }
 
 func (s policyService) DiffPolicy(ctx context.Context, req *portcullisv1.DiffPolicyRequest) (*portcullisv1.DiffPolicyResponse, error) {
-	from, fromPolicy, err := s.loadVersion(ctx, req.GetSandbox(), req.GetFromVersion(), "from_version")
+	from, fromPolicy, err := s.loadVersion(ctx, req.GetSandbox(), int64(req.GetFromVersion()), "from_version")
 	if err != nil {
 		return nil, err
 	}
-	to, toPolicy, err := s.loadVersion(ctx, req.GetSandbox(), req.GetToVersion(), "to_version")
+	to, toPolicy, err := s.loadVersion(ctx, req.GetSandbox(), int64(req.GetToVersion()), "to_version")
 	if err != nil {
 		return nil, err
 	}
 	res := &portcullisv1.DiffPolicyResponse{
 		Sandbox:     req.GetSandbox(),
-		FromVersion: from.Version,
-		ToVersion:   to.Version,
+		FromVersion: uint32(from.Version),
+		ToVersion:   uint32(to.Version),
 		FromHash:    from.Hash,
 		ToHash:      to.Hash,
 	}
@@ -199,7 +218,7 @@ func (s policyService) loadVersion(ctx context.Context, sandbox string, version 
 	}
 	p, _, err := policy.Parse(v.Document)
 	if err != nil {
-		return store.PolicyVersion{}, nil, fmt.Errorf("stored version %d of %q no longer parses: %w", version, sandbox, err)
+		return store.PolicyVersion{}, nil, fmt.Errorf("stored version %d of %q no longer parses: %v", version, sandbox, err)
 	}
 	return v, p, nil
 }
@@ -243,7 +262,7 @@ func (s policyService) version(ctx context.Context, sandbox string, version int6
 func versionHeaderToProto(v store.PolicyVersion) *portcullisv1.PolicyVersion {
 	return &portcullisv1.PolicyVersion{
 		Sandbox:    v.Sandbox,
-		Version:    v.Version,
+		Version:    uint32(v.Version),
 		Hash:       v.Hash,
 		Author:     v.Author,
 		CreatedAt:  timestamppb.New(v.CreatedAt),

@@ -125,7 +125,7 @@ func sandboxToken(sandbox, hash string, creator Principal) store.Token {
 func sandboxToProto(sb store.Sandbox) *portcullisv1.Sandbox {
 	return &portcullisv1.Sandbox{
 		Name:           sb.Name,
-		CurrentVersion: sb.CurrentVersion,
+		CurrentVersion: uint32(sb.CurrentVersion),
 		CurrentHash:    sb.CurrentHash,
 		CreatedAt:      timestamppb.New(sb.CreatedAt),
 		CreatedBy:      sb.CreatedBy,

@@ -125,7 +125,7 @@ func quickstart(t *testing.T) (*structpb.Struct, string) {
 	return s, p.Hash()
 }
 
-func (f *fakeGateway) version(sandbox string, v int64) *portcullisv1.PolicyVersion {
+func (f *fakeGateway) version(sandbox string, v uint32) *portcullisv1.PolicyVersion {
 	return &portcullisv1.PolicyVersion{
 		Sandbox: sandbox, Version: v, Hash: f.hash, Policy: proto.CloneOf(f.doc), Author: "admin",
 		CreatedAt: created, Source: "set",
@@ -302,8 +302,8 @@ func TestSandboxCommands(t *testing.T) {
 		if m["token"] != sandboxToken {
 			t.Errorf("token = %v", m["token"])
 		}
-		if pv := m["policy_version"].(map[string]any); pv["version"] != "1" || pv["hash"] == nil {
-			// protojson writes int64 as a string.
+		if pv := m["policy_version"].(map[string]any); pv["version"] != float64(1) || pv["hash"] == nil {
+			// Versions are JSON numbers.
 			t.Errorf("policy_version = %v", pv)
 		}
 		if !strings.Contains(stderr, "warning: network_policies.github_api.endpoints[0].host: a warning") {
@@ -342,7 +342,7 @@ func TestSandboxCommands(t *testing.T) {
 		ok(t, code, stderr)
 		f.last(t, "ListSandboxes")
 		m := decodeJSON(t, stdout)
-		if s := m["sandboxes"].([]any); len(s) != 2 || s[0].(map[string]any)["current_version"] != "3" {
+		if s := m["sandboxes"].([]any); len(s) != 2 || s[0].(map[string]any)["current_version"] != float64(3) {
 			t.Errorf("sandboxes = %v", m["sandboxes"])
 		}
 	})
@@ -443,7 +443,7 @@ func TestPolicySet(t *testing.T) {
 			"--gateway", f.url, "--token", adminToken, "policy", "set", "orders", "-f", "-", "-o", "json")
 		ok(t, code, stderr)
 		f.last(t, "SetPolicy")
-		if m := decodeJSON(t, stdout); m["unchanged"] != true || m["version"] != "1" {
+		if m := decodeJSON(t, stdout); m["unchanged"] != true || m["version"] != float64(1) {
 			t.Errorf("json = %v", m)
 		}
 	})

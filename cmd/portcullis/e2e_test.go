@@ -144,10 +144,9 @@ func TestWalkthrough(t *testing.T) {
 	}
 }
 
-// versionIs reads the version field of a PolicyVersion as protojson
-// writes it (int64 as a string).
+// versionIs reads the version field of a PolicyVersion: a JSON number.
 func versionIs(m map[string]any, v int) bool {
-	return m["version"] == strconv.Itoa(v)
+	return m["version"] == float64(v)
 }
 
 func setFromStdin(t *testing.T, gw *gatewaytest.Gateway, sandbox, doc string) map[string]any {

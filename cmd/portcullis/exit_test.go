@@ -67,7 +67,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sandbox", "list", "-o", "yaml"}, "cannot print yaml"},
 		{[]string{"sandbox", "list", "-o", "xml"}, `unknown output format "xml"`},
 		{[]string{"policy", "set", "orders"}, "needs --file"},
-		{[]string{"policy", "set", "orders", "-f", "testdata/quickstart.yaml", "--expect-version", "-1"}, "--expect-version must be 0 or more"},
+		{[]string{"policy", "set", "orders", "-f", "testdata/quickstart.yaml", "--expect-version", "-1"}, "--expect-version must be a version number (0 or more)"},
 		{[]string{"policy", "set", "orders", "-f", "testdata/quickstart.yaml", "--expect-version", "two"}, "invalid argument"},
 		{[]string{"policy", "rollback", "orders"}, "needs --to"},
 		{[]string{"policy", "diff", "orders", "1", "x"}, "B must be a version number"},

@@ -103,14 +103,15 @@ prints the document alone in canonical form, ready to edit and set again;
 		Annotations: map[string]string{annotationYAML: "true"},
 		Args:        args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if version < 0 {
-				return usagef("--version must be 1 or more, got %d", version)
+			v, err := flagVersion("version", version)
+			if err != nil {
+				return err
 			}
 			api, err := env.client()
 			if err != nil {
 				return err
 			}
-			pv, err := api.policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: version})
+			pv, err := api.policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: v})
 			if err != nil {
 				return err
 			}
@@ -283,7 +284,8 @@ version; otherwise nothing is stored and the exit code is 3.`,
 			if !cmd.Flags().Changed("to") {
 				return need(cmd, "to")
 			}
-			if to < 1 {
+			toVersion, err := flagVersion("to", to)
+			if err != nil || toVersion < 1 {
 				return usagef("--to must be a version number (1 or more), got %d", to)
 			}
 			expected, err := optionalVersion(cmd, "expect-version", expect)
@@ -295,7 +297,7 @@ version; otherwise nothing is stored and the exit code is 3.`,
 				return err
 			}
 			pv, err := api.policy.RollbackPolicy(cmd.Context(), &portcullisv1.RollbackPolicyRequest{
-				Sandbox: a[0], ToVersion: to, ExpectedVersion: expected,
+				Sandbox: a[0], ToVersion: toVersion, ExpectedVersion: expected,
 			})
 			if err != nil {
 				return err

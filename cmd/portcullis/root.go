@@ -1,7 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -106,23 +107,32 @@ func need(cmd *cobra.Command, flag string) error {
 	return usagef("%s needs --%s", cmd.CommandPath(), flag)
 }
 
-// optionalVersion returns the value of an int64 version flag when given,
-// nil when not, and a usage error for a negative value.
-func optionalVersion(cmd *cobra.Command, name string, v int64) (*int64, error) {
+// optionalVersion returns the value of a version flag when given, nil
+// when not, and a usage error for a value out of range.
+func optionalVersion(cmd *cobra.Command, name string, v int64) (*uint32, error) {
 	if !cmd.Flags().Changed(name) {
 		return nil, nil
 	}
-	if v < 0 {
-		return nil, usagef("--%s must be 0 or more, got %d", name, v)
+	n, err := flagVersion(name, v)
+	if err != nil {
+		return nil, err
 	}
-	return &v, nil
+	return &n, nil
+}
+
+// flagVersion checks a version flag's value (0 or more).
+func flagVersion(name string, v int64) (uint32, error) {
+	if v < 0 || v > math.MaxUint32 {
+		return 0, usagef("--%s must be a version number (0 or more), got %d", name, v)
+	}
+	return uint32(v), nil
 }
 
 // parseVersion parses a positional version number (1 or more).
-func parseVersion(name, s string) (int64, error) {
-	var v int64
-	if _, err := fmt.Sscan(s, &v); err != nil || v < 1 || fmt.Sprint(v) != s {
+func parseVersion(name, s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || v < 1 || strconv.FormatUint(v, 10) != s {
 		return 0, usagef("%s must be a version number (1 or more), got %q", name, s)
 	}
-	return v, nil
+	return uint32(v), nil
 }

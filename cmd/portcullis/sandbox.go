@@ -180,7 +180,7 @@ holding the old token lose their subscription until they get the new one.`,
 }
 
 // versionCell is a version number, "-" for a sandbox without a policy.
-func versionCell(v int64) string {
+func versionCell(v uint32) string {
 	if v == 0 {
 		return "-"
 	}

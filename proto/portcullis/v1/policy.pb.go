@@ -27,7 +27,7 @@ const (
 type PolicyVersion struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	Version int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	// hash is the hex SHA-256 of the canonical JSON document.
 	Hash string `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
 	// policy is the canonical document.
@@ -84,7 +84,7 @@ func (x *PolicyVersion) GetSandbox() string {
 	return ""
 }
 
-func (x *PolicyVersion) GetVersion() int64 {
+func (x *PolicyVersion) GetVersion() uint32 {
 	if x != nil {
 		return x.Version
 	}
@@ -154,7 +154,7 @@ type SetPolicyRequest struct {
 	Document string `protobuf:"bytes,2,opt,name=document,proto3" json:"document,omitempty"`
 	// expected_version, when set, must equal the current version (0 for a
 	// sandbox without a policy).
-	ExpectedVersion *int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	ExpectedVersion *uint32 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -203,7 +203,7 @@ func (x *SetPolicyRequest) GetDocument() string {
 	return ""
 }
 
-func (x *SetPolicyRequest) GetExpectedVersion() int64 {
+func (x *SetPolicyRequest) GetExpectedVersion() uint32 {
 	if x != nil && x.ExpectedVersion != nil {
 		return *x.ExpectedVersion
 	}
@@ -214,7 +214,7 @@ type GetPolicyRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	// version 0 (or unset) means the current version.
-	Version       int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Version       uint32 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,7 +256,7 @@ func (x *GetPolicyRequest) GetSandbox() string {
 	return ""
 }
 
-func (x *GetPolicyRequest) GetVersion() int64 {
+func (x *GetPolicyRequest) GetVersion() uint32 {
 	if x != nil {
 		return x.Version
 	}
@@ -354,8 +354,8 @@ func (x *ListPolicyVersionsResponse) GetVersions() []*PolicyVersion {
 type DiffPolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	FromVersion   int64                  `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
-	ToVersion     int64                  `protobuf:"varint,3,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
+	FromVersion   uint32                 `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	ToVersion     uint32                 `protobuf:"varint,3,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -397,14 +397,14 @@ func (x *DiffPolicyRequest) GetSandbox() string {
 	return ""
 }
 
-func (x *DiffPolicyRequest) GetFromVersion() int64 {
+func (x *DiffPolicyRequest) GetFromVersion() uint32 {
 	if x != nil {
 		return x.FromVersion
 	}
 	return 0
 }
 
-func (x *DiffPolicyRequest) GetToVersion() int64 {
+func (x *DiffPolicyRequest) GetToVersion() uint32 {
 	if x != nil {
 		return x.ToVersion
 	}
@@ -492,8 +492,8 @@ func (x *PolicyChange) GetAfter() string {
 type DiffPolicyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	FromVersion   int64                  `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
-	ToVersion     int64                  `protobuf:"varint,3,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
+	FromVersion   uint32                 `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	ToVersion     uint32                 `protobuf:"varint,3,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
 	FromHash      string                 `protobuf:"bytes,4,opt,name=from_hash,json=fromHash,proto3" json:"from_hash,omitempty"`
 	ToHash        string                 `protobuf:"bytes,5,opt,name=to_hash,json=toHash,proto3" json:"to_hash,omitempty"`
 	Changes       []*PolicyChange        `protobuf:"bytes,6,rep,name=changes,proto3" json:"changes,omitempty"`
@@ -538,14 +538,14 @@ func (x *DiffPolicyResponse) GetSandbox() string {
 	return ""
 }
 
-func (x *DiffPolicyResponse) GetFromVersion() int64 {
+func (x *DiffPolicyResponse) GetFromVersion() uint32 {
 	if x != nil {
 		return x.FromVersion
 	}
 	return 0
 }
 
-func (x *DiffPolicyResponse) GetToVersion() int64 {
+func (x *DiffPolicyResponse) GetToVersion() uint32 {
 	if x != nil {
 		return x.ToVersion
 	}
@@ -577,8 +577,8 @@ type RollbackPolicyRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	// to_version is the version whose content becomes current.
-	ToVersion       int64  `protobuf:"varint,2,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
-	ExpectedVersion *int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	ToVersion       uint32  `protobuf:"varint,2,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
+	ExpectedVersion *uint32 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -620,14 +620,14 @@ func (x *RollbackPolicyRequest) GetSandbox() string {
 	return ""
 }
 
-func (x *RollbackPolicyRequest) GetToVersion() int64 {
+func (x *RollbackPolicyRequest) GetToVersion() uint32 {
 	if x != nil {
 		return x.ToVersion
 	}
 	return 0
 }
 
-func (x *RollbackPolicyRequest) GetExpectedVersion() int64 {
+func (x *RollbackPolicyRequest) GetExpectedVersion() uint32 {
 	if x != nil && x.ExpectedVersion != nil {
 		return *x.ExpectedVersion
 	}
@@ -761,7 +761,7 @@ const file_portcullis_v1_policy_proto_rawDesc = "" +
 	"\x1aportcullis/v1/policy.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\"\xd2\x03\n" +
 	"\rPolicyVersion\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x12\n" +
+	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12/\n" +
 	"\x06policy\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06policy\x12\x16\n" +
 	"\x06author\x18\x05 \x01(\tR\x06author\x129\n" +
@@ -780,20 +780,20 @@ const file_portcullis_v1_policy_proto_rawDesc = "" +
 	"\x10SetPolicyRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
 	"\bdocument\x18\x02 \x01(\tR\bdocument\x12.\n" +
-	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x10expected_version\x18\x03 \x01(\rH\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
 	"\x11_expected_version\"F\n" +
 	"\x10GetPolicyRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion\"5\n" +
+	"\aversion\x18\x02 \x01(\rR\aversion\"5\n" +
 	"\x19ListPolicyVersionsRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\"V\n" +
 	"\x1aListPolicyVersionsResponse\x128\n" +
 	"\bversions\x18\x01 \x03(\v2\x1c.portcullis.v1.PolicyVersionR\bversions\"o\n" +
 	"\x11DiffPolicyRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12!\n" +
-	"\ffrom_version\x18\x02 \x01(\x03R\vfromVersion\x12\x1d\n" +
+	"\ffrom_version\x18\x02 \x01(\rR\vfromVersion\x12\x1d\n" +
 	"\n" +
-	"to_version\x18\x03 \x01(\x03R\ttoVersion\"~\n" +
+	"to_version\x18\x03 \x01(\rR\ttoVersion\"~\n" +
 	"\fPolicyChange\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
@@ -802,17 +802,17 @@ const file_portcullis_v1_policy_proto_rawDesc = "" +
 	"\x05after\x18\x05 \x01(\tR\x05after\"\xdd\x01\n" +
 	"\x12DiffPolicyResponse\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12!\n" +
-	"\ffrom_version\x18\x02 \x01(\x03R\vfromVersion\x12\x1d\n" +
+	"\ffrom_version\x18\x02 \x01(\rR\vfromVersion\x12\x1d\n" +
 	"\n" +
-	"to_version\x18\x03 \x01(\x03R\ttoVersion\x12\x1b\n" +
+	"to_version\x18\x03 \x01(\rR\ttoVersion\x12\x1b\n" +
 	"\tfrom_hash\x18\x04 \x01(\tR\bfromHash\x12\x17\n" +
 	"\ato_hash\x18\x05 \x01(\tR\x06toHash\x125\n" +
 	"\achanges\x18\x06 \x03(\v2\x1b.portcullis.v1.PolicyChangeR\achanges\"\x95\x01\n" +
 	"\x15RollbackPolicyRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1d\n" +
 	"\n" +
-	"to_version\x18\x02 \x01(\x03R\ttoVersion\x12.\n" +
-	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"to_version\x18\x02 \x01(\rR\ttoVersion\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\rH\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
 	"\x11_expected_version\"3\n" +
 	"\x15ValidatePolicyRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\tR\bdocument\"\xdb\x01\n" +

@@ -26,7 +26,7 @@ type Sandbox struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// current_version is 0 until the sandbox has a policy.
-	CurrentVersion int64                  `protobuf:"varint,2,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
+	CurrentVersion uint32                 `protobuf:"varint,2,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
 	CurrentHash    string                 `protobuf:"bytes,3,opt,name=current_hash,json=currentHash,proto3" json:"current_hash,omitempty"`
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	CreatedBy      string                 `protobuf:"bytes,5,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
@@ -71,7 +71,7 @@ func (x *Sandbox) GetName() string {
 	return ""
 }
 
-func (x *Sandbox) GetCurrentVersion() int64 {
+func (x *Sandbox) GetCurrentVersion() uint32 {
 	if x != nil {
 		return x.CurrentVersion
 	}
@@ -545,7 +545,7 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xc3\x01\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
-	"\x0fcurrent_version\x18\x02 \x01(\x03R\x0ecurrentVersion\x12!\n" +
+	"\x0fcurrent_version\x18\x02 \x01(\rR\x0ecurrentVersion\x12!\n" +
 	"\fcurrent_hash\x18\x03 \x01(\tR\vcurrentHash\x129\n" +
 	"\n" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1d\n" +
