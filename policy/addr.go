@@ -23,8 +23,8 @@ import (
 // brackets and with a zone (dropped), one trailing dot, any case, and
 // full-width digits and dots (UTS #46 maps them to ASCII). The result is
 // unmapped: ::ffff:a.b.c.d is returned as the IPv4 address a.b.c.d.
-// NAT64 addresses are returned as they are; AlwaysDenied and IsPrivate
-// look through them.
+// NAT64 and IPv4-compatible addresses are returned as they are;
+// AlwaysDenied and IsPrivate look through them.
 //
 // Recognising too much is the safe direction here: a host taken for an IP
 // is checked as one.
@@ -150,11 +150,12 @@ var metadataNames = []string{
 }
 
 // IsMetadataHost reports whether host names a cloud metadata or credential
-// service: one of the metadata DNS names (any case, trailing dot) or a
+// service: one of the metadata DNS names (in any spelling lookupName folds)
+// or a
 // metadata address in any spelling ParseHostIP accepts, including its
-// IPv4-mapped and NAT64 forms.
+// IPv4-mapped, IPv4-compatible and NAT64 forms.
 func IsMetadataHost(host string) bool {
-	name := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+	name := lookupName(host)
 	for _, m := range metadataNames {
 		if name == m {
 			return true
@@ -188,22 +189,34 @@ var nat64Prefixes = []netip.Prefix{
 	netip.MustParsePrefix("64:ff9b:1::/48"),
 }
 
-// embeddedIPv4 returns the IPv4 address a NAT64 address translates to.
+// ipv4Compatible is the deprecated IPv4-compatible IPv6 range ::a.b.c.d
+// (RFC 4291 §2.5.5.1). Some stacks still parse and route it as the IPv4
+// address, so it is one more spelling of that address (:: and ::1 excepted:
+// they are the IPv6 unspecified and loopback addresses).
+var ipv4Compatible = netip.MustParsePrefix("::/96")
+
+// embeddedIPv4 returns the IPv4 address a NAT64 or IPv4-compatible address
+// reaches.
 func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	if !a.Is6() {
 		return netip.Addr{}, false
 	}
+	b := a.As16()
+	v4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	if ipv4Compatible.Contains(a) && a != netip.IPv6Unspecified() && a != netip.IPv6Loopback() {
+		return v4, true
+	}
 	for _, p := range nat64Prefixes {
 		if p.Contains(a) {
-			b := a.As16()
-			return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+			return v4, true
 		}
 	}
 	return netip.Addr{}, false
 }
 
-// withEmbedded returns the unmapped address and, for a NAT64 address, the
-// IPv4 address it reaches: the addresses a rule about destinations must see.
+// withEmbedded returns the unmapped address and, for a NAT64 or
+// IPv4-compatible address, the IPv4 address it reaches: the addresses a
+// rule about destinations must see.
 func withEmbedded(a netip.Addr) []netip.Addr {
 	a = a.Unmap().WithZone("")
 	if v4, ok := embeddedIPv4(a); ok {
@@ -266,10 +279,10 @@ func inAny(a netip.Addr, ps []netip.Prefix) bool {
 // policy says, and why: unspecified and 0.0.0.0/8, loopback (unless
 // devAllowLoopback), link-local (169.254/16, fe80::/10), multicast,
 // broadcast and 240/4, and the cloud metadata addresses. IPv4-mapped
-// addresses are judged as their IPv4 address and NAT64 addresses also as
-// the IPv4 address they reach (where loopback is denied even with
-// devAllowLoopback: it would be the translator's loopback). The zero Addr
-// is denied as invalid.
+// addresses are judged as their IPv4 address; NAT64 and IPv4-compatible
+// ones also as the IPv4 address they reach (where loopback is denied even
+// with devAllowLoopback: it would be the translator's loopback). The zero
+// Addr is denied as invalid.
 func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied bool) {
 	if !addr.IsValid() {
 		return "invalid address", true
@@ -278,7 +291,11 @@ func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied
 	for i, a := range all {
 		desc := a.String()
 		if i > 0 {
-			desc = fmt.Sprintf("%s (NAT64 form of %s)", all[0], a)
+			form := "NAT64"
+			if ipv4Compatible.Contains(all[0]) {
+				form = "IPv4-compatible"
+			}
+			desc = fmt.Sprintf("%s (%s form of %s)", all[0], form, a)
 		}
 		switch {
 		case isMetadataAddr(a):
@@ -299,7 +316,7 @@ func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied
 // IsPrivate reports whether addr is in a private, shared or special-purpose
 // range (RFC 1918, CGNAT 100.64/10, ULA fc00::/7, TEST-NETs and
 // documentation, benchmarking 198.18/15, …), directly or through its
-// IPv4-mapped or NAT64 form. Such a destination is allowed only by an
+// IPv4-mapped, IPv4-compatible or NAT64 form. Such a destination is allowed only by an
 // endpoint whose allowed_ips covers it — even when the endpoint names an
 // exact hostname (a divergence from OpenShell). AlwaysDenied is checked
 // first; IsPrivate says nothing about the ranges it denies.
@@ -314,7 +331,8 @@ func IsPrivate(addr netip.Addr) bool {
 
 // AllowedIPsOverlap reports whether an allowed_ips prefix overlaps a range
 // that no policy may open (unspecified, loopback, link-local), directly or
-// through the IPv4-mapped (::ffff:0:0/96) or NAT64 forms, and which range.
+// through the IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96) or NAT64
+// forms, and which range.
 // The validator refuses such entries.
 func AllowedIPsOverlap(p netip.Prefix) (reason string, overlaps bool) {
 	p = p.Masked()
@@ -326,11 +344,19 @@ func AllowedIPsOverlap(p netip.Prefix) (reason string, overlaps bool) {
 		{"loopback", loopback},
 		{"link-local", linkLocal},
 	}
-	for _, g := range groups {
-		for _, r := range g.ranges {
-			for _, form := range prefixForms(r) {
-				if form.Overlaps(p) {
-					return fmt.Sprintf("%s overlaps %s range %s", p, g.name, r), true
+	// Direct overlaps first, so ::1 is reported as loopback rather than as
+	// the IPv4-compatible spelling of 0.0.0.1.
+	for _, viaForms := range []bool{false, true} {
+		for _, g := range groups {
+			for _, r := range g.ranges {
+				forms := []netip.Prefix{r}
+				if viaForms {
+					forms = prefixForms(r)
+				}
+				for _, form := range forms {
+					if form.Overlaps(p) {
+						return fmt.Sprintf("%s overlaps %s range %s", p, g.name, r), true
+					}
 				}
 			}
 		}
@@ -338,15 +364,16 @@ func AllowedIPsOverlap(p netip.Prefix) (reason string, overlaps bool) {
 	return "", false
 }
 
-// prefixForms returns an IPv4 prefix with its IPv4-mapped and NAT64 IPv6
-// spellings; an IPv6 prefix alone.
+// prefixForms returns an IPv4 prefix with its IPv4-mapped, IPv4-compatible
+// and NAT64 IPv6 spellings; an IPv6 prefix alone.
 func prefixForms(r netip.Prefix) []netip.Prefix {
 	if !r.Addr().Is4() {
 		return []netip.Prefix{r}
 	}
 	v4 := r.Addr().As4()
 	mapped := netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: v4[0], 13: v4[1], 14: v4[2], 15: v4[3]})
-	forms := []netip.Prefix{r, netip.PrefixFrom(mapped, 96+r.Bits())}
+	compatible := netip.AddrFrom16([16]byte{12: v4[0], 13: v4[1], 14: v4[2], 15: v4[3]})
+	forms := []netip.Prefix{r, netip.PrefixFrom(mapped, 96+r.Bits()), netip.PrefixFrom(compatible, 96+r.Bits())}
 	for _, n := range nat64Prefixes {
 		b := n.Addr().As16()
 		copy(b[12:], v4[:])
@@ -373,6 +400,21 @@ func DeniedPort(port int) bool {
 // isLoopbackName reports whether host is "localhost" or a name under it
 // (RFC 6761), which resolvers answer with loopback without asking DNS.
 func isLoopbackName(host string) bool {
-	h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+	h := lookupName(host)
 	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// lookupName folds a DNS name the way some client or resolver may before
+// asking DNS — UTS #46 mapping (full-width letters, dots), lower case,
+// trailing dots dropped — so that the always-denied names are recognised in
+// every spelling. Folding too much is the safe direction here: it is used
+// only to deny.
+func lookupName(host string) string {
+	h := strings.TrimSpace(host)
+	if !isASCII(h) {
+		if mapped, _ := idna.New(idna.MapForLookup()).ToASCII(h); mapped != "" {
+			h = mapped
+		}
+	}
+	return strings.TrimRight(strings.ToLower(h), ".")
 }

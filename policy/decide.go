@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -268,12 +269,14 @@ func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 
 // binaryMatches reports whether the calling binary may use entry: an empty
 // binaries list means any binary (even an unknown one); otherwise the
-// binary must be known and match one of the path globs.
+// binary must be known, a clean absolute path, and match one of the path
+// globs. A path with dot segments or doubled slashes is taken as unknown:
+// `/opt/tools/../../tmp/x` must not pass as a match of `/opt/tools/**`.
 func binaryMatches(entry *NetworkPolicy, binary string) bool {
 	if len(entry.Binaries) == 0 {
 		return true
 	}
-	if binary == "" {
+	if !cleanAbsolute(binary) {
 		return false
 	}
 	for _, b := range entry.Binaries {
@@ -282,6 +285,10 @@ func binaryMatches(entry *NetworkPolicy, binary string) bool {
 		}
 	}
 	return false
+}
+
+func cleanAbsolute(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p
 }
 
 // ---------------------------------------------------------------------------
@@ -300,15 +307,30 @@ type denial struct {
 // When an endpoint has deny rules and r's path scope, protocol or message
 // cannot be judged against them, that is a hard denial: a deny rule must
 // never be skipped for lack of information.
+//
+// An endpoint whose protocol is not inspected yet denies everything sent
+// to its destination, like a deny rule that matches every request: were it
+// merely a candidate that allows nothing, a REST `/**` endpoint on the
+// same host:port would let through what a `/graphql` endpoint guards.
 func denyPhase(eps []endpointRef, r Request) []denial {
 	var out []denial
 	for _, e := range eps {
-		if len(e.ep.DenyRules) == 0 || !hostMatches(e.ep, r) || !slices.Contains(endpointPorts(e.ep), r.Port) {
+		if len(e.ep.DenyRules) == 0 && inspected(e.ep.Protocol) ||
+			!hostMatches(e.ep, r) || !slices.Contains(endpointPorts(e.ep), r.Port) {
+			continue
+		}
+		if !inspected(e.ep.Protocol) && e.ep.Path == "" {
+			out = append(out, uninspectedDenial(e))
 			continue
 		}
 		if r.HTTPMethod == "" {
-			out = append(out, denial{ep: e, rule: "deny_rules", hard: true,
-				reason: fmt.Sprintf("%s has deny rules, which cannot be checked without L7 inspection of the request", e.name())})
+			// Without the path, the path scope cannot be checked either.
+			d := denial{ep: e, rule: "deny_rules", hard: true,
+				reason: fmt.Sprintf("%s has deny rules, which cannot be checked without L7 inspection of the request", e.name())}
+			if !inspected(e.ep.Protocol) {
+				d = uninspectedDenial(e)
+			}
+			out = append(out, d)
 			continue
 		}
 		path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
@@ -339,9 +361,27 @@ func endpointDenials(e endpointRef, r Request, path string) []denial {
 	case ProtocolMCP:
 		return mcpDenials(e, r)
 	default:
-		return []denial{{ep: e, rule: "deny_rules", hard: true,
-			reason: fmt.Sprintf("%s has deny rules for protocol %q, which is not inspected yet", e.name(), e.ep.Protocol)}}
+		return []denial{uninspectedDenial(e)}
 	}
+}
+
+// inspected reports whether Decide (and so the proxy) judges requests of
+// this protocol: plain L4, REST and MCP. The others deny everything until
+// the proxy supports them — a divergence from OpenShell, toward safety.
+func inspected(protocol string) bool {
+	switch protocol {
+	case ProtocolL4, ProtocolREST, ProtocolMCP:
+		return true
+	}
+	return false
+}
+
+// uninspectedDenial is the hard denial of a request to an endpoint whose
+// protocol is not inspected yet (or an L4 endpoint carrying deny rules,
+// which no request can be checked against).
+func uninspectedDenial(e endpointRef) denial {
+	return denial{ep: e, rule: "protocol", hard: true,
+		reason: fmt.Sprintf("protocol %s is not inspected yet, so %s denies every request", e.ep.Protocol, e.name())}
 }
 
 // mcpDenials checks an MCP endpoint's deny rules. They judge JSON-RPC
@@ -680,7 +720,8 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 }
 
 // mcpRuleMatches reports whether an MCP rule matches the message:
-//   - method: a glob on the JSON-RPC method; when absent, an allow rule
+//   - method: a glob on the JSON-RPC method, read narrowly in allow rules
+//     and widely in deny rules (as path globs are); when absent, an allow rule
 //     uses the endpoint's profile (every known method with
 //     allow_all_known_mcp_methods, else nothing) and a deny rule matches
 //     every method;
@@ -690,7 +731,7 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
 	switch {
 	case rule.Method != "":
-		if !MatchGlob(rule.Method, m.Method) {
+		if !pathGlobMatches(rule.Method, m.Method, !deny) {
 			return false
 		}
 	case !deny:

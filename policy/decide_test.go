@@ -579,3 +579,67 @@ func BenchmarkDecide1000Rules(b *testing.B) {
 	b.ReportMetric(float64(smallTime.Nanoseconds())/float64(b.N), "ns/decide-1")
 	b.ReportMetric(float64(bigTime)/float64(smallTime), "x-vs-1-rule")
 }
+
+// An endpoint whose protocol is not inspected denies every request to its
+// destination, even when another endpoint on the same host:port would
+// allow it: otherwise a REST `/**` next to a GraphQL `/graphql` (OpenShell's
+// own example) lets every GraphQL mutation through.
+func TestDecideUninspectedEndpointClosesItsDestination(t *testing.T) {
+	p := pol(map[string]*NetworkPolicy{
+		"github": entry(nil,
+			&Endpoint{Host: "api.github.com", Port: 443, Path: "/**", Protocol: ProtocolREST, Access: AccessFull},
+			&Endpoint{Host: "api.github.com", Port: 443, Path: "/graphql", Protocol: ProtocolGraphQL, Rules: []Rule{allow(L7Rule{OperationType: "query"})}}),
+		"redis": entry(nil, l4("cache.example.com", 6379), &Endpoint{Host: "cache.example.com", Port: 6379, Protocol: ProtocolTCP}),
+	})
+	runDecide(t, []decideCase{
+		{"rest path still allowed", p, req("api.github.com", 443).http("POST", "/repos/a/b/issues"), want{allow: true}},
+		{"graphql path denied", p, req("api.github.com", 443).http("POST", "/graphql"), want{reason: "not inspected yet"}},
+		{"graphql path in another spelling", p, req("api.github.com", 443).http("POST", "//graphql/."), want{reason: "not inspected yet"}},
+		{"no L7 view on a split host", p, req("api.github.com", 443), want{reason: "not inspected yet"}},
+		{"tcp endpoint next to l4", p, req("cache.example.com", 6379), want{reason: "not inspected yet"}},
+	})
+}
+
+func TestDecideAlwaysDeniedOddSpellings(t *testing.T) {
+	open := func(host string) *Policy {
+		return pol(map[string]*NetworkPolicy{"all": entry(nil, &Endpoint{Host: host, Port: 80})})
+	}
+	var cases []decideCase
+	// IPv4-compatible IPv6 (::a.b.c.d, deprecated but still parsed and
+	// routed by some stacks) is one more spelling of the IPv4 address.
+	for _, h := range []string{"[::169.254.169.254]", "[::a9fe:a9fe]", "[::127.0.0.1]", "[::7f00:1]"} {
+		cases = append(cases, decideCase{"literal " + h, open(h), req(h, 80).at(""), want{reason: "always denied"}})
+	}
+	for _, a := range []string{"::169.254.169.254", "::127.0.0.1", "::a9fe:1"} {
+		cases = append(cases, decideCase{"resolved " + a, open("rebind.example.com"), req("rebind.example.com", 80).at(a), want{reason: "always-denied"}})
+	}
+	// Full-width letters map to ASCII (UTS #46) in clients that resolve
+	// through IDNA.
+	wild := pol(map[string]*NetworkPolicy{"g": entry(nil, &Endpoint{Host: "*.google.internal", Port: 80}), "l": entry(nil, &Endpoint{Host: "*.example.com", Port: 80})})
+	for _, h := range []string{"ｍｅｔａｄａｔａ.google.internal", "metadata.google.internal..", "ｌｏｃａｌｈｏｓｔ"} {
+		cases = append(cases, decideCase{"name " + h, wild, req(h, 80).at(""), want{reason: "always denied"}})
+	}
+	runDecide(t, cases)
+}
+
+// A binary path that is not clean (dot segments, doubled slashes) could
+// walk out of a `**` glob; it is treated as unidentified.
+func TestDecideBinaryMustBeClean(t *testing.T) {
+	p := pol(map[string]*NetworkPolicy{"tools": entry([]string{"/opt/tools/**"}, l4("example.com", 443))})
+	runDecide(t, []decideCase{
+		{"clean path", p, req("example.com", 443).from("/opt/tools/bin/run"), want{allow: true}},
+		{"dot-dot escapes **", p, req("example.com", 443).from("/opt/tools/../../tmp/evil"), want{reason: "do not list that binary"}},
+		{"relative path", p, req("example.com", 443).from("opt/tools/run"), want{reason: "do not list that binary"}},
+		{"doubled slash", p, req("example.com", 443).from("/opt/tools//run"), want{reason: "do not list that binary"}},
+	})
+}
+
+// Deny rules read their method glob widely, like their path globs.
+func TestDecideMCPDenyMethodGlobIsWide(t *testing.T) {
+	p := pol(map[string]*NetworkPolicy{"o": entry(nil, mcpEP(nil,
+		[]Rule{allow(L7Rule{Method: "tools/admin/reset"})},
+		&L7Rule{Method: "tools/*"}))})
+	runDecide(t, []decideCase{
+		{"nested tools method denied", p, req("orders.example.com", 443).mcp("tools/admin/reset", "", ""), want{rule: "deny_rules[0]"}},
+	})
+}

@@ -194,12 +194,20 @@ func MatchGlob(pattern, s string) bool {
 // matches OpenShell's wider reading, where `*`, `**` and `?` may cross `/`.
 // Portcullis reads allow globs narrowly and deny globs widely, so an
 // OpenShell document never allows more, nor denies less, here than there:
-// `deny /repos/*/rulesets` still closes `/repos/a/b/rulesets`.
+// `deny /repos/*/rulesets` still closes `/repos/a/b/rulesets`. A trailing
+// slash is also optional (`/admin/` matches `/admin`): most servers route
+// both to one handler, so a deny must not be dodged by appending one.
 func MatchDenyGlob(pattern, s string) bool {
 	if ValidGlob(pattern) != nil {
 		return false
 	}
-	return MatchGlob(pattern, s) || matchChars(pattern, s)
+	if MatchGlob(pattern, s) || matchChars(pattern, s) {
+		return true
+	}
+	if trimmed := strings.TrimSuffix(s, "/"); trimmed != s && trimmed != "" {
+		return MatchGlob(pattern, trimmed) || matchChars(pattern, trimmed)
+	}
+	return false
 }
 
 // matchSegments matches `/`-separated segments, `**` standing for zero or

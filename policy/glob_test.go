@@ -364,3 +364,22 @@ func FuzzGlob(f *testing.F) {
 		}
 	})
 }
+
+func TestMatchDenyGlobTrailingSlash(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"/admin", "/admin/", true},
+		{"/repos/*/rulesets", "/repos/a/rulesets/", true},
+		{"/admin", "/admin//", false}, // not canonical: CanonicalPath collapses it first
+		{"/admin", "/administrator/", false},
+	} {
+		if got := MatchDenyGlob(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("MatchDenyGlob(%q, %q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
+		}
+		if MatchGlob(tt.pattern, tt.s) && tt.pattern == "/admin" {
+			t.Errorf("MatchGlob(%q, %q): allow globs keep the exact reading", tt.pattern, tt.s)
+		}
+	}
+}
