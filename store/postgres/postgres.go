@@ -17,6 +17,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
 // Config tunes the Postgres store. The zero value is ready to use.
@@ -146,7 +147,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 
 // audit appends one entry to the audit log.
 func audit(ctx context.Context, tx pgx.Tx, e store.AuditEntry) error {
-	detail, err := encodeMap(e.Detail)
+	detail, err := strmap.Encode(e.Detail)
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func audit(ctx context.Context, tx pgx.Tx, e store.AuditEntry) error {
 // CreateSandbox creates the sandbox, its first token and, optionally, its
 // first policy version in one transaction.
 func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (store.Sandbox, error) {
-	if err := checkCreateSandbox(&in); err != nil {
+	if err := in.Prepare(); err != nil {
 		return store.Sandbox{}, err
 	}
 	var sb store.Sandbox
@@ -269,7 +270,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, name, actor string) error {
 // RotateSandboxToken revokes the sandbox's live tokens and stores tok.
 func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, tok store.Token) (store.Token, error) {
 	tok.Role, tok.Sandbox = store.RoleSandbox, sandbox
-	if err := checkToken(tok); err != nil {
+	if err := tok.Check(); err != nil {
 		return store.Token{}, err
 	}
 	var out store.Token
@@ -304,7 +305,7 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 // current version is still in.ExpectedVersion (compare-and-swap on the
 // sandbox row), else ErrConflict and nothing is stored.
 func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) (store.PolicyVersion, error) {
-	if err := checkAppendPolicy(&in); err != nil {
+	if err := in.Prepare(); err != nil {
 		return store.PolicyVersion{}, err
 	}
 	next := in.ExpectedVersion + 1
@@ -347,7 +348,7 @@ func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) 
 
 // insertVersion stores one policy version and its audit entry.
 func insertVersion(ctx context.Context, tx pgx.Tx, sandbox string, version int64, before string, in store.AppendPolicy, actor string) (store.PolicyVersion, error) {
-	prov, err := encodeMap(in.Provenance)
+	prov, err := strmap.Encode(in.Provenance)
 	if err != nil {
 		return store.PolicyVersion{}, err
 	}
@@ -357,7 +358,7 @@ func insertVersion(ctx context.Context, tx pgx.Tx, sandbox string, version int64
 	}
 	pv := store.PolicyVersion{
 		Sandbox: sandbox, Version: version, Hash: in.Hash, Document: in.Document,
-		Author: in.Author, Source: source, Provenance: cloneMap(in.Provenance),
+		Author: in.Author, Source: source, Provenance: strmap.Clone(in.Provenance),
 	}
 	// The document goes in and out as text so its bytes are kept exactly.
 	err = tx.QueryRow(ctx, `
@@ -400,7 +401,7 @@ func (s *Store) GetPolicyVersion(ctx context.Context, sandbox string, version in
 	}
 	pv.Document = []byte(doc)
 	pv.CreatedAt = pv.CreatedAt.UTC()
-	if pv.Provenance, err = decodeMap(prov); err != nil {
+	if pv.Provenance, err = strmap.Decode(prov); err != nil {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, err)
 	}
 	return pv, nil
@@ -422,7 +423,7 @@ func (s *Store) ListPolicyVersions(ctx context.Context, sandbox string) ([]store
 		}
 		pv.CreatedAt = pv.CreatedAt.UTC()
 		var err error
-		pv.Provenance, err = decodeMap(prov)
+		pv.Provenance, err = strmap.Decode(prov)
 		return pv, err
 	})
 	if err != nil {
@@ -497,7 +498,7 @@ func insertTokenRow(ctx context.Context, tx pgx.Tx, tok store.Token) (store.Toke
 // CreateToken stores tok; ErrAlreadyExists if its name was ever used,
 // ErrNotFound if it is a sandbox token for a missing sandbox.
 func (s *Store) CreateToken(ctx context.Context, tok store.Token, actor string) (store.Token, error) {
-	if err := checkToken(tok); err != nil {
+	if err := tok.Check(); err != nil {
 		return store.Token{}, err
 	}
 	var out store.Token
@@ -608,7 +609,7 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 		}
 		e.Time = e.Time.UTC()
 		var err error
-		e.Detail, err = decodeMap(detail)
+		e.Detail, err = strmap.Decode(detail)
 		return e, err
 	})
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
 // Config tunes the SQLite store. The zero value is ready to use.
@@ -224,7 +225,7 @@ func fromNullNanos(n sql.NullInt64) *time.Time {
 
 // audit appends one entry to the audit log.
 func audit(ctx context.Context, tx *sql.Tx, at int64, e store.AuditEntry) error {
-	detail, err := encodeMap(e.Detail)
+	detail, err := strmap.Encode(e.Detail)
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func audit(ctx context.Context, tx *sql.Tx, at int64, e store.AuditEntry) error 
 // CreateSandbox creates the sandbox, its first token and, optionally, its
 // first policy version in one transaction.
 func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (store.Sandbox, error) {
-	if err := checkCreateSandbox(&in); err != nil {
+	if err := in.Prepare(); err != nil {
 		return store.Sandbox{}, err
 	}
 	at := now()
@@ -338,7 +339,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, name, actor string) error {
 // RotateSandboxToken revokes the sandbox's live tokens and stores tok.
 func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, tok store.Token) (store.Token, error) {
 	tok.Role, tok.Sandbox = store.RoleSandbox, sandbox
-	if err := checkToken(tok); err != nil {
+	if err := tok.Check(); err != nil {
 		return store.Token{}, err
 	}
 	at := now()
@@ -374,7 +375,7 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 // current version is still in.ExpectedVersion (compare-and-swap on the
 // sandbox row), else ErrConflict and nothing is stored.
 func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) (store.PolicyVersion, error) {
-	if err := checkAppendPolicy(&in); err != nil {
+	if err := in.Prepare(); err != nil {
 		return store.PolicyVersion{}, err
 	}
 	next := in.ExpectedVersion + 1
@@ -417,7 +418,7 @@ func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) 
 
 // insertVersion stores one policy version and its audit entry.
 func insertVersion(ctx context.Context, tx *sql.Tx, at int64, sandbox string, version int64, before string, in store.AppendPolicy, actor string) (store.PolicyVersion, error) {
-	prov, err := encodeMap(in.Provenance)
+	prov, err := strmap.Encode(in.Provenance)
 	if err != nil {
 		return store.PolicyVersion{}, err
 	}
@@ -442,7 +443,7 @@ func insertVersion(ctx context.Context, tx *sql.Tx, at int64, sandbox string, ve
 	}
 	return store.PolicyVersion{
 		Sandbox: sandbox, Version: version, Hash: in.Hash, Document: in.Document,
-		Author: in.Author, Source: source, Provenance: cloneMap(in.Provenance), CreatedAt: fromNanos(at),
+		Author: in.Author, Source: source, Provenance: strmap.Clone(in.Provenance), CreatedAt: fromNanos(at),
 	}, nil
 }
 
@@ -458,7 +459,7 @@ func scanVersion(r interface{ Scan(...any) error }, extra ...any) (store.PolicyV
 	}
 	pv.CreatedAt = fromNanos(at)
 	var err error
-	pv.Provenance, err = decodeMap([]byte(prov))
+	pv.Provenance, err = strmap.Decode([]byte(prov))
 	return pv, err
 }
 
@@ -551,7 +552,7 @@ func insertTokenRow(ctx context.Context, tx *sql.Tx, at int64, tok store.Token) 
 // CreateToken stores tok; ErrAlreadyExists if its name was ever used,
 // ErrNotFound if it is a sandbox token for a missing sandbox.
 func (s *Store) CreateToken(ctx context.Context, tok store.Token, actor string) (store.Token, error) {
-	if err := checkToken(tok); err != nil {
+	if err := tok.Check(); err != nil {
 		return store.Token{}, err
 	}
 	at := now()
@@ -653,7 +654,7 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 		}
 		e.Time = fromNanos(at)
 		var err error
-		e.Detail, err = decodeMap([]byte(detail))
+		e.Detail, err = strmap.Decode([]byte(detail))
 		return e, err
 	}
 	out, err := collect(ctx, s.r, scan, `

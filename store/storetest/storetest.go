@@ -41,6 +41,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PolicyConcurrentWriters", testPolicyConcurrentWriters},
 		{"TokenCreateAndLookup", testTokenCreateAndLookup},
 		{"TokenInvalid", testTokenInvalid},
+		{"InvalidInput", testInvalidInput},
+		{"CallerInputUnchanged", testCallerInputUnchanged},
 		{"TokenList", testTokenList},
 		{"TokenRevoke", testTokenRevoke},
 		{"TokenTouch", testTokenTouch},
@@ -330,8 +332,6 @@ func testSandboxDelete(t *testing.T, s store.Store) {
 	wantErr(t, "DeleteSandbox(twice)", err, store.ErrNotFound)
 
 	// The name can be used again, starting afresh.
-	sb, _ := mustCreate(t, s, "doomed-again", false)
-	_ = sb
 	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "doomed", Actor: "alice", Token: newToken("sandbox-doomed-2", "", "")}); err != nil {
 		t.Fatalf("re-create deleted sandbox: %v", err)
 	}
@@ -701,6 +701,83 @@ func testTokenInvalid(t *testing.T, s store.Store) {
 	}
 	if ts, err := s.ListTokens(ctx(t)); err != nil || len(ts) != 0 {
 		t.Errorf("tokens after invalid creates = %v, %v", ts, err)
+	}
+}
+
+// testInvalidInput: inputs the schema cannot hold are refused before the
+// database is touched, with a plain error (not a sentinel the gateway
+// would turn into NotFound or Conflict), and nothing is written.
+func testInvalidInput(t *testing.T, s store.Store) {
+	mustCreate(t, s, "box", true)
+	before := len(audits(t, s, store.AuditFilter{}))
+	d, h := doc(2)
+	tok := newToken("sandbox-new", "", "")
+	for what, call := range map[string]func() error{
+		"CreateSandbox(empty name)": func() error {
+			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Actor: "a", Token: tok})
+			return err
+		},
+		"CreateSandbox(token without hash)": func() error {
+			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "new", Actor: "a", Token: store.Token{Name: "n"}})
+			return err
+		},
+		"CreateSandbox(policy without document)": func() error {
+			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "new", Actor: "a", Token: tok, Policy: &store.PolicyVersion{Hash: h}})
+			return err
+		},
+		"AppendPolicyVersion(empty sandbox)": func() error {
+			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{ExpectedVersion: 1, Hash: h, Document: d})
+			return err
+		},
+		"AppendPolicyVersion(negative expected version)": func() error {
+			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: -1, Hash: h, Document: d})
+			return err
+		},
+		"AppendPolicyVersion(empty hash)": func() error {
+			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Document: d})
+			return err
+		},
+		"AppendPolicyVersion(empty document)": func() error {
+			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Hash: h})
+			return err
+		},
+		"RotateSandboxToken(empty hash)": func() error {
+			_, err := s.RotateSandboxToken(ctx(t), "box", "a", store.Token{Name: "n"})
+			return err
+		},
+	} {
+		err := call()
+		if err == nil {
+			t.Errorf("%s succeeded, want an error", what)
+			continue
+		}
+		for _, sentinel := range []error{store.ErrNotFound, store.ErrConflict, store.ErrAlreadyExists} {
+			if errors.Is(err, sentinel) {
+				t.Errorf("%s: %v, want a plain error, not %v", what, err, sentinel)
+			}
+		}
+	}
+	if after := len(audits(t, s, store.AuditFilter{})); after != before {
+		t.Errorf("invalid inputs wrote %d audit entries", after-before)
+	}
+	if sb, err := s.GetSandbox(ctx(t), "box"); err != nil || sb.CurrentVersion != 1 {
+		t.Errorf("sandbox after invalid inputs = %+v, %v", sb, err)
+	}
+}
+
+// testCallerInputUnchanged: the store fills in defaults on its own copy;
+// the caller's values (which it may reuse) are left as they were.
+func testCallerInputUnchanged(t *testing.T, s store.Store) {
+	d, h := doc(1)
+	pol := &store.PolicyVersion{Hash: h, Document: d, Author: "alice"}
+	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "box", Actor: "alice", Token: newToken("sandbox-box", "", ""), Policy: pol}); err != nil {
+		t.Fatalf("CreateSandbox: %v", err)
+	}
+	if pol.Source != "" {
+		t.Errorf("CreateSandbox set the caller's Policy.Source to %q", pol.Source)
+	}
+	if pv, err := s.GetPolicyVersion(ctx(t), "box", 1); err != nil || pv.Source != store.SourceCreate {
+		t.Errorf("version 1 = %+v, %v; want source %q", pv, err, store.SourceCreate)
 	}
 }
 
