@@ -204,7 +204,7 @@ func canonicalID(id string) string {
 // canonicalHost lower-cases a host, drops a trailing dot and brackets, and
 // writes an IP address in its standard form.
 func canonicalHost(h string) string {
-	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+	h = normalizeHost(h)
 	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
 		h = h[1 : len(h)-1]
 	}
@@ -291,7 +291,7 @@ func canonicalEndpoint(ep *Endpoint) {
 	if isL7(ep.Protocol) && ep.Enforcement == "" {
 		ep.Enforcement = EnforcementEnforce
 	}
-	allowAll := ep.Protocol == ProtocolMCP && ep.MCP != nil && ep.MCP.AllowAllKnownMCPMethods
+	allowAll := ep.Protocol == ProtocolMCP && allowAllKnown(ep)
 
 	var rules []Rule
 	for _, r := range ep.Rules {

@@ -739,10 +739,7 @@ func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
 			return false
 		}
 	}
-	tool := rule.Tool
-	if tool == nil {
-		tool = rule.Params["name"]
-	}
+	tool := ruleTool(rule)
 	if tool == nil {
 		return true
 	}
@@ -765,22 +762,7 @@ func argumentsValid(rule *L7Rule, m *MCPMessage) error {
 	if rule.ArgumentsSchema == nil {
 		return nil
 	}
-	raw, err := json.Marshal(rule.ArgumentsSchema)
-	if err != nil {
-		return fmt.Errorf("arguments_schema does not encode: %w", err)
-	}
-	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Errorf("arguments_schema does not decode: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	const loc = "mem:///arguments_schema.json"
-	if err := c.AddResource(loc, schemaDoc); err != nil {
-		return fmt.Errorf("arguments_schema: %w", err)
-	}
-	schema, err := c.Compile(loc)
+	schema, err := compileArgumentsSchema(rule.ArgumentsSchema)
 	if err != nil {
 		return fmt.Errorf("arguments_schema does not compile: %w", err)
 	}
@@ -792,10 +774,7 @@ func argumentsValid(rule *L7Rule, m *MCPMessage) error {
 	if err != nil {
 		return fmt.Errorf("arguments are not JSON: %w", err)
 	}
-	if err := schema.Validate(inst); err != nil {
-		return err
-	}
-	return nil
+	return schema.Validate(inst)
 }
 
 // describeMCP names a message in reasons: "tools/call lookup_order".

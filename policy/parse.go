@@ -78,7 +78,7 @@ func Parse(data []byte) (*Policy, []Problem, error) {
 	if p == nil {
 		return nil, nil, &ValidationError{Problems: decodeProblems}
 	}
-	v := newValidator()
+	v := &validator{}
 	v.policy(p)
 	problems := decodeProblems
 	// A value with the wrong type was left zero; don't also report it as

@@ -10,6 +10,7 @@ import (
 	"path"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,7 +39,6 @@ var knownMCPVersions = map[string]bool{
 }
 
 var (
-	mcpToolName   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 	mcpVersionFmt = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
 	httpToken     = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
@@ -53,7 +53,7 @@ func Validate(p *Policy) (warnings []Problem, err error) {
 	if p == nil {
 		return nil, &ValidationError{Problems: []Problem{{Message: "policy is nil"}}}
 	}
-	v := newValidator()
+	v := &validator{}
 	v.policy(p)
 	if len(v.errs) > 0 {
 		return v.warns, &ValidationError{Problems: v.errs}
@@ -66,8 +66,6 @@ type validator struct {
 	// privateNoted: the private-resolution divergence was noted once.
 	privateNoted bool
 }
-
-func newValidator() *validator { return &validator{} }
 
 func (v *validator) errorf(path, format string, args ...any) {
 	v.errs = appendProblem(v.errs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
@@ -112,6 +110,138 @@ func (v *validator) policy(p *Policy) {
 		v.networkPolicy(keyPath("network_policies", name), name, p.NetworkPolicies[name])
 	}
 	v.middlewares(p.NetworkMiddlewares)
+	eps := documentEndpoints(p)
+	v.sharedMCPDestinations(eps)
+	v.middlewaresOverSkippedTLS(p.NetworkMiddlewares, eps)
+}
+
+// pathedEndpoint is an endpoint with its field path, for checks that span
+// entries.
+type pathedEndpoint struct {
+	path string
+	ep   *Endpoint
+}
+
+// documentEndpoints lists every endpoint with a host, entries in key order.
+func documentEndpoints(p *Policy) []pathedEndpoint {
+	var out []pathedEndpoint
+	for _, name := range sortedKeys(p.NetworkPolicies) {
+		np := p.NetworkPolicies[name]
+		if np == nil {
+			continue
+		}
+		for i, ep := range np.Endpoints {
+			if ep != nil && ep.Host != "" {
+				out = append(out, pathedEndpoint{indexPath(keyPath(keyPath("network_policies", name), "endpoints"), i), ep})
+			}
+		}
+	}
+	return out
+}
+
+// hostsOverlap reports whether two host patterns can name one host. It
+// tries each pattern against a sample host of the other (wildcards
+// replaced by a label), which is exact for the first-label wildcards
+// ValidHostPattern admits.
+func hostsOverlap(a, b string) bool {
+	sample := func(h string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(canonicalHost(h), "**", "x"), "*", "x")
+	}
+	return canonicalHost(a) == canonicalHost(b) || MatchHost(a, sample(b)) || MatchHost(b, sample(a))
+}
+
+func portsOverlap(a, b *Endpoint) bool {
+	for _, p := range endpointPorts(a) {
+		if slices.Contains(endpointPorts(b), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedMCPDestinations applies OpenShell's rule that an MCP endpoint
+// cannot share its host:port with a differently inspected endpoint (which
+// would judge the same requests without the MCP rules — a REST `/**` with
+// access: full would pass every tools/call), and that MCP endpoints on one
+// host:port agree on strict_tool_names, allow_all_known_mcp_methods and
+// max_body_bytes.
+func (v *validator) sharedMCPDestinations(eps []pathedEndpoint) {
+	for i, a := range eps {
+		for _, b := range eps[i+1:] {
+			if a.ep.Protocol != ProtocolMCP && b.ep.Protocol != ProtocolMCP ||
+				!portsOverlap(a.ep, b.ep) || !hostsOverlap(a.ep.Host, b.ep.Host) {
+				continue
+			}
+			m, o := a, b
+			if m.ep.Protocol != ProtocolMCP {
+				m, o = b, a
+			}
+			dest := fmt.Sprintf("%s:%d", canonicalHost(m.ep.Host), sharedPort(m.ep, o.ep))
+			switch {
+			case o.ep.Protocol != ProtocolMCP:
+				proto := o.ep.Protocol
+				if proto == ProtocolL4 {
+					proto = "none (L4)"
+				}
+				v.errorf(m.path, "shares %s with %s (protocol %s); an mcp endpoint cannot share its host:port with a differently inspected endpoint", dest, o.path, proto)
+			case mcpProfile(m.ep) != mcpProfile(o.ep):
+				v.errorf(m.path, "shares %s with %s; mcp endpoints on one host:port must agree on strict_tool_names, allow_all_known_mcp_methods and max_body_bytes", dest, o.path)
+			}
+		}
+	}
+}
+
+func sharedPort(a, b *Endpoint) int {
+	for _, p := range endpointPorts(a) {
+		if slices.Contains(endpointPorts(b), p) {
+			return p
+		}
+	}
+	return 0
+}
+
+// mcpProfile is the part of an MCP endpoint's options that endpoints on
+// one host:port must share, with defaults filled.
+func mcpProfile(ep *Endpoint) [3]any {
+	body := DefaultMaxBodyBytes
+	if ep.MCP != nil && ep.MCP.MaxBodyBytes != 0 {
+		body = ep.MCP.MaxBodyBytes
+	}
+	return [3]any{strictNames(ep), allowAllKnown(ep), body}
+}
+
+// middlewaresOverSkippedTLS refuses, as OpenShell does, a fail_closed
+// middleware whose selector can cover a `tls: skip` endpoint: the proxy
+// cannot run it on traffic it does not decrypt, so the stage could never
+// do what fail_closed promises.
+func (v *validator) middlewaresOverSkippedTLS(ms map[string]*Middleware, eps []pathedEndpoint) {
+	for _, key := range sortedKeys(ms) {
+		m := ms[key]
+		if m == nil || m.OnError == "fail_open" {
+			continue
+		}
+		for i, inc := range m.Endpoints.Include {
+			for _, e := range eps {
+				if e.ep.TLS != "skip" || !hostsOverlap(inc, e.ep.Host) || excluded(m.Endpoints.Exclude, e.ep.Host) {
+					continue
+				}
+				v.errorf(indexPath(keyPath(keyPath(keyPath("network_middlewares", key), "endpoints"), "include"), i),
+					"can select %s (%s), which has tls: skip and cannot be inspected; a fail_closed middleware must not cover it (exclude it or use on_error: fail_open)", canonicalHost(e.ep.Host), e.path)
+				break
+			}
+		}
+	}
+}
+
+// excluded reports whether an exclude list covers every host an endpoint
+// host pattern names.
+func excluded(exclude []string, host string) bool {
+	for _, x := range exclude {
+		if canonicalHost(x) == canonicalHost(host) || !strings.Contains(host, "*") && MatchHost(x, host) {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *validator) filesystem(fs *FilesystemPolicy) {
@@ -367,21 +497,11 @@ func (v *validator) ports(path string, ep *Endpoint) {
 	if ep.Port != 0 && len(ep.Ports) > 0 {
 		v.warnf(keyPath(path, "port"), "is ignored because ports is set")
 	}
-	for _, port := range effectivePorts(ep) {
+	for _, port := range endpointPorts(ep) {
 		if DeniedPort(port) {
 			v.warnf(path, "port %d is a cluster control-plane port, which is always denied", port)
 		}
 	}
-}
-
-func effectivePorts(ep *Endpoint) []int {
-	if len(ep.Ports) > 0 {
-		return ep.Ports
-	}
-	if ep.Port != 0 {
-		return []int{ep.Port}
-	}
-	return nil
 }
 
 // access checks access, rules and deny_rules against the protocol.
@@ -418,7 +538,7 @@ func (v *validator) access(path string, ep *Endpoint, knownProto bool) {
 	if !knownProto {
 		return
 	}
-	allowAll := proto == ProtocolMCP && ep.MCP != nil && ep.MCP.AllowAllKnownMCPMethods
+	allowAll := proto == ProtocolMCP && allowAllKnown(ep)
 	switch proto {
 	case ProtocolMCP, ProtocolJSONRPC:
 		if ep.Access != "" {
@@ -634,9 +754,7 @@ func ruleTool(r *L7Rule) *Matcher {
 }
 
 func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
-	opts := ep.MCP
-	allowAll := opts != nil && opts.AllowAllKnownMCPMethods
-	strict := opts == nil || opts.StrictToolNames == nil || *opts.StrictToolNames
+	allowAll, strict := allowAllKnown(ep), strictNames(ep)
 	mp := keyPath(path, "method")
 	switch {
 	case r.Method == "":
@@ -689,7 +807,7 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 				if !strict {
 					v.errorf(toolPath, "tool globs need mcp.strict_tool_names: true")
 				}
-			} else if strict && !mcpToolName.MatchString(g) {
+			} else if strict && !strictToolName.MatchString(g) {
 				v.errorf(toolPath, "tool name %q does not match ^[A-Za-z0-9_.-]{1,128}$ (required by mcp.strict_tool_names)", g)
 			}
 		}
@@ -704,7 +822,7 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		case tool == nil || len(sortedUnique(tool.Any)) != 1 || hasGlobMeta(tool.Any[0]):
 			v.errorf(sp, "needs the rule to name exactly one tool, without globs")
 		default:
-			if err := checkArgumentsSchema(r.ArgumentsSchema); err != nil {
+			if _, err := compileArgumentsSchema(r.ArgumentsSchema); err != nil {
 				v.errorf(sp, "invalid JSON Schema: %v", err)
 			}
 		}
@@ -747,31 +865,30 @@ func (v *validator) mcpToolMixing(path string, ep *Endpoint, allowAll bool) {
 	}
 }
 
-// checkArgumentsSchema compiles an arguments_schema as JSON Schema (draft
+// compileArgumentsSchema compiles an arguments_schema as JSON Schema (draft
 // 2020-12 unless it says otherwise). It never loads anything: a $ref to a
 // file or URL is an error, so validating a policy cannot read the gateway's
-// disk or reach the network.
-func checkArgumentsSchema(schema map[string]any) error {
+// disk or reach the network, and Decide sees the schema the validator saw.
+func compileArgumentsSchema(schema map[string]any) (*jsonschema.Schema, error) {
 	if err := checkJSONValue(schema, 0); err != nil {
-		return err
+		return nil, err
 	}
 	data, err := json.Marshal(schema)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
 	const url = "urn:portcullis:arguments_schema"
 	if err := c.AddResource(url, doc); err != nil {
-		return err
+		return nil, err
 	}
-	_, err = c.Compile(url)
-	return err
+	return c.Compile(url)
 }
 
 type noLoader struct{}
@@ -872,6 +989,9 @@ func (v *validator) credentials(path string, ep *Endpoint) {
 	}
 	if ep.CredentialBinding != nil && ep.CredentialBinding.Provider == "" {
 		v.errorf(keyPath(keyPath(path, "credential_binding"), "provider"), "is required")
+	}
+	if ep.CredentialBinding != nil && !ep.AllowUninspectedCredentials && (!isL7(ep.Protocol) || ep.TLS == "skip") {
+		v.errorf(keyPath(path, "credential_binding"), "a credentialed endpoint must be inspected: set an L7 protocol without tls: skip, or allow_uninspected_credentials: true")
 	}
 	if ep.RequestBodyCredentialRewrite && ep.Protocol != ProtocolREST {
 		v.warnf(keyPath(path, "request_body_credential_rewrite"), "has no effect outside protocol rest")

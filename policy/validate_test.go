@@ -498,3 +498,57 @@ func countProblems(ps []Problem, msg string) int {
 	}
 	return n
 }
+
+// Checks across endpoints: OpenShell refuses an MCP endpoint that shares
+// its host:port with a differently inspected endpoint (a REST `/**` with
+// access: full would let every tools/call past the MCP rules), MCP
+// endpoints on one host:port that disagree on their options, a fail-closed
+// middleware over a `tls: skip` endpoint, and credentials on traffic the
+// proxy cannot inspect.
+func TestParseCrossEndpointProblems(t *testing.T) {
+	mcp := "{host: m.example.com, port: 443, path: /mcp, protocol: mcp, rules: [{allow: {method: tools/call, tool: read}}]}"
+	doc := func(eps ...string) string {
+		return "version: 1\nnetwork_policies:\n  p:\n    binaries: [{path: /usr/bin/curl}]\n    endpoints: [" + strings.Join(eps, ", ") + "]\n"
+	}
+	cases := []struct {
+		name, doc, path, msg string
+	}{
+		{"mcp next to rest", doc(mcp, "{host: m.example.com, port: 443, protocol: rest, access: full}"), ep0, "shares m.example.com:443"},
+		{"mcp next to l4", doc(mcp, "{host: m.example.com, ports: [80, 443]}"), ep0, "shares m.example.com:443"},
+		{"mcp next to wildcard rest", doc(mcp, "{host: '*.example.com', port: 443, protocol: rest, access: full}"), ep0, "shares m.example.com:443"},
+		{"mcp endpoints disagree", doc(mcp, "{host: m.example.com, port: 443, path: /v2, protocol: mcp, mcp: {strict_tool_names: false}, rules: [{allow: {method: initialize}}]}"), ep0, "must agree"},
+		{"middleware over tls skip", "version: 1\nnetwork_policies:\n  p:\n    binaries: [{path: /usr/bin/curl}]\n    endpoints: [{host: a.example.com, port: 443, tls: skip}]\n" +
+			"network_middlewares:\n  m: {middleware: x, endpoints: {include: ['*.example.com']}}\n", "network_middlewares.m.endpoints.include[0]", "tls: skip"},
+		{"credential binding on l4", doc("{host: a.example.com, port: 443, credential_binding: {provider: gh}}"), ep0 + ".credential_binding", "allow_uninspected_credentials"},
+		{"credential binding with tls skip", doc("{host: a.example.com, port: 443, protocol: rest, access: full, tls: skip, credential_binding: {provider: gh}}"), ep0 + ".credential_binding", "allow_uninspected_credentials"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Parse([]byte(tc.doc))
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Parse = %v, want a *ValidationError", err)
+			}
+			for _, p := range ve.Problems {
+				if p.Path == tc.path && strings.Contains(p.Message, tc.msg) {
+					return
+				}
+			}
+			t.Errorf("no problem %q containing %q; got %v", tc.path, tc.msg, ve.Problems)
+		})
+	}
+	// Still valid: one MCP endpoint per path on a host, the same host on
+	// another port, a fail-open middleware over tls: skip, the escape hatch.
+	for _, ok := range []string{
+		doc(mcp, "{host: m.example.com, port: 8443, protocol: rest, access: full}", strings.Replace(mcp, "/mcp", "/v2", 1)),
+		"version: 1\nnetwork_policies:\n  p:\n    binaries: [{path: /usr/bin/curl}]\n    endpoints: [{host: a.example.com, port: 443, tls: skip}]\n" +
+			"network_middlewares:\n  m: {middleware: x, on_error: fail_open, endpoints: {include: ['*.example.com']}}\n",
+		"version: 1\nnetwork_policies:\n  p:\n    binaries: [{path: /usr/bin/curl}]\n    endpoints: [{host: a.example.com, port: 443, tls: skip}]\n" +
+			"network_middlewares:\n  m: {middleware: x, endpoints: {include: ['*.example.com'], exclude: [a.example.com]}}\n",
+		doc("{host: a.example.com, port: 443, credential_binding: {provider: gh}, allow_uninspected_credentials: true}"),
+	} {
+		if _, _, err := Parse([]byte(ok)); err != nil {
+			t.Errorf("Parse(%s) = %v, want valid", ok, err)
+		}
+	}
+}
