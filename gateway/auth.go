@@ -217,27 +217,32 @@ func (a *authenticator) authorize(next connect.ServerFunc) connect.ServerFunc {
 				fmt.Sprintf("role %s may not call %s", p.Role, spec.Procedure))
 		}
 		ctx = context.WithValue(ctx, principalKey{}, p)
+		checked := &checkedStream{ServerStream: stream}
 		if r.scoped && p.Role == store.RoleSandbox {
-			stream = &scopedStream{ServerStream: stream, sandbox: p.Sandbox}
+			checked.ownSandbox = p.Sandbox
 		}
-		return next(ctx, spec, stream)
+		return next(ctx, spec, checked)
 	}
 }
 
-// scopedStream refuses request messages that name another sandbox than the
-// caller's own.
-type scopedStream struct {
+// checkedStream checks every request message as it is decoded: the names
+// it carries are well formed (validateNames), and a sandbox-scoped caller
+// names its own sandbox.
+type checkedStream struct {
 	connect.ServerStream
-	sandbox string
+	// ownSandbox, when set, is the only sandbox the request may name.
+	ownSandbox string
 }
 
-func (s *scopedStream) Receive(msg any) error {
+func (s *checkedStream) Receive(msg any) error {
 	if err := s.ServerStream.Receive(msg); err != nil {
 		return err
 	}
-	m, ok := msg.(interface{ GetSandbox() string })
-	if !ok || m.GetSandbox() != s.sandbox {
-		return connect.NewError(connect.CodePermissionDenied, "a sandbox token may only read its own sandbox")
+	if s.ownSandbox != "" {
+		m, ok := msg.(interface{ GetSandbox() string })
+		if !ok || m.GetSandbox() != s.ownSandbox {
+			return connect.NewError(connect.CodePermissionDenied, "a sandbox token may only read its own sandbox")
+		}
 	}
-	return nil
+	return validateNames(msg)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connectproto"
@@ -54,6 +55,12 @@ func exists(err error, format string, args ...any) error {
 	return err
 }
 
+// preconditionError is a request that the current state forbids (revoking
+// the last admin token).
+type preconditionError struct{ msg string }
+
+func (e *preconditionError) Error() string { return e.msg }
+
 // conflictError is a stale expected version or a lost race.
 type conflictError struct{ msg string }
 
@@ -74,12 +81,13 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		cferr *conflictError
 		nferr *notFoundError
 		exerr *existsError
+		pcerr *preconditionError
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
 		return cerr
 	case errors.As(err, &verr):
-		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid policy: "+verr.Error()), verr.Problems)
+		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid policy: "+summarize(verr.Problems)), verr.Problems)
 	case errors.As(err, &ferr):
 		return withProblems(connect.NewError(connect.CodeInvalidArgument, ferr.Error()),
 			[]policy.Problem{{Path: ferr.Path, Message: ferr.Message}})
@@ -89,8 +97,10 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return connect.NewError(connect.CodeNotFound, nferr.msg)
 	case errors.As(err, &exerr):
 		return connect.NewError(connect.CodeAlreadyExists, exerr.msg)
+	case errors.As(err, &pcerr):
+		return connect.NewError(connect.CodeFailedPrecondition, pcerr.msg)
 	case errors.Is(err, store.ErrConflict):
-		return connect.NewError(connect.CodeAborted, "conflict: the policy changed concurrently; read the current version and retry")
+		return connect.NewError(connect.CodeAborted, "conflict: a concurrent change won; read the current state and retry")
 	case errors.Is(err, store.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, "not found")
 	case errors.Is(err, store.ErrAlreadyExists):
@@ -104,14 +114,55 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 	return connect.NewError(connect.CodeInternal, "internal error")
 }
 
+// Bounds on what an error carries: gRPC sends message and details in
+// trailers, and a client's header limits must never swallow the answer.
+const (
+	maxMessageProblems = 10
+	maxDetailProblems  = 100
+	maxProblemText     = 300
+)
+
+// summarize lists the first problems in the message, for clients that do
+// not read details (grpcurl, curl).
+func summarize(problems []policy.Problem) string {
+	parts := make([]string, 0, maxMessageProblems+1)
+	for i, p := range problems {
+		if i == maxMessageProblems {
+			parts = append(parts, fmt.Sprintf("and %d more", len(problems)-i))
+			break
+		}
+		parts = append(parts, clip(p.String()))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // withProblems attaches the problems as a ValidationProblems detail so
 // clients can show every path, not only the message.
 func withProblems(e *connect.Error, problems []policy.Problem) *connect.Error {
-	detail, err := connectproto.NewErrorDetail(&portcullisv1.ValidationProblems{Problems: problemsToProto(problems)})
+	shown := problems
+	if len(shown) > maxDetailProblems {
+		shown = shown[:maxDetailProblems]
+	}
+	list := make([]*portcullisv1.Problem, 0, len(shown)+1)
+	for _, p := range shown {
+		list = append(list, &portcullisv1.Problem{Path: clip(p.Path), Message: clip(p.Message)})
+	}
+	if more := len(problems) - len(shown); more > 0 {
+		list = append(list, &portcullisv1.Problem{Message: fmt.Sprintf("%d more problems not shown", more)})
+	}
+	detail, err := connectproto.NewErrorDetail(&portcullisv1.ValidationProblems{Problems: list})
 	if err != nil {
 		return e
 	}
 	return e.WithDetail(detail)
+}
+
+// clip shortens text an attacker may have sized (paths echo map keys).
+func clip(s string) string {
+	if len(s) <= maxProblemText {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxProblemText], "") + "…"
 }
 
 func problemsToProto(problems []policy.Problem) []*portcullisv1.Problem {

@@ -16,9 +16,14 @@ const (
 	healthCheckProcedure = "/grpc.health.v1.Health/Check"
 	healthWatchProcedure = "/grpc.health.v1.Health/Watch"
 	healthWatchInterval  = 5 * time.Second
+	// maxHealthWatchers bounds the open Watch streams: they need no token.
+	maxHealthWatchers = 64
 )
 
-func registerHealth(rpc *connect.Server, st store.Store) {
+// registerHealth registers grpc.health.v1. Watch streams end when streams
+// is done (shutdown began).
+func registerHealth(rpc *connect.Server, st store.Store, streams context.Context) {
+	watchers := make(chan struct{}, maxHealthWatchers)
 	methods := healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health").Methods()
 	known := map[string]bool{"": true}
 	for spec := range rpc.Specs() {
@@ -59,6 +64,12 @@ func registerHealth(rpc *connect.Server, st store.Store) {
 				if err := stream.Receive(&req); err != nil {
 					return err
 				}
+				select {
+				case watchers <- struct{}{}:
+					defer func() { <-watchers }()
+				default:
+					return connect.NewError(connect.CodeResourceExhausted, "too many health watchers; poll Check instead")
+				}
 				var last healthpb.HealthCheckResponse_ServingStatus = -1
 				ticker := time.NewTicker(healthWatchInterval)
 				defer ticker.Stop()
@@ -75,6 +86,8 @@ func registerHealth(rpc *connect.Server, st store.Store) {
 					}
 					select {
 					case <-ctx.Done():
+						return nil
+					case <-streams.Done():
 						return nil
 					case <-ticker.C:
 					}

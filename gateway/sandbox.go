@@ -10,13 +10,41 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// nameRE is the shape of sandbox and token names: a DNS label, so names are
-// safe in URLs, logs and Kubernetes objects.
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// Names are DNS-label shaped so they are safe in URLs, logs, SQL and
+// Kubernetes objects. Token names may be longer: a sandbox's token is named
+// "sandbox-NAME-xxxxxxxx".
+var (
+	sandboxNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	tokenNameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,98}[a-z0-9])?$`)
+)
 
 func checkName(path, name string) error {
-	if !nameRE.MatchString(name) {
+	if !sandboxNameRE.MatchString(name) {
 		return invalidField(path, "must be 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+func checkTokenName(path, name string) error {
+	if !tokenNameRE.MatchString(name) {
+		return invalidField(path, "must be 1-100 lower-case letters, digits or '-', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+// validateNames checks the names a request carries before any handler or
+// the store sees them, so a malformed name is InvalidArgument with its
+// field on every engine, never a database error.
+func validateNames(msg any) error {
+	switch m := msg.(type) {
+	case *portcullisv1.CreateTokenRequest:
+		return checkTokenName("name", m.GetName())
+	case *portcullisv1.RevokeTokenRequest:
+		return checkTokenName("name", m.GetName())
+	case interface{ GetSandbox() string }:
+		return checkName("sandbox", m.GetSandbox())
+	case interface{ GetName() string }: // SandboxService requests name a sandbox
+		return checkName("name", m.GetName())
 	}
 	return nil
 }
@@ -25,9 +53,6 @@ type sandboxService struct{ *Server }
 
 func (s sandboxService) CreateSandbox(ctx context.Context, req *portcullisv1.CreateSandboxRequest) (*portcullisv1.CreateSandboxResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := checkName("name", req.GetName()); err != nil {
-		return nil, err
-	}
 	in := store.CreateSandbox{Name: req.GetName(), Actor: p.Actor()}
 	var warnings []*portcullisv1.Problem
 	if req.GetPolicy() != "" {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -73,6 +74,14 @@ type Server struct {
 	auth    *authenticator
 	metrics *metrics
 	handler http.Handler
+
+	// streams ends when shutdown begins: long-lived streams (health Watch,
+	// later policy push) return so graceful shutdown need not wait out
+	// its timeout for them.
+	streams     context.Context
+	stopStreams context.CancelFunc
+
+	metricsLn net.Listener // opened by Listen when MetricsListen is set
 }
 
 // New builds a gateway over st. It does not listen; see Run and Handler.
@@ -85,12 +94,16 @@ func New(cfg Config, st store.Store) (*Server, error) {
 		auth:  newAuthenticator(st, cfg.Now),
 	}
 	s.metrics = newMetrics()
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
 
-	rpc := connect.NewServer(s.metrics.intercept, s.mapErrors, s.auth.authorize)
+	// Interceptors, outermost first: metrics see the final code, errors are
+	// mapped once, a panic becomes an Internal error, and authorization runs
+	// before any handler or request decoding.
+	rpc := connect.NewServer(s.metrics.intercept, s.mapErrors, recoverPanics, s.auth.authorize)
 	portcullisv1connect.RegisterSandboxServiceHandler(rpc, sandboxService{s})
 	portcullisv1connect.RegisterTokenServiceHandler(rpc, tokenService{s})
 	portcullisv1connect.RegisterPolicyServiceHandler(rpc, policyService{s})
-	registerHealth(rpc, st)
+	registerHealth(rpc, st, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
 		if _, ok := authzTable[spec.Procedure]; !ok {
@@ -107,7 +120,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	mux.Handle("GET /metrics", s.requireToken(s.metrics.handler()))
 	// "/" without a method: a method-specific catch-all would conflict with
 	// the per-service routes Mount installs.
-	mux.Handle("/", getOnly(web.Handler()))
+	mux.Handle("/", getOnly(consoleHeaders(web.Handler())))
 	s.handler = mux
 	return s, nil
 }
@@ -126,16 +139,43 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ready\n"))
 }
 
-// getOnly refuses methods other than GET and HEAD.
+// getOnly serves GET and HEAD; anything else under "/" is an RPC to a
+// service that does not exist, answered 404 (which gRPC clients read as
+// Unimplemented).
 func getOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			http.NotFound(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// consoleHeaders keeps the console's pages from being framed, sniffed or
+// made to load anything but the gateway's own assets and APIs.
+func consoleHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverPanics turns a handler panic into an error (logged with its stack
+// by mapErrors, answered as Internal) instead of a reset connection.
+func recoverPanics(next connect.ServerFunc) connect.ServerFunc {
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic in %s: %v\n%s", spec.Procedure, r, debug.Stack())
+			}
+		}()
+		return next(ctx, spec, stream)
+	}
 }
 
 // requireToken guards plain HTTP endpoints with the same bearer tokens.
@@ -177,6 +217,11 @@ func mustPrincipal(ctx context.Context) Principal {
 	return p
 }
 
+// MinBootstrapTokenLen is the shortest bootstrap token accepted: tokens are
+// stored as a plain SHA-256, so a chosen one must be long enough that the
+// hash cannot be searched.
+const MinBootstrapTokenLen = 32
+
 // Bootstrap creates the first admin token when the store has none. It
 // returns the token (to print once) and whether it created one.
 func (s *Server) Bootstrap(ctx context.Context) (string, bool, error) {
@@ -194,8 +239,8 @@ func (s *Server) Bootstrap(ctx context.Context) (string, bool, error) {
 			return "", false, err
 		}
 	} else {
-		if len(token) < 16 {
-			return "", false, errors.New("PORTCULLIS_BOOTSTRAP_TOKEN must be at least 16 characters")
+		if len(token) < MinBootstrapTokenLen {
+			return "", false, fmt.Errorf("PORTCULLIS_BOOTSTRAP_TOKEN must be at least %d characters", MinBootstrapTokenLen)
 		}
 		hash = hashToken(token)
 	}
@@ -211,15 +256,25 @@ func (s *Server) Bootstrap(ctx context.Context) (string, bool, error) {
 	return token, true, nil
 }
 
-// Listen opens the API listener, refusing plaintext on a non-loopback
-// address unless Config.Insecure.
+// Listen opens the API listener (and the metrics listener, if configured),
+// refusing plaintext on a non-loopback address and token-less metrics on a
+// non-loopback address unless Config.Insecure.
 func (s *Server) Listen() (net.Listener, error) {
 	if s.cfg.TLSCertFile == "" && !s.cfg.Insecure && !isLoopback(s.cfg.Listen) {
 		return nil, fmt.Errorf("refusing to serve plaintext on non-loopback address %s: give --tls-cert/--tls-key, or --insecure", s.cfg.Listen)
 	}
+	if s.cfg.MetricsListen != "" && !s.cfg.Insecure && !isLoopback(s.cfg.MetricsListen) {
+		return nil, fmt.Errorf("refusing to serve metrics without a token on non-loopback address %s: use a loopback address, or --insecure", s.cfg.MetricsListen)
+	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	if s.cfg.MetricsListen != "" {
+		if s.metricsLn, err = net.Listen("tcp", s.cfg.MetricsListen); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("listen on metrics address %s: %w", s.cfg.MetricsListen, err)
+		}
 	}
 	return ln, nil
 }
@@ -234,8 +289,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.handler,
 		Protocols:         protocols,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		// Long-lived RPC streams keep their connection active; idle
+		// keep-alive connections go after two minutes.
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
@@ -246,15 +305,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		errc <- srv.Serve(ln)
 	}()
-	if s.cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", s.cfg.MetricsListen)
-		if err != nil {
-			srv.Close()
-			return fmt.Errorf("listen on metrics address %s: %w", s.cfg.MetricsListen, err)
-		}
-		msrv := &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+	if s.metricsLn != nil {
+		msrv := &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		servers = append(servers, msrv)
-		go func() { errc <- msrv.Serve(mln) }()
+		go func() { errc <- msrv.Serve(s.metricsLn) }()
 	}
 
 	var err error
@@ -262,6 +316,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
+	s.stopStreams()
 	// Shut down with a fresh context: ctx is already done.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()

@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 
-	"connectrpc.com/connect/v2"
-
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -15,9 +13,6 @@ type tokenService struct{ *Server }
 
 func (s tokenService) CreateToken(ctx context.Context, req *portcullisv1.CreateTokenRequest) (*portcullisv1.CreateTokenResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := checkName("name", req.GetName()); err != nil {
-		return nil, err
-	}
 	switch req.GetRole() {
 	case store.RoleAdmin, store.RoleOperator:
 	case store.RoleSandbox:
@@ -90,7 +85,7 @@ func (s tokenService) keepOneAdmin(ctx context.Context, name string) error {
 			return err
 		}
 		if n <= 1 {
-			return connect.NewError(connect.CodeFailedPrecondition, "refusing to revoke the last admin token; create another admin token first")
+			return &preconditionError{"refusing to revoke the last admin token; create another admin token first"}
 		}
 	}
 	return nil

@@ -54,7 +54,10 @@ type gatewayProcess struct {
 	cmd   *exec.Cmd
 	addr  string
 	token string // printed admin token, "" if none was printed
-	done  chan error
+	// bootstrapNoted: the banner said the admin token is the one in
+	// PORTCULLIS_BOOTSTRAP_TOKEN.
+	bootstrapNoted bool
+	done           chan error
 }
 
 // startGatewayProcess starts the binary with args and env and waits until
@@ -89,6 +92,9 @@ func startGatewayProcess(t *testing.T, env []string, args ...string) *gatewayPro
 			}
 			if tok, ok := strings.CutPrefix(line, "  admin token (shown once, stored hashed): "); ok {
 				g.token = tok
+			}
+			if strings.HasPrefix(line, "  admin token: the one in PORTCULLIS_BOOTSTRAP_TOKEN") {
+				g.bootstrapNoted = true
 			}
 			if strings.HasPrefix(line, "  console: ") { // the banner's last line
 				close(banner)
@@ -179,8 +185,8 @@ func TestBinaryComposeTopology(t *testing.T) {
 	env := []string{"PORTCULLIS_DATABASE_URL=" + dbURL, "PORTCULLIS_BOOTSTRAP_TOKEN=" + bootstrap}
 
 	gw := startGatewayProcess(t, env)
-	if gw.token != bootstrap {
-		t.Fatalf("first start printed token %q, want the bootstrap token", gw.token)
+	if !gw.bootstrapNoted || gw.token != "" {
+		t.Fatalf("first start: token %q printed, bootstrap noted %v; want the env token named, never echoed", gw.token, gw.bootstrapNoted)
 	}
 	if out, code := runBinary(t, nil, "healthcheck", "--url", "http://"+gw.addr+"/readyz"); code != 0 {
 		t.Fatalf("healthcheck: exit %d: %s", code, out)
@@ -193,7 +199,7 @@ func TestBinaryComposeTopology(t *testing.T) {
 
 	// A second start finds its admin and prints no token; data survived.
 	gw = startGatewayProcess(t, env)
-	if gw.token != "" {
+	if gw.token != "" || gw.bootstrapNoted {
 		t.Fatalf("second start printed a token")
 	}
 	client = []string{"PORTCULLIS_GATEWAY=http://" + gw.addr, "PORTCULLIS_TOKEN=" + bootstrap}
@@ -229,9 +235,23 @@ func TestBinaryDefaultSQLite(t *testing.T) {
 	}
 	gw.stop(t)
 
-	// Plaintext on a non-loopback address is refused without --insecure.
-	out, code := runBinary(t, []string{"PORTCULLIS_DATABASE_URL="}, "gateway", "--data-dir", dataDir, "--listen", "0.0.0.0:0")
+	// Plaintext on a non-loopback address is refused without --insecure,
+	// and a refused start creates no admin token: the next start on a
+	// fresh store still prints one.
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	out, code := runBinary(t, []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN="}, "gateway", "--data-dir", fresh, "--listen", "0.0.0.0:0")
 	if code != exitInvalid || !strings.Contains(out, "--insecure") {
 		t.Fatalf("non-loopback plaintext: exit %d: %s", code, out)
+	}
+	gw = startGatewayProcess(t, []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN="}, "--data-dir", fresh)
+	if !strings.HasPrefix(gw.token, "pcs_") {
+		t.Fatalf("after a refused start the admin token was lost: first real start printed %q", gw.token)
+	}
+	gw.stop(t)
+
+	// A short bootstrap token is a usage error.
+	out, code = runBinary(t, []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN=short"}, "gateway", "--data-dir", fresh)
+	if code != exitInvalid || !strings.Contains(out, "at least 32") {
+		t.Fatalf("short bootstrap token: exit %d: %s", code, out)
 	}
 }

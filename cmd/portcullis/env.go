@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
@@ -23,6 +25,7 @@ const (
 	envToken   = "PORTCULLIS_TOKEN"
 
 	defaultGateway = "http://127.0.0.1:7070"
+	defaultTimeout = 30 * time.Second
 )
 
 // Values of -o/--output.
@@ -50,6 +53,7 @@ type environment struct {
 	tokenFlag     string
 	tokenFileFlag string
 	output        string
+	timeout       time.Duration
 
 	// httpClient carries every API call; nil means one built on first use.
 	httpClient *http.Client
@@ -84,6 +88,7 @@ func (e *environment) addGlobalFlags(cmd *cobra.Command) {
 	f.StringVar(&e.tokenFlag, "token", "", "API `TOKEN` (env "+envToken+"; prefer --token-file, command lines are visible to other users)")
 	f.StringVar(&e.tokenFileFlag, "token-file", "", "read the API token from `FILE` (surrounding white space is ignored)")
 	f.StringVarP(&e.output, "output", "o", outputText, "output `FORMAT`: text or json (policy get also yaml)")
+	f.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on a gateway call after `DURATION` (0: never)")
 }
 
 // checkOutput refuses an -o value the command cannot print.
@@ -170,8 +175,11 @@ func (e *environment) client() (*apiClients, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u.Scheme == "http" && tok != "" && !loopbackHost(u.Hostname()) {
+		fmt.Fprintf(e.stderr, "warning: sending the token in plaintext to %s; use https:// beyond this host\n", u.Redacted())
+	}
 	if e.httpClient == nil {
-		e.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		e.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: e.timeout}
 	}
 	httpClient := e.httpClient
 	base := *u
@@ -206,6 +214,15 @@ func bearer(tok string) connect.ClientInterceptor {
 			return next(ctx, spec)
 		}
 	}
+}
+
+// loopbackHost reports whether host names this machine.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // redactURL hides a password in a URL that may not parse.

@@ -132,7 +132,11 @@ func reportError(env *environment, err error) {
 		msg = ce.Code().String()
 	}
 	problems := errorProblems(ce)
-	if len(problems) > 0 {
+	switch {
+	case len(problems) == 1 && msg == formatProblem(problems[0].GetPath(), problems[0].GetMessage()):
+		// One field error: the message says it all.
+		problems = nil
+	case len(problems) > 0:
 		// The message lists the problems too (for clients without
 		// details); print them once, one per line, under its lead-in.
 		if lead, _, found := strings.Cut(msg, ": "); found {

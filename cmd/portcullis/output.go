@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -122,8 +123,10 @@ func provenance(v *portcullisv1.PolicyVersion) string {
 	return src + " (" + strings.Join(parts, ", ") + ")"
 }
 
-// maxInput bounds what a command reads from a file or stdin.
-const maxInput = 16 << 20
+// maxInput bounds what a command reads from a file or stdin: the largest
+// document the gateway accepts, so an oversized one fails here, as invalid
+// input, before anything is sent.
+const maxInput = policy.MaxDocumentBytes
 
 // readInput reads a document from a file, or from stdin for "-".
 func (e *environment) readInput(path string) ([]byte, error) {

@@ -66,8 +66,9 @@ func newPolicyFmtCmd(env *environment) *cobra.Command {
 		Use:   "fmt FILE",
 		Short: "Print a policy document in canonical YAML (offline)",
 		Long: `Print FILE (YAML or JSON; - reads stdin) in canonical form: the YAML the
-gateway hashes and policy get -o yaml prints. Comments are not kept. A
-document with problems is not printed; its problems go to stderr (exit 2).`,
+gateway hashes and policy get -o yaml prints (-o json: the canonical JSON).
+Comments are not kept. A document with problems is not printed; its
+problems go to stderr (exit 2).`,
 		Example: `  portcullis policy fmt policy.json > policy.yaml
   portcullis policy fmt - < policy.yaml`,
 		Args: args("FILE"),
@@ -81,9 +82,13 @@ document with problems is not printed; its problems go to stderr (exit 2).`,
 				printLocalProblems(env, "", problems)
 				return &problemsError{file: displayName(a[0]), count: len(problems)}
 			}
-			out, err := policy.EncodeYAML(p)
+			encode := policy.EncodeYAML
+			if env.jsonOutput() {
+				encode = policy.EncodeJSON
+			}
+			out, err := encode(p)
 			if err != nil {
-				return fmt.Errorf("encode %s as YAML: %w", displayName(a[0]), err)
+				return fmt.Errorf("encode %s: %w", displayName(a[0]), err)
 			}
 			_, err = env.stdout.Write(out)
 			return err

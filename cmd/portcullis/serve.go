@@ -122,25 +122,32 @@ debug logs every RPC).`,
 			}
 			defer st.Close()
 
+			bootstrap := env.getenv(envBootstrapToken)
+			if bootstrap != "" && len(bootstrap) < gateway.MinBootstrapTokenLen {
+				return usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
+			}
 			gw, err := gateway.New(gateway.Config{
 				Listen:         listen,
 				TLSCertFile:    tlsCert,
 				TLSKeyFile:     tlsKey,
 				Insecure:       insecure,
 				MetricsListen:  metricsListen,
-				BootstrapToken: env.getenv(envBootstrapToken),
+				BootstrapToken: bootstrap,
 				Logger:         log,
 			}, st)
 			if err != nil {
 				return err
 			}
-			token, created, err := gw.Bootstrap(ctx)
-			if err != nil {
-				return err
-			}
+			// Listen before creating the first admin token: a token created
+			// for a gateway that then fails to start would never be shown.
 			ln, err := gw.Listen()
 			if err != nil {
 				return usagef("%v", err)
+			}
+			token, created, err := gw.Bootstrap(ctx)
+			if err != nil {
+				ln.Close()
+				return err
 			}
 			scheme := "http"
 			if tlsCert != "" {
@@ -149,7 +156,12 @@ debug logs every RPC).`,
 			base := scheme + "://" + ln.Addr().String()
 			fmt.Fprintf(env.stdout, "Portcullis gateway listening on %s\n", ln.Addr())
 			fmt.Fprintf(env.stdout, "  store:   %s\n", where)
-			if created {
+			switch {
+			case created && bootstrap != "":
+				// Never echo a token the operator supplied: it would land
+				// in container logs.
+				fmt.Fprintf(env.stdout, "  admin token: the one in %s (stored hashed)\n", envBootstrapToken)
+			case created:
 				fmt.Fprintf(env.stdout, "  admin token (shown once, stored hashed): %s\n", token)
 				fmt.Fprintf(env.stdout, "  export PORTCULLIS_TOKEN=%s\n", token)
 			}

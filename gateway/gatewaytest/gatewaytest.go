@@ -23,7 +23,7 @@ import (
 var Engines = []string{"sqlite", "postgres"}
 
 // AdminToken is the bootstrap admin token of every test gateway.
-const AdminToken = "pcs_test-admin-token-0123456789"
+const AdminToken = "pcs_test-admin-token-0123456789abcdef"
 
 // Gateway is a running test gateway.
 type Gateway struct {
