@@ -127,6 +127,13 @@ func TestConsoleHeadersAndUnknownService(t *testing.T) {
 			t.Errorf("console lacks %s", h)
 		}
 	}
+	// The CSP allows no inline script, so the page must load its code.
+	if code, body := get(t, gw.URL+"/", ""); code != http.StatusOK || strings.Contains(body, "<script>") || !strings.Contains(body, `src="app.js"`) {
+		t.Errorf("console page has inline script or no app.js (status %d)", code)
+	}
+	if code, body := get(t, gw.URL+"/app.js", ""); code != http.StatusOK || !strings.Contains(body, "ListSandboxes") {
+		t.Errorf("/app.js = %d", code)
+	}
 	conn, err := grpc.NewClient(strings.TrimPrefix(gw.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
