@@ -1,4 +1,4 @@
-# A static portcullis binary on a distroless base.
+# A static portcullis binary on a distroless base, running as nonroot.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -9,6 +9,12 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/portcullis ./cmd/p
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/portcullis /usr/local/bin/portcullis
 USER nonroot
+# The embedded SQLite store (used without PORTCULLIS_DATABASE_URL) lives in
+# ./portcullis-data under the nonroot user's home.
+WORKDIR /home/nonroot
 EXPOSE 7070
 ENTRYPOINT ["/usr/local/bin/portcullis"]
-CMD ["gateway", "--listen", "0.0.0.0:7070", "--insecure"]
+# Plaintext on 0.0.0.0 is refused: give --tls-cert/--tls-key, or pass
+# --insecure deliberately when a private network carries the traffic (the
+# compose file does, publishing the port on the host's loopback only).
+CMD ["gateway", "--listen", "0.0.0.0:7070"]
