@@ -3,12 +3,17 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	_ "modernc.org/sqlite"             // driver "sqlite"
+
+	"go.uber.org/goleak"
 
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/migrations"
@@ -20,6 +25,12 @@ type engine struct {
 	name   string
 	open   func(t *testing.T) *sql.DB
 	tables string // query listing user tables, sorted
+	// schema lists every object the migrations own (columns, constraints,
+	// indexes, triggers, functions), one row each, sorted: equal output
+	// means an equal schema.
+	schema string
+	// explain returns a query's plan as text, index use preferred.
+	explain func(t *testing.T, db *sql.DB, query string) string
 }
 
 var engines = []engine{
@@ -28,6 +39,29 @@ var engines = []engine{
 		open: func(t *testing.T) *sql.DB { return openDB(t, "pgx", pgtest.Database(t)) },
 		tables: `SELECT table_name FROM information_schema.tables
 			WHERE table_schema = 'public' AND table_name <> 'portcullis_schema_version' ORDER BY 1`,
+		schema: `SELECT x FROM (
+			SELECT format('column %s.%s %s null=%s default=%s', table_name, column_name, data_type, is_nullable, column_default) AS x
+			FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> 'portcullis_schema_version'
+			UNION ALL
+			SELECT format('constraint %s %s', conname, pg_get_constraintdef(oid)) FROM pg_constraint
+			WHERE connamespace = 'public'::regnamespace AND conrelid <> 'portcullis_schema_version'::regclass
+			UNION ALL
+			SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename <> 'portcullis_schema_version'
+			UNION ALL
+			SELECT format('trigger %s %s', tgname, pg_get_triggerdef(oid)) FROM pg_trigger WHERE NOT tgisinternal
+			UNION ALL
+			SELECT 'function ' || proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace
+		) s ORDER BY 1`,
+		explain: func(t *testing.T, db *sql.DB, query string) string {
+			// On empty tables a sequential scan is cheapest; forbid it so
+			// the plan shows whether an index could serve the lookup.
+			conn, err := db.Conn(t.Context())
+			must(t, err)
+			defer conn.Close()
+			_, err = conn.ExecContext(t.Context(), `SET enable_seqscan = off`)
+			must(t, err)
+			return planText(t, conn, `EXPLAIN `+query)
+		},
 	},
 	{
 		name: migrations.SQLite,
@@ -36,8 +70,20 @@ var engines = []engine{
 		},
 		tables: `SELECT name FROM sqlite_schema WHERE type = 'table'
 			AND name NOT LIKE 'sqlite_%' AND name <> 'portcullis_schema_version' ORDER BY 1`,
+		schema: `SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_schema
+			WHERE tbl_name <> 'portcullis_schema_version' AND name NOT LIKE 'sqlite_sequence' ORDER BY 1`,
+		explain: func(t *testing.T, db *sql.DB, query string) string {
+			conn, err := db.Conn(t.Context())
+			must(t, err)
+			defer conn.Close()
+			return planText(t, conn, `EXPLAIN QUERY PLAN `+query)
+		},
 	},
 }
+
+// TestMain fails the package if a test leaves a goroutine behind (a
+// connection or pool not closed).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func openDB(t *testing.T, driver, dsn string) *sql.DB {
 	t.Helper()
@@ -94,6 +140,7 @@ func TestUpDownUp(t *testing.T) {
 				}
 			}
 			up("first")
+			schema := listTables(t, db, e.schema)
 			up("again (no-op)")
 
 			st, err := migrations.List(ctx, db, e.name)
@@ -104,15 +151,72 @@ func TestUpDownUp(t *testing.T) {
 			if err := migrations.Down(ctx, db, e.name); err != nil {
 				t.Fatalf("Down: %v", err)
 			}
-			if got := listTables(t, db, e.tables); len(got) != 0 {
-				t.Fatalf("tables after Down = %v, want none", got)
+			if got := listTables(t, db, e.schema); len(got) != 0 {
+				t.Fatalf("schema objects left after Down: %v", got)
 			}
 			if cur, _, err := migrations.Version(ctx, db, e.name); err != nil || cur != 0 {
 				t.Fatalf("Version after Down = %d, %v", cur, err)
 			}
 			up("after down")
+			if again := listTables(t, db, e.schema); !slices.Equal(again, schema) {
+				t.Errorf("schema after down and up differs from the first:\n got %q\nwant %q", again, schema)
+			}
 		})
 	}
+}
+
+// TestHotLookupsUseIndexes: the lookups the gateway makes on every request
+// (token by hash, last-use by id) and on every policy read (versions of a
+// sandbox, audit of a sandbox) must be served by an index, not a scan.
+func TestHotLookupsUseIndexes(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.open(t)
+			must(t, migrations.Up(t.Context(), db, e.name))
+			for _, q := range []string{
+				`SELECT id FROM tokens WHERE hash = 'h'`,
+				`UPDATE tokens SET last_used_at = NULL WHERE id = 1`,
+				`SELECT version FROM policy_versions WHERE sandbox = 's' ORDER BY version`,
+				`SELECT document FROM policy_versions WHERE sandbox = 's' AND version = 3`,
+				`SELECT id FROM audit_log WHERE sandbox = 's' ORDER BY id DESC LIMIT 10`,
+				`SELECT name FROM tokens WHERE sandbox = 's' AND revoked_at IS NULL`,
+			} {
+				plan := e.explain(t, db, q)
+				// Postgres: "Index Scan"/"Index Only Scan", never "Seq Scan".
+				// SQLite: "SEARCH … USING …"; a bare "SCAN table" reads it all.
+				scan := strings.Contains(plan, "Seq Scan") || fullScan.MatchString(plan)
+				if scan || !(strings.Contains(plan, "Index") || strings.Contains(plan, "USING")) {
+					t.Errorf("%s\nplan without an index:\n%s", q, plan)
+				}
+			}
+		})
+	}
+}
+
+var fullScan = regexp.MustCompile(`(?m)^SCAN \S+$`)
+
+// planText runs an EXPLAIN and joins its rows; the last column holds the
+// plan text on both engines.
+func planText(t *testing.T, conn *sql.Conn, query string) string {
+	t.Helper()
+	rows, err := conn.QueryContext(t.Context(), query)
+	must(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	must(t, err)
+	var b strings.Builder
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		must(t, rows.Scan(ptrs...))
+		fmt.Fprintf(&b, "%v\n", vals[len(vals)-1])
+	}
+	must(t, rows.Err())
+	return b.String()
 }
 
 // TestAppendOnly checks the database itself refuses to rewrite history,

@@ -11,8 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"go.uber.org/goleak"
+
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 )
+
+// TestMain fails the package if a test leaves a goroutine behind (a
+// connection or pool not closed).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDatabaseIsFreshAndDropped(t *testing.T) {
 	var dbURL string
