@@ -643,3 +643,49 @@ func TestDecideMCPDenyMethodGlobIsWide(t *testing.T) {
 		{"nested tools method denied", p, req("orders.example.com", 443).mcp("tools/admin/reset", "", ""), want{rule: "deny_rules[0]"}},
 	})
 }
+
+// FuzzDecide: Decide never panics, and even a policy that opens every
+// address (a hostless endpoint with allowed_ips 0/0) never allows an
+// always-denied destination.
+func FuzzDecide(f *testing.F) {
+	for _, s := range []string{"169.254.169.254", "[::a9fe:a9fe]", "0x7f.1", "metadata.google.internal.", "a.example.com"} {
+		f.Add(s, []byte{169, 254, 169, 254}, 80, "GET", "/a/../b", "tools/call", "x")
+	}
+	openAll := pol(map[string]*NetworkPolicy{
+		"all": entry(nil, &Endpoint{Ports: []int{80, 443, 2379}, AllowedIPs: []string{"0.0.0.0/0", "::/0"}}),
+		"rest": entry(nil, &Endpoint{Host: "*.example.com", Port: 443, Protocol: ProtocolREST, Access: AccessFull,
+			DenyRules: []*L7Rule{{Method: "*", Path: "/admin/**"}}}),
+		"mcp": entry(nil, mcpEP(&MCPOptions{AllowAllKnownMCPMethods: true}, nil, &L7Rule{Method: "tools/call", Tool: anyOf("rm*")})),
+	})
+	f.Fuzz(func(t *testing.T, host string, addr []byte, port int, method, path, mcpMethod, tool string) {
+		r := Request{Binary: curl, Host: host, Port: port, HTTPMethod: method, Path: path, Time: now}
+		if a, ok := netip.AddrFromSlice(addr); ok {
+			r.Addr = a
+		}
+		if method == "POST" {
+			r.MCP = &MCPMessage{Method: mcpMethod, Tool: tool}
+		}
+		d := Decide(openAll, r)
+		if !d.Allow {
+			return
+		}
+		if lit, ok := ParseHostIP(host); ok {
+			if why, denied := AlwaysDenied(lit, false); denied {
+				t.Fatalf("allowed host %q (%s): %+v", host, why, d)
+			}
+		}
+		if r.Addr.IsValid() {
+			if why, denied := AlwaysDenied(r.Addr, false); denied {
+				t.Fatalf("allowed address %s (%s): %+v", r.Addr, why, d)
+			}
+		}
+		if IsMetadataHost(host) || isLoopbackName(host) || DeniedPort(port) {
+			t.Fatalf("allowed %q:%d: %+v", host, port, d)
+		}
+		if !r.Addr.IsValid() {
+			if _, ok := ParseHostIP(host); !ok && d.Entry == "all" {
+				t.Fatalf("hostless endpoint allowed %q without an address: %+v", host, d)
+			}
+		}
+	})
+}

@@ -1,11 +1,3 @@
-// Package policy is the Portcullis policy language: the document types
-// (OpenShell `version: 1`, unchanged, plus two extensions), the strict
-// YAML/JSON codec, validation with field paths, the canonical form and its
-// SHA-256 hash, the structural diff, and the reference evaluator Decide.
-//
-// Decide is written to be obviously right, not fast. It is the single
-// definition of what a policy means; the data plane's compiled matcher and
-// the prover are checked against it.
 package policy
 
 import "time"

@@ -1,0 +1,78 @@
+// Package policy is the Portcullis policy language: the document types
+// (OpenShell `version: 1`, unchanged, plus the `arguments_schema`,
+// `expires_at` and `mcp.versions` extensions), the strict YAML/JSON codec,
+// validation with field paths, the canonical form and its SHA-256 hash, the
+// structural diff, and the reference evaluator Decide.
+//
+// Decide is written to be obviously right, not fast. It is the single
+// definition of what a policy means; the data plane's compiled matcher and
+// the prover are checked against it. Every rule below fails closed.
+//
+// # Documents
+//
+// Parse reads YAML or JSON strictly: unknown fields, wrong types, duplicate
+// keys and every validation rule are reported together, each with its field
+// path (network_policies.orders.endpoints[0].port). Validation refuses, in
+// addition to OpenShell's own rules: a host or allowed_ips entry naming a
+// cloud-metadata address; allowed_ips overlapping loopback, link-local or
+// unspecified ranges in any IPv6 spelling; an mcp endpoint sharing its
+// host:port with a differently inspected endpoint, or disagreeing with
+// another mcp endpoint there; a fail_closed middleware over a `tls: skip`
+// endpoint; credential_binding on uninspected traffic without
+// allow_uninspected_credentials.
+//
+// The canonical form (Canonical, CanonicalJSON, Hash) fills defaults, folds
+// spellings (case, trailing dots, IP notation, port vs ports, params.name vs
+// tool, matcher shapes) and sorts lists whose order means nothing, so two
+// documents that mean the same hash the same. It never changes meaning.
+//
+// # Decisions
+//
+// A request is the calling binary, the destination host, the resolved
+// address and port, and for L7 endpoints the HTTP method and path (MCP: the
+// JSON-RPC message). Decide applies, in order:
+//
+//  1. Always denied, whatever the policy and even in audit mode: loopback
+//     (except with the proxy's --dev-allow-loopback), link-local,
+//     unspecified, multicast and reserved addresses, the cloud-metadata and
+//     credential addresses and names, in every spelling (decimal, hex,
+//     octal, short inet_aton forms, IPv4-mapped, IPv4-compatible and NAT64
+//     IPv6, trailing dots, any case, full-width), and the control-plane
+//     ports 2379, 2380, 6443, 10250, 10255. An IP-literal host must be the
+//     address dialled.
+//  2. Deny wins everywhere: the deny rules of every endpoint whose
+//     destination (host, port, path scope) matches apply, whichever entry
+//     would allow the request. A deny rule that cannot be checked (no L7
+//     view, a malformed path or message) denies. Deny globs are read widely
+//     (MatchDenyGlob: OpenShell's `*` that crosses `/`, and an optional
+//     trailing slash).
+//  3. Allow: some entry whose binaries match (none listed = any binary; a
+//     listed binary must be a known, clean absolute path) has an endpoint
+//     whose destination matches and whose rules allow the request. Allow
+//     globs are read narrowly (MatchGlob: `*` stays in one segment, only
+//     `**` crosses). Rules whose expires_at has passed allow nothing.
+//  4. Otherwise deny. `enforcement: audit` lets a rule denial through with
+//     Audit set, never a hard denial, and never grants what no entry grants.
+//
+// MCP (Streamable HTTP): each POST message is judged alone; GET and DELETE
+// follow the endpoint match; client→server JSON-RPC responses pass; tool
+// names must match ^[A-Za-z0-9_.-]{1,128}$ unless strict_tool_names is
+// false (then tool rules compare exactly); the protocol version must be
+// listed in mcp.versions (default 2025-11-25; a message naming none is taken
+// as that version); allow_all_known_mcp_methods allows the client methods of
+// MCP 2025-11-25 only; arguments_schema must accept params.arguments.
+//
+// # Divergences from OpenShell, all toward safety
+//
+// The validator warns about each where a document relies on it:
+//   - an omitted enforcement means enforce (OpenShell: audit);
+//   - a private, shared or special-purpose address (RFC 1918, CGNAT, ULA,
+//     TEST-NETs, …) needs allowed_ips even for an exact hostname;
+//   - a single `*` in an allow rule's path, an endpoint's path scope or a
+//     binary glob stays within one `/` segment, while deny rules keep
+//     OpenShell's wider reading, so an imported document never allows more
+//     nor denies less;
+//   - endpoints of protocols the proxy does not inspect yet (graphql,
+//     websocket, json-rpc, sql, tcp) deny every request to their
+//     destination, even one another endpoint would allow.
+package policy
