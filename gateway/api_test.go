@@ -264,6 +264,15 @@ func testAuthorization(t *testing.T, gw *gatewaytest.Gateway, c api, newAPI func
 	if _, err := newAPI(t, gw.URL, rot.GetToken()).policy.GetPolicy(ctx, &portcullisv1.GetPolicyRequest{Sandbox: "mine"}); err != nil {
 		t.Fatalf("new sandbox token: %v", err)
 	}
+
+	// The last admin token cannot be revoked: nobody could manage the
+	// gateway afterwards.
+	if _, err := c.token.RevokeToken(ctx, &portcullisv1.RevokeTokenRequest{Name: "admin"}); codeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("revoking the last admin token: got %v, want FailedPrecondition", err)
+	}
+	if _, err := c.sandbox.ListSandboxes(ctx, &portcullisv1.ListSandboxesRequest{}); err != nil {
+		t.Fatalf("the admin token stopped working after a refused revoke: %v", err)
+	}
 }
 
 func testConcurrentSet(t *testing.T, c api) {

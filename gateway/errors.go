@@ -55,12 +55,6 @@ func exists(err error, format string, args ...any) error {
 	return err
 }
 
-// preconditionError is a request that the current state forbids (revoking
-// the last admin token).
-type preconditionError struct{ msg string }
-
-func (e *preconditionError) Error() string { return e.msg }
-
 // conflictError is a stale expected version or a lost race.
 type conflictError struct{ msg string }
 
@@ -81,7 +75,6 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		cferr *conflictError
 		nferr *notFoundError
 		exerr *existsError
-		pcerr *preconditionError
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
@@ -97,8 +90,8 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return connect.NewError(connect.CodeNotFound, nferr.msg)
 	case errors.As(err, &exerr):
 		return connect.NewError(connect.CodeAlreadyExists, exerr.msg)
-	case errors.As(err, &pcerr):
-		return connect.NewError(connect.CodeFailedPrecondition, pcerr.msg)
+	case errors.Is(err, store.ErrLastAdmin):
+		return connect.NewError(connect.CodeFailedPrecondition, "refusing to revoke the last admin token; create another admin token first")
 	case errors.Is(err, store.ErrConflict):
 		return connect.NewError(connect.CodeAborted, "conflict: a concurrent change won; read the current state and retry")
 	case errors.Is(err, store.ErrNotFound):

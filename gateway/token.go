@@ -59,34 +59,9 @@ func (s tokenService) ListTokens(ctx context.Context, _ *portcullisv1.ListTokens
 
 func (s tokenService) RevokeToken(ctx context.Context, req *portcullisv1.RevokeTokenRequest) (*portcullisv1.RevokeTokenResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := s.keepOneAdmin(ctx, req.GetName()); err != nil {
-		return nil, err
-	}
 	if err := s.store.RevokeToken(ctx, req.GetName(), p.Actor()); err != nil {
 		return nil, missing(err, "no live token named %q", req.GetName())
 	}
 	s.log.InfoContext(ctx, "token revoked", "token", req.GetName(), "actor", p.Actor())
 	return &portcullisv1.RevokeTokenResponse{Name: req.GetName()}, nil
-}
-
-// keepOneAdmin refuses to revoke the last live admin token: nobody could
-// manage the gateway afterwards.
-func (s tokenService) keepOneAdmin(ctx context.Context, name string) error {
-	list, err := s.store.ListTokens(ctx)
-	if err != nil {
-		return err
-	}
-	for _, t := range list {
-		if t.Name != name || t.Role != store.RoleAdmin || t.RevokedAt != nil {
-			continue
-		}
-		n, err := s.store.CountTokens(ctx, store.RoleAdmin)
-		if err != nil {
-			return err
-		}
-		if n <= 1 {
-			return &preconditionError{"refusing to revoke the last admin token; create another admin token first"}
-		}
-	}
-	return nil
 }

@@ -24,6 +24,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrAlreadyExists: a sandbox or token with that name exists.
 	ErrAlreadyExists = errors.New("already exists")
+	// ErrLastAdmin: revoking the token would leave no live admin token.
+	ErrLastAdmin = errors.New("last live admin token")
 )
 
 // Roles a token may carry.
@@ -179,6 +181,9 @@ type Store interface {
 	// ListTokens returns every token ordered by name, hashes omitted.
 	ListTokens(ctx context.Context) ([]Token, error)
 	// RevokeToken marks the token revoked; revoking twice is ErrNotFound.
+	// Revoking the last live admin token is ErrLastAdmin, decided in the
+	// same transaction as the revocation, so two admins revoking each other
+	// at once cannot leave none.
 	RevokeToken(ctx context.Context, name, actor string) error
 	// TouchToken records a use of the token (best effort, no audit entry).
 	// It never moves the last use backwards; ErrNotFound for an unknown id.

@@ -542,13 +542,28 @@ func (s *Store) ListTokens(ctx context.Context) ([]store.Token, error) {
 // RevokeToken revokes the live token with that name, else ErrNotFound.
 func (s *Store) RevokeToken(ctx context.Context, name, actor string) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var sandbox *string
+		// Lock every live admin token first: concurrent revocations then
+		// queue here, and each sees the others' result when it counts.
+		var admins int
+		if err := tx.QueryRow(ctx, `
+			SELECT count(*) FROM (
+				SELECT id FROM tokens WHERE role = 'admin' AND revoked_at IS NULL FOR UPDATE
+			) AS live`).Scan(&admins); err != nil {
+			return mapErr(err)
+		}
+		var (
+			sandbox *string
+			role    string
+		)
 		err := tx.QueryRow(ctx, `
 			UPDATE tokens SET revoked_at = now()
 			WHERE name = $1 AND revoked_at IS NULL
-			RETURNING sandbox`, name).Scan(&sandbox)
+			RETURNING sandbox, role`, name).Scan(&sandbox, &role)
 		if err != nil {
 			return mapErr(err)
+		}
+		if role == store.RoleAdmin && admins <= 1 {
+			return store.ErrLastAdmin // rolls the revocation back
 		}
 		e := store.AuditEntry{Actor: actor, Action: store.ActionTokenRevoke, Target: name}
 		if sandbox != nil {

@@ -595,13 +595,25 @@ func (s *Store) ListTokens(ctx context.Context) ([]store.Token, error) {
 func (s *Store) RevokeToken(ctx context.Context, name, actor string) error {
 	at := now()
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var sandbox sql.NullString
+		// Write transactions are serialised (BEGIN IMMEDIATE), so this
+		// count cannot go stale before the update.
+		var admins int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE role = 'admin' AND revoked_at IS NULL`).Scan(&admins); err != nil {
+			return mapErr(err)
+		}
+		var (
+			sandbox sql.NullString
+			role    string
+		)
 		err := tx.QueryRowContext(ctx, `
 			UPDATE tokens SET revoked_at = ?
 			WHERE name = ? AND revoked_at IS NULL
-			RETURNING sandbox`, at, name).Scan(&sandbox)
+			RETURNING sandbox, role`, at, name).Scan(&sandbox, &role)
 		if err != nil {
 			return mapErr(err)
+		}
+		if role == store.RoleAdmin && admins <= 1 {
+			return store.ErrLastAdmin // rolls the revocation back
 		}
 		return audit(ctx, tx, at, store.AuditEntry{
 			Actor: actor, Action: store.ActionTokenRevoke, Sandbox: sandbox.String, Target: name,

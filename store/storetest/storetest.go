@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CallerInputUnchanged", testCallerInputUnchanged},
 		{"TokenList", testTokenList},
 		{"TokenRevoke", testTokenRevoke},
+		{"LastAdmin", testLastAdmin},
 		{"TokenTouch", testTokenTouch},
 		{"TokenCount", testTokenCount},
 		{"Audit", testAudit},
@@ -788,7 +789,7 @@ func testTokenList(t *testing.T, s store.Store) {
 			t.Fatalf("CreateToken: %v", err)
 		}
 	}
-	if err := s.RevokeToken(ctx(t), "zed", "root"); err != nil {
+	if err := s.RevokeToken(ctx(t), "amy", "root"); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := s.ListTokens(ctx(t))
@@ -808,7 +809,7 @@ func testTokenList(t *testing.T, s store.Store) {
 	if !slices.Equal(names, []string{"amy", "sandbox-box", "zed"}) {
 		t.Errorf("ListTokens names = %v, want [amy sandbox-box zed]", names)
 	}
-	if ts[2].RevokedAt == nil || ts[0].RevokedAt != nil {
+	if ts[0].RevokedAt == nil || ts[2].RevokedAt != nil {
 		t.Errorf("revoked flags wrong: %+v", ts)
 	}
 	if ts[1].Sandbox != "box" || ts[1].Role != store.RoleSandbox {
@@ -817,7 +818,7 @@ func testTokenList(t *testing.T, s store.Store) {
 }
 
 func testTokenRevoke(t *testing.T, s store.Store) {
-	tok := newToken("temp", store.RoleAdmin, "")
+	tok := newToken("temp", store.RoleOperator, "")
 	if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
 		t.Fatal(err)
 	}
@@ -915,13 +916,59 @@ func testTokenCount(t *testing.T, s store.Store) {
 	}
 }
 
+// testLastAdmin: revoking the last live admin token is refused, and two
+// admins revoking each other at once cannot both succeed.
+func testLastAdmin(t *testing.T, s store.Store) {
+	for _, tok := range []store.Token{newToken("a1", store.RoleAdmin, ""), newToken("a2", store.RoleAdmin, ""), newToken("op", store.RoleOperator, "")} {
+		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, name := range []string{"a1", "a2"} {
+		go func() { errs <- s.RevokeToken(ctx(t), name, "root") }()
+	}
+	var ok, last int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, store.ErrLastAdmin):
+			last++
+		default:
+			t.Errorf("concurrent revoke: %v", err)
+		}
+	}
+	if ok != 1 || last != 1 {
+		t.Fatalf("two admins revoking each other: %d succeeded, %d refused as last admin; want 1 and 1", ok, last)
+	}
+	if n, err := s.CountTokens(ctx(t), store.RoleAdmin); err != nil || n != 1 {
+		t.Fatalf("live admins = %d, %v; want 1", n, err)
+	}
+	before := audits(t, s, store.AuditFilter{})
+	for _, name := range []string{"a1", "a2"} {
+		if err := s.RevokeToken(ctx(t), name, "root"); err != nil && !errors.Is(err, store.ErrLastAdmin) && !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("revoke %s: %v", name, err)
+		}
+	}
+	if n, _ := s.CountTokens(ctx(t), store.RoleAdmin); n != 1 {
+		t.Fatalf("the last admin was revoked: %d live admins", n)
+	}
+	if after := audits(t, s, store.AuditFilter{}); len(after) != len(before) {
+		t.Errorf("a refused revocation wrote to the audit log")
+	}
+	if err := s.RevokeToken(ctx(t), "op", "root"); err != nil {
+		t.Errorf("revoking an operator with one admin left: %v", err)
+	}
+}
+
 // ---- audit ----
 
 func testAudit(t *testing.T, s store.Store) {
 	if es := audits(t, s, store.AuditFilter{}); len(es) != 0 {
 		t.Fatalf("audit of an empty store = %+v", es)
 	}
-	admin := newToken("adm", store.RoleAdmin, "")
+	admin := newToken("adm", store.RoleOperator, "")
 	if _, err := s.CreateToken(ctx(t), admin, "boot"); err != nil {
 		t.Fatal(err)
 	}
