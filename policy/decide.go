@@ -523,13 +523,27 @@ func judgeREST(e endpointRef, r Request) outcome {
 // absent = any method; compared case-insensitively), path glob (absent =
 // any path) on the canonical path, and every query matcher.
 func restRuleMatches(rule *L7Rule, r Request, path string, allow bool) bool {
-	if rule.Method != "" && rule.Method != "*" && !strings.EqualFold(rule.Method, r.HTTPMethod) {
+	if !methodMatches(rule.Method, r.HTTPMethod, allow) {
 		return false
 	}
 	if rule.Path != "" && !pathGlobMatches(rule.Path, path, allow) {
 		return false
 	}
 	return queryMatches(rule.Query, r.Query, allow)
+}
+
+// methodMatches compares a REST rule's method (`*` or absent = any) with
+// the request's, case-insensitively. A deny rule on GET also denies HEAD:
+// servers answer HEAD with the GET handler, so what GET must not reach,
+// HEAD must not either (an allow on GET does not grant HEAD).
+func methodMatches(ruleMethod, method string, allow bool) bool {
+	switch {
+	case ruleMethod == "" || ruleMethod == "*" || strings.EqualFold(ruleMethod, method):
+		return true
+	case !allow && strings.EqualFold(ruleMethod, "GET") && strings.EqualFold(method, "HEAD"):
+		return true
+	}
+	return false
 }
 
 // pathGlobMatches reads allow globs narrowly (MatchGlob) and deny globs

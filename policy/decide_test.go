@@ -300,6 +300,7 @@ func TestDecideDenyRules(t *testing.T) {
 		{"deny wins with an unknown binary", p, req("api.github.com", 443).http("PUT", "/repos/o/r/rulesets").from(""), want{rule: "deny_rules[1]"}},
 		{"deny through dot segments", p, req("api.github.com", 443).http("GET", "/x/../repos/o/r/rulesets").from(python), want{rule: "deny_rules[1]"}},
 		{"deny through %2e%2e", p, req("api.github.com", 443).http("GET", "/x/%2e%2e/repos/o/r/rulesets").from(python), want{rule: "deny_rules[1]"}},
+		{"a GET deny also denies HEAD", p, req("api.github.com", 443).http("HEAD", "/search").withQuery("q=my-secret"), want{rule: "deny_rules[2]"}},
 		{"deny globs read widely: * crosses /", p, req("api.github.com", 443).http("DELETE", "/orgs/a/b/hooks"), want{rule: "deny_rules[3]"}},
 		{"deny globs read widely: the narrow match still applies", p, req("api.github.com", 443).http("DELETE", "/orgs/a/hooks"), want{rule: "deny_rules[3]"}},
 		{"deny through //", p, req("api.github.com", 443).http("GET", "//repos//o/r/rulesets").from(python), want{rule: "deny_rules[1]"}},

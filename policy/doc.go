@@ -45,7 +45,7 @@
 //     would allow the request. A deny rule that cannot be checked (no L7
 //     view, a malformed path or message) denies. Deny globs are read widely
 //     (MatchDenyGlob: OpenShell's `*` that crosses `/`, and an optional
-//     trailing slash).
+//     trailing slash), and a deny on GET also denies HEAD.
 //  3. Allow: some entry whose binaries match (none listed = any binary; a
 //     listed binary must be a known, clean absolute path) has an endpoint
 //     whose destination matches and whose rules allow the request. Allow
