@@ -3,7 +3,6 @@ package policy
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestValidHostPattern(t *testing.T) {
@@ -269,7 +268,7 @@ func TestMatchDenyGlob(t *testing.T) {
 // TestGlobHostileInputIsFast: patterns with many stars against long
 // non-matching strings must not backtrack exponentially (the proxy and the
 // validator match untrusted paths and tool names against them).
-func TestGlobHostileInputIsFast(t *testing.T) {
+func TestGlobHostileInputTerminates(t *testing.T) {
 	long := strings.Repeat("a", 4000)
 	stars := strings.Repeat("*a", 40) + "*b"
 	segStars := "/" + strings.Repeat("**/a/", 30) + "b"
@@ -284,16 +283,12 @@ func TestGlobHostileInputIsFast(t *testing.T) {
 		{"MatchDenyGlob **", func() bool { return MatchDenyGlob(segStars, segPath) }},
 		{"query value", func() bool { return (&Matcher{Any: []string{stars}}).matchesValue(long) }},
 	}
+	// No timer here (timing thresholds do not belong in unit tests): the
+	// backtracking matchers these replaced run for minutes on these inputs,
+	// so a regression shows up as this test hitting go test's -timeout.
 	for _, c := range cases {
-		done := make(chan bool, 1)
-		go func() { done <- c.f() }()
-		select {
-		case got := <-done:
-			if got {
-				t.Errorf("%s: matched, want no match", c.name)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: still matching after 5s (exponential backtracking)", c.name)
+		if c.f() {
+			t.Errorf("%s: matched, want no match", c.name)
 		}
 	}
 }
