@@ -1,0 +1,58 @@
+// Package demo holds the upstreams Portcullis walkthroughs and tests use:
+// an MCP server with the article's order tools, served by the official
+// MCP Go SDK.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// OrderArgs are the arguments of both order tools.
+type OrderArgs struct {
+	OrderID string `json:"order_id" jsonschema:"the order, e.g. A-1042"`
+}
+
+// OrderResult is what the order tools answer.
+type OrderResult struct {
+	OrderID string `json:"order_id"`
+	Status  string `json:"status"`
+}
+
+// OrdersServer returns an MCP server with lookup_order and refund_order,
+// the tools of the article Portcullis started from. lookup_order reports
+// progress (when the client asks for it) before answering, so a client
+// sees server notifications stream through the proxy.
+func OrdersServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "portcullis-demo-orders", Version: "v1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup_order", Description: "Look up an order by id"},
+		func(ctx context.Context, req *mcp.CallToolRequest, args OrderArgs) (*mcp.CallToolResult, OrderResult, error) {
+			if token := req.Params.GetProgressToken(); token != nil {
+				for i, msg := range []string{"finding " + args.OrderID, "reading its status"} {
+					err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+						ProgressToken: token, Progress: float64(i + 1), Total: 2, Message: msg,
+					})
+					if err != nil {
+						return nil, OrderResult{}, fmt.Errorf("notify progress: %w", err)
+					}
+				}
+			}
+			return nil, OrderResult{OrderID: args.OrderID, Status: "shipped"}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "refund_order", Description: "Refund an order (the call a policy should deny)"},
+		func(ctx context.Context, req *mcp.CallToolRequest, args OrderArgs) (*mcp.CallToolResult, OrderResult, error) {
+			return nil, OrderResult{OrderID: args.OrderID, Status: "refunded"}, nil
+		})
+	return s
+}
+
+// OrdersHandler serves OrdersServer over MCP Streamable HTTP. A stateless
+// handler speaks the 2026-07-28 revision (no session); a stateful one
+// answers 2025-11-25 clients with sessions.
+func OrdersHandler(stateless bool) http.Handler {
+	s := OrdersServer()
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
+}
