@@ -49,10 +49,11 @@ func OrdersServer() *mcp.Server {
 	return s
 }
 
-// OrdersHandler serves OrdersServer over MCP Streamable HTTP. A stateless
-// handler speaks the 2026-07-28 revision (no session); a stateful one
-// answers 2025-11-25 clients with sessions.
-func OrdersHandler(stateless bool) http.Handler {
+// OrdersHandler serves OrdersServer over MCP Streamable HTTP. With
+// opts.Stateless it speaks the 2026-07-28 revision (no session); otherwise
+// it answers 2025-11-25 clients with sessions. Tests that reach a loopback
+// server under another host name set opts.DisableLocalhostProtection.
+func OrdersHandler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	s := OrdersServer()
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
 }

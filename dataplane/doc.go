@@ -1,0 +1,20 @@
+// Package dataplane is the Portcullis proxy: the enforcement point every
+// request leaving a sandbox passes.
+//
+// The pieces, each in its own file:
+//
+//   - matcher.go: Compile turns a validated policy into an immutable
+//     Matcher, the fast path. Matcher.Decide agrees with policy.Decide on
+//     every request (a rapid property test checks it); the proxy never
+//     calls policy.Decide itself.
+//   - mcp.go: ParseMCP, the strict reader of MCP Streamable HTTP request
+//     bodies (JSON-RPC 2.0 objects and batches). Anything malformed is an
+//     error, judged before policy and never forwarded.
+//   - procid.go: the calling binary of a loopback connection, found through
+//     /proc (socket inode → pid → /proc/PID/exe).
+//   - ca.go: the proxy's CA and the leaf certificates it mints to terminate
+//     TLS for L7 endpoints.
+//   - proxy.go: the HTTP forward proxy (absolute-form requests, CONNECT
+//     tunnels, TLS interception), destination checks on the address
+//     actually dialled, denials, the decision log and hot reload.
+package dataplane

@@ -1,0 +1,740 @@
+package dataplane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// Config configures a Proxy. Zero values take the documented defaults.
+type Config struct {
+	// Sandbox names the sandbox in decision records ("" standalone).
+	Sandbox string
+	// DevAllowLoopback lets policies reach loopback upstreams (tests and
+	// demos only; never from a policy). Default false.
+	DevAllowLoopback bool
+	// UpstreamRoots verifies upstream TLS certificates. Default: the system
+	// roots.
+	UpstreamRoots *x509.CertPool
+	// Resolve looks a host name up. Default: net.DefaultResolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// CallerBinary identifies the client of a connection. Default:
+	// CallerBinary (through /proc).
+	CallerBinary func(net.Conn) (string, error)
+	// Now is the clock for expires_at and records. Default time.Now.
+	Now func() time.Time
+	// DecisionLog receives every decision as a JSON line. Default: none.
+	DecisionLog io.Writer
+	// RingSize is how many recent decisions Decisions keeps. Default 1000.
+	RingSize int
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Resolve == nil {
+		c.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if c.CallerBinary == nil {
+		c.CallerBinary = CallerBinary
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.RingSize <= 0 {
+		c.RingSize = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Proxy is the enforcing forward proxy. It is safe for concurrent use; a
+// new policy version swaps in atomically and in-flight requests finish
+// under the version they started with.
+type Proxy struct {
+	cfg       Config
+	ca        *CA
+	log       *slog.Logger
+	current   atomic.Pointer[loaded]
+	decisions *decisionLog
+	transport *http.Transport
+	forward   *httputil.ReverseProxy
+}
+
+// loaded is one compiled policy version.
+type loaded struct {
+	matcher *Matcher
+	version string
+}
+
+// New builds a proxy that terminates TLS for L7 endpoints with ca. It
+// enforces nothing until SetPolicy: with no policy everything is denied.
+func New(cfg Config, ca *CA) *Proxy {
+	cfg.setDefaults()
+	p := &Proxy{cfg: cfg, ca: ca, log: cfg.Logger.With("component", "proxy")}
+	p.decisions = newDecisionLog(cfg.RingSize, cfg.DecisionLog, p.log)
+	p.transport = &http.Transport{
+		DialContext:           p.dialChecked,
+		TLSClientConfig:       &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     false,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 0, // MCP tool calls may take long; the client decides
+	}
+	p.forward = &httputil.ReverseProxy{
+		Rewrite:   func(*httputil.ProxyRequest) {}, // the request is built in full by forwardRequest
+		Transport: p.transport,
+		// Flush every write: SSE must flow event by event.
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.log.Warn("upstream request failed", "host", r.URL.Host, "err", err)
+			writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream_unreachable", "detail": "the upstream could not be reached"})
+		},
+	}
+	return p
+}
+
+// SetPolicy compiles pol and makes it the version every new request is
+// judged by. version labels decision records and denials.
+func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
+	m, err := Compile(pol)
+	if err != nil {
+		return fmt.Errorf("compile policy %s: %w", version, err)
+	}
+	p.current.Store(&loaded{matcher: m, version: version})
+	// Pooled upstream connections were approved under the old version.
+	p.transport.CloseIdleConnections()
+	p.log.Info("policy version applied", "version", version)
+	return nil
+}
+
+// PolicyVersion returns the label of the version in force ("" if none).
+func (p *Proxy) PolicyVersion() string {
+	if l := p.current.Load(); l != nil {
+		return l.version
+	}
+	return ""
+}
+
+// Decisions returns the recent decisions, oldest first.
+func (p *Proxy) Decisions() []Record { return p.decisions.snapshot() }
+
+// CACertPEM is the certificate the sandbox must trust.
+func (p *Proxy) CACertPEM() []byte { return p.ca.CertPEM() }
+
+// Serve serves proxy clients on ln until ctx ends.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ctx = context.WithValue(ctx, guardKey{}, c)
+			return context.WithValue(ctx, clientKey{}, &client{conn: c, identify: p.cfg.CallerBinary})
+		},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(guardListener{ln}) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	p.transport.CloseIdleConnections()
+	return nil
+}
+
+// client is the proxy's view of one client connection: its calling
+// binary is looked up once, on first need.
+type client struct {
+	conn     net.Conn
+	identify func(net.Conn) (string, error)
+	once     sync.Once
+	binary   string
+}
+
+type clientKey struct{}
+
+func (c *client) binaryPath() string {
+	c.once.Do(func() {
+		// An unknown binary ("") matches no rule that names binaries.
+		c.binary, _ = c.identify(c.conn)
+	})
+	return c.binary
+}
+
+func binaryOf(ctx context.Context) string {
+	if c, ok := ctx.Value(clientKey{}).(*client); ok {
+		return c.binaryPath()
+	}
+	return ""
+}
+
+// ServeHTTP handles one proxy request: CONNECT, or an absolute-form HTTP
+// request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodConnect:
+		p.handleConnect(w, r)
+	case r.URL.IsAbs() && r.URL.Scheme == "http":
+		// The authority of an absolute URI must be the Host header: an
+		// upstream must never see a different host than the one judged.
+		if !sameAuthority(r.URL.Host, r.Host, "80") {
+			p.refuse(w, r, dest{host: r.URL.Hostname()}, "the request URI's authority differs from its Host header")
+			return
+		}
+		t, err := parseTarget(r.URL.Host, "80")
+		if err != nil {
+			p.refuse(w, r, dest{host: r.URL.Hostname()}, err.Error())
+			return
+		}
+		p.handleHTTP(w, r, "http", t)
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "not_a_proxy_request", "detail": "send absolute-form HTTP requests or CONNECT to this proxy"})
+	}
+}
+
+// dest is a destination as requested: host name (or IP literal) and port.
+type dest struct {
+	host string
+	port int
+}
+
+func (t dest) authority() string { return net.JoinHostPort(t.host, strconv.Itoa(t.port)) }
+
+func parseTarget(authority, defaultPort string) (dest, error) {
+	host, port, err := net.SplitHostPort(authority)
+	if err != nil {
+		host, port = authority, defaultPort
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || host == "" {
+		return dest{}, fmt.Errorf("invalid destination %q", authority)
+	}
+	return dest{host: strings.ToLower(strings.TrimSuffix(host, ".")), port: n}, nil
+}
+
+// sameAuthority compares two authorities, treating an omitted port as the
+// scheme's default.
+func sameAuthority(a, b, defaultPort string) bool {
+	ta, errA := parseTarget(a, defaultPort)
+	tb, errB := parseTarget(b, defaultPort)
+	return errA == nil && errB == nil && ta == tb
+}
+
+// handleConnect opens a tunnel. L4 destinations are decided here and
+// relayed byte for byte; destinations that need inspection get a TLS
+// terminating (or plain HTTP) inner server that judges every request.
+func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
+	t, err := parseTarget(r.Host, "")
+	if err != nil {
+		p.refuse(w, r, dest{host: r.Host}, err.Error())
+		return
+	}
+	cur := p.current.Load()
+	if cur == nil {
+		p.refuse(w, r, t, "no policy is loaded")
+		return
+	}
+	req := p.baseRequest(r.Context(), t)
+	addr, reason := p.resolve(r.Context(), t, req)
+	if !addr.IsValid() {
+		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
+		return
+	}
+	req.Addr = addr
+
+	if !cur.matcher.Inspect(t.host, t.port) {
+		d := cur.matcher.Decide(&req)
+		if !d.Allow {
+			p.deny(w, r, cur, req, d, nil)
+			return
+		}
+		p.record(cur, req, d, nil, "")
+		p.tunnel(w, r, addr, t)
+		return
+	}
+	p.intercept(w, r, t)
+}
+
+// resolve finds the address to dial for t: an IP literal as written (in
+// any spelling), else the first resolved address the policy does not
+// refuse at the address level. The proxy dials exactly this address; it
+// never resolves again between check and dial.
+func (p *Proxy) resolve(ctx context.Context, t dest, req policy.Request) (netip.Addr, string) {
+	if policy.DeniedPort(t.port) {
+		return netip.Addr{}, fmt.Sprintf("port %d is a control-plane port, always denied", t.port)
+	}
+	if ip, ok := policy.ParseHostIP(t.host); ok {
+		if reason, denied := policy.AlwaysDenied(ip, p.cfg.DevAllowLoopback); denied {
+			return netip.Addr{}, fmt.Sprintf("%s resolves to %s, a %s, always denied", t.host, ip, reason)
+		}
+		return ip, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := p.cfg.Resolve(ctx, t.host)
+	if err != nil || len(addrs) == 0 {
+		return netip.Addr{}, fmt.Sprintf("cannot resolve %s", t.host)
+	}
+	first := ""
+	for _, a := range addrs {
+		a = a.Unmap()
+		if reason, denied := policy.AlwaysDenied(a, p.cfg.DevAllowLoopback); denied {
+			if first == "" {
+				first = fmt.Sprintf("%s resolves to %s, a %s, always denied", t.host, a, reason)
+			}
+			continue
+		}
+		return a, ""
+	}
+	return netip.Addr{}, first
+}
+
+func (p *Proxy) baseRequest(ctx context.Context, t dest) policy.Request {
+	return policy.Request{
+		Binary:           binaryOf(ctx),
+		Host:             t.host,
+		Port:             t.port,
+		Time:             p.cfg.Now(),
+		DevAllowLoopback: p.cfg.DevAllowLoopback,
+	}
+}
+
+// tunnel relays bytes between the client and addr after an L4 allow.
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, addr netip.Addr, t dest) {
+	upstream, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(r.Context(), "tcp", netip.AddrPortFrom(addr, uint16(t.port)).String())
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream_unreachable", "detail": "the upstream could not be reached"})
+		return
+	}
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		upstream.Close()
+		return
+	}
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		conn.Close()
+		upstream.Close()
+		return
+	}
+	relay(conn, buf.Reader, upstream)
+}
+
+// relay copies both ways until either side ends.
+func relay(client net.Conn, clientBuf *bufio.Reader, upstream net.Conn) {
+	done := make(chan struct{}, 2)
+	go func() {
+		io.Copy(upstream, clientBuf)
+		closeWrite(upstream)
+		done <- struct{}{}
+	}()
+	go func() {
+		io.Copy(client, upstream)
+		closeWrite(client)
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+	client.Close()
+	upstream.Close()
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+// intercept answers the CONNECT, then serves the tunnel's inner HTTP
+// requests itself: TLS is terminated with a certificate from the proxy's
+// CA when the client speaks TLS, plain HTTP is read as is.
+func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		conn.Close()
+		return
+	}
+	inner := net.Conn(&bufferedConn{Conn: conn, r: buf.Reader})
+	scheme := "http"
+	if first, err := buf.Reader.Peek(1); err == nil && first[0] == 0x16 { // a TLS handshake record
+		scheme = "https"
+		cfg := p.ca.TLSConfigFor(t.host)
+		tlsConn := tls.Server(inner, cfg)
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		err := tlsConn.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+			return
+		}
+		// The name the client asked TLS for must be the CONNECT host.
+		if sni := tlsConn.ConnectionState().ServerName; sni != "" && !strings.EqualFold(strings.TrimSuffix(sni, "."), t.host) {
+			p.log.Warn("SNI differs from the CONNECT host; closing", "sni", sni, "host", t.host)
+			tlsConn.Close()
+			return
+		}
+		inner = tlsConn
+	}
+	defaultPort := "80"
+	if scheme == "https" {
+		defaultPort = "443"
+	}
+	cl, _ := r.Context().Value(clientKey{}).(*client)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, ir *http.Request) {
+			// Inside a tunnel, Host must be the CONNECT authority.
+			if !sameAuthority(ir.Host, t.authority(), defaultPort) && !sameAuthority(ir.Host, t.host, strconv.Itoa(t.port)) {
+				p.refuse(w, ir, t, "the Host header differs from the CONNECT authority")
+				return
+			}
+			p.handleHTTP(w, ir, scheme, t)
+		}),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ctx = context.WithValue(ctx, guardKey{}, c)
+			return context.WithValue(ctx, clientKey{}, cl)
+		},
+	}
+	srv.Serve(guardListener{newOneConnListener(inner)})
+}
+
+// handleHTTP judges one HTTP request to t and forwards it when allowed.
+func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string, t dest) {
+	cur := p.current.Load()
+	if cur == nil {
+		p.refuse(w, r, t, "no policy is loaded")
+		return
+	}
+	req := p.baseRequest(r.Context(), t)
+	req.HTTPMethod = r.Method
+	req.Path = r.URL.EscapedPath()
+	req.Query = r.URL.RawQuery
+	addr, reason := p.resolve(r.Context(), t, req)
+	if !addr.IsValid() {
+		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
+		return
+	}
+	req.Addr = addr
+	if ambiguousFraming(r.Context()) {
+		w.Header().Set("Connection", "close")
+		p.deny(w, r, cur, req, policy.Decision{Reason: "a request on this connection had both Content-Length and Transfer-Encoding"}, nil)
+		return
+	}
+	if r.Header.Get("Upgrade") != "" {
+		// An upgraded connection (WebSocket) would carry traffic the proxy
+		// no longer inspects.
+		p.deny(w, r, cur, req, policy.Decision{Reason: "protocol upgrades are not inspected yet"}, nil)
+		return
+	}
+	path, err := policy.CanonicalPath(req.Path, true)
+	if err != nil {
+		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
+		return
+	}
+
+	var (
+		body []byte
+		d    policy.Decision
+	)
+	if maxBody, ok := cur.matcher.MCPLimits(t.host, t.port, path); ok && r.Method == http.MethodPost {
+		mreq, raw, reason := p.readMCP(r, maxBody)
+		if mreq == nil {
+			p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
+			return
+		}
+		var denied bool
+		if d, denied = p.judgeMCP(cur, req, mreq); denied {
+			p.deny(w, r, cur, req, d, mreq)
+			return
+		}
+		body = raw
+		p.record(cur, req, d, mreq, "")
+	} else {
+		if d = cur.matcher.Decide(&req); !d.Allow {
+			p.deny(w, r, cur, req, d, nil)
+			return
+		}
+		p.record(cur, req, d, nil, "")
+	}
+	canonical, err := forwardPath(cur, d, req.Path)
+	if err != nil {
+		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
+		return
+	}
+	p.forwardRequest(w, r, scheme, t, addr, canonical, body)
+}
+
+// readMCP reads an MCP POST body, counting the bytes actually read against
+// the endpoint's limit (chunked bodies included), and parses it strictly.
+func (p *Proxy) readMCP(r *http.Request, maxBody int) (*MCPRequest, []byte, string) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, int64(maxBody)+1))
+	if err != nil {
+		return nil, nil, "cannot read the request body"
+	}
+	if len(raw) > maxBody {
+		return nil, nil, fmt.Sprintf("request body over mcp.max_body_bytes (%d)", maxBody)
+	}
+	mreq, err := ParseMCP(r.Header, raw)
+	if err != nil {
+		return nil, nil, "malformed MCP request: " + err.Error()
+	}
+	return mreq, raw, ""
+}
+
+// judgeMCP decides every message of an MCP request. One denied message
+// denies the request (and so the whole batch). It returns the deciding
+// decision: the first denial, else the first message's allow.
+func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *MCPRequest) (policy.Decision, bool) {
+	if mreq.Batch && !BatchAllowed(mreq.Version) {
+		return policy.Decision{Reason: fmt.Sprintf("JSON-RPC batches are not part of MCP protocol version %q", versionLabel(mreq.Version))}, true
+	}
+	var first policy.Decision
+	audit := false
+	for i := range mreq.Messages {
+		req := base
+		req.MCP = &mreq.Messages[i].Message
+		d := cur.matcher.Decide(&req)
+		if !d.Allow {
+			return d, true
+		}
+		if i == 0 {
+			first = d
+		}
+		audit = audit || d.Audit
+	}
+	first.Audit = audit
+	return first, false
+}
+
+func versionLabel(v string) string {
+	if v == "" {
+		return policy.DefaultMCPVersion + " (none given)"
+	}
+	return v
+}
+
+// forwardRequest sends the judged request upstream: to the address that
+// was checked, with the canonical path, the original Host, and the body
+// that was judged (MCP) or streamed (others). The response streams back
+// unbuffered.
+func (p *Proxy) forwardRequest(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte) {
+	unescaped, err := url.PathUnescape(canonical)
+	if err != nil {
+		// CanonicalPath only produces valid encodings.
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal_error"})
+		return
+	}
+	out := r.Clone(context.WithValue(r.Context(), dialKey{}, netip.AddrPortFrom(addr, uint16(t.port))))
+	out.URL = &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery}
+	out.RequestURI = ""
+	out.Host = r.Host
+	if body != nil {
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.ContentLength = int64(len(body))
+		out.TransferEncoding = nil
+		out.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	out.Header.Del("Proxy-Authorization")
+	out.Header.Del("Proxy-Connection")
+	p.forward.ServeHTTP(w, out)
+}
+
+// forwardPath is the canonical path that is forwarded: canonicalised with
+// the deciding endpoint's allow_encoded_slash.
+func forwardPath(cur *loaded, d policy.Decision, raw string) (string, error) {
+	allowSlash := false
+	if np, ok := cur.matcher.Policy().NetworkPolicies[d.Entry]; ok && d.Endpoint >= 0 && d.Endpoint < len(np.Endpoints) {
+		allowSlash = np.Endpoints[d.Endpoint].AllowEncodedSlash
+	}
+	return policy.CanonicalPath(raw, allowSlash)
+}
+
+type dialKey struct{}
+
+// dialChecked dials the address the request was judged against, never a
+// fresh resolution of the host name.
+func (p *Proxy) dialChecked(ctx context.Context, network, _ string) (net.Conn, error) {
+	ap, ok := ctx.Value(dialKey{}).(netip.AddrPort)
+	if !ok {
+		return nil, errors.New("no checked address for this request")
+	}
+	return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, ap.String())
+}
+
+// deny answers a denied request (403), records it, and never forwards.
+// Audit-mode denials are forwarded instead (and recorded as audit) when the
+// matcher marked them so.
+func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest) {
+	id := newDenialID()
+	p.record(cur, req, d, mreq, id)
+	version := ""
+	if cur != nil {
+		version = cur.version
+	}
+	if mreq != nil {
+		data := map[string]any{"denial_id": id, "policy_version": version, "rule": d.Rule, "entry": d.Entry, "reason": d.Reason}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		w.Write(mreq.DenyBody(mcpDeniedCode, "denied by policy: "+d.Reason, data))
+		return
+	}
+	writeJSON(w, http.StatusForbidden, map[string]any{
+		"error":          "policy_denied",
+		"reason":         d.Reason,
+		"entry":          d.Entry,
+		"rule":           d.Rule,
+		"policy_version": version,
+		"denial_id":      id,
+		"host":           req.Host,
+		"port":           req.Port,
+		"method":         req.HTTPMethod,
+		"path":           req.Path,
+		"binary":         req.Binary,
+	})
+}
+
+// mcpDeniedCode is the JSON-RPC error code of a policy denial (the
+// implementation-defined server error range is -32000 to -32099).
+const mcpDeniedCode = -32001
+
+// refuse denies a request that is malformed before any policy applies.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, t dest, reason string) {
+	cur := p.current.Load()
+	req := p.baseRequest(r.Context(), t)
+	req.HTTPMethod = r.Method
+	if r.URL != nil {
+		req.Path = r.URL.EscapedPath()
+	}
+	p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
+}
+
+func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest, denialID string) {
+	rec := Record{
+		Time:       req.Time,
+		Sandbox:    p.cfg.Sandbox,
+		Binary:     req.Binary,
+		Host:       req.Host,
+		Port:       req.Port,
+		HTTPMethod: req.HTTPMethod,
+		Path:       req.Path,
+		Decision:   DecisionAllow,
+		Entry:      d.Entry,
+		Rule:       d.Rule,
+		Reason:     d.Reason,
+		DenialID:   denialID,
+	}
+	if req.Addr.IsValid() {
+		rec.Addr = req.Addr.String()
+	}
+	if cur != nil {
+		rec.PolicyVersion = cur.version
+	}
+	switch {
+	case denialID != "":
+		rec.Decision = DecisionDeny
+		rec.VersionProbe = d.VersionRefused
+	case d.Audit:
+		rec.Decision = DecisionAudit
+	}
+	if mreq != nil && len(mreq.Messages) > 0 {
+		rec.MCPMethod = mreq.Messages[0].Message.Method
+		rec.Tool = mreq.Messages[0].Message.Tool
+	}
+	p.decisions.add(rec)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// bufferedConn is a connection whose first bytes were already read into r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// oneConnListener hands one connection to an http.Server and ends when
+// that connection closes.
+type oneConnListener struct {
+	conn   chan net.Conn
+	closed chan struct{}
+	addr   net.Addr
+	once   sync.Once
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	l := &oneConnListener{conn: make(chan net.Conn, 1), closed: make(chan struct{}), addr: c.LocalAddr()}
+	l.conn <- &notifyConn{Conn: c, onClose: l.Close}
+	return l
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conn:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return l.addr }
+
+// notifyConn calls onClose when the connection closes.
+type notifyConn struct {
+	net.Conn
+	onClose func() error
+	once    sync.Once
+}
+
+func (c *notifyConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.onClose() })
+	return err
+}

@@ -1,0 +1,69 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// LoadFile reads, validates and applies the policy in path. The version
+// label is the document's hash ("sha256:" and 12 hex digits). On any error
+// the version in force stays.
+func (p *Proxy) LoadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read policy %s: %w", path, err)
+	}
+	return p.loadDocument(path, data)
+}
+
+// loadDocument validates and applies one policy document read from path.
+func (p *Proxy) loadDocument(path string, data []byte) error {
+	pol, warnings, err := policy.Parse(data)
+	if err != nil {
+		return fmt.Errorf("policy %s: %w", path, err)
+	}
+	for _, w := range warnings {
+		p.log.Warn("policy warning", "file", path, "path", w.Path, "warning", w.Message)
+	}
+	return p.SetPolicy(pol, "sha256:"+pol.Hash()[:12])
+}
+
+// WatchFile keeps the proxy's policy in step with path until ctx ends: the
+// file is read every interval, and a changed, valid document swaps in
+// atomically. An invalid file is refused and logged; the last good version
+// stays (with none, every request is denied).
+func (p *Proxy) WatchFile(ctx context.Context, path string, interval time.Duration) {
+	var last [sha256.Size]byte
+	check := func() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			p.log.Error("cannot read the policy file; keeping the current version", "file", path, "err", err)
+			return
+		}
+		sum := sha256.Sum256(data)
+		if sum == last {
+			return
+		}
+		last = sum
+		if err := p.loadDocument(path, data); err != nil {
+			p.log.Error("policy file refused; keeping the current version", "file", path, "file_sha256", hex.EncodeToString(sum[:8]), "err", err)
+		}
+	}
+	check()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			check()
+		}
+	}
+}
