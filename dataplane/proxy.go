@@ -81,6 +81,8 @@ type Proxy struct {
 	decisions *decisionLog
 	transport *http.Transport
 	forward   *httputil.ReverseProxy
+
+	fileReloads reloadStatus
 }
 
 // loaded is one compiled policy version.
@@ -208,12 +210,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodConnect:
 		p.handleConnect(w, r)
 	case r.URL.IsAbs() && r.URL.Scheme == "http":
-		// The authority of an absolute URI must be the Host header: an
-		// upstream must never see a different host than the one judged.
-		if !sameAuthority(r.URL.Host, r.Host, "80") {
-			p.refuse(w, r, dest{host: r.URL.Hostname()}, "the request URI's authority differs from its Host header")
-			return
-		}
+		// Go sets r.Host from the URI; a Host header naming another
+		// authority is caught on the raw bytes (framingGuard). What is
+		// judged and forwarded is the URI's authority.
 		t, err := parseTarget(r.URL.Host, "80")
 		if err != nil {
 			p.refuse(w, r, dest{host: r.URL.Hostname()}, err.Error())
@@ -453,9 +452,9 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		return
 	}
 	req.Addr = addr
-	if ambiguousFraming(r.Context()) {
+	if problem := framingProblem(r.Context()); problem != "" {
 		w.Header().Set("Connection", "close")
-		p.deny(w, r, cur, req, policy.Decision{Reason: "a request on this connection had both Content-Length and Transfer-Encoding"}, nil)
+		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
 		return
 	}
 	if r.Header.Get("Upgrade") != "" {

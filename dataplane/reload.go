@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -51,9 +52,11 @@ func (p *Proxy) WatchFile(ctx context.Context, path string, interval time.Durati
 			return
 		}
 		last = sum
-		if err := p.loadDocument(path, data); err != nil {
+		err = p.loadDocument(path, data)
+		if err != nil {
 			p.log.Error("policy file refused; keeping the current version", "file", path, "file_sha256", hex.EncodeToString(sum[:8]), "err", err)
 		}
+		p.fileReloads.record(err)
 	}
 	check()
 	t := time.NewTicker(interval)
@@ -66,4 +69,27 @@ func (p *Proxy) WatchFile(ctx context.Context, path string, interval time.Durati
 			check()
 		}
 	}
+}
+
+// reloadStatus counts the changed policy files a proxy has read and keeps
+// the last refusal.
+type reloadStatus struct {
+	mu      sync.Mutex
+	count   int
+	lastErr error
+}
+
+func (s *reloadStatus) record(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count++
+	s.lastErr = err
+}
+
+// FileReloads returns how many changed policy files WatchFile has read,
+// and why the last one was refused (nil if it was applied).
+func (p *Proxy) FileReloads() (int, error) {
+	p.fileReloads.mu.Lock()
+	defer p.fileReloads.mu.Unlock()
+	return p.fileReloads.count, p.fileReloads.lastErr
 }
