@@ -91,6 +91,8 @@ type endpoint struct {
 	accessAllow map[string]bool // methods the access preset allows
 	accessRule  string          // "access: PRESET"
 
+	allowedL4, allowedAccess string // the reasons of those allows
+
 	// MCP options.
 	strictNames bool
 	allowAll    bool
@@ -105,7 +107,7 @@ type rule struct {
 	src      *policy.L7Rule
 	nilAllow bool   // a rules[] entry without allow: allows nothing
 	label    string // "rules[3]" or "deny_rules[3]"
-	allowed  string // " is allowed by rules[3] of NAME", the tail of an allowing reason
+	allowed  string // "allowed by rules[3] of NAME", the reason of an allow
 
 	method    string // as written; "" or "*" when any
 	anyMethod bool
@@ -194,6 +196,9 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 		maxBody:     policy.DefaultMaxBodyBytes,
 	}
 	e.name = fmt.Sprintf("network_policies.%s (%s)", key, e.label)
+	// Allow reasons name only the rule, so they are built once here.
+	e.allowedL4 = "allowed by " + e.name + " (no L7 inspection)"
+	e.allowedAccess = "allowed by access: " + ep.Access + " on " + e.name
 	if ep.Path != "" {
 		g := compileGlob(ep.Path)
 		e.scope = &g
@@ -241,7 +246,7 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 	c := rule{
 		src:       r,
 		label:     label,
-		allowed:   " is allowed by " + label + " of " + epName,
+		allowed:   "allowed by " + label + " of " + epName,
 		method:    r.Method,
 		anyMethod: r.Method == "" || r.Method == "*",
 		expiresAt: r.ExpiresAt,
@@ -659,18 +664,16 @@ func (o *outcome) explain(r *policy.Request, paths *canonicalPaths) string {
 	e := o.e
 	switch o.why {
 	case whyL4:
-		return fmt.Sprintf("%s:%d is allowed by %s (no L7 inspection)", r.Host, r.Port, e.name)
+		return e.allowedL4
 	case whyAccess:
-		p, _ := paths.get(r.Path, e.encodedOK)
-		return fmt.Sprintf("%s %s is allowed by access: %s on %s", strings.ToUpper(r.HTTPMethod), p, e.access, e.name)
+		return e.allowedAccess
 	case whyRule:
-		p, _ := paths.get(r.Path, e.encodedOK)
-		return strings.ToUpper(r.HTTPMethod) + " " + p + o.r.allowed
+		return o.r.allowed
 	case whyRESTNone:
 		p, _ := paths.get(r.Path, e.encodedOK)
 		return fmt.Sprintf("%s %s is not allowed by %s: no rule matches", strings.ToUpper(r.HTTPMethod), p, e.name)
 	case whyMCPRule:
-		return describeMCP(r.MCP) + o.r.allowed
+		return o.r.allowed
 	case whyMCPNone:
 		return fmt.Sprintf("%s is not allowed by %s: no rule matches%s", describeMCP(r.MCP), e.name, o.extra)
 	}
@@ -970,7 +973,7 @@ func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 	if len(e.allowRules) == 0 && e.allowAll {
 		if knownMCPMethods[m.Method] {
 			return outcome{e: e, allow: true, rule: "allow_all_known_mcp_methods",
-				reason: fmt.Sprintf("%s is allowed by allow_all_known_mcp_methods on %s", describeMCP(m), e.name)}
+				reason: "allowed by allow_all_known_mcp_methods on " + e.name}
 		}
 		return outcome{e: e, reason: fmt.Sprintf("%s is not a known MCP method, so allow_all_known_mcp_methods on %s does not allow it", describeMCP(m), e.name)}
 	}

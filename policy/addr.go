@@ -165,7 +165,7 @@ func IsMetadataHost(host string) bool {
 	if !ok {
 		return false
 	}
-	for _, a := range withEmbedded(addr) {
+	for _, a := range withEmbedded(addr).all() {
 		if isMetadataAddr(a) {
 			return true
 		}
@@ -217,12 +217,25 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 // withEmbedded returns the unmapped address and, for a NAT64 or
 // IPv4-compatible address, the IPv4 address it reaches: the addresses a
 // rule about destinations must see.
-func withEmbedded(a netip.Addr) []netip.Addr {
+func withEmbedded(a netip.Addr) addrForms {
 	a = a.Unmap().WithZone("")
 	if v4, ok := embeddedIPv4(a); ok {
-		return []netip.Addr{a, v4}
+		return addrForms{a, v4}
 	}
-	return []netip.Addr{a}
+	return addrForms{a}
+}
+
+// addrForms is an address and, for NAT64 and IPv4-compatible forms, the
+// IPv4 address it reaches: a fixed array, so the per-request address
+// checks allocate nothing.
+type addrForms [2]netip.Addr
+
+// all yields the valid forms, the address itself first.
+func (f addrForms) all() []netip.Addr {
+	if f[1].IsValid() {
+		return f[:]
+	}
+	return f[:1]
 }
 
 // Ranges that are always denied (AlwaysDenied) and those that need
@@ -287,30 +300,40 @@ func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied
 	if !addr.IsValid() {
 		return "invalid address", true
 	}
-	all := withEmbedded(addr)
-	for i, a := range all {
-		desc := a.String()
-		if i > 0 {
-			form := "NAT64"
-			if ipv4Compatible.Contains(all[0]) {
-				form = "IPv4-compatible"
-			}
-			desc = fmt.Sprintf("%s (%s form of %s)", all[0], form, a)
-		}
+	forms := withEmbedded(addr)
+	for i, a := range forms.all() {
+		kind := ""
 		switch {
 		case isMetadataAddr(a):
-			return "cloud metadata address " + desc, true
+			kind = "cloud metadata address"
 		case inAny(a, thisNetwork):
-			return "unspecified address " + desc, true
+			kind = "unspecified address"
 		case inAny(a, loopback) && (!devAllowLoopback || i > 0):
-			return "loopback address " + desc, true
+			kind = "loopback address"
 		case inAny(a, linkLocal):
-			return "link-local address " + desc, true
+			kind = "link-local address"
 		case inAny(a, multicastOrBroadcast):
-			return "multicast, broadcast or reserved address " + desc, true
+			kind = "multicast, broadcast or reserved address"
+		default:
+			continue
 		}
+		// The description is built only on a denial: allowed requests
+		// pass this check without allocating.
+		return kind + " " + describeForm(forms, i), true
 	}
 	return "", false
+}
+
+// describeForm names forms[i], saying which form of which address it is.
+func describeForm(forms addrForms, i int) string {
+	if i == 0 {
+		return forms[0].String()
+	}
+	form := "NAT64"
+	if ipv4Compatible.Contains(forms[0]) {
+		form = "IPv4-compatible"
+	}
+	return fmt.Sprintf("%s (%s form of %s)", forms[0], form, forms[i])
 }
 
 // IsPrivate reports whether addr is in a private, shared or special-purpose
@@ -321,7 +344,7 @@ func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied
 // exact hostname (a divergence from OpenShell). AlwaysDenied is checked
 // first; IsPrivate says nothing about the ranges it denies.
 func IsPrivate(addr netip.Addr) bool {
-	for _, a := range withEmbedded(addr) {
+	for _, a := range withEmbedded(addr).all() {
 		if inAny(a, privateRanges) {
 			return true
 		}

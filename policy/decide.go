@@ -70,7 +70,11 @@ type Decision struct {
 	Entry          string // network_policies key that allowed or whose rule denied ("" if none)
 	Endpoint       int    // index in that entry's endpoints, -1 if none
 	Rule           string // e.g. "rules[2]", "deny_rules[0]", "access: read-only", "allow_all_known_mcp_methods"
-	Reason         string // human-readable, names the method/tool/host and the rule
+	// Reason is human-readable. A denial names the method, path or tool and
+	// the rule; an allow names only the rule (the request is in the
+	// decision record), so the proxy's matcher can answer allows without
+	// building a string.
+	Reason string
 	VersionRefused bool   // denied only because the MCP protocol version is not listed (not offered to the advisor)
 }
 
@@ -258,7 +262,7 @@ func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 			}
 			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
-		for _, a := range withEmbedded(addr) {
+		for _, a := range withEmbedded(addr).all() {
 			if prefix.Masked().Contains(a) {
 				return true
 			}
@@ -434,7 +438,7 @@ func judgeCandidate(e endpointRef, r Request) outcome {
 	switch e.ep.Protocol {
 	case ProtocolL4:
 		return outcome{ep: e, allow: true, rule: "endpoint",
-			reason: fmt.Sprintf("%s:%d is allowed by %s (no L7 inspection)", r.Host, r.Port, e.name())}
+			reason: fmt.Sprintf("allowed by %s (no L7 inspection)", e.name())}
 	case ProtocolREST:
 		return judgeREST(e, r)
 	case ProtocolMCP:
@@ -500,11 +504,11 @@ func judgeREST(e endpointRef, r Request) outcome {
 	what := fmt.Sprintf("%s %s", method, path)
 	switch e.ep.Access {
 	case AccessFull:
-		return outcome{ep: e, allow: true, rule: "access: full", reason: fmt.Sprintf("%s is allowed by access: full on %s", what, e.name())}
+		return outcome{ep: e, allow: true, rule: "access: full", reason: fmt.Sprintf("allowed by access: full on %s", e.name())}
 	case AccessReadOnly, AccessReadWrite:
 		if slices.Contains(accessMethods[e.ep.Access], method) {
 			return outcome{ep: e, allow: true, rule: "access: " + e.ep.Access,
-				reason: fmt.Sprintf("%s is allowed by access: %s on %s", what, e.ep.Access, e.name())}
+				reason: fmt.Sprintf("allowed by access: %s on %s", e.ep.Access, e.name())}
 		}
 	}
 	for i, rule := range e.ep.Rules {
@@ -513,7 +517,7 @@ func judgeREST(e endpointRef, r Request) outcome {
 		}
 		if restRuleMatches(rule.Allow, r, path, true) {
 			return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
-				reason: fmt.Sprintf("%s is allowed by rules[%d] of %s", what, i, e.name())}
+				reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
 		}
 	}
 	return outcome{ep: e, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches", what, e.name())}
@@ -712,7 +716,7 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 	if len(e.ep.Rules) == 0 && allowAllKnown(e.ep) {
 		if slices.Contains(knownMCPMethods, r.MCP.Method) {
 			return outcome{ep: e, allow: true, rule: "allow_all_known_mcp_methods",
-				reason: fmt.Sprintf("%s is allowed by allow_all_known_mcp_methods on %s", what, e.name())}
+				reason: fmt.Sprintf("allowed by allow_all_known_mcp_methods on %s", e.name())}
 		}
 		return outcome{ep: e, reason: fmt.Sprintf("%s is not a known MCP method, so allow_all_known_mcp_methods on %s does not allow it", what, e.name())}
 	}
@@ -728,7 +732,7 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 			continue
 		}
 		return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
-			reason: fmt.Sprintf("%s is allowed by rules[%d] of %s", what, i, e.name())}
+			reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
 	}
 	return outcome{ep: e, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), schemaFailure)}
 }
