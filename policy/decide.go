@@ -65,17 +65,17 @@ type MCPMessage struct {
 
 // Decision is the verdict on one request.
 type Decision struct {
-	Allow          bool
-	Audit          bool   // denied by rules but let through because the matching endpoint has enforcement: audit
-	Entry          string // network_policies key that allowed or whose rule denied ("" if none)
-	Endpoint       int    // index in that entry's endpoints, -1 if none
-	Rule           string // e.g. "rules[2]", "deny_rules[0]", "access: read-only", "allow_all_known_mcp_methods"
+	Allow    bool
+	Audit    bool   // denied by rules but let through because the matching endpoint has enforcement: audit
+	Entry    string // network_policies key that allowed or whose rule denied ("" if none)
+	Endpoint int    // index in that entry's endpoints, -1 if none
+	Rule     string // e.g. "rules[2]", "deny_rules[0]", "access: read-only", "allow_all_known_mcp_methods"
 	// Reason is human-readable. A denial names the method, path or tool and
 	// the rule; an allow names only the rule (the request is in the
 	// decision record), so the proxy's matcher can answer allows without
 	// building a string.
-	Reason string
-	VersionRefused bool   // denied only because the MCP protocol version is not listed (not offered to the advisor)
+	Reason         string
+	VersionRefused bool // denied only because the MCP protocol version is not listed (not offered to the advisor)
 }
 
 // Decide returns the decision of policy p on request r. A nil policy denies
