@@ -416,3 +416,102 @@ func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
 func ordersHandler(stateless bool) http.Handler {
 	return demo.OrdersHandler(&mcp.StreamableHTTPOptions{Stateless: stateless, DisableLocalhostProtection: true})
 }
+
+// Inside a CONNECT tunnel, the TLS server name and the inner Host must be
+// the CONNECT authority.
+func TestTunnelNamesMustMatchConnect(t *testing.T) {
+	up := startUpstream(t, ordersHandler(false))
+	tp := startProxy(t, ordersPolicy, up)
+	authority := fmt.Sprintf("orders.example.com:%d", up.port)
+	open := func(serverName string) (*tls.Conn, *bufio.Reader) {
+		t.Helper()
+		conn, err := net.Dial("tcp", tp.url.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority)
+		if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || res.StatusCode != 200 {
+			t.Fatalf("CONNECT = %v, %v", res, err)
+		}
+		tc := tls.Client(conn, &tls.Config{RootCAs: tp.roots, ServerName: serverName, InsecureSkipVerify: serverName != "orders.example.com"})
+		return tc, bufio.NewReader(tc)
+	}
+	// Another SNI: the proxy closes the tunnel.
+	tc, br := open("evil.example.com")
+	fmt.Fprintf(tc, "POST /mcp HTTP/1.1\r\nHost: %s\r\n\r\n", authority)
+	if res, err := http.ReadResponse(br, nil); err == nil && res.StatusCode == 200 {
+		t.Fatalf("a tunnel with another SNI served a request")
+	}
+	// Another inner Host: 403.
+	tc, br = open("orders.example.com")
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	fmt.Fprintf(tc, "POST /mcp HTTP/1.1\r\nHost: other.example.com\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || up.count() != 0 {
+		t.Fatalf("inner Host mismatch = %d, upstream saw %d", res.StatusCode, up.count())
+	}
+}
+
+// A request refused only because its protocol version is not listed is
+// recorded as a version probe (not offered to the advisor).
+func TestVersionProbeRecorded(t *testing.T) {
+	up := startUpstream(t, ordersHandler(false))
+	tp := startProxy(t, ordersPolicy, up)
+	res, body := rawMCP(t, tp, up, http.Header{"Mcp-Protocol-Version": {"2025-06-18"}}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("unlisted version = %d %s", res.StatusCode, body)
+	}
+	recs := tp.proxy.Decisions()
+	if last := recs[len(recs)-1]; !last.VersionProbe || last.Decision != dataplane.DecisionDeny {
+		t.Fatalf("record = %+v, want a denial marked as a version probe", last)
+	}
+}
+
+// GET (the SSE receive stream) and DELETE (session end) follow the
+// endpoint's match; other methods are denied.
+func TestMCPGetAndDelete(t *testing.T) {
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	tp := startProxy(t, ordersPolicy, up)
+	u := fmt.Sprintf("https://orders.example.com:%d/mcp", up.port)
+	for _, tc := range []struct {
+		method string
+		want   int
+	}{{http.MethodGet, http.StatusNoContent}, {http.MethodDelete, http.StatusNoContent}, {http.MethodPut, http.StatusForbidden}} {
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, u, nil)
+		res, err := tp.httpClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("%s /mcp = %d, want %d", tc.method, res.StatusCode, tc.want)
+		}
+	}
+	if up.count() != 2 {
+		t.Fatalf("upstream saw %d requests, want GET and DELETE", up.count())
+	}
+}
+
+// enforcement: audit forwards what policy would deny and records it as
+// audit.
+func TestAuditModeForwardsAndRecords(t *testing.T) {
+	audit := strings.Replace(ordersPolicy, "enforcement: enforce", "enforcement: audit", 1)
+	up := startUpstream(t, ordersHandler(true))
+	tp := startProxy(t, audit, up)
+	// A well-formed call no rule allows (the argument gate refuses "x").
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}`
+	h := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"lookup_order"}}
+	res, body := rawMCP(t, tp, up, h, call)
+	if res.StatusCode != http.StatusOK || !up.saw(`"order_id":"x"`) {
+		t.Fatalf("audit mode = %d %s; want forwarded", res.StatusCode, body)
+	}
+	recs := tp.proxy.Decisions()
+	if last := recs[len(recs)-1]; last.Decision != dataplane.DecisionAudit {
+		t.Fatalf("record = %+v, want audit", last)
+	}
+}
