@@ -495,6 +495,16 @@ func TestMCPGetAndDelete(t *testing.T) {
 	if up.count() != 2 {
 		t.Fatalf("upstream saw %d requests, want GET and DELETE", up.count())
 	}
+	// A GET carrying a body would smuggle an unjudged message.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"refund_order"}}`))
+	res, err := tp.httpClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || up.count() != 2 {
+		t.Fatalf("GET with a body = %d, upstream saw %d", res.StatusCode, up.count())
+	}
 }
 
 // enforcement: audit forwards what policy would deny and records it as

@@ -473,7 +473,13 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		body []byte
 		d    policy.Decision
 	)
-	if maxBody, ok := cur.matcher.MCPLimits(t.host, t.port, path); ok && r.Method == http.MethodPost {
+	maxBody, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, path)
+	if mcpEndpoint && r.Method != http.MethodPost && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
+		// Only POST bodies are judged; any other body would pass unread.
+		p.deny(w, r, cur, req, policy.Decision{Reason: r.Method + " to an MCP endpoint must not carry a body"}, nil)
+		return
+	}
+	if mcpEndpoint && r.Method == http.MethodPost {
 		mreq, raw, reason := p.readMCP(r, maxBody)
 		if mreq == nil {
 			p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
