@@ -55,6 +55,8 @@ type Matcher struct {
 	ips      map[netip.Addr][]int32 // IP-literal hosts → endpoints, in order
 	wild     []int32                // wildcard hosts, in order
 	hostless []int32                // no host (allowed_ips only), in order
+
+	namesBinaries bool // some entry lists binaries
 }
 
 // nameHost is an exact host name of the policy with what the hard denials
@@ -125,6 +127,11 @@ type rule struct {
 
 // Compile validates p and compiles a copy of it into a Matcher. An invalid
 // policy is refused with policy.Validate's error.
+// NamesBinaries reports whether any entry of the policy lists binaries:
+// only then does a decision depend on the calling binary, which is costly
+// to find (a scan of /proc per connection).
+func (m *Matcher) NamesBinaries() bool { return m != nil && m.namesBinaries }
+
 func Compile(p *policy.Policy) (*Matcher, error) {
 	if _, err := policy.Validate(p); err != nil {
 		return nil, fmt.Errorf("compile policy: %w", err)
@@ -142,6 +149,7 @@ func Compile(p *policy.Policy) (*Matcher, error) {
 			continue
 		}
 		var bins []glob
+		m.namesBinaries = m.namesBinaries || len(entry.Binaries) > 0
 		for _, b := range entry.Binaries {
 			bins = append(bins, compileGlob(b.Path))
 		}

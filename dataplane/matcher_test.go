@@ -762,3 +762,19 @@ func TestHelpersAgreeWithPolicy(t *testing.T) {
 		agree(t, m, policy.Request{Host: host, Port: 443, Time: when})
 	}
 }
+
+func TestMatcherNamesBinaries(t *testing.T) {
+	for doc, want := range map[string]bool{
+		"version: 1\nnetwork_policies: {a: {endpoints: [{host: a.example.com, port: 443}], binaries: []}}\n":                  false,
+		"version: 1\nnetwork_policies: {a: {endpoints: [{host: a.example.com, port: 443}], binaries: [{path: /usr/bin/x}]}}\n": true,
+		"version: 1\n": false,
+	} {
+		if got := mustCompile(t, parse(t, doc)).NamesBinaries(); got != want {
+			t.Errorf("NamesBinaries of %q = %v, want %v", doc, got, want)
+		}
+	}
+	var nilMatcher *Matcher
+	if nilMatcher.NamesBinaries() {
+		t.Error("a nil matcher names binaries")
+	}
+}

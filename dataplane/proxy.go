@@ -266,7 +266,7 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, t, "no policy is loaded")
 		return
 	}
-	req := p.baseRequest(r.Context(), t)
+	req := p.baseRequest(r.Context(), cur, t)
 	addr, reason := p.resolve(r.Context(), t, req)
 	if !addr.IsValid() {
 		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
@@ -321,14 +321,20 @@ func (p *Proxy) resolve(ctx context.Context, t dest, req policy.Request) (netip.
 	return netip.Addr{}, first
 }
 
-func (p *Proxy) baseRequest(ctx context.Context, t dest) policy.Request {
-	return policy.Request{
-		Binary:           binaryOf(ctx),
+// baseRequest starts the request to t. The calling binary is looked up
+// only when the policy names binaries (the lookup scans /proc); denials
+// look it up anyway for their record (see deny).
+func (p *Proxy) baseRequest(ctx context.Context, cur *loaded, t dest) policy.Request {
+	req := policy.Request{
 		Host:             t.host,
 		Port:             t.port,
 		Time:             p.cfg.Now(),
 		DevAllowLoopback: p.cfg.DevAllowLoopback,
 	}
+	if cur != nil && cur.matcher.NamesBinaries() {
+		req.Binary = binaryOf(ctx)
+	}
+	return req
 }
 
 // tunnel relays bytes between the client and addr after an L4 allow.
@@ -442,7 +448,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		p.refuse(w, r, t, "no policy is loaded")
 		return
 	}
-	req := p.baseRequest(r.Context(), t)
+	req := p.baseRequest(r.Context(), cur, t)
 	req.HTTPMethod = r.Method
 	req.Path = r.URL.EscapedPath()
 	req.Query = r.URL.RawQuery
@@ -605,10 +611,12 @@ func (p *Proxy) dialChecked(ctx context.Context, network, _ string) (net.Conn, e
 }
 
 // deny answers a denied request (403), records it, and never forwards.
-// Audit-mode denials are forwarded instead (and recorded as audit) when the
-// matcher marked them so.
 func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest) {
 	id := newDenialID()
+	if req.Binary == "" {
+		// A denial's record names the binary, so a proposal can name it.
+		req.Binary = binaryOf(r.Context())
+	}
 	p.record(cur, req, d, mreq, id)
 	version := ""
 	if cur != nil {
@@ -643,7 +651,7 @@ const mcpDeniedCode = -32001
 // refuse denies a request that is malformed before any policy applies.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, t dest, reason string) {
 	cur := p.current.Load()
-	req := p.baseRequest(r.Context(), t)
+	req := p.baseRequest(r.Context(), cur, t)
 	req.HTTPMethod = r.Method
 	if r.URL != nil {
 		req.Path = r.URL.EscapedPath()
