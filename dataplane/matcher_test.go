@@ -765,7 +765,7 @@ func TestHelpersAgreeWithPolicy(t *testing.T) {
 
 func TestMatcherNamesBinaries(t *testing.T) {
 	for doc, want := range map[string]bool{
-		"version: 1\nnetwork_policies: {a: {endpoints: [{host: a.example.com, port: 443}], binaries: []}}\n":                  false,
+		"version: 1\nnetwork_policies: {a: {endpoints: [{host: a.example.com, port: 443}], binaries: []}}\n":                   false,
 		"version: 1\nnetwork_policies: {a: {endpoints: [{host: a.example.com, port: 443}], binaries: [{path: /usr/bin/x}]}}\n": true,
 		"version: 1\n": false,
 	} {
