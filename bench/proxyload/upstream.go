@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime/pprof"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-dev/portcullis/demo"
+)
+
+// upstream is the MCP server every path reaches, on 127.0.0.1.
+type upstream struct {
+	addr string // 127.0.0.1:PORT
+	port int
+	// hits counts the requests the upstream received, so the check can see
+	// that a denied call never reached it.
+	hits atomic.Int64
+	// valid reports whether a response body is the upstream's answer to a
+	// lookup_order call (cheap: it runs on the hot path).
+	valid func(body []byte) bool
+	srv   *http.Server
+	done  chan struct{}
+}
+
+// fixedResultSuffix ends every answer of the fixed upstream, after the id.
+const fixedResultSuffix = `,"result":{"content":[{"type":"text","text":"shipped"}]}}`
+
+// fixedAnswer is the fixed upstream's exact answer to a request with id.
+func fixedAnswer(id []byte) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	return append(b, fixedResultSuffix...)
+}
+
+// startUpstream serves kind ("fixed" or "sdk") on 127.0.0.1:0.
+func startUpstream(kind string) (*upstream, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("upstream listen: %w", err)
+	}
+	u := &upstream{addr: ln.Addr().String(), port: ln.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	var h http.Handler
+	switch kind {
+	case "fixed":
+		h = http.HandlerFunc(serveFixed)
+		u.valid = func(body []byte) bool { return bytes.HasSuffix(body, []byte(fixedResultSuffix)) }
+	case "sdk":
+		// Stateless and JSON responses: each tools/call stands alone, as
+		// on the other paths; no session set-up to measure.
+		h = demo.OrdersHandler(&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+		u.valid = func(body []byte) bool { return bytes.Contains(body, []byte(`shipped`)) }
+	default:
+		ln.Close()
+		return nil, fmt.Errorf("unknown upstream %q", kind)
+	}
+	u.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u.hits.Add(1)
+			h.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	go func() {
+		pprof.Do(context.Background(), pprof.Labels("component", "upstream"), func(context.Context) { u.srv.Serve(ln) })
+		close(u.done)
+	}()
+	return u, nil
+}
+
+func (u *upstream) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := u.srv.Shutdown(ctx); err != nil {
+		u.srv.Close()
+	}
+	<-u.done
+}
+
+// serveFixed answers any JSON-RPC request with a fixed tool result under
+// the request's id: the least an upstream can do, so the measurement is
+// about the proxies in front of it.
+func serveFixed(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "cannot read body", http.StatusBadRequest)
+		return
+	}
+	id := requestID(body)
+	if id == nil {
+		http.Error(w, "no JSON-RPC id", http.StatusBadRequest)
+		return
+	}
+	answer := fixedAnswer(id)
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(answer))}
+	w.Write(answer)
+}
+
+// requestID returns the raw "id" of a JSON-RPC request: a fast scan for
+// the shape the load program sends ({"jsonrpc":"2.0","id":N,...}), else a
+// full decode.
+func requestID(body []byte) []byte {
+	const key = `"id":`
+	if i := bytes.Index(body, []byte(key)); i >= 0 {
+		rest := body[i+len(key):]
+		if j := bytes.IndexAny(rest, ",}"); j > 0 {
+			if id := bytes.TrimSpace(rest[:j]); json.Valid(id) {
+				return id
+			}
+		}
+	}
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 {
+		return nil
+	}
+	return msg.ID
+}
