@@ -118,9 +118,10 @@ func startUpstream(t *testing.T, handler http.Handler) *upstream {
 // testProxy is a proxy on 127.0.0.1:0 enforcing one policy, resolving
 // orders.example.com to loopback.
 type testProxy struct {
-	proxy *dataplane.Proxy
-	url   *url.URL
-	roots *x509.CertPool // the proxy's CA, which clients trust
+	proxy  *dataplane.Proxy
+	url    *url.URL
+	roots  *x509.CertPool // the proxy's CA, which clients trust
+	client *http.Client
 }
 
 func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
@@ -160,17 +161,16 @@ func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
 	t.Cleanup(func() { cancel(); <-done })
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.CertPEM())
-	return &testProxy{proxy: p, url: &url.URL{Scheme: "http", Host: ln.Addr().String()}, roots: roots}
+	tp := &testProxy{proxy: p, url: &url.URL{Scheme: "http", Host: ln.Addr().String()}, roots: roots}
+	tr := &http.Transport{Proxy: http.ProxyURL(tp.url), TLSClientConfig: &tls.Config{RootCAs: roots}}
+	tp.client = &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tp
 }
 
 // httpClient goes through the proxy and trusts only the proxy's CA, as a
 // sandboxed agent does.
-func (tp *testProxy) httpClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:           http.ProxyURL(tp.url),
-		TLSClientConfig: &tls.Config{RootCAs: tp.roots},
-	}}
-}
+func (tp *testProxy) httpClient() *http.Client { return tp.client }
 
 func connectMCP(t *testing.T, tp *testProxy, up *upstream, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()

@@ -83,6 +83,10 @@ type Proxy struct {
 	forward   *httputil.ReverseProxy
 
 	fileReloads reloadStatus
+	// hijacked holds what outlives the HTTP server's own bookkeeping:
+	// tunnels and the inner servers of intercepted CONNECTs. Serve closes
+	// them when it stops.
+	hijacked tracker
 }
 
 // loaded is one compiled policy version.
@@ -173,8 +177,46 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		srv.Close()
 	}
+	p.hijacked.closeAll()
 	p.transport.CloseIdleConnections()
 	return nil
+}
+
+// tracker is a set of closers that can all be closed at once.
+type tracker struct {
+	mu     sync.Mutex
+	items  map[io.Closer]struct{}
+	closed bool
+}
+
+// add tracks c until the returned function is called. When the tracker is
+// already closed, c is closed at once.
+func (t *tracker) add(c io.Closer) (remove func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		c.Close()
+		return func() {}
+	}
+	if t.items == nil {
+		t.items = make(map[io.Closer]struct{})
+	}
+	t.items[c] = struct{}{}
+	return func() {
+		t.mu.Lock()
+		delete(t.items, c)
+		t.mu.Unlock()
+	}
+}
+
+func (t *tracker) closeAll() {
+	t.mu.Lock()
+	items := t.items
+	t.items, t.closed = nil, true
+	t.mu.Unlock()
+	for c := range items {
+		c.Close()
+	}
 }
 
 // client is the proxy's view of one client connection: its calling
@@ -354,6 +396,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, addr netip.Addr, 
 		upstream.Close()
 		return
 	}
+	defer p.hijacked.add(conn)()
 	relay(conn, buf.Reader, upstream)
 }
 
@@ -396,7 +439,15 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest) {
 	}
 	inner := net.Conn(&bufferedConn{Conn: conn, r: buf.Reader})
 	scheme := "http"
-	if first, err := buf.Reader.Peek(1); err == nil && first[0] == 0x16 { // a TLS handshake record
+	// A client that opens a tunnel and says nothing is not kept forever.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	first, err := buf.Reader.Peek(1)
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		conn.Close()
+		return
+	}
+	if first[0] == 0x16 { // a TLS handshake record
 		scheme = "https"
 		cfg := p.ca.TLSConfigFor(t.host)
 		tlsConn := tls.Server(inner, cfg)
@@ -438,6 +489,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest) {
 			return context.WithValue(ctx, clientKey{}, cl)
 		},
 	}
+	defer p.hijacked.add(srv)()
 	srv.Serve(guardListener{newOneConnListener(inner)})
 }
 
