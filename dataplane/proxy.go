@@ -13,9 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,7 +78,6 @@ type Proxy struct {
 	current   atomic.Pointer[loaded]
 	decisions *decisionLog
 	transport *http.Transport
-	forward   *httputil.ReverseProxy
 
 	fileReloads reloadStatus
 	// hijacked holds what outlives the HTTP server's own bookkeeping:
@@ -109,17 +106,6 @@ func New(cfg Config, ca *CA) *Proxy {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 0, // MCP tool calls may take long; the client decides
-	}
-	p.forward = &httputil.ReverseProxy{
-		Rewrite:   func(*httputil.ProxyRequest) {}, // the request is built in full by forwardRequest
-		Transport: p.transport,
-		// Flush every write: SSE must flow event by event.
-		FlushInterval: -1,
-		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.log.Warn("upstream request failed", "host", r.URL.Host, "err", err)
-			writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream_unreachable", "detail": "the upstream could not be reached"})
-		},
 	}
 	return p
 }
@@ -562,13 +548,17 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
 		return
 	}
-	p.forwardRequest(w, r, scheme, t, addr, canonical, body)
+	p.forward(w, r, scheme, t, addr, canonical, body)
 }
 
 // readMCP reads an MCP POST body, counting the bytes actually read against
 // the endpoint's limit (chunked bodies included), and parses it strictly.
 func (p *Proxy) readMCP(r *http.Request, maxBody int) (*MCPRequest, []byte, string) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, int64(maxBody)+1))
+	// Size the buffer from Content-Length (bounded by the limit) so the
+	// read does not grow it step by step.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), int64(maxBody))+1))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(maxBody)+1))
+	raw := buf.Bytes()
 	if err != nil {
 		return nil, nil, "cannot read the request body"
 	}
@@ -612,32 +602,6 @@ func versionLabel(v string) string {
 		return policy.DefaultMCPVersion + " (none given)"
 	}
 	return v
-}
-
-// forwardRequest sends the judged request upstream: to the address that
-// was checked, with the canonical path, the original Host, and the body
-// that was judged (MCP) or streamed (others). The response streams back
-// unbuffered.
-func (p *Proxy) forwardRequest(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte) {
-	unescaped, err := url.PathUnescape(canonical)
-	if err != nil {
-		// CanonicalPath only produces valid encodings.
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal_error"})
-		return
-	}
-	out := r.Clone(context.WithValue(r.Context(), dialKey{}, netip.AddrPortFrom(addr, uint16(t.port))))
-	out.URL = &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery}
-	out.RequestURI = ""
-	out.Host = r.Host
-	if body != nil {
-		out.Body = io.NopCloser(bytes.NewReader(body))
-		out.ContentLength = int64(len(body))
-		out.TransferEncoding = nil
-		out.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	}
-	out.Header.Del("Proxy-Authorization")
-	out.Header.Del("Proxy-Connection")
-	p.forward.ServeHTTP(w, out)
 }
 
 // forwardPath is the canonical path that is forwarded: canonicalised with

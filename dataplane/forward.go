@@ -1,0 +1,156 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// hopByHop are the headers that describe one connection, not the message;
+// a proxy never forwards them (RFC 9110 §7.6.1), nor the ones a
+// Connection header names.
+var hopByHop = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// copyEndToEnd copies the end-to-end headers of src into dst.
+func copyEndToEnd(dst, src http.Header) {
+	var named []string
+	for _, v := range src["Connection"] {
+		for _, f := range strings.Split(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				named = append(named, http.CanonicalHeaderKey(f))
+			}
+		}
+	}
+	for k, vv := range src {
+		if isHopByHop(k, named) {
+			continue
+		}
+		dst[k] = vv
+	}
+}
+
+func isHopByHop(k string, named []string) bool {
+	for _, h := range hopByHop {
+		if k == h {
+			return true
+		}
+	}
+	for _, h := range named {
+		if k == h {
+			return true
+		}
+	}
+	return false
+}
+
+// copyBuffers are lent to response copies: without a pool every response
+// would allocate its own.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// forward sends the judged request upstream — to the address that was
+// checked, with the canonical path, the original Host, and the body that
+// was judged (MCP) or streamed (others) — and streams the response back.
+// Streaming responses (SSE, or no length) are flushed after every read so
+// events flow one by one.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte) {
+	unescaped, err := url.PathUnescape(canonical)
+	if err != nil {
+		// CanonicalPath only produces valid encodings.
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal_error"})
+		return
+	}
+	ctx := context.WithValue(r.Context(), dialKey{}, netip.AddrPortFrom(addr, uint16(t.port)))
+	out := &http.Request{
+		Method:     r.Method,
+		URL:        &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery},
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     make(http.Header, len(r.Header)),
+		Host:       r.Host,
+	}
+	copyEndToEnd(out.Header, r.Header)
+	switch {
+	case body != nil:
+		// A bytes.Reader lets the transport write headers and body at once.
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.ContentLength = int64(len(body))
+	case r.ContentLength != 0:
+		out.Body = r.Body
+		out.ContentLength = r.ContentLength
+	}
+	out = out.WithContext(ctx)
+
+	res, err := p.transport.RoundTrip(out)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			p.log.Warn("upstream request failed", "host", t.host, "port", t.port, "err", err)
+		}
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream_unreachable", "detail": "the upstream could not be reached"})
+		return
+	}
+	defer res.Body.Close()
+
+	copyEndToEnd(w.Header(), res.Header)
+	announced := len(res.Trailer) > 0
+	if announced {
+		names := make([]string, 0, len(res.Trailer))
+		for k := range res.Trailer {
+			names = append(names, k)
+		}
+		w.Header().Set("Trailer", strings.Join(names, ", "))
+	}
+	w.WriteHeader(res.StatusCode)
+	streaming := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+	if err := copyResponse(w, res.Body, streaming); err != nil && !errors.Is(err, context.Canceled) {
+		p.log.Debug("response copy ended early", "host", t.host, "err", err)
+	}
+	if announced {
+		for k, vv := range res.Trailer {
+			w.Header()[k] = vv
+		}
+	}
+}
+
+func isEventStream(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "text/event-stream"
+}
+
+// copyResponse copies src to w, flushing after each read when streaming.
+func copyResponse(w http.ResponseWriter, src io.Reader, streaming bool) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	rc := http.NewResponseController(w)
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if streaming {
+				if err := rc.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
