@@ -1083,7 +1083,7 @@ func (c *rule) argumentsValid(m *policy.MCPMessage) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	inst, err := decodeArguments(args)
 	if err != nil {
 		return fmt.Errorf("arguments are not JSON: %w", err)
 	}
