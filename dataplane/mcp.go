@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -676,8 +677,17 @@ type keyEntry struct {
 	key []byte // decoded
 }
 
+// parsers lends parsers and their scratch space (key lists, paths) across
+// requests; the tree a parse returns never points into them.
+var parsers = sync.Pool{New: func() any { return new(jparser) }}
+
 func parseJSONDocument(b []byte) (*jvalue, error) {
-	p := &jparser{b: b}
+	p := parsers.Get().(*jparser)
+	defer func() {
+		p.reset()
+		parsers.Put(p)
+	}()
+	p.b = b
 	p.skipSpace()
 	if p.i == len(b) {
 		return nil, mcpErrorf("body holds no JSON value")
@@ -691,6 +701,18 @@ func parseJSONDocument(b []byte) (*jvalue, error) {
 		return nil, mcpErrorf("trailing data after the JSON value at byte %d", p.i)
 	}
 	return &v, nil
+}
+
+// reset forgets a parse but keeps the scratch capacity (and the hash seed).
+func (p *jparser) reset() {
+	p.b, p.i = nil, 0
+	p.path = p.path[:0]
+	for i := range p.keys {
+		clear(p.keys[i][:cap(p.keys[i])]) // drop references into the body
+		p.keys[i] = p.keys[i][:0]
+	}
+	p.fold = p.fold[:0]
+	p.hashes = p.hashes[:0]
 }
 
 func (p *jparser) skipSpace() {

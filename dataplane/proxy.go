@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -554,11 +553,19 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 // readMCP reads an MCP POST body, counting the bytes actually read against
 // the endpoint's limit (chunked bodies included), and parses it strictly.
 func (p *Proxy) readMCP(r *http.Request, maxBody int) (*MCPRequest, []byte, string) {
-	// Size the buffer from Content-Length (bounded by the limit) so the
-	// read does not grow it step by step.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), int64(maxBody))+1))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(maxBody)+1))
-	raw := buf.Bytes()
+	var (
+		raw []byte
+		err error
+	)
+	if r.ContentLength >= 0 && r.ContentLength <= int64(maxBody) {
+		// The length is known and within the limit (Go's server stops the
+		// body there): read exactly that, in one buffer.
+		raw = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, raw)
+	} else {
+		// Chunked, or announced over the limit: count what is read.
+		raw, err = io.ReadAll(io.LimitReader(r.Body, int64(maxBody)+1))
+	}
 	if err != nil {
 		return nil, nil, "cannot read the request body"
 	}
