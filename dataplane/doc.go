@@ -6,7 +6,8 @@
 //   - matcher.go: Compile turns a validated policy into an immutable
 //     Matcher, the fast path. Matcher.Decide agrees with policy.Decide on
 //     every request (a rapid property test checks it); the proxy never
-//     calls policy.Decide itself.
+//     calls policy.Decide itself. jsonvalue.go decodes tools/call
+//     arguments for the JSON Schema gate.
 //   - mcp.go: ParseMCP, the strict reader of MCP Streamable HTTP request
 //     bodies (JSON-RPC 2.0 objects and batches). Anything malformed is an
 //     error, judged before policy and never forwarded.
@@ -16,5 +17,10 @@
 //     TLS for L7 endpoints.
 //   - proxy.go: the HTTP forward proxy (absolute-form requests, CONNECT
 //     tunnels, TLS interception), destination checks on the address
-//     actually dialled, denials, the decision log and hot reload.
+//     actually dialled, and denials; forward.go sends judged requests
+//     upstream and streams responses back; framing.go catches what Go's
+//     HTTP server would quietly normalise (Content-Length with
+//     Transfer-Encoding, a Host header differing from the request URI).
+//   - record.go: decision records (a bounded ring and JSON lines);
+//     reload.go: the policy file, watched and swapped atomically.
 package dataplane
