@@ -39,7 +39,8 @@ type Config struct {
 	CallerBinary func(net.Conn) (string, error)
 	// Now is the clock for expires_at and records. Default time.Now.
 	Now func() time.Time
-	// DecisionLog receives every decision as a JSON line. Default: none.
+	// DecisionLog receives every decision as a JSON line, written by a
+	// goroutine of Serve so traffic never waits for it. Default: none.
 	DecisionLog io.Writer
 	// RingSize is how many recent decisions Decisions keeps. Default 1000.
 	RingSize int
@@ -134,6 +135,10 @@ func (p *Proxy) PolicyVersion() string {
 // Decisions returns the recent decisions, oldest first.
 func (p *Proxy) Decisions() []Record { return p.decisions.snapshot() }
 
+// DroppedDecisions returns how many records the decision log file missed
+// because its writer fell behind (they stay in Decisions).
+func (p *Proxy) DroppedDecisions() int64 { return p.decisions.droppedCount() }
+
 // CACertPEM is the certificate the sandbox must trust.
 func (p *Proxy) CACertPEM() []byte { return p.ca.CertPEM() }
 
@@ -150,6 +155,16 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			return context.WithValue(ctx, clientKey{}, &client{conn: c, identify: p.cfg.CallerBinary})
 		},
 	}
+	writerCtx, stopWriter := context.WithCancel(context.Background())
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		p.decisions.write(writerCtx)
+	}()
+	defer func() {
+		stopWriter()
+		<-writerDone
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(guardListener{ln}) }()
 	select {

@@ -1,12 +1,14 @@
 package dataplane
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,42 +55,88 @@ func newDenialID() string {
 	return "dn_" + hex.EncodeToString(b[:])
 }
 
-// decisionLog keeps the last records in a bounded ring and writes each one
-// as a JSON line. It never blocks traffic on a slow writer for long: writes
-// are serialised, and a write error is logged once and the writer dropped.
+// decisionLog keeps the last records in a bounded ring and hands each one
+// to a writer goroutine that writes it as a JSON line. Traffic never waits
+// for the writer: when its queue is full a record is counted as dropped
+// (it stays in the ring) and the drop is logged.
 type decisionLog struct {
 	mu   sync.Mutex
 	ring []Record
 	next int
 	full bool
-	out  io.Writer
-	enc  *json.Encoder
-	log  *slog.Logger
+
+	out     io.Writer
+	queue   chan Record
+	dropped atomic.Int64
+	log     *slog.Logger
 }
+
+// decisionQueue bounds the records waiting for the writer.
+const decisionQueue = 4096
 
 func newDecisionLog(size int, out io.Writer, log *slog.Logger) *decisionLog {
 	d := &decisionLog{ring: make([]Record, size), out: out, log: log}
 	if out != nil {
-		d.enc = json.NewEncoder(out)
+		d.queue = make(chan Record, decisionQueue)
 	}
 	return d
 }
 
 func (d *decisionLog) add(r Record) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.ring[d.next] = r
 	d.next = (d.next + 1) % len(d.ring)
 	if d.next == 0 {
 		d.full = true
 	}
-	if d.enc != nil {
-		if err := d.enc.Encode(r); err != nil {
-			d.log.Error("decision log writer failed; records stay in memory only", "err", err)
-			d.enc = nil
+	d.mu.Unlock()
+	if d.queue == nil {
+		return
+	}
+	select {
+	case d.queue <- r:
+	default:
+		if n := d.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8, …
+			d.log.Warn("decision log writer is behind; records dropped from the file (kept in memory)", "dropped", n)
 		}
 	}
 }
+
+// write drains the queue to the writer until ctx ends, then writes what is
+// left. It is run by Proxy.Serve.
+func (d *decisionLog) write(ctx context.Context) {
+	if d.queue == nil {
+		return
+	}
+	enc := json.NewEncoder(d.out)
+	put := func(r Record) {
+		if enc == nil {
+			return
+		}
+		if err := enc.Encode(r); err != nil {
+			d.log.Error("decision log writer failed; records stay in memory only", "err", err)
+			enc = nil
+		}
+	}
+	for {
+		select {
+		case r := <-d.queue:
+			put(r)
+		case <-ctx.Done():
+			for {
+				select {
+				case r := <-d.queue:
+					put(r)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// droppedCount returns how many records the file writer has missed.
+func (d *decisionLog) droppedCount() int64 { return d.dropped.Load() }
 
 // snapshot returns the records in the ring, oldest first.
 func (d *decisionLog) snapshot() []Record {
