@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -18,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -42,6 +45,9 @@ type Config struct {
 	// DecisionLog receives every decision as a JSON line, written by a
 	// goroutine of Serve so traffic never waits for it. Default: none.
 	DecisionLog io.Writer
+	// MaxConnections bounds the client connections served at once; more
+	// wait to be accepted. Default 4096.
+	MaxConnections int
 	// RingSize is how many recent decisions Decisions keeps. Default 1000.
 	RingSize int
 	// Logger receives operational logs. Default slog.Default().
@@ -62,6 +68,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RingSize <= 0 {
 		c.RingSize = 1000
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 4096
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -166,7 +175,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		<-writerDone
 	}()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(guardListener{ln}) }()
+	go func() { errc <- srv.Serve(guardListener{netutil.LimitListener(ln, p.cfg.MaxConnections)}) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -364,8 +373,7 @@ func (p *Proxy) resolve(ctx context.Context, t dest, req policy.Request) (netip.
 }
 
 // baseRequest starts the request to t. The calling binary is looked up
-// only when the policy names binaries (the lookup scans /proc); denials
-// look it up anyway for their record (see deny).
+// only when the policy names binaries (the lookup scans /proc).
 func (p *Proxy) baseRequest(ctx context.Context, cur *loaded, t dest) policy.Request {
 	req := policy.Request{
 		Host:             t.host,
@@ -538,7 +546,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		return
 	}
 	if mcpEndpoint && r.Method == http.MethodPost {
-		mreq, raw, reason := p.readMCP(r, maxBody)
+		mreq, raw, reason := p.readMCP(w, r, maxBody)
 		if mreq == nil {
 			p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 			return
@@ -567,20 +575,16 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 
 // readMCP reads an MCP POST body, counting the bytes actually read against
 // the endpoint's limit (chunked bodies included), and parses it strictly.
-func (p *Proxy) readMCP(r *http.Request, maxBody int) (*MCPRequest, []byte, string) {
-	var (
-		raw []byte
-		err error
-	)
-	if r.ContentLength >= 0 && r.ContentLength <= int64(maxBody) {
-		// The length is known and within the limit (Go's server stops the
-		// body there): read exactly that, in one buffer.
-		raw = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, raw)
-	} else {
-		// Chunked, or announced over the limit: count what is read.
-		raw, err = io.ReadAll(io.LimitReader(r.Body, int64(maxBody)+1))
-	}
+func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*MCPRequest, []byte, string) {
+	// A client that announces a body and trickles it must not hold memory
+	// or a goroutine for long: bound the time, and grow the buffer only as
+	// bytes arrive (never from the announced length alone).
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	defer rc.SetReadDeadline(time.Time{})
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+1))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(maxBody)+1))
+	raw := buf.Bytes()
 	if err != nil {
 		return nil, nil, "cannot read the request body"
 	}
@@ -593,6 +597,12 @@ func (p *Proxy) readMCP(r *http.Request, maxBody int) (*MCPRequest, []byte, stri
 	}
 	return mreq, raw, ""
 }
+
+// Bounds on reading a judged body.
+const (
+	bodyReadTimeout   = 30 * time.Second
+	initialBodyBuffer = 16 << 10
+)
 
 // judgeMCP decides every message of an MCP request. One denied message
 // denies the request (and so the whole batch). It returns the deciding
@@ -651,10 +661,9 @@ func (p *Proxy) dialChecked(ctx context.Context, network, _ string) (net.Conn, e
 // deny answers a denied request (403), records it, and never forwards.
 func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest) {
 	id := newDenialID()
-	if req.Binary == "" {
-		// A denial's record names the binary, so a proposal can name it.
-		req.Binary = binaryOf(r.Context())
-	}
+	// The binary is looked up only when the policy names binaries: a
+	// lookup scans /proc, and denials must stay cheap (an agent can cause
+	// as many as it likes).
 	p.record(cur, req, d, mreq, id)
 	version := ""
 	if cur != nil {
