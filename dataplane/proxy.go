@@ -93,6 +93,17 @@ type Proxy struct {
 	// tunnels and the inner servers of intercepted CONNECTs. Serve closes
 	// them when it stops.
 	hijacked tracker
+
+	// tunnels are the open L4 tunnels with the request that allowed each:
+	// they are judged again when the policy changes and as time passes
+	// (expires_at), and closed when no longer allowed.
+	tunnelsMu sync.Mutex
+	tunnels   map[*openTunnel]struct{}
+}
+
+type openTunnel struct {
+	req  policy.Request
+	conn net.Conn
 }
 
 // loaded is one compiled policy version.
@@ -129,6 +140,7 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	p.current.Store(&loaded{matcher: m, version: version})
 	// Pooled upstream connections were approved under the old version.
 	p.transport.CloseIdleConnections()
+	p.recheckTunnels()
 	p.log.Info("policy version applied", "version", version)
 	return nil
 }
@@ -164,15 +176,13 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			return context.WithValue(ctx, clientKey{}, &client{conn: c, identify: p.cfg.CallerBinary})
 		},
 	}
-	writerCtx, stopWriter := context.WithCancel(context.Background())
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		p.decisions.write(writerCtx)
-	}()
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	background.Go(func() { p.decisions.write(bgCtx) })
+	background.Go(func() { p.recheckTunnelsEvery(bgCtx, tunnelRecheck) })
 	defer func() {
-		stopWriter()
-		<-writerDone
+		stopBackground()
+		background.Wait()
 	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(guardListener{netutil.LimitListener(ln, p.cfg.MaxConnections)}) }()
@@ -189,6 +199,23 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.hijacked.closeAll()
 	p.transport.CloseIdleConnections()
 	return nil
+}
+
+// tunnelRecheck is how often open tunnels are judged again, so grants end
+// at their expires_at within this much.
+const tunnelRecheck = time.Second
+
+func (p *Proxy) recheckTunnelsEvery(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.recheckTunnels()
+		}
+	}
 }
 
 // tracker is a set of closers that can all be closed at once.
@@ -332,7 +359,7 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p.record(cur, req, d, nil, "")
-		p.tunnel(w, r, addr, t)
+		p.tunnel(w, r, req, addr, t)
 		return
 	}
 	p.intercept(w, r, t)
@@ -388,7 +415,7 @@ func (p *Proxy) baseRequest(ctx context.Context, cur *loaded, t dest) policy.Req
 }
 
 // tunnel relays bytes between the client and addr after an L4 allow.
-func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, addr netip.Addr, t dest) {
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req policy.Request, addr netip.Addr, t dest) {
 	upstream, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(r.Context(), "tcp", netip.AddrPortFrom(addr, uint16(t.port)).String())
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream_unreachable", "detail": "the upstream could not be reached"})
@@ -405,7 +432,55 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, addr netip.Addr, 
 		return
 	}
 	defer p.hijacked.add(conn)()
+	defer p.trackTunnel(req, conn)()
 	relay(conn, buf.Reader, upstream)
+}
+
+// trackTunnel registers an open tunnel until the returned function runs.
+func (p *Proxy) trackTunnel(req policy.Request, conn net.Conn) (untrack func()) {
+	t := &openTunnel{req: req, conn: conn}
+	p.tunnelsMu.Lock()
+	if p.tunnels == nil {
+		p.tunnels = make(map[*openTunnel]struct{})
+	}
+	p.tunnels[t] = struct{}{}
+	p.tunnelsMu.Unlock()
+	return func() {
+		p.tunnelsMu.Lock()
+		delete(p.tunnels, t)
+		p.tunnelsMu.Unlock()
+	}
+}
+
+// recheckTunnels judges every open tunnel again under the version in force
+// at the current time, and closes those it no longer allows (or that now
+// need inspection): an L4 grant ends when its policy or its expires_at
+// says so, not when the client hangs up.
+func (p *Proxy) recheckTunnels() {
+	cur := p.current.Load()
+	now := p.cfg.Now()
+	p.tunnelsMu.Lock()
+	defer p.tunnelsMu.Unlock()
+	for t := range p.tunnels {
+		req := t.req
+		req.Time = now
+		var d policy.Decision
+		switch {
+		case cur == nil:
+			d.Reason = "no policy is loaded"
+		case cur.matcher.Inspect(req.Host, req.Port):
+			d.Reason = "the destination now needs L7 inspection"
+		default:
+			if d = cur.matcher.Decide(&req); d.Allow {
+				continue
+			}
+		}
+		d.Allow = false
+		d.Reason = "open tunnel closed: " + d.Reason
+		p.record(cur, req, d, nil, newDenialID())
+		t.conn.Close()
+		delete(p.tunnels, t)
+	}
 }
 
 // relay copies both ways until either side ends.

@@ -501,3 +501,52 @@ func TestInFlightRequestKeepsItsVersion(t *testing.T) {
 		t.Fatalf("a request after the swap = %d, want 403 under v2", next.StatusCode)
 	}
 }
+
+// An open L4 tunnel is judged again when the policy changes, and closed
+// when the new version no longer allows it.
+func TestOpenTunnelClosedWhenPolicyChanges(t *testing.T) {
+	up := startPlainUpstream(t)
+	p, pu := plainProxy(t, restPolicy, up.port, nil)
+	conn, err := net.Dial("tcp", pu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	authority := fmt.Sprintf("raw.example.com:%d", up.port)
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority)
+	br := bufio.NewReader(conn)
+	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 200 {
+		t.Fatalf("CONNECT = %v, %v", res, err)
+	}
+	// The tunnel works (keep-alive, so it stays open afterwards).
+	fmt.Fprintf(conn, "GET /one HTTP/1.1\r\nHost: raw.example.com\r\n\r\n")
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+
+	without, _, err := policy.Parse([]byte(strings.ReplaceAll(strings.Replace(restPolicy, "  raw:\n    endpoints:\n      - { host: raw.example.com, port: PORT }\n    binaries: []\n", "", 1), "PORT", strconv.Itoa(up.port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetPolicy(without, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET /two HTTP/1.1\r\nHost: raw.example.com\r\n\r\n")
+	if res, err := http.ReadResponse(br, nil); err == nil {
+		res.Body.Close()
+		t.Fatalf("the tunnel still carried a request after the policy stopped allowing it: %d", res.StatusCode)
+	}
+	for _, line := range up.seen() {
+		if strings.Contains(line, "/two") {
+			t.Fatalf("the upstream received %q after the policy change", line)
+		}
+	}
+	recs := p.Decisions()
+	if last := recs[len(recs)-1]; last.Decision != dataplane.DecisionDeny || !strings.Contains(last.Reason, "open tunnel closed") {
+		t.Fatalf("last record = %+v, want the tunnel's closing", last)
+	}
+}
