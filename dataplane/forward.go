@@ -70,7 +70,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal_error"})
 		return
 	}
-	ctx := context.WithValue(r.Context(), dialKey{}, netip.AddrPortFrom(addr, uint16(t.port)))
+	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port))})
 	out := &http.Request{
 		Method:     r.Method,
 		URL:        &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery},
@@ -90,9 +90,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		out.Body = r.Body
 		out.ContentLength = r.ContentLength
 	}
-	out = out.WithContext(ctx)
+	out = out.WithContext(r.Context())
 
-	res, err := p.transport.RoundTrip(out)
+	res, err := upstream.RoundTrip(out)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.log.Warn("upstream request failed", "host", t.host, "port", t.port, "err", err)

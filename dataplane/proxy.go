@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -86,7 +85,7 @@ type Proxy struct {
 	log       *slog.Logger
 	current   atomic.Pointer[loaded]
 	decisions *decisionLog
-	transport *http.Transport
+	upstreams *upstreams
 
 	fileReloads reloadStatus
 	// hijacked holds what outlives the HTTP server's own bookkeeping:
@@ -118,15 +117,7 @@ func New(cfg Config, ca *CA) *Proxy {
 	cfg.setDefaults()
 	p := &Proxy{cfg: cfg, ca: ca, log: cfg.Logger.With("component", "proxy")}
 	p.decisions = newDecisionLog(cfg.RingSize, cfg.DecisionLog, p.log)
-	p.transport = &http.Transport{
-		DialContext:           p.dialChecked,
-		TLSClientConfig:       &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:     false,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 0, // MCP tool calls may take long; the client decides
-	}
+	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	return p
 }
 
@@ -139,7 +130,7 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	}
 	p.current.Store(&loaded{matcher: m, version: version})
 	// Pooled upstream connections were approved under the old version.
-	p.transport.CloseIdleConnections()
+	p.upstreams.reset()
 	p.recheckTunnels()
 	p.log.Info("policy version applied", "version", version)
 	return nil
@@ -197,7 +188,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 	}
 	p.hijacked.closeAll()
-	p.transport.CloseIdleConnections()
+	p.upstreams.reset()
 	return nil
 }
 
@@ -719,18 +710,6 @@ func forwardPath(cur *loaded, d policy.Decision, raw string) (string, error) {
 		allowSlash = np.Endpoints[d.Endpoint].AllowEncodedSlash
 	}
 	return policy.CanonicalPath(raw, allowSlash)
-}
-
-type dialKey struct{}
-
-// dialChecked dials the address the request was judged against, never a
-// fresh resolution of the host name.
-func (p *Proxy) dialChecked(ctx context.Context, network, _ string) (net.Conn, error) {
-	ap, ok := ctx.Value(dialKey{}).(netip.AddrPort)
-	if !ok {
-		return nil, errors.New("no checked address for this request")
-	}
-	return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, ap.String())
 }
 
 // deny answers a denied request (403), records it, and never forwards.
