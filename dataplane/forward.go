@@ -40,6 +40,21 @@ func copyEndToEnd(dst, src http.Header) {
 	}
 }
 
+// connectionNamesEndToEnd returns the first header a Connection header
+// names that is not hop-by-hop by definition ("" if none): such a header
+// would be judged but never reach the upstream.
+func connectionNamesEndToEnd(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for _, f := range strings.Split(v, ",") {
+			f = http.CanonicalHeaderKey(textproto.TrimString(f))
+			if f != "" && f != "Close" && f != "Keep-Alive" && !isHopByHop(f, nil) {
+				return f
+			}
+		}
+	}
+	return ""
+}
+
 func isHopByHop(k string, named []string) bool {
 	for _, h := range hopByHop {
 		if k == h {

@@ -37,8 +37,11 @@ type framingGuard struct {
 	sawTransfer bool
 }
 
-// maxGuardLine bounds the partial line kept between reads.
-const maxGuardLine = 16 << 10
+// maxGuardLine bounds the partial line kept between reads. Go's server
+// reads at most MaxHeaderBytes (64 KiB for the proxy's servers) plus 4 KiB
+// of header block, so every header line it accepts fits; longer lines
+// can only be body bytes.
+const maxGuardLine = 64<<10 + 4<<10
 
 func newFramingGuard(c net.Conn) *framingGuard { return &framingGuard{Conn: c, first: true} }
 
@@ -73,7 +76,7 @@ func (g *framingGuard) endLine() {
 	line := bytes.TrimRight(g.line, "\r")
 	switch {
 	case g.lineTooLong:
-		// Too long to be a header Go would accept; not a header line.
+		// Longer than any header block Go's server reads: a body line.
 	case len(line) == 0: // end of a header block (or a blank body line)
 		g.endBlock()
 	case g.first:

@@ -589,6 +589,12 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
 		return
 	}
+	if h := connectionNamesEndToEnd(r.Header); h != "" {
+		// Headers named in Connection are dropped before forwarding; the
+		// upstream would see a different request from the one judged.
+		p.deny(w, r, cur, req, policy.Decision{Reason: "the Connection header names " + h + ", which would be removed before the upstream sees it"}, nil)
+		return
+	}
 	if r.Header.Get("Upgrade") != "" {
 		// An upgraded connection (WebSocket) would carry traffic the proxy
 		// no longer inspects.

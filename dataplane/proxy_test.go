@@ -550,3 +550,62 @@ func TestOpenTunnelClosedWhenPolicyChanges(t *testing.T) {
 		t.Fatalf("last record = %+v, want the tunnel's closing", last)
 	}
 }
+
+// Header tricks found in review: a padded header line long enough to hide
+// from a short scanner, and a Connection header naming an end-to-end
+// header (which would be judged, then dropped before the upstream).
+func TestHeaderTricksRefused(t *testing.T) {
+	up := startPlainUpstream(t)
+	_, pu := plainProxy(t, restPolicy, up.port, nil)
+	send := func(raw string) int {
+		t.Helper()
+		conn, err := net.Dial("tcp", pu.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, raw)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	target := fmt.Sprintf("http://api.example.com:%d/v1/x", up.port)
+	padded := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: api.example.com:%d\r\nContent-Length: 5%s\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", target, up.port, strings.Repeat(" ", 17000))
+	if code := send(padded); code != http.StatusForbidden {
+		t.Errorf("padded Content-Length with Transfer-Encoding = %d, want 403", code)
+	}
+	named := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: Authorization\r\nAuthorization: Bearer x\r\n\r\n", target, up.port)
+	if code := send(named); code != http.StatusForbidden {
+		t.Errorf("Connection naming Authorization = %d, want 403", code)
+	}
+	if len(up.seen()) != 0 {
+		t.Fatalf("the upstream saw %q", up.seen())
+	}
+}
+
+// A file already applied with LoadFile is not applied again when the
+// watcher starts.
+func TestWatchFileStartsFromTheLoadedFile(t *testing.T) {
+	up := startPlainUpstream(t)
+	p, _ := plainProxy(t, "", up.port, nil)
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(restPolicy, "PORT", strconv.Itoa(up.port))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.WatchFile(ctx, file, time.Millisecond); close(done) }()
+	// A negative check: give the watcher many ticks on the unchanged file.
+	time.Sleep(20 * time.Millisecond)
+	if n, _ := p.FileReloads(); n != 0 {
+		t.Fatalf("the unchanged file was read as a change %d times", n)
+	}
+	cancel()
+	<-done
+}

@@ -20,7 +20,11 @@ func (p *Proxy) LoadFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("read policy %s: %w", path, err)
 	}
-	return p.loadDocument(path, data)
+	if err := p.loadDocument(path, data); err != nil {
+		return err
+	}
+	p.fileReloads.setApplied(sha256.Sum256(data))
+	return nil
 }
 
 // loadDocument validates and applies one policy document read from path.
@@ -40,7 +44,9 @@ func (p *Proxy) loadDocument(path string, data []byte) error {
 // atomically. An invalid file is refused and logged; the last good version
 // stays (with none, every request is denied).
 func (p *Proxy) WatchFile(ctx context.Context, path string, interval time.Duration) {
-	var last [sha256.Size]byte
+	// Start from the file already applied (LoadFile), so it is not loaded
+	// and logged a second time.
+	last := p.fileReloads.applied()
 	check := func() {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -53,6 +59,9 @@ func (p *Proxy) WatchFile(ctx context.Context, path string, interval time.Durati
 		}
 		last = sum
 		err = p.loadDocument(path, data)
+		if err == nil {
+			p.fileReloads.setApplied(sum)
+		}
 		if err != nil {
 			p.log.Error("policy file refused; keeping the current version", "file", path, "file_sha256", hex.EncodeToString(sum[:8]), "err", err)
 		}
@@ -74,9 +83,22 @@ func (p *Proxy) WatchFile(ctx context.Context, path string, interval time.Durati
 // reloadStatus counts the changed policy files a proxy has read and keeps
 // the last refusal.
 type reloadStatus struct {
-	mu      sync.Mutex
-	count   int
-	lastErr error
+	mu         sync.Mutex
+	count      int
+	lastErr    error
+	appliedSum [sha256.Size]byte // of the last policy file applied
+}
+
+func (s *reloadStatus) setApplied(sum [sha256.Size]byte) {
+	s.mu.Lock()
+	s.appliedSum = sum
+	s.mu.Unlock()
+}
+
+func (s *reloadStatus) applied() [sha256.Size]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appliedSum
 }
 
 func (s *reloadStatus) record(err error) {
