@@ -637,7 +637,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		p.record(cur, req, d, nil, "")
 	}
-	canonical, err := forwardPath(cur, d, req.Path)
+	canonical, err := forwardPath(cur, d, req.Path, path)
 	if err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
 		return
@@ -710,12 +710,17 @@ func versionLabel(v string) string {
 
 // forwardPath is the canonical path that is forwarded: canonicalised with
 // the deciding endpoint's allow_encoded_slash.
-func forwardPath(cur *loaded, d policy.Decision, raw string) (string, error) {
+// lenient is the path already canonicalised with encoded slashes allowed:
+// it is the answer whenever the endpoint allows them or the path has none.
+func forwardPath(cur *loaded, d policy.Decision, raw, lenient string) (string, error) {
 	allowSlash := false
 	if np, ok := cur.matcher.Policy().NetworkPolicies[d.Entry]; ok && d.Endpoint >= 0 && d.Endpoint < len(np.Endpoints) {
 		allowSlash = np.Endpoints[d.Endpoint].AllowEncodedSlash
 	}
-	return policy.CanonicalPath(raw, allowSlash)
+	if allowSlash || !strings.Contains(lenient, "%2F") && !strings.Contains(lenient, "%5C") {
+		return lenient, nil
+	}
+	return policy.CanonicalPath(raw, false)
 }
 
 // deny answers a denied request (403), records it, and never forwards.
