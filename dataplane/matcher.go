@@ -288,7 +288,7 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 		}
 	}
 	if allow && r.ArgumentsSchema != nil {
-		c.schema, c.schemaErr = compileArgumentsSchema(r.ArgumentsSchema)
+		c.schema, c.schemaErr = policy.CompileArgumentsSchema(r.ArgumentsSchema)
 	}
 	return c
 }
@@ -1088,34 +1088,6 @@ func (c *rule) argumentsValid(m *policy.MCPMessage) error {
 		return fmt.Errorf("arguments are not JSON: %w", err)
 	}
 	return c.schema.Validate(inst)
-}
-
-// compileArgumentsSchema mirrors the policy validator's: JSON Schema, draft
-// 2020-12 unless the schema says otherwise, under the same resource URL (it
-// appears in validation errors, and so in reasons), loading nothing.
-func compileArgumentsSchema(schema map[string]any) (*jsonschema.Schema, error) {
-	data, err := json.Marshal(schema)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader{})
-	const url = "urn:portcullis:arguments_schema"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(url)
-}
-
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external schema %s is not allowed", url)
 }
 
 func describeMCP(m *policy.MCPMessage) string {

@@ -780,7 +780,7 @@ func argumentsValid(rule *L7Rule, m *MCPMessage) error {
 	if rule.ArgumentsSchema == nil {
 		return nil
 	}
-	schema, err := compileArgumentsSchema(rule.ArgumentsSchema)
+	schema, err := CompileArgumentsSchema(rule.ArgumentsSchema)
 	if err != nil {
 		return fmt.Errorf("arguments_schema does not compile: %w", err)
 	}

@@ -822,7 +822,7 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		case tool == nil || len(sortedUnique(tool.Any)) != 1 || hasGlobMeta(tool.Any[0]):
 			v.errorf(sp, "needs the rule to name exactly one tool, without globs")
 		default:
-			if _, err := compileArgumentsSchema(r.ArgumentsSchema); err != nil {
+			if _, err := CompileArgumentsSchema(r.ArgumentsSchema); err != nil {
 				v.errorf(sp, "invalid JSON Schema: %v", err)
 			}
 		}
@@ -865,11 +865,12 @@ func (v *validator) mcpToolMixing(path string, ep *Endpoint, allowAll bool) {
 	}
 }
 
-// compileArgumentsSchema compiles an arguments_schema as JSON Schema (draft
+// CompileArgumentsSchema compiles an arguments_schema as JSON Schema (draft
 // 2020-12 unless it says otherwise). It never loads anything: a $ref to a
 // file or URL is an error, so validating a policy cannot read the gateway's
-// disk or reach the network, and Decide sees the schema the validator saw.
-func compileArgumentsSchema(schema map[string]any) (*jsonschema.Schema, error) {
+// disk or reach the network. The validator, Decide and the proxy's matcher
+// all compile through it, so each sees the schema the validator accepted.
+func CompileArgumentsSchema(schema map[string]any) (*jsonschema.Schema, error) {
 	if err := checkJSONValue(schema, 0); err != nil {
 		return nil, err
 	}
