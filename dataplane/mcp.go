@@ -235,11 +235,7 @@ type parsedMessage struct {
 	idKey    string  // canonical id, "" for notifications
 }
 
-var (
-	requestMembers  = []string{"jsonrpc", "id", "method", "params"}
-	responseMembers = []string{"jsonrpc", "id", "result", "error"}
-	allMembers      = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-)
+var allMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 
 func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 	pm := &parsedMessage{index: i}

@@ -794,7 +794,7 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		toolPath = keyPath(keyPath(path, "params"), "name")
 	}
 	tool := ruleTool(r)
-	if tool != nil || (r.Params != nil && len(r.Params) > 0) {
+	if tool != nil || len(r.Params) > 0 {
 		methodOK := r.Method == "tools/call" || (allowAll && r.Method == "")
 		if !methodOK {
 			v.errorf(toolPath, "needs method: tools/call")
