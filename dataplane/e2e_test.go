@@ -258,6 +258,10 @@ func TestMCPThroughProxy(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), "arguments") {
 					t.Errorf("lookup_order %v: got %v, want refused by the schema gate", args, err)
 				}
+				recs := tp.proxy.Decisions()
+				if last := recs[len(recs)-1]; !strings.HasPrefix(last.Rule, "rules[") {
+					t.Errorf("schema refusal record names rule %q, want the rule whose schema refused", last.Rule)
+				}
 			}
 			if up.count() != before {
 				t.Fatalf("the upstream saw a call the schema gate refused")

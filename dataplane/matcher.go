@@ -989,7 +989,7 @@ func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 	if m.Method == "tools/call" {
 		named = e.toolIndex[m.Tool]
 	}
-	var schemaFailure string
+	var schemaFailure, schemaRule string // as in policy: the refusing rule is named
 	for a, b := 0, 0; a < len(named) || b < len(e.toolOther); {
 		// Merge the two ascending lists.
 		var n int32
@@ -1004,13 +1004,14 @@ func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 		}
 		if err := c.argumentsValid(m); err != nil {
 			if schemaFailure == "" {
+				schemaRule = c.label
 				schemaFailure = fmt.Sprintf("; %s names it but its arguments_schema refuses the arguments: %v", c.label, err)
 			}
 			continue
 		}
 		return outcome{e: e, allow: true, rule: c.label, why: whyMCPRule, r: c}
 	}
-	return outcome{e: e, why: whyMCPNone, extra: schemaFailure}
+	return outcome{e: e, why: whyMCPNone, extra: schemaFailure, rule: schemaRule}
 }
 
 // buildToolIndex files each allow rule whose tool matcher lists only

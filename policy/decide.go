@@ -720,13 +720,16 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 		}
 		return outcome{ep: e, reason: fmt.Sprintf("%s is not a known MCP method, so allow_all_known_mcp_methods on %s does not allow it", what, e.name())}
 	}
-	var schemaFailure string
+	// A call a rule names but whose arguments its schema refuses is denied
+	// naming that rule (the rule matched; the arguments did not).
+	var schemaFailure, schemaRule string
 	for i, rule := range e.ep.Rules {
 		if rule.Allow == nil || expired(rule.Allow, r.Time) || !mcpRuleMatches(e.ep, rule.Allow, r.MCP, false) {
 			continue
 		}
 		if err := argumentsValid(rule.Allow, r.MCP); err != nil {
 			if schemaFailure == "" {
+				schemaRule = fmt.Sprintf("rules[%d]", i)
 				schemaFailure = fmt.Sprintf("; rules[%d] names it but its arguments_schema refuses the arguments: %v", i, err)
 			}
 			continue
@@ -734,7 +737,7 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 		return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
 			reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
 	}
-	return outcome{ep: e, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), schemaFailure)}
+	return outcome{ep: e, rule: schemaRule, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), schemaFailure)}
 }
 
 // mcpRuleMatches reports whether an MCP rule matches the message:
