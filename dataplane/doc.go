@@ -15,12 +15,15 @@
 //     /proc (socket inode → pid → /proc/PID/exe).
 //   - ca.go: the proxy's CA and the leaf certificates it mints to terminate
 //     TLS for L7 endpoints.
-//   - proxy.go: the HTTP forward proxy (absolute-form requests, CONNECT
-//     tunnels, TLS interception), destination checks on the address
-//     actually dialled, and denials; forward.go sends judged requests
-//     upstream and streams responses back; framing.go catches what Go's
-//     HTTP server would quietly normalise (Content-Length with
-//     Transfer-Encoding, a Host header differing from the request URI).
+//   - proxy.go: the HTTP forward proxy — serving, destination checks on
+//     the address actually dialled, judging each request, denials;
+//     tunnel.go: L4 CONNECT tunnels (judged again as policy and time
+//     change); intercept.go: CONNECTs whose requests are inspected (TLS
+//     terminated with the CA); forward.go and upstream.go: judged requests
+//     sent upstream on connections pooled per host and checked address,
+//     responses streamed back; framing.go: what Go's HTTP server would
+//     quietly normalise (Content-Length with Transfer-Encoding, a Host
+//     header differing from the request URI).
 //   - record.go: decision records (a bounded ring and JSON lines);
 //     reload.go: the policy file, watched and swapped atomically.
 package dataplane

@@ -1,0 +1,134 @@
+package dataplane
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// intercept answers the CONNECT, then serves the tunnel's inner HTTP
+// requests itself: TLS is terminated with a certificate from the proxy's
+// CA when the client speaks TLS, plain HTTP is read as is.
+func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		conn.Close()
+		return
+	}
+	inner := net.Conn(&bufferedConn{Conn: conn, r: buf.Reader})
+	scheme := "http"
+	// A client that opens a tunnel and says nothing is not kept forever.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	first, err := buf.Reader.Peek(1)
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		conn.Close()
+		return
+	}
+	if first[0] == 0x16 { // a TLS handshake record
+		scheme = "https"
+		cfg := p.ca.TLSConfigFor(t.host)
+		tlsConn := tls.Server(inner, cfg)
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		err := tlsConn.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+			return
+		}
+		// The name the client asked TLS for must be the CONNECT host.
+		if sni := tlsConn.ConnectionState().ServerName; sni != "" && !strings.EqualFold(strings.TrimSuffix(sni, "."), t.host) {
+			p.log.Warn("SNI differs from the CONNECT host; closing", "sni", sni, "host", t.host)
+			tlsConn.Close()
+			return
+		}
+		inner = tlsConn
+	}
+	defaultPort := "80"
+	if scheme == "https" {
+		defaultPort = "443"
+	}
+	cl, _ := r.Context().Value(clientKey{}).(*client)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, ir *http.Request) {
+			// Inside a tunnel, Host must be the CONNECT authority.
+			if !sameAuthority(ir.Host, t.authority(), defaultPort) && !sameAuthority(ir.Host, t.host, strconv.Itoa(t.port)) {
+				p.refuse(w, ir, t, "the Host header differs from the CONNECT authority")
+				return
+			}
+			p.handleHTTP(w, ir, scheme, t)
+		}),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ctx = context.WithValue(ctx, guardKey{}, c)
+			return context.WithValue(ctx, clientKey{}, cl)
+		},
+	}
+	defer p.hijacked.add(srv)()
+	srv.Serve(guardListener{newOneConnListener(inner)})
+}
+
+// bufferedConn is a connection whose first bytes were already read into r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// oneConnListener hands one connection to an http.Server and ends when
+// that connection closes.
+type oneConnListener struct {
+	conn   chan net.Conn
+	closed chan struct{}
+	addr   net.Addr
+	once   sync.Once
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	l := &oneConnListener{conn: make(chan net.Conn, 1), closed: make(chan struct{}), addr: c.LocalAddr()}
+	l.conn <- &notifyConn{Conn: c, onClose: l.Close}
+	return l
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conn:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return l.addr }
+
+// notifyConn calls onClose when the connection closes.
+type notifyConn struct {
+	net.Conn
+	onClose func() error
+	once    sync.Once
+}
+
+func (c *notifyConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.onClose() })
+	return err
+}
