@@ -10,12 +10,10 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/net/idna"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -174,7 +172,7 @@ func (m *Matcher) index(n int32, e *endpoint) {
 	case hostName:
 		h := m.names[e.host.name]
 		if h == nil {
-			h = &nameHost{metadata: policy.IsMetadataHost(e.host.name), loopbackName: isLoopbackName(e.host.name)}
+			h = &nameHost{metadata: policy.IsMetadataHost(e.host.name), loopbackName: policy.IsLoopbackName(e.host.name)}
 			m.names[e.host.name] = h
 		}
 		h.eps = append(h.eps, n)
@@ -188,11 +186,11 @@ func (m *Matcher) index(n int32, e *endpoint) {
 func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 	e := endpoint{
 		key: key, index: index, ep: ep,
-		label:       endpointLabel(ep),
+		label:       policy.EndpointLabel(ep),
 		host:        compileHost(ep.Host),
-		ports:       endpointPorts(ep),
+		ports:       policy.EndpointPorts(ep),
 		protocol:    ep.Protocol,
-		inspected:   inspected(ep.Protocol),
+		inspected:   policy.Inspected(ep.Protocol),
 		audit:       ep.Enforcement == policy.EnforcementAudit,
 		encodedOK:   ep.AllowEncodedSlash,
 		hasDeny:     len(ep.DenyRules) > 0,
@@ -212,7 +210,7 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 		e.scope = &g
 	}
 	e.allowedIPs = allowedPrefixes(ep.AllowedIPs)
-	if methods, ok := accessMethods[ep.Access]; ok {
+	if methods := policy.AccessMethods(ep.Access); methods != nil {
 		e.accessAllow = map[string]bool{}
 		for _, m := range methods {
 			e.accessAllow[m] = true
@@ -398,25 +396,25 @@ func (m *Matcher) Decide(r *policy.Request) policy.Decision {
 // an ASCII host whose folded name is one of the policy's exact host names
 // (the common case), everything comes precomputed and nothing allocates.
 type hostView struct {
-	norm      string     // normalizeHost(Host): lower case, one trailing dot dropped
+	norm      string     // policy.NormalizeHost(Host): lower case, one trailing dot dropped
 	normIP    netip.Addr // policy.ParseHostIP(norm), for host patterns
 	normIsIP  bool
 	literal   netip.Addr // policy.ParseHostIP(Host), for the address checks
 	isLiteral bool
 	metadata  bool // policy.IsMetadataHost(Host)
-	loopback  bool // isLoopbackName(Host)
+	loopback  bool // policy.IsLoopbackName(Host)
 	exact     []int32
 }
 
 func (m *Matcher) view(host string) hostView {
-	norm := normalizeHost(host)
+	norm := policy.NormalizeHost(host)
 	if nh := m.names[norm]; nh != nil && isASCII(host) {
 		// norm is a valid DNS name of the policy (never an IP literal), and
 		// host spells it with case, surrounding space or one trailing dot:
 		// every reading of host is a reading of norm.
 		return hostView{norm: norm, metadata: nh.metadata, loopback: nh.loopbackName, exact: nh.eps}
 	}
-	v := hostView{norm: norm, metadata: policy.IsMetadataHost(host), loopback: isLoopbackName(host)}
+	v := hostView{norm: norm, metadata: policy.IsMetadataHost(host), loopback: policy.IsLoopbackName(host)}
 	v.literal, v.isLiteral = policy.ParseHostIP(host)
 	v.normIP, v.normIsIP = policy.ParseHostIP(norm)
 	switch {
@@ -732,14 +730,6 @@ func (e *endpoint) requireL7() outcome {
 
 // ---- REST
 
-// accessMethods mirrors policy's access presets (OpenShell): read-only is
-// GET, HEAD, OPTIONS; read-write adds POST, PUT, PATCH; full is every
-// method.
-var accessMethods = map[string][]string{
-	policy.AccessReadOnly:  {"GET", "HEAD", "OPTIONS"},
-	policy.AccessReadWrite: {"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"},
-}
-
 // judgeREST mirrors policy's judgeREST: the access preset, then the first
 // unexpired allow rule that matches.
 func (e *endpoint) judgeREST(r *policy.Request, paths *canonicalPaths, now time.Time) outcome {
@@ -893,33 +883,6 @@ func (x *pathIndex) first(rules []rule, r *policy.Request, p string, now time.Ti
 
 // ---- MCP
 
-// knownMCPMethods mirrors policy's profile of allow_all_known_mcp_methods:
-// the client→server requests and notifications of MCP 2025-11-25.
-var knownMCPMethods = map[string]bool{
-	"initialize": true, "ping": true,
-	"tools/list": true, "tools/call": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true, "resources/subscribe": true, "resources/unsubscribe": true,
-	"prompts/list": true, "prompts/get": true,
-	"completion/complete": true, "logging/setLevel": true,
-	"tasks/get": true, "tasks/result": true, "tasks/list": true, "tasks/cancel": true,
-	"notifications/initialized": true, "notifications/cancelled": true, "notifications/progress": true,
-	"notifications/roots/list_changed": true, "notifications/tasks/status": true,
-}
-
-// strictToolName reports whether name matches ^[A-Za-z0-9_.-]{1,128}$.
-func strictToolName(name string) bool {
-	if len(name) < 1 || len(name) > 128 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // malformedMCP mirrors policy's malformedMCP.
 func (e *endpoint) malformedMCP(m *policy.MCPMessage) (string, bool) {
 	switch {
@@ -931,7 +894,7 @@ func (e *endpoint) malformedMCP(m *policy.MCPMessage) (string, bool) {
 		return "", false
 	case m.Tool == "":
 		return "tools/call names no tool", true
-	case e.strictNames && !strictToolName(m.Tool):
+	case e.strictNames && !policy.ValidToolName(m.Tool):
 		return fmt.Sprintf("tool name %q breaks strict_tool_names (^[A-Za-z0-9_.-]{1,128}$)", m.Tool), true
 	case len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
 		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
@@ -979,7 +942,7 @@ func (e *endpoint) versionListed(version string) bool {
 // not file (globs, no tool), in rule order.
 func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 	if len(e.allowRules) == 0 && e.allowAll {
-		if knownMCPMethods[m.Method] {
+		if policy.IsKnownMCPMethod(m.Method) {
 			return outcome{e: e, allow: true, rule: "allow_all_known_mcp_methods",
 				reason: "allowed by allow_all_known_mcp_methods on " + e.name}
 		}
@@ -1053,7 +1016,7 @@ func (e *endpoint) mcpRuleMatches(c *rule, m *policy.MCPMessage, deny bool) bool
 			return false
 		}
 	case !deny:
-		if !e.allowAll || !knownMCPMethods[m.Method] {
+		if !e.allowAll || !policy.IsKnownMCPMethod(m.Method) {
 			return false
 		}
 	}
@@ -1230,7 +1193,7 @@ func compileHost(pattern string) hostPattern {
 	if policy.ValidHostPattern(pattern) != nil {
 		return hostPattern{kind: hostInvalid}
 	}
-	p := normalizeHost(pattern)
+	p := policy.NormalizeHost(pattern)
 	if a, ok := policy.ParseHostIP(p); ok {
 		return hostPattern{kind: hostIP, ip: a}
 	}
@@ -1259,66 +1222,6 @@ func (hp *hostPattern) matchWild(h string) bool {
 	return head != "" && !strings.Contains(head, ".") && matchTokens(hp.first, head)
 }
 
-// normalizeHost mirrors policy's normalizeHost.
-func normalizeHost(h string) string {
-	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
-}
-
-// isLoopbackName mirrors policy's isLoopbackName: localhost or a name under
-// it (RFC 6761), folded as policy's lookupName folds.
-func isLoopbackName(host string) bool {
-	h := strings.TrimSpace(host)
-	if !isASCII(h) {
-		if mapped, _ := idna.New(idna.MapForLookup()).ToASCII(h); mapped != "" {
-			h = mapped
-		}
-	}
-	h = strings.TrimRight(strings.ToLower(h), ".")
-	return h == "localhost" || strings.HasSuffix(h, ".localhost")
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// inspected mirrors policy's inspected: L4, REST and MCP.
-func inspected(protocol string) bool {
-	switch protocol {
-	case policy.ProtocolL4, policy.ProtocolREST, policy.ProtocolMCP:
-		return true
-	}
-	return false
-}
-
-// endpointPorts mirrors policy's endpointPorts: ports, else port.
-func endpointPorts(ep *policy.Endpoint) []int {
-	if len(ep.Ports) > 0 {
-		return ep.Ports
-	}
-	if ep.Port != 0 {
-		return []int{ep.Port}
-	}
-	return nil
-}
-
-// endpointLabel mirrors policy's endpointLabel.
-func endpointLabel(ep *policy.Endpoint) string {
-	host := ep.Host
-	if host == "" {
-		host = "*"
-	}
-	ports := make([]string, 0, len(endpointPorts(ep)))
-	for _, p := range endpointPorts(ep) {
-		ports = append(ports, strconv.Itoa(p))
-	}
-	return host + ":" + strings.Join(ports, ",") + ep.Path
-}
-
 // allowedPrefixes parses allowed_ips as policy's addrInAllowedIPs does:
 // CIDRs (masked) or single addresses; invalid entries cover nothing.
 func allowedPrefixes(list []string) []netip.Prefix {
@@ -1341,41 +1244,13 @@ func allowedPrefixes(list []string) []netip.Prefix {
 // a NAT64 or IPv4-compatible addr reaches, in one of the prefixes.
 func inPrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {
 	a := addr.Unmap().WithZone("")
-	v4, embedded := embeddedIPv4(a)
+	v4, embedded := policy.EmbeddedIPv4(a)
 	for _, p := range prefixes {
 		if p.Contains(a) || embedded && p.Contains(v4) {
 			return true
 		}
 	}
 	return false
-}
-
-// nat64Prefixes and ipv4Compatible mirror policy's: the well-known and
-// local-use NAT64 prefixes (RFC 6052, RFC 8215) and ::/96.
-var (
-	nat64Prefixes = []netip.Prefix{
-		netip.MustParsePrefix("64:ff9b::/96"),
-		netip.MustParsePrefix("64:ff9b:1::/48"),
-	}
-	ipv4Compatible = netip.MustParsePrefix("::/96")
-)
-
-// embeddedIPv4 mirrors policy's embeddedIPv4.
-func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
-	if !a.Is6() {
-		return netip.Addr{}, false
-	}
-	b := a.As16()
-	v4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
-	if ipv4Compatible.Contains(a) && a != netip.IPv6Unspecified() && a != netip.IPv6Loopback() {
-		return v4, true
-	}
-	for _, p := range nat64Prefixes {
-		if p.Contains(a) {
-			return v4, true
-		}
-	}
-	return netip.Addr{}, false
 }
 
 // ---------------------------------------------------------------------------
@@ -1727,4 +1602,13 @@ func classChar(s string) (byte, int, error) {
 		return 0, 0, errors.New("/ in bracket class")
 	}
 	return s[0], 1, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -598,7 +597,7 @@ func vocabularyOf(p *policy.Policy) vocabulary {
 			default:
 				tg.hosts = []string{h}
 			}
-			tg.ports = endpointPorts(ep)
+			tg.ports = policy.EndpointPorts(ep)
 			tg.paths = append(tg.paths, instantiate(ep.Path)...)
 			rules := []*policy.L7Rule{}
 			for _, r := range ep.Rules {
@@ -740,7 +739,7 @@ func TestCanonicalPathAgreesWithPolicy(t *testing.T) {
 	})
 }
 
-// TestHelpersAgreeWithPolicy checks the small tables the matcher mirrors
+// TestHelpersAgreeWithPolicy checks the matcher's use of policy's tables
 // (known MCP methods, loopback names) through policy.Decide.
 func TestHelpersAgreeWithPolicy(t *testing.T) {
 	p := &policy.Policy{Version: 1, NetworkPolicies: map[string]*policy.NetworkPolicy{"m": {
@@ -748,11 +747,8 @@ func TestHelpersAgreeWithPolicy(t *testing.T) {
 	}}}
 	m := mustCompile(t, p)
 	methods := []string{"server/discover", "sampling/createMessage", "elicitation/create", "roots/list", "notifications/message",
-		"notifications/resources/updated", "resources/templates/list", "completion/complete", "logging/setLevel", "tasks/get", "x"}
-	for k := range knownMCPMethods {
-		methods = append(methods, k)
-	}
-	slices.Sort(methods)
+		"notifications/resources/updated", "resources/templates/list", "completion/complete", "logging/setLevel", "tasks/get", "x",
+		"initialize", "ping", "tools/list", "tools/call", "resources/read", "prompts/get", "notifications/initialized"}
 	for _, method := range methods {
 		r := policy.Request{Host: "mcp.example.net", Addr: pubIP, Port: 443, HTTPMethod: "POST", Path: "/", Time: when,
 			MCP: &policy.MCPMessage{Method: method, Tool: "t"}}

@@ -201,9 +201,9 @@ var nat64Prefixes = []netip.Prefix{
 // they are the IPv6 unspecified and loopback addresses).
 var ipv4Compatible = netip.MustParsePrefix("::/96")
 
-// embeddedIPv4 returns the IPv4 address a NAT64 or IPv4-compatible address
+// EmbeddedIPv4 returns the IPv4 address a NAT64 or IPv4-compatible address
 // reaches.
-func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+func EmbeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	if !a.Is6() {
 		return netip.Addr{}, false
 	}
@@ -225,7 +225,7 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 // rule about destinations must see.
 func withEmbedded(a netip.Addr) addrForms {
 	a = a.Unmap().WithZone("")
-	if v4, ok := embeddedIPv4(a); ok {
+	if v4, ok := EmbeddedIPv4(a); ok {
 		return addrForms{a, v4}
 	}
 	return addrForms{a}
@@ -426,9 +426,9 @@ func DeniedPort(port int) bool {
 	return false
 }
 
-// isLoopbackName reports whether host is "localhost" or a name under it
+// IsLoopbackName reports whether host is "localhost" or a name under it
 // (RFC 6761), which resolvers answer with loopback without asking DNS.
-func isLoopbackName(host string) bool {
+func IsLoopbackName(host string) bool {
 	h := lookupName(host)
 	return h == "localhost" || strings.HasSuffix(h, ".localhost")
 }

@@ -230,13 +230,13 @@ func TestAllowedIPsOverlap(t *testing.T) {
 
 func TestIsLoopbackName(t *testing.T) {
 	for _, h := range []string{"localhost", "LOCALHOST.", "foo.localhost"} {
-		if !isLoopbackName(h) {
-			t.Errorf("isLoopbackName(%q) = false", h)
+		if !IsLoopbackName(h) {
+			t.Errorf("IsLoopbackName(%q) = false", h)
 		}
 	}
 	for _, h := range []string{"localhost.example.com", "mylocalhost"} {
-		if isLoopbackName(h) {
-			t.Errorf("isLoopbackName(%q) = true", h)
+		if IsLoopbackName(h) {
+			t.Errorf("IsLoopbackName(%q) = true", h)
 		}
 	}
 }

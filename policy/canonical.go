@@ -204,7 +204,7 @@ func canonicalID(id string) string {
 // canonicalHost lower-cases a host, drops a trailing dot and brackets, and
 // writes an IP address in its standard form.
 func canonicalHost(h string) string {
-	h = normalizeHost(h)
+	h = NormalizeHost(h)
 	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
 		h = h[1 : len(h)-1]
 	}

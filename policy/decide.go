@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -123,7 +122,7 @@ func destinationDenied(r Request) (Decision, bool) {
 	if IsMetadataHost(r.Host) {
 		return deny(fmt.Sprintf("host %q is a cloud metadata service and always denied", r.Host))
 	}
-	if isLoopbackName(r.Host) && !r.DevAllowLoopback {
+	if IsLoopbackName(r.Host) && !r.DevAllowLoopback {
 		return deny(fmt.Sprintf("host %q is loopback and always denied", r.Host))
 	}
 	literal, isLiteral := ParseHostIP(r.Host)
@@ -183,26 +182,26 @@ func endpointsOf(p *Policy) []endpointRef {
 // name describes an endpoint in reasons: "network_policies.orders
 // (orders.example.com:443/mcp)".
 func (e endpointRef) name() string {
-	return fmt.Sprintf("network_policies.%s (%s)", e.key, endpointLabel(e.ep))
+	return fmt.Sprintf("network_policies.%s (%s)", e.key, EndpointLabel(e.ep))
 }
 
-// endpointLabel is host:ports plus the path scope; "*" for a hostless
+// EndpointLabel is host:ports plus the path scope; "*" for a hostless
 // endpoint.
-func endpointLabel(ep *Endpoint) string {
+func EndpointLabel(ep *Endpoint) string {
 	host := ep.Host
 	if host == "" {
 		host = "*"
 	}
-	ports := make([]string, 0, len(endpointPorts(ep)))
-	for _, p := range endpointPorts(ep) {
+	ports := make([]string, 0, len(EndpointPorts(ep)))
+	for _, p := range EndpointPorts(ep) {
 		ports = append(ports, strconv.Itoa(p))
 	}
 	return host + ":" + strings.Join(ports, ",") + ep.Path
 }
 
-// endpointPorts returns the ports an endpoint covers: `ports` when given,
+// EndpointPorts returns the ports an endpoint covers: `ports` when given,
 // else `port` (OpenShell: ports wins).
-func endpointPorts(ep *Endpoint) []int {
+func EndpointPorts(ep *Endpoint) []int {
 	if len(ep.Ports) > 0 {
 		return ep.Ports
 	}
@@ -228,7 +227,7 @@ func destinationAddr(r Request) (netip.Addr, bool) {
 // does not match a path-scoped endpoint here — the deny phase treats that
 // case as unknown and fails closed.
 func destinationMatches(e endpointRef, r Request) bool {
-	if !hostMatches(e.ep, r) || !slices.Contains(endpointPorts(e.ep), r.Port) {
+	if !hostMatches(e.ep, r) || !slices.Contains(EndpointPorts(e.ep), r.Port) {
 		return false
 	}
 	if e.ep.Path == "" {
@@ -319,11 +318,11 @@ type denial struct {
 func denyPhase(eps []endpointRef, r Request) []denial {
 	var out []denial
 	for _, e := range eps {
-		if len(e.ep.DenyRules) == 0 && inspected(e.ep.Protocol) ||
-			!hostMatches(e.ep, r) || !slices.Contains(endpointPorts(e.ep), r.Port) {
+		if len(e.ep.DenyRules) == 0 && Inspected(e.ep.Protocol) ||
+			!hostMatches(e.ep, r) || !slices.Contains(EndpointPorts(e.ep), r.Port) {
 			continue
 		}
-		if !inspected(e.ep.Protocol) && e.ep.Path == "" {
+		if !Inspected(e.ep.Protocol) && e.ep.Path == "" {
 			out = append(out, uninspectedDenial(e))
 			continue
 		}
@@ -331,7 +330,7 @@ func denyPhase(eps []endpointRef, r Request) []denial {
 			// Without the path, the path scope cannot be checked either.
 			d := denial{ep: e, rule: "deny_rules", hard: true,
 				reason: fmt.Sprintf("%s has deny rules, which cannot be checked without L7 inspection of the request", e.name())}
-			if !inspected(e.ep.Protocol) {
+			if !Inspected(e.ep.Protocol) {
 				d = uninspectedDenial(e)
 			}
 			out = append(out, d)
@@ -369,10 +368,10 @@ func endpointDenials(e endpointRef, r Request, path string) []denial {
 	}
 }
 
-// inspected reports whether Decide (and so the proxy) judges requests of
+// Inspected reports whether Decide (and so the proxy) judges requests of
 // this protocol: plain L4, REST and MCP. The others deny everything until
 // the proxy supports them — a divergence from OpenShell, toward safety.
-func inspected(protocol string) bool {
+func Inspected(protocol string) bool {
 	switch protocol {
 	case ProtocolL4, ProtocolREST, ProtocolMCP:
 		return true
@@ -466,10 +465,10 @@ func addressAllowed(ep *Endpoint, r Request) (string, bool) {
 		if addrInAllowedIPs(ep.AllowedIPs, addr) {
 			return "", true
 		}
-		return fmt.Sprintf("%s (%s) is outside the allowed_ips of %s", r.Host, addr, endpointLabel(ep)), false
+		return fmt.Sprintf("%s (%s) is outside the allowed_ips of %s", r.Host, addr, EndpointLabel(ep)), false
 	}
 	if IsPrivate(addr) {
-		return fmt.Sprintf("%s resolves to the private address %s, which needs allowed_ips on %s", r.Host, addr, endpointLabel(ep)), false
+		return fmt.Sprintf("%s resolves to the private address %s, which needs allowed_ips on %s", r.Host, addr, EndpointLabel(ep)), false
 	}
 	return "", true
 }
@@ -483,8 +482,11 @@ func requireL7(e endpointRef) outcome {
 
 // ---- REST
 
-// Access presets (OpenShell): read-only is GET, HEAD, OPTIONS; read-write
-// adds POST, PUT, PATCH; full is every method and path.
+// AccessMethods returns the HTTP methods an access preset allows
+// (OpenShell): read-only is GET, HEAD, OPTIONS; read-write adds POST, PUT,
+// PATCH. full (every method) and unknown presets return nil.
+func AccessMethods(preset string) []string { return accessMethods[preset] }
+
 var accessMethods = map[string][]string{
 	AccessReadOnly:  {"GET", "HEAD", "OPTIONS"},
 	AccessReadWrite: {"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"},
@@ -610,10 +612,13 @@ func expired(rule *L7Rule, now time.Time) bool {
 
 // ---- MCP
 
-// knownMCPMethods is the method profile of allow_all_known_mcp_methods:
-// the client→server requests and notifications of MCP 2025-11-25.
-// Extension methods are not in it and need their own rules.
-var knownMCPMethods = []string{
+// IsKnownMCPMethod reports whether method is in the profile of
+// allow_all_known_mcp_methods: the client→server requests and notifications
+// of MCP 2025-11-25. Extension methods are not in it and need their own
+// rules.
+func IsKnownMCPMethod(method string) bool { return knownMCPMethods[method] }
+
+var knownMCPMethods = setOf(
 	"initialize", "ping",
 	"tools/list", "tools/call",
 	"resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
@@ -622,11 +627,30 @@ var knownMCPMethods = []string{
 	"tasks/get", "tasks/result", "tasks/list", "tasks/cancel",
 	"notifications/initialized", "notifications/cancelled", "notifications/progress",
 	"notifications/roots/list_changed", "notifications/tasks/status",
+)
+
+func setOf(items ...string) map[string]bool {
+	m := make(map[string]bool, len(items))
+	for _, it := range items {
+		m[it] = true
+	}
+	return m
 }
 
-// strictToolName is the MCP-recommended tool-name pattern strict names
-// enforce.
-var strictToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+// ValidToolName reports whether name matches the MCP-recommended tool-name
+// pattern ^[A-Za-z0-9_.-]{1,128}$, which strict_tool_names enforces.
+func ValidToolName(name string) bool {
+	if len(name) < 1 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 func strictNames(ep *Endpoint) bool {
 	return ep.MCP == nil || ep.MCP.StrictToolNames == nil || *ep.MCP.StrictToolNames
@@ -665,7 +689,7 @@ func malformedMCP(ep *Endpoint, m *MCPMessage) (string, bool) {
 		return "", false
 	case m.Tool == "":
 		return "tools/call names no tool", true
-	case strictNames(ep) && !strictToolName.MatchString(m.Tool):
+	case strictNames(ep) && !ValidToolName(m.Tool):
 		return fmt.Sprintf("tool name %q breaks strict_tool_names (^[A-Za-z0-9_.-]{1,128}$)", m.Tool), true
 	case len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
 		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
@@ -714,7 +738,7 @@ func judgeMCP(e endpointRef, r Request) outcome {
 func judgeMCPRules(e endpointRef, r Request) outcome {
 	what := describeMCP(r.MCP)
 	if len(e.ep.Rules) == 0 && allowAllKnown(e.ep) {
-		if slices.Contains(knownMCPMethods, r.MCP.Method) {
+		if IsKnownMCPMethod(r.MCP.Method) {
 			return outcome{ep: e, allow: true, rule: "allow_all_known_mcp_methods",
 				reason: fmt.Sprintf("allowed by allow_all_known_mcp_methods on %s", e.name())}
 		}
@@ -756,7 +780,7 @@ func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
 			return false
 		}
 	case !deny:
-		if !allowAllKnown(ep) || !slices.Contains(knownMCPMethods, m.Method) {
+		if !allowAllKnown(ep) || !IsKnownMCPMethod(m.Method) {
 			return false
 		}
 	}

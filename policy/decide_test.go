@@ -680,7 +680,7 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("allowed address %s (%s): %+v", r.Addr, why, d)
 			}
 		}
-		if IsMetadataHost(host) || isLoopbackName(host) || DeniedPort(port) {
+		if IsMetadataHost(host) || IsLoopbackName(host) || DeniedPort(port) {
 			t.Fatalf("allowed %q:%d: %+v", host, port, d)
 		}
 		if !r.Addr.IsValid() {

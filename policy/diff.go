@@ -140,7 +140,7 @@ func entrySummary(e *NetworkPolicy) string {
 	var eps []string
 	for _, ep := range e.Endpoints {
 		if ep != nil {
-			eps = append(eps, endpointLabel(ep)+" ("+protocolName(ep.Protocol)+")")
+			eps = append(eps, EndpointLabel(ep)+" ("+protocolName(ep.Protocol)+")")
 		}
 	}
 	bins := "any binary"
@@ -219,9 +219,9 @@ func endpointsByID(eps []*Endpoint) map[string]*Endpoint {
 		if ep == nil {
 			continue
 		}
-		id := endpointLabel(ep)
+		id := EndpointLabel(ep)
 		for n := 2; out[id] != nil; n++ {
-			id = fmt.Sprintf("%s#%d", endpointLabel(ep), n)
+			id = fmt.Sprintf("%s#%d", EndpointLabel(ep), n)
 		}
 		out[id] = ep
 	}

@@ -11,8 +11,8 @@ import (
 // glob for paths, binaries and method/tool names, and the canonical HTTP
 // path the globs are matched against.
 
-// normalizeHost lowercases a host and drops one trailing dot.
-func normalizeHost(h string) string {
+// NormalizeHost lowercases a host and drops one trailing dot.
+func NormalizeHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
 }
 
@@ -26,7 +26,7 @@ func normalizeHost(h string) string {
 // are wildcards in later labels (`foo.*.example.com`, `foo.**.x`) — stricter
 // than OpenShell, which allows a whole middle label `*`.
 func ValidHostPattern(pattern string) error {
-	h := normalizeHost(pattern)
+	h := NormalizeHost(pattern)
 	if h == "" {
 		return errors.New("host is empty")
 	}
@@ -86,7 +86,7 @@ func MatchHost(pattern, host string) bool {
 	if ValidHostPattern(pattern) != nil {
 		return false
 	}
-	p, h := normalizeHost(pattern), normalizeHost(host)
+	p, h := NormalizeHost(pattern), NormalizeHost(host)
 	if pa, ok := ParseHostIP(p); ok {
 		ha, ok := ParseHostIP(h)
 		return ok && ha == pa

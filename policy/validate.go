@@ -151,8 +151,8 @@ func hostsOverlap(a, b string) bool {
 }
 
 func portsOverlap(a, b *Endpoint) bool {
-	for _, p := range endpointPorts(a) {
-		if slices.Contains(endpointPorts(b), p) {
+	for _, p := range EndpointPorts(a) {
+		if slices.Contains(EndpointPorts(b), p) {
 			return true
 		}
 	}
@@ -192,8 +192,8 @@ func (v *validator) sharedMCPDestinations(eps []pathedEndpoint) {
 }
 
 func sharedPort(a, b *Endpoint) int {
-	for _, p := range endpointPorts(a) {
-		if slices.Contains(endpointPorts(b), p) {
+	for _, p := range EndpointPorts(a) {
+		if slices.Contains(EndpointPorts(b), p) {
 			return p
 		}
 	}
@@ -444,7 +444,7 @@ func (v *validator) host(path string, ep *Endpoint) {
 	if ep.Protocol == ProtocolMCP && strings.Contains(h, "*") {
 		v.errorf(hp, "an mcp endpoint needs a concrete host, not a wildcard")
 	}
-	if isLoopbackName(h) {
+	if IsLoopbackName(h) {
 		v.warnf(hp, "is loopback, which is always denied (except with the proxy's --dev-allow-loopback)")
 		return
 	}
@@ -497,7 +497,7 @@ func (v *validator) ports(path string, ep *Endpoint) {
 	if ep.Port != 0 && len(ep.Ports) > 0 {
 		v.warnf(keyPath(path, "port"), "is ignored because ports is set")
 	}
-	for _, port := range endpointPorts(ep) {
+	for _, port := range EndpointPorts(ep) {
 		if DeniedPort(port) {
 			v.warnf(path, "port %d is a cluster control-plane port, which is always denied", port)
 		}
@@ -807,7 +807,7 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 				if !strict {
 					v.errorf(toolPath, "tool globs need mcp.strict_tool_names: true")
 				}
-			} else if strict && !strictToolName.MatchString(g) {
+			} else if strict && !ValidToolName(g) {
 				v.errorf(toolPath, "tool name %q does not match ^[A-Za-z0-9_.-]{1,128}$ (required by mcp.strict_tool_names)", g)
 			}
 		}
