@@ -20,8 +20,8 @@
 //     tunnel.go: L4 CONNECT tunnels (judged again as policy and time
 //     change); intercept.go: CONNECTs whose requests are inspected (TLS
 //     terminated with the CA); forward.go and upstream.go: judged requests
-//     sent upstream on connections pooled per host and checked address,
-//     responses streamed back; framing.go: what Go's HTTP server would
+//     sent upstream by the proxy's own HTTP/1.1 client, on connections
+//     pooled per host and checked address, responses streamed back; framing.go: what Go's HTTP server would
 //     quietly normalise (Content-Length with Transfer-Encoding, a Host
 //     header differing from the request URI).
 //   - record.go: decision records (a bounded ring and JSON lines);

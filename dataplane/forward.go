@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -85,7 +84,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal_error"})
 		return
 	}
-	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port))})
+	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port)), tls: scheme == "https"})
 	out := &http.Request{
 		Method:     r.Method,
 		URL:        &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery},
@@ -98,16 +97,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	copyEndToEnd(out.Header, r.Header)
 	switch {
 	case body != nil:
-		// A bytes.Reader lets the transport write headers and body at once.
-		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.ContentLength = int64(len(body))
 	case r.ContentLength != 0:
 		out.Body = r.Body
 		out.ContentLength = r.ContentLength
 	}
-	out = out.WithContext(r.Context())
 
-	res, err := upstream.RoundTrip(out)
+	res, err := upstream.roundTrip(r.Context(), out, body)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.log.Warn("upstream request failed", "host", t.host, "port", t.port, "err", err)

@@ -1,15 +1,28 @@
 package dataplane
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
 	"time"
 )
+
+// The upstream client. Judged requests go to the checked address over
+// HTTP/1.1 connections this file pools itself: one goroutine writes the
+// request and reads the response on the same connection, where
+// http.Transport would hand each request to two more goroutines (a writer
+// and a reader per connection). Under load those handoffs were a large
+// part of what the proxy cost per request.
 
 // upstreamKey names a pool of upstream connections: the host the client
 // asked for and the address that was checked for it. Keying by both means
@@ -19,56 +32,63 @@ import (
 type upstreamKey struct {
 	host string
 	addr netip.AddrPort
+	tls  bool // https: TLS to host, verified against the roots
 }
 
-// maxUpstreamPools bounds the pools kept; beyond it, pools are dropped
-// (their idle connections closed) until a quarter of the room is free.
-const maxUpstreamPools = 1024
+const (
+	// maxUpstreamPools bounds the pools kept; beyond it, pools are dropped
+	// (their idle connections closed) until a quarter of the room is free.
+	maxUpstreamPools = 1024
+	// maxIdlePerPool bounds the idle connections one pool keeps.
+	maxIdlePerPool = 64
+	// upstreamIdleTimeout closes connections idle this long, below the
+	// keep-alive timeouts common servers use (nginx 75 s, many 60 s), so
+	// the proxy rarely reuses a connection the server is closing.
+	upstreamIdleTimeout = 45 * time.Second
+	// maxResponseHeaderBytes bounds a response's status line and headers.
+	maxResponseHeaderBytes = 1 << 20
+	// max1xxResponses bounds the informational responses skipped before
+	// the final one.
+	max1xxResponses = 8
+	dialTimeout     = 10 * time.Second
+)
 
-// upstreams holds one http.Transport per upstreamKey for the policy version
-// in force. A new version starts with none: connections approved under
-// the old version are never handed to the new one.
+// upstreams holds the pools for the policy version in force. A new
+// version starts with none: connections approved under the old version
+// are never handed to the new one.
 type upstreams struct {
 	roots *x509.CertPool
 
 	mu    sync.Mutex
-	pools map[upstreamKey]*http.Transport
+	pools map[upstreamKey]*upstreamPool
 }
 
 func newUpstreams(roots *x509.CertPool) *upstreams {
-	return &upstreams{roots: roots, pools: make(map[upstreamKey]*http.Transport)}
+	return &upstreams{roots: roots, pools: make(map[upstreamKey]*upstreamPool)}
 }
 
-// get returns the transport for k, creating it on first use.
-func (u *upstreams) get(k upstreamKey) *http.Transport {
+// get returns the pool for k, creating it on first use.
+func (u *upstreams) get(k upstreamKey) *upstreamPool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if tr, ok := u.pools[k]; ok {
-		return tr
+	if p, ok := u.pools[k]; ok {
+		return p
 	}
 	if len(u.pools) >= maxUpstreamPools {
-		for key, tr := range u.pools {
-			tr.CloseIdleConnections()
+		for key, p := range u.pools {
+			p.close()
 			delete(u.pools, key)
 			if len(u.pools) <= maxUpstreamPools*3/4 {
 				break
 			}
 		}
 	}
-	tr := &http.Transport{
-		// Dial exactly the checked address, whatever the URL says.
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, k.addr.String())
-		},
-		TLSClientConfig:     &tls.Config{RootCAs: u.roots, ServerName: k.host, MinVersion: tls.VersionTLS12},
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-		// No ResponseHeaderTimeout: MCP tool calls may take long; the
-		// client decides how long to wait.
+	p := &upstreamPool{key: k}
+	if k.tls {
+		p.tls = &tls.Config{RootCAs: u.roots, ServerName: k.host, MinVersion: tls.VersionTLS12}
 	}
-	u.pools[k] = tr
-	return tr
+	u.pools[k] = p
+	return p
 }
 
 // reset drops every pool (a new policy version): idle connections close
@@ -76,9 +96,303 @@ func (u *upstreams) get(k upstreamKey) *http.Transport {
 func (u *upstreams) reset() {
 	u.mu.Lock()
 	old := u.pools
-	u.pools = make(map[upstreamKey]*http.Transport)
+	u.pools = make(map[upstreamKey]*upstreamPool)
 	u.mu.Unlock()
-	for _, tr := range old {
-		tr.CloseIdleConnections()
+	for _, p := range old {
+		p.close()
 	}
+}
+
+// upstreamPool is the idle connections to one upstreamKey.
+type upstreamPool struct {
+	key upstreamKey
+	tls *tls.Config // nil for plain http
+
+	mu     sync.Mutex
+	idle   []*upstreamConn // most recently used last
+	closed bool
+	sweep  *time.Timer // armed while idle connections exist
+}
+
+// upstreamConn is one connection with its buffers. Its reader is limited
+// while a response head is read (see readLimit).
+type upstreamConn struct {
+	pool      *upstreamPool
+	conn      net.Conn
+	tls       bool
+	lim       readLimit
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+}
+
+// readLimit lets a bounded number of bytes be read from the connection;
+// n is reset before each response head and lifted for its body.
+type readLimit struct {
+	r io.Reader
+	n int64
+}
+
+func (l *readLimit) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errors.New("response head too large")
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// roundTrip sends req on a pooled connection (or a new one) and returns
+// the response; its body hands the connection back when read to the end,
+// and closes it when closed early.
+//
+// body is the request body when the proxy holds all of it (nil for none,
+// or when req.Body streams the client's). A request that failed on a
+// connection reused from the pool (the server may have closed it just
+// then) is sent once more on a new connection when its body is held and
+// its method is idempotent; a POST is not, as the server may have acted
+// on it. Reused connections are checked for a close first (stillOpen),
+// so that race is narrow.
+func (p *upstreamPool) roundTrip(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+	if body == nil && req.Body != nil {
+		req.Body = &bodyErr{r: req.Body}
+	}
+	for attempt := 0; ; attempt++ {
+		c, reused, err := p.take(ctx, attempt > 0)
+		if err != nil {
+			return nil, err
+		}
+		if body != nil {
+			// A bytes.Reader, which Request.Write knows to write with the
+			// head in one system call.
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		res, err := c.exchange(ctx, req)
+		if err == nil {
+			return res, nil
+		}
+		if !reused || attempt > 0 || req.Body != nil && body == nil || !idempotent(req) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}
+
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// take returns an idle connection that still looks open, or dials.
+func (p *upstreamPool) take(ctx context.Context, fresh bool) (*upstreamConn, bool, error) {
+	if !fresh {
+		for {
+			p.mu.Lock()
+			var c *upstreamConn
+			if n := len(p.idle); n > 0 {
+				c = p.idle[n-1]
+				p.idle[n-1] = nil
+				p.idle = p.idle[:n-1]
+			}
+			p.mu.Unlock()
+			if c == nil {
+				break
+			}
+			if time.Since(c.idleSince) < upstreamIdleTimeout && c.br.Buffered() == 0 && stillOpen(c.conn) {
+				return c, true, nil
+			}
+			c.conn.Close()
+		}
+	}
+	c, err := p.dial(ctx)
+	return c, false, err
+}
+
+// dial connects to exactly the checked address, whatever the URL says,
+// with TLS for the pool's host name when the pool serves https.
+func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", p.key.addr.String())
+	if err != nil {
+		return nil, err
+	}
+	c := &upstreamConn{pool: p, conn: conn}
+	if p.tls != nil {
+		tc := tls.Client(conn, p.tls)
+		hctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		c.conn, c.tls = tc, true
+	}
+	c.lim.r = c.conn
+	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
+	c.bw = bufio.NewWriterSize(c.conn, 4<<10)
+	return c, nil
+}
+
+// put returns c to the pool, or closes it when the pool is closed or full.
+func (p *upstreamPool) put(c *upstreamConn) {
+	c.idleSince = time.Now()
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= maxIdlePerPool {
+		p.mu.Unlock()
+		c.conn.Close()
+		return
+	}
+	p.idle = append(p.idle, c)
+	if p.sweep == nil {
+		p.sweep = time.AfterFunc(upstreamIdleTimeout, p.sweepIdle)
+	}
+	p.mu.Unlock()
+}
+
+// sweepIdle closes the connections idle too long and re-arms while any
+// stay idle, so a pool no longer used lets its connections go.
+func (p *upstreamPool) sweepIdle() {
+	p.mu.Lock()
+	keep := p.idle[:0]
+	var expired []*upstreamConn
+	for _, c := range p.idle {
+		if time.Since(c.idleSince) >= upstreamIdleTimeout {
+			expired = append(expired, c)
+		} else {
+			keep = append(keep, c)
+		}
+	}
+	clear(p.idle[len(keep):])
+	p.idle = keep
+	p.sweep = nil
+	if len(p.idle) > 0 && !p.closed {
+		p.sweep = time.AfterFunc(upstreamIdleTimeout, p.sweepIdle)
+	}
+	p.mu.Unlock()
+	for _, c := range expired {
+		c.conn.Close()
+	}
+}
+
+// close closes the idle connections and makes put close the busy ones.
+func (p *upstreamPool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
+	}
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.conn.Close()
+	}
+}
+
+// exchange writes req and reads its response. Cancelling ctx closes the
+// connection, which ends a blocked write or read.
+func (c *upstreamConn) exchange(ctx context.Context, req *http.Request) (res *http.Response, err error) {
+	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.conn.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	werr := req.Write(c.bw)
+	if werr == nil {
+		werr = c.bw.Flush()
+	}
+	if be, ok := req.Body.(*bodyErr); werr != nil && (ok && be.err != nil || ctx.Err() != nil) {
+		// The client's body failed (or the client left): nothing to wait for.
+		return fail(werr)
+	}
+	// Even when the write failed, the server may have answered before it
+	// stopped reading (a 413, say): read what it sent.
+	for n := 0; ; n++ {
+		c.lim.n = maxResponseHeaderBytes
+		res, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			if werr != nil {
+				err = werr
+			}
+			return fail(err)
+		}
+		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols || n == max1xxResponses {
+			break
+		}
+		// Informational (100 Continue, 103 Early Hints): not forwarded.
+		res.Body.Close()
+	}
+	c.lim.n = math.MaxInt64
+	if res.StatusCode < 200 {
+		res.Body.Close()
+		return fail(fmt.Errorf("upstream answered %d, which the proxy does not relay", res.StatusCode))
+	}
+	res.Body = &upstreamBody{c: c, body: res.Body, stop: stop, reuse: werr == nil && !res.Close}
+	return res, nil
+}
+
+// bodyErr wraps a streamed request body to remember an error reading it,
+// telling a client failure from an upstream one.
+type bodyErr struct {
+	r   io.ReadCloser
+	err error
+}
+
+func (b *bodyErr) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *bodyErr) Close() error { return b.r.Close() }
+
+// upstreamBody is a response body: read to its end, it hands the
+// connection back to the pool; closed early, it closes the connection.
+type upstreamBody struct {
+	c     *upstreamConn
+	body  io.ReadCloser
+	stop  func() bool
+	reuse bool
+	done  bool
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.body.Read(p)
+	if err != nil {
+		b.finish(err == io.EOF)
+	}
+	return n, err
+}
+
+func (b *upstreamBody) Close() error {
+	if !b.done {
+		b.finish(false)
+	}
+	return nil
+}
+
+func (b *upstreamBody) finish(complete bool) {
+	b.done = true
+	// stop fails once cancellation has closed the connection.
+	open := b.stop()
+	if complete && open && b.reuse && b.c.br.Buffered() == 0 {
+		b.c.pool.put(b.c)
+		return
+	}
+	b.c.conn.Close()
 }
