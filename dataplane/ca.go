@@ -75,7 +75,7 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create proxy CA: %w", err)
 	}
-	certPEM, keyPEM, err := newCAPEM(time.Now())
+	certPEM, keyPEM, err := GenerateCA(time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("create proxy CA: %w", err)
 	}
@@ -147,7 +147,7 @@ func writeNew(path string, b []byte) error {
 }
 
 // newCAPEM creates a self-signed CA certificate and its key, PEM-encoded.
-func newCAPEM(now time.Time) (certPEM, keyPEM []byte, err error) {
+func GenerateCA(now time.Time) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err

@@ -134,7 +134,7 @@ func TestLoadOrCreateCARefuses(t *testing.T) {
 }
 
 func TestNewCARefuses(t *testing.T) {
-	certPEM, keyPEM, err := newCAPEM(time.Now())
+	certPEM, keyPEM, err := GenerateCA(time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestNewCARefuses(t *testing.T) {
 	ca, _ := NewCA(certPEM, keyPEM)
 	leaf, _ := ca.Leaf("x.example.com")
 	leafKey, _ := leafKeyPEM(leaf)
-	expiredCert, expiredKey, _ := newCAPEM(time.Now().Add(-11 * 365 * 24 * time.Hour))
+	expiredCert, expiredKey, _ := GenerateCA(time.Now().Add(-11 * 365 * 24 * time.Hour))
 	for name, tc := range map[string][2][]byte{
 		"empty":        {nil, nil},
 		"key as cert":  {keyPEM, keyPEM},

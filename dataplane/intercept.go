@@ -37,7 +37,13 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest) {
 	}
 	if first[0] == 0x16 { // a TLS handshake record
 		scheme = "https"
-		cfg := p.ca.TLSConfigFor(t.host)
+		ca := p.ca.Load()
+		if ca == nil {
+			p.log.Warn("no CA to terminate TLS with yet (waiting for the gateway); closing", "host", t.host)
+			conn.Close()
+			return
+		}
+		cfg := ca.TLSConfigFor(t.host)
 		tlsConn := tls.Server(inner, cfg)
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		err := tlsConn.HandshakeContext(ctx)

@@ -47,6 +47,9 @@ type Config struct {
 	MaxConnections int
 	// RingSize is how many recent decisions Decisions keeps. Default 1000.
 	RingSize int
+	// OnRecord, if set, receives every decision record (the shipper to
+	// the gateway). It must not block.
+	OnRecord func(Record)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -79,7 +82,7 @@ func (c *Config) setDefaults() {
 // under the version they started with.
 type Proxy struct {
 	cfg       Config
-	ca        *CA
+	ca        atomic.Pointer[CA]
 	log       *slog.Logger
 	current   atomic.Pointer[loaded]
 	decisions *decisionLog
@@ -109,11 +112,15 @@ type loaded struct {
 	version string
 }
 
-// New builds a proxy that terminates TLS for L7 endpoints with ca. It
-// enforces nothing until SetPolicy: with no policy everything is denied.
+// New builds a proxy that terminates TLS for L7 endpoints with ca (nil:
+// none until SetCA; until then such connections fail). It enforces nothing
+// until SetPolicy: with no policy everything is denied.
 func New(cfg Config, ca *CA) *Proxy {
 	cfg.setDefaults()
-	p := &Proxy{cfg: cfg, ca: ca, log: cfg.Logger.With("component", "proxy")}
+	p := &Proxy{cfg: cfg, log: cfg.Logger.With("component", "proxy")}
+	if ca != nil {
+		p.ca.Store(ca)
+	}
 	p.decisions = newDecisionLog(cfg.RingSize, cfg.DecisionLog, p.log)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	return p
@@ -149,8 +156,17 @@ func (p *Proxy) Decisions() []Record { return p.decisions.snapshot() }
 // because its writer fell behind (they stay in Decisions).
 func (p *Proxy) DroppedDecisions() int64 { return p.decisions.droppedCount() }
 
-// CACertPEM is the certificate the sandbox must trust.
-func (p *Proxy) CACertPEM() []byte { return p.ca.CertPEM() }
+// CACertPEM is the certificate the sandbox must trust (nil before a CA).
+func (p *Proxy) CACertPEM() []byte {
+	if ca := p.ca.Load(); ca != nil {
+		return ca.CertPEM()
+	}
+	return nil
+}
+
+// SetCA replaces the CA that new intercepted connections are served with
+// (the sandbox's, delivered by the gateway).
+func (p *Proxy) SetCA(ca *CA) { p.ca.Store(ca) }
 
 // Serve serves proxy clients on ln until ctx ends.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
@@ -586,6 +602,9 @@ func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq 
 		rec.Tool = mreq.Messages[0].Message.Tool
 	}
 	p.decisions.add(rec)
+	if p.cfg.OnRecord != nil {
+		p.cfg.OnRecord(rec)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
