@@ -19,7 +19,9 @@ import (
 	"github.com/portcullis-dev/portcullis/migrations"
 )
 
-var tables = []string{"audit_log", "policy_versions", "sandboxes", "tokens"}
+var tables = []string{
+	"audit_log", "decisions", "policy_versions", "proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
+}
 
 type engine struct {
 	name   string

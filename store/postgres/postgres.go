@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,9 +37,18 @@ type Config struct {
 type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
+
+	// Close stops running ListenPolicyCommits calls and waits for them.
+	mu        sync.Mutex
+	closed    bool
+	done      chan struct{} // closed by Close
+	listeners sync.WaitGroup
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store          = (*Store)(nil)
+	_ store.CommitListener = (*Store)(nil)
+)
 
 // Open connects to the database at url (postgres://…), applies pending
 // migrations and returns the store. Close releases the pool.
@@ -79,11 +89,18 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	log.Info("store open", "host", pcfg.ConnConfig.Host, "database", pcfg.ConnConfig.Database, "max_conns", pcfg.MaxConns)
-	return &Store{pool: pool, log: log}, nil
+	return &Store{pool: pool, log: log, done: make(chan struct{})}, nil
 }
 
-// Close releases every connection. Pending calls fail.
+// Close releases every connection, the listeners' too. Pending calls fail.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	s.mu.Unlock()
+	s.listeners.Wait()
 	s.pool.Close()
 	return nil
 }
@@ -346,7 +363,8 @@ func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) 
 	return pv, nil
 }
 
-// insertVersion stores one policy version and its audit entry.
+// insertVersion stores one policy version and its audit entry, and notifies
+// the listening replicas (see ListenPolicyCommits).
 func insertVersion(ctx context.Context, tx pgx.Tx, sandbox string, version int64, before string, in store.AppendPolicy, actor string) (store.PolicyVersion, error) {
 	prov, err := strmap.Encode(in.Provenance)
 	if err != nil {
@@ -371,6 +389,11 @@ func insertVersion(ctx context.Context, tx pgx.Tx, sandbox string, version int64
 		return store.PolicyVersion{}, fmt.Errorf("insert version %d: %w", version, mapErr(err))
 	}
 	pv.CreatedAt = pv.CreatedAt.UTC()
+	// Delivered to every listening replica when (and only if) this
+	// transaction commits.
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, policyChannel, policyPayload(sandbox, version)); err != nil {
+		return store.PolicyVersion{}, fmt.Errorf("notify version %d: %w", version, mapErr(err))
+	}
 	err = audit(ctx, tx, store.AuditEntry{
 		Actor: actor, Action: store.ActionPolicySet, Sandbox: sandbox, Target: sandbox,
 		BeforeHash: before, AfterHash: in.Hash,

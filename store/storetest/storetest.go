@@ -49,6 +49,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TokenTouch", testTokenTouch},
 		{"TokenCount", testTokenCount},
 		{"Audit", testAudit},
+		{"SigningKeyChain", testSigningKeyChain},
+		{"SigningKeyConcurrentAdd", testSigningKeyConcurrent},
+		{"SandboxCA", testSandboxCA},
+		{"ProxyStatuses", testProxyStatuses},
+		{"Decisions", testDecisions},
+		{"PushInvalidInput", testPushInvalidInput},
 		{"Ping", testPing},
 	}
 	for _, tc := range tests {

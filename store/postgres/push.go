@@ -1,0 +1,356 @@
+package postgres
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// ---- signing keys ----
+
+// SigningKeys returns the signing keys, oldest first.
+func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, public_key, private_key, endorsement, created_at
+		FROM signing_keys ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("signing keys: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.SigningKey, error) {
+		var k store.SigningKey
+		err := r.Scan(&k.ID, &k.PublicKey, &k.PrivateKey, &k.Endorsement, &k.CreatedAt)
+		k.CreatedAt = k.CreatedAt.UTC()
+		if len(k.Endorsement) == 0 {
+			k.Endorsement = nil
+		}
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("signing keys: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// AddSigningKey appends k if the newest key is still previousID. Two
+// replicas appending after the same key both compute the same seq; the
+// unique constraint on seq makes the second wait for the first and then
+// fail, which mapErr turns into ErrConflict.
+func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey, previousID, actor string) (store.SigningKey, error) {
+	if err := checkSigningKey(k); err != nil {
+		return store.SigningKey{}, err
+	}
+	out := store.SigningKey{
+		ID:          k.ID,
+		PublicKey:   bytes.Clone(k.PublicKey),
+		PrivateKey:  bytes.Clone(k.PrivateKey),
+		Endorsement: bytes.Clone(k.Endorsement),
+	}
+	endorsement := out.Endorsement
+	if len(endorsement) == 0 {
+		out.Endorsement, endorsement = nil, []byte{} // the column is NOT NULL
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var (
+			newest string
+			seq    int64
+		)
+		err := tx.QueryRow(ctx, `SELECT id, seq FROM signing_keys ORDER BY seq DESC LIMIT 1`).Scan(&newest, &seq)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return mapErr(err)
+		}
+		if newest != previousID {
+			return fmt.Errorf("%w: the newest signing key is %q, not %q", store.ErrConflict, newest, previousID)
+		}
+		err = tx.QueryRow(ctx, `
+			INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement)
+			VALUES ($1, $2, $3, $4, $5)
+			RETURNING created_at`,
+			out.ID, seq+1, out.PublicKey, out.PrivateKey, endorsement,
+		).Scan(&out.CreatedAt)
+		if err != nil {
+			return mapErr(err)
+		}
+		out.CreatedAt = out.CreatedAt.UTC()
+		return audit(ctx, tx, store.AuditEntry{
+			Actor: actor, Action: store.ActionSigningKeyAdd, Target: out.ID,
+			Detail: map[string]string{"previous": previousID},
+		})
+	})
+	if err != nil {
+		return store.SigningKey{}, fmt.Errorf("add signing key %q: %w", k.ID, err)
+	}
+	return out, nil
+}
+
+// ---- sandbox CAs ----
+
+// GetSandboxCA returns the sandbox's CA or ErrNotFound.
+func (s *Store) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
+	ca, err := scanCA(s.pool.QueryRow(ctx, `
+		SELECT sandbox, cert_pem, key_pem, created_at FROM sandbox_cas WHERE sandbox = $1`, sandbox))
+	if err != nil {
+		return store.SandboxCA{}, fmt.Errorf("get CA of sandbox %q: %w", sandbox, mapErr(err))
+	}
+	return ca, nil
+}
+
+func scanCA(r pgx.Row) (store.SandboxCA, error) {
+	var ca store.SandboxCA
+	err := r.Scan(&ca.Sandbox, &ca.CertPEM, &ca.KeyPEM, &ca.CreatedAt)
+	ca.CreatedAt = ca.CreatedAt.UTC()
+	return ca, err
+}
+
+// PutSandboxCA stores ca unless the sandbox has a CA, and returns the one
+// stored. A concurrent writer's uncommitted row makes the INSERT wait for
+// it; the SELECT (a new snapshot under READ COMMITTED) then sees the winner.
+func (s *Store) PutSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
+	if err := checkSandboxCA(ca); err != nil {
+		return store.SandboxCA{}, err
+	}
+	var out store.SandboxCA
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO sandbox_cas (sandbox, cert_pem, key_pem) VALUES ($1, $2, $3)
+			ON CONFLICT (sandbox) DO NOTHING`, ca.Sandbox, ca.CertPEM, ca.KeyPEM)
+		if err != nil {
+			return mapErr(err) // foreign key: no such sandbox
+		}
+		out, err = scanCA(tx.QueryRow(ctx, `
+			SELECT sandbox, cert_pem, key_pem, created_at FROM sandbox_cas WHERE sandbox = $1`, ca.Sandbox))
+		return mapErr(err)
+	})
+	if err != nil {
+		return store.SandboxCA{}, fmt.Errorf("put CA of sandbox %q: %w", ca.Sandbox, err)
+	}
+	return out, nil
+}
+
+// ---- proxy statuses ----
+
+// upsertProxy stores one status unless its sandbox is gone. The key-share
+// lock is the one the foreign key would take: a concurrent DeleteSandbox
+// either waits for this transaction (and its cascade removes the row) or
+// commits first, and then EXISTS finds no sandbox and the row is skipped,
+// instead of failing the whole batch with a foreign key violation.
+const upsertProxy = `
+	INSERT INTO proxies (sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
+		applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
+		lag_millis, decisions_dropped)
+	SELECT $1::text, $2::text, $3::text, $4::text, $5::boolean, $6::timestamptz, $7::timestamptz,
+		$8::bigint, $9::text, $10::timestamptz, $11::bigint, $12::text, $13::timestamptz,
+		$14::bigint, $15::bigint
+	WHERE EXISTS (SELECT 1 FROM sandboxes WHERE name = $1 FOR KEY SHARE)
+	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET
+		replica = excluded.replica, build = excluded.build,
+		connected = excluded.connected, connected_at = excluded.connected_at,
+		last_seen_at = excluded.last_seen_at,
+		applied_version = excluded.applied_version, applied_hash = excluded.applied_hash,
+		last_ack_at = excluded.last_ack_at,
+		last_nack_version = excluded.last_nack_version, last_nack_error = excluded.last_nack_error,
+		last_nack_at = excluded.last_nack_at,
+		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped`
+
+// SaveProxyStatuses upserts the statuses in one transaction (one round
+// trip), skipping those of sandboxes that no longer exist.
+func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatus) error {
+	if err := checkProxyStatuses(statuses); err != nil {
+		return err
+	}
+	if len(statuses) == 0 {
+		return nil
+	}
+	// Rows are locked in key order, so two replicas saving overlapping
+	// batches cannot deadlock; the sort is stable, so of two statuses of
+	// one proxy the later still wins.
+	sorted := slices.Clone(statuses)
+	slices.SortStableFunc(sorted, func(a, b store.ProxyStatus) int {
+		return cmp.Or(strings.Compare(a.Sandbox, b.Sandbox), strings.Compare(a.ProxyID, b.ProxyID))
+	})
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		for _, st := range sorted {
+			b.Queue(upsertProxy, st.Sandbox, st.ProxyID, st.Replica, st.Build, st.Connected,
+				nullTime(st.ConnectedAt), nullTime(st.LastSeenAt),
+				st.AppliedVersion, st.AppliedHash, nullTimePtr(st.LastAckAt),
+				st.LastNackVersion, st.LastNackError, nullTimePtr(st.LastNackAt),
+				st.LagMillis, st.DecisionsDropped)
+		}
+		return mapErr(tx.SendBatch(ctx, &b).Close())
+	})
+	if err != nil {
+		return fmt.Errorf("save %d proxy statuses: %w", len(statuses), err)
+	}
+	return nil
+}
+
+// ListProxyStatuses returns the statuses of one sandbox ("" for all),
+// ordered by sandbox and proxy id.
+func (s *Store) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
+			applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
+			lag_millis, decisions_dropped
+		FROM proxies
+		WHERE $1 = '' OR sandbox = $1
+		ORDER BY sandbox, proxy_id`, sandbox)
+	if err != nil {
+		return nil, fmt.Errorf("list proxy statuses: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ProxyStatus, error) {
+		var st store.ProxyStatus
+		var connected, seen *time.Time
+		err := r.Scan(&st.Sandbox, &st.ProxyID, &st.Replica, &st.Build, &st.Connected, &connected, &seen,
+			&st.AppliedVersion, &st.AppliedHash, &st.LastAckAt, &st.LastNackVersion, &st.LastNackError, &st.LastNackAt,
+			&st.LagMillis, &st.DecisionsDropped)
+		st.ConnectedAt, st.LastSeenAt = zeroTime(connected), zeroTime(seen)
+		st.LastAckAt, st.LastNackAt = utcPtr(st.LastAckAt), utcPtr(st.LastNackAt)
+		return st, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list proxy statuses: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// ---- decisions ----
+
+var decisionColumns = []string{
+	"at", "sandbox", "proxy_id", "decision", "binary_name", "host", "port", "addr",
+	"http_method", "path", "mcp_method", "tool", "entry", "rule", "reason",
+	"policy_version", "denial_id", "version_probe",
+}
+
+// AppendDecisions stores the records with one COPY.
+//
+// Appends are serialised by a table lock that only appenders take (readers
+// are not blocked), held until commit: ids are then visible in the order
+// they were assigned, so a reader tailing with AfterID never skips a
+// record that commits later with a smaller id.
+func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
+	if err := checkDecisions(records); err != nil {
+		return 0, err
+	}
+	if len(records) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE decisions IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return mapErr(err)
+		}
+		var err error
+		n, err = tx.CopyFrom(ctx, pgx.Identifier{"decisions"}, decisionColumns,
+			pgx.CopyFromSlice(len(records), func(i int) ([]any, error) {
+				d := &records[i]
+				return []any{
+					nullTime(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, int32(d.Port), d.Addr,
+					d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
+					d.PolicyVersion, d.DenialID, d.VersionProbe,
+				}, nil
+			}))
+		return mapErr(err)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("append %d decisions: %w", len(records), err)
+	}
+	return int(n), nil
+}
+
+// ListDecisions returns the records f matches, oldest first.
+func (s *Store) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, "$"+strconv.Itoa(len(args))))
+	}
+	if f.Sandbox != "" {
+		arg("sandbox = %s", f.Sandbox)
+	}
+	if f.Decision != "" {
+		arg("decision = %s", f.Decision)
+	}
+	if f.DenialID != "" {
+		arg("denial_id = %s", f.DenialID)
+	}
+	if f.AfterID > 0 {
+		arg("id > %s", f.AfterID)
+	}
+	q := `SELECT id, received_at, ` + strings.Join(decisionColumns, ", ") + ` FROM decisions`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	// With AfterID 0 a limit keeps the newest records: read them newest
+	// first, then reverse. A negative AfterID reads from the first record.
+	newest := f.AfterID == 0 && f.Limit > 0
+	if newest {
+		q += ` ORDER BY id DESC`
+	} else {
+		q += ` ORDER BY id`
+	}
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += ` LIMIT $` + strconv.Itoa(len(args))
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list decisions: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Decision, error) {
+		var d store.Decision
+		var at *time.Time
+		var port int32
+		err := r.Scan(&d.ID, &d.ReceivedAt, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &port, &d.Addr,
+			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
+			&d.PolicyVersion, &d.DenialID, &d.VersionProbe)
+		d.ReceivedAt = d.ReceivedAt.UTC()
+		d.Time = zeroTime(at)
+		d.Port = int(port)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list decisions: %w", mapErr(err))
+	}
+	if newest {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// nullTimePtr stores nil and a pointer to the zero time as NULL (read back
+// as nil), as the SQLite engine does.
+func nullTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	return nullTime(*t)
+}
+
+// zeroTime reads NULL back as the zero time, other times in UTC.
+func zeroTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

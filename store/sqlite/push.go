@@ -1,0 +1,331 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// scanner is a row or rows.
+type scanner = interface{ Scan(...any) error }
+
+// ---- signing keys ----
+
+// SigningKeys returns the signing keys, oldest first.
+func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	scan := func(r scanner) (store.SigningKey, error) {
+		var k store.SigningKey
+		var at int64
+		err := r.Scan(&k.ID, &k.PublicKey, &k.PrivateKey, &k.Endorsement, &at)
+		k.CreatedAt = fromNanos(at)
+		if len(k.Endorsement) == 0 {
+			k.Endorsement = nil
+		}
+		return k, err
+	}
+	out, err := collect(ctx, s.r, scan, `
+		SELECT id, public_key, private_key, endorsement, created_at
+		FROM signing_keys ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("signing keys: %w", err)
+	}
+	return out, nil
+}
+
+// AddSigningKey appends k if the newest key is still previousID. Write
+// transactions are serialised (BEGIN IMMEDIATE), so the check cannot go
+// stale before the insert.
+func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey, previousID, actor string) (store.SigningKey, error) {
+	if err := checkSigningKey(k); err != nil {
+		return store.SigningKey{}, err
+	}
+	at := now()
+	out := store.SigningKey{
+		ID:          k.ID,
+		PublicKey:   bytes.Clone(k.PublicKey),
+		PrivateKey:  bytes.Clone(k.PrivateKey),
+		Endorsement: bytes.Clone(k.Endorsement),
+		CreatedAt:   fromNanos(at),
+	}
+	endorsement := out.Endorsement
+	if len(endorsement) == 0 {
+		out.Endorsement, endorsement = nil, []byte{} // the column is NOT NULL
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var (
+			newest string
+			seq    int64
+		)
+		err := tx.QueryRowContext(ctx, `SELECT id, seq FROM signing_keys ORDER BY seq DESC LIMIT 1`).Scan(&newest, &seq)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return mapErr(err)
+		}
+		if newest != previousID {
+			return fmt.Errorf("%w: the newest signing key is %q, not %q", store.ErrConflict, newest, previousID)
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`,
+			out.ID, seq+1, out.PublicKey, out.PrivateKey, endorsement, at)
+		if err != nil {
+			return mapErr(err)
+		}
+		return audit(ctx, tx, at, store.AuditEntry{
+			Actor: actor, Action: store.ActionSigningKeyAdd, Target: out.ID,
+			Detail: map[string]string{"previous": previousID},
+		})
+	})
+	if err != nil {
+		return store.SigningKey{}, fmt.Errorf("add signing key %q: %w", k.ID, err)
+	}
+	return out, nil
+}
+
+// ---- sandbox CAs ----
+
+const caQuery = `SELECT sandbox, cert_pem, key_pem, created_at FROM sandbox_cas WHERE sandbox = ?`
+
+func scanCA(r scanner) (store.SandboxCA, error) {
+	var ca store.SandboxCA
+	var at int64
+	err := r.Scan(&ca.Sandbox, &ca.CertPEM, &ca.KeyPEM, &at)
+	ca.CreatedAt = fromNanos(at)
+	return ca, err
+}
+
+// GetSandboxCA returns the sandbox's CA or ErrNotFound.
+func (s *Store) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
+	ca, err := scanCA(s.r.QueryRowContext(ctx, caQuery, sandbox))
+	if err != nil {
+		return store.SandboxCA{}, fmt.Errorf("get CA of sandbox %q: %w", sandbox, mapErr(err))
+	}
+	return ca, nil
+}
+
+// PutSandboxCA stores ca unless the sandbox has a CA, and returns the one
+// stored.
+func (s *Store) PutSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
+	if err := checkSandboxCA(ca); err != nil {
+		return store.SandboxCA{}, err
+	}
+	at := now()
+	var out store.SandboxCA
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO sandbox_cas (sandbox, cert_pem, key_pem, created_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (sandbox) DO NOTHING`, ca.Sandbox, ca.CertPEM, ca.KeyPEM, at)
+		if err != nil {
+			return mapErr(err) // foreign key: no such sandbox
+		}
+		out, err = scanCA(tx.QueryRowContext(ctx, caQuery, ca.Sandbox))
+		return mapErr(err)
+	})
+	if err != nil {
+		return store.SandboxCA{}, fmt.Errorf("put CA of sandbox %q: %w", ca.Sandbox, err)
+	}
+	return out, nil
+}
+
+// ---- proxy statuses ----
+
+// upsertProxy stores one status unless its sandbox is gone. (The WHERE
+// also keeps SQLite from parsing ON CONFLICT as a join constraint.)
+const upsertProxy = `
+	INSERT INTO proxies (sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
+		applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
+		lag_millis, decisions_dropped)
+	SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15
+	WHERE EXISTS (SELECT 1 FROM sandboxes WHERE name = ?1)
+	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET
+		replica = excluded.replica, build = excluded.build,
+		connected = excluded.connected, connected_at = excluded.connected_at,
+		last_seen_at = excluded.last_seen_at,
+		applied_version = excluded.applied_version, applied_hash = excluded.applied_hash,
+		last_ack_at = excluded.last_ack_at,
+		last_nack_version = excluded.last_nack_version, last_nack_error = excluded.last_nack_error,
+		last_nack_at = excluded.last_nack_at,
+		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped`
+
+// SaveProxyStatuses upserts the statuses in one transaction, skipping
+// those of sandboxes that no longer exist.
+func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatus) error {
+	if err := checkProxyStatuses(statuses); err != nil {
+		return err
+	}
+	if len(statuses) == 0 {
+		return nil
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, upsertProxy)
+		if err != nil {
+			return mapErr(err)
+		}
+		defer stmt.Close()
+		for _, st := range statuses {
+			_, err := stmt.ExecContext(ctx, st.Sandbox, st.ProxyID, st.Replica, st.Build, st.Connected,
+				nullNanos(st.ConnectedAt), nullNanos(st.LastSeenAt),
+				st.AppliedVersion, st.AppliedHash, nullNanosPtr(st.LastAckAt),
+				st.LastNackVersion, st.LastNackError, nullNanosPtr(st.LastNackAt),
+				st.LagMillis, st.DecisionsDropped)
+			if err != nil {
+				return fmt.Errorf("proxy %q of sandbox %q: %w", st.ProxyID, st.Sandbox, mapErr(err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save %d proxy statuses: %w", len(statuses), err)
+	}
+	return nil
+}
+
+// ListProxyStatuses returns the statuses of one sandbox ("" for all),
+// ordered by sandbox and proxy id.
+func (s *Store) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
+	scan := func(r scanner) (store.ProxyStatus, error) {
+		var st store.ProxyStatus
+		var connected, seen, ack, nack sql.NullInt64
+		err := r.Scan(&st.Sandbox, &st.ProxyID, &st.Replica, &st.Build, &st.Connected, &connected, &seen,
+			&st.AppliedVersion, &st.AppliedHash, &ack, &st.LastNackVersion, &st.LastNackError, &nack,
+			&st.LagMillis, &st.DecisionsDropped)
+		st.ConnectedAt, st.LastSeenAt = zeroNanos(connected), zeroNanos(seen)
+		st.LastAckAt, st.LastNackAt = fromNullNanos(ack), fromNullNanos(nack)
+		return st, err
+	}
+	out, err := collect(ctx, s.r, scan, `
+		SELECT sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
+			applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
+			lag_millis, decisions_dropped
+		FROM proxies
+		WHERE ?1 = '' OR sandbox = ?1
+		ORDER BY sandbox, proxy_id`, sandbox)
+	if err != nil {
+		return nil, fmt.Errorf("list proxy statuses: %w", err)
+	}
+	return out, nil
+}
+
+// ---- decisions ----
+
+const decisionColumns = `at, sandbox, proxy_id, decision, binary_name, host, port, addr,
+	http_method, path, mcp_method, tool, entry, rule, reason,
+	policy_version, denial_id, version_probe`
+
+// AppendDecisions stores the records in one transaction, with one prepared
+// statement.
+func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
+	if err := checkDecisions(records); err != nil {
+		return 0, err
+	}
+	if len(records) == 0 {
+		return 0, nil
+	}
+	at := now()
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO decisions (received_at, `+decisionColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return mapErr(err)
+		}
+		defer stmt.Close()
+		for i := range records {
+			d := &records[i]
+			_, err := stmt.ExecContext(ctx, at,
+				nullNanos(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, d.Port, d.Addr,
+				d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
+				d.PolicyVersion, d.DenialID, d.VersionProbe)
+			if err != nil {
+				return fmt.Errorf("record %d: %w", i, mapErr(err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("append %d decisions: %w", len(records), err)
+	}
+	return len(records), nil
+}
+
+// ListDecisions returns the records f matches, oldest first.
+func (s *Store) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.Sandbox != "" {
+		where, args = append(where, "sandbox = ?"), append(args, f.Sandbox)
+	}
+	if f.Decision != "" {
+		where, args = append(where, "decision = ?"), append(args, f.Decision)
+	}
+	if f.DenialID != "" {
+		where, args = append(where, "denial_id = ?"), append(args, f.DenialID)
+	}
+	if f.AfterID > 0 {
+		where, args = append(where, "id > ?"), append(args, f.AfterID)
+	}
+	q := `SELECT id, received_at, ` + decisionColumns + ` FROM decisions`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	// With AfterID 0 a limit keeps the newest records: read them newest
+	// first, then reverse. A negative AfterID reads from the first record.
+	newest := f.AfterID == 0 && f.Limit > 0
+	if newest {
+		q += ` ORDER BY id DESC`
+	} else {
+		q += ` ORDER BY id`
+	}
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	scan := func(r scanner) (store.Decision, error) {
+		var d store.Decision
+		var received int64
+		var at sql.NullInt64
+		err := r.Scan(&d.ID, &received, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &d.Port, &d.Addr,
+			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
+			&d.PolicyVersion, &d.DenialID, &d.VersionProbe)
+		d.ReceivedAt, d.Time = fromNanos(received), zeroNanos(at)
+		return d, err
+	}
+	out, err := collect(ctx, s.r, scan, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list decisions: %w", err)
+	}
+	if newest {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// nullNanos stores the zero time as NULL, others as nanoseconds.
+func nullNanos(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func nullNanosPtr(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return nullNanos(*t)
+}
+
+// zeroNanos reads NULL back as the zero time.
+func zeroNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromNanos(n.Int64)
+}
