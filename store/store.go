@@ -105,7 +105,107 @@ const (
 	ActionPolicySet     = "policy.set"
 	ActionTokenCreate   = "token.create"
 	ActionTokenRevoke   = "token.revoke"
+	ActionSigningKeyAdd = "signing_key.add"
 )
+
+// SigningKey is one of the gateway's Ed25519 signing keys. The keys form a
+// chain: each one after the first carries the previous key's endorsement,
+// so a proxy that pinned an older key can follow a rotation. The newest key
+// signs.
+type SigningKey struct {
+	ID         string
+	PublicKey  []byte // ed25519.PublicKeySize bytes
+	PrivateKey []byte // ed25519.PrivateKeySize bytes
+	// Endorsement is the previous key's signature over this key (see
+	// internal/signing); empty for the first key.
+	Endorsement []byte
+	CreatedAt   time.Time
+}
+
+// SandboxCA is the certificate authority a sandbox's proxies share.
+type SandboxCA struct {
+	Sandbox   string
+	CertPEM   []byte
+	KeyPEM    []byte
+	CreatedAt time.Time
+}
+
+// ProxyStatus is what the gateways last recorded of one proxy, keyed by
+// (Sandbox, ProxyID).
+type ProxyStatus struct {
+	Sandbox string
+	ProxyID string
+	// Replica is the gateway replica that recorded it.
+	Replica     string
+	Build       string
+	Connected   bool
+	ConnectedAt time.Time
+	LastSeenAt  time.Time
+	// AppliedVersion and AppliedHash are the last version the proxy
+	// ACKed (0 and "" before any).
+	AppliedVersion int64
+	AppliedHash    string
+	LastAckAt      *time.Time
+	// LastNack* describe the last version the proxy refused.
+	LastNackVersion int64
+	LastNackError   string
+	LastNackAt      *time.Time
+	// LagMillis is the time from the applied version's commit to its ACK.
+	LagMillis int64
+	// DecisionsDropped counts decision records the proxy reported lost.
+	DecisionsDropped int64
+}
+
+// Decision is one decision record a proxy shipped.
+type Decision struct {
+	// ID orders records as they were stored; set by the store.
+	ID int64
+	// ReceivedAt is when the gateway stored it; set by the store.
+	ReceivedAt    time.Time
+	Time          time.Time
+	Sandbox       string
+	ProxyID       string
+	Decision      string // "allow", "deny" or "audit"
+	Binary        string
+	Host          string
+	Port          int
+	Addr          string
+	HTTPMethod    string
+	Path          string
+	MCPMethod     string
+	Tool          string
+	Entry         string
+	Rule          string
+	Reason        string
+	PolicyVersion string
+	DenialID      string
+	VersionProbe  bool
+}
+
+// DecisionFilter narrows ListDecisions. Zero values match everything.
+type DecisionFilter struct {
+	Sandbox  string
+	Decision string
+	DenialID string
+	// AfterID returns only records stored after that one, oldest first,
+	// at most Limit of them (for tailing).
+	AfterID int64
+	// Limit caps the records returned. With AfterID 0 they are the newest
+	// Limit records, still oldest first. 0 means no cap.
+	Limit int
+}
+
+// CommitListener is implemented by engines that several gateway replicas
+// share (Postgres): every replica hears of every policy version committed
+// through any of them.
+type CommitListener interface {
+	// ListenPolicyCommits calls fn for each policy version committed
+	// (through any replica, this one included), after its transaction
+	// committed, until ctx ends. It reconnects by itself after errors;
+	// notifications sent while it was disconnected are lost, so callers
+	// also compare versions now and then. It returns ctx's error.
+	ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error
+}
 
 // CreateSandbox is the input of Store.CreateSandbox.
 type CreateSandbox struct {
@@ -193,6 +293,37 @@ type Store interface {
 
 	// ListAudit returns audit entries, newest first.
 	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+
+	// SigningKeys returns the gateway's signing keys, oldest first; the
+	// last one signs. Empty before the first key.
+	SigningKeys(ctx context.Context) ([]SigningKey, error)
+	// AddSigningKey appends k to the chain if the newest key is still
+	// previousID ("" when there are none); otherwise ErrConflict (another
+	// replica added one first) and nothing is stored. Audited.
+	AddSigningKey(ctx context.Context, k SigningKey, previousID, actor string) (SigningKey, error)
+
+	// GetSandboxCA returns the sandbox's CA (ErrNotFound when the sandbox
+	// or its CA does not exist).
+	GetSandboxCA(ctx context.Context, sandbox string) (SandboxCA, error)
+	// PutSandboxCA stores ca as the sandbox's CA unless it already has one,
+	// and returns the one stored: the first writer wins, so replicas racing
+	// to create it agree. ErrNotFound if the sandbox does not exist. The CA
+	// goes with the sandbox when it is deleted.
+	PutSandboxCA(ctx context.Context, ca SandboxCA) (SandboxCA, error)
+
+	// SaveProxyStatuses upserts statuses by (Sandbox, ProxyID) in one
+	// transaction, without audit entries; statuses of sandboxes that no
+	// longer exist are skipped. Statuses go with their sandbox.
+	SaveProxyStatuses(ctx context.Context, statuses []ProxyStatus) error
+	// ListProxyStatuses returns the statuses of one sandbox ("" for all),
+	// ordered by sandbox and proxy id.
+	ListProxyStatuses(ctx context.Context, sandbox string) ([]ProxyStatus, error)
+
+	// AppendDecisions stores decision records (Postgres: one COPY) and
+	// returns how many it stored. Records outlive their sandbox.
+	AppendDecisions(ctx context.Context, records []Decision) (int, error)
+	// ListDecisions returns the records f matches, oldest first.
+	ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, error)
 
 	// Ping checks the database is reachable (for /readyz).
 	Ping(ctx context.Context) error
