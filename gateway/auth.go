@@ -45,6 +45,8 @@ type Principal struct {
 	Role    string
 	// Sandbox is set for sandbox-role tokens: the one sandbox they may touch.
 	Sandbox string
+	// tokenHash finds the token again, for long streams that re-check it.
+	tokenHash string
 }
 
 // Actor is how the principal appears in the audit log.
@@ -87,7 +89,9 @@ var (
 	// ownPolicyReaders: operators read every sandbox, a sandbox its own.
 	ownPolicyReaders = rule{roles: []string{store.RoleAdmin, store.RoleOperator, store.RoleSandbox}, scoped: true}
 	anyRole          = rule{roles: []string{store.RoleAdmin, store.RoleOperator, store.RoleSandbox}}
-	public           = rule{public: true}
+	// proxyOnly: what a sandbox's proxy does with the sandbox token.
+	proxyOnly = rule{roles: []string{store.RoleSandbox}}
+	public    = rule{public: true}
 )
 
 // authzTable is the authorization policy of the gateway: one row per RPC.
@@ -99,6 +103,7 @@ var authzTable = map[string]rule{
 	portcullisv1connect.SandboxServiceListSandboxesProcedure:      readers,
 	portcullisv1connect.SandboxServiceDeleteSandboxProcedure:      adminOnly,
 	portcullisv1connect.SandboxServiceRotateSandboxTokenProcedure: adminOnly,
+	portcullisv1connect.SandboxServiceGetSandboxCAProcedure:       readers,
 
 	portcullisv1connect.TokenServiceCreateTokenProcedure: adminOnly,
 	portcullisv1connect.TokenServiceListTokensProcedure:  adminOnly,
@@ -110,6 +115,14 @@ var authzTable = map[string]rule{
 	portcullisv1connect.PolicyServiceListPolicyVersionsProcedure: ownPolicyReaders,
 	portcullisv1connect.PolicyServiceDiffPolicyProcedure:         ownPolicyReaders,
 	portcullisv1connect.PolicyServiceValidatePolicyProcedure:     anyRole,
+
+	// The stream serves the token's own sandbox, whatever else the
+	// messages say (the hello must name it).
+	portcullisv1connect.DistributionServiceStreamPolicyProcedure:  proxyOnly,
+	portcullisv1connect.DistributionServiceShipDecisionsProcedure: proxyOnly,
+	portcullisv1connect.ProxyServiceListProxiesProcedure:          readers,
+	portcullisv1connect.DecisionServiceListDecisionsProcedure:     ownPolicyReaders,
+	portcullisv1connect.DecisionServiceTailDecisionsProcedure:     ownPolicyReaders,
 
 	healthCheckProcedure:       public,
 	healthWatchProcedure:       public,
@@ -171,7 +184,7 @@ func (a *authenticator) authenticate(ctx context.Context, header string) (Princi
 		return Principal{}, errRevokedToken
 	}
 	a.touch(ctx, t.ID)
-	return Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Sandbox: t.Sandbox}, nil
+	return Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Sandbox: t.Sandbox, tokenHash: t.Hash}, nil
 }
 
 func (a *authenticator) touch(ctx context.Context, id int64) {

@@ -1,9 +1,12 @@
 package gateway_test
 
 import (
-	"net/http"
+	"context"
+	"errors"
+	"io"
 	"slices"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
@@ -45,6 +48,15 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.PolicyService/DiffPolicy":          {asAdmin, asOperator, asOwn},
 	// Validation stores nothing and reads nothing: any valid token.
 	"/portcullis.v1.PolicyService/ValidatePolicy": {asAdmin, asOperator, asOwn, asOther},
+	"/portcullis.v1.SandboxService/GetSandboxCA":  {asAdmin, asOperator},
+	// A proxy's streams serve its token's own sandbox, whatever the
+	// messages name (a hello naming another sandbox is refused by the
+	// handler: TestPolicyStreamRefusals), so any sandbox token passes.
+	"/portcullis.v1.DistributionService/StreamPolicy":  {asOwn, asOther},
+	"/portcullis.v1.DistributionService/ShipDecisions": {asOwn, asOther},
+	"/portcullis.v1.ProxyService/ListProxies":          {asAdmin, asOperator},
+	"/portcullis.v1.DecisionService/ListDecisions":     {asAdmin, asOperator, asOwn},
+	"/portcullis.v1.DecisionService/TailDecisions":     {asAdmin, asOperator, asOwn},
 }
 
 // TestAuthorizationMatrix calls every RPC of every service as every kind
@@ -85,6 +97,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		portcullisv1.File_portcullis_v1_sandbox_proto,
 		portcullisv1.File_portcullis_v1_token_proto,
 		portcullisv1.File_portcullis_v1_policy_proto,
+		portcullisv1.File_portcullis_v1_distribution_proto,
+		portcullisv1.File_portcullis_v1_proxy_proto,
 	}
 	seen := map[string]bool{}
 	for _, fd := range files {
@@ -120,8 +134,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 }
 
-// callRaw calls any unary RPC with a dynamic request whose sandbox or name
-// field is target.
+// callRaw calls any RPC with a dynamic request whose sandbox or name field
+// is target. A stream counts as let through when its first answer is not an
+// authentication or authorization error (a stream that is let through and
+// has nothing to say ends with DeadlineExceeded).
 func callRaw(t *testing.T, baseURL, token, procedure string, md protoreflect.MethodDescriptor, target string) error {
 	t.Helper()
 	req := dynamicpb.NewMessage(md.Input())
@@ -138,8 +154,33 @@ func callRaw(t *testing.T, baseURL, token, procedure string, md protoreflect.Met
 	if token != "" {
 		info.RequestHeader().Set("Authorization", "Bearer "+token)
 	}
-	client := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL))
-	return client.CallUnary(ctx, connect.Spec{StreamType: connect.StreamTypeUnary, Schema: md, Procedure: procedure}, req, res)
+	client := connect.NewClient(connecthttp.NewTransport(h2cClient(), baseURL))
+	spec := connect.Spec{StreamType: connect.StreamTypeUnary, Schema: md, Procedure: procedure}
+	switch {
+	case !md.IsStreamingClient() && !md.IsStreamingServer():
+		return client.CallUnary(ctx, spec, req, res)
+	case md.IsStreamingClient():
+		spec.StreamType = connect.StreamTypeClient
+		if md.IsStreamingServer() {
+			spec.StreamType = connect.StreamTypeBidi
+		}
+	default:
+		spec.StreamType = connect.StreamTypeServer
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	stream, err := client.CallClientStream(ctx, spec)
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	if err := stream.Send(req); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if spec.StreamType != connect.StreamTypeBidi {
+		stream.CloseSend()
+	}
+	return stream.Receive(res)
 }
 
 // TestHealthAndReflectionArePublic checks the standard gRPC health service

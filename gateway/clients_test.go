@@ -117,6 +117,9 @@ func (g grpcSandbox) DeleteSandbox(ctx context.Context, r *portcullisv1.DeleteSa
 func (g grpcSandbox) RotateSandboxToken(ctx context.Context, r *portcullisv1.RotateSandboxTokenRequest) (*portcullisv1.RotateSandboxTokenResponse, error) {
 	return g.c.RotateSandboxToken(ctx, r)
 }
+func (g grpcSandbox) GetSandboxCA(ctx context.Context, r *portcullisv1.GetSandboxCARequest) (*portcullisv1.GetSandboxCAResponse, error) {
+	return g.c.GetSandboxCA(ctx, r)
+}
 
 type grpcToken struct {
 	c portcullisv1.TokenServiceClient
@@ -153,4 +156,16 @@ func (g grpcPolicy) RollbackPolicy(ctx context.Context, r *portcullisv1.Rollback
 }
 func (g grpcPolicy) ValidatePolicy(ctx context.Context, r *portcullisv1.ValidatePolicyRequest) (*portcullisv1.ValidatePolicyResponse, error) {
 	return g.c.ValidatePolicy(ctx, r)
+}
+
+func newProxyClient(baseURL, token string) portcullisv1connect.ProxyServiceClient {
+	bearer := func(next connect.ClientFunc) connect.ClientFunc {
+		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
+				info.RequestHeader().Set("Authorization", "Bearer "+token)
+			}
+			return next(ctx, spec)
+		}
+	}
+	return portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer))
 }

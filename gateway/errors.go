@@ -28,6 +28,15 @@ func invalidField(path, format string, args ...any) error {
 	return &fieldError{Path: path, Message: fmt.Sprintf(format, args...)}
 }
 
+// fieldAt prefixes the path of a field error with list[i].
+func fieldAt(list string, i int, err error) error {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return &fieldError{Path: fmt.Sprintf("%s[%d].%s", list, i, fe.Path), Message: fe.Message}
+	}
+	return err
+}
+
 // notFoundError and existsError carry the message the client sees for a
 // store.ErrNotFound / store.ErrAlreadyExists: the store's own error text
 // may hold database detail and never reaches clients.

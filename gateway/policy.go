@@ -140,6 +140,9 @@ func (s policyService) commitOnce(ctx context.Context, sandbox string, doc *docu
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "policy version committed", "sandbox", sandbox, "version", v.Version, "hash", v.Hash, "source", source, "actor", p.Actor())
+	// Committed first, announced after: a proxy never sees a version that
+	// could still be rolled back.
+	s.hub.publish(context.WithoutCancel(ctx), v)
 	return versionToProto(v)
 }
 

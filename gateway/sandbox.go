@@ -41,6 +41,12 @@ func validateNames(msg any) error {
 		return checkTokenName("name", m.GetName())
 	case *portcullisv1.RevokeTokenRequest:
 		return checkTokenName("name", m.GetName())
+	case *portcullisv1.ListProxiesRequest:
+		// An empty sandbox lists every proxy.
+		if m.GetSandbox() == "" {
+			return nil
+		}
+		return checkName("sandbox", m.GetSandbox())
 	case interface{ GetSandbox() string }:
 		return checkName("sandbox", m.GetSandbox())
 	case interface{ GetName() string }: // SandboxService requests name a sandbox

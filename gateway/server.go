@@ -11,7 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -49,6 +52,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Replica names this gateway among replicas sharing a database (shown
+	// in proxies list). Default: host name and listen address.
+	Replica string
+	// VersionCheckInterval is how often the push hub compares the versions
+	// it serves with the store's, repairing a missed notification (and
+	// re-reading the signing keys). Default 5s.
+	VersionCheckInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -63,6 +73,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Replica == "" {
+		host, _ := os.Hostname()
+		c.Replica = host + "/" + c.Listen
+	}
+	if c.VersionCheckInterval == 0 {
+		c.VersionCheckInterval = 5 * time.Second
 	}
 }
 
@@ -82,6 +99,12 @@ type Server struct {
 	stopStreams context.CancelFunc
 
 	metricsLn net.Listener // opened by Listen when MetricsListen is set
+
+	signer  *signer
+	hub     *hub
+	proxies *proxyTracker
+	// decisionsStored counts decision records stored through this replica.
+	decisionsStored atomic.Uint64
 }
 
 // New builds a gateway over st. It does not listen; see Run and Handler.
@@ -93,7 +116,10 @@ func New(cfg Config, st store.Store) (*Server, error) {
 		log:   cfg.Logger.With("component", "gateway"),
 		auth:  newAuthenticator(st, cfg.Now),
 	}
-	s.metrics = newMetrics()
+	s.signer = newSigner(st)
+	s.hub = newHub(st, s.signer)
+	s.proxies = newProxyTracker(st, cfg.Replica, cfg.Now)
+	s.metrics = newMetrics(s)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 
 	// Interceptors, outermost first: metrics see the final code, errors are
@@ -103,6 +129,9 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	portcullisv1connect.RegisterSandboxServiceHandler(rpc, sandboxService{s})
 	portcullisv1connect.RegisterTokenServiceHandler(rpc, tokenService{s})
 	portcullisv1connect.RegisterPolicyServiceHandler(rpc, policyService{s})
+	portcullisv1connect.RegisterDistributionServiceHandler(rpc, distributionService{s})
+	portcullisv1connect.RegisterProxyServiceHandler(rpc, proxyService{s})
+	portcullisv1connect.RegisterDecisionServiceHandler(rpc, decisionService{s})
 	registerHealth(rpc, st, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
@@ -286,8 +315,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:           s.handler,
-		Protocols:         protocols,
+		Handler:   s.handler,
+		Protocols: protocols,
+		HTTP2: &http.HTTP2Config{
+			// A peer that stops reading (a stuck proxy) cannot hold a
+			// stream's sender forever, and a silent connection is probed.
+			WriteByteTimeout: 30 * time.Second,
+			SendPingTimeout:  30 * time.Second,
+			PingTimeout:      15 * time.Second,
+		},
 		ReadHeaderTimeout: 10 * time.Second,
 		// Long-lived RPC streams keep their connection active; idle
 		// keep-alive connections go after two minutes.
@@ -297,6 +333,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	servers := []*http.Server{srv}
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	s.startBackground(bgCtx, &background)
+	defer func() {
+		// After the streams ended: their last statuses are flushed.
+		stopBackground()
+		background.Wait()
+	}()
 	errc := make(chan error, 2)
 	go func() {
 		if s.cfg.TLSCertFile != "" {
@@ -335,6 +379,51 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// startBackground starts what runs beside the RPCs: the proxy status
+// writer, the push hub's version check and, on a store shared by replicas,
+// the commit listener.
+func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() {
+		s.proxies.run(ctx, func(err error) { s.log.Warn("could not store proxy statuses; will retry", "err", err) })
+	})
+	wg.Go(func() {
+		tick := time.NewTicker(s.cfg.VersionCheckInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			// Another replica may have rotated the signing key.
+			if err := s.signer.reload(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not reload signing keys", "err", err)
+			}
+			if err := s.hub.check(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("policy version check failed", "err", err)
+			}
+		}
+	})
+	if l, ok := s.store.(store.CommitListener); ok {
+		wg.Go(func() {
+			l.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
+				if err := s.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
+					s.log.Warn("could not load a version committed elsewhere; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
+				}
+			})
+		})
+	} else {
+		s.log.Info("this store serves a single gateway replica (SQLite); use Postgres to run several")
+	}
+}
+
+// SigningKey loads (creating on first use) the key that signs policy
+// versions and returns its public half, as `portcullis proxy
+// --gateway-key` takes it.
+func (s *Server) SigningKey(ctx context.Context) (string, error) {
+	return s.signer.publicKey(ctx)
+}
+
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -349,12 +438,14 @@ func isLoopback(addr string) bool {
 
 // metrics are the gateway's Prometheus metrics, in a registry of its own.
 type metrics struct {
-	registry *prometheus.Registry
-	rpcs     *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	registry  *prometheus.Registry
+	rpcs      *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	pushAck   prometheus.Histogram
+	pushNacks prometheus.Counter
 }
 
-func newMetrics() *metrics {
+func newMetrics(s *Server) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -367,7 +458,24 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"procedure"}),
 	}
-	m.registry.MustRegister(m.rpcs, m.latency,
+	m.pushAck = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "portcullis_push_ack_seconds",
+		Help:    "Time from a policy version's commit to a proxy's ACK of it.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	m.pushNacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "portcullis_push_nacks_total",
+		Help: "Policy versions proxies refused.",
+	})
+	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "portcullis_proxies_connected",
+		Help: "Proxies streaming policy from this replica.",
+	}, func() float64 { return float64(s.proxies.connectedCount()) })
+	decisions := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "portcullis_decisions_stored_total",
+		Help: "Decision records stored through this replica.",
+	}, func() float64 { return float64(s.decisionsStored.Load()) })
+	m.registry.MustRegister(m.rpcs, m.latency, m.pushAck, m.pushNacks, connected, decisions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,6 +20,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/demo"
+	"github.com/portcullis-dev/portcullis/internal/signing"
 )
 
 const (
@@ -31,6 +38,9 @@ func newProxyCmd(env *environment) *cobra.Command {
 		upstreamCA  string
 		devLoopback bool
 		reload      time.Duration
+		sandbox     string
+		gatewayKey  string
+		proxyID     string
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --policy FILE",
@@ -50,16 +60,29 @@ DATA-DIR/decisions.jsonl.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			if policyFile == "" {
-				return usagef("portcullis proxy needs --policy FILE (gateway mode arrives with policy push)")
+			switch {
+			case policyFile == "" && sandbox == "":
+				return usagef("portcullis proxy needs --policy FILE, or --sandbox NAME --token-file F to follow a gateway")
+			case policyFile != "" && sandbox != "":
+				return usagef("give --policy FILE or --sandbox NAME, not both")
+			case sandbox != "" && (env.tokenFlag != "" || env.tokenFileFlag == ""):
+				// Other local processes can read a command line.
+				return usagef("a gateway-mode proxy takes its sandbox token only from --token-file")
 			}
 			log, err := newLogger(env)
 			if err != nil {
 				return err
 			}
-			ca, err := dataplane.LoadOrCreateCA(dataDir)
-			if err != nil {
-				return err
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return fmt.Errorf("data dir: %w", err)
+			}
+			var ca *dataplane.CA
+			if sandbox == "" {
+				// Standalone: the proxy's own CA. In gateway mode the
+				// sandbox's CA comes with the first version.
+				if ca, err = dataplane.LoadOrCreateCA(dataDir); err != nil {
+					return err
+				}
 			}
 			var roots *x509.CertPool
 			if upstreamCA != "" {
@@ -80,13 +103,31 @@ DATA-DIR/decisions.jsonl.`,
 				return fmt.Errorf("open decision log: %w", err)
 			}
 			defer out.Close()
-			proxy := dataplane.New(dataplane.Config{
+			pcfg := dataplane.Config{
+				Sandbox:          sandbox,
 				DevAllowLoopback: devLoopback,
 				UpstreamRoots:    roots,
 				DecisionLog:      out,
 				Logger:           log,
-			}, ca)
-			if err := proxy.LoadFile(policyFile); err != nil {
+			}
+			var shipper *dataplane.Shipper
+			if sandbox != "" {
+				// Decision records go to the gateway too (portcullis logs).
+				shipper = dataplane.NewShipper(dataplane.ShipperConfig{Logger: log})
+				pcfg.OnRecord = shipper.Offer
+			}
+			proxy := dataplane.New(pcfg, ca)
+			ctx := cmd.Context()
+			var sub *dataplane.Subscriber
+			if sandbox != "" {
+				if sub, err = newSubscriber(env, proxy, log, sandbox, dataDir, gatewayKey, proxyID); err != nil {
+					return err
+				}
+				defer sub.Close()
+				if err := sub.Restore(); err != nil && !errors.Is(err, dataplane.ErrNoState) {
+					log.Error("the kept policy version was refused; denying every request until the gateway answers", "err", err)
+				}
+			} else if err := proxy.LoadFile(policyFile); err != nil {
 				// Start anyway, denying everything, so a fixed file is picked up.
 				log.Error("no valid policy yet; denying every request", "err", err)
 			}
@@ -94,11 +135,17 @@ DATA-DIR/decisions.jsonl.`,
 			if err != nil {
 				return usagef("listen on %s: %v", listen, err)
 			}
-			ctx := cmd.Context()
-			go proxy.WatchFile(ctx, policyFile, reload)
 			fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", ln.Addr())
-			fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", policyFile, versionOrNone(proxy.PolicyVersion()))
-			fmt.Fprintf(env.stdout, "  CA:        %s (portcullis proxy ca --data-dir %s)\n", filepath.Join(dataDir, "ca.pem"), dataDir)
+			if sub != nil {
+				go sub.Run(ctx)
+				go shipper.Run(ctx, sub)
+				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, env.gatewayForMessages(), versionOrNone(proxy.PolicyVersion()))
+				fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", sandbox)
+			} else {
+				go proxy.WatchFile(ctx, policyFile, reload)
+				fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", policyFile, versionOrNone(proxy.PolicyVersion()))
+				fmt.Fprintf(env.stdout, "  CA:        %s (portcullis proxy ca --data-dir %s)\n", filepath.Join(dataDir, "ca.pem"), dataDir)
+			}
 			fmt.Fprintf(env.stdout, "  decisions: %s\n", filepath.Join(dataDir, decisionLogFile))
 			return proxy.Serve(ctx, ln)
 		},
@@ -109,8 +156,83 @@ DATA-DIR/decisions.jsonl.`,
 	cmd.Flags().StringVar(&upstreamCA, "upstream-ca", "", "verify upstream TLS against this PEM `FILE` instead of the system roots (tests)")
 	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "let policies reach loopback upstreams (tests and demos only)")
 	cmd.Flags().DurationVar(&reload, "reload-interval", time.Second, "how often the policy file is checked for changes")
+	cmd.Flags().StringVar(&sandbox, "sandbox", "", "follow this sandbox's policy from the gateway (--gateway, --token-file)")
+	cmd.Flags().StringVar(&gatewayKey, "gateway-key", "", "pin the gateway's signing `KEY` (ed25519:HEX, printed by portcullis gateway); default: pinned on first contact")
+	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
 	cmd.AddCommand(newProxyCACmd(env))
 	return cmd
+}
+
+// newSubscriber builds the gateway subscription of a gateway-mode proxy.
+func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string) (*dataplane.Subscriber, error) {
+	token, err := env.token()
+	if err != nil {
+		return nil, err
+	}
+	u, err := env.gatewayURL()
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+		return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://", u.Redacted())
+	}
+	var pinned ed25519.PublicKey
+	if gatewayKey != "" {
+		if pinned, err = signing.ParsePublicKey(gatewayKey); err != nil {
+			return nil, usagef("--gateway-key: %v", err)
+		}
+	}
+	if proxyID == "" {
+		if proxyID, err = keptProxyID(dataDir); err != nil {
+			return nil, err
+		}
+	}
+	return dataplane.NewSubscriber(dataplane.SubscribeConfig{
+		Gateway:    u.String(),
+		Sandbox:    sandbox,
+		Token:      token,
+		ProxyID:    proxyID,
+		DataDir:    dataDir,
+		GatewayKey: pinned,
+		Build:      buildVersion(),
+		Logger:     log,
+	}, proxy)
+}
+
+// keptProxyID returns the proxy id kept in dataDir, creating one (host
+// name and a random suffix) on first start.
+func keptProxyID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "proxy-id")
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	}
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return -1
+	}, host)
+	if host == "" {
+		host = "proxy"
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	id := fmt.Sprintf("%s-%x", host, b)
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keep proxy id: %w", err)
+	}
+	return id, nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func versionOrNone(v string) string {
@@ -188,4 +310,13 @@ func newDemoCmd(env *environment) *cobra.Command {
 	mcpCmd.Flags().BoolVar(&stateless, "stateless", false, "serve MCP 2026-07-28 without sessions")
 	cmd.AddCommand(mcpCmd)
 	return cmd
+}
+
+// buildVersion is the module version the binary was built from ("devel"
+// for a build from a checkout), shown by the gateway in proxies list.
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
 }

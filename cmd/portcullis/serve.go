@@ -149,6 +149,11 @@ debug logs every RPC).`,
 				ln.Close()
 				return err
 			}
+			signingKey, err := gw.SigningKey(ctx)
+			if err != nil {
+				ln.Close()
+				return err
+			}
 			scheme := "http"
 			if tlsCert != "" {
 				scheme = "https"
@@ -156,6 +161,7 @@ debug logs every RPC).`,
 			base := scheme + "://" + ln.Addr().String()
 			fmt.Fprintf(env.stdout, "Portcullis gateway listening on %s\n", ln.Addr())
 			fmt.Fprintf(env.stdout, "  store:   %s\n", where)
+			fmt.Fprintf(env.stdout, "  signing key (proxies may pin it with --gateway-key): %s\n", signingKey)
 			switch {
 			case created && bootstrap != "":
 				// Never echo a token the operator supplied: it would land

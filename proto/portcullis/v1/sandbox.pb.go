@@ -274,6 +274,94 @@ func (x *GetSandboxRequest) GetName() string {
 	return ""
 }
 
+type GetSandboxCARequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSandboxCARequest) Reset() {
+	*x = GetSandboxCARequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxCARequest) ProtoMessage() {}
+
+func (x *GetSandboxCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxCARequest.ProtoReflect.Descriptor instead.
+func (*GetSandboxCARequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetSandboxCARequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetSandboxCAResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CertPem       []byte                 `protobuf:"bytes,1,opt,name=cert_pem,json=certPem,proto3" json:"cert_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSandboxCAResponse) Reset() {
+	*x = GetSandboxCAResponse{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxCAResponse) ProtoMessage() {}
+
+func (x *GetSandboxCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxCAResponse.ProtoReflect.Descriptor instead.
+func (*GetSandboxCAResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetSandboxCAResponse) GetCertPem() []byte {
+	if x != nil {
+		return x.CertPem
+	}
+	return nil
+}
+
 type ListSandboxesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -282,7 +370,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[4]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +382,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[4]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +395,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 type ListSandboxesResponse struct {
@@ -319,7 +407,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[5]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +419,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[5]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +432,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -363,7 +451,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[6]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +463,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[6]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +476,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteSandboxRequest) GetName() string {
@@ -407,7 +495,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[7]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +507,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[7]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +520,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteSandboxResponse) GetName() string {
@@ -451,7 +539,7 @@ type RotateSandboxTokenRequest struct {
 
 func (x *RotateSandboxTokenRequest) Reset() {
 	*x = RotateSandboxTokenRequest{}
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[8]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +551,7 @@ func (x *RotateSandboxTokenRequest) String() string {
 func (*RotateSandboxTokenRequest) ProtoMessage() {}
 
 func (x *RotateSandboxTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[8]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +564,7 @@ func (x *RotateSandboxTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSandboxTokenRequest.ProtoReflect.Descriptor instead.
 func (*RotateSandboxTokenRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RotateSandboxTokenRequest) GetName() string {
@@ -496,7 +584,7 @@ type RotateSandboxTokenResponse struct {
 
 func (x *RotateSandboxTokenResponse) Reset() {
 	*x = RotateSandboxTokenResponse{}
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[9]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +596,7 @@ func (x *RotateSandboxTokenResponse) String() string {
 func (*RotateSandboxTokenResponse) ProtoMessage() {}
 
 func (x *RotateSandboxTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_sandbox_proto_msgTypes[9]
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +609,7 @@ func (x *RotateSandboxTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSandboxTokenResponse.ProtoReflect.Descriptor instead.
 func (*RotateSandboxTokenResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RotateSandboxTokenResponse) GetName() string {
@@ -561,7 +649,11 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x0epolicy_version\x18\x04 \x01(\v2\x1c.portcullis.v1.PolicyVersionR\rpolicyVersion\x122\n" +
 	"\bwarnings\x18\x05 \x03(\v2\x16.portcullis.v1.ProblemR\bwarnings\"'\n" +
 	"\x11GetSandboxRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\")\n" +
+	"\x13GetSandboxCARequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"1\n" +
+	"\x14GetSandboxCAResponse\x12\x19\n" +
+	"\bcert_pem\x18\x01 \x01(\fR\acertPem\"\x16\n" +
 	"\x14ListSandboxesRequest\"M\n" +
 	"\x15ListSandboxesResponse\x124\n" +
 	"\tsandboxes\x18\x01 \x03(\v2\x16.portcullis.v1.SandboxR\tsandboxes\"*\n" +
@@ -573,14 +665,15 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"F\n" +
 	"\x1aRotateSandboxTokenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token2\xd7\x03\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token2\xb0\x04\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\rCreateSandbox\x12#.portcullis.v1.CreateSandboxRequest\x1a$.portcullis.v1.CreateSandboxResponse\x12F\n" +
 	"\n" +
 	"GetSandbox\x12 .portcullis.v1.GetSandboxRequest\x1a\x16.portcullis.v1.Sandbox\x12Z\n" +
 	"\rListSandboxes\x12#.portcullis.v1.ListSandboxesRequest\x1a$.portcullis.v1.ListSandboxesResponse\x12Z\n" +
 	"\rDeleteSandbox\x12#.portcullis.v1.DeleteSandboxRequest\x1a$.portcullis.v1.DeleteSandboxResponse\x12i\n" +
-	"\x12RotateSandboxToken\x12(.portcullis.v1.RotateSandboxTokenRequest\x1a).portcullis.v1.RotateSandboxTokenResponseB\xbd\x01\n" +
+	"\x12RotateSandboxToken\x12(.portcullis.v1.RotateSandboxTokenRequest\x1a).portcullis.v1.RotateSandboxTokenResponse\x12W\n" +
+	"\fGetSandboxCA\x12\".portcullis.v1.GetSandboxCARequest\x1a#.portcullis.v1.GetSandboxCAResponseB\xbd\x01\n" +
 	"\x11com.portcullis.v1B\fSandboxProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -595,40 +688,44 @@ func file_portcullis_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_sandbox_proto_rawDescData
 }
 
-var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_portcullis_v1_sandbox_proto_goTypes = []any{
 	(*Sandbox)(nil),                    // 0: portcullis.v1.Sandbox
 	(*CreateSandboxRequest)(nil),       // 1: portcullis.v1.CreateSandboxRequest
 	(*CreateSandboxResponse)(nil),      // 2: portcullis.v1.CreateSandboxResponse
 	(*GetSandboxRequest)(nil),          // 3: portcullis.v1.GetSandboxRequest
-	(*ListSandboxesRequest)(nil),       // 4: portcullis.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),      // 5: portcullis.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),       // 6: portcullis.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),      // 7: portcullis.v1.DeleteSandboxResponse
-	(*RotateSandboxTokenRequest)(nil),  // 8: portcullis.v1.RotateSandboxTokenRequest
-	(*RotateSandboxTokenResponse)(nil), // 9: portcullis.v1.RotateSandboxTokenResponse
-	(*timestamppb.Timestamp)(nil),      // 10: google.protobuf.Timestamp
-	(*PolicyVersion)(nil),              // 11: portcullis.v1.PolicyVersion
-	(*Problem)(nil),                    // 12: portcullis.v1.Problem
+	(*GetSandboxCARequest)(nil),        // 4: portcullis.v1.GetSandboxCARequest
+	(*GetSandboxCAResponse)(nil),       // 5: portcullis.v1.GetSandboxCAResponse
+	(*ListSandboxesRequest)(nil),       // 6: portcullis.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),      // 7: portcullis.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),       // 8: portcullis.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),      // 9: portcullis.v1.DeleteSandboxResponse
+	(*RotateSandboxTokenRequest)(nil),  // 10: portcullis.v1.RotateSandboxTokenRequest
+	(*RotateSandboxTokenResponse)(nil), // 11: portcullis.v1.RotateSandboxTokenResponse
+	(*timestamppb.Timestamp)(nil),      // 12: google.protobuf.Timestamp
+	(*PolicyVersion)(nil),              // 13: portcullis.v1.PolicyVersion
+	(*Problem)(nil),                    // 14: portcullis.v1.Problem
 }
 var file_portcullis_v1_sandbox_proto_depIdxs = []int32{
-	10, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
+	12, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
 	0,  // 1: portcullis.v1.CreateSandboxResponse.sandbox:type_name -> portcullis.v1.Sandbox
-	11, // 2: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
-	12, // 3: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
+	13, // 2: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
+	14, // 3: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
 	0,  // 4: portcullis.v1.ListSandboxesResponse.sandboxes:type_name -> portcullis.v1.Sandbox
 	1,  // 5: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
 	3,  // 6: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
-	4,  // 7: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
-	6,  // 8: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
-	8,  // 9: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
-	2,  // 10: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
-	0,  // 11: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
-	5,  // 12: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
-	7,  // 13: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
-	9,  // 14: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
+	6,  // 7: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
+	8,  // 8: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
+	10, // 9: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
+	4,  // 10: portcullis.v1.SandboxService.GetSandboxCA:input_type -> portcullis.v1.GetSandboxCARequest
+	2,  // 11: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
+	0,  // 12: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
+	7,  // 13: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
+	9,  // 14: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
+	11, // 15: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
+	5,  // 16: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -647,7 +744,7 @@ func file_portcullis_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_sandbox_proto_rawDesc), len(file_portcullis_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	SandboxService_ListSandboxes_FullMethodName      = "/portcullis.v1.SandboxService/ListSandboxes"
 	SandboxService_DeleteSandbox_FullMethodName      = "/portcullis.v1.SandboxService/DeleteSandbox"
 	SandboxService_RotateSandboxToken_FullMethodName = "/portcullis.v1.SandboxService/RotateSandboxToken"
+	SandboxService_GetSandboxCA_FullMethodName       = "/portcullis.v1.SandboxService/GetSandboxCA"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -41,6 +42,10 @@ type SandboxServiceClient interface {
 	DeleteSandbox(ctx context.Context, in *DeleteSandboxRequest, opts ...grpc.CallOption) (*DeleteSandboxResponse, error)
 	// RotateSandboxToken revokes the sandbox's tokens and issues a new one.
 	RotateSandboxToken(ctx context.Context, in *RotateSandboxTokenRequest, opts ...grpc.CallOption) (*RotateSandboxTokenResponse, error)
+	// GetSandboxCA returns the certificate of the sandbox's CA (created on
+	// first use), which the sandbox must trust: its proxies terminate TLS
+	// with it. The key never leaves the gateway except to the proxies.
+	GetSandboxCA(ctx context.Context, in *GetSandboxCARequest, opts ...grpc.CallOption) (*GetSandboxCAResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -101,6 +106,16 @@ func (c *sandboxServiceClient) RotateSandboxToken(ctx context.Context, in *Rotat
 	return out, nil
 }
 
+func (c *sandboxServiceClient) GetSandboxCA(ctx context.Context, in *GetSandboxCARequest, opts ...grpc.CallOption) (*GetSandboxCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSandboxCAResponse)
+	err := c.cc.Invoke(ctx, SandboxService_GetSandboxCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -116,6 +131,10 @@ type SandboxServiceServer interface {
 	DeleteSandbox(context.Context, *DeleteSandboxRequest) (*DeleteSandboxResponse, error)
 	// RotateSandboxToken revokes the sandbox's tokens and issues a new one.
 	RotateSandboxToken(context.Context, *RotateSandboxTokenRequest) (*RotateSandboxTokenResponse, error)
+	// GetSandboxCA returns the certificate of the sandbox's CA (created on
+	// first use), which the sandbox must trust: its proxies terminate TLS
+	// with it. The key never leaves the gateway except to the proxies.
+	GetSandboxCA(context.Context, *GetSandboxCARequest) (*GetSandboxCAResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -140,6 +159,9 @@ func (UnimplementedSandboxServiceServer) DeleteSandbox(context.Context, *DeleteS
 }
 func (UnimplementedSandboxServiceServer) RotateSandboxToken(context.Context, *RotateSandboxTokenRequest) (*RotateSandboxTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateSandboxToken not implemented")
+}
+func (UnimplementedSandboxServiceServer) GetSandboxCA(context.Context, *GetSandboxCARequest) (*GetSandboxCAResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSandboxCA not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -252,6 +274,24 @@ func _SandboxService_RotateSandboxToken_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_GetSandboxCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSandboxCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).GetSandboxCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_GetSandboxCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).GetSandboxCA(ctx, req.(*GetSandboxCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -278,6 +318,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateSandboxToken",
 			Handler:    _SandboxService_RotateSandboxToken_Handler,
+		},
+		{
+			MethodName: "GetSandboxCA",
+			Handler:    _SandboxService_GetSandboxCA_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -38,6 +38,9 @@ const (
 	// SandboxServiceRotateSandboxTokenProcedure is the procedure name of the SandboxService's
 	// RotateSandboxToken RPC.
 	SandboxServiceRotateSandboxTokenProcedure = "/portcullis.v1.SandboxService/RotateSandboxToken"
+	// SandboxServiceGetSandboxCAProcedure is the procedure name of the SandboxService's GetSandboxCA
+	// RPC.
+	SandboxServiceGetSandboxCAProcedure = "/portcullis.v1.SandboxService/GetSandboxCA"
 )
 
 var (
@@ -76,6 +79,13 @@ var (
 			Procedure:  SandboxServiceRotateSandboxTokenProcedure,
 		}
 	})
+	sandboxServiceGetSandboxCASpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("GetSandboxCA"),
+			Procedure:  SandboxServiceGetSandboxCAProcedure,
+		}
+	})
 )
 
 // SandboxServiceClient is a client for the portcullis.v1.SandboxService service.
@@ -89,6 +99,10 @@ type SandboxServiceClient interface {
 	DeleteSandbox(context.Context, *v1.DeleteSandboxRequest) (*v1.DeleteSandboxResponse, error)
 	// RotateSandboxToken revokes the sandbox's tokens and issues a new one.
 	RotateSandboxToken(context.Context, *v1.RotateSandboxTokenRequest) (*v1.RotateSandboxTokenResponse, error)
+	// GetSandboxCA returns the certificate of the sandbox's CA (created on
+	// first use), which the sandbox must trust: its proxies terminate TLS
+	// with it. The key never leaves the gateway except to the proxies.
+	GetSandboxCA(context.Context, *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error)
 }
 
 // NewSandboxServiceClient constructs a client for the portcullis.v1.SandboxService service.
@@ -108,6 +122,10 @@ type SandboxServiceHandler interface {
 	DeleteSandbox(context.Context, *v1.DeleteSandboxRequest) (*v1.DeleteSandboxResponse, error)
 	// RotateSandboxToken revokes the sandbox's tokens and issues a new one.
 	RotateSandboxToken(context.Context, *v1.RotateSandboxTokenRequest) (*v1.RotateSandboxTokenResponse, error)
+	// GetSandboxCA returns the certificate of the sandbox's CA (created on
+	// first use), which the sandbox must trust: its proxies terminate TLS
+	// with it. The key never leaves the gateway except to the proxies.
+	GetSandboxCA(context.Context, *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error)
 }
 
 // RegisterSandboxServiceHandler registers svc as the portcullis.v1.SandboxService implementation on
@@ -120,6 +138,7 @@ func RegisterSandboxServiceHandler(server *connect.Server, svc SandboxServiceHan
 		connect.Method{Spec: sandboxServiceListSandboxesSpec(), Handler: adapter.listSandboxes},
 		connect.Method{Spec: sandboxServiceDeleteSandboxSpec(), Handler: adapter.deleteSandbox},
 		connect.Method{Spec: sandboxServiceRotateSandboxTokenSpec(), Handler: adapter.rotateSandboxToken},
+		connect.Method{Spec: sandboxServiceGetSandboxCASpec(), Handler: adapter.getSandboxCA},
 	)
 }
 
@@ -144,6 +163,10 @@ func (UnimplementedSandboxServiceHandler) DeleteSandbox(context.Context, *v1.Del
 
 func (UnimplementedSandboxServiceHandler) RotateSandboxToken(context.Context, *v1.RotateSandboxTokenRequest) (*v1.RotateSandboxTokenResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.RotateSandboxToken is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) GetSandboxCA(context.Context, *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.GetSandboxCA is not implemented")
 }
 
 type sandboxServiceClient struct {
@@ -185,6 +208,14 @@ func (c *sandboxServiceClient) DeleteSandbox(ctx context.Context, req *v1.Delete
 func (c *sandboxServiceClient) RotateSandboxToken(ctx context.Context, req *v1.RotateSandboxTokenRequest) (*v1.RotateSandboxTokenResponse, error) {
 	var res v1.RotateSandboxTokenResponse
 	if err := c.client.CallUnary(ctx, sandboxServiceRotateSandboxTokenSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) GetSandboxCA(ctx context.Context, req *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error) {
+	var res v1.GetSandboxCAResponse
+	if err := c.client.CallUnary(ctx, sandboxServiceGetSandboxCASpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -246,6 +277,18 @@ func (h sandboxServiceHandler) rotateSandboxToken(ctx context.Context, _ connect
 		return err
 	}
 	res, err := h.svc.RotateSandboxToken(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) getSandboxCA(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.GetSandboxCARequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.GetSandboxCA(ctx, &req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,366 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/portcullis-dev/portcullis/dataplane"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// Timings of the policy stream. A proxy sends a heartbeat every
+// HeartbeatInterval and the gateway answers it; a stream silent for
+// streamIdleTimeout is dead and ends.
+const (
+	HeartbeatInterval = 10 * time.Second
+	streamIdleTimeout = 3 * HeartbeatInterval
+	helloTimeout      = 10 * time.Second
+	// reauthInterval is how often a stream's token is checked again, so a
+	// revoked or rotated sandbox token loses its stream.
+	reauthInterval = time.Minute
+)
+
+type distributionService struct{ *Server }
+
+var errNoHello = errors.New("no hello within the time allowed")
+
+// StreamPolicy serves one proxy's push stream: hello, then the current
+// version, then every newer one; ACK, NACK and heartbeats come back.
+func (s distributionService) StreamPolicy(ctx context.Context, stream portcullisv1connect.DistributionServiceStreamPolicyServerStream) error {
+	p := mustPrincipal(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Shutdown ends streams (the proxy reconnects to another replica).
+	stopOnShutdown := context.AfterFunc(s.streams, func() { cancel(errShuttingDown) })
+	defer stopOnShutdown()
+
+	helloTimer := time.AfterFunc(helloTimeout, func() { cancel(errNoHello) })
+	req, err := stream.Receive()
+	helloTimer.Stop()
+	if err != nil {
+		return streamEnd(ctx, err)
+	}
+	hello := req.GetHello()
+	if hello == nil {
+		return invalidField("hello", "the first message of a policy stream must be a hello")
+	}
+	if hello.GetSandbox() != p.Sandbox {
+		return connect.NewError(connect.CodePermissionDenied, "a sandbox token may only stream its own sandbox's policy")
+	}
+	if err := checkProxyID(hello.GetProxyId()); err != nil {
+		return err
+	}
+	ca, err := s.sandboxCA(ctx, p.Sandbox)
+	if err != nil {
+		return err
+	}
+
+	key := proxyKey{sandbox: p.Sandbox, proxyID: hello.GetProxyId()}
+	ps := &policyStream{
+		stream: stream,
+		ca:     ca,
+		fail:   func(err error) { cancel(err) },
+	}
+	entry := s.proxies.connect(key, hello)
+	defer s.proxies.disconnect(entry)
+	t, err := s.hub.subscribe(ctx, p.Sandbox, ps)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.hub.unsubscribe(t, ps)
+		ps.close()
+	}()
+	s.log.InfoContext(ctx, "proxy connected", "sandbox", p.Sandbox, "proxy", key.proxyID, "held_version", hello.GetHeldVersion())
+	ps.wake()
+
+	// The proxy sends a heartbeat every HeartbeatInterval and the gateway
+	// answers each one: the proxy finds a dead gateway by the missing
+	// answers, the gateway a dead proxy by the silence.
+	idle := time.AfterFunc(streamIdleTimeout, func() { cancel(errStreamIdle) })
+	defer idle.Stop()
+	lastAuth := s.cfg.Now()
+	for {
+		req, err := stream.Receive()
+		if err != nil {
+			return streamEnd(ctx, err)
+		}
+		idle.Reset(streamIdleTimeout)
+		now := s.cfg.Now()
+		switch m := req.GetMessage().(type) {
+		case *portcullisv1.StreamPolicyRequest_Ack:
+			sent, ok := ps.sentFor(m.Ack.GetNonce())
+			if !ok || sent.version() != m.Ack.GetVersion() {
+				return invalidField("ack.nonce", "names no version sent on this stream")
+			}
+			lag := now.Sub(sent.committedAt())
+			s.proxies.ack(entry, sent, lag, now)
+			s.metrics.pushAck.Observe(lag.Seconds())
+		case *portcullisv1.StreamPolicyRequest_Nack:
+			sent, ok := ps.sentFor(m.Nack.GetNonce())
+			if !ok || sent.version() != m.Nack.GetVersion() {
+				return invalidField("nack.nonce", "names no version sent on this stream")
+			}
+			s.proxies.nack(entry, sent, truncate(m.Nack.GetError(), maxNackError), now)
+			s.metrics.pushNacks.Inc()
+			s.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
+				"version", sent.version(), "error", truncate(m.Nack.GetError(), maxNackError))
+		case *portcullisv1.StreamPolicyRequest_Heartbeat:
+			s.proxies.seen(entry, now)
+			ps.heartbeatDue.Store(true)
+			ps.wake()
+		case *portcullisv1.StreamPolicyRequest_Hello:
+			return invalidField("hello", "sent twice on one stream")
+		default:
+			return invalidField("message", "is empty")
+		}
+		if now.Sub(lastAuth) >= reauthInterval {
+			if err := s.reauthenticate(ctx, p); err != nil {
+				return err
+			}
+			lastAuth = now
+		}
+	}
+}
+
+var errShuttingDown = connect.NewError(connect.CodeUnavailable, "the gateway is shutting down; reconnect")
+
+// streamEnd turns the error that ended a Receive into the handler's result:
+// the cause when the gateway ended the stream, nil for a clean close.
+func streamEnd(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		if errors.Is(cause, errNoHello) || errors.Is(cause, errStreamIdle) {
+			return connect.NewError(connect.CodeDeadlineExceeded, cause.Error())
+		}
+		return cause
+	}
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+var errStreamIdle = errors.New("no message from the proxy within the idle timeout")
+
+// reauthenticate checks that the stream's token is still live.
+func (s distributionService) reauthenticate(ctx context.Context, p Principal) error {
+	tok, err := s.store.TokenByHash(ctx, p.tokenHash)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The store is unreachable: keep the stream, try again later.
+		s.log.WarnContext(ctx, "could not re-check a stream's token", "err", err)
+		return nil
+	}
+	if err != nil || tok.RevokedAt != nil {
+		return errRevokedToken
+	}
+	return nil
+}
+
+const (
+	maxNackError = 4 << 10
+	maxProxyID   = 128
+)
+
+func checkProxyID(id string) error {
+	if id == "" {
+		return invalidField("hello.proxy_id", "is empty")
+	}
+	if len(id) > maxProxyID {
+		return invalidField("hello.proxy_id", "is longer than %d bytes", maxProxyID)
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return invalidField("hello.proxy_id", "may hold only letters, digits, '-', '_' and '.'")
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// sandboxCA returns the sandbox's CA, creating it on first use (the first
+// replica to store one wins; the others use it).
+func (s *Server) sandboxCA(ctx context.Context, sandbox string) (*portcullisv1.SandboxCA, error) {
+	ca, err := s.store.GetSandboxCA(ctx, sandbox)
+	if errors.Is(err, store.ErrNotFound) {
+		certPEM, keyPEM, gerr := dataplane.GenerateCA(s.cfg.Now())
+		if gerr != nil {
+			return nil, gerr
+		}
+		ca, err = s.store.PutSandboxCA(ctx, store.SandboxCA{Sandbox: sandbox, CertPEM: certPEM, KeyPEM: keyPEM})
+	}
+	if err != nil {
+		return nil, missing(err, "sandbox %q not found", sandbox)
+	}
+	return &portcullisv1.SandboxCA{CertPem: ca.CertPEM, KeyPem: ca.KeyPEM}, nil
+}
+
+// GetSandboxCA returns the sandbox CA's certificate, creating the CA on
+// first use.
+func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetSandboxCARequest) (*portcullisv1.GetSandboxCAResponse, error) {
+	ca, err := s.sandboxCA(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.GetSandboxCAResponse{CertPem: ca.GetCertPem()}, nil
+}
+
+// policyStream is the sending side of one proxy's stream. Sends happen on
+// a goroutine that exists only while there is something to send (a newer
+// version, a heartbeat): an idle stream costs its receiving goroutine
+// alone.
+type policyStream struct {
+	stream portcullisv1connect.DistributionServiceStreamPolicyServerStream
+	topic  *topic
+	ca     *portcullisv1.SandboxCA
+	fail   func(error)
+
+	sending      atomic.Bool
+	heartbeatDue atomic.Bool
+	sentVersion  atomic.Uint32
+
+	mu        sync.Mutex // held while sending
+	closed    bool
+	chainSent int  // length of the key chain last sent
+	caSent    bool // the CA went with an earlier version
+
+	sentMu sync.Mutex
+	sent   map[string]*signedVersion // by nonce, the versions not yet answered
+}
+
+// maxUnanswered bounds the versions remembered for ACK/NACK matching.
+const maxUnanswered = 16
+
+// wake makes sure a sender runs: it starts one unless one is running.
+func (ps *policyStream) wake() {
+	if ps.sending.CompareAndSwap(false, true) {
+		go ps.drain()
+	}
+}
+
+// drain sends until nothing is due, then stops. The check after clearing
+// sending catches a wake that came while the last send was in flight.
+func (ps *policyStream) drain() {
+	for {
+		if err := ps.sendDue(); err != nil {
+			ps.fail(err)
+			ps.sending.Store(false)
+			return
+		}
+		ps.sending.Store(false)
+		if !ps.due() || !ps.sending.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+func (ps *policyStream) due() bool {
+	if ps.heartbeatDue.Load() {
+		return true
+	}
+	if ps.topic == nil {
+		return false
+	}
+	latest := ps.topic.latest.Load()
+	return latest != nil && latest.version() > ps.sentVersion.Load()
+}
+
+func (ps *policyStream) sendDue() error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed {
+		return nil
+	}
+	if ps.topic != nil {
+		if latest := ps.topic.latest.Load(); latest != nil && latest.version() > ps.sentVersion.Load() {
+			msg, err := ps.message(latest)
+			if err != nil {
+				return err
+			}
+			if err := ps.stream.Send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Policy{Policy: msg}}); err != nil {
+				return fmt.Errorf("send version %d: %w", latest.version(), err)
+			}
+			ps.sentVersion.Store(latest.version())
+			return nil
+		}
+	}
+	if ps.heartbeatDue.Swap(false) {
+		hb := &portcullisv1.Heartbeat{SentAt: timestamppb.Now()}
+		if err := ps.stream.Send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Heartbeat{Heartbeat: hb}}); err != nil {
+			return fmt.Errorf("send heartbeat: %w", err)
+		}
+	}
+	return nil
+}
+
+// message is sv as sent on this stream: its own nonce, and the key chain
+// and CA when this stream has not had them yet.
+func (ps *policyStream) message(sv *signedVersion) (*portcullisv1.SignedPolicy, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	p := sv.policy
+	msg := &portcullisv1.SignedPolicy{
+		Sandbox:     p.Sandbox,
+		Version:     p.Version,
+		Hash:        p.Hash,
+		Document:    p.Document,
+		CommittedAt: p.CommittedAt,
+		KeyId:       p.KeyId,
+		Signature:   p.Signature,
+		Nonce:       hex.EncodeToString(b[:]),
+	}
+	if len(sv.chain) != ps.chainSent {
+		msg.Keys = sv.chain
+		ps.chainSent = len(sv.chain)
+	}
+	if !ps.caSent {
+		msg.Ca = ps.ca
+		ps.caSent = true
+	}
+	ps.sentMu.Lock()
+	if ps.sent == nil {
+		ps.sent = make(map[string]*signedVersion)
+	}
+	if len(ps.sent) >= maxUnanswered {
+		clear(ps.sent)
+	}
+	ps.sent[msg.Nonce] = sv
+	ps.sentMu.Unlock()
+	return msg, nil
+}
+
+// sentFor returns (and forgets) the version sent with nonce.
+func (ps *policyStream) sentFor(nonce string) (*signedVersion, bool) {
+	ps.sentMu.Lock()
+	defer ps.sentMu.Unlock()
+	sv, ok := ps.sent[nonce]
+	delete(ps.sent, nonce)
+	return sv, ok
+}
+
+// close waits for a send in flight and stops later ones: the stream must
+// not be used once its handler returns.
+func (ps *policyStream) close() {
+	ps.mu.Lock()
+	ps.closed = true
+	ps.mu.Unlock()
+}

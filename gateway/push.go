@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// The push hub: every committed version reaches every policy stream of its
+// sandbox on this replica.
+//
+// Each sandbox with streams has a topic holding the newest signed version.
+// Offering a version only swaps that pointer (if newer) and wakes the
+// topic's streams; it never waits for one. A woken stream sends whatever
+// is newest when it gets to send, so a slow or stuck proxy skips the
+// versions it missed (latest wins) and holds up nobody: not the other
+// streams, not the committing request.
+//
+// Versions reach a topic three ways: the commit path on this replica
+// (publish), a commit on another replica (notify, from Postgres
+// LISTEN/NOTIFY), and the periodic version check that repairs a missed
+// notification (check). Whichever comes first wins; the others find the
+// version already there.
+
+// signedVersion is one committed version, signed once and shared by every
+// stream that sends it. It is never modified.
+type signedVersion struct {
+	policy *portcullisv1.SignedPolicy // Nonce, Keys and Ca unset
+	chain  []*portcullisv1.GatewayKey
+}
+
+func (v *signedVersion) version() uint32 { return v.policy.GetVersion() }
+
+// committedAt is when the version was committed, for the ACK lag.
+func (v *signedVersion) committedAt() time.Time { return v.policy.GetCommittedAt().AsTime() }
+
+type hub struct {
+	st     store.Store
+	signer *signer
+
+	mu     sync.Mutex
+	topics map[string]*topic
+}
+
+type topic struct {
+	sandbox string
+	latest  atomic.Pointer[signedVersion]
+	subs    map[*policyStream]struct{} // guarded by hub.mu
+}
+
+func newHub(st store.Store, sg *signer) *hub {
+	return &hub{st: st, signer: sg, topics: make(map[string]*topic)}
+}
+
+// subscribe adds ps to its sandbox's topic and makes sure the topic holds
+// the current version. ps is registered before the current version is
+// read, so a commit racing with it is either read here or offered after.
+func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream) (*topic, error) {
+	h.mu.Lock()
+	t := h.topics[sandbox]
+	if t == nil {
+		t = &topic{sandbox: sandbox, subs: make(map[*policyStream]struct{})}
+		h.topics[sandbox] = t
+	}
+	ps.topic = t // before any offer can wake ps
+	t.subs[ps] = struct{}{}
+	h.mu.Unlock()
+
+	sv, err := h.load(ctx, sandbox, 0)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// No policy yet: the proxy denies everything until the first one.
+	case err != nil:
+		h.unsubscribe(t, ps)
+		return nil, err
+	default:
+		h.offer(t, sv)
+	}
+	return t, nil
+}
+
+func (h *hub) unsubscribe(t *topic, ps *policyStream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(t.subs, ps)
+	if len(t.subs) == 0 && h.topics[t.sandbox] == t {
+		delete(h.topics, t.sandbox)
+	}
+}
+
+// publish offers a version just committed through this replica.
+func (h *hub) publish(ctx context.Context, v store.PolicyVersion) {
+	t := h.topic(v.Sandbox)
+	if t == nil {
+		return
+	}
+	sv, err := h.sign(ctx, v)
+	if err != nil {
+		// The periodic check will try again.
+		return
+	}
+	h.offer(t, sv)
+}
+
+// notify offers version of sandbox if it is newer than the topic's,
+// reading it from the store (a commit heard from another replica).
+func (h *hub) notify(ctx context.Context, sandbox string, version int64) error {
+	t := h.topic(sandbox)
+	if t == nil {
+		return nil
+	}
+	if cur := t.latest.Load(); cur != nil && int64(cur.version()) >= version {
+		return nil
+	}
+	sv, err := h.load(ctx, sandbox, version)
+	if err != nil {
+		return err
+	}
+	h.offer(t, sv)
+	return nil
+}
+
+// check compares every topic with the sandboxes' current versions and
+// offers what a lost notification left behind.
+func (h *hub) check(ctx context.Context) error {
+	h.mu.Lock()
+	n := len(h.topics)
+	h.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	sandboxes, err := h.st.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range sandboxes {
+		if sb.CurrentVersion > 0 {
+			errs = append(errs, h.notify(ctx, sb.Name, sb.CurrentVersion))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// topics returns how many sandboxes and streams the hub serves.
+func (h *hub) counts() (sandboxes, streams int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.topics {
+		streams += len(t.subs)
+	}
+	return len(h.topics), streams
+}
+
+func (h *hub) topic(sandbox string) *topic {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.topics[sandbox]
+}
+
+// offer makes sv the topic's latest if it is newer, and wakes its streams.
+func (h *hub) offer(t *topic, sv *signedVersion) {
+	for {
+		cur := t.latest.Load()
+		if cur != nil && cur.version() >= sv.version() {
+			return
+		}
+		if t.latest.CompareAndSwap(cur, sv) {
+			break
+		}
+	}
+	h.mu.Lock()
+	subs := make([]*policyStream, 0, len(t.subs))
+	for ps := range t.subs {
+		subs = append(subs, ps)
+	}
+	h.mu.Unlock()
+	for _, ps := range subs {
+		ps.wake()
+	}
+}
+
+// load reads a version (0: the current one) and signs it.
+func (h *hub) load(ctx context.Context, sandbox string, version int64) (*signedVersion, error) {
+	v, err := h.st.GetPolicyVersion(ctx, sandbox, version)
+	if err != nil {
+		return nil, err
+	}
+	return h.sign(ctx, v)
+}
+
+func (h *hub) sign(ctx context.Context, v store.PolicyVersion) (*signedVersion, error) {
+	if v.Version < 1 || v.Version > int64(^uint32(0)) {
+		return nil, fmt.Errorf("version %d of %q out of range", v.Version, v.Sandbox)
+	}
+	sp := &portcullisv1.SignedPolicy{
+		Sandbox:     v.Sandbox,
+		Version:     uint32(v.Version),
+		Hash:        v.Hash,
+		Document:    v.Document,
+		CommittedAt: timestamppb.New(v.CreatedAt),
+	}
+	chain, err := h.signer.sign(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	return &signedVersion{policy: sp, chain: chain}, nil
+}
