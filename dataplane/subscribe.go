@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -116,6 +117,12 @@ func NewSubscriber(cfg SubscribeConfig, proxy *Proxy) (*Subscriber, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: cfg.Token, secure: strings.HasPrefix(cfg.Gateway, "https://")}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		// The channel's own reconnect waits follow the same bounds as the
+		// stream's (grpc-go's default grows to two minutes).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
+			MinConnectTimeout: 10 * time.Second,
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
@@ -294,8 +301,11 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if time.Since(start) > s.cfg.MaxBackoff {
-			backoff = s.cfg.MinBackoff // it was up a good while: start over
+		var goaway *goawayError
+		if time.Since(start) > s.cfg.MaxBackoff || errors.As(err, &goaway) {
+			// It was up a good while, or the gateway is draining in
+			// order: start over from the shortest wait.
+			backoff = s.cfg.MinBackoff
 		}
 		wait := time.Duration(rand.Int64N(int64(backoff)) + 1)
 		s.log.Warn("policy stream ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
@@ -309,6 +319,11 @@ func (s *Subscriber) Run(ctx context.Context) error {
 }
 
 var errGatewaySilent = errors.New("no answer from the gateway to three heartbeats")
+
+// goawayError: the gateway asked the proxy to reconnect.
+type goawayError struct{ reason string }
+
+func (e *goawayError) Error() string { return "the gateway asked to reconnect: " + e.reason }
 
 // stream runs one policy stream until it fails.
 func (s *Subscriber) stream(ctx context.Context) error {
@@ -364,6 +379,9 @@ func (s *Subscriber) stream(ctx context.Context) error {
 			return err
 		}
 		silent.Reset(3 * s.cfg.Heartbeat)
+		if g := res.GetGoaway(); g != nil {
+			return &goawayError{reason: g.GetReason()}
+		}
 		sp := res.GetPolicy()
 		if sp == nil {
 			continue // a heartbeat

@@ -42,9 +42,6 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 	p := mustPrincipal(ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// Shutdown ends streams (the proxy reconnects to another replica).
-	stopOnShutdown := context.AfterFunc(s.streams, func() { cancel(errShuttingDown) })
-	defer stopOnShutdown()
 
 	helloTimer := time.AfterFunc(helloTimeout, func() { cancel(errNoHello) })
 	req, err := stream.Receive()
@@ -85,6 +82,14 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 	}()
 	s.log.InfoContext(ctx, "proxy connected", "sandbox", p.Sandbox, "proxy", key.proxyID, "held_version", hello.GetHeldVersion())
 	ps.wake()
+	// At shutdown the proxy is told to go away: it ends the stream (which
+	// ends the Receive below) and reconnects, to another replica or to
+	// this one once it is back.
+	goaway := context.AfterFunc(s.streams, func() {
+		ps.goawayDue.Store(true)
+		ps.wake()
+	})
+	defer goaway()
 
 	// The proxy sends a heartbeat every HeartbeatInterval and the gateway
 	// answers each one: the proxy finds a dead gateway by the missing
@@ -134,8 +139,6 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 		}
 	}
 }
-
-var errShuttingDown = connect.NewError(connect.CodeUnavailable, "the gateway is shutting down; reconnect")
 
 // streamEnd turns the error that ended a Receive into the handler's result:
 // the cause when the gateway ended the stream, nil for a clean close.
@@ -234,6 +237,7 @@ type policyStream struct {
 
 	sending      atomic.Bool
 	heartbeatDue atomic.Bool
+	goawayDue    atomic.Bool
 	sentVersion  atomic.Uint32
 
 	mu        sync.Mutex // held while sending
@@ -272,7 +276,7 @@ func (ps *policyStream) drain() {
 }
 
 func (ps *policyStream) due() bool {
-	if ps.heartbeatDue.Load() {
+	if ps.heartbeatDue.Load() || ps.goawayDue.Load() {
 		return true
 	}
 	if ps.topic == nil {
@@ -299,6 +303,12 @@ func (ps *policyStream) sendDue() error {
 			}
 			ps.sentVersion.Store(latest.version())
 			return nil
+		}
+	}
+	if ps.goawayDue.Swap(false) {
+		goaway := &portcullisv1.Goaway{Reason: "the gateway is shutting down"}
+		if err := ps.stream.Send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Goaway{Goaway: goaway}}); err != nil {
+			return fmt.Errorf("send goaway: %w", err)
 		}
 	}
 	if ps.heartbeatDue.Swap(false) {

@@ -41,6 +41,7 @@ func newProxyCmd(env *environment) *cobra.Command {
 		sandbox     string
 		gatewayKey  string
 		proxyID     string
+		maxBackoff  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --policy FILE",
@@ -120,7 +121,7 @@ DATA-DIR/decisions.jsonl.`,
 			ctx := cmd.Context()
 			var sub *dataplane.Subscriber
 			if sandbox != "" {
-				if sub, err = newSubscriber(env, proxy, log, sandbox, dataDir, gatewayKey, proxyID); err != nil {
+				if sub, err = newSubscriber(env, proxy, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff); err != nil {
 					return err
 				}
 				defer sub.Close()
@@ -158,13 +159,14 @@ DATA-DIR/decisions.jsonl.`,
 	cmd.Flags().DurationVar(&reload, "reload-interval", time.Second, "how often the policy file is checked for changes")
 	cmd.Flags().StringVar(&sandbox, "sandbox", "", "follow this sandbox's policy from the gateway (--gateway, --token-file)")
 	cmd.Flags().StringVar(&gatewayKey, "gateway-key", "", "pin the gateway's signing `KEY` (ed25519:HEX, printed by portcullis gateway); default: pinned on first contact")
+	cmd.Flags().DurationVar(&maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
 	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
 	cmd.AddCommand(newProxyCACmd(env))
 	return cmd
 }
 
 // newSubscriber builds the gateway subscription of a gateway-mode proxy.
-func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string) (*dataplane.Subscriber, error) {
+func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string, maxBackoff time.Duration) (*dataplane.Subscriber, error) {
 	token, err := env.token()
 	if err != nil {
 		return nil, err
@@ -195,6 +197,7 @@ func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, s
 		DataDir:    dataDir,
 		GatewayKey: pinned,
 		Build:      buildVersion(),
+		MaxBackoff: maxBackoff,
 		Logger:     log,
 	}, proxy)
 }

@@ -403,6 +403,7 @@ type StreamPolicyResponse struct {
 	//
 	//	*StreamPolicyResponse_Policy
 	//	*StreamPolicyResponse_Heartbeat
+	//	*StreamPolicyResponse_Goaway
 	Message       isStreamPolicyResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -463,6 +464,15 @@ func (x *StreamPolicyResponse) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *StreamPolicyResponse) GetGoaway() *Goaway {
+	if x != nil {
+		if x, ok := x.Message.(*StreamPolicyResponse_Goaway); ok {
+			return x.Goaway
+		}
+	}
+	return nil
+}
+
 type isStreamPolicyResponse_Message interface {
 	isStreamPolicyResponse_Message()
 }
@@ -475,9 +485,61 @@ type StreamPolicyResponse_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
 }
 
+type StreamPolicyResponse_Goaway struct {
+	Goaway *Goaway `protobuf:"bytes,3,opt,name=goaway,proto3,oneof"`
+}
+
 func (*StreamPolicyResponse_Policy) isStreamPolicyResponse_Message() {}
 
 func (*StreamPolicyResponse_Heartbeat) isStreamPolicyResponse_Message() {}
+
+func (*StreamPolicyResponse_Goaway) isStreamPolicyResponse_Message() {}
+
+// Goaway: the gateway is going away (shutting down); the proxy ends the
+// stream and reconnects, to this replica once it is back or to another.
+type Goaway struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Goaway) Reset() {
+	*x = Goaway{}
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Goaway) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Goaway) ProtoMessage() {}
+
+func (x *Goaway) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Goaway.ProtoReflect.Descriptor instead.
+func (*Goaway) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Goaway) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
 
 // SignedPolicy is one policy version as the gateway signed it. The
 // signature covers sandbox, version, hash and the SHA-256 of document
@@ -510,7 +572,7 @@ type SignedPolicy struct {
 
 func (x *SignedPolicy) Reset() {
 	*x = SignedPolicy{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +584,7 @@ func (x *SignedPolicy) String() string {
 func (*SignedPolicy) ProtoMessage() {}
 
 func (x *SignedPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +597,7 @@ func (x *SignedPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedPolicy.ProtoReflect.Descriptor instead.
 func (*SignedPolicy) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{6}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SignedPolicy) GetSandbox() string {
@@ -622,7 +684,7 @@ type GatewayKey struct {
 
 func (x *GatewayKey) Reset() {
 	*x = GatewayKey{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +696,7 @@ func (x *GatewayKey) String() string {
 func (*GatewayKey) ProtoMessage() {}
 
 func (x *GatewayKey) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +709,7 @@ func (x *GatewayKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayKey.ProtoReflect.Descriptor instead.
 func (*GatewayKey) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{7}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GatewayKey) GetId() string {
@@ -683,7 +745,7 @@ type SandboxCA struct {
 
 func (x *SandboxCA) Reset() {
 	*x = SandboxCA{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +757,7 @@ func (x *SandboxCA) String() string {
 func (*SandboxCA) ProtoMessage() {}
 
 func (x *SandboxCA) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +770,7 @@ func (x *SandboxCA) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxCA.ProtoReflect.Descriptor instead.
 func (*SandboxCA) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{8}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SandboxCA) GetCertPem() []byte {
@@ -740,7 +802,7 @@ type ShipDecisionsRequest struct {
 
 func (x *ShipDecisionsRequest) Reset() {
 	*x = ShipDecisionsRequest{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +814,7 @@ func (x *ShipDecisionsRequest) String() string {
 func (*ShipDecisionsRequest) ProtoMessage() {}
 
 func (x *ShipDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +827,7 @@ func (x *ShipDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ShipDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{9}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShipDecisionsRequest) GetProxyId() string {
@@ -798,7 +860,7 @@ type ShipDecisionsResponse struct {
 
 func (x *ShipDecisionsResponse) Reset() {
 	*x = ShipDecisionsResponse{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +872,7 @@ func (x *ShipDecisionsResponse) String() string {
 func (*ShipDecisionsResponse) ProtoMessage() {}
 
 func (x *ShipDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +885,7 @@ func (x *ShipDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ShipDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{10}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShipDecisionsResponse) GetStored() uint64 {
@@ -865,7 +927,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +939,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +952,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{11}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DecisionRecord) GetTime() *timestamppb.Timestamp {
@@ -1048,11 +1110,14 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"@\n" +
 	"\tHeartbeat\x123\n" +
-	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\x92\x01\n" +
+	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xc3\x01\n" +
 	"\x14StreamPolicyResponse\x125\n" +
 	"\x06policy\x18\x01 \x01(\v2\x1b.portcullis.v1.SignedPolicyH\x00R\x06policy\x128\n" +
-	"\theartbeat\x18\x02 \x01(\v2\x18.portcullis.v1.HeartbeatH\x00R\theartbeatB\t\n" +
-	"\amessage\"\xd5\x02\n" +
+	"\theartbeat\x18\x02 \x01(\v2\x18.portcullis.v1.HeartbeatH\x00R\theartbeat\x12/\n" +
+	"\x06goaway\x18\x03 \x01(\v2\x15.portcullis.v1.GoawayH\x00R\x06goawayB\t\n" +
+	"\amessage\" \n" +
+	"\x06Goaway\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd5\x02\n" +
 	"\fSignedPolicy\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
@@ -1119,7 +1184,7 @@ func file_portcullis_v1_distribution_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_distribution_proto_rawDescData
 }
 
-var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*StreamPolicyRequest)(nil),   // 0: portcullis.v1.StreamPolicyRequest
 	(*ProxyHello)(nil),            // 1: portcullis.v1.ProxyHello
@@ -1127,36 +1192,38 @@ var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*PolicyNack)(nil),            // 3: portcullis.v1.PolicyNack
 	(*Heartbeat)(nil),             // 4: portcullis.v1.Heartbeat
 	(*StreamPolicyResponse)(nil),  // 5: portcullis.v1.StreamPolicyResponse
-	(*SignedPolicy)(nil),          // 6: portcullis.v1.SignedPolicy
-	(*GatewayKey)(nil),            // 7: portcullis.v1.GatewayKey
-	(*SandboxCA)(nil),             // 8: portcullis.v1.SandboxCA
-	(*ShipDecisionsRequest)(nil),  // 9: portcullis.v1.ShipDecisionsRequest
-	(*ShipDecisionsResponse)(nil), // 10: portcullis.v1.ShipDecisionsResponse
-	(*DecisionRecord)(nil),        // 11: portcullis.v1.DecisionRecord
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*Goaway)(nil),                // 6: portcullis.v1.Goaway
+	(*SignedPolicy)(nil),          // 7: portcullis.v1.SignedPolicy
+	(*GatewayKey)(nil),            // 8: portcullis.v1.GatewayKey
+	(*SandboxCA)(nil),             // 9: portcullis.v1.SandboxCA
+	(*ShipDecisionsRequest)(nil),  // 10: portcullis.v1.ShipDecisionsRequest
+	(*ShipDecisionsResponse)(nil), // 11: portcullis.v1.ShipDecisionsResponse
+	(*DecisionRecord)(nil),        // 12: portcullis.v1.DecisionRecord
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_portcullis_v1_distribution_proto_depIdxs = []int32{
 	1,  // 0: portcullis.v1.StreamPolicyRequest.hello:type_name -> portcullis.v1.ProxyHello
 	2,  // 1: portcullis.v1.StreamPolicyRequest.ack:type_name -> portcullis.v1.PolicyAck
 	3,  // 2: portcullis.v1.StreamPolicyRequest.nack:type_name -> portcullis.v1.PolicyNack
 	4,  // 3: portcullis.v1.StreamPolicyRequest.heartbeat:type_name -> portcullis.v1.Heartbeat
-	12, // 4: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	6,  // 5: portcullis.v1.StreamPolicyResponse.policy:type_name -> portcullis.v1.SignedPolicy
+	13, // 4: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	7,  // 5: portcullis.v1.StreamPolicyResponse.policy:type_name -> portcullis.v1.SignedPolicy
 	4,  // 6: portcullis.v1.StreamPolicyResponse.heartbeat:type_name -> portcullis.v1.Heartbeat
-	12, // 7: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
-	7,  // 8: portcullis.v1.SignedPolicy.keys:type_name -> portcullis.v1.GatewayKey
-	8,  // 9: portcullis.v1.SignedPolicy.ca:type_name -> portcullis.v1.SandboxCA
-	11, // 10: portcullis.v1.ShipDecisionsRequest.records:type_name -> portcullis.v1.DecisionRecord
-	12, // 11: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 12: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
-	9,  // 13: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
-	5,  // 14: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
-	10, // 15: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
-	14, // [14:16] is the sub-list for method output_type
-	12, // [12:14] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	6,  // 7: portcullis.v1.StreamPolicyResponse.goaway:type_name -> portcullis.v1.Goaway
+	13, // 8: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
+	8,  // 9: portcullis.v1.SignedPolicy.keys:type_name -> portcullis.v1.GatewayKey
+	9,  // 10: portcullis.v1.SignedPolicy.ca:type_name -> portcullis.v1.SandboxCA
+	12, // 11: portcullis.v1.ShipDecisionsRequest.records:type_name -> portcullis.v1.DecisionRecord
+	13, // 12: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
+	0,  // 13: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
+	10, // 14: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
+	5,  // 15: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
+	11, // 16: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_distribution_proto_init() }
@@ -1173,6 +1240,7 @@ func file_portcullis_v1_distribution_proto_init() {
 	file_portcullis_v1_distribution_proto_msgTypes[5].OneofWrappers = []any{
 		(*StreamPolicyResponse_Policy)(nil),
 		(*StreamPolicyResponse_Heartbeat)(nil),
+		(*StreamPolicyResponse_Goaway)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1180,7 +1248,7 @@ func file_portcullis_v1_distribution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_distribution_proto_rawDesc), len(file_portcullis_v1_distribution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
