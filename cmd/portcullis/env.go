@@ -69,9 +69,14 @@ type environment struct {
 
 // apiClients are the gateway's services, authenticated with the token.
 type apiClients struct {
-	sandbox portcullisv1connect.SandboxServiceClient
-	token   portcullisv1connect.TokenServiceClient
-	policy  portcullisv1connect.PolicyServiceClient
+	sandbox  portcullisv1connect.SandboxServiceClient
+	token    portcullisv1connect.TokenServiceClient
+	policy   portcullisv1connect.PolicyServiceClient
+	proxy    portcullisv1connect.ProxyServiceClient
+	decision portcullisv1connect.DecisionServiceClient
+	// stream is the decision service for streams that last until the
+	// user stops them (logs --tail): its calls have no --timeout.
+	stream portcullisv1connect.DecisionServiceClient
 }
 
 func newEnvironment(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *environment {
@@ -88,7 +93,7 @@ func (e *environment) addGlobalFlags(cmd *cobra.Command) {
 	f.StringVar(&e.tokenFlag, "token", "", "API `TOKEN` (env "+envToken+"; prefer --token-file, command lines are visible to other users)")
 	f.StringVar(&e.tokenFileFlag, "token-file", "", "read the API token from `FILE` (surrounding white space is ignored)")
 	f.StringVarP(&e.output, "output", "o", outputText, "output `FORMAT`: text or json (policy get also yaml)")
-	f.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on a gateway call after `DURATION` (0: never)")
+	f.DurationVar(&e.timeout, "timeout", defaultTimeout, "give up on a gateway call after `DURATION` (0: never; logs --tail is never cut)")
 }
 
 // checkOutput refuses an -o value the command cannot print.
@@ -182,16 +187,22 @@ func (e *environment) client() (*apiClients, error) {
 		e.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: e.timeout}
 	}
 	httpClient := e.httpClient
+	// Streams share the transport (and its connections) but not the
+	// timeout, which would cut them after --timeout.
+	streamClient := *httpClient
+	streamClient.Timeout = 0
 	base := *u
 	base.User = nil // credentials travel as the bearer token, nowhere else
-	c := connect.NewClient(
-		connecthttp.NewTransport(httpClient, strings.TrimSuffix(base.String(), "/")),
-		bearer(tok),
-	)
+	baseURL := strings.TrimSuffix(base.String(), "/")
+	c := connect.NewClient(connecthttp.NewTransport(httpClient, baseURL), bearer(tok))
+	sc := connect.NewClient(connecthttp.NewTransport(&streamClient, baseURL), bearer(tok))
 	e.api = &apiClients{
-		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
-		token:   portcullisv1connect.NewTokenServiceClient(c),
-		policy:  portcullisv1connect.NewPolicyServiceClient(c),
+		sandbox:  portcullisv1connect.NewSandboxServiceClient(c),
+		token:    portcullisv1connect.NewTokenServiceClient(c),
+		policy:   portcullisv1connect.NewPolicyServiceClient(c),
+		proxy:    portcullisv1connect.NewProxyServiceClient(c),
+		decision: portcullisv1connect.NewDecisionServiceClient(c),
+		stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 	}
 	return e.api, nil
 }

@@ -30,7 +30,13 @@ var jsonOptions = protojson.MarshalOptions{
 
 // printJSON writes m to stdout as protojson.
 func (e *environment) printJSON(m proto.Message) error {
-	b, err := jsonOptions.Marshal(m)
+	return e.printJSONWith(jsonOptions, m)
+}
+
+// printJSONWith is printJSON with other marshal options (indented all the
+// same).
+func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Message) error {
+	b, err := opts.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
 	}
@@ -39,6 +45,24 @@ func (e *environment) printJSON(m proto.Message) error {
 	var out bytes.Buffer
 	if err := json.Indent(&out, b, "", jsonOptions.Indent); err != nil {
 		return fmt.Errorf("indent JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err = e.stdout.Write(out.Bytes())
+	return err
+}
+
+// printJSONLine writes m to stdout as protojson on one line (JSON Lines,
+// for streams).
+func (e *environment) printJSONLine(m proto.Message) error {
+	opts := jsonOptions
+	opts.Multiline, opts.Indent = false, ""
+	b, err := opts.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return fmt.Errorf("compact JSON: %w", err)
 	}
 	out.WriteByte('\n')
 	_, err = e.stdout.Write(out.Bytes())

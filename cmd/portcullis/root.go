@@ -26,7 +26,9 @@ version, already exists); 4 gateway unavailable.`,
   export PORTCULLIS_TOKEN=…   # or --token-file FILE
   portcullis sandbox create orders -f policy.yaml
   portcullis policy get orders -o yaml > policy.yaml
-  portcullis policy set orders -f policy.yaml --expect-version 1`,
+  portcullis policy set orders -f policy.yaml --expect-version 1
+  portcullis proxies list
+  portcullis logs orders --tail --decision deny`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,6 +46,8 @@ version, already exists); 4 gateway unavailable.`,
 		newSandboxCmd(env),
 		newTokenCmd(env),
 		newPolicyCmd(env),
+		newProxiesCmd(env),
+		newLogsCmd(env),
 	)
 	markStart(root, env)
 	return root

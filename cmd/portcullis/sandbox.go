@@ -12,13 +12,15 @@ func newSandboxCmd(env *environment) *cobra.Command {
 	cmd := newGroupCmd("sandbox", "Create, list, inspect and delete sandboxes",
 		`  portcullis sandbox create orders -f policy.yaml
   portcullis sandbox list
-  portcullis sandbox rotate-token orders -o json`)
+  portcullis sandbox rotate-token orders -o json
+  portcullis sandbox ca orders > orders-ca.pem`)
 	cmd.AddCommand(
 		newSandboxCreateCmd(env),
 		newSandboxListCmd(env),
 		newSandboxGetCmd(env),
 		newSandboxDeleteCmd(env),
 		newSandboxRotateTokenCmd(env),
+		newSandboxCACmd(env),
 	)
 	return cmd
 }
@@ -175,6 +177,48 @@ holding the old token lose their subscription until they get the new one.`,
 			fmt.Fprintf(env.stdout, "sandbox %s: old tokens revoked\n", res.GetName())
 			fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
 			return nil
+		},
+	}
+}
+
+func newSandboxCACmd(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ca NAME",
+		Short: "Print the sandbox's CA certificate (PEM), which the sandbox must trust",
+		Long: `Print the certificate (PEM) of the sandbox's CA. Each sandbox has one CA,
+kept by the gateway (created on first use) and shared by all of the
+sandbox's proxies, which terminate TLS for inspected endpoints with
+certificates it signs. Install it in the sandbox's trust store, or point
+the agent's TLS library at it. Its key never leaves the gateway except to
+the sandbox's proxies.
+
+With -o json: {"cert_pem": …}, the PEM base64-encoded (a protobuf bytes
+field).`,
+		Example: `  portcullis sandbox ca orders > orders-ca.pem
+  SSL_CERT_FILE=orders-ca.pem HTTPS_PROXY=http://127.0.0.1:3128 python3 agent.py
+  portcullis sandbox ca orders -o json | jq -r .cert_pem | base64 -d`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			res, err := api.sandbox.GetSandboxCA(cmd.Context(), &portcullisv1.GetSandboxCARequest{Name: a[0]})
+			if err != nil {
+				return err
+			}
+			if len(res.GetCertPem()) == 0 {
+				return fmt.Errorf("the gateway sent no certificate for sandbox %s", a[0])
+			}
+			if env.jsonOutput() {
+				return env.printJSON(res)
+			}
+			pem := res.GetCertPem()
+			if pem[len(pem)-1] != '\n' {
+				pem = append(pem, '\n')
+			}
+			_, err = env.stdout.Write(pem)
+			return err
 		},
 	}
 }

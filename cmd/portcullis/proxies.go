@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// nackWidth bounds the NACK error shown in the proxies table (-o json has
+// it whole).
+const nackWidth = 48
+
+func newProxiesCmd(env *environment) *cobra.Command {
+	cmd := newGroupCmd("proxies", "Show the proxies the gateway knows and what they enforce",
+		`  portcullis proxies list
+  portcullis proxies list --sandbox orders -o json`)
+	cmd.AddCommand(newProxiesListCmd(env))
+	return cmd
+}
+
+func newProxiesListCmd(env *environment) *cobra.Command {
+	var sandbox string
+	cmd := &cobra.Command{
+		Use:   "list [--sandbox NAME]",
+		Short: "List proxies: sandbox, applied version, last ACK and NACK, lag",
+		Long: `List every proxy that has subscribed to the gateway (any replica), or
+those of one sandbox, with what each last reported:
+
+  CONNECTED  whether its policy stream is open now
+  APPLIED    the last version it acknowledged (ACK) and now enforces;
+             "(current N)" when the sandbox has a newer version it has
+             not acknowledged yet
+  LAST ACK   when it last acknowledged a version
+  LAST NACK  the last version it refused, with its reason (a proxy NACKs a
+             version it cannot compile, once, and keeps the previous one)
+  LAG        from the applied version's commit to its ACK
+
+-o json prints every field, zero values included.`,
+		Example: `  portcullis proxies list
+  portcullis proxies list --sandbox orders
+  portcullis proxies list -o json | jq '.proxies[] | select(.applied_version != .current_version)'`,
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			res, err := api.proxy.ListProxies(cmd.Context(), &portcullisv1.ListProxiesRequest{Sandbox: sandbox})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				// The contract's fields (connected, last_nack_version, lag_ms,
+				// …) are there even when zero.
+				opts := jsonOptions
+				opts.EmitDefaultValues = true
+				return env.printJSONWith(opts, res)
+			}
+			tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG")
+			for _, p := range res.GetProxies() {
+				row(tw, p.GetSandbox(), p.GetProxyId(), connectedCell(p), appliedCell(p),
+					when(p.GetLastAckAt()), nackCell(p), lagCell(p))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&sandbox, "sandbox", "", "only the proxies of sandbox `NAME`")
+	return cmd
+}
+
+func connectedCell(p *portcullisv1.ProxyStatus) string {
+	if p.GetConnected() {
+		return "yes"
+	}
+	return "no"
+}
+
+// appliedCell is the applied version, with the sandbox's current version
+// when the proxy is behind it: "2 (current 3)".
+func appliedCell(p *portcullisv1.ProxyStatus) string {
+	applied, current := p.GetAppliedVersion(), p.GetCurrentVersion()
+	cell := versionCell(applied)
+	if current != 0 && applied != current {
+		cell += fmt.Sprintf(" (current %d)", current)
+	}
+	return cell
+}
+
+// nackCell is "3: reason", the reason cut to fit a terminal.
+func nackCell(p *portcullisv1.ProxyStatus) string {
+	if p.GetLastNackVersion() == 0 && p.GetLastNackError() == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%d: %s", p.GetLastNackVersion(), clip(p.GetLastNackError(), nackWidth))
+}
+
+// lagCell is the commit-to-ACK time of the applied version, "-" before
+// the first ACK.
+func lagCell(p *portcullisv1.ProxyStatus) string {
+	if p.GetLastAckAt() == nil {
+		return "-"
+	}
+	return (time.Duration(p.GetLagMs()) * time.Millisecond).String()
+}
+
+// clip puts s on one line (control characters and runs of white space
+// become one space: a proxy's error text must not break the table) and cuts
+// it to n runes, marking the cut with "…".
+func clip(s string, n int) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r)
+	}), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
