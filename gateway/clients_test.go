@@ -159,7 +159,11 @@ func (g grpcPolicy) ValidatePolicy(ctx context.Context, r *portcullisv1.Validate
 }
 
 func newProxyClient(baseURL, token string) portcullisv1connect.ProxyServiceClient {
-	bearer := func(next connect.ClientFunc) connect.ClientFunc {
+	return portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearerInterceptor(token)))
+}
+
+func bearerInterceptor(token string) connect.ClientInterceptor {
+	return func(next connect.ClientFunc) connect.ClientFunc {
 		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
 			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
 				info.RequestHeader().Set("Authorization", "Bearer "+token)
@@ -167,5 +171,4 @@ func newProxyClient(baseURL, token string) portcullisv1connect.ProxyServiceClien
 			return next(ctx, spec)
 		}
 	}
-	return portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer))
 }

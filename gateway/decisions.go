@@ -190,6 +190,12 @@ func (s decisionService) TailDecisions(ctx context.Context, req *portcullisv1.Ta
 		return invalidField("backlog", "must be at most %d", maxListLimit)
 	}
 	f := store.DecisionFilter{Sandbox: req.GetSandbox(), Decision: req.GetDecision(), Limit: backlog}
+	if req.GetAfterId() != 0 {
+		if req.GetAfterId() < 0 {
+			return invalidField("after_id", "must be positive")
+		}
+		f.AfterID, f.Limit = req.GetAfterId(), maxListLimit
+	}
 	tick := time.NewTicker(tailPollInterval)
 	defer tick.Stop()
 	for {

@@ -222,7 +222,7 @@ func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetS
 	if err != nil {
 		return nil, err
 	}
-	return &portcullisv1.GetSandboxCAResponse{CertPem: ca.GetCertPem()}, nil
+	return &portcullisv1.GetSandboxCAResponse{CertPem: string(ca.GetCertPem())}, nil
 }
 
 // policyStream is the sending side of one proxy's stream. Sends happen on

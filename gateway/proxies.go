@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -194,6 +195,11 @@ func (t *proxyTracker) connectedCount() int {
 type proxyService struct{ *Server }
 
 func (s proxyService) ListProxies(ctx context.Context, req *portcullisv1.ListProxiesRequest) (*portcullisv1.ListProxiesResponse, error) {
+	if req.GetSandbox() != "" {
+		if _, err := s.store.GetSandbox(ctx, req.GetSandbox()); err != nil {
+			return nil, missing(err, "sandbox %q not found", req.GetSandbox())
+		}
+	}
 	list, err := s.store.ListProxyStatuses(ctx, req.GetSandbox())
 	if err != nil {
 		return nil, err
@@ -223,7 +229,7 @@ func (s proxyService) ListProxies(ctx context.Context, req *portcullisv1.ListPro
 			LastNackVersion:  uint32(p.LastNackVersion),
 			LastNackError:    p.LastNackError,
 			LastNackAt:       optionalTime(p.LastNackAt),
-			LagMs:            p.LagMillis,
+			LagMs:            uint32(min(max(p.LagMillis, 0), math.MaxUint32)),
 			CurrentVersion:   uint32(current[p.Sandbox]),
 			DecisionsDropped: uint64(p.DecisionsDropped),
 		})

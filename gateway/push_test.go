@@ -4,18 +4,22 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
 
 const pushPolicy = `
@@ -258,5 +262,84 @@ func TestPolicyStreamRefusals(t *testing.T) {
 	}
 	if len(res.Proxies) != 0 {
 		t.Fatalf("refused streams left statuses: %v", res.Proxies)
+	}
+}
+
+// Shipped decisions are stored for the token's sandbox whatever the
+// records say; a tail resumes after a given id; listing proxies of an
+// unknown sandbox is NotFound.
+func TestDecisionShippingAndTail(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	c := newConnectAPI(t, gw.URL, gatewaytest.AdminToken)
+	ctx := context.Background()
+	created, err := c.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: pushPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(strings.TrimPrefix(gw.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+created.Token)
+	ship, err := portcullisv1.NewDistributionServiceClient(conn).ShipDecisions(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []*portcullisv1.DecisionRecord
+	for i, path := range []string{"/a", "/b", "/c"} {
+		records = append(records, &portcullisv1.DecisionRecord{
+			Time: timestamppb.Now(), Sandbox: "someone-else", Decision: "deny", Host: "api.example.com", Port: 443,
+			HttpMethod: "GET", Path: path, DenialId: fmt.Sprintf("dn_%d", i), PolicyVersion: "1",
+		})
+	}
+	if err := ship.Send(&portcullisv1.ShipDecisionsRequest{ProxyId: "p1", Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ship.CloseAndRecv()
+	if err != nil || res.Stored != 3 {
+		t.Fatalf("shipped: %v, %v", res, err)
+	}
+
+	dc := portcullisv1connect.NewDecisionServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), bearerInterceptor(gatewaytest.AdminToken)))
+	list, err := dc.ListDecisions(ctx, &portcullisv1.ListDecisionsRequest{Sandbox: "agent-1"})
+	if err != nil || len(list.Decisions) != 3 {
+		t.Fatalf("list: %v, %v", list, err)
+	}
+	for _, d := range list.Decisions {
+		if d.Record.Sandbox != "agent-1" || d.Record.ProxyId != "p1" {
+			t.Fatalf("stored record %v: the sandbox and proxy must be the token's", d.Record)
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tail, err := dc.TailDecisions(tctx, &portcullisv1.TailDecisionsRequest{Sandbox: "agent-1", AfterId: list.Decisions[0].Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/b", "/c"} {
+		d, err := tail.Receive()
+		if err != nil || d.Record.Path != want {
+			t.Fatalf("tail after the first record: %v, %v; want %s", d, err, want)
+		}
+	}
+	tail.Close()
+
+	pc := newProxyClient(gw.URL, gatewaytest.AdminToken)
+	if _, err := pc.ListProxies(ctx, &portcullisv1.ListProxiesRequest{Sandbox: "nope"}); codeOf(err) != connect.CodeNotFound {
+		t.Fatalf("proxies of an unknown sandbox: %v", err)
+	}
+	// A bad record is refused with its field, and nothing of its batch stored.
+	ship, _ = portcullisv1.NewDistributionServiceClient(conn).ShipDecisions(sctx)
+	ship.Send(&portcullisv1.ShipDecisionsRequest{ProxyId: "p1", Records: []*portcullisv1.DecisionRecord{
+		{Time: timestamppb.Now(), Decision: "allow", Host: "x"},
+		{Time: timestamppb.Now(), Decision: "maybe", Host: "x"},
+	}})
+	if _, err := ship.CloseAndRecv(); codeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "records[1].decision") {
+		t.Fatalf("bad record: %v", err)
+	}
+	list, _ = dc.ListDecisions(ctx, &portcullisv1.ListDecisionsRequest{Sandbox: "agent-1"})
+	if len(list.Decisions) != 3 {
+		t.Fatalf("%d records after a refused batch, want 3", len(list.Decisions))
 	}
 }

@@ -70,9 +70,10 @@ func pushDoc(port int, paths ...string) string {
 }
 
 type pushAPI struct {
-	sandbox portcullisv1connect.SandboxServiceClient
-	policy  portcullisv1connect.PolicyServiceClient
-	proxies portcullisv1connect.ProxyServiceClient
+	sandbox   portcullisv1connect.SandboxServiceClient
+	policy    portcullisv1connect.PolicyServiceClient
+	proxies   portcullisv1connect.ProxyServiceClient
+	decisions portcullisv1connect.DecisionServiceClient
 }
 
 func newPushAPI(baseURL string) pushAPI {
@@ -86,9 +87,10 @@ func newPushAPI(baseURL string) pushAPI {
 	}
 	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer)
 	return pushAPI{
-		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
-		policy:  portcullisv1connect.NewPolicyServiceClient(c),
-		proxies: portcullisv1connect.NewProxyServiceClient(c),
+		sandbox:   portcullisv1connect.NewSandboxServiceClient(c),
+		policy:    portcullisv1connect.NewPolicyServiceClient(c),
+		proxies:   portcullisv1connect.NewProxyServiceClient(c),
+		decisions: portcullisv1connect.NewDecisionServiceClient(c),
 	}
 }
 
@@ -273,12 +275,17 @@ func TestPushEndToEnd(t *testing.T) {
 		}
 	}
 
+	// Each proxy shipped its decisions, denials with their denial_id.
+	for _, p := range proxies {
+		waitDenial(t, api, p.id, "/v2/a")
+	}
+
 	// A new version reaches all three, ACKed and enforced.
 	v2 := api.set(t, pushDoc(upPort, "v1", "v2"))
 	statuses := api.waitStatuses(t, ids, "version 2 applied", applied(v2))
 	for _, p := range proxies {
 		p.wantStatus(t, upstream.URL, "/v2/a", 200)
-		if s := statuses[p.id]; s.GetLagMs() < 0 || s.GetAppliedHash() == "" {
+		if s := statuses[p.id]; s.GetLagMs() > 60_000 || s.GetAppliedHash() == "" {
 			t.Fatalf("%s status %v", p.id, s)
 		}
 	}
@@ -356,6 +363,31 @@ func TestPushEndToEnd(t *testing.T) {
 	api.waitStatuses(t, []string{"p3"}, "version 7 applied after restart", applied(v7))
 	p3.wantStatus(t, upstream.URL, "/v7/a", 200)
 	gw.stop(t)
+}
+
+// waitDenial polls the gateway's decision records for a denial of path
+// shipped by proxy id.
+func waitDenial(t *testing.T, api pushAPI, id, path string) *portcullisv1.DecisionRecord {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := api.decisions.ListDecisions(t.Context(), &portcullisv1.ListDecisionsRequest{Sandbox: "agent-1", Decision: "deny", Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range res.GetDecisions() {
+			r := d.GetRecord()
+			if r.GetProxyId() == id && r.GetPath() == path {
+				if !strings.HasPrefix(r.GetDenialId(), "dn_") || r.GetSandbox() != "agent-1" || r.GetPolicyVersion() == "" {
+					t.Fatalf("shipped denial %v", r)
+				}
+				return r
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no denial of %s shipped by %s", path, id)
+	return nil
 }
 
 // forgeKeptVersion rewrites the document of a kept signed version, as an

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -192,11 +194,10 @@ certificates it signs. Install it in the sandbox's trust store, or point
 the agent's TLS library at it. Its key never leaves the gateway except to
 the sandbox's proxies.
 
-With -o json: {"cert_pem": …}, the PEM base64-encoded (a protobuf bytes
-field).`,
+With -o json: {"cert_pem": "-----BEGIN CERTIFICATE-----…"}.`,
 		Example: `  portcullis sandbox ca orders > orders-ca.pem
   SSL_CERT_FILE=orders-ca.pem HTTPS_PROXY=http://127.0.0.1:3128 python3 agent.py
-  portcullis sandbox ca orders -o json | jq -r .cert_pem | base64 -d`,
+  portcullis sandbox ca orders -o json | jq -r .cert_pem`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			api, err := env.client()
@@ -214,10 +215,10 @@ field).`,
 				return env.printJSON(res)
 			}
 			pem := res.GetCertPem()
-			if pem[len(pem)-1] != '\n' {
-				pem = append(pem, '\n')
+			if !strings.HasSuffix(pem, "\n") {
+				pem += "\n"
 			}
-			_, err = env.stdout.Write(pem)
+			_, err = io.WriteString(env.stdout, pem)
 			return err
 		},
 	}

@@ -131,7 +131,7 @@ type ProxyStatus struct {
 	LastNackError   string                 `protobuf:"bytes,12,opt,name=last_nack_error,json=lastNackError,proto3" json:"last_nack_error,omitempty"`
 	LastNackAt      *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=last_nack_at,json=lastNackAt,proto3" json:"last_nack_at,omitempty"`
 	// lag_ms is the time from the applied version's commit to its ACK.
-	LagMs int64 `protobuf:"varint,14,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	LagMs uint32 `protobuf:"varint,14,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
 	// current_version is the sandbox's current version, to compare with.
 	CurrentVersion uint32 `protobuf:"varint,15,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
 	// decisions_dropped counts decision records the proxy reported lost.
@@ -261,7 +261,7 @@ func (x *ProxyStatus) GetLastNackAt() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *ProxyStatus) GetLagMs() int64 {
+func (x *ProxyStatus) GetLagMs() uint32 {
 	if x != nil {
 		return x.LagMs
 	}
@@ -403,7 +403,10 @@ type TailDecisionsRequest struct {
 	Sandbox  string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	Decision string                 `protobuf:"bytes,2,opt,name=decision,proto3" json:"decision,omitempty"`
 	// backlog is how many stored records to send first; default 10.
-	Backlog       uint32 `protobuf:"varint,3,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Backlog uint32 `protobuf:"varint,3,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	// after_id, when set, resumes a tail: records stored after that one
+	// are sent (oldest first) instead of the backlog.
+	AfterId       int64 `protobuf:"varint,4,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +458,13 @@ func (x *TailDecisionsRequest) GetDecision() string {
 func (x *TailDecisionsRequest) GetBacklog() uint32 {
 	if x != nil {
 		return x.Backlog
+	}
+	return 0
+}
+
+func (x *TailDecisionsRequest) GetAfterId() int64 {
+	if x != nil {
+		return x.AfterId
 	}
 	return 0
 }
@@ -547,7 +557,7 @@ const file_portcullis_v1_proxy_proto_rawDesc = "" +
 	"\x0flast_nack_error\x18\f \x01(\tR\rlastNackError\x12<\n" +
 	"\flast_nack_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastNackAt\x12\x15\n" +
-	"\x06lag_ms\x18\x0e \x01(\x03R\x05lagMs\x12'\n" +
+	"\x06lag_ms\x18\x0e \x01(\rR\x05lagMs\x12'\n" +
 	"\x0fcurrent_version\x18\x0f \x01(\rR\x0ecurrentVersion\x12+\n" +
 	"\x11decisions_dropped\x18\x10 \x01(\x04R\x10decisionsDropped\"\x7f\n" +
 	"\x14ListDecisionsRequest\x12\x18\n" +
@@ -556,11 +566,12 @@ const file_portcullis_v1_proxy_proto_rawDesc = "" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1b\n" +
 	"\tdenial_id\x18\x04 \x01(\tR\bdenialId\"T\n" +
 	"\x15ListDecisionsResponse\x12;\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x1d.portcullis.v1.StoredDecisionR\tdecisions\"f\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x1d.portcullis.v1.StoredDecisionR\tdecisions\"\x81\x01\n" +
 	"\x14TailDecisionsRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
 	"\bdecision\x18\x02 \x01(\tR\bdecision\x12\x18\n" +
-	"\abacklog\x18\x03 \x01(\rR\abacklog\"\x94\x01\n" +
+	"\abacklog\x18\x03 \x01(\rR\abacklog\x12\x19\n" +
+	"\bafter_id\x18\x04 \x01(\x03R\aafterId\"\x94\x01\n" +
 	"\x0eStoredDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x125\n" +
 	"\x06record\x18\x02 \x01(\v2\x1d.portcullis.v1.DecisionRecordR\x06record\x12;\n" +

@@ -320,7 +320,7 @@ func (x *GetSandboxCARequest) GetName() string {
 
 type GetSandboxCAResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	CertPem       []byte                 `protobuf:"bytes,1,opt,name=cert_pem,json=certPem,proto3" json:"cert_pem,omitempty"`
+	CertPem       string                 `protobuf:"bytes,1,opt,name=cert_pem,json=certPem,proto3" json:"cert_pem,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,11 +355,11 @@ func (*GetSandboxCAResponse) Descriptor() ([]byte, []int) {
 	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *GetSandboxCAResponse) GetCertPem() []byte {
+func (x *GetSandboxCAResponse) GetCertPem() string {
 	if x != nil {
 		return x.CertPem
 	}
-	return nil
+	return ""
 }
 
 type ListSandboxesRequest struct {
@@ -653,7 +653,7 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x13GetSandboxCARequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"1\n" +
 	"\x14GetSandboxCAResponse\x12\x19\n" +
-	"\bcert_pem\x18\x01 \x01(\fR\acertPem\"\x16\n" +
+	"\bcert_pem\x18\x01 \x01(\tR\acertPem\"\x16\n" +
 	"\x14ListSandboxesRequest\"M\n" +
 	"\x15ListSandboxesResponse\x124\n" +
 	"\tsandboxes\x18\x01 \x03(\v2\x16.portcullis.v1.SandboxR\tsandboxes\"*\n" +
