@@ -47,8 +47,9 @@ type SubscribeConfig struct {
 	// Gateway is the gateway's URL (http://host:port or https://…).
 	Gateway string
 	Sandbox string
-	// Token is the sandbox token (read from a file by the caller).
-	Token   string
+	// Token returns the sandbox token; it is asked again for every RPC,
+	// so a token file rewritten after a rotation is picked up.
+	Token   func() (string, error)
 	ProxyID string
 	// DataDir keeps the last good version and the pinned key.
 	DataDir string
@@ -106,7 +107,7 @@ type Subscriber struct {
 // until Run.
 func NewSubscriber(cfg SubscribeConfig, proxy *Proxy) (*Subscriber, error) {
 	cfg.setDefaults()
-	if cfg.Sandbox == "" || cfg.Token == "" || cfg.ProxyID == "" || cfg.DataDir == "" {
+	if cfg.Sandbox == "" || cfg.Token == nil || cfg.ProxyID == "" || cfg.DataDir == "" {
 		return nil, errors.New("subscribe: sandbox, token, proxy id and data dir are required")
 	}
 	target, creds, err := grpcTarget(cfg.Gateway, cfg.RootCAs)
@@ -115,7 +116,7 @@ func NewSubscriber(cfg SubscribeConfig, proxy *Proxy) (*Subscriber, error) {
 	}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(bearer{token: cfg.Token, secure: strings.HasPrefix(cfg.Gateway, "https://")}),
+		grpc.WithPerRPCCredentials(bearer{token: cfg.Token}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		// The channel's own reconnect waits follow the same bounds as the
 		// stream's (grpc-go's default grows to two minutes).
@@ -159,12 +160,15 @@ func grpcTarget(gateway string, roots *x509.CertPool) (string, credentials.Trans
 
 // bearer sends the sandbox token with every RPC.
 type bearer struct {
-	token  string
-	secure bool
+	token func() (string, error)
 }
 
 func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
+	tok, err := b.token()
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
 }
 
 // RequireTransportSecurity is false so a plaintext gateway on loopback

@@ -306,7 +306,7 @@ func (ps *policyStream) sendDue() error {
 		}
 	}
 	if ps.goawayDue.Swap(false) {
-		goaway := &portcullisv1.Goaway{Reason: "the gateway is shutting down"}
+		goaway := &portcullisv1.Goaway{Reason: "reconnect: the gateway is shutting down or the sandbox's token changed"}
 		if err := ps.stream.Send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Goaway{Goaway: goaway}}); err != nil {
 			return fmt.Errorf("send goaway: %w", err)
 		}

@@ -150,7 +150,24 @@ func (h *hub) check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// topics returns how many sandboxes and streams the hub serves.
+// goaway asks every stream of sandbox to reconnect (its token was
+// rotated or revoked).
+func (h *hub) goaway(sandbox string) {
+	h.mu.Lock()
+	var subs []*policyStream
+	if t := h.topics[sandbox]; t != nil {
+		for ps := range t.subs {
+			subs = append(subs, ps)
+		}
+	}
+	h.mu.Unlock()
+	for _, ps := range subs {
+		ps.goawayDue.Store(true)
+		ps.wake()
+	}
+}
+
+// counts returns how many sandboxes and streams the hub serves.
 func (h *hub) counts() (sandboxes, streams int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

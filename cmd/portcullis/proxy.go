@@ -167,8 +167,7 @@ DATA-DIR/decisions.jsonl.`,
 
 // newSubscriber builds the gateway subscription of a gateway-mode proxy.
 func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string, maxBackoff time.Duration) (*dataplane.Subscriber, error) {
-	token, err := env.token()
-	if err != nil {
+	if _, err := env.token(); err != nil { // fail now on a bad file
 		return nil, err
 	}
 	u, err := env.gatewayURL()
@@ -192,7 +191,7 @@ func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, s
 	return dataplane.NewSubscriber(dataplane.SubscribeConfig{
 		Gateway:    u.String(),
 		Sandbox:    sandbox,
-		Token:      token,
+		Token:      env.token, // read again per RPC: a rotated token is picked up
 		ProxyID:    proxyID,
 		DataDir:    dataDir,
 		GatewayKey: pinned,

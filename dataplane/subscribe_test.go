@@ -1,0 +1,156 @@
+package dataplane_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+
+	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
+	"github.com/portcullis-dev/portcullis/internal/signing"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+)
+
+const subscribePolicy = `
+version: 1
+network_policies:
+  api:
+    name: api
+    endpoints:
+      - host: api.example.com
+        port: 443
+        protocol: rest
+        access: read-only
+`
+
+type adminAPI struct {
+	sandbox portcullisv1connect.SandboxServiceClient
+	policy  portcullisv1connect.PolicyServiceClient
+	proxies portcullisv1connect.ProxyServiceClient
+}
+
+func newAdminAPI(url string) adminAPI {
+	auth := func(next connect.ClientFunc) connect.ClientFunc {
+		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+			if info, ok := connect.CallInfoForClientContext(ctx); ok {
+				info.RequestHeader().Set("Authorization", "Bearer "+gatewaytest.AdminToken)
+			}
+			return next(ctx, spec)
+		}
+	}
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, url), auth)
+	return adminAPI{
+		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
+		policy:  portcullisv1connect.NewPolicyServiceClient(c),
+		proxies: portcullisv1connect.NewProxyServiceClient(c),
+	}
+}
+
+func (a adminAPI) status(t *testing.T, id string, ok func(*portcullisv1.ProxyStatus) bool) *portcullisv1.ProxyStatus {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last *portcullisv1.ProxyStatus
+	for time.Now().Before(deadline) {
+		res, err := a.proxies.ListProxies(t.Context(), &portcullisv1.ListProxiesRequest{Sandbox: "agent-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.GetProxies() {
+			if p.GetProxyId() == id {
+				if last = p; ok(p) {
+					return p
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("proxy %s never reached the expected status; last %v", id, last)
+	return nil
+}
+
+// subscribe runs a Subscriber for a fresh proxy until the test ends.
+func subscribe(t *testing.T, gw *gatewaytest.Gateway, token func() (string, error), pinned []byte) (*dataplane.Proxy, *dataplane.Subscriber) {
+	t.Helper()
+	proxy := dataplane.New(dataplane.Config{Logger: slog.New(slog.DiscardHandler)}, nil)
+	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
+		Gateway: gw.URL, Sandbox: "agent-1", Token: token, ProxyID: "p1", DataDir: t.TempDir(),
+		GatewayKey: pinned, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	}, proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sub.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; sub.Close() })
+	return proxy, sub
+}
+
+// A proxy pinned to another key refuses every version (NACK, with the
+// reason) and keeps denying everything.
+func TestSubscriberRefusesVersionsSignedByAnotherKey(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, _, _ := signing.NewKey(nil)
+	proxy, sub := subscribe(t, gw, func() (string, error) { return created.GetToken(), nil }, other)
+	s := api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetLastNackVersion() == 1 })
+	if !strings.Contains(s.GetLastNackError(), "pinned key") || s.GetAppliedVersion() != 0 {
+		t.Fatalf("status %v", s)
+	}
+	if proxy.PolicyVersion() != "" || sub.AppliedVersion() != 0 {
+		t.Fatalf("the proxy applied version %q signed by an untrusted key", proxy.PolicyVersion())
+	}
+}
+
+// A rotated sandbox token ends the proxy's stream at once; the proxy
+// comes back with the new token (its token file rewritten) and gets the
+// versions committed meanwhile.
+func TestSubscriberFollowsTokenRotation(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token atomic.Value
+	token.Store(created.GetToken())
+	proxy, _ := subscribe(t, gw, func() (string, error) { return token.Load().(string), nil }, nil)
+	first := api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() && p.GetAppliedVersion() == 1 })
+	if proxy.PolicyVersion() != "1" {
+		t.Fatalf("proxy enforces %q", proxy.PolicyVersion())
+	}
+
+	rotated, err := api.sandbox.RotateSandboxToken(t.Context(), &portcullisv1.RotateSandboxTokenRequest{Name: "agent-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return !p.GetConnected() })
+	if _, err := api.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	// With the old token it stays out; the version waits for it.
+	time.Sleep(500 * time.Millisecond)
+	if proxy.PolicyVersion() != "1" {
+		t.Fatalf("a proxy with a rotated-out token got version %q", proxy.PolicyVersion())
+	}
+	token.Store(rotated.GetToken())
+	again := api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() && p.GetAppliedVersion() == 2 })
+	if !again.GetConnectedAt().AsTime().After(first.GetConnectedAt().AsTime()) {
+		t.Fatal("the proxy did not reconnect")
+	}
+	if proxy.PolicyVersion() != "2" {
+		t.Fatalf("proxy enforces %q, want 2", proxy.PolicyVersion())
+	}
+}
