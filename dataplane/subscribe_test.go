@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -153,4 +156,65 @@ func TestSubscriberFollowsTokenRotation(t *testing.T) {
 	if proxy.PolicyVersion() != "2" {
 		t.Fatalf("proxy enforces %q, want 2", proxy.PolicyVersion())
 	}
+}
+
+// After a key rotation the proxy follows the endorsement to the new key
+// and pins it.
+func TestSubscriberFollowsKeyRotation(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	proxy := dataplane.New(dataplane.Config{Logger: slog.New(slog.DiscardHandler)}, nil)
+	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
+		Gateway: gw.URL, Sandbox: "agent-1", Token: func() (string, error) { return created.GetToken(), nil },
+		ProxyID: "p1", DataDir: dir, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	}, proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sub.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; sub.Close() }()
+	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetAppliedVersion() == 1 })
+	chain, err := gateway.SigningKeyChain(t.Context(), gw.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pinned := readPinned(t, dir); pinned != chain[0] {
+		t.Fatalf("pinned %s on first contact, want %s", pinned, chain[0])
+	}
+
+	if _, err := gateway.RotateSigningKey(t.Context(), gw.Store, "test"); err != nil {
+		t.Fatal(err)
+	}
+	chain, _ = gateway.SigningKeyChain(t.Context(), gw.Store)
+	// The running gateway re-reads its keys at its version check.
+	time.Sleep(gatewayVersionCheck + time.Second)
+	if _, err := api.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s := api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetAppliedVersion() == 2 || p.GetLastNackVersion() == 2 })
+	if s.GetAppliedVersion() != 2 {
+		t.Fatalf("version 2, signed by the rotated key, was refused: %s", s.GetLastNackError())
+	}
+	if pinned := readPinned(t, dir); pinned != chain[1] {
+		t.Fatalf("pinned %s after the rotation, want the new key %s", pinned, chain[1])
+	}
+}
+
+// gatewayVersionCheck is gateway.Config.VersionCheckInterval's default.
+const gatewayVersionCheck = 5 * time.Second
+
+func readPinned(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "gateway.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }

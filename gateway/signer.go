@@ -113,3 +113,29 @@ func (s *signer) publicKey(ctx context.Context) (string, error) {
 	defer s.mu.RUnlock()
 	return signing.FormatPublicKey(s.active.Public().(ed25519.PublicKey)), nil
 }
+
+// RotateSigningKey adds a signing key to st's chain, endorsed by the
+// current one, and returns its id. Every replica signs with it from its
+// next version check (Config.VersionCheckInterval); proxies follow the
+// endorsement and re-pin, after which versions signed by the old key are
+// refused.
+func RotateSigningKey(ctx context.Context, st store.Store, actor string) (string, error) {
+	return newSigner(st).rotate(ctx, actor)
+}
+
+// SigningKeyChain returns st's signing key chain, oldest first, as
+// public keys in the form --gateway-key takes (creating the first key if
+// there is none).
+func SigningKeyChain(ctx context.Context, st store.Store) ([]string, error) {
+	s := newSigner(st)
+	if err := s.ensure(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, len(s.chain))
+	for i, k := range s.chain {
+		out[i] = signing.FormatPublicKey(k.GetPublicKey())
+	}
+	return out, nil
+}

@@ -40,6 +40,7 @@ version, already exists); 4 gateway unavailable.`,
 	root.AddCommand(
 		newGatewayCmd(env),
 		newMigrateCmd(env),
+		newSigningKeyCmd(env),
 		newHealthcheckCmd(env),
 		newProxyCmd(env),
 		newDemoCmd(env),
