@@ -198,7 +198,9 @@ func TestSubscriberFollowsKeyRotation(t *testing.T) {
 	if _, err := api.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	s := api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetAppliedVersion() == 2 || p.GetLastNackVersion() == 2 })
+	s := api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool {
+		return p.GetAppliedVersion() == 2 || p.GetLastNackVersion() == 2
+	})
 	if s.GetAppliedVersion() != 2 {
 		t.Fatalf("version 2, signed by the rotated key, was refused: %s", s.GetLastNackError())
 	}
