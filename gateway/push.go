@@ -74,6 +74,11 @@ func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream) (
 	t.subs[ps] = struct{}{}
 	h.mu.Unlock()
 
+	if t.latest.Load() != nil {
+		// The topic already had streams: every commit since its version
+		// was read has been offered to it (or will be, by the check).
+		return t, nil
+	}
 	sv, err := h.load(ctx, sandbox, 0)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
