@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -219,4 +220,64 @@ func readPinned(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// The shipper never blocks: past its buffer it counts drops, and the
+// count reaches the gateway with the next batch; buffered records are
+// stored once the gateway is reachable.
+func TestShipperBoundedBufferAndDrops(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := dataplane.NewShipper(dataplane.ShipperConfig{Buffer: 3, Batch: 2, Interval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	for i := range 5 {
+		sh.Offer(dataplane.Record{Time: time.Now(), Host: "api.example.com", Port: 443, Path: fmt.Sprintf("/r%d", i), Decision: dataplane.DecisionDeny, DenialID: fmt.Sprintf("dn_%d", i)})
+	}
+	if buffered, dropped := sh.Pending(); buffered != 3 || dropped != 2 {
+		t.Fatalf("buffered %d, dropped %d; want 3 and 2", buffered, dropped)
+	}
+	// A status to carry the drop count: a connected proxy.
+	_, sub := subscribe(t, gw, func() (string, error) { return created.GetToken(), nil }, nil)
+	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sh.Run(ctx, sub); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	dc := portcullisv1connect.NewDecisionServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), adminAuth))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := dc.ListDecisions(t.Context(), &portcullisv1.ListDecisionsRequest{Sandbox: "agent-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.GetDecisions()) == 3 {
+			for i, d := range res.GetDecisions() {
+				if d.GetRecord().GetPath() != fmt.Sprintf("/r%d", i) || d.GetRecord().GetProxyId() != "p1" {
+					t.Fatalf("record %d: %v", i, d.GetRecord())
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records stored, want the 3 buffered", len(res.GetDecisions()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetDecisionsDropped() == 2 })
+	if buffered, dropped := sh.Pending(); buffered != 0 || dropped != 0 {
+		t.Fatalf("after shipping: buffered %d, dropped %d", buffered, dropped)
+	}
+}
+
+func adminAuth(next connect.ClientFunc) connect.ClientFunc {
+	return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+		if info, ok := connect.CallInfoForClientContext(ctx); ok {
+			info.RequestHeader().Set("Authorization", "Bearer "+gatewaytest.AdminToken)
+		}
+		return next(ctx, spec)
+	}
 }

@@ -151,6 +151,14 @@ func TestPolicyPush(t *testing.T) {
 				t.Fatalf("status %v", got)
 			}
 
+			// The push is visible in /metrics.
+			_, metrics := get(t, gw.URL+"/metrics", gatewaytest.AdminToken)
+			for _, want := range []string{"portcullis_push_ack_seconds_count 2", "portcullis_proxies_connected 1"} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("/metrics lacks %q", want)
+				}
+			}
+
 			// A NACK shows with its error; the applied version stays.
 			if _, err := c.policy.SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(pushPolicy, "443", "8443", 1)}); err != nil {
 				t.Fatal(err)
@@ -161,6 +169,9 @@ func TestPolicyPush(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = waitProxy(t, c, gw, "agent-1", "p1", func(p *portcullisv1.ProxyStatus) bool { return p.LastNackVersion == 3 })
+			if _, metrics := get(t, gw.URL+"/metrics", gatewaytest.AdminToken); !strings.Contains(metrics, "portcullis_push_nacks_total 1") {
+				t.Error("/metrics does not count the NACK")
+			}
 			if got.LastNackError != "cannot compile: too new" || got.AppliedVersion != 2 || got.CurrentVersion != 3 {
 				t.Fatalf("status after NACK %v", got)
 			}
