@@ -1,0 +1,101 @@
+// Command pushload measures the gateway's policy push fan-out: N simulated
+// proxies hold real StreamPolicy gRPC streams over loopback to one
+// in-process gateway; the program commits a new policy version and times
+// how long every stream takes to receive and ACK it. It also measures the
+// gateway's memory per idle stream, and, in the same run, a floor: the
+// same process writing the same number of bytes to N plain TCP
+// connections, each answered with one byte.
+//
+// The gateway runs in this process; the simulated proxies run in a child
+// process (this binary re-executed with -clients), so the gateway's heap
+// and stacks per stream are measured without the clients' own.
+//
+// Nothing here asserts a timing threshold; the targets are printed next to
+// the figures. See README.md for the command and what each figure means.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	cfg := config{}
+	counts := flag.String("n", "100,1000,10000", "comma-separated stream counts to measure")
+	shares := flag.String("share", "100,1", "comma-separated streams per HTTP/2 connection to measure (1: one connection per stream; at most 250, Go's HTTP/2 server's stream limit)")
+	flag.IntVar(&cfg.commits, "commits", 5, "measured commits per stream count and mode")
+	flag.DurationVar(&cfg.settle, "settle", time.Second, "pause after connecting and between commits (lets the gateway's 250 ms status flush of the last ACKs finish)")
+	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "longest wait for one phase (connect, one push) before giving up")
+	flag.IntVar(&cfg.dialConcurrency, "connect-concurrency", 256, "streams the clients open at once while connecting")
+	flag.StringVar(&cfg.databaseURL, "database-url", "", "a Postgres server (postgres://…/postgres): the gateway's store is a new database there, dropped at the end; unset: SQLite in a temp dir")
+	flag.BoolVar(&cfg.baseline, "baseline", true, "also measure the plain-TCP floor for each stream count")
+	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of each stream count and mode's commits to FILE with -nN-shareS inserted before the extension")
+	flag.StringVar(&cfg.memprofile, "memprofile", "", "write a heap profile of the gateway with each stream count and mode's streams idle to FILE with -nN-shareS inserted")
+	// The child process: the simulated proxies.
+	clients := flag.Bool("clients", false, "internal: run as the simulated proxies (driven over stdin/stdout)")
+	gatewayAddr := flag.String("gateway", "", "internal: with -clients, the gateway's host:port")
+	sandbox := flag.String("sandbox", "", "internal: with -clients, the sandbox")
+	flag.Parse()
+
+	raiseFileLimit()
+	if *clients {
+		// The token comes through the environment, not the command line.
+		token := os.Getenv(tokenEnv)
+		if err := runClients(*gatewayAddr, *sandbox, token, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "pushload clients:", err)
+			os.Exit(1)
+		}
+		return
+	}
+
+	var err error
+	if cfg.counts, err = parseInts("-n", *counts); err == nil {
+		cfg.shares, err = parseInts("-share", *shares)
+	}
+	if err == nil {
+		err = cfg.check()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pushload:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "pushload:", err)
+		var usage *usageError
+		if errors.As(err, &usage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// raiseFileLimit raises RLIMIT_NOFILE to its hard limit: 10,000 streams on
+// their own connections need 10,000 descriptors in each process.
+func raiseFileLimit() {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+}
+
+// fileLimit is the current RLIMIT_NOFILE, 0 if unknown.
+func fileLimit() uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return lim.Cur
+}
