@@ -216,7 +216,16 @@ func (a *authenticator) authorize(next connect.ServerFunc) connect.ServerFunc {
 		if !ok {
 			return errNoToken
 		}
-		p, err := a.authenticate(ctx, info.RequestHeader().Get("Authorization"))
+		authenticate := func() (Principal, error) { return a.authenticate(ctx, info.RequestHeader().Get("Authorization")) }
+		var p Principal
+		var err error
+		if spec.StreamType == connect.StreamTypeUnary {
+			p, err = authenticate()
+		} else {
+			// A stream's goroutine lives as long as the stream: keep the
+			// store's deep calls off its stack (see offStack).
+			p, err = offStack(authenticate)
+		}
 		if err != nil {
 			return err
 		}

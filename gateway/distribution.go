@@ -59,7 +59,7 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 	if err := checkProxyID(hello.GetProxyId()); err != nil {
 		return err
 	}
-	ca, err := s.sandboxCA(ctx, p.Sandbox)
+	ca, err := offStack(func() (*portcullisv1.SandboxCA, error) { return s.sandboxCA(ctx, p.Sandbox) })
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 	}
 	entry := s.proxies.connect(key, hello)
 	defer s.proxies.disconnect(entry)
-	t, err := s.hub.subscribe(ctx, p.Sandbox, ps)
+	t, err := offStack(func() (*topic, error) { return s.hub.subscribe(ctx, p.Sandbox, ps) })
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 			return invalidField("message", "is empty")
 		}
 		if now.Sub(lastAuth) >= reauthInterval {
-			if err := s.reauthenticate(ctx, p); err != nil {
+			if _, err := offStack(func() (struct{}, error) { return struct{}{}, s.reauthenticate(ctx, p) }); err != nil {
 				return err
 			}
 			lastAuth = now
@@ -225,6 +225,24 @@ func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetS
 	return &portcullisv1.GetSandboxCAResponse{CertPem: string(ca.GetCertPem())}, nil
 }
 
+// offStack runs f on a short-lived goroutine and waits for it. A policy
+// stream's goroutine lives for hours; calls into the store (the SQLite
+// driver's especially) grow a goroutine's stack to 16 KiB, which an idle
+// stream would then keep. Run there, they leave it at its small size.
+func offStack[T any](f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		v, err := f()
+		c <- result{v, err}
+	}()
+	r := <-c
+	return r.v, r.err
+}
+
 // policyStream is the sending side of one proxy's stream. Sends happen on
 // a goroutine that exists only while there is something to send (a newer
 // version, a heartbeat): an idle stream costs its receiving goroutine
@@ -241,9 +259,14 @@ type policyStream struct {
 	sentVersion  atomic.Uint32
 
 	mu        sync.Mutex // held while sending
-	closed    bool
-	chainSent int  // length of the key chain last sent
-	caSent    bool // the CA went with an earlier version
+	chainSent int        // length of the key chain last sent
+
+	// life orders wake against close: no sender starts after close, and
+	// close waits for the one running (the stream must not be used once
+	// its handler returns).
+	life    sync.Mutex
+	closed  bool
+	senders sync.WaitGroup
 
 	sentMu sync.Mutex
 	sent   map[string]*signedVersion // by nonce, the versions not yet answered
@@ -252,11 +275,23 @@ type policyStream struct {
 // maxUnanswered bounds the versions remembered for ACK/NACK matching.
 const maxUnanswered = 16
 
-// wake makes sure a sender runs: it starts one unless one is running.
+// wake makes sure a sender runs: it starts one unless one is running or
+// the stream has ended.
 func (ps *policyStream) wake() {
-	if ps.sending.CompareAndSwap(false, true) {
-		go ps.drain()
+	if !ps.sending.CompareAndSwap(false, true) {
+		return
 	}
+	ps.life.Lock()
+	defer ps.life.Unlock()
+	if ps.closed {
+		ps.sending.Store(false)
+		return
+	}
+	ps.senders.Add(1)
+	go func() {
+		defer ps.senders.Done()
+		ps.drain()
+	}()
 }
 
 // drain sends until nothing is due, then stops. The check after clearing
@@ -289,9 +324,6 @@ func (ps *policyStream) due() bool {
 func (ps *policyStream) sendDue() error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.closed {
-		return nil
-	}
 	if ps.topic != nil {
 		if latest := ps.topic.latest.Load(); latest != nil && latest.version() > ps.sentVersion.Load() {
 			msg, err := ps.message(latest)
@@ -342,9 +374,10 @@ func (ps *policyStream) message(sv *signedVersion) (*portcullisv1.SignedPolicy, 
 		msg.Keys = sv.chain
 		ps.chainSent = len(sv.chain)
 	}
-	if !ps.caSent {
-		msg.Ca = ps.ca
-		ps.caSent = true
+	if ps.ca != nil {
+		// Once per stream; not kept after (it would cost every idle
+		// stream a copy).
+		msg.Ca, ps.ca = ps.ca, nil
 	}
 	ps.sentMu.Lock()
 	if ps.sent == nil {
@@ -367,10 +400,12 @@ func (ps *policyStream) sentFor(nonce string) (*signedVersion, bool) {
 	return sv, ok
 }
 
-// close waits for a send in flight and stops later ones: the stream must
-// not be used once its handler returns.
+// close stops new senders and waits for the one running, if any. A send
+// blocked on a peer that stopped reading ends within the HTTP/2 write
+// timeout (Serve's WriteByteTimeout).
 func (ps *policyStream) close() {
-	ps.mu.Lock()
+	ps.life.Lock()
 	ps.closed = true
-	ps.mu.Unlock()
+	ps.life.Unlock()
+	ps.senders.Wait()
 }

@@ -17,7 +17,9 @@ import (
 // that an ACK storm after a commit costs a few transactions, not one per
 // proxy, and every replica's ListProxies sees every proxy.
 const (
-	statusFlushInterval = 250 * time.Millisecond
+	// statusFlushInterval: statuses are written at most this often, so the
+	// writes an ACK storm causes come after the push, not during it.
+	statusFlushInterval = time.Second
 	// seenWriteInterval: a live proxy's last-seen time is written at
 	// least this often, so a status whose replica died shows its age.
 	seenWriteInterval = 30 * time.Second
