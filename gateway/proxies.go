@@ -42,7 +42,6 @@ type proxyTracker struct {
 	st      store.Store
 	replica string
 	now     func() time.Time
-	onFlush func(error)
 
 	mu    sync.Mutex
 	live  map[proxyKey]*proxyEntry

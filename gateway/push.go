@@ -172,16 +172,6 @@ func (h *hub) goaway(sandbox string) {
 	}
 }
 
-// counts returns how many sandboxes and streams the hub serves.
-func (h *hub) counts() (sandboxes, streams int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, t := range h.topics {
-		streams += len(t.subs)
-	}
-	return len(h.topics), streams
-}
-
 func (h *hub) topic(sandbox string) *topic {
 	h.mu.Lock()
 	defer h.mu.Unlock()
