@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +23,9 @@ import (
 
 // Timings of the policy stream. A proxy sends a heartbeat every
 // HeartbeatInterval and the gateway answers it; a stream silent for
-// streamIdleTimeout is dead and ends.
+// Config.StreamIdleTimeout is dead and ends.
 const (
 	HeartbeatInterval = 10 * time.Second
-	streamIdleTimeout = 3 * HeartbeatInterval
 	helloTimeout      = 10 * time.Second
 	// reauthInterval is how often a stream's token is checked again, so a
 	// revoked or rotated sandbox token loses its stream.
@@ -40,8 +40,14 @@ var errNoHello = errors.New("no hello within the time allowed")
 // version, then every newer one; ACK, NACK and heartbeats come back.
 func (s distributionService) StreamPolicy(ctx context.Context, stream portcullisv1connect.DistributionServiceStreamPolicyServerStream) error {
 	p := mustPrincipal(ctx)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	ctx, cancelCtx := context.WithCancelCause(ctx)
+	defer cancelCtx(nil)
+	// Ending the stream also ends a Receive blocked on a silent peer.
+	interrupt := streamInterrupter(ctx)
+	cancel := func(cause error) {
+		cancelCtx(cause)
+		interrupt()
+	}
 
 	helloTimer := time.AfterFunc(helloTimeout, func() { cancel(errNoHello) })
 	req, err := stream.Receive()
@@ -94,7 +100,7 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 	// The proxy sends a heartbeat every HeartbeatInterval and the gateway
 	// answers each one: the proxy finds a dead gateway by the missing
 	// answers, the gateway a dead proxy by the silence.
-	idle := time.AfterFunc(streamIdleTimeout, func() { cancel(errStreamIdle) })
+	idle := time.AfterFunc(s.cfg.StreamIdleTimeout, func() { cancel(errStreamIdle) })
 	defer idle.Stop()
 	lastAuth := s.cfg.Now()
 	for {
@@ -102,7 +108,7 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 		if err != nil {
 			return streamEnd(ctx, err)
 		}
-		idle.Reset(streamIdleTimeout)
+		idle.Reset(s.cfg.StreamIdleTimeout)
 		now := s.cfg.Now()
 		switch m := req.GetMessage().(type) {
 		case *portcullisv1.StreamPolicyRequest_Ack:
@@ -223,6 +229,35 @@ func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetS
 		return nil, err
 	}
 	return &portcullisv1.GetSandboxCAResponse{CertPem: string(ca.GetCertPem())}, nil
+}
+
+// interruptibleStreams gives a policy stream's handler a way to end its
+// own Receive: Connect reads the request body, and a Receive blocked on a
+// peer that sends nothing (a dead or misbehaving proxy) would otherwise
+// hold the stream until the connection dies. Closing the body from
+// another goroutine ends that read. Only the policy stream pays for it.
+type interruptibleStreams struct{ *http.ServeMux }
+
+type bodyKey struct{}
+
+func (m interruptibleStreams) Handle(pattern string, h http.Handler) {
+	if pattern != portcullisv1connect.DistributionServiceStreamPolicyProcedure {
+		m.ServeMux.Handle(pattern, h)
+		return
+	}
+	m.ServeMux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, r.Body)))
+	}))
+}
+
+// streamInterrupter returns what ends the stream's pending Receive (a
+// no-op outside interruptibleStreams).
+func streamInterrupter(ctx context.Context) func() {
+	body, ok := ctx.Value(bodyKey{}).(io.Closer)
+	if !ok {
+		return func() {}
+	}
+	return func() { body.Close() }
 }
 
 // offStack runs f on a short-lived goroutine and waits for it. A policy

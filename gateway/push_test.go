@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -353,4 +354,35 @@ func TestDecisionShippingAndTail(t *testing.T) {
 	if len(list.Decisions) != 3 {
 		t.Fatalf("%d records after a refused batch, want 3", len(list.Decisions))
 	}
+}
+
+// A proxy that says hello and then nothing (no heartbeats) loses its
+// stream after the idle timeout, though its connection stays up.
+func TestSilentProxyStreamEnds(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite", func(c *gateway.Config) { c.StreamIdleTimeout = 300 * time.Millisecond })
+	c := newConnectAPI(t, gw.URL, gatewaytest.AdminToken)
+	created, err := c.sandbox.CreateSandbox(context.Background(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: pushPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := policyStream(t, gw, created.Token)
+	if err := st.Send(hello("agent-1", "quiet")); err != nil {
+		t.Fatal(err)
+	}
+	recvPolicy(t, st)
+	start := time.Now()
+	for {
+		_, err := st.Recv()
+		if err == nil {
+			continue
+		}
+		if codeOf(err) != connect.CodeDeadlineExceeded {
+			t.Fatalf("a silent stream ended with %v, want DeadlineExceeded", err)
+		}
+		break
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the silent stream lasted %v", d)
+	}
+	waitProxy(t, c, gw, "agent-1", "quiet", func(p *portcullisv1.ProxyStatus) bool { return !p.Connected })
 }

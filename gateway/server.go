@@ -55,6 +55,10 @@ type Config struct {
 	// Replica names this gateway among replicas sharing a database (shown
 	// in proxies list). Default: host name and listen address.
 	Replica string
+	// StreamIdleTimeout ends a policy stream that sent nothing for that
+	// long (a proxy sends a heartbeat every HeartbeatInterval). Default
+	// three heartbeats.
+	StreamIdleTimeout time.Duration
 	// VersionCheckInterval is how often the push hub compares the versions
 	// it serves with the store's, repairing a missed notification (and
 	// re-reading the signing keys). Default 5s.
@@ -77,6 +81,9 @@ func (c *Config) setDefaults() {
 	if c.Replica == "" {
 		host, _ := os.Hostname()
 		c.Replica = host + "/" + c.Listen
+	}
+	if c.StreamIdleTimeout == 0 {
+		c.StreamIdleTimeout = 3 * HeartbeatInterval
 	}
 	if c.VersionCheckInterval == 0 {
 		c.VersionCheckInterval = 5 * time.Second
@@ -141,7 +148,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	}
 
 	mux := http.NewServeMux()
-	connecthttp.Mount(mux, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10))
+	connecthttp.Mount(interruptibleStreams{mux}, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

@@ -31,17 +31,20 @@ type Gateway struct {
 	URL   string
 	Store store.Store
 
-	t      testing.TB
-	engine string
-	dsn    string // SQLite path or Postgres URL
-	stop   func()
+	t         testing.TB
+	engine    string
+	configure []func(*gateway.Config)
+	dsn       string // SQLite path or Postgres URL
+	stop      func()
 }
 
 // Start runs a gateway on a new, empty store of the engine ("sqlite" or
-// "postgres"). It is stopped when the test ends.
-func Start(t testing.TB, engine string) *Gateway {
+// "postgres"). It is stopped when the test ends. configure, if given,
+// adjusts the gateway's Config (Listen, BootstrapToken and Logger are
+// set by Start).
+func Start(t testing.TB, engine string, configure ...func(*gateway.Config)) *Gateway {
 	t.Helper()
-	g := &Gateway{t: t, engine: engine}
+	g := &Gateway{t: t, engine: engine, configure: configure}
 	switch engine {
 	case "sqlite":
 		g.dsn = filepath.Join(t.TempDir(), "portcullis.db")
@@ -86,14 +89,16 @@ func (g *Gateway) start() {
 	if err != nil {
 		t.Fatalf("open %s store: %v", g.engine, err)
 	}
-	gw, err := gateway.New(gateway.Config{
-		Listen:         "127.0.0.1:0",
-		BootstrapToken: AdminToken,
-		Logger:         slog.New(slog.DiscardHandler),
+	cfg := gateway.Config{
 		// Clients in tests may leave a dialed, never-used connection,
 		// which net/http's Shutdown waits 5s for; don't wait that long.
 		ShutdownTimeout: 300 * time.Millisecond,
-	}, st)
+	}
+	for _, f := range g.configure {
+		f(&cfg)
+	}
+	cfg.Listen, cfg.BootstrapToken, cfg.Logger = "127.0.0.1:0", AdminToken, slog.New(slog.DiscardHandler)
+	gw, err := gateway.New(cfg, st)
 	if err != nil {
 		t.Fatalf("new gateway: %v", err)
 	}
