@@ -281,3 +281,46 @@ func adminAuth(next connect.ClientFunc) connect.ClientFunc {
 		return next(ctx, spec)
 	}
 }
+
+// Revoking the sandbox's token ends the proxy's stream at once; it stays
+// out (Unauthenticated) and keeps enforcing what it has.
+func TestSubscriberLosesStreamOnRevocation(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, _ := subscribe(t, gw, func() (string, error) { return created.GetToken(), nil }, nil)
+	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() && p.GetAppliedVersion() == 1 })
+	tc := portcullisv1connect.NewTokenServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), adminAuth))
+	if _, err := tc.RevokeToken(t.Context(), &portcullisv1.RevokeTokenRequest{Name: created.GetSandbox().GetName() + "-" + "x"}); err == nil {
+		t.Fatal("revoking an unknown token succeeded")
+	}
+	list, err := tc.ListTokens(t.Context(), &portcullisv1.ListTokensRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	for _, tok := range list.GetTokens() {
+		if tok.GetSandbox() == "agent-1" {
+			name = tok.GetName()
+		}
+	}
+	if _, err := tc.RevokeToken(t.Context(), &portcullisv1.RevokeTokenRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	// Well within the minute the other replicas' re-check would take.
+	start := time.Now()
+	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return !p.GetConnected() })
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the stream outlived the revocation by %v", d)
+	}
+	if _, err := api.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if proxy.PolicyVersion() != "1" {
+		t.Fatalf("a proxy with a revoked token got version %q", proxy.PolicyVersion())
+	}
+}

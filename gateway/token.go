@@ -63,5 +63,14 @@ func (s tokenService) RevokeToken(ctx context.Context, req *portcullisv1.RevokeT
 		return nil, missing(err, "no live token named %q", req.GetName())
 	}
 	s.log.InfoContext(ctx, "token revoked", "token", req.GetName(), "actor", p.Actor())
+	// A sandbox token's proxies on this replica reconnect now and meet the
+	// revocation (other replicas re-check their streams' tokens each minute).
+	if tokens, err := s.store.ListTokens(ctx); err == nil {
+		for _, t := range tokens {
+			if t.Name == req.GetName() && t.Sandbox != "" {
+				s.hub.goaway(t.Sandbox)
+			}
+		}
+	}
 	return &portcullisv1.RevokeTokenResponse{Name: req.GetName()}, nil
 }
