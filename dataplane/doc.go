@@ -26,4 +26,8 @@
 //     header differing from the request URI).
 //   - record.go: decision records (a bounded ring and JSON lines);
 //     reload.go: the policy file, watched and swapped atomically.
+//   - subscribe.go: gateway mode — the signed versions streamed from the
+//     gateway, verified against the pinned key, applied through the same
+//     swap, kept in the data dir and answered with ACK or NACK;
+//     ship.go: decision records shipped to the gateway in batches.
 package dataplane

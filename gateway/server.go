@@ -1,7 +1,10 @@
 // Package gateway is the Portcullis control-plane server: Connect handlers
 // for every service (serving gRPC, gRPC-Web and Connect on one port),
 // authentication and the authorization table, error mapping, health,
-// reflection, metrics and the embedded console.
+// reflection, metrics and the embedded console; and the push of signed
+// policy versions to proxies (push.go: the hub; distribution.go: the
+// streams; signer.go: the key chain; proxies.go: per-proxy status;
+// decisions.go: the decision records proxies ship).
 package gateway
 
 import (
