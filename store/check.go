@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 )
@@ -72,6 +74,62 @@ func (in *AppendPolicy) Prepare() error {
 	}
 	if in.Source == "" {
 		in.Source = SourceSet
+	}
+	return nil
+}
+
+// Check reports whether k is a well-formed Ed25519 key with an id.
+func (k SigningKey) Check() error {
+	switch {
+	case k.ID == "":
+		return errors.New("invalid signing key: empty id")
+	case len(k.PublicKey) != ed25519.PublicKeySize:
+		return fmt.Errorf("invalid signing key %q: public key of %d bytes, want %d", k.ID, len(k.PublicKey), ed25519.PublicKeySize)
+	case len(k.PrivateKey) != ed25519.PrivateKeySize:
+		return fmt.Errorf("invalid signing key %q: private key of %d bytes, want %d", k.ID, len(k.PrivateKey), ed25519.PrivateKeySize)
+	case !bytes.Equal(k.PrivateKey[ed25519.SeedSize:], k.PublicKey):
+		// An Ed25519 private key ends with its public key.
+		return fmt.Errorf("invalid signing key %q: the private key does not match the public key", k.ID)
+	}
+	return nil
+}
+
+// Check reports whether ca names a sandbox and holds a certificate and key.
+func (ca SandboxCA) Check() error {
+	switch {
+	case ca.Sandbox == "":
+		return errors.New("invalid sandbox CA: empty sandbox")
+	case len(ca.CertPEM) == 0 || len(ca.KeyPEM) == 0:
+		return fmt.Errorf("invalid CA of sandbox %q: empty certificate or key", ca.Sandbox)
+	}
+	return nil
+}
+
+// CheckProxyStatuses reports the first status without a sandbox or proxy id.
+func CheckProxyStatuses(statuses []ProxyStatus) error {
+	for i, st := range statuses {
+		switch {
+		case st.Sandbox == "":
+			return fmt.Errorf("invalid proxy status %d: empty sandbox", i)
+		case st.ProxyID == "":
+			return fmt.Errorf("invalid proxy status %d (sandbox %q): empty proxy id", i, st.Sandbox)
+		}
+	}
+	return nil
+}
+
+// CheckDecisions reports the first record without a sandbox or proxy id,
+// or with a port out of range.
+func CheckDecisions(records []Decision) error {
+	for i, d := range records {
+		switch {
+		case d.Sandbox == "":
+			return fmt.Errorf("invalid decision record %d: empty sandbox", i)
+		case d.ProxyID == "":
+			return fmt.Errorf("invalid decision record %d (sandbox %q): empty proxy id", i, d.Sandbox)
+		case d.Port < 0 || d.Port > 65535:
+			return fmt.Errorf("invalid decision record %d (sandbox %q): port %d", i, d.Sandbox, d.Port)
+		}
 	}
 	return nil
 }

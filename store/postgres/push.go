@@ -46,7 +46,7 @@ func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 // unique constraint on seq makes the second wait for the first and then
 // fail, which mapErr turns into ErrConflict.
 func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey, previousID, actor string) (store.SigningKey, error) {
-	if err := checkSigningKey(k); err != nil {
+	if err := k.Check(); err != nil {
 		return store.SigningKey{}, err
 	}
 	out := store.SigningKey{
@@ -115,7 +115,7 @@ func scanCA(r pgx.Row) (store.SandboxCA, error) {
 // stored. A concurrent writer's uncommitted row makes the INSERT wait for
 // it; the SELECT (a new snapshot under READ COMMITTED) then sees the winner.
 func (s *Store) PutSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
-	if err := checkSandboxCA(ca); err != nil {
+	if err := ca.Check(); err != nil {
 		return store.SandboxCA{}, err
 	}
 	var out store.SandboxCA
@@ -164,7 +164,7 @@ const upsertProxy = `
 // SaveProxyStatuses upserts the statuses in one transaction (one round
 // trip), skipping those of sandboxes that no longer exist.
 func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatus) error {
-	if err := checkProxyStatuses(statuses); err != nil {
+	if err := store.CheckProxyStatuses(statuses); err != nil {
 		return err
 	}
 	if len(statuses) == 0 {
@@ -238,7 +238,7 @@ var decisionColumns = []string{
 // they were assigned, so a reader tailing with AfterID never skips a
 // record that commits later with a smaller id.
 func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
-	if err := checkDecisions(records); err != nil {
+	if err := store.CheckDecisions(records); err != nil {
 		return 0, err
 	}
 	if len(records) == 0 {

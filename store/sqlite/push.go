@@ -43,7 +43,7 @@ func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 // transactions are serialised (BEGIN IMMEDIATE), so the check cannot go
 // stale before the insert.
 func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey, previousID, actor string) (store.SigningKey, error) {
-	if err := checkSigningKey(k); err != nil {
+	if err := k.Check(); err != nil {
 		return store.SigningKey{}, err
 	}
 	at := now()
@@ -112,7 +112,7 @@ func (s *Store) GetSandboxCA(ctx context.Context, sandbox string) (store.Sandbox
 // PutSandboxCA stores ca unless the sandbox has a CA, and returns the one
 // stored.
 func (s *Store) PutSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
-	if err := checkSandboxCA(ca); err != nil {
+	if err := ca.Check(); err != nil {
 		return store.SandboxCA{}, err
 	}
 	at := now()
