@@ -187,31 +187,42 @@ debug logs every RPC).`,
 
 // newMigrateCmd is `portcullis migrate`.
 func newMigrateCmd(env *environment) *cobra.Command {
-	var sf storeFlags
 	cmd := &cobra.Command{
 		Use:     "migrate",
 		Short:   "Apply pending database migrations and exit",
 		Example: `  portcullis migrate --database-url postgres://postgres@127.0.0.1:5432/portcullis`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env.started = true
-			log, err := newLogger(env)
-			if err != nil {
-				return err
-			}
-			st, where, err := sf.open(cmd.Context(), env, log)
-			if err != nil {
-				return err
-			}
-			if err := st.Close(); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.stdout, "migrations applied: %s\n", where)
-			return nil
-		},
 	}
-	sf.add(cmd)
+	// Opening the store applies the migrations.
+	withStore(cmd, env, func(_ context.Context, _ store.Store, where string) error {
+		fmt.Fprintf(env.stdout, "migrations applied: %s\n", where)
+		return nil
+	})
 	return cmd
+}
+
+// withStore makes cmd a command that works on the database directly (no
+// gateway): it adds the store flags, and its RunE opens the store (applying
+// migrations), runs f, and closes the store.
+func withStore(cmd *cobra.Command, env *environment, f func(ctx context.Context, st store.Store, where string) error) {
+	var sf storeFlags
+	sf.add(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		env.started = true
+		log, err := newLogger(env)
+		if err != nil {
+			return err
+		}
+		st, where, err := sf.open(cmd.Context(), env, log)
+		if err != nil {
+			return err
+		}
+		ferr := f(cmd.Context(), st, where)
+		if err := st.Close(); ferr == nil {
+			ferr = err
+		}
+		return ferr
+	}
 }
 
 // newHealthcheckCmd is `portcullis healthcheck`: a probe for container

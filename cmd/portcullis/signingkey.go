@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/store"
 )
 
 // newSigningKeyCmd is `portcullis signing-key list|rotate`: operations on
@@ -14,13 +16,7 @@ func newSigningKeyCmd(env *environment) *cobra.Command {
 	cmd := newGroupCmd("signing-key", "Show or rotate the key the gateway signs policy versions with",
 		`  portcullis signing-key list --database-url postgres://…
   portcullis signing-key rotate --database-url postgres://…`)
-	cmd.AddCommand(newSigningKeyListCmd(env), newSigningKeyRotateCmd(env))
-	return cmd
-}
-
-func newSigningKeyListCmd(env *environment) *cobra.Command {
-	var sf storeFlags
-	cmd := &cobra.Command{
+	list := &cobra.Command{
 		Use:   "list",
 		Short: "Print the signing key chain, oldest first; the last key signs",
 		Long: `Print the gateway's signing keys, oldest first, in the form
@@ -28,34 +24,18 @@ func newSigningKeyListCmd(env *environment) *cobra.Command {
 each one after the first is endorsed by the one before it.`,
 		Example: `  portcullis signing-key list --data-dir ./portcullis-data`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env.started = true
-			log, err := newLogger(env)
-			if err != nil {
-				return err
-			}
-			st, _, err := sf.open(cmd.Context(), env, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			keys, err := gateway.SigningKeyChain(cmd.Context(), st)
-			if err != nil {
-				return err
-			}
-			for _, k := range keys {
-				fmt.Fprintln(env.stdout, k)
-			}
-			return nil
-		},
 	}
-	sf.add(cmd)
-	return cmd
-}
-
-func newSigningKeyRotateCmd(env *environment) *cobra.Command {
-	var sf storeFlags
-	cmd := &cobra.Command{
+	withStore(list, env, func(ctx context.Context, st store.Store, _ string) error {
+		keys, err := gateway.SigningKeyChain(ctx, st)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			fmt.Fprintln(env.stdout, k)
+		}
+		return nil
+	})
+	rotate := &cobra.Command{
 		Use:   "rotate",
 		Short: "Add a new signing key, endorsed by the current one",
 		Long: `Add a signing key to the chain, endorsed by the current key, and make
@@ -66,29 +46,19 @@ from then on. Proxies started with --gateway-key set to an old key keep
 working: the chain leads from it to the new key.`,
 		Example: `  portcullis signing-key rotate --database-url postgres://postgres@127.0.0.1:5432/portcullis`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env.started = true
-			log, err := newLogger(env)
-			if err != nil {
-				return err
-			}
-			st, _, err := sf.open(cmd.Context(), env, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			id, err := gateway.RotateSigningKey(cmd.Context(), st, "cli:signing-key rotate")
-			if err != nil {
-				return err
-			}
-			keys, err := gateway.SigningKeyChain(cmd.Context(), st)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(env.stdout, "new signing key %s: %s\n", id, keys[len(keys)-1])
-			return nil
-		},
 	}
-	sf.add(cmd)
+	withStore(rotate, env, func(ctx context.Context, st store.Store, _ string) error {
+		id, err := gateway.RotateSigningKey(ctx, st, "cli:signing-key rotate")
+		if err != nil {
+			return err
+		}
+		keys, err := gateway.SigningKeyChain(ctx, st)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "new signing key %s: %s\n", id, keys[len(keys)-1])
+		return nil
+	})
+	cmd.AddCommand(list, rotate)
 	return cmd
 }
