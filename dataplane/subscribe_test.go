@@ -83,9 +83,15 @@ func (a adminAPI) status(t *testing.T, id string, ok func(*portcullisv1.ProxySta
 // subscribe runs a Subscriber for a fresh proxy until the test ends.
 func subscribe(t *testing.T, gw *gatewaytest.Gateway, token func() (string, error), pinned []byte) (*dataplane.Proxy, *dataplane.Subscriber) {
 	t.Helper()
+	return subscribeIn(t, gw, t.TempDir(), token, pinned)
+}
+
+// subscribeIn is subscribe with the proxy's data dir.
+func subscribeIn(t *testing.T, gw *gatewaytest.Gateway, dir string, token func() (string, error), pinned []byte) (*dataplane.Proxy, *dataplane.Subscriber) {
+	t.Helper()
 	proxy := dataplane.New(dataplane.Config{Logger: slog.New(slog.DiscardHandler)}, nil)
 	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
-		Gateway: gw.URL, Sandbox: "agent-1", Token: token, ProxyID: "p1", DataDir: t.TempDir(),
+		Gateway: gw.URL, Sandbox: "agent-1", Token: token, ProxyID: "p1", DataDir: dir,
 		GatewayKey: pinned, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	}, proxy)
 	if err != nil {
@@ -169,18 +175,7 @@ func TestSubscriberFollowsKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	proxy := dataplane.New(dataplane.Config{Logger: slog.New(slog.DiscardHandler)}, nil)
-	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
-		Gateway: gw.URL, Sandbox: "agent-1", Token: func() (string, error) { return created.GetToken(), nil },
-		ProxyID: "p1", DataDir: dir, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-	}, proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { sub.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done; sub.Close() }()
+	subscribeIn(t, gw, dir, func() (string, error) { return created.GetToken(), nil }, nil)
 	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetAppliedVersion() == 1 })
 	chain, err := gateway.SigningKeyChain(t.Context(), gw.Store)
 	if err != nil {
