@@ -42,6 +42,7 @@ func newProxyCmd(env *environment) *cobra.Command {
 		gatewayKey  string
 		proxyID     string
 		maxBackoff  time.Duration
+		insecure    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --policy FILE",
@@ -121,7 +122,7 @@ DATA-DIR/decisions.jsonl.`,
 			ctx := cmd.Context()
 			var sub *dataplane.Subscriber
 			if sandbox != "" {
-				if sub, err = newSubscriber(env, proxy, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff); err != nil {
+				if sub, err = newSubscriber(env, proxy, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff, insecure); err != nil {
 					return err
 				}
 				defer sub.Close()
@@ -159,6 +160,7 @@ DATA-DIR/decisions.jsonl.`,
 	cmd.Flags().DurationVar(&reload, "reload-interval", time.Second, "how often the policy file is checked for changes")
 	cmd.Flags().StringVar(&sandbox, "sandbox", "", "follow this sandbox's policy from the gateway (--gateway, --token-file)")
 	cmd.Flags().StringVar(&gatewayKey, "gateway-key", "", "pin the gateway's signing `KEY` (ed25519:HEX, printed by portcullis gateway); default: pinned on first contact")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a plaintext http:// gateway beyond loopback (a private network such as compose's; the token crosses it in the clear)")
 	cmd.Flags().DurationVar(&maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
 	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
 	cmd.AddCommand(newProxyCACmd(env))
@@ -166,7 +168,7 @@ DATA-DIR/decisions.jsonl.`,
 }
 
 // newSubscriber builds the gateway subscription of a gateway-mode proxy.
-func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string, maxBackoff time.Duration) (*dataplane.Subscriber, error) {
+func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string, maxBackoff time.Duration, insecure bool) (*dataplane.Subscriber, error) {
 	if _, err := env.token(); err != nil { // fail now on a bad file
 		return nil, err
 	}
@@ -175,7 +177,10 @@ func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, s
 		return nil, err
 	}
 	if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
-		return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://", u.Redacted())
+		if !insecure {
+			return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://, or --insecure on a private network", u.Redacted())
+		}
+		log.Warn("--insecure: the sandbox token crosses the network in plaintext", "gateway", u.Redacted())
 	}
 	var pinned ed25519.PublicKey
 	if gatewayKey != "" {
