@@ -1,0 +1,495 @@
+package prover
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// This file decides, exactly, which combinations of "matches / does not
+// match" a finite set of patterns can realise on the strings of a domain,
+// and constructs one witness string for each combination.
+//
+// Every pattern language of a policy used here (path, binary, method and
+// tool globs in their narrow and wide readings, host patterns) is regular,
+// so each is an NFA over bytes. The domain (canonical paths, clean
+// absolute paths, DNS names, any string) is a DFA. Bytes that no
+// automaton distinguishes are interchangeable, so the alphabet is split
+// into equivalence classes and one byte stands for each. A breadth-first
+// search of the product of the domain DFA with the subset construction of
+// every NFA visits every reachable product state; the acceptance vector of
+// a product state is the combination it realises. Since the state space is
+// finite and fully explored, every realisable combination is found (and
+// only realisable ones: each comes with its witness). This is the "split
+// into atoms" step: no sampling.
+
+// nfa is a small nondeterministic automaton over bytes with ε-moves.
+type nfa struct {
+	trans  [][]edge // per state
+	eps    [][]int
+	accept []bool
+	start  int
+}
+
+type edge struct {
+	pred func(byte) bool
+	to   int
+}
+
+func (a *nfa) add() int {
+	a.trans = append(a.trans, nil)
+	a.eps = append(a.eps, nil)
+	a.accept = append(a.accept, false)
+	return len(a.trans) - 1
+}
+
+func (a *nfa) closure(set []int) []int {
+	seen := make(map[int]bool, len(set))
+	stack := append([]int(nil), set...)
+	for _, s := range set {
+		seen[s] = true
+	}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range a.eps[s] {
+			if !seen[t] {
+				seen[t] = true
+				stack = append(stack, t)
+			}
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func (a *nfa) step(set []int, c byte) []int {
+	var next []int
+	for _, s := range set {
+		for _, e := range a.trans[s] {
+			if e.pred(c) {
+				next = append(next, e.to)
+			}
+		}
+	}
+	return a.closure(next)
+}
+
+func (a *nfa) accepts(set []int) bool {
+	for _, s := range set {
+		if a.accept[s] {
+			return true
+		}
+	}
+	return false
+}
+
+// empty is the automaton of the empty language (an invalid glob matches
+// nothing).
+func emptyNFA() *nfa {
+	a := &nfa{}
+	a.start = a.add()
+	return a
+}
+
+// token is one element of a character pattern: a star or a one-byte
+// predicate. It mirrors policy's glob tokens.
+type token struct {
+	star bool
+	pred func(byte) bool
+}
+
+// charTokens compiles a character pattern as policy.MatchGlob reads one
+// segment: `*` any run, `?` one byte, `[..]` a class (never `/`), `\x`
+// literal. wide: `*` and `?` also match `/` (OpenShell's reading).
+func charTokens(pat string, wide bool) ([]token, bool) {
+	var toks []token
+	for i := 0; i < len(pat); {
+		switch c := pat[i]; c {
+		case '*':
+			if len(toks) == 0 || !toks[len(toks)-1].star {
+				toks = append(toks, token{star: true})
+			}
+			i++
+		case '?':
+			if wide {
+				toks = append(toks, token{pred: func(byte) bool { return true }})
+			} else {
+				toks = append(toks, token{pred: func(b byte) bool { return b != '/' }})
+			}
+			i++
+		case '[':
+			pred, n, ok := parseClass(pat[i:])
+			if !ok {
+				return nil, false
+			}
+			toks = append(toks, token{pred: pred})
+			i += n
+		case '\\':
+			if i+1 >= len(pat) {
+				return nil, false
+			}
+			toks = append(toks, lit(pat[i+1]))
+			i += 2
+		default:
+			toks = append(toks, lit(c))
+			i++
+		}
+	}
+	return toks, true
+}
+
+func lit(c byte) token { return token{pred: func(b byte) bool { return b == c }} }
+
+// parseClass mirrors policy's bracket classes.
+func parseClass(pat string) (func(byte) bool, int, bool) {
+	i := 1
+	negate := false
+	if i < len(pat) && (pat[i] == '!' || pat[i] == '^') {
+		negate = true
+		i++
+	}
+	type span struct{ lo, hi byte }
+	var spans []span
+	first := true
+	classChar := func(s string) (byte, int, bool) {
+		if s[0] == '\\' {
+			if len(s) < 2 {
+				return 0, 0, false
+			}
+			return s[1], 2, true
+		}
+		if s[0] == '/' {
+			return 0, 0, false
+		}
+		return s[0], 1, true
+	}
+	for {
+		if i >= len(pat) {
+			return nil, 0, false
+		}
+		if pat[i] == ']' && !first {
+			i++
+			break
+		}
+		first = false
+		lo, n, ok := classChar(pat[i:])
+		if !ok {
+			return nil, 0, false
+		}
+		i += n
+		hi := lo
+		if i+1 < len(pat) && pat[i] == '-' && pat[i+1] != ']' {
+			hi, n, ok = classChar(pat[i+1:])
+			if !ok || hi < lo {
+				return nil, 0, false
+			}
+			i += 1 + n
+		}
+		spans = append(spans, span{lo, hi})
+	}
+	return func(c byte) bool {
+		if c == '/' {
+			return false
+		}
+		in := false
+		for _, sp := range spans {
+			if c >= sp.lo && c <= sp.hi {
+				in = true
+			}
+		}
+		return in != negate
+	}, i, true
+}
+
+// appendTokens adds a token chain from state `from`, star tokens looping
+// on bytes that starOK accepts, and returns the last state.
+func (a *nfa) appendTokens(from int, toks []token, starOK func(byte) bool) int {
+	cur := from
+	for _, t := range toks {
+		next := a.add()
+		if t.star {
+			a.eps[cur] = append(a.eps[cur], next)
+			a.trans[next] = append(a.trans[next], edge{starOK, next})
+		} else {
+			a.trans[cur] = append(a.trans[cur], edge{t.pred, next})
+		}
+		cur = next
+	}
+	return cur
+}
+
+func anyByte(byte) bool             { return true }
+func notSlash(b byte) bool          { return b != '/' }
+func isByte(c byte) func(byte) bool { return func(b byte) bool { return b == c } }
+
+// narrowGlob is policy.MatchGlob as an NFA: segments split on `/`, `**`
+// a whole segment matching zero or more segments.
+func narrowGlob(pat string) *nfa {
+	if policy.ValidGlob(pat) != nil {
+		return emptyNFA()
+	}
+	segs := strings.Split(pat, "/")
+	a := &nfa{}
+	n := len(segs)
+	begin := make([]int, n)
+	end := make([]int, n)
+	for i := range segs {
+		begin[i] = a.add()
+	}
+	a.start = begin[0]
+	for i, seg := range segs {
+		if seg == "**" {
+			end[i] = a.add()
+			a.eps[begin[i]] = append(a.eps[begin[i]], end[i])
+			a.trans[end[i]] = append(a.trans[end[i]], edge{anyByte, end[i]})
+			continue
+		}
+		toks, ok := charTokens(seg, false)
+		if !ok {
+			return emptyNFA()
+		}
+		end[i] = a.appendTokens(begin[i], toks, notSlash)
+	}
+	// zero[i]: a `**` at i that matched no segment; the separators on both
+	// sides collapse to one, so it continues like end[i] without its loop.
+	zero := make([]int, n)
+	for i := range segs {
+		zero[i] = -1
+		if segs[i] == "**" && i > 0 {
+			zero[i] = a.add()
+			a.eps[end[i-1]] = append(a.eps[end[i-1]], zero[i])
+			if zero[i-1] >= 0 {
+				a.eps[zero[i-1]] = append(a.eps[zero[i-1]], zero[i])
+			}
+		}
+		// Also, right after a separator (or at the start), a `**` that
+		// matches no segment hands over to the next segment directly.
+		if segs[i] == "**" && i+1 < n {
+			a.eps[begin[i]] = append(a.eps[begin[i]], begin[i+1])
+		}
+	}
+	for i := range segs {
+		for _, s := range []int{end[i], zero[i]} {
+			if s < 0 {
+				continue
+			}
+			if i+1 < n {
+				a.trans[s] = append(a.trans[s], edge{isByte('/'), begin[i+1]})
+			} else {
+				a.accept[s] = true
+			}
+		}
+	}
+	return a
+}
+
+// charsGlob is OpenShell's reading (policy's matchChars): no segments,
+// `*` and `?` cross `/`.
+func charsGlob(pat string) *nfa {
+	if policy.ValidGlob(pat) != nil {
+		return emptyNFA()
+	}
+	toks, ok := charTokens(pat, true)
+	if !ok {
+		return emptyNFA()
+	}
+	a := &nfa{}
+	a.start = a.add()
+	a.accept[a.appendTokens(a.start, toks, anyByte)] = true
+	return a
+}
+
+// union builds the NFA of L(x) ∪ L(y).
+func union(parts ...*nfa) *nfa {
+	a := &nfa{}
+	a.start = a.add()
+	for _, p := range parts {
+		off := len(a.trans)
+		for range p.trans {
+			a.add()
+		}
+		for s := range p.trans {
+			for _, e := range p.trans[s] {
+				a.trans[off+s] = append(a.trans[off+s], edge{e.pred, off + e.to})
+			}
+			for _, t := range p.eps[s] {
+				a.eps[off+s] = append(a.eps[off+s], off+t)
+			}
+			a.accept[off+s] = p.accept[s]
+		}
+		a.eps[a.start] = append(a.eps[a.start], off+p.start)
+	}
+	return a
+}
+
+// concatSlash builds the NFA of { t + "/" : t ∈ L(x), t ≠ "" }: two
+// copies of x, the second entered by the first byte read, and a '/' from
+// the second copy's accepting states to the only accepting state.
+func concatSlash(x *nfa) *nfa {
+	a := &nfa{}
+	n := len(x.trans)
+	for range 2*n + 1 {
+		a.add()
+	}
+	final := 2 * n
+	a.start = x.start
+	for s := range x.trans {
+		for _, e := range x.trans[s] {
+			a.trans[s] = append(a.trans[s], edge{e.pred, n + e.to})
+			a.trans[n+s] = append(a.trans[n+s], edge{e.pred, n + e.to})
+		}
+		for _, t := range x.eps[s] {
+			a.eps[s] = append(a.eps[s], t)
+			a.eps[n+s] = append(a.eps[n+s], n+t)
+		}
+		if x.accept[s] {
+			a.trans[n+s] = append(a.trans[n+s], edge{isByte('/'), final})
+		}
+	}
+	a.accept[final] = true
+	return a
+}
+
+// wideGlob is policy.MatchDenyGlob as an NFA.
+func wideGlob(pat string) *nfa {
+	either := union(narrowGlob(pat), charsGlob(pat))
+	return union(either, concatSlash(either))
+}
+
+// domain is a DFA over bytes given by a step function (-1 = dead) and an
+// accepting predicate, with the bytes it may use.
+type domain struct {
+	start  int
+	step   func(state int, c byte) int
+	accept func(state int) bool
+	bytes  []byte
+	maxLen int
+}
+
+// witnesses explores the product of dom with every matcher and returns one
+// shortest witness per realisable acceptance vector (of strings dom
+// accepts).
+func witnesses(dom domain, ms []*nfa) []string {
+	// Alphabet classes: bytes of the domain grouped by how every edge
+	// predicate of every automaton (and the domain) treats them.
+	var preds []func(byte) bool
+	for _, m := range ms {
+		for _, es := range m.trans {
+			for _, e := range es {
+				preds = append(preds, e.pred)
+			}
+		}
+	}
+	groups := map[string]byte{}
+	var reps []byte
+	for _, b := range dom.bytes {
+		var sb strings.Builder
+		for _, p := range preds {
+			if p(b) {
+				sb.WriteByte('1')
+			} else {
+				sb.WriteByte('0')
+			}
+		}
+		// The domain itself distinguishes some bytes ('/', '.', …):
+		// keep those apart by their own value.
+		key := sb.String()
+		if strings.IndexByte("/.;-_", b) >= 0 {
+			key += string(b)
+		}
+		if _, ok := groups[key]; !ok {
+			groups[key] = b
+			reps = append(reps, b)
+		}
+	}
+	type node struct {
+		dom  int
+		sets [][]int
+		w    string
+	}
+	keyOf := func(n node) string {
+		var sb strings.Builder
+		sb.WriteString(itoa(n.dom))
+		for _, s := range n.sets {
+			sb.WriteByte('|')
+			for _, x := range s {
+				sb.WriteString(itoa(x))
+				sb.WriteByte(',')
+			}
+		}
+		return sb.String()
+	}
+	start := node{dom: dom.start, sets: make([][]int, len(ms))}
+	for i, m := range ms {
+		start.sets[i] = m.closure([]int{m.start})
+	}
+	seen := map[string]bool{keyOf(start): true}
+	queue := []node{start}
+	found := map[string]bool{}
+	var out []string
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if dom.accept(n.dom) {
+			var vb strings.Builder
+			for i, m := range ms {
+				if m.accepts(n.sets[i]) {
+					vb.WriteByte('1')
+				} else {
+					vb.WriteByte('0')
+				}
+			}
+			if v := vb.String(); !found[v] {
+				found[v] = true
+				out = append(out, n.w)
+			}
+		}
+		if dom.maxLen > 0 && len(n.w) >= dom.maxLen {
+			continue
+		}
+		for _, c := range reps {
+			d := dom.step(n.dom, c)
+			if d < 0 {
+				continue
+			}
+			next := node{dom: d, sets: make([][]int, len(ms)), w: n.w + string(c)}
+			for i, m := range ms {
+				next.sets[i] = m.step(n.sets[i], c)
+			}
+			k := keyOf(next)
+			if !seen[k] {
+				seen[k] = true
+				queue = append(queue, next)
+			}
+		}
+	}
+	return out
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	var b [20]byte
+	n := len(b)
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
+}

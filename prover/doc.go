@@ -1,0 +1,39 @@
+// Package prover computes exactly what a policy change adds: the requests
+// the proposed policy allows and the current one denies (policy.Decide is
+// the only judge), grouped into findings with a concrete counterexample
+// each, plus rule-level findings no request can show.
+//
+// # Why it is exact
+//
+//  1. Locality. Decide's verdict on a request depends only on the multiset
+//     of (entry binaries, endpoint) pairs whose host and port match it: the
+//     deny phase and the candidates both filter on host and port first, and
+//     combining outcomes does not depend on their order. Pairs present in
+//     both policies cancel out, so every added request is addressed to the
+//     host and port of a changed endpoint. Each changed destination is a
+//     group; its sub-policies keep every endpoint whose host and ports may
+//     overlap it (a conservative overlap test), so Decide on a sub-policy
+//     equals Decide on the whole policy for the group's requests.
+//  2. Atoms. Within a group, a request's signature is the vector of every
+//     predicate Decide evaluates on it: each binary glob, host pattern,
+//     allowed_ips list, the private/always-denied/metadata/loopback
+//     classes, port, HTTP method, each path glob in both readings on the
+//     canonical path under both allow_encoded_slash settings, each MCP
+//     method glob, known-method membership, tool glob and exact name,
+//     strict-name validity and protocol version. Requests with equal
+//     signatures get equal verdicts from every policy of the group.
+//  3. Witnesses. For each dimension, every realisable combination of
+//     pattern matches is found by exploring the product of automata
+//     (automata.go), each with a witness; addresses by the regions of the
+//     laminar family of allowed_ips prefixes (addrs.go). The product of
+//     the dimensions' witnesses is deduplicated by signature and each class
+//     is judged once by Decide under both policies.
+//
+// # Scope
+//
+// Requests are judged with no query string, without MCP arguments (every
+// arguments_schema is dropped before judging: what a schema change adds is
+// the rule-level arguments_widened), and at Options.Now. Percent-encoded
+// bytes in paths are not among the path witnesses (a glob naming `%XX`
+// literally is matched only in the signature). See STATUS.md.
+package prover

@@ -1,0 +1,358 @@
+package prover
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// Candidate requests: for each dimension, witnesses of every class the
+// group's patterns realise (automata.go), then one request per class of
+// the product (deduplicated by signature).
+
+func (g *group) binaryCandidates() []string {
+	ms := make([]*nfa, 0, len(g.binPats))
+	for _, b := range g.binPats {
+		ms = append(ms, narrowGlob(b))
+	}
+	return append([]string{""}, witnesses(cleanBinaries, ms)...)
+}
+
+type hostAddr struct {
+	host string
+	addr netip.Addr
+}
+
+func (g *group) hostCandidates() []hostAddr {
+	var ms []*nfa
+	var ips []netip.Addr
+	for _, h := range g.hostPats {
+		if a, ok := hostIP(h); ok {
+			ips = append(ips, a)
+			continue
+		}
+		if m := hostNFA(h); m != nil {
+			ms = append(ms, m)
+		}
+	}
+	// Names that policy helpers single out are matched literally too.
+	for _, n := range []string{"localhost", "metadata.google.internal"} {
+		ms = append(ms, literalNFA(n))
+	}
+	var names []string
+	for _, w := range witnesses(dnsNames, ms) {
+		if _, isIP := policy.ParseHostIP(w); !isIP {
+			names = append(names, w)
+		}
+	}
+	addrs := addressCandidates(g.ipLists, ips)
+	var out []hostAddr
+	for _, n := range names {
+		out = append(out, hostAddr{host: n})
+		for _, a := range addrs {
+			out = append(out, hostAddr{host: n, addr: a})
+		}
+	}
+	for _, a := range addrs {
+		out = append(out, hostAddr{host: a.String()})
+	}
+	return out
+}
+
+func (g *group) pathCandidates() []string {
+	ms := make([]*nfa, 0, 2*len(g.pathPats))
+	for _, p := range g.pathPats {
+		ms = append(ms, narrowGlob(p), wideGlob(p))
+	}
+	return append(witnesses(canonicalPaths, ms), "/%zz")
+}
+
+func (g *group) mcpMessages() []*policy.MCPMessage {
+	ms := make([]*nfa, 0, 2*len(g.mcpMethodPats))
+	for _, p := range g.mcpMethodPats {
+		ms = append(ms, narrowGlob(p), wideGlob(p))
+	}
+	for _, m := range knownMethods {
+		ms = append(ms, literalNFA(m))
+	}
+	methods := witnesses(anyString, ms) // includes ""
+	ts := []*nfa{toolCharsNFA()}
+	for _, t := range g.toolPats {
+		ts = append(ts, narrowGlob(t), literalNFA(t))
+	}
+	tools := witnesses(anyString, ts)
+	versions := append([]string{"", policy.DefaultMCPVersion, "1999-01-01"}, g.versions...)
+	out := []*policy.MCPMessage{{Response: true}}
+	for _, m := range methods {
+		for _, v := range versions {
+			if m != "tools/call" {
+				out = append(out, &policy.MCPMessage{Method: m, ProtocolVersion: v})
+				continue
+			}
+			for _, t := range tools {
+				out = append(out, &policy.MCPMessage{Method: m, Tool: t, ProtocolVersion: v})
+			}
+		}
+	}
+	return out
+}
+
+// knownMethods is the allow_all_known_mcp_methods profile (policy's
+// IsKnownMCPMethod); each is a class of its own.
+var knownMethods = []string{
+	"initialize", "ping",
+	"tools/list", "tools/call",
+	"resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
+	"prompts/list", "prompts/get",
+	"completion/complete", "logging/setLevel",
+	"tasks/get", "tasks/result", "tasks/list", "tasks/cancel",
+	"notifications/initialized", "notifications/cancelled", "notifications/progress",
+	"notifications/roots/list_changed", "notifications/tasks/status",
+}
+
+// l7 is the L7 part of a candidate request.
+type l7 struct {
+	method, path string
+	mcp          *policy.MCPMessage
+}
+
+func (g *group) l7Candidates() []l7 {
+	out := []l7{{}}
+	paths := g.pathCandidates()
+	for _, m := range g.methods {
+		for _, p := range paths {
+			out = append(out, l7{method: m, path: p})
+		}
+	}
+	if g.hasMCP {
+		msgs := g.mcpMessages()
+		for _, p := range paths {
+			for _, msg := range msgs {
+				out = append(out, l7{method: "POST", path: p, mcp: msg})
+			}
+		}
+	}
+	return out
+}
+
+// outcome of one candidate class.
+type verdict struct {
+	r                policy.Request
+	sig              string
+	dest             int
+	cur, prop, bound policy.Decision
+}
+
+func (pr *prover) proveGroup(dest *policy.Endpoint) {
+	g := pr.newGroup(dest)
+	// Destination classes.
+	type destClass struct {
+		r   policy.Request
+		sig string
+	}
+	var dests []destClass
+	seen := map[string]bool{}
+	bins := g.binaryCandidates()
+	hosts := g.hostCandidates()
+	for _, port := range policy.EndpointPorts(dest) {
+		if port < 1 || port > 65535 || policy.DeniedPort(port) {
+			continue
+		}
+		for _, h := range hosts {
+			r := policy.Request{Host: h.host, Addr: h.addr, Port: port, Time: pr.opts.Now, DevAllowLoopback: pr.opts.DevAllowLoopback}
+			if !g.inDest(r) {
+				continue
+			}
+			for _, b := range bins {
+				r.Binary = b
+				s := g.destSig(r)
+				if !seen[s] {
+					seen[s] = true
+					dests = append(dests, destClass{r, s})
+				}
+			}
+		}
+	}
+	if len(dests) == 0 {
+		return
+	}
+	// L7 classes.
+	var l7s []l7
+	var l7sigs []string
+	seenL7 := map[string]bool{}
+	probe := dests[0].r
+	for _, c := range g.l7Candidates() {
+		probe.HTTPMethod, probe.Path, probe.MCP = c.method, c.path, c.mcp
+		s := g.l7Sig(probe)
+		if !seenL7[s] {
+			seenL7[s] = true
+			l7s = append(l7s, c)
+			l7sigs = append(l7sigs, s)
+		}
+	}
+	var added []verdict
+	curReach := make([]bool, len(dests))
+	curMethod := map[string]bool{} // dest|METHOD allowed somewhere (no MCP message)
+	curToolCall := map[int]bool{}  // dest: some tools/call allowed
+	for di, d := range dests {
+		for li, c := range l7s {
+			r := d.r
+			r.HTTPMethod, r.Path, r.MCP = c.method, c.path, c.mcp
+			cur := policy.Decide(g.cur, r)
+			prop := policy.Decide(g.prop, r)
+			if cur.Allow {
+				curReach[di] = true
+				if c.mcp == nil {
+					curMethod[strconv.Itoa(di)+"|"+c.method] = true
+				} else if c.mcp.Method == "tools/call" {
+					curToolCall[di] = true
+				}
+			}
+			if prop.Allow && !cur.Allow {
+				v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], dest: di, cur: cur, prop: prop}
+				if g.bound != nil {
+					v.bound = policy.Decide(g.bound, r)
+				}
+				added = append(added, v)
+			}
+		}
+	}
+	for _, v := range added {
+		kind, detail := NewReach, ""
+		r := v.r
+		switch {
+		case !curReach[v.dest]:
+			detail = "the binary could not reach this destination before"
+			if pr.credentialed(r) {
+				kind = NewCredentialedReach
+			}
+		case r.MCP != nil && !r.MCP.Response && r.MCP.Method == "tools/call" && curToolCall[v.dest]:
+			kind, detail = NewMCPTool, "tools/call "+r.MCP.Tool+" was not allowed"
+		case r.MCP != nil:
+			kind, detail = NewMCPMethod, "MCP method "+r.MCP.Method+" was not allowed"
+		case r.HTTPMethod != "" && curMethod[strconv.Itoa(v.dest)+"|"+r.HTTPMethod]:
+			kind, detail = NewPath, r.HTTPMethod+" was allowed on other paths only"
+		case r.HTTPMethod != "":
+			kind, detail = NewHTTPMethod, "HTTP "+r.HTTPMethod+" was not allowed"
+		default:
+			detail = "uninspected (L4) requests were not allowed"
+		}
+		if pr.credentialed(r) {
+			detail += fmt.Sprintf("; on credentialed destination %s:%d", r.Host, r.Port)
+		}
+		entry, ep, epLabel, rule := pr.locate(g, v.prop)
+		pr.add(kind, entry, epLabel, rule, detail, v, g)
+		if a, ok := destAddr(r); ok && !curReach[v.dest] && policy.IsPrivate(a) && ep != nil && len(ep.AllowedIPs) > 0 {
+			pr.add(PrivateNetwork, entry, epLabel, rule, fmt.Sprintf("private address %s reachable through allowed_ips %v", a, ep.AllowedIPs), v, g)
+		}
+		if why := pr.widening(entry, ep, rule, r); why != "" {
+			pr.add(WildcardWidening, entry, epLabel, rule, why, v, g)
+		}
+		if g.bound != nil && !v.bound.Allow {
+			pr.add(ExceedsBoundary, entry, epLabel, rule, "the boundary denies it: "+v.bound.Reason, v, g)
+		}
+	}
+}
+
+func (pr *prover) credentialed(r policy.Request) bool {
+	for _, c := range pr.opts.Credentialed {
+		if c.Port != r.Port {
+			continue
+		}
+		ca, cIP := hostIP(c.Host)
+		ra, rIP := policy.ParseHostIP(r.Host)
+		if cIP && rIP && ca == ra || !cIP && !rIP && policy.NormalizeHost(c.Host) == policy.NormalizeHost(r.Host) {
+			return true
+		}
+	}
+	return false
+}
+
+// locate maps the proposed decision back to the proposed document.
+func (pr *prover) locate(g *group, d policy.Decision) (entry string, ep *policy.Endpoint, label, rule string) {
+	if d.Entry == "" || d.Endpoint < 0 || d.Endpoint >= len(g.propIdx[d.Entry]) {
+		return d.Entry, nil, "", d.Rule
+	}
+	idx := g.propIdx[d.Entry][d.Endpoint]
+	for _, r := range pr.prop {
+		if r.key == d.Entry && r.index == idx {
+			return d.Entry, r.ep, policy.EndpointLabel(r.ep), d.Rule
+		}
+	}
+	return d.Entry, nil, "", d.Rule
+}
+
+func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// widening names a glob the allowing endpoint, entry or rule uses that the
+// current policy does not use in the same place.
+func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r policy.Request) string {
+	if ep == nil {
+		return ""
+	}
+	curHosts, curBins, curPaths, curTools := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, c := range pr.cur {
+		curHosts[policy.NormalizeHost(c.ep.Host)] = true
+		for _, b := range c.entry.Binaries {
+			curBins[b.Path] = true
+		}
+		for _, rl := range c.ep.Rules {
+			if rl.Allow != nil {
+				curPaths[rl.Allow.Path] = true
+				if rl.Allow.Tool != nil {
+					for _, t := range rl.Allow.Tool.Any {
+						curTools[t] = true
+					}
+				}
+			}
+		}
+	}
+	var why []string
+	if h := policy.NormalizeHost(ep.Host); hasGlob(h) && !curHosts[h] {
+		why = append(why, "host "+h)
+	}
+	for _, e := range pr.prop {
+		if e.key != entry || e.ep != ep {
+			continue
+		}
+		for _, b := range e.entry.Binaries {
+			if hasGlob(b.Path) && !curBins[b.Path] && cleanAbsolute(r.Binary) && policy.MatchGlob(b.Path, r.Binary) {
+				why = append(why, "binary "+b.Path)
+			}
+		}
+	}
+	var i int
+	if _, err := fmt.Sscanf(rule, "rules[%d]", &i); err == nil && i >= 0 && i < len(ep.Rules) && ep.Rules[i].Allow != nil {
+		a := ep.Rules[i].Allow
+		if hasGlob(a.Path) && !curPaths[a.Path] {
+			why = append(why, "path "+a.Path)
+		}
+		if a.Tool != nil {
+			for _, t := range a.Tool.Any {
+				if hasGlob(t) && !curTools[t] {
+					why = append(why, "tool "+t)
+				}
+			}
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	slices.Sort(why)
+	return "glob where the current policy has none: " + strings.Join(why, ", ")
+}
+
+func (pr *prover) add(kind, entry, endpoint, rule, detail string, v verdict, g *group) {
+	key := kind + "\x00" + entry + "\x00" + endpoint + "\x00" + rule
+	f := pr.findings[key]
+	if f == nil {
+		r := v.r
+		f = &Finding{Kind: kind, Counterexample: &r, Entry: entry, Endpoint: endpoint, Rule: rule, Detail: detail}
+		pr.findings[key] = f
+	}
+	f.atoms = append(f.atoms, atom{g: g, sig: v.sig})
+}

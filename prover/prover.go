@@ -1,0 +1,542 @@
+package prover
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// Finding kinds.
+const (
+	NewReach             = "new_reach"
+	NewPath              = "new_path"
+	NewHTTPMethod        = "new_http_method"
+	NewMCPMethod         = "new_mcp_method"
+	NewMCPTool           = "new_mcp_tool"
+	NewCredentialedReach = "new_credentialed_reach"
+	PrivateNetwork       = "private_network"
+	WildcardWidening     = "wildcard_widening"
+	ExceedsBoundary      = "exceeds_boundary"
+	ArgumentsWidened     = "arguments_widened"
+	EnforcementWeakened  = "enforcement_weakened"
+	CloudMetadata        = "cloud_metadata"
+)
+
+// HostPort is a destination.
+type HostPort struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+// Options are the context of a proof.
+type Options struct {
+	// Boundary, when set, is the most the sandbox may ever get: what the
+	// change adds beyond it is exceeds_boundary.
+	Boundary *policy.Policy
+	// Credentialed destinations carry credentials injected for the sandbox.
+	Credentialed []HostPort
+	// Now is the time expires_at is judged at (zero: time.Now()).
+	Now time.Time
+	// DevAllowLoopback proves as a proxy run with --dev-allow-loopback.
+	DevAllowLoopback bool
+}
+
+// Report is the outcome of a proof: no findings means the proposed policy
+// allows nothing the current one denies (within the scope in doc.go).
+type Report struct {
+	Findings []Finding `json:"findings"`
+}
+
+// Finding is one kind of added access, where it comes from, and for
+// request-level kinds a concrete request proving it.
+type Finding struct {
+	Kind string `json:"kind"`
+	// Counterexample is allowed by the proposed policy and denied by the
+	// current one (exceeds_boundary: denied by the boundary). Nil for
+	// rule-level kinds.
+	Counterexample *policy.Request `json:"counterexample,omitempty"`
+	Entry          string          `json:"entry,omitempty"`    // network_policies key in the proposed policy
+	Endpoint       string          `json:"endpoint,omitempty"` // policy.EndpointLabel
+	Rule           string          `json:"rule,omitempty"`
+	Detail         string          `json:"detail"`
+
+	atoms []atom
+}
+
+// atom is one class of requests (all Decide cannot tell apart) in one
+// destination group.
+type atom struct {
+	g   *group
+	sig string
+}
+
+// Covers reports whether r belongs to one of the request classes the
+// finding stands for. Every request of such a class gets the same
+// decisions as the counterexample.
+func (f *Finding) Covers(r policy.Request) bool {
+	for _, a := range f.atoms {
+		if sig, ok := a.g.signature(r); ok && sig == a.sig {
+			return true
+		}
+	}
+	return false
+}
+
+// Prove returns what proposed allows that current denies, plus the
+// rule-level findings. It never samples: see doc.go for why it is exact.
+func Prove(current, proposed *policy.Policy, opts Options) (*Report, error) {
+	if proposed == nil {
+		return nil, fmt.Errorf("prover: no proposed policy")
+	}
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	pr := &prover{opts: opts, cur: refsOf(current), prop: refsOf(proposed), bound: refsOf(opts.Boundary),
+		findings: map[string]*Finding{}}
+	for _, e := range changedEndpoints(pr.cur, pr.prop) {
+		pr.proveGroup(e)
+	}
+	rep := &Report{}
+	for _, f := range pr.findings {
+		rep.Findings = append(rep.Findings, *f)
+	}
+	rep.Findings = append(rep.Findings, ruleFindings(current, proposed)...)
+	sort.SliceStable(rep.Findings, func(i, j int) bool {
+		a, b := rep.Findings[i], rep.Findings[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Entry != b.Entry {
+			return a.Entry < b.Entry
+		}
+		if a.Endpoint != b.Endpoint {
+			return a.Endpoint < b.Endpoint
+		}
+		return a.Rule < b.Rule
+	})
+	return rep, nil
+}
+
+// ref is one endpoint of a policy with its entry.
+type ref struct {
+	key   string
+	entry *policy.NetworkPolicy
+	index int
+	ep    *policy.Endpoint
+	fp    string // fingerprint: entry binaries and endpoint content
+}
+
+func refsOf(p *policy.Policy) []ref {
+	if p == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(p.NetworkPolicies))
+	for k := range p.NetworkPolicies {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []ref
+	for _, k := range keys {
+		entry := p.NetworkPolicies[k]
+		if entry == nil {
+			continue
+		}
+		bins := make([]string, 0, len(entry.Binaries))
+		for _, b := range entry.Binaries {
+			bins = append(bins, b.Path)
+		}
+		sort.Strings(bins)
+		for i, ep := range entry.Endpoints {
+			if ep == nil {
+				continue
+			}
+			raw, _ := json.Marshal(ep)
+			out = append(out, ref{key: k, entry: entry, index: i, ep: ep,
+				fp: strings.Join(bins, "\x00") + "\x01" + string(raw)})
+		}
+	}
+	return out
+}
+
+// changedEndpoints is the multiset difference, both ways, of (entry
+// binaries, endpoint) pairs. Decide's verdict on a request depends only on
+// the multiset of such pairs whose host and port match it (the deny phase
+// and the candidates both filter on host and port first, and combine does
+// not depend on order), so a request whose matching pairs are the same in
+// both policies gets the same verdict from both: every added request
+// matches the host and port of some changed endpoint.
+func changedEndpoints(cur, prop []ref) []*policy.Endpoint {
+	count := map[string]int{}
+	for _, r := range cur {
+		count[r.fp]++
+	}
+	for _, r := range prop {
+		count[r.fp]--
+	}
+	var out []*policy.Endpoint
+	seen := map[string]bool{}
+	for _, rs := range [][]ref{prop, cur} {
+		for _, r := range rs {
+			if count[r.fp] == 0 {
+				continue
+			}
+			// One group per destination (host, allowed_ips, ports).
+			key := policy.NormalizeHost(r.ep.Host) + "|" + strings.Join(r.ep.AllowedIPs, ",") + "|" + fmt.Sprint(policy.EndpointPorts(r.ep))
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, r.ep)
+			}
+		}
+	}
+	return out
+}
+
+type prover struct {
+	opts             Options
+	cur, prop, bound []ref
+	findings         map[string]*Finding
+}
+
+// ---------------------------------------------------------------------------
+// Destination groups.
+
+// group is the part of the request space addressed to one changed
+// endpoint's destination, with every endpoint (of the current, proposed
+// and boundary policies) that may share a request with it, and the
+// patterns those endpoints use.
+type group struct {
+	dest             *policy.Endpoint
+	dev              bool
+	cur, prop, bound *policy.Policy
+	curIdx, propIdx  map[string][]int // sub-policy endpoint index → original
+
+	binPats, hostPats, pathPats, mcpMethodPats, toolPats []string
+	ipLists                                              [][]string
+	ports                                                []int
+	methods                                              []string
+	versions                                             []string
+	hasMCP, hasQuery                                     bool
+}
+
+func hostsMayOverlap(a, b string) bool {
+	a, b = policy.NormalizeHost(a), policy.NormalizeHost(b)
+	if a == "" || b == "" {
+		return true
+	}
+	ia, aIP := hostIP(a)
+	ib, bIP := hostIP(b)
+	if aIP || bIP {
+		return aIP && bIP && ia == ib
+	}
+	aw, bw := strings.Contains(a, "*"), strings.Contains(b, "*")
+	switch {
+	case !aw && !bw:
+		return a == b
+	case aw && !bw:
+		return policy.MatchHost(a, b)
+	case !aw && bw:
+		return policy.MatchHost(b, a)
+	}
+	// Both wildcards: one literal suffix must end the other.
+	sa := a[strings.IndexByte(a, '.'):]
+	sb := b[strings.IndexByte(b, '.'):]
+	return strings.HasSuffix(sa, sb) || strings.HasSuffix(sb, sa)
+}
+
+func portsOverlap(a, b *policy.Endpoint) bool {
+	for _, p := range policy.EndpointPorts(a) {
+		if slices.Contains(policy.EndpointPorts(b), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// subPolicy keeps, entry by entry, the endpoints of refs relevant to dest;
+// arguments_schema is dropped (arguments are judged by arguments_widened,
+// see doc.go). It returns the sub-policy endpoint → original index map.
+func (g *group) subPolicy(refs []ref, collect bool) (*policy.Policy, map[string][]int) {
+	p := &policy.Policy{Version: 1, NetworkPolicies: map[string]*policy.NetworkPolicy{}}
+	idx := map[string][]int{}
+	for _, r := range refs {
+		if !portsOverlap(g.dest, r.ep) || !hostsMayOverlap(g.dest.Host, r.ep.Host) {
+			continue
+		}
+		entry := p.NetworkPolicies[r.key]
+		if entry == nil {
+			entry = &policy.NetworkPolicy{Name: r.entry.Name, Binaries: r.entry.Binaries}
+			p.NetworkPolicies[r.key] = entry
+			if collect {
+				for _, b := range r.entry.Binaries {
+					g.binPats = append(g.binPats, b.Path)
+				}
+			}
+		}
+		ep := stripSchemas(r.ep)
+		entry.Endpoints = append(entry.Endpoints, ep)
+		idx[r.key] = append(idx[r.key], r.index)
+		if collect {
+			g.collect(ep)
+		}
+	}
+	return p, idx
+}
+
+func stripSchemas(ep *policy.Endpoint) *policy.Endpoint {
+	has := false
+	for _, r := range ep.Rules {
+		if r.Allow != nil && r.Allow.ArgumentsSchema != nil {
+			has = true
+		}
+	}
+	if !has {
+		return ep
+	}
+	c := *ep
+	c.Rules = make([]policy.Rule, len(ep.Rules))
+	for i, r := range ep.Rules {
+		if r.Allow != nil && r.Allow.ArgumentsSchema != nil {
+			a := *r.Allow
+			a.ArgumentsSchema = nil
+			r.Allow = &a
+		}
+		c.Rules[i] = r
+	}
+	return &c
+}
+
+func (g *group) collect(ep *policy.Endpoint) {
+	if ep.Host != "" {
+		g.hostPats = append(g.hostPats, ep.Host)
+	}
+	if len(ep.AllowedIPs) > 0 {
+		g.ipLists = append(g.ipLists, ep.AllowedIPs)
+	}
+	g.ports = append(g.ports, policy.EndpointPorts(ep)...)
+	if ep.Path != "" {
+		g.pathPats = append(g.pathPats, ep.Path)
+	}
+	if ep.Protocol == policy.ProtocolMCP {
+		g.hasMCP = true
+		if ep.MCP != nil {
+			g.versions = append(g.versions, ep.MCP.Versions...)
+		}
+	}
+	rules := slices.Clone(ep.DenyRules)
+	for _, r := range ep.Rules {
+		rules = append(rules, r.Allow)
+	}
+	for _, r := range rules {
+		if r == nil {
+			continue
+		}
+		if len(r.Query) > 0 {
+			g.hasQuery = true
+		}
+		if ep.Protocol == policy.ProtocolMCP {
+			if r.Method != "" {
+				g.mcpMethodPats = append(g.mcpMethodPats, r.Method)
+			}
+			for _, m := range []*policy.Matcher{r.Tool, r.Params["name"]} {
+				if m != nil {
+					g.toolPats = append(g.toolPats, m.Any...)
+				}
+			}
+			continue
+		}
+		if r.Method != "" && r.Method != "*" {
+			g.methods = append(g.methods, strings.ToUpper(r.Method))
+		}
+		if r.Path != "" {
+			g.pathPats = append(g.pathPats, r.Path)
+		}
+	}
+}
+
+func uniq[T comparable](s []T) []T {
+	seen := map[T]bool{}
+	out := s[:0]
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+var baseMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "PROPFIND"}
+
+func (pr *prover) newGroup(dest *policy.Endpoint) *group {
+	g := &group{dest: dest, dev: pr.opts.DevAllowLoopback}
+	g.cur, g.curIdx = g.subPolicy(pr.cur, true)
+	g.prop, g.propIdx = g.subPolicy(pr.prop, true)
+	if pr.opts.Boundary != nil {
+		g.bound, _ = g.subPolicy(pr.bound, true)
+	}
+	g.methods = append(g.methods, baseMethods...)
+	sort.Strings(g.binPats)
+	sort.Strings(g.hostPats)
+	sort.Strings(g.pathPats)
+	sort.Strings(g.mcpMethodPats)
+	sort.Strings(g.toolPats)
+	sort.Strings(g.methods)
+	sort.Strings(g.versions)
+	slices.Sort(g.ports)
+	g.binPats, g.hostPats, g.pathPats = uniq(g.binPats), uniq(g.hostPats), uniq(g.pathPats)
+	g.mcpMethodPats, g.toolPats, g.methods = uniq(g.mcpMethodPats), uniq(g.toolPats), uniq(g.methods)
+	g.versions, g.ports = uniq(g.versions), uniq(g.ports)
+	return g
+}
+
+// ---------------------------------------------------------------------------
+// Signatures: every predicate Decide evaluates on a request of the group.
+
+func bit(sb *strings.Builder, b bool) {
+	if b {
+		sb.WriteByte('1')
+	} else {
+		sb.WriteByte('0')
+	}
+}
+
+func cleanAbsolute(p string) bool { return strings.HasPrefix(p, "/") && path.Clean(p) == p }
+
+func destAddr(r policy.Request) (netip.Addr, bool) {
+	if r.Addr.IsValid() {
+		return r.Addr.Unmap().WithZone(""), true
+	}
+	return policy.ParseHostIP(r.Host)
+}
+
+// inDest reports whether r is addressed to the group's destination.
+func (g *group) inDest(r policy.Request) bool {
+	if !slices.Contains(policy.EndpointPorts(g.dest), r.Port) {
+		return false
+	}
+	if g.dest.Host == "" {
+		a, ok := destAddr(r)
+		return ok && len(g.dest.AllowedIPs) > 0 && allowedIPsContains(g.dest.AllowedIPs, a)
+	}
+	return policy.MatchHost(g.dest.Host, r.Host)
+}
+
+// destSig is the destination part of the signature: binary, host, address
+// and port.
+func (g *group) destSig(r policy.Request) string {
+	var sb strings.Builder
+	clean := cleanAbsolute(r.Binary)
+	for _, b := range g.binPats {
+		bit(&sb, clean && policy.MatchGlob(b, r.Binary))
+	}
+	sb.WriteByte('|')
+	for _, h := range g.hostPats {
+		bit(&sb, policy.MatchHost(h, r.Host))
+	}
+	bit(&sb, strings.TrimSpace(r.Host) == "")
+	bit(&sb, policy.IsMetadataHost(r.Host))
+	bit(&sb, policy.IsLoopbackName(r.Host))
+	literal, isLiteral := policy.ParseHostIP(r.Host)
+	bit(&sb, isLiteral)
+	sb.WriteByte('|')
+	a, ok := destAddr(r)
+	bit(&sb, ok)
+	if ok {
+		for _, l := range g.ipLists {
+			bit(&sb, allowedIPsContains(l, a))
+		}
+		bit(&sb, policy.IsPrivate(a))
+		_, denied := policy.AlwaysDenied(a, g.dev)
+		bit(&sb, denied)
+		if isLiteral {
+			_, denied := policy.AlwaysDenied(literal, g.dev)
+			bit(&sb, denied)
+		}
+		bit(&sb, r.Addr.IsValid() && isLiteral && literal != r.Addr.Unmap().WithZone(""))
+	}
+	sb.WriteByte('|')
+	sb.WriteString(strconv.Itoa(r.Port))
+	return sb.String()
+}
+
+// l7Sig is the part of the signature from the HTTP method, path and MCP
+// message.
+func (g *group) l7Sig(r policy.Request) string {
+	var sb strings.Builder
+	m := strings.ToUpper(r.HTTPMethod)
+	if m == "" {
+		return "-"
+	}
+	for _, x := range g.methods {
+		bit(&sb, m == x)
+	}
+	sb.WriteByte('|')
+	for _, aes := range []bool{false, true} {
+		c, err := policy.CanonicalPath(r.Path, aes)
+		bit(&sb, err != nil)
+		if err == nil {
+			for _, p := range g.pathPats {
+				bit(&sb, policy.MatchGlob(p, c))
+				bit(&sb, policy.MatchDenyGlob(p, c))
+			}
+		}
+	}
+	if g.hasQuery {
+		sb.WriteString("|q=" + strconv.Quote(r.Query))
+	}
+	if !g.hasMCP {
+		return sb.String()
+	}
+	sb.WriteByte('|')
+	bit(&sb, r.MCP == nil)
+	if r.MCP == nil {
+		return sb.String()
+	}
+	msg := r.MCP
+	bit(&sb, msg.Response)
+	if msg.Response {
+		return sb.String()
+	}
+	bit(&sb, msg.Method == "")
+	bit(&sb, policy.IsKnownMCPMethod(msg.Method))
+	for _, p := range g.mcpMethodPats {
+		bit(&sb, policy.MatchGlob(p, msg.Method))
+		bit(&sb, policy.MatchDenyGlob(p, msg.Method))
+	}
+	if msg.Method == "tools/call" {
+		sb.WriteByte('|')
+		bit(&sb, msg.Tool == "")
+		bit(&sb, policy.ValidToolName(msg.Tool))
+		for _, t := range g.toolPats {
+			bit(&sb, policy.MatchGlob(t, msg.Tool))
+			bit(&sb, t == msg.Tool)
+		}
+		args := strings.TrimSpace(string(msg.Arguments))
+		bit(&sb, args != "" && !json.Valid(msg.Arguments))
+	}
+	sb.WriteByte('|')
+	v := msg.ProtocolVersion
+	bit(&sb, v == "")
+	bit(&sb, v == policy.DefaultMCPVersion)
+	for _, x := range g.versions {
+		bit(&sb, v == x)
+	}
+	return sb.String()
+}
+
+// signature names the class of r in the group; ok is false when r is not
+// addressed to the group's destination.
+func (g *group) signature(r policy.Request) (string, bool) {
+	if !g.inDest(r) {
+		return "", false
+	}
+	return g.destSig(r) + "#" + g.l7Sig(r), true
+}

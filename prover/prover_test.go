@@ -1,0 +1,164 @@
+package prover
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func load(t testing.TB, file string) *policy.Policy {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := policy.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func parse(t testing.TB, doc string) *policy.Policy {
+	t.Helper()
+	p, _, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func prove(t testing.TB, cur, prop *policy.Policy, opts Options) *Report {
+	t.Helper()
+	if opts.Now.IsZero() {
+		opts.Now = now
+	}
+	rep, err := Prove(cur, prop, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.Counterexample == nil {
+			continue
+		}
+		r := *f.Counterexample
+		p := policy.Decide(prop, r)
+		other, against := cur, "current"
+		if f.Kind == ExceedsBoundary {
+			other, against = opts.Boundary, "boundary"
+		}
+		if o := policy.Decide(other, r); !p.Allow || o.Allow {
+			t.Fatalf("%s counterexample %+v: proposed allows %v, %s allows %v", f.Kind, r, p.Allow, against, o.Allow)
+		}
+	}
+	return rep
+}
+
+func kinds(rep *Report) map[string][]Finding {
+	m := map[string][]Finding{}
+	for _, f := range rep.Findings {
+		m[f.Kind] = append(m[f.Kind], f)
+	}
+	return m
+}
+
+func TestOrdersTrackShipment(t *testing.T) {
+	for _, file := range []string{"../examples/orders.yaml", "../examples/orders-local.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			cur := load(t, file)
+			prop := cur.Clone()
+			ep := prop.NetworkPolicies["orders"].Endpoints[0]
+			ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"track_shipment"}}}})
+			rep := prove(t, cur, prop, Options{DevAllowLoopback: true})
+			k := kinds(rep)
+			if len(rep.Findings) != 1 || len(k[NewMCPTool]) != 1 {
+				t.Fatalf("want one new_mcp_tool, got %+v", rep.Findings)
+			}
+			f := k[NewMCPTool][0]
+			if f.Counterexample.MCP == nil || f.Counterexample.MCP.Tool != "track_shipment" {
+				t.Fatalf("counterexample does not name track_shipment: %+v", f.Counterexample)
+			}
+			if f.Entry != "orders" || f.Rule != "rules[5]" {
+				t.Fatalf("finding location: %+v", f)
+			}
+			// Proving a policy against itself finds nothing.
+			if rep := prove(t, cur, cur, Options{DevAllowLoopback: true}); len(rep.Findings) != 0 {
+				t.Fatalf("self proof: %+v", rep.Findings)
+			}
+		})
+	}
+}
+
+const credCurrent = `
+version: 1
+network_policies:
+  github:
+    endpoints:
+      - host: api.github.com
+        port: 443
+        protocol: rest
+        rules:
+          - allow: { method: GET, path: "/repos/**" }
+    binaries: [ { path: /usr/bin/gh } ]
+`
+
+func TestCredentialedNewMethod(t *testing.T) {
+	cur := parse(t, credCurrent)
+	prop := cur.Clone()
+	ep := prop.NetworkPolicies["github"].Endpoints[0]
+	ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "POST", Path: "/repos/acme/app/issues"}})
+	rep := prove(t, cur, prop, Options{Credentialed: []HostPort{{"api.github.com", 443}}})
+	k := kinds(rep)
+	if len(rep.Findings) != 1 || len(k[NewHTTPMethod]) != 1 {
+		t.Fatalf("want one new_http_method, got %+v", rep.Findings)
+	}
+	f := k[NewHTTPMethod][0]
+	if f.Counterexample.HTTPMethod != "POST" || f.Counterexample.Path != "/repos/acme/app/issues" {
+		t.Fatalf("counterexample %+v", f.Counterexample)
+	}
+	if want := "credentialed destination api.github.com:443"; !contains(f.Detail, want) {
+		t.Fatalf("detail %q does not mention %q", f.Detail, want)
+	}
+}
+
+func TestCredentialedNewReach(t *testing.T) {
+	cur := parse(t, credCurrent)
+	prop := cur.Clone()
+	prop.NetworkPolicies["github"].Binaries = append(prop.NetworkPolicies["github"].Binaries, policy.Binary{Path: "/usr/bin/python3"})
+	rep := prove(t, cur, prop, Options{Credentialed: []HostPort{{"API.github.com.", 443}}})
+	k := kinds(rep)
+	if len(rep.Findings) != 1 || len(k[NewCredentialedReach]) != 1 {
+		t.Fatalf("want one new_credentialed_reach, got %+v", rep.Findings)
+	}
+	if b := k[NewCredentialedReach][0].Counterexample.Binary; b != "/usr/bin/python3" {
+		t.Fatalf("counterexample binary %q", b)
+	}
+	// Without the credential the same change is new_reach.
+	rep = prove(t, cur, prop, Options{})
+	if k := kinds(rep); len(rep.Findings) != 1 || len(k[NewReach]) != 1 {
+		t.Fatalf("want one new_reach, got %+v", rep.Findings)
+	}
+}
+
+func TestToolStillDenied(t *testing.T) {
+	cur := load(t, "../examples/orders.yaml")
+	prop := cur.Clone()
+	ep := prop.NetworkPolicies["orders"].Endpoints[0]
+	ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"refund_order"}}}})
+	if rep := prove(t, cur, prop, Options{}); len(rep.Findings) != 0 {
+		t.Fatalf("a tool the deny rules still deny: %+v", rep.Findings)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

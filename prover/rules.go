@@ -1,0 +1,166 @@
+package prover
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// Rule-level findings: changes no request shows, reported with the changed
+// rule as evidence.
+
+// metadataAddrs are the cloud-metadata and credential addresses
+// (policy.IsMetadataHost knows them in every spelling; allowed_ips
+// prefixes are checked for containing any of them).
+var metadataAddrs = []string{
+	"169.254.169.254", "169.254.170.2", "169.254.170.23", "fd00:ec2::254", "fd00:ec2::23",
+	"100.100.100.200", "168.63.129.16",
+}
+
+func ruleFindings(current, proposed *policy.Policy) []Finding {
+	cur, prop := refsOf(current), refsOf(proposed)
+	var out []Finding
+	for _, p := range prop {
+		label := policy.EndpointLabel(p.ep)
+		// cloud_metadata: a metadata host or address in any spelling.
+		if p.ep.Host != "" && policy.IsMetadataHost(p.ep.Host) {
+			out = append(out, Finding{Kind: CloudMetadata, Entry: p.key, Endpoint: label, Rule: "host",
+				Detail: fmt.Sprintf("host %q is a cloud metadata address", p.ep.Host)})
+		}
+		for i, s := range p.ep.AllowedIPs {
+			prefix, ok := parsePrefix(s)
+			if !ok {
+				continue
+			}
+			for _, m := range metadataAddrs {
+				a := netip.MustParseAddr(m)
+				if prefix.Contains(a) || allowedIPsContains([]string{s}, a) {
+					out = append(out, Finding{Kind: CloudMetadata, Entry: p.key, Endpoint: label, Rule: fmt.Sprintf("allowed_ips[%d]", i),
+						Detail: fmt.Sprintf("allowed_ips %s contains the metadata address %s", s, m)})
+					break
+				}
+			}
+		}
+		// enforcement_weakened: audit where the same destination enforced.
+		if p.ep.Enforcement == policy.EnforcementAudit {
+			for _, c := range cur {
+				if policy.EndpointLabel(c.ep) == label && c.ep.Enforcement != policy.EnforcementAudit {
+					out = append(out, Finding{Kind: EnforcementWeakened, Entry: p.key, Endpoint: label, Rule: "enforcement",
+						Detail: fmt.Sprintf("enforcement of %s goes from enforce (network_policies.%s) to audit", label, c.key)})
+					break
+				}
+			}
+		}
+		// arguments_widened: a tools/call allow rule for a tool the current
+		// policy allows on this endpoint with an arguments_schema, whose
+		// schema is not identical to one of the current ones. Conservative:
+		// a changed schema counts as widened even when it only adds
+		// constraints (deciding JSON Schema inclusion is not attempted).
+		if p.ep.Protocol != policy.ProtocolMCP {
+			continue
+		}
+		for i, rl := range p.ep.Rules {
+			a := rl.Allow
+			if a == nil {
+				continue
+			}
+			if !callsTools(a) {
+				continue
+			}
+			tools := toolSet(a)
+			var curSchemas []map[string]any
+			named := false
+			for _, c := range cur {
+				if c.ep.Protocol != policy.ProtocolMCP || policy.EndpointLabel(c.ep) != label {
+					continue
+				}
+				for _, cr := range c.ep.Rules {
+					if cr.Allow == nil || !callsTools(cr.Allow) || !toolsOverlap(cr.Allow, a) {
+						continue
+					}
+					named = true
+					curSchemas = append(curSchemas, cr.Allow.ArgumentsSchema)
+				}
+			}
+			if !named {
+				continue
+			}
+			same := false
+			hadSchema := false
+			for _, s := range curSchemas {
+				hadSchema = hadSchema || s != nil
+				if reflect.DeepEqual(normJSON(s), normJSON(a.ArgumentsSchema)) {
+					same = true
+				}
+			}
+			if same || !hadSchema {
+				continue
+			}
+			what := "changed"
+			if a.ArgumentsSchema == nil {
+				what = "removed"
+			}
+			out = append(out, Finding{Kind: ArgumentsWidened, Entry: p.key, Endpoint: label, Rule: fmt.Sprintf("rules[%d]", i),
+				Detail: fmt.Sprintf("arguments_schema of tools/call %s %s (any change other than an identical schema is reported)", tools, what)})
+		}
+	}
+	return out
+}
+
+// callsTools reports whether an allow rule may match tools/call.
+func callsTools(r *policy.L7Rule) bool {
+	return r.Method == "" || policy.MatchGlob(r.Method, "tools/call")
+}
+
+// toolsOverlap reports, conservatively, whether two rules may name a
+// common tool: a rule without a tool matcher names every tool.
+func toolsOverlap(a, b *policy.L7Rule) bool {
+	ta, tb := tools(a), tools(b)
+	if len(ta) == 0 || len(tb) == 0 {
+		return true
+	}
+	for _, x := range ta {
+		for _, y := range tb {
+			if x == y || policy.MatchGlob(x, y) || policy.MatchGlob(y, x) || hasGlob(x) && hasGlob(y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func tools(r *policy.L7Rule) []string {
+	var ts []string
+	for _, m := range []*policy.Matcher{r.Tool, r.Params["name"]} {
+		if m != nil {
+			ts = append(ts, m.Any...)
+		}
+	}
+	return ts
+}
+
+func toolSet(r *policy.L7Rule) string {
+	var ts []string
+	for _, m := range []*policy.Matcher{r.Tool, r.Params["name"]} {
+		if m != nil {
+			ts = append(ts, m.Any...)
+		}
+	}
+	sort.Strings(ts)
+	return strings.Join(ts, ",")
+}
+
+func normJSON(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	raw, _ := json.Marshal(m)
+	var v any
+	_ = json.Unmarshal(raw, &v)
+	return v
+}
