@@ -369,7 +369,9 @@ type domain struct {
 	step   func(state int, c byte) int
 	accept func(state int) bool
 	bytes  []byte
-	maxLen int
+	// special bytes the domain itself tells apart: each is its own class.
+	special string
+	maxLen  int
 }
 
 // witnesses explores the product of dom with every matcher and returns one
@@ -400,7 +402,7 @@ func witnesses(dom domain, ms []*nfa) []string {
 		// The domain itself distinguishes some bytes ('/', '.', …):
 		// keep those apart by their own value.
 		key := sb.String()
-		if strings.IndexByte("/.;-_", b) >= 0 {
+		if strings.IndexByte(dom.special, b) >= 0 {
 			key += string(b)
 		}
 		if _, ok := groups[key]; !ok {

@@ -67,18 +67,53 @@ func pathStep(trailingSlash bool) func(int, byte) int {
 // canonicalPaths: what policy.CanonicalPath can return (without percent
 // escapes): '/' first, no empty or dot segments, a trailing '/' allowed.
 var canonicalPaths = domain{
-	start:  0,
-	step:   pathStep(true),
-	accept: func(s int) bool { return s == 1 || s == 4 || s == 5 },
-	bytes:  pathBytes,
+	start:   0,
+	step:    pathStep(true),
+	accept:  func(s int) bool { return s == 1 || s == 4 || s == 5 },
+	bytes:   pathBytes,
+	special: "/.;",
+}
+
+// encodedSlashPaths: canonical paths under allow_encoded_slash that hold
+// at least one encoded slash "%2F" inside a segment ('%' appears only
+// there). The step keeps pathStep's state in the low bits, the progress
+// through "%2F" in bits 3-4 and "seen one" in bit 5.
+var encodedSlashPaths = domain{
+	start: 0,
+	step: func(s int, c byte) int {
+		base, enc, seen := s&7, s>>3&3, s>>5
+		switch {
+		case enc == 1 && c == '2':
+			return base | 2<<3 | seen<<5
+		case enc == 2 && c == 'F':
+			return base | 1<<5
+		case enc != 0:
+			return -1
+		case c == '%':
+			if base == 0 {
+				return -1
+			}
+			next := pathStep(true)(base, 'x') // "%2F" is an ordinary segment character
+			return next | 1<<3 | seen<<5
+		}
+		next := pathStep(true)(base, c)
+		if next < 0 {
+			return -1
+		}
+		return next | seen<<5
+	},
+	accept:  func(s int) bool { b := s & 7; return s>>3&3 == 0 && s>>5 == 1 && (b == 1 || b == 4 || b == 5) },
+	bytes:   append([]byte{'%'}, pathBytes...),
+	special: "/.;%2F",
 }
 
 // cleanBinaries: absolute paths with path.Clean(p) == p.
 var cleanBinaries = domain{
-	start:  0,
-	step:   pathStep(false),
-	accept: func(s int) bool { return s == 4 || s == 5 },
-	bytes:  pathBytes,
+	start:   0,
+	step:    pathStep(false),
+	accept:  func(s int) bool { return s == 4 || s == 5 },
+	bytes:   pathBytes,
+	special: "/.;",
 }
 
 // dnsNames: lower-case labels of [a-z0-9_-] joined by dots.
@@ -93,9 +128,10 @@ var dnsNames = domain{
 		}
 		return 1
 	},
-	accept: func(s int) bool { return s == 1 },
-	bytes:  []byte("abcdefghijklmnopqrstuvwxyz0123456789-_."),
-	maxLen: 253,
+	accept:  func(s int) bool { return s == 1 },
+	bytes:   []byte("abcdefghijklmnopqrstuvwxyz0123456789-_."),
+	special: ".",
+	maxLen:  253,
 }
 
 // anyString: printable ASCII strings (JSON-RPC method names, tool names).

@@ -68,7 +68,11 @@ func (g *group) pathCandidates() []string {
 	for _, p := range g.pathPats {
 		ms = append(ms, narrowGlob(p), wideGlob(p))
 	}
-	return append(witnesses(canonicalPaths, ms), "/%zz")
+	out := append(witnesses(canonicalPaths, ms), "/%zz")
+	if g.aes {
+		out = append(out, witnesses(encodedSlashPaths, ms)...)
+	}
+	return out
 }
 
 func (g *group) mcpMessages() []*policy.MCPMessage {

@@ -223,7 +223,7 @@ type group struct {
 	ports                                                []int
 	methods                                              []string
 	versions                                             []string
-	hasMCP, hasQuery                                     bool
+	hasMCP, hasQuery, aes                                bool
 }
 
 func hostsMayOverlap(a, b string) bool {
@@ -324,6 +324,7 @@ func (g *group) collect(ep *policy.Endpoint) {
 	if ep.Path != "" {
 		g.pathPats = append(g.pathPats, ep.Path)
 	}
+	g.aes = g.aes || ep.AllowEncodedSlash
 	if ep.Protocol == policy.ProtocolMCP {
 		g.hasMCP = true
 		if ep.MCP != nil {
@@ -480,6 +481,9 @@ func (g *group) l7Sig(r policy.Request) string {
 	}
 	sb.WriteByte('|')
 	for _, aes := range []bool{false, true} {
+		if aes && !g.aes {
+			break
+		}
 		c, err := policy.CanonicalPath(r.Path, aes)
 		bit(&sb, err != nil)
 		if err == nil {

@@ -32,7 +32,14 @@ func parse(t testing.TB, doc string) *policy.Policy {
 	return p
 }
 
-func prove(t testing.TB, cur, prop *policy.Policy, opts Options) *Report {
+// tb is what the helpers need of a *testing.T, *testing.B or *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func prove(t tb, cur, prop *policy.Policy, opts Options) *Report {
 	t.Helper()
 	if opts.Now.IsZero() {
 		opts.Now = now

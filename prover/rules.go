@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,8 +25,18 @@ var metadataAddrs = []string{
 
 func ruleFindings(current, proposed *policy.Policy) []Finding {
 	cur, prop := refsOf(current), refsOf(proposed)
+	unchanged := map[string]int{}
+	for _, c := range cur {
+		unchanged[c.fp]++
+	}
 	var out []Finding
 	for _, p := range prop {
+		if unchanged[p.fp] > 0 {
+			// The same endpoint in the same entry is in the current
+			// policy: nothing about it changed.
+			unchanged[p.fp]--
+			continue
+		}
 		label := policy.EndpointLabel(p.ep)
 		// cloud_metadata: a metadata host or address in any spelling.
 		if p.ep.Host != "" && policy.IsMetadataHost(p.ep.Host) {
@@ -47,13 +58,19 @@ func ruleFindings(current, proposed *policy.Policy) []Finding {
 			}
 		}
 		// enforcement_weakened: audit where the same destination enforced.
+		// Audit in an entry where the same destination was enforced (and
+		// not also audited).
 		if p.ep.Enforcement == policy.EnforcementAudit {
+			enforced, audited := false, false
 			for _, c := range cur {
-				if policy.EndpointLabel(c.ep) == label && c.ep.Enforcement != policy.EnforcementAudit {
-					out = append(out, Finding{Kind: EnforcementWeakened, Entry: p.key, Endpoint: label, Rule: "enforcement",
-						Detail: fmt.Sprintf("enforcement of %s goes from enforce (network_policies.%s) to audit", label, c.key)})
-					break
+				if c.key == p.key && labelKey(c.ep) == labelKey(p.ep) {
+					enforced = enforced || c.ep.Enforcement != policy.EnforcementAudit
+					audited = audited || c.ep.Enforcement == policy.EnforcementAudit
 				}
+			}
+			if enforced && !audited {
+				out = append(out, Finding{Kind: EnforcementWeakened, Entry: p.key, Endpoint: label, Rule: "enforcement",
+					Detail: fmt.Sprintf("enforcement of %s in network_policies.%s goes from enforce to audit", label, p.key)})
 			}
 		}
 		// arguments_widened: a tools/call allow rule for a tool the current
@@ -76,7 +93,7 @@ func ruleFindings(current, proposed *policy.Policy) []Finding {
 			var curSchemas []map[string]any
 			named := false
 			for _, c := range cur {
-				if c.ep.Protocol != policy.ProtocolMCP || policy.EndpointLabel(c.ep) != label {
+				if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
 					continue
 				}
 				for _, cr := range c.ep.Rules {
@@ -142,6 +159,14 @@ func tools(r *policy.L7Rule) []string {
 		}
 	}
 	return ts
+}
+
+// labelKey identifies a destination across spellings: host (normalised),
+// sorted ports, path scope.
+func labelKey(ep *policy.Endpoint) string {
+	ports := slices.Clone(policy.EndpointPorts(ep))
+	slices.Sort(ports)
+	return fmt.Sprint(policy.NormalizeHost(ep.Host), ports, ep.Path)
 }
 
 func toolSet(r *policy.L7Rule) string {
