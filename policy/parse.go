@@ -39,7 +39,14 @@ const (
 type Problem struct {
 	Path    string `json:"path"`
 	Message string `json:"message"`
+	// Code classifies problems that tools act on; empty for most.
+	Code string `json:"code,omitempty"`
 }
+
+// CodeCloudMetadata marks a problem that names a cloud metadata address:
+// the gateway refuses such a policy, and `portcullis prove` reports it as
+// a cloud_metadata finding.
+const CodeCloudMetadata = "cloud_metadata"
 
 // String returns "path: message", or the message alone when there is no path.
 func (p Problem) String() string {

@@ -305,7 +305,7 @@ func TestProblemStrings(t *testing.T) {
 	if got := (Problem{Message: "bad"}).String(); got != "bad" {
 		t.Errorf("String without path = %q", got)
 	}
-	err := &ValidationError{Problems: []Problem{{"a", "x"}, {"b", "y"}}}
+	err := &ValidationError{Problems: []Problem{{Path: "a", Message: "x"}, {Path: "b", Message: "y"}}}
 	if err.Error() != "a: x; b: y" {
 		t.Errorf("Error = %q", err.Error())
 	}

@@ -71,6 +71,11 @@ func (v *validator) errorf(path, format string, args ...any) {
 	v.errs = appendProblem(v.errs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
+// metadata records a problem naming a cloud metadata address.
+func (v *validator) metadata(path, msg string) {
+	v.errs = appendProblem(v.errs, Problem{Path: path, Message: msg, Code: CodeCloudMetadata})
+}
+
 func (v *validator) warnf(path, format string, args ...any) {
 	v.warns = appendProblem(v.warns, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
@@ -433,7 +438,7 @@ func (v *validator) host(path string, ep *Endpoint) {
 		return
 	}
 	if IsMetadataHost(ep.Host) {
-		v.errorf(hp, "names a cloud metadata address, which no policy may open")
+		v.metadata(hp, "names a cloud metadata address, which no policy may open")
 		return
 	}
 	if err := ValidHostPattern(ep.Host); err != nil {
@@ -935,17 +940,20 @@ func (v *validator) allowedIPs(path string, ep *Endpoint) {
 			v.errorf(p, "%q %v", e, err)
 			continue
 		}
+		m, hasMetadata := metadataIn(prefix)
+		// A narrow entry holding a metadata address is aimed at the
+		// metadata service; a wide private block (fc00::/7) merely
+		// contains it.
+		aimed := hasMetadata && ((prefix.Addr().Is4() && prefix.Bits() >= 24) || (prefix.Addr().Is6() && prefix.Bits() >= 64))
+		if aimed {
+			v.metadata(p, fmt.Sprintf("names cloud metadata address %s, which no policy may open", m))
+			continue
+		}
 		if reason, bad := AllowedIPsOverlap(prefix); bad {
 			v.errorf(p, "%s, which no policy may open", reason)
 			continue
 		}
-		if m, ok := metadataIn(prefix); ok {
-			// A narrow entry is aimed at the metadata service; a wide
-			// private block (fc00::/7) merely contains it.
-			if (prefix.Addr().Is4() && prefix.Bits() >= 24) || (prefix.Addr().Is6() && prefix.Bits() >= 64) {
-				v.errorf(p, "names cloud metadata address %s, which no policy may open", m)
-				continue
-			}
+		if hasMetadata {
 			v.warnf(p, "contains cloud metadata address %s, which stays denied", m)
 		}
 		if prefix.Masked() != prefix {

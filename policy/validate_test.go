@@ -259,9 +259,9 @@ network_policies:
 	_, _, err := Parse([]byte(doc))
 	ps := problemsOf(t, err)
 	want := []Problem{
-		{"network_policies.orders.endpoints[0].mcp.max_body_bytes", "must be > 0"},
-		{"network_policies.orders.endpoints[0].rules[0].allow.colour", "unknown field"},
-		{"network_policies.orders.endpoints[1].port", "must be between 1 and 65535"},
+		{Path: "network_policies.orders.endpoints[0].mcp.max_body_bytes", Message: "must be > 0"},
+		{Path: "network_policies.orders.endpoints[0].rules[0].allow.colour", Message: "unknown field"},
+		{Path: "network_policies.orders.endpoints[1].port", Message: "must be between 1 and 65535"},
 	}
 	if len(ps) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%v", len(ps), len(want), err)
@@ -472,11 +472,11 @@ func TestValidateGoBuilt(t *testing.T) {
 	_, err = Validate(bad)
 	ps := problemsOf(t, err)
 	for _, w := range []Problem{
-		{"version", "must be 1"},
-		{"process.run_as_user", "root"},
-		{"network_policies.orders.endpoints[0].port", "required"},
-		{"network_policies.orders.endpoints[0].rules[1].allow.method", "must not be *"},
-		{"network_middlewares.m.config", "no JSON form"},
+		{Path: "version", Message: "must be 1"},
+		{Path: "process.run_as_user", Message: "root"},
+		{Path: "network_policies.orders.endpoints[0].port", Message: "required"},
+		{Path: "network_policies.orders.endpoints[0].rules[1].allow.method", Message: "must not be *"},
+		{Path: "network_middlewares.m.config", Message: "no JSON form"},
 	} {
 		if !hasProblem(ps, w.Path, w.Message) {
 			t.Errorf("missing %s in %v", w, err)
@@ -550,5 +550,41 @@ func TestParseCrossEndpointProblems(t *testing.T) {
 		if _, _, err := Parse([]byte(ok)); err != nil {
 			t.Errorf("Parse(%s) = %v, want valid", ok, err)
 		}
+	}
+}
+
+// Problems naming a cloud metadata address carry their code, so tools can
+// tell them from other problems.
+func TestMetadataProblemsAreCoded(t *testing.T) {
+	for _, doc := range []string{
+		"version: 1\nnetwork_policies:\n  m:\n    name: m\n    endpoints:\n      - { host: 169.254.169.254, port: 80 }\n",
+		"version: 1\nnetwork_policies:\n  m:\n    name: m\n    endpoints:\n      - { host: metadata.google.internal., port: 80 }\n",
+		"version: 1\nnetwork_policies:\n  m:\n    name: m\n    endpoints:\n      - { host: api.example.com, port: 443, allowed_ips: [169.254.169.254/32] }\n",
+	} {
+		_, _, err := Parse([]byte(doc))
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("%q: err %v", doc, err)
+		}
+		coded := 0
+		for _, p := range ve.Problems {
+			if p.Code == CodeCloudMetadata {
+				coded++
+			}
+		}
+		if coded == 0 {
+			t.Errorf("%q: no problem coded %s: %v", doc, CodeCloudMetadata, ve.Problems)
+		}
+	}
+	_, _, err := Parse([]byte("version: 1\nnetwork_policies:\n  m:\n    name: m\n    endpoints:\n      - { host: api.example.com, port: 99999 }\n"))
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		for _, p := range ve.Problems {
+			if p.Code != "" {
+				t.Errorf("a port problem is coded %q", p.Code)
+			}
+		}
+	} else {
+		t.Fatalf("bad port accepted: %v", err)
 	}
 }
