@@ -127,7 +127,7 @@ type l7 struct {
 func (g *group) l7Candidates() []l7 {
 	out := []l7{{}}
 	paths := g.pathCandidates()
-	for _, m := range g.methods {
+	for _, m := range append(slices.Clone(g.methods), g.otherMethod()) {
 		for _, p := range paths {
 			out = append(out, l7{method: m, path: p})
 		}
@@ -198,30 +198,49 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			l7sigs = append(l7sigs, s)
 		}
 	}
+	// The proposed policy first: only where it allows does the current
+	// one need asking. Then, for destinations with added requests, the
+	// current policy's reach there (for the finding kinds).
 	var added []verdict
 	curReach := make([]bool, len(dests))
 	curMethod := map[string]bool{} // dest|METHOD allowed somewhere (no MCP message)
 	curToolCall := map[int]bool{}  // dest: some tools/call allowed
 	for di, d := range dests {
+		if alwaysDenied(d.r) {
+			continue
+		}
+		n := len(added)
 		for li, c := range l7s {
 			r := d.r
 			r.HTTPMethod, r.Path, r.MCP = c.method, c.path, c.mcp
-			cur := policy.Decide(g.cur, r)
 			prop := policy.Decide(g.prop, r)
-			if cur.Allow {
-				curReach[di] = true
-				if c.mcp == nil {
-					curMethod[strconv.Itoa(di)+"|"+c.method] = true
-				} else if c.mcp.Method == "tools/call" {
-					curToolCall[di] = true
-				}
+			if !prop.Allow {
+				continue
 			}
-			if prop.Allow && !cur.Allow {
-				v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], dest: di, cur: cur, prop: prop}
-				if g.bound != nil {
-					v.bound = policy.Decide(g.bound, r)
-				}
-				added = append(added, v)
+			cur := policy.Decide(g.cur, r)
+			if cur.Allow {
+				continue
+			}
+			v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], dest: di, cur: cur, prop: prop}
+			if g.bound != nil {
+				v.bound = policy.Decide(g.bound, r)
+			}
+			added = append(added, v)
+		}
+		if len(added) == n {
+			continue
+		}
+		for _, c := range l7s {
+			r := d.r
+			r.HTTPMethod, r.Path, r.MCP = c.method, c.path, c.mcp
+			if !policy.Decide(g.cur, r).Allow {
+				continue
+			}
+			curReach[di] = true
+			if c.mcp == nil {
+				curMethod[strconv.Itoa(di)+"|"+c.method] = true
+			} else if c.mcp.Method == "tools/call" {
+				curToolCall[di] = true
 			}
 		}
 	}
@@ -260,6 +279,25 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			pr.add(ExceedsBoundary, entry, epLabel, rule, "the boundary denies it: "+v.bound.Reason, v, g)
 		}
 	}
+}
+
+// alwaysDenied is Decide's first step: destinations no policy can open
+// (nothing to prove there).
+func alwaysDenied(r policy.Request) bool {
+	if policy.IsMetadataHost(r.Host) || policy.IsLoopbackName(r.Host) && !r.DevAllowLoopback {
+		return true
+	}
+	if a, ok := policy.ParseHostIP(r.Host); ok {
+		if _, denied := policy.AlwaysDenied(a, r.DevAllowLoopback); denied {
+			return true
+		}
+	}
+	if r.Addr.IsValid() {
+		if _, denied := policy.AlwaysDenied(r.Addr, r.DevAllowLoopback); denied {
+			return true
+		}
+	}
+	return false
 }
 
 func (pr *prover) credentialed(r policy.Request) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -108,7 +109,7 @@ func Prove(current, proposed *policy.Policy, opts Options) (*Report, error) {
 	for _, f := range pr.findings {
 		rep.Findings = append(rep.Findings, *f)
 	}
-	rep.Findings = append(rep.Findings, ruleFindings(current, proposed)...)
+	rep.Findings = append(rep.Findings, ruleFindings(pr.cur, pr.prop)...)
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
 		if a.Kind != b.Kind {
@@ -131,7 +132,8 @@ type ref struct {
 	entry *policy.NetworkPolicy
 	index int
 	ep    *policy.Endpoint
-	fp    string // fingerprint: entry binaries and endpoint content
+	// changed: no equal (entry binaries, endpoint) pair in the other policy.
+	changed bool
 }
 
 func refsOf(p *policy.Policy) []ref {
@@ -149,43 +151,61 @@ func refsOf(p *policy.Policy) []ref {
 		if entry == nil {
 			continue
 		}
-		bins := make([]string, 0, len(entry.Binaries))
-		for _, b := range entry.Binaries {
-			bins = append(bins, b.Path)
-		}
-		sort.Strings(bins)
 		for i, ep := range entry.Endpoints {
-			if ep == nil {
-				continue
+			if ep != nil {
+				out = append(out, ref{key: k, entry: entry, index: i, ep: ep})
 			}
-			raw, _ := json.Marshal(ep)
-			out = append(out, ref{key: k, entry: entry, index: i, ep: ep,
-				fp: strings.Join(bins, "\x00") + "\x01" + string(raw)})
 		}
 	}
 	return out
 }
 
 // changedEndpoints is the multiset difference, both ways, of (entry
-// binaries, endpoint) pairs. Decide's verdict on a request depends only on
-// the multiset of such pairs whose host and port match it (the deny phase
-// and the candidates both filter on host and port first, and combine does
-// not depend on order), so a request whose matching pairs are the same in
-// both policies gets the same verdict from both: every added request
-// matches the host and port of some changed endpoint.
+// binaries, endpoint) pairs, marking the changed refs. Decide's verdict on
+// a request depends only on the multiset of such pairs whose host and port
+// match it (the deny phase and the candidates both filter on host and port
+// first, and combine does not depend on order), so a request whose
+// matching pairs are the same in both policies gets the same verdict from
+// both: every added request matches the host and port of some changed
+// endpoint. Pairs at the same place in both documents are compared first
+// (the common case of a small change), the rest by fingerprint.
 func changedEndpoints(cur, prop []ref) []*policy.Endpoint {
-	count := map[string]int{}
-	for _, r := range cur {
-		count[r.fp]++
+	at := make(map[[2]any]int, len(cur))
+	for i, r := range cur {
+		at[[2]any{r.key, r.index}] = i
 	}
-	for _, r := range prop {
-		count[r.fp]--
+	curDone := make([]bool, len(cur))
+	for i := range prop {
+		p := &prop[i]
+		j, ok := at[[2]any{p.key, p.index}]
+		if ok && slices.Equal(cur[j].entry.Binaries, p.entry.Binaries) && reflect.DeepEqual(cur[j].ep, p.ep) {
+			curDone[j] = true
+			continue
+		}
+		p.changed = true
+	}
+	count := map[string]int{}
+	for j := range cur {
+		if !curDone[j] {
+			cur[j].changed = true
+			count[fingerprint(cur[j])]++
+		}
+	}
+	for i := range prop {
+		if prop[i].changed {
+			count[fingerprint(prop[i])]--
+		}
 	}
 	var out []*policy.Endpoint
 	seen := map[string]bool{}
 	for _, rs := range [][]ref{prop, cur} {
-		for _, r := range rs {
-			if count[r.fp] == 0 {
+		for i := range rs {
+			r := &rs[i]
+			if !r.changed {
+				continue
+			}
+			if count[fingerprint(*r)] == 0 {
+				r.changed = false
 				continue
 			}
 			// One group per destination (host, allowed_ips, ports).
@@ -197,6 +217,17 @@ func changedEndpoints(cur, prop []ref) []*policy.Endpoint {
 		}
 	}
 	return out
+}
+
+// fingerprint identifies an (entry binaries, endpoint) pair by content.
+func fingerprint(r ref) string {
+	bins := make([]string, 0, len(r.entry.Binaries))
+	for _, b := range r.entry.Binaries {
+		bins = append(bins, b.Path)
+	}
+	sort.Strings(bins)
+	raw, _ := json.Marshal(r.ep)
+	return strings.Join(bins, "\x00") + "\x01" + string(raw)
 }
 
 type prover struct {
@@ -223,13 +254,19 @@ type group struct {
 	ports                                                []int
 	methods                                              []string
 	versions                                             []string
-	hasMCP, hasQuery, aes                                bool
+	hasMCP, hasQuery, aes, hasPreset                     bool
 }
 
 func hostsMayOverlap(a, b string) bool {
 	a, b = policy.NormalizeHost(a), policy.NormalizeHost(b)
-	if a == "" || b == "" {
+	if a == "" || b == "" || a == b {
 		return true
+	}
+	if plainName(a) && plainName(b) {
+		// Two exact DNS names (neither can be an IP spelling: a plain
+		// name has a letter, a dash or an underscore in its last label)
+		// match a common host only when equal.
+		return false
 	}
 	ia, aIP := hostIP(a)
 	ib, bIP := hostIP(b)
@@ -249,6 +286,26 @@ func hostsMayOverlap(a, b string) bool {
 	sa := a[strings.IndexByte(a, '.'):]
 	sb := b[strings.IndexByte(b, '.'):]
 	return strings.HasSuffix(sa, sb) || strings.HasSuffix(sb, sa)
+}
+
+// plainName reports whether h is a wildcard-free DNS name that no IP
+// spelling can be: ASCII letters, digits, '-', '_' and '.', with a
+// non-hex-digit in its last label.
+func plainName(h string) bool {
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	nonHex := false
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	for i := 0; i < len(last); i++ {
+		if c := last[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == 'x') {
+			nonHex = true
+		}
+	}
+	return nonHex
 }
 
 func portsOverlap(a, b *policy.Endpoint) bool {
@@ -325,6 +382,7 @@ func (g *group) collect(ep *policy.Endpoint) {
 		g.pathPats = append(g.pathPats, ep.Path)
 	}
 	g.aes = g.aes || ep.AllowEncodedSlash
+	g.hasPreset = g.hasPreset || ep.Access != ""
 	if ep.Protocol == policy.ProtocolMCP {
 		g.hasMCP = true
 		if ep.MCP != nil {
@@ -374,7 +432,33 @@ func uniq[T comparable](s []T) []T {
 	return out
 }
 
-var baseMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "PROPFIND"}
+// specialMethods are the HTTP methods Decide treats apart in this group
+// besides those rules name: the access presets' methods, MCP's GET, DELETE
+// and POST, HEAD under a deny on GET.
+func (g *group) specialMethods() []string {
+	var out []string
+	if g.hasPreset {
+		out = append(out, "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH")
+	}
+	if g.hasMCP {
+		out = append(out, "GET", "DELETE", "POST")
+	}
+	if slices.Contains(g.methods, "GET") {
+		out = append(out, "HEAD")
+	}
+	return out
+}
+
+// otherMethod is a method the group's signature has no bit for: it stands
+// for every such method.
+func (g *group) otherMethod() string {
+	for _, m := range []string{"PROPFIND", "TRACE", "X-PORTCULLIS-OTHER"} {
+		if !slices.Contains(g.methods, m) {
+			return m
+		}
+	}
+	return "X-PORTCULLIS-OTHER-2"
+}
 
 func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 	g := &group{dest: dest, dev: pr.opts.DevAllowLoopback}
@@ -383,7 +467,7 @@ func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 	if pr.opts.Boundary != nil {
 		g.bound, _ = g.subPolicy(pr.bound, true)
 	}
-	g.methods = append(g.methods, baseMethods...)
+	g.methods = append(g.methods, g.specialMethods()...)
 	sort.Strings(g.binPats)
 	sort.Strings(g.hostPats)
 	sort.Strings(g.pathPats)

@@ -23,18 +23,13 @@ var metadataAddrs = []string{
 	"100.100.100.200", "168.63.129.16",
 }
 
-func ruleFindings(current, proposed *policy.Policy) []Finding {
-	cur, prop := refsOf(current), refsOf(proposed)
-	unchanged := map[string]int{}
-	for _, c := range cur {
-		unchanged[c.fp]++
-	}
+// ruleFindings looks at the proposed endpoints that changed (refs marked
+// by changedEndpoints): the same endpoint in the same entry in the current
+// policy changes nothing.
+func ruleFindings(cur, prop []ref) []Finding {
 	var out []Finding
 	for _, p := range prop {
-		if unchanged[p.fp] > 0 {
-			// The same endpoint in the same entry is in the current
-			// policy: nothing about it changed.
-			unchanged[p.fp]--
+		if !p.changed {
 			continue
 		}
 		label := policy.EndpointLabel(p.ep)
