@@ -38,6 +38,9 @@ func exitCode(err error) int {
 	if _, ok := errors.AsType[*problemsError](err); ok {
 		return exitInvalid
 	}
+	if _, ok := errors.AsType[*proveInputError](err); ok {
+		return exitInvalid
+	}
 	if ce, ok := errors.AsType[*connect.Error](err); ok {
 		return exitCodeOf(ce.Code())
 	}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/prover"
+)
+
+// newProveCmd is `portcullis prove`: the prover on files, for CI.
+func newProveCmd(env *environment) *cobra.Command {
+	var current, proposed, boundary string
+	var credentialed []string
+	var devLoopback bool
+	cmd := &cobra.Command{
+		Use:   "prove --current A --proposed B",
+		Short: "Check offline what a policy change adds (exit 1 on any finding)",
+		Long: `Compute exactly what the proposed policy allows that the current one
+denies, and report it as findings: new reach, paths, HTTP methods, MCP
+methods and tools (each with a concrete request as counterexample), new
+reach to credentialed destinations, private networks, wildcards, what goes
+beyond a boundary, widened argument schemas, weakened enforcement, and
+cloud metadata addresses.
+
+Exit 0: no findings. Exit 1: findings. Exit 2: an input could not be read
+or is not a valid policy. With -o json the output is always one JSON
+object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
+		Example: `  portcullis prove --current main.yaml --proposed pr.yaml
+  portcullis prove --current main.yaml --proposed pr.yaml --boundary boundary.yaml \
+    --credentialed api.github.com:443 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env.started = true
+			res, err := prove(env, current, proposed, boundary, credentialed, devLoopback)
+			if err != nil {
+				if env.jsonOutput() {
+					res.Error = err.Error()
+					if pe, ok := errors.AsType[*proveInputError](err); ok {
+						res.Problems = pe.problems
+					}
+					if werr := printProveJSON(env, res); werr != nil {
+						return werr
+					}
+				}
+				return err
+			}
+			if env.jsonOutput() {
+				if err := printProveJSON(env, res); err != nil {
+					return err
+				}
+			} else {
+				printFindings(env, res.Findings)
+			}
+			if n := len(res.Findings); n > 0 {
+				return &findingsError{count: n}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&current, "current", "", "the policy in force (`FILE`, YAML or JSON)")
+	cmd.Flags().StringVar(&proposed, "proposed", "", "the proposed policy (`FILE`)")
+	cmd.Flags().StringVar(&boundary, "boundary", "", "the most the sandbox may ever be granted (`FILE`); beyond it is exceeds_boundary")
+	cmd.Flags().StringArrayVar(&credentialed, "credentialed", nil, "a destination whose requests carry injected credentials (`HOST:PORT`, repeatable)")
+	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "prove as for a proxy run with --dev-allow-loopback (loopback upstreams reachable)")
+	return cmd
+}
+
+// proveResult is prove -o json.
+type proveResult struct {
+	Findings []findingJSON   `json:"findings"`
+	Error    string          `json:"error,omitempty"`
+	Problems []inputProblems `json:"problems,omitempty"`
+}
+
+type findingJSON struct {
+	Kind           string              `json:"kind"`
+	Entry          string              `json:"entry,omitempty"`
+	Endpoint       string              `json:"endpoint,omitempty"`
+	Rule           string              `json:"rule,omitempty"`
+	Detail         string              `json:"detail"`
+	Counterexample *counterexampleJSON `json:"counterexample,omitempty"`
+}
+
+// counterexampleJSON is a policy.Request with the field names of the
+// rest of the JSON output.
+type counterexampleJSON struct {
+	Binary     string `json:"binary,omitempty"`
+	Host       string `json:"host"`
+	Addr       string `json:"addr,omitempty"`
+	Port       int    `json:"port"`
+	HTTPMethod string `json:"http_method,omitempty"`
+	Path       string `json:"path,omitempty"`
+	MCPMethod  string `json:"mcp_method,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+}
+
+// inputProblems are the problems of one input file.
+type inputProblems struct {
+	File     string           `json:"file"`
+	Problems []policy.Problem `json:"problems"`
+}
+
+// proveInputError: an input is not a valid policy (exit 2).
+type proveInputError struct {
+	msg      string
+	problems []inputProblems
+}
+
+func (e *proveInputError) Error() string { return e.msg }
+
+// findingsError: the prover found something (exit 1); the findings were
+// printed.
+type findingsError struct{ count int }
+
+func (e *findingsError) Error() string {
+	if e.count == 1 {
+		return "the proposed policy adds 1 finding"
+	}
+	return fmt.Sprintf("the proposed policy adds %d findings", e.count)
+}
+
+func prove(env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool) (proveResult, error) {
+	res := proveResult{Findings: []findingJSON{}}
+	if currentFile == "" || proposedFile == "" {
+		return res, usagef("prove needs --current FILE and --proposed FILE")
+	}
+	opts := prover.Options{DevAllowLoopback: devLoopback}
+	for _, hp := range credentialed {
+		host, port, err := net.SplitHostPort(hp)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || host == "" || n < 1 || n > 65535 {
+			return res, usagef("--credentialed %q: want HOST:PORT", hp)
+		}
+		opts.Credentialed = append(opts.Credentialed, prover.HostPort{Host: host, Port: n})
+	}
+	read := func(file string) (*policy.Policy, []policy.Problem, error) {
+		data, err := env.readInput(file)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, _, problems := parseDocument(data)
+		return p, problems, nil
+	}
+	current, problems, err := read(currentFile)
+	if err != nil {
+		return res, err
+	}
+	if len(problems) > 0 {
+		return res, &proveInputError{msg: fmt.Sprintf("--current %s is not a valid policy: %s", displayName(currentFile), summarizeProblems(problems)), problems: []inputProblems{{displayName(currentFile), problems}}}
+	}
+	if boundaryFile != "" {
+		b, problems, err := read(boundaryFile)
+		if err != nil {
+			return res, err
+		}
+		if len(problems) > 0 {
+			return res, &proveInputError{msg: fmt.Sprintf("--boundary %s is not a valid policy: %s", displayName(boundaryFile), summarizeProblems(problems)), problems: []inputProblems{{displayName(boundaryFile), problems}}}
+		}
+		opts.Boundary = b
+	}
+	proposed, problems, err := read(proposedFile)
+	if err != nil {
+		return res, err
+	}
+	if len(problems) > 0 {
+		// A proposed policy naming a cloud metadata address is invalid
+		// (the gateway refuses it), and that is a finding, not an error.
+		var metadata, other []policy.Problem
+		for _, p := range problems {
+			if p.Code == policy.CodeCloudMetadata {
+				metadata = append(metadata, p)
+			} else {
+				other = append(other, p)
+			}
+		}
+		if len(other) > 0 {
+			return res, &proveInputError{msg: fmt.Sprintf("--proposed %s is not a valid policy: %s", displayName(proposedFile), summarizeProblems(other)), problems: []inputProblems{{displayName(proposedFile), problems}}}
+		}
+		for _, p := range metadata {
+			res.Findings = append(res.Findings, findingJSON{Kind: prover.CloudMetadata, Rule: p.Path, Detail: p.Message})
+		}
+		return res, nil
+	}
+	report, err := prover.Prove(current, proposed, opts)
+	if err != nil {
+		return res, err
+	}
+	for _, f := range report.Findings {
+		res.Findings = append(res.Findings, findingToJSON(f))
+	}
+	return res, nil
+}
+
+func findingToJSON(f prover.Finding) findingJSON {
+	out := findingJSON{Kind: f.Kind, Entry: f.Entry, Endpoint: f.Endpoint, Rule: f.Rule, Detail: f.Detail}
+	if r := f.Counterexample; r != nil {
+		c := &counterexampleJSON{Binary: r.Binary, Host: r.Host, Port: r.Port, HTTPMethod: r.HTTPMethod, Path: r.Path}
+		if r.Addr.IsValid() {
+			c.Addr = r.Addr.String()
+		}
+		if r.MCP != nil {
+			c.MCPMethod, c.Tool = r.MCP.Method, r.MCP.Tool
+		}
+		out.Counterexample = c
+	}
+	return out
+}
+
+func summarizeProblems(ps []policy.Problem) string {
+	if len(ps) == 1 {
+		return ps[0].String()
+	}
+	return fmt.Sprintf("%s (and %d more)", ps[0].String(), len(ps)-1)
+}
+
+func printProveJSON(env *environment, res proveResult) error {
+	b, err := json.MarshalIndent(res, "", jsonOptions.Indent)
+	if err != nil {
+		return fmt.Errorf("encode result as JSON: %w", err)
+	}
+	_, err = fmt.Fprintf(env.stdout, "%s\n", b)
+	return err
+}
+
+// printFindings prints one block per finding: kind and where, what, and
+// the counterexample request.
+func printFindings(env *environment, findings []findingJSON) {
+	if len(findings) == 0 {
+		fmt.Fprintln(env.stdout, "no findings: the proposed policy allows nothing the current one denies")
+		return
+	}
+	for _, f := range findings {
+		where := strings.TrimSpace(strings.Join([]string{f.Entry, f.Endpoint, f.Rule}, " "))
+		fmt.Fprintf(env.stdout, "%s  %s\n  %s\n", f.Kind, where, f.Detail)
+		if c := f.Counterexample; c != nil {
+			req := fmt.Sprintf("%s:%d", c.Host, c.Port)
+			if c.HTTPMethod != "" {
+				req = c.HTTPMethod + " " + req + c.Path
+			}
+			if c.MCPMethod != "" {
+				req += " " + c.MCPMethod
+				if c.Tool != "" {
+					req += " " + c.Tool
+				}
+			}
+			if c.Binary != "" {
+				req += " from " + c.Binary
+			}
+			fmt.Fprintf(env.stdout, "  for example: %s\n", req)
+		}
+	}
+}

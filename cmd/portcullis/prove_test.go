@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// proveFiles writes the orders example and variants of it to a temp dir.
+func proveFiles(t *testing.T) (dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	base, err := os.ReadFile("../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("current.yaml", string(base))
+	write("track.yaml", strings.Replace(string(base), "          - allow: { method: tools/list }\n",
+		"          - allow: { method: tools/list }\n          - allow: { method: tools/call, tool: track_shipment }\n", 1))
+	write("metadata.yaml", strings.Replace(string(base), "host: demo-mcp", "host: 169.254.169.254", 1))
+	write("broken.yaml", "version: 1\nnetwork_policies: [\n")
+	return dir
+}
+
+// proveJSON runs prove -o json and decodes what it printed, which must be
+// one JSON object whatever the exit code.
+func proveJSON(t *testing.T, args ...string) (map[string]any, int) {
+	t.Helper()
+	stdout, stderr, code := runCLI(t, append([]string{"prove", "-o", "json"}, args...)...)
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("prove -o json printed no JSON object (exit %d): %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+	if _, ok := out["findings"].([]any); !ok {
+		t.Fatalf("no findings list in %s", stdout)
+	}
+	return out, code
+}
+
+func TestProveCommand(t *testing.T) {
+	dir := proveFiles(t)
+	f := func(name string) string { return filepath.Join(dir, name) }
+
+	// Nothing added: exit 0.
+	stdout, stderr, code := runCLI(t, "prove", "--current", f("current.yaml"), "--proposed", f("current.yaml"))
+	if code != exitOK || !strings.Contains(stdout, "no findings") {
+		t.Fatalf("same policy: exit %d\n%s%s", code, stdout, stderr)
+	}
+	out, code := proveJSON(t, "--current", f("current.yaml"), "--proposed", f("current.yaml"))
+	if code != exitOK || len(out["findings"].([]any)) != 0 {
+		t.Fatalf("same policy, JSON: exit %d, %v", code, out)
+	}
+
+	// A new tool: exit 1, the finding with its counterexample.
+	stdout, _, code = runCLI(t, "prove", "--current", f("current.yaml"), "--proposed", f("track.yaml"))
+	if code != exitNo || !strings.Contains(stdout, "new_mcp_tool") || !strings.Contains(stdout, "track_shipment") {
+		t.Fatalf("new tool: exit %d\n%s", code, stdout)
+	}
+	out, code = proveJSON(t, "--current", f("current.yaml"), "--proposed", f("track.yaml"))
+	findings := out["findings"].([]any)
+	if code != exitNo || len(findings) != 1 {
+		t.Fatalf("new tool, JSON: exit %d, %v", code, out)
+	}
+	first := findings[0].(map[string]any)
+	ce, _ := first["counterexample"].(map[string]any)
+	if first["kind"] != "new_mcp_tool" || ce["tool"] != "track_shipment" || ce["mcp_method"] != "tools/call" || ce["host"] != "demo-mcp" {
+		t.Fatalf("finding %v", first)
+	}
+	// The reverse change only narrows: nothing to report.
+	if _, _, code := runCLI(t, "prove", "--current", f("track.yaml"), "--proposed", f("current.yaml")); code != exitOK {
+		t.Fatalf("narrowing: exit %d", code)
+	}
+
+	// A metadata address in the proposal is a finding, not an error.
+	out, code = proveJSON(t, "--current", f("current.yaml"), "--proposed", f("metadata.yaml"))
+	findings = out["findings"].([]any)
+	if code != exitNo || len(findings) != 1 || findings[0].(map[string]any)["kind"] != "cloud_metadata" {
+		t.Fatalf("metadata: exit %d, %v", code, out)
+	}
+
+	// Errors: exit 2, and with -o json still one object, with the problems.
+	out, code = proveJSON(t, "--current", f("current.yaml"), "--proposed", f("broken.yaml"))
+	if code != exitInvalid || out["error"] == nil || out["problems"] == nil {
+		t.Fatalf("broken proposal: exit %d, %v", code, out)
+	}
+	out, code = proveJSON(t, "--current", f("current.yaml"))
+	if code != exitInvalid || !strings.Contains(out["error"].(string), "--proposed") {
+		t.Fatalf("missing --proposed: exit %d, %v", code, out)
+	}
+	for _, bad := range []string{"api.example.com", "api.example.com:0", ":443", "api.example.com:http"} {
+		if _, _, code := runCLI(t, "prove", "--current", f("current.yaml"), "--proposed", f("track.yaml"), "--credentialed", bad); code != exitInvalid {
+			t.Errorf("--credentialed %q: exit %d, want %d", bad, code, exitInvalid)
+		}
+	}
+	if _, _, code := runCLI(t, "prove", "--current", f("nope.yaml"), "--proposed", f("track.yaml")); code != exitInvalid {
+		t.Errorf("missing file: exit %d", code)
+	}
+}
