@@ -31,9 +31,12 @@
 //
 // # Scope
 //
-// Requests are judged with no query string, without MCP arguments (every
-// arguments_schema is dropped before judging: what a schema change adds is
-// the rule-level arguments_widened), and at Options.Now. Percent-encoded
+// Requests are judged without MCP arguments (every arguments_schema is
+// dropped before judging: what a schema change adds is the rule-level
+// arguments_widened) and at Options.Now. The query string is the one
+// dimension not split exactly: where rules have query matchers, the
+// queries tried are none, each rule's matchers satisfied alone, all at
+// once, and values no glob matches. Percent-encoded
 // bytes in paths are not among the path witnesses (a glob naming `%XX`
 // literally is matched only in the signature). See STATUS.md.
 package prover

@@ -3,6 +3,7 @@ package prover
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,16 +121,66 @@ var knownMethods = []string{
 
 // l7 is the L7 part of a candidate request.
 type l7 struct {
-	method, path string
-	mcp          *policy.MCPMessage
+	method, path, query string
+	mcp                 *policy.MCPMessage
+}
+
+// queryCandidates are the query strings tried. Not exact (see doc.go):
+// no query, each rule's matchers satisfied on their own, all rules'
+// matchers satisfied at once, and each named parameter with a value no
+// glob matches.
+func (g *group) queryCandidates() []string {
+	out := []string{""}
+	if !g.hasQuery {
+		return out
+	}
+	all := url.Values{}
+	miss := url.Values{}
+	for _, rule := range g.queryRules {
+		one := url.Values{}
+		for name, m := range rule {
+			v := "x"
+			if m != nil && len(m.Any) > 0 {
+				v = globWitness(m.Any[0])
+			}
+			one.Set(name, v)
+			all.Set(name, v)
+			miss.Set(name, "\x01no-match")
+		}
+		out = append(out, one.Encode())
+	}
+	return append(out, all.Encode(), miss.Encode())
+}
+
+// globWitness returns a string the glob matches in its query reading
+// (`*` crossing '/').
+func globWitness(glob string) string {
+	a := charsGlob(glob)
+	for _, w := range witnesses(anyString, []*nfa{a}) {
+		if run(a, w) {
+			return w
+		}
+	}
+	return glob
+}
+
+func run(a *nfa, s string) bool {
+	set := a.closure([]int{a.start})
+	for i := 0; i < len(s); i++ {
+		set = a.step(set, s[i])
+	}
+	return a.accepts(set)
 }
 
 func (g *group) l7Candidates() []l7 {
 	out := []l7{{}}
 	paths := g.pathCandidates()
+	queries := g.queryCandidates()
 	for _, m := range append(slices.Clone(g.methods), g.otherMethod()) {
 		for _, p := range paths {
-			out = append(out, l7{method: m, path: p})
+			for _, q := range queries {
+				out = append(out, l7{method: m, path: p, query: q})
+			}
 		}
 	}
 	if g.hasMCP {
@@ -190,7 +241,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	seenL7 := map[string]bool{}
 	probe := dests[0].r
 	for _, c := range g.l7Candidates() {
-		probe.HTTPMethod, probe.Path, probe.MCP = c.method, c.path, c.mcp
+		probe.HTTPMethod, probe.Path, probe.Query, probe.MCP = c.method, c.path, c.query, c.mcp
 		s := g.l7Sig(probe)
 		if !seenL7[s] {
 			seenL7[s] = true
@@ -212,7 +263,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		n := len(added)
 		for li, c := range l7s {
 			r := d.r
-			r.HTTPMethod, r.Path, r.MCP = c.method, c.path, c.mcp
+			r.HTTPMethod, r.Path, r.Query, r.MCP = c.method, c.path, c.query, c.mcp
 			prop := policy.Decide(g.prop, r)
 			if !prop.Allow {
 				continue
@@ -232,7 +283,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		}
 		for _, c := range l7s {
 			r := d.r
-			r.HTTPMethod, r.Path, r.MCP = c.method, c.path, c.mcp
+			r.HTTPMethod, r.Path, r.Query, r.MCP = c.method, c.path, c.query, c.mcp
 			if !policy.Decide(g.cur, r).Allow {
 				continue
 			}

@@ -251,6 +251,7 @@ type group struct {
 
 	binPats, hostPats, pathPats, mcpMethodPats, toolPats []string
 	ipLists                                              [][]string
+	queryRules                                           []map[string]*policy.Matcher
 	ports                                                []int
 	methods                                              []string
 	versions                                             []string
@@ -399,6 +400,7 @@ func (g *group) collect(ep *policy.Endpoint) {
 		}
 		if len(r.Query) > 0 {
 			g.hasQuery = true
+			g.queryRules = append(g.queryRules, r.Query)
 		}
 		if ep.Protocol == policy.ProtocolMCP {
 			if r.Method != "" {

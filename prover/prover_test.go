@@ -169,3 +169,19 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+func TestQueryMatchedRule(t *testing.T) {
+	cur := parse(t, credCurrent)
+	prop := cur.Clone()
+	ep := prop.NetworkPolicies["github"].Endpoints[0]
+	ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "GET", Path: "/search/**",
+		Query: map[string]*policy.Matcher{"q": {Any: []string{"repo:acme/*"}}}}})
+	rep := prove(t, cur, prop, Options{})
+	k := kinds(rep)
+	if len(k[NewPath]) != 1 {
+		t.Fatalf("want new_path, got %s", show(rep.Findings))
+	}
+	if q := k[NewPath][0].Counterexample.Query; q == "" {
+		t.Fatalf("counterexample without a query: %+v", k[NewPath][0].Counterexample)
+	}
+}
