@@ -257,7 +257,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	curMethod := map[string]bool{} // dest|METHOD allowed somewhere (no MCP message)
 	curToolCall := map[int]bool{}  // dest: some tools/call allowed
 	for di, d := range dests {
-		if alwaysDenied(d.r) {
+		if alwaysDenied(d.r) || !mayAllow(g.prop, d.r) {
 			continue
 		}
 		n := len(added)
@@ -332,6 +332,44 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	}
 }
 
+// mayAllow reports whether some endpoint of p could allow a request to
+// r's destination from r's binary: Decide allows only through a candidate
+// whose host, port and binary match and whose address rules pass (path
+// scopes are ignored here, so this over-approximates).
+func mayAllow(p *policy.Policy, r policy.Request) bool {
+	addr, known := destAddr(r)
+	for _, e := range p.NetworkPolicies {
+		if len(e.Binaries) > 0 {
+			ok := false
+			if cleanAbsolute(r.Binary) {
+				for _, b := range e.Binaries {
+					ok = ok || policy.MatchGlob(b.Path, r.Binary)
+				}
+			}
+			if !ok {
+				continue
+			}
+		}
+		for _, ep := range e.Endpoints {
+			if !slices.Contains(policy.EndpointPorts(ep), r.Port) {
+				continue
+			}
+			if ep.Host == "" {
+				if !known || len(ep.AllowedIPs) == 0 || !allowedIPsContains(ep.AllowedIPs, addr) {
+					continue
+				}
+			} else if !policy.MatchHost(ep.Host, r.Host) {
+				continue
+			}
+			if known && (len(ep.AllowedIPs) > 0 && !allowedIPsContains(ep.AllowedIPs, addr) || len(ep.AllowedIPs) == 0 && policy.IsPrivate(addr)) {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // alwaysDenied is Decide's first step: destinations no policy can open
 // (nothing to prove there).
 func alwaysDenied(r policy.Request) bool {
@@ -387,32 +425,16 @@ func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r pol
 	if ep == nil {
 		return ""
 	}
-	curHosts, curBins, curPaths, curTools := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, c := range pr.cur {
-		curHosts[policy.NormalizeHost(c.ep.Host)] = true
-		for _, b := range c.entry.Binaries {
-			curBins[b.Path] = true
-		}
-		for _, rl := range c.ep.Rules {
-			if rl.Allow != nil {
-				curPaths[rl.Allow.Path] = true
-				if rl.Allow.Tool != nil {
-					for _, t := range rl.Allow.Tool.Any {
-						curTools[t] = true
-					}
-				}
-			}
-		}
+	if pr.curGlobs == nil {
+		pr.curGlobs = pr.currentGlobs()
 	}
+	curHosts, curBins, curPaths, curTools := pr.curGlobs[0], pr.curGlobs[1], pr.curGlobs[2], pr.curGlobs[3]
 	var why []string
 	if h := policy.NormalizeHost(ep.Host); hasGlob(h) && !curHosts[h] {
 		why = append(why, "host "+h)
 	}
-	for _, e := range pr.prop {
-		if e.key != entry || e.ep != ep {
-			continue
-		}
-		for _, b := range e.entry.Binaries {
+	if e := pr.proposed.NetworkPolicies[entry]; e != nil {
+		for _, b := range e.Binaries {
 			if hasGlob(b.Path) && !curBins[b.Path] && cleanAbsolute(r.Binary) && policy.MatchGlob(b.Path, r.Binary) {
 				why = append(why, "binary "+b.Path)
 			}
@@ -437,6 +459,29 @@ func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r pol
 	}
 	slices.Sort(why)
 	return "glob where the current policy has none: " + strings.Join(why, ", ")
+}
+
+// currentGlobs collects the current policy's host, binary, path and tool
+// patterns (once per proof).
+func (pr *prover) currentGlobs() *[4]map[string]bool {
+	curHosts, curBins, curPaths, curTools := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, c := range pr.cur {
+		curHosts[policy.NormalizeHost(c.ep.Host)] = true
+		for _, b := range c.entry.Binaries {
+			curBins[b.Path] = true
+		}
+		for _, rl := range c.ep.Rules {
+			if rl.Allow != nil {
+				curPaths[rl.Allow.Path] = true
+				if rl.Allow.Tool != nil {
+					for _, t := range rl.Allow.Tool.Any {
+						curTools[t] = true
+					}
+				}
+			}
+		}
+	}
+	return &[4]map[string]bool{curHosts, curBins, curPaths, curTools}
 }
 
 func (pr *prover) add(kind, entry, endpoint, rule, detail string, v verdict, g *group) {

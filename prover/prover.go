@@ -101,7 +101,7 @@ func Prove(current, proposed *policy.Policy, opts Options) (*Report, error) {
 		opts.Now = time.Now()
 	}
 	pr := &prover{opts: opts, cur: refsOf(current), prop: refsOf(proposed), bound: refsOf(opts.Boundary),
-		findings: map[string]*Finding{}}
+		findings: map[string]*Finding{}, proposed: proposed}
 	for _, e := range changedEndpoints(pr.cur, pr.prop) {
 		pr.proveGroup(e)
 	}
@@ -234,6 +234,8 @@ type prover struct {
 	opts             Options
 	cur, prop, bound []ref
 	findings         map[string]*Finding
+	curGlobs         *[4]map[string]bool
+	proposed         *policy.Policy
 }
 
 // ---------------------------------------------------------------------------
