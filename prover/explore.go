@@ -319,6 +319,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			detail += fmt.Sprintf("; on credentialed destination %s:%d", r.Host, r.Port)
 		}
 		entry, ep, epLabel, rule := pr.locate(g, v.prop)
+		v = pr.withArguments(v, ep, rule)
 		pr.add(kind, entry, epLabel, rule, detail, v, g)
 		if a, ok := destAddr(r); ok && !curReach[v.dest] && policy.IsPrivate(a) && ep != nil && len(ep.AllowedIPs) > 0 {
 			pr.add(PrivateNetwork, entry, epLabel, rule, fmt.Sprintf("private address %s reachable through allowed_ips %v", a, ep.AllowedIPs), v, g)
@@ -368,6 +369,27 @@ func mayAllow(p *policy.Policy, r policy.Request) bool {
 		}
 	}
 	return false
+}
+
+// withArguments gives a tools/call counterexample arguments the allowing
+// rule's arguments_schema accepts (schemas are dropped while judging), when
+// the proposed policy would otherwise refuse the bare call.
+func (pr *prover) withArguments(v verdict, ep *policy.Endpoint, rule string) verdict {
+	r := v.r
+	if r.MCP == nil || r.MCP.Method != "tools/call" || ep == nil || policy.Decide(pr.proposed, r).Allow {
+		return v
+	}
+	var i int
+	if _, err := fmt.Sscanf(rule, "rules[%d]", &i); err != nil || i < 0 || i >= len(ep.Rules) || ep.Rules[i].Allow == nil {
+		return v
+	}
+	m := *r.MCP
+	m.Arguments = marshalArgs(schemaInstance(ep.Rules[i].Allow.ArgumentsSchema, 0))
+	r.MCP = &m
+	if policy.Decide(pr.proposed, r).Allow {
+		v.r = r
+	}
+	return v
 }
 
 // alwaysDenied is Decide's first step: destinations no policy can open

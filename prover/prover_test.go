@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -53,6 +54,9 @@ func prove(t tb, cur, prop *policy.Policy, opts Options) *Report {
 			continue
 		}
 		r := *f.Counterexample
+		if !f.Covers(r) {
+			t.Fatalf("%s does not cover its own counterexample %+v", f.Kind, r)
+		}
 		p := policy.Decide(prop, r)
 		other, against := cur, "current"
 		if f.Kind == ExceedsBoundary {
@@ -183,5 +187,86 @@ func TestQueryMatchedRule(t *testing.T) {
 	}
 	if q := k[NewPath][0].Counterexample.Query; q == "" {
 		t.Fatalf("counterexample without a query: %+v", k[NewPath][0].Counterexample)
+	}
+}
+
+const webCurrent = `
+version: 1
+network_policies:
+  web:
+    endpoints:
+      - host: api.example.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        rules:
+          - allow: { method: GET, path: "/v1/items" }
+      - host: mcp.example.com
+        port: 443
+        protocol: mcp
+        rules:
+          - allow:
+              method: tools/call
+              tool: lookup_order
+              arguments_schema: { type: object, required: [order_id] }
+    binaries: [ { path: /usr/bin/curl } ]
+`
+
+func TestKinds(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(p *policy.Policy)
+		opts   Options
+		want   []string
+	}{
+		{"wildcard path", func(p *policy.Policy) {
+			ep := p.NetworkPolicies["web"].Endpoints[0]
+			ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "GET", Path: "/v1/*"}})
+		}, Options{}, []string{NewPath, WildcardWidening}},
+		{"wildcard host", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[0].Host = "*.example.com"
+		}, Options{}, []string{NewReach, WildcardWidening}},
+		{"binary glob", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Binaries = []policy.Binary{{Path: "/usr/bin/*"}}
+		}, Options{}, []string{NewReach, WildcardWidening}},
+		{"private network", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[0].AllowedIPs = []string{"10.0.0.0/8"}
+		}, Options{}, []string{NewReach, PrivateNetwork}},
+		{"beyond the boundary", func(p *policy.Policy) {
+			ep := p.NetworkPolicies["web"].Endpoints[0]
+			ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "DELETE", Path: "/v1/items"}})
+		}, Options{Boundary: parse(t, webCurrent)}, []string{ExceedsBoundary, NewHTTPMethod}},
+		{"audit", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[0].Enforcement = policy.EnforcementAudit
+		}, Options{}, []string{EnforcementWeakened, NewHTTPMethod, NewPath}},
+		{"schema removed", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.ArgumentsSchema = nil
+		}, Options{}, []string{ArgumentsWidened}},
+		{"schema tightened (conservatively reported)", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.ArgumentsSchema = map[string]any{"type": "object", "required": []any{"order_id"}, "additionalProperties": false}
+		}, Options{}, []string{ArgumentsWidened}},
+		{"metadata", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints = append(p.NetworkPolicies["web"].Endpoints, &policy.Endpoint{Host: "0xA9FEA9FE", Port: 80})
+		}, Options{}, []string{CloudMetadata}},
+		{"metadata name", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints = append(p.NetworkPolicies["web"].Endpoints, &policy.Endpoint{Host: "metadata.google.internal.", Port: 80})
+		}, Options{}, []string{CloudMetadata}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cur := parse(t, webCurrent)
+			prop := cur.Clone()
+			c.change(prop)
+			rep := prove(t, cur, prop, c.opts)
+			var got []string
+			for _, f := range rep.Findings {
+				if len(got) == 0 || got[len(got)-1] != f.Kind {
+					got = append(got, f.Kind)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("kinds %v, want %v:%s", got, c.want, show(rep.Findings))
+			}
+		})
 	}
 }
