@@ -1,0 +1,190 @@
+package advisor
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// DenialRecord is the part of a stored decision record the advisor needs
+// to propose the narrowest rule that would have allowed that request.
+type DenialRecord struct {
+	Binary     string // absolute path of the calling binary
+	Host       string
+	Port       int
+	HTTPMethod string // "" for an L4 (CONNECT without inspection) request
+	Path       string // canonical path
+	MCPMethod  string // JSON-RPC method, for MCP requests
+	Tool       string // params.name of tools/call
+	Entry      string // network_policies key of the deciding entry, if known
+	// VersionProbe marks a request refused only because its MCP protocol
+	// version is not listed: clients probe versions, so it is not offered.
+	VersionProbe bool
+}
+
+// FromDenial builds the proposal that would have allowed exactly the
+// denied request: on an existing endpoint that matches it (and its binary)
+// an add_allow_rules with that method and exact path, or MCP method and
+// tool; otherwise an add_rule with one endpoint (exact host and port;
+// protocol rest for HTTP, mcp scoped to the exact path for MCP, L4 when
+// there is no HTTP view) and exactly that binary. The proposal is checked
+// with Apply against base; a refusal is returned as a *RefusalError
+// (RuleNotOffered for version probes).
+func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
+	refuse := func(field, rule, format string, args ...any) (*Proposal, error) {
+		return nil, &RefusalError{Op: -1, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
+	}
+	if rec.VersionProbe {
+		return refuse("", RuleNotOffered, "the request was refused only for its MCP protocol version (a version probe); it is not offered")
+	}
+	if rec.Port < 1 || rec.Port > 65535 {
+		return refuse("port", RulePort, "%d is not a valid port", rec.Port)
+	}
+	if strings.TrimSpace(rec.Host) == "" {
+		return refuse("host", RuleInvalidHost, "the denial names no host")
+	}
+	if rec.MCPMethod != "" && rec.HTTPMethod == "" {
+		rec.HTTPMethod = "POST"
+	}
+	if rec.HTTPMethod != "" && !strings.HasPrefix(rec.Path, "/") {
+		return refuse("path", RulePath, "the denial carries no canonical path")
+	}
+	if rec.MCPMethod == "tools/call" && rec.Tool == "" {
+		return refuse("tool", RuleTool, "the denied tools/call names no tool")
+	}
+
+	var rule *policy.L7Rule
+	switch {
+	case rec.MCPMethod != "":
+		rule = &policy.L7Rule{Method: rec.MCPMethod}
+		if rec.MCPMethod == "tools/call" {
+			rule.Tool = &policy.Matcher{Any: []string{rec.Tool}}
+		}
+	case rec.HTTPMethod != "":
+		rule = &policy.L7Rule{Method: strings.ToUpper(rec.HTTPMethod), Path: escapeGlob(rec.Path)}
+	}
+
+	p := &Proposal{Rationale: rationale(rec)}
+	if key, ep := existingEndpoint(base, rec); ep != nil && rule != nil {
+		p.Operations = []Operation{{AddAllowRules: &AddAllowRules{
+			Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path,
+			Rules: []policy.Rule{{Allow: rule}},
+		}}}
+	} else {
+		ep := &policy.Endpoint{Host: canonicalHost(rec.Host), Port: rec.Port}
+		switch {
+		case rec.MCPMethod != "":
+			ep.Protocol, ep.Path = policy.ProtocolMCP, escapeGlob(rec.Path)
+		case rec.HTTPMethod != "":
+			ep.Protocol = policy.ProtocolREST
+		}
+		if rule != nil {
+			ep.Rules = []policy.Rule{{Allow: rule}}
+		}
+		p.Operations = []Operation{{AddRule: &AddRule{
+			Name: entryName(base, ep.Host, rec.Port),
+			Rule: &policy.NetworkPolicy{Endpoints: []*policy.Endpoint{ep}, Binaries: []policy.Binary{{Path: rec.Binary}}},
+		}}}
+	}
+	if _, err := Apply(base, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func rationale(rec DenialRecord) string {
+	what := "a connection"
+	switch {
+	case rec.MCPMethod == "tools/call":
+		what = "tools/call " + rec.Tool
+	case rec.MCPMethod != "":
+		what = rec.MCPMethod
+	case rec.HTTPMethod != "":
+		what = strings.ToUpper(rec.HTTPMethod) + " " + rec.Path
+	}
+	s := fmt.Sprintf("allow exactly the denied request: %s from %s to %s:%d", what, rec.Binary, rec.Host, rec.Port)
+	if len(s) > MaxRationaleBytes {
+		s = s[:MaxRationaleBytes]
+	}
+	return s
+}
+
+// existingEndpoint finds an endpoint of base that the request is
+// addressed to (host, port, path scope), of the protocol that judges it,
+// in an entry whose binaries include the request's binary; the record's
+// entry is preferred.
+func existingEndpoint(base *policy.Policy, rec DenialRecord) (string, *policy.Endpoint) {
+	if base == nil {
+		return "", nil
+	}
+	keys := make([]string, 0, len(base.NetworkPolicies))
+	for k := range base.NetworkPolicies {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if i := slices.Index(keys, rec.Entry); i > 0 {
+		keys = append([]string{rec.Entry}, slices.Delete(keys, i, i+1)...)
+	}
+	want := policy.ProtocolREST
+	if rec.MCPMethod != "" {
+		want = policy.ProtocolMCP
+	}
+	for _, k := range keys {
+		entry := base.NetworkPolicies[k]
+		if entry == nil || !binaryIn(entry, rec.Binary) {
+			continue
+		}
+		for _, ep := range entry.Endpoints {
+			if ep == nil || ep.Protocol != want || ep.Access != "" {
+				continue
+			}
+			if !policy.MatchHost(ep.Host, rec.Host) || !slices.Contains(policy.EndpointPorts(ep), rec.Port) {
+				continue
+			}
+			if ep.Path != "" && !policy.MatchGlob(ep.Path, rec.Path) {
+				continue
+			}
+			return k, ep
+		}
+	}
+	return "", nil
+}
+
+func binaryIn(entry *policy.NetworkPolicy, binary string) bool {
+	if len(entry.Binaries) == 0 {
+		return true
+	}
+	for _, b := range entry.Binaries {
+		if policy.MatchGlob(b.Path, binary) {
+			return true
+		}
+	}
+	return false
+}
+
+// entryName derives a network_policies key from the destination, unique
+// in base.
+func entryName(base *policy.Policy, host string, port int) string {
+	var b strings.Builder
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	stem := b.String()
+	if len(stem) > MaxNameLen-16 {
+		stem = stem[:MaxNameLen-16]
+	}
+	stem += "-" + strconv.Itoa(port)
+	name := stem
+	for i := 2; base != nil && base.NetworkPolicies[name] != nil; i++ {
+		name = stem + "-" + strconv.Itoa(i)
+	}
+	return name
+}

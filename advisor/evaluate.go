@@ -1,0 +1,167 @@
+package advisor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/prover"
+)
+
+// Evaluate applies p to base (Apply's narrowness checks), then proves each
+// operation that adds access against the policy before it: an operation
+// after which the prover finds no request-level finding would change
+// nothing and is refused (RuleChangesNothing), with the reason when one
+// can be shown (e.g. the tool is still denied by deny_rules). It returns
+// the resulting policy and the proof of base against it under opts (the
+// gateway passes the sandbox's boundary and credentialed destinations).
+func Evaluate(base *policy.Policy, p *Proposal, opts prover.Options) (*policy.Policy, *prover.Report, error) {
+	steps, result, err := applySteps(base, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	stepOpts := opts
+	stepOpts.Boundary = nil
+	stepOpts.Credentialed = nil
+	prev := base.Canonical()
+	for i, op := range p.Operations {
+		if op.AddDenyRules == nil {
+			rep, err := prover.Prove(prev, steps[i], stepOpts)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !hasRequestFinding(rep) {
+				return nil, nil, &RefusalError{Op: i, Field: keyPath(indexPath("operations", i), op.Kind()), Rule: RuleChangesNothing,
+					Reason: "would change nothing: " + explain(prev, steps[i], op)}
+			}
+		}
+		prev = steps[i]
+	}
+	rep, err := prover.Prove(base, result, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return result, rep, nil
+}
+
+func hasRequestFinding(rep *prover.Report) bool {
+	for _, f := range rep.Findings {
+		if f.Counterexample != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// explain says why an operation adds nothing, for the requests its rules
+// name exactly.
+func explain(before, after *policy.Policy, op Operation) string {
+	const generic = "the resulting policy allows no request the current one denies"
+	o := op.AddAllowRules
+	if o == nil {
+		return generic
+	}
+	entry := after.NetworkPolicies[o.Policy]
+	if entry == nil {
+		return generic
+	}
+	binary := ""
+	if len(entry.Binaries) > 0 {
+		binary = entry.Binaries[0].Path
+		if hasMeta(binary) {
+			return generic
+		}
+	}
+	var ep *policy.Endpoint
+	for _, e := range entry.Endpoints {
+		if canonicalHost(e.Host) == canonicalHost(o.Host) && (o.Path == "" || e.Path == o.Path) {
+			ep = e
+			break
+		}
+	}
+	if ep == nil || strings.Contains(ep.Host, "*") {
+		return generic
+	}
+	var reasons []string
+	for _, rule := range o.Rules {
+		r, ok := sampleRequest(binary, ep, o.Port, rule.Allow)
+		if !ok {
+			continue
+		}
+		what := describeRequest(r)
+		if d := policy.Decide(before, r); d.Allow {
+			reasons = append(reasons, fmt.Sprintf("%s is already allowed (%s)", what, d.Reason))
+		} else if d := policy.Decide(after, r); !d.Allow {
+			reasons = append(reasons, fmt.Sprintf("%s is still denied: %s", what, d.Reason))
+		}
+	}
+	if len(reasons) == 0 {
+		return generic
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// sampleRequest builds the request an exact allow rule names.
+func sampleRequest(binary string, ep *policy.Endpoint, port int, a *policy.L7Rule) (policy.Request, bool) {
+	r := policy.Request{Binary: binary, Host: ep.Host, Port: port}
+	if ep.Path != "" && hasUnescapedMeta(ep.Path) {
+		return r, false
+	}
+	switch ep.Protocol {
+	case policy.ProtocolREST:
+		if a == nil || hasUnescapedMeta(a.Path) || a.Query != nil {
+			return r, false
+		}
+		r.HTTPMethod, r.Path = strings.ToUpper(a.Method), unescape(a.Path)
+	case policy.ProtocolMCP:
+		if a == nil || a.Method == "" {
+			return r, false
+		}
+		r.HTTPMethod, r.Path = "POST", "/"
+		if ep.Path != "" {
+			r.Path = unescape(ep.Path)
+		}
+		m := &policy.MCPMessage{Method: a.Method}
+		if a.Tool != nil && len(a.Tool.Any) > 0 {
+			m.Tool = a.Tool.Any[0]
+		}
+		r.MCP = m
+	default:
+		return r, false
+	}
+	return r, true
+}
+
+func describeRequest(r policy.Request) string {
+	if r.MCP != nil {
+		if r.MCP.Method == "tools/call" {
+			return "tools/call " + r.MCP.Tool
+		}
+		return r.MCP.Method
+	}
+	return r.HTTPMethod + " " + r.Path
+}
+
+// unescape drops the `\` escapes of a glob without other glob characters.
+func unescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// escapeGlob writes a literal string as a glob that matches exactly it.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("*?[\\", s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

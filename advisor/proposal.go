@@ -1,0 +1,261 @@
+package advisor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// Limits on a proposal. They bound the work an untrusted sandbox can cause.
+const (
+	MaxProposalBytes     = 256 << 10
+	MaxRationaleBytes    = 4000
+	MaxIdempotencyKeyLen = 128
+	MaxOperations        = 32
+	MaxRulesPerOperation = 64
+	MaxEndpointsPerEntry = 16
+	MaxNameLen           = 63
+)
+
+// Proposal is a sandbox's request for a policy change: a rationale and
+// operations on its current (or named) policy version. See DESIGN.md,
+// "Proposal files".
+type Proposal struct {
+	Rationale string `json:"rationale" yaml:"rationale"`
+	// BaseVersion is the version the operations apply to; nil means the
+	// current version.
+	BaseVersion    *uint64     `json:"base_version,omitempty" yaml:"base_version,omitempty"`
+	IdempotencyKey string      `json:"idempotency_key,omitempty" yaml:"idempotency_key,omitempty"`
+	Operations     []Operation `json:"operations" yaml:"operations"`
+}
+
+// Operation is exactly one of its fields.
+type Operation struct {
+	AddRule       *AddRule       `json:"add_rule,omitempty" yaml:"add_rule,omitempty"`
+	AddAllowRules *AddAllowRules `json:"add_allow_rules,omitempty" yaml:"add_allow_rules,omitempty"`
+	AddBinary     *AddBinary     `json:"add_binary,omitempty" yaml:"add_binary,omitempty"`
+	AddDenyRules  *AddDenyRules  `json:"add_deny_rules,omitempty" yaml:"add_deny_rules,omitempty"`
+}
+
+// Kind names the operation's one field ("add_rule", …), "" if none.
+func (o Operation) Kind() string {
+	switch {
+	case o.AddRule != nil:
+		return "add_rule"
+	case o.AddAllowRules != nil:
+		return "add_allow_rules"
+	case o.AddBinary != nil:
+		return "add_binary"
+	case o.AddDenyRules != nil:
+		return "add_deny_rules"
+	}
+	return ""
+}
+
+// AddRule adds a new entry of network_policies.
+type AddRule struct {
+	Name string                `json:"name" yaml:"name"`
+	Rule *policy.NetworkPolicy `json:"rule" yaml:"rule"`
+}
+
+// AddAllowRules adds allow rules to an existing endpoint, named by its
+// network_policies key, host and port, and its path scope when the
+// host:port is split by path.
+type AddAllowRules struct {
+	Policy string        `json:"policy" yaml:"policy"`
+	Host   string        `json:"host" yaml:"host"`
+	Port   int           `json:"port" yaml:"port"`
+	Path   string        `json:"path,omitempty" yaml:"path,omitempty"`
+	Rules  []policy.Rule `json:"rules" yaml:"rules"`
+}
+
+// AddBinary adds one binary to an existing entry. Endpoints must list
+// every endpoint the entry grants, as policy.EndpointLabel writes them
+// ("orders.example.com:443/mcp"), so the proposer states what it gains.
+type AddBinary struct {
+	Policy    string   `json:"policy" yaml:"policy"`
+	Path      string   `json:"path" yaml:"path"`
+	Endpoints []string `json:"endpoints" yaml:"endpoints"`
+}
+
+// AddDenyRules adds deny rules to an existing endpoint. Narrowing is
+// always welcome.
+type AddDenyRules struct {
+	Policy string           `json:"policy" yaml:"policy"`
+	Host   string           `json:"host" yaml:"host"`
+	Port   int              `json:"port" yaml:"port"`
+	Path   string           `json:"path,omitempty" yaml:"path,omitempty"`
+	Rules  []*policy.L7Rule `json:"rules" yaml:"rules"`
+}
+
+// ParseError is the error of ParseProposal: every problem found, each
+// with its field path (operations[1].add_allow_rules.rules[0].allow.tool).
+type ParseError struct {
+	Problems []policy.Problem
+}
+
+// Error lists every problem as "path: message", joined by "; ".
+func (e *ParseError) Error() string {
+	if e == nil || len(e.Problems) == 0 {
+		return "invalid proposal"
+	}
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "invalid proposal: " + strings.Join(parts, "; ")
+}
+
+// ParseProposal decodes a proposal, YAML or JSON, strictly: unknown
+// fields, duplicate keys, values of the wrong type and missing or
+// out-of-bounds fields are all reported in a *ParseError, each with its
+// path. It checks the proposal's shape only; whether it is narrow enough
+// is Apply's business.
+func ParseProposal(data []byte) (p *Proposal, err error) {
+	fail := func(format string, args ...any) (*Proposal, error) {
+		return nil, &ParseError{Problems: []policy.Problem{{Message: fmt.Sprintf(format, args...)}}}
+	}
+	if len(data) > MaxProposalBytes {
+		return fail("proposal is %d bytes; the limit is %d", len(data), MaxProposalBytes)
+	}
+	if !utf8.Valid(data) {
+		return fail("proposal is not valid UTF-8")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return fail("proposal is empty")
+	}
+	var root *yaml.Node
+	var perr error
+	if json.Valid(data) {
+		root, perr = jsonToNode(data)
+	} else {
+		root, perr = yamlToNode(data)
+	}
+	if perr != nil {
+		return fail("%s", perr.Error())
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = fail("internal error decoding proposal: %v", r)
+		}
+	}()
+	d := &decoder{}
+	p = new(Proposal)
+	d.decode(root, "", reflect.ValueOf(p).Elem(), 0)
+	checkShape(d, p)
+	if len(d.problems) > 0 {
+		return nil, &ParseError{Problems: d.problems}
+	}
+	return p, nil
+}
+
+// checkShape reports required and bounded fields.
+func checkShape(d *decoder, p *Proposal) {
+	reported := map[string]bool{}
+	for _, pr := range d.problems {
+		reported[pr.Path] = true
+	}
+	add := func(path, format string, args ...any) {
+		if !reported[path] {
+			d.add(path, format, args...)
+		}
+	}
+	switch {
+	case strings.TrimSpace(p.Rationale) == "":
+		add("rationale", "is required: say why the sandbox needs this")
+	case len(p.Rationale) > MaxRationaleBytes:
+		add("rationale", "is longer than %d bytes", MaxRationaleBytes)
+	}
+	if p.BaseVersion != nil && *p.BaseVersion == 0 {
+		add("base_version", "must be >= 1 (omit it for the current version)")
+	}
+	if len(p.IdempotencyKey) > MaxIdempotencyKeyLen {
+		add("idempotency_key", "is longer than %d characters", MaxIdempotencyKeyLen)
+	} else if !printable(p.IdempotencyKey) {
+		add("idempotency_key", "must be printable characters without spaces")
+	}
+	switch {
+	case len(p.Operations) == 0:
+		add("operations", "needs at least one operation")
+	case len(p.Operations) > MaxOperations:
+		add("operations", "has %d operations; the limit is %d", len(p.Operations), MaxOperations)
+	}
+	for i, op := range p.Operations {
+		path := indexPath("operations", i)
+		n := 0
+		for _, set := range []bool{op.AddRule != nil, op.AddAllowRules != nil, op.AddBinary != nil, op.AddDenyRules != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			add(path, "must hold exactly one of add_rule, add_allow_rules, add_binary, add_deny_rules")
+			continue
+		}
+		required := func(field string, missing bool) {
+			if missing {
+				add(keyPath(keyPath(path, op.Kind()), field), "is required")
+			}
+		}
+		rules := func(field string, n int) {
+			fp := keyPath(keyPath(path, op.Kind()), field)
+			if n == 0 {
+				add(fp, "needs at least one rule")
+			} else if n > MaxRulesPerOperation {
+				add(fp, "has %d rules; the limit is %d", n, MaxRulesPerOperation)
+			}
+		}
+		switch {
+		case op.AddRule != nil:
+			required("name", op.AddRule.Name == "")
+			required("rule", op.AddRule.Rule == nil)
+		case op.AddAllowRules != nil:
+			o := op.AddAllowRules
+			required("policy", o.Policy == "")
+			required("host", o.Host == "")
+			required("port", o.Port == 0)
+			rules("rules", len(o.Rules))
+		case op.AddBinary != nil:
+			o := op.AddBinary
+			required("policy", o.Policy == "")
+			required("path", o.Path == "")
+			if len(o.Endpoints) == 0 {
+				add(keyPath(keyPath(path, "add_binary"), "endpoints"), "must list every endpoint the entry grants")
+			}
+		case op.AddDenyRules != nil:
+			o := op.AddDenyRules
+			required("policy", o.Policy == "")
+			required("host", o.Host == "")
+			required("port", o.Port == 0)
+			rules("rules", len(o.Rules))
+		}
+	}
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Encode returns the proposal as JSON, the wire form of POST /v1/proposals.
+func (p *Proposal) Encode() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, fmt.Errorf("encode proposal: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
