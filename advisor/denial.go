@@ -89,8 +89,16 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 			Rule: &policy.NetworkPolicy{Endpoints: []*policy.Endpoint{ep}, Binaries: []policy.Binary{{Path: rec.Binary}}},
 		}}}
 	}
-	if _, err := Apply(base, p); err != nil {
+	result, err := Apply(base, p)
+	if err != nil {
 		return nil, err
+	}
+	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path}
+	if rec.MCPMethod != "" {
+		req.MCP = &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool}
+	}
+	if d := policy.Decide(result, req); !d.Allow {
+		return refuse("", RuleChangesNothing, "no narrow rule can allow this request: %s", d.Reason)
 	}
 	return p, nil
 }

@@ -218,7 +218,7 @@ func TestParseProblems(t *testing.T) {
 	cases := map[string][]string{
 		`{"rationale": "x", "operations": [{"add_allow_rules": {"policy": "p", "host": "h", "port": 1, "rules": [{"allow": {"tool": 5}}]}}, {"add_allow_rules": {"policy": "p", "host": "h", "port": 1, "rules": [{"allow": {"tool": [1]}}]}}]}`: {
 			"operations[0].add_allow_rules.rules[0].allow.tool", "operations[1].add_allow_rules.rules[0].allow.tool"},
-		`{"rationale": "x", "rationale": "y", "operations": []}`:                                   {"rationale", "operations"},
+		`{"rationale": "x", "rationale": "y", "operations": []}`:                                    {"rationale", "operations"},
 		"operations:\n  - add_rule: { name: a, rule: { endpoints: [], binaries: [] }, extra: 1 }\n": {"rationale", "operations[0].add_rule.extra"},
 		`{"rationale": "x", "operations": [{}]}`:                                                    {"operations[0]"},
 		`{"rationale": "x", "base_version": -1, "operations": [{"add_binary": {"policy": "p", "path": "/x", "endpoints": []}}]}`: {

@@ -1,0 +1,125 @@
+package advisor
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/prover"
+)
+
+func recRequest(rec DenialRecord) policy.Request {
+	r := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path, Time: now}
+	if rec.MCPMethod != "" {
+		r.HTTPMethod = "POST"
+		r.MCP = &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool}
+	}
+	return r
+}
+
+// For representative denied requests, the proposal from the denial allows
+// exactly that request: Decide allows it, and every request-level finding
+// of the proof has that request's host, port, method and path or tool.
+func TestFromDenialNarrowest(t *testing.T) {
+	base := mustParsePolicy(t, baseDoc)
+	rng := rand.New(rand.NewPCG(1, 2))
+	binaries := []string{"/usr/bin/python3", "/usr/bin/gh", "/usr/bin/curl"}
+	hosts := []string{"api.github.com", "orders.example.com", "shop.example.com", "ship.example.net", "pypi.org"}
+	ports := []int{443, 8443}
+	methods := []string{"GET", "POST", "DELETE", ""}
+	paths := []string{"/repos/a/b", "/api/orders/7", "/api/orders", "/admin/status", "/v1/x*y", "/mcp"}
+	mcp := [][2]string{{"tools/call", "track_shipment"}, {"tools/call", "refund_order"}, {"tools/list", ""}, {"resources/list", ""}}
+	proposed, refusedNothing := 0, 0
+	for range 300 {
+		rec := DenialRecord{Binary: binaries[rng.IntN(len(binaries))], Host: hosts[rng.IntN(len(hosts))], Port: ports[rng.IntN(len(ports))]}
+		if rng.IntN(3) == 0 {
+			m := mcp[rng.IntN(len(mcp))]
+			rec.MCPMethod, rec.Tool, rec.Path = m[0], m[1], "/mcp"
+		} else {
+			rec.HTTPMethod = methods[rng.IntN(len(methods))]
+			if rec.HTTPMethod != "" {
+				rec.Path = paths[rng.IntN(len(paths))]
+			}
+		}
+		req := recRequest(rec)
+		if policy.Decide(base, req).Allow {
+			continue
+		}
+		p, err := FromDenial(base, rec)
+		if err != nil {
+			continue // e.g. a REST request to an mcp host:port, or a deny rule
+		}
+		result, rep, err := Evaluate(base, p, prover.Options{Now: now})
+		if r, ok := AsRefusal(err); ok && r.Rule == RuleChangesNothing {
+			// Only a deny rule may keep the request denied.
+			refusedNothing++
+			if d := policy.Decide(result, req); d.Allow {
+				t.Fatalf("%+v: refused as changing nothing but allowed", rec)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", rec, err)
+		}
+		proposed++
+		if d := policy.Decide(result, req); !d.Allow {
+			t.Fatalf("%+v: the proposal does not allow the request: %s", rec, d.Reason)
+		}
+		for _, f := range rep.Findings {
+			ce := f.Counterexample
+			if ce == nil {
+				t.Fatalf("%+v: rule-level finding %+v", rec, f)
+			}
+			if policy.NormalizeHost(ce.Host) != policy.NormalizeHost(req.Host) || ce.Port != req.Port {
+				t.Fatalf("%+v: finding %s reaches %s:%d", rec, f.Kind, ce.Host, ce.Port)
+			}
+			if req.HTTPMethod == "" {
+				continue // L4: the atom is host, port and binary
+			}
+			if req.MCP != nil && ce.MCP == nil && (ce.HTTPMethod == "GET" || ce.HTTPMethod == "DELETE") && ce.Path == req.Path {
+				// A new mcp endpoint also opens its SSE stream and session
+				// end (policy semantics), on the same exact path.
+				continue
+			}
+			if ce.HTTPMethod != req.HTTPMethod || ce.Path != req.Path {
+				t.Fatalf("%+v: finding %s is wider: %s %s", rec, f.Kind, ce.HTTPMethod, ce.Path)
+			}
+			if req.MCP != nil && (ce.MCP == nil || ce.MCP.Method != req.MCP.Method || ce.MCP.Tool != req.MCP.Tool) {
+				t.Fatalf("%+v: finding %s is wider: %+v", rec, f.Kind, ce.MCP)
+			}
+		}
+	}
+	if proposed < 50 {
+		t.Fatalf("only %d proposals built (%d changed nothing)", proposed, refusedNothing)
+	}
+	t.Logf("%d proposals, %d refused as changing nothing", proposed, refusedNothing)
+}
+
+func TestFromDenialVersionProbe(t *testing.T) {
+	_, err := FromDenial(nil, DenialRecord{Binary: "/x", Host: "a.example.com", Port: 443, MCPMethod: "initialize", Path: "/mcp", VersionProbe: true})
+	if r, ok := AsRefusal(err); !ok || r.Rule != RuleNotOffered {
+		t.Fatalf("want not_offered, got %v", err)
+	}
+}
+
+func TestFromDenialShapes(t *testing.T) {
+	base := mustParsePolicy(t, baseDoc)
+	p, err := FromDenial(base, DenialRecord{Binary: "/usr/bin/python3", Host: "orders.example.com", Port: 443, MCPMethod: "tools/call", Tool: "track_shipment", Path: "/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := p.Operations[0].AddAllowRules; o == nil || o.Policy != "orders" || o.Path != "/mcp" {
+		t.Fatalf("want add_allow_rules on orders: %+v", p.Operations[0])
+	}
+	p, err = FromDenial(base, DenialRecord{Binary: "/usr/bin/curl", Host: "ship.example.net", Port: 443, HTTPMethod: "get", Path: "/v1/a*b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := p.Operations[0].AddRule
+	if o == nil || len(o.Rule.Binaries) != 1 || o.Rule.Binaries[0].Path != "/usr/bin/curl" || o.Rule.Endpoints[0].Rules[0].Allow.Path != `/v1/a\*b` {
+		t.Fatalf("want add_rule for curl: %+v", p.Operations[0])
+	}
+	if _, err := FromDenial(base, DenialRecord{Binary: "/usr/bin/curl", Host: "169.254.169.254", Port: 80, HTTPMethod: "GET", Path: "/"}); err == nil {
+		t.Fatal("metadata denial offered")
+	}
+}
