@@ -134,11 +134,13 @@ var dnsNames = domain{
 	maxLen:  253,
 }
 
-// anyString: printable ASCII strings (JSON-RPC method names, tool names).
+// anyString: non-empty printable ASCII strings (JSON-RPC method names,
+// tool names, query values); the empty string is a class of its own that
+// callers add.
 var anyString = domain{
 	start:  0,
 	step:   func(int, byte) int { return 1 },
-	accept: func(int) bool { return true },
+	accept: func(s int) bool { return s == 1 },
 	bytes: func() []byte {
 		var bs []byte
 		for c := byte(' '); c < 127; c++ {

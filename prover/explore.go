@@ -59,7 +59,8 @@ func (g *group) hostCandidates() []hostAddr {
 		}
 	}
 	for _, a := range addrs {
-		out = append(out, hostAddr{host: a.String()})
+		// An IP-literal host, and a request naming only an address.
+		out = append(out, hostAddr{host: a.String()}, hostAddr{addr: a})
 	}
 	return out
 }
@@ -84,12 +85,12 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 	for _, m := range knownMethods {
 		ms = append(ms, literalNFA(m))
 	}
-	methods := witnesses(anyString, ms) // includes ""
+	methods := append(witnesses(anyString, ms), "")
 	ts := []*nfa{toolCharsNFA()}
 	for _, t := range g.toolPats {
 		ts = append(ts, narrowGlob(t), literalNFA(t))
 	}
-	tools := witnesses(anyString, ts)
+	tools := append(witnesses(anyString, ts), "")
 	versions := append([]string{"", policy.DefaultMCPVersion, "1999-01-01"}, g.versions...)
 	out := []*policy.MCPMessage{{Response: true}}
 	for _, m := range methods {
@@ -184,10 +185,15 @@ func (g *group) l7Candidates() []l7 {
 		}
 	}
 	if g.hasMCP {
+		// Messages with every method, not only POST: a GET carrying a
+		// message is refused by the MCP rules but still meets the deny
+		// rules, and audit mode can let it through.
 		msgs := g.mcpMessages()
-		for _, p := range paths {
-			for _, msg := range msgs {
-				out = append(out, l7{method: "POST", path: p, mcp: msg})
+		for _, m := range append(slices.Clone(g.methods), g.otherMethod()) {
+			for _, p := range paths {
+				for _, msg := range msgs {
+					out = append(out, l7{method: m, path: p, mcp: msg})
+				}
 			}
 		}
 	}
@@ -298,15 +304,16 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	for _, v := range added {
 		kind, detail := NewReach, ""
 		r := v.r
+		post := r.MCP != nil && strings.EqualFold(r.HTTPMethod, "POST")
 		switch {
 		case !curReach[v.dest]:
 			detail = "the binary could not reach this destination before"
 			if pr.credentialed(r) {
 				kind = NewCredentialedReach
 			}
-		case r.MCP != nil && !r.MCP.Response && r.MCP.Method == "tools/call" && curToolCall[v.dest]:
+		case post && !r.MCP.Response && r.MCP.Method == "tools/call" && curToolCall[v.dest]:
 			kind, detail = NewMCPTool, "tools/call "+r.MCP.Tool+" was not allowed"
-		case r.MCP != nil:
+		case post:
 			kind, detail = NewMCPMethod, "MCP method "+r.MCP.Method+" was not allowed"
 		case r.HTTPMethod != "" && curMethod[strconv.Itoa(v.dest)+"|"+r.HTTPMethod]:
 			kind, detail = NewPath, r.HTTPMethod+" was allowed on other paths only"

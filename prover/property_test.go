@@ -29,7 +29,7 @@ var (
 	vAllowedIP = [][]string{nil, nil, nil, nil, {"10.0.0.0/8"}, {"93.184.216.0/24", "2606:4700::/32"}}
 
 	rBinaries = []string{"", "/usr/bin/curl", "/usr/bin/python3", "/usr/bin/wget", "/opt/x/python3", "/opt/python3", "/bin/sh", "/usr/bin/../bin/curl", "relative"}
-	rHosts    = []string{"api.example.com", "API.EXAMPLE.COM.", "x.example.com", "a.b.example.com", "ab.example.com", "example.com", "other.test", "mcp.example.net", "tools.example.net", "zzz.invalid", "93.184.216.34", "93.184.216.35", "10.1.2.3", "2606:4700::1111", "127.0.0.1", "169.254.169.254"}
+	rHosts    = []string{"", "api.example.com", "API.EXAMPLE.COM.", "x.example.com", "a.b.example.com", "ab.example.com", "example.com", "other.test", "mcp.example.net", "tools.example.net", "zzz.invalid", "93.184.216.34", "93.184.216.35", "10.1.2.3", "2606:4700::1111", "127.0.0.1", "169.254.169.254"}
 	rAddrs    = []string{"", "", "", "93.184.216.34", "93.184.216.99", "10.1.2.3", "10.9.9.9", "2606:4700::1111", "8.8.8.8", "127.0.0.1"}
 	rPorts    = []int{443, 80, 8080, 9999, 6443}
 	rMethods  = []string{"GET", "get", "POST", "HEAD", "DELETE", "PUT", "OPTIONS", ""}
@@ -234,7 +234,7 @@ func genRequest(t *rapid.T) policy.Request {
 		return r
 	}
 	r.Path = rapid.SampledFrom(rPaths).Draw(t, "r path")
-	if strings.EqualFold(r.HTTPMethod, "POST") && rapid.IntRange(0, 2).Draw(t, "mcp") > 0 {
+	if mcp := rapid.IntRange(0, 5).Draw(t, "mcp"); mcp > 1 && strings.EqualFold(r.HTTPMethod, "POST") || mcp == 1 {
 		m := &policy.MCPMessage{Method: rapid.SampledFrom(rMCPMeth).Draw(t, "r mcp method")}
 		if rapid.IntRange(0, 9).Draw(t, "response") == 0 {
 			m = &policy.MCPMessage{Response: true}
@@ -285,6 +285,7 @@ func TestProveCoversEveryAddedRequest(t *testing.T) {
 				covered = true
 			}
 			if added && !covered {
+				debugMiss(t, cur, prop, opts, r)
 				t.Fatalf("%s is allowed by the proposed policy (%s) and denied by the current one (%s), but no finding covers it; findings: %s", describe(r), p.Reason, c.Reason, show(rep.Findings))
 			}
 		}
@@ -375,4 +376,35 @@ func TestProveNoFindings(t *testing.T) {
 			t.Fatalf("narrowing: %s", show(rep.Findings))
 		}
 	})
+}
+
+func debugMiss(t *rapid.T, cur, prop *policy.Policy, opts Options, r policy.Request) {
+	pr := &prover{opts: opts, cur: refsOf(cur), prop: refsOf(prop), proposed: prop, findings: map[string]*Finding{}}
+	for _, e := range changedEndpoints(pr.cur, pr.prop) {
+		g := pr.newGroup(e)
+		sig, ok := g.signature(r)
+		t.Logf("group %s: inDest %v mayAllow %v alwaysDenied %v sig %s", policy.EndpointLabel(e), ok, mayAllow(g.prop, r), alwaysDenied(r), sig)
+		if !ok {
+			continue
+		}
+		found := false
+		for _, h := range g.hostCandidates() {
+			for _, b := range g.binaryCandidates() {
+				c := policy.Request{Host: h.host, Addr: h.addr, Port: r.Port, Binary: b, Time: now}
+				if g.inDest(c) && g.destSig(c) == g.destSig(r) {
+					found = true
+				}
+			}
+		}
+		t.Logf("dest class found: %v", found)
+		probe := r
+		for _, c := range g.l7Candidates() {
+			probe.HTTPMethod, probe.Path, probe.Query, probe.MCP = c.method, c.path, c.query, c.mcp
+			if g.l7Sig(probe) == g.l7Sig(r) {
+				t.Logf("l7 class found: %+v", c)
+				return
+			}
+		}
+		t.Logf("l7 class missing; methods %v paths %v", g.methods, g.pathCandidates())
+	}
 }
