@@ -263,6 +263,9 @@ func TestProveCoversEveryAddedRequest(t *testing.T) {
 			boundary = mutate(t, prop)
 		}
 		opts := Options{Now: now, Boundary: boundary}
+		if rapid.Bool().Draw(t, "credentialed") {
+			opts.Credentialed = []HostPort{{"api.example.com", 443}, {"93.184.216.35", 80}}
+		}
 		rep := prove(t, cur, prop, opts)
 		for range 50 {
 			r := genRequest(t)

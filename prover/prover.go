@@ -472,6 +472,13 @@ func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 		g.bound, _ = g.subPolicy(pr.bound, true)
 	}
 	g.methods = append(g.methods, g.specialMethods()...)
+	// Credentialed hosts are classes of their own, so that a wildcard
+	// reaching one yields it as a counterexample.
+	for _, c := range pr.opts.Credentialed {
+		if slices.Contains(policy.EndpointPorts(dest), c.Port) {
+			g.hostPats = append(g.hostPats, c.Host)
+		}
+	}
 	sort.Strings(g.binPats)
 	sort.Strings(g.hostPats)
 	sort.Strings(g.pathPats)

@@ -272,3 +272,20 @@ func TestKinds(t *testing.T) {
 		})
 	}
 }
+
+func TestCredentialedThroughWildcard(t *testing.T) {
+	cur := parse(t, credCurrent)
+	prop := cur.Clone()
+	prop.NetworkPolicies["py"] = &policy.NetworkPolicy{
+		Endpoints: []*policy.Endpoint{{Host: "*.github.com", Port: 443}},
+		Binaries:  []policy.Binary{{Path: "/usr/bin/python3"}},
+	}
+	rep := prove(t, cur, prop, Options{Credentialed: []HostPort{{"api.github.com", 443}}})
+	k := kinds(rep)
+	if len(k[NewCredentialedReach]) != 1 || k[NewCredentialedReach][0].Counterexample.Host != "api.github.com" {
+		t.Fatalf("want new_credentialed_reach to api.github.com:%s", show(rep.Findings))
+	}
+	if len(k[NewReach]) != 1 || len(k[WildcardWidening]) != 1 {
+		t.Fatalf("want new_reach elsewhere under *.github.com and wildcard_widening:%s", show(rep.Findings))
+	}
+}
