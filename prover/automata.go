@@ -1,7 +1,6 @@
 package prover
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -45,26 +44,28 @@ func (a *nfa) add() int {
 }
 
 func (a *nfa) closure(set []int) []int {
-	seen := make(map[int]bool, len(set))
-	stack := append([]int(nil), set...)
+	mark := make([]bool, len(a.trans))
+	stack := make([]int, 0, len(set)+4)
 	for _, s := range set {
-		seen[s] = true
+		if !mark[s] {
+			mark[s] = true
+			stack = append(stack, s)
+		}
 	}
-	for len(stack) > 0 {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, t := range a.eps[s] {
-			if !seen[t] {
-				seen[t] = true
+	for i := 0; i < len(stack); i++ {
+		for _, t := range a.eps[stack[i]] {
+			if !mark[t] {
+				mark[t] = true
 				stack = append(stack, t)
 			}
 		}
 	}
-	out := make([]int, 0, len(seen))
-	for s := range seen {
-		out = append(out, s)
+	out := stack[:0:0]
+	for s, m := range mark {
+		if m {
+			out = append(out, s)
+		}
 	}
-	sort.Ints(out)
 	return out
 }
 
@@ -76,6 +77,9 @@ func (a *nfa) step(set []int, c byte) []int {
 				next = append(next, e.to)
 			}
 		}
+	}
+	if len(next) == 0 {
+		return nil
 	}
 	return a.closure(next)
 }

@@ -215,9 +215,17 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		r   policy.Request
 		sig string
 	}
+	// The binary and the (host, address, port) parts of the signature are
+	// independent: classes of each, then their product.
 	var dests []destClass
+	var bins, binSigs []string
 	seen := map[string]bool{}
-	bins := g.binaryCandidates()
+	for _, b := range g.binaryCandidates() {
+		if s := g.binSig(b); !seen[s] {
+			seen[s] = true
+			bins, binSigs = append(bins, b), append(binSigs, s)
+		}
+	}
 	hosts := g.hostCandidates()
 	for _, port := range policy.EndpointPorts(dest) {
 		if port < 1 || port > 65535 || policy.DeniedPort(port) {
@@ -225,16 +233,17 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		}
 		for _, h := range hosts {
 			r := policy.Request{Host: h.host, Addr: h.addr, Port: port, Time: pr.opts.Now, DevAllowLoopback: pr.opts.DevAllowLoopback}
-			if !g.inDest(r) {
+			if !g.inDest(r) || alwaysDenied(r) {
 				continue
 			}
-			for _, b := range bins {
+			hs := g.hostAddrSig(r)
+			if seen["h"+hs] {
+				continue
+			}
+			seen["h"+hs] = true
+			for i, b := range bins {
 				r.Binary = b
-				s := g.destSig(r)
-				if !seen[s] {
-					seen[s] = true
-					dests = append(dests, destClass{r, s})
-				}
+				dests = append(dests, destClass{r, binSigs[i] + "|" + hs})
 			}
 		}
 	}

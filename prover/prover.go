@@ -528,12 +528,22 @@ func (g *group) inDest(r policy.Request) bool {
 // destSig is the destination part of the signature: binary, host, address
 // and port.
 func (g *group) destSig(r policy.Request) string {
+	return g.binSig(r.Binary) + "|" + g.hostAddrSig(r)
+}
+
+// binSig is the binary's part of the signature.
+func (g *group) binSig(binary string) string {
 	var sb strings.Builder
-	clean := cleanAbsolute(r.Binary)
+	clean := cleanAbsolute(binary)
 	for _, b := range g.binPats {
-		bit(&sb, clean && policy.MatchGlob(b, r.Binary))
+		bit(&sb, clean && policy.MatchGlob(b, binary))
 	}
-	sb.WriteByte('|')
+	return sb.String()
+}
+
+// hostAddrSig is the host, address and port part of the signature.
+func (g *group) hostAddrSig(r policy.Request) string {
+	var sb strings.Builder
 	for _, h := range g.hostPats {
 		bit(&sb, policy.MatchHost(h, r.Host))
 	}
