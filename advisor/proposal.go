@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 	"unicode"
-	"unicode/utf8"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -120,52 +116,34 @@ func (e *ParseError) Error() string {
 // path. It checks the proposal's shape only; whether it is narrow enough
 // is Apply's business.
 func ParseProposal(data []byte) (p *Proposal, err error) {
-	fail := func(format string, args ...any) (*Proposal, error) {
-		return nil, &ParseError{Problems: []policy.Problem{{Message: fmt.Sprintf(format, args...)}}}
-	}
-	if len(data) > MaxProposalBytes {
-		return fail("proposal is %d bytes; the limit is %d", len(data), MaxProposalBytes)
-	}
-	if !utf8.Valid(data) {
-		return fail("proposal is not valid UTF-8")
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return fail("proposal is empty")
-	}
-	var root *yaml.Node
-	var perr error
-	if json.Valid(data) {
-		root, perr = jsonToNode(data)
-	} else {
-		root, perr = yamlToNode(data)
-	}
-	if perr != nil {
-		return fail("%s", perr.Error())
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			p, err = fail("internal error decoding proposal: %v", r)
-		}
-	}()
-	d := &decoder{}
 	p = new(Proposal)
-	d.decode(root, "", reflect.ValueOf(p).Elem(), 0)
-	checkShape(d, p)
-	if len(d.problems) > 0 {
-		return nil, &ParseError{Problems: d.problems}
+	readable, problems := policy.DecodeStrict(data, p, "proposal", MaxProposalBytes)
+	if !readable {
+		return nil, &ParseError{Problems: problems}
+	}
+	problems = checkShape(problems, p)
+	if len(problems) > 0 {
+		return nil, &ParseError{Problems: problems}
 	}
 	return p, nil
 }
 
-// checkShape reports required and bounded fields.
-func checkShape(d *decoder, p *Proposal) {
+// Field paths, as the policy package writes them.
+var (
+	keyPath   = policy.KeyPath
+	indexPath = policy.IndexPath
+)
+
+// checkShape adds to problems (the decoder's) the required and bounded
+// fields that are missing or too long, and returns them.
+func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 	reported := map[string]bool{}
-	for _, pr := range d.problems {
+	for _, pr := range problems {
 		reported[pr.Path] = true
 	}
 	add := func(path, format string, args ...any) {
 		if !reported[path] {
-			d.add(path, format, args...)
+			problems = append(problems, policy.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 		}
 	}
 	switch {
@@ -238,6 +216,7 @@ func checkShape(d *decoder, p *Proposal) {
 			rules("rules", len(o.Rules))
 		}
 	}
+	return problems
 }
 
 func printable(s string) bool {

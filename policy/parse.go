@@ -108,18 +108,35 @@ func Parse(data []byte) (*Policy, []Problem, error) {
 // decodeDocument turns data into a Policy, collecting every decoding
 // problem. It returns a nil policy only when the document cannot be read at
 // all (size, encoding, syntax, not a mapping).
-func decodeDocument(data []byte) (p *Policy, problems []Problem) {
-	fail := func(format string, args ...any) (*Policy, []Problem) {
-		return nil, []Problem{{Message: fmt.Sprintf(format, args...)}}
+func decodeDocument(data []byte) (*Policy, []Problem) {
+	p := new(Policy)
+	readable, problems := DecodeStrict(data, p, "document", MaxDocumentBytes)
+	if !readable {
+		return nil, problems
 	}
-	if len(data) > MaxDocumentBytes {
-		return fail("document is %d bytes; the limit is %d", len(data), MaxDocumentBytes)
+	return p, problems
+}
+
+// DecodeStrict decodes YAML or JSON data into v (a pointer to a struct
+// with yaml tags, which may hold this package's types) the way Parse reads
+// a policy: unknown fields, duplicate keys and values of the wrong type
+// are each reported with their field path, decoding carries on so every
+// problem is reported at once, and nesting and size are bounded. what
+// names the input in messages ("proposal"). readable is false when the
+// input could not be read at all (size, encoding, syntax); v is then
+// untouched.
+func DecodeStrict(data []byte, v any, what string, maxBytes int) (readable bool, problems []Problem) {
+	fail := func(format string, args ...any) (bool, []Problem) {
+		return false, []Problem{{Message: fmt.Sprintf(format, args...)}}
+	}
+	if len(data) > maxBytes {
+		return fail("%s is %d bytes; the limit is %d", what, len(data), maxBytes)
 	}
 	if !utf8.Valid(data) {
-		return fail("document is not valid UTF-8")
+		return fail("%s is not valid UTF-8", what)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return fail("document is empty")
+		return fail("%s is empty", what)
 	}
 	var root *yaml.Node
 	var err error
@@ -132,16 +149,15 @@ func decodeDocument(data []byte) (p *Policy, problems []Problem) {
 		return fail("%s", err.Error())
 	}
 	d := &decoder{}
-	p = new(Policy)
 	defer func() {
 		// The decoder works on untrusted input: a bug must become a
 		// problem report, not a crash of the gateway.
 		if r := recover(); r != nil {
-			p, problems = fail("internal error decoding document: %v", r)
+			readable, problems = fail("internal error decoding %s: %v", what, r)
 		}
 	}()
-	d.decode(root, "", reflect.ValueOf(p).Elem(), 0)
-	return p, d.problems
+	d.decode(root, "", reflect.ValueOf(v).Elem(), 0)
+	return true, d.problems
 }
 
 // yamlToNode parses exactly one YAML document.
@@ -324,6 +340,13 @@ func describe(n *yaml.Node) string {
 
 // keyPath appends a mapping key to a path: `.key` for plain names,
 // `["key"]` otherwise.
+// KeyPath is the field path of key under path, as problems report it:
+// "a.b", or a["odd key"] for a key that is not a plain name.
+func KeyPath(path, key string) string { return keyPath(path, key) }
+
+// IndexPath is the field path of element i under path: "a[2]".
+func IndexPath(path string, i int) string { return indexPath(path, i) }
+
 func keyPath(path, key string) string {
 	plain := key != ""
 	for _, r := range key {
@@ -428,6 +451,14 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value, depth int) 
 	case reflect.Int:
 		if i, ok := d.intValue(n, path); ok {
 			v.SetInt(i)
+		}
+	case reflect.Uint64:
+		if i, ok := d.intValue(n, path); ok {
+			if i < 0 {
+				d.add(path, "must not be negative")
+				return
+			}
+			v.SetUint(uint64(i))
 		}
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
