@@ -69,6 +69,9 @@ func genEndpoint(t *rapid.T) *policy.Endpoint {
 	} else {
 		ep.Host = rapid.SampledFrom(vHosts).Draw(t, "host")
 	}
+	if ep.AllowedIPs != nil && ep.Protocol != policy.ProtocolMCP && rapid.IntRange(0, 2).Draw(t, "hostless") == 0 {
+		ep.Host = ""
+	}
 	switch ep.Protocol {
 	case policy.ProtocolREST:
 		if rapid.IntRange(0, 2).Draw(t, "scoped") == 0 {
