@@ -178,7 +178,7 @@ func changedEndpoints(cur, prop []ref) []*policy.Endpoint {
 	for i := range prop {
 		p := &prop[i]
 		j, ok := at[[2]any{p.key, p.index}]
-		if ok && slices.Equal(cur[j].entry.Binaries, p.entry.Binaries) && reflect.DeepEqual(cur[j].ep, p.ep) {
+		if ok && slices.Equal(cur[j].entry.Binaries, p.entry.Binaries) && (cur[j].ep == p.ep || reflect.DeepEqual(cur[j].ep, p.ep)) {
 			curDone[j] = true
 			continue
 		}
