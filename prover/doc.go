@@ -33,10 +33,13 @@
 //
 // Requests are judged without MCP arguments (every arguments_schema is
 // dropped before judging: what a schema change adds is the rule-level
-// arguments_widened) and at Options.Now. The query string is the one
-// dimension not split exactly: where rules have query matchers, the
-// queries tried are none, each rule's matchers satisfied alone, all at
-// once, and values no glob matches. Percent-encoded
-// bytes in paths are not among the path witnesses (a glob naming `%XX`
-// literally is matched only in the signature). See STATUS.md.
+// arguments_widened; a counterexample for a schema-guarded tool carries
+// arguments built from the schema) and at Options.Now. Not split exactly:
+// the query string (where rules have query matchers, the queries tried
+// are none, each rule's matchers satisfied alone, all at once, and values
+// no glob matches); the private and always-denied classes inside an
+// allowed_ips region (sampled at its edges and at fixed addresses);
+// percent-encoded bytes in paths other than an encoded slash (a glob
+// naming `%XX` literally is matched only in the signature).
+// exceeds_boundary is judged on what the change adds. See STATUS.md.
 package prover
