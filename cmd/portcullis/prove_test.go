@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,5 +102,43 @@ func TestProveCommand(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, "prove", "--current", f("nope.yaml"), "--proposed", f("track.yaml")); code != exitInvalid {
 		t.Errorf("missing file: exit %d", code)
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite the prove reports under testdata/prove")
+
+// TestProveGoldenReports runs prove -o json on each case under
+// testdata/prove (current.yaml, proposed.yaml, optional args) and compares
+// the report with want.json (-update rewrites it). A changed report is a
+// changed answer: review the diff.
+func TestProveGoldenReports(t *testing.T) {
+	cases, err := filepath.Glob("testdata/prove/*")
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("no cases: %v", err)
+	}
+	for _, dir := range cases {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			args := []string{"prove", "-o", "json", "--current", filepath.Join(dir, "current.yaml"), "--proposed", filepath.Join(dir, "proposed.yaml")}
+			if extra, err := os.ReadFile(filepath.Join(dir, "args")); err == nil {
+				args = append(args, strings.Fields(string(extra))...)
+			}
+			stdout, stderr, code := runCLI(t, args...)
+			if code != exitOK && code != exitNo {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			golden := filepath.Join(dir, "want.json")
+			if *updateGolden {
+				if err := os.WriteFile(golden, []byte(stdout), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if stdout != string(want) {
+				t.Errorf("report differs from %s:\n got: %s\nwant: %s", golden, stdout, want)
+			}
+		})
 	}
 }
