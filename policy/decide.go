@@ -618,6 +618,16 @@ func expired(rule *L7Rule, now time.Time) bool {
 // rules.
 func IsKnownMCPMethod(method string) bool { return knownMCPMethods[method] }
 
+// KnownMCPMethods lists the methods IsKnownMCPMethod accepts, sorted.
+func KnownMCPMethods() []string {
+	out := make([]string, 0, len(knownMCPMethods))
+	for m := range knownMCPMethods {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
 var knownMCPMethods = setOf(
 	"initialize", "ping",
 	"tools/list", "tools/call",

@@ -241,6 +241,31 @@ func matchChars(pat, s string) bool {
 	return ok && matchTokens(toks, s)
 }
 
+// GlobToken is one element of a compiled character pattern: Star (any
+// run of bytes), or one byte that Class accepts.
+type GlobToken struct {
+	Star  bool
+	Class func(byte) bool
+}
+
+// CompileGlobChars compiles a character pattern (one segment of an allow
+// glob, or a whole deny glob) into the tokens MatchGlob and MatchDenyGlob
+// match with: `*` a run, `?` any one byte, `[..]` a class (never `/`),
+// `\x` and other bytes literals. ok is false for an unclosed class or a
+// trailing backslash. The prover builds its automata from these, so they
+// cannot read a pattern differently from the evaluator.
+func CompileGlobChars(pat string) ([]GlobToken, bool) {
+	toks, ok := compileChars(pat)
+	if !ok {
+		return nil, false
+	}
+	out := make([]GlobToken, len(toks))
+	for i, t := range toks {
+		out[i] = GlobToken{Star: t.star, Class: t.class}
+	}
+	return out, true
+}
+
 // globToken is one element of a character pattern: a star, or something
 // that matches exactly one byte.
 type globToken struct {

@@ -108,107 +108,28 @@ type token struct {
 	pred func(byte) bool
 }
 
-// charTokens compiles a character pattern as policy.MatchGlob reads one
-// segment: `*` any run, `?` one byte, `[..]` a class (never `/`), `\x`
-// literal. wide: `*` and `?` also match `/` (OpenShell's reading).
+// charTokens compiles a character pattern with policy.CompileGlobChars,
+// as policy.MatchGlob reads one segment or (wide) MatchDenyGlob a whole
+// pattern. In a segment no token may consume `/` (the automaton crosses
+// segments only on its own `/` edges); wide, `?` may.
 func charTokens(pat string, wide bool) ([]token, bool) {
-	var toks []token
-	for i := 0; i < len(pat); {
-		switch c := pat[i]; c {
-		case '*':
-			if len(toks) == 0 || !toks[len(toks)-1].star {
-				toks = append(toks, token{star: true})
-			}
-			i++
-		case '?':
-			if wide {
-				toks = append(toks, token{pred: func(byte) bool { return true }})
-			} else {
-				toks = append(toks, token{pred: func(b byte) bool { return b != '/' }})
-			}
-			i++
-		case '[':
-			pred, n, ok := parseClass(pat[i:])
-			if !ok {
-				return nil, false
-			}
-			toks = append(toks, token{pred: pred})
-			i += n
-		case '\\':
-			if i+1 >= len(pat) {
-				return nil, false
-			}
-			toks = append(toks, lit(pat[i+1]))
-			i += 2
+	ptoks, ok := policy.CompileGlobChars(pat)
+	if !ok {
+		return nil, false
+	}
+	toks := make([]token, len(ptoks))
+	for i, t := range ptoks {
+		switch {
+		case t.Star:
+			toks[i] = token{star: true}
+		case wide:
+			toks[i] = token{pred: t.Class}
 		default:
-			toks = append(toks, lit(c))
-			i++
+			class := t.Class
+			toks[i] = token{pred: func(b byte) bool { return b != '/' && class(b) }}
 		}
 	}
 	return toks, true
-}
-
-func lit(c byte) token { return token{pred: func(b byte) bool { return b == c }} }
-
-// parseClass mirrors policy's bracket classes.
-func parseClass(pat string) (func(byte) bool, int, bool) {
-	i := 1
-	negate := false
-	if i < len(pat) && (pat[i] == '!' || pat[i] == '^') {
-		negate = true
-		i++
-	}
-	type span struct{ lo, hi byte }
-	var spans []span
-	first := true
-	classChar := func(s string) (byte, int, bool) {
-		if s[0] == '\\' {
-			if len(s) < 2 {
-				return 0, 0, false
-			}
-			return s[1], 2, true
-		}
-		if s[0] == '/' {
-			return 0, 0, false
-		}
-		return s[0], 1, true
-	}
-	for {
-		if i >= len(pat) {
-			return nil, 0, false
-		}
-		if pat[i] == ']' && !first {
-			i++
-			break
-		}
-		first = false
-		lo, n, ok := classChar(pat[i:])
-		if !ok {
-			return nil, 0, false
-		}
-		i += n
-		hi := lo
-		if i+1 < len(pat) && pat[i] == '-' && pat[i+1] != ']' {
-			hi, n, ok = classChar(pat[i+1:])
-			if !ok || hi < lo {
-				return nil, 0, false
-			}
-			i += 1 + n
-		}
-		spans = append(spans, span{lo, hi})
-	}
-	return func(c byte) bool {
-		if c == '/' {
-			return false
-		}
-		in := false
-		for _, sp := range spans {
-			if c >= sp.lo && c <= sp.hi {
-				in = true
-			}
-		}
-		return in != negate
-	}, i, true
 }
 
 // appendTokens adds a token chain from state `from`, star tokens looping

@@ -107,18 +107,9 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 	return out
 }
 
-// knownMethods is the allow_all_known_mcp_methods profile (policy's
-// IsKnownMCPMethod); each is a class of its own.
-var knownMethods = []string{
-	"initialize", "ping",
-	"tools/list", "tools/call",
-	"resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
-	"prompts/list", "prompts/get",
-	"completion/complete", "logging/setLevel",
-	"tasks/get", "tasks/result", "tasks/list", "tasks/cancel",
-	"notifications/initialized", "notifications/cancelled", "notifications/progress",
-	"notifications/roots/list_changed", "notifications/tasks/status",
-}
+// knownMethods is the allow_all_known_mcp_methods profile; each method
+// is a class of its own.
+var knownMethods = policy.KnownMCPMethods()
 
 // l7 is the L7 part of a candidate request.
 type l7 struct {
