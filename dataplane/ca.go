@@ -122,7 +122,12 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 
 // writeNew writes b to path with mode 0600, failing with os.ErrExist if path
 // exists. Readers never see a partial file.
-func writeNew(path string, b []byte) error {
+func writeNew(path string, b []byte) error { return writeFile(path, b, os.Link) }
+
+// writeFile writes b to a synced temporary file (mode 0600) beside path
+// and puts it in place with place: os.Link (fail if path exists) or
+// os.Rename (replace it). Readers never see a partial file.
+func writeFile(path string, b []byte, place func(tmp, path string) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
@@ -143,7 +148,7 @@ func writeNew(path string, b []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Link(tmp.Name(), path)
+	return place(tmp.Name(), path)
 }
 
 // newCAPEM creates a self-signed CA certificate and its key, PEM-encoded.

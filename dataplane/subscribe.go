@@ -437,17 +437,18 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 		return nack(err)
 	}
 	s.chain = chain
-	firstPin := s.pinned == nil
+	// First contact pins the key; a rotation moves the pin forward.
+	repinned := !s.pinned.Equal(trusted)
 	s.pinned = trusted
-	s.keep(sp, chain, firstPin)
+	s.keep(sp, chain, repinned)
 	s.log.Info("policy version applied", "version", sp.GetVersion(), "hash", sp.GetHash())
 	return ack
 }
 
 // keep writes the applied version (with its chain and the CA in force)
-// and, on first contact, the pinned key to the data dir. A failure is
+// and, when it moved, the pinned key to the data dir. A failure is
 // logged: the version is enforced either way.
-func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey, pin bool) {
+func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey, repinned bool) {
 	kept := proto.Clone(sp).(*portcullisv1.SignedPolicy)
 	kept.Keys = chain
 	kept.Nonce = ""
@@ -459,7 +460,7 @@ func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.G
 	if err == nil {
 		err = writeFileAtomic(filepath.Join(s.cfg.DataDir, stateFile), data)
 	}
-	if err == nil && (pin || s.cfg.GatewayKey == nil) {
+	if err == nil && repinned {
 		err = writeFileAtomic(filepath.Join(s.cfg.DataDir, gatewayKeyFile), []byte(signing.FormatPublicKey(s.pinned)+"\n"))
 	}
 	if err != nil {
@@ -473,21 +474,5 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeFile(path, data, os.Rename)
 }

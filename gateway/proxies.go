@@ -68,7 +68,8 @@ func (t *proxyTracker) connect(key proxyKey, hello *portcullisv1.ProxyHello) *pr
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old, ok := t.live[key]; ok {
-		// Keep what the store knew of the proxy's NACKs and drops.
+		// A reconnect before the old stream ended: keep what that
+		// stream learnt of the proxy's NACKs and dropped records.
 		e.status.LastNackVersion, e.status.LastNackError, e.status.LastNackAt = old.status.LastNackVersion, old.status.LastNackError, old.status.LastNackAt
 		e.status.DecisionsDropped = old.status.DecisionsDropped
 	}
