@@ -98,12 +98,14 @@ var (
 // A procedure without a row is refused (the server will not even start
 // with one registered), so a new RPC cannot ship unprotected by accident.
 var authzTable = map[string]rule{
-	portcullisv1connect.SandboxServiceCreateSandboxProcedure:      adminOnly,
-	portcullisv1connect.SandboxServiceGetSandboxProcedure:         readers,
-	portcullisv1connect.SandboxServiceListSandboxesProcedure:      readers,
-	portcullisv1connect.SandboxServiceDeleteSandboxProcedure:      adminOnly,
-	portcullisv1connect.SandboxServiceRotateSandboxTokenProcedure: adminOnly,
-	portcullisv1connect.SandboxServiceGetSandboxCAProcedure:       readers,
+	portcullisv1connect.SandboxServiceCreateSandboxProcedure:        adminOnly,
+	portcullisv1connect.SandboxServiceGetSandboxProcedure:           readers,
+	portcullisv1connect.SandboxServiceListSandboxesProcedure:        readers,
+	portcullisv1connect.SandboxServiceDeleteSandboxProcedure:        adminOnly,
+	portcullisv1connect.SandboxServiceRotateSandboxTokenProcedure:   adminOnly,
+	portcullisv1connect.SandboxServiceGetSandboxCAProcedure:         readers,
+	portcullisv1connect.SandboxServiceSetSandboxBoundaryProcedure:   adminOnly,
+	portcullisv1connect.SandboxServiceSetCredentialedHostsProcedure: adminOnly,
 
 	portcullisv1connect.TokenServiceCreateTokenProcedure: adminOnly,
 	portcullisv1connect.TokenServiceListTokensProcedure:  adminOnly,

@@ -49,6 +49,9 @@ var allowedCallers = map[string][]string{
 	// Validation stores nothing and reads nothing: any valid token.
 	"/portcullis.v1.PolicyService/ValidatePolicy": {asAdmin, asOperator, asOwn, asOther},
 	"/portcullis.v1.SandboxService/GetSandboxCA":  {asAdmin, asOperator},
+	// What the prover checks proposals against is the operators' to say.
+	"/portcullis.v1.SandboxService/SetSandboxBoundary":   {asAdmin},
+	"/portcullis.v1.SandboxService/SetCredentialedHosts": {asAdmin},
 	// A proxy's streams serve its token's own sandbox, whatever the
 	// messages name (a hello naming another sandbox is refused by the
 	// handler: TestPolicyStreamRefusals), so any sandbox token passes.

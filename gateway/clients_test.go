@@ -120,6 +120,12 @@ func (g grpcSandbox) RotateSandboxToken(ctx context.Context, r *portcullisv1.Rot
 func (g grpcSandbox) GetSandboxCA(ctx context.Context, r *portcullisv1.GetSandboxCARequest) (*portcullisv1.GetSandboxCAResponse, error) {
 	return g.c.GetSandboxCA(ctx, r)
 }
+func (g grpcSandbox) SetSandboxBoundary(ctx context.Context, r *portcullisv1.SetSandboxBoundaryRequest) (*portcullisv1.Sandbox, error) {
+	return g.c.SetSandboxBoundary(ctx, r)
+}
+func (g grpcSandbox) SetCredentialedHosts(ctx context.Context, r *portcullisv1.SetCredentialedHostsRequest) (*portcullisv1.Sandbox, error) {
+	return g.c.SetCredentialedHosts(ctx, r)
+}
 
 type grpcToken struct {
 	c portcullisv1.TokenServiceClient

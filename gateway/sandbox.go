@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/prover"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -85,7 +87,11 @@ func (s sandboxService) CreateSandbox(ctx context.Context, req *portcullisv1.Cre
 		return nil, exists(err, "sandbox %q already exists", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.Name, "actor", p.Actor(), "version", sb.CurrentVersion)
-	res := &portcullisv1.CreateSandboxResponse{Name: sb.Name, Token: token, Sandbox: sandboxToProto(sb), Warnings: warnings}
+	out, err := sandboxToProto(sb)
+	if err != nil {
+		return nil, err
+	}
+	res := &portcullisv1.CreateSandboxResponse{Name: sb.Name, Token: token, Sandbox: out, Warnings: warnings}
 	if in.Policy != nil {
 		v, err := s.store.GetPolicyVersion(ctx, sb.Name, 0)
 		if err != nil {
@@ -103,7 +109,7 @@ func (s sandboxService) GetSandbox(ctx context.Context, req *portcullisv1.GetSan
 	if err != nil {
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
-	return sandboxToProto(sb), nil
+	return sandboxToProto(sb)
 }
 
 func (s sandboxService) ListSandboxes(ctx context.Context, _ *portcullisv1.ListSandboxesRequest) (*portcullisv1.ListSandboxesResponse, error) {
@@ -113,7 +119,11 @@ func (s sandboxService) ListSandboxes(ctx context.Context, _ *portcullisv1.ListS
 	}
 	res := &portcullisv1.ListSandboxesResponse{Sandboxes: make([]*portcullisv1.Sandbox, 0, len(list))}
 	for _, sb := range list {
-		res.Sandboxes = append(res.Sandboxes, sandboxToProto(sb))
+		out, err := sandboxToProto(sb)
+		if err != nil {
+			return nil, err
+		}
+		res.Sandboxes = append(res.Sandboxes, out)
 	}
 	return res, nil
 }
@@ -157,12 +167,75 @@ func sandboxToken(sandbox, hash string, creator Principal) store.Token {
 	}
 }
 
-func sandboxToProto(sb store.Sandbox) *portcullisv1.Sandbox {
-	return &portcullisv1.Sandbox{
-		Name:           sb.Name,
-		CurrentVersion: uint32(sb.CurrentVersion),
-		CurrentHash:    sb.CurrentHash,
-		CreatedAt:      timestamppb.New(sb.CreatedAt),
-		CreatedBy:      sb.CreatedBy,
+func (s sandboxService) SetSandboxBoundary(ctx context.Context, req *portcullisv1.SetSandboxBoundaryRequest) (*portcullisv1.Sandbox, error) {
+	p := mustPrincipal(ctx)
+	var canonical []byte
+	var hash string
+	if req.GetDocument() != "" {
+		doc, err := parseDocument(req.GetDocument())
+		if err != nil {
+			return nil, err
+		}
+		canonical, hash = doc.canonical, doc.hash
 	}
+	sb, err := s.store.SetSandboxBoundary(ctx, req.GetName(), canonical, hash, p.Actor())
+	if err != nil {
+		return nil, missing(err, "sandbox %q not found", req.GetName())
+	}
+	s.log.InfoContext(ctx, "sandbox boundary set", "sandbox", sb.Name, "hash", hash, "actor", p.Actor())
+	s.advisor.contextChanged(sb.Name)
+	return sandboxToProto(sb)
+}
+
+func (s sandboxService) SetCredentialedHosts(ctx context.Context, req *portcullisv1.SetCredentialedHostsRequest) (*portcullisv1.Sandbox, error) {
+	p := mustPrincipal(ctx)
+	if len(req.GetAdd())+len(req.GetRemove()) == 0 {
+		return nil, invalidField("add", "name at least one HOST:PORT to add or remove")
+	}
+	norm := func(field string, list []string) ([]string, error) {
+		out := make([]string, 0, len(list))
+		for i, hp := range list {
+			dest, err := prover.ParseHostPort(hp)
+			if err != nil {
+				return nil, invalidField(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+			}
+			out = append(out, dest.String())
+		}
+		return out, nil
+	}
+	add, err := norm("add", req.GetAdd())
+	if err != nil {
+		return nil, err
+	}
+	remove, err := norm("remove", req.GetRemove())
+	if err != nil {
+		return nil, err
+	}
+	sb, err := s.store.UpdateCredentialedHosts(ctx, req.GetName(), add, remove, p.Actor())
+	if err != nil {
+		return nil, missing(err, "sandbox %q not found", req.GetName())
+	}
+	s.log.InfoContext(ctx, "sandbox credentialed hosts set", "sandbox", sb.Name, "hosts", sb.CredentialedHosts, "actor", p.Actor())
+	s.advisor.contextChanged(sb.Name)
+	return sandboxToProto(sb)
+}
+
+func sandboxToProto(sb store.Sandbox) (*portcullisv1.Sandbox, error) {
+	out := &portcullisv1.Sandbox{
+		Name:              sb.Name,
+		CurrentVersion:    uint32(sb.CurrentVersion),
+		CurrentHash:       sb.CurrentHash,
+		CreatedAt:         timestamppb.New(sb.CreatedAt),
+		CreatedBy:         sb.CreatedBy,
+		BoundaryHash:      sb.BoundaryHash,
+		CredentialedHosts: sb.CredentialedHosts,
+	}
+	if len(sb.Boundary) > 0 {
+		st, err := documentStruct(sb.Boundary)
+		if err != nil {
+			return nil, fmt.Errorf("boundary of %q: %w", sb.Name, err)
+		}
+		out.Boundary = st
+	}
+	return out, nil
 }

@@ -113,6 +113,7 @@ type Server struct {
 	signer  *signer
 	hub     *hub
 	proxies *proxyTracker
+	advisor *advisorHub
 	// decisionsStored counts decision records stored through this replica.
 	decisionsStored atomic.Uint64
 }
@@ -129,6 +130,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	s.signer = newSigner(st)
 	s.hub = newHub(st, s.signer)
 	s.proxies = newProxyTracker(st, cfg.Replica, cfg.Now)
+	s.advisor = newAdvisorHub(s)
 	s.metrics = newMetrics(s)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 

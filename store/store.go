@@ -26,6 +26,9 @@ var (
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrLastAdmin: revoking the token would leave no live admin token.
 	ErrLastAdmin = errors.New("last live admin token")
+	// ErrRateLimited: the sandbox submitted too many proposals in the
+	// window; nothing was stored.
+	ErrRateLimited = errors.New("rate limited")
 )
 
 // Roles a token may carry.
@@ -40,6 +43,18 @@ const (
 	SourceSet      = "set"
 	SourceRollback = "rollback"
 	SourceCreate   = "create"
+	SourceProposal = "proposal"
+)
+
+// Proposal statuses.
+const (
+	ProposalPending    = "pending"
+	ProposalApproved   = "approved"
+	ProposalApplied    = "applied"
+	ProposalRejected   = "rejected"
+	ProposalExpired    = "expired"
+	ProposalSuperseded = "superseded"
+	ProposalWithdrawn  = "withdrawn"
 )
 
 // Sandbox is one sandbox. CurrentVersion is 0 until its first policy.
@@ -49,6 +64,13 @@ type Sandbox struct {
 	CurrentHash    string
 	CreatedAt      time.Time
 	CreatedBy      string
+	// Boundary is the most the sandbox may ever be granted: a canonical
+	// policy document (nil when there is none), with its hash.
+	Boundary     []byte
+	BoundaryHash string
+	// CredentialedHosts are "host:port" destinations whose requests carry
+	// credentials injected for the sandbox, sorted, hosts lower-case.
+	CredentialedHosts []string
 }
 
 // PolicyVersion is one stored version of a sandbox's policy.
@@ -106,7 +128,84 @@ const (
 	ActionTokenCreate   = "token.create"
 	ActionTokenRevoke   = "token.revoke"
 	ActionSigningKeyAdd = "signing_key.add"
+	ActionBoundarySet   = "sandbox.set_boundary"
+	ActionCredentials   = "sandbox.set_credentialed_hosts"
+	ActionProposalNew   = "proposal.submit"
+	ActionProposalState = "proposal.status"
+	ActionProposalBase  = "proposal.rebase"
 )
+
+// Proposal is a stored proposal of a sandbox. The store keeps the
+// advisor's and prover's results as given (Document, Resulting, Findings
+// are opaque JSON to it).
+type Proposal struct {
+	ID      int64
+	Sandbox string
+	Status  string
+	// StatusReason is the reason given with the last status change.
+	StatusReason string
+	Rationale    string
+	// Proposer is the name of the token that submitted it.
+	Proposer       string
+	IdempotencyKey string
+	DenialID       string
+	// Document is the proposal's canonical JSON form.
+	Document []byte
+	// DedupeKey identifies proposals with the same operations: a new one
+	// identical to a pending one of its sandbox is not stored twice.
+	DedupeKey string
+	// SupersedeKeys name what the proposal grants (endpoint + binary); a
+	// newer pending proposal sharing one supersedes an older one.
+	SupersedeKeys []string
+	BaseVersion   int64
+	BaseHash      string
+	// Resulting is the exact canonical policy an approval would commit.
+	Resulting     []byte
+	ResultingHash string
+	// Findings is the prover's report (JSON).
+	Findings []byte
+	// RebaseError is set when the proposal no longer applies to the
+	// current version.
+	RebaseError  string
+	SupersededBy int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// NewProposal is the input of Store.CreateProposal.
+type NewProposal struct {
+	// Proposal is stored as pending; ID, Status, SupersededBy and the
+	// times are set by the store.
+	Proposal Proposal
+	// RateMax, if > 0, caps how many proposals the sandbox may have
+	// created in the RateWindow before now (ErrRateLimited otherwise).
+	RateMax    int
+	RateWindow time.Duration
+}
+
+// ProposalFilter narrows ListProposals. Zero values match everything.
+type ProposalFilter struct {
+	Sandbox string
+	Status  string
+	// Limit caps the proposals returned (the newest); 0 means no cap.
+	Limit int
+}
+
+// Rebase is the input of Store.RebaseProposal: the proposal applied to a
+// newer current version.
+type Rebase struct {
+	ID int64
+	// FromVersion must still be the proposal's base version, and the
+	// proposal still pending; otherwise ErrConflict and nothing changes.
+	FromVersion   int64
+	BaseVersion   int64
+	BaseHash      string
+	Resulting     []byte
+	ResultingHash string
+	Findings      []byte
+	RebaseError   string
+	Actor         string
+}
 
 // SigningKey is one of the gateway's Ed25519 signing keys. The keys form a
 // chain: each one after the first carries the previous key's endorsement,
@@ -324,6 +423,34 @@ type Store interface {
 	AppendDecisions(ctx context.Context, records []Decision) (int, error)
 	// ListDecisions returns the records f matches, oldest first.
 	ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, error)
+
+	// SetSandboxBoundary stores the sandbox's boundary (doc nil or empty
+	// removes it; hash is then ignored). Audited with before and after
+	// hash. ErrNotFound for an unknown sandbox.
+	SetSandboxBoundary(ctx context.Context, sandbox string, doc []byte, hash, actor string) (Sandbox, error)
+	// UpdateCredentialedHosts adds and then removes "host:port" entries
+	// in one transaction (removing an absent one is not an error) and
+	// returns the sandbox. Audited with the lists before and after.
+	UpdateCredentialedHosts(ctx context.Context, sandbox string, add, remove []string, actor string) (Sandbox, error)
+
+	// CreateProposal stores a pending proposal in one transaction, in
+	// this order: a proposal of the sandbox with the same IdempotencyKey
+	// (any status) is returned with created false; so is a pending one with
+	// the same DedupeKey; then the rate limit (ErrRateLimited); then the
+	// proposal is inserted and every older pending proposal of the sandbox
+	// sharing a SupersedeKey becomes superseded (SupersededBy set). Audited.
+	// ErrNotFound for an unknown sandbox.
+	CreateProposal(ctx context.Context, in NewProposal, actor string) (p Proposal, created bool, err error)
+	GetProposal(ctx context.Context, id int64) (Proposal, error)
+	// ListProposals returns the proposals f matches, newest first.
+	ListProposals(ctx context.Context, f ProposalFilter) ([]Proposal, error)
+	// SetProposalStatus moves a proposal from one of the statuses in from
+	// to status, with a reason; ErrConflict (nothing changes) if its status
+	// is not in from. Audited.
+	SetProposalStatus(ctx context.Context, id int64, from []string, status, reason, actor string) (Proposal, error)
+	// RebaseProposal records the proposal applied to a newer version (see
+	// Rebase). Audited with the resulting hash before and after.
+	RebaseProposal(ctx context.Context, in Rebase) (Proposal, error)
 
 	// Ping checks the database is reachable (for /readyz).
 	Ping(ctx context.Context) error

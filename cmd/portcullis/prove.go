@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -133,12 +131,11 @@ func prove(env *environment, currentFile, proposedFile, boundaryFile string, cre
 	}
 	opts := prover.Options{DevAllowLoopback: devLoopback}
 	for _, hp := range credentialed {
-		host, port, err := net.SplitHostPort(hp)
-		n, perr := strconv.Atoi(port)
-		if err != nil || perr != nil || host == "" || n < 1 || n > 65535 {
-			return res, usagef("--credentialed %q: want HOST:PORT", hp)
+		dest, err := prover.ParseHostPort(hp)
+		if err != nil {
+			return res, usagef("--credentialed %v", err)
 		}
-		opts.Credentialed = append(opts.Credentialed, prover.HostPort{Host: host, Port: n})
+		opts.Credentialed = append(opts.Credentialed, dest)
 	}
 	read := func(file string) (*policy.Policy, []policy.Problem, error) {
 		data, err := env.readInput(file)

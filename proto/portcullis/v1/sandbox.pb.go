@@ -9,6 +9,7 @@ package portcullisv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -30,8 +31,14 @@ type Sandbox struct {
 	CurrentHash    string                 `protobuf:"bytes,3,opt,name=current_hash,json=currentHash,proto3" json:"current_hash,omitempty"`
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	CreatedBy      string                 `protobuf:"bytes,5,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// boundary is the most the sandbox may ever be granted (unset: none).
+	Boundary     *structpb.Struct `protobuf:"bytes,6,opt,name=boundary,proto3" json:"boundary,omitempty"`
+	BoundaryHash string           `protobuf:"bytes,7,opt,name=boundary_hash,json=boundaryHash,proto3" json:"boundary_hash,omitempty"`
+	// credentialed_hosts are HOST:PORT destinations that carry credentials
+	// injected for this sandbox, sorted.
+	CredentialedHosts []string `protobuf:"bytes,8,rep,name=credentialed_hosts,json=credentialedHosts,proto3" json:"credentialed_hosts,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -97,6 +104,27 @@ func (x *Sandbox) GetCreatedBy() string {
 		return x.CreatedBy
 	}
 	return ""
+}
+
+func (x *Sandbox) GetBoundary() *structpb.Struct {
+	if x != nil {
+		return x.Boundary
+	}
+	return nil
+}
+
+func (x *Sandbox) GetBoundaryHash() string {
+	if x != nil {
+		return x.BoundaryHash
+	}
+	return ""
+}
+
+func (x *Sandbox) GetCredentialedHosts() []string {
+	if x != nil {
+		return x.CredentialedHosts
+	}
+	return nil
 }
 
 type CreateSandboxRequest struct {
@@ -626,11 +654,127 @@ func (x *RotateSandboxTokenResponse) GetToken() string {
 	return ""
 }
 
+type SetSandboxBoundaryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// document is a policy document (YAML or JSON); empty removes the
+	// boundary.
+	Document      string `protobuf:"bytes,2,opt,name=document,proto3" json:"document,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSandboxBoundaryRequest) Reset() {
+	*x = SetSandboxBoundaryRequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSandboxBoundaryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSandboxBoundaryRequest) ProtoMessage() {}
+
+func (x *SetSandboxBoundaryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSandboxBoundaryRequest.ProtoReflect.Descriptor instead.
+func (*SetSandboxBoundaryRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetSandboxBoundaryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetSandboxBoundaryRequest) GetDocument() string {
+	if x != nil {
+		return x.Document
+	}
+	return ""
+}
+
+type SetCredentialedHostsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// add and remove list HOST:PORT destinations (host in any case; stored
+	// lower-case). Removing one that is not there is not an error.
+	Add           []string `protobuf:"bytes,2,rep,name=add,proto3" json:"add,omitempty"`
+	Remove        []string `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCredentialedHostsRequest) Reset() {
+	*x = SetCredentialedHostsRequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCredentialedHostsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCredentialedHostsRequest) ProtoMessage() {}
+
+func (x *SetCredentialedHostsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCredentialedHostsRequest.ProtoReflect.Descriptor instead.
+func (*SetCredentialedHostsRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetCredentialedHostsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetCredentialedHostsRequest) GetAdd() []string {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *SetCredentialedHostsRequest) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
 var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xc3\x01\n" +
+	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xcc\x02\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\rR\x0ecurrentVersion\x12!\n" +
@@ -638,7 +782,10 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"created_by\x18\x05 \x01(\tR\tcreatedBy\"B\n" +
+	"created_by\x18\x05 \x01(\tR\tcreatedBy\x123\n" +
+	"\bboundary\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bboundary\x12#\n" +
+	"\rboundary_hash\x18\a \x01(\tR\fboundaryHash\x12-\n" +
+	"\x12credentialed_hosts\x18\b \x03(\tR\x11credentialedHosts\"B\n" +
 	"\x14CreateSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\"\xec\x01\n" +
@@ -665,7 +812,14 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"F\n" +
 	"\x1aRotateSandboxTokenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token2\xb0\x04\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"K\n" +
+	"\x19SetSandboxBoundaryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bdocument\x18\x02 \x01(\tR\bdocument\"[\n" +
+	"\x1bSetCredentialedHostsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03add\x18\x02 \x03(\tR\x03add\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove2\xe4\x05\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\rCreateSandbox\x12#.portcullis.v1.CreateSandboxRequest\x1a$.portcullis.v1.CreateSandboxResponse\x12F\n" +
 	"\n" +
@@ -673,7 +827,9 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\rListSandboxes\x12#.portcullis.v1.ListSandboxesRequest\x1a$.portcullis.v1.ListSandboxesResponse\x12Z\n" +
 	"\rDeleteSandbox\x12#.portcullis.v1.DeleteSandboxRequest\x1a$.portcullis.v1.DeleteSandboxResponse\x12i\n" +
 	"\x12RotateSandboxToken\x12(.portcullis.v1.RotateSandboxTokenRequest\x1a).portcullis.v1.RotateSandboxTokenResponse\x12W\n" +
-	"\fGetSandboxCA\x12\".portcullis.v1.GetSandboxCARequest\x1a#.portcullis.v1.GetSandboxCAResponseB\xbd\x01\n" +
+	"\fGetSandboxCA\x12\".portcullis.v1.GetSandboxCARequest\x1a#.portcullis.v1.GetSandboxCAResponse\x12V\n" +
+	"\x12SetSandboxBoundary\x12(.portcullis.v1.SetSandboxBoundaryRequest\x1a\x16.portcullis.v1.Sandbox\x12Z\n" +
+	"\x14SetCredentialedHosts\x12*.portcullis.v1.SetCredentialedHostsRequest\x1a\x16.portcullis.v1.SandboxB\xbd\x01\n" +
 	"\x11com.portcullis.v1B\fSandboxProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -688,47 +844,55 @@ func file_portcullis_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_sandbox_proto_rawDescData
 }
 
-var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_portcullis_v1_sandbox_proto_goTypes = []any{
-	(*Sandbox)(nil),                    // 0: portcullis.v1.Sandbox
-	(*CreateSandboxRequest)(nil),       // 1: portcullis.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),      // 2: portcullis.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),          // 3: portcullis.v1.GetSandboxRequest
-	(*GetSandboxCARequest)(nil),        // 4: portcullis.v1.GetSandboxCARequest
-	(*GetSandboxCAResponse)(nil),       // 5: portcullis.v1.GetSandboxCAResponse
-	(*ListSandboxesRequest)(nil),       // 6: portcullis.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),      // 7: portcullis.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),       // 8: portcullis.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),      // 9: portcullis.v1.DeleteSandboxResponse
-	(*RotateSandboxTokenRequest)(nil),  // 10: portcullis.v1.RotateSandboxTokenRequest
-	(*RotateSandboxTokenResponse)(nil), // 11: portcullis.v1.RotateSandboxTokenResponse
-	(*timestamppb.Timestamp)(nil),      // 12: google.protobuf.Timestamp
-	(*PolicyVersion)(nil),              // 13: portcullis.v1.PolicyVersion
-	(*Problem)(nil),                    // 14: portcullis.v1.Problem
+	(*Sandbox)(nil),                     // 0: portcullis.v1.Sandbox
+	(*CreateSandboxRequest)(nil),        // 1: portcullis.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),       // 2: portcullis.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),           // 3: portcullis.v1.GetSandboxRequest
+	(*GetSandboxCARequest)(nil),         // 4: portcullis.v1.GetSandboxCARequest
+	(*GetSandboxCAResponse)(nil),        // 5: portcullis.v1.GetSandboxCAResponse
+	(*ListSandboxesRequest)(nil),        // 6: portcullis.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),       // 7: portcullis.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),        // 8: portcullis.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),       // 9: portcullis.v1.DeleteSandboxResponse
+	(*RotateSandboxTokenRequest)(nil),   // 10: portcullis.v1.RotateSandboxTokenRequest
+	(*RotateSandboxTokenResponse)(nil),  // 11: portcullis.v1.RotateSandboxTokenResponse
+	(*SetSandboxBoundaryRequest)(nil),   // 12: portcullis.v1.SetSandboxBoundaryRequest
+	(*SetCredentialedHostsRequest)(nil), // 13: portcullis.v1.SetCredentialedHostsRequest
+	(*timestamppb.Timestamp)(nil),       // 14: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 15: google.protobuf.Struct
+	(*PolicyVersion)(nil),               // 16: portcullis.v1.PolicyVersion
+	(*Problem)(nil),                     // 17: portcullis.v1.Problem
 }
 var file_portcullis_v1_sandbox_proto_depIdxs = []int32{
-	12, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
-	0,  // 1: portcullis.v1.CreateSandboxResponse.sandbox:type_name -> portcullis.v1.Sandbox
-	13, // 2: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
-	14, // 3: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
-	0,  // 4: portcullis.v1.ListSandboxesResponse.sandboxes:type_name -> portcullis.v1.Sandbox
-	1,  // 5: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
-	3,  // 6: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
-	6,  // 7: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
-	8,  // 8: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
-	10, // 9: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
-	4,  // 10: portcullis.v1.SandboxService.GetSandboxCA:input_type -> portcullis.v1.GetSandboxCARequest
-	2,  // 11: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
-	0,  // 12: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
-	7,  // 13: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
-	9,  // 14: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
-	11, // 15: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
-	5,  // 16: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	14, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
+	15, // 1: portcullis.v1.Sandbox.boundary:type_name -> google.protobuf.Struct
+	0,  // 2: portcullis.v1.CreateSandboxResponse.sandbox:type_name -> portcullis.v1.Sandbox
+	16, // 3: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
+	17, // 4: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
+	0,  // 5: portcullis.v1.ListSandboxesResponse.sandboxes:type_name -> portcullis.v1.Sandbox
+	1,  // 6: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
+	3,  // 7: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
+	6,  // 8: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
+	8,  // 9: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
+	10, // 10: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
+	4,  // 11: portcullis.v1.SandboxService.GetSandboxCA:input_type -> portcullis.v1.GetSandboxCARequest
+	12, // 12: portcullis.v1.SandboxService.SetSandboxBoundary:input_type -> portcullis.v1.SetSandboxBoundaryRequest
+	13, // 13: portcullis.v1.SandboxService.SetCredentialedHosts:input_type -> portcullis.v1.SetCredentialedHostsRequest
+	2,  // 14: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
+	0,  // 15: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
+	7,  // 16: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
+	9,  // 17: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
+	11, // 18: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
+	5,  // 19: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
+	0,  // 20: portcullis.v1.SandboxService.SetSandboxBoundary:output_type -> portcullis.v1.Sandbox
+	0,  // 21: portcullis.v1.SandboxService.SetCredentialedHosts:output_type -> portcullis.v1.Sandbox
+	14, // [14:22] is the sub-list for method output_type
+	6,  // [6:14] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_sandbox_proto_init() }
@@ -744,7 +908,7 @@ func file_portcullis_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_sandbox_proto_rawDesc), len(file_portcullis_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

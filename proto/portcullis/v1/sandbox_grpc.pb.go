@@ -19,12 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SandboxService_CreateSandbox_FullMethodName      = "/portcullis.v1.SandboxService/CreateSandbox"
-	SandboxService_GetSandbox_FullMethodName         = "/portcullis.v1.SandboxService/GetSandbox"
-	SandboxService_ListSandboxes_FullMethodName      = "/portcullis.v1.SandboxService/ListSandboxes"
-	SandboxService_DeleteSandbox_FullMethodName      = "/portcullis.v1.SandboxService/DeleteSandbox"
-	SandboxService_RotateSandboxToken_FullMethodName = "/portcullis.v1.SandboxService/RotateSandboxToken"
-	SandboxService_GetSandboxCA_FullMethodName       = "/portcullis.v1.SandboxService/GetSandboxCA"
+	SandboxService_CreateSandbox_FullMethodName        = "/portcullis.v1.SandboxService/CreateSandbox"
+	SandboxService_GetSandbox_FullMethodName           = "/portcullis.v1.SandboxService/GetSandbox"
+	SandboxService_ListSandboxes_FullMethodName        = "/portcullis.v1.SandboxService/ListSandboxes"
+	SandboxService_DeleteSandbox_FullMethodName        = "/portcullis.v1.SandboxService/DeleteSandbox"
+	SandboxService_RotateSandboxToken_FullMethodName   = "/portcullis.v1.SandboxService/RotateSandboxToken"
+	SandboxService_GetSandboxCA_FullMethodName         = "/portcullis.v1.SandboxService/GetSandboxCA"
+	SandboxService_SetSandboxBoundary_FullMethodName   = "/portcullis.v1.SandboxService/SetSandboxBoundary"
+	SandboxService_SetCredentialedHosts_FullMethodName = "/portcullis.v1.SandboxService/SetCredentialedHosts"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -46,6 +48,14 @@ type SandboxServiceClient interface {
 	// first use), which the sandbox must trust: its proxies terminate TLS
 	// with it. The key never leaves the gateway except to the proxies.
 	GetSandboxCA(ctx context.Context, in *GetSandboxCARequest, opts ...grpc.CallOption) (*GetSandboxCAResponse, error)
+	// SetSandboxBoundary stores the most the sandbox may ever be granted (a
+	// policy document); proposals beyond it are flagged exceeds_boundary. An
+	// empty document removes the boundary. Audited with before and after hash.
+	SetSandboxBoundary(ctx context.Context, in *SetSandboxBoundaryRequest, opts ...grpc.CallOption) (*Sandbox, error)
+	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
+	// requests carry credentials injected for this sandbox; new reach to one
+	// is new_credentialed_reach. Audited.
+	SetCredentialedHosts(ctx context.Context, in *SetCredentialedHostsRequest, opts ...grpc.CallOption) (*Sandbox, error)
 }
 
 type sandboxServiceClient struct {
@@ -116,6 +126,26 @@ func (c *sandboxServiceClient) GetSandboxCA(ctx context.Context, in *GetSandboxC
 	return out, nil
 }
 
+func (c *sandboxServiceClient) SetSandboxBoundary(ctx context.Context, in *SetSandboxBoundaryRequest, opts ...grpc.CallOption) (*Sandbox, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Sandbox)
+	err := c.cc.Invoke(ctx, SandboxService_SetSandboxBoundary_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) SetCredentialedHosts(ctx context.Context, in *SetCredentialedHostsRequest, opts ...grpc.CallOption) (*Sandbox, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Sandbox)
+	err := c.cc.Invoke(ctx, SandboxService_SetCredentialedHosts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -135,6 +165,14 @@ type SandboxServiceServer interface {
 	// first use), which the sandbox must trust: its proxies terminate TLS
 	// with it. The key never leaves the gateway except to the proxies.
 	GetSandboxCA(context.Context, *GetSandboxCARequest) (*GetSandboxCAResponse, error)
+	// SetSandboxBoundary stores the most the sandbox may ever be granted (a
+	// policy document); proposals beyond it are flagged exceeds_boundary. An
+	// empty document removes the boundary. Audited with before and after hash.
+	SetSandboxBoundary(context.Context, *SetSandboxBoundaryRequest) (*Sandbox, error)
+	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
+	// requests carry credentials injected for this sandbox; new reach to one
+	// is new_credentialed_reach. Audited.
+	SetCredentialedHosts(context.Context, *SetCredentialedHostsRequest) (*Sandbox, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -162,6 +200,12 @@ func (UnimplementedSandboxServiceServer) RotateSandboxToken(context.Context, *Ro
 }
 func (UnimplementedSandboxServiceServer) GetSandboxCA(context.Context, *GetSandboxCARequest) (*GetSandboxCAResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSandboxCA not implemented")
+}
+func (UnimplementedSandboxServiceServer) SetSandboxBoundary(context.Context, *SetSandboxBoundaryRequest) (*Sandbox, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSandboxBoundary not implemented")
+}
+func (UnimplementedSandboxServiceServer) SetCredentialedHosts(context.Context, *SetCredentialedHostsRequest) (*Sandbox, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetCredentialedHosts not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -292,6 +336,42 @@ func _SandboxService_GetSandboxCA_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_SetSandboxBoundary_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSandboxBoundaryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).SetSandboxBoundary(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_SetSandboxBoundary_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).SetSandboxBoundary(ctx, req.(*SetSandboxBoundaryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_SetCredentialedHosts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetCredentialedHostsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).SetCredentialedHosts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_SetCredentialedHosts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).SetCredentialedHosts(ctx, req.(*SetCredentialedHostsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -322,6 +402,14 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSandboxCA",
 			Handler:    _SandboxService_GetSandboxCA_Handler,
+		},
+		{
+			MethodName: "SetSandboxBoundary",
+			Handler:    _SandboxService_SetSandboxBoundary_Handler,
+		},
+		{
+			MethodName: "SetCredentialedHosts",
+			Handler:    _SandboxService_SetCredentialedHosts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -41,6 +41,12 @@ const (
 	// SandboxServiceGetSandboxCAProcedure is the procedure name of the SandboxService's GetSandboxCA
 	// RPC.
 	SandboxServiceGetSandboxCAProcedure = "/portcullis.v1.SandboxService/GetSandboxCA"
+	// SandboxServiceSetSandboxBoundaryProcedure is the procedure name of the SandboxService's
+	// SetSandboxBoundary RPC.
+	SandboxServiceSetSandboxBoundaryProcedure = "/portcullis.v1.SandboxService/SetSandboxBoundary"
+	// SandboxServiceSetCredentialedHostsProcedure is the procedure name of the SandboxService's
+	// SetCredentialedHosts RPC.
+	SandboxServiceSetCredentialedHostsProcedure = "/portcullis.v1.SandboxService/SetCredentialedHosts"
 )
 
 var (
@@ -86,6 +92,20 @@ var (
 			Procedure:  SandboxServiceGetSandboxCAProcedure,
 		}
 	})
+	sandboxServiceSetSandboxBoundarySpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("SetSandboxBoundary"),
+			Procedure:  SandboxServiceSetSandboxBoundaryProcedure,
+		}
+	})
+	sandboxServiceSetCredentialedHostsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("SetCredentialedHosts"),
+			Procedure:  SandboxServiceSetCredentialedHostsProcedure,
+		}
+	})
 )
 
 // SandboxServiceClient is a client for the portcullis.v1.SandboxService service.
@@ -103,6 +123,14 @@ type SandboxServiceClient interface {
 	// first use), which the sandbox must trust: its proxies terminate TLS
 	// with it. The key never leaves the gateway except to the proxies.
 	GetSandboxCA(context.Context, *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error)
+	// SetSandboxBoundary stores the most the sandbox may ever be granted (a
+	// policy document); proposals beyond it are flagged exceeds_boundary. An
+	// empty document removes the boundary. Audited with before and after hash.
+	SetSandboxBoundary(context.Context, *v1.SetSandboxBoundaryRequest) (*v1.Sandbox, error)
+	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
+	// requests carry credentials injected for this sandbox; new reach to one
+	// is new_credentialed_reach. Audited.
+	SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error)
 }
 
 // NewSandboxServiceClient constructs a client for the portcullis.v1.SandboxService service.
@@ -126,6 +154,14 @@ type SandboxServiceHandler interface {
 	// first use), which the sandbox must trust: its proxies terminate TLS
 	// with it. The key never leaves the gateway except to the proxies.
 	GetSandboxCA(context.Context, *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error)
+	// SetSandboxBoundary stores the most the sandbox may ever be granted (a
+	// policy document); proposals beyond it are flagged exceeds_boundary. An
+	// empty document removes the boundary. Audited with before and after hash.
+	SetSandboxBoundary(context.Context, *v1.SetSandboxBoundaryRequest) (*v1.Sandbox, error)
+	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
+	// requests carry credentials injected for this sandbox; new reach to one
+	// is new_credentialed_reach. Audited.
+	SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error)
 }
 
 // RegisterSandboxServiceHandler registers svc as the portcullis.v1.SandboxService implementation on
@@ -139,6 +175,8 @@ func RegisterSandboxServiceHandler(server *connect.Server, svc SandboxServiceHan
 		connect.Method{Spec: sandboxServiceDeleteSandboxSpec(), Handler: adapter.deleteSandbox},
 		connect.Method{Spec: sandboxServiceRotateSandboxTokenSpec(), Handler: adapter.rotateSandboxToken},
 		connect.Method{Spec: sandboxServiceGetSandboxCASpec(), Handler: adapter.getSandboxCA},
+		connect.Method{Spec: sandboxServiceSetSandboxBoundarySpec(), Handler: adapter.setSandboxBoundary},
+		connect.Method{Spec: sandboxServiceSetCredentialedHostsSpec(), Handler: adapter.setCredentialedHosts},
 	)
 }
 
@@ -167,6 +205,14 @@ func (UnimplementedSandboxServiceHandler) RotateSandboxToken(context.Context, *v
 
 func (UnimplementedSandboxServiceHandler) GetSandboxCA(context.Context, *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.GetSandboxCA is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) SetSandboxBoundary(context.Context, *v1.SetSandboxBoundaryRequest) (*v1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.SetSandboxBoundary is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.SetCredentialedHosts is not implemented")
 }
 
 type sandboxServiceClient struct {
@@ -216,6 +262,22 @@ func (c *sandboxServiceClient) RotateSandboxToken(ctx context.Context, req *v1.R
 func (c *sandboxServiceClient) GetSandboxCA(ctx context.Context, req *v1.GetSandboxCARequest) (*v1.GetSandboxCAResponse, error) {
 	var res v1.GetSandboxCAResponse
 	if err := c.client.CallUnary(ctx, sandboxServiceGetSandboxCASpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) SetSandboxBoundary(ctx context.Context, req *v1.SetSandboxBoundaryRequest) (*v1.Sandbox, error) {
+	var res v1.Sandbox
+	if err := c.client.CallUnary(ctx, sandboxServiceSetSandboxBoundarySpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) SetCredentialedHosts(ctx context.Context, req *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error) {
+	var res v1.Sandbox
+	if err := c.client.CallUnary(ctx, sandboxServiceSetCredentialedHostsSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -289,6 +351,30 @@ func (h sandboxServiceHandler) getSandboxCA(ctx context.Context, _ connect.Spec,
 		return err
 	}
 	res, err := h.svc.GetSandboxCA(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) setSandboxBoundary(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SetSandboxBoundaryRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.SetSandboxBoundary(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) setCredentialedHosts(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SetCredentialedHostsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.SetCredentialedHosts(ctx, &req)
 	if err != nil {
 		return err
 	}
