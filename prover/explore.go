@@ -514,11 +514,14 @@ func (pr *prover) currentGlobs() *[4]map[string]bool {
 }
 
 func (pr *prover) add(kind, entry, endpoint, rule, detail string, v verdict, g *group) {
-	key := kind + "\x00" + entry + "\x00" + endpoint + "\x00" + rule
+	// New access to a credentialed destination is a finding of its own, so
+	// that the mark is never hidden behind an uncredentialed example.
+	cred := strings.HasPrefix(kind, "new_") && pr.credentialed(v.r)
+	key := fmt.Sprint(kind, "\x00", entry, "\x00", endpoint, "\x00", rule, "\x00", cred)
 	f := pr.findings[key]
 	if f == nil {
 		r := v.r
-		f = &Finding{Kind: kind, Counterexample: &r, Entry: entry, Endpoint: endpoint, Rule: rule, Detail: detail}
+		f = &Finding{Kind: kind, Counterexample: &r, Entry: entry, Endpoint: endpoint, Rule: rule, Detail: detail, Credentialed: cred}
 		pr.findings[key] = f
 	}
 	f.atoms = append(f.atoms, atom{g: g, sig: v.sig})

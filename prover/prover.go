@@ -68,6 +68,9 @@ type Finding struct {
 	Endpoint       string          `json:"endpoint,omitempty"` // policy.EndpointLabel
 	Rule           string          `json:"rule,omitempty"`
 	Detail         string          `json:"detail"`
+	// Credentialed: the counterexample goes to a destination that carries
+	// credentials injected for the sandbox.
+	Credentialed bool `json:"credentialed,omitempty"`
 
 	atoms []atom
 }
@@ -121,7 +124,10 @@ func Prove(current, proposed *policy.Policy, opts Options) (*Report, error) {
 		if a.Endpoint != b.Endpoint {
 			return a.Endpoint < b.Endpoint
 		}
-		return a.Rule < b.Rule
+		if a.Rule != b.Rule {
+			return a.Rule < b.Rule
+		}
+		return !a.Credentialed && b.Credentialed
 	})
 	return rep, nil
 }

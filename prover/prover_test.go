@@ -134,6 +134,14 @@ func TestCredentialedNewMethod(t *testing.T) {
 	if want := "credentialed destination api.github.com:443"; !contains(f.Detail, want) {
 		t.Fatalf("detail %q does not mention %q", f.Detail, want)
 	}
+	if !f.Credentialed {
+		t.Fatalf("finding not marked credentialed: %+v", f)
+	}
+	// Without the credential the same finding carries no mark.
+	rep = prove(t, cur, prop, Options{})
+	if len(rep.Findings) != 1 || rep.Findings[0].Credentialed {
+		t.Fatalf("want one unmarked finding, got %+v", rep.Findings)
+	}
 }
 
 func TestCredentialedNewReach(t *testing.T) {
