@@ -74,6 +74,7 @@ type apiClients struct {
 	policy   portcullisv1connect.PolicyServiceClient
 	proxy    portcullisv1connect.ProxyServiceClient
 	decision portcullisv1connect.DecisionServiceClient
+	advisor  portcullisv1connect.AdvisorServiceClient
 	// stream is the decision service for streams that last until the
 	// user stops them (logs --tail): its calls have no --timeout.
 	stream portcullisv1connect.DecisionServiceClient
@@ -202,6 +203,7 @@ func (e *environment) client() (*apiClients, error) {
 		policy:   portcullisv1connect.NewPolicyServiceClient(c),
 		proxy:    portcullisv1connect.NewProxyServiceClient(c),
 		decision: portcullisv1connect.NewDecisionServiceClient(c),
+		advisor:  portcullisv1connect.NewAdvisorServiceClient(c),
 		stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 	}
 	return e.api, nil

@@ -41,6 +41,16 @@ func exitCode(err error) int {
 	if _, ok := errors.AsType[*proveInputError](err); ok {
 		return exitInvalid
 	}
+	if _, ok := errors.AsType[*refusalError](err); ok {
+		// A proposal refused as not narrow: invalid input.
+		return exitInvalid
+	}
+	if _, ok := errors.AsType[*rateLimitError](err); ok {
+		// Too many proposals: the answer is no, for now. Unlike an
+		// overloaded gateway (ResourceExhausted alone, exit 4) retrying
+		// at once will not help.
+		return exitNo
+	}
 	if ce, ok := errors.AsType[*connect.Error](err); ok {
 		return exitCodeOf(ce.Code())
 	}

@@ -12,6 +12,8 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
 func TestExitCode(t *testing.T) {
@@ -37,6 +39,8 @@ func TestExitCode(t *testing.T) {
 		{"unavailable", connect.NewError(connect.CodeUnavailable, "down"), exitUnavailable},
 		{"deadline exceeded", connect.NewError(connect.CodeDeadlineExceeded, "slow"), exitUnavailable},
 		{"resource exhausted", connect.NewError(connect.CodeResourceExhausted, "busy"), exitUnavailable},
+		{"proposal refused", &refusalError{refusal: &portcullisv1.ProposalRefusal{Operation: 0, Field: "host", Rule: "public_suffix"}}, exitInvalid},
+		{"proposal rate limited", &rateLimitError{retryAfter: 30}, exitNo},
 		{"wrapped connect error", fmt.Errorf("set policy: %w", connect.NewError(connect.CodeAborted, "stale")), exitConflict},
 		{"internal", connect.NewError(connect.CodeInternal, "internal error"), exitNo},
 		{"unimplemented", connect.NewError(connect.CodeUnimplemented, "old gateway"), exitNo},

@@ -17,18 +17,20 @@ func newRootCmd(env *environment) *cobra.Command {
 
 The gateway stores versioned policies per sandbox and pushes them to the
 sandbox's proxies. The client commands talk to a gateway's API with an admin
-or operator token.
+or operator token; propose and proposals use the sandbox's own token.
 
 Exit codes: 0 success; 1 the answer is no (not found, permission denied,
-unauthenticated); 2 invalid input or usage; 3 conflict (stale expected
-version, already exists); 4 gateway unavailable.`,
+unauthenticated, too many proposals); 2 invalid input or usage (a proposal
+refused as not narrow too); 3 conflict (stale expected version, already
+exists, a proposal no longer pending); 4 gateway unavailable.`,
 		Example: `  portcullis gateway
   export PORTCULLIS_TOKEN=…   # or --token-file FILE
   portcullis sandbox create orders -f policy.yaml
   portcullis policy get orders -o yaml > policy.yaml
   portcullis policy set orders -f policy.yaml --expect-version 1
   portcullis proxies list
-  portcullis logs orders --tail --decision deny`,
+  portcullis logs orders --tail --decision deny
+  portcullis propose -f proposal.yaml --token-file orders.token`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,6 +52,8 @@ version, already exists); 4 gateway unavailable.`,
 		newPolicyCmd(env),
 		newProxiesCmd(env),
 		newLogsCmd(env),
+		newProposeCmd(env),
+		newProposalsCmd(env),
 	)
 	markStart(root, env)
 	return root

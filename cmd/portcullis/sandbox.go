@@ -15,7 +15,9 @@ func newSandboxCmd(env *environment) *cobra.Command {
 		`  portcullis sandbox create orders -f policy.yaml
   portcullis sandbox list
   portcullis sandbox rotate-token orders -o json
-  portcullis sandbox ca orders > orders-ca.pem`)
+  portcullis sandbox ca orders > orders-ca.pem
+  portcullis sandbox set-boundary orders -f boundary.yaml
+  portcullis sandbox credentials orders --add api.github.com:443`)
 	cmd.AddCommand(
 		newSandboxCreateCmd(env),
 		newSandboxListCmd(env),
@@ -23,6 +25,8 @@ func newSandboxCmd(env *environment) *cobra.Command {
 		newSandboxDeleteCmd(env),
 		newSandboxRotateTokenCmd(env),
 		newSandboxCACmd(env),
+		newSandboxSetBoundaryCmd(env),
+		newSandboxCredentialsCmd(env),
 	)
 	return cmd
 }
@@ -126,6 +130,8 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 				"hash", dash(s.GetCurrentHash()),
 				"created", when(s.GetCreatedAt()),
 				"by", dash(s.GetCreatedBy()),
+				"boundary", boundaryCell(s),
+				"credentialed", credentialedCell(s),
 			)
 		},
 	}
@@ -222,6 +228,126 @@ With -o json: {"cert_pem": "-----BEGIN CERTIFICATE-----…"}.`,
 			return err
 		},
 	}
+}
+
+func newSandboxSetBoundaryCmd(env *environment) *cobra.Command {
+	var (
+		file          string
+		clearBoundary bool
+	)
+	cmd := &cobra.Command{
+		Use:   "set-boundary NAME (-f FILE | --clear)",
+		Short: "Set the most a sandbox may ever be granted, or remove it",
+		Long: `Store a policy document (YAML or JSON) as the sandbox's boundary: the most
+it may ever be granted. Its policy is not changed; proposals that would
+reach beyond the boundary are flagged exceeds_boundary for the approvers.
+--clear removes the boundary. Prints the sandbox's name and the boundary's
+hash; with -o json the Sandbox.`,
+		Example: `  portcullis sandbox set-boundary orders -f boundary.yaml
+  portcullis sandbox set-boundary orders -f - < boundary.json
+  portcullis sandbox set-boundary orders --clear`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			switch {
+			case file != "" && clearBoundary:
+				return usagef("give -f FILE or --clear, not both")
+			case file == "" && !clearBoundary:
+				return usagef("%s needs -f FILE or --clear", cmd.CommandPath())
+			}
+			req := &portcullisv1.SetSandboxBoundaryRequest{Name: a[0]}
+			if file != "" {
+				doc, err := env.readInput(file)
+				if err != nil {
+					return err
+				}
+				if strings.TrimSpace(string(doc)) == "" {
+					// An empty document would remove the boundary: say
+					// --clear for that, never by accident.
+					return inputErr(fmt.Errorf("%s is empty; use --clear to remove the boundary", displayName(file)))
+				}
+				req.Document = string(doc)
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			s, err := api.sandbox.SetSandboxBoundary(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(s)
+			}
+			return env.fields("name", s.GetName(), "boundary", boundaryCell(s))
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "boundary policy `FILE` (YAML or JSON; - reads stdin)")
+	cmd.Flags().BoolVar(&clearBoundary, "clear", false, "remove the boundary")
+	return cmd
+}
+
+func newSandboxCredentialsCmd(env *environment) *cobra.Command {
+	var add, remove []string
+	cmd := &cobra.Command{
+		Use:   "credentials NAME (--add HOST:PORT | --remove HOST:PORT)...",
+		Short: "Add or remove the destinations that carry credentials for a sandbox",
+		Long: `Add or remove HOST:PORT destinations whose requests carry credentials
+injected for this sandbox. Proposals that add reach to one of them are
+flagged new_credentialed_reach for the approvers. Hosts are stored in
+lower case; removing one that is not there is not an error. --add and
+--remove repeat, and at least one is needed. Prints the resulting list;
+with -o json the Sandbox.`,
+		Example: `  portcullis sandbox credentials orders --add api.github.com:443
+  portcullis sandbox credentials orders --add api.stripe.com:443 --remove api.github.com:443`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if len(add)+len(remove) == 0 {
+				return usagef("%s needs --add HOST:PORT or --remove HOST:PORT", cmd.CommandPath())
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			s, err := api.sandbox.SetCredentialedHosts(cmd.Context(), &portcullisv1.SetCredentialedHostsRequest{
+				Name: a[0], Add: add, Remove: remove,
+			})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(s)
+			}
+			hosts := s.GetCredentialedHosts()
+			if len(hosts) == 0 {
+				fmt.Fprintf(env.stdout, "sandbox %s has no credentialed hosts\n", s.GetName())
+				return nil
+			}
+			fmt.Fprintf(env.stdout, "credentialed hosts of sandbox %s:\n", s.GetName())
+			for _, h := range hosts {
+				fmt.Fprintf(env.stdout, "  %s\n", h)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&add, "add", nil, "a destination that carries credentials (`HOST:PORT`, repeatable)")
+	cmd.Flags().StringArrayVar(&remove, "remove", nil, "a destination that no longer carries credentials (`HOST:PORT`, repeatable)")
+	return cmd
+}
+
+// boundaryCell is the boundary's hash, "none" for a sandbox without one.
+func boundaryCell(s *portcullisv1.Sandbox) string {
+	if s.GetBoundaryHash() == "" {
+		return "none"
+	}
+	return s.GetBoundaryHash()
+}
+
+// credentialedCell lists the credentialed hosts, "none" when there are none.
+func credentialedCell(s *portcullisv1.Sandbox) string {
+	if len(s.GetCredentialedHosts()) == 0 {
+		return "none"
+	}
+	return strings.Join(s.GetCredentialedHosts(), ", ")
 }
 
 // versionCell is a version number, "-" for a sandbox without a policy.
