@@ -350,7 +350,7 @@ func TestSandboxCommands(t *testing.T) {
 	t.Run("get", func(t *testing.T) {
 		stdout, stderr, code := f.cli(t, "sandbox", "get", "orders")
 		ok(t, code, stderr)
-		if f.last(t, "GetSandbox").req.(*portcullisv1.GetSandboxRequest).GetName() != "orders" || !strings.Contains(stdout, "version: 3") {
+		if f.last(t, "GetSandbox").req.(*portcullisv1.GetSandboxRequest).GetName() != "orders" || !strings.Contains(strings.Join(strings.Fields(stdout), " "), "version: 3 ") {
 			t.Errorf("stdout:\n%s", stdout)
 		}
 	})
