@@ -99,6 +99,13 @@ type Proxy struct {
 	// (expires_at), and closed when no longer allowed.
 	tunnelsMu sync.Mutex
 	tunnels   map[*openTunnel]struct{}
+
+	// policy.local (policylocal.go): the relay to the gateway's
+	// AdvisorService (nil in file mode), the MCP server, and the check
+	// that keeps web pages from posting to it.
+	advisor         atomic.Pointer[advisorRelay]
+	localMCPHandler http.Handler
+	localOrigin     *http.CrossOriginProtection
 }
 
 type openTunnel struct {
@@ -123,6 +130,8 @@ func New(cfg Config, ca *CA) *Proxy {
 	}
 	p.decisions = newDecisionLog(cfg.RingSize, cfg.DecisionLog, p.log)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
+	p.localMCPHandler = newPolicyLocalMCP(p)
+	p.localOrigin = http.NewCrossOriginProtection()
 	return p
 }
 
@@ -233,9 +242,13 @@ func binaryOf(ctx context.Context) string {
 }
 
 // ServeHTTP handles one proxy request: CONNECT, or an absolute-form HTTP
-// request.
+// request. Requests for policy.local are answered by the proxy itself,
+// before any policy applies.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
+	case r.Method == http.MethodConnect && policyLocalHost(r.Host),
+		r.URL.IsAbs() && r.URL.Scheme != "http" && policyLocalHost(r.URL.Host):
+		refusePolicyLocal(w)
 	case r.Method == http.MethodConnect:
 		p.handleConnect(w, r)
 	case r.URL.IsAbs() && r.URL.Scheme == "http":
@@ -245,6 +258,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t, err := parseTarget(r.URL.Host, "80")
 		if err != nil {
 			p.refuse(w, r, dest{host: r.URL.Hostname()}, err.Error())
+			return
+		}
+		if t.host == PolicyLocalHost {
+			p.servePolicyLocal(w, r, t.port)
 			return
 		}
 		p.handleHTTP(w, r, "http", t)

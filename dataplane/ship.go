@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,6 +40,11 @@ type Shipper struct {
 	buf     []Record
 	dropped uint64 // since the last batch that carried the count
 	wake    chan struct{}
+	// offered counts the records ever buffered and shipped those the
+	// gateway stored; progress is closed (and replaced) whenever shipped
+	// moves, so Flush can wait for a mark.
+	offered, shipped uint64
+	progress         chan struct{}
 }
 
 // NewShipper returns a shipper; Offer buffers, Run ships.
@@ -55,7 +61,7 @@ func NewShipper(cfg ShipperConfig) *Shipper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Shipper{cfg: cfg, log: cfg.Logger.With("component", "shipper"), wake: make(chan struct{}, 1)}
+	return &Shipper{cfg: cfg, log: cfg.Logger.With("component", "shipper"), wake: make(chan struct{}, 1), progress: make(chan struct{})}
 }
 
 // Offer buffers r for shipping; it never blocks. Use it as
@@ -72,12 +78,43 @@ func (s *Shipper) Offer(r Record) {
 		return
 	}
 	s.buf = append(s.buf, r)
+	s.offered++
 	full := len(s.buf) >= s.cfg.Batch
 	s.mu.Unlock()
 	if full {
+		s.poke()
+	}
+}
+
+// poke wakes Run without waiting for its interval.
+func (s *Shipper) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush asks Run to ship now and returns once every record buffered
+// before the call has been stored by the gateway, or with ctx's error.
+// A proposal quoting a denial_id relies on it: the gateway finds the
+// denial only once it has it. Records dropped from a full buffer never
+// arrive; Flush does not wait for them. It needs Run to be running.
+func (s *Shipper) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	mark := s.offered
+	s.mu.Unlock()
+	s.poke()
+	for {
+		s.mu.Lock()
+		done, progress := s.shipped >= mark, s.progress
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
 		select {
-		case s.wake <- struct{}{}:
-		default:
+		case <-progress:
+		case <-ctx.Done():
+			return fmt.Errorf("decision records not shipped yet: %w", context.Cause(ctx))
 		}
 	}
 }
@@ -159,6 +196,11 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 	// Offer only appends, so the batch is still the buffer's front.
 	s.buf = append(s.buf[:0], s.buf[n:]...)
 	s.dropped -= dropped
+	if n > 0 {
+		s.shipped += uint64(n)
+		close(s.progress)
+		s.progress = make(chan struct{})
+	}
 	s.mu.Unlock()
 	return n, nil
 }

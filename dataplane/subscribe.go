@@ -175,6 +175,13 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 // works; the command refuses plaintext elsewhere.
 func (b bearer) RequireTransportSecurity() bool { return false }
 
+// AdvisorClient returns an AdvisorService client on the subscription's
+// gateway connection, which carries the sandbox token: policy.local
+// relays an agent's proposals through it (Proxy.SetAdvisor).
+func (s *Subscriber) AdvisorClient() portcullisv1.AdvisorServiceClient {
+	return portcullisv1.NewAdvisorServiceClient(s.conn)
+}
+
 // Close releases the gateway connection.
 func (s *Subscriber) Close() error { return s.conn.Close() }
 

@@ -56,7 +56,13 @@ and re-encrypted to the upstream).
 --policy FILE is watched: a changed, valid file swaps in atomically; an
 invalid one is refused and the last good version stays. With no valid
 policy every request is denied. Decisions are written as JSON lines to
-DATA-DIR/decisions.jsonl.`,
+DATA-DIR/decisions.jsonl.
+
+The proxy answers http://policy.local itself (never forwarded): the policy
+in force (/v1/policy), recent denials with the narrowest rule that would
+allow each (/v1/denials), and, in gateway mode, proposals relayed to the
+gateway with the proxy's token (/v1/proposals); the same as MCP tools at
+http://policy.local/mcp. The agent never holds a token.`,
 		Example: `  portcullis proxy --policy orders.yaml
   HTTPS_PROXY=http://127.0.0.1:3128 SSL_CERT_FILE=ca.pem python3 agent.py`,
 		Args: cobra.NoArgs,
@@ -126,6 +132,9 @@ DATA-DIR/decisions.jsonl.`,
 					return err
 				}
 				defer sub.Close()
+				// policy.local relays the agent's proposals with the
+				// sandbox token the subscription carries.
+				proxy.SetAdvisor(sub.AdvisorClient(), shipper.Flush)
 				if err := sub.Restore(); err != nil && !errors.Is(err, dataplane.ErrNoState) {
 					log.Error("the kept policy version was refused; denying every request until the gateway answers", "err", err)
 				}
