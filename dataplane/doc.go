@@ -29,5 +29,26 @@
 //   - subscribe.go: gateway mode — the signed versions streamed from the
 //     gateway, verified against the pinned key, applied through the same
 //     swap, kept in the data dir and answered with ACK or NACK;
-//     ship.go: decision records shipped to the gateway in batches.
+//     ship.go: decision records shipped to the gateway in batches
+//     (Shipper.Flush waits until what is buffered has been stored).
+//   - policylocal.go: the reserved host policy.local, answered by the
+//     proxy itself before any policy applies and never dialled — the way
+//     an untrusted agent, which holds no token, asks for access. Only
+//     absolute-form http://policy.local[:80] requests are served (CONNECT
+//     and https:// are refused with a pointer to http://), on strict
+//     paths, methods, query parameters and bounded bodies. GET /v1/policy
+//     (version, hash, canonical policy) and GET /v1/denials?last=N (the
+//     decision ring's denials, newest first, each with advisor.FromDenial's
+//     suggestion or why none is offered) answer from the proxy's own
+//     state; POST /v1/proposals (a proposal file, or {denial_id,
+//     rationale, idempotency_key} relayed after the denial is shipped),
+//     GET /v1/proposals/{id} and /v1/proposals/{id}/wait?timeout= are
+//     relayed to the gateway's AdvisorService on the subscription's
+//     connection, with the proxy's sandbox token (Proxy.SetAdvisor; in
+//     file mode they answer 503), gRPC errors mapped to HTTP statuses
+//     with JSON bodies carrying the refusal or rate-limit detail.
+//     policylocal_mcp.go: the same as an MCP server at
+//     http://policy.local/mcp (official go-sdk, stateless) with the tools
+//     list_denials, propose and proposal_status; refusals are tool
+//     results with isError.
 package dataplane
