@@ -20,7 +20,7 @@ import (
 )
 
 var tables = []string{
-	"audit_log", "decisions", "policy_versions", "proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
+	"audit_log", "decisions", "policy_versions", "proposals", "proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
 }
 
 type engine struct {
@@ -183,6 +183,9 @@ func TestHotLookupsUseIndexes(t *testing.T) {
 				`SELECT document FROM policy_versions WHERE sandbox = 's' AND version = 3`,
 				`SELECT id FROM audit_log WHERE sandbox = 's' ORDER BY id DESC LIMIT 10`,
 				`SELECT name FROM tokens WHERE sandbox = 's' AND revoked_at IS NULL`,
+				`SELECT id FROM proposals WHERE sandbox = 's' AND idempotency_key = 'k'`,
+				`SELECT id FROM proposals WHERE sandbox = 's' AND status = 'pending' AND dedupe_key = 'd'`,
+				`SELECT id FROM proposals WHERE sandbox = 's' ORDER BY id DESC LIMIT 10`,
 			} {
 				plan := e.explain(t, db, q)
 				// Postgres: "Index Scan"/"Index Only Scan", never "Seq Scan".

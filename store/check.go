@@ -5,6 +5,10 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode"
 )
 
 // Input checks every engine runs before it touches the database, so both
@@ -130,6 +134,129 @@ func CheckDecisions(records []Decision) error {
 		case d.Port < 0 || d.Port > 65535:
 			return fmt.Errorf("invalid decision record %d (sandbox %q): port %d", i, d.Sandbox, d.Port)
 		}
+	}
+	return nil
+}
+
+// CheckBoundary reports whether a boundary can be stored: a sandbox, and a
+// hash with a document (an empty document removes the boundary).
+func CheckBoundary(sandbox string, doc []byte, hash string) error {
+	switch {
+	case sandbox == "":
+		return errors.New("invalid boundary: empty sandbox")
+	case len(doc) > 0 && hash == "":
+		return fmt.Errorf("invalid boundary of sandbox %q: empty hash", sandbox)
+	}
+	return nil
+}
+
+// CheckCredentialedHosts reports the first entry of add or remove that is
+// empty or holds a comma or white space (the audit log joins the lists
+// with commas).
+func CheckCredentialedHosts(sandbox string, add, remove []string) error {
+	if sandbox == "" {
+		return errors.New("invalid credentialed hosts: empty sandbox")
+	}
+	for _, list := range [][]string{add, remove} {
+		for _, hp := range list {
+			if hp == "" || strings.ContainsFunc(hp, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+				return fmt.Errorf("invalid credentialed host %q of sandbox %q", hp, sandbox)
+			}
+		}
+	}
+	return nil
+}
+
+// MergeCredentialedHosts returns current with add added and then remove
+// removed, lower-cased, sorted and without duplicates; nil when empty. Both
+// engines compute the stored list with it, so they cannot drift.
+func MergeCredentialedHosts(current, add, remove []string) []string {
+	set := make(map[string]bool, len(current)+len(add))
+	for _, hp := range current {
+		set[strings.ToLower(hp)] = true
+	}
+	for _, hp := range add {
+		set[strings.ToLower(hp)] = true
+	}
+	for _, hp := range remove {
+		delete(set, strings.ToLower(hp))
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// proposalStatuses are the statuses a proposal may have.
+var proposalStatuses = []string{
+	ProposalPending, ProposalApproved, ProposalApplied, ProposalRejected,
+	ProposalExpired, ProposalSuperseded, ProposalWithdrawn,
+}
+
+// Prepare checks in and normalises what the store keeps of it: the
+// supersede keys sorted and without duplicates (nil when none), Findings
+// nil when empty. The caller's slices are never changed.
+//
+// An empty DedupeKey or IdempotencyKey means none: it matches nothing.
+func (in *NewProposal) Prepare() error {
+	p := &in.Proposal
+	switch {
+	case p.Sandbox == "":
+		return errors.New("invalid proposal: empty sandbox")
+	case len(p.Document) == 0:
+		return fmt.Errorf("invalid proposal of sandbox %q: empty document", p.Sandbox)
+	case len(p.Resulting) == 0 || p.ResultingHash == "":
+		return fmt.Errorf("invalid proposal of sandbox %q: empty resulting policy or hash", p.Sandbox)
+	case p.BaseVersion < 0:
+		return fmt.Errorf("invalid proposal of sandbox %q: base version %d", p.Sandbox, p.BaseVersion)
+	case in.RateMax < 0:
+		return fmt.Errorf("invalid proposal of sandbox %q: rate max %d", p.Sandbox, in.RateMax)
+	case in.RateMax > 0 && in.RateWindow <= 0:
+		return fmt.Errorf("invalid proposal of sandbox %q: rate max without a window", p.Sandbox)
+	}
+	if slices.Contains(p.SupersedeKeys, "") {
+		return fmt.Errorf("invalid proposal of sandbox %q: empty supersede key", p.Sandbox)
+	}
+	keys := slices.Compact(slices.Sorted(slices.Values(p.SupersedeKeys)))
+	if len(keys) == 0 {
+		keys = nil
+	}
+	p.SupersedeKeys = keys
+	if len(p.Findings) == 0 {
+		p.Findings = nil
+	}
+	p.Status, p.SupersededBy = ProposalPending, 0
+	return nil
+}
+
+// CheckProposalStatus reports whether status and every status in from are
+// known, and from names at least one.
+func CheckProposalStatus(status string, from []string) error {
+	if !slices.Contains(proposalStatuses, status) {
+		return fmt.Errorf("invalid proposal status %q", status)
+	}
+	if len(from) == 0 {
+		return errors.New("invalid proposal status change: no status to move from")
+	}
+	for _, f := range from {
+		if !slices.Contains(proposalStatuses, f) {
+			return fmt.Errorf("invalid proposal status %q", f)
+		}
+	}
+	return nil
+}
+
+// Check reports whether r can be stored: versions not negative, and a
+// resulting policy with its hash unless RebaseError says there is none
+// (then both may be empty).
+func (r Rebase) Check() error {
+	switch {
+	case r.FromVersion < 0 || r.BaseVersion < 0:
+		return fmt.Errorf("invalid rebase of proposal %d: versions %d to %d", r.ID, r.FromVersion, r.BaseVersion)
+	case (len(r.Resulting) == 0) != (r.ResultingHash == ""):
+		return fmt.Errorf("invalid rebase of proposal %d: resulting policy and hash must be both set or both empty", r.ID)
+	case len(r.Resulting) == 0 && r.RebaseError == "":
+		return fmt.Errorf("invalid rebase of proposal %d: no resulting policy and no rebase error", r.ID)
 	}
 	return nil
 }

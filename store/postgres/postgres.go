@@ -191,16 +191,15 @@ func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (stor
 		if in.Policy != nil {
 			version, hash = 1, in.Policy.Hash
 		}
-		err := tx.QueryRow(ctx, `
+		var err error
+		sb, err = scanSandbox(tx.QueryRow(ctx, `
 			INSERT INTO sandboxes (name, current_version, current_hash, created_by)
 			VALUES ($1, $2, $3, $4)
-			RETURNING name, current_version, current_hash, created_at, created_by`,
-			in.Name, version, hash, in.Actor,
-		).Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy)
+			RETURNING `+sandboxColumns,
+			in.Name, version, hash, in.Actor))
 		if err != nil {
 			return mapErr(err)
 		}
-		sb.CreatedAt = sb.CreatedAt.UTC()
 		if err := audit(ctx, tx, store.AuditEntry{
 			Actor: in.Actor, Action: store.ActionSandboxCreate, Sandbox: in.Name, Target: in.Name, AfterHash: hash,
 		}); err != nil {
@@ -225,34 +224,39 @@ func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (stor
 	return sb, nil
 }
 
+const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
+	boundary, boundary_hash, credentialed_hosts`
+
+func scanSandbox(r pgx.Row) (store.Sandbox, error) {
+	var sb store.Sandbox
+	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy,
+		&sb.Boundary, &sb.BoundaryHash, &sb.CredentialedHosts)
+	sb.CreatedAt = sb.CreatedAt.UTC()
+	if len(sb.Boundary) == 0 {
+		sb.Boundary = nil
+	}
+	if len(sb.CredentialedHosts) == 0 {
+		sb.CredentialedHosts = nil
+	}
+	return sb, err
+}
+
 // GetSandbox returns the sandbox or ErrNotFound.
 func (s *Store) GetSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	var sb store.Sandbox
-	err := s.pool.QueryRow(ctx, `
-		SELECT name, current_version, current_hash, created_at, created_by
-		FROM sandboxes WHERE name = $1`, name,
-	).Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy)
+	sb, err := scanSandbox(s.pool.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = $1`, name))
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("get sandbox %q: %w", name, mapErr(err))
 	}
-	sb.CreatedAt = sb.CreatedAt.UTC()
 	return sb, nil
 }
 
 // ListSandboxes returns every sandbox ordered by name.
 func (s *Store) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT name, current_version, current_hash, created_at, created_by
-		FROM sandboxes ORDER BY name`)
+	rows, err := s.pool.Query(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", mapErr(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Sandbox, error) {
-		var sb store.Sandbox
-		err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy)
-		sb.CreatedAt = sb.CreatedAt.UTC()
-		return sb, err
-	})
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Sandbox, error) { return scanSandbox(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", mapErr(err))
 	}

@@ -281,13 +281,23 @@ func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (stor
 	return sb, nil
 }
 
-const sandboxColumns = `name, current_version, current_hash, created_at, created_by`
+const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
+	boundary, boundary_hash, credentialed_hosts`
 
 func scanSandbox(r interface{ Scan(...any) error }) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var at int64
-	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &at, &sb.CreatedBy)
+	var hosts string
+	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &at, &sb.CreatedBy,
+		&sb.Boundary, &sb.BoundaryHash, &hosts)
+	if err != nil {
+		return sb, err
+	}
 	sb.CreatedAt = fromNanos(at)
+	if len(sb.Boundary) == 0 {
+		sb.Boundary = nil
+	}
+	sb.CredentialedHosts, err = decodeList(hosts)
 	return sb, err
 }
 

@@ -55,6 +55,18 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ProxyStatuses", testProxyStatuses},
 		{"Decisions", testDecisions},
 		{"PushInvalidInput", testPushInvalidInput},
+		{"SandboxBoundary", testSandboxBoundary},
+		{"CredentialedHosts", testCredentialedHosts},
+		{"ProposalCreateGetList", testProposalCreateGetList},
+		{"ProposalIdempotency", testProposalIdempotency},
+		{"ProposalDedupe", testProposalDedupe},
+		{"ProposalSupersede", testProposalSupersede},
+		{"ProposalRateLimit", testProposalRateLimit},
+		{"ProposalStatus", testProposalStatus},
+		{"ProposalRebase", testProposalRebase},
+		{"ProposalConcurrentIdempotency", testProposalConcurrentIdempotency},
+		{"ProposalSandboxDelete", testProposalSandboxDelete},
+		{"AdvisorInvalidInput", testAdvisorInvalidInput},
 		{"Ping", testPing},
 	}
 	for _, tc := range tests {
