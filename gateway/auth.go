@@ -91,7 +91,10 @@ var (
 	anyRole          = rule{roles: []string{store.RoleAdmin, store.RoleOperator, store.RoleSandbox}}
 	// proxyOnly: what a sandbox's proxy does with the sandbox token.
 	proxyOnly = rule{roles: []string{store.RoleSandbox}}
-	public    = rule{public: true}
+	// sandboxOnly: the advisor, which serves the token's own sandbox
+	// only (no request names a sandbox).
+	sandboxOnly = rule{roles: []string{store.RoleSandbox}}
+	public      = rule{public: true}
 )
 
 // authzTable is the authorization policy of the gateway: one row per RPC.
@@ -125,6 +128,16 @@ var authzTable = map[string]rule{
 	portcullisv1connect.ProxyServiceListProxiesProcedure:          readers,
 	portcullisv1connect.DecisionServiceListDecisionsProcedure:     ownPolicyReaders,
 	portcullisv1connect.DecisionServiceTailDecisionsProcedure:     ownPolicyReaders,
+
+	// The sandbox may propose, never approve: the advisor is for sandbox
+	// tokens alone, and every call is scoped to the token's sandbox.
+	portcullisv1connect.AdvisorServiceSubmitProposalProcedure:   sandboxOnly,
+	portcullisv1connect.AdvisorServiceGetProposalProcedure:      sandboxOnly,
+	portcullisv1connect.AdvisorServiceListProposalsProcedure:    sandboxOnly,
+	portcullisv1connect.AdvisorServiceWatchProposalProcedure:    sandboxOnly,
+	portcullisv1connect.AdvisorServiceWithdrawProposalProcedure: sandboxOnly,
+	portcullisv1connect.AdvisorServiceListDenialsProcedure:      sandboxOnly,
+	portcullisv1connect.ProverServiceProveProcedure:             anyRole,
 
 	healthCheckProcedure:       public,
 	healthWatchProcedure:       public,

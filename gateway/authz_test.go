@@ -60,6 +60,18 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.ProxyService/ListProxies":          {asAdmin, asOperator},
 	"/portcullis.v1.DecisionService/ListDecisions":     {asAdmin, asOperator, asOwn},
 	"/portcullis.v1.DecisionService/TailDecisions":     {asAdmin, asOperator, asOwn},
+	// The sandbox proposes, never approves: the advisor answers sandbox
+	// tokens alone, each about its own sandbox (no request names one, so
+	// "other" passes authorization and sees only its own proposals:
+	// TestAdvisorScope).
+	"/portcullis.v1.AdvisorService/SubmitProposal":   {asOwn, asOther},
+	"/portcullis.v1.AdvisorService/GetProposal":      {asOwn, asOther},
+	"/portcullis.v1.AdvisorService/ListProposals":    {asOwn, asOther},
+	"/portcullis.v1.AdvisorService/WatchProposal":    {asOwn, asOther},
+	"/portcullis.v1.AdvisorService/WithdrawProposal": {asOwn, asOther},
+	"/portcullis.v1.AdvisorService/ListDenials":      {asOwn, asOther},
+	// Proving documents the caller sends reads and stores nothing.
+	"/portcullis.v1.ProverService/Prove": {asAdmin, asOperator, asOwn, asOther},
 }
 
 // TestAuthorizationMatrix calls every RPC of every service as every kind
@@ -101,6 +113,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		portcullisv1.File_portcullis_v1_token_proto,
 		portcullisv1.File_portcullis_v1_policy_proto,
 		portcullisv1.File_portcullis_v1_distribution_proto,
+		portcullisv1.File_portcullis_v1_advisor_proto,
 		portcullisv1.File_portcullis_v1_proxy_proto,
 	}
 	seen := map[string]bool{}

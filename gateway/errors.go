@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connectproto"
 
+	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -84,10 +85,26 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		cferr *conflictError
 		nferr *notFoundError
 		exerr *existsError
+		rferr *advisor.RefusalError
+		perr  *advisor.ParseError
+		rlerr *rateLimitError
+		pcerr *preconditionError
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
 		return cerr
+	case errors.As(err, &rferr):
+		return refusalError(rferr)
+	case errors.As(err, &perr):
+		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid proposal: "+summarize(perr.Problems)), perr.Problems)
+	case errors.As(err, &rlerr):
+		e := connect.NewError(connect.CodeResourceExhausted, rlerr.Error())
+		if d, derr := connectproto.NewErrorDetail(&portcullisv1.ProposalRateLimit{RetryAfterSeconds: retrySeconds(rlerr.after)}); derr == nil {
+			e = e.WithDetail(d)
+		}
+		return e
+	case errors.As(err, &pcerr):
+		return connect.NewError(connect.CodeFailedPrecondition, pcerr.msg)
 	case errors.As(err, &verr):
 		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid policy: "+summarize(verr.Problems)), verr.Problems)
 	case errors.As(err, &ferr):
@@ -114,6 +131,22 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 	}
 	log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
 	return connect.NewError(connect.CodeInternal, "internal error")
+}
+
+// refusalError is a proposal refused as not narrow (or as changing
+// nothing): InvalidArgument naming the operation, the field and the rule,
+// as a ProposalRefusal detail and, for clients that read field problems,
+// a ValidationProblems detail.
+func refusalError(r *advisor.RefusalError) *connect.Error {
+	e := withProblems(connect.NewError(connect.CodeInvalidArgument, clip(r.Error())),
+		[]policy.Problem{{Path: r.Field, Message: fmt.Sprintf("refused (%s): %s", r.Rule, r.Reason)}})
+	d, err := connectproto.NewErrorDetail(&portcullisv1.ProposalRefusal{
+		Operation: int32(r.Op), Field: clip(r.Field), Rule: r.Rule, Reason: clip(r.Reason),
+	})
+	if err != nil {
+		return e
+	}
+	return e.WithDetail(d)
 }
 
 // Bounds on what an error carries: gRPC sends message and details in

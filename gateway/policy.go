@@ -143,6 +143,7 @@ func (s policyService) commitOnce(ctx context.Context, sandbox string, doc *docu
 	// Committed first, announced after: a proxy never sees a version that
 	// could still be rolled back.
 	s.hub.publish(context.WithoutCancel(ctx), v)
+	s.advisor.versionMoved(sandbox)
 	return versionToProto(v)
 }
 

@@ -66,6 +66,11 @@ type Config struct {
 	// it serves with the store's, repairing a missed notification (and
 	// re-reading the signing keys). Default 5s.
 	VersionCheckInterval time.Duration
+	// ProposalRateMax proposals per ProposalRateWindow may come from one
+	// sandbox; more are refused with ResourceExhausted and a retry hint.
+	// Defaults 20 per 10 minutes.
+	ProposalRateMax    int
+	ProposalRateWindow time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -90,6 +95,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.VersionCheckInterval == 0 {
 		c.VersionCheckInterval = 5 * time.Second
+	}
+	if c.ProposalRateMax == 0 {
+		c.ProposalRateMax = defaultProposalRateMax
+	}
+	if c.ProposalRateWindow == 0 {
+		c.ProposalRateWindow = defaultProposalRateWindow
 	}
 }
 
@@ -144,6 +155,8 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	portcullisv1connect.RegisterDistributionServiceHandler(rpc, distributionService{s})
 	portcullisv1connect.RegisterProxyServiceHandler(rpc, proxyService{s})
 	portcullisv1connect.RegisterDecisionServiceHandler(rpc, decisionService{s})
+	portcullisv1connect.RegisterAdvisorServiceHandler(rpc, advisorService{s})
+	portcullisv1connect.RegisterProverServiceHandler(rpc, proverService{s})
 	registerHealth(rpc, st, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
@@ -352,6 +365,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// After the streams ended: their last statuses are flushed.
 		stopBackground()
 		background.Wait()
+		s.advisor.running.Wait()
 	}()
 	errc := make(chan error, 2)
 	go func() {
@@ -414,11 +428,15 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 			if err := s.hub.check(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("policy version check failed", "err", err)
 			}
+			if err := s.advisor.check(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("pending proposal check failed", "err", err)
+			}
 		}
 	})
 	if l, ok := s.store.(store.CommitListener); ok {
 		wg.Go(func() {
 			l.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
+				s.advisor.versionMoved(sandbox)
 				if err := s.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
 					s.log.Warn("could not load a version committed elsewhere; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
 				}
