@@ -142,7 +142,9 @@ func (p *Proxy) servePolicyLocal(w http.ResponseWriter, r *http.Request, port in
 	case path == "/v1/proposals":
 		methods, serve = []string{http.MethodPost}, p.localSubmit
 	case path == "/mcp":
-		methods, serve = []string{http.MethodPost, http.MethodGet, http.MethodDelete}, p.localMCP
+		// Stateless: no session to end (DELETE) and no standalone stream
+		// (GET), which MCP clients expect a server may refuse with 405.
+		methods, serve = []string{http.MethodPost}, p.localMCP
 	case strings.HasPrefix(path, "/v1/proposals/"):
 		rest := strings.TrimPrefix(path, "/v1/proposals/")
 		idText, wait := strings.CutSuffix(rest, "/wait")

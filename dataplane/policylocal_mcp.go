@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,6 +44,17 @@ func newPolicyLocalMCP(p *Proxy) http.Handler {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "proposal_status",
 		Description: "The status of a proposal (pending, approved, applied, rejected, expired, superseded, withdrawn). With wait_seconds (at most 300) it waits until the proposal is decided.",
+		// Written out: the id is accepted as a number or as the string
+		// propose answers it as (protojson writes 64-bit ids as strings).
+		InputSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"id":           map[string]any{"type": []string{"integer", "string"}, "description": "the proposal id returned by propose"},
+				"wait_seconds": map[string]any{"type": "integer", "minimum": 0, "description": "wait up to this many seconds (at most 300) for a decision; 0 answers at once"},
+			},
+			"required":             []string{"id"},
+			"additionalProperties": false,
+		},
 	}, p.toolProposalStatus)
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless:                  true,
@@ -51,19 +64,17 @@ func newPolicyLocalMCP(p *Proxy) http.Handler {
 	})
 }
 
-// localMCP serves /mcp. A POST body is read first, bounded in size and
+// localMCP serves POST /mcp. The body is read first, bounded in size and
 // time, so a slow client cannot hold the read side open while a tool
 // waits.
 func (p *Proxy) localMCP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
-		body, lerr := readLocalBody(w, r, maxLocalMCPBody)
-		if lerr != nil {
-			writeErrorBody(w, lerr)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+	body, lerr := readLocalBody(w, r, maxLocalMCPBody)
+	if lerr != nil {
+		writeErrorBody(w, lerr)
+		return
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
 	p.localMCPHandler.ServeHTTP(w, r)
 }
 
@@ -119,8 +130,21 @@ func (p *Proxy) toolPropose(ctx context.Context, _ *mcp.CallToolRequest, in prop
 }
 
 type proposalStatusInput struct {
-	ID          uint64 `json:"id" jsonschema:"the proposal id returned by propose"`
-	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (at most 300) for a decision; 0 answers at once"`
+	ID          proposalRef `json:"id"`
+	WaitSeconds int         `json:"wait_seconds,omitempty"`
+}
+
+// proposalRef is a proposal id given as a number (12) or a string ("12").
+type proposalRef uint64
+
+func (r *proposalRef) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	id, ok := proposalID(s)
+	if !ok {
+		return fmt.Errorf("id %s is not a proposal id (a positive integer)", b)
+	}
+	*r = proposalRef(id)
+	return nil
 }
 
 func (p *Proxy) toolProposalStatus(ctx context.Context, _ *mcp.CallToolRequest, in proposalStatusInput) (*mcp.CallToolResult, any, error) {
@@ -131,7 +155,7 @@ func (p *Proxy) toolProposalStatus(ctx context.Context, _ *mcp.CallToolRequest, 
 		return nil, nil, newLocalError(http.StatusBadRequest, "invalid_argument", "wait_seconds must not be negative")
 	}
 	wait := min(time.Duration(in.WaitSeconds)*time.Second, maxWait)
-	prop, lerr := p.waitProposal(ctx, in.ID, wait)
+	prop, lerr := p.waitProposal(ctx, uint64(in.ID), wait)
 	if lerr != nil {
 		return nil, nil, lerr
 	}

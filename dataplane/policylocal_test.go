@@ -333,6 +333,8 @@ func TestPolicyLocalIsNeverForwarded(t *testing.T) {
 		{http.MethodHead + "X", "http://policy.local/v1/denials", "", 405, "method_not_allowed"},
 		{http.MethodGet, "http://policy.local/v1/proposals", "", 405, "method_not_allowed"},
 		{http.MethodPut, "http://policy.local/mcp", "{}", 405, "method_not_allowed"},
+		{http.MethodGet, "http://policy.local/mcp", "", 405, "method_not_allowed"},
+		{http.MethodDelete, "http://policy.local/mcp", "", 405, "method_not_allowed"},
 		{http.MethodGet, "http://policy.local/", "", 404, "not_found"},
 		{http.MethodGet, "http://policy.local/v1/policy/", "", 404, "not_found"},
 		{http.MethodGet, "http://policy.local/v1/x/../policy", "", 404, "not_found"},
@@ -352,6 +354,15 @@ func TestPolicyLocalIsNeverForwarded(t *testing.T) {
 		if tc.status == 405 && res.Header.Get("Allow") == "" {
 			t.Errorf("%s %s: 405 without Allow", tc.method, tc.url)
 		}
+	}
+
+	// A web page in the sandbox cannot post in the agent's name.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://policy.local/v1/proposals", strings.NewReader(`{"denial_id":"dn_x"}`))
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if res, err := lp.client.Do(req); err != nil || res.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site POST = %v, %v; want 403", res, err)
+	} else {
+		res.Body.Close()
 	}
 
 	// CONNECT, on any port, is refused with a pointer to http://.
@@ -660,13 +671,34 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 	if got["status"] != "rejected" {
 		t.Errorf("proposal_status waited = %v", got)
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": 8}})
+	// The id as propose answers it: a string.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": "8"}})
 	if err != nil || res.IsError {
 		t.Fatalf("proposal_status = %v, %v", toolText(res), err)
 	}
 	remarshal(t, res.StructuredContent, &got)
 	if got["status"] != "pending" {
 		t.Errorf("proposal_status = %v", got)
+	}
+	for _, bad := range []any{0, "x", -1} {
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": bad}})
+		if err != nil || !res.IsError {
+			t.Errorf("proposal_status id %v = %v, %v; want a tool error", bad, toolText(res), err)
+		}
+	}
+
+	// A client of the 2025-11-25 revision, with its standalone stream
+	// (refused: the server is stateless), works too.
+	old, err := mcp.NewClient(&mcp.Implementation{Name: "old-agent", Version: "v1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: "http://policy.local/mcp", HTTPClient: lp.client, MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("2025-11-25 client: %v", err)
+	}
+	defer old.Close()
+	res, err = old.CallTool(ctx, &mcp.CallToolParams{Name: "list_denials"})
+	if err != nil || res.IsError || !strings.Contains(toolText(res), id) {
+		t.Errorf("list_denials from a 2025-11-25 client = %v, %v", toolText(res), err)
 	}
 	lp.noneForwarded(t)
 }
