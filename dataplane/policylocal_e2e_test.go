@@ -32,8 +32,21 @@ import (
 // and sees the proposal pending. The agent holds no token: the proxy
 // relays with its own.
 func TestPolicyLocalEndToEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stateless bool
+		version   string
+	}{
+		{"2025-11-25 with sessions", false, "2025-11-25"},
+		{"2026-07-28 stateless", true, "2026-07-28"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { policyLocalEndToEnd(t, tc.stateless, tc.version) })
+	}
+}
+
+func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 	gw := gatewaytest.Start(t, "sqlite")
-	up := startUpstream(t, ordersHandler(false))
+	up := startUpstream(t, ordersHandler(stateless))
 	api := newAdminAPI(gw.URL)
 	doc := strings.ReplaceAll(ordersPolicy, "PORT", strconv.Itoa(up.port))
 	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: doc})
@@ -99,7 +112,7 @@ func TestPolicyLocalEndToEnd(t *testing.T) {
 		HTTPClient:           hc,
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect to orders through the proxy: %v", err)
 	}
