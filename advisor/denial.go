@@ -67,6 +67,18 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		rule = &policy.L7Rule{Method: strings.ToUpper(rec.HTTPMethod), Path: escapeGlob(rec.Path)}
 	}
 
+	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path}
+	if rec.MCPMethod != "" {
+		req.MCP = &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool}
+	}
+	if base != nil {
+		if d := policy.Decide(base, req); d.Allow {
+			// Denied for something no rule decides (the name did not
+			// resolve, a malformed request, an older version): a rule
+			// would add nothing.
+			return refuse("", RuleNotOffered, "the current policy already allows this request (%s); it was denied for another reason", d.Reason)
+		}
+	}
 	p := &Proposal{Rationale: rationale(rec)}
 	if key, ep := existingEndpoint(base, rec); ep != nil && rule != nil {
 		p.Operations = []Operation{{AddAllowRules: &AddAllowRules{
@@ -93,10 +105,6 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path}
-	if rec.MCPMethod != "" {
-		req.MCP = &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool}
-	}
 	if d := policy.Decide(result, req); !d.Allow {
 		return refuse("", RuleChangesNothing, "no narrow rule can allow this request: %s", d.Reason)
 	}
@@ -113,7 +121,11 @@ func rationale(rec DenialRecord) string {
 	case rec.HTTPMethod != "":
 		what = strings.ToUpper(rec.HTTPMethod) + " " + rec.Path
 	}
-	s := fmt.Sprintf("allow exactly the denied request: %s from %s to %s:%d", what, rec.Binary, rec.Host, rec.Port)
+	from := rec.Binary
+	if from == "" {
+		from = "an unidentified binary"
+	}
+	s := fmt.Sprintf("allow exactly the denied request: %s from %s to %s:%d", what, from, rec.Host, rec.Port)
 	if len(s) > MaxRationaleBytes {
 		s = s[:MaxRationaleBytes]
 	}

@@ -123,3 +123,20 @@ func TestFromDenialShapes(t *testing.T) {
 		t.Fatal("metadata denial offered")
 	}
 }
+
+// A denial the policy did not cause (the request is allowed, so it was
+// denied for another reason) is not offered: a rule would add nothing.
+func TestFromDenialAlreadyAllowed(t *testing.T) {
+	base := mustParsePolicy(t, baseDoc)
+	_, err := FromDenial(base, DenialRecord{Binary: "/usr/bin/python3", Host: "orders.example.com", Port: 443, MCPMethod: "tools/call", Tool: "lookup_order", Path: "/mcp"})
+	if r, ok := AsRefusal(err); !ok || r.Rule != RuleNotOffered {
+		t.Fatalf("want not_offered for an allowed request, got %v", err)
+	}
+}
+
+func TestFromDenialRationaleUnknownBinary(t *testing.T) {
+	got := rationale(DenialRecord{Host: "a.example.com", Port: 443, HTTPMethod: "GET", Path: "/x"})
+	if want := "allow exactly the denied request: GET /x from an unidentified binary to a.example.com:443"; got != want {
+		t.Fatalf("rationale %q, want %q", got, want)
+	}
+}
