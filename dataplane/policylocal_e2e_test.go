@@ -22,6 +22,7 @@ import (
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
+	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -170,7 +171,10 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 		Findings []struct {
 			Kind           string `json:"kind"`
 			Counterexample struct {
-				Tool string `json:"tool"`
+				Binary string `json:"binary"`
+				Host   string `json:"host"`
+				Port   int    `json:"port"`
+				Tool   string `json:"tool"`
 			} `json:"counterexample"`
 		} `json:"findings"`
 	}
@@ -180,6 +184,13 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 	}
 	if len(proposed.Findings) == 0 || proposed.Findings[0].Kind != "new_mcp_tool" || proposed.Findings[0].Counterexample.Tool != "track_shipment" {
 		t.Errorf("findings = %+v; want new_mcp_tool track_shipment", proposed.Findings)
+	}
+	// Nothing wider than the denial: every finding is that request.
+	for _, f := range proposed.Findings {
+		ce := f.Counterexample
+		if ce.Binary != "/usr/bin/python3" || ce.Host != "orders.example.com" || ce.Port != up.port || ce.Tool != "track_shipment" {
+			t.Errorf("finding %s is wider than the denial: %+v", f.Kind, ce)
+		}
 	}
 
 	id, _ := strconv.ParseUint(proposed.ID, 10, 64)
@@ -202,9 +213,24 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 		t.Fatal(err)
 	}
 	defer rest.Body.Close()
-	var got map[string]any
-	if err := json.NewDecoder(rest.Body).Decode(&got); err != nil || rest.StatusCode != http.StatusOK || got["status"] != "pending" {
-		t.Errorf("GET wait = %d %v %v; want 200 pending", rest.StatusCode, got, err)
+	var got struct {
+		Status          string          `json:"status"`
+		ResultingPolicy json.RawMessage `json:"resulting_policy"`
+	}
+	if err := json.NewDecoder(rest.Body).Decode(&got); err != nil || rest.StatusCode != http.StatusOK || got.Status != "pending" {
+		t.Errorf("GET wait = %d %+v %v; want 200 pending", rest.StatusCode, got, err)
+	}
+	// The resulting policy allows exactly the denied request (and the
+	// findings above show nothing wider).
+	result, _, err := policy.Parse(got.ResultingPolicy)
+	if err != nil {
+		t.Fatalf("resulting policy: %v", err)
+	}
+	denied := policy.Request{Binary: "/usr/bin/python3", Host: "orders.example.com", Port: up.port, HTTPMethod: "POST", Path: "/mcp",
+		Addr: netip.MustParseAddr("127.0.0.1"), DevAllowLoopback: true,
+		MCP: &policy.MCPMessage{Method: "tools/call", Tool: "track_shipment", Arguments: json.RawMessage(`{"order_id":"A-1042"}`), ProtocolVersion: version}}
+	if d := policy.Decide(result, denied); !d.Allow {
+		t.Errorf("the resulting policy denies the request it was proposed for: %s", d.Reason)
 	}
 }
 
