@@ -109,6 +109,10 @@ var authzTable = map[string]rule{
 	portcullisv1connect.SandboxServiceGetSandboxCAProcedure:         readers,
 	portcullisv1connect.SandboxServiceSetSandboxBoundaryProcedure:   adminOnly,
 	portcullisv1connect.SandboxServiceSetCredentialedHostsProcedure: adminOnly,
+	// Freezing only ever narrows: an operator may pull the kill switch.
+	// Unfreezing widens again, so it is an admin's.
+	portcullisv1connect.SandboxServiceFreezeSandboxProcedure:   readers,
+	portcullisv1connect.SandboxServiceUnfreezeSandboxProcedure: adminOnly,
 
 	portcullisv1connect.TokenServiceCreateTokenProcedure: adminOnly,
 	portcullisv1connect.TokenServiceListTokensProcedure:  adminOnly,

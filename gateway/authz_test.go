@@ -52,6 +52,9 @@ var allowedCallers = map[string][]string{
 	// What the prover checks proposals against is the operators' to say.
 	"/portcullis.v1.SandboxService/SetSandboxBoundary":   {asAdmin},
 	"/portcullis.v1.SandboxService/SetCredentialedHosts": {asAdmin},
+	// The kill switch only narrows: operators may pull it.
+	"/portcullis.v1.SandboxService/FreezeSandbox":   {asAdmin, asOperator},
+	"/portcullis.v1.SandboxService/UnfreezeSandbox": {asAdmin},
 	// A proxy's streams serve its token's own sandbox, whatever the
 	// messages name (a hello naming another sandbox is refused by the
 	// handler: TestPolicyStreamRefusals), so any sandbox token passes.

@@ -126,6 +126,12 @@ func (g grpcSandbox) SetSandboxBoundary(ctx context.Context, r *portcullisv1.Set
 func (g grpcSandbox) SetCredentialedHosts(ctx context.Context, r *portcullisv1.SetCredentialedHostsRequest) (*portcullisv1.Sandbox, error) {
 	return g.c.SetCredentialedHosts(ctx, r)
 }
+func (g grpcSandbox) FreezeSandbox(ctx context.Context, r *portcullisv1.FreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
+	return g.c.FreezeSandbox(ctx, r)
+}
+func (g grpcSandbox) UnfreezeSandbox(ctx context.Context, r *portcullisv1.UnfreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
+	return g.c.UnfreezeSandbox(ctx, r)
+}
 
 type grpcToken struct {
 	c portcullisv1.TokenServiceClient

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -238,4 +239,12 @@ func sandboxToProto(sb store.Sandbox) (*portcullisv1.Sandbox, error) {
 		out.Boundary = st
 	}
 	return out, nil
+}
+
+func (s sandboxService) FreezeSandbox(ctx context.Context, req *portcullisv1.FreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "freeze is not built yet")
+}
+
+func (s sandboxService) UnfreezeSandbox(ctx context.Context, req *portcullisv1.UnfreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "unfreeze is not built yet")
 }

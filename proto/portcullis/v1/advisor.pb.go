@@ -601,9 +601,27 @@ type Proposal struct {
 	// deduplicated is set on a SubmitProposal answer that returned an
 	// existing proposal (same idempotency key, or identical to a pending
 	// one) instead of storing a new one.
-	Deduplicated  bool `protobuf:"varint,20,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deduplicated bool `protobuf:"varint,20,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
+	// approvals so far, oldest first.
+	Approvals []*Approval `protobuf:"bytes,21,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// approvals_required is how many distinct approvers apply it (the
+	// approval rules' answer; never below 1 for a proposal with findings).
+	ApprovalsRequired uint32 `protobuf:"varint,22,opt,name=approvals_required,json=approvalsRequired,proto3" json:"approvals_required,omitempty"`
+	// auto_approvable: the rules let it apply without a human (never when
+	// the prover found anything).
+	AutoApprovable bool `protobuf:"varint,23,opt,name=auto_approvable,json=autoApprovable,proto3" json:"auto_approvable,omitempty"`
+	// approval_notes are the rules' reasons, and why a human is needed.
+	ApprovalNotes []string `protobuf:"bytes,24,rep,name=approval_notes,json=approvalNotes,proto3" json:"approval_notes,omitempty"`
+	// expires_at is when a pending proposal expires.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// grant_expires_at is when the applied grant ends (unset: never).
+	GrantExpiresAt *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=grant_expires_at,json=grantExpiresAt,proto3" json:"grant_expires_at,omitempty"`
+	// applied_version is the policy version the proposal became.
+	AppliedVersion uint32                 `protobuf:"varint,27,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
+	DecidedAt      *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	DecidedBy      string                 `protobuf:"bytes,29,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Proposal) Reset() {
@@ -776,6 +794,139 @@ func (x *Proposal) GetDeduplicated() bool {
 	return false
 }
 
+func (x *Proposal) GetApprovals() []*Approval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+func (x *Proposal) GetApprovalsRequired() uint32 {
+	if x != nil {
+		return x.ApprovalsRequired
+	}
+	return 0
+}
+
+func (x *Proposal) GetAutoApprovable() bool {
+	if x != nil {
+		return x.AutoApprovable
+	}
+	return false
+}
+
+func (x *Proposal) GetApprovalNotes() []string {
+	if x != nil {
+		return x.ApprovalNotes
+	}
+	return nil
+}
+
+func (x *Proposal) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Proposal) GetGrantExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.GrantExpiresAt
+	}
+	return nil
+}
+
+func (x *Proposal) GetAppliedVersion() uint32 {
+	if x != nil {
+		return x.AppliedVersion
+	}
+	return 0
+}
+
+func (x *Proposal) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
+func (x *Proposal) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+// Approval is one approver's decision on a proposal.
+type Approval struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Approver string                 `protobuf:"bytes,1,opt,name=approver,proto3" json:"approver,omitempty"`
+	Reason   string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// resulting_hash is the hash the approver confirmed.
+	ResultingHash string                 `protobuf:"bytes,3,opt,name=resulting_hash,json=resultingHash,proto3" json:"resulting_hash,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Approval) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *Approval) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Approval) GetResultingHash() string {
+	if x != nil {
+		return x.ResultingHash
+	}
+	return ""
+}
+
+func (x *Approval) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 // Finding is one kind of access a change adds, with its evidence.
 type Finding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -802,7 +953,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +965,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +978,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{10}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Finding) GetKind() string {
@@ -901,7 +1052,7 @@ type ProvedRequest struct {
 
 func (x *ProvedRequest) Reset() {
 	*x = ProvedRequest{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1064,7 @@ func (x *ProvedRequest) String() string {
 func (*ProvedRequest) ProtoMessage() {}
 
 func (x *ProvedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1077,7 @@ func (x *ProvedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProvedRequest.ProtoReflect.Descriptor instead.
 func (*ProvedRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{11}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProvedRequest) GetBinary() string {
@@ -1022,7 +1173,7 @@ type ProposalRefusal struct {
 
 func (x *ProposalRefusal) Reset() {
 	*x = ProposalRefusal{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1185,7 @@ func (x *ProposalRefusal) String() string {
 func (*ProposalRefusal) ProtoMessage() {}
 
 func (x *ProposalRefusal) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1198,7 @@ func (x *ProposalRefusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRefusal.ProtoReflect.Descriptor instead.
 func (*ProposalRefusal) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{12}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProposalRefusal) GetOperation() int32 {
@@ -1088,7 +1239,7 @@ type ProposalRateLimit struct {
 
 func (x *ProposalRateLimit) Reset() {
 	*x = ProposalRateLimit{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1251,7 @@ func (x *ProposalRateLimit) String() string {
 func (*ProposalRateLimit) ProtoMessage() {}
 
 func (x *ProposalRateLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1264,7 @@ func (x *ProposalRateLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRateLimit.ProtoReflect.Descriptor instead.
 func (*ProposalRateLimit) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{13}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProposalRateLimit) GetRetryAfterSeconds() uint32 {
@@ -1139,7 +1290,7 @@ type ProveRequest struct {
 
 func (x *ProveRequest) Reset() {
 	*x = ProveRequest{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1302,7 @@ func (x *ProveRequest) String() string {
 func (*ProveRequest) ProtoMessage() {}
 
 func (x *ProveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1315,7 @@ func (x *ProveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveRequest.ProtoReflect.Descriptor instead.
 func (*ProveRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{14}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProveRequest) GetCurrent() string {
@@ -1204,7 +1355,7 @@ type ProveResponse struct {
 
 func (x *ProveResponse) Reset() {
 	*x = ProveResponse{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1367,7 @@ func (x *ProveResponse) String() string {
 func (*ProveResponse) ProtoMessage() {}
 
 func (x *ProveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1380,7 @@ func (x *ProveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveResponse.ProtoReflect.Descriptor instead.
 func (*ProveResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{15}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProveResponse) GetFindings() []*Finding {
@@ -1283,7 +1434,7 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"suggestion\x18\v \x01(\v2\x17.google.protobuf.StructR\n" +
 	"suggestion\x12\x1f\n" +
 	"\vnot_offered\x18\f \x01(\tR\n" +
-	"notOffered\"\x9e\x06\n" +
+	"notOffered\"\xd8\t\n" +
 	"\bProposal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\asandbox\x18\x02 \x01(\tR\asandbox\x12\x16\n" +
@@ -1307,7 +1458,24 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"created_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\"\n" +
-	"\fdeduplicated\x18\x14 \x01(\bR\fdeduplicated\"\xe5\x01\n" +
+	"\fdeduplicated\x18\x14 \x01(\bR\fdeduplicated\x125\n" +
+	"\tapprovals\x18\x15 \x03(\v2\x17.portcullis.v1.ApprovalR\tapprovals\x12-\n" +
+	"\x12approvals_required\x18\x16 \x01(\rR\x11approvalsRequired\x12'\n" +
+	"\x0fauto_approvable\x18\x17 \x01(\bR\x0eautoApprovable\x12%\n" +
+	"\x0eapproval_notes\x18\x18 \x03(\tR\rapprovalNotes\x129\n" +
+	"\n" +
+	"expires_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12D\n" +
+	"\x10grant_expires_at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x0egrantExpiresAt\x12'\n" +
+	"\x0fapplied_version\x18\x1b \x01(\rR\x0eappliedVersion\x129\n" +
+	"\n" +
+	"decided_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x1d \x01(\tR\tdecidedBy\"\x95\x01\n" +
+	"\bApproval\x12\x1a\n" +
+	"\bapprover\x18\x01 \x01(\tR\bapprover\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12%\n" +
+	"\x0eresulting_hash\x18\x03 \x01(\tR\rresultingHash\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xe5\x01\n" +
 	"\aFinding\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12D\n" +
 	"\x0ecounterexample\x18\x02 \x01(\v2\x1c.portcullis.v1.ProvedRequestR\x0ecounterexample\x12\x14\n" +
@@ -1368,7 +1536,7 @@ func file_portcullis_v1_advisor_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_advisor_proto_rawDescData
 }
 
-var file_portcullis_v1_advisor_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_portcullis_v1_advisor_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_portcullis_v1_advisor_proto_goTypes = []any{
 	(*SubmitProposalRequest)(nil),   // 0: portcullis.v1.SubmitProposalRequest
 	(*GetProposalRequest)(nil),      // 1: portcullis.v1.GetProposalRequest
@@ -1380,48 +1548,54 @@ var file_portcullis_v1_advisor_proto_goTypes = []any{
 	(*ListDenialsResponse)(nil),     // 7: portcullis.v1.ListDenialsResponse
 	(*Denial)(nil),                  // 8: portcullis.v1.Denial
 	(*Proposal)(nil),                // 9: portcullis.v1.Proposal
-	(*Finding)(nil),                 // 10: portcullis.v1.Finding
-	(*ProvedRequest)(nil),           // 11: portcullis.v1.ProvedRequest
-	(*ProposalRefusal)(nil),         // 12: portcullis.v1.ProposalRefusal
-	(*ProposalRateLimit)(nil),       // 13: portcullis.v1.ProposalRateLimit
-	(*ProveRequest)(nil),            // 14: portcullis.v1.ProveRequest
-	(*ProveResponse)(nil),           // 15: portcullis.v1.ProveResponse
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 17: google.protobuf.Struct
-	(*PolicyChange)(nil),            // 18: portcullis.v1.PolicyChange
+	(*Approval)(nil),                // 10: portcullis.v1.Approval
+	(*Finding)(nil),                 // 11: portcullis.v1.Finding
+	(*ProvedRequest)(nil),           // 12: portcullis.v1.ProvedRequest
+	(*ProposalRefusal)(nil),         // 13: portcullis.v1.ProposalRefusal
+	(*ProposalRateLimit)(nil),       // 14: portcullis.v1.ProposalRateLimit
+	(*ProveRequest)(nil),            // 15: portcullis.v1.ProveRequest
+	(*ProveResponse)(nil),           // 16: portcullis.v1.ProveResponse
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 18: google.protobuf.Struct
+	(*PolicyChange)(nil),            // 19: portcullis.v1.PolicyChange
 }
 var file_portcullis_v1_advisor_proto_depIdxs = []int32{
 	9,  // 0: portcullis.v1.ListProposalsResponse.proposals:type_name -> portcullis.v1.Proposal
 	8,  // 1: portcullis.v1.ListDenialsResponse.denials:type_name -> portcullis.v1.Denial
-	16, // 2: portcullis.v1.Denial.time:type_name -> google.protobuf.Timestamp
-	17, // 3: portcullis.v1.Denial.suggestion:type_name -> google.protobuf.Struct
-	17, // 4: portcullis.v1.Proposal.proposal:type_name -> google.protobuf.Struct
-	17, // 5: portcullis.v1.Proposal.resulting_policy:type_name -> google.protobuf.Struct
-	18, // 6: portcullis.v1.Proposal.changes:type_name -> portcullis.v1.PolicyChange
-	10, // 7: portcullis.v1.Proposal.findings:type_name -> portcullis.v1.Finding
-	16, // 8: portcullis.v1.Proposal.created_at:type_name -> google.protobuf.Timestamp
-	16, // 9: portcullis.v1.Proposal.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 10: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
-	10, // 11: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
-	0,  // 12: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
-	1,  // 13: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
-	2,  // 14: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
-	4,  // 15: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
-	5,  // 16: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
-	6,  // 17: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
-	14, // 18: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
-	9,  // 19: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
-	9,  // 20: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
-	3,  // 21: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
-	9,  // 22: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
-	9,  // 23: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
-	7,  // 24: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
-	15, // 25: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	17, // 2: portcullis.v1.Denial.time:type_name -> google.protobuf.Timestamp
+	18, // 3: portcullis.v1.Denial.suggestion:type_name -> google.protobuf.Struct
+	18, // 4: portcullis.v1.Proposal.proposal:type_name -> google.protobuf.Struct
+	18, // 5: portcullis.v1.Proposal.resulting_policy:type_name -> google.protobuf.Struct
+	19, // 6: portcullis.v1.Proposal.changes:type_name -> portcullis.v1.PolicyChange
+	11, // 7: portcullis.v1.Proposal.findings:type_name -> portcullis.v1.Finding
+	17, // 8: portcullis.v1.Proposal.created_at:type_name -> google.protobuf.Timestamp
+	17, // 9: portcullis.v1.Proposal.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 10: portcullis.v1.Proposal.approvals:type_name -> portcullis.v1.Approval
+	17, // 11: portcullis.v1.Proposal.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 12: portcullis.v1.Proposal.grant_expires_at:type_name -> google.protobuf.Timestamp
+	17, // 13: portcullis.v1.Proposal.decided_at:type_name -> google.protobuf.Timestamp
+	17, // 14: portcullis.v1.Approval.time:type_name -> google.protobuf.Timestamp
+	12, // 15: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
+	11, // 16: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
+	0,  // 17: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
+	1,  // 18: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
+	2,  // 19: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
+	4,  // 20: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
+	5,  // 21: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
+	6,  // 22: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
+	15, // 23: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
+	9,  // 24: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
+	9,  // 25: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
+	3,  // 26: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
+	9,  // 27: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
+	9,  // 28: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
+	7,  // 29: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
+	16, // 30: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_advisor_proto_init() }
@@ -1436,7 +1610,7 @@ func file_portcullis_v1_advisor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_advisor_proto_rawDesc), len(file_portcullis_v1_advisor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

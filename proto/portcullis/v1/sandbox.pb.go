@@ -37,8 +37,13 @@ type Sandbox struct {
 	// credentialed_hosts are HOST:PORT destinations that carry credentials
 	// injected for this sandbox, sorted.
 	CredentialedHosts []string `protobuf:"bytes,8,rep,name=credentialed_hosts,json=credentialedHosts,proto3" json:"credentialed_hosts,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// frozen: the sandbox is held at deny-all by the kill switch.
+	Frozen        bool                   `protobuf:"varint,9,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	FrozenReason  string                 `protobuf:"bytes,10,opt,name=frozen_reason,json=frozenReason,proto3" json:"frozen_reason,omitempty"`
+	FrozenBy      string                 `protobuf:"bytes,11,opt,name=frozen_by,json=frozenBy,proto3" json:"frozen_by,omitempty"`
+	FrozenAt      *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=frozen_at,json=frozenAt,proto3" json:"frozen_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -123,6 +128,34 @@ func (x *Sandbox) GetBoundaryHash() string {
 func (x *Sandbox) GetCredentialedHosts() []string {
 	if x != nil {
 		return x.CredentialedHosts
+	}
+	return nil
+}
+
+func (x *Sandbox) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
+}
+
+func (x *Sandbox) GetFrozenReason() string {
+	if x != nil {
+		return x.FrozenReason
+	}
+	return ""
+}
+
+func (x *Sandbox) GetFrozenBy() string {
+	if x != nil {
+		return x.FrozenBy
+	}
+	return ""
+}
+
+func (x *Sandbox) GetFrozenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FrozenAt
 	}
 	return nil
 }
@@ -770,11 +803,116 @@ func (x *SetCredentialedHostsRequest) GetRemove() []string {
 	return nil
 }
 
+type FreezeSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// reason is required.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeSandboxRequest) Reset() {
+	*x = FreezeSandboxRequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeSandboxRequest) ProtoMessage() {}
+
+func (x *FreezeSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeSandboxRequest.ProtoReflect.Descriptor instead.
+func (*FreezeSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FreezeSandboxRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FreezeSandboxRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type UnfreezeSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnfreezeSandboxRequest) Reset() {
+	*x = UnfreezeSandboxRequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnfreezeSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnfreezeSandboxRequest) ProtoMessage() {}
+
+func (x *UnfreezeSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnfreezeSandboxRequest.ProtoReflect.Descriptor instead.
+func (*UnfreezeSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UnfreezeSandboxRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnfreezeSandboxRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xcc\x02\n" +
+	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xdf\x03\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\rR\x0ecurrentVersion\x12!\n" +
@@ -785,7 +923,12 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"created_by\x18\x05 \x01(\tR\tcreatedBy\x123\n" +
 	"\bboundary\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bboundary\x12#\n" +
 	"\rboundary_hash\x18\a \x01(\tR\fboundaryHash\x12-\n" +
-	"\x12credentialed_hosts\x18\b \x03(\tR\x11credentialedHosts\"B\n" +
+	"\x12credentialed_hosts\x18\b \x03(\tR\x11credentialedHosts\x12\x16\n" +
+	"\x06frozen\x18\t \x01(\bR\x06frozen\x12#\n" +
+	"\rfrozen_reason\x18\n" +
+	" \x01(\tR\ffrozenReason\x12\x1b\n" +
+	"\tfrozen_by\x18\v \x01(\tR\bfrozenBy\x127\n" +
+	"\tfrozen_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\"B\n" +
 	"\x14CreateSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\"\xec\x01\n" +
@@ -819,7 +962,13 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x1bSetCredentialedHostsRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03add\x18\x02 \x03(\tR\x03add\x12\x16\n" +
-	"\x06remove\x18\x03 \x03(\tR\x06remove2\xe4\x05\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\"B\n" +
+	"\x14FreezeSandboxRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"D\n" +
+	"\x16UnfreezeSandboxRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason2\x84\a\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\rCreateSandbox\x12#.portcullis.v1.CreateSandboxRequest\x1a$.portcullis.v1.CreateSandboxResponse\x12F\n" +
 	"\n" +
@@ -829,7 +978,9 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x12RotateSandboxToken\x12(.portcullis.v1.RotateSandboxTokenRequest\x1a).portcullis.v1.RotateSandboxTokenResponse\x12W\n" +
 	"\fGetSandboxCA\x12\".portcullis.v1.GetSandboxCARequest\x1a#.portcullis.v1.GetSandboxCAResponse\x12V\n" +
 	"\x12SetSandboxBoundary\x12(.portcullis.v1.SetSandboxBoundaryRequest\x1a\x16.portcullis.v1.Sandbox\x12Z\n" +
-	"\x14SetCredentialedHosts\x12*.portcullis.v1.SetCredentialedHostsRequest\x1a\x16.portcullis.v1.SandboxB\xbd\x01\n" +
+	"\x14SetCredentialedHosts\x12*.portcullis.v1.SetCredentialedHostsRequest\x1a\x16.portcullis.v1.Sandbox\x12L\n" +
+	"\rFreezeSandbox\x12#.portcullis.v1.FreezeSandboxRequest\x1a\x16.portcullis.v1.Sandbox\x12P\n" +
+	"\x0fUnfreezeSandbox\x12%.portcullis.v1.UnfreezeSandboxRequest\x1a\x16.portcullis.v1.SandboxB\xbd\x01\n" +
 	"\x11com.portcullis.v1B\fSandboxProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -844,7 +995,7 @@ func file_portcullis_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_sandbox_proto_rawDescData
 }
 
-var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_portcullis_v1_sandbox_proto_goTypes = []any{
 	(*Sandbox)(nil),                     // 0: portcullis.v1.Sandbox
 	(*CreateSandboxRequest)(nil),        // 1: portcullis.v1.CreateSandboxRequest
@@ -860,39 +1011,46 @@ var file_portcullis_v1_sandbox_proto_goTypes = []any{
 	(*RotateSandboxTokenResponse)(nil),  // 11: portcullis.v1.RotateSandboxTokenResponse
 	(*SetSandboxBoundaryRequest)(nil),   // 12: portcullis.v1.SetSandboxBoundaryRequest
 	(*SetCredentialedHostsRequest)(nil), // 13: portcullis.v1.SetCredentialedHostsRequest
-	(*timestamppb.Timestamp)(nil),       // 14: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 15: google.protobuf.Struct
-	(*PolicyVersion)(nil),               // 16: portcullis.v1.PolicyVersion
-	(*Problem)(nil),                     // 17: portcullis.v1.Problem
+	(*FreezeSandboxRequest)(nil),        // 14: portcullis.v1.FreezeSandboxRequest
+	(*UnfreezeSandboxRequest)(nil),      // 15: portcullis.v1.UnfreezeSandboxRequest
+	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 17: google.protobuf.Struct
+	(*PolicyVersion)(nil),               // 18: portcullis.v1.PolicyVersion
+	(*Problem)(nil),                     // 19: portcullis.v1.Problem
 }
 var file_portcullis_v1_sandbox_proto_depIdxs = []int32{
-	14, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
-	15, // 1: portcullis.v1.Sandbox.boundary:type_name -> google.protobuf.Struct
-	0,  // 2: portcullis.v1.CreateSandboxResponse.sandbox:type_name -> portcullis.v1.Sandbox
-	16, // 3: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
-	17, // 4: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
-	0,  // 5: portcullis.v1.ListSandboxesResponse.sandboxes:type_name -> portcullis.v1.Sandbox
-	1,  // 6: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
-	3,  // 7: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
-	6,  // 8: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
-	8,  // 9: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
-	10, // 10: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
-	4,  // 11: portcullis.v1.SandboxService.GetSandboxCA:input_type -> portcullis.v1.GetSandboxCARequest
-	12, // 12: portcullis.v1.SandboxService.SetSandboxBoundary:input_type -> portcullis.v1.SetSandboxBoundaryRequest
-	13, // 13: portcullis.v1.SandboxService.SetCredentialedHosts:input_type -> portcullis.v1.SetCredentialedHostsRequest
-	2,  // 14: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
-	0,  // 15: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
-	7,  // 16: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
-	9,  // 17: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
-	11, // 18: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
-	5,  // 19: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
-	0,  // 20: portcullis.v1.SandboxService.SetSandboxBoundary:output_type -> portcullis.v1.Sandbox
-	0,  // 21: portcullis.v1.SandboxService.SetCredentialedHosts:output_type -> portcullis.v1.Sandbox
-	14, // [14:22] is the sub-list for method output_type
-	6,  // [6:14] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	16, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
+	17, // 1: portcullis.v1.Sandbox.boundary:type_name -> google.protobuf.Struct
+	16, // 2: portcullis.v1.Sandbox.frozen_at:type_name -> google.protobuf.Timestamp
+	0,  // 3: portcullis.v1.CreateSandboxResponse.sandbox:type_name -> portcullis.v1.Sandbox
+	18, // 4: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
+	19, // 5: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
+	0,  // 6: portcullis.v1.ListSandboxesResponse.sandboxes:type_name -> portcullis.v1.Sandbox
+	1,  // 7: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
+	3,  // 8: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
+	6,  // 9: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
+	8,  // 10: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
+	10, // 11: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
+	4,  // 12: portcullis.v1.SandboxService.GetSandboxCA:input_type -> portcullis.v1.GetSandboxCARequest
+	12, // 13: portcullis.v1.SandboxService.SetSandboxBoundary:input_type -> portcullis.v1.SetSandboxBoundaryRequest
+	13, // 14: portcullis.v1.SandboxService.SetCredentialedHosts:input_type -> portcullis.v1.SetCredentialedHostsRequest
+	14, // 15: portcullis.v1.SandboxService.FreezeSandbox:input_type -> portcullis.v1.FreezeSandboxRequest
+	15, // 16: portcullis.v1.SandboxService.UnfreezeSandbox:input_type -> portcullis.v1.UnfreezeSandboxRequest
+	2,  // 17: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
+	0,  // 18: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
+	7,  // 19: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
+	9,  // 20: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
+	11, // 21: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
+	5,  // 22: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
+	0,  // 23: portcullis.v1.SandboxService.SetSandboxBoundary:output_type -> portcullis.v1.Sandbox
+	0,  // 24: portcullis.v1.SandboxService.SetCredentialedHosts:output_type -> portcullis.v1.Sandbox
+	0,  // 25: portcullis.v1.SandboxService.FreezeSandbox:output_type -> portcullis.v1.Sandbox
+	0,  // 26: portcullis.v1.SandboxService.UnfreezeSandbox:output_type -> portcullis.v1.Sandbox
+	17, // [17:27] is the sub-list for method output_type
+	7,  // [7:17] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_sandbox_proto_init() }
@@ -908,7 +1066,7 @@ func file_portcullis_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_sandbox_proto_rawDesc), len(file_portcullis_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,8 @@ const (
 	SandboxService_GetSandboxCA_FullMethodName         = "/portcullis.v1.SandboxService/GetSandboxCA"
 	SandboxService_SetSandboxBoundary_FullMethodName   = "/portcullis.v1.SandboxService/SetSandboxBoundary"
 	SandboxService_SetCredentialedHosts_FullMethodName = "/portcullis.v1.SandboxService/SetCredentialedHosts"
+	SandboxService_FreezeSandbox_FullMethodName        = "/portcullis.v1.SandboxService/FreezeSandbox"
+	SandboxService_UnfreezeSandbox_FullMethodName      = "/portcullis.v1.SandboxService/UnfreezeSandbox"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -56,6 +58,11 @@ type SandboxServiceClient interface {
 	// requests carry credentials injected for this sandbox; new reach to one
 	// is new_credentialed_reach. Audited.
 	SetCredentialedHosts(ctx context.Context, in *SetCredentialedHostsRequest, opts ...grpc.CallOption) (*Sandbox, error)
+	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
+	// version and refuses new proposals until UnfreezeSandbox, which
+	// restores the version before the freeze as a new version.
+	FreezeSandbox(ctx context.Context, in *FreezeSandboxRequest, opts ...grpc.CallOption) (*Sandbox, error)
+	UnfreezeSandbox(ctx context.Context, in *UnfreezeSandboxRequest, opts ...grpc.CallOption) (*Sandbox, error)
 }
 
 type sandboxServiceClient struct {
@@ -146,6 +153,26 @@ func (c *sandboxServiceClient) SetCredentialedHosts(ctx context.Context, in *Set
 	return out, nil
 }
 
+func (c *sandboxServiceClient) FreezeSandbox(ctx context.Context, in *FreezeSandboxRequest, opts ...grpc.CallOption) (*Sandbox, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Sandbox)
+	err := c.cc.Invoke(ctx, SandboxService_FreezeSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) UnfreezeSandbox(ctx context.Context, in *UnfreezeSandboxRequest, opts ...grpc.CallOption) (*Sandbox, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Sandbox)
+	err := c.cc.Invoke(ctx, SandboxService_UnfreezeSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -173,6 +200,11 @@ type SandboxServiceServer interface {
 	// requests carry credentials injected for this sandbox; new reach to one
 	// is new_credentialed_reach. Audited.
 	SetCredentialedHosts(context.Context, *SetCredentialedHostsRequest) (*Sandbox, error)
+	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
+	// version and refuses new proposals until UnfreezeSandbox, which
+	// restores the version before the freeze as a new version.
+	FreezeSandbox(context.Context, *FreezeSandboxRequest) (*Sandbox, error)
+	UnfreezeSandbox(context.Context, *UnfreezeSandboxRequest) (*Sandbox, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -206,6 +238,12 @@ func (UnimplementedSandboxServiceServer) SetSandboxBoundary(context.Context, *Se
 }
 func (UnimplementedSandboxServiceServer) SetCredentialedHosts(context.Context, *SetCredentialedHostsRequest) (*Sandbox, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetCredentialedHosts not implemented")
+}
+func (UnimplementedSandboxServiceServer) FreezeSandbox(context.Context, *FreezeSandboxRequest) (*Sandbox, error) {
+	return nil, status.Error(codes.Unimplemented, "method FreezeSandbox not implemented")
+}
+func (UnimplementedSandboxServiceServer) UnfreezeSandbox(context.Context, *UnfreezeSandboxRequest) (*Sandbox, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnfreezeSandbox not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -372,6 +410,42 @@ func _SandboxService_SetCredentialedHosts_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_FreezeSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).FreezeSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_FreezeSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).FreezeSandbox(ctx, req.(*FreezeSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_UnfreezeSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnfreezeSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).UnfreezeSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_UnfreezeSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).UnfreezeSandbox(ctx, req.(*UnfreezeSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -410,6 +484,14 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetCredentialedHosts",
 			Handler:    _SandboxService_SetCredentialedHosts_Handler,
+		},
+		{
+			MethodName: "FreezeSandbox",
+			Handler:    _SandboxService_FreezeSandbox_Handler,
+		},
+		{
+			MethodName: "UnfreezeSandbox",
+			Handler:    _SandboxService_UnfreezeSandbox_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

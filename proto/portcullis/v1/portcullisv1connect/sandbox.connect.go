@@ -47,6 +47,12 @@ const (
 	// SandboxServiceSetCredentialedHostsProcedure is the procedure name of the SandboxService's
 	// SetCredentialedHosts RPC.
 	SandboxServiceSetCredentialedHostsProcedure = "/portcullis.v1.SandboxService/SetCredentialedHosts"
+	// SandboxServiceFreezeSandboxProcedure is the procedure name of the SandboxService's FreezeSandbox
+	// RPC.
+	SandboxServiceFreezeSandboxProcedure = "/portcullis.v1.SandboxService/FreezeSandbox"
+	// SandboxServiceUnfreezeSandboxProcedure is the procedure name of the SandboxService's
+	// UnfreezeSandbox RPC.
+	SandboxServiceUnfreezeSandboxProcedure = "/portcullis.v1.SandboxService/UnfreezeSandbox"
 )
 
 var (
@@ -106,6 +112,20 @@ var (
 			Procedure:  SandboxServiceSetCredentialedHostsProcedure,
 		}
 	})
+	sandboxServiceFreezeSandboxSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("FreezeSandbox"),
+			Procedure:  SandboxServiceFreezeSandboxProcedure,
+		}
+	})
+	sandboxServiceUnfreezeSandboxSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("UnfreezeSandbox"),
+			Procedure:  SandboxServiceUnfreezeSandboxProcedure,
+		}
+	})
 )
 
 // SandboxServiceClient is a client for the portcullis.v1.SandboxService service.
@@ -131,6 +151,11 @@ type SandboxServiceClient interface {
 	// requests carry credentials injected for this sandbox; new reach to one
 	// is new_credentialed_reach. Audited.
 	SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error)
+	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
+	// version and refuses new proposals until UnfreezeSandbox, which
+	// restores the version before the freeze as a new version.
+	FreezeSandbox(context.Context, *v1.FreezeSandboxRequest) (*v1.Sandbox, error)
+	UnfreezeSandbox(context.Context, *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error)
 }
 
 // NewSandboxServiceClient constructs a client for the portcullis.v1.SandboxService service.
@@ -162,6 +187,11 @@ type SandboxServiceHandler interface {
 	// requests carry credentials injected for this sandbox; new reach to one
 	// is new_credentialed_reach. Audited.
 	SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error)
+	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
+	// version and refuses new proposals until UnfreezeSandbox, which
+	// restores the version before the freeze as a new version.
+	FreezeSandbox(context.Context, *v1.FreezeSandboxRequest) (*v1.Sandbox, error)
+	UnfreezeSandbox(context.Context, *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error)
 }
 
 // RegisterSandboxServiceHandler registers svc as the portcullis.v1.SandboxService implementation on
@@ -177,6 +207,8 @@ func RegisterSandboxServiceHandler(server *connect.Server, svc SandboxServiceHan
 		connect.Method{Spec: sandboxServiceGetSandboxCASpec(), Handler: adapter.getSandboxCA},
 		connect.Method{Spec: sandboxServiceSetSandboxBoundarySpec(), Handler: adapter.setSandboxBoundary},
 		connect.Method{Spec: sandboxServiceSetCredentialedHostsSpec(), Handler: adapter.setCredentialedHosts},
+		connect.Method{Spec: sandboxServiceFreezeSandboxSpec(), Handler: adapter.freezeSandbox},
+		connect.Method{Spec: sandboxServiceUnfreezeSandboxSpec(), Handler: adapter.unfreezeSandbox},
 	)
 }
 
@@ -213,6 +245,14 @@ func (UnimplementedSandboxServiceHandler) SetSandboxBoundary(context.Context, *v
 
 func (UnimplementedSandboxServiceHandler) SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.SetCredentialedHosts is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) FreezeSandbox(context.Context, *v1.FreezeSandboxRequest) (*v1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.FreezeSandbox is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) UnfreezeSandbox(context.Context, *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.UnfreezeSandbox is not implemented")
 }
 
 type sandboxServiceClient struct {
@@ -278,6 +318,22 @@ func (c *sandboxServiceClient) SetSandboxBoundary(ctx context.Context, req *v1.S
 func (c *sandboxServiceClient) SetCredentialedHosts(ctx context.Context, req *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error) {
 	var res v1.Sandbox
 	if err := c.client.CallUnary(ctx, sandboxServiceSetCredentialedHostsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) FreezeSandbox(ctx context.Context, req *v1.FreezeSandboxRequest) (*v1.Sandbox, error) {
+	var res v1.Sandbox
+	if err := c.client.CallUnary(ctx, sandboxServiceFreezeSandboxSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) UnfreezeSandbox(ctx context.Context, req *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error) {
+	var res v1.Sandbox
+	if err := c.client.CallUnary(ctx, sandboxServiceUnfreezeSandboxSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -375,6 +431,30 @@ func (h sandboxServiceHandler) setCredentialedHosts(ctx context.Context, _ conne
 		return err
 	}
 	res, err := h.svc.SetCredentialedHosts(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) freezeSandbox(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.FreezeSandboxRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.FreezeSandbox(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) unfreezeSandbox(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.UnfreezeSandboxRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.UnfreezeSandbox(ctx, &req)
 	if err != nil {
 		return err
 	}
