@@ -29,6 +29,9 @@ var (
 	// ErrRateLimited: the sandbox submitted too many proposals in the
 	// window; nothing was stored.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrFrozen: the sandbox is frozen (kill switch); it takes no
+	// proposals until it is unfrozen.
+	ErrFrozen = errors.New("sandbox frozen")
 )
 
 // Roles a token may carry.
@@ -44,6 +47,9 @@ const (
 	SourceRollback = "rollback"
 	SourceCreate   = "create"
 	SourceProposal = "proposal"
+	SourceExpiry   = "expiry"
+	SourceFreeze   = "freeze"
+	SourceUnfreeze = "unfreeze"
 )
 
 // Proposal statuses.
@@ -71,6 +77,13 @@ type Sandbox struct {
 	// CredentialedHosts are "host:port" destinations whose requests carry
 	// credentials injected for the sandbox, sorted, hosts lower-case.
 	CredentialedHosts []string
+	// Frozen: the kill switch holds the sandbox at a deny-all version
+	// (FrozenFrom is the version that was current before it).
+	Frozen       bool
+	FrozenReason string
+	FrozenBy     string
+	FrozenAt     *time.Time
+	FrozenFrom   int64
 }
 
 // PolicyVersion is one stored version of a sandbox's policy.
@@ -133,6 +146,11 @@ const (
 	ActionProposalNew   = "proposal.submit"
 	ActionProposalState = "proposal.status"
 	ActionProposalBase  = "proposal.rebase"
+	ActionProposalOK    = "proposal.approve"
+	ActionProposalApply = "proposal.apply"
+	ActionFreeze        = "sandbox.freeze"
+	ActionUnfreeze      = "sandbox.unfreeze"
+	ActionApprovalRules = "approval_policy.set"
 )
 
 // Proposal is a stored proposal of a sandbox. The store keeps the
@@ -170,6 +188,55 @@ type Proposal struct {
 	SupersededBy int64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// ExpiresAt is when a pending proposal expires (zero: never).
+	ExpiresAt time.Time
+	// Approvals so far, oldest first (set by GetProposal and
+	// ListProposals).
+	Approvals []Approval
+	// DecidedAt and DecidedBy are set when the proposal leaves pending
+	// (approved, applied, rejected, expired, superseded, withdrawn).
+	DecidedAt *time.Time
+	DecidedBy string
+	// AppliedVersion is the policy version an applied proposal became;
+	// GrantExpiresAt the end of its grant (zero: none).
+	AppliedVersion int64
+	GrantExpiresAt time.Time
+}
+
+// Approval is one approver's approval of a proposal.
+type Approval struct {
+	Approver string
+	Reason   string
+	// ResultingHash is the resulting-policy hash the approver confirmed.
+	ResultingHash string
+	CreatedAt     time.Time
+}
+
+// ApplyProposal is the input of Store.ApplyProposal.
+type ApplyProposal struct {
+	ID int64
+	// ResultingHash must still be the proposal's resulting hash, and its
+	// BaseVersion still the sandbox's current version.
+	ResultingHash string
+	// Document and Hash are what is committed: the resulting policy, with
+	// expires_at added to the granted rules when the grant has an end.
+	Document []byte
+	Hash     string
+	// GrantExpiresAt is recorded on the proposal (zero: none).
+	GrantExpiresAt time.Time
+	Actor          string
+	// Provenance of the new version; the store adds "proposal" (the id)
+	// and "approvers" (comma-separated, in approval order).
+	Provenance map[string]string
+}
+
+// ApprovalPolicy is one stored version of the Rego approval rules.
+type ApprovalPolicy struct {
+	Version   int64
+	Module    string
+	Hash      string
+	Author    string
+	CreatedAt time.Time
 }
 
 // NewProposal is the input of Store.CreateProposal.
@@ -439,18 +506,53 @@ type Store interface {
 	// the same DedupeKey; then the rate limit (ErrRateLimited); then the
 	// proposal is inserted and every older pending proposal of the sandbox
 	// sharing a SupersedeKey becomes superseded (SupersededBy set). Audited.
-	// ErrNotFound for an unknown sandbox.
+	// ErrNotFound for an unknown sandbox; ErrFrozen (nothing stored) for a
+	// frozen one, checked after the idempotency key and dedupe.
 	CreateProposal(ctx context.Context, in NewProposal, actor string) (p Proposal, created bool, err error)
 	GetProposal(ctx context.Context, id int64) (Proposal, error)
 	// ListProposals returns the proposals f matches, newest first.
 	ListProposals(ctx context.Context, f ProposalFilter) ([]Proposal, error)
 	// SetProposalStatus moves a proposal from one of the statuses in from
 	// to status, with a reason; ErrConflict (nothing changes) if its status
-	// is not in from. Audited.
+	// is not in from. Leaving pending sets DecidedAt and DecidedBy (actor).
+	// Audited.
 	SetProposalStatus(ctx context.Context, id int64, from []string, status, reason, actor string) (Proposal, error)
 	// RebaseProposal records the proposal applied to a newer version (see
 	// Rebase). Audited with the resulting hash before and after.
 	RebaseProposal(ctx context.Context, in Rebase) (Proposal, error)
+	// AddApproval records approver's approval of a pending proposal whose
+	// resulting hash is still a.ResultingHash, in one transaction:
+	// ErrConflict if it is no longer pending or its hash moved (nothing
+	// stored), ErrAlreadyExists if approver approved it before. Audited.
+	// Returns the proposal with every approval.
+	AddApproval(ctx context.Context, id int64, a Approval) (Proposal, error)
+	// ApplyProposal commits the proposal as the sandbox's next policy
+	// version (source "proposal") and marks it applied, in one
+	// transaction, only if it is still pending (or approved) with
+	// in.ResultingHash and its base version is still the sandbox's current
+	// version; otherwise ErrConflict and nothing changes. Two appliers
+	// racing: exactly one wins. Audited.
+	ApplyProposal(ctx context.Context, in ApplyProposal) (Proposal, PolicyVersion, error)
+	// ExpireProposals marks every pending proposal whose ExpiresAt is
+	// before now as expired (audited) and returns them.
+	ExpireProposals(ctx context.Context, now time.Time, actor string) ([]Proposal, error)
+
+	// FreezeSandbox commits doc (a deny-all policy) as the next version
+	// (source "freeze") and marks the sandbox frozen with the reason,
+	// remembering the version that was current, in one transaction.
+	// ErrConflict if it is already frozen. Audited.
+	FreezeSandbox(ctx context.Context, sandbox, reason, actor string, doc []byte, hash string) (Sandbox, PolicyVersion, error)
+	// UnfreezeSandbox commits the content of the version that was current
+	// before the freeze as the next version (source "unfreeze") and clears
+	// the freeze, in one transaction. ErrConflict if it is not frozen.
+	// Audited.
+	UnfreezeSandbox(ctx context.Context, sandbox, reason, actor string) (Sandbox, PolicyVersion, error)
+
+	// GetApprovalPolicy returns the newest stored Rego rules (ErrNotFound
+	// when none was ever set: the built-in default applies).
+	GetApprovalPolicy(ctx context.Context) (ApprovalPolicy, error)
+	// SetApprovalPolicy stores the rules as the next version. Audited.
+	SetApprovalPolicy(ctx context.Context, module, hash, actor string) (ApprovalPolicy, error)
 
 	// Ping checks the database is reachable (for /readyz).
 	Ping(ctx context.Context) error
