@@ -1,7 +1,10 @@
 package prover
 
 import (
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -299,9 +302,66 @@ type domain struct {
 	maxLen  int
 }
 
+// The witnesses of a pattern list depend on nothing else, and a policy's
+// patterns recur from proof to proof (the advisor proves every proposal
+// against the same current policy and boundary), so they are remembered
+// by dimension and pattern list (cached). The cache is bounded: when full
+// it is emptied.
+var patternCache struct {
+	sync.Mutex
+	m map[string]any
+}
+
+const patternCacheMax = 2048
+
+// cached returns build(), remembered under kind and pats: build must
+// depend on nothing else, and its result must never be modified.
+func cached[T any](kind string, pats []string, build func() T) T {
+	n := len(kind) + 1
+	for _, p := range pats {
+		n += len(p) + 4
+	}
+	kb := make([]byte, 0, n)
+	kb = append(kb, kind...)
+	kb = append(kb, 0)
+	for _, p := range pats {
+		kb = strconv.AppendInt(kb, int64(len(p)), 10)
+		kb = append(kb, ':')
+		kb = append(kb, p...)
+	}
+	key := string(kb)
+	patternCache.Lock()
+	v, ok := patternCache.m[key].(T)
+	patternCache.Unlock()
+	if ok {
+		return v
+	}
+	v = build()
+	patternCache.Lock()
+	if patternCache.m == nil || len(patternCache.m) >= patternCacheMax {
+		patternCache.m = map[string]any{}
+	}
+	patternCache.m[key] = v
+	patternCache.Unlock()
+	return v
+}
+
+// cachedWitnesses is witnesses(build()) for the patterns pats read as
+// dimension kind (build must depend on nothing else), remembered. The
+// result is the caller's own copy.
+func cachedWitnesses(kind string, pats []string, build func() (domain, []*nfa)) []string {
+	return slices.Clone(cached(kind, pats, func() []string { return witnesses(build()) }))
+}
+
 // witnesses explores the product of dom with every matcher and returns one
 // shortest witness per realisable acceptance vector (of strings dom
 // accepts).
+//
+// Each matcher is determinised lazily (dfa below): a product state is the
+// domain state and one small id per matcher, the id of the matcher's
+// ε-closed state set. Equal sets get equal ids, so the search visits
+// exactly the product states of the subset construction, in breadth-first
+// order, as a search keyed by the sets themselves would.
 func witnesses(dom domain, ms []*nfa) []string {
 	// Alphabet classes: bytes of the domain grouped by how every edge
 	// predicate of every automaton (and the domain) treats them.
@@ -315,88 +375,198 @@ func witnesses(dom domain, ms []*nfa) []string {
 	}
 	groups := map[string]byte{}
 	var reps []byte
+	key := make([]byte, 0, len(preds)+1)
 	for _, b := range dom.bytes {
-		var sb strings.Builder
+		key = key[:0]
 		for _, p := range preds {
 			if p(b) {
-				sb.WriteByte('1')
+				key = append(key, '1')
 			} else {
-				sb.WriteByte('0')
+				key = append(key, '0')
 			}
 		}
 		// The domain itself distinguishes some bytes ('/', '.', …):
 		// keep those apart by their own value.
-		key := sb.String()
 		if strings.IndexByte(dom.special, b) >= 0 {
-			key += string(b)
+			key = append(key, b)
 		}
-		if _, ok := groups[key]; !ok {
-			groups[key] = b
+		if _, ok := groups[string(key)]; !ok {
+			groups[string(key)] = b
 			reps = append(reps, b)
 		}
 	}
-	type node struct {
-		dom  int
-		sets [][]int
-		w    string
-	}
-	keyOf := func(n node) string {
-		var sb strings.Builder
-		sb.WriteString(itoa(n.dom))
-		for _, s := range n.sets {
-			sb.WriteByte('|')
-			for _, x := range s {
-				sb.WriteString(itoa(x))
-				sb.WriteByte(',')
-			}
-		}
-		return sb.String()
-	}
-	start := node{dom: dom.start, sets: make([][]int, len(ms))}
+	dfas := make([]*dfa, len(ms))
 	for i, m := range ms {
-		start.sets[i] = m.closure([]int{m.start})
+		dfas[i] = newDFA(m, reps)
 	}
-	seen := map[string]bool{keyOf(start): true}
-	queue := []node{start}
-	found := map[string]bool{}
+	// Product states, stored flat: node i has domain state doms[i], the
+	// matcher ids ids[i*k:(i+1)*k], and was reached from parent[i] by
+	// byte via[i] (its witness is spelt by walking the parents).
+	k := len(ms)
+	doms := []int{dom.start}
+	ids := make([]int32, k, 64*k)
+	parent := []int32{-1}
+	via := []byte{0}
+	depth := []int32{0}
+	for i, d := range dfas {
+		ids[i] = d.start
+	}
+	keyOf := func(dm int, v []int32) string {
+		key = key[:0]
+		key = appendVarint(key, dm)
+		for _, x := range v {
+			key = appendVarint(key, int(x))
+		}
+		return string(key)
+	}
+	seen := map[string]struct{}{keyOf(dom.start, ids): {}}
+	found := map[string]struct{}{}
+	word := func(n int) string {
+		w := make([]byte, depth[n])
+		for i := len(w) - 1; i >= 0; i-- {
+			w[i] = via[n]
+			n = int(parent[n])
+		}
+		return string(w)
+	}
 	var out []string
-	for len(queue) > 0 {
-		n := queue[0]
-		queue = queue[1:]
-		if dom.accept(n.dom) {
-			var vb strings.Builder
-			for i, m := range ms {
-				if m.accepts(n.sets[i]) {
-					vb.WriteByte('1')
-				} else {
-					vb.WriteByte('0')
+	vec := make([]byte, k)
+	next := make([]int32, k)
+	for n := 0; n < len(doms); n++ {
+		cur := ids[n*k : (n+1)*k]
+		if dom.accept(doms[n]) {
+			for i, d := range dfas {
+				vec[i] = '0'
+				if d.accept[cur[i]] {
+					vec[i] = '1'
 				}
 			}
-			if v := vb.String(); !found[v] {
-				found[v] = true
-				out = append(out, n.w)
+			if _, ok := found[string(vec)]; !ok {
+				found[string(vec)] = struct{}{}
+				out = append(out, word(n))
 			}
 		}
-		if dom.maxLen > 0 && len(n.w) >= dom.maxLen {
+		if dom.maxLen > 0 && int(depth[n]) >= dom.maxLen {
 			continue
 		}
-		for _, c := range reps {
-			d := dom.step(n.dom, c)
+		for ci, c := range reps {
+			d := dom.step(doms[n], c)
 			if d < 0 {
 				continue
 			}
-			next := node{dom: d, sets: make([][]int, len(ms)), w: n.w + string(c)}
-			for i, m := range ms {
-				next.sets[i] = m.step(n.sets[i], c)
+			cur = ids[n*k : (n+1)*k]
+			for i, m := range dfas {
+				next[i] = m.step(cur[i], ci)
 			}
-			k := keyOf(next)
-			if !seen[k] {
-				seen[k] = true
-				queue = append(queue, next)
+			key := keyOf(d, next)
+			if _, ok := seen[key]; ok {
+				continue
 			}
+			seen[key] = struct{}{}
+			doms = append(doms, d)
+			ids = append(ids, next...)
+			parent = append(parent, int32(n))
+			via = append(via, c)
+			depth = append(depth, depth[n]+1)
 		}
 	}
 	return out
+}
+
+func appendVarint(b []byte, x int) []byte {
+	for x >= 0x80 {
+		b = append(b, byte(x)|0x80)
+		x >>= 7
+	}
+	return append(b, byte(x))
+}
+
+// dfa is the subset construction of an nfa, built as it is explored, over
+// the alphabet classes (one representative byte each).
+type dfa struct {
+	m      *nfa
+	reps   []byte
+	start  int32
+	ids    map[string]int32 // ε-closed state set → id
+	accept []bool
+	sets   [][]int
+	next   [][]int32 // per id, per class: id, or -1 not yet computed
+
+	mark    []bool // scratch space of stepSet and intern
+	scratch []int
+	key     []byte
+}
+
+func newDFA(m *nfa, reps []byte) *dfa {
+	d := &dfa{m: m, reps: reps, ids: map[string]int32{}}
+	d.start = d.intern(m.closure([]int{m.start}))
+	return d
+}
+
+// intern returns the id of an ε-closed state set (sorted, as closure
+// returns it; empty for the dead set), which it copies when new.
+func (d *dfa) intern(set []int) int32 {
+	kb := d.key[:0]
+	for _, s := range set {
+		kb = appendVarint(kb, s)
+	}
+	d.key = kb
+	if id, ok := d.ids[string(kb)]; ok {
+		return id
+	}
+	id := int32(len(d.sets))
+	d.ids[string(kb)] = id
+	set = slices.Clone(set)
+	d.sets = append(d.sets, set)
+	d.accept = append(d.accept, d.m.accepts(set))
+	row := make([]int32, len(d.reps))
+	for i := range row {
+		row[i] = -1
+	}
+	d.next = append(d.next, row)
+	return id
+}
+
+func (d *dfa) step(id int32, class int) int32 {
+	if to := d.next[id][class]; to >= 0 {
+		return to
+	}
+	to := d.intern(d.stepSet(d.sets[id], d.reps[class]))
+	d.next[id][class] = to
+	return to
+}
+
+// stepSet is m.step(set, c) into scratch space: the ε-closed, sorted set
+// of states reached from set on c (empty for none). intern copies it when
+// it is new.
+func (d *dfa) stepSet(set []int, c byte) []int {
+	m := d.m
+	if d.mark == nil {
+		d.mark = make([]bool, len(m.trans))
+	}
+	stack := d.scratch[:0]
+	for _, s := range set {
+		for _, e := range m.trans[s] {
+			if !d.mark[e.to] && e.pred(c) {
+				d.mark[e.to] = true
+				stack = append(stack, e.to)
+			}
+		}
+	}
+	for i := 0; i < len(stack); i++ {
+		for _, t := range m.eps[stack[i]] {
+			if !d.mark[t] {
+				d.mark[t] = true
+				stack = append(stack, t)
+			}
+		}
+	}
+	for _, s := range stack {
+		d.mark[s] = false
+	}
+	slices.Sort(stack)
+	d.scratch = stack
+	return stack
 }
 
 func itoa(i int) string {

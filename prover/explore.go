@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -16,11 +15,14 @@ import (
 // the product (deduplicated by signature).
 
 func (g *group) binaryCandidates() []string {
-	ms := make([]*nfa, 0, len(g.binPats))
-	for _, b := range g.binPats {
-		ms = append(ms, narrowGlob(b))
-	}
-	return append([]string{""}, witnesses(cleanBinaries, ms)...)
+	ws := cachedWitnesses("bin", g.binPats, func() (domain, []*nfa) {
+		ms := make([]*nfa, 0, len(g.binPats))
+		for _, b := range g.binPats {
+			ms = append(ms, narrowGlob(b))
+		}
+		return cleanBinaries, ms
+	})
+	return append([]string{""}, ws...)
 }
 
 type hostAddr struct {
@@ -29,23 +31,30 @@ type hostAddr struct {
 }
 
 func (g *group) hostCandidates() []hostAddr {
-	var ms []*nfa
 	var ips []netip.Addr
 	for _, h := range g.hostPats {
 		if a, ok := hostIP(h); ok {
 			ips = append(ips, a)
-			continue
-		}
-		if m := hostNFA(h); m != nil {
-			ms = append(ms, m)
 		}
 	}
-	// Names that policy helpers single out are matched literally too.
-	for _, n := range []string{"localhost", "metadata.google.internal"} {
-		ms = append(ms, literalNFA(n))
-	}
+	ws := cachedWitnesses("host", g.hostPats, func() (domain, []*nfa) {
+		var ms []*nfa
+		for _, h := range g.hostPats {
+			if _, ok := hostIP(h); ok {
+				continue
+			}
+			if m := hostNFA(h); m != nil {
+				ms = append(ms, m)
+			}
+		}
+		// Names that policy helpers single out are matched literally too.
+		for _, n := range []string{"localhost", "metadata.google.internal"} {
+			ms = append(ms, literalNFA(n))
+		}
+		return dnsNames, ms
+	})
 	var names []string
-	for _, w := range witnesses(dnsNames, ms) {
+	for _, w := range ws {
 		if _, isIP := policy.ParseHostIP(w); !isIP {
 			names = append(names, w)
 		}
@@ -66,31 +75,38 @@ func (g *group) hostCandidates() []hostAddr {
 }
 
 func (g *group) pathCandidates() []string {
-	ms := make([]*nfa, 0, 2*len(g.pathPats))
-	for _, p := range g.pathPats {
-		ms = append(ms, narrowGlob(p), wideGlob(p))
+	ms := func() []*nfa {
+		ms := make([]*nfa, 0, 2*len(g.pathPats))
+		for _, p := range g.pathPats {
+			ms = append(ms, narrowGlob(p), wideGlob(p))
+		}
+		return ms
 	}
-	out := append(witnesses(canonicalPaths, ms), "/%zz")
+	out := append(cachedWitnesses("path", g.pathPats, func() (domain, []*nfa) { return canonicalPaths, ms() }), "/%zz")
 	if g.aes {
-		out = append(out, witnesses(encodedSlashPaths, ms)...)
+		out = append(out, cachedWitnesses("path%2F", g.pathPats, func() (domain, []*nfa) { return encodedSlashPaths, ms() })...)
 	}
 	return out
 }
 
 func (g *group) mcpMessages() []*policy.MCPMessage {
-	ms := make([]*nfa, 0, 2*len(g.mcpMethodPats))
-	for _, p := range g.mcpMethodPats {
-		ms = append(ms, narrowGlob(p), wideGlob(p))
-	}
-	for _, m := range knownMethods {
-		ms = append(ms, literalNFA(m))
-	}
-	methods := append(witnesses(anyString, ms), "")
-	ts := []*nfa{toolCharsNFA()}
-	for _, t := range g.toolPats {
-		ts = append(ts, narrowGlob(t), literalNFA(t))
-	}
-	tools := append(witnesses(anyString, ts), "")
+	methods := append(cachedWitnesses("mcp-method", g.mcpMethodPats, func() (domain, []*nfa) {
+		ms := make([]*nfa, 0, 2*len(g.mcpMethodPats)+len(knownMethods))
+		for _, p := range g.mcpMethodPats {
+			ms = append(ms, narrowGlob(p), wideGlob(p))
+		}
+		for _, m := range knownMethods {
+			ms = append(ms, literalNFA(m))
+		}
+		return anyString, ms
+	}), "")
+	tools := append(cachedWitnesses("tool", g.toolPats, func() (domain, []*nfa) {
+		ts := []*nfa{toolCharsNFA()}
+		for _, t := range g.toolPats {
+			ts = append(ts, narrowGlob(t), literalNFA(t))
+		}
+		return anyString, ts
+	}), "")
 	versions := append([]string{"", policy.DefaultMCPVersion, "1999-01-01"}, g.versions...)
 	out := []*policy.MCPMessage{{Response: true}}
 	for _, m := range methods {
@@ -148,7 +164,7 @@ func (g *group) queryCandidates() []string {
 // (`*` crossing '/').
 func globWitness(glob string) string {
 	a := charsGlob(glob)
-	for _, w := range witnesses(anyString, []*nfa{a}) {
+	for _, w := range cachedWitnesses("query", []string{glob}, func() (domain, []*nfa) { return anyString, []*nfa{a} }) {
 		if run(a, w) {
 			return w
 		}
@@ -246,9 +262,10 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	var l7sigs []string
 	seenL7 := map[string]bool{}
 	probe := dests[0].r
+	pathSigs := g.pathSigTable()
 	for _, c := range g.l7Candidates() {
 		probe.HTTPMethod, probe.Path, probe.Query, probe.MCP = c.method, c.path, c.query, c.mcp
-		s := g.l7Sig(probe)
+		s := g.l7SigMemo(probe, pathSigs)
 		if !seenL7[s] {
 			seenL7[s] = true
 			l7s = append(l7s, c)
@@ -259,13 +276,19 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	// one need asking. Then, for destinations with added requests, the
 	// current policy's reach there (for the finding kinds).
 	var added []verdict
+	type destMethod struct {
+		dest   int
+		method string
+	}
 	curReach := make([]bool, len(dests))
-	curMethod := map[string]bool{} // dest|METHOD allowed somewhere (no MCP message)
-	curToolCall := map[int]bool{}  // dest: some tools/call allowed
+	curMethod := map[destMethod]bool{} // dest, METHOD allowed somewhere (no MCP message); only where asked
+	curToolCall := map[int]bool{}      // dest: some tools/call allowed; only where asked
+	curAllow := make([]int8, len(l7s)) // the current policy's verdicts already known at this dest: 1 allow, -1 deny
 	for di, d := range dests {
 		if alwaysDenied(d.r) || !mayAllow(g.prop, d.r) {
 			continue
 		}
+		clear(curAllow)
 		n := len(added)
 		for li, c := range l7s {
 			r := d.r
@@ -276,8 +299,10 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			}
 			cur := policy.Decide(g.cur, r)
 			if cur.Allow {
+				curAllow[li] = 1
 				continue
 			}
+			curAllow[li] = -1
 			v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], dest: di, cur: cur, prop: prop}
 			if g.bound != nil {
 				v.bound = policy.Decide(g.bound, r)
@@ -287,15 +312,45 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		if len(added) == n {
 			continue
 		}
-		for _, c := range l7s {
-			r := d.r
-			r.HTTPMethod, r.Path, r.Query, r.MCP = c.method, c.path, c.query, c.mcp
-			if !policy.Decide(g.cur, r).Allow {
+		// What the finding kinds below ask of this destination: whether
+		// the current policy reaches it at all, allows the methods of the
+		// added requests (without an MCP message) and some tools/call.
+		// Requests that cannot change an answer asked for are not judged.
+		needMethod := map[string]bool{}
+		needToolCall := false
+		for _, v := range added[n:] {
+			needMethod[v.r.HTTPMethod] = true
+			needToolCall = needToolCall || v.r.MCP != nil && v.r.MCP.Method == "tools/call"
+		}
+		for li, c := range l7s {
+			if curReach[di] {
+				switch {
+				case c.mcp == nil:
+					if !needMethod[c.method] || curMethod[destMethod{di, c.method}] {
+						continue
+					}
+				case c.mcp.Method == "tools/call":
+					if !needToolCall || curToolCall[di] {
+						continue
+					}
+				default:
+					continue
+				}
+			}
+			if curAllow[li] == 0 {
+				r := d.r
+				r.HTTPMethod, r.Path, r.Query, r.MCP = c.method, c.path, c.query, c.mcp
+				curAllow[li] = -1
+				if policy.Decide(g.cur, r).Allow {
+					curAllow[li] = 1
+				}
+			}
+			if curAllow[li] < 0 {
 				continue
 			}
 			curReach[di] = true
 			if c.mcp == nil {
-				curMethod[strconv.Itoa(di)+"|"+c.method] = true
+				curMethod[destMethod{di, c.method}] = true
 			} else if c.mcp.Method == "tools/call" {
 				curToolCall[di] = true
 			}
@@ -315,7 +370,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			kind, detail = NewMCPTool, "tools/call "+r.MCP.Tool+" was not allowed"
 		case post:
 			kind, detail = NewMCPMethod, "MCP method "+r.MCP.Method+" was not allowed"
-		case r.HTTPMethod != "" && curMethod[strconv.Itoa(v.dest)+"|"+r.HTTPMethod]:
+		case r.HTTPMethod != "" && curMethod[destMethod{v.dest, r.HTTPMethod}]:
 			kind, detail = NewPath, r.HTTPMethod+" was allowed on other paths only"
 		case r.HTTPMethod != "":
 			kind, detail = NewHTTPMethod, "HTTP "+r.HTTPMethod+" was not allowed"
@@ -359,7 +414,7 @@ func mayAllow(p *policy.Policy, r policy.Request) bool {
 			}
 		}
 		for _, ep := range e.Endpoints {
-			if !slices.Contains(policy.EndpointPorts(ep), r.Port) {
+			if !hasPort(ep, r.Port) {
 				continue
 			}
 			if ep.Host == "" {
@@ -386,8 +441,8 @@ func (pr *prover) withArguments(v verdict, ep *policy.Endpoint, rule string) ver
 	if r.MCP == nil || r.MCP.Method != "tools/call" || ep == nil || policy.Decide(pr.proposed, r).Allow {
 		return v
 	}
-	var i int
-	if _, err := fmt.Sscanf(rule, "rules[%d]", &i); err != nil || i < 0 || i >= len(ep.Rules) || ep.Rules[i].Allow == nil {
+	i, ok := ruleIndex(rule)
+	if !ok || i < 0 || i >= len(ep.Rules) || ep.Rules[i].Allow == nil {
 		return v
 	}
 	m := *r.MCP
@@ -446,6 +501,25 @@ func (pr *prover) locate(g *group, d policy.Decision) (entry string, ep *policy.
 	return d.Entry, nil, "", d.Rule
 }
 
+// ruleIndex reads i from a rule named "rules[i]", as
+// fmt.Sscanf(rule, "rules[%d]", &i) does (the plain spelling without
+// fmt; anything else goes to Sscanf).
+func ruleIndex(rule string) (int, bool) {
+	if rest, ok := strings.CutPrefix(rule, "rules["); ok {
+		n, i := 0, 0
+		for i < len(rest) && i < 9 && rest[i] >= '0' && rest[i] <= '9' {
+			n = n*10 + int(rest[i]-'0')
+			i++
+		}
+		if i > 0 && i < 9 && i < len(rest) && rest[i] == ']' {
+			return n, true
+		}
+	}
+	var i int
+	_, err := fmt.Sscanf(rule, "rules[%d]", &i)
+	return i, err == nil
+}
+
 func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
 
 // widening names a glob the allowing endpoint, entry or rule uses that the
@@ -454,30 +528,25 @@ func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r pol
 	if ep == nil {
 		return ""
 	}
-	if pr.curGlobs == nil {
-		pr.curGlobs = pr.currentGlobs()
-	}
-	curHosts, curBins, curPaths, curTools := pr.curGlobs[0], pr.curGlobs[1], pr.curGlobs[2], pr.curGlobs[3]
 	var why []string
-	if h := policy.NormalizeHost(ep.Host); hasGlob(h) && !curHosts[h] {
+	if h := policy.NormalizeHost(ep.Host); hasGlob(h) && !pr.currentUses(globHost, h) {
 		why = append(why, "host "+h)
 	}
 	if e := pr.proposed.NetworkPolicies[entry]; e != nil {
 		for _, b := range e.Binaries {
-			if hasGlob(b.Path) && !curBins[b.Path] && cleanAbsolute(r.Binary) && policy.MatchGlob(b.Path, r.Binary) {
+			if hasGlob(b.Path) && !pr.currentUses(globBinary, b.Path) && cleanAbsolute(r.Binary) && policy.MatchGlob(b.Path, r.Binary) {
 				why = append(why, "binary "+b.Path)
 			}
 		}
 	}
-	var i int
-	if _, err := fmt.Sscanf(rule, "rules[%d]", &i); err == nil && i >= 0 && i < len(ep.Rules) && ep.Rules[i].Allow != nil {
+	if i, ok := ruleIndex(rule); ok && i >= 0 && i < len(ep.Rules) && ep.Rules[i].Allow != nil {
 		a := ep.Rules[i].Allow
-		if hasGlob(a.Path) && !curPaths[a.Path] {
+		if hasGlob(a.Path) && !pr.currentUses(globPath, a.Path) {
 			why = append(why, "path "+a.Path)
 		}
 		if a.Tool != nil {
 			for _, t := range a.Tool.Any {
-				if hasGlob(t) && !curTools[t] {
+				if hasGlob(t) && !pr.currentUses(globTool, t) {
 					why = append(why, "tool "+t)
 				}
 			}
@@ -490,27 +559,57 @@ func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r pol
 	return "glob where the current policy has none: " + strings.Join(why, ", ")
 }
 
-// currentGlobs collects the current policy's host, binary, path and tool
-// patterns (once per proof).
-func (pr *prover) currentGlobs() *[4]map[string]bool {
-	curHosts, curBins, curPaths, curTools := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+// Places a glob can take in widening.
+const (
+	globHost = iota
+	globBinary
+	globPath
+	globTool
+)
+
+type globUse struct {
+	place int
+	glob  string
+}
+
+// currentUses reports whether the current policy uses glob at place (a
+// host, after normalising; an entry's binary; an allow rule's path or
+// tool). Only the few globs of allowing rules are asked about, so each is
+// looked up by a scan of the current policy, remembered for the proof.
+func (pr *prover) currentUses(place int, glob string) bool {
+	k := globUse{place, glob}
+	if v, ok := pr.curGlobs[k]; ok {
+		return v
+	}
+	if pr.curGlobs == nil {
+		pr.curGlobs = map[globUse]bool{}
+	}
+	found := false
 	for _, c := range pr.cur {
-		curHosts[policy.NormalizeHost(c.ep.Host)] = true
-		for _, b := range c.entry.Binaries {
-			curBins[b.Path] = true
-		}
-		for _, rl := range c.ep.Rules {
-			if rl.Allow != nil {
-				curPaths[rl.Allow.Path] = true
-				if rl.Allow.Tool != nil {
-					for _, t := range rl.Allow.Tool.Any {
-						curTools[t] = true
+		switch place {
+		case globHost:
+			found = policy.NormalizeHost(c.ep.Host) == glob
+		case globBinary:
+			for _, b := range c.entry.Binaries {
+				found = found || b.Path == glob
+			}
+		case globPath, globTool:
+			for _, rl := range c.ep.Rules {
+				if a := rl.Allow; a != nil {
+					if place == globPath {
+						found = found || a.Path == glob
+					} else if a.Tool != nil {
+						found = found || slices.Contains(a.Tool.Any, glob)
 					}
 				}
 			}
 		}
+		if found {
+			break
+		}
 	}
-	return &[4]map[string]bool{curHosts, curBins, curPaths, curTools}
+	pr.curGlobs[k] = found
+	return found
 }
 
 func (pr *prover) add(kind, entry, endpoint, rule, detail string, v verdict, g *group) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -142,18 +141,22 @@ type ref struct {
 	changed bool
 }
 
+// refsOf lists the endpoints of p in no particular order (sorting every
+// key of a large policy was a good part of a proof): where the order shows
+// (groups, sub-policies) the few refs concerned are put in document order
+// by sortRefs.
 func refsOf(p *policy.Policy) []ref {
 	if p == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(p.NetworkPolicies))
-	for k := range p.NetworkPolicies {
-		keys = append(keys, k)
+	n := 0
+	for _, e := range p.NetworkPolicies {
+		if e != nil {
+			n += len(e.Endpoints)
+		}
 	}
-	sort.Strings(keys)
-	var out []ref
-	for _, k := range keys {
-		entry := p.NetworkPolicies[k]
+	out := make([]ref, 0, n)
+	for k, entry := range p.NetworkPolicies {
 		if entry == nil {
 			continue
 		}
@@ -166,6 +169,16 @@ func refsOf(p *policy.Policy) []ref {
 	return out
 }
 
+// sortRefs puts refs in document order: by entry key, then endpoint index.
+func sortRefs(rs []*ref) {
+	slices.SortFunc(rs, func(a, b *ref) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.index - b.index
+	})
+}
+
 // changedEndpoints is the multiset difference, both ways, of (entry
 // binaries, endpoint) pairs, marking the changed refs. Decide's verdict on
 // a request depends only on the multiset of such pairs whose host and port
@@ -176,15 +189,19 @@ func refsOf(p *policy.Policy) []ref {
 // endpoint. Pairs at the same place in both documents are compared first
 // (the common case of a small change), the rest by fingerprint.
 func changedEndpoints(cur, prop []ref) []*policy.Endpoint {
-	at := make(map[[2]any]int, len(cur))
+	type place struct {
+		key   string
+		index int
+	}
+	at := make(map[place]int, len(cur))
 	for i, r := range cur {
-		at[[2]any{r.key, r.index}] = i
+		at[place{r.key, r.index}] = i
 	}
 	curDone := make([]bool, len(cur))
 	for i := range prop {
 		p := &prop[i]
-		j, ok := at[[2]any{p.key, p.index}]
-		if ok && slices.Equal(cur[j].entry.Binaries, p.entry.Binaries) && (cur[j].ep == p.ep || reflect.DeepEqual(cur[j].ep, p.ep)) {
+		j, ok := at[place{p.key, p.index}]
+		if ok && slices.Equal(cur[j].entry.Binaries, p.entry.Binaries) && endpointEqual(cur[j].ep, p.ep) {
 			curDone[j] = true
 			continue
 		}
@@ -205,6 +222,7 @@ func changedEndpoints(cur, prop []ref) []*policy.Endpoint {
 	var out []*policy.Endpoint
 	seen := map[string]bool{}
 	for _, rs := range [][]ref{prop, cur} {
+		var changed []*ref
 		for i := range rs {
 			r := &rs[i]
 			if !r.changed {
@@ -214,6 +232,10 @@ func changedEndpoints(cur, prop []ref) []*policy.Endpoint {
 				r.changed = false
 				continue
 			}
+			changed = append(changed, r)
+		}
+		sortRefs(changed)
+		for _, r := range changed {
 			// One group per destination (host, allowed_ips, ports).
 			key := policy.NormalizeHost(r.ep.Host) + "|" + strings.Join(r.ep.AllowedIPs, ",") + "|" + fmt.Sprint(policy.EndpointPorts(r.ep))
 			if !seen[key] {
@@ -240,7 +262,7 @@ type prover struct {
 	opts             Options
 	cur, prop, bound []ref
 	findings         map[string]*Finding
-	curGlobs         *[4]map[string]bool
+	curGlobs         map[globUse]bool // currentUses
 	proposed         *policy.Policy
 }
 
@@ -319,11 +341,20 @@ func plainName(h string) bool {
 
 func portsOverlap(a, b *policy.Endpoint) bool {
 	for _, p := range policy.EndpointPorts(a) {
-		if slices.Contains(policy.EndpointPorts(b), p) {
+		if hasPort(b, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasPort is slices.Contains(policy.EndpointPorts(ep), port) without
+// building a one-port slice.
+func hasPort(ep *policy.Endpoint, port int) bool {
+	if len(ep.Ports) > 0 {
+		return slices.Contains(ep.Ports, port)
+	}
+	return ep.Port != 0 && ep.Port == port
 }
 
 // subPolicy keeps, entry by entry, the endpoints of refs relevant to dest;
@@ -332,10 +363,27 @@ func portsOverlap(a, b *policy.Endpoint) bool {
 func (g *group) subPolicy(refs []ref, collect bool) (*policy.Policy, map[string][]int) {
 	p := &policy.Policy{Version: 1, NetworkPolicies: map[string]*policy.NetworkPolicy{}}
 	idx := map[string][]int{}
-	for _, r := range refs {
-		if !portsOverlap(g.dest, r.ep) || !hostsMayOverlap(g.dest.Host, r.ep.Host) {
+	var rel []*ref
+	// The common case of hostsMayOverlap, two different plain names, is
+	// decided here without normalising the destination again.
+	na := policy.NormalizeHost(g.dest.Host)
+	plainA := na != "" && plainName(na)
+	for i := range refs {
+		r := &refs[i]
+		if !portsOverlap(g.dest, r.ep) {
 			continue
 		}
+		if plainA {
+			if nb := policy.NormalizeHost(r.ep.Host); nb != "" && nb != na && plainName(nb) {
+				continue
+			}
+		}
+		if hostsMayOverlap(g.dest.Host, r.ep.Host) {
+			rel = append(rel, r)
+		}
+	}
+	sortRefs(rel)
+	for _, r := range rel {
 		entry := p.NetworkPolicies[r.key]
 		if entry == nil {
 			entry = &policy.NetworkPolicy{Name: r.entry.Name, Binaries: r.entry.Binaries}
@@ -481,7 +529,7 @@ func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 	// Credentialed hosts are classes of their own, so that a wildcard
 	// reaching one yields it as a counterexample.
 	for _, c := range pr.opts.Credentialed {
-		if slices.Contains(policy.EndpointPorts(dest), c.Port) {
+		if hasPort(dest, c.Port) {
 			g.hostPats = append(g.hostPats, c.Host)
 		}
 	}
@@ -521,7 +569,7 @@ func destAddr(r policy.Request) (netip.Addr, bool) {
 
 // inDest reports whether r is addressed to the group's destination.
 func (g *group) inDest(r policy.Request) bool {
-	if !slices.Contains(policy.EndpointPorts(g.dest), r.Port) {
+	if !hasPort(g.dest, r.Port) {
 		return false
 	}
 	if g.dest.Host == "" {
@@ -581,7 +629,11 @@ func (g *group) hostAddrSig(r policy.Request) string {
 
 // l7Sig is the part of the signature from the HTTP method, path and MCP
 // message.
-func (g *group) l7Sig(r policy.Request) string {
+func (g *group) l7Sig(r policy.Request) string { return g.l7SigMemo(r, nil) }
+
+// l7SigMemo is l7Sig, taking the path part of the signature from
+// pathSigs (by path; read only) when it is there.
+func (g *group) l7SigMemo(r policy.Request, pathSigs map[string]string) string {
 	var sb strings.Builder
 	m := strings.ToUpper(r.HTTPMethod)
 	if m == "" {
@@ -591,18 +643,10 @@ func (g *group) l7Sig(r policy.Request) string {
 		bit(&sb, m == x)
 	}
 	sb.WriteByte('|')
-	for _, aes := range []bool{false, true} {
-		if aes && !g.aes {
-			break
-		}
-		c, err := policy.CanonicalPath(r.Path, aes)
-		bit(&sb, err != nil)
-		if err == nil {
-			for _, p := range g.pathPats {
-				bit(&sb, policy.MatchGlob(p, c))
-				bit(&sb, policy.MatchDenyGlob(p, c))
-			}
-		}
+	if ps, ok := pathSigs[r.Path]; ok {
+		sb.WriteString(ps)
+	} else {
+		sb.WriteString(g.pathSig(r.Path))
 	}
 	if g.hasQuery {
 		sb.WriteString("|q=" + strconv.Quote(r.Query))
@@ -645,6 +689,43 @@ func (g *group) l7Sig(r policy.Request) string {
 		bit(&sb, v == x)
 	}
 	return sb.String()
+}
+
+// pathSig is the path part of l7Sig.
+func (g *group) pathSig(p string) string {
+	var sb strings.Builder
+	for _, aes := range []bool{false, true} {
+		if aes && !g.aes {
+			break
+		}
+		c, err := policy.CanonicalPath(p, aes)
+		bit(&sb, err != nil)
+		if err == nil {
+			for _, p := range g.pathPats {
+				bit(&sb, policy.MatchGlob(p, c))
+				bit(&sb, policy.MatchDenyGlob(p, c))
+			}
+		}
+	}
+	return sb.String()
+}
+
+// pathSigTable is pathSig of every path candidate. Both depend only on
+// the group's path patterns and whether one of its endpoints allows
+// encoded slashes, so the table is remembered by those (and is read
+// only).
+func (g *group) pathSigTable() map[string]string {
+	kind := "pathsig"
+	if g.aes {
+		kind += "%2F"
+	}
+	return cached(kind, g.pathPats, func() map[string]string {
+		t := map[string]string{}
+		for _, p := range g.pathCandidates() {
+			t[p] = g.pathSig(p)
+		}
+		return t
+	})
 }
 
 // signature names the class of r in the group; ok is false when r is not
