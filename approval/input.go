@@ -1,0 +1,185 @@
+package approval
+
+import (
+	"slices"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/prover"
+)
+
+// Input is the document the rules see as input. Its JSON form (the field
+// tags) is the documented contract of the Rego module.
+type Input struct {
+	Proposal  ProposalInput  `json:"proposal"`
+	Findings  []FindingInput `json:"findings"`
+	Sandbox   SandboxInput   `json:"sandbox"`
+	Approvers []string       `json:"approvers"` // distinct approvers so far, oldest first
+}
+
+// ProposalInput is input.proposal.
+type ProposalInput struct {
+	ID            uint64 `json:"id"`
+	Sandbox       string `json:"sandbox"`
+	Rationale     string `json:"rationale"`
+	Proposer      string `json:"proposer"`
+	BaseVersion   uint32 `json:"base_version"`
+	ResultingHash string `json:"resulting_hash"`
+	// Operations is the proposal file's operations as generic JSON values
+	// (maps, slices, strings, float64, bool, nil).
+	Operations []any  `json:"operations"`
+	DenialID   string `json:"denial_id"`
+}
+
+// FindingInput is one of input.findings.
+type FindingInput struct {
+	Kind string `json:"kind"`
+	// Blocking is Blocking(Kind), so that rules need not repeat the list.
+	Blocking       bool         `json:"blocking"`
+	Credentialed   bool         `json:"credentialed"`
+	Entry          string       `json:"entry"`
+	Endpoint       string       `json:"endpoint"`
+	Rule           string       `json:"rule"`
+	Detail         string       `json:"detail"`
+	Counterexample RequestInput `json:"counterexample"` // zero for rule-level kinds
+}
+
+// RequestInput is a finding's counterexample.
+type RequestInput struct {
+	Binary     string `json:"binary"`
+	Host       string `json:"host"`
+	Port       uint32 `json:"port"`
+	HTTPMethod string `json:"http_method"`
+	Path       string `json:"path"`
+	MCPMethod  string `json:"mcp_method"`
+	Tool       string `json:"tool"`
+}
+
+// SandboxInput is input.sandbox.
+type SandboxInput struct {
+	Name              string   `json:"name"`
+	CurrentVersion    uint32   `json:"current_version"`
+	CredentialedHosts []string `json:"credentialed_hosts"` // HOST:PORT
+	HasBoundary       bool     `json:"has_boundary"`
+}
+
+// Blocking reports whether a finding of this kind forbids auto-approval:
+// every kind except prover.NewPath, including kinds this version does not
+// know.
+func Blocking(kind string) bool {
+	return kind != prover.NewPath
+}
+
+// InputFrom builds the rules' input from a stored proposal and its
+// sandbox (nil: only the proposal's sandbox name is known). Approvers are
+// the proposal's approvals, each name once.
+func InputFrom(p *portcullisv1.Proposal, sb *portcullisv1.Sandbox) Input {
+	in := Input{
+		Proposal: ProposalInput{
+			ID:            p.GetId(),
+			Sandbox:       p.GetSandbox(),
+			Rationale:     p.GetRationale(),
+			Proposer:      p.GetProposer(),
+			BaseVersion:   p.GetBaseVersion(),
+			ResultingHash: p.GetResultingHash(),
+			DenialID:      p.GetDenialId(),
+			Operations:    []any{},
+		},
+		Findings:  make([]FindingInput, 0, len(p.GetFindings())),
+		Sandbox:   SandboxInput{Name: p.GetSandbox(), CredentialedHosts: []string{}},
+		Approvers: []string{},
+	}
+	if ops, ok := p.GetProposal().AsMap()["operations"].([]any); ok {
+		in.Proposal.Operations = ops
+	}
+	for _, f := range p.GetFindings() {
+		c := f.GetCounterexample()
+		in.Findings = append(in.Findings, FindingInput{
+			Kind:         f.GetKind(),
+			Blocking:     Blocking(f.GetKind()),
+			Credentialed: f.GetCredentialed(),
+			Entry:        f.GetEntry(),
+			Endpoint:     f.GetEndpoint(),
+			Rule:         f.GetRule(),
+			Detail:       f.GetDetail(),
+			Counterexample: RequestInput{
+				Binary:     c.GetBinary(),
+				Host:       c.GetHost(),
+				Port:       c.GetPort(),
+				HTTPMethod: c.GetHttpMethod(),
+				Path:       c.GetPath(),
+				MCPMethod:  c.GetMcpMethod(),
+				Tool:       c.GetTool(),
+			},
+		})
+	}
+	if sb != nil {
+		in.Sandbox.Name = sb.GetName()
+		in.Sandbox.CurrentVersion = sb.GetCurrentVersion()
+		in.Sandbox.CredentialedHosts = append(in.Sandbox.CredentialedHosts, sb.GetCredentialedHosts()...)
+		in.Sandbox.HasBoundary = sb.GetBoundary() != nil
+	}
+	for _, a := range p.GetApprovals() {
+		if name := a.GetApprover(); name != "" && !slices.Contains(in.Approvers, name) {
+			in.Approvers = append(in.Approvers, name)
+		}
+	}
+	return in
+}
+
+// value is in as the generic JSON value the evaluator takes, built by hand:
+// a JSON round trip of the struct would cost more than the evaluation.
+func (in Input) value() map[string]any {
+	findings := make([]any, len(in.Findings))
+	for i, f := range in.Findings {
+		c := f.Counterexample
+		findings[i] = map[string]any{
+			"kind":         f.Kind,
+			"blocking":     f.Blocking,
+			"credentialed": f.Credentialed,
+			"entry":        f.Entry,
+			"endpoint":     f.Endpoint,
+			"rule":         f.Rule,
+			"detail":       f.Detail,
+			"counterexample": map[string]any{
+				"binary":      c.Binary,
+				"host":        c.Host,
+				"port":        int64(c.Port),
+				"http_method": c.HTTPMethod,
+				"path":        c.Path,
+				"mcp_method":  c.MCPMethod,
+				"tool":        c.Tool,
+			},
+		}
+	}
+	ops := in.Proposal.Operations
+	if ops == nil {
+		ops = []any{}
+	}
+	return map[string]any{
+		"proposal": map[string]any{
+			"id":             in.Proposal.ID,
+			"sandbox":        in.Proposal.Sandbox,
+			"rationale":      in.Proposal.Rationale,
+			"proposer":       in.Proposal.Proposer,
+			"base_version":   int64(in.Proposal.BaseVersion),
+			"resulting_hash": in.Proposal.ResultingHash,
+			"operations":     ops,
+			"denial_id":      in.Proposal.DenialID,
+		},
+		"findings": findings,
+		"sandbox": map[string]any{
+			"name":               in.Sandbox.Name,
+			"current_version":    int64(in.Sandbox.CurrentVersion),
+			"credentialed_hosts": nonNil(in.Sandbox.CredentialedHosts),
+			"has_boundary":       in.Sandbox.HasBoundary,
+		},
+		"approvers": nonNil(in.Approvers),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

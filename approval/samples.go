@@ -1,0 +1,59 @@
+package approval
+
+// samples are the proposals Compile evaluates a module against: one of
+// each shape the rules must answer well-formed for.
+var samples = []struct {
+	name string
+	in   Input
+}{
+	{"deny rules only", Input{
+		Proposal: ProposalInput{ID: 1, Sandbox: "sample", Rationale: "block a tracker", Proposer: "sample",
+			BaseVersion: 3, ResultingHash: "0000", Operations: []any{map[string]any{
+				"add_deny_rules": map[string]any{"policy": "web", "host": "api.example.com", "port": float64(443),
+					"rules": []any{map[string]any{"deny": map[string]any{"method": "GET", "path": "/track/**"}}}}}}},
+		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3},
+	}},
+	{"new GET path", Input{
+		Proposal: sampleProposal(),
+		Findings: []FindingInput{{Kind: "new_path", Blocking: false, Entry: "web", Endpoint: "api.example.com:443",
+			Rule: "rules[1]", Detail: "GET was allowed on other paths only",
+			Counterexample: RequestInput{Binary: "/usr/bin/curl", Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: "/v1/orders"}}},
+		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3},
+	}},
+	{"new reach", Input{
+		Proposal: sampleProposal(),
+		Findings: []FindingInput{{Kind: "new_reach", Blocking: true, Entry: "web", Endpoint: "other.example.com:443",
+			Rule: "rules[0]", Detail: "the binary could not reach this destination before",
+			Counterexample: RequestInput{Binary: "/usr/bin/curl", Host: "other.example.com", Port: 443, HTTPMethod: "POST", Path: "/"}}},
+		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3},
+	}},
+	{"credentialed reach", Input{
+		Proposal: sampleProposal(),
+		Findings: []FindingInput{
+			{Kind: "new_credentialed_reach", Blocking: true, Credentialed: true, Entry: "github", Endpoint: "api.github.com:443",
+				Rule: "rules[0]", Detail: "the binary could not reach this destination before; on credentialed destination api.github.com:443",
+				Counterexample: RequestInput{Binary: "/usr/bin/gh", Host: "api.github.com", Port: 443, HTTPMethod: "GET", Path: "/user"}},
+			{Kind: "exceeds_boundary", Blocking: true, Credentialed: true, Entry: "github", Endpoint: "api.github.com:443",
+				Rule: "rules[0]", Detail: "the boundary denies it",
+				Counterexample: RequestInput{Binary: "/usr/bin/gh", Host: "api.github.com", Port: 443, HTTPMethod: "GET", Path: "/user"}},
+			{Kind: "enforcement_weakened", Blocking: true, Entry: "github", Endpoint: "api.github.com:443", Detail: "tls: skip"},
+		},
+		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3, CredentialedHosts: []string{"api.github.com:443"}, HasBoundary: true},
+	}},
+	{"two approvers", Input{
+		Proposal: sampleProposal(),
+		Findings: []FindingInput{{Kind: "new_mcp_tool", Blocking: true, Entry: "orders", Endpoint: "orders.example.com:443/mcp",
+			Rule: "rules[2]", Detail: "tools/call refund was not allowed",
+			Counterexample: RequestInput{Binary: "/usr/bin/agent", Host: "orders.example.com", Port: 443, HTTPMethod: "POST",
+				Path: "/mcp", MCPMethod: "tools/call", Tool: "refund"}}},
+		Sandbox:   SandboxInput{Name: "sample", CurrentVersion: 3},
+		Approvers: []string{"alice", "bob"},
+	}},
+}
+
+func sampleProposal() ProposalInput {
+	return ProposalInput{ID: 2, Sandbox: "sample", Rationale: "the agent needs it", Proposer: "sample",
+		BaseVersion: 3, ResultingHash: "0000", DenialID: "dn_sample", Operations: []any{map[string]any{
+			"add_allow_rules": map[string]any{"policy": "web", "host": "api.example.com", "port": float64(443),
+				"rules": []any{map[string]any{"allow": map[string]any{"method": "GET", "path": "/v1/orders"}}}}}}}
+}
