@@ -20,7 +20,7 @@ import (
 )
 
 var tables = []string{
-	"audit_log", "decisions", "policy_versions", "proposals", "proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
+	"audit_head", "audit_log", "decisions", "policy_versions", "proposals", "proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
 }
 
 type engine struct {
@@ -254,6 +254,21 @@ func TestAppendOnly(t *testing.T) {
 			} {
 				if err := exec(q); err == nil {
 					t.Errorf("%s succeeded, want refused", q)
+				}
+			}
+			// The one update let through: chaining an unchained row, once,
+			// with nothing else changed.
+			if err := exec(`UPDATE audit_log SET seq = 1, actor = 'b', hash = 'h'`); err == nil {
+				t.Error("chaining a row while editing it succeeded, want refused")
+			}
+			must(t, exec(`UPDATE audit_log SET seq = 1, prev_hash = '', hash = 'h'`))
+			for _, q := range []string{
+				`UPDATE audit_log SET hash = 'forged'`,
+				`UPDATE audit_log SET seq = 2`,
+				`UPDATE audit_log SET seq = NULL`,
+			} {
+				if err := exec(q); err == nil {
+					t.Errorf("%s on a chained row succeeded, want refused", q)
 				}
 			}
 			if e.name == migrations.Postgres {

@@ -120,8 +120,11 @@ type Token struct {
 }
 
 // AuditEntry records one change: who, what, when, before and after hash.
+// Entries form a hash chain (see AuditHash).
 type AuditEntry struct {
-	ID         int64
+	ID int64
+	// Seq orders the chain: 1, 2, … across every replica, without gaps.
+	Seq        int64
 	Time       time.Time
 	Actor      string
 	Action     string
@@ -130,6 +133,10 @@ type AuditEntry struct {
 	BeforeHash string
 	AfterHash  string
 	Detail     map[string]string
+	// PrevHash is the Hash of entry Seq-1 ("" for the first); Hash is
+	// AuditHash of this entry.
+	PrevHash string
+	Hash     string
 }
 
 // Audit actions written by the store.
@@ -459,6 +466,12 @@ type Store interface {
 
 	// ListAudit returns audit entries, newest first.
 	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+	// AuditChain returns up to limit entries (0: no cap) with Seq greater
+	// than afterSeq, oldest first: the chain, page by page.
+	AuditChain(ctx context.Context, afterSeq int64, limit int) ([]AuditEntry, error)
+	// AuditHead returns the Seq and Hash of the newest entry (0 and "" for
+	// an empty log), as recorded with the last append.
+	AuditHead(ctx context.Context) (seq int64, hash string, err error)
 
 	// SigningKeys returns the gateway's signing keys, oldest first; the
 	// last one signs. Empty before the first key.

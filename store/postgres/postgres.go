@@ -88,6 +88,12 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	if n, err := chainUnchained(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	} else if n > 0 {
+		log.Info("chained audit entries written before the hash chain", "entries", n)
+	}
 	log.Info("store open", "host", pcfg.ConnConfig.Host, "database", pcfg.ConnConfig.Database, "max_conns", pcfg.MaxConns)
 	return &Store{pool: pool, log: log, done: make(chan struct{})}, nil
 }
@@ -149,33 +155,22 @@ func mapErr(err error) error {
 }
 
 // inTx runs fn in a read-committed transaction and commits it. Every write
-// method goes through here.
+// method goes through here. The audit entries fn records (audit) are
+// appended to the chain last, just before the commit.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return mapErr(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
+	t := &txn{Tx: tx}
+	if err := fn(t); err != nil {
+		return err
+	}
+	if err := appendAudit(ctx, tx, t.audit); err != nil {
 		return err
 	}
 	return mapErr(tx.Commit(ctx))
-}
-
-// audit appends one entry to the audit log.
-func audit(ctx context.Context, tx pgx.Tx, e store.AuditEntry) error {
-	detail, err := strmap.Encode(e.Detail)
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, `
-		INSERT INTO audit_log (actor, action, sandbox, target, before_hash, after_hash, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash, detail)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", e.Action, mapErr(err))
-	}
-	return nil
 }
 
 // CreateSandbox creates the sandbox, its first token and, optionally, its
@@ -626,38 +621,6 @@ func (s *Store) CountTokens(ctx context.Context, role string) (int, error) {
 		return 0, fmt.Errorf("count tokens: %w", mapErr(err))
 	}
 	return n, nil
-}
-
-// ListAudit returns audit entries, newest first.
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	var limit *int
-	if f.Limit > 0 {
-		limit = &f.Limit
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, at, actor, action, sandbox, target, before_hash, after_hash, detail
-		FROM audit_log
-		WHERE $1 = '' OR sandbox = $1
-		ORDER BY id DESC
-		LIMIT $2`, f.Sandbox, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", mapErr(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.AuditEntry, error) {
-		var e store.AuditEntry
-		var detail []byte
-		if err := r.Scan(&e.ID, &e.Time, &e.Actor, &e.Action, &e.Sandbox, &e.Target, &e.BeforeHash, &e.AfterHash, &detail); err != nil {
-			return e, err
-		}
-		e.Time = e.Time.UTC()
-		var err error
-		e.Detail, err = strmap.Decode(detail)
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", mapErr(err))
-	}
-	return out, nil
 }
 
 func utcPtr(t *time.Time) *time.Time {

@@ -112,6 +112,12 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
+	if n, err := chainUnchained(ctx, w); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: %w", err)
+	} else if n > 0 {
+		log.Info("chained audit entries written before the hash chain", "entries", n)
+	}
 
 	r, err := sql.Open("sqlite", name+"?"+common+"&_pragma=query_only(1)")
 	if err != nil {
@@ -221,22 +227,6 @@ func fromNullNanos(n sql.NullInt64) *time.Time {
 	}
 	t := fromNanos(n.Int64)
 	return &t
-}
-
-// audit appends one entry to the audit log.
-func audit(ctx context.Context, tx *sql.Tx, at int64, e store.AuditEntry) error {
-	detail, err := strmap.Encode(e.Detail)
-	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO audit_log (at, actor, action, sandbox, target, before_hash, after_hash, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		at, e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash, string(detail))
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", e.Action, mapErr(err))
-	}
-	return nil
 }
 
 // CreateSandbox creates the sandbox, its first token and, optionally, its
@@ -659,36 +649,6 @@ func (s *Store) CountTokens(ctx context.Context, role string) (int, error) {
 		return 0, fmt.Errorf("count tokens: %w", mapErr(err))
 	}
 	return n, nil
-}
-
-// ListAudit returns audit entries, newest first.
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = -1 // no limit
-	}
-	scan := func(r interface{ Scan(...any) error }) (store.AuditEntry, error) {
-		var e store.AuditEntry
-		var at int64
-		var detail string
-		if err := r.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Sandbox, &e.Target, &e.BeforeHash, &e.AfterHash, &detail); err != nil {
-			return e, err
-		}
-		e.Time = fromNanos(at)
-		var err error
-		e.Detail, err = strmap.Decode([]byte(detail))
-		return e, err
-	}
-	out, err := collect(ctx, s.r, scan, `
-		SELECT id, at, actor, action, sandbox, target, before_hash, after_hash, detail
-		FROM audit_log
-		WHERE ?1 = '' OR sandbox = ?1
-		ORDER BY id DESC
-		LIMIT ?2`, f.Sandbox, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
-	}
-	return out, nil
 }
 
 // collect runs a query and scans every row with scan.

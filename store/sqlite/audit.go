@@ -1,0 +1,172 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/strmap"
+)
+
+// The audit log's hash chain (store.AuditHash). Appends need no lock of
+// their own: every write transaction runs on the single writer connection
+// and begins IMMEDIATE, so reading the head, inserting after it and moving
+// it cannot interleave with another append.
+
+// audit appends one entry to the audit log, chained after the head, in tx.
+func audit(ctx context.Context, tx *sql.Tx, at int64, e store.AuditEntry) error {
+	if err := appendAudit(ctx, tx, at, e); err != nil {
+		return fmt.Errorf("audit %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+func appendAudit(ctx context.Context, tx *sql.Tx, at int64, e store.AuditEntry) error {
+	detail, err := strmap.Encode(e.Detail)
+	if err != nil {
+		return err
+	}
+	// Hash what a read gives back, not what the caller passed.
+	if e.Detail, err = strmap.Decode(detail); err != nil {
+		return err
+	}
+	var head int64
+	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&head, &e.PrevHash); err != nil {
+		return fmt.Errorf("read chain head: %w", mapErr(err))
+	}
+	e.Seq, e.Time = head+1, fromNanos(at)
+	e.Hash = store.AuditHash(e)
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO audit_log (at, actor, action, sandbox, target, before_hash, after_hash, detail, seq, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		at, e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash, string(detail), e.Seq, e.PrevHash, e.Hash)
+	if err != nil {
+		return mapErr(err)
+	}
+	return moveHead(ctx, tx, e.Seq, e.Hash)
+}
+
+func moveHead(ctx context.Context, tx *sql.Tx, seq int64, hash string) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, seq, hash); err != nil {
+		return fmt.Errorf("move chain head: %w", mapErr(err))
+	}
+	return nil
+}
+
+// chainUnchained gives the entries written before the chain existed (seq
+// NULL: migration 4) their place after the head, in id order, in one
+// transaction, and returns how many there were.
+func chainUnchained(ctx context.Context, w *sql.DB) (int, error) {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE seq IS NULL ORDER BY id`)
+	if err != nil {
+		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
+	}
+	var old []store.AuditEntry
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
+		}
+		old = append(old, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
+	}
+	if len(old) == 0 {
+		return 0, nil
+	}
+	var seq int64
+	var prev string
+	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &prev); err != nil {
+		return 0, fmt.Errorf("chain audit log: read head: %w", mapErr(err))
+	}
+	for _, e := range old {
+		seq++
+		e.Seq, e.PrevHash = seq, prev
+		e.Hash = store.AuditHash(e)
+		// The append-only trigger allows exactly this update.
+		if _, err := tx.ExecContext(ctx, `UPDATE audit_log SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`,
+			e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
+			return 0, fmt.Errorf("chain audit entry %d: %w", e.ID, mapErr(err))
+		}
+		prev = e.Hash
+	}
+	if err := moveHead(ctx, tx, seq, prev); err != nil {
+		return 0, fmt.Errorf("chain audit log: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
+	}
+	return len(old), nil
+}
+
+const auditColumns = `id, seq, at, actor, action, sandbox, target, before_hash, after_hash, detail, prev_hash, hash`
+
+func scanAudit(r interface{ Scan(...any) error }) (store.AuditEntry, error) {
+	var e store.AuditEntry
+	var seq sql.NullInt64
+	var at int64
+	var detail string
+	if err := r.Scan(&e.ID, &seq, &at, &e.Actor, &e.Action, &e.Sandbox, &e.Target, &e.BeforeHash, &e.AfterHash,
+		&detail, &e.PrevHash, &e.Hash); err != nil {
+		return e, err
+	}
+	e.Seq = seq.Int64
+	e.Time = fromNanos(at)
+	var err error
+	e.Detail, err = strmap.Decode([]byte(detail))
+	return e, err
+}
+
+// ListAudit returns audit entries, newest first.
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1 // no limit
+	}
+	out, err := collect(ctx, s.r, scanAudit, `
+		SELECT `+auditColumns+`
+		FROM audit_log
+		WHERE ?1 = '' OR sandbox = ?1
+		ORDER BY id DESC
+		LIMIT ?2`, f.Sandbox, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	return out, nil
+}
+
+// AuditChain returns up to limit entries after afterSeq, oldest first.
+func (s *Store) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]store.AuditEntry, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	out, err := collect(ctx, s.r, scanAudit, `
+		SELECT `+auditColumns+`
+		FROM audit_log
+		WHERE seq > ?
+		ORDER BY seq
+		LIMIT ?`, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit chain after %d: %w", afterSeq, err)
+	}
+	return out, nil
+}
+
+// AuditHead returns the newest entry's seq and hash.
+func (s *Store) AuditHead(ctx context.Context) (int64, string, error) {
+	var seq int64
+	var hash string
+	if err := s.r.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); err != nil {
+		return 0, "", fmt.Errorf("audit head: %w", mapErr(err))
+	}
+	return seq, hash, nil
+}
