@@ -51,6 +51,19 @@ func Up(ctx context.Context, db *sql.DB, engine string) error {
 	return nil
 }
 
+// UpTo applies the pending migrations of engine up to and including
+// version, leaving later ones pending (tests of an upgrade start there).
+func UpTo(ctx context.Context, db *sql.DB, engine string, version int64) error {
+	p, err := provider(db, engine)
+	if err != nil {
+		return err
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate %s up to %d: %w", engine, version, err)
+	}
+	return nil
+}
+
 // Down rolls back every applied migration of engine, leaving an empty schema
 // (apart from goose's version table). It destroys all data.
 func Down(ctx context.Context, db *sql.DB, engine string) error {

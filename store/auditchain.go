@@ -147,6 +147,7 @@ func VerifyAuditLog(ctx context.Context, r AuditChainReader, pageSize int) (Audi
 	var (
 		seq  int64
 		hash string
+		last AuditEntry
 	)
 	for seq < headSeq {
 		page, err := r.AuditChain(ctx, seq, min(pageSize, int(headSeq-seq)))
@@ -161,9 +162,12 @@ func VerifyAuditLog(ctx context.Context, r AuditChainReader, pageSize int) (Audi
 		if len(page) == 0 { // the chain ends before the head
 			return AuditVerification{Entries: seq, HeadHash: hash, Break: &ChainError{Seq: seq + 1, Problem: ChainGap}}, nil
 		}
+		last = page[len(page)-1]
 	}
-	if seq != headSeq || hash != headHash {
-		return AuditVerification{Entries: seq, HeadHash: hash, Break: &ChainError{Seq: headSeq, Problem: ChainHeadMismatch}}, nil
+	if seq > 0 && hash != headHash {
+		// The last entry is consistent with the ones before it but not
+		// the one the store recorded: it is the first one not to match.
+		return AuditVerification{Entries: seq - 1, HeadHash: last.PrevHash, Break: &ChainError{Seq: seq, Problem: ChainHeadMismatch}}, nil
 	}
 	return AuditVerification{Entries: seq, HeadHash: hash}, nil
 }
