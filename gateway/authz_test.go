@@ -75,6 +75,9 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.AdvisorService/ListDenials":      {asOwn, asOther},
 	// Proving documents the caller sends reads and stores nothing.
 	"/portcullis.v1.ProverService/Prove": {asAdmin, asOperator, asOwn, asOther},
+	// The audit log is for the humans who run the gateway.
+	"/portcullis.v1.AuditService/ListAudit":   {asAdmin, asOperator},
+	"/portcullis.v1.AuditService/VerifyAudit": {asAdmin, asOperator},
 }
 
 // TestAuthorizationMatrix calls every RPC of every service as every kind
@@ -118,6 +121,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		portcullisv1.File_portcullis_v1_distribution_proto,
 		portcullisv1.File_portcullis_v1_advisor_proto,
 		portcullisv1.File_portcullis_v1_proxy_proto,
+		portcullisv1.File_portcullis_v1_audit_proto,
 	}
 	seen := map[string]bool{}
 	for _, fd := range files {

@@ -50,6 +50,12 @@ func validateNames(msg any) error {
 			return nil
 		}
 		return checkName("sandbox", m.GetSandbox())
+	case *portcullisv1.ListAuditRequest:
+		// An empty sandbox lists every entry.
+		if m.GetSandbox() == "" {
+			return nil
+		}
+		return checkName("sandbox", m.GetSandbox())
 	case interface{ GetSandbox() string }:
 		return checkName("sandbox", m.GetSandbox())
 	case interface{ GetName() string }: // SandboxService requests name a sandbox

@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+const (
+	// auditVerifyPage is how many entries VerifyAudit reads at a time.
+	auditVerifyPage = 1000
+	// auditHeadInterval is how often the gateway looks for a moved audit
+	// head to log (a change through any replica moves it).
+	auditHeadInterval = time.Second
+)
+
+// auditService serves the audit log (admins and operators).
+type auditService struct{ *Server }
+
+// ListAudit returns the newest entries, optionally of one sandbox (deleted
+// sandboxes included: the log outlives them).
+func (s auditService) ListAudit(ctx context.Context, req *portcullisv1.ListAuditRequest) (*portcullisv1.ListAuditResponse, error) {
+	limit := int(req.GetLimit())
+	switch {
+	case limit == 0:
+		limit = defaultListLimit
+	case limit > maxListLimit:
+		return nil, invalidField("limit", "must be at most %d", maxListLimit)
+	}
+	list, err := s.store.ListAudit(ctx, store.AuditFilter{Sandbox: req.GetSandbox(), Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	res := &portcullisv1.ListAuditResponse{Entries: make([]*portcullisv1.AuditEntry, 0, len(list))}
+	for _, e := range list {
+		res.Entries = append(res.Entries, auditToProto(e))
+	}
+	return res, nil
+}
+
+// VerifyAudit recomputes the chain up to the current head. A broken chain
+// is an answer (ok false), not an error; it is also logged, for the humans
+// who watch the logs rather than run the command.
+func (s auditService) VerifyAudit(ctx context.Context, _ *portcullisv1.VerifyAuditRequest) (*portcullisv1.VerifyAuditResponse, error) {
+	v, err := store.VerifyAuditLog(ctx, s.store, auditVerifyPage)
+	if err != nil {
+		return nil, err
+	}
+	res := &portcullisv1.VerifyAuditResponse{Ok: v.Break == nil, Entries: v.Entries, HeadHash: v.HeadHash}
+	if v.Break != nil {
+		res.FirstBadSeq, res.Problem = v.Break.Seq, v.Break.Problem
+		s.log.ErrorContext(ctx, "audit chain broken", "seq", v.Break.Seq, "problem", v.Break.Problem,
+			"verified_entries", v.Entries, "actor", mustPrincipal(ctx).Actor())
+	}
+	return res, nil
+}
+
+func auditToProto(e store.AuditEntry) *portcullisv1.AuditEntry {
+	return &portcullisv1.AuditEntry{
+		Seq:        e.Seq,
+		Time:       timestamppb.New(e.Time),
+		Actor:      e.Actor,
+		Action:     e.Action,
+		Sandbox:    e.Sandbox,
+		Target:     e.Target,
+		BeforeHash: e.BeforeHash,
+		AfterHash:  e.AfterHash,
+		Detail:     e.Detail,
+		PrevHash:   e.PrevHash,
+		Hash:       e.Hash,
+	}
+}
+
+// logAuditHead writes the audit chain's head to the log when the gateway
+// starts and whenever it moved since, checking every interval until ctx
+// ends: an outside copy of the log then holds every head, against which
+// the chain can be checked (an edit that re-hashes the chain to its end
+// still changes the head). Polling the store, not hooking this replica's
+// writes, sees changes made through every replica.
+func (s *Server) logAuditHead(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var (
+		lastSeq  int64 = -1
+		lastHash string
+		failing  bool
+	)
+	for {
+		seq, hash, err := s.store.AuditHead(ctx)
+		switch {
+		case err != nil:
+			if !failing && ctx.Err() == nil {
+				s.log.Warn("could not read the audit head; will retry", "err", err)
+			}
+			failing = true
+		case seq != lastSeq || hash != lastHash:
+			s.log.Info("audit head", "seq", seq, "hash", hash)
+			lastSeq, lastHash, failing = seq, hash, false
+		default:
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
