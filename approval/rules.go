@@ -157,6 +157,9 @@ func Compile(module string) (*Rules, error) {
 	}
 	for _, s := range samples {
 		if d := r.Decide(context.Background(), s.in); d.Fallback {
+			for i, n := range d.Notes {
+				d.Notes[i] = strings.TrimPrefix(n, humanNeeded)
+			}
 			return nil, fmt.Errorf("%w: sample %q: %s", ErrInvalidModule, s.name, strings.Join(d.Notes, "; "))
 		}
 	}
@@ -227,30 +230,40 @@ func checkTypes(env *ast.TypeEnv) error {
 		{outAuto, types.B, "a boolean"},
 		{outDeny, types.NewSet(types.S), "a set of strings"},
 	} {
-		t := env.GetByRef(o.ref)
-		if t == nil || types.Compare(t, types.A) == 0 {
-			continue
-		}
-		if !types.Contains(t, o.want) && !types.Contains(o.want, t) && !overlaps(t, o.want) {
-			return fmt.Errorf("%s is %v, want %s", o.ref[2:], t, o.what)
+		if t := env.GetByRef(o.ref); t != nil && !compatible(t, o.want) {
+			return fmt.Errorf("%s is %v, want %s", o.ref[3:], t, o.what)
 		}
 	}
 	return nil
 }
 
-// overlaps reports whether a union type t has a member compatible with want.
-func overlaps(t, want types.Type) bool {
-	any, ok := t.(types.Any)
-	if !ok {
-		return false
+// compatible reports whether a value of type t may be of type want: a
+// union is compatible when one of its members is (any: always), a set
+// when its elements are.
+func compatible(t, want types.Type) bool {
+	if n, ok := t.(*types.NamedType); ok {
+		t = n.Type
 	}
-	for _, m := range any {
-		if types.Contains(m, want) || types.Contains(want, m) {
+	switch t := t.(type) {
+	case types.Any:
+		if len(t) == 0 {
 			return true
 		}
+		for _, m := range t {
+			if compatible(m, want) {
+				return true
+			}
+		}
+		return false
+	case *types.Set:
+		w, ok := want.(*types.Set)
+		return ok && compatible(t.Of(), w.Of())
 	}
-	return false
+	return types.Compare(t, want) == 0
 }
+
+// humanNeeded starts the note of a fallback.
+const humanNeeded = "a human must approve: "
 
 // Decide evaluates the rules on in and applies the invariants of the
 // package doc. It never fails: a failing rule is a Fallback decision.
@@ -259,7 +272,7 @@ func (r *Rules) Decide(ctx context.Context, in Input) Decision {
 	var d Decision
 	fallback := func(format string, args ...any) {
 		d.Fallback = true
-		d.Notes = append(d.Notes, "a human must approve: "+fmt.Sprintf(format, args...))
+		d.Notes = append(d.Notes, humanNeeded+fmt.Sprintf(format, args...))
 	}
 	required, auto, deny, err := r.eval(ctx, in)
 	if err != nil {
@@ -314,6 +327,9 @@ func (r *Rules) Decide(ctx context.Context, in Input) Decision {
 
 // eval runs the prepared query and returns the collected outputs.
 func (r *Rules) eval(ctx context.Context, in Input) (required, auto, deny []any, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("not evaluated: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, EvalTimeout)
 	defer cancel()
 	v, err := ast.InterfaceToValue(in.value())
