@@ -157,7 +157,6 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	portcullisv1connect.RegisterDecisionServiceHandler(rpc, decisionService{s})
 	portcullisv1connect.RegisterAdvisorServiceHandler(rpc, advisorService{s})
 	portcullisv1connect.RegisterProverServiceHandler(rpc, proverService{s})
-	portcullisv1connect.RegisterAuditServiceHandler(rpc, auditService{s})
 	registerHealth(rpc, st, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
@@ -176,6 +175,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	// "/" without a method: a method-specific catch-all would conflict with
 	// the per-service routes Mount installs.
 	mux.Handle("/", getOnly(consoleHeaders(web.Handler())))
+	mux.Handle(SessionPath, consoleHeaders(s.consoleSession()))
 	s.handler = mux
 	return s, nil
 }
@@ -212,7 +212,9 @@ func getOnly(next http.Handler) http.Handler {
 func consoleHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		// No inline script or style, ever: scripts, styles and fetches
+		// come from the gateway itself, and nothing else is loaded.
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
@@ -410,7 +412,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // writer, the push hub's version check and, on a store shared by replicas,
 // the commit listener.
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Go(func() { s.logAuditHead(ctx, auditHeadInterval) })
 	wg.Go(func() {
 		s.proxies.run(ctx, func(err error) { s.log.Warn("could not store proxy statuses; will retry", "err", err) })
 	})

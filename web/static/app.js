@@ -1,24 +1,648 @@
-// The console calls the gateway's Connect JSON API with fetch; the CSP
-// forbids inline scripts, so the code lives here.
-document.getElementById("login").addEventListener("submit", async (ev) => {
-  ev.preventDefault();
-  const status = document.getElementById("status");
-  const res = await fetch("/portcullis.v1.SandboxService/ListSandboxes", {
-    method: "POST",
-    headers: { "Content-Type": "application/json", "Authorization": "Bearer " + document.getElementById("token").value },
-    body: "{}",
-  });
-  const body = await res.json();
-  if (!res.ok) { status.textContent = body.message || res.statusText; return; }
-  const tbody = document.querySelector("#sandboxes tbody");
-  tbody.replaceChildren();
-  for (const sb of body.sandboxes || []) {
-    const tr = document.createElement("tr");
-    for (const v of [sb.name, sb.currentVersion || "0", (sb.currentHash || "").slice(0, 12)]) {
-      const td = document.createElement("td"); td.textContent = v; tr.appendChild(td);
-    }
-    tbody.appendChild(tr);
+// The Portcullis console: one ES module, no build step. It calls the
+// gateway's Connect APIs with fetch (Connect's JSON protocol), signed in by
+// the HttpOnly session cookie; every call carries the session's CSRF token
+// in the X-Portcullis-CSRF header. Data reaches the page as text nodes
+// only (never innerHTML), and the Content-Security-Policy forbids inline
+// script and style.
+
+const state = {
+  session: null, // {name, role, csrf}
+  seq: 0, // the current render; an older one that finishes late is dropped
+};
+
+// ---------------------------------------------------------------- API
+
+class APIError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
   }
-  document.getElementById("sandboxes").hidden = false;
-  status.textContent = (body.sandboxes || []).length + " sandbox(es)";
-});
+}
+
+async function rpc(service, method, body = {}) {
+  let res;
+  try {
+    res = await fetch(`/portcullis.v1.${service}/${method}`, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": "application/json",
+        "X-Portcullis-CSRF": state.session ? state.session.csrf : "",
+      },
+      body: JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new APIError("unavailable", "the gateway cannot be reached");
+  }
+  const text = await res.text();
+  let data = {};
+  try {
+    data = text ? JSON.parse(text) : {};
+  } catch {
+    data = {};
+  }
+  if (!res.ok) {
+    if (res.status === 404 && !data.code) {
+      throw new APIError("unimplemented", `this gateway does not serve ${service}.${method}`);
+    }
+    const err = new APIError(data.code || "unknown", data.message || res.statusText);
+    if (err.code === "unauthenticated") {
+      signedOut("Your session has ended: sign in again.");
+    }
+    throw err;
+  }
+  return data;
+}
+
+async function sessionRequest(method, body) {
+  const init = { method, credentials: "same-origin", headers: {} };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch("/console/session", init);
+  const text = await res.text();
+  let data = {};
+  try {
+    data = text ? JSON.parse(text) : {};
+  } catch {
+    data = {};
+  }
+  return { ok: res.ok, status: res.status, data };
+}
+
+// ---------------------------------------------------------------- DOM
+
+// h builds an element. Children that are not nodes become text nodes.
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+const $ = (id) => document.getElementById(id);
+
+function link(href, ...children) {
+  return h("a", { href }, ...children);
+}
+
+function sandboxLink(name) {
+  return link(`#/sandbox/${encodeURIComponent(name)}`, name);
+}
+
+function proposalLink(id, text) {
+  return link(`#/proposal/${encodeURIComponent(id)}`, text ?? `#${id}`);
+}
+
+function short(hash) {
+  return hash ? h("span", { class: "mono", title: hash }, hash.slice(0, 12)) : "—";
+}
+
+function when(ts) {
+  if (!ts) return "—";
+  const d = new Date(ts);
+  return h("time", { datetime: ts, title: d.toLocaleString() }, ago(d));
+}
+
+function ago(d) {
+  const s = Math.round((Date.now() - d.getTime()) / 1000);
+  const future = s < 0;
+  const a = Math.abs(s);
+  let text;
+  if (a < 45) text = "seconds";
+  else if (a < 90 * 60) text = `${Math.round(a / 60)} min`;
+  else if (a < 36 * 3600) text = `${Math.round(a / 3600)} h`;
+  else text = `${Math.round(a / 86400)} days`;
+  return future ? `in ${text}` : `${text} ago`;
+}
+
+function notice(kind, ...text) {
+  return h("div", { class: `notice ${kind}`, role: kind === "bad" ? "alert" : "status" }, ...text);
+}
+
+function errorNotice(err) {
+  const msg = err instanceof APIError ? `${err.message} (${err.code.replaceAll("_", " ")})` : String(err);
+  return notice("bad", msg);
+}
+
+function table(headers, rows, empty) {
+  if (rows.length === 0) return h("p", { class: "muted" }, empty);
+  return h("div", { class: "table-wrap" },
+    h("table", null,
+      h("thead", null, h("tr", null, headers.map((x) => h("th", null, x)))),
+      h("tbody", null, rows)));
+}
+
+function facts(pairs) {
+  return h("dl", { class: "facts" },
+    pairs.filter(([, v]) => v !== null && v !== undefined && v !== "").flatMap(([k, v]) => [h("dt", null, k), h("dd", null, v)]));
+}
+
+function statusBadge(status) {
+  return h("span", { class: `badge ${status}` }, status);
+}
+
+// ---------------------------------------------------------------- findings
+
+const findingKinds = {
+  new_reach: ["New destination", "medium"],
+  new_path: ["New path", "medium"],
+  new_http_method: ["New HTTP method", "medium"],
+  new_mcp_method: ["New MCP method", "medium"],
+  new_mcp_tool: ["New MCP tool", "medium"],
+  new_credentialed_reach: ["Reaches injected credentials", "high"],
+  private_network: ["Private network", "high"],
+  wildcard_widening: ["Wildcard widening", "high"],
+  exceeds_boundary: ["Exceeds the sandbox boundary", "high"],
+  arguments_widened: ["Tool arguments widened", "medium"],
+  enforcement_weakened: ["Enforcement weakened", "high"],
+  cloud_metadata: ["Cloud metadata endpoint", "high"],
+};
+
+function findingLabel(kind) {
+  return (findingKinds[kind] || [kind.replaceAll("_", " ")])[0];
+}
+
+function findingSeverity(f) {
+  return f.credentialed ? "high" : (findingKinds[f.kind] || [, "medium"])[1];
+}
+
+// findingChips summarises findings by kind, for the queue.
+function findingChips(findings) {
+  if (!findings || findings.length === 0) return h("span", { class: "chip none" }, "no findings");
+  const byKind = new Map();
+  for (const f of findings) {
+    const e = byKind.get(f.kind) || { n: 0, sev: "medium" };
+    e.n++;
+    if (findingSeverity(f) === "high") e.sev = "high";
+    byKind.set(f.kind, e);
+  }
+  return h("div", { class: "chips" },
+    [...byKind].map(([kind, e]) => h("span", { class: `chip ${e.sev} finding-chip`, title: kind },
+      findingLabel(kind) + (e.n > 1 ? ` ×${e.n}` : ""))));
+}
+
+// requestLine renders a counterexample as one line, the way a log would.
+function requestLine(r) {
+  const parts = [];
+  if (r.binary) parts.push(r.binary, "→");
+  let target = r.host || r.addr || "?";
+  if (r.port) target += `:${r.port}`;
+  if (r.path) target += r.path;
+  if (r.query) target += `?${r.query}`;
+  if (r.httpMethod) parts.push(r.httpMethod);
+  parts.push(target);
+  if (r.mcpMethod) parts.push(r.mcpMethod + (r.tool ? ` ${r.tool}` : ""));
+  if (r.arguments) parts.push(r.arguments);
+  return parts.join(" ");
+}
+
+function findingCard(f) {
+  const sev = findingSeverity(f);
+  const where = [f.entry, f.endpoint, f.rule].filter(Boolean).join(" › ");
+  const ce = f.counterexample;
+  return h("div", { class: `finding ${sev}` },
+    h("div", { class: "row" },
+      h("h3", { class: "finding-kind" }, findingLabel(f.kind)),
+      h("code", null, f.kind),
+      f.credentialed ? h("span", { class: "badge bad" }, "credentialed") : null),
+    where ? h("div", { class: "where" }, where) : null,
+    f.detail ? h("p", { class: "detail" }, f.detail) : null,
+    ce ? h("div", { class: "counterexample" },
+      h("div", { class: "muted" }, f.kind === "exceeds_boundary"
+        ? "A request the proposal allows and the boundary does not:"
+        : "A request the proposal allows that the current policy denies:"),
+      h("div", { class: "request" }, requestLine(ce)),
+      facts([
+        ["binary", ce.binary], ["host", ce.host], ["address", ce.addr], ["port", ce.port],
+        ["HTTP method", ce.httpMethod], ["path", ce.path], ["query", ce.query],
+        ["MCP method", ce.mcpMethod], ["tool", ce.tool], ["arguments", ce.arguments],
+        ["MCP version", ce.mcpProtocolVersion],
+      ])) : null);
+}
+
+// ---------------------------------------------------------------- diff
+
+function diffLines(cls, sign, text) {
+  return String(text).split("\n").map((l) => h("pre", { class: `line ${cls}` }, `${sign} ${l}`));
+}
+
+// diffView renders PolicyChanges: added lines green, removed red.
+function diffView(changes) {
+  if (!changes || changes.length === 0) return h("p", { class: "muted" }, "No changes.");
+  return h("div", { class: "diff" }, changes.map((c) => {
+    const lines = [];
+    if (c.kind === "removed" || c.kind === "changed") lines.push(diffLines("del", "-", c.before || c.path));
+    if (c.kind === "added" || c.kind === "changed") lines.push(diffLines("add", "+", c.after || c.path));
+    return h("div", { class: `hunk ${c.kind}` },
+      h("div", { class: "hunk-head" }, h("span", { class: "mono" }, c.path || "(document)"),
+        c.summary ? ` — ${c.summary}` : ""),
+      lines);
+  }));
+}
+
+function policyDoc(policy) {
+  return h("pre", { class: "doc" }, JSON.stringify(policy ?? {}, null, 2));
+}
+
+// ---------------------------------------------------------------- views
+
+async function queueView(params) {
+  const status = params.get("status") ?? "pending";
+  const res = await rpc("ApprovalService", "ListProposals", { status: status === "all" ? "" : status });
+  const proposals = res.proposals || [];
+  const select = h("select", { id: "status-filter", "aria-label": "status" },
+    ["pending", "all", "approved", "applied", "rejected", "expired", "superseded", "withdrawn"].map((s) =>
+      h("option", { value: s, selected: s === status }, s)));
+  select.addEventListener("change", () => { location.hash = `#/queue?status=${select.value}`; });
+  const rows = proposals.map((p) => {
+    const tr = h("tr", { class: "clickable", "data-id": p.id },
+      h("td", { class: "num" }, proposalLink(p.id)),
+      h("td", null, sandboxLink(p.sandbox)),
+      h("td", { class: "rationale" }, h("div", { class: "truncate" }, p.rationale || "—")),
+      h("td", null, findingChips(p.findings)),
+      h("td", { class: "num" }, `${(p.approvals || []).length} / ${p.approvalsRequired ?? "?"}`),
+      h("td", null, statusBadge(p.status)),
+      h("td", { class: "num" }, when(p.createdAt)));
+    tr.addEventListener("click", (ev) => {
+      if (ev.target.closest("a")) return;
+      location.hash = `#/proposal/${p.id}`;
+    });
+    return tr;
+  });
+  const pending = status === "pending";
+  return h("div", { id: "queue" },
+    h("div", { class: "page-head" },
+      h("h1", null, pending ? "Approval queue" : "Proposals"),
+      h("span", { class: "muted" }, `${proposals.length} ${pending ? "pending" : "shown"}, newest first`),
+      h("span", { class: "spacer" }),
+      h("label", { for: "status-filter", class: "muted" }, "Status"), select),
+    table(["#", "Sandbox", "Rationale", "Findings", "Approvals", "Status", "Submitted"], rows,
+      pending ? "Nothing is waiting for a decision. Proposals appear here when an agent asks for access through its proxy (policy.local)."
+        : "No proposals match."));
+}
+
+async function proposalView(id) {
+  const p = await rpc("ApprovalService", "GetProposal", { id });
+  document.title = `Proposal #${p.id} · Portcullis`;
+  const approvals = p.approvals || [];
+  const required = p.approvalsRequired || 0;
+  const findings = p.findings || [];
+  const pending = p.status === "pending";
+  const tenths = required ? Math.min(10, Math.round((approvals.length / required) * 10)) : 0;
+
+  const left = h("div", null,
+    h("section", { class: "card" },
+      h("h2", { class: "first" }, "Rationale"),
+      h("p", { class: "rationale-text", id: "rationale" }, p.rationale || "(none given)"),
+      h("h2", null, "Details"),
+      facts([
+        ["Sandbox", sandboxLink(p.sandbox)],
+        ["Proposer", p.proposer],
+        ["Base version", p.baseVersion ? h("span", null, `v${p.baseVersion} `, short(p.baseHash)) : "—"],
+        ["Resulting hash", short(p.resultingHash)],
+        ["Submitted", when(p.createdAt)],
+        ["Expires", pending ? when(p.expiresAt) : null],
+        ["From denial", p.denialId ? h("code", null, p.denialId) : null],
+        ["Grant ends", p.grantExpiresAt ? when(p.grantExpiresAt) : null],
+        ["Decided", p.decidedAt ? h("span", null, when(p.decidedAt), p.decidedBy ? ` by ${p.decidedBy}` : "") : null],
+        ["Applied as", p.appliedVersion ? `v${p.appliedVersion}` : null],
+        ["Superseded by", p.supersededBy ? proposalLink(p.supersededBy) : null],
+        ["Status reason", p.statusReason],
+      ])),
+    h("section", null,
+      h("h2", null, `Policy diff against v${p.baseVersion || "?"}`),
+      h("div", { id: "proposal-diff" }, diffView(p.changes)),
+      p.resultingPolicy ? h("details", null, h("summary", null, "The resulting policy"), policyDoc(p.resultingPolicy)) : null),
+    h("section", { id: "findings" },
+      h("h2", null, `Prover findings (${findings.length})`),
+      findings.length === 0
+        ? h("p", { class: "muted" }, "The prover found nothing this change adds that needs a closer look.")
+        : findings.map(findingCard)));
+
+  const decisionResult = h("div", { id: "decision-result" });
+  const reason = h("textarea", { id: "reason", placeholder: "Why you approve or reject it (recorded in the audit log)" });
+  const grant = h("select", { id: "grant" },
+    h("option", { value: "" }, "never"),
+    h("option", { value: "3600" }, "in 1 hour"),
+    h("option", { value: "86400" }, "in 1 day"),
+    h("option", { value: "604800" }, "in 7 days"),
+    h("option", { value: "2592000" }, "in 30 days"));
+  const approve = h("button", { id: "approve", type: "button", class: "approve" }, "Approve");
+  const reject = h("button", { id: "reject", type: "button", class: "reject" }, "Reject");
+  const decide = async (method) => {
+    const text = reason.value.trim();
+    if (!text) {
+      decisionResult.replaceChildren(notice("bad", "A reason is required."));
+      reason.focus();
+      return;
+    }
+    approve.disabled = reject.disabled = true;
+    const body = { id: p.id, reason: text };
+    if (method === "ApproveProposal") {
+      body.resultingHash = p.resultingHash; // the version shown on this page
+      if (grant.value) body.grantExpiresAt = new Date(Date.now() + Number(grant.value) * 1000).toISOString();
+    }
+    try {
+      const q = await rpc("ApprovalService", method, body);
+      await render(); // show the proposal as it is now
+      let msg;
+      if (method === "RejectProposal") msg = `Rejected proposal #${q.id}.`;
+      else if (q.appliedVersion) msg = `Approved: applied as version ${q.appliedVersion} of ${q.sandbox}.`;
+      else msg = `Approval recorded: ${(q.approvals || []).length} of ${q.approvalsRequired} needed.`;
+      const out = $("decision-result");
+      if (out) out.replaceChildren(notice("ok", msg));
+    } catch (err) {
+      approve.disabled = reject.disabled = false;
+      if (err.code === "aborted") {
+        decisionResult.replaceChildren(notice("warn", "The proposal changed since this page showed it (re-based onto a newer version). ",
+          h("a", { href: location.hash, onclick: (ev) => { ev.preventDefault(); render(); } }, "Review it again"), "."));
+      } else {
+        decisionResult.replaceChildren(errorNotice(err));
+      }
+    }
+  };
+  approve.addEventListener("click", () => decide("ApproveProposal"));
+  reject.addEventListener("click", () => decide("RejectProposal"));
+
+  const right = h("div", null,
+    h("section", { class: "card", id: "approvals" },
+      h("h2", { class: "first" }, "Approvals"),
+      h("div", { id: "approvals-count" }, `${approvals.length} of ${required || "?"} approvals`),
+      h("div", { class: "progress" }, h("div", { class: tenths ? `w${tenths}` : "" })),
+      approvals.length ? h("ul", { class: "plain" }, approvals.map((a) =>
+        h("li", null, h("strong", null, a.approver), " ", when(a.time), h("div", null, a.reason)))) : null,
+      (p.approvalNotes || []).length ? h("ul", { class: "muted" }, p.approvalNotes.map((n) => h("li", null, n))) : null),
+    pending ? h("section", { class: "card decision" },
+      h("h2", { class: "first" }, "Decision"),
+      p.rebaseError ? notice("warn", `It no longer applies to the current version: ${p.rebaseError}`) : null,
+      h("label", { for: "reason" }, "Reason"), reason,
+      h("label", { for: "grant" }, "The grant ends"), grant,
+      h("div", { class: "row" }, approve, reject),
+      decisionResult) : h("div", { id: "decision-result" }));
+
+  return h("div", { id: "proposal" },
+    h("div", { class: "crumb" }, link("#/queue", "← Queue")),
+    h("div", { class: "page-head" },
+      h("h1", { id: "proposal-title" }, `Proposal #${p.id}`),
+      statusBadge(p.status),
+      h("span", { class: "muted" }, "for "), sandboxLink(p.sandbox)),
+    h("div", { class: "columns" }, left, right));
+}
+
+async function sandboxesView() {
+  const res = await rpc("SandboxService", "ListSandboxes", {});
+  const rows = (res.sandboxes || []).map((s) => h("tr", null,
+    h("td", null, sandboxLink(s.name)),
+    h("td", { class: "num" }, s.currentVersion ? `v${s.currentVersion}` : "—"),
+    h("td", null, short(s.currentHash)),
+    h("td", null, s.frozen ? h("span", { class: "badge bad" }, "frozen") : h("span", { class: "badge ok" }, "active")),
+    h("td", null, (s.credentialedHosts || []).join(", ") || "—"),
+    h("td", null, when(s.createdAt))));
+  return h("div", { id: "sandboxes" },
+    h("div", { class: "page-head" }, h("h1", null, "Sandboxes")),
+    table(["Name", "Version", "Hash", "State", "Credentialed hosts", "Created"], rows,
+      "No sandboxes yet: an admin creates one with `portcullis sandbox create NAME -f policy.yaml`."));
+}
+
+async function sandboxView(name) {
+  document.title = `${name} · Portcullis`;
+  const [sb, current, history, proxies] = await Promise.all([
+    rpc("SandboxService", "GetSandbox", { name }),
+    rpc("PolicyService", "GetPolicy", { sandbox: name }).catch((err) => (err.code === "not_found" ? null : Promise.reject(err))),
+    rpc("PolicyService", "ListPolicyVersions", { sandbox: name }),
+    rpc("ProxyService", "ListProxies", { sandbox: name }),
+  ]);
+  const versions = (history.versions || []).slice().sort((a, b) => b.version - a.version);
+  const currentVersion = current ? current.version : 0;
+
+  // Diff between any two versions.
+  const diffOut = h("div", { id: "history-diff" });
+  const options = (sel) => versions.map((v) => h("option", { value: v.version, selected: v.version === sel }, `v${v.version}`));
+  const from = h("select", { id: "diff-from", "aria-label": "from version" }, options(Math.max(1, currentVersion - 1)));
+  const to = h("select", { id: "diff-to", "aria-label": "to version" }, options(currentVersion));
+  const compare = h("button", { id: "diff-button", type: "button" }, "Show diff");
+  compare.addEventListener("click", async () => {
+    diffOut.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    try {
+      const d = await rpc("PolicyService", "DiffPolicy", { sandbox: name, fromVersion: Number(from.value), toVersion: Number(to.value) });
+      diffOut.replaceChildren(h("p", { class: "muted" }, `v${d.fromVersion} → v${d.toVersion}`), diffView(d.changes));
+    } catch (err) {
+      diffOut.replaceChildren(errorNotice(err));
+    }
+  });
+
+  const rollbackOut = h("div", { id: "rollback-result" });
+  const rollbackCell = (v) => {
+    if (v.version === currentVersion) return h("span", { class: "badge ok" }, "current");
+    const cell = h("span");
+    const start = h("button", { type: "button", class: "small", "data-rollback": v.version }, "Roll back to this");
+    start.addEventListener("click", () => {
+      const confirm = h("button", { type: "button", class: "small danger", "data-confirm-rollback": v.version }, `Make v${v.version}'s content current`);
+      const cancel = h("button", { type: "button", class: "small" }, "Cancel");
+      cancel.addEventListener("click", () => cell.replaceChildren(start));
+      confirm.addEventListener("click", async () => {
+        confirm.disabled = true;
+        try {
+          const nv = await rpc("PolicyService", "RollbackPolicy", { sandbox: name, toVersion: v.version, expectedVersion: currentVersion });
+          await render();
+          const out = $("rollback-result");
+          if (out) out.replaceChildren(notice("ok", `Rolled back: version ${nv.version} has v${v.version}'s content.`));
+        } catch (err) {
+          cell.replaceChildren(start);
+          rollbackOut.replaceChildren(errorNotice(err));
+        }
+      });
+      cell.replaceChildren(h("span", { class: "row" }, confirm, cancel));
+    });
+    cell.append(start);
+    return cell;
+  };
+  const historyRows = versions.map((v) => h("tr", null,
+    h("td", { class: "num" }, `v${v.version}`),
+    h("td", null, when(v.createdAt)),
+    h("td", null, v.author || "—"),
+    h("td", null, v.source || "—", v.provenance && v.provenance.proposal ? h("span", null, " ", proposalLink(v.provenance.proposal)) : null),
+    h("td", null, short(v.hash)),
+    h("td", null, rollbackCell(v))));
+
+  const proxyRows = (proxies.proxies || []).map((x) => {
+    const behind = x.appliedVersion && x.currentVersion && x.appliedVersion < x.currentVersion;
+    return h("tr", null,
+      h("td", null, h("span", { class: x.connected ? "dot on" : "dot" }), h("span", { class: "mono" }, x.proxyId)),
+      h("td", null, x.connected ? "connected" : h("span", null, "disconnected, last seen ", when(x.lastSeenAt))),
+      h("td", { class: "num" }, x.appliedVersion ? `v${x.appliedVersion}` : "none",
+        behind ? h("span", null, " ", h("span", { class: "badge warn" }, `behind v${x.currentVersion}`)) : null),
+      h("td", null, x.lastAckAt ? h("span", null, h("span", { class: "badge ok" }, "ACK"), " ", when(x.lastAckAt)) : "—"),
+      h("td", null, x.lastNackVersion ? h("span", null, h("span", { class: "badge bad" }, `NACK v${x.lastNackVersion}`), " ",
+        h("span", { class: "error" }, x.lastNackError || ""), " ", when(x.lastNackAt)) : "—"),
+      h("td", { class: "num" }, x.lagMs !== undefined ? `${x.lagMs} ms` : "—"),
+      h("td", null, x.replica || "—"));
+  });
+
+  return h("div", { id: "sandbox" },
+    h("div", { class: "crumb" }, link("#/sandboxes", "← Sandboxes")),
+    h("div", { class: "page-head" },
+      h("h1", { id: "sandbox-title" }, name),
+      sb.frozen ? h("span", { class: "badge bad" }, "frozen") : null),
+    sb.frozen ? notice("bad", `Frozen by ${sb.frozenBy || "?"}: ${sb.frozenReason || ""}. Proxies enforce deny-all; proposals are refused.`) : null,
+    h("section", { class: "card", id: "current-policy" },
+      h("h2", { class: "first" }, current ? `Current policy: v${current.version}` : "No policy yet"),
+      current ? facts([
+        ["Hash", short(current.hash)],
+        ["Author", current.author],
+        ["Source", current.source],
+        ["Stored", when(current.createdAt)],
+        ["Credentialed hosts", (sb.credentialedHosts || []).join(", ") || null],
+      ]) : null,
+      current ? h("details", { open: true }, h("summary", null, "Document"), policyDoc(current.policy)) : null),
+    h("h2", null, "Proxies"),
+    h("div", { id: "proxies" }, table(["Proxy", "Connection", "Applied", "Last ACK", "Last NACK", "Lag", "Replica"], proxyRows,
+      "No proxy has connected for this sandbox.")),
+    h("h2", null, "History"),
+    h("div", { class: "row" }, h("span", null, "Compare"), from, h("span", null, "with"), to, compare),
+    diffOut,
+    rollbackOut,
+    h("div", { id: "history" }, table(["Version", "Stored", "Author", "Source", "Hash", ""], historyRows, "No versions.")));
+}
+
+async function auditView(params) {
+  const sandbox = params.get("sandbox") || "";
+  const res = await rpc("AuditService", "ListAudit", { sandbox, limit: 200 });
+  const filter = h("input", { type: "text", id: "audit-sandbox", value: sandbox, placeholder: "all sandboxes", "aria-label": "sandbox" });
+  const form = h("form", { class: "row" }, h("label", { for: "audit-sandbox", class: "muted" }, "Sandbox"), filter, h("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    location.hash = filter.value.trim() ? `#/audit?sandbox=${encodeURIComponent(filter.value.trim())}` : "#/audit";
+  });
+  const verifyOut = h("div", { id: "verify-result" });
+  const verify = h("button", { type: "button", id: "verify" }, "Verify the chain");
+  verify.addEventListener("click", async () => {
+    verify.disabled = true;
+    try {
+      const v = await rpc("AuditService", "VerifyAudit", {});
+      verifyOut.replaceChildren(v.ok
+        ? notice("ok", `The chain holds: ${v.entries || 0} entries, head `, h("span", { class: "mono" }, v.headHash || "—"), ".")
+        : notice("bad", `The chain breaks at entry ${v.firstBadSeq}: ${v.problem}`));
+    } catch (err) {
+      verifyOut.replaceChildren(errorNotice(err));
+    } finally {
+      verify.disabled = false;
+    }
+  });
+  const rows = (res.entries || []).map((e) => h("tr", null,
+    h("td", { class: "num" }, e.seq),
+    h("td", { class: "num" }, when(e.time)),
+    h("td", null, e.actor),
+    h("td", null, h("code", null, e.action)),
+    h("td", null, e.sandbox ? sandboxLink(e.sandbox) : "—"),
+    h("td", null, e.target || "—"),
+    h("td", null, h("div", { class: "chips" }, Object.entries(e.detail || {}).map(([k, v]) => h("span", { class: "chip" }, `${k}: ${v}`)))),
+    h("td", null, short(e.hash))));
+  return h("div", { id: "audit" },
+    h("div", { class: "page-head" }, h("h1", null, "Audit log"), h("span", { class: "muted" }, "newest first"),
+      h("span", { class: "spacer" }), form, verify),
+    verifyOut,
+    table(["#", "Time", "Actor", "Action", "Sandbox", "Target", "Detail", "Hash"], rows, "No entries."));
+}
+
+// ---------------------------------------------------------------- routing
+
+const routes = {
+  queue: (arg, params) => queueView(params),
+  proposal: (arg) => proposalView(arg),
+  sandboxes: () => sandboxesView(),
+  sandbox: (arg) => sandboxView(arg),
+  audit: (arg, params) => auditView(params),
+};
+
+async function render() {
+  if (!state.session) return;
+  const seq = ++state.seq;
+  const hash = location.hash || "#/queue";
+  const [path, query] = hash.slice(1).split("?");
+  const [, view = "queue", ...rest] = path.split("/");
+  const arg = rest.length ? decodeURIComponent(rest.join("/")) : "";
+  const params = new URLSearchParams(query || "");
+  for (const a of document.querySelectorAll("#nav a")) {
+    const nav = a.dataset.nav;
+    a.classList.toggle("active", nav === view || (nav === "queue" && view === "proposal") || (nav === "sandboxes" && view === "sandbox"));
+  }
+  document.title = `${view[0].toUpperCase()}${view.slice(1)} · Portcullis`;
+  const out = $("view");
+  if (!out.firstChild) out.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  let node;
+  try {
+    const fn = routes[view];
+    node = fn ? await fn(arg, params) : notice("bad", "No such page. ", link("#/queue", "Go to the queue"), ".");
+  } catch (err) {
+    node = errorNotice(err);
+  }
+  if (seq !== state.seq || !state.session) return; // a newer render won
+  out.replaceChildren(node);
+}
+
+// ---------------------------------------------------------------- session
+
+function signedIn(session) {
+  state.session = session;
+  $("who-name").textContent = session.name;
+  $("who-role").textContent = session.role;
+  $("signin").hidden = true;
+  $("nav").hidden = $("who").hidden = $("view").hidden = false;
+  $("view").replaceChildren();
+  render();
+}
+
+function signedOut(message) {
+  state.session = null;
+  state.seq++;
+  $("nav").hidden = $("who").hidden = $("view").hidden = true;
+  $("view").replaceChildren();
+  $("signin").hidden = false;
+  $("signin-error").textContent = message || "";
+  document.title = "Sign in · Portcullis";
+  $("token").focus();
+}
+
+async function boot() {
+  $("signin-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const button = $("signin-button");
+    button.disabled = true;
+    $("signin-error").textContent = "";
+    try {
+      const res = await sessionRequest("POST", { token: $("token").value });
+      if (!res.ok) {
+        $("signin-error").textContent = res.data.message || `sign-in failed (HTTP ${res.status})`;
+        return;
+      }
+      $("token").value = "";
+      signedIn(res.data);
+    } catch {
+      $("signin-error").textContent = "The gateway cannot be reached.";
+    } finally {
+      button.disabled = false;
+    }
+  });
+  $("signout").addEventListener("click", async () => {
+    await sessionRequest("DELETE").catch(() => {});
+    signedOut("You are signed out.");
+  });
+  window.addEventListener("hashchange", render);
+
+  const res = await sessionRequest("GET").catch(() => ({ ok: false, data: {} }));
+  if (res.ok) signedIn(res.data);
+  else signedOut("");
+}
+
+boot();

@@ -1,0 +1,438 @@
+package web_test
+
+// Browser tests of the console: a real gateway (gatewaytest, SQLite), a
+// real headless Chromium driven by chromedp.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+)
+
+const ordersPolicy = `
+version: 1
+network_policies:
+  orders:
+    name: orders
+    endpoints:
+      - host: orders.example.com
+        port: 443
+        path: /mcp
+        protocol: mcp
+        rules:
+          - allow: { method: initialize }
+          - allow: { method: tools/call, tool: lookup_order }
+    binaries: [ { path: /usr/bin/python3 } ]
+`
+
+// ordersPolicyV2 adds a REST endpoint to ordersPolicy.
+const ordersPolicyV2 = ordersPolicy + `  status:
+    name: status
+    endpoints:
+      - host: status.example.com
+        port: 443
+        protocol: rest
+        rules:
+          - allow: { method: GET, path: "/v1/health" }
+    binaries: [ { path: /usr/bin/curl } ]
+`
+
+const trackShipment = `
+rationale: support agents must track shipments for open orders
+operations:
+  - add_allow_rules:
+      policy: orders
+      host: orders.example.com
+      port: 443
+      rules:
+        - allow: { method: tools/call, tool: track_shipment }
+`
+
+// clients are the Connect clients a test drives the gateway with.
+type clients struct {
+	sandbox  portcullisv1connect.SandboxServiceClient
+	token    portcullisv1connect.TokenServiceClient
+	policy   portcullisv1connect.PolicyServiceClient
+	advisor  portcullisv1connect.AdvisorServiceClient
+	approval portcullisv1connect.ApprovalServiceClient
+}
+
+func newClients(baseURL, token string) clients {
+	bearer := func(next connect.ClientFunc) connect.ClientFunc {
+		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+			if info, ok := connect.CallInfoForClientContext(ctx); ok {
+				info.RequestHeader().Set("Authorization", "Bearer "+token)
+			}
+			return next(ctx, spec)
+		}
+	}
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer)
+	return clients{
+		sandbox:  portcullisv1connect.NewSandboxServiceClient(c),
+		token:    portcullisv1connect.NewTokenServiceClient(c),
+		policy:   portcullisv1connect.NewPolicyServiceClient(c),
+		advisor:  portcullisv1connect.NewAdvisorServiceClient(c),
+		approval: portcullisv1connect.NewApprovalServiceClient(c),
+	}
+}
+
+// env is a gateway with an operator token ("ops-alice") and a sandbox
+// ("support") on ordersPolicy.
+type env struct {
+	gw       *gatewaytest.Gateway
+	admin    clients
+	operator string
+	sandbox  string // the sandbox's token
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	gw := gatewaytest.Start(t, "sqlite")
+	admin := newClients(gw.URL, gatewaytest.AdminToken)
+	op, err := admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: "ops-alice", Role: "operator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := admin.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "support", Policy: ordersPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{gw: gw, admin: admin, operator: op.GetToken(), sandbox: sb.GetToken()}
+}
+
+// chromium finds the browser: Debian's chromium, or another Chrome.
+func chromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts a headless Chromium for the test. Without one the test
+// skips, except under CI=true where it fails.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromium()
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed, and CI needs it for the console's browser tests: apt-get install -y chromium")
+		}
+		t.Skip("chromium is not installed (apt-get install -y chromium): skipping the console's browser tests")
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	// No timeout here: the browser lives as long as this first call's
+	// context.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return ctx
+}
+
+const stepTimeout = 20 * time.Second
+
+// act runs browser steps with a deadline.
+func act(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(c, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// value runs one browser action that returns a value, with a deadline.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(c, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// textOf waits for selector to be visible and returns its text.
+func textOf(t *testing.T, ctx context.Context, selector string) string {
+	t.Helper()
+	act(t, ctx, "wait for "+selector, chromedp.WaitVisible(chromedp.CSS(selector)))
+	return value(t, ctx, "read "+selector, chromedp.Text(chromedp.CSS(selector)))
+}
+
+// waitText waits until the element with id has non-empty text and returns
+// it.
+func waitText(t *testing.T, ctx context.Context, id string) string {
+	t.Helper()
+	return value(t, ctx, "wait for text in #"+id,
+		chromedp.Poll[string](fmt.Sprintf(`(document.getElementById(%q)?.textContent || "").trim()`, id)))
+}
+
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// signIn opens the console and signs in with token.
+func signIn(t *testing.T, ctx context.Context, baseURL, token string) {
+	t.Helper()
+	act(t, ctx, "sign in",
+		chromedp.Navigate(baseURL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("signin-button")),
+	)
+}
+
+func sessionCookie(t *testing.T, ctx context.Context, baseURL string) *network.Cookie {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	res, err := chromedp.Call(c, network.GetCookies, network.GetCookiesParams{URLs: []string{baseURL + "/"}})
+	if err != nil {
+		t.Fatalf("read cookies: %v", err)
+	}
+	for _, ck := range res.Cookies {
+		if ck.Name == gateway.SessionCookie {
+			return ck
+		}
+	}
+	return nil
+}
+
+// fetchCode runs fetch in the page and returns the Connect error code of
+// the answer, or "ok".
+func fetchCode(t *testing.T, ctx context.Context, procedure string, header string) string {
+	t.Helper()
+	js := fmt.Sprintf(`fetch(%q, {method: "POST", credentials: "same-origin", headers: Object.assign({"Content-Type": "application/json"}, %s), body: "{}"})
+		.then(r => r.ok ? "ok" : r.json().then(b => b.code || String(r.status)))`, procedure, header)
+	return value(t, ctx, "fetch "+procedure, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+}
+
+func TestConsoleSignIn(t *testing.T) {
+	e := start(t)
+	ctx := browser(t)
+	signIn(t, ctx, e.gw.URL, e.operator)
+	if who := textOf(t, ctx, "#who-name"); who != "ops-alice" {
+		t.Errorf("signed in as %q, want ops-alice", who)
+	}
+	if role := textOf(t, ctx, "#who-role"); role != "operator" {
+		t.Errorf("role shown %q, want operator", role)
+	}
+	// The cookie, as the browser stored it: the page's scripts cannot
+	// read it, and no other site's request carries it.
+	c := sessionCookie(t, ctx, e.gw.URL)
+	if c == nil {
+		t.Fatal("no session cookie after sign-in")
+	}
+	if !c.HTTPOnly || c.SameSite != network.CookieSameSiteStrict || c.Path != "/" {
+		t.Errorf("session cookie httpOnly=%v sameSite=%q path=%q: want HttpOnly, Strict, /", c.HTTPOnly, c.SameSite, c.Path)
+	}
+	if got := value(t, ctx, "document.cookie", chromedp.Evaluate[string](`document.cookie`)); strings.Contains(got, gateway.SessionCookie) {
+		t.Errorf("the page's script can read the session cookie: %q", got)
+	}
+
+	// The page's own calls work; the same call with the cookie but
+	// without the CSRF header is refused.
+	if code := fetchCode(t, ctx, "/portcullis.v1.SandboxService/ListSandboxes", `{}`); code != "permission_denied" {
+		t.Errorf("a cookie-only call = %q, want permission_denied", code)
+	}
+	csrf := gateway.CSRFToken(e.operator)
+	if code := fetchCode(t, ctx, "/portcullis.v1.SandboxService/ListSandboxes", fmt.Sprintf(`{%q: %q}`, gateway.CSRFHeader, csrf)); code != "ok" {
+		t.Errorf("a call with the CSRF header = %q, want ok", code)
+	}
+
+	// A reload keeps the session; signing out ends it.
+	act(t, ctx, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("who-name")))
+	act(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin")))
+	if c := sessionCookie(t, ctx, e.gw.URL); c != nil {
+		t.Errorf("the session cookie survived sign-out: %+v", c)
+	}
+}
+
+func TestConsoleSandboxTokenCannotSignIn(t *testing.T) {
+	e := start(t)
+	ctx := browser(t)
+	signIn(t, ctx, e.gw.URL, e.sandbox)
+	if msg := waitText(t, ctx, "signin-error"); !strings.Contains(msg, "a sandbox token cannot sign in to the console") {
+		t.Errorf("sign-in message %q", msg)
+	}
+	if c := sessionCookie(t, ctx, e.gw.URL); c != nil {
+		t.Errorf("a sandbox token got a session cookie: %+v", c)
+	}
+	if hidden := value(t, ctx, "nav hidden", chromedp.Evaluate[bool](`document.getElementById("nav").hidden`)); !hidden {
+		t.Error("the console's navigation shows after a refused sign-in")
+	}
+}
+
+// crossSite is a page on another origin (another port of the same host:
+// the same site, so SameSite=Strict alone would not keep the cookie off)
+// that auto-submits a form to the gateway.
+func crossSite(t *testing.T, forms map[string]string) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	for path, form := range forms {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, `<!doctype html><html><body>%s<script>document.forms[0].submit()</script></body></html>`, form)
+		})
+	}
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// submitCrossSite opens the attacker's page and returns the status of the
+// gateway's answer to the form it submits.
+func submitCrossSite(t *testing.T, ctx context.Context, pageURL, gatewayURL string) int64 {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	responses := chromedp.Events(c, network.ResponseReceived) // subscribe before the trigger
+	if err := chromedp.Do(c, chromedp.Navigate(pageURL)); err != nil {
+		t.Fatalf("open %s: %v", pageURL, err)
+	}
+	for ev, err := range responses {
+		if err != nil {
+			t.Fatalf("waiting for the gateway's answer to %s: %v", pageURL, err)
+		}
+		if strings.HasPrefix(ev.Response.URL, gatewayURL) {
+			return ev.Response.Status
+		}
+	}
+	t.Fatalf("no answer from the gateway to %s", pageURL)
+	return 0
+}
+
+func TestConsoleRefusesCrossSiteForms(t *testing.T) {
+	e := start(t)
+	if _, err := e.admin.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "support", Document: ordersPolicyV2}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	signIn(t, ctx, e.gw.URL, gatewaytest.AdminToken)
+	if who := textOf(t, ctx, "#who-role"); who != "admin" {
+		t.Fatalf("signed in as %q", who)
+	}
+	evil := crossSite(t, map[string]string{
+		// Login CSRF: sign the victim's browser in as someone else.
+		"/signin": fmt.Sprintf(`<form method="post" action="%s/console/session"><input name="token" value="%s"></form>`, e.gw.URL, e.operator),
+		// A state change through the API, with a JSON-looking text/plain
+		// body and a form-encoded one.
+		"/rollback-text": fmt.Sprintf(`<form method="post" enctype="text/plain" action="%s/portcullis.v1.PolicyService/RollbackPolicy"><input name='{"sandbox":"support","to_version":1,"x":"' value='"}'></form>`, e.gw.URL),
+		"/rollback-form": fmt.Sprintf(`<form method="post" action="%s/portcullis.v1.PolicyService/RollbackPolicy"><input name="sandbox" value="support"><input name="to_version" value="1"></form>`, e.gw.URL),
+	})
+
+	if status := submitCrossSite(t, ctx, evil.URL+"/signin", e.gw.URL); status != http.StatusForbidden {
+		t.Errorf("cross-site sign-in form answered %d, want 403", status)
+	}
+	if body := value(t, ctx, "answer", chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(body, "cross-origin request refused") {
+		t.Errorf("cross-site sign-in answer: %q", body)
+	}
+	if c := sessionCookie(t, ctx, e.gw.URL); c == nil || c.Value != gatewaytest.AdminToken {
+		t.Errorf("a cross-site form replaced the session: %+v", c)
+	}
+	for _, page := range []string{"/rollback-text", "/rollback-form"} {
+		if status := submitCrossSite(t, ctx, evil.URL+page, e.gw.URL); status < 400 {
+			t.Errorf("cross-site %s answered %d, want a refusal", page, status)
+		}
+	}
+	cur, err := e.admin.policy.GetPolicy(t.Context(), &portcullisv1.GetPolicyRequest{Sandbox: "support"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.GetVersion() != 2 {
+		t.Errorf("after the cross-site forms the current version is %d, want 2 (nothing changed)", cur.GetVersion())
+	}
+	// The session still works for the console itself.
+	act(t, ctx, "back to the console", chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("current-policy")))
+	if h := textOf(t, ctx, "#current-policy h2"); !strings.Contains(h, "v2") {
+		t.Errorf("sandbox page heading %q, want v2", h)
+	}
+}
+
+func TestConsoleSandboxPage(t *testing.T) {
+	e := start(t)
+	if _, err := e.admin.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "support", Document: ordersPolicyV2}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+
+	// An operator reads everything, and sees why a rollback is refused.
+	signIn(t, ctx, e.gw.URL, e.operator)
+	act(t, ctx, "open the sandbox", chromedp.WaitVisible(chromedp.ID("who-name")), chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("history")))
+	if h := textOf(t, ctx, "#current-policy h2"); !strings.Contains(h, "v2") {
+		t.Errorf("current policy heading %q, want v2", h)
+	}
+	if doc := textOf(t, ctx, "#current-policy pre"); !strings.Contains(doc, "status.example.com") {
+		t.Errorf("current policy document lacks the v2 endpoint: %q", doc)
+	}
+	if p := textOf(t, ctx, "#proxies"); !strings.Contains(p, "No proxy has connected") {
+		t.Errorf("proxies: %q", p)
+	}
+	act(t, ctx, "diff v1 v2", chromedp.Click(chromedp.ID("diff-button")), chromedp.WaitVisible(chromedp.CSS("#history-diff .line.add")))
+	if added := textOf(t, ctx, "#history-diff .line.add"); !strings.Contains(added, "+") || !strings.Contains(textOf(t, ctx, "#history-diff"), "status") {
+		t.Errorf("diff v1→v2: added line %q", added)
+	}
+	act(t, ctx, "operator rollback", chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)), chromedp.Click(chromedp.CSS(`button[data-confirm-rollback="1"]`)))
+	if msg := waitText(t, ctx, "rollback-result"); !strings.Contains(msg, "may not call") {
+		t.Errorf("operator rollback message %q, want the permission error", msg)
+	}
+
+	// An admin rolls back.
+	act(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin")))
+	signIn(t, ctx, e.gw.URL, gatewaytest.AdminToken)
+	act(t, ctx, "admin rollback", chromedp.WaitVisible(chromedp.ID("who-name")),
+		chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("history")),
+		chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)), chromedp.Click(chromedp.CSS(`button[data-confirm-rollback="1"]`)))
+	if msg := waitText(t, ctx, "rollback-result"); !strings.Contains(msg, "version 3") {
+		t.Errorf("admin rollback message %q", msg)
+	}
+	cur, err := e.admin.policy.GetPolicy(t.Context(), &portcullisv1.GetPolicyRequest{Sandbox: "support"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.GetVersion() != 3 || cur.GetSource() == "" {
+		t.Errorf("after rollback: v%d source %q", cur.GetVersion(), cur.GetSource())
+	}
+}
