@@ -142,6 +142,8 @@ var authzTable = map[string]rule{
 	portcullisv1connect.AdvisorServiceWithdrawProposalProcedure: sandboxOnly,
 	portcullisv1connect.AdvisorServiceListDenialsProcedure:      sandboxOnly,
 	portcullisv1connect.ProverServiceProveProcedure:             anyRole,
+	portcullisv1connect.AuditServiceListAuditProcedure:          readers,
+	portcullisv1connect.AuditServiceVerifyAuditProcedure:        readers,
 
 	healthCheckProcedure:       public,
 	healthWatchProcedure:       public,

@@ -157,6 +157,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	portcullisv1connect.RegisterDecisionServiceHandler(rpc, decisionService{s})
 	portcullisv1connect.RegisterAdvisorServiceHandler(rpc, advisorService{s})
 	portcullisv1connect.RegisterProverServiceHandler(rpc, proverService{s})
+	portcullisv1connect.RegisterAuditServiceHandler(rpc, auditService{s})
 	registerHealth(rpc, st, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
@@ -412,6 +413,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // writer, the push hub's version check and, on a store shared by replicas,
 // the commit listener.
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() { s.logAuditHead(ctx, auditHeadInterval) })
 	wg.Go(func() {
 		s.proxies.run(ctx, func(err error) { s.log.Warn("could not store proxy statuses; will retry", "err", err) })
 	})
