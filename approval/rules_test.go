@@ -392,3 +392,14 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	}
 }
+
+// The README shows examples.rego as it is.
+func TestREADMEShowsExamples(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```rego\n"+examples(t).Module()+"```\n") {
+		t.Error("README.md does not show testdata/examples.rego verbatim")
+	}
+}

@@ -9,8 +9,9 @@ approvals_required := 2 if {
 	f.kind == "new_credentialed_reach"
 }
 
-# Auto-approve a new GET path on a host the binary already reaches: every
-# finding is non-blocking (new_path) and every counterexample is a GET.
+# Auto-approve a new GET path on a host where the binary could already GET
+# other paths: every finding is non-blocking (only new_path is) and every
+# counterexample is a GET.
 default auto_approve := false
 
 auto_approve if {
