@@ -75,6 +75,7 @@ type apiClients struct {
 	proxy    portcullisv1connect.ProxyServiceClient
 	decision portcullisv1connect.DecisionServiceClient
 	advisor  portcullisv1connect.AdvisorServiceClient
+	audit    portcullisv1connect.AuditServiceClient
 	// stream is the decision service for streams that last until the
 	// user stops them (logs --tail): its calls have no --timeout.
 	stream portcullisv1connect.DecisionServiceClient
@@ -204,6 +205,7 @@ func (e *environment) client() (*apiClients, error) {
 		proxy:    portcullisv1connect.NewProxyServiceClient(c),
 		decision: portcullisv1connect.NewDecisionServiceClient(c),
 		advisor:  portcullisv1connect.NewAdvisorServiceClient(c),
+		audit:    portcullisv1connect.NewAuditServiceClient(c),
 		stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 	}
 	return e.api, nil

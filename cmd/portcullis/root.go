@@ -54,6 +54,7 @@ exists, a proposal no longer pending); 4 gateway unavailable.`,
 		newLogsCmd(env),
 		newProposeCmd(env),
 		newProposalsCmd(env),
+		newAuditCmd(env),
 	)
 	markStart(root, env)
 	return root
