@@ -76,6 +76,7 @@ type apiClients struct {
 	decision portcullisv1connect.DecisionServiceClient
 	advisor  portcullisv1connect.AdvisorServiceClient
 	audit    portcullisv1connect.AuditServiceClient
+	approval portcullisv1connect.ApprovalServiceClient
 	// stream is the decision service for streams that last until the
 	// user stops them (logs --tail): its calls have no --timeout.
 	stream portcullisv1connect.DecisionServiceClient
@@ -206,6 +207,7 @@ func (e *environment) client() (*apiClients, error) {
 		decision: portcullisv1connect.NewDecisionServiceClient(c),
 		advisor:  portcullisv1connect.NewAdvisorServiceClient(c),
 		audit:    portcullisv1connect.NewAuditServiceClient(c),
+		approval: portcullisv1connect.NewApprovalServiceClient(c),
 		stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 	}
 	return e.api, nil

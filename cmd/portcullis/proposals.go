@@ -1,85 +1,175 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/prover"
 )
 
 // proposalStatuses are the values of Proposal.status (DESIGN.md).
 var proposalStatuses = []string{"pending", "approved", "applied", "rejected", "expired", "superseded", "withdrawn"}
 
+// findingKinds are the values of Finding.kind, for --finding.
+var findingKinds = []string{
+	prover.NewReach, prover.NewPath, prover.NewHTTPMethod, prover.NewMCPMethod, prover.NewMCPTool,
+	prover.NewCredentialedReach, prover.PrivateNetwork, prover.WildcardWidening, prover.ExceedsBoundary,
+	prover.ArgumentsWidened, prover.EnforcementWeakened, prover.CloudMetadata,
+}
+
 // maxRationaleCell is how much of a rationale the list shows.
 const maxRationaleCell = 48
 
+// whoSees is the paragraph every reading command's help shares.
+const whoSees = `With an operator or admin token the command reads the approval queue of
+every sandbox (ApprovalService). With a sandbox's token, which the
+approval queue refuses, it falls back to the sandbox's own proposals
+(AdvisorService): the sandbox follows its proposals, never decides them.`
+
 func newProposalsCmd(env *environment) *cobra.Command {
-	cmd := newGroupCmd("proposals", "List, show and withdraw the sandbox's proposals (with its token)",
+	cmd := newGroupCmd("proposals", "The approval queue: list, show, approve, reject, withdraw proposals",
 		`  portcullis proposals list --status pending
   portcullis proposals show 12
-  portcullis proposals withdraw 12 --reason "no longer needed"`)
-	cmd.Long = `The sandbox's proposals, seen with the sandbox's own token: list them,
-show one in full, withdraw one still pending. Approving and rejecting
-(approve, reject) come with the approval workflow; they are not part of
-this client yet.`
+  portcullis proposals approve 12 --reason "narrow, ticket 8812"
+  portcullis proposals reject 12 --reason "use the carrier's API instead"
+  portcullis proposals withdraw 12 --reason "no longer needed" --token-file orders.token`)
+	cmd.Long = `The approval queue from a terminal. Operators and admins list and show the
+proposals of every sandbox, approve them (after seeing the diff and the
+prover's findings) and reject them. A sandbox's token lists and shows the
+sandbox's own proposals and withdraws one still pending; it can never
+approve or reject.
+
+` + whoSees
 	cmd.AddCommand(
 		newProposalsListCmd(env),
 		newProposalsShowCmd(env),
+		newProposalsApproveCmd(env),
+		newProposalsRejectCmd(env),
 		newProposalsWithdrawCmd(env),
 	)
 	return cmd
 }
 
+// refusedToSandbox reports whether err is ApprovalService refusing the
+// caller (a sandbox token): the reading commands then ask AdvisorService,
+// which answers for the token's own sandbox.
+func refusedToSandbox(err error) bool {
+	ce, ok := errors.AsType[*connect.Error](err)
+	return ok && ce.Code() == connect.CodePermissionDenied
+}
+
 func newProposalsListCmd(env *environment) *cobra.Command {
-	var status string
+	var status, sandbox, finding string
 	cmd := &cobra.Command{
-		Use:   "list [--status S]",
-		Short: "List the sandbox's proposals, newest first",
-		Long: `List the sandbox's proposals, newest first: id, status, when it was
-created, its findings (how many, and their kinds) and the start of its
-rationale. --status narrows the list to one of: ` + strings.Join(proposalStatuses, ", ") + `.
+		Use:   "list [--status S] [--sandbox NAME] [--finding KIND]",
+		Short: "List proposals, newest first",
+		Long: `List proposals, newest first: id, sandbox (for operators), status, approvals
+counted of those needed (for operators), when it was created, its findings
+(how many, and their kinds) and the start of its rationale.
+
+--status narrows the list to one of: ` + strings.Join(proposalStatuses, ", ") + `.
+--sandbox to one sandbox, --finding to proposals with a finding of that
+kind (` + strings.Join(findingKinds, ", ") + `).
+
+` + whoSees + ` A sandbox token sees no sandbox column;
+--sandbox and --finding then filter its own proposals.
+
 With -o json: {"proposals": [...]}.`,
 		Example: `  portcullis proposals list
-  portcullis proposals list --status pending -o json | jq -r '.proposals[].id'`,
+  portcullis proposals list --status pending --finding new_credentialed_reach
+  portcullis proposals list --sandbox orders -o json | jq -r '.proposals[].id'`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if status != "" && !validStatus(status) {
+			if status != "" && !slices.Contains(proposalStatuses, status) {
 				return usagef("--status must be one of %s, got %q", strings.Join(proposalStatuses, ", "), status)
+			}
+			if finding != "" && !slices.Contains(findingKinds, finding) {
+				return usagef("--finding must be one of %s, got %q", strings.Join(findingKinds, ", "), finding)
+			}
+			if cmd.Flags().Changed("sandbox") && strings.TrimSpace(sandbox) == "" {
+				return usagef("--sandbox is empty")
 			}
 			api, err := env.client()
 			if err != nil {
 				return err
 			}
-			res, err := api.advisor.ListProposals(cmd.Context(), &portcullisv1.ListProposalsRequest{Status: status})
+			operator := true
+			res, err := api.approval.ListProposals(cmd.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{
+				Status: status, Sandbox: sandbox, Finding: finding,
+			})
+			if refusedToSandbox(err) {
+				operator = false
+				res, err = api.advisor.ListProposals(cmd.Context(), &portcullisv1.ListProposalsRequest{Status: status})
+				if err == nil {
+					res.Proposals = slices.DeleteFunc(res.GetProposals(), func(p *portcullisv1.Proposal) bool {
+						return (sandbox != "" && p.GetSandbox() != sandbox) || (finding != "" && !hasFinding(p, finding))
+					})
+				}
+			}
 			if err != nil {
 				return err
 			}
 			if env.jsonOutput() {
 				return env.printJSON(res)
 			}
-			tw := env.table("ID", "STATUS", "CREATED", "FINDINGS", "RATIONALE")
+			if !operator {
+				tw := env.table("ID", "STATUS", "CREATED", "FINDINGS", "RATIONALE")
+				for _, p := range res.GetProposals() {
+					row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetStatus()), when(p.GetCreatedAt()),
+						findingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
+				}
+				return tw.Flush()
+			}
+			tw := env.table("ID", "SANDBOX", "STATUS", "APPROVALS", "CREATED", "FINDINGS", "RATIONALE")
 			for _, p := range res.GetProposals() {
-				row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetStatus()), when(p.GetCreatedAt()),
-					findingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
+				row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetSandbox()), dash(p.GetStatus()), approvalsCell(p),
+					when(p.GetCreatedAt()), findingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "list only proposals with status `S` (pending, applied, …)")
+	cmd.Flags().StringVar(&sandbox, "sandbox", "", "list only the proposals of sandbox `NAME`")
+	cmd.Flags().StringVar(&finding, "finding", "", "list only proposals with a finding of `KIND` (new_reach, …)")
 	return cmd
+}
+
+// getProposal fetches a proposal as an approver sees it, or, for a
+// sandbox token, as the sandbox sees it; operator tells which answered.
+func getProposal(ctx context.Context, api *apiClients, id uint64) (p *portcullisv1.Proposal, operator bool, err error) {
+	p, err = api.approval.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
+	if refusedToSandbox(err) {
+		p, err = api.advisor.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
+		return p, false, err
+	}
+	return p, true, err
 }
 
 func newProposalsShowCmd(env *environment) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one proposal: findings, changes and status",
-		Long: `Show one of the sandbox's proposals in full: status, base version and
-resulting hash, rationale and proposer, the structural changes it makes to
-its base version, the prover's findings with a request each, and why its
-status changed (reason, rebase error, superseding proposal).
+		Short: "Show one proposal: changes, findings, approvals and status",
+		Long: `Show one proposal in full: status, base version and resulting hash (the
+hash an approval confirms), rationale and proposer, the structural changes
+it makes to its base version, the prover's findings with a request each,
+and why its status changed (reason, rebase error, superseding proposal).
+Then its decision: the approvals so far (who, when, why; an approval of an
+earlier resulting hash no longer counts), how many are needed, whether the
+approval rules would apply it without a human and their notes, when a
+pending proposal expires, when the grant ends, the version it became, and
+who decided it when.
+
+` + whoSees + ` The sandbox's view has no quorum.
 
 With -o json: the Proposal.`,
 		Example: `  portcullis proposals show 12
@@ -94,7 +184,7 @@ With -o json: the Proposal.`,
 			if err != nil {
 				return err
 			}
-			p, err := api.advisor.GetProposal(cmd.Context(), &portcullisv1.GetProposalRequest{Id: id})
+			p, operator, err := getProposal(cmd.Context(), api, id)
 			if err != nil {
 				return err
 			}
@@ -102,20 +192,218 @@ With -o json: the Proposal.`,
 				return env.printJSON(p)
 			}
 			printProposal(env, p, true)
+			printDecision(env, p, operator)
 			return nil
 		},
 	}
+}
+
+func newProposalsApproveCmd(env *environment) *cobra.Command {
+	var reason, hash, until string
+	cmd := &cobra.Command{
+		Use:   "approve ID --reason R [--hash H] [--until TIME]",
+		Short: "Approve a proposal: shows its diff and findings, then approves that hash",
+		Long: `Approve a pending proposal (operator or admin token). The command fetches
+the proposal, prints what is being approved — the changes to its base
+version, the prover's findings with a request each, the approvals so far —
+and approves the resulting hash it printed. --hash H approves H instead:
+the resulting_hash a script reviewed ('proposals show ID -o json'). Either
+way, if the proposal changed since (re-based onto a newer version, so its
+resulting policy differs), the gateway refuses: a conflict (exit 3); show
+it again and approve what it is now.
+
+--reason is required and kept with the approval. --until ends the grant:
+an RFC 3339 time (2026-12-31T18:00:00Z) or a duration from now (8h, 90m,
+7d); the rules the proposal adds carry it as expires_at, proxies stop
+honouring them then, and the gateway removes them.
+
+When the approvals reach the quorum the approval rules ask for, the
+proposal is applied as the sandbox's next policy version and pushed;
+otherwise it waits for more approvers. Each approver counts once, the
+proposing sandbox never approves (exit 1), and a proposal no longer
+pending, one that no longer applies, a second approval by the same
+approver or a frozen sandbox is a conflict (exit 3).
+
+With -o json (which needs --hash: a script approves what it reviewed):
+the Proposal after the approval.`,
+		Example: `  portcullis proposals approve 12 --reason "narrow; ticket 8812"
+  portcullis proposals approve 12 --reason "incident 42" --until 8h
+  H=$(portcullis proposals show 12 -o json | jq -r .resulting_hash)
+  portcullis proposals approve 12 --reason "reviewed in CI" --hash "$H" -o json`,
+		Args: args("ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := parseProposalID(a[0])
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(reason) == "" {
+				return need(cmd, "reason")
+			}
+			if cmd.Flags().Changed("hash") && strings.TrimSpace(hash) == "" {
+				return usagef("--hash is empty")
+			}
+			hash = strings.TrimSpace(hash)
+			if env.jsonOutput() && hash == "" {
+				return usagef("-o json approves without showing the diff: give --hash H, the resulting_hash you reviewed ('portcullis proposals show %d -o json')", id)
+			}
+			var grantEnd *timestamppb.Timestamp
+			if until != "" {
+				end, err := parseUntil(until, time.Now())
+				if err != nil {
+					return err
+				}
+				grantEnd = timestamppb.New(end)
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			shown := ""
+			if !env.jsonOutput() {
+				p, err := api.approval.GetProposal(cmd.Context(), &portcullisv1.GetProposalRequest{Id: id})
+				if err != nil {
+					return err
+				}
+				printProposal(env, p, true)
+				printDecision(env, p, true)
+				shown = p.GetResultingHash()
+				fmt.Fprintln(env.stdout)
+				if hash != "" && hash != shown {
+					fmt.Fprintf(env.stderr, "warning: --hash %s is not the resulting hash shown above (%s)\n", hash, dash(shown))
+				}
+				if hash == "" {
+					hash = shown
+				}
+			}
+			res, err := api.approval.ApproveProposal(cmd.Context(), &portcullisv1.ApproveProposalRequest{
+				Id: id, Reason: reason, ResultingHash: hash, GrantExpiresAt: grantEnd,
+			})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(res)
+			}
+			fmt.Fprintln(env.stdout, approvalOutcome(res, hash))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why you approve (`TEXT`, required; kept with the approval)")
+	cmd.Flags().StringVar(&hash, "hash", "", "approve resulting hash `H` (the one a script reviewed) instead of the one shown")
+	cmd.Flags().StringVar(&until, "until", "", "end the grant at `TIME`: RFC 3339, or a duration from now (8h, 7d)")
+	return cmd
+}
+
+// approvalOutcome says what an approval did.
+func approvalOutcome(p *portcullisv1.Proposal, hash string) string {
+	id := p.GetId()
+	switch p.GetStatus() {
+	case "applied":
+		s := fmt.Sprintf("proposal %d applied: sandbox %s is at version %d", id, dash(p.GetSandbox()), p.GetAppliedVersion())
+		if g := p.GetGrantExpiresAt(); g != nil {
+			s += " (the grant ends " + when(g) + ")"
+		}
+		return s
+	case "pending", "approved":
+		if p.GetResultingHash() != hash {
+			// Re-based while it was being applied: approvals of the
+			// old hash no longer count.
+			return fmt.Sprintf("proposal %d was re-based onto version %d while it was being applied: review it again (portcullis proposals show %d)",
+				id, p.GetBaseVersion(), id)
+		}
+		more := int(p.GetApprovalsRequired()) - countedApprovals(p)
+		if more < 1 {
+			// Quorum reached but not applied: the rules hold it.
+			return fmt.Sprintf("proposal %d approved by you; not applied yet (%s)", id, dash(strings.Join(p.GetApprovalNotes(), "; ")))
+		}
+		return fmt.Sprintf("proposal %d approved by you; %d more %s needed", id, more, plural(more, "approval", "approvals"))
+	default:
+		return fmt.Sprintf("proposal %d is %s", id, dash(p.GetStatus()))
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// parseUntil reads --until: an RFC 3339 time, or a positive duration from
+// now (Go syntax, plus whole days as "7d").
+func parseUntil(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if !t.After(now) {
+			return time.Time{}, usagef("--until %s is in the past", s)
+		}
+		return t, nil
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 3650 {
+			return time.Time{}, usagef("--until must be an RFC 3339 time or a duration (8h, 7d), got %q", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return time.Time{}, usagef("--until must be an RFC 3339 time or a duration (8h, 7d), got %q", s)
+		}
+	}
+	if d <= 0 {
+		return time.Time{}, usagef("--until must be in the future, got %q", s)
+	}
+	return now.Add(d), nil
+}
+
+func newProposalsRejectCmd(env *environment) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "reject ID --reason R",
+		Short: "Reject a pending proposal",
+		Long: `Reject a pending proposal (operator or admin token), with the reason kept
+on the proposal: the sandbox sees it. A proposal no longer pending is a
+conflict (exit 3). With -o json: the Proposal.`,
+		Example: `  portcullis proposals reject 12 --reason "use the carrier's public API instead"`,
+		Args:    args("ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := parseProposalID(a[0])
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(reason) == "" {
+				return need(cmd, "reason")
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			p, err := api.approval.RejectProposal(cmd.Context(), &portcullisv1.RejectProposalRequest{Id: id, Reason: reason})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(p)
+			}
+			fmt.Fprintf(env.stdout, "proposal %d %s\n", p.GetId(), dash(p.GetStatus()))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why it is rejected (`TEXT`, required; the sandbox sees it)")
+	return cmd
 }
 
 func newProposalsWithdrawCmd(env *environment) *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "withdraw ID [--reason R]",
-		Short: "Withdraw one of the sandbox's pending proposals",
-		Long: `Withdraw a pending proposal: it leaves the approval queue for good. A
-proposal no longer pending (decided, expired, superseded or withdrawn) is
-a conflict (exit 3). With -o json: the Proposal.`,
-		Example: `  portcullis proposals withdraw 12
+		Short: "Withdraw one of the sandbox's pending proposals (with its token)",
+		Long: `Withdraw a pending proposal, with the token of the sandbox that filed it:
+it leaves the approval queue for good. A proposal no longer pending
+(decided, expired, superseded or withdrawn) is a conflict (exit 3).
+Operators reject instead. With -o json: the Proposal.`,
+		Example: `  portcullis proposals withdraw 12 --token-file orders.token
   portcullis proposals withdraw 12 --reason "filed the wrong host"`,
 		Args: args("ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -142,13 +430,88 @@ a conflict (exit 3). With -o json: the Proposal.`,
 	return cmd
 }
 
-func validStatus(s string) bool {
-	for _, v := range proposalStatuses {
-		if s == v {
-			return true
+// printDecision prints, after printProposal, where the proposal stands
+// with its approvers; quorum says whether the answer carries the approval
+// rules' verdict (ApprovalService's does, the sandbox's view does not).
+func printDecision(env *environment, p *portcullisv1.Proposal, quorum bool) {
+	w := env.stdout
+	if quorum {
+		fmt.Fprintf(w, "approvals: %s\n", approvalsNeeded(p))
+	} else {
+		fmt.Fprintf(w, "approvals: %d\n", len(p.GetApprovals()))
+	}
+	for _, a := range p.GetApprovals() {
+		line := fmt.Sprintf("  %s  %s  %s", dash(a.GetApprover()), when(a.GetTime()), dash(oneLine(a.GetReason())))
+		if a.GetResultingHash() != p.GetResultingHash() {
+			line += "  (of an earlier resulting hash " + shortHash(a.GetResultingHash()) + ": does not count)"
+		}
+		fmt.Fprintln(w, line)
+	}
+	var kv []string
+	if quorum {
+		kv = append(kv, "auto-approvable", yesNo(p.GetAutoApprovable()))
+	}
+	if p.GetExpiresAt() != nil && (p.GetStatus() == "pending" || p.GetStatus() == "approved" || p.GetStatus() == "expired") {
+		kv = append(kv, "expires", when(p.GetExpiresAt()))
+	}
+	grant := "never"
+	if g := p.GetGrantExpiresAt(); g != nil {
+		grant = when(g)
+	}
+	kv = append(kv, "grant ends", grant)
+	if v := p.GetAppliedVersion(); v != 0 {
+		kv = append(kv, "applied version", strconv.FormatUint(uint64(v), 10))
+	}
+	if p.GetDecidedBy() != "" || p.GetDecidedAt() != nil {
+		kv = append(kv, "decided by", dash(p.GetDecidedBy()), "decided at", when(p.GetDecidedAt()))
+	}
+	_ = env.fields(kv...)
+	if notes := p.GetApprovalNotes(); len(notes) > 0 {
+		fmt.Fprintln(w, "approval notes:")
+		for _, n := range notes {
+			fmt.Fprintf(w, "  %s\n", oneLine(n))
 		}
 	}
-	return false
+}
+
+// countedApprovals is how many approvals count toward the quorum: those of
+// the current resulting hash (the gateway counts the same way).
+func countedApprovals(p *portcullisv1.Proposal) int {
+	n := 0
+	for _, a := range p.GetApprovals() {
+		if a.GetResultingHash() == p.GetResultingHash() {
+			n++
+		}
+	}
+	return n
+}
+
+// approvalsNeeded is "1 of 2 needed", or "0 (none needed)" when the rules
+// need no human.
+func approvalsNeeded(p *portcullisv1.Proposal) string {
+	if p.GetApprovalsRequired() == 0 {
+		return fmt.Sprintf("%d (none needed)", countedApprovals(p))
+	}
+	return fmt.Sprintf("%d of %d needed", countedApprovals(p), p.GetApprovalsRequired())
+}
+
+// approvalsCell is the list's "1/2", "-" for a proposal that needs none.
+func approvalsCell(p *portcullisv1.Proposal) string {
+	if p.GetApprovalsRequired() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", countedApprovals(p), p.GetApprovalsRequired())
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func hasFinding(p *portcullisv1.Proposal, kind string) bool {
+	return slices.ContainsFunc(p.GetFindings(), func(f *portcullisv1.Finding) bool { return f.GetKind() == kind })
 }
 
 // findingsCell is "0", or the count and the distinct kinds: "2 (new_mcp_tool, new_reach)".

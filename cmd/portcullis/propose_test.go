@@ -36,6 +36,8 @@ func newFakeAdvisor(t *testing.T) *fakeAdvisor {
 	f := &fakeAdvisor{answer: trackShipmentProposal()}
 	server := connect.NewServer()
 	portcullisv1connect.RegisterAdvisorServiceHandler(server, f)
+	// As the gateway does, the approval queue refuses a sandbox token.
+	portcullisv1connect.RegisterApprovalServiceHandler(server, refusingApproval{})
 	mux := http.NewServeMux()
 	connecthttp.Mount(mux, server)
 	ts := httptest.NewServer(mux)
@@ -102,6 +104,19 @@ func (f *fakeAdvisor) WithdrawProposal(ctx context.Context, req *portcullisv1.Wi
 	p := proto.CloneOf(f.answer)
 	p.Status, p.StatusReason = "withdrawn", req.GetReason()
 	return p, nil
+}
+
+// refusingApproval is ApprovalService as a sandbox token meets it.
+type refusingApproval struct {
+	portcullisv1connect.UnimplementedApprovalServiceHandler
+}
+
+func (refusingApproval) ListProposals(context.Context, *portcullisv1.ApprovalServiceListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
+	return nil, connect.NewError(connect.CodePermissionDenied, "a sandbox token cannot call ApprovalService")
+}
+
+func (refusingApproval) GetProposal(context.Context, *portcullisv1.GetProposalRequest) (*portcullisv1.Proposal, error) {
+	return nil, connect.NewError(connect.CodePermissionDenied, "a sandbox token cannot call ApprovalService")
 }
 
 // trackShipmentProposal is the article's proposal as the gateway would
@@ -354,7 +369,23 @@ func TestProposeUsageErrors(t *testing.T) {
 		{[]string{"proposals", "show", "x7"}, "ID must be a proposal id"},
 		{[]string{"proposals", "withdraw", "-3"}, "unknown shorthand flag"},
 		{[]string{"proposals", "list", "--status", "open"}, "--status must be one of"},
-		{[]string{"proposals", "approve", "7"}, `unknown command "approve"`},
+		{[]string{"proposals", "approve", "7"}, "needs --reason"},
+		{[]string{"proposals", "approve", "7", "--reason", " "}, "needs --reason"},
+		{[]string{"proposals", "approve", "7", "--reason", "r", "--hash", ""}, "--hash is empty"},
+		{[]string{"proposals", "approve", "7", "--reason", "r", "-o", "json"}, "give --hash H"},
+		{[]string{"proposals", "approve", "7", "--reason", "r", "--until", "soon"}, "--until must be an RFC 3339 time or a duration"},
+		{[]string{"proposals", "approve", "7", "--reason", "r", "--until", "-1h"}, "--until must be in the future"},
+		{[]string{"proposals", "approve", "7", "--reason", "r", "--until", "2001-01-01T00:00:00Z"}, "is in the past"},
+		{[]string{"proposals", "approve", "x", "--reason", "r"}, "ID must be a proposal id"},
+		{[]string{"proposals", "reject", "7"}, "needs --reason"},
+		{[]string{"proposals", "list", "--finding", "new_everything"}, "--finding must be one of"},
+		{[]string{"proposals", "list", "--sandbox", ""}, "--sandbox is empty"},
+		{[]string{"approval-policy", "set"}, "needs -f FILE"},
+		{[]string{"approval-policy", "set", "-f", "testdata/does-not-exist.rego"}, "no such file"},
+		{[]string{"approval-policy", "get", "extra"}, `unexpected argument "extra"`},
+		{[]string{"sandbox", "freeze", "orders"}, "needs --reason"},
+		{[]string{"sandbox", "unfreeze", "orders"}, "needs --reason"},
+		{[]string{"sandbox", "freeze"}, "needs NAME"},
 		{[]string{"sandbox", "set-boundary", "orders"}, "needs -f FILE or --clear"},
 		{[]string{"sandbox", "set-boundary", "orders", "-f", "b.yaml", "--clear"}, "not both"},
 		{[]string{"sandbox", "credentials", "orders"}, "needs --add HOST:PORT or --remove HOST:PORT"},

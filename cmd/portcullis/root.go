@@ -17,12 +17,14 @@ func newRootCmd(env *environment) *cobra.Command {
 
 The gateway stores versioned policies per sandbox and pushes them to the
 sandbox's proxies. The client commands talk to a gateway's API with an admin
-or operator token; propose and proposals use the sandbox's own token.
+or operator token; propose (and proposals, to follow them) use the
+sandbox's own token.
 
 Exit codes: 0 success; 1 the answer is no (not found, permission denied,
 unauthenticated, too many proposals); 2 invalid input or usage (a proposal
 refused as not narrow too); 3 conflict (stale expected version, already
-exists, a proposal no longer pending); 4 gateway unavailable.`,
+exists, a proposal no longer pending, an approval of a resulting hash that
+is no longer the proposal's); 4 gateway unavailable.`,
 		Example: `  portcullis gateway
   export PORTCULLIS_TOKEN=…   # or --token-file FILE
   portcullis sandbox create orders -f policy.yaml
@@ -30,7 +32,8 @@ exists, a proposal no longer pending); 4 gateway unavailable.`,
   portcullis policy set orders -f policy.yaml --expect-version 1
   portcullis proxies list
   portcullis logs orders --tail --decision deny
-  portcullis propose -f proposal.yaml --token-file orders.token`,
+  portcullis propose -f proposal.yaml --token-file orders.token
+  portcullis proposals approve 12 --reason "narrow; ticket 8812"`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,6 +57,7 @@ exists, a proposal no longer pending); 4 gateway unavailable.`,
 		newLogsCmd(env),
 		newProposeCmd(env),
 		newProposalsCmd(env),
+		newApprovalPolicyCmd(env),
 		newAuditCmd(env),
 	)
 	markStart(root, env)

@@ -17,7 +17,9 @@ func newSandboxCmd(env *environment) *cobra.Command {
   portcullis sandbox rotate-token orders -o json
   portcullis sandbox ca orders > orders-ca.pem
   portcullis sandbox set-boundary orders -f boundary.yaml
-  portcullis sandbox credentials orders --add api.github.com:443`)
+  portcullis sandbox credentials orders --add api.github.com:443
+  portcullis sandbox freeze orders --reason "exfiltration suspected"
+  portcullis sandbox unfreeze orders --reason "incident 42 closed"`)
 	cmd.AddCommand(
 		newSandboxCreateCmd(env),
 		newSandboxListCmd(env),
@@ -27,6 +29,8 @@ func newSandboxCmd(env *environment) *cobra.Command {
 		newSandboxCACmd(env),
 		newSandboxSetBoundaryCmd(env),
 		newSandboxCredentialsCmd(env),
+		newSandboxFreezeCmd(env),
+		newSandboxUnfreezeCmd(env),
 	)
 	return cmd
 }
@@ -96,10 +100,14 @@ func newSandboxListCmd(env *environment) *cobra.Command {
 			if env.jsonOutput() {
 				return env.printJSON(res)
 			}
-			tw := env.table("NAME", "VERSION", "HASH", "CREATED", "BY")
+			tw := env.table("NAME", "VERSION", "HASH", "CREATED", "BY", "FROZEN")
 			for _, s := range res.GetSandboxes() {
+				frozen := "-"
+				if s.GetFrozen() {
+					frozen = "yes"
+				}
 				row(tw, s.GetName(), versionCell(s.GetCurrentVersion()), dash(shortHash(s.GetCurrentHash())),
-					when(s.GetCreatedAt()), dash(s.GetCreatedBy()))
+					when(s.GetCreatedAt()), dash(s.GetCreatedBy()), frozen)
 			}
 			return tw.Flush()
 		},
@@ -124,7 +132,7 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 			if env.jsonOutput() {
 				return env.printJSON(s)
 			}
-			return env.fields(
+			kv := []string{
 				"name", s.GetName(),
 				"version", versionCell(s.GetCurrentVersion()),
 				"hash", dash(s.GetCurrentHash()),
@@ -132,7 +140,16 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 				"by", dash(s.GetCreatedBy()),
 				"boundary", boundaryCell(s),
 				"credentialed", credentialedCell(s),
-			)
+				"frozen", yesNo(s.GetFrozen()),
+			}
+			if s.GetFrozen() {
+				kv = append(kv,
+					"frozen reason", dash(oneLine(s.GetFrozenReason())),
+					"frozen by", dash(s.GetFrozenBy()),
+					"frozen at", when(s.GetFrozenAt()),
+				)
+			}
+			return env.fields(kv...)
 		},
 	}
 }
@@ -331,6 +348,77 @@ with -o json the Sandbox.`,
 	}
 	cmd.Flags().StringArrayVar(&add, "add", nil, "a destination that carries credentials (`HOST:PORT`, repeatable)")
 	cmd.Flags().StringArrayVar(&remove, "remove", nil, "a destination that no longer carries credentials (`HOST:PORT`, repeatable)")
+	return cmd
+}
+
+func newSandboxFreezeCmd(env *environment) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "freeze NAME --reason R",
+		Short: "Kill switch: push a deny-all version and refuse proposals",
+		Long: `Freeze a sandbox (operator or admin): the gateway commits a deny-all
+version (the fixed filesystem_policy, landlock and process kept, every
+network entry gone), pushes it to the sandbox's proxies, and refuses new
+proposals and approvals until an admin unfreezes it. --reason is
+required and recorded. Prints the deny-all version; with -o json the
+Sandbox. Freezing a frozen sandbox is a conflict (exit 3).`,
+		Example: `  portcullis sandbox freeze orders --reason "exfiltration suspected, incident 42"`,
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return need(cmd, "reason")
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			s, err := api.sandbox.FreezeSandbox(cmd.Context(), &portcullisv1.FreezeSandboxRequest{Name: a[0], Reason: reason})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(s)
+			}
+			fmt.Fprintf(env.stdout, "sandbox %s frozen: deny-all is version %s\n", s.GetName(), versionCell(s.GetCurrentVersion()))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (`TEXT`, required; recorded and shown by sandbox get)")
+	return cmd
+}
+
+func newSandboxUnfreezeCmd(env *environment) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "unfreeze NAME --reason R",
+		Short: "Lift the kill switch: restore the policy from before the freeze",
+		Long: `Unfreeze a sandbox (admin): the policy that was current before the freeze
+is committed again as a new version and pushed, and proposals are taken
+again. --reason is required and recorded. Prints the new version; with
+-o json the Sandbox. Unfreezing a sandbox that is not frozen is a
+conflict (exit 3).`,
+		Example: `  portcullis sandbox unfreeze orders --reason "incident 42 closed"`,
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return need(cmd, "reason")
+			}
+			api, err := env.client()
+			if err != nil {
+				return err
+			}
+			s, err := api.sandbox.UnfreezeSandbox(cmd.Context(), &portcullisv1.UnfreezeSandboxRequest{Name: a[0], Reason: reason})
+			if err != nil {
+				return err
+			}
+			if env.jsonOutput() {
+				return env.printJSON(s)
+			}
+			fmt.Fprintf(env.stdout, "sandbox %s unfrozen: the policy from before the freeze is version %s\n", s.GetName(), versionCell(s.GetCurrentVersion()))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (`TEXT`, required; recorded)")
 	return cmd
 }
 
