@@ -20,7 +20,8 @@ import (
 )
 
 var tables = []string{
-	"audit_head", "audit_log", "decisions", "policy_versions", "proposals", "proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
+	"approval_policies", "audit_head", "audit_log", "decisions", "policy_versions", "proposal_approvals", "proposals",
+	"proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
 }
 
 type engine struct {
@@ -186,6 +187,8 @@ func TestHotLookupsUseIndexes(t *testing.T) {
 				`SELECT id FROM proposals WHERE sandbox = 's' AND idempotency_key = 'k'`,
 				`SELECT id FROM proposals WHERE sandbox = 's' AND status = 'pending' AND dedupe_key = 'd'`,
 				`SELECT id FROM proposals WHERE sandbox = 's' ORDER BY id DESC LIMIT 10`,
+				`SELECT id FROM proposals WHERE status = 'pending' AND expires_at < CURRENT_TIMESTAMP`,
+				`SELECT approver FROM proposal_approvals WHERE proposal_id = 1`,
 			} {
 				plan := e.explain(t, db, q)
 				// Postgres: "Index Scan"/"Index Only Scan", never "Seq Scan".
