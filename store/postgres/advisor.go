@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -107,17 +108,23 @@ func orEmpty(b []byte) []byte {
 
 const proposalColumns = `id, sandbox, status, status_reason, rationale, proposer, idempotency_key,
 	denial_id, document, dedupe_key, supersede_keys, base_version, base_hash, resulting,
-	resulting_hash, findings, rebase_error, superseded_by, created_at, updated_at`
+	resulting_hash, findings, rebase_error, superseded_by, created_at, updated_at,
+	expires_at, decided_at, decided_by, applied_version, grant_expires_at`
 
+// scanProposal reads one row of proposalColumns; Approvals are read
+// separately (withApprovals).
 func scanProposal(r pgx.Row) (store.Proposal, error) {
 	var p store.Proposal
+	var expires, grantExpires *time.Time
 	err := r.Scan(&p.ID, &p.Sandbox, &p.Status, &p.StatusReason, &p.Rationale, &p.Proposer, &p.IdempotencyKey,
 		&p.DenialID, &p.Document, &p.DedupeKey, &p.SupersedeKeys, &p.BaseVersion, &p.BaseHash, &p.Resulting,
-		&p.ResultingHash, &p.Findings, &p.RebaseError, &p.SupersededBy, &p.CreatedAt, &p.UpdatedAt)
+		&p.ResultingHash, &p.Findings, &p.RebaseError, &p.SupersededBy, &p.CreatedAt, &p.UpdatedAt,
+		&expires, &p.DecidedAt, &p.DecidedBy, &p.AppliedVersion, &grantExpires)
 	if err != nil {
 		return p, err
 	}
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	p.ExpiresAt, p.DecidedAt, p.GrantExpiresAt = zeroTime(expires), utcPtr(p.DecidedAt), zeroTime(grantExpires)
 	for _, b := range []*[]byte{&p.Document, &p.Resulting, &p.Findings} {
 		if len(*b) == 0 {
 			*b = nil
@@ -144,8 +151,8 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 		created bool
 	)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var name string
-		if err := tx.QueryRow(ctx, `SELECT name FROM sandboxes WHERE name = $1 FOR UPDATE`, p.Sandbox).Scan(&name); err != nil {
+		var frozen bool
+		if err := tx.QueryRow(ctx, `SELECT frozen FROM sandboxes WHERE name = $1 FOR UPDATE`, p.Sandbox).Scan(&frozen); err != nil {
 			return mapErr(err)
 		}
 		// The same submission again: its proposal, whatever became of it.
@@ -154,7 +161,7 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 				WHERE sandbox = $1 AND idempotency_key = $2 AND idempotency_key <> ''`, p.Sandbox, p.IdempotencyKey))
 			if err == nil {
 				out = got
-				return nil
+				return withApprovals(ctx, tx, &out)
 			} else if !errors.Is(err, pgx.ErrNoRows) {
 				return mapErr(err)
 			}
@@ -166,10 +173,13 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 				ORDER BY id DESC LIMIT 1`, p.Sandbox, p.DedupeKey))
 			if err == nil {
 				out = got
-				return nil
+				return withApprovals(ctx, tx, &out)
 			} else if !errors.Is(err, pgx.ErrNoRows) {
 				return mapErr(err)
 			}
+		}
+		if frozen {
+			return store.ErrFrozen
 		}
 		if in.RateMax > 0 {
 			var n int
@@ -187,12 +197,12 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 		var err error
 		out, err = scanProposal(tx.QueryRow(ctx, `
 			INSERT INTO proposals (sandbox, status, rationale, proposer, idempotency_key, denial_id, document,
-				dedupe_key, supersede_keys, base_version, base_hash, resulting, resulting_hash, findings)
-			VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+				dedupe_key, supersede_keys, base_version, base_hash, resulting, resulting_hash, findings, expires_at)
+			VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 			RETURNING `+proposalColumns,
 			p.Sandbox, p.Rationale, p.Proposer, p.IdempotencyKey, p.DenialID, p.Document,
 			p.DedupeKey, orNone(p.SupersedeKeys), p.BaseVersion, p.BaseHash, p.Resulting, p.ResultingHash,
-			orEmpty(p.Findings)))
+			orEmpty(p.Findings), nullTime(p.ExpiresAt)))
 		if err != nil {
 			return fmt.Errorf("insert proposal: %w", mapErr(err))
 		}
@@ -251,6 +261,9 @@ func (s *Store) GetProposal(ctx context.Context, id int64) (store.Proposal, erro
 	if err != nil {
 		return store.Proposal{}, fmt.Errorf("get proposal %d: %w", id, mapErr(err))
 	}
+	if err := withApprovals(ctx, s.pool, &p); err != nil {
+		return store.Proposal{}, fmt.Errorf("get proposal %d: %w", id, err)
+	}
 	return p, nil
 }
 
@@ -271,6 +284,9 @@ func (s *Store) ListProposals(ctx context.Context, f store.ProposalFilter) ([]st
 	if err != nil {
 		return nil, fmt.Errorf("list proposals: %w", mapErr(err))
 	}
+	if err := fillApprovals(ctx, s.pool, out); err != nil {
+		return nil, fmt.Errorf("list proposals: %w", err)
+	}
 	return out, nil
 }
 
@@ -290,12 +306,19 @@ func (s *Store) SetProposalStatus(ctx context.Context, id int64, from []string, 
 		if !slices.Contains(from, current) {
 			return fmt.Errorf("%w: proposal is %s, not %s", store.ErrConflict, current, strings.Join(from, " or "))
 		}
+		// Leaving pending is the decision.
+		decided := current == store.ProposalPending && status != store.ProposalPending
 		out, err = scanProposal(tx.QueryRow(ctx, `
-			UPDATE proposals SET status = $2, status_reason = $3, updated_at = now()
+			UPDATE proposals SET status = $2, status_reason = $3, updated_at = now(),
+				decided_at = CASE WHEN $4 THEN now() ELSE decided_at END,
+				decided_by = CASE WHEN $4 THEN $5 ELSE decided_by END
 			WHERE id = $1
-			RETURNING `+proposalColumns, id, status, reason))
+			RETURNING `+proposalColumns, id, status, reason, decided, actor))
 		if err != nil {
 			return mapErr(err)
+		}
+		if err := withApprovals(ctx, tx, &out); err != nil {
+			return err
 		}
 		return audit(ctx, tx, store.AuditEntry{
 			Actor: actor, Action: store.ActionProposalState, Sandbox: sandbox, Target: strconv.FormatInt(id, 10),
@@ -339,6 +362,9 @@ func (s *Store) RebaseProposal(ctx context.Context, in store.Rebase) (store.Prop
 			orEmpty(in.Findings), in.RebaseError))
 		if err != nil {
 			return mapErr(err)
+		}
+		if err := withApprovals(ctx, tx, &out); err != nil {
+			return err
 		}
 		detail := map[string]string{
 			"from_version": strconv.FormatInt(in.FromVersion, 10),

@@ -220,13 +220,16 @@ func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (stor
 }
 
 const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
-	boundary, boundary_hash, credentialed_hosts`
+	boundary, boundary_hash, credentialed_hosts,
+	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
 
 func scanSandbox(r pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy,
-		&sb.Boundary, &sb.BoundaryHash, &sb.CredentialedHosts)
+		&sb.Boundary, &sb.BoundaryHash, &sb.CredentialedHosts,
+		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &sb.FrozenAt, &sb.FrozenFrom)
 	sb.CreatedAt = sb.CreatedAt.UTC()
+	sb.FrozenAt = utcPtr(sb.FrozenAt)
 	if len(sb.Boundary) == 0 {
 		sb.Boundary = nil
 	}
@@ -324,42 +327,50 @@ func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) 
 	if err := in.Prepare(); err != nil {
 		return store.PolicyVersion{}, err
 	}
-	next := in.ExpectedVersion + 1
 	var pv store.PolicyVersion
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		// Under READ COMMITTED a concurrent writer blocks on the row lock,
-		// then re-evaluates the WHERE clause against the committed row: of
-		// writers expecting the same version exactly one matches.
-		tag, err := tx.Exec(ctx, `
-			UPDATE sandboxes SET current_version = $3, current_hash = $4
-			WHERE name = $1 AND current_version = $2`,
-			in.Sandbox, in.ExpectedVersion, next, in.Hash)
-		if err != nil {
-			return mapErr(err)
-		}
-		if tag.RowsAffected() == 0 {
-			var current int64
-			err := tx.QueryRow(ctx, `SELECT current_version FROM sandboxes WHERE name = $1`, in.Sandbox).Scan(&current)
-			if err != nil {
-				return mapErr(err)
-			}
-			return fmt.Errorf("%w: expected version %d, current is %d", store.ErrConflict, in.ExpectedVersion, current)
-		}
-		var before string
-		if in.ExpectedVersion > 0 {
-			err := tx.QueryRow(ctx, `SELECT hash FROM policy_versions WHERE sandbox = $1 AND version = $2`,
-				in.Sandbox, in.ExpectedVersion).Scan(&before)
-			if err != nil {
-				return fmt.Errorf("previous version: %w", mapErr(err))
-			}
-		}
-		pv, err = insertVersion(ctx, tx, in.Sandbox, next, before, in, in.Author)
+		var err error
+		pv, err = appendVersion(ctx, tx, in)
 		return err
 	})
 	if err != nil {
 		return store.PolicyVersion{}, fmt.Errorf("append policy version of %q: %w", in.Sandbox, err)
 	}
 	return pv, nil
+}
+
+// appendVersion is AppendPolicyVersion inside tx (in already prepared):
+// every policy version after a sandbox's first is committed through it,
+// with its audit entry and notification.
+func appendVersion(ctx context.Context, tx pgx.Tx, in store.AppendPolicy) (store.PolicyVersion, error) {
+	next := in.ExpectedVersion + 1
+	// Under READ COMMITTED a concurrent writer blocks on the row lock,
+	// then re-evaluates the WHERE clause against the committed row: of
+	// writers expecting the same version exactly one matches.
+	tag, err := tx.Exec(ctx, `
+		UPDATE sandboxes SET current_version = $3, current_hash = $4
+		WHERE name = $1 AND current_version = $2`,
+		in.Sandbox, in.ExpectedVersion, next, in.Hash)
+	if err != nil {
+		return store.PolicyVersion{}, mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		var current int64
+		err := tx.QueryRow(ctx, `SELECT current_version FROM sandboxes WHERE name = $1`, in.Sandbox).Scan(&current)
+		if err != nil {
+			return store.PolicyVersion{}, mapErr(err)
+		}
+		return store.PolicyVersion{}, fmt.Errorf("%w: expected version %d, current is %d", store.ErrConflict, in.ExpectedVersion, current)
+	}
+	var before string
+	if in.ExpectedVersion > 0 {
+		err := tx.QueryRow(ctx, `SELECT hash FROM policy_versions WHERE sandbox = $1 AND version = $2`,
+			in.Sandbox, in.ExpectedVersion).Scan(&before)
+		if err != nil {
+			return store.PolicyVersion{}, fmt.Errorf("previous version: %w", mapErr(err))
+		}
+	}
+	return insertVersion(ctx, tx, in.Sandbox, next, before, in, in.Author)
 }
 
 // insertVersion stores one policy version and its audit entry, and notifies

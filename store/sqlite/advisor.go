@@ -121,19 +121,25 @@ func (s *Store) UpdateCredentialedHosts(ctx context.Context, sandbox string, add
 
 const proposalColumns = `id, sandbox, status, status_reason, rationale, proposer, idempotency_key,
 	denial_id, document, dedupe_key, supersede_keys, base_version, base_hash, resulting,
-	resulting_hash, findings, rebase_error, superseded_by, created_at, updated_at`
+	resulting_hash, findings, rebase_error, superseded_by, created_at, updated_at,
+	expires_at, decided_at, decided_by, applied_version, grant_expires_at`
 
+// scanProposal reads one row of proposalColumns; Approvals are read
+// separately (withApprovals).
 func scanProposal(r scanner) (store.Proposal, error) {
 	var p store.Proposal
 	var keys string
 	var created, updated int64
+	var expires, decided, grantExpires sql.NullInt64
 	err := r.Scan(&p.ID, &p.Sandbox, &p.Status, &p.StatusReason, &p.Rationale, &p.Proposer, &p.IdempotencyKey,
 		&p.DenialID, &p.Document, &p.DedupeKey, &keys, &p.BaseVersion, &p.BaseHash, &p.Resulting,
-		&p.ResultingHash, &p.Findings, &p.RebaseError, &p.SupersededBy, &created, &updated)
+		&p.ResultingHash, &p.Findings, &p.RebaseError, &p.SupersededBy, &created, &updated,
+		&expires, &decided, &p.DecidedBy, &p.AppliedVersion, &grantExpires)
 	if err != nil {
 		return p, err
 	}
 	p.CreatedAt, p.UpdatedAt = fromNanos(created), fromNanos(updated)
+	p.ExpiresAt, p.DecidedAt, p.GrantExpiresAt = zeroNanos(expires), fromNullNanos(decided), zeroNanos(grantExpires)
 	for _, b := range []*[]byte{&p.Document, &p.Resulting, &p.Findings} {
 		if len(*b) == 0 {
 			*b = nil
@@ -160,6 +166,9 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 		return store.Proposal{}, false, err
 	}
 	p := in.Proposal
+	if !inNanos(p.ExpiresAt) {
+		return store.Proposal{}, false, fmt.Errorf("invalid proposal of sandbox %q: expiry %v out of range", p.Sandbox, p.ExpiresAt)
+	}
 	keys, err := encodeList(p.SupersedeKeys)
 	if err != nil {
 		return store.Proposal{}, false, err
@@ -170,8 +179,8 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 		created bool
 	)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var name string
-		if err := tx.QueryRowContext(ctx, `SELECT name FROM sandboxes WHERE name = ?`, p.Sandbox).Scan(&name); err != nil {
+		var frozen bool
+		if err := tx.QueryRowContext(ctx, `SELECT frozen FROM sandboxes WHERE name = ?`, p.Sandbox).Scan(&frozen); err != nil {
 			return mapErr(err)
 		}
 		// The same submission again: its proposal, whatever became of it.
@@ -180,7 +189,7 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 				WHERE sandbox = ? AND idempotency_key = ? AND idempotency_key <> ''`, p.Sandbox, p.IdempotencyKey))
 			if err == nil {
 				out = got
-				return nil
+				return withApprovals(ctx, tx, &out)
 			} else if !errors.Is(err, sql.ErrNoRows) {
 				return mapErr(err)
 			}
@@ -192,10 +201,13 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 				ORDER BY id DESC LIMIT 1`, p.Sandbox, p.DedupeKey))
 			if err == nil {
 				out = got
-				return nil
+				return withApprovals(ctx, tx, &out)
 			} else if !errors.Is(err, sql.ErrNoRows) {
 				return mapErr(err)
 			}
+		}
+		if frozen {
+			return store.ErrFrozen
 		}
 		if in.RateMax > 0 {
 			var n int
@@ -211,12 +223,12 @@ func (s *Store) CreateProposal(ctx context.Context, in store.NewProposal, actor 
 		out, err = scanProposal(tx.QueryRowContext(ctx, `
 			INSERT INTO proposals (sandbox, status, rationale, proposer, idempotency_key, denial_id, document,
 				dedupe_key, supersede_keys, base_version, base_hash, resulting, resulting_hash, findings,
-				created_at, updated_at)
-			VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				created_at, updated_at, expires_at)
+			VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			RETURNING `+proposalColumns,
 			p.Sandbox, p.Rationale, p.Proposer, p.IdempotencyKey, p.DenialID, p.Document,
 			p.DedupeKey, keys, p.BaseVersion, p.BaseHash, p.Resulting, p.ResultingHash, orEmpty(p.Findings),
-			at, at))
+			at, at, nullNanos(p.ExpiresAt)))
 		if err != nil {
 			return fmt.Errorf("insert proposal: %w", mapErr(err))
 		}
@@ -287,6 +299,9 @@ func (s *Store) GetProposal(ctx context.Context, id int64) (store.Proposal, erro
 	if err != nil {
 		return store.Proposal{}, fmt.Errorf("get proposal %d: %w", id, mapErr(err))
 	}
+	if err := withApprovals(ctx, s.r, &p); err != nil {
+		return store.Proposal{}, fmt.Errorf("get proposal %d: %w", id, err)
+	}
 	return p, nil
 }
 
@@ -301,6 +316,9 @@ func (s *Store) ListProposals(ctx context.Context, f store.ProposalFilter) ([]st
 		ORDER BY id DESC
 		LIMIT ?3`, f.Sandbox, f.Status, limit)
 	if err != nil {
+		return nil, fmt.Errorf("list proposals: %w", err)
+	}
+	if err := fillApprovals(ctx, s.r, out); err != nil {
 		return nil, fmt.Errorf("list proposals: %w", err)
 	}
 	return out, nil
@@ -323,12 +341,19 @@ func (s *Store) SetProposalStatus(ctx context.Context, id int64, from []string, 
 		if !slices.Contains(from, current) {
 			return fmt.Errorf("%w: proposal is %s, not %s", store.ErrConflict, current, strings.Join(from, " or "))
 		}
+		// Leaving pending is the decision.
+		decided := current == store.ProposalPending && status != store.ProposalPending
 		out, err = scanProposal(tx.QueryRowContext(ctx, `
-			UPDATE proposals SET status = ?, status_reason = ?, updated_at = ?
-			WHERE id = ?
-			RETURNING `+proposalColumns, status, reason, at, id))
+			UPDATE proposals SET status = ?1, status_reason = ?2, updated_at = ?3,
+				decided_at = CASE WHEN ?5 THEN ?3 ELSE decided_at END,
+				decided_by = CASE WHEN ?5 THEN ?6 ELSE decided_by END
+			WHERE id = ?4
+			RETURNING `+proposalColumns, status, reason, at, id, decided, actor))
 		if err != nil {
 			return mapErr(err)
+		}
+		if err := withApprovals(ctx, tx, &out); err != nil {
+			return err
 		}
 		return audit(ctx, tx, at, store.AuditEntry{
 			Actor: actor, Action: store.ActionProposalState, Sandbox: sandbox, Target: strconv.FormatInt(id, 10),
@@ -371,6 +396,9 @@ func (s *Store) RebaseProposal(ctx context.Context, in store.Rebase) (store.Prop
 			orEmpty(in.Findings), in.RebaseError, at, in.ID))
 		if err != nil {
 			return mapErr(err)
+		}
+		if err := withApprovals(ctx, tx, &out); err != nil {
+			return err
 		}
 		detail := map[string]string{
 			"from_version": strconv.FormatInt(in.FromVersion, 10),

@@ -272,18 +272,22 @@ func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (stor
 }
 
 const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
-	boundary, boundary_hash, credentialed_hosts`
+	boundary, boundary_hash, credentialed_hosts,
+	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
 
 func scanSandbox(r interface{ Scan(...any) error }) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var at int64
 	var hosts string
+	var frozenAt sql.NullInt64
 	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &at, &sb.CreatedBy,
-		&sb.Boundary, &sb.BoundaryHash, &hosts)
+		&sb.Boundary, &sb.BoundaryHash, &hosts,
+		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &frozenAt, &sb.FrozenFrom)
 	if err != nil {
 		return sb, err
 	}
 	sb.CreatedAt = fromNanos(at)
+	sb.FrozenAt = fromNullNanos(frozenAt)
 	if len(sb.Boundary) == 0 {
 		sb.Boundary = nil
 	}
@@ -378,42 +382,49 @@ func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) 
 	if err := in.Prepare(); err != nil {
 		return store.PolicyVersion{}, err
 	}
-	next := in.ExpectedVersion + 1
 	at := now()
 	var pv store.PolicyVersion
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `
-			UPDATE sandboxes SET current_version = ?, current_hash = ?
-			WHERE name = ? AND current_version = ?`,
-			next, in.Hash, in.Sandbox, in.ExpectedVersion)
-		if err != nil {
-			return mapErr(err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return mapErr(err)
-		} else if n == 0 {
-			var current int64
-			err := tx.QueryRowContext(ctx, `SELECT current_version FROM sandboxes WHERE name = ?`, in.Sandbox).Scan(&current)
-			if err != nil {
-				return mapErr(err)
-			}
-			return fmt.Errorf("%w: expected version %d, current is %d", store.ErrConflict, in.ExpectedVersion, current)
-		}
-		var before string
-		if in.ExpectedVersion > 0 {
-			err := tx.QueryRowContext(ctx, `SELECT hash FROM policy_versions WHERE sandbox = ? AND version = ?`,
-				in.Sandbox, in.ExpectedVersion).Scan(&before)
-			if err != nil {
-				return fmt.Errorf("previous version: %w", mapErr(err))
-			}
-		}
-		pv, err = insertVersion(ctx, tx, at, in.Sandbox, next, before, in, in.Author)
+		var err error
+		pv, err = appendVersion(ctx, tx, at, in)
 		return err
 	})
 	if err != nil {
 		return store.PolicyVersion{}, fmt.Errorf("append policy version of %q: %w", in.Sandbox, err)
 	}
 	return pv, nil
+}
+
+// appendVersion is AppendPolicyVersion inside tx (in already prepared):
+// every policy version after a sandbox's first is committed through it.
+func appendVersion(ctx context.Context, tx *sql.Tx, at int64, in store.AppendPolicy) (store.PolicyVersion, error) {
+	next := in.ExpectedVersion + 1
+	res, err := tx.ExecContext(ctx, `
+		UPDATE sandboxes SET current_version = ?, current_hash = ?
+		WHERE name = ? AND current_version = ?`,
+		next, in.Hash, in.Sandbox, in.ExpectedVersion)
+	if err != nil {
+		return store.PolicyVersion{}, mapErr(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return store.PolicyVersion{}, mapErr(err)
+	} else if n == 0 {
+		var current int64
+		err := tx.QueryRowContext(ctx, `SELECT current_version FROM sandboxes WHERE name = ?`, in.Sandbox).Scan(&current)
+		if err != nil {
+			return store.PolicyVersion{}, mapErr(err)
+		}
+		return store.PolicyVersion{}, fmt.Errorf("%w: expected version %d, current is %d", store.ErrConflict, in.ExpectedVersion, current)
+	}
+	var before string
+	if in.ExpectedVersion > 0 {
+		err := tx.QueryRowContext(ctx, `SELECT hash FROM policy_versions WHERE sandbox = ? AND version = ?`,
+			in.Sandbox, in.ExpectedVersion).Scan(&before)
+		if err != nil {
+			return store.PolicyVersion{}, fmt.Errorf("previous version: %w", mapErr(err))
+		}
+	}
+	return insertVersion(ctx, tx, at, in.Sandbox, next, before, in, in.Author)
 }
 
 // insertVersion stores one policy version and its audit entry.

@@ -534,7 +534,12 @@ func testProposalStatus(t *testing.T, s store.Store) {
 	}
 	want := p
 	want.Status, want.StatusReason, want.UpdatedAt = store.ProposalApproved, "looks fine", got.UpdatedAt
+	// Leaving pending is the decision.
+	want.DecidedAt, want.DecidedBy = got.DecidedAt, "carol"
 	wantSameProposal(t, "SetProposalStatus(approved)", got, want)
+	if got.DecidedAt == nil || !got.DecidedAt.Equal(got.UpdatedAt) {
+		t.Errorf("DecidedAt = %v, want the change's time %v", got.DecidedAt, got.UpdatedAt)
+	}
 	if got.UpdatedAt.Before(p.UpdatedAt) {
 		t.Errorf("UpdatedAt %v before %v", got.UpdatedAt, p.UpdatedAt)
 	}
@@ -553,9 +558,13 @@ func testProposalStatus(t *testing.T, s store.Store) {
 		t.Errorf("conflicting status change wrote %d audit entries", after-auditBefore)
 	}
 
-	applied, err := s.SetProposalStatus(ctx(t), p.ID, []string{store.ProposalApproved}, store.ProposalApplied, "version 2", "carol")
+	applied, err := s.SetProposalStatus(ctx(t), p.ID, []string{store.ProposalApproved}, store.ProposalApplied, "version 2", "erin")
 	if err != nil || applied.Status != store.ProposalApplied || applied.StatusReason != "version 2" {
 		t.Errorf("SetProposalStatus(applied) = %+v, %v", applied, err)
+	}
+	// Not from pending: the decision stays the approval's.
+	if applied.DecidedBy != "carol" || applied.DecidedAt == nil || !applied.DecidedAt.Equal(*got.DecidedAt) {
+		t.Errorf("SetProposalStatus(approved to applied) decided = %v by %q, want %v by carol", applied.DecidedAt, applied.DecidedBy, got.DecidedAt)
 	}
 
 	_, err = s.SetProposalStatus(ctx(t), p.ID+100, []string{store.ProposalPending}, store.ProposalRejected, "", "carol")

@@ -67,6 +67,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ProposalConcurrentIdempotency", testProposalConcurrentIdempotency},
 		{"ProposalSandboxDelete", testProposalSandboxDelete},
 		{"AdvisorInvalidInput", testAdvisorInvalidInput},
+		{"ApprovalAdd", testApprovalAdd},
+		{"ApplyProposal", testApplyProposal},
+		{"ApplyStaleBase", testApplyStaleBase},
+		{"ApplyConcurrent", testApplyConcurrent},
+		{"ExpireProposals", testExpireProposals},
+		{"FreezeSandbox", testFreezeSandbox},
+		{"ApprovalPolicies", testApprovalPolicies},
+		{"ApprovalSandboxDelete", testApprovalSandboxDelete},
 		{"Ping", testPing},
 	}
 	for _, tc := range tests {
