@@ -19,6 +19,9 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
@@ -74,8 +77,9 @@ type clients struct {
 	approval portcullisv1connect.ApprovalServiceClient
 }
 
-func newClients(baseURL, token string) clients {
-	bearer := func(next connect.ClientFunc) connect.ClientFunc {
+// bearer is a client interceptor sending token.
+func bearer(token string) func(connect.ClientFunc) connect.ClientFunc {
+	return func(next connect.ClientFunc) connect.ClientFunc {
 		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
 			if info, ok := connect.CallInfoForClientContext(ctx); ok {
 				info.RequestHeader().Set("Authorization", "Bearer "+token)
@@ -83,7 +87,10 @@ func newClients(baseURL, token string) clients {
 			return next(ctx, spec)
 		}
 	}
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer)
+}
+
+func newClients(baseURL, token string) clients {
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer(token))
 	return clients{
 		sandbox:  portcullisv1connect.NewSandboxServiceClient(c),
 		token:    portcullisv1connect.NewTokenServiceClient(c),
@@ -172,8 +179,19 @@ func act(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 	c, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
 	if err := chromedp.Do(c, steps...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("%s: %v\npage: %s", what, err, pageText(ctx))
 	}
+}
+
+// pageText is what the page shows, for failure messages.
+func pageText(ctx context.Context) string {
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(c, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	return s
 }
 
 // value runs one browser action that returns a value, with a deadline.
@@ -183,7 +201,7 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 	defer cancel()
 	v, err := chromedp.Run(c, a)
 	if err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("%s: %v\npage: %s", what, err, pageText(ctx))
 	}
 	return v
 }
@@ -201,6 +219,19 @@ func waitText(t *testing.T, ctx context.Context, id string) string {
 	t.Helper()
 	return value(t, ctx, "wait for text in #"+id,
 		chromedp.Poll[string](fmt.Sprintf(`(document.getElementById(%q)?.textContent || "").trim()`, id)))
+}
+
+// screenshotDir is where a test's screenshots go: its temporary directory,
+// or PORTCULLIS_CONSOLE_SCREENSHOTS to keep them.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("PORTCULLIS_CONSOLE_SCREENSHOTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
 }
 
 func screenshot(t *testing.T, ctx context.Context, dir, name string) {
@@ -391,11 +422,68 @@ func TestConsoleRefusesCrossSiteForms(t *testing.T) {
 	}
 }
 
+// proxy connects a proxy of the sandbox "support" over stock grpc-go, as
+// the real one does, and answers the version it is sent: ACK, or NACK
+// with nack as the error. It returns once ListProxies shows the answer.
+func proxy(t *testing.T, e *env, id, nack string) {
+	t.Helper()
+	conn, err := grpc.NewClient(strings.TrimPrefix(e.gw.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+e.sandbox))
+	t.Cleanup(cancel)
+	st, err := portcullisv1.NewDistributionServiceClient(conn).StreamPolicy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &portcullisv1.ProxyHello{Sandbox: "support", ProxyId: id, Build: "console-test"}
+	if err := st.Send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: hello}}); err != nil {
+		t.Fatal(err)
+	}
+	var sp *portcullisv1.SignedPolicy
+	for sp == nil {
+		res, err := st.Recv()
+		if err != nil {
+			t.Fatalf("proxy %s: receive: %v", id, err)
+		}
+		sp = res.GetPolicy()
+	}
+	answer := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Ack{Ack: &portcullisv1.PolicyAck{Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash()}}}
+	if nack != "" {
+		answer = &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Nack{Nack: &portcullisv1.PolicyNack{Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash(), Error: nack}}}
+	}
+	if err := st.Send(answer); err != nil {
+		t.Fatal(err)
+	}
+	proxies := portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), bearer(gatewaytest.AdminToken)))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := proxies.ListProxies(t.Context(), &portcullisv1.ListProxiesRequest{Sandbox: "support"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.GetProxies() {
+			if p.GetProxyId() == id && (p.GetAppliedVersion() == sp.GetVersion() || p.GetLastNackVersion() == sp.GetVersion()) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy %s: its answer never showed in ListProxies: %v", id, res.GetProxies())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestConsoleSandboxPage(t *testing.T) {
 	e := start(t)
 	if _, err := e.admin.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "support", Document: ordersPolicyV2}); err != nil {
 		t.Fatal(err)
 	}
+	// Two proxies: one applies v2 (ACK), one refuses it (NACK).
+	proxy(t, e, "proxy-ack", "")
+	proxy(t, e, "proxy-nack", "unknown field network_policies.status.frobnicate")
 	ctx := browser(t)
 
 	// An operator reads everything, and sees why a rollback is refused.
@@ -407,10 +495,14 @@ func TestConsoleSandboxPage(t *testing.T) {
 	if doc := textOf(t, ctx, "#current-policy pre"); !strings.Contains(doc, "status.example.com") {
 		t.Errorf("current policy document lacks the v2 endpoint: %q", doc)
 	}
-	if p := textOf(t, ctx, "#proxies"); !strings.Contains(p, "No proxy has connected") {
-		t.Errorf("proxies: %q", p)
+	if p := textOf(t, ctx, `#proxies tr[data-proxy="proxy-ack"]`); !strings.Contains(p, "connected") || !strings.Contains(p, "v2") || !strings.Contains(p, "ACK") {
+		t.Errorf("the proxy that applied v2 shows %q", p)
+	}
+	if p := textOf(t, ctx, `#proxies tr[data-proxy="proxy-nack"]`); !strings.Contains(p, "NACK v2") || !strings.Contains(p, "unknown field network_policies.status.frobnicate") {
+		t.Errorf("the proxy that refused v2 shows %q", p)
 	}
 	act(t, ctx, "diff v1 v2", chromedp.Click(chromedp.ID("diff-button")), chromedp.WaitVisible(chromedp.CSS("#history-diff .line.add")))
+	screenshot(t, ctx, screenshotDir(t), "sandbox.png")
 	if added := textOf(t, ctx, "#history-diff .line.add"); !strings.Contains(added, "+") || !strings.Contains(textOf(t, ctx, "#history-diff"), "status") {
 		t.Errorf("diff v1→v2: added line %q", added)
 	}
@@ -434,5 +526,27 @@ func TestConsoleSandboxPage(t *testing.T) {
 	}
 	if cur.GetVersion() != 3 || cur.GetSource() == "" {
 		t.Errorf("after rollback: v%d source %q", cur.GetVersion(), cur.GetSource())
+	}
+}
+
+func TestConsoleAuditPage(t *testing.T) {
+	e := start(t)
+	ctx := browser(t)
+	signIn(t, ctx, e.gw.URL, e.operator)
+	act(t, ctx, "open the audit log", chromedp.WaitVisible(chromedp.ID("who-name")),
+		chromedp.Navigate(e.gw.URL+"/#/audit"), chromedp.WaitVisible(chromedp.CSS("#audit tbody tr")))
+	if rows := textOf(t, ctx, "#audit tbody"); !strings.Contains(rows, "support") || !strings.Contains(rows, "ops-alice") {
+		t.Errorf("the audit log lacks the sandbox's creation or the token's: %q", rows)
+	}
+	act(t, ctx, "verify", chromedp.Click(chromedp.ID("verify")))
+	if msg := waitText(t, ctx, "verify-result"); !strings.Contains(msg, "The chain holds") {
+		t.Errorf("verify: %q", msg)
+	}
+	screenshot(t, ctx, screenshotDir(t), "audit.png")
+	// Narrowed to one sandbox.
+	act(t, ctx, "filter", chromedp.SendKeys(chromedp.ID("audit-sandbox"), "nosuch\r"),
+		chromedp.WaitVisible(chromedp.CSS("#audit p.muted")))
+	if msg := textOf(t, ctx, "#audit p.muted"); msg != "No entries." {
+		t.Errorf("audit for an unknown sandbox: %q", msg)
 	}
 }

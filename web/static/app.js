@@ -311,7 +311,7 @@ async function proposalView(id) {
         ["Base version", p.baseVersion ? h("span", null, `v${p.baseVersion} `, short(p.baseHash)) : "—"],
         ["Resulting hash", short(p.resultingHash)],
         ["Submitted", when(p.createdAt)],
-        ["Expires", pending ? when(p.expiresAt) : null],
+        ["Expires", pending && p.expiresAt ? when(p.expiresAt) : null],
         ["From denial", p.denialId ? h("code", null, p.denialId) : null],
         ["Grant ends", p.grantExpiresAt ? when(p.grantExpiresAt) : null],
         ["Decided", p.decidedAt ? h("span", null, when(p.decidedAt), p.decidedBy ? ` by ${p.decidedBy}` : "") : null],
@@ -477,7 +477,7 @@ async function sandboxView(name) {
 
   const proxyRows = (proxies.proxies || []).map((x) => {
     const behind = x.appliedVersion && x.currentVersion && x.appliedVersion < x.currentVersion;
-    return h("tr", null,
+    return h("tr", { "data-proxy": x.proxyId },
       h("td", null, h("span", { class: x.connected ? "dot on" : "dot" }), h("span", { class: "mono" }, x.proxyId)),
       h("td", null, x.connected ? "connected" : h("span", null, "disconnected, last seen ", when(x.lastSeenAt))),
       h("td", { class: "num" }, x.appliedVersion ? `v${x.appliedVersion}` : "none",
