@@ -170,7 +170,8 @@ func TestUpDownUp(t *testing.T) {
 
 // TestHotLookupsUseIndexes: the lookups the gateway makes on every request
 // (token by hash, last-use by id) and on every policy read (versions of a
-// sandbox, audit of a sandbox) must be served by an index, not a scan.
+// sandbox, audit of a sandbox, the audit chain page by page) must be
+// served by an index, not a scan.
 func TestHotLookupsUseIndexes(t *testing.T) {
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
@@ -183,6 +184,7 @@ func TestHotLookupsUseIndexes(t *testing.T) {
 				`SELECT version FROM policy_versions WHERE sandbox = 's' ORDER BY version`,
 				`SELECT document FROM policy_versions WHERE sandbox = 's' AND version = 3`,
 				`SELECT id FROM audit_log WHERE sandbox = 's' ORDER BY id DESC LIMIT 10`,
+				`SELECT hash FROM audit_log WHERE seq > 5 ORDER BY seq LIMIT 10`,
 				`SELECT name FROM tokens WHERE sandbox = 's' AND revoked_at IS NULL`,
 				`SELECT id FROM proposals WHERE sandbox = 's' AND idempotency_key = 'k'`,
 				`SELECT id FROM proposals WHERE sandbox = 's' AND status = 'pending' AND dedupe_key = 'd'`,
