@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -25,8 +26,10 @@ const (
 	// it (with a note), so a typo cannot make a proposal unapprovable.
 	MaxApprovals = 10
 	// EvalTimeout bounds one evaluation; past it the decision falls back
-	// to one human approval.
-	EvalTimeout = 100 * time.Millisecond
+	// to one human approval. A decision takes well under a millisecond:
+	// the bound is for a module that loops, and is generous so that a
+	// busy gateway (it is wall-clock time) does not fall back by chance.
+	EvalTimeout = time.Second
 	// MaxModuleBytes bounds the Rego source Compile accepts.
 	MaxModuleBytes = 64 << 10
 )
@@ -41,15 +44,14 @@ var ErrInvalidModule = errors.New("invalid approval rules")
 //go:embed default.rego
 var defaultModule string
 
-var defaultRules = mustCompile(defaultModule)
-
-func mustCompile(module string) *Rules {
-	r, err := Compile(module)
+// defaultRules are compiled on first use, not when the package loads.
+var defaultRules = sync.OnceValue(func() *Rules {
+	r, err := Compile(defaultModule)
 	if err != nil {
-		panic(err)
+		panic(err) // the tests compile it
 	}
 	return r
-}
+})
 
 // Rules are a compiled, validated approval module, ready to evaluate. They
 // are immutable and safe for concurrent use.
@@ -61,7 +63,7 @@ type Rules struct {
 
 // Default returns the built-in rules: one human approval for every
 // proposal, no auto-approval, no extra refusals.
-func Default() *Rules { return defaultRules }
+func Default() *Rules { return defaultRules() }
 
 // Module returns the Rego source.
 func (r *Rules) Module() string { return r.module }
@@ -199,7 +201,7 @@ func compile(module string) (*Rules, error) {
 	if err := checkTypes(c.TypeEnv); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*EvalTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	q, err := rego.New(rego.Compiler(c), rego.Query(query), rego.StrictBuiltinErrors(true)).PrepareForEval(ctx)
 	if err != nil {
@@ -398,7 +400,7 @@ func reasons(vs []any) ([]string, error) {
 		out = append(out, s)
 	}
 	slices.Sort(out)
-	return slices.Compact(out), nil
+	return out, nil
 }
 
 // describe shows a rule's value in an error, briefly.
