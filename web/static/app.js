@@ -285,7 +285,8 @@ async function queueView(params) {
       h("h1", null, pending ? "Approval queue" : "Proposals"),
       h("span", { class: "muted" }, `${proposals.length} ${pending ? "pending" : "shown"}, newest first`),
       h("span", { class: "spacer" }),
-      h("label", { for: "status-filter", class: "muted" }, "Status"), select),
+      h("label", { for: "status-filter", class: "muted" }, "Status"), select,
+      h("button", { type: "button", id: "refresh", onclick: () => render() }, "Refresh")),
     table(["#", "Sandbox", "Rationale", "Findings", "Approvals", "Status", "Submitted"], rows,
       pending ? "Nothing is waiting for a decision. Proposals appear here when an agent asks for access through its proxy (policy.local)."
         : "No proposals match."));
@@ -416,12 +417,19 @@ async function sandboxesView() {
 
 async function sandboxView(name) {
   document.title = `${name} · Portcullis`;
-  const [sb, current, history, proxies] = await Promise.all([
+  const [sb, current, history, proxies, pendingList] = await Promise.all([
     rpc("SandboxService", "GetSandbox", { name }),
     rpc("PolicyService", "GetPolicy", { sandbox: name }).catch((err) => (err.code === "not_found" ? null : Promise.reject(err))),
     rpc("PolicyService", "ListPolicyVersions", { sandbox: name }),
     rpc("ProxyService", "ListProxies", { sandbox: name }),
+    // The page is useful without the queue: show its error in place.
+    rpc("ApprovalService", "ListProposals", { sandbox: name, status: "pending" }).catch((err) => err),
   ]);
+  const pendingRows = pendingList instanceof Error ? [] : (pendingList.proposals || []).map((p) => h("tr", { "data-id": p.id },
+    h("td", { class: "num" }, proposalLink(p.id)),
+    h("td", { class: "rationale" }, h("div", { class: "truncate" }, p.rationale || "—")),
+    h("td", null, findingChips(p.findings)),
+    h("td", { class: "num" }, when(p.createdAt))));
   const versions = (history.versions || []).slice().sort((a, b) => b.version - a.version);
   const currentVersion = current ? current.version : 0;
 
@@ -505,6 +513,9 @@ async function sandboxView(name) {
         ["Credentialed hosts", (sb.credentialedHosts || []).join(", ") || null],
       ]) : null,
       current ? h("details", { open: true }, h("summary", null, "Document"), policyDoc(current.policy)) : null),
+    h("h2", null, "Pending proposals"),
+    h("div", { id: "sandbox-proposals" }, pendingList instanceof Error ? errorNotice(pendingList)
+      : table(["#", "Rationale", "Findings", "Submitted"], pendingRows, "None.")),
     h("h2", null, "Proxies"),
     h("div", { id: "proxies" }, table(["Proxy", "Connection", "Applied", "Last ACK", "Last NACK", "Lag", "Replica"], proxyRows,
       "No proxy has connected for this sandbox.")),
