@@ -57,17 +57,6 @@ const ordersPolicyV2 = ordersPolicy + `  status:
     binaries: [ { path: /usr/bin/curl } ]
 `
 
-const trackShipment = `
-rationale: support agents must track shipments for open orders
-operations:
-  - add_allow_rules:
-      policy: orders
-      host: orders.example.com
-      port: 443
-      rules:
-        - allow: { method: tools/call, tool: track_shipment }
-`
-
 // clients are the Connect clients a test drives the gateway with.
 type clients struct {
 	sandbox  portcullisv1connect.SandboxServiceClient
