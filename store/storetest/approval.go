@@ -221,12 +221,15 @@ func testApplyProposal(t *testing.T, s store.Store) {
 		t.Errorf("proposal.apply audit = %+v", ap)
 	}
 
-	// Applied: it cannot be applied again.
+	// Applied: it cannot be applied again, and the refusal writes nothing.
 	auditBefore := len(audits(t, s, store.AuditFilter{}))
 	_, _, err = s.ApplyProposal(ctx(t), in)
 	wantErr(t, "ApplyProposal(applied)", err, store.ErrConflict)
 	if vs := versions(t, s, "app"); len(vs) != 2 {
 		t.Errorf("%d versions after applying twice, want 2", len(vs))
+	}
+	if n := len(audits(t, s, store.AuditFilter{})); n != auditBefore {
+		t.Errorf("a refused apply wrote %d audit entries", n-auditBefore)
 	}
 	wantSameProposal(t, "proposal after applying twice", getProposal(t, s, p.ID), got)
 
