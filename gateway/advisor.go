@@ -172,7 +172,6 @@ type proofContext struct {
 	current store.PolicyVersion
 	policy  *policy.Policy
 	opts    prover.Options
-	ctxHash string // identifies boundary + credentialed hosts
 }
 
 func (a *advisorHub) proofContext(ctx context.Context, sandbox string) (*proofContext, error) {
@@ -329,6 +328,9 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 	if err != nil {
 		return nil, err
 	}
+	if pc.sandbox.Frozen {
+		return nil, &preconditionError{fmt.Sprintf("sandbox %q is frozen: it takes no proposals until an admin unfreezes it", p.Sandbox)}
+	}
 	prop, denialID, err := s.readProposal(ctx, p.Sandbox, pc, req)
 	if err != nil {
 		return nil, err
@@ -377,12 +379,16 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 			Resulting:      result.CanonicalJSON(),
 			ResultingHash:  result.Hash(),
 			Findings:       findings,
+			ExpiresAt:      s.cfg.Now().Add(s.cfg.ProposalTTL),
 		},
 		RateMax:    s.cfg.ProposalRateMax,
 		RateWindow: window,
 	}, p.Actor())
 	if errors.Is(err, store.ErrRateLimited) {
 		return nil, &rateLimitError{after: s.retryAfter(ctx, p.Sandbox)}
+	}
+	if errors.Is(err, store.ErrFrozen) {
+		return nil, &preconditionError{fmt.Sprintf("sandbox %q is frozen: it takes no proposals until an admin unfreezes it", p.Sandbox)}
 	}
 	if err != nil {
 		return nil, err
@@ -392,6 +398,9 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 			"resulting_hash", stored.ResultingHash, "findings", len(rep.Findings), "actor", p.Actor())
 		s.advisor.changed(p.Sandbox) // superseded ones moved too
 		if stored, err = s.advisor.current(ctx, stored); err != nil {
+			return nil, err
+		}
+		if stored, err = s.autoApprove(ctx, stored); err != nil {
 			return nil, err
 		}
 	}
@@ -412,7 +421,7 @@ func (s advisorService) retryAfter(ctx context.Context, sandbox string) time.Dur
 		return window
 	}
 	oldest := recent[len(recent)-1].CreatedAt
-	if d := oldest.Add(window).Sub(time.Now()); d > 0 {
+	if d := time.Until(oldest.Add(window)); d > 0 {
 		return d
 	}
 	return time.Second
@@ -785,6 +794,20 @@ func (s *Server) proposalToProto(ctx context.Context, p store.Proposal) (*portcu
 		StatusReason:   p.StatusReason,
 		CreatedAt:      timestamppb.New(p.CreatedAt),
 		UpdatedAt:      timestamppb.New(p.UpdatedAt),
+		AppliedVersion: uint32(p.AppliedVersion),
+		DecidedBy:      p.DecidedBy,
+	}
+	if !p.ExpiresAt.IsZero() {
+		out.ExpiresAt = timestamppb.New(p.ExpiresAt)
+	}
+	if !p.GrantExpiresAt.IsZero() {
+		out.GrantExpiresAt = timestamppb.New(p.GrantExpiresAt)
+	}
+	if p.DecidedAt != nil {
+		out.DecidedAt = timestamppb.New(*p.DecidedAt)
+	}
+	for _, a := range p.Approvals {
+		out.Approvals = append(out.Approvals, &portcullisv1.Approval{Approver: a.Approver, Reason: a.Reason, ResultingHash: a.ResultingHash, Time: timestamppb.New(a.CreatedAt)})
 	}
 	var err error
 	if out.Proposal, err = documentStruct(p.Document); err != nil {

@@ -145,6 +145,14 @@ var authzTable = map[string]rule{
 	portcullisv1connect.AuditServiceListAuditProcedure:          readers,
 	portcullisv1connect.AuditServiceVerifyAuditProcedure:        readers,
 
+	// Approval is for people (or their rules), outside the sandbox.
+	portcullisv1connect.ApprovalServiceListProposalsProcedure:     readers,
+	portcullisv1connect.ApprovalServiceGetProposalProcedure:       readers,
+	portcullisv1connect.ApprovalServiceApproveProposalProcedure:   readers,
+	portcullisv1connect.ApprovalServiceRejectProposalProcedure:    readers,
+	portcullisv1connect.ApprovalServiceGetApprovalPolicyProcedure: readers,
+	portcullisv1connect.ApprovalServiceSetApprovalPolicyProcedure: adminOnly,
+
 	healthCheckProcedure:       public,
 	healthWatchProcedure:       public,
 	reflectionV1Procedure:      public,

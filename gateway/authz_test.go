@@ -78,6 +78,13 @@ var allowedCallers = map[string][]string{
 	// The audit log is for the humans who run the gateway.
 	"/portcullis.v1.AuditService/ListAudit":   {asAdmin, asOperator},
 	"/portcullis.v1.AuditService/VerifyAudit": {asAdmin, asOperator},
+	// The sandbox may propose, never approve.
+	"/portcullis.v1.ApprovalService/ListProposals":     {asAdmin, asOperator},
+	"/portcullis.v1.ApprovalService/GetProposal":       {asAdmin, asOperator},
+	"/portcullis.v1.ApprovalService/ApproveProposal":   {asAdmin, asOperator},
+	"/portcullis.v1.ApprovalService/RejectProposal":    {asAdmin, asOperator},
+	"/portcullis.v1.ApprovalService/GetApprovalPolicy": {asAdmin, asOperator},
+	"/portcullis.v1.ApprovalService/SetApprovalPolicy": {asAdmin},
 }
 
 // TestAuthorizationMatrix calls every RPC of every service as every kind
@@ -120,6 +127,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		portcullisv1.File_portcullis_v1_policy_proto,
 		portcullisv1.File_portcullis_v1_distribution_proto,
 		portcullisv1.File_portcullis_v1_advisor_proto,
+		portcullisv1.File_portcullis_v1_approval_proto,
 		portcullisv1.File_portcullis_v1_proxy_proto,
 		portcullisv1.File_portcullis_v1_audit_proto,
 	}

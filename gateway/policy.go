@@ -110,6 +110,9 @@ func (s policyService) commitOnce(ctx context.Context, sandbox string, doc *docu
 	if expected != nil && *expected != sb.CurrentVersion {
 		return nil, &conflictError{fmt.Sprintf("expected version %d, but the current version of %q is %d", *expected, sandbox, sb.CurrentVersion)}
 	}
+	if sb.Frozen {
+		return nil, &preconditionError{fmt.Sprintf("sandbox %q is frozen (%s): unfreeze it before changing its policy", sandbox, sb.FrozenReason)}
+	}
 	if sb.CurrentVersion > 0 {
 		current, err := s.store.GetPolicyVersion(ctx, sandbox, sb.CurrentVersion)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 
-	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -44,18 +43,13 @@ func validateNames(msg any) error {
 		return checkTokenName("name", m.GetName())
 	case *portcullisv1.RevokeTokenRequest:
 		return checkTokenName("name", m.GetName())
-	case *portcullisv1.ListProxiesRequest:
-		// An empty sandbox lists every proxy.
-		if m.GetSandbox() == "" {
+	case *portcullisv1.ListProxiesRequest, *portcullisv1.ApprovalServiceListProposalsRequest, *portcullisv1.ListAuditRequest:
+		// An empty sandbox lists every sandbox's.
+		sandbox := m.(interface{ GetSandbox() string }).GetSandbox()
+		if sandbox == "" {
 			return nil
 		}
-		return checkName("sandbox", m.GetSandbox())
-	case *portcullisv1.ListAuditRequest:
-		// An empty sandbox lists every entry.
-		if m.GetSandbox() == "" {
-			return nil
-		}
-		return checkName("sandbox", m.GetSandbox())
+		return checkName("sandbox", sandbox)
 	case interface{ GetSandbox() string }:
 		return checkName("sandbox", m.GetSandbox())
 	case interface{ GetName() string }: // SandboxService requests name a sandbox
@@ -236,6 +230,12 @@ func sandboxToProto(sb store.Sandbox) (*portcullisv1.Sandbox, error) {
 		CreatedBy:         sb.CreatedBy,
 		BoundaryHash:      sb.BoundaryHash,
 		CredentialedHosts: sb.CredentialedHosts,
+		Frozen:            sb.Frozen,
+		FrozenReason:      sb.FrozenReason,
+		FrozenBy:          sb.FrozenBy,
+	}
+	if sb.FrozenAt != nil {
+		out.FrozenAt = timestamppb.New(*sb.FrozenAt)
 	}
 	if len(sb.Boundary) > 0 {
 		st, err := documentStruct(sb.Boundary)
@@ -245,12 +245,4 @@ func sandboxToProto(sb store.Sandbox) (*portcullisv1.Sandbox, error) {
 		out.Boundary = st
 	}
 	return out, nil
-}
-
-func (s sandboxService) FreezeSandbox(ctx context.Context, req *portcullisv1.FreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, "freeze is not built yet")
-}
-
-func (s sandboxService) UnfreezeSandbox(ctx context.Context, req *portcullisv1.UnfreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, "unfreeze is not built yet")
 }

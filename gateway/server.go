@@ -71,6 +71,9 @@ type Config struct {
 	// Defaults 20 per 10 minutes.
 	ProposalRateMax    int
 	ProposalRateWindow time.Duration
+	// ProposalTTL is how long a proposal stays pending before it expires.
+	// Default 24h.
+	ProposalTTL time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -102,6 +105,9 @@ func (c *Config) setDefaults() {
 	if c.ProposalRateWindow == 0 {
 		c.ProposalRateWindow = defaultProposalRateWindow
 	}
+	if c.ProposalTTL == 0 {
+		c.ProposalTTL = defaultProposalTTL
+	}
 }
 
 // Server is the gateway.
@@ -125,6 +131,7 @@ type Server struct {
 	hub     *hub
 	proxies *proxyTracker
 	advisor *advisorHub
+	rules   *approvalRules
 	// decisionsStored counts decision records stored through this replica.
 	decisionsStored atomic.Uint64
 }
@@ -142,6 +149,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	s.hub = newHub(st, s.signer)
 	s.proxies = newProxyTracker(st, cfg.Replica, cfg.Now)
 	s.advisor = newAdvisorHub(s)
+	s.rules = newApprovalRules()
 	s.metrics = newMetrics(s)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 
@@ -158,6 +166,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	portcullisv1connect.RegisterAdvisorServiceHandler(rpc, advisorService{s})
 	portcullisv1connect.RegisterProverServiceHandler(rpc, proverService{s})
 	portcullisv1connect.RegisterAuditServiceHandler(rpc, auditService{s})
+	portcullisv1connect.RegisterApprovalServiceHandler(rpc, approvalService{s})
 	registerHealth(rpc, st, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
@@ -435,6 +444,13 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			if err := s.advisor.check(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("pending proposal check failed", "err", err)
+			}
+			// Rules stored through another replica.
+			if err := s.rules.reload(ctx, s.store); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not reload the approval rules", "err", err)
+			}
+			if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("expiry sweep failed", "err", err)
 			}
 		}
 	})
