@@ -31,10 +31,11 @@ var findingKinds = []string{
 const maxRationaleCell = 48
 
 // whoSees is the paragraph every reading command's help shares.
-const whoSees = `With an operator or admin token the command reads the approval queue of
+const whoSees = `With an operator or admin token, list and show read the approval queue of
 every sandbox (ApprovalService). With a sandbox's token, which the
-approval queue refuses, it falls back to the sandbox's own proposals
-(AdvisorService): the sandbox follows its proposals, never decides them.`
+approval queue refuses (PermissionDenied), they fall back to the
+sandbox's own proposals (AdvisorService): the sandbox follows its
+proposals, never decides them.`
 
 func newProposalsCmd(env *environment) *cobra.Command {
 	cmd := newGroupCmd("proposals", "The approval queue: list, show, approve, reject, withdraw proposals",
