@@ -409,6 +409,11 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 		return nil, err
 	}
 	out.Deduplicated = !created
+	if created && stored.Status == store.ProposalPending {
+		if reviewed, err := s.reviewed(ctx, stored); err == nil {
+			s.notifyNeedsHuman(reviewed)
+		}
+	}
 	return out, nil
 }
 
@@ -615,6 +620,7 @@ func (s advisorService) WithdrawProposal(ctx context.Context, req *portcullisv1.
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "proposal withdrawn", "sandbox", p.Sandbox, "proposal", sp.ID, "actor", p.Actor())
+	s.notifyDecided(out)
 	s.advisor.changed(p.Sandbox)
 	return s.proposalToProto(ctx, out)
 }

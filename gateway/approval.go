@@ -363,6 +363,7 @@ func (s *Server) apply(ctx context.Context, sp store.Proposal, actor string, app
 			s.hub.publish(context.WithoutCancel(ctx), v)
 			s.advisor.versionMoved(sp.Sandbox)
 			s.advisor.changed(sp.Sandbox)
+			s.notifyDecided(applied)
 			return applied, nil
 		}
 		if errors.Is(err, store.ErrFrozen) {
@@ -464,6 +465,7 @@ func (s approvalService) RejectProposal(ctx context.Context, req *portcullisv1.R
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "proposal rejected", "sandbox", sp.Sandbox, "proposal", sp.ID, "actor", p.Name)
+	s.notifyDecided(out)
 	s.advisor.changed(sp.Sandbox)
 	return s.reviewed(ctx, out)
 }

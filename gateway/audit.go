@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -99,6 +100,10 @@ func (s *Server) logAuditHead(ctx context.Context, interval time.Duration) {
 			failing = true
 		case seq != lastSeq || hash != lastHash:
 			s.log.Info("audit head", "seq", seq, "hash", hash)
+			if lastSeq >= 0 {
+				s.notify.send(EventAuditHead, fmt.Sprintf("Portcullis audit head: entry %d, hash %s", seq, hash),
+					map[string]any{"seq": seq, "hash": hash})
+			}
 			lastSeq, lastHash, failing = seq, hash, false
 		default:
 			failing = false

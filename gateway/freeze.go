@@ -80,6 +80,7 @@ func (s *Server) sweep(ctx context.Context) error {
 	}
 	for _, p := range expired {
 		s.log.InfoContext(ctx, "proposal expired", "sandbox", p.Sandbox, "proposal", p.ID)
+		s.notifyDecided(p)
 		s.advisor.changed(p.Sandbox)
 	}
 	sandboxes, err := s.store.ListSandboxes(ctx)

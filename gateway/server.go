@@ -74,6 +74,13 @@ type Config struct {
 	// ProposalTTL is how long a proposal stays pending before it expires.
 	// Default 24h.
 	ProposalTTL time.Duration
+	// WebhookURL, if set, is called when a proposal needs a human, when
+	// one is decided and when the audit head moves; WebhookSecret keys the
+	// HMAC signature of each call. WebhookBackoff is the wait before the
+	// first retry (doubling; default 500ms).
+	WebhookURL     string
+	WebhookSecret  string
+	WebhookBackoff time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -108,6 +115,9 @@ func (c *Config) setDefaults() {
 	if c.ProposalTTL == 0 {
 		c.ProposalTTL = defaultProposalTTL
 	}
+	if c.WebhookBackoff == 0 {
+		c.WebhookBackoff = 500 * time.Millisecond
+	}
 }
 
 // Server is the gateway.
@@ -132,6 +142,7 @@ type Server struct {
 	proxies *proxyTracker
 	advisor *advisorHub
 	rules   *approvalRules
+	notify  *notifier // nil without a webhook
 	// decisionsStored counts decision records stored through this replica.
 	decisionsStored atomic.Uint64
 }
@@ -150,6 +161,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	s.proxies = newProxyTracker(st, cfg.Replica, cfg.Now)
 	s.advisor = newAdvisorHub(s)
 	s.rules = newApprovalRules()
+	s.notify = newNotifier(cfg, s.log)
 	s.metrics = newMetrics(s)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 
@@ -423,6 +435,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // the commit listener.
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { s.logAuditHead(ctx, auditHeadInterval) })
+	wg.Go(func() { s.notify.run(ctx) })
 	wg.Go(func() {
 		s.proxies.run(ctx, func(err error) { s.log.Warn("could not store proxy statuses; will retry", "err", err) })
 	})

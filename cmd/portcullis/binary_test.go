@@ -254,4 +254,16 @@ func TestBinaryDefaultSQLite(t *testing.T) {
 	if code != exitInvalid || !strings.Contains(out, "at least 32") {
 		t.Fatalf("short bootstrap token: exit %d: %s", code, out)
 	}
+
+	// A webhook needs its signing secret, and an http(s) URL.
+	noSecret := []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN=", "PORTCULLIS_WEBHOOK_SECRET="}
+	out, code = runBinary(t, noSecret, "gateway", "--data-dir", fresh, "--webhook-url", "https://hooks.example.com/x")
+	if code != exitInvalid || !strings.Contains(out, "PORTCULLIS_WEBHOOK_SECRET") {
+		t.Fatalf("webhook without a secret: exit %d: %s", code, out)
+	}
+	withSecret := []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN=", "PORTCULLIS_WEBHOOK_SECRET=k"}
+	out, code = runBinary(t, withSecret, "gateway", "--data-dir", fresh, "--webhook-url", "ftp://hooks.example.com/x")
+	if code != exitInvalid || !strings.Contains(out, "http(s) URL") {
+		t.Fatalf("webhook with an ftp URL: exit %d: %s", code, out)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 const (
 	envDatabaseURL    = "PORTCULLIS_DATABASE_URL"
 	envBootstrapToken = "PORTCULLIS_BOOTSTRAP_TOKEN"
+	envWebhookSecret  = "PORTCULLIS_WEBHOOK_SECRET"
 	envLogFormat      = "PORTCULLIS_LOG_FORMAT"
 	envLogLevel       = "PORTCULLIS_LOG_LEVEL"
 
@@ -90,6 +92,7 @@ func newGatewayCmd(env *environment) *cobra.Command {
 		tlsKey        string
 		insecure      bool
 		metricsListen string
+		webhookURL    string
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -102,7 +105,13 @@ creates an admin token (PORTCULLIS_BOOTSTRAP_TOKEN if set) and prints it once.
 
 Logs are JSON on stderr; PORTCULLIS_LOG_FORMAT=text for text,
 PORTCULLIS_LOG_LEVEL=debug|info|warn|error for the level (default info;
-debug logs every RPC).`,
+debug logs every RPC).
+
+With --webhook-url, the gateway calls that URL (Slack-compatible JSON) when
+a proposal needs a human, when one is decided and when the audit head
+moves; each call is signed with PORTCULLIS_WEBHOOK_SECRET (header
+X-Portcullis-Signature: sha256=HMAC of "timestamp.body", timestamp in
+X-Portcullis-Timestamp).`,
 		Example: `  portcullis gateway
   PORTCULLIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/portcullis portcullis gateway --listen 0.0.0.0:7070 --tls-cert c.pem --tls-key k.pem`,
 		Args: cobra.NoArgs,
@@ -122,6 +131,14 @@ debug logs every RPC).`,
 			}
 			defer st.Close()
 
+			if webhookURL != "" {
+				if u, err := url.Parse(webhookURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+					return usagef("--webhook-url %q: want an http(s) URL", webhookURL)
+				}
+				if env.getenv(envWebhookSecret) == "" {
+					return usagef("--webhook-url needs %s, the key that signs each call", envWebhookSecret)
+				}
+			}
 			bootstrap := env.getenv(envBootstrapToken)
 			if bootstrap != "" && len(bootstrap) < gateway.MinBootstrapTokenLen {
 				return usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
@@ -134,6 +151,8 @@ debug logs every RPC).`,
 				MetricsListen:  metricsListen,
 				BootstrapToken: bootstrap,
 				Logger:         log,
+				WebhookURL:     webhookURL,
+				WebhookSecret:  env.getenv(envWebhookSecret),
 			}, st)
 			if err != nil {
 				return err
@@ -182,6 +201,7 @@ debug logs every RPC).`,
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "TLS private key file (PEM)")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow plaintext on a non-loopback --listen address")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
+	cmd.Flags().StringVar(&webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
 	return cmd
 }
 

@@ -1,0 +1,225 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// Notifications: a webhook (Slack-compatible JSON: a "text" line for
+// people, an "event" object for programs) is called when a proposal needs
+// a human, when one is decided, and when the audit head moves. The body
+// is signed: X-Portcullis-Signature is "sha256=" and the hex HMAC-SHA256,
+// keyed with the webhook secret, of the timestamp header, a dot and the
+// body, so a receiver can check both and refuse replays. Delivery is
+// retried with backoff and never blocks what caused it: events wait in a
+// bounded queue, and when it is full the newest are dropped and counted.
+
+const (
+	notifyQueue    = 256
+	notifyAttempts = 5
+	notifyTimeout  = 10 * time.Second
+)
+
+// Notification event kinds.
+const (
+	EventNeedsHuman = "proposal.needs_human"
+	EventDecided    = "proposal.decided"
+	EventAuditHead  = "audit.head"
+)
+
+// notification is one webhook call's body.
+type notification struct {
+	Text  string         `json:"text"`
+	Event map[string]any `json:"event"`
+}
+
+type notifier struct {
+	url    string
+	secret []byte
+	client *http.Client
+	log    *slog.Logger
+	now    func() time.Time
+	// backoff is the wait before the second attempt; it doubles.
+	backoff time.Duration
+
+	queue   chan notification
+	dropped atomic.Uint64
+	failed  atomic.Uint64
+}
+
+func newNotifier(cfg Config, log *slog.Logger) *notifier {
+	if cfg.WebhookURL == "" {
+		return nil
+	}
+	return &notifier{
+		url:     cfg.WebhookURL,
+		secret:  []byte(cfg.WebhookSecret),
+		client:  &http.Client{Timeout: notifyTimeout},
+		log:     log,
+		now:     cfg.Now,
+		backoff: cfg.WebhookBackoff,
+		queue:   make(chan notification, notifyQueue),
+	}
+}
+
+// send queues an event; it never waits. A nil notifier (no webhook)
+// sends nothing.
+func (n *notifier) send(kind, text string, fields map[string]any) {
+	if n == nil {
+		return
+	}
+	ev := map[string]any{"kind": kind}
+	for k, v := range fields {
+		ev[k] = v
+	}
+	select {
+	case n.queue <- notification{Text: text, Event: ev}:
+	default:
+		if n.dropped.Add(1) == 1 {
+			n.log.Warn("webhook queue full: dropping notifications", "url", n.url)
+		}
+	}
+}
+
+// run delivers queued events until ctx ends.
+func (n *notifier) run(ctx context.Context) {
+	if n == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-n.queue:
+			n.deliver(ctx, ev)
+		}
+	}
+}
+
+// deliver posts one event, retrying with backoff on errors and 5xx/429.
+func (n *notifier) deliver(ctx context.Context, ev notification) {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		n.log.Error("webhook event does not encode", "err", err)
+		return
+	}
+	wait := n.backoff
+	for attempt := 1; ; attempt++ {
+		retry, err := n.post(ctx, body)
+		if err == nil {
+			return
+		}
+		if !retry || attempt == notifyAttempts || ctx.Err() != nil {
+			n.failed.Add(1)
+			n.log.Warn("webhook call failed; event dropped", "url", n.url, "kind", ev.Event["kind"], "attempts", attempt, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+func (n *notifier) post(ctx context.Context, body []byte) (retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	ts := strconv.FormatInt(n.now().Unix(), 10)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "portcullis-gateway")
+	req.Header.Set("X-Portcullis-Timestamp", ts)
+	req.Header.Set("X-Portcullis-Signature", "sha256="+webhookSignature(n.secret, ts, body))
+	res, err := n.client.Do(req)
+	if err != nil {
+		return true, err
+	}
+	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	res.Body.Close()
+	switch {
+	case res.StatusCode >= 200 && res.StatusCode < 300:
+		return false, nil
+	case res.StatusCode == http.StatusTooManyRequests || res.StatusCode >= 500:
+		return true, fmt.Errorf("status %d", res.StatusCode)
+	default:
+		return false, fmt.Errorf("status %d (not retried)", res.StatusCode)
+	}
+}
+
+// webhookSignature is the hex HMAC-SHA256 of "timestamp.body".
+func webhookSignature(secret []byte, timestamp string, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(timestamp))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// VerifyWebhook checks a webhook call's signature (for receivers and
+// tests): the X-Portcullis-Signature and X-Portcullis-Timestamp header
+// values and the body, with the shared secret.
+func VerifyWebhook(secret []byte, signature, timestamp string, body []byte) bool {
+	want := "sha256=" + webhookSignature(secret, timestamp, body)
+	return hmac.Equal([]byte(want), []byte(signature))
+}
+
+// notifyNeedsHuman announces a pending proposal to its approvers.
+func (s *Server) notifyNeedsHuman(p *portcullisv1.Proposal) {
+	if s.notify == nil || p.GetStatus() != store.ProposalPending {
+		return
+	}
+	var kinds []string
+	for _, f := range p.GetFindings() {
+		kinds = append(kinds, f.GetKind())
+	}
+	slices.Sort(kinds)
+	kinds = slices.Compact(kinds)
+	text := fmt.Sprintf("Proposal %d of sandbox %s needs approval (%d needed): %s", p.GetId(), p.GetSandbox(), p.GetApprovalsRequired(), clip(p.GetRationale()))
+	if len(kinds) > 0 {
+		text += " — findings: " + strings.Join(kinds, ", ")
+	}
+	s.notify.send(EventNeedsHuman, text, map[string]any{
+		"proposal": p.GetId(), "sandbox": p.GetSandbox(), "findings": kinds,
+		"approvals_required": p.GetApprovalsRequired(), "resulting_hash": p.GetResultingHash(),
+	})
+}
+
+// notifyDecided announces that a proposal left pending.
+func (s *Server) notifyDecided(p store.Proposal) {
+	if s.notify == nil {
+		return
+	}
+	text := fmt.Sprintf("Proposal %d of sandbox %s is %s", p.ID, p.Sandbox, p.Status)
+	if p.Status == store.ProposalApplied {
+		text += fmt.Sprintf(" as version %d", p.AppliedVersion)
+	}
+	if p.DecidedBy != "" {
+		text += " by " + p.DecidedBy
+	}
+	if p.StatusReason != "" {
+		text += ": " + clip(p.StatusReason)
+	}
+	s.notify.send(EventDecided, text, map[string]any{
+		"proposal": p.ID, "sandbox": p.Sandbox, "status": p.Status, "decided_by": p.DecidedBy,
+		"applied_version": p.AppliedVersion, "reason": clip(p.StatusReason),
+	})
+}
