@@ -506,21 +506,48 @@ func TestConsoleSandboxPage(t *testing.T) {
 		t.Errorf("operator rollback message %q, want the permission error", msg)
 	}
 
+	// Any operator may pull the kill switch; unfreezing is an admin's.
+	act(t, ctx, "freeze", chromedp.Click(chromedp.ID("freeze-start")),
+		chromedp.SendKeys(chromedp.ID("freeze-reason"), "agent exfiltrating order data"), chromedp.Click(chromedp.ID("freeze-confirm")))
+	if msg := value(t, ctx, "freeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice")?.textContent || "")`)); !strings.Contains(msg, "support is frozen") {
+		t.Errorf("after freeze: %q", msg)
+	}
+	sb, err := e.admin.sandbox.GetSandbox(t.Context(), &portcullisv1.GetSandboxRequest{Name: "support"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sb.GetFrozen() || sb.GetFrozenReason() != "agent exfiltrating order data" || sb.GetFrozenBy() != "ops-alice" {
+		t.Errorf("after the console's freeze: frozen=%v reason %q by %q", sb.GetFrozen(), sb.GetFrozenReason(), sb.GetFrozenBy())
+	}
+	act(t, ctx, "operator unfreeze", chromedp.Click(chromedp.ID("freeze-start")),
+		chromedp.SendKeys(chromedp.ID("freeze-reason"), "false alarm"), chromedp.Click(chromedp.ID("freeze-confirm")))
+	if msg := value(t, ctx, "unfreeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice.bad")?.textContent || "")`)); !strings.Contains(msg, "may not call") {
+		t.Errorf("operator unfreeze: %q", msg)
+	}
+	if _, err := e.admin.sandbox.UnfreezeSandbox(t.Context(), &portcullisv1.UnfreezeSandboxRequest{Name: "support", Reason: "false alarm"}); err != nil {
+		t.Fatal(err)
+	}
+
 	// An admin rolls back.
+	before, err := e.admin.policy.GetPolicy(t.Context(), &portcullisv1.GetPolicyRequest{Sandbox: "support"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := before.GetVersion() + 1
 	act(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin")))
 	signIn(t, ctx, e.gw.URL, gatewaytest.AdminToken)
 	act(t, ctx, "admin rollback", chromedp.WaitVisible(chromedp.ID("who-name")),
 		chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("history")),
 		chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)), chromedp.Click(chromedp.CSS(`button[data-confirm-rollback="1"]`)))
-	if msg := waitText(t, ctx, "rollback-result"); !strings.Contains(msg, "version 3") {
+	if msg := waitText(t, ctx, "rollback-result"); !strings.Contains(msg, fmt.Sprintf("version %d", want)) {
 		t.Errorf("admin rollback message %q", msg)
 	}
 	cur, err := e.admin.policy.GetPolicy(t.Context(), &portcullisv1.GetPolicyRequest{Sandbox: "support"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur.GetVersion() != 3 || cur.GetSource() == "" {
-		t.Errorf("after rollback: v%d source %q", cur.GetVersion(), cur.GetSource())
+	if cur.GetVersion() != want || cur.GetSource() == "" {
+		t.Errorf("after rollback: v%d source %q, want v%d", cur.GetVersion(), cur.GetSource(), want)
 	}
 }
 

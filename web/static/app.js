@@ -501,7 +501,10 @@ async function sandboxView(name) {
     h("div", { class: "crumb" }, link("#/sandboxes", "← Sandboxes")),
     h("div", { class: "page-head" },
       h("h1", { id: "sandbox-title" }, name),
-      sb.frozen ? h("span", { class: "badge bad" }, "frozen") : null),
+      sb.frozen ? h("span", { class: "badge bad" }, "frozen") : null,
+      h("span", { class: "spacer" }),
+      killSwitch(name, sb.frozen)),
+    h("div", { id: "freeze-result" }),
     sb.frozen ? notice("bad", `Frozen by ${sb.frozenBy || "?"}: ${sb.frozenReason || ""}. Proxies enforce deny-all; proposals are refused.`) : null,
     h("section", { class: "card", id: "current-policy" },
       h("h2", { class: "first" }, current ? `Current policy: v${current.version}` : "No policy yet"),
@@ -524,6 +527,41 @@ async function sandboxView(name) {
     diffOut,
     rollbackOut,
     h("div", { id: "history" }, table(["Version", "Stored", "Author", "Source", "Hash", ""], historyRows, "No versions.")));
+}
+
+// killSwitch freezes a sandbox (deny-all pushed to its proxies, proposals
+// refused; any operator may) or unfreezes it (admins), with a reason.
+function killSwitch(name, frozen) {
+  const box = h("span", { class: "row", id: "kill-switch" });
+  const method = frozen ? "UnfreezeSandbox" : "FreezeSandbox";
+  const start = h("button", { type: "button", id: "freeze-start", class: frozen ? "" : "danger" }, frozen ? "Unfreeze…" : "Freeze…");
+  start.addEventListener("click", () => {
+    const reason = h("input", { type: "text", id: "freeze-reason", placeholder: "reason (recorded in the audit log)", "aria-label": "reason" });
+    const go = h("button", { type: "button", id: "freeze-confirm", class: frozen ? "primary" : "danger" }, frozen ? "Unfreeze" : "Freeze now");
+    const cancel = h("button", { type: "button" }, "Cancel");
+    cancel.addEventListener("click", () => box.replaceChildren(start));
+    go.addEventListener("click", async () => {
+      const out = $("freeze-result");
+      if (!reason.value.trim()) {
+        out.replaceChildren(notice("bad", "A reason is required."));
+        return;
+      }
+      go.disabled = true;
+      try {
+        await rpc("SandboxService", method, { name, reason: reason.value.trim() });
+        await render();
+        const done = $("freeze-result");
+        if (done) done.replaceChildren(notice("ok", frozen ? `${name} is unfrozen: its policy before the freeze is current again.` : `${name} is frozen: its proxies deny everything.`));
+      } catch (err) {
+        go.disabled = false;
+        out.replaceChildren(errorNotice(err));
+      }
+    });
+    box.replaceChildren(reason, go, cancel);
+    reason.focus();
+  });
+  box.append(start);
+  return box;
 }
 
 async function auditView(params) {
