@@ -2,7 +2,14 @@
 
 package dataplane
 
-import "github.com/portcullis-dev/portcullis/policy"
+import (
+	"net/netip"
 
-// testRefusal is nil in real builds; see testhook_on.go.
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// testRefusal and testResolve do nothing in real builds; see
+// testhook_on.go.
 func testRefusal(*policy.Policy) error { return nil }
+
+func testResolve(string) ([]netip.Addr, bool) { return nil, false }
