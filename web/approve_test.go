@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/web/webtest"
 )
 
 const trackShipment = `
@@ -36,50 +37,50 @@ func TestConsoleApproveProposal(t *testing.T) {
 		t.Fatal("the proposal has no findings to show")
 	}
 	id := p.GetId()
-	shots := screenshotDir(t)
-	ctx := browser(t)
+	shots := webtest.ScreenshotDir(t)
+	ctx := webtest.Browser(t)
 
-	signIn(t, ctx, e.gw.URL, e.operator)
+	webtest.SignIn(t, ctx, e.gw.URL, e.operator)
 	row := fmt.Sprintf(`#queue tr[data-id="%d"]`, id)
-	act(t, ctx, "open the queue", chromedp.WaitVisible(chromedp.CSS(row)))
-	if chip := textOf(t, ctx, row+" .finding-chip"); !strings.Contains(chip, "New MCP tool") {
+	webtest.Act(t, ctx, "open the queue", chromedp.WaitVisible(chromedp.CSS(row)))
+	if chip := webtest.TextOf(t, ctx, row+" .finding-chip"); !strings.Contains(chip, "New MCP tool") {
 		t.Errorf("the queue shows findings %q, want New MCP tool", chip)
 	}
-	if cells := textOf(t, ctx, row); !strings.Contains(cells, "support") || !strings.Contains(cells, "track shipments") {
+	if cells := webtest.TextOf(t, ctx, row); !strings.Contains(cells, "support") || !strings.Contains(cells, "track shipments") {
 		t.Errorf("queue row %q", cells)
 	}
-	screenshot(t, ctx, shots, "queue.png")
+	webtest.Screenshot(t, ctx, shots, "queue.png")
 
-	act(t, ctx, "open the proposal", chromedp.Click(chromedp.CSS(fmt.Sprintf(`%s a[href="#/proposal/%d"]`, row, id))), chromedp.WaitVisible(chromedp.ID("proposal-title")))
-	if r := textOf(t, ctx, "#rationale"); r != "support agents must track shipments for open orders" {
+	webtest.Act(t, ctx, "open the proposal", chromedp.Click(chromedp.CSS(fmt.Sprintf(`%s a[href="#/proposal/%d"]`, row, id))), chromedp.WaitVisible(chromedp.ID("proposal-title")))
+	if r := webtest.TextOf(t, ctx, "#rationale"); r != "support agents must track shipments for open orders" {
 		t.Errorf("rationale %q", r)
 	}
-	if added := textOf(t, ctx, "#proposal-diff .line.add"); !strings.Contains(added, "track_shipment") {
+	if added := webtest.TextOf(t, ctx, "#proposal-diff .line.add"); !strings.Contains(added, "track_shipment") {
 		t.Errorf("the diff's added line %q lacks track_shipment", added)
 	}
-	if kind := textOf(t, ctx, "#findings .finding-kind"); kind != "New MCP tool" {
+	if kind := webtest.TextOf(t, ctx, "#findings .finding-kind"); kind != "New MCP tool" {
 		t.Errorf("finding %q", kind)
 	}
-	if ce := textOf(t, ctx, "#findings .counterexample .request"); !strings.Contains(ce, "track_shipment") || !strings.Contains(ce, "orders.example.com:443") {
+	if ce := webtest.TextOf(t, ctx, "#findings .counterexample .request"); !strings.Contains(ce, "track_shipment") || !strings.Contains(ce, "orders.example.com:443") {
 		t.Errorf("counterexample %q", ce)
 	}
-	if n := textOf(t, ctx, "#approvals-count"); !strings.HasPrefix(n, "0 of ") {
+	if n := webtest.TextOf(t, ctx, "#approvals-count"); !strings.HasPrefix(n, "0 of ") {
 		t.Errorf("approvals %q", n)
 	}
-	screenshot(t, ctx, shots, "proposal.png")
+	webtest.Screenshot(t, ctx, shots, "proposal.png")
 
 	// Approving needs a reason.
-	act(t, ctx, "approve without a reason", chromedp.Click(chromedp.ID("approve")))
-	if msg := waitText(t, ctx, "decision-result"); !strings.Contains(msg, "reason is required") {
+	webtest.Act(t, ctx, "approve without a reason", chromedp.Click(chromedp.ID("approve")))
+	if msg := webtest.WaitText(t, ctx, "decision-result"); !strings.Contains(msg, "reason is required") {
 		t.Errorf("approve without a reason: %q", msg)
 	}
 	const reason = "orders team confirmed: tracking is read-only"
-	act(t, ctx, "approve", chromedp.SendKeys(chromedp.ID("reason"), reason), chromedp.Click(chromedp.ID("approve")))
-	msg := value(t, ctx, "decision result", chromedp.Poll[string](`(document.querySelector("#decision-result .notice.ok")?.textContent || "")`))
+	webtest.Act(t, ctx, "approve", chromedp.SendKeys(chromedp.ID("reason"), reason), chromedp.Click(chromedp.ID("approve")))
+	msg := webtest.Value(t, ctx, "decision result", chromedp.Poll[string](`(document.querySelector("#decision-result .notice.ok")?.textContent || "")`))
 	if !strings.Contains(msg, "Approv") {
 		t.Errorf("after approve: %q", msg)
 	}
-	screenshot(t, ctx, shots, "proposal-approved.png")
+	webtest.Screenshot(t, ctx, shots, "proposal-approved.png")
 
 	got, err := e.admin.approval.GetProposal(t.Context(), &portcullisv1.GetProposalRequest{Id: id})
 	if err != nil {
@@ -124,22 +125,22 @@ func TestConsoleRejectProposal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := browser(t)
-	signIn(t, ctx, e.gw.URL, e.operator)
-	act(t, ctx, "open the queue", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#queue tr[data-id="%d"]`, older.GetId()))))
-	ids := value(t, ctx, "queue order", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#queue tbody tr")].map(tr => tr.dataset.id)`))
+	ctx := webtest.Browser(t)
+	webtest.SignIn(t, ctx, e.gw.URL, e.operator)
+	webtest.Act(t, ctx, "open the queue", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#queue tr[data-id="%d"]`, older.GetId()))))
+	ids := webtest.Value(t, ctx, "queue order", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#queue tbody tr")].map(tr => tr.dataset.id)`))
 	if want := []string{fmt.Sprint(newer.GetId()), fmt.Sprint(older.GetId())}; strings.Join(ids, ",") != strings.Join(want, ",") {
 		t.Errorf("queue order %v, want newest first %v", ids, want)
 	}
-	if chips := textOf(t, ctx, fmt.Sprintf(`#queue tr[data-id="%d"] .chips`, newer.GetId())); !strings.Contains(chips, "New destination") {
+	if chips := webtest.TextOf(t, ctx, fmt.Sprintf(`#queue tr[data-id="%d"] .chips`, newer.GetId())); !strings.Contains(chips, "New destination") {
 		t.Errorf("the new entry's findings show as %q", chips)
 	}
 
-	act(t, ctx, "open the newer proposal", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#queue tr[data-id="%d"] a[href="#/proposal/%d"]`, newer.GetId(), newer.GetId()))),
+	webtest.Act(t, ctx, "open the newer proposal", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#queue tr[data-id="%d"] a[href="#/proposal/%d"]`, newer.GetId(), newer.GetId()))),
 		chromedp.WaitVisible(chromedp.ID("reason")))
 	const reason = "carrier lookups go through the orders service"
-	act(t, ctx, "reject", chromedp.SendKeys(chromedp.ID("reason"), reason), chromedp.Click(chromedp.ID("reject")))
-	msg := value(t, ctx, "decision result", chromedp.Poll[string](`(document.querySelector("#decision-result .notice.ok")?.textContent || "")`))
+	webtest.Act(t, ctx, "reject", chromedp.SendKeys(chromedp.ID("reason"), reason), chromedp.Click(chromedp.ID("reject")))
+	msg := webtest.Value(t, ctx, "decision result", chromedp.Poll[string](`(document.querySelector("#decision-result .notice.ok")?.textContent || "")`))
 	if !strings.Contains(msg, "Rejected") {
 		t.Errorf("after reject: %q", msg)
 	}
@@ -150,15 +151,15 @@ func TestConsoleRejectProposal(t *testing.T) {
 	if got.GetStatus() != "rejected" || got.GetStatusReason() != reason || got.GetDecidedBy() != "ops-alice" {
 		t.Errorf("after the console's reject: status %q reason %q by %q", got.GetStatus(), got.GetStatusReason(), got.GetDecidedBy())
 	}
-	act(t, ctx, "back to the queue", chromedp.Click(chromedp.CSS(`#nav a[data-nav="queue"]`)),
+	webtest.Act(t, ctx, "back to the queue", chromedp.Click(chromedp.CSS(`#nav a[data-nav="queue"]`)),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#queue tr[data-id="%d"]`, older.GetId()))))
-	if n := value(t, ctx, "rows", chromedp.Evaluate[int](`document.querySelectorAll("#queue tbody tr").length`)); n != 1 {
+	if n := webtest.Value(t, ctx, "rows", chromedp.Evaluate[int](`document.querySelectorAll("#queue tbody tr").length`)); n != 1 {
 		t.Errorf("%d pending proposals after the reject, want 1", n)
 	}
 
 	// The sandbox's page lists what is pending for it.
-	act(t, ctx, "open the sandbox", chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("sandbox-proposals")))
-	if rows := textOf(t, ctx, "#sandbox-proposals"); !strings.Contains(rows, fmt.Sprintf("#%d", older.GetId())) || strings.Contains(rows, fmt.Sprintf("#%d", newer.GetId())) {
+	webtest.Act(t, ctx, "open the sandbox", chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("sandbox-proposals")))
+	if rows := webtest.TextOf(t, ctx, "#sandbox-proposals"); !strings.Contains(rows, fmt.Sprintf("#%d", older.GetId())) || strings.Contains(rows, fmt.Sprintf("#%d", newer.GetId())) {
 		t.Errorf("the sandbox's pending proposals: %q", rows)
 	}
 }
@@ -172,9 +173,9 @@ func TestConsoleApproveStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := browser(t)
-	signIn(t, ctx, e.gw.URL, e.operator)
-	act(t, ctx, "open the proposal", chromedp.WaitVisible(chromedp.ID("who-name")),
+	ctx := webtest.Browser(t)
+	webtest.SignIn(t, ctx, e.gw.URL, e.operator)
+	webtest.Act(t, ctx, "open the proposal", chromedp.WaitVisible(chromedp.ID("who-name")),
 		chromedp.Navigate(fmt.Sprintf("%s/#/proposal/%d", e.gw.URL, p.GetId())), chromedp.WaitVisible(chromedp.ID("reason")))
 
 	// The policy moves under the open page; the proposal is re-based.
@@ -196,8 +197,8 @@ func TestConsoleApproveStale(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	act(t, ctx, "approve", chromedp.SendKeys(chromedp.ID("reason"), "looks fine"), chromedp.Click(chromedp.ID("approve")))
-	msg := value(t, ctx, "decision result", chromedp.Poll[string](`(document.querySelector("#decision-result .notice")?.textContent || "")`))
+	webtest.Act(t, ctx, "approve", chromedp.SendKeys(chromedp.ID("reason"), "looks fine"), chromedp.Click(chromedp.ID("approve")))
+	msg := webtest.Value(t, ctx, "decision result", chromedp.Poll[string](`(document.querySelector("#decision-result .notice")?.textContent || "")`))
 	if !strings.Contains(msg, "changed since this page showed it") {
 		t.Errorf("a stale approval shows %q", msg)
 	}

@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +24,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/web/webtest"
 )
 
 const ordersPolicy = `
@@ -113,140 +111,9 @@ func start(t *testing.T) *env {
 	return &env{gw: gw, admin: admin, operator: op.GetToken(), sandbox: sb.GetToken()}
 }
 
-// chromium finds the browser: Debian's chromium, or another Chrome.
-func chromium() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// browser starts a headless Chromium for the test. Without one the test
-// skips, except under CI=true where it fails.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path := chromium()
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed, and CI needs it for the console's browser tests: apt-get install -y chromium")
-		}
-		t.Skip("chromium is not installed (apt-get install -y chromium): skipping the console's browser tests")
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	// No timeout here: the browser lives as long as this first call's
-	// context.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	return ctx
-}
-
-const stepTimeout = 20 * time.Second
-
-// act runs browser steps with a deadline.
-func act(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	c, cancel := context.WithTimeout(ctx, stepTimeout)
-	defer cancel()
-	if err := chromedp.Do(c, steps...); err != nil {
-		t.Fatalf("%s: %v\npage: %s", what, err, pageText(ctx))
-	}
-}
-
-// pageText is what the page shows, for failure messages.
-func pageText(ctx context.Context) string {
-	c, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(c, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
-	if err != nil {
-		return "(unreadable: " + err.Error() + ")"
-	}
-	return s
-}
-
-// value runs one browser action that returns a value, with a deadline.
-func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
-	t.Helper()
-	c, cancel := context.WithTimeout(ctx, stepTimeout)
-	defer cancel()
-	v, err := chromedp.Run(c, a)
-	if err != nil {
-		t.Fatalf("%s: %v\npage: %s", what, err, pageText(ctx))
-	}
-	return v
-}
-
-// textOf waits for selector to be visible and returns its text.
-func textOf(t *testing.T, ctx context.Context, selector string) string {
-	t.Helper()
-	act(t, ctx, "wait for "+selector, chromedp.WaitVisible(chromedp.CSS(selector)))
-	return value(t, ctx, "read "+selector, chromedp.Text(chromedp.CSS(selector)))
-}
-
-// waitText waits until the element with id has non-empty text and returns
-// it.
-func waitText(t *testing.T, ctx context.Context, id string) string {
-	t.Helper()
-	return value(t, ctx, "wait for text in #"+id,
-		chromedp.Poll[string](fmt.Sprintf(`(document.getElementById(%q)?.textContent || "").trim()`, id)))
-}
-
-// screenshotDir is where a test's screenshots go: its temporary directory,
-// or PORTCULLIS_CONSOLE_SCREENSHOTS to keep them.
-func screenshotDir(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("PORTCULLIS_CONSOLE_SCREENSHOTS"); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	return t.TempDir()
-}
-
-func screenshot(t *testing.T, ctx context.Context, dir, name string) {
-	t.Helper()
-	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", path)
-}
-
-// signIn opens the console and signs in with token.
-func signIn(t *testing.T, ctx context.Context, baseURL, token string) {
-	t.Helper()
-	act(t, ctx, "sign in",
-		chromedp.Navigate(baseURL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("signin-button")),
-	)
-}
-
 func sessionCookie(t *testing.T, ctx context.Context, baseURL string) *network.Cookie {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	c, cancel := context.WithTimeout(ctx, webtest.StepTimeout)
 	defer cancel()
 	res, err := chromedp.Call(c, network.GetCookies, network.GetCookiesParams{URLs: []string{baseURL + "/"}})
 	if err != nil {
@@ -266,21 +133,21 @@ func fetchCode(t *testing.T, ctx context.Context, procedure string, header strin
 	t.Helper()
 	js := fmt.Sprintf(`fetch(%q, {method: "POST", credentials: "same-origin", headers: Object.assign({"Content-Type": "application/json"}, %s), body: "{}"})
 		.then(r => r.ok ? "ok" : r.json().then(b => b.code || String(r.status)))`, procedure, header)
-	return value(t, ctx, "fetch "+procedure, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+	return webtest.Value(t, ctx, "fetch "+procedure, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
 }
 
 func TestConsoleSignIn(t *testing.T) {
 	e := start(t)
-	ctx := browser(t)
-	signIn(t, ctx, e.gw.URL, e.operator)
-	if who := textOf(t, ctx, "#who-name"); who != "ops-alice" {
+	ctx := webtest.Browser(t)
+	webtest.SignIn(t, ctx, e.gw.URL, e.operator)
+	if who := webtest.TextOf(t, ctx, "#who-name"); who != "ops-alice" {
 		t.Errorf("signed in as %q, want ops-alice", who)
 	}
-	if role := textOf(t, ctx, "#who-role"); role != "operator" {
+	if role := webtest.TextOf(t, ctx, "#who-role"); role != "operator" {
 		t.Errorf("role shown %q, want operator", role)
 	}
 	// Signing in lands on the queue.
-	if h := textOf(t, ctx, "#queue h1"); h != "Approval queue" {
+	if h := webtest.TextOf(t, ctx, "#queue h1"); h != "Approval queue" {
 		t.Errorf("after sign-in the page shows %q, want the approval queue", h)
 	}
 	// The cookie, as the browser stored it: the page's scripts cannot
@@ -292,7 +159,7 @@ func TestConsoleSignIn(t *testing.T) {
 	if !c.HTTPOnly || c.SameSite != network.CookieSameSiteStrict || c.Path != "/" {
 		t.Errorf("session cookie httpOnly=%v sameSite=%q path=%q: want HttpOnly, Strict, /", c.HTTPOnly, c.SameSite, c.Path)
 	}
-	if got := value(t, ctx, "document.cookie", chromedp.Evaluate[string](`document.cookie`)); strings.Contains(got, gateway.SessionCookie) {
+	if got := webtest.Value(t, ctx, "document.cookie", chromedp.Evaluate[string](`document.cookie`)); strings.Contains(got, gateway.SessionCookie) {
 		t.Errorf("the page's script can read the session cookie: %q", got)
 	}
 
@@ -307,8 +174,8 @@ func TestConsoleSignIn(t *testing.T) {
 	}
 
 	// A reload keeps the session; signing out ends it.
-	act(t, ctx, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("who-name")))
-	act(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin")))
+	webtest.Act(t, ctx, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("who-name")))
+	webtest.Act(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin")))
 	if c := sessionCookie(t, ctx, e.gw.URL); c != nil {
 		t.Errorf("the session cookie survived sign-out: %+v", c)
 	}
@@ -316,15 +183,15 @@ func TestConsoleSignIn(t *testing.T) {
 
 func TestConsoleSandboxTokenCannotSignIn(t *testing.T) {
 	e := start(t)
-	ctx := browser(t)
-	signIn(t, ctx, e.gw.URL, e.sandbox)
-	if msg := waitText(t, ctx, "signin-error"); !strings.Contains(msg, "a sandbox token cannot sign in to the console") {
+	ctx := webtest.Browser(t)
+	webtest.SignIn(t, ctx, e.gw.URL, e.sandbox)
+	if msg := webtest.WaitText(t, ctx, "signin-error"); !strings.Contains(msg, "a sandbox token cannot sign in to the console") {
 		t.Errorf("sign-in message %q", msg)
 	}
 	if c := sessionCookie(t, ctx, e.gw.URL); c != nil {
 		t.Errorf("a sandbox token got a session cookie: %+v", c)
 	}
-	if hidden := value(t, ctx, "nav hidden", chromedp.Evaluate[bool](`document.getElementById("nav").hidden`)); !hidden {
+	if hidden := webtest.Value(t, ctx, "nav hidden", chromedp.Evaluate[bool](`document.getElementById("nav").hidden`)); !hidden {
 		t.Error("the console's navigation shows after a refused sign-in")
 	}
 }
@@ -350,7 +217,7 @@ func crossSite(t *testing.T, forms map[string]string) *httptest.Server {
 // gateway's answer to the form it submits to action.
 func submitCrossSite(t *testing.T, ctx context.Context, pageURL, action string) int64 {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	c, cancel := context.WithTimeout(ctx, webtest.StepTimeout)
 	defer cancel()
 	responses := chromedp.Events(c, network.ResponseReceived) // subscribe before the trigger
 	if err := chromedp.Do(c, chromedp.Navigate(pageURL)); err != nil {
@@ -375,9 +242,9 @@ func TestConsoleRefusesCrossSiteForms(t *testing.T) {
 	if _, err := e.admin.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "support", Document: ordersPolicyV2}); err != nil {
 		t.Fatal(err)
 	}
-	ctx := browser(t)
-	signIn(t, ctx, e.gw.URL, gatewaytest.AdminToken)
-	if who := textOf(t, ctx, "#who-role"); who != "admin" {
+	ctx := webtest.Browser(t)
+	webtest.SignIn(t, ctx, e.gw.URL, gatewaytest.AdminToken)
+	if who := webtest.TextOf(t, ctx, "#who-role"); who != "admin" {
 		t.Fatalf("signed in as %q", who)
 	}
 	evil := crossSite(t, map[string]string{
@@ -392,7 +259,7 @@ func TestConsoleRefusesCrossSiteForms(t *testing.T) {
 	if status := submitCrossSite(t, ctx, evil.URL+"/signin", e.gw.URL+gateway.SessionPath); status != http.StatusForbidden {
 		t.Errorf("cross-site sign-in form answered %d, want 403", status)
 	}
-	if body := value(t, ctx, "answer", chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(body, "cross-origin request refused") {
+	if body := webtest.Value(t, ctx, "answer", chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(body, "cross-origin request refused") {
 		t.Errorf("cross-site sign-in answer: %q", body)
 	}
 	if c := sessionCookie(t, ctx, e.gw.URL); c == nil || c.Value != gatewaytest.AdminToken {
@@ -411,8 +278,8 @@ func TestConsoleRefusesCrossSiteForms(t *testing.T) {
 		t.Errorf("after the cross-site forms the current version is %d, want 2 (nothing changed)", cur.GetVersion())
 	}
 	// The session still works for the console itself.
-	act(t, ctx, "back to the console", chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("current-policy")))
-	if h := textOf(t, ctx, "#current-policy h2"); !strings.Contains(h, "v2") {
+	webtest.Act(t, ctx, "back to the console", chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("current-policy")))
+	if h := webtest.TextOf(t, ctx, "#current-policy h2"); !strings.Contains(h, "v2") {
 		t.Errorf("sandbox page heading %q, want v2", h)
 	}
 }
@@ -479,37 +346,37 @@ func TestConsoleSandboxPage(t *testing.T) {
 	// Two proxies: one applies v2 (ACK), one refuses it (NACK).
 	proxy(t, e, "proxy-ack", "")
 	proxy(t, e, "proxy-nack", "unknown field network_policies.status.frobnicate")
-	ctx := browser(t)
+	ctx := webtest.Browser(t)
 
 	// An operator reads everything, and sees why a rollback is refused.
-	signIn(t, ctx, e.gw.URL, e.operator)
-	act(t, ctx, "open the sandbox", chromedp.WaitVisible(chromedp.ID("who-name")), chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("history")))
-	if h := textOf(t, ctx, "#current-policy h2"); !strings.Contains(h, "v2") {
+	webtest.SignIn(t, ctx, e.gw.URL, e.operator)
+	webtest.Act(t, ctx, "open the sandbox", chromedp.WaitVisible(chromedp.ID("who-name")), chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("history")))
+	if h := webtest.TextOf(t, ctx, "#current-policy h2"); !strings.Contains(h, "v2") {
 		t.Errorf("current policy heading %q, want v2", h)
 	}
-	if doc := textOf(t, ctx, "#current-policy pre"); !strings.Contains(doc, "status.example.com") {
+	if doc := webtest.TextOf(t, ctx, "#current-policy pre"); !strings.Contains(doc, "status.example.com") {
 		t.Errorf("current policy document lacks the v2 endpoint: %q", doc)
 	}
-	if p := textOf(t, ctx, `#proxies tr[data-proxy="proxy-ack"]`); !strings.Contains(p, "connected") || !strings.Contains(p, "v2") || !strings.Contains(p, "ACK") {
+	if p := webtest.TextOf(t, ctx, `#proxies tr[data-proxy="proxy-ack"]`); !strings.Contains(p, "connected") || !strings.Contains(p, "v2") || !strings.Contains(p, "ACK") {
 		t.Errorf("the proxy that applied v2 shows %q", p)
 	}
-	if p := textOf(t, ctx, `#proxies tr[data-proxy="proxy-nack"]`); !strings.Contains(p, "NACK v2") || !strings.Contains(p, "unknown field network_policies.status.frobnicate") {
+	if p := webtest.TextOf(t, ctx, `#proxies tr[data-proxy="proxy-nack"]`); !strings.Contains(p, "NACK v2") || !strings.Contains(p, "unknown field network_policies.status.frobnicate") {
 		t.Errorf("the proxy that refused v2 shows %q", p)
 	}
-	act(t, ctx, "diff v1 v2", chromedp.Click(chromedp.ID("diff-button")), chromedp.WaitVisible(chromedp.CSS("#history-diff .line.add")))
-	screenshot(t, ctx, screenshotDir(t), "sandbox.png")
-	if added := textOf(t, ctx, "#history-diff .line.add"); !strings.Contains(added, "+") || !strings.Contains(textOf(t, ctx, "#history-diff"), "status") {
+	webtest.Act(t, ctx, "diff v1 v2", chromedp.Click(chromedp.ID("diff-button")), chromedp.WaitVisible(chromedp.CSS("#history-diff .line.add")))
+	webtest.Screenshot(t, ctx, webtest.ScreenshotDir(t), "sandbox.png")
+	if added := webtest.TextOf(t, ctx, "#history-diff .line.add"); !strings.Contains(added, "+") || !strings.Contains(webtest.TextOf(t, ctx, "#history-diff"), "status") {
 		t.Errorf("diff v1→v2: added line %q", added)
 	}
-	act(t, ctx, "operator rollback", chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)), chromedp.Click(chromedp.CSS(`button[data-confirm-rollback="1"]`)))
-	if msg := waitText(t, ctx, "rollback-result"); !strings.Contains(msg, "may not call") {
+	webtest.Act(t, ctx, "operator rollback", chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)), chromedp.Click(chromedp.CSS(`button[data-confirm-rollback="1"]`)))
+	if msg := webtest.WaitText(t, ctx, "rollback-result"); !strings.Contains(msg, "may not call") {
 		t.Errorf("operator rollback message %q, want the permission error", msg)
 	}
 
 	// Any operator may pull the kill switch; unfreezing is an admin's.
-	act(t, ctx, "freeze", chromedp.Click(chromedp.ID("freeze-start")),
+	webtest.Act(t, ctx, "freeze", chromedp.Click(chromedp.ID("freeze-start")),
 		chromedp.SendKeys(chromedp.ID("freeze-reason"), "agent exfiltrating order data"), chromedp.Click(chromedp.ID("freeze-confirm")))
-	if msg := value(t, ctx, "freeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice")?.textContent || "")`)); !strings.Contains(msg, "support is frozen") {
+	if msg := webtest.Value(t, ctx, "freeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice")?.textContent || "")`)); !strings.Contains(msg, "support is frozen") {
 		t.Errorf("after freeze: %q", msg)
 	}
 	sb, err := e.admin.sandbox.GetSandbox(t.Context(), &portcullisv1.GetSandboxRequest{Name: "support"})
@@ -519,9 +386,9 @@ func TestConsoleSandboxPage(t *testing.T) {
 	if !sb.GetFrozen() || sb.GetFrozenReason() != "agent exfiltrating order data" || sb.GetFrozenBy() != "ops-alice" {
 		t.Errorf("after the console's freeze: frozen=%v reason %q by %q", sb.GetFrozen(), sb.GetFrozenReason(), sb.GetFrozenBy())
 	}
-	act(t, ctx, "operator unfreeze", chromedp.Click(chromedp.ID("freeze-start")),
+	webtest.Act(t, ctx, "operator unfreeze", chromedp.Click(chromedp.ID("freeze-start")),
 		chromedp.SendKeys(chromedp.ID("freeze-reason"), "false alarm"), chromedp.Click(chromedp.ID("freeze-confirm")))
-	if msg := value(t, ctx, "unfreeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice.bad")?.textContent || "")`)); !strings.Contains(msg, "may not call") {
+	if msg := webtest.Value(t, ctx, "unfreeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice.bad")?.textContent || "")`)); !strings.Contains(msg, "may not call") {
 		t.Errorf("operator unfreeze: %q", msg)
 	}
 	if _, err := e.admin.sandbox.UnfreezeSandbox(t.Context(), &portcullisv1.UnfreezeSandboxRequest{Name: "support", Reason: "false alarm"}); err != nil {
@@ -534,12 +401,12 @@ func TestConsoleSandboxPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := before.GetVersion() + 1
-	act(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin")))
-	signIn(t, ctx, e.gw.URL, gatewaytest.AdminToken)
-	act(t, ctx, "admin rollback", chromedp.WaitVisible(chromedp.ID("who-name")),
+	webtest.Act(t, ctx, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin")))
+	webtest.SignIn(t, ctx, e.gw.URL, gatewaytest.AdminToken)
+	webtest.Act(t, ctx, "admin rollback", chromedp.WaitVisible(chromedp.ID("who-name")),
 		chromedp.Navigate(e.gw.URL+"/#/sandbox/support"), chromedp.WaitVisible(chromedp.ID("history")),
 		chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)), chromedp.Click(chromedp.CSS(`button[data-confirm-rollback="1"]`)))
-	if msg := waitText(t, ctx, "rollback-result"); !strings.Contains(msg, fmt.Sprintf("version %d", want)) {
+	if msg := webtest.WaitText(t, ctx, "rollback-result"); !strings.Contains(msg, fmt.Sprintf("version %d", want)) {
 		t.Errorf("admin rollback message %q", msg)
 	}
 	cur, err := e.admin.policy.GetPolicy(t.Context(), &portcullisv1.GetPolicyRequest{Sandbox: "support"})
@@ -553,22 +420,22 @@ func TestConsoleSandboxPage(t *testing.T) {
 
 func TestConsoleAuditPage(t *testing.T) {
 	e := start(t)
-	ctx := browser(t)
-	signIn(t, ctx, e.gw.URL, e.operator)
-	act(t, ctx, "open the audit log", chromedp.WaitVisible(chromedp.ID("who-name")),
+	ctx := webtest.Browser(t)
+	webtest.SignIn(t, ctx, e.gw.URL, e.operator)
+	webtest.Act(t, ctx, "open the audit log", chromedp.WaitVisible(chromedp.ID("who-name")),
 		chromedp.Navigate(e.gw.URL+"/#/audit"), chromedp.WaitVisible(chromedp.CSS("#audit tbody tr")))
-	if rows := textOf(t, ctx, "#audit tbody"); !strings.Contains(rows, "support") || !strings.Contains(rows, "ops-alice") {
+	if rows := webtest.TextOf(t, ctx, "#audit tbody"); !strings.Contains(rows, "support") || !strings.Contains(rows, "ops-alice") {
 		t.Errorf("the audit log lacks the sandbox's creation or the token's: %q", rows)
 	}
-	act(t, ctx, "verify", chromedp.Click(chromedp.ID("verify")))
-	if msg := waitText(t, ctx, "verify-result"); !strings.Contains(msg, "The chain holds") {
+	webtest.Act(t, ctx, "verify", chromedp.Click(chromedp.ID("verify")))
+	if msg := webtest.WaitText(t, ctx, "verify-result"); !strings.Contains(msg, "The chain holds") {
 		t.Errorf("verify: %q", msg)
 	}
-	screenshot(t, ctx, screenshotDir(t), "audit.png")
+	webtest.Screenshot(t, ctx, webtest.ScreenshotDir(t), "audit.png")
 	// Narrowed to one sandbox.
-	act(t, ctx, "filter", chromedp.SendKeys(chromedp.ID("audit-sandbox"), "nosuch\r"),
+	webtest.Act(t, ctx, "filter", chromedp.SendKeys(chromedp.ID("audit-sandbox"), "nosuch\r"),
 		chromedp.WaitVisible(chromedp.CSS("#audit p.muted")))
-	if msg := textOf(t, ctx, "#audit p.muted"); msg != "No entries." {
+	if msg := webtest.TextOf(t, ctx, "#audit p.muted"); msg != "No entries." {
 		t.Errorf("audit for an unknown sandbox: %q", msg)
 	}
 }

@@ -140,7 +140,7 @@ type proxyProcess struct {
 	stderr      *lockedBuffer
 }
 
-func startProxyProcess(t *testing.T, gatewayURL, tokenFile, dataDir, id string) *proxyProcess {
+func startProxyProcess(t *testing.T, gatewayURL, tokenFile, dataDir, id string, env ...string) *proxyProcess {
 	t.Helper()
 	bin, err := buildHookBinary()
 	if err != nil {
@@ -148,7 +148,7 @@ func startProxyProcess(t *testing.T, gatewayURL, tokenFile, dataDir, id string) 
 	}
 	cmd := exec.Command(bin, "proxy", "--sandbox", "agent-1", "--gateway", gatewayURL, "--token-file", tokenFile,
 		"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--proxy-id", id, "--dev-allow-loopback", "--max-reconnect-delay", "500ms")
-	cmd.Env = append(os.Environ(), "PORTCULLIS_TEST_REFUSE=refuse", "PORTCULLIS_TOKEN=")
+	cmd.Env = append(append(os.Environ(), "PORTCULLIS_TEST_REFUSE=refuse", "PORTCULLIS_TOKEN="), env...)
 	p := &proxyProcess{id: id, dataDir: dataDir, cmd: cmd, done: make(chan error, 1), stderr: &lockedBuffer{}}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
