@@ -397,6 +397,7 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 		s.log.InfoContext(ctx, "proposal submitted", "sandbox", p.Sandbox, "proposal", stored.ID, "base_version", stored.BaseVersion,
 			"resulting_hash", stored.ResultingHash, "findings", len(rep.Findings), "actor", p.Actor())
 		s.advisor.changed(p.Sandbox) // superseded ones moved too
+		s.notifySuperseded(ctx, stored)
 		if stored, err = s.advisor.current(ctx, stored); err != nil {
 			return nil, err
 		}

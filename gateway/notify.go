@@ -223,3 +223,20 @@ func (s *Server) notifyDecided(p store.Proposal) {
 		"applied_version": p.AppliedVersion, "reason": clip(p.StatusReason),
 	})
 }
+
+// notifySuperseded announces the proposals newer superseded.
+func (s *Server) notifySuperseded(ctx context.Context, newer store.Proposal) {
+	if s.notify == nil {
+		return
+	}
+	list, err := s.store.ListProposals(ctx, store.ProposalFilter{Sandbox: newer.Sandbox, Status: store.ProposalSuperseded, Limit: maxListLimit})
+	if err != nil {
+		s.log.WarnContext(ctx, "could not list superseded proposals to notify", "err", err)
+		return
+	}
+	for _, p := range list {
+		if p.SupersededBy == newer.ID {
+			s.notifyDecided(p)
+		}
+	}
+}

@@ -84,6 +84,12 @@ func TestWebhook(t *testing.T) {
 	if ev["sandbox"] != "support" || ev["approvals_required"] != float64(1) || !strings.Contains(strings.Join(sink.texts, "\n"), "new_mcp_tool") {
 		t.Fatalf("needs-human event %v, texts %q", ev, sink.texts)
 	}
+	// A newer proposal for the same endpoint supersedes it: announced.
+	newer := e.mustSubmit(t, strings.Replace(trackShipment, "tool: track_shipment }", "tool: track_shipment }\n        - allow: { method: tools/call, tool: list_carriers }", 1))
+	waitFor(t, "the superseded notification", func() bool {
+		return sink.find(gateway.EventDecided, func(ev map[string]any) bool { return ev["proposal"] == id && ev["status"] == "superseded" }) != nil
+	})
+	p, id = newer, float64(newer.GetId())
 	if _, err := approve(t, olive, p); err != nil {
 		t.Fatal(err)
 	}
