@@ -89,8 +89,12 @@ func (c *SubscribeConfig) setDefaults() {
 type Subscriber struct {
 	cfg   SubscribeConfig
 	proxy *Proxy
-	conn  *grpc.ClientConn
-	log   *slog.Logger
+	// conn carries DistributionService alone (the policy stream and
+	// decision shipping): the gateway serves a connection whose first
+	// call is to DistributionService with a lighter server that serves
+	// nothing else. api carries the rest (the advisor relay).
+	conn, api *grpc.ClientConn
+	log       *slog.Logger
 
 	mu      sync.Mutex
 	pinned  ed25519.PublicKey
@@ -114,23 +118,32 @@ func NewSubscriber(cfg SubscribeConfig, proxy *Proxy) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(bearer{token: cfg.Token}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		// The channel's own reconnect waits follow the same bounds as the
-		// stream's (grpc-go's default grows to two minutes).
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
-			MinConnectTimeout: 10 * time.Second,
-		}),
-	)
+	dial := func() (*grpc.ClientConn, error) {
+		return grpc.NewClient(target,
+			grpc.WithTransportCredentials(creds),
+			grpc.WithPerRPCCredentials(bearer{token: cfg.Token}),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+			// The channel's own reconnect waits follow the same bounds as the
+			// stream's (grpc-go's default grows to two minutes).
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
+				MinConnectTimeout: 10 * time.Second,
+			}),
+		)
+	}
+	// Both connect on first use only.
+	conn, err := dial()
 	if err != nil {
 		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
 	}
-	s := &Subscriber{cfg: cfg, proxy: proxy, conn: conn, log: cfg.Logger.With("component", "subscriber")}
-	if err := s.loadPin(); err != nil {
+	api, err := dial()
+	if err != nil {
 		conn.Close()
+		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
+	}
+	s := &Subscriber{cfg: cfg, proxy: proxy, conn: conn, api: api, log: cfg.Logger.With("component", "subscriber")}
+	if err := s.loadPin(); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -175,15 +188,16 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 // works; the command refuses plaintext elsewhere.
 func (b bearer) RequireTransportSecurity() bool { return false }
 
-// AdvisorClient returns an AdvisorService client on the subscription's
-// gateway connection, which carries the sandbox token: policy.local
-// relays an agent's proposals through it (Proxy.SetAdvisor).
+// AdvisorClient returns an AdvisorService client on a gateway connection
+// of the subscription's (not the policy stream's), which carries the
+// sandbox token: policy.local relays an agent's proposals through it
+// (Proxy.SetAdvisor).
 func (s *Subscriber) AdvisorClient() portcullisv1.AdvisorServiceClient {
-	return portcullisv1.NewAdvisorServiceClient(s.conn)
+	return portcullisv1.NewAdvisorServiceClient(s.api)
 }
 
-// Close releases the gateway connection.
-func (s *Subscriber) Close() error { return s.conn.Close() }
+// Close releases the gateway connections.
+func (s *Subscriber) Close() error { return errors.Join(s.conn.Close(), s.api.Close()) }
 
 // loadPin reads the pinned key: the configured one wins; one kept in the
 // data dir must then agree with it.

@@ -24,13 +24,20 @@ const (
 	tailPollInterval   = 500 * time.Millisecond
 )
 
-// ShipDecisions stores a proxy's decision records, batch by batch. The
-// records are the token's sandbox's, whatever they say.
+// ShipDecisions stores a proxy's decision records on Connect (see
+// shipDecisions).
 func (s distributionService) ShipDecisions(ctx context.Context, stream portcullisv1connect.DistributionServiceShipDecisionsServerStream) (*portcullisv1.ShipDecisionsResponse, error) {
+	return s.shipDecisions(ctx, stream.Receive)
+}
+
+// shipDecisions stores a proxy's decision records, batch by batch, as
+// receive returns them (io.EOF at the end). The records are the token's
+// sandbox's, whatever they say.
+func (s distributionService) shipDecisions(ctx context.Context, receive func() (*portcullisv1.ShipDecisionsRequest, error)) (*portcullisv1.ShipDecisionsResponse, error) {
 	p := mustPrincipal(ctx)
 	var stored uint64
 	for {
-		req, err := stream.Receive()
+		req, err := receive()
 		if errors.Is(err, io.EOF) {
 			return &portcullisv1.ShipDecisionsResponse{Stored: stored}, nil
 		}

@@ -36,9 +36,22 @@ type distributionService struct{ *Server }
 
 var errNoHello = errors.New("no hello within the time allowed")
 
-// StreamPolicy serves one proxy's push stream: hello, then the current
-// version, then every newer one; ACK, NACK and heartbeats come back.
+// policyConn is what a policy stream needs of its transport: Connect's
+// server stream and grpc-go's (grpcPolicyConn) both are one.
+type policyConn interface {
+	Receive() (*portcullisv1.StreamPolicyRequest, error)
+	Send(*portcullisv1.StreamPolicyResponse) error
+}
+
+// StreamPolicy serves one proxy's push stream on Connect (see
+// streamPolicy).
 func (s distributionService) StreamPolicy(ctx context.Context, stream portcullisv1connect.DistributionServiceStreamPolicyServerStream) error {
+	return s.streamPolicy(ctx, stream)
+}
+
+// streamPolicy serves one proxy's push stream: hello, then the current
+// version, then every newer one; ACK, NACK and heartbeats come back.
+func (s distributionService) streamPolicy(ctx context.Context, stream policyConn) (err error) {
 	p := mustPrincipal(ctx)
 	ctx, cancelCtx := context.WithCancelCause(ctx)
 	defer cancelCtx(nil)
@@ -46,7 +59,7 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 	interrupt := streamInterrupter(ctx)
 	cancel := func(cause error) {
 		cancelCtx(cause)
-		interrupt()
+		interrupt.interrupt(endCause(cause))
 	}
 
 	helloTimer := time.AfterFunc(helloTimeout, func() { cancel(errNoHello) })
@@ -84,6 +97,8 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 	}
 	defer func() {
 		s.hub.unsubscribe(t, ps)
+		// A send blocked on a proxy that stopped reading ends too.
+		interrupt.interrupt(err)
 		ps.close()
 	}()
 	s.log.InfoContext(ctx, "proxy connected", "sandbox", p.Sandbox, "proxy", key.proxyID, "held_version", hello.GetHeldVersion())
@@ -150,15 +165,21 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 // the cause when the gateway ended the stream, nil for a clean close.
 func streamEnd(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		if errors.Is(cause, errNoHello) || errors.Is(cause, errStreamIdle) {
-			return connect.NewError(connect.CodeDeadlineExceeded, cause.Error())
-		}
-		return cause
+		return endCause(cause)
 	}
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
+}
+
+// endCause is the handler's result when the gateway ended the stream
+// with cause.
+func endCause(cause error) error {
+	if errors.Is(cause, errNoHello) || errors.Is(cause, errStreamIdle) {
+		return connect.NewError(connect.CodeDeadlineExceeded, cause.Error())
+	}
+	return cause
 }
 
 var errStreamIdle = errors.New("no message from the proxy within the idle timeout")
@@ -236,9 +257,15 @@ func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetS
 // peer that sends nothing (a dead or misbehaving proxy) would otherwise
 // hold the stream until the connection dies. Closing the body from
 // another goroutine ends that read. Only the policy stream pays for it.
+// (On grpc-go, grpcInterrupter does the same.)
 type interruptibleStreams struct{ *http.ServeMux }
 
-type bodyKey struct{}
+// interruptKey holds the policy stream's interrupter.
+type interruptKey struct{}
+
+// interrupter ends a policy stream's pending Receive (and Send); result
+// is what the handler will return.
+type interrupter interface{ interrupt(result error) }
 
 func (m interruptibleStreams) Handle(pattern string, h http.Handler) {
 	if pattern != portcullisv1connect.DistributionServiceStreamPolicyProcedure {
@@ -246,18 +273,27 @@ func (m interruptibleStreams) Handle(pattern string, h http.Handler) {
 		return
 	}
 	m.ServeMux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, r.Body)))
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), interruptKey{}, bodyInterrupter{r.Body})))
 	}))
 }
 
+// bodyInterrupter closes the request body.
+type bodyInterrupter struct{ body io.Closer }
+
+func (b bodyInterrupter) interrupt(error) { b.body.Close() }
+
+type noInterrupter struct{}
+
+func (noInterrupter) interrupt(error) {}
+
 // streamInterrupter returns what ends the stream's pending Receive (a
-// no-op outside interruptibleStreams).
-func streamInterrupter(ctx context.Context) func() {
-	body, ok := ctx.Value(bodyKey{}).(io.Closer)
+// no-op outside interruptibleStreams and the grpc-go server).
+func streamInterrupter(ctx context.Context) interrupter {
+	i, ok := ctx.Value(interruptKey{}).(interrupter)
 	if !ok {
-		return func() {}
+		return noInterrupter{}
 	}
-	return func() { body.Close() }
+	return i
 }
 
 // offStack runs f on a short-lived goroutine and waits for it. A policy
@@ -283,7 +319,7 @@ func offStack[T any](f func() (T, error)) (T, error) {
 // version, a heartbeat): an idle stream costs its receiving goroutine
 // alone.
 type policyStream struct {
-	stream portcullisv1connect.DistributionServiceStreamPolicyServerStream
+	stream policyConn
 	topic  *topic
 	ca     *portcullisv1.SandboxCA
 	fail   func(error)
@@ -437,7 +473,8 @@ func (ps *policyStream) sentFor(nonce string) (*signedVersion, bool) {
 
 // close stops new senders and waits for the one running, if any. A send
 // blocked on a peer that stopped reading ends within the HTTP/2 write
-// timeout (Serve's WriteByteTimeout).
+// timeout (Serve's WriteByteTimeout) on net/http, and when the stream is
+// interrupted on grpc-go.
 func (ps *policyStream) close() {
 	ps.life.Lock()
 	ps.closed = true

@@ -23,6 +23,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/grpcreflect/v2"
+	"google.golang.org/grpc"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -392,14 +393,34 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		background.Wait()
 		s.advisor.running.Wait()
 	}()
-	errc := make(chan error, 2)
-	go func() {
-		if s.cfg.TLSCertFile != "" {
-			errc <- srv.ServeTLS(ln, s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
-			return
-		}
-		errc <- srv.Serve(ln)
-	}()
+	errc := make(chan error, 4)
+	// On plaintext, policy streams get a grpc-go server of their own on
+	// the same port (router.go); with TLS, net/http serves everything.
+	var (
+		rt  *router
+		gs  *grpc.Server
+		gsc = make(chan struct{}) // closed when gs.Serve returned
+	)
+	if s.cfg.TLSCertFile != "" {
+		close(gsc)
+		go func() { errc <- srv.ServeTLS(ln, s.cfg.TLSCertFile, s.cfg.TLSKeyFile) }()
+	} else {
+		rt = newRouter(ln, s.log, grpcRoute)
+		rt.routed = func(server string) { s.metrics.conns.WithLabelValues(server).Inc() }
+		gs = s.newGRPCServer()
+		go func() {
+			if err := rt.serve(); err != nil {
+				errc <- fmt.Errorf("accept: %w", err)
+			}
+		}()
+		go func() { errc <- srv.Serve(rt.http) }()
+		go func() {
+			defer close(gsc)
+			if err := gs.Serve(rt.grpc); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	if s.metricsLn != nil {
 		msrv := &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		servers = append(servers, msrv)
@@ -412,10 +433,33 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	}
 	s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
+	if rt != nil {
+		// No new connections; those still being routed are closed.
+		rt.close()
+	}
 	s.stopStreams()
 	// Shut down with a fresh context: ctx is already done.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
+	grpcStopped := make(chan struct{})
+	go func() {
+		defer close(grpcStopped)
+		if gs == nil {
+			return
+		}
+		graceful := make(chan struct{})
+		go func() {
+			gs.GracefulStop()
+			close(graceful)
+		}()
+		select {
+		case <-graceful:
+		case <-shutdownCtx.Done():
+			s.log.Warn("graceful shutdown of the policy streams timed out; closing their connections")
+			gs.Stop()
+			<-graceful
+		}
+	}()
 	for _, hs := range servers {
 		if serr := hs.Shutdown(shutdownCtx); serr != nil {
 			// Past the grace period, close what is left: requests still
@@ -424,6 +468,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			hs.Close()
 		}
 	}
+	<-grpcStopped
+	<-gsc
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -507,6 +553,7 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	pushAck   prometheus.Histogram
 	pushNacks prometheus.Counter
+	conns     *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -531,6 +578,10 @@ func newMetrics(s *Server) *metrics {
 		Name: "portcullis_push_nacks_total",
 		Help: "Policy versions proxies refused.",
 	})
+	m.conns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "portcullis_connections_total",
+		Help: "Plaintext connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).",
+	}, []string{"server"})
 	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "portcullis_proxies_connected",
 		Help: "Proxies streaming policy from this replica.",
@@ -539,7 +590,7 @@ func newMetrics(s *Server) *metrics {
 		Name: "portcullis_decisions_stored_total",
 		Help: "Decision records stored through this replica.",
 	}, func() float64 { return float64(s.decisionsStored.Load()) })
-	m.registry.MustRegister(m.rpcs, m.latency, m.pushAck, m.pushNacks, connected, decisions,
+	m.registry.MustRegister(m.rpcs, m.latency, m.pushAck, m.pushNacks, m.conns, connected, decisions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
