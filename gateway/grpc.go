@@ -43,9 +43,6 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		grpc.MaxRecvMsgSize(maxDocumentBytes+64<<10),
 		// As net/http's HTTP/2 server does by default.
 		grpc.MaxConcurrentStreams(250),
-		// A connection's write buffer is allocated while it has something
-		// to write, not for the life of every idle connection.
-		grpc.SharedWriteBuffer(true),
 		// A silent connection is probed (as net/http's SendPingTimeout
 		// and PingTimeout do); proxies ping every 30s
 		// (dataplane.Subscriber) and must not be told they ping too often.
