@@ -4,7 +4,9 @@
 // reflection, metrics and the embedded console; and the push of signed
 // policy versions to proxies (push.go: the hub; distribution.go: the
 // streams; signer.go: the key chain; proxies.go: per-proxy status;
-// decisions.go: the decision records proxies ship).
+// decisions.go: the decision records proxies ship). On plaintext, the
+// policy streams' connections go to a grpc-go server on the same port
+// (router.go, grpc.go), which costs an idle stream less memory.
 package gateway
 
 import (
