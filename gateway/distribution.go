@@ -53,20 +53,22 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 // version, then every newer one; ACK, NACK and heartbeats come back.
 func (s distributionService) streamPolicy(ctx context.Context, stream policyConn) (err error) {
 	p := mustPrincipal(ctx)
-	ctx, cancelCtx := context.WithCancelCause(ctx)
-	defer cancelCtx(nil)
-	// Ending the stream also ends a Receive blocked on a silent peer.
+	// Ending the stream also ends a Receive blocked on a silent peer. Why
+	// it ended is kept here rather than in a context of its own: an idle
+	// stream would keep that context (and its place in its parent's).
 	interrupt := streamInterrupter(ctx)
+	var ended atomic.Pointer[error]
 	cancel := func(cause error) {
-		cancelCtx(cause)
-		interrupt.interrupt(endCause(cause))
+		if ended.CompareAndSwap(nil, &cause) {
+			interrupt.interrupt(endCause(cause))
+		}
 	}
 
 	helloTimer := time.AfterFunc(helloTimeout, func() { cancel(errNoHello) })
 	req, err := stream.Receive()
 	helloTimer.Stop()
 	if err != nil {
-		return streamEnd(ctx, err)
+		return streamEnd(&ended, err)
 	}
 	hello := req.GetHello()
 	if hello == nil {
@@ -102,15 +104,10 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 		ps.close()
 	}()
 	s.log.InfoContext(ctx, "proxy connected", "sandbox", p.Sandbox, "proxy", key.proxyID, "held_version", hello.GetHeldVersion())
+	// At shutdown the proxy is told to go away (hub.goawayAll): it ends
+	// the stream (which ends the Receive below) and reconnects, to
+	// another replica or to this one once it is back.
 	ps.wake()
-	// At shutdown the proxy is told to go away: it ends the stream (which
-	// ends the Receive below) and reconnects, to another replica or to
-	// this one once it is back.
-	goaway := context.AfterFunc(s.streams, func() {
-		ps.goawayDue.Store(true)
-		ps.wake()
-	})
-	defer goaway()
 
 	// The proxy sends a heartbeat every HeartbeatInterval and the gateway
 	// answers each one: the proxy finds a dead gateway by the missing
@@ -121,7 +118,7 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 	for {
 		req, err := stream.Receive()
 		if err != nil {
-			return streamEnd(ctx, err)
+			return streamEnd(&ended, err)
 		}
 		idle.Reset(s.cfg.StreamIdleTimeout)
 		now := s.cfg.Now()
@@ -163,9 +160,9 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 
 // streamEnd turns the error that ended a Receive into the handler's result:
 // the cause when the gateway ended the stream, nil for a clean close.
-func streamEnd(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return endCause(cause)
+func streamEnd(ended *atomic.Pointer[error], err error) error {
+	if cause := ended.Load(); cause != nil && !errors.Is(*cause, context.Canceled) {
+		return endCause(*cause)
 	}
 	if errors.Is(err, io.EOF) {
 		return nil
@@ -468,6 +465,10 @@ func (ps *policyStream) sentFor(nonce string) (*signedVersion, bool) {
 	defer ps.sentMu.Unlock()
 	sv, ok := ps.sent[nonce]
 	delete(ps.sent, nonce)
+	if len(ps.sent) == 0 {
+		// An idle stream keeps no map.
+		ps.sent = nil
+	}
 	return sv, ok
 }
 

@@ -43,6 +43,11 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		grpc.MaxRecvMsgSize(maxDocumentBytes+64<<10),
 		// As net/http's HTTP/2 server does by default.
 		grpc.MaxConcurrentStreams(250),
+		// Each connection keeps its read buffer for life (32 KiB by
+		// default): with a connection per proxy that alone would be twice
+		// the memory budget of an idle stream. What arrives is small (ACKs,
+		// heartbeats, decision batches).
+		grpc.ReadBufferSize(8<<10),
 		// A silent connection is probed (as net/http's SendPingTimeout
 		// and PingTimeout do); proxies ping every 30s
 		// (dataplane.Subscriber) and must not be told they ping too often.
@@ -62,13 +67,12 @@ func (s *Server) newGRPCServer() *grpc.Server {
 // The handler's own return then writes nothing more. ws is grpc-go's
 // server stream, which has WriteStatus.
 type grpcInterrupter struct {
-	ws  interface{ WriteStatus(*status.Status) error }
-	ctx context.Context
+	ws interface{ WriteStatus(*status.Status) error }
 }
 
 func (g grpcInterrupter) interrupt(result error) {
 	// Mapped as the interceptor maps it (which logs it, once).
-	st, _ := status.FromError(grpcError(toConnectError(g.ctx, discardLog, portcullisv1connect.DistributionServiceStreamPolicyProcedure, result)))
+	st, _ := status.FromError(grpcError(toConnectError(context.Background(), discardLog, portcullisv1connect.DistributionServiceStreamPolicyProcedure, result)))
 	g.ws.WriteStatus(st)
 }
 
@@ -135,7 +139,7 @@ func (s *Server) authorizeGRPC(srv any, ss grpc.ServerStream, info *grpc.StreamS
 				// its own Recv (TestSilentProxyStreamEnds fails).
 				return connect.NewError(connect.CodeUnimplemented, "policy streams are not served by this build")
 			}
-			checked.ctx = context.WithValue(checked.ctx, interruptKey{}, grpcInterrupter{ws: ws, ctx: ctx})
+			checked.ctx = context.WithValue(checked.ctx, interruptKey{}, grpcInterrupter{ws: ws})
 		}
 		if r.scoped && p.Role == store.RoleSandbox {
 			checked.ownSandbox = p.Sandbox

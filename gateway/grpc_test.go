@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -127,5 +129,45 @@ func TestDistributionOnGRPCServer(t *testing.T) {
 	grpcAfter, httpAfter := routed(t, gw)
 	if grpcAfter != grpcBefore || httpAfter <= httpBefore {
 		t.Errorf("a GetPolicy connection: grpc %d→%d, http %d→%d", grpcBefore, grpcAfter, httpBefore, httpAfter)
+	}
+}
+
+// At shutdown every policy stream is told to go away, and the gateway
+// stops once the proxies have ended their streams.
+func TestShutdownSendsGoaway(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite", func(c *gateway.Config) { c.ShutdownTimeout = 10 * time.Second })
+	admin := newConnectAPI(t, gw.URL, gatewaytest.AdminToken)
+	a, err := admin.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: pushPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := policyStream(t, gw, a.Token)
+	if err := st.Send(hello("agent-1", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	recvPolicy(t, st)
+	stopped := make(chan struct{})
+	go func() {
+		gw.Stop()
+		close(stopped)
+	}()
+	for {
+		res, err := st.Recv()
+		if err != nil {
+			t.Fatalf("the stream ended without a goaway: %v", err)
+		}
+		if res.GetGoaway() != nil {
+			break
+		}
+	}
+	start := time.Now()
+	st.CloseSend()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gateway did not stop after the proxy went away")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("stopping took %v", d)
 	}
 }

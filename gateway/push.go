@@ -48,6 +48,9 @@ type hub struct {
 
 	mu     sync.Mutex
 	topics map[string]*topic
+	// draining: the gateway is shutting down; every stream is asked to
+	// reconnect, including those that subscribe from now on.
+	draining bool
 }
 
 type topic struct {
@@ -72,6 +75,9 @@ func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream) (
 	}
 	ps.topic = t // before any offer can wake ps
 	t.subs[ps] = struct{}{}
+	if h.draining {
+		ps.goawayDue.Store(true)
+	}
 	h.mu.Unlock()
 
 	if t.latest.Load() != nil {
@@ -161,6 +167,25 @@ func (h *hub) goaway(sandbox string) {
 	h.mu.Lock()
 	var subs []*policyStream
 	if t := h.topics[sandbox]; t != nil {
+		for ps := range t.subs {
+			subs = append(subs, ps)
+		}
+	}
+	h.mu.Unlock()
+	for _, ps := range subs {
+		ps.goawayDue.Store(true)
+		ps.wake()
+	}
+}
+
+// goawayAll asks every stream to reconnect, now and as it subscribes
+// (the gateway is shutting down). One call for all of them, rather than
+// a callback per stream: an idle stream costs less.
+func (h *hub) goawayAll() {
+	h.mu.Lock()
+	h.draining = true
+	var subs []*policyStream
+	for _, t := range h.topics {
 		for ps := range t.subs {
 			subs = append(subs, ps)
 		}

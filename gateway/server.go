@@ -167,6 +167,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	s.notify = newNotifier(cfg, s.log)
 	s.metrics = newMetrics(s)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	context.AfterFunc(s.streams, s.hub.goawayAll)
 
 	// Interceptors, outermost first: metrics see the final code, errors are
 	// mapped once, a panic becomes an Internal error, and authorization runs
