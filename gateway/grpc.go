@@ -43,11 +43,6 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		grpc.MaxRecvMsgSize(maxDocumentBytes+64<<10),
 		// As net/http's HTTP/2 server does by default.
 		grpc.MaxConcurrentStreams(250),
-		// Each connection keeps its read buffer for life (32 KiB by
-		// default): with a connection per proxy that alone would be twice
-		// the memory budget of an idle stream. What arrives is small (ACKs,
-		// heartbeats, decision batches).
-		grpc.ReadBufferSize(8<<10),
 		// A silent connection is probed (as net/http's SendPingTimeout
 		// and PingTimeout do); proxies ping every 30s
 		// (dataplane.Subscriber) and must not be told they ping too often.

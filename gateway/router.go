@@ -8,10 +8,12 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/mem"
 )
 
 // The connection router: one port, two HTTP/2 servers.
@@ -164,6 +166,9 @@ func (r *router) route(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	pc := &peekedConn{Conn: c, replay: replay}
+	if tc, ok := c.(*net.TCPConn); ok && toGRPC && rawReads {
+		pc.raw, _ = tc.SyscallConn()
+	}
 	target, name := r.http, "http"
 	if toGRPC {
 		target, name = r.grpc, "grpc"
@@ -272,6 +277,28 @@ func isGRPC(contentType string) bool {
 type peekedConn struct {
 	net.Conn
 	replay []byte
+	raw    syscall.RawConn // of the TCP connection under Conn, where rawReads
+}
+
+// ReadOnReady is grpc-go's optional way of reading (its readyreader.Reader
+// interface, which it looks for on the connection): a buffer from pool is
+// taken only once data has arrived, so an idle connection pins no read
+// buffer. grpc-go does that by itself on a *net.TCPConn, which a
+// peekedConn hides from it.
+func (c *peekedConn) ReadOnReady(bufSize int, pool mem.BufferPool) (*[]byte, int, error) {
+	if len(c.replay) > 0 || c.raw == nil {
+		buf := pool.Get(bufSize)
+		n, err := c.Read(*buf)
+		if n == 0 {
+			pool.Put(buf)
+			if err == nil {
+				err = io.ErrNoProgress
+			}
+			return nil, 0, err
+		}
+		return buf, n, err
+	}
+	return readRaw(c.raw, bufSize, pool)
 }
 
 func (c *peekedConn) Read(p []byte) (int, error) {

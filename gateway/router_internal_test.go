@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/mem"
 
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
@@ -242,4 +243,59 @@ func TestRouterClosesBadOrSlowStarts(t *testing.T) {
 func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op)
+}
+
+// grpc-go reads a routed connection through ReadOnReady: the replayed
+// bytes first, then the socket, then EOF.
+func TestPeekedConnReadOnReady(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	pc := &peekedConn{Conn: server, replay: []byte("replayed")}
+	if rawReads {
+		pc.raw, _ = server.(*net.TCPConn).SyscallConn()
+	}
+	pool := mem.DefaultBufferPool()
+	read := func() (string, error) {
+		buf, n, err := pc.ReadOnReady(4, pool)
+		if buf == nil {
+			return "", err
+		}
+		defer pool.Put(buf)
+		return string((*buf)[:n]), err
+	}
+	var got string
+	for len(got) < len("replayed") {
+		s, err := read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += s
+	}
+	client.Write([]byte("live"))
+	client.Close()
+	for {
+		s, err := read()
+		got += s
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got != "replayedlive" {
+		t.Fatalf("read %q", got)
+	}
 }
