@@ -28,7 +28,7 @@ import (
 func main() {
 	cfg := config{}
 	counts := flag.String("n", "100,1000,10000", "comma-separated stream counts to measure")
-	shares := flag.String("share", "100,1", "comma-separated streams per HTTP/2 connection to measure (1: one connection per stream; at most 250, Go's HTTP/2 server's stream limit)")
+	shares := flag.String("share", "100,1", "comma-separated streams per HTTP/2 connection to measure (1: one connection per stream; at most 250, the gateway's stream limit per connection)")
 	flag.IntVar(&cfg.commits, "commits", 5, "measured commits per stream count and mode")
 	flag.DurationVar(&cfg.settle, "settle", time.Second, "pause after connecting and between commits (lets the gateway's 250 ms status flush of the last ACKs finish)")
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "longest wait for one phase (connect, one push) before giving up")
