@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -40,9 +42,12 @@ import (
 // routeTimeout, or sends more than maxRouteBytes first, or breaks the
 // framing, is closed.
 //
-// TLS connections are not routed (Serve gives the whole port to net/http
-// when TLS is configured): peeking inside TLS would mean terminating it
-// here and handing net/http a connection it could not see as TLS.
+// With TLS the router terminates it (the handshake is bounded by the same
+// timeout): a connection that negotiated h2 is peeked and routed as above;
+// anything else (http/1.1, no ALPN) goes to net/http without a peek. Both
+// servers then read the decrypted connection, so net/http serves it as it
+// would plaintext (handlers see no r.TLS; the gateway's configuration says
+// whether it serves TLS).
 
 const (
 	routeTimeout  = 10 * time.Second
@@ -66,6 +71,8 @@ type router struct {
 	routed func(server string)
 
 	http, grpc *connListener
+	// tlsConfig, when set, terminates TLS on every connection.
+	tlsConfig *tls.Config
 
 	mu      sync.Mutex
 	closed  bool
@@ -152,7 +159,7 @@ func (r *router) close() {
 
 func (r *router) route(c net.Conn) {
 	c.SetDeadline(time.Now().Add(r.timeout))
-	replay, toGRPC, err := r.peek(c)
+	conn, replay, toGRPC, err := r.open(c)
 	r.mu.Lock()
 	delete(r.pending, c)
 	closed := r.closed
@@ -164,9 +171,9 @@ func (r *router) route(c net.Conn) {
 		c.Close()
 		return
 	}
-	c.SetDeadline(time.Time{})
-	pc := &peekedConn{Conn: c, replay: replay}
-	if tc, ok := c.(*net.TCPConn); ok && toGRPC && rawReads {
+	conn.SetDeadline(time.Time{})
+	pc := &peekedConn{Conn: conn, replay: replay}
+	if tc, ok := conn.(*net.TCPConn); ok && toGRPC && rawReads {
 		pc.raw, _ = tc.SyscallConn()
 	}
 	target, name := r.http, "http"
@@ -183,6 +190,25 @@ func (r *router) route(c net.Conn) {
 	case <-r.done:
 		c.Close()
 	}
+}
+
+// open terminates TLS when the router serves it, then peeks: it returns
+// the connection the chosen server reads (c, or the TLS connection over
+// it) and what it must read first.
+func (r *router) open(c net.Conn) (conn net.Conn, replay []byte, toGRPC bool, err error) {
+	if r.tlsConfig == nil {
+		replay, toGRPC, err = r.peek(c)
+		return c, replay, toGRPC, err
+	}
+	tc := tls.Server(c, r.tlsConfig)
+	if err := tc.Handshake(); err != nil {
+		return nil, nil, false, fmt.Errorf("TLS handshake: %w", err)
+	}
+	if tc.ConnectionState().NegotiatedProtocol != "h2" {
+		return tc, nil, false, nil // HTTP/1.1: net/http's
+	}
+	replay, toGRPC, err = r.peek(tc)
+	return tc, replay, toGRPC, err
 }
 
 // peek reads the start of c and decides where it goes. It returns what

@@ -4,13 +4,14 @@
 // reflection, metrics and the embedded console; and the push of signed
 // policy versions to proxies (push.go: the hub; distribution.go: the
 // streams; signer.go: the key chain; proxies.go: per-proxy status;
-// decisions.go: the decision records proxies ship). On plaintext, the
-// policy streams' connections go to a grpc-go server on the same port
-// (router.go, grpc.go), which costs an idle stream less memory.
+// decisions.go: the decision records proxies ship). The policy streams'
+// connections go to a grpc-go server on the same port (router.go,
+// grpc.go, with TLS or without), which costs an idle stream less memory.
 package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,7 +29,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc"
 
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -397,33 +397,32 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.advisor.running.Wait()
 	}()
 	errc := make(chan error, 4)
-	// On plaintext, policy streams get a grpc-go server of their own on
-	// the same port (router.go); with TLS, net/http serves everything.
-	var (
-		rt  *router
-		gs  *grpc.Server
-		gsc = make(chan struct{}) // closed when gs.Serve returned
-	)
+	// Policy streams get a grpc-go server of their own on the same port
+	// (router.go); the router terminates TLS when the gateway serves it.
+	rt := newRouter(ln, s.log, grpcRoute)
 	if s.cfg.TLSCertFile != "" {
-		close(gsc)
-		go func() { errc <- srv.ServeTLS(ln, s.cfg.TLSCertFile, s.cfg.TLSKeyFile) }()
-	} else {
-		rt = newRouter(ln, s.log, grpcRoute)
-		rt.routed = func(server string) { s.metrics.conns.WithLabelValues(server).Inc() }
-		gs = s.newGRPCServer()
-		go func() {
-			if err := rt.serve(); err != nil {
-				errc <- fmt.Errorf("accept: %w", err)
-			}
-		}()
-		go func() { errc <- srv.Serve(rt.http) }()
-		go func() {
-			defer close(gsc)
-			if err := gs.Serve(rt.grpc); err != nil {
-				errc <- err
-			}
-		}()
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		rt.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 	}
+	rt.routed = func(server string) { s.metrics.conns.WithLabelValues(server).Inc() }
+	gs := s.newGRPCServer()
+	gsc := make(chan struct{}) // closed when gs.Serve returned
+	go func() {
+		if err := rt.serve(); err != nil {
+			errc <- fmt.Errorf("accept: %w", err)
+		}
+	}()
+	go func() { errc <- srv.Serve(rt.http) }()
+	go func() {
+		defer close(gsc)
+		if err := gs.Serve(rt.grpc); err != nil {
+			errc <- err
+		}
+	}()
 	if s.metricsLn != nil {
 		msrv := &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		servers = append(servers, msrv)
@@ -436,10 +435,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	}
 	s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
-	if rt != nil {
-		// No new connections; those still being routed are closed.
-		rt.close()
-	}
+	// No new connections; those still being routed are closed.
+	rt.close()
 	s.stopStreams()
 	// Shut down with a fresh context: ctx is already done.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
@@ -447,9 +444,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	grpcStopped := make(chan struct{})
 	go func() {
 		defer close(grpcStopped)
-		if gs == nil {
-			return
-		}
 		graceful := make(chan struct{})
 		go func() {
 			gs.GracefulStop()
@@ -583,7 +577,7 @@ func newMetrics(s *Server) *metrics {
 	})
 	m.conns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "portcullis_connections_total",
-		Help: "Plaintext connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).",
+		Help: "Connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).",
 	}, []string{"server"})
 	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "portcullis_proxies_connected",
