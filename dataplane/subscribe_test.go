@@ -42,15 +42,7 @@ type adminAPI struct {
 }
 
 func newAdminAPI(url string) adminAPI {
-	auth := func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok {
-				info.RequestHeader().Set("Authorization", "Bearer "+gatewaytest.AdminToken)
-			}
-			return next(ctx, spec)
-		}
-	}
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, url), auth)
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, url), gatewaytest.Bearer(gatewaytest.AdminToken))
 	return adminAPI{
 		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
 		policy:  portcullisv1connect.NewPolicyServiceClient(c),
@@ -242,7 +234,7 @@ func TestShipperBoundedBufferAndDrops(t *testing.T) {
 	go func() { sh.Run(ctx, sub); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	dc := portcullisv1connect.NewDecisionServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), adminAuth))
+	dc := portcullisv1connect.NewDecisionServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken)))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		res, err := dc.ListDecisions(t.Context(), &portcullisv1.ListDecisionsRequest{Sandbox: "agent-1"})
@@ -268,15 +260,6 @@ func TestShipperBoundedBufferAndDrops(t *testing.T) {
 	}
 }
 
-func adminAuth(next connect.ClientFunc) connect.ClientFunc {
-	return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-		if info, ok := connect.CallInfoForClientContext(ctx); ok {
-			info.RequestHeader().Set("Authorization", "Bearer "+gatewaytest.AdminToken)
-		}
-		return next(ctx, spec)
-	}
-}
-
 // Revoking the sandbox's token ends the proxy's stream at once; it stays
 // out (Unauthenticated) and keeps enforcing what it has.
 func TestSubscriberLosesStreamOnRevocation(t *testing.T) {
@@ -288,7 +271,7 @@ func TestSubscriberLosesStreamOnRevocation(t *testing.T) {
 	}
 	proxy, _ := subscribe(t, gw, func() (string, error) { return created.GetToken(), nil }, nil)
 	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() && p.GetAppliedVersion() == 1 })
-	tc := portcullisv1connect.NewTokenServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), adminAuth))
+	tc := portcullisv1connect.NewTokenServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken)))
 	if _, err := tc.RevokeToken(t.Context(), &portcullisv1.RevokeTokenRequest{Name: created.GetSandbox().GetName() + "-" + "x"}); err == nil {
 		t.Fatal("revoking an unknown token succeeded")
 	}

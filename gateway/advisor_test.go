@@ -62,18 +62,6 @@ operations:
         - allow: { method: tools/call, tool: track_shipment }
 `
 
-// withBearer is a client interceptor sending token.
-func withBearer(token string) func(connect.ClientFunc) connect.ClientFunc {
-	return func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
-				info.RequestHeader().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, spec)
-		}
-	}
-}
-
 // advisorEnv is a gateway with one sandbox on advisorPolicy, its
 // credentialed API named, and the clients a test needs.
 type advisorEnv struct {
@@ -84,7 +72,7 @@ type advisorEnv struct {
 }
 
 func newAdvisorClient(baseURL, token string) portcullisv1connect.AdvisorServiceClient {
-	return portcullisv1connect.NewAdvisorServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), withBearer(token)))
+	return portcullisv1connect.NewAdvisorServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(token)))
 }
 
 func startAdvisor(t *testing.T, engine string, configure ...func(*gateway.Config)) *advisorEnv {
@@ -627,7 +615,7 @@ func TestProverService(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")
 	admin := newConnectAPI(t, gw.URL, gatewaytest.AdminToken)
 	sb := mustCreateSandbox(t, admin, "any")
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), withBearer(sb.GetToken()))
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), gatewaytest.Bearer(sb.GetToken()))
 	pc := portcullisv1connect.NewProverServiceClient(c)
 	proposed := strings.Replace(advisorPolicy, "tool: lookup_order }", "tool: lookup_order }\n          - allow: { method: tools/call, tool: track_shipment }", 1)
 	res, err := pc.Prove(t.Context(), &portcullisv1.ProveRequest{Current: advisorPolicy, Proposed: proposed, Credentialed: []string{"orders.example.com:443"}})

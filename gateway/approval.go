@@ -84,23 +84,46 @@ func (r *approvalRules) set(rules *approval.Rules, version int64) {
 	}
 }
 
-// review completes a proposal's message with what its approvers need:
-// the approvals so far, the quorum and whether the rules let it apply by
-// themselves.
-func (s *Server) review(ctx context.Context, p store.Proposal, out *portcullisv1.Proposal) error {
-	sb, err := s.store.GetSandbox(ctx, p.Sandbox)
+// review is a proposal as its approvers see it: re-based first if its
+// base moved, with the approval rules' decision on it.
+type review struct {
+	sp  store.Proposal // as stored, after any re-base
+	out *portcullisv1.Proposal
+	d   approval.Decision
+}
+
+// approved: the rules' quorum is reached by the approvals of the current
+// resulting hash (or the rules auto-approve it), and nothing is refused.
+func (r review) approved() bool { return r.d.Approved(countingApprovers(r.sp)) }
+
+func (s *Server) review(ctx context.Context, sp store.Proposal) (review, error) {
+	sp, err := s.advisor.current(ctx, sp)
 	if err != nil {
-		return missing(err, "sandbox %q not found", p.Sandbox)
+		return review{}, err
+	}
+	out, err := s.proposalToProto(ctx, sp)
+	if err != nil {
+		return review{}, err
+	}
+	sb, err := s.store.GetSandbox(ctx, sp.Sandbox)
+	if err != nil {
+		return review{}, missing(err, "sandbox %q not found", sp.Sandbox)
 	}
 	sbp, err := sandboxToProto(sb)
 	if err != nil {
-		return err
+		return review{}, err
 	}
 	d := s.decide(ctx, out, sbp)
 	out.ApprovalsRequired = uint32(d.Required)
 	out.AutoApprovable = d.AutoApprove
-	out.ApprovalNotes = append(d.Notes, d.Refusals...)
-	return nil
+	out.ApprovalNotes = slices.Concat(d.Notes, d.Refusals)
+	return review{sp: sp, out: out, d: d}, nil
+}
+
+// reviewed is review's message alone.
+func (s *Server) reviewed(ctx context.Context, sp store.Proposal) (*portcullisv1.Proposal, error) {
+	r, err := s.review(ctx, sp)
+	return r.out, err
 }
 
 // decide runs the approval rules on a proposal; a fallback (a failing
@@ -168,23 +191,6 @@ func (s approvalService) ListProposals(ctx context.Context, req *portcullisv1.Ap
 	return res, nil
 }
 
-// reviewed is a proposal as an approver sees it, re-based first if its
-// base moved.
-func (s *Server) reviewed(ctx context.Context, sp store.Proposal) (*portcullisv1.Proposal, error) {
-	sp, err := s.advisor.current(ctx, sp)
-	if err != nil {
-		return nil, err
-	}
-	out, err := s.proposalToProto(ctx, sp)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.review(ctx, sp, out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (s approvalService) proposal(ctx context.Context, id uint64) (store.Proposal, error) {
 	if id == 0 {
 		return store.Proposal{}, invalidField("id", "is required")
@@ -248,11 +254,11 @@ func (s approvalService) ApproveProposal(ctx context.Context, req *portcullisv1.
 	}
 	// The rules may refuse outright (extra reasons), before anything is
 	// recorded.
-	out, err := s.reviewed(ctx, sp)
+	r, err := s.review(ctx, sp)
 	if err != nil {
 		return nil, err
 	}
-	if refusals := s.refusals(ctx, out); len(refusals) > 0 {
+	if refusals := r.d.Refusals; len(refusals) > 0 {
 		return nil, &preconditionError{fmt.Sprintf("the approval rules refuse proposal %d: %s", sp.ID, strings.Join(refusals, "; "))}
 	}
 	sp, err = s.store.AddApproval(ctx, sp.ID, store.Approval{Approver: p.Name, Reason: req.GetReason(), ResultingHash: req.GetResultingHash()})
@@ -290,19 +296,6 @@ func (s approvalService) approvable(ctx context.Context, sp store.Proposal, p Pr
 	return nil
 }
 
-// refusals are the rules' extra reasons to refuse.
-func (s approvalService) refusals(ctx context.Context, p *portcullisv1.Proposal) []string {
-	sb, err := s.store.GetSandbox(ctx, p.GetSandbox())
-	if err != nil {
-		return nil
-	}
-	sbp, err := sandboxToProto(sb)
-	if err != nil {
-		return nil
-	}
-	return s.decide(ctx, p, sbp).Refusals
-}
-
 // whyNotPending explains a lost race on a proposal.
 func (s *Server) whyNotPending(ctx context.Context, id uint64) error {
 	cur, err := s.store.GetProposal(ctx, int64(id))
@@ -315,28 +308,18 @@ func (s *Server) whyNotPending(ctx context.Context, id uint64) error {
 	return &conflictError{fmt.Sprintf("proposal %d changed since it was shown (resulting hash %s): review it again", id, cur.ResultingHash)}
 }
 
-// applyIfReady applies sp if the approvals of its current resulting hash
-// reach the quorum the rules ask for (or the rules auto-approve it), and
+// applyIfReady applies sp if the approval rules say it is approved, and
 // returns it as an approver sees it.
 func (s *Server) applyIfReady(ctx context.Context, sp store.Proposal, actor string, grantEnd time.Time) (*portcullisv1.Proposal, error) {
-	out, err := s.reviewed(ctx, sp)
-	if err != nil {
-		return nil, err
+	r, err := s.review(ctx, sp)
+	if err != nil || !r.approved() {
+		return r.out, err
 	}
-	approvers := countingApprovers(sp)
-	ready := out.GetAutoApprovable() || (out.GetApprovalsRequired() > 0 && len(approvers) >= int(out.GetApprovalsRequired()))
-	if !ready || len(s.refusalsOf(ctx, out)) > 0 {
-		return out, nil
-	}
-	applied, err := s.apply(ctx, sp, actor, approvers, grantEnd)
+	applied, err := s.apply(ctx, r.sp, actor, countingApprovers(r.sp), grantEnd)
 	if err != nil {
 		return nil, err
 	}
 	return s.reviewed(ctx, applied)
-}
-
-func (s *Server) refusalsOf(ctx context.Context, p *portcullisv1.Proposal) []string {
-	return approvalService{s}.refusals(ctx, p)
 }
 
 // apply commits sp's resulting policy (with the grant's end on the rules
@@ -512,10 +495,11 @@ func approvalPolicyToProto(ap store.ApprovalPolicy) *portcullisv1.ApprovalPolicy
 // without a human (never one with a blocking finding: approval.Decide
 // enforces it).
 func (s *Server) autoApprove(ctx context.Context, sp store.Proposal) (store.Proposal, error) {
-	out, err := s.reviewed(ctx, sp)
-	if err != nil || !out.GetAutoApprovable() || len(s.refusalsOf(ctx, out)) > 0 {
+	r, err := s.review(ctx, sp)
+	if err != nil || !r.d.AutoApprove || !r.approved() {
 		return sp, err
 	}
+	sp = r.sp
 	_, version := s.rules.current()
 	actor := "auto-approval (rules version " + strconv.FormatInt(version, 10) + ")"
 	applied, err := s.apply(ctx, sp, actor, nil, time.Time{})

@@ -22,7 +22,7 @@ import (
 )
 
 func newApprovalClient(baseURL, token string) portcullisv1connect.ApprovalServiceClient {
-	return portcullisv1connect.NewApprovalServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), withBearer(token)))
+	return portcullisv1connect.NewApprovalServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(token)))
 }
 
 // operator creates an operator token and returns an approval client.

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
@@ -15,15 +14,7 @@ import (
 )
 
 func newAuditClient(baseURL, token string) portcullisv1connect.AuditServiceClient {
-	bearer := func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok {
-				info.RequestHeader().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, spec)
-		}
-	}
-	return portcullisv1connect.NewAuditServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer))
+	return portcullisv1connect.NewAuditServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(token)))
 }
 
 // TestAudit lists and verifies the audit log through the API on both

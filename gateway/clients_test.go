@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
@@ -44,15 +45,7 @@ func newGRPCWebAPI(t testing.TB, baseURL, token string) api {
 }
 
 func newConnectTransportAPI(baseURL, token string, opts ...connecthttp.Option) api {
-	bearer := func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
-				info.RequestHeader().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, spec)
-		}
-	}
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL, opts...), bearer)
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL, opts...), gatewaytest.Bearer(token))
 	return api{
 		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
 		token:   portcullisv1connect.NewTokenServiceClient(c),
@@ -171,16 +164,5 @@ func (g grpcPolicy) ValidatePolicy(ctx context.Context, r *portcullisv1.Validate
 }
 
 func newProxyClient(baseURL, token string) portcullisv1connect.ProxyServiceClient {
-	return portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearerInterceptor(token)))
-}
-
-func bearerInterceptor(token string) connect.ClientInterceptor {
-	return func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
-				info.RequestHeader().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, spec)
-		}
-	}
+	return portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(token)))
 }

@@ -313,7 +313,7 @@ func TestDecisionShippingAndTail(t *testing.T) {
 		t.Fatalf("shipped: %v, %v", res, err)
 	}
 
-	dc := portcullisv1connect.NewDecisionServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), bearerInterceptor(gatewaytest.AdminToken)))
+	dc := portcullisv1connect.NewDecisionServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken)))
 	list, err := dc.ListDecisions(ctx, &portcullisv1.ListDecisionsRequest{Sandbox: "agent-1"})
 	if err != nil || len(list.Decisions) != 3 {
 		t.Fatalf("list: %v, %v", list, err)

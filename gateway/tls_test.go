@@ -81,7 +81,7 @@ func TestTLSServing(t *testing.T) {
 
 	// The APIs over HTTP/2 (ALPN h2).
 	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true}}
-	admin := portcullisv1connect.NewSandboxServiceClient(connect.NewClient(connecthttp.NewTransport(h2, base), withBearer(gatewaytest.AdminToken)))
+	admin := portcullisv1connect.NewSandboxServiceClient(connect.NewClient(connecthttp.NewTransport(h2, base), gatewaytest.Bearer(gatewaytest.AdminToken)))
 	created, err := admin.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "tls", Policy: pushPolicy})
 	if err != nil {
 		t.Fatalf("CreateSandbox over TLS: %v", err)

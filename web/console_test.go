@@ -64,20 +64,8 @@ type clients struct {
 	approval portcullisv1connect.ApprovalServiceClient
 }
 
-// bearer is a client interceptor sending token.
-func bearer(token string) func(connect.ClientFunc) connect.ClientFunc {
-	return func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok {
-				info.RequestHeader().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, spec)
-		}
-	}
-}
-
 func newClients(baseURL, token string) clients {
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer(token))
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(token))
 	return clients{
 		sandbox:  portcullisv1connect.NewSandboxServiceClient(c),
 		token:    portcullisv1connect.NewTokenServiceClient(c),
@@ -319,7 +307,7 @@ func proxy(t *testing.T, e *env, id, nack string) {
 	if err := st.Send(answer); err != nil {
 		t.Fatal(err)
 	}
-	proxies := portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), bearer(gatewaytest.AdminToken)))
+	proxies := portcullisv1connect.NewProxyServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken)))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		res, err := proxies.ListProxies(t.Context(), &portcullisv1.ListProxiesRequest{Sandbox: "support"})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
@@ -77,15 +77,7 @@ type pushAPI struct {
 }
 
 func newPushAPI(baseURL string) pushAPI {
-	bearer := func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok {
-				info.RequestHeader().Set("Authorization", "Bearer "+pushAdminToken)
-			}
-			return next(ctx, spec)
-		}
-	}
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), bearer)
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(pushAdminToken))
 	return pushAPI{
 		sandbox:   portcullisv1connect.NewSandboxServiceClient(c),
 		policy:    portcullisv1connect.NewPolicyServiceClient(c),

@@ -4,6 +4,7 @@
 package gatewaytest
 
 import (
+	"connectrpc.com/connect/v2"
 	"context"
 	"errors"
 	"log/slog"
@@ -121,6 +122,19 @@ func (g *Gateway) start() {
 		}
 		if err := st.Close(); err != nil {
 			t.Errorf("close store: %v", err)
+		}
+	}
+}
+
+// Bearer is a client interceptor that sends token as the bearer token of
+// every call (none when token is empty).
+func Bearer(token string) connect.ClientInterceptor {
+	return func(next connect.ClientFunc) connect.ClientFunc {
+		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
+				info.RequestHeader().Set("Authorization", "Bearer "+token)
+			}
+			return next(ctx, spec)
 		}
 	}
 }
