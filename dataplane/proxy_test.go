@@ -61,8 +61,16 @@ func startPlainUpstream(t *testing.T) *plainUpstream {
 		t.Fatal(err)
 	}
 	u.port = ln.Addr().(*net.TCPAddr).Port
+	// raw.example.com, an L4 destination, lives on another address than
+	// the inspected api.example.com: the proxy refuses L4 to an address
+	// that serves an inspected endpoint.
+	raw, err := net.Listen("tcp", net.JoinHostPort(rawAddr, strconv.Itoa(u.port)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
+	go srv.Serve(raw)
 	t.Cleanup(func() {
 		select {
 		case <-u.release:
@@ -74,12 +82,18 @@ func startPlainUpstream(t *testing.T) *plainUpstream {
 	return u
 }
 
+// rawAddr is where raw.example.com lives: the plain upstream listens there
+// too, on the same port as on 127.0.0.1.
+const rawAddr = "127.0.0.2"
+
 // fakeDNS resolves the test names: api and raw to loopback (the upstream),
 // meta to the cloud-metadata address, private to an RFC 1918 address.
 func fakeDNS(_ context.Context, host string) ([]netip.Addr, error) {
 	switch host {
-	case "api.example.com", "raw.example.com":
+	case "api.example.com":
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	case "raw.example.com":
+		return []netip.Addr{netip.MustParseAddr(rawAddr)}, nil
 	case "meta.example.com":
 		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
 	case "private.example.com":
