@@ -332,7 +332,7 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		p.deny(w, r, cur, req, d, nil)
 		return
 	}
-	if reason, shared := p.servesInspected(r.Context(), cur, t, addr); shared {
+	if reason, shared := p.servesInspected(r.Context(), cur, t, addr, true); shared {
 		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 		return
 	}

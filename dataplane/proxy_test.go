@@ -519,6 +519,15 @@ func TestInFlightRequestKeepsItsVersion(t *testing.T) {
 // An open L4 tunnel is judged again when the policy changes, and closed
 // when the new version no longer allows it.
 func TestOpenTunnelClosedWhenPolicyChanges(t *testing.T) {
+	withoutRaw := strings.Replace(restPolicy, "  raw:\n    endpoints:\n      - { host: raw.example.com, port: PORT }\n    binaries: []\n", "", 1)
+	// raw.example.com's address now also serves an inspected endpoint.
+	inspectedThere := restPolicy + "  there:\n    endpoints:\n      - { host: " + rawAddr + ", port: PORT, protocol: rest, access: read-only }\n"
+	for name, next := range map[string]string{"raw removed": withoutRaw, "raw's address inspected": inspectedThere} {
+		t.Run(name, func(t *testing.T) { openTunnelClosedBy(t, next) })
+	}
+}
+
+func openTunnelClosedBy(t *testing.T, next string) {
 	up := startPlainUpstream(t)
 	p, pu := plainProxy(t, restPolicy, up.port, nil)
 	conn, err := net.Dial("tcp", pu.Host)
@@ -541,11 +550,11 @@ func TestOpenTunnelClosedWhenPolicyChanges(t *testing.T) {
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 
-	without, _, err := policy.Parse([]byte(strings.ReplaceAll(strings.Replace(restPolicy, "  raw:\n    endpoints:\n      - { host: raw.example.com, port: PORT }\n    binaries: []\n", "", 1), "PORT", strconv.Itoa(up.port))))
+	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(next, "PORT", strconv.Itoa(up.port))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetPolicy(without, "v2"); err != nil {
+	if err := p.SetPolicy(pol, "v2"); err != nil {
 		t.Fatal(err)
 	}
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))

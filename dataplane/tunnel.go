@@ -77,7 +77,10 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 // another spelling of its address. Wildcard and hostless inspected
 // endpoints cannot be listed; the check at the tunnel's start (checkStart)
 // still holds the TLS server name and Host to the CONNECT host.
-func (p *Proxy) servesInspected(ctx context.Context, cur *loaded, t dest, addr netip.Addr) (string, bool) {
+//
+// With resolveNames false (the periodic recheck of open tunnels, which
+// must not wait on DNS), only IP literals and loopback names are compared.
+func (p *Proxy) servesInspected(ctx context.Context, cur *loaded, t dest, addr netip.Addr, resolveNames bool) (string, bool) {
 	addrs, names := cur.matcher.InspectedOn(t.port)
 	shared := func(what string) (string, bool) {
 		return fmt.Sprintf("%s is %s, where an inspected endpoint lives; an L4 tunnel there would bypass its rules", net.JoinHostPort(addr.String(), strconv.Itoa(t.port)), what), true
@@ -95,6 +98,9 @@ func (p *Proxy) servesInspected(ctx context.Context, cur *loaded, t dest, addr n
 			if addr.IsLoopback() {
 				return shared("an address of " + name)
 			}
+			continue
+		}
+		if !resolveNames {
 			continue
 		}
 		// These names are the policy's own, not the agent's: resolving
@@ -149,9 +155,14 @@ func (p *Proxy) recheckTunnels() {
 		case cur.matcher.Inspect(req.Host, req.Port):
 			d.Reason = "the destination now needs L7 inspection"
 		default:
-			if d = cur.matcher.Decide(&req); d.Allow {
+			if d = cur.matcher.Decide(&req); !d.Allow {
+				break
+			}
+			reason, shared := p.servesInspected(context.Background(), cur, dest{host: req.Host, port: req.Port}, req.Addr, false)
+			if !shared {
 				continue
 			}
+			d = policy.Decision{Reason: reason}
 		}
 		d.Allow = false
 		d.Reason = "open tunnel closed: " + d.Reason
