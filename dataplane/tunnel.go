@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -49,8 +48,8 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		closeWrite(conn)
 		close(down)
 	}()
-	br := bufio.NewReaderSize(buf.Reader, maxTunnelPeek+1)
-	if reason, plainHTTP, denied := checkStart(conn, br, t); denied {
+	held, reason, plainHTTP, denied := checkStart(conn, buf.Reader, t)
+	if denied {
 		id := newDenialID()
 		p.record(cur, req, policy.Decision{Reason: reason}, nil, id)
 		if plainHTTP {
@@ -62,7 +61,9 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		conn.Close()
 		return
 	}
-	io.Copy(upstream, br)
+	if _, err := upstream.Write(held); err == nil {
+		io.Copy(upstream, buf.Reader)
+	}
 	closeWrite(upstream)
 	<-down
 	conn.Close()
@@ -263,27 +264,32 @@ const (
 	maxTunnelPeek     = 64 << 10
 )
 
-// checkStart reads (without consuming) the client's first bytes from br
-// and reports why the tunnel must close, if it must. plainHTTP says the
-// client spoke plain HTTP, so an HTTP answer can explain the refusal.
-func checkStart(conn net.Conn, br *bufio.Reader, t dest) (reason string, plainHTTP, denied bool) {
-	if _, err := br.Peek(1); err != nil {
-		return "", false, false // closed before speaking: nothing to check
+// checkStart reads the client's first bytes from r and returns them
+// (held, to forward if the tunnel goes on), with why the tunnel must
+// close, if it must. plainHTTP says the client spoke plain HTTP, so an
+// HTTP answer can explain the refusal. Memory grows only with the bytes
+// that arrive, up to maxTunnelPeek.
+func checkStart(conn net.Conn, r io.Reader, t dest) (held []byte, reason string, plainHTTP, denied bool) {
+	chunk := make([]byte, 4<<10)
+	n, err := r.Read(chunk)
+	if n == 0 {
+		return nil, "", false, false // closed before speaking: nothing to check
 	}
+	held = append([]byte(nil), chunk[:n]...)
 	conn.SetReadDeadline(time.Now().Add(tunnelPeekTimeout))
 	defer conn.SetReadDeadline(time.Time{})
 	for {
-		data, _ := br.Peek(br.Buffered())
-		verdict := startVerdict(data, t)
-		if !verdict.more {
-			return verdict.reason, verdict.http, verdict.reason != ""
+		v := startVerdict(held, t)
+		switch {
+		case !v.more:
+			return held, v.reason, v.http, v.reason != ""
+		case len(held) >= maxTunnelPeek:
+			return held, fmt.Sprintf("the tunnel's first %s is over %d bytes", v.what, maxTunnelPeek), v.http, true
+		case err != nil:
+			return held, fmt.Sprintf("the tunnel's first %s did not arrive whole: %v", v.what, err), v.http, true
 		}
-		if len(data) >= maxTunnelPeek {
-			return fmt.Sprintf("the tunnel's first %s is over %d bytes", verdict.what, maxTunnelPeek), verdict.http, true
-		}
-		if _, err := br.Peek(len(data) + 1); err != nil {
-			return fmt.Sprintf("the tunnel's first %s did not arrive whole: %v", verdict.what, err), verdict.http, true
-		}
+		n, err = r.Read(chunk[:min(len(chunk), maxTunnelPeek-len(held))])
+		held = append(held, chunk[:n]...)
 	}
 }
 

@@ -158,8 +158,20 @@ network_policies:
 			t.Errorf("%q: the upstream received %q", head, b)
 		}
 	}
-	// TLS for another name: closed, nothing sent.
+	// A start cut short (the client stops sending mid-head) is not
+	// relayed either.
 	conn := connectOK(t, pu, raw)
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: "+raw+"\r\n")
+	conn.(*net.TCPConn).CloseWrite()
+	if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || res.StatusCode != http.StatusForbidden {
+		t.Errorf("a cut-short head = %v, %v; want 403", res, err)
+	}
+	if b := silent.received(t); len(b) != 0 {
+		t.Errorf("the upstream received %q of a cut-short head", b)
+	}
+	// TLS for another name: closed, nothing sent.
+	conn = connectOK(t, pu, raw)
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	conn.Write(helloFor(t, "api.good.test"))
 	if b, _ := io.ReadAll(conn); len(b) != 0 {
