@@ -91,32 +91,49 @@ func (p *Proxy) servesInspected(ctx context.Context, cur *loaded, t dest, addr n
 			return shared("the address of " + a.String())
 		}
 	}
+	var lookup []string
 	for _, name := range names {
-		if name == t.host {
-			continue // the same name is inspected itself (Matcher.Inspect)
-		}
-		if policy.IsLoopbackName(name) {
+		switch {
+		case name == t.host:
+			// The same name is inspected itself (Matcher.Inspect).
+		case policy.IsLoopbackName(name):
 			if addr.IsLoopback() {
 				return shared("an address of " + name)
 			}
-			continue
+		case resolveNames:
+			lookup = append(lookup, name)
 		}
-		if !resolveNames {
-			continue
-		}
-		// These names are the policy's own, not the agent's: resolving
-		// them tells a DNS server nothing it could not read in the policy.
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resolved, err := p.cfg.Resolve(rctx, name)
-		cancel()
-		if err != nil {
-			continue
-		}
-		for _, a := range resolved {
-			if a.Unmap().WithZone("") == addr {
-				return shared("an address of " + name)
+	}
+	if len(lookup) == 0 {
+		return "", false
+	}
+	// These names are the policy's own, not the agent's: resolving them
+	// tells a DNS server nothing it could not read in the policy. They are
+	// looked up at once, and all are waited for.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	found := make(chan string, len(lookup))
+	for _, name := range lookup {
+		go func() {
+			resolved, _ := p.cfg.Resolve(ctx, name)
+			for _, a := range resolved {
+				if a.Unmap().WithZone("") == addr {
+					found <- name
+					return
+				}
 			}
+			found <- ""
+		}()
+	}
+	match := ""
+	for range lookup {
+		if name := <-found; name != "" && match == "" {
+			match = name
+			cancel() // the others need not finish their lookups
 		}
+	}
+	if match != "" {
+		return shared("an address of " + match)
 	}
 	return "", false
 }
