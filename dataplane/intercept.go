@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +16,9 @@ import (
 
 // intercept answers the CONNECT, then serves the tunnel's inner HTTP
 // requests itself: TLS is terminated with a certificate from the proxy's
-// CA when the client speaks TLS, plain HTTP is read as is.
-func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest) {
+// CA when the client speaks TLS, plain HTTP is read as is. Every inner
+// request goes to addr, the address the CONNECT resolved.
+func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr netip.Addr) {
 	conn, buf, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return
@@ -72,7 +74,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest) {
 				p.refuse(w, ir, t, "the Host header differs from the CONNECT authority")
 				return
 			}
-			p.handleHTTP(w, ir, scheme, t)
+			p.handleHTTP(w, ir, scheme, t, addr)
 		}),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -1131,6 +1131,61 @@ func (m *Matcher) Inspect(host string, port int) bool {
 	return false
 }
 
+// WantsAddress reports whether the decision on r could depend on where its
+// host resolves: some endpoint whose host pattern and port match r's name
+// and port, and whose binaries match r.Binary, or a hostless (allowed_ips
+// only) endpoint on r.Port whose binaries match, since such an endpoint
+// matches by address. When false, Decide without an address is already the
+// answer (a denial), and the proxy asks no DNS server about the name: a
+// denied name leaks nothing through DNS.
+func (m *Matcher) WantsAddress(r *policy.Request) bool {
+	if m == nil {
+		return false
+	}
+	name := *r
+	name.Addr = netip.Addr{}
+	h := m.view(name.Host)
+	var buf [16]int32
+	for _, n := range m.destinations(&name, &h, buf[:0]) {
+		if m.eps[n].binaryMatches(r.Binary) {
+			return true
+		}
+	}
+	for _, n := range m.hostless {
+		if e := &m.eps[n]; slices.Contains(e.ports, r.Port) && e.binaryMatches(r.Binary) {
+			return true
+		}
+	}
+	return false
+}
+
+// InspectedOn lists where the endpoints inspected at L7 on port live: the
+// IP literals and the exact host names of those endpoints (wildcard and
+// hostless ones cannot be listed). The proxy refuses an L4 tunnel to any of
+// these addresses, which would reach the inspected server uninspected.
+func (m *Matcher) InspectedOn(port int) (addrs []netip.Addr, names []string) {
+	if m == nil {
+		return nil, nil
+	}
+	for i := range m.eps {
+		e := &m.eps[i]
+		if !e.needsL7() || !slices.Contains(e.ports, port) {
+			continue
+		}
+		switch e.host.kind {
+		case hostIP:
+			if !slices.Contains(addrs, e.host.ip) {
+				addrs = append(addrs, e.host.ip)
+			}
+		case hostName:
+			if !slices.Contains(names, e.host.name) {
+				names = append(names, e.host.name)
+			}
+		}
+	}
+	return addrs, names
+}
+
 func (e *endpoint) needsL7() bool {
 	return e.protocol != policy.ProtocolL4 || e.hasDeny
 }

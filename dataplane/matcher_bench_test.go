@@ -142,3 +142,27 @@ allow if {
 	glob.match(r.path, ["/"], input.path)
 }
 `
+
+// BenchmarkWantsAddress is the check the proxy makes before it resolves a
+// name: a policy's own name (which is then resolved) and a name no
+// endpoint matches (denied without DNS).
+//
+// Run: go test ./dataplane/ -run '^$' -bench WantsAddress -benchmem
+func BenchmarkWantsAddress(b *testing.B) {
+	p := &policy.Policy{Version: 1, NetworkPolicies: map[string]*policy.NetworkPolicy{
+		"api":  {Endpoints: []*policy.Endpoint{{Host: "api.example.com", Port: 443, Protocol: policy.ProtocolREST, Access: "read-only"}}, Binaries: []policy.Binary{{Path: curl}}},
+		"wild": {Endpoints: []*policy.Endpoint{{Host: "*.example.org", Port: 443}}},
+	}}
+	m, err := Compile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, host := range []string{"api.example.com", "s3cr3t.exfil.attacker.test"} {
+		b.Run(host, func(b *testing.B) {
+			r := policy.Request{Binary: curl, Host: host, Port: 443, HTTPMethod: "GET", Path: "/", Time: when}
+			for b.Loop() {
+				m.WantsAddress(&r)
+			}
+		})
+	}
+}

@@ -352,6 +352,7 @@ func TestMatcherAgreesWithDecide(t *testing.T) {
 				audited++
 			}
 			checkInspect(rt, m, r, d)
+			checkWantsAddress(rt, m, r, d)
 		}
 	})
 	t.Logf("policies: %d valid, %d invalid skipped; requests: %d, %d allowed, %d audited", valid, invalid, total, allowed, audited)
@@ -380,6 +381,20 @@ func checkInspect(t *rapid.T, m *Matcher, r policy.Request, d policy.Decision) {
 				t.Fatalf("MCPLimits(%q, %d, %q) = %d, %v; want %d, true (decision %+v)", r.Host, r.Port, r.Path, n, ok, want, d)
 			}
 		}
+	}
+}
+
+// checkWantsAddress: when WantsAddress says the address cannot matter, the
+// request is denied with or without one — so the proxy may deny a name
+// without resolving it, and never denies what resolving would allow.
+func checkWantsAddress(t *rapid.T, m *Matcher, r policy.Request, d policy.Decision) {
+	if m.WantsAddress(&r) {
+		return
+	}
+	name := r
+	name.Addr = netip.Addr{}
+	if dn := m.Decide(&name); d.Allow || dn.Allow {
+		t.Fatalf("WantsAddress is false but a decision allows\nrequest: %s\nwith its address: %+v\nwithout: %+v", describeRequest(r), d, dn)
 	}
 }
 

@@ -267,7 +267,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.servePolicyLocal(w, r, t.port)
 			return
 		}
-		p.handleHTTP(w, r, "http", t)
+		p.handleHTTP(w, r, "http", t, netip.Addr{})
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "not_a_proxy_request", "detail": "send absolute-form HTTP requests or CONNECT to this proxy"})
 	}
@@ -316,45 +316,79 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := p.baseRequest(r.Context(), cur, t)
-	addr, reason := p.resolve(r.Context(), t, req)
+	addr, d := p.resolve(r.Context(), cur, t, &req)
 	if !addr.IsValid() {
-		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
+		p.deny(w, r, cur, req, d, nil)
 		return
 	}
 	req.Addr = addr
-
-	if !cur.matcher.Inspect(t.host, t.port) {
-		d := cur.matcher.Decide(&req)
-		if !d.Allow {
-			p.deny(w, r, cur, req, d, nil)
-			return
-		}
-		p.record(cur, req, d, nil, "")
-		p.tunnel(w, r, req, addr, t)
+	if cur.matcher.Inspect(t.host, t.port) {
+		// Every inner request goes to this address: the name is resolved
+		// once per tunnel.
+		p.intercept(w, r, t, addr)
 		return
 	}
-	p.intercept(w, r, t)
+	if d = cur.matcher.Decide(&req); !d.Allow {
+		p.deny(w, r, cur, req, d, nil)
+		return
+	}
+	if reason, shared := p.servesInspected(r.Context(), cur, t, addr, true); shared {
+		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
+		return
+	}
+	p.record(cur, req, d, nil, "")
+	p.tunnel(w, r, cur, req, addr, t)
+}
+
+// literalDenied checks what needs no DNS: a control-plane port, and an IP
+// literal host (in any spelling), which is the address dialled. ip is that
+// address when the host is an allowed IP literal.
+func literalDenied(t dest, devAllowLoopback bool) (ip netip.Addr, reason string, denied bool) {
+	if policy.DeniedPort(t.port) {
+		return netip.Addr{}, fmt.Sprintf("port %d is a control-plane port, always denied", t.port), true
+	}
+	if ip, ok := policy.ParseHostIP(t.host); ok {
+		if reason, denied := policy.AlwaysDenied(ip, devAllowLoopback); denied {
+			return netip.Addr{}, fmt.Sprintf("%s resolves to %s, a %s, always denied", t.host, ip, reason), true
+		}
+		return ip, "", false
+	}
+	return netip.Addr{}, "", false
 }
 
 // resolve finds the address to dial for t: an IP literal as written (in
 // any spelling), else the first resolved address the policy does not
 // refuse at the address level. The proxy dials exactly this address; it
 // never resolves again between check and dial.
-func (p *Proxy) resolve(ctx context.Context, t dest, req policy.Request) (netip.Addr, string) {
-	if policy.DeniedPort(t.port) {
-		return netip.Addr{}, fmt.Sprintf("port %d is a control-plane port, always denied", t.port)
+//
+// A name is decided before it is resolved: unless some endpoint could
+// match it (Matcher.WantsAddress: an endpoint whose host, port and
+// binaries match, or a hostless allowed_ips endpoint on the port), it is
+// denied on the name alone and no DNS query is sent — otherwise a denied
+// request would still carry its host name (and whatever an agent encodes
+// in it) to the DNS servers. On failure the returned address is invalid
+// and the decision says why.
+func (p *Proxy) resolve(ctx context.Context, cur *loaded, t dest, req *policy.Request) (netip.Addr, policy.Decision) {
+	deny := func(reason string) (netip.Addr, policy.Decision) {
+		return netip.Addr{}, policy.Decision{Reason: reason}
 	}
-	if ip, ok := policy.ParseHostIP(t.host); ok {
-		if reason, denied := policy.AlwaysDenied(ip, p.cfg.DevAllowLoopback); denied {
-			return netip.Addr{}, fmt.Sprintf("%s resolves to %s, a %s, always denied", t.host, ip, reason)
+	ip, reason, denied := literalDenied(t, p.cfg.DevAllowLoopback)
+	switch {
+	case denied:
+		return deny(reason)
+	case ip.IsValid():
+		return ip, policy.Decision{}
+	}
+	if !cur.matcher.WantsAddress(req) {
+		if d := cur.matcher.Decide(req); !d.Allow {
+			return netip.Addr{}, d
 		}
-		return ip, ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	addrs, err := p.cfg.Resolve(ctx, t.host)
 	if err != nil || len(addrs) == 0 {
-		return netip.Addr{}, fmt.Sprintf("cannot resolve %s", t.host)
+		return deny(fmt.Sprintf("cannot resolve %s", t.host))
 	}
 	first := ""
 	for _, a := range addrs {
@@ -365,9 +399,9 @@ func (p *Proxy) resolve(ctx context.Context, t dest, req policy.Request) (netip.
 			}
 			continue
 		}
-		return a, ""
+		return a, policy.Decision{}
 	}
-	return netip.Addr{}, first
+	return deny(first)
 }
 
 // baseRequest starts the request to t. The calling binary is looked up
@@ -386,7 +420,10 @@ func (p *Proxy) baseRequest(ctx context.Context, cur *loaded, t dest) policy.Req
 }
 
 // handleHTTP judges one HTTP request to t and forwards it when allowed.
-func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string, t dest) {
+// addr is the address a CONNECT tunnel resolved t to; when invalid (an
+// absolute-form request), t is resolved here, after the checks that need
+// no address.
+func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr) {
 	cur := p.current.Load()
 	if cur == nil {
 		p.refuse(w, r, t, "no policy is loaded")
@@ -396,12 +433,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	req.HTTPMethod = r.Method
 	req.Path = r.URL.EscapedPath()
 	req.Query = r.URL.RawQuery
-	addr, reason := p.resolve(r.Context(), t, req)
-	if !addr.IsValid() {
-		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
-		return
-	}
-	req.Addr = addr
+	// Everything refused before policy is refused before DNS, too.
 	if problem := framingProblem(r.Context()); problem != "" {
 		w.Header().Set("Connection", "close")
 		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
@@ -424,11 +456,16 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
 		return
 	}
+	var d policy.Decision
+	if !addr.IsValid() {
+		if addr, d = p.resolve(r.Context(), cur, t, &req); !addr.IsValid() {
+			p.deny(w, r, cur, req, d, nil)
+			return
+		}
+	}
+	req.Addr = addr
 
-	var (
-		body []byte
-		d    policy.Decision
-	)
+	var body []byte
 	maxBody, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, path)
 	if mcpEndpoint && r.Method != http.MethodPost && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 		// Only POST bodies are judged; any other body would pass unread.

@@ -61,8 +61,16 @@ func startPlainUpstream(t *testing.T) *plainUpstream {
 		t.Fatal(err)
 	}
 	u.port = ln.Addr().(*net.TCPAddr).Port
+	// raw.example.com, an L4 destination, lives on another address than
+	// the inspected api.example.com: the proxy refuses L4 to an address
+	// that serves an inspected endpoint.
+	raw, err := net.Listen("tcp", net.JoinHostPort(rawAddr, strconv.Itoa(u.port)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
+	go srv.Serve(raw)
 	t.Cleanup(func() {
 		select {
 		case <-u.release:
@@ -74,12 +82,18 @@ func startPlainUpstream(t *testing.T) *plainUpstream {
 	return u
 }
 
+// rawAddr is where raw.example.com lives: the plain upstream listens there
+// too, on the same port as on 127.0.0.1.
+const rawAddr = "127.0.0.2"
+
 // fakeDNS resolves the test names: api and raw to loopback (the upstream),
 // meta to the cloud-metadata address, private to an RFC 1918 address.
 func fakeDNS(_ context.Context, host string) ([]netip.Addr, error) {
 	switch host {
-	case "api.example.com", "raw.example.com":
+	case "api.example.com":
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	case "raw.example.com":
+		return []netip.Addr{netip.MustParseAddr(rawAddr)}, nil
 	case "meta.example.com":
 		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
 	case "private.example.com":
@@ -505,6 +519,15 @@ func TestInFlightRequestKeepsItsVersion(t *testing.T) {
 // An open L4 tunnel is judged again when the policy changes, and closed
 // when the new version no longer allows it.
 func TestOpenTunnelClosedWhenPolicyChanges(t *testing.T) {
+	withoutRaw := strings.Replace(restPolicy, "  raw:\n    endpoints:\n      - { host: raw.example.com, port: PORT }\n    binaries: []\n", "", 1)
+	// raw.example.com's address now also serves an inspected endpoint.
+	inspectedThere := restPolicy + "  there:\n    endpoints:\n      - { host: " + rawAddr + ", port: PORT, protocol: rest, access: read-only }\n"
+	for name, next := range map[string]string{"raw removed": withoutRaw, "raw's address inspected": inspectedThere} {
+		t.Run(name, func(t *testing.T) { openTunnelClosedBy(t, next) })
+	}
+}
+
+func openTunnelClosedBy(t *testing.T, next string) {
 	up := startPlainUpstream(t)
 	p, pu := plainProxy(t, restPolicy, up.port, nil)
 	conn, err := net.Dial("tcp", pu.Host)
@@ -527,11 +550,11 @@ func TestOpenTunnelClosedWhenPolicyChanges(t *testing.T) {
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 
-	without, _, err := policy.Parse([]byte(strings.ReplaceAll(strings.Replace(restPolicy, "  raw:\n    endpoints:\n      - { host: raw.example.com, port: PORT }\n    binaries: []\n", "", 1), "PORT", strconv.Itoa(up.port))))
+	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(next, "PORT", strconv.Itoa(up.port))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetPolicy(without, "v2"); err != nil {
+	if err := p.SetPolicy(pol, "v2"); err != nil {
 		t.Fatal(err)
 	}
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))

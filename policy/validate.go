@@ -117,6 +117,7 @@ func (v *validator) policy(p *Policy) {
 	v.middlewares(p.NetworkMiddlewares)
 	eps := documentEndpoints(p)
 	v.sharedMCPDestinations(eps)
+	v.uninspectedAliases(eps)
 	v.middlewaresOverSkippedTLS(p.NetworkMiddlewares, eps)
 }
 
@@ -155,6 +156,25 @@ func hostsOverlap(a, b string) bool {
 	return canonicalHost(a) == canonicalHost(b) || MatchHost(a, sample(b)) || MatchHost(b, sample(a))
 }
 
+// sameAddress reports whether two hosts, spelt differently, denote one
+// address: IP literals in any spelling ParseHostIP reads (::ffff:a.b.c.d
+// is a.b.c.d), and loopback names (localhost, *.localhost) with each other
+// and with every loopback address. A DNS name may resolve anywhere; that
+// is checked when the proxy connects.
+func sameAddress(a, b string) bool {
+	ia, okA := ParseHostIP(a)
+	ib, okB := ParseHostIP(b)
+	if okA && okB && ia == ib {
+		return true
+	}
+	loopA, loopB := IsLoopbackName(a) || okA && ia.IsLoopback(), IsLoopbackName(b) || okB && ib.IsLoopback()
+	return loopA && loopB && (IsLoopbackName(a) || IsLoopbackName(b))
+}
+
+// hostsMeet reports whether two host patterns can name one host, or one
+// address under two spellings.
+func hostsMeet(a, b string) bool { return hostsOverlap(a, b) || sameAddress(a, b) }
+
 func portsOverlap(a, b *Endpoint) bool {
 	for _, p := range EndpointPorts(a) {
 		if slices.Contains(EndpointPorts(b), p) {
@@ -174,7 +194,7 @@ func (v *validator) sharedMCPDestinations(eps []pathedEndpoint) {
 	for i, a := range eps {
 		for _, b := range eps[i+1:] {
 			if a.ep.Protocol != ProtocolMCP && b.ep.Protocol != ProtocolMCP ||
-				!portsOverlap(a.ep, b.ep) || !hostsOverlap(a.ep.Host, b.ep.Host) {
+				!portsOverlap(a.ep, b.ep) || !hostsMeet(a.ep.Host, b.ep.Host) {
 				continue
 			}
 			m, o := a, b
@@ -192,6 +212,30 @@ func (v *validator) sharedMCPDestinations(eps []pathedEndpoint) {
 			case mcpProfile(m.ep) != mcpProfile(o.ep):
 				v.errorf(m.path, "shares %s with %s; mcp endpoints on one host:port must agree on strict_tool_names, allow_all_known_mcp_methods and max_body_bytes", dest, o.path)
 			}
+		}
+	}
+}
+
+// uninspectedAliases refuses an L4 endpoint whose host is another spelling
+// of the address of an endpoint inspected at L7 on the same port
+// (`localhost` and `127.0.0.1`): the proxy inspects by the host a request
+// names, so a tunnel to the L4 spelling would reach the inspected server
+// with none of its rules. Hosts that match each other are no alias: every
+// request to them is inspected. (MCP endpoints are refused by
+// sharedMCPDestinations, which compares addresses the same way.)
+func (v *validator) uninspectedAliases(eps []pathedEndpoint) {
+	for _, l4 := range eps {
+		if l4.ep.Protocol != ProtocolL4 || len(l4.ep.DenyRules) > 0 {
+			continue
+		}
+		for _, o := range eps {
+			if o.ep.Protocol == ProtocolL4 && len(o.ep.DenyRules) == 0 || o.ep.Protocol == ProtocolMCP ||
+				!portsOverlap(l4.ep, o.ep) || hostsOverlap(l4.ep.Host, o.ep.Host) || !sameAddress(l4.ep.Host, o.ep.Host) {
+				continue
+			}
+			v.errorf(keyPath(l4.path, "host"), "%s is the address of %s (%s, protocol %s) on port %d; an L4 endpoint cannot reach an inspected endpoint under another spelling of its address — use the same host, or inspect this one too",
+				canonicalHost(l4.ep.Host), canonicalHost(o.ep.Host), o.path, o.ep.Protocol, sharedPort(l4.ep, o.ep))
+			break
 		}
 	}
 }

@@ -8,7 +8,10 @@ import (
 	"time"
 )
 
-const ep0 = "network_policies.p.endpoints[0]"
+const (
+	ep0 = "network_policies.p.endpoints[0]"
+	ep1 = "network_policies.p.endpoints[1]"
+)
 
 // withEndpoint wraps one endpoint (YAML flow mapping) into a document whose
 // endpoint path is ep0.
@@ -516,6 +519,12 @@ func TestParseCrossEndpointProblems(t *testing.T) {
 		{"mcp next to rest", doc(mcp, "{host: m.example.com, port: 443, protocol: rest, access: full}"), ep0, "shares m.example.com:443"},
 		{"mcp next to l4", doc(mcp, "{host: m.example.com, ports: [80, 443]}"), ep0, "shares m.example.com:443"},
 		{"mcp next to wildcard rest", doc(mcp, "{host: '*.example.com', port: 443, protocol: rest, access: full}"), ep0, "shares m.example.com:443"},
+		// One address under two spellings (issue 11, finding 5): the
+		// proxy inspects by name, so the other spelling is a way around.
+		{"mcp next to l4 localhost", doc("{host: 127.0.0.1, port: 8080, path: /mcp, protocol: mcp, rules: [{deny: {method: tools/call, tool: refund_order}}, {allow: {method: tools/list}}]}", "{host: localhost, port: 8080}"), ep0, "shares 127.0.0.1:8080"},
+		{"l4 localhost next to rest loopback", doc("{host: 127.0.0.1, port: 8080, protocol: rest, access: read-only}", "{host: localhost, port: 8080}"), ep1 + ".host", "localhost is the address of 127.0.0.1"},
+		{"l4 ::1 next to rest localhost", doc("{host: localhost, port: 8080, protocol: rest, access: read-only}", "{host: '::1', port: 8080}"), ep1 + ".host", "::1 is the address of localhost"},
+		{"l4 bracketed ::1 next to rest", doc("{host: localhost, port: 8080, protocol: rest, access: read-only}", "{host: '[::1]', port: 8080}"), ep1 + ".host", "is the address of localhost"},
 		{"mcp endpoints disagree", doc(mcp, "{host: m.example.com, port: 443, path: /v2, protocol: mcp, mcp: {strict_tool_names: false}, rules: [{allow: {method: initialize}}]}"), ep0, "must agree"},
 		{"middleware over tls skip", "version: 1\nnetwork_policies:\n  p:\n    binaries: [{path: /usr/bin/curl}]\n    endpoints: [{host: a.example.com, port: 443, tls: skip}]\n" +
 			"network_middlewares:\n  m: {middleware: x, endpoints: {include: ['*.example.com']}}\n", "network_middlewares.m.endpoints.include[0]", "tls: skip"},
@@ -546,6 +555,14 @@ func TestParseCrossEndpointProblems(t *testing.T) {
 		"version: 1\nnetwork_policies:\n  p:\n    binaries: [{path: /usr/bin/curl}]\n    endpoints: [{host: a.example.com, port: 443, tls: skip}]\n" +
 			"network_middlewares:\n  m: {middleware: x, endpoints: {include: ['*.example.com'], exclude: [a.example.com]}}\n",
 		doc("{host: a.example.com, port: 443, credential_binding: {provider: gh}, allow_uninspected_credentials: true}"),
+		// The same address is inspected whole (an IPv4-mapped literal
+		// matches the IPv4 endpoint); another port, another loopback
+		// address, or both L4, is no alias.
+		doc("{host: 8.8.8.8, port: 443, protocol: rest, access: read-only}", "{host: '::ffff:8.8.8.8', port: 443}"),
+		doc("{host: localhost, port: 8080, protocol: rest, access: read-only}", "{host: localhost, port: 8080}"),
+		doc("{host: 127.0.0.1, port: 8080, protocol: rest, access: read-only}", "{host: localhost, port: 8081}"),
+		doc("{host: 127.0.0.1, port: 8080, protocol: rest, access: read-only}", "{host: 127.0.0.2, port: 8080}"),
+		doc("{host: 127.0.0.1, port: 8080}", "{host: localhost, port: 8080}"),
 	} {
 		if _, _, err := Parse([]byte(ok)); err != nil {
 			t.Errorf("Parse(%s) = %v, want valid", ok, err)
