@@ -223,3 +223,178 @@ process:
   run_as_user: sandbox
   run_as_group: sandbox
 `
+
+// l7DenyTestData is opa.rs's L7_DENY_TEST_DATA.
+const l7DenyTestData = `network_policies:
+  github_api:
+    name: github_api
+    endpoints:
+      - host: api.github.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        access: read-write
+        deny_rules:
+          - method: POST
+            path: "/repos/*/pulls/*/reviews"
+          - method: PUT
+            path: "/repos/*/branches/*/protection"
+          - method: "*"
+            path: "/repos/*/rulesets"
+    binaries:
+      - { path: /usr/bin/curl }
+  deny_with_query:
+    name: deny_with_query
+    endpoints:
+      - host: api.restricted.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        access: full
+        deny_rules:
+          - method: POST
+            path: "/admin/**"
+            query:
+              force: "true"
+    binaries:
+      - { path: /usr/bin/curl }
+filesystem_policy:
+  include_workdir: true
+  read_only: []
+  read_write: []
+landlock:
+  compatibility: best_effort
+process:
+  run_as_user: sandbox
+  run_as_group: sandbox
+`
+
+// overlappingL7TestData is opa.rs's OVERLAPPING_L7_TEST_DATA.
+const overlappingL7TestData = `network_policies:
+  test_server:
+    name: test_server
+    endpoints:
+      - host: 192.168.1.100
+        port: 8567
+        protocol: rest
+        enforcement: enforce
+        rules:
+          - allow:
+              method: GET
+              path: "**"
+    binaries:
+      - { path: /usr/bin/curl }
+  allow_192_168_1_100_8567:
+    name: allow_192_168_1_100_8567
+    endpoints:
+      - host: 192.168.1.100
+        port: 8567
+        protocol: rest
+        enforcement: enforce
+        tls: skip
+        allowed_ips:
+          - 192.168.1.100
+        rules:
+          - allow:
+              method: GET
+              path: "**"
+    binaries:
+      - { path: /usr/bin/curl }
+filesystem_policy:
+  include_workdir: true
+  read_only: []
+  read_write: []
+landlock:
+  compatibility: best_effort
+process:
+  run_as_user: sandbox
+  run_as_group: sandbox
+`
+
+// inferenceTestData is opa.rs's INFERENCE_TEST_DATA.
+const inferenceTestData = `network_policies:
+  claude_code:
+    name: claude_code
+    endpoints:
+      - { host: api.anthropic.com, port: 443 }
+    binaries:
+      - { path: /usr/local/bin/claude }
+  gitlab:
+    name: gitlab
+    endpoints:
+      - { host: gitlab.com, port: 443 }
+    binaries:
+      - { path: /usr/bin/glab }
+filesystem_policy:
+  include_workdir: true
+  read_only: []
+  read_write: []
+landlock:
+  compatibility: best_effort
+process:
+  run_as_user: sandbox
+  run_as_group: sandbox
+`
+
+// noInferenceTestData is opa.rs's NO_INFERENCE_TEST_DATA.
+const noInferenceTestData = `network_policies:
+  gitlab:
+    name: gitlab
+    endpoints:
+      - { host: gitlab.com, port: 443 }
+    binaries:
+      - { path: /usr/bin/glab }
+filesystem_policy:
+  include_workdir: true
+  read_only: []
+  read_write: []
+landlock:
+  compatibility: best_effort
+process:
+  run_as_user: sandbox
+  run_as_group: sandbox
+`
+
+// allowedIPsTestData is opa.rs's ALLOWED_IPS_TEST_DATA.
+const allowedIPsTestData = `network_policies:
+  # Mode 2: host + allowed_ips
+  internal_api:
+    name: internal_api
+    endpoints:
+      - host: my-service.corp.net
+        port: 8080
+        allowed_ips: ["10.0.5.0/24"]
+    binaries:
+      - { path: /usr/bin/curl }
+  # Mode 3: allowed_ips only (no host) — uses port 9443 to avoid overlap
+  private_network:
+    name: private_network
+    endpoints:
+      - port: 9443
+        allowed_ips: ["172.16.0.0/12", "192.168.1.1"]
+    binaries:
+      - { path: /usr/bin/curl }
+  # Mode 1: host only (no allowed_ips) — standard behavior
+  public_api:
+    name: public_api
+    endpoints:
+      - { host: api.github.com, port: 443 }
+    binaries:
+      - { path: /usr/bin/curl }
+  # Wildcard host endpoint should not count as an exact declared hostname.
+  wildcard_api:
+    name: wildcard_api
+    endpoints:
+      - { host: "*.corp.net", port: 443 }
+    binaries:
+      - { path: /usr/bin/curl }
+filesystem_policy:
+  include_workdir: true
+  read_only: []
+  read_write: []
+landlock:
+  compatibility: best_effort
+process:
+  run_as_user: sandbox
+  run_as_group: sandbox
+`
