@@ -36,6 +36,10 @@ const (
 	divUninspected = "uninspected protocols deny"
 	divMCP         = "MCP extensions"
 	divOneSegment  = "a single * in an allow glob stays in one segment"
+	// divAboveRoot: `..` at the root resolves to / as RFC 3986 §5.2.4 does
+	// (policy.CanonicalPath); OpenShell refuses the request. Not yet in
+	// DESIGN's list.
+	divAboveRoot = "dot segments never climb above / (RFC 3986)"
 )
 
 type verdict int
