@@ -33,6 +33,11 @@ const (
 const (
 	divEnforcement = "omitted enforcement means enforce"
 	divPrivate     = "private ranges need allowed_ips even for exact hostnames"
+	// divUninspected: an endpoint of a protocol the proxy does not inspect
+	// yet (tcp, graphql, websocket, json-rpc, sql) denies every request to
+	// its destination; its document loads with a warning, so OpenShell's
+	// protocol-specific document checks (tcp host spellings, L7 fields on
+	// tcp) have nothing to protect and are not applied.
 	divUninspected = "uninspected protocols deny"
 	divMCP         = "MCP extensions"
 	divOneSegment  = "a single * in an allow glob stays in one segment"
