@@ -188,3 +188,21 @@ network_policies:
 }
 
 func TestPolicyLib(t *testing.T) { runValidate(t, policyLibCases) }
+
+// safeE2E is the Python e2e suite's _safe_policy() with one change.
+func safeE2E(user string, readOnly, readWrite []string) string {
+	return "version: 1\nfilesystem_policy:\n  include_workdir: true\n  read_only: " + yamlList(readOnly) +
+		"\n  read_write: " + yamlList(readWrite) + "\nlandlock:\n  compatibility: best_effort\nprocess:\n  run_as_user: " + user + "\n  run_as_group: sandbox\n"
+}
+
+// Cases from e2e/python/test_policy_validation.py: the gateway refuses
+// unsafe documents with INVALID_ARGUMENT; here, policy.Parse refuses them
+// (the gateway's create and update paths call it).
+var e2eCases = []validateCase{
+	{Source: e2ePy + "test_create_sandbox_rejects_root_user", Policy: safeE2E("root", []string{"/usr", "/lib", "/etc", "/app", "/var/log"}, []string{"/sandbox", "/tmp"}), OpenShell: deny, Contains: "root"},
+	{Source: e2ePy + "test_create_sandbox_rejects_path_traversal", Policy: safeE2E("sandbox", []string{"/usr/../etc/shadow"}, []string{"/tmp"}), OpenShell: deny, Contains: "read_only"},
+	{Source: e2ePy + "test_create_sandbox_rejects_overly_broad_paths", Policy: safeE2E("sandbox", []string{"/usr"}, []string{"/"}), OpenShell: deny, Contains: "read_write"},
+	{Source: e2ePy + "test_update_policy_rejects_immutable_fields", Policy: safeE2E("sandbox", []string{"/usr/../etc/shadow"}, []string{"/tmp"}), OpenShell: deny},
+}
+
+func TestE2EValidation(t *testing.T) { runValidate(t, e2eCases) }
