@@ -97,7 +97,6 @@ func TestProver(t *testing.T) {
 	}
 }
 
-
 // metadataCase: OpenShell's prover reports link_local_reach for a policy
 // naming a cloud-metadata host; here such a policy never loads, and the
 // refusal carries the cloud_metadata code `portcullis prove` reports.
