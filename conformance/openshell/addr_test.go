@@ -109,3 +109,46 @@ network_policies:
 }
 
 func TestAllowedIPsValidate(t *testing.T) { runValidate(t, allowedIPsValidateCases) }
+
+func exactPolicy(host string, port int) string {
+	return `
+network_policies:
+  declared:
+    name: declared
+    endpoints:
+      - { host: "` + host + `", port: ` + strconv.Itoa(port) + ` }
+    binaries:
+      - { path: /usr/bin/curl }
+`
+}
+
+func declared(test, host, addr string, port int, v verdict) decideCase {
+	return decideCase{Source: proxyRS + test, Policy: exactPolicy(host, port), Binary: curl, Host: host, Addr: addr, Port: port, OpenShell: v}
+}
+
+// Exact declared hosts (validate_declared_endpoint_resolved_addrs) and
+// IP-literal hosts (implicit_allowed_ips_for_ip_host).
+var declaredCases = []decideCase{
+	func() decideCase {
+		c := declared("test_declared_endpoint_private_hosts_file_resolution_allowed", "searxng.local", "192.168.1.105", 8080, allow)
+		c.Divergence, c.Ours = divPrivate, deny
+		return c
+	}(),
+	{Source: proxyRS + "test_resolve_from_hosts_file_contents_private_ip_requires_allowed_ips", Policy: allowedIPsPolicy("192.168.1.105/32", 8080),
+		Binary: curl, Host: "searxng.example.com", Addr: "192.168.1.105", Port: 8080, OpenShell: allow},
+	declared("test_declared_endpoint_loopback_stays_blocked", "loopback.local", "127.0.0.1", 80, deny),
+	declared("test_declared_endpoint_link_local_stays_blocked", "metadata.local", "169.254.169.254", 80, deny),
+	declared("test_declared_endpoint_blocks_control_plane_ports", "kube-api.local", "10.0.0.5", 6443, deny),
+	func() decideCase {
+		c := declared("test_implicit_allowed_ips_allows_rfc1918", "10.0.5.20", "10.0.5.20", 443, allow)
+		c.Divergence, c.Ours = divPrivate, deny
+		return c
+	}(),
+	func() decideCase {
+		c := declared("test_implicit_allowed_ips_returns_ip_for_ipv4_literal", "192.168.1.100", "192.168.1.100", 443, allow)
+		c.Divergence, c.Ours = divPrivate, deny
+		return c
+	}(),
+}
+
+func TestDeclaredHosts(t *testing.T) { runDecide(t, declaredCases) }
