@@ -28,7 +28,7 @@ network_policies:
   internal:
     name: internal
     endpoints:
-      - { host: "*.example.com", port: ` + itoa(port) + `, allowed_ips: ["` + cidr + `"] }
+      - { host: "*.example.com", port: ` + strconv.Itoa(port) + `, allowed_ips: ["` + cidr + `"] }
     binaries:
       - { path: /usr/bin/curl }
 `
