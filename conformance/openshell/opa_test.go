@@ -609,3 +609,121 @@ network_policies:
 }
 
 func TestOPAHosts(t *testing.T) { runDecide(t, opaHostCases) }
+
+// GraphQL and generic JSON-RPC endpoints: the proxy does not inspect these
+// protocols yet, so every request to them is denied; OpenShell's denials
+// agree, its allows follow the divergence.
+func gql(test, host string, v verdict) decideCase {
+	c := decideCase{Source: opaRS + test, Policy: l7TestData, Binary: curl, Host: host, Port: 443, Method: "POST", Path: "/graphql", OpenShell: v}
+	if v == allow {
+		c.Divergence, c.Ours = divUninspected, deny
+	}
+	return c
+}
+
+func jrpc(test, policy, host, method, path string, msg *policy.MCPMessage, v verdict) decideCase {
+	c := decideCase{Source: opaRS + test, Policy: policy, Binary: curl, Host: host, Port: 8000, Method: method, Path: path, MCP: msg, OpenShell: v}
+	if v == allow {
+		c.Divergence, c.Ours = divUninspected, deny
+	}
+	return c
+}
+
+func raw(c decideCase) decideCase { c.RawData = true; return c }
+
+const jsonrpcPostPolicy = `
+network_policies:
+  jsonrpc_post:
+    name: jsonrpc_post
+    endpoints:
+      - host: jsonrpc.post.test
+        port: 8000
+        path: /rpc
+        protocol: json-rpc
+        enforcement: enforce
+        rules:
+          - allow:
+              method: initialize
+        deny_rules:
+          - method: reports.archive
+    binaries:
+      - { path: /usr/bin/curl }
+`
+
+const jsonrpcAllowAllPolicy = `
+network_policies:
+  jsonrpc_allow_all:
+    name: jsonrpc_allow_all
+    endpoints:
+      - host: jsonrpc.allow-all.test
+        port: 8000
+        path: /rpc
+        protocol: json-rpc
+        enforcement: enforce
+        rules:
+          - allow:
+              method: "*"
+    binaries:
+      - { path: /usr/bin/curl }
+`
+
+const jsonrpcGlobLiteralPolicy = `
+network_policies:
+  jsonrpc_glob_literal:
+    name: jsonrpc_glob_literal
+    endpoints:
+      - host: jsonrpc.glob-literal.test
+        ports: [8000]
+        path: /rpc
+        protocol: json-rpc
+        rules:
+          - allow:
+              method: "reports.*"
+    binaries:
+      - { path: /usr/bin/curl }
+`
+
+const jsonrpcParamsPolicy = `
+network_policies:
+  jsonrpc_params:
+    name: jsonrpc_params
+    endpoints:
+      - host: jsonrpc.params.test
+        port: 8000
+        path: /rpc
+        protocol: json-rpc
+        enforcement: enforce
+        rules:
+          - allow:
+              method: reports.search
+        deny_rules:
+          - method: reports.archive
+    binaries:
+      - { path: /usr/bin/curl }
+`
+
+var opaUninspectedCases = []decideCase{
+	gql("l7_graphql_batch_denied_if_any_operation_unallowed", "api.graphql.com", deny),
+	gql("l7_graphql_deny_rule_takes_precedence", "api.graphql.com", deny),
+	gql("l7_graphql_unregistered_hash_only_query_denied", "api.graphql.com", deny),
+	gql("l7_graphql_unregistered_hash_only_query_has_deny_reason", "api.graphql.com", deny),
+	gql("l7_graphql_parse_error_denied", "api.graphql.com", deny),
+	gql("l7_graphql_readonly_access_allows_query_and_denies_mutation", "gql.readonly.com", allow),
+	gql("l7_graphql_readonly_access_allows_query_and_denies_mutation", "gql.readonly.com", deny),
+	gql("l7_websocket_graphql_unlisted_field_denied", "realtime.graphql.com", deny),
+	gql("l7_websocket_graphql_deny_rule_takes_precedence", "realtime.graphql.com", deny),
+	{Source: opaRS + "l7_endpoint_path_scopes_rest_and_graphql_on_same_host", Policy: mixedAPIPolicy,
+		Binary: curl, Host: "api.github.test", Port: 443, Method: "POST", Path: "/graphql", OpenShell: allow,
+		Divergence: divUninspected, Ours: deny},
+	jrpc("l7_method_rules_require_post", jsonrpcPostPolicy, "jsonrpc.post.test", "POST", "/rpc", rpc("initialize"), allow),
+	jrpc("l7_method_rules_require_post", jsonrpcPostPolicy, "jsonrpc.post.test", "PUT", "/rpc", rpc("initialize"), deny),
+	jrpc("l7_method_rules_require_post", jsonrpcPostPolicy, "jsonrpc.post.test", "GET", "/rpc", nil, deny),
+	jrpc("l7_jsonrpc_request_params_do_not_affect_method_policy", jsonrpcParamsPolicy, "jsonrpc.params.test", "POST", "/rpc", rpc("reports.search"), allow),
+	// OpenShell's test feeds this policy to Rego unvalidated.
+	raw(jrpc("l7_jsonrpc_method_globs_are_exact_literals_in_rego", jsonrpcGlobLiteralPolicy, "jsonrpc.glob-literal.test", "POST", "/rpc", rpc("reports.list"), deny)),
+	raw(jrpc("l7_jsonrpc_method_globs_are_exact_literals_in_rego", jsonrpcGlobLiteralPolicy, "jsonrpc.glob-literal.test", "POST", "/rpc", rpc("reports.*"), allow)),
+	jrpc("l7_jsonrpc_allow_all_still_allows_any_method", jsonrpcAllowAllPolicy, "jsonrpc.allow-all.test", "POST", "/rpc", rpc("reports.archive"), allow),
+	jrpc("l7_jsonrpc_null_metadata_non_matches_without_opa_error", initPolicy("jsonrpc_null", "jsonrpc.null.test", "/rpc", "json-rpc"), "jsonrpc.null.test", "POST", "/rpc", nil, deny),
+}
+
+func TestOPAUninspected(t *testing.T) { runDecide(t, opaUninspectedCases) }
