@@ -111,6 +111,19 @@ var restProxyCases = []proxyCase{
 
 func TestRESTProxy(t *testing.T) { runProxy(t, restProxyCases) }
 
+// Forward-proxy request handling from proxy.rs.
+var forwardProxyCases = []proxyCase{
+	{Source: proxyRS + "malformed_forward_headers_are_rejected_before_route_or_middleware_dispatch", Raw: "GET http://HOST/ HTTP/1.1\r\nHost: HOST\r\nX-Guard: before\x00after\r\nConnection: close\r\n\r\n", OpenShell: deny},
+	{Source: proxyRS + "malformed_request_lines_are_rejected_before_connect_or_forward_dispatch", Raw: "GET http://HOST/ HTTP/1.1 extra\r\nHost: HOST\r\nConnection: close\r\n\r\n", OpenShell: deny},
+	{Source: proxyRS + "unsupported_forward_scheme_is_rejected_before_policy_or_middleware_dispatch", Raw: "GET ftp://HOST/resource HTTP/1.1\r\nHost: HOST\r\nConnection: close\r\n\r\n", OpenShell: deny},
+	{Source: proxyRS + "test_forward_relay_rejects_cl_te_smuggling_before_upstream_write", Raw: post("Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"), OpenShell: deny},
+	{Source: proxyRS + "h2c_upgrade_request_on_l7_relay_is_denied_without_upstream_write", Raw: "GET http://HOST/allowed HTTP/1.1\r\nHost: HOST\r\nUpgrade: h2c\r\nConnection: close, Upgrade\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n", OpenShell: deny},
+	{Source: proxyRS + "test_rewrite_forward_request_uses_canonical_path_on_the_wire", Raw: get("/public/../secret"), OpenShell: allow, Forwarded: "/secret"},
+	{Source: proxyRS + "test_rewrite_forward_request_preserves_canonical_query_on_the_wire", Raw: get("/public/../graphql?query=query+Viewer+%7B+viewer+%7B+login+%7D+%7D"), OpenShell: allow, Forwarded: "/graphql?query=query+Viewer+%7B+viewer+%7B+login+%7D+%7D"},
+}
+
+func TestForwardProxy(t *testing.T) { runProxy(t, forwardProxyCases) }
+
 // upstream is a plain HTTP server on loopback recording the request
 // targets it receives.
 type upstream struct {
