@@ -152,3 +152,14 @@ var declaredCases = []decideCase{
 }
 
 func TestDeclaredHosts(t *testing.T) { runDecide(t, declaredCases) }
+
+// Loopback destinations declared outright (drive_connect_through_handler
+// and drive_forward_through_handler with a 127.0.0.1 endpoint).
+var loopbackCases = []decideCase{
+	{Source: proxyRS + "connect_handler_returns_ssrf_403_for_internal_address_not_503", Policy: exactPolicy("127.0.0.1", 443),
+		Binary: curl, Host: "127.0.0.1", Addr: "127.0.0.1", Port: 443, OpenShell: deny},
+	{Source: proxyRS + "forward_handler_preserves_ssrf_response_and_denial_stage", Policy: exactPolicy("127.0.0.1", 80),
+		Binary: curl, Host: "127.0.0.1", Addr: "127.0.0.1", Port: 80, OpenShell: deny},
+}
+
+func TestLoopback(t *testing.T) { runDecide(t, loopbackCases) }
