@@ -727,3 +727,50 @@ var opaUninspectedCases = []decideCase{
 }
 
 func TestOPAUninspected(t *testing.T) { runDecide(t, opaUninspectedCases) }
+
+// Endpoint configuration queries, as the requests they govern: allowed_ips
+// returned for an endpoint bound the addresses it reaches; an L7 config
+// means requests are inspected, none means they are not.
+var opaConfigCases = []decideCase{
+	{Source: opaRS + "allowed_ips_mode2_returns_allowed_ips", Policy: allowedIPsTestData,
+		Binary: curl, Host: "my-service.corp.net", Addr: "10.0.6.1", Port: 8080, OpenShell: deny},
+	{Source: opaRS + "allowed_ips_mode3_returns_allowed_ips", Policy: allowedIPsTestData,
+		Binary: curl, Host: "anything.example.com", Addr: "172.20.0.1", Port: 9443, OpenShell: allow},
+	{Source: opaRS + "allowed_ips_mode1_no_ips_returns_empty", Policy: allowedIPsTestData,
+		Binary: curl, Host: "api.github.com", Addr: "140.82.112.6", Port: 443, OpenShell: allow},
+	{Source: opaRS + "exact_declared_endpoint_host_true_for_host_with_allowed_ips", Policy: allowedIPsTestData,
+		Binary: curl, Host: "my-service.corp.net", Addr: "10.0.5.9", Port: 8080, OpenShell: allow},
+	{Source: opaRS + "exact_declared_endpoint_host_false_for_hostless_allowed_ips", Policy: allowedIPsTestData,
+		Binary: curl, Host: "anything.example.com", Addr: "192.168.1.1", Port: 9443, OpenShell: allow},
+	{Source: opaRS + "l7_endpoint_config_returned_for_l7_endpoint", Policy: l7TestData,
+		Binary: curl, Host: "api.example.com", Port: 8080, Method: "DELETE", Path: "/repos/org/repo", OpenShell: deny},
+	{Source: opaRS + "l7_endpoint_config_none_for_l4_only", Policy: l7TestData,
+		Binary: curl, Host: "l4only.example.com", Port: 443, OpenShell: allow},
+	{Source: opaRS + "wildcard_host_l7_endpoint_config_returned", Policy: one(wildcardL7, curl),
+		Binary: curl, Host: "api.example.com", Port: 8080, Method: "POST", Path: "/api/foo", OpenShell: deny},
+	{Source: opaRS + "l7_websocket_graphql_not_bypassed_by_generic_text_rule", Policy: `
+network_policies:
+  graphql_ws:
+    name: graphql_ws
+    endpoints:
+      - host: realtime.graphql.com
+        ports: [443]
+        path: "/graphql"
+        protocol: websocket
+        enforcement: enforce
+        rules:
+          - allow:
+              method: GET
+              path: "/graphql"
+          - allow:
+              method: WEBSOCKET_TEXT
+              path: "/graphql"
+          - allow:
+              operation_type: query
+              fields: [viewer]
+    binaries:
+      - { path: /usr/bin/curl }
+`, Binary: curl, Host: "realtime.graphql.com", Port: 443, Method: "POST", Path: "/graphql", OpenShell: deny},
+}
+
+func TestOPAConfig(t *testing.T) { runDecide(t, opaConfigCases) }

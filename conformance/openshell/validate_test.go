@@ -195,6 +195,36 @@ network_policies:
     binaries:
       - { path: /usr/bin/node }
 `, OpenShell: allow},
+	{Source: opaRS + "l7_endpoint_config_preserves_proto_signing_region", Policy: `
+network_policies:
+  custom_vpc:
+    name: custom_vpc
+    endpoints:
+      - host: custom-vpc-endpoint.example.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        access: full
+        credential_signing: sigv4
+        signing_service: s3
+        signing_region: us-west-2
+    binaries:
+      - { path: /usr/local/bin/aws }
+`, OpenShell: allow},
+	{Source: opaRS + "l7_endpoint_config_preserves_proto_websocket_credential_rewrite", Policy: `
+network_policies:
+  gateway:
+    name: gateway
+    endpoints:
+      - host: gateway.example.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        access: full
+        websocket_credential_rewrite: true
+    binaries:
+      - { path: /usr/bin/node }
+`, OpenShell: allow},
 }
 
 func TestOPAValidate(t *testing.T) { runValidate(t, opaValidateCases) }
