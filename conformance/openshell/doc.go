@@ -46,11 +46,11 @@
 //
 // OpenShell tests ported (cases):
 //
-//	crates/openshell-supervisor-network/src/opa.rs            134 (141)
+//	crates/openshell-supervisor-network/src/opa.rs            158 (170)
 //	crates/openshell-supervisor-network/src/l7/path.rs          28 (59)
 //	crates/openshell-supervisor-network/src/l7/rest.rs          31 (37)
 //	crates/openshell-supervisor-network/src/l7/jsonrpc.rs       22 (25)
-//	crates/openshell-supervisor-network/src/proxy.rs            47 (53)
+//	crates/openshell-supervisor-network/src/proxy.rs            56 (62)
 //	crates/openshell-supervisor-network/src/policy_local.rs      2 (2)
 //	crates/openshell-policy/src/lib.rs                          48 (54)
 //	crates/openshell-policy/src/l7_validate.rs                  20 (20)
@@ -58,7 +58,7 @@
 //	crates/openshell-prover/src/lib.rs                           5 (5)
 //	crates/openshell-prover/src/queries.rs                       6 (10)
 //	e2e/python/test_policy_validation.py                         4 (4)
-//	total                                                      360 (424)
+//	total                                                      393 (462)
 //
 // Not ported: tests of OpenShell internals with no counterpart here
 // (engine generations and reloads, middleware, credential injection and
