@@ -215,6 +215,9 @@ type validateCase struct {
 
 	OpenShell verdict // allow = the document loads, deny = refused
 	Contains  string  // with deny: a word our error must mention (the field or rule), "" for any
+	// Warn: with allow, OpenShell loads the document with a warning about
+	// this field; one of our warnings must name it.
+	Warn string
 
 	Divergence string
 	Ours       verdict
@@ -249,6 +252,15 @@ func runValidate(t *testing.T, cases []validateCase) {
 			}
 			if got == deny && c.Contains != "" && !strings.Contains(err.Error(), c.Contains) {
 				t.Errorf("%s\nrefused, but the error does not mention %q: %v", c.Source, c.Contains, err)
+			}
+			if got == allow && c.Warn != "" {
+				warned := false
+				for _, w := range warns {
+					warned = warned || strings.Contains(w.String(), c.Warn)
+				}
+				if !warned {
+					t.Errorf("%s\nOpenShell warns about %q; we do not: %v", c.Source, c.Warn, warns)
+				}
 			}
 		})
 	}
