@@ -52,3 +52,30 @@ var l7ModCases = []validateCase{
 }
 
 func TestL7Mod(t *testing.T) { runValidate(t, l7ModCases) }
+
+// mcpep is an MCP endpoint on mcp.example.com:443/mcp with extra fields.
+func mcpep(fields string) string {
+	return l7ep(`host: mcp.example.com, port: 443, path: /mcp, protocol: mcp, ` + fields)
+}
+
+var l7ModMCPCases = []validateCase{
+	{Source: l7ModRS + "validate_rules_and_access_mutual_exclusion", Policy: l7ep(`host: api.example.com, port: 443, protocol: rest, access: read-only, rules: [ { allow: { method: GET, path: "**" } } ]`), OpenShell: deny},
+	{Source: l7ModRS + "validate_jsonrpc_rejects_access_presets", Policy: l7ep(`host: jsonrpc.example.com, port: 443, path: /rpc, protocol: json-rpc, access: full`), OpenShell: deny, Contains: "access"},
+	{Source: l7ModRS + "validate_jsonrpc_requires_method_rules", Policy: l7ep(`host: jsonrpc.example.com, port: 443, path: /rpc, protocol: json-rpc, rules: [ { allow: { path: /rpc } } ]`), OpenShell: deny, Contains: "rules[0].allow"},
+	{Source: l7ModRS + "validate_mcp_tool_selectors_use_endpoint_method_profile_and_reject_arguments", Policy: mcpep(`mcp: { allow_all_known_mcp_methods: true }, rules: [ { allow: { method: tools/call, tool: submit_report, params: { arguments: { scope: workspace/main } } } } ]`), OpenShell: deny, Contains: "rules[0].allow"},
+	{Source: l7ModRS + "validate_mcp_tool_selectors_use_endpoint_method_profile_and_reject_arguments", Policy: mcpep(`mcp: { allow_all_known_mcp_methods: true }, rules: [ { allow: { method: initialize } }, { allow: { method: tools/call, tool: list_reports } } ], deny_rules: [ { method: tools/call, tool: "delete_*" } ]`), OpenShell: allow},
+	{Source: l7ModRS + "validate_mcp_tool_selectors_require_method_by_default", Policy: mcpep(`rules: [ { allow: { tool: read_status } } ]`), OpenShell: deny, Contains: "rules[0].allow"},
+	{Source: l7ModRS + "validate_mcp_tool_selectors_require_method_by_default", Policy: mcpep(`rules: [ { allow: { method: initialize } } ], deny_rules: [ { tool: "delete_*" } ]`), OpenShell: deny, Contains: "deny_rules[0]"},
+	{Source: l7ModRS + "validate_mcp_method_globs_are_tools_family_only", Policy: mcpep(`rules: [ { allow: { method: vendor/extension } }, { allow: { method: "tools/*" } } ]`), OpenShell: allow},
+	{Source: l7ModRS + "validate_mcp_method_globs_are_tools_family_only", Policy: mcpep(`rules: [ { allow: { method: "vendor/*" } } ]`), OpenShell: deny, Contains: "rules[0].allow.method"},
+	{Source: l7ModRS + "validate_mcp_method_globs_are_tools_family_only", Policy: mcpep(`rules: [ { allow: { method: "*" } } ]`), OpenShell: deny, Contains: "rules[0].allow.method"},
+	{Source: l7ModRS + "validate_mcp_wildcard_tool_requires_strict_tool_names", Policy: mcpep(`mcp: { strict_tool_names: false }, rules: [ { allow: { method: tools/call, tool: "read_*" } } ]`), OpenShell: deny, Contains: "rules[0].allow"},
+	{Source: l7ModRS + "validate_mcp_wildcard_tool_requires_strict_tool_names", Policy: mcpep(`mcp: { strict_tool_names: false }, rules: [ { allow: { method: tools/call, params: { name: { any: [safe_tool, "list_*"] } } } } ]`), OpenShell: deny, Contains: "rules[0].allow"},
+	{Source: l7ModRS + "validate_mcp_protocol_requires_endpoint_target", Policy: l7ep(`protocol: mcp, mcp: { allow_all_known_mcp_methods: true }`), OpenShell: deny},
+	{Source: l7ModRS + "validate_mcp_broad_tools_call_deny_rejects_tool_allow_rules", Policy: mcpep(`rules: [ { allow: { method: tools/call, tool: read_status } } ], deny_rules: [ { method: tools/call } ]`), OpenShell: deny, Contains: "deny_rules[0]"},
+	{Source: l7ModRS + "validate_mcp_broad_tools_call_allow_rejects_tool_allow_rules", Policy: mcpep(`rules: [ { allow: { method: "tools/*" } }, { allow: { method: tools/call, tool: read_status } } ]`), OpenShell: deny, Contains: "rules"},
+	{Source: l7ModRS + "validate_mcp_strict_tool_names_is_mcp_only", Policy: l7ep(`host: api.example.com, port: 443, protocol: rest, access: full, mcp: { strict_tool_names: false }`), OpenShell: deny, Contains: "mcp"},
+	{Source: l7ModRS + "validate_jsonrpc_rejects_params_matchers", Policy: l7ep(`host: jsonrpc.example.com, port: 443, path: /rpc, protocol: json-rpc, rules: [ { allow: { method: reports.search } } ], deny_rules: [ { method: reports.archive, params: { report_id: rpt-123 } } ]`), OpenShell: deny, Contains: "deny_rules[0]"},
+}
+
+func TestL7ModMCP(t *testing.T) { runValidate(t, l7ModMCPCases) }
