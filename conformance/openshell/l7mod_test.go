@@ -79,3 +79,31 @@ var l7ModMCPCases = []validateCase{
 }
 
 func TestL7ModMCP(t *testing.T) { runValidate(t, l7ModMCPCases) }
+
+var l7ModMoreCases = []validateCase{
+	{Source: l7ModRS + "validate_mcp_options_require_bool", Policy: mcpep(`mcp: { strict_tool_names: "false", allow_all_known_mcp_methods: "false" }, rules: [ { allow: { method: tools/call } } ]`), OpenShell: deny, Contains: "mcp"},
+	{Source: l7ModRS + "validate_mcp_requires_rules_by_default", Policy: mcpep(`enforcement: enforce`), OpenShell: deny},
+	{Source: l7ModRS + "validate_jsonrpc_deny_rules_require_method", Policy: l7ep(`host: jsonrpc.example.com, port: 443, path: /rpc, protocol: json-rpc, rules: [ { allow: { method: "*" } } ], deny_rules: [ { params: { name: delete_resource } } ]`), OpenShell: deny, Contains: "deny_rules[0]"},
+	{Source: l7ModRS + "validate_jsonrpc_method_rejects_globs_except_allow_all", Policy: l7ep(`host: jsonrpc.example.com, port: 443, path: /rpc, protocol: json-rpc, rules: [ { allow: { method: "*" } } ]`), OpenShell: allow},
+	{Source: l7ModRS + "validate_jsonrpc_method_rejects_globs_except_allow_all", Policy: l7ep(`host: jsonrpc.example.com, port: 443, path: /rpc, protocol: json-rpc, rules: [ { allow: { method: "reports.*" } } ]`), OpenShell: deny, Contains: "rules[0].allow.method"},
+	{Source: l7ModRS + "validate_jsonrpc_method_rejects_globs_except_allow_all", Policy: l7ep(`host: jsonrpc.example.com, port: 443, path: /rpc, protocol: json-rpc, rules: [ { allow: { method: "*" } } ], deny_rules: [ { method: "reports/{archive,delete}" } ]`), OpenShell: deny, Contains: "deny_rules[0].method",
+		Divergence: divUninspected, Ours: allow},
+	{Source: l7ModRS + "validate_protocol_requires_rules_or_access", Policy: l7ep(`host: api.example.com, port: 443, protocol: rest`), OpenShell: deny},
+	{Source: l7ModRS + "validate_sql_enforce_blocked", Policy: l7ep(`host: db.internal, port: 5432, protocol: sql, enforcement: enforce, rules: [ { allow: { command: SELECT } } ]`), OpenShell: deny,
+		Divergence: divUninspected, Ours: allow},
+	{Source: l7ModRS + "validate_tls_terminate_deprecated_warning", Policy: l7ep(`host: api.example.com, port: 443, tls: terminate, protocol: rest, access: full`), OpenShell: allow, Warn: "tls"},
+	{Source: l7ModRS + "validate_tls_skip_with_l7_on_443_warns", Policy: l7ep(`host: api.example.com, port: 443, tls: skip, protocol: rest, access: read-only`), OpenShell: allow, Warn: "tls"},
+	{Source: l7ModRS + "validate_port_443_rest_no_tls_no_warning", Policy: l7ep(`host: api.example.com, port: 443, protocol: rest, access: read-only`), OpenShell: allow},
+	{Source: l7ModRS + "expand_unsupported_access_preset_warns_and_leaves_rules_unexpanded", Policy: l7ep(`host: my-service.example.com, port: 80, protocol: rest, access: allow`), OpenShell: allow, Warn: "access"},
+	{Source: l7ModRS + "validate_graphql_rule_requires_operation_type", Policy: l7ep(`host: api.example.com, port: 443, protocol: graphql, rules: [ { allow: { fields: [viewer] } } ]`), OpenShell: deny, Contains: "operation_type"},
+	{Source: l7ModRS + "validate_graphql_persisted_query_mode", Policy: l7ep(`host: api.example.com, port: 443, protocol: graphql, access: full, persisted_queries: allow_all`), OpenShell: deny, Contains: "persisted_queries"},
+	{Source: l7ModRS + "validate_deny_rules_require_protocol", Policy: l7ep(`host: api.example.com, port: 443, deny_rules: [ { method: POST, path: /admin } ]`), OpenShell: deny, Contains: "deny_rules"},
+	{Source: l7ModRS + "validate_deny_rules_require_allow_base", Policy: l7ep(`host: api.example.com, port: 443, protocol: rest, deny_rules: [ { method: POST, path: /admin } ]`), OpenShell: deny, Contains: "rules"},
+	{Source: l7ModRS + "validate_rules_deny_all_with_empty_allow_object", Policy: l7ep(`host: api.example.com, port: 443, protocol: rest, rules: [ { allow: { method: "", path: "" } } ]`), OpenShell: deny},
+	{Source: l7ModRS + "validate_mcp_params_selector_not_classified_as_deny_all", Policy: l7ep(`host: mcp.example.com, port: 443, protocol: mcp, mcp: { allow_all_known_mcp_methods: true }, rules: [ { allow: { params: { name: "read_*" } } } ]`), OpenShell: allow},
+	{Source: l7ModRS + "validate_mcp_tool_selector_not_classified_as_deny_all", Policy: l7ep(`host: mcp.example.com, port: 443, protocol: mcp, mcp: { allow_all_known_mcp_methods: true }, rules: [ { allow: { tool: my-tool } } ]`), OpenShell: allow},
+	{Source: l7ModRS + "validate_mcp_allow_all_with_empty_allow_not_denied", Policy: l7ep(`host: mcp.example.com, port: 443, protocol: mcp, mcp: { allow_all_known_mcp_methods: true }, rules: [ { allow: {} } ]`), OpenShell: allow},
+	{Source: l7ModRS + "l4_only_endpoint_untouched", Policy: l7ep(`host: api.example.com, port: 443`), OpenShell: allow},
+}
+
+func TestL7ModMore(t *testing.T) { runValidate(t, l7ModMoreCases) }
