@@ -10,7 +10,8 @@
 //     (dataplane.Compile), which must agree on every field;
 //   - path canonicalisation (l7/path.rs) through policy.CanonicalPath;
 //   - validation (openshell-policy's lib.rs, l7_validate.rs, ambiguity.rs,
-//     the validation tests of opa.rs and proxy.rs, e2e/python's
+//     the supervisor's l7/mod.rs, the validation tests of opa.rs and
+//     proxy.rs, e2e/python's
 //     test_policy_validation.py) through policy.Parse;
 //   - the prover (openshell-prover's lib.rs and queries.rs) through
 //     prover.Prove against an empty current policy;
@@ -47,6 +48,7 @@
 // OpenShell tests ported (cases):
 //
 //	crates/openshell-supervisor-network/src/opa.rs            158 (170)
+//	crates/openshell-supervisor-network/src/l7/mod.rs           57 (64)
 //	crates/openshell-supervisor-network/src/l7/path.rs          28 (59)
 //	crates/openshell-supervisor-network/src/l7/rest.rs          31 (37)
 //	crates/openshell-supervisor-network/src/l7/jsonrpc.rs       22 (25)
@@ -58,7 +60,7 @@
 //	crates/openshell-prover/src/lib.rs                           5 (5)
 //	crates/openshell-prover/src/queries.rs                       6 (10)
 //	e2e/python/test_policy_validation.py                         4 (4)
-//	total                                                      393 (462)
+//	total                                                      450 (526)
 //
 // Not ported: tests of OpenShell internals with no counterpart here
 // (engine generations and reloads, middleware, credential injection and
