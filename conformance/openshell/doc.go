@@ -24,12 +24,15 @@
 //
 // A case that differs from OpenShell on purpose keeps OpenShell's outcome
 // and names the divergence it follows (Divergence, with our outcome in
-// Ours): an omitted enforcement means enforce; private ranges need
-// allowed_ips even for exact hostnames; protocols the proxy does not
-// inspect yet deny; a single `*` in an allow glob stays in one segment;
-// `..` at the root resolves to / (RFC 3986); proposals are an allow-list of
-// narrow changes. Nothing is skipped: a case we fail for any other reason
-// fails, naming the OpenShell file and test.
+// Ours): private ranges need allowed_ips even for exact hostnames;
+// protocols the proxy does not inspect yet (tcp, graphql, websocket,
+// json-rpc, sql) deny, so their documents load with a warning and
+// OpenShell's protocol-specific document checks do not apply; `..` at the
+// root resolves to / (RFC 3986); proposals are an allow-list of narrow
+// changes. DESIGN's other divergences (omitted enforcement means enforce,
+// a single `*` in an allow glob stays in one segment, the MCP extensions)
+// change no outcome OpenShell's tests assert. Nothing is skipped: a case
+// we fail for any other reason fails, naming the OpenShell file and test.
 //
 // # Adding a case
 //

@@ -31,7 +31,6 @@ const (
 // Divergences documented in DESIGN.md ("Divergences from OpenShell") and
 // policy's package doc. A case that differs on purpose names one of these.
 const (
-	divEnforcement = "omitted enforcement means enforce"
 	divPrivate     = "private ranges need allowed_ips even for exact hostnames"
 	// divUninspected: an endpoint of a protocol the proxy does not inspect
 	// yet (tcp, graphql, websocket, json-rpc, sql) denies every request to
@@ -39,8 +38,6 @@ const (
 	// protocol-specific document checks (tcp host spellings, L7 fields on
 	// tcp) have nothing to protect and are not applied.
 	divUninspected = "uninspected protocols deny"
-	divMCP         = "MCP extensions"
-	divOneSegment  = "a single * in an allow glob stays in one segment"
 	// divAboveRoot: `..` at the root resolves to / as RFC 3986 §5.2.4 does
 	// (policy.CanonicalPath); OpenShell refuses the request. Not yet in
 	// DESIGN's list.
