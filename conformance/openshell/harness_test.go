@@ -31,7 +31,7 @@ const (
 // Divergences documented in DESIGN.md ("Divergences from OpenShell") and
 // policy's package doc. A case that differs on purpose names one of these.
 const (
-	divPrivate     = "private ranges need allowed_ips even for exact hostnames"
+	divPrivate = "private ranges need allowed_ips even for exact hostnames"
 	// divUninspected: an endpoint of a protocol the proxy does not inspect
 	// yet (tcp, graphql, websocket, json-rpc, sql) denies every request to
 	// its destination; its document loads with a warning, so OpenShell's
