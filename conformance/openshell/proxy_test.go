@@ -249,3 +249,77 @@ func runProxy(t *testing.T, cases []proxyCase) {
 		})
 	}
 }
+
+// CONNECT targets (proxy.rs parse_target): each CONNECT goes to the real
+// proxy with an L4 endpoint for api.example.com; when the proxy answers
+// 200, a GET is sent through the tunnel. OpenShell accepts the target =
+// the GET reaches the upstream.
+
+const l4ProxyPolicy = `
+version: 1
+network_policies:
+  api:
+    name: api
+    endpoints:
+      - { host: api.example.com, port: PORT }
+    binaries: []
+`
+
+type connectCase struct {
+	Source    string
+	Target    string // CONNECT authority; PORT is the upstream's port
+	OpenShell verdict
+}
+
+var connectCases = []connectCase{
+	{Source: proxyRS + "test_parse_target_valid_baseline", Target: "api.example.com:PORT", OpenShell: allow},
+	{Source: proxyRS + "test_parse_target_preserves_case", Target: "API.EXAMPLE.COM:PORT", OpenShell: allow},
+	{Source: proxyRS + "test_parse_target_accepts_empty_host", Target: ":PORT", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_nul_byte_passes_through", Target: "evil.com\x00.api.example.com:PORT", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_control_char_passes_through", Target: "evil\x01.com:PORT", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_percent_encoded_dot_is_literal", Target: "api%2eexample.com:PORT", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_rejects_missing_port_separator", Target: "api.example.com", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_rejects_non_numeric_port", Target: "api.example.com:notaport", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_rejects_port_overflow", Target: "api.example.com:65536", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_extra_colon_fails_port_parse", Target: "api.example.com:PORT:extra", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_backslash_passes_through", Target: "evil.com\\..api.example.com:PORT", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_slash_passes_through", Target: "evil.com/../api.example.com:PORT", OpenShell: deny},
+	{Source: proxyRS + "test_parse_target_rejects_malformed_ipv6_brackets", Target: "[::1:PORT", OpenShell: deny},
+}
+
+func TestConnect(t *testing.T) {
+	for _, c := range connectCases {
+		t.Run(c.Source, func(t *testing.T) {
+			up := startUpstream(t)
+			proxy := startProxy(t, l4ProxyPolicy, up.port)
+			target := strings.ReplaceAll(c.Target, "PORT", strconv.Itoa(up.port))
+			conn, err := net.Dial("tcp", proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+			br := bufio.NewReader(conn)
+			res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+			status := 0
+			if err == nil {
+				status = res.StatusCode
+				if status == http.StatusOK {
+					fmt.Fprintf(conn, "GET /tunnel HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target)
+					if inner, err := http.ReadResponse(br, nil); err == nil {
+						io.Copy(io.Discard, inner.Body)
+						inner.Body.Close()
+					}
+				}
+			}
+			got := up.targets()
+			switch {
+			case c.OpenShell == allow && len(got) == 0:
+				t.Errorf("%s\nOpenShell accepts CONNECT %q; we answered %d and nothing reached the upstream", c.Source, target, status)
+			case c.OpenShell == deny && (len(got) > 0 || status == http.StatusOK):
+				t.Errorf("%s\nOpenShell refuses CONNECT %q; we answered %d and the upstream saw %q", c.Source, target, status, got)
+			}
+		})
+	}
+}
