@@ -9,7 +9,7 @@
 //     proxy.rs) through policy.Decide and the data plane's compiled matcher
 //     (dataplane.Compile), which must agree on every field;
 //   - path canonicalisation (l7/path.rs) through policy.CanonicalPath;
-//   - validation (openshell-policy's lib.rs, l7_validate.rs, ambiguity.rs,
+//   - validation and round trips (openshell-policy's lib.rs, l7_validate.rs, ambiguity.rs,
 //     the supervisor's l7/mod.rs, the validation tests of opa.rs and
 //     proxy.rs, e2e/python's
 //     test_policy_validation.py) through policy.Parse;
@@ -48,22 +48,22 @@
 //
 // # Cases per source file
 //
-// OpenShell tests ported (cases):
+// OpenShell tests ported (cases); TestDocCounts keeps this table true:
 //
-//	crates/openshell-supervisor-network/src/opa.rs            158 (170)
-//	crates/openshell-supervisor-network/src/l7/mod.rs           57 (64)
-//	crates/openshell-supervisor-network/src/l7/path.rs          28 (59)
-//	crates/openshell-supervisor-network/src/l7/rest.rs          31 (37)
-//	crates/openshell-supervisor-network/src/l7/jsonrpc.rs       22 (25)
-//	crates/openshell-supervisor-network/src/proxy.rs            56 (62)
-//	crates/openshell-supervisor-network/src/policy_local.rs      2 (2)
-//	crates/openshell-policy/src/lib.rs                          48 (54)
-//	crates/openshell-policy/src/l7_validate.rs                  20 (20)
-//	crates/openshell-policy/src/ambiguity.rs                    13 (14)
-//	crates/openshell-prover/src/lib.rs                           5 (5)
-//	crates/openshell-prover/src/queries.rs                       6 (10)
-//	e2e/python/test_policy_validation.py                         4 (4)
-//	total                                                      450 (526)
+//	crates/openshell-supervisor-network/src/opa.rs           158 (170)
+//	crates/openshell-supervisor-network/src/l7/mod.rs         57 (64)
+//	crates/openshell-supervisor-network/src/l7/path.rs        28 (59)
+//	crates/openshell-supervisor-network/src/l7/rest.rs        31 (37)
+//	crates/openshell-supervisor-network/src/l7/jsonrpc.rs     22 (25)
+//	crates/openshell-supervisor-network/src/proxy.rs          69 (75)
+//	crates/openshell-supervisor-network/src/policy_local.rs    2 (2)
+//	crates/openshell-policy/src/lib.rs                        64 (70)
+//	crates/openshell-policy/src/l7_validate.rs                20 (20)
+//	crates/openshell-policy/src/ambiguity.rs                  13 (14)
+//	crates/openshell-prover/src/lib.rs                         5 (5)
+//	crates/openshell-prover/src/queries.rs                     6 (10)
+//	e2e/python/test_policy_validation.py                       4 (4)
+//	total                                                    479 (555)
 //
 // Not ported: tests of OpenShell internals with no counterpart here
 // (engine generations and reloads, middleware, credential injection and
