@@ -109,7 +109,8 @@ network_policies:
         protocol: tcp
         allowed_ips:
           - 10.0.5.0/24
-`, OpenShell: deny},
+`, OpenShell: deny,
+		Divergence: divUninspected, Ours: allow},
 	{Source: policyLib + "validate_rejects_ip_literal_hosts_for_explicit_tcp", Policy: restrictive("", "", nil, nil, entry("native-tcp", `{ host: "192.0.2.10", port: 6379, protocol: tcp }`)), OpenShell: deny,
 		Divergence: divUninspected, Ours: allow},
 	{Source: policyLib + "validate_rejects_ip_literal_hosts_for_explicit_tcp", Policy: restrictive("", "", nil, nil, entry("native-tcp", `{ host: "2001:db8::10", port: 6379, protocol: tcp }`)), OpenShell: deny,
