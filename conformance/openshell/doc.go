@@ -44,7 +44,9 @@
 // `version: 1`; the harness adds it), the request is the test's input and
 // OpenShell is the verdict it asserts. A test with several assertions may
 // have several rows with the same Source. Fixtures shared by many tests
-// live verbatim in fixtures_test.go and testdata/.
+// live verbatim in fixtures_test.go and testdata/. A new table must be
+// listed in TestDocCounts (count_test.go), which prints the numbers for
+// the table below when they change.
 //
 // # Cases per source file
 //
