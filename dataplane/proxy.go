@@ -183,7 +183,7 @@ func (p *Proxy) SetCA(ca *CA) { p.ca.Store(ca) }
 // Serve serves proxy clients on ln until ctx ends.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           p,
+		Handler:           guarded(p),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -316,6 +316,11 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := p.baseRequest(r.Context(), cur, t)
+	if problem := framingProblem(r.Context()); problem != "" {
+		w.Header().Set("Connection", "close")
+		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+		return
+	}
 	addr, reason := p.resolve(r.Context(), t, req)
 	if !addr.IsValid() {
 		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
@@ -396,17 +401,18 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	req.HTTPMethod = r.Method
 	req.Path = r.URL.EscapedPath()
 	req.Query = r.URL.RawQuery
+	if problem := framingProblem(r.Context()); problem != "" {
+		// Before anything else, DNS included: the request is not judged.
+		w.Header().Set("Connection", "close")
+		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+		return
+	}
 	addr, reason := p.resolve(r.Context(), t, req)
 	if !addr.IsValid() {
 		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 		return
 	}
 	req.Addr = addr
-	if problem := framingProblem(r.Context()); problem != "" {
-		w.Header().Set("Connection", "close")
-		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
-		return
-	}
 	if h := connectionNamesEndToEnd(r.Header); h != "" {
 		// Headers named in Connection are dropped before forwarding; the
 		// upstream would see a different request from the one judged.

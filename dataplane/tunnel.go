@@ -25,6 +25,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req policy.Reques
 		upstream.Close()
 		return
 	}
+	detachGuard(conn) // tunnel bytes are not this server's HTTP
 	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		conn.Close()
 		upstream.Close()
