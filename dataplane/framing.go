@@ -216,18 +216,20 @@ func (g *framingGuard) scanBlock(data []byte) []byte {
 func (g *framingGuard) endBlock() {
 	block := g.block
 	g.block, g.lineAt = g.block[:0], 0
+	if cap(g.block) > 16<<10 {
+		g.block = nil // a large block's buffer is not kept for the connection's life
+	}
 	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(block)))
 	if err != nil {
 		// Go's server refuses it too, and closes the connection.
 		g.fail("a request on this connection could not be parsed")
 		return
 	}
+	// http.ReadRequest drops Host, and Content-Length when chunked: look at
+	// the header as sent.
 	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(block)))
-	if _, err := tp.ReadLine(); err != nil {
-		g.fail("a request on this connection could not be parsed")
-		return
-	}
-	raw, err := tp.ReadMIMEHeader() // before Go's server normalises it
+	tp.ReadLine()
+	raw, err := tp.ReadMIMEHeader()
 	if err != nil {
 		g.fail("a request on this connection could not be parsed")
 		return

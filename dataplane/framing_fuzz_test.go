@@ -3,9 +3,11 @@ package dataplane
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,6 +65,13 @@ func goRequests(stream []byte) []goRequest {
 			return out
 		}
 		end := consumed()
+		// http.ReadRequest drops Host (Go's server checks it first).
+		tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(stream[start:end])))
+		tp.ReadLine()
+		raw, _ := tp.ReadMIMEHeader()
+		if hosts, ok := raw["Host"]; ok {
+			req.Header["Host"] = hosts
+		}
 		if !serverTakes(req) {
 			return out
 		}
@@ -122,7 +131,7 @@ func rawSuspicious(block []byte, req *http.Request) bool {
 	if len(raw["Content-Length"]) > 0 && len(raw["Transfer-Encoding"]) > 0 {
 		return true
 	}
-	host := req.Header.Get("Host") // Go's readRequest keeps it there
+	host := raw.Get("Host")
 	return req.URL.Host != "" && host != "" && !sameAuthority(req.Host, host, defaultPort(req.URL.Scheme))
 }
 
@@ -185,4 +194,28 @@ func FuzzFraming(f *testing.F) {
 		}
 		feed(len(stream))
 	})
+}
+
+// The reference FuzzFraming compares against sees what Go's server sees.
+func TestGoRequestsReference(t *testing.T) {
+	stream := "POST http://a/ HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc\r\n" +
+		"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n" +
+		"GET HTTP://a/ HTTP/1.1\r\nHost: b\r\n\r\n" +
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n" +
+		"GET / HTTP/1.1\nHost: a\n\n" +
+		"GET / HTTP/1.1\r\n\r\n" // no Host: refused, the connection closed
+	var got []string
+	for _, r := range goRequests([]byte(stream)) {
+		got = append(got, fmt.Sprintf("%s %s %v %v", r.req.Method, r.req.RequestURI, r.suspicious, r.dispatched))
+	}
+	want := []string{
+		"POST http://a/ false true",
+		"OPTIONS * false false",
+		"GET HTTP://a/ true true",
+		"POST / true true",
+		"GET / true true",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
 }
