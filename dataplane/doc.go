@@ -27,8 +27,10 @@
 //     terminated with the CA, resolved once per tunnel); forward.go and upstream.go: judged requests
 //     sent upstream by the proxy's own HTTP/1.1 client, on connections
 //     pooled per host and checked address, responses streamed back; framing.go: what Go's HTTP server would
-//     quietly normalise (Content-Length with Transfer-Encoding, a Host
-//     header differing from the request URI).
+//     quietly normalise or accept (Content-Length with Transfer-Encoding, a
+//     Host header differing from the request URI, header lines ending in a
+//     bare LF), found on every request of a connection by framing it as
+//     Go's server does.
 //   - record.go: decision records (a bounded ring and JSON lines);
 //     reload.go: the policy file, watched and swapped atomically.
 //   - subscribe.go: gateway mode — the signed versions streamed from the

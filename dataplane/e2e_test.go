@@ -359,6 +359,9 @@ func TestMCPStrictParsingDeniesBeforePolicy(t *testing.T) {
 		{"body over the limit", v, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"` + strings.Repeat("A", 70000) + `"}}}`},
 		{"Mcp-Method disagrees", with("Mcp-Method", "tools/list"), call},
 		{"Mcp-Name disagrees", with("Mcp-Name", "refund_order"), call},
+		{"Mcp_Method disagrees", with("Mcp_Method", "tools/list"), call},
+		{"mcp_name disagrees", with("mcp_name", "refund_order"), call},
+		{"Mcp_Protocol_Version besides Mcp-Protocol-Version", with("Mcp_Protocol_Version", "2025-11-25"), call},
 		{"versions disagree", with("Mcp-Protocol-Version", "2025-03-26"), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`},
 	}
 	for _, tc := range cases {

@@ -23,6 +23,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 	if err != nil {
 		return
 	}
+	detachGuard(conn) // the tunnel's requests have a guard of their own
 	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		conn.Close()
 		return
@@ -68,14 +69,14 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 	}
 	cl, _ := r.Context().Value(clientKey{}).(*client)
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, ir *http.Request) {
+		Handler: guarded(http.HandlerFunc(func(w http.ResponseWriter, ir *http.Request) {
 			// Inside a tunnel, Host must be the CONNECT authority.
 			if !sameAuthority(ir.Host, t.authority(), defaultPort) && !sameAuthority(ir.Host, t.host, strconv.Itoa(t.port)) {
 				p.refuse(w, ir, t, "the Host header differs from the CONNECT authority")
 				return
 			}
 			p.handleHTTP(w, ir, scheme, t, addr)
-		}),
+		})),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

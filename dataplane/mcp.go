@@ -175,15 +175,36 @@ func ParseMCP(header http.Header, body []byte) (*MCPRequest, error) {
 }
 
 // headerValues returns every value of the header name, matched
-// case-insensitively (a hand-built http.Header need not be canonical).
+// case-insensitively (a hand-built http.Header need not be canonical) and
+// with '_' standing for '-': WSGI and CGI servers fold Mcp_Method into the
+// same variable as Mcp-Method, so an upstream behind one reads either.
 func headerValues(h http.Header, name string) []string {
 	var out []string
 	for k, vs := range h {
-		if strings.EqualFold(k, name) {
+		if sameFieldName(k, name) {
 			out = append(out, vs...)
 		}
 	}
 	return out
+}
+
+func sameFieldName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if x != y && !strings.EqualFold(string(x), string(y)) {
+			return false
+		}
+	}
+	return true
 }
 
 // singleHeader returns the one value of header name; more than one is an

@@ -183,7 +183,7 @@ func (p *Proxy) SetCA(ca *CA) { p.ca.Store(ca) }
 // Serve serves proxy clients on ln until ctx ends.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           p,
+		Handler:           guarded(p),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -316,6 +316,11 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := p.baseRequest(r.Context(), cur, t)
+	if problem := framingProblem(r.Context()); problem != "" {
+		w.Header().Set("Connection", "close")
+		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+		return
+	}
 	addr, d := p.resolve(r.Context(), cur, t, &req)
 	if !addr.IsValid() {
 		p.deny(w, r, cur, req, d, nil)
@@ -433,8 +438,8 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	req.HTTPMethod = r.Method
 	req.Path = r.URL.EscapedPath()
 	req.Query = r.URL.RawQuery
-	// Everything refused before policy is refused before DNS, too.
 	if problem := framingProblem(r.Context()); problem != "" {
+		// Before anything else, DNS included: the request is not judged.
 		w.Header().Set("Connection", "close")
 		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
 		return
