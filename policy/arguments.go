@@ -1,0 +1,318 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// The argument gate: params.arguments of a tools/call checked against an
+// allow rule's arguments_schema. Decide and the proxy's matcher both call
+// ValidateArguments, so they judge alike. Beyond JSON Schema it promises
+// two things.
+//
+// Bounded cost. The schema library compares numbers as exact rationals
+// (math/big): a number such as 1e999999 costs it about 0.1 s each time a
+// schema looks at it (type: integer, minimum/maximum, multipleOf, enum,
+// const, uniqueItems). So before the library sees the arguments, every
+// number in them must keep to these limits, or the call is refused at the
+// first one that does not, without consulting the schema:
+//   - at most MaxArgumentNumberBytes characters as written;
+//   - finite as a float64: a number whose nearest float64 is ±Inf
+//     (|x| ≥ about 1.797693134862315709e308) is refused;
+//   - a number that is not zero must not read as zero: one whose nearest
+//     float64 is 0 (|x| ≤ about 2.47e-324) is refused.
+//
+// Within them a number has at most 100 digits and a decimal exponent
+// within ±430, and each comparison costs microseconds. The schema's own
+// numbers keep to the same limits (CompileArgumentsSchema).
+//
+// What the upstream reads. Most MCP servers read JSON numbers as float64
+// (JavaScript, Python's float, Go's float64). The arguments pass only if the
+// schema accepts them as written and also as a float64 reader reads them —
+// every number replaced by its nearest float64 (written in shortest form).
+// So with exclusiveMaximum: 100, 99.99999999999999999 is refused: a float64
+// reader sees 100. This covers every keyword (bounds, multipleOf, enum,
+// const, type: integer). Integer checks need nothing more for int64 readers:
+// an int64 reader either reads the exact value or refuses the number, and a
+// float64 rounding of an integer is an integer.
+//
+// Formats. format (email, uri, ipv4, …) is asserted, in every draft: a
+// string that is not of its format is refused. A schema naming a format
+// the library cannot check is refused (UnknownFormatError), since it would
+// silently allow anything.
+
+// MaxArgumentNumberBytes is the longest number, as written, that the
+// argument gate hands to the schema library. float64 needs 17 significant
+// digits and int64 19; the shortest spelling of any float64 is at most 24
+// characters.
+const MaxArgumentNumberBytes = 100
+
+// ArgumentNumberError refuses arguments holding a number beyond the
+// limits above. Its message is safe to show to the caller.
+type ArgumentNumberError struct {
+	Pointer string // JSON pointer to the number, "" for the whole value
+	Number  string // the number as written, cut to 40 characters
+	Reason  string
+}
+
+func (e *ArgumentNumberError) Error() string {
+	at := e.Pointer
+	if at == "" {
+		at = "/"
+	}
+	return fmt.Sprintf("number %s at %s %s", e.Number, at, e.Reason)
+}
+
+// UnknownFormatError refuses a schema naming a format that cannot be
+// asserted. Path is the field path of the format keyword inside the schema.
+type UnknownFormatError struct {
+	Path   string
+	Format string
+}
+
+func (e *UnknownFormatError) Error() string {
+	return fmt.Sprintf("%s: format %q cannot be checked (known: %s); Portcullis asserts formats, so it refuses a schema that names one it cannot check", e.Path, e.Format, strings.Join(KnownFormats(), ", "))
+}
+
+// assertedFormats are the formats the schema library (santhosh-tekuri/
+// jsonschema v6.0.3) asserts; TestKnownFormatsAreAsserted checks each.
+var assertedFormats = map[string]bool{
+	"date": true, "date-time": true, "duration": true, "email": true, "hostname": true,
+	"ipv4": true, "ipv6": true, "iri": true, "iri-reference": true, "json-pointer": true,
+	"period": true, "regex": true, "relative-json-pointer": true, "semver": true, "time": true,
+	"uri": true, "uri-reference": true, "uri-template": true, "uuid": true,
+}
+
+// KnownFormats lists, sorted, the format names an arguments_schema may use.
+func KnownFormats() []string {
+	out := make([]string, 0, len(assertedFormats))
+	for f := range assertedFormats {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ValidateArguments checks decoded arguments (the value
+// jsonschema.UnmarshalJSON gives: maps, slices, strings, json.Number, bool,
+// nil) against a schema from CompileArgumentsSchema. It returns an
+// *ArgumentNumberError for a number beyond the limits — the schema library
+// is then never called — or the schema's refusal, of the arguments as
+// written first, then of their float64 reading. It stops at the first
+// refusal.
+func ValidateArguments(schema *jsonschema.Schema, args any) error {
+	return validateArguments(schema.Validate, args)
+}
+
+// validateArguments is ValidateArguments with the library's Validate
+// passed in, so tests can see what reaches it.
+func validateArguments(validate func(any) error, args any) error {
+	differs, err := checkNumbers(args, "")
+	if err != nil {
+		return err
+	}
+	if err := validate(args); err != nil {
+		return err
+	}
+	if !differs {
+		return nil
+	}
+	if err := validate(floatReading(args)); err != nil {
+		return fmt.Errorf("as a float64 reader reads the numbers: %w", err)
+	}
+	return nil
+}
+
+// checkNumbers walks a decoded JSON value and returns the first number
+// beyond the limits, and whether any number's float64 reading differs from
+// its exact value.
+func checkNumbers(v any, ptr string) (differs bool, err error) {
+	switch t := v.(type) {
+	case json.Number:
+		return checkNumber(string(t), ptr)
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // the first error is the same every time
+		for _, k := range keys {
+			d, err := checkNumbers(t[k], ptr+"/"+escapePointer(k))
+			if err != nil {
+				return false, err
+			}
+			differs = differs || d
+		}
+	case []any:
+		for i, e := range t {
+			d, err := checkNumbers(e, ptr+"/"+strconv.Itoa(i))
+			if err != nil {
+				return false, err
+			}
+			differs = differs || d
+		}
+	}
+	return differs, nil
+}
+
+// checkNumber applies the limits to one JSON number and reports whether
+// its float64 reading differs from it. strconv.ParseFloat costs O(length)
+// whatever the exponent.
+func checkNumber(s, ptr string) (differs bool, err error) {
+	refuse := func(reason string) (bool, error) {
+		shown := s
+		if len(shown) > 40 {
+			shown = shown[:40] + "…"
+		}
+		return false, &ArgumentNumberError{Pointer: ptr, Number: shown, Reason: reason}
+	}
+	if len(s) > MaxArgumentNumberBytes {
+		return refuse(fmt.Sprintf("is %d characters long (at most %d)", len(s), MaxArgumentNumberBytes))
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case math.IsInf(f, 0):
+		return refuse("is too large for a float64")
+	case err != nil:
+		return refuse("is not a number")
+	case f == 0 && !isZero(s):
+		return refuse("is too small for a float64 (it reads as 0)")
+	}
+	var buf [32]byte
+	return !sameDecimal(s, string(strconv.AppendFloat(buf[:0], f, 'g', -1, 64))), nil
+}
+
+// isZero reports whether a JSON number's digits are all zero.
+func isZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == 'e' || c == 'E':
+			return true
+		case c >= '1' && c <= '9':
+			return false
+		}
+	}
+	return true
+}
+
+// sameDecimal reports whether two numbers in JSON (or strconv 'g') syntax
+// have the same value. Both are short (at most MaxArgumentNumberBytes).
+func sameDecimal(a, b string) bool {
+	an, ad, ap := decimalParts(a)
+	bn, bd, bp := decimalParts(b)
+	if ad == "" || bd == "" {
+		return ad == bd
+	}
+	return an == bn && ad == bd && ap == bp
+}
+
+// decimalParts splits a number into sign, significant digits (no leading
+// or trailing zeros; "" for zero) and the position of the decimal point
+// relative to them: value = 0.digits × 10^point.
+func decimalParts(s string) (neg bool, digits string, point int) {
+	if strings.HasPrefix(s, "-") {
+		neg, s = true, s[1:]
+	}
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant = s[:i]
+		es := strings.TrimPrefix(s[i+1:], "+")
+		e, err := strconv.Atoi(es)
+		if err != nil { // out of int range: beyond any float64 either way
+			e = math.MaxInt32
+			if strings.HasPrefix(es, "-") {
+				e = math.MinInt32
+			}
+		}
+		exp = max(min(e, math.MaxInt32), math.MinInt32)
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	all := intPart + frac
+	point = len(intPart) + exp
+	lead := len(all) - len(strings.TrimLeft(all, "0"))
+	all = strings.TrimRight(all[lead:], "0")
+	return neg, all, point - lead
+}
+
+// floatReading copies a decoded JSON value with every number replaced by
+// its nearest float64 in shortest form (checkNumbers has accepted them).
+func floatReading(v any) any {
+	switch t := v.(type) {
+	case json.Number:
+		f, _ := strconv.ParseFloat(string(t), 64)
+		return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = floatReading(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(t))
+		for i, e := range t {
+			a[i] = floatReading(e)
+		}
+		return a
+	}
+	return v
+}
+
+// escapePointer escapes a key for a JSON pointer (RFC 6901).
+func escapePointer(k string) string {
+	if !strings.ContainsAny(k, "~/") {
+		return k
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
+
+// schemaFormats calls fn with the field path and name of every format
+// keyword in a schema: every "format" whose value is a string, except
+// inside enum, const, default and examples (values, not schemas). A
+// property named "format" has a schema (a mapping) as its value, so it is
+// not taken for the keyword.
+func schemaFormats(v any, path string, fn func(path, name string)) {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			switch k {
+			case "enum", "const", "default", "examples":
+				continue
+			case "format":
+				if name, ok := t[k].(string); ok {
+					fn(keyPath(path, k), name)
+					continue
+				}
+			}
+			schemaFormats(t[k], keyPath(path, k), fn)
+		}
+	case []any:
+		for i, e := range t {
+			schemaFormats(e, indexPath(path, i), fn)
+		}
+	}
+}
+
+// compileArgumentsDoc checks a decoded schema document before the library
+// compiles it: its numbers keep to the argument limits (the library turns
+// each into a big.Rat) and its formats are ones that can be asserted.
+func compileArgumentsDoc(doc any) error {
+	if _, err := checkNumbers(doc, ""); err != nil {
+		return fmt.Errorf("schema %w", err)
+	}
+	var unknown *UnknownFormatError
+	schemaFormats(doc, "", func(path, name string) {
+		if unknown == nil && !assertedFormats[name] {
+			unknown = &UnknownFormatError{Path: path, Format: name}
+		}
+	})
+	if unknown != nil {
+		return unknown
+	}
+	return nil
+}
