@@ -2,11 +2,13 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -118,15 +120,73 @@ func validateArguments(validate func(any) error, args any) error {
 		return err
 	}
 	if err := validate(args); err != nil {
-		return err
+		return brief(err)
 	}
 	if !differs {
 		return nil
 	}
 	if err := validate(floatReading(args)); err != nil {
-		return fmt.Errorf("as a float64 reader reads the numbers: %w", err)
+		return fmt.Errorf("as a float64 reader reads the numbers: %w", brief(err))
 	}
 	return nil
+}
+
+// maxRefusalsShown bounds the schema failures a refusal names, and
+// maxRefusalBytes each one's length: a 64 KB call can fail thousands of
+// times, and the reason goes into every decision record.
+const (
+	maxRefusalsShown = 3
+	maxRefusalBytes  = 200
+)
+
+// SchemaRefusal is the schema library's refusal told briefly: the first
+// few failures (a JSON pointer into the arguments and what failed there),
+// each cut short, and how many more there were. It unwraps to the
+// library's *jsonschema.ValidationError.
+type SchemaRefusal struct {
+	err *jsonschema.ValidationError
+}
+
+func brief(err error) error {
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		return &SchemaRefusal{err: ve}
+	}
+	return err
+}
+
+func (r *SchemaRefusal) Unwrap() error { return r.err }
+
+func (r *SchemaRefusal) Error() string {
+	var shown []string
+	total := 0
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			total++
+			if len(shown) < maxRefusalsShown {
+				msg := e.Error() // a leaf: "at '/ptr': what failed"
+				if len(msg) > maxRefusalBytes {
+					cut := maxRefusalBytes
+					for cut > 0 && !utf8.RuneStart(msg[cut]) {
+						cut--
+					}
+					msg = msg[:cut] + "…"
+				}
+				shown = append(shown, msg)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(r.err)
+	msg := strings.Join(shown, "; ")
+	if more := total - len(shown); more > 0 {
+		msg += fmt.Sprintf(" (and %d more)", more)
+	}
+	return msg
 }
 
 // checkNumbers walks a decoded JSON value and returns the first number

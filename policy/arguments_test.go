@@ -278,3 +278,16 @@ func TestValidateArgumentsSchemaFormatsAndNumbers(t *testing.T) {
 		t.Fatalf("Validate = %v; want the schema number refused", err)
 	}
 }
+
+// A refusal names at most three failures, each cut short, however many
+// the call has: the reason goes into every decision record.
+func TestSchemaRefusalIsBrief(t *testing.T) {
+	ep := mcpEP(nil, []Rule{allow(L7Rule{Method: "tools/call", Tool: anyOf("tally"), ArgumentsSchema: adversarialSchema})})
+	p := pol(map[string]*NetworkPolicy{"m": entry([]string{python}, ep)})
+	r := req("orders.example.com", 443).from(python)
+	body := `{"ids":[` + strings.TrimSuffix(strings.Repeat("1e300,", 2000), ",") + `],"mode":"` + strings.Repeat("x", 5000) + `"}`
+	d := Decide(p, r.mcp("tools/call", "tally", body))
+	if d.Allow || !strings.Contains(d.Reason, "at '/ids/0': ") || !strings.Contains(d.Reason, "more)") || len(d.Reason) > 1000 {
+		t.Fatalf("reason (%d bytes) = %.1500s; want the first failures and a count of the rest", len(d.Reason), d.Reason)
+	}
+}
