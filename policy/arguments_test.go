@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -290,4 +293,34 @@ func TestSchemaRefusalIsBrief(t *testing.T) {
 	if d.Allow || !strings.Contains(d.Reason, "at '/ids/0': ") || !strings.Contains(d.Reason, "more)") || len(d.Reason) > 1000 {
 		t.Fatalf("reason (%d bytes) = %.1500s; want the first failures and a count of the rest", len(d.Reason), d.Reason)
 	}
+}
+
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// FuzzCheckNumber: a JSON number is accepted only within the limits, and
+// its float64 reading is said to differ exactly when, as rationals, it
+// does.
+func FuzzCheckNumber(f *testing.F) {
+	for _, s := range []string{"0", "-0.0e5", "1", "1.0", "1e2", "100", "0.1", "99.99999999999999999", "9007199254740993",
+		"1e-400", "5e-324", "1.7976931348623157e308", "1e999999", "0.000001", "123456789012345678901234567890", "1.5E+300"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !jsonNumber.MatchString(s) {
+			return
+		}
+		differs, err := checkNumber(s, "")
+		f64, perr := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return
+		}
+		exact, ok := new(big.Rat).SetString(s)
+		if !ok || len(s) > MaxArgumentNumberBytes || perr != nil || (f64 == 0) != (exact.Sign() == 0) {
+			t.Fatalf("%q accepted: %d characters, float64 %v (%v)", s, len(s), f64, perr)
+		}
+		read, _ := new(big.Rat).SetString(strconv.FormatFloat(f64, 'g', -1, 64))
+		if differs != (exact.Cmp(read) != 0) {
+			t.Fatalf("%q: differs=%v, but exact %v and float64 reading %v", s, differs, exact, read)
+		}
+	})
 }
