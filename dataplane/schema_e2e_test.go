@@ -31,6 +31,7 @@ func TestMCPArgumentGateThroughProxy(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, args, reason string }{
 		{"2 KB of 1e999999 past maxItems", `{"order_id":"A-1042","lines":[` + strings.TrimSuffix(strings.Repeat("1e999999,", 220), ",") + `]}`, "too large for a float64"},
+		{"an exponent beyond int64 (the schema library panicked)", `{"order_id":"A-1042","quantity":0e10000000000000000000}`, "exponent beyond"},
 		{"a tiny number", `{"order_id":"A-1042","lines":[-1e-999999]}`, "too small for a float64"},
 		{"1e-400 reads as 0", `{"order_id":"A-1042","quantity":1e-400}`, "too small for a float64"},
 		{"99.99999999999999999 reads as 100", `{"order_id":"A-1042","quantity":99.99999999999999999}`, "as a float64 reader"},

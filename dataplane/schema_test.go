@@ -53,6 +53,7 @@ var adversarialArguments = map[string]string{
 	"const":                       `{"fixed":7e999999}`,
 	"multipleOf":                  `{"step":1e-999999}`,
 	"long mantissa":               `{"ids":[1` + strings.Repeat("0", 2000) + `]}`,
+	"exponent beyond int64":       `{"ids":[0e10000000000000000000]}`, // the library panicked on it
 }
 
 const normalArguments = `{"ids":[1,2,3,4,5,6,7,8,9,10],"set":[1,2,3],"mode":2,"fixed":7,"step":1.5,"pct":42.5,"email":"ops@example.com"}`

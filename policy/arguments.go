@@ -24,7 +24,8 @@ import (
 // const, uniqueItems). So before the library sees the arguments, every
 // number in them must keep to these limits, or the call is refused at the
 // first one that does not, without consulting the schema:
-//   - at most MaxArgumentNumberBytes characters as written;
+//   - at most MaxArgumentNumberBytes characters as written, with an
+//     exponent part (if any) within ±1000;
 //   - finite as a float64: a number whose nearest float64 is ±Inf
 //     (|x| ≥ about 1.797693134862315709e308) is refused;
 //   - a number that is not zero must not read as zero: one whose nearest
@@ -48,6 +49,11 @@ import (
 // string that is not of its format is refused. A schema naming a format
 // the library cannot check is refused (UnknownFormatError), since it would
 // silently allow anything.
+
+// maxArgumentExponent bounds the exponent as written. Only a zero could
+// pass the float64 limits with a larger one, and the schema library fails
+// (nil big.Rat) on an exponent beyond int64.
+const maxArgumentExponent = 1000
 
 // MaxArgumentNumberBytes is the longest number, as written, that the
 // argument gate hands to the schema library. float64 needs 17 significant
@@ -190,62 +196,119 @@ func (r *SchemaRefusal) Error() string {
 }
 
 // checkNumbers walks a decoded JSON value and returns the first number
-// beyond the limits, and whether any number's float64 reading differs from
-// its exact value.
+// beyond the limits (keys in sorted order, so the same one every time), and
+// whether any number's float64 reading differs from its exact value. ptr is
+// the JSON pointer of v.
 func checkNumbers(v any, ptr string) (differs bool, err error) {
+	w := numberWalk{}
+	if err := w.walk(v); err != nil {
+		err.Pointer = ptr + err.Pointer
+		return false, err
+	}
+	return w.differs, nil
+}
+
+// numberWalk keeps the path to the value being walked, turned into a JSON
+// pointer only for a number it refuses.
+type numberWalk struct {
+	path    []pathStep
+	differs bool
+}
+
+type pathStep struct {
+	key   string // a key of an object when isKey
+	index int    // else an index into an array
+	isKey bool
+}
+
+func (w *numberWalk) walk(v any) *ArgumentNumberError {
 	switch t := v.(type) {
 	case json.Number:
-		return checkNumber(string(t), ptr)
+		d, reason := checkNumber(string(t))
+		if reason != "" {
+			shown := string(t)
+			if len(shown) > 40 {
+				shown = shown[:40] + "…"
+			}
+			return &ArgumentNumberError{Pointer: w.pointer(), Number: shown, Reason: reason}
+		}
+		w.differs = w.differs || d
 	case map[string]any:
 		keys := make([]string, 0, len(t))
 		for k := range t {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys) // the first error is the same every time
+		sort.Strings(keys)
 		for _, k := range keys {
-			d, err := checkNumbers(t[k], ptr+"/"+escapePointer(k))
-			if err != nil {
-				return false, err
+			w.path = append(w.path, pathStep{key: k, isKey: true})
+			if err := w.walk(t[k]); err != nil {
+				return err
 			}
-			differs = differs || d
+			w.path = w.path[:len(w.path)-1]
 		}
 	case []any:
 		for i, e := range t {
-			d, err := checkNumbers(e, ptr+"/"+strconv.Itoa(i))
-			if err != nil {
-				return false, err
+			w.path = append(w.path, pathStep{index: i})
+			if err := w.walk(e); err != nil {
+				return err
 			}
-			differs = differs || d
+			w.path = w.path[:len(w.path)-1]
 		}
 	}
-	return differs, nil
+	return nil
 }
 
-// checkNumber applies the limits to one JSON number and reports whether
-// its float64 reading differs from it. strconv.ParseFloat costs O(length)
-// whatever the exponent.
-func checkNumber(s, ptr string) (differs bool, err error) {
-	refuse := func(reason string) (bool, error) {
-		shown := s
-		if len(shown) > 40 {
-			shown = shown[:40] + "…"
+func (w *numberWalk) pointer() string {
+	var sb strings.Builder
+	for _, s := range w.path {
+		sb.WriteByte('/')
+		if s.isKey {
+			sb.WriteString(escapePointer(s.key))
+		} else {
+			sb.WriteString(strconv.Itoa(s.index))
 		}
-		return false, &ArgumentNumberError{Pointer: ptr, Number: shown, Reason: reason}
+	}
+	return sb.String()
+}
+
+// checkNumber applies the limits to one JSON number: it returns why the
+// number is refused ("" when it is not) and whether its float64 reading
+// differs from it. strconv.ParseFloat costs O(length) whatever the
+// exponent; nothing here allocates.
+func checkNumber(s string) (differs bool, refused string) {
+	if len(s) <= 15 && plainInteger(s) {
+		return false, "" // below 2^53: exact as a float64
 	}
 	if len(s) > MaxArgumentNumberBytes {
-		return refuse(fmt.Sprintf("is %d characters long (at most %d)", len(s), MaxArgumentNumberBytes))
+		return false, fmt.Sprintf("is %d characters long (at most %d)", len(s), MaxArgumentNumberBytes)
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	switch {
+	switch e := decimalOf(s).exp; {
 	case math.IsInf(f, 0):
-		return refuse("is too large for a float64")
+		return false, "is too large for a float64"
 	case err != nil:
-		return refuse("is not a number")
+		return false, "is not a number"
 	case f == 0 && !isZero(s):
-		return refuse("is too small for a float64 (it reads as 0)")
+		return false, "is too small for a float64 (it reads as 0)"
+	case e > maxArgumentExponent || e < -maxArgumentExponent: // a zero
+		return false, fmt.Sprintf("has an exponent beyond ±%d", maxArgumentExponent)
 	}
 	var buf [32]byte
-	return !sameDecimal(s, string(strconv.AppendFloat(buf[:0], f, 'g', -1, 64))), nil
+	return !sameDecimal(s, strconv.AppendFloat(buf[:0], f, 'g', -1, 64)), ""
+}
+
+// plainInteger reports whether s is an optional minus and digits.
+func plainInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // isZero reports whether a JSON number's digits are all zero.
@@ -261,43 +324,90 @@ func isZero(s string) bool {
 	return true
 }
 
-// sameDecimal reports whether two numbers in JSON (or strconv 'g') syntax
-// have the same value. Both are short (at most MaxArgumentNumberBytes).
-func sameDecimal(a, b string) bool {
-	an, ad, ap := decimalParts(a)
-	bn, bd, bp := decimalParts(b)
-	if ad == "" || bd == "" {
-		return ad == bd
+// sameDecimal reports whether a number in JSON syntax and one in strconv
+// 'g' syntax have the same value.
+func sameDecimal(a string, b []byte) bool {
+	x, y := decimalOf(a), decimalOf(b)
+	if x.first < 0 || y.first < 0 {
+		return x.first < 0 && y.first < 0
 	}
-	return an == bn && ad == bd && ap == bp
+	if x.neg != y.neg || x.lead != y.lead {
+		return false
+	}
+	i, j := x.first, y.first
+	for {
+		for i <= x.last && a[i] == '.' {
+			i++
+		}
+		for j <= y.last && b[j] == '.' {
+			j++
+		}
+		if i > x.last || j > y.last {
+			return i > x.last && j > y.last
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		i, j = i+1, j+1
+	}
 }
 
-// decimalParts splits a number into sign, significant digits (no leading
-// or trailing zeros; "" for zero) and the position of the decimal point
-// relative to them: value = 0.digits × 10^point.
-func decimalParts(s string) (neg bool, digits string, point int) {
-	if strings.HasPrefix(s, "-") {
-		neg, s = true, s[1:]
-	}
-	mant, exp := s, 0
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		mant = s[:i]
-		es := strings.TrimPrefix(s[i+1:], "+")
-		e, err := strconv.Atoi(es)
-		if err != nil { // out of int range: beyond any float64 either way
-			e = math.MaxInt32
-			if strings.HasPrefix(es, "-") {
-				e = math.MinInt32
+// decimal is a number's significant digits, read in place: n[first] and
+// n[last] are its first and last nonzero digits (first < 0 for zero; a
+// '.' may lie between them), and lead is the power of ten of the first.
+type decimal struct {
+	neg         bool
+	first, last int
+	lead        int
+	exp         int // the exponent as written, saturated at ±math.MaxInt32
+}
+
+// decimalOf reads a number in JSON or strconv 'g' syntax. It is short
+// (at most MaxArgumentNumberBytes), so its exponent is small or saturates.
+func decimalOf[B string | []byte](n B) decimal {
+	d := decimal{first: -1, last: -1}
+	end := len(n) // end of the mantissa
+	exp, expNeg := 0, false
+	for i := 0; i < len(n); i++ {
+		if n[i] == 'e' || n[i] == 'E' {
+			end = i
+			for j := i + 1; j < len(n); j++ {
+				switch c := n[j]; {
+				case c == '-':
+					expNeg = true
+				case c >= '0' && c <= '9':
+					exp = min(exp*10+int(c-'0'), math.MaxInt32)
+				}
 			}
+			break
 		}
-		exp = max(min(e, math.MaxInt32), math.MinInt32)
 	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	all := intPart + frac
-	point = len(intPart) + exp
-	lead := len(all) - len(strings.TrimLeft(all, "0"))
-	all = strings.TrimRight(all[lead:], "0")
-	return neg, all, point - lead
+	if expNeg {
+		exp = -exp
+	}
+	d.exp = exp
+	dot := end
+	for i := 0; i < end; i++ {
+		switch c := n[i]; {
+		case c == '-':
+			d.neg = true
+		case c == '.':
+			dot = i
+		case c >= '1' && c <= '9':
+			if d.first < 0 {
+				d.first = i
+			}
+			d.last = i
+		}
+	}
+	if d.first >= 0 {
+		pos := dot - d.first - 1 // the power of ten of the digit at first
+		if d.first > dot {
+			pos = dot - d.first
+		}
+		d.lead = pos + exp
+	}
+	return d
 }
 
 // floatReading copies a decoded JSON value with every number replaced by
