@@ -70,11 +70,10 @@ type ArgumentNumberError struct {
 }
 
 func (e *ArgumentNumberError) Error() string {
-	at := e.Pointer
-	if at == "" {
-		at = "/"
+	if e.Pointer == "" {
+		return fmt.Sprintf("number %s %s", e.Number, e.Reason)
 	}
-	return fmt.Sprintf("number %s at %s %s", e.Number, at, e.Reason)
+	return fmt.Sprintf("number %s at %s %s", e.Number, e.Pointer, e.Reason)
 }
 
 // UnknownFormatError refuses a schema naming a format that cannot be
