@@ -7,7 +7,8 @@
 //     Matcher, the fast path. Matcher.Decide agrees with policy.Decide on
 //     every request (a rapid property test checks it); the proxy never
 //     calls policy.Decide itself. jsonvalue.go decodes tools/call
-//     arguments for the JSON Schema gate.
+//     arguments for the JSON Schema gate, which judges them with
+//     policy.ValidateArguments as Decide does.
 //   - mcp.go: ParseMCP, the strict reader of MCP Streamable HTTP request
 //     bodies (JSON-RPC 2.0 objects and batches). Anything malformed is an
 //     error, judged before policy and never forwarded.

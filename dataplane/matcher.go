@@ -1051,7 +1051,7 @@ func (c *rule) argumentsValid(m *policy.MCPMessage) error {
 	if err != nil {
 		return fmt.Errorf("arguments are not JSON: %w", err)
 	}
-	return c.schema.Validate(inst)
+	return policy.ValidateArguments(c.schema, inst)
 }
 
 func describeMCP(m *policy.MCPMessage) string {

@@ -811,8 +811,10 @@ func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
 
 // argumentsValid checks params.arguments against an allow rule's
 // arguments_schema (JSON Schema, draft 2020-12 unless the schema says
-// otherwise; no external references are loaded). Absent arguments are
-// checked as {}. A schema that does not compile refuses everything.
+// otherwise; no external references are loaded) with ValidateArguments:
+// bounded numbers, format asserted, and the float64 reading checked too.
+// Absent arguments are checked as {}. A schema that does not compile
+// refuses everything.
 func argumentsValid(rule *L7Rule, m *MCPMessage) error {
 	if rule.ArgumentsSchema == nil {
 		return nil
@@ -829,7 +831,7 @@ func argumentsValid(rule *L7Rule, m *MCPMessage) error {
 	if err != nil {
 		return fmt.Errorf("arguments are not JSON: %w", err)
 	}
-	return schema.Validate(inst)
+	return ValidateArguments(schema, inst)
 }
 
 // describeMCP names a message in reasons: "tools/call lookup_order".

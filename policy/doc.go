@@ -60,7 +60,11 @@
 // false (then tool rules compare exactly); the protocol version must be
 // listed in mcp.versions (default 2025-11-25; a message naming none is taken
 // as that version); allow_all_known_mcp_methods allows the client methods of
-// MCP 2025-11-25 only; arguments_schema must accept params.arguments.
+// MCP 2025-11-25 only; arguments_schema must accept params.arguments — as
+// written and as a float64 reader reads its numbers, with format asserted,
+// and every number at most 100 characters and finite and (unless zero)
+// nonzero as a float64, so that judging a call costs what its size does
+// (ValidateArguments).
 //
 // # Divergences from OpenShell, all toward safety
 //

@@ -871,10 +871,26 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		case tool == nil || len(sortedUnique(tool.Any)) != 1 || hasGlobMeta(tool.Any[0]):
 			v.errorf(sp, "needs the rule to name exactly one tool, without globs")
 		default:
-			if _, err := CompileArgumentsSchema(r.ArgumentsSchema); err != nil {
-				v.errorf(sp, "invalid JSON Schema: %v", err)
-			}
+			v.argumentsSchema(sp, r.ArgumentsSchema)
 		}
+	}
+}
+
+// argumentsSchema checks an arguments_schema: it must compile; each format
+// keyword is reported where it stands — an error when the format cannot be
+// asserted, else a warning that it is asserted (JSON Schema 2020-12 only
+// annotates format unless told otherwise).
+func (v *validator) argumentsSchema(path string, schema map[string]any) {
+	schemaFormats(schema, path, func(p, name string) {
+		if assertedFormats[name] {
+			v.warnf(p, "format %q is asserted: a string that is not a valid %s is refused (JSON Schema 2020-12 only annotates format by default)", name, name)
+		} else {
+			v.errorf(p, "format %q cannot be checked (known: %s); Portcullis asserts formats, so a format it cannot check would refuse nothing", name, strings.Join(KnownFormats(), ", "))
+		}
+	})
+	var unknown *UnknownFormatError
+	if _, err := CompileArgumentsSchema(schema); err != nil && !errors.As(err, &unknown) {
+		v.errorf(path, "invalid JSON Schema: %v", err)
 	}
 }
 
@@ -915,10 +931,13 @@ func (v *validator) mcpToolMixing(path string, ep *Endpoint, allowAll bool) {
 }
 
 // CompileArgumentsSchema compiles an arguments_schema as JSON Schema (draft
-// 2020-12 unless it says otherwise). It never loads anything: a $ref to a
-// file or URL is an error, so validating a policy cannot read the gateway's
-// disk or reach the network. The validator, Decide and the proxy's matcher
-// all compile through it, so each sees the schema the validator accepted.
+// 2020-12 unless it says otherwise), with format asserted (see
+// ValidateArguments). It never loads anything: a $ref to a file or URL is
+// an error, so validating a policy cannot read the gateway's disk or reach
+// the network. A schema number beyond the argument number limits is an
+// error, and so (an *UnknownFormatError) is a format that cannot be
+// asserted. The validator, Decide and the proxy's matcher all compile
+// through it, so each sees the schema the validator accepted.
 func CompileArgumentsSchema(schema map[string]any) (*jsonschema.Schema, error) {
 	if err := checkJSONValue(schema, 0); err != nil {
 		return nil, err
@@ -931,8 +950,12 @@ func CompileArgumentsSchema(schema map[string]any) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := compileArgumentsDoc(doc); err != nil {
+		return nil, err
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
 	c.UseLoader(noLoader{})
 	const url = "urn:portcullis:arguments_schema"
 	if err := c.AddResource(url, doc); err != nil {

@@ -39,6 +39,9 @@ func schemaInstance(schema any, depth int) any {
 	switch typ {
 	case "string":
 		str := ""
+		if f, ok := s["format"].(string); ok {
+			str = formatInstances[f] // format is asserted (policy.ValidateArguments)
+		}
 		if p, ok := s["pattern"].(string); ok {
 			str = regexpInstance(p)
 		}
@@ -82,6 +85,17 @@ func schemaInstance(schema any, depth int) any {
 		obj[name] = schemaInstance(props[name], depth+1)
 	}
 	return obj
+}
+
+// formatInstances holds a value of each format policy.KnownFormats lists.
+var formatInstances = map[string]string{
+	"date": "2026-01-01", "date-time": "2026-01-01T12:00:00Z", "duration": "P1D",
+	"email": "agent@example.com", "hostname": "example.com", "ipv4": "192.0.2.1",
+	"ipv6": "2001:db8::1", "iri": "https://example.com/", "iri-reference": "/",
+	"json-pointer": "", "period": "2026-01-01T00:00:00Z/P1D", "regex": "",
+	"relative-json-pointer": "0", "semver": "1.0.0", "time": "12:00:00Z",
+	"uri": "https://example.com/", "uri-reference": "/", "uri-template": "/",
+	"uuid": "00000000-0000-4000-8000-000000000000",
 }
 
 // regexpInstance returns a string the (simple) regular expression
