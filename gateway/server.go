@@ -4,7 +4,8 @@
 // reflection, metrics and the embedded console; and the push of signed
 // policy versions to proxies (push.go: the hub; distribution.go: the
 // streams; signer.go: the key chain; proxies.go: per-proxy status;
-// decisions.go: the decision records proxies ship). The policy streams'
+// decisions.go: the decision records proxies ship; retention.go: their
+// per-sandbox ingest limit and retention sweep). The policy streams'
 // connections go to a grpc-go server on the same port (router.go,
 // grpc.go, with TLS or without), which costs an idle stream less memory.
 package gateway
