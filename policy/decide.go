@@ -40,15 +40,15 @@ import (
 // requests: for L7 endpoints the HTTP fields must be set.
 type Request struct {
 	Binary string     // absolute path of the calling executable; "" when it cannot be determined
+	Host   string     // destination as requested (DNS name or IP literal)
+	Addr   netip.Addr // the resolved IP the proxy will dial; zero when unknown (then only an IP-literal Host is checked)
+	Port   int
 	// Ancestors are the executables of the caller's parent, grandparent and
 	// so on, parent first (OpenShell's exec.ancestors). A rule's binary
 	// matches when it matches Binary or any ancestor: a git rule lets the
 	// python3 that git runs through. Ignored when Binary is "": an unknown
 	// caller matches no rule that names binaries.
 	Ancestors []string
-	Host   string     // destination as requested (DNS name or IP literal)
-	Addr   netip.Addr // the resolved IP the proxy will dial; zero when unknown (then only an IP-literal Host is checked)
-	Port   int
 	// L7 — set when the proxy sees the HTTP request (REST, MCP)
 	HTTPMethod string
 	Path       string      // as received (Decide canonicalizes with the endpoint's allow_encoded_slash)
