@@ -125,10 +125,12 @@ func holdersAncestors(holders []holder, target string) []string {
 
 // ancestorExes returns the executables of pid's parent, grandparent and so
 // on, parent first, as OpenShell's exec.ancestors: at most maxAncestors,
-// stopping before the first process in stop (the proxy and its own
-// ancestors: a process both share — PID 1 in a shared PID namespace, a
-// shell that started both — says nothing about who the caller is; nor does
-// the proxy, should it have started the caller). An ancestor whose
+// stopping before PID 1 and before the first process in stop (the proxy
+// and its own ancestors: a process both share — PID 1 in a shared PID
+// namespace, a shell that started both — says nothing about who the caller
+// is; nor does the proxy, should it have started the caller). OpenShell
+// stops at the sandbox's entrypoint process, which it knows and includes;
+// a sidecar proxy knows no entrypoint, so its own lineage is the boundary. An ancestor whose
 // executable cannot be read, was deleted or replaced, is skipped (it can
 // only match less). The walk ends where a parent cannot be read, or where
 // the child's parent changed while its executable was read (the parent
@@ -139,7 +141,7 @@ func ancestorExes(pid int, stop map[int]bool) []string {
 	cur := pid
 	for range maxAncestors {
 		ppid, err := parentPID(cur)
-		if err != nil || ppid <= 0 || ppid == cur || stop[ppid] {
+		if err != nil || ppid <= 1 || ppid == cur || stop[ppid] {
 			break
 		}
 		exe, err := os.Readlink(procRoot + "/" + strconv.Itoa(ppid) + "/exe")
