@@ -12,8 +12,10 @@
 //   - mcp.go: ParseMCP, the strict reader of MCP Streamable HTTP request
 //     bodies (JSON-RPC 2.0 objects and batches). Anything malformed is an
 //     error, judged before policy and never forwarded.
-//   - procid.go: the calling binary of a loopback connection, found through
-//     /proc (socket inode → pid → /proc/PID/exe).
+//   - procid.go: the calling binary of a loopback connection and its
+//     ancestors' (caller.go), found through /proc (socket inode → pid →
+//     /proc/PID/exe, then up /proc/PID/stat's ppid to the proxy's own
+//     lineage).
 //   - ca.go: the proxy's CA and the leaf certificates it mints to terminate
 //     TLS for L7 endpoints.
 //   - proxy.go: the HTTP forward proxy — serving, destination checks on

@@ -351,7 +351,7 @@ func (m *Matcher) Decide(r *policy.Request) policy.Decision {
 	seen, refused := false, true
 	for _, n := range eps {
 		e := &m.eps[n]
-		if !e.scopeMatches(r, &paths) || !e.binaryMatches(r.Binary) {
+		if !e.scopeMatches(r, &paths) || !e.binaryMatches(r.Binary, r.Ancestors) {
 			continue
 		}
 		o := e.judge(r, &h, &paths, now)
@@ -524,20 +524,30 @@ func (e *endpoint) scopeMatches(r *policy.Request, paths *canonicalPaths) bool {
 	return err == nil && e.scope.match(p)
 }
 
-// binaryMatches mirrors policy's binaryMatches.
-func (e *endpoint) binaryMatches(binary string) bool {
+// binaryMatches mirrors policy's binaryMatches: the binary, or one of its
+// ancestors, matches one of the entry's binaries.
+func (e *endpoint) binaryMatches(binary string, ancestors []string) bool {
 	if e.anyBinary {
 		return true
 	}
-	if !strings.HasPrefix(binary, "/") || path.Clean(binary) != binary {
+	if !cleanAbsolute(binary) {
 		return false
 	}
 	for i := range e.binaries {
 		if e.binaries[i].match(binary) {
 			return true
 		}
+		for _, a := range ancestors {
+			if cleanAbsolute(a) && e.binaries[i].match(a) {
+				return true
+			}
+		}
 	}
 	return false
+}
+
+func cleanAbsolute(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p
 }
 
 // ---------------------------------------------------------------------------
@@ -1147,12 +1157,12 @@ func (m *Matcher) WantsAddress(r *policy.Request) bool {
 	h := m.view(name.Host)
 	var buf [16]int32
 	for _, n := range m.destinations(&name, &h, buf[:0]) {
-		if m.eps[n].binaryMatches(r.Binary) {
+		if m.eps[n].binaryMatches(r.Binary, r.Ancestors) {
 			return true
 		}
 	}
 	for _, n := range m.hostless {
-		if e := &m.eps[n]; slices.Contains(e.ports, r.Port) && e.binaryMatches(r.Binary) {
+		if e := &m.eps[n]; slices.Contains(e.ports, r.Port) && e.binaryMatches(r.Binary, r.Ancestors) {
 			return true
 		}
 	}

@@ -66,8 +66,8 @@ func agree(t tb, m *Matcher, r policy.Request) policy.Decision {
 }
 
 func describeRequest(r policy.Request) string {
-	s := fmt.Sprintf("binary=%q host=%q addr=%v port=%d method=%q path=%q query=%q time=%v dev=%v",
-		r.Binary, r.Host, r.Addr, r.Port, r.HTTPMethod, r.Path, r.Query, r.Time, r.DevAllowLoopback)
+	s := fmt.Sprintf("binary=%q ancestors=%q host=%q addr=%v port=%d method=%q path=%q query=%q time=%v dev=%v",
+		r.Binary, r.Ancestors, r.Host, r.Addr, r.Port, r.HTTPMethod, r.Path, r.Query, r.Time, r.DevAllowLoopback)
 	if r.MCP != nil {
 		s += fmt.Sprintf(" mcp=%+v args=%s", *r.MCP, r.MCP.Arguments)
 	}
@@ -670,6 +670,9 @@ func (v vocabulary) request(t *rapid.T) policy.Request {
 		return rapid.SampledFrom(own).Draw(t, label)
 	}
 	r := policy.Request{Binary: pick(tg.binaries, v.all.binaries, "binary")}
+	for range rapid.IntRange(0, 2).Draw(t, "ancestors") {
+		r.Ancestors = append(r.Ancestors, pick(tg.binaries, v.all.binaries, "ancestor"))
+	}
 	r.Port = rapid.SampledFrom(tg.ports).Draw(t, "port")
 	if rapid.IntRange(0, 9).Draw(t, "port from all") == 0 {
 		r.Port = rapid.SampledFrom(v.all.ports).Draw(t, "any port")

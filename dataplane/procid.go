@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,13 +48,21 @@ const procRoot = "/proc"
 // CallerBinary returns the absolute path of the executable of the process
 // that owns the client end of conn, when conn is a TCP connection over
 // loopback on this host (the proxy's side is conn.LocalAddr, the client's is
-// conn.RemoteAddr). It finds the socket inode in /proc/net/tcp and
-// /proc/net/tcp6 (the row whose local address is the client's address and
-// remote is ours), then the pid whose /proc/PID/fd/* links to socket:[INODE],
-// then /proc/PID/exe. Any failure (not loopback, not found, permission
-// denied, the process exited, several candidate pids with different
-// executables) returns "", err: a rule that names binaries then does not
-// match.
+// conn.RemoteAddr). It is CallerProcess without the ancestors.
+func CallerBinary(conn net.Conn) (string, error) {
+	c, err := CallerProcess(conn)
+	return c.Binary, err
+}
+
+// CallerProcess returns the executable of the process that owns the client
+// end of conn, and its ancestors' executables. It finds the socket inode in
+// /proc/net/tcp and /proc/net/tcp6 (the row whose local address is the
+// client's address and remote is ours), then the pid whose /proc/PID/fd/*
+// links to socket:[INODE], then /proc/PID/exe; then it walks up the
+// parents (see ancestorExes). Any failure (not loopback, not found,
+// permission denied, the process exited, several candidate pids with
+// different executables) returns an empty Caller and err: a rule that names
+// binaries then does not match.
 //
 // The path is the kernel's: symlinks resolved, as seen from the caller's
 // mount namespace. An executable deleted or replaced since the process
@@ -63,22 +72,125 @@ const procRoot = "/proc"
 // upstream) would carry the proxy's identity instead of the agent's.
 //
 // Cost: one read of the TCP tables and one pass over every process's fd
-// directory (O(open files on the host)), once per call; nothing is cached,
-// since pids and inodes are reused.
-func CallerBinary(conn net.Conn) (string, error) {
+// directory (O(open files on the host)), plus a few reads per ancestor,
+// once per call; nothing is cached, since pids and inodes are reused.
+func CallerProcess(conn net.Conn) (Caller, error) {
 	client, proxy, err := loopbackPeers(conn)
 	if err != nil {
-		return "", fmt.Errorf("caller binary: %w", err)
+		return Caller{}, fmt.Errorf("caller binary: %w", err)
 	}
 	inode, uid, err := clientSocketInode(client, proxy)
 	if err != nil {
-		return "", fmt.Errorf("caller binary of %s: %w", client, err)
+		return Caller{}, fmt.Errorf("caller binary of %s: %w", client, err)
 	}
-	exe, err := socketOwnerExe(inode, uid)
+	exe, holders, err := socketOwnerExe(inode, uid)
 	if err != nil {
-		return "", fmt.Errorf("caller binary of %s (socket:[%d]): %w", client, inode, err)
+		return Caller{}, fmt.Errorf("caller binary of %s (socket:[%d]): %w", client, inode, err)
 	}
-	return exe, nil
+	return Caller{Binary: exe, Ancestors: holdersAncestors(holders, "socket:["+strconv.FormatUint(inode, 10)+"]")}, nil
+}
+
+// maxAncestors bounds the walk up the process tree (OpenShell's limit).
+const maxAncestors = 64
+
+// holder is a process holding the client socket, and one of its fds that
+// links to it.
+type holder struct {
+	pid int
+	fd  string
+}
+
+// holdersAncestors returns the ancestors common to every holder of the
+// socket (a socket shared across fork may have holders with different
+// parents; only what they all share vouches for the connection), in the
+// first holder's order. A holder that no longer holds the socket after
+// the walk (it exited, and its pid may name another process now) leaves
+// the caller with no ancestors.
+func holdersAncestors(holders []holder, target string) []string {
+	stop := proxyLineage()
+	var common []string
+	for i, h := range holders {
+		chain := ancestorExes(h.pid, stop)
+		if l, err := os.Readlink(procRoot + "/" + strconv.Itoa(h.pid) + "/fd/" + h.fd); err != nil || l != target {
+			return nil
+		}
+		if i == 0 {
+			common = chain
+			continue
+		}
+		common = slices.DeleteFunc(common, func(exe string) bool { return !slices.Contains(chain, exe) })
+	}
+	return common
+}
+
+// ancestorExes returns the executables of pid's parent, grandparent and so
+// on, parent first, as OpenShell's exec.ancestors: at most maxAncestors,
+// stopping before PID 1 and before the first process in stop (the proxy
+// and its own ancestors: a process both share — PID 1 in a shared PID
+// namespace, a shell that started both — says nothing about who the caller
+// is; nor does the proxy, should it have started the caller). OpenShell
+// stops at the sandbox's entrypoint process, which it knows and includes;
+// a sidecar proxy knows no entrypoint, so its own lineage is the boundary. An ancestor whose
+// executable cannot be read, was deleted or replaced, is skipped (it can
+// only match less). The walk ends where a parent cannot be read, or where
+// the child's parent changed while its executable was read (the parent
+// exited and the child was reparented: its pid may name another process
+// now).
+func ancestorExes(pid int, stop map[int]bool) []string {
+	var out []string
+	cur := pid
+	for range maxAncestors {
+		ppid, err := parentPID(cur)
+		if err != nil || ppid <= 1 || ppid == cur || stop[ppid] {
+			break
+		}
+		exe, err := os.Readlink(procRoot + "/" + strconv.Itoa(ppid) + "/exe")
+		if again, err := parentPID(cur); err != nil || again != ppid {
+			break
+		}
+		if err == nil && strings.HasPrefix(exe, "/") && !strings.HasSuffix(exe, " (deleted)") {
+			out = append(out, exe)
+		}
+		cur = ppid
+	}
+	return out
+}
+
+// proxyLineage is the set of this process's pid and its ancestors' pids.
+func proxyLineage() map[int]bool {
+	out := map[int]bool{}
+	for pid := os.Getpid(); pid > 0 && !out[pid] && len(out) <= 4*maxAncestors; {
+		out[pid] = true
+		ppid, err := parentPID(pid)
+		if err != nil {
+			break
+		}
+		pid = ppid
+	}
+	return out
+}
+
+// parentPID reads the parent pid from /proc/PID/stat: "PID (COMM) STATE
+// PPID …", where COMM may hold spaces and parentheses (so the fields are
+// counted from the last ')').
+func parentPID(pid int) (int, error) {
+	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseStatPPID(string(b))
+}
+
+func parseStatPPID(stat string) (int, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat: no comm")
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 2 {
+		return 0, errors.New("malformed stat: no ppid")
+	}
+	return strconv.Atoi(f[1])
 }
 
 // loopbackPeers returns the client's and the proxy's address of a TCP
@@ -212,7 +324,7 @@ func parseProcNetAddr(s string) (netip.AddrPort, error) {
 }
 
 // socketOwnerExe returns the executable of the process(es) holding
-// socket:[inode], created by uid. Several holders (a socket inherited across
+// socket:[inode], created by uid, and the holders. Several holders (a socket inherited across
 // fork or passed over a unix socket) must all run the same executable.
 //
 // A process whose fds we may not read could hold the socket too, and then
@@ -220,19 +332,19 @@ func parseProcNetAddr(s string) (netip.AddrPort, error) {
 // ignored when none of its uids is the socket's uid (a system daemon, not
 // the agent); otherwise the caller is unknown. That covers an agent hiding a
 // process of its own (PR_SET_DUMPABLE 0) from a proxy without CAP_SYS_PTRACE.
-func socketOwnerExe(inode uint64, uid uint32) (string, error) {
+func socketOwnerExe(inode uint64, uid uint32) (string, []holder, error) {
 	target := "socket:[" + strconv.FormatUint(inode, 10) + "]"
 	self := os.Getpid()
 
 	proc, err := os.Open(procRoot)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer proc.Close()
 
 	var (
 		exe        string
-		holders    int
+		holders    []holder
 		denied     int // processes we could not look into
 		suspicious int // ... of them, those running as the socket's uid
 	)
@@ -243,7 +355,7 @@ func socketOwnerExe(inode uint64, uid uint32) (string, error) {
 			if perr != nil || pid <= 0 {
 				continue // not a process ("self", "net", ...)
 			}
-			got, held, herr := processExeIfHolding(pid, target)
+			got, fd, held, herr := processExeIfHolding(pid, target)
 			switch {
 			case errors.Is(herr, os.ErrPermission):
 				denied++
@@ -255,14 +367,14 @@ func socketOwnerExe(inode uint64, uid uint32) (string, error) {
 				continue // not a holder, or exited while we looked
 			}
 			if pid == self {
-				return "", errCallerIsProxy
+				return "", nil, errCallerIsProxy
 			}
 			if herr != nil {
-				return "", fmt.Errorf("pid %d: %w", pid, herr)
+				return "", nil, fmt.Errorf("pid %d: %w", pid, herr)
 			}
-			holders++
+			holders = append(holders, holder{pid, fd})
 			if exe != "" && exe != got {
-				return "", fmt.Errorf("%w (%s, %s)", errCallerAmbig, exe, got)
+				return "", nil, fmt.Errorf("%w (%s, %s)", errCallerAmbig, exe, got)
 			}
 			exe = got
 		}
@@ -270,17 +382,17 @@ func socketOwnerExe(inode uint64, uid uint32) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
-	if suspicious > 0 || (holders == 0 && denied > 0) {
-		return "", fmt.Errorf("the fds of %d processes (%d of uid %d, the socket's) are not readable (%w): the proxy needs root with CAP_SYS_PTRACE",
+	if suspicious > 0 || (len(holders) == 0 && denied > 0) {
+		return "", nil, fmt.Errorf("the fds of %d processes (%d of uid %d, the socket's) are not readable (%w): the proxy needs root with CAP_SYS_PTRACE",
 			denied, suspicious, uid, os.ErrPermission)
 	}
-	if holders == 0 {
-		return "", fmt.Errorf("%w (its process exited or is in another PID namespace)", errSocketNotFound)
+	if len(holders) == 0 {
+		return "", nil, fmt.Errorf("%w (its process exited or is in another PID namespace)", errSocketNotFound)
 	}
-	return exe, nil
+	return exe, holders, nil
 }
 
 // processHasUID reports whether one of pid's real, effective, saved or
@@ -312,22 +424,21 @@ func processHasUID(pid int, uid uint32) bool {
 // so nothing outside /proc is touched. The fd is looked at again after the
 // exe link is read: if the pid was reused in between, the new process does
 // not hold the socket and the answer is "not held".
-func processExeIfHolding(pid int, target string) (exe string, held bool, err error) {
+func processExeIfHolding(pid int, target string) (exe, fd string, held bool, err error) {
 	dir := procRoot + "/" + strconv.Itoa(pid)
 	fdDir := dir + "/fd"
 	d, err := os.Open(fdDir)
 	if err != nil {
-		return "", false, err
+		return "", "", false, err
 	}
 	defer d.Close()
-	fd := ""
 scan:
 	for {
 		names, rerr := d.Readdirnames(256)
 		for _, name := range names {
 			l, err := os.Readlink(fdDir + "/" + name)
 			if errors.Is(err, os.ErrPermission) {
-				return "", false, err // the ptrace read check failed
+				return "", "", false, err // the ptrace read check failed
 			}
 			if err == nil && l == target {
 				fd = name
@@ -335,24 +446,24 @@ scan:
 			}
 		}
 		if rerr == io.EOF {
-			return "", false, nil
+			return "", "", false, nil
 		}
 		if rerr != nil {
-			return "", false, rerr
+			return "", "", false, rerr
 		}
 	}
 	exe, err = os.Readlink(dir + "/exe")
 	if l, lerr := os.Readlink(fdDir + "/" + fd); lerr != nil || l != target {
-		return "", false, nil // gone, or the pid now names another process
+		return "", "", false, nil // gone, or the pid now names another process
 	}
 	if err != nil {
-		return "", true, err
+		return "", fd, true, err
 	}
 	if strings.HasSuffix(exe, " (deleted)") {
-		return "", true, fmt.Errorf("%w: %s", errExeReplaced, exe)
+		return "", fd, true, fmt.Errorf("%w: %s", errExeReplaced, exe)
 	}
 	if !strings.HasPrefix(exe, "/") {
-		return "", true, fmt.Errorf("executable path %q is not absolute", exe)
+		return "", fd, true, fmt.Errorf("executable path %q is not absolute", exe)
 	}
-	return exe, true, nil
+	return exe, fd, true, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -219,6 +220,41 @@ func TestCallerBinary(t *testing.T) {
 		}
 	})
 
+	t.Run("ancestors up to the proxy's own lineage", func(t *testing.T) {
+		// b runs a runs b, which connects: the caller is b, its ancestors
+		// a then b; the walk ends at this process (the proxy).
+		ln := listen(t, "tcp", "127.0.0.1:0")
+		startCaller(t, cb.b, "-spawn", cb.a, "-spawn", cb.b, ln.Addr().String())
+		conn, _ := acceptReady(t, ln)
+		got, err := CallerProcess(conn)
+		if err != nil || got.Binary != cb.b || !slices.Equal(got.Ancestors, []string{cb.a, cb.b}) {
+			t.Errorf("CallerProcess = %+v, %v; want %s under [%s %s]", got, err, cb.b, cb.a, cb.b)
+		}
+		if b, err := CallerBinary(conn); err != nil || b != cb.b {
+			t.Errorf("CallerBinary = %q, %v; want %q", b, err, cb.b)
+		}
+	})
+
+	t.Run("no ancestors below the proxy", func(t *testing.T) {
+		ln := listen(t, "tcp", "127.0.0.1:0")
+		startCaller(t, cb.a, ln.Addr().String())
+		conn, _ := acceptReady(t, ln)
+		if got, err := CallerProcess(conn); err != nil || got.Binary != cb.a || len(got.Ancestors) != 0 {
+			t.Errorf("CallerProcess = %+v, %v; want %s with no ancestors (its parent is the proxy)", got, err, cb.a)
+		}
+	})
+
+	t.Run("a shared socket keeps the ancestors its holders share", func(t *testing.T) {
+		// b runs a, which shares its socket with a child a: the holders'
+		// ancestors are [b] and [a b]; only b vouches for both.
+		ln := listen(t, "tcp", "127.0.0.1:0")
+		startCaller(t, cb.b, "-spawn", cb.a, "-share", cb.a, ln.Addr().String())
+		conn, _ := acceptReady(t, ln)
+		if got, err := CallerProcess(conn); err != nil || got.Binary != cb.a || !slices.Equal(got.Ancestors, []string{cb.b}) {
+			t.Errorf("CallerProcess = %+v, %v; want %s under [%s]", got, err, cb.a, cb.b)
+		}
+	})
+
 	t.Run("client exited", func(t *testing.T) {
 		ln := listen(t, "tcp", "127.0.0.1:0")
 		stop := startCaller(t, cb.a, ln.Addr().String())
@@ -267,6 +303,7 @@ func TestCallerBinaryUnprivileged(t *testing.T) {
 		"root-client", // the client is this (root) process: unreadable, so unknown
 		"same-uid",    // the client runs as nobody too: named, root's processes ignored
 		"hidden",      // a non-dumpable process of nobody shares the socket: unknown
+		"ancestors",   // the client's parent runs as nobody too: named as its ancestor
 	} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command(exe, "-test.run=^TestCallerBinaryUnprivileged$", "-test.v")
@@ -333,6 +370,12 @@ func unprivilegedHelper(t *testing.T, mode string) {
 			t.Fatalf("CallerBinary = %q, %v; want a permission error (a would vouch for hidden b)", got, err)
 		} else {
 			t.Log(err)
+		}
+	case "ancestors":
+		startCallerAs(t, -1, b, "-spawn", a, ln.Addr().String())
+		conn, _ := acceptReady(t, ln)
+		if got, err := CallerProcess(conn); err != nil || got.Binary != a || !slices.Equal(got.Ancestors, []string{b}) {
+			t.Fatalf("CallerProcess = %+v, %v; want %s under [%s]", got, err, a, b)
 		}
 	default:
 		t.Fatalf("unknown mode %q", mode)
@@ -594,4 +637,32 @@ func countProcFDs() (procs, fds int) {
 		fds += len(fdEnts)
 	}
 	return procs, fds
+}
+
+func TestParseStatPPID(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want int
+		ok   bool
+	}{
+		{"1234 (python3) S 77 1234 1234 0 -1 4194560", 77, true},
+		{"1234 (a) b) S 88 1 1", 88, true}, // a comm with ") " in it
+		{"1234 (x) (y)) R 99 1", 99, true},
+		{"1234 (x y z) S 1 1", 1, true},
+		{"1234 python3 S 77", 0, false},
+		{"1234 (python3)", 0, false},
+		{"1234 (python3) S notanumber", 0, false},
+	} {
+		got, err := parseStatPPID(tc.stat)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseStatPPID(%q) = %d, %v; want %d (ok %v)", tc.stat, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestProxyLineage(t *testing.T) {
+	l := proxyLineage()
+	if !l[os.Getpid()] || !l[os.Getppid()] {
+		t.Errorf("proxyLineage() = %v; want this process and its parent in it", l)
+	}
 }

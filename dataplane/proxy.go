@@ -34,8 +34,12 @@ type Config struct {
 	UpstreamRoots *x509.CertPool
 	// Resolve looks a host name up. Default: net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	// CallerBinary identifies the client of a connection. Default:
-	// CallerBinary (through /proc).
+	// Caller identifies the client of a connection: its executable and
+	// its ancestors'. Default: CallerProcess (through /proc), or
+	// CallerBinary when that is set.
+	Caller func(net.Conn) (Caller, error)
+	// CallerBinary identifies the client's executable only (no
+	// ancestors); used when Caller is nil and this is set.
 	CallerBinary func(net.Conn) (string, error)
 	// Now is the clock for expires_at and records. Default time.Now.
 	Now func() time.Time
@@ -63,8 +67,16 @@ func (c *Config) setDefaults() {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
-	if c.CallerBinary == nil {
-		c.CallerBinary = CallerBinary
+	switch {
+	case c.Caller != nil:
+	case c.CallerBinary != nil:
+		binary := c.CallerBinary
+		c.Caller = func(conn net.Conn) (Caller, error) {
+			b, err := binary(conn)
+			return Caller{Binary: b}, err
+		}
+	default:
+		c.Caller = CallerProcess
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -190,7 +202,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			ctx = context.WithValue(ctx, guardKey{}, c)
-			return context.WithValue(ctx, clientKey{}, &client{conn: c, identify: p.cfg.CallerBinary})
+			return context.WithValue(ctx, clientKey{}, &client{conn: c, identify: p.cfg.Caller})
 		},
 	}
 	bgCtx, stopBackground := context.WithCancel(context.Background())
@@ -222,26 +234,28 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 // binary is looked up once, on first need.
 type client struct {
 	conn     net.Conn
-	identify func(net.Conn) (string, error)
+	identify func(net.Conn) (Caller, error)
 	once     sync.Once
-	binary   string
+	caller   Caller
 }
 
 type clientKey struct{}
 
-func (c *client) binaryPath() string {
+func (c *client) process() Caller {
 	c.once.Do(func() {
 		// An unknown binary ("") matches no rule that names binaries.
-		c.binary, _ = c.identify(c.conn)
+		if caller, err := c.identify(c.conn); err == nil && caller.Binary != "" {
+			c.caller = caller
+		}
 	})
-	return c.binary
+	return c.caller
 }
 
-func binaryOf(ctx context.Context) string {
+func callerOf(ctx context.Context) Caller {
 	if c, ok := ctx.Value(clientKey{}).(*client); ok {
-		return c.binaryPath()
+		return c.process()
 	}
-	return ""
+	return Caller{}
 }
 
 // ServeHTTP handles one proxy request: CONNECT, or an absolute-form HTTP
@@ -419,7 +433,8 @@ func (p *Proxy) baseRequest(ctx context.Context, cur *loaded, t dest) policy.Req
 		DevAllowLoopback: p.cfg.DevAllowLoopback,
 	}
 	if cur != nil && cur.matcher.NamesBinaries() {
-		req.Binary = binaryOf(ctx)
+		c := callerOf(ctx)
+		req.Binary, req.Ancestors = c.Binary, c.Ancestors
 	}
 	return req
 }

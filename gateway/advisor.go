@@ -460,7 +460,8 @@ func (s advisorService) readProposal(ctx context.Context, sandbox string, pc *pr
 		return nil, "", err
 	}
 	if len(list) == 0 {
-		return nil, "", &notFoundError{fmt.Sprintf("no denial %q of sandbox %q (denials reach the gateway within seconds of the request)", id, sandbox)}
+		return nil, "", &notFoundError{fmt.Sprintf("no denial %q of sandbox %q (denials reach the gateway within seconds of the request; "+
+			"old ones are deleted, and those over the sandbox's decision record rate limit are dropped)", id, sandbox)}
 	}
 	prop, err := advisor.FromDenial(pc.policy, denialRecord(list[0]))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/bits"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -32,7 +33,9 @@ func (s distributionService) ShipDecisions(ctx context.Context, stream portculli
 
 // shipDecisions stores a proxy's decision records, batch by batch, as
 // receive returns them (io.EOF at the end). The records are the token's
-// sandbox's, whatever they say.
+// sandbox's, whatever they say. A batch with an invalid record is refused
+// whole; valid records past the sandbox's ingest limit are dropped and
+// counted (retention.go), and the stream goes on.
 func (s distributionService) shipDecisions(ctx context.Context, receive func() (*portcullisv1.ShipDecisionsRequest, error)) (*portcullisv1.ShipDecisionsResponse, error) {
 	p := mustPrincipal(ctx)
 	var stored uint64
@@ -61,6 +64,14 @@ func (s distributionService) shipDecisions(ctx context.Context, receive func() (
 		if n := req.GetDropped(); n > 0 {
 			s.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, n)
 			s.log.WarnContext(ctx, "proxy dropped decision records", "sandbox", p.Sandbox, "proxy", req.GetProxyId(), "dropped", n)
+		}
+		records, limited, total := s.limiter.admit(p.Sandbox, records)
+		if limited > 0 {
+			s.decisionsLimited.Add(uint64(limited))
+			s.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, uint64(limited))
+			if prev := total - uint64(limited); bits.Len64(prev) != bits.Len64(total) { // log at 1, 2, 4, 8, …
+				s.log.WarnContext(ctx, "sandbox over its decision record rate limit; records dropped", "sandbox", p.Sandbox, "proxy", req.GetProxyId(), "dropped", total)
+			}
 		}
 		if len(records) == 0 {
 			continue

@@ -4,7 +4,8 @@
 // reflection, metrics and the embedded console; and the push of signed
 // policy versions to proxies (push.go: the hub; distribution.go: the
 // streams; signer.go: the key chain; proxies.go: per-proxy status;
-// decisions.go: the decision records proxies ship). The policy streams'
+// decisions.go: the decision records proxies ship; retention.go: their
+// per-sandbox ingest limit and retention sweep). The policy streams'
 // connections go to a grpc-go server on the same port (router.go,
 // grpc.go, with TLS or without), which costs an idle stream less memory.
 package gateway
@@ -15,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -84,6 +86,25 @@ type Config struct {
 	WebhookURL     string
 	WebhookSecret  string
 	WebhookBackoff time.Duration
+	// DecisionMaxAge: the retention sweep deletes decision records the
+	// gateway received longer ago than this. Default 7 days; negative keeps
+	// them forever.
+	DecisionMaxAge time.Duration
+	// DecisionMaxPerSandbox: the sweep keeps each sandbox's newest this
+	// many records (typically ~1.2 KB each, at most ~26 KB). Default
+	// 100,000; negative: no count bound. Denials a proposal names are kept
+	// whatever their age or rank.
+	DecisionMaxPerSandbox int
+	// DecisionSweepInterval is how often the sweep runs (and once at
+	// start). Default 5m.
+	DecisionSweepInterval time.Duration
+	// DecisionRate and DecisionBurst are each sandbox's ingest limit on
+	// this replica: a bucket of DecisionBurst tokens refilled at
+	// DecisionRate a second, one token a record (one more per 4 KiB of
+	// text). Records beyond it are dropped and counted, never refused.
+	// Defaults 100/s and 2,000 (at least 10); a negative rate: no limit.
+	DecisionRate  float64
+	DecisionBurst int
 }
 
 func (c *Config) setDefaults() {
@@ -121,6 +142,32 @@ func (c *Config) setDefaults() {
 	if c.WebhookBackoff == 0 {
 		c.WebhookBackoff = 500 * time.Millisecond
 	}
+	if c.DecisionMaxAge == 0 {
+		c.DecisionMaxAge = defaultDecisionMaxAge
+	}
+	if c.DecisionMaxPerSandbox == 0 {
+		c.DecisionMaxPerSandbox = defaultDecisionMaxPerSandbox
+	}
+	if c.DecisionSweepInterval <= 0 {
+		c.DecisionSweepInterval = defaultDecisionSweepInterval
+	}
+	if c.DecisionRate == 0 {
+		c.DecisionRate = defaultDecisionRate
+	}
+	if c.DecisionBurst == 0 {
+		c.DecisionBurst = defaultDecisionBurst
+	}
+}
+
+// check refuses settings no default can repair.
+func (c *Config) check() error {
+	if math.IsNaN(c.DecisionRate) || math.IsInf(c.DecisionRate, 0) {
+		return fmt.Errorf("decision rate %v is not a number of records a second", c.DecisionRate)
+	}
+	if c.DecisionRate > 0 && c.DecisionBurst < minDecisionBurst {
+		return fmt.Errorf("decision burst %d: must be at least %d", c.DecisionBurst, minDecisionBurst)
+	}
+	return nil
 }
 
 // Server is the gateway.
@@ -146,13 +193,23 @@ type Server struct {
 	advisor *advisorHub
 	rules   *approvalRules
 	notify  *notifier // nil without a webhook
-	// decisionsStored counts decision records stored through this replica.
-	decisionsStored atomic.Uint64
+	// decisionsStored counts decision records stored through this replica;
+	// decisionsLimited those its ingest limit dropped, decisionsPruned
+	// those its retention sweep deleted.
+	decisionsStored  atomic.Uint64
+	decisionsLimited atomic.Uint64
+	decisionsPruned  atomic.Uint64
+	limiter          *ingestLimiter
+	// swept, if set (tests), is called after each retention sweep.
+	swept func(error)
 }
 
 // New builds a gateway over st. It does not listen; see Run and Handler.
 func New(cfg Config, st store.Store) (*Server, error) {
 	cfg.setDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:   cfg,
 		store: st,
@@ -164,6 +221,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	s.proxies = newProxyTracker(st, cfg.Replica, cfg.Now)
 	s.advisor = newAdvisorHub(s)
 	s.rules = newApprovalRules()
+	s.limiter = newIngestLimiter(cfg.DecisionRate, cfg.DecisionBurst, cfg.Now)
 	s.notify = newNotifier(cfg, s.log)
 	s.metrics = newMetrics(s)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
@@ -474,11 +532,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // startBackground starts what runs beside the RPCs: the proxy status
-// writer, the push hub's version check and, on a store shared by replicas,
+// writer, the decision retention sweep, the push hub's version check and, on a store shared by replicas,
 // the commit listener.
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { s.logAuditHead(ctx, auditHeadInterval) })
 	wg.Go(func() { s.notify.run(ctx) })
+	wg.Go(func() { s.runDecisionSweep(ctx) })
 	wg.Go(func() {
 		s.proxies.run(ctx, func(err error) { s.log.Warn("could not store proxy statuses; will retry", "err", err) })
 	})
@@ -587,7 +646,15 @@ func newMetrics(s *Server) *metrics {
 		Name: "portcullis_decisions_stored_total",
 		Help: "Decision records stored through this replica.",
 	}, func() float64 { return float64(s.decisionsStored.Load()) })
-	m.registry.MustRegister(m.rpcs, m.latency, m.pushAck, m.pushNacks, m.conns, connected, decisions,
+	limited := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "portcullis_decisions_rate_limited_total",
+		Help: "Decision records this replica dropped because their sandbox was over its ingest rate limit.",
+	}, func() float64 { return float64(s.decisionsLimited.Load()) })
+	pruned := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "portcullis_decisions_pruned_total",
+		Help: "Decision records this replica's retention sweep deleted.",
+	}, func() float64 { return float64(s.decisionsPruned.Load()) })
+	m.registry.MustRegister(m.rpcs, m.latency, m.pushAck, m.pushNacks, m.conns, connected, decisions, limited, pruned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -178,6 +178,10 @@ func TestHotLookupsUseIndexes(t *testing.T) {
 			t.Parallel()
 			db := e.open(t)
 			must(t, migrations.Up(t.Context(), db, e.name))
+			ts := "now()"
+			if e.name == migrations.SQLite {
+				ts = "0"
+			}
 			for _, q := range []string{
 				`SELECT id FROM tokens WHERE hash = 'h'`,
 				`UPDATE tokens SET last_used_at = NULL WHERE id = 1`,
@@ -191,6 +195,12 @@ func TestHotLookupsUseIndexes(t *testing.T) {
 				`SELECT id FROM proposals WHERE sandbox = 's' ORDER BY id DESC LIMIT 10`,
 				`SELECT id FROM proposals WHERE status = 'pending' AND expires_at < CURRENT_TIMESTAMP`,
 				`SELECT approver FROM proposal_approvals WHERE proposal_id = 1`,
+				// The decision retention sweep: by age, each sandbox's
+				// newest N, and the proposals naming a denial.
+				`SELECT id FROM decisions WHERE received_at < ` + ts + ` LIMIT 10`,
+				`SELECT min(sandbox) FROM decisions WHERE sandbox > 's'`,
+				`SELECT id FROM decisions WHERE sandbox = 's' ORDER BY id DESC LIMIT 1 OFFSET 100`,
+				`SELECT 1 FROM proposals WHERE sandbox = 's' AND denial_id = 'd'`,
 			} {
 				plan := e.explain(t, db, q)
 				// Postgres: "Index Scan"/"Index Only Scan", never "Seq Scan".

@@ -43,6 +43,12 @@ type Request struct {
 	Host   string     // destination as requested (DNS name or IP literal)
 	Addr   netip.Addr // the resolved IP the proxy will dial; zero when unknown (then only an IP-literal Host is checked)
 	Port   int
+	// Ancestors are the executables of the caller's parent, grandparent and
+	// so on, parent first (OpenShell's exec.ancestors). A rule's binary
+	// matches when it matches Binary or any ancestor: a git rule lets the
+	// python3 that git runs through. Ignored when Binary is "": an unknown
+	// caller matches no rule that names binaries.
+	Ancestors []string
 	// L7 — set when the proxy sees the HTTP request (REST, MCP)
 	HTTPMethod string
 	Path       string      // as received (Decide canonicalizes with the endpoint's allow_encoded_slash)
@@ -90,7 +96,7 @@ func Decide(p *Policy, r Request) Decision {
 	denials := denyPhase(eps, r)
 	var outs []outcome
 	for _, ep := range eps {
-		if destinationMatches(ep, r) && binaryMatches(ep.entry, r.Binary) {
+		if destinationMatches(ep, r) && binaryMatches(ep.entry, r) {
 			outs = append(outs, judgeCandidate(ep, r))
 		}
 	}
@@ -270,21 +276,28 @@ func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 	return false
 }
 
-// binaryMatches reports whether the calling binary may use entry: an empty
+// binaryMatches reports whether the caller may use entry: an empty
 // binaries list means any binary (even an unknown one); otherwise the
-// binary must be known, a clean absolute path, and match one of the path
-// globs. A path with dot segments or doubled slashes is taken as unknown:
+// binary must be known, a clean absolute path, and it or one of its
+// ancestors must match one of the path globs (OpenShell's binary_allowed:
+// the same exact-or-glob match for the executable and each ancestor). A
+// path with dot segments or doubled slashes is taken as unknown:
 // `/opt/tools/../../tmp/x` must not pass as a match of `/opt/tools/**`.
-func binaryMatches(entry *NetworkPolicy, binary string) bool {
+func binaryMatches(entry *NetworkPolicy, r Request) bool {
 	if len(entry.Binaries) == 0 {
 		return true
 	}
-	if !cleanAbsolute(binary) {
+	if !cleanAbsolute(r.Binary) {
 		return false
 	}
 	for _, b := range entry.Binaries {
-		if MatchGlob(b.Path, binary) {
+		if MatchGlob(b.Path, r.Binary) {
 			return true
+		}
+		for _, a := range r.Ancestors {
+			if cleanAbsolute(a) && MatchGlob(b.Path, a) {
+				return true
+			}
 		}
 	}
 	return false

@@ -48,6 +48,8 @@ func (r Request) http(method, path string) Request {
 
 func (r Request) from(binary string) Request { r.Binary = binary; return r }
 
+func (r Request) under(ancestors ...string) Request { r.Ancestors = ancestors; return r }
+
 func (r Request) at(addr string) Request {
 	if addr == "" {
 		r.Addr = netip.Addr{}
@@ -102,6 +104,30 @@ func runDecide(t *testing.T, cases []decideCase) {
 }
 
 func l4(host string, port int) *Endpoint { return &Endpoint{Host: host, Port: port} }
+
+// TestDecideAncestors: a rule's binary matches the calling executable or
+// any of its ancestors, exactly or by glob, as OpenShell's binary_allowed
+// (sandbox-policy.rego: exec.path and exec.ancestors; python3 run by git
+// passes a git rule). Nothing of an unknown caller matches.
+func TestDecideAncestors(t *testing.T) {
+	git := "/usr/bin/git"
+	p := pol(map[string]*NetworkPolicy{
+		"git":   entry([]string{git}, l4("github.com", 443)),
+		"tools": entry([]string{"/opt/tools/**"}, l4("tools.example.com", 443)),
+	})
+	runDecide(t, []decideCase{
+		{"the executable itself", p, req("github.com", 443).from(git), want{allow: true, entry: "git"}},
+		{"python3 whose parent is git", p, req("github.com", 443).from(python).under(git), want{allow: true, entry: "git"}},
+		{"git further up", p, req("github.com", 443).from(python).under("/bin/sh", "/usr/bin/make", git), want{allow: true, entry: "git"}},
+		{"no ancestor matches", p, req("github.com", 443).from(python).under("/bin/sh"), want{reason: "do not list that binary"}},
+		{"glob on an ancestor", p, req("tools.example.com", 443).from(curl).under("/opt/tools/x/run"), want{allow: true, entry: "tools"}},
+		{"glob on an ancestor stays a path glob", p, req("tools.example.com", 443).from(curl).under("/opt/toolsx/run"), want{}},
+		{"an unknown caller's ancestors do not count", p, req("github.com", 443).from("").under(git), want{reason: "unidentified binary"}},
+		{"an unclean ancestor path is no match", p, req("tools.example.com", 443).from(curl).under("/opt/tools/../../tmp/x"), want{}},
+		{"an unclean ancestor does not hide a clean one", p, req("github.com", 443).from(python).under("/usr//bin/git", git), want{allow: true, entry: "git"}},
+		{"ancestors do not reach another destination", p, req("example.com", 443).from(python).under(git), want{reason: "default deny"}},
+	})
+}
 
 func TestDecideL4AndDefaults(t *testing.T) {
 	p := pol(map[string]*NetworkPolicy{

@@ -138,6 +138,18 @@ func CheckDecisions(records []Decision) error {
 	return nil
 }
 
+// Check reports whether r can be applied: KeepPerSandbox not negative.
+func (r DecisionRetention) Check() error {
+	if r.KeepPerSandbox < 0 {
+		return fmt.Errorf("invalid decision retention: keep %d records per sandbox", r.KeepPerSandbox)
+	}
+	return nil
+}
+
+// PruneBatch is the most decision records PruneDecisions deletes in one
+// transaction.
+const PruneBatch = 5000
+
 // CheckBoundary reports whether a boundary can be stored: a sandbox, and a
 // hash with a document (an empty document removes the boundary).
 func CheckBoundary(sandbox string, doc []byte, hash string) error {

@@ -325,7 +325,9 @@ type ProxyStatus struct {
 	LastNackAt      *time.Time
 	// LagMillis is the time from the applied version's commit to its ACK.
 	LagMillis int64
-	// DecisionsDropped counts decision records the proxy reported lost.
+	// DecisionsDropped counts the proxy's decision records that were lost:
+	// those it reported dropping and those the gateway's ingest rate limit
+	// dropped.
 	DecisionsDropped int64
 }
 
@@ -366,6 +368,17 @@ type DecisionFilter struct {
 	// Limit caps the records returned. With AfterID 0 they are the newest
 	// Limit records, still oldest first. 0 means no cap.
 	Limit int
+}
+
+// DecisionRetention is the input of Store.PruneDecisions: the bounds
+// decision records are kept within. Zero values bound nothing.
+type DecisionRetention struct {
+	// Before: records received (ReceivedAt, the store's clock — not the
+	// proxy's Time, which the sandbox chooses) before it go.
+	Before time.Time
+	// KeepPerSandbox: of each sandbox's records only the newest
+	// KeepPerSandbox (by ID) stay. Negative is refused.
+	KeepPerSandbox int
 }
 
 // CommitListener is implemented by engines that several gateway replicas
@@ -503,6 +516,15 @@ type Store interface {
 	AppendDecisions(ctx context.Context, records []Decision) (int, error)
 	// ListDecisions returns the records f matches, oldest first.
 	ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, error)
+	// PruneDecisions deletes the records outside r's bounds and returns
+	// how many it deleted. A record whose DenialID a proposal of its
+	// sandbox names is kept whatever its age or rank: it is the evidence
+	// behind the proposal, and the proposal rate limit bounds how many
+	// there are. It deletes in batches, each its own short transaction,
+	// so appends and readers wait for one batch at most; ids are never
+	// reused, so tailing by AfterID is unaffected. Not audited (records
+	// are not audited when stored either).
+	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
 
 	// SetSandboxBoundary stores the sandbox's boundary (doc nil or empty
 	// removes it; hash is then ignored). Audited with before and after

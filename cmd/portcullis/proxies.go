@@ -39,6 +39,9 @@ those of one sandbox, with what each last reported:
   LAST NACK  the last version it refused, with its reason (a proxy NACKs a
              version it cannot compile, once, and keeps the previous one)
   LAG        from the applied version's commit to its ACK
+  DROPPED    its decision records that were lost: dropped by the proxy
+             (its buffer was full) or over the sandbox's ingest rate limit
+             at the gateway (portcullis gateway --decision-rate)
 
 -o json prints every field, zero values included.`,
 		Example: `  portcullis proxies list
@@ -61,10 +64,10 @@ those of one sandbox, with what each last reported:
 				opts.EmitDefaultValues = true
 				return env.printJSONWith(opts, res)
 			}
-			tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG")
+			tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG", "DROPPED")
 			for _, p := range res.GetProxies() {
 				row(tw, p.GetSandbox(), p.GetProxyId(), connectedCell(p), appliedCell(p),
-					when(p.GetLastAckAt()), nackCell(p), lagCell(p))
+					when(p.GetLastAckAt()), nackCell(p), lagCell(p), fmt.Sprint(p.GetDecisionsDropped()))
 			}
 			return tw.Flush()
 		},

@@ -122,7 +122,7 @@ func TestProxiesList(t *testing.T) {
 	// No proxy yet: the header alone, and an empty list in JSON.
 	stdout, stderr, code := cliAgainst(t, gw, admin, "proxies", "list")
 	ok(t, code, stderr)
-	if strings.TrimSpace(stdout) != "SANDBOX  PROXY  CONNECTED  APPLIED  LAST ACK  LAST NACK  LAG" {
+	if strings.TrimSpace(stdout) != "SANDBOX  PROXY  CONNECTED  APPLIED  LAST ACK  LAST NACK  LAG  DROPPED" {
 		t.Errorf("proxies list with no proxy:\n%s", stdout)
 	}
 	if list, isList := jsonOut(t, gw, admin, "proxies", "list")["proxies"].([]any); !isList || len(list) != 0 {
@@ -152,7 +152,7 @@ func TestProxiesList(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("proxies list: want the header and one proxy:\n%s", stdout)
 	}
-	if f := strings.Fields(lines[1]); len(f) < 7 || f[0] != "orders" || f[1] != "p1" || f[2] != "yes" || f[3] != "1" || f[5] != "-" {
+	if f := strings.Fields(lines[1]); len(f) < 8 || f[0] != "orders" || f[1] != "p1" || f[2] != "yes" || f[3] != "1" || f[5] != "-" || f[len(f)-1] != "0" {
 		t.Errorf("proxies list row: %q", lines[1])
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -93,6 +94,7 @@ func newGatewayCmd(env *environment) *cobra.Command {
 		insecure      bool
 		metricsListen string
 		webhookURL    string
+		decisions     decisionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -111,7 +113,14 @@ With --webhook-url, the gateway calls that URL (Slack-compatible JSON) when
 a proposal needs a human, when one is decided and when the audit head
 moves; each call is signed with PORTCULLIS_WEBHOOK_SECRET (header
 X-Portcullis-Signature: sha256=HMAC of "timestamp.body", timestamp in
-X-Portcullis-Timestamp).`,
+X-Portcullis-Timestamp).
+
+Decision records proxies ship are bounded: each sandbox may ship
+--decision-rate records a second (bursts of --decision-burst; records
+beyond are dropped and counted in proxies list and /metrics), and a sweep
+deletes records older than --decision-max-age and each sandbox's records
+past its newest --decision-max-per-sandbox. Denials a proposal names are
+never deleted.`,
 		Example: `  portcullis gateway
   PORTCULLIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/portcullis portcullis gateway --listen 0.0.0.0:7070 --tls-cert c.pem --tls-key k.pem`,
 		Args: cobra.NoArgs,
@@ -119,6 +128,9 @@ X-Portcullis-Timestamp).`,
 			env.started = true
 			if (tlsCert == "") != (tlsKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
+			}
+			if err := decisions.check(); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			log, err := newLogger(env)
@@ -153,6 +165,11 @@ X-Portcullis-Timestamp).`,
 				Logger:         log,
 				WebhookURL:     webhookURL,
 				WebhookSecret:  env.getenv(envWebhookSecret),
+
+				DecisionMaxAge:        decisions.maxAge,
+				DecisionMaxPerSandbox: decisions.maxPerSandbox,
+				DecisionRate:          decisions.rate,
+				DecisionBurst:         decisions.burst,
 			}, st)
 			if err != nil {
 				return err
@@ -202,7 +219,42 @@ X-Portcullis-Timestamp).`,
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow plaintext on a non-loopback --listen address")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
 	cmd.Flags().StringVar(&webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
+	decisions.add(cmd)
 	return cmd
+}
+
+// decisionFlags bound the decision records the gateway stores.
+type decisionFlags struct {
+	maxAge        time.Duration
+	maxPerSandbox int
+	rate          float64
+	burst         int
+}
+
+func (f *decisionFlags) add(cmd *cobra.Command) {
+	cmd.Flags().DurationVar(&f.maxAge, "decision-max-age", 7*24*time.Hour,
+		"delete decision records received longer ago than this (a negative value keeps them forever); denials a proposal names are kept")
+	cmd.Flags().IntVar(&f.maxPerSandbox, "decision-max-per-sandbox", 100_000,
+		"keep at most this many of each sandbox's newest decision records, ~1.2 KB each (negative: no bound); denials a proposal names are kept")
+	cmd.Flags().Float64Var(&f.rate, "decision-rate", 100,
+		"decision records a sandbox may ship a second, on average (negative: no limit); records beyond it are dropped and counted in proxies list and /metrics")
+	cmd.Flags().IntVar(&f.burst, "decision-burst", 2000,
+		"decision records a sandbox may ship at once, above --decision-rate (at least 10); the last quarter is kept for denials")
+}
+
+// check refuses values the gateway would read as "use the default".
+func (f *decisionFlags) check() error {
+	switch {
+	case f.maxAge == 0:
+		return usagef("--decision-max-age 0 would delete every record; give a duration, or a negative one to keep them forever")
+	case f.maxPerSandbox == 0:
+		return usagef("--decision-max-per-sandbox 0 would delete every record; give a count, or a negative one for no bound")
+	case f.rate == 0 || math.IsNaN(f.rate) || math.IsInf(f.rate, 0):
+		return usagef("--decision-rate %v: give records a second, or a negative value for no limit", f.rate)
+	case f.rate > 0 && f.burst < 10:
+		return usagef("--decision-burst %d: must be at least 10", f.burst)
+	}
+	return nil
 }
 
 // newMigrateCmd is `portcullis migrate`.

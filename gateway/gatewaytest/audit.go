@@ -18,11 +18,7 @@ func (g *Gateway) EditAuditEntry(seq int64, column, value string) {
 }
 
 func (g *Gateway) editAudit(ctx context.Context, seq int64, column, value string) error {
-	driver, dsn := "pgx", g.dsn
-	if g.engine == "sqlite" {
-		driver, dsn = "sqlite", "file:"+g.dsn
-	}
-	db, err := sql.Open(driver, dsn)
+	db, err := g.openDB()
 	if err != nil {
 		return err
 	}
@@ -57,4 +53,35 @@ func (g *Gateway) editAudit(ctx context.Context, seq int64, column, value string
 		}
 	}
 	return tx.Commit()
+}
+
+// openDB opens the gateway's database beside its store.
+func (g *Gateway) openDB() (*sql.DB, error) {
+	driver, dsn := "pgx", g.dsn
+	if g.engine == "sqlite" {
+		driver, dsn = "sqlite", "file:"+g.dsn
+	}
+	return sql.Open(driver, dsn)
+}
+
+// DecisionBytes returns the bytes the decisions table and its indexes
+// occupy in the gateway's database (pages in use: SQLite's dbstat,
+// Postgres's pg_total_relation_size).
+func (g *Gateway) DecisionBytes() int64 {
+	g.t.Helper()
+	db, err := g.openDB()
+	if err != nil {
+		g.t.Fatalf("open database: %v", err)
+	}
+	defer db.Close()
+	q := `SELECT pg_total_relation_size('decisions')`
+	if g.engine == "sqlite" {
+		q = `SELECT coalesce(sum(pgsize), 0) FROM dbstat
+			WHERE name IN (SELECT name FROM sqlite_schema WHERE tbl_name = 'decisions')`
+	}
+	var n int64
+	if err := db.QueryRowContext(context.Background(), q).Scan(&n); err != nil {
+		g.t.Fatalf("size of the decisions table: %v", err)
+	}
+	return n
 }

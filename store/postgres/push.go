@@ -354,3 +354,70 @@ func zeroTime(t *time.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// notNamed is true of a decisions row d that no proposal of its sandbox
+// names by its denial id (PruneDecisions keeps those that are named).
+const notNamed = `NOT EXISTS (SELECT 1 FROM proposals p
+	WHERE d.denial_id <> '' AND p.sandbox = d.sandbox AND p.denial_id = d.denial_id)`
+
+// PruneDecisions deletes records received before r.Before, then each
+// sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
+// per statement.
+func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
+	if err := r.Check(); err != nil {
+		return 0, err
+	}
+	var total int64
+	deleteAll := func(q string, args ...any) error {
+		for {
+			tag, err := s.pool.Exec(ctx, q, append(args, store.PruneBatch)...)
+			if err != nil {
+				return mapErr(err)
+			}
+			total += tag.RowsAffected()
+			if tag.RowsAffected() < store.PruneBatch {
+				return nil
+			}
+		}
+	}
+	if !r.Before.IsZero() {
+		err := deleteAll(`DELETE FROM decisions WHERE id IN (
+			SELECT d.id FROM decisions d WHERE d.received_at < $1 AND `+notNamed+` LIMIT $2)`, r.Before)
+		if err != nil {
+			return total, fmt.Errorf("prune decisions by age: %w", err)
+		}
+	}
+	if r.KeepPerSandbox > 0 {
+		// The sandboxes with records (deleted ones too: records outlive
+		// their sandbox), one index probe each.
+		rows, err := s.pool.Query(ctx, `WITH RECURSIVE s(name) AS (
+				SELECT min(sandbox) FROM decisions
+				UNION ALL
+				SELECT (SELECT min(sandbox) FROM decisions WHERE sandbox > s.name) FROM s WHERE s.name IS NOT NULL)
+			SELECT name FROM s WHERE name IS NOT NULL`)
+		if err != nil {
+			return total, fmt.Errorf("prune decisions: list sandboxes: %w", mapErr(err))
+		}
+		sandboxes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return total, fmt.Errorf("prune decisions: list sandboxes: %w", mapErr(err))
+		}
+		for _, sb := range sandboxes {
+			// The newest record past the bound: it and every older one go.
+			var cut int64
+			err := s.pool.QueryRow(ctx, `SELECT id FROM decisions WHERE sandbox = $1 ORDER BY id DESC OFFSET $2 LIMIT 1`,
+				sb, r.KeepPerSandbox).Scan(&cut)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			if err == nil {
+				err = deleteAll(`DELETE FROM decisions WHERE id IN (
+					SELECT d.id FROM decisions d WHERE d.sandbox = $1 AND d.id <= $2 AND `+notNamed+` LIMIT $3)`, sb, cut)
+			}
+			if err != nil {
+				return total, fmt.Errorf("prune decisions of sandbox %q: %w", sb, mapErr(err))
+			}
+		}
+	}
+	return total, nil
+}

@@ -329,3 +329,77 @@ func zeroNanos(n sql.NullInt64) time.Time {
 	}
 	return fromNanos(n.Int64)
 }
+
+// notNamed is true of a decisions row d that no proposal of its sandbox
+// names by its denial id (PruneDecisions keeps those that are named).
+const notNamed = `NOT EXISTS (SELECT 1 FROM proposals p
+	WHERE d.denial_id <> '' AND p.sandbox = d.sandbox AND p.denial_id = d.denial_id)`
+
+// PruneDecisions deletes records received before r.Before, then each
+// sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
+// per transaction.
+func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
+	if err := r.Check(); err != nil {
+		return 0, err
+	}
+	var total int64
+	deleteAll := func(q string, args ...any) error {
+		for {
+			var n int64
+			err := s.inTx(ctx, func(tx *sql.Tx) error {
+				res, err := tx.ExecContext(ctx, q, append(args, store.PruneBatch)...)
+				if err != nil {
+					return mapErr(err)
+				}
+				n, err = res.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			total += n
+			if n < store.PruneBatch {
+				return nil
+			}
+		}
+	}
+	if !r.Before.IsZero() {
+		err := deleteAll(`DELETE FROM decisions WHERE id IN (
+			SELECT d.id FROM decisions d WHERE d.received_at < ? AND `+notNamed+` LIMIT ?)`, r.Before.UnixNano())
+		if err != nil {
+			return total, fmt.Errorf("prune decisions by age: %w", err)
+		}
+	}
+	if r.KeepPerSandbox > 0 {
+		// The sandboxes with records (deleted ones too: records outlive
+		// their sandbox), one index probe each.
+		sandboxes, err := collect(ctx, s.r, func(r scanner) (string, error) {
+			var name string
+			return name, r.Scan(&name)
+		}, `WITH RECURSIVE s(name) AS (
+				SELECT min(sandbox) FROM decisions
+				UNION ALL
+				SELECT (SELECT min(sandbox) FROM decisions WHERE sandbox > s.name) FROM s WHERE s.name IS NOT NULL)
+			SELECT name FROM s WHERE name IS NOT NULL`)
+		if err != nil {
+			return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
+		}
+		for _, sb := range sandboxes {
+			// The newest record past the bound: it and every older one go.
+			var cut int64
+			err := s.r.QueryRowContext(ctx, `SELECT id FROM decisions WHERE sandbox = ? ORDER BY id DESC LIMIT 1 OFFSET ?`,
+				sb, r.KeepPerSandbox).Scan(&cut)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err == nil {
+				err = deleteAll(`DELETE FROM decisions WHERE id IN (
+					SELECT d.id FROM decisions d WHERE d.sandbox = ? AND d.id <= ? AND `+notNamed+` LIMIT ?)`, sb, cut)
+			}
+			if err != nil {
+				return total, fmt.Errorf("prune decisions of sandbox %q: %w", sb, mapErr(err))
+			}
+		}
+	}
+	return total, nil
+}

@@ -54,6 +54,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxCA", testSandboxCA},
 		{"ProxyStatuses", testProxyStatuses},
 		{"Decisions", testDecisions},
+		{"DecisionRetention", testDecisionRetention},
+		{"DecisionRetentionBatches", testDecisionRetentionBatches},
 		{"PushInvalidInput", testPushInvalidInput},
 		{"SandboxBoundary", testSandboxBoundary},
 		{"CredentialedHosts", testCredentialedHosts},

@@ -7,6 +7,7 @@
 //	caller -share CHILD ADDR  connect, then run CHILD -inherit with the connection as fd 3
 //	                          (both processes hold the socket); wait for it
 //	caller -inherit           write "ready NAME\n" to fd 3, hold it until stdin closes
+//	caller -spawn EXE ARGS... run EXE ARGS... as a child (its own connection, if any) and wait
 //
 // With CALLER_NODUMP=1 in the environment, -inherit first makes its process
 // non-dumpable (its /proc entries then need CAP_SYS_PTRACE to read), as an
@@ -57,6 +58,10 @@ func run(args []string) error {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		cmd.ExtraFiles = []*os.File{f}
 		return cmd.Run()
+	case len(args) >= 2 && args[0] == "-spawn":
+		cmd := exec.Command(args[1], args[2:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		return cmd.Run()
 	case len(args) == 1:
 		conn, err := net.Dial("tcp", args[0])
 		if err != nil {
@@ -64,7 +69,7 @@ func run(args []string) error {
 		}
 		return hold(conn)
 	}
-	return fmt.Errorf("usage: caller ADDR | -share CHILD ADDR | -inherit")
+	return fmt.Errorf("usage: caller ADDR | -share CHILD ADDR | -inherit | -spawn EXE ARGS...")
 }
 
 func hold(conn io.WriteCloser) error {

@@ -134,7 +134,9 @@ type ProxyStatus struct {
 	LagMs uint32 `protobuf:"varint,14,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
 	// current_version is the sandbox's current version, to compare with.
 	CurrentVersion uint32 `protobuf:"varint,15,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
-	// decisions_dropped counts decision records the proxy reported lost.
+	// decisions_dropped counts the proxy's decision records that were lost:
+	// those it reported dropping and those over its sandbox's ingest rate
+	// limit at the gateway.
 	DecisionsDropped uint64 `protobuf:"varint,16,opt,name=decisions_dropped,json=decisionsDropped,proto3" json:"decisions_dropped,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

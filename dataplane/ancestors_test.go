@@ -1,0 +1,85 @@
+package dataplane_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// TestAncestorBinaryThroughProxy: the proxy judges a request by the
+// caller's executable and its ancestors (Config.Caller), as OpenShell
+// does: python3 run by git reaches what a git rule grants; python3 run by a
+// shell does not, and neither does a caller known only by its executable.
+func TestAncestorBinaryThroughProxy(t *testing.T) {
+	up := startPlainUpstream(t)
+	doc := strings.ReplaceAll(`
+version: 1
+network_policies:
+  git:
+    endpoints:
+      - { host: raw.example.com, port: PORT }
+    binaries: [{path: /usr/bin/git}]
+`, "PORT", strconv.Itoa(up.port))
+	pol, _, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	python, git := "/usr/bin/python3", "/usr/bin/git"
+	for _, tc := range []struct {
+		name   string
+		cfg    dataplane.Config
+		status int
+	}{
+		{"python3 under git", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
+			return dataplane.Caller{Binary: python, Ancestors: []string{"/bin/sh", git}}, nil
+		}}, 200},
+		{"python3 under a shell", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
+			return dataplane.Caller{Binary: python, Ancestors: []string{"/bin/sh"}}, nil
+		}}, 403},
+		{"an unidentified caller's ancestors", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
+			return dataplane.Caller{Binary: python, Ancestors: []string{git}}, fmt.Errorf("ambiguous")
+		}}, 403},
+		{"executable only (CallerBinary)", dataplane.Config{CallerBinary: func(net.Conn) (string, error) { return python, nil }}, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := tc.cfg
+			cfg.DevAllowLoopback, cfg.Resolve, cfg.Logger = true, fakeDNS, slog.New(slog.DiscardHandler)
+			p := dataplane.New(cfg, ca)
+			if err := p.SetPolicy(pol, "v1"); err != nil {
+				t.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { p.Serve(ctx, ln); close(done) }()
+			defer func() { cancel(); <-done }()
+			before := len(up.seen())
+			res, err := proxied(&url.URL{Scheme: "http", Host: ln.Addr().String()}).Get(fmt.Sprintf("http://raw.example.com:%d/x", up.port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d; decisions %+v", res.StatusCode, tc.status, p.Decisions())
+			}
+			if forwarded := len(up.seen()) - before; (tc.status == 200) != (forwarded == 1) || forwarded > 1 {
+				t.Errorf("forwarded %d requests upstream", forwarded)
+			}
+		})
+	}
+}
