@@ -250,7 +250,9 @@ func hostMatches(ep *Endpoint, r Request) bool {
 
 // addrInAllowedIPs reports whether an allowed_ips list (CIDRs or single
 // addresses; invalid entries cover nothing) contains addr or the IPv4
-// address a NAT64 addr reaches.
+// address a NAT64 or IPv4-compatible addr reaches (EmbeddedIPv4: the
+// translations only — 6to4, Teredo and SIIT forms are judged as their IPv4
+// address when denying, never when allowing).
 func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 	for _, s := range list {
 		prefix, err := netip.ParsePrefix(s)
@@ -261,10 +263,12 @@ func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 			}
 			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
-		for _, a := range withEmbedded(addr).all() {
-			if prefix.Masked().Contains(a) {
-				return true
-			}
+		prefix = prefix.Masked()
+		if prefix.Contains(addr) {
+			return true
+		}
+		if v4, ok := EmbeddedIPv4(addr); ok && prefix.Contains(v4) {
+			return true
 		}
 	}
 	return false

@@ -940,11 +940,7 @@ func (v *validator) allowedIPs(path string, ep *Endpoint) {
 			v.errorf(p, "%q %v", e, err)
 			continue
 		}
-		m, hasMetadata := metadataIn(prefix)
-		// A narrow entry holding a metadata address is aimed at the
-		// metadata service; a wide private block (fc00::/7) merely
-		// contains it.
-		aimed := hasMetadata && ((prefix.Addr().Is4() && prefix.Bits() >= 24) || (prefix.Addr().Is6() && prefix.Bits() >= 64))
+		m, aimed, hasMetadata := metadataIn(prefix)
 		if aimed {
 			v.metadata(p, fmt.Sprintf("names cloud metadata address %s, which no policy may open", m))
 			continue
@@ -962,18 +958,35 @@ func (v *validator) allowedIPs(path string, ep *Endpoint) {
 	}
 }
 
-// metadataIn returns a metadata address (or its IPv4-mapped or NAT64 form)
-// inside prefix.
-func metadataIn(prefix netip.Prefix) (netip.Addr, bool) {
+// metadataIn returns a metadata address inside prefix, directly or as the
+// IPv4 address one of its IPv6 forms carries (IPv4-mapped, NAT64, SIIT,
+// 6to4, Teredo, …), and whether the entry is aimed at it: a narrow entry
+// (IPv4 /24 or longer, IPv6 /64 or longer) holding it, or an IPv6 form
+// whose prefix fixes every bit of the carried address. A wide private
+// block (fc00::/7) merely contains it.
+func metadataIn(prefix netip.Prefix) (m netip.Addr, aimed, found bool) {
 	prefix = prefix.Masked()
 	for _, m := range metadataAddrs {
-		for _, form := range prefixForms(netip.PrefixFrom(m, m.BitLen())) {
-			if prefix.Overlaps(form) {
-				return m, true
+		if prefix.Contains(m) {
+			narrow := prefix.Addr().Is4() && prefix.Bits() >= 24 || prefix.Addr().Is6() && prefix.Bits() >= 64
+			return m, narrow, true
+		}
+	}
+	if !prefix.Addr().Is6() {
+		return netip.Addr{}, false, false
+	}
+	for _, m := range metadataAddrs {
+		if !m.Is4() {
+			continue
+		}
+		for i := range carriers {
+			e := &carriers[i]
+			if e.carries(prefix, netip.PrefixFrom(m, 32)) {
+				return m, e.pins(prefix), true
 			}
 		}
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}, false, false
 }
 
 func (v *validator) credentials(path string, ep *Endpoint) {
