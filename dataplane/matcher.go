@@ -1172,18 +1172,25 @@ const (
 	hostNone    hostKind = iota // no host: allowed_ips decide
 	hostName                    // an exact DNS name
 	hostIP                      // an IP literal
-	hostWild                    // a name whose first label holds wildcards
+	hostWild                    // a name with wildcard labels
 	hostInvalid                 // matches nothing
 )
 
 // hostPattern is a compiled endpoint host (policy.MatchHost).
 type hostPattern struct {
-	kind  hostKind
-	name  string     // hostName: the folded name
-	ip    netip.Addr // hostIP
-	multi bool       // hostWild: first label `**` (one or more labels)
-	first []token    // hostWild: the first label's pattern
-	rest  string     // hostWild: "." + the literal labels after the first
+	kind   hostKind
+	name   string      // hostName: the folded name
+	ip     netip.Addr  // hostIP
+	multi  bool        // hostWild: first label `**` (one or more labels)
+	labels []hostLabel // hostWild: the labels, the first omitted when multi
+}
+
+// hostLabel is one label of a wildcard host pattern: a literal, a whole
+// `*` (any one label), or a first label holding `*` (a character pattern).
+type hostLabel struct {
+	literal string
+	any     bool
+	toks    []token
 }
 
 func compileHost(pattern string) hostPattern {
@@ -1197,29 +1204,65 @@ func compileHost(pattern string) hostPattern {
 	if a, ok := policy.ParseHostIP(p); ok {
 		return hostPattern{kind: hostIP, ip: a}
 	}
-	label, rest, _ := strings.Cut(p, ".")
-	if !strings.Contains(label, "*") {
+	if !strings.Contains(p, "*") {
 		return hostPattern{kind: hostName, name: p}
 	}
-	toks, ok := compileChars(label)
-	if !ok {
-		return hostPattern{kind: hostInvalid}
+	hp := hostPattern{kind: hostWild}
+	labels := strings.Split(p, ".")
+	if labels[0] == "**" {
+		hp.multi, labels = true, labels[1:]
 	}
-	return hostPattern{kind: hostWild, multi: label == "**", first: toks, rest: "." + rest}
+	for _, l := range labels {
+		switch {
+		case l == "*":
+			hp.labels = append(hp.labels, hostLabel{any: true})
+		case strings.Contains(l, "*"):
+			toks, ok := compileChars(l)
+			if !ok {
+				return hostPattern{kind: hostInvalid}
+			}
+			hp.labels = append(hp.labels, hostLabel{toks: toks})
+		default:
+			hp.labels = append(hp.labels, hostLabel{literal: l})
+		}
+	}
+	return hp
 }
 
 // matchWild mirrors policy.MatchHost for a wildcard pattern and a folded
-// host that is not an IP literal.
+// host that is not an IP literal: the host must be a valid host name
+// (policy.ValidHostName), and its labels match the pattern's from the
+// right, a `**` first label taking the one or more labels left over.
 func (hp *hostPattern) matchWild(h string) bool {
-	if !strings.HasSuffix(h, hp.rest) {
+	if !policy.ValidHostName(h) {
 		return false
 	}
-	head := h[:len(h)-len(hp.rest)]
-	if hp.multi {
-		// One or more labels, none empty.
-		return head != "" && head[0] != '.' && head[len(head)-1] != '.' && !strings.Contains(head, "..")
+	rest := h
+	for i := len(hp.labels) - 1; i >= 0; i-- {
+		var label string
+		if j := strings.LastIndexByte(rest, '.'); j >= 0 {
+			label, rest = rest[j+1:], rest[:j]
+		} else if rest != "" {
+			label, rest = rest, ""
+		} else {
+			return false
+		}
+		if i == 0 && !hp.multi && rest != "" {
+			return false
+		}
+		l := &hp.labels[i]
+		switch {
+		case l.any:
+		case l.toks != nil:
+			if !matchTokens(l.toks, label) {
+				return false
+			}
+		case l.literal != label:
+			return false
+		}
 	}
-	return head != "" && !strings.Contains(head, ".") && matchTokens(hp.first, head)
+	// A `**` takes the one or more (non-empty, by ValidHostName) labels left.
+	return hp.multi == (rest != "")
 }
 
 // allowedPrefixes parses allowed_ips as policy's addrInAllowedIPs does:

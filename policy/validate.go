@@ -127,7 +127,10 @@ type pathedEndpoint struct {
 	ep   *Endpoint
 }
 
-// documentEndpoints lists every endpoint with a host, entries in key order.
+// documentEndpoints lists every endpoint, entries in key order. A hostless
+// (allowed_ips) endpoint is listed too: it matches every host whose
+// address its allowed_ips cover, so it shares a host:port with any named
+// endpoint on its ports.
 func documentEndpoints(p *Policy) []pathedEndpoint {
 	var out []pathedEndpoint
 	for _, name := range sortedKeys(p.NetworkPolicies) {
@@ -136,7 +139,7 @@ func documentEndpoints(p *Policy) []pathedEndpoint {
 			continue
 		}
 		for i, ep := range np.Endpoints {
-			if ep != nil && ep.Host != "" {
+			if ep != nil {
 				out = append(out, pathedEndpoint{indexPath(keyPath(keyPath("network_policies", name), "endpoints"), i), ep})
 			}
 		}
@@ -144,15 +147,11 @@ func documentEndpoints(p *Policy) []pathedEndpoint {
 	return out
 }
 
-// hostsOverlap reports whether two host patterns can name one host. It
-// tries each pattern against a sample host of the other (wildcards
-// replaced by a label), which is exact for the first-label wildcards
-// ValidHostPattern admits.
+// hostsOverlap reports whether two host patterns can name one host
+// (HostPatternsOverlap, exact for every wildcard ValidHostPattern admits).
+// A hostless endpoint ("") may match any host.
 func hostsOverlap(a, b string) bool {
-	sample := func(h string) string {
-		return strings.ReplaceAll(strings.ReplaceAll(canonicalHost(h), "**", "x"), "*", "x")
-	}
-	return canonicalHost(a) == canonicalHost(b) || MatchHost(a, sample(b)) || MatchHost(b, sample(a))
+	return a == "" || b == "" || canonicalHost(a) == canonicalHost(b) || HostPatternsOverlap(a, b)
 }
 
 func portsOverlap(a, b *Endpoint) bool {
@@ -434,7 +433,14 @@ func (v *validator) endpoint(path string, ep *Endpoint) {
 func (v *validator) host(path string, ep *Endpoint) {
 	hp := keyPath(path, "host")
 	if ep.Host == "" {
-		v.errorf(hp, "is required")
+		// OpenShell's hostless endpoint: it matches any host whose
+		// resolved address its allowed_ips cover.
+		switch {
+		case len(ep.AllowedIPs) == 0:
+			v.errorf(hp, "is required unless allowed_ips is set (a hostless endpoint matches by address)")
+		case ep.Protocol == ProtocolMCP:
+			v.errorf(hp, "is required: an mcp endpoint needs a concrete host")
+		}
 		return
 	}
 	if IsMetadataHost(ep.Host) {

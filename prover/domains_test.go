@@ -1,0 +1,63 @@
+package prover
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// The host automaton agrees with policy.MatchHost on whole middle-label
+// wildcards, `**` and hosts holding bytes outside the host-name alphabet.
+func TestHostNFAMiddleLabelsAgreeWithPolicy(t *testing.T) {
+	pats := []string{"*.s3.*.amazonaws.com", "**.s3.*.amazonaws.com", "foo.*.example.com", "*.*.example.com", "a*.x.*.example.com", "*.example.com"}
+	labels := []string{"a", "ab", "foo", "s3", "x", "us-east-1", "amazonaws", "example", "com", "a\x00b", "*", "é", ""}
+	rapid.Check(t, func(t *rapid.T) {
+		pat := rapid.SampledFrom(pats).Draw(t, "pattern")
+		ls := rapid.SliceOfN(rapid.SampledFrom(labels), 1, 6).Draw(t, "labels")
+		h := ""
+		for i, l := range ls {
+			if i > 0 {
+				h += "."
+			}
+			h += l
+		}
+		if !policy.ValidHostName(h) {
+			// Witnesses are drawn from dnsNames; outside it the
+			// automaton still must not accept what MatchHost refuses.
+			if policy.MatchHost(pat, h) {
+				t.Fatalf("MatchHost(%q, %q) accepts a host outside the alphabet", pat, h)
+			}
+			return
+		}
+		if got, want := run(hostNFA(pat), h), policy.MatchHost(pat, h); got != want {
+			t.Fatalf("host %q on %q: automaton %v, MatchHost %v", pat, h, got, want)
+		}
+	})
+	for _, h := range []string{"bucket.s3.us-east-1.amazonaws.com", "a.b.s3.x.amazonaws.com"} {
+		if !run(hostNFA("**.s3.*.amazonaws.com"), h) {
+			t.Errorf("automaton refuses %q", h)
+		}
+	}
+	if run(hostNFA("*.example.com"), "a\x00b.example.com") {
+		t.Error("automaton accepts a NUL label")
+	}
+}
+
+// The prover sees what a middle-label wildcard grants: a new entry with
+// `*.s3.*.amazonaws.com` reaches hosts the current policy does not.
+func TestProveMiddleLabelWildcard(t *testing.T) {
+	cur := parse(t, "version: 1\nnetwork_policies:\n  s3:\n    endpoints: [{host: 'bucket.s3.us-east-1.amazonaws.com', port: 443}]\n    binaries: [{path: /usr/bin/curl}]\n")
+	prop := parse(t, "version: 1\nnetwork_policies:\n  s3:\n    endpoints: [{host: '*.s3.*.amazonaws.com', port: 443}]\n    binaries: [{path: /usr/bin/curl}]\n")
+	rep := prove(t, cur, prop, Options{})
+	found := false
+	for _, f := range rep.Findings {
+		if f.Counterexample != nil && f.Counterexample.Host != "bucket.s3.us-east-1.amazonaws.com" && policy.MatchHost("*.s3.*.amazonaws.com", f.Counterexample.Host) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no finding with a host under *.s3.*.amazonaws.com: %+v", rep.Findings)
+	}
+}
