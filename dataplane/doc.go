@@ -16,7 +16,10 @@
 //   - ca.go: the proxy's CA and the leaf certificates it mints to terminate
 //     TLS for L7 endpoints.
 //   - proxy.go: the HTTP forward proxy — serving, destination checks on
-//     the address actually dialled, judging each request, denials;
+//     the address actually dialled, judging each request, denials. A
+//     CONNECT or absolute-URI host that is neither an IP literal nor a
+//     host name (policy.ValidHostName: a '*', NUL, '%', space …) is
+//     refused before policy and before any DNS query;
 //     tunnel.go: L4 CONNECT tunnels (judged again as policy and time
 //     change); intercept.go: CONNECTs whose requests are inspected (TLS
 //     terminated with the CA); forward.go and upstream.go: judged requests
