@@ -112,7 +112,7 @@ type rule struct {
 	method    string // as written; "" or "*" when any
 	anyMethod bool
 	path      *glob // nil when absent (any path)
-	query     map[string][]glob
+	query     map[string][]queryGlob
 	hasQuery  bool
 	methodG   *glob // MCP: method glob; nil when absent
 	tool      []string
@@ -267,12 +267,13 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 	}
 	if len(r.Query) > 0 {
 		c.hasQuery = true
-		c.query = map[string][]glob{}
+		c.query = map[string][]queryGlob{}
 		for name, m := range r.Query {
-			var gs []glob
+			var gs []queryGlob
 			if m != nil {
 				for _, g := range m.Any {
-					gs = append(gs, compileGlob(g))
+					toks, ok := compileChars(g)
+					gs = append(gs, queryGlob{toks: toks, ok: ok})
 				}
 			}
 			c.query[name] = gs
@@ -780,6 +781,14 @@ func (c *rule) methodMatches(method string, allow bool) bool {
 	return false
 }
 
+// queryGlob is a compiled query-value glob (policy's matchesValue): the
+// whole pattern as characters, `*` crossing `/`; ok is false when it does
+// not parse.
+type queryGlob struct {
+	toks []token
+	ok   bool
+}
+
 // queryMatches mirrors policy's queryMatches.
 func (c *rule) queryMatches(raw string, allow bool) bool {
 	values, err := url.ParseQuery(raw)
@@ -794,7 +803,9 @@ func (c *rule) queryMatches(raw string, allow bool) bool {
 		matched := 0
 		for _, v := range vs {
 			for i := range globs {
-				if globs[i].matchChars(v) {
+				// A glob that does not parse fails closed: no value in an
+				// allow rule, every value in a deny rule.
+				if globs[i].ok && matchTokens(globs[i].toks, v) || !globs[i].ok && !allow {
 					matched++
 					break
 				}
@@ -1497,7 +1508,6 @@ func (g *glob) matchDeny(s string) bool {
 }
 
 // matchChars is policy's matchChars on the whole pattern: `*` crosses `/`.
-// A query matcher also requires ValidGlob, as policy's matchesValue does.
 func (g *glob) matchChars(s string) bool {
 	return g.valid && g.charsOK && matchTokens(g.chars, s)
 }

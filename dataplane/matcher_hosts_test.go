@@ -65,3 +65,51 @@ network_policies:
 		})
 	}
 }
+
+// Query matchers in every OpenShell shape, and malformed globs failing
+// closed (no value on allow, every value on deny), through both
+// evaluators.
+func TestMatcherQueryForms(t *testing.T) {
+	m := mustCompile(t, parse(t, `
+version: 1
+network_policies:
+  q:
+    binaries: []
+    endpoints:
+      - host: a.example.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        rules:
+          - allow: {method: GET, path: /glob, query: {tag: {glob: "v1.*"}}}
+          - allow: {method: GET, path: /any, query: {tag: {any: ["v1.*", "v2.*"]}}}
+          - allow: {method: GET, path: /bad, query: {tag: "[bad"}}
+          - allow: {method: GET, path: /open, query: {tag: "*"}}
+        deny_rules:
+          - {method: GET, path: /open, query: {admin: {glob: "tru\\"}}}
+`))
+	get := func(path, q string) policy.Request {
+		return policy.Request{Binary: curl, Host: "a.example.com", Addr: pubIP, Port: 443, HTTPMethod: "GET", Path: path, Query: q, Time: when}
+	}
+	cases := []struct {
+		name  string
+		r     policy.Request
+		allow bool
+	}{
+		{"glob object", get("/glob", "tag=v1.0"), true},
+		{"glob object refuses", get("/glob", "tag=v2.0"), false},
+		{"any", get("/any", "tag=v2.0&tag=v1.1"), true},
+		{"any refuses one value", get("/any", "tag=v2.0&tag=v3"), false},
+		{"malformed allow glob matches nothing", get("/bad", "tag=[bad"), false},
+		{"malformed allow glob, plain value", get("/bad", "tag=b"), false},
+		{"malformed deny glob denies every value", get("/open", "tag=x&admin=no"), false},
+		{"malformed deny glob needs the parameter", get("/open", "tag=x"), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if d := agree(t, m, c.r); d.Allow != c.allow {
+				t.Errorf("got %+v, want allow=%v", d, c.allow)
+			}
+		})
+	}
+}

@@ -570,7 +570,8 @@ func pathGlobMatches(pattern, path string, allow bool) bool {
 // value of the parameter must match one of the globs; in a deny rule one
 // matching value is enough — each the narrower reading for its side. A
 // query that does not decode matches no allow rule and every deny rule
-// that has query matchers. In query values `*` also matches `/`.
+// that has query matchers. In query values `*` (and `**`) also matches
+// `/`. A matcher is a glob string, {glob: g} or {any: [globs]}.
 func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 	if len(matchers) == 0 {
 		return true
@@ -586,7 +587,7 @@ func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 		}
 		matched := 0
 		for _, v := range vs {
-			if m != nil && m.matchesValue(v) {
+			if m != nil && m.matchesValue(v, allow) {
 				matched++
 			}
 		}
@@ -598,10 +599,19 @@ func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 }
 
 // matchesValue matches a query value against the matcher's globs, with `*`
-// free to cross `/` (query values are not paths).
-func (m *Matcher) matchesValue(v string) bool {
+// free to cross `/` (query values are not paths). A glob that does not
+// parse (ValidQueryGlob) fails closed: it matches no value in an allow
+// rule and every value in a deny rule.
+func (m *Matcher) matchesValue(v string, allow bool) bool {
 	for _, g := range m.Any {
-		if ValidGlob(g) == nil && matchChars(g, v) {
+		toks, ok := compileChars(g)
+		if !ok {
+			if !allow {
+				return true
+			}
+			continue
+		}
+		if matchTokens(toks, v) {
 			return true
 		}
 	}

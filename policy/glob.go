@@ -257,6 +257,30 @@ func ValidGlob(pattern string) error {
 	return nil
 }
 
+// ValidQueryGlob reports whether a query-value glob parses: `*` (any run
+// of bytes, `/` included), `?`, bracket classes and `\` escapes, read as
+// one string (query values are not paths, so `**` is `*`). An unclosed
+// class or a trailing backslash is an error; the validator only warns
+// about it, as OpenShell does, and such a glob fails closed.
+func ValidQueryGlob(pattern string) error {
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			if i+1 >= len(pattern) {
+				return fmt.Errorf("glob %q: trailing backslash", pattern)
+			}
+			i++
+		case '[':
+			_, n, err := parseClass(pattern[i:])
+			if err != nil {
+				return fmt.Errorf("glob %q: %w", pattern, err)
+			}
+			i += n - 1
+		}
+	}
+	return nil
+}
+
 // validSegment checks escapes and bracket classes of one segment.
 func validSegment(seg string) error {
 	for i := 0; i < len(seg); i++ {

@@ -506,7 +506,9 @@ func (v *validator) ports(path string, ep *Endpoint) {
 		}
 	}
 	if ep.Port != 0 && len(ep.Ports) > 0 {
-		v.warnf(keyPath(path, "port"), "is ignored because ports is set")
+		// OpenShell refuses the pair; reading one and ignoring the other
+		// would grant a port the author may not have meant.
+		v.errorf(keyPath(path, "port"), "port and ports are mutually exclusive; use ports for several ports")
 	}
 	for _, port := range EndpointPorts(ep) {
 		if DeniedPort(port) {
@@ -732,7 +734,7 @@ func (v *validator) httpRule(path string, r *L7Rule, websocket, allow bool) {
 		if k == "" {
 			v.errorf(qp, "query parameter name must not be empty")
 		}
-		v.matcher(qp, r.Query[k])
+		v.queryMatcher(qp, r.Query[k], allow)
 	}
 }
 
@@ -748,6 +750,31 @@ func (v *validator) matcher(path string, m *Matcher) {
 		}
 		if err := ValidGlob(g); err != nil {
 			v.errorf(p, "%v", err)
+		}
+	}
+}
+
+// queryMatcher checks a query parameter matcher. As in OpenShell, a glob
+// that does not parse (an unclosed `[`, a trailing backslash) is a
+// warning, not an error; it fails closed: in an allow rule it matches no
+// value, in a deny rule every value (OpenShell's Rego, where the failed
+// match is undefined, would let the deny rule lapse).
+func (v *validator) queryMatcher(path string, m *Matcher, allow bool) {
+	if m == nil || len(m.Any) == 0 {
+		v.errorf(path, "must name at least one glob")
+		return
+	}
+	effect := "it matches every value, so this deny rule applies whenever the parameter is present"
+	if allow {
+		effect = "it matches no value, so this rule allows no request carrying the parameter"
+	}
+	for i, g := range m.Any {
+		p := path
+		if len(m.Any) > 1 {
+			p = indexPath(keyPath(path, "any"), i)
+		}
+		if err := ValidQueryGlob(g); err != nil {
+			v.warnf(p, "%v: %s", err, effect)
 		}
 	}
 }
