@@ -61,3 +61,21 @@ func TestProveMiddleLabelWildcard(t *testing.T) {
 		t.Fatalf("no finding with a host under *.s3.*.amazonaws.com: %+v", rep.Findings)
 	}
 }
+
+// OpenShell's hostless endpoints (allowed_ips only) now validate; the
+// prover reports the reach they add, with a counterexample inside
+// allowed_ips that Decide allows (prove checks it).
+func TestProveHostlessEndpoint(t *testing.T) {
+	cur := parse(t, "version: 1\nnetwork_policies: {}\n")
+	prop := parse(t, "version: 1\nnetwork_policies:\n  lan:\n    endpoints: [{port: 9443, allowed_ips: ['172.16.0.0/12']}]\n    binaries: [{path: /usr/bin/curl}]\n")
+	rep := prove(t, cur, prop, Options{})
+	found := false
+	for _, f := range rep.Findings {
+		if ce := f.Counterexample; ce != nil && ce.Port == 9443 && ce.Addr.IsValid() {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no finding for the hostless endpoint: %+v", rep.Findings)
+	}
+}
