@@ -272,8 +272,7 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 			var gs []queryGlob
 			if m != nil {
 				for _, g := range m.Any {
-					toks, ok := compileChars(g)
-					gs = append(gs, queryGlob{toks: toks, ok: ok})
+					gs = append(gs, compileQueryGlob(g))
 				}
 			}
 			c.query[name] = gs
@@ -781,12 +780,42 @@ func (c *rule) methodMatches(method string, allow bool) bool {
 	return false
 }
 
-// queryGlob is a compiled query-value glob (policy's matchesValue): the
-// whole pattern as characters, `*` crossing `/`; ok is false when it does
-// not parse.
+// queryGlob is a compiled query-value glob (policy's matchesValue): each
+// `{a,b}` alternative as characters, `*` crossing `/`; ok is false when it
+// does not parse.
 type queryGlob struct {
-	toks []token
+	alts [][]token
 	ok   bool
+}
+
+func compileQueryGlob(pattern string) queryGlob {
+	alts, ok := policy.ExpandQueryGlob(pattern)
+	if !ok {
+		return queryGlob{}
+	}
+	q := queryGlob{ok: true}
+	for _, a := range alts {
+		toks, ok := compileChars(a)
+		if !ok {
+			return queryGlob{}
+		}
+		q.alts = append(q.alts, toks)
+	}
+	return q
+}
+
+// matches reports whether v matches; a glob that does not parse fails
+// closed: no value in an allow rule, every value in a deny rule.
+func (q *queryGlob) matches(v string, allow bool) bool {
+	if !q.ok {
+		return !allow
+	}
+	for _, toks := range q.alts {
+		if matchTokens(toks, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // queryMatches mirrors policy's queryMatches.
@@ -803,9 +832,7 @@ func (c *rule) queryMatches(raw string, allow bool) bool {
 		matched := 0
 		for _, v := range vs {
 			for i := range globs {
-				// A glob that does not parse fails closed: no value in an
-				// allow rule, every value in a deny rule.
-				if globs[i].ok && matchTokens(globs[i].toks, v) || !globs[i].ok && !allow {
+				if globs[i].matches(v, allow) {
 					matched++
 					break
 				}

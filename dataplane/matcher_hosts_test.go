@@ -85,8 +85,10 @@ network_policies:
           - allow: {method: GET, path: /any, query: {tag: {any: ["v1.*", "v2.*"]}}}
           - allow: {method: GET, path: /bad, query: {tag: "[bad"}}
           - allow: {method: GET, path: /open, query: {tag: "*"}}
+          - allow: {method: GET, path: /brace, query: {f: "{json,x{ml,sd}}"}}
         deny_rules:
           - {method: GET, path: /open, query: {admin: {glob: "tru\\"}}}
+          - {method: GET, path: /open, query: {role: "{admin,ro*t}"}}
 `))
 	get := func(path, q string) policy.Request {
 		return policy.Request{Binary: curl, Host: "a.example.com", Addr: pubIP, Port: 443, HTTPMethod: "GET", Path: path, Query: q, Time: when}
@@ -104,6 +106,10 @@ network_policies:
 		{"malformed allow glob, plain value", get("/bad", "tag=b"), false},
 		{"malformed deny glob denies every value", get("/open", "tag=x&admin=no"), false},
 		{"malformed deny glob needs the parameter", get("/open", "tag=x"), true},
+		{"deny brace alternative", get("/open", "tag=x&role=root"), false},
+		{"deny brace, other value", get("/open", "tag=x&role=user"), true},
+		{"allow nested brace", get("/brace", "f=xsd"), true},
+		{"allow brace, other value", get("/brace", "f=yaml"), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

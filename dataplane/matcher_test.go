@@ -475,7 +475,7 @@ func genRESTRule(t *rapid.T) *policy.L7Rule {
 		r.Path = "/**"
 	}
 	if rapid.IntRange(0, 5).Draw(t, "query") == 0 {
-		r.Query = map[string]*policy.Matcher{"q": {Any: []string{rapid.SampledFrom([]string{"a*", "x", "*/y", "[a", "a**", "a\\"}).Draw(t, "qglob")}}}
+		r.Query = map[string]*policy.Matcher{"q": {Any: []string{rapid.SampledFrom([]string{"a*", "x", "*/y", "[a", "a**", "a\\", "{a1,b}", "{x,a{1,2}}", "{a"}).Draw(t, "qglob")}}}
 	}
 	return r
 }

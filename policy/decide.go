@@ -599,19 +599,14 @@ func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 }
 
 // matchesValue matches a query value against the matcher's globs, with `*`
-// free to cross `/` (query values are not paths). A glob that does not
-// parse (ValidQueryGlob) fails closed: it matches no value in an allow
+// free to cross `/` (query values are not paths) and `{a,b}` read as
+// alternatives, as OpenShell reads them. A glob that does not parse
+// (ValidQueryGlob) fails closed: it matches no value in an allow
 // rule and every value in a deny rule.
 func (m *Matcher) matchesValue(v string, allow bool) bool {
 	for _, g := range m.Any {
-		toks, ok := compileChars(g)
-		if !ok {
-			if !allow {
-				return true
-			}
-			continue
-		}
-		if matchTokens(toks, v) {
+		match, ok := matchQueryGlob(g, v)
+		if !ok && !allow || match {
 			return true
 		}
 	}

@@ -25,7 +25,8 @@
 // matched by allowed_ips alone (not on mcp); whole-label `*` after the
 // first host label (`*.s3.*.amazonaws.com`, at least two literal labels
 // after the last wildcard — stricter than OpenShell); query matchers as a
-// glob string, {glob: g} or {any: [globs]}. As in OpenShell, port with
+// glob string, {glob: g} or {any: [globs]}, whose globs read `{a,b}` as
+// alternatives, as OpenShell's Rego does. As in OpenShell, port with
 // ports is an error, and a query glob that does not parse is a warning;
 // it fails closed (no value in an allow rule, every value in a deny rule).
 //

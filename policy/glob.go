@@ -258,27 +258,142 @@ func ValidGlob(pattern string) error {
 }
 
 // ValidQueryGlob reports whether a query-value glob parses: `*` (any run
-// of bytes, `/` included), `?`, bracket classes and `\` escapes, read as
-// one string (query values are not paths, so `**` is `*`). An unclosed
-// class or a trailing backslash is an error; the validator only warns
-// about it, as OpenShell does, and such a glob fails closed.
+// of bytes, `/` included), `?`, bracket classes, `\` escapes and, as in
+// OpenShell (whose Rego glob.match reads them), `{a,b}` alternatives,
+// read as one string (query values are not paths, so `**` is `*`). An
+// unclosed class or brace, a stray `}`, a trailing backslash or more than
+// 256 alternatives is an error; the validator only warns about it, as
+// OpenShell does, and such a glob fails closed.
 func ValidQueryGlob(pattern string) error {
-	for i := 0; i < len(pattern); i++ {
-		switch pattern[i] {
-		case '\\':
-			if i+1 >= len(pattern) {
-				return fmt.Errorf("glob %q: trailing backslash", pattern)
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	for _, a := range alts {
+		for i := 0; i < len(a); i++ {
+			switch a[i] {
+			case '\\':
+				if i+1 >= len(a) {
+					return fmt.Errorf("glob %q: trailing backslash", pattern)
+				}
+				i++
+			case '[':
+				_, n, err := parseClass(a[i:])
+				if err != nil {
+					return fmt.Errorf("glob %q: %w", pattern, err)
+				}
+				i += n - 1
 			}
-			i++
-		case '[':
-			_, n, err := parseClass(pattern[i:])
-			if err != nil {
-				return fmt.Errorf("glob %q: %w", pattern, err)
-			}
-			i += n - 1
 		}
 	}
 	return nil
+}
+
+// ExpandQueryGlob returns the plain character globs a query-value glob's
+// `{a,b}` alternatives stand for (see ValidQueryGlob); ok is false when
+// its braces do not parse. The data plane's matcher compiles query
+// matchers from it, so both evaluators read a query glob alike.
+func ExpandQueryGlob(pattern string) ([]string, bool) {
+	alts, err := expandBraces(pattern)
+	return alts, err == nil
+}
+
+// matchQueryGlob reports whether a query value matches the glob; ok is
+// false when the glob does not parse.
+func matchQueryGlob(pattern, v string) (match, ok bool) {
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return false, false
+	}
+	for _, a := range alts {
+		toks, ok := compileChars(a)
+		if !ok {
+			return false, false
+		}
+		if matchTokens(toks, v) {
+			match = true
+		}
+	}
+	return match, true
+}
+
+const maxBraceAlternatives = 256
+
+// expandBraces expands `{a,b}` groups (nested, escaped with `\`, literal
+// inside a bracket class) into the plain globs they stand for, at most
+// maxBraceAlternatives of them and 32 groups deep.
+func expandBraces(p string) ([]string, error) { return expandBracesAt(p, 0) }
+
+func expandBracesAt(p string, depth int) ([]string, error) {
+	if depth > 32 {
+		return nil, errors.New("braces nested too deep")
+	}
+	open := -1
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			i += classLen(p[i:]) - 1
+		case '}':
+			return nil, errors.New("unmatched }")
+		case '{':
+			open = i
+		}
+		if open >= 0 {
+			break
+		}
+	}
+	if open < 0 {
+		return []string{p}, nil
+	}
+	// Find the matching brace and the top-level commas.
+	level, cuts, end := 0, []int{open}, -1
+	for i := open; i < len(p) && end < 0; i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			i += classLen(p[i:]) - 1
+		case '{':
+			level++
+		case '}':
+			level--
+			if level == 0 {
+				end = i
+			}
+		case ',':
+			if level == 1 {
+				cuts = append(cuts, i)
+			}
+		}
+	}
+	if end < 0 {
+		return nil, errors.New("unclosed {")
+	}
+	cuts = append(cuts, end)
+	var out []string
+	for k := 0; k+1 < len(cuts); k++ {
+		alt := p[:open] + p[cuts[k]+1:cuts[k+1]] + p[end+1:]
+		exp, err := expandBracesAt(alt, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, exp...)
+		if len(out) > maxBraceAlternatives {
+			return nil, fmt.Errorf("more than %d brace alternatives", maxBraceAlternatives)
+		}
+	}
+	return out, nil
+}
+
+// classLen is the length of the bracket class at the start of s, or 1
+// when it does not close (the '[' is then left to compileChars to refuse).
+func classLen(s string) int {
+	if _, n, err := parseClass(s); err == nil {
+		return n
+	}
+	return 1
 }
 
 // validSegment checks escapes and bracket classes of one segment.

@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func restQuery(query string, deny bool) string {
 	rule := "rules: [{allow: {method: GET, path: /dl, query: " + query + "}}]"
@@ -65,4 +68,35 @@ func TestMalformedQueryGlob(t *testing.T) {
 		{"malformed deny glob denies any value", pd, get("tag=anything"), want{rule: "deny_rules[0]"}},
 		{"malformed deny glob, parameter absent", pd, get("other=1"), want{allow: true}},
 	})
+}
+
+// OpenShell's query globs (Rego glob.match) read `{a,b}` as alternatives:
+// so do ours, or a deny rule on {admin,root} would deny neither. An
+// unclosed brace is a warning (OpenShell:
+// validate_query_glob_warns_on_unclosed_brace) and fails closed.
+func TestQueryGlobBraces(t *testing.T) {
+	deny, _ := mustParse(t, restQuery(`{role: "{admin,ro*t}"}`, true))
+	allow, _ := mustParse(t, restQuery(`{format: {glob: "{json,x{ml,sd}}"}}`, false))
+	bad, warns := mustParse(t, restQuery(`{format: {glob: "{json,xml"}}`, false))
+	if !hasProblem(warns, ep0+".rules[0].allow.query.format", "unclosed {") {
+		t.Errorf("no warning on the unclosed brace: %v", warns)
+	}
+	get := func(q string) Request { return req("a.example.com", 443).http("GET", "/dl").withQuery(q) }
+	runDecide(t, []decideCase{
+		{"deny brace first", deny, get("role=admin"), want{rule: "deny_rules[0]"}},
+		{"deny brace glob", deny, get("role=root"), want{rule: "deny_rules[0]"}},
+		{"deny brace literal no longer matches", deny, get("role={admin,ro*t}"), want{allow: true}},
+		{"deny brace other value", deny, get("role=user"), want{allow: true}},
+		{"allow nested brace", allow, get("format=xsd"), want{allow: true}},
+		{"allow brace other", allow, get("format=yaml"), want{reason: "no rule matches"}},
+		{"unclosed brace matches nothing", bad, get("format=json"), want{reason: "no rule matches"}},
+	})
+	for g, want := range map[string]bool{"{a,b": false, "a}": false, "{a,{b}": false, `\{a,b\}`: true, "[{]a": true, "[{]a,b}": false, "a{b}c": true} {
+		if _, ok := ExpandQueryGlob(g); ok != want {
+			t.Errorf("ExpandQueryGlob(%q) ok = %v, want %v", g, ok, want)
+		}
+	}
+	if alts, ok := ExpandQueryGlob("{" + strings.Repeat("a,", 300) + "b}"); ok {
+		t.Errorf("%d alternatives accepted, want at most %d", len(alts), maxBraceAlternatives)
+	}
 }
