@@ -79,3 +79,14 @@ func TestProveHostlessEndpoint(t *testing.T) {
 		t.Fatalf("no finding for the hostless endpoint: %+v", rep.Findings)
 	}
 }
+
+// A query matcher with `{a,b}` alternatives is read as Decide reads it:
+// the new rule's reach is found.
+func TestProveQueryBraces(t *testing.T) {
+	cur := parse(t, "version: 1\nnetwork_policies:\n  a:\n    endpoints: [{host: a.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: /x}}]}]\n    binaries: [{path: /usr/bin/curl}]\n")
+	prop := parse(t, "version: 1\nnetwork_policies:\n  a:\n    endpoints: [{host: a.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: /x}}, {allow: {method: GET, path: /dl, query: {f: '{json,xml}'}}}]}]\n    binaries: [{path: /usr/bin/curl}]\n")
+	rep := prove(t, cur, prop, Options{})
+	if len(rep.Findings) == 0 {
+		t.Fatal("no finding for the new /dl rule")
+	}
+}
