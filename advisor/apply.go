@@ -27,6 +27,7 @@ const (
 	RuleEmptyAllow        = "empty_allow"      // allow: {} or a rule without allow
 	RuleMethod            = "method"           // a missing, `*` or glob method
 	RulePath              = "path"             // a path glob wider than one segment or a /** tail below a fixed prefix
+	RuleQueryInPath       = "query_in_path"    // a `?` or `#` in a proposed path: a query string or fragment is not part of a path
 	RuleTool              = "tool"             // a missing or glob tool name
 	RuleForbiddenField    = "forbidden_field"  // access, tls, enforcement, allowed_ips, credentials, mcp options, …
 	RuleUnknownTarget     = "unknown_target"   // the named entry or endpoint does not exist
@@ -354,6 +355,11 @@ func (r refuser) host(fp, h string) error {
 func (r refuser) pathGlob(fp, p string) error {
 	if !strings.HasPrefix(p, "/") {
 		return r.at(fp, RulePath, "%q must start with /", p)
+	}
+	if strings.ContainsAny(p, "?#") {
+		// /repos?token=secret is a query string, and would be stored (and
+		// shown to every reviewer) as a glob whose `?` matches any byte.
+		return r.at(fp, RuleQueryInPath, "%q holds ? or #: a path never carries a query string or fragment", p)
 	}
 	if err := policy.ValidGlob(p); err != nil {
 		return r.at(fp, RulePath, "%v", err)

@@ -46,6 +46,12 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	if strings.TrimSpace(rec.Host) == "" {
 		return refuse("host", RuleInvalidHost, "the denial names no host")
 	}
+	if _, ip := policy.ParseHostIP(rec.Host); !ip && !policy.ValidHostName(rec.Host) {
+		// Paths are escaped into exact globs; a host cannot be: a denied
+		// CONNECT to the literal host *.corp.example.com would otherwise
+		// become a wildcard grant.
+		return refuse("host", RuleInvalidHost, "the denied host %q is not a host name (letters, digits, '-', '_' and dots) or an IP address; only an exact host can be proposed", rec.Host)
+	}
 	if rec.MCPMethod != "" && rec.HTTPMethod == "" {
 		rec.HTTPMethod = "POST"
 	}

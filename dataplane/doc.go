@@ -19,15 +19,18 @@
 //   - ca.go: the proxy's CA and the leaf certificates it mints to terminate
 //     TLS for L7 endpoints.
 //   - proxy.go: the HTTP forward proxy — serving, destination checks on
-//     the address actually dialled, judging each request, denials. A host
-//     name is resolved only when some endpoint could match it
-//     (Matcher.WantsAddress); any other name is denied without a DNS
+//     the address actually dialled, judging each request, denials. A
+//     CONNECT or absolute-URI host that is neither an IP literal nor a
+//     host name (policy.ValidHostName: a '*', NUL, '%', space …) is
+//     refused before policy and before any DNS query; a host name is
+//     resolved only when some endpoint could match it
+//     (Matcher.WantsAddress), and any other name is denied without a DNS
 //     query. tunnel.go: L4 CONNECT tunnels (judged again as policy and
 //     time change), whose first client bytes must name the CONNECT host (a
 //     TLS server name, an HTTP Host) before any is forwarded, and which are
 //     refused to an address where an inspected endpoint lives;
-//     intercept.go: CONNECTs whose requests are inspected (TLS
-//     terminated with the CA, resolved once per tunnel); forward.go and upstream.go: judged requests
+//     intercept.go: CONNECTs whose requests are inspected (TLS terminated
+//     with the CA, resolved once per tunnel); forward.go and upstream.go: judged requests
 //     sent upstream by the proxy's own HTTP/1.1 client, on connections
 //     pooled per host and checked address, responses streamed back; framing.go: what Go's HTTP server would
 //     quietly normalise or accept (Content-Length with Transfer-Encoding, a

@@ -112,7 +112,7 @@ type rule struct {
 	method    string // as written; "" or "*" when any
 	anyMethod bool
 	path      *glob // nil when absent (any path)
-	query     map[string][]glob
+	query     map[string][]queryGlob
 	hasQuery  bool
 	methodG   *glob // MCP: method glob; nil when absent
 	tool      []string
@@ -267,12 +267,12 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 	}
 	if len(r.Query) > 0 {
 		c.hasQuery = true
-		c.query = map[string][]glob{}
+		c.query = map[string][]queryGlob{}
 		for name, m := range r.Query {
-			var gs []glob
+			var gs []queryGlob
 			if m != nil {
 				for _, g := range m.Any {
-					gs = append(gs, compileGlob(g))
+					gs = append(gs, compileQueryGlob(g))
 				}
 			}
 			c.query[name] = gs
@@ -790,6 +790,44 @@ func (c *rule) methodMatches(method string, allow bool) bool {
 	return false
 }
 
+// queryGlob is a compiled query-value glob (policy's matchesValue): each
+// `{a,b}` alternative as characters, `*` crossing `/`; ok is false when it
+// does not parse.
+type queryGlob struct {
+	alts [][]token
+	ok   bool
+}
+
+func compileQueryGlob(pattern string) queryGlob {
+	alts, ok := policy.ExpandQueryGlob(pattern)
+	if !ok {
+		return queryGlob{}
+	}
+	q := queryGlob{ok: true}
+	for _, a := range alts {
+		toks, ok := compileChars(a)
+		if !ok {
+			return queryGlob{}
+		}
+		q.alts = append(q.alts, toks)
+	}
+	return q
+}
+
+// matches reports whether v matches; a glob that does not parse fails
+// closed: no value in an allow rule, every value in a deny rule.
+func (q *queryGlob) matches(v string, allow bool) bool {
+	if !q.ok {
+		return !allow
+	}
+	for _, toks := range q.alts {
+		if matchTokens(toks, v) {
+			return true
+		}
+	}
+	return false
+}
+
 // queryMatches mirrors policy's queryMatches.
 func (c *rule) queryMatches(raw string, allow bool) bool {
 	values, err := url.ParseQuery(raw)
@@ -804,7 +842,7 @@ func (c *rule) queryMatches(raw string, allow bool) bool {
 		matched := 0
 		for _, v := range vs {
 			for i := range globs {
-				if globs[i].matchChars(v) {
+				if globs[i].matches(v, allow) {
 					matched++
 					break
 				}
@@ -1237,18 +1275,25 @@ const (
 	hostNone    hostKind = iota // no host: allowed_ips decide
 	hostName                    // an exact DNS name
 	hostIP                      // an IP literal
-	hostWild                    // a name whose first label holds wildcards
+	hostWild                    // a name with wildcard labels
 	hostInvalid                 // matches nothing
 )
 
 // hostPattern is a compiled endpoint host (policy.MatchHost).
 type hostPattern struct {
-	kind  hostKind
-	name  string     // hostName: the folded name
-	ip    netip.Addr // hostIP
-	multi bool       // hostWild: first label `**` (one or more labels)
-	first []token    // hostWild: the first label's pattern
-	rest  string     // hostWild: "." + the literal labels after the first
+	kind   hostKind
+	name   string      // hostName: the folded name
+	ip     netip.Addr  // hostIP
+	multi  bool        // hostWild: first label `**` (one or more labels)
+	labels []hostLabel // hostWild: the labels, the first omitted when multi
+}
+
+// hostLabel is one label of a wildcard host pattern: a literal, a whole
+// `*` (any one label), or a first label holding `*` (a character pattern).
+type hostLabel struct {
+	literal string
+	any     bool
+	toks    []token
 }
 
 func compileHost(pattern string) hostPattern {
@@ -1262,29 +1307,65 @@ func compileHost(pattern string) hostPattern {
 	if a, ok := policy.ParseHostIP(p); ok {
 		return hostPattern{kind: hostIP, ip: a}
 	}
-	label, rest, _ := strings.Cut(p, ".")
-	if !strings.Contains(label, "*") {
+	if !strings.Contains(p, "*") {
 		return hostPattern{kind: hostName, name: p}
 	}
-	toks, ok := compileChars(label)
-	if !ok {
-		return hostPattern{kind: hostInvalid}
+	hp := hostPattern{kind: hostWild}
+	labels := strings.Split(p, ".")
+	if labels[0] == "**" {
+		hp.multi, labels = true, labels[1:]
 	}
-	return hostPattern{kind: hostWild, multi: label == "**", first: toks, rest: "." + rest}
+	for _, l := range labels {
+		switch {
+		case l == "*":
+			hp.labels = append(hp.labels, hostLabel{any: true})
+		case strings.Contains(l, "*"):
+			toks, ok := compileChars(l)
+			if !ok {
+				return hostPattern{kind: hostInvalid}
+			}
+			hp.labels = append(hp.labels, hostLabel{toks: toks})
+		default:
+			hp.labels = append(hp.labels, hostLabel{literal: l})
+		}
+	}
+	return hp
 }
 
 // matchWild mirrors policy.MatchHost for a wildcard pattern and a folded
-// host that is not an IP literal.
+// host that is not an IP literal: the host must be a valid host name
+// (policy.ValidHostName), and its labels match the pattern's from the
+// right, a `**` first label taking the one or more labels left over.
 func (hp *hostPattern) matchWild(h string) bool {
-	if !strings.HasSuffix(h, hp.rest) {
+	if !policy.ValidHostName(h) {
 		return false
 	}
-	head := h[:len(h)-len(hp.rest)]
-	if hp.multi {
-		// One or more labels, none empty.
-		return head != "" && head[0] != '.' && head[len(head)-1] != '.' && !strings.Contains(head, "..")
+	rest := h
+	for i := len(hp.labels) - 1; i >= 0; i-- {
+		var label string
+		if j := strings.LastIndexByte(rest, '.'); j >= 0 {
+			label, rest = rest[j+1:], rest[:j]
+		} else if rest != "" {
+			label, rest = rest, ""
+		} else {
+			return false
+		}
+		if i == 0 && !hp.multi && rest != "" {
+			return false
+		}
+		l := &hp.labels[i]
+		switch {
+		case l.any:
+		case l.toks != nil:
+			if !matchTokens(l.toks, label) {
+				return false
+			}
+		case l.literal != label:
+			return false
+		}
 	}
-	return head != "" && !strings.Contains(head, ".") && matchTokens(hp.first, head)
+	// A `**` takes the one or more (non-empty, by ValidHostName) labels left.
+	return hp.multi == (rest != "")
 }
 
 // allowedPrefixes parses allowed_ips as policy's addrInAllowedIPs does:
@@ -1519,7 +1600,6 @@ func (g *glob) matchDeny(s string) bool {
 }
 
 // matchChars is policy's matchChars on the whole pattern: `*` crosses `/`.
-// A query matcher also requires ValidGlob, as policy's matchesValue does.
 func (g *glob) matchChars(s string) bool {
 	return g.valid && g.charsOK && matchTokens(g.chars, s)
 }

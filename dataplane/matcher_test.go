@@ -399,7 +399,7 @@ func checkWantsAddress(t *rapid.T, m *Matcher, r policy.Request, d policy.Decisi
 }
 
 var (
-	genHosts     = []string{"api.example.com", "api.example.com", "API.Example.com", "*.example.com", "**.example.com", "a*.example.com", "other.test", "other.test", "93.184.216.34", "2606:4700::1111", "10.1.2.3", "localhost"}
+	genHosts     = []string{"api.example.com", "api.example.com", "API.Example.com", "*.example.com", "**.example.com", "a*.example.com", "*.s3.*.example.com", "**.s3.*.example.com", "other.test", "other.test", "93.184.216.34", "2606:4700::1111", "10.1.2.3", "localhost"}
 	genMCPHosts  = []string{"mcp.example.net", "tools.example.net", "93.184.216.35"}
 	genPorts     = []int{443, 80, 8080}
 	genRESTPaths = []string{"/v1/items", "/v1/*", "/v1/**", "/v1/items/*/x", "/admin/", "/a/[bc]d", "/**/x", "/v1/it?ms", "/v1/\\*", "/**", "/"}
@@ -490,7 +490,7 @@ func genRESTRule(t *rapid.T) *policy.L7Rule {
 		r.Path = "/**"
 	}
 	if rapid.IntRange(0, 5).Draw(t, "query") == 0 {
-		r.Query = map[string]*policy.Matcher{"q": {Any: []string{rapid.SampledFrom([]string{"a*", "x", "*/y"}).Draw(t, "qglob")}}}
+		r.Query = map[string]*policy.Matcher{"q": {Any: []string{rapid.SampledFrom([]string{"a*", "x", "*/y", "[a", "a**", "a\\", "{a1,b}", "{x,a{1,2}}", "{a"}).Draw(t, "qglob")}}}
 	}
 	return r
 }
@@ -612,6 +612,12 @@ func vocabularyOf(p *policy.Policy) vocabulary {
 			default:
 				tg.hosts = []string{h}
 			}
+			if strings.Contains(h, "*") {
+				// Every wildcard filled, filled with two labels, and
+				// filled with bytes outside the host-name alphabet.
+				tg.hosts = append(tg.hosts, strings.ReplaceAll(strings.ReplaceAll(h, "**", "a.b"), "*", "x"),
+					strings.ReplaceAll(h, "*", "a.b"), strings.ReplaceAll(h, "*", "a\x00b"), strings.ReplaceAll(h, "*", "a*"))
+			}
 			tg.ports = policy.EndpointPorts(ep)
 			tg.paths = append(tg.paths, instantiate(ep.Path)...)
 			rules := []*policy.L7Rule{}
@@ -687,7 +693,8 @@ func (v vocabulary) request(t *rapid.T) policy.Request {
 		host = " " + host + ".."
 	case 3:
 		host = rapid.SampledFrom([]string{"1572395042", "0x5db8d822", "::ffff:93.184.216.34", "[2606:4700::1111]", "2606:4700:0::1111",
-			"169.254.169.254", "metadata.google.internal", "localhost", "127.0.0.1", "a.localhost", "", "10.1.2.3", "0x0a010203", "ＡＰＩ.example.com", "ａｐｉ.example.com"}).Draw(t, "odd host")
+			"169.254.169.254", "metadata.google.internal", "localhost", "127.0.0.1", "a.localhost", "", "10.1.2.3", "0x0a010203", "ＡＰＩ.example.com", "ａｐｉ.example.com",
+			"a\x00.example.com", "*.example.com", "a b.example.com", "é.example.com"}).Draw(t, "odd host")
 	}
 	r.Host = host
 	if ip, ok := policy.ParseHostIP(host); ok && rapid.IntRange(0, 3).Draw(t, "literal addr") > 0 {

@@ -304,6 +304,13 @@ func parseTarget(authority, defaultPort string) (dest, error) {
 	if err != nil || n < 1 || n > 65535 || host == "" {
 		return dest{}, fmt.Errorf("invalid destination %q", authority)
 	}
+	// Before policy and before any DNS query: a host must be an IP
+	// literal or a host name. '*', NUL, '%', spaces and other bytes no
+	// DNS name holds would otherwise meet the policy's wildcards (a
+	// CONNECT to the literal host *.corp.example.com).
+	if _, ip := policy.ParseHostIP(host); !ip && !policy.ValidHostName(host) {
+		return dest{}, fmt.Errorf("invalid destination host %q: not a host name or an IP address", host)
+	}
 	return dest{host: strings.ToLower(strings.TrimSuffix(host, ".")), port: n}, nil
 }
 

@@ -171,8 +171,9 @@ func IsMetadataHost(host string) bool {
 	if !ok {
 		return false
 	}
-	for _, a := range withEmbedded(addr).all() {
-		if isMetadataAddr(a) {
+	forms := withEmbedded(addr)
+	for i := 0; i < forms.n; i++ {
+		if isMetadataAddr(forms.addr[i]) {
 			return true
 		}
 	}
@@ -190,6 +191,8 @@ func isMetadataAddr(a netip.Addr) bool {
 
 // nat64Prefixes carry an IPv4 address in their last 32 bits: the well-known
 // prefix (RFC 6052) and the local-use prefix (RFC 8215) in its /96 layout.
+// These are translations: the IPv6 address is that IPv4 address, so
+// allowed_ips look through them (EmbeddedIPv4).
 var nat64Prefixes = []netip.Prefix{
 	netip.MustParsePrefix("64:ff9b::/96"),
 	netip.MustParsePrefix("64:ff9b:1::/48"),
@@ -202,7 +205,9 @@ var nat64Prefixes = []netip.Prefix{
 var ipv4Compatible = netip.MustParsePrefix("::/96")
 
 // EmbeddedIPv4 returns the IPv4 address a NAT64 or IPv4-compatible address
-// reaches.
+// reaches. It is the reading allowed_ips use (the permissive direction);
+// the always-denied and private checks also see the deny-only forms of
+// embeddings.
 func EmbeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	if !a.Is6() {
 		return netip.Addr{}, false
@@ -220,28 +225,86 @@ func EmbeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// withEmbedded returns the unmapped address and, for a NAT64 or
-// IPv4-compatible address, the IPv4 address it reaches: the addresses a
-// rule about destinations must see.
-func withEmbedded(a netip.Addr) addrForms {
-	a = a.Unmap().WithZone("")
-	if v4, ok := EmbeddedIPv4(a); ok {
-		return addrForms{a, v4}
-	}
-	return addrForms{a}
+// embedding is an IPv6 range whose addresses carry an IPv4 address: at
+// holds the byte offsets of the four IPv4 bytes in the IPv6 address, and
+// xor the byte they are XORed with (Teredo obfuscates its client address).
+type embedding struct {
+	name    string
+	carrier netip.Prefix
+	at      [4]uint8
+	xor     byte
 }
 
-// addrForms is an address and, for NAT64 and IPv4-compatible forms, the
-// IPv4 address it reaches: a fixed array, so the per-request address
-// checks allocate nothing.
-type addrForms [2]netip.Addr
+// embeddings are every IPv6 form that carries, or is routed to, an IPv4
+// address. The always-denied and private checks judge an address by each
+// IPv4 address it may stand for, so 169.254.169.254 is refused in all of
+// them:
+//   - IPv4-compatible ::a.b.c.d (RFC 4291, deprecated);
+//   - SIIT IPv4-translated ::ffff:0:a.b.c.d (RFC 2765, RFC 7915);
+//   - NAT64 with the well-known prefix 64:ff9b::/96 (RFC 6052);
+//   - NAT64 with the local-use prefix 64:ff9b:1::/48 (RFC 8215), in every
+//     RFC 6052 layout a /48 admits (/48, /56, /64, /96: the IPv4 bytes skip
+//     the reserved octet 8; the octet is not required to be zero here);
+//   - 6to4 2002:a.b.c.d::/48 (RFC 3056): packets go to that IPv4 router;
+//   - Teredo 2001::/32 (RFC 4380): the server address in bits 32-63 and
+//     the client address, XORed with 0xff bytes, in the last 32 bits.
+//
+// ISATAP (an interface identifier ::5efe:a.b.c.d under any /64) is left
+// out: it is routed as IPv4 only by a host with an ISATAP interface, and
+// treating every /64 as a carrier would refuse most IPv6 allowed_ips.
+var embeddings = []embedding{
+	{"IPv4-compatible", ipv4Compatible, [4]uint8{12, 13, 14, 15}, 0},
+	{"SIIT IPv4-translated", netip.MustParsePrefix("::ffff:0:0:0/96"), [4]uint8{12, 13, 14, 15}, 0},
+	{"NAT64", netip.MustParsePrefix("64:ff9b::/96"), [4]uint8{12, 13, 14, 15}, 0},
+	{"NAT64 local-use /96", netip.MustParsePrefix("64:ff9b:1::/48"), [4]uint8{12, 13, 14, 15}, 0},
+	{"NAT64 local-use /64", netip.MustParsePrefix("64:ff9b:1::/48"), [4]uint8{9, 10, 11, 12}, 0},
+	{"NAT64 local-use /56", netip.MustParsePrefix("64:ff9b:1::/48"), [4]uint8{7, 9, 10, 11}, 0},
+	{"NAT64 local-use /48", netip.MustParsePrefix("64:ff9b:1::/48"), [4]uint8{6, 7, 9, 10}, 0},
+	{"6to4", netip.MustParsePrefix("2002::/16"), [4]uint8{2, 3, 4, 5}, 0},
+	{"Teredo server", netip.MustParsePrefix("2001::/32"), [4]uint8{4, 5, 6, 7}, 0},
+	{"Teredo client", netip.MustParsePrefix("2001::/32"), [4]uint8{12, 13, 14, 15}, 0xff},
+}
 
-// all yields the valid forms, the address itself first.
-func (f addrForms) all() []netip.Addr {
-	if f[1].IsValid() {
-		return f[:]
+// extract returns the IPv4 address e carries in a (a must be in e.carrier).
+func (e *embedding) extract(a netip.Addr) netip.Addr {
+	b := a.As16()
+	return netip.AddrFrom4([4]byte{b[e.at[0]] ^ e.xor, b[e.at[1]] ^ e.xor, b[e.at[2]] ^ e.xor, b[e.at[3]] ^ e.xor})
+}
+
+// maxForms bounds the forms of one address: itself and the four layouts
+// of the local-use NAT64 prefix (the carriers are otherwise disjoint, and
+// Teredo has two).
+const maxForms = 5
+
+// addrForms is an address and the IPv4 addresses it may stand for (see
+// embeddings), with the name of each form: fixed arrays, so the
+// per-request address checks allocate nothing.
+type addrForms struct {
+	n     int
+	addr  [maxForms]netip.Addr
+	names [maxForms]string
+}
+
+// withEmbedded returns the unmapped address and every IPv4 address it
+// carries: the addresses a rule that denies destinations must see.
+func withEmbedded(a netip.Addr) addrForms {
+	a = a.Unmap().WithZone("")
+	f := addrForms{n: 1}
+	f.addr[0] = a
+	if !a.Is6() {
+		return f
 	}
-	return f[:1]
+	for i := range embeddings {
+		e := &embeddings[i]
+		if !e.carrier.Contains(a) || e.carrier == ipv4Compatible && (a == netip.IPv6Unspecified() || a == netip.IPv6Loopback()) {
+			continue
+		}
+		if f.n < maxForms {
+			f.addr[f.n], f.names[f.n] = e.extract(a), e.name
+			f.n++
+		}
+	}
+	return f
 }
 
 // Ranges that are always denied (AlwaysDenied) and those that need
@@ -307,39 +370,49 @@ func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied
 		return "invalid address", true
 	}
 	forms := withEmbedded(addr)
-	for i, a := range forms.all() {
-		kind := ""
-		switch {
-		case isMetadataAddr(a):
-			kind = "cloud metadata address"
-		case inAny(a, thisNetwork):
-			kind = "unspecified address"
-		case inAny(a, loopback) && (!devAllowLoopback || i > 0):
-			kind = "loopback address"
-		case inAny(a, linkLocal):
-			kind = "link-local address"
-		case inAny(a, multicastOrBroadcast):
-			kind = "multicast, broadcast or reserved address"
-		default:
-			continue
+	// Kinds in order of importance, each over every form, so a metadata
+	// address is named as such even when another layout of the same
+	// carrier reads as some other denied range.
+	for k := 0; k < len(deniedKinds); k++ {
+		for i := 0; i < forms.n; i++ {
+			a := forms.addr[i]
+			var hit bool
+			switch k {
+			case 0:
+				hit = isMetadataAddr(a)
+			case 1:
+				hit = inAny(a, thisNetwork)
+			case 2:
+				hit = inAny(a, loopback) && (!devAllowLoopback || i > 0)
+			case 3:
+				hit = inAny(a, linkLocal)
+			case 4:
+				hit = inAny(a, multicastOrBroadcast)
+			}
+			if hit {
+				// The description is built only on a denial: allowed
+				// requests pass this check without allocating.
+				return deniedKinds[k] + " " + describeForm(forms, i), true
+			}
 		}
-		// The description is built only on a denial: allowed requests
-		// pass this check without allocating.
-		return kind + " " + describeForm(forms, i), true
 	}
 	return "", false
 }
 
-// describeForm names forms[i], saying which form of which address it is.
+var deniedKinds = [...]string{
+	"cloud metadata address",
+	"unspecified address",
+	"loopback address",
+	"link-local address",
+	"multicast, broadcast or reserved address",
+}
+
+// describeForm names form i, saying which form of which address it is.
 func describeForm(forms addrForms, i int) string {
 	if i == 0 {
-		return forms[0].String()
+		return forms.addr[0].String()
 	}
-	form := "NAT64"
-	if ipv4Compatible.Contains(forms[0]) {
-		form = "IPv4-compatible"
-	}
-	return fmt.Sprintf("%s (%s form of %s)", forms[0], form, forms[i])
+	return fmt.Sprintf("%s (%s form of %s)", forms.addr[0], forms.names[i], forms.addr[i])
 }
 
 // IsPrivate reports whether addr is in a private, shared or special-purpose
@@ -350,8 +423,9 @@ func describeForm(forms addrForms, i int) string {
 // exact hostname (a divergence from OpenShell). AlwaysDenied is checked
 // first; IsPrivate says nothing about the ranges it denies.
 func IsPrivate(addr netip.Addr) bool {
-	for _, a := range withEmbedded(addr).all() {
-		if inAny(a, privateRanges) {
+	forms := withEmbedded(addr)
+	for i := 0; i < forms.n; i++ {
+		if inAny(forms.addr[i], privateRanges) {
 			return true
 		}
 	}
@@ -360,8 +434,9 @@ func IsPrivate(addr netip.Addr) bool {
 
 // AllowedIPsOverlap reports whether an allowed_ips prefix overlaps a range
 // that no policy may open (unspecified, loopback, link-local), directly or
-// through the IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96) or NAT64
-// forms, and which range.
+// through an IPv6 form that carries an IPv4 address of such a range
+// (IPv4-mapped ::ffff:0:0/96 and every embedding AlwaysDenied sees:
+// IPv4-compatible, SIIT, NAT64, 6to4, Teredo), and which range.
 // The validator refuses such entries.
 func AllowedIPsOverlap(p netip.Prefix) (reason string, overlaps bool) {
 	p = p.Masked()
@@ -375,17 +450,24 @@ func AllowedIPsOverlap(p netip.Prefix) (reason string, overlaps bool) {
 	}
 	// Direct overlaps first, so ::1 is reported as loopback rather than as
 	// the IPv4-compatible spelling of 0.0.0.1.
-	for _, viaForms := range []bool{false, true} {
-		for _, g := range groups {
-			for _, r := range g.ranges {
-				forms := []netip.Prefix{r}
-				if viaForms {
-					forms = prefixForms(r)
-				}
-				for _, form := range forms {
-					if form.Overlaps(p) {
-						return fmt.Sprintf("%s overlaps %s range %s", p, g.name, r), true
-					}
+	for _, g := range groups {
+		for _, r := range g.ranges {
+			if r.Overlaps(p) {
+				return fmt.Sprintf("%s overlaps %s range %s", p, g.name, r), true
+			}
+		}
+	}
+	if !p.Addr().Is6() {
+		return "", false
+	}
+	for _, g := range groups {
+		for _, r := range g.ranges {
+			if !r.Addr().Is4() {
+				continue
+			}
+			for i := range carriers {
+				if e := &carriers[i]; e.carries(p, r) {
+					return fmt.Sprintf("%s overlaps %s range %s (its %s form)", p, g.name, r, e.name), true
 				}
 			}
 		}
@@ -393,22 +475,44 @@ func AllowedIPsOverlap(p netip.Prefix) (reason string, overlaps bool) {
 	return "", false
 }
 
-// prefixForms returns an IPv4 prefix with its IPv4-mapped, IPv4-compatible
-// and NAT64 IPv6 spellings; an IPv6 prefix alone.
-func prefixForms(r netip.Prefix) []netip.Prefix {
-	if !r.Addr().Is4() {
-		return []netip.Prefix{r}
+// carriers are the embeddings plus the IPv4-mapped range, which addresses
+// lose when unmapped but prefixes keep.
+var carriers = append([]embedding{
+	{"IPv4-mapped", netip.MustParsePrefix("::ffff:0:0/96"), [4]uint8{12, 13, 14, 15}, 0},
+}, embeddings...)
+
+// pins reports whether the IPv6 prefix p fixes every bit of the IPv4
+// address e carries.
+func (e *embedding) pins(p netip.Prefix) bool {
+	for _, at := range e.at {
+		if int(at)*8+8 > p.Bits() {
+			return false
+		}
 	}
-	v4 := r.Addr().As4()
-	mapped := netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: v4[0], 13: v4[1], 14: v4[2], 15: v4[3]})
-	compatible := netip.AddrFrom16([16]byte{12: v4[0], 13: v4[1], 14: v4[2], 15: v4[3]})
-	forms := []netip.Prefix{r, netip.PrefixFrom(mapped, 96+r.Bits()), netip.PrefixFrom(compatible, 96+r.Bits())}
-	for _, n := range nat64Prefixes {
-		b := n.Addr().As16()
-		copy(b[12:], v4[:])
-		forms = append(forms, netip.PrefixFrom(netip.AddrFrom16(b), 96+r.Bits()))
+	return true
+}
+
+// carries reports whether the IPv6 prefix p holds an address of e whose
+// carried IPv4 address lies in the IPv4 prefix r: p must overlap e's
+// carrier, and every bit of r's prefix must either fall beyond p's fixed
+// bits or agree with p there.
+func (e *embedding) carries(p, r netip.Prefix) bool {
+	if !p.Overlaps(e.carrier) {
+		return false
 	}
-	return forms
+	pb, rb := p.Addr().As16(), r.Addr().As4()
+	for i := 0; i < r.Bits(); i++ {
+		byteAt := int(e.at[i/8])
+		pos := byteAt*8 + i%8
+		if pos >= p.Bits() {
+			continue
+		}
+		mask := byte(0x80) >> (i % 8)
+		if (pb[byteAt]^e.xor)&mask != rb[i/8]&mask {
+			return false
+		}
+	}
+	return true
 }
 
 // controlPlanePorts are etcd (2379, 2380), the Kubernetes API server (6443)

@@ -240,3 +240,93 @@ func TestIsLoopbackName(t *testing.T) {
 		}
 	}
 }
+
+// The IPv6 forms that carry an IPv4 address — SIIT, 6to4, Teredo (server
+// and XORed client) and every layout of the local-use NAT64 prefix — are
+// judged as the address they carry by every always-denied check.
+func TestEmbeddedIPv4Forms(t *testing.T) {
+	metadata := []string{
+		"::ffff:0:a9fe:a9fe",                   // SIIT IPv4-translated 169.254.169.254
+		"[::ffff:0:169.254.169.254]",           // the same, dotted
+		"2002:a9fe:a9fe::",                     // 6to4 of 169.254.169.254
+		"2002:a9fe:a9fe:1234::5",               // anywhere in its /48
+		"2002:6464:64c8::1",                    // 6to4 of 100.100.100.200 (Alibaba)
+		"2001:0:a9fe:a9fe::1",                  // Teredo server 169.254.169.254
+		"2001:0:4136:e378:8000:63bf:5601:5601", // Teredo client 169.254.169.254 (XOR 0xff)
+		"64:ff9b:1:a9fe:a9:fe00::",             // local-use NAT64, /48 layout
+		"64:ff9b:1:a9:fe:a9fe::",               // local-use NAT64, /56 layout
+		"64:ff9b:1:0:a9:fea9:fe00:0",           // local-use NAT64, /64 layout
+		"64:ff9b:1::a9fe:a9fe",                 // local-use NAT64, /96 layout
+	}
+	for _, h := range metadata {
+		if !IsMetadataHost(h) {
+			t.Errorf("IsMetadataHost(%q) = false, want true", h)
+		}
+		a, ok := ParseHostIP(h)
+		if !ok {
+			t.Fatalf("ParseHostIP(%q) not an IP", h)
+		}
+		if reason, denied := AlwaysDenied(a, true); !denied || !strings.Contains(reason, "metadata") {
+			t.Errorf("AlwaysDenied(%s) = %q, %v; want a metadata denial", h, reason, denied)
+		}
+	}
+	denied := []struct{ addr, contain string }{
+		{"::ffff:0:7f00:1", "SIIT IPv4-translated form of 127.0.0.1"},
+		{"2002:7f00:1::", "6to4 form of 127.0.0.1"},
+		{"2002:a9fe:101::", "link-local"},
+		{"2002::", "unspecified"},
+		{"2001:0:7f00:1::", "Teredo server form of 127.0.0.1"},
+		{"2001:0:4136:e378:8000:63bf:80ff:fffe", "Teredo client form of 127.0.0.1"},
+		{"64:ff9b:1:7f00:0:100:808:808", "NAT64 local-use"},
+		{"2002:e000:1::", "multicast"},
+	}
+	for _, tt := range denied {
+		reason, ok := AlwaysDenied(netip.MustParseAddr(tt.addr), true)
+		if !ok || !strings.Contains(reason, tt.contain) {
+			t.Errorf("AlwaysDenied(%s, dev) = %q, %v; want denied containing %q", tt.addr, reason, ok, tt.contain)
+		}
+	}
+	for _, a := range []string{"2002:a00:1::", "::ffff:0:a00:1", "2001:0:a00:1::"} {
+		if !IsPrivate(netip.MustParseAddr(a)) {
+			t.Errorf("IsPrivate(%s) = false, want true (it carries 10.0.0.1)", a)
+		}
+	}
+	for _, a := range []string{"2002:808:808::", "2606:4700::1111", "2a00:1450::1"} {
+		if reason, ok := AlwaysDenied(netip.MustParseAddr(a), false); ok {
+			t.Errorf("AlwaysDenied(%s) = %q, want allowed", a, reason)
+		}
+	}
+	// The loopback a translator would reach stays denied with
+	// --dev-allow-loopback: only the proxy host's own loopback is opened.
+	if _, ok := AlwaysDenied(netip.MustParseAddr("2002:7f00:1::"), true); !ok {
+		t.Error("6to4 loopback allowed with devAllowLoopback")
+	}
+}
+
+func TestAllowedIPsOverlapEmbedded(t *testing.T) {
+	tests := []struct {
+		prefix string
+		want   bool
+	}{
+		{"::ffff:0:0:0/96", true},                 // SIIT of everything
+		{"::ffff:0:7f00:0/104", true},             // SIIT of 127/8
+		{"::ffff:0:a00:0/104", false},             // SIIT of 10/8
+		{"2002::/16", true},                       // 6to4 of everything
+		{"2002:a9fe::/32", true},                  // 6to4 of 169.254/16
+		{"2002:a9fe:a9fe::/48", true},             // 6to4 of the metadata address
+		{"2002:a00::/24", false},                  // 6to4 of 10/8
+		{"2001::/32", true},                       // Teredo
+		{"2001:0:a00:1::/64", true},               // Teredo server 10.0.0.1, any client (loopback too)
+		{"2001:0:a00:1:0:0:f5ff:fffe/128", false}, // client 10.0.0.1
+		{"64:ff9b:1::/48", true},                  // local-use NAT64
+		{"64:ff9b:1:a00::/56", true},              // /48 layout pins 10.0, /96 layout leaves it free
+		{"2000::/3", true},                        // holds 6to4 and Teredo
+		{"2600::/12", false},
+	}
+	for _, tt := range tests {
+		reason, got := AllowedIPsOverlap(netip.MustParsePrefix(tt.prefix))
+		if got != tt.want {
+			t.Errorf("AllowedIPsOverlap(%s) = %q, %v; want %v", tt.prefix, reason, got, tt.want)
+		}
+	}
+}

@@ -256,7 +256,9 @@ func hostMatches(ep *Endpoint, r Request) bool {
 
 // addrInAllowedIPs reports whether an allowed_ips list (CIDRs or single
 // addresses; invalid entries cover nothing) contains addr or the IPv4
-// address a NAT64 addr reaches.
+// address a NAT64 or IPv4-compatible addr reaches (EmbeddedIPv4: the
+// translations only — 6to4, Teredo and SIIT forms are judged as their IPv4
+// address when denying, never when allowing).
 func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 	for _, s := range list {
 		prefix, err := netip.ParsePrefix(s)
@@ -267,10 +269,12 @@ func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 			}
 			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
-		for _, a := range withEmbedded(addr).all() {
-			if prefix.Masked().Contains(a) {
-				return true
-			}
+		prefix = prefix.Masked()
+		if prefix.Contains(addr) {
+			return true
+		}
+		if v4, ok := EmbeddedIPv4(addr); ok && prefix.Contains(v4) {
+			return true
 		}
 	}
 	return false
@@ -579,7 +583,8 @@ func pathGlobMatches(pattern, path string, allow bool) bool {
 // value of the parameter must match one of the globs; in a deny rule one
 // matching value is enough — each the narrower reading for its side. A
 // query that does not decode matches no allow rule and every deny rule
-// that has query matchers. In query values `*` also matches `/`.
+// that has query matchers. In query values `*` (and `**`) also matches
+// `/`. A matcher is a glob string, {glob: g} or {any: [globs]}.
 func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 	if len(matchers) == 0 {
 		return true
@@ -595,7 +600,7 @@ func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 		}
 		matched := 0
 		for _, v := range vs {
-			if m != nil && m.matchesValue(v) {
+			if m != nil && m.matchesValue(v, allow) {
 				matched++
 			}
 		}
@@ -607,10 +612,14 @@ func queryMatches(matchers map[string]*Matcher, raw string, allow bool) bool {
 }
 
 // matchesValue matches a query value against the matcher's globs, with `*`
-// free to cross `/` (query values are not paths).
-func (m *Matcher) matchesValue(v string) bool {
+// free to cross `/` (query values are not paths) and `{a,b}` read as
+// alternatives, as OpenShell reads them. A glob that does not parse
+// (ValidQueryGlob) fails closed: it matches no value in an allow
+// rule and every value in a deny rule.
+func (m *Matcher) matchesValue(v string, allow bool) bool {
 	for _, g := range m.Any {
-		if ValidGlob(g) == nil && matchChars(g, v) {
+		match, ok := matchQueryGlob(g, v)
+		if !ok && !allow || match {
 			return true
 		}
 	}

@@ -21,6 +21,15 @@
 // endpoint; credential_binding on uninspected traffic without
 // allow_uninspected_credentials.
 //
+// OpenShell shapes accepted as OpenShell reads them: hostless endpoints
+// matched by allowed_ips alone (not on mcp); whole-label `*` after the
+// first host label (`*.s3.*.amazonaws.com`, at least two literal labels
+// after the last wildcard — stricter than OpenShell); query matchers as a
+// glob string, {glob: g} or {any: [globs]}, whose globs read `{a,b}` as
+// alternatives, as OpenShell's Rego does. As in OpenShell, port with
+// ports is an error, and a query glob that does not parse is a warning;
+// it fails closed (no value in an allow rule, every value in a deny rule).
+//
 // The canonical form (Canonical, CanonicalJSON, Hash) fills defaults, folds
 // spellings (case, trailing dots, IP notation, port vs ports, params.name vs
 // tool, matcher shapes) and sorts lists whose order means nothing, so two
@@ -39,7 +48,12 @@
 //     octal, short inet_aton forms, IPv4-mapped, IPv4-compatible and NAT64
 //     IPv6, trailing dots, any case, full-width), and the control-plane
 //     ports 2379, 2380, 6443, 10250, 10255. An IP-literal host must be the
-//     address dialled.
+//     address dialled. IPv6 forms that carry an IPv4 address are judged as
+//     that address too: IPv4-mapped and -compatible, SIIT ::ffff:0:0/96,
+//     NAT64 (64:ff9b::/96, and 64:ff9b:1::/48 in every RFC 6052 layout),
+//     6to4 2002::/16 and Teredo 2001::/32 (server and XORed client).
+//     Host-name patterns match only host names ([a-z0-9_-] labels): a NUL
+//     or '*' under a wildcard matches nothing.
 //  2. Deny wins everywhere: the deny rules of every endpoint whose
 //     destination (host, port, path scope) matches apply, whichever entry
 //     would allow the request. A deny rule that cannot be checked (no L7

@@ -17,14 +17,19 @@ func NormalizeHost(h string) string {
 }
 
 // ValidHostPattern reports whether pattern is a valid endpoint host: an IP
-// address in its standard spelling, an exact DNS name, or a DNS name whose
-// first label holds wildcards. Following OpenShell, `*` may appear inside
-// the first label only (`*.example.com`, `*-aiplatform.googleapis.com`) and
-// matches within that label; `**` must be the entire first label and
-// matches one or more labels. At least two literal labels must follow a
-// wildcard label, so `*`, `**` and TLD wildcards (`*.com`) are refused, as
-// are wildcards in later labels (`foo.*.example.com`, `foo.**.x`) — stricter
-// than OpenShell, which allows a whole middle label `*`.
+// address in its standard spelling, an exact DNS name, or a DNS name with
+// wildcards. Following OpenShell, `*` may appear inside the first label
+// (`*.example.com`, `*-aiplatform.googleapis.com`) and matches within that
+// label; `**` must be the entire first label and matches one or more
+// labels; a later label may be a whole `*` (`*.s3.*.amazonaws.com`),
+// matching exactly one label. Wildcards never cross a dot, and a label a
+// wildcard matches is never empty.
+//
+// Stricter than OpenShell: at least two literal labels must follow the
+// last wildcard label, so `*`, `**`, TLD wildcards (`*.com`), `*.*.com`
+// and a wildcard last label (`api.example.*`) are refused, as are partial
+// wildcards in later labels (`foo.us-*.x`, refused by OpenShell too) and
+// `**` anywhere but the whole first label.
 func ValidHostPattern(pattern string) error {
 	h := NormalizeHost(pattern)
 	if h == "" {
@@ -47,13 +52,17 @@ func ValidHostPattern(pattern string) error {
 		return fmt.Errorf("host %q is longer than 253 characters", pattern)
 	}
 	labels := strings.Split(h, ".")
+	lastWild := -1
 	for i, l := range labels {
 		if err := validHostLabel(l, i == 0); err != nil {
 			return fmt.Errorf("host %q: %w", pattern, err)
 		}
+		if strings.Contains(l, "*") {
+			lastWild = i
+		}
 	}
-	if strings.Contains(labels[0], "*") && len(labels) < 3 {
-		return fmt.Errorf("host %q: a wildcard needs at least two labels after it (no bare or TLD wildcards)", pattern)
+	if lastWild >= 0 && len(labels)-1-lastWild < 2 {
+		return fmt.Errorf("host %q: a wildcard label needs at least two literal labels after it (no bare, TLD or last-label wildcards)", pattern)
 	}
 	return nil
 }
@@ -64,24 +73,63 @@ func validHostLabel(l string, first bool) error {
 		return errors.New("empty label")
 	case len(l) > 63:
 		return fmt.Errorf("label %q is longer than 63 characters", l)
-	case strings.Contains(l, "*") && !first:
-		return fmt.Errorf("wildcard in label %q: wildcards are allowed in the first label only", l)
-	case strings.Contains(l, "**") && l != "**":
+	case strings.Contains(l, "**") && (l != "**" || !first):
 		return fmt.Errorf("label %q: ** must be the entire first label", l)
+	case strings.Contains(l, "*") && !first && l != "*":
+		return fmt.Errorf("wildcard in label %q: after the first label, a wildcard must be the entire label", l)
 	}
 	for i := 0; i < len(l); i++ {
-		c := l[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '*') {
+		if c := l[i]; !hostChar(c) && c != '*' {
 			return fmt.Errorf("label %q: character %q is not allowed in a host name", l, c)
 		}
 	}
 	return nil
 }
 
+// hostChar reports whether c belongs to the host-name alphabet, after
+// lower-casing: letters, digits, '-' and '_' (which real DNS names use,
+// although RFC 952 does not).
+func hostChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// ValidHostName reports whether host, lower-cased and without one trailing
+// dot (NormalizeHost), is a DNS name a wildcard may match: dot-separated
+// non-empty labels of letters, digits, '-' and '_', at most 253
+// characters. A host with any other byte (NUL, '*', '/', '%', space,
+// non-ASCII) matches no wildcard, and the proxy refuses it before policy.
+func ValidHostName(host string) bool {
+	h := NormalizeHost(host)
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case c == '.':
+			if n == 0 {
+				return false
+			}
+			n = 0
+		case hostChar(c):
+			n++
+			if n > 63 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return n > 0
+}
+
 // MatchHost reports whether host matches the host pattern (see
 // ValidHostPattern; an invalid pattern matches nothing). Names compare
 // case-insensitively with a trailing dot ignored. A pattern that is an IP
-// address matches that address in any spelling ParseHostIP accepts.
+// address matches that address in any spelling ParseHostIP accepts. A
+// name pattern matches only a host that is a valid host name
+// (ValidHostName): a label holding NUL or another byte outside the
+// host-name alphabet matches no `*`.
 func MatchHost(pattern, host string) bool {
 	if ValidHostPattern(pattern) != nil {
 		return false
@@ -94,36 +142,99 @@ func MatchHost(pattern, host string) bool {
 	if _, ok := ParseHostIP(h); ok {
 		return false
 	}
+	if !ValidHostName(h) {
+		return false
+	}
 	pl, hl := strings.Split(p, "."), strings.Split(h, ".")
 	if pl[0] == "**" {
-		// One or more labels, then the literal rest.
-		return len(hl) > len(pl)-1 && equalLabels(pl[1:], hl[len(hl)-len(pl)+1:]) && noEmpty(hl)
+		// One or more labels, then the rest label by label.
+		n := len(pl) - 1
+		return len(hl) > n && matchLabels(pl[1:], hl[len(hl)-n:])
 	}
-	if len(pl) != len(hl) || !equalLabels(pl[1:], hl[1:]) || hl[0] == "" {
-		return false
-	}
-	return matchChars(pl[0], hl[0])
+	return len(pl) == len(hl) && matchLabels(pl, hl)
 }
 
-func equalLabels(a, b []string) bool {
-	if len(a) != len(b) {
+// matchLabels matches host labels against pattern labels one by one: a
+// literal label compares equal, a `*` label matches any label, and a first
+// label holding `*` matches as a character pattern within the label.
+func matchLabels(pl, hl []string) bool {
+	if len(pl) != len(hl) {
 		return false
 	}
-	for i := range a {
-		if a[i] != b[i] {
+	for i := range pl {
+		switch {
+		case pl[i] == "*":
+		case strings.Contains(pl[i], "*"):
+			if !matchChars(pl[i], hl[i]) {
+				return false
+			}
+		case pl[i] != hl[i]:
 			return false
 		}
 	}
 	return true
 }
 
-func noEmpty(labels []string) bool {
-	for _, l := range labels {
-		if l == "" {
+// HostPatternsOverlap reports whether some host name matches both host
+// patterns (MatchHost), exactly: IP patterns overlap when they are one
+// address; name patterns are compared label by label from the right, a
+// `**` first label standing for one or more labels and a `*` label for
+// any one label. An invalid pattern overlaps nothing.
+func HostPatternsOverlap(a, b string) bool {
+	if ValidHostPattern(a) != nil || ValidHostPattern(b) != nil {
+		return false
+	}
+	a, b = NormalizeHost(a), NormalizeHost(b)
+	ia, aIP := hostPatternIP(a)
+	ib, bIP := hostPatternIP(b)
+	if aIP || bIP {
+		return aIP && bIP && ia == ib
+	}
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	i, j := len(pa)-1, len(pb)-1
+	for i >= 0 && j >= 0 {
+		if pa[i] == "**" {
+			return true // one or more labels: b has j+1 ≥ 1 left
+		}
+		if pb[j] == "**" {
+			return true
+		}
+		if !labelsOverlap(pa[i], pb[j]) {
 			return false
 		}
+		i--
+		j--
 	}
-	return true
+	return i < 0 && j < 0
+}
+
+func hostPatternIP(p string) (netip.Addr, bool) {
+	if strings.HasPrefix(p, "[") || strings.Contains(p, ":") {
+		a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(p, "["), "]"))
+		return a.Unmap(), err == nil
+	}
+	return ParseHostIP(p)
+}
+
+// labelsOverlap reports whether one host label matches both label
+// patterns (literals, `*`, or first-label patterns of literals and `*`).
+// Two star patterns share a label exactly when their literal heads (before
+// the first star) and tails (after the last) are compatible: one a prefix
+// (suffix) of the other; the stars absorb the rest.
+func labelsOverlap(x, y string) bool {
+	xs, ys := strings.Contains(x, "*"), strings.Contains(y, "*")
+	switch {
+	case !xs && !ys:
+		return x == y
+	case xs && !ys:
+		return matchChars(x, y)
+	case !xs && ys:
+		return matchChars(y, x)
+	}
+	xh, xt := x[:strings.IndexByte(x, '*')], x[strings.LastIndexByte(x, '*')+1:]
+	yh, yt := y[:strings.IndexByte(y, '*')], y[strings.LastIndexByte(y, '*')+1:]
+	return (strings.HasPrefix(xh, yh) || strings.HasPrefix(yh, xh)) &&
+		(strings.HasSuffix(xt, yt) || strings.HasSuffix(yt, xt))
 }
 
 // ValidGlob reports whether pattern is a valid Portcullis glob (see
@@ -144,6 +255,145 @@ func ValidGlob(pattern string) error {
 		}
 	}
 	return nil
+}
+
+// ValidQueryGlob reports whether a query-value glob parses: `*` (any run
+// of bytes, `/` included), `?`, bracket classes, `\` escapes and, as in
+// OpenShell (whose Rego glob.match reads them), `{a,b}` alternatives,
+// read as one string (query values are not paths, so `**` is `*`). An
+// unclosed class or brace, a stray `}`, a trailing backslash or more than
+// 256 alternatives is an error; the validator only warns about it, as
+// OpenShell does, and such a glob fails closed.
+func ValidQueryGlob(pattern string) error {
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	for _, a := range alts {
+		for i := 0; i < len(a); i++ {
+			switch a[i] {
+			case '\\':
+				if i+1 >= len(a) {
+					return fmt.Errorf("glob %q: trailing backslash", pattern)
+				}
+				i++
+			case '[':
+				_, n, err := parseClass(a[i:])
+				if err != nil {
+					return fmt.Errorf("glob %q: %w", pattern, err)
+				}
+				i += n - 1
+			}
+		}
+	}
+	return nil
+}
+
+// ExpandQueryGlob returns the plain character globs a query-value glob's
+// `{a,b}` alternatives stand for (see ValidQueryGlob); ok is false when
+// its braces do not parse. The data plane's matcher compiles query
+// matchers from it, so both evaluators read a query glob alike.
+func ExpandQueryGlob(pattern string) ([]string, bool) {
+	alts, err := expandBraces(pattern)
+	return alts, err == nil
+}
+
+// matchQueryGlob reports whether a query value matches the glob; ok is
+// false when the glob does not parse.
+func matchQueryGlob(pattern, v string) (match, ok bool) {
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return false, false
+	}
+	for _, a := range alts {
+		toks, ok := compileChars(a)
+		if !ok {
+			return false, false
+		}
+		if matchTokens(toks, v) {
+			match = true
+		}
+	}
+	return match, true
+}
+
+const maxBraceAlternatives = 256
+
+// expandBraces expands `{a,b}` groups (nested, escaped with `\`, literal
+// inside a bracket class) into the plain globs they stand for, at most
+// maxBraceAlternatives of them and 32 groups deep.
+func expandBraces(p string) ([]string, error) { return expandBracesAt(p, 0) }
+
+func expandBracesAt(p string, depth int) ([]string, error) {
+	if depth > 32 {
+		return nil, errors.New("braces nested too deep")
+	}
+	open := -1
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			i += classLen(p[i:]) - 1
+		case '}':
+			return nil, errors.New("unmatched }")
+		case '{':
+			open = i
+		}
+		if open >= 0 {
+			break
+		}
+	}
+	if open < 0 {
+		return []string{p}, nil
+	}
+	// Find the matching brace and the top-level commas.
+	level, cuts, end := 0, []int{open}, -1
+	for i := open; i < len(p) && end < 0; i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			i += classLen(p[i:]) - 1
+		case '{':
+			level++
+		case '}':
+			level--
+			if level == 0 {
+				end = i
+			}
+		case ',':
+			if level == 1 {
+				cuts = append(cuts, i)
+			}
+		}
+	}
+	if end < 0 {
+		return nil, errors.New("unclosed {")
+	}
+	cuts = append(cuts, end)
+	var out []string
+	for k := 0; k+1 < len(cuts); k++ {
+		alt := p[:open] + p[cuts[k]+1:cuts[k+1]] + p[end+1:]
+		exp, err := expandBracesAt(alt, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, exp...)
+		if len(out) > maxBraceAlternatives {
+			return nil, fmt.Errorf("more than %d brace alternatives", maxBraceAlternatives)
+		}
+	}
+	return out, nil
+}
+
+// classLen is the length of the bracket class at the start of s, or 1
+// when it does not close (the '[' is then left to compileChars to refuse).
+func classLen(s string) int {
+	if _, n, err := parseClass(s); err == nil {
+		return n
+	}
+	return 1
 }
 
 // validSegment checks escapes and bracket classes of one segment.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -569,7 +570,9 @@ func (d *decoder) decodeTime(n *yaml.Node, path string, out *time.Time) {
 	*out = t.UTC()
 }
 
-// decodeMatcher accepts a glob string or {any: [glob, ...]}.
+// decodeMatcher accepts a glob string, {glob: glob} (OpenShell's
+// L7QueryMatcher shape) or {any: [glob, ...]}; {glob} is folded into Any,
+// so the canonical form writes it as the plain string.
 func (d *decoder) decodeMatcher(n *yaml.Node, path string, m *Matcher) {
 	switch n.Kind {
 	case yaml.ScalarNode:
@@ -580,17 +583,26 @@ func (d *decoder) decodeMatcher(n *yaml.Node, path string, m *Matcher) {
 	case yaml.MappingNode:
 		keys, values := d.mappingPairs(n, path)
 		m.Any = []string{}
+		if slices.Contains(keys, "glob") && slices.Contains(keys, "any") {
+			d.add(path, "a matcher cannot set both glob and any")
+			return
+		}
 		for i, k := range keys {
 			fp := keyPath(path, k)
-			if k != "any" {
-				d.add(fp, "unknown field (a matcher is a glob string or {any: [globs]})")
-				continue
+			switch k {
+			case "any":
+				d.decode(values[i], fp, reflect.ValueOf(&m.Any).Elem(), 1)
+			case "glob":
+				if s, ok := d.stringValue(values[i], fp); ok {
+					m.Any = []string{s}
+				}
+			default:
+				d.add(fp, "unknown field (a matcher is a glob string, {glob: glob} or {any: [globs]})")
 			}
-			d.decode(values[i], fp, reflect.ValueOf(&m.Any).Elem(), 1)
 		}
 		return
 	}
-	d.add(path, "must be a glob string or {any: [globs]}, not %s", describe(n))
+	d.add(path, "must be a glob string, {glob: glob} or {any: [globs]}, not %s", describe(n))
 }
 
 // anyValue decodes a free-form value into the JSON data model: map[string]any,

@@ -128,7 +128,10 @@ type pathedEndpoint struct {
 	ep   *Endpoint
 }
 
-// documentEndpoints lists every endpoint with a host, entries in key order.
+// documentEndpoints lists every endpoint, entries in key order. A hostless
+// (allowed_ips) endpoint is listed too: it matches every host whose
+// address its allowed_ips cover, so it shares a host:port with any named
+// endpoint on its ports.
 func documentEndpoints(p *Policy) []pathedEndpoint {
 	var out []pathedEndpoint
 	for _, name := range sortedKeys(p.NetworkPolicies) {
@@ -137,7 +140,7 @@ func documentEndpoints(p *Policy) []pathedEndpoint {
 			continue
 		}
 		for i, ep := range np.Endpoints {
-			if ep != nil && ep.Host != "" {
+			if ep != nil {
 				out = append(out, pathedEndpoint{indexPath(keyPath(keyPath("network_policies", name), "endpoints"), i), ep})
 			}
 		}
@@ -145,15 +148,11 @@ func documentEndpoints(p *Policy) []pathedEndpoint {
 	return out
 }
 
-// hostsOverlap reports whether two host patterns can name one host. It
-// tries each pattern against a sample host of the other (wildcards
-// replaced by a label), which is exact for the first-label wildcards
-// ValidHostPattern admits.
+// hostsOverlap reports whether two host patterns can name one host
+// (HostPatternsOverlap, exact for every wildcard ValidHostPattern admits).
+// A hostless endpoint ("") may match any host.
 func hostsOverlap(a, b string) bool {
-	sample := func(h string) string {
-		return strings.ReplaceAll(strings.ReplaceAll(canonicalHost(h), "**", "x"), "*", "x")
-	}
-	return canonicalHost(a) == canonicalHost(b) || MatchHost(a, sample(b)) || MatchHost(b, sample(a))
+	return a == "" || b == "" || canonicalHost(a) == canonicalHost(b) || HostPatternsOverlap(a, b)
 }
 
 // sameAddress reports whether two hosts, spelt differently, denote one
@@ -478,7 +477,14 @@ func (v *validator) endpoint(path string, ep *Endpoint) {
 func (v *validator) host(path string, ep *Endpoint) {
 	hp := keyPath(path, "host")
 	if ep.Host == "" {
-		v.errorf(hp, "is required")
+		// OpenShell's hostless endpoint: it matches any host whose
+		// resolved address its allowed_ips cover.
+		switch {
+		case len(ep.AllowedIPs) == 0:
+			v.errorf(hp, "is required unless allowed_ips is set (a hostless endpoint matches by address)")
+		case ep.Protocol == ProtocolMCP:
+			v.errorf(hp, "is required: an mcp endpoint needs a concrete host")
+		}
 		return
 	}
 	if IsMetadataHost(ep.Host) {
@@ -544,7 +550,9 @@ func (v *validator) ports(path string, ep *Endpoint) {
 		}
 	}
 	if ep.Port != 0 && len(ep.Ports) > 0 {
-		v.warnf(keyPath(path, "port"), "is ignored because ports is set")
+		// OpenShell refuses the pair; reading one and ignoring the other
+		// would grant a port the author may not have meant.
+		v.errorf(keyPath(path, "port"), "port and ports are mutually exclusive; use ports for several ports")
 	}
 	for _, port := range EndpointPorts(ep) {
 		if DeniedPort(port) {
@@ -770,7 +778,7 @@ func (v *validator) httpRule(path string, r *L7Rule, websocket, allow bool) {
 		if k == "" {
 			v.errorf(qp, "query parameter name must not be empty")
 		}
-		v.matcher(qp, r.Query[k])
+		v.queryMatcher(qp, r.Query[k], allow)
 	}
 }
 
@@ -786,6 +794,31 @@ func (v *validator) matcher(path string, m *Matcher) {
 		}
 		if err := ValidGlob(g); err != nil {
 			v.errorf(p, "%v", err)
+		}
+	}
+}
+
+// queryMatcher checks a query parameter matcher. As in OpenShell, a glob
+// that does not parse (an unclosed `[`, a trailing backslash) is a
+// warning, not an error; it fails closed: in an allow rule it matches no
+// value, in a deny rule every value (OpenShell's Rego, where the failed
+// match is undefined, would let the deny rule lapse).
+func (v *validator) queryMatcher(path string, m *Matcher, allow bool) {
+	if m == nil || len(m.Any) == 0 {
+		v.errorf(path, "must name at least one glob")
+		return
+	}
+	effect := "it matches every value, so this deny rule applies whenever the parameter is present"
+	if allow {
+		effect = "it matches no value, so this rule allows no request carrying the parameter"
+	}
+	for i, g := range m.Any {
+		p := path
+		if len(m.Any) > 1 {
+			p = indexPath(keyPath(path, "any"), i)
+		}
+		if err := ValidQueryGlob(g); err != nil {
+			v.warnf(p, "%v: %s", err, effect)
 		}
 	}
 }
@@ -1007,11 +1040,7 @@ func (v *validator) allowedIPs(path string, ep *Endpoint) {
 			v.errorf(p, "%q %v", e, err)
 			continue
 		}
-		m, hasMetadata := metadataIn(prefix)
-		// A narrow entry holding a metadata address is aimed at the
-		// metadata service; a wide private block (fc00::/7) merely
-		// contains it.
-		aimed := hasMetadata && ((prefix.Addr().Is4() && prefix.Bits() >= 24) || (prefix.Addr().Is6() && prefix.Bits() >= 64))
+		m, aimed, hasMetadata := metadataIn(prefix)
 		if aimed {
 			v.metadata(p, fmt.Sprintf("names cloud metadata address %s, which no policy may open", m))
 			continue
@@ -1029,18 +1058,35 @@ func (v *validator) allowedIPs(path string, ep *Endpoint) {
 	}
 }
 
-// metadataIn returns a metadata address (or its IPv4-mapped or NAT64 form)
-// inside prefix.
-func metadataIn(prefix netip.Prefix) (netip.Addr, bool) {
+// metadataIn returns a metadata address inside prefix, directly or as the
+// IPv4 address one of its IPv6 forms carries (IPv4-mapped, NAT64, SIIT,
+// 6to4, Teredo, …), and whether the entry is aimed at it: a narrow entry
+// (IPv4 /24 or longer, IPv6 /64 or longer) holding it, or an IPv6 form
+// whose prefix fixes every bit of the carried address. A wide private
+// block (fc00::/7) merely contains it.
+func metadataIn(prefix netip.Prefix) (m netip.Addr, aimed, found bool) {
 	prefix = prefix.Masked()
 	for _, m := range metadataAddrs {
-		for _, form := range prefixForms(netip.PrefixFrom(m, m.BitLen())) {
-			if prefix.Overlaps(form) {
-				return m, true
+		if prefix.Contains(m) {
+			narrow := prefix.Addr().Is4() && prefix.Bits() >= 24 || prefix.Addr().Is6() && prefix.Bits() >= 64
+			return m, narrow, true
+		}
+	}
+	if !prefix.Addr().Is6() {
+		return netip.Addr{}, false, false
+	}
+	for _, m := range metadataAddrs {
+		if !m.Is4() {
+			continue
+		}
+		for i := range carriers {
+			e := &carriers[i]
+			if e.carries(prefix, netip.PrefixFrom(m, 32)) {
+				return m, e.pins(prefix), true
 			}
 		}
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}, false, false
 }
 
 func (v *validator) credentials(path string, ep *Endpoint) {

@@ -389,7 +389,6 @@ func TestWarnings(t *testing.T) {
 		{"single star path", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: '/repos/*/pulls'}}]}"), ep0 + ".rules[0].allow.path", "one path segment"},
 		{"single star binary", "version: 1\nnetwork_policies: {p: {endpoints: [{host: a.example.com, port: 1}], binaries: [{path: '/home/*/bin/x'}]}}", "network_policies.p.binaries[0].path", "one path segment"},
 		{"harness", "version: 1\nnetwork_policies: {p: {endpoints: [{host: a.example.com, port: 1}], binaries: [{path: /x, harness: true}]}}", "network_policies.p.binaries[0].harness", "deprecated"},
-		{"port and ports", withEndpoint("{host: a.example.com, port: 1, ports: [2]}"), ep0 + ".port", "ignored because ports is set"},
 		{"no binaries", "version: 1\nnetwork_policies: {p: {endpoints: [{host: a.example.com, port: 1}]}}", "network_policies.p.binaries", "any program"},
 		{"no endpoints", "version: 1\nnetwork_policies: {p: {binaries: [{path: /x}]}}", "network_policies.p.endpoints", "allows nothing"},
 		{"wide block holds metadata", withEndpoint("{host: a.example.com, port: 1, allowed_ips: ['fc00::/7']}"), ep0 + ".allowed_ips[0]", "stays denied"},

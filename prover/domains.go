@@ -151,7 +151,12 @@ var anyString = domain{
 }
 
 // hostNFA is policy.MatchHost for a DNS-name pattern (nil for an IP
-// pattern or an invalid one), over normalised names.
+// pattern or an invalid one), over normalised names: a `**` first label is
+// one or more labels, a `*` label (first or later) one label, a first
+// label holding `*` a character pattern within the label, and other
+// labels literal. Wildcards match only host-name bytes ([a-z0-9_-]), as
+// MatchHost does; that labels are non-empty comes from the dnsNames
+// domain witnesses are drawn from.
 func hostNFA(pattern string) *nfa {
 	if policy.ValidHostPattern(pattern) != nil {
 		return emptyNFA()
@@ -164,35 +169,42 @@ func hostNFA(pattern string) *nfa {
 	a := &nfa{}
 	a.start = a.add()
 	cur := a.start
-	rest := p
-	notDot := func(b byte) bool { return b != '.' }
-	switch {
-	case labels[0] == "**":
-		// One or more non-empty labels.
-		l := a.add()
-		a.trans[cur] = append(a.trans[cur], edge{notDot, l})
-		a.trans[l] = append(a.trans[l], edge{notDot, l})
-		dot := a.add()
-		a.trans[l] = append(a.trans[l], edge{isByte('.'), dot})
-		a.trans[dot] = append(a.trans[dot], edge{notDot, l})
-		cur = l
-		rest = "." + strings.Join(labels[1:], ".")
-	case strings.Contains(labels[0], "*"):
-		toks, _ := charTokens(labels[0], false)
-		// A star inside the first label never crosses '.', and the label
-		// is non-empty: MatchHost refuses an empty first label.
-		first := a.add()
-		a.eps[cur] = append(a.eps[cur], first)
-		cur = a.appendTokens(first, toks, notDot)
-		rest = "." + strings.Join(labels[1:], ".")
-	}
-	for i := 0; i < len(rest); i++ {
-		next := a.add()
-		a.trans[cur] = append(a.trans[cur], edge{isByte(rest[i]), next})
-		cur = next
+	for i, label := range labels {
+		if i > 0 {
+			next := a.add()
+			a.trans[cur] = append(a.trans[cur], edge{isByte('.'), next})
+			cur = next
+		}
+		switch {
+		case label == "**":
+			// One or more labels of host-name bytes.
+			l := a.add()
+			a.trans[cur] = append(a.trans[cur], edge{hostByte, l})
+			a.trans[l] = append(a.trans[l], edge{hostByte, l})
+			dot := a.add()
+			a.trans[l] = append(a.trans[l], edge{isByte('.'), dot})
+			a.trans[dot] = append(a.trans[dot], edge{hostByte, l})
+			cur = l
+		case strings.Contains(label, "*"):
+			toks, _ := charTokens(label, false)
+			first := a.add()
+			a.eps[cur] = append(a.eps[cur], first)
+			cur = a.appendTokens(first, toks, hostByte)
+		default:
+			for j := 0; j < len(label); j++ {
+				next := a.add()
+				a.trans[cur] = append(a.trans[cur], edge{isByte(label[j]), next})
+				cur = next
+			}
+		}
 	}
 	a.accept[cur] = true
 	return a
+}
+
+// hostByte is the host-name alphabet of lower-cased names.
+func hostByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
 // literalNFA matches exactly s.

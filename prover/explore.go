@@ -161,15 +161,21 @@ func (g *group) queryCandidates() []string {
 }
 
 // globWitness returns a string the glob matches in its query reading
-// (`*` crossing '/').
+// (`*` crossing '/', `{a,b}` alternatives: policy.ExpandQueryGlob).
 func globWitness(glob string) string {
-	a := charsGlob(glob)
-	for _, w := range cachedWitnesses("query", []string{glob}, func() (domain, []*nfa) { return anyString, []*nfa{a} }) {
-		if run(a, w) {
-			return w
+	alts, ok := policy.ExpandQueryGlob(glob)
+	if !ok || len(alts) == 0 {
+		return glob
+	}
+	for _, alt := range alts {
+		a := charsGlob(alt)
+		for _, w := range cachedWitnesses("query", []string{alt}, func() (domain, []*nfa) { return anyString, []*nfa{a} }) {
+			if run(a, w) {
+				return w
+			}
 		}
 	}
-	return glob
+	return alts[0]
 }
 
 func run(a *nfa, s string) bool {

@@ -304,19 +304,8 @@ func hostsMayOverlap(a, b string) bool {
 	if aIP || bIP {
 		return aIP && bIP && ia == ib
 	}
-	aw, bw := strings.Contains(a, "*"), strings.Contains(b, "*")
-	switch {
-	case !aw && !bw:
-		return a == b
-	case aw && !bw:
-		return policy.MatchHost(a, b)
-	case !aw && bw:
-		return policy.MatchHost(b, a)
-	}
-	// Both wildcards: one literal suffix must end the other.
-	sa := a[strings.IndexByte(a, '.'):]
-	sb := b[strings.IndexByte(b, '.'):]
-	return strings.HasSuffix(sa, sb) || strings.HasSuffix(sb, sa)
+	// Wildcards (first-label, `**` and whole middle labels): exact.
+	return policy.HostPatternsOverlap(a, b)
 }
 
 // plainName reports whether h is a wildcard-free DNS name that no IP
