@@ -373,6 +373,7 @@ func cachedWitnesses(m *meter, kind string, pats []string, build func() (domain,
 // search is charged to m as it goes: each product state its size, each
 // expansion its steps, each new matcher state its set and table row.
 func witnesses(m *meter, dom domain, ms []*nfa) []string {
+	defer m.release(m.mark())
 	// Alphabet classes: bytes of the domain grouped by how every edge
 	// predicate of every automaton (and the domain) treats them.
 	var preds []func(byte) bool
@@ -446,6 +447,9 @@ func witnesses(m *meter, dom domain, ms []*nfa) []string {
 	// What a product state costs to keep (its ids, key and links) and to
 	// expand (a step of every matcher on every class).
 	stateCost := 2*k + 16
+	// Bytes: ids (4k, twice for the slack of append), the seen key (up
+	// to 3k) and map entry, links.
+	stateBytes := 11*k + 96
 	expandCost := len(reps)*(k+1) + 1
 	for n := 0; n < len(doms); n++ {
 		m.charge(stageWitness, expandCost)
@@ -479,6 +483,7 @@ func witnesses(m *meter, dom domain, ms []*nfa) []string {
 				continue
 			}
 			m.charge(stageWitness, stateCost)
+			m.hold(stageWitness, stateBytes)
 			seen[key] = struct{}{}
 			doms = append(doms, d)
 			ids = append(ids, next...)
@@ -535,6 +540,7 @@ func (d *dfa) intern(set []int) int32 {
 		return id
 	}
 	d.meter.charge(stageWitness, 2*len(set)+len(d.reps)+16)
+	d.meter.hold(stageWitness, 24*len(set)+8*len(d.reps)+96)
 	id := int32(len(d.sets))
 	d.ids[string(kb)] = id
 	set = slices.Clone(set)

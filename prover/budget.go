@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 )
 
 // The prover's work is exponential in the worst case: n path globs such
@@ -24,6 +23,12 @@ import (
 // examples and the 1,000-rule benchmark below 1%.
 const DefaultBudget int64 = 64_000_000
 
+// MemoryBudget bounds the memory a proof's search structures may hold
+// (product states, matcher states, their tables), estimated in bytes with
+// the slack of growing slices; beyond it the proof is refused like one
+// over its work budget.
+const MemoryBudget int64 = 96 << 20
+
 // ErrTooComplex is what every *TooComplexError is (errors.Is).
 var ErrTooComplex = errors.New("too complex to prove")
 
@@ -31,11 +36,16 @@ var ErrTooComplex = errors.New("too complex to prove")
 // refused, not approximated.
 type TooComplexError struct {
 	Stage string // where the budget ran out: "witness search", "candidate requests", …
-	Limit int64  // the budget, in work units
-	Used  int64  // the work done before the refusal (at most Limit)
+	Limit int64  // the budget, in work units (or bytes, when Memory)
+	Used  int64  // the work (bytes) spent before the refusal (at most Limit)
+	// Memory: the memory budget ran out, not the work budget.
+	Memory bool
 }
 
 func (e *TooComplexError) Error() string {
+	if e.Memory {
+		return fmt.Sprintf("too complex to prove — refused: the %s needs more than the prover's memory budget of %d MB; use fewer or simpler globs, or split the change", e.Stage, e.Limit>>20)
+	}
 	return fmt.Sprintf("too complex to prove — refused: the %s needs more than the prover's budget of %d work units; use fewer or simpler globs, or split the change", e.Stage, e.Limit)
 }
 
@@ -51,6 +61,7 @@ type meter struct {
 	used  int64
 	limit int64
 	next  int64 // used at which the context is looked at next
+	mem   int64 // bytes held by the search structures (estimated)
 }
 
 // abort carries a budget or context error up through the proof (charge
@@ -81,11 +92,28 @@ func (m *meter) charge(stage string, n int) {
 	}
 }
 
+// hold records bytes of search structures the proof keeps until their
+// release (a witness search, a destination group); it does not
+// return when that would exceed MemoryBudget.
+func (m *meter) hold(stage string, bytes int) {
+	if m.mem+int64(bytes) > MemoryBudget {
+		panic(abort{&TooComplexError{Stage: stage, Limit: MemoryBudget, Used: m.mem, Memory: true}})
+	}
+	m.mem += int64(bytes)
+}
+
+// mark returns what the search structures hold now; release(mark) when
+// the structures allocated since are dropped.
+func (m *meter) mark() int64 { return m.mem }
+
+func (m *meter) release(mark int64) { m.mem = mark }
+
 // slots bounds how many proofs run at once in the process, so that the
 // memory a budget allows is not multiplied by concurrent callers (a
-// gateway serves proofs to every sandbox). A proof waits for a slot as
-// long as its context allows.
-var slots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+// gateway serves proofs to every sandbox): two, whatever the number of
+// CPUs, since a proof of a policy people write takes milliseconds. A
+// proof waits for a slot as long as its context allows.
+var slots = make(chan struct{}, 2)
 
 func acquire(ctx context.Context) error {
 	select {

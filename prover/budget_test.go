@@ -80,7 +80,7 @@ func TestProveTooComplexRefused(t *testing.T) {
 			if rep != nil {
 				t.Fatal("a refused proof returned a (partial) report")
 			}
-			if tc.Limit != DefaultBudget || tc.Used > tc.Limit || tc.Stage == "" {
+			if (tc.Memory && tc.Limit != MemoryBudget || !tc.Memory && tc.Limit != DefaultBudget) || tc.Used > tc.Limit || tc.Stage == "" {
 				t.Fatalf("budget: used %d of %d at %q", tc.Used, tc.Limit, tc.Stage)
 			}
 			if !strings.Contains(err.Error(), "too complex to prove — refused") {

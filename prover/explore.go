@@ -123,6 +123,7 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 			}
 			for _, t := range tools {
 				g.m.charge(stageCandidates, 8+len(t))
+				g.m.hold(stageCandidates, 96)
 				out = append(out, &policy.MCPMessage{Method: m, Tool: t, ProtocolVersion: v})
 			}
 		}
@@ -196,6 +197,7 @@ func (g *group) l7Candidates() []l7 {
 		for _, p := range paths {
 			for _, q := range queries {
 				g.m.charge(stageCandidates, cost+len(p)+len(q))
+				g.m.hold(stageCandidates, 128)
 				out = append(out, l7{method: m, path: p, query: q})
 			}
 		}
@@ -209,6 +211,7 @@ func (g *group) l7Candidates() []l7 {
 			for _, p := range paths {
 				for _, msg := range msgs {
 					g.m.charge(stageCandidates, cost+len(p)+len(msg.Tool))
+					g.m.hold(stageCandidates, 128)
 					out = append(out, l7{method: m, path: p, mcp: msg})
 				}
 			}
@@ -237,6 +240,7 @@ type verdict struct {
 }
 
 func (pr *prover) proveGroup(dest *policy.Endpoint) {
+	defer pr.m.release(pr.m.mark())
 	g := pr.newGroup(dest)
 	// Destination classes.
 	type destClass struct {
@@ -273,6 +277,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			seen["h"+hs] = true
 			for i, b := range bins {
 				g.m.charge(stageCandidates, 4+len(binSigs[i])+len(hs))
+				g.m.hold(stageCandidates, 2*(len(binSigs[i])+len(hs))+256)
 				r.Binary = b
 				dests = append(dests, destClass{r, binSigs[i] + "|" + hs})
 			}
@@ -290,6 +295,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	l7Cost := g.l7SigCost()
 	for _, c := range g.l7Candidates() {
 		g.m.charge(stageCandidates, l7Cost)
+		g.m.hold(stageCandidates, 2*l7Cost+64)
 		probe.HTTPMethod, probe.Path, probe.Query, probe.MCP = c.method, c.path, c.query, c.mcp
 		s := g.l7SigMemo(probe, pathSigs)
 		if !seenL7[s] {
@@ -334,6 +340,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			curAllow[li] = -1
 			v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], dest: di, cur: cur, prop: prop}
 			g.m.charge(stageDecide, len(v.sig)+g.decideCost)
+			g.m.hold(stageDecide, 2*len(v.sig)+512)
 			if g.bound != nil {
 				v.bound = policy.Decide(g.bound, r)
 			}

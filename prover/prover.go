@@ -105,7 +105,7 @@ func (f *Finding) Covers(r policy.Request) bool {
 // Every proof runs within a budget of work (Options.Budget, see budget.go):
 // one that would need more returns a *TooComplexError (errors.Is
 // ErrTooComplex) and no report, and a proof whose ctx is done returns the
-// context's error. At most max(2, GOMAXPROCS) proofs run at once in the
+// context's error. At most two proofs run at once in the
 // process; the others wait for ctx.
 func Prove(ctx context.Context, current, proposed *policy.Policy, opts Options) (rep *Report, err error) {
 	if proposed == nil {
