@@ -37,6 +37,7 @@ const (
 	RuleChangesNothing    = "changes_nothing"
 	RuleInvalidPolicy     = "invalid_policy" // the resulting policy does not validate
 	RuleNotOffered        = "not_offered"    // a denial the advisor does not offer (version probes)
+	RuleTooComplex        = "too_complex"    // globs beyond the intake bounds, or a proof beyond the prover's budget
 )
 
 // RefusalError is why a proposal (or one of its operations) is refused.

@@ -1,6 +1,7 @@
 package advisor
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -90,7 +91,7 @@ operations:
       rules:
         - allow: { method: tools/call, tool: track_shipment }
 `)
-	result, rep, err := Evaluate(base, p, opts())
+	result, rep, err := Evaluate(context.Background(), base, p, opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ operations:
 	}
 	for name, doc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := Evaluate(base, mustParse(t, doc), opts())
+			_, _, err := Evaluate(context.Background(), base, mustParse(t, doc), opts())
 			r, ok := AsRefusal(err)
 			if !ok || r.Rule != RuleChangesNothing || r.Op != 0 || r.Field != "operations[0].add_allow_rules" {
 				t.Fatalf("want changes_nothing, got %v", err)
@@ -158,7 +159,7 @@ func TestExamplesOrders(t *testing.T) {
 	base := mustParsePolicy(t, string(data))
 	p := mustParse(t, `{"rationale": "track", "operations": [{"add_allow_rules": {"policy": "orders", "host": "demo-mcp", "port": 8081,
 	  "rules": [{"allow": {"method": "tools/call", "tool": "track_shipment"}}]}}]}`)
-	_, rep, err := Evaluate(base, p, opts())
+	_, rep, err := Evaluate(context.Background(), base, p, opts())
 	if err != nil {
 		t.Fatal(err)
 	}

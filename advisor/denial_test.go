@@ -1,6 +1,7 @@
 package advisor
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestFromDenialNarrowest(t *testing.T) {
 		if err != nil {
 			continue // e.g. a REST request to an mcp host:port, or a deny rule
 		}
-		result, rep, err := Evaluate(base, p, prover.Options{Now: now})
+		result, rep, err := Evaluate(context.Background(), base, p, prover.Options{Now: now})
 		if r, ok := AsRefusal(err); ok && r.Rule == RuleChangesNothing {
 			// Only a deny rule may keep the request denied.
 			refusedNothing++

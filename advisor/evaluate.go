@@ -1,6 +1,7 @@
 package advisor
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -15,29 +16,39 @@ import (
 // can be shown (e.g. the tool is still denied by deny_rules). It returns
 // the resulting policy and the proof of base against it under opts (the
 // gateway passes the sandbox's boundary and credentialed destinations).
-func Evaluate(base *policy.Policy, p *Proposal, opts prover.Options) (*policy.Policy, *prover.Report, error) {
+//
+// What the advisor cannot prove it refuses: globs beyond MaxGlobWildcards
+// and MaxGlobs, and a proposal whose proofs together would exceed one
+// prover budget (opts.Budget, zero: prover.DefaultBudget), are
+// RuleTooComplex. A done ctx stops the proofs with its error.
+func Evaluate(ctx context.Context, base *policy.Policy, p *Proposal, opts prover.Options) (*policy.Policy, *prover.Report, error) {
 	steps, result, err := applySteps(base, p)
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkComplexity(p); err != nil {
+		return nil, nil, err
+	}
+	budget := newProofBudget(opts)
 	stepOpts := opts
 	stepOpts.Boundary = nil
 	stepOpts.Credentialed = nil
 	prev := base.Canonical()
 	for i, op := range p.Operations {
 		if op.AddDenyRules == nil {
-			rep, err := prover.Prove(prev, steps[i], stepOpts)
+			field := keyPath(indexPath("operations", i), op.Kind())
+			rep, err := budget.prove(ctx, i, field, prev, steps[i], stepOpts)
 			if err != nil {
 				return nil, nil, err
 			}
 			if !hasRequestFinding(rep) {
-				return nil, nil, &RefusalError{Op: i, Field: keyPath(indexPath("operations", i), op.Kind()), Rule: RuleChangesNothing,
+				return nil, nil, &RefusalError{Op: i, Field: field, Rule: RuleChangesNothing,
 					Reason: "would change nothing: " + explain(prev, steps[i], op)}
 			}
 		}
 		prev = steps[i]
 	}
-	rep, err := prover.Prove(base, result, opts)
+	rep, err := budget.prove(ctx, -1, "", base, result, opts)
 	if err != nil {
 		return nil, nil, err
 	}

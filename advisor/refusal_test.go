@@ -1,6 +1,7 @@
 package advisor
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -179,7 +180,7 @@ func TestAccepted(t *testing.T) {
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {
 			p := mustParse(t, doc)
-			if _, _, err := Evaluate(base, p, opts()); err != nil {
+			if _, _, err := Evaluate(context.Background(), base, p, opts()); err != nil {
 				t.Fatal(err)
 			}
 		})

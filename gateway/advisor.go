@@ -253,7 +253,7 @@ func (a *advisorHub) rebase(ctx context.Context, pc *proofContext, p store.Propo
 	if err != nil {
 		return p, fmt.Errorf("stored proposal %d no longer parses: %v", p.ID, err)
 	}
-	result, rep, err := advisor.Evaluate(pc.policy, prop, pc.opts)
+	result, rep, err := advisor.Evaluate(ctx, pc.policy, prop, pc.opts)
 	switch {
 	case err == nil:
 		findings, ferr := findingsJSON(rep)
@@ -347,7 +347,7 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 			return nil, fmt.Errorf("stored version %d of %q no longer parses: %v", base.Version, p.Sandbox, err)
 		}
 	}
-	result, rep, err := advisor.Evaluate(basePolicy, prop, pc.opts)
+	result, rep, err := advisor.Evaluate(ctx, basePolicy, prop, pc.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -691,7 +691,7 @@ func suggest(base *policy.Policy, d store.Decision) (string, *structpb.Struct) {
 
 type proverService struct{ *Server }
 
-func (s proverService) Prove(_ context.Context, req *portcullisv1.ProveRequest) (*portcullisv1.ProveResponse, error) {
+func (s proverService) Prove(ctx context.Context, req *portcullisv1.ProveRequest) (*portcullisv1.ProveResponse, error) {
 	read := func(field, text string, required bool) (*policy.Policy, error) {
 		if text == "" {
 			if required {
@@ -740,7 +740,7 @@ func (s proverService) Prove(_ context.Context, req *portcullisv1.ProveRequest) 
 	if current == nil {
 		current = &policy.Policy{}
 	}
-	rep, err := prover.Prove(current, proposed, opts)
+	rep, err := prover.Prove(ctx, current, proposed, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/prover"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -89,6 +90,7 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		perr  *advisor.ParseError
 		rlerr *rateLimitError
 		pcerr *preconditionError
+		tcerr *prover.TooComplexError
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
@@ -105,6 +107,11 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return e
 	case errors.As(err, &pcerr):
 		return connect.NewError(connect.CodeFailedPrecondition, pcerr.msg)
+	case errors.As(err, &tcerr):
+		// ProverService.Prove on documents beyond the prover's budget:
+		// refused, never answered partially (proposals get a too_complex
+		// refusal from the advisor instead).
+		return connect.NewError(connect.CodeInvalidArgument, tcerr.Error())
 	case errors.As(err, &verr):
 		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid policy: "+summarize(verr.Problems)), verr.Problems)
 	case errors.As(err, &ferr):

@@ -349,8 +349,13 @@ func cached[T any](kind string, pats []string, build func() T) T {
 // cachedWitnesses is witnesses(build()) for the patterns pats read as
 // dimension kind (build must depend on nothing else), remembered. The
 // result is the caller's own copy.
-func cachedWitnesses(kind string, pats []string, build func() (domain, []*nfa)) []string {
-	return slices.Clone(cached(kind, pats, func() []string { return witnesses(build()) }))
+// The search is charged to m; one that runs out of budget aborts (see
+// budget.go) and leaves nothing in the cache.
+func cachedWitnesses(m *meter, kind string, pats []string, build func() (domain, []*nfa)) []string {
+	return slices.Clone(cached(kind, pats, func() []string {
+		dom, ms := build()
+		return witnesses(m, dom, ms)
+	}))
 }
 
 // witnesses explores the product of dom with every matcher and returns one
@@ -362,7 +367,13 @@ func cachedWitnesses(kind string, pats []string, build func() (domain, []*nfa)) 
 // ε-closed state set. Equal sets get equal ids, so the search visits
 // exactly the product states of the subset construction, in breadth-first
 // order, as a search keyed by the sets themselves would.
-func witnesses(dom domain, ms []*nfa) []string {
+//
+// The number of product states is exponential in the number of matchers
+// in the worst case (n globs like `*a*b*c*` realise 2^n vectors), so the
+// search is charged to m as it goes: each product state its size, each
+// expansion its steps, each new matcher state its set and table row.
+func witnesses(m *meter, dom domain, ms []*nfa) []string {
+	defer m.release(m.mark())
 	// Alphabet classes: bytes of the domain grouped by how every edge
 	// predicate of every automaton (and the domain) treats them.
 	var preds []func(byte) bool
@@ -373,6 +384,7 @@ func witnesses(dom domain, ms []*nfa) []string {
 			}
 		}
 	}
+	m.charge(stageWitness, len(preds)*len(dom.bytes)/8+1)
 	groups := map[string]byte{}
 	var reps []byte
 	key := make([]byte, 0, len(preds)+1)
@@ -396,8 +408,8 @@ func witnesses(dom domain, ms []*nfa) []string {
 		}
 	}
 	dfas := make([]*dfa, len(ms))
-	for i, m := range ms {
-		dfas[i] = newDFA(m, reps)
+	for i, a := range ms {
+		dfas[i] = newDFA(m, a, reps)
 	}
 	// Product states, stored flat: node i has domain state doms[i], the
 	// matcher ids ids[i*k:(i+1)*k], and was reached from parent[i] by
@@ -432,7 +444,15 @@ func witnesses(dom domain, ms []*nfa) []string {
 	var out []string
 	vec := make([]byte, k)
 	next := make([]int32, k)
+	// What a product state costs to keep (its ids, key and links) and to
+	// expand (a step of every matcher on every class).
+	stateCost := 2*k + 16
+	// Bytes: ids (4k, twice for the slack of append), the seen key (up
+	// to 3k) and map entry, links.
+	stateBytes := 11*k + 96
+	expandCost := len(reps)*(k+1) + 1
 	for n := 0; n < len(doms); n++ {
+		m.charge(stageWitness, expandCost)
 		cur := ids[n*k : (n+1)*k]
 		if dom.accept(doms[n]) {
 			for i, d := range dfas {
@@ -455,13 +475,15 @@ func witnesses(dom domain, ms []*nfa) []string {
 				continue
 			}
 			cur = ids[n*k : (n+1)*k]
-			for i, m := range dfas {
-				next[i] = m.step(cur[i], ci)
+			for i, d := range dfas {
+				next[i] = d.step(cur[i], ci)
 			}
 			key := keyOf(d, next)
 			if _, ok := seen[key]; ok {
 				continue
 			}
+			m.charge(stageWitness, stateCost)
+			m.hold(stageWitness, stateBytes)
 			seen[key] = struct{}{}
 			doms = append(doms, d)
 			ids = append(ids, next...)
@@ -472,6 +494,8 @@ func witnesses(dom domain, ms []*nfa) []string {
 	}
 	return out
 }
+
+const stageWitness = "witness search"
 
 func appendVarint(b []byte, x int) []byte {
 	for x >= 0x80 {
@@ -484,6 +508,7 @@ func appendVarint(b []byte, x int) []byte {
 // dfa is the subset construction of an nfa, built as it is explored, over
 // the alphabet classes (one representative byte each).
 type dfa struct {
+	meter  *meter
 	m      *nfa
 	reps   []byte
 	start  int32
@@ -497,8 +522,8 @@ type dfa struct {
 	key     []byte
 }
 
-func newDFA(m *nfa, reps []byte) *dfa {
-	d := &dfa{m: m, reps: reps, ids: map[string]int32{}}
+func newDFA(mt *meter, m *nfa, reps []byte) *dfa {
+	d := &dfa{meter: mt, m: m, reps: reps, ids: map[string]int32{}}
 	d.start = d.intern(m.closure([]int{m.start}))
 	return d
 }
@@ -514,6 +539,8 @@ func (d *dfa) intern(set []int) int32 {
 	if id, ok := d.ids[string(kb)]; ok {
 		return id
 	}
+	d.meter.charge(stageWitness, 2*len(set)+len(d.reps)+16)
+	d.meter.hold(stageWitness, 24*len(set)+8*len(d.reps)+96)
 	id := int32(len(d.sets))
 	d.ids[string(kb)] = id
 	set = slices.Clone(set)
@@ -531,6 +558,7 @@ func (d *dfa) step(id int32, class int) int32 {
 	if to := d.next[id][class]; to >= 0 {
 		return to
 	}
+	d.meter.charge(stageWitness, len(d.sets[id])+1)
 	to := d.intern(d.stepSet(d.sets[id], d.reps[class]))
 	d.next[id][class] = to
 	return to

@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"context"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -70,7 +71,7 @@ func TestWitnessesRealiseEveryCombination(t *testing.T) {
 		return v
 	}
 	got := map[string]bool{}
-	for _, w := range witnesses(canonicalPaths, ms) {
+	for _, w := range witnesses(newMeter(context.Background(), 0), canonicalPaths, ms) {
 		if c, err := policy.CanonicalPath(w, false); err != nil || c != w {
 			t.Fatalf("witness %q is not canonical (%q, %v)", w, c, err)
 		}

@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,7 +63,7 @@ func BenchmarkProveOneRule(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				t0 := time.Now()
-				rep, err := Prove(cur, prop, opts)
+				rep, err := Prove(context.Background(), cur, prop, opts)
 				durs = append(durs, time.Since(t0))
 				if err != nil || len(rep.Findings) == 0 {
 					b.Fatalf("findings %v, err %v", rep, err)

@@ -29,6 +29,21 @@
 //     the dimensions' witnesses is deduplicated by signature and each class
 //     is judged once by Decide under both policies.
 //
+// # Budget
+//
+// Exactness has a price: the witness search is exponential in the worst
+// case (n globs like `/v1/*a*b*c*` realise 2^n combinations of matches,
+// and each is a class). So every proof runs under a fixed budget
+// (budget.go): its work (product states, matcher states, candidate
+// requests, policy.Decide calls weighted by the sub-policy's size, policy
+// scans) is counted against Options.Budget (DefaultBudget), the memory its
+// search structures hold against MemoryBudget, and its context is polled.
+// A proof that would exceed either returns a *TooComplexError (errors.Is
+// ErrTooComplex): the change is refused as too complex, never answered
+// partially or "unknown"; a cancelled context returns its error. At most
+// two proofs run at once per process. Policies people write use a small
+// fraction of the budget (budget_test.go).
+//
 // # Scope
 //
 // Requests are judged without MCP arguments (every arguments_schema is

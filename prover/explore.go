@@ -15,7 +15,7 @@ import (
 // the product (deduplicated by signature).
 
 func (g *group) binaryCandidates() []string {
-	ws := cachedWitnesses("bin", g.binPats, func() (domain, []*nfa) {
+	ws := cachedWitnesses(g.m, "bin", g.binPats, func() (domain, []*nfa) {
 		ms := make([]*nfa, 0, len(g.binPats))
 		for _, b := range g.binPats {
 			ms = append(ms, narrowGlob(b))
@@ -37,7 +37,7 @@ func (g *group) hostCandidates() []hostAddr {
 			ips = append(ips, a)
 		}
 	}
-	ws := cachedWitnesses("host", g.hostPats, func() (domain, []*nfa) {
+	ws := cachedWitnesses(g.m, "host", g.hostPats, func() (domain, []*nfa) {
 		var ms []*nfa
 		for _, h := range g.hostPats {
 			if _, ok := hostIP(h); ok {
@@ -59,9 +59,14 @@ func (g *group) hostCandidates() []hostAddr {
 			names = append(names, w)
 		}
 	}
+	for _, l := range g.ipLists {
+		g.m.charge(stageCandidates, 4*len(l))
+	}
 	addrs := addressCandidates(g.ipLists, ips)
+	g.m.charge(stageCandidates, len(addrs)*(len(g.ipLists)+1))
 	var out []hostAddr
 	for _, n := range names {
+		g.m.charge(stageCandidates, (len(addrs)+1)*(len(n)+8))
 		out = append(out, hostAddr{host: n})
 		for _, a := range addrs {
 			out = append(out, hostAddr{host: n, addr: a})
@@ -82,15 +87,15 @@ func (g *group) pathCandidates() []string {
 		}
 		return ms
 	}
-	out := append(cachedWitnesses("path", g.pathPats, func() (domain, []*nfa) { return canonicalPaths, ms() }), "/%zz")
+	out := append(cachedWitnesses(g.m, "path", g.pathPats, func() (domain, []*nfa) { return canonicalPaths, ms() }), "/%zz")
 	if g.aes {
-		out = append(out, cachedWitnesses("path%2F", g.pathPats, func() (domain, []*nfa) { return encodedSlashPaths, ms() })...)
+		out = append(out, cachedWitnesses(g.m, "path%2F", g.pathPats, func() (domain, []*nfa) { return encodedSlashPaths, ms() })...)
 	}
 	return out
 }
 
 func (g *group) mcpMessages() []*policy.MCPMessage {
-	methods := append(cachedWitnesses("mcp-method", g.mcpMethodPats, func() (domain, []*nfa) {
+	methods := append(cachedWitnesses(g.m, "mcp-method", g.mcpMethodPats, func() (domain, []*nfa) {
 		ms := make([]*nfa, 0, 2*len(g.mcpMethodPats)+len(knownMethods))
 		for _, p := range g.mcpMethodPats {
 			ms = append(ms, narrowGlob(p), wideGlob(p))
@@ -100,7 +105,7 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 		}
 		return anyString, ms
 	}), "")
-	tools := append(cachedWitnesses("tool", g.toolPats, func() (domain, []*nfa) {
+	tools := append(cachedWitnesses(g.m, "tool", g.toolPats, func() (domain, []*nfa) {
 		ts := []*nfa{toolCharsNFA()}
 		for _, t := range g.toolPats {
 			ts = append(ts, narrowGlob(t), literalNFA(t))
@@ -111,11 +116,14 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 	out := []*policy.MCPMessage{{Response: true}}
 	for _, m := range methods {
 		for _, v := range versions {
+			g.m.charge(stageCandidates, 8+len(m)+len(v))
 			if m != "tools/call" {
 				out = append(out, &policy.MCPMessage{Method: m, ProtocolVersion: v})
 				continue
 			}
 			for _, t := range tools {
+				g.m.charge(stageCandidates, 8+len(t))
+				g.m.hold(stageCandidates, 96)
 				out = append(out, &policy.MCPMessage{Method: m, Tool: t, ProtocolVersion: v})
 			}
 		}
@@ -149,7 +157,7 @@ func (g *group) queryCandidates() []string {
 		for name, m := range rule {
 			v := "x"
 			if m != nil && len(m.Any) > 0 {
-				v = globWitness(m.Any[0])
+				v = g.globWitness(m.Any[0])
 			}
 			one.Set(name, v)
 			all.Set(name, v)
@@ -162,14 +170,14 @@ func (g *group) queryCandidates() []string {
 
 // globWitness returns a string the glob matches in its query reading
 // (`*` crossing '/', `{a,b}` alternatives: policy.ExpandQueryGlob).
-func globWitness(glob string) string {
+func (g *group) globWitness(glob string) string {
 	alts, ok := policy.ExpandQueryGlob(glob)
 	if !ok || len(alts) == 0 {
 		return glob
 	}
 	for _, alt := range alts {
 		a := charsGlob(alt)
-		for _, w := range cachedWitnesses("query", []string{alt}, func() (domain, []*nfa) { return anyString, []*nfa{a} }) {
+		for _, w := range cachedWitnesses(g.m, "query", []string{alt}, func() (domain, []*nfa) { return anyString, []*nfa{a} }) {
 			if run(a, w) {
 				return w
 			}
@@ -190,9 +198,12 @@ func (g *group) l7Candidates() []l7 {
 	out := []l7{{}}
 	paths := g.pathCandidates()
 	queries := g.queryCandidates()
+	cost := g.l7SigCost()
 	for _, m := range append(slices.Clone(g.methods), g.otherMethod()) {
 		for _, p := range paths {
 			for _, q := range queries {
+				g.m.charge(stageCandidates, cost+len(p)+len(q))
+				g.m.hold(stageCandidates, 128)
 				out = append(out, l7{method: m, path: p, query: q})
 			}
 		}
@@ -205,6 +216,8 @@ func (g *group) l7Candidates() []l7 {
 		for _, m := range append(slices.Clone(g.methods), g.otherMethod()) {
 			for _, p := range paths {
 				for _, msg := range msgs {
+					g.m.charge(stageCandidates, cost+len(p)+len(msg.Tool))
+					g.m.hold(stageCandidates, 128)
 					out = append(out, l7{method: m, path: p, mcp: msg})
 				}
 			}
@@ -212,6 +225,17 @@ func (g *group) l7Candidates() []l7 {
 	}
 	return out
 }
+
+// l7SigCost is what building one L7 signature is charged: a unit per
+// bit.
+func (g *group) l7SigCost() int {
+	return 8 + len(g.methods) + 4*len(g.pathPats) + 2*len(g.mcpMethodPats) + 2*len(g.toolPats) + len(g.versions)
+}
+
+const (
+	stageCandidates = "candidate requests"
+	stageDecide     = "judging of candidate requests"
+)
 
 // outcome of one candidate class.
 type verdict struct {
@@ -222,6 +246,7 @@ type verdict struct {
 }
 
 func (pr *prover) proveGroup(dest *policy.Endpoint) {
+	defer pr.m.release(pr.m.mark())
 	g := pr.newGroup(dest)
 	// Destination classes.
 	type destClass struct {
@@ -234,6 +259,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	var bins, binSigs []string
 	seen := map[string]bool{}
 	for _, b := range g.binaryCandidates() {
+		g.m.charge(stageCandidates, 1+len(g.binPats))
 		if s := g.binSig(b); !seen[s] {
 			seen[s] = true
 			bins, binSigs = append(bins, b), append(binSigs, s)
@@ -245,6 +271,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			continue
 		}
 		for _, h := range hosts {
+			g.m.charge(stageCandidates, 8+len(g.hostPats)+len(g.ipLists))
 			r := policy.Request{Host: h.host, Addr: h.addr, Port: port, Time: pr.opts.Now, DevAllowLoopback: pr.opts.DevAllowLoopback}
 			if !g.inDest(r) || alwaysDenied(r) {
 				continue
@@ -255,6 +282,8 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			}
 			seen["h"+hs] = true
 			for i, b := range bins {
+				g.m.charge(stageCandidates, 4+len(binSigs[i])+len(hs))
+				g.m.hold(stageCandidates, 2*(len(binSigs[i])+len(hs))+256)
 				r.Binary = b
 				dests = append(dests, destClass{r, binSigs[i] + "|" + hs})
 			}
@@ -269,7 +298,10 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	seenL7 := map[string]bool{}
 	probe := dests[0].r
 	pathSigs := g.pathSigTable()
+	l7Cost := g.l7SigCost()
 	for _, c := range g.l7Candidates() {
+		g.m.charge(stageCandidates, l7Cost)
+		g.m.hold(stageCandidates, 2*l7Cost+64)
 		probe.HTTPMethod, probe.Path, probe.Query, probe.MCP = c.method, c.path, c.query, c.mcp
 		s := g.l7SigMemo(probe, pathSigs)
 		if !seenL7[s] {
@@ -291,6 +323,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	curToolCall := map[int]bool{}      // dest: some tools/call allowed; only where asked
 	curAllow := make([]int8, len(l7s)) // the current policy's verdicts already known at this dest: 1 allow, -1 deny
 	for di, d := range dests {
+		g.m.charge(stageDecide, g.decideCost)
 		if alwaysDenied(d.r) || !mayAllow(g.prop, d.r) {
 			continue
 		}
@@ -299,10 +332,12 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		for li, c := range l7s {
 			r := d.r
 			r.HTTPMethod, r.Path, r.Query, r.MCP = c.method, c.path, c.query, c.mcp
+			g.m.charge(stageDecide, g.decideCost)
 			prop := policy.Decide(g.prop, r)
 			if !prop.Allow {
 				continue
 			}
+			g.m.charge(stageDecide, g.decideCost)
 			cur := policy.Decide(g.cur, r)
 			if cur.Allow {
 				curAllow[li] = 1
@@ -310,6 +345,8 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			}
 			curAllow[li] = -1
 			v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], dest: di, cur: cur, prop: prop}
+			g.m.charge(stageDecide, len(v.sig)+g.decideCost)
+			g.m.hold(stageDecide, 2*len(v.sig)+512)
 			if g.bound != nil {
 				v.bound = policy.Decide(g.bound, r)
 			}
@@ -347,6 +384,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 				r := d.r
 				r.HTTPMethod, r.Path, r.Query, r.MCP = c.method, c.path, c.query, c.mcp
 				curAllow[li] = -1
+				g.m.charge(stageDecide, g.decideCost)
 				if policy.Decide(g.cur, r).Allow {
 					curAllow[li] = 1
 				}
@@ -363,6 +401,9 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		}
 	}
 	for _, v := range added {
+		// Locating the rule and the findings' lookups scan the proposed
+		// and current policies.
+		g.m.charge(stageDecide, 4*g.decideCost+len(pr.prop)+len(pr.cur))
 		kind, detail := NewReach, ""
 		r := v.r
 		post := r.MCP != nil && strings.EqualFold(r.HTTPMethod, "POST")

@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -385,7 +386,7 @@ func TestProveNoFindings(t *testing.T) {
 }
 
 func debugMiss(t *rapid.T, cur, prop *policy.Policy, opts Options, r policy.Request) {
-	pr := &prover{opts: opts, cur: refsOf(cur), prop: refsOf(prop), proposed: prop, findings: map[string]*Finding{}}
+	pr := &prover{opts: opts, m: newMeter(context.Background(), 0), cur: refsOf(cur), prop: refsOf(prop), proposed: prop, findings: map[string]*Finding{}}
 	for _, e := range changedEndpoints(pr.cur, pr.prop) {
 		g := pr.newGroup(e)
 		sig, ok := g.signature(r)

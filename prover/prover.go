@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -47,12 +48,17 @@ type Options struct {
 	Now time.Time
 	// DevAllowLoopback proves as a proxy run with --dev-allow-loopback.
 	DevAllowLoopback bool
+	// Budget is the most work the proof may do, in work units (zero:
+	// DefaultBudget); beyond it Prove returns a *TooComplexError.
+	Budget int64
 }
 
 // Report is the outcome of a proof: no findings means the proposed policy
 // allows nothing the current one denies (within the scope in doc.go).
 type Report struct {
 	Findings []Finding `json:"findings"`
+	// Work is the work units the proof used (of Options.Budget).
+	Work int64 `json:"-"`
 }
 
 // Finding is one kind of added access, where it comes from, and for
@@ -95,23 +101,45 @@ func (f *Finding) Covers(r policy.Request) bool {
 
 // Prove returns what proposed allows that current denies, plus the
 // rule-level findings. It never samples: see doc.go for why it is exact.
-func Prove(current, proposed *policy.Policy, opts Options) (*Report, error) {
+//
+// Every proof runs within a budget of work (Options.Budget, see budget.go):
+// one that would need more returns a *TooComplexError (errors.Is
+// ErrTooComplex) and no report, and a proof whose ctx is done returns the
+// context's error. At most two proofs run at once in the
+// process; the others wait for ctx.
+func Prove(ctx context.Context, current, proposed *policy.Policy, opts Options) (rep *Report, err error) {
 	if proposed == nil {
 		return nil, fmt.Errorf("prover: no proposed policy")
 	}
+	if err := acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer release()
+	m := newMeter(ctx, opts.Budget)
+	defer func() {
+		if r := recover(); r != nil {
+			a, ok := r.(abort)
+			if !ok {
+				panic(r)
+			}
+			rep, err = nil, a.err
+		}
+	}()
+	m.charge("proof", 0)
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
-	pr := &prover{opts: opts, cur: refsOf(current), prop: refsOf(proposed), bound: refsOf(opts.Boundary),
+	pr := &prover{opts: opts, m: m, cur: refsOf(current), prop: refsOf(proposed), bound: refsOf(opts.Boundary),
 		findings: map[string]*Finding{}, proposed: proposed}
+	m.charge("policy scan", len(pr.cur)+len(pr.prop)+len(pr.bound))
 	for _, e := range changedEndpoints(pr.cur, pr.prop) {
 		pr.proveGroup(e)
 	}
-	rep := &Report{}
+	rep = &Report{}
 	for _, f := range pr.findings {
 		rep.Findings = append(rep.Findings, *f)
 	}
-	rep.Findings = append(rep.Findings, ruleFindings(pr.cur, pr.prop)...)
+	rep.Findings = append(rep.Findings, ruleFindings(m, pr.cur, pr.prop)...)
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
 		if a.Kind != b.Kind {
@@ -128,6 +156,7 @@ func Prove(current, proposed *policy.Policy, opts Options) (*Report, error) {
 		}
 		return !a.Credentialed && b.Credentialed
 	})
+	rep.Work = m.used
 	return rep, nil
 }
 
@@ -260,6 +289,7 @@ func fingerprint(r ref) string {
 
 type prover struct {
 	opts             Options
+	m                *meter
 	cur, prop, bound []ref
 	findings         map[string]*Finding
 	curGlobs         map[globUse]bool // currentUses
@@ -274,6 +304,7 @@ type prover struct {
 // and boundary policies) that may share a request with it, and the
 // patterns those endpoints use.
 type group struct {
+	m                *meter
 	dest             *policy.Endpoint
 	dev              bool
 	cur, prop, bound *policy.Policy
@@ -286,6 +317,9 @@ type group struct {
 	methods                                              []string
 	versions                                             []string
 	hasMCP, hasQuery, aes, hasPreset                     bool
+	// decideCost is what one policy.Decide on the group's sub-policies
+	// is charged: their endpoints and rules.
+	decideCost int
 }
 
 func hostsMayOverlap(a, b string) bool {
@@ -350,6 +384,7 @@ func hasPort(ep *policy.Endpoint, port int) bool {
 // arguments_schema is dropped (arguments are judged by arguments_widened,
 // see doc.go). It returns the sub-policy endpoint → original index map.
 func (g *group) subPolicy(refs []ref, collect bool) (*policy.Policy, map[string][]int) {
+	g.m.charge("sub-policies", len(refs))
 	p := &policy.Policy{Version: 1, NetworkPolicies: map[string]*policy.NetworkPolicy{}}
 	idx := map[string][]int{}
 	var rel []*ref
@@ -384,6 +419,8 @@ func (g *group) subPolicy(refs []ref, collect bool) (*policy.Policy, map[string]
 			}
 		}
 		ep := stripSchemas(r.ep)
+		g.m.charge("sub-policies", 1+len(ep.Rules)+len(ep.DenyRules))
+		g.decideCost += 1 + len(ep.Rules) + len(ep.DenyRules)
 		entry.Endpoints = append(entry.Endpoints, ep)
 		idx[r.key] = append(idx[r.key], r.index)
 		if collect {
@@ -508,7 +545,7 @@ func (g *group) otherMethod() string {
 }
 
 func (pr *prover) newGroup(dest *policy.Endpoint) *group {
-	g := &group{dest: dest, dev: pr.opts.DevAllowLoopback}
+	g := &group{m: pr.m, dest: dest, dev: pr.opts.DevAllowLoopback}
 	g.cur, g.curIdx = g.subPolicy(pr.cur, true)
 	g.prop, g.propIdx = g.subPolicy(pr.prop, true)
 	if pr.opts.Boundary != nil {
@@ -711,6 +748,7 @@ func (g *group) pathSigTable() map[string]string {
 	return cached(kind, g.pathPats, func() map[string]string {
 		t := map[string]string{}
 		for _, p := range g.pathCandidates() {
+			g.m.charge(stageCandidates, 8*len(g.pathPats)*(len(p)+1)+len(p))
 			t[p] = g.pathSig(p)
 		}
 		return t

@@ -1,6 +1,7 @@
 package prover
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -45,7 +46,7 @@ func prove(t tb, cur, prop *policy.Policy, opts Options) *Report {
 	if opts.Now.IsZero() {
 		opts.Now = now
 	}
-	rep, err := Prove(cur, prop, opts)
+	rep, err := Prove(context.Background(), cur, prop, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

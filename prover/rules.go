@@ -26,12 +26,13 @@ var metadataAddrs = []string{
 // ruleFindings looks at the proposed endpoints that changed (refs marked
 // by changedEndpoints): the same endpoint in the same entry in the current
 // policy changes nothing.
-func ruleFindings(cur, prop []ref) []Finding {
+func ruleFindings(m *meter, cur, prop []ref) []Finding {
 	var out []Finding
 	for _, p := range prop {
 		if !p.changed {
 			continue
 		}
+		m.charge(stageRules, 1+8*len(p.ep.AllowedIPs))
 		label := policy.EndpointLabel(p.ep)
 		// cloud_metadata: a metadata host or address in any spelling.
 		if p.ep.Host != "" && policy.IsMetadataHost(p.ep.Host) {
@@ -56,6 +57,7 @@ func ruleFindings(cur, prop []ref) []Finding {
 		// Audit in an entry where the same destination was enforced (and
 		// not also audited).
 		if p.ep.Enforcement == policy.EnforcementAudit {
+			m.charge(stageRules, len(cur))
 			enforced, audited := false, false
 			for _, c := range cur {
 				if c.key == p.key && labelKey(c.ep) == labelKey(p.ep) {
@@ -87,11 +89,15 @@ func ruleFindings(cur, prop []ref) []Finding {
 			tools := toolSet(a)
 			var curSchemas []map[string]any
 			named := false
+			m.charge(stageRules, len(cur))
 			for _, c := range cur {
 				if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
 					continue
 				}
 				for _, cr := range c.ep.Rules {
+					if cr.Allow != nil {
+						m.charge(stageRules, 1+len(toolsOf(cr.Allow))*len(toolsOf(a)))
+					}
 					if cr.Allow == nil || !callsTools(cr.Allow) || !toolsOverlap(cr.Allow, a) {
 						continue
 					}
@@ -124,6 +130,8 @@ func ruleFindings(cur, prop []ref) []Finding {
 	return out
 }
 
+const stageRules = "rule-level findings"
+
 // callsTools reports whether an allow rule may match tools/call.
 func callsTools(r *policy.L7Rule) bool {
 	return r.Method == "" || policy.MatchGlob(r.Method, "tools/call")
@@ -132,7 +140,7 @@ func callsTools(r *policy.L7Rule) bool {
 // toolsOverlap reports, conservatively, whether two rules may name a
 // common tool: a rule without a tool matcher names every tool.
 func toolsOverlap(a, b *policy.L7Rule) bool {
-	ta, tb := tools(a), tools(b)
+	ta, tb := toolsOf(a), toolsOf(b)
 	if len(ta) == 0 || len(tb) == 0 {
 		return true
 	}
@@ -146,7 +154,7 @@ func toolsOverlap(a, b *policy.L7Rule) bool {
 	return false
 }
 
-func tools(r *policy.L7Rule) []string {
+func toolsOf(r *policy.L7Rule) []string {
 	var ts []string
 	for _, m := range []*policy.Matcher{r.Tool, r.Params["name"]} {
 		if m != nil {

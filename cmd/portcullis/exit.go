@@ -13,6 +13,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/prover"
 )
 
 // Exit codes of the command-line contract (DESIGN.md).
@@ -39,6 +40,10 @@ func exitCode(err error) int {
 		return exitInvalid
 	}
 	if _, ok := errors.AsType[*proveInputError](err); ok {
+		return exitInvalid
+	}
+	if errors.Is(err, prover.ErrTooComplex) {
+		// prove on a change beyond the prover's budget: refused input.
 		return exitInvalid
 	}
 	if _, ok := errors.AsType[*refusalError](err); ok {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,9 @@ beyond a boundary, widened argument schemas, weakened enforcement, and
 cloud metadata addresses.
 
 Exit 0: no findings. Exit 1: findings. Exit 2: an input could not be read
-or is not a valid policy. With -o json the output is always one JSON
+or is not a valid policy, or the change is too complex to prove within the
+prover's fixed budget of work (refused, never answered partially).
+SIGINT and SIGTERM stop a proof at once. With -o json the output is always one JSON
 object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 		Example: `  portcullis prove --current main.yaml --proposed pr.yaml
   portcullis prove --current main.yaml --proposed pr.yaml --boundary boundary.yaml \
@@ -36,7 +39,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			res, err := prove(env, current, proposed, boundary, credentialed, devLoopback)
+			res, err := prove(cmd.Context(), env, current, proposed, boundary, credentialed, devLoopback)
 			if err != nil {
 				if env.jsonOutput() {
 					res.Error = err.Error()
@@ -124,7 +127,7 @@ func (e *findingsError) Error() string {
 	return fmt.Sprintf("the proposed policy adds %d findings", e.count)
 }
 
-func prove(env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool) (proveResult, error) {
+func prove(ctx context.Context, env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool) (proveResult, error) {
 	res := proveResult{Findings: []findingJSON{}}
 	if currentFile == "" || proposedFile == "" {
 		return res, usagef("prove needs --current FILE and --proposed FILE")
@@ -185,7 +188,7 @@ func prove(env *environment, currentFile, proposedFile, boundaryFile string, cre
 		}
 		return res, nil
 	}
-	report, err := prover.Prove(current, proposed, opts)
+	report, err := prover.Prove(ctx, current, proposed, opts)
 	if err != nil {
 		return res, err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -140,5 +142,58 @@ func TestProveGoldenReports(t *testing.T) {
 				t.Errorf("report differs from %s:\n got: %s\nwant: %s", golden, stdout, want)
 			}
 		})
+	}
+}
+
+// globPolicy is a policy whose endpoint allows GET on n two-segment globs
+// like `/v1/*a*b*c*/*d*e*f*`: before the prover had a budget, `prove` on
+// such a file grew to 23 GB and ignored SIGTERM (issue 11, finding 1).
+func globPolicy(n int) string {
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	var b strings.Builder
+	b.WriteString("version: 1\nnetwork_policies:\n  evil:\n    binaries: [ { path: /usr/bin/curl } ]\n    endpoints:\n      - host: evil.example.com\n        port: 443\n        protocol: rest\n        rules:\n")
+	k := 0
+	for range n {
+		p := "/v1"
+		for range 2 {
+			seg := "*"
+			for range 3 {
+				seg += string(letters[k%len(letters)]) + "*"
+				k++
+			}
+			p += "/" + seg
+		}
+		b.WriteString("          - allow: { method: GET, path: \"" + p + "\" }\n")
+	}
+	return b.String()
+}
+
+// A change too complex to prove is refused with exit 2 and the reason; a
+// cancelled context (SIGINT/SIGTERM in main) stops the proof.
+func TestProveTooComplex(t *testing.T) {
+	dir := t.TempDir()
+	evil := filepath.Join(dir, "evil.yaml")
+	if err := os.WriteFile(evil, []byte(globPolicy(12)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, []byte("version: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "prove", "--current", empty, "--proposed", evil)
+	if code != exitInvalid || !strings.Contains(stderr, "too complex to prove — refused") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	out, code := proveJSON(t, "--current", empty, "--proposed", evil)
+	if code != exitInvalid || !strings.Contains(out["error"].(string), "too complex") || len(out["findings"].([]any)) != 0 {
+		t.Fatalf("JSON: exit %d, %v", code, out)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, errOut bytes.Buffer
+	code = run(ctx, []string{"prove", "--current", empty, "--proposed", evil}, strings.NewReader(""), &stdout, &errOut, func(string) string { return "" })
+	if code == exitOK || !strings.Contains(errOut.String(), "context canceled") {
+		t.Fatalf("cancelled: exit %d, stderr %s", code, errOut.String())
 	}
 }
