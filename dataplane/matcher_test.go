@@ -568,7 +568,7 @@ func vocabularyOf(p *policy.Policy) vocabulary {
 		binaries: []string{curl, python, "/opt/x/bin/python3", "", "/usr/bin/../bin/curl", "/usr//bin/curl", "curl"},
 		methods:  []string{"GET", "POST", "HEAD", "PUT", "DELETE", "get", "OPTIONS", "PATCH"},
 		hosts:    []string{"example.com", "x.example.com", "pypi.org"},
-		paths:    []string{"/", "", "/mcp", "/mcp/", "//v1/items", "/v1/%69tems", "/v1/../admin", "/x/%2F", "/a b", "v1", "/v1/items?x=1", "/x/%2e%2e/admin",
+		paths: []string{"/", "", "/mcp", "/mcp/", "//v1/items", "/v1/%69tems", "/v1/../admin", "/x/%2F", "/a b", "v1", "/v1/items?x=1", "/x/%2e%2e/admin",
 			"/ADMIN/x", "/Admin;x/keys", "/admin%3Bx/keys", "/admin./x", "/a/;/b", "/x/..%2Fy", "/v1/ITEMS.", "/v1/%C4%B1tems"},
 	}}
 	for _, entry := range p.NetworkPolicies {
