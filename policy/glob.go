@@ -214,12 +214,15 @@ func MatchDenyGlob(pattern, s string) bool {
 // scope, when its deny rules are checked) matches a canonical path: a deny
 // must hold for every spelling a common server routes to the denied
 // resource, so s matches if MatchDenyGlob matches, ignoring ASCII case, any
-// of its readings (denyReadings): s itself, s with each segment's trailing
-// dots dropped, s with `%3B` parameters stripped, and s with the non-ASCII
-// letters a case-insensitive router folds to ASCII folded. ASP.NET and
-// Express route case-insensitively; IIS drops trailing dots and Spring's
-// suffix matching routes `/admin.` to `/admin`; a server that decodes
-// before stripping parameters reads `/admin%3Bx/keys` as `/admin/keys`.
+// of its readings (DenyReadings): s itself, s with each segment's trailing
+// dots dropped, s with `%3B` parameters stripped, s with encoded slashes
+// decoded, and s with the non-ASCII letters a case-insensitive router
+// folds to ASCII folded. ASP.NET and Express route case-insensitively; IIS
+// drops trailing dots and Spring's suffix matching routes `/admin.` to
+// `/admin`; a server that decodes before stripping parameters reads
+// `/admin%3Bx/keys` as `/admin/keys`, and one that decodes before routing
+// (Go's ServeMux before 1.22, Apache with AllowEncodedSlashes On) reads
+// `/admin%2Fkeys` as `/admin/keys`.
 // Allow globs keep the exact reading (MatchGlob).
 func MatchDenyPath(pattern, s string) bool {
 	if ValidGlob(pattern) != nil {
@@ -249,9 +252,11 @@ func matchDenyFold(pattern, s string) bool {
 
 // DenyReadings returns the readings of canonical path s that deny rules
 // are matched against (see MatchDenyPath), s first, without duplicates:
-// each of s and s with `%3B` parameters stripped from its segments, with
-// and without the trailing dots of its segments, with and without
-// non-ASCII letters folded (FoldNonASCII). Case is left to the matcher.
+// s; s with `%3B` parameters stripped from its segments; each of those
+// with encoded slashes (`%2F`, `%5C`) decoded, and that with `%3B`
+// parameters stripped again; each of all these with the trailing dots of
+// its segments dropped; each with non-ASCII letters folded
+// (FoldNonASCII). Case is left to the matcher.
 func DenyReadings(s string) []string {
 	out := []string{s}
 	add := func(r string) {
@@ -263,13 +268,26 @@ func DenyReadings(s string) []string {
 		out = append(out, r)
 	}
 	add(stripEncodedParams(s))
-	for _, r := range out {
-		add(trimSegmentDots(r))
-	}
-	for _, r := range out {
-		add(FoldNonASCII(r))
+	for _, f := range []func(string) string{decodeSlashes, stripEncodedParams, trimSegmentDots, FoldNonASCII} {
+		for _, r := range out {
+			add(f(r))
+		}
 	}
 	return out
+}
+
+// decodeSlashes turns the encoded slashes of a canonical path (`%2F`,
+// `%5C`, kept under allow_encoded_slash) into `/`, collapsing the empty
+// segments that leaves, as a server that decodes before routing reads it.
+func decodeSlashes(s string) string {
+	if !strings.Contains(s, "%2F") && !strings.Contains(s, "%5C") {
+		return s
+	}
+	s = strings.NewReplacer("%2F", "/", "%5C", "/").Replace(s)
+	for strings.Contains(s, "//") {
+		s = strings.ReplaceAll(s, "//", "/")
+	}
+	return s
 }
 
 // stripEncodedParams drops from every segment of a canonical path what

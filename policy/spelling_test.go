@@ -129,10 +129,27 @@ func TestMatchDenyPath(t *testing.T) {
 		{"/s", "/%C5%BF", true},
 		{"/k", "/%E2%84%AA", true},
 		{"/admin", "/x", false},
+		{"/admin/**", "/admin%2Fkeys", true},
 		{"/x/[", "/x/[", false},
 	} {
 		if got := MatchDenyPath(tt.pattern, tt.s); got != tt.want {
 			t.Errorf("MatchDenyPath(%q, %q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
 		}
+	}
+}
+
+// Under allow_encoded_slash a deny also holds for the reading of a server
+// that decodes encoded slashes before routing.
+func TestDenyEncodedSlashReading(t *testing.T) {
+	ep := &Endpoint{Host: "api.example.com", Port: 443, Protocol: ProtocolREST, Access: AccessFull, AllowEncodedSlash: true,
+		DenyRules: []*L7Rule{{Method: "GET", Path: "/admin/**"}, {Method: "GET", Path: "/a/secret"}}}
+	p := pol(map[string]*NetworkPolicy{"api": entry(nil, ep)})
+	for _, path := range []string{"/admin%2Fkeys", "/a%2Fsecret", "/a%2F%2Fsecret", "/a/%2Fsecret", "/%2Fadmin", "/A%2FSECRET.", "/a%5Csecret"} {
+		if d := Decide(p, req("api.example.com", 443).http("GET", path)); d.Allow {
+			t.Errorf("GET %s allowed (%s)", path, d.Reason)
+		}
+	}
+	if d := Decide(p, req("api.example.com", 443).http("GET", "/repos/a%2Fb")); !d.Allow {
+		t.Errorf("GET /repos/a%%2Fb denied (%s)", d.Reason)
 	}
 }

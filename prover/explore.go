@@ -78,7 +78,7 @@ func (g *group) pathCandidates() []string {
 	ms := func() []*nfa {
 		ms := make([]*nfa, 0, 2*len(g.pathPats))
 		for _, p := range g.pathPats {
-			ms = append(ms, narrowGlob(p), wideGlob(p))
+			ms = append(ms, narrowGlob(p), widePath(p))
 		}
 		return ms
 	}
