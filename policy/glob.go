@@ -218,7 +218,7 @@ func MatchDenyGlob(pattern, s string) bool {
 // dots dropped, s with `%3B` parameters stripped, s with encoded slashes
 // decoded, and s with the non-ASCII letters a case-insensitive router
 // folds to ASCII folded. ASP.NET and Express route case-insensitively; IIS
-// drops trailing dots and Spring's suffix matching routes `/admin.` to
+// drops trailing dots and spaces, and Spring's suffix matching routes `/admin.` to
 // `/admin`; a server that decodes before stripping parameters reads
 // `/admin%3Bx/keys` as `/admin/keys`, and one that decodes before routing
 // (Go's ServeMux before 1.22, Apache with AllowEncodedSlashes On) reads
@@ -255,7 +255,7 @@ func matchDenyFold(pattern, s string) bool {
 // s; s with `%3B` parameters stripped from its segments; each of those
 // with encoded slashes (`%2F`, `%5C`) decoded, and that with `%3B`
 // parameters stripped again; each of all these with the trailing dots of
-// its segments dropped; each with non-ASCII letters folded
+// its segments dropped (and trailing spaces); each with non-ASCII letters folded
 // (FoldNonASCII). Case is left to the matcher.
 func DenyReadings(s string) []string {
 	out := []string{s}
@@ -311,16 +311,26 @@ func stripEncodedParams(s string) string {
 	return strings.Join(out, "/")
 }
 
-// trimSegmentDots drops the trailing dots of every segment of a canonical
-// path that has something besides dots (IIS and Windows file names ignore
-// trailing dots).
+// trimSegmentDots drops the trailing dots and spaces (`%20`) of every
+// segment of a canonical path that has something besides them (Windows
+// file names, so IIS, ignore both).
 func trimSegmentDots(s string) string {
-	if !strings.Contains(s, ".") {
+	if !strings.Contains(s, ".") && !strings.Contains(s, "%20") {
 		return s
 	}
 	segs := strings.Split(s, "/")
 	for i, seg := range segs {
-		if t := strings.TrimRight(seg, "."); t != "" {
+		t := seg
+		for {
+			if u := strings.TrimRight(t, "."); u != t {
+				t = u
+			} else if u := strings.TrimSuffix(t, "%20"); u != t {
+				t = u
+			} else {
+				break
+			}
+		}
+		if t != "" {
 			segs[i] = t
 		}
 	}
