@@ -30,7 +30,8 @@ import (
 //   - hosts sit in maps (exact names, IP literals) beside a short list of
 //     wildcard patterns and hostless (allowed_ips) endpoints;
 //   - globs (paths, binaries, methods, tools) are compiled to tokens once,
-//     and match as policy.MatchGlob and policy.MatchDenyGlob do;
+//     and match as policy.MatchGlob, policy.MatchDenyGlob and (paths of
+//     deny rules and scopes, with a case-folded copy) policy.MatchDenyPath do;
 //   - REST allow rules are indexed by the literal leading segments of
 //     their path, tools/call rules by literal tool name; an index only
 //     narrows the rules tried, in rule order, so the first match is the
