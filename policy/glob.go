@@ -228,8 +228,24 @@ func MatchDenyPath(pattern, s string) bool {
 	if ValidGlob(pattern) != nil {
 		return false
 	}
-	for _, r := range DenyReadings(s) {
+	if matchDenyFold(pattern, s) {
+		return true
+	}
+	if !strings.Contains(s, "%") && !segmentEndsInDot(s) {
+		return false // every other reading is s itself
+	}
+	for _, r := range DenyReadings(s)[1:] {
 		if matchDenyFold(pattern, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// segmentEndsInDot reports whether a segment of s ends in '.'.
+func segmentEndsInDot(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' && (i+1 == len(s) || s[i+1] == '/') {
 			return true
 		}
 	}

@@ -7,10 +7,14 @@ import "github.com/portcullis-dev/portcullis/policy"
 // with encoded slashes decoded, and on each of those with each segment's
 // trailing dots dropped. (The readings that strip `%3B` parameters or fold
 // non-ASCII letters change only percent-escapes the path domains do not
-// hold; see doc.go.)
-func widePath(pat string) *nfa {
+// hold; see doc.go.) The decoded readings are built only for a domain
+// with encoded slashes: elsewhere they are the path itself.
+func widePath(pat string, encodedSlashes bool) *nfa {
 	w := foldCase(wideGlob(pat))
 	t := trimmedDots(w)
+	if !encodedSlashes {
+		return union(w, t)
+	}
 	return union(w, t, decodedSlashes(w), decodedSlashes(t))
 }
 
