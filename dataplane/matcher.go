@@ -30,7 +30,8 @@ import (
 //   - hosts sit in maps (exact names, IP literals) beside a short list of
 //     wildcard patterns and hostless (allowed_ips) endpoints;
 //   - globs (paths, binaries, methods, tools) are compiled to tokens once,
-//     and match as policy.MatchGlob and policy.MatchDenyGlob do;
+//     and match as policy.MatchGlob, policy.MatchDenyGlob and (paths of
+//     deny rules and scopes, with a case-folded copy) policy.MatchDenyPath do;
 //   - REST allow rules are indexed by the literal leading segments of
 //     their path, tools/call rules by literal tool name; an index only
 //     narrows the rules tried, in rule order, so the first match is the
@@ -206,7 +207,7 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 	e.allowedL4 = "allowed by " + e.name + " (no L7 inspection)"
 	e.allowedAccess = "allowed by access: " + ep.Access + " on " + e.name
 	if ep.Path != "" {
-		g := compileGlob(ep.Path)
+		g := compilePathGlob(ep.Path)
 		e.scope = &g
 	}
 	e.allowedIPs = allowedPrefixes(ep.AllowedIPs)
@@ -258,7 +259,7 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 		expiresAt: r.ExpiresAt,
 	}
 	if r.Path != "" {
-		g := compileGlob(r.Path)
+		g := compilePathGlob(r.Path)
 		c.path = &g
 	}
 	if r.Method != "" {
@@ -590,7 +591,7 @@ func (e *endpoint) deny(r *policy.Request, paths *canonicalPaths) (denial, bool)
 		return denial{e: e, rule: "deny_rules", hard: true,
 			reason: fmt.Sprintf("malformed request path for %s: %v", e.name, err)}, true
 	}
-	if e.scope != nil && !e.scope.matchDeny(p) {
+	if e.scope != nil && !e.scope.matchDenyPath(p) {
 		return denial{}, false
 	}
 	switch e.protocol {
@@ -765,26 +766,26 @@ func (e *endpoint) judgeREST(r *policy.Request, paths *canonicalPaths, now time.
 }
 
 // matchesREST mirrors policy's restRuleMatches: method, path glob (narrow
-// for allow rules, wide for deny rules) and query matchers.
+// for allow rules, policy.MatchDenyPath for deny rules) and query matchers.
 func (c *rule) matchesREST(r *policy.Request, p string, allow bool) bool {
-	if !c.methodMatches(r.HTTPMethod, allow) {
+	if !c.methodMatches(r.HTTPMethod) {
 		return false
 	}
 	if c.path != nil {
-		if allow && !c.path.match(p) || !allow && !c.path.matchDeny(p) {
+		if allow && !c.path.match(p) || !allow && !c.path.matchDenyPath(p) {
 			return false
 		}
 	}
 	return !c.hasQuery || c.queryMatches(r.Query, allow)
 }
 
-// methodMatches mirrors policy's methodMatches: a deny rule on GET also
-// denies HEAD.
-func (c *rule) methodMatches(method string, allow bool) bool {
+// methodMatches mirrors policy's methodMatches: a rule on GET also
+// matches HEAD.
+func (c *rule) methodMatches(method string) bool {
 	switch {
 	case c.anyMethod || strings.EqualFold(c.method, method):
 		return true
-	case !allow && strings.EqualFold(c.method, "GET") && strings.EqualFold(method, "HEAD"):
+	case strings.EqualFold(c.method, "GET") && strings.EqualFold(method, "HEAD"):
 		return true
 	}
 	return false
@@ -1257,7 +1258,7 @@ func (m *Matcher) MCPLimits(host string, port int, reqPath string) (maxBodyBytes
 		}
 		if e.scope != nil {
 			p, err := paths.get(reqPath, e.encodedOK)
-			if err != nil || !e.scope.matchDeny(p) {
+			if err != nil || !e.scope.matchDenyPath(p) {
 				continue
 			}
 		}
@@ -1447,8 +1448,7 @@ func isCanonicalPath(raw string) bool {
 		}
 		seg := raw[start:i]
 		switch {
-		case seg == "" && i < len(raw), seg == ".", seg == "..",
-			strings.HasPrefix(seg, ".;"), strings.HasPrefix(seg, "..;"):
+		case seg == "" && i < len(raw), seg == ".", seg == "..":
 			return false
 		}
 		start = i + 1
@@ -1457,7 +1457,8 @@ func isCanonicalPath(raw string) bool {
 }
 
 // pathLiteral marks the bytes a canonical path segment writes literally
-// (policy's isPathLiteral): RFC 3986 unreserved, sub-delims, ':' and '@'.
+// (policy's isPathLiteral): RFC 3986 unreserved, sub-delims but ';', ':'
+// and '@'. A raw ';' starts parameters, which CanonicalPath strips.
 var pathLiteral = func() (t [256]bool) {
 	for c := 'a'; c <= 'z'; c++ {
 		t[c] = true
@@ -1468,7 +1469,7 @@ var pathLiteral = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
-	for _, c := range []byte("-._~!$&'()*+,;=:@") {
+	for _, c := range []byte("-._~!$&'()*+,=:@") {
 		t[c] = true
 	}
 	return t
@@ -1483,6 +1484,8 @@ var pathLiteral = func() (t [256]bool) {
 // matchChars is the character reading alone (query values). An invalid
 // glob matches nothing.
 type glob struct {
+	fold    *glob // path globs: the same glob ignoring ASCII case, for deny matching
+	folded  bool  // literals compare ignoring ASCII case
 	valid   bool
 	literal bool // every segment literal: matches lit alone
 	lit     string
@@ -1492,6 +1495,7 @@ type glob struct {
 }
 
 type globSeg struct {
+	folded  bool // lit compares ignoring ASCII case
 	any     bool // `**`
 	literal bool // no metacharacters: matches lit exactly
 	lit     string
@@ -1540,7 +1544,7 @@ func (g *glob) match(s string) bool {
 	case !g.valid:
 		return false
 	case g.literal:
-		return s == g.lit
+		return s == g.lit || g.folded && asciiEqualFold(s, g.lit)
 	}
 	n := len(g.segs)
 	p, i := 0, 0
@@ -1571,7 +1575,7 @@ func (g *glob) match(s string) bool {
 
 func (s *globSeg) matchSeg(seg string) bool {
 	if s.literal {
-		return seg == s.lit
+		return seg == s.lit || s.folded && asciiEqualFold(seg, s.lit)
 	}
 	return matchTokens(s.toks, seg)
 }
@@ -1597,6 +1601,87 @@ func (g *glob) matchDeny(s string) bool {
 		return g.match(trimmed) || g.matchChars(trimmed)
 	}
 	return false
+}
+
+// compilePathGlob compiles a path glob (a rule's path or an endpoint's
+// path scope) with its case-folded copy for matchDenyPath.
+func compilePathGlob(pattern string) glob {
+	g := compileGlob(pattern)
+	f := compileGlob(pattern)
+	f.folded = true
+	for i := range f.segs {
+		f.segs[i].folded = true
+		f.segs[i].toks = foldTokens(f.segs[i].toks)
+	}
+	f.chars = foldTokens(f.chars)
+	g.fold = &f
+	return g
+}
+
+// matchDenyPath is policy.MatchDenyPath: matchDeny ignoring ASCII case on
+// every reading of p (policy.DenyReadings). The readings other than p
+// itself are computed only when p has what they change: a `%` or a
+// segment ending in a dot.
+func (g *glob) matchDenyPath(p string) bool {
+	if !g.valid || g.fold == nil {
+		return false
+	}
+	if g.fold.matchDeny(p) {
+		return true
+	}
+	if !strings.Contains(p, "%") && !segmentEndsInDot(p) {
+		return false
+	}
+	for _, r := range policy.DenyReadings(p)[1:] {
+		if g.fold.matchDeny(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func segmentEndsInDot(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '.' && (i+1 == len(p) || p[i+1] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiEqualFold is strings.EqualFold for ASCII letters only (policy's
+// folded tokens know no Unicode folding).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i] != b[i] && a[i] != policy.SwapCase(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldTokens makes every one-byte token accept both cases of an ASCII
+// letter (policy's foldTokens).
+func foldTokens(toks []token) []token {
+	out := make([]token, len(toks))
+	for i, t := range toks {
+		switch {
+		case t.star:
+			out[i] = t
+		case t.set == nil && policy.SwapCase(t.lit) == t.lit:
+			out[i] = t
+		default:
+			var set [256]bool
+			for c := range set {
+				set[c] = t.matches(byte(c)) || t.matches(policy.SwapCase(byte(c)))
+			}
+			out[i] = token{set: &set}
+		}
+	}
+	return out
 }
 
 // matchChars is policy's matchChars on the whole pattern: `*` crosses `/`.

@@ -583,7 +583,8 @@ func vocabularyOf(p *policy.Policy) vocabulary {
 		binaries: []string{curl, python, "/opt/x/bin/python3", "", "/usr/bin/../bin/curl", "/usr//bin/curl", "curl"},
 		methods:  []string{"GET", "POST", "HEAD", "PUT", "DELETE", "get", "OPTIONS", "PATCH"},
 		hosts:    []string{"example.com", "x.example.com", "pypi.org"},
-		paths:    []string{"/", "", "/mcp", "/mcp/", "//v1/items", "/v1/%69tems", "/v1/../admin", "/x/%2F", "/a b", "v1", "/v1/items?x=1", "/x/%2e%2e/admin"},
+		paths: []string{"/", "", "/mcp", "/mcp/", "//v1/items", "/v1/%69tems", "/v1/../admin", "/x/%2F", "/a b", "v1", "/v1/items?x=1", "/x/%2e%2e/admin",
+			"/ADMIN/x", "/Admin;x/keys", "/admin%3Bx/keys", "/admin./x", "/a/;/b", "/x/..%2Fy", "/v1/ITEMS.", "/v1/%C4%B1tems"},
 	}}
 	for _, entry := range p.NetworkPolicies {
 		if entry == nil {
@@ -737,14 +738,18 @@ func (v vocabulary) request(t *rapid.T) policy.Request {
 
 func TestGlobAgreesWithPolicy(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		pat := rapid.StringOfN(rapid.SampledFrom([]rune("ab/*?[]!^-\\.")), 1, 10, -1).Draw(t, "pattern")
-		s := rapid.StringOfN(rapid.SampledFrom([]rune("ab/.-]!")), 0, 10, -1).Draw(t, "s")
+		pat := rapid.StringOfN(rapid.SampledFrom([]rune("abAB/*?[]!^-\\.%3")), 1, 10, -1).Draw(t, "pattern")
+		s := rapid.StringOfN(rapid.SampledFrom([]rune("abAB/.-]!%3")), 0, 10, -1).Draw(t, "s")
 		g := compileGlob(pat)
 		if got, want := g.match(s), policy.MatchGlob(pat, s); got != want {
 			t.Fatalf("match(%q, %q) = %v, policy.MatchGlob = %v", pat, s, got, want)
 		}
 		if got, want := g.matchDeny(s), policy.MatchDenyGlob(pat, s); got != want {
 			t.Fatalf("matchDeny(%q, %q) = %v, policy.MatchDenyGlob = %v", pat, s, got, want)
+		}
+		pg := compilePathGlob(pat)
+		if got, want := pg.matchDenyPath(s), policy.MatchDenyPath(pat, s); got != want {
+			t.Fatalf("matchDenyPath(%q, %q) = %v, policy.MatchDenyPath = %v", pat, s, got, want)
 		}
 		if g.isLiteral() && g.match(s) != (s == pat) {
 			t.Fatalf("literal glob %q: match(%q) = %v", pat, s, g.match(s))
@@ -798,4 +803,63 @@ func TestMatcherNamesBinaries(t *testing.T) {
 	if nilMatcher.NamesBinaries() {
 		t.Error("a nil matcher names binaries")
 	}
+}
+
+// TestMatcherDenySpellings: every spelling of a denied path that some
+// common server routes to it is denied by the matcher as by Decide
+// (issue 11, finding 3); allow rules stay exact.
+func TestMatcherDenySpellings(t *testing.T) {
+	m := mustCompile(t, parse(t, `
+version: 1
+network_policies:
+  api:
+    endpoints:
+      - host: api.example.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        access: full
+        deny_rules:
+          - { method: GET, path: "/admin/**" }
+          - { method: GET, path: "/a/secret" }
+      - host: pub.example.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        allow_encoded_slash: true
+        rules:
+          - allow: { method: GET, path: "/public/**" }
+    binaries: []
+`))
+	for _, path := range denySpellings {
+		for _, method := range []string{"GET", "HEAD"} {
+			r := policy.Request{Binary: curl, Host: "api.example.com", Addr: pubIP, Port: 443, HTTPMethod: method, Path: path, Time: when}
+			if d := agree(t, m, r); d.Allow {
+				t.Errorf("%s %s allowed: %s", method, path, d.Reason)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		path  string
+		allow bool
+	}{
+		{"/public/x", true}, {"/public/x;a=1", true}, {"/public/a%2Fb", true},
+		{"/PUBLIC/x", false}, {"/public./x", false}, {"/public%3Bx/y", false},
+		{"/public/..%2fsecret", false}, {"/public/.%2fsecret", false}, {"/public/..%3Bx/secret", false},
+	} {
+		r := policy.Request{Binary: curl, Host: "pub.example.com", Addr: pubIP, Port: 443, HTTPMethod: "GET", Path: tc.path, Time: when}
+		if d := agree(t, m, r); d.Allow != tc.allow {
+			t.Errorf("GET %s: allow = %v (%s), want %v", tc.path, d.Allow, d.Reason, tc.allow)
+		}
+	}
+}
+
+// denySpellings are spellings of /admin/keys and /a/secret that a common
+// server routes there (policy's spelling_test.go explains each).
+var denySpellings = []string{
+	"/admin/keys", "/admin;jsessionid=x/keys", "/admin;/keys", "/a/;/secret", "/a;x/secret;y",
+	"/public/..;/admin/keys", "/public/.;x/../admin/keys", "/ADMIN/keys", "/Admin/Keys", "/%41dmin/keys",
+	"/A/SECRET", "/admin%2e/keys", "/admin./keys", "/a/secret%2e", "/a/secret.", "/a/secret/",
+	"/admin%3Bx/keys", "/a/secret%3Bjsessionid=1", "/a/secret%3B", "/adm%C4%B1n/keys", "/a/%C5%BFecret",
+	"/v1/../admin/keys", "/v1/%2e%2e/admin/keys",
 }

@@ -359,7 +359,7 @@ func denyPhase(eps []endpointRef, r Request) []denial {
 				reason: fmt.Sprintf("malformed request path for %s: %v", e.name(), err)})
 			continue
 		}
-		if e.ep.Path != "" && !MatchDenyGlob(e.ep.Path, path) {
+		if e.ep.Path != "" && !MatchDenyPath(e.ep.Path, path) {
 			continue
 		}
 		out = append(out, endpointDenials(e, r, path)...)
@@ -544,33 +544,37 @@ func judgeREST(e endpointRef, r Request) outcome {
 
 // restRuleMatches reports whether a REST rule matches: method (`*` or
 // absent = any method; compared case-insensitively), path glob (absent =
-// any path) on the canonical path, and every query matcher.
+// any path) on the canonical path — MatchGlob for an allow rule,
+// MatchDenyPath for a deny rule — and every query matcher.
 func restRuleMatches(rule *L7Rule, r Request, path string, allow bool) bool {
-	if !methodMatches(rule.Method, r.HTTPMethod, allow) {
+	if !methodMatches(rule.Method, r.HTTPMethod) {
 		return false
 	}
-	if rule.Path != "" && !pathGlobMatches(rule.Path, path, allow) {
+	if rule.Path != "" && (allow && !MatchGlob(rule.Path, path) || !allow && !MatchDenyPath(rule.Path, path)) {
 		return false
 	}
 	return queryMatches(rule.Query, r.Query, allow)
 }
 
 // methodMatches compares a REST rule's method (`*` or absent = any) with
-// the request's, case-insensitively. A deny rule on GET also denies HEAD:
-// servers answer HEAD with the GET handler, so what GET must not reach,
-// HEAD must not either (an allow on GET does not grant HEAD).
-func methodMatches(ruleMethod, method string, allow bool) bool {
+// the request's, case-insensitively. A rule on GET also matches HEAD, in
+// allow and deny rules alike, as OpenShell's rule does (RFC 9110 §9.3.2:
+// HEAD is GET without the body): servers answer HEAD with the GET handler,
+// so what GET must not reach HEAD must not either, and what GET may read
+// HEAD reveals no more of.
+func methodMatches(ruleMethod, method string) bool {
 	switch {
 	case ruleMethod == "" || ruleMethod == "*" || strings.EqualFold(ruleMethod, method):
 		return true
-	case !allow && strings.EqualFold(ruleMethod, "GET") && strings.EqualFold(method, "HEAD"):
+	case strings.EqualFold(ruleMethod, "GET") && strings.EqualFold(method, "HEAD"):
 		return true
 	}
 	return false
 }
 
 // pathGlobMatches reads allow globs narrowly (MatchGlob) and deny globs
-// widely (MatchDenyGlob): each reading is the safe one for its side.
+// widely (MatchDenyGlob): each reading is the safe one for its side. Used
+// for MCP method names; paths use MatchDenyPath.
 func pathGlobMatches(pattern, path string, allow bool) bool {
 	if allow {
 		return MatchGlob(pattern, path)

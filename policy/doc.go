@@ -59,7 +59,10 @@
 //     would allow the request. A deny rule that cannot be checked (no L7
 //     view, a malformed path or message) denies. Deny globs are read widely
 //     (MatchDenyGlob: OpenShell's `*` that crosses `/`, and an optional
-//     trailing slash), and a deny on GET also denies HEAD.
+//     trailing slash); deny path globs also match every spelling a common
+//     server routes to the path (MatchDenyPath: any case, trailing dots and
+//     spaces, `%3B` parameters, decoded encoded slashes). A rule on GET
+//     also matches HEAD, in allow and deny rules (as in OpenShell).
 //  3. Allow: some entry whose binaries match (none listed = any binary; a
 //     listed binary must be a known, clean absolute path) has an endpoint
 //     whose destination matches and whose rules allow the request. Allow
@@ -90,6 +93,12 @@
 //     binary glob stays within one `/` segment, while deny rules keep
 //     OpenShell's wider reading, so an imported document never allows more
 //     nor denies less;
+//   - deny path globs ignore case and the other spellings MatchDenyPath
+//     reads (OpenShell matches the canonical path exactly);
+//   - an encoded `;` (`%3B`) in a path is data, kept encoded when
+//     forwarded (OpenShell decodes it and strips what follows), and a `.`
+//     or `..` next to an encoded `/`, `\` or `;` is refused (OpenShell
+//     resolves `..%3B` as `..`);
 //   - endpoints of protocols the proxy does not inspect yet (graphql,
 //     websocket, json-rpc, sql, tcp) deny every request to their
 //     destination, even one another endpoint would allow.

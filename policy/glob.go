@@ -460,6 +460,220 @@ func MatchDenyGlob(pattern, s string) bool {
 	return false
 }
 
+// MatchDenyPath is how a deny rule's path glob (and an endpoint's path
+// scope, when its deny rules are checked) matches a canonical path: a deny
+// must hold for every spelling a common server routes to the denied
+// resource, so s matches if MatchDenyGlob matches, ignoring ASCII case, any
+// of its readings (DenyReadings): s itself, s with each segment's trailing
+// dots dropped, s with `%3B` parameters stripped, s with encoded slashes
+// decoded, and s with the non-ASCII letters a case-insensitive router
+// folds to ASCII folded. ASP.NET and Express route case-insensitively; IIS
+// drops trailing dots and spaces, and Spring's suffix matching routes `/admin.` to
+// `/admin`; a server that decodes before stripping parameters reads
+// `/admin%3Bx/keys` as `/admin/keys`, and one that decodes before routing
+// (Go's ServeMux before 1.22, Apache with AllowEncodedSlashes On) reads
+// `/admin%2Fkeys` as `/admin/keys`.
+// Allow globs keep the exact reading (MatchGlob).
+func MatchDenyPath(pattern, s string) bool {
+	if ValidGlob(pattern) != nil {
+		return false
+	}
+	if matchDenyFold(pattern, s) {
+		return true
+	}
+	if !strings.Contains(s, "%") && !segmentEndsInDot(s) {
+		return false // every other reading is s itself
+	}
+	for _, r := range DenyReadings(s)[1:] {
+		if matchDenyFold(pattern, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// segmentEndsInDot reports whether a segment of s ends in '.'.
+func segmentEndsInDot(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' && (i+1 == len(s) || s[i+1] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// matchDenyFold is MatchDenyGlob with ASCII letters matching either case.
+func matchDenyFold(pattern, s string) bool {
+	match := func(s string) bool {
+		return matchSegmentsFold(strings.Split(pattern, "/"), strings.Split(s, "/")) || matchCharsFold(pattern, s)
+	}
+	if match(s) {
+		return true
+	}
+	if trimmed := strings.TrimSuffix(s, "/"); trimmed != s && trimmed != "" {
+		return match(trimmed)
+	}
+	return false
+}
+
+// DenyReadings returns the readings of canonical path s that deny rules
+// are matched against (see MatchDenyPath), s first, without duplicates:
+// s; s with `%3B` parameters stripped from its segments; each of those
+// with encoded slashes (`%2F`, `%5C`) decoded, and that with `%3B`
+// parameters stripped again; each of all these with the trailing dots of
+// its segments dropped (and trailing spaces); each with non-ASCII letters folded
+// (FoldNonASCII). Case is left to the matcher.
+func DenyReadings(s string) []string {
+	out := []string{s}
+	add := func(r string) {
+		for _, x := range out {
+			if x == r {
+				return
+			}
+		}
+		out = append(out, r)
+	}
+	add(stripEncodedParams(s))
+	for _, f := range []func(string) string{decodeSlashes, stripEncodedParams, trimSegmentDots, FoldNonASCII} {
+		for _, r := range out {
+			add(f(r))
+		}
+	}
+	return out
+}
+
+// decodeSlashes turns the encoded slashes of a canonical path (`%2F`,
+// `%5C`, kept under allow_encoded_slash) into `/`, collapsing the empty
+// segments that leaves, as a server that decodes before routing reads it.
+func decodeSlashes(s string) string {
+	if !strings.Contains(s, "%2F") && !strings.Contains(s, "%5C") {
+		return s
+	}
+	s = strings.NewReplacer("%2F", "/", "%5C", "/").Replace(s)
+	for strings.Contains(s, "//") {
+		s = strings.ReplaceAll(s, "//", "/")
+	}
+	return s
+}
+
+// stripEncodedParams drops from every segment of a canonical path what
+// follows an encoded `;` (`%3B`), as a server that decodes before it
+// strips parameters does; segments left empty collapse.
+func stripEncodedParams(s string) string {
+	if !strings.Contains(s, "%3B") {
+		return s
+	}
+	segs := strings.Split(s, "/")
+	out := segs[:1]
+	for i, seg := range segs[1:] {
+		if j := strings.Index(seg, "%3B"); j >= 0 {
+			seg = seg[:j]
+		}
+		if seg == "" && i+1 < len(segs)-1 {
+			continue
+		}
+		out = append(out, seg)
+	}
+	return strings.Join(out, "/")
+}
+
+// trimSegmentDots drops the trailing dots and spaces (`%20`) of every
+// segment of a canonical path that has something besides them (Windows
+// file names, so IIS, ignore both).
+func trimSegmentDots(s string) string {
+	if !strings.Contains(s, ".") && !strings.Contains(s, "%20") {
+		return s
+	}
+	segs := strings.Split(s, "/")
+	for i, seg := range segs {
+		t := seg
+		for {
+			if u := strings.TrimRight(t, "."); u != t {
+				t = u
+			} else if u := strings.TrimSuffix(t, "%20"); u != t {
+				t = u
+			} else {
+				break
+			}
+		}
+		if t != "" {
+			segs[i] = t
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// nonASCIIFolds are the non-ASCII letters whose simple case mapping is an
+// ASCII letter, in canonical (percent-encoded UTF-8) spelling: a
+// case-insensitive router (.NET's OrdinalIgnoreCase) may read `ſ` as `s`
+// and `K` (Kelvin) as `k`.
+var nonASCIIFolds = strings.NewReplacer(
+	"%C4%B0", "i", // İ
+	"%C4%B1", "i", // ı
+	"%C5%BF", "s", // ſ
+	"%E2%84%AA", "k", // K (Kelvin sign)
+)
+
+// FoldNonASCII replaces, in a canonical path, the non-ASCII letters whose
+// simple case mapping is ASCII by that ASCII letter.
+func FoldNonASCII(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	return nonASCIIFolds.Replace(s)
+}
+
+// matchSegmentsFold is matchSegments with ASCII case folded.
+func matchSegmentsFold(pat, segs []string) bool {
+	compiled := make([][]globToken, len(pat))
+	for i, seg := range pat {
+		if seg == "**" {
+			continue
+		}
+		toks, ok := compileChars(seg)
+		if !ok {
+			return false
+		}
+		compiled[i] = foldTokens(toks)
+	}
+	return greedyMatch(len(pat), len(segs),
+		func(p int) bool { return pat[p] == "**" },
+		func(p, i int) bool { return matchTokens(compiled[p], segs[i]) })
+}
+
+// matchCharsFold is matchChars with ASCII case folded.
+func matchCharsFold(pat, s string) bool {
+	toks, ok := compileChars(pat)
+	return ok && matchTokens(foldTokens(toks), s)
+}
+
+// foldTokens makes every one-byte token accept both cases of an ASCII
+// letter.
+func foldTokens(toks []globToken) []globToken {
+	out := make([]globToken, len(toks))
+	for i, t := range toks {
+		if t.star {
+			out[i] = t
+			continue
+		}
+		class := t.class
+		out[i] = globToken{class: func(b byte) bool { return class(b) || class(SwapCase(b)) }}
+	}
+	return out
+}
+
+// SwapCase returns the other case of an ASCII letter, and any other byte
+// unchanged.
+func SwapCase(b byte) byte {
+	switch {
+	case b >= 'a' && b <= 'z':
+		return b - 'a' + 'A'
+	case b >= 'A' && b <= 'Z':
+		return b - 'A' + 'a'
+	}
+	return b
+}
+
 // matchSegments matches `/`-separated segments, `**` standing for zero or
 // more whole segments. Every other pattern segment matches exactly one
 // segment, so the greedy star algorithm (remember the last `**`, retry one
@@ -669,20 +883,29 @@ func classChar(s string) (byte, int, error) {
 // rules are matched against and the proxy forwards:
 //
 //   - a query (`?…`) is dropped; a fragment (`#`) is refused;
+//   - `;` path parameters are stripped from every segment, as OpenShell,
+//     Tomcat, Jetty and Spring do (`/admin;jsessionid=x/keys` is
+//     `/admin/keys`, `/a/;/b` is `/a/b`), before dot segments are resolved,
+//     so `..;x` is `..` and `.;x` is `.`;
 //   - every percent-encoding is decoded and each byte re-encoded one way:
-//     unreserved characters, sub-delims, `:` and `@` literal, everything
-//     else as %XX with upper-case hex — so `%61dmin` and `admin` are one
-//     path, and `%3A` and `:` are one;
+//     unreserved characters, sub-delims but `;`, `:` and `@` literal,
+//     everything else as %XX with upper-case hex — so `%61dmin` and
+//     `admin` are one path, and `%3A` and `:` are one. An encoded `;`
+//     (`%3B`) is data, not a parameter, and stays `%3B`: decoded, the
+//     upstream would strip what follows it;
 //   - `.` and `..` segments (also spelled `%2e`) are resolved as RFC 3986
-//     §5.2.4 does, never above `/`; a dot segment carrying `;` parameters
-//     (`..;x`, read as `..` by some servers) is refused;
+//     §5.2.4 does, never above `/`;
+//   - a dot segment that survives decoding is refused: `.` or `..` next to
+//     an encoded `/`, `\` or `;` inside a segment (`..%2F`, `.%5Cx`,
+//     `..%3B`), which a server that decodes before routing reads as a dot
+//     segment;
 //   - empty segments (`//`) are collapsed;
 //   - `%2F` and `%5C` (an encoded `/` or `\`) are refused unless
 //     allowEncodedSlash, and then kept encoded inside their segment;
 //   - NUL and other control bytes, raw or encoded, raw backslashes and
 //     invalid percent-encodings are refused.
 //
-// The result starts with `/`; an empty path is `/`.
+// The result starts with `/` and holds no raw `;`; an empty path is `/`.
 func CanonicalPath(raw string, allowEncodedSlash bool) (string, error) {
 	if i := strings.IndexByte(raw, '?'); i >= 0 {
 		raw = raw[:i]
@@ -699,6 +922,9 @@ func CanonicalPath(raw string, allowEncodedSlash bool) (string, error) {
 	var out []string
 	segs := strings.Split(raw[1:], "/")
 	for i, seg := range segs {
+		if j := strings.IndexByte(seg, ';'); j >= 0 {
+			seg = seg[:j]
+		}
 		dec, err := decodeSegment(seg, allowEncodedSlash)
 		if err != nil {
 			return "", fmt.Errorf("path %q: %w", raw, err)
@@ -710,8 +936,8 @@ func CanonicalPath(raw string, allowEncodedSlash bool) (string, error) {
 			if len(out) > 0 {
 				out = out[:len(out)-1]
 			}
-		case isDotWithParams(dec):
-			return "", fmt.Errorf("path %q: dot segment with parameters %q", raw, seg)
+		case hidesDotSegment(dec):
+			return "", fmt.Errorf("path %q: segment %q holds a dot segment behind an encoded separator", raw, seg)
 		case dec == "":
 			// An empty segment is a doubled or trailing slash; only the
 			// trailing one survives.
@@ -731,8 +957,23 @@ func CanonicalPath(raw string, allowEncodedSlash bool) (string, error) {
 	return strings.ReplaceAll(p, "//", "/"), nil
 }
 
-func isDotWithParams(seg string) bool {
-	return strings.HasPrefix(seg, ".;") || strings.HasPrefix(seg, "..;")
+// hidesDotSegment reports whether a decoded segment holding an encoded
+// `/`, `\` or `;` has a `.` or `..` part: a server that decodes before it
+// splits the path on `/` (or `\`) and strips `;` parameters reads that
+// part as a dot segment (`..%2F`, `.%5Cx`, `..%3Bx`).
+func hidesDotSegment(dec string) bool {
+	if !strings.ContainsAny(dec, `/\;`) {
+		return false
+	}
+	for _, part := range strings.FieldsFunc(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if j := strings.IndexByte(part, ';'); j >= 0 {
+			part = part[:j]
+		}
+		if part == "." || part == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeSegment percent-decodes one path segment, refusing control bytes,
@@ -780,13 +1021,13 @@ func encodeSegment(seg string) string {
 }
 
 // isPathLiteral reports whether c stays literal in a canonical segment:
-// RFC 3986 unreserved, sub-delims, ':' and '@'.
+// RFC 3986 unreserved, sub-delims but ';', ':' and '@'.
 func isPathLiteral(c byte) bool {
 	switch {
 	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		return true
 	}
-	return strings.IndexByte("-._~!$&'()*+,;=:@", c) >= 0
+	return strings.IndexByte("-._~!$&'()*+,=:@", c) >= 0
 }
 
 func isHex(c byte) bool {

@@ -166,7 +166,20 @@ func TestCanonicalPath(t *testing.T) {
 		{raw: "/a%5Cb", wantError: true},
 		{raw: "/a%2Fb", slash: true, want: "/a%2Fb"},
 		{raw: "/a%5cb", slash: true, want: "/a%5Cb"},
-		{raw: "/a%2F..%2Fb", slash: true, want: "/a%2F..%2Fb"},
+		// A dot segment behind an encoded separator is refused (OpenShell's
+		// residual-dot check): a server that decodes first reads it.
+		{raw: "/a%2F..%2Fb", slash: true, wantError: true},
+		{raw: "/public/..%2fsecret", slash: true, wantError: true},
+		{raw: "/public/.%2fsecret", slash: true, wantError: true},
+		{raw: "/public/..%2f..%2fsecret", slash: true, wantError: true},
+		{raw: "/public/x%2F.", slash: true, wantError: true},
+		{raw: "/public/..%5Cx", slash: true, wantError: true},
+		{raw: "/public/..%3B/secret", wantError: true},
+		{raw: "/public/..%3bx/secret", wantError: true},
+		{raw: "/public/.%3B", wantError: true},
+		{raw: "/public/x%3B..", want: "/public/x%3B.."}, // after the ';': a parameter, never a segment
+		{raw: "/repos/group%2fproject/issues", slash: true, want: "/repos/group%2Fproject/issues"},
+		{raw: "/a%2F...%2Fb", slash: true, want: "/a%2F...%2Fb"},
 		{raw: `/a\b`, wantError: true},
 		{raw: `/a\b`, slash: true, wantError: true},
 		{raw: "/a%00b", wantError: true},
@@ -180,10 +193,28 @@ func TestCanonicalPath(t *testing.T) {
 		{raw: "/a#frag", wantError: true},
 		{raw: "a/b", wantError: true},
 		{raw: "*", wantError: true},
-		{raw: "/public/..;/admin", wantError: true},
-		{raw: "/public/.;x/admin", wantError: true},
-		{raw: "/public/%2e%2e;/admin", wantError: true},
-		{raw: "/a;b/c", want: "/a;b/c"},
+		// `;` parameters are stripped per segment before dot segments are
+		// resolved, as OpenShell's l7/path.rs does.
+		{raw: "/public/..;/admin", want: "/admin"},
+		{raw: "/public/..;x/admin", want: "/admin"},
+		{raw: "/public/..;jsessionid=xyz/secret", want: "/secret"},
+		{raw: "/public/.;x/admin", want: "/public/admin"},
+		{raw: "/public/.;/admin", want: "/public/admin"},
+		{raw: "/public/%2e%2e;/admin", want: "/admin"},
+		{raw: "/public;x=1/../secret", want: "/secret"},
+		{raw: "/a;b/c", want: "/a/c"},
+		{raw: "/admin;jsessionid=x/keys", want: "/admin/keys"},
+		{raw: "/a/;/secret", want: "/a/secret"},
+		{raw: "/a/;x", want: "/a/"},
+		{raw: "/a;%zz/b", want: "/a/b"}, // the parameter is dropped unread
+		{raw: "/..;", want: "/"},
+		// An encoded `;` is data and stays encoded.
+		{raw: "/admin%3Bx/keys", want: "/admin%3Bx/keys"},
+		{raw: "/admin%3bx/keys", want: "/admin%3Bx/keys"},
+		{raw: "/a%3B", want: "/a%3B"},
+		// A trailing %2e is a dot, kept: only a whole `.` segment resolves.
+		{raw: "/admin%2e", want: "/admin."},
+		{raw: "/admin/%2e", want: "/admin/"},
 	}
 	for _, tt := range tests {
 		got, err := CanonicalPath(tt.raw, tt.slash)

@@ -414,6 +414,24 @@ func (v *validator) singleStar(path, glob string) {
 	}
 }
 
+// pathSpelling warns about path globs that read differently from how
+// they look: a raw `;` never matches (CanonicalPath strips `;`
+// parameters, as OpenShell does), and an encoded one is `%3B` here (data,
+// which OpenShell strips after decoding); a deny glob with upper-case
+// letters also denies every other case (MatchDenyPath; OpenShell compares
+// exactly).
+func (v *validator) pathSpelling(path, glob string, allow bool) {
+	if strings.Contains(glob, ";") {
+		v.warnf(path, "%q: paths are matched with `;` parameters stripped, so a `;` in a glob never matches (an encoded semicolon in a path is %%3B)", glob)
+	}
+	if strings.Contains(strings.ToUpper(glob), "%3B") {
+		v.warnf(path, "%q: Portcullis keeps an encoded `;` (%%3B) in a path as data; OpenShell decodes it and strips what follows, so this glob matches nothing there", glob)
+	}
+	if !allow && strings.ToLower(glob) != glob {
+		v.warnf(path, "%q: deny rules match paths ignoring case in Portcullis (OpenShell compares exactly), so this also denies %q", glob, strings.ToLower(glob))
+	}
+}
+
 func isL7(protocol string) bool {
 	return protocol != ProtocolL4 && protocol != ProtocolTCP
 }
@@ -772,6 +790,7 @@ func (v *validator) httpRule(path string, r *L7Rule, websocket, allow bool) {
 		} else if allow {
 			v.singleStar(pp, r.Path)
 		}
+		v.pathSpelling(pp, r.Path, allow)
 	}
 	for _, k := range sortedKeys(r.Query) {
 		qp := keyPath(keyPath(path, "query"), k)

@@ -395,6 +395,9 @@ func TestWarnings(t *testing.T) {
 		{"host bits", withEndpoint("{host: a.example.com, port: 1, allowed_ips: [10.1.2.3/8]}"), ep0 + ".allowed_ips[0]", "host bits"},
 		{"control-plane port", withEndpoint("{host: a.example.com, port: 6443}"), ep0, "control-plane"},
 		{"uninspected credentials", withEndpoint("{host: a.example.com, port: 1, allow_uninspected_credentials: true}"), ep0 + ".allow_uninspected_credentials", "without inspection"},
+		{"semicolon in a path glob", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: '/a;v=1/b'}}]}"), ep0 + ".rules[0].allow.path", "never matches"},
+		{"encoded semicolon in a path glob", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: '/a%3Bb'}}]}"), ep0 + ".rules[0].allow.path", "OpenShell decodes it"},
+		{"upper case in a deny glob", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, access: full, deny_rules: [{method: GET, path: '/Admin/**'}]}"), ep0 + ".deny_rules[0].path", `also denies "/admin/**"`},
 		{"signing_service alone", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, access: full, signing_service: s3}"), ep0 + ".signing_service", "ignored"},
 	}
 	for _, tc := range tests {

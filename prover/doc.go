@@ -55,6 +55,9 @@
 // no glob matches); the private and always-denied classes inside an
 // allowed_ips region (sampled at its edges and at fixed addresses);
 // percent-encoded bytes in paths other than an encoded slash (a glob
-// naming `%XX` literally is matched only in the signature).
+// naming `%XX` literally is matched only in the signature, and so are the
+// deny readings of policy.MatchDenyPath that change escapes: `%3B`
+// parameters stripped, non-ASCII letters folded; its case-folded and
+// trailing-dot readings are split exactly, pathdeny.go).
 // exceeds_boundary is judged on what the change adds. See STATUS.md.
 package prover

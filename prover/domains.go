@@ -64,47 +64,79 @@ func pathStep(trailingSlash bool) func(int, byte) int {
 	}
 }
 
+// canonicalPathBytes are the bytes a canonical path writes literally:
+// pathBytes but ';', which starts the parameters CanonicalPath strips.
+var canonicalPathBytes = func() []byte {
+	var bs []byte
+	for _, b := range pathBytes {
+		if b != ';' {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}()
+
 // canonicalPaths: what policy.CanonicalPath can return (without percent
 // escapes): '/' first, no empty or dot segments, a trailing '/' allowed.
 var canonicalPaths = domain{
 	start:   0,
 	step:    pathStep(true),
 	accept:  func(s int) bool { return s == 1 || s == 4 || s == 5 },
-	bytes:   pathBytes,
-	special: "/.;",
+	bytes:   canonicalPathBytes,
+	special: "/.",
 }
 
 // encodedSlashPaths: canonical paths under allow_encoded_slash that hold
 // at least one encoded slash "%2F" inside a segment ('%' appears only
-// there). The step keeps pathStep's state in the low bits, the progress
-// through "%2F" in bits 3-4 and "seen one" in bit 5.
+// there), and no `.` or `..` between encoded slashes (CanonicalPath
+// refuses those). The low four bits of a state are its place in the path:
+// 0 before the leading '/', 1 at the start of a segment, 2 segment ".",
+// 3 segment "..", 4 inside an ordinary segment, 5 just the root "/",
+// 6 just after an encoded slash, 7 and 8 a "." or ".." part after one;
+// bits 4-5 are the progress through "%2F", bit 6 "seen one".
 var encodedSlashPaths = domain{
 	start: 0,
 	step: func(s int, c byte) int {
-		base, enc, seen := s&7, s>>3&3, s>>5
+		base, enc, seen := s&15, s>>4&3, s>>6
 		switch {
 		case enc == 1 && c == '2':
-			return base | 2<<3 | seen<<5
+			return base | 2<<4 | seen<<6
 		case enc == 2 && c == 'F':
-			return base | 1<<5
+			return 6 | 1<<6
 		case enc != 0:
 			return -1
-		case c == '%':
-			if base == 0 {
-				return -1
-			}
-			next := pathStep(true)(base, 'x') // "%2F" is an ordinary segment character
-			return next | 1<<3 | seen<<5
 		}
-		next := pathStep(true)(base, c)
+		next := -1
+		switch c {
+		case '%':
+			if base == 1 || base == 4 || base == 5 || base == 6 {
+				return base | 1<<4 | seen<<6
+			}
+		case '/':
+			switch base {
+			case 0:
+				next = 5
+			case 4, 6:
+				next = 1
+			}
+		case '.':
+			next = [9]int{0: -1, 1: 2, 2: 3, 3: 4, 4: 4, 5: 2, 6: 7, 7: 8, 8: 4}[base]
+		default:
+			if base != 0 {
+				next = 4
+			}
+		}
 		if next < 0 {
 			return -1
 		}
-		return next | seen<<5
+		return next | seen<<6
 	},
-	accept:  func(s int) bool { b := s & 7; return s>>3&3 == 0 && s>>5 == 1 && (b == 1 || b == 4 || b == 5) },
-	bytes:   append([]byte{'%'}, pathBytes...),
-	special: "/.;%2F",
+	accept: func(s int) bool {
+		b := s & 15
+		return s>>4&3 == 0 && s>>6 == 1 && (b == 1 || b == 4 || b == 5 || b == 6)
+	},
+	bytes:   append([]byte{'%'}, canonicalPathBytes...),
+	special: "/.%2F",
 }
 
 // cleanBinaries: absolute paths with path.Clean(p) == p.

@@ -80,16 +80,16 @@ func (g *group) hostCandidates() []hostAddr {
 }
 
 func (g *group) pathCandidates() []string {
-	ms := func() []*nfa {
+	ms := func(encodedSlashes bool) []*nfa {
 		ms := make([]*nfa, 0, 2*len(g.pathPats))
 		for _, p := range g.pathPats {
-			ms = append(ms, narrowGlob(p), wideGlob(p))
+			ms = append(ms, narrowGlob(p), widePath(p, encodedSlashes))
 		}
 		return ms
 	}
-	out := append(cachedWitnesses(g.m, "path", g.pathPats, func() (domain, []*nfa) { return canonicalPaths, ms() }), "/%zz")
+	out := append(cachedWitnesses(g.m, "path", g.pathPats, func() (domain, []*nfa) { return canonicalPaths, ms(false) }), "/%zz")
 	if g.aes {
-		out = append(out, cachedWitnesses(g.m, "path%2F", g.pathPats, func() (domain, []*nfa) { return encodedSlashPaths, ms() })...)
+		out = append(out, cachedWitnesses(g.m, "path%2F", g.pathPats, func() (domain, []*nfa) { return encodedSlashPaths, ms(true) })...)
 	}
 	return out
 }

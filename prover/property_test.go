@@ -34,9 +34,10 @@ var (
 	rAddrs    = []string{"", "", "", "93.184.216.34", "93.184.216.99", "10.1.2.3", "10.9.9.9", "2606:4700::1111", "8.8.8.8", "127.0.0.1"}
 	rPorts    = []int{443, 80, 8080, 9999, 6443}
 	rMethods  = []string{"GET", "get", "POST", "HEAD", "DELETE", "PUT", "OPTIONS", ""}
-	rPaths    = []string{"/", "/v1/items", "/v1/items/", "/v1/x", "/v1/a/b", "/v1/items/1/x", "/admin", "/admin/", "/a/bd", "/a/cd", "/a/dd", "/q/x", "/v1/itxms", "/v1/*", "/v1/../admin", "//v1//items", "/mcp", "/mcp/", "/%zz", "/v1/a%2Fb", ""}
-	rMCPMeth  = []string{"tools/call", "tools/list", "initialize", "notifications/initialized", "tools/other", "ping", "x/y", ""}
-	rTools    = []string{"lookup_order", "lookup_x", "refund_order", "tool.a", "other", "bad name", ""}
+	rPaths    = []string{"/", "/v1/items", "/v1/items/", "/v1/x", "/v1/a/b", "/v1/items/1/x", "/admin", "/admin/", "/a/bd", "/a/cd", "/a/dd", "/q/x", "/v1/itxms", "/v1/*", "/v1/../admin", "//v1//items", "/mcp", "/mcp/", "/%zz", "/v1/a%2Fb", "",
+		"/ADMIN", "/Admin/", "/admin.", "/V1/items", "/v1/items.", "/admin;x", "/v1/a%3Bb", "/v1/a%2F.."}
+	rMCPMeth = []string{"tools/call", "tools/list", "initialize", "notifications/initialized", "tools/other", "ping", "x/y", ""}
+	rTools   = []string{"lookup_order", "lookup_x", "refund_order", "tool.a", "other", "bad name", ""}
 )
 
 func genPolicy(t *rapid.T, label string) *policy.Policy {

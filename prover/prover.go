@@ -729,7 +729,7 @@ func (g *group) pathSig(p string) string {
 		if err == nil {
 			for _, p := range g.pathPats {
 				bit(&sb, policy.MatchGlob(p, c))
-				bit(&sb, policy.MatchDenyGlob(p, c))
+				bit(&sb, policy.MatchDenyPath(p, c))
 			}
 		}
 	}
