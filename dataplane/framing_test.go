@@ -82,6 +82,26 @@ var framingCases = []framingCase{
 	{"a trailer line ending in a bare LF",
 		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: 1\n\r\n" +
 			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	// Header bytes OpenShell refuses and Go's server accepts.
+	{"a header value that is not UTF-8",
+		"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\nX-Bad: \xc0\xaf\r\n\r\n", 1},
+	{"a request target that is not UTF-8",
+		"GET SCHEME/v1/smuggled\xff HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
+	{"a header line folded with a space",
+		"GET SCHEME/v1/smuggled HTTP/1.1\r\nX-Test: first\r\n continued\r\nHost: AUTH\r\n\r\n", 1},
+	{"a header line folded with a tab",
+		"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\nX-Test: first\r\n\tcontinued\r\n\r\n", 1},
+	{"a folded header line pipelined",
+		"GET SCHEME/v1/ok HTTP/1.1\r\nHost: AUTH\r\n\r\n" +
+			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\nX-Test: first\r\n continued\r\n\r\n", 2},
+	{"a folded trailer line",
+		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: 1\r\n folded\r\n\r\n" +
+			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	{"a trailer that is not UTF-8",
+		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: \xc0\xaf\r\n\r\n" +
+			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	{"HTTP/1.5",
+		"GET SCHEME/v1/smuggled HTTP/1.5\r\nHost: AUTH\r\n\r\n", 1},
 }
 
 // headerLike is a body that looks like a smuggled header block.
@@ -99,6 +119,10 @@ var framingAllowed = []struct {
 	{"a chunked body holding a header block is not one",
 		fmt.Sprintf("POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(headerLike), headerLike) +
 			"GET SCHEME/v1/b HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	{"UTF-8 and tabs in header values",
+		"GET SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nX-Name: Zo\u00eb\tM\u00fcller \u2713\r\n\r\n", 1},
+	{"HTTP/1.0",
+		"GET SCHEME/v1/a HTTP/1.0\r\nHost: AUTH\r\n\r\n", 1},
 	{"CRLF after a POST, as Go's server tolerates",
 		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nContent-Length: 1\r\n\r\nx\r\n" +
 			"GET SCHEME/v1/b HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
