@@ -102,6 +102,12 @@ var framingCases = []framingCase{
 			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
 	{"HTTP/1.5",
 		"GET SCHEME/v1/smuggled HTTP/1.5\r\nHost: AUTH\r\n\r\n", 1},
+	// Not framing, but refused before policy all the same: a raw
+	// non-ASCII byte in the target (Go would percent-encode it).
+	{"a raw non-ASCII byte in the path",
+		"GET SCHEME/v1/smuggled/caf\u00e9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
+	{"a raw non-ASCII byte in the query",
+		"GET SCHEME/v1/smuggled?name=caf\u00e9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
 }
 
 // headerLike is a body that looks like a smuggled header block.
@@ -121,6 +127,8 @@ var framingAllowed = []struct {
 			"GET SCHEME/v1/b HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
 	{"UTF-8 and tabs in header values",
 		"GET SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nX-Name: Zo\u00eb\tM\u00fcller \u2713\r\n\r\n", 1},
+	{"a percent-encoded non-ASCII path",
+		"GET SCHEME/v1/caf%C3%A9?name=caf%C3%A9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
 	{"HTTP/1.0",
 		"GET SCHEME/v1/a HTTP/1.0\r\nHost: AUTH\r\n\r\n", 1},
 	{"CRLF after a POST, as Go's server tolerates",
