@@ -258,3 +258,34 @@ func TestFramingGuardInsideTunnel(t *testing.T) {
 		})
 	}
 }
+
+// Header bytes OpenShell refuses are recorded as denials naming the
+// problem, before policy and DNS, and nothing reaches the upstream.
+func TestHeaderHygieneRecorded(t *testing.T) {
+	up := startPlainUpstream(t)
+	p, pu := plainProxy(t, framingPolicy, up.port, nil)
+	auth := fmt.Sprintf("api.example.com:%d", up.port)
+	for _, tc := range []struct{ name, raw, reason string }{
+		{"obs-fold", "GET http://AUTH/v1/x HTTP/1.1\r\nX-Test: first\r\n continued\r\nHost: AUTH\r\n\r\n", "folded header line"},
+		{"not UTF-8", "GET http://AUTH/v1/x HTTP/1.1\r\nHost: AUTH\r\nX-Bad: \xc0\xaf\r\n\r\n", "not valid UTF-8"},
+		{"HTTP/1.2", "GET http://AUTH/v1/x HTTP/1.2\r\nHost: AUTH\r\n\r\n", "HTTP version"},
+		{"raw non-ASCII target", "GET http://AUTH/v1/caf\u00e9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", "non-ASCII byte (0xC3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, records := len(up.seen()), len(p.Decisions())
+			c, err := net.Dial("tcp", pu.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			st := exchange(t, c, bufio.NewReader(c), strings.ReplaceAll(tc.raw, "AUTH", auth), 1)
+			if len(st) != 1 || st[0] != http.StatusForbidden || len(up.seen()) != before {
+				t.Fatalf("statuses %v, upstream saw %q; want 403 and nothing forwarded", st, up.seen()[before:])
+			}
+			recs := p.Decisions()
+			if len(recs) != records+1 || recs[len(recs)-1].Decision != "deny" || !strings.Contains(recs[len(recs)-1].Reason, tc.reason) {
+				t.Fatalf("records %+v; want one denial naming %q", recs[records:], tc.reason)
+			}
+		})
+	}
+}
