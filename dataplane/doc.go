@@ -35,8 +35,9 @@
 //     pooled per host and checked address, responses streamed back; framing.go: what Go's HTTP server would
 //     quietly normalise or accept (Content-Length with Transfer-Encoding, a
 //     Host header differing from the request URI, header lines ending in a
-//     bare LF), found on every request of a connection by framing it as
-//     Go's server does.
+//     bare LF, folded header lines, header bytes that are not UTF-8, HTTP
+//     versions other than 1.0 and 1.1), found on every request of a
+//     connection by framing it as Go's server does.
 //   - record.go: decision records (a bounded ring and JSON lines);
 //     reload.go: the policy file, watched and swapped atomically.
 //   - subscribe.go: gateway mode — the signed versions streamed from the

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // framingGuard watches the raw bytes of a client connection for request
@@ -22,7 +23,19 @@ import (
 //     Go ignores that Host (as RFC 9112 tells proxies to), but an agent
 //     sending it is probing for a confused upstream;
 //   - a header (or trailer) line ending in a bare LF, which Go accepts and
-//     OpenShell, like many servers, refuses.
+//     OpenShell, like many servers, refuses;
+//   - a header (or trailer) line continuing the one before it (obs-fold,
+//     a line starting with a space or tab; RFC 9112 §5.2), which Go joins
+//     to the line before and OpenShell refuses;
+//   - a header block that is not valid UTF-8 (Go passes other bytes above
+//     0x7F through as obs-text; OpenShell refuses them, as a proxy and an
+//     upstream could read them differently);
+//   - an HTTP version other than HTTP/1.0 or HTTP/1.1 (Go serves any
+//     HTTP/1.x as HTTP/1.1; OpenShell refuses the rest).
+//
+// (Go's server itself refuses header names that are not tokens, a line
+// with no colon or whitespace before it, and control bytes other than tab
+// in values.)
 //
 // Once seen, every request on the connection is denied.
 //
@@ -219,11 +232,20 @@ func (g *framingGuard) endBlock() {
 	if cap(g.block) > 16<<10 {
 		g.block = nil // a large block's buffer is not kept for the connection's life
 	}
+	if !utf8.Valid(block) {
+		g.flag("a request on this connection had a header that is not valid UTF-8")
+	}
+	if _, fields, ok := bytes.Cut(block, []byte("\n")); ok && folded(fields) {
+		g.flag("a request on this connection had a folded header line (obs-fold)")
+	}
 	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(block)))
 	if err != nil {
 		// Go's server refuses it too, and closes the connection.
 		g.fail("a request on this connection could not be parsed")
 		return
+	}
+	if req.ProtoMajor != 1 || req.ProtoMinor > 1 {
+		g.flag("a request on this connection named an HTTP version other than 1.0 or 1.1")
 	}
 	// http.ReadRequest drops Host, and Content-Length when chunked: look at
 	// the header as sent.
@@ -330,9 +352,27 @@ func (g *framingGuard) trailerLine(line []byte) {
 	if !bytes.HasSuffix(line, []byte("\r\n")) {
 		g.flag("a request on this connection had a header line ending in a bare LF")
 	}
+	if !utf8.Valid(line) {
+		g.flag("a request on this connection had a header that is not valid UTF-8")
+	}
+	if folded(line) {
+		g.flag("a request on this connection had a folded header line (obs-fold)")
+	}
 	if len(line) == 1 || len(line) == 2 && line[0] == '\r' {
 		g.state = scanBlock
 	}
+}
+
+// folded reports whether any of the header lines starts with a space or a
+// tab: an obs-fold continuation of the line before.
+func folded(lines []byte) bool {
+	for len(lines) > 0 {
+		if lines[0] == ' ' || lines[0] == '\t' {
+			return true
+		}
+		_, lines, _ = bytes.Cut(lines, []byte("\n"))
+	}
+	return false
 }
 
 // flag marks the connection; fail also stops scanning it.

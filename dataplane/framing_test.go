@@ -82,6 +82,32 @@ var framingCases = []framingCase{
 	{"a trailer line ending in a bare LF",
 		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: 1\n\r\n" +
 			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	// Header bytes OpenShell refuses and Go's server accepts.
+	{"a header value that is not UTF-8",
+		"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\nX-Bad: \xc0\xaf\r\n\r\n", 1},
+	{"a request target that is not UTF-8",
+		"GET SCHEME/v1/smuggled\xff HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
+	{"a header line folded with a space",
+		"GET SCHEME/v1/smuggled HTTP/1.1\r\nX-Test: first\r\n continued\r\nHost: AUTH\r\n\r\n", 1},
+	{"a header line folded with a tab",
+		"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\nX-Test: first\r\n\tcontinued\r\n\r\n", 1},
+	{"a folded header line pipelined",
+		"GET SCHEME/v1/ok HTTP/1.1\r\nHost: AUTH\r\n\r\n" +
+			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\nX-Test: first\r\n continued\r\n\r\n", 2},
+	{"a folded trailer line",
+		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: 1\r\n folded\r\n\r\n" +
+			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	{"a trailer that is not UTF-8",
+		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: \xc0\xaf\r\n\r\n" +
+			"GET SCHEME/v1/smuggled HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	{"HTTP/1.5",
+		"GET SCHEME/v1/smuggled HTTP/1.5\r\nHost: AUTH\r\n\r\n", 1},
+	// Not framing, but refused before policy all the same: a raw
+	// non-ASCII byte in the target (Go would percent-encode it).
+	{"a raw non-ASCII byte in the path",
+		"GET SCHEME/v1/smuggled/caf\u00e9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
+	{"a raw non-ASCII byte in the query",
+		"GET SCHEME/v1/smuggled?name=caf\u00e9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
 }
 
 // headerLike is a body that looks like a smuggled header block.
@@ -99,6 +125,12 @@ var framingAllowed = []struct {
 	{"a chunked body holding a header block is not one",
 		fmt.Sprintf("POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(headerLike), headerLike) +
 			"GET SCHEME/v1/b HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
+	{"UTF-8 and tabs in header values",
+		"GET SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nX-Name: Zo\u00eb\tM\u00fcller \u2713\r\n\r\n", 1},
+	{"a percent-encoded non-ASCII path",
+		"GET SCHEME/v1/caf%C3%A9?name=caf%C3%A9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", 1},
+	{"HTTP/1.0",
+		"GET SCHEME/v1/a HTTP/1.0\r\nHost: AUTH\r\n\r\n", 1},
 	{"CRLF after a POST, as Go's server tolerates",
 		"POST SCHEME/v1/a HTTP/1.1\r\nHost: AUTH\r\nContent-Length: 1\r\n\r\nx\r\n" +
 			"GET SCHEME/v1/b HTTP/1.1\r\nHost: AUTH\r\n\r\n", 2},
@@ -222,6 +254,37 @@ func TestFramingGuardInsideTunnel(t *testing.T) {
 				if s != http.StatusOK {
 					t.Fatalf("statuses %v; want all 200", st)
 				}
+			}
+		})
+	}
+}
+
+// Header bytes OpenShell refuses are recorded as denials naming the
+// problem, before policy and DNS, and nothing reaches the upstream.
+func TestHeaderHygieneRecorded(t *testing.T) {
+	up := startPlainUpstream(t)
+	p, pu := plainProxy(t, framingPolicy, up.port, nil)
+	auth := fmt.Sprintf("api.example.com:%d", up.port)
+	for _, tc := range []struct{ name, raw, reason string }{
+		{"obs-fold", "GET http://AUTH/v1/x HTTP/1.1\r\nX-Test: first\r\n continued\r\nHost: AUTH\r\n\r\n", "folded header line"},
+		{"not UTF-8", "GET http://AUTH/v1/x HTTP/1.1\r\nHost: AUTH\r\nX-Bad: \xc0\xaf\r\n\r\n", "not valid UTF-8"},
+		{"HTTP/1.2", "GET http://AUTH/v1/x HTTP/1.2\r\nHost: AUTH\r\n\r\n", "HTTP version"},
+		{"raw non-ASCII target", "GET http://AUTH/v1/caf\u00e9 HTTP/1.1\r\nHost: AUTH\r\n\r\n", "non-ASCII byte (0xC3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, records := len(up.seen()), len(p.Decisions())
+			c, err := net.Dial("tcp", pu.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			st := exchange(t, c, bufio.NewReader(c), strings.ReplaceAll(tc.raw, "AUTH", auth), 1)
+			if len(st) != 1 || st[0] != http.StatusForbidden || len(up.seen()) != before {
+				t.Fatalf("statuses %v, upstream saw %q; want 403 and nothing forwarded", st, up.seen()[before:])
+			}
+			recs := p.Decisions()
+			if len(recs) != records+1 || recs[len(recs)-1].Decision != "deny" || !strings.Contains(recs[len(recs)-1].Reason, tc.reason) {
+				t.Fatalf("records %+v; want one denial naming %q", recs[records:], tc.reason)
 			}
 		})
 	}

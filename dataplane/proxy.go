@@ -478,6 +478,12 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		p.deny(w, r, cur, req, policy.Decision{Reason: "protocol upgrades are not inspected yet"}, nil)
 		return
 	}
+	if i := nonASCII(r.RequestURI); i >= 0 {
+		// Go percent-encodes such a byte into the path it hands on; an
+		// upstream may read the raw byte otherwise. OpenShell refuses it.
+		p.deny(w, r, cur, req, policy.Decision{Reason: fmt.Sprintf("malformed request target: a raw non-ASCII byte (0x%02X) must be percent-encoded", r.RequestURI[i])}, nil)
+		return
+	}
 	path, err := policy.CanonicalPath(req.Path, true)
 	if err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
@@ -695,4 +701,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// nonASCII returns the index of the first byte of s above 0x7F, or -1.
+func nonASCII(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return i
+		}
+	}
+	return -1
 }

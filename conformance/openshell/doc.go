@@ -54,7 +54,7 @@
 //
 //	crates/openshell-supervisor-network/src/opa.rs           158 (170)
 //	crates/openshell-supervisor-network/src/l7/mod.rs         57 (64)
-//	crates/openshell-supervisor-network/src/l7/path.rs        28 (59)
+//	crates/openshell-supervisor-network/src/l7/path.rs        28 (61)
 //	crates/openshell-supervisor-network/src/l7/rest.rs        31 (37)
 //	crates/openshell-supervisor-network/src/l7/jsonrpc.rs     22 (25)
 //	crates/openshell-supervisor-network/src/proxy.rs          69 (75)
@@ -65,7 +65,7 @@
 //	crates/openshell-prover/src/lib.rs                         5 (5)
 //	crates/openshell-prover/src/queries.rs                     6 (10)
 //	e2e/python/test_policy_validation.py                       4 (4)
-//	total                                                    479 (555)
+//	total                                                    479 (557)
 //
 // Not ported: tests of OpenShell internals with no counterpart here
 // (engine generations and reloads, middleware, credential injection and

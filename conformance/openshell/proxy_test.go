@@ -107,6 +107,8 @@ var restProxyCases = []proxyCase{
 	{Source: restRS + "parse_http_request_splits_path_and_query_params", Raw: get("/download?slug=my%2Fskill&tag=foo&tag=bar"), OpenShell: allow, Forwarded: "/download?slug=my%2Fskill&tag=foo&tag=bar"},
 	{Source: pathRS + "absolute_form_strips_authority", Raw: get("/a/../b"), OpenShell: allow, Forwarded: "/b"},
 	{Source: pathRS + "regression_percent_encoded_slash_in_dotdot_rejected", Raw: get("/public/%2E%2E%2Fsecret"), OpenShell: deny},
+	{Source: pathRS + "non_ascii_raw_byte_rejected", Raw: get("/a\u00e9"), OpenShell: deny},
+	{Source: pathRS + "percent_encoded_non_ascii_bytes_round_trip", Raw: get("/users/caf%C3%A9"), OpenShell: allow, Forwarded: "/users/caf%C3%A9"},
 }
 
 func TestRESTProxy(t *testing.T) { runProxy(t, restProxyCases) }
