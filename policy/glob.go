@@ -985,6 +985,12 @@ func decodeSegment(seg string, allowEncodedSlash bool) (string, error) {
 		if c == '\\' {
 			return "", errors.New("backslash in path")
 		}
+		if c >= 0x80 {
+			// As OpenShell: a request target is ASCII; a client that
+			// means a non-ASCII byte percent-encodes it. Servers differ in
+			// how they read a raw one.
+			return "", fmt.Errorf("raw non-ASCII byte %#02x in path (percent-encode it)", c)
+		}
 		if c == '%' {
 			if i+2 >= len(seg) || !isHex(seg[i+1]) || !isHex(seg[i+2]) {
 				return "", fmt.Errorf("invalid percent-encoding in %q", seg)

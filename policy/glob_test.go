@@ -162,6 +162,8 @@ func TestCanonicalPath(t *testing.T) {
 		{raw: "/a%25b", want: "/a%25b"},
 		{raw: "/a%3Fb", want: "/a%3Fb"},
 		{raw: "/a%2Fb", wantError: true},
+		{raw: "/caf\u00e9", wantError: true}, // raw non-ASCII: percent-encode it (OpenShell path.rs)
+		{raw: "/caf%C3%A9", want: "/caf%C3%A9"},
 		{raw: "/a%2fb", wantError: true},
 		{raw: "/a%5Cb", wantError: true},
 		{raw: "/a%2Fb", slash: true, want: "/a%2Fb"},
