@@ -147,3 +147,23 @@ network_policies:
 		t.Fatalf("l7_bypass_credentialed without credentials:%s", show(rep.Findings))
 	}
 }
+
+// An entry that names no binaries admits every binary, the bypass-L7 ones
+// among them.
+func TestL7BypassEntryWithoutBinaries(t *testing.T) {
+	prop := parse(t, `
+version: 1
+network_policies:
+  any:
+    name: any
+    endpoints: [ { host: github.com, port: 443 } ]
+`)
+	rep := prove(t, parse(t, "version: 1\n"), prop, githubCreds)
+	k := kinds(rep)
+	if len(k[L7BypassCredentialed]) != 1 {
+		t.Fatalf("want one l7_bypass_credentialed:%s", show(rep.Findings))
+	}
+	if b := k[L7BypassCredentialed][0].Counterexample.Binary; L7Bypass[b] == "" {
+		t.Fatalf("counterexample binary %q", b)
+	}
+}
