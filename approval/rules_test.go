@@ -98,6 +98,9 @@ func TestExamples(t *testing.T) {
 		{"new GET path and new reach", []FindingInput{finding("new_path", "GET"), finding("new_reach", "GET")}, 1, false, nil},
 		{"new GET method", []FindingInput{finding("new_http_method", "GET")}, 1, false, nil},
 		{"credentialed reach", []FindingInput{finding("new_credentialed_reach", "GET")}, 2, false, nil},
+		// The prover reports git, ssh or nc gaining credentialed reach as
+		// both kinds: the rule keyed on new_credentialed_reach sees it.
+		{"credentialed reach by an L7-bypass binary", []FindingInput{finding("l7_bypass_credentialed", ""), finding("new_credentialed_reach", "")}, 2, false, nil},
 		{"cloud metadata", []FindingInput{finding("new_reach", "GET"), {Kind: "cloud_metadata", Blocking: true}}, 1, false,
 			[]string{"cloud metadata is never granted"}},
 	} {

@@ -40,6 +40,18 @@ var samples = []struct {
 		},
 		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3, CredentialedHosts: []string{"api.github.com:443"}, HasBoundary: true},
 	}},
+	{"credentialed git reach", Input{
+		Proposal: sampleProposal(),
+		Findings: []FindingInput{
+			{Kind: "l7_bypass_credentialed", Blocking: true, Credentialed: true, Entry: "github", Endpoint: "github.com:443",
+				Rule: "endpoint", Detail: "/usr/bin/git bypasses L7 inspection (git smart HTTP through a CONNECT tunnel and git over SSH are not REST) and could not reach credentialed destination github.com:443 before",
+				Counterexample: RequestInput{Binary: "/usr/bin/git", Host: "github.com", Port: 443}},
+			{Kind: "new_credentialed_reach", Blocking: true, Credentialed: true, Entry: "github", Endpoint: "github.com:443",
+				Rule: "endpoint", Detail: "the binary could not reach this destination before; on credentialed destination github.com:443",
+				Counterexample: RequestInput{Binary: "/usr/bin/git", Host: "github.com", Port: 443}},
+		},
+		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3, CredentialedHosts: []string{"github.com:443"}},
+	}},
 	{"two approvers", Input{
 		Proposal: sampleProposal(),
 		Findings: []FindingInput{{Kind: "new_mcp_tool", Blocking: true, Entry: "orders", Endpoint: "orders.example.com:443/mcp",

@@ -3,6 +3,19 @@
 // the only judge), grouped into findings with a concrete counterexample
 // each, plus rule-level findings no request can show.
 //
+// # Kinds
+//
+// Request-level (each with a counterexample): new_reach, or
+// new_credentialed_reach when the destination is one of
+// Options.Credentialed; new_path, new_http_method, new_mcp_method,
+// new_mcp_tool; private_network, wildcard_widening, exceeds_boundary; and
+// l7_bypass_credentialed (OpenShell's category of that name): besides
+// new_credentialed_reach, when the binary that gains the reach is one whose
+// wire protocol the L7 proxy cannot inspect (L7Bypass: /usr/bin/git,
+// /usr/bin/ssh, /usr/bin/nc, the entries of OpenShell's binary registry
+// marked bypasses_l7, by exact path). Rule-level: arguments_widened,
+// enforcement_weakened, cloud_metadata.
+//
 // # Why it is exact
 //
 //  1. Locality. Decide's verdict on a request depends only on the multiset

@@ -430,6 +430,14 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		entry, ep, epLabel, rule := pr.locate(g, v.prop)
 		v = pr.withArguments(v, ep, rule)
 		pr.add(kind, entry, epLabel, rule, detail, v, g)
+		// OpenShell's l7_bypass_credentialed: a binary whose wire protocol
+		// the L7 proxy cannot inspect gains reach to a credentialed
+		// destination. Reported beside new_credentialed_reach (OpenShell
+		// reports the bypass category instead), so that rules keyed on
+		// new_credentialed_reach still see the reach.
+		if why, ok := L7Bypass[r.Binary]; ok && kind == NewCredentialedReach {
+			pr.add(L7BypassCredentialed, entry, epLabel, rule, fmt.Sprintf("%s bypasses L7 inspection (%s) and could not reach credentialed destination %s:%d before", r.Binary, why, r.Host, r.Port), v, g)
+		}
 		if a, ok := destAddr(r); ok && !curReach[v.dest] && policy.IsPrivate(a) && ep != nil && len(ep.AllowedIPs) > 0 {
 			pr.add(PrivateNetwork, entry, epLabel, rule, fmt.Sprintf("private address %s reachable through allowed_ips %v", a, ep.AllowedIPs), v, g)
 		}
@@ -662,7 +670,7 @@ func (pr *prover) currentUses(place int, glob string) bool {
 func (pr *prover) add(kind, entry, endpoint, rule, detail string, v verdict, g *group) {
 	// New access to a credentialed destination is a finding of its own, so
 	// that the mark is never hidden behind an uncredentialed example.
-	cred := strings.HasPrefix(kind, "new_") && pr.credentialed(v.r)
+	cred := (strings.HasPrefix(kind, "new_") || kind == L7BypassCredentialed) && pr.credentialed(v.r)
 	key := fmt.Sprint(kind, "\x00", entry, "\x00", endpoint, "\x00", rule, "\x00", cred)
 	f := pr.findings[key]
 	if f == nil {

@@ -29,7 +29,31 @@ const (
 	ArgumentsWidened     = "arguments_widened"
 	EnforcementWeakened  = "enforcement_weakened"
 	CloudMetadata        = "cloud_metadata"
+	L7BypassCredentialed = "l7_bypass_credentialed"
 )
+
+// L7Bypass is OpenShell's binary registry (crates/openshell-prover/registry/
+// binaries) cut to the entries with a protocol marked bypasses_l7: binaries
+// whose wire protocol the L7 proxy cannot inspect, by exact path, with why.
+// A request from one of them that reaches a credentialed destination the
+// binary could not reach before is l7_bypass_credentialed. The registry's
+// other entries (claude, curl, gh, node, python3.13, wget) speak HTTP the
+// proxy inspects.
+var L7Bypass = map[string]string{
+	"/usr/bin/git": "git smart HTTP through a CONNECT tunnel and git over SSH are not REST",
+	"/usr/bin/ssh": "SSH is an encrypted tunnel (port forwarding, scp)",
+	"/usr/bin/nc":  "netcat sends arbitrary data over raw TCP",
+}
+
+// l7Bypass lists the keys of L7Bypass in order.
+var l7Bypass = func() []string {
+	out := make([]string, 0, len(L7Bypass))
+	for b := range L7Bypass {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
+}()
 
 // HostPort is a destination.
 type HostPort struct {
@@ -74,7 +98,8 @@ type Finding struct {
 	Rule           string          `json:"rule,omitempty"`
 	Detail         string          `json:"detail"`
 	// Credentialed: the counterexample goes to a destination that carries
-	// credentials injected for the sandbox.
+	// credentials injected for the sandbox (always, for
+	// l7_bypass_credentialed).
 	Credentialed bool `json:"credentialed,omitempty"`
 
 	atoms []atom
@@ -553,11 +578,18 @@ func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 	}
 	g.methods = append(g.methods, g.specialMethods()...)
 	// Credentialed hosts are classes of their own, so that a wildcard
-	// reaching one yields it as a counterexample.
+	// reaching one yields it as a counterexample; so are the L7-bypassing
+	// binaries an entry of the group may name (a glob, or no binaries at
+	// all), so that a glob admitting one yields it.
+	credPort := false
 	for _, c := range pr.opts.Credentialed {
 		if hasPort(dest, c.Port) {
 			g.hostPats = append(g.hostPats, c.Host)
+			credPort = true
 		}
+	}
+	if credPort {
+		g.binPats = append(g.binPats, g.bypassBinaries()...)
 	}
 	sort.Strings(g.binPats)
 	sort.Strings(g.hostPats)
@@ -571,6 +603,26 @@ func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 	g.mcpMethodPats, g.toolPats, g.methods = uniq(g.mcpMethodPats), uniq(g.toolPats), uniq(g.methods)
 	g.versions, g.ports = uniq(g.versions), uniq(g.ports)
 	return g
+}
+
+// bypassBinaries are the L7Bypass binaries an entry of the group's proposed
+// sub-policy admits (by a binary glob, or by naming no binaries).
+func (g *group) bypassBinaries() []string {
+	var out []string
+	for _, b := range l7Bypass {
+		admitted := false
+		for _, e := range g.prop.NetworkPolicies {
+			g.m.charge("sub-policies", 1+len(e.Binaries))
+			admitted = admitted || len(e.Binaries) == 0
+			for _, p := range e.Binaries {
+				admitted = admitted || policy.MatchGlob(p.Path, b)
+			}
+		}
+		if admitted {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // ---------------------------------------------------------------------------

@@ -310,7 +310,8 @@ func newSandboxCredentialsCmd(env *environment) *cobra.Command {
 		Short: "Add or remove the destinations that carry credentials for a sandbox",
 		Long: `Add or remove HOST:PORT destinations whose requests carry credentials
 injected for this sandbox. Proposals that add reach to one of them are
-flagged new_credentialed_reach for the approvers. Hosts are stored in
+flagged new_credentialed_reach for the approvers (and
+l7_bypass_credentialed when the binary is git, ssh or nc). Hosts are stored in
 lower case; removing one that is not there is not an error. --add and
 --remove repeat, and at least one is needed. Prints the resulting list;
 with -o json the Sandbox.`,

@@ -160,6 +160,7 @@ const findingKinds = {
   new_mcp_method: ["New MCP method", "medium"],
   new_mcp_tool: ["New MCP tool", "medium"],
   new_credentialed_reach: ["Reaches injected credentials", "high"],
+  l7_bypass_credentialed: ["Uninspected protocol reaches credentials", "high"],
   private_network: ["Private network", "high"],
   wildcard_widening: ["Wildcard widening", "high"],
   exceeds_boundary: ["Exceeds the sandbox boundary", "high"],

@@ -931,10 +931,12 @@ func (x *Approval) GetTime() *timestamppb.Timestamp {
 type Finding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind: new_reach, new_path, new_http_method, new_mcp_method,
-	// new_mcp_tool, new_credentialed_reach, private_network,
-	// wildcard_widening, exceeds_boundary (request-level, with a
-	// counterexample); arguments_widened, enforcement_weakened,
-	// cloud_metadata (rule-level).
+	// new_mcp_tool, new_credentialed_reach, l7_bypass_credentialed,
+	// private_network, wildcard_widening, exceeds_boundary (request-level,
+	// with a counterexample); arguments_widened, enforcement_weakened,
+	// cloud_metadata (rule-level). l7_bypass_credentialed comes with the
+	// new_credentialed_reach of a binary the L7 proxy cannot inspect
+	// (git, ssh, nc).
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// counterexample is a request the proposed policy allows and the current
 	// one (for exceeds_boundary: the boundary) denies.

@@ -56,7 +56,8 @@ type SandboxServiceClient interface {
 	SetSandboxBoundary(ctx context.Context, in *SetSandboxBoundaryRequest, opts ...grpc.CallOption) (*Sandbox, error)
 	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
 	// requests carry credentials injected for this sandbox; new reach to one
-	// is new_credentialed_reach. Audited.
+	// is new_credentialed_reach (and l7_bypass_credentialed too for git, ssh
+	// or nc). Audited.
 	SetCredentialedHosts(ctx context.Context, in *SetCredentialedHostsRequest, opts ...grpc.CallOption) (*Sandbox, error)
 	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
 	// version and refuses new proposals until UnfreezeSandbox, which
@@ -198,7 +199,8 @@ type SandboxServiceServer interface {
 	SetSandboxBoundary(context.Context, *SetSandboxBoundaryRequest) (*Sandbox, error)
 	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
 	// requests carry credentials injected for this sandbox; new reach to one
-	// is new_credentialed_reach. Audited.
+	// is new_credentialed_reach (and l7_bypass_credentialed too for git, ssh
+	// or nc). Audited.
 	SetCredentialedHosts(context.Context, *SetCredentialedHostsRequest) (*Sandbox, error)
 	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
 	// version and refuses new proposals until UnfreezeSandbox, which

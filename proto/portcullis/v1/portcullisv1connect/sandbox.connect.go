@@ -149,7 +149,8 @@ type SandboxServiceClient interface {
 	SetSandboxBoundary(context.Context, *v1.SetSandboxBoundaryRequest) (*v1.Sandbox, error)
 	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
 	// requests carry credentials injected for this sandbox; new reach to one
-	// is new_credentialed_reach. Audited.
+	// is new_credentialed_reach (and l7_bypass_credentialed too for git, ssh
+	// or nc). Audited.
 	SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error)
 	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
 	// version and refuses new proposals until UnfreezeSandbox, which
@@ -185,7 +186,8 @@ type SandboxServiceHandler interface {
 	SetSandboxBoundary(context.Context, *v1.SetSandboxBoundaryRequest) (*v1.Sandbox, error)
 	// SetCredentialedHosts adds and removes HOST:PORT destinations whose
 	// requests carry credentials injected for this sandbox; new reach to one
-	// is new_credentialed_reach. Audited.
+	// is new_credentialed_reach (and l7_bypass_credentialed too for git, ssh
+	// or nc). Audited.
 	SetCredentialedHosts(context.Context, *v1.SetCredentialedHostsRequest) (*v1.Sandbox, error)
 	// FreezeSandbox is the kill switch: it commits and pushes a deny-all
 	// version and refuses new proposals until UnfreezeSandbox, which
