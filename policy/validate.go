@@ -432,6 +432,17 @@ func (v *validator) pathSpelling(path, glob string, allow bool) {
 	}
 }
 
+// allowBraces warns about `{a,b}` in an allow path glob (or an
+// endpoint's path scope): OpenShell reads them as alternatives, Portcullis
+// reads allow globs literally (a canonical path spells `{` as %7B, so the
+// glob allows nothing there), failing closed. Deny path globs expand them
+// (MatchDenyPath).
+func (v *validator) allowBraces(path, glob string) {
+	if HasBraceAlternatives(glob) {
+		v.warnf(path, "%q: Portcullis reads `{a,b}` literally in allow path globs (OpenShell reads alternatives), so this matches no request path; write one rule per alternative", glob)
+	}
+}
+
 func isL7(protocol string) bool {
 	return protocol != ProtocolL4 && protocol != ProtocolTCP
 }
@@ -461,10 +472,11 @@ func (v *validator) endpoint(path string, ep *Endpoint) {
 			v.errorf(pp, "needs an HTTP protocol (rest, mcp, graphql, websocket, json-rpc)")
 		} else if !strings.HasPrefix(ep.Path, "/") && !strings.HasPrefix(ep.Path, "*") {
 			v.errorf(pp, "must start with /")
-		} else if err := ValidGlob(ep.Path); err != nil {
+		} else if err := ValidDenyPathGlob(ep.Path); err != nil {
 			v.errorf(pp, "%v", err)
 		} else {
 			v.singleStar(pp, ep.Path)
+			v.allowBraces(pp, ep.Path)
 		}
 	}
 
@@ -785,10 +797,15 @@ func (v *validator) httpRule(path string, r *L7Rule, websocket, allow bool) {
 	case !strings.HasPrefix(r.Path, "/") && !strings.HasPrefix(r.Path, "*"):
 		v.errorf(pp, "must start with /")
 	default:
-		if err := ValidGlob(r.Path); err != nil {
+		if allow {
+			if err := ValidGlob(r.Path); err != nil {
+				v.errorf(pp, "%v", err)
+			} else {
+				v.singleStar(pp, r.Path)
+				v.allowBraces(pp, r.Path)
+			}
+		} else if err := ValidDenyPathGlob(r.Path); err != nil {
 			v.errorf(pp, "%v", err)
-		} else if allow {
-			v.singleStar(pp, r.Path)
 		}
 		v.pathSpelling(pp, r.Path, allow)
 	}
