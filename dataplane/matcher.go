@@ -1485,7 +1485,7 @@ var pathLiteral = func() (t [256]bool) {
 // glob matches nothing.
 type glob struct {
 	fold    []glob // path globs: each `{a,b}` alternative (policy.ExpandDenyPathGlob) ignoring ASCII case, for deny matching
-	folded  bool  // literals compare ignoring ASCII case
+	folded  bool   // literals compare ignoring ASCII case
 	valid   bool
 	literal bool // every segment literal: matches lit alone
 	lit     string
