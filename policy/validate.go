@@ -481,7 +481,11 @@ func (v *validator) endpoint(path string, ep *Endpoint) {
 	}
 
 	switch ep.TLS {
-	case "", "skip":
+	case "":
+	case "skip":
+		if isL7(proto) && slices.Contains(EndpointPorts(ep), 443) {
+			v.warnf(keyPath(path, "tls"), "skip on port 443 with protocol %s: OpenShell does not terminate TLS on this endpoint, so its L7 rules never see the HTTPS requests; remove tls: skip to have them inspected", proto)
+		}
 	case "terminate", "passthrough":
 		v.warnf(keyPath(path, "tls"), "%s is a deprecated no-op", ep.TLS)
 	default:
@@ -598,7 +602,9 @@ func (v *validator) access(path string, ep *Endpoint, knownProto bool) {
 	switch ep.Access {
 	case "", AccessReadOnly, AccessReadWrite, AccessFull:
 	default:
-		v.errorf(ap, "must be read-only, read-write or full")
+		// As OpenShell (expand_access_presets): an unknown preset is
+		// ignored with a warning, and expands to no rule.
+		v.warnf(ap, "%q is not an access preset (read-only, read-write, full); it is ignored, as OpenShell ignores it, so it allows no request", ep.Access)
 	}
 	if ep.Rules != nil && len(ep.Rules) == 0 {
 		v.errorf(rp, "must not be empty (use access: full, or remove rules)")
