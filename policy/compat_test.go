@@ -84,3 +84,44 @@ func TestTLSSkipL7On443Warns(t *testing.T) {
 		t.Error("a warning at tls for an L4 endpoint")
 	}
 }
+
+// OpenShell's ambiguity rule (ambiguity.rs): endpoints that can match one
+// connection must agree on tls and allowed_ips, and on credential_binding
+// when both carry request metadata and their path scopes compete. Each
+// conflict is refused at the later endpoint's field.
+func TestAmbiguousEndpointMetadata(t *testing.T) {
+	doc := func(left, right string) string {
+		return "version: 1\nnetwork_policies:\n  left:\n    endpoints:\n      - " + left +
+			"\n    binaries: [{path: /usr/bin/curl}]\n  right:\n    endpoints:\n      - " + right +
+			"\n    binaries: [{path: /usr/bin/bash}]\n"
+	}
+	for _, tc := range []struct {
+		name, left, right, field string
+	}{
+		{"tls wildcard", `{host: "*.example.com", port: 443, tls: skip}`, `{host: api.example.com, port: 443}`, "network_policies.right.endpoints[0].tls"},
+		{"tls same host", `{host: api.example.com, port: 443}`, `{host: api.example.com, ports: [80, 443], tls: skip}`, "network_policies.right.endpoints[0].tls"},
+		{"allowed_ips", `{host: api.example.com, port: 443, allowed_ips: ["10.0.1.0/24", "10.0.0.0/24"]}`, `{host: api.example.com, port: 443, allowed_ips: ["10.0.2.0/24"]}`, "network_policies.right.endpoints[0].allowed_ips"},
+		{"allowed_ips one side", `{host: api.example.com, port: 443, allowed_ips: ["10.0.1.0/24"]}`, `{host: api.example.com, port: 443}`, "network_policies.right.endpoints[0].allowed_ips"},
+		{"credential_binding", `{host: api.example.com, port: 443, credential_binding: {provider: a}, allow_uninspected_credentials: true}`,
+			`{host: api.example.com, port: 443, credential_binding: {provider: b}, allow_uninspected_credentials: true}`, "network_policies.right.endpoints[0].credential_binding"},
+	} {
+		p, _, err := Parse([]byte(doc(tc.left, tc.right)))
+		if err == nil || p != nil || !strings.Contains(err.Error(), tc.field+":") {
+			t.Errorf("%s: got policy %v, error %v; want a refusal at %s", tc.name, p != nil, err, tc.field)
+		}
+	}
+	for _, tc := range []struct{ name, left, right string }{
+		{"disjoint ports", `{host: api.example.com, port: 443, tls: skip}`, `{host: api.example.com, port: 8443}`},
+		{"disjoint hosts", `{host: a.example.com, port: 443, tls: skip}`, `{host: b.example.com, port: 443}`},
+		{"same ip set, other order", `{host: api.example.com, port: 443, allowed_ips: ["10.0.1.0/24", "10.0.0.0/24"]}`, `{host: api.example.com, port: 443, allowed_ips: ["10.0.0.0/24", "10.0.1.0/24"]}`},
+		{"terminate is automatic", `{host: api.example.com, port: 443, tls: terminate}`, `{host: api.example.com, port: 443}`},
+		{"bindings on disjoint paths", `{host: api.example.com, port: 443, path: "/a/**", protocol: rest, access: full, credential_binding: {provider: a}}`,
+			`{host: api.example.com, port: 443, path: "/b/**", protocol: rest, access: full, credential_binding: {provider: b}}`},
+		{"more specific path wins", `{host: api.example.com, port: 443, protocol: rest, access: full, credential_binding: {provider: a}}`,
+			`{host: api.example.com, port: 443, path: "/b/**", protocol: rest, access: full, credential_binding: {provider: b}}`},
+	} {
+		if _, _, err := Parse([]byte(doc(tc.left, tc.right))); err != nil {
+			t.Errorf("%s: refused: %v", tc.name, err)
+		}
+	}
+}

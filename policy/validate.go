@@ -119,6 +119,113 @@ func (v *validator) policy(p *Policy) {
 	v.sharedMCPDestinations(eps)
 	v.uninspectedAliases(eps)
 	v.middlewaresOverSkippedTLS(p.NetworkMiddlewares, eps)
+	v.ambiguousEndpoints(eps)
+}
+
+// ambiguousEndpoints applies OpenShell's endpoint-ambiguity rule
+// (openshell-policy ambiguity.rs): two endpoints whose hosts and ports
+// can name one connection must agree on tls (skip or not) and on
+// allowed_ips (as a set of trimmed, lower-cased strings), and, when both
+// carry request metadata (an L7 protocol, allowed_ips, tls or a
+// credential_binding) and their path scopes overlap with equal
+// specificity, on credential_binding's provider. OpenShell refuses such a
+// document because which endpoint's metadata applies would depend on
+// iteration order; Portcullis refuses it too, at the later endpoint's
+// field. (OpenShell's other request-metadata conflicts — protocol,
+// enforcement, signing, body limits — are not applied here.)
+func (v *validator) ambiguousEndpoints(eps []pathedEndpoint) {
+	for i, a := range eps {
+		for _, b := range eps[i+1:] {
+			if !portsOverlap(a.ep, b.ep) || !hostsOverlap(a.ep.Host, b.ep.Host) {
+				continue
+			}
+			where := fmt.Sprintf("%s (%s) on port %d", a.path, endpointSelector(a.ep), sharedPort(a.ep, b.ep))
+			if ta, tb := a.ep.TLS == "skip", b.ep.TLS == "skip"; ta != tb {
+				v.errorf(keyPath(b.path, "tls"), "is %s here but %s at %s: endpoints that can match one connection must agree on tls (OpenShell refuses the document too)",
+					tlsWord(tb), tlsWord(ta), where)
+			}
+			if ia, ib := normalizedIPs(a.ep.AllowedIPs), normalizedIPs(b.ep.AllowedIPs); !slices.Equal(ia, ib) {
+				v.errorf(keyPath(b.path, "allowed_ips"), "%v differs from the allowed_ips %v of %s: endpoints that can match one connection must agree on allowed_ips (OpenShell refuses the document too)",
+					ib, ia, where)
+			}
+			if requestMetadata(a.ep) && requestMetadata(b.ep) && pathScopesOverlap(a.ep.Path, b.ep.Path) &&
+				pathSpecificity(a.ep.Path) == pathSpecificity(b.ep.Path) {
+				if pa, pb := bindingProvider(a.ep), bindingProvider(b.ep); pa != pb {
+					v.errorf(keyPath(b.path, "credential_binding"), "provider %q differs from provider %q of %s: endpoints that can match one request must agree on credential_binding (OpenShell refuses the document too)",
+						pb, pa, where)
+				}
+			}
+		}
+	}
+}
+
+func endpointSelector(ep *Endpoint) string {
+	host := canonicalHost(ep.Host)
+	if host == "" {
+		host = "<any host>"
+	}
+	return host + ep.Path
+}
+
+func tlsWord(skip bool) string {
+	if skip {
+		return "skip"
+	}
+	return "automatic"
+}
+
+// normalizedIPs is OpenShell's reading of allowed_ips for the ambiguity
+// rule: a sorted set of trimmed, lower-cased strings.
+func normalizedIPs(ips []string) []string {
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, strings.ToLower(strings.TrimSpace(ip)))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// requestMetadata is OpenShell's endpoint_contributes_request_pipeline_metadata.
+func requestMetadata(ep *Endpoint) bool {
+	return isL7(ep.Protocol) || len(ep.AllowedIPs) > 0 || ep.TLS != "" || ep.CredentialBinding != nil
+}
+
+func bindingProvider(ep *Endpoint) string {
+	if ep.CredentialBinding == nil {
+		return ""
+	}
+	return ep.CredentialBinding.Provider
+}
+
+// pathSpecificity is OpenShell's path_selector_specificity: the number of
+// characters of the path scope other than `*`.
+func pathSpecificity(p string) int {
+	return len(strings.ReplaceAll(p, "*", ""))
+}
+
+// pathScopesOverlap reports whether two endpoint path scopes may match one
+// path: an empty or `/**` scope matches every path; two literal scopes
+// overlap when equal, a literal and a glob when the glob matches the
+// literal; two globs overlap unless their literal heads (before the first
+// metacharacter) diverge — a superset of OpenShell's exact answer, so
+// every conflict OpenShell refuses is refused here too.
+func pathScopesOverlap(a, b string) bool {
+	all := func(p string) bool { return p == "" || p == "**" || p == "/**" }
+	if all(a) || all(b) {
+		return true
+	}
+	ga, gb := hasGlobMeta(a) || strings.Contains(a, "\\"), hasGlobMeta(b) || strings.Contains(b, "\\")
+	switch {
+	case !ga && !gb:
+		return a == b
+	case ga && !gb:
+		return MatchGlob(a, b) || MatchDenyGlob(a, b)
+	case !ga && gb:
+		return MatchGlob(b, a) || MatchDenyGlob(b, a)
+	}
+	// Every path a glob matches starts with its literal head.
+	ha, hb := a[:strings.IndexAny(a, "*?[\\")], b[:strings.IndexAny(b, "*?[\\")]
+	return strings.HasPrefix(ha, hb) || strings.HasPrefix(hb, ha)
 }
 
 // pathedEndpoint is an endpoint with its field path, for checks that span

@@ -84,6 +84,13 @@ type decideCase struct {
 	// as a denial.
 	RawData bool
 
+	// Ambiguous marks a test whose Rego data OpenShell's own policy
+	// loader refuses (ambiguity.rs find_endpoint_ambiguities: overlapping
+	// endpoints that disagree on tls, allowed_ips or credential_binding);
+	// its Rego test feeds the data raw. We refuse the document the same
+	// way, and the case checks that refusal.
+	Ambiguous bool
+
 	// Divergence names the DESIGN divergence this case follows; Ours is
 	// then our verdict.
 	Divergence string
@@ -118,6 +125,12 @@ func runDecide(t *testing.T, cases []decideCase) {
 		t.Run(name, func(t *testing.T) {
 			checkCase(t, c)
 			p, _, err := policy.Parse(document(c.Policy))
+			if c.Ambiguous {
+				if err == nil || !strings.Contains(err.Error(), "must agree on") {
+					t.Fatalf("%s\nOpenShell's loader refuses this ambiguous document; we answer %v", c.Source, err)
+				}
+				return
+			}
 			if err != nil && c.RawData && c.want() == deny {
 				return
 			}
