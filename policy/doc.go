@@ -99,6 +99,14 @@
 //     forwarded (OpenShell decodes it and strips what follows), and a `.`
 //     or `..` next to an encoded `/`, `\` or `;` is refused (OpenShell
 //     resolves `..%3B` as `..`);
+//   - `..` at the root resolves to `/`, as RFC 3986 §5.2.4 does, so
+//     `/..` is `/` and `/a/../../admin` is `/admin` (OpenShell refuses the
+//     request);
+//   - `{a,b}` alternatives in a deny path glob (and, on the deny side, an
+//     endpoint's path scope) are expanded as OpenShell's glob.match
+//     expands them, but an allow path glob reads braces literally and so
+//     matches no request path (OpenShell allows each alternative); the
+//     validator warns;
 //   - endpoints of protocols the proxy does not inspect yet (graphql,
 //     websocket, json-rpc, sql, tcp) deny every request to their
 //     destination, even one another endpoint would allow.

@@ -39,9 +39,13 @@ const (
 	// tcp) have nothing to protect and are not applied.
 	divUninspected = "uninspected protocols deny"
 	// divAboveRoot: `..` at the root resolves to / as RFC 3986 §5.2.4 does
-	// (policy.CanonicalPath); OpenShell refuses the request. Not yet in
-	// DESIGN's list.
+	// (policy.CanonicalPath); OpenShell refuses the request.
 	divAboveRoot = "dot segments never climb above / (RFC 3986)"
+	// divEncodedSemicolon: an encoded `;` (%3B) in a path is data, and a
+	// `.` or `..` next to it (`..%3B`) is refused, since a server that
+	// decodes before stripping parameters reads it as a dot segment;
+	// OpenShell decodes it and resolves `..%3B` as `..`.
+	divEncodedSemicolon = "an encoded ; is data; a dot segment behind it is refused"
 )
 
 type verdict int
