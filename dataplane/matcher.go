@@ -1484,8 +1484,8 @@ var pathLiteral = func() (t [256]bool) {
 // matchChars is the character reading alone (query values). An invalid
 // glob matches nothing.
 type glob struct {
-	fold    *glob // path globs: the same glob ignoring ASCII case, for deny matching
-	folded  bool  // literals compare ignoring ASCII case
+	fold    []glob // path globs: each `{a,b}` alternative (policy.ExpandDenyPathGlob) ignoring ASCII case, for deny matching
+	folded  bool   // literals compare ignoring ASCII case
 	valid   bool
 	literal bool // every segment literal: matches lit alone
 	lit     string
@@ -1604,36 +1604,52 @@ func (g *glob) matchDeny(s string) bool {
 }
 
 // compilePathGlob compiles a path glob (a rule's path or an endpoint's
-// path scope) with its case-folded copy for matchDenyPath.
+// path scope) with the case-folded copies of its brace alternatives for
+// matchDenyPath.
 func compilePathGlob(pattern string) glob {
 	g := compileGlob(pattern)
-	f := compileGlob(pattern)
-	f.folded = true
-	for i := range f.segs {
-		f.segs[i].folded = true
-		f.segs[i].toks = foldTokens(f.segs[i].toks)
+	alts, ok := policy.ExpandDenyPathGlob(pattern)
+	if !ok {
+		return g // matchDenyPath matches nothing, as policy.MatchDenyPath
 	}
-	f.chars = foldTokens(f.chars)
-	g.fold = &f
+	for _, a := range alts {
+		f := compileGlob(a)
+		f.folded = true
+		for i := range f.segs {
+			f.segs[i].folded = true
+			f.segs[i].toks = foldTokens(f.segs[i].toks)
+		}
+		f.chars = foldTokens(f.chars)
+		g.fold = append(g.fold, f)
+	}
 	return g
 }
 
-// matchDenyPath is policy.MatchDenyPath: matchDeny ignoring ASCII case on
-// every reading of p (policy.DenyReadings). The readings other than p
-// itself are computed only when p has what they change: a `%` or a
-// segment ending in a dot.
+// matchDenyPath is policy.MatchDenyPath: matchDeny ignoring ASCII case,
+// with any brace alternative, on every reading of p
+// (policy.DenyReadings). The readings other than p itself are computed
+// only when p has what they change: a `%` or a segment ending in a dot.
 func (g *glob) matchDenyPath(p string) bool {
-	if !g.valid || g.fold == nil {
+	if len(g.fold) == 0 {
 		return false
 	}
-	if g.fold.matchDeny(p) {
+	if g.matchDenyAlts(p) {
 		return true
 	}
 	if !strings.Contains(p, "%") && !segmentEndsInDot(p) {
 		return false
 	}
 	for _, r := range policy.DenyReadings(p)[1:] {
-		if g.fold.matchDeny(r) {
+		if g.matchDenyAlts(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *glob) matchDenyAlts(p string) bool {
+	for i := range g.fold {
+		if g.fold[i].matchDeny(p) {
 			return true
 		}
 	}

@@ -107,3 +107,36 @@ func TestDenySpellingsThroughProxy(t *testing.T) {
 		}
 	}
 }
+
+// Issue 11 follow-up, through the real proxy: a deny path glob's `{a,b}`
+// alternatives are each denied, as OpenShell denies them, and nothing
+// reaches the upstream.
+func TestDenyBracesThroughProxy(t *testing.T) {
+	up := startPlainUpstream(t)
+	_, pu := plainProxy(t, `
+version: 1
+network_policies:
+  api:
+    endpoints:
+      - host: api.example.com
+        port: PORT
+        protocol: rest
+        enforcement: enforce
+        access: full
+        deny_rules:
+          - { method: GET, path: "/{admin,internal}/**" }
+    binaries: []
+`, up.port, nil)
+	api := fmt.Sprintf("api.example.com:%d", up.port)
+	for _, path := range []string{"/admin/keys", "/internal/keys", "/INTERNAL/keys", "/internal;x/keys", "/internal"} {
+		if code := sendRaw(t, pu.Host, "GET", "http://"+api+path, api); code != http.StatusForbidden {
+			t.Errorf("GET %s = %d, want 403", path, code)
+		}
+	}
+	if got := up.seen(); len(got) != 0 {
+		t.Fatalf("the upstream received denied requests: %q", got)
+	}
+	if code := sendRaw(t, pu.Host, "GET", "http://"+api+"/public/x", api); code != http.StatusOK {
+		t.Errorf("GET /public/x = %d, want 200", code)
+	}
+}

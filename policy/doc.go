@@ -19,16 +19,22 @@
 // host:port with a differently inspected endpoint, or disagreeing with
 // another mcp endpoint there; a fail_closed middleware over a `tls: skip`
 // endpoint; credential_binding on uninspected traffic without
-// allow_uninspected_credentials.
+// allow_uninspected_credentials. As OpenShell's ambiguity check does, it
+// refuses two endpoints that can match one connection (hosts and ports
+// overlap) but disagree on tls or allowed_ips, or, with competing path
+// scopes, on credential_binding's provider.
 //
 // OpenShell shapes accepted as OpenShell reads them: hostless endpoints
 // matched by allowed_ips alone (not on mcp); whole-label `*` after the
 // first host label (`*.s3.*.amazonaws.com`, at least two literal labels
 // after the last wildcard — stricter than OpenShell); query matchers as a
 // glob string, {glob: g} or {any: [globs]}, whose globs read `{a,b}` as
-// alternatives, as OpenShell's Rego does. As in OpenShell, port with
-// ports is an error, and a query glob that does not parse is a warning;
-// it fails closed (no value in an allow rule, every value in a deny rule).
+// alternatives, as OpenShell's Rego does (deny path globs too); protocol
+// names in any case (`REST`, canonically `rest`). As in OpenShell, port
+// with ports is an error; a query glob that does not parse, an unknown
+// access preset (it allows nothing) and `tls: skip` on an L7 endpoint on
+// port 443 are warnings. A query glob that does not parse fails closed
+// (no value in an allow rule, every value in a deny rule).
 //
 // The canonical form (Canonical, CanonicalJSON, Hash) fills defaults, folds
 // spellings (case, trailing dots, IP notation, port vs ports, params.name vs
@@ -61,7 +67,8 @@
 //     (MatchDenyGlob: OpenShell's `*` that crosses `/`, and an optional
 //     trailing slash); deny path globs also match every spelling a common
 //     server routes to the path (MatchDenyPath: any case, trailing dots and
-//     spaces, `%3B` parameters, decoded encoded slashes). A rule on GET
+//     spaces, `%3B` parameters, decoded encoded slashes), and expand the
+//     glob's `{a,b}` alternatives (ExpandDenyPathGlob). A rule on GET
 //     also matches HEAD, in allow and deny rules (as in OpenShell).
 //  3. Allow: some entry whose binaries match (none listed = any binary; a
 //     listed binary must be a known, clean absolute path) has an endpoint
@@ -99,6 +106,14 @@
 //     forwarded (OpenShell decodes it and strips what follows), and a `.`
 //     or `..` next to an encoded `/`, `\` or `;` is refused (OpenShell
 //     resolves `..%3B` as `..`);
+//   - `..` at the root resolves to `/`, as RFC 3986 §5.2.4 does, so
+//     `/..` is `/` and `/a/../../admin` is `/admin` (OpenShell refuses the
+//     request);
+//   - `{a,b}` alternatives in a deny path glob (and, on the deny side, an
+//     endpoint's path scope) are expanded as OpenShell's glob.match
+//     expands them, but an allow path glob reads braces literally and so
+//     matches no request path (OpenShell allows each alternative); the
+//     validator warns;
 //   - endpoints of protocols the proxy does not inspect yet (graphql,
 //     websocket, json-rpc, sql, tcp) deny every request to their
 //     destination, even one another endpoint would allow.

@@ -474,22 +474,73 @@ func MatchDenyGlob(pattern, s string) bool {
 // (Go's ServeMux before 1.22, Apache with AllowEncodedSlashes On) reads
 // `/admin%2Fkeys` as `/admin/keys`.
 // Allow globs keep the exact reading (MatchGlob).
+//
+// As in OpenShell, whose Rego glob.match reads them, a deny path glob's
+// `{a,b}` alternatives are expanded (ExpandDenyPathGlob): s matches if it
+// matches any alternative, so `deny /{admin,internal}/**` closes both
+// trees. A glob whose braces do not parse matches nothing (the validator
+// refuses it).
 func MatchDenyPath(pattern, s string) bool {
-	if ValidGlob(pattern) != nil {
+	alts, ok := ExpandDenyPathGlob(pattern)
+	if !ok {
 		return false
 	}
-	if matchDenyFold(pattern, s) {
-		return true
+	for _, a := range alts {
+		if matchDenyFold(a, s) {
+			return true
+		}
 	}
 	if !strings.Contains(s, "%") && !segmentEndsInDot(s) {
 		return false // every other reading is s itself
 	}
 	for _, r := range DenyReadings(s)[1:] {
-		if matchDenyFold(pattern, r) {
-			return true
+		for _, a := range alts {
+			if matchDenyFold(a, r) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// ValidDenyPathGlob reports whether a deny rule's path glob (or an
+// endpoint's path scope, which deny rules are checked within) is valid:
+// its `{a,b}` alternatives parse, at most 256 of them and 32 groups deep,
+// and each alternative is a valid glob (ValidGlob).
+func ValidDenyPathGlob(pattern string) error {
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	for _, a := range alts {
+		if err := ValidGlob(a); err != nil {
+			if a == pattern {
+				return err
+			}
+			return fmt.Errorf("glob %q: alternative %q: %w", pattern, a, err)
+		}
+	}
+	return nil
+}
+
+// ExpandDenyPathGlob returns the plain globs a deny path glob's `{a,b}`
+// alternatives stand for (a glob without braces stands for itself); ok is
+// false when ValidDenyPathGlob refuses it. MatchDenyPath, the data plane's
+// matcher and the prover all read deny path globs through it.
+func ExpandDenyPathGlob(pattern string) ([]string, bool) {
+	if ValidDenyPathGlob(pattern) != nil {
+		return nil, false
+	}
+	alts, _ := expandBraces(pattern)
+	return alts, true
+}
+
+// HasBraceAlternatives reports whether a glob holds an unescaped `{a,b}`
+// group (or an unparsable brace) that OpenShell would read as
+// alternatives. Allow globs read braces literally.
+func HasBraceAlternatives(pattern string) bool {
+	alts, err := expandBraces(pattern)
+	return err != nil || len(alts) != 1 || alts[0] != pattern
 }
 
 // segmentEndsInDot reports whether a segment of s ends in '.'.

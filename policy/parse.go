@@ -115,7 +115,24 @@ func decodeDocument(data []byte) (*Policy, []Problem) {
 	if !readable {
 		return nil, problems
 	}
+	lowerProtocols(p)
 	return p, problems
+}
+
+// lowerProtocols lower-cases every endpoint's protocol: OpenShell parses
+// protocol names case-insensitively (`protocol: REST`), and the canonical
+// form, so the hash, spells them in lower case.
+func lowerProtocols(p *Policy) {
+	for _, np := range p.NetworkPolicies {
+		if np == nil {
+			continue
+		}
+		for _, ep := range np.Endpoints {
+			if ep != nil {
+				ep.Protocol = strings.ToLower(ep.Protocol)
+			}
+		}
+	}
 }
 
 // DecodeStrict decodes YAML or JSON data into v (a pointer to a struct

@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Issue 11, finding 3: a deny rule holds for every spelling a common server
 // routes to the denied resource; allow rules stay exact.
@@ -153,5 +156,74 @@ func TestDenyEncodedSlashReading(t *testing.T) {
 	}
 	if d := Decide(p, req("api.example.com", 443).http("GET", "/repos/a%2Fb")); !d.Allow {
 		t.Errorf("GET /repos/a%%2Fb denied (%s)", d.Reason)
+	}
+}
+
+// Issue 11 follow-up: OpenShell reads `{a,b}` in a path glob as
+// alternatives (Rego glob.match), so `deny /{admin,internal}/**` closes
+// both trees there; read literally here it denied nothing. Deny path
+// globs now expand braces; allow path globs read them literally (failing
+// closed) with a warning.
+func TestDenyPathBraces(t *testing.T) {
+	api := &Endpoint{Host: "api.example.com", Port: 443, Protocol: ProtocolREST, Access: AccessFull,
+		DenyRules: []*L7Rule{{Method: "GET", Path: "/{admin,internal}/**"}, {Method: "*", Path: "/v1/{a,b{c,d}}/x"}}}
+	p := pol(map[string]*NetworkPolicy{"api": entry(nil, api)})
+	if _, err := Validate(p); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	for _, path := range []string{"/admin/keys", "/internal", "/internal/x", "/INTERNAL/x", "/internal./x",
+		"/internal;x/y", "/v1/a/x", "/v1/bc/x", "/v1/BD/x"} {
+		r := Request{Binary: "/usr/bin/curl", Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: path}
+		if d := Decide(p, r); d.Allow {
+			t.Errorf("GET %s allowed past deny %v: %+v", path, api.DenyRules, d)
+		}
+	}
+	for _, path := range []string{"/public/x", "/v1/b/x", "/v1/bcd/x", "/adminx/y"} {
+		r := Request{Binary: "/usr/bin/curl", Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: path}
+		if d := Decide(p, r); !d.Allow {
+			t.Errorf("GET %s denied: %+v", path, d)
+		}
+	}
+}
+
+func TestPathBracesValidation(t *testing.T) {
+	many := "/" + strings.Repeat("{a,b}", 9) // 512 alternatives
+	deep := "/" + strings.Repeat("{a,", 34) + strings.Repeat("}", 34)
+	for _, tc := range []struct {
+		glob, want string
+	}{
+		{"/{admin,internal", "unclosed {"},
+		{"/admin}", "unmatched }"},
+		{many, "more than 256 brace alternatives"},
+		{deep, "nested too deep"},
+		{"/x/{a,**b}", "alternative"},
+	} {
+		api := &Endpoint{Host: "api.example.com", Port: 443, Protocol: ProtocolREST, Access: AccessFull,
+			DenyRules: []*L7Rule{{Method: "GET", Path: tc.glob}}}
+		_, err := Validate(pol(map[string]*NetworkPolicy{"api": entry(nil, api)}))
+		if err == nil || !strings.Contains(err.Error(), "deny_rules[0].path") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("deny path %q: error %v, want one at deny_rules[0].path saying %q", tc.glob, err, tc.want)
+		}
+	}
+	// An allow glob with braces is read literally: valid, with a warning,
+	// and it allows neither alternative.
+	api := &Endpoint{Host: "api.example.com", Port: 443, Protocol: ProtocolREST,
+		Rules: []Rule{allow(L7Rule{Method: "GET", Path: "/{a,b}/**"})}}
+	p := pol(map[string]*NetworkPolicy{"api": entry(nil, api)})
+	warns, err := Validate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range warns {
+		found = found || strings.Contains(w.Path, "rules[0].allow.path") && strings.Contains(w.Message, "literally")
+	}
+	if !found {
+		t.Errorf("no warning about braces in an allow glob: %v", warns)
+	}
+	for _, path := range []string{"/a/x", "/b/x"} {
+		if d := Decide(p, Request{Binary: "/usr/bin/curl", Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: path}); d.Allow {
+			t.Errorf("allow /{a,b}/** allowed %s", path)
+		}
 	}
 }

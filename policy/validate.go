@@ -119,6 +119,113 @@ func (v *validator) policy(p *Policy) {
 	v.sharedMCPDestinations(eps)
 	v.uninspectedAliases(eps)
 	v.middlewaresOverSkippedTLS(p.NetworkMiddlewares, eps)
+	v.ambiguousEndpoints(eps)
+}
+
+// ambiguousEndpoints applies OpenShell's endpoint-ambiguity rule
+// (openshell-policy ambiguity.rs): two endpoints whose hosts and ports
+// can name one connection must agree on tls (skip or not) and on
+// allowed_ips (as a set of trimmed, lower-cased strings), and, when both
+// carry request metadata (an L7 protocol, allowed_ips, tls or a
+// credential_binding) and their path scopes overlap with equal
+// specificity, on credential_binding's provider. OpenShell refuses such a
+// document because which endpoint's metadata applies would depend on
+// iteration order; Portcullis refuses it too, at the later endpoint's
+// field. (OpenShell's other request-metadata conflicts — protocol,
+// enforcement, signing, body limits — are not applied here.)
+func (v *validator) ambiguousEndpoints(eps []pathedEndpoint) {
+	for i, a := range eps {
+		for _, b := range eps[i+1:] {
+			if !portsOverlap(a.ep, b.ep) || !hostsOverlap(a.ep.Host, b.ep.Host) {
+				continue
+			}
+			where := fmt.Sprintf("%s (%s) on port %d", a.path, endpointSelector(a.ep), sharedPort(a.ep, b.ep))
+			if ta, tb := a.ep.TLS == "skip", b.ep.TLS == "skip"; ta != tb {
+				v.errorf(keyPath(b.path, "tls"), "is %s here but %s at %s: endpoints that can match one connection must agree on tls (OpenShell refuses the document too)",
+					tlsWord(tb), tlsWord(ta), where)
+			}
+			if ia, ib := normalizedIPs(a.ep.AllowedIPs), normalizedIPs(b.ep.AllowedIPs); !slices.Equal(ia, ib) {
+				v.errorf(keyPath(b.path, "allowed_ips"), "%v differs from the allowed_ips %v of %s: endpoints that can match one connection must agree on allowed_ips (OpenShell refuses the document too)",
+					ib, ia, where)
+			}
+			if requestMetadata(a.ep) && requestMetadata(b.ep) && pathScopesOverlap(a.ep.Path, b.ep.Path) &&
+				pathSpecificity(a.ep.Path) == pathSpecificity(b.ep.Path) {
+				if pa, pb := bindingProvider(a.ep), bindingProvider(b.ep); pa != pb {
+					v.errorf(keyPath(b.path, "credential_binding"), "provider %q differs from provider %q of %s: endpoints that can match one request must agree on credential_binding (OpenShell refuses the document too)",
+						pb, pa, where)
+				}
+			}
+		}
+	}
+}
+
+func endpointSelector(ep *Endpoint) string {
+	host := canonicalHost(ep.Host)
+	if host == "" {
+		host = "<any host>"
+	}
+	return host + ep.Path
+}
+
+func tlsWord(skip bool) string {
+	if skip {
+		return "skip"
+	}
+	return "automatic"
+}
+
+// normalizedIPs is OpenShell's reading of allowed_ips for the ambiguity
+// rule: a sorted set of trimmed, lower-cased strings.
+func normalizedIPs(ips []string) []string {
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, strings.ToLower(strings.TrimSpace(ip)))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// requestMetadata is OpenShell's endpoint_contributes_request_pipeline_metadata.
+func requestMetadata(ep *Endpoint) bool {
+	return isL7(ep.Protocol) || len(ep.AllowedIPs) > 0 || ep.TLS != "" || ep.CredentialBinding != nil
+}
+
+func bindingProvider(ep *Endpoint) string {
+	if ep.CredentialBinding == nil {
+		return ""
+	}
+	return ep.CredentialBinding.Provider
+}
+
+// pathSpecificity is OpenShell's path_selector_specificity: the number of
+// characters of the path scope other than `*`.
+func pathSpecificity(p string) int {
+	return len(strings.ReplaceAll(p, "*", ""))
+}
+
+// pathScopesOverlap reports whether two endpoint path scopes may match one
+// path: an empty or `/**` scope matches every path; two literal scopes
+// overlap when equal, a literal and a glob when the glob matches the
+// literal; two globs overlap unless their literal heads (before the first
+// metacharacter) diverge — a superset of OpenShell's exact answer, so
+// every conflict OpenShell refuses is refused here too.
+func pathScopesOverlap(a, b string) bool {
+	all := func(p string) bool { return p == "" || p == "**" || p == "/**" }
+	if all(a) || all(b) {
+		return true
+	}
+	ga, gb := hasGlobMeta(a) || strings.Contains(a, "\\"), hasGlobMeta(b) || strings.Contains(b, "\\")
+	switch {
+	case !ga && !gb:
+		return a == b
+	case ga && !gb:
+		return MatchGlob(a, b) || MatchDenyGlob(a, b)
+	case !ga && gb:
+		return MatchGlob(b, a) || MatchDenyGlob(b, a)
+	}
+	// Every path a glob matches starts with its literal head.
+	ha, hb := a[:strings.IndexAny(a, "*?[\\")], b[:strings.IndexAny(b, "*?[\\")]
+	return strings.HasPrefix(ha, hb) || strings.HasPrefix(hb, ha)
 }
 
 // pathedEndpoint is an endpoint with its field path, for checks that span
@@ -432,6 +539,17 @@ func (v *validator) pathSpelling(path, glob string, allow bool) {
 	}
 }
 
+// allowBraces warns about `{a,b}` in an allow path glob (or an
+// endpoint's path scope): OpenShell reads them as alternatives, Portcullis
+// reads allow globs literally (a canonical path spells `{` as %7B, so the
+// glob allows nothing there), failing closed. Deny path globs expand them
+// (MatchDenyPath).
+func (v *validator) allowBraces(path, glob string) {
+	if HasBraceAlternatives(glob) {
+		v.warnf(path, "%q: Portcullis reads `{a,b}` literally in allow path globs (OpenShell reads alternatives), so this matches no request path; write one rule per alternative", glob)
+	}
+}
+
 func isL7(protocol string) bool {
 	return protocol != ProtocolL4 && protocol != ProtocolTCP
 }
@@ -461,15 +579,20 @@ func (v *validator) endpoint(path string, ep *Endpoint) {
 			v.errorf(pp, "needs an HTTP protocol (rest, mcp, graphql, websocket, json-rpc)")
 		} else if !strings.HasPrefix(ep.Path, "/") && !strings.HasPrefix(ep.Path, "*") {
 			v.errorf(pp, "must start with /")
-		} else if err := ValidGlob(ep.Path); err != nil {
+		} else if err := ValidDenyPathGlob(ep.Path); err != nil {
 			v.errorf(pp, "%v", err)
 		} else {
 			v.singleStar(pp, ep.Path)
+			v.allowBraces(pp, ep.Path)
 		}
 	}
 
 	switch ep.TLS {
-	case "", "skip":
+	case "":
+	case "skip":
+		if isL7(proto) && slices.Contains(EndpointPorts(ep), 443) {
+			v.warnf(keyPath(path, "tls"), "skip on port 443 with protocol %s: OpenShell does not terminate TLS on this endpoint, so its L7 rules never see the HTTPS requests; remove tls: skip to have them inspected", proto)
+		}
 	case "terminate", "passthrough":
 		v.warnf(keyPath(path, "tls"), "%s is a deprecated no-op", ep.TLS)
 	default:
@@ -586,7 +709,9 @@ func (v *validator) access(path string, ep *Endpoint, knownProto bool) {
 	switch ep.Access {
 	case "", AccessReadOnly, AccessReadWrite, AccessFull:
 	default:
-		v.errorf(ap, "must be read-only, read-write or full")
+		// As OpenShell (expand_access_presets): an unknown preset is
+		// ignored with a warning, and expands to no rule.
+		v.warnf(ap, "%q is not an access preset (read-only, read-write, full); it is ignored, as OpenShell ignores it, so it allows no request", ep.Access)
 	}
 	if ep.Rules != nil && len(ep.Rules) == 0 {
 		v.errorf(rp, "must not be empty (use access: full, or remove rules)")
@@ -785,10 +910,15 @@ func (v *validator) httpRule(path string, r *L7Rule, websocket, allow bool) {
 	case !strings.HasPrefix(r.Path, "/") && !strings.HasPrefix(r.Path, "*"):
 		v.errorf(pp, "must start with /")
 	default:
-		if err := ValidGlob(r.Path); err != nil {
+		if allow {
+			if err := ValidGlob(r.Path); err != nil {
+				v.errorf(pp, "%v", err)
+			} else {
+				v.singleStar(pp, r.Path)
+				v.allowBraces(pp, r.Path)
+			}
+		} else if err := ValidDenyPathGlob(r.Path); err != nil {
 			v.errorf(pp, "%v", err)
-		} else if allow {
-			v.singleStar(pp, r.Path)
 		}
 		v.pathSpelling(pp, r.Path, allow)
 	}

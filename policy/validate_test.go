@@ -113,7 +113,6 @@ func TestParseErrors(t *testing.T) {
 		{"endpoint path glob", withEndpoint("{host: a.example.com, port: 1, protocol: rest, access: full, path: '/a**'}"), ep0 + ".path", "**"},
 
 		// access / rules / deny_rules.
-		{"access value", withEndpoint("{host: a.example.com, port: 1, protocol: rest, access: write}"), ep0 + ".access", "read-only, read-write or full"},
 		{"access and rules", withEndpoint("{host: a.example.com, port: 1, protocol: rest, access: full, rules: [{allow: {method: GET, path: /}}]}"), ep0 + ".access", "mutually exclusive"},
 		{"access on L4", withEndpoint("{host: a.example.com, port: 1, access: full}"), ep0 + ".access", "L7 protocol"},
 		{"rest needs access or rules", withEndpoint("{host: a.example.com, port: 1, protocol: rest}"), ep0 + ".rules", "access or rules is required"},

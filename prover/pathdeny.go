@@ -8,9 +8,22 @@ import "github.com/portcullis-dev/portcullis/policy"
 // trailing dots dropped. (The readings that strip `%3B` parameters or fold
 // non-ASCII letters change only percent-escapes the path domains do not
 // hold; see doc.go.) The decoded readings are built only for a domain
-// with encoded slashes: elsewhere they are the path itself.
+// with encoded slashes: elsewhere they are the path itself. A glob's
+// `{a,b}` alternatives (policy.ExpandDenyPathGlob) are a union.
 func widePath(pat string, encodedSlashes bool) *nfa {
-	w := foldCase(wideGlob(pat))
+	alts, ok := policy.ExpandDenyPathGlob(pat)
+	if !ok {
+		return emptyNFA()
+	}
+	wide := wideGlob(alts[0])
+	if len(alts) > 1 {
+		parts := make([]*nfa, len(alts))
+		for i, a := range alts {
+			parts[i] = wideGlob(a)
+		}
+		wide = union(parts...)
+	}
+	w := foldCase(wide)
 	t := trimmedDots(w)
 	if !encodedSlashes {
 		return union(w, t)
