@@ -360,7 +360,9 @@ func (r refuser) pathGlob(fp, p string) error {
 	if strings.ContainsAny(p, "?#") {
 		// /repos?token=secret is a query string, and would be stored (and
 		// shown to every reviewer) as a glob whose `?` matches any byte.
-		return r.at(fp, RuleQueryInPath, "%q holds ? or #: a path never carries a query string or fragment", p)
+		// The message quotes only what comes before: a query string often
+		// carries a secret, and refusals are logged and shown.
+		return r.at(fp, RuleQueryInPath, "%q is followed by ? or #: a path never carries a query string or fragment (use query matchers)", p[:strings.IndexAny(p, "?#")])
 	}
 	if err := policy.ValidGlob(p); err != nil {
 		return r.at(fp, RulePath, "%v", err)

@@ -1,6 +1,9 @@
 package advisor
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Refusals for hosts and paths (issue 11 findings 6 and 12): each names
 // its rule and field path.
@@ -31,6 +34,9 @@ func TestRefusalsHostsAndPaths(t *testing.T) {
 			}
 			if res != nil {
 				t.Fatal("a refused proposal returned a policy")
+			}
+			if strings.Contains(r.Error(), "secret") {
+				t.Fatalf("the refusal repeats the query string: %v", r)
 			}
 		})
 	}
