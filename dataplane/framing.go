@@ -112,6 +112,9 @@ func (g *framingGuard) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// NetConn returns the connection underneath (closeWrite looks through).
+func (g *framingGuard) NetConn() net.Conn { return g.Conn }
+
 // detachGuard stops scanning a hijacked connection.
 func detachGuard(c net.Conn) {
 	if g, ok := c.(*framingGuard); ok {

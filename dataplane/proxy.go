@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -214,7 +212,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		background.Wait()
 	}()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(guardListener{netutil.LimitListener(ln, p.cfg.MaxConnections)}) }()
+	go func() { errc <- srv.Serve(guardListener{newLimitListener(ln, p.cfg.MaxConnections)}) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:

@@ -191,9 +191,19 @@ func (p *Proxy) recheckTunnels() {
 	}
 }
 
+// closeWrite half-closes c, looking through the proxy's wrappers (each
+// has NetConn, as tls.Conn does) for the connection that can.
 func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
+	for c != nil {
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
 	}
 }
 

@@ -284,3 +284,48 @@ func TestL4RefusedWhereInspectedEndpointLives(t *testing.T) {
 		t.Fatalf("a policy with L4 localhost and MCP 127.0.0.1 on one port = %v, want refused", err)
 	}
 }
+
+// An upstream that says its piece and closes ends the tunnel for the
+// client too: the proxy half-closes the client's side (through its own
+// connection wrappers), so a client reading to the end gets EOF instead
+// of waiting for its own deadline.
+func TestL4TunnelPassesUpstreamClose(t *testing.T) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(rawAddr, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "220 bye\r\n")
+		c.Close()
+	}()
+	t.Cleanup(func() { ln.Close(); <-served })
+	port := ln.Addr().(*net.TCPAddr).Port
+	p := dataplane.New(dataplane.Config{
+		DevAllowLoopback: true,
+		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr(rawAddr)}, nil
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	}, nil)
+	pol, _, err := policy.Parse(fmt.Appendf(nil, "version: 1\nnetwork_policies:\n  raw:\n    endpoints:\n      - { host: smtp.good.test, port: %d }\n", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetPolicy(pol, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	conn := connectOK(t, serveProxy(t, p), "smtp.good.test:"+strconv.Itoa(port))
+	defer conn.Close()
+	// A guard against hanging, not a measure: the close arrives at once.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(conn)
+	if err != nil || string(got) != "220 bye\r\n" {
+		t.Fatalf("read %q, %v; want the upstream's bytes, then EOF", got, err)
+	}
+}
