@@ -18,6 +18,7 @@ func newProveCmd(env *environment) *cobra.Command {
 	var current, proposed, boundary string
 	var credentialed []string
 	var devLoopback bool
+	var budget int64
 	cmd := &cobra.Command{
 		Use:   "prove --current A --proposed B",
 		Short: "Check offline what a policy change adds (exit 1 on any finding)",
@@ -30,7 +31,7 @@ cloud metadata addresses.
 
 Exit 0: no findings. Exit 1: findings. Exit 2: an input could not be read
 or is not a valid policy, or the change is too complex to prove within the
-prover's fixed budget of work (refused, never answered partially).
+prover's budget of work (--budget; refused, never answered partially).
 SIGINT and SIGTERM stop a proof at once. With -o json the output is always one JSON
 object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 		Example: `  portcullis prove --current main.yaml --proposed pr.yaml
@@ -39,7 +40,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			res, err := prove(cmd.Context(), env, current, proposed, boundary, credentialed, devLoopback)
+			res, err := prove(cmd.Context(), env, current, proposed, boundary, credentialed, devLoopback, budget)
 			if err != nil {
 				if env.jsonOutput() {
 					res.Error = err.Error()
@@ -70,6 +71,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 	cmd.Flags().StringVar(&boundary, "boundary", "", "the most the sandbox may ever be granted (`FILE`); beyond it is exceeds_boundary")
 	cmd.Flags().StringArrayVar(&credentialed, "credentialed", nil, "a destination whose requests carry injected credentials (`HOST:PORT`, repeatable)")
 	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "prove as for a proxy run with --dev-allow-loopback (loopback upstreams reachable)")
+	cmd.Flags().Int64Var(&budget, "budget", prover.DefaultBudget, "the work units the proof may spend (`N`; the gateway's is the default): raise it to prove policies of thousands of endpoints at once; memory stays bounded")
 	return cmd
 }
 
@@ -127,12 +129,15 @@ func (e *findingsError) Error() string {
 	return fmt.Sprintf("the proposed policy adds %d findings", e.count)
 }
 
-func prove(ctx context.Context, env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool) (proveResult, error) {
+func prove(ctx context.Context, env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool, budget int64) (proveResult, error) {
 	res := proveResult{Findings: []findingJSON{}}
 	if currentFile == "" || proposedFile == "" {
 		return res, usagef("prove needs --current FILE and --proposed FILE")
 	}
-	opts := prover.Options{DevAllowLoopback: devLoopback}
+	if budget <= 0 {
+		return res, usagef("--budget must be a positive number of work units")
+	}
+	opts := prover.Options{DevAllowLoopback: devLoopback, Budget: budget}
 	for _, hp := range credentialed {
 		dest, err := prover.ParseHostPort(hp)
 		if err != nil {

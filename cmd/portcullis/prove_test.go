@@ -189,6 +189,16 @@ func TestProveTooComplex(t *testing.T) {
 		t.Fatalf("JSON: exit %d, %v", code, out)
 	}
 
+	// The budget is the caller's: a small one refuses an ordinary change,
+	// and a budget that is not a positive number is a usage error.
+	_, stderr, code = runCLI(t, "prove", "--current", empty, "--proposed", filepath.Join("..", "..", "examples", "orders.yaml"), "--budget", "1000")
+	if code != exitInvalid || !strings.Contains(stderr, "budget of 1000 work units") {
+		t.Fatalf("--budget 1000: exit %d, stderr %s", code, stderr)
+	}
+	if _, stderr, code = runCLI(t, "prove", "--current", empty, "--proposed", evil, "--budget", "0"); code != exitInvalid || !strings.Contains(stderr, "--budget") {
+		t.Fatalf("--budget 0: exit %d, stderr %s", code, stderr)
+	}
+
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	var stdout, errOut bytes.Buffer
