@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"path"
@@ -116,10 +117,14 @@ func (v *validator) policy(p *Policy) {
 	}
 	v.middlewares(p.NetworkMiddlewares)
 	eps := documentEndpoints(p)
-	v.sharedMCPDestinations(eps)
-	v.uninspectedAliases(eps)
+	if pairs, ok := samePortPairs(eps); ok {
+		v.sharedMCPDestinations(eps, pairs)
+		v.uninspectedAliases(eps, pairs)
+		v.ambiguousEndpoints(eps, pairs)
+	} else {
+		v.errorf("network_policies", "more than %d pairs of endpoints share a port under a wildcard, hostless or repeated host (or address); too many to check against each other: split the policy", maxPortPairs)
+	}
 	v.middlewaresOverSkippedTLS(p.NetworkMiddlewares, eps)
-	v.ambiguousEndpoints(eps)
 }
 
 // ambiguousEndpoints applies OpenShell's endpoint-ambiguity rule
@@ -133,30 +138,127 @@ func (v *validator) policy(p *Policy) {
 // iteration order; Portcullis refuses it too, at the later endpoint's
 // field. (OpenShell's other request-metadata conflicts — protocol,
 // enforcement, signing, body limits — are not applied here.)
-func (v *validator) ambiguousEndpoints(eps []pathedEndpoint) {
-	for i, a := range eps {
-		for _, b := range eps[i+1:] {
-			if !portsOverlap(a.ep, b.ep) || !hostsOverlap(a.ep.Host, b.ep.Host) {
-				continue
+func (v *validator) ambiguousEndpoints(eps []pathedEndpoint, pairs [][2]int) {
+	for _, ij := range pairs {
+		a, b := eps[ij[0]], eps[ij[1]]
+		if !hostsOverlap(a.ep.Host, b.ep.Host) {
+			continue
+		}
+		where := fmt.Sprintf("%s (%s) on port %d", a.path, endpointSelector(a.ep), sharedPort(a.ep, b.ep))
+		if ta, tb := a.ep.TLS == "skip", b.ep.TLS == "skip"; ta != tb {
+			v.errorf(keyPath(b.path, "tls"), "is %s here but %s at %s: endpoints that can match one connection must agree on tls (OpenShell refuses the document too)",
+				tlsWord(tb), tlsWord(ta), where)
+		}
+		if ia, ib := normalizedIPs(a.ep.AllowedIPs), normalizedIPs(b.ep.AllowedIPs); !slices.Equal(ia, ib) {
+			v.errorf(keyPath(b.path, "allowed_ips"), "%v differs from the allowed_ips %v of %s: endpoints that can match one connection must agree on allowed_ips (OpenShell refuses the document too)",
+				ib, ia, where)
+		}
+		if requestMetadata(a.ep) && requestMetadata(b.ep) && pathScopesOverlap(a.ep.Path, b.ep.Path) &&
+			pathSpecificity(a.ep.Path) == pathSpecificity(b.ep.Path) {
+			if pa, pb := bindingProvider(a.ep), bindingProvider(b.ep); pa != pb {
+				v.errorf(keyPath(b.path, "credential_binding"), "provider %q differs from provider %q of %s: endpoints that can match one request must agree on credential_binding (OpenShell refuses the document too)",
+					pb, pa, where)
 			}
-			where := fmt.Sprintf("%s (%s) on port %d", a.path, endpointSelector(a.ep), sharedPort(a.ep, b.ep))
-			if ta, tb := a.ep.TLS == "skip", b.ep.TLS == "skip"; ta != tb {
-				v.errorf(keyPath(b.path, "tls"), "is %s here but %s at %s: endpoints that can match one connection must agree on tls (OpenShell refuses the document too)",
-					tlsWord(tb), tlsWord(ta), where)
+		}
+	}
+}
+
+// maxPortPairs bounds the pairs of endpoints the checks across endpoints
+// compare. A document of distinct exact hosts has none; a sandbox can
+// still send a 4 MB document of wildcard endpoints on one port through
+// ProverService.Prove, and comparing every pair of those would take
+// minutes. Beyond the bound the document is refused.
+const maxPortPairs = 1 << 20
+
+// samePortPairs lists, in document order (i < j), the pairs of endpoints
+// that share a port and whose hosts might name one host or one address:
+// the same exact host or address (addressKey), or either host a wildcard
+// or absent (hostless). Two exact hosts with different keys never meet,
+// so they are never paired, and a document of many distinct hosts costs
+// what its length does. ok is false when there are more than maxPortPairs
+// pairs. The checks across endpoints still judge each pair exactly.
+func samePortPairs(eps []pathedEndpoint) (pairs [][2]int, ok bool) {
+	type bucket struct {
+		exact map[string][]int // exact host → endpoints
+		loose []int            // wildcard or hostless endpoints
+		all   []int
+	}
+	byPort := map[int]*bucket{}
+	for i, e := range eps {
+		for _, port := range EndpointPorts(e.ep) {
+			b := byPort[port]
+			if b == nil {
+				b = &bucket{exact: map[string][]int{}}
+				byPort[port] = b
 			}
-			if ia, ib := normalizedIPs(a.ep.AllowedIPs), normalizedIPs(b.ep.AllowedIPs); !slices.Equal(ia, ib) {
-				v.errorf(keyPath(b.path, "allowed_ips"), "%v differs from the allowed_ips %v of %s: endpoints that can match one connection must agree on allowed_ips (OpenShell refuses the document too)",
-					ib, ia, where)
+			if e.ep.Host == "" || strings.Contains(e.ep.Host, "*") {
+				b.loose = append(b.loose, i)
+			} else {
+				h := addressKey(e.ep.Host)
+				b.exact[h] = append(b.exact[h], i)
 			}
-			if requestMetadata(a.ep) && requestMetadata(b.ep) && pathScopesOverlap(a.ep.Path, b.ep.Path) &&
-				pathSpecificity(a.ep.Path) == pathSpecificity(b.ep.Path) {
-				if pa, pb := bindingProvider(a.ep), bindingProvider(b.ep); pa != pb {
-					v.errorf(keyPath(b.path, "credential_binding"), "provider %q differs from provider %q of %s: endpoints that can match one request must agree on credential_binding (OpenShell refuses the document too)",
-						pb, pa, where)
+			b.all = append(b.all, i)
+		}
+	}
+	seen := map[[2]int]bool{}
+	add := func(i, j int) bool {
+		if i == j {
+			return true
+		}
+		if i > j {
+			i, j = j, i
+		}
+		if !seen[[2]int{i, j}] {
+			if len(pairs) == maxPortPairs {
+				return false
+			}
+			seen[[2]int{i, j}] = true
+			pairs = append(pairs, [2]int{i, j})
+		}
+		return true
+	}
+	for _, port := range slices.Sorted(maps.Keys(byPort)) {
+		b := byPort[port]
+		for _, same := range b.exact {
+			for x, i := range same {
+				for _, j := range same[x+1:] {
+					if !add(i, j) {
+						return nil, false
+					}
+				}
+			}
+		}
+		for _, i := range b.loose {
+			for _, j := range b.all {
+				if !add(i, j) {
+					return nil, false
 				}
 			}
 		}
 	}
+	slices.SortFunc(pairs, func(p, q [2]int) int {
+		if p[0] != q[0] {
+			return p[0] - q[0]
+		}
+		return p[1] - q[1]
+	})
+	return pairs, true
+}
+
+// addressKey is one spelling for exact hosts that may denote one address
+// (hostsMeet): an IP literal in any spelling as its address, every
+// loopback name and address as one key, other names as canonicalHost.
+func addressKey(h string) string {
+	if IsLoopbackName(h) {
+		return "loopback"
+	}
+	if ip, ok := ParseHostIP(h); ok {
+		if ip.IsLoopback() {
+			return "loopback"
+		}
+		return ip.String()
+	}
+	return canonicalHost(h)
 }
 
 func endpointSelector(ep *Endpoint) string {
@@ -296,28 +398,26 @@ func portsOverlap(a, b *Endpoint) bool {
 // access: full would pass every tools/call), and that MCP endpoints on one
 // host:port agree on strict_tool_names, allow_all_known_mcp_methods and
 // max_body_bytes.
-func (v *validator) sharedMCPDestinations(eps []pathedEndpoint) {
-	for i, a := range eps {
-		for _, b := range eps[i+1:] {
-			if a.ep.Protocol != ProtocolMCP && b.ep.Protocol != ProtocolMCP ||
-				!portsOverlap(a.ep, b.ep) || !hostsMeet(a.ep.Host, b.ep.Host) {
-				continue
+func (v *validator) sharedMCPDestinations(eps []pathedEndpoint, pairs [][2]int) {
+	for _, ij := range pairs {
+		a, b := eps[ij[0]], eps[ij[1]]
+		if a.ep.Protocol != ProtocolMCP && b.ep.Protocol != ProtocolMCP || !hostsMeet(a.ep.Host, b.ep.Host) {
+			continue
+		}
+		m, o := a, b
+		if m.ep.Protocol != ProtocolMCP {
+			m, o = b, a
+		}
+		dest := fmt.Sprintf("%s:%d", canonicalHost(m.ep.Host), sharedPort(m.ep, o.ep))
+		switch {
+		case o.ep.Protocol != ProtocolMCP:
+			proto := o.ep.Protocol
+			if proto == ProtocolL4 {
+				proto = "none (L4)"
 			}
-			m, o := a, b
-			if m.ep.Protocol != ProtocolMCP {
-				m, o = b, a
-			}
-			dest := fmt.Sprintf("%s:%d", canonicalHost(m.ep.Host), sharedPort(m.ep, o.ep))
-			switch {
-			case o.ep.Protocol != ProtocolMCP:
-				proto := o.ep.Protocol
-				if proto == ProtocolL4 {
-					proto = "none (L4)"
-				}
-				v.errorf(m.path, "shares %s with %s (protocol %s); an mcp endpoint cannot share its host:port with a differently inspected endpoint", dest, o.path, proto)
-			case mcpProfile(m.ep) != mcpProfile(o.ep):
-				v.errorf(m.path, "shares %s with %s; mcp endpoints on one host:port must agree on strict_tool_names, allow_all_known_mcp_methods and max_body_bytes", dest, o.path)
-			}
+			v.errorf(m.path, "shares %s with %s (protocol %s); an mcp endpoint cannot share its host:port with a differently inspected endpoint", dest, o.path, proto)
+		case mcpProfile(m.ep) != mcpProfile(o.ep):
+			v.errorf(m.path, "shares %s with %s; mcp endpoints on one host:port must agree on strict_tool_names, allow_all_known_mcp_methods and max_body_bytes", dest, o.path)
 		}
 	}
 }
@@ -329,19 +429,19 @@ func (v *validator) sharedMCPDestinations(eps []pathedEndpoint) {
 // with none of its rules. Hosts that match each other are no alias: every
 // request to them is inspected. (MCP endpoints are refused by
 // sharedMCPDestinations, which compares addresses the same way.)
-func (v *validator) uninspectedAliases(eps []pathedEndpoint) {
-	for _, l4 := range eps {
-		if l4.ep.Protocol != ProtocolL4 || len(l4.ep.DenyRules) > 0 {
-			continue
-		}
-		for _, o := range eps {
-			if o.ep.Protocol == ProtocolL4 && len(o.ep.DenyRules) == 0 || o.ep.Protocol == ProtocolMCP ||
-				!portsOverlap(l4.ep, o.ep) || hostsOverlap(l4.ep.Host, o.ep.Host) || !sameAddress(l4.ep.Host, o.ep.Host) {
+func (v *validator) uninspectedAliases(eps []pathedEndpoint, pairs [][2]int) {
+	plainL4 := func(e pathedEndpoint) bool { return e.ep.Protocol == ProtocolL4 && len(e.ep.DenyRules) == 0 }
+	reported := map[int]bool{}
+	for _, ij := range pairs {
+		for _, lo := range [][2]int{ij, {ij[1], ij[0]}} {
+			l4, o := eps[lo[0]], eps[lo[1]]
+			if reported[lo[0]] || !plainL4(l4) || plainL4(o) || o.ep.Protocol == ProtocolMCP ||
+				hostsOverlap(l4.ep.Host, o.ep.Host) || !sameAddress(l4.ep.Host, o.ep.Host) {
 				continue
 			}
+			reported[lo[0]] = true
 			v.errorf(keyPath(l4.path, "host"), "%s is the address of %s (%s, protocol %s) on port %d; an L4 endpoint cannot reach an inspected endpoint under another spelling of its address — use the same host, or inspect this one too",
 				canonicalHost(l4.ep.Host), canonicalHost(o.ep.Host), o.path, o.ep.Protocol, sharedPort(l4.ep, o.ep))
-			break
 		}
 	}
 }

@@ -33,6 +33,9 @@ type benchCase struct {
 	method   string
 	body     map[string]any
 	parallel int
+	// viaProxy: body["document"] is posted to http://policy.local through
+	// the sandbox's proxy, as an agent would, instead of a Connect call.
+	viaProxy bool
 }
 
 const letters = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -124,6 +127,9 @@ func cases() []benchCase {
 		benchCase{name: "proposal 16×/v1/*a* (budget)", method: submit, body: addRule(prefixed("/v1/", globs(16, 1, 2, "/")))},
 		benchCase{name: "proposal 16×/v1/*a*/** (narrowness)", method: submit, body: addRule(suffixed(prefixed("/v1/", globs(16, 1, 2, "/")), "/**"))},
 		benchCase{name: "proposal 32 ops × 64 literal paths", method: submit, body: maxAllowRules(60)},
+		benchCase{name: "policy.local 12×/v1/*a*b*c*", viaProxy: true, body: addRule(prefixed("/v1/", globs(12, 1, 4, "/")))},
+		benchCase{name: "policy.local 16×/v1/*a* (budget)", viaProxy: true, body: addRule(prefixed("/v1/", globs(16, 1, 2, "/")))},
+		benchCase{name: "policy.local 4× 16×/v1/*a* at once", viaProxy: true, parallel: 4, body: addRule(prefixed("/v1/", globs(16, 1, 2, "/")))},
 	)
 	// Prove requests: any valid document.
 	out = append(out,

@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,6 +103,14 @@ func run(bin string, vmemKB int, only string) error {
 	if created.Token == "" {
 		return fmt.Errorf("create sandbox: no token")
 	}
+	// The issue's path: the agent, holding no token, posts to
+	// http://policy.local through the sandbox's real proxy, which relays
+	// to the gateway with the sandbox's token.
+	local, stopProxy, err := startProxy(bin, dir, base, created.Token)
+	if err != nil {
+		return err
+	}
+	defer stopProxy()
 	fmt.Printf("%-34s %-40s %9s %11s %10s %9s\n", "case", "answer", "time", "healthz max", "peak RSS", "VmHWM")
 	for _, c := range cases() {
 		if only != "" && !strings.Contains(c.name, only) {
@@ -118,7 +127,11 @@ func run(bin string, vmemKB int, only string) error {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					answers[i] = answer(call(base, created.Token, c.method, c.body, nil))
+					if c.viaProxy {
+						answers[i] = postLocal(local, c.body["document"].(string))
+					} else {
+						answers[i] = answer(call(base, created.Token, c.method, c.body, nil))
+					}
 				}()
 			}
 			wg.Wait()
@@ -309,4 +322,79 @@ func tail(file string) string {
 		s = s[:3000]
 	}
 	return s
+}
+
+// startProxy runs `portcullis proxy` for the sandbox, following the
+// gateway, and returns a client that sends through it once it answers
+// policy.local.
+func startProxy(bin, dir, gateway, token string) (*http.Client, func(), error) {
+	tokenFile := filepath.Join(dir, "sandbox.token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	logf, err := os.Create(filepath.Join(dir, "proxy.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(bin, "proxy", "--listen", addr, "--gateway", gateway, "--sandbox", "dos",
+		"--token-file", tokenFile, "--data-dir", filepath.Join(dir, "proxy"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}
+	proxyURL, _ := url.Parse("http://" + addr)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 5 * time.Minute}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return nil, nil, fmt.Errorf("proxy exited at start: %v (log: %s)", err, tail(logf.Name()))
+		default:
+		}
+		if resp, err := client.Get("http://policy.local/v1/policy"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return client, stop, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	return nil, nil, fmt.Errorf("proxy not serving policy.local after 60 s (log: %s)", tail(logf.Name()))
+}
+
+// postLocal posts a proposal file to http://policy.local/v1/proposals and
+// answers the status and the refusal's rule.
+func postLocal(client *http.Client, doc string) string {
+	resp, err := client.Post("http://policy.local/v1/proposals", "application/yaml", strings.NewReader(doc))
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode < 300 {
+		return fmt.Sprintf("%d accepted", resp.StatusCode)
+	}
+	for _, rule := range []string{"too_complex", "too complex"} {
+		if strings.Contains(string(body), rule) {
+			return fmt.Sprintf("%d %s", resp.StatusCode, rule)
+		}
+	}
+	return fmt.Sprintf("%d %s", resp.StatusCode, body)
 }
