@@ -22,7 +22,12 @@
 // allow_uninspected_credentials. As OpenShell's ambiguity check does, it
 // refuses two endpoints that can match one connection (hosts and ports
 // overlap) but disagree on tls or allowed_ips, or, with competing path
-// scopes, on credential_binding's provider.
+// scopes, on credential_binding's provider. These checks compare only
+// endpoints that can meet (a shared port, and the same exact host or
+// address, or a wildcard or hostless one), and a document that would need
+// more than 2^20 such comparisons is refused: no policy people write needs
+// them, and a sandbox could otherwise spend minutes of the gateway's CPU
+// through Prove.
 //
 // OpenShell shapes accepted as OpenShell reads them: hostless endpoints
 // matched by allowed_ips alone (not on mcp); whole-label `*` after the

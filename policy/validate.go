@@ -383,15 +383,6 @@ func sameAddress(a, b string) bool {
 // address under two spellings.
 func hostsMeet(a, b string) bool { return hostsOverlap(a, b) || sameAddress(a, b) }
 
-func portsOverlap(a, b *Endpoint) bool {
-	for _, p := range EndpointPorts(a) {
-		if slices.Contains(EndpointPorts(b), p) {
-			return true
-		}
-	}
-	return false
-}
-
 // sharedMCPDestinations applies OpenShell's rule that an MCP endpoint
 // cannot share its host:port with a differently inspected endpoint (which
 // would judge the same requests without the MCP rules — a REST `/**` with
