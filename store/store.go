@@ -261,6 +261,11 @@ type NewProposal struct {
 type ProposalFilter struct {
 	Sandbox string
 	Status  string
+	// IdempotencyKey and DedupeKey match proposals with that key.
+	IdempotencyKey string
+	DedupeKey      string
+	// ExpiresBefore matches proposals whose ExpiresAt is set and before it.
+	ExpiresBefore time.Time
 	// Limit caps the proposals returned (the newest); 0 means no cap.
 	Limit int
 }

@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// The engines (store/postgres, store/sqlite) are drivers: they run
+// statements and map database errors, and hold no rule of the product.
+// Every rule — audit entries, the hash chain, compare-and-swap on the
+// current version, the last live admin token, and (in package lifecycle)
+// proposal intake, approval and the version commit — is written once,
+// above both, in terms of Tx. One conformance suite (store/storetest)
+// checks that the two drivers give Tx the same meaning.
+
+// Tx is one database transaction's view of the store: the primitives
+// every operation is written with. Each runs one or a few statements. A
+// method returns ErrNotFound when the row it names does not exist,
+// ErrAlreadyExists when a unique name, id or (proposal, approver) pair is
+// taken, and wrapped engine errors otherwise. Times are stored as given
+// (callers use Now) and come back in UTC at the engine's precision.
+type Tx interface {
+	// Now is the transaction's clock: the time every row it writes
+	// carries, at the engine's precision (Postgres: microseconds). It is
+	// read once, when the transaction begins.
+	Now() time.Time
+
+	// InsertSandbox stores a new sandbox row: Name, CurrentVersion,
+	// CurrentHash, CreatedAt, CreatedBy (the rest take their defaults).
+	InsertSandbox(ctx context.Context, sb Sandbox) error
+	GetSandbox(ctx context.Context, name string) (Sandbox, error)
+	// LockSandbox is GetSandbox holding the sandbox row until the
+	// transaction ends: every transaction that changes a sandbox's
+	// versions, freeze or proposals locks it first, so they run one at a
+	// time per sandbox on every replica.
+	LockSandbox(ctx context.Context, name string) (Sandbox, error)
+	// ListSandboxes returns every sandbox ordered by name.
+	ListSandboxes(ctx context.Context) ([]Sandbox, error)
+	// UpdateSandbox writes sb's mutable columns (current version and hash,
+	// boundary, credentialed hosts, the freeze fields) to the row named
+	// sb.Name.
+	UpdateSandbox(ctx context.Context, sb Sandbox) error
+	// DeleteSandbox deletes the sandbox row; its versions, CA, proxy
+	// statuses and proposals go with it (the schema cascades). It returns
+	// the row as it was.
+	DeleteSandbox(ctx context.Context, name string) (Sandbox, error)
+
+	// InsertPolicyVersion stores v as given (ErrAlreadyExists if the
+	// sandbox has that version). After the transaction commits, the
+	// driver announces it to ListenPolicyCommits.
+	InsertPolicyVersion(ctx context.Context, v PolicyVersion) error
+	// GetPolicyVersion returns one version; version 0 means the current
+	// one (ErrNotFound when the sandbox has no policy yet).
+	GetPolicyVersion(ctx context.Context, sandbox string, version int64) (PolicyVersion, error)
+	// ListPolicyVersions returns every version, oldest first, without
+	// documents (ErrNotFound for an unknown sandbox).
+	ListPolicyVersions(ctx context.Context, sandbox string) ([]PolicyVersion, error)
+
+	// InsertToken stores t and returns it with its ID (ErrNotFound when a
+	// sandbox token's sandbox does not exist).
+	InsertToken(ctx context.Context, t Token) (Token, error)
+	// TokenByHash returns the token with that hash, revoked or not.
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+	// ListTokens returns every token ordered by name, hashes omitted.
+	ListTokens(ctx context.Context) ([]Token, error)
+	// CountTokens returns how many live tokens have the role.
+	CountTokens(ctx context.Context, role string) (int, error)
+	// RevokeToken marks the live token name revoked at at and returns it
+	// (ErrNotFound if there is no live token of that name).
+	RevokeToken(ctx context.Context, name string, at time.Time) (Token, error)
+	// RevokeSandboxTokens marks every live token of sandbox revoked at at
+	// and returns how many there were.
+	RevokeSandboxTokens(ctx context.Context, sandbox string, at time.Time) (int, error)
+	// TouchToken records a use of the token, never moving the last use
+	// backwards (ErrNotFound for an unknown id).
+	TouchToken(ctx context.Context, id int64, at time.Time) error
+
+	// LockAuditHead returns the chain's head (0 and "" for an empty log),
+	// holding it until the transaction ends: the audit entries of all
+	// replicas form one order.
+	LockAuditHead(ctx context.Context) (seq int64, hash string, err error)
+	// InsertAudit stores e as given (Seq, PrevHash and Hash set by the
+	// caller) and moves the head to e.Seq and e.Hash.
+	InsertAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns audit entries, newest first.
+	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+	// AuditChain returns up to limit entries (0: no cap) with Seq greater
+	// than afterSeq, oldest first.
+	AuditChain(ctx context.Context, afterSeq int64, limit int) ([]AuditEntry, error)
+	// AuditHead returns the head without holding it.
+	AuditHead(ctx context.Context) (seq int64, hash string, err error)
+
+	// SigningKeys returns the signing keys, oldest first.
+	SigningKeys(ctx context.Context) ([]SigningKey, error)
+	// InsertSigningKey stores k (CreatedAt as given) as the newest key.
+	InsertSigningKey(ctx context.Context, k SigningKey) error
+
+	// GetSandboxCA returns the sandbox's CA (ErrNotFound when the sandbox
+	// or its CA does not exist).
+	GetSandboxCA(ctx context.Context, sandbox string) (SandboxCA, error)
+	// InsertSandboxCA stores ca unless the sandbox has one, and returns
+	// the one stored: the first writer wins. ErrNotFound if the sandbox
+	// does not exist.
+	InsertSandboxCA(ctx context.Context, ca SandboxCA) (SandboxCA, error)
+
+	// SaveProxyStatuses upserts statuses by (Sandbox, ProxyID); statuses
+	// of sandboxes that no longer exist are skipped.
+	SaveProxyStatuses(ctx context.Context, statuses []ProxyStatus) error
+	// ListProxyStatuses returns the statuses of one sandbox ("" for all),
+	// ordered by sandbox and proxy id.
+	ListProxyStatuses(ctx context.Context, sandbox string) ([]ProxyStatus, error)
+
+	// InsertProposal stores p as given (ID and Approvals ignored) and
+	// returns it with its ID (ErrAlreadyExists for a taken idempotency
+	// key of its sandbox, ErrNotFound for an unknown sandbox).
+	InsertProposal(ctx context.Context, p Proposal) (Proposal, error)
+	// GetProposal returns the proposal with its approvals, oldest first.
+	GetProposal(ctx context.Context, id int64) (Proposal, error)
+	// ListProposals returns the proposals f matches, newest first, with
+	// their approvals.
+	ListProposals(ctx context.Context, f ProposalFilter) ([]Proposal, error)
+	// CountProposals returns how many proposals of sandbox were created
+	// after since.
+	CountProposals(ctx context.Context, sandbox string, since time.Time) (int, error)
+	// UpdateProposal writes p's mutable fields (status and reason, base,
+	// resulting, findings, rebase error, superseded by, updated, decided,
+	// applied version, grant end) to the row p.ID.
+	UpdateProposal(ctx context.Context, p Proposal) error
+	// InsertApproval stores a (CreatedAt as given) for the proposal
+	// (ErrAlreadyExists if a.Approver approved it before).
+	InsertApproval(ctx context.Context, proposal int64, a Approval) error
+
+	// GetApprovalPolicy returns the newest stored Rego rules (ErrNotFound
+	// when none was ever set).
+	GetApprovalPolicy(ctx context.Context) (ApprovalPolicy, error)
+	// InsertApprovalPolicy stores ap as given (ErrAlreadyExists if that
+	// version exists).
+	InsertApprovalPolicy(ctx context.Context, ap ApprovalPolicy) error
+}
+
+// Driver is an engine: Tx's primitives (outside InTx each runs on its
+// own, reads on the read pool), the transaction runner, and what only an
+// engine can do efficiently (decision records) or must do itself
+// (commit notifications).
+type Driver interface {
+	Tx
+
+	// InTx runs fn in one write transaction and commits it if fn returns
+	// nil; otherwise it rolls back and returns fn's error.
+	InTx(ctx context.Context, fn func(tx Tx) error) error
+
+	// ListenPolicyCommits calls fn for each policy version committed after
+	// its transaction committed — through this process at once, and (on
+	// Postgres) through any replica, via LISTEN/NOTIFY — until ctx ends.
+	// It reconnects by itself after errors; notifications sent while it
+	// was disconnected are lost, so callers also compare versions now and
+	// then. It returns ctx's error.
+	ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error
+
+	// AppendDecisions stores decision records (Postgres: one COPY) and
+	// returns how many it stored. Records outlive their sandbox.
+	AppendDecisions(ctx context.Context, records []Decision) (int, error)
+	// ListDecisions returns the records f matches, oldest first.
+	ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, error)
+	// PruneDecisions deletes the records outside r's bounds in batches,
+	// each its own short transaction, and returns how many it deleted. A
+	// record whose DenialID a proposal of its sandbox names is kept.
+	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
+
+	// Ping checks the database is reachable (for /readyz).
+	Ping(ctx context.Context) error
+	Close() error
+}
