@@ -272,4 +272,3 @@ func (t *txn) InsertApprovalPolicy(ctx context.Context, ap store.ApprovalPolicy)
 	}
 	return nil
 }
-

@@ -164,8 +164,8 @@ func (d *Driver) Ping(ctx context.Context) error {
 var alreadyExists = map[string]bool{
 	"sandboxes.name": true,
 	"tokens.name":    true,
-	"policy_versions.sandbox, policy_versions.version":           true,
-	"proposals.sandbox, proposals.idempotency_key":               true,
+	"policy_versions.sandbox, policy_versions.version":            true,
+	"proposals.sandbox, proposals.idempotency_key":                true,
 	"proposal_approvals.proposal_id, proposal_approvals.approver": true,
 	"approval_policies.version":                                   true,
 }
@@ -215,7 +215,6 @@ func uniqueColumns(msg string) string {
 	}
 	return cols
 }
-
 
 // querier is what runs statements: a pool, the writer, or a transaction.
 type querier interface {
