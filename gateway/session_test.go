@@ -14,8 +14,8 @@ import (
 
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
-	"github.com/portcullis-dev/portcullis/store"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
 )
 
