@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -165,13 +164,8 @@ func endpointsOf(p *Policy) []endpointRef {
 	if p == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(p.NetworkPolicies))
-	for k := range p.NetworkPolicies {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var out []endpointRef
-	for _, k := range keys {
+	for _, k := range sortedKeys(p.NetworkPolicies) {
 		entry := p.NetworkPolicies[k]
 		if entry == nil {
 			continue
@@ -645,14 +639,7 @@ func expired(rule *L7Rule, now time.Time) bool {
 func IsKnownMCPMethod(method string) bool { return knownMCPMethods[method] }
 
 // KnownMCPMethods lists the methods IsKnownMCPMethod accepts, sorted.
-func KnownMCPMethods() []string {
-	out := make([]string, 0, len(knownMCPMethods))
-	for m := range knownMCPMethods {
-		out = append(out, m)
-	}
-	slices.Sort(out)
-	return out
-}
+func KnownMCPMethods() []string { return sortedKeys(knownMCPMethods) }
 
 var knownMCPMethods = setOf(
 	"initialize", "ping",

@@ -245,22 +245,7 @@ func FoldNonASCII(s string) string {
 }
 
 // matchSegmentsFold is matchSegments with ASCII case folded.
-func matchSegmentsFold(pat, segs []string) bool {
-	compiled := make([][]globToken, len(pat))
-	for i, seg := range pat {
-		if seg == "**" {
-			continue
-		}
-		toks, ok := compileChars(seg)
-		if !ok {
-			return false
-		}
-		compiled[i] = foldTokens(toks)
-	}
-	return greedyMatch(len(pat), len(segs),
-		func(p int) bool { return pat[p] == "**" },
-		func(p, i int) bool { return matchTokens(compiled[p], segs[i]) })
-}
+func matchSegmentsFold(pat, segs []string) bool { return matchSegmentsCase(pat, segs, true) }
 
 // matchCharsFold is matchChars with ASCII case folded.
 func matchCharsFold(pat, s string) bool {

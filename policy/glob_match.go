@@ -13,7 +13,12 @@ import (
 // segment, so the greedy star algorithm (remember the last `**`, retry one
 // segment further on a mismatch) is exact and takes O(len(pat)·len(segs))
 // segment matches instead of backtracking exponentially.
-func matchSegments(pat, segs []string) bool {
+func matchSegments(pat, segs []string) bool { return matchSegmentsCase(pat, segs, false) }
+
+// matchSegmentsCase is the one engine of matchSegments and, with fold set,
+// matchSegmentsFold (ASCII case folded), so the allow and deny readings of
+// segments cannot drift apart.
+func matchSegmentsCase(pat, segs []string, fold bool) bool {
 	compiled := make([][]globToken, len(pat))
 	for i, seg := range pat {
 		if seg == "**" {
@@ -22,6 +27,9 @@ func matchSegments(pat, segs []string) bool {
 		toks, ok := compileChars(seg)
 		if !ok {
 			return false
+		}
+		if fold {
+			toks = foldTokens(toks)
 		}
 		compiled[i] = toks
 	}

@@ -79,6 +79,8 @@ func (v *validator) warnf(path, format string, args ...any) {
 	v.warns = appendProblem(v.warns, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
+// sortedKeys lists m's keys in order, so that validation, decisions and
+// the arguments walk visit maps deterministically.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
