@@ -227,17 +227,10 @@ type pathedEndpoint struct {
 // address its allowed_ips cover, so it shares a host:port with any named
 // endpoint on its ports.
 func documentEndpoints(p *Policy) []pathedEndpoint {
-	var out []pathedEndpoint
-	for _, name := range sortedKeys(p.NetworkPolicies) {
-		np := p.NetworkPolicies[name]
-		if np == nil {
-			continue
-		}
-		for i, ep := range np.Endpoints {
-			if ep != nil {
-				out = append(out, pathedEndpoint{indexPath(keyPath(keyPath("network_policies", name), "endpoints"), i), ep})
-			}
-		}
+	refs := endpointsOf(p)
+	out := make([]pathedEndpoint, len(refs))
+	for i, r := range refs {
+		out[i] = pathedEndpoint{indexPath(keyPath(keyPath("network_policies", r.key), "endpoints"), r.index), r.ep}
 	}
 	return out
 }
