@@ -103,11 +103,8 @@ func (e *ParseError) Error() string {
 	if e == nil || len(e.Problems) == 0 {
 		return "invalid proposal"
 	}
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return "invalid proposal: " + strings.Join(parts, "; ")
+	// A policy's problems are listed the same way: one join for both.
+	return "invalid proposal: " + (&policy.ValidationError{Problems: e.Problems}).Error()
 }
 
 // ParseProposal decodes a proposal, YAML or JSON, strictly: unknown

@@ -378,13 +378,21 @@ func (v *validator) bodyLimit(path string, n int) {
 	}
 }
 
+// onlyOn refuses the option at path unless ok (the endpoint's protocol is
+// one of protocols, as the message names them), and reports ok, so the
+// option's own checks run only where it applies.
+func (v *validator) onlyOn(path string, ok bool, protocols string) bool {
+	if !ok {
+		v.errorf(path, "is only valid on protocol %s", protocols)
+	}
+	return ok
+}
+
 func (v *validator) protocolOptions(path string, ep *Endpoint) {
 	proto := ep.Protocol
 	if ep.MCP != nil {
 		mp := keyPath(path, "mcp")
-		if proto != ProtocolMCP {
-			v.errorf(mp, "is only valid on protocol mcp")
-		} else {
+		if v.onlyOn(mp, proto == ProtocolMCP, "mcp") {
 			v.bodyLimit(keyPath(mp, "max_body_bytes"), ep.MCP.MaxBodyBytes)
 			vp := keyPath(mp, "versions")
 			if ep.MCP.Versions != nil && len(ep.MCP.Versions) == 0 {
@@ -402,18 +410,14 @@ func (v *validator) protocolOptions(path string, ep *Endpoint) {
 	}
 	if ep.JSONRPC != nil {
 		jp := keyPath(path, "json_rpc")
-		if proto != ProtocolJSONRPC {
-			v.errorf(jp, "is only valid on protocol json-rpc")
-		} else {
+		if v.onlyOn(jp, proto == ProtocolJSONRPC, "json-rpc") {
 			v.bodyLimit(keyPath(jp, "max_body_bytes"), ep.JSONRPC.MaxBodyBytes)
 		}
 	}
 	graphQL := proto == ProtocolGraphQL || proto == ProtocolWebSocket
 	if ep.GraphQLMaxBodyBytes != 0 {
 		gp := keyPath(path, "graphql_max_body_bytes")
-		if !graphQL {
-			v.errorf(gp, "is only valid on protocol graphql or websocket")
-		} else {
+		if v.onlyOn(gp, graphQL, "graphql or websocket") {
 			v.bodyLimit(gp, ep.GraphQLMaxBodyBytes)
 		}
 	}
@@ -421,9 +425,7 @@ func (v *validator) protocolOptions(path string, ep *Endpoint) {
 	switch ep.PersistedQueries {
 	case "":
 	case "deny", "allow_registered":
-		if !graphQL {
-			v.errorf(pq, "is only valid on protocol graphql or websocket")
-		}
+		v.onlyOn(pq, graphQL, "graphql or websocket")
 		if ep.PersistedQueries == "allow_registered" && len(ep.GraphQLPersistedQueries) == 0 {
 			v.errorf(pq, "allow_registered needs graphql_persisted_queries")
 		}
@@ -432,9 +434,7 @@ func (v *validator) protocolOptions(path string, ep *Endpoint) {
 	}
 	if ep.GraphQLPersistedQueries != nil {
 		gq := keyPath(path, "graphql_persisted_queries")
-		if !graphQL {
-			v.errorf(gq, "is only valid on protocol graphql or websocket")
-		}
+		v.onlyOn(gq, graphQL, "graphql or websocket")
 		for _, k := range sortedKeys(ep.GraphQLPersistedQueries) {
 			qp := keyPath(gq, k)
 			q := ep.GraphQLPersistedQueries[k]
