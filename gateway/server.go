@@ -174,7 +174,7 @@ func (c *Config) check() error {
 // Server is the gateway.
 type Server struct {
 	cfg     Config
-	store   store.Store
+	store   *store.Store
 	log     *slog.Logger
 	auth    *authenticator
 	metrics *metrics
@@ -205,7 +205,7 @@ type Server struct {
 }
 
 // New builds a gateway over st. It does not listen; see Run and Handler.
-func New(cfg Config, st store.Store) (*Server, error) {
+func New(cfg Config, st *store.Store) (*Server, error) {
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err

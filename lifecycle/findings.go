@@ -66,7 +66,11 @@ func FindingsOf(rep *prover.Report) []Finding {
 }
 
 func encodeFindings(rep *prover.Report) ([]byte, error) {
-	return json.Marshal(storedFindings{Findings: FindingsOf(rep)})
+	return encodeStored(FindingsOf(rep))
+}
+
+func encodeStored(findings []Finding) ([]byte, error) {
+	return json.Marshal(storedFindings{Findings: findings})
 }
 
 // DecodeFindings reads a proposal's stored findings.

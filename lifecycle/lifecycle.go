@@ -75,7 +75,7 @@ func (c *Config) setDefaults() {
 type Lifecycle struct {
 	cfg   Config
 	log   *slog.Logger
-	st    store.Store
+	st    *store.Store
 	rules *rules
 
 	mu sync.Mutex
@@ -93,7 +93,7 @@ type Lifecycle struct {
 }
 
 // New returns a Lifecycle over st.
-func New(cfg Config, st store.Store) *Lifecycle {
+func New(cfg Config, st *store.Store) *Lifecycle {
 	cfg.setDefaults()
 	return &Lifecycle{
 		cfg: cfg, log: cfg.Logger, st: st, rules: newRules(),

@@ -43,7 +43,7 @@ func (r *rules) current() (*approval.Rules, int64) {
 }
 
 // reload prepares the newest stored rules if they are not in force yet.
-func (r *rules) reload(ctx context.Context, st store.Store) error {
+func (r *rules) reload(ctx context.Context, st *store.Store) error {
 	ap, err := st.GetApprovalPolicy(ctx)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
