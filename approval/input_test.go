@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
-
 )
 
 // testInput is a full input, as package lifecycle builds one from a

@@ -392,4 +392,3 @@ func (s *Server) proposalToProto(ctx context.Context, p store.Proposal) (*portcu
 	}
 	return out, nil
 }
-

@@ -224,4 +224,3 @@ func (s *Server) notifyDecided(p store.Proposal) {
 		"applied_version": p.AppliedVersion, "reason": clip(p.StatusReason),
 	})
 }
-

@@ -208,4 +208,3 @@ func documentStruct(doc []byte) (*structpb.Struct, error) {
 	}
 	return st, nil
 }
-
