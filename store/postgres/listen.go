@@ -6,10 +6,110 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// Commit feed. A version is announced to the listeners of this process
+// right after the transaction that inserted it commits (feed.publish,
+// from InTx), the same way the SQLite driver does; other replicas hear of
+// it through NOTIFY, sent by InsertPolicyVersion in the committing
+// transaction and delivered only if it commits. A NOTIFY sent by one of
+// this driver's own pool connections was already announced in process,
+// so the LISTEN side skips it (by backend pid). Listeners must still
+// tolerate hearing a version twice (a pid this driver no longer knows, a
+// connection pooler that hides pids) and missing one (overflow, a lost
+// LISTEN connection): they compare versions, and re-check them now and
+// then.
+
+// listenBuffer is how many in-process announcements a listener may fall
+// behind by. Publishing never waits for a listener: past this, further
+// announcements to it are dropped (and counted in a warning), so a slow
+// listener cannot hold up commits.
+const listenBuffer = 1024
+
+type commit struct {
+	sandbox string
+	version int64
+}
+
+// feed fans the versions committed through this driver out to its
+// listeners.
+type feed struct {
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	ch      chan commit
+	dropped atomic.Int64
+}
+
+func (f *feed) subscribe() *subscriber {
+	s := &subscriber{ch: make(chan commit, listenBuffer)}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.subs == nil {
+		f.subs = make(map[*subscriber]struct{})
+	}
+	f.subs[s] = struct{}{}
+	return s
+}
+
+func (f *feed) unsubscribe(s *subscriber) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.subs, s)
+}
+
+// publish hands cs to every listener without waiting.
+func (f *feed) publish(cs []commit) {
+	if len(cs) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		for _, c := range cs {
+			select {
+			case s.ch <- c:
+			default:
+				s.dropped.Add(1)
+			}
+		}
+	}
+}
+
+// pids is the set of backend pids of the pool's live connections.
+type pids struct {
+	mu  sync.Mutex
+	set map[uint32]struct{}
+}
+
+func (p *pids) add(pid uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.set == nil {
+		p.set = make(map[uint32]struct{})
+	}
+	p.set[pid] = struct{}{}
+}
+
+func (p *pids) remove(pid uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.set, pid)
+}
+
+func (p *pids) has(pid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.set[pid]
+	return ok
+}
 
 // policyChannel is the NOTIFY channel of committed policy versions. Its
 // payload is "SANDBOX:VERSION" (policyPayload).
@@ -49,34 +149,35 @@ func parsePolicyPayload(p string) (sandbox string, version int64, ok bool) {
 	return p[:i], v, true
 }
 
-// errClosed ends ListenPolicyCommits when the store is closed first.
+// errClosed ends ListenPolicyCommits when the driver is closed first.
 var errClosed = errors.New("postgres: store closed")
 
 // ListenPolicyCommits calls fn with each policy version committed through
-// any store on this database (NOTIFY is delivered at commit, and only for
-// transactions that commit). It listens on a dedicated connection outside
-// the pool, and after an error reconnects with capped exponential backoff;
-// notifications sent meanwhile are lost. fn runs on the listening
-// goroutine, one call at a time: it should return quickly.
+// this driver (after its transaction committed) and, by LISTEN/NOTIFY,
+// through any other driver on this database (see the commit feed above).
+// It listens on a dedicated connection outside the pool, and after an
+// error reconnects with capped exponential backoff; notifications sent
+// meanwhile are lost. fn runs on the calling goroutine, one call at a
+// time: it should return quickly.
 //
 // It returns ctx's error when ctx ends. Close stops it too (it then
 // returns an error saying the store is closed) and waits for it to
 // release its connection.
-func (s *Store) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
 		return errClosed
 	}
-	s.listeners.Add(1)
-	s.mu.Unlock()
-	defer s.listeners.Done()
+	d.listeners.Add(1)
+	d.mu.Unlock()
+	defer d.listeners.Done()
 
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-s.done:
+		case <-d.done:
 			cancel()
 		case <-lctx.Done():
 		}
@@ -85,34 +186,61 @@ func (s *Store) ListenPolicyCommits(ctx context.Context, fn func(sandbox string,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if lctx.Err() != nil {
-			return errClosed
-		}
-		return nil
+		return errClosed
 	}
 
+	local := d.feed.subscribe()
+	defer d.feed.unsubscribe(local)
+	remote := make(chan commit)
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		d.listenRemote(lctx, remote)
+	}()
+	defer func() {
+		cancel()
+		<-listening
+	}()
+	for {
+		select {
+		case c := <-local.ch:
+			if n := local.dropped.Swap(0); n > 0 {
+				d.log.Warn("policy commit listener fell behind; announcements dropped", "dropped", n)
+			}
+			fn(c.sandbox, c.version)
+		case c := <-remote:
+			fn(c.sandbox, c.version)
+		case <-lctx.Done():
+			return stopped()
+		}
+	}
+}
+
+// listenRemote hands the notifications of other drivers' commits to out
+// until ctx ends, reconnecting after errors.
+func (d *Driver) listenRemote(ctx context.Context, out chan<- commit) {
 	backoff := listenBackoffMin
 	for {
-		err := s.listen(lctx, fn, func() { backoff = listenBackoffMin })
-		if err := stopped(); err != nil {
-			return err
+		err := d.listen(ctx, out, func() { backoff = listenBackoffMin })
+		if ctx.Err() != nil {
+			return
 		}
-		s.log.Warn("policy commit listener failed; reconnecting", "error", err, "after", backoff)
+		d.log.Warn("policy commit listener failed; reconnecting", "error", err, "after", backoff)
 		t := time.NewTimer(backoff)
 		select {
-		case <-lctx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			return stopped()
+			return
 		case <-t.C:
 		}
 		backoff = min(2*backoff, listenBackoffMax)
 	}
 }
 
-// listen connects, LISTENs and delivers notifications until an error;
+// listen connects, LISTENs and hands notifications to out until an error;
 // listening is called once the LISTEN took effect.
-func (s *Store) listen(ctx context.Context, fn func(string, int64), listening func()) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+func (d *Driver) listen(ctx context.Context, out chan<- commit, listening func()) error {
+	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -124,17 +252,21 @@ func (s *Store) listen(ctx context.Context, fn func(string, int64), listening fu
 	if _, err := conn.Exec(ctx, "LISTEN "+policyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	s.log.Info("listening for policy commits")
+	d.log.Info("listening for policy commits")
 	listening()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdleCheck)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
-		if n != nil && n.Channel == policyChannel {
+		if n != nil && n.Channel == policyChannel && !d.own.has(n.PID) {
 			if sandbox, version, ok := parsePolicyPayload(n.Payload); ok {
-				fn(sandbox, version)
+				select {
+				case out <- commit{sandbox, version}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			} else {
-				s.log.Warn("policy commit notification with a malformed payload", "payload", n.Payload)
+				d.log.Warn("policy commit notification with a malformed payload", "payload", n.Payload)
 			}
 		}
 		switch {
