@@ -13,11 +13,11 @@ import (
 // AuditDB is a fresh store for the audit chain suite, with what an
 // attacker holding the database's owner rights could do to it.
 type AuditDB struct {
-	Store store.Store
+	Store *store.Store
 	// Replica, if set, opens another store on the same database (a second
 	// gateway replica), closed when the test ends. Nil for engines that
 	// serve one replica.
-	Replica func() store.Store
+	Replica func() *store.Store
 	// Edit sets column (of audit_log) of the entry with seq to value,
 	// going around the append-only triggers.
 	Edit func(seq int64, column string, value any)
@@ -33,7 +33,7 @@ type AuditHarness struct {
 	// Detail) as a binary from before the hash chain did — raw rows in a
 	// new database at migration 3 — then opens a store on it, which must
 	// chain them.
-	Legacy func(t *testing.T, entries []store.AuditEntry) store.Store
+	Legacy func(t *testing.T, entries []store.AuditEntry) *store.Store
 }
 
 // RunAudit runs the audit chain suite. Subtests run in parallel.
@@ -59,7 +59,7 @@ func RunAudit(t *testing.T, h AuditHarness) {
 
 // someChanges makes audited changes of several kinds and returns how many
 // entries they wrote.
-func someChanges(t *testing.T, s store.Store) int {
+func someChanges(t *testing.T, s *store.Store) int {
 	t.Helper()
 	mustCreate(t, s, "alpha", true) // sandbox, token, policy: 3
 	mustAppend(t, s, "alpha", 1, 2) // 1
@@ -78,7 +78,7 @@ func someChanges(t *testing.T, s store.Store) int {
 	return 8
 }
 
-func verify(t *testing.T, s store.Store, page int) store.AuditVerification {
+func verify(t *testing.T, s *store.Store, page int) store.AuditVerification {
 	t.Helper()
 	v, err := store.VerifyAuditLog(ctx(t), s, page)
 	if err != nil {
@@ -87,7 +87,7 @@ func verify(t *testing.T, s store.Store, page int) store.AuditVerification {
 	return v
 }
 
-func wantVerified(t *testing.T, s store.Store, entries int) store.AuditVerification {
+func wantVerified(t *testing.T, s *store.Store, entries int) store.AuditVerification {
 	t.Helper()
 	v := verify(t, s, 3)
 	if v.Break != nil || v.Entries != int64(entries) {
@@ -100,7 +100,7 @@ func wantVerified(t *testing.T, s store.Store, entries int) store.AuditVerificat
 	return v
 }
 
-func wantBreak(t *testing.T, s store.Store, seq int64, problem string) {
+func wantBreak(t *testing.T, s *store.Store, seq int64, problem string) {
 	t.Helper()
 	v := verify(t, s, 3)
 	if v.Break == nil || v.Break.Seq != seq || v.Break.Problem != problem {
@@ -111,7 +111,7 @@ func wantBreak(t *testing.T, s store.Store, seq int64, problem string) {
 	}
 }
 
-func chain(t *testing.T, s store.Store, after int64, limit int) []store.AuditEntry {
+func chain(t *testing.T, s *store.Store, after int64, limit int) []store.AuditEntry {
 	t.Helper()
 	es, err := s.AuditChain(ctx(t), after, limit)
 	if err != nil {
@@ -202,7 +202,7 @@ func sameEntry(a, b store.AuditEntry) bool {
 // gap, no fork and verifies.
 func testAuditConcurrent(t *testing.T, h AuditHarness) {
 	db := h.Open(t)
-	stores := []store.Store{db.Store, db.Store}
+	stores := []*store.Store{db.Store, db.Store}
 	if db.Replica != nil {
 		stores[1] = db.Replica()
 	}

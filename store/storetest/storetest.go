@@ -1,6 +1,8 @@
-// Package storetest is the behaviour suite every store.Store engine must
-// pass. Each engine's tests call Run with a function that opens a fresh,
-// empty store; the same assertions then hold for Postgres and SQLite.
+// Package storetest is the behaviour suite every store.Driver must pass.
+// Each engine's tests call Run with a function that opens a fresh, empty
+// driver; the suite runs the Store methods through store.New(driver) and
+// the Tx primitives on the driver itself, so the same assertions hold for
+// Postgres and SQLite.
 package storetest
 
 import (
@@ -19,12 +21,12 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// Run runs the suite. open must return a new, empty store for every call
+// Run runs the suite. open must return a new, empty driver for every call
 // and close it when the test ends (t.Cleanup). Subtests run in parallel.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s store.Store)
+		fn   func(t *testing.T, s *store.Store)
 	}{
 		{"SandboxCreateGetList", testSandboxCreateGetList},
 		{"SandboxDuplicate", testSandboxDuplicate},
@@ -82,7 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, open(t))
+			tc.fn(t, store.New(open(t)))
 		})
 	}
 }
@@ -110,7 +112,7 @@ func hashOf(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func mustCreate(t *testing.T, s store.Store, name string, withPolicy bool) (store.Sandbox, store.Token) {
+func mustCreate(t *testing.T, s *store.Store, name string, withPolicy bool) (store.Sandbox, store.Token) {
 	t.Helper()
 	tok := newToken("sandbox-"+name, "", "")
 	in := store.CreateSandbox{Name: name, Actor: "alice", Token: tok}
@@ -125,7 +127,7 @@ func mustCreate(t *testing.T, s store.Store, name string, withPolicy bool) (stor
 	return sb, tok
 }
 
-func mustAppend(t *testing.T, s store.Store, sandbox string, expected int64, n int) store.PolicyVersion {
+func mustAppend(t *testing.T, s *store.Store, sandbox string, expected int64, n int) store.PolicyVersion {
 	t.Helper()
 	d, h := doc(n)
 	pv, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
@@ -155,7 +157,7 @@ func recent(t *testing.T, what string, at time.Time) {
 	}
 }
 
-func audits(t *testing.T, s store.Store, f store.AuditFilter) []store.AuditEntry {
+func audits(t *testing.T, s *store.Store, f store.AuditFilter) []store.AuditEntry {
 	t.Helper()
 	es, err := s.ListAudit(ctx(t), f)
 	if err != nil {
@@ -178,7 +180,7 @@ func findAudit(t *testing.T, es []store.AuditEntry, action, target string) store
 
 // ---- sandboxes ----
 
-func testSandboxCreateGetList(t *testing.T, s store.Store) {
+func testSandboxCreateGetList(t *testing.T, s *store.Store) {
 	sbs, err := s.ListSandboxes(ctx(t))
 	if err != nil || len(sbs) != 0 {
 		t.Fatalf("ListSandboxes on an empty store = %v, %v; want none", sbs, err)
@@ -213,7 +215,7 @@ func testSandboxCreateGetList(t *testing.T, s store.Store) {
 	}
 }
 
-func testSandboxDuplicate(t *testing.T, s store.Store) {
+func testSandboxDuplicate(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "dup", false)
 	before := audits(t, s, store.AuditFilter{})
 	tok := newToken("sandbox-dup-2", "", "")
@@ -242,7 +244,7 @@ func testSandboxDuplicate(t *testing.T, s store.Store) {
 	wantErr(t, "GetSandbox(rolled back)", err, store.ErrNotFound)
 }
 
-func testSandboxCreateWithPolicy(t *testing.T, s store.Store) {
+func testSandboxCreateWithPolicy(t *testing.T, s *store.Store) {
 	sb, tok := mustCreate(t, s, "web", true)
 	d, h := doc(1)
 	if sb.CurrentVersion != 1 || sb.CurrentHash != h {
@@ -278,7 +280,7 @@ func testSandboxCreateWithPolicy(t *testing.T, s store.Store) {
 	findAudit(t, es, store.ActionTokenCreate, tok.Name)
 }
 
-func testSandboxConcurrentCreate(t *testing.T, s store.Store) {
+func testSandboxConcurrentCreate(t *testing.T, s *store.Store) {
 	const n = 20
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -307,7 +309,7 @@ func testSandboxConcurrentCreate(t *testing.T, s store.Store) {
 	}
 }
 
-func testSandboxDelete(t *testing.T, s store.Store) {
+func testSandboxDelete(t *testing.T, s *store.Store) {
 	_, tok := mustCreate(t, s, "doomed", true)
 	_, hash2 := doc(2)
 	mustAppend(t, s, "doomed", 1, 2)
@@ -369,7 +371,7 @@ func testSandboxDelete(t *testing.T, s store.Store) {
 	}
 }
 
-func testSandboxRotateToken(t *testing.T, s store.Store) {
+func testSandboxRotateToken(t *testing.T, s *store.Store) {
 	_, old := mustCreate(t, s, "rot", false)
 	next := newToken("sandbox-rot-2", "", "") // role and sandbox are filled in by the store
 	got, err := s.RotateSandboxToken(ctx(t), "rot", "alice", next)
@@ -407,7 +409,7 @@ func testSandboxRotateToken(t *testing.T, s store.Store) {
 
 // ---- policy versions ----
 
-func testPolicyAppend(t *testing.T, s store.Store) {
+func testPolicyAppend(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "app", false)
 	_, err := s.GetPolicyVersion(ctx(t), "app", 0)
 	wantErr(t, "GetPolicyVersion(current, none yet)", err, store.ErrNotFound)
@@ -466,7 +468,7 @@ func testPolicyAppend(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyStale(t *testing.T, s store.Store) {
+func testPolicyStale(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "stale", true)
 	mustAppend(t, s, "stale", 1, 2)
 	before := audits(t, s, store.AuditFilter{})
@@ -490,7 +492,7 @@ func testPolicyStale(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyMissingSandbox(t *testing.T, s store.Store) {
+func testPolicyMissingSandbox(t *testing.T, s *store.Store) {
 	d, h := doc(1)
 	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "ghost", Hash: h, Document: d, Author: "bob"})
 	wantErr(t, "AppendPolicyVersion(missing sandbox)", err, store.ErrNotFound)
@@ -503,7 +505,7 @@ func testPolicyMissingSandbox(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyHistory(t *testing.T, s store.Store) {
+func testPolicyHistory(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "hist", true)
 	mustAppend(t, s, "hist", 1, 2)
 	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
@@ -543,7 +545,7 @@ func testPolicyHistory(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyDocumentBytes(t *testing.T, s store.Store) {
+func testPolicyDocumentBytes(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "bytes", false)
 	big := `{"x":"` + strings.Repeat("a", 1<<20) + `"}`
 	docs := []string{
@@ -572,7 +574,7 @@ func testPolicyDocumentBytes(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyProvenance(t *testing.T, s store.Store) {
+func testPolicyProvenance(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "prov", false)
 	prov := map[string]string{
 		"proposal": "42", "approved_by": "alice,bob", "reason": `needs "quotes" and ünïcode`, "empty": "",
@@ -614,7 +616,7 @@ func testPolicyProvenance(t *testing.T, s store.Store) {
 
 // testPolicyConcurrentWriters is the compare-and-swap under load: many
 // writers expecting the same version, exactly one wins.
-func testPolicyConcurrentWriters(t *testing.T, s store.Store) {
+func testPolicyConcurrentWriters(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "race", true)
 	const n = 100
 	errs := make([]error, n)
@@ -671,7 +673,7 @@ func testPolicyConcurrentWriters(t *testing.T, s store.Store) {
 
 // ---- tokens ----
 
-func testTokenCreateAndLookup(t *testing.T, s store.Store) {
+func testTokenCreateAndLookup(t *testing.T, s *store.Store) {
 	in := newToken("ops-alice", store.RoleOperator, "")
 	got, err := s.CreateToken(ctx(t), in, "root")
 	if err != nil {
@@ -716,7 +718,7 @@ func testTokenCreateAndLookup(t *testing.T, s store.Store) {
 	}
 }
 
-func testTokenInvalid(t *testing.T, s store.Store) {
+func testTokenInvalid(t *testing.T, s *store.Store) {
 	for _, tok := range []store.Token{
 		newToken("x", "superuser", ""),
 		newToken("x", store.RoleAdmin, "some-sandbox"),
@@ -736,7 +738,7 @@ func testTokenInvalid(t *testing.T, s store.Store) {
 // testInvalidInput: inputs the schema cannot hold are refused before the
 // database is touched, with a plain error (not a sentinel the gateway
 // would turn into NotFound or Conflict), and nothing is written.
-func testInvalidInput(t *testing.T, s store.Store) {
+func testInvalidInput(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "box", true)
 	before := len(audits(t, s, store.AuditFilter{}))
 	d, h := doc(2)
@@ -796,7 +798,7 @@ func testInvalidInput(t *testing.T, s store.Store) {
 
 // testCallerInputUnchanged: the store fills in defaults on its own copy;
 // the caller's values (which it may reuse) are left as they were.
-func testCallerInputUnchanged(t *testing.T, s store.Store) {
+func testCallerInputUnchanged(t *testing.T, s *store.Store) {
 	d, h := doc(1)
 	pol := &store.PolicyVersion{Hash: h, Document: d, Author: "alice"}
 	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "box", Actor: "alice", Token: newToken("sandbox-box", "", ""), Policy: pol}); err != nil {
@@ -810,7 +812,7 @@ func testCallerInputUnchanged(t *testing.T, s store.Store) {
 	}
 }
 
-func testTokenList(t *testing.T, s store.Store) {
+func testTokenList(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "box", false) // token "sandbox-box"
 	for _, tok := range []store.Token{newToken("zed", store.RoleAdmin, ""), newToken("amy", store.RoleOperator, "")} {
 		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
@@ -845,7 +847,7 @@ func testTokenList(t *testing.T, s store.Store) {
 	}
 }
 
-func testTokenRevoke(t *testing.T, s store.Store) {
+func testTokenRevoke(t *testing.T, s *store.Store) {
 	tok := newToken("temp", store.RoleOperator, "")
 	if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
 		t.Fatal(err)
@@ -881,7 +883,7 @@ func testTokenRevoke(t *testing.T, s store.Store) {
 	}
 }
 
-func testTokenTouch(t *testing.T, s store.Store) {
+func testTokenTouch(t *testing.T, s *store.Store) {
 	tok, err := s.CreateToken(ctx(t), newToken("toucher", store.RoleOperator, ""), "root")
 	if err != nil {
 		t.Fatal(err)
@@ -916,7 +918,7 @@ func testTokenTouch(t *testing.T, s store.Store) {
 	}
 }
 
-func testTokenCount(t *testing.T, s store.Store) {
+func testTokenCount(t *testing.T, s *store.Store) {
 	for _, role := range []string{store.RoleAdmin, store.RoleOperator, store.RoleSandbox} {
 		if n, err := s.CountTokens(ctx(t), role); err != nil || n != 0 {
 			t.Errorf("CountTokens(%s) on empty store = %d, %v", role, n, err)
@@ -946,7 +948,7 @@ func testTokenCount(t *testing.T, s store.Store) {
 
 // testLastAdmin: revoking the last live admin token is refused, and two
 // admins revoking each other at once cannot both succeed.
-func testLastAdmin(t *testing.T, s store.Store) {
+func testLastAdmin(t *testing.T, s *store.Store) {
 	for _, tok := range []store.Token{newToken("a1", store.RoleAdmin, ""), newToken("a2", store.RoleAdmin, ""), newToken("op", store.RoleOperator, "")} {
 		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
 			t.Fatal(err)
@@ -992,7 +994,7 @@ func testLastAdmin(t *testing.T, s store.Store) {
 
 // ---- audit ----
 
-func testAudit(t *testing.T, s store.Store) {
+func testAudit(t *testing.T, s *store.Store) {
 	if es := audits(t, s, store.AuditFilter{}); len(es) != 0 {
 		t.Fatalf("audit of an empty store = %+v", es)
 	}
@@ -1069,7 +1071,7 @@ func testAudit(t *testing.T, s store.Store) {
 	}
 }
 
-func testPing(t *testing.T, s store.Store) {
+func testPing(t *testing.T, s *store.Store) {
 	if err := s.Ping(ctx(t)); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
