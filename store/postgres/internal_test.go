@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-func openInternal(t *testing.T) *Store {
+func openInternal(t *testing.T) *Driver {
 	t.Helper()
 	s, err := Open(t.Context(), pgtest.Database(t), Config{})
 	if err != nil {
@@ -22,7 +23,7 @@ func openInternal(t *testing.T) *Store {
 
 // waitLockedOrDone returns when done has a result (returned) or a backend
 // of this database is waiting for a lock (nil, false).
-func waitLockedOrDone(t *testing.T, s *Store, done <-chan error) (error, bool) {
+func waitLockedOrDone(t *testing.T, s *Driver, done <-chan error) (error, bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -51,8 +52,9 @@ func waitLockedOrDone(t *testing.T, s *Store, done <-chan error) (error, bool) {
 // an internal error or a conflict).
 func TestContextDeadline(t *testing.T) {
 	s := openInternal(t)
+	st := store.New(s)
 	ctx := t.Context()
-	if _, err := s.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "t", Hash: "h"}}); err != nil {
+	if _, err := st.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "t", Hash: "h"}}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.pool.Begin(ctx)
@@ -65,7 +67,7 @@ func TestContextDeadline(t *testing.T) {
 	}
 	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = s.AppendPolicyVersion(c, store.AppendPolicy{Sandbox: "box", Hash: "h", Document: []byte("{}")})
+	_, err = st.AppendPolicyVersion(c, store.AppendPolicy{Sandbox: "box", Hash: "h", Document: []byte("{}")})
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrConflict) {
 		t.Fatalf("AppendPolicyVersion behind a lock past its deadline: %v, want context.DeadlineExceeded", err)
 	}
@@ -78,26 +80,36 @@ func TestContextDeadline(t *testing.T) {
 // token is left that would open a later sandbox of the same name.
 func TestCreateTokenRacingDelete(t *testing.T) {
 	s := openInternal(t)
+	st := store.New(s)
 	ctx := t.Context()
-	if _, err := s.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "first", Hash: "h1"}}); err != nil {
+	if _, err := st.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "first", Hash: "h1"}}); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
+	// The token's transaction stays open, its insert done, until commit
+	// is closed.
 	late := store.Token{Name: "late", Role: store.RoleSandbox, Sandbox: "box", Hash: "h-late", CreatedBy: "a"}
-	// As inTx would, but the audit entry is left unappended (the test
-	// commits tx itself).
-	if _, err := insertToken(ctx, &txn{Tx: tx}, late, "alice"); err != nil {
-		t.Fatalf("insertToken: %v", err)
+	inserted, commit, committed := make(chan error, 1), make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	release := func() { once.Do(func() { close(commit) }) }
+	defer release()
+	go func() {
+		committed <- s.InTx(ctx, func(tx store.Tx) error {
+			_, err := tx.InsertToken(ctx, late)
+			inserted <- err
+			<-commit
+			return err
+		})
+	}()
+	if err := <-inserted; err != nil {
+		release()
+		t.Fatalf("InsertToken: %v", err)
 	}
 
 	done := make(chan error, 1)
-	go func() { done <- s.DeleteSandbox(ctx, "box", "carol") }()
+	go func() { done <- st.DeleteSandbox(ctx, "box", "carol") }()
 	delErr, finished := waitLockedOrDone(t, s, done)
-	if err := tx.Commit(ctx); err != nil {
+	release()
+	if err := <-committed; err != nil {
 		t.Fatalf("commit token: %v", err)
 	}
 	if !finished {
@@ -106,7 +118,7 @@ func TestCreateTokenRacingDelete(t *testing.T) {
 	if delErr != nil {
 		t.Fatalf("DeleteSandbox: %v", delErr)
 	}
-	got, err := s.TokenByHash(ctx, late.Hash)
+	got, err := st.TokenByHash(ctx, late.Hash)
 	if err != nil {
 		t.Fatalf("TokenByHash: %v", err)
 	}

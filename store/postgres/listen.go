@@ -7,81 +7,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // Commit feed. A version is announced to the listeners of this process
-// right after the transaction that inserted it commits (feed.publish,
-// from InTx), the same way the SQLite driver does; other replicas hear of
-// it through NOTIFY, sent by InsertPolicyVersion in the committing
-// transaction and delivered only if it commits. A NOTIFY sent by one of
-// this driver's own pool connections was already announced in process,
-// so the LISTEN side skips it (by backend pid). Listeners must still
-// tolerate hearing a version twice (a pid this driver no longer knows, a
-// connection pooler that hides pids) and missing one (overflow, a lost
-// LISTEN connection): they compare versions, and re-check them now and
-// then.
-
-// listenBuffer is how many in-process announcements a listener may fall
-// behind by. Publishing never waits for a listener: past this, further
-// announcements to it are dropped (and counted in a warning), so a slow
-// listener cannot hold up commits.
-const listenBuffer = 1024
-
-type commit struct {
-	sandbox string
-	version int64
-}
-
-// feed fans the versions committed through this driver out to its
-// listeners.
-type feed struct {
-	mu   sync.Mutex
-	subs map[*subscriber]struct{}
-}
-
-type subscriber struct {
-	ch      chan commit
-	dropped atomic.Int64
-}
-
-func (f *feed) subscribe() *subscriber {
-	s := &subscriber{ch: make(chan commit, listenBuffer)}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.subs == nil {
-		f.subs = make(map[*subscriber]struct{})
-	}
-	f.subs[s] = struct{}{}
-	return s
-}
-
-func (f *feed) unsubscribe(s *subscriber) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.subs, s)
-}
-
-// publish hands cs to every listener without waiting.
-func (f *feed) publish(cs []commit) {
-	if len(cs) == 0 {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for s := range f.subs {
-		for _, c := range cs {
-			select {
-			case s.ch <- c:
-			default:
-				s.dropped.Add(1)
-			}
-		}
-	}
-}
+// right after the transaction that inserted it commits (store.CommitFeed,
+// published from InTx), as on SQLite; other replicas hear of it through
+// NOTIFY, sent by InsertPolicyVersion in the committing transaction and
+// delivered only if it commits. A NOTIFY sent by one of this driver's own
+// pool connections was already announced in process, so the LISTEN side
+// skips it (by backend pid). Listeners must still tolerate hearing a
+// version twice (a pid this driver no longer knows, a connection pooler
+// that hides pids) and missing one (a full listener buffer, a lost LISTEN
+// connection): they compare versions, and re-check them now and then.
 
 // pids is the set of backend pids of the pool's live connections.
 type pids struct {
@@ -157,8 +97,8 @@ var errClosed = errors.New("postgres: store closed")
 // through any other driver on this database (see the commit feed above).
 // It listens on a dedicated connection outside the pool, and after an
 // error reconnects with capped exponential backoff; notifications sent
-// meanwhile are lost. fn runs on the calling goroutine, one call at a
-// time: it should return quickly.
+// meanwhile are lost. fn is called one call at a time: it should
+// return quickly.
 //
 // It returns ctx's error when ctx ends. Close stops it too (it then
 // returns an error saying the store is closed) and waits for it to
@@ -189,39 +129,30 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 		return errClosed
 	}
 
-	local := d.feed.subscribe()
-	defer d.feed.unsubscribe(local)
-	remote := make(chan commit)
+	// fn hears both halves, one call at a time.
+	var mu sync.Mutex
+	call := func(sandbox string, version int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		fn(sandbox, version)
+	}
 	listening := make(chan struct{})
 	go func() {
 		defer close(listening)
-		d.listenRemote(lctx, remote)
+		d.listenRemote(lctx, call)
 	}()
-	defer func() {
-		cancel()
-		<-listening
-	}()
-	for {
-		select {
-		case c := <-local.ch:
-			if n := local.dropped.Swap(0); n > 0 {
-				d.log.Warn("policy commit listener fell behind; announcements dropped", "dropped", n)
-			}
-			fn(c.sandbox, c.version)
-		case c := <-remote:
-			fn(c.sandbox, c.version)
-		case <-lctx.Done():
-			return stopped()
-		}
-	}
+	_ = d.feed.Listen(lctx, call)
+	cancel()
+	<-listening
+	return stopped()
 }
 
-// listenRemote hands the notifications of other drivers' commits to out
+// listenRemote calls fn with the notifications of other drivers' commits
 // until ctx ends, reconnecting after errors.
-func (d *Driver) listenRemote(ctx context.Context, out chan<- commit) {
+func (d *Driver) listenRemote(ctx context.Context, fn func(string, int64)) {
 	backoff := listenBackoffMin
 	for {
-		err := d.listen(ctx, out, func() { backoff = listenBackoffMin })
+		err := d.listen(ctx, fn, func() { backoff = listenBackoffMin })
 		if ctx.Err() != nil {
 			return
 		}
@@ -237,9 +168,9 @@ func (d *Driver) listenRemote(ctx context.Context, out chan<- commit) {
 	}
 }
 
-// listen connects, LISTENs and hands notifications to out until an error;
-// listening is called once the LISTEN took effect.
-func (d *Driver) listen(ctx context.Context, out chan<- commit, listening func()) error {
+// listen connects, LISTENs and calls fn with each notification until an
+// error; listening is called once the LISTEN took effect.
+func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening func()) error {
 	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -260,11 +191,7 @@ func (d *Driver) listen(ctx context.Context, out chan<- commit, listening func()
 		cancel()
 		if n != nil && n.Channel == policyChannel && !d.own.has(n.PID) {
 			if sandbox, version, ok := parsePolicyPayload(n.Payload); ok {
-				select {
-				case out <- commit{sandbox, version}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+				fn(sandbox, version)
 			} else {
 				d.log.Warn("policy commit notification with a malformed payload", "payload", n.Payload)
 			}

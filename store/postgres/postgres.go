@@ -43,7 +43,7 @@ type Driver struct {
 	conn
 	pool *pgxpool.Pool
 	log  *slog.Logger
-	feed feed
+	feed store.CommitFeed
 	// own holds the backend pids of the pool's connections: NOTIFYs they
 	// sent were already announced in process (see ListenPolicyCommits).
 	own pids
@@ -163,7 +163,9 @@ func (d *Driver) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	if err := ptx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}
-	d.feed.publish(t.commits)
+	for _, c := range t.commits {
+		d.feed.Publish(c.sandbox, c.version)
+	}
 	return nil
 }
 
@@ -176,6 +178,12 @@ type txn struct {
 	clockErr error
 	// commits are the versions inserted, announced after the commit.
 	commits []commit
+}
+
+// commit is a version a transaction inserted.
+type commit struct {
+	sandbox string
+	version int64
 }
 
 // Now returns the database's now(): the time the transaction began, at
@@ -222,11 +230,12 @@ func (c *conn) announce(sandbox string, version int64) {
 		c.tx.commits = append(c.tx.commits, commit{sandbox, version})
 		return
 	}
-	c.d.feed.publish([]commit{{sandbox, version}})
+	c.d.feed.Publish(sandbox, version)
 }
 
 // forUpdate is appended to a read in a transaction that must hold what it
-// read; on the pool there is nothing to hold it for.
+// read (LockSandbox, LockAuditHead); on the pool there is nothing to hold
+// it for.
 func (c *conn) forUpdate() string {
 	if c.tx == nil {
 		return ""

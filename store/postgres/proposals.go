@@ -185,16 +185,7 @@ func (c *conn) InsertApproval(ctx context.Context, proposal int64, a store.Appro
 // ---- approval rules ----
 
 // GetApprovalPolicy returns the newest approval rules, or ErrNotFound.
-// In a transaction it first takes the table's write lock (which plain
-// readers do not wait for): a transaction reading the rules is about to
-// store the next version, so concurrent setters number their versions one
-// after the other instead of colliding.
 func (c *conn) GetApprovalPolicy(ctx context.Context) (store.ApprovalPolicy, error) {
-	if c.tx != nil {
-		if _, err := c.db.Exec(ctx, `LOCK TABLE approval_policies IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-			return store.ApprovalPolicy{}, fmt.Errorf("lock approval policies: %w", mapErr(err))
-		}
-	}
 	var ap store.ApprovalPolicy
 	err := c.db.QueryRow(ctx, `SELECT version, module, hash, author, created_at
 		FROM approval_policies ORDER BY version DESC LIMIT 1`).

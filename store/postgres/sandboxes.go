@@ -277,14 +277,10 @@ func (c *conn) ListTokens(ctx context.Context) ([]store.Token, error) {
 	return out, nil
 }
 
-// CountTokens returns how many live tokens have the role. In a
-// transaction it locks them: concurrent revocations that count first
-// then queue here, and each sees the others' result (the last admin
-// token cannot be revoked twice over).
+// CountTokens returns how many live tokens have the role.
 func (c *conn) CountTokens(ctx context.Context, role string) (int, error) {
 	var n int
-	err := c.db.QueryRow(ctx, `SELECT count(*) FROM (
-		SELECT id FROM tokens WHERE role = $1 AND revoked_at IS NULL`+c.forUpdate()+`) AS live`, role).Scan(&n)
+	err := c.db.QueryRow(ctx, `SELECT count(*) FROM tokens WHERE role = $1 AND revoked_at IS NULL`, role).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count tokens: %w", mapErr(err))
 	}
