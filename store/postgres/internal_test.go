@@ -126,3 +126,92 @@ func TestCreateTokenRacingDelete(t *testing.T) {
 		t.Errorf("token created during the delete of its sandbox is live: %+v", got)
 	}
 }
+
+// TestRefusalLeavesTxUsable: the refusals a workflow may expect from the
+// Insert primitives (a taken key, a token for a missing sandbox) do not
+// abort the Postgres transaction, as they do not on SQLite: the caller
+// may go on, and what it wrote before and after commits.
+func TestRefusalLeavesTxUsable(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	taken := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, store.ErrAlreadyExists) {
+			t.Errorf("%s again: %v, want ErrAlreadyExists", what, err)
+		}
+	}
+	err := s.InTx(ctx, func(tx store.Tx) error {
+		now := tx.Now()
+		sb := store.Sandbox{Name: "box", CurrentVersion: 1, CurrentHash: "h", CreatedAt: now, CreatedBy: "a"}
+		if err := tx.InsertSandbox(ctx, sb); err != nil {
+			return err
+		}
+		taken("InsertSandbox", tx.InsertSandbox(ctx, sb))
+		v := store.PolicyVersion{Sandbox: "box", Version: 1, Hash: "h", Document: []byte(`{}`), Source: store.SourceSet, CreatedAt: now}
+		if err := tx.InsertPolicyVersion(ctx, v); err != nil {
+			return err
+		}
+		taken("InsertPolicyVersion", tx.InsertPolicyVersion(ctx, v))
+		tok := store.Token{Name: "t", Role: store.RoleSandbox, Sandbox: "box", Hash: "h1", CreatedBy: "a", CreatedAt: now}
+		if _, err := tx.InsertToken(ctx, tok); err != nil {
+			return err
+		}
+		tok.Hash = "h2"
+		_, err := tx.InsertToken(ctx, tok)
+		taken("InsertToken", err)
+		tok.Name, tok.Sandbox = "u", "nobox"
+		if _, err := tx.InsertToken(ctx, tok); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("InsertToken for a missing sandbox: %v, want ErrNotFound", err)
+		}
+		p := store.Proposal{Sandbox: "box", Status: store.ProposalPending, IdempotencyKey: "k", Document: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+		if p, err = tx.InsertProposal(ctx, p); err != nil {
+			return err
+		}
+		_, err = tx.InsertProposal(ctx, p)
+		taken("InsertProposal", err)
+		a := store.Approval{Approver: "carol", ResultingHash: "r", CreatedAt: now}
+		if err := tx.InsertApproval(ctx, p.ID, a); err != nil {
+			return err
+		}
+		taken("InsertApproval", tx.InsertApproval(ctx, p.ID, a))
+		ap := store.ApprovalPolicy{Version: 1, Module: "m", Hash: "mh", Author: "a", CreatedAt: now}
+		if err := tx.InsertApprovalPolicy(ctx, ap); err != nil {
+			return err
+		}
+		taken("InsertApprovalPolicy", tx.InsertApprovalPolicy(ctx, ap))
+		sb.CredentialedHosts = []string{"example.com:443"}
+		return tx.UpdateSandbox(ctx, sb)
+	})
+	if err != nil {
+		t.Fatalf("InTx: %v", err)
+	}
+	if sb, err := s.GetSandbox(ctx, "box"); err != nil || len(sb.CredentialedHosts) != 1 {
+		t.Errorf("sandbox after the transaction = %+v, %v; want its last update committed", sb, err)
+	}
+	if p, err := s.ListProposals(ctx, store.ProposalFilter{IdempotencyKey: "k"}); err != nil || len(p) != 1 || len(p[0].Approvals) != 1 {
+		t.Errorf("proposals = %+v, %v; want the one, with its approval", p, err)
+	}
+}
+
+// TestNowIsTransactionStart: Tx.Now is the database's clock at the
+// transaction's start, in microseconds, the same on every call.
+func TestNowIsTransactionStart(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	err := s.InTx(ctx, func(tx store.Tx) error {
+		first := tx.Now()
+		time.Sleep(2 * time.Millisecond)
+		var db time.Time
+		if err := tx.(*txn).db.QueryRow(ctx, `SELECT now()`).Scan(&db); err != nil {
+			return err
+		}
+		if again := tx.Now(); !again.Equal(first) || !first.Equal(db) || first.Location() != time.UTC ||
+			first.Nanosecond()%1000 != 0 {
+			t.Errorf("Now = %v then %v, database now() %v; want one UTC time in microseconds", first, again, db)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

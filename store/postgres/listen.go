@@ -141,8 +141,7 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 		defer close(listening)
 		d.listenRemote(lctx, call)
 	}()
-	_ = d.feed.Listen(lctx, call)
-	cancel()
+	_ = d.feed.Listen(lctx, call) // until lctx ends
 	<-listening
 	return stopped()
 }

@@ -293,6 +293,14 @@ func alreadyExists(err error, what string) error {
 	return mapErr(err)
 }
 
+// insertUnique runs an INSERT … ON CONFLICT DO NOTHING RETURNING (one
+// column); taken names the key in the ErrAlreadyExists it returns when
+// no row was inserted.
+func (c *conn) insertUnique(ctx context.Context, taken, sql string, args ...any) error {
+	var key any
+	return alreadyExists(c.db.QueryRow(ctx, sql, args...).Scan(&key), taken)
+}
+
 // collect reads every row of a query with scan, mapping errors.
 func collect[T any](rows pgx.Rows, err error, scan func(pgx.Row) (T, error)) ([]T, error) {
 	if err != nil {

@@ -170,14 +170,13 @@ func (c *conn) UpdateProposal(ctx context.Context, p store.Proposal) error {
 // transaction stays usable) if a.Approver approved it before, ErrNotFound
 // for an unknown proposal.
 func (c *conn) InsertApproval(ctx context.Context, proposal int64, a store.Approval) error {
-	var id int64
-	err := c.db.QueryRow(ctx, `
+	err := c.insertUnique(ctx, a.Approver+" approved it before", `
 		INSERT INTO proposal_approvals (proposal_id, approver, reason, resulting_hash, created_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (proposal_id, approver) DO NOTHING
-		RETURNING id`, proposal, a.Approver, a.Reason, a.ResultingHash, a.CreatedAt).Scan(&id)
+		RETURNING id`, proposal, a.Approver, a.Reason, a.ResultingHash, a.CreatedAt)
 	if err != nil {
-		return fmt.Errorf("approve proposal %d: %w", proposal, alreadyExists(err, a.Approver+" approved it before"))
+		return fmt.Errorf("approve proposal %d: %w", proposal, err)
 	}
 	return nil
 }
@@ -200,14 +199,13 @@ func (c *conn) GetApprovalPolicy(ctx context.Context) (store.ApprovalPolicy, err
 // InsertApprovalPolicy stores ap as given (ErrAlreadyExists, the
 // transaction usable, if that version exists).
 func (c *conn) InsertApprovalPolicy(ctx context.Context, ap store.ApprovalPolicy) error {
-	var v int64
-	err := c.db.QueryRow(ctx, `
+	err := c.insertUnique(ctx, fmt.Sprint("version ", ap.Version), `
 		INSERT INTO approval_policies (version, module, hash, author, created_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (version) DO NOTHING
-		RETURNING version`, ap.Version, ap.Module, ap.Hash, ap.Author, ap.CreatedAt).Scan(&v)
+		RETURNING version`, ap.Version, ap.Module, ap.Hash, ap.Author, ap.CreatedAt)
 	if err != nil {
-		return fmt.Errorf("insert approval policy %d: %w", ap.Version, alreadyExists(err, fmt.Sprint("version ", ap.Version)))
+		return fmt.Errorf("insert approval policy %d: %w", ap.Version, err)
 	}
 	return nil
 }

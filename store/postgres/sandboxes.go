@@ -38,15 +38,14 @@ func scanSandbox(r pgx.Row) (store.Sandbox, error) {
 // InsertSandbox stores a new sandbox row (ErrAlreadyExists for a taken
 // name, leaving the transaction usable).
 func (c *conn) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
-	var name string
-	err := c.db.QueryRow(ctx, `
+	err := c.insertUnique(ctx, "sandbox "+sb.Name, `
 		INSERT INTO sandboxes (name, current_version, current_hash, created_at, created_by)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING name`,
-		sb.Name, sb.CurrentVersion, sb.CurrentHash, sb.CreatedAt, sb.CreatedBy).Scan(&name)
+		sb.Name, sb.CurrentVersion, sb.CurrentHash, sb.CreatedAt, sb.CreatedBy)
 	if err != nil {
-		return fmt.Errorf("insert sandbox %q: %w", sb.Name, alreadyExists(err, "sandbox "+sb.Name))
+		return fmt.Errorf("insert sandbox %q: %w", sb.Name, err)
 	}
 	return nil
 }
