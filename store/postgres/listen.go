@@ -23,34 +23,6 @@ import (
 // that hides pids) and missing one (a full listener buffer, a lost LISTEN
 // connection): they compare versions, and re-check them now and then.
 
-// pids is the set of backend pids of the pool's live connections.
-type pids struct {
-	mu  sync.Mutex
-	set map[uint32]struct{}
-}
-
-func (p *pids) add(pid uint32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.set == nil {
-		p.set = make(map[uint32]struct{})
-	}
-	p.set[pid] = struct{}{}
-}
-
-func (p *pids) remove(pid uint32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.set, pid)
-}
-
-func (p *pids) has(pid uint32) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.set[pid]
-	return ok
-}
-
 // policyChannel is the NOTIFY channel of committed policy versions. Its
 // payload is "SANDBOX:VERSION" (policyPayload).
 const policyChannel = "portcullis_policy"
@@ -87,6 +59,13 @@ func parsePolicyPayload(p string) (sandbox string, version int64, ok bool) {
 		return "", 0, false
 	}
 	return p[:i], v, true
+}
+
+// ownPID reports whether pid is the backend of one of the pool's
+// connections.
+func (d *Driver) ownPID(pid uint32) bool {
+	_, ok := d.own.Load(pid)
+	return ok
 }
 
 // errClosed ends ListenPolicyCommits when the driver is closed first.
@@ -188,7 +167,7 @@ func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening f
 		wctx, cancel := context.WithTimeout(ctx, listenIdleCheck)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
-		if n != nil && n.Channel == policyChannel && !d.own.has(n.PID) {
+		if n != nil && n.Channel == policyChannel && !d.ownPID(n.PID) {
 			if sandbox, version, ok := parsePolicyPayload(n.Payload); ok {
 				fn(sandbox, version)
 			} else {

@@ -44,9 +44,10 @@ type Driver struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	feed store.CommitFeed
-	// own holds the backend pids of the pool's connections: NOTIFYs they
-	// sent were already announced in process (see ListenPolicyCommits).
-	own pids
+	// own holds the backend pids (uint32) of the pool's live connections:
+	// NOTIFYs they sent were already announced in process (see
+	// ListenPolicyCommits).
+	own sync.Map
 
 	// Close stops running ListenPolicyCommits calls and waits for them.
 	mu        sync.Mutex
@@ -84,10 +85,10 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 	d := &Driver{log: log, done: make(chan struct{})}
 	d.conn = conn{db: nil, d: d}
 	pcfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
-		d.own.add(c.PgConn().PID())
+		d.own.Store(c.PgConn().PID(), nil)
 		return nil
 	}
-	pcfg.BeforeClose = func(c *pgx.Conn) { d.own.remove(c.PgConn().PID()) }
+	pcfg.BeforeClose = func(c *pgx.Conn) { d.own.Delete(c.PgConn().PID()) }
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -243,17 +244,13 @@ func (c *conn) forUpdate() string {
 	return ` FOR UPDATE`
 }
 
-// uniqueAlreadyExists names the unique constraints that mean "that name,
-// id or pair is taken". Any other unique violation is a lost race. The
-// Insert primitives avoid raising most of them (ON CONFLICT DO NOTHING,
-// which leaves the transaction usable); this is for the rest.
+// uniqueAlreadyExists names the unique constraints that mean "a sandbox or
+// token with that name exists". Any other unique violation is a lost race.
+// (The Insert primitives mostly avoid raising them: ON CONFLICT DO NOTHING
+// leaves the transaction usable.)
 var uniqueAlreadyExists = map[string]bool{
-	"sandboxes_pkey":                  true,
-	"tokens_name_key":                 true,
-	"policy_versions_pkey":            true,
-	"proposals_idempotency_key_idx":   true,
-	"proposal_approvals_approver_key": true,
-	"approval_policies_pkey":          true,
+	"sandboxes_pkey":  true,
+	"tokens_name_key": true,
 }
 
 // mapErr turns a database error into the store's sentinels, by SQLSTATE.

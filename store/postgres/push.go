@@ -252,10 +252,7 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 		q += ` LIMIT $` + strconv.Itoa(len(args))
 	}
 	rows, err := d.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list decisions: %w", mapErr(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Decision, error) {
+	out, err := collect(rows, err, func(r pgx.Row) (store.Decision, error) {
 		var d store.Decision
 		var at *time.Time
 		var port int32
@@ -268,7 +265,7 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 		return d, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list decisions: %w", mapErr(err))
+		return nil, fmt.Errorf("list decisions: %w", err)
 	}
 	if newest {
 		slices.Reverse(out)
@@ -316,12 +313,9 @@ func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) 
 				UNION ALL
 				SELECT (SELECT min(sandbox) FROM decisions WHERE sandbox > s.name) FROM s WHERE s.name IS NOT NULL)
 			SELECT name FROM s WHERE name IS NOT NULL`)
+		sandboxes, err := collect(rows, err, func(r pgx.Row) (name string, err error) { return name, r.Scan(&name) })
 		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", mapErr(err))
-		}
-		sandboxes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", mapErr(err))
+			return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
 		}
 		for _, sb := range sandboxes {
 			// The newest record past the bound: it and every older one go.

@@ -237,13 +237,11 @@ func (c *conn) InsertToken(ctx context.Context, t store.Token) (store.Token, err
 		ON CONFLICT (name) DO NOTHING
 		RETURNING `+tokenColumns,
 		t.Name, t.Role, sandbox, t.Hash, t.CreatedBy, t.CreatedAt))
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Taken name or missing sandbox: say which.
-		var taken bool
-		if err = c.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE name = $1)`, t.Name).Scan(&taken); err == nil {
-			err = fmt.Errorf("sandbox %q: %w", t.Sandbox, store.ErrNotFound)
-			if taken {
-				err = fmt.Errorf("%w: token %s", store.ErrAlreadyExists, t.Name)
+	if errors.Is(err, pgx.ErrNoRows) { // a missing sandbox (said first) or a taken name
+		err = fmt.Errorf("%w: token %s", store.ErrAlreadyExists, t.Name)
+		if sandbox != nil {
+			if _, serr := c.GetSandbox(ctx, t.Sandbox); serr != nil {
+				err = serr
 			}
 		}
 	}
