@@ -55,7 +55,7 @@ func (r *approvalRules) current() (*approval.Rules, int64) {
 }
 
 // reload prepares the newest stored rules if they are not in force yet.
-func (r *approvalRules) reload(ctx context.Context, st store.Store) error {
+func (r *approvalRules) reload(ctx context.Context, st *store.Store) error {
 	ap, err := st.GetApprovalPolicy(ctx)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

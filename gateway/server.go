@@ -173,7 +173,7 @@ func (c *Config) check() error {
 // Server is the gateway.
 type Server struct {
 	cfg     Config
-	store   store.Store
+	store   *store.Store
 	log     *slog.Logger
 	auth    *authenticator
 	metrics *metrics
@@ -205,7 +205,7 @@ type Server struct {
 }
 
 // New builds a gateway over st. It does not listen; see Run and Handler.
-func New(cfg Config, st store.Store) (*Server, error) {
+func New(cfg Config, st *store.Store) (*Server, error) {
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -569,18 +569,14 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 			}
 		}
 	})
-	if l, ok := s.store.(store.CommitListener); ok {
-		wg.Go(func() {
-			l.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
-				s.advisor.versionMoved(sandbox)
-				if err := s.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
-					s.log.Warn("could not load a version committed elsewhere; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
-				}
-			})
+	wg.Go(func() {
+		s.store.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
+			s.advisor.versionMoved(sandbox)
+			if err := s.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not load a version committed elsewhere; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
+			}
 		})
-	} else {
-		s.log.Info("this store serves a single gateway replica (SQLite); use Postgres to run several")
-	}
+	})
 }
 
 // SigningKey loads (creating on first use) the key that signs policy

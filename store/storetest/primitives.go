@@ -101,6 +101,19 @@ func testPrimListProposals(t *testing.T, s *store.Store) {
 	in3.Proposal.ExpiresAt = soon.Add(time.Hour)
 	p3 := mustPropose(t, s, in3)
 	p2 = setStatus(t, s, p2.ID, store.ProposalPending, store.ProposalRejected)
+	for _, tc := range []struct {
+		name    string
+		sandbox string
+		want    error
+	}{{"taken idempotency key", "one", store.ErrAlreadyExists}, {"unknown sandbox", "nobody", store.ErrNotFound}} {
+		err := s.InTx(ctx(t), func(tx store.Tx) error {
+			p := in1.Proposal
+			p.Sandbox, p.Status, p.CreatedAt, p.UpdatedAt = tc.sandbox, store.ProposalPending, tx.Now(), tx.Now()
+			_, err := tx.InsertProposal(ctx(t), p)
+			return err
+		})
+		wantErr(t, "InsertProposal("+tc.name+")", err, tc.want)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -198,26 +211,22 @@ func testPrimUpdateProposal(t *testing.T, s *store.Store) {
 
 func testPrimSandboxCA(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "ca", false)
-	first := store.SandboxCA{Sandbox: "ca", CertPEM: []byte("cert-1"), KeyPEM: []byte("key-1")}
-	second := store.SandboxCA{Sandbox: "ca", CertPEM: []byte("cert-2"), KeyPEM: []byte("key-2")}
-	var got1, got2 store.SandboxCA
-	inTx(t, s, func(tx store.Tx) error {
-		first.CreatedAt = tx.Now()
-		var err error
-		got1, err = tx.InsertSandboxCA(ctx(t), first)
-		return err
-	})
-	if !reflect.DeepEqual(got1, first) {
-		t.Errorf("InsertSandboxCA = %+v, want %+v", got1, first)
-	}
-	inTx(t, s, func(tx store.Tx) error {
-		second.CreatedAt = tx.Now()
-		var err error
-		got2, err = tx.InsertSandboxCA(ctx(t), second)
-		return err
-	})
-	if !reflect.DeepEqual(got2, first) {
-		t.Errorf("second InsertSandboxCA = %+v, want the first writer's %+v", got2, first)
+	var first store.SandboxCA
+	for i, writer := range []string{"first", "second"} {
+		ca := store.SandboxCA{Sandbox: "ca", CertPEM: []byte("cert-" + writer), KeyPEM: []byte("key-" + writer)}
+		var got store.SandboxCA
+		inTx(t, s, func(tx store.Tx) error {
+			ca.CreatedAt = tx.Now()
+			var err error
+			got, err = tx.InsertSandboxCA(ctx(t), ca)
+			return err
+		})
+		if i == 0 {
+			first = ca
+		}
+		if !reflect.DeepEqual(got, first) {
+			t.Errorf("InsertSandboxCA by the %s writer = %+v, want the first writer's %+v", writer, got, first)
+		}
 	}
 	_, err := s.Driver.InsertSandboxCA(ctx(t), store.SandboxCA{Sandbox: "nobody", CertPEM: []byte("c"), KeyPEM: []byte("k")})
 	wantErr(t, "InsertSandboxCA(unknown sandbox)", err, store.ErrNotFound)
