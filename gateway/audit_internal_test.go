@@ -38,10 +38,11 @@ func attrs(rec slog.Record) map[string]any {
 // change, with the seq and hash the store records, and not at polls that
 // find it unmoved (the next record after a change would be a repeat).
 func TestLogAuditHead(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := store.New(lite)
 	defer st.Close()
 	got := make(records, 16)
 	s, err := New(Config{Logger: slog.New(got)}, st)

@@ -172,7 +172,7 @@ var (
 
 // authenticator resolves bearer tokens to principals.
 type authenticator struct {
-	store store.Store
+	store *store.Store
 	now   func() time.Time
 
 	mu sync.Mutex
@@ -180,7 +180,7 @@ type authenticator struct {
 	touched map[int64]time.Time
 }
 
-func newAuthenticator(st store.Store, now func() time.Time) *authenticator {
+func newAuthenticator(st *store.Store, now func() time.Time) *authenticator {
 	return &authenticator{store: st, now: now, touched: make(map[int64]time.Time)}
 }
 

@@ -22,7 +22,7 @@ const (
 
 // registerHealth registers grpc.health.v1. Watch streams end when streams
 // is done (shutdown began).
-func registerHealth(rpc *connect.Server, st store.Store, streams context.Context) {
+func registerHealth(rpc *connect.Server, st *store.Store, streams context.Context) {
 	watchers := make(chan struct{}, maxHealthWatchers)
 	methods := healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health").Methods()
 	known := map[string]bool{"": true}

@@ -39,7 +39,7 @@ type proxyEntry struct {
 }
 
 type proxyTracker struct {
-	st      store.Store
+	st      *store.Store
 	replica string
 	now     func() time.Time
 
@@ -48,7 +48,7 @@ type proxyTracker struct {
 	dirty map[proxyKey]store.ProxyStatus
 }
 
-func newProxyTracker(st store.Store, replica string, now func() time.Time) *proxyTracker {
+func newProxyTracker(st *store.Store, replica string, now func() time.Time) *proxyTracker {
 	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus)}
 }
 

@@ -125,10 +125,11 @@ func TestDecisionConfig(t *testing.T) {
 // interval, by its own clock: each sandbox keeps its newest records, and
 // records older than the maximum age go.
 func TestDecisionSweep(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := store.New(lite)
 	defer st.Close()
 	for _, sb := range []string{"a", "a", "b"} {
 		in := decisionRecords("deny", 4)

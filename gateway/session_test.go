@@ -15,6 +15,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
 )
 
@@ -253,10 +254,11 @@ func TestConsoleSessionAuthenticatesRPCs(t *testing.T) {
 
 func TestConsoleCookieSecureOverTLS(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := store.New(lite)
 	defer st.Close()
 	gw, err := gateway.New(gateway.Config{BootstrapToken: gatewaytest.AdminToken, Logger: slog.New(slog.DiscardHandler)}, st)
 	if err != nil {

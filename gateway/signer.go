@@ -15,7 +15,7 @@ import (
 // signer holds the gateway's signing key chain, loaded from the store
 // (shared by every replica) and created there on first use.
 type signer struct {
-	st store.Store
+	st *store.Store
 
 	mu     sync.RWMutex
 	loaded bool
@@ -23,7 +23,7 @@ type signer struct {
 	active ed25519.PrivateKey
 }
 
-func newSigner(st store.Store) *signer { return &signer{st: st} }
+func newSigner(st *store.Store) *signer { return &signer{st: st} }
 
 // ensure loads the chain, creating the first key when the store has none.
 func (s *signer) ensure(ctx context.Context) error {
@@ -119,14 +119,14 @@ func (s *signer) publicKey(ctx context.Context) (string, error) {
 // next version check (Config.VersionCheckInterval); proxies follow the
 // endorsement and re-pin, after which versions signed by the old key are
 // refused.
-func RotateSigningKey(ctx context.Context, st store.Store, actor string) (string, error) {
+func RotateSigningKey(ctx context.Context, st *store.Store, actor string) (string, error) {
 	return newSigner(st).rotate(ctx, actor)
 }
 
 // SigningKeyChain returns st's signing key chain, oldest first, as
 // public keys in the form --gateway-key takes (creating the first key if
 // there is none).
-func SigningKeyChain(ctx context.Context, st store.Store) ([]string, error) {
+func SigningKeyChain(ctx context.Context, st *store.Store) ([]string, error) {
 	s := newSigner(st)
 	if err := s.ensure(ctx); err != nil {
 		return nil, err

@@ -37,10 +37,10 @@ func BenchmarkPolicySetThroughput(b *testing.B) {
 
 	engines := []struct {
 		name    string
-		s       store.Store
+		s       *store.Store
 		version int64
 		spent   time.Duration
-	}{{name: "postgres", s: pg}, {name: "sqlite", s: lite}}
+	}{{name: "postgres", s: store.New(pg)}, {name: "sqlite", s: store.New(lite)}}
 	for i := range engines {
 		_, err := engines[i].s.CreateSandbox(ctx, store.CreateSandbox{
 			Name: "bench", Actor: "bench",

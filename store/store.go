@@ -1,5 +1,9 @@
-// Package store persists Portcullis state behind one interface with two
-// engines: Postgres (store/postgres, for production and replicas) and
+// Package store owns Portcullis's persistent state: its types, the
+// errors every engine maps to, and every rule of writing it — audit
+// entries and their hash chain, compare-and-swap on a sandbox's current
+// version, the last live admin token, proposal intake and approval —
+// written once (Store) over the primitives of a Driver. The engines are
+// drivers: Postgres (store/postgres, for production and replicas) and
 // embedded SQLite (store/sqlite, the zero-setup default). The conformance
 // suite in store/storetest runs against both.
 //
@@ -9,7 +13,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -386,18 +389,6 @@ type DecisionRetention struct {
 	KeepPerSandbox int
 }
 
-// CommitListener is implemented by engines that several gateway replicas
-// share (Postgres): every replica hears of every policy version committed
-// through any of them.
-type CommitListener interface {
-	// ListenPolicyCommits calls fn for each policy version committed
-	// (through any replica, this one included), after its transaction
-	// committed, until ctx ends. It reconnects by itself after errors;
-	// notifications sent while it was disconnected are lost, so callers
-	// also compare versions now and then. It returns ctx's error.
-	ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error
-}
-
 // CreateSandbox is the input of Store.CreateSandbox.
 type CreateSandbox struct {
 	Name  string
@@ -429,172 +420,4 @@ type AuditFilter struct {
 	Sandbox string
 	// Limit caps the number of entries (the newest); 0 means no cap.
 	Limit int
-}
-
-// Store is the persistence interface. Methods return ErrNotFound,
-// ErrConflict or ErrAlreadyExists (possibly wrapped) for those cases and
-// wrapped engine errors otherwise; an input the schema cannot hold (empty
-// name or hash, unknown role, a sandbox on an admin token) is refused with
-// a plain error before the database is touched. Times come back in UTC;
-// Postgres keeps microseconds, so callers should not rely on finer ones.
-type Store interface {
-	// CreateSandbox creates the sandbox, its token and, optionally, its
-	// first policy version, atomically.
-	CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, error)
-	GetSandbox(ctx context.Context, name string) (Sandbox, error)
-	// ListSandboxes returns every sandbox ordered by name.
-	ListSandboxes(ctx context.Context) ([]Sandbox, error)
-	// DeleteSandbox removes the sandbox and its policy versions and revokes
-	// its tokens (ErrNotFound if there is no such sandbox). The audit log
-	// keeps its history.
-	DeleteSandbox(ctx context.Context, name, actor string) error
-	// RotateSandboxToken revokes every live token of the sandbox and stores
-	// the new one (Role and Sandbox set by the store; its Name must be new,
-	// else ErrAlreadyExists and nothing changes).
-	RotateSandboxToken(ctx context.Context, sandbox, actor string, tok Token) (Token, error)
-
-	// AppendPolicyVersion stores the next version if the sandbox's current
-	// version is still in.ExpectedVersion; otherwise ErrConflict and nothing
-	// is stored.
-	AppendPolicyVersion(ctx context.Context, in AppendPolicy) (PolicyVersion, error)
-	// GetPolicyVersion returns one version; version 0 means the current one
-	// (ErrNotFound when the sandbox has no policy yet).
-	GetPolicyVersion(ctx context.Context, sandbox string, version int64) (PolicyVersion, error)
-	// ListPolicyVersions returns every version, oldest first, without
-	// documents.
-	ListPolicyVersions(ctx context.Context, sandbox string) ([]PolicyVersion, error)
-
-	// CreateToken stores a token (name unique among live and revoked tokens:
-	// ErrAlreadyExists). A sandbox token's sandbox must exist (ErrNotFound).
-	CreateToken(ctx context.Context, tok Token, actor string) (Token, error)
-	// TokenByHash returns the token with that hash, revoked or not.
-	TokenByHash(ctx context.Context, hash string) (Token, error)
-	// ListTokens returns every token ordered by name, hashes omitted.
-	ListTokens(ctx context.Context) ([]Token, error)
-	// RevokeToken marks the token revoked; revoking twice is ErrNotFound.
-	// Revoking the last live admin token is ErrLastAdmin, decided in the
-	// same transaction as the revocation, so two admins revoking each other
-	// at once cannot leave none.
-	RevokeToken(ctx context.Context, name, actor string) error
-	// TouchToken records a use of the token (best effort, no audit entry).
-	// It never moves the last use backwards; ErrNotFound for an unknown id.
-	TouchToken(ctx context.Context, id int64, at time.Time) error
-	// CountTokens returns how many live tokens have the role.
-	CountTokens(ctx context.Context, role string) (int, error)
-
-	// ListAudit returns audit entries, newest first.
-	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
-	// AuditChain returns up to limit entries (0: no cap) with Seq greater
-	// than afterSeq, oldest first: the chain, page by page.
-	AuditChain(ctx context.Context, afterSeq int64, limit int) ([]AuditEntry, error)
-	// AuditHead returns the Seq and Hash of the newest entry (0 and "" for
-	// an empty log), as recorded with the last append.
-	AuditHead(ctx context.Context) (seq int64, hash string, err error)
-
-	// SigningKeys returns the gateway's signing keys, oldest first; the
-	// last one signs. Empty before the first key.
-	SigningKeys(ctx context.Context) ([]SigningKey, error)
-	// AddSigningKey appends k to the chain if the newest key is still
-	// previousID ("" when there are none); otherwise ErrConflict (another
-	// replica added one first) and nothing is stored. Audited.
-	AddSigningKey(ctx context.Context, k SigningKey, previousID, actor string) (SigningKey, error)
-
-	// GetSandboxCA returns the sandbox's CA (ErrNotFound when the sandbox
-	// or its CA does not exist).
-	GetSandboxCA(ctx context.Context, sandbox string) (SandboxCA, error)
-	// PutSandboxCA stores ca as the sandbox's CA unless it already has one,
-	// and returns the one stored: the first writer wins, so replicas racing
-	// to create it agree. ErrNotFound if the sandbox does not exist. The CA
-	// goes with the sandbox when it is deleted.
-	PutSandboxCA(ctx context.Context, ca SandboxCA) (SandboxCA, error)
-
-	// SaveProxyStatuses upserts statuses by (Sandbox, ProxyID) in one
-	// transaction, without audit entries; statuses of sandboxes that no
-	// longer exist are skipped. Statuses go with their sandbox.
-	SaveProxyStatuses(ctx context.Context, statuses []ProxyStatus) error
-	// ListProxyStatuses returns the statuses of one sandbox ("" for all),
-	// ordered by sandbox and proxy id.
-	ListProxyStatuses(ctx context.Context, sandbox string) ([]ProxyStatus, error)
-
-	// AppendDecisions stores decision records (Postgres: one COPY) and
-	// returns how many it stored. Records outlive their sandbox.
-	AppendDecisions(ctx context.Context, records []Decision) (int, error)
-	// ListDecisions returns the records f matches, oldest first.
-	ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, error)
-	// PruneDecisions deletes the records outside r's bounds and returns
-	// how many it deleted. A record whose DenialID a proposal of its
-	// sandbox names is kept whatever its age or rank: it is the evidence
-	// behind the proposal, and the proposal rate limit bounds how many
-	// there are. It deletes in batches, each its own short transaction,
-	// so appends and readers wait for one batch at most; ids are never
-	// reused, so tailing by AfterID is unaffected. Not audited (records
-	// are not audited when stored either).
-	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
-
-	// SetSandboxBoundary stores the sandbox's boundary (doc nil or empty
-	// removes it; hash is then ignored). Audited with before and after
-	// hash. ErrNotFound for an unknown sandbox.
-	SetSandboxBoundary(ctx context.Context, sandbox string, doc []byte, hash, actor string) (Sandbox, error)
-	// UpdateCredentialedHosts adds and then removes "host:port" entries
-	// in one transaction (removing an absent one is not an error) and
-	// returns the sandbox. Audited with the lists before and after.
-	UpdateCredentialedHosts(ctx context.Context, sandbox string, add, remove []string, actor string) (Sandbox, error)
-
-	// CreateProposal stores a pending proposal in one transaction, in
-	// this order: a proposal of the sandbox with the same IdempotencyKey
-	// (any status) is returned with created false; so is a pending one with
-	// the same DedupeKey; then the rate limit (ErrRateLimited); then the
-	// proposal is inserted and every older pending proposal of the sandbox
-	// sharing a SupersedeKey becomes superseded (SupersededBy set). Audited.
-	// ErrNotFound for an unknown sandbox; ErrFrozen (nothing stored) for a
-	// frozen one, checked after the idempotency key and dedupe.
-	CreateProposal(ctx context.Context, in NewProposal, actor string) (p Proposal, created bool, err error)
-	GetProposal(ctx context.Context, id int64) (Proposal, error)
-	// ListProposals returns the proposals f matches, newest first.
-	ListProposals(ctx context.Context, f ProposalFilter) ([]Proposal, error)
-	// SetProposalStatus moves a proposal from one of the statuses in from
-	// to status, with a reason; ErrConflict (nothing changes) if its status
-	// is not in from. Leaving pending sets DecidedAt and DecidedBy (actor).
-	// Audited.
-	SetProposalStatus(ctx context.Context, id int64, from []string, status, reason, actor string) (Proposal, error)
-	// RebaseProposal records the proposal applied to a newer version (see
-	// Rebase). Audited with the resulting hash before and after.
-	RebaseProposal(ctx context.Context, in Rebase) (Proposal, error)
-	// AddApproval records approver's approval of a pending proposal whose
-	// resulting hash is still a.ResultingHash, in one transaction:
-	// ErrConflict if it is no longer pending or its hash moved (nothing
-	// stored), ErrAlreadyExists if approver approved it before. Audited.
-	// Returns the proposal with every approval.
-	AddApproval(ctx context.Context, id int64, a Approval) (Proposal, error)
-	// ApplyProposal commits the proposal as the sandbox's next policy
-	// version (source "proposal") and marks it applied, in one
-	// transaction, only if it is still pending (or approved) with
-	// in.ResultingHash and its base version is still the sandbox's current
-	// version; otherwise ErrConflict and nothing changes. Two appliers
-	// racing: exactly one wins. Audited.
-	ApplyProposal(ctx context.Context, in ApplyProposal) (Proposal, PolicyVersion, error)
-	// ExpireProposals marks every pending proposal whose ExpiresAt is
-	// before now as expired (audited) and returns them.
-	ExpireProposals(ctx context.Context, now time.Time, actor string) ([]Proposal, error)
-
-	// FreezeSandbox commits doc (a deny-all policy) as the next version
-	// (source "freeze") and marks the sandbox frozen with the reason,
-	// remembering the version that was current, in one transaction.
-	// ErrConflict if it is already frozen. Audited.
-	FreezeSandbox(ctx context.Context, sandbox, reason, actor string, doc []byte, hash string) (Sandbox, PolicyVersion, error)
-	// UnfreezeSandbox commits the content of the version that was current
-	// before the freeze as the next version (source "unfreeze") and clears
-	// the freeze, in one transaction. ErrConflict if it is not frozen.
-	// Audited.
-	UnfreezeSandbox(ctx context.Context, sandbox, reason, actor string) (Sandbox, PolicyVersion, error)
-
-	// GetApprovalPolicy returns the newest stored Rego rules (ErrNotFound
-	// when none was ever set: the built-in default applies).
-	GetApprovalPolicy(ctx context.Context) (ApprovalPolicy, error)
-	// SetApprovalPolicy stores the rules as the next version. Audited.
-	SetApprovalPolicy(ctx context.Context, module, hash, actor string) (ApprovalPolicy, error)
-
-	// Ping checks the database is reachable (for /readyz).
-	Ping(ctx context.Context) error
-	Close() error
 }

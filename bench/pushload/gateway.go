@@ -107,7 +107,7 @@ type benchGateway struct {
 // directory, or over Postgres at databaseURL.
 func startGateway(ctx context.Context, databaseURL string, logw io.Writer) (*benchGateway, error) {
 	var (
-		st     store.Store
+		d      store.Driver
 		err    error
 		engine = "sqlite"
 		dir    string
@@ -119,12 +119,12 @@ func startGateway(ctx context.Context, databaseURL string, logw io.Writer) (*ben
 		if dbURL, dropDB, err = freshDatabase(ctx, databaseURL); err != nil {
 			return nil, err
 		}
-		st, err = postgres.Open(ctx, dbURL, postgres.Config{})
+		d, err = postgres.Open(ctx, dbURL, postgres.Config{})
 	} else {
 		if dir, err = os.MkdirTemp("", "pushload-"); err != nil {
 			return nil, err
 		}
-		st, err = sqlite.Open(ctx, filepath.Join(dir, "portcullis.db"), sqlite.Config{})
+		d, err = sqlite.Open(ctx, filepath.Join(dir, "portcullis.db"), sqlite.Config{})
 	}
 	if err != nil {
 		if dir != "" {
@@ -132,6 +132,7 @@ func startGateway(ctx context.Context, databaseURL string, logw io.Writer) (*ben
 		}
 		return nil, errors.Join(fmt.Errorf("open %s store: %w", engine, err), dropDB())
 	}
+	st := store.New(d)
 	var b [24]byte
 	rand.Read(b[:])
 	admin := "pcs_pushload-" + hex.EncodeToString(b[:])

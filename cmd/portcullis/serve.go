@@ -45,7 +45,7 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 
 // open opens the store the flags name, applying pending migrations. It
 // returns a description of where the data lives, for the start-up banner.
-func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logger) (store.Store, string, error) {
+func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logger) (*store.Store, string, error) {
 	url := f.databaseURL
 	if url == "" {
 		url = env.getenv(envDatabaseURL)
@@ -56,7 +56,7 @@ func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logge
 		if err != nil {
 			return nil, "", fmt.Errorf("open postgres: %w", err)
 		}
-		return st, "postgres", nil
+		return store.New(st), "postgres", nil
 	case url != "":
 		return nil, "", usagef("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")
 	}
@@ -65,7 +65,7 @@ func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logge
 	if err != nil {
 		return nil, "", fmt.Errorf("open sqlite: %w", err)
 	}
-	return st, "sqlite " + path + " (single replica)", nil
+	return store.New(st), "sqlite " + path + " (single replica)", nil
 }
 
 // newLogger logs JSON to stderr (text with PORTCULLIS_LOG_FORMAT=text) at
@@ -266,7 +266,7 @@ func newMigrateCmd(env *environment) *cobra.Command {
 		Args:    cobra.NoArgs,
 	}
 	// Opening the store applies the migrations.
-	withStore(cmd, env, func(_ context.Context, _ store.Store, where string) error {
+	withStore(cmd, env, func(_ context.Context, _ *store.Store, where string) error {
 		fmt.Fprintf(env.stdout, "migrations applied: %s\n", where)
 		return nil
 	})
@@ -276,7 +276,7 @@ func newMigrateCmd(env *environment) *cobra.Command {
 // withStore makes cmd a command that works on the database directly (no
 // gateway): it adds the store flags, and its RunE opens the store (applying
 // migrations), runs f, and closes the store.
-func withStore(cmd *cobra.Command, env *environment, f func(ctx context.Context, st store.Store, where string) error) {
+func withStore(cmd *cobra.Command, env *environment, f func(ctx context.Context, st *store.Store, where string) error) {
 	var sf storeFlags
 	sf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -25,7 +25,7 @@ each one after the first is endorsed by the one before it.`,
 		Example: `  portcullis signing-key list --data-dir ./portcullis-data`,
 		Args:    cobra.NoArgs,
 	}
-	withStore(list, env, func(ctx context.Context, st store.Store, _ string) error {
+	withStore(list, env, func(ctx context.Context, st *store.Store, _ string) error {
 		keys, err := gateway.SigningKeyChain(ctx, st)
 		if err != nil {
 			return err
@@ -47,7 +47,7 @@ working: the chain leads from it to the new key.`,
 		Example: `  portcullis signing-key rotate --database-url postgres://postgres@127.0.0.1:5432/portcullis`,
 		Args:    cobra.NoArgs,
 	}
-	withStore(rotate, env, func(ctx context.Context, st store.Store, _ string) error {
+	withStore(rotate, env, func(ctx context.Context, st *store.Store, _ string) error {
 		id, err := gateway.RotateSigningKey(ctx, st, "cli:signing-key rotate")
 		if err != nil {
 			return err

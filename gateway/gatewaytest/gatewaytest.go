@@ -30,7 +30,7 @@ const AdminToken = "pcs_test-admin-token-0123456789abcdef"
 type Gateway struct {
 	// URL is the base URL, http://127.0.0.1:PORT.
 	URL   string
-	Store store.Store
+	Store *store.Store
 
 	t         testing.TB
 	engine    string
@@ -79,17 +79,18 @@ func (g *Gateway) start() {
 	t := g.t
 	ctx := context.Background()
 	var (
-		st  store.Store
+		d   store.Driver
 		err error
 	)
 	if g.engine == "sqlite" {
-		st, err = sqlite.Open(ctx, g.dsn, sqlite.Config{})
+		d, err = sqlite.Open(ctx, g.dsn, sqlite.Config{})
 	} else {
-		st, err = postgres.Open(ctx, g.dsn, postgres.Config{})
+		d, err = postgres.Open(ctx, g.dsn, postgres.Config{})
 	}
 	if err != nil {
 		t.Fatalf("open %s store: %v", g.engine, err)
 	}
+	st := store.New(d)
 	cfg := gateway.Config{
 		// Clients in tests may leave a dialed, never-used connection,
 		// which net/http's Shutdown waits 5s for; don't wait that long.

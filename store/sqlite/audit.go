@@ -9,45 +9,52 @@ import (
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
-// The audit log's hash chain (store.AuditHash). Appends need no lock of
-// their own: every write transaction runs on the single writer connection
-// and begins IMMEDIATE, so reading the head, inserting after it and moving
-// it cannot interleave with another append.
+// The audit log's hash chain (store.AuditHash, computed by store.Audit).
+// The head needs no lock of its own: every write transaction runs on the
+// single writer connection and begins IMMEDIATE, so reading the head,
+// inserting after it and moving it cannot interleave with another append.
 
-// audit appends one entry to the audit log, chained after the head, in tx.
-func audit(ctx context.Context, tx *sql.Tx, at int64, e store.AuditEntry) error {
-	if err := appendAudit(ctx, tx, at, e); err != nil {
-		return fmt.Errorf("audit %s: %w", e.Action, err)
-	}
-	return nil
+const headQuery = `SELECT seq, hash FROM audit_head WHERE id = 1`
+
+// LockAuditHead returns the chain's head; the transaction already holds
+// the database.
+func (t *txn) LockAuditHead(ctx context.Context) (int64, string, error) {
+	return t.head(ctx, t.wr)
 }
 
-func appendAudit(ctx context.Context, tx *sql.Tx, at int64, e store.AuditEntry) error {
+// AuditHead returns the newest entry's seq and hash.
+func (t *txn) AuditHead(ctx context.Context) (int64, string, error) {
+	return t.head(ctx, t.rd)
+}
+
+func (t *txn) head(ctx context.Context, q querier) (int64, string, error) {
+	var seq int64
+	var hash string
+	if err := q.QueryRowContext(ctx, headQuery).Scan(&seq, &hash); err != nil {
+		return 0, "", fmt.Errorf("audit head: %w", mapErr(err))
+	}
+	return seq, hash, nil
+}
+
+// InsertAudit stores e as given and moves the head to it.
+func (t *txn) InsertAudit(ctx context.Context, e store.AuditEntry) error {
 	detail, err := strmap.Encode(e.Detail)
 	if err != nil {
 		return err
 	}
-	// Hash what a read gives back, not what the caller passed.
-	if e.Detail, err = strmap.Decode(detail); err != nil {
-		return err
-	}
-	var head int64
-	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&head, &e.PrevHash); err != nil {
-		return fmt.Errorf("read chain head: %w", mapErr(err))
-	}
-	e.Seq, e.Time = head+1, fromNanos(at)
-	e.Hash = store.AuditHash(e)
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO audit_log (at, actor, action, sandbox, target, before_hash, after_hash, detail, seq, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		at, e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash, string(detail), e.Seq, e.PrevHash, e.Hash)
-	if err != nil {
-		return mapErr(err)
-	}
-	return moveHead(ctx, tx, e.Seq, e.Hash)
+	return t.atomic(ctx, func(t *txn) error {
+		_, err := t.wr.ExecContext(ctx, `
+			INSERT INTO audit_log (at, actor, action, sandbox, target, before_hash, after_hash, detail, seq, prev_hash, hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			nanos(e.Time), e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash, string(detail), e.Seq, e.PrevHash, e.Hash)
+		if err != nil {
+			return mapErr(err)
+		}
+		return moveHead(ctx, t.wr, e.Seq, e.Hash)
+	})
 }
 
-func moveHead(ctx context.Context, tx *sql.Tx, seq int64, hash string) error {
+func moveHead(ctx context.Context, tx querier, seq int64, hash string) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, seq, hash); err != nil {
 		return fmt.Errorf("move chain head: %w", mapErr(err))
 	}
@@ -85,7 +92,7 @@ func chainUnchained(ctx context.Context, w *sql.DB) (int, error) {
 	}
 	var seq int64
 	var prev string
-	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &prev); err != nil {
+	if err := tx.QueryRowContext(ctx, headQuery).Scan(&seq, &prev); err != nil {
 		return 0, fmt.Errorf("chain audit log: read head: %w", mapErr(err))
 	}
 	for _, e := range old {
@@ -110,7 +117,7 @@ func chainUnchained(ctx context.Context, w *sql.DB) (int, error) {
 
 const auditColumns = `id, seq, at, actor, action, sandbox, target, before_hash, after_hash, detail, prev_hash, hash`
 
-func scanAudit(r interface{ Scan(...any) error }) (store.AuditEntry, error) {
+func scanAudit(r scanner) (store.AuditEntry, error) {
 	var e store.AuditEntry
 	var seq sql.NullInt64
 	var at int64
@@ -127,12 +134,12 @@ func scanAudit(r interface{ Scan(...any) error }) (store.AuditEntry, error) {
 }
 
 // ListAudit returns audit entries, newest first.
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
+func (t *txn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = -1 // no limit
 	}
-	out, err := collect(ctx, s.r, scanAudit, `
+	out, err := collect(ctx, t.rd, scanAudit, `
 		SELECT `+auditColumns+`
 		FROM audit_log
 		WHERE ?1 = '' OR sandbox = ?1
@@ -145,11 +152,11 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 }
 
 // AuditChain returns up to limit entries after afterSeq, oldest first.
-func (s *Store) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]store.AuditEntry, error) {
+func (t *txn) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]store.AuditEntry, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	out, err := collect(ctx, s.r, scanAudit, `
+	out, err := collect(ctx, t.rd, scanAudit, `
 		SELECT `+auditColumns+`
 		FROM audit_log
 		WHERE seq > ?
@@ -159,14 +166,4 @@ func (s *Store) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]st
 		return nil, fmt.Errorf("audit chain after %d: %w", afterSeq, err)
 	}
 	return out, nil
-}
-
-// AuditHead returns the newest entry's seq and hash.
-func (s *Store) AuditHead(ctx context.Context) (int64, string, error) {
-	var seq int64
-	var hash string
-	if err := s.r.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); err != nil {
-		return 0, "", fmt.Errorf("audit head: %w", mapErr(err))
-	}
-	return seq, hash, nil
 }

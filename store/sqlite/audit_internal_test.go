@@ -16,7 +16,7 @@ func TestAuditChain(t *testing.T) {
 		Open: func(t *testing.T) storetest.AuditDB {
 			s, _ := openInternal(t, Config{})
 			return storetest.AuditDB{
-				Store: s,
+				Store: store.New(s),
 				Edit: func(seq int64, column string, value any) {
 					t.Helper()
 					aroundTrigger(t, s.w, "audit_log_no_update", `UPDATE audit_log SET `+column+` = ? WHERE seq = ?`, value, seq)
@@ -27,7 +27,7 @@ func TestAuditChain(t *testing.T) {
 				},
 			}
 		},
-		Legacy: func(t *testing.T, entries []store.AuditEntry) store.Store {
+		Legacy: func(t *testing.T, entries []store.AuditEntry) *store.Store {
 			path := filepath.Join(t.TempDir(), "old.db")
 			db, err := sql.Open("sqlite", "file:"+path)
 			if err != nil {
@@ -58,7 +58,7 @@ func TestAuditChain(t *testing.T) {
 				t.Fatalf("Open on a database at migration 3: %v", err)
 			}
 			t.Cleanup(func() { _ = s.Close() })
-			return s
+			return store.New(s)
 		},
 	})
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-func openInternal(t *testing.T, cfg Config) (*Store, string) {
+func openInternal(t *testing.T, cfg Config) (*Driver, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "p.db")
 	s, err := Open(t.Context(), path, cfg)
@@ -107,7 +107,7 @@ func TestBusyIsNotAConflict(t *testing.T) {
 		t.Errorf("busy_timeout = %s, want 50", got)
 	}
 	holdWriteLock(t, path)
-	_, err := s.CreateToken(t.Context(), store.Token{Name: "t", Role: store.RoleAdmin, Hash: "h", CreatedBy: "a"}, "a")
+	_, err := store.New(s).CreateToken(t.Context(), store.Token{Name: "t", Role: store.RoleAdmin, Hash: "h", CreatedBy: "a"}, "a")
 	if err == nil {
 		t.Fatal("CreateToken succeeded while another connection held the write lock")
 	}

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -13,13 +12,10 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// scanner is a row or rows.
-type scanner = interface{ Scan(...any) error }
-
 // ---- signing keys ----
 
 // SigningKeys returns the signing keys, oldest first.
-func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+func (t *txn) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 	scan := func(r scanner) (store.SigningKey, error) {
 		var k store.SigningKey
 		var at int64
@@ -30,7 +26,7 @@ func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 		}
 		return k, err
 	}
-	out, err := collect(ctx, s.r, scan, `
+	out, err := collect(ctx, t.rd, scan, `
 		SELECT id, public_key, private_key, endorsement, created_at
 		FROM signing_keys ORDER BY seq`)
 	if err != nil {
@@ -39,53 +35,20 @@ func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 	return out, nil
 }
 
-// AddSigningKey appends k if the newest key is still previousID. Write
-// transactions are serialised (BEGIN IMMEDIATE), so the check cannot go
-// stale before the insert.
-func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey, previousID, actor string) (store.SigningKey, error) {
-	if err := k.Check(); err != nil {
-		return store.SigningKey{}, err
+// InsertSigningKey stores k as the newest key.
+func (t *txn) InsertSigningKey(ctx context.Context, k store.SigningKey) error {
+	endorsement := k.Endorsement
+	if endorsement == nil {
+		endorsement = []byte{} // the column is NOT NULL
 	}
-	at := now()
-	out := store.SigningKey{
-		ID:          k.ID,
-		PublicKey:   bytes.Clone(k.PublicKey),
-		PrivateKey:  bytes.Clone(k.PrivateKey),
-		Endorsement: bytes.Clone(k.Endorsement),
-		CreatedAt:   fromNanos(at),
-	}
-	endorsement := out.Endorsement
-	if len(endorsement) == 0 {
-		out.Endorsement, endorsement = nil, []byte{} // the column is NOT NULL
-	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var (
-			newest string
-			seq    int64
-		)
-		err := tx.QueryRowContext(ctx, `SELECT id, seq FROM signing_keys ORDER BY seq DESC LIMIT 1`).Scan(&newest, &seq)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return mapErr(err)
-		}
-		if newest != previousID {
-			return fmt.Errorf("%w: the newest signing key is %q, not %q", store.ErrConflict, newest, previousID)
-		}
-		_, err = tx.ExecContext(ctx, `
-			INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`,
-			out.ID, seq+1, out.PublicKey, out.PrivateKey, endorsement, at)
-		if err != nil {
-			return mapErr(err)
-		}
-		return audit(ctx, tx, at, store.AuditEntry{
-			Actor: actor, Action: store.ActionSigningKeyAdd, Target: out.ID,
-			Detail: map[string]string{"previous": previousID},
-		})
-	})
+	_, err := t.wr.ExecContext(ctx, `
+		INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement, created_at)
+		VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM signing_keys), ?, ?, ?, ?)`,
+		k.ID, k.PublicKey, k.PrivateKey, endorsement, nanos(k.CreatedAt))
 	if err != nil {
-		return store.SigningKey{}, fmt.Errorf("add signing key %q: %w", k.ID, err)
+		return fmt.Errorf("insert signing key %q: %w", k.ID, mapErr(err))
 	}
-	return out, nil
+	return nil
 }
 
 // ---- sandbox CAs ----
@@ -101,34 +64,30 @@ func scanCA(r scanner) (store.SandboxCA, error) {
 }
 
 // GetSandboxCA returns the sandbox's CA or ErrNotFound.
-func (s *Store) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
-	ca, err := scanCA(s.r.QueryRowContext(ctx, caQuery, sandbox))
+func (t *txn) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
+	ca, err := scanCA(t.rd.QueryRowContext(ctx, caQuery, sandbox))
 	if err != nil {
 		return store.SandboxCA{}, fmt.Errorf("get CA of sandbox %q: %w", sandbox, mapErr(err))
 	}
 	return ca, nil
 }
 
-// PutSandboxCA stores ca unless the sandbox has a CA, and returns the one
-// stored.
-func (s *Store) PutSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
-	if err := ca.Check(); err != nil {
-		return store.SandboxCA{}, err
-	}
-	at := now()
+// InsertSandboxCA stores ca unless the sandbox has a CA, and returns the
+// one stored.
+func (t *txn) InsertSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
 	var out store.SandboxCA
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
+	err := t.atomic(ctx, func(t *txn) error {
+		_, err := t.wr.ExecContext(ctx, `
 			INSERT INTO sandbox_cas (sandbox, cert_pem, key_pem, created_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (sandbox) DO NOTHING`, ca.Sandbox, ca.CertPEM, ca.KeyPEM, at)
+			ON CONFLICT (sandbox) DO NOTHING`, ca.Sandbox, ca.CertPEM, ca.KeyPEM, nanos(ca.CreatedAt))
 		if err != nil {
 			return mapErr(err) // foreign key: no such sandbox
 		}
-		out, err = scanCA(tx.QueryRowContext(ctx, caQuery, ca.Sandbox))
+		out, err = scanCA(t.wr.QueryRowContext(ctx, caQuery, ca.Sandbox))
 		return mapErr(err)
 	})
 	if err != nil {
-		return store.SandboxCA{}, fmt.Errorf("put CA of sandbox %q: %w", ca.Sandbox, err)
+		return store.SandboxCA{}, fmt.Errorf("insert CA of sandbox %q: %w", ca.Sandbox, err)
 	}
 	return out, nil
 }
@@ -155,15 +114,15 @@ const upsertProxy = `
 
 // SaveProxyStatuses upserts the statuses in one transaction, skipping
 // those of sandboxes that no longer exist.
-func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatus) error {
+func (t *txn) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatus) error {
 	if err := checkProxyStatuses(statuses); err != nil {
 		return err
 	}
 	if len(statuses) == 0 {
 		return nil
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, upsertProxy)
+	err := t.atomic(ctx, func(t *txn) error {
+		stmt, err := t.wr.PrepareContext(ctx, upsertProxy)
 		if err != nil {
 			return mapErr(err)
 		}
@@ -188,7 +147,7 @@ func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxySta
 
 // ListProxyStatuses returns the statuses of one sandbox ("" for all),
 // ordered by sandbox and proxy id.
-func (s *Store) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
+func (t *txn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
 	scan := func(r scanner) (store.ProxyStatus, error) {
 		var st store.ProxyStatus
 		var connected, seen, ack, nack sql.NullInt64
@@ -199,7 +158,7 @@ func (s *Store) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.
 		st.LastAckAt, st.LastNackAt = fromNullNanos(ack), fromNullNanos(nack)
 		return st, err
 	}
-	out, err := collect(ctx, s.r, scan, `
+	out, err := collect(ctx, t.rd, scan, `
 		SELECT sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
 			applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
 			lag_millis, decisions_dropped
@@ -220,16 +179,16 @@ const decisionColumns = `at, sandbox, proxy_id, decision, binary_name, host, por
 
 // AppendDecisions stores the records in one transaction, with one prepared
 // statement.
-func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
+func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
 	if err := checkDecisions(records); err != nil {
 		return 0, err
 	}
 	if len(records) == 0 {
 		return 0, nil
 	}
-	at := now()
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO decisions (received_at, `+decisionColumns+`)
+	at := time.Now().UnixNano()
+	err := d.inTx(ctx, func(t *txn) error {
+		stmt, err := t.wr.PrepareContext(ctx, `INSERT INTO decisions (received_at, `+decisionColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return mapErr(err)
@@ -254,7 +213,7 @@ func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (
 }
 
 // ListDecisions returns the records f matches, oldest first.
-func (s *Store) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
+func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
 	var (
 		where []string
 		args  []any
@@ -297,7 +256,7 @@ func (s *Store) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]st
 		d.ReceivedAt, d.Time = fromNanos(received), zeroNanos(at)
 		return d, err
 	}
-	out, err := collect(ctx, s.r, scan, q, args...)
+	out, err := collect(ctx, d.r, scan, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list decisions: %w", err)
 	}
@@ -338,7 +297,7 @@ const notNamed = `NOT EXISTS (SELECT 1 FROM proposals p
 // PruneDecisions deletes records received before r.Before, then each
 // sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
 // per transaction.
-func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
+func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
 	if err := r.Check(); err != nil {
 		return 0, err
 	}
@@ -346,8 +305,8 @@ func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (
 	deleteAll := func(q string, args ...any) error {
 		for {
 			var n int64
-			err := s.inTx(ctx, func(tx *sql.Tx) error {
-				res, err := tx.ExecContext(ctx, q, append(args, store.PruneBatch)...)
+			err := d.inTx(ctx, func(t *txn) error {
+				res, err := t.wr.ExecContext(ctx, q, append(args, store.PruneBatch)...)
 				if err != nil {
 					return mapErr(err)
 				}
@@ -373,7 +332,7 @@ func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (
 	if r.KeepPerSandbox > 0 {
 		// The sandboxes with records (deleted ones too: records outlive
 		// their sandbox), one index probe each.
-		sandboxes, err := collect(ctx, s.r, func(r scanner) (string, error) {
+		sandboxes, err := collect(ctx, d.r, func(r scanner) (string, error) {
 			var name string
 			return name, r.Scan(&name)
 		}, `WITH RECURSIVE s(name) AS (
@@ -387,7 +346,7 @@ func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (
 		for _, sb := range sandboxes {
 			// The newest record past the bound: it and every older one go.
 			var cut int64
-			err := s.r.QueryRowContext(ctx, `SELECT id FROM decisions WHERE sandbox = ? ORDER BY id DESC LIMIT 1 OFFSET ?`,
+			err := d.r.QueryRowContext(ctx, `SELECT id FROM decisions WHERE sandbox = ? ORDER BY id DESC LIMIT 1 OFFSET ?`,
 				sb, r.KeepPerSandbox).Scan(&cut)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue

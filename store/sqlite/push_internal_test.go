@@ -18,7 +18,7 @@ func TestSigningKeysImmutable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AddSigningKey(ctx, store.SigningKey{ID: hex.EncodeToString(pub[:8]), PublicKey: pub, PrivateKey: priv}, "", "boot"); err != nil {
+	if _, err := store.New(s).AddSigningKey(ctx, store.SigningKey{ID: hex.EncodeToString(pub[:8]), PublicKey: pub, PrivateKey: priv}, "", "boot"); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{

@@ -1,6 +1,8 @@
-// Package sqlite is the embedded engine of store.Store: one file, pure Go
-// (modernc.org/sqlite), no server to run — the gateway's zero-setup default.
-// It applies the schema in migrations/sqlite on Open.
+// Package sqlite is the embedded store.Driver: one file, pure Go
+// (modernc.org/sqlite), no server to run — the gateway's zero-setup
+// default. It runs statements and maps SQLite's errors; every rule of the
+// product is in package store. It applies the schema in migrations/sqlite
+// on Open.
 //
 // Writes go through a single connection whose transactions begin IMMEDIATE,
 // so concurrent writers in this process queue for it instead of failing
@@ -27,7 +29,6 @@ import (
 
 	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
-	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
 // Config tunes the SQLite store. The zero value is ready to use.
@@ -43,21 +44,27 @@ type Config struct {
 	BusyTimeout time.Duration
 }
 
-// Store is a store.Store on an SQLite file. It is safe for concurrent use
-// within one process; two processes must not open the same file.
-type Store struct {
-	w   *sql.DB // one connection, BEGIN IMMEDIATE: every write
-	r   *sql.DB // read-only pool: every read
-	log *slog.Logger
+// Driver is a store.Driver on an SQLite file. It is safe for concurrent
+// use within one process; two processes must not open the same file.
+//
+// Outside InTx its primitives read on the read pool and write on the
+// writer, each on its own (a primitive of several statements in its own
+// transaction).
+type Driver struct {
+	txn
+	w    *sql.DB // one connection, BEGIN IMMEDIATE: every write
+	r    *sql.DB // read-only pool: every read
+	log  *slog.Logger
+	feed store.CommitFeed
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.Driver = (*Driver)(nil)
 
 // Open opens (creating it if needed) the database file at path, applies
 // pending migrations and returns the store. A new file is created with mode
 // 0600 and missing directories with 0700: the file holds token hashes and
 // every policy.
-func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
+func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -131,29 +138,36 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	log.Info("store open", "path", abs, "read_conns", n)
-	return &Store{w: w, r: r, log: log}, nil
+	d := &Driver{w: w, r: r, log: log}
+	d.txn = txn{d: d, rd: r, wr: w}
+	return d, nil
 }
 
 // Close closes both pools.
-func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+func (d *Driver) Close() error {
+	return errors.Join(d.r.Close(), d.w.Close())
 }
 
 // Ping checks the file can be read.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.r.PingContext(ctx); err != nil {
+func (d *Driver) Ping(ctx context.Context) error {
+	if err := d.r.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite: ping: %w", err)
 	}
 	return nil
 }
 
-// alreadyExists lists the unique columns whose violation means "a sandbox
-// or token with that name exists"; any other unique violation is a lost
-// race. SQLite names the columns only in the message
-// ("UNIQUE constraint failed: tokens.name"), not by constraint name.
+// alreadyExists lists the unique columns whose violation means "that
+// name, version, key or approver is taken" (ErrAlreadyExists); any other
+// unique violation is a lost race (ErrConflict). SQLite names the columns
+// only in the message ("UNIQUE constraint failed: tokens.name"), not by
+// constraint name.
 var alreadyExists = map[string]bool{
 	"sandboxes.name": true,
 	"tokens.name":    true,
+	"policy_versions.sandbox, policy_versions.version":            true,
+	"proposals.sandbox, proposals.idempotency_key":                true,
+	"proposal_approvals.proposal_id, proposal_approvals.approver": true,
+	"approval_policies.version":                                   true,
 }
 
 // mapErr turns a database error into the store's sentinels, by extended
@@ -202,22 +216,85 @@ func uniqueColumns(msg string) string {
 	return cols
 }
 
-// inTx runs fn in a write transaction (BEGIN IMMEDIATE on the single writer
-// connection) and commits it.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+// querier is what runs statements: a pool, the writer, or a transaction.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// txn is the store.Tx of one write transaction (tx set: reads and writes
+// go through it) or, embedded in Driver, of none (reads on the pool, each
+// write on its own on the writer).
+type txn struct {
+	d      *Driver
+	rd, wr querier
+	tx     *sql.Tx   // nil outside a transaction
+	now    time.Time // the transaction's clock
+	// versions inserted, announced once the transaction commits.
+	versions []commit
+}
+
+type commit struct {
+	sandbox string
+	version int64
+}
+
+// Now is the transaction's clock, read when it began; outside a
+// transaction, the current time.
+func (t *txn) Now() time.Time {
+	if t.tx == nil {
+		return time.Now().UTC()
+	}
+	return t.now
+}
+
+// InTx runs fn in a write transaction (BEGIN IMMEDIATE on the single
+// writer connection: write transactions run one at a time) and commits
+// it, then announces the versions it inserted to ListenPolicyCommits.
+func (d *Driver) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return d.inTx(ctx, func(t *txn) error { return fn(t) })
+}
+
+func (d *Driver) inTx(ctx context.Context, fn func(t *txn) error) error {
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return mapErr(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
+	t := &txn{d: d, rd: tx, wr: tx, tx: tx, now: time.Now().UTC()}
+	if err := fn(t); err != nil {
 		return err
 	}
-	return mapErr(tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return mapErr(err)
+	}
+	for _, c := range t.versions {
+		d.feed.Publish(c.sandbox, c.version)
+	}
+	return nil
 }
 
-// now is the time written to rows: UTC, nanoseconds since the epoch.
-func now() int64 { return time.Now().UnixNano() }
+// atomic runs fn in t's transaction, or outside one in a transaction of
+// its own: for primitives of several statements.
+func (t *txn) atomic(ctx context.Context, fn func(t *txn) error) error {
+	if t.tx != nil {
+		return fn(t)
+	}
+	return t.d.inTx(ctx, fn)
+}
+
+// ListenPolicyCommits calls fn for each policy version this process
+// commits, after its transaction committed, until ctx ends (see
+// store.CommitFeed: a listener that falls far behind misses versions).
+// An SQLite file has one gateway, so there are no other commits to hear.
+func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
+	return d.feed.Listen(ctx, fn)
+}
+
+// nanos is how times are stored: UTC nanoseconds since the epoch.
+func nanos(t time.Time) int64 { return t.UnixNano() }
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
@@ -229,442 +306,9 @@ func fromNullNanos(n sql.NullInt64) *time.Time {
 	return &t
 }
 
-// CreateSandbox creates the sandbox, its first token and, optionally, its
-// first policy version in one transaction.
-func (s *Store) CreateSandbox(ctx context.Context, in store.CreateSandbox) (store.Sandbox, error) {
-	if err := in.Prepare(); err != nil {
-		return store.Sandbox{}, err
-	}
-	at := now()
-	sb := store.Sandbox{Name: in.Name, CreatedAt: fromNanos(at), CreatedBy: in.Actor}
-	if in.Policy != nil {
-		sb.CurrentVersion, sb.CurrentHash = 1, in.Policy.Hash
-	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO sandboxes (name, current_version, current_hash, created_at, created_by)
-			VALUES (?, ?, ?, ?, ?)`,
-			sb.Name, sb.CurrentVersion, sb.CurrentHash, at, sb.CreatedBy)
-		if err != nil {
-			return mapErr(err)
-		}
-		if err := audit(ctx, tx, at, store.AuditEntry{
-			Actor: in.Actor, Action: store.ActionSandboxCreate, Sandbox: in.Name, Target: in.Name, AfterHash: sb.CurrentHash,
-		}); err != nil {
-			return err
-		}
-		if _, err := insertToken(ctx, tx, at, in.Token, in.Actor); err != nil {
-			return err
-		}
-		if p := in.Policy; p != nil {
-			if _, err := insertVersion(ctx, tx, at, in.Name, 1, "", store.AppendPolicy{
-				Hash: p.Hash, Document: p.Document, Author: p.Author, Source: p.Source, Provenance: p.Provenance,
-			}, in.Actor); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("create sandbox %q: %w", in.Name, err)
-	}
-	return sb, nil
-}
-
-const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
-	boundary, boundary_hash, credentialed_hosts,
-	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
-
-func scanSandbox(r interface{ Scan(...any) error }) (store.Sandbox, error) {
-	var sb store.Sandbox
-	var at int64
-	var hosts string
-	var frozenAt sql.NullInt64
-	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &at, &sb.CreatedBy,
-		&sb.Boundary, &sb.BoundaryHash, &hosts,
-		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &frozenAt, &sb.FrozenFrom)
-	if err != nil {
-		return sb, err
-	}
-	sb.CreatedAt = fromNanos(at)
-	sb.FrozenAt = fromNullNanos(frozenAt)
-	if len(sb.Boundary) == 0 {
-		sb.Boundary = nil
-	}
-	sb.CredentialedHosts, err = decodeList(hosts)
-	return sb, err
-}
-
-// GetSandbox returns the sandbox or ErrNotFound.
-func (s *Store) GetSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(s.r.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name))
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("get sandbox %q: %w", name, mapErr(err))
-	}
-	return sb, nil
-}
-
-// ListSandboxes returns every sandbox ordered by name.
-func (s *Store) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	out, err := collect(ctx, s.r, scanSandbox, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	return out, nil
-}
-
-// DeleteSandbox deletes the sandbox with its versions and revokes its tokens.
-func (s *Store) DeleteSandbox(ctx context.Context, name, actor string) error {
-	at := now()
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var hash string
-		err := tx.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING current_hash`, name).Scan(&hash)
-		if err != nil {
-			return mapErr(err)
-		}
-		res, err := tx.ExecContext(ctx, `
-			UPDATE tokens SET revoked_at = ?
-			WHERE sandbox = ? AND revoked_at IS NULL`, at, name)
-		if err != nil {
-			return mapErr(err)
-		}
-		n, _ := res.RowsAffected()
-		return audit(ctx, tx, at, store.AuditEntry{
-			Actor: actor, Action: store.ActionSandboxDelete, Sandbox: name, Target: name, BeforeHash: hash,
-			Detail: map[string]string{"tokens_revoked": fmt.Sprint(n)},
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("delete sandbox %q: %w", name, err)
-	}
-	return nil
-}
-
-// RotateSandboxToken revokes the sandbox's live tokens and stores tok.
-func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, tok store.Token) (store.Token, error) {
-	tok.Role, tok.Sandbox = store.RoleSandbox, sandbox
-	if err := tok.Check(); err != nil {
-		return store.Token{}, err
-	}
-	at := now()
-	var out store.Token
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var name string
-		if err := tx.QueryRowContext(ctx, `SELECT name FROM sandboxes WHERE name = ?`, sandbox).Scan(&name); err != nil {
-			return mapErr(err)
-		}
-		res, err := tx.ExecContext(ctx, `
-			UPDATE tokens SET revoked_at = ?
-			WHERE sandbox = ? AND revoked_at IS NULL`, at, sandbox)
-		if err != nil {
-			return mapErr(err)
-		}
-		n, _ := res.RowsAffected()
-		out, err = insertTokenRow(ctx, tx, at, tok)
-		if err != nil {
-			return err
-		}
-		return audit(ctx, tx, at, store.AuditEntry{
-			Actor: actor, Action: store.ActionSandboxToken, Sandbox: sandbox, Target: tok.Name,
-			Detail: map[string]string{"tokens_revoked": fmt.Sprint(n)},
-		})
-	})
-	if err != nil {
-		return store.Token{}, fmt.Errorf("rotate token of sandbox %q: %w", sandbox, err)
-	}
-	return out, nil
-}
-
-// AppendPolicyVersion stores version in.ExpectedVersion+1 if the sandbox's
-// current version is still in.ExpectedVersion (compare-and-swap on the
-// sandbox row), else ErrConflict and nothing is stored.
-func (s *Store) AppendPolicyVersion(ctx context.Context, in store.AppendPolicy) (store.PolicyVersion, error) {
-	if err := in.Prepare(); err != nil {
-		return store.PolicyVersion{}, err
-	}
-	at := now()
-	var pv store.PolicyVersion
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		pv, err = appendVersion(ctx, tx, at, in)
-		return err
-	})
-	if err != nil {
-		return store.PolicyVersion{}, fmt.Errorf("append policy version of %q: %w", in.Sandbox, err)
-	}
-	return pv, nil
-}
-
-// appendVersion is AppendPolicyVersion inside tx (in already prepared):
-// every policy version after a sandbox's first is committed through it.
-func appendVersion(ctx context.Context, tx *sql.Tx, at int64, in store.AppendPolicy) (store.PolicyVersion, error) {
-	next := in.ExpectedVersion + 1
-	res, err := tx.ExecContext(ctx, `
-		UPDATE sandboxes SET current_version = ?, current_hash = ?
-		WHERE name = ? AND current_version = ?`,
-		next, in.Hash, in.Sandbox, in.ExpectedVersion)
-	if err != nil {
-		return store.PolicyVersion{}, mapErr(err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return store.PolicyVersion{}, mapErr(err)
-	} else if n == 0 {
-		var current int64
-		err := tx.QueryRowContext(ctx, `SELECT current_version FROM sandboxes WHERE name = ?`, in.Sandbox).Scan(&current)
-		if err != nil {
-			return store.PolicyVersion{}, mapErr(err)
-		}
-		return store.PolicyVersion{}, fmt.Errorf("%w: expected version %d, current is %d", store.ErrConflict, in.ExpectedVersion, current)
-	}
-	var before string
-	if in.ExpectedVersion > 0 {
-		err := tx.QueryRowContext(ctx, `SELECT hash FROM policy_versions WHERE sandbox = ? AND version = ?`,
-			in.Sandbox, in.ExpectedVersion).Scan(&before)
-		if err != nil {
-			return store.PolicyVersion{}, fmt.Errorf("previous version: %w", mapErr(err))
-		}
-	}
-	return insertVersion(ctx, tx, at, in.Sandbox, next, before, in, in.Author)
-}
-
-// insertVersion stores one policy version and its audit entry.
-func insertVersion(ctx context.Context, tx *sql.Tx, at int64, sandbox string, version int64, before string, in store.AppendPolicy, actor string) (store.PolicyVersion, error) {
-	prov, err := strmap.Encode(in.Provenance)
-	if err != nil {
-		return store.PolicyVersion{}, err
-	}
-	source := in.Source
-	if source == "" {
-		source = store.SourceSet
-	}
-	// The document is bound as TEXT and read back as the same bytes.
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO policy_versions (sandbox, version, hash, document, author, source, provenance, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		sandbox, version, in.Hash, string(in.Document), in.Author, source, string(prov), at)
-	if err != nil {
-		return store.PolicyVersion{}, fmt.Errorf("insert version %d: %w", version, mapErr(err))
-	}
-	if err := audit(ctx, tx, at, store.AuditEntry{
-		Actor: actor, Action: store.ActionPolicySet, Sandbox: sandbox, Target: sandbox,
-		BeforeHash: before, AfterHash: in.Hash,
-		Detail: map[string]string{"version": fmt.Sprint(version), "source": source},
-	}); err != nil {
-		return store.PolicyVersion{}, err
-	}
-	return store.PolicyVersion{
-		Sandbox: sandbox, Version: version, Hash: in.Hash, Document: in.Document,
-		Author: in.Author, Source: source, Provenance: strmap.Clone(in.Provenance), CreatedAt: fromNanos(at),
-	}, nil
-}
-
-const versionColumns = `pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at`
-
-func scanVersion(r interface{ Scan(...any) error }, extra ...any) (store.PolicyVersion, error) {
-	var pv store.PolicyVersion
-	var prov string
-	var at int64
-	dest := append([]any{&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &at}, extra...)
-	if err := r.Scan(dest...); err != nil {
-		return pv, err
-	}
-	pv.CreatedAt = fromNanos(at)
-	var err error
-	pv.Provenance, err = strmap.Decode([]byte(prov))
-	return pv, err
-}
-
-// GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
-func (s *Store) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
-	if version < 0 {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
-	}
-	var doc string
-	pv, err := scanVersion(s.r.QueryRowContext(ctx, `
-		SELECT `+versionColumns+`, pv.document
-		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
-		WHERE pv.sandbox = ?1
-		  AND pv.version = CASE WHEN ?2 = 0 THEN s.current_version ELSE ?2 END`,
-		sandbox, version), &doc)
-	if err != nil {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
-	}
-	pv.Document = []byte(doc)
-	return pv, nil
-}
-
-// ListPolicyVersions returns the sandbox's versions, oldest first, without
-// documents; ErrNotFound if the sandbox does not exist.
-func (s *Store) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	scan := func(r interface{ Scan(...any) error }) (store.PolicyVersion, error) { return scanVersion(r) }
-	out, err := collect(ctx, s.r, scan, `SELECT `+versionColumns+`
-		FROM policy_versions pv WHERE pv.sandbox = ? ORDER BY pv.version`, sandbox)
-	if err != nil {
-		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
-	}
-	if len(out) == 0 {
-		if _, err := s.GetSandbox(ctx, sandbox); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at`
-
-func scanToken(r interface{ Scan(...any) error }) (store.Token, error) {
-	var t store.Token
-	var sandbox sql.NullString
-	var at int64
-	var used, revoked sql.NullInt64
-	if err := r.Scan(&t.ID, &t.Name, &t.Role, &sandbox, &t.Hash, &t.CreatedBy, &at, &used, &revoked); err != nil {
-		return t, err
-	}
-	t.Sandbox = sandbox.String
-	t.CreatedAt = fromNanos(at)
-	t.LastUsedAt = fromNullNanos(used)
-	t.RevokedAt = fromNullNanos(revoked)
-	return t, nil
-}
-
-// insertToken checks a sandbox token's sandbox exists, stores the token and
-// audits it.
-func insertToken(ctx context.Context, tx *sql.Tx, at int64, tok store.Token, actor string) (store.Token, error) {
-	if tok.Role == store.RoleSandbox {
-		var name string
-		if err := tx.QueryRowContext(ctx, `SELECT name FROM sandboxes WHERE name = ?`, tok.Sandbox).Scan(&name); err != nil {
-			return store.Token{}, fmt.Errorf("sandbox %q: %w", tok.Sandbox, mapErr(err))
-		}
-	}
-	out, err := insertTokenRow(ctx, tx, at, tok)
-	if err != nil {
-		return store.Token{}, err
-	}
-	err = audit(ctx, tx, at, store.AuditEntry{
-		Actor: actor, Action: store.ActionTokenCreate, Sandbox: tok.Sandbox, Target: tok.Name,
-		Detail: map[string]string{"role": tok.Role},
-	})
-	return out, err
-}
-
-func insertTokenRow(ctx context.Context, tx *sql.Tx, at int64, tok store.Token) (store.Token, error) {
-	sandbox := sql.NullString{String: tok.Sandbox, Valid: tok.Sandbox != ""}
-	out, err := scanToken(tx.QueryRowContext(ctx, `
-		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)
-		RETURNING `+tokenColumns,
-		tok.Name, tok.Role, sandbox, tok.Hash, tok.CreatedBy, at))
-	if err != nil {
-		return store.Token{}, fmt.Errorf("insert token %q: %w", tok.Name, mapErr(err))
-	}
-	return out, nil
-}
-
-// CreateToken stores tok; ErrAlreadyExists if its name was ever used,
-// ErrNotFound if it is a sandbox token for a missing sandbox.
-func (s *Store) CreateToken(ctx context.Context, tok store.Token, actor string) (store.Token, error) {
-	if err := tok.Check(); err != nil {
-		return store.Token{}, err
-	}
-	at := now()
-	var out store.Token
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = insertToken(ctx, tx, at, tok, actor)
-		return err
-	})
-	if err != nil {
-		return store.Token{}, fmt.Errorf("create token %q: %w", tok.Name, err)
-	}
-	return out, nil
-}
-
-// TokenByHash returns the token with that hash, revoked or not.
-func (s *Store) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
-	t, err := scanToken(s.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, hash))
-	if err != nil {
-		return store.Token{}, fmt.Errorf("token by hash: %w", mapErr(err))
-	}
-	return t, nil
-}
-
-// ListTokens returns every token ordered by name, without hashes.
-func (s *Store) ListTokens(ctx context.Context) ([]store.Token, error) {
-	scan := func(r interface{ Scan(...any) error }) (store.Token, error) {
-		t, err := scanToken(r)
-		t.Hash = ""
-		return t, err
-	}
-	out, err := collect(ctx, s.r, scan, `SELECT `+tokenColumns+` FROM tokens ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list tokens: %w", err)
-	}
-	return out, nil
-}
-
-// RevokeToken revokes the live token with that name, else ErrNotFound.
-func (s *Store) RevokeToken(ctx context.Context, name, actor string) error {
-	at := now()
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		// Write transactions are serialised (BEGIN IMMEDIATE), so this
-		// count cannot go stale before the update.
-		var admins int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE role = 'admin' AND revoked_at IS NULL`).Scan(&admins); err != nil {
-			return mapErr(err)
-		}
-		var (
-			sandbox sql.NullString
-			role    string
-		)
-		err := tx.QueryRowContext(ctx, `
-			UPDATE tokens SET revoked_at = ?
-			WHERE name = ? AND revoked_at IS NULL
-			RETURNING sandbox, role`, at, name).Scan(&sandbox, &role)
-		if err != nil {
-			return mapErr(err)
-		}
-		if role == store.RoleAdmin && admins <= 1 {
-			return store.ErrLastAdmin // rolls the revocation back
-		}
-		return audit(ctx, tx, at, store.AuditEntry{
-			Actor: actor, Action: store.ActionTokenRevoke, Sandbox: sandbox.String, Target: name,
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("revoke token %q: %w", name, err)
-	}
-	return nil
-}
-
-// TouchToken records a use at time at. It never moves last use backwards.
-func (s *Store) TouchToken(ctx context.Context, id int64, at time.Time) error {
-	res, err := s.w.ExecContext(ctx, `
-		UPDATE tokens SET last_used_at = max(coalesce(last_used_at, ?1), ?1)
-		WHERE id = ?2`, at.UnixNano(), id)
-	if err != nil {
-		return fmt.Errorf("touch token %d: %w", id, mapErr(err))
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("touch token %d: %w", id, mapErr(err))
-	} else if n == 0 {
-		return fmt.Errorf("touch token %d: %w", id, store.ErrNotFound)
-	}
-	return nil
-}
-
-// CountTokens returns how many live tokens have the role.
-func (s *Store) CountTokens(ctx context.Context, role string) (int, error) {
-	var n int
-	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE role = ? AND revoked_at IS NULL`, role).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count tokens: %w", mapErr(err))
-	}
-	return n, nil
-}
-
 // collect runs a query and scans every row with scan.
-func collect[T any](ctx context.Context, db *sql.DB, scan func(interface{ Scan(...any) error }) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
+func collect[T any](ctx context.Context, q querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -681,4 +325,22 @@ func collect[T any](ctx context.Context, db *sql.DB, scan func(interface{ Scan(.
 		return nil, mapErr(err)
 	}
 	return out, nil
+}
+
+// scanner is a row or rows.
+type scanner = interface{ Scan(...any) error }
+
+// affected returns ErrNotFound when res changed no row.
+func affected(res sql.Result, err error) error {
+	if err != nil {
+		return mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return mapErr(err)
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }

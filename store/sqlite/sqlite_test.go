@@ -12,7 +12,7 @@ import (
 	"github.com/portcullis-dev/portcullis/store/storetest"
 )
 
-func open(t *testing.T) store.Store {
+func open(t *testing.T) store.Driver {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "portcullis.db"), sqlite.Config{})
 	if err != nil {
@@ -60,7 +60,7 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	tok := store.Token{Name: "root", Role: store.RoleAdmin, Hash: "h", CreatedBy: "boot"}
-	if _, err := s.CreateToken(t.Context(), tok, "boot"); err != nil {
+	if _, err := store.New(s).CreateToken(t.Context(), tok, "boot"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

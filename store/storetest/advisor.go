@@ -36,7 +36,7 @@ func newProposal(sandbox string, n int, supersede ...string) store.NewProposal {
 	}}
 }
 
-func propose(t *testing.T, s store.Store, in store.NewProposal) (store.Proposal, bool) {
+func propose(t *testing.T, s *store.Store, in store.NewProposal) (store.Proposal, bool) {
 	t.Helper()
 	p, created, err := s.CreateProposal(ctx(t), in, "agent")
 	if err != nil {
@@ -46,7 +46,7 @@ func propose(t *testing.T, s store.Store, in store.NewProposal) (store.Proposal,
 }
 
 // mustPropose creates a proposal that must be new.
-func mustPropose(t *testing.T, s store.Store, in store.NewProposal) store.Proposal {
+func mustPropose(t *testing.T, s *store.Store, in store.NewProposal) store.Proposal {
 	t.Helper()
 	p, created := propose(t, s, in)
 	if !created {
@@ -55,7 +55,7 @@ func mustPropose(t *testing.T, s store.Store, in store.NewProposal) store.Propos
 	return p
 }
 
-func getProposal(t *testing.T, s store.Store, id int64) store.Proposal {
+func getProposal(t *testing.T, s *store.Store, id int64) store.Proposal {
 	t.Helper()
 	p, err := s.GetProposal(ctx(t), id)
 	if err != nil {
@@ -64,7 +64,7 @@ func getProposal(t *testing.T, s store.Store, id int64) store.Proposal {
 	return p
 }
 
-func listProposals(t *testing.T, s store.Store, f store.ProposalFilter) []store.Proposal {
+func listProposals(t *testing.T, s *store.Store, f store.ProposalFilter) []store.Proposal {
 	t.Helper()
 	ps, err := s.ListProposals(ctx(t), f)
 	if err != nil {
@@ -97,7 +97,7 @@ func wantSameProposal(t *testing.T, what string, got, want store.Proposal) {
 	}
 }
 
-func getSandbox(t *testing.T, s store.Store, name string) store.Sandbox {
+func getSandbox(t *testing.T, s *store.Store, name string) store.Sandbox {
 	t.Helper()
 	sb, err := s.GetSandbox(ctx(t), name)
 	if err != nil {
@@ -110,7 +110,7 @@ func id(p store.Proposal) string { return strconv.FormatInt(p.ID, 10) }
 
 // ---- boundary and credentialed hosts ----
 
-func testSandboxBoundary(t *testing.T, s store.Store) {
+func testSandboxBoundary(t *testing.T, s *store.Store) {
 	created, _ := mustCreate(t, s, "bounded", true)
 	if created.Boundary != nil || created.BoundaryHash != "" {
 		t.Errorf("CreateSandbox boundary = %q, %q; want none", created.Boundary, created.BoundaryHash)
@@ -178,7 +178,7 @@ func testSandboxBoundary(t *testing.T, s store.Store) {
 	}
 }
 
-func testCredentialedHosts(t *testing.T, s store.Store) {
+func testCredentialedHosts(t *testing.T, s *store.Store) {
 	created, _ := mustCreate(t, s, "creds", false)
 	if created.CredentialedHosts != nil {
 		t.Errorf("CreateSandbox credentialed hosts = %q, want nil", created.CredentialedHosts)
@@ -248,7 +248,7 @@ func testCredentialedHosts(t *testing.T, s store.Store) {
 
 // ---- proposals ----
 
-func testProposalCreateGetList(t *testing.T, s store.Store) {
+func testProposalCreateGetList(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "one", true)
 	mustCreate(t, s, "two", true)
 
@@ -334,7 +334,7 @@ func testProposalCreateGetList(t *testing.T, s store.Store) {
 	}
 }
 
-func testProposalIdempotency(t *testing.T, s store.Store) {
+func testProposalIdempotency(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "idem", true)
 	mustCreate(t, s, "other", true)
 
@@ -378,7 +378,7 @@ func testProposalIdempotency(t *testing.T, s store.Store) {
 	}
 }
 
-func testProposalDedupe(t *testing.T, s store.Store) {
+func testProposalDedupe(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "dd", true)
 	mustCreate(t, s, "other", true)
 
@@ -408,7 +408,7 @@ func testProposalDedupe(t *testing.T, s store.Store) {
 	}
 }
 
-func testProposalSupersede(t *testing.T, s store.Store) {
+func testProposalSupersede(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "sup", true)
 	mustCreate(t, s, "other", true)
 
@@ -469,7 +469,7 @@ func testProposalSupersede(t *testing.T, s store.Store) {
 	}
 }
 
-func testProposalRateLimit(t *testing.T, s store.Store) {
+func testProposalRateLimit(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "rl", true)
 	mustCreate(t, s, "other", true)
 	limited := func(n int) store.NewProposal {
@@ -524,7 +524,7 @@ func testProposalRateLimit(t *testing.T, s store.Store) {
 	}
 }
 
-func testProposalStatus(t *testing.T, s store.Store) {
+func testProposalStatus(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "st", true)
 	p := mustPropose(t, s, newProposal("st", 1))
 
@@ -571,7 +571,7 @@ func testProposalStatus(t *testing.T, s store.Store) {
 	wantErr(t, "SetProposalStatus(missing)", err, store.ErrNotFound)
 }
 
-func testProposalRebase(t *testing.T, s store.Store) {
+func testProposalRebase(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "rb", true)
 	p := mustPropose(t, s, newProposal("rb", 1))
 	res, h := doc(21)
@@ -635,7 +635,7 @@ func testProposalRebase(t *testing.T, s store.Store) {
 	wantErr(t, "RebaseProposal(missing)", err, store.ErrNotFound)
 }
 
-func testProposalConcurrentIdempotency(t *testing.T, s store.Store) {
+func testProposalConcurrentIdempotency(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "race", true)
 	const n = 8
 	type result struct {
@@ -679,7 +679,7 @@ func testProposalConcurrentIdempotency(t *testing.T, s store.Store) {
 	}
 }
 
-func testProposalSandboxDelete(t *testing.T, s store.Store) {
+func testProposalSandboxDelete(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "doomed", true)
 	mustCreate(t, s, "survivor", true)
 	in := newProposal("doomed", 1, "k")
@@ -712,7 +712,7 @@ func testProposalSandboxDelete(t *testing.T, s store.Store) {
 	}
 }
 
-func testAdvisorInvalidInput(t *testing.T, s store.Store) {
+func testAdvisorInvalidInput(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "box", true)
 	p := mustPropose(t, s, newProposal("box", 1))
 	auditBefore := len(audits(t, s, store.AuditFilter{}))

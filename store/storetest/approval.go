@@ -16,7 +16,7 @@ import (
 
 // ---- approval workflow helpers ----
 
-func approve(t *testing.T, s store.Store, id int64, approver, hash string) store.Proposal {
+func approve(t *testing.T, s *store.Store, id int64, approver, hash string) store.Proposal {
 	t.Helper()
 	p, err := s.AddApproval(ctx(t), id, store.Approval{Approver: approver, Reason: "ok by " + approver, ResultingHash: hash})
 	if err != nil {
@@ -33,7 +33,7 @@ func approvers(p store.Proposal) []string {
 	return out
 }
 
-func versions(t *testing.T, s store.Store, sandbox string) []store.PolicyVersion {
+func versions(t *testing.T, s *store.Store, sandbox string) []store.PolicyVersion {
 	t.Helper()
 	vs, err := s.ListPolicyVersions(ctx(t), sandbox)
 	if err != nil {
@@ -42,7 +42,7 @@ func versions(t *testing.T, s store.Store, sandbox string) []store.PolicyVersion
 	return vs
 }
 
-func currentPolicy(t *testing.T, s store.Store, sandbox string) store.PolicyVersion {
+func currentPolicy(t *testing.T, s *store.Store, sandbox string) store.PolicyVersion {
 	t.Helper()
 	pv, err := s.GetPolicyVersion(ctx(t), sandbox, 0)
 	if err != nil {
@@ -74,7 +74,7 @@ func wantPlainError(t *testing.T, what string, err error) {
 
 // ---- approvals ----
 
-func testApprovalAdd(t *testing.T, s store.Store) {
+func testApprovalAdd(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "ap", true)
 	in := newProposal("ap", 1)
 	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
@@ -164,7 +164,7 @@ func testApprovalAdd(t *testing.T, s store.Store) {
 
 // ---- applying ----
 
-func testApplyProposal(t *testing.T, s store.Store) {
+func testApplyProposal(t *testing.T, s *store.Store) {
 	sb, _ := mustCreate(t, s, "app", true)
 	p := mustPropose(t, s, newProposal("app", 1))
 	approve(t, s, p.ID, "bob", p.ResultingHash)
@@ -282,7 +282,7 @@ func testApplyProposal(t *testing.T, s store.Store) {
 
 // testApplyStaleBase: a proposal based on a version that is no longer
 // current is refused and nothing changes.
-func testApplyStaleBase(t *testing.T, s store.Store) {
+func testApplyStaleBase(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "moved", true)
 	p := mustPropose(t, s, newProposal("moved", 1)) // based on version 1
 	approve(t, s, p.ID, "alice", p.ResultingHash)
@@ -306,13 +306,13 @@ func testApplyStaleBase(t *testing.T, s store.Store) {
 	}
 }
 
-func testApplyConcurrent(t *testing.T, s store.Store) { ApplyRace(t, s) }
+func testApplyConcurrent(t *testing.T, s *store.Store) { ApplyRace(t, s) }
 
 // ApplyRace applies one proposal from 8 goroutines at once, spread over
 // stores (several stores on one database stand for gateway replicas):
 // exactly one must win, the others get ErrConflict, and exactly one
 // version is committed. The stores must be empty and share one database.
-func ApplyRace(t *testing.T, stores ...store.Store) {
+func ApplyRace(t *testing.T, stores ...*store.Store) {
 	s := stores[0]
 	mustCreate(t, s, "race", true)
 	p := mustPropose(t, s, newProposal("race", 1))
@@ -378,7 +378,7 @@ func ApplyRace(t *testing.T, stores ...store.Store) {
 
 // ---- expiry ----
 
-func testExpireProposals(t *testing.T, s store.Store) {
+func testExpireProposals(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "ex", true)
 	mustCreate(t, s, "ex2", true)
 	now := time.Now().UTC().Truncate(time.Second)
@@ -456,7 +456,7 @@ func testExpireProposals(t *testing.T, s store.Store) {
 
 // ---- freeze ----
 
-func testFreezeSandbox(t *testing.T, s store.Store) {
+func testFreezeSandbox(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "fz", true)
 	v2 := mustAppend(t, s, "fz", 1, 2)
 	in := newProposal("fz", 1)
@@ -588,7 +588,7 @@ func testFreezeSandbox(t *testing.T, s store.Store) {
 
 // ---- approval rules ----
 
-func testApprovalPolicies(t *testing.T, s store.Store) {
+func testApprovalPolicies(t *testing.T, s *store.Store) {
 	_, err := s.GetApprovalPolicy(ctx(t))
 	wantErr(t, "GetApprovalPolicy(none)", err, store.ErrNotFound)
 
@@ -662,7 +662,7 @@ func testApprovalPolicies(t *testing.T, s store.Store) {
 
 // ---- deleting ----
 
-func testApprovalSandboxDelete(t *testing.T, s store.Store) {
+func testApprovalSandboxDelete(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "gone", true)
 	mustCreate(t, s, "kept", true)
 	p := mustPropose(t, s, newProposal("gone", 1))

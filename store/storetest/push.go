@@ -43,7 +43,7 @@ func sameKey(a, b store.SigningKey) bool {
 		bytes.Equal(a.Endorsement, b.Endorsement)
 }
 
-func signingKeys(t *testing.T, s store.Store) []store.SigningKey {
+func signingKeys(t *testing.T, s *store.Store) []store.SigningKey {
 	t.Helper()
 	ks, err := s.SigningKeys(ctx(t))
 	if err != nil {
@@ -95,7 +95,7 @@ func sameStatus(got, want store.ProxyStatus) bool {
 		got.LagMillis == want.LagMillis && got.DecisionsDropped == want.DecisionsDropped
 }
 
-func proxyStatuses(t *testing.T, s store.Store, sandbox string) []store.ProxyStatus {
+func proxyStatuses(t *testing.T, s *store.Store, sandbox string) []store.ProxyStatus {
 	t.Helper()
 	ps, err := s.ListProxyStatuses(ctx(t), sandbox)
 	if err != nil {
@@ -127,7 +127,7 @@ func sameDecision(got, want store.Decision) bool {
 	return got == want
 }
 
-func decisions(t *testing.T, s store.Store, f store.DecisionFilter) []store.Decision {
+func decisions(t *testing.T, s *store.Store, f store.DecisionFilter) []store.Decision {
 	t.Helper()
 	ds, err := s.ListDecisions(ctx(t), f)
 	if err != nil {
@@ -138,7 +138,7 @@ func decisions(t *testing.T, s store.Store, f store.DecisionFilter) []store.Deci
 
 // wantIDs checks ListDecisions(f) returns exactly the records want (by id),
 // in that order.
-func wantIDs(t *testing.T, s store.Store, f store.DecisionFilter, want []store.Decision) {
+func wantIDs(t *testing.T, s *store.Store, f store.DecisionFilter, want []store.Decision) {
 	t.Helper()
 	got := decisions(t, s, f)
 	ids := func(ds []store.Decision) []int64 {
@@ -169,7 +169,7 @@ func filterDecisions(ds []store.Decision, keep func(store.Decision) bool) []stor
 
 // ---- signing keys ----
 
-func testSigningKeyChain(t *testing.T, s store.Store) {
+func testSigningKeyChain(t *testing.T, s *store.Store) {
 	if ks := signingKeys(t, s); len(ks) != 0 {
 		t.Fatalf("SigningKeys on an empty store = %+v", ks)
 	}
@@ -254,7 +254,7 @@ func testSigningKeyChain(t *testing.T, s store.Store) {
 
 // testSigningKeyConcurrent: replicas rotating at once after the same key;
 // exactly one appends.
-func testSigningKeyConcurrent(t *testing.T, s store.Store) {
+func testSigningKeyConcurrent(t *testing.T, s *store.Store) {
 	first := newSigningKey(t, nil)
 	if _, err := s.AddSigningKey(ctx(t), first, "", "boot"); err != nil {
 		t.Fatal(err)
@@ -301,7 +301,7 @@ func testSigningKeyConcurrent(t *testing.T, s store.Store) {
 
 // ---- sandbox CAs ----
 
-func testSandboxCA(t *testing.T, s store.Store) {
+func testSandboxCA(t *testing.T, s *store.Store) {
 	ca := func(sandbox string, n int) store.SandboxCA {
 		return store.SandboxCA{
 			Sandbox: sandbox,
@@ -387,7 +387,7 @@ func testSandboxCA(t *testing.T, s store.Store) {
 
 // ---- proxy statuses ----
 
-func testProxyStatuses(t *testing.T, s store.Store) {
+func testProxyStatuses(t *testing.T, s *store.Store) {
 	if ps := proxyStatuses(t, s, ""); len(ps) != 0 {
 		t.Fatalf("ListProxyStatuses on an empty store = %+v", ps)
 	}
@@ -449,7 +449,7 @@ func testProxyStatuses(t *testing.T, s store.Store) {
 
 // ---- decisions ----
 
-func testDecisions(t *testing.T, s store.Store) {
+func testDecisions(t *testing.T, s *store.Store) {
 	if ds := decisions(t, s, store.DecisionFilter{}); len(ds) != 0 {
 		t.Fatalf("ListDecisions on an empty store = %+v", ds)
 	}
@@ -586,7 +586,7 @@ func testDecisions(t *testing.T, s store.Store) {
 // testPushInvalidInput: inputs the schema cannot hold are refused with a
 // plain error before the database is touched, and nothing of the call is
 // stored (a batch with one bad item is refused whole).
-func testPushInvalidInput(t *testing.T, s store.Store) {
+func testPushInvalidInput(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "box", false)
 	auditBefore := len(audits(t, s, store.AuditFilter{}))
 	good := newSigningKey(t, nil)

@@ -11,7 +11,7 @@ import (
 
 // appendN stores n records of sandbox (denials named prefix-i) and
 // returns them as stored, oldest first.
-func appendN(t *testing.T, s store.Store, sandbox, prefix string, n int) []store.Decision {
+func appendN(t *testing.T, s *store.Store, sandbox, prefix string, n int) []store.Decision {
 	t.Helper()
 	in := make([]store.Decision, n)
 	for i := range in {
@@ -25,7 +25,7 @@ func appendN(t *testing.T, s store.Store, sandbox, prefix string, n int) []store
 	return all[len(all)-n:]
 }
 
-func prune(t *testing.T, s store.Store, r store.DecisionRetention) int64 {
+func prune(t *testing.T, s *store.Store, r store.DecisionRetention) int64 {
 	t.Helper()
 	n, err := s.PruneDecisions(ctx(t), r)
 	if err != nil {
@@ -35,7 +35,7 @@ func prune(t *testing.T, s store.Store, r store.DecisionRetention) int64 {
 }
 
 // wantKept checks the store holds exactly the records want (by id).
-func wantKept(t *testing.T, s store.Store, what string, want []store.Decision) {
+func wantKept(t *testing.T, s *store.Store, what string, want []store.Decision) {
 	t.Helper()
 	ids := func(ds []store.Decision) []int64 {
 		out := make([]int64, len(ds))
@@ -53,7 +53,7 @@ func wantKept(t *testing.T, s store.Store, what string, want []store.Decision) {
 // testDecisionRetention: PruneDecisions deletes by age (when the store
 // received a record, not the time the proxy wrote in it) and by rank within
 // each sandbox, and never deletes a denial a proposal of its sandbox names.
-func testDecisionRetention(t *testing.T, s store.Store) {
+func testDecisionRetention(t *testing.T, s *store.Store) {
 	// Refused before anything is deleted; nothing to prune is not an error.
 	if n, err := s.PruneDecisions(ctx(t), store.DecisionRetention{KeepPerSandbox: -1}); err == nil || n != 0 {
 		t.Errorf("PruneDecisions(keep -1) = %d, %v; want an error", n, err)
@@ -137,7 +137,7 @@ func testDecisionRetention(t *testing.T, s store.Store) {
 
 // testDecisionRetentionBatches: a prune larger than one batch deletes
 // everything it should.
-func testDecisionRetentionBatches(t *testing.T, s store.Store) {
+func testDecisionRetentionBatches(t *testing.T, s *store.Store) {
 	const n = 2*store.PruneBatch + 17
 	big := appendN(t, s, "big", "b", n)
 	small := appendN(t, s, "small", "s", 3)

@@ -1,6 +1,8 @@
-// Package storetest is the behaviour suite every store.Store engine must
-// pass. Each engine's tests call Run with a function that opens a fresh,
-// empty store; the same assertions then hold for Postgres and SQLite.
+// Package storetest is the behaviour suite every store.Driver must pass.
+// Each engine's tests call Run with a function that opens a fresh, empty
+// driver; the suite runs the Store methods through store.New(driver) and
+// the Tx primitives on the driver itself, so the same assertions hold for
+// Postgres and SQLite.
 package storetest
 
 import (
@@ -19,12 +21,12 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// Run runs the suite. open must return a new, empty store for every call
+// Run runs the suite. open must return a new, empty driver for every call
 // and close it when the test ends (t.Cleanup). Subtests run in parallel.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s store.Store)
+		fn   func(t *testing.T, s *store.Store)
 	}{
 		{"SandboxCreateGetList", testSandboxCreateGetList},
 		{"SandboxDuplicate", testSandboxDuplicate},
@@ -78,11 +80,18 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ApprovalPolicies", testApprovalPolicies},
 		{"ApprovalSandboxDelete", testApprovalSandboxDelete},
 		{"Ping", testPing},
+		{"TxVersionDuplicate", testPrimVersionDuplicate},
+		{"TxLockUpdateSandbox", testPrimLockUpdateSandbox},
+		{"TxListCountProposals", testPrimListProposals},
+		{"TxUpdateProposalApproval", testPrimUpdateProposal},
+		{"TxSandboxCA", testPrimSandboxCA},
+		{"TxNow", testPrimNow},
+		{"TxCommitFeed", testPrimCommitFeed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, open(t))
+			tc.fn(t, store.New(open(t)))
 		})
 	}
 }
@@ -110,7 +119,7 @@ func hashOf(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func mustCreate(t *testing.T, s store.Store, name string, withPolicy bool) (store.Sandbox, store.Token) {
+func mustCreate(t *testing.T, s *store.Store, name string, withPolicy bool) (store.Sandbox, store.Token) {
 	t.Helper()
 	tok := newToken("sandbox-"+name, "", "")
 	in := store.CreateSandbox{Name: name, Actor: "alice", Token: tok}
@@ -125,7 +134,7 @@ func mustCreate(t *testing.T, s store.Store, name string, withPolicy bool) (stor
 	return sb, tok
 }
 
-func mustAppend(t *testing.T, s store.Store, sandbox string, expected int64, n int) store.PolicyVersion {
+func mustAppend(t *testing.T, s *store.Store, sandbox string, expected int64, n int) store.PolicyVersion {
 	t.Helper()
 	d, h := doc(n)
 	pv, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
@@ -155,7 +164,7 @@ func recent(t *testing.T, what string, at time.Time) {
 	}
 }
 
-func audits(t *testing.T, s store.Store, f store.AuditFilter) []store.AuditEntry {
+func audits(t *testing.T, s *store.Store, f store.AuditFilter) []store.AuditEntry {
 	t.Helper()
 	es, err := s.ListAudit(ctx(t), f)
 	if err != nil {
@@ -178,7 +187,7 @@ func findAudit(t *testing.T, es []store.AuditEntry, action, target string) store
 
 // ---- sandboxes ----
 
-func testSandboxCreateGetList(t *testing.T, s store.Store) {
+func testSandboxCreateGetList(t *testing.T, s *store.Store) {
 	sbs, err := s.ListSandboxes(ctx(t))
 	if err != nil || len(sbs) != 0 {
 		t.Fatalf("ListSandboxes on an empty store = %v, %v; want none", sbs, err)
@@ -213,7 +222,7 @@ func testSandboxCreateGetList(t *testing.T, s store.Store) {
 	}
 }
 
-func testSandboxDuplicate(t *testing.T, s store.Store) {
+func testSandboxDuplicate(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "dup", false)
 	before := audits(t, s, store.AuditFilter{})
 	tok := newToken("sandbox-dup-2", "", "")
@@ -242,7 +251,7 @@ func testSandboxDuplicate(t *testing.T, s store.Store) {
 	wantErr(t, "GetSandbox(rolled back)", err, store.ErrNotFound)
 }
 
-func testSandboxCreateWithPolicy(t *testing.T, s store.Store) {
+func testSandboxCreateWithPolicy(t *testing.T, s *store.Store) {
 	sb, tok := mustCreate(t, s, "web", true)
 	d, h := doc(1)
 	if sb.CurrentVersion != 1 || sb.CurrentHash != h {
@@ -278,7 +287,7 @@ func testSandboxCreateWithPolicy(t *testing.T, s store.Store) {
 	findAudit(t, es, store.ActionTokenCreate, tok.Name)
 }
 
-func testSandboxConcurrentCreate(t *testing.T, s store.Store) {
+func testSandboxConcurrentCreate(t *testing.T, s *store.Store) {
 	const n = 20
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -307,7 +316,7 @@ func testSandboxConcurrentCreate(t *testing.T, s store.Store) {
 	}
 }
 
-func testSandboxDelete(t *testing.T, s store.Store) {
+func testSandboxDelete(t *testing.T, s *store.Store) {
 	_, tok := mustCreate(t, s, "doomed", true)
 	_, hash2 := doc(2)
 	mustAppend(t, s, "doomed", 1, 2)
@@ -369,7 +378,7 @@ func testSandboxDelete(t *testing.T, s store.Store) {
 	}
 }
 
-func testSandboxRotateToken(t *testing.T, s store.Store) {
+func testSandboxRotateToken(t *testing.T, s *store.Store) {
 	_, old := mustCreate(t, s, "rot", false)
 	next := newToken("sandbox-rot-2", "", "") // role and sandbox are filled in by the store
 	got, err := s.RotateSandboxToken(ctx(t), "rot", "alice", next)
@@ -407,7 +416,7 @@ func testSandboxRotateToken(t *testing.T, s store.Store) {
 
 // ---- policy versions ----
 
-func testPolicyAppend(t *testing.T, s store.Store) {
+func testPolicyAppend(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "app", false)
 	_, err := s.GetPolicyVersion(ctx(t), "app", 0)
 	wantErr(t, "GetPolicyVersion(current, none yet)", err, store.ErrNotFound)
@@ -466,7 +475,7 @@ func testPolicyAppend(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyStale(t *testing.T, s store.Store) {
+func testPolicyStale(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "stale", true)
 	mustAppend(t, s, "stale", 1, 2)
 	before := audits(t, s, store.AuditFilter{})
@@ -490,7 +499,7 @@ func testPolicyStale(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyMissingSandbox(t *testing.T, s store.Store) {
+func testPolicyMissingSandbox(t *testing.T, s *store.Store) {
 	d, h := doc(1)
 	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "ghost", Hash: h, Document: d, Author: "bob"})
 	wantErr(t, "AppendPolicyVersion(missing sandbox)", err, store.ErrNotFound)
@@ -503,7 +512,7 @@ func testPolicyMissingSandbox(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyHistory(t *testing.T, s store.Store) {
+func testPolicyHistory(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "hist", true)
 	mustAppend(t, s, "hist", 1, 2)
 	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
@@ -543,7 +552,7 @@ func testPolicyHistory(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyDocumentBytes(t *testing.T, s store.Store) {
+func testPolicyDocumentBytes(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "bytes", false)
 	big := `{"x":"` + strings.Repeat("a", 1<<20) + `"}`
 	docs := []string{
@@ -572,7 +581,7 @@ func testPolicyDocumentBytes(t *testing.T, s store.Store) {
 	}
 }
 
-func testPolicyProvenance(t *testing.T, s store.Store) {
+func testPolicyProvenance(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "prov", false)
 	prov := map[string]string{
 		"proposal": "42", "approved_by": "alice,bob", "reason": `needs "quotes" and ünïcode`, "empty": "",
@@ -614,7 +623,7 @@ func testPolicyProvenance(t *testing.T, s store.Store) {
 
 // testPolicyConcurrentWriters is the compare-and-swap under load: many
 // writers expecting the same version, exactly one wins.
-func testPolicyConcurrentWriters(t *testing.T, s store.Store) {
+func testPolicyConcurrentWriters(t *testing.T, s *store.Store) {
 	mustCreate(t, s, "race", true)
 	const n = 100
 	errs := make([]error, n)
@@ -666,411 +675,5 @@ func testPolicyConcurrentWriters(t *testing.T, s store.Store) {
 	}
 	if sets != 2 {
 		t.Errorf("policy.set audit entries = %d, want 2 (create + winner)", sets)
-	}
-}
-
-// ---- tokens ----
-
-func testTokenCreateAndLookup(t *testing.T, s store.Store) {
-	in := newToken("ops-alice", store.RoleOperator, "")
-	got, err := s.CreateToken(ctx(t), in, "root")
-	if err != nil {
-		t.Fatalf("CreateToken: %v", err)
-	}
-	if got.ID == 0 || got.Name != in.Name || got.Role != store.RoleOperator || got.Sandbox != "" ||
-		got.Hash != in.Hash || got.CreatedBy != "tester" || got.LastUsedAt != nil || got.RevokedAt != nil {
-		t.Errorf("CreateToken = %+v", got)
-	}
-	recent(t, "Token.CreatedAt", got.CreatedAt)
-
-	by, err := s.TokenByHash(ctx(t), in.Hash)
-	if err != nil {
-		t.Fatalf("TokenByHash: %v", err)
-	}
-	if by.ID != got.ID || by.Name != in.Name || by.Hash != in.Hash || by.Role != in.Role || !by.CreatedAt.Equal(got.CreatedAt) {
-		t.Errorf("TokenByHash = %+v, want %+v", by, got)
-	}
-	_, err = s.TokenByHash(ctx(t), strings.Repeat("0", 64))
-	wantErr(t, "TokenByHash(unknown)", err, store.ErrNotFound)
-
-	_, err = s.CreateToken(ctx(t), newToken("ops-alice", store.RoleAdmin, ""), "root")
-	wantErr(t, "CreateToken(duplicate name)", err, store.ErrAlreadyExists)
-	if err := s.RevokeToken(ctx(t), "ops-alice", "root"); err != nil {
-		t.Fatalf("RevokeToken: %v", err)
-	}
-	_, err = s.CreateToken(ctx(t), newToken("ops-alice", store.RoleAdmin, ""), "root")
-	wantErr(t, "CreateToken(name of a revoked token)", err, store.ErrAlreadyExists)
-
-	// A sandbox token made directly needs its sandbox.
-	_, err = s.CreateToken(ctx(t), newToken("sb", store.RoleSandbox, "nowhere"), "root")
-	wantErr(t, "CreateToken(sandbox token, missing sandbox)", err, store.ErrNotFound)
-	mustCreate(t, s, "somewhere", false)
-	st, err := s.CreateToken(ctx(t), newToken("sb", store.RoleSandbox, "somewhere"), "root")
-	if err != nil || st.Sandbox != "somewhere" || st.Role != store.RoleSandbox {
-		t.Errorf("CreateToken(sandbox token) = %+v, %v", st, err)
-	}
-
-	e := findAudit(t, audits(t, s, store.AuditFilter{}), store.ActionTokenCreate, "ops-alice")
-	if e.Actor != "root" || e.Detail["role"] != store.RoleOperator {
-		t.Errorf("token.create audit = %+v", e)
-	}
-}
-
-func testTokenInvalid(t *testing.T, s store.Store) {
-	for _, tok := range []store.Token{
-		newToken("x", "superuser", ""),
-		newToken("x", store.RoleAdmin, "some-sandbox"),
-		newToken("x", store.RoleSandbox, ""),
-		newToken("", store.RoleAdmin, ""),
-		{Name: "x", Role: store.RoleAdmin},
-	} {
-		if _, err := s.CreateToken(ctx(t), tok, "root"); err == nil {
-			t.Errorf("CreateToken(%+v) succeeded, want an error", tok)
-		}
-	}
-	if ts, err := s.ListTokens(ctx(t)); err != nil || len(ts) != 0 {
-		t.Errorf("tokens after invalid creates = %v, %v", ts, err)
-	}
-}
-
-// testInvalidInput: inputs the schema cannot hold are refused before the
-// database is touched, with a plain error (not a sentinel the gateway
-// would turn into NotFound or Conflict), and nothing is written.
-func testInvalidInput(t *testing.T, s store.Store) {
-	mustCreate(t, s, "box", true)
-	before := len(audits(t, s, store.AuditFilter{}))
-	d, h := doc(2)
-	tok := newToken("sandbox-new", "", "")
-	for what, call := range map[string]func() error{
-		"CreateSandbox(empty name)": func() error {
-			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Actor: "a", Token: tok})
-			return err
-		},
-		"CreateSandbox(token without hash)": func() error {
-			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "new", Actor: "a", Token: store.Token{Name: "n"}})
-			return err
-		},
-		"CreateSandbox(policy without document)": func() error {
-			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "new", Actor: "a", Token: tok, Policy: &store.PolicyVersion{Hash: h}})
-			return err
-		},
-		"AppendPolicyVersion(empty sandbox)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{ExpectedVersion: 1, Hash: h, Document: d})
-			return err
-		},
-		"AppendPolicyVersion(negative expected version)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: -1, Hash: h, Document: d})
-			return err
-		},
-		"AppendPolicyVersion(empty hash)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Document: d})
-			return err
-		},
-		"AppendPolicyVersion(empty document)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Hash: h})
-			return err
-		},
-		"RotateSandboxToken(empty hash)": func() error {
-			_, err := s.RotateSandboxToken(ctx(t), "box", "a", store.Token{Name: "n"})
-			return err
-		},
-	} {
-		err := call()
-		if err == nil {
-			t.Errorf("%s succeeded, want an error", what)
-			continue
-		}
-		for _, sentinel := range []error{store.ErrNotFound, store.ErrConflict, store.ErrAlreadyExists} {
-			if errors.Is(err, sentinel) {
-				t.Errorf("%s: %v, want a plain error, not %v", what, err, sentinel)
-			}
-		}
-	}
-	if after := len(audits(t, s, store.AuditFilter{})); after != before {
-		t.Errorf("invalid inputs wrote %d audit entries", after-before)
-	}
-	if sb, err := s.GetSandbox(ctx(t), "box"); err != nil || sb.CurrentVersion != 1 {
-		t.Errorf("sandbox after invalid inputs = %+v, %v", sb, err)
-	}
-}
-
-// testCallerInputUnchanged: the store fills in defaults on its own copy;
-// the caller's values (which it may reuse) are left as they were.
-func testCallerInputUnchanged(t *testing.T, s store.Store) {
-	d, h := doc(1)
-	pol := &store.PolicyVersion{Hash: h, Document: d, Author: "alice"}
-	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "box", Actor: "alice", Token: newToken("sandbox-box", "", ""), Policy: pol}); err != nil {
-		t.Fatalf("CreateSandbox: %v", err)
-	}
-	if pol.Source != "" {
-		t.Errorf("CreateSandbox set the caller's Policy.Source to %q", pol.Source)
-	}
-	if pv, err := s.GetPolicyVersion(ctx(t), "box", 1); err != nil || pv.Source != store.SourceCreate {
-		t.Errorf("version 1 = %+v, %v; want source %q", pv, err, store.SourceCreate)
-	}
-}
-
-func testTokenList(t *testing.T, s store.Store) {
-	mustCreate(t, s, "box", false) // token "sandbox-box"
-	for _, tok := range []store.Token{newToken("zed", store.RoleAdmin, ""), newToken("amy", store.RoleOperator, "")} {
-		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
-			t.Fatalf("CreateToken: %v", err)
-		}
-	}
-	if err := s.RevokeToken(ctx(t), "amy", "root"); err != nil {
-		t.Fatal(err)
-	}
-	ts, err := s.ListTokens(ctx(t))
-	if err != nil {
-		t.Fatalf("ListTokens: %v", err)
-	}
-	var names []string
-	for _, tk := range ts {
-		names = append(names, tk.Name)
-		if tk.Hash != "" {
-			t.Errorf("ListTokens returned the hash of %q", tk.Name)
-		}
-		if tk.ID == 0 || tk.Role == "" {
-			t.Errorf("ListTokens entry = %+v", tk)
-		}
-	}
-	if !slices.Equal(names, []string{"amy", "sandbox-box", "zed"}) {
-		t.Errorf("ListTokens names = %v, want [amy sandbox-box zed]", names)
-	}
-	if ts[0].RevokedAt == nil || ts[2].RevokedAt != nil {
-		t.Errorf("revoked flags wrong: %+v", ts)
-	}
-	if ts[1].Sandbox != "box" || ts[1].Role != store.RoleSandbox {
-		t.Errorf("sandbox token in list = %+v", ts[1])
-	}
-}
-
-func testTokenRevoke(t *testing.T, s store.Store) {
-	tok := newToken("temp", store.RoleOperator, "")
-	if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RevokeToken(ctx(t), "temp", "root"); err != nil {
-		t.Fatalf("RevokeToken: %v", err)
-	}
-	got, err := s.TokenByHash(ctx(t), tok.Hash)
-	if err != nil || got.RevokedAt == nil {
-		t.Fatalf("TokenByHash(revoked) = %+v, %v; want found and revoked", got, err)
-	}
-	recent(t, "RevokedAt", *got.RevokedAt)
-	wantErr(t, "RevokeToken(twice)", s.RevokeToken(ctx(t), "temp", "root"), store.ErrNotFound)
-	wantErr(t, "RevokeToken(missing)", s.RevokeToken(ctx(t), "never", "root"), store.ErrNotFound)
-
-	again, err := s.TokenByHash(ctx(t), tok.Hash)
-	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*got.RevokedAt) {
-		t.Errorf("second revoke changed the token: %+v", again)
-	}
-	es := audits(t, s, store.AuditFilter{})
-	e := findAudit(t, es, store.ActionTokenRevoke, "temp")
-	if e.Actor != "root" {
-		t.Errorf("token.revoke audit = %+v", e)
-	}
-	revokes := 0
-	for _, e := range es {
-		if e.Action == store.ActionTokenRevoke {
-			revokes++
-		}
-	}
-	if revokes != 1 {
-		t.Errorf("token.revoke audit entries = %d, want 1", revokes)
-	}
-}
-
-func testTokenTouch(t *testing.T, s store.Store) {
-	tok, err := s.CreateToken(ctx(t), newToken("toucher", store.RoleOperator, ""), "root")
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := len(audits(t, s, store.AuditFilter{}))
-	// Microsecond precision: the finest both engines keep.
-	t1 := time.Date(2030, 1, 2, 3, 4, 5, 678901000, time.UTC)
-	if err := s.TouchToken(ctx(t), tok.ID, t1); err != nil {
-		t.Fatalf("TouchToken: %v", err)
-	}
-	got, err := s.TokenByHash(ctx(t), tok.Hash)
-	if err != nil || got.LastUsedAt == nil || !got.LastUsedAt.Equal(t1) {
-		t.Fatalf("LastUsedAt = %v, %v; want %v", got.LastUsedAt, err, t1)
-	}
-	// An older, late-arriving touch does not move it back.
-	if err := s.TouchToken(ctx(t), tok.ID, t1.Add(-time.Hour)); err != nil {
-		t.Fatalf("TouchToken(older): %v", err)
-	}
-	if got, _ := s.TokenByHash(ctx(t), tok.Hash); got.LastUsedAt == nil || !got.LastUsedAt.Equal(t1) {
-		t.Errorf("LastUsedAt after older touch = %v, want %v", got.LastUsedAt, t1)
-	}
-	t2 := t1.Add(time.Minute)
-	if err := s.TouchToken(ctx(t), tok.ID, t2.In(time.FixedZone("X", 3600))); err != nil {
-		t.Fatalf("TouchToken(newer): %v", err)
-	}
-	if got, _ := s.TokenByHash(ctx(t), tok.Hash); got.LastUsedAt == nil || !got.LastUsedAt.Equal(t2) || got.LastUsedAt.Location() != time.UTC {
-		t.Errorf("LastUsedAt after newer touch = %v, want %v in UTC", got.LastUsedAt, t2)
-	}
-	wantErr(t, "TouchToken(missing)", s.TouchToken(ctx(t), tok.ID+1000, t1), store.ErrNotFound)
-	if after := len(audits(t, s, store.AuditFilter{})); after != before {
-		t.Errorf("TouchToken wrote %d audit entries, want none", after-before)
-	}
-}
-
-func testTokenCount(t *testing.T, s store.Store) {
-	for _, role := range []string{store.RoleAdmin, store.RoleOperator, store.RoleSandbox} {
-		if n, err := s.CountTokens(ctx(t), role); err != nil || n != 0 {
-			t.Errorf("CountTokens(%s) on empty store = %d, %v", role, n, err)
-		}
-	}
-	for _, tok := range []store.Token{
-		newToken("a1", store.RoleAdmin, ""), newToken("a2", store.RoleAdmin, ""), newToken("o1", store.RoleOperator, ""),
-	} {
-		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustCreate(t, s, "s1", false)
-	mustCreate(t, s, "s2", false)
-	if err := s.RevokeToken(ctx(t), "a1", "root"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteSandbox(ctx(t), "s2", "root"); err != nil {
-		t.Fatal(err)
-	}
-	for role, want := range map[string]int{store.RoleAdmin: 1, store.RoleOperator: 1, store.RoleSandbox: 1, "nobody": 0} {
-		if n, err := s.CountTokens(ctx(t), role); err != nil || n != want {
-			t.Errorf("CountTokens(%s) = %d, %v; want %d", role, n, err, want)
-		}
-	}
-}
-
-// testLastAdmin: revoking the last live admin token is refused, and two
-// admins revoking each other at once cannot both succeed.
-func testLastAdmin(t *testing.T, s store.Store) {
-	for _, tok := range []store.Token{newToken("a1", store.RoleAdmin, ""), newToken("a2", store.RoleAdmin, ""), newToken("op", store.RoleOperator, "")} {
-		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	errs := make(chan error, 2)
-	for _, name := range []string{"a1", "a2"} {
-		go func() { errs <- s.RevokeToken(ctx(t), name, "root") }()
-	}
-	var ok, last int
-	for range 2 {
-		switch err := <-errs; {
-		case err == nil:
-			ok++
-		case errors.Is(err, store.ErrLastAdmin):
-			last++
-		default:
-			t.Errorf("concurrent revoke: %v", err)
-		}
-	}
-	if ok != 1 || last != 1 {
-		t.Fatalf("two admins revoking each other: %d succeeded, %d refused as last admin; want 1 and 1", ok, last)
-	}
-	if n, err := s.CountTokens(ctx(t), store.RoleAdmin); err != nil || n != 1 {
-		t.Fatalf("live admins = %d, %v; want 1", n, err)
-	}
-	before := audits(t, s, store.AuditFilter{})
-	for _, name := range []string{"a1", "a2"} {
-		if err := s.RevokeToken(ctx(t), name, "root"); err != nil && !errors.Is(err, store.ErrLastAdmin) && !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("revoke %s: %v", name, err)
-		}
-	}
-	if n, _ := s.CountTokens(ctx(t), store.RoleAdmin); n != 1 {
-		t.Fatalf("the last admin was revoked: %d live admins", n)
-	}
-	if after := audits(t, s, store.AuditFilter{}); len(after) != len(before) {
-		t.Errorf("a refused revocation wrote to the audit log")
-	}
-	if err := s.RevokeToken(ctx(t), "op", "root"); err != nil {
-		t.Errorf("revoking an operator with one admin left: %v", err)
-	}
-}
-
-// ---- audit ----
-
-func testAudit(t *testing.T, s store.Store) {
-	if es := audits(t, s, store.AuditFilter{}); len(es) != 0 {
-		t.Fatalf("audit of an empty store = %+v", es)
-	}
-	admin := newToken("adm", store.RoleOperator, "")
-	if _, err := s.CreateToken(ctx(t), admin, "boot"); err != nil {
-		t.Fatal(err)
-	}
-	_, sbTok := mustCreate(t, s, "aud", true)
-	_, h1 := doc(1)
-	_, h2 := doc(2)
-	mustAppend(t, s, "aud", 1, 2)
-	if _, err := s.RotateSandboxToken(ctx(t), "aud", "alice", newToken("sandbox-aud-2", "", "")); err != nil {
-		t.Fatal(err)
-	}
-	mustCreate(t, s, "elsewhere", false)
-	if err := s.RevokeToken(ctx(t), "adm", "alice"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteSandbox(ctx(t), "aud", "alice"); err != nil {
-		t.Fatal(err)
-	}
-
-	type row struct{ actor, action, sandbox, target, before, after string }
-	want := []row{ // newest first
-		{"alice", store.ActionSandboxDelete, "aud", "aud", h2, ""},
-		{"alice", store.ActionTokenRevoke, "", "adm", "", ""},
-		{"alice", store.ActionTokenCreate, "elsewhere", "sandbox-elsewhere", "", ""},
-		{"alice", store.ActionSandboxCreate, "elsewhere", "elsewhere", "", ""},
-		{"alice", store.ActionSandboxToken, "aud", "sandbox-aud-2", "", ""},
-		{"bob", store.ActionPolicySet, "aud", "aud", h1, h2},
-		{"alice", store.ActionPolicySet, "aud", "aud", "", h1},
-		{"alice", store.ActionTokenCreate, "aud", sbTok.Name, "", ""},
-		{"alice", store.ActionSandboxCreate, "aud", "aud", "", h1},
-		{"boot", store.ActionTokenCreate, "", "adm", "", ""},
-	}
-	es := audits(t, s, store.AuditFilter{})
-	// Entries written in one transaction may be stored in any order
-	// relative to each other only if the engine says so; ours keep call order.
-	if len(es) != len(want) {
-		t.Fatalf("audit has %d entries, want %d: %+v", len(es), len(want), es)
-	}
-	for i, e := range es {
-		got := row{e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash}
-		if got != want[i] {
-			t.Errorf("audit[%d] = %+v, want %+v", i, got, want[i])
-		}
-		if e.ID == 0 || (i > 0 && e.ID >= es[i-1].ID) {
-			t.Errorf("audit[%d].ID = %d, want > 0 and decreasing", i, e.ID)
-		}
-		recent(t, fmt.Sprintf("audit[%d].Time", i), e.Time)
-		if i > 0 && e.Time.After(es[i-1].Time) {
-			t.Errorf("audit[%d] is newer than audit[%d]", i, i-1)
-		}
-	}
-
-	scoped := audits(t, s, store.AuditFilter{Sandbox: "aud"})
-	if len(scoped) != 6 {
-		t.Errorf("audit for sandbox aud = %d entries, want 6", len(scoped))
-	}
-	for _, e := range scoped {
-		if e.Sandbox != "aud" {
-			t.Errorf("filtered audit has entry of %q", e.Sandbox)
-		}
-	}
-	limited := audits(t, s, store.AuditFilter{Limit: 3})
-	if len(limited) != 3 || limited[0].ID != es[0].ID || limited[2].ID != es[2].ID {
-		t.Errorf("audit limit 3 = %+v, want the newest three", limited)
-	}
-	if got := audits(t, s, store.AuditFilter{Sandbox: "aud", Limit: 2}); len(got) != 2 || got[0].Action != store.ActionSandboxDelete {
-		t.Errorf("audit for aud limit 2 = %+v", got)
-	}
-	if got := audits(t, s, store.AuditFilter{Sandbox: "none"}); len(got) != 0 {
-		t.Errorf("audit for unknown sandbox = %+v, want none", got)
-	}
-}
-
-func testPing(t *testing.T, s store.Store) {
-	if err := s.Ping(ctx(t)); err != nil {
-		t.Errorf("Ping: %v", err)
 	}
 }

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"sync"
+)
+
+// CommitFeed is the in-process half of Driver.ListenPolicyCommits, the
+// same on both engines: a driver publishes every policy version a
+// transaction inserted right after that transaction commits, and each
+// listener hears it. Postgres adds the versions other replicas commit
+// (LISTEN/NOTIFY), so there a version this process committed may be heard
+// twice; listeners tolerate duplicates (they compare versions).
+//
+// Publishing never waits for a listener: each has a buffer of
+// CommitFeedBuffer versions, and a version that finds it full is dropped
+// for that listener. Listeners already compare versions now and then (the
+// commit feed may miss versions on Postgres too, while reconnecting), so a
+// slow listener catches up at its next check. The zero value is ready to
+// use.
+type CommitFeed struct {
+	mu        sync.Mutex
+	listeners map[chan commit]struct{}
+}
+
+// CommitFeedBuffer is how many versions a listener may fall behind before
+// the feed drops versions for it.
+const CommitFeedBuffer = 1024
+
+type commit struct {
+	sandbox string
+	version int64
+}
+
+// Publish announces a committed version to every listener, without
+// blocking.
+func (f *CommitFeed) Publish(sandbox string, version int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.listeners {
+		select {
+		case ch <- commit{sandbox, version}:
+		default: // full: this listener's next version check catches up
+		}
+	}
+}
+
+// Listen calls fn, in this goroutine and in commit order, for each
+// version published after Listen began, until ctx ends; it returns ctx's
+// error.
+func (f *CommitFeed) Listen(ctx context.Context, fn func(sandbox string, version int64)) error {
+	ch := f.subscribe()
+	defer f.unsubscribe(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case c := <-ch:
+			fn(c.sandbox, c.version)
+		}
+	}
+}
+
+func (f *CommitFeed) subscribe() chan commit {
+	ch := make(chan commit, CommitFeedBuffer)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listeners == nil {
+		f.listeners = make(map[chan commit]struct{})
+	}
+	f.listeners[ch] = struct{}{}
+	return ch
+}
+
+func (f *CommitFeed) unsubscribe(ch chan commit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.listeners, ch)
+}

@@ -1,0 +1,293 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/strmap"
+)
+
+// The primitives of sandboxes, policy versions and tokens.
+
+const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
+	boundary, boundary_hash, credentialed_hosts,
+	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
+
+func scanSandbox(r scanner) (store.Sandbox, error) {
+	var sb store.Sandbox
+	var at int64
+	var hosts string
+	var frozenAt sql.NullInt64
+	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &at, &sb.CreatedBy,
+		&sb.Boundary, &sb.BoundaryHash, &hosts,
+		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &frozenAt, &sb.FrozenFrom)
+	if err != nil {
+		return sb, err
+	}
+	sb.CreatedAt = fromNanos(at)
+	sb.FrozenAt = fromNullNanos(frozenAt)
+	if len(sb.Boundary) == 0 {
+		sb.Boundary = nil
+	}
+	sb.CredentialedHosts, err = decodeList(hosts)
+	return sb, err
+}
+
+// InsertSandbox stores a new sandbox row.
+func (t *txn) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
+	_, err := t.wr.ExecContext(ctx, `
+		INSERT INTO sandboxes (name, current_version, current_hash, created_at, created_by)
+		VALUES (?, ?, ?, ?, ?)`,
+		sb.Name, sb.CurrentVersion, sb.CurrentHash, nanos(sb.CreatedAt), sb.CreatedBy)
+	if err != nil {
+		return fmt.Errorf("insert sandbox %q: %w", sb.Name, mapErr(err))
+	}
+	return nil
+}
+
+// GetSandbox returns the sandbox or ErrNotFound.
+func (t *txn) GetSandbox(ctx context.Context, name string) (store.Sandbox, error) {
+	return t.sandbox(ctx, t.rd, name)
+}
+
+// LockSandbox is GetSandbox on the writer: the transaction already holds
+// the database (BEGIN IMMEDIATE), so no row lock is needed.
+func (t *txn) LockSandbox(ctx context.Context, name string) (store.Sandbox, error) {
+	return t.sandbox(ctx, t.wr, name)
+}
+
+func (t *txn) sandbox(ctx context.Context, q querier, name string) (store.Sandbox, error) {
+	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name))
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("get sandbox %q: %w", name, mapErr(err))
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns every sandbox ordered by name.
+func (t *txn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
+	out, err := collect(ctx, t.rd, scanSandbox, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSandbox writes sb's mutable columns.
+func (t *txn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
+	hosts, err := encodeList(sb.CredentialedHosts)
+	if err != nil {
+		return err
+	}
+	var boundary any // NULL: none
+	if len(sb.Boundary) > 0 {
+		boundary = sb.Boundary
+	}
+	var frozenAt sql.NullInt64
+	if sb.FrozenAt != nil {
+		frozenAt = sql.NullInt64{Int64: nanos(*sb.FrozenAt), Valid: true}
+	}
+	err = affected(t.wr.ExecContext(ctx, `
+		UPDATE sandboxes SET current_version = ?, current_hash = ?, boundary = ?, boundary_hash = ?,
+			credentialed_hosts = ?, frozen = ?, frozen_reason = ?, frozen_by = ?, frozen_at = ?, frozen_from = ?
+		WHERE name = ?`,
+		sb.CurrentVersion, sb.CurrentHash, boundary, sb.BoundaryHash,
+		hosts, sb.Frozen, sb.FrozenReason, sb.FrozenBy, frozenAt, sb.FrozenFrom, sb.Name))
+	if err != nil {
+		return fmt.Errorf("update sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// DeleteSandbox deletes the sandbox row (the schema cascades) and returns
+// it as it was.
+func (t *txn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
+	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sandboxColumns, name))
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("delete sandbox %q: %w", name, mapErr(err))
+	}
+	return sb, nil
+}
+
+// InsertPolicyVersion stores v; it is announced once its transaction
+// commits (at once outside a transaction).
+func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) error {
+	prov, err := strmap.Encode(v.Provenance)
+	if err != nil {
+		return err
+	}
+	// The document is bound as TEXT and read back as the same bytes.
+	_, err = t.wr.ExecContext(ctx, `
+		INSERT INTO policy_versions (sandbox, version, hash, document, author, source, provenance, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.Sandbox, v.Version, v.Hash, string(v.Document), v.Author, v.Source, string(prov), nanos(v.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("insert version %d of %q: %w", v.Version, v.Sandbox, mapErr(err))
+	}
+	if t.tx == nil {
+		t.d.feed.Publish(v.Sandbox, v.Version)
+	} else {
+		t.versions = append(t.versions, commit{v.Sandbox, v.Version})
+	}
+	return nil
+}
+
+const versionColumns = `pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at`
+
+func scanVersion(r scanner, extra ...any) (store.PolicyVersion, error) {
+	var pv store.PolicyVersion
+	var prov string
+	var at int64
+	dest := append([]any{&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &at}, extra...)
+	if err := r.Scan(dest...); err != nil {
+		return pv, err
+	}
+	pv.CreatedAt = fromNanos(at)
+	var err error
+	pv.Provenance, err = strmap.Decode([]byte(prov))
+	return pv, err
+}
+
+// GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
+func (t *txn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
+	if version < 0 {
+		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
+	}
+	var doc string
+	pv, err := scanVersion(t.rd.QueryRowContext(ctx, `
+		SELECT `+versionColumns+`, pv.document
+		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
+		WHERE pv.sandbox = ?1
+		  AND pv.version = CASE WHEN ?2 = 0 THEN s.current_version ELSE ?2 END`,
+		sandbox, version), &doc)
+	if err != nil {
+		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
+	}
+	pv.Document = []byte(doc)
+	return pv, nil
+}
+
+// ListPolicyVersions returns the sandbox's versions, oldest first, without
+// documents; ErrNotFound if the sandbox does not exist.
+func (t *txn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
+	scan := func(r scanner) (store.PolicyVersion, error) { return scanVersion(r) }
+	out, err := collect(ctx, t.rd, scan, `SELECT `+versionColumns+`
+		FROM policy_versions pv WHERE pv.sandbox = ? ORDER BY pv.version`, sandbox)
+	if err != nil {
+		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
+	}
+	if len(out) == 0 {
+		if _, err := t.GetSandbox(ctx, sandbox); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at`
+
+func scanToken(r scanner) (store.Token, error) {
+	var tok store.Token
+	var sandbox sql.NullString
+	var at int64
+	var used, revoked sql.NullInt64
+	if err := r.Scan(&tok.ID, &tok.Name, &tok.Role, &sandbox, &tok.Hash, &tok.CreatedBy, &at, &used, &revoked); err != nil {
+		return tok, err
+	}
+	tok.Sandbox = sandbox.String
+	tok.CreatedAt = fromNanos(at)
+	tok.LastUsedAt = fromNullNanos(used)
+	tok.RevokedAt = fromNullNanos(revoked)
+	return tok, nil
+}
+
+// InsertToken stores tok. Tokens outlive their sandbox (no foreign key),
+// so a sandbox token's sandbox is looked up first.
+func (t *txn) InsertToken(ctx context.Context, tok store.Token) (store.Token, error) {
+	if tok.Sandbox != "" {
+		if _, err := t.LockSandbox(ctx, tok.Sandbox); err != nil {
+			return store.Token{}, err
+		}
+	}
+	sandbox := sql.NullString{String: tok.Sandbox, Valid: tok.Sandbox != ""}
+	out, err := scanToken(t.wr.QueryRowContext(ctx, `
+		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		RETURNING `+tokenColumns,
+		tok.Name, tok.Role, sandbox, tok.Hash, tok.CreatedBy, nanos(tok.CreatedAt)))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("insert token %q: %w", tok.Name, mapErr(err))
+	}
+	return out, nil
+}
+
+// TokenByHash returns the token with that hash, revoked or not.
+func (t *txn) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
+	tok, err := scanToken(t.rd.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, hash))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("token by hash: %w", mapErr(err))
+	}
+	return tok, nil
+}
+
+// ListTokens returns every token ordered by name, without hashes.
+func (t *txn) ListTokens(ctx context.Context) ([]store.Token, error) {
+	scan := func(r scanner) (store.Token, error) {
+		tok, err := scanToken(r)
+		tok.Hash = ""
+		return tok, err
+	}
+	out, err := collect(ctx, t.rd, scan, `SELECT `+tokenColumns+` FROM tokens ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// CountTokens returns how many live tokens have the role.
+func (t *txn) CountTokens(ctx context.Context, role string) (int, error) {
+	var n int
+	err := t.rd.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE role = ? AND revoked_at IS NULL`, role).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count tokens: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+// RevokeToken marks the live token name revoked at at and returns it.
+func (t *txn) RevokeToken(ctx context.Context, name string, at time.Time) (store.Token, error) {
+	tok, err := scanToken(t.wr.QueryRowContext(ctx, `
+		UPDATE tokens SET revoked_at = ?
+		WHERE name = ? AND revoked_at IS NULL
+		RETURNING `+tokenColumns, nanos(at), name))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("revoke token %q: %w", name, mapErr(err))
+	}
+	return tok, nil
+}
+
+// RevokeSandboxTokens marks every live token of sandbox revoked at at.
+func (t *txn) RevokeSandboxTokens(ctx context.Context, sandbox string, at time.Time) (int, error) {
+	res, err := t.wr.ExecContext(ctx, `
+		UPDATE tokens SET revoked_at = ?
+		WHERE sandbox = ? AND revoked_at IS NULL`, nanos(at), sandbox)
+	if err != nil {
+		return 0, fmt.Errorf("revoke tokens of sandbox %q: %w", sandbox, mapErr(err))
+	}
+	n, err := res.RowsAffected()
+	return int(n), mapErr(err)
+}
+
+// TouchToken records a use at time at. It never moves last use backwards.
+func (t *txn) TouchToken(ctx context.Context, id int64, at time.Time) error {
+	err := affected(t.wr.ExecContext(ctx, `
+		UPDATE tokens SET last_used_at = max(coalesce(last_used_at, ?1), ?1)
+		WHERE id = ?2`, nanos(at), id))
+	if err != nil {
+		return fmt.Errorf("touch token %d: %w", id, err)
+	}
+	return nil
+}
