@@ -14,23 +14,13 @@ import (
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
-// trackAndShip is the article's proposal with a second operation: the
-// track_shipment tool on the orders MCP endpoint (credentialed in these
-// tests) and a new entry for python3 to the carrier. Its rationale spans
-// two lines.
-const trackAndShip = `rationale: |-
-  support agents must track shipments
-  for open orders
-operations:
-  - add_allow_rules:
-      policy: orders
-      host: demo-mcp
-      port: 8081
-      rules:
-        - allow: { method: tools/call, tool: track_shipment }
-  - add_rule:
-      name: shipping
-      rule: { endpoints: [ { host: ship.example.com, port: 443, protocol: rest, rules: [ { allow: { method: GET, path: "/v1/shipments/x" } } ] } ], binaries: [ { path: /usr/bin/python3 } ] }
+// trackAndShip is the article's proposal (trackShipment: the
+// track_shipment tool on the orders MCP endpoint, credentialed in these
+// tests) with its rationale on two lines and a second operation: a new
+// entry for python3 to the carrier.
+var trackAndShip = "rationale: |-\n  support agents must track shipments\n  for open orders\n" +
+	trackShipment[strings.Index(trackShipment, "operations:"):] +
+	`  - add_rule: { name: shipping, rule: { endpoints: [ { host: ship.example.com, port: 443, protocol: rest, rules: [ { allow: { method: GET, path: "/v1/shipments/x" } } ] } ], binaries: [ { path: /usr/bin/python3 } ] } }
 `
 
 // proposeSandbox creates the sandbox orders on the article's policy, with
