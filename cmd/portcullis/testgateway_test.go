@@ -34,7 +34,6 @@ type testGateway struct {
 	url string
 
 	mu    sync.Mutex
-	now   time.Time
 	calls []gatewayCall
 }
 
@@ -44,15 +43,15 @@ type gatewayCall struct {
 	auth   string // the Authorization header
 }
 
-// t0 is the test gateway's clock when it starts.
+// t0 is the test gateway's clock, which stands still.
 var t0 = mustTime("2026-01-02T03:04:05Z")
 
 // startGateway starts a test gateway on SQLite. configure adjusts the
-// gateway's Config further (the clock is set here).
+// gateway's Config further (its clock is set here).
 func startGateway(t *testing.T, configure ...func(*gateway.Config)) *testGateway {
 	t.Helper()
-	g := &testGateway{now: t0}
-	configure = append([]func(*gateway.Config){func(c *gateway.Config) { c.Now = g.clock }}, configure...)
+	g := &testGateway{}
+	configure = append([]func(*gateway.Config){func(c *gateway.Config) { c.Now = func() time.Time { return t0 } }}, configure...)
 	g.Gateway = gatewaytest.Start(t, "sqlite", configure...)
 	// The recorder forwards to whatever address the gateway has now, so
 	// a Restart is followed.
@@ -79,12 +78,6 @@ func startGateway(t *testing.T, configure ...func(*gateway.Config)) *testGateway
 	t.Cleanup(ts.Close)
 	g.url = ts.URL
 	return g
-}
-
-func (g *testGateway) clock() time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.now
 }
 
 // cli runs the CLI against the gateway with token.
