@@ -12,17 +12,17 @@ import (
 )
 
 // openPair opens two stores on one new database, as two gateway replicas.
-func openPair(t *testing.T) (*postgres.Store, *postgres.Store) {
+func openPair(t *testing.T) (*store.Store, *store.Store) {
 	t.Helper()
 	url := pgtest.Database(t)
-	var out [2]*postgres.Store
+	var out [2]*store.Store
 	for i := range out {
 		s, err := postgres.Open(t.Context(), url, postgres.Config{})
 		if err != nil {
 			t.Fatalf("postgres.Open: %v", err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		out[i] = s
+		out[i] = store.New(s)
 	}
 	return out[0], out[1]
 }

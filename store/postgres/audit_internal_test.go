@@ -13,7 +13,7 @@ import (
 	"github.com/portcullis-dev/portcullis/store/storetest"
 )
 
-func openURL(t *testing.T, url string) *Store {
+func openURL(t *testing.T, url string) *Driver {
 	t.Helper()
 	s, err := Open(t.Context(), url, Config{})
 	if err != nil {
@@ -29,8 +29,8 @@ func TestAuditChain(t *testing.T) {
 			url := pgtest.Database(t)
 			s := openURL(t, url)
 			return storetest.AuditDB{
-				Store:   s,
-				Replica: func() store.Store { return openURL(t, url) },
+				Store:   store.New(s),
+				Replica: func() *store.Store { return store.New(openURL(t, url)) },
 				Edit: func(seq int64, column string, value any) {
 					t.Helper()
 					param := "$1"
@@ -45,7 +45,7 @@ func TestAuditChain(t *testing.T) {
 				},
 			}
 		},
-		Legacy: func(t *testing.T, entries []store.AuditEntry) store.Store {
+		Legacy: func(t *testing.T, entries []store.AuditEntry) *store.Store {
 			url := pgtest.Database(t)
 			db, err := sql.Open("pgx", url)
 			if err != nil {
@@ -71,14 +71,14 @@ func TestAuditChain(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			return openURL(t, url)
+			return store.New(openURL(t, url))
 		},
 	})
 }
 
 // withoutTriggers runs query with audit_log's triggers disabled, in one
 // transaction: what the table's owner can do.
-func withoutTriggers(t *testing.T, s *Store, query string, args ...any) {
+func withoutTriggers(t *testing.T, s *Driver, query string, args ...any) {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := s.pool.Begin(ctx)

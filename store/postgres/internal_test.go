@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-func openInternal(t *testing.T) *Store {
+func openInternal(t *testing.T) *Driver {
 	t.Helper()
 	s, err := Open(t.Context(), pgtest.Database(t), Config{})
 	if err != nil {
@@ -22,7 +23,7 @@ func openInternal(t *testing.T) *Store {
 
 // waitLockedOrDone returns when done has a result (returned) or a backend
 // of this database is waiting for a lock (nil, false).
-func waitLockedOrDone(t *testing.T, s *Store, done <-chan error) (error, bool) {
+func waitLockedOrDone(t *testing.T, s *Driver, done <-chan error) (error, bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -51,8 +52,9 @@ func waitLockedOrDone(t *testing.T, s *Store, done <-chan error) (error, bool) {
 // an internal error or a conflict).
 func TestContextDeadline(t *testing.T) {
 	s := openInternal(t)
+	st := store.New(s)
 	ctx := t.Context()
-	if _, err := s.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "t", Hash: "h"}}); err != nil {
+	if _, err := st.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "t", Hash: "h"}}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.pool.Begin(ctx)
@@ -65,7 +67,7 @@ func TestContextDeadline(t *testing.T) {
 	}
 	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = s.AppendPolicyVersion(c, store.AppendPolicy{Sandbox: "box", Hash: "h", Document: []byte("{}")})
+	_, err = st.AppendPolicyVersion(c, store.AppendPolicy{Sandbox: "box", Hash: "h", Document: []byte("{}")})
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrConflict) {
 		t.Fatalf("AppendPolicyVersion behind a lock past its deadline: %v, want context.DeadlineExceeded", err)
 	}
@@ -78,26 +80,36 @@ func TestContextDeadline(t *testing.T) {
 // token is left that would open a later sandbox of the same name.
 func TestCreateTokenRacingDelete(t *testing.T) {
 	s := openInternal(t)
+	st := store.New(s)
 	ctx := t.Context()
-	if _, err := s.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "first", Hash: "h1"}}); err != nil {
+	if _, err := st.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "first", Hash: "h1"}}); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
+	// The token's transaction stays open, its insert done, until commit
+	// is closed.
 	late := store.Token{Name: "late", Role: store.RoleSandbox, Sandbox: "box", Hash: "h-late", CreatedBy: "a"}
-	// As inTx would, but the audit entry is left unappended (the test
-	// commits tx itself).
-	if _, err := insertToken(ctx, &txn{Tx: tx}, late, "alice"); err != nil {
-		t.Fatalf("insertToken: %v", err)
+	inserted, commit, committed := make(chan error, 1), make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	release := func() { once.Do(func() { close(commit) }) }
+	defer release()
+	go func() {
+		committed <- s.InTx(ctx, func(tx store.Tx) error {
+			_, err := tx.InsertToken(ctx, late)
+			inserted <- err
+			<-commit
+			return err
+		})
+	}()
+	if err := <-inserted; err != nil {
+		release()
+		t.Fatalf("InsertToken: %v", err)
 	}
 
 	done := make(chan error, 1)
-	go func() { done <- s.DeleteSandbox(ctx, "box", "carol") }()
+	go func() { done <- st.DeleteSandbox(ctx, "box", "carol") }()
 	delErr, finished := waitLockedOrDone(t, s, done)
-	if err := tx.Commit(ctx); err != nil {
+	release()
+	if err := <-committed; err != nil {
 		t.Fatalf("commit token: %v", err)
 	}
 	if !finished {
@@ -106,11 +118,100 @@ func TestCreateTokenRacingDelete(t *testing.T) {
 	if delErr != nil {
 		t.Fatalf("DeleteSandbox: %v", delErr)
 	}
-	got, err := s.TokenByHash(ctx, late.Hash)
+	got, err := st.TokenByHash(ctx, late.Hash)
 	if err != nil {
 		t.Fatalf("TokenByHash: %v", err)
 	}
 	if got.RevokedAt == nil {
 		t.Errorf("token created during the delete of its sandbox is live: %+v", got)
+	}
+}
+
+// TestRefusalLeavesTxUsable: the refusals a workflow may expect from the
+// Insert primitives (a taken key, a token for a missing sandbox) do not
+// abort the Postgres transaction, as they do not on SQLite: the caller
+// may go on, and what it wrote before and after commits.
+func TestRefusalLeavesTxUsable(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	taken := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, store.ErrAlreadyExists) {
+			t.Errorf("%s again: %v, want ErrAlreadyExists", what, err)
+		}
+	}
+	err := s.InTx(ctx, func(tx store.Tx) error {
+		now := tx.Now()
+		sb := store.Sandbox{Name: "box", CurrentVersion: 1, CurrentHash: "h", CreatedAt: now, CreatedBy: "a"}
+		if err := tx.InsertSandbox(ctx, sb); err != nil {
+			return err
+		}
+		taken("InsertSandbox", tx.InsertSandbox(ctx, sb))
+		v := store.PolicyVersion{Sandbox: "box", Version: 1, Hash: "h", Document: []byte(`{}`), Source: store.SourceSet, CreatedAt: now}
+		if err := tx.InsertPolicyVersion(ctx, v); err != nil {
+			return err
+		}
+		taken("InsertPolicyVersion", tx.InsertPolicyVersion(ctx, v))
+		tok := store.Token{Name: "t", Role: store.RoleSandbox, Sandbox: "box", Hash: "h1", CreatedBy: "a", CreatedAt: now}
+		if _, err := tx.InsertToken(ctx, tok); err != nil {
+			return err
+		}
+		tok.Hash = "h2"
+		_, err := tx.InsertToken(ctx, tok)
+		taken("InsertToken", err)
+		tok.Name, tok.Sandbox = "u", "nobox"
+		if _, err := tx.InsertToken(ctx, tok); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("InsertToken for a missing sandbox: %v, want ErrNotFound", err)
+		}
+		p := store.Proposal{Sandbox: "box", Status: store.ProposalPending, IdempotencyKey: "k", Document: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
+		if p, err = tx.InsertProposal(ctx, p); err != nil {
+			return err
+		}
+		_, err = tx.InsertProposal(ctx, p)
+		taken("InsertProposal", err)
+		a := store.Approval{Approver: "carol", ResultingHash: "r", CreatedAt: now}
+		if err := tx.InsertApproval(ctx, p.ID, a); err != nil {
+			return err
+		}
+		taken("InsertApproval", tx.InsertApproval(ctx, p.ID, a))
+		ap := store.ApprovalPolicy{Version: 1, Module: "m", Hash: "mh", Author: "a", CreatedAt: now}
+		if err := tx.InsertApprovalPolicy(ctx, ap); err != nil {
+			return err
+		}
+		taken("InsertApprovalPolicy", tx.InsertApprovalPolicy(ctx, ap))
+		sb.CredentialedHosts = []string{"example.com:443"}
+		return tx.UpdateSandbox(ctx, sb)
+	})
+	if err != nil {
+		t.Fatalf("InTx: %v", err)
+	}
+	if sb, err := s.GetSandbox(ctx, "box"); err != nil || len(sb.CredentialedHosts) != 1 {
+		t.Errorf("sandbox after the transaction = %+v, %v; want its last update committed", sb, err)
+	}
+	if p, err := s.ListProposals(ctx, store.ProposalFilter{IdempotencyKey: "k"}); err != nil || len(p) != 1 || len(p[0].Approvals) != 1 {
+		t.Errorf("proposals = %+v, %v; want the one, with its approval", p, err)
+	}
+}
+
+// TestNowIsTransactionStart: Tx.Now is the database's clock at the
+// transaction's start, in microseconds, the same on every call.
+func TestNowIsTransactionStart(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	err := s.InTx(ctx, func(tx store.Tx) error {
+		first := tx.Now()
+		time.Sleep(2 * time.Millisecond)
+		var db time.Time
+		if err := tx.(*txn).db.QueryRow(ctx, `SELECT now()`).Scan(&db); err != nil {
+			return err
+		}
+		if again := tx.Now(); !again.Equal(first) || !first.Equal(db) || first.Location() != time.UTC ||
+			first.Nanosecond()%1000 != 0 {
+			t.Errorf("Now = %v then %v, database now() %v; want one UTC time in microseconds", first, again, db)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,10 +6,22 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// Commit feed. A version is announced to the listeners of this process
+// right after the transaction that inserted it commits (store.CommitFeed,
+// published from InTx), as on SQLite; other replicas hear of it through
+// NOTIFY, sent by InsertPolicyVersion in the committing transaction and
+// delivered only if it commits. A NOTIFY sent by one of this driver's own
+// pool connections was already announced in process, so the LISTEN side
+// skips it (by backend pid). Listeners must still tolerate hearing a
+// version twice (a pid this driver no longer knows, a connection pooler
+// that hides pids) and missing one (a full listener buffer, a lost LISTEN
+// connection): they compare versions, and re-check them now and then.
 
 // policyChannel is the NOTIFY channel of committed policy versions. Its
 // payload is "SANDBOX:VERSION" (policyPayload).
@@ -49,34 +61,42 @@ func parsePolicyPayload(p string) (sandbox string, version int64, ok bool) {
 	return p[:i], v, true
 }
 
-// errClosed ends ListenPolicyCommits when the store is closed first.
+// ownPID reports whether pid is the backend of one of the pool's
+// connections.
+func (d *Driver) ownPID(pid uint32) bool {
+	_, ok := d.own.Load(pid)
+	return ok
+}
+
+// errClosed ends ListenPolicyCommits when the driver is closed first.
 var errClosed = errors.New("postgres: store closed")
 
 // ListenPolicyCommits calls fn with each policy version committed through
-// any store on this database (NOTIFY is delivered at commit, and only for
-// transactions that commit). It listens on a dedicated connection outside
-// the pool, and after an error reconnects with capped exponential backoff;
-// notifications sent meanwhile are lost. fn runs on the listening
-// goroutine, one call at a time: it should return quickly.
+// this driver (after its transaction committed) and, by LISTEN/NOTIFY,
+// through any other driver on this database (see the commit feed above).
+// It listens on a dedicated connection outside the pool, and after an
+// error reconnects with capped exponential backoff; notifications sent
+// meanwhile are lost. fn is called one call at a time: it should
+// return quickly.
 //
 // It returns ctx's error when ctx ends. Close stops it too (it then
 // returns an error saying the store is closed) and waits for it to
 // release its connection.
-func (s *Store) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
 		return errClosed
 	}
-	s.listeners.Add(1)
-	s.mu.Unlock()
-	defer s.listeners.Done()
+	d.listeners.Add(1)
+	d.mu.Unlock()
+	defer d.listeners.Done()
 
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-s.done:
+		case <-d.done:
 			cancel()
 		case <-lctx.Done():
 		}
@@ -85,34 +105,51 @@ func (s *Store) ListenPolicyCommits(ctx context.Context, fn func(sandbox string,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if lctx.Err() != nil {
-			return errClosed
-		}
-		return nil
+		return errClosed
 	}
 
+	// fn hears both halves, one call at a time.
+	var mu sync.Mutex
+	call := func(sandbox string, version int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		fn(sandbox, version)
+	}
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		d.listenRemote(lctx, call)
+	}()
+	_ = d.feed.Listen(lctx, call) // until lctx ends
+	<-listening
+	return stopped()
+}
+
+// listenRemote calls fn with the notifications of other drivers' commits
+// until ctx ends, reconnecting after errors.
+func (d *Driver) listenRemote(ctx context.Context, fn func(string, int64)) {
 	backoff := listenBackoffMin
 	for {
-		err := s.listen(lctx, fn, func() { backoff = listenBackoffMin })
-		if err := stopped(); err != nil {
-			return err
+		err := d.listen(ctx, fn, func() { backoff = listenBackoffMin })
+		if ctx.Err() != nil {
+			return
 		}
-		s.log.Warn("policy commit listener failed; reconnecting", "error", err, "after", backoff)
+		d.log.Warn("policy commit listener failed; reconnecting", "error", err, "after", backoff)
 		t := time.NewTimer(backoff)
 		select {
-		case <-lctx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			return stopped()
+			return
 		case <-t.C:
 		}
 		backoff = min(2*backoff, listenBackoffMax)
 	}
 }
 
-// listen connects, LISTENs and delivers notifications until an error;
-// listening is called once the LISTEN took effect.
-func (s *Store) listen(ctx context.Context, fn func(string, int64), listening func()) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+// listen connects, LISTENs and calls fn with each notification until an
+// error; listening is called once the LISTEN took effect.
+func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening func()) error {
+	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -124,17 +161,17 @@ func (s *Store) listen(ctx context.Context, fn func(string, int64), listening fu
 	if _, err := conn.Exec(ctx, "LISTEN "+policyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	s.log.Info("listening for policy commits")
+	d.log.Info("listening for policy commits")
 	listening()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdleCheck)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
-		if n != nil && n.Channel == policyChannel {
+		if n != nil && n.Channel == policyChannel && !d.ownPID(n.PID) {
 			if sandbox, version, ok := parsePolicyPayload(n.Payload); ok {
 				fn(sandbox, version)
 			} else {
-				s.log.Warn("policy commit notification with a malformed payload", "payload", n.Payload)
+				d.log.Warn("policy commit notification with a malformed payload", "payload", n.Payload)
 			}
 		}
 		switch {

@@ -13,7 +13,7 @@ import (
 	"github.com/portcullis-dev/portcullis/store/postgres"
 )
 
-func openURL(t *testing.T, url string) *postgres.Store {
+func openURL(t *testing.T, url string) *postgres.Driver {
 	t.Helper()
 	s, err := postgres.Open(t.Context(), url, postgres.Config{})
 	if err != nil {
@@ -31,7 +31,7 @@ type commit struct {
 // listenIn runs s.ListenPolicyCommits until the test ends (or stop is
 // called) and sends what it hears on the returned channel; stop returns
 // its result.
-func listenIn(t *testing.T, s *postgres.Store) (heard <-chan commit, stop func() error) {
+func listenIn(t *testing.T, s store.Driver) (heard <-chan commit, stop func() error) {
 	t.Helper()
 	ch := make(chan commit, 100)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,7 +89,7 @@ func expect(t *testing.T, heard <-chan commit, want commit) {
 	}
 }
 
-func appendVersion(t *testing.T, s store.Store, sandbox string, expected int64) error {
+func appendVersion(t *testing.T, s *store.Store, sandbox string, expected int64) error {
 	t.Helper()
 	_, err := s.AppendPolicyVersion(t.Context(), store.AppendPolicy{
 		Sandbox: sandbox, ExpectedVersion: expected, Hash: "h", Document: []byte(`{}`), Author: "bob",
@@ -102,15 +102,14 @@ func appendVersion(t *testing.T, s store.Store, sandbox string, expected int64) 
 // hearing them after its connection is killed.
 func TestListenPolicyCommits(t *testing.T) {
 	url := pgtest.Database(t)
-	listener, writer := openURL(t, url), openURL(t, url) // two replicas
+	ld, wd := openURL(t, url), openURL(t, url) // two replicas
+	listener, writer := store.New(ld), store.New(wd)
 	admin, err := pgx.Connect(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	var _ store.CommitListener = listener
-
-	heard, stop := listenIn(t, listener)
+	heard, stop := listenIn(t, ld)
 	pid := listeningPid(t, admin, 0)
 
 	// A sandbox created with a policy: version 1.

@@ -19,7 +19,7 @@ import (
 	"github.com/portcullis-dev/portcullis/store/storetest"
 )
 
-func open(t *testing.T) store.Store {
+func open(t *testing.T) store.Driver {
 	t.Helper()
 	s, err := postgres.Open(t.Context(), pgtest.Database(t), postgres.Config{})
 	if err != nil {
@@ -47,7 +47,7 @@ func TestStore(t *testing.T) {
 func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	url := pgtest.Database(t)
 	const replicas = 4
-	stores := make([]*postgres.Store, replicas)
+	stores := make([]*postgres.Driver, replicas)
 	errs := make([]error, replicas)
 	start := make(chan struct{})
 	var wg sync.WaitGroup

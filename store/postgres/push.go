@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -19,14 +18,11 @@ import (
 // ---- signing keys ----
 
 // SigningKeys returns the signing keys, oldest first.
-func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
-	rows, err := s.pool.Query(ctx, `
+func (c *conn) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	rows, err := c.db.Query(ctx, `
 		SELECT id, public_key, private_key, endorsement, created_at
 		FROM signing_keys ORDER BY seq`)
-	if err != nil {
-		return nil, fmt.Errorf("signing keys: %w", mapErr(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.SigningKey, error) {
+	out, err := collect(rows, err, func(r pgx.Row) (store.SigningKey, error) {
 		var k store.SigningKey
 		err := r.Scan(&k.ID, &k.PublicKey, &k.PrivateKey, &k.Endorsement, &k.CreatedAt)
 		k.CreatedAt = k.CreatedAt.UTC()
@@ -36,68 +32,33 @@ func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 		return k, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("signing keys: %w", mapErr(err))
+		return nil, fmt.Errorf("signing keys: %w", err)
 	}
 	return out, nil
 }
 
-// AddSigningKey appends k if the newest key is still previousID. Two
-// replicas appending after the same key both compute the same seq; the
-// unique constraint on seq makes the second wait for the first and then
-// fail, which mapErr turns into ErrConflict.
-func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey, previousID, actor string) (store.SigningKey, error) {
-	if err := k.Check(); err != nil {
-		return store.SigningKey{}, err
-	}
-	out := store.SigningKey{
-		ID:          k.ID,
-		PublicKey:   bytes.Clone(k.PublicKey),
-		PrivateKey:  bytes.Clone(k.PrivateKey),
-		Endorsement: bytes.Clone(k.Endorsement),
-	}
-	endorsement := out.Endorsement
-	if len(endorsement) == 0 {
-		out.Endorsement, endorsement = nil, []byte{} // the column is NOT NULL
-	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var (
-			newest string
-			seq    int64
-		)
-		err := tx.QueryRow(ctx, `SELECT id, seq FROM signing_keys ORDER BY seq DESC LIMIT 1`).Scan(&newest, &seq)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return mapErr(err)
-		}
-		if newest != previousID {
-			return fmt.Errorf("%w: the newest signing key is %q, not %q", store.ErrConflict, newest, previousID)
-		}
-		err = tx.QueryRow(ctx, `
-			INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement)
-			VALUES ($1, $2, $3, $4, $5)
-			RETURNING created_at`,
-			out.ID, seq+1, out.PublicKey, out.PrivateKey, endorsement,
-		).Scan(&out.CreatedAt)
-		if err != nil {
-			return mapErr(err)
-		}
-		out.CreatedAt = out.CreatedAt.UTC()
-		return audit(ctx, tx, store.AuditEntry{
-			Actor: actor, Action: store.ActionSigningKeyAdd, Target: out.ID,
-			Detail: map[string]string{"previous": previousID},
-		})
-	})
+// InsertSigningKey stores k as the newest key (seq one past the highest).
+// Two replicas appending after the same key both compute the same seq;
+// the unique constraint on seq makes the second wait for the first and
+// then fail, which mapErr turns into ErrConflict.
+func (c *conn) InsertSigningKey(ctx context.Context, k store.SigningKey) error {
+	_, err := c.db.Exec(ctx, `
+		INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement, created_at)
+		VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM signing_keys), $2, $3, $4, $5)`,
+		k.ID, k.PublicKey, k.PrivateKey, orEmpty(k.Endorsement), k.CreatedAt)
 	if err != nil {
-		return store.SigningKey{}, fmt.Errorf("add signing key %q: %w", k.ID, err)
+		return fmt.Errorf("insert signing key %q: %w", k.ID, mapErr(err))
 	}
-	return out, nil
+	return nil
 }
 
 // ---- sandbox CAs ----
 
+const caColumns = `sandbox, cert_pem, key_pem, created_at`
+
 // GetSandboxCA returns the sandbox's CA or ErrNotFound.
-func (s *Store) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
-	ca, err := scanCA(s.pool.QueryRow(ctx, `
-		SELECT sandbox, cert_pem, key_pem, created_at FROM sandbox_cas WHERE sandbox = $1`, sandbox))
+func (c *conn) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
+	ca, err := scanCA(c.db.QueryRow(ctx, `SELECT `+caColumns+` FROM sandbox_cas WHERE sandbox = $1`, sandbox))
 	if err != nil {
 		return store.SandboxCA{}, fmt.Errorf("get CA of sandbox %q: %w", sandbox, mapErr(err))
 	}
@@ -111,29 +72,19 @@ func scanCA(r pgx.Row) (store.SandboxCA, error) {
 	return ca, err
 }
 
-// PutSandboxCA stores ca unless the sandbox has a CA, and returns the one
-// stored. A concurrent writer's uncommitted row makes the INSERT wait for
-// it; the SELECT (a new snapshot under READ COMMITTED) then sees the winner.
-func (s *Store) PutSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
-	if err := ca.Check(); err != nil {
-		return store.SandboxCA{}, err
-	}
-	var out store.SandboxCA
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO sandbox_cas (sandbox, cert_pem, key_pem) VALUES ($1, $2, $3)
-			ON CONFLICT (sandbox) DO NOTHING`, ca.Sandbox, ca.CertPEM, ca.KeyPEM)
-		if err != nil {
-			return mapErr(err) // foreign key: no such sandbox
-		}
-		out, err = scanCA(tx.QueryRow(ctx, `
-			SELECT sandbox, cert_pem, key_pem, created_at FROM sandbox_cas WHERE sandbox = $1`, ca.Sandbox))
-		return mapErr(err)
-	})
+// InsertSandboxCA stores ca unless the sandbox has a CA, and returns the
+// one stored. A concurrent writer's uncommitted row makes the INSERT wait
+// for it; the SELECT (a new snapshot under READ COMMITTED) then sees the
+// winner.
+func (c *conn) InsertSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
+	_, err := c.db.Exec(ctx, `
+		INSERT INTO sandbox_cas (sandbox, cert_pem, key_pem, created_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (sandbox) DO NOTHING`, ca.Sandbox, ca.CertPEM, ca.KeyPEM, ca.CreatedAt)
 	if err != nil {
-		return store.SandboxCA{}, fmt.Errorf("put CA of sandbox %q: %w", ca.Sandbox, err)
+		// foreign key: no such sandbox
+		return store.SandboxCA{}, fmt.Errorf("put CA of sandbox %q: %w", ca.Sandbox, mapErr(err))
 	}
-	return out, nil
+	return c.GetSandboxCA(ctx, ca.Sandbox)
 }
 
 // ---- proxy statuses ----
@@ -161,9 +112,10 @@ const upsertProxy = `
 		last_nack_at = excluded.last_nack_at,
 		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped`
 
-// SaveProxyStatuses upserts the statuses in one transaction (one round
-// trip), skipping those of sandboxes that no longer exist.
-func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatus) error {
+// SaveProxyStatuses upserts the statuses in one batch (one round trip,
+// and outside a transaction still one implicit transaction), skipping
+// those of sandboxes that no longer exist.
+func (c *conn) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatus) error {
 	if err := store.CheckProxyStatuses(statuses); err != nil {
 		return err
 	}
@@ -177,18 +129,15 @@ func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxySta
 	slices.SortStableFunc(sorted, func(a, b store.ProxyStatus) int {
 		return cmp.Or(strings.Compare(a.Sandbox, b.Sandbox), strings.Compare(a.ProxyID, b.ProxyID))
 	})
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var b pgx.Batch
-		for _, st := range sorted {
-			b.Queue(upsertProxy, st.Sandbox, st.ProxyID, st.Replica, st.Build, st.Connected,
-				nullTime(st.ConnectedAt), nullTime(st.LastSeenAt),
-				st.AppliedVersion, st.AppliedHash, nullTimePtr(st.LastAckAt),
-				st.LastNackVersion, st.LastNackError, nullTimePtr(st.LastNackAt),
-				st.LagMillis, st.DecisionsDropped)
-		}
-		return mapErr(tx.SendBatch(ctx, &b).Close())
-	})
-	if err != nil {
+	var b pgx.Batch
+	for _, st := range sorted {
+		b.Queue(upsertProxy, st.Sandbox, st.ProxyID, st.Replica, st.Build, st.Connected,
+			nullTime(st.ConnectedAt), nullTime(st.LastSeenAt),
+			st.AppliedVersion, st.AppliedHash, nullTimePtr(st.LastAckAt),
+			st.LastNackVersion, st.LastNackError, nullTimePtr(st.LastNackAt),
+			st.LagMillis, st.DecisionsDropped)
+	}
+	if err := mapErr(c.db.SendBatch(ctx, &b).Close()); err != nil {
 		return fmt.Errorf("save %d proxy statuses: %w", len(statuses), err)
 	}
 	return nil
@@ -196,18 +145,15 @@ func (s *Store) SaveProxyStatuses(ctx context.Context, statuses []store.ProxySta
 
 // ListProxyStatuses returns the statuses of one sandbox ("" for all),
 // ordered by sandbox and proxy id.
-func (s *Store) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
-	rows, err := s.pool.Query(ctx, `
+func (c *conn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
+	rows, err := c.db.Query(ctx, `
 		SELECT sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
 			applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
 			lag_millis, decisions_dropped
 		FROM proxies
 		WHERE $1 = '' OR sandbox = $1
 		ORDER BY sandbox, proxy_id`, sandbox)
-	if err != nil {
-		return nil, fmt.Errorf("list proxy statuses: %w", mapErr(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ProxyStatus, error) {
+	out, err := collect(rows, err, func(r pgx.Row) (store.ProxyStatus, error) {
 		var st store.ProxyStatus
 		var connected, seen *time.Time
 		err := r.Scan(&st.Sandbox, &st.ProxyID, &st.Replica, &st.Build, &st.Connected, &connected, &seen,
@@ -218,7 +164,7 @@ func (s *Store) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.
 		return st, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list proxy statuses: %w", mapErr(err))
+		return nil, fmt.Errorf("list proxy statuses: %w", err)
 	}
 	return out, nil
 }
@@ -237,7 +183,7 @@ var decisionColumns = []string{
 // are not blocked), held until commit: ids are then visible in the order
 // they were assigned, so a reader tailing with AfterID never skips a
 // record that commits later with a smaller id.
-func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
+func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
 	if err := store.CheckDecisions(records); err != nil {
 		return 0, err
 	}
@@ -245,7 +191,7 @@ func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (
 		return 0, nil
 	}
 	var n int64
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE decisions IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return mapErr(err)
 		}
@@ -268,7 +214,7 @@ func (s *Store) AppendDecisions(ctx context.Context, records []store.Decision) (
 }
 
 // ListDecisions returns the records f matches, oldest first.
-func (s *Store) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
+func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
 	var (
 		where []string
 		args  []any
@@ -305,11 +251,8 @@ func (s *Store) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]st
 		args = append(args, f.Limit)
 		q += ` LIMIT $` + strconv.Itoa(len(args))
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list decisions: %w", mapErr(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Decision, error) {
+	rows, err := d.pool.Query(ctx, q, args...)
+	out, err := collect(rows, err, func(r pgx.Row) (store.Decision, error) {
 		var d store.Decision
 		var at *time.Time
 		var port int32
@@ -322,37 +265,12 @@ func (s *Store) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]st
 		return d, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list decisions: %w", mapErr(err))
+		return nil, fmt.Errorf("list decisions: %w", err)
 	}
 	if newest {
 		slices.Reverse(out)
 	}
 	return out, nil
-}
-
-// nullTime stores the zero time as NULL.
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-// nullTimePtr stores nil and a pointer to the zero time as NULL (read back
-// as nil), as the SQLite engine does.
-func nullTimePtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	return nullTime(*t)
-}
-
-// zeroTime reads NULL back as the zero time, other times in UTC.
-func zeroTime(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
 }
 
 // notNamed is true of a decisions row d that no proposal of its sandbox
@@ -363,14 +281,14 @@ const notNamed = `NOT EXISTS (SELECT 1 FROM proposals p
 // PruneDecisions deletes records received before r.Before, then each
 // sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
 // per statement.
-func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
+func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
 	if err := r.Check(); err != nil {
 		return 0, err
 	}
 	var total int64
 	deleteAll := func(q string, args ...any) error {
 		for {
-			tag, err := s.pool.Exec(ctx, q, append(args, store.PruneBatch)...)
+			tag, err := d.pool.Exec(ctx, q, append(args, store.PruneBatch)...)
 			if err != nil {
 				return mapErr(err)
 			}
@@ -390,22 +308,19 @@ func (s *Store) PruneDecisions(ctx context.Context, r store.DecisionRetention) (
 	if r.KeepPerSandbox > 0 {
 		// The sandboxes with records (deleted ones too: records outlive
 		// their sandbox), one index probe each.
-		rows, err := s.pool.Query(ctx, `WITH RECURSIVE s(name) AS (
+		rows, err := d.pool.Query(ctx, `WITH RECURSIVE s(name) AS (
 				SELECT min(sandbox) FROM decisions
 				UNION ALL
 				SELECT (SELECT min(sandbox) FROM decisions WHERE sandbox > s.name) FROM s WHERE s.name IS NOT NULL)
 			SELECT name FROM s WHERE name IS NOT NULL`)
+		sandboxes, err := collect(rows, err, func(r pgx.Row) (name string, err error) { return name, r.Scan(&name) })
 		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", mapErr(err))
-		}
-		sandboxes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", mapErr(err))
+			return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
 		}
 		for _, sb := range sandboxes {
 			// The newest record past the bound: it and every older one go.
 			var cut int64
-			err := s.pool.QueryRow(ctx, `SELECT id FROM decisions WHERE sandbox = $1 ORDER BY id DESC OFFSET $2 LIMIT 1`,
+			err := d.pool.QueryRow(ctx, `SELECT id FROM decisions WHERE sandbox = $1 ORDER BY id DESC OFFSET $2 LIMIT 1`,
 				sb, r.KeepPerSandbox).Scan(&cut)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue

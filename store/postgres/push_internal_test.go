@@ -51,9 +51,10 @@ func TestParsePolicyPayload(t *testing.T) {
 // append a second key after the same one.
 func TestAddSigningKeyRace(t *testing.T) {
 	s := openInternal(t)
+	st := store.New(s)
 	ctx := t.Context()
 	first := testKey(t)
-	if _, err := s.AddSigningKey(ctx, first, "", "boot"); err != nil {
+	if _, err := st.AddSigningKey(ctx, first, "", "boot"); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.pool.Begin(ctx)
@@ -69,7 +70,7 @@ func TestAddSigningKeyRace(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.AddSigningKey(ctx, testKey(t), first.ID, "replica-2")
+		_, err := st.AddSigningKey(ctx, testKey(t), first.ID, "replica-2")
 		done <- err
 	}()
 	addErr, finished := waitLockedOrDone(t, s, done)
@@ -93,7 +94,7 @@ func TestAddSigningKeyRace(t *testing.T) {
 func TestSigningKeysImmutable(t *testing.T) {
 	s := openInternal(t)
 	ctx := t.Context()
-	if _, err := s.AddSigningKey(ctx, testKey(t), "", "boot"); err != nil {
+	if _, err := store.New(s).AddSigningKey(ctx, testKey(t), "", "boot"); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -115,7 +116,7 @@ func TestSaveProxyStatusesRacingDelete(t *testing.T) {
 	s := openInternal(t)
 	ctx := t.Context()
 	for _, name := range []string{"doomed", "kept"} {
-		if _, err := s.CreateSandbox(ctx, store.CreateSandbox{Name: name, Actor: "a", Token: store.Token{Name: name, Hash: name}}); err != nil {
+		if _, err := store.New(s).CreateSandbox(ctx, store.CreateSandbox{Name: name, Actor: "a", Token: store.Token{Name: name, Hash: name}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +170,8 @@ func TestListenSurvivesIdleChecks(t *testing.T) {
 			t.Errorf("ListenPolicyCommits: %v, want context.Canceled", err)
 		}
 	}()
-	if _, err := s.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "t", Hash: "h"}}); err != nil {
+	st := store.New(s)
+	if _, err := st.CreateSandbox(ctx, store.CreateSandbox{Name: "box", Actor: "a", Token: store.Token{Name: "t", Hash: "h"}}); err != nil {
 		t.Fatal(err)
 	}
 	// backend waits until a backend (pid, or any when 0) last ran query,
@@ -197,7 +199,7 @@ func TestListenSurvivesIdleChecks(t *testing.T) {
 	pid := backend(0, "LISTEN portcullis_policy", "-- ping")
 	for v := int64(1); v <= 3; v++ {
 		backend(pid, "-- ping") // the same connection, pinged
-		_, err := s.AppendPolicyVersion(ctx, store.AppendPolicy{Sandbox: "box", ExpectedVersion: v - 1, Hash: "h", Document: []byte("{}")})
+		_, err := st.AppendPolicyVersion(ctx, store.AppendPolicy{Sandbox: "box", ExpectedVersion: v - 1, Hash: "h", Document: []byte("{}")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,322 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/strmap"
+)
+
+// ---- sandboxes ----
+
+const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
+	boundary, boundary_hash, credentialed_hosts,
+	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
+
+func scanSandbox(r pgx.Row) (store.Sandbox, error) {
+	var sb store.Sandbox
+	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy,
+		&sb.Boundary, &sb.BoundaryHash, &sb.CredentialedHosts,
+		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &sb.FrozenAt, &sb.FrozenFrom)
+	sb.CreatedAt = sb.CreatedAt.UTC()
+	sb.FrozenAt = utcPtr(sb.FrozenAt)
+	if len(sb.Boundary) == 0 {
+		sb.Boundary = nil
+	}
+	if len(sb.CredentialedHosts) == 0 {
+		sb.CredentialedHosts = nil
+	}
+	return sb, err
+}
+
+// InsertSandbox stores a new sandbox row (ErrAlreadyExists for a taken
+// name, leaving the transaction usable).
+func (c *conn) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
+	err := c.insertUnique(ctx, "sandbox "+sb.Name, `
+		INSERT INTO sandboxes (name, current_version, current_hash, created_at, created_by)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (name) DO NOTHING
+		RETURNING name`,
+		sb.Name, sb.CurrentVersion, sb.CurrentHash, sb.CreatedAt, sb.CreatedBy)
+	if err != nil {
+		return fmt.Errorf("insert sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// GetSandbox returns the sandbox or ErrNotFound.
+func (c *conn) GetSandbox(ctx context.Context, name string) (store.Sandbox, error) {
+	return c.sandbox(ctx, name, "")
+}
+
+// LockSandbox is GetSandbox holding the row (SELECT … FOR UPDATE) until
+// the transaction ends.
+func (c *conn) LockSandbox(ctx context.Context, name string) (store.Sandbox, error) {
+	return c.sandbox(ctx, name, c.forUpdate())
+}
+
+func (c *conn) sandbox(ctx context.Context, name, lock string) (store.Sandbox, error) {
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("get sandbox %q: %w", name, mapErr(err))
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns every sandbox ordered by name.
+func (c *conn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
+	rows, err := c.db.Query(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
+	out, err := collect(rows, err, scanSandbox)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSandbox writes sb's mutable columns.
+func (c *conn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
+	var boundary []byte // nil: NULL, none
+	if len(sb.Boundary) > 0 {
+		boundary = sb.Boundary
+	}
+	tag, err := c.db.Exec(ctx, `
+		UPDATE sandboxes SET current_version = $2, current_hash = $3,
+			boundary = $4, boundary_hash = $5, credentialed_hosts = $6,
+			frozen = $7, frozen_reason = $8, frozen_by = $9, frozen_at = $10, frozen_from = $11
+		WHERE name = $1`,
+		sb.Name, sb.CurrentVersion, sb.CurrentHash, boundary, sb.BoundaryHash, orNone(sb.CredentialedHosts),
+		sb.Frozen, sb.FrozenReason, sb.FrozenBy, nullTimePtr(sb.FrozenAt), sb.FrozenFrom)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("update sandbox %q: %w", sb.Name, mapErr(err))
+	}
+	return nil
+}
+
+// DeleteSandbox deletes the row (the schema cascades to its versions, CA,
+// proxy statuses and proposals) and returns it as it was. The delete
+// waits for a concurrent InsertToken's key-share lock on the row, so a
+// revocation that follows it in the same transaction sees that token.
+func (c *conn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sandboxColumns, name))
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("delete sandbox %q: %w", name, mapErr(err))
+	}
+	return sb, nil
+}
+
+// ---- policy versions ----
+
+// InsertPolicyVersion stores v and, in the same statement, NOTIFYs the
+// listening replicas (delivered when, and only if, the transaction
+// commits). ErrAlreadyExists if the sandbox has that version.
+func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) error {
+	prov, err := strmap.Encode(v.Provenance)
+	if err != nil {
+		return fmt.Errorf("insert version %d of %q: %w", v.Version, v.Sandbox, err)
+	}
+	// The document goes in and out as text so its bytes are kept exactly.
+	var notified int
+	err = c.db.QueryRow(ctx, `
+		WITH v AS (
+			INSERT INTO policy_versions (sandbox, version, hash, document, author, source, provenance, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (sandbox, version) DO NOTHING
+			RETURNING version)
+		SELECT count(pg_notify($9, $10)) FROM v`,
+		v.Sandbox, v.Version, v.Hash, string(v.Document), v.Author, v.Source, prov, v.CreatedAt,
+		policyChannel, policyPayload(v.Sandbox, v.Version)).Scan(&notified)
+	if err == nil && notified == 0 {
+		err = fmt.Errorf("%w: version %d", store.ErrAlreadyExists, v.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("insert version %d of %q: %w", v.Version, v.Sandbox, mapErr(err))
+	}
+	c.announce(v.Sandbox, v.Version)
+	return nil
+}
+
+// GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
+func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
+	if version < 0 {
+		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
+	}
+	var pv store.PolicyVersion
+	var doc string
+	var prov []byte
+	err := c.db.QueryRow(ctx, `
+		SELECT pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at, pv.document
+		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
+		WHERE pv.sandbox = $1
+		  AND pv.version = CASE WHEN $2::bigint = 0 THEN s.current_version ELSE $2::bigint END`,
+		sandbox, version,
+	).Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt, &doc)
+	if err == nil {
+		pv.Document = []byte(doc)
+		pv.CreatedAt = pv.CreatedAt.UTC()
+		pv.Provenance, err = strmap.Decode(prov)
+	}
+	if err != nil {
+		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
+	}
+	return pv, nil
+}
+
+// ListPolicyVersions returns the sandbox's versions, oldest first, without
+// documents; ErrNotFound if the sandbox does not exist.
+func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
+	rows, err := c.db.Query(ctx, `SELECT sandbox, version, hash, author, source, provenance, created_at
+		FROM policy_versions WHERE sandbox = $1 ORDER BY version`, sandbox)
+	out, err := collect(rows, err, func(r pgx.Row) (store.PolicyVersion, error) {
+		var pv store.PolicyVersion
+		var prov []byte
+		if err := r.Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt); err != nil {
+			return pv, err
+		}
+		pv.CreatedAt = pv.CreatedAt.UTC()
+		var err error
+		pv.Provenance, err = strmap.Decode(prov)
+		return pv, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
+	}
+	if len(out) == 0 {
+		if _, err := c.GetSandbox(ctx, sandbox); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ---- tokens ----
+
+const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at`
+
+func scanToken(r pgx.Row) (store.Token, error) {
+	var t store.Token
+	var sandbox *string
+	err := r.Scan(&t.ID, &t.Name, &t.Role, &sandbox, &t.Hash, &t.CreatedBy, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt)
+	if sandbox != nil {
+		t.Sandbox = *sandbox
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	t.LastUsedAt = utcPtr(t.LastUsedAt)
+	t.RevokedAt = utcPtr(t.RevokedAt)
+	return t, err
+}
+
+// InsertToken stores t and returns it with its ID: ErrNotFound when a
+// sandbox token's sandbox does not exist, ErrAlreadyExists for a taken
+// name.
+//
+// tokens.sandbox has no foreign key (tokens outlive their sandbox), so
+// the insert takes the key-share lock a foreign key would: a concurrent
+// delete of the sandbox then waits for this transaction, and a
+// revocation after the delete revokes the new token too; or the delete
+// wins and this insert finds no sandbox. A plain existence check would
+// let the token commit live after the delete revoked the others, ready
+// to open a later sandbox of the same name.
+func (c *conn) InsertToken(ctx context.Context, t store.Token) (store.Token, error) {
+	var sandbox *string
+	if t.Sandbox != "" {
+		sandbox = &t.Sandbox
+	}
+	out, err := scanToken(c.db.QueryRow(ctx, `
+		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz
+		WHERE $3::text IS NULL OR EXISTS (SELECT 1 FROM sandboxes WHERE name = $3 FOR KEY SHARE)
+		ON CONFLICT (name) DO NOTHING
+		RETURNING `+tokenColumns,
+		t.Name, t.Role, sandbox, t.Hash, t.CreatedBy, t.CreatedAt))
+	if errors.Is(err, pgx.ErrNoRows) { // a missing sandbox (said first) or a taken name
+		err = fmt.Errorf("%w: token %s", store.ErrAlreadyExists, t.Name)
+		if sandbox != nil {
+			if _, serr := c.GetSandbox(ctx, t.Sandbox); serr != nil {
+				err = serr
+			}
+		}
+	}
+	if err != nil {
+		return store.Token{}, fmt.Errorf("insert token %q: %w", t.Name, mapErr(err))
+	}
+	return out, nil
+}
+
+// TokenByHash returns the token with that hash, revoked or not.
+func (c *conn) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
+	t, err := scanToken(c.db.QueryRow(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = $1`, hash))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("token by hash: %w", mapErr(err))
+	}
+	return t, nil
+}
+
+// ListTokens returns every token ordered by name, without hashes.
+func (c *conn) ListTokens(ctx context.Context) ([]store.Token, error) {
+	rows, err := c.db.Query(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY name`)
+	out, err := collect(rows, err, func(r pgx.Row) (store.Token, error) {
+		t, err := scanToken(r)
+		t.Hash = ""
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// CountTokens returns how many live tokens have the role.
+func (c *conn) CountTokens(ctx context.Context, role string) (int, error) {
+	var n int
+	err := c.db.QueryRow(ctx, `SELECT count(*) FROM tokens WHERE role = $1 AND revoked_at IS NULL`, role).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count tokens: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+// RevokeToken marks the live token name revoked at at and returns it.
+func (c *conn) RevokeToken(ctx context.Context, name string, at time.Time) (store.Token, error) {
+	t, err := scanToken(c.db.QueryRow(ctx, `
+		UPDATE tokens SET revoked_at = $2
+		WHERE name = $1 AND revoked_at IS NULL
+		RETURNING `+tokenColumns, name, at))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("revoke token %q: %w", name, mapErr(err))
+	}
+	return t, nil
+}
+
+// RevokeSandboxTokens marks every live token of sandbox revoked at at.
+func (c *conn) RevokeSandboxTokens(ctx context.Context, sandbox string, at time.Time) (int, error) {
+	tag, err := c.db.Exec(ctx, `
+		UPDATE tokens SET revoked_at = $2
+		WHERE sandbox = $1 AND revoked_at IS NULL`, sandbox, at)
+	if err != nil {
+		return 0, fmt.Errorf("revoke tokens of sandbox %q: %w", sandbox, mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// TouchToken records a use at time at. It never moves last use backwards.
+func (c *conn) TouchToken(ctx context.Context, id int64, at time.Time) error {
+	tag, err := c.db.Exec(ctx, `
+		UPDATE tokens SET last_used_at = GREATEST(last_used_at, $2)
+		WHERE id = $1`, id, at)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("touch token %s: %w", strconv.FormatInt(id, 10), mapErr(err))
+	}
+	return nil
+}
