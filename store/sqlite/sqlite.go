@@ -331,17 +331,28 @@ func collect[T any](ctx context.Context, q querier, scan func(scanner) (T, error
 // scanner is a row or rows.
 type scanner = interface{ Scan(...any) error }
 
-// affected returns ErrNotFound when res changed no row.
-func affected(res sql.Result, err error) error {
-	if err != nil {
-		return mapErr(err)
+// exec runs a write on the writer (or t's transaction); what names it in
+// the error.
+func (t *txn) exec(ctx context.Context, what, query string, args ...any) error {
+	if _, err := t.wr.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, mapErr(err))
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return mapErr(err)
+	return nil
+}
+
+// update is exec for a write of one existing row: ErrNotFound when it
+// changed none.
+func (t *txn) update(ctx context.Context, what, query string, args ...any) error {
+	res, err := t.wr.ExecContext(ctx, query, args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	if n == 0 {
-		return store.ErrNotFound
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", what, mapErr(err))
+	case n == 0:
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return nil
 }
