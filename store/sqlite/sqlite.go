@@ -234,12 +234,7 @@ type txn struct {
 	tx     *sql.Tx   // nil outside a transaction
 	now    time.Time // the transaction's clock
 	// versions inserted, announced once the transaction commits.
-	versions []commit
-}
-
-type commit struct {
-	sandbox string
-	version int64
+	versions []store.PolicyVersion
 }
 
 // Now is the transaction's clock, read when it began; outside a
@@ -271,8 +266,8 @@ func (d *Driver) inTx(ctx context.Context, fn func(t *txn) error) error {
 	if err := tx.Commit(); err != nil {
 		return mapErr(err)
 	}
-	for _, c := range t.versions {
-		d.feed.Publish(c.sandbox, c.version)
+	for _, v := range t.versions {
+		d.feed.Publish(v.Sandbox, v.Version)
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) er
 	if t.tx == nil {
 		t.d.feed.Publish(v.Sandbox, v.Version)
 	} else {
-		t.versions = append(t.versions, commit{v.Sandbox, v.Version})
+		t.versions = append(t.versions, v)
 	}
 	return nil
 }
