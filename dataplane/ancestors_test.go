@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -50,7 +51,7 @@ network_policies:
 		{"executable only (CallerBinary)", dataplane.Config{CallerBinary: func(net.Conn) (string, error) { return python, nil }}, 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+			ca, err := ca.LoadOrCreate(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}

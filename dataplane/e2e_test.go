@@ -23,6 +23,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/demo"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -90,7 +91,7 @@ func (u *upstream) count() int {
 
 func startUpstream(t *testing.T, handler http.Handler) *upstream {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	ca, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ type testProxy struct {
 
 func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	ca, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

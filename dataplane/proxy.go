@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -95,7 +96,7 @@ func (c *Config) setDefaults() {
 // under the version they started with.
 type Proxy struct {
 	cfg       Config
-	ca        atomic.Pointer[CA]
+	ca        atomic.Pointer[ca.CA]
 	log       *slog.Logger
 	current   atomic.Pointer[loaded]
 	decisions *decisionLog
@@ -135,7 +136,7 @@ type loaded struct {
 // New builds a proxy that terminates TLS for L7 endpoints with ca (nil:
 // none until SetCA; until then such connections fail). It enforces nothing
 // until SetPolicy: with no policy everything is denied.
-func New(cfg Config, ca *CA) *Proxy {
+func New(cfg Config, ca *ca.CA) *Proxy {
 	cfg.setDefaults()
 	p := &Proxy{cfg: cfg, log: cfg.Logger.With("component", "proxy")}
 	if ca != nil {
@@ -188,7 +189,7 @@ func (p *Proxy) CACertPEM() []byte {
 
 // SetCA replaces the CA that new intercepted connections are served with
 // (the sandbox's, delivered by the gateway).
-func (p *Proxy) SetCA(ca *CA) { p.ca.Store(ca) }
+func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
 // Serve serves proxy clients on ln until ctx ends.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {

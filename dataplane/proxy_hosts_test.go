@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -31,7 +32,7 @@ func TestGlobHostRefusedBeforePolicy(t *testing.T) {
 		mu.Unlock()
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	ca, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

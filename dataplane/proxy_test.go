@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -123,7 +124,7 @@ func (c *clock) set(t time.Time) {
 // binary identification (through /proc).
 func plainProxy(t *testing.T, doc string, port int, clk *clock) (*dataplane.Proxy, *url.URL) {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	ca, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

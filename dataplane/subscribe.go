@@ -24,6 +24,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/atomicfile"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -292,18 +294,18 @@ func (s *Subscriber) apply(sp *portcullisv1.SignedPolicy, pol *policy.Policy) er
 	if err := testRefusal(pol); err != nil {
 		return err
 	}
-	var ca *CA
+	var sandboxCA *ca.CA
 	if c := sp.GetCa(); c != nil {
 		var err error
-		if ca, err = NewCA(c.GetCertPem(), c.GetKeyPem()); err != nil {
+		if sandboxCA, err = ca.Parse(c.GetCertPem(), c.GetKeyPem()); err != nil {
 			return fmt.Errorf("sandbox CA: %w", err)
 		}
 	}
 	if err := s.proxy.SetPolicy(pol, fmt.Sprint(sp.GetVersion())); err != nil {
 		return err
 	}
-	if ca != nil {
-		s.proxy.SetCA(ca)
+	if sandboxCA != nil {
+		s.proxy.SetCA(sandboxCA)
 	}
 	s.applied = sp
 	return nil
@@ -450,7 +452,7 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 		// Already enforced (the gateway sends the current version on
 		// every new stream); keep a newer chain or CA it brought.
 		if sp.GetCa() != nil {
-			if ca, err := NewCA(sp.GetCa().GetCertPem(), sp.GetCa().GetKeyPem()); err == nil {
+			if ca, err := ca.Parse(sp.GetCa().GetCertPem(), sp.GetCa().GetKeyPem()); err == nil {
 				s.proxy.SetCA(ca)
 			}
 		}
@@ -495,5 +497,5 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeFile(path, data, os.Rename)
+	return atomicfile.Replace(path, data)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -78,7 +79,7 @@ func startPortcullis(upstreamAddr, callerBinary string) (*portcullisProxy, error
 		return nil, fmt.Errorf("proxy CA dir: %w", err)
 	}
 	cleanupDir := func() { os.RemoveAll(dir) }
-	ca, err := dataplane.LoadOrCreateCA(dir)
+	ca, err := ca.LoadOrCreate(dir)
 	if err != nil {
 		cleanupDir()
 		return nil, fmt.Errorf("proxy CA: %w", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/demo"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 )
 
@@ -84,11 +85,11 @@ http://policy.local/mcp. The agent never holds a token.`,
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data dir: %w", err)
 			}
-			var ca *dataplane.CA
+			var proxyCA *ca.CA
 			if sandbox == "" {
 				// Standalone: the proxy's own CA. In gateway mode the
 				// sandbox's CA comes with the first version.
-				if ca, err = dataplane.LoadOrCreateCA(dataDir); err != nil {
+				if proxyCA, err = ca.LoadOrCreate(dataDir); err != nil {
 					return err
 				}
 			}
@@ -124,7 +125,7 @@ http://policy.local/mcp. The agent never holds a token.`,
 				shipper = dataplane.NewShipper(dataplane.ShipperConfig{Logger: log})
 				pcfg.OnRecord = shipper.Offer
 			}
-			proxy := dataplane.New(pcfg, ca)
+			proxy := dataplane.New(pcfg, proxyCA)
 			ctx := cmd.Context()
 			var sub *dataplane.Subscriber
 			if sandbox != "" {
@@ -271,11 +272,11 @@ endpoints, creating the CA in --data-dir if it does not exist yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			ca, err := dataplane.LoadOrCreateCA(dataDir)
+			proxyCA, err := ca.LoadOrCreate(dataDir)
 			if err != nil {
 				return err
 			}
-			_, err = env.stdout.Write(ca.CertPEM())
+			_, err = env.stdout.Write(proxyCA.CertPEM())
 			return err
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -165,7 +166,7 @@ func startUpstream(t *testing.T) *upstream {
 // loopback (allowed for tests only).
 func startProxy(t *testing.T, doc string, port int) string {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	ca, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

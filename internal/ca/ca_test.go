@@ -1,4 +1,4 @@
-package dataplane
+package ca
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 
 func newTestCA(t testing.TB) *CA {
 	t.Helper()
-	ca, err := LoadOrCreateCA(filepath.Join(t.TempDir(), "data"))
+	ca, err := LoadOrCreate(filepath.Join(t.TempDir(), "data"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func newTestCA(t testing.TB) *CA {
 
 func TestLoadOrCreateCA(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	ca, err := LoadOrCreateCA(dir)
+	ca, err := LoadOrCreate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestLoadOrCreateCA(t *testing.T) {
 		t.Errorf("CA valid for %.1f years, want 10", years)
 	}
 
-	again, err := LoadOrCreateCA(dir)
+	again, err := LoadOrCreate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,57 +95,57 @@ func verifyLeaf(t *testing.T, caPEM []byte, ca *CA, host string) {
 func TestLoadOrCreateCARefuses(t *testing.T) {
 	t.Run("key readable by others", func(t *testing.T) {
 		dir := t.TempDir()
-		if _, err := LoadOrCreateCA(dir); err != nil {
+		if _, err := LoadOrCreate(dir); err != nil {
 			t.Fatal(err)
 		}
 		for _, mode := range []os.FileMode{0o640, 0o604, 0o644} {
 			os.Chmod(filepath.Join(dir, "ca-key.pem"), mode)
-			if _, err := LoadOrCreateCA(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			if _, err := LoadOrCreate(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 				t.Errorf("mode %04o: err = %v, want a refusal", mode, err)
 			}
 		}
 		os.Chmod(filepath.Join(dir, "ca-key.pem"), 0o400)
-		if _, err := LoadOrCreateCA(dir); err != nil {
+		if _, err := LoadOrCreate(dir); err != nil {
 			t.Errorf("mode 0400: %v", err)
 		}
 	})
 	t.Run("one file without the other", func(t *testing.T) {
 		for _, gone := range []string{"ca.pem", "ca-key.pem"} {
 			dir := t.TempDir()
-			if _, err := LoadOrCreateCA(dir); err != nil {
+			if _, err := LoadOrCreate(dir); err != nil {
 				t.Fatal(err)
 			}
 			os.Remove(filepath.Join(dir, gone))
-			if _, err := LoadOrCreateCA(dir); err == nil || !strings.Contains(err.Error(), "without") {
+			if _, err := LoadOrCreate(dir); err == nil || !strings.Contains(err.Error(), "without") {
 				t.Errorf("%s removed: err = %v, want a refusal", gone, err)
 			}
 		}
 	})
 	t.Run("mismatched pair", func(t *testing.T) {
 		dir1, dir2 := t.TempDir(), t.TempDir()
-		LoadOrCreateCA(dir1)
-		LoadOrCreateCA(dir2)
+		LoadOrCreate(dir1)
+		LoadOrCreate(dir2)
 		b, _ := os.ReadFile(filepath.Join(dir2, "ca-key.pem"))
 		os.WriteFile(filepath.Join(dir1, "ca-key.pem"), b, 0o600)
-		if _, err := LoadOrCreateCA(dir1); err == nil || !strings.Contains(err.Error(), "does not match") {
+		if _, err := LoadOrCreate(dir1); err == nil || !strings.Contains(err.Error(), "does not match") {
 			t.Errorf("err = %v, want a key mismatch", err)
 		}
 	})
 }
 
 func TestNewCARefuses(t *testing.T) {
-	certPEM, keyPEM, err := GenerateCA(time.Now())
+	certPEM, keyPEM, err := Generate(time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewCA(certPEM, keyPEM); err != nil {
+	if _, err := Parse(certPEM, keyPEM); err != nil {
 		t.Fatalf("NewCA: %v", err)
 	}
 	// A leaf is not a CA.
-	ca, _ := NewCA(certPEM, keyPEM)
+	ca, _ := Parse(certPEM, keyPEM)
 	leaf, _ := ca.Leaf("x.example.com")
 	leafKey, _ := leafKeyPEM(leaf)
-	expiredCert, expiredKey, _ := GenerateCA(time.Now().Add(-11 * 365 * 24 * time.Hour))
+	expiredCert, expiredKey, _ := Generate(time.Now().Add(-11 * 365 * 24 * time.Hour))
 	for name, tc := range map[string][2][]byte{
 		"empty":        {nil, nil},
 		"key as cert":  {keyPEM, keyPEM},
@@ -155,7 +155,7 @@ func TestNewCARefuses(t *testing.T) {
 		"another key":  {certPEM, leafKey},
 		"cert has key": {certPEM, certPEM},
 	} {
-		if _, err := NewCA(tc[0], tc[1]); err == nil {
+		if _, err := Parse(tc[0], tc[1]); err == nil {
 			t.Errorf("%s: NewCA accepted it", name)
 		}
 	}
@@ -410,7 +410,7 @@ func TestCreateCAConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ca, err := LoadOrCreateCA(dir)
+			ca, err := LoadOrCreate(dir)
 			if err != nil {
 				// Losing the race to a creator that has written its key but
 				// not yet its certificate is reported, not papered over.
@@ -434,7 +434,7 @@ func TestCreateCAConcurrently(t *testing.T) {
 			t.Fatal("concurrent creators returned different CAs")
 		}
 	}
-	ca, err := LoadOrCreateCA(dir)
+	ca, err := LoadOrCreate(dir)
 	if err != nil || !bytes.Equal(ca.CertPEM(), first) {
 		t.Errorf("reload: %v; or another CA than the creators'", err)
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package ca
 
 import (
 	"container/list"
@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/portcullis-dev/portcullis/internal/atomicfile"
 	"math/big"
 	"net"
 	"net/netip"
@@ -59,11 +60,11 @@ type leafEntry struct {
 	err   error
 }
 
-// LoadOrCreateCA loads ca.pem/ca-key.pem from dir, creating them (ECDSA
+// LoadOrCreate loads ca.pem/ca-key.pem from dir, creating them (ECDSA
 // P-256, 10 years, CN "Portcullis proxy CA <random>") on first use. Files are
 // 0600, dir 0700; a key file readable by group/others is refused, as is one
 // file without the other or an expired certificate.
-func LoadOrCreateCA(dir string) (*CA, error) {
+func LoadOrCreate(dir string) (*CA, error) {
 	certPath, keyPath := filepath.Join(dir, caCertFile), filepath.Join(dir, caKeyFile)
 	ca, err := loadCA(certPath, keyPath)
 	if !errors.Is(err, os.ErrNotExist) {
@@ -75,23 +76,23 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create proxy CA: %w", err)
 	}
-	certPEM, keyPEM, err := GenerateCA(time.Now())
+	certPEM, keyPEM, err := Generate(time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("create proxy CA: %w", err)
 	}
 	// The key goes in first, each file complete before it gets its name, and
 	// neither replaces an existing file: a proxy starting at the same time
 	// in the same dir makes us load its CA instead.
-	if err := writeNew(keyPath, keyPEM); err != nil {
+	if err := atomicfile.Create(keyPath, keyPEM); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return loadCA(certPath, keyPath)
 		}
 		return nil, fmt.Errorf("create proxy CA: %w", err)
 	}
-	if err := writeNew(certPath, certPEM); err != nil {
+	if err := atomicfile.Create(certPath, certPEM); err != nil {
 		return nil, fmt.Errorf("create proxy CA: %w", err)
 	}
-	return NewCA(certPEM, keyPEM)
+	return Parse(certPEM, keyPEM)
 }
 
 func loadCA(certPath, keyPath string) (*CA, error) {
@@ -113,46 +114,16 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load proxy CA: %w", err)
 	}
-	ca, err := NewCA(certPEM, keyPEM)
+	ca, err := Parse(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("load proxy CA from %s: %w", filepath.Dir(certPath), err)
 	}
 	return ca, nil
 }
 
-// writeNew writes b to path with mode 0600, failing with os.ErrExist if path
-// exists. Readers never see a partial file.
-func writeNew(path string, b []byte) error { return writeFile(path, b, os.Link) }
-
-// writeFile writes b to a synced temporary file (mode 0600) beside path
-// and puts it in place with place: os.Link (fail if path exists) or
-// os.Rename (replace it). Readers never see a partial file.
-func writeFile(path string, b []byte, place func(tmp, path string) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return place(tmp.Name(), path)
-}
-
-// newCAPEM creates a self-signed CA certificate and its key, PEM-encoded.
-func GenerateCA(now time.Time) (certPEM, keyPEM []byte, err error) {
+// Generate creates a self-signed CA certificate and its key, PEM-encoded
+// (the gateway makes one per sandbox with it).
+func Generate(now time.Time) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -192,10 +163,10 @@ func randomSerial() *big.Int {
 	return new(big.Int).SetBytes(b)
 }
 
-// NewCA builds a CA from PEM cert and key (the gateway will deliver one per
-// sandbox in a later issue). The certificate must be a currently valid CA
+// Parse builds a CA from PEM cert and key (the sandbox's, delivered by the
+// gateway). The certificate must be a currently valid CA
 // certificate and the key (PKCS #8, SEC 1 or PKCS #1) its private key.
-func NewCA(certPEM, keyPEM []byte) (*CA, error) {
+func Parse(certPEM, keyPEM []byte) (*CA, error) {
 	cb, _ := pem.Decode(certPEM)
 	if cb == nil || cb.Type != "CERTIFICATE" {
 		return nil, errors.New("CA certificate: no CERTIFICATE PEM block")
