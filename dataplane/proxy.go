@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -129,7 +130,7 @@ type openTunnel struct {
 
 // loaded is one compiled policy version.
 type loaded struct {
-	matcher *Matcher
+	matcher *match.Matcher
 	version string
 }
 
@@ -152,7 +153,7 @@ func New(cfg Config, ca *ca.CA) *Proxy {
 // SetPolicy compiles pol and makes it the version every new request is
 // judged by. version labels decision records and denials.
 func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
-	m, err := Compile(pol)
+	m, err := match.Compile(pol)
 	if err != nil {
 		return fmt.Errorf("compile policy %s: %w", version, err)
 	}

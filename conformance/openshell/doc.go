@@ -7,7 +7,7 @@
 // What runs where:
 //   - decisions (opa.rs, the query cases of rest.rs, the address cases of
 //     proxy.rs) through policy.Decide and the data plane's compiled matcher
-//     (dataplane.Compile), which must agree on every field;
+//     (match.Compile), which must agree on every field;
 //   - path canonicalisation (l7/path.rs) through policy.CanonicalPath;
 //   - validation and round trips (openshell-policy's lib.rs, l7_validate.rs, ambiguity.rs,
 //     the supervisor's l7/mod.rs, the validation tests of opa.rs and

@@ -1,4 +1,4 @@
-package dataplane
+package match
 
 import (
 	"encoding/json"
@@ -295,8 +295,8 @@ func TestMatcherAllocations(t *testing.T) {
 // and the article's, raw and canonical) compiles and agrees on requests
 // drawn from its own vocabulary.
 func TestMatcherTestdataPolicies(t *testing.T) {
-	files, _ := filepath.Glob("../policy/testdata/*/*.yaml")
-	json, _ := filepath.Glob("../policy/testdata/*/*.json")
+	files, _ := filepath.Glob("../../policy/testdata/*/*.yaml")
+	json, _ := filepath.Glob("../../policy/testdata/*/*.json")
 	files = append(files, json...)
 	if len(files) == 0 {
 		t.Skip("no policy testdata")

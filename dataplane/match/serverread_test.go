@@ -1,4 +1,4 @@
-package dataplane
+package match
 
 import (
 	"net/url"
