@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/identity"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -39,14 +40,14 @@ network_policies:
 		cfg    dataplane.Config
 		status int
 	}{
-		{"python3 under git", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
-			return dataplane.Caller{Binary: python, Ancestors: []string{"/bin/sh", git}}, nil
+		{"python3 under git", dataplane.Config{Caller: func(net.Conn) (identity.Caller, error) {
+			return identity.Caller{Binary: python, Ancestors: []string{"/bin/sh", git}}, nil
 		}}, 200},
-		{"python3 under a shell", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
-			return dataplane.Caller{Binary: python, Ancestors: []string{"/bin/sh"}}, nil
+		{"python3 under a shell", dataplane.Config{Caller: func(net.Conn) (identity.Caller, error) {
+			return identity.Caller{Binary: python, Ancestors: []string{"/bin/sh"}}, nil
 		}}, 403},
-		{"an unidentified caller's ancestors", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
-			return dataplane.Caller{Binary: python, Ancestors: []string{git}}, fmt.Errorf("ambiguous")
+		{"an unidentified caller's ancestors", dataplane.Config{Caller: func(net.Conn) (identity.Caller, error) {
+			return identity.Caller{Binary: python, Ancestors: []string{git}}, fmt.Errorf("ambiguous")
 		}}, 403},
 		{"executable only (CallerBinary)", dataplane.Config{CallerBinary: func(net.Conn) (string, error) { return python, nil }}, 403},
 	} {

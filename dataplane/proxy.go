@@ -17,7 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/identity"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
+	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -35,9 +37,9 @@ type Config struct {
 	// Resolve looks a host name up. Default: net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Caller identifies the client of a connection: its executable and
-	// its ancestors'. Default: CallerProcess (through /proc), or
+	// its ancestors'. Default: identity.Of (through /proc), or
 	// CallerBinary when that is set.
-	Caller func(net.Conn) (Caller, error)
+	Caller func(net.Conn) (identity.Caller, error)
 	// CallerBinary identifies the client's executable only (no
 	// ancestors); used when Caller is nil and this is set.
 	CallerBinary func(net.Conn) (string, error)
@@ -71,12 +73,12 @@ func (c *Config) setDefaults() {
 	case c.Caller != nil:
 	case c.CallerBinary != nil:
 		binary := c.CallerBinary
-		c.Caller = func(conn net.Conn) (Caller, error) {
+		c.Caller = func(conn net.Conn) (identity.Caller, error) {
 			b, err := binary(conn)
-			return Caller{Binary: b}, err
+			return identity.Caller{Binary: b}, err
 		}
 	default:
-		c.Caller = CallerProcess
+		c.Caller = identity.Of
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -234,14 +236,14 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 // binary is looked up once, on first need.
 type client struct {
 	conn     net.Conn
-	identify func(net.Conn) (Caller, error)
+	identify func(net.Conn) (identity.Caller, error)
 	once     sync.Once
-	caller   Caller
+	caller   identity.Caller
 }
 
 type clientKey struct{}
 
-func (c *client) process() Caller {
+func (c *client) process() identity.Caller {
 	c.once.Do(func() {
 		// An unknown binary ("") matches no rule that names binaries.
 		if caller, err := c.identify(c.conn); err == nil && caller.Binary != "" {
@@ -251,11 +253,11 @@ func (c *client) process() Caller {
 	return c.caller
 }
 
-func callerOf(ctx context.Context) Caller {
+func callerOf(ctx context.Context) identity.Caller {
 	if c, ok := ctx.Value(clientKey{}).(*client); ok {
 		return c.process()
 	}
-	return Caller{}
+	return identity.Caller{}
 }
 
 // ServeHTTP handles one proxy request: CONNECT, or an absolute-form HTTP
@@ -535,7 +537,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 
 // readMCP reads an MCP POST body, counting the bytes actually read against
 // the endpoint's limit (chunked bodies included), and parses it strictly.
-func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*MCPRequest, []byte, string) {
+func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*mcp.Request, []byte, string) {
 	// A client that announces a body and trickles it must not hold memory
 	// or a goroutine for long: bound the time, and grow the buffer only as
 	// bytes arrive (never from the announced length alone).
@@ -551,7 +553,7 @@ func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*M
 	if len(raw) > maxBody {
 		return nil, nil, fmt.Sprintf("request body over mcp.max_body_bytes (%d)", maxBody)
 	}
-	mreq, err := ParseMCP(r.Header, raw)
+	mreq, err := mcp.Parse(r.Header, raw)
 	if err != nil {
 		return nil, nil, "malformed MCP request: " + err.Error()
 	}
@@ -567,8 +569,8 @@ const (
 // judgeMCP decides every message of an MCP request. One denied message
 // denies the request (and so the whole batch). It returns the deciding
 // decision: the first denial, else the first message's allow.
-func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *MCPRequest) (policy.Decision, bool) {
-	if mreq.Batch && !BatchAllowed(mreq.Version) {
+func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *mcp.Request) (policy.Decision, bool) {
+	if mreq.Batch && !mcp.BatchAllowed(mreq.Version) {
 		return policy.Decision{Reason: fmt.Sprintf("JSON-RPC batches are not part of MCP protocol version %q", versionLabel(mreq.Version))}, true
 	}
 	var first policy.Decision
@@ -612,7 +614,7 @@ func forwardPath(cur *loaded, d policy.Decision, raw, lenient string) (string, e
 }
 
 // deny answers a denied request (403), records it, and never forwards.
-func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest) {
+func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request) {
 	id := newDenialID()
 	// The binary is looked up only when the policy names binaries: a
 	// lookup scans /proc, and denials must stay cheap (an agent can cause
@@ -659,7 +661,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, t dest, reason st
 	p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 }
 
-func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest, denialID string) {
+func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request, denialID string) {
 	rec := Record{
 		Time:       req.Time,
 		Sandbox:    p.cfg.Sandbox,

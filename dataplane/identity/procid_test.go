@@ -1,6 +1,6 @@
 //go:build linux
 
-package dataplane
+package identity
 
 import (
 	"bufio"
@@ -100,7 +100,7 @@ func startCallerAs(t testing.TB, uid int, exe string, args ...string) (stop func
 }
 
 // acceptReady accepts one connection and reads the caller's "ready NAME"
-// line, so the client end is known to exist before CallerBinary looks.
+// line, so the client end is known to exist before Binary looks.
 func acceptReady(t testing.TB, ln net.Listener) (net.Conn, string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -144,9 +144,9 @@ func TestCallerBinary(t *testing.T) {
 		want := map[string]string{"a": cb.a, "b": cb.b}
 		for range 2 {
 			conn, name := acceptReady(t, ln)
-			got, err := CallerBinary(conn)
+			got, err := Binary(conn)
 			if err != nil || got != want[name] {
-				t.Errorf("client %s: CallerBinary = %q, %v; want %q", name, got, err, want[name])
+				t.Errorf("client %s: Binary = %q, %v; want %q", name, got, err, want[name])
 			}
 			delete(want, name)
 		}
@@ -156,8 +156,8 @@ func TestCallerBinary(t *testing.T) {
 		ln := listen(t, "tcp6", "[::1]:0")
 		startCaller(t, cb.b, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		if got, err := CallerBinary(conn); err != nil || got != cb.b {
-			t.Errorf("CallerBinary = %q, %v; want %q", got, err, cb.b)
+		if got, err := Binary(conn); err != nil || got != cb.b {
+			t.Errorf("Binary = %q, %v; want %q", got, err, cb.b)
 		}
 	})
 
@@ -167,8 +167,8 @@ func TestCallerBinary(t *testing.T) {
 		port := ln.Addr().(*net.TCPAddr).Port
 		startCaller(t, cb.a, fmt.Sprintf("127.0.0.1:%d", port))
 		conn, _ := acceptReady(t, ln)
-		if got, err := CallerBinary(conn); err != nil || got != cb.a {
-			t.Errorf("CallerBinary = %q, %v (remote %s); want %q", got, err, conn.RemoteAddr(), cb.a)
+		if got, err := Binary(conn); err != nil || got != cb.a {
+			t.Errorf("Binary = %q, %v (remote %s); want %q", got, err, conn.RemoteAddr(), cb.a)
 		}
 	})
 
@@ -180,8 +180,8 @@ func TestCallerBinary(t *testing.T) {
 		ln := listen(t, "tcp", "127.0.0.1:0")
 		startCaller(t, link, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		if got, err := CallerBinary(conn); err != nil || got != cb.a {
-			t.Errorf("CallerBinary = %q, %v; want %q", got, err, cb.a)
+		if got, err := Binary(conn); err != nil || got != cb.a {
+			t.Errorf("Binary = %q, %v; want %q", got, err, cb.a)
 		}
 	})
 
@@ -194,8 +194,8 @@ func TestCallerBinary(t *testing.T) {
 		if err := os.Remove(exe); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := CallerBinary(conn); !errors.Is(err, errExeReplaced) {
-			t.Errorf("CallerBinary = %q, %v; want errExeReplaced", got, err)
+		if got, err := Binary(conn); !errors.Is(err, errExeReplaced) {
+			t.Errorf("Binary = %q, %v; want errExeReplaced", got, err)
 		}
 	})
 
@@ -203,8 +203,8 @@ func TestCallerBinary(t *testing.T) {
 		ln := listen(t, "tcp", "127.0.0.1:0")
 		startCaller(t, cb.a, "-share", cb.a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln) // written by the child: both hold it now
-		if got, err := CallerBinary(conn); err != nil || got != cb.a {
-			t.Errorf("CallerBinary = %q, %v; want %q", got, err, cb.a)
+		if got, err := Binary(conn); err != nil || got != cb.a {
+			t.Errorf("Binary = %q, %v; want %q", got, err, cb.a)
 		}
 	})
 
@@ -215,8 +215,8 @@ func TestCallerBinary(t *testing.T) {
 		if name != "b" {
 			t.Fatalf("ready line from %q, want the child b", name)
 		}
-		if got, err := CallerBinary(conn); !errors.Is(err, errCallerAmbig) {
-			t.Errorf("CallerBinary = %q, %v; want errCallerAmbig", got, err)
+		if got, err := Binary(conn); !errors.Is(err, errCallerAmbig) {
+			t.Errorf("Binary = %q, %v; want errCallerAmbig", got, err)
 		}
 	})
 
@@ -226,12 +226,12 @@ func TestCallerBinary(t *testing.T) {
 		ln := listen(t, "tcp", "127.0.0.1:0")
 		startCaller(t, cb.b, "-spawn", cb.a, "-spawn", cb.b, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		got, err := CallerProcess(conn)
+		got, err := Of(conn)
 		if err != nil || got.Binary != cb.b || !slices.Equal(got.Ancestors, []string{cb.a, cb.b}) {
-			t.Errorf("CallerProcess = %+v, %v; want %s under [%s %s]", got, err, cb.b, cb.a, cb.b)
+			t.Errorf("Of = %+v, %v; want %s under [%s %s]", got, err, cb.b, cb.a, cb.b)
 		}
-		if b, err := CallerBinary(conn); err != nil || b != cb.b {
-			t.Errorf("CallerBinary = %q, %v; want %q", b, err, cb.b)
+		if b, err := Binary(conn); err != nil || b != cb.b {
+			t.Errorf("Binary = %q, %v; want %q", b, err, cb.b)
 		}
 	})
 
@@ -239,8 +239,8 @@ func TestCallerBinary(t *testing.T) {
 		ln := listen(t, "tcp", "127.0.0.1:0")
 		startCaller(t, cb.a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		if got, err := CallerProcess(conn); err != nil || got.Binary != cb.a || len(got.Ancestors) != 0 {
-			t.Errorf("CallerProcess = %+v, %v; want %s with no ancestors (its parent is the proxy)", got, err, cb.a)
+		if got, err := Of(conn); err != nil || got.Binary != cb.a || len(got.Ancestors) != 0 {
+			t.Errorf("Of = %+v, %v; want %s with no ancestors (its parent is the proxy)", got, err, cb.a)
 		}
 	})
 
@@ -250,8 +250,8 @@ func TestCallerBinary(t *testing.T) {
 		ln := listen(t, "tcp", "127.0.0.1:0")
 		startCaller(t, cb.b, "-spawn", cb.a, "-share", cb.a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		if got, err := CallerProcess(conn); err != nil || got.Binary != cb.a || !slices.Equal(got.Ancestors, []string{cb.b}) {
-			t.Errorf("CallerProcess = %+v, %v; want %s under [%s]", got, err, cb.a, cb.b)
+		if got, err := Of(conn); err != nil || got.Binary != cb.a || !slices.Equal(got.Ancestors, []string{cb.b}) {
+			t.Errorf("Of = %+v, %v; want %s under [%s]", got, err, cb.a, cb.b)
 		}
 	})
 
@@ -260,8 +260,8 @@ func TestCallerBinary(t *testing.T) {
 		stop := startCaller(t, cb.a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
 		stop()
-		if got, err := CallerBinary(conn); !errors.Is(err, errSocketNotFound) {
-			t.Errorf("CallerBinary = %q, %v; want errSocketNotFound", got, err)
+		if got, err := Binary(conn); !errors.Is(err, errSocketNotFound) {
+			t.Errorf("Binary = %q, %v; want errSocketNotFound", got, err)
 		}
 	})
 }
@@ -351,31 +351,31 @@ func unprivilegedHelper(t *testing.T, mode string) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		if got, err := CallerBinary(conn); !errors.Is(err, os.ErrPermission) {
-			t.Fatalf("CallerBinary = %q, %v; want a permission error", got, err)
+		if got, err := Binary(conn); !errors.Is(err, os.ErrPermission) {
+			t.Fatalf("Binary = %q, %v; want a permission error", got, err)
 		} else {
 			t.Log(err)
 		}
 	case "same-uid":
 		startCallerAs(t, -1, a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		if got, err := CallerBinary(conn); err != nil || got != a {
-			t.Fatalf("CallerBinary = %q, %v; want %q", got, err, a)
+		if got, err := Binary(conn); err != nil || got != a {
+			t.Fatalf("Binary = %q, %v; want %q", got, err, a)
 		}
 	case "hidden":
 		t.Setenv("CALLER_NODUMP", "1")
 		startCallerAs(t, -1, a, "-share", b, ln.Addr().String())
 		conn, _ := acceptReady(t, ln) // from b, after it made itself non-dumpable
-		if got, err := CallerBinary(conn); !errors.Is(err, os.ErrPermission) {
-			t.Fatalf("CallerBinary = %q, %v; want a permission error (a would vouch for hidden b)", got, err)
+		if got, err := Binary(conn); !errors.Is(err, os.ErrPermission) {
+			t.Fatalf("Binary = %q, %v; want a permission error (a would vouch for hidden b)", got, err)
 		} else {
 			t.Log(err)
 		}
 	case "ancestors":
 		startCallerAs(t, -1, b, "-spawn", a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		if got, err := CallerProcess(conn); err != nil || got.Binary != a || !slices.Equal(got.Ancestors, []string{b}) {
-			t.Fatalf("CallerProcess = %+v, %v; want %s under [%s]", got, err, a, b)
+		if got, err := Of(conn); err != nil || got.Binary != a || !slices.Equal(got.Ancestors, []string{b}) {
+			t.Fatalf("Of = %+v, %v; want %s under [%s]", got, err, a, b)
 		}
 	default:
 		t.Fatalf("unknown mode %q", mode)
@@ -451,8 +451,8 @@ func TestCallerBinaryInProcess(t *testing.T) {
 				t.Errorf("clientSocketInode = %d, uid %d, %v; want %d, uid %d", inode, uid, err, want, os.Geteuid())
 			}
 			// The client is the proxy's own process: never an identity.
-			if got, err := CallerBinary(server); !errors.Is(err, errCallerIsProxy) {
-				t.Errorf("CallerBinary = %q, %v; want errCallerIsProxy", got, err)
+			if got, err := Binary(server); !errors.Is(err, errCallerIsProxy) {
+				t.Errorf("Binary = %q, %v; want errCallerIsProxy", got, err)
 			}
 		})
 	}
@@ -506,8 +506,8 @@ func TestCallerBinaryNotLoopback(t *testing.T) {
 		"ipv6 remote":        addrConn{p1, tcp("[::1]:3128"), tcp("[2001:db8::1]:40000")},
 		"udp":                addrConn{p1, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}},
 	} {
-		if got, err := CallerBinary(conn); !errors.Is(err, errNotLoopback) {
-			t.Errorf("%s: CallerBinary = %q, %v; want errNotLoopback", name, got, err)
+		if got, err := Binary(conn); !errors.Is(err, errNotLoopback) {
+			t.Errorf("%s: Binary = %q, %v; want errNotLoopback", name, got, err)
 		}
 	}
 }
@@ -617,8 +617,8 @@ func BenchmarkCallerBinary(b *testing.B) {
 	startCaller(b, cb.a, ln.Addr().String())
 	conn, _ := acceptReady(b, ln)
 	for b.Loop() {
-		if got, err := CallerBinary(conn); err != nil || got != cb.a {
-			b.Fatalf("CallerBinary = %q, %v", got, err)
+		if got, err := Binary(conn); err != nil || got != cb.a {
+			b.Fatalf("Binary = %q, %v", got, err)
 		}
 	}
 	procs, fds := countProcFDs()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package dataplane
+package identity
 
 // Binary identity: which executable is on the other end of a loopback
 // connection.
@@ -45,16 +45,16 @@ var (
 // procRoot is where procfs is mounted.
 const procRoot = "/proc"
 
-// CallerBinary returns the absolute path of the executable of the process
+// Binary returns the absolute path of the executable of the process
 // that owns the client end of conn, when conn is a TCP connection over
 // loopback on this host (the proxy's side is conn.LocalAddr, the client's is
-// conn.RemoteAddr). It is CallerProcess without the ancestors.
-func CallerBinary(conn net.Conn) (string, error) {
-	c, err := CallerProcess(conn)
+// conn.RemoteAddr). It is Of without the ancestors.
+func Binary(conn net.Conn) (string, error) {
+	c, err := Of(conn)
 	return c.Binary, err
 }
 
-// CallerProcess returns the executable of the process that owns the client
+// Of returns the executable of the process that owns the client
 // end of conn, and its ancestors' executables. It finds the socket inode in
 // /proc/net/tcp and /proc/net/tcp6 (the row whose local address is the
 // client's address and remote is ours), then the pid whose /proc/PID/fd/*
@@ -74,7 +74,7 @@ func CallerBinary(conn net.Conn) (string, error) {
 // Cost: one read of the TCP tables and one pass over every process's fd
 // directory (O(open files on the host)), plus a few reads per ancestor,
 // once per call; nothing is cached, since pids and inodes are reused.
-func CallerProcess(conn net.Conn) (Caller, error) {
+func Of(conn net.Conn) (Caller, error) {
 	client, proxy, err := loopbackPeers(conn)
 	if err != nil {
 		return Caller{}, fmt.Errorf("caller binary: %w", err)

@@ -1,4 +1,4 @@
-package dataplane
+package identity
 
 // Caller is the process on the client end of a proxied connection, as far
 // as the proxy could tell (procid.go).

@@ -1,4 +1,4 @@
-package dataplane
+package mcp
 
 import (
 	"bytes"
@@ -27,8 +27,8 @@ func hdr(kv ...string) http.Header {
 // 2026-07-28 request.
 const sdkMeta = `"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"agent","version":"0.1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
 
-func item(id, method, tool, args, version string) MCPItem {
-	it := MCPItem{Message: policy.MCPMessage{Method: method, Tool: tool, ProtocolVersion: version}}
+func item(id, method, tool, args, version string) Item {
+	it := Item{Message: policy.MCPMessage{Method: method, Tool: tool, ProtocolVersion: version}}
 	if id != "" {
 		it.ID = json.RawMessage(id)
 	}
@@ -38,8 +38,8 @@ func item(id, method, tool, args, version string) MCPItem {
 	return it
 }
 
-func response(id, version string) MCPItem {
-	return MCPItem{ID: json.RawMessage(id), Message: policy.MCPMessage{Response: true, ProtocolVersion: version}}
+func response(id, version string) Item {
+	return Item{ID: json.RawMessage(id), Message: policy.MCPMessage{Response: true, ProtocolVersion: version}}
 }
 
 func TestParseMCPValid(t *testing.T) {
@@ -47,45 +47,45 @@ func TestParseMCPValid(t *testing.T) {
 		name   string
 		header http.Header
 		body   string
-		want   MCPRequest
+		want   Request
 	}{
 		// Captured from the official Go SDK v1.8.0 client (stateful server,
 		// which answers server/discover with 2025-11-25 and falls back).
 		{"sdk initialize 2025-11-25", hdr("Content-Type", "application/json"),
 			`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"clientInfo":{"name":"agent","version":"0.1"},"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}},"roots":{"listChanged":true}}}}`,
-			MCPRequest{Version: "2025-11-25", Messages: []MCPItem{item("2", "initialize", "", "", "2025-11-25")}}},
+			Request{Version: "2025-11-25", Messages: []Item{item("2", "initialize", "", "", "2025-11-25")}}},
 		{"sdk notifications/initialized", hdr("Mcp-Protocol-Version", "2025-11-25"),
 			`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`,
-			MCPRequest{Version: "2025-11-25", Messages: []MCPItem{item("", "notifications/initialized", "", "", "2025-11-25")}}},
+			Request{Version: "2025-11-25", Messages: []Item{item("", "notifications/initialized", "", "", "2025-11-25")}}},
 		{"sdk tools/list", hdr("Mcp-Protocol-Version", "2025-11-25"),
 			`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`,
-			MCPRequest{Version: "2025-11-25", Messages: []MCPItem{item("3", "tools/list", "", "", "2025-11-25")}}},
+			Request{Version: "2025-11-25", Messages: []Item{item("3", "tools/list", "", "", "2025-11-25")}}},
 		{"sdk tools/call", hdr("Mcp-Protocol-Version", "2025-11-25"),
 			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"A-1042"}}}`,
-			MCPRequest{Version: "2025-11-25", Messages: []MCPItem{item("4", "tools/call", "lookup_order", `{"order_id":"A-1042"}`, "2025-11-25")}}},
+			Request{Version: "2025-11-25", Messages: []Item{item("4", "tools/call", "lookup_order", `{"order_id":"A-1042"}`, "2025-11-25")}}},
 		{"sdk elicitation response", hdr("Mcp-Protocol-Version", "2025-11-25"),
 			`{"jsonrpc":"2.0","id":1,"result":{"action":"accept","content":{"ok":true}}}`,
-			MCPRequest{Version: "2025-11-25", Messages: []MCPItem{response("1", "2025-11-25")}}},
+			Request{Version: "2025-11-25", Messages: []Item{response("1", "2025-11-25")}}},
 		// Captured from the SDK against a Stateless server (2026-07-28).
 		{"sdk server/discover 2026-07-28", hdr("Mcp-Method", "server/discover", "Mcp-Protocol-Version", "2026-07-28"),
 			`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + sdkMeta + `}}`,
-			MCPRequest{Version: "2026-07-28", Messages: []MCPItem{item("1", "server/discover", "", "", "2026-07-28")}}},
+			Request{Version: "2026-07-28", Messages: []Item{item("1", "server/discover", "", "", "2026-07-28")}}},
 		{"sdk stateless tools/list", hdr("Mcp-Method", "tools/list", "Mcp-Protocol-Version", "2026-07-28"),
 			`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + sdkMeta + `}}`,
-			MCPRequest{Version: "2026-07-28", Messages: []MCPItem{item("2", "tools/list", "", "", "2026-07-28")}}},
+			Request{Version: "2026-07-28", Messages: []Item{item("2", "tools/list", "", "", "2026-07-28")}}},
 		{"sdk stateless tools/call", hdr("Content-Type", "application/json", "Mcp-Method", "tools/call", "Mcp-Name", "lookup_order", "Mcp-Protocol-Version", "2026-07-28"),
 			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{` + sdkMeta + `,"name":"lookup_order","arguments":{"order_id":"A-1042"}}}`,
-			MCPRequest{Version: "2026-07-28", Messages: []MCPItem{item("3", "tools/call", "lookup_order", `{"order_id":"A-1042"}`, "2026-07-28")}}},
+			Request{Version: "2026-07-28", Messages: []Item{item("3", "tools/call", "lookup_order", `{"order_id":"A-1042"}`, "2026-07-28")}}},
 		{"_meta version without the header", nil,
 			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{` + sdkMeta + `,"name":"lookup_order"}}`,
-			MCPRequest{Version: "2026-07-28", Messages: []MCPItem{item("3", "tools/call", "lookup_order", "", "2026-07-28")}}},
+			Request{Version: "2026-07-28", Messages: []Item{item("3", "tools/call", "lookup_order", "", "2026-07-28")}}},
 
 		{"batch 2025-03-26: request, notification, response", hdr("Mcp-Protocol-Version", "2025-03-26"),
 			`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"A-1042"}}},
 			  {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}},
 			  {"jsonrpc":"2.0","id":"s-1","error":{"code":-1,"message":"declined"}},
 			  {"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"refund_order","arguments":{}}}]`,
-			MCPRequest{Batch: true, Version: "2025-03-26", Messages: []MCPItem{
+			Request{Batch: true, Version: "2025-03-26", Messages: []Item{
 				item("1", "tools/call", "lookup_order", `{"order_id":"A-1042"}`, "2025-03-26"),
 				item("", "notifications/progress", "", "", "2025-03-26"),
 				response(`"s-1"`, "2025-03-26"),
@@ -93,60 +93,60 @@ func TestParseMCPValid(t *testing.T) {
 			}}},
 		{"batch: a request and a response may share an id", nil,
 			`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"result":{}}]`,
-			MCPRequest{Batch: true, Messages: []MCPItem{item("1", "ping", "", "", ""), response("1", "")}}},
+			Request{Batch: true, Messages: []Item{item("1", "ping", "", "", ""), response("1", "")}}},
 		{"no version anywhere", nil, `{"jsonrpc":"2.0","id":0,"method":"ping"}`,
-			MCPRequest{Messages: []MCPItem{item("0", "ping", "", "", "")}}},
+			Request{Messages: []Item{item("0", "ping", "", "", "")}}},
 		{"string id, negative id", nil, `[{"jsonrpc":"2.0","id":"abc","method":"ping"},{"jsonrpc":"2.0","id":-7,"method":"ping"}]`,
-			MCPRequest{Batch: true, Messages: []MCPItem{item(`"abc"`, "ping", "", "", ""), item("-7", "ping", "", "", "")}}},
+			Request{Batch: true, Messages: []Item{item(`"abc"`, "ping", "", "", ""), item("-7", "ping", "", "", "")}}},
 		{"whitespace around and inside, trailing whitespace", hdr("Content-Encoding", "identity"),
 			" \t\r\n{ \"jsonrpc\" : \"2.0\" , \"id\" : 5 , \"method\" : \"tools/call\" , \"params\" : { \"name\" : \"t\" , \"arguments\" : { \"a\" : [ 1 , 2.5e-3 , true , null ] } } } \n\t ",
-			MCPRequest{Messages: []MCPItem{item("5", "tools/call", "t", `{ "a" : [ 1 , 2.5e-3 , true , null ] }`, "")}}},
+			Request{Messages: []Item{item("5", "tools/call", "t", `{ "a" : [ 1 , 2.5e-3 , true , null ] }`, "")}}},
 		{"escapes are decoded", nil, `{"jsonrpc":"2\u002e0","id":"\u00e9\ud83d\ude00","method":"tools\/call","params":{"name":"lookup\u005forder"}}`,
-			MCPRequest{Messages: []MCPItem{item(`"\u00e9\ud83d\ude00"`, "tools/call", "lookup_order", "", "")}}},
+			Request{Messages: []Item{item(`"\u00e9\ud83d\ude00"`, "tools/call", "lookup_order", "", "")}}},
 		{"non-canonical header keys", hdr("mcp-method", "tools/call", "MCP-NAME", "t", "mcp-protocol-version", "2025-11-25"),
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`,
-			MCPRequest{Version: "2025-11-25", Messages: []MCPItem{item("1", "tools/call", "t", "", "2025-11-25")}}},
+			Request{Version: "2025-11-25", Messages: []Item{item("1", "tools/call", "t", "", "2025-11-25")}}},
 		{"Mcp-Name on prompts/get", hdr("Mcp-Method", "prompts/get", "Mcp-Name", "greet"),
 			`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet"}}`,
-			MCPRequest{Messages: []MCPItem{item("1", "prompts/get", "", "", "")}}},
+			Request{Messages: []Item{item("1", "prompts/get", "", "", "")}}},
 		{"Mcp-Name on resources/read", hdr("Mcp-Method", "resources/read", "Mcp-Name", "file:///a"),
 			`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
-			MCPRequest{Messages: []MCPItem{item("1", "resources/read", "", "", "")}}},
+			Request{Messages: []Item{item("1", "resources/read", "", "", "")}}},
 		{"Mcp-Method on a notification", hdr("Mcp-Method", "notifications/initialized", "Mcp-Protocol-Version", "2026-07-28"),
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-			MCPRequest{Version: "2026-07-28", Messages: []MCPItem{item("", "notifications/initialized", "", "", "2026-07-28")}}},
+			Request{Version: "2026-07-28", Messages: []Item{item("", "notifications/initialized", "", "", "2026-07-28")}}},
 		{"initialize with agreeing header", hdr("Mcp-Protocol-Version", "2025-06-18"),
 			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`,
-			MCPRequest{Version: "2025-06-18", Messages: []MCPItem{item("1", "initialize", "", "", "2025-06-18")}}},
+			Request{Version: "2025-06-18", Messages: []Item{item("1", "initialize", "", "", "2025-06-18")}}},
 		{"same key in different objects, case variants in arguments' values", nil,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":{"a":{"a":1}},"b":["A","a"],"c":{"x":1},"d":{"x":1}}}}`,
-			MCPRequest{Messages: []MCPItem{item("1", "tools/call", "t", `{"a":{"a":{"a":1}},"b":["A","a"],"c":{"x":1},"d":{"x":1}}`, "")}}},
+			Request{Messages: []Item{item("1", "tools/call", "t", `{"a":{"a":{"a":1}},"b":["A","a"],"c":{"x":1},"d":{"x":1}}`, "")}}},
 		{"a large object without duplicates", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"k0":1,"k1":1,"k2":1,"k3":1,"k4":1,"k5":1,"k6":1,"k7":1,"k8":1,"k9":1,"K10":1,"ſ":1}}}`,
-			MCPRequest{Messages: []MCPItem{item("1", "tools/call", "t", `{"k0":1,"k1":1,"k2":1,"k3":1,"k4":1,"k5":1,"k6":1,"k7":1,"k8":1,"k9":1,"K10":1,"ſ":1}`, "")}}},
+			Request{Messages: []Item{item("1", "tools/call", "t", `{"k0":1,"k1":1,"k2":1,"k3":1,"k4":1,"k5":1,"k6":1,"k7":1,"k8":1,"k9":1,"K10":1,"ſ":1}`, "")}}},
 		{"empty keys in different objects", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"":{"":1}}}}`,
-			MCPRequest{Messages: []MCPItem{item("1", "tools/call", "t", `{"":{"":1}}`, "")}}},
+			Request{Messages: []Item{item("1", "tools/call", "t", `{"":{"":1}}`, "")}}},
 		{"id at the int64 limit", nil, `{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}`,
-			MCPRequest{Messages: []MCPItem{item("-9223372036854775808", "ping", "", "", "")}}},
+			Request{Messages: []Item{item("-9223372036854775808", "ping", "", "", "")}}},
 		{"result may be any value", nil, `{"jsonrpc":"2.0","id":"r","result":null}`,
-			MCPRequest{Messages: []MCPItem{response(`"r"`, "")}}},
+			Request{Messages: []Item{response(`"r"`, "")}}},
 		{"nesting at the limit", nil,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":` + strings.Repeat("[", mcpMaxDepth-4) + strings.Repeat("]", mcpMaxDepth-4) + `}}}`,
-			MCPRequest{Messages: []MCPItem{item("1", "tools/call", "t", `{"a":`+strings.Repeat("[", mcpMaxDepth-4)+strings.Repeat("]", mcpMaxDepth-4)+`}`, "")}}},
+			Request{Messages: []Item{item("1", "tools/call", "t", `{"a":`+strings.Repeat("[", mcpMaxDepth-4)+strings.Repeat("]", mcpMaxDepth-4)+`}`, "")}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseMCP(tc.header, []byte(tc.body))
+			got, err := Parse(tc.header, []byte(tc.body))
 			if err != nil {
-				t.Fatalf("ParseMCP: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
 			if !reflect.DeepEqual(*got, tc.want) {
-				t.Errorf("ParseMCP =\n%s\nwant\n%s", dump(got), dump(&tc.want))
+				t.Errorf("Parse =\n%s\nwant\n%s", dump(got), dump(&tc.want))
 			}
 		})
 	}
 }
 
-func dump(r *MCPRequest) string {
+func dump(r *Request) string {
 	b, _ := json.MarshalIndent(r, "", "  ")
 	return string(b)
 }
@@ -378,16 +378,16 @@ func TestParseMCPRefused(t *testing.T) {
 		}
 		seen[tc.name] = true
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseMCP(tc.header, []byte(tc.body))
+			got, err := Parse(tc.header, []byte(tc.body))
 			if err == nil {
-				t.Fatalf("ParseMCP accepted it: %s", dump(got))
+				t.Fatalf("Parse accepted it: %s", dump(got))
 			}
-			var me *MCPError
+			var me *Error
 			if !errors.As(err, &me) {
-				t.Fatalf("error %v (%T) is not an *MCPError", err, err)
+				t.Fatalf("error %v (%T) is not an *Error", err, err)
 			}
 			if got != nil {
-				t.Errorf("ParseMCP returned a request with its error")
+				t.Errorf("Parse returned a request with its error")
 			}
 			if me.Reason != tc.reason {
 				t.Errorf("reason\n got %s\nwant %s", me.Reason, tc.reason)
@@ -397,7 +397,7 @@ func TestParseMCPRefused(t *testing.T) {
 }
 
 func TestBatchAllowedAndVersions(t *testing.T) {
-	for _, v := range KnownMCPVersions {
+	for _, v := range KnownVersions {
 		if BatchAllowed(v) != (v == "2025-03-26") {
 			t.Errorf("BatchAllowed(%q) = %v", v, BatchAllowed(v))
 		}
@@ -405,8 +405,8 @@ func TestBatchAllowedAndVersions(t *testing.T) {
 	if BatchAllowed("") {
 		t.Errorf("BatchAllowed(\"\") = true")
 	}
-	if KnownMCPVersions[len(KnownMCPVersions)-1] != "2026-07-28" || !contains(KnownMCPVersions, policy.DefaultMCPVersion) {
-		t.Errorf("KnownMCPVersions = %v", KnownMCPVersions)
+	if KnownVersions[len(KnownVersions)-1] != "2026-07-28" || !contains(KnownVersions, policy.DefaultMCPVersion) {
+		t.Errorf("KnownVersions = %v", KnownVersions)
 	}
 }
 
@@ -453,23 +453,23 @@ func TestDenyBody(t *testing.T) {
 		})
 	}
 
-	// MCPRequest.DenyBody knows a batch of one is a batch, and skips
+	// Request.DenyBody knows a batch of one is a batch, and skips
 	// client responses.
-	req, err := ParseMCP(nil, []byte(`[{"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"refund_order"}}]`))
+	req, err := Parse(nil, []byte(`[{"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"refund_order"}}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := string(req.DenyBody(-32001, "m", nil)), `[{"jsonrpc":"2.0","id":"q","error":{"code":-32001,"message":"m"}}]`; got != want {
 		t.Errorf("batch of one: %s, want %s", got, want)
 	}
-	req, err = ParseMCP(nil, []byte(`[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"notifications/x"}]`))
+	req, err = Parse(nil, []byte(`[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"notifications/x"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := string(req.DenyBody(-32001, "m", nil)), `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"m"}}`; got != want {
 		t.Errorf("batch without requests: %s, want %s", got, want)
 	}
-	req, err = ParseMCP(nil, []byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`))
+	req, err = Parse(nil, []byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,8 +480,8 @@ func TestDenyBody(t *testing.T) {
 
 // normalized is r with the raw ids and arguments compacted, so that two
 // spellings of one request compare equal.
-func normalized(t *testing.T, r *MCPRequest) MCPRequest {
-	out := MCPRequest{Batch: r.Batch, Version: r.Version}
+func normalized(t *testing.T, r *Request) Request {
+	out := Request{Batch: r.Batch, Version: r.Version}
 	compact := func(raw json.RawMessage) json.RawMessage {
 		if raw == nil {
 			return nil
@@ -532,9 +532,9 @@ func FuzzParseMCP(f *testing.F) {
 				h.Set(kv[0], kv[1])
 			}
 		}
-		got, err := ParseMCP(h, body)
+		got, err := Parse(h, body)
 		if err != nil {
-			var me *MCPError
+			var me *Error
 			if !errors.As(err, &me) || me.Reason == "" || got != nil {
 				t.Fatalf("error %#v (%T) with result %v", err, err, got)
 			}
@@ -552,7 +552,7 @@ func FuzzParseMCP(f *testing.F) {
 		}
 
 		// The same input parses the same; so does any re-spacing of it.
-		again, err := ParseMCP(h, bytes.Clone(body))
+		again, err := Parse(h, bytes.Clone(body))
 		if err != nil || !reflect.DeepEqual(got, again) {
 			t.Fatalf("re-parse differs: %v\n%s\n%s", err, dump(got), dump(again))
 		}
@@ -565,7 +565,7 @@ func FuzzParseMCP(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, b := range [][]byte{compact.Bytes(), indented.Bytes()} {
-			r, err := ParseMCP(h, b)
+			r, err := Parse(h, b)
 			if err != nil {
 				t.Fatalf("re-spaced %q refused: %v", b, err)
 			}
@@ -679,13 +679,13 @@ func BenchmarkParseMCP(b *testing.B) {
 		{"64KiB-deep-objects", wrap(deepMany.String())},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			if _, err := ParseMCP(h, bc.body); err != nil {
+			if _, err := Parse(h, bc.body); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				ParseMCP(h, bc.body)
+				Parse(h, bc.body)
 			}
 		})
 	}
