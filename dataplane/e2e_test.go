@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/demo"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -272,9 +273,9 @@ func TestMCPThroughProxy(t *testing.T) {
 			var allowed, denied int
 			for _, r := range tp.proxy.Decisions() {
 				switch r.Decision {
-				case dataplane.DecisionAllow:
+				case decision.Allow:
 					allowed++
-				case dataplane.DecisionDeny:
+				case decision.Deny:
 					denied++
 					if !strings.HasPrefix(r.DenialID, "dn_") || r.PolicyVersion != "test-1" || r.Binary != "/usr/bin/python3" {
 						t.Errorf("denial record = %+v", r)
@@ -378,7 +379,7 @@ func TestMCPStrictParsingDeniesBeforePolicy(t *testing.T) {
 	}
 	var audits int
 	for _, r := range tp.proxy.Decisions() {
-		if r.Decision == dataplane.DecisionAudit || r.Decision == dataplane.DecisionAllow {
+		if r.Decision == decision.Audit || r.Decision == decision.Allow {
 			audits++
 		}
 	}
@@ -475,7 +476,7 @@ func TestVersionProbeRecorded(t *testing.T) {
 		t.Fatalf("unlisted version = %d %s", res.StatusCode, body)
 	}
 	recs := tp.proxy.Decisions()
-	if last := recs[len(recs)-1]; !last.VersionProbe || last.Decision != dataplane.DecisionDeny {
+	if last := recs[len(recs)-1]; !last.VersionProbe || last.Decision != decision.Deny {
 		t.Fatalf("record = %+v, want a denial marked as a version probe", last)
 	}
 }
@@ -529,7 +530,7 @@ func TestAuditModeForwardsAndRecords(t *testing.T) {
 		t.Fatalf("audit mode = %d %s; want forwarded", res.StatusCode, body)
 	}
 	recs := tp.proxy.Decisions()
-	if last := recs[len(recs)-1]; last.Decision != dataplane.DecisionAudit {
+	if last := recs[len(recs)-1]; last.Decision != decision.Audit {
 		t.Fatalf("record = %+v, want audit", last)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/portcullis-dev/portcullis/advisor"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -350,11 +351,11 @@ func (p *Proxy) recentDenials(n int) []localDenial {
 	if cur := p.current.Load(); cur != nil {
 		base = cur.matcher.Policy()
 	}
-	recs := p.decisions.snapshot()
+	recs := p.decisions.Snapshot()
 	out := make([]localDenial, 0, min(n, len(recs)))
 	for i := len(recs) - 1; i >= 0 && len(out) < n; i-- {
 		rec := recs[i]
-		if rec.Decision != DecisionDeny || rec.DenialID == "" {
+		if rec.Decision != decision.Deny || rec.DenialID == "" {
 			continue
 		}
 		d := localDenial{
@@ -370,7 +371,7 @@ func (p *Proxy) recentDenials(n int) []localDenial {
 
 // suggest is advisor.FromDenial for a record: the proposal's JSON, or why
 // none is offered.
-func suggest(base *policy.Policy, rec Record) (json.RawMessage, string) {
+func suggest(base *policy.Policy, rec decision.Record) (json.RawMessage, string) {
 	if base == nil {
 		return nil, "no policy is loaded"
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -752,7 +753,7 @@ func TestShipperFlushWaitsForShipping(t *testing.T) {
 	if err := s.Flush(t.Context()); err != nil {
 		t.Fatalf("Flush with nothing buffered = %v", err)
 	}
-	s.Offer(dataplane.Record{Decision: dataplane.DecisionDeny, DenialID: "dn_1"})
+	s.Offer(decision.Record{Decision: decision.Deny, DenialID: "dn_1"})
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if err := s.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {

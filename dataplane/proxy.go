@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/identity"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
@@ -55,7 +56,7 @@ type Config struct {
 	RingSize int
 	// OnRecord, if set, receives every decision record (the shipper to
 	// the gateway). It must not block.
-	OnRecord func(Record)
+	OnRecord func(decision.Record)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -102,7 +103,7 @@ type Proxy struct {
 	ca        atomic.Pointer[ca.CA]
 	log       *slog.Logger
 	current   atomic.Pointer[loaded]
-	decisions *decisionLog
+	decisions *decision.Log
 	upstreams *upstreams
 
 	fileReloads reloadStatus
@@ -145,7 +146,7 @@ func New(cfg Config, ca *ca.CA) *Proxy {
 	if ca != nil {
 		p.ca.Store(ca)
 	}
-	p.decisions = newDecisionLog(cfg.RingSize, cfg.DecisionLog, p.log)
+	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	p.localMCPHandler = newPolicyLocalMCP(p)
 	p.localOrigin = http.NewCrossOriginProtection()
@@ -176,11 +177,11 @@ func (p *Proxy) PolicyVersion() string {
 }
 
 // Decisions returns the recent decisions, oldest first.
-func (p *Proxy) Decisions() []Record { return p.decisions.snapshot() }
+func (p *Proxy) Decisions() []decision.Record { return p.decisions.Snapshot() }
 
 // DroppedDecisions returns how many records the decision log file missed
 // because its writer fell behind (they stay in Decisions).
-func (p *Proxy) DroppedDecisions() int64 { return p.decisions.droppedCount() }
+func (p *Proxy) DroppedDecisions() int64 { return p.decisions.Dropped() }
 
 // CACertPEM is the certificate the sandbox must trust (nil before a CA).
 func (p *Proxy) CACertPEM() []byte {
@@ -209,7 +210,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
-	background.Go(func() { p.decisions.write(bgCtx) })
+	background.Go(func() { p.decisions.Write(bgCtx) })
 	background.Go(func() { p.recheckTunnelsEvery(bgCtx, tunnelRecheck) })
 	defer func() {
 		stopBackground()
@@ -615,7 +616,7 @@ func forwardPath(cur *loaded, d policy.Decision, raw, lenient string) (string, e
 
 // deny answers a denied request (403), records it, and never forwards.
 func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request) {
-	id := newDenialID()
+	id := decision.NewDenialID()
 	// The binary is looked up only when the policy names binaries: a
 	// lookup scans /proc, and denials must stay cheap (an agent can cause
 	// as many as it likes).
@@ -662,7 +663,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, t dest, reason st
 }
 
 func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request, denialID string) {
-	rec := Record{
+	rec := decision.Record{
 		Time:       req.Time,
 		Sandbox:    p.cfg.Sandbox,
 		Binary:     req.Binary,
@@ -670,7 +671,7 @@ func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq 
 		Port:       req.Port,
 		HTTPMethod: req.HTTPMethod,
 		Path:       req.Path,
-		Decision:   DecisionAllow,
+		Decision:   decision.Allow,
 		Entry:      d.Entry,
 		Rule:       d.Rule,
 		Reason:     d.Reason,
@@ -684,16 +685,16 @@ func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq 
 	}
 	switch {
 	case denialID != "":
-		rec.Decision = DecisionDeny
+		rec.Decision = decision.Deny
 		rec.VersionProbe = d.VersionRefused
 	case d.Audit:
-		rec.Decision = DecisionAudit
+		rec.Decision = decision.Audit
 	}
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
 		rec.Tool = mreq.Messages[0].Message.Tool
 	}
-	p.decisions.add(rec)
+	p.decisions.Add(rec)
 	if p.cfg.OnRecord != nil {
 		p.cfg.OnRecord(rec)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -245,7 +246,7 @@ func TestRESTThroughProxy(t *testing.T) {
 	}
 	var denials int
 	for _, r := range p.Decisions() {
-		if r.Decision == dataplane.DecisionDeny {
+		if r.Decision == decision.Deny {
 			denials++
 		}
 	}
@@ -570,7 +571,7 @@ func openTunnelClosedBy(t *testing.T, next string) {
 		}
 	}
 	recs := p.Decisions()
-	if last := recs[len(recs)-1]; last.Decision != dataplane.DecisionDeny || !strings.Contains(last.Reason, "open tunnel closed") {
+	if last := recs[len(recs)-1]; last.Decision != decision.Deny || !strings.Contains(last.Reason, "open tunnel closed") {
 		t.Fatalf("last record = %+v, want the tunnel's closing", last)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -37,7 +38,7 @@ type Shipper struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	buf     []Record
+	buf     []decision.Record
 	dropped uint64 // since the last batch that carried the count
 	wake    chan struct{}
 	// offered counts the records ever buffered and shipped those the
@@ -66,7 +67,7 @@ func NewShipper(cfg ShipperConfig) *Shipper {
 
 // Offer buffers r for shipping; it never blocks. Use it as
 // Config.OnRecord.
-func (s *Shipper) Offer(r Record) {
+func (s *Shipper) Offer(r decision.Record) {
 	s.mu.Lock()
 	if len(s.buf) >= s.cfg.Buffer {
 		s.dropped++
@@ -205,7 +206,7 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 	return n, nil
 }
 
-func recordToProto(r Record) *portcullisv1.DecisionRecord {
+func recordToProto(r decision.Record) *portcullisv1.DecisionRecord {
 	return &portcullisv1.DecisionRecord{
 		Time:          timestamppb.New(r.Time),
 		Sandbox:       r.Sandbox,

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/internal/signing"
@@ -221,7 +222,7 @@ func TestShipperBoundedBufferAndDrops(t *testing.T) {
 	}
 	sh := dataplane.NewShipper(dataplane.ShipperConfig{Buffer: 3, Batch: 2, Interval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	for i := range 5 {
-		sh.Offer(dataplane.Record{Time: time.Now(), Host: "api.example.com", Port: 443, Path: fmt.Sprintf("/r%d", i), Decision: dataplane.DecisionDeny, DenialID: fmt.Sprintf("dn_%d", i)})
+		sh.Offer(decision.Record{Time: time.Now(), Host: "api.example.com", Port: 443, Path: fmt.Sprintf("/r%d", i), Decision: decision.Deny, DenialID: fmt.Sprintf("dn_%d", i)})
 	}
 	if buffered, dropped := sh.Pending(); buffered != 3 || dropped != 2 {
 		t.Fatalf("buffered %d, dropped %d; want 3 and 2", buffered, dropped)

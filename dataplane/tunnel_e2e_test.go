@@ -19,6 +19,7 @@ import (
 	"context"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -126,10 +127,10 @@ network_policies:
 	}
 	pu := serveProxy(t, p)
 	raw := "raw.good.test:" + strconv.Itoa(silent.port)
-	lastDenial := func() dataplane.Record {
+	lastDenial := func() decision.Record {
 		t.Helper()
 		recs := p.Decisions()
-		if len(recs) == 0 || recs[len(recs)-1].Decision != dataplane.DecisionDeny {
+		if len(recs) == 0 || recs[len(recs)-1].Decision != decision.Deny {
 			t.Fatalf("no denial recorded last: %+v", recs)
 		}
 		return recs[len(recs)-1]

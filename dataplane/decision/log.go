@@ -1,4 +1,4 @@
-package dataplane
+package decision
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 
 // Decisions recorded in Record.Decision.
 const (
-	DecisionAllow = "allow"
-	DecisionDeny  = "deny"
+	Allow = "allow"
+	Deny  = "deny"
 	// DecisionAudit: policy would deny, but the endpoint is in audit mode
 	// and the request was forwarded.
-	DecisionAudit = "audit"
+	Audit = "audit"
 )
 
 // Record is one decision of the proxy: what was asked, by which binary,
@@ -46,8 +46,8 @@ type Record struct {
 	VersionProbe bool `json:"version_probe,omitempty"`
 }
 
-// newDenialID returns a fresh identifier for a denial.
-func newDenialID() string {
+// NewDenialID returns a fresh identifier for a denial.
+func NewDenialID() string {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
@@ -55,11 +55,11 @@ func newDenialID() string {
 	return "dn_" + hex.EncodeToString(b[:])
 }
 
-// decisionLog keeps the last records in a bounded ring and hands each one
+// Log keeps the last records in a bounded ring and hands each one
 // to a writer goroutine that writes it as a JSON line. Traffic never waits
 // for the writer: when its queue is full a record is counted as dropped
 // (it stays in the ring) and the drop is logged.
-type decisionLog struct {
+type Log struct {
 	mu   sync.Mutex
 	ring []Record
 	next int
@@ -71,18 +71,21 @@ type decisionLog struct {
 	log     *slog.Logger
 }
 
-// decisionQueue bounds the records waiting for the writer.
-const decisionQueue = 4096
+// queueSize bounds the records waiting for the writer.
+const queueSize = 4096
 
-func newDecisionLog(size int, out io.Writer, log *slog.Logger) *decisionLog {
-	d := &decisionLog{ring: make([]Record, size), out: out, log: log}
+// NewLog returns a log keeping the last size records, writing each to out
+// (nil: none) once Write runs.
+func NewLog(size int, out io.Writer, log *slog.Logger) *Log {
+	d := &Log{ring: make([]Record, size), out: out, log: log}
 	if out != nil {
-		d.queue = make(chan Record, decisionQueue)
+		d.queue = make(chan Record, queueSize)
 	}
 	return d
 }
 
-func (d *decisionLog) add(r Record) {
+// Add keeps r in the ring and queues it for the writer; it never blocks.
+func (d *Log) Add(r Record) {
 	d.mu.Lock()
 	d.ring[d.next] = r
 	d.next = (d.next + 1) % len(d.ring)
@@ -102,9 +105,9 @@ func (d *decisionLog) add(r Record) {
 	}
 }
 
-// write drains the queue to the writer until ctx ends, then writes what is
-// left. It is run by Proxy.Serve.
-func (d *decisionLog) write(ctx context.Context) {
+// Write drains the queue to the writer until ctx ends, then writes what
+// is left. The proxy runs it for as long as it serves.
+func (d *Log) Write(ctx context.Context) {
 	if d.queue == nil {
 		return
 	}
@@ -135,11 +138,11 @@ func (d *decisionLog) write(ctx context.Context) {
 	}
 }
 
-// droppedCount returns how many records the file writer has missed.
-func (d *decisionLog) droppedCount() int64 { return d.dropped.Load() }
+// Dropped returns how many records the file writer has missed.
+func (d *Log) Dropped() int64 { return d.dropped.Load() }
 
-// snapshot returns the records in the ring, oldest first.
-func (d *decisionLog) snapshot() []Record {
+// Snapshot returns the records in the ring, oldest first.
+func (d *Log) Snapshot() []Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.full {

@@ -1,4 +1,4 @@
-package dataplane
+package decision
 
 import (
 	"bufio"
@@ -12,12 +12,12 @@ import (
 
 func TestDecisionLogWritesJSONLines(t *testing.T) {
 	var buf bytes.Buffer
-	d := newDecisionLog(4, &buf, slog.New(slog.DiscardHandler))
+	d := NewLog(4, &buf, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.write(ctx); close(done) }()
+	go func() { d.Write(ctx); close(done) }()
 	for i := range 6 {
-		d.add(Record{Host: "h", Port: i, Decision: DecisionAllow})
+		d.Add(Record{Host: "h", Port: i, Decision: Allow})
 	}
 	cancel()
 	<-done
@@ -33,7 +33,7 @@ func TestDecisionLogWritesJSONLines(t *testing.T) {
 	if len(ports) != 6 {
 		t.Fatalf("file has %d records, want all 6: %v", len(ports), ports)
 	}
-	snap := d.snapshot()
+	snap := d.Snapshot()
 	if len(snap) != 4 || snap[0].Port != 2 || snap[3].Port != 5 {
 		t.Fatalf("ring = %+v, want the last 4, oldest first", snap)
 	}
@@ -44,18 +44,18 @@ func TestDecisionLogWritesJSONLines(t *testing.T) {
 func TestDecisionLogNeverBlocks(t *testing.T) {
 	pr, pw := io.Pipe() // nobody reads: the first write blocks forever
 	defer pr.Close()
-	d := newDecisionLog(8, pw, slog.New(slog.DiscardHandler))
+	d := NewLog(8, pw, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.write(ctx); close(done) }()
-	for range decisionQueue + 100 {
-		d.add(Record{Decision: DecisionDeny})
+	go func() { d.Write(ctx); close(done) }()
+	for range queueSize + 100 {
+		d.Add(Record{Decision: Deny})
 	}
-	if d.droppedCount() < 99 {
-		t.Fatalf("dropped %d, want at least 99", d.droppedCount())
+	if d.Dropped() < 99 {
+		t.Fatalf("dropped %d, want at least 99", d.Dropped())
 	}
-	if len(d.snapshot()) != 8 {
-		t.Fatalf("ring holds %d records, want 8", len(d.snapshot()))
+	if len(d.Snapshot()) != 8 {
+		t.Fatalf("ring holds %d records, want 8", len(d.Snapshot()))
 	}
 	cancel()
 	pr.Close() // unblock the writer so its goroutine ends
