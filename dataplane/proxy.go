@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/dataplane/identity"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
+	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -47,7 +49,7 @@ type Config struct {
 	// Now is the clock for expires_at and records. Default time.Now.
 	Now func() time.Time
 	// DecisionLog receives every decision as a JSON line, written by a
-	// goroutine of Serve so traffic never waits for it. Default: none.
+	// goroutine of Agent.Run so traffic never waits for it. Default: none.
 	DecisionLog io.Writer
 	// MaxConnections bounds the client connections served at once; more
 	// wait to be accepted. Default 4096.
@@ -59,14 +61,32 @@ type Config struct {
 	OnRecord func(decision.Record)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// What the Agent assembles around the proxy (agent.go).
+
+	// CA terminates TLS for inspected endpoints: a standalone proxy's own
+	// (ca.LoadOrCreate). nil: none until the gateway delivers the
+	// sandbox's with a version; until then such connections fail.
+	CA *ca.CA
+	// PolicyFile, if set, is the policy: New loads it (a bad file is
+	// logged and every request denied), Run watches it every
+	// ReloadInterval (default 1s) and swaps in each changed, valid
+	// version.
+	PolicyFile     string
+	ReloadInterval time.Duration
+	// Gateway, if set, makes this a gateway-mode proxy: New restores the
+	// version kept in Gateway.DataDir, Run follows the sandbox's versions
+	// from the gateway and ships decision records to it (Shipper), and
+	// policy.local relays proposals on the subscription's connection.
+	// Its Refuse is the test seam that makes the proxy refuse a version.
+	Gateway *gatewayclient.SubscribeConfig
+	// Shipper configures shipping decision records in gateway mode.
+	Shipper gatewayclient.ShipperConfig
 }
 
 func (c *Config) setDefaults() {
 	if c.Resolve == nil {
 		c.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			if addrs, ok := testResolve(host); ok {
-				return addrs, nil
-			}
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
@@ -108,7 +128,7 @@ type Proxy struct {
 
 	fileReloads reloadStatus
 	// hijacked holds what outlives the HTTP server's own bookkeeping:
-	// tunnels and the inner servers of intercepted CONNECTs. Serve closes
+	// tunnels and the inner servers of intercepted CONNECTs. serve closes
 	// them when it stops.
 	hijacked tracker
 
@@ -118,12 +138,8 @@ type Proxy struct {
 	tunnelsMu sync.Mutex
 	tunnels   map[*openTunnel]struct{}
 
-	// policy.local (policylocal.go): the relay to the gateway's
-	// AdvisorService (nil in file mode), the MCP server, and the check
-	// that keeps web pages from posting to it.
-	advisor         atomic.Pointer[advisorRelay]
-	localMCPHandler http.Handler
-	localOrigin     *http.CrossOriginProtection
+	// local answers policy.local.
+	local *policylocal.Server
 }
 
 type openTunnel struct {
@@ -137,19 +153,18 @@ type loaded struct {
 	version string
 }
 
-// New builds a proxy that terminates TLS for L7 endpoints with ca (nil:
-// none until SetCA; until then such connections fail). It enforces nothing
-// until SetPolicy: with no policy everything is denied.
-func New(cfg Config, ca *ca.CA) *Proxy {
+// newProxy builds a proxy that terminates TLS for L7 endpoints with
+// cfg.CA (nil: none until SetCA; until then such connections fail). It
+// enforces nothing until SetPolicy: with no policy everything is denied.
+func newProxy(cfg Config) *Proxy {
 	cfg.setDefaults()
 	p := &Proxy{cfg: cfg, log: cfg.Logger.With("component", "proxy")}
-	if ca != nil {
-		p.ca.Store(ca)
+	if cfg.CA != nil {
+		p.ca.Store(cfg.CA)
 	}
 	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
-	p.localMCPHandler = newPolicyLocalMCP(p)
-	p.localOrigin = http.NewCrossOriginProtection()
+	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log})
 	return p
 }
 
@@ -166,6 +181,15 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	p.recheckTunnels()
 	p.log.Info("policy version applied", "version", version)
 	return nil
+}
+
+// Current returns the policy in force and its version label (nil and ""
+// if none): policy.local's view of the proxy.
+func (p *Proxy) Current() (*policy.Policy, string) {
+	if l := p.current.Load(); l != nil {
+		return l.matcher.Policy(), l.version
+	}
+	return nil, ""
 }
 
 // PolicyVersion returns the label of the version in force ("" if none).
@@ -195,8 +219,8 @@ func (p *Proxy) CACertPEM() []byte {
 // (the sandbox's, delivered by the gateway).
 func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
-// Serve serves proxy clients on ln until ctx ends.
-func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+// serve serves proxy clients on ln until ctx ends (Agent.Run).
+func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           guarded(p),
 		ReadHeaderTimeout: 30 * time.Second,
@@ -228,6 +252,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		srv.Close()
 	}
+	<-errc // the server's accept loop has returned
 	p.hijacked.closeAll()
 	p.upstreams.reset()
 	return nil
@@ -266,9 +291,9 @@ func callerOf(ctx context.Context) identity.Caller {
 // before any policy applies.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case r.Method == http.MethodConnect && policyLocalHost(r.Host),
-		r.URL.IsAbs() && r.URL.Scheme != "http" && policyLocalHost(r.URL.Host):
-		refusePolicyLocal(w)
+	case r.Method == http.MethodConnect && policylocal.IsHost(r.Host),
+		r.URL.IsAbs() && r.URL.Scheme != "http" && policylocal.IsHost(r.URL.Host):
+		policylocal.Refuse(w)
 	case r.Method == http.MethodConnect:
 		p.handleConnect(w, r)
 	case r.URL.IsAbs() && r.URL.Scheme == "http":
@@ -280,8 +305,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.refuse(w, r, dest{host: r.URL.Hostname()}, err.Error())
 			return
 		}
-		if t.host == PolicyLocalHost {
-			p.servePolicyLocal(w, r, t.port)
+		if t.host == policylocal.Host {
+			p.local.Serve(w, r, t.port)
 			return
 		}
 		p.handleHTTP(w, r, "http", t, netip.Addr{})

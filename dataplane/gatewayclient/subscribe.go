@@ -1,4 +1,4 @@
-package dataplane
+package gatewayclient
 
 import (
 	"context"
@@ -70,6 +70,11 @@ type SubscribeConfig struct {
 	// (full jitter), which doubles per failure.
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
+	// Refuse, if set, is asked about every verified version before it is
+	// applied; an error refuses it (NACK) as a failed compile would. It is
+	// a test seam: end-to-end tests make a proxy refuse a version as one
+	// too old for a new feature would.
+	Refuse func(*policy.Policy) error
 }
 
 func (c *SubscribeConfig) setDefaults() {
@@ -87,10 +92,17 @@ func (c *SubscribeConfig) setDefaults() {
 	}
 }
 
+// Enforcer is what a Subscriber keeps in step: the proxy's compiled
+// policy and the sandbox CA it terminates TLS with.
+type Enforcer interface {
+	SetPolicy(pol *policy.Policy, version string) error
+	SetCA(*ca.CA)
+}
+
 // Subscriber keeps a proxy's policy in step with the gateway.
 type Subscriber struct {
 	cfg   SubscribeConfig
-	proxy *Proxy
+	proxy Enforcer
 	// conn carries DistributionService alone (the policy stream and
 	// decision shipping): the gateway serves a connection whose first
 	// call is to DistributionService with a lighter server that serves
@@ -111,7 +123,7 @@ type Subscriber struct {
 
 // NewSubscriber prepares the subscription of proxy; it does not connect
 // until Run.
-func NewSubscriber(cfg SubscribeConfig, proxy *Proxy) (*Subscriber, error) {
+func NewSubscriber(cfg SubscribeConfig, proxy Enforcer) (*Subscriber, error) {
 	cfg.setDefaults()
 	if cfg.Sandbox == "" || cfg.Token == nil || cfg.ProxyID == "" || cfg.DataDir == "" {
 		return nil, errors.New("subscribe: sandbox, token, proxy id and data dir are required")
@@ -193,7 +205,7 @@ func (b bearer) RequireTransportSecurity() bool { return false }
 // AdvisorClient returns an AdvisorService client on a gateway connection
 // of the subscription's (not the policy stream's), which carries the
 // sandbox token: policy.local relays an agent's proposals through it
-// (Proxy.SetAdvisor).
+// (policylocal.Server.SetAdvisor).
 func (s *Subscriber) AdvisorClient() portcullisv1.AdvisorServiceClient {
 	return portcullisv1.NewAdvisorServiceClient(s.api)
 }
@@ -291,8 +303,10 @@ func (s *Subscriber) verify(sp *portcullisv1.SignedPolicy, chain []*portcullisv1
 
 // apply compiles and swaps in pol, and the CA that came with sp.
 func (s *Subscriber) apply(sp *portcullisv1.SignedPolicy, pol *policy.Policy) error {
-	if err := testRefusal(pol); err != nil {
-		return err
+	if s.cfg.Refuse != nil {
+		if err := s.cfg.Refuse(pol); err != nil {
+			return err
+		}
 	}
 	var sandboxCA *ca.CA
 	if c := sp.GetCa(); c != nil {
@@ -452,8 +466,8 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 		// Already enforced (the gateway sends the current version on
 		// every new stream); keep a newer chain or CA it brought.
 		if sp.GetCa() != nil {
-			if ca, err := ca.Parse(sp.GetCa().GetCertPem(), sp.GetCa().GetKeyPem()); err == nil {
-				s.proxy.SetCA(ca)
+			if sandboxCA, err := ca.Parse(sp.GetCa().GetCertPem(), sp.GetCa().GetKeyPem()); err == nil {
+				s.proxy.SetCA(sandboxCA)
 			}
 		}
 	} else if err := s.apply(sp, pol); err != nil {

@@ -1,4 +1,4 @@
-package dataplane
+package policylocal
 
 import (
 	"bytes"
@@ -23,24 +23,24 @@ import (
 
 const policyLocalInstructions = `This server is your network proxy. When a request is denied by policy (HTTP 403, or a JSON-RPC error carrying a denial_id), call list_denials to see what was denied and the narrowest rule that would allow it, then propose with that denial_id and a rationale a human reviewer will read. A human decides; proposal_status (with wait_seconds) tells you when.`
 
-// newPolicyLocalMCP builds the MCP handler of policy.local. It is
+// newMCPHandler builds the MCP handler of policy.local. It is
 // stateless (no sessions to keep for an untrusted client), answers JSON,
 // and is reached only through the proxy, so the SDK's DNS-rebinding check
 // (which compares Host with the proxy's loopback listener) does not apply;
 // cross-origin browser requests are refused before it is called.
-func newPolicyLocalMCP(p *Proxy) http.Handler {
+func newMCPHandler(pl *Server) http.Handler {
 	s := mcp.NewServer(&mcp.Implementation{Name: "portcullis-policy-local", Version: "v1"},
 		&mcp.ServerOptions{Instructions: policyLocalInstructions})
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "list_denials",
 		Description: "List this sandbox's recent denied requests, newest first. Each has a denial_id and, when one can be offered, a suggestion: the narrowest proposal that would allow exactly that request.",
-	}, p.toolListDenials)
+	}, pl.toolListDenials)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "propose",
 		Description: "Ask for access. Either give denial_id (from list_denials) and a rationale — the narrowest rule for that request is proposed — " +
 			"or a proposal: rationale and operations (add_allow_rules, add_rule, add_binary, add_deny_rules), optionally base_version and idempotency_key. " +
 			"Returns the stored proposal (id, status, findings); a human approves or rejects it.",
-	}, p.toolPropose)
+	}, pl.toolPropose)
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "proposal_status",
 		Description: "The status of a proposal (pending, approved, applied, rejected, expired, superseded, withdrawn). With wait_seconds (at most 300) it waits until the proposal is decided.",
@@ -55,7 +55,7 @@ func newPolicyLocalMCP(p *Proxy) http.Handler {
 			"required":             []string{"id"},
 			"additionalProperties": false,
 		},
-	}, p.toolProposalStatus)
+	}, pl.toolProposalStatus)
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless:                  true,
 		JSONResponse:               true,
@@ -67,7 +67,7 @@ func newPolicyLocalMCP(p *Proxy) http.Handler {
 // localMCP serves POST /mcp. The body is read first, bounded in size and
 // time, so a slow client cannot hold the read side open while a tool
 // waits.
-func (p *Proxy) localMCP(w http.ResponseWriter, r *http.Request) {
+func (pl *Server) localMCP(w http.ResponseWriter, r *http.Request) {
 	body, lerr := readLocalBody(w, r, maxLocalMCPBody)
 	if lerr != nil {
 		writeErrorBody(w, lerr)
@@ -75,14 +75,14 @@ func (p *Proxy) localMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	p.localMCPHandler.ServeHTTP(w, r)
+	pl.mcpHandler.ServeHTTP(w, r)
 }
 
 type listDenialsInput struct {
 	Last int `json:"last,omitempty" jsonschema:"how many recent denials to list, newest first (default 20, at most 200)"`
 }
 
-func (p *Proxy) toolListDenials(_ context.Context, _ *mcp.CallToolRequest, in listDenialsInput) (*mcp.CallToolResult, any, error) {
+func (pl *Server) toolListDenials(_ context.Context, _ *mcp.CallToolRequest, in listDenialsInput) (*mcp.CallToolResult, any, error) {
 	last := in.Last
 	switch {
 	case last == 0:
@@ -90,7 +90,7 @@ func (p *Proxy) toolListDenials(_ context.Context, _ *mcp.CallToolRequest, in li
 	case last < 0:
 		return nil, nil, newLocalError(http.StatusBadRequest, "invalid_argument", "last must be positive (at most 200)")
 	}
-	return nil, map[string]any{"denials": p.recentDenials(last)}, nil
+	return nil, map[string]any{"denials": pl.recentDenials(last)}, nil
 }
 
 type proposeInput struct {
@@ -101,7 +101,7 @@ type proposeInput struct {
 	Operations     []map[string]any `json:"operations,omitempty" jsonschema:"the proposal's operations, as in a proposal file (instead of denial_id)"`
 }
 
-func (p *Proxy) toolPropose(ctx context.Context, _ *mcp.CallToolRequest, in proposeInput) (*mcp.CallToolResult, any, error) {
+func (pl *Server) toolPropose(ctx context.Context, _ *mcp.CallToolRequest, in proposeInput) (*mcp.CallToolResult, any, error) {
 	var req *portcullisv1.SubmitProposalRequest
 	switch {
 	case in.DenialID != "" && (len(in.Operations) > 0 || in.BaseVersion != nil):
@@ -122,7 +122,7 @@ func (p *Proxy) toolPropose(ctx context.Context, _ *mcp.CallToolRequest, in prop
 	default:
 		return nil, nil, newLocalError(http.StatusBadRequest, "invalid_argument", "give denial_id (from list_denials) or a proposal's rationale and operations")
 	}
-	prop, lerr := p.submit(ctx, req)
+	prop, lerr := pl.submit(ctx, req)
 	if lerr != nil {
 		return nil, nil, lerr
 	}
@@ -147,7 +147,7 @@ func (r *proposalRef) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (p *Proxy) toolProposalStatus(ctx context.Context, _ *mcp.CallToolRequest, in proposalStatusInput) (*mcp.CallToolResult, any, error) {
+func (pl *Server) toolProposalStatus(ctx context.Context, _ *mcp.CallToolRequest, in proposalStatusInput) (*mcp.CallToolResult, any, error) {
 	if in.ID == 0 {
 		return nil, nil, newLocalError(http.StatusBadRequest, "invalid_argument", "id must be a positive proposal id")
 	}
@@ -155,7 +155,7 @@ func (p *Proxy) toolProposalStatus(ctx context.Context, _ *mcp.CallToolRequest, 
 		return nil, nil, newLocalError(http.StatusBadRequest, "invalid_argument", "wait_seconds must not be negative")
 	}
 	wait := min(time.Duration(in.WaitSeconds)*time.Second, maxWait)
-	prop, lerr := p.waitProposal(ctx, uint64(in.ID), wait)
+	prop, lerr := pl.waitProposal(ctx, uint64(in.ID), wait)
 	if lerr != nil {
 		return nil, nil, lerr
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package policylocal
 
 import (
 	"bytes"
@@ -27,6 +27,8 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"log/slog"
+	"sync/atomic"
 )
 
 // policy.local: the agent is untrusted and never holds a token; its proxy
@@ -45,8 +47,8 @@ import (
 //
 // Every answer is JSON; errors are {"error": message, "code": …, …}.
 
-// PolicyLocalHost is the reserved host the proxy answers itself.
-const PolicyLocalHost = "policy.local"
+// Host is the reserved host the proxy answers itself.
+const Host = "policy.local"
 
 // Bounds of policy.local.
 const (
@@ -61,12 +63,63 @@ const (
 	// wait for decision records to reach it.
 	relayTimeout = 30 * time.Second
 	flushTimeout = 10 * time.Second
+	// bodyReadTimeout and initialBodyBuffer bound reading a body as the
+	// proxy bounds reading a judged one.
+	bodyReadTimeout   = 30 * time.Second
+	initialBodyBuffer = 16 << 10
 )
 
 // advisorRelay is how policy.local reaches the gateway.
 type advisorRelay struct {
 	client portcullisv1.AdvisorServiceClient
 	flush  func(context.Context) error
+}
+
+// State is what policy.local reads of the proxy it runs in.
+type State interface {
+	// Current returns the policy in force and its version label (nil and
+	// "" when none is loaded).
+	Current() (*policy.Policy, string)
+	// Decisions returns the recent decision records, oldest first.
+	Decisions() []decision.Record
+}
+
+// Config configures a Server.
+type Config struct {
+	// Sandbox names the sandbox in /v1/policy ("" standalone).
+	Sandbox string
+	// State is the proxy's policy and decision ring.
+	State State
+	// Framing returns what the proxy's framing guard found wrong with the
+	// connection of a request's context ("" if nothing): policy.local
+	// refuses such requests as the proxy does.
+	Framing func(context.Context) string
+	Logger  *slog.Logger
+}
+
+// Server answers the requests for policy.local the proxy hands it.
+type Server struct {
+	sandbox string
+	state   State
+	framing func(context.Context) string
+	log     *slog.Logger
+
+	// advisor is the relay to the gateway's AdvisorService (nil in file
+	// mode); mcpHandler the MCP server; origin the check that keeps web
+	// pages from posting to policy.local.
+	advisor    atomic.Pointer[advisorRelay]
+	mcpHandler http.Handler
+	origin     *http.CrossOriginProtection
+}
+
+// New returns policy.local's server for the proxy whose state is cfg.State.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	pl := &Server{sandbox: cfg.Sandbox, state: cfg.State, framing: cfg.Framing, log: cfg.Logger, origin: http.NewCrossOriginProtection()}
+	pl.mcpHandler = newMCPHandler(pl)
+	return pl
 }
 
 // SetAdvisor connects policy.local's proposal endpoints to the gateway:
@@ -77,43 +130,43 @@ type advisorRelay struct {
 // after it. Without an advisor (file mode) those endpoints answer 503.
 // The proxy is built before its subscriber, hence a setter rather than a
 // Config field.
-func (p *Proxy) SetAdvisor(client portcullisv1.AdvisorServiceClient, flush func(context.Context) error) {
+func (pl *Server) SetAdvisor(client portcullisv1.AdvisorServiceClient, flush func(context.Context) error) {
 	if client == nil {
-		p.advisor.Store(nil)
+		pl.advisor.Store(nil)
 		return
 	}
-	p.advisor.Store(&advisorRelay{client: client, flush: flush})
+	pl.advisor.Store(&advisorRelay{client: client, flush: flush})
 }
 
-// policyLocalHost returns whether authority (host, host:port, any case,
+// IsHost returns whether authority (host, host:port, any case,
 // trailing dot) names policy.local.
-func policyLocalHost(authority string) bool {
+func IsHost(authority string) bool {
 	host, _, err := net.SplitHostPort(authority)
 	if err != nil {
 		host = authority
 	}
-	return strings.EqualFold(strings.TrimSuffix(host, "."), PolicyLocalHost)
+	return strings.EqualFold(strings.TrimSuffix(host, "."), Host)
 }
 
-// refusePolicyLocal answers a request for policy.local that is not plain
+// Refuse answers a request for policy.local that is not plain
 // HTTP (CONNECT, https://): the proxy serves policy.local itself, over
 // plain HTTP only, and never opens a tunnel to it.
-func refusePolicyLocal(w http.ResponseWriter) {
+func Refuse(w http.ResponseWriter) {
 	writeLocalError(w, http.StatusBadRequest, "policy_local_plain_http_only",
 		"policy.local is answered by the proxy itself over plain HTTP: use http://policy.local/... through the proxy (not https://, not CONNECT)")
 }
 
-// servePolicyLocal answers one absolute-form HTTP request for
+// Serve answers one absolute-form HTTP request for
 // policy.local. Paths, methods, query parameters and bodies are checked
 // strictly: nothing here reaches anything but the proxy's own state and
 // its AdvisorService relay.
-func (p *Proxy) servePolicyLocal(w http.ResponseWriter, r *http.Request, port int) {
-	p.log.Debug("policy.local", "method", r.Method, "path", r.URL.EscapedPath())
+func (pl *Server) Serve(w http.ResponseWriter, r *http.Request, port int) {
+	pl.log.Debug("policy.local", "method", r.Method, "path", r.URL.EscapedPath())
 	if port != 80 {
 		writeLocalError(w, http.StatusBadRequest, "policy_local_port", "policy.local answers on port 80 only: use http://policy.local/...")
 		return
 	}
-	if problem := framingProblem(r.Context()); problem != "" {
+	if problem := pl.framing(r.Context()); problem != "" {
 		w.Header().Set("Connection", "close")
 		writeLocalError(w, http.StatusBadRequest, "malformed_request", problem)
 		return
@@ -122,7 +175,7 @@ func (p *Proxy) servePolicyLocal(w http.ResponseWriter, r *http.Request, port in
 		writeLocalError(w, http.StatusBadRequest, "malformed_request", "policy.local does not upgrade connections")
 		return
 	}
-	if err := p.localOrigin.Check(r); err != nil {
+	if err := pl.origin.Check(r); err != nil {
 		// A web page in the sandbox must not file proposals in the
 		// agent's name.
 		writeLocalError(w, http.StatusForbidden, "cross_origin", "cross-origin requests to policy.local are refused")
@@ -137,15 +190,15 @@ func (p *Proxy) servePolicyLocal(w http.ResponseWriter, r *http.Request, port in
 	)
 	switch {
 	case path == "/v1/policy":
-		methods, serve = []string{http.MethodGet}, p.localPolicy
+		methods, serve = []string{http.MethodGet}, pl.localPolicy
 	case path == "/v1/denials":
-		methods, params, serve = []string{http.MethodGet}, []string{"last"}, p.localDenials
+		methods, params, serve = []string{http.MethodGet}, []string{"last"}, pl.localDenials
 	case path == "/v1/proposals":
-		methods, serve = []string{http.MethodPost}, p.localSubmit
+		methods, serve = []string{http.MethodPost}, pl.localSubmit
 	case path == "/mcp":
 		// Stateless: no session to end (DELETE) and no standalone stream
 		// (GET), which MCP clients expect a server may refuse with 405.
-		methods, serve = []string{http.MethodPost}, p.localMCP
+		methods, serve = []string{http.MethodPost}, pl.localMCP
 	case strings.HasPrefix(path, "/v1/proposals/"):
 		rest := strings.TrimPrefix(path, "/v1/proposals/")
 		idText, wait := strings.CutSuffix(rest, "/wait")
@@ -157,9 +210,9 @@ func (p *Proxy) servePolicyLocal(w http.ResponseWriter, r *http.Request, port in
 		methods = []string{http.MethodGet}
 		if wait {
 			params = []string{"timeout"}
-			serve = func(w http.ResponseWriter, r *http.Request) { p.localWait(w, r, id) }
+			serve = func(w http.ResponseWriter, r *http.Request) { pl.localWait(w, r, id) }
 		} else {
-			serve = func(w http.ResponseWriter, r *http.Request) { p.localGet(w, r, id) }
+			serve = func(w http.ResponseWriter, r *http.Request) { pl.localGet(w, r, id) }
 		}
 	default:
 		writeLocalError(w, http.StatusNotFound, "not_found", "no such policy.local endpoint; there are /v1/policy, /v1/denials, /v1/proposals, /v1/proposals/{id}, /v1/proposals/{id}/wait and /mcp")
@@ -238,13 +291,13 @@ var errNoGateway = newLocalError(http.StatusServiceUnavailable, "no_gateway",
 // relayError turns an AdvisorService error into policy.local's answer.
 // Messages of gRPC status errors come from the gateway, which writes them
 // for the sandbox; the details (refusal, rate limit) travel along.
-func (p *Proxy) relayError(err error) *localError {
+func (pl *Server) relayError(err error) *localError {
 	st, ok := status.FromError(err)
 	if !ok {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return newLocalError(http.StatusGatewayTimeout, "gateway_timeout", "the gateway did not answer in time; retry")
 		}
-		p.log.Warn("policy.local relay failed", "err", err)
+		pl.log.Warn("policy.local relay failed", "err", err)
 		return newLocalError(http.StatusBadGateway, "gateway_error", "the gateway could not be asked")
 	}
 	msg := st.Message()
@@ -275,7 +328,7 @@ func (p *Proxy) relayError(err error) *localError {
 		return e
 	case codes.Unauthenticated, codes.PermissionDenied:
 		// The agent holds no token; the proxy's own was refused.
-		p.log.Error("the gateway refused this proxy's sandbox token on AdvisorService", "code", st.Code().String(), "err", msg)
+		pl.log.Error("the gateway refused this proxy's sandbox token on AdvisorService", "code", st.Code().String(), "err", msg)
 		return newLocalError(http.StatusBadGateway, "proxy_token_refused",
 			"the gateway refused this proxy's sandbox token ("+msg+"): proposals cannot be filed until an operator fixes the proxy's token; the agent cannot fix this")
 	case codes.Unavailable:
@@ -287,26 +340,26 @@ func (p *Proxy) relayError(err error) *localError {
 	case codes.Unimplemented:
 		return newLocalError(http.StatusNotImplemented, "not_implemented", "the gateway does not offer this yet: "+msg)
 	}
-	p.log.Warn("policy.local relay failed", "code", st.Code().String(), "err", msg)
+	pl.log.Warn("policy.local relay failed", "code", st.Code().String(), "err", msg)
 	return newLocalError(http.StatusBadGateway, "gateway_error", "the gateway failed: "+msg)
 }
 
 // localPolicy answers the version in force: {version, hash, policy}.
-func (p *Proxy) localPolicy(w http.ResponseWriter, _ *http.Request) {
-	cur := p.current.Load()
-	if cur == nil {
+func (pl *Server) localPolicy(w http.ResponseWriter, _ *http.Request) {
+	pol, version := pl.state.Current()
+	if pol == nil {
 		writeLocalError(w, http.StatusServiceUnavailable, "no_policy", "no policy is loaded: the proxy denies every request")
 		return
 	}
-	doc := cur.matcher.Policy().CanonicalJSON()
+	doc := pol.CanonicalJSON()
 	sum := sha256.Sum256(doc) // policy.Hash digests the same bytes
 	body := map[string]any{
-		"version": cur.version,
+		"version": version,
 		"hash":    hex.EncodeToString(sum[:]),
 		"policy":  json.RawMessage(doc),
 	}
-	if p.cfg.Sandbox != "" {
-		body["sandbox"] = p.cfg.Sandbox
+	if pl.sandbox != "" {
+		body["sandbox"] = pl.sandbox
 	}
 	writeJSON(w, http.StatusOK, body)
 }
@@ -329,7 +382,7 @@ type localDenial struct {
 	NotOffered    string          `json:"not_offered,omitempty"`
 }
 
-func (p *Proxy) localDenials(w http.ResponseWriter, r *http.Request) {
+func (pl *Server) localDenials(w http.ResponseWriter, r *http.Request) {
 	last := defaultDenials
 	if s := r.URL.Query().Get("last"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -339,19 +392,16 @@ func (p *Proxy) localDenials(w http.ResponseWriter, r *http.Request) {
 		}
 		last = n
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"denials": p.recentDenials(last)})
+	writeJSON(w, http.StatusOK, map[string]any{"denials": pl.recentDenials(last)})
 }
 
 // recentDenials returns the last n denials of the decision ring (at most
 // maxDenials), newest first, each with the narrowest proposal that would
 // have allowed it against the policy in force now.
-func (p *Proxy) recentDenials(n int) []localDenial {
+func (pl *Server) recentDenials(n int) []localDenial {
 	n = min(n, maxDenials)
-	var base *policy.Policy
-	if cur := p.current.Load(); cur != nil {
-		base = cur.matcher.Policy()
-	}
-	recs := p.decisions.Snapshot()
+	base, _ := pl.state.Current()
+	recs := pl.state.Decisions()
 	out := make([]localDenial, 0, min(n, len(recs)))
 	for i := len(recs) - 1; i >= 0 && len(out) < n; i-- {
 		rec := recs[i]
@@ -451,8 +501,8 @@ func submitRequest(body []byte) (*portcullisv1.SubmitProposalRequest, *localErro
 
 // submit relays a proposal. A proposal from a denial waits until the
 // proxy's decision records (the denial among them) reached the gateway.
-func (p *Proxy) submit(ctx context.Context, req *portcullisv1.SubmitProposalRequest) (*portcullisv1.Proposal, *localError) {
-	relay := p.advisor.Load()
+func (pl *Server) submit(ctx context.Context, req *portcullisv1.SubmitProposalRequest) (*portcullisv1.Proposal, *localError) {
+	relay := pl.advisor.Load()
 	if relay == nil {
 		return nil, errNoGateway
 	}
@@ -461,7 +511,7 @@ func (p *Proxy) submit(ctx context.Context, req *portcullisv1.SubmitProposalRequ
 		err := relay.flush(fctx)
 		cancel()
 		if err != nil {
-			p.log.Warn("policy.local: decision records not shipped before a proposal from a denial", "err", err)
+			pl.log.Warn("policy.local: decision records not shipped before a proposal from a denial", "err", err)
 			e := newLocalError(http.StatusServiceUnavailable, "denials_not_shipped", "the proxy could not send its recent denials to the gateway yet; retry shortly")
 			e.retryAfter = 5
 			return nil, e
@@ -471,13 +521,13 @@ func (p *Proxy) submit(ctx context.Context, req *portcullisv1.SubmitProposalRequ
 	defer cancel()
 	prop, err := relay.client.SubmitProposal(ctx, req)
 	if err != nil {
-		return nil, p.relayError(err)
+		return nil, pl.relayError(err)
 	}
 	return prop, nil
 }
 
-func (p *Proxy) localSubmit(w http.ResponseWriter, r *http.Request) {
-	if p.advisor.Load() == nil {
+func (pl *Server) localSubmit(w http.ResponseWriter, r *http.Request) {
+	if pl.advisor.Load() == nil {
 		writeErrorBody(w, errNoGateway)
 		return
 	}
@@ -491,7 +541,7 @@ func (p *Proxy) localSubmit(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, lerr)
 		return
 	}
-	prop, lerr := p.submit(r.Context(), req)
+	prop, lerr := pl.submit(r.Context(), req)
 	if lerr != nil {
 		writeErrorBody(w, lerr)
 		return
@@ -500,13 +550,13 @@ func (p *Proxy) localSubmit(w http.ResponseWriter, r *http.Request) {
 	if prop.GetDeduplicated() {
 		code = http.StatusOK
 	}
-	w.Header().Set("Location", fmt.Sprintf("http://%s/v1/proposals/%d", PolicyLocalHost, prop.GetId()))
+	w.Header().Set("Location", fmt.Sprintf("http://%s/v1/proposals/%d", Host, prop.GetId()))
 	writeProposal(w, code, prop)
 }
 
 // getProposal relays GetProposal.
-func (p *Proxy) getProposal(ctx context.Context, id uint64) (*portcullisv1.Proposal, *localError) {
-	relay := p.advisor.Load()
+func (pl *Server) getProposal(ctx context.Context, id uint64) (*portcullisv1.Proposal, *localError) {
+	relay := pl.advisor.Load()
 	if relay == nil {
 		return nil, errNoGateway
 	}
@@ -514,13 +564,13 @@ func (p *Proxy) getProposal(ctx context.Context, id uint64) (*portcullisv1.Propo
 	defer cancel()
 	prop, err := relay.client.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
 	if err != nil {
-		return nil, p.relayError(err)
+		return nil, pl.relayError(err)
 	}
 	return prop, nil
 }
 
-func (p *Proxy) localGet(w http.ResponseWriter, r *http.Request, id uint64) {
-	prop, lerr := p.getProposal(r.Context(), id)
+func (pl *Server) localGet(w http.ResponseWriter, r *http.Request, id uint64) {
+	prop, lerr := pl.getProposal(r.Context(), id)
 	if lerr != nil {
 		writeErrorBody(w, lerr)
 		return
@@ -532,19 +582,19 @@ func (p *Proxy) localGet(w http.ResponseWriter, r *http.Request, id uint64) {
 // wait passes, and returns the latest state either way. Approved counts
 // as undecided: the gateway applies an approval at once, and applied is
 // what the agent waits for.
-func (p *Proxy) waitProposal(ctx context.Context, id uint64, wait time.Duration) (*portcullisv1.Proposal, *localError) {
-	relay := p.advisor.Load()
+func (pl *Server) waitProposal(ctx context.Context, id uint64, wait time.Duration) (*portcullisv1.Proposal, *localError) {
+	relay := pl.advisor.Load()
 	if relay == nil {
 		return nil, errNoGateway
 	}
 	if wait <= 0 {
-		return p.getProposal(ctx, id)
+		return pl.getProposal(ctx, id)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	st, err := relay.client.WatchProposal(wctx, &portcullisv1.WatchProposalRequest{Id: id})
 	if err != nil {
-		return nil, p.relayError(err)
+		return nil, pl.relayError(err)
 	}
 	var latest *portcullisv1.Proposal
 	for {
@@ -555,9 +605,9 @@ func (p *Proxy) waitProposal(ctx context.Context, id uint64, wait time.Duration)
 				return latest, nil
 			case ctx.Err() == nil && wctx.Err() != nil:
 				// The wait passed before the first answer: ask once.
-				return p.getProposal(ctx, id)
+				return pl.getProposal(ctx, id)
 			}
-			return nil, p.relayError(err)
+			return nil, pl.relayError(err)
 		}
 		latest = prop
 		if s := prop.GetStatus(); s != "pending" && s != "approved" {
@@ -566,7 +616,7 @@ func (p *Proxy) waitProposal(ctx context.Context, id uint64, wait time.Duration)
 	}
 }
 
-func (p *Proxy) localWait(w http.ResponseWriter, r *http.Request, id uint64) {
+func (pl *Server) localWait(w http.ResponseWriter, r *http.Request, id uint64) {
 	wait := defaultWait
 	if s := r.URL.Query().Get("timeout"); s != "" {
 		d, err := parseWait(s)
@@ -576,7 +626,7 @@ func (p *Proxy) localWait(w http.ResponseWriter, r *http.Request, id uint64) {
 		}
 		wait = d
 	}
-	prop, lerr := p.waitProposal(r.Context(), id, wait)
+	prop, lerr := pl.waitProposal(r.Context(), id, wait)
 	if lerr != nil {
 		writeErrorBody(w, lerr)
 		return
@@ -624,4 +674,10 @@ func trimmedProposal(prop *portcullisv1.Proposal) json.RawMessage {
 	c := proto.Clone(prop).(*portcullisv1.Proposal)
 	c.ResultingPolicy = nil
 	return proposalJSON(c)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
 }
