@@ -1,11 +1,8 @@
 package dataplane_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,26 +49,18 @@ network_policies:
 		{"executable only (CallerBinary)", dataplane.Config{CallerBinary: func(net.Conn) (string, error) { return python, nil }}, 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, err := ca.LoadOrCreate(t.TempDir())
+			proxyCA, err := ca.LoadOrCreate(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg := tc.cfg
-			cfg.DevAllowLoopback, cfg.Resolve, cfg.Logger = true, fakeDNS, slog.New(slog.DiscardHandler)
-			p := dataplane.New(cfg, ca)
+			cfg.DevAllowLoopback, cfg.Resolve, cfg.CA = true, fakeDNS, proxyCA
+			p := newAgent(t, cfg)
 			if err := p.SetPolicy(pol, "v1"); err != nil {
 				t.Fatal(err)
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { p.Serve(ctx, ln); close(done) }()
-			defer func() { cancel(); <-done }()
 			before := len(up.seen())
-			res, err := proxied(&url.URL{Scheme: "http", Host: ln.Addr().String()}).Get(fmt.Sprintf("http://raw.example.com:%d/x", up.port))
+			res, err := proxied(serveProxy(t, p)).Get(fmt.Sprintf("http://raw.example.com:%d/x", up.port))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -25,7 +24,6 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/demo"
 	"github.com/portcullis-dev/portcullis/internal/ca"
-	"github.com/portcullis-dev/portcullis/policy"
 )
 
 // The article's orders policy, with the argument gate on lookup_order.
@@ -120,7 +118,7 @@ func startUpstream(t *testing.T, handler http.Handler) *upstream {
 // testProxy is a proxy on 127.0.0.1:0 enforcing one policy, resolving
 // orders.example.com to loopback.
 type testProxy struct {
-	proxy  *dataplane.Proxy
+	proxy  *dataplane.Agent
 	url    *url.URL
 	roots  *x509.CertPool // the proxy's CA, which clients trust
 	client *http.Client
@@ -128,11 +126,11 @@ type testProxy struct {
 
 func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
 	t.Helper()
-	ca, err := ca.LoadOrCreate(t.TempDir())
+	proxyCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := dataplane.New(dataplane.Config{
+	p, u := startAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		UpstreamRoots:    up.roots,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -144,26 +142,11 @@ func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
 		// The policy names the article's binary; binary identity through
 		// /proc is tested on its own (procid_test.go).
 		CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/python3", nil },
-		Logger:       slog.New(slog.DiscardHandler),
-	}, ca)
-	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port))))
-	if err != nil {
-		t.Fatalf("policy: %v", err)
-	}
-	if err := p.SetPolicy(pol, "test-1"); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+		CA:           proxyCA,
+	}, strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port)), "test-1")
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM())
-	tp := &testProxy{proxy: p, url: &url.URL{Scheme: "http", Host: ln.Addr().String()}, roots: roots}
+	roots.AppendCertsFromPEM(proxyCA.CertPEM())
+	tp := &testProxy{proxy: p, url: u, roots: roots}
 	tr := &http.Transport{Proxy: http.ProxyURL(tp.url), TLSClientConfig: &tls.Config{RootCAs: roots}}
 	tp.client = &http.Client{Transport: tr}
 	t.Cleanup(tr.CloseIdleConnections)

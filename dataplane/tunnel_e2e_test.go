@@ -111,13 +111,13 @@ network_policies:
       - { host: raw.good.test, port: %d }
       - { host: ssh.good.test, port: %d }
 `, silent.port, ssh.port)
-	p := dataplane.New(dataplane.Config{
+	p := newAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr(rawAddr)}, nil
 		},
 		Logger: slog.New(slog.DiscardHandler),
-	}, nil)
+	})
 	pol, _, err := policy.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestL4RefusedWhereInspectedEndpointLives(t *testing.T) {
     binaries:
       - path: /usr/bin/python3
 `
-			p := dataplane.New(dataplane.Config{
+			p := newAgent(t, dataplane.Config{
 				DevAllowLoopback: true,
 				UpstreamRoots:    up.roots,
 				Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -246,7 +246,7 @@ func TestL4RefusedWhereInspectedEndpointLives(t *testing.T) {
 				},
 				CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/python3", nil },
 				Logger:       slog.New(slog.DiscardHandler),
-			}, nil)
+			})
 			pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", port)))
 			if err != nil {
 				t.Fatalf("policy: %v", err)
@@ -307,13 +307,13 @@ func TestL4TunnelPassesUpstreamClose(t *testing.T) {
 	}()
 	t.Cleanup(func() { ln.Close(); <-served })
 	port := ln.Addr().(*net.TCPAddr).Port
-	p := dataplane.New(dataplane.Config{
+	p := newAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr(rawAddr)}, nil
 		},
 		Logger: slog.New(slog.DiscardHandler),
-	}, nil)
+	})
 	pol, _, err := policy.Parse(fmt.Appendf(nil, "version: 1\nnetwork_policies:\n  raw:\n    endpoints:\n      - { host: smtp.good.test, port: %d }\n", port))
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@
 //     advisor.Apply;
 //   - HTTP framing and request-target handling (rest.rs, path.rs) and the
 //     JSON-RPC/MCP body inspector (l7/jsonrpc.rs) through the real proxy
-//     (dataplane.New and Serve on 127.0.0.1:0) to a real upstream, judged
+//     (dataplane.New and Agent.Run on 127.0.0.1:0) to a real upstream, judged
 //     by what the upstream received.
 //
 // A case that differs from OpenShell on purpose keeps OpenShell's outcome

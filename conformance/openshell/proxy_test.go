@@ -166,7 +166,7 @@ func startUpstream(t *testing.T) *upstream {
 // loopback (allowed for tests only).
 func startProxy(t *testing.T, doc string, port int) string {
 	t.Helper()
-	ca, err := ca.LoadOrCreate(t.TempDir())
+	proxyCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,10 @@ func startProxy(t *testing.T, doc string, port int) string {
 		}
 		return nil, fmt.Errorf("no such host %s", host)
 	}
-	p := dataplane.New(dataplane.Config{DevAllowLoopback: true, Resolve: resolve, Logger: slog.New(slog.DiscardHandler)}, ca)
+	p, err := dataplane.New(dataplane.Config{DevAllowLoopback: true, Resolve: resolve, Logger: slog.New(slog.DiscardHandler), CA: proxyCA})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(port))))
 	if err != nil {
 		t.Fatalf("policy: %v", err)
@@ -190,7 +193,7 @@ func startProxy(t *testing.T, doc string, port int) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
+	go func() { p.Run(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return ln.Addr().String()
 }

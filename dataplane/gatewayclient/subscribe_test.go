@@ -1,4 +1,4 @@
-package dataplane_test
+package gatewayclient_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,11 +16,14 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 
-	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/signing"
+	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
@@ -73,20 +77,47 @@ func (a adminAPI) status(t *testing.T, id string, ok func(*portcullisv1.ProxySta
 	return nil
 }
 
+// proxy stands for the proxy a Subscriber keeps in step: it compiles each
+// version as the proxy does (a version that does not compile is refused)
+// and remembers the label of the one in force.
+type proxy struct {
+	mu      sync.Mutex
+	version string
+}
+
+func (p *proxy) SetPolicy(pol *policy.Policy, version string) error {
+	if _, err := match.Compile(pol); err != nil {
+		return fmt.Errorf("compile policy %s: %w", version, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.version = version
+	return nil
+}
+
+func (p *proxy) SetCA(*ca.CA) {}
+
+// PolicyVersion returns the label of the version in force ("" if none).
+func (p *proxy) PolicyVersion() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.version
+}
+
 // subscribe runs a Subscriber for a fresh proxy until the test ends.
-func subscribe(t *testing.T, gw *gatewaytest.Gateway, token func() (string, error), pinned []byte) (*dataplane.Proxy, *dataplane.Subscriber) {
+func subscribe(t *testing.T, gw *gatewaytest.Gateway, token func() (string, error), pinned []byte) (*proxy, *gatewayclient.Subscriber) {
 	t.Helper()
 	return subscribeIn(t, gw, t.TempDir(), token, pinned)
 }
 
 // subscribeIn is subscribe with the proxy's data dir.
-func subscribeIn(t *testing.T, gw *gatewaytest.Gateway, dir string, token func() (string, error), pinned []byte) (*dataplane.Proxy, *dataplane.Subscriber) {
+func subscribeIn(t *testing.T, gw *gatewaytest.Gateway, dir string, token func() (string, error), pinned []byte) (*proxy, *gatewayclient.Subscriber) {
 	t.Helper()
-	proxy := dataplane.New(dataplane.Config{Logger: slog.New(slog.DiscardHandler)}, nil)
-	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
+	p := &proxy{}
+	sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
 		Gateway: gw.URL, Sandbox: "agent-1", Token: token, ProxyID: "p1", DataDir: dir,
 		GatewayKey: pinned, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-	}, proxy)
+	}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +125,7 @@ func subscribeIn(t *testing.T, gw *gatewaytest.Gateway, dir string, token func()
 	done := make(chan struct{})
 	go func() { sub.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; sub.Close() })
-	return proxy, sub
+	return p, sub
 }
 
 // A proxy pinned to another key refuses every version (NACK, with the
@@ -220,7 +251,7 @@ func TestShipperBoundedBufferAndDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := dataplane.NewShipper(dataplane.ShipperConfig{Buffer: 3, Batch: 2, Interval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	sh := gatewayclient.NewShipper(gatewayclient.ShipperConfig{Buffer: 3, Batch: 2, Interval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	for i := range 5 {
 		sh.Offer(decision.Record{Time: time.Now(), Host: "api.example.com", Port: 443, Path: fmt.Sprintf("/r%d", i), Decision: decision.Deny, DenialID: fmt.Sprintf("dn_%d", i)})
 	}
