@@ -27,7 +27,8 @@ import (
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
-// Config configures a Proxy. Zero values take the documented defaults.
+// Config configures an Agent and its proxy. Zero values take the documented
+// defaults.
 type Config struct {
 	// Sandbox names the sandbox in decision records ("" standalone).
 	Sandbox string
@@ -117,7 +118,7 @@ func (c *Config) setDefaults() {
 
 // Proxy is the enforcing forward proxy. It is safe for concurrent use; a
 // new policy version swaps in atomically and in-flight requests finish
-// under the version they started with.
+// under the version they started with. It is built and run by an Agent.
 type Proxy struct {
 	cfg       Config
 	ca        atomic.Pointer[ca.CA]
