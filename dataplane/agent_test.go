@@ -1,13 +1,12 @@
 package dataplane_test
 
 import (
-	"context"
 	"log/slog"
-	"net"
 	"net/url"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -36,21 +35,6 @@ func setPolicy(t testing.TB, a *dataplane.Agent, doc, version string) {
 	}
 }
 
-// serveProxy runs a on 127.0.0.1:0 until the test ends, and waits for
-// every goroutine it started.
-func serveProxy(t testing.TB, a *dataplane.Agent) *url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
-}
-
 // startAgent is newAgent, setPolicy (doc "" for none) and serveProxy.
 func startAgent(t testing.TB, cfg dataplane.Config, doc, version string) (*dataplane.Agent, *url.URL) {
 	t.Helper()
@@ -58,5 +42,5 @@ func startAgent(t testing.TB, cfg dataplane.Config, doc, version string) (*datap
 	if doc != "" {
 		setPolicy(t, a, doc, version)
 	}
-	return a, serveProxy(t, a)
+	return a, dataplanetest.Serve(t, a)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/identity"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -60,7 +61,7 @@ network_policies:
 				t.Fatal(err)
 			}
 			before := len(up.seen())
-			res, err := proxied(serveProxy(t, p)).Get(fmt.Sprintf("http://raw.example.com:%d/x", up.port))
+			res, err := proxied(dataplanetest.Serve(t, p)).Get(fmt.Sprintf("http://raw.example.com:%d/x", up.port))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -46,9 +47,9 @@ func TestPolicyLocalEndToEnd(t *testing.T) {
 func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 	gw := gatewaytest.Start(t, "sqlite")
 	up := startUpstream(t, ordersHandler(stateless))
-	api := newLocalAdmin(gw.URL)
+	api := dataplanetest.NewAdmin(gw.URL)
 	doc := strings.ReplaceAll(ordersPolicy, "PORT", strconv.Itoa(up.port))
-	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: doc})
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: doc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 		},
 		Shipper: gatewayclient.ShipperConfig{Interval: time.Hour},
 	})
-	proxyURL := serveProxy(t, proxy)
+	proxyURL := dataplanetest.Serve(t, proxy)
 
 	waitFor(t, "the proxy to apply version 1", func() bool { return proxy.PolicyVersion() == "1" })
 	roots := x509.NewCertPool()

@@ -18,16 +18,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
-	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
 
 // localPolicy allows one REST API (GET only) on api.example.com, and,
@@ -66,7 +64,7 @@ type localProxy struct {
 	resolved sync.Map     // host → true
 
 	gw    *gatewaytest.Gateway // gateway mode only
-	admin localAdmin
+	admin dataplanetest.Admin
 }
 
 // startLocalProxy runs a file-mode proxy whose policy is localPolicy,
@@ -88,8 +86,8 @@ func startGatewayProxy(t *testing.T) *localProxy {
 	t.Helper()
 	lp, cfg := newLocalProxy(t)
 	lp.gw = gatewaytest.Start(t, "sqlite")
-	lp.admin = newLocalAdmin(lp.gw.URL)
-	created, err := lp.admin.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: strings.ReplaceAll(localPolicy, "PORT", strconv.Itoa(lp.upPort))})
+	lp.admin = dataplanetest.NewAdmin(lp.gw.URL)
+	created, err := lp.admin.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: strings.ReplaceAll(localPolicy, "PORT", strconv.Itoa(lp.upPort))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,33 +131,17 @@ func newLocalProxy(t *testing.T) (*localProxy, dataplane.Config) {
 // serve runs the proxy and points the client at it.
 func (lp *localProxy) serve(t *testing.T) {
 	t.Helper()
-	u := serveProxy(t, lp.agent)
+	u := dataplanetest.Serve(t, lp.agent)
 	lp.addr = u.Host
 	tr := &http.Transport{Proxy: http.ProxyURL(u)}
 	lp.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(tr.CloseIdleConnections)
 }
 
-// localAdmin is what the tests ask the gateway, as its admin.
-type localAdmin struct {
-	sandbox  portcullisv1connect.SandboxServiceClient
-	approval portcullisv1connect.ApprovalServiceClient
-	tokens   portcullisv1connect.TokenServiceClient
-}
-
-func newLocalAdmin(url string) localAdmin {
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, url), gatewaytest.Bearer(gatewaytest.AdminToken))
-	return localAdmin{
-		sandbox:  portcullisv1connect.NewSandboxServiceClient(c),
-		approval: portcullisv1connect.NewApprovalServiceClient(c),
-		tokens:   portcullisv1connect.NewTokenServiceClient(c),
-	}
-}
-
 // proposals returns the sandbox's proposals as the gateway stored them.
 func (lp *localProxy) proposals(t *testing.T) []*portcullisv1.Proposal {
 	t.Helper()
-	res, err := lp.admin.approval.ListProposals(t.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{Sandbox: "agent-1"})
+	res, err := lp.admin.Approval.ListProposals(t.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{Sandbox: "agent-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +155,7 @@ func (lp *localProxy) stored(t *testing.T, id string) *portcullisv1.Proposal {
 	if err != nil {
 		t.Fatalf("proposal id %q: %v", id, err)
 	}
-	p, err := lp.admin.approval.GetProposal(t.Context(), &portcullisv1.GetProposalRequest{Id: n})
+	p, err := lp.admin.Approval.GetProposal(t.Context(), &portcullisv1.GetProposalRequest{Id: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +429,7 @@ func TestPolicyLocalRelaysProposals(t *testing.T) {
 		t.Errorf("unshipped denial = %d %v; want 503 denials_not_shipped", res.StatusCode, body)
 	}
 	lp.gw.Restart() // the same store, on a port the proxy does not know
-	lp.admin = newLocalAdmin(lp.gw.URL)
+	lp.admin = dataplanetest.NewAdmin(lp.gw.URL)
 	if after := len(lp.proposals(t)); after != before {
 		t.Errorf("%d proposals stored, %d before: a proposal was relayed before its denial was shipped", after, before)
 	}
@@ -484,7 +466,7 @@ func TestPolicyLocalErrorMapping(t *testing.T) {
 		})
 	}
 	// A frozen sandbox takes no proposals.
-	if _, err := lp.admin.sandbox.FreezeSandbox(t.Context(), &portcullisv1.FreezeSandboxRequest{Name: "agent-1", Reason: "incident"}); err != nil {
+	if _, err := lp.admin.Sandbox.FreezeSandbox(t.Context(), &portcullisv1.FreezeSandboxRequest{Name: "agent-1", Reason: "incident"}); err != nil {
 		t.Fatal(err)
 	}
 	res, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", itemsProposal)
@@ -515,7 +497,7 @@ func TestPolicyLocalWait(t *testing.T) {
 	}
 
 	stored := lp.stored(t, pid)
-	if _, err := lp.admin.approval.ApproveProposal(t.Context(), &portcullisv1.ApproveProposalRequest{Id: stored.GetId(), Reason: "reviewed", ResultingHash: stored.GetResultingHash()}); err != nil {
+	if _, err := lp.admin.Approval.ApproveProposal(t.Context(), &portcullisv1.ApproveProposalRequest{Id: stored.GetId(), Reason: "reviewed", ResultingHash: stored.GetResultingHash()}); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
@@ -623,7 +605,7 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 	rejected, _ := strconv.ParseUint(got["id"].(string), 10, 64)
 	go func() {
 		time.Sleep(200 * time.Millisecond)
-		lp.admin.approval.RejectProposal(context.Background(), &portcullisv1.RejectProposalRequest{Id: rejected, Reason: "no"})
+		lp.admin.Approval.RejectProposal(context.Background(), &portcullisv1.RejectProposalRequest{Id: rejected, Reason: "no"})
 	}()
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": rejected, "wait_seconds": 5}})
 	if err != nil || res.IsError {

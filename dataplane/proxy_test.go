@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -366,7 +367,7 @@ func TestPolicyFileHotReload(t *testing.T) {
 	cfg := plainConfig(t, nil)
 	cfg.PolicyFile, cfg.ReloadInterval = file, 10*time.Millisecond
 	p := newAgent(t, cfg)
-	c := proxied(serveProxy(t, p))
+	c := proxied(dataplanetest.Serve(t, p))
 	u := fmt.Sprintf("http://api.example.com:%d/v1/x", up.port)
 	status := func() int {
 		t.Helper()
@@ -611,7 +612,7 @@ func TestWatchFileStartsFromTheLoadedFile(t *testing.T) {
 	if p.PolicyVersion() == "" {
 		t.Fatal("the policy file was not loaded")
 	}
-	serveProxy(t, p) // and watches it
+	dataplanetest.Serve(t, p) // and watches it
 	// A negative check: give the watcher many ticks on the unchanged file.
 	time.Sleep(20 * time.Millisecond)
 	if n, _ := p.FileReloads(); n != 0 {

@@ -19,6 +19,7 @@ import (
 	"context"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -125,7 +126,7 @@ network_policies:
 	if err := p.SetPolicy(pol, "v1"); err != nil {
 		t.Fatal(err)
 	}
-	pu := serveProxy(t, p)
+	pu := dataplanetest.Serve(t, p)
 	raw := "raw.good.test:" + strconv.Itoa(silent.port)
 	lastDenial := func() decision.Record {
 		t.Helper()
@@ -254,7 +255,7 @@ func TestL4RefusedWhereInspectedEndpointLives(t *testing.T) {
 			if err := p.SetPolicy(pol, "v1"); err != nil {
 				t.Fatal(err)
 			}
-			pu := serveProxy(t, p)
+			pu := dataplanetest.Serve(t, p)
 			res, conn := dialConnect(t, pu, side)
 			if res.StatusCode == http.StatusOK {
 				// The attack: TLS for the CONNECT host, then the MCP call.
@@ -321,7 +322,7 @@ func TestL4TunnelPassesUpstreamClose(t *testing.T) {
 	if err := p.SetPolicy(pol, "v1"); err != nil {
 		t.Fatal(err)
 	}
-	conn := connectOK(t, serveProxy(t, p), "smtp.good.test:"+strconv.Itoa(port))
+	conn := connectOK(t, dataplanetest.Serve(t, p), "smtp.good.test:"+strconv.Itoa(port))
 	defer conn.Close()
 	// A guard against hanging, not a measure: the close arrives at once.
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))

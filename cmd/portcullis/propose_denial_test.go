@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -160,13 +161,5 @@ func startTestProxy(t *testing.T, gatewayURL, sandbox, token string) (*dataplane
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { agent.Run(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return agent, ln.Addr().String()
+	return agent, dataplanetest.Serve(t, agent).Host
 }

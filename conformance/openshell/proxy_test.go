@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -187,15 +188,7 @@ func startProxy(t *testing.T, doc string, port int) string {
 	if err := p.SetPolicy(pol, "v1"); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
+	return dataplanetest.Serve(t, p).Host
 }
 
 // send writes raw and returns the response status (0 when the proxy

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
@@ -40,27 +41,17 @@ network_policies:
         access: read-only
 `
 
-type adminAPI struct {
-	sandbox portcullisv1connect.SandboxServiceClient
-	policy  portcullisv1connect.PolicyServiceClient
-	proxies portcullisv1connect.ProxyServiceClient
-}
+// adminAPI is the test gateway's API, as its admin.
+type adminAPI struct{ dataplanetest.Admin }
 
-func newAdminAPI(url string) adminAPI {
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, url), gatewaytest.Bearer(gatewaytest.AdminToken))
-	return adminAPI{
-		sandbox: portcullisv1connect.NewSandboxServiceClient(c),
-		policy:  portcullisv1connect.NewPolicyServiceClient(c),
-		proxies: portcullisv1connect.NewProxyServiceClient(c),
-	}
-}
+func newAdminAPI(url string) adminAPI { return adminAPI{dataplanetest.NewAdmin(url)} }
 
 func (a adminAPI) status(t *testing.T, id string, ok func(*portcullisv1.ProxyStatus) bool) *portcullisv1.ProxyStatus {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	var last *portcullisv1.ProxyStatus
 	for time.Now().Before(deadline) {
-		res, err := a.proxies.ListProxies(t.Context(), &portcullisv1.ListProxiesRequest{Sandbox: "agent-1"})
+		res, err := a.Proxies.ListProxies(t.Context(), &portcullisv1.ListProxiesRequest{Sandbox: "agent-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +124,7 @@ func subscribeIn(t *testing.T, gw *gatewaytest.Gateway, dir string, token func()
 func TestSubscriberRefusesVersionsSignedByAnotherKey(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")
 	api := newAdminAPI(gw.URL)
-	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +145,7 @@ func TestSubscriberRefusesVersionsSignedByAnotherKey(t *testing.T) {
 func TestSubscriberFollowsTokenRotation(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")
 	api := newAdminAPI(gw.URL)
-	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +157,12 @@ func TestSubscriberFollowsTokenRotation(t *testing.T) {
 		t.Fatalf("proxy enforces %q", proxy.PolicyVersion())
 	}
 
-	rotated, err := api.sandbox.RotateSandboxToken(t.Context(), &portcullisv1.RotateSandboxTokenRequest{Name: "agent-1"})
+	rotated, err := api.Sandbox.RotateSandboxToken(t.Context(), &portcullisv1.RotateSandboxTokenRequest{Name: "agent-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return !p.GetConnected() })
-	if _, err := api.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
+	if _, err := api.Policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	// With the old token it stays out; the version waits for it.
@@ -194,7 +185,7 @@ func TestSubscriberFollowsTokenRotation(t *testing.T) {
 func TestSubscriberFollowsKeyRotation(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")
 	api := newAdminAPI(gw.URL)
-	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +206,7 @@ func TestSubscriberFollowsKeyRotation(t *testing.T) {
 	chain, _ = gateway.SigningKeyChain(t.Context(), gw.Store)
 	// The running gateway re-reads its keys at its version check.
 	time.Sleep(gatewayVersionCheck + time.Second)
-	if _, err := api.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
+	if _, err := api.Policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	s := api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool {
@@ -247,7 +238,7 @@ func readPinned(t *testing.T, dir string) string {
 func TestShipperBoundedBufferAndDrops(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")
 	api := newAdminAPI(gw.URL)
-	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +288,7 @@ func TestShipperBoundedBufferAndDrops(t *testing.T) {
 func TestSubscriberLosesStreamOnRevocation(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")
 	api := newAdminAPI(gw.URL)
-	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +317,7 @@ func TestSubscriberLosesStreamOnRevocation(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the stream outlived the revocation by %v", d)
 	}
-	if _, err := api.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
+	if _, err := api.Policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
