@@ -393,8 +393,15 @@ func (s *Subscriber) stream(ctx context.Context) error {
 	silent := time.AfterFunc(3*s.cfg.Heartbeat, func() { cancel(errGatewaySilent) })
 	defer silent.Stop()
 	done := make(chan struct{})
-	defer close(done)
-	go func() {
+	var heartbeats sync.WaitGroup
+	defer func() {
+		// The stream ends with this call: stop the heartbeats (a send
+		// blocked on the stream ends with its context) and wait for them.
+		close(done)
+		cancel(nil)
+		heartbeats.Wait()
+	}()
+	heartbeats.Go(func() {
 		tick := time.NewTicker(s.cfg.Heartbeat)
 		defer tick.Stop()
 		for {
@@ -409,7 +416,7 @@ func (s *Subscriber) stream(ctx context.Context) error {
 				}
 			}
 		}
-	}()
+	})
 
 	for {
 		res, err := st.Recv()
