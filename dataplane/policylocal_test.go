@@ -382,8 +382,8 @@ func TestPolicyLocalRelaysProposals(t *testing.T) {
 		t.Errorf("findings = %v; want the stored ones, new_http_method first (%v)", findings, stored.GetFindings())
 	}
 	// Relayed as sent, with the proxy's sandbox token: the gateway took
-	// it from sandbox agent-1.
-	if stored.GetSandbox() != "agent-1" || stored.GetRationale() != "post items" || stored.GetDenialId() != "" ||
+	// it from sandbox agent-1's token.
+	if stored.GetSandbox() != "agent-1" || !strings.HasPrefix(stored.GetProposer(), "sandbox-agent-1") || stored.GetRationale() != "post items" || stored.GetDenialId() != "" ||
 		!strings.Contains(stored.GetProposal().String(), "/v1/items/*") {
 		t.Errorf("stored %v; want the document as sent, from agent-1", stored)
 	}
@@ -594,8 +594,8 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 		t.Errorf("refused propose = %v, %v; want a tool error with the refusal", toolText(res), err)
 	}
 
-	// A second proposal (it supersedes the first), rejected while
-	// proposal_status waits for it.
+	// A second proposal (it supersedes the first), rejected: waiting on
+	// it answers the decision at once.
 	other := lp.deny(t, "/v1/other/1")
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": other, "rationale": "post other 1"}})
 	if err != nil || res.IsError {
@@ -603,10 +603,9 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 	}
 	remarshal(t, res.StructuredContent, &got)
 	rejected, _ := strconv.ParseUint(got["id"].(string), 10, 64)
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		lp.admin.Approval.RejectProposal(context.Background(), &portcullisv1.RejectProposalRequest{Id: rejected, Reason: "no"})
-	}()
+	if _, err := lp.admin.Approval.RejectProposal(ctx, &portcullisv1.RejectProposalRequest{Id: rejected, Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": rejected, "wait_seconds": 5}})
 	if err != nil || res.IsError {
 		t.Fatalf("proposal_status = %v, %v", toolText(res), err)
