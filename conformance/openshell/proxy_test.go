@@ -22,7 +22,7 @@ import (
 )
 
 // Proxy cases run a raw HTTP/1.1 request through the real proxy
-// (dataplane.New + Serve on 127.0.0.1:0, loopback allowed for the test) to
+// (dataplane.New + Agent.Run on 127.0.0.1:0, loopback allowed for the test) to
 // a real upstream, and judge by what the upstream received: a request
 // OpenShell forwards must reach it (with the path OpenShell forwards), a
 // request OpenShell refuses must not.
