@@ -35,9 +35,10 @@ type Agent struct {
 // with: the policy file (cfg.PolicyFile), or the version the gateway
 // subscription kept (cfg.Gateway). Neither failing stops it: with no
 // valid policy every request is denied until one arrives. With neither
-// set the proxy enforces nothing until SetPolicy. New starts no goroutine
-// and opens no connection; Run does. An error is a configuration the
-// subscription refuses.
+// set the proxy enforces nothing until SetPolicy. New serves nothing and
+// dials nothing (the gateway is dialled on first use, by Run); Close
+// releases what it prepared if Run never runs. An error is a
+// configuration the subscription refuses.
 func New(cfg Config) (*Agent, error) {
 	if cfg.PolicyFile != "" && cfg.Gateway != nil {
 		return nil, errors.New("dataplane: a policy file or a gateway, not both")
