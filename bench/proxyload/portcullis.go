@@ -21,13 +21,7 @@ import (
 // lookup_order, for the upstream at 127.0.0.1:PORT. BINARIES is replaced
 // by a binaries list when the caller binary is stubbed (see
 // startPortcullis).
-const benchPolicy = `
-version: 1
-network_policies:
-  orders:
-    name: orders
-    endpoints:
-      - host: 127.0.0.1
+const benchPolicy = orderspolicy.Head + `      - host: 127.0.0.1
         port: PORT
         path: /mcp
         protocol: mcp

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -166,12 +165,6 @@ func (r *results) failed() int {
 		n += p.Failures
 	}
 	return n
-}
-
-func (r *results) writeJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }
 
 func (r *results) writeTable(w io.Writer) error {

@@ -167,7 +167,9 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 		return err
 	}
 	if cfg.memprofile != "" {
-		if err := writeHeapProfile(cfg.memprofile); err != nil {
+		// The allocation profile: see -sample_index alloc_space /
+		// alloc_objects in go tool pprof.
+		if err := benchcli.WriteProfile(cfg.memprofile, "allocs"); err != nil {
 			return err
 		}
 	}
@@ -175,7 +177,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	res.Upstream = cfg.upstream
 	res.CallerBinary = cfg.callerBinary
 	if cfg.json {
-		err = res.writeJSON(out)
+		err = benchcli.WriteJSON(out, res)
 	} else {
 		err = res.writeTable(out)
 	}
@@ -193,18 +195,4 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 type environment struct {
 	benchenv.Machine
 	Nginx string `json:"nginx,omitempty"`
-}
-
-// writeHeapProfile writes the allocation profile (see -sample_index
-// alloc_space / alloc_objects in go tool pprof).
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	return f.Close()
 }

@@ -36,13 +36,7 @@ const benchSandbox = "pushload"
 // benchPolicy is a small realistic document: the article's orders MCP
 // endpoint with its argument gate, and two REST endpoints. Each commit
 // changes the port of the last one (PORT), so each is a new version.
-const benchPolicy = `
-version: 1
-network_policies:
-  orders:
-    name: orders
-    endpoints:
-      - host: orders.internal.example.com
+const benchPolicy = orderspolicy.Head + `      - host: orders.internal.example.com
         port: 8081
         path: /mcp
         protocol: mcp

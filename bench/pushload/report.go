@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -192,12 +191,6 @@ func (p *pushResult) mode() string {
 		return "one connection per stream"
 	}
 	return fmt.Sprintf("%d streams per connection", p.PerConn)
-}
-
-func (r *results) writeJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }
 
 func (r *results) writeTable(w io.Writer) error {

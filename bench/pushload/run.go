@@ -158,7 +158,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	}
 	res.derive()
 	if cfg.json {
-		return res.writeJSON(out)
+		return benchcli.WriteJSON(out, res)
 	}
 	return res.writeTable(out)
 }
@@ -218,7 +218,10 @@ func (m *measurer) streams(ctx context.Context, n, share int) (*pushResult, erro
 	r.ChildMemory = growth(*childBefore.Mem, *childAfter.Mem, n)
 	r.GatewayBefore, r.GatewayIdle = before, after
 	if cfg.memprofile != "" {
-		if err := writeHeapProfile(profilePath(cfg.memprofile, n, share, "")); err != nil {
+		// The in-use heap after a GC (go tool pprof -sample_index
+		// inuse_space): what the idle streams hold.
+		runtime.GC()
+		if err := benchcli.WriteProfile(profilePath(cfg.memprofile, n, share, ""), "heap"); err != nil {
 			return nil, err
 		}
 	}
@@ -377,21 +380,6 @@ func startCPUProfile(path string, n, share int, suffix string) (func(), error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
-}
-
-// writeHeapProfile writes the in-use heap profile (go tool pprof
-// -sample_index inuse_space).
-func writeHeapProfile(path string) error {
-	runtime.GC()
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	return f.Close()
 }
 
 // dist is a distribution of times since t0, in milliseconds.

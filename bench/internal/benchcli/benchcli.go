@@ -1,15 +1,20 @@
 // Package benchcli is the command-line shell of the benchmark programs
 // that run under a context: the run ends cleanly on Ctrl-C or SIGTERM
 // (children stopped, temporary files removed), and the exit status tells a
-// mistake in the flags (2) from a run that failed (1).
+// mistake in the flags (2) from a run that failed (1). It also writes
+// what the programs' common flags ask for: -json's report and
+// -memprofile's file.
 package benchcli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -39,4 +44,25 @@ func Main(name string, run func(ctx context.Context) error) {
 		os.Exit(2)
 	}
 	os.Exit(1)
+}
+
+// WriteJSON writes report to w as -json promises: one indented document.
+func WriteJSON(w io.Writer, report any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(report)
+}
+
+// WriteProfile writes the pprof profile called name ("allocs", "heap") to
+// path, as -memprofile asks. Errors say "memory profile".
+func WriteProfile(path, name string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	return f.Close()
 }
