@@ -57,7 +57,7 @@ func parseInts(flagName, s string) ([]int, error) {
 		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, &benchcli.UsageError{Msg: flagName + " names nothing"}
+		return nil, benchcli.Usagef("%s names nothing", flagName)
 	}
 	return out, nil
 }
