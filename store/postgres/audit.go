@@ -80,16 +80,8 @@ func scanAudit(r pgx.Row) (store.AuditEntry, error) {
 
 // ListAudit returns audit entries, newest first.
 func (c *conn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	var limit *int
-	if f.Limit > 0 {
-		limit = &f.Limit
-	}
-	rows, err := c.db.Query(ctx, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE $1 = '' OR sandbox = $1
-		ORDER BY id DESC
-		LIMIT $2`, f.Sandbox, limit)
+	rows, err := c.db.Query(ctx, `SELECT `+auditColumns+` FROM audit_log
+		WHERE $1 = '' OR sandbox = $1 ORDER BY id DESC LIMIT $2`, f.Sandbox, limitOf(f.Limit))
 	out, err := collect(rows, err, scanAudit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
@@ -99,16 +91,8 @@ func (c *conn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Audi
 
 // AuditChain returns up to limit entries after afterSeq, oldest first.
 func (c *conn) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]store.AuditEntry, error) {
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
-	rows, err := c.db.Query(ctx, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE seq > $1
-		ORDER BY seq
-		LIMIT $2`, afterSeq, lim)
+	rows, err := c.db.Query(ctx, `SELECT `+auditColumns+` FROM audit_log
+		WHERE seq > $1 ORDER BY seq LIMIT $2`, afterSeq, limitOf(limit))
 	out, err := collect(rows, err, scanAudit)
 	if err != nil {
 		return nil, fmt.Errorf("audit chain after %d: %w", afterSeq, err)

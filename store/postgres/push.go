@@ -102,15 +102,12 @@ const upsertProxy = `
 		$8::bigint, $9::text, $10::timestamptz, $11::bigint, $12::text, $13::timestamptz,
 		$14::bigint, $15::bigint
 	WHERE EXISTS (SELECT 1 FROM sandboxes WHERE name = $1 FOR KEY SHARE)
-	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET
-		replica = excluded.replica, build = excluded.build,
-		connected = excluded.connected, connected_at = excluded.connected_at,
-		last_seen_at = excluded.last_seen_at,
-		applied_version = excluded.applied_version, applied_hash = excluded.applied_hash,
-		last_ack_at = excluded.last_ack_at,
-		last_nack_version = excluded.last_nack_version, last_nack_error = excluded.last_nack_error,
-		last_nack_at = excluded.last_nack_at,
-		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped`
+	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET (replica, build, connected, connected_at, last_seen_at,
+		applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
+		lag_millis, decisions_dropped) = (excluded.replica, excluded.build, excluded.connected,
+		excluded.connected_at, excluded.last_seen_at, excluded.applied_version, excluded.applied_hash,
+		excluded.last_ack_at, excluded.last_nack_version, excluded.last_nack_error, excluded.last_nack_at,
+		excluded.lag_millis, excluded.decisions_dropped)`
 
 // SaveProxyStatuses upserts the statuses in one batch (one round trip,
 // and outside a transaction still one implicit transaction), skipping

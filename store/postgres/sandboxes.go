@@ -144,26 +144,36 @@ func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) e
 	return nil
 }
 
+const versionColumns = `pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at`
+
+// scanVersion reads versionColumns and the document as text (” in a
+// listing, which has none), so its bytes are kept exactly.
+func scanVersion(r pgx.Row) (store.PolicyVersion, error) {
+	var pv store.PolicyVersion
+	var doc string
+	var prov []byte
+	if err := r.Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt, &doc); err != nil {
+		return pv, err
+	}
+	if doc != "" {
+		pv.Document = []byte(doc)
+	}
+	pv.CreatedAt = pv.CreatedAt.UTC()
+	var err error
+	pv.Provenance, err = strmap.Decode(prov)
+	return pv, err
+}
+
 // GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
 func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
 	if version < 0 {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
 	}
-	var pv store.PolicyVersion
-	var doc string
-	var prov []byte
-	err := c.db.QueryRow(ctx, `
-		SELECT pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at, pv.document
+	pv, err := scanVersion(c.db.QueryRow(ctx, `SELECT `+versionColumns+`, pv.document
 		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
 		WHERE pv.sandbox = $1
 		  AND pv.version = CASE WHEN $2::bigint = 0 THEN s.current_version ELSE $2::bigint END`,
-		sandbox, version,
-	).Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt, &doc)
-	if err == nil {
-		pv.Document = []byte(doc)
-		pv.CreatedAt = pv.CreatedAt.UTC()
-		pv.Provenance, err = strmap.Decode(prov)
-	}
+		sandbox, version))
 	if err != nil {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
 	}
@@ -173,19 +183,9 @@ func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int
 // ListPolicyVersions returns the sandbox's versions, oldest first, without
 // documents; ErrNotFound if the sandbox does not exist.
 func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	rows, err := c.db.Query(ctx, `SELECT sandbox, version, hash, author, source, provenance, created_at
-		FROM policy_versions WHERE sandbox = $1 ORDER BY version`, sandbox)
-	out, err := collect(rows, err, func(r pgx.Row) (store.PolicyVersion, error) {
-		var pv store.PolicyVersion
-		var prov []byte
-		if err := r.Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt); err != nil {
-			return pv, err
-		}
-		pv.CreatedAt = pv.CreatedAt.UTC()
-		var err error
-		pv.Provenance, err = strmap.Decode(prov)
-		return pv, err
-	})
+	rows, err := c.db.Query(ctx, `SELECT `+versionColumns+`, ''
+		FROM policy_versions pv WHERE pv.sandbox = $1 ORDER BY pv.version`, sandbox)
+	out, err := collect(rows, err, scanVersion)
 	if err != nil {
 		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
 	}
