@@ -25,8 +25,9 @@ import (
 // writes that change no sandbox but read before they write — the last live
 // admin token, the signing key chain, the approval rules — queue on the
 // audit chain's head (Tx.LockAuditHead), which they would take to audit
-// anyway; every other transaction takes that lock last, so no deadlock can
-// go through it.
+// anyway. Every other transaction audits after it has written the rows it
+// may have to wait for (it then writes only rows of the sandbox it holds),
+// so no deadlock can go through the head.
 type Store struct {
 	Driver
 }
@@ -84,7 +85,7 @@ func AppendVersion(ctx context.Context, tx Tx, in AppendPolicy) (PolicyVersion, 
 	if sb.CurrentVersion != in.ExpectedVersion {
 		return PolicyVersion{}, fmt.Errorf("%w: expected version %d, current is %d", ErrConflict, in.ExpectedVersion, sb.CurrentVersion)
 	}
-	pv, err := insertVersion(ctx, tx, in.Sandbox, in.ExpectedVersion+1, sb.CurrentHash, in, in.Author)
+	pv, e, err := insertVersion(ctx, tx, in.Sandbox, in.ExpectedVersion+1, sb.CurrentHash, in, in.Author)
 	if err != nil {
 		return PolicyVersion{}, err
 	}
@@ -92,25 +93,25 @@ func AppendVersion(ctx context.Context, tx Tx, in AppendPolicy) (PolicyVersion, 
 	if err := tx.UpdateSandbox(ctx, sb); err != nil {
 		return PolicyVersion{}, err
 	}
-	return pv, nil
+	return pv, Audit(ctx, tx, e)
 }
 
 // insertVersion stores one policy version (in.Source already defaulted)
-// and its audit entry; before is the hash of the version it follows.
-func insertVersion(ctx context.Context, tx Tx, sandbox string, version int64, before string, in AppendPolicy, actor string) (PolicyVersion, error) {
+// and returns it with its audit entry (by actor); before is the hash of
+// the version it follows.
+func insertVersion(ctx context.Context, tx Tx, sandbox string, version int64, before string, in AppendPolicy, actor string) (PolicyVersion, AuditEntry, error) {
 	pv := PolicyVersion{
 		Sandbox: sandbox, Version: version, Hash: in.Hash, Document: in.Document,
 		Author: in.Author, Source: in.Source, Provenance: strmap.Clone(in.Provenance), CreatedAt: tx.Now(),
 	}
 	if err := tx.InsertPolicyVersion(ctx, pv); err != nil {
-		return PolicyVersion{}, fmt.Errorf("insert version %d: %w", version, err)
+		return PolicyVersion{}, AuditEntry{}, fmt.Errorf("insert version %d: %w", version, err)
 	}
-	err := Audit(ctx, tx, AuditEntry{
+	return pv, AuditEntry{
 		Actor: actor, Action: ActionPolicySet, Sandbox: sandbox, Target: sandbox,
 		BeforeHash: before, AfterHash: in.Hash,
 		Detail: map[string]string{"version": fmt.Sprint(version), "source": in.Source},
-	})
-	return pv, err
+	}, nil
 }
 
 // CreateSandbox creates the sandbox, its token and, optionally, its
@@ -127,19 +128,30 @@ func (s *Store) CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, e
 		if err := tx.InsertSandbox(ctx, sb); err != nil {
 			return sb, err
 		}
-		if err := Audit(ctx, tx, AuditEntry{
+		// The rows first, the audit entries last: a transaction holding
+		// the chain head then waits for no row another one may hold (a
+		// token name taken by a concurrent, uncommitted insert).
+		entries := []AuditEntry{{
 			Actor: in.Actor, Action: ActionSandboxCreate, Sandbox: in.Name, Target: in.Name, AfterHash: sb.CurrentHash,
-		}); err != nil {
+		}}
+		_, e, err := insertToken(ctx, tx, in.Token, in.Actor)
+		if err != nil {
 			return sb, err
 		}
-		if _, err := createToken(ctx, tx, in.Token, in.Actor); err != nil {
-			return sb, err
-		}
+		entries = append(entries, e)
 		if p := in.Policy; p != nil {
-			_, err := insertVersion(ctx, tx, in.Name, 1, "", AppendPolicy{
+			_, e, err := insertVersion(ctx, tx, in.Name, 1, "", AppendPolicy{
 				Hash: p.Hash, Document: p.Document, Author: p.Author, Source: p.Source, Provenance: p.Provenance,
 			}, in.Actor)
-			return sb, err
+			if err != nil {
+				return sb, err
+			}
+			entries = append(entries, e)
+		}
+		for _, e := range entries {
+			if err := Audit(ctx, tx, e); err != nil {
+				return sb, err
+			}
 		}
 		return sb, nil
 	})
@@ -219,17 +231,18 @@ func (s *Store) AppendPolicyVersion(ctx context.Context, in AppendPolicy) (Polic
 	return pv, nil
 }
 
-// createToken stores tok (checked) at tx's time and audits it.
-func createToken(ctx context.Context, tx Tx, tok Token, actor string) (Token, error) {
+// insertToken stores tok (checked) at tx's time and returns it as stored
+// with its audit entry (by actor).
+func insertToken(ctx context.Context, tx Tx, tok Token, actor string) (Token, AuditEntry, error) {
 	tok.CreatedAt = tx.Now()
 	out, err := tx.InsertToken(ctx, tok)
 	if err != nil {
-		return Token{}, fmt.Errorf("insert token %q: %w", tok.Name, err)
+		return Token{}, AuditEntry{}, fmt.Errorf("insert token %q: %w", tok.Name, err)
 	}
-	return out, Audit(ctx, tx, AuditEntry{
+	return out, AuditEntry{
 		Actor: actor, Action: ActionTokenCreate, Sandbox: tok.Sandbox, Target: tok.Name,
 		Detail: map[string]string{"role": tok.Role},
-	})
+	}, nil
 }
 
 // CreateToken stores a token (name unique among live and revoked tokens:
@@ -238,7 +251,13 @@ func (s *Store) CreateToken(ctx context.Context, tok Token, actor string) (Token
 	if err := tok.Check(); err != nil {
 		return Token{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (Token, error) { return createToken(ctx, tx, tok, actor) })
+	out, err := inTx(ctx, s.Driver, func(tx Tx) (Token, error) {
+		out, e, err := insertToken(ctx, tx, tok, actor)
+		if err != nil {
+			return Token{}, err
+		}
+		return out, Audit(ctx, tx, e)
+	})
 	if err != nil {
 		return Token{}, fmt.Errorf("create token %q: %w", tok.Name, err)
 	}
