@@ -277,6 +277,14 @@ func mapErr(err error) error {
 	return err
 }
 
+// wrapf says what failed around a database error (mapped); nil stays nil.
+func wrapf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, mapErr(err))...)
+}
+
 // alreadyExists reads the result of an INSERT … ON CONFLICT DO NOTHING
 // RETURNING: no row means the key was taken.
 func alreadyExists(err error, what string) error {
@@ -344,19 +352,19 @@ func zeroTime(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// orNone returns list, or an empty one for a NOT NULL column (pgx sends a
-// nil slice as NULL).
-func orNone(list []string) []string {
-	if list == nil {
-		return []string{}
+// notNull returns s, or an empty slice for a NOT NULL column (pgx sends
+// a nil slice as NULL).
+func notNull[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	return list
+	return s
 }
 
-// orEmpty returns b, or an empty slice for a NOT NULL column.
-func orEmpty(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+// nilIfEmpty reads an empty column back as nil, as the SQLite driver does.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
 	}
-	return b
+	return s
 }

@@ -31,14 +31,8 @@ func scanProposal(r pgx.Row) (store.Proposal, error) {
 	}
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	p.ExpiresAt, p.DecidedAt, p.GrantExpiresAt = zeroTime(expires), utcPtr(p.DecidedAt), zeroTime(grantExpires)
-	for _, b := range []*[]byte{&p.Document, &p.Resulting, &p.Findings} {
-		if len(*b) == 0 {
-			*b = nil
-		}
-	}
-	if len(p.SupersedeKeys) == 0 {
-		p.SupersedeKeys = nil
-	}
+	p.Document, p.Resulting, p.Findings = nilIfEmpty(p.Document), nilIfEmpty(p.Resulting), nilIfEmpty(p.Findings)
+	p.SupersedeKeys = nilIfEmpty(p.SupersedeKeys)
 	return p, nil
 }
 
@@ -55,8 +49,8 @@ func (c *conn) InsertProposal(ctx context.Context, p store.Proposal) (store.Prop
 		ON CONFLICT (sandbox, idempotency_key) WHERE idempotency_key <> '' DO NOTHING
 		RETURNING `+proposalColumns,
 		p.Sandbox, p.Status, p.StatusReason, p.Rationale, p.Proposer, p.IdempotencyKey, p.DenialID,
-		p.Document, p.DedupeKey, orNone(p.SupersedeKeys), p.BaseVersion, p.BaseHash, orEmpty(p.Resulting), p.ResultingHash,
-		orEmpty(p.Findings), p.RebaseError, p.SupersededBy, p.CreatedAt, p.UpdatedAt, nullTime(p.ExpiresAt),
+		p.Document, p.DedupeKey, notNull(p.SupersedeKeys), p.BaseVersion, p.BaseHash, notNull(p.Resulting), p.ResultingHash,
+		notNull(p.Findings), p.RebaseError, p.SupersededBy, p.CreatedAt, p.UpdatedAt, nullTime(p.ExpiresAt),
 		nullTimePtr(p.DecidedAt), p.DecidedBy, p.AppliedVersion, nullTime(p.GrantExpiresAt)))
 	if err != nil {
 		return store.Proposal{}, fmt.Errorf("insert proposal of %q: %w", p.Sandbox,
@@ -147,15 +141,12 @@ func (c *conn) UpdateProposal(ctx context.Context, p store.Proposal) error {
 			updated_at = $11, decided_at = $12, decided_by = $13, applied_version = $14, grant_expires_at = $15
 		WHERE id = $1`,
 		p.ID, p.Status, p.StatusReason, p.BaseVersion, p.BaseHash,
-		orEmpty(p.Resulting), p.ResultingHash, orEmpty(p.Findings), p.RebaseError, p.SupersededBy,
+		notNull(p.Resulting), p.ResultingHash, notNull(p.Findings), p.RebaseError, p.SupersededBy,
 		p.UpdatedAt, nullTimePtr(p.DecidedAt), p.DecidedBy, p.AppliedVersion, nullTime(p.GrantExpiresAt))
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return fmt.Errorf("update proposal %d: %w", p.ID, mapErr(err))
-	}
-	return nil
+	return wrapf(err, "update proposal %d", p.ID)
 }
 
 // InsertApproval stores a for the proposal: ErrAlreadyExists (the

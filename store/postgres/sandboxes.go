@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,14 +23,8 @@ func scanSandbox(r pgx.Row) (store.Sandbox, error) {
 	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy,
 		&sb.Boundary, &sb.BoundaryHash, &sb.CredentialedHosts,
 		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &sb.FrozenAt, &sb.FrozenFrom)
-	sb.CreatedAt = sb.CreatedAt.UTC()
-	sb.FrozenAt = utcPtr(sb.FrozenAt)
-	if len(sb.Boundary) == 0 {
-		sb.Boundary = nil
-	}
-	if len(sb.CredentialedHosts) == 0 {
-		sb.CredentialedHosts = nil
-	}
+	sb.CreatedAt, sb.FrozenAt = sb.CreatedAt.UTC(), utcPtr(sb.FrozenAt)
+	sb.Boundary, sb.CredentialedHosts = nilIfEmpty(sb.Boundary), nilIfEmpty(sb.CredentialedHosts)
 	return sb, err
 }
 
@@ -81,24 +74,17 @@ func (c *conn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
 
 // UpdateSandbox writes sb's mutable columns.
 func (c *conn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
-	var boundary []byte // nil: NULL, none
-	if len(sb.Boundary) > 0 {
-		boundary = sb.Boundary
-	}
 	tag, err := c.db.Exec(ctx, `
 		UPDATE sandboxes SET current_version = $2, current_hash = $3,
 			boundary = $4, boundary_hash = $5, credentialed_hosts = $6,
 			frozen = $7, frozen_reason = $8, frozen_by = $9, frozen_at = $10, frozen_from = $11
 		WHERE name = $1`,
-		sb.Name, sb.CurrentVersion, sb.CurrentHash, boundary, sb.BoundaryHash, orNone(sb.CredentialedHosts),
+		sb.Name, sb.CurrentVersion, sb.CurrentHash, nilIfEmpty(sb.Boundary), sb.BoundaryHash, notNull(sb.CredentialedHosts),
 		sb.Frozen, sb.FrozenReason, sb.FrozenBy, nullTimePtr(sb.FrozenAt), sb.FrozenFrom)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return fmt.Errorf("update sandbox %q: %w", sb.Name, mapErr(err))
-	}
-	return nil
+	return wrapf(err, "update sandbox %q", sb.Name)
 }
 
 // DeleteSandbox deletes the row (the schema cascades to its versions, CA,
@@ -216,15 +202,12 @@ func scanToken(r pgx.Row) (store.Token, error) {
 
 // InsertToken stores t and returns it with its ID: ErrNotFound when a
 // sandbox token's sandbox does not exist, ErrAlreadyExists for a taken
-// name.
-//
-// tokens.sandbox has no foreign key (tokens outlive their sandbox), so
-// the insert takes the key-share lock a foreign key would: a concurrent
-// delete of the sandbox then waits for this transaction, and a
-// revocation after the delete revokes the new token too; or the delete
-// wins and this insert finds no sandbox. A plain existence check would
-// let the token commit live after the delete revoked the others, ready
-// to open a later sandbox of the same name.
+// name. tokens.sandbox has no foreign key (tokens outlive their sandbox),
+// so the insert takes the key-share lock a foreign key would: a
+// concurrent delete of the sandbox waits for it, and a revocation after
+// the delete revokes the new token too (else a live token would be left
+// to open a later sandbox of the same name); or the delete wins and the
+// insert finds no sandbox.
 func (c *conn) InsertToken(ctx context.Context, t store.Token) (store.Token, error) {
 	var sandbox *string
 	if t.Sandbox != "" {
@@ -315,8 +298,5 @@ func (c *conn) TouchToken(ctx context.Context, id int64, at time.Time) error {
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return fmt.Errorf("touch token %s: %w", strconv.FormatInt(id, 10), mapErr(err))
-	}
-	return nil
+	return wrapf(err, "touch token %d", id)
 }
