@@ -63,56 +63,37 @@ func moveHead(ctx context.Context, tx querier, seq int64, hash string) error {
 
 // chainUnchained gives the entries written before the chain existed (seq
 // NULL: migration 4) their place after the head, in id order, in one
-// transaction, and returns how many there were.
-func chainUnchained(ctx context.Context, w *sql.DB) (int, error) {
-	tx, err := w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE seq IS NULL ORDER BY id`)
-	if err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	var old []store.AuditEntry
-	for rows.Next() {
-		e, err := scanAudit(rows)
+// transaction, and returns how many there were. It runs at Open, before
+// the read pool exists.
+func (d *Driver) chainUnchained(ctx context.Context) (int, error) {
+	var n int
+	err := d.inTx(ctx, func(t *txn) error {
+		old, err := collect(ctx, t.wr, scanAudit, `SELECT `+auditColumns+` FROM audit_log WHERE seq IS NULL ORDER BY id`)
+		if err != nil || len(old) == 0 {
+			return err
+		}
+		seq, prev, err := t.LockAuditHead(ctx)
 		if err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
+			return err
 		}
-		old = append(old, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	if len(old) == 0 {
-		return 0, nil
-	}
-	var seq int64
-	var prev string
-	if err := tx.QueryRowContext(ctx, headQuery).Scan(&seq, &prev); err != nil {
-		return 0, fmt.Errorf("chain audit log: read head: %w", mapErr(err))
-	}
-	for _, e := range old {
-		seq++
-		e.Seq, e.PrevHash = seq, prev
-		e.Hash = store.AuditHash(e)
-		// The append-only trigger allows exactly this update.
-		if _, err := tx.ExecContext(ctx, `UPDATE audit_log SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`,
-			e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
-			return 0, fmt.Errorf("chain audit entry %d: %w", e.ID, mapErr(err))
+		for _, e := range old {
+			seq++
+			e.Seq, e.PrevHash = seq, prev
+			e.Hash = store.AuditHash(e)
+			// The append-only trigger allows exactly this update.
+			if _, err := t.wr.ExecContext(ctx, `UPDATE audit_log SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`,
+				e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
+				return fmt.Errorf("chain audit entry %d: %w", e.ID, mapErr(err))
+			}
+			prev = e.Hash
 		}
-		prev = e.Hash
-	}
-	if err := moveHead(ctx, tx, seq, prev); err != nil {
+		n = len(old)
+		return moveHead(ctx, t.wr, seq, prev)
+	})
+	if err != nil {
 		return 0, fmt.Errorf("chain audit log: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	return len(old), nil
+	return n, nil
 }
 
 const auditColumns = `id, seq, at, actor, action, sandbox, target, before_hash, after_hash, detail, prev_hash, hash`

@@ -75,17 +75,6 @@ func orEmpty(b []byte) []byte {
 	return b
 }
 
-// checkTimes refuses times int64 nanoseconds cannot hold (what, for the
-// error, names them in order).
-func checkTimes(what string, times ...time.Time) error {
-	for _, t := range times {
-		if !inNanos(t) {
-			return fmt.Errorf("invalid %s: time %v out of range", what, t)
-		}
-	}
-	return nil
-}
-
 // InsertProposal stores p as given and returns it as stored.
 func (t *txn) InsertProposal(ctx context.Context, p store.Proposal) (store.Proposal, error) {
 	if err := checkTimes(fmt.Sprintf("proposal of sandbox %q", p.Sandbox), p.ExpiresAt); err != nil {
@@ -175,12 +164,8 @@ func (t *txn) CountProposals(ctx context.Context, sandbox string, since time.Tim
 
 // UpdateProposal writes p's mutable fields to the row p.ID.
 func (t *txn) UpdateProposal(ctx context.Context, p store.Proposal) error {
-	var decided sql.NullInt64
-	if p.DecidedAt != nil {
-		decided = nullNanos(*p.DecidedAt)
-	}
-	if p.DecidedAt != nil && !inNanos(*p.DecidedAt) || !inNanos(p.GrantExpiresAt) {
-		return fmt.Errorf("invalid update of proposal %d: decision time %v or grant end %v out of range", p.ID, p.DecidedAt, p.GrantExpiresAt)
+	if err := checkTimes(fmt.Sprintf("update of proposal %d", p.ID), orZero(p.DecidedAt), p.GrantExpiresAt); err != nil {
+		return err
 	}
 	err := affected(t.wr.ExecContext(ctx, `
 		UPDATE proposals SET status = ?, status_reason = ?, base_version = ?, base_hash = ?,
@@ -189,7 +174,7 @@ func (t *txn) UpdateProposal(ctx context.Context, p store.Proposal) error {
 		WHERE id = ?`,
 		p.Status, p.StatusReason, p.BaseVersion, p.BaseHash,
 		orEmpty(p.Resulting), p.ResultingHash, orEmpty(p.Findings), p.RebaseError, p.SupersededBy,
-		nanos(p.UpdatedAt), decided, p.DecidedBy, p.AppliedVersion, nullNanos(p.GrantExpiresAt), p.ID))
+		nanos(p.UpdatedAt), nullNanosPtr(p.DecidedAt), p.DecidedBy, p.AppliedVersion, nullNanos(p.GrantExpiresAt), p.ID))
 	if err != nil {
 		return fmt.Errorf("update proposal %d: %w", p.ID, err)
 	}

@@ -119,7 +119,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	if n, err := chainUnchained(ctx, w); err != nil {
+	d := &Driver{w: w, log: log}
+	d.txn = txn{d: d, wr: w}
+	if n, err := d.chainUnchained(ctx); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
 	} else if n > 0 {
@@ -138,8 +140,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	log.Info("store open", "path", abs, "read_conns", n)
-	d := &Driver{w: w, r: r, log: log}
-	d.txn = txn{d: d, rd: r, wr: w}
+	d.r, d.rd = r, r
 	return d, nil
 }
 

@@ -86,16 +86,12 @@ func (t *txn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 	if len(sb.Boundary) > 0 {
 		boundary = sb.Boundary
 	}
-	var frozenAt sql.NullInt64
-	if sb.FrozenAt != nil {
-		frozenAt = sql.NullInt64{Int64: nanos(*sb.FrozenAt), Valid: true}
-	}
 	err = affected(t.wr.ExecContext(ctx, `
 		UPDATE sandboxes SET current_version = ?, current_hash = ?, boundary = ?, boundary_hash = ?,
 			credentialed_hosts = ?, frozen = ?, frozen_reason = ?, frozen_by = ?, frozen_at = ?, frozen_from = ?
 		WHERE name = ?`,
 		sb.CurrentVersion, sb.CurrentHash, boundary, sb.BoundaryHash,
-		hosts, sb.Frozen, sb.FrozenReason, sb.FrozenBy, frozenAt, sb.FrozenFrom, sb.Name))
+		hosts, sb.Frozen, sb.FrozenReason, sb.FrozenBy, nullNanosPtr(sb.FrozenAt), sb.FrozenFrom, sb.Name))
 	if err != nil {
 		return fmt.Errorf("update sandbox %q: %w", sb.Name, err)
 	}
