@@ -152,17 +152,11 @@ func (r refuser) invalid(field string, err error) error {
 	return r.at(field, RuleInvalidPolicy, "the resulting policy is invalid: %v", err)
 }
 
+// validName reports whether name is 1-MaxNameLen letters, digits, '_',
+// '-' or '.': the alphabet of MCP tool names, which policy.ValidToolName
+// already checks (its own bound, 128, is looser than MaxNameLen).
 func validName(name string) bool {
-	if name == "" || len(name) > MaxNameLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
+	return name != "" && len(name) <= MaxNameLen && policy.ValidToolName(name)
 }
 
 func (r refuser) addRule(pol *policy.Policy, fp string, op *AddRule) error {

@@ -103,11 +103,8 @@ func (e *ParseError) Error() string {
 	if e == nil || len(e.Problems) == 0 {
 		return "invalid proposal"
 	}
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return "invalid proposal: " + strings.Join(parts, "; ")
+	// A policy's problems are listed the same way: one join for both.
+	return "invalid proposal: " + (&policy.ValidationError{Problems: e.Problems}).Error()
 }
 
 // ParseProposal decodes a proposal, YAML or JSON, strictly: unknown
@@ -191,16 +188,21 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 				add(fp, "has %d rules; the limit is %d", n, MaxRulesPerOperation)
 			}
 		}
+		// endpointRules checks the operations that add rules to an
+		// existing endpoint (allow or deny): they name it the same way.
+		endpointRules := func(entry, host string, port, nRules int) {
+			required("policy", entry == "")
+			required("host", host == "")
+			required("port", port == 0)
+			rules("rules", nRules)
+		}
 		switch {
 		case op.AddRule != nil:
 			required("name", op.AddRule.Name == "")
 			required("rule", op.AddRule.Rule == nil)
 		case op.AddAllowRules != nil:
 			o := op.AddAllowRules
-			required("policy", o.Policy == "")
-			required("host", o.Host == "")
-			required("port", o.Port == 0)
-			rules("rules", len(o.Rules))
+			endpointRules(o.Policy, o.Host, o.Port, len(o.Rules))
 		case op.AddBinary != nil:
 			o := op.AddBinary
 			required("policy", o.Policy == "")
@@ -210,10 +212,7 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 			}
 		case op.AddDenyRules != nil:
 			o := op.AddDenyRules
-			required("policy", o.Policy == "")
-			required("host", o.Host == "")
-			required("port", o.Port == 0)
-			rules("rules", len(o.Rules))
+			endpointRules(o.Policy, o.Host, o.Port, len(o.Rules))
 		}
 	}
 	return problems

@@ -1,14 +1,12 @@
 package approval
 
 import (
-	"slices"
-
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/prover"
 )
 
 // Input is the document the rules see as input. Its JSON form (the field
-// tags) is the documented contract of the Rego module.
+// tags) is the documented contract of the Rego module. The caller builds
+// it from its stored proposal (package lifecycle does).
 type Input struct {
 	Proposal  ProposalInput  `json:"proposal"`
 	Findings  []FindingInput `json:"findings"`
@@ -67,63 +65,6 @@ type SandboxInput struct {
 // know.
 func Blocking(kind string) bool {
 	return kind != prover.NewPath
-}
-
-// InputFrom builds the rules' input from a stored proposal and its
-// sandbox (nil: only the proposal's sandbox name is known). Approvers are
-// the proposal's approvals, each name once.
-func InputFrom(p *portcullisv1.Proposal, sb *portcullisv1.Sandbox) Input {
-	in := Input{
-		Proposal: ProposalInput{
-			ID:            p.GetId(),
-			Sandbox:       p.GetSandbox(),
-			Rationale:     p.GetRationale(),
-			Proposer:      p.GetProposer(),
-			BaseVersion:   p.GetBaseVersion(),
-			ResultingHash: p.GetResultingHash(),
-			DenialID:      p.GetDenialId(),
-			Operations:    []any{},
-		},
-		Findings:  make([]FindingInput, 0, len(p.GetFindings())),
-		Sandbox:   SandboxInput{Name: p.GetSandbox(), CredentialedHosts: []string{}},
-		Approvers: []string{},
-	}
-	if ops, ok := p.GetProposal().AsMap()["operations"].([]any); ok {
-		in.Proposal.Operations = ops
-	}
-	for _, f := range p.GetFindings() {
-		c := f.GetCounterexample()
-		in.Findings = append(in.Findings, FindingInput{
-			Kind:         f.GetKind(),
-			Blocking:     Blocking(f.GetKind()),
-			Credentialed: f.GetCredentialed(),
-			Entry:        f.GetEntry(),
-			Endpoint:     f.GetEndpoint(),
-			Rule:         f.GetRule(),
-			Detail:       f.GetDetail(),
-			Counterexample: RequestInput{
-				Binary:     c.GetBinary(),
-				Host:       c.GetHost(),
-				Port:       c.GetPort(),
-				HTTPMethod: c.GetHttpMethod(),
-				Path:       c.GetPath(),
-				MCPMethod:  c.GetMcpMethod(),
-				Tool:       c.GetTool(),
-			},
-		})
-	}
-	if sb != nil {
-		in.Sandbox.Name = sb.GetName()
-		in.Sandbox.CurrentVersion = sb.GetCurrentVersion()
-		in.Sandbox.CredentialedHosts = append(in.Sandbox.CredentialedHosts, sb.GetCredentialedHosts()...)
-		in.Sandbox.HasBoundary = sb.GetBoundary() != nil
-	}
-	for _, a := range p.GetApprovals() {
-		if name := a.GetApprover(); name != "" && !slices.Contains(in.Approvers, name) {
-			in.Approvers = append(in.Approvers, name)
-		}
-	}
-	return in
 }
 
 // value is in as the generic JSON value the evaluator takes, built by hand:

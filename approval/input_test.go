@@ -5,46 +5,17 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
-
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
-func testProposal(t *testing.T) *portcullisv1.Proposal {
-	t.Helper()
-	doc, err := structpb.NewStruct(map[string]any{
-		"rationale": "track shipments",
-		"operations": []any{map[string]any{"add_allow_rules": map[string]any{
-			"policy": "web", "host": "api.example.com", "port": 443,
-			"rules": []any{map[string]any{"allow": map[string]any{"method": "GET", "path": "/v1/shipments/**"}}},
-		}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &portcullisv1.Proposal{
-		Id: 12, Sandbox: "orders", Rationale: "track shipments", Proposer: "orders-proxy", DenialId: "dn_1",
-		Proposal: doc, BaseVersion: 4, ResultingHash: "abcd",
-		Findings: []*portcullisv1.Finding{
-			{Kind: "new_path", Entry: "web", Endpoint: "api.example.com:443", Rule: "rules[1]", Detail: "GET was allowed on other paths only",
-				Counterexample: &portcullisv1.ProvedRequest{Binary: "/usr/bin/curl", Host: "api.example.com", Port: 443,
-					HttpMethod: "GET", Path: "/v1/shipments/x", Query: "a=b"}},
-			{Kind: "new_credentialed_reach", Credentialed: true, Entry: "gh", Detail: "d",
-				Counterexample: &portcullisv1.ProvedRequest{Host: "api.github.com", Port: 443, HttpMethod: "POST", McpMethod: "tools/call", Tool: "t"}},
-			{Kind: "enforcement_weakened", Entry: "web", Detail: "tls: skip"},
-		},
-		Approvals: []*portcullisv1.Approval{{Approver: "alice"}, {Approver: "bob"}, {Approver: "alice"}, {Approver: ""}},
-	}
-}
-
-func TestInputFrom(t *testing.T) {
-	p := testProposal(t)
-	sb := &portcullisv1.Sandbox{Name: "orders", CurrentVersion: 5, CredentialedHosts: []string{"api.github.com:443"},
-		Boundary: &structpb.Struct{}}
-	got := InputFrom(p, sb)
-	want := Input{
+// testInput is a full input, as package lifecycle builds one from a
+// stored proposal.
+func testInput() Input {
+	return Input{
 		Proposal: ProposalInput{ID: 12, Sandbox: "orders", Rationale: "track shipments", Proposer: "orders-proxy",
-			BaseVersion: 4, ResultingHash: "abcd", DenialID: "dn_1", Operations: p.GetProposal().AsMap()["operations"].([]any)},
+			BaseVersion: 4, ResultingHash: "abcd", DenialID: "dn_1", Operations: []any{map[string]any{"add_allow_rules": map[string]any{
+				"policy": "web", "host": "api.example.com", "port": float64(443),
+				"rules": []any{map[string]any{"allow": map[string]any{"method": "GET", "path": "/v1/shipments/**"}}},
+			}}}},
 		Findings: []FindingInput{
 			{Kind: "new_path", Blocking: false, Entry: "web", Endpoint: "api.example.com:443", Rule: "rules[1]", Detail: "GET was allowed on other paths only",
 				Counterexample: RequestInput{Binary: "/usr/bin/curl", Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: "/v1/shipments/x"}},
@@ -55,21 +26,11 @@ func TestInputFrom(t *testing.T) {
 		Sandbox:   SandboxInput{Name: "orders", CurrentVersion: 5, CredentialedHosts: []string{"api.github.com:443"}, HasBoundary: true},
 		Approvers: []string{"alice", "bob"},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("InputFrom:\n got %+v\nwant %+v", got, want)
-	}
-
-	// Without a sandbox, and with an empty proposal: no nil lists.
-	bare := InputFrom(&portcullisv1.Proposal{Sandbox: "s"}, nil)
-	if bare.Sandbox.Name != "s" || bare.Sandbox.HasBoundary || bare.Findings == nil || bare.Approvers == nil ||
-		bare.Proposal.Operations == nil || bare.Sandbox.CredentialedHosts == nil {
-		t.Errorf("InputFrom(bare) = %+v", bare)
-	}
 }
 
 // The value the rules see is the JSON form the struct tags document.
 func TestValueIsJSON(t *testing.T) {
-	for _, in := range []Input{InputFrom(testProposal(t), &portcullisv1.Sandbox{Name: "orders"}), {}, samples[3].in} {
+	for _, in := range []Input{testInput(), {}, samples[3].in} {
 		b, err := json.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
@@ -110,16 +71,17 @@ func normalize(v any) {
 	}
 }
 
-// The README's rules decide on the input InputFrom builds from a stored
-// proposal: the new_credentialed_reach needs two approvers.
-func TestInputFromDecides(t *testing.T) {
-	p := testProposal(t)
-	d := examples(t).Decide(context.Background(), InputFrom(p, nil))
+// The README's rules decide on a stored proposal's input: the
+// new_credentialed_reach needs two approvers.
+func TestExamplesDecide(t *testing.T) {
+	in := testInput()
+	in.Approvers = nil
+	d := examples(t).Decide(context.Background(), in)
 	if d.Required != 2 || d.AutoApprove || d.Fallback {
 		t.Errorf("%+v, want two approvers", d)
 	}
-	p.Findings = p.Findings[:1]
-	if d := examples(t).Decide(context.Background(), InputFrom(p, nil)); !d.AutoApprove || d.Fallback {
+	in.Findings = in.Findings[:1]
+	if d := examples(t).Decide(context.Background(), in); !d.AutoApprove || d.Fallback {
 		t.Errorf("new GET path only: %+v, want auto-approved", d)
 	}
 }

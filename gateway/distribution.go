@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/portcullis-dev/portcullis/dataplane"
+	proxyca "github.com/portcullis-dev/portcullis/internal/ca"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -227,7 +227,7 @@ func truncate(s string, n int) string {
 func (s *Server) sandboxCA(ctx context.Context, sandbox string) (*portcullisv1.SandboxCA, error) {
 	ca, err := s.store.GetSandboxCA(ctx, sandbox)
 	if errors.Is(err, store.ErrNotFound) {
-		certPEM, keyPEM, gerr := dataplane.GenerateCA(s.cfg.Now())
+		certPEM, keyPEM, gerr := proxyca.Generate(s.cfg.Now())
 		if gerr != nil {
 			return nil, gerr
 		}

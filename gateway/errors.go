@@ -11,20 +11,29 @@ import (
 	"connectrpc.com/connect/v2/connectproto"
 
 	"github.com/portcullis-dev/portcullis/advisor"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/prover"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// fieldError is an invalid request field: it reaches the client as
-// InvalidArgument naming the field.
-type fieldError struct {
-	Path    string
-	Message string
-}
-
-func (e *fieldError) Error() string { return e.Path + ": " + e.Message }
+// The domain errors handlers return are the lifecycle's (the gateway's
+// own handlers use the same ones): each reaches the client with its
+// message and one code.
+type (
+	// fieldError: InvalidArgument naming the field.
+	fieldError = lifecycle.FieldError
+	// notFoundError: NotFound with the message (the store's own error
+	// text may hold database detail and never reaches clients).
+	notFoundError = lifecycle.NotFoundError
+	// conflictError: Aborted — a stale expected version or a lost race.
+	conflictError = lifecycle.ConflictError
+	// preconditionError: FailedPrecondition.
+	preconditionError = lifecycle.PreconditionError
+	// rateLimitError: ResourceExhausted with a retry hint.
+	rateLimitError = lifecycle.RateLimitError
+)
 
 func invalidField(path, format string, args ...any) error {
 	return &fieldError{Path: path, Message: fmt.Sprintf(format, args...)}
@@ -39,23 +48,15 @@ func fieldAt(list string, i int, err error) error {
 	return err
 }
 
-// notFoundError and existsError carry the message the client sees for a
-// store.ErrNotFound / store.ErrAlreadyExists: the store's own error text
-// may hold database detail and never reaches clients.
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string { return e.msg }
-
+// existsError carries the message the client sees for a
+// store.ErrAlreadyExists.
 type existsError struct{ msg string }
 
 func (e *existsError) Error() string { return e.msg }
 
 // missing names what was not found when err is store.ErrNotFound.
 func missing(err error, format string, args ...any) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return &notFoundError{fmt.Sprintf(format, args...)}
-	}
-	return err
+	return lifecycle.Missing(err, format, args...)
 }
 
 // exists names what already exists when err is store.ErrAlreadyExists.
@@ -65,11 +66,6 @@ func exists(err error, format string, args ...any) error {
 	}
 	return err
 }
-
-// conflictError is a stale expected version or a lost race.
-type conflictError struct{ msg string }
-
-func (e *conflictError) Error() string { return e.msg }
 
 // toConnectError maps every error a handler returns to what the client
 // sees. It is the only place that chooses codes: domain errors keep their
@@ -90,6 +86,7 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		perr  *advisor.ParseError
 		rlerr *rateLimitError
 		pcerr *preconditionError
+		pmerr *lifecycle.PermissionError
 		tcerr *prover.TooComplexError
 	)
 	switch {
@@ -101,12 +98,14 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid proposal: "+summarize(perr.Problems)), perr.Problems)
 	case errors.As(err, &rlerr):
 		e := connect.NewError(connect.CodeResourceExhausted, rlerr.Error())
-		if d, derr := connectproto.NewErrorDetail(&portcullisv1.ProposalRateLimit{RetryAfterSeconds: retrySeconds(rlerr.after)}); derr == nil {
+		if d, derr := connectproto.NewErrorDetail(&portcullisv1.ProposalRateLimit{RetryAfterSeconds: lifecycle.RetrySeconds(rlerr.After)}); derr == nil {
 			e = e.WithDetail(d)
 		}
 		return e
 	case errors.As(err, &pcerr):
-		return connect.NewError(connect.CodeFailedPrecondition, pcerr.msg)
+		return connect.NewError(connect.CodeFailedPrecondition, pcerr.Msg)
+	case errors.As(err, &pmerr):
+		return connect.NewError(connect.CodePermissionDenied, pmerr.Msg)
 	case errors.As(err, &tcerr):
 		// ProverService.Prove on documents beyond the prover's budget:
 		// refused, never answered partially (proposals get a too_complex
@@ -118,9 +117,9 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return withProblems(connect.NewError(connect.CodeInvalidArgument, ferr.Error()),
 			[]policy.Problem{{Path: ferr.Path, Message: ferr.Message}})
 	case errors.As(err, &cferr):
-		return connect.NewError(connect.CodeAborted, cferr.msg)
+		return connect.NewError(connect.CodeAborted, cferr.Msg)
 	case errors.As(err, &nferr):
-		return connect.NewError(connect.CodeNotFound, nferr.msg)
+		return connect.NewError(connect.CodeNotFound, nferr.Msg)
 	case errors.As(err, &exerr):
 		return connect.NewError(connect.CodeAlreadyExists, exerr.msg)
 	case errors.Is(err, store.ErrLastAdmin):

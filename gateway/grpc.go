@@ -45,7 +45,7 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		grpc.MaxConcurrentStreams(250),
 		// A silent connection is probed (as net/http's SendPingTimeout
 		// and PingTimeout do); proxies ping every 30s
-		// (dataplane.Subscriber) and must not be told they ping too often.
+		// (dataplane/gatewayclient.Subscriber) and must not be told they ping too often.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(10*time.Second),

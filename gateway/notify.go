@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -183,23 +183,24 @@ func VerifyWebhook(secret []byte, signature, timestamp string, body []byte) bool
 }
 
 // notifyNeedsHuman announces a pending proposal to its approvers.
-func (s *Server) notifyNeedsHuman(p *portcullisv1.Proposal) {
-	if s.notify == nil || p.GetStatus() != store.ProposalPending {
+func (s *Server) notifyNeedsHuman(r lifecycle.Review) {
+	p := r.Proposal
+	if s.notify == nil || p.Status != store.ProposalPending {
 		return
 	}
 	var kinds []string
-	for _, f := range p.GetFindings() {
-		kinds = append(kinds, f.GetKind())
+	for _, f := range r.Findings {
+		kinds = append(kinds, f.Kind)
 	}
 	slices.Sort(kinds)
 	kinds = slices.Compact(kinds)
-	text := fmt.Sprintf("Proposal %d of sandbox %s needs approval (%d needed): %s", p.GetId(), p.GetSandbox(), p.GetApprovalsRequired(), clip(p.GetRationale()))
+	text := fmt.Sprintf("Proposal %d of sandbox %s needs approval (%d needed): %s", p.ID, p.Sandbox, r.Decision.Required, clip(p.Rationale))
 	if len(kinds) > 0 {
 		text += " — findings: " + strings.Join(kinds, ", ")
 	}
 	s.notify.send(EventNeedsHuman, text, map[string]any{
-		"proposal": p.GetId(), "sandbox": p.GetSandbox(), "findings": kinds,
-		"approvals_required": p.GetApprovalsRequired(), "resulting_hash": p.GetResultingHash(),
+		"proposal": uint64(p.ID), "sandbox": p.Sandbox, "findings": kinds,
+		"approvals_required": uint32(r.Decision.Required), "resulting_hash": p.ResultingHash,
 	})
 }
 
@@ -222,21 +223,4 @@ func (s *Server) notifyDecided(p store.Proposal) {
 		"proposal": p.ID, "sandbox": p.Sandbox, "status": p.Status, "decided_by": p.DecidedBy,
 		"applied_version": p.AppliedVersion, "reason": clip(p.StatusReason),
 	})
-}
-
-// notifySuperseded announces the proposals newer superseded.
-func (s *Server) notifySuperseded(ctx context.Context, newer store.Proposal) {
-	if s.notify == nil {
-		return
-	}
-	list, err := s.store.ListProposals(ctx, store.ProposalFilter{Sandbox: newer.Sandbox, Status: store.ProposalSuperseded, Limit: maxListLimit})
-	if err != nil {
-		s.log.WarnContext(ctx, "could not list superseded proposals to notify", "err", err)
-		return
-	}
-	for _, p := range list {
-		if p.SupersededBy == newer.ID {
-			s.notifyDecided(p)
-		}
-	}
 }

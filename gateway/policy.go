@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -82,95 +81,21 @@ func optionalVersion(v *uint32) *int64 {
 	return &n
 }
 
-// commitAttempts bounds retries of a commit that named no expected version
-// and lost a race: such a caller asked for "on top of whatever is current".
-// Each lost race means another writer committed, so with fewer concurrent
-// writers than this every one of them gets through.
-const commitAttempts = 10
-
-// commit stores doc as the sandbox's next version. It is the one write path
-// for policies: expected-version check, no-op detection, the static-section
-// rule, then compare-and-swap in the store.
+// commit stores doc as the sandbox's next version through the lifecycle's
+// one commit path.
 func (s policyService) commit(ctx context.Context, sandbox string, doc *document, expected *int64, source string, provenance map[string]string) (*portcullisv1.PolicyVersion, error) {
-	for attempt := 1; ; attempt++ {
-		res, err := s.commitOnce(ctx, sandbox, doc, expected, source, provenance)
-		if expected == nil && errors.Is(err, store.ErrConflict) && attempt < commitAttempts {
-			continue
-		}
-		return res, err
-	}
-}
-
-func (s policyService) commitOnce(ctx context.Context, sandbox string, doc *document, expected *int64, source string, provenance map[string]string) (*portcullisv1.PolicyVersion, error) {
-	p := mustPrincipal(ctx)
-	sb, err := s.store.GetSandbox(ctx, sandbox)
-	if err != nil {
-		return nil, missing(err, "sandbox %q not found", sandbox)
-	}
-	if expected != nil && *expected != sb.CurrentVersion {
-		return nil, &conflictError{fmt.Sprintf("expected version %d, but the current version of %q is %d", *expected, sandbox, sb.CurrentVersion)}
-	}
-	if sb.Frozen {
-		return nil, &preconditionError{fmt.Sprintf("sandbox %q is frozen (%s): unfreeze it before changing its policy", sandbox, sb.FrozenReason)}
-	}
-	if sb.CurrentVersion > 0 {
-		current, err := s.store.GetPolicyVersion(ctx, sandbox, sb.CurrentVersion)
-		if err != nil {
-			return nil, err
-		}
-		if current.Hash == doc.hash {
-			res, err := versionToProto(current)
-			if err != nil {
-				return nil, err
-			}
-			res.Unchanged = true
-			return res, nil
-		}
-		if err := checkStaticSections(current.Document, doc.policy); err != nil {
-			return nil, err
-		}
-	}
-	v, err := s.store.AppendPolicyVersion(ctx, store.AppendPolicy{
-		Sandbox:         sandbox,
-		ExpectedVersion: sb.CurrentVersion,
-		Hash:            doc.hash,
-		Document:        doc.canonical,
-		Author:          p.Actor(),
-		Source:          source,
-		Provenance:      provenance,
+	v, unchanged, err := s.life.Commit(ctx, lifecycle.Change{
+		Sandbox: sandbox, Policy: doc.policy, Expected: expected, Source: source, Provenance: provenance, Actor: mustPrincipal(ctx).Actor(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "policy version committed", "sandbox", sandbox, "version", v.Version, "hash", v.Hash, "source", source, "actor", p.Actor())
-	// Committed first, announced after: a proxy never sees a version that
-	// could still be rolled back.
-	s.hub.publish(context.WithoutCancel(ctx), v)
-	s.advisor.versionMoved(sandbox)
-	return versionToProto(v)
-}
-
-// checkStaticSections enforces that filesystem_policy, landlock and process
-// stay as the first version fixed them: they are applied before the agent
-// starts and cannot change under a running sandbox.
-func checkStaticSections(currentDoc []byte, next *policy.Policy) error {
-	cur, _, err := policy.Parse(currentDoc)
+	res, err := versionToProto(v)
 	if err != nil {
-		return fmt.Errorf("current version no longer parses: %v", err)
+		return nil, err
 	}
-	var problems []policy.Problem
-	same := func(path string, a, b any) {
-		if !bytes.Equal(mustJSON(a), mustJSON(b)) {
-			problems = append(problems, policy.Problem{Path: path, Message: "is fixed by the sandbox's first policy version and cannot change; create a new sandbox to change it"})
-		}
-	}
-	same("filesystem_policy", cur.FilesystemPolicy, next.FilesystemPolicy)
-	same("landlock", cur.Landlock, next.Landlock)
-	same("process", cur.Process, next.Process)
-	if len(problems) > 0 {
-		return &policy.ValidationError{Problems: problems}
-	}
-	return nil
+	res.Unchanged = unchanged
+	return res, nil
 }
 
 func (s policyService) GetPolicy(ctx context.Context, req *portcullisv1.GetPolicyRequest) (*portcullisv1.PolicyVersion, error) {
@@ -249,21 +174,7 @@ func (s policyService) ValidatePolicy(_ context.Context, req *portcullisv1.Valid
 // version reads one stored version (0: the current one), naming exactly
 // what is missing when it is not there.
 func (s policyService) version(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
-	v, err := s.store.GetPolicyVersion(ctx, sandbox, version)
-	if !errors.Is(err, store.ErrNotFound) {
-		return v, err
-	}
-	sb, serr := s.store.GetSandbox(ctx, sandbox)
-	switch {
-	case errors.Is(serr, store.ErrNotFound):
-		return v, &notFoundError{fmt.Sprintf("sandbox %q not found", sandbox)}
-	case serr != nil:
-		return v, serr
-	case sb.CurrentVersion == 0:
-		return v, &notFoundError{fmt.Sprintf("sandbox %q has no policy yet", sandbox)}
-	default:
-		return v, &notFoundError{fmt.Sprintf("sandbox %q has no version %d (its current version is %d)", sandbox, version, sb.CurrentVersion)}
-	}
+	return s.life.Version(ctx, sandbox, version)
 }
 
 func versionHeaderToProto(v store.PolicyVersion) *portcullisv1.PolicyVersion {
@@ -296,13 +207,4 @@ func documentStruct(doc []byte) (*structpb.Struct, error) {
 		return nil, fmt.Errorf("decode stored document: %w", err)
 	}
 	return st, nil
-}
-
-// mustJSON encodes values that always encode (plain policy sections).
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode %T: %v", v, err))
-	}
-	return b
 }

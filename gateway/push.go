@@ -24,11 +24,11 @@ import (
 // versions it missed (latest wins) and holds up nobody: not the other
 // streams, not the committing request.
 //
-// Versions reach a topic three ways: the commit path on this replica
-// (publish), a commit on another replica (notify, from Postgres
-// LISTEN/NOTIFY), and the periodic version check that repairs a missed
-// notification (check). Whichever comes first wins; the others find the
-// version already there.
+// Versions reach a topic two ways: the store's commit feed (notify; every
+// commit through this replica at once, and on Postgres those of other
+// replicas through LISTEN/NOTIFY), and the periodic version check that
+// repairs a missed notification (check). Whichever comes first wins; the
+// other finds the version already there.
 
 // signedVersion is one committed version, signed once and shared by every
 // stream that sends it. It is never modified.
@@ -107,22 +107,9 @@ func (h *hub) unsubscribe(t *topic, ps *policyStream) {
 	}
 }
 
-// publish offers a version just committed through this replica.
-func (h *hub) publish(ctx context.Context, v store.PolicyVersion) {
-	t := h.topic(v.Sandbox)
-	if t == nil {
-		return
-	}
-	sv, err := h.sign(ctx, v)
-	if err != nil {
-		// The periodic check will try again.
-		return
-	}
-	h.offer(t, sv)
-}
-
 // notify offers version of sandbox if it is newer than the topic's,
-// reading it from the store (a commit heard from another replica).
+// reading it from the store: every commit, through this replica or
+// another, heard from the store's commit feed.
 func (h *hub) notify(ctx context.Context, sandbox string, version int64) error {
 	t := h.topic(sandbox)
 	if t == nil {

@@ -184,7 +184,7 @@ func (s sandboxService) SetSandboxBoundary(ctx context.Context, req *portcullisv
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox boundary set", "sandbox", sb.Name, "hash", hash, "actor", p.Actor())
-	s.advisor.contextChanged(sb.Name)
+	s.life.ContextChanged(sb.Name)
 	return sandboxToProto(sb)
 }
 
@@ -217,7 +217,7 @@ func (s sandboxService) SetCredentialedHosts(ctx context.Context, req *portculli
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox credentialed hosts set", "sandbox", sb.Name, "hosts", sb.CredentialedHosts, "actor", p.Actor())
-	s.advisor.contextChanged(sb.Name)
+	s.life.ContextChanged(sb.Name)
 	return sandboxToProto(sb)
 }
 

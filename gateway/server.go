@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/web"
@@ -131,13 +132,13 @@ func (c *Config) setDefaults() {
 		c.VersionCheckInterval = 5 * time.Second
 	}
 	if c.ProposalRateMax == 0 {
-		c.ProposalRateMax = defaultProposalRateMax
+		c.ProposalRateMax = lifecycle.DefaultProposalRateMax
 	}
 	if c.ProposalRateWindow == 0 {
-		c.ProposalRateWindow = defaultProposalRateWindow
+		c.ProposalRateWindow = lifecycle.DefaultProposalRateWindow
 	}
 	if c.ProposalTTL == 0 {
-		c.ProposalTTL = defaultProposalTTL
+		c.ProposalTTL = lifecycle.DefaultProposalTTL
 	}
 	if c.WebhookBackoff == 0 {
 		c.WebhookBackoff = 500 * time.Millisecond
@@ -190,8 +191,7 @@ type Server struct {
 	signer  *signer
 	hub     *hub
 	proxies *proxyTracker
-	advisor *advisorHub
-	rules   *approvalRules
+	life    *lifecycle.Lifecycle
 	notify  *notifier // nil without a webhook
 	// decisionsStored counts decision records stored through this replica;
 	// decisionsLimited those its ingest limit dropped, decisionsPruned
@@ -219,10 +219,13 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.signer = newSigner(st)
 	s.hub = newHub(st, s.signer)
 	s.proxies = newProxyTracker(st, cfg.Replica, cfg.Now)
-	s.advisor = newAdvisorHub(s)
-	s.rules = newApprovalRules()
 	s.limiter = newIngestLimiter(cfg.DecisionRate, cfg.DecisionBurst, cfg.Now)
 	s.notify = newNotifier(cfg, s.log)
+	s.life = lifecycle.New(lifecycle.Config{
+		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
+		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval,
+		Events: lifecycle.Events{NeedsHuman: s.notifyNeedsHuman, Decided: s.notifyDecided},
+	}, st)
 	s.metrics = newMetrics(s)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	context.AfterFunc(s.streams, s.hub.goawayAll)
@@ -452,7 +455,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// After the streams ended: their last statuses are flushed.
 		stopBackground()
 		background.Wait()
-		s.advisor.running.Wait()
 	}()
 	errc := make(chan error, 4)
 	// Policy streams get a grpc-go server of their own on the same port
@@ -532,12 +534,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // startBackground starts what runs beside the RPCs: the proxy status
-// writer, the decision retention sweep, the push hub's version check and, on a store shared by replicas,
-// the commit listener.
+// writer, the decision retention sweep, the lifecycle's background work,
+// the push hub's version check, and the commit listener that offers every
+// version committed (through this replica or another) to the hub.
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { s.logAuditHead(ctx, auditHeadInterval) })
 	wg.Go(func() { s.notify.run(ctx) })
 	wg.Go(func() { s.runDecisionSweep(ctx) })
+	wg.Go(func() { _ = s.life.Run(ctx) })
 	wg.Go(func() {
 		s.proxies.run(ctx, func(err error) { s.log.Warn("could not store proxy statuses; will retry", "err", err) })
 	})
@@ -557,23 +561,12 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 			if err := s.hub.check(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("policy version check failed", "err", err)
 			}
-			if err := s.advisor.check(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("pending proposal check failed", "err", err)
-			}
-			// Rules stored through another replica.
-			if err := s.rules.reload(ctx, s.store); err != nil && ctx.Err() == nil {
-				s.log.Warn("could not reload the approval rules", "err", err)
-			}
-			if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("expiry sweep failed", "err", err)
-			}
 		}
 	})
 	wg.Go(func() {
-		s.store.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
-			s.advisor.versionMoved(sandbox)
+		_ = s.store.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
 			if err := s.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
-				s.log.Warn("could not load a version committed elsewhere; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
+				s.log.Warn("could not load a committed version; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
 			}
 		})
 	})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -97,14 +96,7 @@ var assertedFormats = map[string]bool{
 }
 
 // KnownFormats lists, sorted, the format names an arguments_schema may use.
-func KnownFormats() []string {
-	out := make([]string, 0, len(assertedFormats))
-	for f := range assertedFormats {
-		out = append(out, f)
-	}
-	sort.Strings(out)
-	return out
-}
+func KnownFormats() []string { return sortedKeys(assertedFormats) }
 
 // ValidateArguments checks decoded arguments (the value
 // jsonschema.UnmarshalJSON gives: maps, slices, strings, json.Number, bool,
@@ -233,12 +225,7 @@ func (w *numberWalk) walk(v any) *ArgumentNumberError {
 		}
 		w.differs = w.differs || d
 	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(t) {
 			w.path = append(w.path, pathStep{key: k, isKey: true})
 			if err := w.walk(t[k]); err != nil {
 				return err

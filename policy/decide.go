@@ -2,13 +2,13 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"net/url"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -159,29 +159,37 @@ type endpointRef struct {
 	ep    *Endpoint
 }
 
-// endpointsOf lists every endpoint of p, entries in key order and
-// endpoints in document order, so decisions are deterministic.
-func endpointsOf(p *Policy) []endpointRef {
+// EachEndpoint calls f for every endpoint of p (nil for none) with the
+// key of its entry and its index there, skipping nil entries and
+// endpoints, in no particular order: callers that show an order sort what
+// they keep. Decide and the prover both walk a policy with it, so they
+// cannot disagree on which endpoints it has.
+func EachEndpoint(p *Policy, f func(key string, entry *NetworkPolicy, index int, ep *Endpoint)) {
 	if p == nil {
-		return nil
+		return
 	}
-	keys := make([]string, 0, len(p.NetworkPolicies))
-	for k := range p.NetworkPolicies {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var out []endpointRef
-	for _, k := range keys {
-		entry := p.NetworkPolicies[k]
+	for k, entry := range p.NetworkPolicies {
 		if entry == nil {
 			continue
 		}
 		for i, ep := range entry.Endpoints {
 			if ep != nil {
-				out = append(out, endpointRef{key: k, entry: entry, index: i, ep: ep})
+				f(k, entry, i, ep)
 			}
 		}
 	}
+}
+
+// endpointsOf lists every endpoint of p, entries in key order and
+// endpoints in document order, so decisions are deterministic.
+func endpointsOf(p *Policy) []endpointRef {
+	var out []endpointRef
+	EachEndpoint(p, func(key string, entry *NetworkPolicy, i int, ep *Endpoint) {
+		out = append(out, endpointRef{key: key, entry: entry, index: i, ep: ep})
+	})
+	slices.SortFunc(out, func(a, b endpointRef) int {
+		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.index, b.index))
+	})
 	return out
 }
 
@@ -645,14 +653,7 @@ func expired(rule *L7Rule, now time.Time) bool {
 func IsKnownMCPMethod(method string) bool { return knownMCPMethods[method] }
 
 // KnownMCPMethods lists the methods IsKnownMCPMethod accepts, sorted.
-func KnownMCPMethods() []string {
-	out := make([]string, 0, len(knownMCPMethods))
-	for m := range knownMCPMethods {
-		out = append(out, m)
-	}
-	slices.Sort(out)
-	return out
-}
+func KnownMCPMethods() []string { return sortedKeys(knownMCPMethods) }
 
 var knownMCPMethods = setOf(
 	"initialize", "ping",
@@ -928,14 +929,6 @@ func combine(denials []denial, outs []outcome, eps []endpointRef, r Request) Dec
 // destination, or the ones that do belong to entries that do not list the
 // binary.
 func defaultDenyReason(eps []endpointRef, r Request) string {
-	who := r.Binary
-	if who == "" {
-		who = "an unidentified binary"
-	}
-	dest := fmt.Sprintf("%s:%d", r.Host, r.Port)
-	if r.HTTPMethod != "" {
-		dest += " (" + strings.ToUpper(r.HTTPMethod) + " " + r.Path + ")"
-	}
 	var entries []string
 	for _, e := range eps {
 		name := "network_policies." + e.key
@@ -943,8 +936,5 @@ func defaultDenyReason(eps []endpointRef, r Request) string {
 			entries = append(entries, name)
 		}
 	}
-	if len(entries) > 0 {
-		return fmt.Sprintf("%s may not reach %s: %s do not list that binary", who, dest, strings.Join(entries, ", "))
-	}
-	return fmt.Sprintf("no network policy allows %s to reach %s (default deny)", who, dest)
+	return DefaultDenyReason(&r, entries)
 }

@@ -152,6 +152,18 @@ func (a *nfa) appendTokens(from int, toks []token, starOK func(byte) bool) int {
 	return cur
 }
 
+// appendLiteral adds a chain matching exactly s from state `from` and
+// returns the last state.
+func (a *nfa) appendLiteral(from int, s string) int {
+	cur := from
+	for i := 0; i < len(s); i++ {
+		next := a.add()
+		a.trans[cur] = append(a.trans[cur], edge{isByte(s[i]), next})
+		cur = next
+	}
+	return cur
+}
+
 func anyByte(byte) bool             { return true }
 func notSlash(b byte) bool          { return b != '/' }
 func isByte(c byte) func(byte) bool { return func(b byte) bool { return b == c } }

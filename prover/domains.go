@@ -203,9 +203,7 @@ func hostNFA(pattern string) *nfa {
 	cur := a.start
 	for i, label := range labels {
 		if i > 0 {
-			next := a.add()
-			a.trans[cur] = append(a.trans[cur], edge{isByte('.'), next})
-			cur = next
+			cur = a.appendLiteral(cur, ".")
 		}
 		switch {
 		case label == "**":
@@ -223,11 +221,7 @@ func hostNFA(pattern string) *nfa {
 			a.eps[cur] = append(a.eps[cur], first)
 			cur = a.appendTokens(first, toks, hostByte)
 		default:
-			for j := 0; j < len(label); j++ {
-				next := a.add()
-				a.trans[cur] = append(a.trans[cur], edge{isByte(label[j]), next})
-				cur = next
-			}
+			cur = a.appendLiteral(cur, label)
 		}
 	}
 	a.accept[cur] = true
@@ -243,13 +237,8 @@ func hostByte(c byte) bool {
 func literalNFA(s string) *nfa {
 	a := &nfa{}
 	a.start = a.add()
-	cur := a.start
-	for i := 0; i < len(s); i++ {
-		next := a.add()
-		a.trans[cur] = append(a.trans[cur], edge{isByte(s[i]), next})
-		cur = next
-	}
-	a.accept[cur] = true
+	end := a.appendLiteral(a.start, s) // grows a.accept: not inside the index
+	a.accept[end] = true
 	return a
 }
 

@@ -210,16 +210,9 @@ func refsOf(p *policy.Policy) []ref {
 		}
 	}
 	out := make([]ref, 0, n)
-	for k, entry := range p.NetworkPolicies {
-		if entry == nil {
-			continue
-		}
-		for i, ep := range entry.Endpoints {
-			if ep != nil {
-				out = append(out, ref{key: k, entry: entry, index: i, ep: ep})
-			}
-		}
-	}
+	policy.EachEndpoint(p, func(key string, entry *policy.NetworkPolicy, i int, ep *policy.Endpoint) {
+		out = append(out, ref{key: key, entry: entry, index: i, ep: ep})
+	})
 	return out
 }
 

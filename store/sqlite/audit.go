@@ -43,22 +43,19 @@ func (t *txn) InsertAudit(ctx context.Context, e store.AuditEntry) error {
 		return err
 	}
 	return t.atomic(ctx, func(t *txn) error {
-		_, err := t.wr.ExecContext(ctx, `
+		err := t.exec(ctx, "audit "+e.Action, `
 			INSERT INTO audit_log (at, actor, action, sandbox, target, before_hash, after_hash, detail, seq, prev_hash, hash)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			nanos(e.Time), e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash, string(detail), e.Seq, e.PrevHash, e.Hash)
 		if err != nil {
-			return mapErr(err)
+			return err
 		}
-		return moveHead(ctx, t.wr, e.Seq, e.Hash)
+		return t.moveHead(ctx, e.Seq, e.Hash)
 	})
 }
 
-func moveHead(ctx context.Context, tx querier, seq int64, hash string) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, seq, hash); err != nil {
-		return fmt.Errorf("move chain head: %w", mapErr(err))
-	}
-	return nil
+func (t *txn) moveHead(ctx context.Context, seq int64, hash string) error {
+	return t.exec(ctx, "move chain head", `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, seq, hash)
 }
 
 // chainUnchained gives the entries written before the chain existed (seq
@@ -81,14 +78,14 @@ func (d *Driver) chainUnchained(ctx context.Context) (int, error) {
 			e.Seq, e.PrevHash = seq, prev
 			e.Hash = store.AuditHash(e)
 			// The append-only trigger allows exactly this update.
-			if _, err := t.wr.ExecContext(ctx, `UPDATE audit_log SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`,
-				e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
-				return fmt.Errorf("chain audit entry %d: %w", e.ID, mapErr(err))
+			if err := t.exec(ctx, fmt.Sprintf("chain audit entry %d", e.ID),
+				`UPDATE audit_log SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`, e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
+				return err
 			}
 			prev = e.Hash
 		}
 		n = len(old)
-		return moveHead(ctx, t.wr, seq, prev)
+		return t.moveHead(ctx, seq, prev)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("chain audit log: %w", err)
@@ -116,35 +113,23 @@ func scanAudit(r scanner) (store.AuditEntry, error) {
 
 // ListAudit returns audit entries, newest first.
 func (t *txn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = -1 // no limit
-	}
-	out, err := collect(ctx, t.rd, scanAudit, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE ?1 = '' OR sandbox = ?1
-		ORDER BY id DESC
-		LIMIT ?2`, f.Sandbox, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
-	}
-	return out, nil
+	return t.audits(ctx, "list audit", `WHERE ?1 = '' OR sandbox = ?1 ORDER BY id DESC`, f.Sandbox, f.Limit)
 }
 
 // AuditChain returns up to limit entries after afterSeq, oldest first.
 func (t *txn) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]store.AuditEntry, error) {
+	return t.audits(ctx, fmt.Sprintf("audit chain after %d", afterSeq), `WHERE seq > ?1 ORDER BY seq`, afterSeq, limit)
+}
+
+// audits reads the entries where (with ?1 = arg) selects, at most limit
+// of them (0: no cap).
+func (t *txn) audits(ctx context.Context, what, where string, arg any, limit int) ([]store.AuditEntry, error) {
 	if limit <= 0 {
-		limit = -1
+		limit = -1 // no limit
 	}
-	out, err := collect(ctx, t.rd, scanAudit, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE seq > ?
-		ORDER BY seq
-		LIMIT ?`, afterSeq, limit)
+	out, err := collect(ctx, t.rd, scanAudit, `SELECT `+auditColumns+` FROM audit_log `+where+` LIMIT ?2`, arg, limit)
 	if err != nil {
-		return nil, fmt.Errorf("audit chain after %d: %w", afterSeq, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// Input checks of the push methods beyond store's (which both engines
-// run): SQLite keeps times as int64 nanoseconds, so times it cannot hold
-// are refused before the database is touched.
+// Input checks beyond store's: SQLite keeps times as int64 nanoseconds,
+// so times it cannot hold (in proxy statuses, decisions and proposals) are
+// refused before the database is touched.
 
 func checkProxyStatuses(statuses []store.ProxyStatus) error {
 	if err := store.CheckProxyStatuses(statuses); err != nil {

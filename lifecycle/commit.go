@@ -1,0 +1,287 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// Committing versions. Every version of every sandbox is committed by the
+// store in one transaction that checks the version it replaces is still
+// current (store.AppendVersion, inside AppendPolicyVersion, ApplyProposal,
+// FreezeSandbox and UnfreezeSandbox), and this package is the only caller
+// of those. Nothing is announced here: the store's commit feed
+// (ListenPolicyCommits) tells every listener — the push hub, the re-basing
+// of pending proposals (Run) — of every commit, on every replica, in the
+// same way whichever path made it.
+
+// Change is a new version asked for directly: set, rollback or the expiry
+// sweep.
+type Change struct {
+	Sandbox string
+	// Policy is the parsed, validated document to commit.
+	Policy *policy.Policy
+	// Expected, if set, must be the sandbox's current version; without it
+	// the change goes on top of whatever is current.
+	Expected   *int64
+	Source     string
+	Provenance map[string]string
+	Actor      string
+}
+
+// commitAttempts bounds retries of a commit that named no expected version
+// and lost a race: such a caller asked for "on top of whatever is current".
+// Each lost race means another writer committed, so with fewer concurrent
+// writers than this every one of them gets through.
+const commitAttempts = 10
+
+// Commit stores c as the sandbox's next version: expected-version check,
+// frozen check, no-op detection (unchanged true: the current version is
+// returned and nothing is stored), the static-section rule, then
+// compare-and-swap in the store.
+func (l *Lifecycle) Commit(ctx context.Context, c Change) (v store.PolicyVersion, unchanged bool, err error) {
+	for attempt := 1; ; attempt++ {
+		v, unchanged, err = l.commitOnce(ctx, c)
+		if c.Expected == nil && errors.Is(err, store.ErrConflict) && attempt < commitAttempts {
+			continue
+		}
+		return v, unchanged, err
+	}
+}
+
+func (l *Lifecycle) commitOnce(ctx context.Context, c Change) (store.PolicyVersion, bool, error) {
+	sb, err := l.st.GetSandbox(ctx, c.Sandbox)
+	if err != nil {
+		return store.PolicyVersion{}, false, Missing(err, "sandbox %q not found", c.Sandbox)
+	}
+	if c.Expected != nil && *c.Expected != sb.CurrentVersion {
+		return store.PolicyVersion{}, false, &ConflictError{fmt.Sprintf("expected version %d, but the current version of %q is %d", *c.Expected, c.Sandbox, sb.CurrentVersion)}
+	}
+	if sb.Frozen {
+		return store.PolicyVersion{}, false, frozenError(sb, "before changing its policy")
+	}
+	hash := c.Policy.Hash()
+	if sb.CurrentVersion > 0 {
+		current, err := l.st.GetPolicyVersion(ctx, c.Sandbox, sb.CurrentVersion)
+		if err != nil {
+			return store.PolicyVersion{}, false, err
+		}
+		if current.Hash == hash {
+			return current, true, nil
+		}
+		if err := checkStaticSections(current.Document, c.Policy); err != nil {
+			return store.PolicyVersion{}, false, err
+		}
+	}
+	v, err := l.st.AppendPolicyVersion(ctx, store.AppendPolicy{
+		Sandbox: c.Sandbox, ExpectedVersion: sb.CurrentVersion, Hash: hash, Document: c.Policy.CanonicalJSON(),
+		Author: c.Actor, Source: c.Source, Provenance: c.Provenance,
+	})
+	if err != nil {
+		return store.PolicyVersion{}, false, err
+	}
+	l.log.InfoContext(ctx, "policy version committed", "sandbox", c.Sandbox, "version", v.Version, "hash", v.Hash, "source", v.Source, "actor", c.Actor)
+	return v, false, nil
+}
+
+// checkStaticSections enforces that filesystem_policy, landlock and process
+// stay as the first version fixed them: they are applied before the agent
+// starts and cannot change under a running sandbox.
+func checkStaticSections(currentDoc []byte, next *policy.Policy) error {
+	cur, _, err := policy.Parse(currentDoc)
+	if err != nil {
+		return fmt.Errorf("current version no longer parses: %v", err)
+	}
+	var problems []policy.Problem
+	same := func(path string, a, b any) {
+		if !bytes.Equal(mustJSON(a), mustJSON(b)) {
+			problems = append(problems, policy.Problem{Path: path, Message: "is fixed by the sandbox's first policy version and cannot change; create a new sandbox to change it"})
+		}
+	}
+	same("filesystem_policy", cur.FilesystemPolicy, next.FilesystemPolicy)
+	same("landlock", cur.Landlock, next.Landlock)
+	same("process", cur.Process, next.Process)
+	if len(problems) > 0 {
+		return &policy.ValidationError{Problems: problems}
+	}
+	return nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // policy sections are plain data
+	}
+	return b
+}
+
+// Version reads one stored version (0: the current one), naming exactly
+// what is missing when it is not there.
+func (l *Lifecycle) Version(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
+	v, err := l.st.GetPolicyVersion(ctx, sandbox, version)
+	if !errors.Is(err, store.ErrNotFound) {
+		return v, err
+	}
+	sb, serr := l.st.GetSandbox(ctx, sandbox)
+	switch {
+	case errors.Is(serr, store.ErrNotFound):
+		return v, &NotFoundError{fmt.Sprintf("sandbox %q not found", sandbox)}
+	case serr != nil:
+		return v, serr
+	case sb.CurrentVersion == 0:
+		return v, &NotFoundError{fmt.Sprintf("sandbox %q has no policy yet", sandbox)}
+	default:
+		return v, &NotFoundError{fmt.Sprintf("sandbox %q has no version %d (its current version is %d)", sandbox, version, sb.CurrentVersion)}
+	}
+}
+
+// current reads the sandbox's current version, parsed.
+func (l *Lifecycle) current(ctx context.Context, sandbox string) (store.PolicyVersion, *policy.Policy, error) {
+	v, err := l.Version(ctx, sandbox, 0)
+	if err != nil {
+		return v, nil, err
+	}
+	p, _, err := policy.Parse(v.Document)
+	if err != nil {
+		return v, nil, fmt.Errorf("stored version %d of %q no longer parses: %v", v.Version, sandbox, err)
+	}
+	return v, p, nil
+}
+
+// Freeze is the kill switch: it commits a deny-all version (the sandbox's
+// fixed sections kept, every network entry gone) and refuses proposals
+// until Unfreeze.
+func (l *Lifecycle) Freeze(ctx context.Context, sandbox, reason, actor string) (store.Sandbox, error) {
+	_, pol, err := l.current(ctx, sandbox)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	denyAll := pol.Clone()
+	denyAll.NetworkPolicies = nil
+	denyAll.NetworkMiddlewares = nil
+	denyAll = denyAll.Canonical()
+	sb, v, err := l.st.FreezeSandbox(ctx, sandbox, reason, actor, denyAll.CanonicalJSON(), denyAll.Hash())
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return sb, &ConflictError{fmt.Sprintf("sandbox %q is already frozen", sandbox)}
+	case err != nil:
+		return sb, Missing(err, "sandbox %q not found", sandbox)
+	}
+	l.log.WarnContext(ctx, "sandbox frozen: deny-all pushed", "sandbox", sb.Name, "version", v.Version, "reason", reason, "actor", actor)
+	return sb, nil
+}
+
+// Unfreeze restores the version before the freeze as a new version.
+func (l *Lifecycle) Unfreeze(ctx context.Context, sandbox, reason, actor string) (store.Sandbox, error) {
+	sb, v, err := l.st.UnfreezeSandbox(ctx, sandbox, reason, actor)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return sb, &ConflictError{fmt.Sprintf("sandbox %q is not frozen", sandbox)}
+	case err != nil:
+		return sb, Missing(err, "sandbox %q not found", sandbox)
+	}
+	l.log.WarnContext(ctx, "sandbox unfrozen", "sandbox", sb.Name, "version", v.Version, "restored_from", v.Provenance["restored_from"], "actor", actor)
+	return sb, nil
+}
+
+// systemActor is the gateway acting on its own (expiry).
+const systemActor = "gateway"
+
+// Sweep expires pending proposals past their TTL and removes grants past
+// their end, on every replica (the store decides each change once).
+func (l *Lifecycle) Sweep(ctx context.Context) error {
+	now := l.cfg.Now()
+	expired, err := l.st.ExpireProposals(ctx, now, systemActor)
+	if err != nil {
+		return err
+	}
+	for _, p := range expired {
+		l.log.InfoContext(ctx, "proposal expired", "sandbox", p.Sandbox, "proposal", p.ID)
+		l.decided(p)
+		l.changed(p.Sandbox)
+	}
+	sandboxes, err := l.st.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range sandboxes {
+		if sb.CurrentVersion > 0 && !sb.Frozen {
+			errs = append(errs, l.expireGrants(ctx, sb, now))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// expireGrants commits a version of sb without the allow rules whose
+// expires_at has passed (source expiry).
+func (l *Lifecycle) expireGrants(ctx context.Context, sb store.Sandbox, now time.Time) error {
+	v, err := l.st.GetPolicyVersion(ctx, sb.Name, sb.CurrentVersion)
+	if err != nil {
+		return err
+	}
+	pol, _, err := policy.Parse(v.Document)
+	if err != nil {
+		return fmt.Errorf("stored version %d of %q no longer parses: %v", v.Version, sb.Name, err)
+	}
+	cleaned, removed := withoutExpired(pol, now)
+	if removed == 0 {
+		return nil
+	}
+	if _, err := policy.Validate(cleaned); err != nil {
+		return fmt.Errorf("sandbox %q without its expired grants does not validate: %w", sb.Name, err)
+	}
+	expected := sb.CurrentVersion
+	res, _, err := l.Commit(ctx, Change{
+		Sandbox: sb.Name, Policy: cleaned, Expected: &expected, Source: store.SourceExpiry, Actor: systemActor,
+		Provenance: map[string]string{"expired_rules": fmt.Sprint(removed)},
+	})
+	var cerr *ConflictError
+	if errors.Is(err, store.ErrConflict) || errors.As(err, &cerr) {
+		return nil // the version moved; the next sweep looks again
+	}
+	if err != nil {
+		return err
+	}
+	l.log.InfoContext(ctx, "expired grants removed", "sandbox", sb.Name, "version", res.Version, "rules", removed)
+	return nil
+}
+
+// withoutExpired returns p without the allow rules expired at now, and how
+// many it removed. An endpoint left without rules by it, and an entry left
+// without endpoints, go too: an empty rule list would mean something else
+// (L4 access) than what was granted.
+func withoutExpired(p *policy.Policy, now time.Time) (*policy.Policy, int) {
+	out := p.Clone()
+	removed := 0
+	for key, entry := range out.NetworkPolicies {
+		var endpoints []*policy.Endpoint
+		for _, ep := range entry.Endpoints {
+			had := len(ep.Rules)
+			var rules []policy.Rule
+			for _, r := range ep.Rules {
+				if r.Allow != nil && r.Allow.ExpiresAt != nil && !now.Before(*r.Allow.ExpiresAt) {
+					removed++
+					continue
+				}
+				rules = append(rules, r)
+			}
+			ep.Rules = rules
+			if had > 0 && len(rules) == 0 {
+				continue
+			}
+			endpoints = append(endpoints, ep)
+		}
+		entry.Endpoints = endpoints
+		if len(endpoints) == 0 {
+			delete(out.NetworkPolicies, key)
+		}
+	}
+	return out.Canonical(), removed
+}

@@ -1,0 +1,18 @@
+// Package lifecycle owns what happens to a sandbox's policy once it is
+// stored: every version commit (set, rollback, apply, freeze, unfreeze,
+// the expiry of grants), proposal intake around the advisor (re-basing
+// pending proposals when their base moves), review against the Rego
+// approval rules, separation of duties, quorum counting and applying with
+// grants, and the sweeps of expired proposals and grants.
+//
+// It works on plain domain types (store's, advisor's, prover's, policy's)
+// and knows no API: the gateway's handlers translate requests into calls
+// here and the results into responses, and map this package's errors
+// (FieldError, NotFoundError, ConflictError, PreconditionError,
+// PermissionError, RateLimitError) to status codes.
+//
+// Nothing here announces a commit. The store's commit feed
+// (store.Driver.ListenPolicyCommits) tells every listener of every
+// version committed through any replica: the push hub of package gateway
+// sends it to proxies, and Run re-bases the sandbox's pending proposals.
+package lifecycle
