@@ -166,7 +166,7 @@ func (l *Lifecycle) Freeze(ctx context.Context, sandbox, reason, actor string) (
 	denyAll.NetworkPolicies = nil
 	denyAll.NetworkMiddlewares = nil
 	denyAll = denyAll.Canonical()
-	sb, v, err := l.st.FreezeSandbox(ctx, sandbox, reason, actor, denyAll.CanonicalJSON(), denyAll.Hash())
+	sb, v, err := freezeSandbox(ctx, l.st, sandbox, reason, actor, denyAll.CanonicalJSON(), denyAll.Hash())
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return sb, &ConflictError{fmt.Sprintf("sandbox %q is already frozen", sandbox)}
@@ -179,7 +179,7 @@ func (l *Lifecycle) Freeze(ctx context.Context, sandbox, reason, actor string) (
 
 // Unfreeze restores the version before the freeze as a new version.
 func (l *Lifecycle) Unfreeze(ctx context.Context, sandbox, reason, actor string) (store.Sandbox, error) {
-	sb, v, err := l.st.UnfreezeSandbox(ctx, sandbox, reason, actor)
+	sb, v, err := unfreezeSandbox(ctx, l.st, sandbox, reason, actor)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return sb, &ConflictError{fmt.Sprintf("sandbox %q is not frozen", sandbox)}
@@ -197,7 +197,7 @@ const systemActor = "gateway"
 // their end, on every replica (the store decides each change once).
 func (l *Lifecycle) Sweep(ctx context.Context) error {
 	now := l.cfg.Now()
-	expired, err := l.st.ExpireProposals(ctx, now, systemActor)
+	expired, err := expireProposals(ctx, l.st, now, systemActor)
 	if err != nil {
 		return err
 	}

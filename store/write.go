@@ -35,8 +35,8 @@ type Store struct {
 // New returns the Store over d. Closing the Store closes d.
 func New(d Driver) *Store { return &Store{Driver: d} }
 
-// inTx runs fn in one transaction of d and returns its result.
-func inTx[T any](ctx context.Context, d Driver, fn func(tx Tx) (T, error)) (T, error) {
+// Transact runs fn in one transaction of d (InTx) and returns its result.
+func Transact[T any](ctx context.Context, d Driver, fn func(tx Tx) (T, error)) (T, error) {
 	var out T
 	err := d.InTx(ctx, func(tx Tx) error {
 		var err error
@@ -120,7 +120,7 @@ func (s *Store) CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, e
 	if err := in.Prepare(); err != nil {
 		return Sandbox{}, err
 	}
-	sb, err := inTx(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
 		sb := Sandbox{Name: in.Name, CreatedAt: tx.Now(), CreatedBy: in.Actor}
 		if in.Policy != nil {
 			sb.CurrentVersion, sb.CurrentHash = 1, in.Policy.Hash
@@ -193,7 +193,7 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 	if err := tok.Check(); err != nil {
 		return Token{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (Token, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (Token, error) {
 		if _, err := tx.LockSandbox(ctx, sandbox); err != nil {
 			return Token{}, err
 		}
@@ -224,7 +224,7 @@ func (s *Store) AppendPolicyVersion(ctx context.Context, in AppendPolicy) (Polic
 	if err := in.Prepare(); err != nil {
 		return PolicyVersion{}, err
 	}
-	pv, err := inTx(ctx, s.Driver, func(tx Tx) (PolicyVersion, error) { return AppendVersion(ctx, tx, in) })
+	pv, err := Transact(ctx, s.Driver, func(tx Tx) (PolicyVersion, error) { return AppendVersion(ctx, tx, in) })
 	if err != nil {
 		return PolicyVersion{}, fmt.Errorf("append policy version of %q: %w", in.Sandbox, err)
 	}
@@ -251,7 +251,7 @@ func (s *Store) CreateToken(ctx context.Context, tok Token, actor string) (Token
 	if err := tok.Check(); err != nil {
 		return Token{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (Token, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (Token, error) {
 		out, e, err := insertToken(ctx, tx, tok, actor)
 		if err != nil {
 			return Token{}, err
@@ -313,7 +313,7 @@ func (s *Store) AddSigningKey(ctx context.Context, k SigningKey, previousID, act
 	if len(out.Endorsement) == 0 {
 		out.Endorsement = nil
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (SigningKey, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (SigningKey, error) {
 		// Rotations queue on the chain head: the newest key read next
 		// cannot change before the insert.
 		if _, _, err := tx.LockAuditHead(ctx); err != nil {
@@ -353,7 +353,7 @@ func (s *Store) PutSandboxCA(ctx context.Context, ca SandboxCA) (SandboxCA, erro
 	if err := ca.Check(); err != nil {
 		return SandboxCA{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (SandboxCA, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (SandboxCA, error) {
 		ca.CreatedAt = tx.Now()
 		return tx.InsertSandboxCA(ctx, ca)
 	})
@@ -373,7 +373,7 @@ func (s *Store) SetSandboxBoundary(ctx context.Context, sandbox string, doc []by
 	if len(doc) == 0 {
 		doc, hash = nil, ""
 	}
-	sb, err := inTx(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
 		sb, err := tx.LockSandbox(ctx, sandbox)
 		if err != nil {
 			return Sandbox{}, err
@@ -401,7 +401,7 @@ func (s *Store) UpdateCredentialedHosts(ctx context.Context, sandbox string, add
 	if err := CheckCredentialedHosts(sandbox, add, remove); err != nil {
 		return Sandbox{}, err
 	}
-	sb, err := inTx(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
 		sb, err := tx.LockSandbox(ctx, sandbox)
 		if err != nil {
 			return Sandbox{}, err
@@ -427,7 +427,7 @@ func (s *Store) SetApprovalPolicy(ctx context.Context, module, hash, actor strin
 	if err := CheckApprovalPolicy(module, hash); err != nil {
 		return ApprovalPolicy{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (ApprovalPolicy, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (ApprovalPolicy, error) {
 		// Setters queue on the chain head, so they number their versions
 		// one after the other instead of colliding.
 		if _, _, err := tx.LockAuditHead(ctx); err != nil {
