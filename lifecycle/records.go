@@ -20,7 +20,7 @@ import (
 // apply, expiry, freeze and unfreeze. Each is one transaction over store.Tx that
 // locks the sandbox first, so the workflows of one sandbox run one after
 // the other on every replica and a check made in one cannot go stale
-// before its writes. They depend only on store.Tx, store.Audit and store.AppendVersion.
+// before its writes. They depend only on store.Tx, store.Audit and commit.
 
 // lockProposal returns proposal id and its sandbox, holding the sandbox:
 // the proposal is read again once the lock is held, so it is what the
@@ -278,7 +278,7 @@ func addApproval(ctx context.Context, st *store.Store, id int64, a store.Approva
 }
 
 // ApplyProposal commits the proposal as the sandbox's next policy version
-// (source "proposal", through store.AppendVersion as every commit) and marks it
+// (source "proposal", through commit as every version) and marks it
 // applied, in one transaction, only if it is still pending (or approved)
 // with in.ResultingHash and its base version is still the sandbox's
 // current version; otherwise store.ErrConflict and nothing changes. Two appliers
@@ -297,7 +297,7 @@ func applyProposal(ctx context.Context, st *store.Store, in applyIn) (store.Prop
 			return store.Proposal{}, err
 		}
 		ap := in.Append(p.Sandbox, p.BaseVersion, p.Approvals)
-		if pv, err = store.AppendVersion(ctx, tx, ap); err != nil {
+		if pv, err = commit(ctx, tx, ap); err != nil {
 			return store.Proposal{}, err
 		}
 		from, now := p.Status, tx.Now()
@@ -398,7 +398,7 @@ func freezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, actor 
 			return store.Sandbox{}, err
 		}
 		current, before, now := sb.CurrentVersion, sb.CurrentHash, tx.Now()
-		if pv, err = store.AppendVersion(ctx, tx, freezeAppend(sandbox, current, doc, hash, reason, actor)); err != nil {
+		if pv, err = commit(ctx, tx, freezeAppend(sandbox, current, doc, hash, reason, actor)); err != nil {
 			return store.Sandbox{}, err
 		}
 		sb.CurrentVersion, sb.CurrentHash = pv.Version, pv.Hash
@@ -441,7 +441,7 @@ func unfreezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, acto
 			return store.Sandbox{}, fmt.Errorf("version %d before the freeze: %w", from, err)
 		}
 		ap := unfreezeAppend(sandbox, sb.CurrentVersion, old.Document, old.Hash, from, reason, actor)
-		if pv, err = store.AppendVersion(ctx, tx, ap); err != nil {
+		if pv, err = commit(ctx, tx, ap); err != nil {
 			return store.Sandbox{}, err
 		}
 		sb.CurrentVersion, sb.CurrentHash = pv.Version, pv.Hash

@@ -73,7 +73,8 @@ func Audit(ctx context.Context, tx Tx, e AuditEntry) error {
 // the sandbox's current version is still in.ExpectedVersion (ErrConflict
 // otherwise, ErrNotFound for an unknown sandbox), moves the sandbox to it
 // and audits it (policy.set, by in.Author). It locks the sandbox first.
-// Every policy version after a sandbox's first is committed through it.
+// Every policy version after a sandbox's first is committed through it
+// (by lifecycle's commit).
 func AppendVersion(ctx context.Context, tx Tx, in AppendPolicy) (PolicyVersion, error) {
 	if err := in.Prepare(); err != nil {
 		return PolicyVersion{}, err
@@ -219,7 +220,10 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 
 // AppendPolicyVersion stores the next version if the sandbox's current
 // version is still in.ExpectedVersion; otherwise ErrConflict and nothing
-// is stored.
+// is stored. It is AppendVersion in a transaction of its own, with none
+// of the product's rules (frozen sandboxes, fixed sections): the
+// conformance suite and tools use it; the product commits every version
+// through package lifecycle.
 func (s *Store) AppendPolicyVersion(ctx context.Context, in AppendPolicy) (PolicyVersion, error) {
 	if err := in.Prepare(); err != nil {
 		return PolicyVersion{}, err
