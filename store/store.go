@@ -1,8 +1,10 @@
 // Package store owns Portcullis's persistent state: its types, the
-// errors every engine maps to, and every rule of writing it — audit
-// entries and their hash chain, compare-and-swap on a sandbox's current
-// version, the last live admin token, proposal intake and approval —
-// written once (Store) over the primitives of a Driver. The engines are
+// errors every engine maps to, the primitives every engine implements (Tx,
+// Driver), and the record-keeping every write shares — audit entries and
+// their hash chain, compare-and-swap on a sandbox's current version
+// (AppendVersion), the last live admin token, the signing key chain —
+// written once (Store) over those primitives. The workflows built on them
+// (proposal intake, approval, the freeze) live in package lifecycle. The engines are
 // drivers: Postgres (store/postgres, for production and replicas) and
 // embedded SQLite (store/sqlite, the zero-setup default). The conformance
 // suite in store/storetest runs against both.
