@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/advisor"
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -149,7 +150,7 @@ func (s advisorService) WatchProposal(ctx context.Context, req *portcullisv1.Wat
 	var last *portcullisv1.Proposal
 	for {
 		wake := s.life.Changed(sandbox) // before the read: no change is missed
-		sp, err := offStack(func() (store.Proposal, error) { return s.ownProposal(ctx, req.GetId()) })
+		sp, err := transport.OffStack(func() (store.Proposal, error) { return s.ownProposal(ctx, req.GetId()) })
 		if err != nil {
 			return err
 		}

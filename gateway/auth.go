@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -153,8 +154,8 @@ var authzTable = map[string]rule{
 	portcullisv1connect.ApprovalServiceGetApprovalPolicyProcedure: readers,
 	portcullisv1connect.ApprovalServiceSetApprovalPolicyProcedure: adminOnly,
 
-	healthCheckProcedure:       public,
-	healthWatchProcedure:       public,
+	transport.HealthCheckProcedure:       public,
+	transport.HealthWatchProcedure:       public,
 	reflectionV1Procedure:      public,
 	reflectionV1AlphaProcedure: public,
 }
@@ -254,8 +255,8 @@ func (a *authenticator) authorize(next connect.ServerFunc) connect.ServerFunc {
 			p, err = authenticate()
 		} else {
 			// A stream's goroutine lives as long as the stream: keep the
-			// store's deep calls off its stack (see offStack).
-			p, err = offStack(authenticate)
+			// store's deep calls off its stack (see transport.OffStack).
+			p, err = transport.OffStack(authenticate)
 		}
 		if err != nil {
 			return err

@@ -135,7 +135,7 @@ func (s sandboxService) DeleteSandbox(ctx context.Context, req *portcullisv1.Del
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox deleted", "sandbox", req.GetName(), "actor", p.Actor())
-	s.hub.goaway(req.GetName())
+	s.dist.Goaway(req.GetName())
 	return &portcullisv1.DeleteSandboxResponse{Name: req.GetName()}, nil
 }
 
@@ -151,7 +151,7 @@ func (s sandboxService) RotateSandboxToken(ctx context.Context, req *portcullisv
 	s.log.InfoContext(ctx, "sandbox token rotated", "sandbox", req.GetName(), "actor", p.Actor())
 	// The proxies streaming with the old token reconnect and must show
 	// the new one (other replicas re-check tokens within a minute).
-	s.hub.goaway(req.GetName())
+	s.dist.Goaway(req.GetName())
 	return &portcullisv1.RotateSandboxTokenResponse{Name: req.GetName(), Token: token}, nil
 }
 

@@ -1,4 +1,4 @@
-package gateway
+package transport
 
 import (
 	"bytes"
@@ -15,6 +15,10 @@ import (
 
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
+
+// grpcRoute is the gateway's route: its policy streams and decision
+// shipping to grpc-go.
+var grpcRoute = GRPCRoute(portcullisv1connect.DistributionServiceStreamPolicyProcedure, portcullisv1connect.DistributionServiceShipDecisionsProcedure)
 
 // startRouter routes 127.0.0.1:0 with grpcRoute and returns its address
 // and the router; accepted connections arrive on r.http and r.grpc.
