@@ -154,10 +154,10 @@ var authzTable = map[string]rule{
 	portcullisv1connect.ApprovalServiceGetApprovalPolicyProcedure: readers,
 	portcullisv1connect.ApprovalServiceSetApprovalPolicyProcedure: adminOnly,
 
-	transport.HealthCheckProcedure:       public,
-	transport.HealthWatchProcedure:       public,
-	reflectionV1Procedure:      public,
-	reflectionV1AlphaProcedure: public,
+	transport.HealthCheckProcedure: public,
+	transport.HealthWatchProcedure: public,
+	reflectionV1Procedure:          public,
+	reflectionV1AlphaProcedure:     public,
 }
 
 const (

@@ -103,4 +103,3 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 		VersionProbe:  r.GetVersionProbe(),
 	}, nil
 }
-
