@@ -1,16 +1,16 @@
 package dataplane_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
+	"github.com/portcullis-dev/portcullis/dataplane/identity"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -38,38 +38,30 @@ network_policies:
 		cfg    dataplane.Config
 		status int
 	}{
-		{"python3 under git", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
-			return dataplane.Caller{Binary: python, Ancestors: []string{"/bin/sh", git}}, nil
+		{"python3 under git", dataplane.Config{Caller: func(net.Conn) (identity.Caller, error) {
+			return identity.Caller{Binary: python, Ancestors: []string{"/bin/sh", git}}, nil
 		}}, 200},
-		{"python3 under a shell", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
-			return dataplane.Caller{Binary: python, Ancestors: []string{"/bin/sh"}}, nil
+		{"python3 under a shell", dataplane.Config{Caller: func(net.Conn) (identity.Caller, error) {
+			return identity.Caller{Binary: python, Ancestors: []string{"/bin/sh"}}, nil
 		}}, 403},
-		{"an unidentified caller's ancestors", dataplane.Config{Caller: func(net.Conn) (dataplane.Caller, error) {
-			return dataplane.Caller{Binary: python, Ancestors: []string{git}}, fmt.Errorf("ambiguous")
+		{"an unidentified caller's ancestors", dataplane.Config{Caller: func(net.Conn) (identity.Caller, error) {
+			return identity.Caller{Binary: python, Ancestors: []string{git}}, fmt.Errorf("ambiguous")
 		}}, 403},
 		{"executable only (CallerBinary)", dataplane.Config{CallerBinary: func(net.Conn) (string, error) { return python, nil }}, 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+			proxyCA, err := ca.LoadOrCreate(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg := tc.cfg
-			cfg.DevAllowLoopback, cfg.Resolve, cfg.Logger = true, fakeDNS, slog.New(slog.DiscardHandler)
-			p := dataplane.New(cfg, ca)
+			cfg.DevAllowLoopback, cfg.Resolve, cfg.CA = true, fakeDNS, proxyCA
+			p := newAgent(t, cfg)
 			if err := p.SetPolicy(pol, "v1"); err != nil {
 				t.Fatal(err)
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { p.Serve(ctx, ln); close(done) }()
-			defer func() { cancel(); <-done }()
 			before := len(up.seen())
-			res, err := proxied(&url.URL{Scheme: "http", Host: ln.Addr().String()}).Get(fmt.Sprintf("http://raw.example.com:%d/x", up.port))
+			res, err := proxied(dataplanetest.Serve(t, p)).Get(fmt.Sprintf("http://raw.example.com:%d/x", up.port))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,7 +17,6 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
-	"github.com/portcullis-dev/portcullis/policy"
 )
 
 // dnsServer is a real DNS server on 127.0.0.1 (UDP) that answers A queries
@@ -287,34 +285,12 @@ func TestDeniedNamesAreNeverResolved(t *testing.T) {
 
 func dnsProxy(t *testing.T, resolve func(context.Context, string) ([]netip.Addr, error), port int) *url.URL {
 	t.Helper()
-	p := dataplane.New(dataplane.Config{
+	_, u := startAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		Resolve:          resolve,
 		CallerBinary:     func(net.Conn) (string, error) { return "/usr/bin/curl", nil },
-		Logger:           slog.New(slog.DiscardHandler),
-	}, nil)
-	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(dnsPolicy, "PORT", strconv.Itoa(port))))
-	if err != nil {
-		t.Fatalf("policy: %v", err)
-	}
-	if err := p.SetPolicy(pol, "v1"); err != nil {
-		t.Fatal(err)
-	}
-	return serveProxy(t, p)
-}
-
-// serveProxy serves p on 127.0.0.1:0 until the test ends.
-func serveProxy(t *testing.T, p *dataplane.Proxy) *url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	}, strings.ReplaceAll(dnsPolicy, "PORT", strconv.Itoa(port)), "v1")
+	return u
 }
 
 func proxyGet(t *testing.T, pu *url.URL, u string) (int, string) {

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,8 +21,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/demo"
-	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 )
 
 // The article's orders policy, with the argument gate on lookup_order.
@@ -90,7 +90,7 @@ func (u *upstream) count() int {
 
 func startUpstream(t *testing.T, handler http.Handler) *upstream {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	ca, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func startUpstream(t *testing.T, handler http.Handler) *upstream {
 // testProxy is a proxy on 127.0.0.1:0 enforcing one policy, resolving
 // orders.example.com to loopback.
 type testProxy struct {
-	proxy  *dataplane.Proxy
+	proxy  *dataplane.Agent
 	url    *url.URL
 	roots  *x509.CertPool // the proxy's CA, which clients trust
 	client *http.Client
@@ -126,11 +126,11 @@ type testProxy struct {
 
 func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	proxyCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := dataplane.New(dataplane.Config{
+	p, u := startAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		UpstreamRoots:    up.roots,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -142,26 +142,11 @@ func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
 		// The policy names the article's binary; binary identity through
 		// /proc is tested on its own (procid_test.go).
 		CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/python3", nil },
-		Logger:       slog.New(slog.DiscardHandler),
-	}, ca)
-	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port))))
-	if err != nil {
-		t.Fatalf("policy: %v", err)
-	}
-	if err := p.SetPolicy(pol, "test-1"); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+		CA:           proxyCA,
+	}, strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port)), "test-1")
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM())
-	tp := &testProxy{proxy: p, url: &url.URL{Scheme: "http", Host: ln.Addr().String()}, roots: roots}
+	roots.AppendCertsFromPEM(proxyCA.CertPEM())
+	tp := &testProxy{proxy: p, url: u, roots: roots}
 	tr := &http.Transport{Proxy: http.ProxyURL(tp.url), TLSClientConfig: &tls.Config{RootCAs: roots}}
 	tp.client = &http.Client{Transport: tr}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -271,9 +256,9 @@ func TestMCPThroughProxy(t *testing.T) {
 			var allowed, denied int
 			for _, r := range tp.proxy.Decisions() {
 				switch r.Decision {
-				case dataplane.DecisionAllow:
+				case decision.Allow:
 					allowed++
-				case dataplane.DecisionDeny:
+				case decision.Deny:
 					denied++
 					if !strings.HasPrefix(r.DenialID, "dn_") || r.PolicyVersion != "test-1" || r.Binary != "/usr/bin/python3" {
 						t.Errorf("denial record = %+v", r)
@@ -377,7 +362,7 @@ func TestMCPStrictParsingDeniesBeforePolicy(t *testing.T) {
 	}
 	var audits int
 	for _, r := range tp.proxy.Decisions() {
-		if r.Decision == dataplane.DecisionAudit || r.Decision == dataplane.DecisionAllow {
+		if r.Decision == decision.Audit || r.Decision == decision.Allow {
 			audits++
 		}
 	}
@@ -474,7 +459,7 @@ func TestVersionProbeRecorded(t *testing.T) {
 		t.Fatalf("unlisted version = %d %s", res.StatusCode, body)
 	}
 	recs := tp.proxy.Decisions()
-	if last := recs[len(recs)-1]; !last.VersionProbe || last.Decision != dataplane.DecisionDeny {
+	if last := recs[len(recs)-1]; !last.VersionProbe || last.Decision != decision.Deny {
 		t.Fatalf("record = %+v, want a denial marked as a version probe", last)
 	}
 }
@@ -528,7 +513,7 @@ func TestAuditModeForwardsAndRecords(t *testing.T) {
 		t.Fatalf("audit mode = %d %s; want forwarded", res.StatusCode, body)
 	}
 	recs := tp.proxy.Decisions()
-	if last := recs[len(recs)-1]; last.Decision != dataplane.DecisionAudit {
+	if last := recs[len(recs)-1]; last.Decision != decision.Audit {
 		t.Fatalf("record = %+v, want audit", last)
 	}
 }

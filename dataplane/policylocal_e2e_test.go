@@ -6,14 +6,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +18,8 @@ import (
 
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -48,9 +47,9 @@ func TestPolicyLocalEndToEnd(t *testing.T) {
 func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 	gw := gatewaytest.Start(t, "sqlite")
 	up := startUpstream(t, ordersHandler(stateless))
-	api := newAdminAPI(gw.URL)
+	api := dataplanetest.NewAdmin(gw.URL)
 	doc := strings.ReplaceAll(ordersPolicy, "PORT", strconv.Itoa(up.port))
-	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: doc})
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: doc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +57,7 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 	// The proxy as `portcullis proxy --sandbox` wires it, except that
 	// the shipper's interval is an hour: only Flush can get the denial
 	// to the gateway in time.
-	log := slog.New(slog.DiscardHandler)
-	shipper := dataplane.NewShipper(dataplane.ShipperConfig{Interval: time.Hour, Logger: log})
-	proxy := dataplane.New(dataplane.Config{
-		Sandbox:          "agent-1",
+	proxy := newAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		UpstreamRoots:    up.roots,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -71,27 +67,13 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 			return nil, fmt.Errorf("no such host %s", host)
 		},
 		CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/python3", nil },
-		OnRecord:     shipper.Offer,
-		Logger:       log,
-	}, nil)
-	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
-		Gateway: gw.URL, Sandbox: "agent-1", Token: func() (string, error) { return created.GetToken(), nil },
-		ProxyID: "p1", DataDir: t.TempDir(), MaxBackoff: 200 * time.Millisecond, Logger: log,
-	}, proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy.SetAdvisor(sub.AdvisorClient(), shipper.Flush)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { sub.Run(ctx) })
-	running.Go(func() { shipper.Run(ctx, sub) })
-	running.Go(func() { proxy.Serve(ctx, ln) })
-	t.Cleanup(func() { cancel(); running.Wait(); sub.Close() })
+		Gateway: &gatewayclient.SubscribeConfig{
+			Gateway: gw.URL, Sandbox: "agent-1", Token: func() (string, error) { return created.GetToken(), nil },
+			ProxyID: "p1", DataDir: t.TempDir(), MaxBackoff: 200 * time.Millisecond,
+		},
+		Shipper: gatewayclient.ShipperConfig{Interval: time.Hour},
+	})
+	proxyURL := dataplanetest.Serve(t, proxy)
 
 	waitFor(t, "the proxy to apply version 1", func() bool { return proxy.PolicyVersion() == "1" })
 	roots := x509.NewCertPool()
@@ -99,7 +81,7 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 		t.Fatal("no sandbox CA came with the version")
 	}
 	tr := &http.Transport{
-		Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: ln.Addr().String()}),
+		Proxy:           http.ProxyURL(proxyURL),
 		TLSClientConfig: &tls.Config{RootCAs: roots},
 	}
 	t.Cleanup(tr.CloseIdleConnections)

@@ -4,14 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,115 +17,16 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
-
-// fakeAdvisor is an AdvisorService on a real gRPC server: it records what
-// the proxy relays and answers what the test sets.
-type fakeAdvisor struct {
-	portcullisv1.UnimplementedAdvisorServiceServer
-
-	mu      sync.Mutex
-	submits []*portcullisv1.SubmitProposalRequest
-	auth    []string // authorization metadata of every call
-	err     error    // returned by every unary call when set
-	answer  *portcullisv1.Proposal
-	// watch: the states WatchProposal sends, in order; after the last it
-	// waits for the caller to go away.
-	watch []*portcullisv1.Proposal
-}
-
-func (f *fakeAdvisor) note(ctx context.Context) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	f.auth = append(f.auth, strings.Join(md.Get("authorization"), ","))
-}
-
-func (f *fakeAdvisor) SubmitProposal(ctx context.Context, req *portcullisv1.SubmitProposalRequest) (*portcullisv1.Proposal, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.note(ctx)
-	f.submits = append(f.submits, req)
-	if f.err != nil {
-		return nil, f.err
-	}
-	return f.answer, nil
-}
-
-func (f *fakeAdvisor) GetProposal(ctx context.Context, req *portcullisv1.GetProposalRequest) (*portcullisv1.Proposal, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.note(ctx)
-	if f.err != nil {
-		return nil, f.err
-	}
-	if req.GetId() != f.answer.GetId() {
-		return nil, status.Errorf(codes.NotFound, "proposal %d not found", req.GetId())
-	}
-	return f.answer, nil
-}
-
-func (f *fakeAdvisor) WatchProposal(req *portcullisv1.WatchProposalRequest, st grpc.ServerStreamingServer[portcullisv1.Proposal]) error {
-	f.mu.Lock()
-	f.note(st.Context())
-	watch := f.watch
-	f.mu.Unlock()
-	for _, p := range watch {
-		if err := st.Send(p); err != nil {
-			return err
-		}
-	}
-	<-st.Context().Done()
-	return st.Context().Err()
-}
-
-func (f *fakeAdvisor) set(fn func(*fakeAdvisor)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn(f)
-}
-
-func (f *fakeAdvisor) lastSubmit() *portcullisv1.SubmitProposalRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.submits) == 0 {
-		return nil
-	}
-	return f.submits[len(f.submits)-1]
-}
-
-// startFakeAdvisor serves f on 127.0.0.1:0 and returns a Subscriber
-// pointed at it: the proxy reaches it through Subscriber.AdvisorClient,
-// with the sandbox token, as in production.
-func startFakeAdvisor(t *testing.T, f *fakeAdvisor) *dataplane.Subscriber {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	portcullisv1.RegisterAdvisorServiceServer(srv, f)
-	done := make(chan struct{})
-	go func() { srv.Serve(ln); close(done) }()
-	t.Cleanup(func() { srv.Stop(); <-done })
-	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
-		Gateway: "http://" + ln.Addr().String(), Sandbox: "agent-1",
-		Token:   func() (string, error) { return "pcs_sandbox-token", nil },
-		ProxyID: "p1", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
-	}, dataplane.New(dataplane.Config{}, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Close() })
-	return sub
-}
 
 // localPolicy allows one REST API (GET only) on api.example.com, and,
 // on purpose, policy.local:PORT itself: the proxy must answer policy.local
@@ -155,17 +53,57 @@ network_policies:
 
 // localProxy is a proxy serving localPolicy, with an upstream that would
 // see anything forwarded to policy.local and a resolver that records
-// every host it is asked for.
+// every host it is asked for. In gateway mode it follows sandbox agent-1
+// of a real gateway (gw), which its policy.local relays to.
 type localProxy struct {
-	proxy    *dataplane.Proxy
+	agent    *dataplane.Agent
 	client   *http.Client
 	addr     string
 	upPort   int
 	upstream atomic.Int64 // requests the upstream received
 	resolved sync.Map     // host → true
+
+	gw    *gatewaytest.Gateway // gateway mode only
+	admin dataplanetest.Admin
 }
 
+// startLocalProxy runs a file-mode proxy whose policy is localPolicy,
+// version 7.
 func startLocalProxy(t *testing.T) *localProxy {
+	t.Helper()
+	lp, cfg := newLocalProxy(t)
+	lp.agent = newAgent(t, cfg)
+	setPolicy(t, lp.agent, strings.ReplaceAll(localPolicy, "PORT", strconv.Itoa(lp.upPort)), "7")
+	lp.serve(t)
+	return lp
+}
+
+// startGatewayProxy runs a gateway-mode proxy of sandbox agent-1, created
+// with localPolicy on a real gateway, as `portcullis proxy --sandbox`
+// wires it, except that the shipper's interval is an hour: only a Flush
+// gets decision records to the gateway in time.
+func startGatewayProxy(t *testing.T) *localProxy {
+	t.Helper()
+	lp, cfg := newLocalProxy(t)
+	lp.gw = gatewaytest.Start(t, "sqlite")
+	lp.admin = dataplanetest.NewAdmin(lp.gw.URL)
+	created, err := lp.admin.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: strings.ReplaceAll(localPolicy, "PORT", strconv.Itoa(lp.upPort))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Gateway = &gatewayclient.SubscribeConfig{
+		Gateway: lp.gw.URL, Sandbox: "agent-1", Token: func() (string, error) { return created.GetToken(), nil },
+		ProxyID: "p1", DataDir: t.TempDir(), MaxBackoff: 200 * time.Millisecond,
+	}
+	cfg.Shipper = gatewayclient.ShipperConfig{Interval: time.Hour}
+	lp.agent = newAgent(t, cfg)
+	lp.serve(t)
+	waitFor(t, "the proxy to apply version 1", func() bool { return lp.agent.PolicyVersion() == "1" })
+	return lp
+}
+
+// newLocalProxy starts the upstream and returns the proxy's configuration.
+func newLocalProxy(t *testing.T) (*localProxy, dataplane.Config) {
 	t.Helper()
 	lp := &localProxy{}
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -178,10 +116,8 @@ func startLocalProxy(t *testing.T) *localProxy {
 	})}
 	go upSrv.Serve(upLn)
 	t.Cleanup(func() { upSrv.Close() })
-	upPort := upLn.Addr().(*net.TCPAddr).Port
-	lp.upPort = upPort
-
-	lp.proxy = dataplane.New(dataplane.Config{
+	lp.upPort = upLn.Addr().(*net.TCPAddr).Port
+	return lp, dataplane.Config{
 		Sandbox:          "agent-1",
 		DevAllowLoopback: true,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -189,28 +125,41 @@ func startLocalProxy(t *testing.T) *localProxy {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
 		CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/curl", nil },
-		Logger:       slog.New(slog.DiscardHandler),
-	}, nil)
-	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(localPolicy, "PORT", strconv.Itoa(upPort))))
-	if err != nil {
-		t.Fatal(err)
 	}
-	if err := lp.proxy.SetPolicy(pol, "7"); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lp.addr = ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { lp.proxy.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: lp.addr})}
+}
+
+// serve runs the proxy and points the client at it.
+func (lp *localProxy) serve(t *testing.T) {
+	t.Helper()
+	u := dataplanetest.Serve(t, lp.agent)
+	lp.addr = u.Host
+	tr := &http.Transport{Proxy: http.ProxyURL(u)}
 	lp.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(tr.CloseIdleConnections)
-	return lp
+}
+
+// proposals returns the sandbox's proposals as the gateway stored them.
+func (lp *localProxy) proposals(t *testing.T) []*portcullisv1.Proposal {
+	t.Helper()
+	res, err := lp.admin.Approval.ListProposals(t.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{Sandbox: "agent-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetProposals()
+}
+
+// stored returns proposal id as the gateway stored it.
+func (lp *localProxy) stored(t *testing.T, id string) *portcullisv1.Proposal {
+	t.Helper()
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		t.Fatalf("proposal id %q: %v", id, err)
+	}
+	p, err := lp.admin.Approval.GetProposal(t.Context(), &portcullisv1.GetProposalRequest{Id: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // do sends one request through the proxy and decodes the JSON answer.
@@ -253,7 +202,7 @@ func (lp *localProxy) noneForwarded(t *testing.T) {
 	if n := lp.upstream.Load(); n != 0 {
 		t.Errorf("the upstream received %d requests meant for policy.local", n)
 	}
-	if _, ok := lp.resolved.Load(dataplane.PolicyLocalHost); ok {
+	if _, ok := lp.resolved.Load(policylocal.Host); ok {
 		t.Errorf("the proxy resolved policy.local: it was about to dial it")
 	}
 }
@@ -391,15 +340,13 @@ func TestPolicyLocalIsNeverForwarded(t *testing.T) {
 
 // A POST body over the advisor's limit is refused before any relay.
 func TestPolicyLocalBodyLimit(t *testing.T) {
-	lp := startLocalProxy(t)
-	f := &fakeAdvisor{answer: &portcullisv1.Proposal{Id: 1, Status: "pending"}}
-	lp.proxy.SetAdvisor(startFakeAdvisor(t, f).AdvisorClient(), nil)
+	lp := startGatewayProxy(t)
 	res, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", strings.Repeat("x", advisor.MaxProposalBytes+1))
 	if res.StatusCode != http.StatusRequestEntityTooLarge || body["code"] != "body_too_large" {
 		t.Errorf("oversized proposal = %d %v; want 413", res.StatusCode, body)
 	}
-	if f.lastSubmit() != nil {
-		t.Error("an oversized proposal was relayed")
+	if got := lp.proposals(t); len(got) != 0 {
+		t.Errorf("an oversized proposal was relayed: %v", got)
 	}
 	res, body = lp.do(t, http.MethodPost, "http://policy.local/mcp", strings.Repeat(" ", advisor.MaxProposalBytes+64<<10+1))
 	if res.StatusCode != http.StatusRequestEntityTooLarge {
@@ -407,152 +354,131 @@ func TestPolicyLocalBodyLimit(t *testing.T) {
 	}
 }
 
+// itemsProposal adds POST /v1/items/* to the api entry.
+const itemsProposal = `{"rationale":"post items","operations":[{"add_allow_rules":{"policy":"api","host":"api.example.com","port":80,"rules":[{"allow":{"method":"POST","path":"/v1/items/*"}}]}}]}`
+
 // Proposals are relayed with the proxy's token; the answer is the stored
 // proposal, 201 when new and 200 when deduplicated; a proposal from a
 // denial waits for the decision records to be shipped first.
 func TestPolicyLocalRelaysProposals(t *testing.T) {
-	lp := startLocalProxy(t)
-	f := &fakeAdvisor{answer: &portcullisv1.Proposal{Id: 12, Sandbox: "agent-1", Status: "pending", BaseVersion: 7,
-		Findings: []*portcullisv1.Finding{{Kind: "new_http_method", Counterexample: &portcullisv1.ProvedRequest{Host: "api.example.com", Port: 80, HttpMethod: "POST"}}}}}
-	var flushes atomic.Int64
-	var flushErr atomic.Value
-	flushErr.Store(errors.New(""))
-	lp.proxy.SetAdvisor(startFakeAdvisor(t, f).AdvisorClient(), func(ctx context.Context) error {
-		flushes.Add(1)
-		if err := flushErr.Load().(error); err.Error() != "" {
-			return err
-		}
-		return nil
-	})
+	lp := startGatewayProxy(t)
+	// A denial waits in the shipper (its interval is an hour).
+	id := lp.deny(t, "/v1/items/9")
+	if n, _ := lp.agent.Shipper().Pending(); n != 1 {
+		t.Fatalf("%d records waiting to be shipped; want the denial", n)
+	}
 
-	doc := `{"rationale":"post items","operations":[{"add_allow_rules":{"policy":"api","host":"api.example.com","port":80,"rules":[{"allow":{"method":"POST","path":"/v1/items/*"}}]}}]}`
-	res, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", doc)
-	if res.StatusCode != http.StatusCreated || body["id"] != "12" || body["status"] != "pending" || body["base_version"] != float64(7) {
+	res, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", itemsProposal)
+	if res.StatusCode != http.StatusCreated || body["status"] != "pending" || body["base_version"] != float64(1) {
 		t.Fatalf("POST proposal = %d %v; want 201 with the stored proposal", res.StatusCode, body)
 	}
-	if res.Header.Get("Location") != "http://policy.local/v1/proposals/12" {
+	pid, _ := body["id"].(string)
+	stored := lp.stored(t, pid)
+	if res.Header.Get("Location") != "http://policy.local/v1/proposals/"+pid {
 		t.Errorf("Location = %q", res.Header.Get("Location"))
 	}
-	if findings := body["findings"].([]any); findings[0].(map[string]any)["kind"] != "new_http_method" {
-		t.Errorf("findings = %v", findings)
+	findings, _ := body["findings"].([]any)
+	if len(findings) == 0 || len(findings) != len(stored.GetFindings()) || findings[0].(map[string]any)["kind"] != stored.GetFindings()[0].GetKind() || stored.GetFindings()[0].GetKind() != "new_http_method" {
+		t.Errorf("findings = %v; want the stored ones, new_http_method first (%v)", findings, stored.GetFindings())
 	}
-	if got := f.lastSubmit(); got.GetDocument() != doc || got.GetDenialId() != "" {
-		t.Errorf("relayed %v; want the document as sent", got)
+	// Relayed as sent, with the proxy's sandbox token: the gateway took
+	// it from sandbox agent-1's token.
+	if stored.GetSandbox() != "agent-1" || !strings.HasPrefix(stored.GetProposer(), "sandbox-agent-1") || stored.GetRationale() != "post items" || stored.GetDenialId() != "" ||
+		!strings.Contains(stored.GetProposal().String(), "/v1/items/*") {
+		t.Errorf("stored %v; want the document as sent, from agent-1", stored)
 	}
-	if flushes.Load() != 0 {
+	if n, _ := lp.agent.Shipper().Pending(); n != 1 {
 		t.Error("a document proposal waited for the shipper")
 	}
-	f.mu.Lock()
-	auth := f.auth[0]
-	f.mu.Unlock()
-	if auth != "Bearer pcs_sandbox-token" {
-		t.Errorf("the gateway saw authorization %q; want the proxy's sandbox token", auth)
-	}
 
-	// From a denial: flushed first, relayed as such; a deduplicated
+	// From a denial: shipped first, relayed as such; a deduplicated
 	// answer is 200.
-	id := lp.deny(t, "/v1/items/9")
-	f.set(func(f *fakeAdvisor) { f.answer.Deduplicated = true })
-	res, body = lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", `{"denial_id":"`+id+`","rationale":"post items","idempotency_key":"k-1"}`)
-	if res.StatusCode != http.StatusOK || body["deduplicated"] != true {
-		t.Fatalf("POST denial proposal = %d %v; want 200 deduplicated", res.StatusCode, body)
+	fromDenial := `{"denial_id":"` + id + `","rationale":"post items","idempotency_key":"k-1"}`
+	res, body = lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", fromDenial)
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("POST denial proposal = %d %v; want 201", res.StatusCode, body)
 	}
-	if got := f.lastSubmit(); got.GetDenialId() != id || got.GetRationale() != "post items" || got.GetIdempotencyKey() != "k-1" || got.GetDocument() != "" {
+	if n, _ := lp.agent.Shipper().Pending(); n != 0 {
+		t.Errorf("%d records still waiting; want the denial shipped before the proposal", n)
+	}
+	if got := lp.stored(t, body["id"].(string)); got.GetDenialId() != id || got.GetRationale() != "post items" || got.GetIdempotencyKey() != "k-1" {
 		t.Errorf("relayed %v; want the denial id, rationale and key", got)
 	}
-	if flushes.Load() != 1 {
-		t.Errorf("flushes = %d; want 1 before the denial proposal", flushes.Load())
+	res, body = lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", fromDenial)
+	if res.StatusCode != http.StatusOK || body["deduplicated"] != true {
+		t.Fatalf("POST denial proposal again = %d %v; want 200 deduplicated", res.StatusCode, body)
 	}
 	// Unknown fields beside denial_id are refused locally.
 	res, body = lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", `{"denial_id":"`+id+`","operations":[]}`)
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body["error"].(string), "operations") {
 		t.Errorf("denial_id with operations = %d %v; want 400", res.StatusCode, body)
 	}
-	// Records not shipped: 503 with Retry-After, nothing relayed.
-	before := f.lastSubmit()
-	flushErr.Store(errors.New("gateway down"))
+
+	res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/"+pid, "")
+	if res.StatusCode != http.StatusOK || body["id"] != pid {
+		t.Errorf("GET proposal = %d %v", res.StatusCode, body)
+	}
+
+	// Records not shipped (the gateway is gone): 503 with Retry-After,
+	// nothing relayed.
+	id = lp.deny(t, "/v1/items/10")
+	before := len(lp.proposals(t))
+	lp.gw.Stop()
 	res, body = lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", `{"denial_id":"`+id+`"}`)
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || body["code"] != "denials_not_shipped" {
 		t.Errorf("unshipped denial = %d %v; want 503 denials_not_shipped", res.StatusCode, body)
 	}
-	if f.lastSubmit() != before {
-		t.Error("a proposal was relayed before its denial was shipped")
-	}
-
-	res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/12", "")
-	if res.StatusCode != http.StatusOK || body["id"] != "12" {
-		t.Errorf("GET proposal = %d %v", res.StatusCode, body)
+	lp.gw.Restart() // the same store, on a port the proxy does not know
+	lp.admin = dataplanetest.NewAdmin(lp.gw.URL)
+	if after := len(lp.proposals(t)); after != before {
+		t.Errorf("%d proposals stored, %d before: a proposal was relayed before its denial was shipped", after, before)
 	}
 	lp.noneForwarded(t)
 }
 
-// AdvisorService errors map to HTTP statuses with JSON bodies that carry
-// the details.
+// AdvisorService errors reach the agent as HTTP statuses with JSON bodies
+// that carry the details (every code is mapped in the policylocal
+// package's tests).
 func TestPolicyLocalErrorMapping(t *testing.T) {
-	lp := startLocalProxy(t)
-	f := &fakeAdvisor{answer: &portcullisv1.Proposal{Id: 3, Status: "pending"}}
-	lp.proxy.SetAdvisor(startFakeAdvisor(t, f).AdvisorClient(), nil)
-	withDetail := func(code codes.Code, msg string, detail *portcullisv1.ProposalRefusal, rl *portcullisv1.ProposalRateLimit) error {
-		st := status.New(code, msg)
-		var err error
-		if detail != nil {
-			st, err = st.WithDetails(detail)
-		}
-		if rl != nil {
-			st, err = st.WithDetails(rl)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Err()
-	}
-	refusal := &portcullisv1.ProposalRefusal{Operation: 0, Field: "operations[0].add_rule.rule.endpoints[0].host", Rule: "public_suffix_wildcard", Reason: "*.github.io is below a public suffix"}
+	lp := startGatewayProxy(t)
 	for _, tc := range []struct {
 		name   string
-		err    error
+		method string
+		url    string
+		body   string
 		status int
 		check  func(http.Header, map[string]any) bool
 	}{
-		{"refused", withDetail(codes.InvalidArgument, "proposal refused: *.github.io is below a public suffix", refusal, nil), 400, func(_ http.Header, b map[string]any) bool {
+		{"refused", http.MethodPost, "http://policy.local/v1/proposals", `{"rationale":"x","operations":[{"add_allow_rules":{"policy":"api","host":"api.example.com","port":80,"rules":[{"allow":{"method":"*","path":"/v1/items/*"}}]}}]}`, 400, func(_ http.Header, b map[string]any) bool {
 			r, _ := b["refusal"].(map[string]any)
-			return strings.Contains(b["error"].(string), "github.io") && r["rule"] == "public_suffix_wildcard" && r["field"] == refusal.Field && r["operation"] == float64(0) && r["reason"] == refusal.Reason
+			return b["code"] == "invalid_argument" && r["rule"] == "method" && r["operation"] == float64(0) && r["field"] != "" && r["reason"] != ""
 		}},
-		{"rate limited", withDetail(codes.ResourceExhausted, "too many proposals", nil, &portcullisv1.ProposalRateLimit{RetryAfterSeconds: 42}), 429, func(h http.Header, b map[string]any) bool {
-			return h.Get("Retry-After") == "42" && b["retry_after_seconds"] == float64(42)
+		{"unknown denial", http.MethodPost, "http://policy.local/v1/proposals", `{"denial_id":"dn_x","rationale":"x"}`, 404, func(_ http.Header, b map[string]any) bool {
+			return b["code"] == "not_found" && strings.Contains(b["error"].(string), "dn_x")
 		}},
-		{"not found", status.Error(codes.NotFound, "denial dn_x not found"), 404, func(_ http.Header, b map[string]any) bool {
-			return strings.Contains(b["error"].(string), "dn_x")
-		}},
-		{"frozen", status.Error(codes.FailedPrecondition, "the sandbox is frozen"), 409, func(_ http.Header, b map[string]any) bool { return b["code"] == "conflict" }},
-		{"token revoked", status.Error(codes.Unauthenticated, "token revoked"), 502, func(_ http.Header, b map[string]any) bool {
-			return b["code"] == "proxy_token_refused" && strings.Contains(b["error"].(string), "proxy's sandbox token")
-		}},
-		{"wrong role", status.Error(codes.PermissionDenied, "not a sandbox token"), 502, func(_ http.Header, b map[string]any) bool { return b["code"] == "proxy_token_refused" }},
-		{"unavailable", status.Error(codes.Unavailable, "draining"), 503, func(_ http.Header, b map[string]any) bool { return b["code"] == "gateway_unavailable" }},
-		{"internal", status.Error(codes.Internal, "boom"), 502, func(_ http.Header, b map[string]any) bool { return b["code"] == "gateway_error" }},
+		{"unknown proposal", http.MethodGet, "http://policy.local/v1/proposals/99", "", 404, func(_ http.Header, b map[string]any) bool { return b["code"] == "not_found" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f.set(func(f *fakeAdvisor) { f.err = tc.err })
-			res, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", `{"rationale":"x","operations":[]}`)
+			res, body := lp.do(t, tc.method, tc.url, tc.body)
 			if res.StatusCode != tc.status || !tc.check(res.Header, body) {
-				t.Errorf("POST = %d %v %v; want %d", res.StatusCode, res.Header, body, tc.status)
+				t.Errorf("%s %s = %d %v %v; want %d", tc.method, tc.url, res.StatusCode, res.Header, body, tc.status)
 			}
 		})
 	}
-	f.set(func(f *fakeAdvisor) { f.err = nil })
-	res, body := lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/99", "")
-	if res.StatusCode != http.StatusNotFound || body["code"] != "not_found" {
-		t.Errorf("GET unknown proposal = %d %v; want 404", res.StatusCode, body)
+	// A frozen sandbox takes no proposals.
+	if _, err := lp.admin.Sandbox.FreezeSandbox(t.Context(), &portcullisv1.FreezeSandboxRequest{Name: "agent-1", Reason: "incident"}); err != nil {
+		t.Fatal(err)
+	}
+	res, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", itemsProposal)
+	if res.StatusCode != http.StatusConflict || body["code"] != "conflict" {
+		t.Errorf("POST to a frozen sandbox = %d %v; want 409", res.StatusCode, body)
 	}
 
 	// The gateway unreachable altogether.
-	f2 := &fakeAdvisor{}
-	sub := startFakeAdvisor(t, f2)
-	lp.proxy.SetAdvisor(sub.AdvisorClient(), nil)
-	sub.Close()
+	lp.gw.Stop()
 	res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/1", "")
 	if res.StatusCode < 500 || body["error"] == "" {
-		t.Errorf("closed connection = %d %v; want a 5xx JSON error", res.StatusCode, body)
+		t.Errorf("gateway gone = %d %v; want a 5xx JSON error", res.StatusCode, body)
 	}
 	lp.noneForwarded(t)
 }
@@ -560,27 +486,27 @@ func TestPolicyLocalErrorMapping(t *testing.T) {
 // wait follows the proposal until it is decided, or answers its latest
 // state when the timeout passes.
 func TestPolicyLocalWait(t *testing.T) {
-	lp := startLocalProxy(t)
-	f := &fakeAdvisor{answer: &portcullisv1.Proposal{Id: 5, Status: "pending"}}
-	lp.proxy.SetAdvisor(startFakeAdvisor(t, f).AdvisorClient(), nil)
+	lp := startGatewayProxy(t)
+	_, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", itemsProposal)
+	pid, _ := body["id"].(string)
 
-	f.set(func(f *fakeAdvisor) {
-		f.watch = []*portcullisv1.Proposal{{Id: 5, Status: "pending"}, {Id: 5, Status: "approved"}, {Id: 5, Status: "applied"}}
-	})
 	start := time.Now()
-	res, body := lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/5/wait?timeout=1m", "")
-	if res.StatusCode != http.StatusOK || body["status"] != "applied" || time.Since(start) > 30*time.Second {
-		t.Errorf("wait for a decided proposal = %d %v; want applied at once", res.StatusCode, body)
-	}
-
-	f.set(func(f *fakeAdvisor) { f.watch = []*portcullisv1.Proposal{{Id: 5, Status: "pending"}} })
-	start = time.Now()
-	res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/5/wait?timeout=300ms", "")
+	res, body := lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/"+pid+"/wait?timeout=300ms", "")
 	if res.StatusCode != http.StatusOK || body["status"] != "pending" || time.Since(start) < 300*time.Millisecond {
 		t.Errorf("wait timed out = %d %v after %s; want pending after 300ms", res.StatusCode, body, time.Since(start))
 	}
+
+	stored := lp.stored(t, pid)
+	if _, err := lp.admin.Approval.ApproveProposal(t.Context(), &portcullisv1.ApproveProposalRequest{Id: stored.GetId(), Reason: "reviewed", ResultingHash: stored.GetResultingHash()}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/"+pid+"/wait?timeout=1m", "")
+	if res.StatusCode != http.StatusOK || body["status"] != "applied" || time.Since(start) > 30*time.Second {
+		t.Errorf("wait for a decided proposal = %d %v; want applied at once", res.StatusCode, body)
+	}
 	for _, bad := range []string{"x", "-1s"} {
-		res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/5/wait?timeout="+bad, "")
+		res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/"+pid+"/wait?timeout="+bad, "")
 		if res.StatusCode != http.StatusBadRequest {
 			t.Errorf("timeout=%s = %d %v; want 400", bad, res.StatusCode, body)
 		}
@@ -590,11 +516,18 @@ func TestPolicyLocalWait(t *testing.T) {
 // The MCP server at policy.local: tools answer what the REST endpoints
 // do, and refusals are tool errors (isError) with the same JSON body.
 func TestPolicyLocalMCPTools(t *testing.T) {
-	lp := startLocalProxy(t)
+	ctx := t.Context()
+	// File mode: propose is a tool error saying there is no gateway.
+	file := startLocalProxy(t)
+	fileID := file.deny(t, "/v1/items/1")
+	res, err := connectPolicyLocal(t, file.client).CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": fileID, "rationale": "x"}})
+	if err != nil || !res.IsError || !strings.Contains(toolText(res), "no gateway") {
+		t.Errorf("propose in file mode = %v, %v; want a tool error", toolText(res), err)
+	}
+
+	lp := startGatewayProxy(t)
 	id := lp.deny(t, "/v1/items/1")
 	cs := connectPolicyLocal(t, lp.client)
-	ctx := t.Context()
-
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -607,7 +540,7 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 		t.Errorf("tools = %v", names)
 	}
 
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_denials", Arguments: map[string]any{"last": 3}})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_denials", Arguments: map[string]any{"last": 3}})
 	if err != nil || res.IsError {
 		t.Fatalf("list_denials = %v, %v", res, err)
 	}
@@ -622,14 +555,6 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 		t.Fatalf("list_denials = %+v", listed)
 	}
 
-	// File mode: propose is a tool error saying there is no gateway.
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": id, "rationale": "x"}})
-	if err != nil || !res.IsError || !strings.Contains(toolText(res), "no gateway") {
-		t.Errorf("propose in file mode = %v, %v; want a tool error", toolText(res), err)
-	}
-
-	f := &fakeAdvisor{answer: &portcullisv1.Proposal{Id: 8, Status: "pending", ResultingPolicy: nil}}
-	lp.proxy.SetAdvisor(startFakeAdvisor(t, f).AdvisorClient(), nil)
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{
 		"rationale":  "post items",
 		"operations": []any{map[string]any{"add_allow_rules": map[string]any{"policy": "api", "host": "api.example.com", "port": 80, "rules": []any{map[string]any{"allow": map[string]any{"method": "POST", "path": "/v1/items/*"}}}}}},
@@ -639,46 +564,55 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 	}
 	var got map[string]any
 	remarshal(t, res.StructuredContent, &got)
-	if got["id"] != "8" || got["status"] != "pending" {
+	pid, _ := got["id"].(string)
+	if got["status"] != "pending" {
 		t.Errorf("propose answered %v", got)
 	}
-	doc := f.lastSubmit().GetDocument()
-	if p, err := advisor.ParseProposal([]byte(doc)); err != nil || p.Rationale != "post items" || p.Operations[0].AddAllowRules.Rules[0].Allow.Path != "/v1/items/*" {
-		t.Errorf("relayed document %s: %v", doc, err)
+	if p := lp.stored(t, pid); p.GetRationale() != "post items" || !strings.Contains(p.GetProposal().String(), "/v1/items/*") {
+		t.Errorf("relayed proposal %v", p)
 	}
 
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": id, "operations": []any{map[string]any{}}}})
-	if err != nil || !res.IsError || !strings.Contains(toolText(res), "not both") {
-		t.Errorf("propose with both = %v, %v; want a tool error", toolText(res), err)
-	}
-
-	st, _ := status.New(codes.InvalidArgument, "proposal refused: tool globs are not narrow").WithDetails(&portcullisv1.ProposalRefusal{Operation: 0, Field: "operations[0].add_allow_rules.rules[0].allow.tool", Rule: "tool", Reason: "globs"})
-	f.set(func(f *fakeAdvisor) { f.err = st.Err() })
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": id}})
-	if err != nil || !res.IsError || !strings.Contains(toolText(res), `"rule":"tool"`) || !strings.Contains(toolText(res), "not narrow") {
-		t.Errorf("refused propose = %v, %v; want a tool error with the refusal", toolText(res), err)
-	}
-
-	f.set(func(f *fakeAdvisor) {
-		f.err = nil
-		f.watch = []*portcullisv1.Proposal{{Id: 8, Status: "rejected", StatusReason: "no"}}
-	})
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": 8, "wait_seconds": 5}})
-	if err != nil || res.IsError {
-		t.Fatalf("proposal_status = %v, %v", toolText(res), err)
-	}
-	remarshal(t, res.StructuredContent, &got)
-	if got["status"] != "rejected" {
-		t.Errorf("proposal_status waited = %v", got)
-	}
 	// The id as propose answers it: a string.
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": "8"}})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": pid}})
 	if err != nil || res.IsError {
 		t.Fatalf("proposal_status = %v, %v", toolText(res), err)
 	}
 	remarshal(t, res.StructuredContent, &got)
 	if got["status"] != "pending" {
 		t.Errorf("proposal_status = %v", got)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": id, "operations": []any{map[string]any{}}}})
+	if err != nil || !res.IsError || !strings.Contains(toolText(res), "not both") {
+		t.Errorf("propose with both = %v, %v; want a tool error", toolText(res), err)
+	}
+
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{
+		"rationale":  "any method",
+		"operations": []any{map[string]any{"add_allow_rules": map[string]any{"policy": "api", "host": "api.example.com", "port": 80, "rules": []any{map[string]any{"allow": map[string]any{"method": "*", "path": "/v1/items/*"}}}}}},
+	}})
+	if err != nil || !res.IsError || !strings.Contains(toolText(res), `"rule":"method"`) || !strings.Contains(toolText(res), "refused") {
+		t.Errorf("refused propose = %v, %v; want a tool error with the refusal", toolText(res), err)
+	}
+
+	// A second proposal (it supersedes the first), rejected: waiting on
+	// it answers the decision at once.
+	other := lp.deny(t, "/v1/other/1")
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": other, "rationale": "post other 1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("propose from a denial = %v, %v", toolText(res), err)
+	}
+	remarshal(t, res.StructuredContent, &got)
+	rejected, _ := strconv.ParseUint(got["id"].(string), 10, 64)
+	if _, err := lp.admin.Approval.RejectProposal(ctx, &portcullisv1.RejectProposalRequest{Id: rejected, Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": rejected, "wait_seconds": 5}})
+	if err != nil || res.IsError {
+		t.Fatalf("proposal_status = %v, %v", toolText(res), err)
+	}
+	remarshal(t, res.StructuredContent, &got)
+	if got["status"] != "rejected" {
+		t.Errorf("proposal_status waited = %v", got)
 	}
 	for _, bad := range []any{0, "x", -1} {
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": bad}})
@@ -743,22 +677,4 @@ func toolText(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
-}
-
-// Flush returns at once when nothing is buffered, and otherwise waits for
-// Run: without it, until its context ends.
-func TestShipperFlushWaitsForShipping(t *testing.T) {
-	s := dataplane.NewShipper(dataplane.ShipperConfig{Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-	if err := s.Flush(t.Context()); err != nil {
-		t.Fatalf("Flush with nothing buffered = %v", err)
-	}
-	s.Offer(dataplane.Record{Decision: dataplane.DecisionDeny, DenialID: "dn_1"})
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	if err := s.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Flush with no Run = %v; want the context's deadline", err)
-	}
-	if n, _ := s.Pending(); n != 1 {
-		t.Fatalf("pending = %d; want the record kept", n)
-	}
 }

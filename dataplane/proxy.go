@@ -17,10 +17,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+	"github.com/portcullis-dev/portcullis/dataplane/identity"
+	"github.com/portcullis-dev/portcullis/dataplane/match"
+	"github.com/portcullis-dev/portcullis/dataplane/mcp"
+	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
-// Config configures a Proxy. Zero values take the documented defaults.
+// Config configures an Agent and its proxy. Zero values take the documented
+// defaults.
 type Config struct {
 	// Sandbox names the sandbox in decision records ("" standalone).
 	Sandbox string
@@ -33,16 +41,16 @@ type Config struct {
 	// Resolve looks a host name up. Default: net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Caller identifies the client of a connection: its executable and
-	// its ancestors'. Default: CallerProcess (through /proc), or
+	// its ancestors'. Default: identity.Of (through /proc), or
 	// CallerBinary when that is set.
-	Caller func(net.Conn) (Caller, error)
+	Caller func(net.Conn) (identity.Caller, error)
 	// CallerBinary identifies the client's executable only (no
 	// ancestors); used when Caller is nil and this is set.
 	CallerBinary func(net.Conn) (string, error)
 	// Now is the clock for expires_at and records. Default time.Now.
 	Now func() time.Time
 	// DecisionLog receives every decision as a JSON line, written by a
-	// goroutine of Serve so traffic never waits for it. Default: none.
+	// goroutine of Agent.Run so traffic never waits for it. Default: none.
 	DecisionLog io.Writer
 	// MaxConnections bounds the client connections served at once; more
 	// wait to be accepted. Default 4096.
@@ -51,17 +59,35 @@ type Config struct {
 	RingSize int
 	// OnRecord, if set, receives every decision record (the shipper to
 	// the gateway). It must not block.
-	OnRecord func(Record)
+	OnRecord func(decision.Record)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// What the Agent assembles around the proxy (agent.go).
+
+	// CA terminates TLS for inspected endpoints: a standalone proxy's own
+	// (ca.LoadOrCreate). nil: none until the gateway delivers the
+	// sandbox's with a version; until then such connections fail.
+	CA *ca.CA
+	// PolicyFile, if set, is the policy: New loads it (a bad file is
+	// logged and every request denied), Run watches it every
+	// ReloadInterval (default 1s) and swaps in each changed, valid
+	// version.
+	PolicyFile     string
+	ReloadInterval time.Duration
+	// Gateway, if set, makes this a gateway-mode proxy: New restores the
+	// version kept in Gateway.DataDir, Run follows the sandbox's versions
+	// from the gateway and ships decision records to it (Shipper), and
+	// policy.local relays proposals on the subscription's connection.
+	// Its Refuse is the test seam that makes the proxy refuse a version.
+	Gateway *gatewayclient.SubscribeConfig
+	// Shipper configures shipping decision records in gateway mode.
+	Shipper gatewayclient.ShipperConfig
 }
 
 func (c *Config) setDefaults() {
 	if c.Resolve == nil {
 		c.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			if addrs, ok := testResolve(host); ok {
-				return addrs, nil
-			}
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
@@ -69,12 +95,12 @@ func (c *Config) setDefaults() {
 	case c.Caller != nil:
 	case c.CallerBinary != nil:
 		binary := c.CallerBinary
-		c.Caller = func(conn net.Conn) (Caller, error) {
+		c.Caller = func(conn net.Conn) (identity.Caller, error) {
 			b, err := binary(conn)
-			return Caller{Binary: b}, err
+			return identity.Caller{Binary: b}, err
 		}
 	default:
-		c.Caller = CallerProcess
+		c.Caller = identity.Of
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -92,18 +118,18 @@ func (c *Config) setDefaults() {
 
 // Proxy is the enforcing forward proxy. It is safe for concurrent use; a
 // new policy version swaps in atomically and in-flight requests finish
-// under the version they started with.
+// under the version they started with. It is built and run by an Agent.
 type Proxy struct {
 	cfg       Config
-	ca        atomic.Pointer[CA]
+	ca        atomic.Pointer[ca.CA]
 	log       *slog.Logger
 	current   atomic.Pointer[loaded]
-	decisions *decisionLog
+	decisions *decision.Log
 	upstreams *upstreams
 
 	fileReloads reloadStatus
 	// hijacked holds what outlives the HTTP server's own bookkeeping:
-	// tunnels and the inner servers of intercepted CONNECTs. Serve closes
+	// tunnels and the inner servers of intercepted CONNECTs. serve closes
 	// them when it stops.
 	hijacked tracker
 
@@ -113,12 +139,8 @@ type Proxy struct {
 	tunnelsMu sync.Mutex
 	tunnels   map[*openTunnel]struct{}
 
-	// policy.local (policylocal.go): the relay to the gateway's
-	// AdvisorService (nil in file mode), the MCP server, and the check
-	// that keeps web pages from posting to it.
-	advisor         atomic.Pointer[advisorRelay]
-	localMCPHandler http.Handler
-	localOrigin     *http.CrossOriginProtection
+	// local answers policy.local.
+	local *policylocal.Server
 }
 
 type openTunnel struct {
@@ -128,30 +150,29 @@ type openTunnel struct {
 
 // loaded is one compiled policy version.
 type loaded struct {
-	matcher *Matcher
+	matcher *match.Matcher
 	version string
 }
 
-// New builds a proxy that terminates TLS for L7 endpoints with ca (nil:
-// none until SetCA; until then such connections fail). It enforces nothing
-// until SetPolicy: with no policy everything is denied.
-func New(cfg Config, ca *CA) *Proxy {
+// newProxy builds a proxy that terminates TLS for L7 endpoints with
+// cfg.CA (nil: none until SetCA; until then such connections fail). It
+// enforces nothing until SetPolicy: with no policy everything is denied.
+func newProxy(cfg Config) *Proxy {
 	cfg.setDefaults()
 	p := &Proxy{cfg: cfg, log: cfg.Logger.With("component", "proxy")}
-	if ca != nil {
-		p.ca.Store(ca)
+	if cfg.CA != nil {
+		p.ca.Store(cfg.CA)
 	}
-	p.decisions = newDecisionLog(cfg.RingSize, cfg.DecisionLog, p.log)
+	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
-	p.localMCPHandler = newPolicyLocalMCP(p)
-	p.localOrigin = http.NewCrossOriginProtection()
+	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log})
 	return p
 }
 
 // SetPolicy compiles pol and makes it the version every new request is
 // judged by. version labels decision records and denials.
 func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
-	m, err := Compile(pol)
+	m, err := match.Compile(pol)
 	if err != nil {
 		return fmt.Errorf("compile policy %s: %w", version, err)
 	}
@@ -163,6 +184,15 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	return nil
 }
 
+// Current returns the policy in force and its version label (nil and ""
+// if none): policy.local's view of the proxy.
+func (p *Proxy) Current() (*policy.Policy, string) {
+	if l := p.current.Load(); l != nil {
+		return l.matcher.Policy(), l.version
+	}
+	return nil, ""
+}
+
 // PolicyVersion returns the label of the version in force ("" if none).
 func (p *Proxy) PolicyVersion() string {
 	if l := p.current.Load(); l != nil {
@@ -172,11 +202,11 @@ func (p *Proxy) PolicyVersion() string {
 }
 
 // Decisions returns the recent decisions, oldest first.
-func (p *Proxy) Decisions() []Record { return p.decisions.snapshot() }
+func (p *Proxy) Decisions() []decision.Record { return p.decisions.Snapshot() }
 
 // DroppedDecisions returns how many records the decision log file missed
 // because its writer fell behind (they stay in Decisions).
-func (p *Proxy) DroppedDecisions() int64 { return p.decisions.droppedCount() }
+func (p *Proxy) DroppedDecisions() int64 { return p.decisions.Dropped() }
 
 // CACertPEM is the certificate the sandbox must trust (nil before a CA).
 func (p *Proxy) CACertPEM() []byte {
@@ -188,10 +218,10 @@ func (p *Proxy) CACertPEM() []byte {
 
 // SetCA replaces the CA that new intercepted connections are served with
 // (the sandbox's, delivered by the gateway).
-func (p *Proxy) SetCA(ca *CA) { p.ca.Store(ca) }
+func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
-// Serve serves proxy clients on ln until ctx ends.
-func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+// serve serves proxy clients on ln until ctx ends (Agent.Run).
+func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           guarded(p),
 		ReadHeaderTimeout: 30 * time.Second,
@@ -205,7 +235,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
-	background.Go(func() { p.decisions.write(bgCtx) })
+	background.Go(func() { p.decisions.Write(bgCtx) })
 	background.Go(func() { p.recheckTunnelsEvery(bgCtx, tunnelRecheck) })
 	defer func() {
 		stopBackground()
@@ -223,6 +253,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		srv.Close()
 	}
+	<-errc // the server's accept loop has returned
 	p.hijacked.closeAll()
 	p.upstreams.reset()
 	return nil
@@ -232,14 +263,14 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 // binary is looked up once, on first need.
 type client struct {
 	conn     net.Conn
-	identify func(net.Conn) (Caller, error)
+	identify func(net.Conn) (identity.Caller, error)
 	once     sync.Once
-	caller   Caller
+	caller   identity.Caller
 }
 
 type clientKey struct{}
 
-func (c *client) process() Caller {
+func (c *client) process() identity.Caller {
 	c.once.Do(func() {
 		// An unknown binary ("") matches no rule that names binaries.
 		if caller, err := c.identify(c.conn); err == nil && caller.Binary != "" {
@@ -249,11 +280,11 @@ func (c *client) process() Caller {
 	return c.caller
 }
 
-func callerOf(ctx context.Context) Caller {
+func callerOf(ctx context.Context) identity.Caller {
 	if c, ok := ctx.Value(clientKey{}).(*client); ok {
 		return c.process()
 	}
-	return Caller{}
+	return identity.Caller{}
 }
 
 // ServeHTTP handles one proxy request: CONNECT, or an absolute-form HTTP
@@ -261,9 +292,9 @@ func callerOf(ctx context.Context) Caller {
 // before any policy applies.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case r.Method == http.MethodConnect && policyLocalHost(r.Host),
-		r.URL.IsAbs() && r.URL.Scheme != "http" && policyLocalHost(r.URL.Host):
-		refusePolicyLocal(w)
+	case r.Method == http.MethodConnect && policylocal.IsHost(r.Host),
+		r.URL.IsAbs() && r.URL.Scheme != "http" && policylocal.IsHost(r.URL.Host):
+		policylocal.Refuse(w)
 	case r.Method == http.MethodConnect:
 		p.handleConnect(w, r)
 	case r.URL.IsAbs() && r.URL.Scheme == "http":
@@ -275,8 +306,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.refuse(w, r, dest{host: r.URL.Hostname()}, err.Error())
 			return
 		}
-		if t.host == PolicyLocalHost {
-			p.servePolicyLocal(w, r, t.port)
+		if t.host == policylocal.Host {
+			p.local.Serve(w, r, t.port)
 			return
 		}
 		p.handleHTTP(w, r, "http", t, netip.Addr{})
@@ -533,7 +564,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 
 // readMCP reads an MCP POST body, counting the bytes actually read against
 // the endpoint's limit (chunked bodies included), and parses it strictly.
-func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*MCPRequest, []byte, string) {
+func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*mcp.Request, []byte, string) {
 	// A client that announces a body and trickles it must not hold memory
 	// or a goroutine for long: bound the time, and grow the buffer only as
 	// bytes arrive (never from the announced length alone).
@@ -549,7 +580,7 @@ func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*M
 	if len(raw) > maxBody {
 		return nil, nil, fmt.Sprintf("request body over mcp.max_body_bytes (%d)", maxBody)
 	}
-	mreq, err := ParseMCP(r.Header, raw)
+	mreq, err := mcp.Parse(r.Header, raw)
 	if err != nil {
 		return nil, nil, "malformed MCP request: " + err.Error()
 	}
@@ -565,8 +596,8 @@ const (
 // judgeMCP decides every message of an MCP request. One denied message
 // denies the request (and so the whole batch). It returns the deciding
 // decision: the first denial, else the first message's allow.
-func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *MCPRequest) (policy.Decision, bool) {
-	if mreq.Batch && !BatchAllowed(mreq.Version) {
+func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *mcp.Request) (policy.Decision, bool) {
+	if mreq.Batch && !mcp.BatchAllowed(mreq.Version) {
 		return policy.Decision{Reason: fmt.Sprintf("JSON-RPC batches are not part of MCP protocol version %q", versionLabel(mreq.Version))}, true
 	}
 	var first policy.Decision
@@ -610,8 +641,8 @@ func forwardPath(cur *loaded, d policy.Decision, raw, lenient string) (string, e
 }
 
 // deny answers a denied request (403), records it, and never forwards.
-func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest) {
-	id := newDenialID()
+func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request) {
+	id := decision.NewDenialID()
 	// The binary is looked up only when the policy names binaries: a
 	// lookup scans /proc, and denials must stay cheap (an agent can cause
 	// as many as it likes).
@@ -657,8 +688,8 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, t dest, reason st
 	p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 }
 
-func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq *MCPRequest, denialID string) {
-	rec := Record{
+func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request, denialID string) {
+	rec := decision.Record{
 		Time:       req.Time,
 		Sandbox:    p.cfg.Sandbox,
 		Binary:     req.Binary,
@@ -666,7 +697,7 @@ func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq 
 		Port:       req.Port,
 		HTTPMethod: req.HTTPMethod,
 		Path:       req.Path,
-		Decision:   DecisionAllow,
+		Decision:   decision.Allow,
 		Entry:      d.Entry,
 		Rule:       d.Rule,
 		Reason:     d.Reason,
@@ -680,16 +711,16 @@ func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq 
 	}
 	switch {
 	case denialID != "":
-		rec.Decision = DecisionDeny
+		rec.Decision = decision.Deny
 		rec.VersionProbe = d.VersionRefused
 	case d.Audit:
-		rec.Decision = DecisionAudit
+		rec.Decision = decision.Audit
 	}
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
 		rec.Tool = mreq.Messages[0].Message.Tool
 	}
-	p.decisions.add(rec)
+	p.decisions.Add(rec)
 	if p.cfg.OnRecord != nil {
 		p.cfg.OnRecord(rec)
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
-	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 )
 
 // A CONNECT or absolute-URI host that is neither a host name nor an IP
@@ -31,31 +30,16 @@ func TestGlobHostRefusedBeforePolicy(t *testing.T) {
 		mu.Unlock()
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	proxyCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := dataplane.New(dataplane.Config{DevAllowLoopback: true, Resolve: resolve, Logger: slog.New(slog.DiscardHandler)}, ca)
 	doc := "version: 1\nnetwork_policies:\n  wild:\n    endpoints: [{host: '*.wild.example.com', port: PORT}]\n    binaries: []\n"
-	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetPolicy(pol, "v1"); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	_, pu := startAgent(t, dataplane.Config{DevAllowLoopback: true, Resolve: resolve, CA: proxyCA}, strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port)), "v1")
 
 	send := func(request string) int {
 		t.Helper()
-		conn, err := net.Dial("tcp", ln.Addr().String())
+		conn, err := net.Dial("tcp", pu.Host)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -19,6 +18,9 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -121,35 +123,23 @@ func (c *clock) set(t time.Time) {
 
 // plainProxy runs a proxy with the fake DNS, a settable clock and the real
 // binary identification (through /proc).
-func plainProxy(t *testing.T, doc string, port int, clk *clock) (*dataplane.Proxy, *url.URL) {
+func plainProxy(t *testing.T, doc string, port int, clk *clock) (*dataplane.Agent, *url.URL) {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	return startAgent(t, plainConfig(t, clk), strings.ReplaceAll(doc, "PORT", strconv.Itoa(port)), "v1")
+}
+
+// plainConfig is plainProxy's configuration.
+func plainConfig(t *testing.T, clk *clock) dataplane.Config {
+	t.Helper()
+	proxyCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := dataplane.Config{DevAllowLoopback: true, Resolve: fakeDNS, Logger: slog.New(slog.DiscardHandler)}
+	cfg := dataplane.Config{DevAllowLoopback: true, Resolve: fakeDNS, CA: proxyCA}
 	if clk != nil {
 		cfg.Now = clk.Now
 	}
-	p := dataplane.New(cfg, ca)
-	if doc != "" {
-		pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(port))))
-		if err != nil {
-			t.Fatalf("policy: %v", err)
-		}
-		if err := p.SetPolicy(pol, "v1"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return p, &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	return cfg
 }
 
 const restPolicy = `
@@ -244,7 +234,7 @@ func TestRESTThroughProxy(t *testing.T) {
 	}
 	var denials int
 	for _, r := range p.Decisions() {
-		if r.Decision == dataplane.DecisionDeny {
+		if r.Decision == decision.Deny {
 			denials++
 		}
 	}
@@ -366,8 +356,18 @@ func TestSSEStreamsUnbuffered(t *testing.T) {
 // everything is denied.
 func TestPolicyFileHotReload(t *testing.T) {
 	up := startPlainUpstream(t)
-	p, pu := plainProxy(t, "", up.port, nil)
-	c := proxied(pu)
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	write := func(doc string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port))), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("version: 1\nbogus: true\n")
+	cfg := plainConfig(t, nil)
+	cfg.PolicyFile, cfg.ReloadInterval = file, 10*time.Millisecond
+	p := newAgent(t, cfg)
+	c := proxied(dataplanetest.Serve(t, p))
 	u := fmt.Sprintf("http://api.example.com:%d/v1/x", up.port)
 	status := func() int {
 		t.Helper()
@@ -381,17 +381,6 @@ func TestPolicyFileHotReload(t *testing.T) {
 	if s := status(); s != 403 {
 		t.Fatalf("with no policy = %d, want 403", s)
 	}
-	file := filepath.Join(t.TempDir(), "policy.yaml")
-	write := func(doc string) {
-		t.Helper()
-		if err := os.WriteFile(file, []byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port))), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("version: 1\nbogus: true\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go p.WatchFile(ctx, file, 10*time.Millisecond)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -569,7 +558,7 @@ func openTunnelClosedBy(t *testing.T, next string) {
 		}
 	}
 	recs := p.Decisions()
-	if last := recs[len(recs)-1]; last.Decision != dataplane.DecisionDeny || !strings.Contains(last.Reason, "open tunnel closed") {
+	if last := recs[len(recs)-1]; last.Decision != decision.Deny || !strings.Contains(last.Reason, "open tunnel closed") {
 		t.Fatalf("last record = %+v, want the tunnel's closing", last)
 	}
 }
@@ -609,26 +598,24 @@ func TestHeaderTricksRefused(t *testing.T) {
 	}
 }
 
-// A file already applied with LoadFile is not applied again when the
-// watcher starts.
+// A file already applied when the agent is built is not applied again
+// when the watcher starts.
 func TestWatchFileStartsFromTheLoadedFile(t *testing.T) {
 	up := startPlainUpstream(t)
-	p, _ := plainProxy(t, "", up.port, nil)
 	file := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(restPolicy, "PORT", strconv.Itoa(up.port))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.LoadFile(file); err != nil {
-		t.Fatal(err)
+	cfg := plainConfig(t, nil)
+	cfg.PolicyFile, cfg.ReloadInterval = file, time.Millisecond
+	p := newAgent(t, cfg) // loads the file
+	if p.PolicyVersion() == "" {
+		t.Fatal("the policy file was not loaded")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.WatchFile(ctx, file, time.Millisecond); close(done) }()
+	dataplanetest.Serve(t, p) // and watches it
 	// A negative check: give the watcher many ticks on the unchanged file.
 	time.Sleep(20 * time.Millisecond)
 	if n, _ := p.FileReloads(); n != 0 {
 		t.Fatalf("the unchanged file was read as a change %d times", n)
 	}
-	cancel()
-	<-done
 }

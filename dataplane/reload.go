@@ -39,11 +39,11 @@ func (p *Proxy) loadDocument(path string, data []byte) error {
 	return p.SetPolicy(pol, "sha256:"+pol.Hash()[:12])
 }
 
-// WatchFile keeps the proxy's policy in step with path until ctx ends: the
+// watchFile keeps the proxy's policy in step with path until ctx ends: the
 // file is read every interval, and a changed, valid document swaps in
 // atomically. An invalid file is refused and logged; the last good version
 // stays (with none, every request is denied).
-func (p *Proxy) WatchFile(ctx context.Context, path string, interval time.Duration) {
+func (p *Proxy) watchFile(ctx context.Context, path string, interval time.Duration) {
 	// Start from the file already applied (LoadFile), so it is not loaded
 	// and logged a second time.
 	last := p.fileReloads.applied()
@@ -108,7 +108,7 @@ func (s *reloadStatus) record(err error) {
 	s.lastErr = err
 }
 
-// FileReloads returns how many changed policy files WatchFile has read,
+// FileReloads returns how many changed policy files the watcher has read,
 // and why the last one was refused (nil if it was applied).
 func (p *Proxy) FileReloads() (int, error) {
 	p.fileReloads.mu.Lock()

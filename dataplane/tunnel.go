@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -51,7 +52,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 	}()
 	held, reason, plainHTTP, denied := checkStart(conn, buf.Reader, t)
 	if denied {
-		id := newDenialID()
+		id := decision.NewDenialID()
 		p.record(cur, req, policy.Decision{Reason: reason}, nil, id)
 		if plainHTTP {
 			conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -185,7 +186,7 @@ func (p *Proxy) recheckTunnels() {
 		}
 		d.Allow = false
 		d.Reason = "open tunnel closed: " + d.Reason
-		p.record(cur, req, d, nil, newDenialID())
+		p.record(cur, req, d, nil, decision.NewDenialID())
 		t.conn.Close()
 		delete(p.tunnels, t)
 	}

@@ -19,6 +19,8 @@ import (
 	"context"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -110,13 +112,13 @@ network_policies:
       - { host: raw.good.test, port: %d }
       - { host: ssh.good.test, port: %d }
 `, silent.port, ssh.port)
-	p := dataplane.New(dataplane.Config{
+	p := newAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr(rawAddr)}, nil
 		},
 		Logger: slog.New(slog.DiscardHandler),
-	}, nil)
+	})
 	pol, _, err := policy.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -124,12 +126,12 @@ network_policies:
 	if err := p.SetPolicy(pol, "v1"); err != nil {
 		t.Fatal(err)
 	}
-	pu := serveProxy(t, p)
+	pu := dataplanetest.Serve(t, p)
 	raw := "raw.good.test:" + strconv.Itoa(silent.port)
-	lastDenial := func() dataplane.Record {
+	lastDenial := func() decision.Record {
 		t.Helper()
 		recs := p.Decisions()
-		if len(recs) == 0 || recs[len(recs)-1].Decision != dataplane.DecisionDeny {
+		if len(recs) == 0 || recs[len(recs)-1].Decision != decision.Deny {
 			t.Fatalf("no denial recorded last: %+v", recs)
 		}
 		return recs[len(recs)-1]
@@ -237,7 +239,7 @@ func TestL4RefusedWhereInspectedEndpointLives(t *testing.T) {
     binaries:
       - path: /usr/bin/python3
 `
-			p := dataplane.New(dataplane.Config{
+			p := newAgent(t, dataplane.Config{
 				DevAllowLoopback: true,
 				UpstreamRoots:    up.roots,
 				Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -245,7 +247,7 @@ func TestL4RefusedWhereInspectedEndpointLives(t *testing.T) {
 				},
 				CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/python3", nil },
 				Logger:       slog.New(slog.DiscardHandler),
-			}, nil)
+			})
 			pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", port)))
 			if err != nil {
 				t.Fatalf("policy: %v", err)
@@ -253,7 +255,7 @@ func TestL4RefusedWhereInspectedEndpointLives(t *testing.T) {
 			if err := p.SetPolicy(pol, "v1"); err != nil {
 				t.Fatal(err)
 			}
-			pu := serveProxy(t, p)
+			pu := dataplanetest.Serve(t, p)
 			res, conn := dialConnect(t, pu, side)
 			if res.StatusCode == http.StatusOK {
 				// The attack: TLS for the CONNECT host, then the MCP call.
@@ -306,13 +308,13 @@ func TestL4TunnelPassesUpstreamClose(t *testing.T) {
 	}()
 	t.Cleanup(func() { ln.Close(); <-served })
 	port := ln.Addr().(*net.TCPAddr).Port
-	p := dataplane.New(dataplane.Config{
+	p := newAgent(t, dataplane.Config{
 		DevAllowLoopback: true,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr(rawAddr)}, nil
 		},
 		Logger: slog.New(slog.DiscardHandler),
-	}, nil)
+	})
 	pol, _, err := policy.Parse(fmt.Appendf(nil, "version: 1\nnetwork_policies:\n  raw:\n    endpoints:\n      - { host: smtp.good.test, port: %d }\n", port))
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +322,7 @@ func TestL4TunnelPassesUpstreamClose(t *testing.T) {
 	if err := p.SetPolicy(pol, "v1"); err != nil {
 		t.Fatal(err)
 	}
-	conn := connectOK(t, serveProxy(t, p), "smtp.good.test:"+strconv.Itoa(port))
+	conn := connectOK(t, dataplanetest.Serve(t, p), "smtp.good.test:"+strconv.Itoa(port))
 	defer conn.Close()
 	// A guard against hanging, not a measure: the close arrives at once.
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -929,14 +929,6 @@ func combine(denials []denial, outs []outcome, eps []endpointRef, r Request) Dec
 // destination, or the ones that do belong to entries that do not list the
 // binary.
 func defaultDenyReason(eps []endpointRef, r Request) string {
-	who := r.Binary
-	if who == "" {
-		who = "an unidentified binary"
-	}
-	dest := fmt.Sprintf("%s:%d", r.Host, r.Port)
-	if r.HTTPMethod != "" {
-		dest += " (" + strings.ToUpper(r.HTTPMethod) + " " + r.Path + ")"
-	}
 	var entries []string
 	for _, e := range eps {
 		name := "network_policies." + e.key
@@ -944,8 +936,5 @@ func defaultDenyReason(eps []endpointRef, r Request) string {
 			entries = append(entries, name)
 		}
 	}
-	if len(entries) > 0 {
-		return fmt.Sprintf("%s may not reach %s: %s do not list that binary", who, dest, strings.Join(entries, ", "))
-	}
-	return fmt.Sprintf("no network policy allows %s to reach %s (default deny)", who, dest)
+	return DefaultDenyReason(&r, entries)
 }

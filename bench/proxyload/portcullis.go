@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -52,7 +53,7 @@ BINARIES`
 // stubBinary is the caller every connection has with --caller-binary stub.
 const stubBinary = "/usr/bin/python3"
 
-// portcullisProxy is an in-process dataplane.Proxy on 127.0.0.1:0.
+// portcullisProxy is an in-process dataplane.Agent on 127.0.0.1:0.
 type portcullisProxy struct {
 	url  *url.URL
 	stop func()
@@ -78,7 +79,7 @@ func startPortcullis(upstreamAddr, callerBinary string) (*portcullisProxy, error
 		return nil, fmt.Errorf("proxy CA dir: %w", err)
 	}
 	cleanupDir := func() { os.RemoveAll(dir) }
-	ca, err := dataplane.LoadOrCreateCA(dir)
+	proxyCA, err := ca.LoadOrCreate(dir)
 	if err != nil {
 		cleanupDir()
 		return nil, fmt.Errorf("proxy CA: %w", err)
@@ -86,6 +87,7 @@ func startPortcullis(upstreamAddr, callerBinary string) (*portcullisProxy, error
 	cfg := dataplane.Config{
 		DevAllowLoopback: true,
 		Logger:           slog.New(slog.DiscardHandler),
+		CA:               proxyCA,
 	}
 	binaries := ""
 	if callerBinary == "stub" {
@@ -98,7 +100,11 @@ func startPortcullis(upstreamAddr, callerBinary string) (*portcullisProxy, error
 		cleanupDir()
 		return nil, fmt.Errorf("bench policy: %w", err)
 	}
-	p := dataplane.New(cfg, ca)
+	p, err := dataplane.New(cfg)
+	if err != nil {
+		cleanupDir()
+		return nil, err
+	}
 	if err := p.SetPolicy(pol, "proxyload-1"); err != nil {
 		cleanupDir()
 		return nil, err
@@ -113,7 +119,7 @@ func startPortcullis(upstreamAddr, callerBinary string) (*portcullisProxy, error
 	go func() {
 		// The proxy's goroutines (connections, upstream transport) inherit
 		// the label, so a CPU profile tells its work apart.
-		pprof.Do(ctx, pprof.Labels("component", "portcullis"), func(ctx context.Context) { p.Serve(ctx, ln) })
+		pprof.Do(ctx, pprof.Labels("component", "portcullis"), func(ctx context.Context) { p.Run(ctx, ln) })
 		close(done)
 	}()
 	return &portcullisProxy{

@@ -23,7 +23,7 @@ import (
 )
 
 // The child process: N simulated proxies, each a StreamPolicy stream over
-// stock grpc-go dialled the way dataplane.Subscriber dials (keepalive 30 s,
+// stock grpc-go dialled the way gatewayclient.Subscriber dials (keepalive 30 s,
 // bearer token per RPC). A simulated proxy ACKs every version as soon as
 // it has read it: it neither verifies the signature nor compiles the
 // policy, so the figures are about the delivery, not about the proxies'

@@ -38,20 +38,13 @@ With -o json: the ApprovalPolicy {version, module, hash, author, created_at}.`,
   portcullis approval-policy get -o json | jq -r .version`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, err := env.client()
-			if err != nil {
+			return unary(env, func(api *apiClients) (*portcullisv1.ApprovalPolicy, error) {
+				return api.approval.GetApprovalPolicy(cmd.Context(), &portcullisv1.GetApprovalPolicyRequest{})
+			}, func(ap *portcullisv1.ApprovalPolicy) error {
+				fmt.Fprintf(env.stderr, "approval rules %s\n", approvalPolicyLabel(ap))
+				_, err := io.WriteString(env.stdout, ap.GetModule())
 				return err
-			}
-			ap, err := api.approval.GetApprovalPolicy(cmd.Context(), &portcullisv1.GetApprovalPolicyRequest{})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(ap)
-			}
-			fmt.Fprintf(env.stderr, "approval rules %s\n", approvalPolicyLabel(ap))
-			_, err = io.WriteString(env.stdout, ap.GetModule())
-			return err
+			})
 		},
 	}
 }
@@ -81,19 +74,12 @@ hash; with -o json the ApprovalPolicy.`,
 			if strings.TrimSpace(string(module)) == "" {
 				return inputErr(fmt.Errorf("%s is empty", displayName(file)))
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			ap, err := api.approval.SetApprovalPolicy(cmd.Context(), &portcullisv1.SetApprovalPolicyRequest{Module: string(module)})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(ap)
-			}
-			fmt.Fprintf(env.stdout, "approval rules %s\n", approvalPolicyLabel(ap))
-			return nil
+			return unary(env, func(api *apiClients) (*portcullisv1.ApprovalPolicy, error) {
+				return api.approval.SetApprovalPolicy(cmd.Context(), &portcullisv1.SetApprovalPolicyRequest{Module: string(module)})
+			}, func(ap *portcullisv1.ApprovalPolicy) error {
+				fmt.Fprintf(env.stdout, "approval rules %s\n", approvalPolicyLabel(ap))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "Rego module `FILE` (- reads stdin)")

@@ -95,23 +95,16 @@ ListAuditResponse, with each entry's prev_hash and hash.`,
 			if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxLogLimit) {
 				return usagef("--limit must be from 1 to %d, got %d", maxLogLimit, limit)
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.audit.ListAudit(cmd.Context(), &portcullisv1.ListAuditRequest{Sandbox: sandbox, Limit: uint32(limit)})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			tw := env.table("SEQ", "TIME", "ACTOR", "ACTION", "SANDBOX", "TARGET", "DETAIL")
-			for _, e := range res.GetEntries() {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetSeq(), when(e.GetTime()), logField(dash(e.GetActor())),
-					logField(e.GetAction()), logField(dash(e.GetSandbox())), logField(dash(e.GetTarget())), auditDetail(e))
-			}
-			return tw.Flush()
+			return unary(env, func(api *apiClients) (*portcullisv1.ListAuditResponse, error) {
+				return api.audit.ListAudit(cmd.Context(), &portcullisv1.ListAuditRequest{Sandbox: sandbox, Limit: uint32(limit)})
+			}, func(res *portcullisv1.ListAuditResponse) error {
+				tw := env.table("SEQ", "TIME", "ACTOR", "ACTION", "SANDBOX", "TARGET", "DETAIL")
+				for _, e := range res.GetEntries() {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetSeq(), when(e.GetTime()), logField(dash(e.GetActor())),
+						logField(e.GetAction()), logField(dash(e.GetSandbox())), logField(dash(e.GetTarget())), auditDetail(e))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	f := cmd.Flags()

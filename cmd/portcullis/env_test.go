@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 )
 
 func TestGatewayPrecedence(t *testing.T) {
@@ -38,33 +40,45 @@ func TestGatewayPrecedence(t *testing.T) {
 // TestGatewayPrecedenceEndToEnd checks that the flag and the variable reach
 // the transport: the call lands on the gateway that should win.
 func TestGatewayPrecedenceEndToEnd(t *testing.T) {
-	byEnv, byFlag := newFakeGateway(t), newFakeGateway(t)
-	in := cliInput{env: map[string]string{envGateway: byEnv.url, envToken: adminToken}}
+	byEnv, byFlag := startGateway(t), startGateway(t)
+	in := cliInput{env: map[string]string{envGateway: byEnv.url, envToken: gatewaytest.AdminToken}}
 
 	_, stderr, code := runCLIWith(t, in, "sandbox", "list")
 	ok(t, code, stderr)
-	byEnv.last(t, "ListSandboxes")
+	if m := methods(byEnv.took()); m != "SandboxService.ListSandboxes" {
+		t.Errorf("the variable's gateway got %q, want one ListSandboxes", m)
+	}
 
 	_, stderr, code = runCLIWith(t, in, "--gateway", byFlag.url, "sandbox", "list")
 	ok(t, code, stderr)
-	byFlag.last(t, "ListSandboxes")
-	if len(byEnv.calls) != 0 {
+	if m := methods(byFlag.took()); m != "SandboxService.ListSandboxes" {
+		t.Errorf("the flag's gateway got %q, want one ListSandboxes", m)
+	}
+	if calls := byEnv.took(); len(calls) != 0 {
 		t.Errorf("the variable's gateway was called although --gateway was given")
 	}
 }
 
+// TestTokenPrecedence checks which token reaches the gateway: each source
+// holds a different real admin token, and the recorder shows which one
+// the call carried (the gateway accepting it shows it was sent whole).
 func TestTokenPrecedence(t *testing.T) {
-	f := newFakeGateway(t)
+	g := startGateway(t)
+	tokens := map[string]string{}
+	for _, name := range []string{"env", "flag", "file"} {
+		tokens[name], _ = g.json(t, gatewaytest.AdminToken, "token", "create", "--role", "admin", "--name", name)["token"].(string)
+	}
+	g.took()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("  file-token \n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte("  "+tokens["file"]+" \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	emptyFile := filepath.Join(dir, "empty")
 	if err := os.WriteFile(emptyFile, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	withEnv := map[string]string{envToken: "env-token"}
+	withEnv := map[string]string{envToken: tokens["env"]}
 
 	tests := []struct {
 		name     string
@@ -73,21 +87,25 @@ func TestTokenPrecedence(t *testing.T) {
 		wantAuth string
 	}{
 		{"none", nil, nil, ""},
-		{"env", withEnv, nil, "Bearer env-token"},
-		{"flag beats env", withEnv, []string{"--token", "flag-token"}, "Bearer flag-token"},
-		{"token file beats env, trimmed", withEnv, []string{"--token-file", tokenFile}, "Bearer file-token"},
+		{"env", withEnv, nil, "Bearer " + tokens["env"]},
+		{"flag beats env", withEnv, []string{"--token", tokens["flag"]}, "Bearer " + tokens["flag"]},
+		{"token file beats env, trimmed", withEnv, []string{"--token-file", tokenFile}, "Bearer " + tokens["file"]},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"--gateway", f.url}, tt.args...)
+			args := append([]string{"--gateway", g.url}, tt.args...)
 			_, stderr, code := runCLIWith(t, cliInput{env: tt.env}, append(args, "token", "list")...)
-			ok(t, code, stderr)
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			if len(f.calls) != 1 || f.calls[0].auth != tt.wantAuth {
-				t.Errorf("calls %v, want one with Authorization %q", f.calls, tt.wantAuth)
+			if tt.wantAuth == "" {
+				// No token: the gateway refuses, and the CLI says why.
+				if code != exitNo || !strings.Contains(stderr, "no token given") {
+					t.Errorf("exit %d, stderr %q; want 1 and the hint", code, stderr)
+				}
+			} else {
+				ok(t, code, stderr)
 			}
-			f.calls = nil
+			if calls := g.took(); len(calls) != 1 || calls[0].auth != tt.wantAuth {
+				t.Errorf("calls %v, want one with Authorization %q", calls, tt.wantAuth)
+			}
 		})
 	}
 
@@ -96,9 +114,12 @@ func TestTokenPrecedence(t *testing.T) {
 		{"missing token file", filepath.Join(dir, "nope"), "read token file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, stderr, code := runCLI(t, "--gateway", f.url, "--token-file", tt.file, "token", "list")
+			_, stderr, code := runCLI(t, "--gateway", g.url, "--token-file", tt.file, "token", "list")
 			if code != exitInvalid || !strings.Contains(stderr, tt.want) {
 				t.Errorf("code %d, stderr:\n%s", code, stderr)
+			}
+			if calls := g.took(); len(calls) != 0 {
+				t.Errorf("calls %v, want none", calls)
 			}
 		})
 	}

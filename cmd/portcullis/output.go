@@ -33,6 +33,26 @@ func (e *environment) printJSON(m proto.Message) error {
 	return e.printJSONWith(jsonOptions, m)
 }
 
+// unary makes one call to the gateway with the environment's client and
+// prints the answer: as JSON with -o json, otherwise through text. It is
+// the shape of most commands; what a command prints besides the answer
+// (warnings on stderr, which go out whatever the format) it prints in
+// call.
+func unary[R proto.Message](env *environment, call func(api *apiClients) (R, error), text func(R) error) error {
+	api, err := env.client()
+	if err != nil {
+		return err
+	}
+	res, err := call(api)
+	if err != nil {
+		return err
+	}
+	if env.jsonOutput() {
+		return env.printJSON(res)
+	}
+	return text(res)
+}
+
 // printJSONWith is printJSON with other marshal options (indented all the
 // same).
 func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Message) error {

@@ -60,28 +60,22 @@ stores nothing and reports it unchanged.`,
 			if err != nil {
 				return err
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			pv, err := api.policy.SetPolicy(cmd.Context(), &portcullisv1.SetPolicyRequest{
-				Sandbox:         a[0],
-				Document:        string(doc),
-				ExpectedVersion: expected,
-			})
-			if err != nil {
-				return err
-			}
-			env.printWarnings(pv.GetWarnings())
-			if env.jsonOutput() {
-				return env.printJSON(pv)
-			}
-			if pv.GetUnchanged() {
-				fmt.Fprintf(env.stdout, "%s: unchanged, still version %d\n", a[0], pv.GetVersion())
+			return unary(env, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
+				pv, err := api.policy.SetPolicy(cmd.Context(), &portcullisv1.SetPolicyRequest{
+					Sandbox:         a[0],
+					Document:        string(doc),
+					ExpectedVersion: expected,
+				})
+				env.printWarnings(pv.GetWarnings())
+				return pv, err
+			}, func(pv *portcullisv1.PolicyVersion) error {
+				if pv.GetUnchanged() {
+					fmt.Fprintf(env.stdout, "%s: unchanged, still version %d\n", a[0], pv.GetVersion())
+					return nil
+				}
+				fmt.Fprintf(env.stdout, "%s: version %d (%s)\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()))
 				return nil
-			}
-			fmt.Fprintf(env.stdout, "%s: version %d (%s)\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()))
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy `FILE`, YAML or JSON (- reads stdin)")
@@ -177,23 +171,16 @@ func newPolicyHistoryCmd(env *environment) *cobra.Command {
   portcullis policy history orders -o json | jq '.versions[-1].version'`,
 		Args: args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.policy.ListPolicyVersions(cmd.Context(), &portcullisv1.ListPolicyVersionsRequest{Sandbox: a[0]})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			tw := env.table("VERSION", "HASH", "CREATED", "AUTHOR", "SOURCE")
-			for _, v := range res.GetVersions() {
-				row(tw, fmt.Sprint(v.GetVersion()), shortHash(v.GetHash()), when(v.GetCreatedAt()),
-					dash(v.GetAuthor()), provenance(v))
-			}
-			return tw.Flush()
+			return unary(env, func(api *apiClients) (*portcullisv1.ListPolicyVersionsResponse, error) {
+				return api.policy.ListPolicyVersions(cmd.Context(), &portcullisv1.ListPolicyVersionsRequest{Sandbox: a[0]})
+			}, func(res *portcullisv1.ListPolicyVersionsResponse) error {
+				tw := env.table("VERSION", "HASH", "CREATED", "AUTHOR", "SOURCE")
+				for _, v := range res.GetVersions() {
+					row(tw, fmt.Sprint(v.GetVersion()), shortHash(v.GetHash()), when(v.GetCreatedAt()),
+						dash(v.GetAuthor()), provenance(v))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }
@@ -217,28 +204,21 @@ line per change: "+ path: what was added", "- path: what was removed",
 			if err != nil {
 				return err
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.policy.DiffPolicy(cmd.Context(), &portcullisv1.DiffPolicyRequest{
-				Sandbox: a[0], FromVersion: from, ToVersion: to,
+			return unary(env, func(api *apiClients) (*portcullisv1.DiffPolicyResponse, error) {
+				return api.policy.DiffPolicy(cmd.Context(), &portcullisv1.DiffPolicyRequest{
+					Sandbox: a[0], FromVersion: from, ToVersion: to,
+				})
+			}, func(res *portcullisv1.DiffPolicyResponse) error {
+				fmt.Fprintf(env.stdout, "%s: version %d (%s) → %d (%s)\n", a[0],
+					res.GetFromVersion(), hashLabel(res.GetFromHash()), res.GetToVersion(), hashLabel(res.GetToHash()))
+				if len(res.GetChanges()) == 0 {
+					fmt.Fprintln(env.stdout, "no changes")
+				}
+				for _, c := range res.GetChanges() {
+					fmt.Fprintln(env.stdout, changeLine(c))
+				}
+				return nil
 			})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			fmt.Fprintf(env.stdout, "%s: version %d (%s) → %d (%s)\n", a[0],
-				res.GetFromVersion(), hashLabel(res.GetFromHash()), res.GetToVersion(), hashLabel(res.GetToHash()))
-			if len(res.GetChanges()) == 0 {
-				fmt.Fprintln(env.stdout, "no changes")
-			}
-			for _, c := range res.GetChanges() {
-				fmt.Fprintln(env.stdout, changeLine(c))
-			}
-			return nil
 		},
 	}
 }
@@ -292,26 +272,20 @@ version; otherwise nothing is stored and the exit code is 3.`,
 			if err != nil {
 				return err
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			pv, err := api.policy.RollbackPolicy(cmd.Context(), &portcullisv1.RollbackPolicyRequest{
-				Sandbox: a[0], ToVersion: toVersion, ExpectedVersion: expected,
-			})
-			if err != nil {
-				return err
-			}
-			env.printWarnings(pv.GetWarnings())
-			if env.jsonOutput() {
-				return env.printJSON(pv)
-			}
-			if pv.GetUnchanged() {
-				fmt.Fprintf(env.stdout, "%s: unchanged, still version %d (same content as version %d)\n", a[0], pv.GetVersion(), to)
+			return unary(env, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
+				pv, err := api.policy.RollbackPolicy(cmd.Context(), &portcullisv1.RollbackPolicyRequest{
+					Sandbox: a[0], ToVersion: toVersion, ExpectedVersion: expected,
+				})
+				env.printWarnings(pv.GetWarnings())
+				return pv, err
+			}, func(pv *portcullisv1.PolicyVersion) error {
+				if pv.GetUnchanged() {
+					fmt.Fprintf(env.stdout, "%s: unchanged, still version %d (same content as version %d)\n", a[0], pv.GetVersion(), to)
+					return nil
+				}
+				fmt.Fprintf(env.stdout, "%s: version %d (%s), the content of version %d\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()), to)
 				return nil
-			}
-			fmt.Fprintf(env.stdout, "%s: version %d (%s), the content of version %d\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()), to)
-			return nil
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&to, "to", 0, "version `N` whose content becomes current")

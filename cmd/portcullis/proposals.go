@@ -359,76 +359,48 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 }
 
 func newProposalsRejectCmd(env *environment) *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "reject ID --reason R",
-		Short: "Reject a pending proposal",
-		Long: `Reject a pending proposal (operator or admin token), with the reason kept
+	return newReasonCmd(env, reasonCmd[uint64, *portcullisv1.Proposal]{
+		use:   "reject ID --reason R",
+		short: "Reject a pending proposal",
+		long: `Reject a pending proposal (operator or admin token), with the reason kept
 on the proposal: the sandbox sees it. A proposal no longer pending is a
 conflict (exit 3). With -o json: the Proposal.`,
-		Example: `  portcullis proposals reject 12 --reason "use the carrier's public API instead"`,
-		Args:    args("ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			id, err := parseProposalID(a[0])
-			if err != nil {
-				return err
-			}
-			if strings.TrimSpace(reason) == "" {
-				return need(cmd, "reason")
-			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			p, err := api.approval.RejectProposal(cmd.Context(), &portcullisv1.RejectProposalRequest{Id: id, Reason: reason})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(p)
-			}
-			fmt.Fprintf(env.stdout, "proposal %d %s\n", p.GetId(), dash(p.GetStatus()))
-			return nil
+		example:    `  portcullis proposals reject 12 --reason "use the carrier's public API instead"`,
+		reasonHelp: "why it is rejected (`TEXT`, required; the sandbox sees it)",
+		arg:        "ID",
+		parse:      parseProposalID,
+		needReason: true,
+		call: func(ctx context.Context, api *apiClients, id uint64, reason string) (*portcullisv1.Proposal, error) {
+			return api.approval.RejectProposal(ctx, &portcullisv1.RejectProposalRequest{Id: id, Reason: reason})
 		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why it is rejected (`TEXT`, required; the sandbox sees it)")
-	return cmd
+		done: proposalStatusLine,
+	})
 }
 
 func newProposalsWithdrawCmd(env *environment) *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "withdraw ID [--reason R]",
-		Short: "Withdraw one of the sandbox's pending proposals (with its token)",
-		Long: `Withdraw a pending proposal, with the token of the sandbox that filed it:
+	return newReasonCmd(env, reasonCmd[uint64, *portcullisv1.Proposal]{
+		use:   "withdraw ID [--reason R]",
+		short: "Withdraw one of the sandbox's pending proposals (with its token)",
+		long: `Withdraw a pending proposal, with the token of the sandbox that filed it:
 it leaves the approval queue for good. A proposal no longer pending
 (decided, expired, superseded or withdrawn) is a conflict (exit 3).
 Operators reject instead. With -o json: the Proposal.`,
-		Example: `  portcullis proposals withdraw 12 --token-file orders.token
+		example: `  portcullis proposals withdraw 12 --token-file orders.token
   portcullis proposals withdraw 12 --reason "filed the wrong host"`,
-		Args: args("ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			id, err := parseProposalID(a[0])
-			if err != nil {
-				return err
-			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			p, err := api.advisor.WithdrawProposal(cmd.Context(), &portcullisv1.WithdrawProposalRequest{Id: id, Reason: reason})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(p)
-			}
-			fmt.Fprintf(env.stdout, "proposal %d %s\n", p.GetId(), dash(p.GetStatus()))
-			return nil
+		reasonHelp: "why it is withdrawn (`TEXT`, kept with the proposal)",
+		arg:        "ID",
+		parse:      parseProposalID,
+		call: func(ctx context.Context, api *apiClients, id uint64, reason string) (*portcullisv1.Proposal, error) {
+			return api.advisor.WithdrawProposal(ctx, &portcullisv1.WithdrawProposalRequest{Id: id, Reason: reason})
 		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why it is withdrawn (`TEXT`, kept with the proposal)")
-	return cmd
+		done: proposalStatusLine,
+	})
+}
+
+// proposalStatusLine says where a proposal stands after reject or
+// withdraw.
+func proposalStatusLine(p *portcullisv1.Proposal) string {
+	return fmt.Sprintf("proposal %d %s", p.GetId(), dash(p.GetStatus()))
 }
 
 // printDecision prints, after printProposal, where the proposal stands

@@ -1,234 +1,96 @@
 package main
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
+	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connecthttp"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
-	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 )
 
-const operatorToken = "operator-secret-token"
+// approvalRules needs required approvers for a proposal with a finding on
+// a credentialed destination, one otherwise, and asks for auto-approval
+// (which a blocking finding overrides, with a note for the approvers).
+func approvalRules(required int) string {
+	return fmt.Sprintf(`package portcullis.approval
 
-// fakeQueue is the decision side of a gateway: ApprovalService for
-// operators, AdvisorService for the sandbox, and the sandbox kill switch.
-// Like the gateway it refuses ApprovalService to a sandbox token and
-// AdvisorService to anyone else. It records every call.
-type fakeQueue struct {
-	portcullisv1connect.UnimplementedApprovalServiceHandler
-	portcullisv1connect.UnimplementedSandboxServiceHandler
+default approvals_required := 1
 
-	url string
-
-	mu     sync.Mutex
-	calls  []fakeCall
-	errs   map[string]error
-	answer *portcullisv1.Proposal
-	// approved is ApproveProposal's answer (nil: answer's clone, one
-	// more approval).
-	approved *portcullisv1.Proposal
-	module   *portcullisv1.ApprovalPolicy
-	frozen   *portcullisv1.Sandbox
+approvals_required := %d if {
+	some f in input.findings
+	f.credentialed
 }
 
-func newFakeQueue(t *testing.T) *fakeQueue {
+auto_approve := true
+`, required)
+}
+
+// autoApprovalNote is the note the gateway adds under approvalRules to a
+// proposal with a new MCP tool.
+const autoApprovalNote = "no auto-approval: the prover found new_mcp_tool, which always needs a human"
+
+// queue is the decision side of a real gateway with one reviewed
+// proposal: track_shipment on the sandbox orders (demo-mcp credentialed),
+// approved by carol before its base moved, so her approval no longer
+// counts. An earlier proposal of the sandbox was withdrawn.
+type queue struct {
+	g                *testGateway
+	sb, olive, carol string
+	id               string // the track_shipment proposal
+	hash, stale      string // its resulting hash now, and when carol approved
+	withdrawn        string // the withdrawn proposal
+}
+
+// trackChange and trackRequest are how show prints the track_shipment
+// proposal's change and finding.
+const (
+	trackChange  = "+ network_policies.orders.endpoints[demo-mcp:8081/mcp].rules: added tool track_shipment (tools/call)"
+	trackRequest = "request: any binary → demo-mcp:8081 POST /mcp mcp tools/call track_shipment"
+)
+
+// newQueue builds a queue under approvalRules(required); with olive, olive
+// approves the re-based proposal too ("narrow,\nticket 8812").
+func newQueue(t *testing.T, required int, olive bool) *queue {
 	t.Helper()
-	f := &fakeQueue{errs: map[string]error{}, answer: reviewedProposal()}
-	server := connect.NewServer()
-	portcullisv1connect.RegisterApprovalServiceHandler(server, f)
-	portcullisv1connect.RegisterAdvisorServiceHandler(server, advisorHandler{f: f})
-	portcullisv1connect.RegisterSandboxServiceHandler(server, f)
-	mux := http.NewServeMux()
-	connecthttp.Mount(mux, server)
-	ts := httptest.NewServer(mux)
-	t.Cleanup(ts.Close)
-	f.url = ts.URL
-	return f
-}
+	admin := gatewaytest.AdminToken
+	g := startGateway(t)
+	q := &queue{g: g, sb: proposeSandbox(t, g)}
+	q.olive = g.json(t, admin, "token", "create", "--role", "operator", "--name", "olive")["token"].(string)
+	q.carol = g.json(t, admin, "token", "create", "--role", "operator", "--name", "carol")["token"].(string)
+	g.must(t, admin, "approval-policy", "set", "-f", writeFile(t, "rules.rego", approvalRules(required)))
 
-// reviewedProposal is the track_shipment proposal as ApprovalService
-// answers it: one approval of the current hash, one of an earlier one, two
-// needed.
-func reviewedProposal() *portcullisv1.Proposal {
-	p := trackShipmentProposal()
-	p.ApprovalsRequired = 2
-	p.ApprovalNotes = []string{"credentialed destination: two approvers"}
-	p.ExpiresAt = timestamppb.New(mustTime("2026-01-03T03:04:05Z"))
-	p.Approvals = []*portcullisv1.Approval{
-		{Approver: "carol", Reason: "saw the old one", ResultingHash: strings.Repeat("9", 64), Time: timestamppb.New(mustTime("2026-01-02T04:00:00Z"))},
-		{Approver: "olive", Reason: "narrow,\nticket 8812", ResultingHash: p.GetResultingHash(), Time: timestamppb.New(mustTime("2026-01-02T05:00:00Z"))},
+	q.withdrawn = g.json(t, q.sb, "propose", "-f", writeFile(t, "x1.yaml", addTool("x1")))["id"].(string)
+	g.must(t, q.sb, "proposals", "withdraw", q.withdrawn)
+	p := g.json(t, q.sb, "propose", "-f", writeFile(t, "track.yaml", trackShipment))
+	q.id, q.stale = p["id"].(string), p["resulting_hash"].(string)
+	g.must(t, q.carol, "proposals", "approve", q.id, "--reason", "saw the old one")
+	// An unrelated change moves the base: the proposal is re-based.
+	cur := g.must(t, admin, "policy", "get", "orders", "-o", "yaml")
+	g.mustWith(t, cliInput{stdin: strings.Replace(cur, "tools/list", "ping", 1)}, admin, "policy", "set", "orders", "-f", "-")
+	q.hash = g.json(t, q.olive, "proposals", "show", q.id)["resulting_hash"].(string)
+	if q.hash == q.stale {
+		t.Fatal("the proposal was not re-based")
 	}
-	return p
+	if olive {
+		g.must(t, q.olive, "proposals", "approve", q.id, "--reason", "narrow,\nticket 8812")
+	}
+	g.took()
+	return q
 }
 
-func (f *fakeQueue) cli(t *testing.T, token string, args ...string) (stdout, stderr string, code int) {
+// approvalLine is how show lists the approval of approver: its time from
+// the JSON view.
+func (q *queue) approvalLine(t *testing.T, approver string) string {
 	t.Helper()
-	return runCLI(t, append([]string{"--gateway", f.url, "--token", token}, args...)...)
-}
-
-// record notes a call; sandbox says whether the method is the sandbox's
-// (AdvisorService) or not, and the token must match.
-func (f *fakeQueue) record(ctx context.Context, method string, req proto.Message, sandbox bool) error {
-	info, _ := connect.CallInfoForServerContext(ctx)
-	auth := info.RequestHeader().Get("Authorization")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, fakeCall{method: method, req: req, auth: auth})
-	if isSandbox := auth == "Bearer "+sandboxToken; isSandbox != sandbox {
-		return connect.NewError(connect.CodePermissionDenied, "not for this token")
+	as, _ := q.g.json(t, q.olive, "proposals", "show", q.id)["approvals"].([]any)
+	for _, a := range as {
+		if a := a.(map[string]any); a["approver"] == approver {
+			return "  " + approver + "  " + secondsOf(t, a["time"]) + "  "
+		}
 	}
-	return f.errs[method]
-}
-
-// took returns the calls since the last took, by method name.
-func (f *fakeQueue) took() []fakeCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.calls
-	f.calls = nil
-	return c
-}
-
-// methods are the calls' method names, in order.
-func methods(calls []fakeCall) string {
-	var out []string
-	for _, c := range calls {
-		out = append(out, c.method)
-	}
-	return strings.Join(out, ",")
-}
-
-func (f *fakeQueue) fail(method string, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err == nil {
-		delete(f.errs, method)
-		return
-	}
-	f.errs[method] = err
-}
-
-func (f *fakeQueue) ListProposals(ctx context.Context, req *portcullisv1.ApprovalServiceListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
-	if err := f.record(ctx, "approval.ListProposals", req, false); err != nil {
-		return nil, err
-	}
-	return &portcullisv1.ListProposalsResponse{Proposals: []*portcullisv1.Proposal{f.answer}}, nil
-}
-
-func (f *fakeQueue) GetProposal(ctx context.Context, req *portcullisv1.GetProposalRequest) (*portcullisv1.Proposal, error) {
-	if err := f.record(ctx, "approval.GetProposal", req, false); err != nil {
-		return nil, err
-	}
-	return f.answer, nil
-}
-
-func (f *fakeQueue) ApproveProposal(ctx context.Context, req *portcullisv1.ApproveProposalRequest) (*portcullisv1.Proposal, error) {
-	if err := f.record(ctx, "approval.ApproveProposal", req, false); err != nil {
-		return nil, err
-	}
-	if f.approved != nil {
-		return f.approved, nil
-	}
-	p := proto.CloneOf(f.answer)
-	p.Approvals = append(p.Approvals, &portcullisv1.Approval{Approver: "admin", Reason: req.GetReason(), ResultingHash: req.GetResultingHash(), Time: created})
-	p.ApprovalsRequired = 3
-	return p, nil
-}
-
-func (f *fakeQueue) RejectProposal(ctx context.Context, req *portcullisv1.RejectProposalRequest) (*portcullisv1.Proposal, error) {
-	if err := f.record(ctx, "approval.RejectProposal", req, false); err != nil {
-		return nil, err
-	}
-	p := proto.CloneOf(f.answer)
-	p.Status, p.StatusReason, p.DecidedBy, p.DecidedAt = "rejected", req.GetReason(), "olive", created
-	return p, nil
-}
-
-func (f *fakeQueue) GetApprovalPolicy(ctx context.Context, req *portcullisv1.GetApprovalPolicyRequest) (*portcullisv1.ApprovalPolicy, error) {
-	if err := f.record(ctx, "approval.GetApprovalPolicy", req, false); err != nil {
-		return nil, err
-	}
-	return f.module, nil
-}
-
-func (f *fakeQueue) SetApprovalPolicy(ctx context.Context, req *portcullisv1.SetApprovalPolicyRequest) (*portcullisv1.ApprovalPolicy, error) {
-	if err := f.record(ctx, "approval.SetApprovalPolicy", req, false); err != nil {
-		return nil, err
-	}
-	return &portcullisv1.ApprovalPolicy{Version: 2, Module: req.GetModule(), Hash: strings.Repeat("d", 64), Author: "admin", CreatedAt: created}, nil
-}
-
-// The sandbox's view: AdvisorService, which has no quorum.
-func (f *fakeQueue) advisorView() *portcullisv1.Proposal {
-	p := proto.CloneOf(f.answer)
-	p.ApprovalsRequired, p.AutoApprovable, p.ApprovalNotes = 0, false, nil
-	return p
-}
-
-func (f *fakeQueue) advisorList(ctx context.Context, req *portcullisv1.ListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
-	if err := f.record(ctx, "advisor.ListProposals", req, true); err != nil {
-		return nil, err
-	}
-	return &portcullisv1.ListProposalsResponse{Proposals: []*portcullisv1.Proposal{f.advisorView()}}, nil
-}
-
-func (f *fakeQueue) advisorGet(ctx context.Context, req *portcullisv1.GetProposalRequest) (*portcullisv1.Proposal, error) {
-	if err := f.record(ctx, "advisor.GetProposal", req, true); err != nil {
-		return nil, err
-	}
-	return f.advisorView(), nil
-}
-
-func (f *fakeQueue) FreezeSandbox(ctx context.Context, req *portcullisv1.FreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
-	if err := f.record(ctx, "sandbox.FreezeSandbox", req, false); err != nil {
-		return nil, err
-	}
-	f.frozen = &portcullisv1.Sandbox{Name: req.GetName(), CurrentVersion: 5, CreatedAt: created, Frozen: true,
-		FrozenReason: req.GetReason(), FrozenBy: "olive", FrozenAt: created}
-	return f.frozen, nil
-}
-
-func (f *fakeQueue) UnfreezeSandbox(ctx context.Context, req *portcullisv1.UnfreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
-	if err := f.record(ctx, "sandbox.UnfreezeSandbox", req, false); err != nil {
-		return nil, err
-	}
-	f.frozen = nil
-	return &portcullisv1.Sandbox{Name: req.GetName(), CurrentVersion: 6, CreatedAt: created}, nil
-}
-
-func (f *fakeQueue) GetSandbox(ctx context.Context, req *portcullisv1.GetSandboxRequest) (*portcullisv1.Sandbox, error) {
-	if err := f.record(ctx, "sandbox.GetSandbox", req, false); err != nil {
-		return nil, err
-	}
-	if f.frozen != nil {
-		return f.frozen, nil
-	}
-	return &portcullisv1.Sandbox{Name: req.GetName(), CurrentVersion: 4, CreatedAt: created}, nil
-}
-
-// advisorHandler serves the fake's AdvisorService methods under their
-// own names (the two services share ListProposals and GetProposal).
-type advisorHandler struct {
-	portcullisv1connect.UnimplementedAdvisorServiceHandler
-	f *fakeQueue
-}
-
-func (a advisorHandler) ListProposals(ctx context.Context, req *portcullisv1.ListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
-	return a.f.advisorList(ctx, req)
-}
-
-func (a advisorHandler) GetProposal(ctx context.Context, req *portcullisv1.GetProposalRequest) (*portcullisv1.Proposal, error) {
-	return a.f.advisorGet(ctx, req)
+	t.Fatalf("no approval by %s in %v", approver, as)
+	return ""
 }
 
 func containsAll(t *testing.T, what, out string, wants ...string) {
@@ -241,20 +103,23 @@ func containsAll(t *testing.T, what, out string, wants ...string) {
 }
 
 func TestProposalsOperatorView(t *testing.T) {
-	f := newFakeQueue(t)
+	q := newQueue(t, 2, true)
+	g, admin := q.g, gatewaytest.AdminToken
+	// What the filters leave out: another sandbox's pending new_mcp_tool,
+	// a pending proposal of orders without one, and (in the queue) a
+	// withdrawn one of orders with one.
+	other := g.json(t, admin, "sandbox", "create", "other", "-f", ordersExample)["token"].(string)
+	g.must(t, other, "propose", "-f", writeFile(t, "track.yaml", trackShipment))
+	g.must(t, q.sb, "propose", "-f", writeFile(t, "ship.yaml", shippingRule))
+	g.took()
 
 	t.Run("list", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, operatorToken, "proposals", "list", "--status", "pending", "--sandbox", "orders", "--finding", "new_mcp_tool")
-		ok(t, code, stderr)
-		calls := f.took()
-		if methods(calls) != "approval.ListProposals" {
+		stdout := g.must(t, q.olive, "proposals", "list", "--status", "pending", "--sandbox", "orders", "--finding", "new_mcp_tool")
+		calls := g.took()
+		if methods(calls) != "ApprovalService.ListProposals" {
 			t.Fatalf("calls %s, want ApprovalService alone", methods(calls))
 		}
-		req := calls[0].req.(*portcullisv1.ApprovalServiceListProposalsRequest)
-		if req.GetStatus() != "pending" || req.GetSandbox() != "orders" || req.GetFinding() != "new_mcp_tool" {
-			t.Errorf("request = %v", req)
-		}
-		if calls[0].auth != "Bearer "+operatorToken {
+		if calls[0].auth != "Bearer "+q.olive {
 			t.Errorf("Authorization %q", calls[0].auth)
 		}
 		ls := lines(stdout)
@@ -262,25 +127,24 @@ func TestProposalsOperatorView(t *testing.T) {
 			t.Fatalf("want the operator's header and one row:\n%s", stdout)
 		}
 		// One of the two approvals is of an earlier hash: it does not count.
-		if got := strings.Fields(ls[1]); len(got) < 5 || got[0] != "7" || got[1] != "orders" || got[2] != "pending" || got[3] != "1/2" {
+		if got := strings.Fields(ls[1]); len(got) < 5 || got[0] != q.id || got[1] != "orders" || got[2] != "pending" || got[3] != "1/2" {
 			t.Errorf("row = %q; want id, sandbox, status, approvals 1/2", ls[1])
 		}
 	})
 
 	t.Run("show", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, operatorToken, "proposals", "show", "7")
-		ok(t, code, stderr)
-		if m := methods(f.took()); m != "approval.GetProposal" {
+		stdout := g.must(t, q.olive, "proposals", "show", q.id)
+		if m := methods(g.took()); m != "ApprovalService.GetProposal" {
 			t.Fatalf("calls %s", m)
 		}
 		containsAll(t, "show", stdout,
-			"changes (1):", "+ network_policies.orders.endpoints[0].rules[5]: allow tools/call track_shipment",
-			"request: any binary → demo-mcp:8081 POST /mcp mcp tools/call track_shipment",
+			"changes (1):", trackChange, trackRequest,
 			"approvals: 1 of 2 needed\n",
-			"  olive  2026-01-02T05:00:00Z  narrow, ticket 8812\n",
-			"  carol  2026-01-02T04:00:00Z  saw the old one  (of an earlier resulting hash 999999999999…: does not count)\n",
-			"approval notes:\n  credentialed destination: two approvers\n",
+			q.approvalLine(t, "olive")+"narrow, ticket 8812\n",
+			q.approvalLine(t, "carol")+"saw the old one  (of an earlier resulting hash "+short(q.stale)+": does not count)\n",
+			"approval notes:\n  "+autoApprovalNote+"\n",
 		)
+		// The gateway's clock stands at t0: proposals expire a day later.
 		if field(t, stdout, "auto-approvable") != "no" || field(t, stdout, "expires") != "2026-01-03T03:04:05Z" || field(t, stdout, "grant ends") != "never" {
 			t.Errorf("decision fields wrong:\n%s", stdout)
 		}
@@ -289,15 +153,17 @@ func TestProposalsOperatorView(t *testing.T) {
 		}
 	})
 
+	t.Run("show json", func(t *testing.T) {
+		m := g.json(t, q.olive, "proposals", "show", q.id)
+		hasKeys(t, m, "id", "sandbox", "resulting_hash", "approvals", "approvals_required", "approval_notes", "expires_at")
+	})
+
 	t.Run("show applied", func(t *testing.T) {
-		f.answer.Status, f.answer.AppliedVersion, f.answer.DecidedBy, f.answer.DecidedAt = "applied", 4, "olive", created
-		f.answer.GrantExpiresAt = timestamppb.New(mustTime("2026-01-02T11:04:05Z"))
-		defer func() { f.answer = reviewedProposal() }()
-		stdout, stderr, code := f.cli(t, operatorToken, "proposals", "show", "7")
-		ok(t, code, stderr)
-		f.took()
+		g.must(t, admin, "proposals", "approve", q.id, "--reason", "ok", "--until", "2099-01-02T11:04:05Z")
+		stdout := g.must(t, q.olive, "proposals", "show", q.id)
+		decided := secondsOf(t, g.json(t, q.olive, "proposals", "show", q.id)["decided_at"])
 		for k, want := range map[string]string{
-			"applied version": "4", "decided by": "olive", "decided at": "2026-01-02T03:04:05Z", "grant ends": "2026-01-02T11:04:05Z",
+			"applied version": "3", "decided by": "admin", "decided at": decided, "grant ends": "2099-01-02T11:04:05Z",
 		} {
 			if got := field(t, stdout, k); got != want {
 				t.Errorf("%s: %q, want %q", k, got, want)
@@ -307,31 +173,20 @@ func TestProposalsOperatorView(t *testing.T) {
 			t.Errorf("an applied proposal shows when it would have expired:\n%s", stdout)
 		}
 	})
-
-	t.Run("show json", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, operatorToken, "proposals", "show", "7", "-o", "json")
-		ok(t, code, stderr)
-		f.took()
-		m := decodeJSON(t, stdout)
-		hasKeys(t, m, "id", "sandbox", "resulting_hash", "approvals", "approvals_required", "approval_notes", "expires_at")
-	})
 }
 
 func TestProposalsSandboxFallback(t *testing.T) {
-	f := newFakeQueue(t)
+	q := newQueue(t, 2, true)
+	g := q.g
 
 	t.Run("list", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, sandboxToken, "proposals", "list", "--status", "pending")
-		ok(t, code, stderr)
-		calls := f.took()
-		if methods(calls) != "approval.ListProposals,advisor.ListProposals" {
-			t.Fatalf("calls %s; want ApprovalService refused, then AdvisorService", methods(calls))
+		stdout := g.must(t, q.sb, "proposals", "list", "--status", "pending")
+		if m := methods(g.took()); m != "ApprovalService.ListProposals,AdvisorService.ListProposals" {
+			t.Fatalf("calls %s; want ApprovalService refused, then AdvisorService", m)
 		}
-		if req := calls[1].req.(*portcullisv1.ListProposalsRequest); req.GetStatus() != "pending" {
-			t.Errorf("advisor request = %v", req)
-		}
+		// The status went to AdvisorService: the withdrawn one is not listed.
 		ls := lines(stdout)
-		if len(ls) != 2 || strings.Contains(ls[0], "SANDBOX") || !strings.HasPrefix(ls[1], "7 ") {
+		if len(ls) != 2 || strings.Contains(ls[0], "SANDBOX") || !strings.HasPrefix(ls[1], q.id+" ") {
 			t.Errorf("want the sandbox's table, without a sandbox column:\n%s", stdout)
 		}
 	})
@@ -341,14 +196,12 @@ func TestProposalsSandboxFallback(t *testing.T) {
 			args []string
 			rows int
 		}{
-			{[]string{"--finding", "new_reach"}, 1},
+			{[]string{"--finding", "new_mcp_tool"}, 2},
 			{[]string{"--finding", "private_network"}, 0},
-			{[]string{"--sandbox", "orders"}, 1},
+			{[]string{"--sandbox", "orders"}, 2},
 			{[]string{"--sandbox", "other"}, 0},
 		} {
-			stdout, stderr, code := f.cli(t, sandboxToken, append([]string{"proposals", "list"}, tt.args...)...)
-			ok(t, code, stderr)
-			f.took()
+			stdout := g.must(t, q.sb, append([]string{"proposals", "list"}, tt.args...)...)
 			if n := len(lines(stdout)) - 1; n != tt.rows {
 				t.Errorf("%v: %d rows, want %d:\n%s", tt.args, n, tt.rows, stdout)
 			}
@@ -356,9 +209,9 @@ func TestProposalsSandboxFallback(t *testing.T) {
 	})
 
 	t.Run("show", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, sandboxToken, "proposals", "show", "7")
-		ok(t, code, stderr)
-		if m := methods(f.took()); m != "approval.GetProposal,advisor.GetProposal" {
+		g.took()
+		stdout := g.must(t, q.sb, "proposals", "show", q.id)
+		if m := methods(g.took()); m != "ApprovalService.GetProposal,AdvisorService.GetProposal" {
 			t.Fatalf("calls %s", m)
 		}
 		containsAll(t, "show", stdout, "approvals: 2\n", "  olive  ", "changes (1):")
@@ -368,45 +221,54 @@ func TestProposalsSandboxFallback(t *testing.T) {
 	})
 
 	t.Run("other refusals are not a fallback", func(t *testing.T) {
-		f.fail("approval.GetProposal", connect.NewError(connect.CodeUnauthenticated, "token revoked"))
-		defer f.fail("approval.GetProposal", nil)
-		_, stderr, code := f.cli(t, operatorToken, "proposals", "show", "7")
-		if m := methods(f.took()); m != "approval.GetProposal" || code != exitNo || !strings.Contains(stderr, "token revoked") {
+		rita := g.json(t, gatewaytest.AdminToken, "token", "create", "--role", "operator", "--name", "rita")["token"].(string)
+		g.must(t, gatewaytest.AdminToken, "token", "revoke", "rita")
+		g.took()
+		_, stderr, code := g.cli(t, rita, "proposals", "show", q.id)
+		if m := methods(g.took()); m != "ApprovalService.GetProposal" || code != exitNo || !strings.Contains(stderr, "token revoked") {
 			t.Errorf("calls %s, exit %d, stderr %q; want one call and exit 1", m, code, stderr)
 		}
 	})
 
 	t.Run("approve is never a fallback", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, sandboxToken, "proposals", "approve", "7", "--reason", "mine")
-		if m := methods(f.took()); m != "approval.GetProposal" || code != exitNo || stdout != "" || !strings.Contains(stderr, "error: ") {
+		stdout, stderr, code := g.cli(t, q.sb, "proposals", "approve", q.id, "--reason", "mine")
+		if m := methods(g.took()); m != "ApprovalService.GetProposal" || code != exitNo || stdout != "" || !strings.Contains(stderr, "error: ") {
 			t.Errorf("calls %s, exit %d, stdout %q, stderr %q; want refused at the first call, exit 1", m, code, stdout, stderr)
 		}
 	})
 }
 
+// lastApproval is the newest approval of the queue's proposal.
+func (q *queue) lastApproval(t *testing.T) map[string]any {
+	t.Helper()
+	p := q.g.json(t, q.olive, "proposals", "show", q.id)
+	as, _ := p["approvals"].([]any)
+	if len(as) == 0 {
+		t.Fatalf("no approvals: %v", p)
+	}
+	return as[len(as)-1].(map[string]any)
+}
+
 func TestProposalsApprove(t *testing.T) {
-	f := newFakeQueue(t)
-	hash := f.answer.GetResultingHash()
+	admin := gatewaytest.AdminToken
 
 	t.Run("shows then approves what it showed", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "narrow; ticket 8812")
+		q := newQueue(t, 2, false)
+		stdout, stderr, code := q.g.cli(t, admin, "proposals", "approve", q.id, "--reason", "narrow; ticket 8812")
 		ok(t, code, stderr)
-		calls := f.took()
-		if methods(calls) != "approval.GetProposal,approval.ApproveProposal" {
-			t.Fatalf("calls %s", methods(calls))
+		if m := methods(q.g.took()); m != "ApprovalService.GetProposal,ApprovalService.ApproveProposal" {
+			t.Fatalf("calls %s", m)
 		}
-		req := calls[1].req.(*portcullisv1.ApproveProposalRequest)
-		if req.GetId() != 7 || req.GetReason() != "narrow; ticket 8812" || req.GetResultingHash() != hash || req.GetGrantExpiresAt() != nil {
-			t.Errorf("approve request = %v; want the hash shown, no grant end", req)
+		if a := q.lastApproval(t); a["approver"] != "admin" || a["reason"] != "narrow; ticket 8812" || a["resulting_hash"] != q.hash {
+			t.Errorf("approval = %v; want admin's, of the hash shown", a)
+		}
+		if p := q.g.json(t, admin, "proposals", "show", q.id); p["grant_expires_at"] != nil {
+			t.Errorf("a grant end without --until: %v", p["grant_expires_at"])
 		}
 		containsAll(t, "approve", stdout,
-			"resulting hash: "+hash,
-			"+ network_policies.orders.endpoints[0].rules[5]: allow tools/call track_shipment",
-			"new_mcp_tool [credentialed]",
-			"request: any binary → demo-mcp:8081 POST /mcp mcp tools/call track_shipment",
-			"approvals: 1 of 2 needed",
+			"resulting hash: "+q.hash, trackChange, "new_mcp_tool [credentialed]", trackRequest, "approvals: 0 of 2 needed",
 		)
-		outcome := "proposal 7 approved by you; 1 more approval needed\n"
+		outcome := "proposal " + q.id + " approved by you; 1 more approval needed\n"
 		if !strings.HasSuffix(stdout, outcome) {
 			t.Errorf("stdout does not end with %q:\n%s", outcome, stdout)
 		}
@@ -419,283 +281,279 @@ func TestProposalsApprove(t *testing.T) {
 	})
 
 	t.Run("more approvals", func(t *testing.T) {
-		f.approved = proto.CloneOf(f.answer)
-		f.approved.ApprovalsRequired = 4
-		defer func() { f.approved = nil }()
-		stdout, stderr, code := f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "ok")
-		ok(t, code, stderr)
-		f.took()
-		if !strings.HasSuffix(stdout, "proposal 7 approved by you; 3 more approvals needed\n") {
+		q := newQueue(t, 4, false)
+		if stdout := q.g.must(t, admin, "proposals", "approve", q.id, "--reason", "ok"); !strings.HasSuffix(stdout, "proposal "+q.id+" approved by you; 3 more approvals needed\n") {
 			t.Errorf("stdout:\n%s", stdout)
 		}
 	})
 
 	t.Run("applied", func(t *testing.T) {
-		f.approved = proto.CloneOf(f.answer)
-		f.approved.Status, f.approved.AppliedVersion = "applied", 4
-		f.approved.GrantExpiresAt = timestamppb.New(mustTime("2026-01-02T11:04:05Z"))
-		defer func() { f.approved = nil }()
-		stdout, stderr, code := f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "ok", "--until", "2099-01-02T11:04:05Z")
-		ok(t, code, stderr)
-		req := f.took()[1].req.(*portcullisv1.ApproveProposalRequest)
-		if !req.GetGrantExpiresAt().AsTime().Equal(mustTime("2099-01-02T11:04:05Z")) {
-			t.Errorf("grant_expires_at = %v", req.GetGrantExpiresAt())
+		q := newQueue(t, 2, true)
+		stdout := q.g.must(t, admin, "proposals", "approve", q.id, "--reason", "ok", "--until", "2099-01-02T11:04:05Z")
+		if p := q.g.json(t, admin, "proposals", "show", q.id); p["grant_expires_at"] != "2099-01-02T11:04:05Z" {
+			t.Errorf("grant_expires_at = %v", p["grant_expires_at"])
 		}
-		if !strings.HasSuffix(stdout, "proposal 7 applied: sandbox orders is at version 4 (the grant ends 2026-01-02T11:04:05Z)\n") {
+		if !strings.HasSuffix(stdout, "proposal "+q.id+" applied: sandbox orders is at version 3 (the grant ends 2099-01-02T11:04:05Z)\n") {
 			t.Errorf("stdout:\n%s", stdout)
 		}
 	})
 
 	t.Run("until a duration", func(t *testing.T) {
+		q := newQueue(t, 2, true)
 		before := time.Now()
-		_, stderr, code := f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "ok", "--until", "8h")
-		ok(t, code, stderr)
-		end := f.took()[1].req.(*portcullisv1.ApproveProposalRequest).GetGrantExpiresAt().AsTime()
-		if end.Before(before.Add(8*time.Hour-time.Second)) || end.After(time.Now().Add(8*time.Hour)) {
-			t.Errorf("grant_expires_at %v, want 8h from %v", end, before)
+		q.g.must(t, admin, "proposals", "approve", q.id, "--reason", "ok", "--until", "8h")
+		end, err := time.Parse(time.RFC3339, q.g.json(t, admin, "proposals", "show", q.id)["grant_expires_at"].(string))
+		if err != nil || end.Before(before.Add(8*time.Hour-time.Second)) || end.After(time.Now().Add(8*time.Hour)) {
+			t.Errorf("grant_expires_at %v (%v), want 8h from %v", end, err, before)
 		}
 	})
 
 	t.Run("hash given", func(t *testing.T) {
-		other := strings.Repeat("e", 64)
-		_, stderr, code := f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "ok", "--hash", other)
-		ok(t, code, stderr)
-		if got := f.took()[1].req.(*portcullisv1.ApproveProposalRequest).GetResultingHash(); got != other {
-			t.Errorf("sent %s, want the --hash", got)
-		}
-		if !strings.Contains(stderr, "warning: --hash "+other+" is not the resulting hash shown above ("+hash+")") {
+		q := newQueue(t, 4, false)
+		// The hash given is what is sent: an earlier one is a conflict.
+		_, stderr, code := q.g.cli(t, admin, "proposals", "approve", q.id, "--reason", "ok", "--hash", q.stale)
+		if !strings.Contains(stderr, "warning: --hash "+q.stale+" is not the resulting hash shown above ("+q.hash+")") {
 			t.Errorf("stderr = %q; want a warning", stderr)
 		}
-		_, stderr, code = f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "ok", "--hash", hash)
+		if code != exitConflict || !strings.Contains(stderr, "changed since it was shown") {
+			t.Errorf("exit %d, stderr %q; want the gateway to refuse the earlier hash", code, stderr)
+		}
+		_, stderr, code = q.g.cli(t, admin, "proposals", "approve", q.id, "--reason", "ok", "--hash", q.hash)
 		ok(t, code, stderr)
-		f.took()
 		if stderr != "" {
 			t.Errorf("the shown hash given: stderr %q", stderr)
+		}
+		if a := q.lastApproval(t); a["approver"] != "admin" || a["resulting_hash"] != q.hash {
+			t.Errorf("approval = %v", a)
 		}
 	})
 
 	t.Run("json", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "ci", "--hash", hash, "-o", "json")
-		ok(t, code, stderr)
-		calls := f.took()
-		if methods(calls) != "approval.ApproveProposal" {
-			t.Fatalf("calls %s; want the approval alone", methods(calls))
+		q := newQueue(t, 4, true)
+		m := q.g.json(t, admin, "proposals", "approve", q.id, "--reason", "ci", "--hash", q.hash)
+		if calls := methods(q.g.took()); calls != "ApprovalService.ApproveProposal" {
+			t.Fatalf("calls %s; want the approval alone", calls)
 		}
-		m := decodeJSON(t, stdout)
-		if as, _ := m["approvals"].([]any); len(as) != 3 || m["id"] != "7" {
+		if as, _ := m["approvals"].([]any); len(as) != 3 || m["id"] != q.id {
 			t.Errorf("json = %v", m)
 		}
 	})
 
 	t.Run("exit codes", func(t *testing.T) {
+		q := newQueue(t, 2, true)
+		g := q.g
+		// A new entry for an L4 endpoint: approved alone, it could not
+		// end with a grant.
+		l4 := g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", `rationale: reports
+operations:
+  - add_rule:
+      name: reports
+      rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] }
+`))["id"].(string)
+		g.took()
+		getApprove := "ApprovalService.GetProposal,ApprovalService.ApproveProposal"
 		for _, tt := range []struct {
-			method string
-			err    *connect.Error
-			want   int
-			calls  string
+			name  string
+			setup func()
+			token string
+			args  []string
+			msg   string
+			want  int
+			calls string
 		}{
-			{"approval.ApproveProposal", connect.NewError(connect.CodeAborted, "proposal 7 changed since it was shown (it is now based on version 5, resulting hash abc)"), exitConflict, "approval.GetProposal,approval.ApproveProposal"},
-			{"approval.ApproveProposal", connect.NewError(connect.CodeFailedPrecondition, "olive already approved proposal 7: another approver is needed"), exitConflict, "approval.GetProposal,approval.ApproveProposal"},
-			{"approval.ApproveProposal", connect.NewError(connect.CodeFailedPrecondition, `sandbox "orders" is frozen (incident): unfreeze it first`), exitConflict, "approval.GetProposal,approval.ApproveProposal"},
-			{"approval.ApproveProposal", connect.NewError(connect.CodePermissionDenied, "the proposer can never approve its own proposal"), exitNo, "approval.GetProposal,approval.ApproveProposal"},
-			{"approval.ApproveProposal", connect.NewError(connect.CodeInvalidArgument, "grant_expires_at: operation 0 adds a binary"), exitInvalid, "approval.GetProposal,approval.ApproveProposal"},
-			{"approval.GetProposal", connect.NewError(connect.CodeNotFound, "proposal 7 not found"), exitNo, "approval.GetProposal"},
-			{"approval.GetProposal", connect.NewError(connect.CodeUnavailable, "shutting down"), exitUnavailable, "approval.GetProposal"},
+			{"stale hash", nil, admin, []string{q.id, "--hash", q.stale}, "changed since it was shown", exitConflict, getApprove},
+			{"twice", nil, q.olive, []string{q.id}, "olive already approved proposal " + q.id + ": another approver is needed", exitConflict, getApprove},
+			{"sandbox", nil, q.sb, []string{q.id, "--hash", q.hash, "-o", "json"}, "role sandbox may not call", exitNo, "ApprovalService.ApproveProposal"},
+			{"grant refused", nil, admin, []string{l4, "--until", "8h"}, "grant_expires_at: operation 0 adds an endpoint without rules", exitInvalid, getApprove},
+			{"not found", nil, admin, []string{"999"}, "proposal 999 not found", exitNo, "ApprovalService.GetProposal"},
+			{"frozen", func() { g.must(t, q.olive, "sandbox", "freeze", "orders", "--reason", "incident") }, admin, []string{q.id},
+				`sandbox "orders" is frozen (incident): unfreeze it first`, exitConflict, getApprove},
+			{"unavailable", g.Stop, admin, []string{q.id}, "error: gateway " + g.url + " unavailable", exitUnavailable, "ApprovalService.GetProposal"},
 		} {
-			f.fail(tt.method, tt.err)
-			stdout, stderr, code := f.cli(t, adminToken, "proposals", "approve", "7", "--reason", "ok")
-			f.fail(tt.method, nil)
-			if m := methods(f.took()); m != tt.calls {
-				t.Errorf("%v: calls %s, want %s", tt.err, m, tt.calls)
+			if tt.setup != nil {
+				tt.setup()
+				g.took()
 			}
-			if code != tt.want || !strings.Contains(stderr, "error: ") || !strings.Contains(stderr, tt.err.Message()) {
-				t.Errorf("%v: exit %d, stderr %q; want %d with the gateway's message", tt.err, code, stderr, tt.want)
+			stdout, stderr, code := g.cli(t, tt.token, append([]string{"proposals", "approve", "--reason", "ok"}, tt.args...)...)
+			if m := methods(g.took()); m != tt.calls {
+				t.Errorf("%s: calls %s, want %s", tt.name, m, tt.calls)
+			}
+			if code != tt.want || !strings.Contains(stderr, "error: ") || !strings.Contains(stderr, tt.msg) {
+				t.Errorf("%s: exit %d, stderr %q; want %d with %q", tt.name, code, stderr, tt.want, tt.msg)
 			}
 			if strings.Contains(stdout, "approved by you") {
-				t.Errorf("%v: stdout claims an approval:\n%s", tt.err, stdout)
+				t.Errorf("%s: stdout claims an approval:\n%s", tt.name, stdout)
 			}
 		}
 	})
 }
 
 func TestProposalsReject(t *testing.T) {
-	f := newFakeQueue(t)
-	stdout, stderr, code := f.cli(t, operatorToken, "proposals", "reject", "7", "--reason", "use the carrier's API")
-	ok(t, code, stderr)
-	calls := f.took()
-	if methods(calls) != "approval.RejectProposal" {
-		t.Fatalf("calls %s", methods(calls))
+	q := newQueue(t, 2, false)
+	g := q.g
+	second := g.json(t, q.sb, "propose", "-f", writeFile(t, "ship.yaml", shippingRule))["id"].(string)
+	applied := g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", "rationale: r\noperations:\n  - add_rule: { name: reports, rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] } }\n"))["id"].(string)
+	g.must(t, q.olive, "proposals", "approve", applied, "--reason", "ok")
+	g.took()
+
+	stdout := g.must(t, q.olive, "proposals", "reject", q.id, "--reason", "use the carrier's API")
+	if m := methods(g.took()); m != "ApprovalService.RejectProposal" {
+		t.Fatalf("calls %s", m)
 	}
-	if req := calls[0].req.(*portcullisv1.RejectProposalRequest); req.GetId() != 7 || req.GetReason() != "use the carrier's API" {
-		t.Errorf("request = %v", req)
+	if p := g.json(t, q.sb, "proposals", "show", q.id); p["status"] != "rejected" || p["status_reason"] != "use the carrier's API" || p["decided_by"] != "olive" {
+		t.Errorf("the sandbox sees %v", p)
 	}
-	if stdout != "proposal 7 rejected\n" {
+	if stdout != "proposal "+q.id+" rejected\n" {
 		t.Errorf("stdout = %q", stdout)
 	}
-	stdout, stderr, code = f.cli(t, operatorToken, "proposals", "reject", "7", "--reason", "no", "-o", "json")
-	ok(t, code, stderr)
-	f.took()
-	if m := decodeJSON(t, stdout); m["status"] != "rejected" || m["status_reason"] != "no" || m["decided_by"] != "olive" {
+	if m := g.json(t, q.olive, "proposals", "reject", second, "--reason", "no"); m["status"] != "rejected" || m["status_reason"] != "no" || m["decided_by"] != "olive" {
 		t.Errorf("json = %v", m)
 	}
 	for _, tt := range []struct {
-		err  error
-		want int
+		id, msg string
+		want    int
 	}{
-		{connect.NewError(connect.CodeAborted, "proposal 7 is applied"), exitConflict},
-		{connect.NewError(connect.CodeFailedPrecondition, "proposal 7 is rejected"), exitConflict},
-		{connect.NewError(connect.CodeNotFound, "proposal 7 not found"), exitNo},
+		{applied, "applied", exitConflict},
+		{q.id, "rejected", exitConflict},
+		{"999", "proposal 999 not found", exitNo},
 	} {
-		f.fail("approval.RejectProposal", tt.err)
-		_, stderr, code := f.cli(t, operatorToken, "proposals", "reject", "7", "--reason", "no")
-		f.took()
-		if code != tt.want {
-			t.Errorf("%v: exit %d, want %d; stderr %s", tt.err, code, tt.want, stderr)
+		_, stderr, code := g.cli(t, q.olive, "proposals", "reject", tt.id, "--reason", "no")
+		if code != tt.want || !strings.Contains(stderr, tt.msg) {
+			t.Errorf("reject %s: exit %d, want %d; stderr %s", tt.id, code, tt.want, stderr)
 		}
 	}
 }
 
-func TestApprovalPolicyAgainstFake(t *testing.T) {
-	f := newFakeQueue(t)
-	module := "package portcullis.approval\n\ndefault approvals_required := 2\n"
+func TestApprovalPolicyCommands(t *testing.T) {
+	g := startGateway(t)
+	admin := gatewaytest.AdminToken
+	olive := g.json(t, admin, "token", "create", "--role", "operator", "--name", "olive")["token"].(string)
+	module := "package portcullis.approval\n\ndefault approvals_required := 2\n\ndefault auto_approve := false\n"
+	// header is the line get prints to stderr and set to stdout.
+	header := func(t *testing.T, version int) string {
+		m := g.json(t, olive, "approval-policy", "get")
+		return fmt.Sprintf("approval rules version %d (sha256 %s) by admin at %s\n", version, short(m["hash"]), secondsOf(t, m["created_at"]))
+	}
+
+	t.Run("get built-in", func(t *testing.T) {
+		builtin := g.json(t, olive, "approval-policy", "get")
+		stdout, stderr, code := g.cli(t, olive, "approval-policy", "get")
+		ok(t, code, stderr)
+		if stdout != builtin["module"] || !strings.Contains(stderr, "version 0 (built-in, sha256 "+short(builtin["hash"])+")") {
+			t.Errorf("stdout %q, stderr %q", stdout, stderr)
+		}
+	})
+
+	t.Run("set", func(t *testing.T) {
+		g.took()
+		stdout := g.must(t, admin, "approval-policy", "set", "-f", writeFile(t, "rules.rego", "# one\n"+module))
+		if m := methods(g.took()); m != "ApprovalService.SetApprovalPolicy" {
+			t.Fatalf("calls %s", m)
+		}
+		if stdout != header(t, 1) {
+			t.Errorf("stdout = %q", stdout)
+		}
+		stdout, stderr, code := g.cliWith(t, cliInput{stdin: "# two\n" + module}, admin, "approval-policy", "set", "-f", "-", "-o", "json")
+		ok(t, code, stderr)
+		if m := decodeJSON(t, stdout); m["version"] != float64(2) || m["module"] != "# two\n"+module {
+			t.Errorf("json = %v", m)
+		}
+		g.must(t, admin, "approval-policy", "set", "-f", writeFile(t, "rules.rego", module))
+	})
 
 	t.Run("get prints the module alone", func(t *testing.T) {
-		f.module = &portcullisv1.ApprovalPolicy{Version: 3, Module: module, Hash: strings.Repeat("a", 64), Author: "admin", CreatedAt: created}
-		stdout, stderr, code := f.cli(t, operatorToken, "approval-policy", "get")
+		g.took()
+		stdout, stderr, code := g.cli(t, olive, "approval-policy", "get")
 		ok(t, code, stderr)
-		if m := methods(f.took()); m != "approval.GetApprovalPolicy" {
+		if m := methods(g.took()); m != "ApprovalService.GetApprovalPolicy" {
 			t.Fatalf("calls %s", m)
 		}
 		if stdout != module {
 			t.Errorf("stdout = %q, want the module exactly", stdout)
 		}
-		if stderr != "approval rules version 3 (sha256 aaaaaaaaaaaa…) by admin at 2026-01-02T03:04:05Z\n" {
-			t.Errorf("stderr = %q", stderr)
-		}
-	})
-
-	t.Run("get built-in", func(t *testing.T) {
-		f.module = &portcullisv1.ApprovalPolicy{Module: module, Hash: strings.Repeat("b", 64), Author: "built-in"}
-		stdout, stderr, code := f.cli(t, operatorToken, "approval-policy", "get")
-		ok(t, code, stderr)
-		f.took()
-		if stdout != module || !strings.Contains(stderr, "version 0 (built-in, sha256 bbbbbbbbbbbb…)") {
-			t.Errorf("stdout %q, stderr %q", stdout, stderr)
+		if want := header(t, 3); stderr != want {
+			t.Errorf("stderr = %q, want %q", stderr, want)
 		}
 	})
 
 	t.Run("get json", func(t *testing.T) {
-		f.module = &portcullisv1.ApprovalPolicy{Version: 3, Module: module, Hash: strings.Repeat("a", 64), Author: "admin", CreatedAt: created}
-		stdout, stderr, code := f.cli(t, operatorToken, "approval-policy", "get", "-o", "json")
-		ok(t, code, stderr)
-		f.took()
-		m := decodeJSON(t, stdout)
-		if m["version"] != float64(3) || m["module"] != module || m["hash"] != strings.Repeat("a", 64) {
-			t.Errorf("json = %v", m)
-		}
-	})
-
-	t.Run("set", func(t *testing.T) {
-		path := writeFile(t, "rules.rego", module)
-		stdout, stderr, code := f.cli(t, adminToken, "approval-policy", "set", "-f", path)
-		ok(t, code, stderr)
-		calls := f.took()
-		if methods(calls) != "approval.SetApprovalPolicy" || calls[0].req.(*portcullisv1.SetApprovalPolicyRequest).GetModule() != module {
-			t.Fatalf("calls %v; want the file sent unchanged", calls)
-		}
-		if stdout != "approval rules version 2 (sha256 dddddddddddd…) by admin at 2026-01-02T03:04:05Z\n" {
-			t.Errorf("stdout = %q", stdout)
-		}
-		stdout, stderr, code = runCLIWith(t, cliInput{stdin: module}, "--gateway", f.url, "--token", adminToken, "approval-policy", "set", "-f", "-", "-o", "json")
-		ok(t, code, stderr)
-		f.took()
-		if m := decodeJSON(t, stdout); m["version"] != float64(2) || m["module"] != module {
+		m := g.json(t, olive, "approval-policy", "get")
+		if h, _ := m["hash"].(string); m["version"] != float64(3) || m["module"] != module || len(h) != 64 {
 			t.Errorf("json = %v", m)
 		}
 	})
 
 	t.Run("set refused", func(t *testing.T) {
-		path := writeFile(t, "rules.rego", "package elsewhere\n")
 		for _, tt := range []struct {
-			err  *connect.Error
-			want int
+			token, module, msg string
+			want               int
 		}{
-			{connect.NewError(connect.CodeInvalidArgument, "module: invalid approval rules: package must be portcullis.approval"), exitInvalid},
-			{connect.NewError(connect.CodePermissionDenied, "admin only"), exitNo},
+			{admin, "package elsewhere\n", "module: invalid approval rules: package is elsewhere, want portcullis.approval", exitInvalid},
+			{olive, module, "role operator may not call", exitNo},
 		} {
-			f.fail("approval.SetApprovalPolicy", tt.err)
-			stdout, stderr, code := f.cli(t, adminToken, "approval-policy", "set", "-f", path)
-			f.fail("approval.SetApprovalPolicy", nil)
-			f.took()
-			if code != tt.want || stdout != "" || !strings.Contains(stderr, "error: "+tt.err.Message()) {
-				t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d", tt.err, code, stdout, stderr, tt.want)
+			stdout, stderr, code := g.cli(t, tt.token, "approval-policy", "set", "-f", writeFile(t, "rules.rego", tt.module))
+			if code != tt.want || stdout != "" || !strings.Contains(stderr, "error: "+tt.msg) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, tt.want, tt.msg)
 			}
+		}
+		if m := g.json(t, olive, "approval-policy", "get"); m["version"] != float64(3) {
+			t.Errorf("refused modules changed the rules: %v", m["version"])
 		}
 	})
 
 	t.Run("set empty file", func(t *testing.T) {
-		_, stderr, code := runCLIWith(t, cliInput{stdin: " \n"}, "--gateway", f.url, "--token", adminToken, "approval-policy", "set", "-f", "-")
-		if code != exitInvalid || !strings.Contains(stderr, "stdin is empty") || len(f.took()) != 0 {
+		g.took()
+		_, stderr, code := g.cliWith(t, cliInput{stdin: " \n"}, admin, "approval-policy", "set", "-f", "-")
+		if code != exitInvalid || !strings.Contains(stderr, "stdin is empty") || len(g.took()) != 0 {
 			t.Errorf("exit %d, stderr %q; want 2 without a call", code, stderr)
 		}
 	})
 }
 
-func TestSandboxFreezeAgainstFake(t *testing.T) {
-	f := newFakeQueue(t)
+func TestSandboxFreezeCommands(t *testing.T) {
+	g := startGateway(t)
+	admin := gatewaytest.AdminToken
+	g.must(t, admin, "sandbox", "create", "orders", "-f", ordersExample)
+	olive := g.json(t, admin, "token", "create", "--role", "operator", "--name", "olive")["token"].(string)
 
-	stdout, stderr, code := f.cli(t, operatorToken, "sandbox", "get", "orders")
-	ok(t, code, stderr)
-	f.took()
+	stdout := g.must(t, olive, "sandbox", "get", "orders")
 	if field(t, stdout, "frozen") != "no" || strings.Contains(stdout, "frozen reason") {
 		t.Errorf("an unfrozen sandbox:\n%s", stdout)
 	}
 
-	stdout, stderr, code = f.cli(t, operatorToken, "sandbox", "freeze", "orders", "--reason", "exfiltration suspected")
-	ok(t, code, stderr)
-	calls := f.took()
-	if methods(calls) != "sandbox.FreezeSandbox" {
-		t.Fatalf("calls %s", methods(calls))
+	g.took()
+	stdout = g.must(t, olive, "sandbox", "freeze", "orders", "--reason", "exfiltration suspected")
+	if m := methods(g.took()); m != "SandboxService.FreezeSandbox" {
+		t.Fatalf("calls %s", m)
 	}
-	if req := calls[0].req.(*portcullisv1.FreezeSandboxRequest); req.GetName() != "orders" || req.GetReason() != "exfiltration suspected" {
-		t.Errorf("request = %v", req)
-	}
-	if stdout != "sandbox orders frozen: deny-all is version 5\n" {
+	if stdout != "sandbox orders frozen: deny-all is version 2\n" {
 		t.Errorf("stdout = %q", stdout)
 	}
 
-	stdout, stderr, code = f.cli(t, operatorToken, "sandbox", "get", "orders")
-	ok(t, code, stderr)
-	f.took()
+	stdout = g.must(t, olive, "sandbox", "get", "orders")
+	frozenAt := secondsOf(t, g.json(t, olive, "sandbox", "get", "orders")["frozen_at"])
 	for k, want := range map[string]string{
-		"frozen": "yes", "frozen reason": "exfiltration suspected", "frozen by": "olive", "frozen at": "2026-01-02T03:04:05Z", "version": "5",
+		"frozen": "yes", "frozen reason": "exfiltration suspected", "frozen by": "olive", "frozen at": frozenAt, "version": "2",
 	} {
 		if got := field(t, stdout, k); got != want {
 			t.Errorf("sandbox get %s = %q, want %q", k, got, want)
 		}
 	}
 
-	f.fail("sandbox.FreezeSandbox", connect.NewError(connect.CodeAborted, `sandbox "orders" is already frozen`))
-	_, stderr, code = f.cli(t, operatorToken, "sandbox", "freeze", "orders", "--reason", "again")
-	f.fail("sandbox.FreezeSandbox", nil)
-	f.took()
+	_, stderr, code := g.cli(t, olive, "sandbox", "freeze", "orders", "--reason", "again")
 	if code != exitConflict || !strings.Contains(stderr, "already frozen") {
 		t.Errorf("freezing a frozen sandbox: exit %d, stderr %q; want 3", code, stderr)
 	}
 
-	stdout, stderr, code = f.cli(t, adminToken, "sandbox", "unfreeze", "orders", "--reason", "incident closed", "-o", "json")
-	ok(t, code, stderr)
-	calls = f.took()
-	if req := calls[0].req.(*portcullisv1.UnfreezeSandboxRequest); req.GetName() != "orders" || req.GetReason() != "incident closed" {
-		t.Errorf("request = %v", req)
-	}
-	if m := decodeJSON(t, stdout); m["current_version"] != float64(6) || m["frozen"] != nil {
+	m := g.json(t, admin, "sandbox", "unfreeze", "orders", "--reason", "incident closed")
+	if m["current_version"] != float64(3) || m["frozen"] != nil {
 		t.Errorf("unfreeze json = %v", m)
 	}
-	stdout, stderr, code = f.cli(t, adminToken, "sandbox", "unfreeze", "orders", "--reason", "closed")
-	ok(t, code, stderr)
-	f.took()
-	if stdout != "sandbox orders unfrozen: the policy from before the freeze is version 6\n" {
+	if prov, _ := g.json(t, admin, "policy", "get", "orders")["provenance"].(map[string]any); prov["reason"] != "incident closed" {
+		t.Errorf("the unfreeze's reason is not on the version it made: %v", prov)
+	}
+	g.must(t, olive, "sandbox", "freeze", "orders", "--reason", "again")
+	if stdout := g.must(t, admin, "sandbox", "unfreeze", "orders", "--reason", "closed"); stdout != "sandbox orders unfrozen: the policy from before the freeze is version 5\n" {
 		t.Errorf("stdout = %q", stdout)
 	}
 }

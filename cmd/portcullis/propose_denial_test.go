@@ -12,11 +12,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -141,36 +142,24 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // startTestProxy runs a proxy as `portcullis proxy --sandbox` wires it,
 // in process, resolving every name to loopback and naming the caller
 // /usr/bin/curl. It returns the proxy's address.
-func startTestProxy(t *testing.T, gatewayURL, sandbox, token string) (*dataplane.Proxy, string) {
+func startTestProxy(t *testing.T, gatewayURL, sandbox, token string) (*dataplane.Agent, string) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	shipper := dataplane.NewShipper(dataplane.ShipperConfig{Interval: 50 * time.Millisecond, Logger: log})
-	proxy := dataplane.New(dataplane.Config{
-		Sandbox:          sandbox,
+	agent, err := dataplane.New(dataplane.Config{
 		DevAllowLoopback: true,
 		Resolve: func(context.Context, string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
 		CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/curl", nil },
-		OnRecord:     shipper.Offer,
 		Logger:       log,
-	}, nil)
-	sub, err := dataplane.NewSubscriber(dataplane.SubscribeConfig{
-		Gateway: gatewayURL, Sandbox: sandbox, Token: func() (string, error) { return token, nil },
-		ProxyID: "p1", DataDir: t.TempDir(), MaxBackoff: 200 * time.Millisecond, Logger: log,
-	}, proxy)
+		Gateway: &gatewayclient.SubscribeConfig{
+			Gateway: gatewayURL, Sandbox: sandbox, Token: func() (string, error) { return token, nil },
+			ProxyID: "p1", DataDir: t.TempDir(), MaxBackoff: 200 * time.Millisecond,
+		},
+		Shipper: gatewayclient.ShipperConfig{Interval: 50 * time.Millisecond},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { sub.Run(ctx) })
-	running.Go(func() { shipper.Run(ctx, sub) })
-	running.Go(func() { proxy.Serve(ctx, ln) })
-	t.Cleanup(func() { cancel(); running.Wait(); sub.Close() })
-	return proxy, ln.Addr().String()
+	return agent, dataplanetest.Serve(t, agent).Host
 }

@@ -1,182 +1,75 @@
 package main
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
-	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connecthttp"
-	"connectrpc.com/connect/v2/connectproto"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
-	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
 
-// fakeAdvisor answers AdvisorService calls with a canned proposal or
-// error, and records the requests it got with their Authorization header.
-type fakeAdvisor struct {
-	portcullisv1connect.UnimplementedAdvisorServiceHandler
+// trackAndShip is the article's proposal (trackShipment: the
+// track_shipment tool on the orders MCP endpoint, credentialed in these
+// tests) with its rationale on two lines and a second operation: a new
+// entry for python3 to the carrier.
+var trackAndShip = "rationale: |-\n  support agents must track shipments\n  for open orders\n" +
+	trackShipment[strings.Index(trackShipment, "operations:"):] +
+	`  - add_rule: { name: shipping, rule: { endpoints: [ { host: ship.example.com, port: 443, protocol: rest, rules: [ { allow: { method: GET, path: "/v1/shipments/x" } } ] } ], binaries: [ { path: /usr/bin/python3 } ] } }
+`
 
-	url string
-
-	mu     sync.Mutex
-	reqs   []proto.Message
-	auths  []string
-	answer *portcullisv1.Proposal
-	err    error
-}
-
-func newFakeAdvisor(t *testing.T) *fakeAdvisor {
+// proposeSandbox creates the sandbox orders on the article's policy, with
+// demo-mcp:8081 credentialed, and returns its token.
+func proposeSandbox(t *testing.T, g *testGateway) string {
 	t.Helper()
-	f := &fakeAdvisor{answer: trackShipmentProposal()}
-	server := connect.NewServer()
-	portcullisv1connect.RegisterAdvisorServiceHandler(server, f)
-	// As the gateway does, the approval queue refuses a sandbox token.
-	portcullisv1connect.RegisterApprovalServiceHandler(server, refusingApproval{})
-	mux := http.NewServeMux()
-	connecthttp.Mount(mux, server)
-	ts := httptest.NewServer(mux)
-	t.Cleanup(ts.Close)
-	f.url = ts.URL
-	return f
+	sb := g.json(t, gatewaytest.AdminToken, "sandbox", "create", "orders", "-f", ordersExample)["token"].(string)
+	g.must(t, gatewaytest.AdminToken, "sandbox", "credentials", "orders", "--add", "demo-mcp:8081")
+	return sb
 }
 
-func (f *fakeAdvisor) cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	return runCLI(t, append([]string{"--gateway", f.url, "--token", sandboxToken}, args...)...)
-}
-
-func (f *fakeAdvisor) record(ctx context.Context, req proto.Message) error {
-	info, _ := connect.CallInfoForServerContext(ctx)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reqs = append(f.reqs, req)
-	f.auths = append(f.auths, info.RequestHeader().Get("Authorization"))
-	return f.err
-}
-
-// only returns the one request the fake got, and forgets it.
-func (f *fakeAdvisor) only(t *testing.T) proto.Message {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.reqs) != 1 {
-		t.Fatalf("the fake got %d requests, want 1: %v", len(f.reqs), f.reqs)
-	}
-	if f.auths[0] != "Bearer "+sandboxToken {
-		t.Errorf("Authorization %q, want the sandbox's bearer token", f.auths[0])
-	}
-	req := f.reqs[0]
-	f.reqs, f.auths = nil, nil
-	return req
-}
-
-func (f *fakeAdvisor) SubmitProposal(ctx context.Context, req *portcullisv1.SubmitProposalRequest) (*portcullisv1.Proposal, error) {
-	if err := f.record(ctx, req); err != nil {
-		return nil, err
-	}
-	return f.answer, nil
-}
-
-func (f *fakeAdvisor) GetProposal(ctx context.Context, req *portcullisv1.GetProposalRequest) (*portcullisv1.Proposal, error) {
-	if err := f.record(ctx, req); err != nil {
-		return nil, err
-	}
-	return f.answer, nil
-}
-
-func (f *fakeAdvisor) ListProposals(ctx context.Context, req *portcullisv1.ListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
-	if err := f.record(ctx, req); err != nil {
-		return nil, err
-	}
-	return &portcullisv1.ListProposalsResponse{Proposals: []*portcullisv1.Proposal{f.answer}}, nil
-}
-
-func (f *fakeAdvisor) WithdrawProposal(ctx context.Context, req *portcullisv1.WithdrawProposalRequest) (*portcullisv1.Proposal, error) {
-	if err := f.record(ctx, req); err != nil {
-		return nil, err
-	}
-	p := proto.CloneOf(f.answer)
-	p.Status, p.StatusReason = "withdrawn", req.GetReason()
-	return p, nil
-}
-
-// refusingApproval is ApprovalService as a sandbox token meets it.
-type refusingApproval struct {
-	portcullisv1connect.UnimplementedApprovalServiceHandler
-}
-
-func (refusingApproval) ListProposals(context.Context, *portcullisv1.ApprovalServiceListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
-	return nil, connect.NewError(connect.CodePermissionDenied, "a sandbox token cannot call ApprovalService")
-}
-
-func (refusingApproval) GetProposal(context.Context, *portcullisv1.GetProposalRequest) (*portcullisv1.Proposal, error) {
-	return nil, connect.NewError(connect.CodePermissionDenied, "a sandbox token cannot call ApprovalService")
-}
-
-// trackShipmentProposal is the article's proposal as the gateway would
-// store it: one new MCP tool, on a credentialed destination.
-func trackShipmentProposal() *portcullisv1.Proposal {
-	return &portcullisv1.Proposal{
-		Id: 7, Sandbox: "orders", Status: "pending",
-		Rationale:   "support agents must track shipments\nfor open orders",
-		Proposer:    "sandbox:orders",
-		BaseVersion: 3, BaseHash: strings.Repeat("b", 64),
-		ResultingHash: strings.Repeat("c", 64),
-		CreatedAt:     created,
-		Changes: []*portcullisv1.PolicyChange{{
-			Kind: "added", Path: "network_policies.orders.endpoints[0].rules[5]", Summary: "allow tools/call track_shipment",
-		}},
-		Findings: []*portcullisv1.Finding{{
-			Kind: "new_mcp_tool", Entry: "orders", Endpoint: "demo-mcp:8081/mcp", Rule: "rules[5]",
-			Detail:       "tools/call track_shipment was denied and is now allowed",
-			Credentialed: true,
-			Counterexample: &portcullisv1.ProvedRequest{
-				Host: "demo-mcp", Port: 8081, HttpMethod: "POST", Path: "/mcp",
-				McpMethod: "tools/call", Tool: "track_shipment",
-			},
-		}, {
-			Kind: "new_reach", Entry: "shipping", Endpoint: "ship.example.com:443",
-			Detail: "a new destination",
-			Counterexample: &portcullisv1.ProvedRequest{
-				Binary: "/usr/bin/python3", Host: "ship.example.com", Port: 443, HttpMethod: "GET", Path: "/v1/shipments/x",
-			},
-		}},
+// mcpDenial is a tools/call of tool on demo-mcp that a proxy denied.
+func mcpDenial(id, tool string) *portcullisv1.DecisionRecord {
+	return &portcullisv1.DecisionRecord{
+		Time: timestamppb.New(logsT0), Decision: "deny", Binary: "/usr/bin/python3",
+		Host: "demo-mcp", Port: 8081, HttpMethod: "POST", Path: "/mcp",
+		McpMethod: "tools/call", Tool: tool, Entry: "orders",
+		Reason: "tools/call " + tool + " is not allowed", PolicyVersion: "1", DenialId: id,
 	}
 }
 
-func withDetail(t *testing.T, code connect.Code, msg string, m proto.Message) error {
-	t.Helper()
-	d, err := connectproto.NewErrorDetail(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return connect.NewError(code, msg).WithDetail(d)
+// addTool is a proposal of one more tool on demo-mcp.
+func addTool(tool string) string {
+	return "rationale: " + tool + "\noperations:\n  - add_allow_rules: { policy: orders, host: demo-mcp, port: 8081, rules: [ { allow: { method: tools/call, tool: " + tool + " } } ] }\n"
 }
 
-func TestProposeAgainstFake(t *testing.T) {
-	f := newFakeAdvisor(t)
+func TestPropose(t *testing.T) {
+	g := startGateway(t)
+	sb := proposeSandbox(t, g)
+	base := g.json(t, gatewaytest.AdminToken, "policy", "get", "orders")
+	g.took()
 
 	t.Run("file sent unchanged", func(t *testing.T) {
-		doc := "rationale: track\noperations: []\n"
-		stdout, stderr, code := runCLIWith(t, cliInput{stdin: doc},
-			"--gateway", f.url, "--token", sandboxToken, "propose", "-f", "-")
+		stdout, stderr, code := g.cliWith(t, cliInput{stdin: trackAndShip}, sb, "propose", "-f", "-")
 		ok(t, code, stderr)
-		req := f.only(t).(*portcullisv1.SubmitProposalRequest)
-		if req.GetDocument() != doc || req.GetDenialId() != "" {
-			t.Errorf("request = %v; want the document as given", req)
+		if c := g.took(); len(c) != 1 || c[0].auth != "Bearer "+sb {
+			t.Errorf("calls %v; want one with the sandbox's bearer token", c)
+		}
+		id := field(t, stdout, "id")
+		p := g.json(t, sb, "proposals", "show", id)
+		if p["rationale"] != "support agents must track shipments\nfor open orders" || p["denial_id"] != nil || len(p["changes"].([]any)) != 2 {
+			t.Errorf("stored proposal = %v; want the document as given", p)
 		}
 		for _, want := range []string{
-			"id:", "7", "status:", "pending", "base version:", "3 (sha256 bbbbbbbbbbbb…)",
-			"resulting hash:", strings.Repeat("c", 64),
+			"status:", "pending", "base version:", "1 (sha256 " + short(base["hash"]) + ")",
+			"resulting hash:", p["resulting_hash"].(string),
 			"findings (2):",
-			"new_mcp_tool [credentialed]  entry orders endpoint demo-mcp:8081/mcp rule rules[5]",
-			"tools/call track_shipment was denied and is now allowed",
+			"new_mcp_tool [credentialed]  entry orders endpoint demo-mcp:8081/mcp rule rules[4]",
+			"tools/call track_shipment was not allowed",
 			"request: any binary → demo-mcp:8081 POST /mcp mcp tools/call track_shipment\n",
 			"new_reach  entry shipping endpoint ship.example.com:443",
 			"request: /usr/bin/python3 → ship.example.com:443 GET /v1/shipments/x\n",
@@ -190,20 +83,34 @@ func TestProposeAgainstFake(t *testing.T) {
 		}
 	})
 
-	t.Run("from denial", func(t *testing.T) {
-		_, stderr, code := f.cli(t, "propose", "--from-denial", "dn_0123", "--rationale", "needed", "--idempotency-key", "k1")
+	t.Run("deduplicated", func(t *testing.T) {
+		stdout, stderr, code := g.cliWith(t, cliInput{stdin: trackAndShip}, sb, "propose", "-f", "-")
 		ok(t, code, stderr)
-		req := f.only(t).(*portcullisv1.SubmitProposalRequest)
-		if req.GetDenialId() != "dn_0123" || req.GetRationale() != "needed" || req.GetIdempotencyKey() != "k1" || req.GetDocument() != "" {
-			t.Errorf("request = %v", req)
+		if !strings.Contains(stdout, "deduplicated: an identical proposal is already pending") {
+			t.Errorf("stdout does not say deduplicated:\n%s", stdout)
+		}
+	})
+
+	shipRecords(t, g.Gateway, sb, mcpDenial("dn_0123456789abcdef", "cancel_order"))
+
+	t.Run("from denial", func(t *testing.T) {
+		_, stderr, code := g.cli(t, sb, "propose", "--from-denial", "dn_0123456789abcdef", "--rationale", "needed", "--idempotency-key", "k1")
+		ok(t, code, stderr)
+		ps, _ := g.json(t, sb, "proposals", "list", "--status", "pending")["proposals"].([]any)
+		var found []any
+		for _, p := range ps {
+			if p := p.(map[string]any); p["denial_id"] == "dn_0123456789abcdef" && p["rationale"] == "needed" && p["idempotency_key"] == "k1" {
+				found = append(found, p)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("pending = %v; want one proposal of the denial with its rationale and key", ps)
 		}
 	})
 
 	t.Run("json", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, "propose", "--from-denial", "dn_0123", "-o", "json")
-		ok(t, code, stderr)
-		f.only(t)
-		m := decodeJSON(t, stdout)
+		// The same key: the same proposal, as JSON.
+		m := g.json(t, sb, "propose", "--from-denial", "dn_0123456789abcdef", "--rationale", "needed", "--idempotency-key", "k1")
 		hasKeys(t, m, "id", "status", "base_version", "resulting_hash", "findings", "created_at")
 		findings := m["findings"].([]any)
 		first := findings[0].(map[string]any)
@@ -212,143 +119,155 @@ func TestProposeAgainstFake(t *testing.T) {
 		}
 	})
 
-	t.Run("deduplicated", func(t *testing.T) {
-		f.answer.Deduplicated = true
-		defer func() { f.answer.Deduplicated = false }()
-		stdout, stderr, code := f.cli(t, "propose", "--from-denial", "dn_0123")
-		ok(t, code, stderr)
-		f.only(t)
-		if !strings.Contains(stdout, "deduplicated: an identical proposal is already pending") {
-			t.Errorf("stdout does not say deduplicated:\n%s", stdout)
-		}
-	})
-
 	t.Run("refused", func(t *testing.T) {
+		shipRecords(t, g.Gateway, sb, &portcullisv1.DecisionRecord{
+			Time: timestamppb.New(logsT0), Decision: "deny", Binary: "/usr/bin/python3",
+			Host: "bad_host!", Port: 443, HttpMethod: "GET", Path: "/", Reason: "no entry", PolicyVersion: "1",
+			DenialId: "dn_00000000000000ff",
+		})
 		for _, tt := range []struct {
-			refusal *portcullisv1.ProposalRefusal
-			want    string
+			args, want []string // want: the refusal line's start and end
+			stdin      string
 		}{
-			{&portcullisv1.ProposalRefusal{Operation: 0, Field: "add_rule.rule.endpoints[0].host", Rule: "public_suffix", Reason: "*.github.io is below a public suffix"},
-				"refused: operations[0].add_rule.rule.endpoints[0].host: *.github.io is below a public suffix (rule public_suffix)"},
-			{&portcullisv1.ProposalRefusal{Operation: 1, Field: "operations[1].add_allow_rules.rules[0]", Rule: "changes_nothing", Reason: "already allowed"},
-				"refused: operations[1].add_allow_rules.rules[0]: already allowed (rule changes_nothing)"},
-			{&portcullisv1.ProposalRefusal{Operation: -1, Field: "operations", Rule: "too_many", Reason: "at most 32 operations"},
-				"refused: operations: at most 32 operations (rule too_many)"},
+			{[]string{"-f", "-"}, []string{`refused: operations[0].add_rule.rule.endpoints[0].host: "*.github.io": github.io is a public suffix`, "(rule public_suffix_wildcard)"},
+				"rationale: x\noperations:\n  - add_rule:\n      name: gh\n      rule: { endpoints: [ { host: \"*.github.io\", port: 443 } ], binaries: [ { path: /usr/bin/curl } ] }\n"},
+			{[]string{"-f", "-"}, []string{"refused: operations[1].add_allow_rules: would change nothing: tools/list is already allowed", "(rule changes_nothing)"},
+				addTool("a1") + "  - add_allow_rules: { policy: orders, host: demo-mcp, port: 8081, rules: [ { allow: { method: tools/list } } ] }\n"},
+			// A refusal of the proposal as a whole names no operation.
+			{[]string{"--from-denial", "dn_00000000000000ff"}, []string{`refused: host: the denied host "bad_host!" is not a host name`, "(rule invalid_host)"}, ""},
 		} {
-			f.err = withDetail(t, connect.CodeInvalidArgument, "proposal refused", tt.refusal)
-			stdout, stderr, code := f.cli(t, "propose", "--from-denial", "dn_0123")
-			f.only(t)
-			if code != exitInvalid || !strings.Contains(stderr, tt.want+"\n") || stdout != "" {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tt.want)
+			stdout, stderr, code := g.cliWith(t, cliInput{stdin: tt.stdin}, sb, append([]string{"propose"}, tt.args...)...)
+			line, _, _ := strings.Cut(strings.TrimPrefix(stderr, "error: "), "\n")
+			if code != exitInvalid || !strings.HasPrefix(line, tt.want[0]) || !strings.HasSuffix(line, tt.want[1]) || stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q … %q", code, stdout, stderr, tt.want[0], tt.want[1])
 			}
-		}
-		f.err = nil
-	})
-
-	t.Run("rate limited", func(t *testing.T) {
-		f.err = withDetail(t, connect.CodeResourceExhausted, "too many proposals", &portcullisv1.ProposalRateLimit{RetryAfterSeconds: 42})
-		defer func() { f.err = nil }()
-		_, stderr, code := f.cli(t, "propose", "--from-denial", "dn_0123")
-		f.only(t)
-		if code != exitNo || !strings.Contains(stderr, "rate limited: retry in 42 s") {
-			t.Errorf("exit %d, stderr %q; want 1 and the wait", code, stderr)
 		}
 	})
 
 	t.Run("invalid document without refusal detail", func(t *testing.T) {
-		f.err = connect.NewError(connect.CodeInvalidArgument, "operations[0].add_rule.colour: unknown field")
-		defer func() { f.err = nil }()
-		_, stderr, code := f.cli(t, "propose", "--from-denial", "dn_0123")
-		f.only(t)
-		if code != exitInvalid || !strings.Contains(stderr, "error: operations[0].add_rule.colour: unknown field") {
+		doc := "rationale: x\noperations:\n  - add_rule:\n      name: gh\n      colour: red\n      rule: { endpoints: [ { host: api.github.com, port: 443 } ], binaries: [ { path: /usr/bin/curl } ] }\n"
+		_, stderr, code := g.cliWith(t, cliInput{stdin: doc}, sb, "propose", "-f", "-")
+		if code != exitInvalid || !strings.Contains(stderr, "error: invalid proposal:") || !strings.Contains(stderr, "operations[0].add_rule.colour: unknown field") {
 			t.Errorf("exit %d, stderr %q; want 2 with the gateway's message", code, stderr)
 		}
 	})
 }
 
-func TestProposalsAgainstFake(t *testing.T) {
-	f := newFakeAdvisor(t)
+func TestProposeRateLimited(t *testing.T) {
+	g := startGateway(t, func(c *gateway.Config) { c.ProposalRateMax, c.ProposalRateWindow = 1, 42*time.Second })
+	sb := proposeSandbox(t, g)
+	g.must(t, sb, "propose", "-f", writeFile(t, "a.yaml", addTool("a1")))
+	_, stderr, code := g.cli(t, sb, "propose", "-f", writeFile(t, "b.yaml", "rationale: b\noperations:\n  - add_allow_rules: { policy: orders, host: demo-mcp, port: 8081, rules: [ { allow: { method: ping } } ] }\n"))
+	m := regexp.MustCompile(`rate limited: retry in (\d+) s`).FindStringSubmatch(stderr)
+	if code != exitNo || m == nil {
+		t.Fatalf("exit %d, stderr %q; want 1 and the wait", code, stderr)
+	}
+	if s, _ := strconv.Atoi(m[1]); s < 1 || s > 42 {
+		t.Errorf("retry in %d s; want the rest of the 42 s window", s)
+	}
+}
+
+// TestRefusalMessage covers the refusal lines the gateway's details can
+// carry, including a field without its operation's prefix (the gateway
+// sends the prefix today).
+func TestRefusalMessage(t *testing.T) {
+	for _, tt := range []struct {
+		refusal *portcullisv1.ProposalRefusal
+		want    string
+	}{
+		{&portcullisv1.ProposalRefusal{Operation: 0, Field: "add_rule.rule.endpoints[0].host", Rule: "public_suffix", Reason: "*.github.io is below a public suffix"},
+			"refused: operations[0].add_rule.rule.endpoints[0].host: *.github.io is below a public suffix (rule public_suffix)"},
+		{&portcullisv1.ProposalRefusal{Operation: 1, Field: "operations[1].add_allow_rules.rules[0]", Rule: "changes_nothing", Reason: "already allowed"},
+			"refused: operations[1].add_allow_rules.rules[0]: already allowed (rule changes_nothing)"},
+		{&portcullisv1.ProposalRefusal{Operation: 2, Rule: "binary", Reason: "one binary"},
+			"refused: operations[2]: one binary (rule binary)"},
+		{&portcullisv1.ProposalRefusal{Operation: -1, Field: "operations", Rule: "too_many", Reason: "at most 32 operations"},
+			"refused: operations: at most 32 operations (rule too_many)"},
+	} {
+		if got := (&refusalError{refusal: tt.refusal}).Error(); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.refusal, got, tt.want)
+		}
+	}
+}
+
+// TestProposalsSandboxCommands: the sandbox's own queue, as its token
+// sees it through AdvisorService.
+func TestProposalsSandboxCommands(t *testing.T) {
+	g := startGateway(t)
+	admin := gatewaytest.AdminToken
+	sb := proposeSandbox(t, g)
+	superseded := field(t, g.must(t, sb, "propose", "-f", writeFile(t, "a.yaml", addTool("a1"))), "id")
+	withdrawn := field(t, g.must(t, sb, "propose", "-f", writeFile(t, "b.yaml", addTool("a2"))), "id")
+	g.must(t, sb, "proposals", "withdraw", withdrawn, "--reason", "moved on")
+	id := field(t, g.mustWith(t, cliInput{stdin: trackAndShip}, sb, "propose", "-f", "-"), "id")
+	created := secondsOf(t, g.json(t, sb, "proposals", "show", id)["created_at"])
 
 	t.Run("list", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, "proposals", "list", "--status", "pending")
-		ok(t, code, stderr)
-		if req := f.only(t).(*portcullisv1.ListProposalsRequest); req.GetStatus() != "pending" {
-			t.Errorf("status %q, want pending", req.GetStatus())
-		}
-		lines := lines(stdout)
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") {
+		stdout := g.must(t, sb, "proposals", "list", "--status", "pending")
+		ls := lines(stdout)
+		if len(ls) != 2 || !strings.HasPrefix(ls[0], "ID") {
 			t.Fatalf("want a header and one row:\n%s", stdout)
 		}
-		for _, want := range []string{"7", "pending", "2026-01-02T03:04:05Z", "2 (new_mcp_tool, new_reach)", "support agents must track shipments for open or…"} {
-			if !strings.Contains(lines[1], want) {
-				t.Errorf("row does not contain %q: %s", want, lines[1])
+		for _, want := range []string{id, "pending", created, "2 (new_mcp_tool, new_reach)", "support agents must track shipments for open or…"} {
+			if !strings.Contains(ls[1], want) {
+				t.Errorf("row does not contain %q: %s", want, ls[1])
 			}
 		}
 	})
 
 	t.Run("list json", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, "proposals", "list", "-o", "json")
-		ok(t, code, stderr)
-		f.only(t)
-		m := decodeJSON(t, stdout)
-		if ps, _ := m["proposals"].([]any); len(ps) != 1 {
-			t.Errorf("proposals = %v", m["proposals"])
+		if ps, _ := g.json(t, sb, "proposals", "list")["proposals"].([]any); len(ps) != 3 {
+			t.Errorf("proposals = %v", ps)
 		}
 	})
 
 	t.Run("show", func(t *testing.T) {
-		f.answer.StatusReason, f.answer.RebaseError, f.answer.SupersededBy = "moved on", "operations[0]: no endpoint demo-mcp:8081", 9
-		defer func() { f.answer = trackShipmentProposal() }()
-		stdout, stderr, code := f.cli(t, "proposals", "show", "7")
-		ok(t, code, stderr)
-		if req := f.only(t).(*portcullisv1.GetProposalRequest); req.GetId() != 7 {
-			t.Errorf("id %d, want 7", req.GetId())
-		}
-		for _, want := range []string{
+		stdout := g.must(t, sb, "proposals", "show", id)
+		containsAll(t, "show", stdout,
 			"rationale:", "support agents must track shipments for open orders",
-			"proposer:", "sandbox:orders",
-			"status reason:", "moved on",
-			"rebase error:", "no endpoint demo-mcp:8081",
-			"superseded by:", "9",
-			"changes (1):", "+ network_policies.orders.endpoints[0].rules[5]: allow tools/call track_shipment",
+			"proposer:", "sandbox-orders-",
+			"changes (2):", "+ network_policies.orders.endpoints[demo-mcp:8081/mcp].rules: added tool track_shipment (tools/call)",
 			"request: any binary → demo-mcp:8081 POST /mcp mcp tools/call track_shipment",
-		} {
-			if !strings.Contains(stdout, want) {
-				t.Errorf("stdout does not contain %q:\n%s", want, stdout)
-			}
+		)
+		if got := field(t, g.must(t, sb, "proposals", "show", withdrawn), "status reason"); got != "moved on" {
+			t.Errorf("status reason %q, want moved on", got)
+		}
+		if got := field(t, g.must(t, sb, "proposals", "show", superseded), "superseded by"); got != withdrawn {
+			t.Errorf("superseded by %q, want %s", got, withdrawn)
+		}
+		// The base moves under the pending proposal to a version without
+		// the endpoint it extends: it cannot be re-based.
+		moved := strings.Replace(string(mustReadFile(t, ordersExample)), "port: 8081", "port: 8082", 1)
+		g.mustWith(t, cliInput{stdin: moved}, admin, "policy", "set", "orders", "-f", "-")
+		if got := field(t, g.must(t, sb, "proposals", "show", id), "rebase error"); !strings.Contains(got, "no longer applies to version 2") {
+			t.Errorf("rebase error %q", got)
 		}
 	})
 
 	t.Run("withdraw", func(t *testing.T) {
-		stdout, stderr, code := f.cli(t, "proposals", "withdraw", "7", "--reason", "wrong host")
-		ok(t, code, stderr)
-		req := f.only(t).(*portcullisv1.WithdrawProposalRequest)
-		if req.GetId() != 7 || req.GetReason() != "wrong host" {
-			t.Errorf("request = %v", req)
-		}
-		if stdout != "proposal 7 withdrawn\n" {
+		stdout := g.must(t, sb, "proposals", "withdraw", id, "--reason", "wrong host")
+		if stdout != "proposal "+id+" withdrawn\n" {
 			t.Errorf("stdout = %q", stdout)
+		}
+		if p := g.json(t, sb, "proposals", "show", id); p["status"] != "withdrawn" || p["status_reason"] != "wrong host" {
+			t.Errorf("after withdraw: %v", p)
 		}
 	})
 
 	t.Run("exit codes", func(t *testing.T) {
 		for _, tt := range []struct {
-			err  error
-			want int
+			token, id, msg string
+			want           int
 		}{
-			{connect.NewError(connect.CodeNotFound, "proposal 7 not found"), exitNo},
-			{connect.NewError(connect.CodeFailedPrecondition, "proposal 7 is withdrawn, not pending"), exitConflict},
-			{connect.NewError(connect.CodeAborted, "proposal 7 changed"), exitConflict},
-			{connect.NewError(connect.CodePermissionDenied, "a sandbox token only"), exitNo},
+			{sb, "999", "proposal 999 not found", exitNo},
+			{sb, id, "proposal " + id + " is withdrawn: only a pending proposal can be withdrawn", exitConflict},
+			{admin, id, "may not call", exitNo},
 		} {
-			f.err = tt.err
-			_, stderr, code := f.cli(t, "proposals", "withdraw", "7")
-			f.only(t)
-			if code != tt.want {
-				t.Errorf("%v: exit %d, want %d; stderr %s", tt.err, code, tt.want, stderr)
+			_, stderr, code := g.cli(t, tt.token, "proposals", "withdraw", tt.id)
+			if code != tt.want || !strings.Contains(stderr, tt.msg) {
+				t.Errorf("withdraw %s: exit %d, stderr %q; want %d and %q", tt.id, code, stderr, tt.want, tt.msg)
 			}
 		}
-		f.err = nil
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,7 +18,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/demo"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 )
 
@@ -84,11 +85,11 @@ http://policy.local/mcp. The agent never holds a token.`,
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data dir: %w", err)
 			}
-			var ca *dataplane.CA
+			var proxyCA *ca.CA
 			if sandbox == "" {
 				// Standalone: the proxy's own CA. In gateway mode the
 				// sandbox's CA comes with the first version.
-				if ca, err = dataplane.LoadOrCreateCA(dataDir); err != nil {
+				if proxyCA, err = ca.LoadOrCreate(dataDir); err != nil {
 					return err
 				}
 			}
@@ -111,54 +112,41 @@ http://policy.local/mcp. The agent never holds a token.`,
 				return fmt.Errorf("open decision log: %w", err)
 			}
 			defer out.Close()
-			pcfg := dataplane.Config{
+			cfg := dataplane.Config{
 				Sandbox:          sandbox,
 				DevAllowLoopback: devLoopback,
 				UpstreamRoots:    roots,
 				DecisionLog:      out,
 				Logger:           log,
+				CA:               proxyCA,
 			}
-			var shipper *dataplane.Shipper
 			if sandbox != "" {
-				// Decision records go to the gateway too (portcullis logs).
-				shipper = dataplane.NewShipper(dataplane.ShipperConfig{Logger: log})
-				pcfg.OnRecord = shipper.Offer
-			}
-			proxy := dataplane.New(pcfg, ca)
-			ctx := cmd.Context()
-			var sub *dataplane.Subscriber
-			if sandbox != "" {
-				if sub, err = newSubscriber(env, proxy, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff, insecure); err != nil {
+				if cfg.Gateway, err = subscribeConfig(env, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff, insecure); err != nil {
 					return err
 				}
-				defer sub.Close()
-				// policy.local relays the agent's proposals with the
-				// sandbox token the subscription carries.
-				proxy.SetAdvisor(sub.AdvisorClient(), shipper.Flush)
-				if err := sub.Restore(); err != nil && !errors.Is(err, dataplane.ErrNoState) {
-					log.Error("the kept policy version was refused; denying every request until the gateway answers", "err", err)
-				}
-			} else if err := proxy.LoadFile(policyFile); err != nil {
-				// Start anyway, denying everything, so a fixed file is picked up.
-				log.Error("no valid policy yet; denying every request", "err", err)
+			} else {
+				cfg.PolicyFile, cfg.ReloadInterval = policyFile, reload
 			}
+			applyTestHooks(&cfg)
+			agent, err := dataplane.New(cfg)
+			if err != nil {
+				return err
+			}
+			defer agent.Close()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("listen on %s: %v", listen, err)
 			}
 			fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", ln.Addr())
-			if sub != nil {
-				go sub.Run(ctx)
-				go shipper.Run(ctx, sub)
-				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, env.gatewayForMessages(), versionOrNone(proxy.PolicyVersion()))
+			if sandbox != "" {
+				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, env.gatewayForMessages(), versionOrNone(agent.PolicyVersion()))
 				fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", sandbox)
 			} else {
-				go proxy.WatchFile(ctx, policyFile, reload)
-				fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", policyFile, versionOrNone(proxy.PolicyVersion()))
+				fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", policyFile, versionOrNone(agent.PolicyVersion()))
 				fmt.Fprintf(env.stdout, "  CA:        %s (portcullis proxy ca --data-dir %s)\n", filepath.Join(dataDir, "ca.pem"), dataDir)
 			}
 			fmt.Fprintf(env.stdout, "  decisions: %s\n", filepath.Join(dataDir, decisionLogFile))
-			return proxy.Serve(ctx, ln)
+			return agent.Run(cmd.Context(), ln)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", defaultProxyListen, "proxy address for the sandbox's HTTP_PROXY/HTTPS_PROXY")
@@ -176,8 +164,8 @@ http://policy.local/mcp. The agent never holds a token.`,
 	return cmd
 }
 
-// newSubscriber builds the gateway subscription of a gateway-mode proxy.
-func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string, maxBackoff time.Duration, insecure bool) (*dataplane.Subscriber, error) {
+// subscribeConfig is the gateway subscription of a gateway-mode proxy.
+func subscribeConfig(env *environment, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string, maxBackoff time.Duration, insecure bool) (*gatewayclient.SubscribeConfig, error) {
 	if _, err := env.token(); err != nil { // fail now on a bad file
 		return nil, err
 	}
@@ -202,7 +190,7 @@ func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, s
 			return nil, err
 		}
 	}
-	return dataplane.NewSubscriber(dataplane.SubscribeConfig{
+	return &gatewayclient.SubscribeConfig{
 		Gateway:    u.String(),
 		Sandbox:    sandbox,
 		Token:      env.token, // read again per RPC: a rotated token is picked up
@@ -212,7 +200,7 @@ func newSubscriber(env *environment, proxy *dataplane.Proxy, log *slog.Logger, s
 		Build:      buildVersion(),
 		MaxBackoff: maxBackoff,
 		Logger:     log,
-	}, proxy)
+	}, nil
 }
 
 // keptProxyID returns the proxy id kept in dataDir, creating one (host
@@ -271,11 +259,11 @@ endpoints, creating the CA in --data-dir if it does not exist yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			ca, err := dataplane.LoadOrCreateCA(dataDir)
+			proxyCA, err := ca.LoadOrCreate(dataDir)
 			if err != nil {
 				return err
 			}
-			_, err = env.stdout.Write(ca.CertPEM())
+			_, err = env.stdout.Write(proxyCA.CertPEM())
 			return err
 		},
 	}

@@ -35,7 +35,7 @@ import (
 const pushAdminToken = "pcs_push-e2e-admin-token-0123456789abcdef"
 
 // buildHookBinary builds the binary with the test hook that lets a proxy
-// refuse a version (dataplane/testhook_on.go), as a proxy too old for a
+// refuse a version (cmd/portcullis/testhook_on.go), as a proxy too old for a
 // new feature would.
 var buildHookBinary = sync.OnceValues(func() (string, error) {
 	if _, err := buildBinary(); err != nil { // creates binDir

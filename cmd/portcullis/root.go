@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 )
 
 // newRootCmd builds the command tree.
@@ -122,6 +125,48 @@ func args(names ...string) cobra.PositionalArgs {
 // need is the usage error for a missing required flag.
 func need(cmd *cobra.Command, flag string) error {
 	return usagef("%s needs --%s", cmd.CommandPath(), flag)
+}
+
+// reasonCmd is a command that takes one argument and a --reason and
+// makes one call, printing one line about the answer: sandbox freeze and
+// unfreeze, proposals reject and withdraw. A is the parsed argument, R
+// the answer.
+type reasonCmd[A any, R proto.Message] struct {
+	use, short, long, example string
+	arg                       string                  // the argument's name, e.g. "NAME"
+	parse                     func(string) (A, error) // a usage error for an argument that cannot be right
+	reasonHelp                string
+	needReason                bool // --reason is required
+	call                      func(ctx context.Context, api *apiClients, arg A, reason string) (R, error)
+	done                      func(R) string // the line printed without -o json
+}
+
+func newReasonCmd[A any, R proto.Message](env *environment, c reasonCmd[A, R]) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:     c.use,
+		Short:   c.short,
+		Long:    c.long,
+		Example: c.example,
+		Args:    args(c.arg),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			arg, err := c.parse(a[0])
+			if err != nil {
+				return err
+			}
+			if c.needReason && strings.TrimSpace(reason) == "" {
+				return need(cmd, "reason")
+			}
+			return unary(env, func(api *apiClients) (R, error) {
+				return c.call(cmd.Context(), api, arg, reason)
+			}, func(res R) error {
+				_, err := fmt.Fprintln(env.stdout, c.done(res))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", c.reasonHelp)
+	return cmd
 }
 
 // optionalVersion returns the value of a version flag when given, nil

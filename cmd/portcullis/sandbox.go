@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -56,25 +57,19 @@ landlock and process for the life of the sandbox.`,
 				}
 				req.Policy = string(doc)
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.sandbox.CreateSandbox(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			env.printWarnings(res.GetWarnings())
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			fmt.Fprintf(env.stdout, "sandbox %s created\n", res.GetName())
-			if pv := res.GetPolicyVersion(); pv != nil {
-				fmt.Fprintf(env.stdout, "policy: version %d (%s)\n", pv.GetVersion(), hashLabel(pv.GetHash()))
-			}
-			fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
-			fmt.Fprintln(env.stderr, "The token is shown once: give it to the sandbox's proxy, never to the agent.")
-			return nil
+			return unary(env, func(api *apiClients) (*portcullisv1.CreateSandboxResponse, error) {
+				res, err := api.sandbox.CreateSandbox(cmd.Context(), req)
+				env.printWarnings(res.GetWarnings())
+				return res, err
+			}, func(res *portcullisv1.CreateSandboxResponse) error {
+				fmt.Fprintf(env.stdout, "sandbox %s created\n", res.GetName())
+				if pv := res.GetPolicyVersion(); pv != nil {
+					fmt.Fprintf(env.stdout, "policy: version %d (%s)\n", pv.GetVersion(), hashLabel(pv.GetHash()))
+				}
+				fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
+				fmt.Fprintln(env.stderr, "The token is shown once: give it to the sandbox's proxy, never to the agent.")
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "first policy `FILE` (YAML or JSON; - reads stdin)")
@@ -89,27 +84,20 @@ func newSandboxListCmd(env *environment) *cobra.Command {
   portcullis sandbox list -o json | jq -r '.sandboxes[].name'`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.sandbox.ListSandboxes(cmd.Context(), &portcullisv1.ListSandboxesRequest{})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			tw := env.table("NAME", "VERSION", "HASH", "CREATED", "BY", "FROZEN")
-			for _, s := range res.GetSandboxes() {
-				frozen := "-"
-				if s.GetFrozen() {
-					frozen = "yes"
+			return unary(env, func(api *apiClients) (*portcullisv1.ListSandboxesResponse, error) {
+				return api.sandbox.ListSandboxes(cmd.Context(), &portcullisv1.ListSandboxesRequest{})
+			}, func(res *portcullisv1.ListSandboxesResponse) error {
+				tw := env.table("NAME", "VERSION", "HASH", "CREATED", "BY", "FROZEN")
+				for _, s := range res.GetSandboxes() {
+					frozen := "-"
+					if s.GetFrozen() {
+						frozen = "yes"
+					}
+					row(tw, s.GetName(), versionCell(s.GetCurrentVersion()), dash(shortHash(s.GetCurrentHash())),
+						when(s.GetCreatedAt()), dash(s.GetCreatedBy()), frozen)
 				}
-				row(tw, s.GetName(), versionCell(s.GetCurrentVersion()), dash(shortHash(s.GetCurrentHash())),
-					when(s.GetCreatedAt()), dash(s.GetCreatedBy()), frozen)
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
 }
@@ -121,35 +109,28 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 		Example: `  portcullis sandbox get orders`,
 		Args:    args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			s, err := api.sandbox.GetSandbox(cmd.Context(), &portcullisv1.GetSandboxRequest{Name: a[0]})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(s)
-			}
-			kv := []string{
-				"name", s.GetName(),
-				"version", versionCell(s.GetCurrentVersion()),
-				"hash", dash(s.GetCurrentHash()),
-				"created", when(s.GetCreatedAt()),
-				"by", dash(s.GetCreatedBy()),
-				"boundary", boundaryCell(s),
-				"credentialed", credentialedCell(s),
-				"frozen", yesNo(s.GetFrozen()),
-			}
-			if s.GetFrozen() {
-				kv = append(kv,
-					"frozen reason", dash(oneLine(s.GetFrozenReason())),
-					"frozen by", dash(s.GetFrozenBy()),
-					"frozen at", when(s.GetFrozenAt()),
-				)
-			}
-			return env.fields(kv...)
+			return unary(env, func(api *apiClients) (*portcullisv1.Sandbox, error) {
+				return api.sandbox.GetSandbox(cmd.Context(), &portcullisv1.GetSandboxRequest{Name: a[0]})
+			}, func(s *portcullisv1.Sandbox) error {
+				kv := []string{
+					"name", s.GetName(),
+					"version", versionCell(s.GetCurrentVersion()),
+					"hash", dash(s.GetCurrentHash()),
+					"created", when(s.GetCreatedAt()),
+					"by", dash(s.GetCreatedBy()),
+					"boundary", boundaryCell(s),
+					"credentialed", credentialedCell(s),
+					"frozen", yesNo(s.GetFrozen()),
+				}
+				if s.GetFrozen() {
+					kv = append(kv,
+						"frozen reason", dash(oneLine(s.GetFrozenReason())),
+						"frozen by", dash(s.GetFrozenBy()),
+						"frozen at", when(s.GetFrozenAt()),
+					)
+				}
+				return env.fields(kv...)
+			})
 		},
 	}
 }
@@ -161,19 +142,12 @@ func newSandboxDeleteCmd(env *environment) *cobra.Command {
 		Example: `  portcullis sandbox delete orders`,
 		Args:    args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.sandbox.DeleteSandbox(cmd.Context(), &portcullisv1.DeleteSandboxRequest{Name: a[0]})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			fmt.Fprintf(env.stdout, "sandbox %s deleted\n", a[0])
-			return nil
+			return unary(env, func(api *apiClients) (*portcullisv1.DeleteSandboxResponse, error) {
+				return api.sandbox.DeleteSandbox(cmd.Context(), &portcullisv1.DeleteSandboxRequest{Name: a[0]})
+			}, func(res *portcullisv1.DeleteSandboxResponse) error {
+				fmt.Fprintf(env.stdout, "sandbox %s deleted\n", a[0])
+				return nil
+			})
 		},
 	}
 }
@@ -188,20 +162,13 @@ holding the old token lose their subscription until they get the new one.`,
   portcullis sandbox rotate-token orders -o json | jq -r .token > orders.token`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.sandbox.RotateSandboxToken(cmd.Context(), &portcullisv1.RotateSandboxTokenRequest{Name: a[0]})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			fmt.Fprintf(env.stdout, "sandbox %s: old tokens revoked\n", res.GetName())
-			fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
-			return nil
+			return unary(env, func(api *apiClients) (*portcullisv1.RotateSandboxTokenResponse, error) {
+				return api.sandbox.RotateSandboxToken(cmd.Context(), &portcullisv1.RotateSandboxTokenRequest{Name: a[0]})
+			}, func(res *portcullisv1.RotateSandboxTokenResponse) error {
+				fmt.Fprintf(env.stdout, "sandbox %s: old tokens revoked\n", res.GetName())
+				fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
+				return nil
+			})
 		},
 	}
 }
@@ -284,18 +251,11 @@ hash; with -o json the Sandbox.`,
 				}
 				req.Document = string(doc)
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			s, err := api.sandbox.SetSandboxBoundary(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(s)
-			}
-			return env.fields("name", s.GetName(), "boundary", boundaryCell(s))
+			return unary(env, func(api *apiClients) (*portcullisv1.Sandbox, error) {
+				return api.sandbox.SetSandboxBoundary(cmd.Context(), req)
+			}, func(s *portcullisv1.Sandbox) error {
+				return env.fields("name", s.GetName(), "boundary", boundaryCell(s))
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "boundary policy `FILE` (YAML or JSON; - reads stdin)")
@@ -322,29 +282,22 @@ with -o json the Sandbox.`,
 			if len(add)+len(remove) == 0 {
 				return usagef("%s needs --add HOST:PORT or --remove HOST:PORT", cmd.CommandPath())
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			s, err := api.sandbox.SetCredentialedHosts(cmd.Context(), &portcullisv1.SetCredentialedHostsRequest{
-				Name: a[0], Add: add, Remove: remove,
-			})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(s)
-			}
-			hosts := s.GetCredentialedHosts()
-			if len(hosts) == 0 {
-				fmt.Fprintf(env.stdout, "sandbox %s has no credentialed hosts\n", s.GetName())
+			return unary(env, func(api *apiClients) (*portcullisv1.Sandbox, error) {
+				return api.sandbox.SetCredentialedHosts(cmd.Context(), &portcullisv1.SetCredentialedHostsRequest{
+					Name: a[0], Add: add, Remove: remove,
+				})
+			}, func(s *portcullisv1.Sandbox) error {
+				hosts := s.GetCredentialedHosts()
+				if len(hosts) == 0 {
+					fmt.Fprintf(env.stdout, "sandbox %s has no credentialed hosts\n", s.GetName())
+					return nil
+				}
+				fmt.Fprintf(env.stdout, "credentialed hosts of sandbox %s:\n", s.GetName())
+				for _, h := range hosts {
+					fmt.Fprintf(env.stdout, "  %s\n", h)
+				}
 				return nil
-			}
-			fmt.Fprintf(env.stdout, "credentialed hosts of sandbox %s:\n", s.GetName())
-			for _, h := range hosts {
-				fmt.Fprintf(env.stdout, "  %s\n", h)
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringArrayVar(&add, "add", nil, "a destination that carries credentials (`HOST:PORT`, repeatable)")
@@ -353,74 +306,51 @@ with -o json the Sandbox.`,
 }
 
 func newSandboxFreezeCmd(env *environment) *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "freeze NAME --reason R",
-		Short: "Kill switch: push a deny-all version and refuse proposals",
-		Long: `Freeze a sandbox (operator or admin): the gateway commits a deny-all
+	return newKillSwitchCmd(env, reasonCmd[string, *portcullisv1.Sandbox]{
+		use:   "freeze NAME --reason R",
+		short: "Kill switch: push a deny-all version and refuse proposals",
+		long: `Freeze a sandbox (operator or admin): the gateway commits a deny-all
 version (the fixed filesystem_policy, landlock and process kept, every
 network entry gone), pushes it to the sandbox's proxies, and refuses new
 proposals and approvals until an admin unfreezes it. --reason is
 required and recorded. Prints the deny-all version; with -o json the
 Sandbox. Freezing a frozen sandbox is a conflict (exit 3).`,
-		Example: `  portcullis sandbox freeze orders --reason "exfiltration suspected, incident 42"`,
-		Args:    args("NAME"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return need(cmd, "reason")
-			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			s, err := api.sandbox.FreezeSandbox(cmd.Context(), &portcullisv1.FreezeSandboxRequest{Name: a[0], Reason: reason})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(s)
-			}
-			fmt.Fprintf(env.stdout, "sandbox %s frozen: deny-all is version %s\n", s.GetName(), versionCell(s.GetCurrentVersion()))
-			return nil
+		example:    `  portcullis sandbox freeze orders --reason "exfiltration suspected, incident 42"`,
+		reasonHelp: "why (`TEXT`, required; recorded and shown by sandbox get)",
+		call: func(ctx context.Context, api *apiClients, name, reason string) (*portcullisv1.Sandbox, error) {
+			return api.sandbox.FreezeSandbox(ctx, &portcullisv1.FreezeSandboxRequest{Name: name, Reason: reason})
 		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (`TEXT`, required; recorded and shown by sandbox get)")
-	return cmd
+	}, "sandbox %s frozen: deny-all is version %s")
 }
 
 func newSandboxUnfreezeCmd(env *environment) *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "unfreeze NAME --reason R",
-		Short: "Lift the kill switch: restore the policy from before the freeze",
-		Long: `Unfreeze a sandbox (admin): the policy that was current before the freeze
+	return newKillSwitchCmd(env, reasonCmd[string, *portcullisv1.Sandbox]{
+		use:   "unfreeze NAME --reason R",
+		short: "Lift the kill switch: restore the policy from before the freeze",
+		long: `Unfreeze a sandbox (admin): the policy that was current before the freeze
 is committed again as a new version and pushed, and proposals are taken
 again. --reason is required and recorded. Prints the new version; with
 -o json the Sandbox. Unfreezing a sandbox that is not frozen is a
 conflict (exit 3).`,
-		Example: `  portcullis sandbox unfreeze orders --reason "incident 42 closed"`,
-		Args:    args("NAME"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return need(cmd, "reason")
-			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			s, err := api.sandbox.UnfreezeSandbox(cmd.Context(), &portcullisv1.UnfreezeSandboxRequest{Name: a[0], Reason: reason})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(s)
-			}
-			fmt.Fprintf(env.stdout, "sandbox %s unfrozen: the policy from before the freeze is version %s\n", s.GetName(), versionCell(s.GetCurrentVersion()))
-			return nil
+		example:    `  portcullis sandbox unfreeze orders --reason "incident 42 closed"`,
+		reasonHelp: "why (`TEXT`, required; recorded)",
+		call: func(ctx context.Context, api *apiClients, name, reason string) (*portcullisv1.Sandbox, error) {
+			return api.sandbox.UnfreezeSandbox(ctx, &portcullisv1.UnfreezeSandboxRequest{Name: name, Reason: reason})
 		},
+	}, "sandbox %s unfrozen: the policy from before the freeze is version %s")
+}
+
+// newKillSwitchCmd completes sandbox freeze or unfreeze: NAME, a
+// required --reason, and done printed with the sandbox's name and its new
+// version.
+func newKillSwitchCmd(env *environment, c reasonCmd[string, *portcullisv1.Sandbox], done string) *cobra.Command {
+	c.arg, c.needReason = "NAME", true
+	// The gateway checks the name.
+	c.parse = func(name string) (string, error) { return name, nil }
+	c.done = func(s *portcullisv1.Sandbox) string {
+		return fmt.Sprintf(done, s.GetName(), versionCell(s.GetCurrentVersion()))
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (`TEXT`, required; recorded)")
-	return cmd
+	return newReasonCmd(env, c)
 }
 
 // boundaryCell is the boundary's hash, "none" for a sandbox without one.

@@ -41,21 +41,14 @@ proposals; admins also manage sandboxes, tokens and policies.`,
 			if role != tokenRoles[0] && role != tokenRoles[1] {
 				return usagef("--role must be admin or operator, got %q (sandbox tokens come from sandbox create)", role)
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			fmt.Fprintf(env.stdout, "%s token %s created\n", res.GetRole(), res.GetName())
-			fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
-			fmt.Fprintln(env.stderr, "The token is shown once; only its hash is stored.")
-			return nil
+			return unary(env, func(api *apiClients) (*portcullisv1.CreateTokenResponse, error) {
+				return api.token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role})
+			}, func(res *portcullisv1.CreateTokenResponse) error {
+				fmt.Fprintf(env.stdout, "%s token %s created\n", res.GetRole(), res.GetName())
+				fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
+				fmt.Fprintln(env.stderr, "The token is shown once; only its hash is stored.")
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "`ROLE` of the token: admin or operator")
@@ -70,23 +63,16 @@ func newTokenListCmd(env *environment) *cobra.Command {
 		Example: `  portcullis token list`,
 		Args:    args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.token.ListTokens(cmd.Context(), &portcullisv1.ListTokensRequest{})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			tw := env.table("NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "REVOKED")
-			for _, t := range res.GetTokens() {
-				row(tw, t.GetName(), t.GetRole(), dash(t.GetSandbox()), when(t.GetCreatedAt()),
-					dash(t.GetCreatedBy()), when(t.GetLastUsedAt()), when(t.GetRevokedAt()))
-			}
-			return tw.Flush()
+			return unary(env, func(api *apiClients) (*portcullisv1.ListTokensResponse, error) {
+				return api.token.ListTokens(cmd.Context(), &portcullisv1.ListTokensRequest{})
+			}, func(res *portcullisv1.ListTokensResponse) error {
+				tw := env.table("NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "REVOKED")
+				for _, t := range res.GetTokens() {
+					row(tw, t.GetName(), t.GetRole(), dash(t.GetSandbox()), when(t.GetCreatedAt()),
+						dash(t.GetCreatedBy()), when(t.GetLastUsedAt()), when(t.GetRevokedAt()))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }
@@ -98,19 +84,12 @@ func newTokenRevokeCmd(env *environment) *cobra.Command {
 		Example: `  portcullis token revoke alice`,
 		Args:    args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.token.RevokeToken(cmd.Context(), &portcullisv1.RevokeTokenRequest{Name: a[0]})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			fmt.Fprintf(env.stdout, "token %s revoked\n", a[0])
-			return nil
+			return unary(env, func(api *apiClients) (*portcullisv1.RevokeTokenResponse, error) {
+				return api.token.RevokeToken(cmd.Context(), &portcullisv1.RevokeTokenRequest{Name: a[0]})
+			}, func(res *portcullisv1.RevokeTokenResponse) error {
+				fmt.Fprintf(env.stdout, "token %s revoked\n", a[0])
+				return nil
+			})
 		},
 	}
 }

@@ -7,7 +7,7 @@
 // What runs where:
 //   - decisions (opa.rs, the query cases of rest.rs, the address cases of
 //     proxy.rs) through policy.Decide and the data plane's compiled matcher
-//     (dataplane.Compile), which must agree on every field;
+//     (match.Compile), which must agree on every field;
 //   - path canonicalisation (l7/path.rs) through policy.CanonicalPath;
 //   - validation and round trips (openshell-policy's lib.rs, l7_validate.rs, ambiguity.rs,
 //     the supervisor's l7/mod.rs, the validation tests of opa.rs and
@@ -19,7 +19,7 @@
 //     advisor.Apply;
 //   - HTTP framing and request-target handling (rest.rs, path.rs) and the
 //     JSON-RPC/MCP body inspector (l7/jsonrpc.rs) through the real proxy
-//     (dataplane.New and Serve on 127.0.0.1:0) to a real upstream, judged
+//     (dataplane.New and Agent.Run on 127.0.0.1:0) to a real upstream, judged
 //     by what the upstream received.
 //
 // A case that differs from OpenShell on purpose keeps OpenShell's outcome

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -145,9 +145,9 @@ func runDecide(t *testing.T, cases []decideCase) {
 			if !ok {
 				return
 			}
-			m, err := dataplane.Compile(p)
+			m, err := match.Compile(p)
 			if err != nil {
-				t.Fatalf("%s\ndataplane.Compile: %v", c.Source, err)
+				t.Fatalf("%s\nmatch.Compile: %v", c.Source, err)
 			}
 			ref := policy.Decide(p, r)
 			fast := m.Decide(&r)

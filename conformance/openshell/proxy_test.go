@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
+	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
 // Proxy cases run a raw HTTP/1.1 request through the real proxy
-// (dataplane.New + Serve on 127.0.0.1:0, loopback allowed for the test) to
+// (dataplane.New + Agent.Run on 127.0.0.1:0, loopback allowed for the test) to
 // a real upstream, and judge by what the upstream received: a request
 // OpenShell forwards must reach it (with the path OpenShell forwards), a
 // request OpenShell refuses must not.
@@ -165,7 +167,7 @@ func startUpstream(t *testing.T) *upstream {
 // loopback (allowed for tests only).
 func startProxy(t *testing.T, doc string, port int) string {
 	t.Helper()
-	ca, err := dataplane.LoadOrCreateCA(t.TempDir())
+	proxyCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,10 @@ func startProxy(t *testing.T, doc string, port int) string {
 		}
 		return nil, fmt.Errorf("no such host %s", host)
 	}
-	p := dataplane.New(dataplane.Config{DevAllowLoopback: true, Resolve: resolve, Logger: slog.New(slog.DiscardHandler)}, ca)
+	p, err := dataplane.New(dataplane.Config{DevAllowLoopback: true, Resolve: resolve, Logger: slog.New(slog.DiscardHandler), CA: proxyCA})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pol, _, err := policy.Parse([]byte(strings.ReplaceAll(doc, "PORT", strconv.Itoa(port))))
 	if err != nil {
 		t.Fatalf("policy: %v", err)
@@ -183,15 +188,7 @@ func startProxy(t *testing.T, doc string, port int) string {
 	if err := p.SetPolicy(pol, "v1"); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
+	return dataplanetest.Serve(t, p).Host
 }
 
 // send writes raw and returns the response status (0 when the proxy

@@ -14,8 +14,8 @@ import (
 	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	proxyca "github.com/portcullis-dev/portcullis/internal/ca"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -204,7 +204,7 @@ func truncate(s string, n int) string {
 func (d *Distribution) SandboxCA(ctx context.Context, sandbox string) (*portcullisv1.SandboxCA, error) {
 	ca, err := d.st.GetSandboxCA(ctx, sandbox)
 	if errors.Is(err, store.ErrNotFound) {
-		certPEM, keyPEM, gerr := dataplane.GenerateCA(d.cfg.Now())
+		certPEM, keyPEM, gerr := proxyca.Generate(d.cfg.Now())
 		if gerr != nil {
 			return nil, gerr
 		}

@@ -30,7 +30,8 @@ func NewGRPCServer(c Calls, authorize grpc.StreamServerInterceptor, maxRecvBytes
 		// As net/http's HTTP/2 server does by default.
 		grpc.MaxConcurrentStreams(250),
 		// A silent connection is probed (as net/http's SendPingTimeout
-		// and PingTimeout do); proxies ping every 30s and must not be
+		// and PingTimeout do); proxies ping every 30s
+		// (dataplane/gatewayclient.Subscriber) and must not be
 		// told they ping too often.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),

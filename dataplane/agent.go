@@ -1,0 +1,141 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+)
+
+// Agent is one running proxy with everything that feeds it: the policy
+// source (a watched file, or the gateway subscription with its decision
+// shipper and policy.local's advisor relay), the decision log and the CA.
+// It is the only way to run a proxy, and it owns every goroutine it
+// starts: Run returns only once all of them have ended.
+//
+// The embedded Proxy is the proxy's state, for callers in the same
+// process (tests, benchmarks): the policy in force, the decision ring,
+// SetPolicy for a policy given in process.
+type Agent struct {
+	*Proxy
+	cfg     Config
+	sub     *gatewayclient.Subscriber // gateway mode only
+	shipper *gatewayclient.Shipper    // gateway mode only
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New assembles a proxy from cfg and brings it to the policy it starts
+// with: the policy file (cfg.PolicyFile), or the version the gateway
+// subscription kept (cfg.Gateway). Neither failing stops it: with no
+// valid policy every request is denied until one arrives. With neither
+// set the proxy enforces nothing until SetPolicy. New serves nothing and
+// dials nothing (the gateway is dialled on first use, by Run); Close
+// releases what it prepared if Run never runs. An error is a
+// configuration the subscription refuses.
+func New(cfg Config) (*Agent, error) {
+	if cfg.PolicyFile != "" && cfg.Gateway != nil {
+		return nil, errors.New("dataplane: a policy file or a gateway, not both")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Agent{cfg: cfg}
+	if cfg.Gateway != nil {
+		// Decision records go to the gateway too (portcullis logs).
+		if cfg.Shipper.Logger == nil {
+			cfg.Shipper.Logger = cfg.Logger
+		}
+		a.shipper = gatewayclient.NewShipper(cfg.Shipper)
+		cfg.OnRecord = chainRecords(cfg.OnRecord, a.shipper.Offer)
+		if cfg.Sandbox == "" {
+			cfg.Sandbox = cfg.Gateway.Sandbox
+		}
+	}
+	a.Proxy = newProxy(cfg)
+	a.cfg = cfg
+	switch {
+	case cfg.Gateway != nil:
+		gw := *cfg.Gateway
+		if gw.Logger == nil {
+			gw.Logger = cfg.Logger
+		}
+		sub, err := gatewayclient.NewSubscriber(gw, a.Proxy)
+		if err != nil {
+			return nil, err
+		}
+		a.sub = sub
+		// policy.local relays the agent's proposals with the sandbox
+		// token the subscription carries, once the denial they quote has
+		// been shipped.
+		a.local.SetAdvisor(sub.AdvisorClient(), a.shipper.Flush)
+		if err := sub.Restore(); err != nil && !errors.Is(err, gatewayclient.ErrNoState) {
+			cfg.Logger.Error("the kept policy version was refused; denying every request until the gateway answers", "err", err)
+		}
+	case cfg.PolicyFile != "":
+		if err := a.LoadFile(cfg.PolicyFile); err != nil {
+			// Start anyway, denying everything, so a fixed file is picked up.
+			cfg.Logger.Error("no valid policy yet; denying every request", "err", err)
+		}
+	}
+	return a, nil
+}
+
+// chainRecords hands every record to both consumers (either may be nil).
+func chainRecords(first, then func(decision.Record)) func(decision.Record) {
+	if first == nil {
+		return then
+	}
+	return func(r decision.Record) { first(r); then(r) }
+}
+
+// Run serves proxy clients on ln, and keeps the policy in step with its
+// source, until ctx ends; then it stops serving, waits for every goroutine
+// it started (the subscription, the shipper, the file watcher, the
+// server's own) and releases the gateway connections. It returns the
+// server's error if serving failed, nil after ctx ended.
+func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
+	defer a.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var feeders sync.WaitGroup
+	switch {
+	case a.sub != nil:
+		feeders.Go(func() { a.sub.Run(ctx) })
+		feeders.Go(func() { a.shipper.Run(ctx, a.sub) })
+	case a.cfg.PolicyFile != "":
+		interval := a.cfg.ReloadInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		feeders.Go(func() { a.watchFile(ctx, a.cfg.PolicyFile, interval) })
+	}
+	err := a.serve(ctx, ln)
+	cancel()
+	feeders.Wait()
+	return err
+}
+
+// Close releases the gateway connections of an Agent that never ran (Run
+// does it when it returns). It is safe to call more than once.
+func (a *Agent) Close() error {
+	a.closeOnce.Do(func() {
+		if a.sub != nil {
+			a.closeErr = a.sub.Close()
+		}
+	})
+	return a.closeErr
+}
+
+// Subscription returns the gateway subscription (nil unless gateway
+// mode): the version applied, for tests and benchmarks.
+func (a *Agent) Subscription() *gatewayclient.Subscriber { return a.sub }
+
+// Shipper returns the decision shipper (nil unless gateway mode).
+func (a *Agent) Shipper() *gatewayclient.Shipper { return a.shipper }

@@ -1,0 +1,7 @@
+// Package decision owns the proxy's decision records: the Record of one
+// verdict (what was asked, by which binary, the rule and policy version
+// behind it, and a denial's id), and the Log that keeps the recent ones in
+// a bounded ring (policy.local's denials read it) while a writer goroutine
+// appends each as a JSON line without ever holding traffic. The shipper to
+// the gateway consumes the same Records.
+package decision

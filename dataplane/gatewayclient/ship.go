@@ -1,0 +1,229 @@
+package gatewayclient
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// Decision-log shipping: a gateway-mode proxy sends its decision records
+// to the gateway in batches. Traffic never waits for it: records go into a
+// bounded buffer, and when the buffer is full (the gateway unreachable for
+// long) new records are counted as dropped, and the count travels with the
+// next batch. A batch leaves the buffer only once the gateway said it
+// stored it, so a failed send is retried (a batch stored whose answer was
+// lost is stored twice: records are delivered at least once).
+
+// ShipperConfig configures a Shipper. Zero values take the defaults.
+type ShipperConfig struct {
+	// Buffer bounds the records waiting to be shipped. Default 10,000.
+	Buffer int
+	// Batch is the most records per batch. Default 500.
+	Batch int
+	// Interval is the longest a record waits for a batch. Default 500ms.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Shipper ships decision records to the gateway.
+type Shipper struct {
+	cfg ShipperConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	buf     []decision.Record
+	dropped uint64 // since the last batch that carried the count
+	wake    chan struct{}
+	// offered counts the records ever buffered and shipped those the
+	// gateway stored; progress is closed (and replaced) whenever shipped
+	// moves, so Flush can wait for a mark.
+	offered, shipped uint64
+	progress         chan struct{}
+}
+
+// NewShipper returns a shipper; Offer buffers, Run ships.
+func NewShipper(cfg ShipperConfig) *Shipper {
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 10_000
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Shipper{cfg: cfg, log: cfg.Logger.With("component", "shipper"), wake: make(chan struct{}, 1), progress: make(chan struct{})}
+}
+
+// Offer buffers r for shipping; it never blocks. Use it as
+// Config.OnRecord.
+func (s *Shipper) Offer(r decision.Record) {
+	s.mu.Lock()
+	if len(s.buf) >= s.cfg.Buffer {
+		s.dropped++
+		n := s.dropped
+		s.mu.Unlock()
+		if n&(n-1) == 0 { // log at 1, 2, 4, 8, …
+			s.log.Warn("decision shipping buffer full; records dropped (the count goes to the gateway)", "dropped", n)
+		}
+		return
+	}
+	s.buf = append(s.buf, r)
+	s.offered++
+	full := len(s.buf) >= s.cfg.Batch
+	s.mu.Unlock()
+	if full {
+		s.poke()
+	}
+}
+
+// poke wakes Run without waiting for its interval.
+func (s *Shipper) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush asks Run to ship now and returns once every record buffered
+// before the call has been stored by the gateway, or with ctx's error.
+// A proposal quoting a denial_id relies on it: the gateway finds the
+// denial only once it has it. Records dropped from a full buffer never
+// arrive; Flush does not wait for them. It needs Run to be running.
+func (s *Shipper) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	mark := s.offered
+	s.mu.Unlock()
+	s.poke()
+	for {
+		s.mu.Lock()
+		done, progress := s.shipped >= mark, s.progress
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return fmt.Errorf("decision records not shipped yet: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// Pending returns how many records wait to be shipped and how many were
+// dropped since the last shipped count.
+func (s *Shipper) Pending() (buffered int, dropped uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buf), s.dropped
+}
+
+// Run ships batches through sub's gateway connection until ctx ends,
+// backing off after failures.
+func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
+	client := portcullisv1.NewDistributionServiceClient(sub.conn)
+	tick := time.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.wake:
+		}
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+		for {
+			n, err := s.shipOnce(ctx, client, sub.cfg.ProxyID)
+			if err != nil {
+				backoff = min(max(2*backoff, time.Second), 30*time.Second)
+				if ctx.Err() == nil {
+					s.log.Warn("could not ship decision records; will retry", "err", err, "in", backoff)
+				}
+				break
+			}
+			backoff = 0
+			if n < s.cfg.Batch {
+				break
+			}
+		}
+	}
+}
+
+// shipOnce sends one batch (the oldest records) and removes it from the
+// buffer once the gateway answered. It returns the batch's size.
+func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.DistributionServiceClient, proxyID string) (int, error) {
+	s.mu.Lock()
+	n := min(len(s.buf), s.cfg.Batch)
+	batch := s.buf[:n:n]
+	dropped := s.dropped
+	s.mu.Unlock()
+	if n == 0 && dropped == 0 {
+		return 0, nil
+	}
+	req := &portcullisv1.ShipDecisionsRequest{ProxyId: proxyID, Dropped: dropped, Records: make([]*portcullisv1.DecisionRecord, n)}
+	for i, r := range batch {
+		req.Records[i] = recordToProto(r)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := client.ShipDecisions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := st.Send(req); err != nil {
+		return 0, err
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	// Offer only appends, so the batch is still the buffer's front.
+	s.buf = append(s.buf[:0], s.buf[n:]...)
+	s.dropped -= dropped
+	if n > 0 {
+		s.shipped += uint64(n)
+		close(s.progress)
+		s.progress = make(chan struct{})
+	}
+	s.mu.Unlock()
+	return n, nil
+}
+
+func recordToProto(r decision.Record) *portcullisv1.DecisionRecord {
+	return &portcullisv1.DecisionRecord{
+		Time:          timestamppb.New(r.Time),
+		Sandbox:       r.Sandbox,
+		Decision:      r.Decision,
+		Binary:        r.Binary,
+		Host:          r.Host,
+		Port:          uint32(r.Port),
+		Addr:          r.Addr,
+		HttpMethod:    r.HTTPMethod,
+		Path:          r.Path,
+		McpMethod:     r.MCPMethod,
+		Tool:          r.Tool,
+		Entry:         r.Entry,
+		Rule:          r.Rule,
+		Reason:        r.Reason,
+		PolicyVersion: r.PolicyVersion,
+		DenialId:      r.DenialID,
+		VersionProbe:  r.VersionProbe,
+	}
+}

@@ -1,0 +1,522 @@
+package gatewayclient
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/portcullis-dev/portcullis/internal/atomicfile"
+	"github.com/portcullis-dev/portcullis/internal/ca"
+	"github.com/portcullis-dev/portcullis/internal/signing"
+	"github.com/portcullis-dev/portcullis/policy"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// The policy subscription: a proxy in gateway mode streams its sandbox's
+// signed versions from the gateway, verifies each against the gateway key
+// it pinned, applies it with the same atomic swap as file mode, keeps the
+// last good one in its data dir, and answers ACK or NACK. Started while
+// the gateway is unreachable it enforces the version it kept, verified
+// again; with none (or a forged one) it denies everything.
+
+// Files in the data dir.
+const (
+	stateFile      = "policy.signed" // the last good SignedPolicy, protobuf
+	gatewayKeyFile = "gateway.key"   // the pinned key, FormatPublicKey form
+)
+
+// SubscribeConfig configures a Subscriber.
+type SubscribeConfig struct {
+	// Gateway is the gateway's URL (http://host:port or https://…).
+	Gateway string
+	Sandbox string
+	// Token returns the sandbox token; it is asked again for every RPC,
+	// so a token file rewritten after a rotation is picked up.
+	Token   func() (string, error)
+	ProxyID string
+	// DataDir keeps the last good version and the pinned key.
+	DataDir string
+	// GatewayKey pins the gateway's key; nil pins the key of the first
+	// version received (and keeps it in DataDir).
+	GatewayKey ed25519.PublicKey
+	// RootCAs verifies an https gateway (nil: the system roots).
+	RootCAs *x509.CertPool
+	// Build is the proxy's software version, shown in proxies list.
+	Build string
+	// Heartbeat is the interval of heartbeats. Default 10s; the stream is
+	// dead after three without an answer.
+	Heartbeat time.Duration
+	// MinBackoff and MaxBackoff bound the wait before reconnecting.
+	// Defaults 100ms and 30s; each wait is drawn at random up to the bound
+	// (full jitter), which doubles per failure.
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+	// Refuse, if set, is asked about every verified version before it is
+	// applied; an error refuses it (NACK) as a failed compile would. It is
+	// a test seam: end-to-end tests make a proxy refuse a version as one
+	// too old for a new feature would.
+	Refuse func(*policy.Policy) error
+}
+
+func (c *SubscribeConfig) setDefaults() {
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 10 * time.Second
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Enforcer is what a Subscriber keeps in step: the proxy's compiled
+// policy and the sandbox CA it terminates TLS with.
+type Enforcer interface {
+	SetPolicy(pol *policy.Policy, version string) error
+	SetCA(*ca.CA)
+}
+
+// Subscriber keeps a proxy's policy in step with the gateway.
+type Subscriber struct {
+	cfg   SubscribeConfig
+	proxy Enforcer
+	// conn carries DistributionService alone (the policy stream and
+	// decision shipping): the gateway serves a connection whose first
+	// call is to DistributionService with a lighter server that serves
+	// nothing else. api carries the rest (the advisor relay).
+	conn, api *grpc.ClientConn
+	log       *slog.Logger
+
+	mu      sync.Mutex
+	pinned  ed25519.PublicKey
+	chain   []*portcullisv1.GatewayKey
+	applied *portcullisv1.SignedPolicy // the version enforced, nil if none
+	nacked  struct {
+		version uint32
+		hash    string
+		err     string
+	}
+}
+
+// NewSubscriber prepares the subscription of proxy; it does not connect
+// until Run.
+func NewSubscriber(cfg SubscribeConfig, proxy Enforcer) (*Subscriber, error) {
+	cfg.setDefaults()
+	if cfg.Sandbox == "" || cfg.Token == nil || cfg.ProxyID == "" || cfg.DataDir == "" {
+		return nil, errors.New("subscribe: sandbox, token, proxy id and data dir are required")
+	}
+	target, creds, err := grpcTarget(cfg.Gateway, cfg.RootCAs)
+	if err != nil {
+		return nil, err
+	}
+	dial := func() (*grpc.ClientConn, error) {
+		return grpc.NewClient(target,
+			grpc.WithTransportCredentials(creds),
+			grpc.WithPerRPCCredentials(bearer{token: cfg.Token}),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+			// The channel's own reconnect waits follow the same bounds as the
+			// stream's (grpc-go's default grows to two minutes).
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
+				MinConnectTimeout: 10 * time.Second,
+			}),
+		)
+	}
+	// Both connect on first use only.
+	conn, err := dial()
+	if err != nil {
+		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
+	}
+	api, err := dial()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
+	}
+	s := &Subscriber{cfg: cfg, proxy: proxy, conn: conn, api: api, log: cfg.Logger.With("component", "subscriber")}
+	if err := s.loadPin(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// grpcTarget turns the gateway URL into a grpc-go target and credentials.
+func grpcTarget(gateway string, roots *x509.CertPool) (string, credentials.TransportCredentials, error) {
+	u, err := url.Parse(gateway)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return "", nil, fmt.Errorf("gateway URL %q: want http://HOST:PORT or https://HOST:PORT", gateway)
+	}
+	host := u.Host
+	switch u.Scheme {
+	case "http":
+		if u.Port() == "" {
+			host += ":80"
+		}
+		return host, insecure.NewCredentials(), nil
+	case "https":
+		if u.Port() == "" {
+			host += ":443"
+		}
+		return host, credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}), nil
+	}
+	return "", nil, fmt.Errorf("gateway URL %q: the scheme must be http or https", gateway)
+}
+
+// bearer sends the sandbox token with every RPC.
+type bearer struct {
+	token func() (string, error)
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	tok, err := b.token()
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
+}
+
+// RequireTransportSecurity is false so a plaintext gateway on loopback
+// works; the command refuses plaintext elsewhere.
+func (b bearer) RequireTransportSecurity() bool { return false }
+
+// AdvisorClient returns an AdvisorService client on a gateway connection
+// of the subscription's (not the policy stream's), which carries the
+// sandbox token: policy.local relays an agent's proposals through it
+// (policylocal.Server.SetAdvisor).
+func (s *Subscriber) AdvisorClient() portcullisv1.AdvisorServiceClient {
+	return portcullisv1.NewAdvisorServiceClient(s.api)
+}
+
+// Close releases the gateway connections.
+func (s *Subscriber) Close() error { return errors.Join(s.conn.Close(), s.api.Close()) }
+
+// loadPin reads the pinned key: the configured one wins; one kept in the
+// data dir must then agree with it.
+func (s *Subscriber) loadPin() error {
+	data, err := os.ReadFile(filepath.Join(s.cfg.DataDir, gatewayKeyFile))
+	var kept ed25519.PublicKey
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read pinned gateway key: %w", err)
+	default:
+		if kept, err = signing.ParsePublicKey(strings.TrimSpace(string(data))); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(s.cfg.DataDir, gatewayKeyFile), err)
+		}
+	}
+	s.pinned = kept
+	if s.cfg.GatewayKey != nil {
+		// The command line is outside the data dir: it wins, and a kept
+		// key it does not lead to is ignored.
+		s.pinned = s.cfg.GatewayKey
+	}
+	return nil
+}
+
+// ErrNoState: the data dir holds no version to restore.
+var ErrNoState = errors.New("no kept policy version")
+
+// Restore enforces the version kept in the data dir after verifying it
+// again. On any failure the proxy keeps denying everything.
+func (s *Subscriber) Restore() error {
+	data, err := os.ReadFile(filepath.Join(s.cfg.DataDir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return ErrNoState
+	}
+	if err != nil {
+		return fmt.Errorf("read kept version: %w", err)
+	}
+	var sp portcullisv1.SignedPolicy
+	if err := proto.Unmarshal(data, &sp); err != nil {
+		return fmt.Errorf("kept version: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pinned == nil {
+		return fmt.Errorf("kept version: %w: no pinned gateway key to check it with", signing.ErrUntrusted)
+	}
+	pol, trusted, err := s.verify(&sp, sp.GetKeys())
+	if err != nil {
+		return fmt.Errorf("kept version %d refused: %w", sp.GetVersion(), err)
+	}
+	if err := s.apply(&sp, pol); err != nil {
+		return fmt.Errorf("kept version %d: %w", sp.GetVersion(), err)
+	}
+	s.chain = sp.GetKeys()
+	s.pinned = trusted
+	s.log.Info("enforcing the kept policy version until the gateway answers", "version", sp.GetVersion(), "hash", sp.GetHash())
+	return nil
+}
+
+// verify checks sp against the pinned key through chain and parses it.
+func (s *Subscriber) verify(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey) (*policy.Policy, ed25519.PublicKey, error) {
+	pinned := s.pinned
+	if pinned == nil {
+		// First contact: trust the key signing now, and pin it.
+		if len(chain) == 0 {
+			return nil, nil, fmt.Errorf("%w: no key chain to pin", signing.ErrUntrusted)
+		}
+		pinned = ed25519.PublicKey(chain[len(chain)-1].GetPublicKey())
+	}
+	trusted, err := signing.Follow(pinned, chain)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := signing.VerifyPolicy(sp, trusted); err != nil {
+		return nil, nil, err
+	}
+	if sp.GetSandbox() != s.cfg.Sandbox {
+		return nil, nil, fmt.Errorf("%w: version is for sandbox %q, not %q", signing.ErrUntrusted, sp.GetSandbox(), s.cfg.Sandbox)
+	}
+	pol, _, err := policy.Parse(sp.GetDocument())
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse: %w", err)
+	}
+	if got := pol.Hash(); got != sp.GetHash() {
+		return nil, nil, fmt.Errorf("the document's hash is %s, the version says %s", got, sp.GetHash())
+	}
+	return pol, trusted, nil
+}
+
+// apply compiles and swaps in pol, and the CA that came with sp.
+func (s *Subscriber) apply(sp *portcullisv1.SignedPolicy, pol *policy.Policy) error {
+	if s.cfg.Refuse != nil {
+		if err := s.cfg.Refuse(pol); err != nil {
+			return err
+		}
+	}
+	var sandboxCA *ca.CA
+	if c := sp.GetCa(); c != nil {
+		var err error
+		if sandboxCA, err = ca.Parse(c.GetCertPem(), c.GetKeyPem()); err != nil {
+			return fmt.Errorf("sandbox CA: %w", err)
+		}
+	}
+	if err := s.proxy.SetPolicy(pol, fmt.Sprint(sp.GetVersion())); err != nil {
+		return err
+	}
+	if sandboxCA != nil {
+		s.proxy.SetCA(sandboxCA)
+	}
+	s.applied = sp
+	return nil
+}
+
+// AppliedVersion is the version enforced (0 if none).
+func (s *Subscriber) AppliedVersion() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied.GetVersion()
+}
+
+// Run keeps a policy stream open until ctx ends, reconnecting with
+// exponential backoff and full jitter.
+func (s *Subscriber) Run(ctx context.Context) error {
+	backoff := s.cfg.MinBackoff
+	for {
+		start := time.Now()
+		err := s.stream(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var goaway *goawayError
+		if time.Since(start) > s.cfg.MaxBackoff || errors.As(err, &goaway) {
+			// It was up a good while, or the gateway is draining in
+			// order: start over from the shortest wait.
+			backoff = s.cfg.MinBackoff
+		}
+		wait := time.Duration(rand.Int64N(int64(backoff)) + 1)
+		s.log.Warn("policy stream ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, s.cfg.MaxBackoff)
+	}
+}
+
+var errGatewaySilent = errors.New("no answer from the gateway to three heartbeats")
+
+// goawayError: the gateway asked the proxy to reconnect.
+type goawayError struct{ reason string }
+
+func (e *goawayError) Error() string { return "the gateway asked to reconnect: " + e.reason }
+
+// stream runs one policy stream until it fails.
+func (s *Subscriber) stream(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	client := portcullisv1.NewDistributionServiceClient(s.conn)
+	st, err := client.StreamPolicy(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	hello := &portcullisv1.ProxyHello{Sandbox: s.cfg.Sandbox, ProxyId: s.cfg.ProxyID, HeldVersion: s.applied.GetVersion(), HeldHash: s.applied.GetHash(), Build: s.cfg.Build}
+	s.mu.Unlock()
+	var sendMu sync.Mutex
+	send := func(m *portcullisv1.StreamPolicyRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return st.Send(m)
+	}
+	if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: hello}}); err != nil {
+		return err
+	}
+
+	// Heartbeats: one every interval; the gateway answers each, and any
+	// message from it proves it alive.
+	silent := time.AfterFunc(3*s.cfg.Heartbeat, func() { cancel(errGatewaySilent) })
+	defer silent.Stop()
+	done := make(chan struct{})
+	var heartbeats sync.WaitGroup
+	defer func() {
+		// The stream ends with this call: stop the heartbeats (a send
+		// blocked on the stream ends with its context) and wait for them.
+		close(done)
+		cancel(nil)
+		heartbeats.Wait()
+	}()
+	heartbeats.Go(func() {
+		tick := time.NewTicker(s.cfg.Heartbeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				hb := &portcullisv1.Heartbeat{SentAt: timestamppb.Now()}
+				if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: hb}}); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}
+	})
+
+	for {
+		res, err := st.Recv()
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+				return cause
+			}
+			return err
+		}
+		silent.Reset(3 * s.cfg.Heartbeat)
+		if g := res.GetGoaway(); g != nil {
+			return &goawayError{reason: g.GetReason()}
+		}
+		sp := res.GetPolicy()
+		if sp == nil {
+			continue // a heartbeat
+		}
+		if err := send(s.receive(sp)); err != nil {
+			return err
+		}
+	}
+}
+
+// receive verifies and applies one version and returns the answer.
+func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.StreamPolicyRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	nack := func(err error) *portcullisv1.StreamPolicyRequest {
+		s.nacked.version, s.nacked.hash, s.nacked.err = sp.GetVersion(), sp.GetHash(), err.Error()
+		s.log.Error("refused a policy version; still enforcing the last good one", "version", sp.GetVersion(), "held", s.applied.GetVersion(), "err", err)
+		return &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Nack{Nack: &portcullisv1.PolicyNack{
+			Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash(), Error: err.Error(),
+		}}}
+	}
+	ack := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Ack{Ack: &portcullisv1.PolicyAck{
+		Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash(),
+	}}}
+	chain := s.chain
+	if len(sp.GetKeys()) > 0 {
+		chain = sp.GetKeys()
+	}
+	if s.nacked.version == sp.GetVersion() && s.nacked.hash == sp.GetHash() && s.nacked.version != 0 {
+		// Refused before: say so again, without trying again.
+		return nack(errors.New(s.nacked.err))
+	}
+	if held := s.applied.GetVersion(); sp.GetVersion() < held {
+		return nack(fmt.Errorf("version %d is older than the version held, %d", sp.GetVersion(), held))
+	}
+	pol, trusted, err := s.verify(sp, chain)
+	if err != nil {
+		return nack(err)
+	}
+	if s.applied.GetVersion() == sp.GetVersion() && s.applied.GetHash() == sp.GetHash() {
+		// Already enforced (the gateway sends the current version on
+		// every new stream); keep a newer chain or CA it brought.
+		if sp.GetCa() != nil {
+			if sandboxCA, err := ca.Parse(sp.GetCa().GetCertPem(), sp.GetCa().GetKeyPem()); err == nil {
+				s.proxy.SetCA(sandboxCA)
+			}
+		}
+	} else if err := s.apply(sp, pol); err != nil {
+		return nack(err)
+	}
+	s.chain = chain
+	// First contact pins the key; a rotation moves the pin forward.
+	repinned := !s.pinned.Equal(trusted)
+	s.pinned = trusted
+	s.keep(sp, chain, repinned)
+	s.log.Info("policy version applied", "version", sp.GetVersion(), "hash", sp.GetHash())
+	return ack
+}
+
+// keep writes the applied version (with its chain and the CA in force)
+// and, when it moved, the pinned key to the data dir. A failure is
+// logged: the version is enforced either way.
+func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey, repinned bool) {
+	kept := proto.Clone(sp).(*portcullisv1.SignedPolicy)
+	kept.Keys = chain
+	kept.Nonce = ""
+	if kept.Ca == nil && s.applied != nil && s.applied.Ca != nil {
+		kept.Ca = s.applied.Ca
+	}
+	s.applied = kept
+	data, err := proto.Marshal(kept)
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(s.cfg.DataDir, stateFile), data)
+	}
+	if err == nil && repinned {
+		err = writeFileAtomic(filepath.Join(s.cfg.DataDir, gatewayKeyFile), []byte(signing.FormatPublicKey(s.pinned)+"\n"))
+	}
+	if err != nil {
+		s.log.Error("could not keep the applied version in the data dir", "err", err)
+	}
+}
+
+// writeFileAtomic replaces path with data (0600): a crash leaves the old
+// file or the new one, never a mix.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Replace(path, data)
+}

@@ -1,0 +1,126 @@
+package match
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// ---------------------------------------------------------------------------
+// What the proxy asks before it reads a request.
+
+// Inspect reports whether requests to host:port need the proxy to see them
+// at L7 (terminate TLS, read the HTTP request): true when an endpoint whose
+// host and port match, whatever its binaries, has a protocol other than L4
+// or has deny rules. A hostless (allowed_ips) endpoint on the port counts
+// when host is a name, since its address is not known here. When false,
+// Decide on a request without HTTPMethod is the whole answer.
+func (m *Matcher) Inspect(host string, port int) bool {
+	if m == nil {
+		return false
+	}
+	r := policy.Request{Host: host, Port: port}
+	h := m.view(host)
+	var buf [16]int32
+	for _, n := range m.destinations(&r, &h, buf[:0]) {
+		if m.eps[n].needsL7() {
+			return true
+		}
+	}
+	if !h.isLiteral {
+		for _, n := range m.hostless {
+			if e := &m.eps[n]; slices.Contains(e.ports, port) && e.needsL7() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WantsAddress reports whether the decision on r could depend on where its
+// host resolves: some endpoint whose host pattern and port match r's name
+// and port, and whose binaries match r.Binary, or a hostless (allowed_ips
+// only) endpoint on r.Port whose binaries match, since such an endpoint
+// matches by address. When false, Decide without an address is already the
+// answer (a denial), and the proxy asks no DNS server about the name: a
+// denied name leaks nothing through DNS.
+func (m *Matcher) WantsAddress(r *policy.Request) bool {
+	if m == nil {
+		return false
+	}
+	name := *r
+	name.Addr = netip.Addr{}
+	h := m.view(name.Host)
+	var buf [16]int32
+	for _, n := range m.destinations(&name, &h, buf[:0]) {
+		if m.eps[n].binaryMatches(r.Binary, r.Ancestors) {
+			return true
+		}
+	}
+	for _, n := range m.hostless {
+		if e := &m.eps[n]; slices.Contains(e.ports, r.Port) && e.binaryMatches(r.Binary, r.Ancestors) {
+			return true
+		}
+	}
+	return false
+}
+
+// InspectedOn lists where the endpoints inspected at L7 on port live: the
+// IP literals and the exact host names of those endpoints (wildcard and
+// hostless ones cannot be listed). The proxy refuses an L4 tunnel to any of
+// these addresses, which would reach the inspected server uninspected.
+func (m *Matcher) InspectedOn(port int) (addrs []netip.Addr, names []string) {
+	if m == nil {
+		return nil, nil
+	}
+	for i := range m.eps {
+		e := &m.eps[i]
+		if !e.needsL7() || !slices.Contains(e.ports, port) {
+			continue
+		}
+		switch e.host.kind {
+		case hostIP:
+			if !slices.Contains(addrs, e.host.ip) {
+				addrs = append(addrs, e.host.ip)
+			}
+		case hostName:
+			if !slices.Contains(names, e.host.name) {
+				names = append(names, e.host.name)
+			}
+		}
+	}
+	return addrs, names
+}
+
+func (e *endpoint) needsL7() bool {
+	return e.protocol != policy.ProtocolL4 || e.hasDeny
+}
+
+// MCPLimits reports whether an mcp endpoint matches host:port and path —
+// its path scope read widely, as its deny rules read it, so the proxy
+// parses every message a deny rule may judge — and its mcp.max_body_bytes.
+// Validation guarantees mcp endpoints sharing a host:port agree on it.
+func (m *Matcher) MCPLimits(host string, port int, reqPath string) (maxBodyBytes int, ok bool) {
+	if m == nil {
+		return 0, false
+	}
+	r := policy.Request{Host: host, Port: port, HTTPMethod: "POST", Path: reqPath}
+	h := m.view(host)
+	var buf [16]int32
+	var paths canonicalPaths
+	for _, n := range m.destinations(&r, &h, buf[:0]) {
+		e := &m.eps[n]
+		if e.protocol != policy.ProtocolMCP {
+			continue
+		}
+		if e.scope != nil {
+			p, err := paths.get(reqPath, e.encodedOK)
+			if err != nil || !e.scope.matchDenyPath(p) {
+				continue
+			}
+		}
+		return e.maxBody, true
+	}
+	return 0, false
+}

@@ -1,0 +1,558 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// The MCP Streamable HTTP request headers, as the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk v1.8.0, mcp/streamable_headers.go)
+// sends them. Header names are case-insensitive; Parse matches them so.
+const (
+	HeaderMCPProtocolVersion = "Mcp-Protocol-Version" // the spec spells it MCP-Protocol-Version
+	HeaderMCPSessionID       = "Mcp-Session-Id"
+	HeaderMCPMethod          = "Mcp-Method" // 2026-07-28: the JSON-RPC method of the (single) message
+	HeaderMCPName            = "Mcp-Name"   // 2026-07-28: params.name (tools/call, prompts/get) or params.uri (resources/read)
+)
+
+// MetaKeyProtocolVersion is the params._meta key by which MCP 2026-07-28
+// carries the protocol version on every request (the Go SDK's
+// mcp.MetaKeyProtocolVersion).
+const MetaKeyProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+// KnownVersions are the MCP protocol revisions, oldest first (the ones
+// policy's mcp.versions may list).
+var KnownVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
+
+// BatchAllowed reports whether MCP protocol version allows JSON-RPC
+// batching: only 2025-03-26 does (2025-06-18 removed it). A request naming
+// no version is not allowed a batch.
+func BatchAllowed(version string) bool { return version == "2025-03-26" }
+
+// Request is one POST to an MCP endpoint, as the proxy will judge it.
+type Request struct {
+	Batch    bool
+	Messages []Item
+	// Version is the MCP protocol version the request establishes: from the
+	// MCP-Protocol-Version header, initialize's params.protocolVersion, and
+	// params._meta (2026-07-28 carries it per request) — which must agree.
+	// "" when none is given.
+	Version string
+}
+
+// Item is one JSON-RPC message of an Request. ID and
+// Message.Arguments are copies: they do not alias the body Parse read.
+type Item struct {
+	ID      json.RawMessage   // the JSON-RPC id as sent (nil for notifications)
+	Message policy.MCPMessage // Method, Tool, Arguments, ProtocolVersion (= Request.Version), Response
+}
+
+// Error is why Parse refused a request. Any Error means: deny
+// before policy, even in audit mode, and forward nothing.
+type Error struct{ Reason string }
+
+func (e *Error) Error() string { return e.Reason }
+
+func mcpErrorf(format string, args ...any) *Error {
+	return &Error{Reason: fmt.Sprintf(format, args...)}
+}
+
+// mcpMaxDepth bounds the nesting of arrays and objects (the Go SDK refuses
+// deeper than 1000 too).
+const mcpMaxDepth = 1000
+
+// Parse reads the headers and body of an MCP Streamable HTTP POST
+// strictly. Any error is an *Error and means: deny before policy, even in
+// audit mode, forward nothing.
+//
+// Refused: a non-identity Content-Encoding; an empty body, invalid UTF-8,
+// anything but exactly one JSON value (trailing whitespace aside), invalid
+// JSON, nesting deeper than 1000, a \u escape naming a lone surrogate; a
+// duplicate object key at any depth, including keys equal ignoring case
+// (Unicode simple folding, as encoding/json matches struct fields); a
+// top-level value that is neither an object nor a non-empty array of
+// objects; members other than jsonrpc, id, method, params, result and error,
+// or one differing from those only in case; jsonrpc other than "2.0"; a
+// method that is not a non-empty string; method together with result or
+// error; an id that is not a string or an integer (int64); duplicate request
+// ids in a batch; params or params._meta not an object; a response without
+// id, with both or neither of result and error, or an error that is not an
+// object; tools/call without params.name as a string or with
+// params.arguments not an object; initialize without params.protocolVersion
+// as a string, or inside a batch; Mcp-Method or Mcp-Name headers on a batch,
+// given more than once, or disagreeing with the message; and any
+// disagreement between the MCP-Protocol-Version header, initialize's
+// params.protocolVersion and params._meta's protocol version, within one
+// message or across a batch.
+func Parse(header http.Header, body []byte) (*Request, error) {
+	if err := checkContentEncoding(header); err != nil {
+		return nil, err
+	}
+	if len(body) == 0 {
+		return nil, mcpErrorf("empty body")
+	}
+	if !utf8.Valid(body) {
+		return nil, mcpErrorf("invalid UTF-8 at byte %d", invalidUTF8At(body))
+	}
+	root, err := parseJSONDocument(body)
+	if err != nil {
+		return nil, err
+	}
+
+	req := &Request{}
+	var msgs []*jvalue
+	switch root.kind {
+	case jObject:
+		msgs = []*jvalue{root}
+	case jArray:
+		if len(root.elems) == 0 {
+			return nil, mcpErrorf("empty batch")
+		}
+		req.Batch = true
+		for i, e := range root.elems {
+			if e.kind != jObject {
+				return nil, mcpErrorf("batch item %d is %s, not an object", i, e.kind)
+			}
+		}
+		msgs = root.elems
+	default:
+		return nil, mcpErrorf("top-level JSON value is %s, not an object or array", root.kind)
+	}
+
+	var versions []versionSource
+	if hv, ok, err := singleHeader(header, HeaderMCPProtocolVersion); err != nil {
+		return nil, err
+	} else if ok {
+		if hv == "" {
+			return nil, mcpErrorf("empty %s header", HeaderMCPProtocolVersion)
+		}
+		versions = append(versions, versionSource{hv, HeaderMCPProtocolVersion + " header"})
+	}
+
+	req.Messages = make([]Item, len(msgs))
+	parsed := make([]*parsedMessage, len(msgs))
+	for i, m := range msgs {
+		pm, err := parseMessage(m, i, req.Batch)
+		if err != nil {
+			return nil, err
+		}
+		parsed[i] = pm
+		versions = append(versions, pm.versions...)
+		req.Messages[i] = pm.item
+	}
+	if req.Batch {
+		if err := checkBatchIDs(parsed); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkRoutingHeaders(header, req.Batch, parsed); err != nil {
+		return nil, err
+	}
+	for _, v := range versions[min(1, len(versions)):] {
+		if v.value != versions[0].value {
+			return nil, mcpErrorf("protocol version disagreement: %s says %q, %s says %q", versions[0].where, versions[0].value, v.where, v.value)
+		}
+	}
+	if len(versions) > 0 {
+		req.Version = versions[0].value
+	}
+	for i := range req.Messages {
+		req.Messages[i].Message.ProtocolVersion = req.Version
+	}
+	return req, nil
+}
+
+// headerValues returns every value of the header name, matched
+// case-insensitively (a hand-built http.Header need not be canonical) and
+// with '_' standing for '-': WSGI and CGI servers fold Mcp_Method into the
+// same variable as Mcp-Method, so an upstream behind one reads either.
+func headerValues(h http.Header, name string) []string {
+	var out []string
+	for k, vs := range h {
+		if sameFieldName(k, name) {
+			out = append(out, vs...)
+		}
+	}
+	return out
+}
+
+func sameFieldName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if x != y && !strings.EqualFold(string(x), string(y)) {
+			return false
+		}
+	}
+	return true
+}
+
+// singleHeader returns the one value of header name; more than one is an
+// error (which would the upstream believe?).
+func singleHeader(h http.Header, name string) (string, bool, error) {
+	vs := headerValues(h, name)
+	switch len(vs) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return vs[0], true, nil
+	}
+	return "", false, mcpErrorf("%s header given %d times", name, len(vs))
+}
+
+func checkContentEncoding(h http.Header) error {
+	for _, v := range headerValues(h, "Content-Encoding") {
+		for _, tok := range strings.Split(v, ",") {
+			if !strings.EqualFold(strings.TrimSpace(tok), "identity") {
+				return mcpErrorf("Content-Encoding %q is not identity", v)
+			}
+		}
+	}
+	return nil
+}
+
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+type versionSource struct {
+	value string
+	where string
+}
+
+// parsedMessage is one message and what the header checks need of it.
+type parsedMessage struct {
+	item     Item
+	index    int
+	versions []versionSource
+	params   *jvalue // nil if absent
+	idKey    string  // canonical id, "" for notifications
+}
+
+var allMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
+	pm := &parsedMessage{index: i}
+	where := fmt.Sprintf("message %d", i)
+	for _, mem := range m.members {
+		if slices.Contains(allMembers, mem.key) {
+			continue
+		}
+		for _, k := range allMembers {
+			if strings.EqualFold(mem.key, k) {
+				return nil, mcpErrorf("member %q in %s differs from %q only in case", mem.key, where, k)
+			}
+		}
+		return nil, mcpErrorf("unknown member %q in %s", mem.key, where)
+	}
+	jv := m.get("jsonrpc")
+	switch {
+	case jv == nil:
+		return nil, mcpErrorf("%s has no \"jsonrpc\"", where)
+	case jv.kind != jString || jv.str != "2.0":
+		return nil, mcpErrorf("\"jsonrpc\" in %s is not \"2.0\"", where)
+	}
+	method, id, params := m.get("method"), m.get("id"), m.get("params")
+	result, rpcErr := m.get("result"), m.get("error")
+
+	if method == nil {
+		// A client→server response (to elicitation, sampling, roots/list).
+		switch {
+		case result == nil && rpcErr == nil:
+			return nil, mcpErrorf("%s has neither \"method\" nor \"result\"/\"error\"", where)
+		case result != nil && rpcErr != nil:
+			return nil, mcpErrorf("%s has both \"result\" and \"error\"", where)
+		case params != nil:
+			return nil, mcpErrorf("%s is a response but has \"params\"", where)
+		case id == nil:
+			return nil, mcpErrorf("response %s has no \"id\"", where)
+		case rpcErr != nil && rpcErr.kind != jObject:
+			return nil, mcpErrorf("\"error\" in %s is not an object", where)
+		}
+		key, err := idKey(id, where)
+		if err != nil {
+			return nil, err
+		}
+		pm.idKey = "r" + key
+		pm.item = Item{ID: bytes.Clone(id.raw), Message: policy.MCPMessage{Response: true}}
+		return pm, nil
+	}
+
+	switch {
+	case method.kind != jString:
+		return nil, mcpErrorf("\"method\" in %s is %s, not a string", where, method.kind)
+	case method.str == "":
+		return nil, mcpErrorf("empty \"method\" in %s", where)
+	case result != nil:
+		return nil, mcpErrorf("%s has both \"method\" and \"result\"", where)
+	case rpcErr != nil:
+		return nil, mcpErrorf("%s has both \"method\" and \"error\"", where)
+	case params != nil && params.kind != jObject:
+		return nil, mcpErrorf("\"params\" in %s is %s, not an object", where, params.kind)
+	}
+	pm.item.Message.Method = method.str
+	pm.params = params
+	if id != nil {
+		key, err := idKey(id, where)
+		if err != nil {
+			return nil, err
+		}
+		pm.idKey = "q" + key
+		pm.item.ID = bytes.Clone(id.raw)
+	}
+	if params == nil {
+		switch method.str {
+		case "tools/call", "initialize":
+			return nil, mcpErrorf("%s %s has no \"params\"", method.str, where)
+		}
+		return pm, nil
+	}
+
+	meta, err := params.lookup("_meta", where+" params")
+	if err != nil {
+		return nil, err
+	}
+	if meta != nil {
+		if meta.kind != jObject {
+			return nil, mcpErrorf("\"params._meta\" in %s is %s, not an object", where, meta.kind)
+		}
+		pv, err := meta.lookup(MetaKeyProtocolVersion, where+" params._meta")
+		if err != nil {
+			return nil, err
+		}
+		if pv != nil {
+			if pv.kind != jString || pv.str == "" {
+				return nil, mcpErrorf("params._meta[%q] in %s is not a non-empty string", MetaKeyProtocolVersion, where)
+			}
+			pm.versions = append(pm.versions, versionSource{pv.str, where + " params._meta"})
+		}
+	}
+
+	switch method.str {
+	case "initialize":
+		if batch {
+			return nil, mcpErrorf("initialize (%s) inside a batch", where)
+		}
+		pv, err := params.lookup("protocolVersion", where+" params")
+		if err != nil {
+			return nil, err
+		}
+		if pv == nil || pv.kind != jString || pv.str == "" {
+			return nil, mcpErrorf("initialize %s has no params.protocolVersion string", where)
+		}
+		pm.versions = append(pm.versions, versionSource{pv.str, where + " params.protocolVersion"})
+	case "tools/call":
+		name, err := params.lookup("name", where+" params")
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case name == nil:
+			return nil, mcpErrorf("tools/call %s has no params.name", where)
+		case name.kind != jString:
+			return nil, mcpErrorf("params.name in tools/call %s is %s, not a string", where, name.kind)
+		}
+		pm.item.Message.Tool = name.str
+		args, err := params.lookup("arguments", where+" params")
+		if err != nil {
+			return nil, err
+		}
+		if args != nil {
+			if args.kind != jObject {
+				return nil, mcpErrorf("params.arguments in tools/call %s is %s, not an object", where, args.kind)
+			}
+			pm.item.Message.Arguments = bytes.Clone(args.raw)
+		}
+	}
+	return pm, nil
+}
+
+// idKey checks a JSON-RPC id (a string or an integer; MCP forbids null) and
+// returns a canonical form for duplicate detection.
+func idKey(id *jvalue, where string) (string, error) {
+	switch id.kind {
+	case jString:
+		return "s" + id.str, nil
+	case jNumber:
+		if bytes.ContainsAny(id.raw, ".eE") {
+			return "", mcpErrorf("\"id\" in %s is not an integer", where)
+		}
+		n, err := strconv.ParseInt(string(id.raw), 10, 64)
+		if err != nil {
+			return "", mcpErrorf("\"id\" in %s is out of range", where)
+		}
+		return "n" + strconv.FormatInt(n, 10), nil
+	}
+	return "", mcpErrorf("\"id\" in %s is %s, not a string or integer", where, id.kind)
+}
+
+// checkBatchIDs refuses two requests (or two responses) of a batch with the
+// same id: their answers could not be told apart.
+func checkBatchIDs(msgs []*parsedMessage) error {
+	seen := make(map[string]int, len(msgs))
+	for _, pm := range msgs {
+		if pm.idKey == "" {
+			continue
+		}
+		if j, dup := seen[pm.idKey]; dup {
+			return mcpErrorf("messages %d and %d of the batch share the id %s", j, pm.index, pm.item.ID)
+		}
+		seen[pm.idKey] = pm.index
+	}
+	return nil
+}
+
+// checkRoutingHeaders makes Mcp-Method and Mcp-Name (MCP 2026-07-28) agree
+// with the body: an upstream routing on them must see the call the proxy
+// judged.
+func checkRoutingHeaders(h http.Header, batch bool, msgs []*parsedMessage) error {
+	hm, hasMethod, err := singleHeader(h, HeaderMCPMethod)
+	if err != nil {
+		return err
+	}
+	hn, hasName, err := singleHeader(h, HeaderMCPName)
+	if err != nil {
+		return err
+	}
+	if batch && (hasMethod || hasName) {
+		return mcpErrorf("%s/%s headers on a batch", HeaderMCPMethod, HeaderMCPName)
+	}
+	if !hasMethod && !hasName {
+		return nil
+	}
+	pm := msgs[0]
+	method := pm.item.Message.Method
+	if hasMethod {
+		switch {
+		case pm.item.Message.Response:
+			return mcpErrorf("%s header %q on a JSON-RPC response", HeaderMCPMethod, hm)
+		case hm != method:
+			return mcpErrorf("%s header %q does not match method %q", HeaderMCPMethod, hm, method)
+		}
+	}
+	if !hasName {
+		return nil
+	}
+	// The Go SDK sends Mcp-Name for the three methods that name something.
+	var field string
+	switch method {
+	case "tools/call", "prompts/get":
+		field = "name"
+	case "resources/read":
+		field = "uri"
+	default:
+		if pm.item.Message.Response {
+			return mcpErrorf("%s header %q on a JSON-RPC response", HeaderMCPName, hn)
+		}
+		return mcpErrorf("%s header %q on method %q, which names nothing", HeaderMCPName, hn, method)
+	}
+	var v *jvalue
+	if pm.params != nil {
+		if v, err = pm.params.lookup(field, "message 0 params"); err != nil {
+			return err
+		}
+	}
+	if v == nil || v.kind != jString {
+		return mcpErrorf("%s header %q but %s message 0 has no params.%s string", HeaderMCPName, hn, method, field)
+	}
+	if v.str != hn {
+		return mcpErrorf("%s header %q does not match params.%s %q", HeaderMCPName, hn, field, v.str)
+	}
+	return nil
+}
+
+// DenyBody is the JSON-RPC error response the proxy sends when it denies an
+// MCP request: one error object per request id, in order; nil ids (for
+// notifications and responses) get none. ids with more than one entry (nil
+// ones included) are a batch and are answered with a JSON array; when
+// nothing has an id the answer is a single error object with id null. code
+// should be in the implementation-defined range -32099..-32000; a code
+// outside it is replaced by -32000. data, if not nil, is the error's data
+// member (dropped if it does not marshal). Request.DenyBody also answers
+// a batch of one message with an array.
+func DenyBody(ids []json.RawMessage, code int, message string, data any) []byte {
+	return denyBody(ids, len(ids) > 1, code, message, data)
+}
+
+// DenyBody is the denial answer to r: DenyBody of its request ids, and an
+// array whenever r is a batch and some message has an id to answer.
+func (r *Request) DenyBody(code int, message string, data any) []byte {
+	ids := make([]json.RawMessage, 0, len(r.Messages))
+	for _, m := range r.Messages {
+		if !m.Message.Response {
+			ids = append(ids, m.ID)
+		}
+	}
+	return denyBody(ids, r.Batch, code, message, data)
+}
+
+type jsonrpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+type jsonrpcErrorResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   jsonrpcError    `json:"error"`
+}
+
+func denyBody(ids []json.RawMessage, batch bool, code int, message string, data any) []byte {
+	if code < -32099 || code > -32000 {
+		code = -32000
+	}
+	e := jsonrpcError{Code: code, Message: message}
+	if data != nil {
+		if d, err := json.Marshal(data); err == nil {
+			e.Data = d
+		}
+	}
+	var out []jsonrpcErrorResponse
+	for _, id := range ids {
+		if id == nil {
+			continue
+		}
+		if !json.Valid(id) {
+			id = nil // not from Parse; answer it as unidentifiable
+		}
+		out = append(out, jsonrpcErrorResponse{JSONRPC: "2.0", ID: id, Error: e})
+	}
+	var v any
+	switch {
+	case len(out) == 0:
+		v = jsonrpcErrorResponse{JSONRPC: "2.0", Error: e}
+	case len(out) == 1 && !batch:
+		v = out[0]
+	default:
+		v = out
+	}
+	b, err := json.Marshal(v)
+	if err != nil { // cannot happen: every field is plain or checked
+		return []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"denied"}}`)
+	}
+	return b
+}

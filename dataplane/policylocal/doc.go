@@ -1,0 +1,19 @@
+// Package policylocal owns the reserved host policy.local, answered by the
+// proxy itself before any policy applies and never dialled: the way an
+// untrusted agent, which holds no token, asks for access. Only
+// absolute-form http://policy.local[:80] requests are served (CONNECT and
+// https:// are refused with a pointer to http://), on strict paths,
+// methods, query parameters and bounded bodies.
+//
+// GET /v1/policy and GET /v1/denials?last=N answer from the proxy's own
+// state (State: the policy in force, the decision ring), each denial with
+// advisor.FromDenial's suggestion or why none is offered. POST
+// /v1/proposals, GET /v1/proposals/{id} and /v1/proposals/{id}/wait are
+// relayed to the gateway's AdvisorService with the proxy's sandbox token
+// (Server.SetAdvisor; in file mode they answer 503), gRPC errors mapped to
+// HTTP statuses with JSON bodies carrying the refusal or rate-limit
+// detail. mcp.go serves the same as an MCP server at
+// http://policy.local/mcp (official go-sdk, stateless) with the tools
+// list_denials, propose and proposal_status; refusals are tool results
+// with isError.
+package policylocal
