@@ -24,12 +24,9 @@ type auditService struct{ *Server }
 // ListAudit returns the newest entries, optionally of one sandbox (deleted
 // sandboxes included: the log outlives them).
 func (s auditService) ListAudit(ctx context.Context, req *portcullisv1.ListAuditRequest) (*portcullisv1.ListAuditResponse, error) {
-	limit := int(req.GetLimit())
-	switch {
-	case limit == 0:
-		limit = defaultListLimit
-	case limit > maxListLimit:
-		return nil, invalidField("limit", "must be at most %d", maxListLimit)
+	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
 	}
 	list, err := s.store.ListAudit(ctx, store.AuditFilter{Sandbox: req.GetSandbox(), Limit: limit})
 	if err != nil {

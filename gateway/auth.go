@@ -287,9 +287,15 @@ func (s *checkedStream) Receive(msg any) error {
 	if err := s.ServerStream.Receive(msg); err != nil {
 		return err
 	}
-	if s.ownSandbox != "" {
+	return checkRequest(msg, s.ownSandbox)
+}
+
+// checkRequest checks a decoded request message: a sandbox-scoped caller
+// (ownSandbox set) names its own sandbox, and the names are well formed.
+func checkRequest(msg any, ownSandbox string) error {
+	if ownSandbox != "" {
 		m, ok := msg.(interface{ GetSandbox() string })
-		if !ok || m.GetSandbox() != s.ownSandbox {
+		if !ok || m.GetSandbox() != ownSandbox {
 			return connect.NewError(connect.CodePermissionDenied, "a sandbox token may only read its own sandbox")
 		}
 	}

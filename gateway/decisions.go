@@ -62,12 +62,9 @@ func (s decisionService) ListDecisions(ctx context.Context, req *portcullisv1.Li
 	if err := checkDecisionFilter(req.GetDecision()); err != nil {
 		return nil, err
 	}
-	limit := int(req.GetLimit())
-	switch {
-	case limit == 0:
-		limit = defaultListLimit
-	case limit > maxListLimit:
-		return nil, invalidField("limit", "must be at most %d", maxListLimit)
+	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := s.store.GetSandbox(ctx, req.GetSandbox()); err != nil {
 		return nil, missing(err, "sandbox %q not found", req.GetSandbox())
@@ -83,6 +80,18 @@ func (s decisionService) ListDecisions(ctx context.Context, req *portcullisv1.Li
 	return res, nil
 }
 
+// listLimit reads a request's count of entries to return (field): def
+// when unset, refused beyond max.
+func listLimit(field string, n uint32, def, max int) (int, error) {
+	switch {
+	case n == 0:
+		return def, nil
+	case int64(n) > int64(max):
+		return 0, invalidField(field, "must be at most %d", max)
+	}
+	return int(n), nil
+}
+
 // TailDecisions sends the newest records, then polls the store for new
 // ones (records shipped through any replica land there).
 func (s decisionService) TailDecisions(ctx context.Context, req *portcullisv1.TailDecisionsRequest, stream portcullisv1connect.DecisionServiceTailDecisionsServerStream) error {
@@ -92,12 +101,9 @@ func (s decisionService) TailDecisions(ctx context.Context, req *portcullisv1.Ta
 	if _, err := s.store.GetSandbox(ctx, req.GetSandbox()); err != nil {
 		return missing(err, "sandbox %q not found", req.GetSandbox())
 	}
-	backlog := int(req.GetBacklog())
-	switch {
-	case backlog == 0:
-		backlog = defaultTailBacklog
-	case backlog > maxListLimit:
-		return invalidField("backlog", "must be at most %d", maxListLimit)
+	backlog, err := listLimit("backlog", req.GetBacklog(), defaultTailBacklog, maxListLimit)
+	if err != nil {
+		return err
 	}
 	f := store.DecisionFilter{Sandbox: req.GetSandbox(), Decision: req.GetDecision(), Limit: backlog}
 	if req.GetAfterId() != 0 {

@@ -86,13 +86,7 @@ func (s *grpcCheckedStream) RecvMsg(msg any) error {
 	if err := s.ServerStream.RecvMsg(msg); err != nil {
 		return transport.FromGRPC(err)
 	}
-	if s.ownSandbox != "" {
-		m, ok := msg.(interface{ GetSandbox() string })
-		if !ok || m.GetSandbox() != s.ownSandbox {
-			return connect.NewError(connect.CodePermissionDenied, "a sandbox token may only read its own sandbox")
-		}
-	}
-	return validateNames(msg)
+	return checkRequest(msg, s.ownSandbox)
 }
 
 func (s *grpcCheckedStream) SendMsg(msg any) error {

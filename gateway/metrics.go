@@ -46,18 +46,14 @@ func newMetrics(s *Server) *metrics {
 		Name: "portcullis_proxies_connected",
 		Help: "Proxies streaming policy from this replica.",
 	}, func() float64 { return float64(s.dist.Connected()) })
-	stored := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "portcullis_decisions_stored_total",
-		Help: "Decision records stored through this replica.",
-	}, func() float64 { return float64(s.decisions.Stored()) })
-	limited := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "portcullis_decisions_rate_limited_total",
-		Help: "Decision records this replica dropped because their sandbox was over its ingest rate limit.",
-	}, func() float64 { return float64(s.decisions.Limited()) })
-	pruned := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "portcullis_decisions_pruned_total",
-		Help: "Decision records this replica's retention sweep deleted.",
-	}, func() float64 { return float64(s.decisions.Pruned()) })
+	// The decision counters gateway/decisions keeps.
+	count := func(name, help string, n func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(n()) })
+	}
+	stored := count("portcullis_decisions_stored_total", "Decision records stored through this replica.", s.decisions.Stored)
+	limited := count("portcullis_decisions_rate_limited_total",
+		"Decision records this replica dropped because their sandbox was over its ingest rate limit.", s.decisions.Limited)
+	pruned := count("portcullis_decisions_pruned_total", "Decision records this replica's retention sweep deleted.", s.decisions.Pruned)
 	m.registry.MustRegister(m.rpc.Collectors()...)
 	m.registry.MustRegister(m.pushAck, m.pushNacks, m.conns, connected, stored, limited, pruned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
