@@ -21,7 +21,7 @@
 //   - gateway/notify: webhooks and the audit head logger.
 //
 // The root may import those, store, lifecycle, advisor, policy, prover,
-// approval's domain, the generated API and web; never dataplane.
+// the generated API and web; never dataplane.
 package gateway
 
 import (
