@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -71,23 +72,27 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	rt.tlsConfig = s.TLS
 	rt.routed = s.Routed
 	gs := s.GRPC
+	// Every server's goroutine ends with its shutdown below; Serve waits
+	// for them all (errc has room for each one's error).
+	var running sync.WaitGroup
+	defer running.Wait()
 	gsc := make(chan struct{}) // closed when gs.Serve returned
-	go func() {
+	running.Go(func() {
 		if err := rt.serve(); err != nil {
 			errc <- fmt.Errorf("accept: %w", err)
 		}
-	}()
-	go func() { errc <- srv.Serve(rt.http) }()
-	go func() {
+	})
+	running.Go(func() { errc <- srv.Serve(rt.http) })
+	running.Go(func() {
 		defer close(gsc)
 		if err := gs.Serve(rt.grpc); err != nil {
 			errc <- err
 		}
-	}()
+	})
 	if s.MetricsListener != nil {
 		msrv := &http.Server{Handler: s.Metrics, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		servers = append(servers, msrv)
-		go func() { errc <- msrv.Serve(s.MetricsListener) }()
+		running.Go(func() { errc <- msrv.Serve(s.MetricsListener) })
 	}
 
 	var err error
@@ -105,7 +110,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
 	grpcStopped := make(chan struct{})
-	go func() {
+	running.Go(func() {
 		defer close(grpcStopped)
 		graceful := make(chan struct{})
 		go func() {
@@ -119,7 +124,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			gs.Stop()
 			<-graceful
 		}
-	}()
+	})
 	for _, hs := range servers {
 		if serr := hs.Shutdown(shutdownCtx); serr != nil {
 			// Past the grace period, close what is left: requests still
