@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // The standard grpc.health.v1 service, so load balancers and grpc-health-probe
@@ -43,28 +44,31 @@ func RegisterHealth(rpc *connect.Server, ping func(context.Context) error, strea
 		}
 		return healthpb.HealthCheckResponse_SERVING, nil
 	}
-	rpc.Register(
-		connect.Method{
-			Spec: connect.Spec{StreamType: connect.StreamTypeUnary, Schema: methods.ByName("Check"), Procedure: HealthCheckProcedure},
+	// method serves one of the service's methods, each of which starts
+	// with one request.
+	method := func(name string, typ connect.StreamType, procedure string, serve func(context.Context, *healthpb.HealthCheckRequest, connect.ServerStream) error) connect.Method {
+		return connect.Method{
+			Spec: connect.Spec{StreamType: typ, Schema: methods.ByName(protoreflect.Name(name)), Procedure: procedure},
 			Handler: func(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
 				var req healthpb.HealthCheckRequest
 				if err := stream.Receive(&req); err != nil {
 					return err
 				}
+				return serve(ctx, &req, stream)
+			},
+		}
+	}
+	rpc.Register(
+		method("Check", connect.StreamTypeUnary, HealthCheckProcedure,
+			func(ctx context.Context, req *healthpb.HealthCheckRequest, stream connect.ServerStream) error {
 				s, err := status(ctx, req.GetService())
 				if err != nil {
 					return err
 				}
 				return stream.Send(&healthpb.HealthCheckResponse{Status: s})
-			},
-		},
-		connect.Method{
-			Spec: connect.Spec{StreamType: connect.StreamTypeServer, Schema: methods.ByName("Watch"), Procedure: HealthWatchProcedure},
-			Handler: func(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
-				var req healthpb.HealthCheckRequest
-				if err := stream.Receive(&req); err != nil {
-					return err
-				}
+			}),
+		method("Watch", connect.StreamTypeServer, HealthWatchProcedure,
+			func(ctx context.Context, req *healthpb.HealthCheckRequest, stream connect.ServerStream) error {
 				select {
 				case watchers <- struct{}{}:
 					defer func() { <-watchers }()
@@ -93,8 +97,7 @@ func RegisterHealth(rpc *connect.Server, ping func(context.Context) error, strea
 					case <-ticker.C:
 					}
 				}
-			},
-		},
+			}),
 	)
 }
 
