@@ -10,8 +10,8 @@
 // its serving methods from its Connect handlers and grpc-go bridge, after
 // authorization: a Caller says whose stream it is. It may import store,
 // the generated API (the stream's messages are the wire format), the
-// lifecycle's domain errors, transport (OffStack, interrupters) and
-// internal/signing; never the gateway root.
+// lifecycle's domain errors, transport (OffStack, interrupters),
+// internal/signing and internal/ca; never the gateway root.
 package distribution
 
 import (
