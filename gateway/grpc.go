@@ -28,8 +28,10 @@ func (s *Server) newGRPCServer() *grpc.Server {
 var discardLog = slog.New(slog.DiscardHandler)
 
 // authorizeGRPC is authorize for grpc-go: the bearer token from the
-// metadata, the same table, the same checks of every request message.
-func (s *Server) authorizeGRPC(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+// metadata, the same table, the same checks of every request message. A
+// panic becomes an error, as transport.RecoverPanics makes it on Connect.
+func (s *Server) authorizeGRPC(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer transport.Recover(info.FullMethod, &err)
 	r, ok := authzTable[info.FullMethod]
 	if !ok {
 		return connect.NewError(connect.CodePermissionDenied, "procedure not in the authorization table")

@@ -33,12 +33,16 @@ type distributionService struct{ *Server }
 // caller is the stream's proxy as distribution sees it.
 func (s *Server) caller(ctx context.Context) distribution.Caller {
 	p := mustPrincipal(ctx)
-	return distribution.Caller{Sandbox: p.Sandbox, Reauthenticate: func(ctx context.Context) error { return s.reauthenticate(ctx, p) }}
+	return distribution.Caller{Sandbox: p.Sandbox, Token: p.tokenHash, Auth: reauthenticator{s}}
 }
 
-// reauthenticate checks that the stream's token is still live.
-func (s *Server) reauthenticate(ctx context.Context, p Principal) error {
-	tok, err := s.store.TokenByHash(ctx, p.tokenHash)
+// reauthenticator re-checks the tokens of long streams.
+type reauthenticator struct{ s *Server }
+
+// Reauthenticate checks that the stream's token (its hash) is still live.
+func (r reauthenticator) Reauthenticate(ctx context.Context, tokenHash string) error {
+	s := r.s
+	tok, err := s.store.TokenByHash(ctx, tokenHash)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		// The store is unreachable: keep the stream, try again later.
 		s.log.WarnContext(ctx, "could not re-check a stream's token", "err", err)

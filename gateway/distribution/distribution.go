@@ -51,14 +51,24 @@ type Sink interface {
 	Ingest(ctx context.Context, sandbox, proxyID string, records []store.Decision) (stored, limited int, err error)
 }
 
-// Caller is the authenticated proxy on the other end of a stream.
+// Caller is the authenticated proxy on the other end of a stream. It is
+// kept for the stream's life, so it holds no closure: an idle stream costs
+// what it holds.
 type Caller struct {
 	// Sandbox is the sandbox of the caller's token: the one it may
 	// stream and ship for, whatever its messages say.
 	Sandbox string
-	// Reauthenticate reports whether the caller's token is still live
-	// (errors end the stream); checked every reauthInterval.
-	Reauthenticate func(context.Context) error
+	// Token names the caller's token to Auth.
+	Token string
+	// Auth checks, every reauthInterval, that Token is still live (an
+	// error ends the stream).
+	Auth Reauthenticator
+}
+
+// Reauthenticator checks that a stream's token is still live (the
+// gateway root's authentication).
+type Reauthenticator interface {
+	Reauthenticate(ctx context.Context, token string) error
 }
 
 // Distribution serves signed policy versions to proxies and takes their

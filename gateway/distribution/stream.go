@@ -141,7 +141,7 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 			return invalidField("message", "is empty")
 		}
 		if now.Sub(lastAuth) >= reauthInterval {
-			if _, err := transport.OffStack(func() (struct{}, error) { return struct{}{}, p.Reauthenticate(ctx) }); err != nil {
+			if _, err := transport.OffStack(func() (struct{}, error) { return struct{}{}, p.Auth.Reauthenticate(ctx, p.Token) }); err != nil {
 				return err
 			}
 			lastAuth = now

@@ -40,13 +40,14 @@ func NewGRPCServer(c Calls, authorize grpc.StreamServerInterceptor, maxRecvBytes
 }
 
 // GRPC returns the grpc-go interceptor that does what the Connect
-// interceptors do (metrics, error mapping, panic recovery, then authorize,
-// which runs the handler), in that order.
+// interceptors do (metrics, error mapping, then authorize, which runs the
+// handler), in that order. authorize recovers panics itself (defer
+// Recover), so that no frame is added below the handler.
 func (c Calls) GRPC(authorize grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
 		start := time.Now()
-		err := c.MapError(ctx, info.FullMethod, recovered(info.FullMethod, func() error { return authorize(srv, ss, info, handler) }))
+		err := c.MapError(ctx, info.FullMethod, authorize(srv, ss, info, handler))
 		code := codeName(err)
 		c.Metrics.observe(info.FullMethod, code, time.Since(start))
 		if c.Log.Enabled(ctx, slog.LevelDebug) {

@@ -15,19 +15,20 @@ import (
 // by the error mapping, answered as Internal) instead of a reset
 // connection.
 func RecoverPanics(next connect.ServerFunc) connect.ServerFunc {
-	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
-		return recovered(spec.Procedure, func() error { return next(ctx, spec, stream) })
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) (err error) {
+		defer Recover(spec.Procedure, &err)
+		return next(ctx, spec, stream)
 	}
 }
 
-// recovered runs f, turning its panic into an error naming procedure.
-func recovered(procedure string, f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in %s: %v\n%s", procedure, r, debug.Stack())
-		}
-	}()
-	return f()
+// Recover, deferred by a handler's caller, turns a panic into *err naming
+// procedure. Deferred in place rather than wrapping the call in a
+// function of its own: a policy stream's goroutine idles for hours at the
+// depth of its stack, and every frame below the handler is kept.
+func Recover(procedure string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("panic in %s: %v\n%s", procedure, r, debug.Stack())
+	}
 }
 
 // Calls is what both servers' interceptors share: the RPC metrics and the
