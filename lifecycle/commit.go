@@ -12,14 +12,22 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// Committing versions. Every version of every sandbox is committed by the
-// store in one transaction that checks the version it replaces is still
-// current (store.AppendVersion, inside AppendPolicyVersion, ApplyProposal,
-// FreezeSandbox and UnfreezeSandbox), and this package is the only caller
-// of those. Nothing is announced here: the store's commit feed
-// (ListenPolicyCommits) tells every listener — the push hub, the re-basing
-// of pending proposals (Run) — of every commit, on every replica, in the
-// same way whichever path made it.
+// Committing versions. A sandbox's first version is stored with the
+// sandbox (store.CreateSandbox); every later one — set, rollback, the
+// expiry of grants, an applied proposal, a freeze, an unfreeze — is
+// committed by commit below, inside the transaction of the workflow that
+// makes it, which holds the sandbox row. Nothing is announced here: the
+// store's commit feed (ListenPolicyCommits) tells every listener — the
+// push hub, the re-basing of pending proposals (Run) — of every commit,
+// on every replica, in the same way whichever workflow made it.
+
+// commit stores in as the sandbox's next version in tx: the
+// compare-and-swap on the current version, the version row, the sandbox
+// moved to it and the policy.set audit entry (store.AppendVersion). It is
+// the one path of every version commit after a sandbox's first.
+func commit(ctx context.Context, tx store.Tx, in store.AppendPolicy) (store.PolicyVersion, error) {
+	return store.AppendVersion(ctx, tx, in)
+}
 
 // Change is a new version asked for directly: set, rollback or the expiry
 // sweep.
@@ -35,56 +43,48 @@ type Change struct {
 	Actor      string
 }
 
-// commitAttempts bounds retries of a commit that named no expected version
-// and lost a race: such a caller asked for "on top of whatever is current".
-// Each lost race means another writer committed, so with fewer concurrent
-// writers than this every one of them gets through.
+// commitAttempts bounds how often applying a proposal re-bases and tries
+// again after its base moved.
 const commitAttempts = 10
 
-// Commit stores c as the sandbox's next version: expected-version check,
-// frozen check, no-op detection (unchanged true: the current version is
-// returned and nothing is stored), the static-section rule, then
-// compare-and-swap in the store.
+// Commit stores c as the sandbox's next version, in one transaction that
+// holds the sandbox: expected-version check, frozen check, no-op
+// detection (unchanged true: the current version is returned and nothing
+// is stored), the static-section rule, then commit.
 func (l *Lifecycle) Commit(ctx context.Context, c Change) (v store.PolicyVersion, unchanged bool, err error) {
-	for attempt := 1; ; attempt++ {
-		v, unchanged, err = l.commitOnce(ctx, c)
-		if c.Expected == nil && errors.Is(err, store.ErrConflict) && attempt < commitAttempts {
-			continue
-		}
-		return v, unchanged, err
-	}
-}
-
-func (l *Lifecycle) commitOnce(ctx context.Context, c Change) (store.PolicyVersion, bool, error) {
-	sb, err := l.st.GetSandbox(ctx, c.Sandbox)
-	if err != nil {
-		return store.PolicyVersion{}, false, Missing(err, "sandbox %q not found", c.Sandbox)
-	}
-	if c.Expected != nil && *c.Expected != sb.CurrentVersion {
-		return store.PolicyVersion{}, false, &ConflictError{fmt.Sprintf("expected version %d, but the current version of %q is %d", *c.Expected, c.Sandbox, sb.CurrentVersion)}
-	}
-	if sb.Frozen {
-		return store.PolicyVersion{}, false, frozenError(sb, "before changing its policy")
-	}
 	hash := c.Policy.Hash()
-	if sb.CurrentVersion > 0 {
-		current, err := l.st.GetPolicyVersion(ctx, c.Sandbox, sb.CurrentVersion)
+	v, err = store.Transact(ctx, l.st.Driver, func(tx store.Tx) (store.PolicyVersion, error) {
+		unchanged = false
+		sb, err := tx.LockSandbox(ctx, c.Sandbox)
 		if err != nil {
-			return store.PolicyVersion{}, false, err
+			return store.PolicyVersion{}, Missing(err, "sandbox %q not found", c.Sandbox)
 		}
-		if current.Hash == hash {
-			return current, true, nil
+		if c.Expected != nil && *c.Expected != sb.CurrentVersion {
+			return store.PolicyVersion{}, &ConflictError{fmt.Sprintf("expected version %d, but the current version of %q is %d", *c.Expected, c.Sandbox, sb.CurrentVersion)}
 		}
-		if err := checkStaticSections(current.Document, c.Policy); err != nil {
-			return store.PolicyVersion{}, false, err
+		if sb.Frozen {
+			return store.PolicyVersion{}, frozenError(sb, "before changing its policy")
 		}
-	}
-	v, err := l.st.AppendPolicyVersion(ctx, store.AppendPolicy{
-		Sandbox: c.Sandbox, ExpectedVersion: sb.CurrentVersion, Hash: hash, Document: c.Policy.CanonicalJSON(),
-		Author: c.Actor, Source: c.Source, Provenance: c.Provenance,
+		if sb.CurrentVersion > 0 {
+			current, err := tx.GetPolicyVersion(ctx, c.Sandbox, sb.CurrentVersion)
+			if err != nil {
+				return store.PolicyVersion{}, err
+			}
+			if current.Hash == hash {
+				unchanged = true
+				return current, nil
+			}
+			if err := checkStaticSections(current.Document, c.Policy); err != nil {
+				return store.PolicyVersion{}, err
+			}
+		}
+		return commit(ctx, tx, store.AppendPolicy{
+			Sandbox: c.Sandbox, ExpectedVersion: sb.CurrentVersion, Hash: hash, Document: c.Policy.CanonicalJSON(),
+			Author: c.Actor, Source: c.Source, Provenance: c.Provenance,
+		})
 	})
-	if err != nil {
-		return store.PolicyVersion{}, false, err
+	if err != nil || unchanged {
+		return v, unchanged, err
 	}
 	l.log.InfoContext(ctx, "policy version committed", "sandbox", c.Sandbox, "version", v.Version, "hash", v.Hash, "source", v.Source, "actor", c.Actor)
 	return v, false, nil
@@ -166,7 +166,7 @@ func (l *Lifecycle) Freeze(ctx context.Context, sandbox, reason, actor string) (
 	denyAll.NetworkPolicies = nil
 	denyAll.NetworkMiddlewares = nil
 	denyAll = denyAll.Canonical()
-	sb, v, err := l.st.FreezeSandbox(ctx, sandbox, reason, actor, denyAll.CanonicalJSON(), denyAll.Hash())
+	sb, v, err := freezeSandbox(ctx, l.st, sandbox, reason, actor, denyAll.CanonicalJSON(), denyAll.Hash())
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return sb, &ConflictError{fmt.Sprintf("sandbox %q is already frozen", sandbox)}
@@ -179,7 +179,7 @@ func (l *Lifecycle) Freeze(ctx context.Context, sandbox, reason, actor string) (
 
 // Unfreeze restores the version before the freeze as a new version.
 func (l *Lifecycle) Unfreeze(ctx context.Context, sandbox, reason, actor string) (store.Sandbox, error) {
-	sb, v, err := l.st.UnfreezeSandbox(ctx, sandbox, reason, actor)
+	sb, v, err := unfreezeSandbox(ctx, l.st, sandbox, reason, actor)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return sb, &ConflictError{fmt.Sprintf("sandbox %q is not frozen", sandbox)}
@@ -197,7 +197,7 @@ const systemActor = "gateway"
 // their end, on every replica (the store decides each change once).
 func (l *Lifecycle) Sweep(ctx context.Context) error {
 	now := l.cfg.Now()
-	expired, err := l.st.ExpireProposals(ctx, now, systemActor)
+	expired, err := expireProposals(ctx, l.st, now, systemActor)
 	if err != nil {
 		return err
 	}

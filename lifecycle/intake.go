@@ -158,7 +158,7 @@ func (l *Lifecycle) Submit(ctx context.Context, s Submission) (Submitted, error)
 	if err != nil {
 		return Submitted{}, err
 	}
-	stored, created, err := l.st.CreateProposal(ctx, store.NewProposal{
+	stored, created, err := createProposal(ctx, l.st, proposalIn{
 		Proposal: store.Proposal{
 			Sandbox: s.Sandbox, Rationale: prop.Rationale, Proposer: s.Proposer, IdempotencyKey: prop.IdempotencyKey,
 			DenialID: s.DenialID, Document: doc, DedupeKey: dedupe, SupersedeKeys: supersede,
@@ -170,9 +170,9 @@ func (l *Lifecycle) Submit(ctx context.Context, s Submission) (Submitted, error)
 		RateWindow: l.cfg.ProposalRateWindow,
 	}, s.Actor)
 	switch {
-	case errors.Is(err, store.ErrRateLimited):
+	case errors.Is(err, errRateLimited):
 		return Submitted{}, &RateLimitError{After: l.retryAfter(ctx, s.Sandbox)}
-	case errors.Is(err, store.ErrFrozen):
+	case errors.Is(err, errFrozen):
 		return Submitted{}, frozenProposals(s.Sandbox)
 	case err != nil:
 		return Submitted{}, err
@@ -321,7 +321,7 @@ func (l *Lifecycle) Withdraw(ctx context.Context, id int64, sandbox, reason, act
 	if reason == "" {
 		reason = "withdrawn by the sandbox"
 	}
-	out, err := l.st.SetProposalStatus(ctx, p.ID, []string{store.ProposalPending}, store.ProposalWithdrawn, reason, actor)
+	out, err := setProposalStatus(ctx, l.st, p.ID, []string{store.ProposalPending}, store.ProposalWithdrawn, reason, actor)
 	if errors.Is(err, store.ErrConflict) {
 		cur, gerr := l.st.GetProposal(ctx, p.ID)
 		if gerr != nil {
@@ -431,7 +431,7 @@ func (l *Lifecycle) refreshNow(ctx context.Context, sandbox string) error {
 // that no longer applies keeps its last resulting policy and records why
 // (rebase_error); it cannot be approved until an operator looks at it.
 func (l *Lifecycle) rebase(ctx context.Context, pc *proofContext, p store.Proposal) (store.Proposal, error) {
-	in := store.Rebase{ID: p.ID, FromVersion: p.BaseVersion, BaseVersion: pc.current.Version, BaseHash: pc.current.Hash, Actor: systemActor}
+	in := rebaseIn{ID: p.ID, FromVersion: p.BaseVersion, BaseVersion: pc.current.Version, BaseHash: pc.current.Hash, Actor: systemActor}
 	prop, err := advisor.ParseProposal(p.Document)
 	if err != nil {
 		return p, fmt.Errorf("stored proposal %d no longer parses: %v", p.ID, err)
@@ -453,7 +453,7 @@ func (l *Lifecycle) rebase(ctx context.Context, pc *proofContext, p store.Propos
 	if in.BaseVersion == p.BaseVersion && in.ResultingHash == p.ResultingHash && in.RebaseError == p.RebaseError && sameFindings(in.Findings, p.Findings) {
 		return p, nil // nothing moved
 	}
-	out, err := l.st.RebaseProposal(ctx, in)
+	out, err := rebaseProposal(ctx, l.st, in)
 	if err == nil {
 		l.log.Info("proposal re-based", "sandbox", p.Sandbox, "proposal", p.ID, "from_version", p.BaseVersion,
 			"to_version", in.BaseVersion, "resulting_hash", in.ResultingHash, "rebase_error", in.RebaseError)

@@ -269,7 +269,7 @@ func (l *Lifecycle) Approve(ctx context.Context, a Approval) (Review, error) {
 	if refusals := r.Decision.Refusals; len(refusals) > 0 {
 		return Review{}, &PreconditionError{fmt.Sprintf("the approval rules refuse proposal %d: %s", p.ID, strings.Join(refusals, "; "))}
 	}
-	p, err = l.st.AddApproval(ctx, p.ID, store.Approval{Approver: a.Approver, Reason: a.Reason, ResultingHash: a.ResultingHash})
+	p, err = addApproval(ctx, l.st, p.ID, store.Approval{Approver: a.Approver, Reason: a.Reason, ResultingHash: a.ResultingHash})
 	switch {
 	case errors.Is(err, store.ErrAlreadyExists):
 		return Review{}, &PreconditionError{fmt.Sprintf("%s already approved proposal %d: another approver is needed", a.Approver, a.ID)}
@@ -330,7 +330,7 @@ func (l *Lifecycle) Reject(ctx context.Context, id int64, reason, actor string) 
 	if err != nil {
 		return Review{}, err
 	}
-	out, err := l.st.SetProposalStatus(ctx, p.ID, []string{store.ProposalPending, store.ProposalApproved}, store.ProposalRejected, reason, actor)
+	out, err := setProposalStatus(ctx, l.st, p.ID, []string{store.ProposalPending, store.ProposalApproved}, store.ProposalRejected, reason, actor)
 	if errors.Is(err, store.ErrConflict) {
 		return Review{}, l.whyNotPending(ctx, id)
 	}
@@ -358,7 +358,7 @@ func (l *Lifecycle) apply(ctx context.Context, p store.Proposal, actor string, a
 		if !grantEnd.IsZero() {
 			prov["grant_expires_at"] = grantEnd.Format(time.RFC3339)
 		}
-		applied, v, err := l.st.ApplyProposal(ctx, store.ApplyProposal{
+		applied, v, err := applyProposal(ctx, l.st, applyIn{
 			ID: p.ID, ResultingHash: p.ResultingHash, Document: doc, Hash: hash,
 			GrantExpiresAt: grantEnd, Actor: actor, Provenance: prov,
 		})
@@ -368,7 +368,7 @@ func (l *Lifecycle) apply(ctx context.Context, p store.Proposal, actor string, a
 			l.decided(applied)
 			return applied, nil
 		}
-		if errors.Is(err, store.ErrFrozen) {
+		if errors.Is(err, errFrozen) {
 			return p, &PreconditionError{fmt.Sprintf("sandbox %q was frozen: unfreeze it first", p.Sandbox)}
 		}
 		if !errors.Is(err, store.ErrConflict) {

@@ -199,76 +199,11 @@ func MergeCredentialedHosts(current, add, remove []string) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// proposalStatuses are the statuses a proposal may have.
-var proposalStatuses = []string{
-	ProposalPending, ProposalApproved, ProposalApplied, ProposalRejected,
-	ProposalExpired, ProposalSuperseded, ProposalWithdrawn,
-}
-
-// Prepare checks in and normalises what the store keeps of it: the
-// supersede keys sorted and without duplicates (nil when none), Findings
-// nil when empty. The caller's slices are never changed.
-//
-// An empty DedupeKey or IdempotencyKey means none: it matches nothing.
-func (in *NewProposal) Prepare() error {
-	p := &in.Proposal
-	switch {
-	case p.Sandbox == "":
-		return errors.New("invalid proposal: empty sandbox")
-	case len(p.Document) == 0:
-		return fmt.Errorf("invalid proposal of sandbox %q: empty document", p.Sandbox)
-	case len(p.Resulting) == 0 || p.ResultingHash == "":
-		return fmt.Errorf("invalid proposal of sandbox %q: empty resulting policy or hash", p.Sandbox)
-	case p.BaseVersion < 0:
-		return fmt.Errorf("invalid proposal of sandbox %q: base version %d", p.Sandbox, p.BaseVersion)
-	case in.RateMax < 0:
-		return fmt.Errorf("invalid proposal of sandbox %q: rate max %d", p.Sandbox, in.RateMax)
-	case in.RateMax > 0 && in.RateWindow <= 0:
-		return fmt.Errorf("invalid proposal of sandbox %q: rate max without a window", p.Sandbox)
-	}
-	if slices.Contains(p.SupersedeKeys, "") {
-		return fmt.Errorf("invalid proposal of sandbox %q: empty supersede key", p.Sandbox)
-	}
-	keys := slices.Compact(slices.Sorted(slices.Values(p.SupersedeKeys)))
-	if len(keys) == 0 {
-		keys = nil
-	}
-	p.SupersedeKeys = keys
-	if len(p.Findings) == 0 {
-		p.Findings = nil
-	}
-	p.Status, p.SupersededBy = ProposalPending, 0
-	return nil
-}
-
-// CheckProposalStatus reports whether status and every status in from are
-// known, and from names at least one.
-func CheckProposalStatus(status string, from []string) error {
-	if !slices.Contains(proposalStatuses, status) {
-		return fmt.Errorf("invalid proposal status %q", status)
-	}
-	if len(from) == 0 {
-		return errors.New("invalid proposal status change: no status to move from")
-	}
-	for _, f := range from {
-		if !slices.Contains(proposalStatuses, f) {
-			return fmt.Errorf("invalid proposal status %q", f)
-		}
-	}
-	return nil
-}
-
-// Check reports whether r can be stored: versions not negative, and a
-// resulting policy with its hash unless RebaseError says there is none
-// (then both may be empty).
-func (r Rebase) Check() error {
-	switch {
-	case r.FromVersion < 0 || r.BaseVersion < 0:
-		return fmt.Errorf("invalid rebase of proposal %d: versions %d to %d", r.ID, r.FromVersion, r.BaseVersion)
-	case (len(r.Resulting) == 0) != (r.ResultingHash == ""):
-		return fmt.Errorf("invalid rebase of proposal %d: resulting policy and hash must be both set or both empty", r.ID)
-	case len(r.Resulting) == 0 && r.RebaseError == "":
-		return fmt.Errorf("invalid rebase of proposal %d: no resulting policy and no rebase error", r.ID)
+// CheckApprovalPolicy reports whether approval rules can be stored: a
+// module and its hash.
+func CheckApprovalPolicy(module, hash string) error {
+	if module == "" || hash == "" {
+		return errors.New("invalid approval policy: empty module or hash")
 	}
 	return nil
 }

@@ -154,7 +154,9 @@ type Driver interface {
 	// Postgres) through any replica, via LISTEN/NOTIFY — until ctx ends.
 	// It reconnects by itself after errors; notifications sent while it
 	// was disconnected are lost, so callers also compare versions now and
-	// then. It returns ctx's error.
+	// then. A version may be heard twice (Postgres hears its own NOTIFY
+	// too) and a listener that falls far behind misses versions (see
+	// CommitFeed): listeners go by version. It returns ctx's error.
 	ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error
 
 	// AppendDecisions stores decision records (Postgres: one COPY) and

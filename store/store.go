@@ -1,8 +1,10 @@
 // Package store owns Portcullis's persistent state: its types, the
-// errors every engine maps to, and every rule of writing it — audit
-// entries and their hash chain, compare-and-swap on a sandbox's current
-// version, the last live admin token, proposal intake and approval —
-// written once (Store) over the primitives of a Driver. The engines are
+// errors every engine maps to, the primitives every engine implements (Tx,
+// Driver), and the record-keeping every write shares — audit entries and
+// their hash chain, compare-and-swap on a sandbox's current version
+// (AppendVersion), the last live admin token, the signing key chain —
+// written once (Store) over those primitives. The workflows built on them
+// (proposal intake, approval, the freeze) live in package lifecycle. The engines are
 // drivers: Postgres (store/postgres, for production and replicas) and
 // embedded SQLite (store/sqlite, the zero-setup default). The conformance
 // suite in store/storetest runs against both.
@@ -29,12 +31,6 @@ var (
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrLastAdmin: revoking the token would leave no live admin token.
 	ErrLastAdmin = errors.New("last live admin token")
-	// ErrRateLimited: the sandbox submitted too many proposals in the
-	// window; nothing was stored.
-	ErrRateLimited = errors.New("rate limited")
-	// ErrFrozen: the sandbox is frozen (kill switch); it takes no
-	// proposals until it is unfrozen.
-	ErrFrozen = errors.New("sandbox frozen")
 )
 
 // Roles a token may carry.
@@ -222,24 +218,6 @@ type Approval struct {
 	CreatedAt     time.Time
 }
 
-// ApplyProposal is the input of Store.ApplyProposal.
-type ApplyProposal struct {
-	ID int64
-	// ResultingHash must still be the proposal's resulting hash, and its
-	// BaseVersion still the sandbox's current version.
-	ResultingHash string
-	// Document and Hash are what is committed: the resulting policy, with
-	// expires_at added to the granted rules when the grant has an end.
-	Document []byte
-	Hash     string
-	// GrantExpiresAt is recorded on the proposal (zero: none).
-	GrantExpiresAt time.Time
-	Actor          string
-	// Provenance of the new version; the store adds "proposal" (the id)
-	// and "approvers" (comma-separated, in approval order).
-	Provenance map[string]string
-}
-
 // ApprovalPolicy is one stored version of the Rego approval rules.
 type ApprovalPolicy struct {
 	Version   int64
@@ -247,17 +225,6 @@ type ApprovalPolicy struct {
 	Hash      string
 	Author    string
 	CreatedAt time.Time
-}
-
-// NewProposal is the input of Store.CreateProposal.
-type NewProposal struct {
-	// Proposal is stored as pending; ID, Status, SupersededBy and the
-	// times are set by the store.
-	Proposal Proposal
-	// RateMax, if > 0, caps how many proposals the sandbox may have
-	// created in the RateWindow before now (ErrRateLimited otherwise).
-	RateMax    int
-	RateWindow time.Duration
 }
 
 // ProposalFilter narrows ListProposals. Zero values match everything.
@@ -271,22 +238,6 @@ type ProposalFilter struct {
 	ExpiresBefore time.Time
 	// Limit caps the proposals returned (the newest); 0 means no cap.
 	Limit int
-}
-
-// Rebase is the input of Store.RebaseProposal: the proposal applied to a
-// newer current version.
-type Rebase struct {
-	ID int64
-	// FromVersion must still be the proposal's base version, and the
-	// proposal still pending; otherwise ErrConflict and nothing changes.
-	FromVersion   int64
-	BaseVersion   int64
-	BaseHash      string
-	Resulting     []byte
-	ResultingHash string
-	Findings      []byte
-	RebaseError   string
-	Actor         string
 }
 
 // SigningKey is one of the gateway's Ed25519 signing keys. The keys form a

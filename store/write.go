@@ -25,8 +25,9 @@ import (
 // writes that change no sandbox but read before they write — the last live
 // admin token, the signing key chain, the approval rules — queue on the
 // audit chain's head (Tx.LockAuditHead), which they would take to audit
-// anyway; every other transaction takes that lock last, so no deadlock can
-// go through it.
+// anyway. Every other transaction audits after it has written the rows it
+// may have to wait for (it then writes only rows of the sandbox it holds),
+// so no deadlock can go through the head.
 type Store struct {
 	Driver
 }
@@ -34,8 +35,8 @@ type Store struct {
 // New returns the Store over d. Closing the Store closes d.
 func New(d Driver) *Store { return &Store{Driver: d} }
 
-// inTx runs fn in one transaction of d and returns its result.
-func inTx[T any](ctx context.Context, d Driver, fn func(tx Tx) (T, error)) (T, error) {
+// Transact runs fn in one transaction of d (InTx) and returns its result.
+func Transact[T any](ctx context.Context, d Driver, fn func(tx Tx) (T, error)) (T, error) {
 	var out T
 	err := d.InTx(ctx, func(tx Tx) error {
 		var err error
@@ -72,7 +73,8 @@ func Audit(ctx context.Context, tx Tx, e AuditEntry) error {
 // the sandbox's current version is still in.ExpectedVersion (ErrConflict
 // otherwise, ErrNotFound for an unknown sandbox), moves the sandbox to it
 // and audits it (policy.set, by in.Author). It locks the sandbox first.
-// Every policy version after a sandbox's first is committed through it.
+// Every policy version after a sandbox's first is committed through it
+// (by lifecycle's commit).
 func AppendVersion(ctx context.Context, tx Tx, in AppendPolicy) (PolicyVersion, error) {
 	if err := in.Prepare(); err != nil {
 		return PolicyVersion{}, err
@@ -84,7 +86,7 @@ func AppendVersion(ctx context.Context, tx Tx, in AppendPolicy) (PolicyVersion, 
 	if sb.CurrentVersion != in.ExpectedVersion {
 		return PolicyVersion{}, fmt.Errorf("%w: expected version %d, current is %d", ErrConflict, in.ExpectedVersion, sb.CurrentVersion)
 	}
-	pv, err := insertVersion(ctx, tx, in.Sandbox, in.ExpectedVersion+1, sb.CurrentHash, in, in.Author)
+	pv, e, err := insertVersion(ctx, tx, in.Sandbox, in.ExpectedVersion+1, sb.CurrentHash, in, in.Author)
 	if err != nil {
 		return PolicyVersion{}, err
 	}
@@ -92,25 +94,25 @@ func AppendVersion(ctx context.Context, tx Tx, in AppendPolicy) (PolicyVersion, 
 	if err := tx.UpdateSandbox(ctx, sb); err != nil {
 		return PolicyVersion{}, err
 	}
-	return pv, nil
+	return pv, Audit(ctx, tx, e)
 }
 
 // insertVersion stores one policy version (in.Source already defaulted)
-// and its audit entry; before is the hash of the version it follows.
-func insertVersion(ctx context.Context, tx Tx, sandbox string, version int64, before string, in AppendPolicy, actor string) (PolicyVersion, error) {
+// and returns it with its audit entry (by actor); before is the hash of
+// the version it follows.
+func insertVersion(ctx context.Context, tx Tx, sandbox string, version int64, before string, in AppendPolicy, actor string) (PolicyVersion, AuditEntry, error) {
 	pv := PolicyVersion{
 		Sandbox: sandbox, Version: version, Hash: in.Hash, Document: in.Document,
 		Author: in.Author, Source: in.Source, Provenance: strmap.Clone(in.Provenance), CreatedAt: tx.Now(),
 	}
 	if err := tx.InsertPolicyVersion(ctx, pv); err != nil {
-		return PolicyVersion{}, fmt.Errorf("insert version %d: %w", version, err)
+		return PolicyVersion{}, AuditEntry{}, fmt.Errorf("insert version %d: %w", version, err)
 	}
-	err := Audit(ctx, tx, AuditEntry{
+	return pv, AuditEntry{
 		Actor: actor, Action: ActionPolicySet, Sandbox: sandbox, Target: sandbox,
 		BeforeHash: before, AfterHash: in.Hash,
 		Detail: map[string]string{"version": fmt.Sprint(version), "source": in.Source},
-	})
-	return pv, err
+	}, nil
 }
 
 // CreateSandbox creates the sandbox, its token and, optionally, its
@@ -119,7 +121,7 @@ func (s *Store) CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, e
 	if err := in.Prepare(); err != nil {
 		return Sandbox{}, err
 	}
-	sb, err := inTx(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
 		sb := Sandbox{Name: in.Name, CreatedAt: tx.Now(), CreatedBy: in.Actor}
 		if in.Policy != nil {
 			sb.CurrentVersion, sb.CurrentHash = 1, in.Policy.Hash
@@ -127,19 +129,30 @@ func (s *Store) CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, e
 		if err := tx.InsertSandbox(ctx, sb); err != nil {
 			return sb, err
 		}
-		if err := Audit(ctx, tx, AuditEntry{
+		// The rows first, the audit entries last: a transaction holding
+		// the chain head then waits for no row another one may hold (a
+		// token name taken by a concurrent, uncommitted insert).
+		entries := []AuditEntry{{
 			Actor: in.Actor, Action: ActionSandboxCreate, Sandbox: in.Name, Target: in.Name, AfterHash: sb.CurrentHash,
-		}); err != nil {
+		}}
+		_, e, err := insertToken(ctx, tx, in.Token, in.Actor)
+		if err != nil {
 			return sb, err
 		}
-		if _, err := createToken(ctx, tx, in.Token, in.Actor); err != nil {
-			return sb, err
-		}
+		entries = append(entries, e)
 		if p := in.Policy; p != nil {
-			_, err := insertVersion(ctx, tx, in.Name, 1, "", AppendPolicy{
+			_, e, err := insertVersion(ctx, tx, in.Name, 1, "", AppendPolicy{
 				Hash: p.Hash, Document: p.Document, Author: p.Author, Source: p.Source, Provenance: p.Provenance,
 			}, in.Actor)
-			return sb, err
+			if err != nil {
+				return sb, err
+			}
+			entries = append(entries, e)
+		}
+		for _, e := range entries {
+			if err := Audit(ctx, tx, e); err != nil {
+				return sb, err
+			}
 		}
 		return sb, nil
 	})
@@ -181,7 +194,7 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 	if err := tok.Check(); err != nil {
 		return Token{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (Token, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (Token, error) {
 		if _, err := tx.LockSandbox(ctx, sandbox); err != nil {
 			return Token{}, err
 		}
@@ -207,29 +220,33 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 
 // AppendPolicyVersion stores the next version if the sandbox's current
 // version is still in.ExpectedVersion; otherwise ErrConflict and nothing
-// is stored.
+// is stored. It is AppendVersion in a transaction of its own, with none
+// of the product's rules (frozen sandboxes, fixed sections): the
+// conformance suite and tools use it; the product commits every version
+// through package lifecycle.
 func (s *Store) AppendPolicyVersion(ctx context.Context, in AppendPolicy) (PolicyVersion, error) {
 	if err := in.Prepare(); err != nil {
 		return PolicyVersion{}, err
 	}
-	pv, err := inTx(ctx, s.Driver, func(tx Tx) (PolicyVersion, error) { return AppendVersion(ctx, tx, in) })
+	pv, err := Transact(ctx, s.Driver, func(tx Tx) (PolicyVersion, error) { return AppendVersion(ctx, tx, in) })
 	if err != nil {
 		return PolicyVersion{}, fmt.Errorf("append policy version of %q: %w", in.Sandbox, err)
 	}
 	return pv, nil
 }
 
-// createToken stores tok (checked) at tx's time and audits it.
-func createToken(ctx context.Context, tx Tx, tok Token, actor string) (Token, error) {
+// insertToken stores tok (checked) at tx's time and returns it as stored
+// with its audit entry (by actor).
+func insertToken(ctx context.Context, tx Tx, tok Token, actor string) (Token, AuditEntry, error) {
 	tok.CreatedAt = tx.Now()
 	out, err := tx.InsertToken(ctx, tok)
 	if err != nil {
-		return Token{}, fmt.Errorf("insert token %q: %w", tok.Name, err)
+		return Token{}, AuditEntry{}, fmt.Errorf("insert token %q: %w", tok.Name, err)
 	}
-	return out, Audit(ctx, tx, AuditEntry{
+	return out, AuditEntry{
 		Actor: actor, Action: ActionTokenCreate, Sandbox: tok.Sandbox, Target: tok.Name,
 		Detail: map[string]string{"role": tok.Role},
-	})
+	}, nil
 }
 
 // CreateToken stores a token (name unique among live and revoked tokens:
@@ -238,7 +255,13 @@ func (s *Store) CreateToken(ctx context.Context, tok Token, actor string) (Token
 	if err := tok.Check(); err != nil {
 		return Token{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (Token, error) { return createToken(ctx, tx, tok, actor) })
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (Token, error) {
+		out, e, err := insertToken(ctx, tx, tok, actor)
+		if err != nil {
+			return Token{}, err
+		}
+		return out, Audit(ctx, tx, e)
+	})
 	if err != nil {
 		return Token{}, fmt.Errorf("create token %q: %w", tok.Name, err)
 	}
@@ -294,7 +317,7 @@ func (s *Store) AddSigningKey(ctx context.Context, k SigningKey, previousID, act
 	if len(out.Endorsement) == 0 {
 		out.Endorsement = nil
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (SigningKey, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (SigningKey, error) {
 		// Rotations queue on the chain head: the newest key read next
 		// cannot change before the insert.
 		if _, _, err := tx.LockAuditHead(ctx); err != nil {
@@ -334,7 +357,7 @@ func (s *Store) PutSandboxCA(ctx context.Context, ca SandboxCA) (SandboxCA, erro
 	if err := ca.Check(); err != nil {
 		return SandboxCA{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (SandboxCA, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (SandboxCA, error) {
 		ca.CreatedAt = tx.Now()
 		return tx.InsertSandboxCA(ctx, ca)
 	})
@@ -354,7 +377,7 @@ func (s *Store) SetSandboxBoundary(ctx context.Context, sandbox string, doc []by
 	if len(doc) == 0 {
 		doc, hash = nil, ""
 	}
-	sb, err := inTx(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
 		sb, err := tx.LockSandbox(ctx, sandbox)
 		if err != nil {
 			return Sandbox{}, err
@@ -382,7 +405,7 @@ func (s *Store) UpdateCredentialedHosts(ctx context.Context, sandbox string, add
 	if err := CheckCredentialedHosts(sandbox, add, remove); err != nil {
 		return Sandbox{}, err
 	}
-	sb, err := inTx(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
 		sb, err := tx.LockSandbox(ctx, sandbox)
 		if err != nil {
 			return Sandbox{}, err
@@ -408,7 +431,7 @@ func (s *Store) SetApprovalPolicy(ctx context.Context, module, hash, actor strin
 	if err := CheckApprovalPolicy(module, hash); err != nil {
 		return ApprovalPolicy{}, err
 	}
-	out, err := inTx(ctx, s.Driver, func(tx Tx) (ApprovalPolicy, error) {
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (ApprovalPolicy, error) {
 		// Setters queue on the chain head, so they number their versions
 		// one after the other instead of colliding.
 		if _, _, err := tx.LockAuditHead(ctx); err != nil {

@@ -61,33 +61,18 @@ func run(bin string, vmemKB int, only string) error {
 			return fmt.Errorf("build: %w", err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logf, err := os.Create(filepath.Join(dir, "gateway.log"))
+	addr, err := freeAddr()
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command("bash", "-c", fmt.Sprintf("ulimit -v %d && exec \"$0\" gateway --listen %s --data-dir %s", vmemKB, addr, filepath.Join(dir, "data")), bin)
 	cmd.Env = append(os.Environ(), "PORTCULLIS_BOOTSTRAP_TOKEN="+adminToken)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	gw, err := start(cmd, filepath.Join(dir, "gateway.log"))
+	if err != nil {
 		return err
 	}
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	}()
+	defer gw.stop()
+	pid, exited := gw.cmd.Process.Pid, gw.exited
 	base := "http://" + addr
 	if err := waitHealthy(base, exited); err != nil {
 		return err
@@ -146,7 +131,7 @@ func run(bin string, vmemKB int, only string) error {
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the gateway died during %s: %v (log: %s)", c.name, err, tail(logf.Name()))
+			return fmt.Errorf("the gateway died during %s: %v (log: %s)", c.name, err, tail(gw.log))
 		default:
 		}
 	}
@@ -332,51 +317,35 @@ func startProxy(bin, dir, gateway, token string) (*http.Client, func(), error) {
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logf, err := os.Create(filepath.Join(dir, "proxy.log"))
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(bin, "proxy", "--listen", addr, "--gateway", gateway, "--sandbox", "dos",
 		"--token-file", tokenFile, "--data-dir", filepath.Join(dir, "proxy"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	px, err := start(cmd, filepath.Join(dir, "proxy.log"))
+	if err != nil {
 		return nil, nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
 	}
 	proxyURL, _ := url.Parse("http://" + addr)
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 5 * time.Minute}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return nil, nil, fmt.Errorf("proxy exited at start: %v (log: %s)", err, tail(logf.Name()))
+		case err := <-px.exited:
+			return nil, nil, fmt.Errorf("proxy exited at start: %v (log: %s)", err, tail(px.log))
 		default:
 		}
 		if resp, err := client.Get("http://policy.local/v1/policy"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return client, stop, nil
+				return client, px.stop, nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	stop()
-	return nil, nil, fmt.Errorf("proxy not serving policy.local after 60 s (log: %s)", tail(logf.Name()))
+	px.stop()
+	return nil, nil, fmt.Errorf("proxy not serving policy.local after 60 s (log: %s)", tail(px.log))
 }
 
 // postLocal posts a proposal file to http://policy.local/v1/proposals and
@@ -397,4 +366,54 @@ func postLocal(client *http.Client, doc string) string {
 		}
 	}
 	return fmt.Sprintf("%d %s", resp.StatusCode, body)
+}
+
+// process is a portcullis command this program started, its output in a
+// log file that tail reads when it dies.
+type process struct {
+	cmd    *exec.Cmd
+	log    string     // the log file's path
+	exited chan error // Wait's result, sent once
+}
+
+// start runs cmd with its stdout and stderr going to a new file at
+// logPath.
+func start(cmd *exec.Cmd, logPath string) (*process, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	p := &process{cmd: cmd, log: logPath, exited: make(chan error, 1)}
+	go func() {
+		p.exited <- cmd.Wait()
+		logf.Close()
+	}()
+	return p, nil
+}
+
+// stop interrupts the process, as Ctrl-C would, and kills it if it has not
+// exited 10 s later.
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// freeAddr is a loopback host:port that was free a moment ago, for a child
+// to listen on.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

@@ -5,23 +5,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
 // CPU accounting: on a 2-core machine at saturation, throughput is about
 // cores ÷ CPU per request, so the CPU each path burns per request says
 // where a throughput gap comes from. This process holds the load clients,
-// the upstream and the Portcullis proxy; nginx is separate processes.
-
-// selfCPU is the user+system CPU this process has used.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// the upstream and the Portcullis proxy (benchenv.SelfCPU); nginx is
+// separate processes (groupCPU).
 
 // clockTick is the unit of /proc/PID/stat's utime and stime (USER_HZ,
 // 100 on Linux for as long as it has had /proc).

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 )
 
 // target is one path to the upstream: a URL and a keep-alive client.
@@ -174,7 +176,7 @@ func load(ctx context.Context, t *target, concurrency int, d time.Duration, perW
 	}
 	var wg sync.WaitGroup
 	ext0 := t.externalCPU()
-	cpu0 := selfCPU()
+	cpu0 := benchenv.SelfCPU()
 	start := time.Now()
 	end := start.Add(d)
 	for i := range workers {
@@ -214,7 +216,7 @@ func load(ctx context.Context, t *target, concurrency int, d time.Duration, perW
 		})
 	}
 	wg.Wait()
-	r := roundResult{elapsed: time.Since(start), selfCPU: selfCPU() - cpu0, extCPU: t.externalCPU() - ext0}
+	r := roundResult{elapsed: time.Since(start), selfCPU: benchenv.SelfCPU() - cpu0, extCPU: t.externalCPU() - ext0}
 	n := 0
 	for i := range workers {
 		n += len(workers[i].lat)

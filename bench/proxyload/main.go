@@ -14,14 +14,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
 )
 
 func main() {
@@ -41,14 +39,5 @@ func main() {
 	flag.Parse()
 	cfg.paths = strings.Split(*paths, ",")
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "proxyload:", err)
-		var usage *usageError
-		if errors.As(err, &usage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	benchcli.Main("proxyload", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout, os.Stderr) })
 }

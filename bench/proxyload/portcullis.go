@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/portcullis-dev/portcullis/bench/internal/orderspolicy"
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -20,13 +21,7 @@ import (
 // lookup_order, for the upstream at 127.0.0.1:PORT. BINARIES is replaced
 // by a binaries list when the caller binary is stubbed (see
 // startPortcullis).
-const benchPolicy = `
-version: 1
-network_policies:
-  orders:
-    name: orders
-    endpoints:
-      - host: 127.0.0.1
+const benchPolicy = orderspolicy.Head + `      - host: 127.0.0.1
         port: PORT
         path: /mcp
         protocol: mcp
@@ -36,19 +31,7 @@ network_policies:
         rules:
           - allow: { method: initialize }
           - allow: { method: notifications/initialized }
-          - allow: { method: tools/list }
-          - allow:
-              method: tools/call
-              tool: lookup_order
-              arguments_schema:
-                type: object
-                properties:
-                  order_id: { type: string, pattern: "^[A-Z]-\\d{4}$" }
-                required: [order_id]
-                additionalProperties: false
-        deny_rules:
-          - { method: tools/call, tool: refund_order }
-BINARIES`
+` + orderspolicy.ToolRules + `BINARIES`
 
 // stubBinary is the caller every connection has with --caller-binary stub.
 const stubBinary = "/usr/bin/python3"

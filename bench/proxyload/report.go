@@ -1,14 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/stats"
 )
 
 // The targets for the inspecting proxy.
@@ -62,8 +62,8 @@ func (p *pathResult) add(r roundResult, round int) {
 	p.Seconds += r.elapsed.Seconds()
 	p.RoundRPS = append(p.RoundRPS, float64(r.requests)/r.elapsed.Seconds())
 	sorted := slices.Sorted(slices.Values(r.latencies))
-	p.RoundP50 = append(p.RoundP50, micros(percentile(sorted, 50)))
-	p.roundP99 = append(p.roundP99, micros(percentile(sorted, 99)))
+	p.RoundP50 = append(p.RoundP50, micros(stats.Percentile(sorted, 50)))
+	p.roundP99 = append(p.roundP99, micros(stats.Percentile(sorted, 99)))
 	p.Capped = p.Capped || r.capped
 	p.selfCPU += r.selfCPU
 	p.extCPU += r.extCPU
@@ -72,8 +72,8 @@ func (p *pathResult) add(r roundResult, round int) {
 func (p *pathResult) finish(lat []time.Duration, dials int64) {
 	slices.Sort(lat)
 	p.ReqPerSec = float64(p.Requests) / p.Seconds
-	p.P50Micros = micros(percentile(lat, 50))
-	p.P99Micros = micros(percentile(lat, 99))
+	p.P50Micros = micros(stats.Percentile(lat, 50))
+	p.P99Micros = micros(stats.Percentile(lat, 99))
 	p.NewConnections = dials
 	if p.Requests > 0 {
 		p.SelfCPUMicros = micros(p.selfCPU) / float64(p.Requests)
@@ -167,15 +167,9 @@ func (r *results) failed() int {
 	return n
 }
 
-func (r *results) writeJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
 func (r *results) writeTable(w io.Writer) error {
 	e := r.Env
-	fmt.Fprintf(w, "\n%s, GOMAXPROCS=%d, %d CPUs (%s)", e.GoVersion, e.GOMAXPROCS, e.NumCPU, e.CPU)
+	fmt.Fprintf(w, "\n%s", e.Machine)
 	if e.Nginx != "" {
 		fmt.Fprintf(w, ", %s", e.Nginx)
 	}
@@ -242,16 +236,6 @@ func joinFloats(vs []float64, format string) string {
 		s[i] = fmt.Sprintf(format, v)
 	}
 	return strings.Join(s, " ")
-}
-
-// percentile returns the p-th percentile (nearest rank) of sorted, 0 if
-// it is empty.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

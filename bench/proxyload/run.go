@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 )
 
 // config is what the flags set.
@@ -36,40 +38,35 @@ const (
 	maxRounds      = 100
 )
 
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
 func (c *config) check() error {
-	bad := func(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 	switch {
 	case c.concurrency < 1 || c.concurrency > maxConcurrency:
-		return bad("--concurrency must be 1..%d", maxConcurrency)
+		return benchcli.Usagef("--concurrency must be 1..%d", maxConcurrency)
 	case c.duration <= 0 || c.duration > maxDuration:
-		return bad("--duration must be >0 and ≤ %s", maxDuration)
+		return benchcli.Usagef("--duration must be >0 and ≤ %s", maxDuration)
 	case c.warmup < 0 || c.warmup > maxDuration:
-		return bad("--warmup must be ≥0 and ≤ %s", maxDuration)
+		return benchcli.Usagef("--warmup must be ≥0 and ≤ %s", maxDuration)
 	case c.rounds < 1 || c.rounds > maxRounds:
-		return bad("--rounds must be 1..%d", maxRounds)
+		return benchcli.Usagef("--rounds must be 1..%d", maxRounds)
 	case c.upstream != "fixed" && c.upstream != "sdk":
-		return bad(`--upstream must be "fixed" or "sdk"`)
+		return benchcli.Usagef(`--upstream must be "fixed" or "sdk"`)
 	case c.callerBinary != "proc" && c.callerBinary != "stub":
-		return bad(`--caller-binary must be "proc" or "stub"`)
+		return benchcli.Usagef(`--caller-binary must be "proc" or "stub"`)
 	case c.nginxWorkers < 1 || c.nginxWorkers > 64:
-		return bad("--nginx-workers must be 1..64")
+		return benchcli.Usagef("--nginx-workers must be 1..64")
 	}
 	seen := map[string]bool{}
 	for _, p := range c.paths {
 		if !slices.Contains(pathNames, p) {
-			return bad("unknown path %q in --paths (known: %s)", p, strings.Join(pathNames, ", "))
+			return benchcli.Usagef("unknown path %q in --paths (known: %s)", p, strings.Join(pathNames, ", "))
 		}
 		if seen[p] {
-			return bad("path %q given twice in --paths", p)
+			return benchcli.Usagef("path %q given twice in --paths", p)
 		}
 		seen[p] = true
 	}
 	if len(c.paths) == 0 {
-		return bad("--paths names no path")
+		return benchcli.Usagef("--paths names no path")
 	}
 	return nil
 }
@@ -93,12 +90,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	// Keep the measured order stable whatever order the flag gave.
 	cfg.paths = slices.DeleteFunc(slices.Clone(pathNames), func(p string) bool { return !slices.Contains(cfg.paths, p) })
 
-	env := environment{
-		GoVersion:  runtime.Version(),
-		GOMAXPROCS: runtime.GOMAXPROCS(0),
-		NumCPU:     runtime.NumCPU(),
-		CPU:        cpuModel(),
-	}
+	env := environment{Machine: benchenv.Describe()}
 
 	var nginxBin string
 	if slices.Contains(cfg.paths, pathNginx) {
@@ -175,7 +167,9 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 		return err
 	}
 	if cfg.memprofile != "" {
-		if err := writeHeapProfile(cfg.memprofile); err != nil {
+		// The allocation profile: see -sample_index alloc_space /
+		// alloc_objects in go tool pprof.
+		if err := benchcli.WriteProfile(cfg.memprofile, "allocs"); err != nil {
 			return err
 		}
 	}
@@ -183,7 +177,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	res.Upstream = cfg.upstream
 	res.CallerBinary = cfg.callerBinary
 	if cfg.json {
-		err = res.writeJSON(out)
+		err = benchcli.WriteJSON(out, res)
 	} else {
 		err = res.writeTable(out)
 	}
@@ -196,39 +190,9 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	return nil
 }
 
-// environment describes where the figures come from.
+// environment describes where the figures come from: the machine, and
+// the nginx measured against.
 type environment struct {
-	GoVersion  string `json:"go_version"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
-	NumCPU     int    `json:"num_cpu"`
-	CPU        string `json:"cpu,omitempty"`
-	Nginx      string `json:"nginx,omitempty"`
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo, or "".
-func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(data)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// writeHeapProfile writes the allocation profile (see -sample_index
-// alloc_space / alloc_objects in go tool pprof).
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	return f.Close()
+	benchenv.Machine
+	Nginx string `json:"nginx,omitempty"`
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 	"github.com/portcullis-dev/portcullis/gateway"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -75,7 +76,7 @@ type collect struct {
 }
 
 func newCollect(version uint32, n int) *collect {
-	c := &collect{version: version, arrivals: make([]int64, n), acks: make([]int64, n), done: make(chan struct{}), cpu0: selfCPU()}
+	c := &collect{version: version, arrivals: make([]int64, n), acks: make([]int64, n), done: make(chan struct{}), cpu0: benchenv.SelfCPU()}
 	c.remaining.Store(int64(n))
 	if n == 0 {
 		close(c.done)
@@ -89,7 +90,7 @@ func (c *collect) record(i int, arrived, acked time.Time) {
 	}
 	c.arrivals[i], c.acks[i] = arrived.UnixNano(), acked.UnixNano()
 	if c.remaining.Add(-1) == 0 {
-		c.cpu = selfCPU() - c.cpu0
+		c.cpu = benchenv.SelfCPU() - c.cpu0
 		close(c.done)
 	}
 }

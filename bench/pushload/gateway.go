@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/portcullis-dev/portcullis/bench/internal/orderspolicy"
 	"github.com/portcullis-dev/portcullis/gateway"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -35,13 +36,7 @@ const benchSandbox = "pushload"
 // benchPolicy is a small realistic document: the article's orders MCP
 // endpoint with its argument gate, and two REST endpoints. Each commit
 // changes the port of the last one (PORT), so each is a new version.
-const benchPolicy = `
-version: 1
-network_policies:
-  orders:
-    name: orders
-    endpoints:
-      - host: orders.internal.example.com
+const benchPolicy = orderspolicy.Head + `      - host: orders.internal.example.com
         port: 8081
         path: /mcp
         protocol: mcp
@@ -52,19 +47,7 @@ network_policies:
           - allow: { method: initialize }
           - allow: { method: notifications/initialized }
           - allow: { method: server/discover }
-          - allow: { method: tools/list }
-          - allow:
-              method: tools/call
-              tool: lookup_order
-              arguments_schema:
-                type: object
-                properties:
-                  order_id: { type: string, pattern: "^[A-Z]-\\d{4}$" }
-                required: [order_id]
-                additionalProperties: false
-        deny_rules:
-          - { method: tools/call, tool: refund_order }
-    binaries: []
+` + orderspolicy.ToolRules + `    binaries: []
   github:
     name: github-api-readonly
     endpoints:

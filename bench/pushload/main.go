@@ -16,13 +16,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 )
 
 func main() {
@@ -44,7 +44,7 @@ func main() {
 	sandbox := flag.String("sandbox", "", "internal: with -clients, the sandbox")
 	flag.Parse()
 
-	raiseFileLimit()
+	benchenv.RaiseFileLimit()
 	if *clients {
 		// The token comes through the environment, not the command line.
 		token := os.Getenv(tokenEnv)
@@ -55,47 +55,17 @@ func main() {
 		return
 	}
 
-	var err error
-	if cfg.counts, err = parseInts("-n", *counts); err == nil {
-		cfg.shares, err = parseInts("-share", *shares)
-	}
-	if err == nil {
-		err = cfg.check()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pushload:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "pushload:", err)
-		var usage *usageError
-		if errors.As(err, &usage) {
-			os.Exit(2)
+	benchcli.Main("pushload", func(ctx context.Context) error {
+		var err error
+		if cfg.counts, err = parseInts("-n", *counts); err != nil {
+			return err
 		}
-		os.Exit(1)
-	}
-}
-
-// raiseFileLimit raises RLIMIT_NOFILE to its hard limit: 10,000 streams on
-// their own connections need 10,000 descriptors in each process.
-func raiseFileLimit() {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return
-	}
-	if lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-	}
-}
-
-// fileLimit is the current RLIMIT_NOFILE, 0 if unknown.
-func fileLimit() uint64 {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return 0
-	}
-	return lim.Cur
+		if cfg.shares, err = parseInts("-share", *shares); err != nil {
+			return err
+		}
+		if err := cfg.check(); err != nil {
+			return err
+		}
+		return run(ctx, cfg, os.Stdout, os.Stderr)
+	})
 }

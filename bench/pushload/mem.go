@@ -6,7 +6,8 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 )
 
 // memSample is one process's memory at a quiet moment, after a GC.
@@ -27,11 +28,7 @@ func (m memSample) heapStack() uint64 { return m.HeapInuse + m.StackInuse }
 // sampleMem collects garbage (twice: finalizers of the first free more)
 // and reads the runtime's and the kernel's view of this process.
 func sampleMem() memSample {
-	runtime.GC()
-	time.Sleep(20 * time.Millisecond)
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	ms := benchenv.SettledMemStats()
 	return memSample{
 		HeapInuse:  ms.HeapInuse,
 		StackInuse: ms.StackInuse,

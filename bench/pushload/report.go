@@ -1,12 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 )
 
 // The issue's targets for the push.
@@ -28,11 +29,8 @@ type results struct {
 
 // environment describes where the figures come from.
 type environment struct {
-	GoVersion  string `json:"go_version"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
-	NumCPU     int    `json:"num_cpu"`
-	CPU        string `json:"cpu,omitempty"`
-	FileLimit  uint64 `json:"rlimit_nofile"`
+	benchenv.Machine
+	FileLimit uint64 `json:"rlimit_nofile"`
 }
 
 // pushResult is one stream count and mode.
@@ -195,15 +193,9 @@ func (p *pushResult) mode() string {
 	return fmt.Sprintf("%d streams per connection", p.PerConn)
 }
 
-func (r *results) writeJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
 func (r *results) writeTable(w io.Writer) error {
 	e := r.Env
-	fmt.Fprintf(w, "\n%s, GOMAXPROCS=%d, %d CPUs (%s), RLIMIT_NOFILE %d\n", e.GoVersion, e.GOMAXPROCS, e.NumCPU, e.CPU, e.FileLimit)
+	fmt.Fprintf(w, "\n%s, RLIMIT_NOFILE %d\n", e.Machine, e.FileLimit)
 	fmt.Fprintf(w, "store %s; pushed message %d bytes (StreamPolicyResponse); %d commits per row, %s apart; figures are medians over the commits\n\n",
 		r.Store, r.MessageBytes, r.Commits, r.Settle)
 

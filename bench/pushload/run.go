@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,8 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
+	"github.com/portcullis-dev/portcullis/bench/internal/stats"
 )
 
 // config is what the flags set.
@@ -41,10 +43,6 @@ const (
 	maxShare = 250
 )
 
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
 func parseInts(flagName, s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
@@ -54,39 +52,38 @@ func parseInts(flagName, s string) ([]int, error) {
 		}
 		v, err := strconv.Atoi(f)
 		if err != nil {
-			return nil, &usageError{fmt.Sprintf("%s: %q is not a number", flagName, f)}
+			return nil, benchcli.Usagef("%s: %q is not a number", flagName, f)
 		}
 		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, &usageError{flagName + " names nothing"}
+		return nil, benchcli.Usagef("%s names nothing", flagName)
 	}
 	return out, nil
 }
 
 func (c *config) check() error {
-	bad := func(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 	for _, n := range c.counts {
 		if n < 1 || n > maxStreams {
-			return bad("-n: each count must be 1..%d", maxStreams)
+			return benchcli.Usagef("-n: each count must be 1..%d", maxStreams)
 		}
 	}
 	for _, s := range c.shares {
 		if s < 1 || s > maxShare {
-			return bad("-share: each value must be 1..%d (Go's HTTP/2 server allows %d concurrent streams per connection)", maxShare, maxShare)
+			return benchcli.Usagef("-share: each value must be 1..%d (Go's HTTP/2 server allows %d concurrent streams per connection)", maxShare, maxShare)
 		}
 	}
 	switch {
 	case c.commits < 1 || c.commits > maxCommits:
-		return bad("-commits must be 1..%d", maxCommits)
+		return benchcli.Usagef("-commits must be 1..%d", maxCommits)
 	case c.settle < 0 || c.settle > time.Minute:
-		return bad("-settle must be 0..1m")
+		return benchcli.Usagef("-settle must be 0..1m")
 	case c.timeout <= 0 || c.timeout > 30*time.Minute:
-		return bad("-timeout must be >0 and ≤ 30m")
+		return benchcli.Usagef("-timeout must be >0 and ≤ 30m")
 	case c.dialConcurrency < 1 || c.dialConcurrency > 10_000:
-		return bad("-connect-concurrency must be 1..10000")
+		return benchcli.Usagef("-connect-concurrency must be 1..10000")
 	case c.databaseURL != "" && !strings.HasPrefix(c.databaseURL, "postgres://") && !strings.HasPrefix(c.databaseURL, "postgresql://"):
-		return bad("-database-url must be a postgres:// URL (leave it unset for SQLite)")
+		return benchcli.Usagef("-database-url must be a postgres:// URL (leave it unset for SQLite)")
 	}
 	return nil
 }
@@ -104,11 +101,11 @@ func fdsNeeded(n, share int, baseline bool) int {
 // run starts the gateway and the clients process and measures every
 // stream count and mode in turn.
 func run(ctx context.Context, cfg config, out, logw io.Writer) error {
-	limit := fileLimit()
+	limit := benchenv.FileLimit()
 	for _, n := range cfg.counts {
 		for _, s := range cfg.shares {
 			if need := fdsNeeded(n, s, cfg.baseline); limit != 0 && uint64(need) > limit {
-				return &usageError{fmt.Sprintf("%d streams at -share %d need about %d file descriptors per process; RLIMIT_NOFILE is %d (raise the hard limit, e.g. ulimit -Hn)", n, s, need, limit)}
+				return benchcli.Usagef("%d streams at -share %d need about %d file descriptors per process; RLIMIT_NOFILE is %d (raise the hard limit, e.g. ulimit -Hn)", n, s, need, limit)
 			}
 		}
 	}
@@ -134,13 +131,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	fmt.Fprintf(logw, "gateway (%s) on %s; clients process %d\n", gw.engine, gw.addr, ch.pid())
 
 	res := &results{
-		Env: environment{
-			GoVersion:  runtime.Version(),
-			GOMAXPROCS: runtime.GOMAXPROCS(0),
-			NumCPU:     runtime.NumCPU(),
-			CPU:        cpuModel(),
-			FileLimit:  limit,
-		},
+		Env:     environment{Machine: benchenv.Describe(), FileLimit: limit},
 		Store:   gw.engine,
 		Commits: cfg.commits,
 		Settle:  cfg.settle.String(),
@@ -167,7 +158,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	}
 	res.derive()
 	if cfg.json {
-		return res.writeJSON(out)
+		return benchcli.WriteJSON(out, res)
 	}
 	return res.writeTable(out)
 }
@@ -202,11 +193,11 @@ func (m *measurer) streams(ctx context.Context, n, share int) (*pushResult, erro
 	if err != nil {
 		return nil, err
 	}
-	cpu0 := selfCPU()
+	cpu0 := benchenv.SelfCPU()
 	start := time.Now()
 	cres, err := m.ch.call(request{Op: opConnect, N: n, Share: share, Concurrency: cfg.dialConcurrency, Timeout: cfg.timeout})
 	r.ConnectSeconds = time.Since(start).Seconds()
-	r.ConnectCPUMicrosPerStream = float64((selfCPU() - cpu0).Microseconds()) / float64(n)
+	r.ConnectCPUMicrosPerStream = float64((benchenv.SelfCPU() - cpu0).Microseconds()) / float64(n)
 	stopProfile()
 	if err != nil {
 		return nil, err
@@ -227,7 +218,10 @@ func (m *measurer) streams(ctx context.Context, n, share int) (*pushResult, erro
 	r.ChildMemory = growth(*childBefore.Mem, *childAfter.Mem, n)
 	r.GatewayBefore, r.GatewayIdle = before, after
 	if cfg.memprofile != "" {
-		if err := writeHeapProfile(profilePath(cfg.memprofile, n, share, "")); err != nil {
+		// The in-use heap after a GC (go tool pprof -sample_index
+		// inuse_space): what the idle streams hold.
+		runtime.GC()
+		if err := benchcli.WriteProfile(profilePath(cfg.memprofile, n, share, ""), "heap"); err != nil {
 			return nil, err
 		}
 	}
@@ -264,7 +258,7 @@ func (m *measurer) push(ctx context.Context, n int) (pushSample, error) {
 		return pushSample{}, err
 	}
 	m.variant++
-	cpu0 := selfCPU()
+	cpu0 := benchenv.SelfCPU()
 	t0 := time.Now()
 	v, err := m.gw.commit(ctx, m.variant)
 	t1 := time.Now()
@@ -279,7 +273,7 @@ func (m *measurer) push(ctx context.Context, n int) (pushSample, error) {
 	if err != nil {
 		return pushSample{}, err
 	}
-	cpu := selfCPU() - cpu0
+	cpu := benchenv.SelfCPU() - cpu0
 	m.message = res.Message
 	s := pushSample{
 		Version:  v,
@@ -330,13 +324,13 @@ func (m *measurer) floor(ctx context.Context, n int) (*floorResult, error) {
 			f.close(m.ch)
 			return nil, err
 		}
-		cpu0 := selfCPU()
+		cpu0 := benchenv.SelfCPU()
 		t0, replies, err := f.round(ctx, m.message, cfg.timeout)
 		if err != nil {
 			f.close(m.ch)
 			return nil, err
 		}
-		cpu := selfCPU() - cpu0
+		cpu := benchenv.SelfCPU() - cpu0
 		res, err := m.ch.call(request{Op: opWait, TCP: true, Timeout: cfg.timeout})
 		if err != nil {
 			f.close(m.ch)
@@ -388,44 +382,6 @@ func startCPUProfile(path string, n, share int, suffix string) (func(), error) {
 	}, nil
 }
 
-// writeHeapProfile writes the in-use heap profile (go tool pprof
-// -sample_index inuse_space).
-func writeHeapProfile(path string) error {
-	runtime.GC()
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("memory profile: %w", err)
-	}
-	return f.Close()
-}
-
-// selfCPU is the user+system CPU this process (the gateway) has used.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo, or "".
-func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(data)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
 // dist is a distribution of times since t0, in milliseconds.
 type dist struct {
 	Min float64 `json:"min_ms"`
@@ -444,13 +400,7 @@ func distOf(times []int64, t0 time.Time) dist {
 		d[i] = time.Duration(t - base)
 	}
 	slices.Sort(d)
-	return dist{Min: ms(d[0]), P50: ms(percentile(d, 50)), P99: ms(percentile(d, 99)), Max: ms(d[len(d)-1])}
-}
-
-// percentile returns the p-th percentile (nearest rank) of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
+	return dist{Min: ms(d[0]), P50: ms(stats.Percentile(d, 50)), P99: ms(stats.Percentile(d, 99)), Max: ms(d[len(d)-1])}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

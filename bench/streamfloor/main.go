@@ -28,7 +28,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -36,6 +35,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
@@ -45,7 +45,7 @@ func main() {
 	n := flag.Int("n", 10_000, "streams")
 	share := flag.Int("share", 100, "streams per connection (1: a connection per stream; at most 250)")
 	flag.Parse()
-	raiseFileLimit()
+	benchenv.RaiseFileLimit()
 	if *serve != "" {
 		if err := runServer(*serve); err != nil {
 			fmt.Fprintln(os.Stderr, "streamfloor server:", err)
@@ -226,23 +226,9 @@ func runServer(transport string) error {
 		if strings.TrimSpace(in.Text()) != "sample" {
 			continue
 		}
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
+		ms := benchenv.SettledMemStats()
 		b, _ := json.Marshal(sample{Heap: ms.HeapInuse, Stack: ms.StackInuse, Goroutines: runtime.NumGoroutine()})
 		fmt.Println(string(b))
 	}
 	return nil
-}
-
-// raiseFileLimit lifts the open-file limit to its hard maximum: 10,000
-// streams on their own connections need that many descriptors.
-func raiseFileLimit() {
-	var l syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil {
-		l.Cur = l.Max
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
-	}
 }

@@ -10,14 +10,9 @@ import (
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
-// The audit log's hash chain (store.AuditHash) is kept in one order
-// across every replica sharing the database by the audit_head row
-// (migration 4): LockAuditHead holds that row's lock (SELECT … FOR
-// UPDATE) until the transaction ends, so appends from any replica queue
-// there and each sees the head the one before it committed.
-
-// LockAuditHead returns the chain's head, holding it until the
-// transaction ends.
+// LockAuditHead returns the chain's head (the audit_head row, migration
+// 4), holding its row lock until the transaction ends: appends from every
+// replica queue there, and each sees the head the one before committed.
 func (c *conn) LockAuditHead(ctx context.Context) (int64, string, error) {
 	return c.auditHead(ctx, c.forUpdate())
 }
@@ -53,10 +48,7 @@ func (c *conn) InsertAudit(ctx context.Context, e store.AuditEntry) error {
 	if err == nil && tag.RowsAffected() != 1 {
 		err = fmt.Errorf("audit head not moved (%d rows)", tag.RowsAffected())
 	}
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", e.Action, mapErr(err))
-	}
-	return nil
+	return wrapf(err, "audit %s", e.Action)
 }
 
 const auditColumns = `id, seq, at, actor, action, sandbox, target, before_hash, after_hash, detail, prev_hash, hash`
@@ -80,16 +72,8 @@ func scanAudit(r pgx.Row) (store.AuditEntry, error) {
 
 // ListAudit returns audit entries, newest first.
 func (c *conn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	var limit *int
-	if f.Limit > 0 {
-		limit = &f.Limit
-	}
-	rows, err := c.db.Query(ctx, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE $1 = '' OR sandbox = $1
-		ORDER BY id DESC
-		LIMIT $2`, f.Sandbox, limit)
+	rows, err := c.db.Query(ctx, `SELECT `+auditColumns+` FROM audit_log
+		WHERE $1 = '' OR sandbox = $1 ORDER BY id DESC LIMIT $2`, f.Sandbox, limitOf(f.Limit))
 	out, err := collect(rows, err, scanAudit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
@@ -99,16 +83,8 @@ func (c *conn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Audi
 
 // AuditChain returns up to limit entries after afterSeq, oldest first.
 func (c *conn) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]store.AuditEntry, error) {
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
-	rows, err := c.db.Query(ctx, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE seq > $1
-		ORDER BY seq
-		LIMIT $2`, afterSeq, lim)
+	rows, err := c.db.Query(ctx, `SELECT `+auditColumns+` FROM audit_log
+		WHERE seq > $1 ORDER BY seq LIMIT $2`, afterSeq, limitOf(limit))
 	out, err := collect(rows, err, scanAudit)
 	if err != nil {
 		return nil, fmt.Errorf("audit chain after %d: %w", afterSeq, err)
@@ -133,22 +109,18 @@ func (d *Driver) chainUnchained(ctx context.Context) (int, error) {
 		if err != nil || len(old) == 0 {
 			return err
 		}
+		var b pgx.Batch
 		for _, e := range old {
 			seq++
 			e.Seq, e.PrevHash = seq, prev
 			e.Hash = store.AuditHash(e)
 			// The append-only trigger allows exactly this update.
-			if _, err := t.db.Exec(ctx, `UPDATE audit_log SET seq = $1, prev_hash = $2, hash = $3 WHERE id = $4`,
-				e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
-				return fmt.Errorf("chain audit entry %d: %w", e.ID, mapErr(err))
-			}
+			b.Queue(`UPDATE audit_log SET seq = $1, prev_hash = $2, hash = $3 WHERE id = $4`, e.Seq, e.PrevHash, e.Hash, e.ID)
 			prev = e.Hash
 		}
-		if _, err := t.db.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, seq, prev); err != nil {
-			return fmt.Errorf("move head: %w", mapErr(err))
-		}
+		b.Queue(`UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, seq, prev)
 		n = len(old)
-		return nil
+		return mapErr(t.db.SendBatch(ctx, &b).Close())
 	})
 	if err != nil {
 		return 0, fmt.Errorf("chain audit log: %w", err)

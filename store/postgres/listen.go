@@ -12,17 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Commit feed. A version is announced to the listeners of this process
-// right after the transaction that inserted it commits (store.CommitFeed,
-// published from InTx), as on SQLite; other replicas hear of it through
-// NOTIFY, sent by InsertPolicyVersion in the committing transaction and
-// delivered only if it commits. A NOTIFY sent by one of this driver's own
-// pool connections was already announced in process, so the LISTEN side
-// skips it (by backend pid). Listeners must still tolerate hearing a
-// version twice (a pid this driver no longer knows, a connection pooler
-// that hides pids) and missing one (a full listener buffer, a lost LISTEN
-// connection): they compare versions, and re-check them now and then.
-
 // policyChannel is the NOTIFY channel of committed policy versions. Its
 // payload is "SANDBOX:VERSION" (policyPayload).
 const policyChannel = "portcullis_policy"
@@ -61,52 +50,36 @@ func parsePolicyPayload(p string) (sandbox string, version int64, ok bool) {
 	return p[:i], v, true
 }
 
-// ownPID reports whether pid is the backend of one of the pool's
-// connections.
-func (d *Driver) ownPID(pid uint32) bool {
-	_, ok := d.own.Load(pid)
-	return ok
-}
-
 // errClosed ends ListenPolicyCommits when the driver is closed first.
 var errClosed = errors.New("postgres: store closed")
 
-// ListenPolicyCommits calls fn with each policy version committed through
-// this driver (after its transaction committed) and, by LISTEN/NOTIFY,
-// through any other driver on this database (see the commit feed above).
-// It listens on a dedicated connection outside the pool, and after an
-// error reconnects with capped exponential backoff; notifications sent
-// meanwhile are lost. fn is called one call at a time: it should
-// return quickly.
+// ListenPolicyCommits calls fn, one call at a time, with each policy
+// version committed: through this driver from store.CommitFeed (InTx
+// publishes after each commit, as on SQLite), through any other driver on
+// this database by LISTEN/NOTIFY (InsertPolicyVersion notifies in the
+// committing transaction; delivered only if it commits). A NOTIFY sent by
+// one of this driver's pool connections was announced in process already
+// and is skipped, by backend pid. Still, a listener must tolerate hearing
+// a version twice (a pooler hiding pids) and missing one (a full buffer;
+// notifications sent while the LISTEN connection, outside the pool, is
+// down and reconnecting with capped exponential backoff): listeners
+// compare versions, and re-check them now and then.
 //
 // It returns ctx's error when ctx ends. Close stops it too (it then
 // returns an error saying the store is closed) and waits for it to
 // release its connection.
 func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
 	d.mu.Lock()
-	if d.closed {
+	if d.closing.Err() != nil {
 		d.mu.Unlock()
 		return errClosed
 	}
 	d.listeners.Add(1)
 	d.mu.Unlock()
 	defer d.listeners.Done()
-
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-d.done:
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
-	stopped := func() error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return errClosed
-	}
+	defer context.AfterFunc(d.closing, cancel)()
 
 	// fn hears both halves, one call at a time.
 	var mu sync.Mutex
@@ -122,7 +95,10 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 	}()
 	_ = d.feed.Listen(lctx, call) // until lctx ends
 	<-listening
-	return stopped()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errClosed
 }
 
 // listenRemote calls fn with the notifications of other drivers' commits
@@ -167,11 +143,14 @@ func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening f
 		wctx, cancel := context.WithTimeout(ctx, listenIdleCheck)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
-		if n != nil && n.Channel == policyChannel && !d.ownPID(n.PID) {
-			if sandbox, version, ok := parsePolicyPayload(n.Payload); ok {
-				fn(sandbox, version)
-			} else {
+		if n != nil && n.Channel == policyChannel {
+			sandbox, version, ok := parsePolicyPayload(n.Payload)
+			_, own := d.own.Load(n.PID) // then announced in process already
+			switch {
+			case !ok:
 				d.log.Warn("policy commit notification with a malformed payload", "payload", n.Payload)
+			case !own:
+				fn(sandbox, version)
 			}
 		}
 		switch {

@@ -49,10 +49,11 @@ type Driver struct {
 	// ListenPolicyCommits).
 	own sync.Map
 
-	// Close stops running ListenPolicyCommits calls and waits for them.
+	// Close ends closing, which stops running ListenPolicyCommits calls,
+	// and waits for them.
 	mu        sync.Mutex
-	closed    bool
-	done      chan struct{} // closed by Close
+	closing   context.Context
+	close     context.CancelFunc
 	listeners sync.WaitGroup
 }
 
@@ -82,8 +83,9 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 	if cfg.MinConns > 0 {
 		pcfg.MinConns = cfg.MinConns
 	}
-	d := &Driver{log: log, done: make(chan struct{})}
-	d.conn = conn{db: nil, d: d}
+	d := &Driver{log: log}
+	d.conn.d = d
+	d.closing, d.close = context.WithCancel(context.Background())
 	pcfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		d.own.Store(c.PgConn().PID(), nil)
 		return nil
@@ -121,10 +123,7 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 // Close releases every connection, the listeners' too. Pending calls fail.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	if !d.closed {
-		d.closed = true
-		close(d.done)
-	}
+	d.close()
 	d.mu.Unlock()
 	d.listeners.Wait()
 	d.pool.Close()
@@ -139,14 +138,13 @@ func (d *Driver) Ping(ctx context.Context) error {
 	return nil
 }
 
-// InTx runs fn in one READ COMMITTED transaction and commits it if fn
-// returns nil. Serialisation comes from the row locks the primitives take
-// (LockSandbox, LockAuditHead, …): each statement after a lock sees what
-// the previous holder committed. After a primitive fails the transaction
-// may be unusable (Postgres aborts it), so fn should return the error;
-// the expected refusals (ErrAlreadyExists of the Insert primitives) leave
-// it usable. The versions fn inserted are announced to this process's
-// listeners once the commit succeeded.
+// InTx runs fn in one READ COMMITTED transaction, committed if fn returns
+// nil. Serialisation comes from the row locks LockSandbox and
+// LockAuditHead take: each statement after one sees what the previous
+// holder committed. A failed statement aborts a Postgres transaction, so
+// fn should return a primitive's error; the expected refusals
+// (ErrAlreadyExists of the Insert primitives) leave it usable. The
+// versions fn inserted are announced in process once it committed.
 func (d *Driver) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	ptx, err := d.pool.Begin(ctx)
 	if err != nil {
@@ -187,12 +185,10 @@ type commit struct {
 	version int64
 }
 
-// Now returns the database's now(): the time the transaction began, at
-// microsecond precision, the same on every call. It is read from the
-// database at the first call (one round trip, only for transactions
-// that need it) so that every replica stamps rows with the one clock
-// the old engine used (column defaults). Should that read fail, the
-// local clock stands in and InTx fails the transaction.
+// Now returns the database's now(), the transaction's start (read at the
+// first call), in microseconds: every replica stamps rows with the one
+// clock, as the column defaults did. Should the read fail, the local clock
+// stands in and InTx fails the transaction.
 func (t *txn) Now() time.Time {
 	if t.now.IsZero() {
 		err := t.db.QueryRow(t.ctx, `SELECT now()`).Scan(&t.now)
@@ -281,6 +277,14 @@ func mapErr(err error) error {
 	return err
 }
 
+// wrapf says what failed around a database error (mapped); nil stays nil.
+func wrapf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, mapErr(err))...)
+}
+
 // alreadyExists reads the result of an INSERT … ON CONFLICT DO NOTHING
 // RETURNING: no row means the key was taken.
 func alreadyExists(err error, what string) error {
@@ -305,6 +309,14 @@ func collect[T any](rows pgx.Rows, err error, scan func(pgx.Row) (T, error)) ([]
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
 	return out, mapErr(err)
+}
+
+// limitOf is a LIMIT parameter: n > 0, or NULL (no cap).
+func limitOf(n int) *int {
+	if n <= 0 {
+		return nil
+	}
+	return &n
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -340,19 +352,19 @@ func zeroTime(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// orNone returns list, or an empty one for a NOT NULL column (pgx sends a
-// nil slice as NULL).
-func orNone(list []string) []string {
-	if list == nil {
-		return []string{}
+// notNull returns s, or an empty slice for a NOT NULL column (pgx sends
+// a nil slice as NULL).
+func notNull[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	return list
+	return s
 }
 
-// orEmpty returns b, or an empty slice for a NOT NULL column.
-func orEmpty(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+// nilIfEmpty reads an empty column back as nil, as the SQLite driver does.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
 	}
-	return b
+	return s
 }

@@ -18,7 +18,7 @@ const proposalColumns = `id, sandbox, status, status_reason, rationale, proposer
 	expires_at, decided_at, decided_by, applied_version, grant_expires_at`
 
 // scanProposal reads one row of proposalColumns; Approvals are read
-// separately (fillApprovals).
+// separately (proposals).
 func scanProposal(r pgx.Row) (store.Proposal, error) {
 	var p store.Proposal
 	var expires, grantExpires *time.Time
@@ -31,14 +31,8 @@ func scanProposal(r pgx.Row) (store.Proposal, error) {
 	}
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	p.ExpiresAt, p.DecidedAt, p.GrantExpiresAt = zeroTime(expires), utcPtr(p.DecidedAt), zeroTime(grantExpires)
-	for _, b := range []*[]byte{&p.Document, &p.Resulting, &p.Findings} {
-		if len(*b) == 0 {
-			*b = nil
-		}
-	}
-	if len(p.SupersedeKeys) == 0 {
-		p.SupersedeKeys = nil
-	}
+	p.Document, p.Resulting, p.Findings = nilIfEmpty(p.Document), nilIfEmpty(p.Resulting), nilIfEmpty(p.Findings)
+	p.SupersedeKeys = nilIfEmpty(p.SupersedeKeys)
 	return p, nil
 }
 
@@ -55,8 +49,8 @@ func (c *conn) InsertProposal(ctx context.Context, p store.Proposal) (store.Prop
 		ON CONFLICT (sandbox, idempotency_key) WHERE idempotency_key <> '' DO NOTHING
 		RETURNING `+proposalColumns,
 		p.Sandbox, p.Status, p.StatusReason, p.Rationale, p.Proposer, p.IdempotencyKey, p.DenialID,
-		p.Document, p.DedupeKey, orNone(p.SupersedeKeys), p.BaseVersion, p.BaseHash, orEmpty(p.Resulting), p.ResultingHash,
-		orEmpty(p.Findings), p.RebaseError, p.SupersededBy, p.CreatedAt, p.UpdatedAt, nullTime(p.ExpiresAt),
+		p.Document, p.DedupeKey, notNull(p.SupersedeKeys), p.BaseVersion, p.BaseHash, notNull(p.Resulting), p.ResultingHash,
+		notNull(p.Findings), p.RebaseError, p.SupersededBy, p.CreatedAt, p.UpdatedAt, nullTime(p.ExpiresAt),
 		nullTimePtr(p.DecidedAt), p.DecidedBy, p.AppliedVersion, nullTime(p.GrantExpiresAt)))
 	if err != nil {
 		return store.Proposal{}, fmt.Errorf("insert proposal of %q: %w", p.Sandbox,
@@ -67,12 +61,11 @@ func (c *conn) InsertProposal(ctx context.Context, p store.Proposal) (store.Prop
 
 // GetProposal returns the proposal with its approvals, or ErrNotFound.
 func (c *conn) GetProposal(ctx context.Context, id int64) (store.Proposal, error) {
-	p, err := scanProposal(c.db.QueryRow(ctx, `SELECT `+proposalColumns+` FROM proposals WHERE id = $1`, id))
-	if err != nil {
-		return store.Proposal{}, fmt.Errorf("get proposal %d: %w", id, mapErr(err))
+	ps, err := c.proposals(ctx, `WHERE id = $1`, id)
+	if err == nil && len(ps) == 0 {
+		err = store.ErrNotFound
 	}
-	ps := []store.Proposal{p}
-	if err := c.fillApprovals(ctx, ps); err != nil {
+	if err != nil {
 		return store.Proposal{}, fmt.Errorf("get proposal %d: %w", id, err)
 	}
 	return ps[0], nil
@@ -81,40 +74,33 @@ func (c *conn) GetProposal(ctx context.Context, id int64) (store.Proposal, error
 // ListProposals returns the proposals f matches, newest first, with their
 // approvals.
 func (c *conn) ListProposals(ctx context.Context, f store.ProposalFilter) ([]store.Proposal, error) {
-	var limit *int
-	if f.Limit > 0 {
-		limit = &f.Limit
-	}
-	rows, err := c.db.Query(ctx, `SELECT `+proposalColumns+` FROM proposals
+	out, err := c.proposals(ctx, `
 		WHERE ($1 = '' OR sandbox = $1) AND ($2 = '' OR status = $2)
 		  AND ($3 = '' OR idempotency_key = $3) AND ($4 = '' OR dedupe_key = $4)
 		  AND ($5::timestamptz IS NULL OR expires_at < $5)
 		ORDER BY id DESC
-		LIMIT $6`, f.Sandbox, f.Status, f.IdempotencyKey, f.DedupeKey, nullTime(f.ExpiresBefore), limit)
-	out, err := collect(rows, err, scanProposal)
-	if err == nil {
-		err = c.fillApprovals(ctx, out)
-	}
+		LIMIT $6`, f.Sandbox, f.Status, f.IdempotencyKey, f.DedupeKey, nullTime(f.ExpiresBefore), limitOf(f.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list proposals: %w", err)
 	}
 	return out, nil
 }
 
-// fillApprovals sets the Approvals of every proposal in ps, oldest first,
-// with one query (nil when a proposal has none).
-func (c *conn) fillApprovals(ctx context.Context, ps []store.Proposal) error {
-	if len(ps) == 0 {
-		return nil
+// proposals returns the proposals the query's clauses select, with their
+// approvals (oldest first, nil when none), in two queries.
+func (c *conn) proposals(ctx context.Context, clauses string, args ...any) ([]store.Proposal, error) {
+	rows, err := c.db.Query(ctx, `SELECT `+proposalColumns+` FROM proposals `+clauses, args...)
+	ps, err := collect(rows, err, scanProposal)
+	if err != nil || len(ps) == 0 {
+		return ps, err
 	}
 	ids := make([]int64, len(ps))
 	for i, p := range ps {
 		ids[i] = p.ID
 	}
-	rows, err := c.db.Query(ctx, `SELECT proposal_id, approver, reason, resulting_hash, created_at
-		FROM proposal_approvals WHERE proposal_id = ANY($1) ORDER BY id`, ids)
-	if err != nil {
-		return fmt.Errorf("approvals: %w", mapErr(err))
+	if rows, err = c.db.Query(ctx, `SELECT proposal_id, approver, reason, resulting_hash, created_at
+		FROM proposal_approvals WHERE proposal_id = ANY($1) ORDER BY id`, ids); err != nil {
+		return nil, fmt.Errorf("approvals: %w", mapErr(err))
 	}
 	byID := make(map[int64][]store.Approval)
 	var (
@@ -127,12 +113,12 @@ func (c *conn) fillApprovals(ctx context.Context, ps []store.Proposal) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("approvals: %w", mapErr(err))
+		return nil, fmt.Errorf("approvals: %w", mapErr(err))
 	}
 	for i := range ps {
 		ps[i].Approvals = byID[ps[i].ID]
 	}
-	return nil
+	return ps, nil
 }
 
 // CountProposals returns how many proposals of sandbox were created after
@@ -155,15 +141,12 @@ func (c *conn) UpdateProposal(ctx context.Context, p store.Proposal) error {
 			updated_at = $11, decided_at = $12, decided_by = $13, applied_version = $14, grant_expires_at = $15
 		WHERE id = $1`,
 		p.ID, p.Status, p.StatusReason, p.BaseVersion, p.BaseHash,
-		orEmpty(p.Resulting), p.ResultingHash, orEmpty(p.Findings), p.RebaseError, p.SupersededBy,
+		notNull(p.Resulting), p.ResultingHash, notNull(p.Findings), p.RebaseError, p.SupersededBy,
 		p.UpdatedAt, nullTimePtr(p.DecidedAt), p.DecidedBy, p.AppliedVersion, nullTime(p.GrantExpiresAt))
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return fmt.Errorf("update proposal %d: %w", p.ID, mapErr(err))
-	}
-	return nil
+	return wrapf(err, "update proposal %d", p.ID)
 }
 
 // InsertApproval stores a for the proposal: ErrAlreadyExists (the

@@ -25,10 +25,7 @@ func (c *conn) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 	out, err := collect(rows, err, func(r pgx.Row) (store.SigningKey, error) {
 		var k store.SigningKey
 		err := r.Scan(&k.ID, &k.PublicKey, &k.PrivateKey, &k.Endorsement, &k.CreatedAt)
-		k.CreatedAt = k.CreatedAt.UTC()
-		if len(k.Endorsement) == 0 {
-			k.Endorsement = nil
-		}
+		k.CreatedAt, k.Endorsement = k.CreatedAt.UTC(), nilIfEmpty(k.Endorsement)
 		return k, err
 	})
 	if err != nil {
@@ -45,11 +42,8 @@ func (c *conn) InsertSigningKey(ctx context.Context, k store.SigningKey) error {
 	_, err := c.db.Exec(ctx, `
 		INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement, created_at)
 		VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM signing_keys), $2, $3, $4, $5)`,
-		k.ID, k.PublicKey, k.PrivateKey, orEmpty(k.Endorsement), k.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("insert signing key %q: %w", k.ID, mapErr(err))
-	}
-	return nil
+		k.ID, k.PublicKey, k.PrivateKey, notNull(k.Endorsement), k.CreatedAt)
+	return wrapf(err, "insert signing key %q", k.ID)
 }
 
 // ---- sandbox CAs ----
@@ -102,15 +96,12 @@ const upsertProxy = `
 		$8::bigint, $9::text, $10::timestamptz, $11::bigint, $12::text, $13::timestamptz,
 		$14::bigint, $15::bigint
 	WHERE EXISTS (SELECT 1 FROM sandboxes WHERE name = $1 FOR KEY SHARE)
-	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET
-		replica = excluded.replica, build = excluded.build,
-		connected = excluded.connected, connected_at = excluded.connected_at,
-		last_seen_at = excluded.last_seen_at,
-		applied_version = excluded.applied_version, applied_hash = excluded.applied_hash,
-		last_ack_at = excluded.last_ack_at,
-		last_nack_version = excluded.last_nack_version, last_nack_error = excluded.last_nack_error,
-		last_nack_at = excluded.last_nack_at,
-		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped`
+	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET (replica, build, connected, connected_at, last_seen_at,
+		applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
+		lag_millis, decisions_dropped) = (excluded.replica, excluded.build, excluded.connected,
+		excluded.connected_at, excluded.last_seen_at, excluded.applied_version, excluded.applied_hash,
+		excluded.last_ack_at, excluded.last_nack_version, excluded.last_nack_error, excluded.last_nack_at,
+		excluded.lag_millis, excluded.decisions_dropped)`
 
 // SaveProxyStatuses upserts the statuses in one batch (one round trip,
 // and outside a transaction still one implicit transaction), skipping
@@ -219,21 +210,18 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 		where []string
 		args  []any
 	)
-	arg := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, "$"+strconv.Itoa(len(args))))
-	}
-	if f.Sandbox != "" {
-		arg("sandbox = %s", f.Sandbox)
-	}
-	if f.Decision != "" {
-		arg("decision = %s", f.Decision)
-	}
-	if f.DenialID != "" {
-		arg("denial_id = %s", f.DenialID)
-	}
-	if f.AfterID > 0 {
-		arg("id > %s", f.AfterID)
+	for _, c := range []struct {
+		cond string // of the next parameter
+		v    any
+		set  bool
+	}{
+		{"sandbox = ", f.Sandbox, f.Sandbox != ""}, {"decision = ", f.Decision, f.Decision != ""},
+		{"denial_id = ", f.DenialID, f.DenialID != ""}, {"id > ", f.AfterID, f.AfterID > 0},
+	} {
+		if c.set {
+			args = append(args, c.v)
+			where = append(where, c.cond+"$"+strconv.Itoa(len(args)))
+		}
 	}
 	q := `SELECT id, received_at, ` + strings.Join(decisionColumns, ", ") + ` FROM decisions`
 	if len(where) > 0 {
@@ -241,11 +229,10 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 	}
 	// With AfterID 0 a limit keeps the newest records: read them newest
 	// first, then reverse. A negative AfterID reads from the first record.
+	q += ` ORDER BY id`
 	newest := f.AfterID == 0 && f.Limit > 0
 	if newest {
-		q += ` ORDER BY id DESC`
-	} else {
-		q += ` ORDER BY id`
+		q += ` DESC`
 	}
 	if f.Limit > 0 {
 		args = append(args, f.Limit)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,14 +23,8 @@ func scanSandbox(r pgx.Row) (store.Sandbox, error) {
 	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy,
 		&sb.Boundary, &sb.BoundaryHash, &sb.CredentialedHosts,
 		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &sb.FrozenAt, &sb.FrozenFrom)
-	sb.CreatedAt = sb.CreatedAt.UTC()
-	sb.FrozenAt = utcPtr(sb.FrozenAt)
-	if len(sb.Boundary) == 0 {
-		sb.Boundary = nil
-	}
-	if len(sb.CredentialedHosts) == 0 {
-		sb.CredentialedHosts = nil
-	}
+	sb.CreatedAt, sb.FrozenAt = sb.CreatedAt.UTC(), utcPtr(sb.FrozenAt)
+	sb.Boundary, sb.CredentialedHosts = nilIfEmpty(sb.Boundary), nilIfEmpty(sb.CredentialedHosts)
 	return sb, err
 }
 
@@ -81,24 +74,17 @@ func (c *conn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
 
 // UpdateSandbox writes sb's mutable columns.
 func (c *conn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
-	var boundary []byte // nil: NULL, none
-	if len(sb.Boundary) > 0 {
-		boundary = sb.Boundary
-	}
 	tag, err := c.db.Exec(ctx, `
 		UPDATE sandboxes SET current_version = $2, current_hash = $3,
 			boundary = $4, boundary_hash = $5, credentialed_hosts = $6,
 			frozen = $7, frozen_reason = $8, frozen_by = $9, frozen_at = $10, frozen_from = $11
 		WHERE name = $1`,
-		sb.Name, sb.CurrentVersion, sb.CurrentHash, boundary, sb.BoundaryHash, orNone(sb.CredentialedHosts),
+		sb.Name, sb.CurrentVersion, sb.CurrentHash, nilIfEmpty(sb.Boundary), sb.BoundaryHash, notNull(sb.CredentialedHosts),
 		sb.Frozen, sb.FrozenReason, sb.FrozenBy, nullTimePtr(sb.FrozenAt), sb.FrozenFrom)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return fmt.Errorf("update sandbox %q: %w", sb.Name, mapErr(err))
-	}
-	return nil
+	return wrapf(err, "update sandbox %q", sb.Name)
 }
 
 // DeleteSandbox deletes the row (the schema cascades to its versions, CA,
@@ -144,26 +130,36 @@ func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) e
 	return nil
 }
 
+const versionColumns = `pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at`
+
+// scanVersion reads versionColumns and the document as text (” in a
+// listing, which has none), so its bytes are kept exactly.
+func scanVersion(r pgx.Row) (store.PolicyVersion, error) {
+	var pv store.PolicyVersion
+	var doc string
+	var prov []byte
+	if err := r.Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt, &doc); err != nil {
+		return pv, err
+	}
+	if doc != "" {
+		pv.Document = []byte(doc)
+	}
+	pv.CreatedAt = pv.CreatedAt.UTC()
+	var err error
+	pv.Provenance, err = strmap.Decode(prov)
+	return pv, err
+}
+
 // GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
 func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
 	if version < 0 {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
 	}
-	var pv store.PolicyVersion
-	var doc string
-	var prov []byte
-	err := c.db.QueryRow(ctx, `
-		SELECT pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at, pv.document
+	pv, err := scanVersion(c.db.QueryRow(ctx, `SELECT `+versionColumns+`, pv.document
 		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
 		WHERE pv.sandbox = $1
 		  AND pv.version = CASE WHEN $2::bigint = 0 THEN s.current_version ELSE $2::bigint END`,
-		sandbox, version,
-	).Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt, &doc)
-	if err == nil {
-		pv.Document = []byte(doc)
-		pv.CreatedAt = pv.CreatedAt.UTC()
-		pv.Provenance, err = strmap.Decode(prov)
-	}
+		sandbox, version))
 	if err != nil {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
 	}
@@ -173,19 +169,9 @@ func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int
 // ListPolicyVersions returns the sandbox's versions, oldest first, without
 // documents; ErrNotFound if the sandbox does not exist.
 func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	rows, err := c.db.Query(ctx, `SELECT sandbox, version, hash, author, source, provenance, created_at
-		FROM policy_versions WHERE sandbox = $1 ORDER BY version`, sandbox)
-	out, err := collect(rows, err, func(r pgx.Row) (store.PolicyVersion, error) {
-		var pv store.PolicyVersion
-		var prov []byte
-		if err := r.Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt); err != nil {
-			return pv, err
-		}
-		pv.CreatedAt = pv.CreatedAt.UTC()
-		var err error
-		pv.Provenance, err = strmap.Decode(prov)
-		return pv, err
-	})
+	rows, err := c.db.Query(ctx, `SELECT `+versionColumns+`, ''
+		FROM policy_versions pv WHERE pv.sandbox = $1 ORDER BY pv.version`, sandbox)
+	out, err := collect(rows, err, scanVersion)
 	if err != nil {
 		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
 	}
@@ -216,15 +202,12 @@ func scanToken(r pgx.Row) (store.Token, error) {
 
 // InsertToken stores t and returns it with its ID: ErrNotFound when a
 // sandbox token's sandbox does not exist, ErrAlreadyExists for a taken
-// name.
-//
-// tokens.sandbox has no foreign key (tokens outlive their sandbox), so
-// the insert takes the key-share lock a foreign key would: a concurrent
-// delete of the sandbox then waits for this transaction, and a
-// revocation after the delete revokes the new token too; or the delete
-// wins and this insert finds no sandbox. A plain existence check would
-// let the token commit live after the delete revoked the others, ready
-// to open a later sandbox of the same name.
+// name. tokens.sandbox has no foreign key (tokens outlive their sandbox),
+// so the insert takes the key-share lock a foreign key would: a
+// concurrent delete of the sandbox waits for it, and a revocation after
+// the delete revokes the new token too (else a live token would be left
+// to open a later sandbox of the same name); or the delete wins and the
+// insert finds no sandbox.
 func (c *conn) InsertToken(ctx context.Context, t store.Token) (store.Token, error) {
 	var sandbox *string
 	if t.Sandbox != "" {
@@ -315,8 +298,5 @@ func (c *conn) TouchToken(ctx context.Context, id int64, at time.Time) error {
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return fmt.Errorf("touch token %s: %w", strconv.FormatInt(id, 10), mapErr(err))
-	}
-	return nil
+	return wrapf(err, "touch token %d", id)
 }

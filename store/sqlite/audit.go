@@ -43,76 +43,54 @@ func (t *txn) InsertAudit(ctx context.Context, e store.AuditEntry) error {
 		return err
 	}
 	return t.atomic(ctx, func(t *txn) error {
-		_, err := t.wr.ExecContext(ctx, `
+		err := t.exec(ctx, "audit "+e.Action, `
 			INSERT INTO audit_log (at, actor, action, sandbox, target, before_hash, after_hash, detail, seq, prev_hash, hash)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			nanos(e.Time), e.Actor, e.Action, e.Sandbox, e.Target, e.BeforeHash, e.AfterHash, string(detail), e.Seq, e.PrevHash, e.Hash)
 		if err != nil {
-			return mapErr(err)
+			return err
 		}
-		return moveHead(ctx, t.wr, e.Seq, e.Hash)
+		return t.moveHead(ctx, e.Seq, e.Hash)
 	})
 }
 
-func moveHead(ctx context.Context, tx querier, seq int64, hash string) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, seq, hash); err != nil {
-		return fmt.Errorf("move chain head: %w", mapErr(err))
-	}
-	return nil
+func (t *txn) moveHead(ctx context.Context, seq int64, hash string) error {
+	return t.exec(ctx, "move chain head", `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, seq, hash)
 }
 
 // chainUnchained gives the entries written before the chain existed (seq
 // NULL: migration 4) their place after the head, in id order, in one
-// transaction, and returns how many there were.
-func chainUnchained(ctx context.Context, w *sql.DB) (int, error) {
-	tx, err := w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE seq IS NULL ORDER BY id`)
-	if err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	var old []store.AuditEntry
-	for rows.Next() {
-		e, err := scanAudit(rows)
+// transaction, and returns how many there were. It runs at Open, before
+// the read pool exists.
+func (d *Driver) chainUnchained(ctx context.Context) (int, error) {
+	var n int
+	err := d.inTx(ctx, func(t *txn) error {
+		old, err := collect(ctx, t.wr, scanAudit, `SELECT `+auditColumns+` FROM audit_log WHERE seq IS NULL ORDER BY id`)
+		if err != nil || len(old) == 0 {
+			return err
+		}
+		seq, prev, err := t.LockAuditHead(ctx)
 		if err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
+			return err
 		}
-		old = append(old, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	if len(old) == 0 {
-		return 0, nil
-	}
-	var seq int64
-	var prev string
-	if err := tx.QueryRowContext(ctx, headQuery).Scan(&seq, &prev); err != nil {
-		return 0, fmt.Errorf("chain audit log: read head: %w", mapErr(err))
-	}
-	for _, e := range old {
-		seq++
-		e.Seq, e.PrevHash = seq, prev
-		e.Hash = store.AuditHash(e)
-		// The append-only trigger allows exactly this update.
-		if _, err := tx.ExecContext(ctx, `UPDATE audit_log SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`,
-			e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
-			return 0, fmt.Errorf("chain audit entry %d: %w", e.ID, mapErr(err))
+		for _, e := range old {
+			seq++
+			e.Seq, e.PrevHash = seq, prev
+			e.Hash = store.AuditHash(e)
+			// The append-only trigger allows exactly this update.
+			if err := t.exec(ctx, fmt.Sprintf("chain audit entry %d", e.ID),
+				`UPDATE audit_log SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`, e.Seq, e.PrevHash, e.Hash, e.ID); err != nil {
+				return err
+			}
+			prev = e.Hash
 		}
-		prev = e.Hash
-	}
-	if err := moveHead(ctx, tx, seq, prev); err != nil {
+		n = len(old)
+		return t.moveHead(ctx, seq, prev)
+	})
+	if err != nil {
 		return 0, fmt.Errorf("chain audit log: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("chain audit log: %w", mapErr(err))
-	}
-	return len(old), nil
+	return n, nil
 }
 
 const auditColumns = `id, seq, at, actor, action, sandbox, target, before_hash, after_hash, detail, prev_hash, hash`
@@ -135,35 +113,23 @@ func scanAudit(r scanner) (store.AuditEntry, error) {
 
 // ListAudit returns audit entries, newest first.
 func (t *txn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = -1 // no limit
-	}
-	out, err := collect(ctx, t.rd, scanAudit, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE ?1 = '' OR sandbox = ?1
-		ORDER BY id DESC
-		LIMIT ?2`, f.Sandbox, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
-	}
-	return out, nil
+	return t.audits(ctx, "list audit", `WHERE ?1 = '' OR sandbox = ?1 ORDER BY id DESC`, f.Sandbox, f.Limit)
 }
 
 // AuditChain returns up to limit entries after afterSeq, oldest first.
 func (t *txn) AuditChain(ctx context.Context, afterSeq int64, limit int) ([]store.AuditEntry, error) {
+	return t.audits(ctx, fmt.Sprintf("audit chain after %d", afterSeq), `WHERE seq > ?1 ORDER BY seq`, afterSeq, limit)
+}
+
+// audits reads the entries where (with ?1 = arg) selects, at most limit
+// of them (0: no cap).
+func (t *txn) audits(ctx context.Context, what, where string, arg any, limit int) ([]store.AuditEntry, error) {
 	if limit <= 0 {
-		limit = -1
+		limit = -1 // no limit
 	}
-	out, err := collect(ctx, t.rd, scanAudit, `
-		SELECT `+auditColumns+`
-		FROM audit_log
-		WHERE seq > ?
-		ORDER BY seq
-		LIMIT ?`, afterSeq, limit)
+	out, err := collect(ctx, t.rd, scanAudit, `SELECT `+auditColumns+` FROM audit_log `+where+` LIMIT ?2`, arg, limit)
 	if err != nil {
-		return nil, fmt.Errorf("audit chain after %d: %w", afterSeq, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

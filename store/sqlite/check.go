@@ -8,19 +8,18 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// Input checks of the push methods beyond store's (which both engines
-// run): SQLite keeps times as int64 nanoseconds, so times it cannot hold
-// are refused before the database is touched.
+// Input checks beyond store's: SQLite keeps times as int64 nanoseconds,
+// so times it cannot hold (in proxy statuses, decisions and proposals) are
+// refused before the database is touched.
 
 func checkProxyStatuses(statuses []store.ProxyStatus) error {
 	if err := store.CheckProxyStatuses(statuses); err != nil {
 		return err
 	}
 	for i, st := range statuses {
-		for _, t := range []*time.Time{&st.ConnectedAt, &st.LastSeenAt, st.LastAckAt, st.LastNackAt} {
-			if t != nil && !inNanos(*t) {
-				return fmt.Errorf("invalid proxy status %d (sandbox %q): time %v out of range", i, st.Sandbox, *t)
-			}
+		what := fmt.Sprintf("proxy status %d (sandbox %q)", i, st.Sandbox)
+		if err := checkTimes(what, st.ConnectedAt, st.LastSeenAt, orZero(st.LastAckAt), orZero(st.LastNackAt)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -31,11 +30,29 @@ func checkDecisions(records []store.Decision) error {
 		return err
 	}
 	for i, d := range records {
-		if !inNanos(d.Time) {
-			return fmt.Errorf("invalid decision record %d (sandbox %q): time %v out of range", i, d.Sandbox, d.Time)
+		if err := checkTimes(fmt.Sprintf("decision record %d (sandbox %q)", i, d.Sandbox), d.Time); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkTimes refuses times int64 nanoseconds cannot hold (what names
+// their owner in the error).
+func checkTimes(what string, times ...time.Time) error {
+	for _, t := range times {
+		if !inNanos(t) {
+			return fmt.Errorf("invalid %s: time %v out of range", what, t)
+		}
+	}
+	return nil
+}
+
+func orZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // Times int64 nanoseconds since the epoch can hold (years 1678 to 2262).

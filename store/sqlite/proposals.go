@@ -75,17 +75,6 @@ func orEmpty(b []byte) []byte {
 	return b
 }
 
-// checkTimes refuses times int64 nanoseconds cannot hold (what, for the
-// error, names them in order).
-func checkTimes(what string, times ...time.Time) error {
-	for _, t := range times {
-		if !inNanos(t) {
-			return fmt.Errorf("invalid %s: time %v out of range", what, t)
-		}
-	}
-	return nil
-}
-
 // InsertProposal stores p as given and returns it as stored.
 func (t *txn) InsertProposal(ctx context.Context, p store.Proposal) (store.Proposal, error) {
 	if err := checkTimes(fmt.Sprintf("proposal of sandbox %q", p.Sandbox), p.ExpiresAt); err != nil {
@@ -175,37 +164,26 @@ func (t *txn) CountProposals(ctx context.Context, sandbox string, since time.Tim
 
 // UpdateProposal writes p's mutable fields to the row p.ID.
 func (t *txn) UpdateProposal(ctx context.Context, p store.Proposal) error {
-	var decided sql.NullInt64
-	if p.DecidedAt != nil {
-		decided = nullNanos(*p.DecidedAt)
+	if err := checkTimes(fmt.Sprintf("update of proposal %d", p.ID), orZero(p.DecidedAt), p.GrantExpiresAt); err != nil {
+		return err
 	}
-	if p.DecidedAt != nil && !inNanos(*p.DecidedAt) || !inNanos(p.GrantExpiresAt) {
-		return fmt.Errorf("invalid update of proposal %d: decision time %v or grant end %v out of range", p.ID, p.DecidedAt, p.GrantExpiresAt)
-	}
-	err := affected(t.wr.ExecContext(ctx, `
+	return t.update(ctx, fmt.Sprintf("update proposal %d", p.ID), `
 		UPDATE proposals SET status = ?, status_reason = ?, base_version = ?, base_hash = ?,
 			resulting = ?, resulting_hash = ?, findings = ?, rebase_error = ?, superseded_by = ?,
 			updated_at = ?, decided_at = ?, decided_by = ?, applied_version = ?, grant_expires_at = ?
 		WHERE id = ?`,
 		p.Status, p.StatusReason, p.BaseVersion, p.BaseHash,
 		orEmpty(p.Resulting), p.ResultingHash, orEmpty(p.Findings), p.RebaseError, p.SupersededBy,
-		nanos(p.UpdatedAt), decided, p.DecidedBy, p.AppliedVersion, nullNanos(p.GrantExpiresAt), p.ID))
-	if err != nil {
-		return fmt.Errorf("update proposal %d: %w", p.ID, err)
-	}
-	return nil
+		nanos(p.UpdatedAt), nullNanosPtr(p.DecidedAt), p.DecidedBy, p.AppliedVersion, nullNanos(p.GrantExpiresAt), p.ID)
 }
 
 const approvalColumns = `proposal_id, approver, reason, resulting_hash, created_at`
 
 // InsertApproval stores a for the proposal.
 func (t *txn) InsertApproval(ctx context.Context, proposal int64, a store.Approval) error {
-	_, err := t.wr.ExecContext(ctx, `INSERT INTO proposal_approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?)`,
+	return t.exec(ctx, fmt.Sprintf("insert approval of proposal %d", proposal),
+		`INSERT INTO proposal_approvals (`+approvalColumns+`) VALUES (?, ?, ?, ?, ?)`,
 		proposal, a.Approver, a.Reason, a.ResultingHash, nanos(a.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("insert approval of proposal %d: %w", proposal, mapErr(err))
-	}
-	return nil
 }
 
 // fillApprovals sets the Approvals of every proposal in ps, oldest first,
@@ -222,25 +200,19 @@ func fillApprovals(ctx context.Context, q querier, ps []store.Proposal) error {
 	if err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	type row struct {
-		id int64
-		a  store.Approval
-	}
-	rows, err := collect(ctx, q, func(r scanner) (row, error) {
-		var x row
-		var at int64
-		err := r.Scan(&x.id, &x.a.Approver, &x.a.Reason, &x.a.ResultingHash, &at)
-		x.a.CreatedAt = fromNanos(at)
-		return x, err
+	byID := make(map[int64][]store.Approval)
+	_, err = collect(ctx, q, func(r scanner) (struct{}, error) {
+		var id, at int64
+		var a store.Approval
+		err := r.Scan(&id, &a.Approver, &a.Reason, &a.ResultingHash, &at)
+		a.CreatedAt = fromNanos(at)
+		byID[id] = append(byID[id], a)
+		return struct{}{}, err
 	}, `SELECT `+approvalColumns+` FROM proposal_approvals
 		WHERE proposal_id IN (SELECT value FROM json_each(?))
 		ORDER BY id`, string(b))
 	if err != nil {
 		return fmt.Errorf("approvals: %w", err)
-	}
-	byID := make(map[int64][]store.Approval)
-	for _, x := range rows {
-		byID[x.id] = append(byID[x.id], x.a)
 	}
 	for i := range ps {
 		ps[i].Approvals = byID[ps[i].ID]
@@ -265,10 +237,7 @@ func (t *txn) GetApprovalPolicy(ctx context.Context) (store.ApprovalPolicy, erro
 
 // InsertApprovalPolicy stores ap as given.
 func (t *txn) InsertApprovalPolicy(ctx context.Context, ap store.ApprovalPolicy) error {
-	_, err := t.wr.ExecContext(ctx, `INSERT INTO approval_policies (`+approvalPolicyColumns+`) VALUES (?, ?, ?, ?, ?)`,
+	return t.exec(ctx, fmt.Sprintf("insert approval policy %d", ap.Version),
+		`INSERT INTO approval_policies (`+approvalPolicyColumns+`) VALUES (?, ?, ?, ?, ?)`,
 		ap.Version, ap.Module, ap.Hash, ap.Author, nanos(ap.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("insert approval policy %d: %w", ap.Version, mapErr(err))
-	}
-	return nil
 }

@@ -37,18 +37,11 @@ func (t *txn) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 
 // InsertSigningKey stores k as the newest key.
 func (t *txn) InsertSigningKey(ctx context.Context, k store.SigningKey) error {
-	endorsement := k.Endorsement
-	if endorsement == nil {
-		endorsement = []byte{} // the column is NOT NULL
-	}
-	_, err := t.wr.ExecContext(ctx, `
+	return t.exec(ctx, fmt.Sprintf("insert signing key %q", k.ID), `
 		INSERT INTO signing_keys (id, seq, public_key, private_key, endorsement, created_at)
 		VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM signing_keys), ?, ?, ?, ?)`,
-		k.ID, k.PublicKey, k.PrivateKey, endorsement, nanos(k.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("insert signing key %q: %w", k.ID, mapErr(err))
-	}
-	return nil
+		k.ID, k.PublicKey, k.PrivateKey, orEmpty(k.Endorsement), nanos(k.CreatedAt))
+
 }
 
 // ---- sandbox CAs ----
@@ -77,11 +70,11 @@ func (t *txn) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA
 func (t *txn) InsertSandboxCA(ctx context.Context, ca store.SandboxCA) (store.SandboxCA, error) {
 	var out store.SandboxCA
 	err := t.atomic(ctx, func(t *txn) error {
-		_, err := t.wr.ExecContext(ctx, `
+		err := t.exec(ctx, "insert", `
 			INSERT INTO sandbox_cas (sandbox, cert_pem, key_pem, created_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (sandbox) DO NOTHING`, ca.Sandbox, ca.CertPEM, ca.KeyPEM, nanos(ca.CreatedAt))
 		if err != nil {
-			return mapErr(err) // foreign key: no such sandbox
+			return err // foreign key: no such sandbox
 		}
 		out, err = scanCA(t.wr.QueryRowContext(ctx, caQuery, ca.Sandbox))
 		return mapErr(err)

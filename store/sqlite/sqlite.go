@@ -119,7 +119,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	if n, err := chainUnchained(ctx, w); err != nil {
+	d := &Driver{w: w, log: log}
+	d.txn = txn{d: d, wr: w}
+	if n, err := d.chainUnchained(ctx); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
 	} else if n > 0 {
@@ -138,8 +140,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	log.Info("store open", "path", abs, "read_conns", n)
-	d := &Driver{w: w, r: r, log: log}
-	d.txn = txn{d: d, rd: r, wr: w}
+	d.r, d.rd = r, r
 	return d, nil
 }
 
@@ -233,12 +234,7 @@ type txn struct {
 	tx     *sql.Tx   // nil outside a transaction
 	now    time.Time // the transaction's clock
 	// versions inserted, announced once the transaction commits.
-	versions []commit
-}
-
-type commit struct {
-	sandbox string
-	version int64
+	versions []store.PolicyVersion
 }
 
 // Now is the transaction's clock, read when it began; outside a
@@ -270,8 +266,8 @@ func (d *Driver) inTx(ctx context.Context, fn func(t *txn) error) error {
 	if err := tx.Commit(); err != nil {
 		return mapErr(err)
 	}
-	for _, c := range t.versions {
-		d.feed.Publish(c.sandbox, c.version)
+	for _, v := range t.versions {
+		d.feed.Publish(v.Sandbox, v.Version)
 	}
 	return nil
 }
@@ -330,17 +326,28 @@ func collect[T any](ctx context.Context, q querier, scan func(scanner) (T, error
 // scanner is a row or rows.
 type scanner = interface{ Scan(...any) error }
 
-// affected returns ErrNotFound when res changed no row.
-func affected(res sql.Result, err error) error {
-	if err != nil {
-		return mapErr(err)
+// exec runs a write on the writer (or t's transaction); what names it in
+// the error.
+func (t *txn) exec(ctx context.Context, what, query string, args ...any) error {
+	if _, err := t.wr.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, mapErr(err))
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return mapErr(err)
+	return nil
+}
+
+// update is exec for a write of one existing row: ErrNotFound when it
+// changed none.
+func (t *txn) update(ctx context.Context, what, query string, args ...any) error {
+	res, err := t.wr.ExecContext(ctx, query, args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	if n == 0 {
-		return store.ErrNotFound
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", what, mapErr(err))
+	case n == 0:
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return nil
 }

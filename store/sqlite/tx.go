@@ -38,14 +38,10 @@ func scanSandbox(r scanner) (store.Sandbox, error) {
 
 // InsertSandbox stores a new sandbox row.
 func (t *txn) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
-	_, err := t.wr.ExecContext(ctx, `
+	return t.exec(ctx, fmt.Sprintf("insert sandbox %q", sb.Name), `
 		INSERT INTO sandboxes (name, current_version, current_hash, created_at, created_by)
 		VALUES (?, ?, ?, ?, ?)`,
 		sb.Name, sb.CurrentVersion, sb.CurrentHash, nanos(sb.CreatedAt), sb.CreatedBy)
-	if err != nil {
-		return fmt.Errorf("insert sandbox %q: %w", sb.Name, mapErr(err))
-	}
-	return nil
 }
 
 // GetSandbox returns the sandbox or ErrNotFound.
@@ -86,20 +82,12 @@ func (t *txn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 	if len(sb.Boundary) > 0 {
 		boundary = sb.Boundary
 	}
-	var frozenAt sql.NullInt64
-	if sb.FrozenAt != nil {
-		frozenAt = sql.NullInt64{Int64: nanos(*sb.FrozenAt), Valid: true}
-	}
-	err = affected(t.wr.ExecContext(ctx, `
+	return t.update(ctx, fmt.Sprintf("update sandbox %q", sb.Name), `
 		UPDATE sandboxes SET current_version = ?, current_hash = ?, boundary = ?, boundary_hash = ?,
 			credentialed_hosts = ?, frozen = ?, frozen_reason = ?, frozen_by = ?, frozen_at = ?, frozen_from = ?
 		WHERE name = ?`,
 		sb.CurrentVersion, sb.CurrentHash, boundary, sb.BoundaryHash,
-		hosts, sb.Frozen, sb.FrozenReason, sb.FrozenBy, frozenAt, sb.FrozenFrom, sb.Name))
-	if err != nil {
-		return fmt.Errorf("update sandbox %q: %w", sb.Name, err)
-	}
-	return nil
+		hosts, sb.Frozen, sb.FrozenReason, sb.FrozenBy, nullNanosPtr(sb.FrozenAt), sb.FrozenFrom, sb.Name)
 }
 
 // DeleteSandbox deletes the sandbox row (the schema cascades) and returns
@@ -120,17 +108,17 @@ func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) er
 		return err
 	}
 	// The document is bound as TEXT and read back as the same bytes.
-	_, err = t.wr.ExecContext(ctx, `
+	err = t.exec(ctx, fmt.Sprintf("insert version %d of %q", v.Version, v.Sandbox), `
 		INSERT INTO policy_versions (sandbox, version, hash, document, author, source, provenance, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.Sandbox, v.Version, v.Hash, string(v.Document), v.Author, v.Source, string(prov), nanos(v.CreatedAt))
 	if err != nil {
-		return fmt.Errorf("insert version %d of %q: %w", v.Version, v.Sandbox, mapErr(err))
+		return err
 	}
 	if t.tx == nil {
 		t.d.feed.Publish(v.Sandbox, v.Version)
 	} else {
-		t.versions = append(t.versions, commit{v.Sandbox, v.Version})
+		t.versions = append(t.versions, v)
 	}
 	return nil
 }
@@ -283,11 +271,7 @@ func (t *txn) RevokeSandboxTokens(ctx context.Context, sandbox string, at time.T
 
 // TouchToken records a use at time at. It never moves last use backwards.
 func (t *txn) TouchToken(ctx context.Context, id int64, at time.Time) error {
-	err := affected(t.wr.ExecContext(ctx, `
+	return t.update(ctx, fmt.Sprintf("touch token %d", id), `
 		UPDATE tokens SET last_used_at = max(coalesce(last_used_at, ?1), ?1)
-		WHERE id = ?2`, nanos(at), id))
-	if err != nil {
-		return fmt.Errorf("touch token %d: %w", id, err)
-	}
-	return nil
+		WHERE id = ?2`, nanos(at), id)
 }

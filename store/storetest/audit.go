@@ -61,9 +61,9 @@ func RunAudit(t *testing.T, h AuditHarness) {
 // entries they wrote.
 func someChanges(t *testing.T, s *store.Store) int {
 	t.Helper()
-	mustCreate(t, s, "alpha", true) // sandbox, token, policy: 3
-	mustAppend(t, s, "alpha", 1, 2) // 1
-	if _, err := s.CreateToken(ctx(t), newToken("olive", store.RoleOperator, ""), "alice"); err != nil {
+	MustCreate(t, s, "alpha", true) // sandbox, token, policy: 3
+	MustAppend(t, s, "alpha", 1, 2) // 1
+	if _, err := s.CreateToken(ctx(t), NewToken("olive", store.RoleOperator, ""), "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RevokeToken(ctx(t), "olive", "alice"); err != nil {
@@ -146,7 +146,7 @@ func testAuditChain(t *testing.T, h AuditHarness) {
 		if e.PrevHash != prev || e.Hash != store.AuditHash(e) || len(e.Hash) != 64 {
 			t.Fatalf("entry %d: prev %q hash %q; want prev %q and its own hash %q", e.Seq, e.PrevHash, e.Hash, prev, store.AuditHash(e))
 		}
-		recent(t, "audit time", e.Time)
+		Recent(t, "audit time", e.Time)
 		prev = e.Hash
 	}
 	if got := chain(t, s, 2, 3); !slices.Equal(seqs(got), []int64{3, 4, 5}) {
@@ -156,7 +156,7 @@ func testAuditChain(t *testing.T, h AuditHarness) {
 		t.Errorf("AuditChain after the head = %v, want none", seqs(got))
 	}
 	// ListAudit returns the chain fields too, newest first.
-	listed := audits(t, s, store.AuditFilter{})
+	listed := Audits(t, s, store.AuditFilter{})
 	slices.Reverse(listed)
 	if len(listed) != n {
 		t.Fatalf("ListAudit = %d entries, want %d", len(listed), n)
@@ -168,7 +168,7 @@ func testAuditChain(t *testing.T, h AuditHarness) {
 	}
 	// The policy version of the sandbox created with one is in the chain
 	// with its detail, which the hash covers.
-	e := findAudit(t, listed, store.ActionPolicySet, "alpha")
+	e := FindAudit(t, listed, store.ActionPolicySet, "alpha")
 	if e.Detail["version"] == "" {
 		t.Errorf("policy.set entry without its detail: %+v", e)
 	}
@@ -217,10 +217,10 @@ func testAuditConcurrent(t *testing.T, h AuditHarness) {
 			for i := range each {
 				var err error
 				if i%2 == 0 {
-					_, err = s.CreateToken(ctx(t), newToken(fmt.Sprintf("op-%d-%d", w, i), store.RoleOperator, ""), "alice")
+					_, err = s.CreateToken(ctx(t), NewToken(fmt.Sprintf("op-%d-%d", w, i), store.RoleOperator, ""), "alice")
 				} else {
 					_, err = s.CreateSandbox(ctx(t), store.CreateSandbox{
-						Name: fmt.Sprintf("box-%d-%d", w, i), Actor: "alice", Token: newToken(fmt.Sprintf("sb-%d-%d", w, i), "", ""),
+						Name: fmt.Sprintf("box-%d-%d", w, i), Actor: "alice", Token: NewToken(fmt.Sprintf("sb-%d-%d", w, i), "", ""),
 					})
 				}
 				if err != nil {
@@ -319,7 +319,7 @@ func testAuditUpgrade(t *testing.T, h AuditHarness) {
 		}
 	}
 	wantVerified(t, s, len(old))
-	if _, err := s.CreateToken(ctx(t), newToken("later", store.RoleOperator, ""), "admin"); err != nil {
+	if _, err := s.CreateToken(ctx(t), NewToken("later", store.RoleOperator, ""), "admin"); err != nil {
 		t.Fatal(err)
 	}
 	wantVerified(t, s, len(old)+1)
@@ -328,21 +328,21 @@ func testAuditUpgrade(t *testing.T, h AuditHarness) {
 // ---- audit ----
 
 func testAudit(t *testing.T, s *store.Store) {
-	if es := audits(t, s, store.AuditFilter{}); len(es) != 0 {
+	if es := Audits(t, s, store.AuditFilter{}); len(es) != 0 {
 		t.Fatalf("audit of an empty store = %+v", es)
 	}
-	admin := newToken("adm", store.RoleOperator, "")
+	admin := NewToken("adm", store.RoleOperator, "")
 	if _, err := s.CreateToken(ctx(t), admin, "boot"); err != nil {
 		t.Fatal(err)
 	}
-	_, sbTok := mustCreate(t, s, "aud", true)
-	_, h1 := doc(1)
-	_, h2 := doc(2)
-	mustAppend(t, s, "aud", 1, 2)
-	if _, err := s.RotateSandboxToken(ctx(t), "aud", "alice", newToken("sandbox-aud-2", "", "")); err != nil {
+	_, sbTok := MustCreate(t, s, "aud", true)
+	_, h1 := Doc(1)
+	_, h2 := Doc(2)
+	MustAppend(t, s, "aud", 1, 2)
+	if _, err := s.RotateSandboxToken(ctx(t), "aud", "alice", NewToken("sandbox-aud-2", "", "")); err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, s, "elsewhere", false)
+	MustCreate(t, s, "elsewhere", false)
 	if err := s.RevokeToken(ctx(t), "adm", "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func testAudit(t *testing.T, s *store.Store) {
 		{"alice", store.ActionSandboxCreate, "aud", "aud", "", h1},
 		{"boot", store.ActionTokenCreate, "", "adm", "", ""},
 	}
-	es := audits(t, s, store.AuditFilter{})
+	es := Audits(t, s, store.AuditFilter{})
 	// Entries written in one transaction may be stored in any order
 	// relative to each other only if the engine says so; ours keep call order.
 	if len(es) != len(want) {
@@ -377,13 +377,13 @@ func testAudit(t *testing.T, s *store.Store) {
 		if e.ID == 0 || (i > 0 && e.ID >= es[i-1].ID) {
 			t.Errorf("audit[%d].ID = %d, want > 0 and decreasing", i, e.ID)
 		}
-		recent(t, fmt.Sprintf("audit[%d].Time", i), e.Time)
+		Recent(t, fmt.Sprintf("audit[%d].Time", i), e.Time)
 		if i > 0 && e.Time.After(es[i-1].Time) {
 			t.Errorf("audit[%d] is newer than audit[%d]", i, i-1)
 		}
 	}
 
-	scoped := audits(t, s, store.AuditFilter{Sandbox: "aud"})
+	scoped := Audits(t, s, store.AuditFilter{Sandbox: "aud"})
 	if len(scoped) != 6 {
 		t.Errorf("audit for sandbox aud = %d entries, want 6", len(scoped))
 	}
@@ -392,14 +392,14 @@ func testAudit(t *testing.T, s *store.Store) {
 			t.Errorf("filtered audit has entry of %q", e.Sandbox)
 		}
 	}
-	limited := audits(t, s, store.AuditFilter{Limit: 3})
+	limited := Audits(t, s, store.AuditFilter{Limit: 3})
 	if len(limited) != 3 || limited[0].ID != es[0].ID || limited[2].ID != es[2].ID {
 		t.Errorf("audit limit 3 = %+v, want the newest three", limited)
 	}
-	if got := audits(t, s, store.AuditFilter{Sandbox: "aud", Limit: 2}); len(got) != 2 || got[0].Action != store.ActionSandboxDelete {
+	if got := Audits(t, s, store.AuditFilter{Sandbox: "aud", Limit: 2}); len(got) != 2 || got[0].Action != store.ActionSandboxDelete {
 		t.Errorf("audit for aud limit 2 = %+v", got)
 	}
-	if got := audits(t, s, store.AuditFilter{Sandbox: "none"}); len(got) != 0 {
+	if got := Audits(t, s, store.AuditFilter{Sandbox: "none"}); len(got) != 0 {
 		t.Errorf("audit for unknown sandbox = %+v, want none", got)
 	}
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -26,14 +27,14 @@ func inTx(t *testing.T, s *store.Store, fn func(tx store.Tx) error) {
 }
 
 func testPrimVersionDuplicate(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "dup", true)
+	MustCreate(t, s, "dup", true)
 	v1 := getVersion(t, s, "dup", 1)
 	err := s.InTx(ctx(t), func(tx store.Tx) error { return tx.InsertPolicyVersion(ctx(t), v1) })
-	wantErr(t, "InsertPolicyVersion(existing version) in InTx", err, store.ErrAlreadyExists)
-	wantErr(t, "InsertPolicyVersion(existing version)", s.Driver.InsertPolicyVersion(ctx(t), v1), store.ErrAlreadyExists)
+	WantErr(t, "InsertPolicyVersion(existing version) in InTx", err, store.ErrAlreadyExists)
+	WantErr(t, "InsertPolicyVersion(existing version)", s.Driver.InsertPolicyVersion(ctx(t), v1), store.ErrAlreadyExists)
 	v1.Sandbox = "nobody"
-	wantErr(t, "InsertPolicyVersion(unknown sandbox)", s.Driver.InsertPolicyVersion(ctx(t), v1), store.ErrNotFound)
-	if vs := versions(t, s, "dup"); len(vs) != 1 {
+	WantErr(t, "InsertPolicyVersion(unknown sandbox)", s.Driver.InsertPolicyVersion(ctx(t), v1), store.ErrNotFound)
+	if vs := Versions(t, s, "dup"); len(vs) != 1 {
 		t.Errorf("versions after refused inserts = %d, want 1", len(vs))
 	}
 }
@@ -48,7 +49,7 @@ func getVersion(t *testing.T, s *store.Store, sandbox string, version int64) sto
 }
 
 func testPrimLockUpdateSandbox(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "lock", true)
+	MustCreate(t, s, "lock", true)
 	var want store.Sandbox
 	inTx(t, s, func(tx store.Tx) error {
 		sb, err := tx.LockSandbox(ctx(t), "lock")
@@ -63,7 +64,7 @@ func testPrimLockUpdateSandbox(t *testing.T, s *store.Store) {
 		want = sb
 		return tx.UpdateSandbox(ctx(t), sb)
 	})
-	if got := getSandbox(t, s, "lock"); !reflect.DeepEqual(got, want) {
+	if got := GetSandbox(t, s, "lock"); !reflect.DeepEqual(got, want) {
 		t.Errorf("sandbox after UpdateSandbox =\n%+v\nwant\n%+v", got, want)
 	}
 	inTx(t, s, func(tx store.Tx) error { // and back to none
@@ -76,30 +77,30 @@ func testPrimLockUpdateSandbox(t *testing.T, s *store.Store) {
 		want = sb
 		return tx.UpdateSandbox(ctx(t), sb)
 	})
-	if got := getSandbox(t, s, "lock"); !reflect.DeepEqual(got, want) {
+	if got := GetSandbox(t, s, "lock"); !reflect.DeepEqual(got, want) {
 		t.Errorf("sandbox after clearing =\n%+v\nwant\n%+v", got, want)
 	}
 	err := s.InTx(ctx(t), func(tx store.Tx) error {
 		_, err := tx.LockSandbox(ctx(t), "nobody")
 		return err
 	})
-	wantErr(t, "LockSandbox(unknown)", err, store.ErrNotFound)
+	WantErr(t, "LockSandbox(unknown)", err, store.ErrNotFound)
 	err = s.InTx(ctx(t), func(tx store.Tx) error { return tx.UpdateSandbox(ctx(t), store.Sandbox{Name: "nobody"}) })
-	wantErr(t, "UpdateSandbox(unknown)", err, store.ErrNotFound)
+	WantErr(t, "UpdateSandbox(unknown)", err, store.ErrNotFound)
 }
 
 func testPrimListProposals(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "one", true)
-	mustCreate(t, s, "two", true)
+	MustCreate(t, s, "one", true)
+	MustCreate(t, s, "two", true)
 	soon := time.Now().Add(time.Hour).UTC()
-	in1 := newProposal("one", 1)
-	in1.Proposal.IdempotencyKey = "idem-1"
-	in1.Proposal.ExpiresAt = soon
-	p1 := mustPropose(t, s, in1)
-	p2 := mustPropose(t, s, newProposal("one", 2))
-	in3 := newProposal("two", 3)
-	in3.Proposal.ExpiresAt = soon.Add(time.Hour)
-	p3 := mustPropose(t, s, in3)
+	in1 := ProposalN("one", 1)
+	in1.IdempotencyKey = "idem-1"
+	in1.ExpiresAt = soon
+	p1 := InsertProposal(t, s, in1)
+	p2 := InsertProposal(t, s, ProposalN("one", 2))
+	in3 := ProposalN("two", 3)
+	in3.ExpiresAt = soon.Add(time.Hour)
+	p3 := InsertProposal(t, s, in3)
 	p2 = setStatus(t, s, p2.ID, store.ProposalPending, store.ProposalRejected)
 	for _, tc := range []struct {
 		name    string
@@ -107,12 +108,12 @@ func testPrimListProposals(t *testing.T, s *store.Store) {
 		want    error
 	}{{"taken idempotency key", "one", store.ErrAlreadyExists}, {"unknown sandbox", "nobody", store.ErrNotFound}} {
 		err := s.InTx(ctx(t), func(tx store.Tx) error {
-			p := in1.Proposal
+			p := in1
 			p.Sandbox, p.Status, p.CreatedAt, p.UpdatedAt = tc.sandbox, store.ProposalPending, tx.Now(), tx.Now()
 			_, err := tx.InsertProposal(ctx(t), p)
 			return err
 		})
-		wantErr(t, "InsertProposal("+tc.name+")", err, tc.want)
+		WantErr(t, "InsertProposal("+tc.name+")", err, tc.want)
 	}
 
 	for _, tc := range []struct {
@@ -132,13 +133,13 @@ func testPrimListProposals(t *testing.T, s *store.Store) {
 		{"limit", store.ProposalFilter{Limit: 2}, []store.Proposal{p3, p2}},
 		{"sandbox and status", store.ProposalFilter{Sandbox: "one", Status: store.ProposalRejected}, []store.Proposal{p2}},
 	} {
-		got := listProposals(t, s, tc.f)
+		got := ListProposals(t, s, tc.f)
 		if len(got) != len(tc.want) {
-			t.Errorf("%s: ListProposals = %v, want %v", tc.name, proposalIDs(got), proposalIDs(tc.want))
+			t.Errorf("%s: ListProposals = %v, want %v", tc.name, ProposalIDs(got), ProposalIDs(tc.want))
 			continue
 		}
 		for i := range got {
-			wantSameProposal(t, tc.name, got[i], tc.want[i])
+			WantSameProposal(t, tc.name, got[i], tc.want[i])
 		}
 	}
 
@@ -161,18 +162,35 @@ func testPrimListProposals(t *testing.T, s *store.Store) {
 	}
 }
 
+// setStatus moves proposal id from status from to to through the Tx
+// primitives.
 func setStatus(t *testing.T, s *store.Store, id int64, from, to string) store.Proposal {
 	t.Helper()
-	p, err := s.SetProposalStatus(ctx(t), id, []string{from}, to, "test", "alice")
+	var out store.Proposal
+	err := s.InTx(ctx(t), func(tx store.Tx) error {
+		p, err := tx.GetProposal(ctx(t), id)
+		if err != nil {
+			return err
+		}
+		if p.Status != from {
+			return fmt.Errorf("proposal %d is %s, not %s", id, p.Status, from)
+		}
+		p.Status, p.StatusReason, p.UpdatedAt = to, "test", tx.Now()
+		if err := tx.UpdateProposal(ctx(t), p); err != nil {
+			return err
+		}
+		out, err = tx.GetProposal(ctx(t), id)
+		return err
+	})
 	if err != nil {
-		t.Fatalf("SetProposalStatus(%d, %s): %v", id, to, err)
+		t.Fatalf("set status of proposal %d to %s: %v", id, to, err)
 	}
-	return p
+	return out
 }
 
 func testPrimUpdateProposal(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "upd", true)
-	p := mustPropose(t, s, newProposal("upd", 1))
+	MustCreate(t, s, "upd", true)
+	p := InsertProposal(t, s, ProposalN("upd", 1))
 	var want store.Proposal
 	inTx(t, s, func(tx store.Tx) error {
 		got, err := tx.GetProposal(ctx(t), p.ID)
@@ -189,11 +207,11 @@ func testPrimUpdateProposal(t *testing.T, s *store.Store) {
 		want = got
 		return tx.UpdateProposal(ctx(t), got)
 	})
-	wantSameProposal(t, "proposal after UpdateProposal", getProposal(t, s, p.ID), want)
+	WantSameProposal(t, "proposal after UpdateProposal", GetProposal(t, s, p.ID), want)
 	err := s.InTx(ctx(t), func(tx store.Tx) error {
 		return tx.UpdateProposal(ctx(t), store.Proposal{ID: p.ID + 1000, Status: store.ProposalPending})
 	})
-	wantErr(t, "UpdateProposal(unknown)", err, store.ErrNotFound)
+	WantErr(t, "UpdateProposal(unknown)", err, store.ErrNotFound)
 
 	a := store.Approval{Approver: "carol", Reason: "ok", ResultingHash: "res-5"}
 	inTx(t, s, func(tx store.Tx) error {
@@ -201,16 +219,16 @@ func testPrimUpdateProposal(t *testing.T, s *store.Store) {
 		return tx.InsertApproval(ctx(t), p.ID, a)
 	})
 	err = s.InTx(ctx(t), func(tx store.Tx) error { return tx.InsertApproval(ctx(t), p.ID, a) })
-	wantErr(t, "InsertApproval(same approver)", err, store.ErrAlreadyExists)
+	WantErr(t, "InsertApproval(same approver)", err, store.ErrAlreadyExists)
 	err = s.InTx(ctx(t), func(tx store.Tx) error { return tx.InsertApproval(ctx(t), p.ID+1000, a) })
-	wantErr(t, "InsertApproval(unknown proposal)", err, store.ErrNotFound)
-	if got := getProposal(t, s, p.ID).Approvals; !reflect.DeepEqual(got, []store.Approval{a}) {
+	WantErr(t, "InsertApproval(unknown proposal)", err, store.ErrNotFound)
+	if got := GetProposal(t, s, p.ID).Approvals; !reflect.DeepEqual(got, []store.Approval{a}) {
 		t.Errorf("approvals = %+v, want %+v", got, []store.Approval{a})
 	}
 }
 
 func testPrimSandboxCA(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "ca", false)
+	MustCreate(t, s, "ca", false)
 	var first store.SandboxCA
 	for i, writer := range []string{"first", "second"} {
 		ca := store.SandboxCA{Sandbox: "ca", CertPEM: []byte("cert-" + writer), KeyPEM: []byte("key-" + writer)}
@@ -229,7 +247,7 @@ func testPrimSandboxCA(t *testing.T, s *store.Store) {
 		}
 	}
 	_, err := s.Driver.InsertSandboxCA(ctx(t), store.SandboxCA{Sandbox: "nobody", CertPEM: []byte("c"), KeyPEM: []byte("k")})
-	wantErr(t, "InsertSandboxCA(unknown sandbox)", err, store.ErrNotFound)
+	WantErr(t, "InsertSandboxCA(unknown sandbox)", err, store.ErrNotFound)
 }
 
 // testPrimNow: Now is read once per transaction, in UTC, at the precision
@@ -245,8 +263,8 @@ func testPrimNow(t *testing.T, s *store.Store) {
 	if !first.Equal(second) {
 		t.Errorf("Now moved within one transaction: %v then %v", first, second)
 	}
-	recent(t, "Now", first)
-	if got := getSandbox(t, s, "now").CreatedAt; !got.Equal(first) {
+	Recent(t, "Now", first)
+	if got := GetSandbox(t, s, "now").CreatedAt; !got.Equal(first) {
 		t.Errorf("CreatedAt written with Now reads back %v, want %v (Now finer than the engine stores)", got, first)
 	}
 }
@@ -255,8 +273,8 @@ func testPrimNow(t *testing.T, s *store.Store) {
 // transaction commits, and nothing is heard of a rolled-back one. Drivers
 // may repeat a version (Postgres hears its own NOTIFY too).
 func testPrimCommitFeed(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "feed", true)
-	mustCreate(t, s, "rolled", true)
+	MustCreate(t, s, "feed", true)
+	MustCreate(t, s, "rolled", true)
 	lctx, cancel := context.WithCancel(ctx(t))
 	heard := make(chan [2]any, 1024)
 	done := make(chan error, 1)
@@ -291,7 +309,7 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 	// heard.
 	version := int64(1)
 	for ready := false; !ready; {
-		version = mustAppend(t, s, "feed", version, int(version)+1).Version
+		version = MustAppend(t, s, "feed", version, int(version)+1).Version
 		for waiting := true; waiting && !ready; {
 			select {
 			case h := <-heard:
@@ -306,7 +324,7 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 
 	var inside bool
 	inTx(t, s, func(tx store.Tx) error {
-		d, h := doc(int(version) + 1)
+		d, h := Doc(int(version) + 1)
 		v, err := store.AppendVersion(ctx(t), tx, store.AppendPolicy{
 			Sandbox: "feed", ExpectedVersion: version, Hash: h, Document: d, Author: "alice",
 		})
@@ -338,7 +356,7 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 	if !errors.Is(err, rollback) {
 		t.Fatalf("InTx = %v, want fn's error", err)
 	}
-	version = mustAppend(t, s, "feed", version, int(version)+1).Version
+	version = MustAppend(t, s, "feed", version, int(version)+1).Version
 	if before := wait("feed", version); slices.Contains(before, [2]any{"rolled", int64(2)}) {
 		t.Errorf("heard a rolled-back version: %v", before)
 	}

@@ -52,7 +52,8 @@ func signingKeys(t *testing.T, s *store.Store) []store.SigningKey {
 	return ks
 }
 
-func countAudit(es []store.AuditEntry, action string) int {
+// CountAudit counts the entries with action.
+func CountAudit(es []store.AuditEntry, action string) int {
 	n := 0
 	for _, e := range es {
 		if e.Action == action {
@@ -181,7 +182,7 @@ func testSigningKeyChain(t *testing.T, s *store.Store) {
 	if !sameKey(got1, k1) || len(got1.Endorsement) != 0 {
 		t.Errorf("AddSigningKey(first) = %+v, want %+v", got1, k1)
 	}
-	recent(t, "SigningKey.CreatedAt", got1.CreatedAt)
+	Recent(t, "SigningKey.CreatedAt", got1.CreatedAt)
 
 	k2 := newSigningKey(t, k1.PrivateKey)
 	got2, err := s.AddSigningKey(ctx(t), k2, k1.ID, "bob")
@@ -193,11 +194,11 @@ func testSigningKeyChain(t *testing.T, s *store.Store) {
 	}
 
 	// A stale or unknown previous key: ErrConflict, nothing stored.
-	before := audits(t, s, store.AuditFilter{})
+	before := Audits(t, s, store.AuditFilter{})
 	k3 := newSigningKey(t, k2.PrivateKey)
 	for _, prev := range []string{"", k1.ID, "no-such-key"} {
 		_, err := s.AddSigningKey(ctx(t), k3, prev, "mallory")
-		wantErr(t, fmt.Sprintf("AddSigningKey(previous %q, newest %q)", prev, k2.ID), err, store.ErrConflict)
+		WantErr(t, fmt.Sprintf("AddSigningKey(previous %q, newest %q)", prev, k2.ID), err, store.ErrConflict)
 	}
 	// A key already in the chain cannot be appended again.
 	if _, err := s.AddSigningKey(ctx(t), k1, k2.ID, "mallory"); err == nil {
@@ -206,7 +207,7 @@ func testSigningKeyChain(t *testing.T, s *store.Store) {
 	if ks := signingKeys(t, s); len(ks) != 2 {
 		t.Fatalf("keys after refused appends = %d, want 2", len(ks))
 	}
-	if after := audits(t, s, store.AuditFilter{}); len(after) != len(before) {
+	if after := Audits(t, s, store.AuditFilter{}); len(after) != len(before) {
 		t.Errorf("refused appends wrote %d audit entries", len(after)-len(before))
 	}
 
@@ -239,16 +240,16 @@ func testSigningKeyChain(t *testing.T, s *store.Store) {
 		t.Errorf("first key's endorsement = %x, want none", ks[0].Endorsement)
 	}
 
-	es := audits(t, s, store.AuditFilter{})
-	if n := countAudit(es, store.ActionSigningKeyAdd); n != 3 {
+	es := Audits(t, s, store.AuditFilter{})
+	if n := CountAudit(es, store.ActionSigningKeyAdd); n != 3 {
 		t.Errorf("signing_key.add audit entries = %d, want 3", n)
 	}
 	for _, w := range []struct{ actor, id string }{{"alice", k1.ID}, {"bob", k2.ID}, {"carol", k3.ID}} {
-		e := findAudit(t, es, store.ActionSigningKeyAdd, w.id)
+		e := FindAudit(t, es, store.ActionSigningKeyAdd, w.id)
 		if e.Actor != w.actor || e.Sandbox != "" {
 			t.Errorf("signing_key.add audit of %s = %+v, want actor %s", w.id, e, w.actor)
 		}
-		recent(t, "audit time", e.Time)
+		Recent(t, "audit time", e.Time)
 	}
 }
 
@@ -294,7 +295,7 @@ func testSigningKeyConcurrent(t *testing.T, s *store.Store) {
 	if len(ks) != 2 || !sameKey(ks[0], first) || !sameKey(ks[1], keys[winner]) {
 		t.Errorf("keys after the race = %+v, want the first and the winner's", ks)
 	}
-	if n := countAudit(audits(t, s, store.AuditFilter{}), store.ActionSigningKeyAdd); n != 2 {
+	if n := CountAudit(Audits(t, s, store.AuditFilter{}), store.ActionSigningKeyAdd); n != 2 {
 		t.Errorf("signing_key.add audit entries = %d, want 2", n)
 	}
 }
@@ -314,13 +315,13 @@ func testSandboxCA(t *testing.T, s *store.Store) {
 	}
 
 	_, err := s.PutSandboxCA(ctx(t), ca("box", 1))
-	wantErr(t, "PutSandboxCA(missing sandbox)", err, store.ErrNotFound)
+	WantErr(t, "PutSandboxCA(missing sandbox)", err, store.ErrNotFound)
 	_, err = s.GetSandboxCA(ctx(t), "box")
-	wantErr(t, "GetSandboxCA(missing sandbox)", err, store.ErrNotFound)
+	WantErr(t, "GetSandboxCA(missing sandbox)", err, store.ErrNotFound)
 
-	mustCreate(t, s, "box", false)
+	MustCreate(t, s, "box", false)
 	_, err = s.GetSandboxCA(ctx(t), "box")
-	wantErr(t, "GetSandboxCA(no CA yet)", err, store.ErrNotFound)
+	WantErr(t, "GetSandboxCA(no CA yet)", err, store.ErrNotFound)
 
 	first, err := s.PutSandboxCA(ctx(t), ca("box", 1))
 	if err != nil {
@@ -329,7 +330,7 @@ func testSandboxCA(t *testing.T, s *store.Store) {
 	if !same(first, ca("box", 1)) {
 		t.Errorf("PutSandboxCA = %+v, want %+v", first, ca("box", 1))
 	}
-	recent(t, "SandboxCA.CreatedAt", first.CreatedAt)
+	Recent(t, "SandboxCA.CreatedAt", first.CreatedAt)
 
 	// The first writer wins: a second put returns the first CA unchanged.
 	second, err := s.PutSandboxCA(ctx(t), ca("box", 2))
@@ -347,7 +348,7 @@ func testSandboxCA(t *testing.T, s *store.Store) {
 	}
 
 	// Replicas racing to create a CA all get the same one.
-	mustCreate(t, s, "race", false)
+	MustCreate(t, s, "race", false)
 	const n = 10
 	cas := make([]store.SandboxCA, n)
 	errs := make([]error, n)
@@ -371,12 +372,12 @@ func testSandboxCA(t *testing.T, s *store.Store) {
 		t.Fatal(err)
 	}
 	_, err = s.GetSandboxCA(ctx(t), "box")
-	wantErr(t, "GetSandboxCA(deleted sandbox)", err, store.ErrNotFound)
-	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "box", Actor: "alice", Token: newToken("sandbox-box-2", "", "")}); err != nil {
+	WantErr(t, "GetSandboxCA(deleted sandbox)", err, store.ErrNotFound)
+	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "box", Actor: "alice", Token: NewToken("sandbox-box-2", "", "")}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.GetSandboxCA(ctx(t), "box")
-	wantErr(t, "GetSandboxCA(re-created sandbox)", err, store.ErrNotFound)
+	WantErr(t, "GetSandboxCA(re-created sandbox)", err, store.ErrNotFound)
 	if c, err := s.PutSandboxCA(ctx(t), ca("box", 3)); err != nil || !same(c, ca("box", 3)) {
 		t.Errorf("PutSandboxCA(re-created sandbox) = %+v, %v", c, err)
 	}
@@ -391,9 +392,9 @@ func testProxyStatuses(t *testing.T, s *store.Store) {
 	if ps := proxyStatuses(t, s, ""); len(ps) != 0 {
 		t.Fatalf("ListProxyStatuses on an empty store = %+v", ps)
 	}
-	mustCreate(t, s, "a", true)
-	mustCreate(t, s, "b", false)
-	auditBefore := len(audits(t, s, store.AuditFilter{}))
+	MustCreate(t, s, "a", true)
+	MustCreate(t, s, "b", false)
+	auditBefore := len(Audits(t, s, store.AuditFilter{}))
 
 	a2 := store.ProxyStatus{
 		Sandbox: "a", ProxyID: "p2", Replica: "gw-1", Build: "v1.2.3", Connected: true,
@@ -431,7 +432,7 @@ func testProxyStatuses(t *testing.T, s *store.Store) {
 	if err := s.SaveProxyStatuses(ctx(t), nil); err != nil {
 		t.Errorf("SaveProxyStatuses(none): %v", err)
 	}
-	if after := len(audits(t, s, store.AuditFilter{})); after != auditBefore {
+	if after := len(Audits(t, s, store.AuditFilter{})); after != auditBefore {
 		t.Errorf("SaveProxyStatuses wrote %d audit entries, want none", after-auditBefore)
 	}
 
@@ -441,7 +442,7 @@ func testProxyStatuses(t *testing.T, s *store.Store) {
 	}
 	wantStatuses(t, "statuses of deleted sandbox", proxyStatuses(t, s, "a"))
 	wantStatuses(t, "all statuses after delete", proxyStatuses(t, s, ""), b1)
-	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "a", Actor: "alice", Token: newToken("sandbox-a-2", "", "")}); err != nil {
+	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "a", Actor: "alice", Token: NewToken("sandbox-a-2", "", "")}); err != nil {
 		t.Fatal(err)
 	}
 	wantStatuses(t, "statuses of re-created sandbox", proxyStatuses(t, s, "a"))
@@ -498,7 +499,7 @@ func testDecisions(t *testing.T, s *store.Store) {
 		if d.ID <= 0 || (i > 0 && d.ID <= all[i-1].ID) {
 			t.Errorf("record %d: id %d, want > 0 and increasing", i, d.ID)
 		}
-		recent(t, "Decision.ReceivedAt", d.ReceivedAt)
+		Recent(t, "Decision.ReceivedAt", d.ReceivedAt)
 		if t.Failed() {
 			t.FailNow()
 		}
@@ -569,7 +570,7 @@ func testDecisions(t *testing.T, s *store.Store) {
 	}
 
 	// Records outlive their sandbox.
-	mustCreate(t, s, "gone", false)
+	MustCreate(t, s, "gone", false)
 	if _, err := s.AppendDecisions(ctx(t), []store.Decision{{Sandbox: "gone", ProxyID: "p", Decision: "deny"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -587,8 +588,8 @@ func testDecisions(t *testing.T, s *store.Store) {
 // plain error before the database is touched, and nothing of the call is
 // stored (a batch with one bad item is refused whole).
 func testPushInvalidInput(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "box", false)
-	auditBefore := len(audits(t, s, store.AuditFilter{}))
+	MustCreate(t, s, "box", false)
+	auditBefore := len(Audits(t, s, store.AuditFilter{}))
 	good := newSigningKey(t, nil)
 	other := newSigningKey(t, nil)
 	key := func(change func(k *store.SigningKey)) store.SigningKey {
@@ -700,7 +701,7 @@ func testPushInvalidInput(t *testing.T, s *store.Store) {
 	if ds := decisions(t, s, store.DecisionFilter{}); len(ds) != 0 {
 		t.Errorf("records stored from invalid batches: %+v", ds)
 	}
-	if after := len(audits(t, s, store.AuditFilter{})); after != auditBefore {
+	if after := len(Audits(t, s, store.AuditFilter{})); after != auditBefore {
 		t.Errorf("invalid inputs wrote %d audit entries", after-auditBefore)
 	}
 }

@@ -62,19 +62,19 @@ func testDecisionRetention(t *testing.T, s *store.Store) {
 		t.Errorf("PruneDecisions on an empty store = %d", n)
 	}
 
-	mustCreate(t, s, "s0", true)
-	mustCreate(t, s, "s1", true)
+	MustCreate(t, s, "s0", true)
+	MustCreate(t, s, "s1", true)
 	old0 := appendN(t, s, "s0", "old0", 30)
 	old1 := appendN(t, s, "s1", "old1", 5)
 	gone := appendN(t, s, "gone", "gone", 12) // a sandbox that no longer exists
 	// A proposal of s0 names old0-3; one of s1 names old0-4, a denial of
 	// another sandbox, which protects nothing.
-	p := newProposal("s0", 1)
-	p.Proposal.DenialID = old0[3].DenialID
-	mustPropose(t, s, p)
-	p = newProposal("s1", 2)
-	p.Proposal.DenialID = old0[4].DenialID
-	mustPropose(t, s, p)
+	p := ProposalN("s0", 1)
+	p.DenialID = old0[3].DenialID
+	InsertProposal(t, s, p)
+	p = ProposalN("s1", 2)
+	p.DenialID = old0[4].DenialID
+	InsertProposal(t, s, p)
 	newer := appendN(t, s, "s0", "new0", 4)
 	all := decisions(t, s, store.DecisionFilter{})
 

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -61,24 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"PushInvalidInput", testPushInvalidInput},
 		{"SandboxBoundary", testSandboxBoundary},
 		{"CredentialedHosts", testCredentialedHosts},
-		{"ProposalCreateGetList", testProposalCreateGetList},
-		{"ProposalIdempotency", testProposalIdempotency},
-		{"ProposalDedupe", testProposalDedupe},
-		{"ProposalSupersede", testProposalSupersede},
-		{"ProposalRateLimit", testProposalRateLimit},
-		{"ProposalStatus", testProposalStatus},
-		{"ProposalRebase", testProposalRebase},
-		{"ProposalConcurrentIdempotency", testProposalConcurrentIdempotency},
-		{"ProposalSandboxDelete", testProposalSandboxDelete},
-		{"AdvisorInvalidInput", testAdvisorInvalidInput},
-		{"ApprovalAdd", testApprovalAdd},
-		{"ApplyProposal", testApplyProposal},
-		{"ApplyStaleBase", testApplyStaleBase},
-		{"ApplyConcurrent", testApplyConcurrent},
-		{"ExpireProposals", testExpireProposals},
-		{"FreezeSandbox", testFreezeSandbox},
 		{"ApprovalPolicies", testApprovalPolicies},
-		{"ApprovalSandboxDelete", testApprovalSandboxDelete},
 		{"Ping", testPing},
 		{"TxVersionDuplicate", testPrimVersionDuplicate},
 		{"TxLockUpdateSandbox", testPrimLockUpdateSandbox},
@@ -100,31 +84,37 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 
 func ctx(t *testing.T) context.Context { return t.Context() }
 
-// newToken returns a token with a random secret's hash.
-func newToken(name, role, sandbox string) store.Token {
+// Fixtures, exported for the suites written over a Store elsewhere (the
+// lifecycle's records run on both drivers with them).
+
+// NewToken returns a token with a random secret's hash.
+func NewToken(name, role, sandbox string) store.Token {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	sum := sha256.Sum256(b[:])
 	return store.Token{Name: name, Role: role, Sandbox: sandbox, Hash: hex.EncodeToString(sum[:]), CreatedBy: "tester"}
 }
 
-// doc returns a small canonical-looking policy document and its hash.
-func doc(n int) ([]byte, string) {
+// Doc returns a small canonical-looking policy document and its hash.
+func Doc(n int) ([]byte, string) {
 	d := fmt.Appendf(nil, `{"network_policies":{"p%d":{"endpoints":[{"host":"h%d.example.com","port":443}]}},"version":1}`, n, n)
-	return d, hashOf(d)
+	return d, HashOf(d)
 }
 
-func hashOf(b []byte) string {
+// HashOf is the hex SHA-256 of b.
+func HashOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-func mustCreate(t *testing.T, s *store.Store, name string, withPolicy bool) (store.Sandbox, store.Token) {
+// MustCreate creates sandbox name with its token and, withPolicy, version
+// 1 (Doc(1)).
+func MustCreate(t *testing.T, s *store.Store, name string, withPolicy bool) (store.Sandbox, store.Token) {
 	t.Helper()
-	tok := newToken("sandbox-"+name, "", "")
+	tok := NewToken("sandbox-"+name, "", "")
 	in := store.CreateSandbox{Name: name, Actor: "alice", Token: tok}
 	if withPolicy {
-		d, h := doc(1)
+		d, h := Doc(1)
 		in.Policy = &store.PolicyVersion{Hash: h, Document: d, Author: "alice", Source: store.SourceCreate}
 	}
 	sb, err := s.CreateSandbox(ctx(t), in)
@@ -134,9 +124,10 @@ func mustCreate(t *testing.T, s *store.Store, name string, withPolicy bool) (sto
 	return sb, tok
 }
 
-func mustAppend(t *testing.T, s *store.Store, sandbox string, expected int64, n int) store.PolicyVersion {
+// MustAppend commits Doc(n) as the version after expected.
+func MustAppend(t *testing.T, s *store.Store, sandbox string, expected int64, n int) store.PolicyVersion {
 	t.Helper()
-	d, h := doc(n)
+	d, h := Doc(n)
 	pv, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
 		Sandbox: sandbox, ExpectedVersion: expected, Hash: h, Document: d, Author: "bob", Source: store.SourceSet,
 	})
@@ -146,15 +137,16 @@ func mustAppend(t *testing.T, s *store.Store, sandbox string, expected int64, n 
 	return pv
 }
 
-func wantErr(t *testing.T, what string, err, want error) {
+// WantErr fails unless err is (or wraps) want.
+func WantErr(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("%s: error %v, want %v", what, err, want)
 	}
 }
 
-// recent checks a store-assigned time is close to now, in UTC.
-func recent(t *testing.T, what string, at time.Time) {
+// Recent checks a store-assigned time is close to now, in UTC.
+func Recent(t *testing.T, what string, at time.Time) {
 	t.Helper()
 	if d := time.Since(at); d < -5*time.Second || d > 5*time.Minute {
 		t.Errorf("%s = %v, not close to now (%v)", what, at, time.Now())
@@ -164,7 +156,8 @@ func recent(t *testing.T, what string, at time.Time) {
 	}
 }
 
-func audits(t *testing.T, s *store.Store, f store.AuditFilter) []store.AuditEntry {
+// Audits lists the audit entries f matches.
+func Audits(t *testing.T, s *store.Store, f store.AuditFilter) []store.AuditEntry {
 	t.Helper()
 	es, err := s.ListAudit(ctx(t), f)
 	if err != nil {
@@ -173,8 +166,8 @@ func audits(t *testing.T, s *store.Store, f store.AuditFilter) []store.AuditEntr
 	return es
 }
 
-// findAudit returns the newest entry with that action and target.
-func findAudit(t *testing.T, es []store.AuditEntry, action, target string) store.AuditEntry {
+// FindAudit returns the newest entry with that action and target.
+func FindAudit(t *testing.T, es []store.AuditEntry, action, target string) store.AuditEntry {
 	t.Helper()
 	for _, e := range es {
 		if e.Action == action && e.Target == target {
@@ -185,6 +178,122 @@ func findAudit(t *testing.T, es []store.AuditEntry, action, target string) store
 	return store.AuditEntry{}
 }
 
+// GetSandbox reads sandbox name.
+func GetSandbox(t *testing.T, s *store.Store, name string) store.Sandbox {
+	t.Helper()
+	sb, err := s.GetSandbox(ctx(t), name)
+	if err != nil {
+		t.Fatalf("GetSandbox(%q): %v", name, err)
+	}
+	return sb
+}
+
+// Versions lists sandbox's versions.
+func Versions(t *testing.T, s *store.Store, sandbox string) []store.PolicyVersion {
+	t.Helper()
+	vs, err := s.ListPolicyVersions(ctx(t), sandbox)
+	if err != nil {
+		t.Fatalf("ListPolicyVersions(%q): %v", sandbox, err)
+	}
+	return vs
+}
+
+// WantPlainError checks err is an input error, not one of the sentinels.
+func WantPlainError(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s succeeded, want an error", what)
+		return
+	}
+	for _, sentinel := range []error{store.ErrNotFound, store.ErrConflict, store.ErrAlreadyExists} {
+		if errors.Is(err, sentinel) {
+			t.Errorf("%s: %v, want a plain error, not %v", what, err, sentinel)
+		}
+	}
+}
+
+// ProposalN returns a proposal of sandbox numbered n: its dedupe key and
+// documents differ from every other n's.
+func ProposalN(sandbox string, n int, supersede ...string) store.Proposal {
+	res, h := Doc(n)
+	return store.Proposal{
+		Sandbox:       sandbox,
+		Rationale:     fmt.Sprintf("needs h%d", n),
+		Proposer:      "sandbox-" + sandbox,
+		DenialID:      fmt.Sprintf("denial-%d", n),
+		Document:      fmt.Appendf(nil, `{"operations":[{"allow":"h%d.example.com:443"}]}`, n),
+		DedupeKey:     fmt.Sprintf("dedupe-%d", n),
+		SupersedeKeys: supersede,
+		BaseVersion:   1,
+		BaseHash:      "base-hash",
+		Resulting:     res,
+		ResultingHash: h,
+		Findings:      fmt.Appendf(nil, `{"findings":[{"n":%d}]}`, n),
+	}
+}
+
+// InsertProposal stores p pending through the Tx primitive.
+func InsertProposal(t *testing.T, s *store.Store, p store.Proposal) store.Proposal {
+	t.Helper()
+	var out store.Proposal
+	err := s.InTx(ctx(t), func(tx store.Tx) error {
+		p.Status, p.CreatedAt, p.UpdatedAt = store.ProposalPending, tx.Now(), tx.Now()
+		var err error
+		out, err = tx.InsertProposal(ctx(t), p)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("InsertProposal(%s, %q): %v", p.Sandbox, p.DedupeKey, err)
+	}
+	return out
+}
+
+// ListProposals lists the proposals f matches.
+func ListProposals(t *testing.T, s *store.Store, f store.ProposalFilter) []store.Proposal {
+	t.Helper()
+	ps, err := s.ListProposals(ctx(t), f)
+	if err != nil {
+		t.Fatalf("ListProposals(%+v): %v", f, err)
+	}
+	return ps
+}
+
+// ProposalIDs are the proposals' ids.
+func ProposalIDs(ps []store.Proposal) []int64 {
+	ids := make([]int64, 0, len(ps))
+	for _, p := range ps {
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
+
+// SameProposal compares every field, times with Equal.
+func SameProposal(got, want store.Proposal) bool {
+	if !got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) {
+		return false
+	}
+	got.CreatedAt, got.UpdatedAt, want.CreatedAt, want.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return reflect.DeepEqual(got, want)
+}
+
+// WantSameProposal fails unless got and want are the same proposal.
+func WantSameProposal(t *testing.T, what string, got, want store.Proposal) {
+	t.Helper()
+	if !SameProposal(got, want) {
+		t.Errorf("%s =\n%+v\nwant\n%+v", what, got, want)
+	}
+}
+
+// GetProposal reads proposal id.
+func GetProposal(t *testing.T, s *store.Store, id int64) store.Proposal {
+	t.Helper()
+	p, err := s.GetProposal(ctx(t), id)
+	if err != nil {
+		t.Fatalf("GetProposal(%d): %v", id, err)
+	}
+	return p
+}
+
 // ---- sandboxes ----
 
 func testSandboxCreateGetList(t *testing.T, s *store.Store) {
@@ -192,12 +301,12 @@ func testSandboxCreateGetList(t *testing.T, s *store.Store) {
 	if err != nil || len(sbs) != 0 {
 		t.Fatalf("ListSandboxes on an empty store = %v, %v; want none", sbs, err)
 	}
-	b, _ := mustCreate(t, s, "beta", false)
-	mustCreate(t, s, "alpha", false)
+	b, _ := MustCreate(t, s, "beta", false)
+	MustCreate(t, s, "alpha", false)
 	if b.Name != "beta" || b.CurrentVersion != 0 || b.CurrentHash != "" || b.CreatedBy != "alice" {
 		t.Errorf("CreateSandbox = %+v", b)
 	}
-	recent(t, "CreatedAt", b.CreatedAt)
+	Recent(t, "CreatedAt", b.CreatedAt)
 
 	got, err := s.GetSandbox(ctx(t), "beta")
 	if err != nil {
@@ -207,7 +316,7 @@ func testSandboxCreateGetList(t *testing.T, s *store.Store) {
 		t.Errorf("GetSandbox = %+v, want %+v", got, b)
 	}
 	_, err = s.GetSandbox(ctx(t), "gamma")
-	wantErr(t, "GetSandbox(missing)", err, store.ErrNotFound)
+	WantErr(t, "GetSandbox(missing)", err, store.ErrNotFound)
 
 	sbs, err = s.ListSandboxes(ctx(t))
 	if err != nil {
@@ -223,37 +332,37 @@ func testSandboxCreateGetList(t *testing.T, s *store.Store) {
 }
 
 func testSandboxDuplicate(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "dup", false)
-	before := audits(t, s, store.AuditFilter{})
-	tok := newToken("sandbox-dup-2", "", "")
-	d, h := doc(7)
+	MustCreate(t, s, "dup", false)
+	before := Audits(t, s, store.AuditFilter{})
+	tok := NewToken("sandbox-dup-2", "", "")
+	d, h := Doc(7)
 	_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{
 		Name: "dup", Actor: "mallory", Token: tok,
 		Policy: &store.PolicyVersion{Hash: h, Document: d, Author: "mallory"},
 	})
-	wantErr(t, "CreateSandbox(duplicate)", err, store.ErrAlreadyExists)
+	WantErr(t, "CreateSandbox(duplicate)", err, store.ErrAlreadyExists)
 
 	// Nothing of the failed call is stored.
 	_, err = s.TokenByHash(ctx(t), tok.Hash)
-	wantErr(t, "TokenByHash(token of the failed create)", err, store.ErrNotFound)
+	WantErr(t, "TokenByHash(token of the failed create)", err, store.ErrNotFound)
 	sb, err := s.GetSandbox(ctx(t), "dup")
 	if err != nil || sb.CurrentVersion != 0 || sb.CreatedBy != "alice" {
 		t.Errorf("GetSandbox after duplicate create = %+v, %v", sb, err)
 	}
-	if after := audits(t, s, store.AuditFilter{}); len(after) != len(before) {
+	if after := Audits(t, s, store.AuditFilter{}); len(after) != len(before) {
 		t.Errorf("audit grew from %d to %d entries on a failed create", len(before), len(after))
 	}
 
 	// A token name already used is refused too, and nothing is created.
-	_, err = s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "other", Actor: "alice", Token: newToken("sandbox-dup", "", "")})
-	wantErr(t, "CreateSandbox(token name taken)", err, store.ErrAlreadyExists)
+	_, err = s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "other", Actor: "alice", Token: NewToken("sandbox-dup", "", "")})
+	WantErr(t, "CreateSandbox(token name taken)", err, store.ErrAlreadyExists)
 	_, err = s.GetSandbox(ctx(t), "other")
-	wantErr(t, "GetSandbox(rolled back)", err, store.ErrNotFound)
+	WantErr(t, "GetSandbox(rolled back)", err, store.ErrNotFound)
 }
 
 func testSandboxCreateWithPolicy(t *testing.T, s *store.Store) {
-	sb, tok := mustCreate(t, s, "web", true)
-	d, h := doc(1)
+	sb, tok := MustCreate(t, s, "web", true)
+	d, h := Doc(1)
 	if sb.CurrentVersion != 1 || sb.CurrentHash != h {
 		t.Errorf("CreateSandbox with policy = %+v, want version 1 hash %s", sb, h)
 	}
@@ -265,7 +374,7 @@ func testSandboxCreateWithPolicy(t *testing.T, s *store.Store) {
 		pv.Author != "alice" || pv.Sandbox != "web" {
 		t.Errorf("version 1 = %+v", pv)
 	}
-	recent(t, "PolicyVersion.CreatedAt", pv.CreatedAt)
+	Recent(t, "PolicyVersion.CreatedAt", pv.CreatedAt)
 
 	got, err := s.TokenByHash(ctx(t), tok.Hash)
 	if err != nil {
@@ -275,16 +384,16 @@ func testSandboxCreateWithPolicy(t *testing.T, s *store.Store) {
 		t.Errorf("sandbox token = %+v", got)
 	}
 
-	es := audits(t, s, store.AuditFilter{Sandbox: "web"})
-	c := findAudit(t, es, store.ActionSandboxCreate, "web")
+	es := Audits(t, s, store.AuditFilter{Sandbox: "web"})
+	c := FindAudit(t, es, store.ActionSandboxCreate, "web")
 	if c.Actor != "alice" || c.AfterHash != h || c.BeforeHash != "" {
 		t.Errorf("sandbox.create audit = %+v", c)
 	}
-	p := findAudit(t, es, store.ActionPolicySet, "web")
+	p := FindAudit(t, es, store.ActionPolicySet, "web")
 	if p.Actor != "alice" || p.BeforeHash != "" || p.AfterHash != h || p.Detail["version"] != "1" {
 		t.Errorf("policy.set audit = %+v", p)
 	}
-	findAudit(t, es, store.ActionTokenCreate, tok.Name)
+	FindAudit(t, es, store.ActionTokenCreate, tok.Name)
 }
 
 func testSandboxConcurrentCreate(t *testing.T, s *store.Store) {
@@ -294,7 +403,7 @@ func testSandboxConcurrentCreate(t *testing.T, s *store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			_, errs[i] = s.CreateSandbox(ctx(t), store.CreateSandbox{
-				Name: "race", Actor: "alice", Token: newToken(fmt.Sprintf("sandbox-race-%d", i), "", ""),
+				Name: "race", Actor: "alice", Token: NewToken(fmt.Sprintf("sandbox-race-%d", i), "", ""),
 			})
 		})
 	}
@@ -317,28 +426,28 @@ func testSandboxConcurrentCreate(t *testing.T, s *store.Store) {
 }
 
 func testSandboxDelete(t *testing.T, s *store.Store) {
-	_, tok := mustCreate(t, s, "doomed", true)
-	_, hash2 := doc(2)
-	mustAppend(t, s, "doomed", 1, 2)
-	admin, err := s.CreateToken(ctx(t), newToken("root", store.RoleAdmin, ""), "alice")
+	_, tok := MustCreate(t, s, "doomed", true)
+	_, hash2 := Doc(2)
+	MustAppend(t, s, "doomed", 1, 2)
+	admin, err := s.CreateToken(ctx(t), NewToken("root", store.RoleAdmin, ""), "alice")
 	if err != nil {
 		t.Fatalf("CreateToken: %v", err)
 	}
-	mustCreate(t, s, "survivor", true)
+	MustCreate(t, s, "survivor", true)
 
 	if err := s.DeleteSandbox(ctx(t), "doomed", "carol"); err != nil {
 		t.Fatalf("DeleteSandbox: %v", err)
 	}
 	_, err = s.GetSandbox(ctx(t), "doomed")
-	wantErr(t, "GetSandbox(deleted)", err, store.ErrNotFound)
+	WantErr(t, "GetSandbox(deleted)", err, store.ErrNotFound)
 	for _, v := range []int64{0, 1, 2} {
 		_, err = s.GetPolicyVersion(ctx(t), "doomed", v)
-		wantErr(t, fmt.Sprintf("GetPolicyVersion(deleted, %d)", v), err, store.ErrNotFound)
+		WantErr(t, fmt.Sprintf("GetPolicyVersion(deleted, %d)", v), err, store.ErrNotFound)
 	}
 	_, err = s.ListPolicyVersions(ctx(t), "doomed")
-	wantErr(t, "ListPolicyVersions(deleted)", err, store.ErrNotFound)
+	WantErr(t, "ListPolicyVersions(deleted)", err, store.ErrNotFound)
 	_, err = s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "doomed", ExpectedVersion: 2, Hash: "h", Document: []byte("{}")})
-	wantErr(t, "AppendPolicyVersion(deleted)", err, store.ErrNotFound)
+	WantErr(t, "AppendPolicyVersion(deleted)", err, store.ErrNotFound)
 
 	// Its tokens are revoked, not deleted; other tokens are untouched.
 	got, err := s.TokenByHash(ctx(t), tok.Hash)
@@ -353,24 +462,24 @@ func testSandboxDelete(t *testing.T, s *store.Store) {
 	}
 
 	// The audit log keeps the sandbox's history.
-	es := audits(t, s, store.AuditFilter{Sandbox: "doomed"})
-	del := findAudit(t, es, store.ActionSandboxDelete, "doomed")
+	es := Audits(t, s, store.AuditFilter{Sandbox: "doomed"})
+	del := FindAudit(t, es, store.ActionSandboxDelete, "doomed")
 	if del.Actor != "carol" || del.BeforeHash != hash2 || del.AfterHash != "" || del.Detail["tokens_revoked"] != "1" {
 		t.Errorf("sandbox.delete audit = %+v", del)
 	}
 	if es[0].ID != del.ID {
 		t.Errorf("newest audit entry = %+v, want the delete", es[0])
 	}
-	findAudit(t, es, store.ActionSandboxCreate, "doomed")
+	FindAudit(t, es, store.ActionSandboxCreate, "doomed")
 	if n := len(es); n != 5 { // create, token, policy v1, policy v2, delete
 		t.Errorf("audit entries of deleted sandbox = %d, want 5: %+v", n, es)
 	}
 
 	err = s.DeleteSandbox(ctx(t), "doomed", "carol")
-	wantErr(t, "DeleteSandbox(twice)", err, store.ErrNotFound)
+	WantErr(t, "DeleteSandbox(twice)", err, store.ErrNotFound)
 
 	// The name can be used again, starting afresh.
-	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "doomed", Actor: "alice", Token: newToken("sandbox-doomed-2", "", "")}); err != nil {
+	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "doomed", Actor: "alice", Token: NewToken("sandbox-doomed-2", "", "")}); err != nil {
 		t.Fatalf("re-create deleted sandbox: %v", err)
 	}
 	if vs, err := s.ListPolicyVersions(ctx(t), "doomed"); err != nil || len(vs) != 0 {
@@ -379,8 +488,8 @@ func testSandboxDelete(t *testing.T, s *store.Store) {
 }
 
 func testSandboxRotateToken(t *testing.T, s *store.Store) {
-	_, old := mustCreate(t, s, "rot", false)
-	next := newToken("sandbox-rot-2", "", "") // role and sandbox are filled in by the store
+	_, old := MustCreate(t, s, "rot", false)
+	next := NewToken("sandbox-rot-2", "", "") // role and sandbox are filled in by the store
 	got, err := s.RotateSandboxToken(ctx(t), "rot", "alice", next)
 	if err != nil {
 		t.Fatalf("RotateSandboxToken: %v", err)
@@ -388,7 +497,7 @@ func testSandboxRotateToken(t *testing.T, s *store.Store) {
 	if got.ID == 0 || got.Name != next.Name || got.Role != store.RoleSandbox || got.Sandbox != "rot" || got.RevokedAt != nil {
 		t.Errorf("rotated token = %+v", got)
 	}
-	recent(t, "Token.CreatedAt", got.CreatedAt)
+	Recent(t, "Token.CreatedAt", got.CreatedAt)
 	if o, err := s.TokenByHash(ctx(t), old.Hash); err != nil || o.RevokedAt == nil {
 		t.Errorf("old token = %+v, %v; want revoked", o, err)
 	}
@@ -398,17 +507,17 @@ func testSandboxRotateToken(t *testing.T, s *store.Store) {
 	if c, err := s.CountTokens(ctx(t), store.RoleSandbox); err != nil || c != 1 {
 		t.Errorf("CountTokens(sandbox) = %d, %v; want 1", c, err)
 	}
-	e := findAudit(t, audits(t, s, store.AuditFilter{Sandbox: "rot"}), store.ActionSandboxToken, next.Name)
+	e := FindAudit(t, Audits(t, s, store.AuditFilter{Sandbox: "rot"}), store.ActionSandboxToken, next.Name)
 	if e.Actor != "alice" || e.Sandbox != "rot" || e.Detail["tokens_revoked"] != "1" {
 		t.Errorf("rotate audit = %+v", e)
 	}
 
-	_, err = s.RotateSandboxToken(ctx(t), "nope", "alice", newToken("sandbox-nope", "", ""))
-	wantErr(t, "RotateSandboxToken(missing sandbox)", err, store.ErrNotFound)
+	_, err = s.RotateSandboxToken(ctx(t), "nope", "alice", NewToken("sandbox-nope", "", ""))
+	WantErr(t, "RotateSandboxToken(missing sandbox)", err, store.ErrNotFound)
 
 	// A name already used fails the whole rotation: the live token stays live.
-	_, err = s.RotateSandboxToken(ctx(t), "rot", "alice", newToken(old.Name, "", ""))
-	wantErr(t, "RotateSandboxToken(name reused)", err, store.ErrAlreadyExists)
+	_, err = s.RotateSandboxToken(ctx(t), "rot", "alice", NewToken(old.Name, "", ""))
+	WantErr(t, "RotateSandboxToken(name reused)", err, store.ErrAlreadyExists)
 	if n, err := s.TokenByHash(ctx(t), next.Hash); err != nil || n.RevokedAt != nil {
 		t.Errorf("live token after failed rotation = %+v, %v; want live", n, err)
 	}
@@ -417,21 +526,21 @@ func testSandboxRotateToken(t *testing.T, s *store.Store) {
 // ---- policy versions ----
 
 func testPolicyAppend(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "app", false)
+	MustCreate(t, s, "app", false)
 	_, err := s.GetPolicyVersion(ctx(t), "app", 0)
-	wantErr(t, "GetPolicyVersion(current, none yet)", err, store.ErrNotFound)
+	WantErr(t, "GetPolicyVersion(current, none yet)", err, store.ErrNotFound)
 	if vs, err := s.ListPolicyVersions(ctx(t), "app"); err != nil || len(vs) != 0 {
 		t.Errorf("ListPolicyVersions(no policy) = %v, %v; want none", vs, err)
 	}
 
-	v1 := mustAppend(t, s, "app", 0, 1)
-	d1, h1 := doc(1)
+	v1 := MustAppend(t, s, "app", 0, 1)
+	d1, h1 := Doc(1)
 	if v1.Version != 1 || v1.Hash != h1 || string(v1.Document) != string(d1) || v1.Author != "bob" ||
 		v1.Source != store.SourceSet || v1.Sandbox != "app" {
 		t.Errorf("first append = %+v", v1)
 	}
-	recent(t, "PolicyVersion.CreatedAt", v1.CreatedAt)
-	d2, h2 := doc(2)
+	Recent(t, "PolicyVersion.CreatedAt", v1.CreatedAt)
+	d2, h2 := Doc(2)
 	v2, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
 		Sandbox: "app", ExpectedVersion: 1, Hash: h2, Document: d2, Author: "carol", Source: store.SourceRollback,
 	})
@@ -462,10 +571,10 @@ func testPolicyAppend(t *testing.T, s *store.Store) {
 	}
 	for _, v := range []int64{3, 99, -1} {
 		_, err := s.GetPolicyVersion(ctx(t), "app", v)
-		wantErr(t, fmt.Sprintf("GetPolicyVersion(%d)", v), err, store.ErrNotFound)
+		WantErr(t, fmt.Sprintf("GetPolicyVersion(%d)", v), err, store.ErrNotFound)
 	}
 
-	es := audits(t, s, store.AuditFilter{Sandbox: "app"})
+	es := Audits(t, s, store.AuditFilter{Sandbox: "app"})
 	if es[0].Action != store.ActionPolicySet || es[0].BeforeHash != h1 || es[0].AfterHash != h2 ||
 		es[0].Actor != "carol" || es[0].Detail["version"] != "2" || es[0].Detail["source"] != store.SourceRollback {
 		t.Errorf("newest audit entry = %+v, want policy.set v2 by carol %s -> %s", es[0], h1, h2)
@@ -476,53 +585,53 @@ func testPolicyAppend(t *testing.T, s *store.Store) {
 }
 
 func testPolicyStale(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "stale", true)
-	mustAppend(t, s, "stale", 1, 2)
-	before := audits(t, s, store.AuditFilter{})
+	MustCreate(t, s, "stale", true)
+	MustAppend(t, s, "stale", 1, 2)
+	before := Audits(t, s, store.AuditFilter{})
 	for _, expected := range []int64{0, 1, 3, 100} {
-		d, h := doc(50)
+		d, h := Doc(50)
 		_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
 			Sandbox: "stale", ExpectedVersion: expected, Hash: h, Document: d, Author: "eve",
 		})
-		wantErr(t, fmt.Sprintf("AppendPolicyVersion(expected %d, current 2)", expected), err, store.ErrConflict)
+		WantErr(t, fmt.Sprintf("AppendPolicyVersion(expected %d, current 2)", expected), err, store.ErrConflict)
 	}
 	vs, err := s.ListPolicyVersions(ctx(t), "stale")
 	if err != nil || len(vs) != 2 {
 		t.Fatalf("versions after stale writes = %v, %v; want 2", vs, err)
 	}
-	_, h2 := doc(2)
+	_, h2 := Doc(2)
 	if sb, err := s.GetSandbox(ctx(t), "stale"); err != nil || sb.CurrentVersion != 2 || sb.CurrentHash != h2 {
 		t.Errorf("sandbox after stale writes = %+v, %v", sb, err)
 	}
-	if after := audits(t, s, store.AuditFilter{}); len(after) != len(before) {
+	if after := Audits(t, s, store.AuditFilter{}); len(after) != len(before) {
 		t.Errorf("audit grew from %d to %d entries on refused writes", len(before), len(after))
 	}
 }
 
 func testPolicyMissingSandbox(t *testing.T, s *store.Store) {
-	d, h := doc(1)
+	d, h := Doc(1)
 	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "ghost", Hash: h, Document: d, Author: "bob"})
-	wantErr(t, "AppendPolicyVersion(missing sandbox)", err, store.ErrNotFound)
+	WantErr(t, "AppendPolicyVersion(missing sandbox)", err, store.ErrNotFound)
 	_, err = s.GetPolicyVersion(ctx(t), "ghost", 0)
-	wantErr(t, "GetPolicyVersion(missing sandbox)", err, store.ErrNotFound)
+	WantErr(t, "GetPolicyVersion(missing sandbox)", err, store.ErrNotFound)
 	_, err = s.ListPolicyVersions(ctx(t), "ghost")
-	wantErr(t, "ListPolicyVersions(missing sandbox)", err, store.ErrNotFound)
-	if es := audits(t, s, store.AuditFilter{}); len(es) != 0 {
+	WantErr(t, "ListPolicyVersions(missing sandbox)", err, store.ErrNotFound)
+	if es := Audits(t, s, store.AuditFilter{}); len(es) != 0 {
 		t.Errorf("audit after refused writes = %+v, want empty", es)
 	}
 }
 
 func testPolicyHistory(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "hist", true)
-	mustAppend(t, s, "hist", 1, 2)
+	MustCreate(t, s, "hist", true)
+	MustAppend(t, s, "hist", 1, 2)
 	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
-		Sandbox: "hist", ExpectedVersion: 2, Hash: hashOf([]byte(`{"v":3}`)), Document: []byte(`{"v":3}`),
+		Sandbox: "hist", ExpectedVersion: 2, Hash: HashOf([]byte(`{"v":3}`)), Document: []byte(`{"v":3}`),
 		Author: "dave", Source: store.SourceRollback, Provenance: map[string]string{"rollback_to": "1"},
 	})
 	if err != nil {
 		t.Fatalf("append v3: %v", err)
 	}
-	mustCreate(t, s, "other", true) // must not show up
+	MustCreate(t, s, "other", true) // must not show up
 
 	vs, err := s.ListPolicyVersions(ctx(t), "hist")
 	if err != nil {
@@ -553,7 +662,7 @@ func testPolicyHistory(t *testing.T, s *store.Store) {
 }
 
 func testPolicyDocumentBytes(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "bytes", false)
+	MustCreate(t, s, "bytes", false)
 	big := `{"x":"` + strings.Repeat("a", 1<<20) + `"}`
 	docs := []string{
 		`{"z":1,"a":2}`,                          // key order JSONB would change
@@ -564,7 +673,7 @@ func testPolicyDocumentBytes(t *testing.T, s *store.Store) {
 		big,
 	}
 	for i, d := range docs {
-		h := hashOf([]byte(d))
+		h := HashOf([]byte(d))
 		pv, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
 			Sandbox: "bytes", ExpectedVersion: int64(i), Hash: h, Document: []byte(d), Author: "bob",
 		})
@@ -575,18 +684,18 @@ func testPolicyDocumentBytes(t *testing.T, s *store.Store) {
 		if err != nil {
 			t.Fatalf("get doc %d: %v", i, err)
 		}
-		if string(got.Document) != d || hashOf(got.Document) != h || got.Hash != h {
+		if string(got.Document) != d || HashOf(got.Document) != h || got.Hash != h {
 			t.Errorf("doc %d came back changed:\n got %.200q\nwant %.200q", i, got.Document, d)
 		}
 	}
 }
 
 func testPolicyProvenance(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "prov", false)
+	MustCreate(t, s, "prov", false)
 	prov := map[string]string{
 		"proposal": "42", "approved_by": "alice,bob", "reason": `needs "quotes" and ünïcode`, "empty": "",
 	}
-	d, h := doc(1)
+	d, h := Doc(1)
 	in := store.AppendPolicy{Sandbox: "prov", Hash: h, Document: d, Author: "bob", Source: "proposal", Provenance: prov}
 	pv, err := s.AppendPolicyVersion(ctx(t), in)
 	if err != nil {
@@ -614,7 +723,7 @@ func testPolicyProvenance(t *testing.T, s *store.Store) {
 	}
 
 	// No provenance reads back empty.
-	mustAppend(t, s, "prov", 1, 2)
+	MustAppend(t, s, "prov", 1, 2)
 	got, err = s.GetPolicyVersion(ctx(t), "prov", 2)
 	if err != nil || len(got.Provenance) != 0 {
 		t.Errorf("empty provenance = %v, %v", got.Provenance, err)
@@ -624,7 +733,7 @@ func testPolicyProvenance(t *testing.T, s *store.Store) {
 // testPolicyConcurrentWriters is the compare-and-swap under load: many
 // writers expecting the same version, exactly one wins.
 func testPolicyConcurrentWriters(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "race", true)
+	MustCreate(t, s, "race", true)
 	const n = 100
 	errs := make([]error, n)
 	start := make(chan struct{})
@@ -634,7 +743,7 @@ func testPolicyConcurrentWriters(t *testing.T, s *store.Store) {
 			<-start
 			d := fmt.Appendf(nil, `{"writer":%d}`, i)
 			_, errs[i] = s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
-				Sandbox: "race", ExpectedVersion: 1, Hash: hashOf(d), Document: d, Author: fmt.Sprint("w", i),
+				Sandbox: "race", ExpectedVersion: 1, Hash: HashOf(d), Document: d, Author: fmt.Sprint("w", i),
 			})
 		})
 	}
@@ -668,7 +777,7 @@ func testPolicyConcurrentWriters(t *testing.T, s *store.Store) {
 		t.Errorf("current = version %d %s by %s, want 2 %s", cur.Version, cur.Document, cur.Author, want)
 	}
 	sets := 0
-	for _, e := range audits(t, s, store.AuditFilter{Sandbox: "race"}) {
+	for _, e := range Audits(t, s, store.AuditFilter{Sandbox: "race"}) {
 		if e.Action == store.ActionPolicySet {
 			sets++
 		}

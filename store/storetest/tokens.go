@@ -13,7 +13,7 @@ import (
 // ---- tokens ----
 
 func testTokenCreateAndLookup(t *testing.T, s *store.Store) {
-	in := newToken("ops-alice", store.RoleOperator, "")
+	in := NewToken("ops-alice", store.RoleOperator, "")
 	got, err := s.CreateToken(ctx(t), in, "root")
 	if err != nil {
 		t.Fatalf("CreateToken: %v", err)
@@ -22,7 +22,7 @@ func testTokenCreateAndLookup(t *testing.T, s *store.Store) {
 		got.Hash != in.Hash || got.CreatedBy != "tester" || got.LastUsedAt != nil || got.RevokedAt != nil {
 		t.Errorf("CreateToken = %+v", got)
 	}
-	recent(t, "Token.CreatedAt", got.CreatedAt)
+	Recent(t, "Token.CreatedAt", got.CreatedAt)
 
 	by, err := s.TokenByHash(ctx(t), in.Hash)
 	if err != nil {
@@ -32,26 +32,26 @@ func testTokenCreateAndLookup(t *testing.T, s *store.Store) {
 		t.Errorf("TokenByHash = %+v, want %+v", by, got)
 	}
 	_, err = s.TokenByHash(ctx(t), strings.Repeat("0", 64))
-	wantErr(t, "TokenByHash(unknown)", err, store.ErrNotFound)
+	WantErr(t, "TokenByHash(unknown)", err, store.ErrNotFound)
 
-	_, err = s.CreateToken(ctx(t), newToken("ops-alice", store.RoleAdmin, ""), "root")
-	wantErr(t, "CreateToken(duplicate name)", err, store.ErrAlreadyExists)
+	_, err = s.CreateToken(ctx(t), NewToken("ops-alice", store.RoleAdmin, ""), "root")
+	WantErr(t, "CreateToken(duplicate name)", err, store.ErrAlreadyExists)
 	if err := s.RevokeToken(ctx(t), "ops-alice", "root"); err != nil {
 		t.Fatalf("RevokeToken: %v", err)
 	}
-	_, err = s.CreateToken(ctx(t), newToken("ops-alice", store.RoleAdmin, ""), "root")
-	wantErr(t, "CreateToken(name of a revoked token)", err, store.ErrAlreadyExists)
+	_, err = s.CreateToken(ctx(t), NewToken("ops-alice", store.RoleAdmin, ""), "root")
+	WantErr(t, "CreateToken(name of a revoked token)", err, store.ErrAlreadyExists)
 
 	// A sandbox token made directly needs its sandbox.
-	_, err = s.CreateToken(ctx(t), newToken("sb", store.RoleSandbox, "nowhere"), "root")
-	wantErr(t, "CreateToken(sandbox token, missing sandbox)", err, store.ErrNotFound)
-	mustCreate(t, s, "somewhere", false)
-	st, err := s.CreateToken(ctx(t), newToken("sb", store.RoleSandbox, "somewhere"), "root")
+	_, err = s.CreateToken(ctx(t), NewToken("sb", store.RoleSandbox, "nowhere"), "root")
+	WantErr(t, "CreateToken(sandbox token, missing sandbox)", err, store.ErrNotFound)
+	MustCreate(t, s, "somewhere", false)
+	st, err := s.CreateToken(ctx(t), NewToken("sb", store.RoleSandbox, "somewhere"), "root")
 	if err != nil || st.Sandbox != "somewhere" || st.Role != store.RoleSandbox {
 		t.Errorf("CreateToken(sandbox token) = %+v, %v", st, err)
 	}
 
-	e := findAudit(t, audits(t, s, store.AuditFilter{}), store.ActionTokenCreate, "ops-alice")
+	e := FindAudit(t, Audits(t, s, store.AuditFilter{}), store.ActionTokenCreate, "ops-alice")
 	if e.Actor != "root" || e.Detail["role"] != store.RoleOperator {
 		t.Errorf("token.create audit = %+v", e)
 	}
@@ -59,10 +59,10 @@ func testTokenCreateAndLookup(t *testing.T, s *store.Store) {
 
 func testTokenInvalid(t *testing.T, s *store.Store) {
 	for _, tok := range []store.Token{
-		newToken("x", "superuser", ""),
-		newToken("x", store.RoleAdmin, "some-sandbox"),
-		newToken("x", store.RoleSandbox, ""),
-		newToken("", store.RoleAdmin, ""),
+		NewToken("x", "superuser", ""),
+		NewToken("x", store.RoleAdmin, "some-sandbox"),
+		NewToken("x", store.RoleSandbox, ""),
+		NewToken("", store.RoleAdmin, ""),
 		{Name: "x", Role: store.RoleAdmin},
 	} {
 		if _, err := s.CreateToken(ctx(t), tok, "root"); err == nil {
@@ -78,10 +78,10 @@ func testTokenInvalid(t *testing.T, s *store.Store) {
 // database is touched, with a plain error (not a sentinel the gateway
 // would turn into NotFound or Conflict), and nothing is written.
 func testInvalidInput(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "box", true)
-	before := len(audits(t, s, store.AuditFilter{}))
-	d, h := doc(2)
-	tok := newToken("sandbox-new", "", "")
+	MustCreate(t, s, "box", true)
+	before := len(Audits(t, s, store.AuditFilter{}))
+	d, h := Doc(2)
+	tok := NewToken("sandbox-new", "", "")
 	for what, call := range map[string]func() error{
 		"CreateSandbox(empty name)": func() error {
 			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Actor: "a", Token: tok})
@@ -127,7 +127,7 @@ func testInvalidInput(t *testing.T, s *store.Store) {
 			}
 		}
 	}
-	if after := len(audits(t, s, store.AuditFilter{})); after != before {
+	if after := len(Audits(t, s, store.AuditFilter{})); after != before {
 		t.Errorf("invalid inputs wrote %d audit entries", after-before)
 	}
 	if sb, err := s.GetSandbox(ctx(t), "box"); err != nil || sb.CurrentVersion != 1 {
@@ -138,9 +138,9 @@ func testInvalidInput(t *testing.T, s *store.Store) {
 // testCallerInputUnchanged: the store fills in defaults on its own copy;
 // the caller's values (which it may reuse) are left as they were.
 func testCallerInputUnchanged(t *testing.T, s *store.Store) {
-	d, h := doc(1)
+	d, h := Doc(1)
 	pol := &store.PolicyVersion{Hash: h, Document: d, Author: "alice"}
-	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "box", Actor: "alice", Token: newToken("sandbox-box", "", ""), Policy: pol}); err != nil {
+	if _, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "box", Actor: "alice", Token: NewToken("sandbox-box", "", ""), Policy: pol}); err != nil {
 		t.Fatalf("CreateSandbox: %v", err)
 	}
 	if pol.Source != "" {
@@ -152,8 +152,8 @@ func testCallerInputUnchanged(t *testing.T, s *store.Store) {
 }
 
 func testTokenList(t *testing.T, s *store.Store) {
-	mustCreate(t, s, "box", false) // token "sandbox-box"
-	for _, tok := range []store.Token{newToken("zed", store.RoleAdmin, ""), newToken("amy", store.RoleOperator, "")} {
+	MustCreate(t, s, "box", false) // token "sandbox-box"
+	for _, tok := range []store.Token{NewToken("zed", store.RoleAdmin, ""), NewToken("amy", store.RoleOperator, "")} {
 		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
 			t.Fatalf("CreateToken: %v", err)
 		}
@@ -187,7 +187,7 @@ func testTokenList(t *testing.T, s *store.Store) {
 }
 
 func testTokenRevoke(t *testing.T, s *store.Store) {
-	tok := newToken("temp", store.RoleOperator, "")
+	tok := NewToken("temp", store.RoleOperator, "")
 	if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
 		t.Fatal(err)
 	}
@@ -198,16 +198,16 @@ func testTokenRevoke(t *testing.T, s *store.Store) {
 	if err != nil || got.RevokedAt == nil {
 		t.Fatalf("TokenByHash(revoked) = %+v, %v; want found and revoked", got, err)
 	}
-	recent(t, "RevokedAt", *got.RevokedAt)
-	wantErr(t, "RevokeToken(twice)", s.RevokeToken(ctx(t), "temp", "root"), store.ErrNotFound)
-	wantErr(t, "RevokeToken(missing)", s.RevokeToken(ctx(t), "never", "root"), store.ErrNotFound)
+	Recent(t, "RevokedAt", *got.RevokedAt)
+	WantErr(t, "RevokeToken(twice)", s.RevokeToken(ctx(t), "temp", "root"), store.ErrNotFound)
+	WantErr(t, "RevokeToken(missing)", s.RevokeToken(ctx(t), "never", "root"), store.ErrNotFound)
 
 	again, err := s.TokenByHash(ctx(t), tok.Hash)
 	if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*got.RevokedAt) {
 		t.Errorf("second revoke changed the token: %+v", again)
 	}
-	es := audits(t, s, store.AuditFilter{})
-	e := findAudit(t, es, store.ActionTokenRevoke, "temp")
+	es := Audits(t, s, store.AuditFilter{})
+	e := FindAudit(t, es, store.ActionTokenRevoke, "temp")
 	if e.Actor != "root" {
 		t.Errorf("token.revoke audit = %+v", e)
 	}
@@ -223,11 +223,11 @@ func testTokenRevoke(t *testing.T, s *store.Store) {
 }
 
 func testTokenTouch(t *testing.T, s *store.Store) {
-	tok, err := s.CreateToken(ctx(t), newToken("toucher", store.RoleOperator, ""), "root")
+	tok, err := s.CreateToken(ctx(t), NewToken("toucher", store.RoleOperator, ""), "root")
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := len(audits(t, s, store.AuditFilter{}))
+	before := len(Audits(t, s, store.AuditFilter{}))
 	// Microsecond precision: the finest both engines keep.
 	t1 := time.Date(2030, 1, 2, 3, 4, 5, 678901000, time.UTC)
 	if err := s.TouchToken(ctx(t), tok.ID, t1); err != nil {
@@ -251,8 +251,8 @@ func testTokenTouch(t *testing.T, s *store.Store) {
 	if got, _ := s.TokenByHash(ctx(t), tok.Hash); got.LastUsedAt == nil || !got.LastUsedAt.Equal(t2) || got.LastUsedAt.Location() != time.UTC {
 		t.Errorf("LastUsedAt after newer touch = %v, want %v in UTC", got.LastUsedAt, t2)
 	}
-	wantErr(t, "TouchToken(missing)", s.TouchToken(ctx(t), tok.ID+1000, t1), store.ErrNotFound)
-	if after := len(audits(t, s, store.AuditFilter{})); after != before {
+	WantErr(t, "TouchToken(missing)", s.TouchToken(ctx(t), tok.ID+1000, t1), store.ErrNotFound)
+	if after := len(Audits(t, s, store.AuditFilter{})); after != before {
 		t.Errorf("TouchToken wrote %d audit entries, want none", after-before)
 	}
 }
@@ -264,14 +264,14 @@ func testTokenCount(t *testing.T, s *store.Store) {
 		}
 	}
 	for _, tok := range []store.Token{
-		newToken("a1", store.RoleAdmin, ""), newToken("a2", store.RoleAdmin, ""), newToken("o1", store.RoleOperator, ""),
+		NewToken("a1", store.RoleAdmin, ""), NewToken("a2", store.RoleAdmin, ""), NewToken("o1", store.RoleOperator, ""),
 	} {
 		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mustCreate(t, s, "s1", false)
-	mustCreate(t, s, "s2", false)
+	MustCreate(t, s, "s1", false)
+	MustCreate(t, s, "s2", false)
 	if err := s.RevokeToken(ctx(t), "a1", "root"); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func testTokenCount(t *testing.T, s *store.Store) {
 // testLastAdmin: revoking the last live admin token is refused, and two
 // admins revoking each other at once cannot both succeed.
 func testLastAdmin(t *testing.T, s *store.Store) {
-	for _, tok := range []store.Token{newToken("a1", store.RoleAdmin, ""), newToken("a2", store.RoleAdmin, ""), newToken("op", store.RoleOperator, "")} {
+	for _, tok := range []store.Token{NewToken("a1", store.RoleAdmin, ""), NewToken("a2", store.RoleAdmin, ""), NewToken("op", store.RoleOperator, "")} {
 		if _, err := s.CreateToken(ctx(t), tok, "root"); err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func testLastAdmin(t *testing.T, s *store.Store) {
 	if n, err := s.CountTokens(ctx(t), store.RoleAdmin); err != nil || n != 1 {
 		t.Fatalf("live admins = %d, %v; want 1", n, err)
 	}
-	before := audits(t, s, store.AuditFilter{})
+	before := Audits(t, s, store.AuditFilter{})
 	for _, name := range []string{"a1", "a2"} {
 		if err := s.RevokeToken(ctx(t), name, "root"); err != nil && !errors.Is(err, store.ErrLastAdmin) && !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("revoke %s: %v", name, err)
@@ -323,7 +323,7 @@ func testLastAdmin(t *testing.T, s *store.Store) {
 	if n, _ := s.CountTokens(ctx(t), store.RoleAdmin); n != 1 {
 		t.Fatalf("the last admin was revoked: %d live admins", n)
 	}
-	if after := audits(t, s, store.AuditFilter{}); len(after) != len(before) {
+	if after := Audits(t, s, store.AuditFilter{}); len(after) != len(before) {
 		t.Errorf("a refused revocation wrote to the audit log")
 	}
 	if err := s.RevokeToken(ctx(t), "op", "root"); err != nil {

@@ -1,0 +1,463 @@
+package lifecycle
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// The proposal workflows and the freeze: intake (idempotency, dedupe,
+// frozen check, rate limit, supersede), status changes, rebase, approval,
+// apply, expiry, freeze and unfreeze. Each is one transaction over store.Tx that
+// locks the sandbox first, so the workflows of one sandbox run one after
+// the other on every replica and a check made in one cannot go stale
+// before its writes. They depend only on store.Tx, store.Audit and commit.
+
+// lockProposal returns proposal id and its sandbox, holding the sandbox:
+// the proposal is read again once the lock is held, so it is what the
+// transaction before committed.
+func lockProposal(ctx context.Context, tx store.Tx, id int64) (store.Proposal, store.Sandbox, error) {
+	p, err := tx.GetProposal(ctx, id)
+	if err != nil {
+		return store.Proposal{}, store.Sandbox{}, err
+	}
+	sb, err := tx.LockSandbox(ctx, p.Sandbox)
+	if err != nil {
+		return store.Proposal{}, store.Sandbox{}, err
+	}
+	p, err = tx.GetProposal(ctx, id)
+	return p, sb, err
+}
+
+// saveProposal writes p's mutable fields and returns the proposal as
+// stored, with its approvals.
+func saveProposal(ctx context.Context, tx store.Tx, p store.Proposal) (store.Proposal, error) {
+	if err := tx.UpdateProposal(ctx, p); err != nil {
+		return store.Proposal{}, err
+	}
+	return tx.GetProposal(ctx, p.ID)
+}
+
+// orNil returns a copy of b, nil when b is empty (as a read gives it).
+func orNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Clone(b)
+}
+
+// CreateProposal stores a pending proposal in one transaction, in this
+// order: a proposal of the sandbox with the same IdempotencyKey (any
+// status) is returned with created false; so is a pending one with the
+// same DedupeKey; then the rate limit (errRateLimited); then the proposal
+// is inserted and every older pending proposal of the sandbox sharing a
+// SupersedeKey becomes superseded (SupersededBy set). Audited. store.ErrNotFound
+// for an unknown sandbox; errFrozen (nothing stored) for a frozen one,
+// checked after the idempotency key and dedupe.
+func createProposal(ctx context.Context, st *store.Store, in proposalIn, actor string) (p store.Proposal, created bool, err error) {
+	if err := in.Prepare(); err != nil {
+		return store.Proposal{}, false, err
+	}
+	np := in.Proposal
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		created = false
+		sb, err := tx.LockSandbox(ctx, np.Sandbox)
+		if err != nil {
+			return err
+		}
+		// The same submission again: its proposal, whatever became of it.
+		// Then the same operations as a pending proposal: that one.
+		for _, f := range []store.ProposalFilter{
+			{Sandbox: np.Sandbox, IdempotencyKey: np.IdempotencyKey, Limit: 1},
+			{Sandbox: np.Sandbox, Status: store.ProposalPending, DedupeKey: np.DedupeKey, Limit: 1},
+		} {
+			if f.IdempotencyKey == "" && f.DedupeKey == "" {
+				continue // no key: matches nothing
+			}
+			got, err := tx.ListProposals(ctx, f)
+			if err != nil {
+				return err
+			}
+			if len(got) > 0 {
+				p = got[0]
+				return nil
+			}
+		}
+		if sb.Frozen {
+			return errFrozen
+		}
+		now := tx.Now()
+		if in.RateMax > 0 {
+			n, err := tx.CountProposals(ctx, np.Sandbox, now.Add(-in.RateWindow))
+			if err != nil {
+				return err
+			}
+			if n >= in.RateMax {
+				return fmt.Errorf("%w: %d proposals in the last %v (at most %d)", errRateLimited, n, in.RateWindow, in.RateMax)
+			}
+		}
+		np.CreatedAt, np.UpdatedAt = now, now
+		if p, err = tx.InsertProposal(ctx, np); err != nil {
+			return fmt.Errorf("insert proposal: %w", err)
+		}
+		created = true
+		if err := store.Audit(ctx, tx, store.AuditEntry{
+			Actor: actor, Action: store.ActionProposalNew, Sandbox: np.Sandbox, Target: strconv.FormatInt(p.ID, 10),
+			AfterHash: np.ResultingHash,
+			Detail:    map[string]string{"status": store.ProposalPending, "base_version": strconv.FormatInt(np.BaseVersion, 10)},
+		}); err != nil {
+			return err
+		}
+		return supersede(ctx, tx, p, actor)
+	})
+	if err != nil {
+		return store.Proposal{}, false, fmt.Errorf("create proposal of sandbox %q: %w", np.Sandbox, err)
+	}
+	return p, created, nil
+}
+
+// supersede marks every older pending proposal of p's sandbox that shares
+// a supersede key with p superseded by p, and audits each, oldest first.
+func supersede(ctx context.Context, tx store.Tx, p store.Proposal, actor string) error {
+	if len(p.SupersedeKeys) == 0 {
+		return nil
+	}
+	pending, err := tx.ListProposals(ctx, store.ProposalFilter{Sandbox: p.Sandbox, Status: store.ProposalPending})
+	if err != nil {
+		return fmt.Errorf("supersede: %w", err)
+	}
+	slices.SortFunc(pending, func(a, b store.Proposal) int { return cmp.Compare(a.ID, b.ID) })
+	reason := fmt.Sprintf("superseded by proposal %d", p.ID)
+	for _, old := range pending {
+		if old.ID >= p.ID || !slices.ContainsFunc(old.SupersedeKeys, func(k string) bool { return slices.Contains(p.SupersedeKeys, k) }) {
+			continue
+		}
+		old.Status, old.StatusReason, old.SupersededBy, old.UpdatedAt = store.ProposalSuperseded, reason, p.ID, tx.Now()
+		if err := tx.UpdateProposal(ctx, old); err != nil {
+			return fmt.Errorf("supersede: %w", err)
+		}
+		if err := store.Audit(ctx, tx, store.AuditEntry{
+			Actor: actor, Action: store.ActionProposalState, Sandbox: p.Sandbox, Target: strconv.FormatInt(old.ID, 10),
+			Detail: map[string]string{
+				"from": store.ProposalPending, "to": store.ProposalSuperseded, "reason": reason,
+				"superseded_by": strconv.FormatInt(p.ID, 10),
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetProposalStatus moves a proposal from one of the statuses in from to
+// status, with a reason; store.ErrConflict (nothing changes) if its status is
+// not in from. Leaving pending sets DecidedAt and DecidedBy (actor).
+// Audited.
+func setProposalStatus(ctx context.Context, st *store.Store, id int64, from []string, status, reason, actor string) (store.Proposal, error) {
+	if err := checkProposalStatus(status, from); err != nil {
+		return store.Proposal{}, err
+	}
+	out, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Proposal, error) {
+		p, _, err := lockProposal(ctx, tx, id)
+		if err != nil {
+			return store.Proposal{}, err
+		}
+		current := p.Status
+		if !slices.Contains(from, current) {
+			return store.Proposal{}, fmt.Errorf("%w: proposal is %s, not %s", store.ErrConflict, current, strings.Join(from, " or "))
+		}
+		now := tx.Now()
+		p.Status, p.StatusReason, p.UpdatedAt = status, reason, now
+		if current == store.ProposalPending && status != store.ProposalPending { // leaving pending is the decision
+			p.DecidedAt, p.DecidedBy = &now, actor
+		}
+		if p, err = saveProposal(ctx, tx, p); err != nil {
+			return store.Proposal{}, err
+		}
+		return p, store.Audit(ctx, tx, store.AuditEntry{
+			Actor: actor, Action: store.ActionProposalState, Sandbox: p.Sandbox, Target: strconv.FormatInt(id, 10),
+			Detail: map[string]string{"from": current, "to": status, "reason": reason},
+		})
+	})
+	if err != nil {
+		return store.Proposal{}, fmt.Errorf("set status of proposal %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// RebaseProposal records the proposal applied to a newer version (see
+// Rebase). Audited with the resulting hash before and after.
+func rebaseProposal(ctx context.Context, st *store.Store, in rebaseIn) (store.Proposal, error) {
+	if err := in.Check(); err != nil {
+		return store.Proposal{}, err
+	}
+	out, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Proposal, error) {
+		p, _, err := lockProposal(ctx, tx, in.ID)
+		if err != nil {
+			return store.Proposal{}, err
+		}
+		switch {
+		case p.Status != store.ProposalPending:
+			return store.Proposal{}, fmt.Errorf("%w: proposal is %s, not pending", store.ErrConflict, p.Status)
+		case p.BaseVersion != in.FromVersion:
+			return store.Proposal{}, fmt.Errorf("%w: proposal is based on version %d, not %d", store.ErrConflict, p.BaseVersion, in.FromVersion)
+		}
+		before := p.ResultingHash
+		p.BaseVersion, p.BaseHash = in.BaseVersion, in.BaseHash
+		p.Resulting, p.ResultingHash = orNil(in.Resulting), in.ResultingHash
+		p.Findings, p.RebaseError, p.UpdatedAt = orNil(in.Findings), in.RebaseError, tx.Now()
+		if p, err = saveProposal(ctx, tx, p); err != nil {
+			return store.Proposal{}, err
+		}
+		detail := map[string]string{
+			"from_version": strconv.FormatInt(in.FromVersion, 10),
+			"to_version":   strconv.FormatInt(in.BaseVersion, 10),
+		}
+		if in.RebaseError != "" {
+			detail["rebase_error"] = in.RebaseError
+		}
+		return p, store.Audit(ctx, tx, store.AuditEntry{
+			Actor: in.Actor, Action: store.ActionProposalBase, Sandbox: p.Sandbox, Target: strconv.FormatInt(in.ID, 10),
+			BeforeHash: before, AfterHash: in.ResultingHash, Detail: detail,
+		})
+	})
+	if err != nil {
+		return store.Proposal{}, fmt.Errorf("rebase proposal %d: %w", in.ID, err)
+	}
+	return out, nil
+}
+
+// AddApproval records approver's approval of a pending proposal whose
+// resulting hash is still a.ResultingHash, in one transaction: store.ErrConflict
+// if it is no longer pending or its hash moved (nothing stored),
+// store.ErrAlreadyExists if approver approved it before. Audited. Returns the
+// proposal with every approval.
+func addApproval(ctx context.Context, st *store.Store, id int64, a store.Approval) (store.Proposal, error) {
+	if err := checkApproval(id, a); err != nil {
+		return store.Proposal{}, err
+	}
+	out, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Proposal, error) {
+		p, _, err := lockProposal(ctx, tx, id)
+		if err != nil {
+			return store.Proposal{}, err
+		}
+		switch {
+		case p.Status != store.ProposalPending:
+			return store.Proposal{}, fmt.Errorf("%w: proposal is %s, not pending", store.ErrConflict, p.Status)
+		case p.ResultingHash != a.ResultingHash:
+			return store.Proposal{}, fmt.Errorf("%w: the proposal's resulting policy is now %s, not %s", store.ErrConflict, p.ResultingHash, a.ResultingHash)
+		case slices.ContainsFunc(p.Approvals, func(o store.Approval) bool { return o.Approver == a.Approver }):
+			return store.Proposal{}, fmt.Errorf("%w: %s approved it before", store.ErrAlreadyExists, a.Approver)
+		}
+		a.CreatedAt = tx.Now()
+		if err := tx.InsertApproval(ctx, id, a); err != nil {
+			return store.Proposal{}, fmt.Errorf("insert approval: %w", err)
+		}
+		if err := store.Audit(ctx, tx, store.AuditEntry{
+			Actor: a.Approver, Action: store.ActionProposalOK, Sandbox: p.Sandbox, Target: strconv.FormatInt(id, 10),
+			AfterHash: a.ResultingHash,
+			Detail:    map[string]string{"approver": a.Approver, "reason": a.Reason},
+		}); err != nil {
+			return store.Proposal{}, err
+		}
+		return tx.GetProposal(ctx, id)
+	})
+	if err != nil {
+		return store.Proposal{}, fmt.Errorf("approve proposal %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// ApplyProposal commits the proposal as the sandbox's next policy version
+// (source "proposal", through commit as every version) and marks it
+// applied, in one transaction, only if it is still pending (or approved)
+// with in.ResultingHash and its base version is still the sandbox's
+// current version; otherwise store.ErrConflict and nothing changes. Two appliers
+// racing: exactly one wins (the second finds it applied). Audited.
+func applyProposal(ctx context.Context, st *store.Store, in applyIn) (store.Proposal, store.PolicyVersion, error) {
+	if err := in.Check(); err != nil {
+		return store.Proposal{}, store.PolicyVersion{}, err
+	}
+	var pv store.PolicyVersion
+	out, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Proposal, error) {
+		p, sb, err := lockProposal(ctx, tx, in.ID)
+		if err != nil {
+			return store.Proposal{}, err
+		}
+		if err := checkApplicable(p.Status, p.ResultingHash, p.BaseVersion, sb.CurrentVersion, sb.Frozen, in); err != nil {
+			return store.Proposal{}, err
+		}
+		ap := in.Append(p.Sandbox, p.BaseVersion, p.Approvals)
+		if pv, err = commit(ctx, tx, ap); err != nil {
+			return store.Proposal{}, err
+		}
+		from, now := p.Status, tx.Now()
+		p.Status, p.AppliedVersion, p.GrantExpiresAt = store.ProposalApplied, pv.Version, in.GrantExpiresAt
+		p.DecidedAt, p.DecidedBy, p.UpdatedAt = &now, in.Actor, now
+		if p, err = saveProposal(ctx, tx, p); err != nil {
+			return store.Proposal{}, err
+		}
+		detail := map[string]string{
+			"from": from, "version": strconv.FormatInt(pv.Version, 10), "approvers": ap.Provenance["approvers"],
+		}
+		if !in.GrantExpiresAt.IsZero() {
+			detail["grant_expires_at"] = in.GrantExpiresAt.UTC().Format(time.RFC3339Nano)
+		}
+		return p, store.Audit(ctx, tx, store.AuditEntry{
+			Actor: in.Actor, Action: store.ActionProposalApply, Sandbox: p.Sandbox, Target: strconv.FormatInt(in.ID, 10),
+			BeforeHash: sb.CurrentHash, AfterHash: in.Hash, Detail: detail,
+		})
+	})
+	if err != nil {
+		return store.Proposal{}, store.PolicyVersion{}, fmt.Errorf("apply proposal %d: %w", in.ID, err)
+	}
+	return out, pv, nil
+}
+
+// ExpireProposals marks every pending proposal whose ExpiresAt is before
+// cutoff as expired (DecidedAt cutoff, audited) and returns them, oldest
+// first. It locks their sandboxes in name order, so sweeps running at once
+// queue rather than deadlock; a proposal that became due meanwhile in
+// another sandbox is left for the next sweep.
+func expireProposals(ctx context.Context, st *store.Store, cutoff time.Time, actor string) ([]store.Proposal, error) {
+	if cutoff.IsZero() {
+		return nil, fmt.Errorf("invalid expiry time %v", cutoff)
+	}
+	due := store.ProposalFilter{Status: store.ProposalPending, ExpiresBefore: cutoff}
+	out, err := store.Transact(ctx, st.Driver, func(tx store.Tx) ([]store.Proposal, error) {
+		ps, err := tx.ListProposals(ctx, due)
+		if err != nil {
+			return nil, err
+		}
+		locked := make(map[string]bool)
+		for _, p := range ps {
+			locked[p.Sandbox] = false
+		}
+		for _, name := range slices.Sorted(maps.Keys(locked)) {
+			_, err := tx.LockSandbox(ctx, name)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // deleted meanwhile, with its proposals
+			} else if err != nil {
+				return nil, err
+			}
+			locked[name] = true
+		}
+		if ps, err = tx.ListProposals(ctx, due); err != nil {
+			return nil, err
+		}
+		slices.SortFunc(ps, func(a, b store.Proposal) int { return cmp.Compare(a.ID, b.ID) })
+		var out []store.Proposal
+		for _, p := range ps {
+			if !locked[p.Sandbox] {
+				continue
+			}
+			p.Status, p.StatusReason, p.DecidedAt, p.DecidedBy, p.UpdatedAt = store.ProposalExpired, expiredReason, &cutoff, actor, tx.Now()
+			if p, err = saveProposal(ctx, tx, p); err != nil {
+				return nil, err
+			}
+			if err := store.Audit(ctx, tx, store.AuditEntry{
+				Actor: actor, Action: store.ActionProposalState, Sandbox: p.Sandbox, Target: strconv.FormatInt(p.ID, 10),
+				Detail: map[string]string{"from": store.ProposalPending, "to": store.ProposalExpired, "reason": expiredReason},
+			}); err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire proposals: %w", err)
+	}
+	return out, nil
+}
+
+// FreezeSandbox commits doc (a deny-all policy) as the next version
+// (source "freeze") and marks the sandbox frozen with the reason,
+// remembering the version that was current, in one transaction.
+// store.ErrConflict if it is already frozen. Audited.
+func freezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, actor string, doc []byte, hash string) (store.Sandbox, store.PolicyVersion, error) {
+	if err := checkFreeze(sandbox, doc, hash); err != nil {
+		return store.Sandbox{}, store.PolicyVersion{}, err
+	}
+	var pv store.PolicyVersion
+	sb, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Sandbox, error) {
+		sb, err := tx.LockSandbox(ctx, sandbox)
+		if err != nil {
+			return store.Sandbox{}, err
+		}
+		if err := checkFreezable(sb.Frozen, sb.CurrentVersion); err != nil {
+			return store.Sandbox{}, err
+		}
+		current, before, now := sb.CurrentVersion, sb.CurrentHash, tx.Now()
+		if pv, err = commit(ctx, tx, freezeAppend(sandbox, current, doc, hash, reason, actor)); err != nil {
+			return store.Sandbox{}, err
+		}
+		sb.CurrentVersion, sb.CurrentHash = pv.Version, pv.Hash
+		sb.Frozen, sb.FrozenReason, sb.FrozenBy, sb.FrozenAt, sb.FrozenFrom = true, reason, actor, &now, current
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return store.Sandbox{}, err
+		}
+		return sb, store.Audit(ctx, tx, store.AuditEntry{
+			Actor: actor, Action: store.ActionFreeze, Sandbox: sandbox, Target: sandbox, BeforeHash: before, AfterHash: hash,
+			Detail: map[string]string{
+				"reason": reason, "version": strconv.FormatInt(pv.Version, 10), "frozen_from": strconv.FormatInt(current, 10),
+			},
+		})
+	})
+	if err != nil {
+		return store.Sandbox{}, store.PolicyVersion{}, fmt.Errorf("freeze sandbox %q: %w", sandbox, err)
+	}
+	return sb, pv, nil
+}
+
+// UnfreezeSandbox commits the content of the version that was current
+// before the freeze as the next version (source "unfreeze") and clears the
+// freeze, in one transaction. store.ErrConflict if it is not frozen. Audited.
+func unfreezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, actor string) (store.Sandbox, store.PolicyVersion, error) {
+	if sandbox == "" {
+		return store.Sandbox{}, store.PolicyVersion{}, errors.New("invalid unfreeze: empty sandbox")
+	}
+	var pv store.PolicyVersion
+	sb, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Sandbox, error) {
+		sb, err := tx.LockSandbox(ctx, sandbox)
+		if err != nil {
+			return store.Sandbox{}, err
+		}
+		if !sb.Frozen {
+			return store.Sandbox{}, fmt.Errorf("%w: sandbox is not frozen", store.ErrConflict)
+		}
+		from, before := sb.FrozenFrom, sb.CurrentHash
+		old, err := tx.GetPolicyVersion(ctx, sandbox, from)
+		if err != nil {
+			return store.Sandbox{}, fmt.Errorf("version %d before the freeze: %w", from, err)
+		}
+		ap := unfreezeAppend(sandbox, sb.CurrentVersion, old.Document, old.Hash, from, reason, actor)
+		if pv, err = commit(ctx, tx, ap); err != nil {
+			return store.Sandbox{}, err
+		}
+		sb.CurrentVersion, sb.CurrentHash = pv.Version, pv.Hash
+		sb.Frozen, sb.FrozenReason, sb.FrozenBy, sb.FrozenAt, sb.FrozenFrom = false, "", "", nil, 0
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return store.Sandbox{}, err
+		}
+		return sb, store.Audit(ctx, tx, store.AuditEntry{
+			Actor: actor, Action: store.ActionUnfreeze, Sandbox: sandbox, Target: sandbox, BeforeHash: before, AfterHash: old.Hash,
+			Detail: map[string]string{
+				"reason": reason, "version": strconv.FormatInt(pv.Version, 10), "restored_from": strconv.FormatInt(from, 10),
+			},
+		})
+	})
+	if err != nil {
+		return store.Sandbox{}, store.PolicyVersion{}, fmt.Errorf("unfreeze sandbox %q: %w", sandbox, err)
+	}
+	return sb, pv, nil
+}
