@@ -64,16 +64,6 @@ func (s distributionService) ShipDecisions(ctx context.Context, stream portculli
 	return s.dist.ShipDecisions(ctx, s.caller(ctx), stream.Receive)
 }
 
-// GetSandboxCA returns the sandbox CA's certificate, creating the CA on
-// first use.
-func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetSandboxCARequest) (*portcullisv1.GetSandboxCAResponse, error) {
-	ca, err := s.dist.SandboxCA(ctx, req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	return &portcullisv1.GetSandboxCAResponse{CertPem: string(ca.GetCertPem())}, nil
-}
-
 // grpcDistribution serves DistributionService on grpc-go with the
 // handlers Connect uses.
 type grpcDistribution struct {

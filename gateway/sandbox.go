@@ -221,6 +221,16 @@ func (s sandboxService) SetCredentialedHosts(ctx context.Context, req *portculli
 	return sandboxToProto(sb)
 }
 
+// GetSandboxCA returns the sandbox CA's certificate, creating the CA on
+// first use.
+func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetSandboxCARequest) (*portcullisv1.GetSandboxCAResponse, error) {
+	ca, err := s.dist.SandboxCA(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.GetSandboxCAResponse{CertPem: string(ca.GetCertPem())}, nil
+}
+
 func sandboxToProto(sb store.Sandbox) (*portcullisv1.Sandbox, error) {
 	out := &portcullisv1.Sandbox{
 		Name:              sb.Name,
