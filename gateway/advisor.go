@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/advisor"
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -106,15 +107,12 @@ func (s advisorService) GetProposal(ctx context.Context, req *portcullisv1.GetPr
 
 func (s advisorService) ListProposals(ctx context.Context, req *portcullisv1.ListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
 	p := mustPrincipal(ctx)
-	if st := req.GetStatus(); st != "" && !slices.Contains(proposalStatuses, st) {
-		return nil, invalidField("status", "must be one of %s", strings.Join(proposalStatuses, ", "))
+	if err := checkProposalStatus(req.GetStatus()); err != nil {
+		return nil, err
 	}
-	limit := int(req.GetLimit())
-	switch {
-	case limit == 0:
-		limit = defaultListLimit
-	case limit > maxListLimit:
-		return nil, invalidField("limit", "must be at most %d", maxListLimit)
+	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
 	}
 	list, err := s.life.Proposals(ctx, store.ProposalFilter{Sandbox: p.Sandbox, Status: req.GetStatus(), Limit: limit})
 	if err != nil {
@@ -136,6 +134,14 @@ var proposalStatuses = []string{
 	store.ProposalExpired, store.ProposalSuperseded, store.ProposalWithdrawn,
 }
 
+// checkProposalStatus checks a list filter's status ("" is any).
+func checkProposalStatus(status string) error {
+	if status != "" && !slices.Contains(proposalStatuses, status) {
+		return invalidField("status", "must be one of %s", strings.Join(proposalStatuses, ", "))
+	}
+	return nil
+}
+
 // decided: the proposal will not change again (approved is on its way to
 // applied, so a watcher waits for that).
 func decided(status string) bool {
@@ -149,7 +155,7 @@ func (s advisorService) WatchProposal(ctx context.Context, req *portcullisv1.Wat
 	var last *portcullisv1.Proposal
 	for {
 		wake := s.life.Changed(sandbox) // before the read: no change is missed
-		sp, err := offStack(func() (store.Proposal, error) { return s.ownProposal(ctx, req.GetId()) })
+		sp, err := transport.OffStack(func() (store.Proposal, error) { return s.ownProposal(ctx, req.GetId()) })
 		if err != nil {
 			return err
 		}
@@ -199,12 +205,9 @@ func (s advisorService) WithdrawProposal(ctx context.Context, req *portcullisv1.
 
 func (s advisorService) ListDenials(ctx context.Context, req *portcullisv1.ListDenialsRequest) (*portcullisv1.ListDenialsResponse, error) {
 	p := mustPrincipal(ctx)
-	last := int(req.GetLast())
-	switch {
-	case last == 0:
-		last = defaultDenials
-	case last > maxDenials:
-		return nil, invalidField("last", "must be at most %d", maxDenials)
+	last, err := listLimit("last", req.GetLast(), defaultDenials, maxDenials)
+	if err != nil {
+		return nil, err
 	}
 	list, err := s.store.ListDecisions(ctx, store.DecisionFilter{Sandbox: p.Sandbox, Decision: "deny", Limit: last})
 	if err != nil {

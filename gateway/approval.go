@@ -44,20 +44,17 @@ func (s *Server) reviewToProto(ctx context.Context, r lifecycle.Review) (*portcu
 type approvalService struct{ *Server }
 
 func (s approvalService) ListProposals(ctx context.Context, req *portcullisv1.ApprovalServiceListProposalsRequest) (*portcullisv1.ListProposalsResponse, error) {
-	if st := req.GetStatus(); st != "" && !slices.Contains(proposalStatuses, st) {
-		return nil, invalidField("status", "must be one of %s", strings.Join(proposalStatuses, ", "))
+	if err := checkProposalStatus(req.GetStatus()); err != nil {
+		return nil, err
 	}
 	if req.GetSandbox() != "" {
 		if err := checkName("sandbox", req.GetSandbox()); err != nil {
 			return nil, err
 		}
 	}
-	limit := int(req.GetLimit())
-	switch {
-	case limit == 0:
-		limit = defaultListLimit
-	case limit > maxListLimit:
-		return nil, invalidField("limit", "must be at most %d", maxListLimit)
+	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
 	}
 	f := store.ProposalFilter{Sandbox: req.GetSandbox(), Status: req.GetStatus(), Limit: limit}
 	if req.GetFinding() != "" {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,12 +24,9 @@ type auditService struct{ *Server }
 // ListAudit returns the newest entries, optionally of one sandbox (deleted
 // sandboxes included: the log outlives them).
 func (s auditService) ListAudit(ctx context.Context, req *portcullisv1.ListAuditRequest) (*portcullisv1.ListAuditResponse, error) {
-	limit := int(req.GetLimit())
-	switch {
-	case limit == 0:
-		limit = defaultListLimit
-	case limit > maxListLimit:
-		return nil, invalidField("limit", "must be at most %d", maxListLimit)
+	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
 	}
 	list, err := s.store.ListAudit(ctx, store.AuditFilter{Sandbox: req.GetSandbox(), Limit: limit})
 	if err != nil {
@@ -73,45 +69,5 @@ func auditToProto(e store.AuditEntry) *portcullisv1.AuditEntry {
 		Detail:     e.Detail,
 		PrevHash:   e.PrevHash,
 		Hash:       e.Hash,
-	}
-}
-
-// logAuditHead writes the audit chain's head to the log when the gateway
-// starts and whenever it moved since, checking every interval until ctx
-// ends: an outside copy of the log then holds every head, against which
-// the chain can be checked (an edit that re-hashes the chain to its end
-// still changes the head). Polling the store, not hooking this replica's
-// writes, sees changes made through every replica.
-func (s *Server) logAuditHead(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	var (
-		lastSeq  int64 = -1
-		lastHash string
-		failing  bool
-	)
-	for {
-		seq, hash, err := s.store.AuditHead(ctx)
-		switch {
-		case err != nil:
-			if !failing && ctx.Err() == nil {
-				s.log.Warn("could not read the audit head; will retry", "err", err)
-			}
-			failing = true
-		case seq != lastSeq || hash != lastHash:
-			s.log.Info("audit head", "seq", seq, "hash", hash)
-			if lastSeq >= 0 {
-				s.notify.send(EventAuditHead, fmt.Sprintf("Portcullis audit head: entry %d, hash %s", seq, hash),
-					map[string]any{"seq": seq, "hash": hash})
-			}
-			lastSeq, lastHash, failing = seq, hash, false
-		default:
-			failing = false
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 	}
 }

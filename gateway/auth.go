@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -153,10 +154,10 @@ var authzTable = map[string]rule{
 	portcullisv1connect.ApprovalServiceGetApprovalPolicyProcedure: readers,
 	portcullisv1connect.ApprovalServiceSetApprovalPolicyProcedure: adminOnly,
 
-	healthCheckProcedure:       public,
-	healthWatchProcedure:       public,
-	reflectionV1Procedure:      public,
-	reflectionV1AlphaProcedure: public,
+	transport.HealthCheckProcedure: public,
+	transport.HealthWatchProcedure: public,
+	reflectionV1Procedure:          public,
+	reflectionV1AlphaProcedure:     public,
 }
 
 const (
@@ -254,8 +255,8 @@ func (a *authenticator) authorize(next connect.ServerFunc) connect.ServerFunc {
 			p, err = authenticate()
 		} else {
 			// A stream's goroutine lives as long as the stream: keep the
-			// store's deep calls off its stack (see offStack).
-			p, err = offStack(authenticate)
+			// store's deep calls off its stack (see transport.OffStack).
+			p, err = transport.OffStack(authenticate)
 		}
 		if err != nil {
 			return err
@@ -286,9 +287,15 @@ func (s *checkedStream) Receive(msg any) error {
 	if err := s.ServerStream.Receive(msg); err != nil {
 		return err
 	}
-	if s.ownSandbox != "" {
+	return checkRequest(msg, s.ownSandbox)
+}
+
+// checkRequest checks a decoded request message: a sandbox-scoped caller
+// (ownSandbox set) names its own sandbox, and the names are well formed.
+func checkRequest(msg any, ownSandbox string) error {
+	if ownSandbox != "" {
 		m, ok := msg.(interface{ GetSandbox() string })
-		if !ok || m.GetSandbox() != s.ownSandbox {
+		if !ok || m.GetSandbox() != ownSandbox {
 			return connect.NewError(connect.CodePermissionDenied, "a sandbox token may only read its own sandbox")
 		}
 	}

@@ -39,15 +39,6 @@ func invalidField(path, format string, args ...any) error {
 	return &fieldError{Path: path, Message: fmt.Sprintf(format, args...)}
 }
 
-// fieldAt prefixes the path of a field error with list[i].
-func fieldAt(list string, i int, err error) error {
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return &fieldError{Path: fmt.Sprintf("%s[%d].%s", list, i, fe.Path), Message: fe.Message}
-	}
-	return err
-}
-
 // existsError carries the message the client sees for a
 // store.ErrAlreadyExists.
 type existsError struct{ msg string }

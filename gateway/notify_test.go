@@ -1,9 +1,6 @@
 package gateway_test
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -14,6 +11,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/gateway/notify"
 )
 
 // webhookSink records the webhook calls it accepts; it fails the first
@@ -37,7 +35,7 @@ func (w *webhookSink) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		rw.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	if !gateway.VerifyWebhook([]byte(w.secret), r.Header.Get("X-Portcullis-Signature"), r.Header.Get("X-Portcullis-Timestamp"), body) {
+	if !notify.VerifyWebhook([]byte(w.secret), r.Header.Get("X-Portcullis-Signature"), r.Header.Get("X-Portcullis-Timestamp"), body) {
 		w.bad = append(w.bad, string(body))
 		rw.WriteHeader(http.StatusUnauthorized)
 		return
@@ -78,29 +76,29 @@ func TestWebhook(t *testing.T) {
 	id := float64(p.GetId())
 	// The first two calls fail: the event arrives on a retry, signed.
 	waitFor(t, "the needs-human notification", func() bool {
-		return sink.find(gateway.EventNeedsHuman, func(ev map[string]any) bool { return ev["proposal"] == id }) != nil
+		return sink.find(notify.EventNeedsHuman, func(ev map[string]any) bool { return ev["proposal"] == id }) != nil
 	})
-	ev := sink.find(gateway.EventNeedsHuman, func(ev map[string]any) bool { return ev["proposal"] == id })
+	ev := sink.find(notify.EventNeedsHuman, func(ev map[string]any) bool { return ev["proposal"] == id })
 	if ev["sandbox"] != "support" || ev["approvals_required"] != float64(1) || !strings.Contains(strings.Join(sink.texts, "\n"), "new_mcp_tool") {
 		t.Fatalf("needs-human event %v, texts %q", ev, sink.texts)
 	}
 	// A newer proposal for the same endpoint supersedes it: announced.
 	newer := e.mustSubmit(t, strings.Replace(trackShipment, "tool: track_shipment }", "tool: track_shipment }\n        - allow: { method: tools/call, tool: list_carriers }", 1))
 	waitFor(t, "the superseded notification", func() bool {
-		return sink.find(gateway.EventDecided, func(ev map[string]any) bool { return ev["proposal"] == id && ev["status"] == "superseded" }) != nil
+		return sink.find(notify.EventDecided, func(ev map[string]any) bool { return ev["proposal"] == id && ev["status"] == "superseded" }) != nil
 	})
 	p, id = newer, float64(newer.GetId())
 	if _, err := approve(t, olive, p); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the decided notification", func() bool {
-		return sink.find(gateway.EventDecided, func(ev map[string]any) bool {
+		return sink.find(notify.EventDecided, func(ev map[string]any) bool {
 			return ev["proposal"] == id && ev["status"] == "applied" && ev["applied_version"] == float64(2) && ev["decided_by"] == "olive"
 		}) != nil
 	})
 	// The audit head moved with those changes, and is announced.
 	waitFor(t, "an audit head notification", func() bool {
-		return sink.find(gateway.EventAuditHead, func(ev map[string]any) bool { return ev["hash"] != "" }) != nil
+		return sink.find(notify.EventAuditHead, func(ev map[string]any) bool { return ev["hash"] != "" }) != nil
 	})
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
@@ -134,25 +132,4 @@ func TestWebhookNeverBlocks(t *testing.T) {
 	// No timing threshold: the decisions above returned although every
 	// webhook call hangs until the test ends.
 	t.Logf("two submissions and approvals with a stuck webhook took %v", time.Since(start))
-}
-
-// TestVerifyWebhook: the signature covers the timestamp and the body.
-func TestVerifyWebhook(t *testing.T) {
-	body := []byte(`{"text":"x"}`)
-	m := hmac.New(sha256.New, []byte("k"))
-	m.Write([]byte("1700000000." + string(body)))
-	sig := "sha256=" + hex.EncodeToString(m.Sum(nil))
-	if !gateway.VerifyWebhook([]byte("k"), sig, "1700000000", body) {
-		t.Fatal("a correct signature did not verify")
-	}
-	for name, ok := range map[string]bool{
-		"other key":       gateway.VerifyWebhook([]byte("K"), sig, "1700000000", body),
-		"other timestamp": gateway.VerifyWebhook([]byte("k"), sig, "1700000001", body),
-		"other body":      gateway.VerifyWebhook([]byte("k"), sig, "1700000000", []byte(`{"text":"y"}`)),
-		"no prefix":       gateway.VerifyWebhook([]byte("k"), strings.TrimPrefix(sig, "sha256="), "1700000000", body),
-	} {
-		if ok {
-			t.Errorf("%s: verified", name)
-		}
-	}
 }

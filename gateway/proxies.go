@@ -2,197 +2,95 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"math"
-	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/gateway/distribution"
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// Per-proxy status. Each replica keeps the status of the proxies streaming
-// from it in memory and writes what changed to the store in batches, so
-// that an ACK storm after a commit costs a few transactions, not one per
-// proxy, and every replica's ListProxies sees every proxy.
-const (
-	// statusFlushInterval: statuses are written at most this often, so the
-	// writes an ACK storm causes come after the push, not during it.
-	statusFlushInterval = time.Second
-	// seenWriteInterval: a live proxy's last-seen time is written at
-	// least this often, so a status whose replica died shows its age.
-	seenWriteInterval = 30 * time.Second
-	// connectedWindow: a status claims "connected" only if last seen this
-	// recently (its replica may have died without saying).
-	connectedWindow = 3 * seenWriteInterval
-)
+// The proxy-facing API: DistributionService on Connect and on grpc-go,
+// handed to distribution after authorization, and ProxyService, the
+// proxies' stored statuses.
 
-type proxyKey struct{ sandbox, proxyID string }
+// HeartbeatInterval is how often a proxy sends a heartbeat on its policy
+// stream (and the gateway answers it).
+const HeartbeatInterval = distribution.HeartbeatInterval
 
-// proxyEntry is one stream's status. A proxy that reconnects before its
-// old stream ended has two entries; the newer one owns the key.
-type proxyEntry struct {
-	key     proxyKey
-	status  store.ProxyStatus // guarded by proxyTracker.mu
-	written time.Time         // when LastSeenAt was last flushed
+// grpcRoute says which connections go to the grpc-go server: gRPC calls
+// to DistributionService as the first request (see transport.GRPCRoute).
+var grpcRoute = transport.GRPCRoute(portcullisv1connect.DistributionServiceStreamPolicyProcedure, portcullisv1connect.DistributionServiceShipDecisionsProcedure)
+
+type distributionService struct{ *Server }
+
+// caller is the stream's proxy as distribution sees it.
+func (s *Server) caller(ctx context.Context) distribution.Caller {
+	p := mustPrincipal(ctx)
+	return distribution.Caller{Sandbox: p.Sandbox, Token: p.tokenHash, Auth: reauthenticator{s}}
 }
 
-type proxyTracker struct {
-	st      *store.Store
-	replica string
-	now     func() time.Time
+// reauthenticator re-checks the tokens of long streams.
+type reauthenticator struct{ s *Server }
 
-	mu    sync.Mutex
-	live  map[proxyKey]*proxyEntry
-	dirty map[proxyKey]store.ProxyStatus
-}
-
-func newProxyTracker(st *store.Store, replica string, now func() time.Time) *proxyTracker {
-	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus)}
-}
-
-func (t *proxyTracker) connect(key proxyKey, hello *portcullisv1.ProxyHello) *proxyEntry {
-	now := t.now()
-	e := &proxyEntry{key: key, written: now, status: store.ProxyStatus{
-		Sandbox:        key.sandbox,
-		ProxyID:        key.proxyID,
-		Replica:        t.replica,
-		Build:          truncate(hello.GetBuild(), 128),
-		Connected:      true,
-		ConnectedAt:    now,
-		LastSeenAt:     now,
-		AppliedVersion: int64(hello.GetHeldVersion()),
-		AppliedHash:    truncate(hello.GetHeldHash(), 128),
-	}}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if old, ok := t.live[key]; ok {
-		// A reconnect before the old stream ended: keep what that
-		// stream learnt of the proxy's NACKs and dropped records.
-		e.status.LastNackVersion, e.status.LastNackError, e.status.LastNackAt = old.status.LastNackVersion, old.status.LastNackError, old.status.LastNackAt
-		e.status.DecisionsDropped = old.status.DecisionsDropped
-	}
-	t.live[key] = e
-	t.dirty[key] = e.status
-	return e
-}
-
-func (t *proxyTracker) disconnect(e *proxyEntry) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.live[e.key] != e {
-		return // a newer stream of the same proxy owns the status
-	}
-	delete(t.live, e.key)
-	e.status.Connected = false
-	e.status.LastSeenAt = t.now()
-	t.dirty[e.key] = e.status
-}
-
-func (t *proxyTracker) ack(e *proxyEntry, sv *signedVersion, lag time.Duration, now time.Time) {
-	t.update(e, func(s *store.ProxyStatus) {
-		s.AppliedVersion = int64(sv.version())
-		s.AppliedHash = sv.policy.GetHash()
-		s.LastAckAt = &now
-		s.LastSeenAt = now
-		s.LagMillis = lag.Milliseconds()
-	})
-}
-
-func (t *proxyTracker) nack(e *proxyEntry, sv *signedVersion, msg string, now time.Time) {
-	t.update(e, func(s *store.ProxyStatus) {
-		s.LastNackVersion = int64(sv.version())
-		s.LastNackError = msg
-		s.LastNackAt = &now
-		s.LastSeenAt = now
-	})
-}
-
-func (t *proxyTracker) dropped(key proxyKey, n uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := t.live[key]; ok {
-		e.status.DecisionsDropped += int64(n)
-		t.dirty[key] = e.status
-	}
-}
-
-// seen records a heartbeat; written at most every seenWriteInterval.
-func (t *proxyTracker) seen(e *proxyEntry, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e.status.LastSeenAt = now
-	if t.live[e.key] == e && now.Sub(e.written) >= seenWriteInterval {
-		e.written = now
-		t.dirty[e.key] = e.status
-	}
-}
-
-func (t *proxyTracker) update(e *proxyEntry, f func(*store.ProxyStatus)) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f(&e.status)
-	if t.live[e.key] == e {
-		e.written = e.status.LastSeenAt
-		t.dirty[e.key] = e.status
-	}
-}
-
-// flush writes what changed since the last flush. On failure the changes
-// stay pending for the next one (unless newer ones replaced them).
-func (t *proxyTracker) flush(ctx context.Context) error {
-	t.mu.Lock()
-	if len(t.dirty) == 0 {
-		t.mu.Unlock()
+// Reauthenticate checks that the stream's token (its hash) is still live.
+func (r reauthenticator) Reauthenticate(ctx context.Context, tokenHash string) error {
+	s := r.s
+	tok, err := s.store.TokenByHash(ctx, tokenHash)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The store is unreachable: keep the stream, try again later.
+		s.log.WarnContext(ctx, "could not re-check a stream's token", "err", err)
 		return nil
 	}
-	batch := make([]store.ProxyStatus, 0, len(t.dirty))
-	for _, s := range t.dirty {
-		batch = append(batch, s)
+	if err != nil || tok.RevokedAt != nil {
+		return errRevokedToken
 	}
-	clear(t.dirty)
-	t.mu.Unlock()
-	err := t.st.SaveProxyStatuses(ctx, batch)
+	return nil
+}
+
+// StreamPolicy serves one proxy's push stream on Connect.
+func (s distributionService) StreamPolicy(ctx context.Context, stream portcullisv1connect.DistributionServiceStreamPolicyServerStream) error {
+	return s.dist.StreamPolicy(ctx, s.caller(ctx), stream)
+}
+
+// ShipDecisions stores a proxy's decision records on Connect.
+func (s distributionService) ShipDecisions(ctx context.Context, stream portcullisv1connect.DistributionServiceShipDecisionsServerStream) (*portcullisv1.ShipDecisionsResponse, error) {
+	return s.dist.ShipDecisions(ctx, s.caller(ctx), stream.Receive)
+}
+
+// grpcDistribution serves DistributionService on grpc-go with the
+// handlers Connect uses.
+type grpcDistribution struct {
+	portcullisv1.UnimplementedDistributionServiceServer
+	s *Server
+}
+
+func (g grpcDistribution) StreamPolicy(st grpc.BidiStreamingServer[portcullisv1.StreamPolicyRequest, portcullisv1.StreamPolicyResponse]) error {
+	return g.s.dist.StreamPolicy(st.Context(), g.s.caller(st.Context()), grpcPolicyConn{st})
+}
+
+func (g grpcDistribution) ShipDecisions(st grpc.ClientStreamingServer[portcullisv1.ShipDecisionsRequest, portcullisv1.ShipDecisionsResponse]) error {
+	res, err := g.s.dist.ShipDecisions(st.Context(), g.s.caller(st.Context()), st.Recv)
 	if err != nil {
-		t.mu.Lock()
-		for _, s := range batch {
-			k := proxyKey{s.Sandbox, s.ProxyID}
-			if _, newer := t.dirty[k]; !newer {
-				t.dirty[k] = s
-			}
-		}
-		t.mu.Unlock()
+		return err
 	}
-	return err
+	return st.SendAndClose(res)
 }
 
-// run flushes every statusFlushInterval until ctx ends, then once more.
-func (t *proxyTracker) run(ctx context.Context, log func(error)) {
-	tick := time.NewTicker(statusFlushInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := t.flush(fctx); err != nil {
-				log(err)
-			}
-			cancel()
-			return
-		case <-tick.C:
-			if err := t.flush(ctx); err != nil && ctx.Err() == nil {
-				log(err)
-			}
-		}
-	}
+// grpcPolicyConn is a grpc-go policy stream as a distribution.PolicyConn.
+type grpcPolicyConn struct {
+	st grpc.BidiStreamingServer[portcullisv1.StreamPolicyRequest, portcullisv1.StreamPolicyResponse]
 }
 
-func (t *proxyTracker) connectedCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.live)
-}
+func (c grpcPolicyConn) Receive() (*portcullisv1.StreamPolicyRequest, error) { return c.st.Recv() }
+
+func (c grpcPolicyConn) Send(m *portcullisv1.StreamPolicyResponse) error { return c.st.Send(m) }
 
 type proxyService struct{ *Server }
 
@@ -220,7 +118,7 @@ func (s proxyService) ListProxies(ctx context.Context, req *portcullisv1.ListPro
 		res.Proxies = append(res.Proxies, &portcullisv1.ProxyStatus{
 			Sandbox:          p.Sandbox,
 			ProxyId:          p.ProxyID,
-			Connected:        p.Connected && now.Sub(p.LastSeenAt) < connectedWindow,
+			Connected:        distribution.StillConnected(p, now),
 			Replica:          p.Replica,
 			Build:            p.Build,
 			ConnectedAt:      timestamppb.New(p.ConnectedAt),

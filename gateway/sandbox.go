@@ -135,7 +135,7 @@ func (s sandboxService) DeleteSandbox(ctx context.Context, req *portcullisv1.Del
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox deleted", "sandbox", req.GetName(), "actor", p.Actor())
-	s.hub.goaway(req.GetName())
+	s.dist.Goaway(req.GetName())
 	return &portcullisv1.DeleteSandboxResponse{Name: req.GetName()}, nil
 }
 
@@ -151,7 +151,7 @@ func (s sandboxService) RotateSandboxToken(ctx context.Context, req *portcullisv
 	s.log.InfoContext(ctx, "sandbox token rotated", "sandbox", req.GetName(), "actor", p.Actor())
 	// The proxies streaming with the old token reconnect and must show
 	// the new one (other replicas re-check tokens within a minute).
-	s.hub.goaway(req.GetName())
+	s.dist.Goaway(req.GetName())
 	return &portcullisv1.RotateSandboxTokenResponse{Name: req.GetName(), Token: token}, nil
 }
 
@@ -219,6 +219,16 @@ func (s sandboxService) SetCredentialedHosts(ctx context.Context, req *portculli
 	s.log.InfoContext(ctx, "sandbox credentialed hosts set", "sandbox", sb.Name, "hosts", sb.CredentialedHosts, "actor", p.Actor())
 	s.life.ContextChanged(sb.Name)
 	return sandboxToProto(sb)
+}
+
+// GetSandboxCA returns the sandbox CA's certificate, creating the CA on
+// first use.
+func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetSandboxCARequest) (*portcullisv1.GetSandboxCAResponse, error) {
+	ca, err := s.dist.SandboxCA(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.GetSandboxCAResponse{CertPem: string(ca.GetCertPem())}, nil
 }
 
 func sandboxToProto(sb store.Sandbox) (*portcullisv1.Sandbox, error) {

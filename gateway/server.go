@@ -1,13 +1,3 @@
-// Package gateway is the Portcullis control-plane server: Connect handlers
-// for every service (serving gRPC, gRPC-Web and Connect on one port),
-// authentication and the authorization table, error mapping, health,
-// reflection, metrics and the embedded console; and the push of signed
-// policy versions to proxies (push.go: the hub; distribution.go: the
-// streams; signer.go: the key chain; proxies.go: per-proxy status;
-// decisions.go: the decision records proxies ship; retention.go: their
-// per-sandbox ingest limit and retention sweep). The policy streams'
-// connections go to a grpc-go server on the same port (router.go,
-// grpc.go, with TLS or without), which costs an idle stream less memory.
 package gateway
 
 import (
@@ -20,18 +10,17 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/grpcreflect/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/portcullis-dev/portcullis/gateway/decisions"
+	"github.com/portcullis-dev/portcullis/gateway/distribution"
+	"github.com/portcullis-dev/portcullis/gateway/notify"
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -144,19 +133,19 @@ func (c *Config) setDefaults() {
 		c.WebhookBackoff = 500 * time.Millisecond
 	}
 	if c.DecisionMaxAge == 0 {
-		c.DecisionMaxAge = defaultDecisionMaxAge
+		c.DecisionMaxAge = decisions.DefaultMaxAge
 	}
 	if c.DecisionMaxPerSandbox == 0 {
-		c.DecisionMaxPerSandbox = defaultDecisionMaxPerSandbox
+		c.DecisionMaxPerSandbox = decisions.DefaultMaxPerSandbox
 	}
 	if c.DecisionSweepInterval <= 0 {
-		c.DecisionSweepInterval = defaultDecisionSweepInterval
+		c.DecisionSweepInterval = decisions.DefaultSweepInterval
 	}
 	if c.DecisionRate == 0 {
-		c.DecisionRate = defaultDecisionRate
+		c.DecisionRate = decisions.DefaultRate
 	}
 	if c.DecisionBurst == 0 {
-		c.DecisionBurst = defaultDecisionBurst
+		c.DecisionBurst = decisions.DefaultBurst
 	}
 }
 
@@ -165,8 +154,8 @@ func (c *Config) check() error {
 	if math.IsNaN(c.DecisionRate) || math.IsInf(c.DecisionRate, 0) {
 		return fmt.Errorf("decision rate %v is not a number of records a second", c.DecisionRate)
 	}
-	if c.DecisionRate > 0 && c.DecisionBurst < minDecisionBurst {
-		return fmt.Errorf("decision burst %d: must be at least %d", c.DecisionBurst, minDecisionBurst)
+	if c.DecisionRate > 0 && c.DecisionBurst < decisions.MinBurst {
+		return fmt.Errorf("decision burst %d: must be at least %d", c.DecisionBurst, decisions.MinBurst)
 	}
 	return nil
 }
@@ -188,18 +177,12 @@ type Server struct {
 
 	metricsLn net.Listener // opened by Listen when MetricsListen is set
 
-	signer  *signer
-	hub     *hub
-	proxies *proxyTracker
-	life    *lifecycle.Lifecycle
-	notify  *notifier // nil without a webhook
-	// decisionsStored counts decision records stored through this replica;
-	// decisionsLimited those its ingest limit dropped, decisionsPruned
-	// those its retention sweep deleted.
-	decisionsStored  atomic.Uint64
-	decisionsLimited atomic.Uint64
-	decisionsPruned  atomic.Uint64
-	limiter          *ingestLimiter
+	dist      *distribution.Distribution
+	decisions *decisions.Decisions
+	life      *lifecycle.Lifecycle
+	notify    *notify.Notifier // nil without a webhook
+	// calls is what the Connect and grpc-go interceptors share.
+	calls transport.Calls
 	// swept, if set (tests), is called after each retention sweep.
 	swept func(error)
 }
@@ -216,24 +199,38 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		log:   cfg.Logger.With("component", "gateway"),
 		auth:  newAuthenticator(st, cfg.Now),
 	}
-	s.signer = newSigner(st)
-	s.hub = newHub(st, s.signer)
-	s.proxies = newProxyTracker(st, cfg.Replica, cfg.Now)
-	s.limiter = newIngestLimiter(cfg.DecisionRate, cfg.DecisionBurst, cfg.Now)
-	s.notify = newNotifier(cfg, s.log)
+	s.decisions = decisions.New(decisions.Config{
+		MaxAge: cfg.DecisionMaxAge, MaxPerSandbox: cfg.DecisionMaxPerSandbox, SweepInterval: cfg.DecisionSweepInterval,
+		Rate: cfg.DecisionRate, Burst: cfg.DecisionBurst, Now: cfg.Now,
+		Swept: func(err error) {
+			if s.swept != nil {
+				s.swept(err)
+			}
+		},
+	}, st, s.log)
+	s.notify = notify.New(notify.Config{URL: cfg.WebhookURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
 	s.life = lifecycle.New(lifecycle.Config{
 		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
 		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval,
-		Events: lifecycle.Events{NeedsHuman: s.notifyNeedsHuman, Decided: s.notifyDecided},
+		Events: lifecycle.Events{NeedsHuman: s.notify.NeedsHuman, Decided: s.notify.Decided},
 	}, st)
 	s.metrics = newMetrics(s)
+	s.dist = distribution.New(distribution.Config{
+		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
+		Acked:  func(lag time.Duration) { s.metrics.pushAck.Observe(lag.Seconds()) },
+		Nacked: s.metrics.pushNacks.Inc,
+		Sink:   s.decisions,
+	}, st, s.log)
+	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
+		return toConnectError(ctx, s.log, procedure, err)
+	}}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
-	context.AfterFunc(s.streams, s.hub.goawayAll)
+	context.AfterFunc(s.streams, s.dist.Drain)
 
 	// Interceptors, outermost first: metrics see the final code, errors are
 	// mapped once, a panic becomes an Internal error, and authorization runs
 	// before any handler or request decoding.
-	rpc := connect.NewServer(s.metrics.intercept, s.mapErrors, recoverPanics, s.auth.authorize)
+	rpc := connect.NewServer(s.metrics.rpc.Intercept, s.calls.MapErrors, transport.RecoverPanics, s.auth.authorize)
 	portcullisv1connect.RegisterSandboxServiceHandler(rpc, sandboxService{s})
 	portcullisv1connect.RegisterTokenServiceHandler(rpc, tokenService{s})
 	portcullisv1connect.RegisterPolicyServiceHandler(rpc, policyService{s})
@@ -244,7 +241,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	portcullisv1connect.RegisterProverServiceHandler(rpc, proverService{s})
 	portcullisv1connect.RegisterAuditServiceHandler(rpc, auditService{s})
 	portcullisv1connect.RegisterApprovalServiceHandler(rpc, approvalService{s})
-	registerHealth(rpc, st, s.streams)
+	transport.RegisterHealth(rpc, st.Ping, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
 		if _, ok := authzTable[spec.Procedure]; !ok {
@@ -253,7 +250,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}
 
 	mux := http.NewServeMux()
-	connecthttp.Mount(interruptibleStreams{mux}, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10))
+	connecthttp.Mount(transport.InterruptibleMux{ServeMux: mux, Procedure: portcullisv1connect.DistributionServiceStreamPolicyProcedure}, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -309,19 +306,6 @@ func consoleHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// recoverPanics turns a handler panic into an error (logged with its stack
-// by mapErrors, answered as Internal) instead of a reset connection.
-func recoverPanics(next connect.ServerFunc) connect.ServerFunc {
-	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("panic in %s: %v\n%s", spec.Procedure, r, debug.Stack())
-			}
-		}()
-		return next(ctx, spec, stream)
-	}
-}
-
 // requireToken guards plain HTTP endpoints with the same bearer tokens.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -332,23 +316,6 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// mapErrors is the server interceptor that turns handler errors into what
-// the client may see (see toConnectError).
-func (s *Server) mapErrors(next connect.ServerFunc) connect.ServerFunc {
-	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
-		start := time.Now()
-		err := toConnectError(ctx, s.log, spec.Procedure, next(ctx, spec, stream))
-		if s.log.Enabled(ctx, slog.LevelDebug) {
-			code := "ok"
-			if err != nil {
-				code = connect.CodeOf(err).String()
-			}
-			s.log.DebugContext(ctx, "rpc", "procedure", spec.Procedure, "code", code, "duration", time.Since(start))
-		}
-		return err
-	}
 }
 
 func mustPrincipal(ctx context.Context) Principal {
@@ -423,31 +390,9 @@ func (s *Server) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves on ln until ctx ends, then shuts down gracefully.
+// Serve serves on ln until ctx ends, then shuts down gracefully, and
+// returns after everything it started beside the RPCs.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{
-		Handler:   s.handler,
-		Protocols: protocols,
-		HTTP2: &http.HTTP2Config{
-			// A peer that stops reading (a stuck proxy) cannot hold a
-			// stream's sender forever, and a silent connection is probed.
-			WriteByteTimeout: 30 * time.Second,
-			SendPingTimeout:  30 * time.Second,
-			PingTimeout:      15 * time.Second,
-		},
-		ReadHeaderTimeout: 10 * time.Second,
-		// Long-lived RPC streams keep their connection active; idle
-		// keep-alive connections go after two minutes.
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	servers := []*http.Server{srv}
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
 	s.startBackground(bgCtx, &background)
@@ -456,127 +401,46 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		stopBackground()
 		background.Wait()
 	}()
-	errc := make(chan error, 4)
-	// Policy streams get a grpc-go server of their own on the same port
-	// (router.go); the router terminates TLS when the gateway serves it.
-	rt := newRouter(ln, s.log, grpcRoute)
+	srv := &transport.Server{
+		Handler:         s.handler,
+		GRPC:            s.newGRPCServer(),
+		Route:           grpcRoute,
+		Routed:          func(server string) { s.metrics.conns.WithLabelValues(server).Inc() },
+		Draining:        s.stopStreams,
+		ShutdownTimeout: s.cfg.ShutdownTimeout,
+		Log:             s.log,
+	}
 	if s.cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("load TLS certificate: %w", err)
 		}
-		rt.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 	}
-	rt.routed = func(server string) { s.metrics.conns.WithLabelValues(server).Inc() }
-	gs := s.newGRPCServer()
-	gsc := make(chan struct{}) // closed when gs.Serve returned
-	go func() {
-		if err := rt.serve(); err != nil {
-			errc <- fmt.Errorf("accept: %w", err)
-		}
-	}()
-	go func() { errc <- srv.Serve(rt.http) }()
-	go func() {
-		defer close(gsc)
-		if err := gs.Serve(rt.grpc); err != nil {
-			errc <- err
-		}
-	}()
 	if s.metricsLn != nil {
-		msrv := &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-		servers = append(servers, msrv)
-		go func() { errc <- msrv.Serve(s.metricsLn) }()
+		srv.Metrics, srv.MetricsListener = s.metrics.handler(), s.metricsLn
 	}
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
-	// No new connections; those still being routed are closed.
-	rt.close()
-	s.stopStreams()
-	// Shut down with a fresh context: ctx is already done.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	grpcStopped := make(chan struct{})
-	go func() {
-		defer close(grpcStopped)
-		graceful := make(chan struct{})
-		go func() {
-			gs.GracefulStop()
-			close(graceful)
-		}()
-		select {
-		case <-graceful:
-		case <-shutdownCtx.Done():
-			s.log.Warn("graceful shutdown of the policy streams timed out; closing their connections")
-			gs.Stop()
-			<-graceful
-		}
-	}()
-	for _, hs := range servers {
-		if serr := hs.Shutdown(shutdownCtx); serr != nil {
-			// Past the grace period, close what is left: requests still
-			// running lose their connection, nothing committed is lost.
-			s.log.Warn("graceful shutdown timed out; closing remaining connections", "err", serr)
-			hs.Close()
-		}
-	}
-	<-grpcStopped
-	<-gsc
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	return err
+	return srv.Serve(ctx, ln)
 }
 
-// startBackground starts what runs beside the RPCs: the proxy status
-// writer, the decision retention sweep, the lifecycle's background work,
-// the push hub's version check, and the commit listener that offers every
-// version committed (through this replica or another) to the hub.
+// startBackground starts what runs beside the RPCs: the webhook and the
+// audit head logger, the decision retention sweep, the lifecycle's
+// background work, and distribution's (the proxy status writer, the push
+// hub's version check and the commit listener).
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Go(func() { s.logAuditHead(ctx, auditHeadInterval) })
-	wg.Go(func() { s.notify.run(ctx) })
-	wg.Go(func() { s.runDecisionSweep(ctx) })
+	wg.Go(func() { notify.LogAuditHead(ctx, s.store, s.log, s.notify, auditHeadInterval) })
+	wg.Go(func() { s.notify.Run(ctx) })
+	wg.Go(func() { s.decisions.Run(ctx) })
 	wg.Go(func() { _ = s.life.Run(ctx) })
-	wg.Go(func() {
-		s.proxies.run(ctx, func(err error) { s.log.Warn("could not store proxy statuses; will retry", "err", err) })
-	})
-	wg.Go(func() {
-		tick := time.NewTicker(s.cfg.VersionCheckInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			// Another replica may have rotated the signing key.
-			if err := s.signer.reload(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("could not reload signing keys", "err", err)
-			}
-			if err := s.hub.check(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("policy version check failed", "err", err)
-			}
-		}
-	})
-	wg.Go(func() {
-		_ = s.store.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
-			if err := s.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
-				s.log.Warn("could not load a committed version; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
-			}
-		})
-	})
+	wg.Go(func() { _ = s.dist.Run(ctx) })
 }
 
 // SigningKey loads (creating on first use) the key that signs policy
 // versions and returns its public half, as `portcullis proxy
 // --gateway-key` takes it.
 func (s *Server) SigningKey(ctx context.Context) (string, error) {
-	return s.signer.publicKey(ctx)
+	return s.dist.PublicKey(ctx)
 }
 
 func isLoopback(addr string) bool {
@@ -589,85 +453,4 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// metrics are the gateway's Prometheus metrics, in a registry of its own.
-type metrics struct {
-	registry  *prometheus.Registry
-	rpcs      *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
-	pushAck   prometheus.Histogram
-	pushNacks prometheus.Counter
-	conns     *prometheus.CounterVec
-}
-
-func newMetrics(s *Server) *metrics {
-	m := &metrics{
-		registry: prometheus.NewRegistry(),
-		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "portcullis_rpc_requests_total",
-			Help: "RPCs handled, by procedure and result code.",
-		}, []string{"procedure", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "portcullis_rpc_duration_seconds",
-			Help:    "RPC handling time, by procedure.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}, []string{"procedure"}),
-	}
-	m.pushAck = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "portcullis_push_ack_seconds",
-		Help:    "Time from a policy version's commit to a proxy's ACK of it.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	})
-	m.pushNacks = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "portcullis_push_nacks_total",
-		Help: "Policy versions proxies refused.",
-	})
-	m.conns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "portcullis_connections_total",
-		Help: "Connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).",
-	}, []string{"server"})
-	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "portcullis_proxies_connected",
-		Help: "Proxies streaming policy from this replica.",
-	}, func() float64 { return float64(s.proxies.connectedCount()) })
-	decisions := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "portcullis_decisions_stored_total",
-		Help: "Decision records stored through this replica.",
-	}, func() float64 { return float64(s.decisionsStored.Load()) })
-	limited := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "portcullis_decisions_rate_limited_total",
-		Help: "Decision records this replica dropped because their sandbox was over its ingest rate limit.",
-	}, func() float64 { return float64(s.decisionsLimited.Load()) })
-	pruned := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "portcullis_decisions_pruned_total",
-		Help: "Decision records this replica's retention sweep deleted.",
-	}, func() float64 { return float64(s.decisionsPruned.Load()) })
-	m.registry.MustRegister(m.rpcs, m.latency, m.pushAck, m.pushNacks, m.conns, connected, decisions, limited, pruned,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
-}
-
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
-}
-
-func (m *metrics) intercept(next connect.ServerFunc) connect.ServerFunc {
-	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
-		start := time.Now()
-		err := next(ctx, spec, stream)
-		code := "ok"
-		if err != nil {
-			code = connect.CodeOf(err).String()
-		}
-		// Only known procedures become label values: callers choose the
-		// procedure string, and labels must stay bounded.
-		procedure := spec.Procedure
-		if _, known := authzTable[procedure]; !known {
-			procedure = "unknown"
-		}
-		m.rpcs.WithLabelValues(procedure, code).Inc()
-		m.latency.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
-		return err
-	}
 }

@@ -68,7 +68,7 @@ func (s tokenService) RevokeToken(ctx context.Context, req *portcullisv1.RevokeT
 	if tokens, err := s.store.ListTokens(ctx); err == nil {
 		for _, t := range tokens {
 			if t.Name == req.GetName() && t.Sandbox != "" {
-				s.hub.goaway(t.Sandbox)
+				s.dist.Goaway(t.Sandbox)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package gateway
+package notify
 
 import (
 	"context"
@@ -45,13 +45,9 @@ func TestLogAuditHead(t *testing.T) {
 	st := store.New(lite)
 	defer st.Close()
 	got := make(records, 16)
-	s, err := New(Config{Logger: slog.New(got)}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { s.logAuditHead(ctx, 5*time.Millisecond) })
+	wg.Go(func() { LogAuditHead(ctx, st, slog.New(got), nil, 5*time.Millisecond) })
 	defer wg.Wait()
 	defer cancel()
 

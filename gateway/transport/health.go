@@ -1,4 +1,4 @@
-package gateway
+package transport
 
 import (
 	"context"
@@ -6,23 +6,25 @@ import (
 
 	"connectrpc.com/connect/v2"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/portcullis-dev/portcullis/store"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // The standard grpc.health.v1 service, so load balancers and grpc-health-probe
 // work. A service is SERVING while the store answers.
 const (
-	healthCheckProcedure = "/grpc.health.v1.Health/Check"
-	healthWatchProcedure = "/grpc.health.v1.Health/Watch"
+	// HealthCheckProcedure and HealthWatchProcedure are public: load
+	// balancers call them without a token.
+	HealthCheckProcedure = "/grpc.health.v1.Health/Check"
+	HealthWatchProcedure = "/grpc.health.v1.Health/Watch"
 	healthWatchInterval  = 5 * time.Second
 	// maxHealthWatchers bounds the open Watch streams: they need no token.
 	maxHealthWatchers = 64
 )
 
-// registerHealth registers grpc.health.v1. Watch streams end when streams
-// is done (shutdown began).
-func registerHealth(rpc *connect.Server, st *store.Store, streams context.Context) {
+// RegisterHealth registers grpc.health.v1 on rpc: every service rpc has
+// is SERVING while ping (the store's) succeeds. Watch streams end when
+// streams is done (shutdown began). Register it after every other service.
+func RegisterHealth(rpc *connect.Server, ping func(context.Context) error, streams context.Context) {
 	watchers := make(chan struct{}, maxHealthWatchers)
 	methods := healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health").Methods()
 	known := map[string]bool{"": true}
@@ -37,33 +39,36 @@ func registerHealth(rpc *connect.Server, st *store.Store, streams context.Contex
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		if st.Ping(ctx) != nil {
+		if ping(ctx) != nil {
 			return healthpb.HealthCheckResponse_NOT_SERVING, nil
 		}
 		return healthpb.HealthCheckResponse_SERVING, nil
 	}
-	rpc.Register(
-		connect.Method{
-			Spec: connect.Spec{StreamType: connect.StreamTypeUnary, Schema: methods.ByName("Check"), Procedure: healthCheckProcedure},
+	// method serves one of the service's methods, each of which starts
+	// with one request.
+	method := func(name string, typ connect.StreamType, procedure string, serve func(context.Context, *healthpb.HealthCheckRequest, connect.ServerStream) error) connect.Method {
+		return connect.Method{
+			Spec: connect.Spec{StreamType: typ, Schema: methods.ByName(protoreflect.Name(name)), Procedure: procedure},
 			Handler: func(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
 				var req healthpb.HealthCheckRequest
 				if err := stream.Receive(&req); err != nil {
 					return err
 				}
+				return serve(ctx, &req, stream)
+			},
+		}
+	}
+	rpc.Register(
+		method("Check", connect.StreamTypeUnary, HealthCheckProcedure,
+			func(ctx context.Context, req *healthpb.HealthCheckRequest, stream connect.ServerStream) error {
 				s, err := status(ctx, req.GetService())
 				if err != nil {
 					return err
 				}
 				return stream.Send(&healthpb.HealthCheckResponse{Status: s})
-			},
-		},
-		connect.Method{
-			Spec: connect.Spec{StreamType: connect.StreamTypeServer, Schema: methods.ByName("Watch"), Procedure: healthWatchProcedure},
-			Handler: func(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
-				var req healthpb.HealthCheckRequest
-				if err := stream.Receive(&req); err != nil {
-					return err
-				}
+			}),
+		method("Watch", connect.StreamTypeServer, HealthWatchProcedure,
+			func(ctx context.Context, req *healthpb.HealthCheckRequest, stream connect.ServerStream) error {
 				select {
 				case watchers <- struct{}{}:
 					defer func() { <-watchers }()
@@ -92,8 +97,7 @@ func registerHealth(rpc *connect.Server, st *store.Store, streams context.Contex
 					case <-ticker.C:
 					}
 				}
-			},
-		},
+			}),
 	)
 }
 

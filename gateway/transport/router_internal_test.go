@@ -1,4 +1,4 @@
-package gateway
+package transport
 
 import (
 	"bytes"
@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/mem"
 
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
+
+// grpcRoute is the gateway's route: its policy streams and decision
+// shipping to grpc-go.
+var grpcRoute = GRPCRoute(portcullisv1connect.DistributionServiceStreamPolicyProcedure, portcullisv1connect.DistributionServiceShipDecisionsProcedure)
 
 // startRouter routes 127.0.0.1:0 with grpcRoute and returns its address
 // and the router; accepted connections arrive on r.http and r.grpc.
@@ -41,27 +44,12 @@ func startRouter(t *testing.T, timeout time.Duration) (string, *router) {
 
 // h2Start is what an HTTP/2 client sends before its first response: the
 // preface, SETTINGS, a WINDOW_UPDATE, the first request's HEADERS (with a
-// CONTINUATION) and a DATA frame.
+// CONTINUATION; see h2First) and a DATA frame.
 func h2Start(t *testing.T, path, contentType string) []byte {
 	t.Helper()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range []hpack.HeaderField{
-		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":authority", Value: "gateway"}, {Name: ":path", Value: path},
-		{Name: "content-type", Value: contentType}, {Name: "te", Value: "trailers"},
-	} {
-		enc.WriteField(f)
-	}
-	block := hb.Bytes()
-	var out bytes.Buffer
-	out.WriteString(http2.ClientPreface)
-	fr := http2.NewFramer(&out, nil)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
-	fr.WriteWindowUpdate(0, 1<<20)
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:10]})
-	fr.WriteContinuation(1, true, block[10:])
-	fr.WriteData(1, false, []byte("\x00\x00\x00\x00\x02hi"))
+	start, _ := h2First(path, contentType, false)
+	out := bytes.NewBuffer(start)
+	http2.NewFramer(out, nil).WriteData(1, false, []byte("\x00\x00\x00\x00\x02hi"))
 	return out.Bytes()
 }
 

@@ -1,4 +1,4 @@
-package gateway
+package distribution
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,9 +14,9 @@ import (
 	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	proxyca "github.com/portcullis-dev/portcullis/internal/ca"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
-	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -32,35 +31,27 @@ const (
 	reauthInterval = time.Minute
 )
 
-type distributionService struct{ *Server }
-
 var errNoHello = errors.New("no hello within the time allowed")
 
-// policyConn is what a policy stream needs of its transport: Connect's
-// server stream and grpc-go's (grpcPolicyConn) both are one.
-type policyConn interface {
+// PolicyConn is what a policy stream needs of its transport: Connect's
+// server stream is one, and the gateway root adapts grpc-go's.
+type PolicyConn interface {
 	Receive() (*portcullisv1.StreamPolicyRequest, error)
 	Send(*portcullisv1.StreamPolicyResponse) error
 }
 
-// StreamPolicy serves one proxy's push stream on Connect (see
-// streamPolicy).
-func (s distributionService) StreamPolicy(ctx context.Context, stream portcullisv1connect.DistributionServiceStreamPolicyServerStream) error {
-	return s.streamPolicy(ctx, stream)
-}
-
-// streamPolicy serves one proxy's push stream: hello, then the current
-// version, then every newer one; ACK, NACK and heartbeats come back.
-func (s distributionService) streamPolicy(ctx context.Context, stream policyConn) (err error) {
-	p := mustPrincipal(ctx)
+// StreamPolicy serves one proxy's push stream: hello, then the current
+// version, then every newer one; ACK, NACK and heartbeats come back. It
+// returns when the stream ends, after its senders.
+func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream PolicyConn) (err error) {
 	// Ending the stream also ends a Receive blocked on a silent peer. Why
 	// it ended is kept here rather than in a context of its own: an idle
 	// stream would keep that context (and its place in its parent's).
-	interrupt := streamInterrupter(ctx)
+	interrupt := transport.StreamInterrupter(ctx)
 	var ended atomic.Pointer[error]
 	cancel := func(cause error) {
 		if ended.CompareAndSwap(nil, &cause) {
-			interrupt.interrupt(endCause(cause))
+			interrupt.Interrupt(endCause(cause))
 		}
 	}
 
@@ -80,7 +71,7 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 	if err := checkProxyID(hello.GetProxyId()); err != nil {
 		return err
 	}
-	ca, err := offStack(func() (*portcullisv1.SandboxCA, error) { return s.sandboxCA(ctx, p.Sandbox) })
+	ca, err := transport.OffStack(func() (*portcullisv1.SandboxCA, error) { return d.SandboxCA(ctx, p.Sandbox) })
 	if err != nil {
 		return err
 	}
@@ -91,19 +82,19 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 		ca:     ca,
 		fail:   func(err error) { cancel(err) },
 	}
-	entry := s.proxies.connect(key, hello)
-	defer s.proxies.disconnect(entry)
-	t, err := offStack(func() (*topic, error) { return s.hub.subscribe(ctx, p.Sandbox, ps) })
+	entry := d.proxies.connect(key, hello)
+	defer d.proxies.disconnect(entry)
+	t, err := transport.OffStack(func() (*topic, error) { return d.hub.subscribe(ctx, p.Sandbox, ps) })
 	if err != nil {
 		return err
 	}
 	defer func() {
-		s.hub.unsubscribe(t, ps)
+		d.hub.unsubscribe(t, ps)
 		// A send blocked on a proxy that stopped reading ends too.
-		interrupt.interrupt(err)
+		interrupt.Interrupt(err)
 		ps.close()
 	}()
-	s.log.InfoContext(ctx, "proxy connected", "sandbox", p.Sandbox, "proxy", key.proxyID, "held_version", hello.GetHeldVersion())
+	d.log.InfoContext(ctx, "proxy connected", "sandbox", p.Sandbox, "proxy", key.proxyID, "held_version", hello.GetHeldVersion())
 	// At shutdown the proxy is told to go away (hub.goawayAll): it ends
 	// the stream (which ends the Receive below) and reconnects, to
 	// another replica or to this one once it is back.
@@ -112,16 +103,16 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 	// The proxy sends a heartbeat every HeartbeatInterval and the gateway
 	// answers each one: the proxy finds a dead gateway by the missing
 	// answers, the gateway a dead proxy by the silence.
-	idle := time.AfterFunc(s.cfg.StreamIdleTimeout, func() { cancel(errStreamIdle) })
+	idle := time.AfterFunc(d.cfg.StreamIdleTimeout, func() { cancel(errStreamIdle) })
 	defer idle.Stop()
-	lastAuth := s.cfg.Now()
+	lastAuth := d.cfg.Now()
 	for {
 		req, err := stream.Receive()
 		if err != nil {
 			return streamEnd(&ended, err)
 		}
-		idle.Reset(s.cfg.StreamIdleTimeout)
-		now := s.cfg.Now()
+		idle.Reset(d.cfg.StreamIdleTimeout)
+		now := d.cfg.Now()
 		switch m := req.GetMessage().(type) {
 		case *portcullisv1.StreamPolicyRequest_Ack:
 			sent, ok := ps.sentFor(m.Ack.GetNonce())
@@ -129,19 +120,19 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 				return invalidField("ack.nonce", "names no version sent on this stream")
 			}
 			lag := now.Sub(sent.committedAt())
-			s.proxies.ack(entry, sent, lag, now)
-			s.metrics.pushAck.Observe(lag.Seconds())
+			d.proxies.ack(entry, sent, lag, now)
+			d.cfg.Acked(lag)
 		case *portcullisv1.StreamPolicyRequest_Nack:
 			sent, ok := ps.sentFor(m.Nack.GetNonce())
 			if !ok || sent.version() != m.Nack.GetVersion() {
 				return invalidField("nack.nonce", "names no version sent on this stream")
 			}
-			s.proxies.nack(entry, sent, truncate(m.Nack.GetError(), maxNackError), now)
-			s.metrics.pushNacks.Inc()
-			s.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
+			d.proxies.nack(entry, sent, truncate(m.Nack.GetError(), maxNackError), now)
+			d.cfg.Nacked()
+			d.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
 				"version", sent.version(), "error", truncate(m.Nack.GetError(), maxNackError))
 		case *portcullisv1.StreamPolicyRequest_Heartbeat:
-			s.proxies.seen(entry, now)
+			d.proxies.seen(entry, now)
 			ps.heartbeatDue.Store(true)
 			ps.wake()
 		case *portcullisv1.StreamPolicyRequest_Hello:
@@ -150,7 +141,7 @@ func (s distributionService) streamPolicy(ctx context.Context, stream policyConn
 			return invalidField("message", "is empty")
 		}
 		if now.Sub(lastAuth) >= reauthInterval {
-			if _, err := offStack(func() (struct{}, error) { return struct{}{}, s.reauthenticate(ctx, p) }); err != nil {
+			if _, err := transport.OffStack(func() (struct{}, error) { return struct{}{}, p.Auth.Reauthenticate(ctx, p.Token) }); err != nil {
 				return err
 			}
 			lastAuth = now
@@ -181,20 +172,6 @@ func endCause(cause error) error {
 
 var errStreamIdle = errors.New("no message from the proxy within the idle timeout")
 
-// reauthenticate checks that the stream's token is still live.
-func (s distributionService) reauthenticate(ctx context.Context, p Principal) error {
-	tok, err := s.store.TokenByHash(ctx, p.tokenHash)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		// The store is unreachable: keep the stream, try again later.
-		s.log.WarnContext(ctx, "could not re-check a stream's token", "err", err)
-		return nil
-	}
-	if err != nil || tok.RevokedAt != nil {
-		return errRevokedToken
-	}
-	return nil
-}
-
 const (
 	maxNackError = 4 << 10
 	maxProxyID   = 128
@@ -222,16 +199,16 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// sandboxCA returns the sandbox's CA, creating it on first use (the first
+// SandboxCA returns the sandbox's CA, creating it on first use (the first
 // replica to store one wins; the others use it).
-func (s *Server) sandboxCA(ctx context.Context, sandbox string) (*portcullisv1.SandboxCA, error) {
-	ca, err := s.store.GetSandboxCA(ctx, sandbox)
+func (d *Distribution) SandboxCA(ctx context.Context, sandbox string) (*portcullisv1.SandboxCA, error) {
+	ca, err := d.st.GetSandboxCA(ctx, sandbox)
 	if errors.Is(err, store.ErrNotFound) {
-		certPEM, keyPEM, gerr := proxyca.Generate(s.cfg.Now())
+		certPEM, keyPEM, gerr := proxyca.Generate(d.cfg.Now())
 		if gerr != nil {
 			return nil, gerr
 		}
-		ca, err = s.store.PutSandboxCA(ctx, store.SandboxCA{Sandbox: sandbox, CertPEM: certPEM, KeyPEM: keyPEM})
+		ca, err = d.st.PutSandboxCA(ctx, store.SandboxCA{Sandbox: sandbox, CertPEM: certPEM, KeyPEM: keyPEM})
 	}
 	if err != nil {
 		return nil, missing(err, "sandbox %q not found", sandbox)
@@ -239,84 +216,12 @@ func (s *Server) sandboxCA(ctx context.Context, sandbox string) (*portcullisv1.S
 	return &portcullisv1.SandboxCA{CertPem: ca.CertPEM, KeyPem: ca.KeyPEM}, nil
 }
 
-// GetSandboxCA returns the sandbox CA's certificate, creating the CA on
-// first use.
-func (s sandboxService) GetSandboxCA(ctx context.Context, req *portcullisv1.GetSandboxCARequest) (*portcullisv1.GetSandboxCAResponse, error) {
-	ca, err := s.sandboxCA(ctx, req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	return &portcullisv1.GetSandboxCAResponse{CertPem: string(ca.GetCertPem())}, nil
-}
-
-// interruptibleStreams gives a policy stream's handler a way to end its
-// own Receive: Connect reads the request body, and a Receive blocked on a
-// peer that sends nothing (a dead or misbehaving proxy) would otherwise
-// hold the stream until the connection dies. Closing the body from
-// another goroutine ends that read. Only the policy stream pays for it.
-// (On grpc-go, grpcInterrupter does the same.)
-type interruptibleStreams struct{ *http.ServeMux }
-
-// interruptKey holds the policy stream's interrupter.
-type interruptKey struct{}
-
-// interrupter ends a policy stream's pending Receive (and Send); result
-// is what the handler will return.
-type interrupter interface{ interrupt(result error) }
-
-func (m interruptibleStreams) Handle(pattern string, h http.Handler) {
-	if pattern != portcullisv1connect.DistributionServiceStreamPolicyProcedure {
-		m.ServeMux.Handle(pattern, h)
-		return
-	}
-	m.ServeMux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), interruptKey{}, bodyInterrupter{r.Body})))
-	}))
-}
-
-// bodyInterrupter closes the request body.
-type bodyInterrupter struct{ body io.Closer }
-
-func (b bodyInterrupter) interrupt(error) { b.body.Close() }
-
-type noInterrupter struct{}
-
-func (noInterrupter) interrupt(error) {}
-
-// streamInterrupter returns what ends the stream's pending Receive (a
-// no-op outside interruptibleStreams and the grpc-go server).
-func streamInterrupter(ctx context.Context) interrupter {
-	i, ok := ctx.Value(interruptKey{}).(interrupter)
-	if !ok {
-		return noInterrupter{}
-	}
-	return i
-}
-
-// offStack runs f on a short-lived goroutine and waits for it. A policy
-// stream's goroutine lives for hours; calls into the store (the SQLite
-// driver's especially) grow a goroutine's stack to 16 KiB, which an idle
-// stream would then keep. Run there, they leave it at its small size.
-func offStack[T any](f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	c := make(chan result, 1)
-	go func() {
-		v, err := f()
-		c <- result{v, err}
-	}()
-	r := <-c
-	return r.v, r.err
-}
-
 // policyStream is the sending side of one proxy's stream. Sends happen on
 // a goroutine that exists only while there is something to send (a newer
 // version, a heartbeat): an idle stream costs its receiving goroutine
 // alone.
 type policyStream struct {
-	stream policyConn
+	stream PolicyConn
 	topic  *topic
 	ca     *portcullisv1.SandboxCA
 	fail   func(error)

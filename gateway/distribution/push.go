@@ -1,4 +1,4 @@
-package gateway
+package distribution
 
 import (
 	"context"
@@ -159,6 +159,11 @@ func (h *hub) goaway(sandbox string) {
 		}
 	}
 	h.mu.Unlock()
+	sendGoaway(subs)
+}
+
+// sendGoaway makes a goaway due on each stream and wakes it.
+func sendGoaway(subs []*policyStream) {
 	for _, ps := range subs {
 		ps.goawayDue.Store(true)
 		ps.wake()
@@ -178,10 +183,7 @@ func (h *hub) goawayAll() {
 		}
 	}
 	h.mu.Unlock()
-	for _, ps := range subs {
-		ps.goawayDue.Store(true)
-		ps.wake()
-	}
+	sendGoaway(subs)
 }
 
 func (h *hub) topic(sandbox string) *topic {

@@ -1,4 +1,4 @@
-package gateway
+package transport
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,7 +28,7 @@ import (
 // server costs about half. Proxies hold one policy stream each for hours,
 // so a plaintext (h2c) connection whose first request is a gRPC call to
 // DistributionService goes to a grpc-go server that serves that service
-// alone (grpc.go); every other connection — HTTP/1.1, h2c for anything
+// alone (grpc.go, GRPCRoute); every other connection — HTTP/1.1, h2c for anything
 // else, gRPC-Web, the Connect protocol, TLS — goes to net/http unchanged.
 //
 // To see the first request the router must answer the client preface: a
@@ -288,6 +289,16 @@ func (r *recorder) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.rec.Write(p[:n])
 	return n, err
+}
+
+// GRPCRoute says which connections go to the grpc-go server: gRPC (not
+// gRPC-Web, not Connect) calls to one of procedures as the first request.
+// Later requests on such a connection may only be to what the grpc-go
+// server serves; anything else is Unimplemented there.
+func GRPCRoute(procedures ...string) func(path, contentType string) bool {
+	return func(path, contentType string) bool {
+		return slices.Contains(procedures, path) && isGRPC(contentType)
+	}
 }
 
 // isGRPC reports whether contentType is gRPC's (not gRPC-Web's, not

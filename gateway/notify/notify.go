@@ -1,4 +1,9 @@
-package gateway
+// Package notify owns the gateway's notifications: the webhook (signed,
+// queued, retried, never blocking what caused it), what each event says
+// (a proposal needs a human, a proposal was decided, the audit head moved),
+// and the audit head logger that writes every head to the log. It imports
+// store and the lifecycle's domain types; never the gateway root.
+package notify
 
 import (
 	"bytes"
@@ -49,7 +54,20 @@ type notification struct {
 	Event map[string]any `json:"event"`
 }
 
-type notifier struct {
+// Config configures a Notifier.
+type Config struct {
+	// URL is the webhook; empty: no webhook (New returns nil).
+	URL string
+	// Secret keys the HMAC signature of each call.
+	Secret string
+	// Backoff is the wait before the first retry (doubling). Default 500ms.
+	Backoff time.Duration
+	// Now is the clock of the timestamp header. Default time.Now.
+	Now func() time.Time
+}
+
+// Notifier calls the webhook. A nil *Notifier (no webhook) sends nothing.
+type Notifier struct {
 	url    string
 	secret []byte
 	client *http.Client
@@ -63,24 +81,32 @@ type notifier struct {
 	failed  atomic.Uint64
 }
 
-func newNotifier(cfg Config, log *slog.Logger) *notifier {
-	if cfg.WebhookURL == "" {
+// New returns the webhook notifier, or nil when cfg has no URL. Its
+// deliveries run in Run.
+func New(cfg Config, log *slog.Logger) *Notifier {
+	if cfg.URL == "" {
 		return nil
 	}
-	return &notifier{
-		url:     cfg.WebhookURL,
-		secret:  []byte(cfg.WebhookSecret),
+	if cfg.Backoff == 0 {
+		cfg.Backoff = 500 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Notifier{
+		url:     cfg.URL,
+		secret:  []byte(cfg.Secret),
 		client:  &http.Client{Timeout: notifyTimeout},
 		log:     log,
 		now:     cfg.Now,
-		backoff: cfg.WebhookBackoff,
+		backoff: cfg.Backoff,
 		queue:   make(chan notification, notifyQueue),
 	}
 }
 
 // send queues an event; it never waits. A nil notifier (no webhook)
 // sends nothing.
-func (n *notifier) send(kind, text string, fields map[string]any) {
+func (n *Notifier) send(kind, text string, fields map[string]any) {
 	if n == nil {
 		return
 	}
@@ -97,8 +123,8 @@ func (n *notifier) send(kind, text string, fields map[string]any) {
 	}
 }
 
-// run delivers queued events until ctx ends.
-func (n *notifier) run(ctx context.Context) {
+// Run delivers queued events until ctx ends.
+func (n *Notifier) Run(ctx context.Context) {
 	if n == nil {
 		return
 	}
@@ -113,7 +139,7 @@ func (n *notifier) run(ctx context.Context) {
 }
 
 // deliver posts one event, retrying with backoff on errors and 5xx/429.
-func (n *notifier) deliver(ctx context.Context, ev notification) {
+func (n *Notifier) deliver(ctx context.Context, ev notification) {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		n.log.Error("webhook event does not encode", "err", err)
@@ -139,7 +165,7 @@ func (n *notifier) deliver(ctx context.Context, ev notification) {
 	}
 }
 
-func (n *notifier) post(ctx context.Context, body []byte) (retry bool, err error) {
+func (n *Notifier) post(ctx context.Context, body []byte) (retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
 	if err != nil {
 		return false, err
@@ -182,10 +208,10 @@ func VerifyWebhook(secret []byte, signature, timestamp string, body []byte) bool
 	return hmac.Equal([]byte(want), []byte(signature))
 }
 
-// notifyNeedsHuman announces a pending proposal to its approvers.
-func (s *Server) notifyNeedsHuman(r lifecycle.Review) {
+// NeedsHuman announces a pending proposal to its approvers.
+func (n *Notifier) NeedsHuman(r lifecycle.Review) {
 	p := r.Proposal
-	if s.notify == nil || p.Status != store.ProposalPending {
+	if n == nil || p.Status != store.ProposalPending {
 		return
 	}
 	var kinds []string
@@ -198,15 +224,15 @@ func (s *Server) notifyNeedsHuman(r lifecycle.Review) {
 	if len(kinds) > 0 {
 		text += " — findings: " + strings.Join(kinds, ", ")
 	}
-	s.notify.send(EventNeedsHuman, text, map[string]any{
+	n.send(EventNeedsHuman, text, map[string]any{
 		"proposal": uint64(p.ID), "sandbox": p.Sandbox, "findings": kinds,
 		"approvals_required": uint32(r.Decision.Required), "resulting_hash": p.ResultingHash,
 	})
 }
 
-// notifyDecided announces that a proposal left pending.
-func (s *Server) notifyDecided(p store.Proposal) {
-	if s.notify == nil {
+// Decided announces that a proposal left pending.
+func (n *Notifier) Decided(p store.Proposal) {
+	if n == nil {
 		return
 	}
 	text := fmt.Sprintf("Proposal %d of sandbox %s is %s", p.ID, p.Sandbox, p.Status)
@@ -219,8 +245,20 @@ func (s *Server) notifyDecided(p store.Proposal) {
 	if p.StatusReason != "" {
 		text += ": " + clip(p.StatusReason)
 	}
-	s.notify.send(EventDecided, text, map[string]any{
+	n.send(EventDecided, text, map[string]any{
 		"proposal": p.ID, "sandbox": p.Sandbox, "status": p.Status, "decided_by": p.DecidedBy,
 		"applied_version": p.AppliedVersion, "reason": clip(p.StatusReason),
 	})
+}
+
+// maxTextBytes bounds the text a webhook repeats from a proposal: the
+// sandbox wrote it.
+const maxTextBytes = 300
+
+// clip shortens text an attacker may have sized.
+func clip(s string) string {
+	if len(s) > maxTextBytes {
+		s = strings.ToValidUTF8(s[:maxTextBytes], "") + "…"
+	}
+	return s
 }

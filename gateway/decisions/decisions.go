@@ -1,9 +1,12 @@
-package gateway
+package decisions
 
 import (
 	"context"
+	"log/slog"
 	"math"
+	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
@@ -29,20 +32,86 @@ import (
 //     DecisionMaxPerSandbox — except denials a proposal names
 //     (store.PruneDecisions).
 
+// The defaults of the gateway's Decision* settings.
 const (
-	defaultDecisionMaxAge        = 7 * 24 * time.Hour
-	defaultDecisionMaxPerSandbox = 100_000
-	defaultDecisionSweepInterval = 5 * time.Minute
-	defaultDecisionRate          = 100
-	defaultDecisionBurst         = 2000
+	DefaultMaxAge        = 7 * 24 * time.Hour
+	DefaultMaxPerSandbox = 100_000
+	DefaultSweepInterval = 5 * time.Minute
+	DefaultRate          = 100
+	DefaultBurst         = 2000
 	// recordCostBytes: a record costs one token per started 4 KiB of
 	// text, so records padded to the field limits cannot store 20 times
 	// the bytes of ordinary ones for the same tokens.
 	recordCostBytes = 4 << 10
-	// minDecisionBurst leaves room for the costliest record above the
-	// denials' reserve.
-	minDecisionBurst = 10
+	// MinBurst leaves room for the costliest record above the denials'
+	// reserve.
+	MinBurst = 10
 )
+
+// Config configures Decisions; the gateway's Config documents each
+// setting and fills in the defaults.
+type Config struct {
+	// MaxAge: records received longer ago are swept; 0 or negative: none
+	// by age.
+	MaxAge time.Duration
+	// MaxPerSandbox: each sandbox keeps its newest this many; 0 or
+	// negative: no count bound.
+	MaxPerSandbox int
+	// SweepInterval is how often the sweep runs (and once at start).
+	SweepInterval time.Duration
+	// Rate records a second and Burst make each sandbox's ingest bucket;
+	// Rate 0 or negative: no limit.
+	Rate  float64
+	Burst int
+	// Now is the clock.
+	Now func() time.Time
+	// Swept, if set (tests), is called after each sweep.
+	Swept func(error)
+}
+
+// Decisions stores shipped decision records within their bounds.
+type Decisions struct {
+	cfg     Config
+	st      *store.Store
+	log     *slog.Logger
+	limiter *ingestLimiter
+	// stored counts the records stored through this replica; limited
+	// those its ingest limit dropped, pruned those its sweep deleted.
+	stored, limited, pruned atomic.Uint64
+}
+
+// New returns the decision store over st. Its sweep runs in Run.
+func New(cfg Config, st *store.Store, log *slog.Logger) *Decisions {
+	return &Decisions{cfg: cfg, st: st, log: log, limiter: newIngestLimiter(cfg.Rate, cfg.Burst, cfg.Now)}
+}
+
+// Stored, Limited and Pruned are this replica's counts of the records
+// stored, dropped by the ingest limit and deleted by the sweep.
+func (d *Decisions) Stored() uint64  { return d.stored.Load() }
+func (d *Decisions) Limited() uint64 { return d.limited.Load() }
+func (d *Decisions) Pruned() uint64  { return d.pruned.Load() }
+
+// Ingest stores the records of a proxy of sandbox that its ingest limit
+// lets through, and returns how many it stored and how many the limit
+// dropped (a warning is logged as a sandbox's drops reach 1, 2, 4, 8, …).
+func (d *Decisions) Ingest(ctx context.Context, sandbox, proxyID string, records []store.Decision) (stored, limited int, err error) {
+	records, limited, total := d.limiter.admit(sandbox, records)
+	if limited > 0 {
+		d.limited.Add(uint64(limited))
+		if prev := total - uint64(limited); bits.Len64(prev) != bits.Len64(total) { // log at 1, 2, 4, 8, …
+			d.log.WarnContext(ctx, "sandbox over its decision record rate limit; records dropped", "sandbox", sandbox, "proxy", proxyID, "dropped", total)
+		}
+	}
+	if len(records) == 0 {
+		return 0, limited, nil
+	}
+	n, err := d.st.AppendDecisions(ctx, records)
+	if err != nil {
+		return 0, limited, err
+	}
+	d.stored.Add(uint64(n))
+	return n, limited, nil
+}
 
 // ingestLimiter is the per-sandbox token bucket in front of the store.
 type ingestLimiter struct {
@@ -130,40 +199,39 @@ func recordCost(d store.Decision) float64 {
 	return float64(1 + n/recordCostBytes)
 }
 
-// sweepDecisions deletes the records past the retention bounds and returns
-// how many went.
-func (s *Server) sweepDecisions(ctx context.Context) (int64, error) {
-	s.limiter.forgetFull()
+// sweep deletes the records past the retention bounds and returns how
+// many went.
+func (d *Decisions) sweep(ctx context.Context) (int64, error) {
+	d.limiter.forgetFull()
 	var r store.DecisionRetention
-	if s.cfg.DecisionMaxAge > 0 {
-		r.Before = s.cfg.Now().Add(-s.cfg.DecisionMaxAge)
+	if d.cfg.MaxAge > 0 {
+		r.Before = d.cfg.Now().Add(-d.cfg.MaxAge)
 	}
-	if s.cfg.DecisionMaxPerSandbox > 0 {
-		r.KeepPerSandbox = s.cfg.DecisionMaxPerSandbox
+	if d.cfg.MaxPerSandbox > 0 {
+		r.KeepPerSandbox = d.cfg.MaxPerSandbox
 	}
 	if r == (store.DecisionRetention{}) {
 		return 0, nil
 	}
-	n, err := s.store.PruneDecisions(ctx, r)
+	n, err := d.st.PruneDecisions(ctx, r)
 	if n > 0 {
-		s.decisionsPruned.Add(uint64(n))
-		s.log.InfoContext(ctx, "pruned decision records", "deleted", n, "max_age", s.cfg.DecisionMaxAge, "max_per_sandbox", s.cfg.DecisionMaxPerSandbox)
+		d.pruned.Add(uint64(n))
+		d.log.InfoContext(ctx, "pruned decision records", "deleted", n, "max_age", d.cfg.MaxAge, "max_per_sandbox", d.cfg.MaxPerSandbox)
 	}
 	return n, err
 }
 
-// runDecisionSweep sweeps at start and every DecisionSweepInterval until
-// ctx ends.
-func (s *Server) runDecisionSweep(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.DecisionSweepInterval)
+// Run sweeps at start and every SweepInterval until ctx ends.
+func (d *Decisions) Run(ctx context.Context) {
+	tick := time.NewTicker(d.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
-		_, err := s.sweepDecisions(ctx)
+		_, err := d.sweep(ctx)
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("decision retention sweep failed; will retry", "err", err)
+			d.log.Warn("decision retention sweep failed; will retry", "err", err)
 		}
-		if s.swept != nil {
-			s.swept(err)
+		if d.cfg.Swept != nil {
+			d.cfg.Swept(err)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,11 @@
+// Package decisions owns the bounds on the decision records proxies ship:
+// each sandbox's ingest limit on this replica (a token bucket in front of
+// the store, denials first), storing what passes, the retention sweep,
+// and the counters of what was stored, limited and pruned.
+//
+// It is a package of its own, not part of distribution, because it is
+// about the store's growth, not about talking to proxies: distribution
+// hands it the records of a ShipDecisions stream through its Sink
+// interface, and the gateway root reads its counters for metrics. It
+// imports only store.
+package decisions

@@ -1,0 +1,167 @@
+// Package distribution owns what flows between the gateway and its
+// proxies: the push hub (a versioned cache of signed versions per sandbox,
+// fed by the store's commit feed and repaired by a periodic version check,
+// like go-control-plane's snapshot cache with its watches), the signing
+// key chain, the policy streams (StreamPolicy), the decision records
+// proxies ship (ShipDecisions, stored through a Sink), each sandbox's CA,
+// and the per-proxy status tracker.
+//
+// The gateway root constructs one Distribution, runs it (Run) and calls
+// its serving methods from its Connect handlers and grpc-go bridge, after
+// authorization: a Caller says whose stream it is. It may import store,
+// the generated API (the stream's messages are the wire format), the
+// lifecycle's domain errors, transport (OffStack, interrupters),
+// internal/signing and internal/ca; never the gateway root.
+package distribution
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// Config configures a Distribution. Zero values take the documented
+// defaults.
+type Config struct {
+	// Replica names this gateway in the proxy statuses it writes.
+	Replica string
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// StreamIdleTimeout ends a policy stream that sent nothing for that
+	// long. Default three HeartbeatIntervals.
+	StreamIdleTimeout time.Duration
+	// VersionCheckInterval is how often the hub compares the versions it
+	// serves with the store's (and re-reads the signing keys). Default 5s.
+	VersionCheckInterval time.Duration
+	// Acked and Nacked, if set, observe each ACK (with its lag from the
+	// version's commit) and each NACK: the gateway's metrics.
+	Acked  func(lag time.Duration)
+	Nacked func()
+	// Sink stores shipped decision records (gateway/decisions).
+	Sink Sink
+}
+
+// Sink stores the decision records a proxy of sandbox ships, after its
+// ingest limit: it returns how many were stored and how many the limit
+// dropped (counted even when err is set).
+type Sink interface {
+	Ingest(ctx context.Context, sandbox, proxyID string, records []store.Decision) (stored, limited int, err error)
+}
+
+// Caller is the authenticated proxy on the other end of a stream. It is
+// kept for the stream's life, so it holds no closure: an idle stream costs
+// what it holds.
+type Caller struct {
+	// Sandbox is the sandbox of the caller's token: the one it may
+	// stream and ship for, whatever its messages say.
+	Sandbox string
+	// Token names the caller's token to Auth.
+	Token string
+	// Auth checks, every reauthInterval, that Token is still live (an
+	// error ends the stream).
+	Auth Reauthenticator
+}
+
+// Reauthenticator checks that a stream's token is still live (the
+// gateway root's authentication).
+type Reauthenticator interface {
+	Reauthenticate(ctx context.Context, token string) error
+}
+
+// Distribution serves signed policy versions to proxies and takes their
+// decision records.
+type Distribution struct {
+	cfg     Config
+	st      *store.Store
+	log     *slog.Logger
+	signer  *signer
+	hub     *hub
+	proxies *proxyTracker
+}
+
+// New returns a Distribution over st. Nothing runs until Run.
+func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.StreamIdleTimeout == 0 {
+		cfg.StreamIdleTimeout = 3 * HeartbeatInterval
+	}
+	if cfg.VersionCheckInterval == 0 {
+		cfg.VersionCheckInterval = 5 * time.Second
+	}
+	if cfg.Acked == nil {
+		cfg.Acked = func(time.Duration) {}
+	}
+	if cfg.Nacked == nil {
+		cfg.Nacked = func() {}
+	}
+	sg := newSigner(st)
+	return &Distribution{
+		cfg:     cfg,
+		st:      st,
+		log:     log,
+		signer:  sg,
+		hub:     newHub(st, sg),
+		proxies: newProxyTracker(st, cfg.Replica, cfg.Now),
+	}
+}
+
+// Run runs until ctx ends and returns after its goroutines: the proxy
+// status writer, the hub's version check (which also re-reads the signing
+// keys) and the commit listener that offers every version committed
+// (through this replica or another) to the hub.
+func (d *Distribution) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		d.proxies.run(ctx, func(err error) { d.log.Warn("could not store proxy statuses; will retry", "err", err) })
+	})
+	wg.Go(func() {
+		tick := time.NewTicker(d.cfg.VersionCheckInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			// Another replica may have rotated the signing key.
+			if err := d.signer.reload(ctx); err != nil && ctx.Err() == nil {
+				d.log.Warn("could not reload signing keys", "err", err)
+			}
+			if err := d.hub.check(ctx); err != nil && ctx.Err() == nil {
+				d.log.Warn("policy version check failed", "err", err)
+			}
+		}
+	})
+	wg.Go(func() {
+		_ = d.st.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
+			if err := d.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
+				d.log.Warn("could not load a committed version; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
+			}
+		})
+	})
+	wg.Wait()
+	return nil
+}
+
+// Goaway asks every stream of sandbox on this replica to reconnect (its
+// token was rotated or revoked, or the sandbox deleted).
+func (d *Distribution) Goaway(sandbox string) { d.hub.goaway(sandbox) }
+
+// Drain asks every stream to reconnect, now and as it subscribes: the
+// gateway is shutting down.
+func (d *Distribution) Drain() { d.hub.goawayAll() }
+
+// Connected is how many proxies stream from this replica.
+func (d *Distribution) Connected() int { return d.proxies.connectedCount() }
+
+// PublicKey loads (creating on first use) the key that signs policy
+// versions and returns its public half, as `portcullis proxy
+// --gateway-key` takes it.
+func (d *Distribution) PublicKey(ctx context.Context) (string, error) {
+	return d.signer.publicKey(ctx)
+}

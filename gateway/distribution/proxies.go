@@ -1,0 +1,199 @@
+package distribution
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// Per-proxy status. Each replica keeps the status of the proxies streaming
+// from it in memory and writes what changed to the store in batches, so
+// that an ACK storm after a commit costs a few transactions, not one per
+// proxy, and every replica's ListProxies sees every proxy.
+const (
+	// statusFlushInterval: statuses are written at most this often, so the
+	// writes an ACK storm causes come after the push, not during it.
+	statusFlushInterval = time.Second
+	// seenWriteInterval: a live proxy's last-seen time is written at
+	// least this often, so a status whose replica died shows its age.
+	seenWriteInterval = 30 * time.Second
+	// connectedWindow: a status claims "connected" only if last seen this
+	// recently (its replica may have died without saying).
+	connectedWindow = 3 * seenWriteInterval
+)
+
+type proxyKey struct{ sandbox, proxyID string }
+
+// proxyEntry is one stream's status. A proxy that reconnects before its
+// old stream ended has two entries; the newer one owns the key.
+type proxyEntry struct {
+	key     proxyKey
+	status  store.ProxyStatus // guarded by proxyTracker.mu
+	written time.Time         // when LastSeenAt was last flushed
+}
+
+type proxyTracker struct {
+	st      *store.Store
+	replica string
+	now     func() time.Time
+
+	mu    sync.Mutex
+	live  map[proxyKey]*proxyEntry
+	dirty map[proxyKey]store.ProxyStatus
+}
+
+func newProxyTracker(st *store.Store, replica string, now func() time.Time) *proxyTracker {
+	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus)}
+}
+
+func (t *proxyTracker) connect(key proxyKey, hello *portcullisv1.ProxyHello) *proxyEntry {
+	now := t.now()
+	e := &proxyEntry{key: key, written: now, status: store.ProxyStatus{
+		Sandbox:        key.sandbox,
+		ProxyID:        key.proxyID,
+		Replica:        t.replica,
+		Build:          truncate(hello.GetBuild(), 128),
+		Connected:      true,
+		ConnectedAt:    now,
+		LastSeenAt:     now,
+		AppliedVersion: int64(hello.GetHeldVersion()),
+		AppliedHash:    truncate(hello.GetHeldHash(), 128),
+	}}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.live[key]; ok {
+		// A reconnect before the old stream ended: keep what that
+		// stream learnt of the proxy's NACKs and dropped records.
+		e.status.LastNackVersion, e.status.LastNackError, e.status.LastNackAt = old.status.LastNackVersion, old.status.LastNackError, old.status.LastNackAt
+		e.status.DecisionsDropped = old.status.DecisionsDropped
+	}
+	t.live[key] = e
+	t.dirty[key] = e.status
+	return e
+}
+
+func (t *proxyTracker) disconnect(e *proxyEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live[e.key] != e {
+		return // a newer stream of the same proxy owns the status
+	}
+	delete(t.live, e.key)
+	e.status.Connected = false
+	e.status.LastSeenAt = t.now()
+	t.dirty[e.key] = e.status
+}
+
+func (t *proxyTracker) ack(e *proxyEntry, sv *signedVersion, lag time.Duration, now time.Time) {
+	t.update(e, func(s *store.ProxyStatus) {
+		s.AppliedVersion = int64(sv.version())
+		s.AppliedHash = sv.policy.GetHash()
+		s.LastAckAt = &now
+		s.LastSeenAt = now
+		s.LagMillis = lag.Milliseconds()
+	})
+}
+
+func (t *proxyTracker) nack(e *proxyEntry, sv *signedVersion, msg string, now time.Time) {
+	t.update(e, func(s *store.ProxyStatus) {
+		s.LastNackVersion = int64(sv.version())
+		s.LastNackError = msg
+		s.LastNackAt = &now
+		s.LastSeenAt = now
+	})
+}
+
+func (t *proxyTracker) dropped(key proxyKey, n uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.live[key]; ok {
+		e.status.DecisionsDropped += int64(n)
+		t.dirty[key] = e.status
+	}
+}
+
+// seen records a heartbeat; written at most every seenWriteInterval.
+func (t *proxyTracker) seen(e *proxyEntry, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e.status.LastSeenAt = now
+	if t.live[e.key] == e && now.Sub(e.written) >= seenWriteInterval {
+		e.written = now
+		t.dirty[e.key] = e.status
+	}
+}
+
+func (t *proxyTracker) update(e *proxyEntry, f func(*store.ProxyStatus)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(&e.status)
+	if t.live[e.key] == e {
+		e.written = e.status.LastSeenAt
+		t.dirty[e.key] = e.status
+	}
+}
+
+// flush writes what changed since the last flush. On failure the changes
+// stay pending for the next one (unless newer ones replaced them).
+func (t *proxyTracker) flush(ctx context.Context) error {
+	t.mu.Lock()
+	if len(t.dirty) == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	batch := make([]store.ProxyStatus, 0, len(t.dirty))
+	for _, s := range t.dirty {
+		batch = append(batch, s)
+	}
+	clear(t.dirty)
+	t.mu.Unlock()
+	err := t.st.SaveProxyStatuses(ctx, batch)
+	if err != nil {
+		t.mu.Lock()
+		for _, s := range batch {
+			k := proxyKey{s.Sandbox, s.ProxyID}
+			if _, newer := t.dirty[k]; !newer {
+				t.dirty[k] = s
+			}
+		}
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// run flushes every statusFlushInterval until ctx ends, then once more.
+func (t *proxyTracker) run(ctx context.Context, log func(error)) {
+	tick := time.NewTicker(statusFlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := t.flush(fctx); err != nil {
+				log(err)
+			}
+			cancel()
+			return
+		case <-tick.C:
+			if err := t.flush(ctx); err != nil && ctx.Err() == nil {
+				log(err)
+			}
+		}
+	}
+}
+
+func (t *proxyTracker) connectedCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.live)
+}
+
+// StillConnected reports whether a stored status claims its proxy is
+// connected and is recent enough to be believed (its replica may have died
+// without saying).
+func StillConnected(p store.ProxyStatus, now time.Time) bool {
+	return p.Connected && now.Sub(p.LastSeenAt) < connectedWindow
+}

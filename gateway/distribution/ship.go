@@ -1,0 +1,105 @@
+package distribution
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+const (
+	// maxDecisionBatch bounds the records of one ShipDecisions message.
+	maxDecisionBatch = 1000
+	// maxDecisionField bounds each text field of a record.
+	maxDecisionField = 2 << 10
+)
+
+// ShipDecisions stores a proxy's decision records, batch by batch, as
+// receive returns them (io.EOF at the end). The records are the caller's
+// sandbox's, whatever they say. A batch with an invalid record is refused
+// whole; valid records past the sandbox's ingest limit are dropped and
+// counted (by the Sink, and in the proxy's status), and the stream goes on.
+func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func() (*portcullisv1.ShipDecisionsRequest, error)) (*portcullisv1.ShipDecisionsResponse, error) {
+	var stored uint64
+	for {
+		req, err := receive()
+		if errors.Is(err, io.EOF) {
+			return &portcullisv1.ShipDecisionsResponse{Stored: stored}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := checkProxyID(req.GetProxyId()); err != nil {
+			return nil, err
+		}
+		if len(req.GetRecords()) > maxDecisionBatch {
+			return nil, invalidField("records", "holds %d records; at most %d per message", len(req.GetRecords()), maxDecisionBatch)
+		}
+		records := make([]store.Decision, 0, len(req.GetRecords()))
+		for i, r := range req.GetRecords() {
+			rec, err := decisionFromProto(r, p.Sandbox, req.GetProxyId())
+			if err != nil {
+				return nil, fieldAt("records", i, err)
+			}
+			records = append(records, rec)
+		}
+		if n := req.GetDropped(); n > 0 {
+			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, n)
+			d.log.WarnContext(ctx, "proxy dropped decision records", "sandbox", p.Sandbox, "proxy", req.GetProxyId(), "dropped", n)
+		}
+		n, limited, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
+		if limited > 0 {
+			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, uint64(limited))
+		}
+		if err != nil {
+			return nil, err
+		}
+		stored += uint64(n)
+	}
+}
+
+func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) (store.Decision, error) {
+	switch r.GetDecision() {
+	case "allow", "deny", "audit":
+	default:
+		return store.Decision{}, invalidField("decision", "must be allow, deny or audit, not %q", r.GetDecision())
+	}
+	if r.GetPort() > 65535 {
+		return store.Decision{}, invalidField("port", "is not a port: %d", r.GetPort())
+	}
+	if r.GetTime() == nil {
+		return store.Decision{}, invalidField("time", "is missing")
+	}
+	fields := map[string]string{
+		"binary": r.GetBinary(), "host": r.GetHost(), "addr": r.GetAddr(), "http_method": r.GetHttpMethod(),
+		"path": r.GetPath(), "mcp_method": r.GetMcpMethod(), "tool": r.GetTool(), "entry": r.GetEntry(),
+		"rule": r.GetRule(), "reason": r.GetReason(), "policy_version": r.GetPolicyVersion(), "denial_id": r.GetDenialId(),
+	}
+	for name, v := range fields {
+		if len(v) > maxDecisionField {
+			return store.Decision{}, invalidField(name, "is longer than %d bytes", maxDecisionField)
+		}
+	}
+	return store.Decision{
+		Time:          r.GetTime().AsTime(),
+		Sandbox:       sandbox,
+		ProxyID:       proxyID,
+		Decision:      r.GetDecision(),
+		Binary:        r.GetBinary(),
+		Host:          r.GetHost(),
+		Port:          int(r.GetPort()),
+		Addr:          r.GetAddr(),
+		HTTPMethod:    r.GetHttpMethod(),
+		Path:          r.GetPath(),
+		MCPMethod:     r.GetMcpMethod(),
+		Tool:          r.GetTool(),
+		Entry:         r.GetEntry(),
+		Rule:          r.GetRule(),
+		Reason:        r.GetReason(),
+		PolicyVersion: r.GetPolicyVersion(),
+		DenialID:      r.GetDenialId(),
+		VersionProbe:  r.GetVersionProbe(),
+	}, nil
+}
