@@ -223,57 +223,33 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 	return out, nil
 }
 
-// PruneDecisions deletes records received before r.Before, then each
-// sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
-// per statement.
+// PruneDecisions deletes the records outside r's bounds,
+// store.PruneBatch per statement (decisionsql.Prune).
 func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
-	if err := r.Check(); err != nil {
-		return 0, err
+	return decisionsql.Prune(ctx, r, pruner{d})
+}
+
+// pruner runs decisionsql.Prune's statements on the pool, each its own
+// implicit transaction.
+type pruner struct{ d *Driver }
+
+func (pruner) Param(n int) string       { return decisionsql.Dollar(n) }
+func (pruner) Received(t time.Time) any { return t }
+
+func (p pruner) Delete(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := p.d.pool.Exec(ctx, q, args...)
+	return tag.RowsAffected(), mapErr(err)
+}
+
+func (p pruner) Names(ctx context.Context, q string) ([]string, error) {
+	rows, err := p.d.pool.Query(ctx, q)
+	return collect(rows, err, func(r pgx.Row) (name string, err error) { return name, r.Scan(&name) })
+}
+
+func (p pruner) ID(ctx context.Context, q string, args ...any) (id int64, found bool, err error) {
+	err = p.d.pool.QueryRow(ctx, q, args...).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
 	}
-	var total int64
-	deleteAll := func(q string, args ...any) error {
-		for {
-			tag, err := d.pool.Exec(ctx, q, append(args, store.PruneBatch)...)
-			if err != nil {
-				return mapErr(err)
-			}
-			total += tag.RowsAffected()
-			if tag.RowsAffected() < store.PruneBatch {
-				return nil
-			}
-		}
-	}
-	if !r.Before.IsZero() {
-		err := deleteAll(`DELETE FROM decisions WHERE id IN (
-			SELECT d.id FROM decisions d WHERE d.received_at < $1 AND `+decisionsql.NotNamed+` LIMIT $2)`, r.Before)
-		if err != nil {
-			return total, fmt.Errorf("prune decisions by age: %w", err)
-		}
-	}
-	if r.KeepPerSandbox > 0 {
-		// The sandboxes with records (deleted ones too: records outlive
-		// their sandbox), one index probe each.
-		rows, err := d.pool.Query(ctx, decisionsql.Sandboxes)
-		sandboxes, err := collect(rows, err, func(r pgx.Row) (name string, err error) { return name, r.Scan(&name) })
-		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
-		}
-		for _, sb := range sandboxes {
-			// The newest record past the bound: it and every older one go.
-			var cut int64
-			err := d.pool.QueryRow(ctx, `SELECT id FROM decisions WHERE sandbox = $1 ORDER BY id DESC OFFSET $2 LIMIT 1`,
-				sb, r.KeepPerSandbox).Scan(&cut)
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue
-			}
-			if err == nil {
-				err = deleteAll(`DELETE FROM decisions WHERE id IN (
-					SELECT d.id FROM decisions d WHERE d.sandbox = $1 AND d.id <= $2 AND `+decisionsql.NotNamed+` LIMIT $3)`, sb, cut)
-			}
-			if err != nil {
-				return total, fmt.Errorf("prune decisions of sandbox %q: %w", sb, mapErr(err))
-			}
-		}
-	}
-	return total, nil
+	return id, err == nil, mapErr(err)
 }

@@ -248,67 +248,43 @@ func zeroNanos(n sql.NullInt64) time.Time {
 	return fromNanos(n.Int64)
 }
 
-// PruneDecisions deletes records received before r.Before, then each
-// sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
-// per transaction.
+// PruneDecisions deletes the records outside r's bounds,
+// store.PruneBatch per transaction (decisionsql.Prune).
 func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
-	if err := r.Check(); err != nil {
-		return 0, err
-	}
-	var total int64
-	deleteAll := func(q string, args ...any) error {
-		for {
-			var n int64
-			err := d.inTx(ctx, func(t *txn) error {
-				res, err := t.wr.ExecContext(ctx, q, append(args, store.PruneBatch)...)
-				if err != nil {
-					return mapErr(err)
-				}
-				n, err = res.RowsAffected()
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			total += n
-			if n < store.PruneBatch {
-				return nil
-			}
-		}
-	}
-	if !r.Before.IsZero() {
-		err := deleteAll(`DELETE FROM decisions WHERE id IN (
-			SELECT d.id FROM decisions d WHERE d.received_at < ? AND `+decisionsql.NotNamed+` LIMIT ?)`, r.Before.UnixNano())
+	return decisionsql.Prune(ctx, r, pruner{d})
+}
+
+// pruner runs decisionsql.Prune's statements: each DELETE in its own
+// short write transaction, reads on the reader pool.
+type pruner struct{ d *Driver }
+
+func (pruner) Param(n int) string       { return decisionsql.Question(n) }
+func (pruner) Received(t time.Time) any { return t.UnixNano() }
+
+func (p pruner) Delete(ctx context.Context, q string, args ...any) (int64, error) {
+	var n int64
+	err := p.d.inTx(ctx, func(t *txn) error {
+		res, err := t.wr.ExecContext(ctx, q, args...)
 		if err != nil {
-			return total, fmt.Errorf("prune decisions by age: %w", err)
+			return mapErr(err)
 		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+func (p pruner) Names(ctx context.Context, q string) ([]string, error) {
+	return collect(ctx, p.d.r, func(r scanner) (string, error) {
+		var name string
+		return name, r.Scan(&name)
+	}, q)
+}
+
+func (p pruner) ID(ctx context.Context, q string, args ...any) (id int64, found bool, err error) {
+	err = p.d.r.QueryRowContext(ctx, q, args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
 	}
-	if r.KeepPerSandbox > 0 {
-		// The sandboxes with records (deleted ones too: records outlive
-		// their sandbox), one index probe each.
-		sandboxes, err := collect(ctx, d.r, func(r scanner) (string, error) {
-			var name string
-			return name, r.Scan(&name)
-		}, decisionsql.Sandboxes)
-		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
-		}
-		for _, sb := range sandboxes {
-			// The newest record past the bound: it and every older one go.
-			var cut int64
-			err := d.r.QueryRowContext(ctx, `SELECT id FROM decisions WHERE sandbox = ? ORDER BY id DESC LIMIT 1 OFFSET ?`,
-				sb, r.KeepPerSandbox).Scan(&cut)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err == nil {
-				err = deleteAll(`DELETE FROM decisions WHERE id IN (
-					SELECT d.id FROM decisions d WHERE d.sandbox = ? AND d.id <= ? AND `+decisionsql.NotNamed+` LIMIT ?)`, sb, cut)
-			}
-			if err != nil {
-				return total, fmt.Errorf("prune decisions of sandbox %q: %w", sb, mapErr(err))
-			}
-		}
-	}
-	return total, nil
+	return id, err == nil, mapErr(err)
 }

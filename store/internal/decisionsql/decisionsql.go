@@ -1,15 +1,18 @@
-// Package decisionsql holds what the decision-record statements share
-// between SQLite and PostgreSQL: the columns, the query that lists
-// records, and the parts of the pruning statements that read the same in
-// both dialects. It lives here, not in each engine, so what a filter
-// matches, the order records come back in and which records outlive
-// pruning cannot drift between them; each engine binds, scans, batches
-// and holds its transactions itself.
+// Package decisionsql is what the two store engines share about decision
+// records: their columns, the query that lists them, and the pruning
+// (PruneDecisions' statements and their order). It lives here, not in
+// each engine, so what a filter matches, the order records come back in
+// and which records outlive pruning cannot drift between SQLite and
+// PostgreSQL; each engine writes its placeholders, binds, scans and holds
+// its transactions itself.
 package decisionsql
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -64,6 +67,78 @@ func Dollar(n int) string { return "$" + strconv.Itoa(n) }
 
 // Question writes SQLite's placeholder, the same for every argument.
 func Question(int) string { return "?" }
+
+// Pruner runs Prune's statements on one engine. Every method returns
+// errors already mapped to the store's sentinels.
+type Pruner interface {
+	// Param writes the engine's placeholder for the nth argument.
+	Param(n int) string
+	// Received binds a received_at bound the way the engine stores times.
+	Received(t time.Time) any
+	// Delete runs one DELETE in its own short transaction and returns how
+	// many rows it deleted.
+	Delete(ctx context.Context, q string, args ...any) (int64, error)
+	// Names returns the one text column of q's rows.
+	Names(ctx context.Context, q string) ([]string, error)
+	// ID returns the one integer column of q's first row; found is false
+	// when q has no rows.
+	ID(ctx context.Context, q string, args ...any) (id int64, found bool, err error)
+}
+
+// Prune is PruneDecisions for both engines: it deletes the records
+// received before r.Before, then each sandbox's records past its newest
+// r.KeepPerSandbox, store.PruneBatch per statement, and returns how many
+// it deleted (also when it stops at an error). A record a proposal of its
+// sandbox names (NotNamed) is kept.
+func Prune(ctx context.Context, r store.DecisionRetention, p Pruner) (int64, error) {
+	if err := r.Check(); err != nil {
+		return 0, err
+	}
+	var total int64
+	// deleteAll deletes what q selects, a batch a statement, until a
+	// batch comes back short; q's last parameter is the batch size.
+	deleteAll := func(q string, args ...any) error {
+		for {
+			n, err := p.Delete(ctx, q, append(args, store.PruneBatch)...)
+			if err != nil {
+				return err
+			}
+			total += n
+			if n < store.PruneBatch {
+				return nil
+			}
+		}
+	}
+	if !r.Before.IsZero() {
+		err := deleteAll(`DELETE FROM decisions WHERE id IN (
+			SELECT d.id FROM decisions d WHERE d.received_at < `+p.Param(1)+` AND `+NotNamed+` LIMIT `+p.Param(2)+`)`,
+			p.Received(r.Before))
+		if err != nil {
+			return total, fmt.Errorf("prune decisions by age: %w", err)
+		}
+	}
+	if r.KeepPerSandbox <= 0 {
+		return total, nil
+	}
+	sandboxes, err := p.Names(ctx, Sandboxes)
+	if err != nil {
+		return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
+	}
+	for _, sb := range sandboxes {
+		// The newest record past the bound: it and every older one go.
+		cut, found, err := p.ID(ctx, `SELECT id FROM decisions WHERE sandbox = `+p.Param(1)+
+			` ORDER BY id DESC LIMIT 1 OFFSET `+p.Param(2), sb, r.KeepPerSandbox)
+		if err == nil && found {
+			err = deleteAll(`DELETE FROM decisions WHERE id IN (
+				SELECT d.id FROM decisions d WHERE d.sandbox = `+p.Param(1)+` AND d.id <= `+p.Param(2)+
+				` AND `+NotNamed+` LIMIT `+p.Param(3)+`)`, sb, cut)
+		}
+		if err != nil {
+			return total, fmt.Errorf("prune decisions of sandbox %q: %w", sb, err)
+		}
+	}
+	return total, nil
+}
 
 // NotNamed is true of a decisions row d that no proposal of its sandbox
 // names by its denial id: pruning keeps the records that are named, since
