@@ -38,6 +38,16 @@ func lockProposal(ctx context.Context, tx store.Tx, id int64) (store.Proposal, s
 	return p, sb, err
 }
 
+// lockPending is lockProposal for the changes only a pending proposal
+// takes (rebase, approval): store.ErrConflict if it has left pending.
+func lockPending(ctx context.Context, tx store.Tx, id int64) (store.Proposal, error) {
+	p, _, err := lockProposal(ctx, tx, id)
+	if err == nil && p.Status != store.ProposalPending {
+		err = fmt.Errorf("%w: proposal is %s, not pending", store.ErrConflict, p.Status)
+	}
+	return p, err
+}
+
 // saveProposal writes p's mutable fields and returns the proposal as
 // stored, with its approvals.
 func saveProposal(ctx context.Context, tx store.Tx, p store.Proposal) (store.Proposal, error) {
@@ -201,14 +211,11 @@ func rebaseProposal(ctx context.Context, st *store.Store, in rebaseIn) (store.Pr
 		return store.Proposal{}, err
 	}
 	out, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Proposal, error) {
-		p, _, err := lockProposal(ctx, tx, in.ID)
+		p, err := lockPending(ctx, tx, in.ID)
 		if err != nil {
 			return store.Proposal{}, err
 		}
-		switch {
-		case p.Status != store.ProposalPending:
-			return store.Proposal{}, fmt.Errorf("%w: proposal is %s, not pending", store.ErrConflict, p.Status)
-		case p.BaseVersion != in.FromVersion:
+		if p.BaseVersion != in.FromVersion {
 			return store.Proposal{}, fmt.Errorf("%w: proposal is based on version %d, not %d", store.ErrConflict, p.BaseVersion, in.FromVersion)
 		}
 		before := p.ResultingHash
@@ -246,13 +253,11 @@ func addApproval(ctx context.Context, st *store.Store, id int64, a store.Approva
 		return store.Proposal{}, err
 	}
 	out, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Proposal, error) {
-		p, _, err := lockProposal(ctx, tx, id)
+		p, err := lockPending(ctx, tx, id)
 		if err != nil {
 			return store.Proposal{}, err
 		}
 		switch {
-		case p.Status != store.ProposalPending:
-			return store.Proposal{}, fmt.Errorf("%w: proposal is %s, not pending", store.ErrConflict, p.Status)
 		case p.ResultingHash != a.ResultingHash:
 			return store.Proposal{}, fmt.Errorf("%w: the proposal's resulting policy is now %s, not %s", store.ErrConflict, p.ResultingHash, a.ResultingHash)
 		case slices.ContainsFunc(p.Approvals, func(o store.Approval) bool { return o.Approver == a.Approver }):

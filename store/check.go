@@ -109,14 +109,24 @@ func (ca SandboxCA) Check() error {
 	return nil
 }
 
+// checkReported reports what item i of a batch a proxy reports (kind
+// names the batch's items) lacks: every such item names the sandbox and
+// the proxy it came from.
+func checkReported(kind string, i int, sandbox, proxyID string) error {
+	switch {
+	case sandbox == "":
+		return fmt.Errorf("invalid %s %d: empty sandbox", kind, i)
+	case proxyID == "":
+		return fmt.Errorf("invalid %s %d (sandbox %q): empty proxy id", kind, i, sandbox)
+	}
+	return nil
+}
+
 // CheckProxyStatuses reports the first status without a sandbox or proxy id.
 func CheckProxyStatuses(statuses []ProxyStatus) error {
 	for i, st := range statuses {
-		switch {
-		case st.Sandbox == "":
-			return fmt.Errorf("invalid proxy status %d: empty sandbox", i)
-		case st.ProxyID == "":
-			return fmt.Errorf("invalid proxy status %d (sandbox %q): empty proxy id", i, st.Sandbox)
+		if err := checkReported("proxy status", i, st.Sandbox, st.ProxyID); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -126,12 +136,10 @@ func CheckProxyStatuses(statuses []ProxyStatus) error {
 // or with a port out of range.
 func CheckDecisions(records []Decision) error {
 	for i, d := range records {
-		switch {
-		case d.Sandbox == "":
-			return fmt.Errorf("invalid decision record %d: empty sandbox", i)
-		case d.ProxyID == "":
-			return fmt.Errorf("invalid decision record %d (sandbox %q): empty proxy id", i, d.Sandbox)
-		case d.Port < 0 || d.Port > 65535:
+		if err := checkReported("decision record", i, d.Sandbox, d.ProxyID); err != nil {
+			return err
+		}
+		if d.Port < 0 || d.Port > 65535 {
 			return fmt.Errorf("invalid decision record %d (sandbox %q): port %d", i, d.Sandbox, d.Port)
 		}
 	}

@@ -25,11 +25,10 @@ read the document differently as a warning. Exit 2 if there is any problem.
   portcullis policy validate policy.yaml -o json | jq .hash`,
 		Args: args("FILE"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			data, err := env.readInput(a[0])
+			p, warnings, problems, err := env.readDocument(a[0])
 			if err != nil {
 				return err
 			}
-			p, warnings, problems := parseDocument(data)
 			res := validateResult{
 				Valid:    len(problems) == 0,
 				Problems: nonNil(problems),
@@ -73,11 +72,10 @@ problems go to stderr (exit 2).`,
   portcullis policy fmt - < policy.yaml`,
 		Args: args("FILE"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			data, err := env.readInput(a[0])
+			p, _, problems, err := env.readDocument(a[0])
 			if err != nil {
 				return err
 			}
-			p, _, problems := parseDocument(data)
 			if len(problems) > 0 {
 				printLocalProblems(env, "", problems)
 				return &problemsError{file: displayName(a[0]), count: len(problems)}
@@ -96,17 +94,22 @@ problems go to stderr (exit 2).`,
 	}
 }
 
-// parseDocument parses and validates a document. Any parse error becomes a
-// problem, so a caller has one list to print.
-func parseDocument(data []byte) (*policy.Policy, []policy.Problem, []policy.Problem) {
-	p, warnings, err := policy.Parse(data)
-	if err == nil {
-		return p, warnings, nil
+// readDocument reads a policy document from path (- is stdin), then
+// parses and validates it. Any parse error becomes a problem, so a caller
+// has one list to print; err is only for a file that cannot be read.
+func (e *environment) readDocument(path string) (p *policy.Policy, warnings, problems []policy.Problem, err error) {
+	data, err := e.readInput(path)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if ve, ok := errors.AsType[*policy.ValidationError](err); ok && len(ve.Problems) > 0 {
-		return p, warnings, ve.Problems
+	p, warnings, perr := policy.Parse(data)
+	if perr == nil {
+		return p, warnings, nil, nil
 	}
-	return p, warnings, []policy.Problem{{Message: err.Error()}}
+	if ve, ok := errors.AsType[*policy.ValidationError](perr); ok && len(ve.Problems) > 0 {
+		return p, warnings, ve.Problems, nil
+	}
+	return p, warnings, []policy.Problem{{Message: perr.Error()}}, nil
 }
 
 // validateResult is policy validate -o json: the fields of the API's

@@ -146,12 +146,8 @@ func prove(ctx context.Context, env *environment, currentFile, proposedFile, bou
 		opts.Credentialed = append(opts.Credentialed, dest)
 	}
 	read := func(file string) (*policy.Policy, []policy.Problem, error) {
-		data, err := env.readInput(file)
-		if err != nil {
-			return nil, nil, err
-		}
-		p, _, problems := parseDocument(data)
-		return p, problems, nil
+		p, _, problems, err := env.readDocument(file)
+		return p, problems, err
 	}
 	current, problems, err := read(currentFile)
 	if err != nil {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/decisionsql"
 )
 
 // ---- signing keys ----
@@ -162,12 +162,6 @@ func (c *conn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.P
 
 // ---- decisions ----
 
-var decisionColumns = []string{
-	"at", "sandbox", "proxy_id", "decision", "binary_name", "host", "port", "addr",
-	"http_method", "path", "mcp_method", "tool", "entry", "rule", "reason",
-	"policy_version", "denial_id", "version_probe",
-}
-
 // AppendDecisions stores the records with one COPY.
 //
 // Appends are serialised by a table lock that only appenders take (readers
@@ -187,7 +181,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 			return mapErr(err)
 		}
 		var err error
-		n, err = tx.CopyFrom(ctx, pgx.Identifier{"decisions"}, decisionColumns,
+		n, err = tx.CopyFrom(ctx, pgx.Identifier{"decisions"}, decisionsql.Columns,
 			pgx.CopyFromSlice(len(records), func(i int) ([]any, error) {
 				d := &records[i]
 				return []any{
@@ -206,38 +200,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 
 // ListDecisions returns the records f matches, oldest first.
 func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
-	var (
-		where []string
-		args  []any
-	)
-	for _, c := range []struct {
-		cond string // of the next parameter
-		v    any
-		set  bool
-	}{
-		{"sandbox = ", f.Sandbox, f.Sandbox != ""}, {"decision = ", f.Decision, f.Decision != ""},
-		{"denial_id = ", f.DenialID, f.DenialID != ""}, {"id > ", f.AfterID, f.AfterID > 0},
-	} {
-		if c.set {
-			args = append(args, c.v)
-			where = append(where, c.cond+"$"+strconv.Itoa(len(args)))
-		}
-	}
-	q := `SELECT id, received_at, ` + strings.Join(decisionColumns, ", ") + ` FROM decisions`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	// With AfterID 0 a limit keeps the newest records: read them newest
-	// first, then reverse. A negative AfterID reads from the first record.
-	q += ` ORDER BY id`
-	newest := f.AfterID == 0 && f.Limit > 0
-	if newest {
-		q += ` DESC`
-	}
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		q += ` LIMIT $` + strconv.Itoa(len(args))
-	}
+	q, args, newest := decisionsql.Select(f, decisionsql.Dollar)
 	rows, err := d.pool.Query(ctx, q, args...)
 	out, err := collect(rows, err, func(r pgx.Row) (store.Decision, error) {
 		var d store.Decision
@@ -260,66 +223,33 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 	return out, nil
 }
 
-// notNamed is true of a decisions row d that no proposal of its sandbox
-// names by its denial id (PruneDecisions keeps those that are named).
-const notNamed = `NOT EXISTS (SELECT 1 FROM proposals p
-	WHERE d.denial_id <> '' AND p.sandbox = d.sandbox AND p.denial_id = d.denial_id)`
-
-// PruneDecisions deletes records received before r.Before, then each
-// sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
-// per statement.
+// PruneDecisions deletes the records outside r's bounds,
+// store.PruneBatch per statement (decisionsql.Prune).
 func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
-	if err := r.Check(); err != nil {
-		return 0, err
+	return decisionsql.Prune(ctx, r, pruner{d})
+}
+
+// pruner runs decisionsql.Prune's statements on the pool, each its own
+// implicit transaction.
+type pruner struct{ d *Driver }
+
+func (pruner) Param(n int) string       { return decisionsql.Dollar(n) }
+func (pruner) Received(t time.Time) any { return t }
+
+func (p pruner) Delete(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := p.d.pool.Exec(ctx, q, args...)
+	return tag.RowsAffected(), mapErr(err)
+}
+
+func (p pruner) Names(ctx context.Context, q string) ([]string, error) {
+	rows, err := p.d.pool.Query(ctx, q)
+	return collect(rows, err, func(r pgx.Row) (name string, err error) { return name, r.Scan(&name) })
+}
+
+func (p pruner) ID(ctx context.Context, q string, args ...any) (id int64, found bool, err error) {
+	err = p.d.pool.QueryRow(ctx, q, args...).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
 	}
-	var total int64
-	deleteAll := func(q string, args ...any) error {
-		for {
-			tag, err := d.pool.Exec(ctx, q, append(args, store.PruneBatch)...)
-			if err != nil {
-				return mapErr(err)
-			}
-			total += tag.RowsAffected()
-			if tag.RowsAffected() < store.PruneBatch {
-				return nil
-			}
-		}
-	}
-	if !r.Before.IsZero() {
-		err := deleteAll(`DELETE FROM decisions WHERE id IN (
-			SELECT d.id FROM decisions d WHERE d.received_at < $1 AND `+notNamed+` LIMIT $2)`, r.Before)
-		if err != nil {
-			return total, fmt.Errorf("prune decisions by age: %w", err)
-		}
-	}
-	if r.KeepPerSandbox > 0 {
-		// The sandboxes with records (deleted ones too: records outlive
-		// their sandbox), one index probe each.
-		rows, err := d.pool.Query(ctx, `WITH RECURSIVE s(name) AS (
-				SELECT min(sandbox) FROM decisions
-				UNION ALL
-				SELECT (SELECT min(sandbox) FROM decisions WHERE sandbox > s.name) FROM s WHERE s.name IS NOT NULL)
-			SELECT name FROM s WHERE name IS NOT NULL`)
-		sandboxes, err := collect(rows, err, func(r pgx.Row) (name string, err error) { return name, r.Scan(&name) })
-		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
-		}
-		for _, sb := range sandboxes {
-			// The newest record past the bound: it and every older one go.
-			var cut int64
-			err := d.pool.QueryRow(ctx, `SELECT id FROM decisions WHERE sandbox = $1 ORDER BY id DESC OFFSET $2 LIMIT 1`,
-				sb, r.KeepPerSandbox).Scan(&cut)
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue
-			}
-			if err == nil {
-				err = deleteAll(`DELETE FROM decisions WHERE id IN (
-					SELECT d.id FROM decisions d WHERE d.sandbox = $1 AND d.id <= $2 AND `+notNamed+` LIMIT $3)`, sb, cut)
-			}
-			if err != nil {
-				return total, fmt.Errorf("prune decisions of sandbox %q: %w", sb, mapErr(err))
-			}
-		}
-	}
-	return total, nil
+	return id, err == nil, mapErr(err)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/decisionsql"
 )
 
 // ---- signing keys ----
@@ -166,10 +167,6 @@ func (t *txn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.Pr
 
 // ---- decisions ----
 
-const decisionColumns = `at, sandbox, proxy_id, decision, binary_name, host, port, addr,
-	http_method, path, mcp_method, tool, entry, rule, reason,
-	policy_version, denial_id, version_probe`
-
 // AppendDecisions stores the records in one transaction, with one prepared
 // statement.
 func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) (int, error) {
@@ -181,7 +178,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 	}
 	at := time.Now().UnixNano()
 	err := d.inTx(ctx, func(t *txn) error {
-		stmt, err := t.wr.PrepareContext(ctx, `INSERT INTO decisions (received_at, `+decisionColumns+`)
+		stmt, err := t.wr.PrepareContext(ctx, `INSERT INTO decisions (received_at, `+strings.Join(decisionsql.Columns, ", ")+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return mapErr(err)
@@ -207,38 +204,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 
 // ListDecisions returns the records f matches, oldest first.
 func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if f.Sandbox != "" {
-		where, args = append(where, "sandbox = ?"), append(args, f.Sandbox)
-	}
-	if f.Decision != "" {
-		where, args = append(where, "decision = ?"), append(args, f.Decision)
-	}
-	if f.DenialID != "" {
-		where, args = append(where, "denial_id = ?"), append(args, f.DenialID)
-	}
-	if f.AfterID > 0 {
-		where, args = append(where, "id > ?"), append(args, f.AfterID)
-	}
-	q := `SELECT id, received_at, ` + decisionColumns + ` FROM decisions`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	// With AfterID 0 a limit keeps the newest records: read them newest
-	// first, then reverse. A negative AfterID reads from the first record.
-	newest := f.AfterID == 0 && f.Limit > 0
-	if newest {
-		q += ` ORDER BY id DESC`
-	} else {
-		q += ` ORDER BY id`
-	}
-	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
-	}
+	q, args, newest := decisionsql.Select(f, decisionsql.Question)
 	scan := func(r scanner) (store.Decision, error) {
 		var d store.Decision
 		var received int64
@@ -282,76 +248,43 @@ func zeroNanos(n sql.NullInt64) time.Time {
 	return fromNanos(n.Int64)
 }
 
-// notNamed is true of a decisions row d that no proposal of its sandbox
-// names by its denial id (PruneDecisions keeps those that are named).
-const notNamed = `NOT EXISTS (SELECT 1 FROM proposals p
-	WHERE d.denial_id <> '' AND p.sandbox = d.sandbox AND p.denial_id = d.denial_id)`
-
-// PruneDecisions deletes records received before r.Before, then each
-// sandbox's records past its newest r.KeepPerSandbox, store.PruneBatch
-// per transaction.
+// PruneDecisions deletes the records outside r's bounds,
+// store.PruneBatch per transaction (decisionsql.Prune).
 func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) (int64, error) {
-	if err := r.Check(); err != nil {
-		return 0, err
-	}
-	var total int64
-	deleteAll := func(q string, args ...any) error {
-		for {
-			var n int64
-			err := d.inTx(ctx, func(t *txn) error {
-				res, err := t.wr.ExecContext(ctx, q, append(args, store.PruneBatch)...)
-				if err != nil {
-					return mapErr(err)
-				}
-				n, err = res.RowsAffected()
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			total += n
-			if n < store.PruneBatch {
-				return nil
-			}
-		}
-	}
-	if !r.Before.IsZero() {
-		err := deleteAll(`DELETE FROM decisions WHERE id IN (
-			SELECT d.id FROM decisions d WHERE d.received_at < ? AND `+notNamed+` LIMIT ?)`, r.Before.UnixNano())
+	return decisionsql.Prune(ctx, r, pruner{d})
+}
+
+// pruner runs decisionsql.Prune's statements: each DELETE in its own
+// short write transaction, reads on the reader pool.
+type pruner struct{ d *Driver }
+
+func (pruner) Param(n int) string       { return decisionsql.Question(n) }
+func (pruner) Received(t time.Time) any { return t.UnixNano() }
+
+func (p pruner) Delete(ctx context.Context, q string, args ...any) (int64, error) {
+	var n int64
+	err := p.d.inTx(ctx, func(t *txn) error {
+		res, err := t.wr.ExecContext(ctx, q, args...)
 		if err != nil {
-			return total, fmt.Errorf("prune decisions by age: %w", err)
+			return mapErr(err)
 		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+func (p pruner) Names(ctx context.Context, q string) ([]string, error) {
+	return collect(ctx, p.d.r, func(r scanner) (string, error) {
+		var name string
+		return name, r.Scan(&name)
+	}, q)
+}
+
+func (p pruner) ID(ctx context.Context, q string, args ...any) (id int64, found bool, err error) {
+	err = p.d.r.QueryRowContext(ctx, q, args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
 	}
-	if r.KeepPerSandbox > 0 {
-		// The sandboxes with records (deleted ones too: records outlive
-		// their sandbox), one index probe each.
-		sandboxes, err := collect(ctx, d.r, func(r scanner) (string, error) {
-			var name string
-			return name, r.Scan(&name)
-		}, `WITH RECURSIVE s(name) AS (
-				SELECT min(sandbox) FROM decisions
-				UNION ALL
-				SELECT (SELECT min(sandbox) FROM decisions WHERE sandbox > s.name) FROM s WHERE s.name IS NOT NULL)
-			SELECT name FROM s WHERE name IS NOT NULL`)
-		if err != nil {
-			return total, fmt.Errorf("prune decisions: list sandboxes: %w", err)
-		}
-		for _, sb := range sandboxes {
-			// The newest record past the bound: it and every older one go.
-			var cut int64
-			err := d.r.QueryRowContext(ctx, `SELECT id FROM decisions WHERE sandbox = ? ORDER BY id DESC LIMIT 1 OFFSET ?`,
-				sb, r.KeepPerSandbox).Scan(&cut)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err == nil {
-				err = deleteAll(`DELETE FROM decisions WHERE id IN (
-					SELECT d.id FROM decisions d WHERE d.sandbox = ? AND d.id <= ? AND `+notNamed+` LIMIT ?)`, sb, cut)
-			}
-			if err != nil {
-				return total, fmt.Errorf("prune decisions of sandbox %q: %w", sb, mapErr(err))
-			}
-		}
-	}
-	return total, nil
+	return id, err == nil, mapErr(err)
 }

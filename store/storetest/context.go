@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/store"
@@ -193,19 +192,12 @@ func testApprovalPolicies(t *testing.T, s *store.Store) {
 	// Concurrent setters each get their own next version.
 	const n = 8
 	got := make([]int64, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			m := fmt.Sprintf("package portcullis.approval\n# %d\n", i)
-			ap, err := s.SetApprovalPolicy(ctx(t), m, HashOf([]byte(m)), "w"+strconv.Itoa(i))
-			got[i], errs[i] = ap.Version, err
-		})
-	}
-	close(start)
-	wg.Wait()
+	errs := race(n, func(i int) error {
+		m := fmt.Sprintf("package portcullis.approval\n# %d\n", i)
+		ap, err := s.SetApprovalPolicy(ctx(t), m, HashOf([]byte(m)), "w"+strconv.Itoa(i))
+		got[i] = ap.Version
+		return err
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("concurrent SetApprovalPolicy %d: %v", i, err)

@@ -260,37 +260,14 @@ func testSigningKeyConcurrent(t *testing.T, s *store.Store) {
 	if _, err := s.AddSigningKey(ctx(t), first, "", "boot"); err != nil {
 		t.Fatal(err)
 	}
-	const n = 10
-	keys := make([]store.SigningKey, n)
-	errs := make([]error, n)
+	keys := make([]store.SigningKey, 10)
 	for i := range keys {
 		keys[i] = newSigningKey(t, first.PrivateKey)
 	}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			_, errs[i] = s.AddSigningKey(ctx(t), keys[i], first.ID, fmt.Sprint("replica-", i))
-		})
-	}
-	close(start)
-	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			if winner >= 0 {
-				t.Errorf("replicas %d and %d both appended a key", winner, i)
-			}
-			winner = i
-		case !errors.Is(err, store.ErrConflict):
-			t.Errorf("replica %d: %v, want ErrConflict", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no replica appended its key")
-	}
+	winner := oneWinner(t, "replica", race(len(keys), func(i int) error {
+		_, err := s.AddSigningKey(ctx(t), keys[i], first.ID, fmt.Sprint("replica-", i))
+		return err
+	}))
 	ks := signingKeys(t, s)
 	if len(ks) != 2 || !sameKey(ks[0], first) || !sameKey(ks[1], keys[winner]) {
 		t.Errorf("keys after the race = %+v, want the first and the winner's", ks)
@@ -678,16 +655,7 @@ func testPushInvalidInput(t *testing.T, s *store.Store) {
 			return err
 		},
 	} {
-		err := call()
-		if err == nil {
-			t.Errorf("%s succeeded, want an error", what)
-			continue
-		}
-		for _, sentinel := range []error{store.ErrNotFound, store.ErrConflict, store.ErrAlreadyExists} {
-			if errors.Is(err, sentinel) {
-				t.Errorf("%s: %v, want a plain error, not %v", what, err, sentinel)
-			}
-		}
+		WantPlainError(t, what, call())
 	}
 	if ks := signingKeys(t, s); len(ks) != 0 {
 		t.Errorf("invalid keys stored: %+v", ks)

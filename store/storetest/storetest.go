@@ -212,6 +212,46 @@ func WantPlainError(t *testing.T, what string, err error) {
 	}
 }
 
+// race calls call(0) … call(n-1) each on its own goroutine, released
+// together so that they meet in the store at once, and returns their
+// errors by index.
+func race(n int, call func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = call(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// oneWinner checks that exactly one of the racers' errs is nil and every
+// other is ErrConflict, and returns the winner's index. who names a racer.
+func oneWinner(t *testing.T, who string, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Errorf("%ss %d and %d both succeeded", who, winner, i)
+			}
+			winner = i
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("%s %d: %v, want ErrConflict", who, i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no %s succeeded", who)
+	}
+	return winner
+}
+
 // ProposalN returns a proposal of sandbox numbered n: its dedupe key and
 // documents differ from every other n's.
 func ProposalN(sandbox string, n int, supersede ...string) store.Proposal {
@@ -734,37 +774,14 @@ func testPolicyProvenance(t *testing.T, s *store.Store) {
 // writers expecting the same version, exactly one wins.
 func testPolicyConcurrentWriters(t *testing.T, s *store.Store) {
 	MustCreate(t, s, "race", true)
-	const n = 100
-	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			d := fmt.Appendf(nil, `{"writer":%d}`, i)
-			_, errs[i] = s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
-				Sandbox: "race", ExpectedVersion: 1, Hash: HashOf(d), Document: d, Author: fmt.Sprint("w", i),
-			})
+	errs := race(100, func(i int) error {
+		d := fmt.Appendf(nil, `{"writer":%d}`, i)
+		_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
+			Sandbox: "race", ExpectedVersion: 1, Hash: HashOf(d), Document: d, Author: fmt.Sprint("w", i),
 		})
-	}
-	close(start)
-	wg.Wait()
-
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			if winner >= 0 {
-				t.Errorf("writers %d and %d both succeeded", winner, i)
-			}
-			winner = i
-		case !errors.Is(err, store.ErrConflict):
-			t.Errorf("writer %d: %v, want ErrConflict", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no writer succeeded")
-	}
+		return err
+	})
+	winner := oneWinner(t, "writer", errs)
 	vs, err := s.ListPolicyVersions(ctx(t), "race")
 	if err != nil || len(vs) != 2 {
 		t.Fatalf("versions after the race = %d, %v; want 2", len(vs), err)

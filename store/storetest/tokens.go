@@ -116,16 +116,7 @@ func testInvalidInput(t *testing.T, s *store.Store) {
 			return err
 		},
 	} {
-		err := call()
-		if err == nil {
-			t.Errorf("%s succeeded, want an error", what)
-			continue
-		}
-		for _, sentinel := range []error{store.ErrNotFound, store.ErrConflict, store.ErrAlreadyExists} {
-			if errors.Is(err, sentinel) {
-				t.Errorf("%s: %v, want a plain error, not %v", what, err, sentinel)
-			}
-		}
+		WantPlainError(t, what, call())
 	}
 	if after := len(Audits(t, s, store.AuditFilter{})); after != before {
 		t.Errorf("invalid inputs wrote %d audit entries", after-before)
