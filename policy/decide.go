@@ -269,15 +269,10 @@ func hostMatches(ep *Endpoint, r Request) bool {
 // address when denying, never when allowing).
 func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 	for _, s := range list {
-		prefix, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				continue
-			}
-			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		prefix, ok := ParseAllowedIP(s)
+		if !ok {
+			continue
 		}
-		prefix = prefix.Masked()
 		if prefix.Contains(addr) {
 			return true
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -51,4 +52,33 @@ func MalformedMCP(m *MCPMessage, strictNames bool) (string, bool) {
 		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
 	}
 	return "", false
+}
+
+// ParseAllowedIP reads one allowed_ips entry: a CIDR (masked) or a single
+// address (its one-address prefix, unmapped); ok is false for an invalid
+// entry, which covers nothing. The matcher parses the list once with it;
+// Decide on every request.
+func ParseAllowedIP(s string) (netip.Prefix, bool) {
+	prefix, err := netip.ParsePrefix(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return netip.Prefix{}, false
+		}
+		prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+	}
+	return prefix.Masked(), true
+}
+
+// HasOtherDenyReadings reports whether DenyReadings(s) may hold more than
+// s itself: only a `%` or a segment ending in a dot gives a canonical path
+// another reading. Callers skip computing the readings (and their
+// allocations) when it is false.
+func HasOtherDenyReadings(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' || s[i] == '.' && (i+1 == len(s) || s[i+1] == '/') {
+			return true
+		}
+	}
+	return false
 }
