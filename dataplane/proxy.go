@@ -236,7 +236,7 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
 	background.Go(func() { p.decisions.Write(bgCtx) })
-	background.Go(func() { p.recheckTunnelsEvery(bgCtx, tunnelRecheck) })
+	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
 	defer func() {
 		stopBackground()
 		background.Wait()
