@@ -101,18 +101,11 @@ func (r *fastJSON) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k] = v // a repeated key: the last wins, as in encoding/json
-		r.space()
-		if r.i >= len(r.b) {
+		switch done, ok := r.next('}'); {
+		case !ok:
 			return nil, false
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-		case '}':
-			r.i++
+		case done:
 			return m, true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -132,20 +125,32 @@ func (r *fastJSON) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		r.space()
-		if r.i >= len(r.b) {
+		switch done, ok := r.next(']'); {
+		case !ok:
 			return nil, false
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-		case ']':
-			r.i++
+		case done:
 			return a, true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// next reads what follows a member or an element: ',' (more follow) or
+// closing, the end of the object or array (done). ok is false for
+// anything else.
+func (r *fastJSON) next(closing byte) (done, ok bool) {
+	r.space()
+	if r.i >= len(r.b) {
+		return false, false
+	}
+	switch r.b[r.i] {
+	case ',':
+		r.i++
+		return false, true
+	case closing:
+		r.i++
+		return true, true
+	}
+	return false, false
 }
 
 // str reads a string with no escapes, no control bytes and valid UTF-8.

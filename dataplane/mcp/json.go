@@ -314,21 +314,15 @@ func (p *jparser) object(depth int, lv level) (jvalue, error) {
 			*kept = val
 			v.members = append(v.members, jmember{string(key), kept})
 		}
-		p.skipSpace()
-		if p.i >= len(p.b) {
-			return jvalue{}, p.syntaxErr("expected ',' or '}'")
+		done, err := p.next('}')
+		if err != nil {
+			return jvalue{}, err
 		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			continue
-		case '}':
-			p.i++
+		if done {
 			v.raw = p.b[start:p.i]
 			p.keys[depth] = keys
 			return v, p.checkKeys(keys)
 		}
-		return jvalue{}, p.syntaxErr("expected ',' or '}'")
 	}
 }
 
@@ -412,21 +406,33 @@ func (p *jparser) array(depth int, lv level) (jvalue, error) {
 			*kept = el
 			v.elems = append(v.elems, kept)
 		}
-		p.skipSpace()
-		if p.i >= len(p.b) {
-			return jvalue{}, p.syntaxErr("expected ',' or ']'")
+		done, err := p.next(']')
+		if err != nil {
+			return jvalue{}, err
 		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			continue
-		case ']':
-			p.i++
+		if done {
 			v.raw = p.b[start:p.i]
 			return v, nil
 		}
-		return jvalue{}, p.syntaxErr("expected ',' or ']'")
 	}
+}
+
+// next reads what follows a member or an element: ',' (more follow) or
+// closing, the end of the object or array (done); anything else is a
+// syntax error.
+func (p *jparser) next(closing byte) (done bool, err error) {
+	p.skipSpace()
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			return false, nil
+		case closing:
+			p.i++
+			return true, nil
+		}
+	}
+	return false, p.syntaxErr("expected ',' or '" + string(rune(closing)) + "'")
 }
 
 // number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
