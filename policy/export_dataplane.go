@@ -56,8 +56,9 @@ func MalformedMCP(m *MCPMessage, strictNames bool) (string, bool) {
 
 // ParseAllowedIP reads one allowed_ips entry: a CIDR (masked) or a single
 // address (its one-address prefix, unmapped); ok is false for an invalid
-// entry, which covers nothing. The matcher parses the list once with it;
-// Decide on every request.
+// entry, which covers nothing. Decide reads entries with it on every
+// request, the matcher once per policy, the prover for its addresses, so
+// the three cannot read an entry differently.
 func ParseAllowedIP(s string) (netip.Prefix, bool) {
 	prefix, err := netip.ParsePrefix(s)
 	if err != nil {
