@@ -6,6 +6,7 @@
 //   - match: the compiled policy (Compile, Matcher), agreeing with
 //     policy.Decide on every request;
 //   - mcp: the strict reader of MCP request bodies;
+//   - jsonlex: the JSON lexing match's and mcp's readers share;
 //   - identity: the calling binary and its ancestors, through /proc;
 //   - decision: decision records, their ring and JSON-lines log;
 //   - gatewayclient: gateway mode's signed-version subscription and

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -68,24 +67,16 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 		defaultPort = "443"
 	}
 	cl, _ := r.Context().Value(clientKey{}).(*client)
-	srv := &http.Server{
-		Handler: guarded(http.HandlerFunc(func(w http.ResponseWriter, ir *http.Request) {
-			// Inside a tunnel, Host must be the CONNECT authority.
-			if !sameAuthority(ir.Host, t.authority(), defaultPort) && !sameAuthority(ir.Host, t.host, strconv.Itoa(t.port)) {
-				p.refuse(w, ir, t, "the Host header differs from the CONNECT authority")
-				return
-			}
-			p.handleHTTP(w, ir, scheme, t, addr)
-		})),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			ctx = context.WithValue(ctx, guardKey{}, c)
-			return context.WithValue(ctx, clientKey{}, cl)
-		},
-	}
+	tunnelHandler := http.HandlerFunc(func(w http.ResponseWriter, ir *http.Request) {
+		// Inside a tunnel, Host must be the CONNECT authority.
+		if !sameAuthority(ir.Host, t.authority(), defaultPort) && !sameAuthority(ir.Host, t.host, strconv.Itoa(t.port)) {
+			p.refuse(w, ir, t, "the Host header differs from the CONNECT authority")
+			return
+		}
+		p.handleHTTP(w, ir, scheme, t, addr)
+	})
+	// The tunnel's requests are judged as the CONNECT's client.
+	srv := p.newServer(tunnelHandler, func(net.Conn) *client { return cl })
 	defer p.hijacked.add(srv)()
 	srv.Serve(guardListener{newOneConnListener(inner)})
 }

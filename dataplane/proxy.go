@@ -220,23 +220,32 @@ func (p *Proxy) CACertPEM() []byte {
 // (the sandbox's, delivered by the gateway).
 func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
-// serve serves proxy clients on ln until ctx ends (Agent.Run).
-func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           guarded(p),
+// newServer is an http.Server of the proxy's client side, for the
+// listener and for every intercepted tunnel alike: the same header and
+// idle limits, server errors to the proxy's log, and each connection
+// carrying its framing guard and the client (clientFor) whose binary
+// policy judges.
+func (p *Proxy) newServer(h http.Handler, clientFor func(net.Conn) *client) *http.Server {
+	return &http.Server{
+		Handler:           guarded(h),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			ctx = context.WithValue(ctx, guardKey{}, c)
-			return context.WithValue(ctx, clientKey{}, &client{conn: c, identify: p.cfg.Caller})
+			return context.WithValue(ctx, clientKey{}, clientFor(c))
 		},
 	}
+}
+
+// serve serves proxy clients on ln until ctx ends (Agent.Run).
+func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
+	srv := p.newServer(p, func(c net.Conn) *client { return &client{conn: c, identify: p.cfg.Caller} })
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
 	background.Go(func() { p.decisions.Write(bgCtx) })
-	background.Go(func() { p.recheckTunnelsEvery(bgCtx, tunnelRecheck) })
+	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
 	defer func() {
 		stopBackground()
 		background.Wait()

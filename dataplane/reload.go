@@ -68,6 +68,12 @@ func (p *Proxy) watchFile(ctx context.Context, path string, interval time.Durati
 		p.fileReloads.record(err)
 	}
 	check()
+	onEveryTick(ctx, interval, check)
+}
+
+// onEveryTick calls f every interval until ctx ends; the proxy's periodic
+// work (the policy file, the recheck of open tunnels) runs on it.
+func onEveryTick(ctx context.Context, interval time.Duration, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -75,7 +81,7 @@ func (p *Proxy) watchFile(ctx context.Context, path string, interval time.Durati
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			check()
+			f()
 		}
 	}
 }

@@ -212,19 +212,6 @@ func closeWrite(c net.Conn) {
 // at their expires_at within this much.
 const tunnelRecheck = time.Second
 
-func (p *Proxy) recheckTunnelsEvery(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.recheckTunnels()
-		}
-	}
-}
-
 // tracker is a set of closers that can all be closed at once.
 type tracker struct {
 	mu     sync.Mutex

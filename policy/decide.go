@@ -269,15 +269,10 @@ func hostMatches(ep *Endpoint, r Request) bool {
 // address when denying, never when allowing).
 func addrInAllowedIPs(list []string, addr netip.Addr) bool {
 	for _, s := range list {
-		prefix, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				continue
-			}
-			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		prefix, ok := ParseAllowedIP(s)
+		if !ok {
+			continue
 		}
-		prefix = prefix.Masked()
 		if prefix.Contains(addr) {
 			return true
 		}
@@ -428,7 +423,7 @@ func mcpDenials(e endpointRef, r Request) []denial {
 		return []denial{{ep: e, rule: "deny_rules", hard: true,
 			reason: fmt.Sprintf("%s %s carries no MCP message, so the deny rules of %s cannot be checked", method, r.Path, e.name())}}
 	}
-	if why, bad := malformedMCP(e.ep, r.MCP); bad {
+	if why, bad := MalformedMCP(r.MCP, strictNames(e.ep)); bad {
 		return []denial{{ep: e, rule: "deny_rules", hard: true, reason: why + " (" + e.name() + ")"}}
 	}
 	for i, rule := range e.ep.DenyRules {
@@ -712,34 +707,12 @@ func versionListed(ep *Endpoint, version string) bool {
 	return slices.Contains(versions, version)
 }
 
-// malformedMCP reports messages no rule may judge: a request without a
-// method, a tools/call without a tool name, a tool name outside
-// ^[A-Za-z0-9_.-]{1,128}$ on a strict endpoint, arguments that are not
-// JSON.
-func malformedMCP(ep *Endpoint, m *MCPMessage) (string, bool) {
-	switch {
-	case m.Response:
-		return "", false
-	case m.Method == "":
-		return "MCP message has no method", true
-	case m.Method != "tools/call":
-		return "", false
-	case m.Tool == "":
-		return "tools/call names no tool", true
-	case strictNames(ep) && !ValidToolName(m.Tool):
-		return fmt.Sprintf("tool name %q breaks strict_tool_names (^[A-Za-z0-9_.-]{1,128}$)", m.Tool), true
-	case len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
-		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
-	}
-	return "", false
-}
-
 // judgeMCP judges a request on an MCP (Streamable HTTP) endpoint:
 //   - GET (the SSE receive stream) and DELETE (session end) without a
 //     message are allowed once the endpoint matches; other HTTP methods
 //     are denied; a POST must carry a parsed message;
 //   - a client→server JSON-RPC response passes;
-//   - a malformed message is denied hard (malformedMCP);
+//   - a malformed message is denied hard (MalformedMCP);
 //   - otherwise the message must match an unexpired allow rule (or the
 //     allow-all profile when the endpoint has no rules), and its protocol
 //     version must be listed. An unlisted version denies hard; when the
@@ -760,7 +733,7 @@ func judgeMCP(e endpointRef, r Request) outcome {
 		return outcome{ep: e, allow: true, rule: "endpoint",
 			reason: fmt.Sprintf("client JSON-RPC response passes on %s", e.name())}
 	}
-	if why, bad := malformedMCP(e.ep, r.MCP); bad {
+	if why, bad := MalformedMCP(r.MCP, strictNames(e.ep)); bad {
 		return outcome{ep: e, hard: true, reason: why}
 	}
 	o := judgeMCPRules(e, r)

@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -26,4 +29,57 @@ func DefaultDenyReason(r *Request, entries []string) string {
 		return fmt.Sprintf("%s may not reach %s: %s do not list that binary", who, dest, strings.Join(entries, ", "))
 	}
 	return fmt.Sprintf("no network policy allows %s to reach %s (default deny)", who, dest)
+}
+
+// MalformedMCP reports messages no rule may judge: a request without a
+// method, a tools/call without a tool name, a tool name outside
+// ^[A-Za-z0-9_.-]{1,128}$ when strictNames (the endpoint's
+// strict_tool_names) holds, arguments that are not JSON. The reason is
+// the one a decision carries, so Decide and the matcher share it.
+func MalformedMCP(m *MCPMessage, strictNames bool) (string, bool) {
+	switch {
+	case m.Response:
+		return "", false
+	case m.Method == "":
+		return "MCP message has no method", true
+	case m.Method != "tools/call":
+		return "", false
+	case m.Tool == "":
+		return "tools/call names no tool", true
+	case strictNames && !ValidToolName(m.Tool):
+		return fmt.Sprintf("tool name %q breaks strict_tool_names (^[A-Za-z0-9_.-]{1,128}$)", m.Tool), true
+	case len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
+		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
+	}
+	return "", false
+}
+
+// ParseAllowedIP reads one allowed_ips entry: a CIDR (masked) or a single
+// address (its one-address prefix, unmapped); ok is false for an invalid
+// entry, which covers nothing. Decide reads entries with it on every
+// request, the matcher once per policy, the prover for its addresses, so
+// the three cannot read an entry differently.
+func ParseAllowedIP(s string) (netip.Prefix, bool) {
+	prefix, err := netip.ParsePrefix(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return netip.Prefix{}, false
+		}
+		prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+	}
+	return prefix.Masked(), true
+}
+
+// HasOtherDenyReadings reports whether DenyReadings(s) may hold more than
+// s itself: only a `%` or a segment ending in a dot gives a canonical path
+// another reading. Callers skip computing the readings (and their
+// allocations) when it is false.
+func HasOtherDenyReadings(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' || s[i] == '.' && (i+1 == len(s) || s[i+1] == '/') {
+			return true
+		}
+	}
+	return false
 }

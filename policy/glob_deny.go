@@ -60,7 +60,7 @@ func MatchDenyPath(pattern, s string) bool {
 			return true
 		}
 	}
-	if !strings.Contains(s, "%") && !segmentEndsInDot(s) {
+	if !HasOtherDenyReadings(s) {
 		return false // every other reading is s itself
 	}
 	for _, r := range DenyReadings(s)[1:] {
@@ -111,16 +111,6 @@ func ExpandDenyPathGlob(pattern string) ([]string, bool) {
 func HasBraceAlternatives(pattern string) bool {
 	alts, err := expandBraces(pattern)
 	return err != nil || len(alts) != 1 || alts[0] != pattern
-}
-
-// segmentEndsInDot reports whether a segment of s ends in '.'.
-func segmentEndsInDot(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '.' && (i+1 == len(s) || s[i+1] == '/') {
-			return true
-		}
-	}
-	return false
 }
 
 // matchDenyFold is MatchDenyGlob with ASCII letters matching either case.

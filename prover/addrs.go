@@ -16,7 +16,7 @@ func allowedIPsContains(list []string, addr netip.Addr) bool {
 		forms = append(forms, v4)
 	}
 	for _, s := range list {
-		prefix, ok := parsePrefix(s)
+		prefix, ok := policy.ParseAllowedIP(s)
 		if !ok {
 			continue
 		}
@@ -27,18 +27,6 @@ func allowedIPsContains(list []string, addr netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-func parsePrefix(s string) (netip.Prefix, bool) {
-	prefix, err := netip.ParsePrefix(s)
-	if err != nil {
-		a, aerr := netip.ParseAddr(s)
-		if aerr != nil {
-			return netip.Prefix{}, false
-		}
-		prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
-	}
-	return prefix.Masked(), true
 }
 
 // fixedAddrs are addresses of the classes policy treats apart whatever a
@@ -61,7 +49,7 @@ func addressCandidates(lists [][]string, hostIPs []netip.Addr) []netip.Addr {
 	var prefixes []netip.Prefix
 	for _, l := range lists {
 		for _, s := range l {
-			if p, ok := parsePrefix(s); ok {
+			if p, ok := policy.ParseAllowedIP(s); ok {
 				prefixes = append(prefixes, p)
 				if v4, ok := policy.EmbeddedIPv4(p.Addr()); ok && p.Bits() >= 96 {
 					prefixes = append(prefixes, netip.PrefixFrom(v4, p.Bits()-96))

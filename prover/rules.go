@@ -40,7 +40,7 @@ func ruleFindings(m *meter, cur, prop []ref) []Finding {
 				Detail: fmt.Sprintf("host %q is a cloud metadata address", p.ep.Host)})
 		}
 		for i, s := range p.ep.AllowedIPs {
-			prefix, ok := parsePrefix(s)
+			prefix, ok := policy.ParseAllowedIP(s)
 			if !ok {
 				continue
 			}

@@ -175,7 +175,7 @@ func (e *endpoint) mcpDenial(r *policy.Request) (denial, bool) {
 		return denial{e: e, rule: "deny_rules", hard: true,
 			reason: fmt.Sprintf("%s %s carries no MCP message, so the deny rules of %s cannot be checked", method, r.Path, e.name)}, true
 	}
-	if why, bad := e.malformedMCP(r.MCP); bad {
+	if why, bad := policy.MalformedMCP(r.MCP, e.strictNames); bad {
 		return denial{e: e, rule: "deny_rules", hard: true, reason: why + " (" + e.name + ")"}, true
 	}
 	for i := range e.denyRules {

@@ -109,20 +109,15 @@ func (hp *hostPattern) matchWild(h string) bool {
 	return hp.multi == (rest != "")
 }
 
-// allowedPrefixes parses allowed_ips as policy's addrInAllowedIPs does:
-// CIDRs (masked) or single addresses; invalid entries cover nothing.
+// allowedPrefixes parses allowed_ips once, entry by entry as policy's
+// addrInAllowedIPs does (policy.ParseAllowedIP); invalid entries cover
+// nothing.
 func allowedPrefixes(list []string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range list {
-		prefix, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				continue
-			}
-			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		if prefix, ok := policy.ParseAllowedIP(s); ok {
+			out = append(out, prefix)
 		}
-		out = append(out, prefix.Masked())
 	}
 	return out
 }

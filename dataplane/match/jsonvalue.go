@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/portcullis-dev/portcullis/dataplane/jsonlex"
 )
 
 // decodeArguments turns tools/call arguments into the value a JSON Schema
@@ -35,16 +37,7 @@ type fastJSON struct {
 // maxFastDepth bounds recursion; deeper documents take the slow path.
 const maxFastDepth = 64
 
-func (r *fastJSON) space() {
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case ' ', '\t', '\n', '\r':
-			r.i++
-		default:
-			return
-		}
-	}
-}
+func (r *fastJSON) space() { r.i = jsonlex.SkipSpace(r.b, r.i) }
 
 func (r *fastJSON) value(depth int) (any, bool) {
 	if r.i >= len(r.b) || depth > maxFastDepth {
@@ -76,9 +69,7 @@ func (r *fastJSON) value(depth int) (any, bool) {
 func (r *fastJSON) object(depth int) (any, bool) {
 	r.i++ // {
 	m := map[string]any{}
-	r.space()
-	if r.i < len(r.b) && r.b[r.i] == '}' {
-		r.i++
+	if r.closesAt('}') {
 		return m, true
 	}
 	for {
@@ -101,18 +92,11 @@ func (r *fastJSON) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k] = v // a repeated key: the last wins, as in encoding/json
-		r.space()
-		if r.i >= len(r.b) {
+		switch done, ok := r.next('}'); {
+		case !ok:
 			return nil, false
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-		case '}':
-			r.i++
+		case done:
 			return m, true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -120,9 +104,7 @@ func (r *fastJSON) object(depth int) (any, bool) {
 func (r *fastJSON) array(depth int) (any, bool) {
 	r.i++ // [
 	a := []any{}
-	r.space()
-	if r.i < len(r.b) && r.b[r.i] == ']' {
-		r.i++
+	if r.closesAt(']') {
 		return a, true
 	}
 	for {
@@ -132,20 +114,28 @@ func (r *fastJSON) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		r.space()
-		if r.i >= len(r.b) {
+		switch done, ok := r.next(']'); {
+		case !ok:
 			return nil, false
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-		case ']':
-			r.i++
+		case done:
 			return a, true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// closesAt reports whether the object or array just opened is empty
+// (jsonlex.Empty).
+func (r *fastJSON) closesAt(closing byte) bool {
+	var empty bool
+	r.i, empty = jsonlex.Empty(r.b, r.i, closing)
+	return empty
+}
+
+// next reads the ',' or closing byte after a member or element
+// (jsonlex.Next).
+func (r *fastJSON) next(closing byte) (done, ok bool) {
+	r.i, done, ok = jsonlex.Next(r.b, r.i, closing)
+	return done, ok
 }
 
 // str reads a string with no escapes, no control bytes and valid UTF-8.

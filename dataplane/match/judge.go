@@ -302,25 +302,6 @@ func (x *pathIndex) first(rules []rule, r *policy.Request, p string, now time.Ti
 
 // ---- MCP
 
-// malformedMCP mirrors policy's malformedMCP.
-func (e *endpoint) malformedMCP(m *policy.MCPMessage) (string, bool) {
-	switch {
-	case m.Response:
-		return "", false
-	case m.Method == "":
-		return "MCP message has no method", true
-	case m.Method != "tools/call":
-		return "", false
-	case m.Tool == "":
-		return "tools/call names no tool", true
-	case e.strictNames && !policy.ValidToolName(m.Tool):
-		return fmt.Sprintf("tool name %q breaks strict_tool_names (^[A-Za-z0-9_.-]{1,128}$)", m.Tool), true
-	case len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
-		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
-	}
-	return "", false
-}
-
 // judgeMCP mirrors policy's judgeMCP.
 func (e *endpoint) judgeMCP(r *policy.Request, now time.Time) outcome {
 	method := strings.ToUpper(r.HTTPMethod)
@@ -338,7 +319,7 @@ func (e *endpoint) judgeMCP(r *policy.Request, now time.Time) outcome {
 		return outcome{e: e, allow: true, rule: "endpoint",
 			reason: fmt.Sprintf("client JSON-RPC response passes on %s", e.name)}
 	}
-	if why, bad := e.malformedMCP(r.MCP); bad {
+	if why, bad := policy.MalformedMCP(r.MCP, e.strictNames); bad {
 		return outcome{e: e, hard: true, reason: why}
 	}
 	o := e.judgeMCPRules(r.MCP, now)

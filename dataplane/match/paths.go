@@ -242,7 +242,7 @@ func (g *glob) matchDenyPath(p string) bool {
 	if g.matchDenyAlts(p) {
 		return true
 	}
-	if !strings.Contains(p, "%") && !segmentEndsInDot(p) {
+	if !policy.HasOtherDenyReadings(p) {
 		return false
 	}
 	for _, r := range policy.DenyReadings(p)[1:] {
@@ -256,15 +256,6 @@ func (g *glob) matchDenyPath(p string) bool {
 func (g *glob) matchDenyAlts(p string) bool {
 	for i := range g.fold {
 		if g.fold[i].matchDeny(p) {
-			return true
-		}
-	}
-	return false
-}
-
-func segmentEndsInDot(p string) bool {
-	for i := 0; i < len(p); i++ {
-		if p[i] == '.' && (i+1 == len(p) || p[i+1] == '/') {
 			return true
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/portcullis-dev/portcullis/dataplane/jsonlex"
 )
 
 // ---- a strict JSON reader ----
@@ -183,16 +185,7 @@ func (p *jparser) reset() {
 	p.hashes = p.hashes[:0]
 }
 
-func (p *jparser) skipSpace() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *jparser) skipSpace() { p.i = jsonlex.SkipSpace(p.b, p.i) }
 
 func (p *jparser) syntaxErr(what string) *Error {
 	if p.i >= len(p.b) {
@@ -233,6 +226,9 @@ func (p *jparser) value(depth int, lv level) (jvalue, error) {
 		return jvalue{}, p.syntaxErr("expected a value")
 	}
 	start := p.i
+	if c := p.b[p.i]; (c == '{' || c == '[') && depth >= mcpMaxDepth {
+		return jvalue{}, mcpErrorf("JSON nested deeper than %d", mcpMaxDepth)
+	}
 	switch c := p.b[p.i]; {
 	case c == '{':
 		if lv == lvRoot {
@@ -270,15 +266,10 @@ func (p *jparser) value(depth int, lv level) (jvalue, error) {
 }
 
 func (p *jparser) object(depth int, lv level) (jvalue, error) {
-	if depth >= mcpMaxDepth {
-		return jvalue{}, mcpErrorf("JSON nested deeper than %d", mcpMaxDepth)
-	}
 	start := p.i
 	p.i++ // {
 	v := jvalue{kind: jObject}
-	p.skipSpace()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
+	if p.closesAt('}') {
 		v.raw = p.b[start:p.i]
 		return v, nil
 	}
@@ -314,21 +305,15 @@ func (p *jparser) object(depth int, lv level) (jvalue, error) {
 			*kept = val
 			v.members = append(v.members, jmember{string(key), kept})
 		}
-		p.skipSpace()
-		if p.i >= len(p.b) {
-			return jvalue{}, p.syntaxErr("expected ',' or '}'")
+		done, err := p.next('}')
+		if err != nil {
+			return jvalue{}, err
 		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			continue
-		case '}':
-			p.i++
+		if done {
 			v.raw = p.b[start:p.i]
 			p.keys[depth] = keys
 			return v, p.checkKeys(keys)
 		}
-		return jvalue{}, p.syntaxErr("expected ',' or '}'")
 	}
 }
 
@@ -387,15 +372,10 @@ func (p *jparser) duplicate(prev, key []byte) error {
 }
 
 func (p *jparser) array(depth int, lv level) (jvalue, error) {
-	if depth >= mcpMaxDepth {
-		return jvalue{}, mcpErrorf("JSON nested deeper than %d", mcpMaxDepth)
-	}
 	start := p.i
 	p.i++ // [
 	v := jvalue{kind: jArray}
-	p.skipSpace()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+	if p.closesAt(']') {
 		v.raw = p.b[start:p.i]
 		return v, nil
 	}
@@ -412,21 +392,34 @@ func (p *jparser) array(depth int, lv level) (jvalue, error) {
 			*kept = el
 			v.elems = append(v.elems, kept)
 		}
-		p.skipSpace()
-		if p.i >= len(p.b) {
-			return jvalue{}, p.syntaxErr("expected ',' or ']'")
+		done, err := p.next(']')
+		if err != nil {
+			return jvalue{}, err
 		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			continue
-		case ']':
-			p.i++
+		if done {
 			v.raw = p.b[start:p.i]
 			return v, nil
 		}
-		return jvalue{}, p.syntaxErr("expected ',' or ']'")
 	}
+}
+
+// closesAt reports whether the object or array just opened is empty
+// (jsonlex.Empty).
+func (p *jparser) closesAt(closing byte) bool {
+	var empty bool
+	p.i, empty = jsonlex.Empty(p.b, p.i, closing)
+	return empty
+}
+
+// next reads the ',' or closing byte after a member or element
+// (jsonlex.Next); anything else is a syntax error at that byte.
+func (p *jparser) next(closing byte) (done bool, err error) {
+	var ok bool
+	p.i, done, ok = jsonlex.Next(p.b, p.i, closing)
+	if !ok {
+		return false, p.syntaxErr("expected ',' or '" + string(rune(closing)) + "'")
+	}
+	return done, nil
 }
 
 // number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
