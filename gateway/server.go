@@ -120,15 +120,6 @@ func (c *Config) setDefaults() {
 	if c.VersionCheckInterval == 0 {
 		c.VersionCheckInterval = 5 * time.Second
 	}
-	if c.ProposalRateMax == 0 {
-		c.ProposalRateMax = lifecycle.DefaultProposalRateMax
-	}
-	if c.ProposalRateWindow == 0 {
-		c.ProposalRateWindow = lifecycle.DefaultProposalRateWindow
-	}
-	if c.ProposalTTL == 0 {
-		c.ProposalTTL = lifecycle.DefaultProposalTTL
-	}
 	if c.WebhookBackoff == 0 {
 		c.WebhookBackoff = 500 * time.Millisecond
 	}
