@@ -109,8 +109,8 @@ func (l *Lifecycle) SetApprovalRules(ctx context.Context, module, actor string) 
 }
 
 // Review is a proposal as its approvers see it: re-based first if its
-// base moved, with its findings, its sandbox and the approval rules'
-// decision on it.
+// base moved, with its findings, its sandbox as the rules saw it, and the
+// rules' decision on it.
 type Review struct {
 	Proposal store.Proposal
 	Findings []Finding
@@ -288,7 +288,13 @@ func (l *Lifecycle) Approve(ctx context.Context, a Approval) (Review, error) {
 	if err != nil {
 		return Review{}, err
 	}
-	return l.review(ctx, applied)
+	if applied.Status == store.ProposalApplied {
+		// Decided as reviewed: the rules' answer on what was applied
+		// stands (its findings and approvers did not change).
+		r.Proposal = applied
+		return r, nil
+	}
+	return l.review(ctx, applied) // back to review after a re-base
 }
 
 // approvable checks what makes an approval impossible whatever the hash.
