@@ -1,0 +1,106 @@
+-- Sentry events: watchdog reports, stored durably, idempotently and in
+-- order per source (see store.SentryEvent). The schema is ours.
+
+-- +goose Up
+
+-- The idempotency key. sentry_events is partitioned by time, and a unique
+-- index on a partitioned table must contain the partition key, so
+-- (source, id) is kept unique here, in one small table that intake
+-- inserts into first (ON CONFLICT DO NOTHING): only the keys it wins are
+-- copied into sentry_events. Retention deletes keys with their events.
+CREATE TABLE sentry_event_keys (
+    source      TEXT        NOT NULL,
+    id          TEXT        NOT NULL,
+    received_at TIMESTAMPTZ NOT NULL,
+    CONSTRAINT sentry_event_keys_pkey PRIMARY KEY (source, id)
+);
+CREATE INDEX sentry_event_keys_received_at_idx ON sentry_event_keys (received_at);
+
+-- The events, in daily partitions by when they were received: retention
+-- drops whole partitions. sentry_ensure_partitions creates them ahead.
+CREATE TABLE sentry_events (
+    source      TEXT        NOT NULL,
+    id          TEXT        NOT NULL,
+    sequence    BIGINT      NOT NULL DEFAULT 0,
+    type        TEXT        NOT NULL DEFAULT '',
+    subject     TEXT        NOT NULL DEFAULT '',
+    event_time  TIMESTAMPTZ NOT NULL,
+    received_at TIMESTAMPTZ NOT NULL,
+    severity    TEXT        NOT NULL DEFAULT '',
+    processing  TEXT        NOT NULL DEFAULT '',
+    policy_hash TEXT        NOT NULL DEFAULT '',
+    denial_id   TEXT        NOT NULL DEFAULT '',
+    trace_id    TEXT        NOT NULL DEFAULT '',
+    flags       TEXT[]      NOT NULL DEFAULT '{}',
+    -- json, not jsonb: the document is kept verbatim.
+    document    JSON        NOT NULL,
+    CONSTRAINT sentry_events_sequence_check CHECK (sequence >= 0)
+) PARTITION BY RANGE (received_at);
+-- A source's stream (gaps); a sandbox's events in time order; filters.
+CREATE INDEX sentry_events_source_idx ON sentry_events (source, sequence) WHERE sequence > 0;
+CREATE INDEX sentry_events_subject_idx ON sentry_events (subject, event_time);
+CREATE INDEX sentry_events_time_idx ON sentry_events (event_time);
+
+-- Each source's ordering state: 1..acked_sequence are all stored; max
+-- is the highest sequence stored. Gaps are computed from the events.
+CREATE TABLE sentry_sources (
+    source         TEXT   NOT NULL,
+    acked_sequence BIGINT NOT NULL DEFAULT 0,
+    max_sequence   BIGINT NOT NULL DEFAULT 0,
+    CONSTRAINT sentry_sources_pkey PRIMARY KEY (source)
+);
+
+-- sentry_ensure_partitions creates the daily partitions of the days
+-- first .. first + days - 1 that do not exist. An advisory lock makes
+-- replicas that run it together create each partition once.
+-- +goose StatementBegin
+CREATE FUNCTION sentry_ensure_partitions(first DATE, days INTEGER) RETURNS VOID
+LANGUAGE plpgsql AS $$
+DECLARE
+    d DATE;
+    name TEXT;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('portcullis/sentry_partitions'));
+    FOR i IN 0 .. days - 1 LOOP
+        d := first + i;
+        name := 'sentry_events_' || to_char(d, 'YYYYMMDD');
+        IF to_regclass(name) IS NULL THEN
+            EXECUTE format('CREATE TABLE %I PARTITION OF sentry_events FOR VALUES FROM (%L) TO (%L)',
+                name, (d::timestamp AT TIME ZONE 'UTC'), ((d + 1)::timestamp AT TIME ZONE 'UTC'));
+        END IF;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
+-- sentry_drop_partitions drops every partition whose days all lie before
+-- cutoff (a UTC midnight) and returns how many events they held. (The
+-- driver then deletes the keys received before cutoff, in batches.)
+-- +goose StatementBegin
+CREATE FUNCTION sentry_drop_partitions(cutoff TIMESTAMPTZ) RETURNS BIGINT
+LANGUAGE plpgsql AS $$
+DECLARE
+    part TEXT;
+    n BIGINT;
+    total BIGINT := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('portcullis/sentry_partitions'));
+    FOR part IN
+        SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'sentry_events'::regclass
+          AND c.relname < 'sentry_events_' || to_char(cutoff AT TIME ZONE 'UTC', 'YYYYMMDD')
+        ORDER BY c.relname
+    LOOP
+        EXECUTE format('SELECT count(*) FROM %I', part) INTO n;
+        EXECUTE format('DROP TABLE %I', part);
+        total := total + n;
+    END LOOP;
+    RETURN total;
+END $$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP FUNCTION sentry_drop_partitions(TIMESTAMPTZ);
+DROP FUNCTION sentry_ensure_partitions(DATE, INTEGER);
+DROP TABLE sentry_sources;
+DROP TABLE sentry_events;
+DROP TABLE sentry_event_keys;
