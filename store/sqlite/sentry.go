@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,7 +58,7 @@ func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEv
 			case err == nil:
 				res.Stored++
 				stored[e.Source] = max(stored[e.Source], uint64(seq))
-			case mapErr(err) != store.ErrNotFound: // no row: a duplicate
+			case !errors.Is(err, sql.ErrNoRows): // no row: a duplicate
 				return fmt.Errorf("event %s/%s: %w", e.Source, e.ID, mapErr(err))
 			}
 		}
