@@ -21,8 +21,12 @@ import (
 
 var tables = []string{
 	"approval_policies", "audit_head", "audit_log", "decisions", "policy_versions", "proposal_approvals", "proposals",
-	"proxies", "sandbox_cas", "sandboxes", "signing_keys", "tokens",
+	"proxies", "sandbox_cas", "sandboxes", "sentry_events", "sentry_sources", "signing_keys", "tokens",
 }
+
+// engineTables are tables only one engine has: Postgres keeps Sentry
+// events' idempotency key apart from its partitioned events table.
+var engineTables = map[string][]string{migrations.Postgres: {"sentry_event_keys"}}
 
 type engine struct {
 	name   string
@@ -135,8 +139,9 @@ func TestUpDownUp(t *testing.T) {
 				if err := migrations.Up(ctx, db, e.name); err != nil {
 					t.Fatalf("%s: Up: %v", step, err)
 				}
-				if got := listTables(t, db, e.tables); !slices.Equal(got, tables) {
-					t.Fatalf("%s: tables after Up = %v, want %v", step, got, tables)
+				want := slices.Sorted(slices.Values(append(slices.Clone(tables), engineTables[e.name]...)))
+				if got := listTables(t, db, e.tables); !slices.Equal(got, want) {
+					t.Fatalf("%s: tables after Up = %v, want %v", step, got, want)
 				}
 				if cur, latest, err := migrations.Version(ctx, db, e.name); err != nil || cur != latest {
 					t.Fatalf("%s: Version after Up = %d, %d, %v", step, cur, latest, err)
