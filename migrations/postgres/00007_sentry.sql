@@ -31,7 +31,7 @@ CREATE TABLE sentry_events (
     policy_hash TEXT        NOT NULL DEFAULT '',
     denial_id   TEXT        NOT NULL DEFAULT '',
     trace_id    TEXT        NOT NULL DEFAULT '',
-    flags       TEXT[]      NOT NULL DEFAULT '{}',
+    flags       JSONB       NOT NULL DEFAULT '[]',
     -- json, not jsonb: the document is kept verbatim.
     document    JSON        NOT NULL,
     CONSTRAINT sentry_events_sequence_check CHECK (sequence >= 0)
@@ -72,6 +72,33 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
+-- sentry_move_staged is the second half of an append: the batch was
+-- COPYed into this session's temporary sentry_staging (COPY has no ON
+-- CONFLICT). It makes the partitions of days it has none for (and the
+-- next day's, so a day's first batch seldom has to), then moves the events
+-- whose key it wins in sentry_event_keys (the unique index a partitioned
+-- table cannot have) into sentry_events, and returns their sources and
+-- sequences. Ingest never NOTIFYs.
+-- +goose StatementBegin
+CREATE FUNCTION sentry_move_staged() RETURNS TABLE (event_source TEXT, event_sequence BIGINT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    d DATE;
+BEGIN
+    FOR d IN SELECT DISTINCT (s.received_at AT TIME ZONE 'UTC')::date FROM sentry_staging s LOOP
+        IF to_regclass('sentry_events_' || to_char(d, 'YYYYMMDD')) IS NULL THEN
+            PERFORM sentry_ensure_partitions(d, 2);
+        END IF;
+    END LOOP;
+    RETURN QUERY WITH k AS (
+        INSERT INTO sentry_event_keys (source, id, received_at)
+        SELECT s.source, s.id, s.received_at FROM sentry_staging s ORDER BY s.source, s.id
+        ON CONFLICT DO NOTHING RETURNING sentry_event_keys.source, sentry_event_keys.id)
+    INSERT INTO sentry_events SELECT s.* FROM sentry_staging s JOIN k USING (source, id)
+    RETURNING sentry_events.source, sentry_events.sequence;
+END $$;
+-- +goose StatementEnd
+
 -- sentry_drop_partitions drops every partition whose days all lie before
 -- cutoff (a UTC midnight) and returns how many events they held. (The
 -- driver then deletes the keys received before cutoff, in batches.)
@@ -100,6 +127,7 @@ END $$;
 
 -- +goose Down
 DROP FUNCTION sentry_drop_partitions(TIMESTAMPTZ);
+DROP FUNCTION sentry_move_staged();
 DROP FUNCTION sentry_ensure_partitions(DATE, INTEGER);
 DROP TABLE sentry_sources;
 DROP TABLE sentry_events;

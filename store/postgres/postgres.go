@@ -48,10 +48,6 @@ type Driver struct {
 	// NOTIFYs they sent were already announced in process (see
 	// ListenPolicyCommits).
 	own sync.Map
-	// sentryDays holds the UTC days (Unix seconds at midnight) whose
-	// sentry_events partition, and the next day's, are known to exist.
-	sentryDays sync.Map
-
 	// Close ends closing, which stops running ListenPolicyCommits calls,
 	// and waits for them.
 	mu        sync.Mutex
