@@ -7,14 +7,16 @@
 -- index on a partitioned table must contain the partition key, so
 -- (source, id) is kept unique here, in one small table that intake
 -- inserts into first (ON CONFLICT DO NOTHING): only the keys it wins are
--- copied into sentry_events. Retention deletes keys with their events.
+-- copied into sentry_events. Retention deletes keys with their events (so
+-- an event older than the retention may be stored again).
 CREATE TABLE sentry_event_keys (
     source      TEXT        NOT NULL,
     id          TEXT        NOT NULL,
     received_at TIMESTAMPTZ NOT NULL,
     CONSTRAINT sentry_event_keys_pkey PRIMARY KEY (source, id)
 );
-CREATE INDEX sentry_event_keys_received_at_idx ON sentry_event_keys (received_at);
+-- No index on received_at: every event would pay for it, while pruning
+-- (a few times a day) finds the oldest keys at the table's start anyway.
 
 -- The events, in daily partitions by when they were received: retention
 -- drops whole partitions. sentry_ensure_partitions creates them ahead.
