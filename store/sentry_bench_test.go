@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,8 +10,6 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
-	"github.com/portcullis-dev/portcullis/store/postgres"
-	"github.com/portcullis-dev/portcullis/store/sqlite"
 )
 
 // BenchmarkSentryIngest measures AppendSentryEvents (idempotent, ordered
@@ -28,16 +25,7 @@ func BenchmarkSentryIngest(b *testing.B) {
 	const batchSize = 1000
 	ctx := b.Context()
 	url := pgtest.Database(b)
-	pg, err := postgres.Open(ctx, url, postgres.Config{})
-	if err != nil {
-		b.Fatalf("postgres.Open: %v", err)
-	}
-	defer pg.Close()
-	lite, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Config{})
-	if err != nil {
-		b.Fatalf("sqlite.Open: %v", err)
-	}
-	defer lite.Close()
+	pg, lite := openEngines(b, url)
 	raw, err := pgx.Connect(ctx, url)
 	if err != nil {
 		b.Fatalf("connect: %v", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // AppendSentryEvents stores the batch in one transaction (sentrysql.Append).
@@ -85,7 +86,7 @@ type sentryIntake struct {
 	tx pgx.Tx
 }
 
-func (sentryEngine) Param(n int) string   { return sentrysql.Dollar(n) }
+func (sentryEngine) Param(n int) string   { return sqlwhere.Dollar(n) }
 func (sentryEngine) Time(t time.Time) any { return t }
 
 func (e sentryEngine) Exec(ctx context.Context, q string, args ...any) error {

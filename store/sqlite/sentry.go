@@ -10,6 +10,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // AppendSentryEvents stores the batch in one write transaction
@@ -69,7 +70,7 @@ func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (int64
 // or on the read pool.
 type sentryEngine struct{ db querier }
 
-func (sentryEngine) Param(n int) string   { return sentrysql.Numbered(n) }
+func (sentryEngine) Param(n int) string   { return sqlwhere.Numbered(n) }
 func (sentryEngine) Time(t time.Time) any { return nanos(t) }
 
 func (e sentryEngine) Exec(ctx context.Context, q string, args ...any) error {

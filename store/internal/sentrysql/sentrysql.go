@@ -12,11 +12,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // Columns are the sentry_events table's columns, in the order the engines
@@ -25,13 +25,6 @@ var Columns = []string{
 	"source", "id", "sequence", "type", "subject", "event_time", "received_at",
 	"severity", "processing", "policy_hash", "denial_id", "trace_id", "flags", "document",
 }
-
-// Dollar writes PostgreSQL's placeholder for the nth argument ($1, $2…).
-func Dollar(n int) string { return "$" + strconv.Itoa(n) }
-
-// Numbered writes SQLite's numbered placeholder (?1, ?2…), which, unlike
-// "?", may appear twice for one argument.
-func Numbered(n int) string { return "?" + strconv.Itoa(n) }
 
 // Engine runs this package's statements on one engine, in a transaction
 // or on its own. Errors come back mapped to the store's sentinels.
@@ -83,26 +76,12 @@ func (d timeDest) Scan(src any) error {
 // first (by time, then source, sequence and id). A limit keeps the newest
 // events: the query reads those newest first and List reverses them.
 func List(ctx context.Context, e Engine, f store.SentryEventFilter) ([]store.SentryEvent, error) {
-	var where []string
-	var args []any
-	for _, c := range []struct {
-		cond string // of the next parameter
-		v    any
-		set  bool
-	}{
-		{"subject = ", f.Sandbox, f.Sandbox != ""}, {"source = ", f.Source, f.Source != ""},
-		{"type = ", f.Type, f.Type != ""},
-		{"event_time >= ", e.Time(f.Since), !f.Since.IsZero()}, {"event_time < ", e.Time(f.Until), !f.Until.IsZero()},
-	} {
-		if c.set {
-			args = append(args, c.v)
-			where = append(where, c.cond+e.Param(len(args)))
-		}
-	}
-	q := `SELECT ` + strings.Join(Columns, ", ") + ` FROM sentry_events`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
+	where, args := sqlwhere.Where([]sqlwhere.Cond{
+		{Expr: "subject = ", V: f.Sandbox, Set: f.Sandbox != ""}, {Expr: "source = ", V: f.Source, Set: f.Source != ""},
+		{Expr: "type = ", V: f.Type, Set: f.Type != ""}, {Expr: "event_time >= ", V: e.Time(f.Since), Set: !f.Since.IsZero()},
+		{Expr: "event_time < ", V: e.Time(f.Until), Set: !f.Until.IsZero()},
+	}, e.Param)
+	q := `SELECT ` + strings.Join(Columns, ", ") + ` FROM sentry_events` + where
 	if f.Limit > 0 {
 		args = append(args, f.Limit)
 		q += ` ORDER BY event_time DESC, source DESC, sequence DESC, id DESC LIMIT ` + e.Param(len(args))
