@@ -15,8 +15,8 @@ CREATE TABLE sentry_event_keys (
     received_at TIMESTAMPTZ NOT NULL,
     CONSTRAINT sentry_event_keys_pkey PRIMARY KEY (source, id)
 );
--- No index on received_at: every event would pay for it, while pruning
--- (a few times a day) finds the oldest keys at the table's start anyway.
+-- No index on received_at: every event would pay for it, for a scan
+-- that pruning (a few times a day) can afford.
 
 -- The events, in daily partitions by when they were received: retention
 -- drops whole partitions. sentry_ensure_partitions creates them ahead.
@@ -102,8 +102,8 @@ END $$;
 -- +goose StatementEnd
 
 -- sentry_drop_partitions drops every partition whose days all lie before
--- cutoff (a UTC midnight) and returns how many events they held. (The
--- driver then deletes the keys received before cutoff, in batches.)
+-- cutoff (a UTC midnight), and the keys received before cutoff, and
+-- returns how many events the partitions held.
 -- +goose StatementBegin
 CREATE FUNCTION sentry_drop_partitions(cutoff TIMESTAMPTZ) RETURNS BIGINT
 LANGUAGE plpgsql AS $$
@@ -123,6 +123,7 @@ BEGIN
         EXECUTE format('DROP TABLE %I', part);
         total := total + n;
     END LOOP;
+    DELETE FROM sentry_event_keys WHERE received_at < cutoff;
     RETURN total;
 END $$;
 -- +goose StatementEnd

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,21 +60,10 @@ func (d *Driver) SentryGaps(ctx context.Context, source string) ([]store.SentryS
 }
 
 // PruneSentryEvents drops the daily partitions before the cutoff's day
-// (sentry_drop_partitions), then deletes their events' keys,
-// store.PruneBatch per statement.
-func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (int64, error) {
-	cutoff := store.SentryPruneCutoff(before)
-	var n int64
-	if err := d.pool.QueryRow(ctx, `SELECT sentry_drop_partitions($1)`, cutoff).Scan(&n); err != nil {
-		return 0, fmt.Errorf("prune sentry events: %w", mapErr(err))
-	}
-	for {
-		tag, err := d.pool.Exec(ctx, `DELETE FROM sentry_event_keys WHERE ctid = ANY(ARRAY(
-			SELECT ctid FROM sentry_event_keys WHERE received_at < $1 LIMIT $2))`, cutoff, store.PruneBatch)
-		if err != nil || tag.RowsAffected() < store.PruneBatch {
-			return n, wrapf(err, "prune sentry event keys")
-		}
-	}
+// and their events' keys (sentry_drop_partitions, migration 00007).
+func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (n int64, err error) {
+	err = d.pool.QueryRow(ctx, `SELECT sentry_drop_partitions($1)`, store.SentryPruneCutoff(before)).Scan(&n)
+	return n, wrapf(err, "prune sentry events")
 }
 
 // sentryEngine runs sentrysql's statements on the pool or a transaction;
