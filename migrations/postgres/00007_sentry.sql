@@ -38,8 +38,10 @@ CREATE TABLE sentry_events (
     document    JSON        NOT NULL,
     CONSTRAINT sentry_events_sequence_check CHECK (sequence >= 0)
 ) PARTITION BY RANGE (received_at);
--- A source's stream (gaps); a sandbox's events in time order; filters.
-CREATE INDEX sentry_events_source_idx ON sentry_events (source, sequence) WHERE sequence > 0;
+-- A source's stream (gaps; not a partial index: the gaps query compares
+-- sequence with a parameter, which a partial index's predicate cannot
+-- be proved from); a sandbox's events in time order; filters.
+CREATE INDEX sentry_events_source_idx ON sentry_events (source, sequence);
 CREATE INDEX sentry_events_subject_idx ON sentry_events (subject, event_time);
 CREATE INDEX sentry_events_time_idx ON sentry_events (event_time);
 
