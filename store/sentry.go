@@ -40,7 +40,7 @@ type SentryEvent struct {
 	// Time is when the watchdog says it happened; ReceivedAt is when the
 	// gateway received it. The store sets ReceivedAt to its clock when
 	// zero, and Time to ReceivedAt when zero, so every event has a place
-	// in time order.
+	// in time order. Both are kept to the microsecond.
 	Time, ReceivedAt time.Time
 	Severity         string
 	Processing       string // store_only or remediate
@@ -122,7 +122,8 @@ func SentryBatch(events []SentryEvent, now time.Time) (unique []SentryEvent, dup
 		if e.Time.IsZero() {
 			e.Time = e.ReceivedAt
 		}
-		e.ReceivedAt, e.Time = e.ReceivedAt.UTC(), e.Time.UTC()
+		// Microseconds on both engines (Postgres would round the rest).
+		e.ReceivedAt, e.Time = e.ReceivedAt.UTC().Truncate(time.Microsecond), e.Time.UTC().Truncate(time.Microsecond)
 		e.Flags = slices.Clone(e.Flags)
 		unique = append(unique, e)
 	}

@@ -204,6 +204,13 @@ func testSentryFilter(t *testing.T, s *store.Store) {
 	if e.ReceivedAt.Before(before) || e.ReceivedAt.After(time.Now().Add(time.Second)) || !e.Time.Equal(e.ReceivedAt) {
 		t.Errorf("unset times stored as time %v, received %v", e.Time, e.ReceivedAt)
 	}
+	// Times are kept to the microsecond on both engines.
+	ns := sentryEvent("w3", 2, "sb")
+	ns.Time = usec(2030, 20).Add(999 * time.Nanosecond)
+	appendSentry(t, s, []store.SentryEvent{ns})
+	if got := sentryEvents(t, s, store.SentryEventFilter{Source: "w3"})[1].Time; !got.Equal(usec(2030, 20)) {
+		t.Errorf("time %v stored as %v, want %v", ns.Time, got, usec(2030, 20))
+	}
 }
 
 // testSentryRetention: PruneSentryEvents deletes the events received
