@@ -24,16 +24,7 @@ import (
 //	go test -run '^$' -bench PolicySetThroughput -benchtime 2000x ./store/
 func BenchmarkPolicySetThroughput(b *testing.B) {
 	ctx := b.Context()
-	pg, err := postgres.Open(ctx, pgtest.Database(b), postgres.Config{})
-	if err != nil {
-		b.Fatalf("postgres.Open: %v", err)
-	}
-	defer pg.Close()
-	lite, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Config{})
-	if err != nil {
-		b.Fatalf("sqlite.Open: %v", err)
-	}
-	defer lite.Close()
+	pg, lite := openEngines(b, pgtest.Database(b))
 
 	engines := []struct {
 		name    string
@@ -90,4 +81,20 @@ func BenchmarkPolicySetThroughput(b *testing.B) {
 	b.ReportMetric(liteRate, "sqlite-versions/s")
 	b.ReportMetric(pgRate/liteRate, "pg/sqlite")
 	b.ReportMetric(0, "ns/op") // one op is one write on each engine; the rates above say more
+}
+
+// openEngines opens Postgres at url and a new SQLite file, both closed
+// when the benchmark ends.
+func openEngines(b *testing.B, url string) (*postgres.Driver, *sqlite.Driver) {
+	pg, err := postgres.Open(b.Context(), url, postgres.Config{})
+	if err != nil {
+		b.Fatalf("postgres.Open: %v", err)
+	}
+	b.Cleanup(func() { pg.Close() })
+	lite, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Config{})
+	if err != nil {
+		b.Fatalf("sqlite.Open: %v", err)
+	}
+	b.Cleanup(func() { lite.Close() })
+	return pg, lite
 }

@@ -169,6 +169,25 @@ type Driver interface {
 	// record whose DenialID a proposal of its sandbox names is kept.
 	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
 
+	// AppendSentryEvents stores a batch of watchdog events in one short
+	// transaction of its own (never NOTIFY: ingest must not serialise on
+	// the commit feed). An event whose (Source, ID) is stored already, or
+	// repeats one earlier in the batch, is a duplicate and is not stored.
+	// It then advances each source's acked sequence over the contiguous
+	// sequences stored and reports the gaps that remain (see SentryEvent).
+	// Concurrent appends store each event once.
+	AppendSentryEvents(ctx context.Context, events []SentryEvent) (SentryBatchResult, error)
+	// ListSentryEvents returns the events f matches, oldest first (by
+	// Time, then source, sequence and id).
+	ListSentryEvents(ctx context.Context, f SentryEventFilter) ([]SentryEvent, error)
+	// SentryGaps returns the ordering state of one source, or of every
+	// source ordered by name when source is "".
+	SentryGaps(ctx context.Context, source string) ([]SentrySource, error)
+	// PruneSentryEvents deletes every event received before
+	// SentryPruneCutoff(before) and returns how many it deleted. Sources
+	// keep their acked sequences.
+	PruneSentryEvents(ctx context.Context, before time.Time) (int64, error)
+
 	// Ping checks the database is reachable (for /readyz).
 	Ping(ctx context.Context) error
 	Close() error

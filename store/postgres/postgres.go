@@ -48,7 +48,6 @@ type Driver struct {
 	// NOTIFYs they sent were already announced in process (see
 	// ListenPolicyCommits).
 	own sync.Map
-
 	// Close ends closing, which stops running ListenPolicyCommits calls,
 	// and waits for them.
 	mu        sync.Mutex

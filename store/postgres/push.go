@@ -13,6 +13,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/decisionsql"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // ---- signing keys ----
@@ -200,7 +201,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 
 // ListDecisions returns the records f matches, oldest first.
 func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
-	q, args, newest := decisionsql.Select(f, decisionsql.Dollar)
+	q, args, newest := decisionsql.Select(f, sqlwhere.Dollar)
 	rows, err := d.pool.Query(ctx, q, args...)
 	out, err := collect(rows, err, func(r pgx.Row) (store.Decision, error) {
 		var d store.Decision
@@ -233,7 +234,7 @@ func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) 
 // implicit transaction.
 type pruner struct{ d *Driver }
 
-func (pruner) Param(n int) string       { return decisionsql.Dollar(n) }
+func (pruner) Param(n int) string       { return sqlwhere.Dollar(n) }
 func (pruner) Received(t time.Time) any { return t }
 
 func (p pruner) Delete(ctx context.Context, q string, args ...any) (int64, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/decisionsql"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // ---- signing keys ----
@@ -204,7 +205,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 
 // ListDecisions returns the records f matches, oldest first.
 func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
-	q, args, newest := decisionsql.Select(f, decisionsql.Question)
+	q, args, newest := decisionsql.Select(f, sqlwhere.Question)
 	scan := func(r scanner) (store.Decision, error) {
 		var d store.Decision
 		var received int64
@@ -258,7 +259,7 @@ func (d *Driver) PruneDecisions(ctx context.Context, r store.DecisionRetention) 
 // short write transaction, reads on the reader pool.
 type pruner struct{ d *Driver }
 
-func (pruner) Param(n int) string       { return decisionsql.Question(n) }
+func (pruner) Param(n int) string       { return sqlwhere.Question(n) }
 func (pruner) Received(t time.Time) any { return t.UnixNano() }
 
 func (p pruner) Delete(ctx context.Context, q string, args ...any) (int64, error) {

@@ -10,11 +10,11 @@ package decisionsql
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // Columns are the decisions table's columns after id and received_at, in
@@ -32,24 +32,11 @@ var Columns = []string{
 // first. A negative AfterID reads from the first record. param(n) writes
 // the engine's placeholder for the nth argument.
 func Select(f store.DecisionFilter, param func(n int) string) (q string, args []any, newest bool) {
-	var where []string
-	for _, c := range []struct {
-		cond string // of the next parameter
-		v    any
-		set  bool
-	}{
-		{"sandbox = ", f.Sandbox, f.Sandbox != ""}, {"decision = ", f.Decision, f.Decision != ""},
-		{"denial_id = ", f.DenialID, f.DenialID != ""}, {"id > ", f.AfterID, f.AfterID > 0},
-	} {
-		if c.set {
-			args = append(args, c.v)
-			where = append(where, c.cond+param(len(args)))
-		}
-	}
-	q = `SELECT id, received_at, ` + strings.Join(Columns, ", ") + ` FROM decisions`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
+	where, args := sqlwhere.Where([]sqlwhere.Cond{
+		{Expr: "sandbox = ", V: f.Sandbox, Set: f.Sandbox != ""}, {Expr: "decision = ", V: f.Decision, Set: f.Decision != ""},
+		{Expr: "denial_id = ", V: f.DenialID, Set: f.DenialID != ""}, {Expr: "id > ", V: f.AfterID, Set: f.AfterID > 0},
+	}, param)
+	q = `SELECT id, received_at, ` + strings.Join(Columns, ", ") + ` FROM decisions` + where
 	q += ` ORDER BY id`
 	newest = f.AfterID == 0 && f.Limit > 0
 	if newest {
@@ -61,12 +48,6 @@ func Select(f store.DecisionFilter, param func(n int) string) (q string, args []
 	}
 	return q, args, newest
 }
-
-// Dollar writes PostgreSQL's placeholder for the nth argument ($1, $2…).
-func Dollar(n int) string { return "$" + strconv.Itoa(n) }
-
-// Question writes SQLite's placeholder, the same for every argument.
-func Question(int) string { return "?" }
 
 // Pruner runs Prune's statements on one engine. Every method returns
 // errors already mapped to the store's sentinels.

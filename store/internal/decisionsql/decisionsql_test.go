@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 func TestSelect(t *testing.T) {
@@ -17,16 +18,16 @@ func TestSelect(t *testing.T) {
 		args   []any
 		newest bool
 	}{
-		{store.DecisionFilter{}, Dollar, from + ` ORDER BY id`, nil, false},
-		{store.DecisionFilter{Limit: 5}, Dollar, from + ` ORDER BY id DESC LIMIT $1`, []any{5}, true},
-		{store.DecisionFilter{AfterID: -1, Limit: 5}, Question, from + ` ORDER BY id LIMIT ?`, []any{5}, false},
+		{store.DecisionFilter{}, sqlwhere.Dollar, from + ` ORDER BY id`, nil, false},
+		{store.DecisionFilter{Limit: 5}, sqlwhere.Dollar, from + ` ORDER BY id DESC LIMIT $1`, []any{5}, true},
+		{store.DecisionFilter{AfterID: -1, Limit: 5}, sqlwhere.Question, from + ` ORDER BY id LIMIT ?`, []any{5}, false},
 		{
-			store.DecisionFilter{Sandbox: "box", Decision: "deny", DenialID: "d1", AfterID: 7, Limit: 2}, Dollar,
+			store.DecisionFilter{Sandbox: "box", Decision: "deny", DenialID: "d1", AfterID: 7, Limit: 2}, sqlwhere.Dollar,
 			from + ` WHERE sandbox = $1 AND decision = $2 AND denial_id = $3 AND id > $4 ORDER BY id LIMIT $5`,
 			[]any{"box", "deny", "d1", int64(7), 2}, false,
 		},
 		{
-			store.DecisionFilter{Decision: "allow", AfterID: 3}, Question,
+			store.DecisionFilter{Decision: "allow", AfterID: 3}, sqlwhere.Question,
 			from + ` WHERE decision = ? AND id > ? ORDER BY id`, []any{"allow", int64(3)}, false,
 		},
 	} {

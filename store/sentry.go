@@ -1,0 +1,149 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Sentry events are what an out-of-band watchdog reports about a sandbox.
+// The schema is Portcullis's own (CloudEvents envelope, our payload in
+// data), not any vendor's. The store keeps them durable, idempotent and
+// ordered per source:
+//
+//   - (Source, ID) is the idempotency key: senders deliver at least once,
+//     and an event whose key is known is counted as a duplicate and not
+//     stored again.
+//   - Each source numbers its events 1, 2, 3… (Sequence; 0 means the event
+//     is not sequenced and takes no part in ordering). A source's acked
+//     sequence is the highest N such that 1…N are all stored; the holes
+//     between it and the highest sequence stored are its gaps. Only the
+//     acked and highest sequences are kept (table sentry_sources); gaps
+//     are computed from the stored events above the acked sequence, so
+//     they close by themselves when the missing events arrive and can
+//     never disagree with the events.
+//   - Retention is by day: PruneSentryEvents removes every event received
+//     before the UTC day its cutoff falls in, so Postgres can drop whole
+//     daily partitions and SQLite deletes the same rows.
+
+// SentryEvent is one stored watchdog event: the columns the store indexes
+// and filters on, extracted from the event by the intake, and the whole
+// event as received.
+type SentryEvent struct {
+	Source   string // CloudEvents source: who sent it
+	ID       string // CloudEvents id: unique per source
+	Sequence uint64 // position in the source's stream; 0: not sequenced
+	Type     string // e.g. portcullis.sentry.v1.quarantine
+	Subject  string // the sandbox the event is about ("" if none)
+	// Time is when the watchdog says it happened; ReceivedAt is when the
+	// gateway received it. The store sets ReceivedAt to its clock when
+	// zero, and Time to ReceivedAt when zero, so every event has a place
+	// in time order. Both are kept to the microsecond.
+	Time, ReceivedAt time.Time
+	Severity         string
+	Processing       string // store_only or remediate
+	PolicyHash       string // the policy hash the watchdog saw
+	DenialID         string
+	TraceID          string
+	// Document is the whole event JSON, verbatim (never re-encoded).
+	Document []byte
+	// Flags mark what the intake noticed (unknown type, unknown fields…).
+	Flags []string
+}
+
+// SentrySource is a source's ordering state: the highest contiguous
+// sequence stored (AckedSequence), the highest seen (MaxSequence) and the
+// holes between them, each [from, to] inclusive, in order.
+type SentrySource struct {
+	Source        string
+	AckedSequence uint64
+	MaxSequence   uint64
+	Gaps          [][2]uint64
+}
+
+// SentryBatchResult is what AppendSentryEvents did: how many events it
+// stored and how many it had already (or twice in the batch), and the
+// state of every source the batch named, ordered by source.
+type SentryBatchResult struct {
+	Stored, Duplicates int
+	Sources            []SentrySource
+}
+
+// Source returns the state of one source of the batch (zero with the
+// name if the batch did not name it).
+func (r SentryBatchResult) Source(name string) SentrySource {
+	for _, s := range r.Sources {
+		if s.Source == name {
+			return s
+		}
+	}
+	return SentrySource{Source: name}
+}
+
+// SentryEventFilter selects events for ListSentryEvents; zero fields
+// match everything. Since (inclusive) and Until (exclusive) bound the
+// event's Time. Limit > 0 keeps the newest Limit events.
+type SentryEventFilter struct {
+	Sandbox, Source, Type string
+	Since, Until          time.Time
+	Limit                 int
+}
+
+// SentryBatch checks events and returns those to store, in order, with
+// ReceivedAt set to now and Time to ReceivedAt where they are zero, and how many repeat a (Source,
+// ID) earlier in the batch (they count as duplicates). It refuses the
+// whole batch on the first event without a source or id, with a sequence
+// past int64 or with a document that is not JSON: the intake validates
+// events one by one before this, so a bad event here is a bug.
+func SentryBatch(events []SentryEvent, now time.Time) (unique []SentryEvent, dups int, err error) {
+	type key struct{ source, id string }
+	seen := make(map[key]bool, len(events))
+	unique = make([]SentryEvent, 0, len(events))
+	for i, e := range events {
+		switch {
+		case e.Source == "" || e.ID == "":
+			return nil, 0, fmt.Errorf("invalid sentry event %d: source and id are required", i)
+		case e.Sequence > math.MaxInt64:
+			return nil, 0, fmt.Errorf("invalid sentry event %d (%s/%s): sequence %d out of range", i, e.Source, e.ID, e.Sequence)
+		case !json.Valid(e.Document):
+			return nil, 0, fmt.Errorf("invalid sentry event %d (%s/%s): document is not JSON", i, e.Source, e.ID)
+		}
+		k := key{e.Source, e.ID}
+		if seen[k] {
+			dups++
+			continue
+		}
+		seen[k] = true
+		if e.ReceivedAt.IsZero() {
+			e.ReceivedAt = now
+		}
+		if e.Time.IsZero() {
+			e.Time = e.ReceivedAt
+		}
+		// Microseconds on both engines (Postgres would round the rest).
+		e.ReceivedAt, e.Time = e.ReceivedAt.UTC().Truncate(time.Microsecond), e.Time.UTC().Truncate(time.Microsecond)
+		e.Flags = slices.Clone(e.Flags)
+		unique = append(unique, e)
+	}
+	return unique, dups, nil
+}
+
+// SentrySources returns the distinct sources of events, sorted: the order
+// in which an append locks their state, so concurrent appends cannot
+// deadlock.
+func SentrySources(events []SentryEvent) []string {
+	out := make([]string, 0, 1)
+	for _, e := range events {
+		out = append(out, e.Source)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// SentryPruneCutoff is the instant PruneSentryEvents(before) deletes
+// events received before: the start of before's UTC day.
+func SentryPruneCutoff(before time.Time) time.Time {
+	return before.UTC().Truncate(24 * time.Hour)
+}

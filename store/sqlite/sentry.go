@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
+)
+
+// AppendSentryEvents stores the batch in one write transaction
+// (sentrysql.Append); the single writer orders concurrent appends.
+func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEvent) (store.SentryBatchResult, error) {
+	return sentrysql.Append(ctx, events, time.Now(), "", func(fn func(sentrysql.Intake) error) error {
+		return d.inTx(ctx, func(t *txn) error { return fn(sentryEngine{t.wr}) })
+	})
+}
+
+// Store runs one prepared INSERT … ON CONFLICT DO NOTHING RETURNING per
+// event: no row back means the key was stored already.
+func (e sentryEngine) Store(ctx context.Context, batch []store.SentryEvent, stored func(string, uint64)) error {
+	stmt, err := e.db.PrepareContext(ctx, `INSERT INTO sentry_events (`+strings.Join(sentrysql.Columns, ", ")+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, id) DO NOTHING RETURNING sequence`)
+	if err != nil {
+		return mapErr(err)
+	}
+	defer stmt.Close()
+	for i := range batch {
+		var seq uint64
+		err := stmt.QueryRowContext(ctx, sentrysql.Row(&batch[i], e.Time)...).Scan(&seq)
+		if err == nil {
+			stored(batch[i].Source, seq)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("event %s/%s: %w", batch[i].Source, batch[i].ID, mapErr(err))
+		}
+	}
+	return nil
+}
+
+// ListSentryEvents returns the events f matches, oldest first.
+func (d *Driver) ListSentryEvents(ctx context.Context, f store.SentryEventFilter) ([]store.SentryEvent, error) {
+	return sentrysql.List(ctx, sentryEngine{d.r}, f)
+}
+
+// SentryGaps returns the ordering state of one source ("" for all).
+func (d *Driver) SentryGaps(ctx context.Context, source string) ([]store.SentrySource, error) {
+	return sentrysql.Sources(ctx, sentryEngine{d.r}, source)
+}
+
+// PruneSentryEvents deletes the events received before the cutoff,
+// store.PruneBatch per short write transaction.
+func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (int64, error) {
+	var total int64
+	for {
+		n, err := pruner{d}.Delete(ctx, `DELETE FROM sentry_events WHERE rowid IN (
+			SELECT rowid FROM sentry_events WHERE received_at < ? LIMIT ?)`,
+			nanos(store.SentryPruneCutoff(before)), store.PruneBatch)
+		if total += n; err != nil || n < store.PruneBatch {
+			return total, err
+		}
+	}
+}
+
+// sentryEngine runs sentrysql's statements in the writer's transaction
+// or on the read pool.
+type sentryEngine struct{ db querier }
+
+func (sentryEngine) Param(n int) string   { return sqlwhere.Numbered(n) }
+func (sentryEngine) Time(t time.Time) any { return nanos(t) }
+
+func (e sentryEngine) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := e.db.ExecContext(ctx, q, args...)
+	return mapErr(err)
+}
+
+func (e sentryEngine) Rows(ctx context.Context, q string, args []any, each func(func(...any) error) error) error {
+	_, err := collect(ctx, e.db, func(r scanner) (struct{}, error) { return struct{}{}, each(r.Scan) }, q, args...)
+	return err
+}
