@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -292,11 +291,12 @@ func (r *reader) time(m map[string]json.RawMessage, key string) time.Time {
 	return t
 }
 
-var decimal = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
+var decimal = regexp.MustCompile(`^[1-9][0-9]{0,17}$`)
 
 // sequence reads the CloudEvents sequence extension. The extension defines
 // it as a string; senders also write a JSON integer, which is taken too.
-// It is 1 to 2^63-1 (a Postgres bigint).
+// It is 1 to 10^18-1: at most 18 digits, so it fits a Postgres bigint and
+// JSON Schema can bound the string form with a pattern.
 func (r *reader) sequence(m map[string]json.RawMessage) uint64 {
 	raw, ok := m["sequence"]
 	if !ok {
@@ -308,8 +308,8 @@ func (r *reader) sequence(m map[string]json.RawMessage) uint64 {
 		_ = json.Unmarshal(raw, &text)
 	}
 	n, err := strconv.ParseUint(text, 10, 64)
-	if !decimal.MatchString(text) || err != nil || n > math.MaxInt64 {
-		r.fail("sequence", "must be an integer from 1 to 9223372036854775807 (a JSON integer or a decimal string)")
+	if !decimal.MatchString(text) || err != nil {
+		r.fail("sequence", "must be an integer from 1 to 999999999999999999 (a JSON integer or a decimal string)")
 		return 0
 	}
 	return n

@@ -176,7 +176,7 @@ func refusals() []refusal {
 		{"sequence 0", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = 0 }, "sequence", "integer"},
 		{"sequence leading zero", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = "01" }, "sequence", "integer"},
 		{"sequence fraction", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = 1.5 }, "sequence", "integer"},
-		{"sequence too big", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = "9223372036854775808" }, "sequence", "integer"},
+		{"sequence too big", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = "1000000000000000000" }, "sequence", "integer"},
 		{"datacontenttype xml", ClassHeartbeat, func(ev, _ map[string]any) { ev["datacontenttype"] = "text/xml" }, "datacontenttype", "application/json"},
 		{"data_base64", ClassHeartbeat, func(ev, _ map[string]any) { ev["data_base64"] = "AAAA" }, "data_base64", "binary"},
 		{"no data", ClassHeartbeat, func(ev, _ map[string]any) { delete(ev, "data") }, "data", "is required"},
