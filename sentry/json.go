@@ -20,7 +20,8 @@ const maxDepth = 32
 // checkSyntax refuses what encoding/json would accept silently: duplicate
 // object keys (which the last one wins, hiding the first from a reader of
 // the raw bytes), invalid UTF-8 and lone UTF-16 surrogates (both replaced
-// by U+FFFD), nesting deeper than maxDepth and trailing data. The error
+// by U+FFFD), numbers beyond a double, nesting deeper than maxDepth and
+// trailing data. The error
 // names the path of the offending value.
 func checkSyntax(b []byte) *FieldError {
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -68,7 +69,22 @@ func (w walker) value(path string, depth int) *FieldError {
 	if err != nil {
 		return err
 	}
-	switch tok {
+	switch tok := tok.(type) {
+	case json.Number:
+		// A number a double cannot hold has no canonical form to sign.
+		if f, err := tok.Float64(); err != nil || math.IsInf(f, 0) {
+			return &FieldError{Field: path, Reason: "number out of the range of a double"}
+		}
+	case json.Delim:
+		return w.container(tok, path, depth)
+	}
+	return nil
+}
+
+// container reads the members of an object or array whose opening
+// delimiter has been read.
+func (w walker) container(open json.Delim, path string, depth int) *FieldError {
+	switch open {
 	case json.Delim('{'):
 		seen := map[string]bool{}
 		for w.dec.More() {
@@ -86,18 +102,17 @@ func (w walker) value(path string, depth int) *FieldError {
 				return err
 			}
 		}
-		_, err = w.token(path)
+		_, err := w.token(path)
 		return err
-	case json.Delim('['):
+	default:
 		for i := 0; w.dec.More(); i++ {
 			if err := w.value(fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}
-		_, err = w.token(path)
+		_, err := w.token(path)
 		return err
 	}
-	return nil
 }
 
 // join appends key to a dotted path.

@@ -253,6 +253,7 @@ func TestRefusalsRaw(t *testing.T) {
 		{"invalid UTF-8 in data", strings.Replace(valid, `"info"`, "\"in\xc3fo\"", 1), "data.severity", "invalid UTF-8"},
 		{"lone surrogate", strings.Replace(valid, `"ev-1"`, `"ev-\ud800"`, 1), "id", "lone UTF-16 surrogate"},
 		{"too deep", strings.Replace(valid, `"severity":"info"`, `"severity":"info","x":`+deep, 1), "data.x" + strings.Repeat(".a", 31), "nested deeper"},
+		{"number beyond a double", strings.Replace(valid, `"severity":"info"`, `"severity":"info","big":1e400`, 1), "data.big", "range of a double"},
 		{"trailing data", valid + " {}", "", "trailing data"},
 		{"not an object", `[1]`, "", "JSON object"},
 		{"too large", strings.Replace(valid, `"info"`, `"info","pad":"`+strings.Repeat("x", MaxEventBytes)+`"`, 1), "", "larger than 65536"},
