@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -217,11 +218,7 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 		}
 		buf.WriteByte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b string) int {
+		keys := slices.SortedFunc(maps.Keys(v), func(a, b string) int {
 			return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
 		})
 		buf.WriteByte('{')

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -197,14 +198,9 @@ func parseEvent(raw []byte) (Event, *FieldError) {
 	return ev, nil
 }
 
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+// sortedKeys orders what the reader reports about an object (unknown
+// fields, extensions) so that it does not depend on map order.
+func sortedKeys(m map[string]json.RawMessage) []string { return slices.Sorted(maps.Keys(m)) }
 
 // reader reads typed fields, keeping the first error and the paths of the
 // fields it did not know.
