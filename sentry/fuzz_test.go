@@ -63,3 +63,22 @@ func FuzzParseBatch(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseBatch reads a full batch of 1,000 tool_access events, the
+// common case of bulk ingest.
+func BenchmarkParseBatch(b *testing.B) {
+	events := make([]any, MaxBatchEvents)
+	for i := range events {
+		ev := sample(ClassToolAccess)
+		ev["sequence"] = i + 1
+		events[i] = ev
+	}
+	body := mustJSON(b, events)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if batch, err := ParseBatch(body); err != nil || len(batch.Events) != MaxBatchEvents {
+			b.Fatal(err)
+		}
+	}
+}
