@@ -218,8 +218,8 @@ func (r *reader) fail(field, reason string) {
 // object decodes raw as a JSON object; known lists its fields, any other
 // is recorded as unknown under path (nil known: record nothing).
 func (r *reader) object(raw []byte, path string, known ...string) map[string]json.RawMessage {
-	var m map[string]json.RawMessage
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' || json.Unmarshal(raw, &m) != nil {
+	m, ok := members(raw)
+	if !ok {
 		r.fail(path, "must be a JSON object")
 		return nil
 	}
@@ -256,10 +256,15 @@ func (r *reader) str(m map[string]json.RawMessage, key, path string, max int, re
 		}
 		return ""
 	}
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if raw[0] != '"' {
 		r.fail(path, "must be a string")
 		return ""
+	}
+	// Syntax is already checked: without a backslash, the bytes between
+	// the quotes are the value.
+	s := string(raw[1 : len(raw)-1])
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		_ = json.Unmarshal(raw, &s)
 	}
 	if !validText(s, max) {
 		r.fail(path, fmt.Sprintf("must be 1-%d bytes without control characters", max))
