@@ -26,9 +26,10 @@ type lexer struct {
 	path []segment
 }
 
+// segment is a key (its decoded bytes) or, when index >= 0, an index.
 type segment struct {
-	key   string
-	index int // -1 for a key
+	key   []byte
+	index int
 }
 
 // checkSyntax reads b as one JSON value and nothing else.
@@ -55,7 +56,7 @@ func (l *lexer) fail(reason string) *FieldError {
 		if sb.Len() > 0 {
 			sb.WriteByte('.')
 		}
-		sb.WriteString(s.key)
+		sb.Write(s.key)
 	}
 	return &FieldError{Field: sb.String(), Reason: reason}
 }
@@ -116,24 +117,24 @@ func (l *lexer) object(depth int) *FieldError {
 	if l.expect('}') {
 		return nil
 	}
-	var seen map[string]bool
+	// The keys seen so far: most objects are small, and a linear scan over
+	// their bytes allocates nothing; a large object (a hostile event can
+	// hold thousands of keys) moves to a map so the check stays linear.
+	var seen [][]byte
+	var many map[string]bool
 	for {
 		l.ws()
 		if l.i >= len(l.b) || l.b[l.i] != '"' {
 			return l.fail(fmt.Sprintf("invalid JSON: expected a key at byte %d", l.i))
 		}
-		key, err := l.str()
+		key, err := l.strBytes()
 		if err != nil {
 			return err
 		}
 		l.path = append(l.path, segment{key: key, index: -1})
-		if seen[key] {
+		if seenKey(&seen, &many, key) {
 			return l.fail("duplicate key")
 		}
-		if seen == nil {
-			seen = map[string]bool{}
-		}
-		seen[key] = true
 		if !l.expect(':') {
 			return l.fail(fmt.Sprintf("invalid JSON: expected ':' at byte %d", l.i))
 		}
@@ -149,6 +150,31 @@ func (l *lexer) object(depth int) *FieldError {
 		}
 		return l.fail(fmt.Sprintf("invalid JSON: expected ',' or '}' at byte %d", l.i))
 	}
+}
+
+// seenKey reports whether key is already in the set (seen, then many), and
+// adds it.
+func seenKey(seen *[][]byte, many *map[string]bool, key []byte) bool {
+	if *many != nil {
+		if (*many)[string(key)] {
+			return true
+		}
+		(*many)[string(key)] = true
+		return false
+	}
+	for _, k := range *seen {
+		if bytes.Equal(k, key) {
+			return true
+		}
+	}
+	*seen = append(*seen, key)
+	if len(*seen) > 32 {
+		*many = make(map[string]bool, 2*len(*seen))
+		for _, k := range *seen {
+			(*many)[string(k)] = true
+		}
+	}
+	return false
 }
 
 func (l *lexer) array(depth int) *FieldError {
@@ -174,6 +200,13 @@ func (l *lexer) array(depth int) *FieldError {
 
 // str reads a string at l.i (its opening quote) and returns its value.
 func (l *lexer) str() (string, *FieldError) {
+	b, err := l.strBytes()
+	return string(b), err
+}
+
+// strBytes reads a string at l.i (its opening quote) and returns its
+// value's bytes: a slice of l.b when the string has no escape.
+func (l *lexer) strBytes() ([]byte, *FieldError) {
 	start := l.i
 	l.i++
 	escaped := false
@@ -183,31 +216,31 @@ func (l *lexer) str() (string, *FieldError) {
 		case c == '"':
 			l.i++
 			if !escaped {
-				return string(l.b[start+1 : l.i-1]), nil
+				return l.b[start+1 : l.i-1], nil
 			}
 			var s string
 			if err := json.Unmarshal(l.b[start:l.i], &s); err != nil {
-				return "", l.fail("invalid JSON: " + err.Error())
+				return nil, l.fail("invalid JSON: " + err.Error())
 			}
-			return s, nil
+			return []byte(s), nil
 		case c == '\\':
 			escaped = true
 			if err := l.escape(); err != nil {
-				return "", err
+				return nil, err
 			}
 		case c < 0x20:
-			return "", l.fail("invalid JSON: control character in a string")
+			return nil, l.fail("invalid JSON: control character in a string")
 		case c < utf8.RuneSelf:
 			l.i++
 		default:
 			r, size := utf8.DecodeRune(l.b[l.i:])
 			if r == utf8.RuneError && size == 1 {
-				return "", l.fail("invalid UTF-8")
+				return nil, l.fail("invalid UTF-8")
 			}
 			l.i += size
 		}
 	}
-	return "", l.fail("invalid JSON: unterminated string")
+	return nil, l.fail("invalid JSON: unterminated string")
 }
 
 // escape reads one escape at l.i (its backslash); a \u escape of a high

@@ -333,3 +333,25 @@ func TestParseBatchWhole(t *testing.T) {
 		t.Fatalf("an empty batch: %+v, %v", b, err)
 	}
 }
+
+// TestManyKeys: a duplicate among many keys is still found (the lexer
+// moves from a list to a map past 32 keys).
+func TestManyKeys(t *testing.T) {
+	var sb strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&sb, `,"k%d":%d`, i, i)
+	}
+	valid := string(mustJSON(t, sample(ClassHeartbeat)))
+	many := strings.Replace(valid, `"severity":"info"`, `"severity":"info"`+sb.String(), 1)
+	ev, err := ParseCloudEvent([]byte(many))
+	if err != nil || len(ev.Unknown) != 100 {
+		t.Fatalf("100 unknown keys: %v, unknown %d", err, len(ev.Unknown))
+	}
+	for _, dup := range []string{`,"k3":0`, `,"k77":0`, `,"severity":"low"`} {
+		_, err := ParseCloudEvent([]byte(strings.Replace(many, `"k99":99`, `"k99":99`+dup, 1)))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Reason != "duplicate key" {
+			t.Errorf("%s: %v", dup, err)
+		}
+	}
+}
