@@ -16,8 +16,9 @@ import (
 // from whoever reads the raw bytes), invalid UTF-8 and lone UTF-16
 // surrogates (both would become U+FFFD), numbers beyond a double (no
 // canonical form to sign), nesting deeper than maxDepth and trailing data.
-// It is hand-written because encoding/json's Token API, which could say
-// the same, made reading four times slower than decoding.
+// It is hand-written because encoding/json's Token API, which can say the
+// same, made reading a batch about five times slower than a plain
+// json.Unmarshal; this lexer brings it to about twice (BenchmarkParseBatch).
 type lexer struct {
 	b []byte
 	i int
