@@ -43,7 +43,8 @@ type SentryEvent struct {
 	// subject is the sandbox the event is about.
 	Subject string `protobuf:"bytes,6,opt,name=subject,proto3" json:"subject,omitempty"`
 	// sequence is the CloudEvents `sequence` extension: the source's own
-	// counter, starting at 1 and increasing by 1 per event.
+	// counter, starting at 1 and increasing by 1 per event (at most
+	// 10^18-1, as in the JSON form).
 	Sequence uint64 `protobuf:"varint,7,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// datacontenttype is the media type of data; "application/json" or empty.
 	Datacontenttype string `protobuf:"bytes,8,opt,name=datacontenttype,proto3" json:"datacontenttype,omitempty"`
