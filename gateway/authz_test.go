@@ -28,6 +28,9 @@ const (
 	asOther    = "other sandbox" // sandbox token, request names another sandbox
 	asNone     = "no token"
 	asRevoked  = "revoked token"
+	// asSentry: a watchdog's token. It may only write its own source's
+	// events, through an intake not served yet, so no row lists it.
+	asSentry = "sentry"
 )
 
 // allowedCallers is the expected authorization, written out by hand from
@@ -107,6 +110,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if _, err := admin.token.RevokeToken(ctx, &portcullisv1.RevokeTokenRequest{Name: "gone"}); err != nil {
 		t.Fatal(err)
 	}
+	watchdog, err := admin.token.CreateToken(ctx, &portcullisv1.CreateTokenRequest{Name: "urn:dpu:node-17", Role: "sentry"})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	callers := []struct {
 		name, token, target string
@@ -119,6 +126,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{asOther, mine.GetToken(), "theirs"},
 		{asNone, "", "mine"},
 		{asRevoked, gone.GetToken(), "mine"},
+		// A sentry token targets a real sandbox, so nothing but its role
+		// can refuse it.
+		{asSentry, watchdog.GetToken(), "mine"},
 	}
 
 	files := []protoreflect.FileDescriptor{
@@ -153,6 +163,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 					}
 					if caller.name == asNone && code != connect.CodeUnauthenticated {
 						t.Errorf("%s with no token: got %v, want Unauthenticated", procedure, err)
+					}
+					if caller.name == asSentry && code != connect.CodePermissionDenied {
+						t.Errorf("%s as a sentry token: got %v, want PermissionDenied", procedure, err)
 					}
 				}
 			}

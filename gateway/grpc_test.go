@@ -58,6 +58,10 @@ func TestDistributionOnGRPCServer(t *testing.T) {
 	if _, err := admin.token.RevokeToken(ctx, &portcullisv1.RevokeTokenRequest{Name: "gone"}); err != nil {
 		t.Fatal(err)
 	}
+	watchdog, err := admin.token.CreateToken(ctx, &portcullisv1.CreateTokenRequest{Name: "sentry/node-17", Role: "sentry"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	grpcBefore, _ := routed(t, gw)
 
 	// A good stream first: it is let through and gets the policy.
@@ -80,6 +84,7 @@ func TestDistributionOnGRPCServer(t *testing.T) {
 		{"revoked token", gone.Token, hello("agent-1", "p1"), connect.CodeUnauthenticated},
 		{"operator token", op.Token, hello("agent-1", "p1"), connect.CodePermissionDenied},
 		{"admin token", gatewaytest.AdminToken, hello("agent-1", "p1"), connect.CodePermissionDenied},
+		{"sentry token", watchdog.Token, hello("agent-1", "p1"), connect.CodePermissionDenied},
 		{"another sandbox's hello", a.Token, hello("agent-2", "p1"), connect.CodePermissionDenied},
 	}
 	for _, tc := range refusals {

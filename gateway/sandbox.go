@@ -34,15 +34,33 @@ func checkTokenName(path, name string) error {
 	return nil
 }
 
+// checkSentrySource checks a sentry token's name, which is the one event
+// source it may write (a URI-reference, not a DNS label).
+func checkSentrySource(path, name string) error {
+	if err := store.CheckSentrySource(name); err != nil {
+		return invalidField(path, "a sentry token's name is its event source: %v", err)
+	}
+	return nil
+}
+
 // validateNames checks the names a request carries before any handler or
 // the store sees them, so a malformed name is InvalidArgument with its
 // field on every engine, never a database error.
 func validateNames(msg any) error {
 	switch m := msg.(type) {
 	case *portcullisv1.CreateTokenRequest:
+		if m.GetRole() == store.RoleSentry {
+			return checkSentrySource("name", m.GetName())
+		}
 		return checkTokenName("name", m.GetName())
 	case *portcullisv1.RevokeTokenRequest:
-		return checkTokenName("name", m.GetName())
+		// The request does not say the role: a sentry token's name is a
+		// source, which the DNS-label rule would refuse.
+		err := checkTokenName("name", m.GetName())
+		if err != nil && store.CheckSentrySource(m.GetName()) == nil {
+			return nil
+		}
+		return err
 	case *portcullisv1.ListProxiesRequest, *portcullisv1.ApprovalServiceListProposalsRequest, *portcullisv1.ListAuditRequest:
 		// An empty sandbox lists every sandbox's.
 		sandbox := m.(interface{ GetSandbox() string }).GetSandbox()

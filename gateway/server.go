@@ -297,12 +297,19 @@ func consoleHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// requireToken guards plain HTTP endpoints with the same bearer tokens.
+// requireToken guards plain HTTP endpoints with the same bearer tokens. A
+// sentry token reads nothing (it only writes its own source's events), so
+// it is refused here as it is by every RPC.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.auth.authenticate(r.Context(), r.Header.Get("Authorization")); err != nil {
+		p, err := s.auth.authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		if p.Role == store.RoleSentry {
+			http.Error(w, "a sentry token may not read this endpoint", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -45,7 +46,6 @@ const (
 )
 
 var (
-	errConsoleRole  = connect.NewError(connect.CodePermissionDenied, "a sandbox token cannot sign in to the console: use an operator or admin token")
 	errCSRF         = connect.NewError(connect.CodePermissionDenied, "the console session needs the "+CSRFHeader+" header from GET "+SessionPath)
 	errCrossOrigin  = connect.NewError(connect.CodePermissionDenied, "cross-origin request refused")
 	errCookieFormat = connect.NewError(connect.CodeInvalidArgument, "this token cannot be carried in a cookie; create an operator token for the console")
@@ -129,9 +129,16 @@ func (a *authenticator) authenticateConsole(ctx context.Context, tok string) (Pr
 		return Principal{}, err
 	}
 	if !consoleRole(p.Role) {
-		return Principal{}, errConsoleRole
+		return Principal{}, errConsoleRole(p.Role)
 	}
 	return p, nil
+}
+
+// errConsoleRole refuses a token whose role may not use the console (a
+// sandbox's or a watchdog's), saying which role it has.
+func errConsoleRole(role string) error {
+	return connect.NewError(connect.CodePermissionDenied,
+		fmt.Sprintf("a %s token cannot sign in to the console: use an operator or admin token", role))
 }
 
 // sessionInfo is what GET and POST /console/session answer.

@@ -149,6 +149,10 @@ func TestConsoleSignInRefused(t *testing.T) {
 	if _, err := e.admin.token.RevokeToken(t.Context(), &portcullisv1.RevokeTokenRequest{Name: "gone"}); err != nil {
 		t.Fatal(err)
 	}
+	watchdog, err := e.admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: "sentry/node-17", Role: "sentry"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name        string
 		token       string
@@ -157,6 +161,8 @@ func TestConsoleSignInRefused(t *testing.T) {
 		messageWant string
 	}{
 		{"sandbox token", e.sandbox, nil, http.StatusForbidden, "a sandbox token cannot sign in to the console"},
+		// A watchdog's token writes its own source's events and nothing else.
+		{"sentry token", watchdog.GetToken(), nil, http.StatusForbidden, "a sentry token cannot sign in to the console"},
 		{"unknown token", "pcs_not-a-token", nil, http.StatusUnauthorized, "invalid token"},
 		{"revoked token", gone.GetToken(), nil, http.StatusUnauthorized, "revoked"},
 		{"empty token", "", nil, http.StatusBadRequest, "token is required"},

@@ -15,10 +15,16 @@ func (s tokenService) CreateToken(ctx context.Context, req *portcullisv1.CreateT
 	p := mustPrincipal(ctx)
 	switch req.GetRole() {
 	case store.RoleAdmin, store.RoleOperator:
+	case store.RoleSentry:
+		// The name is the one event source the token may write: refuse
+		// here, as the field it is, what the store would refuse anyway.
+		if err := checkSentrySource("name", req.GetName()); err != nil {
+			return nil, err
+		}
 	case store.RoleSandbox:
 		return nil, invalidField("role", "sandbox tokens are issued by `sandbox create` and `sandbox rotate-token`")
 	default:
-		return nil, invalidField("role", "must be admin or operator, not %q", req.GetRole())
+		return nil, invalidField("role", "must be admin, operator or sentry, not %q", req.GetRole())
 	}
 	token, hash, err := newToken()
 	if err != nil {

@@ -317,6 +317,7 @@ func TestAppendOnly(t *testing.T) {
 				`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('t', 'root', 'h', 'a', ` + ts + `)`,
 				`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('t', 'sandbox', 'h', 'a', ` + ts + `)`,
 				`INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at) VALUES ('t', 'admin', 's', 'h', 'a', ` + ts + `)`,
+				`INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at) VALUES ('t', 'sentry', 's', 'h', 'a', ` + ts + `)`,
 				`INSERT INTO policy_versions (sandbox, version, hash, document, author, source, created_at)
 					VALUES ('missing', 1, 'h', '{}', 'a', 'set', ` + ts + `)`,
 			} {
@@ -324,6 +325,8 @@ func TestAppendOnly(t *testing.T) {
 					t.Errorf("%s succeeded, want a constraint error", q)
 				}
 			}
+			// A sentry token (00008) names its source, not a sandbox.
+			must(t, exec(`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('urn:dpu:n1', 'sentry', 'h', 'a', `+ts+`)`))
 		})
 	}
 }
@@ -342,5 +345,52 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSentryRoleKeepsTokens: 00008 widens the tokens role CHECK (on SQLite by
+// rebuilding the table); the tokens already there survive it unchanged,
+// ids and partial index included, and the sandbox CHECK still holds.
+func TestSentryRoleKeepsTokens(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := e.open(t)
+			must(t, migrations.UpTo(ctx, db, e.name, 7))
+			ts := "now()"
+			if e.name == migrations.SQLite {
+				ts = "0"
+			}
+			exec := func(q string) error {
+				_, err := db.ExecContext(ctx, q)
+				return err
+			}
+			if err := exec(`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('w', 'sentry', 'hw', 'a', ` + ts + `)`); err == nil {
+				t.Fatal("a sentry token before 00008 succeeded, want a constraint error")
+			}
+			must(t, exec(`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('adm', 'admin', 'ha', 'a', `+ts+`)`))
+			must(t, exec(`INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at, revoked_at)
+				VALUES ('sb', 'sandbox', 's', 'hs', 'a', `+ts+`, `+ts+`)`))
+			read := func() []string {
+				return listTables(t, db, `SELECT name || ' ' || role || ' ' || coalesce(sandbox, '-') || ' ' || hash || ' ' ||
+					CAST(id AS TEXT) || ' ' || CAST(revoked_at IS NULL AS TEXT) FROM tokens ORDER BY id`)
+			}
+			before := read()
+			must(t, migrations.Up(ctx, db, e.name))
+			if after := read(); !slices.Equal(after, before) {
+				t.Errorf("tokens after 00008 = %q, want %q", after, before)
+			}
+			must(t, exec(`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('w', 'sentry', 'hw', 'a', `+ts+`)`))
+			if err := exec(`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('w2', 'sandbox', 'hw2', 'a', ` + ts + `)`); err == nil {
+				t.Error("a sandbox token without a sandbox after 00008 succeeded, want a constraint error")
+			}
+			if err := exec(`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('adm', 'admin', 'hx', 'a', ` + ts + `)`); err == nil {
+				t.Error("a duplicate token name after 00008 succeeded, want a constraint error")
+			}
+			if plan := e.explain(t, db, `SELECT name FROM tokens WHERE sandbox = 's' AND revoked_at IS NULL`); !strings.Contains(plan, "tokens_sandbox_live_idx") {
+				t.Errorf("live tokens of a sandbox after 00008 are not read by tokens_sandbox_live_idx:\n%s", plan)
+			}
+		})
 	}
 }

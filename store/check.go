@@ -16,7 +16,8 @@ import (
 // not sentinels: the caller sent something the schema cannot hold.
 
 // Check reports whether t can be stored: a name, a hash and a known role,
-// with a sandbox exactly when the role is sandbox.
+// with a sandbox exactly when the role is sandbox, and a sentry token's name
+// a valid event source.
 func (t Token) Check() error {
 	switch {
 	case t.Name == "":
@@ -33,8 +34,37 @@ func (t Token) Check() error {
 		if t.Sandbox == "" {
 			return errors.New("invalid token: role sandbox needs a sandbox")
 		}
+	case RoleSentry:
+		if t.Sandbox != "" {
+			return fmt.Errorf("invalid token: role %s cannot be scoped to a sandbox", t.Role)
+		}
+		if err := CheckSentrySource(t.Name); err != nil {
+			return fmt.Errorf("invalid token: %w", err)
+		}
 	default:
 		return fmt.Errorf("invalid token: unknown role %q", t.Role)
+	}
+	return nil
+}
+
+// maxSentrySource bounds a sentry token's name, the event source it may
+// write: it is stored with every event and keys the source's ordering state.
+const maxSentrySource = 255
+
+// CheckSentrySource reports whether name can be a sentry token's name, that
+// is a CloudEvents source (a URI-reference such as urn:dpu:node-17 or
+// sentry/node-17): 1 to 255 bytes of printable ASCII without spaces. The
+// token's scope is compared byte for byte with each event's source, so
+// anything that could be written two ways (spaces, control or non-ASCII
+// characters) is refused here rather than matched loosely later.
+func CheckSentrySource(name string) error {
+	if name == "" || len(name) > maxSentrySource {
+		return fmt.Errorf("sentry source %q must be 1 to %d bytes", name, maxSentrySource)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("sentry source %q must be printable ASCII without spaces (byte %d is %#x)", name, i, c)
+		}
 	}
 	return nil
 }

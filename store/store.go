@@ -38,6 +38,9 @@ const (
 	RoleAdmin    = "admin"
 	RoleOperator = "operator"
 	RoleSandbox  = "sandbox"
+	// RoleSentry is a watchdog's credential: it may only write events of
+	// one source, the token's name (see CheckSentrySource).
+	RoleSentry = "sentry"
 )
 
 // Policy version sources.
@@ -109,7 +112,8 @@ type Token struct {
 	ID   int64
 	Name string
 	Role string
-	// Sandbox scopes a sandbox-role token; empty for admin and operator.
+	// Sandbox scopes a sandbox-role token; empty for every other role (a
+	// sentry token is scoped by its Name, the event source).
 	Sandbox    string
 	Hash       string
 	CreatedBy  string

@@ -180,6 +180,35 @@ func TestTokenCommands(t *testing.T) {
 	}
 }
 
+// TestTokenSentry: a sentry token is created with its event source as its
+// name, shows in the list with its role and no sandbox, is refused by the
+// commands that exist today, and is revoked by that name.
+func TestTokenSentry(t *testing.T) {
+	g := startGateway(t)
+	admin := gatewaytest.AdminToken
+	m := g.json(t, admin, "token", "create", "--role", "sentry", "--name", "urn:dpu:node-17")
+	watchdog, _ := m["token"].(string)
+	if m["name"] != "urn:dpu:node-17" || m["role"] != "sentry" || watchdog == "" {
+		t.Fatalf("json = %v", m)
+	}
+	var row []string
+	for _, l := range lines(g.must(t, admin, "token", "list")) {
+		if f := strings.Fields(l); f[0] == "urn:dpu:node-17" {
+			row = f
+		}
+	}
+	if len(row) < 3 || row[1] != "sentry" || row[2] != "-" {
+		t.Errorf("token list row of the sentry token = %q, want role sentry and no sandbox", row)
+	}
+	if _, stderr, code := g.cli(t, watchdog, "sandbox", "list"); code != exitNo || !strings.Contains(stderr, "sentry") {
+		t.Errorf("sandbox list with a sentry token: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := g.cli(t, admin, "token", "create", "--role", "sentry", "--name", "node 17"); code == exitOK || !strings.Contains(stderr, "name") {
+		t.Errorf("a sentry token named with a space: exit %d, stderr %q", code, stderr)
+	}
+	g.must(t, admin, "token", "revoke", "urn:dpu:node-17")
+}
+
 func TestPolicySet(t *testing.T) {
 	g := startGateway(t)
 	admin := gatewaytest.AdminToken

@@ -76,7 +76,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"policy", "rollback", "orders"}, "needs --to"},
 		{[]string{"policy", "diff", "orders", "1", "x"}, "B must be a version number"},
 		{[]string{"token", "create", "--name", "alice"}, "needs --role"},
-		{[]string{"token", "create", "--name", "alice", "--role", "sandbox"}, "--role must be admin or operator"},
+		{[]string{"token", "create", "--name", "alice", "--role", "sandbox"}, "--role must be admin, operator or sentry"},
 		{[]string{"policy", "validate", "testdata/does-not-exist.yaml"}, "no such file"},
 		{[]string{"sandbox", "list", "--gateway", "127.0.0.1:7070"}, "not an http:// or https:// URL"},
 		{[]string{"sandbox", "list", "--token", "a", "--token-file", "f"}, "not both"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -9,11 +10,12 @@ import (
 )
 
 // Roles a token create may ask for; sandbox tokens come from sandbox create.
-var tokenRoles = []string{"admin", "operator"}
+var tokenRoles = []string{"admin", "operator", "sentry"}
 
 func newTokenCmd(env *environment) *cobra.Command {
-	cmd := newGroupCmd("token", "Create, list and revoke admin and operator tokens",
+	cmd := newGroupCmd("token", "Create, list and revoke admin, operator and sentry tokens",
 		`  portcullis token create --role operator --name alice
+  portcullis token create --role sentry --name urn:dpu:node-17
   portcullis token list
   portcullis token revoke alice`)
 	cmd.AddCommand(newTokenCreateCmd(env), newTokenListCmd(env), newTokenRevokeCmd(env))
@@ -23,13 +25,20 @@ func newTokenCmd(env *environment) *cobra.Command {
 func newTokenCreateCmd(env *environment) *cobra.Command {
 	var role, name string
 	cmd := &cobra.Command{
-		Use:   "create --role admin|operator --name WHO",
-		Short: "Create an admin or operator token and print it (shown once)",
+		Use:   "create --role admin|operator|sentry --name WHO",
+		Short: "Create an admin, operator or sentry token and print it (shown once)",
 		Long: `Create a token for a person or a system and print it. The token is shown
 once; only its hash is stored. Operators read everything and decide
-proposals; admins also manage sandboxes, tokens and policies.`,
+proposals; admins also manage sandboxes, tokens and policies.
+
+A sentry token is a watchdog's: its name is the one event source it
+reports as (a CloudEvents source such as urn:dpu:node-17 or sentry/node-17,
+1 to 255 printable ASCII characters without spaces), and it may only write
+that source's events. It reads nothing and cannot sign in to the console.
+The event intake it is for is coming; until then every call refuses it.`,
 		Example: `  portcullis token create --role operator --name alice
-  portcullis token create --role admin --name ci -o json | jq -r .token`,
+  portcullis token create --role admin --name ci -o json | jq -r .token
+  portcullis token create --role sentry --name urn:dpu:node-17`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
@@ -38,8 +47,8 @@ proposals; admins also manage sandboxes, tokens and policies.`,
 			if role == "" {
 				return need(cmd, "role")
 			}
-			if role != tokenRoles[0] && role != tokenRoles[1] {
-				return usagef("--role must be admin or operator, got %q (sandbox tokens come from sandbox create)", role)
+			if !slices.Contains(tokenRoles, role) {
+				return usagef("--role must be admin, operator or sentry, got %q (sandbox tokens come from sandbox create)", role)
 			}
 			return unary(env, func(api *apiClients) (*portcullisv1.CreateTokenResponse, error) {
 				return api.token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role})
@@ -51,8 +60,8 @@ proposals; admins also manage sandboxes, tokens and policies.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&role, "role", "", "`ROLE` of the token: admin or operator")
-	cmd.Flags().StringVar(&name, "name", "", "who holds the token (`WHO`), unique")
+	cmd.Flags().StringVar(&role, "role", "", "`ROLE` of the token: admin, operator or sentry")
+	cmd.Flags().StringVar(&name, "name", "", "who holds the token (`WHO`), unique; for sentry, the event source")
 	return cmd
 }
 

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"LastAdmin", testLastAdmin},
 		{"TokenTouch", testTokenTouch},
 		{"TokenCount", testTokenCount},
+		{"TokenSentry", testTokenSentry},
 		{"Audit", testAudit},
 		{"SigningKeyChain", testSigningKeyChain},
 		{"SigningKeyConcurrentAdd", testSigningKeyConcurrent},

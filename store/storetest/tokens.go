@@ -321,3 +321,69 @@ func testLastAdmin(t *testing.T, s *store.Store) {
 		t.Errorf("revoking an operator with one admin left: %v", err)
 	}
 }
+
+// testTokenSentry: a sentry token is stored, listed and revoked like an
+// operator's, scoped by its name (the event source) and never by a
+// sandbox; a name that is not a valid source is refused with a plain error
+// naming it, and nothing is written.
+func testTokenSentry(t *testing.T, s *store.Store) {
+	const source = "urn:dpu:node-17"
+	got, err := s.CreateToken(ctx(t), NewToken(source, store.RoleSentry, ""), "root")
+	if err != nil || got.Role != store.RoleSentry || got.Name != source || got.Sandbox != "" {
+		t.Fatalf("CreateToken(sentry) = %+v, %v", got, err)
+	}
+	if by, err := s.TokenByHash(ctx(t), got.Hash); err != nil || by.Role != store.RoleSentry || by.Name != source {
+		t.Errorf("TokenByHash(sentry) = %+v, %v", by, err)
+	}
+	if _, err := s.CreateToken(ctx(t), NewToken("sentry/node-18", store.RoleSentry, ""), "root"); err != nil {
+		t.Fatalf("CreateToken(sentry, path source): %v", err)
+	}
+	if n, err := s.CountTokens(ctx(t), store.RoleSentry); err != nil || n != 2 {
+		t.Errorf("CountTokens(sentry) = %d, %v; want 2", n, err)
+	}
+
+	before := len(Audits(t, s, store.AuditFilter{}))
+	for name, tok := range map[string]store.Token{
+		"scoped to a sandbox": NewToken("urn:dpu:node-19", store.RoleSentry, "box"),
+		"space":               NewToken("node 19", store.RoleSentry, ""),
+		"control character":   NewToken("node\t19", store.RoleSentry, ""),
+		"non-ASCII":           NewToken("nœud-19", store.RoleSentry, ""),
+		"too long":            NewToken(strings.Repeat("n", 256), store.RoleSentry, ""),
+	} {
+		_, err := s.CreateToken(ctx(t), tok, "root")
+		WantPlainError(t, "CreateToken(sentry, "+name+")", err)
+		if err != nil && name != "scoped to a sandbox" && !strings.Contains(err.Error(), "source") {
+			t.Errorf("CreateToken(sentry, %s) = %v, want an error naming the source", name, err)
+		}
+	}
+	if _, err := s.CreateToken(ctx(t), NewToken(strings.Repeat("n", 255), store.RoleSentry, ""), "root"); err != nil {
+		t.Errorf("CreateToken(sentry, 255-byte source): %v", err)
+	}
+	if after := len(Audits(t, s, store.AuditFilter{})); after != before+1 {
+		t.Errorf("invalid sentry tokens wrote %d audit entries, want only the valid one's", after-before-1)
+	}
+
+	if err := s.RevokeToken(ctx(t), source, "root"); err != nil {
+		t.Fatalf("RevokeToken(sentry): %v", err)
+	}
+	ts, err := s.ListTokens(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, tk := range ts {
+		if tk.Role != store.RoleSentry {
+			t.Errorf("ListTokens has %+v, want only sentry tokens", tk)
+		}
+		if (tk.Name == source) != (tk.RevokedAt != nil) {
+			t.Errorf("ListTokens entry %q revoked at %v", tk.Name, tk.RevokedAt)
+		}
+		listed = append(listed, tk.Name)
+	}
+	if len(listed) != 3 || !slices.Contains(listed, source) || !slices.Contains(listed, "sentry/node-18") {
+		t.Errorf("ListTokens names = %v", listed)
+	}
+	if n, err := s.CountTokens(ctx(t), store.RoleSentry); err != nil || n != 2 {
+		t.Errorf("CountTokens(sentry) after revoke = %d, %v; want 2", n, err)
+	}
+}

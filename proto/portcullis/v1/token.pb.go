@@ -25,9 +25,11 @@ const (
 type Token struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// role is "admin", "operator" or "sandbox".
+	// role is "admin", "operator", "sandbox" or "sentry". A sentry token is
+	// a watchdog's: its name is the one CloudEvents source it may write
+	// events for, and it reads nothing.
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	// sandbox scopes a sandbox token.
+	// sandbox scopes a sandbox token; empty for every other role.
 	Sandbox       string                 `protobuf:"bytes,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	CreatedBy     string                 `protobuf:"bytes,4,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
@@ -118,8 +120,12 @@ func (x *Token) GetRevokedAt() *timestamppb.Timestamp {
 
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// role is "admin" or "operator".
+	// name is unique among all tokens ever created. For a sentry token it is
+	// the event source (e.g. "urn:dpu:node-17"): 1 to 255 printable ASCII
+	// characters without spaces; other tokens' names are DNS-label shaped.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// role is "admin", "operator" or "sentry" (sandbox tokens come from
+	// SandboxService).
 	Role          string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -28,8 +28,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// TokenService manages admin and operator tokens (admin only). Sandbox
-// tokens are created and rotated through SandboxService.
+// TokenService manages admin, operator and sentry tokens (admin only).
+// Sandbox tokens are created and rotated through SandboxService.
 type TokenServiceClient interface {
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
@@ -78,8 +78,8 @@ func (c *tokenServiceClient) RevokeToken(ctx context.Context, in *RevokeTokenReq
 // All implementations must embed UnimplementedTokenServiceServer
 // for forward compatibility.
 //
-// TokenService manages admin and operator tokens (admin only). Sandbox
-// tokens are created and rotated through SandboxService.
+// TokenService manages admin, operator and sentry tokens (admin only).
+// Sandbox tokens are created and rotated through SandboxService.
 type TokenServiceServer interface {
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
