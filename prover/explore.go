@@ -241,7 +241,6 @@ const (
 type verdict struct {
 	r                policy.Request
 	sig              string
-	dest             int
 	cur, prop, bound policy.Decision
 }
 
@@ -312,23 +311,19 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	}
 	// The proposed policy first: only where it allows does the current
 	// one need asking. Then, for destinations with added requests, the
-	// current policy's reach there (for the finding kinds).
+	// current policy's reach there (for the finding kinds). A
+	// destination's added requests are classified as soon as it is
+	// judged, so the verdicts held at once are one destination's.
 	var added []verdict
-	type destMethod struct {
-		dest   int
-		method string
-	}
-	curReach := make([]bool, len(dests))
-	curMethod := map[destMethod]bool{} // dest, METHOD allowed somewhere (no MCP message); only where asked
-	curToolCall := map[int]bool{}      // dest: some tools/call allowed; only where asked
 	curAllow := make([]int8, len(l7s)) // the current policy's verdicts already known at this dest: 1 allow, -1 deny
-	for di, d := range dests {
+	for _, d := range dests {
 		g.m.charge(stageDecide, g.decideCost)
 		if alwaysDenied(d.r) || !mayAllow(g.prop, d.r) {
 			continue
 		}
 		clear(curAllow)
-		n := len(added)
+		held := g.m.mark()
+		added = added[:0]
 		for li, c := range l7s {
 			r := d.r
 			r.HTTPMethod, r.Path, r.Query, r.MCP = c.method, c.path, c.query, c.mcp
@@ -344,7 +339,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 				continue
 			}
 			curAllow[li] = -1
-			v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], dest: di, cur: cur, prop: prop}
+			v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], cur: cur, prop: prop}
 			g.m.charge(stageDecide, len(v.sig)+g.decideCost)
 			g.m.hold(stageDecide, 2*len(v.sig)+512)
 			if g.bound != nil {
@@ -352,28 +347,29 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			}
 			added = append(added, v)
 		}
-		if len(added) == n {
+		if len(added) == 0 {
 			continue
 		}
 		// What the finding kinds below ask of this destination: whether
 		// the current policy reaches it at all, allows the methods of the
 		// added requests (without an MCP message) and some tools/call.
 		// Requests that cannot change an answer asked for are not judged.
+		reach := destReach{methods: map[string]bool{}} // methods: allowed somewhere (no MCP message); only where asked
 		needMethod := map[string]bool{}
 		needToolCall := false
-		for _, v := range added[n:] {
+		for _, v := range added {
 			needMethod[v.r.HTTPMethod] = true
 			needToolCall = needToolCall || v.r.MCP != nil && v.r.MCP.Method == "tools/call"
 		}
 		for li, c := range l7s {
-			if curReach[di] {
+			if reach.any {
 				switch {
 				case c.mcp == nil:
-					if !needMethod[c.method] || curMethod[destMethod{di, c.method}] {
+					if !needMethod[c.method] || reach.methods[c.method] {
 						continue
 					}
 				case c.mcp.Method == "tools/call":
-					if !needToolCall || curToolCall[di] {
+					if !needToolCall || reach.toolCall {
 						continue
 					}
 				default:
@@ -392,62 +388,89 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			if curAllow[li] < 0 {
 				continue
 			}
-			curReach[di] = true
+			reach.any = true
 			if c.mcp == nil {
-				curMethod[destMethod{di, c.method}] = true
+				reach.methods[c.method] = true
 			} else if c.mcp.Method == "tools/call" {
-				curToolCall[di] = true
+				reach.toolCall = true
 			}
 		}
+		// The verdicts go; what the findings keep of them (a signature
+		// each) stays held until the group is done.
+		kept := 0
+		for _, v := range added {
+			kept += pr.classify(g, v, reach)
+		}
+		g.m.release(held)
+		g.m.hold(stageDecide, kept)
 	}
-	for _, v := range added {
-		// Locating the rule and the findings' lookups scan the proposed
-		// and current policies.
-		g.m.charge(stageDecide, 4*g.decideCost+len(pr.prop)+len(pr.cur))
-		kind, detail := NewReach, ""
-		r := v.r
-		post := r.MCP != nil && strings.EqualFold(r.HTTPMethod, "POST")
-		switch {
-		case !curReach[v.dest]:
-			detail = "the binary could not reach this destination before"
-			if pr.credentialed(r) {
-				kind = NewCredentialedReach
-			}
-		case post && !r.MCP.Response && r.MCP.Method == "tools/call" && curToolCall[v.dest]:
-			kind, detail = NewMCPTool, "tools/call "+r.MCP.Tool+" was not allowed"
-		case post:
-			kind, detail = NewMCPMethod, "MCP method "+r.MCP.Method+" was not allowed"
-		case r.HTTPMethod != "" && curMethod[destMethod{v.dest, r.HTTPMethod}]:
-			kind, detail = NewPath, r.HTTPMethod+" was allowed on other paths only"
-		case r.HTTPMethod != "":
-			kind, detail = NewHTTPMethod, "HTTP "+r.HTTPMethod+" was not allowed"
-		default:
-			detail = "uninspected (L4) requests were not allowed"
-		}
+}
+
+// destReach is what the current policy allows at one destination, as far
+// as the finding kinds ask.
+type destReach struct {
+	any      bool            // some request
+	methods  map[string]bool // METHOD (no MCP message) on some path
+	toolCall bool            // some tools/call
+}
+
+// classify turns one added request into its findings and returns the
+// bytes the findings keep of it.
+func (pr *prover) classify(g *group, v verdict, reach destReach) int {
+	// Locating the rule and the findings' lookups scan the proposed
+	// and current policies.
+	g.m.charge(stageDecide, 4*g.decideCost+len(pr.prop)+len(pr.cur))
+	kind, detail := NewReach, ""
+	r := v.r
+	post := r.MCP != nil && strings.EqualFold(r.HTTPMethod, "POST")
+	switch {
+	case !reach.any:
+		detail = "the binary could not reach this destination before"
 		if pr.credentialed(r) {
-			detail += fmt.Sprintf("; on credentialed destination %s:%d", r.Host, r.Port)
+			kind = NewCredentialedReach
 		}
-		entry, ep, epLabel, rule := pr.locate(g, v.prop)
-		v = pr.withArguments(v, ep, rule)
-		pr.add(kind, entry, epLabel, rule, detail, v, g)
-		// OpenShell's l7_bypass_credentialed: a binary whose wire protocol
-		// the L7 proxy cannot inspect gains reach to a credentialed
-		// destination. Reported beside new_credentialed_reach (OpenShell
-		// reports the bypass category instead), so that rules keyed on
-		// new_credentialed_reach still see the reach.
-		if why, ok := L7Bypass[r.Binary]; ok && kind == NewCredentialedReach {
-			pr.add(L7BypassCredentialed, entry, epLabel, rule, fmt.Sprintf("%s bypasses L7 inspection (%s) and could not reach credentialed destination %s:%d before", r.Binary, why, r.Host, r.Port), v, g)
-		}
-		if a, ok := destAddr(r); ok && !curReach[v.dest] && policy.IsPrivate(a) && ep != nil && len(ep.AllowedIPs) > 0 {
-			pr.add(PrivateNetwork, entry, epLabel, rule, fmt.Sprintf("private address %s reachable through allowed_ips %v", a, ep.AllowedIPs), v, g)
-		}
-		if why := pr.widening(entry, ep, rule, r); why != "" {
-			pr.add(WildcardWidening, entry, epLabel, rule, why, v, g)
-		}
-		if g.bound != nil && !v.bound.Allow {
-			pr.add(ExceedsBoundary, entry, epLabel, rule, "the boundary denies it: "+v.bound.Reason, v, g)
-		}
+	case post && !r.MCP.Response && r.MCP.Method == "tools/call" && reach.toolCall:
+		kind, detail = NewMCPTool, "tools/call "+r.MCP.Tool+" was not allowed"
+	case post:
+		kind, detail = NewMCPMethod, "MCP method "+r.MCP.Method+" was not allowed"
+	case r.HTTPMethod != "" && reach.methods[r.HTTPMethod]:
+		kind, detail = NewPath, r.HTTPMethod+" was allowed on other paths only"
+	case r.HTTPMethod != "":
+		kind, detail = NewHTTPMethod, "HTTP "+r.HTTPMethod+" was not allowed"
+	default:
+		detail = "uninspected (L4) requests were not allowed"
 	}
+	if pr.credentialed(r) {
+		detail += fmt.Sprintf("; on credentialed destination %s:%d", r.Host, r.Port)
+	}
+	entry, ep, epLabel, rule := pr.locate(g, v.prop)
+	v = pr.withArguments(v, ep, rule)
+	n := 0
+	add := func(kind, detail string) {
+		pr.add(kind, entry, epLabel, rule, detail, v, g)
+		n++
+	}
+	add(kind, detail)
+	// OpenShell's l7_bypass_credentialed: a binary whose wire protocol
+	// the L7 proxy cannot inspect gains reach to a credentialed
+	// destination. Reported beside new_credentialed_reach (OpenShell
+	// reports the bypass category instead), so that rules keyed on
+	// new_credentialed_reach still see the reach.
+	if why, ok := L7Bypass[r.Binary]; ok && kind == NewCredentialedReach {
+		add(L7BypassCredentialed, fmt.Sprintf("%s bypasses L7 inspection (%s) and could not reach credentialed destination %s:%d before", r.Binary, why, r.Host, r.Port))
+	}
+	if a, ok := destAddr(r); ok && !reach.any && policy.IsPrivate(a) && ep != nil && len(ep.AllowedIPs) > 0 {
+		add(PrivateNetwork, fmt.Sprintf("private address %s reachable through allowed_ips %v", a, ep.AllowedIPs))
+	}
+	if why := pr.widening(entry, ep, rule, r); why != "" {
+		add(WildcardWidening, why)
+	}
+	if g.bound != nil && !v.bound.Allow {
+		add(ExceedsBoundary, "the boundary denies it: "+v.bound.Reason)
+	}
+	// The signature string is shared by the atoms; each atom is a
+	// pointer and a string header.
+	return len(v.sig) + 32*n
 }
 
 // mayAllow reports whether some endpoint of p could allow a request to
