@@ -136,6 +136,33 @@ type Tx interface {
 	// InsertApprovalPolicy stores ap as given (ErrAlreadyExists if that
 	// version exists).
 	InsertApprovalPolicy(ctx context.Context, ap ApprovalPolicy) error
+
+	// PutSentryKey stores k as its source's key, replacing the one it
+	// had; DeleteSentryKey removes it and returns it (ErrNotFound if the
+	// source has none). GetSentryKey returns one (ErrNotFound);
+	// ListSentryKeys every key ordered by source.
+	PutSentryKey(ctx context.Context, k SentryKey) error
+	DeleteSentryKey(ctx context.Context, source string) (SentryKey, error)
+	GetSentryKey(ctx context.Context, source string) (SentryKey, error)
+	ListSentryKeys(ctx context.Context) ([]SentryKey, error)
+	// SentryEventAt returns the stored event of source with that sequence
+	// (ErrNotFound; with several, the first received): the intake refuses
+	// a remediating event that replays a sequence already used.
+	SentryEventAt(ctx context.Context, source string, sequence uint64) (SentryEvent, error)
+
+	// InsertSentryAction stores a (ID ignored) and returns it with its ID
+	// (ErrAlreadyExists if its (Source, EventID) has one).
+	InsertSentryAction(ctx context.Context, a SentryAction) (SentryAction, error)
+	// GetSentryAction returns one action by ID (ErrNotFound).
+	GetSentryAction(ctx context.Context, id int64) (SentryAction, error)
+	// UpdateSentryAction writes a's mutable fields (status, reason,
+	// version, acked, decided by and at) to the row a.ID (ErrNotFound).
+	UpdateSentryAction(ctx context.Context, a SentryAction) error
+	// ListSentryActions returns the actions f matches, newest first.
+	ListSentryActions(ctx context.Context, f SentryActionFilter) ([]SentryAction, error)
+	// CountSentryActions returns how many actions with one of statuses
+	// were created at or after since (the quarantine circuit breaker).
+	CountSentryActions(ctx context.Context, statuses []string, since time.Time) (int, error)
 }
 
 // Driver is an engine: Tx's primitives (outside InTx each runs on its

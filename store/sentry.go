@@ -147,3 +147,66 @@ func SentrySources(events []SentryEvent) []string {
 func SentryPruneCutoff(before time.Time) time.Time {
 	return before.UTC().Truncate(24 * time.Hour)
 }
+
+// SentryKey is the Ed25519 public key a source signs its events with.
+// Once a source has a key, its events must carry a valid signature.
+type SentryKey struct {
+	Source    string
+	PublicKey []byte // ed25519.PublicKeySize bytes
+	CreatedAt time.Time
+	CreatedBy string
+}
+
+// The statuses of a SentryAction.
+const (
+	// SentryFrozen: the event froze its sandbox; Version is the deny-all
+	// version it committed.
+	SentryFrozen = "frozen"
+	// SentryHeld: the quarantine budget was spent; the sandbox was left
+	// untouched until an operator acts (SentryAction.DecidedBy).
+	SentryHeld = "held"
+	// SentryDryRun: the gateway runs with --sentry-dry-run; this is what
+	// would have been frozen.
+	SentryDryRun = "dry_run"
+	// SentryNoop: the sandbox was frozen already when the event came.
+	SentryNoop = "already_frozen"
+	// SentryFailed: the freeze failed (the sandbox has no policy, or was
+	// deleted); Reason says why.
+	SentryFailed = "failed"
+	// SentryDismissed and SentryApplied: an operator's answer to a held
+	// action — left alone, or frozen after all.
+	SentryDismissed = "dismissed"
+	SentryApplied   = "applied"
+)
+
+// SentryAction is what the gateway did about one remediating event (a
+// quarantine or boundary_breach with processing remediate): one per
+// (Source, EventID).
+type SentryAction struct {
+	ID      int64
+	Source  string
+	EventID string
+	Sandbox string
+	Type    string // the event's type
+	Status  string // one of the Sentry* statuses above
+	Reason  string // why this status (budget spent, dry run, the error…)
+	// Version is the policy version the action committed (0 if none).
+	Version int64
+	// ReceivedAt is when the gateway received the event; CreatedAt when
+	// the action was recorded; AckedAt when the last connected proxy of
+	// the sandbox applied Version (nil until then, or without proxies).
+	ReceivedAt, CreatedAt time.Time
+	AckedAt               *time.Time
+	// DecidedBy and DecidedAt: the operator who answered a held action.
+	DecidedBy string
+	DecidedAt *time.Time
+}
+
+// SentryActionFilter selects actions for ListSentryActions; zero fields
+// match everything. Since bounds CreatedAt (inclusive).
+type SentryActionFilter struct {
+	Sandbox string
+	Status  []string
+	Since   time.Time
+	Limit   int // > 0: the newest Limit
+}

@@ -161,6 +161,14 @@ const (
 	ActionFreeze        = "sandbox.freeze"
 	ActionUnfreeze      = "sandbox.unfreeze"
 	ActionApprovalRules = "approval_policy.set"
+	ActionSentryKeySet  = "sentry.key_set"
+	ActionSentryKeyDel  = "sentry.key_delete"
+	// ActionSentryRefused: the intake refused an event that would have
+	// acted (wrong source, bad signature, replayed sequence).
+	ActionSentryRefused = "sentry.refused"
+	// ActionSentryAction: what the gateway did about a remediating event
+	// (SentryAction.Status), and an operator's answer to a held one.
+	ActionSentryAction = "sentry.action"
 )
 
 // Proposal is a stored proposal of a sandbox. The store keeps the

@@ -3,6 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -456,4 +459,60 @@ func (s *Store) SetApprovalPolicy(ctx context.Context, module, hash, actor strin
 		return ApprovalPolicy{}, fmt.Errorf("set approval policy: %w", err)
 	}
 	return out, nil
+}
+
+// SetSentryKey registers k as the key its source signs events with,
+// replacing the one it had. Audited.
+func (s *Store) SetSentryKey(ctx context.Context, k SentryKey, actor string) (SentryKey, error) {
+	if err := CheckSentrySource(k.Source); err != nil {
+		return SentryKey{}, err
+	}
+	if len(k.PublicKey) != ed25519.PublicKeySize {
+		return SentryKey{}, fmt.Errorf("sentry key of %q: an Ed25519 public key is %d bytes, not %d", k.Source, ed25519.PublicKeySize, len(k.PublicKey))
+	}
+	out := SentryKey{Source: k.Source, PublicKey: bytes.Clone(k.PublicKey), CreatedBy: actor}
+	out, err := Transact(ctx, s.Driver, func(tx Tx) (SentryKey, error) {
+		before := ""
+		if old, err := tx.GetSentryKey(ctx, k.Source); err == nil {
+			before = sentryKeyHash(old.PublicKey)
+		} else if !errors.Is(err, ErrNotFound) {
+			return SentryKey{}, err
+		}
+		out.CreatedAt = tx.Now()
+		if err := tx.PutSentryKey(ctx, out); err != nil {
+			return SentryKey{}, err
+		}
+		return out, Audit(ctx, tx, AuditEntry{
+			Actor: actor, Action: ActionSentryKeySet, Target: k.Source,
+			BeforeHash: before, AfterHash: sentryKeyHash(out.PublicKey),
+		})
+	})
+	if err != nil {
+		return SentryKey{}, fmt.Errorf("set sentry key of %q: %w", k.Source, err)
+	}
+	return out, nil
+}
+
+// DeleteSentryKey removes the source's key: its events need no signature
+// again. ErrNotFound if it has none. Audited.
+func (s *Store) DeleteSentryKey(ctx context.Context, source, actor string) error {
+	err := s.InTx(ctx, func(tx Tx) error {
+		old, err := tx.DeleteSentryKey(ctx, source)
+		if err != nil {
+			return err
+		}
+		return Audit(ctx, tx, AuditEntry{
+			Actor: actor, Action: ActionSentryKeyDel, Target: source, BeforeHash: sentryKeyHash(old.PublicKey),
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("delete sentry key of %q: %w", source, err)
+	}
+	return nil
+}
+
+// sentryKeyHash names a public key in the audit log.
+func sentryKeyHash(pub []byte) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:])
 }
