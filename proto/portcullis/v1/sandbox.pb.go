@@ -38,12 +38,16 @@ type Sandbox struct {
 	// injected for this sandbox, sorted.
 	CredentialedHosts []string `protobuf:"bytes,8,rep,name=credentialed_hosts,json=credentialedHosts,proto3" json:"credentialed_hosts,omitempty"`
 	// frozen: the sandbox is held at deny-all by the kill switch.
-	Frozen        bool                   `protobuf:"varint,9,opt,name=frozen,proto3" json:"frozen,omitempty"`
-	FrozenReason  string                 `protobuf:"bytes,10,opt,name=frozen_reason,json=frozenReason,proto3" json:"frozen_reason,omitempty"`
-	FrozenBy      string                 `protobuf:"bytes,11,opt,name=frozen_by,json=frozenBy,proto3" json:"frozen_by,omitempty"`
-	FrozenAt      *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=frozen_at,json=frozenAt,proto3" json:"frozen_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Frozen       bool                   `protobuf:"varint,9,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	FrozenReason string                 `protobuf:"bytes,10,opt,name=frozen_reason,json=frozenReason,proto3" json:"frozen_reason,omitempty"`
+	FrozenBy     string                 `protobuf:"bytes,11,opt,name=frozen_by,json=frozenBy,proto3" json:"frozen_by,omitempty"`
+	FrozenAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=frozen_at,json=frozenAt,proto3" json:"frozen_at,omitempty"`
+	// quarantine_source and quarantine_event_id name the Sentry event whose
+	// quarantine froze the sandbox (empty when a person froze it).
+	QuarantineSource  string `protobuf:"bytes,13,opt,name=quarantine_source,json=quarantineSource,proto3" json:"quarantine_source,omitempty"`
+	QuarantineEventId string `protobuf:"bytes,14,opt,name=quarantine_event_id,json=quarantineEventId,proto3" json:"quarantine_event_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -158,6 +162,20 @@ func (x *Sandbox) GetFrozenAt() *timestamppb.Timestamp {
 		return x.FrozenAt
 	}
 	return nil
+}
+
+func (x *Sandbox) GetQuarantineSource() string {
+	if x != nil {
+		return x.QuarantineSource
+	}
+	return ""
+}
+
+func (x *Sandbox) GetQuarantineEventId() string {
+	if x != nil {
+		return x.QuarantineEventId
+	}
+	return ""
 }
 
 type CreateSandboxRequest struct {
@@ -912,7 +930,7 @@ var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xdf\x03\n" +
+	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xbc\x04\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\rR\x0ecurrentVersion\x12!\n" +
@@ -928,7 +946,9 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\rfrozen_reason\x18\n" +
 	" \x01(\tR\ffrozenReason\x12\x1b\n" +
 	"\tfrozen_by\x18\v \x01(\tR\bfrozenBy\x127\n" +
-	"\tfrozen_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\"B\n" +
+	"\tfrozen_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\x12+\n" +
+	"\x11quarantine_source\x18\r \x01(\tR\x10quarantineSource\x12.\n" +
+	"\x13quarantine_event_id\x18\x0e \x01(\tR\x11quarantineEventId\"B\n" +
 	"\x14CreateSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\"\xec\x01\n" +

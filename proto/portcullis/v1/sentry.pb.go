@@ -586,6 +586,913 @@ func (x *PublishEventsResponse) GetRefused() []*EventRefusal {
 	return nil
 }
 
+type ListSentryEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sandbox, source and type narrow the list; empty matches all.
+	Sandbox string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Source  string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	Type    string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// since keeps events that happened at or after it.
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// limit keeps the newest limit events (default 100, at most 1,000).
+	Limit         uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSentryEventsRequest) Reset() {
+	*x = ListSentryEventsRequest{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSentryEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSentryEventsRequest) ProtoMessage() {}
+
+func (x *ListSentryEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSentryEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListSentryEventsRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListSentryEventsRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *ListSentryEventsRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ListSentryEventsRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ListSentryEventsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListSentryEventsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListSentryEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*StoredSentryEvent   `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSentryEventsResponse) Reset() {
+	*x = ListSentryEventsResponse{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSentryEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSentryEventsResponse) ProtoMessage() {}
+
+func (x *ListSentryEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSentryEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListSentryEventsResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListSentryEventsResponse) GetEvents() []*StoredSentryEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// StoredSentryEvent is an event as the gateway stored it.
+type StoredSentryEvent struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Source     string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Id         string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Sequence   uint64                 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Type       string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	Subject    string                 `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
+	Time       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	ReceivedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	Severity   string                 `protobuf:"bytes,8,opt,name=severity,proto3" json:"severity,omitempty"`
+	Processing string                 `protobuf:"bytes,9,opt,name=processing,proto3" json:"processing,omitempty"`
+	PolicyHash string                 `protobuf:"bytes,10,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
+	DenialId   string                 `protobuf:"bytes,11,opt,name=denial_id,json=denialId,proto3" json:"denial_id,omitempty"`
+	TraceId    string                 `protobuf:"bytes,12,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// flags say what was kept without being understood: unknown_type,
+	// unknown_field, extension.
+	Flags []string `protobuf:"bytes,13,rep,name=flags,proto3" json:"flags,omitempty"`
+	// document is the event as received (CloudEvents JSON), verbatim.
+	Document      string `protobuf:"bytes,14,opt,name=document,proto3" json:"document,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredSentryEvent) Reset() {
+	*x = StoredSentryEvent{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredSentryEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredSentryEvent) ProtoMessage() {}
+
+func (x *StoredSentryEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredSentryEvent.ProtoReflect.Descriptor instead.
+func (*StoredSentryEvent) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *StoredSentryEvent) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *StoredSentryEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *StoredSentryEvent) GetReceivedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return nil
+}
+
+func (x *StoredSentryEvent) GetSeverity() string {
+	if x != nil {
+		return x.Severity
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetProcessing() string {
+	if x != nil {
+		return x.Processing
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetPolicyHash() string {
+	if x != nil {
+		return x.PolicyHash
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetDenialId() string {
+	if x != nil {
+		return x.DenialId
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *StoredSentryEvent) GetFlags() []string {
+	if x != nil {
+		return x.Flags
+	}
+	return nil
+}
+
+func (x *StoredSentryEvent) GetDocument() string {
+	if x != nil {
+		return x.Document
+	}
+	return ""
+}
+
+type ListSentryGapsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// source narrows to one source; empty lists every source.
+	Source        string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSentryGapsRequest) Reset() {
+	*x = ListSentryGapsRequest{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSentryGapsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSentryGapsRequest) ProtoMessage() {}
+
+func (x *ListSentryGapsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSentryGapsRequest.ProtoReflect.Descriptor instead.
+func (*ListSentryGapsRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListSentryGapsRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type ListSentryGapsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sources       []*SourceAck           `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSentryGapsResponse) Reset() {
+	*x = ListSentryGapsResponse{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSentryGapsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSentryGapsResponse) ProtoMessage() {}
+
+func (x *ListSentryGapsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSentryGapsResponse.ProtoReflect.Descriptor instead.
+func (*ListSentryGapsResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListSentryGapsResponse) GetSources() []*SourceAck {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// SentryAction is what the gateway did about one remediating event.
+type SentryAction struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Source  string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	EventId string                 `protobuf:"bytes,3,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Sandbox string                 `protobuf:"bytes,4,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Type    string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	// status: frozen, held, dry_run, already_frozen, failed, dismissed or
+	// applied.
+	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// version is the deny-all policy version the action committed.
+	Version    uint32                 `protobuf:"varint,8,opt,name=version,proto3" json:"version,omitempty"`
+	ReceivedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// acked_at is when the last connected proxy applied version.
+	AckedAt       *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=acked_at,json=ackedAt,proto3" json:"acked_at,omitempty"`
+	DecidedBy     string                 `protobuf:"bytes,12,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SentryAction) Reset() {
+	*x = SentryAction{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SentryAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SentryAction) ProtoMessage() {}
+
+func (x *SentryAction) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SentryAction.ProtoReflect.Descriptor instead.
+func (*SentryAction) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SentryAction) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SentryAction) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SentryAction) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *SentryAction) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *SentryAction) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *SentryAction) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *SentryAction) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SentryAction) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SentryAction) GetReceivedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return nil
+}
+
+func (x *SentryAction) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *SentryAction) GetAckedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AckedAt
+	}
+	return nil
+}
+
+func (x *SentryAction) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *SentryAction) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
+type ListSentryActionsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// status narrows to these statuses; empty matches all.
+	Status []string `protobuf:"bytes,2,rep,name=status,proto3" json:"status,omitempty"`
+	// limit keeps the newest limit actions (default 100, at most 1,000).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSentryActionsRequest) Reset() {
+	*x = ListSentryActionsRequest{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSentryActionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSentryActionsRequest) ProtoMessage() {}
+
+func (x *ListSentryActionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSentryActionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSentryActionsRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListSentryActionsRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *ListSentryActionsRequest) GetStatus() []string {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *ListSentryActionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListSentryActionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actions       []*SentryAction        `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSentryActionsResponse) Reset() {
+	*x = ListSentryActionsResponse{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSentryActionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSentryActionsResponse) ProtoMessage() {}
+
+func (x *ListSentryActionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSentryActionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSentryActionsResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListSentryActionsResponse) GetActions() []*SentryAction {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+type DecideSentryActionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// decision is "freeze" (freeze the sandbox now) or "dismiss".
+	Decision string `protobuf:"bytes,2,opt,name=decision,proto3" json:"decision,omitempty"`
+	// reason is required: why the operator decided so.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideSentryActionRequest) Reset() {
+	*x = DecideSentryActionRequest{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideSentryActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideSentryActionRequest) ProtoMessage() {}
+
+func (x *DecideSentryActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideSentryActionRequest.ProtoReflect.Descriptor instead.
+func (*DecideSentryActionRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DecideSentryActionRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DecideSentryActionRequest) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *DecideSentryActionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DecideSentryActionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        *SentryAction          `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideSentryActionResponse) Reset() {
+	*x = DecideSentryActionResponse{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideSentryActionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideSentryActionResponse) ProtoMessage() {}
+
+func (x *DecideSentryActionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideSentryActionResponse.ProtoReflect.Descriptor instead.
+func (*DecideSentryActionResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DecideSentryActionResponse) GetAction() *SentryAction {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+type SetSentrySourceKeyRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Source string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// public_key is the raw 32-byte Ed25519 public key.
+	PublicKey     []byte `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSentrySourceKeyRequest) Reset() {
+	*x = SetSentrySourceKeyRequest{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSentrySourceKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSentrySourceKeyRequest) ProtoMessage() {}
+
+func (x *SetSentrySourceKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSentrySourceKeyRequest.ProtoReflect.Descriptor instead.
+func (*SetSentrySourceKeyRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SetSentrySourceKeyRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SetSentrySourceKeyRequest) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+type SetSentrySourceKeyResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Source string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// fingerprint is the SHA-256 of the key, hex.
+	Fingerprint   string `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSentrySourceKeyResponse) Reset() {
+	*x = SetSentrySourceKeyResponse{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSentrySourceKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSentrySourceKeyResponse) ProtoMessage() {}
+
+func (x *SetSentrySourceKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSentrySourceKeyResponse.ProtoReflect.Descriptor instead.
+func (*SetSentrySourceKeyResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SetSentrySourceKeyResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SetSentrySourceKeyResponse) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+type DeleteSentrySourceKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSentrySourceKeyRequest) Reset() {
+	*x = DeleteSentrySourceKeyRequest{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSentrySourceKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSentrySourceKeyRequest) ProtoMessage() {}
+
+func (x *DeleteSentrySourceKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSentrySourceKeyRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSentrySourceKeyRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeleteSentrySourceKeyRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type DeleteSentrySourceKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSentrySourceKeyResponse) Reset() {
+	*x = DeleteSentrySourceKeyResponse{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSentrySourceKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSentrySourceKeyResponse) ProtoMessage() {}
+
+func (x *DeleteSentrySourceKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSentrySourceKeyResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSentrySourceKeyResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{21}
+}
+
 var File_portcullis_v1_sentry_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sentry_proto_rawDesc = "" +
@@ -632,10 +1539,90 @@ const file_portcullis_v1_sentry_proto_rawDesc = "" +
 	"duplicates\x12%\n" +
 	"\x0eacked_sequence\x18\x03 \x01(\x04R\rackedSequence\x12.\n" +
 	"\x04gaps\x18\x04 \x03(\v2\x1a.portcullis.v1.SequenceGapR\x04gaps\x125\n" +
-	"\arefused\x18\x05 \x03(\v2\x1b.portcullis.v1.EventRefusalR\arefused2\xc8\x01\n" +
+	"\arefused\x18\x05 \x03(\v2\x1b.portcullis.v1.EventRefusalR\arefused\"\xa7\x01\n" +
+	"\x17ListSentryEventsRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"T\n" +
+	"\x18ListSentryEventsResponse\x128\n" +
+	"\x06events\x18\x01 \x03(\v2 .portcullis.v1.StoredSentryEventR\x06events\"\xb9\x03\n" +
+	"\x11StoredSentryEvent\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\x04R\bsequence\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x12\x18\n" +
+	"\asubject\x18\x05 \x01(\tR\asubject\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12;\n" +
+	"\vreceived_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"receivedAt\x12\x1a\n" +
+	"\bseverity\x18\b \x01(\tR\bseverity\x12\x1e\n" +
+	"\n" +
+	"processing\x18\t \x01(\tR\n" +
+	"processing\x12\x1f\n" +
+	"\vpolicy_hash\x18\n" +
+	" \x01(\tR\n" +
+	"policyHash\x12\x1b\n" +
+	"\tdenial_id\x18\v \x01(\tR\bdenialId\x12\x19\n" +
+	"\btrace_id\x18\f \x01(\tR\atraceId\x12\x14\n" +
+	"\x05flags\x18\r \x03(\tR\x05flags\x12\x1a\n" +
+	"\bdocument\x18\x0e \x01(\tR\bdocument\"/\n" +
+	"\x15ListSentryGapsRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\"L\n" +
+	"\x16ListSentryGapsResponse\x122\n" +
+	"\asources\x18\x01 \x03(\v2\x18.portcullis.v1.SourceAckR\asources\"\xd2\x03\n" +
+	"\fSentryAction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x19\n" +
+	"\bevent_id\x18\x03 \x01(\tR\aeventId\x12\x18\n" +
+	"\asandbox\x18\x04 \x01(\tR\asandbox\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
+	"\aversion\x18\b \x01(\rR\aversion\x12;\n" +
+	"\vreceived_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"receivedAt\x129\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x125\n" +
+	"\backed_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\aackedAt\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\f \x01(\tR\tdecidedBy\x129\n" +
+	"\n" +
+	"decided_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"b\n" +
+	"\x18ListSentryActionsRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x16\n" +
+	"\x06status\x18\x02 \x03(\tR\x06status\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"R\n" +
+	"\x19ListSentryActionsResponse\x125\n" +
+	"\aactions\x18\x01 \x03(\v2\x1b.portcullis.v1.SentryActionR\aactions\"_\n" +
+	"\x19DecideSentryActionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1a\n" +
+	"\bdecision\x18\x02 \x01(\tR\bdecision\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"Q\n" +
+	"\x1aDecideSentryActionResponse\x123\n" +
+	"\x06action\x18\x01 \x01(\v2\x1b.portcullis.v1.SentryActionR\x06action\"R\n" +
+	"\x19SetSentrySourceKeyRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x02 \x01(\fR\tpublicKey\"V\n" +
+	"\x1aSetSentrySourceKeyResponse\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"6\n" +
+	"\x1cDeleteSentrySourceKeyRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\"\x1f\n" +
+	"\x1dDeleteSentrySourceKeyResponse2\x9a\x06\n" +
 	"\rSentryService\x12[\n" +
 	"\fIngestEvents\x12\".portcullis.v1.IngestEventsRequest\x1a#.portcullis.v1.IngestEventsResponse(\x010\x01\x12Z\n" +
-	"\rPublishEvents\x12#.portcullis.v1.PublishEventsRequest\x1a$.portcullis.v1.PublishEventsResponseB\xbc\x01\n" +
+	"\rPublishEvents\x12#.portcullis.v1.PublishEventsRequest\x1a$.portcullis.v1.PublishEventsResponse\x12]\n" +
+	"\n" +
+	"ListEvents\x12&.portcullis.v1.ListSentryEventsRequest\x1a'.portcullis.v1.ListSentryEventsResponse\x12W\n" +
+	"\bListGaps\x12$.portcullis.v1.ListSentryGapsRequest\x1a%.portcullis.v1.ListSentryGapsResponse\x12`\n" +
+	"\vListActions\x12'.portcullis.v1.ListSentryActionsRequest\x1a(.portcullis.v1.ListSentryActionsResponse\x12c\n" +
+	"\fDecideAction\x12(.portcullis.v1.DecideSentryActionRequest\x1a).portcullis.v1.DecideSentryActionResponse\x12c\n" +
+	"\fSetSourceKey\x12(.portcullis.v1.SetSentrySourceKeyRequest\x1a).portcullis.v1.SetSentrySourceKeyResponse\x12l\n" +
+	"\x0fDeleteSourceKey\x12+.portcullis.v1.DeleteSentrySourceKeyRequest\x1a,.portcullis.v1.DeleteSentrySourceKeyResponseB\xbc\x01\n" +
 	"\x11com.portcullis.v1B\vSentryProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -650,22 +1637,36 @@ func file_portcullis_v1_sentry_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_sentry_proto_rawDescData
 }
 
-var file_portcullis_v1_sentry_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_portcullis_v1_sentry_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_portcullis_v1_sentry_proto_goTypes = []any{
-	(*SentryEvent)(nil),           // 0: portcullis.v1.SentryEvent
-	(*IngestEventsRequest)(nil),   // 1: portcullis.v1.IngestEventsRequest
-	(*IngestEventsResponse)(nil),  // 2: portcullis.v1.IngestEventsResponse
-	(*SourceAck)(nil),             // 3: portcullis.v1.SourceAck
-	(*SequenceGap)(nil),           // 4: portcullis.v1.SequenceGap
-	(*EventRefusal)(nil),          // 5: portcullis.v1.EventRefusal
-	(*PublishEventsRequest)(nil),  // 6: portcullis.v1.PublishEventsRequest
-	(*PublishEventsResponse)(nil), // 7: portcullis.v1.PublishEventsResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 9: google.protobuf.Struct
+	(*SentryEvent)(nil),                   // 0: portcullis.v1.SentryEvent
+	(*IngestEventsRequest)(nil),           // 1: portcullis.v1.IngestEventsRequest
+	(*IngestEventsResponse)(nil),          // 2: portcullis.v1.IngestEventsResponse
+	(*SourceAck)(nil),                     // 3: portcullis.v1.SourceAck
+	(*SequenceGap)(nil),                   // 4: portcullis.v1.SequenceGap
+	(*EventRefusal)(nil),                  // 5: portcullis.v1.EventRefusal
+	(*PublishEventsRequest)(nil),          // 6: portcullis.v1.PublishEventsRequest
+	(*PublishEventsResponse)(nil),         // 7: portcullis.v1.PublishEventsResponse
+	(*ListSentryEventsRequest)(nil),       // 8: portcullis.v1.ListSentryEventsRequest
+	(*ListSentryEventsResponse)(nil),      // 9: portcullis.v1.ListSentryEventsResponse
+	(*StoredSentryEvent)(nil),             // 10: portcullis.v1.StoredSentryEvent
+	(*ListSentryGapsRequest)(nil),         // 11: portcullis.v1.ListSentryGapsRequest
+	(*ListSentryGapsResponse)(nil),        // 12: portcullis.v1.ListSentryGapsResponse
+	(*SentryAction)(nil),                  // 13: portcullis.v1.SentryAction
+	(*ListSentryActionsRequest)(nil),      // 14: portcullis.v1.ListSentryActionsRequest
+	(*ListSentryActionsResponse)(nil),     // 15: portcullis.v1.ListSentryActionsResponse
+	(*DecideSentryActionRequest)(nil),     // 16: portcullis.v1.DecideSentryActionRequest
+	(*DecideSentryActionResponse)(nil),    // 17: portcullis.v1.DecideSentryActionResponse
+	(*SetSentrySourceKeyRequest)(nil),     // 18: portcullis.v1.SetSentrySourceKeyRequest
+	(*SetSentrySourceKeyResponse)(nil),    // 19: portcullis.v1.SetSentrySourceKeyResponse
+	(*DeleteSentrySourceKeyRequest)(nil),  // 20: portcullis.v1.DeleteSentrySourceKeyRequest
+	(*DeleteSentrySourceKeyResponse)(nil), // 21: portcullis.v1.DeleteSentrySourceKeyResponse
+	(*timestamppb.Timestamp)(nil),         // 22: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),               // 23: google.protobuf.Struct
 }
 var file_portcullis_v1_sentry_proto_depIdxs = []int32{
-	8,  // 0: portcullis.v1.SentryEvent.time:type_name -> google.protobuf.Timestamp
-	9,  // 1: portcullis.v1.SentryEvent.data:type_name -> google.protobuf.Struct
+	22, // 0: portcullis.v1.SentryEvent.time:type_name -> google.protobuf.Timestamp
+	23, // 1: portcullis.v1.SentryEvent.data:type_name -> google.protobuf.Struct
 	0,  // 2: portcullis.v1.IngestEventsRequest.events:type_name -> portcullis.v1.SentryEvent
 	3,  // 3: portcullis.v1.IngestEventsResponse.acks:type_name -> portcullis.v1.SourceAck
 	5,  // 4: portcullis.v1.IngestEventsResponse.refused:type_name -> portcullis.v1.EventRefusal
@@ -673,15 +1674,38 @@ var file_portcullis_v1_sentry_proto_depIdxs = []int32{
 	0,  // 6: portcullis.v1.PublishEventsRequest.events:type_name -> portcullis.v1.SentryEvent
 	4,  // 7: portcullis.v1.PublishEventsResponse.gaps:type_name -> portcullis.v1.SequenceGap
 	5,  // 8: portcullis.v1.PublishEventsResponse.refused:type_name -> portcullis.v1.EventRefusal
-	1,  // 9: portcullis.v1.SentryService.IngestEvents:input_type -> portcullis.v1.IngestEventsRequest
-	6,  // 10: portcullis.v1.SentryService.PublishEvents:input_type -> portcullis.v1.PublishEventsRequest
-	2,  // 11: portcullis.v1.SentryService.IngestEvents:output_type -> portcullis.v1.IngestEventsResponse
-	7,  // 12: portcullis.v1.SentryService.PublishEvents:output_type -> portcullis.v1.PublishEventsResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	22, // 9: portcullis.v1.ListSentryEventsRequest.since:type_name -> google.protobuf.Timestamp
+	10, // 10: portcullis.v1.ListSentryEventsResponse.events:type_name -> portcullis.v1.StoredSentryEvent
+	22, // 11: portcullis.v1.StoredSentryEvent.time:type_name -> google.protobuf.Timestamp
+	22, // 12: portcullis.v1.StoredSentryEvent.received_at:type_name -> google.protobuf.Timestamp
+	3,  // 13: portcullis.v1.ListSentryGapsResponse.sources:type_name -> portcullis.v1.SourceAck
+	22, // 14: portcullis.v1.SentryAction.received_at:type_name -> google.protobuf.Timestamp
+	22, // 15: portcullis.v1.SentryAction.created_at:type_name -> google.protobuf.Timestamp
+	22, // 16: portcullis.v1.SentryAction.acked_at:type_name -> google.protobuf.Timestamp
+	22, // 17: portcullis.v1.SentryAction.decided_at:type_name -> google.protobuf.Timestamp
+	13, // 18: portcullis.v1.ListSentryActionsResponse.actions:type_name -> portcullis.v1.SentryAction
+	13, // 19: portcullis.v1.DecideSentryActionResponse.action:type_name -> portcullis.v1.SentryAction
+	1,  // 20: portcullis.v1.SentryService.IngestEvents:input_type -> portcullis.v1.IngestEventsRequest
+	6,  // 21: portcullis.v1.SentryService.PublishEvents:input_type -> portcullis.v1.PublishEventsRequest
+	8,  // 22: portcullis.v1.SentryService.ListEvents:input_type -> portcullis.v1.ListSentryEventsRequest
+	11, // 23: portcullis.v1.SentryService.ListGaps:input_type -> portcullis.v1.ListSentryGapsRequest
+	14, // 24: portcullis.v1.SentryService.ListActions:input_type -> portcullis.v1.ListSentryActionsRequest
+	16, // 25: portcullis.v1.SentryService.DecideAction:input_type -> portcullis.v1.DecideSentryActionRequest
+	18, // 26: portcullis.v1.SentryService.SetSourceKey:input_type -> portcullis.v1.SetSentrySourceKeyRequest
+	20, // 27: portcullis.v1.SentryService.DeleteSourceKey:input_type -> portcullis.v1.DeleteSentrySourceKeyRequest
+	2,  // 28: portcullis.v1.SentryService.IngestEvents:output_type -> portcullis.v1.IngestEventsResponse
+	7,  // 29: portcullis.v1.SentryService.PublishEvents:output_type -> portcullis.v1.PublishEventsResponse
+	9,  // 30: portcullis.v1.SentryService.ListEvents:output_type -> portcullis.v1.ListSentryEventsResponse
+	12, // 31: portcullis.v1.SentryService.ListGaps:output_type -> portcullis.v1.ListSentryGapsResponse
+	15, // 32: portcullis.v1.SentryService.ListActions:output_type -> portcullis.v1.ListSentryActionsResponse
+	17, // 33: portcullis.v1.SentryService.DecideAction:output_type -> portcullis.v1.DecideSentryActionResponse
+	19, // 34: portcullis.v1.SentryService.SetSourceKey:output_type -> portcullis.v1.SetSentrySourceKeyResponse
+	21, // 35: portcullis.v1.SentryService.DeleteSourceKey:output_type -> portcullis.v1.DeleteSentrySourceKeyResponse
+	28, // [28:36] is the sub-list for method output_type
+	20, // [20:28] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_sentry_proto_init() }
@@ -695,7 +1719,7 @@ func file_portcullis_v1_sentry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_sentry_proto_rawDesc), len(file_portcullis_v1_sentry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

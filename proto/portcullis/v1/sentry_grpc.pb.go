@@ -19,8 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SentryService_IngestEvents_FullMethodName  = "/portcullis.v1.SentryService/IngestEvents"
-	SentryService_PublishEvents_FullMethodName = "/portcullis.v1.SentryService/PublishEvents"
+	SentryService_IngestEvents_FullMethodName    = "/portcullis.v1.SentryService/IngestEvents"
+	SentryService_PublishEvents_FullMethodName   = "/portcullis.v1.SentryService/PublishEvents"
+	SentryService_ListEvents_FullMethodName      = "/portcullis.v1.SentryService/ListEvents"
+	SentryService_ListGaps_FullMethodName        = "/portcullis.v1.SentryService/ListGaps"
+	SentryService_ListActions_FullMethodName     = "/portcullis.v1.SentryService/ListActions"
+	SentryService_DecideAction_FullMethodName    = "/portcullis.v1.SentryService/DecideAction"
+	SentryService_SetSourceKey_FullMethodName    = "/portcullis.v1.SentryService/SetSourceKey"
+	SentryService_DeleteSourceKey_FullMethodName = "/portcullis.v1.SentryService/DeleteSourceKey"
 )
 
 // SentryServiceClient is the client API for SentryService service.
@@ -41,6 +47,21 @@ type SentryServiceClient interface {
 	IngestEvents(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestEventsRequest, IngestEventsResponse], error)
 	// PublishEvents stores one batch and answers when it is durable.
 	PublishEvents(ctx context.Context, in *PublishEventsRequest, opts ...grpc.CallOption) (*PublishEventsResponse, error)
+	// ListEvents returns stored events, oldest first.
+	ListEvents(ctx context.Context, in *ListSentryEventsRequest, opts ...grpc.CallOption) (*ListSentryEventsResponse, error)
+	// ListGaps returns each source's acknowledged sequence and its gaps.
+	ListGaps(ctx context.Context, in *ListSentryGapsRequest, opts ...grpc.CallOption) (*ListSentryGapsResponse, error)
+	// ListActions returns what the gateway did about remediating events
+	// (the incidents), newest first.
+	ListActions(ctx context.Context, in *ListSentryActionsRequest, opts ...grpc.CallOption) (*ListSentryActionsResponse, error)
+	// DecideAction answers a held quarantine: freeze the sandbox after all,
+	// or dismiss it.
+	DecideAction(ctx context.Context, in *DecideSentryActionRequest, opts ...grpc.CallOption) (*DecideSentryActionResponse, error)
+	// SetSourceKey registers the Ed25519 public key a source signs its
+	// events with; from then on its events must be signed. Admin only.
+	SetSourceKey(ctx context.Context, in *SetSentrySourceKeyRequest, opts ...grpc.CallOption) (*SetSentrySourceKeyResponse, error)
+	// DeleteSourceKey removes a source's key. Admin only.
+	DeleteSourceKey(ctx context.Context, in *DeleteSentrySourceKeyRequest, opts ...grpc.CallOption) (*DeleteSentrySourceKeyResponse, error)
 }
 
 type sentryServiceClient struct {
@@ -74,6 +95,66 @@ func (c *sentryServiceClient) PublishEvents(ctx context.Context, in *PublishEven
 	return out, nil
 }
 
+func (c *sentryServiceClient) ListEvents(ctx context.Context, in *ListSentryEventsRequest, opts ...grpc.CallOption) (*ListSentryEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSentryEventsResponse)
+	err := c.cc.Invoke(ctx, SentryService_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sentryServiceClient) ListGaps(ctx context.Context, in *ListSentryGapsRequest, opts ...grpc.CallOption) (*ListSentryGapsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSentryGapsResponse)
+	err := c.cc.Invoke(ctx, SentryService_ListGaps_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sentryServiceClient) ListActions(ctx context.Context, in *ListSentryActionsRequest, opts ...grpc.CallOption) (*ListSentryActionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSentryActionsResponse)
+	err := c.cc.Invoke(ctx, SentryService_ListActions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sentryServiceClient) DecideAction(ctx context.Context, in *DecideSentryActionRequest, opts ...grpc.CallOption) (*DecideSentryActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecideSentryActionResponse)
+	err := c.cc.Invoke(ctx, SentryService_DecideAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sentryServiceClient) SetSourceKey(ctx context.Context, in *SetSentrySourceKeyRequest, opts ...grpc.CallOption) (*SetSentrySourceKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetSentrySourceKeyResponse)
+	err := c.cc.Invoke(ctx, SentryService_SetSourceKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sentryServiceClient) DeleteSourceKey(ctx context.Context, in *DeleteSentrySourceKeyRequest, opts ...grpc.CallOption) (*DeleteSentrySourceKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSentrySourceKeyResponse)
+	err := c.cc.Invoke(ctx, SentryService_DeleteSourceKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SentryServiceServer is the server API for SentryService service.
 // All implementations must embed UnimplementedSentryServiceServer
 // for forward compatibility.
@@ -92,6 +173,21 @@ type SentryServiceServer interface {
 	IngestEvents(grpc.BidiStreamingServer[IngestEventsRequest, IngestEventsResponse]) error
 	// PublishEvents stores one batch and answers when it is durable.
 	PublishEvents(context.Context, *PublishEventsRequest) (*PublishEventsResponse, error)
+	// ListEvents returns stored events, oldest first.
+	ListEvents(context.Context, *ListSentryEventsRequest) (*ListSentryEventsResponse, error)
+	// ListGaps returns each source's acknowledged sequence and its gaps.
+	ListGaps(context.Context, *ListSentryGapsRequest) (*ListSentryGapsResponse, error)
+	// ListActions returns what the gateway did about remediating events
+	// (the incidents), newest first.
+	ListActions(context.Context, *ListSentryActionsRequest) (*ListSentryActionsResponse, error)
+	// DecideAction answers a held quarantine: freeze the sandbox after all,
+	// or dismiss it.
+	DecideAction(context.Context, *DecideSentryActionRequest) (*DecideSentryActionResponse, error)
+	// SetSourceKey registers the Ed25519 public key a source signs its
+	// events with; from then on its events must be signed. Admin only.
+	SetSourceKey(context.Context, *SetSentrySourceKeyRequest) (*SetSentrySourceKeyResponse, error)
+	// DeleteSourceKey removes a source's key. Admin only.
+	DeleteSourceKey(context.Context, *DeleteSentrySourceKeyRequest) (*DeleteSentrySourceKeyResponse, error)
 	mustEmbedUnimplementedSentryServiceServer()
 }
 
@@ -107,6 +203,24 @@ func (UnimplementedSentryServiceServer) IngestEvents(grpc.BidiStreamingServer[In
 }
 func (UnimplementedSentryServiceServer) PublishEvents(context.Context, *PublishEventsRequest) (*PublishEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PublishEvents not implemented")
+}
+func (UnimplementedSentryServiceServer) ListEvents(context.Context, *ListSentryEventsRequest) (*ListSentryEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedSentryServiceServer) ListGaps(context.Context, *ListSentryGapsRequest) (*ListSentryGapsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGaps not implemented")
+}
+func (UnimplementedSentryServiceServer) ListActions(context.Context, *ListSentryActionsRequest) (*ListSentryActionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListActions not implemented")
+}
+func (UnimplementedSentryServiceServer) DecideAction(context.Context, *DecideSentryActionRequest) (*DecideSentryActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DecideAction not implemented")
+}
+func (UnimplementedSentryServiceServer) SetSourceKey(context.Context, *SetSentrySourceKeyRequest) (*SetSentrySourceKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSourceKey not implemented")
+}
+func (UnimplementedSentryServiceServer) DeleteSourceKey(context.Context, *DeleteSentrySourceKeyRequest) (*DeleteSentrySourceKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSourceKey not implemented")
 }
 func (UnimplementedSentryServiceServer) mustEmbedUnimplementedSentryServiceServer() {}
 func (UnimplementedSentryServiceServer) testEmbeddedByValue()                       {}
@@ -154,6 +268,114 @@ func _SentryService_PublishEvents_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SentryService_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSentryEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SentryServiceServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SentryService_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SentryServiceServer).ListEvents(ctx, req.(*ListSentryEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SentryService_ListGaps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSentryGapsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SentryServiceServer).ListGaps(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SentryService_ListGaps_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SentryServiceServer).ListGaps(ctx, req.(*ListSentryGapsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SentryService_ListActions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSentryActionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SentryServiceServer).ListActions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SentryService_ListActions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SentryServiceServer).ListActions(ctx, req.(*ListSentryActionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SentryService_DecideAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideSentryActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SentryServiceServer).DecideAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SentryService_DecideAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SentryServiceServer).DecideAction(ctx, req.(*DecideSentryActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SentryService_SetSourceKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSentrySourceKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SentryServiceServer).SetSourceKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SentryService_SetSourceKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SentryServiceServer).SetSourceKey(ctx, req.(*SetSentrySourceKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SentryService_DeleteSourceKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSentrySourceKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SentryServiceServer).DeleteSourceKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SentryService_DeleteSourceKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SentryServiceServer).DeleteSourceKey(ctx, req.(*DeleteSentrySourceKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SentryService_ServiceDesc is the grpc.ServiceDesc for SentryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -164,6 +386,30 @@ var SentryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PublishEvents",
 			Handler:    _SentryService_PublishEvents_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _SentryService_ListEvents_Handler,
+		},
+		{
+			MethodName: "ListGaps",
+			Handler:    _SentryService_ListGaps_Handler,
+		},
+		{
+			MethodName: "ListActions",
+			Handler:    _SentryService_ListActions_Handler,
+		},
+		{
+			MethodName: "DecideAction",
+			Handler:    _SentryService_DecideAction_Handler,
+		},
+		{
+			MethodName: "SetSourceKey",
+			Handler:    _SentryService_SetSourceKey_Handler,
+		},
+		{
+			MethodName: "DeleteSourceKey",
+			Handler:    _SentryService_DeleteSourceKey_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -29,6 +29,19 @@ const (
 	// SentryServicePublishEventsProcedure is the procedure name of the SentryService's PublishEvents
 	// RPC.
 	SentryServicePublishEventsProcedure = "/portcullis.v1.SentryService/PublishEvents"
+	// SentryServiceListEventsProcedure is the procedure name of the SentryService's ListEvents RPC.
+	SentryServiceListEventsProcedure = "/portcullis.v1.SentryService/ListEvents"
+	// SentryServiceListGapsProcedure is the procedure name of the SentryService's ListGaps RPC.
+	SentryServiceListGapsProcedure = "/portcullis.v1.SentryService/ListGaps"
+	// SentryServiceListActionsProcedure is the procedure name of the SentryService's ListActions RPC.
+	SentryServiceListActionsProcedure = "/portcullis.v1.SentryService/ListActions"
+	// SentryServiceDecideActionProcedure is the procedure name of the SentryService's DecideAction RPC.
+	SentryServiceDecideActionProcedure = "/portcullis.v1.SentryService/DecideAction"
+	// SentryServiceSetSourceKeyProcedure is the procedure name of the SentryService's SetSourceKey RPC.
+	SentryServiceSetSourceKeyProcedure = "/portcullis.v1.SentryService/SetSourceKey"
+	// SentryServiceDeleteSourceKeyProcedure is the procedure name of the SentryService's
+	// DeleteSourceKey RPC.
+	SentryServiceDeleteSourceKeyProcedure = "/portcullis.v1.SentryService/DeleteSourceKey"
 )
 
 var (
@@ -46,6 +59,48 @@ var (
 			Procedure:  SentryServicePublishEventsProcedure,
 		}
 	})
+	sentryServiceListEventsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sentry_proto.Services().ByName("SentryService").Methods().ByName("ListEvents"),
+			Procedure:  SentryServiceListEventsProcedure,
+		}
+	})
+	sentryServiceListGapsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sentry_proto.Services().ByName("SentryService").Methods().ByName("ListGaps"),
+			Procedure:  SentryServiceListGapsProcedure,
+		}
+	})
+	sentryServiceListActionsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sentry_proto.Services().ByName("SentryService").Methods().ByName("ListActions"),
+			Procedure:  SentryServiceListActionsProcedure,
+		}
+	})
+	sentryServiceDecideActionSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sentry_proto.Services().ByName("SentryService").Methods().ByName("DecideAction"),
+			Procedure:  SentryServiceDecideActionProcedure,
+		}
+	})
+	sentryServiceSetSourceKeySpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sentry_proto.Services().ByName("SentryService").Methods().ByName("SetSourceKey"),
+			Procedure:  SentryServiceSetSourceKeyProcedure,
+		}
+	})
+	sentryServiceDeleteSourceKeySpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sentry_proto.Services().ByName("SentryService").Methods().ByName("DeleteSourceKey"),
+			Procedure:  SentryServiceDeleteSourceKeyProcedure,
+		}
+	})
 )
 
 // SentryServiceClient is a client for the portcullis.v1.SentryService service.
@@ -55,6 +110,21 @@ type SentryServiceClient interface {
 	IngestEvents(context.Context) (SentryServiceIngestEventsClientStream, error)
 	// PublishEvents stores one batch and answers when it is durable.
 	PublishEvents(context.Context, *v1.PublishEventsRequest) (*v1.PublishEventsResponse, error)
+	// ListEvents returns stored events, oldest first.
+	ListEvents(context.Context, *v1.ListSentryEventsRequest) (*v1.ListSentryEventsResponse, error)
+	// ListGaps returns each source's acknowledged sequence and its gaps.
+	ListGaps(context.Context, *v1.ListSentryGapsRequest) (*v1.ListSentryGapsResponse, error)
+	// ListActions returns what the gateway did about remediating events
+	// (the incidents), newest first.
+	ListActions(context.Context, *v1.ListSentryActionsRequest) (*v1.ListSentryActionsResponse, error)
+	// DecideAction answers a held quarantine: freeze the sandbox after all,
+	// or dismiss it.
+	DecideAction(context.Context, *v1.DecideSentryActionRequest) (*v1.DecideSentryActionResponse, error)
+	// SetSourceKey registers the Ed25519 public key a source signs its
+	// events with; from then on its events must be signed. Admin only.
+	SetSourceKey(context.Context, *v1.SetSentrySourceKeyRequest) (*v1.SetSentrySourceKeyResponse, error)
+	// DeleteSourceKey removes a source's key. Admin only.
+	DeleteSourceKey(context.Context, *v1.DeleteSentrySourceKeyRequest) (*v1.DeleteSentrySourceKeyResponse, error)
 }
 
 // NewSentryServiceClient constructs a client for the portcullis.v1.SentryService service. Multiple
@@ -107,6 +177,21 @@ type SentryServiceHandler interface {
 	IngestEvents(context.Context, SentryServiceIngestEventsServerStream) error
 	// PublishEvents stores one batch and answers when it is durable.
 	PublishEvents(context.Context, *v1.PublishEventsRequest) (*v1.PublishEventsResponse, error)
+	// ListEvents returns stored events, oldest first.
+	ListEvents(context.Context, *v1.ListSentryEventsRequest) (*v1.ListSentryEventsResponse, error)
+	// ListGaps returns each source's acknowledged sequence and its gaps.
+	ListGaps(context.Context, *v1.ListSentryGapsRequest) (*v1.ListSentryGapsResponse, error)
+	// ListActions returns what the gateway did about remediating events
+	// (the incidents), newest first.
+	ListActions(context.Context, *v1.ListSentryActionsRequest) (*v1.ListSentryActionsResponse, error)
+	// DecideAction answers a held quarantine: freeze the sandbox after all,
+	// or dismiss it.
+	DecideAction(context.Context, *v1.DecideSentryActionRequest) (*v1.DecideSentryActionResponse, error)
+	// SetSourceKey registers the Ed25519 public key a source signs its
+	// events with; from then on its events must be signed. Admin only.
+	SetSourceKey(context.Context, *v1.SetSentrySourceKeyRequest) (*v1.SetSentrySourceKeyResponse, error)
+	// DeleteSourceKey removes a source's key. Admin only.
+	DeleteSourceKey(context.Context, *v1.DeleteSentrySourceKeyRequest) (*v1.DeleteSentrySourceKeyResponse, error)
 }
 
 // RegisterSentryServiceHandler registers svc as the portcullis.v1.SentryService implementation on
@@ -116,6 +201,12 @@ func RegisterSentryServiceHandler(server *connect.Server, svc SentryServiceHandl
 	server.Register(
 		connect.Method{Spec: sentryServiceIngestEventsSpec(), Handler: adapter.ingestEvents},
 		connect.Method{Spec: sentryServicePublishEventsSpec(), Handler: adapter.publishEvents},
+		connect.Method{Spec: sentryServiceListEventsSpec(), Handler: adapter.listEvents},
+		connect.Method{Spec: sentryServiceListGapsSpec(), Handler: adapter.listGaps},
+		connect.Method{Spec: sentryServiceListActionsSpec(), Handler: adapter.listActions},
+		connect.Method{Spec: sentryServiceDecideActionSpec(), Handler: adapter.decideAction},
+		connect.Method{Spec: sentryServiceSetSourceKeySpec(), Handler: adapter.setSourceKey},
+		connect.Method{Spec: sentryServiceDeleteSourceKeySpec(), Handler: adapter.deleteSourceKey},
 	)
 }
 
@@ -155,6 +246,30 @@ func (UnimplementedSentryServiceHandler) PublishEvents(context.Context, *v1.Publ
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.PublishEvents is not implemented")
 }
 
+func (UnimplementedSentryServiceHandler) ListEvents(context.Context, *v1.ListSentryEventsRequest) (*v1.ListSentryEventsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.ListEvents is not implemented")
+}
+
+func (UnimplementedSentryServiceHandler) ListGaps(context.Context, *v1.ListSentryGapsRequest) (*v1.ListSentryGapsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.ListGaps is not implemented")
+}
+
+func (UnimplementedSentryServiceHandler) ListActions(context.Context, *v1.ListSentryActionsRequest) (*v1.ListSentryActionsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.ListActions is not implemented")
+}
+
+func (UnimplementedSentryServiceHandler) DecideAction(context.Context, *v1.DecideSentryActionRequest) (*v1.DecideSentryActionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.DecideAction is not implemented")
+}
+
+func (UnimplementedSentryServiceHandler) SetSourceKey(context.Context, *v1.SetSentrySourceKeyRequest) (*v1.SetSentrySourceKeyResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.SetSourceKey is not implemented")
+}
+
+func (UnimplementedSentryServiceHandler) DeleteSourceKey(context.Context, *v1.DeleteSentrySourceKeyRequest) (*v1.DeleteSentrySourceKeyResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.DeleteSourceKey is not implemented")
+}
+
 type sentryServiceClient struct {
 	client *connect.Client
 }
@@ -175,6 +290,54 @@ func (c *sentryServiceClient) PublishEvents(ctx context.Context, req *v1.Publish
 	return &res, nil
 }
 
+func (c *sentryServiceClient) ListEvents(ctx context.Context, req *v1.ListSentryEventsRequest) (*v1.ListSentryEventsResponse, error) {
+	var res v1.ListSentryEventsResponse
+	if err := c.client.CallUnary(ctx, sentryServiceListEventsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sentryServiceClient) ListGaps(ctx context.Context, req *v1.ListSentryGapsRequest) (*v1.ListSentryGapsResponse, error) {
+	var res v1.ListSentryGapsResponse
+	if err := c.client.CallUnary(ctx, sentryServiceListGapsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sentryServiceClient) ListActions(ctx context.Context, req *v1.ListSentryActionsRequest) (*v1.ListSentryActionsResponse, error) {
+	var res v1.ListSentryActionsResponse
+	if err := c.client.CallUnary(ctx, sentryServiceListActionsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sentryServiceClient) DecideAction(ctx context.Context, req *v1.DecideSentryActionRequest) (*v1.DecideSentryActionResponse, error) {
+	var res v1.DecideSentryActionResponse
+	if err := c.client.CallUnary(ctx, sentryServiceDecideActionSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sentryServiceClient) SetSourceKey(ctx context.Context, req *v1.SetSentrySourceKeyRequest) (*v1.SetSentrySourceKeyResponse, error) {
+	var res v1.SetSentrySourceKeyResponse
+	if err := c.client.CallUnary(ctx, sentryServiceSetSourceKeySpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sentryServiceClient) DeleteSourceKey(ctx context.Context, req *v1.DeleteSentrySourceKeyRequest) (*v1.DeleteSentrySourceKeyResponse, error) {
+	var res v1.DeleteSentrySourceKeyResponse
+	if err := c.client.CallUnary(ctx, sentryServiceDeleteSourceKeySpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 type sentryServiceHandler struct{ svc SentryServiceHandler }
 
 func (h sentryServiceHandler) ingestEvents(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
@@ -187,6 +350,78 @@ func (h sentryServiceHandler) publishEvents(ctx context.Context, _ connect.Spec,
 		return err
 	}
 	res, err := h.svc.PublishEvents(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sentryServiceHandler) listEvents(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ListSentryEventsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.ListEvents(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sentryServiceHandler) listGaps(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ListSentryGapsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.ListGaps(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sentryServiceHandler) listActions(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ListSentryActionsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.ListActions(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sentryServiceHandler) decideAction(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.DecideSentryActionRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.DecideAction(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sentryServiceHandler) setSourceKey(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SetSentrySourceKeyRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.SetSourceKey(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sentryServiceHandler) deleteSourceKey(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.DeleteSentrySourceKeyRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.DeleteSourceKey(ctx, &req)
 	if err != nil {
 		return err
 	}
