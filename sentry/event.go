@@ -109,6 +109,10 @@ type Event struct {
 	// define, verbatim, by name.
 	Extensions map[string]json.RawMessage
 
+	// Raw is the event exactly as received (its JSON object), what the
+	// store keeps.
+	Raw json.RawMessage
+
 	// Flags and Unknown say what was kept without being understood:
 	// Unknown lists the paths ("type", "data.foo", "myext") in order.
 	Flags   Flag

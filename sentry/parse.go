@@ -165,6 +165,7 @@ func parseEvent(raw []byte) (Event, *FieldError) {
 		return Event{}, r.err
 	}
 	ev.Data = slices.Clone(data)
+	ev.Raw = slices.Clone(raw)
 	if ev.Class == "" {
 		ev.Flags |= FlagUnknownType
 		ev.Unknown = append(ev.Unknown, "type")

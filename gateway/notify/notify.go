@@ -1,6 +1,7 @@
 // Package notify owns the gateway's notifications: the webhook (signed,
 // queued, retried, never blocking what caused it), what each event says
-// (a proposal needs a human, a proposal was decided, the audit head moved),
+// (a proposal needs a human, a proposal was decided, the audit head moved,
+// a Sentry quarantine was held),
 // and the audit head logger that writes every head to the log. It imports
 // store and the lifecycle's domain types; never the gateway root.
 package notify
@@ -46,6 +47,9 @@ const (
 	EventNeedsHuman = "proposal.needs_human"
 	EventDecided    = "proposal.decided"
 	EventAuditHead  = "audit.head"
+	// EventQuarantineHeld: a Sentry quarantine was held by the circuit
+	// breaker; the sandbox runs on until an operator decides.
+	EventQuarantineHeld = "sentry.quarantine_held"
 )
 
 // notification is one webhook call's body.
@@ -261,4 +265,17 @@ func clip(s string) string {
 		s = strings.ToValidUTF8(s[:maxTextBytes], "") + "…"
 	}
 	return s
+}
+
+// QuarantineHeld alerts that the quarantine circuit breaker held a Sentry
+// quarantine: the sandbox was not frozen, and an operator must decide.
+func (n *Notifier) QuarantineHeld(a store.SentryAction) {
+	if n == nil {
+		return
+	}
+	text := fmt.Sprintf("Sentry quarantine of sandbox %s held (event %s from %s): %s. Decide with `portcullis sentry decide %d --freeze|--dismiss --reason ...`",
+		a.Sandbox, clip(a.EventID), clip(a.Source), clip(a.Reason), a.ID)
+	n.send(EventQuarantineHeld, text, map[string]any{
+		"action": a.ID, "sandbox": a.Sandbox, "source": a.Source, "event_id": a.EventID, "reason": a.Reason,
+	})
 }
