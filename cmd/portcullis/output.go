@@ -39,6 +39,11 @@ func (e *environment) printJSON(m proto.Message) error {
 // (warnings on stderr, which go out whatever the format) it prints in
 // call.
 func unary[R proto.Message](env *environment, call func(api *apiClients) (R, error), text func(R) error) error {
+	return unaryWith(env, jsonOptions, call, text)
+}
+
+// unaryWith is unary with other marshal options for -o json.
+func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions, call func(api *apiClients) (R, error), text func(R) error) error {
 	api, err := env.client()
 	if err != nil {
 		return err
@@ -48,7 +53,7 @@ func unary[R proto.Message](env *environment, call func(api *apiClients) (R, err
 		return err
 	}
 	if env.jsonOutput() {
-		return env.printJSON(res)
+		return env.printJSONWith(opts, res)
 	}
 	return text(res)
 }

@@ -101,41 +101,34 @@ prints the document alone in canonical form, ready to edit and set again;
 			if err != nil {
 				return err
 			}
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			pv, err := api.policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: v})
-			if err != nil {
-				return err
-			}
-			switch env.output {
-			case outputJSON:
-				return env.printJSON(pv)
-			case outputYAML:
+			return unary(env, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
+				return api.policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: v})
+			}, func(pv *portcullisv1.PolicyVersion) error {
+				if env.output == outputYAML {
+					doc, err := documentYAML(pv.GetPolicy())
+					if err != nil {
+						return err
+					}
+					_, err = env.stdout.Write(doc)
+					return err
+				}
+				if err := env.fields(
+					"sandbox", pv.GetSandbox(),
+					"version", fmt.Sprint(pv.GetVersion()),
+					"hash", dash(pv.GetHash()),
+					"source", provenance(pv),
+					"author", dash(pv.GetAuthor()),
+					"created", when(pv.GetCreatedAt()),
+				); err != nil {
+					return err
+				}
 				doc, err := documentYAML(pv.GetPolicy())
 				if err != nil {
 					return err
 				}
-				_, err = env.stdout.Write(doc)
+				_, err = fmt.Fprintf(env.stdout, "---\n%s", doc)
 				return err
-			}
-			if err := env.fields(
-				"sandbox", pv.GetSandbox(),
-				"version", fmt.Sprint(pv.GetVersion()),
-				"hash", dash(pv.GetHash()),
-				"source", provenance(pv),
-				"author", dash(pv.GetAuthor()),
-				"created", when(pv.GetCreatedAt()),
-			); err != nil {
-				return err
-			}
-			doc, err := documentYAML(pv.GetPolicy())
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(env.stdout, "---\n%s", doc)
-			return err
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&version, "version", 0, "version `N` to show (default: current)")

@@ -49,27 +49,20 @@ those of one sandbox, with what each last reported:
   portcullis proxies list -o json | jq '.proxies[] | select(.applied_version != .current_version)'`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, err := env.client()
-			if err != nil {
-				return err
-			}
-			res, err := api.proxy.ListProxies(cmd.Context(), &portcullisv1.ListProxiesRequest{Sandbox: sandbox})
-			if err != nil {
-				return err
-			}
-			if env.jsonOutput() {
-				// The contract's fields (connected, last_nack_version, lag_ms,
-				// …) are there even when zero.
-				opts := jsonOptions
-				opts.EmitDefaultValues = true
-				return env.printJSONWith(opts, res)
-			}
-			tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG", "DROPPED")
-			for _, p := range res.GetProxies() {
-				row(tw, p.GetSandbox(), p.GetProxyId(), connectedCell(p), appliedCell(p),
-					when(p.GetLastAckAt()), nackCell(p), lagCell(p), fmt.Sprint(p.GetDecisionsDropped()))
-			}
-			return tw.Flush()
+			// The contract's fields (connected, last_nack_version, lag_ms, …)
+			// are in the JSON even when zero.
+			opts := jsonOptions
+			opts.EmitDefaultValues = true
+			return unaryWith(env, opts, func(api *apiClients) (*portcullisv1.ListProxiesResponse, error) {
+				return api.proxy.ListProxies(cmd.Context(), &portcullisv1.ListProxiesRequest{Sandbox: sandbox})
+			}, func(res *portcullisv1.ListProxiesResponse) error {
+				tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG", "DROPPED")
+				for _, p := range res.GetProxies() {
+					row(tw, p.GetSandbox(), p.GetProxyId(), connectedCell(p), appliedCell(p),
+						when(p.GetLastAckAt()), nackCell(p), lagCell(p), fmt.Sprint(p.GetDecisionsDropped()))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&sandbox, "sandbox", "", "only the proxies of sandbox `NAME`")

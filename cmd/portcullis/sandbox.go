@@ -190,26 +190,20 @@ With -o json: {"cert_pem": "-----BEGIN CERTIFICATE-----…"}.`,
   portcullis sandbox ca orders -o json | jq -r .cert_pem`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			api, err := env.client()
-			if err != nil {
+			return unary(env, func(api *apiClients) (*portcullisv1.GetSandboxCAResponse, error) {
+				res, err := api.sandbox.GetSandboxCA(cmd.Context(), &portcullisv1.GetSandboxCARequest{Name: a[0]})
+				if err == nil && len(res.GetCertPem()) == 0 {
+					return nil, fmt.Errorf("the gateway sent no certificate for sandbox %s", a[0])
+				}
+				return res, err
+			}, func(res *portcullisv1.GetSandboxCAResponse) error {
+				pem := res.GetCertPem()
+				if !strings.HasSuffix(pem, "\n") {
+					pem += "\n"
+				}
+				_, err := io.WriteString(env.stdout, pem)
 				return err
-			}
-			res, err := api.sandbox.GetSandboxCA(cmd.Context(), &portcullisv1.GetSandboxCARequest{Name: a[0]})
-			if err != nil {
-				return err
-			}
-			if len(res.GetCertPem()) == 0 {
-				return fmt.Errorf("the gateway sent no certificate for sandbox %s", a[0])
-			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
-			}
-			pem := res.GetCertPem()
-			if !strings.HasSuffix(pem, "\n") {
-				pem += "\n"
-			}
-			_, err = io.WriteString(env.stdout, pem)
-			return err
+			})
 		},
 	}
 }
