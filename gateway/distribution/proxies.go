@@ -2,6 +2,7 @@ package distribution
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -43,10 +44,13 @@ type proxyTracker struct {
 	mu    sync.Mutex
 	live  map[proxyKey]*proxyEntry
 	dirty map[proxyKey]store.ProxyStatus
+	// changed is closed (and replaced) whenever a proxy applies a version
+	// or goes: what waitApplied waits on.
+	changed chan struct{}
 }
 
 func newProxyTracker(st *store.Store, replica string, now func() time.Time) *proxyTracker {
-	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus)}
+	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus), changed: make(chan struct{})}
 }
 
 func (t *proxyTracker) connect(key proxyKey, hello *portcullisv1.ProxyHello) *proxyEntry {
@@ -85,6 +89,43 @@ func (t *proxyTracker) disconnect(e *proxyEntry) {
 	e.status.Connected = false
 	e.status.LastSeenAt = t.now()
 	t.dirty[e.key] = e.status
+	t.broadcast()
+}
+
+// broadcast wakes the waiters of waitApplied; t.mu is held.
+func (t *proxyTracker) broadcast() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// waitApplied waits until every proxy of sandbox streaming from this
+// replica has applied version or a later one (or gone), and returns how
+// many had; with none connected it returns 0 at once.
+func (t *proxyTracker) waitApplied(ctx context.Context, sandbox string, version int64) (int, error) {
+	for {
+		t.mu.Lock()
+		applied, behind := 0, 0
+		for k, e := range t.live {
+			if k.sandbox != sandbox {
+				continue
+			}
+			if e.status.AppliedVersion >= version {
+				applied++
+			} else {
+				behind++
+			}
+		}
+		changed := t.changed
+		t.mu.Unlock()
+		if behind == 0 {
+			return applied, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return applied, fmt.Errorf("%d of %d proxies of sandbox %q have not applied version %d: %w", behind, applied+behind, sandbox, version, ctx.Err())
+		}
+	}
 }
 
 func (t *proxyTracker) ack(e *proxyEntry, sv *signedVersion, lag time.Duration, now time.Time) {
@@ -95,6 +136,9 @@ func (t *proxyTracker) ack(e *proxyEntry, sv *signedVersion, lag time.Duration, 
 		s.LastSeenAt = now
 		s.LagMillis = lag.Milliseconds()
 	})
+	t.mu.Lock()
+	t.broadcast()
+	t.mu.Unlock()
 }
 
 func (t *proxyTracker) nack(e *proxyEntry, sv *signedVersion, msg string, now time.Time) {
