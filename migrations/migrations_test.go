@@ -21,7 +21,7 @@ import (
 
 var tables = []string{
 	"approval_policies", "audit_head", "audit_log", "decisions", "policy_versions", "proposal_approvals", "proposals",
-	"proxies", "sandbox_cas", "sandboxes", "sentry_events", "sentry_sources", "signing_keys", "tokens",
+	"proxies", "sandbox_cas", "sandboxes", "sentry_actions", "sentry_events", "sentry_keys", "sentry_sources", "signing_keys", "tokens",
 }
 
 // engineTables are tables only one engine has: Postgres keeps Sentry
@@ -215,6 +215,14 @@ func TestHotLookupsUseIndexes(t *testing.T) {
 				`SELECT 1 FROM ` + keys + ` WHERE source = 's' AND id = 'i'`,
 				`SELECT sequence FROM sentry_events WHERE source = 's' AND sequence > 5 ORDER BY sequence`,
 				`SELECT id FROM sentry_events WHERE subject = 's' ORDER BY event_time DESC LIMIT 10`,
+				// Sentry remediation: the replay lookup, a source's key,
+				// an event's action, a sandbox's newest actions, the
+				// circuit breaker's count.
+				`SELECT id FROM sentry_events WHERE source = 's' AND sequence = 5 ORDER BY received_at, id LIMIT 1`,
+				`SELECT public_key FROM sentry_keys WHERE source = 's'`,
+				`SELECT id FROM sentry_actions WHERE source = 's' AND event_id = 'e'`,
+				`SELECT id FROM sentry_actions WHERE sandbox = 's' ORDER BY created_at DESC, id DESC LIMIT 10`,
+				`SELECT count(*) FROM sentry_actions WHERE status IN ('frozen', 'held') AND created_at >= ` + ts,
 			} {
 				plan := e.explain(t, db, q)
 				// Postgres: "Index Scan"/"Index Only Scan", never "Seq Scan".

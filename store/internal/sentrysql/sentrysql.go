@@ -2,7 +2,8 @@
 // events: their columns and how a row is written and read, the query that
 // lists them, and the ordering rule (how an append advances a source's
 // acked sequence and which gaps remain), written once so SQLite and
-// PostgreSQL cannot drift. Each engine stores a batch its own way (COPY
+// PostgreSQL cannot drift; and the remediation primitives (sources' keys,
+// the replay lookup, actions). Each engine stores a batch its own way (COPY
 // through a staging table, or prepared inserts), prunes, and holds its
 // transactions.
 package sentrysql
@@ -72,6 +73,19 @@ func (d timeDest) Scan(src any) error {
 	return nil
 }
 
+// scanEvent reads one row of Columns.
+func scanEvent(scan func(...any) error) (store.SentryEvent, error) {
+	var ev store.SentryEvent
+	var flags string
+	err := scan(&ev.Source, &ev.ID, &ev.Sequence, &ev.Type, &ev.Subject, timeDest{&ev.Time},
+		timeDest{&ev.ReceivedAt}, &ev.Severity, &ev.Processing, &ev.PolicyHash, &ev.DenialID,
+		&ev.TraceID, &flags, &ev.Document)
+	if err == nil {
+		err = json.Unmarshal([]byte(flags), &ev.Flags)
+	}
+	return ev, err
+}
+
 // List is ListSentryEvents for both engines: the events f matches, oldest
 // first (by time, then source, sequence and id). A limit keeps the newest
 // events: the query reads those newest first and List reverses them.
@@ -90,14 +104,7 @@ func List(ctx context.Context, e Engine, f store.SentryEventFilter) ([]store.Sen
 	}
 	var out []store.SentryEvent
 	err := e.Rows(ctx, q, args, func(scan func(...any) error) error {
-		var ev store.SentryEvent
-		var flags string
-		err := scan(&ev.Source, &ev.ID, &ev.Sequence, &ev.Type, &ev.Subject, timeDest{&ev.Time},
-			timeDest{&ev.ReceivedAt}, &ev.Severity, &ev.Processing, &ev.PolicyHash, &ev.DenialID,
-			&ev.TraceID, &flags, &ev.Document)
-		if err == nil {
-			err = json.Unmarshal([]byte(flags), &ev.Flags)
-		}
+		ev, err := scanEvent(scan)
 		out = append(out, ev)
 		return err
 	})

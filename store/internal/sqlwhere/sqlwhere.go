@@ -22,11 +22,15 @@ func Question(int) string { return "?" }
 func Numbered(n int) string { return "?" + strconv.Itoa(n) }
 
 // Cond is one field of a filter: Expr (a column and an operator, such as
-// "sandbox = ") applied to the next parameter, V, when Set.
+// "sandbox = ") applied to the next parameter, V, when Set. With Any set
+// instead, Expr (such as "status IN ") is applied to a parenthesised list
+// of the next parameters, one per element: a field matching any of
+// several values (an empty Any is not set).
 type Cond struct {
 	Expr string
 	V    any
 	Set  bool
+	Any  []any
 }
 
 // Where returns " WHERE …" joining the set conditions with AND ("" when
@@ -36,7 +40,14 @@ func Where(conds []Cond, param func(n int) string) (string, []any) {
 	var where []string
 	var args []any
 	for _, c := range conds {
-		if c.Set {
+		if len(c.Any) > 0 {
+			ps := make([]string, len(c.Any))
+			for i, v := range c.Any {
+				args = append(args, v)
+				ps[i] = param(len(args))
+			}
+			where = append(where, c.Expr+"("+strings.Join(ps, ", ")+")")
+		} else if c.Set {
 			args = append(args, c.V)
 			where = append(where, c.Expr+param(len(args)))
 		}
