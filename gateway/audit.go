@@ -32,11 +32,7 @@ func (s auditService) ListAudit(ctx context.Context, req *portcullisv1.ListAudit
 	if err != nil {
 		return nil, err
 	}
-	res := &portcullisv1.ListAuditResponse{Entries: make([]*portcullisv1.AuditEntry, 0, len(list))}
-	for _, e := range list {
-		res.Entries = append(res.Entries, auditToProto(e))
-	}
-	return res, nil
+	return &portcullisv1.ListAuditResponse{Entries: protoList(list, auditToProto)}, nil
 }
 
 // VerifyAudit recomputes the chain up to the current head. A broken chain

@@ -73,11 +73,17 @@ func (s decisionService) ListDecisions(ctx context.Context, req *portcullisv1.Li
 	if err != nil {
 		return nil, err
 	}
-	res := &portcullisv1.ListDecisionsResponse{Decisions: make([]*portcullisv1.StoredDecision, 0, len(list))}
-	for _, d := range list {
-		res.Decisions = append(res.Decisions, decisionToProto(d))
+	return &portcullisv1.ListDecisionsResponse{Decisions: protoList(list, decisionToProto)}, nil
+}
+
+// protoList converts the records of a list response with conv: empty, not
+// nil, when there are none.
+func protoList[T, P any](list []T, conv func(T) P) []P {
+	out := make([]P, 0, len(list))
+	for _, v := range list {
+		out = append(out, conv(v))
 	}
-	return res, nil
+	return out
 }
 
 // listLimit reads a request's count of entries to return (field): def

@@ -58,6 +58,22 @@ func exists(err error, format string, args ...any) error {
 	return err
 }
 
+// sentinelCodes are the codes of the sentinel errors, in the order
+// toConnectError tries them (after the typed errors), and the fixed
+// message the client sees for each.
+var sentinelCodes = []struct {
+	err  error
+	code connect.Code
+	msg  string
+}{
+	{store.ErrLastAdmin, connect.CodeFailedPrecondition, "refusing to revoke the last admin token; create another admin token first"},
+	{store.ErrConflict, connect.CodeAborted, "conflict: a concurrent change won; read the current state and retry"},
+	{store.ErrNotFound, connect.CodeNotFound, "not found"},
+	{store.ErrAlreadyExists, connect.CodeAlreadyExists, "already exists"},
+	{context.Canceled, connect.CodeCanceled, "request canceled"},
+	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, "deadline exceeded"},
+}
+
 // toConnectError maps every error a handler returns to what the client
 // sees. It is the only place that chooses codes: domain errors keep their
 // message, anything unknown becomes a generic Internal error and is logged
@@ -113,18 +129,11 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return connect.NewError(connect.CodeNotFound, nferr.Msg)
 	case errors.As(err, &exerr):
 		return connect.NewError(connect.CodeAlreadyExists, exerr.msg)
-	case errors.Is(err, store.ErrLastAdmin):
-		return connect.NewError(connect.CodeFailedPrecondition, "refusing to revoke the last admin token; create another admin token first")
-	case errors.Is(err, store.ErrConflict):
-		return connect.NewError(connect.CodeAborted, "conflict: a concurrent change won; read the current state and retry")
-	case errors.Is(err, store.ErrNotFound):
-		return connect.NewError(connect.CodeNotFound, "not found")
-	case errors.Is(err, store.ErrAlreadyExists):
-		return connect.NewError(connect.CodeAlreadyExists, "already exists")
-	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, "request canceled")
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, "deadline exceeded")
+	}
+	for _, s := range sentinelCodes {
+		if errors.Is(err, s.err) {
+			return connect.NewError(s.code, s.msg)
+		}
 	}
 	log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
 	return connect.NewError(connect.CodeInternal, "internal error")

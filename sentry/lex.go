@@ -139,17 +139,9 @@ func (l *lexer) object(depth int) *FieldError {
 		if !l.expect(':') {
 			return l.fail(fmt.Sprintf("invalid JSON: expected ':' at byte %d", l.i))
 		}
-		if err := l.value(depth + 1); err != nil {
+		if done, err := l.member(depth, '}'); done || err != nil {
 			return err
 		}
-		l.path = l.path[:len(l.path)-1]
-		if l.expect(',') {
-			continue
-		}
-		if l.expect('}') {
-			return nil
-		}
-		return l.fail(fmt.Sprintf("invalid JSON: expected ',' or '}' at byte %d", l.i))
 	}
 }
 
@@ -185,18 +177,27 @@ func (l *lexer) array(depth int) *FieldError {
 	}
 	for n := 0; ; n++ {
 		l.path = append(l.path, segment{index: n})
-		if err := l.value(depth + 1); err != nil {
+		if done, err := l.member(depth, ']'); done || err != nil {
 			return err
 		}
-		l.path = l.path[:len(l.path)-1]
-		if l.expect(',') {
-			continue
-		}
-		if l.expect(']') {
-			return nil
-		}
-		return l.fail(fmt.Sprintf("invalid JSON: expected ',' or ']' at byte %d", l.i))
 	}
+}
+
+// member reads the value of an object member or array element, whose path
+// segment the caller has pushed, pops the segment, and reads what follows:
+// a comma, or close, which ends the container (done).
+func (l *lexer) member(depth int, close byte) (done bool, err *FieldError) {
+	if err := l.value(depth + 1); err != nil {
+		return false, err
+	}
+	l.path = l.path[:len(l.path)-1]
+	if l.expect(',') {
+		return false, nil
+	}
+	if l.expect(close) {
+		return true, nil
+	}
+	return false, l.fail(fmt.Sprintf("invalid JSON: expected ',' or '%c' at byte %d", close, l.i))
 }
 
 // str reads a string at l.i (its opening quote) and returns its value.

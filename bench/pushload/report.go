@@ -200,58 +200,58 @@ func (r *results) writeTable(w io.Writer) error {
 		r.Store, r.MessageBytes, r.Commits, r.Settle)
 
 	fmt.Fprintln(w, "Push: from the SetPolicy call to each stream's ACK (ms)")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "streams\tconns\tcommit RPC\tfirst ACK\tp50\tp99\tmax\tarrival p99\tgw ACK lag mean\tgw last ACK ≤\tgw CPU µs/stream\tclients CPU µs/stream\tp99 per commit\t")
-	for _, p := range r.Push {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%g\t%.0f\t%.0f\t%s\t\n",
-			thousands(p.Streams), thousands(p.Conns), p.CommitMs, p.Ack.Min, p.Ack.P50, p.Ack.P99, p.Ack.Max, p.Arrival.P99,
-			p.GatewayMeanMs, p.GatewayMaxLeMs, p.CPUMicrosPerStream, p.ClientCPUMicrosPerStream,
-			joinFloats(p.Samples, func(s pushSample) float64 { return s.Ack.P99 }, "%.1f"))
-	}
-	if err := tw.Flush(); err != nil {
+	err := table(w, "streams\tconns\tcommit RPC\tfirst ACK\tp50\tp99\tmax\tarrival p99\tgw ACK lag mean\tgw last ACK ≤\tgw CPU µs/stream\tclients CPU µs/stream\tp99 per commit\t", func(tw io.Writer) {
+		for _, p := range r.Push {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%g\t%.0f\t%.0f\t%s\t\n",
+				thousands(p.Streams), thousands(p.Conns), p.CommitMs, p.Ack.Min, p.Ack.P50, p.Ack.P99, p.Ack.Max, p.Arrival.P99,
+				p.GatewayMeanMs, p.GatewayMaxLeMs, p.CPUMicrosPerStream, p.ClientCPUMicrosPerStream,
+				joinFloats(p.Samples, func(s pushSample) float64 { return s.Ack.P99 }, "%.1f"))
+		}
+	})
+	if err != nil {
 		return err
 	}
 
 	if len(r.Floor) > 0 {
 		fmt.Fprintf(w, "\nFloor: the same %d bytes written to N plain TCP connections, each answering 1 byte (ms)\n", r.MessageBytes)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "conns\tfirst reply\tp50\tp99\tmax\tarrival p99\tCPU µs/conn\tclients CPU µs/conn\tp99 per round\t")
-		for _, f := range r.Floor {
-			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%s\t\n",
-				thousands(f.Conns), f.Reply.Min, f.Reply.P50, f.Reply.P99, f.Reply.Max, f.Arrival.P99, f.CPUMicrosPerStream, f.ClientCPUMicrosPerStream,
-				joinFloats(f.Samples, func(s floorSample) float64 { return s.Reply.P99 }, "%.2f"))
-		}
-		if err := tw.Flush(); err != nil {
+		err := table(w, "conns\tfirst reply\tp50\tp99\tmax\tarrival p99\tCPU µs/conn\tclients CPU µs/conn\tp99 per round\t", func(tw io.Writer) {
+			for _, f := range r.Floor {
+				fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%s\t\n",
+					thousands(f.Conns), f.Reply.Min, f.Reply.P50, f.Reply.P99, f.Reply.Max, f.Arrival.P99, f.CPUMicrosPerStream, f.ClientCPUMicrosPerStream,
+					joinFloats(f.Samples, func(s floorSample) float64 { return s.Reply.P99 }, "%.2f"))
+			}
+		})
+		if err != nil {
 			return err
 		}
 		fmt.Fprintln(w, "\nPush ÷ floor (commit→ACK over write→reply, same N)")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "streams\tconns\tp50\tp99\tmax\t")
-		for _, p := range r.Push {
-			if p.VsFloor == nil {
-				continue
+		err = table(w, "streams\tconns\tp50\tp99\tmax\t", func(tw io.Writer) {
+			for _, p := range r.Push {
+				if p.VsFloor == nil {
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.1f×\t%.1f×\t%.1f×\t\n", thousands(p.Streams), thousands(p.Conns), p.VsFloor.P50, p.VsFloor.P99, p.VsFloor.Max)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f×\t%.1f×\t%.1f×\t\n", thousands(p.Streams), thousands(p.Conns), p.VsFloor.P50, p.VsFloor.P99, p.VsFloor.Max)
-		}
-		if err := tw.Flush(); err != nil {
+		})
+		if err != nil {
 			return err
 		}
 	}
 
 	fmt.Fprintln(w, "\nMemory per idle stream (growth from before connecting to all connected and idle, after GC)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "streams\tconns\tgw heap+stack B\tgw heap B\tgw stack B\tgw goroutines\tgw stack start B\tgw RSS B\tclients heap+stack B\tconnect s\tgw connect CPU µs/stream\t")
-	for _, p := range r.Push {
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.0f\t%.0f\t%.1f\t%.0f\t\n", thousands(p.Streams), thousands(p.Conns),
-			p.Memory.HeapStackBytes, p.Memory.HeapBytes, p.Memory.StackBytes, p.Memory.Goroutines, p.GatewayIdle.StackStart, p.Memory.RSSBytes,
-			p.ChildMemory.HeapStackBytes, p.ConnectSeconds, p.ConnectCPUMicrosPerStream)
-	}
-	if err := tw.Flush(); err != nil {
+	err = table(w, "streams\tconns\tgw heap+stack B\tgw heap B\tgw stack B\tgw goroutines\tgw stack start B\tgw RSS B\tclients heap+stack B\tconnect s\tgw connect CPU µs/stream\t", func(tw io.Writer) {
+		for _, p := range r.Push {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.0f\t%.0f\t%.1f\t%.0f\t\n", thousands(p.Streams), thousands(p.Conns),
+				p.Memory.HeapStackBytes, p.Memory.HeapBytes, p.Memory.StackBytes, p.Memory.Goroutines, p.GatewayIdle.StackStart, p.Memory.RSSBytes,
+				p.ChildMemory.HeapStackBytes, p.ConnectSeconds, p.ConnectCPUMicrosPerStream)
+		}
+	})
+	if err != nil {
 		return err
 	}
 
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, t := range r.Targets {
 		verdict := "missed"
 		if t.Met {
@@ -259,6 +259,15 @@ func (r *results) writeTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%.1f %s\ttarget %s: %s\n", t.Name, t.Value, t.Unit, t.Target, verdict)
 	}
+	return tw.Flush()
+}
+
+// table writes a right-aligned table: the header row, then the rows
+// that fill writes.
+func table(w io.Writer, header string, fill func(tw io.Writer)) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, header)
+	fill(tw)
 	return tw.Flush()
 }
 

@@ -165,32 +165,29 @@ type waitingHandler struct {
 }
 
 func (waitingHandler) StreamPolicy(ctx context.Context, st portcullisv1connect.DistributionServiceStreamPolicyServerStream) error {
-	if _, err := st.Receive(); err != nil {
-		return err
-	}
-	if err := st.Send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Heartbeat{Heartbeat: &portcullisv1.Heartbeat{}}}); err != nil {
-		return err
-	}
-	for {
-		if _, err := st.Receive(); err != nil {
-			return nil
-		}
-	}
+	return waitIdle(st.Receive, st.Send)
 }
 
+// grpcWaiting is waitingHandler on grpc-go.
 type grpcWaiting struct {
 	portcullisv1.UnimplementedDistributionServiceServer
 }
 
 func (grpcWaiting) StreamPolicy(st grpc.BidiStreamingServer[portcullisv1.StreamPolicyRequest, portcullisv1.StreamPolicyResponse]) error {
-	if _, err := st.Recv(); err != nil {
+	return waitIdle(st.Recv, st.Send)
+}
+
+// waitIdle is an idle policy stream, on either stack: it answers the
+// hello with a heartbeat, then reads until the client goes away.
+func waitIdle(recv func() (*portcullisv1.StreamPolicyRequest, error), send func(*portcullisv1.StreamPolicyResponse) error) error {
+	if _, err := recv(); err != nil {
 		return err
 	}
-	if err := st.Send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Heartbeat{Heartbeat: &portcullisv1.Heartbeat{}}}); err != nil {
+	if err := send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Heartbeat{Heartbeat: &portcullisv1.Heartbeat{}}}); err != nil {
 		return err
 	}
 	for {
-		if _, err := st.Recv(); err != nil {
+		if _, err := recv(); err != nil {
 			return nil
 		}
 	}

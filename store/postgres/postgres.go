@@ -284,6 +284,15 @@ func wrapf(err error, format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, mapErr(err))...)
 }
 
+// wrapRow returns v, or the zero value and err as wrapf words it.
+func wrapRow[T any](v T, err error, format string, args ...any) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, wrapf(err, format, args...)
+	}
+	return v, nil
+}
+
 // alreadyExists reads the result of an INSERT … ON CONFLICT DO NOTHING
 // RETURNING: no row means the key was taken.
 func alreadyExists(err error, what string) error {

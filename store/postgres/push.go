@@ -54,10 +54,7 @@ const caColumns = `sandbox, cert_pem, key_pem, created_at`
 // GetSandboxCA returns the sandbox's CA or ErrNotFound.
 func (c *conn) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
 	ca, err := scanCA(c.db.QueryRow(ctx, `SELECT `+caColumns+` FROM sandbox_cas WHERE sandbox = $1`, sandbox))
-	if err != nil {
-		return store.SandboxCA{}, fmt.Errorf("get CA of sandbox %q: %w", sandbox, mapErr(err))
-	}
-	return ca, nil
+	return wrapRow(ca, err, "get CA of sandbox %q", sandbox)
 }
 
 func scanCA(r pgx.Row) (store.SandboxCA, error) {

@@ -56,10 +56,7 @@ func (c *conn) LockSandbox(ctx context.Context, name string) (store.Sandbox, err
 
 func (c *conn) sandbox(ctx context.Context, name, lock string) (store.Sandbox, error) {
 	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("get sandbox %q: %w", name, mapErr(err))
-	}
-	return sb, nil
+	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
@@ -93,10 +90,7 @@ func (c *conn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // revocation that follows it in the same transaction sees that token.
 func (c *conn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
 	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sandboxColumns, name))
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("delete sandbox %q: %w", name, mapErr(err))
-	}
-	return sb, nil
+	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 
 // ---- policy versions ----
@@ -160,10 +154,7 @@ func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int
 		WHERE pv.sandbox = $1
 		  AND pv.version = CASE WHEN $2::bigint = 0 THEN s.current_version ELSE $2::bigint END`,
 		sandbox, version))
-	if err != nil {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
-	}
-	return pv, nil
+	return wrapRow(pv, err, "get policy %q version %d", sandbox, version)
 }
 
 // ListPolicyVersions returns the sandbox's versions, oldest first, without
@@ -228,19 +219,13 @@ func (c *conn) InsertToken(ctx context.Context, t store.Token) (store.Token, err
 			}
 		}
 	}
-	if err != nil {
-		return store.Token{}, fmt.Errorf("insert token %q: %w", t.Name, mapErr(err))
-	}
-	return out, nil
+	return wrapRow(out, err, "insert token %q", t.Name)
 }
 
 // TokenByHash returns the token with that hash, revoked or not.
 func (c *conn) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
 	t, err := scanToken(c.db.QueryRow(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = $1`, hash))
-	if err != nil {
-		return store.Token{}, fmt.Errorf("token by hash: %w", mapErr(err))
-	}
-	return t, nil
+	return wrapRow(t, err, "token by hash")
 }
 
 // ListTokens returns every token ordered by name, without hashes.
@@ -273,10 +258,7 @@ func (c *conn) RevokeToken(ctx context.Context, name string, at time.Time) (stor
 		UPDATE tokens SET revoked_at = $2
 		WHERE name = $1 AND revoked_at IS NULL
 		RETURNING `+tokenColumns, name, at))
-	if err != nil {
-		return store.Token{}, fmt.Errorf("revoke token %q: %w", name, mapErr(err))
-	}
-	return t, nil
+	return wrapRow(t, err, "revoke token %q", name)
 }
 
 // RevokeSandboxTokens marks every live token of sandbox revoked at at.

@@ -93,10 +93,7 @@ func (t *txn) InsertProposal(ctx context.Context, p store.Proposal) (store.Propo
 		p.Sandbox, p.Status, p.StatusReason, p.Rationale, p.Proposer, p.IdempotencyKey, p.DenialID, orEmpty(p.Document),
 		p.DedupeKey, keys, p.BaseVersion, p.BaseHash, orEmpty(p.Resulting), p.ResultingHash, orEmpty(p.Findings), p.RebaseError,
 		nanos(p.CreatedAt), nanos(p.UpdatedAt), nullNanos(p.ExpiresAt)))
-	if err != nil {
-		return store.Proposal{}, fmt.Errorf("insert proposal of sandbox %q: %w", p.Sandbox, mapErr(err))
-	}
-	return out, nil
+	return wrapRow(out, err, "insert proposal of sandbox %q", p.Sandbox)
 }
 
 // GetProposal returns the proposal with its approvals, or ErrNotFound.

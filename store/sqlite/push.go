@@ -61,10 +61,7 @@ func scanCA(r scanner) (store.SandboxCA, error) {
 // GetSandboxCA returns the sandbox's CA or ErrNotFound.
 func (t *txn) GetSandboxCA(ctx context.Context, sandbox string) (store.SandboxCA, error) {
 	ca, err := scanCA(t.rd.QueryRowContext(ctx, caQuery, sandbox))
-	if err != nil {
-		return store.SandboxCA{}, fmt.Errorf("get CA of sandbox %q: %w", sandbox, mapErr(err))
-	}
-	return ca, nil
+	return wrapRow(ca, err, "get CA of sandbox %q", sandbox)
 }
 
 // InsertSandboxCA stores ca unless the sandbox has a CA, and returns the

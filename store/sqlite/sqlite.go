@@ -217,6 +217,16 @@ func uniqueColumns(msg string) string {
 	return cols
 }
 
+// wrapRow returns v, or the zero value and err (mapped) after what
+// failed (format and args).
+func wrapRow[T any](v T, err error, format string, args ...any) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf(format+": %w", append(args, mapErr(err))...)
+	}
+	return v, nil
+}
+
 // querier is what runs statements: a pool, the writer, or a transaction.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)

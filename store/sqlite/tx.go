@@ -57,10 +57,7 @@ func (t *txn) LockSandbox(ctx context.Context, name string) (store.Sandbox, erro
 
 func (t *txn) sandbox(ctx context.Context, q querier, name string) (store.Sandbox, error) {
 	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name))
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("get sandbox %q: %w", name, mapErr(err))
-	}
-	return sb, nil
+	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
@@ -94,10 +91,7 @@ func (t *txn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // it as it was.
 func (t *txn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
 	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sandboxColumns, name))
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("delete sandbox %q: %w", name, mapErr(err))
-	}
-	return sb, nil
+	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 
 // InsertPolicyVersion stores v; it is announced once its transaction
@@ -206,19 +200,13 @@ func (t *txn) InsertToken(ctx context.Context, tok store.Token) (store.Token, er
 		VALUES (?, ?, ?, ?, ?, ?)
 		RETURNING `+tokenColumns,
 		tok.Name, tok.Role, sandbox, tok.Hash, tok.CreatedBy, nanos(tok.CreatedAt)))
-	if err != nil {
-		return store.Token{}, fmt.Errorf("insert token %q: %w", tok.Name, mapErr(err))
-	}
-	return out, nil
+	return wrapRow(out, err, "insert token %q", tok.Name)
 }
 
 // TokenByHash returns the token with that hash, revoked or not.
 func (t *txn) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
 	tok, err := scanToken(t.rd.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, hash))
-	if err != nil {
-		return store.Token{}, fmt.Errorf("token by hash: %w", mapErr(err))
-	}
-	return tok, nil
+	return wrapRow(tok, err, "token by hash")
 }
 
 // ListTokens returns every token ordered by name, without hashes.
@@ -251,10 +239,7 @@ func (t *txn) RevokeToken(ctx context.Context, name string, at time.Time) (store
 		UPDATE tokens SET revoked_at = ?
 		WHERE name = ? AND revoked_at IS NULL
 		RETURNING `+tokenColumns, nanos(at), name))
-	if err != nil {
-		return store.Token{}, fmt.Errorf("revoke token %q: %w", name, mapErr(err))
-	}
-	return tok, nil
+	return wrapRow(tok, err, "revoke token %q", name)
 }
 
 // RevokeSandboxTokens marks every live token of sandbox revoked at at.

@@ -38,10 +38,7 @@ type AuditHarness struct {
 
 // RunAudit runs the audit chain suite. Subtests run in parallel.
 func RunAudit(t *testing.T, h AuditHarness) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h AuditHarness)
-	}{
+	tests := []suiteTest[AuditHarness]{
 		{"Chain", testAuditChain},
 		{"ConcurrentWriters", testAuditConcurrent},
 		{"EditedRow", testAuditEdited},
@@ -49,12 +46,7 @@ func RunAudit(t *testing.T, h AuditHarness) {
 		{"DeletedRow", testAuditDeleted},
 		{"UpgradeChainsOldEntries", testAuditUpgrade},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, h)
-		})
-	}
+	runParallel(t, tests, func(*testing.T) AuditHarness { return h })
 }
 
 // someChanges makes audited changes of several kinds and returns how many
@@ -81,10 +73,7 @@ func someChanges(t *testing.T, s *store.Store) int {
 func verify(t *testing.T, s *store.Store, page int) store.AuditVerification {
 	t.Helper()
 	v, err := store.VerifyAuditLog(ctx(t), s, page)
-	if err != nil {
-		t.Fatalf("VerifyAuditLog: %v", err)
-	}
-	return v
+	return must(t, v, err, "VerifyAuditLog")
 }
 
 func wantVerified(t *testing.T, s *store.Store, entries int) store.AuditVerification {
@@ -114,10 +103,7 @@ func wantBreak(t *testing.T, s *store.Store, seq int64, problem string) {
 func chain(t *testing.T, s *store.Store, after int64, limit int) []store.AuditEntry {
 	t.Helper()
 	es, err := s.AuditChain(ctx(t), after, limit)
-	if err != nil {
-		t.Fatalf("AuditChain(%d, %d): %v", after, limit, err)
-	}
-	return es
+	return must(t, es, err, "AuditChain(%d, %d)", after, limit)
 }
 
 func seqs(es []store.AuditEntry) []int64 {

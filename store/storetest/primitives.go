@@ -42,10 +42,7 @@ func testPrimVersionDuplicate(t *testing.T, s *store.Store) {
 func getVersion(t *testing.T, s *store.Store, sandbox string, version int64) store.PolicyVersion {
 	t.Helper()
 	pv, err := s.GetPolicyVersion(ctx(t), sandbox, version)
-	if err != nil {
-		t.Fatalf("GetPolicyVersion(%q, %d): %v", sandbox, version, err)
-	}
-	return pv
+	return must(t, pv, err, "GetPolicyVersion(%q, %d)", sandbox, version)
 }
 
 func testPrimLockUpdateSandbox(t *testing.T, s *store.Store) {
@@ -146,10 +143,7 @@ func testPrimListProposals(t *testing.T, s *store.Store) {
 	count := func(sandbox string, since time.Time) int {
 		t.Helper()
 		n, err := s.CountProposals(ctx(t), sandbox, since)
-		if err != nil {
-			t.Fatalf("CountProposals: %v", err)
-		}
-		return n
+		return must(t, n, err, "CountProposals")
 	}
 	if n := count("one", p1.CreatedAt.Add(-time.Second)); n != 2 {
 		t.Errorf("CountProposals(one, before both) = %d, want 2", n)
@@ -182,10 +176,7 @@ func setStatus(t *testing.T, s *store.Store, id int64, from, to string) store.Pr
 		out, err = tx.GetProposal(ctx(t), id)
 		return err
 	})
-	if err != nil {
-		t.Fatalf("set status of proposal %d to %s: %v", id, to, err)
-	}
-	return out
+	return must(t, out, err, "set status of proposal %d to %s", id, to)
 }
 
 func testPrimUpdateProposal(t *testing.T, s *store.Store) {

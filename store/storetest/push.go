@@ -46,10 +46,7 @@ func sameKey(a, b store.SigningKey) bool {
 func signingKeys(t *testing.T, s *store.Store) []store.SigningKey {
 	t.Helper()
 	ks, err := s.SigningKeys(ctx(t))
-	if err != nil {
-		t.Fatalf("SigningKeys: %v", err)
-	}
-	return ks
+	return must(t, ks, err, "SigningKeys")
 }
 
 // CountAudit counts the entries with action.
@@ -99,10 +96,7 @@ func sameStatus(got, want store.ProxyStatus) bool {
 func proxyStatuses(t *testing.T, s *store.Store, sandbox string) []store.ProxyStatus {
 	t.Helper()
 	ps, err := s.ListProxyStatuses(ctx(t), sandbox)
-	if err != nil {
-		t.Fatalf("ListProxyStatuses(%q): %v", sandbox, err)
-	}
-	return ps
+	return must(t, ps, err, "ListProxyStatuses(%q)", sandbox)
 }
 
 func wantStatuses(t *testing.T, what string, got []store.ProxyStatus, want ...store.ProxyStatus) {
@@ -131,10 +125,7 @@ func sameDecision(got, want store.Decision) bool {
 func decisions(t *testing.T, s *store.Store, f store.DecisionFilter) []store.Decision {
 	t.Helper()
 	ds, err := s.ListDecisions(ctx(t), f)
-	if err != nil {
-		t.Fatalf("ListDecisions(%+v): %v", f, err)
-	}
-	return ds
+	return must(t, ds, err, "ListDecisions(%+v)", f)
 }
 
 // wantIDs checks ListDecisions(f) returns exactly the records want (by id),

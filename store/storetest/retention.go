@@ -28,10 +28,7 @@ func appendN(t *testing.T, s *store.Store, sandbox, prefix string, n int) []stor
 func prune(t *testing.T, s *store.Store, r store.DecisionRetention) int64 {
 	t.Helper()
 	n, err := s.PruneDecisions(ctx(t), r)
-	if err != nil {
-		t.Fatalf("PruneDecisions(%+v): %v", r, err)
-	}
-	return n
+	return must(t, n, err, "PruneDecisions(%+v)", r)
 }
 
 // wantKept checks the store holds exactly the records want (by id).

@@ -33,10 +33,7 @@ func sentrySeqs(src string, seqs ...uint64) []store.SentryEvent {
 func appendSentry(t *testing.T, s *store.Store, events []store.SentryEvent) store.SentryBatchResult {
 	t.Helper()
 	res, err := s.AppendSentryEvents(ctx(t), events)
-	if err != nil {
-		t.Fatalf("AppendSentryEvents(%d events): %v", len(events), err)
-	}
-	return res
+	return must(t, res, err, "AppendSentryEvents(%d events)", len(events))
 }
 
 // wantSource checks a source's state: acked, highest and gaps.
@@ -51,19 +48,13 @@ func wantSource(t *testing.T, what string, got store.SentrySource, acked, highes
 func sentryGaps(t *testing.T, s *store.Store, source string) []store.SentrySource {
 	t.Helper()
 	out, err := s.SentryGaps(ctx(t), source)
-	if err != nil {
-		t.Fatalf("SentryGaps(%q): %v", source, err)
-	}
-	return out
+	return must(t, out, err, "SentryGaps(%q)", source)
 }
 
 func sentryEvents(t *testing.T, s *store.Store, f store.SentryEventFilter) []store.SentryEvent {
 	t.Helper()
 	out, err := s.ListSentryEvents(ctx(t), f)
-	if err != nil {
-		t.Fatalf("ListSentryEvents(%+v): %v", f, err)
-	}
-	return out
+	return must(t, out, err, "ListSentryEvents(%+v)", f)
 }
 
 // testSentryDuplicates: the same batch sent three times is stored once;

@@ -25,10 +25,7 @@ import (
 // Run runs the suite. open must return a new, empty driver for every call
 // and close it when the test ends (t.Cleanup). Subtests run in parallel.
 func Run(t *testing.T, open func(t *testing.T) store.Driver) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s *store.Store)
-	}{
+	tests := []suiteTest[*store.Store]{
 		{"SandboxCreateGetList", testSandboxCreateGetList},
 		{"SandboxDuplicate", testSandboxDuplicate},
 		{"SandboxCreateWithPolicy", testSandboxCreateWithPolicy},
@@ -86,17 +83,39 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"TxNow", testPrimNow},
 		{"TxCommitFeed", testPrimCommitFeed},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, store.New(open(t)))
-		})
-	}
+	runParallel(t, tests, func(t *testing.T) *store.Store { return store.New(open(t)) })
 }
 
 // ---- helpers ----
 
 func ctx(t *testing.T) context.Context { return t.Context() }
+
+// runParallel runs each test as a parallel subtest, on what arg returns
+// for that subtest.
+func runParallel[A any](t *testing.T, tests []suiteTest[A], arg func(t *testing.T) A) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, arg(t))
+		})
+	}
+}
+
+// suiteTest is one named test of a suite run by runParallel.
+type suiteTest[A any] struct {
+	name string
+	fn   func(t *testing.T, a A)
+}
+
+// must returns v, or ends the test when err is set, naming the call that
+// failed (format and args) before the error.
+func must[T any](t *testing.T, v T, err error, format string, args ...any) T {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", fmt.Sprintf(format, args...), err)
+	}
+	return v
+}
 
 // Fixtures, exported for the suites written over a Store elsewhere (the
 // lifecycle's records run on both drivers with them).
@@ -145,10 +164,7 @@ func MustAppend(t *testing.T, s *store.Store, sandbox string, expected int64, n 
 	pv, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
 		Sandbox: sandbox, ExpectedVersion: expected, Hash: h, Document: d, Author: "bob", Source: store.SourceSet,
 	})
-	if err != nil {
-		t.Fatalf("AppendPolicyVersion(%q, expected %d): %v", sandbox, expected, err)
-	}
-	return pv
+	return must(t, pv, err, "AppendPolicyVersion(%q, expected %d)", sandbox, expected)
 }
 
 // WantErr fails unless err is (or wraps) want.
@@ -174,10 +190,7 @@ func Recent(t *testing.T, what string, at time.Time) {
 func Audits(t *testing.T, s *store.Store, f store.AuditFilter) []store.AuditEntry {
 	t.Helper()
 	es, err := s.ListAudit(ctx(t), f)
-	if err != nil {
-		t.Fatalf("ListAudit(%+v): %v", f, err)
-	}
-	return es
+	return must(t, es, err, "ListAudit(%+v)", f)
 }
 
 // FindAudit returns the newest entry with that action and target.
@@ -196,20 +209,14 @@ func FindAudit(t *testing.T, es []store.AuditEntry, action, target string) store
 func GetSandbox(t *testing.T, s *store.Store, name string) store.Sandbox {
 	t.Helper()
 	sb, err := s.GetSandbox(ctx(t), name)
-	if err != nil {
-		t.Fatalf("GetSandbox(%q): %v", name, err)
-	}
-	return sb
+	return must(t, sb, err, "GetSandbox(%q)", name)
 }
 
 // Versions lists sandbox's versions.
 func Versions(t *testing.T, s *store.Store, sandbox string) []store.PolicyVersion {
 	t.Helper()
 	vs, err := s.ListPolicyVersions(ctx(t), sandbox)
-	if err != nil {
-		t.Fatalf("ListPolicyVersions(%q): %v", sandbox, err)
-	}
-	return vs
+	return must(t, vs, err, "ListPolicyVersions(%q)", sandbox)
 }
 
 // WantPlainError checks err is an input error, not one of the sentinels.
@@ -296,20 +303,14 @@ func InsertProposal(t *testing.T, s *store.Store, p store.Proposal) store.Propos
 		out, err = tx.InsertProposal(ctx(t), p)
 		return err
 	})
-	if err != nil {
-		t.Fatalf("InsertProposal(%s, %q): %v", p.Sandbox, p.DedupeKey, err)
-	}
-	return out
+	return must(t, out, err, "InsertProposal(%s, %q)", p.Sandbox, p.DedupeKey)
 }
 
 // ListProposals lists the proposals f matches.
 func ListProposals(t *testing.T, s *store.Store, f store.ProposalFilter) []store.Proposal {
 	t.Helper()
 	ps, err := s.ListProposals(ctx(t), f)
-	if err != nil {
-		t.Fatalf("ListProposals(%+v): %v", f, err)
-	}
-	return ps
+	return must(t, ps, err, "ListProposals(%+v)", f)
 }
 
 // ProposalIDs are the proposals' ids.
@@ -342,10 +343,7 @@ func WantSameProposal(t *testing.T, what string, got, want store.Proposal) {
 func GetProposal(t *testing.T, s *store.Store, id int64) store.Proposal {
 	t.Helper()
 	p, err := s.GetProposal(ctx(t), id)
-	if err != nil {
-		t.Fatalf("GetProposal(%d): %v", id, err)
-	}
-	return p
+	return must(t, p, err, "GetProposal(%d)", id)
 }
 
 // ---- sandboxes ----
