@@ -84,9 +84,9 @@ func (r rule) allows(role string) bool {
 	return false
 }
 
-// No row allows store.RoleSentry yet: a sentry token may only write its own
-// source's events, through the Sentry intake, which is not served yet. Until
-// then it is refused everywhere (the authorization matrix test checks it).
+// A sentry token is allowed two rows, the intake's (sentryOnly): it writes
+// its own source's events (gateway/sentryintake refuses any other source)
+// and reads nothing. Every other row refuses it.
 var (
 	adminOnly = rule{roles: []string{store.RoleAdmin}}
 	readers   = rule{roles: []string{store.RoleAdmin, store.RoleOperator}}
@@ -99,6 +99,8 @@ var (
 	// only (no request names a sandbox).
 	sandboxOnly = rule{roles: []string{store.RoleSandbox}}
 	public      = rule{public: true}
+	// sentryOnly: a watchdog's intake.
+	sentryOnly = rule{roles: []string{store.RoleSentry}}
 )
 
 // authzTable is the authorization policy of the gateway: one row per RPC.
@@ -156,6 +158,17 @@ var authzTable = map[string]rule{
 	portcullisv1connect.ApprovalServiceRejectProposalProcedure:    readers,
 	portcullisv1connect.ApprovalServiceGetApprovalPolicyProcedure: readers,
 	portcullisv1connect.ApprovalServiceSetApprovalPolicyProcedure: adminOnly,
+
+	// Watchdogs write their own source's events; operators read them and
+	// decide held quarantines; keys are an admin's.
+	portcullisv1connect.SentryServiceIngestEventsProcedure:    sentryOnly,
+	portcullisv1connect.SentryServicePublishEventsProcedure:   sentryOnly,
+	portcullisv1connect.SentryServiceListEventsProcedure:      readers,
+	portcullisv1connect.SentryServiceListGapsProcedure:        readers,
+	portcullisv1connect.SentryServiceListActionsProcedure:     readers,
+	portcullisv1connect.SentryServiceDecideActionProcedure:    readers,
+	portcullisv1connect.SentryServiceSetSourceKeyProcedure:    adminOnly,
+	portcullisv1connect.SentryServiceDeleteSourceKeyProcedure: adminOnly,
 
 	transport.HealthCheckProcedure: public,
 	transport.HealthWatchProcedure: public,

@@ -19,6 +19,11 @@ type metrics struct {
 	pushAck   prometheus.Histogram
 	pushNacks prometheus.Counter
 	conns     *prometheus.CounterVec
+	// Sentry intake.
+	sentryEvents  *prometheus.CounterVec
+	sentryActions *prometheus.CounterVec
+	sentryGaps    *prometheus.GaugeVec
+	sentryApplied prometheus.Histogram
 }
 
 func newMetrics(s *Server) *metrics {
@@ -42,6 +47,23 @@ func newMetrics(s *Server) *metrics {
 		Name: "portcullis_connections_total",
 		Help: "Connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).",
 	}, []string{"server"})
+	m.sentryEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "portcullis_sentry_events_total",
+		Help: "Sentry events received through this replica, by result: stored, duplicate or refused.",
+	}, []string{"result"})
+	m.sentryActions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "portcullis_sentry_actions_total",
+		Help: "What this replica did about remediating Sentry events, by status: frozen, held, dry_run, already_frozen, failed.",
+	}, []string{"status"})
+	m.sentryGaps = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "portcullis_sentry_missing_sequences",
+		Help: "Sequences missing between a Sentry source's acknowledged and highest sequence, as of its last batch here.",
+	}, []string{"source"})
+	m.sentryApplied = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "portcullis_sentry_quarantine_applied_seconds",
+		Help:    "Time from receiving a Sentry quarantine to the last connected proxy's ACK of the deny-all version.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
 	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "portcullis_proxies_connected",
 		Help: "Proxies streaming policy from this replica.",
@@ -56,6 +78,7 @@ func newMetrics(s *Server) *metrics {
 	pruned := count("portcullis_decisions_pruned_total", "Decision records this replica's retention sweep deleted.", s.decisions.Pruned)
 	m.registry.MustRegister(m.rpc.Collectors()...)
 	m.registry.MustRegister(m.pushAck, m.pushNacks, m.conns, connected, stored, limited, pruned,
+		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

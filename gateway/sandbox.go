@@ -61,7 +61,8 @@ func validateNames(msg any) error {
 			return nil
 		}
 		return err
-	case *portcullisv1.ListProxiesRequest, *portcullisv1.ApprovalServiceListProposalsRequest, *portcullisv1.ListAuditRequest:
+	case *portcullisv1.ListProxiesRequest, *portcullisv1.ApprovalServiceListProposalsRequest, *portcullisv1.ListAuditRequest,
+		*portcullisv1.ListSentryEventsRequest, *portcullisv1.ListSentryActionsRequest:
 		// An empty sandbox lists every sandbox's.
 		sandbox := m.(interface{ GetSandbox() string }).GetSandbox()
 		if sandbox == "" {
@@ -128,7 +129,11 @@ func (s sandboxService) GetSandbox(ctx context.Context, req *portcullisv1.GetSan
 	if err != nil {
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
-	return sandboxToProto(sb)
+	out, err := sandboxToProto(sb)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.quarantineOf(ctx, sb, out)
 }
 
 func (s sandboxService) ListSandboxes(ctx context.Context, _ *portcullisv1.ListSandboxesRequest) (*portcullisv1.ListSandboxesResponse, error) {
@@ -140,6 +145,9 @@ func (s sandboxService) ListSandboxes(ctx context.Context, _ *portcullisv1.ListS
 	for _, sb := range list {
 		out, err := sandboxToProto(sb)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.quarantineOf(ctx, sb, out); err != nil {
 			return nil, err
 		}
 		res.Sandboxes = append(res.Sandboxes, out)

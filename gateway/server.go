@@ -20,6 +20,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/decisions"
 	"github.com/portcullis-dev/portcullis/gateway/distribution"
 	"github.com/portcullis-dev/portcullis/gateway/notify"
+	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
@@ -95,6 +96,16 @@ type Config struct {
 	// Defaults 100/s and 2,000 (at least 10); a negative rate: no limit.
 	DecisionRate  float64
 	DecisionBurst int
+	// SentryDryRun records what Sentry quarantines would have frozen and
+	// freezes nothing.
+	SentryDryRun bool
+	// QuarantineBudget sandboxes per five minutes may be frozen by Sentry
+	// events; past it quarantines are held for an operator. Default 10;
+	// negative: no budget.
+	QuarantineBudget int
+	// SentryRetention: Sentry events received longer ago are deleted (by
+	// whole days). Default 30 days; negative keeps them forever.
+	SentryRetention time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -138,6 +149,12 @@ func (c *Config) setDefaults() {
 	if c.DecisionBurst == 0 {
 		c.DecisionBurst = decisions.DefaultBurst
 	}
+	if c.QuarantineBudget == 0 {
+		c.QuarantineBudget = sentryintake.DefaultQuarantineBudget
+	}
+	if c.SentryRetention == 0 {
+		c.SentryRetention = sentryintake.DefaultRetention
+	}
 }
 
 // check refuses settings no default can repair.
@@ -171,6 +188,7 @@ type Server struct {
 	dist      *distribution.Distribution
 	decisions *decisions.Decisions
 	life      *lifecycle.Lifecycle
+	sentry    *sentryintake.Intake
 	notify    *notify.Notifier // nil without a webhook
 	// calls is what the Connect and grpc-go interceptors share.
 	calls transport.Calls
@@ -212,6 +230,14 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Nacked: s.metrics.pushNacks.Inc,
 		Sink:   s.decisions,
 	}, st, s.log)
+	s.sentry = sentryintake.New(sentryintake.Config{
+		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, Retention: cfg.SentryRetention,
+		WaitApplied: s.dist.WaitApplied,
+		Held:        s.notify.QuarantineHeld,
+		Observe:     s.metrics.observeSentry,
+		Acted:       func(a store.SentryAction) { s.metrics.sentryActions.WithLabelValues(a.Status).Inc() },
+		Applied:     func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
+	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
 		return toConnectError(ctx, s.log, procedure, err)
 	}}
@@ -232,6 +258,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	portcullisv1connect.RegisterProverServiceHandler(rpc, proverService{s})
 	portcullisv1connect.RegisterAuditServiceHandler(rpc, auditService{s})
 	portcullisv1connect.RegisterApprovalServiceHandler(rpc, approvalService{s})
+	portcullisv1connect.RegisterSentryServiceHandler(rpc, sentryService{s})
 	transport.RegisterHealth(rpc, st.Ping, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {
@@ -246,6 +273,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("POST "+SentryEventsPath, s.sentryEvents)
 	mux.Handle("GET /metrics", s.requireToken(s.metrics.handler()))
 	// "/" without a method: a method-specific catch-all would conflict with
 	// the per-service routes Mount installs.
@@ -432,6 +460,7 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { s.decisions.Run(ctx) })
 	wg.Go(func() { _ = s.life.Run(ctx) })
 	wg.Go(func() { _ = s.dist.Run(ctx) })
+	wg.Go(func() { s.sentry.Run(ctx) })
 }
 
 // SigningKey loads (creating on first use) the key that signs policy

@@ -1,0 +1,396 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/sentry"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// The Sentry intake's transports: SentryService (Connect, gRPC, gRPC-Web)
+// and POST /v1/sentry/events (CloudEvents JSON, one event or a batch).
+// Both read events with the sentry package's reader — the RPC's messages
+// are written out as the CloudEvents JSON they stand for first — and hand
+// them to gateway/sentryintake. A sentry token writes its own source's
+// events and reads nothing; the operator RPCs are for admins and
+// operators.
+
+// SentryEventsPath is the HTTP intake's path.
+const SentryEventsPath = "/v1/sentry/events"
+
+// The media types of the HTTP intake (CloudEvents 1.0 JSON format,
+// structured and batched).
+const (
+	cloudEventMedia      = "application/cloudevents+json"
+	cloudEventBatchMedia = "application/cloudevents-batch+json"
+)
+
+type sentryService struct{ *Server }
+
+// ingest checks the caller and runs one batch through the intake.
+func (s *Server) ingest(ctx context.Context, p Principal, batch sentry.Batch, index []int) (sentryintake.Result, error) {
+	if p.Role != store.RoleSentry {
+		return sentryintake.Result{}, connect.NewError(connect.CodePermissionDenied, "only a sentry token may send events")
+	}
+	return s.sentry.Ingest(ctx, p.Name, batch, index)
+}
+
+func (s sentryService) PublishEvents(ctx context.Context, req *portcullisv1.PublishEventsRequest) (*portcullisv1.PublishEventsResponse, error) {
+	p := mustPrincipal(ctx)
+	batch, err := batchFromProto(req.GetEvents())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.ingest(ctx, p, batch, nil)
+	if err != nil {
+		return nil, err
+	}
+	src := res.Source(p.Name)
+	return &portcullisv1.PublishEventsResponse{
+		Stored: uint32(res.Stored), Duplicates: uint32(res.Duplicates),
+		AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps), Refused: refusalsToProto(res.Refused),
+	}, nil
+}
+
+func (s sentryService) IngestEvents(ctx context.Context, stream portcullisv1connect.SentryServiceIngestEventsServerStream) error {
+	p := mustPrincipal(ctx)
+	for {
+		req, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		batch, err := batchFromProto(req.GetEvents())
+		if err != nil {
+			return err
+		}
+		res, err := s.ingest(ctx, p, batch, nil)
+		if err != nil {
+			return err
+		}
+		out := &portcullisv1.IngestEventsResponse{Stored: uint32(res.Stored), Duplicates: uint32(res.Duplicates), Refused: refusalsToProto(res.Refused)}
+		for _, src := range res.Sources {
+			out.Acks = append(out.Acks, &portcullisv1.SourceAck{Source: src.Source, AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps)})
+		}
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// batchFromProto writes each event out as its CloudEvents JSON and reads
+// it back with the sentry reader, so both transports check events alike.
+func batchFromProto(events []*portcullisv1.SentryEvent) (sentry.Batch, error) {
+	if len(events) > sentry.MaxBatchEvents {
+		return sentry.Batch{}, invalidField("events", "%d events, at most %d in a batch", len(events), sentry.MaxBatchEvents)
+	}
+	var b sentry.Batch
+	for i, e := range events {
+		raw, err := cloudEventJSON(e)
+		if err == nil {
+			var ev sentry.Event
+			if ev, err = sentry.ParseCloudEvent(raw); err == nil {
+				b.Events = append(b.Events, ev)
+				continue
+			}
+		}
+		var ferr *sentry.FieldError
+		if !errors.As(err, &ferr) {
+			ferr = &sentry.FieldError{Field: "data", Reason: err.Error()}
+		}
+		b.Refused = append(b.Refused, sentry.Refusal{Index: i, ID: e.GetId(), Err: ferr})
+	}
+	return b, nil
+}
+
+// cloudEventJSON is the CloudEvents JSON form of an event message.
+func cloudEventJSON(e *portcullisv1.SentryEvent) ([]byte, error) {
+	type envelope struct {
+		SpecVersion     string          `json:"specversion"`
+		ID              string          `json:"id"`
+		Source          string          `json:"source"`
+		Type            string          `json:"type"`
+		Time            string          `json:"time,omitempty"`
+		Subject         string          `json:"subject,omitempty"`
+		Sequence        string          `json:"sequence,omitempty"`
+		DataContentType string          `json:"datacontenttype,omitempty"`
+		Data            json.RawMessage `json:"data,omitempty"`
+		Signature       []byte          `json:"signature,omitempty"`
+	}
+	env := envelope{SpecVersion: e.GetSpecversion(), ID: e.GetId(), Source: e.GetSource(), Type: e.GetType(),
+		Subject: e.GetSubject(), DataContentType: e.GetDatacontenttype(), Signature: e.GetSignature()}
+	if e.GetTime() != nil {
+		if err := e.GetTime().CheckValid(); err != nil {
+			return nil, &sentry.FieldError{Field: "time", Reason: err.Error()}
+		}
+		env.Time = e.GetTime().AsTime().UTC().Format(time.RFC3339Nano)
+	}
+	if e.GetSequence() != 0 {
+		env.Sequence = strconv.FormatUint(e.GetSequence(), 10)
+	}
+	if e.GetData() != nil {
+		data, err := protojson.Marshal(e.GetData())
+		if err != nil {
+			return nil, &sentry.FieldError{Field: "data", Reason: err.Error()}
+		}
+		env.Data = data
+	}
+	return json.Marshal(env)
+}
+
+func gapsToProto(gaps [][2]uint64) []*portcullisv1.SequenceGap {
+	out := make([]*portcullisv1.SequenceGap, 0, len(gaps))
+	for _, g := range gaps {
+		out = append(out, &portcullisv1.SequenceGap{From: g[0], To: g[1]})
+	}
+	return out
+}
+
+func refusalsToProto(refused []sentry.Refusal) []*portcullisv1.EventRefusal {
+	out := make([]*portcullisv1.EventRefusal, 0, len(refused))
+	for _, r := range refused {
+		out = append(out, &portcullisv1.EventRefusal{Index: uint32(r.Index), Id: r.ID, Reason: r.Err.Error()})
+	}
+	return out
+}
+
+// sentryHTTPAnswer is the HTTP intake's answer.
+type sentryHTTPAnswer struct {
+	Stored        int           `json:"stored"`
+	Duplicates    int           `json:"duplicates"`
+	AckedSequence uint64        `json:"acked_sequence"`
+	Gaps          [][2]uint64   `json:"gaps"`
+	Refused       []refusalJSON `json:"refused"`
+	Error         string        `json:"error,omitempty"`
+}
+
+type refusalJSON struct {
+	Index  int    `json:"index"`
+	ID     string `json:"id,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// sentryEvents serves POST /v1/sentry/events: one CloudEvent
+// (application/cloudevents+json) or a batch
+// (application/cloudevents-batch+json), with a sentry token.
+func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
+	fail := func(code int, msg string) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		writeJSON(w, code, map[string]string{"error": msg})
+	}
+	p, err := s.auth.authenticate(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		fail(http.StatusUnauthorized, "a valid sentry bearer token is required")
+		return
+	}
+	if p.Role != store.RoleSentry {
+		fail(http.StatusForbidden, fmt.Sprintf("role %s may not send Sentry events; create a token with --role sentry", p.Role))
+		return
+	}
+	media, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || media != cloudEventMedia && media != cloudEventBatchMedia {
+		fail(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be %s (one event) or %s (a batch)", cloudEventMedia, cloudEventBatchMedia))
+		return
+	}
+	limit := int64(sentry.MaxBatchBytes)
+	if media == cloudEventMedia {
+		limit = sentry.MaxEventBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes, or unreadable: %v", limit, err))
+		return
+	}
+	var batch sentry.Batch
+	if media == cloudEventMedia {
+		ev, err := sentry.ParseCloudEvent(body)
+		var ferr *sentry.FieldError
+		switch {
+		case errors.As(err, &ferr):
+			batch.Refused = []sentry.Refusal{{Index: 0, ID: "", Err: ferr}}
+		case err != nil:
+			fail(http.StatusBadRequest, err.Error())
+			return
+		default:
+			batch.Events = []sentry.Event{ev}
+		}
+	} else if batch, err = sentry.ParseBatch(body); err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	res, err := s.ingest(r.Context(), p, batch, nil)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "sentry intake failed", "source", p.Name, "err", err)
+		fail(http.StatusServiceUnavailable, "the events could not be stored; send them again")
+		return
+	}
+	src := res.Source(p.Name)
+	ans := sentryHTTPAnswer{Stored: res.Stored, Duplicates: res.Duplicates, AckedSequence: src.AckedSequence, Gaps: src.Gaps, Refused: []refusalJSON{}}
+	if ans.Gaps == nil {
+		ans.Gaps = [][2]uint64{}
+	}
+	for _, rf := range res.Refused {
+		ans.Refused = append(ans.Refused, refusalJSON{Index: rf.Index, ID: rf.ID, Reason: rf.Err.Error()})
+	}
+	code := http.StatusOK
+	if media == cloudEventMedia && len(res.Refused) > 0 {
+		// One event, refused: the request failed.
+		code = http.StatusBadRequest
+		ans.Error = ans.Refused[0].Reason
+	}
+	writeJSON(w, code, ans)
+}
+
+// observeSentry feeds the metrics with one batch's outcome.
+func (m *metrics) observeSentry(res sentryintake.Result) {
+	m.sentryEvents.WithLabelValues("stored").Add(float64(res.Stored))
+	m.sentryEvents.WithLabelValues("duplicate").Add(float64(res.Duplicates))
+	m.sentryEvents.WithLabelValues("refused").Add(float64(len(res.Refused)))
+	for _, src := range res.Sources {
+		var missing uint64
+		for _, g := range src.Gaps {
+			missing += g[1] - g[0] + 1
+		}
+		m.sentryGaps.WithLabelValues(src.Source).Set(float64(missing))
+	}
+}
+
+// The operator RPCs.
+
+func (s sentryService) ListEvents(ctx context.Context, req *portcullisv1.ListSentryEventsRequest) (*portcullisv1.ListSentryEventsResponse, error) {
+	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	f := store.SentryEventFilter{Sandbox: req.GetSandbox(), Source: req.GetSource(), Type: req.GetType(), Limit: limit}
+	if req.GetSince() != nil {
+		f.Since = req.GetSince().AsTime()
+	}
+	list, err := s.store.ListSentryEvents(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.ListSentryEventsResponse{Events: protoList(list, sentryEventToProto)}, nil
+}
+
+func sentryEventToProto(e store.SentryEvent) *portcullisv1.StoredSentryEvent {
+	return &portcullisv1.StoredSentryEvent{
+		Source: e.Source, Id: e.ID, Sequence: e.Sequence, Type: e.Type, Subject: e.Subject,
+		Time: timestamppb.New(e.Time), ReceivedAt: timestamppb.New(e.ReceivedAt),
+		Severity: e.Severity, Processing: e.Processing, PolicyHash: e.PolicyHash, DenialId: e.DenialID, TraceId: e.TraceID,
+		Flags: e.Flags, Document: string(e.Document),
+	}
+}
+
+func (s sentryService) ListGaps(ctx context.Context, req *portcullisv1.ListSentryGapsRequest) (*portcullisv1.ListSentryGapsResponse, error) {
+	if req.GetSource() != "" {
+		if err := checkSentrySource("source", req.GetSource()); err != nil {
+			return nil, err
+		}
+	}
+	list, err := s.store.SentryGaps(ctx, req.GetSource())
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.ListSentryGapsResponse{Sources: protoList(list, func(src store.SentrySource) *portcullisv1.SourceAck {
+		return &portcullisv1.SourceAck{Source: src.Source, AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps)}
+	})}, nil
+}
+
+func (s sentryService) ListActions(ctx context.Context, req *portcullisv1.ListSentryActionsRequest) (*portcullisv1.ListSentryActionsResponse, error) {
+	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListSentryActions(ctx, store.SentryActionFilter{Sandbox: req.GetSandbox(), Status: req.GetStatus(), Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.ListSentryActionsResponse{Actions: protoList(list, sentryActionToProto)}, nil
+}
+
+func sentryActionToProto(a store.SentryAction) *portcullisv1.SentryAction {
+	out := &portcullisv1.SentryAction{
+		Id: a.ID, Source: a.Source, EventId: a.EventID, Sandbox: a.Sandbox, Type: a.Type, Status: a.Status, Reason: a.Reason,
+		Version: uint32(a.Version), ReceivedAt: timestamppb.New(a.ReceivedAt), CreatedAt: timestamppb.New(a.CreatedAt), DecidedBy: a.DecidedBy,
+	}
+	if a.AckedAt != nil {
+		out.AckedAt = timestamppb.New(*a.AckedAt)
+	}
+	if a.DecidedAt != nil {
+		out.DecidedAt = timestamppb.New(*a.DecidedAt)
+	}
+	return out
+}
+
+func (s sentryService) DecideAction(ctx context.Context, req *portcullisv1.DecideSentryActionRequest) (*portcullisv1.DecideSentryActionResponse, error) {
+	p := mustPrincipal(ctx)
+	a, err := s.sentry.Decide(ctx, req.GetId(), req.GetDecision(), req.GetReason(), p.Actor())
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.DecideSentryActionResponse{Action: sentryActionToProto(a)}, nil
+}
+
+func (s sentryService) SetSourceKey(ctx context.Context, req *portcullisv1.SetSentrySourceKeyRequest) (*portcullisv1.SetSentrySourceKeyResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := checkSentrySource("source", req.GetSource()); err != nil {
+		return nil, err
+	}
+	if n := len(req.GetPublicKey()); n != 32 {
+		return nil, invalidField("public_key", "an Ed25519 public key is 32 bytes, not %d", n)
+	}
+	k, err := s.store.SetSentryKey(ctx, store.SentryKey{Source: req.GetSource(), PublicKey: req.GetPublicKey()}, p.Actor())
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(k.PublicKey)
+	return &portcullisv1.SetSentrySourceKeyResponse{Source: k.Source, Fingerprint: hex.EncodeToString(sum[:])}, nil
+}
+
+func (s sentryService) DeleteSourceKey(ctx context.Context, req *portcullisv1.DeleteSentrySourceKeyRequest) (*portcullisv1.DeleteSentrySourceKeyResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := checkSentrySource("source", req.GetSource()); err != nil {
+		return nil, err
+	}
+	if err := s.store.DeleteSentryKey(ctx, req.GetSource(), p.Actor()); err != nil {
+		return nil, missing(err, "source %q has no key", req.GetSource())
+	}
+	return &portcullisv1.DeleteSentrySourceKeyResponse{}, nil
+}
+
+// quarantineOf names the Sentry event whose quarantine holds sb frozen,
+// if one does.
+func (s *Server) quarantineOf(ctx context.Context, sb store.Sandbox, out *portcullisv1.Sandbox) error {
+	if !sb.Frozen {
+		return nil
+	}
+	list, err := s.store.ListSentryActions(ctx, store.SentryActionFilter{Sandbox: sb.Name, Status: []string{store.SentryFrozen, store.SentryApplied}, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(list) == 1 && list[0].Version == sb.CurrentVersion {
+		out.QuarantineSource, out.QuarantineEventId = list[0].Source, list[0].EventID
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package sentryintake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/lifecycle"
+	"github.com/portcullis-dev/portcullis/sentry"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// The quarantine lane. A remediating event freezes its sandbox through
+// the lifecycle's kill switch (deny-all committed and pushed, proposals
+// refused) unless:
+//
+//   - the gateway runs dry: the action is recorded as dry_run;
+//   - the circuit breaker is open: QuarantineBudget sandboxes were frozen
+//     by Sentry events in the last BudgetWindow (counted over the stored
+//     actions, so on every replica), and the action is held — the sandbox
+//     untouched, the webhook alerted — until an operator decides
+//     (Decide);
+//   - the sandbox is frozen already (already_frozen) or cannot be frozen
+//     (failed, with the reason).
+//
+// Release is never a Sentry event: unfreezing is an operator's action
+// (portcullis sandbox unfreeze NAME --reason R).
+
+// act decides and records what to do about one stored remediating event;
+// an event that has an action already was handled before.
+func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time) error {
+	if _, err := in.actionOf(ctx, ev); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	a := store.SentryAction{Source: ev.Source, EventID: ev.ID, Sandbox: ev.Subject, Type: ev.Type, ReceivedAt: received}
+	if in.cfg.DryRun {
+		a.Status, a.Reason = store.SentryDryRun, fmt.Sprintf("dry run (--sentry-dry-run): sandbox %q would have been frozen", ev.Subject)
+		return in.record(ctx, a)
+	}
+	in.breaker.Lock()
+	defer in.breaker.Unlock()
+	if in.cfg.QuarantineBudget > 0 {
+		since := in.cfg.Now().Add(-in.cfg.BudgetWindow)
+		n, err := in.st.CountSentryActions(ctx, []string{store.SentryFrozen}, since)
+		if err != nil {
+			return fmt.Errorf("count recent sentry freezes: %w", err)
+		}
+		if n >= in.cfg.QuarantineBudget {
+			a.Status = store.SentryHeld
+			a.Reason = fmt.Sprintf("quarantine budget spent: %d sandboxes frozen by Sentry in the last %s (--quarantine-budget %d); an operator must decide", n, in.cfg.BudgetWindow, in.cfg.QuarantineBudget)
+			if err := in.record(ctx, a); err != nil {
+				return err
+			}
+			if in.cfg.Held != nil {
+				in.cfg.Held(a)
+			}
+			return nil
+		}
+	}
+	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
+	var conflict *lifecycle.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		a.Status, a.Reason = store.SentryNoop, conflict.Error()
+	case err != nil:
+		a.Status, a.Reason = store.SentryFailed, err.Error()
+	default:
+		a.Status, a.Version = store.SentryFrozen, sb.CurrentVersion
+		a.Reason = fmt.Sprintf("frozen at version %d", sb.CurrentVersion)
+	}
+	if err := in.record(ctx, a); err != nil {
+		return err
+	}
+	if a.Status == store.SentryFrozen {
+		in.awaitAck(ctx, a)
+	}
+	return nil
+}
+
+func (in *Intake) actionOf(ctx context.Context, ev sentry.Event) (store.SentryAction, error) {
+	list, err := in.st.ListSentryActions(ctx, store.SentryActionFilter{Sandbox: ev.Subject})
+	if err != nil {
+		return store.SentryAction{}, fmt.Errorf("look up the action of event %q: %w", ev.ID, err)
+	}
+	for _, a := range list {
+		if a.Source == ev.Source && a.EventID == ev.ID {
+			return a, nil
+		}
+	}
+	return store.SentryAction{}, store.ErrNotFound
+}
+
+// quarantineReason is the freeze's reason: the event that caused it.
+func quarantineReason(ev sentry.Event) string {
+	r := fmt.Sprintf("sentry %s %s/%s", ev.Class, ev.Source, ev.ID)
+	if f := ev.Payload.Finding; f != nil && f.Title != "" {
+		r += ": " + clip(f.Title)
+	}
+	return r
+}
+
+// record stores the action (a concurrent replica's is kept) and audits it.
+func (in *Intake) record(ctx context.Context, a store.SentryAction) error {
+	err := in.st.InTx(ctx, func(tx store.Tx) error {
+		a.CreatedAt = tx.Now()
+		stored, err := tx.InsertSentryAction(ctx, a)
+		if err != nil {
+			return err
+		}
+		a = stored
+		return store.Audit(ctx, tx, store.AuditEntry{
+			Actor: Actor(a.Source), Action: store.ActionSentryAction, Sandbox: a.Sandbox, Target: a.Source + "/" + a.EventID,
+			Detail: map[string]string{"status": a.Status, "reason": clip(a.Reason), "version": fmt.Sprint(a.Version), "action": fmt.Sprint(a.ID)},
+		})
+	})
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return nil // another replica handled the same event
+	}
+	if err != nil {
+		return fmt.Errorf("record the action of sentry event %s/%s: %w", a.Source, a.EventID, err)
+	}
+	in.log.WarnContext(ctx, "sentry remediation", "sandbox", a.Sandbox, "status", a.Status, "source", a.Source, "event", a.EventID, "version", a.Version, "reason", a.Reason)
+	if in.cfg.Acted != nil {
+		in.cfg.Acted(a)
+	}
+	return nil
+}
+
+// awaitAck waits, off the request, until the sandbox's proxies applied the
+// freeze, and records the time from ingest to the last ACK.
+func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction) {
+	if in.cfg.WaitApplied == nil {
+		return
+	}
+	in.background.Add(1)
+	go func() {
+		defer in.background.Done()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.cfg.AckWait)
+		defer cancel()
+		n, err := in.cfg.WaitApplied(wctx, a.Sandbox, a.Version)
+		if err != nil {
+			in.log.WarnContext(wctx, "sentry quarantine not applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "err", err)
+			return
+		}
+		if n == 0 {
+			in.log.InfoContext(wctx, "sentry quarantine committed; no proxy of the sandbox is connected here", "sandbox", a.Sandbox, "version", a.Version)
+			return
+		}
+		now := in.cfg.Now()
+		took := now.Sub(a.ReceivedAt)
+		if err := in.markAcked(wctx, a, now); err != nil {
+			in.log.WarnContext(wctx, "record quarantine ack", "sandbox", a.Sandbox, "err", err)
+		}
+		in.log.WarnContext(wctx, "sentry quarantine applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "proxies", n,
+			"event", a.EventID, "ingest_to_last_ack_ms", float64(took.Microseconds())/1000)
+		if in.cfg.Applied != nil {
+			in.cfg.Applied(took)
+		}
+	}()
+}
+
+func (in *Intake) markAcked(ctx context.Context, a store.SentryAction, at time.Time) error {
+	return in.st.InTx(ctx, func(tx store.Tx) error {
+		cur, err := findAction(ctx, tx, a)
+		if err != nil {
+			return err
+		}
+		cur.AckedAt = &at
+		return tx.UpdateSentryAction(ctx, cur)
+	})
+}
+
+func findAction(ctx context.Context, tx store.Tx, a store.SentryAction) (store.SentryAction, error) {
+	if a.ID != 0 {
+		return tx.GetSentryAction(ctx, a.ID)
+	}
+	list, err := tx.ListSentryActions(ctx, store.SentryActionFilter{Sandbox: a.Sandbox})
+	if err != nil {
+		return store.SentryAction{}, err
+	}
+	for _, x := range list {
+		if x.Source == a.Source && x.EventID == a.EventID {
+			return x, nil
+		}
+	}
+	return store.SentryAction{}, store.ErrNotFound
+}
+
+// Decisions an operator makes about a held action.
+const (
+	DecideFreeze  = "freeze"
+	DecideDismiss = "dismiss"
+)
+
+// Decide answers a held action: freeze the sandbox now (applied; the
+// breaker does not count an operator's freeze) or dismiss it. The reason
+// is required.
+func (in *Intake) Decide(ctx context.Context, id int64, decision, reason, actor string) (store.SentryAction, error) {
+	if reason == "" {
+		return store.SentryAction{}, &lifecycle.FieldError{Path: "reason", Message: "is required: say why"}
+	}
+	if decision != DecideFreeze && decision != DecideDismiss {
+		return store.SentryAction{}, &lifecycle.FieldError{Path: "decision", Message: fmt.Sprintf("must be %q or %q, not %q", DecideFreeze, DecideDismiss, decision)}
+	}
+	a, err := in.st.GetSentryAction(ctx, id)
+	if err != nil {
+		return store.SentryAction{}, lifecycle.Missing(err, "sentry action %d not found", id)
+	}
+	if a.Status != store.SentryHeld {
+		return a, &lifecycle.ConflictError{Msg: fmt.Sprintf("sentry action %d is %s, not held", id, a.Status)}
+	}
+	a.Status = store.SentryDismissed
+	if decision == DecideFreeze {
+		sb, err := in.life.Freeze(ctx, a.Sandbox, fmt.Sprintf("sentry %s/%s, held and then frozen by %s: %s", a.Source, a.EventID, actor, reason), actor)
+		if err != nil {
+			return a, err
+		}
+		a.Status, a.Version = store.SentryApplied, sb.CurrentVersion
+	}
+	now := in.cfg.Now()
+	a.DecidedBy, a.DecidedAt, a.Reason = actor, &now, reason
+	err = in.st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.UpdateSentryAction(ctx, a); err != nil {
+			return err
+		}
+		return store.Audit(ctx, tx, store.AuditEntry{
+			Actor: actor, Action: store.ActionSentryAction, Sandbox: a.Sandbox, Target: a.Source + "/" + a.EventID,
+			Detail: map[string]string{"status": a.Status, "reason": clip(reason), "version": fmt.Sprint(a.Version), "action": fmt.Sprint(a.ID)},
+		})
+	})
+	if err != nil {
+		return a, fmt.Errorf("record the decision on sentry action %d: %w", id, err)
+	}
+	return a, nil
+}

@@ -1,0 +1,369 @@
+// Package sentryintake takes watchdog (Sentry) events into the gateway:
+// it checks what the sentry package's reader cannot (the sender's source,
+// its signature key, replayed sequences), stores the events, and acts on
+// the remediating ones through the policy lifecycle's kill switch, behind
+// a circuit breaker. It imports store, sentry and lifecycle; never the
+// gateway root or the API.
+package sentryintake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/lifecycle"
+	"github.com/portcullis-dev/portcullis/sentry"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// The intake, event by event:
+//
+//   - The source must be the sender's own (a sentry token's name).
+//   - When the source has a registered key, the event must carry a
+//     signature that verifies with it.
+//   - A remediating event (a quarantine or boundary_breach with processing
+//     remediate) must not reuse a sequence another event of its source
+//     already holds: a replay is refused.
+//
+// An event that fails a check is refused alone, with its reason; the
+// security refusals of a batch are audited in one entry (so a flood of bad
+// events costs one audit write per batch, not one per event).
+//
+// Two lanes: remediating events are stored and acted on first, each on
+// its own, outside the bulk lane's limit on concurrent appends, so they
+// never wait behind bulk events; bulk events then share BulkSlots appends.
+// A remediating event is acted on once: its action row, keyed by (source,
+// id), is the proof it was handled, so a resend after a crash between
+// storing and acting still acts, and a resend after acting does not.
+
+// The defaults of Config.
+const (
+	DefaultQuarantineBudget = 10
+	DefaultBudgetWindow     = 5 * time.Minute
+	DefaultBulkSlots        = 4
+	// DefaultAckWait bounds how long the ingest-to-ACK time of a freeze
+	// is waited for.
+	DefaultAckWait = 30 * time.Second
+	// DefaultRetention keeps events 30 days; the sweep runs hourly.
+	DefaultRetention = 30 * 24 * time.Hour
+	sweepInterval    = time.Hour
+)
+
+// Config configures an Intake. Zero values take the defaults.
+type Config struct {
+	Now func() time.Time
+	// DryRun records what would have been frozen and freezes nothing.
+	DryRun bool
+	// QuarantineBudget sandboxes per BudgetWindow may be frozen by Sentry
+	// events (across replicas: it counts the stored actions); past it a
+	// quarantine is held. Negative: no budget.
+	QuarantineBudget int
+	BudgetWindow     time.Duration
+	// BulkSlots bounds the concurrent appends of the bulk lane.
+	BulkSlots int
+	AckWait   time.Duration
+	// Retention: events received longer ago are deleted by Run, whole
+	// days at a time; negative keeps them forever.
+	Retention time.Duration
+	// WaitApplied waits until the sandbox's connected proxies applied
+	// version (distribution.WaitApplied); nil: acks are not waited for.
+	WaitApplied func(ctx context.Context, sandbox string, version int64) (int, error)
+	// Held is called when the breaker holds a quarantine (the webhook).
+	Held func(store.SentryAction)
+	// Observe is called with every batch's outcome (metrics); Acted with
+	// every action recorded, and Applied with a freeze's ingest-to-ACK
+	// time.
+	Observe func(Result)
+	Acted   func(store.SentryAction)
+	Applied func(time.Duration)
+}
+
+// Intake is the gateway's Sentry intake.
+type Intake struct {
+	cfg  Config
+	st   *store.Store
+	life *lifecycle.Lifecycle
+	log  *slog.Logger
+	bulk chan struct{}
+	// breaker serialises this replica's count-then-freeze, so that two
+	// quarantines cannot both take the budget's last place.
+	breaker sync.Mutex
+	// background is the ack waits in flight (Wait, for tests and
+	// shutdown).
+	background sync.WaitGroup
+}
+
+// New returns an Intake over st that freezes through life.
+func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logger) *Intake {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.QuarantineBudget == 0 {
+		cfg.QuarantineBudget = DefaultQuarantineBudget
+	}
+	if cfg.BudgetWindow <= 0 {
+		cfg.BudgetWindow = DefaultBudgetWindow
+	}
+	if cfg.BulkSlots <= 0 {
+		cfg.BulkSlots = DefaultBulkSlots
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultRetention
+	}
+	return &Intake{cfg: cfg, st: st, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots)}
+}
+
+// Result is what one batch did: events stored for the first time,
+// duplicates, the state of each source it named, and the events refused.
+type Result struct {
+	Stored, Duplicates int
+	Sources            []store.SentrySource
+	Refused            []sentry.Refusal
+}
+
+// Source returns the state of one source of the batch.
+func (r Result) Source(name string) store.SentrySource {
+	for _, s := range r.Sources {
+		if s.Source == name {
+			return s
+		}
+	}
+	return store.SentrySource{Source: name}
+}
+
+// Actor is how a source appears in the audit log and as the freezer.
+func Actor(source string) string { return "sentry:" + source }
+
+// Ingest takes a batch sent by source (the sentry token's name): the
+// events the reader accepted and those it refused. The error is for a
+// store failure; refusals are in the Result.
+func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch, index []int) (Result, error) {
+	res := Result{Refused: slices.Clone(batch.Refused)}
+	received := in.cfg.Now()
+	key, err := in.sourceKey(ctx, source)
+	if err != nil {
+		return Result{}, err
+	}
+	var urgent, bulk []sentry.Event
+	var audited []sentry.Refusal
+	for i, ev := range batch.Events {
+		at := i
+		if index != nil {
+			at = index[i]
+		}
+		ferr := in.check(ctx, source, key, ev)
+		if ferr == nil && remediating(ev) {
+			ferr, err = in.checkReplay(ctx, ev)
+			if err != nil {
+				return Result{}, err
+			}
+		}
+		if ferr != nil {
+			r := sentry.Refusal{Index: at, ID: ev.ID, Err: ferr}
+			res.Refused = append(res.Refused, r)
+			audited = append(audited, r)
+			continue
+		}
+		if remediating(ev) {
+			urgent = append(urgent, ev)
+		} else {
+			bulk = append(bulk, ev)
+		}
+	}
+	slices.SortFunc(res.Refused, func(a, b sentry.Refusal) int { return a.Index - b.Index })
+	if len(audited) > 0 {
+		if err := in.auditRefusals(ctx, source, audited); err != nil {
+			return Result{}, err
+		}
+	}
+	// The quarantine lane: one event at a time, no slot to wait for.
+	for _, ev := range urgent {
+		out, err := in.st.AppendSentryEvents(ctx, []store.SentryEvent{stored(ev, received)})
+		if err != nil {
+			return Result{}, err
+		}
+		res.add(out)
+		if err := in.act(ctx, ev, received); err != nil {
+			return Result{}, err
+		}
+	}
+	if len(bulk) > 0 {
+		select {
+		case in.bulk <- struct{}{}:
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+		rows := make([]store.SentryEvent, len(bulk))
+		for i, ev := range bulk {
+			rows[i] = stored(ev, received)
+		}
+		out, err := in.st.AppendSentryEvents(ctx, rows)
+		<-in.bulk
+		if err != nil {
+			return Result{}, err
+		}
+		res.add(out)
+	}
+	if len(res.Sources) == 0 {
+		// Nothing stored: still say where the sender's stream stands.
+		if res.Sources, err = in.st.SentryGaps(ctx, source); err != nil {
+			return Result{}, err
+		}
+		if len(res.Sources) == 0 {
+			res.Sources = []store.SentrySource{{Source: source}}
+		}
+	}
+	if in.cfg.Observe != nil {
+		in.cfg.Observe(res)
+	}
+	return res, nil
+}
+
+// add merges one append's outcome; a later state of a source replaces an
+// earlier one.
+func (r *Result) add(out store.SentryBatchResult) {
+	r.Stored += out.Stored
+	r.Duplicates += out.Duplicates
+	for _, s := range out.Sources {
+		if i := slices.IndexFunc(r.Sources, func(x store.SentrySource) bool { return x.Source == s.Source }); i >= 0 {
+			r.Sources[i] = s
+		} else {
+			r.Sources = append(r.Sources, s)
+		}
+	}
+}
+
+// Wait waits for the ack waits in flight.
+func (in *Intake) Wait() { in.background.Wait() }
+
+// Run deletes events past the retention every hour (and once at start)
+// until ctx ends, then waits for the ack waits in flight.
+func (in *Intake) Run(ctx context.Context) {
+	defer in.Wait()
+	if in.cfg.Retention < 0 {
+		<-ctx.Done()
+		return
+	}
+	tick := time.NewTicker(sweepInterval)
+	defer tick.Stop()
+	for {
+		n, err := in.st.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			in.log.Warn("sentry retention sweep failed; will retry", "err", err)
+		case n > 0:
+			in.log.Info("sentry retention sweep", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func remediating(ev sentry.Event) bool {
+	return ev.Class.Remediable() && ev.Payload.Processing == sentry.ProcessingRemediate
+}
+
+func (in *Intake) sourceKey(ctx context.Context, source string) ([]byte, error) {
+	k, err := in.st.GetSentryKey(ctx, source)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the key of source %q: %w", source, err)
+	}
+	return k.PublicKey, nil
+}
+
+// check is the per-event authorization: the sender's own source, and its
+// signature when it has a key.
+func (in *Intake) check(_ context.Context, source string, key []byte, ev sentry.Event) *sentry.FieldError {
+	if ev.Source != source {
+		return &sentry.FieldError{Field: "source", Reason: fmt.Sprintf("a sentry token of source %q may not send events of source %q", source, ev.Source)}
+	}
+	if key == nil {
+		return nil
+	}
+	switch err := sentry.Verify(key, ev); {
+	case errors.Is(err, sentry.ErrUnsigned):
+		return &sentry.FieldError{Field: "signature", Reason: fmt.Sprintf("is required: source %q has a registered key", source)}
+	case err != nil:
+		return &sentry.FieldError{Field: "signature", Reason: fmt.Sprintf("does not verify with the key registered for source %q", source)}
+	}
+	return nil
+}
+
+// checkReplay refuses a remediating event whose sequence another event of
+// its source holds (the same event again is a duplicate, not a replay).
+func (in *Intake) checkReplay(ctx context.Context, ev sentry.Event) (*sentry.FieldError, error) {
+	old, err := in.st.SentryEventAt(ctx, ev.Source, ev.Sequence)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("look up sequence %d of source %q: %w", ev.Sequence, ev.Source, err)
+	case old.ID == ev.ID:
+		return nil, nil
+	}
+	return &sentry.FieldError{Field: "sequence", Reason: fmt.Sprintf("%d of source %q is event %q already: a replayed remediation is refused", ev.Sequence, ev.Source, old.ID)}, nil
+}
+
+// auditRefusals writes one audit entry for a batch's security refusals.
+func (in *Intake) auditRefusals(ctx context.Context, source string, refused []sentry.Refusal) error {
+	detail := map[string]string{"refused": strconv.Itoa(len(refused))}
+	for i, r := range refused[:min(len(refused), 5)] {
+		detail["event_"+strconv.Itoa(i)] = clip(r.ID + ": " + r.Err.Error())
+	}
+	err := in.st.InTx(ctx, func(tx store.Tx) error {
+		return store.Audit(ctx, tx, store.AuditEntry{Actor: Actor(source), Action: store.ActionSentryRefused, Target: source, Detail: detail})
+	})
+	if err != nil {
+		return fmt.Errorf("audit refused sentry events: %w", err)
+	}
+	in.log.WarnContext(ctx, "sentry events refused", "source", source, "refused", len(refused), "first", detail["event_0"])
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:200], "") + "…"
+}
+
+// stored is the store's row of an event.
+func stored(ev sentry.Event, received time.Time) store.SentryEvent {
+	row := store.SentryEvent{
+		Source: ev.Source, ID: ev.ID, Sequence: ev.Sequence, Type: ev.Type, Subject: ev.Subject,
+		Time: ev.Time, ReceivedAt: received,
+		Severity: string(ev.Payload.Severity), Processing: string(ev.Payload.Processing),
+		Document: ev.Raw,
+	}
+	if p := ev.Payload.Policy; p != nil {
+		row.PolicyHash = p.Hash
+	}
+	if c := ev.Payload.Correlation; c != nil {
+		row.DenialID, row.TraceID = c.DenialID, c.TraceID
+	}
+	if ev.Flags&sentry.FlagUnknownType != 0 {
+		row.Flags = append(row.Flags, "unknown_type")
+	}
+	if ev.Flags&sentry.FlagUnknownField != 0 {
+		row.Flags = append(row.Flags, "unknown_field")
+	}
+	if ev.Flags&sentry.FlagExtension != 0 {
+		row.Flags = append(row.Flags, "extension")
+	}
+	return row
+}
