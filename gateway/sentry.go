@@ -45,11 +45,11 @@ const (
 type sentryService struct{ *Server }
 
 // ingest checks the caller and runs one batch through the intake.
-func (s *Server) ingest(ctx context.Context, p Principal, batch sentry.Batch, index []int) (sentryintake.Result, error) {
+func (s *Server) ingest(ctx context.Context, p Principal, batch sentry.Batch) (sentryintake.Result, error) {
 	if p.Role != store.RoleSentry {
 		return sentryintake.Result{}, connect.NewError(connect.CodePermissionDenied, "only a sentry token may send events")
 	}
-	return s.sentry.Ingest(ctx, p.Name, batch, index)
+	return s.sentry.Ingest(ctx, p.Name, batch)
 }
 
 func (s sentryService) PublishEvents(ctx context.Context, req *portcullisv1.PublishEventsRequest) (*portcullisv1.PublishEventsResponse, error) {
@@ -58,7 +58,7 @@ func (s sentryService) PublishEvents(ctx context.Context, req *portcullisv1.Publ
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.ingest(ctx, p, batch, nil)
+	res, err := s.ingest(ctx, p, batch)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s sentryService) IngestEvents(ctx context.Context, stream portcullisv1conn
 		if err != nil {
 			return err
 		}
-		res, err := s.ingest(ctx, p, batch, nil)
+		res, err := s.ingest(ctx, p, batch)
 		if err != nil {
 			return err
 		}
@@ -238,7 +238,7 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, err.Error())
 		return
 	}
-	res, err := s.ingest(r.Context(), p, batch, nil)
+	res, err := s.ingest(r.Context(), p, batch)
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "sentry intake failed", "source", p.Name, "err", err)
 		fail(http.StatusServiceUnavailable, "the events could not be stored; send them again")

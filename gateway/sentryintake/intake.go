@@ -146,7 +146,7 @@ func Actor(source string) string { return "sentry:" + source }
 // Ingest takes a batch sent by source (the sentry token's name): the
 // events the reader accepted and those it refused. The error is for a
 // store failure; refusals are in the Result.
-func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch, index []int) (Result, error) {
+func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch) (Result, error) {
 	res := Result{Refused: slices.Clone(batch.Refused)}
 	received := in.cfg.Now()
 	key, err := in.sourceKey(ctx, source)
@@ -155,10 +155,15 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch,
 	}
 	var urgent, bulk []sentry.Event
 	var audited []sentry.Refusal
-	for i, ev := range batch.Events {
-		at := i
-		if index != nil {
-			at = index[i]
+	// An event's index in the batch: the reader's refusals hold the
+	// indexes it skipped.
+	skipped := make(map[int]bool, len(batch.Refused))
+	for _, r := range batch.Refused {
+		skipped[r.Index] = true
+	}
+	at := -1
+	for _, ev := range batch.Events {
+		for at++; skipped[at]; at++ {
 		}
 		ferr := in.check(ctx, source, key, ev)
 		if ferr == nil && remediating(ev) {

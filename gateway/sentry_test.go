@@ -1,0 +1,527 @@
+package gateway_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
+	"github.com/portcullis-dev/portcullis/gateway/notify"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/sentry"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// watchdogSource is the source of the test's sentry token.
+const watchdogSource = "sentry://node-3"
+
+type sentryEnv struct {
+	gw     *gatewaytest.Gateway
+	admin  api
+	sentry portcullisv1connect.SentryServiceClient // as the admin
+	token  string                                  // the watchdog's sentry token
+}
+
+func startSentry(t *testing.T, engine string, configure ...func(*gateway.Config)) *sentryEnv {
+	t.Helper()
+	gw := gatewaytest.Start(t, engine, configure...)
+	e := &sentryEnv{gw: gw, admin: newConnectAPI(t, gw.URL, gatewaytest.AdminToken)}
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken))
+	e.sentry = portcullisv1connect.NewSentryServiceClient(c)
+	tok, err := e.admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: watchdogSource, Role: "sentry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.token = tok.GetToken()
+	return e
+}
+
+// sandboxWithPolicy creates a sandbox with a policy (freezing needs one).
+func (e *sentryEnv) sandboxWithPolicy(t *testing.T, name string) {
+	t.Helper()
+	if _, err := e.admin.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: name, Policy: pushPolicy}); err != nil {
+		t.Fatalf("create sandbox %s: %v", name, err)
+	}
+}
+
+// ce is one CloudEvent in its JSON form.
+type ce map[string]any
+
+func toolAccess(source, id string, seq uint64, subject string) ce {
+	return ce{
+		"specversion": "1.0", "id": id, "source": source, "sequence": seq,
+		"type": "portcullis.sentry.v1.tool_access", "subject": subject, "time": "2026-12-01T19:00:00Z",
+		"data": map[string]any{"severity": "low", "tool_call": map[string]any{"server": "orders", "tool": "refund"}},
+	}
+}
+
+func quarantine(source, id string, seq uint64, subject string) ce {
+	return ce{
+		"specversion": "1.0", "id": id, "source": source, "sequence": seq,
+		"type": "portcullis.sentry.v1.quarantine", "subject": subject, "time": "2026-12-01T19:00:00Z",
+		"data": map[string]any{"severity": "critical", "processing": "remediate", "finding": map[string]any{"title": "exfiltration", "confidence": 0.97}},
+	}
+}
+
+// answer is the HTTP intake's answer.
+type answer struct {
+	Stored        int         `json:"stored"`
+	Duplicates    int         `json:"duplicates"`
+	AckedSequence uint64      `json:"acked_sequence"`
+	Gaps          [][2]uint64 `json:"gaps"`
+	Refused       []struct {
+		Index  int    `json:"index"`
+		ID     string `json:"id"`
+		Reason string `json:"reason"`
+	} `json:"refused"`
+	Error string `json:"error"`
+}
+
+// post sends body to the HTTP intake with token and media type.
+func (e *sentryEnv) post(t *testing.T, token, media string, body []byte) (int, answer) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gw.URL+gateway.SentryEventsPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", media)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var a answer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("answer %d is not JSON: %q", res.StatusCode, raw)
+	}
+	return res.StatusCode, a
+}
+
+func (e *sentryEnv) postBatch(t *testing.T, events ...ce) answer {
+	t.Helper()
+	body, err := json.Marshal(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, a := e.post(t, e.token, "application/cloudevents-batch+json", body)
+	if code != http.StatusOK {
+		t.Fatalf("batch: %d %+v", code, a)
+	}
+	return a
+}
+
+func (e *sentryEnv) events(t *testing.T, source string) []*portcullisv1.StoredSentryEvent {
+	t.Helper()
+	res, err := e.sentry.ListEvents(t.Context(), &portcullisv1.ListSentryEventsRequest{Source: source, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetEvents()
+}
+
+func (e *sentryEnv) actions(t *testing.T, sandbox string) []*portcullisv1.SentryAction {
+	t.Helper()
+	res, err := e.sentry.ListActions(t.Context(), &portcullisv1.ListSentryActionsRequest{Sandbox: sandbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetActions()
+}
+
+func (e *sentryEnv) auditActions(t *testing.T, action string) []*portcullisv1.AuditEntry {
+	t.Helper()
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken))
+	res, err := portcullisv1connect.NewAuditServiceClient(c).ListAudit(t.Context(), &portcullisv1.ListAuditRequest{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*portcullisv1.AuditEntry
+	for _, a := range res.GetEntries() {
+		if a.GetAction() == action {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestSentryIntakeIdempotentAndOrdered: the same batch sent three times is
+// stored once; a gap is reported and closes when the missing events come.
+func TestSentryIntakeIdempotentAndOrdered(t *testing.T) {
+	for _, engine := range gatewaytest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			e := startSentry(t, engine)
+			var batch []ce
+			for i := uint64(1); i <= 5; i++ {
+				batch = append(batch, toolAccess(watchdogSource, fmt.Sprintf("e%d", i), i, "support"))
+			}
+			for try := range 3 {
+				a := e.postBatch(t, batch...)
+				wantStored, wantDups := 5, 0
+				if try > 0 {
+					wantStored, wantDups = 0, 5
+				}
+				if a.Stored != wantStored || a.Duplicates != wantDups || a.AckedSequence != 5 || len(a.Gaps) != 0 || len(a.Refused) != 0 {
+					t.Fatalf("send %d: %+v, want stored %d duplicates %d acked 5 and no gaps", try+1, a, wantStored, wantDups)
+				}
+			}
+			if n := len(e.events(t, watchdogSource)); n != 5 {
+				t.Fatalf("%d events stored, want 5", n)
+			}
+			// 8 before 6 and 7: a gap, reported here, by ListGaps, and
+			// closed when they arrive (out of order).
+			a := e.postBatch(t, toolAccess(watchdogSource, "e8", 8, "support"))
+			if a.Stored != 1 || a.AckedSequence != 5 || !slices.Equal(a.Gaps, [][2]uint64{{6, 7}}) {
+				t.Fatalf("after 8: %+v, want acked 5 and gap [6,7]", a)
+			}
+			gaps, err := e.sentry.ListGaps(t.Context(), &portcullisv1.ListSentryGapsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := gaps.GetSources(); len(s) != 1 || s[0].GetSource() != watchdogSource || len(s[0].GetGaps()) != 1 || s[0].GetGaps()[0].GetFrom() != 6 || s[0].GetGaps()[0].GetTo() != 7 {
+				t.Fatalf("ListGaps = %v, want one source with gap 6-7", s)
+			}
+			a = e.postBatch(t, toolAccess(watchdogSource, "e7", 7, "support"), toolAccess(watchdogSource, "e6", 6, "support"))
+			if a.Stored != 2 || a.AckedSequence != 8 || len(a.Gaps) != 0 {
+				t.Fatalf("after 7 and 6: %+v, want acked 8 and no gaps", a)
+			}
+			// One event in the single-event media type.
+			body, _ := json.Marshal(toolAccess(watchdogSource, "e9", 9, "support"))
+			code, one := e.post(t, e.token, "application/cloudevents+json; charset=utf-8", body)
+			if code != http.StatusOK || one.Stored != 1 || one.AckedSequence != 9 {
+				t.Fatalf("single event: %d %+v", code, one)
+			}
+		})
+	}
+}
+
+// TestSentryRefusals: per-event reasons, the valid events of a batch
+// stored, nothing of a refused one; the intake's transport checks.
+func TestSentryRefusals(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	raw := toolAccess(watchdogSource, "raw-args", 2, "support")
+	raw["data"].(map[string]any)["tool_call"].(map[string]any)["arguments"] = map[string]any{"amount": 100}
+	other := toolAccess("sentry://someone-else", "spoof", 3, "support")
+	a := e.postBatch(t, toolAccess(watchdogSource, "ok", 1, "support"), raw, other, ce{"id": "junk"})
+	if a.Stored != 1 || len(a.Refused) != 3 {
+		t.Fatalf("mixed batch: %+v, want 1 stored and 3 refused", a)
+	}
+	want := []struct {
+		index          int
+		id, substrings string
+	}{
+		{1, "raw-args", "data.tool_call.arguments"},
+		{2, "spoof", `source: a sentry token of source "sentry://node-3" may not send events of source "sentry://someone-else"`},
+		{3, "junk", "specversion"},
+	}
+	for i, w := range want {
+		r := a.Refused[i]
+		if r.Index != w.index || r.ID != w.id || !strings.Contains(r.Reason, w.substrings) {
+			t.Errorf("refusal %d = %+v, want index %d id %s mentioning %q", i, r, w.index, w.id, w.substrings)
+		}
+	}
+	ev := e.events(t, "")
+	if len(ev) != 1 || ev[0].GetId() != "ok" {
+		t.Fatalf("stored %v, want only event ok", ev)
+	}
+	// The wrong source is a security refusal: audited.
+	if got := e.auditActions(t, store.ActionSentryRefused); len(got) != 1 || !strings.Contains(got[0].GetDetail()["event_0"], "spoof") {
+		t.Fatalf("audit of refusals = %v, want one entry naming spoof", got)
+	}
+
+	// A single refused event is a 400 with its reason.
+	body, _ := json.Marshal(raw)
+	if code, one := e.post(t, e.token, "application/cloudevents+json", body); code != http.StatusBadRequest || !strings.Contains(one.Error, "arguments") {
+		t.Fatalf("single refused event: %d %+v", code, one)
+	}
+	// Transport refusals: media type, token, role, unreadable batch.
+	good, _ := json.Marshal([]ce{toolAccess(watchdogSource, "x", 9, "support")})
+	for _, c := range []struct {
+		name, token, media string
+		body               []byte
+		code               int
+	}{
+		{"wrong media type", e.token, "application/json", good, http.StatusUnsupportedMediaType},
+		{"no token", "", "application/cloudevents-batch+json", good, http.StatusUnauthorized},
+		{"admin token", gatewaytest.AdminToken, "application/cloudevents-batch+json", good, http.StatusForbidden},
+		{"not an array", e.token, "application/cloudevents-batch+json", []byte(`{"id":"x"}`), http.StatusBadRequest},
+	} {
+		if code, _ := e.post(t, c.token, c.media, c.body); code != c.code {
+			t.Errorf("%s: %d, want %d", c.name, code, c.code)
+		}
+	}
+	if ev := e.events(t, ""); len(ev) != 1 {
+		t.Fatalf("after the refused requests %d events are stored, want 1", len(ev))
+	}
+}
+
+// TestSentryTokenReadsNothing: a sentry token cannot read a policy, list
+// proposals or events, or send another source's events over the RPC.
+func TestSentryTokenReadsNothing(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	e.sandboxWithPolicy(t, "support")
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), gatewaytest.Bearer(e.token))
+	if _, err := portcullisv1connect.NewPolicyServiceClient(c).GetPolicy(t.Context(), &portcullisv1.GetPolicyRequest{Sandbox: "support"}); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Errorf("GetPolicy as sentry: %v, want PermissionDenied", err)
+	}
+	if _, err := portcullisv1connect.NewApprovalServiceClient(c).ListProposals(t.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{}); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Errorf("ListProposals as sentry: %v, want PermissionDenied", err)
+	}
+	sc := portcullisv1connect.NewSentryServiceClient(c)
+	if _, err := sc.ListEvents(t.Context(), &portcullisv1.ListSentryEventsRequest{}); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Errorf("ListEvents as sentry: %v, want PermissionDenied", err)
+	}
+	res, err := sc.PublishEvents(t.Context(), &portcullisv1.PublishEventsRequest{Events: []*portcullisv1.SentryEvent{
+		protoEvent(t, quarantine("sentry://someone-else", "q1", 1, "support")),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetStored() != 0 || len(res.GetRefused()) != 1 || !strings.HasPrefix(res.GetRefused()[0].GetReason(), "source:") {
+		t.Fatalf("another source's quarantine: %v, want refused by source", res)
+	}
+	if sb := getSandbox(t, e.admin, "support"); sb.GetFrozen() {
+		t.Fatal("another source's quarantine froze the sandbox")
+	}
+}
+
+// protoEvent is the SentryEvent message of a CloudEvent.
+func protoEvent(t *testing.T, c ce) *portcullisv1.SentryEvent {
+	t.Helper()
+	data, err := structpb.NewStruct(c["data"].(map[string]any))
+	if err != nil {
+		t.Fatal(err)
+	}
+	when, _ := time.Parse(time.RFC3339, c["time"].(string))
+	out := &portcullisv1.SentryEvent{
+		Specversion: "1.0", Id: c["id"].(string), Source: c["source"].(string), Type: c["type"].(string),
+		Subject: c["subject"].(string), Sequence: c["sequence"].(uint64), Time: timestamppb.New(when), Data: data,
+	}
+	if sig, ok := c["signature"].(string); ok {
+		out.Signature, _ = base64.StdEncoding.DecodeString(sig)
+	}
+	return out
+}
+
+func getSandbox(t *testing.T, c api, name string) *portcullisv1.Sandbox {
+	t.Helper()
+	sb, err := c.sandbox.GetSandbox(t.Context(), &portcullisv1.GetSandboxRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// sign signs a CloudEvent with key as the sentry package defines it.
+func sign(t *testing.T, key ed25519.PrivateKey, c ce) ce {
+	t.Helper()
+	body, _ := json.Marshal(c)
+	ev, err := sentry.ParseCloudEvent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := sentry.Sign(key, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c["signature"] = base64.StdEncoding.EncodeToString(sig)
+	return c
+}
+
+// TestSentryQuarantine: a signed quarantine freezes its sandbox at once,
+// names itself on the sandbox, and is acted on once; unsigned, badly
+// signed and replayed quarantines are refused and audited.
+func TestSentryQuarantine(t *testing.T) {
+	for _, engine := range gatewaytest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			e := startSentry(t, engine)
+			e.sandboxWithPolicy(t, "support")
+			pub, key, _ := ed25519.GenerateKey(rand.Reader)
+			if _, err := e.sentry.SetSourceKey(t.Context(), &portcullisv1.SetSentrySourceKeyRequest{Source: watchdogSource, PublicKey: pub}); err != nil {
+				t.Fatal(err)
+			}
+			_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
+			unsigned := quarantine(watchdogSource, "q0", 1, "support")
+			forged := sign(t, otherKey, quarantine(watchdogSource, "q0", 1, "support"))
+			a := e.postBatch(t, unsigned, forged)
+			if a.Stored != 0 || len(a.Refused) != 2 || !strings.Contains(a.Refused[0].Reason, "signature: is required") || !strings.Contains(a.Refused[1].Reason, "does not verify") {
+				t.Fatalf("unsigned and forged quarantines: %+v", a)
+			}
+			if getSandbox(t, e.admin, "support").GetFrozen() {
+				t.Fatal("a refused quarantine froze the sandbox")
+			}
+			if got := e.auditActions(t, store.ActionSentryRefused); len(got) != 1 || got[0].GetDetail()["refused"] != "2" {
+				t.Fatalf("audit of refusals = %v, want one entry for 2 events", got)
+			}
+
+			q := sign(t, key, quarantine(watchdogSource, "q1", 1, "support"))
+			if a := e.postBatch(t, q); a.Stored != 1 || len(a.Refused) != 0 {
+				t.Fatalf("signed quarantine: %+v", a)
+			}
+			sb := getSandbox(t, e.admin, "support")
+			if !sb.GetFrozen() || sb.GetQuarantineEventId() != "q1" || sb.GetQuarantineSource() != watchdogSource || !strings.Contains(sb.GetFrozenReason(), "exfiltration") {
+				t.Fatalf("sandbox after the quarantine: %v", sb)
+			}
+			acts := e.actions(t, "support")
+			if len(acts) != 1 || acts[0].GetStatus() != store.SentryFrozen || acts[0].GetVersion() != sb.GetCurrentVersion() || acts[0].GetEventId() != "q1" {
+				t.Fatalf("actions = %v, want one frozen at version %d", acts, sb.GetCurrentVersion())
+			}
+			// Sent again: a duplicate, no second action.
+			if a := e.postBatch(t, q); a.Duplicates != 1 || len(e.actions(t, "support")) != 1 {
+				t.Fatalf("resent quarantine: %+v, actions %v", a, e.actions(t, "support"))
+			}
+			// A new id on the used sequence is a replay.
+			replay := sign(t, key, quarantine(watchdogSource, "q1-again", 1, "support"))
+			if a := e.postBatch(t, replay); a.Stored != 0 || len(a.Refused) != 1 || !strings.Contains(a.Refused[0].Reason, "replayed") {
+				t.Fatalf("replayed quarantine: %+v", a)
+			}
+			if got := e.auditActions(t, store.ActionSentryRefused); len(got) != 2 {
+				t.Fatalf("%d refusal audit entries, want 2 (the replay audited)", len(got))
+			}
+			if got := e.auditActions(t, store.ActionSentryAction); len(got) != 1 || got[0].GetDetail()["status"] != store.SentryFrozen {
+				t.Fatalf("action audit = %v", got)
+			}
+		})
+	}
+}
+
+// TestQuarantineBudget: with a budget of 2, the third sandbox's
+// quarantine is held (sandbox untouched, webhook alert) until an operator
+// decides; dry run freezes nothing and records what it would have done.
+func TestQuarantineBudget(t *testing.T) {
+	sink := &webhookSink{secret: "s3cret"}
+	hook := httptestServer(t, sink)
+	e := startSentry(t, "sqlite", func(c *gateway.Config) {
+		c.QuarantineBudget = 2
+		c.WebhookURL, c.WebhookSecret, c.WebhookBackoff = hook, "s3cret", 10*time.Millisecond
+	})
+	for i, name := range []string{"a", "b", "c"} {
+		e.sandboxWithPolicy(t, name)
+		e.postBatch(t, quarantine(watchdogSource, "q-"+name, uint64(i+1), name))
+	}
+	for name, want := range map[string]bool{"a": true, "b": true, "c": false} {
+		if got := getSandbox(t, e.admin, name).GetFrozen(); got != want {
+			t.Errorf("sandbox %s frozen = %v, want %v", name, got, want)
+		}
+	}
+	held := e.actions(t, "c")
+	if len(held) != 1 || held[0].GetStatus() != store.SentryHeld || !strings.Contains(held[0].GetReason(), "--quarantine-budget 2") {
+		t.Fatalf("actions of c = %v, want one held", held)
+	}
+	waitFor(t, "the held-quarantine alert", func() bool {
+		return sink.find(notify.EventQuarantineHeld, func(ev map[string]any) bool { return ev["sandbox"] == "c" }) != nil
+	})
+	// An operator decides: a reason is required; freeze applies it.
+	op := e.operatorSentry(t)
+	if _, err := op.DecideAction(t.Context(), &portcullisv1.DecideSentryActionRequest{Id: held[0].GetId(), Decision: "freeze"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("decide without a reason: %v", err)
+	}
+	res, err := op.DecideAction(t.Context(), &portcullisv1.DecideSentryActionRequest{Id: held[0].GetId(), Decision: "freeze", Reason: "confirmed by the SOC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetAction().GetStatus() != store.SentryApplied || res.GetAction().GetDecidedBy() != "olive" || !getSandbox(t, e.admin, "c").GetFrozen() {
+		t.Fatalf("decided: %v", res.GetAction())
+	}
+	if _, err := op.DecideAction(t.Context(), &portcullisv1.DecideSentryActionRequest{Id: held[0].GetId(), Decision: "dismiss", Reason: "again"}); connect.CodeOf(err) != connect.CodeFailedPrecondition && connect.CodeOf(err) != connect.CodeAborted {
+		t.Fatalf("deciding twice: %v", err)
+	}
+}
+
+func TestSentryDryRun(t *testing.T) {
+	e := startSentry(t, "sqlite", func(c *gateway.Config) { c.SentryDryRun = true })
+	e.sandboxWithPolicy(t, "support")
+	e.postBatch(t, quarantine(watchdogSource, "q1", 1, "support"))
+	if sb := getSandbox(t, e.admin, "support"); sb.GetFrozen() || sb.GetCurrentVersion() != 1 {
+		t.Fatalf("dry run froze the sandbox: %v", sb)
+	}
+	acts := e.actions(t, "support")
+	if len(acts) != 1 || acts[0].GetStatus() != store.SentryDryRun || !strings.Contains(acts[0].GetReason(), "would have been frozen") {
+		t.Fatalf("dry-run actions = %v", acts)
+	}
+}
+
+func (e *sentryEnv) operatorSentry(t *testing.T) portcullisv1connect.SentryServiceClient {
+	t.Helper()
+	tok, err := e.admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: "olive", Role: "operator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), gatewaytest.Bearer(tok.GetToken()))
+	return portcullisv1connect.NewSentryServiceClient(c)
+}
+
+// TestSentryIngestStreamGRPC: the long-lived intake over stock grpc-go,
+// one acknowledgement per batch with the source's acked sequence.
+func TestSentryIngestStreamGRPC(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	conn, err := grpc.NewClient(strings.TrimPrefix(e.gw.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+e.token)
+	stream, err := portcullisv1.NewSentryServiceClient(conn).IngestEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := [][]uint64{{1, 2}, {4}, {3, 2}}
+	wants := []struct {
+		stored, dups int
+		acked        uint64
+		gaps         int
+	}{{2, 0, 2, 0}, {1, 0, 2, 1}, {1, 1, 4, 0}}
+	for i, seqs := range batches {
+		req := &portcullisv1.IngestEventsRequest{}
+		for _, s := range seqs {
+			req.Events = append(req.Events, protoEvent(t, toolAccess(watchdogSource, fmt.Sprintf("g%d", s), s, "support")))
+		}
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		res, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := wants[i]
+		if int(res.GetStored()) != w.stored || int(res.GetDuplicates()) != w.dups || len(res.GetAcks()) != 1 || res.GetAcks()[0].GetAckedSequence() != w.acked || len(res.GetAcks()[0].GetGaps()) != w.gaps {
+			t.Fatalf("batch %d: %v, want %+v", i, res, w)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("end of stream: %v", err)
+	}
+}
+
+func httptestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
