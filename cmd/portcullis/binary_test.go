@@ -58,6 +58,8 @@ type gatewayProcess struct {
 	// PORTCULLIS_BOOTSTRAP_TOKEN.
 	bootstrapNoted bool
 	done           chan error
+	// stderr is the gateway's log so far.
+	stderr *lockedBuffer
 }
 
 // startGatewayProcess starts the binary with args and env and waits until
@@ -70,8 +72,8 @@ func startGatewayProcess(t *testing.T, env []string, args ...string) *gatewayPro
 	}
 	cmd := exec.Command(bin, append([]string{"gateway", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +81,7 @@ func startGatewayProcess(t *testing.T, env []string, args ...string) *gatewayPro
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	g := &gatewayProcess{cmd: cmd, done: make(chan error, 1)}
+	g := &gatewayProcess{cmd: cmd, done: make(chan error, 1), stderr: stderr}
 	banner := make(chan struct{})
 	var lines lockedBuffer
 	go func() {
