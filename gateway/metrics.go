@@ -24,6 +24,7 @@ type metrics struct {
 	sentryActions *prometheus.CounterVec
 	sentryGaps    *prometheus.GaugeVec
 	sentryApplied prometheus.Histogram
+	sentryFound   *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -64,6 +65,10 @@ func newMetrics(s *Server) *metrics {
 		Help:    "Time from receiving a Sentry quarantine to the last connected proxy's ACK of the deny-all version.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
+	m.sentryFound = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "portcullis_sentry_findings_total",
+		Help: "Findings derived from Sentry events by this replica, by kind: drift (a policy hash no proxy applied) or unmediated (a tool call no proxy decided).",
+	}, []string{"kind"})
 	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "portcullis_proxies_connected",
 		Help: "Proxies streaming policy from this replica.",
@@ -77,8 +82,10 @@ func newMetrics(s *Server) *metrics {
 		"Decision records this replica dropped because their sandbox was over its ingest rate limit.", s.decisions.Limited)
 	pruned := count("portcullis_decisions_pruned_total", "Decision records this replica's retention sweep deleted.", s.decisions.Pruned)
 	m.registry.MustRegister(m.rpc.Collectors()...)
+	checksDropped := count("portcullis_sentry_checks_dropped_total",
+		"Sentry events this replica stored but did not check for findings because its check queue was full.", func() uint64 { return s.sentry.Dropped() })
 	m.registry.MustRegister(m.pushAck, m.pushNacks, m.conns, connected, stored, limited, pruned,
-		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied,
+		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -525,3 +525,54 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestSentryFindings: a moment after ingest the gateway marks an event
+// whose policy hash no proxy of its sandbox applied (drift), and a tool
+// call no proxy decided (unmediated); events that match are left alone.
+func TestSentryFindings(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	e.sandboxWithPolicy(t, "support")
+	current := getSandbox(t, e.admin, "support").GetCurrentHash()
+	at, _ := time.Parse(time.RFC3339, "2026-12-01T19:00:00Z")
+	st := e.gw.Store
+	if err := st.SaveProxyStatuses(t.Context(), []store.ProxyStatus{{
+		Sandbox: "support", ProxyID: "p1", Replica: "r", Connected: true, ConnectedAt: time.Now(), LastSeenAt: time.Now(),
+		AppliedVersion: 1, AppliedHash: current,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendDecisions(t.Context(), []store.Decision{{
+		Time: at.Add(-2 * time.Second), Sandbox: "support", ProxyID: "p1", Decision: "allow", MCPMethod: "tools/call", Tool: "lookup",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := func(id string, seq uint64, hash, tool string) ce {
+		c := toolAccess(watchdogSource, id, seq, "support")
+		data := c["data"].(map[string]any)
+		data["policy"] = map[string]any{"version": 1, "hash": hash}
+		data["tool_call"].(map[string]any)["tool"] = tool
+		return c
+	}
+	stale := strings.Repeat("ab", 32)
+	e.postBatch(t,
+		seen("fine", 1, current, "lookup"),     // applied hash, decided call
+		seen("drifted", 2, stale, "lookup"),    // a hash no proxy applied
+		seen("bypassed", 3, current, "refund"), // a call no proxy decided
+	)
+	want := map[string][]string{"fine": nil, "drifted": {"drift"}, "bypassed": {"unmediated"}}
+	waitFor(t, "the derived findings", func() bool {
+		for _, ev := range e.events(t, watchdogSource) {
+			if !slices.Equal(ev.GetFlags(), want[ev.GetId()]) {
+				return false
+			}
+		}
+		return true
+	})
+	// The check is done once the flags are there; "fine" stays clean.
+	time.Sleep(500 * time.Millisecond)
+	for _, ev := range e.events(t, watchdogSource) {
+		if !slices.Equal(ev.GetFlags(), want[ev.GetId()]) {
+			t.Errorf("flags of %s = %q, want %q", ev.GetId(), ev.GetFlags(), want[ev.GetId()])
+		}
+	}
+}

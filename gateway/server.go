@@ -237,6 +237,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Observe:     s.metrics.observeSentry,
 		Acted:       func(a store.SentryAction) { s.metrics.sentryActions.WithLabelValues(a.Status).Inc() },
 		Applied:     func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
+		Found:       func(kind string) { s.metrics.sentryFound.WithLabelValues(kind).Inc() },
 	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
 		return toConnectError(ctx, s.log, procedure, err)

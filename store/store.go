@@ -333,6 +333,8 @@ type DecisionFilter struct {
 	Sandbox  string
 	Decision string
 	DenialID string
+	// Tool matches records of tools/call of that tool.
+	Tool string
 	// AfterID returns only records stored after that one, oldest first,
 	// at most Limit of them (for tailing).
 	AfterID int64

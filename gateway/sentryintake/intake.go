@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/lifecycle"
@@ -71,6 +72,8 @@ type Config struct {
 	// Retention: events received longer ago are deleted by Run, whole
 	// days at a time; negative keeps them forever.
 	Retention time.Duration
+	// Settle and Window tune the derived findings (correlate.go).
+	Settle, Window time.Duration
 	// WaitApplied waits until the sandbox's connected proxies applied
 	// version (distribution.WaitApplied); nil: acks are not waited for.
 	WaitApplied func(ctx context.Context, sandbox string, version int64) (int, error)
@@ -82,6 +85,8 @@ type Config struct {
 	Observe func(Result)
 	Acted   func(store.SentryAction)
 	Applied func(time.Duration)
+	// Found is called with each derived finding (FindingDrift…).
+	Found func(kind string)
 }
 
 // Intake is the gateway's Sentry intake.
@@ -97,6 +102,9 @@ type Intake struct {
 	// background is the ack waits in flight (Wait, for tests and
 	// shutdown).
 	background sync.WaitGroup
+	// checks are the stored events waiting for their derived findings.
+	checks  chan check
+	dropped atomic.Uint64
 }
 
 // New returns an Intake over st that freezes through life.
@@ -119,7 +127,13 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.Retention == 0 {
 		cfg.Retention = DefaultRetention
 	}
-	return &Intake{cfg: cfg, st: st, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots)}
+	if cfg.Settle <= 0 {
+		cfg.Settle = DefaultSettle
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	return &Intake{cfg: cfg, st: st, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), checks: make(chan check, checkQueue)}
 }
 
 // Result is what one batch did: events stored for the first time,
@@ -192,11 +206,13 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	}
 	// The quarantine lane: one event at a time, no slot to wait for.
 	for _, ev := range urgent {
-		out, err := in.st.AppendSentryEvents(ctx, []store.SentryEvent{stored(ev, received)})
+		row := stored(ev, received)
+		out, err := in.st.AppendSentryEvents(ctx, []store.SentryEvent{row})
 		if err != nil {
 			return Result{}, err
 		}
 		res.add(out)
+		in.queueChecks([]store.SentryEvent{row}, []string{toolOf(ev)})
 		if err := in.act(ctx, ev, received); err != nil {
 			return Result{}, err
 		}
@@ -208,8 +224,9 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			return Result{}, ctx.Err()
 		}
 		rows := make([]store.SentryEvent, len(bulk))
+		tools := make([]string, len(bulk))
 		for i, ev := range bulk {
-			rows[i] = stored(ev, received)
+			rows[i], tools[i] = stored(ev, received), toolOf(ev)
 		}
 		out, err := in.st.AppendSentryEvents(ctx, rows)
 		<-in.bulk
@@ -217,6 +234,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			return Result{}, err
 		}
 		res.add(out)
+		in.queueChecks(rows, tools)
 	}
 	if len(res.Sources) == 0 {
 		// Nothing stored: still say where the sender's stream stands.
@@ -250,10 +268,14 @@ func (r *Result) add(out store.SentryBatchResult) {
 // Wait waits for the ack waits in flight.
 func (in *Intake) Wait() { in.background.Wait() }
 
-// Run deletes events past the retention every hour (and once at start)
-// until ctx ends, then waits for the ack waits in flight.
+// Run checks stored events for derived findings and deletes events past
+// the retention every hour (and once at start) until ctx ends, then waits
+// for the ack waits in flight.
 func (in *Intake) Run(ctx context.Context) {
 	defer in.Wait()
+	var checks sync.WaitGroup
+	defer checks.Wait()
+	checks.Go(func() { in.runChecks(ctx) })
 	if in.cfg.Retention < 0 {
 		<-ctx.Done()
 		return
@@ -347,11 +369,23 @@ func clip(s string) string {
 	return strings.ToValidUTF8(s[:200], "") + "…"
 }
 
+// toolOf is the tool a tool_access event saw called ("" otherwise).
+func toolOf(ev sentry.Event) string {
+	if ev.Class != sentry.ClassToolAccess || ev.Payload.ToolCall == nil {
+		return ""
+	}
+	return ev.Payload.ToolCall.Tool
+}
+
 // stored is the store's row of an event.
 func stored(ev sentry.Event, received time.Time) store.SentryEvent {
+	when := ev.Time
+	if when.IsZero() {
+		when = received // as the store would set it
+	}
 	row := store.SentryEvent{
 		Source: ev.Source, ID: ev.ID, Sequence: ev.Sequence, Type: ev.Type, Subject: ev.Subject,
-		Time: ev.Time, ReceivedAt: received,
+		Time: when, ReceivedAt: received,
 		Severity: string(ev.Payload.Severity), Processing: string(ev.Payload.Processing),
 		Document: ev.Raw,
 	}

@@ -39,6 +39,11 @@ func (c *conn) SentryEventAt(ctx context.Context, source string, sequence uint64
 	return sentrysql.EventAt(ctx, c.sentry(), source, sequence)
 }
 
+// SetSentryEventFlags replaces one event's flags.
+func (c *conn) SetSentryEventFlags(ctx context.Context, source, id string, receivedAt time.Time, flags []string) error {
+	return sentrysql.SetFlags(ctx, c.sentry(), source, id, receivedAt, flags)
+}
+
 // InsertSentryAction stores a and returns it with its ID
 // (ErrAlreadyExists, the transaction usable, if its event has one).
 func (c *conn) InsertSentryAction(ctx context.Context, a store.SentryAction) (store.SentryAction, error) {

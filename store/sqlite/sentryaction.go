@@ -42,6 +42,11 @@ func (t *txn) SentryEventAt(ctx context.Context, source string, sequence uint64)
 	return sentrysql.EventAt(ctx, sentryEngine{t.rd}, source, sequence)
 }
 
+// SetSentryEventFlags replaces one event's flags.
+func (t *txn) SetSentryEventFlags(ctx context.Context, source, id string, receivedAt time.Time, flags []string) error {
+	return sentrysql.SetFlags(ctx, sentryEngine{t.wr}, source, id, receivedAt, flags)
+}
+
 // InsertSentryAction stores a and returns it with its ID
 // (ErrAlreadyExists if its event has one).
 func (t *txn) InsertSentryAction(ctx context.Context, a store.SentryAction) (store.SentryAction, error) {

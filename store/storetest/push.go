@@ -482,10 +482,12 @@ func testDecisions(t *testing.T, s *store.Store) {
 		{DenialID: "den-x", Sandbox: "s0", Decision: "deny"},
 		{DenialID: "den-x", Sandbox: "s1"},
 		{Sandbox: "nowhere"},
+		{Tool: "delete_repo"},
+		{Tool: "delete_repo", Sandbox: "s1"},
 	} {
 		wantIDs(t, s, f, filterDecisions(all, func(d store.Decision) bool {
 			return (f.Sandbox == "" || d.Sandbox == f.Sandbox) && (f.Decision == "" || d.Decision == f.Decision) &&
-				(f.DenialID == "" || d.DenialID == f.DenialID)
+				(f.DenialID == "" || d.DenialID == f.DenialID) && (f.Tool == "" || d.Tool == f.Tool)
 		}))
 	}
 	if ds := decisions(t, s, store.DecisionFilter{DenialID: in[1].DenialID}); len(ds) != 2 {

@@ -378,3 +378,33 @@ func testPrimSentryActionList(t *testing.T, s *store.Store) {
 		}
 	}
 }
+
+// testPrimSentryEventFlags: the intake's derived findings replace one
+// event's flags, found by its key and received time; others keep theirs.
+func testPrimSentryEventFlags(t *testing.T, s *store.Store) {
+	batch := sentrySeqs("w1", 1, 2)
+	batch[0].Flags = []string{"unknown_field"}
+	appendSentry(t, s, batch)
+	stored := sentryEvents(t, s, store.SentryEventFilter{Source: "w1"})
+	if len(stored) != 2 {
+		t.Fatalf("%d events stored, want 2", len(stored))
+	}
+	one := stored[0]
+	inTx(t, s, func(tx store.Tx) error {
+		return tx.SetSentryEventFlags(ctx(t), one.Source, one.ID, one.ReceivedAt, append(one.Flags, "drift"))
+	})
+	// An unknown event, or the right key at another time, changes nothing.
+	if err := s.SetSentryEventFlags(ctx(t), "w1", "nope", one.ReceivedAt, []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSentryEventFlags(ctx(t), one.Source, stored[1].ID, one.ReceivedAt.Add(-48*time.Hour), []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	after := sentryEvents(t, s, store.SentryEventFilter{Source: "w1"})
+	want := map[string][]string{one.ID: append(slices.Clone(one.Flags), "drift"), stored[1].ID: stored[1].Flags}
+	for _, e := range after {
+		if !slices.Equal(e.Flags, want[e.ID]) {
+			t.Errorf("flags of %s = %q, want %q", e.ID, e.Flags, want[e.ID])
+		}
+	}
+}

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"SentryKeySet", testSentryKeySet},
 		{"TxSentryKeys", testPrimSentryKeys},
 		{"TxSentryEventAt", testPrimSentryEventAt},
+		{"TxSentryEventFlags", testPrimSentryEventFlags},
 		{"TxSentryActions", testPrimSentryActions},
 		{"TxSentryActionList", testPrimSentryActionList},
 		{"SandboxBoundary", testSandboxBoundary},

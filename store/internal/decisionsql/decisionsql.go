@@ -34,7 +34,8 @@ var Columns = []string{
 func Select(f store.DecisionFilter, param func(n int) string) (q string, args []any, newest bool) {
 	where, args := sqlwhere.Where([]sqlwhere.Cond{
 		{Expr: "sandbox = ", V: f.Sandbox, Set: f.Sandbox != ""}, {Expr: "decision = ", V: f.Decision, Set: f.Decision != ""},
-		{Expr: "denial_id = ", V: f.DenialID, Set: f.DenialID != ""}, {Expr: "id > ", V: f.AfterID, Set: f.AfterID > 0},
+		{Expr: "denial_id = ", V: f.DenialID, Set: f.DenialID != ""}, {Expr: "tool = ", V: f.Tool, Set: f.Tool != ""},
+		{Expr: "id > ", V: f.AfterID, Set: f.AfterID > 0},
 	}, param)
 	q = `SELECT id, received_at, ` + strings.Join(Columns, ", ") + ` FROM decisions` + where
 	q += ` ORDER BY id`

@@ -2,6 +2,7 @@ package sentrysql
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -266,4 +267,17 @@ func notNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// SetFlags replaces the flags of one event; received_at narrows the
+// search to its day's partition and the source index.
+func SetFlags(ctx context.Context, e Engine, source, id string, receivedAt time.Time, flags []string) error {
+	b, _ := json.Marshal(append([]string{}, flags...)) // strings always encode
+	p := e.Param
+	err := e.Exec(ctx, `UPDATE sentry_events SET flags = `+p(1)+` WHERE source = `+p(2)+` AND id = `+p(3)+` AND received_at = `+p(4),
+		string(b), source, id, e.Time(receivedAt.UTC().Truncate(time.Microsecond)))
+	if err != nil {
+		return fmt.Errorf("set flags of sentry event %s/%s: %w", source, id, err)
+	}
+	return nil
 }
