@@ -166,6 +166,7 @@ var authzTable = map[string]rule{
 	portcullisv1connect.SentryServiceListEventsProcedure:      readers,
 	portcullisv1connect.SentryServiceListGapsProcedure:        readers,
 	portcullisv1connect.SentryServiceListActionsProcedure:     readers,
+	portcullisv1connect.SentryServiceTimelineProcedure:        readers,
 	portcullisv1connect.SentryServiceDecideActionProcedure:    readers,
 	portcullisv1connect.SentryServiceSetSourceKeyProcedure:    adminOnly,
 	portcullisv1connect.SentryServiceDeleteSourceKeyProcedure: adminOnly,

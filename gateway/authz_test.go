@@ -96,6 +96,7 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.SentryService/ListEvents":      {asAdmin, asOperator},
 	"/portcullis.v1.SentryService/ListGaps":        {asAdmin, asOperator},
 	"/portcullis.v1.SentryService/ListActions":     {asAdmin, asOperator},
+	"/portcullis.v1.SentryService/Timeline":        {asAdmin, asOperator},
 	"/portcullis.v1.SentryService/DecideAction":    {asAdmin, asOperator},
 	"/portcullis.v1.SentryService/SetSourceKey":    {asAdmin},
 	"/portcullis.v1.SentryService/DeleteSourceKey": {asAdmin},

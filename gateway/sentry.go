@@ -394,3 +394,28 @@ func (s *Server) quarantineOf(ctx context.Context, sb store.Sandbox, out *portcu
 	}
 	return nil
 }
+
+func (s sentryService) Timeline(ctx context.Context, req *portcullisv1.SentryTimelineRequest) (*portcullisv1.SentryTimelineResponse, error) {
+	limit, err := listLimit("limit", req.GetLimit(), sentryintake.DefaultTimelineLimit, sentryintake.MaxTimelineLimit)
+	if err != nil {
+		return nil, err
+	}
+	since := s.cfg.Now().Add(-sentryintake.DefaultTimelineSpan)
+	if req.GetSince() != nil {
+		if err := req.GetSince().CheckValid(); err != nil {
+			return nil, invalidField("since", "%v", err)
+		}
+		since = req.GetSince().AsTime()
+	}
+	if _, err := s.store.GetSandbox(ctx, req.GetSandbox()); err != nil {
+		return nil, missing(err, "sandbox %q not found", req.GetSandbox())
+	}
+	entries, err := s.sentry.Timeline(ctx, req.GetSandbox(), since, limit)
+	if err != nil {
+		return nil, err
+	}
+	return &portcullisv1.SentryTimelineResponse{Entries: protoList(entries, func(e sentryintake.Entry) *portcullisv1.TimelineEntry {
+		return &portcullisv1.TimelineEntry{Time: timestamppb.New(e.Time), Kind: e.Kind, Summary: e.Summary,
+			PolicyVersion: uint32(e.Version), Refs: e.Refs, Links: e.Links, Flags: e.Flags}
+	})}, nil
+}

@@ -576,3 +576,69 @@ func TestSentryFindings(t *testing.T) {
 		}
 	}
 }
+
+// TestSentryTimeline: one sandbox's events, decisions, versions, actions
+// and audit in time order, each with the version in force, joined by
+// denial_id and policy hash.
+func TestSentryTimeline(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	e.sandboxWithPolicy(t, "support")
+	v1 := getSandbox(t, e.admin, "support").GetCurrentHash()
+	now := time.Now().UTC()
+	if _, err := e.gw.Store.AppendDecisions(t.Context(), []store.Decision{{
+		Time: now, Sandbox: "support", ProxyID: "p1", Decision: "deny", MCPMethod: "tools/call", Tool: "refund", DenialID: "d-1", PolicyVersion: "1",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := toolAccess(watchdogSource, "seen", 1, "support")
+	seen["time"] = now.Format(time.RFC3339Nano) // after version 1, before the freeze
+	data := seen["data"].(map[string]any)
+	data["policy"] = map[string]any{"version": 1, "hash": v1}
+	data["correlation"] = map[string]any{"denial_id": "d-1"}
+	q := quarantine(watchdogSource, "q1", 2, "support")
+	q["time"] = now.Format(time.RFC3339Nano)
+	e.postBatch(t, seen, q)
+
+	res, err := e.sentry.Timeline(t.Context(), &portcullisv1.SentryTimelineRequest{Sandbox: "support", Since: timestamppb.New(now.Add(-time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := res.GetEntries()
+	find := func(kind string, match func(*portcullisv1.TimelineEntry) bool) *portcullisv1.TimelineEntry {
+		for _, en := range entries {
+			if en.GetKind() == kind && match(en) {
+				return en
+			}
+		}
+		t.Fatalf("no %s entry matches in the timeline:\n%v", kind, entries)
+		return nil
+	}
+	for i := 1; i < len(entries); i++ {
+		if entries[i].GetTime().AsTime().Before(entries[i-1].GetTime().AsTime()) {
+			t.Fatalf("entries out of time order at %d:\n%v", i, entries)
+		}
+	}
+	find("version", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["version"] == "1" && en.GetPolicyVersion() == 1 })
+	dec := find("decision", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["denial_id"] == "d-1" })
+	ev := find("sentry_event", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["event_id"] == "seen" })
+	if ev.GetPolicyVersion() != 1 || !slices.Contains(ev.GetLinks(), "policy hash: version 1") ||
+		!slices.Contains(ev.GetLinks(), "denial_id d-1: decision "+dec.GetRefs()["decision"]) || ev.GetRefs()["tool"] != "refund" {
+		t.Errorf("the event's entry = %v, want version 1 in force, joined to version 1 by hash and to the decision by denial_id", ev)
+	}
+	act := find("sentry_action", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["event_id"] == "q1" })
+	if act.GetRefs()["status"] != "frozen" || !slices.Contains(act.GetLinks(), "committed version 2") {
+		t.Errorf("the action's entry = %v", act)
+	}
+	v2 := find("version", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["version"] == "2" })
+	if v2.GetPolicyVersion() != 2 || !strings.Contains(v2.GetSummary(), "freeze") {
+		t.Errorf("the freeze's entry = %v", v2)
+	}
+	find("audit", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["action"] == store.ActionFreeze && en.GetPolicyVersion() == 2 })
+	// A sandbox that does not exist, and a limit past the most.
+	if _, err := e.sentry.Timeline(t.Context(), &portcullisv1.SentryTimelineRequest{Sandbox: "nope"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("timeline of an unknown sandbox: %v", err)
+	}
+	if _, err := e.sentry.Timeline(t.Context(), &portcullisv1.SentryTimelineRequest{Sandbox: "support", Limit: 5001}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("timeline limit 5001: %v", err)
+	}
+}

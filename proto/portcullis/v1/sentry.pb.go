@@ -1493,6 +1493,216 @@ func (*DeleteSentrySourceKeyResponse) Descriptor() ([]byte, []int) {
 	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{21}
 }
 
+type SentryTimelineRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// since keeps entries at or after it (default: the last 24 hours).
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// limit keeps the newest limit entries (default 500, at most 5,000).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SentryTimelineRequest) Reset() {
+	*x = SentryTimelineRequest{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SentryTimelineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SentryTimelineRequest) ProtoMessage() {}
+
+func (x *SentryTimelineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SentryTimelineRequest.ProtoReflect.Descriptor instead.
+func (*SentryTimelineRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SentryTimelineRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *SentryTimelineRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *SentryTimelineRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type SentryTimelineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entries are oldest first.
+	Entries       []*TimelineEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SentryTimelineResponse) Reset() {
+	*x = SentryTimelineResponse{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SentryTimelineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SentryTimelineResponse) ProtoMessage() {}
+
+func (x *SentryTimelineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SentryTimelineResponse.ProtoReflect.Descriptor instead.
+func (*SentryTimelineResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SentryTimelineResponse) GetEntries() []*TimelineEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// TimelineEntry is one thing that happened to a sandbox.
+type TimelineEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// kind: sentry_event, decision, proposal, approval, version, ack,
+	// sentry_action or audit.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// summary is one line for people.
+	Summary string `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	// policy_version is the version in force at time (0: none yet).
+	PolicyVersion uint32 `protobuf:"varint,4,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	// refs name what the entry is: source and event id, decision id and
+	// denial id, proposal id, version, proxy, audit seq…
+	Refs map[string]string `protobuf:"bytes,5,rep,name=refs,proto3" json:"refs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// links say how it joins other entries: exactly by an id ("denial_id
+	// d-1: decision 42", "policy hash: version 3") or by a time window
+	// ("tool refund: decision 17, 2 s apart").
+	Links []string `protobuf:"bytes,6,rep,name=links,proto3" json:"links,omitempty"`
+	// flags are an event's flags and derived findings (drift, unmediated).
+	Flags         []string `protobuf:"bytes,7,rep,name=flags,proto3" json:"flags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimelineEntry) Reset() {
+	*x = TimelineEntry{}
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimelineEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimelineEntry) ProtoMessage() {}
+
+func (x *TimelineEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sentry_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimelineEntry.ProtoReflect.Descriptor instead.
+func (*TimelineEntry) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sentry_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TimelineEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *TimelineEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TimelineEntry) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *TimelineEntry) GetPolicyVersion() uint32 {
+	if x != nil {
+		return x.PolicyVersion
+	}
+	return 0
+}
+
+func (x *TimelineEntry) GetRefs() map[string]string {
+	if x != nil {
+		return x.Refs
+	}
+	return nil
+}
+
+func (x *TimelineEntry) GetLinks() []string {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+func (x *TimelineEntry) GetFlags() []string {
+	if x != nil {
+		return x.Flags
+	}
+	return nil
+}
+
 var File_portcullis_v1_sentry_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sentry_proto_rawDesc = "" +
@@ -1612,14 +1822,32 @@ const file_portcullis_v1_sentry_proto_rawDesc = "" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"6\n" +
 	"\x1cDeleteSentrySourceKeyRequest\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\"\x1f\n" +
-	"\x1dDeleteSentrySourceKeyResponse2\x9a\x06\n" +
+	"\x1dDeleteSentrySourceKeyResponse\"y\n" +
+	"\x15SentryTimelineRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"P\n" +
+	"\x16SentryTimelineResponse\x126\n" +
+	"\aentries\x18\x01 \x03(\v2\x1c.portcullis.v1.TimelineEntryR\aentries\"\xb5\x02\n" +
+	"\rTimelineEntry\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\x12%\n" +
+	"\x0epolicy_version\x18\x04 \x01(\rR\rpolicyVersion\x12:\n" +
+	"\x04refs\x18\x05 \x03(\v2&.portcullis.v1.TimelineEntry.RefsEntryR\x04refs\x12\x14\n" +
+	"\x05links\x18\x06 \x03(\tR\x05links\x12\x14\n" +
+	"\x05flags\x18\a \x03(\tR\x05flags\x1a7\n" +
+	"\tRefsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xf3\x06\n" +
 	"\rSentryService\x12[\n" +
 	"\fIngestEvents\x12\".portcullis.v1.IngestEventsRequest\x1a#.portcullis.v1.IngestEventsResponse(\x010\x01\x12Z\n" +
 	"\rPublishEvents\x12#.portcullis.v1.PublishEventsRequest\x1a$.portcullis.v1.PublishEventsResponse\x12]\n" +
 	"\n" +
 	"ListEvents\x12&.portcullis.v1.ListSentryEventsRequest\x1a'.portcullis.v1.ListSentryEventsResponse\x12W\n" +
 	"\bListGaps\x12$.portcullis.v1.ListSentryGapsRequest\x1a%.portcullis.v1.ListSentryGapsResponse\x12`\n" +
-	"\vListActions\x12'.portcullis.v1.ListSentryActionsRequest\x1a(.portcullis.v1.ListSentryActionsResponse\x12c\n" +
+	"\vListActions\x12'.portcullis.v1.ListSentryActionsRequest\x1a(.portcullis.v1.ListSentryActionsResponse\x12W\n" +
+	"\bTimeline\x12$.portcullis.v1.SentryTimelineRequest\x1a%.portcullis.v1.SentryTimelineResponse\x12c\n" +
 	"\fDecideAction\x12(.portcullis.v1.DecideSentryActionRequest\x1a).portcullis.v1.DecideSentryActionResponse\x12c\n" +
 	"\fSetSourceKey\x12(.portcullis.v1.SetSentrySourceKeyRequest\x1a).portcullis.v1.SetSentrySourceKeyResponse\x12l\n" +
 	"\x0fDeleteSourceKey\x12+.portcullis.v1.DeleteSentrySourceKeyRequest\x1a,.portcullis.v1.DeleteSentrySourceKeyResponseB\xbc\x01\n" +
@@ -1637,7 +1865,7 @@ func file_portcullis_v1_sentry_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_sentry_proto_rawDescData
 }
 
-var file_portcullis_v1_sentry_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_portcullis_v1_sentry_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_portcullis_v1_sentry_proto_goTypes = []any{
 	(*SentryEvent)(nil),                   // 0: portcullis.v1.SentryEvent
 	(*IngestEventsRequest)(nil),           // 1: portcullis.v1.IngestEventsRequest
@@ -1661,12 +1889,16 @@ var file_portcullis_v1_sentry_proto_goTypes = []any{
 	(*SetSentrySourceKeyResponse)(nil),    // 19: portcullis.v1.SetSentrySourceKeyResponse
 	(*DeleteSentrySourceKeyRequest)(nil),  // 20: portcullis.v1.DeleteSentrySourceKeyRequest
 	(*DeleteSentrySourceKeyResponse)(nil), // 21: portcullis.v1.DeleteSentrySourceKeyResponse
-	(*timestamppb.Timestamp)(nil),         // 22: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),               // 23: google.protobuf.Struct
+	(*SentryTimelineRequest)(nil),         // 22: portcullis.v1.SentryTimelineRequest
+	(*SentryTimelineResponse)(nil),        // 23: portcullis.v1.SentryTimelineResponse
+	(*TimelineEntry)(nil),                 // 24: portcullis.v1.TimelineEntry
+	nil,                                   // 25: portcullis.v1.TimelineEntry.RefsEntry
+	(*timestamppb.Timestamp)(nil),         // 26: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),               // 27: google.protobuf.Struct
 }
 var file_portcullis_v1_sentry_proto_depIdxs = []int32{
-	22, // 0: portcullis.v1.SentryEvent.time:type_name -> google.protobuf.Timestamp
-	23, // 1: portcullis.v1.SentryEvent.data:type_name -> google.protobuf.Struct
+	26, // 0: portcullis.v1.SentryEvent.time:type_name -> google.protobuf.Timestamp
+	27, // 1: portcullis.v1.SentryEvent.data:type_name -> google.protobuf.Struct
 	0,  // 2: portcullis.v1.IngestEventsRequest.events:type_name -> portcullis.v1.SentryEvent
 	3,  // 3: portcullis.v1.IngestEventsResponse.acks:type_name -> portcullis.v1.SourceAck
 	5,  // 4: portcullis.v1.IngestEventsResponse.refused:type_name -> portcullis.v1.EventRefusal
@@ -1674,38 +1906,44 @@ var file_portcullis_v1_sentry_proto_depIdxs = []int32{
 	0,  // 6: portcullis.v1.PublishEventsRequest.events:type_name -> portcullis.v1.SentryEvent
 	4,  // 7: portcullis.v1.PublishEventsResponse.gaps:type_name -> portcullis.v1.SequenceGap
 	5,  // 8: portcullis.v1.PublishEventsResponse.refused:type_name -> portcullis.v1.EventRefusal
-	22, // 9: portcullis.v1.ListSentryEventsRequest.since:type_name -> google.protobuf.Timestamp
+	26, // 9: portcullis.v1.ListSentryEventsRequest.since:type_name -> google.protobuf.Timestamp
 	10, // 10: portcullis.v1.ListSentryEventsResponse.events:type_name -> portcullis.v1.StoredSentryEvent
-	22, // 11: portcullis.v1.StoredSentryEvent.time:type_name -> google.protobuf.Timestamp
-	22, // 12: portcullis.v1.StoredSentryEvent.received_at:type_name -> google.protobuf.Timestamp
+	26, // 11: portcullis.v1.StoredSentryEvent.time:type_name -> google.protobuf.Timestamp
+	26, // 12: portcullis.v1.StoredSentryEvent.received_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: portcullis.v1.ListSentryGapsResponse.sources:type_name -> portcullis.v1.SourceAck
-	22, // 14: portcullis.v1.SentryAction.received_at:type_name -> google.protobuf.Timestamp
-	22, // 15: portcullis.v1.SentryAction.created_at:type_name -> google.protobuf.Timestamp
-	22, // 16: portcullis.v1.SentryAction.acked_at:type_name -> google.protobuf.Timestamp
-	22, // 17: portcullis.v1.SentryAction.decided_at:type_name -> google.protobuf.Timestamp
+	26, // 14: portcullis.v1.SentryAction.received_at:type_name -> google.protobuf.Timestamp
+	26, // 15: portcullis.v1.SentryAction.created_at:type_name -> google.protobuf.Timestamp
+	26, // 16: portcullis.v1.SentryAction.acked_at:type_name -> google.protobuf.Timestamp
+	26, // 17: portcullis.v1.SentryAction.decided_at:type_name -> google.protobuf.Timestamp
 	13, // 18: portcullis.v1.ListSentryActionsResponse.actions:type_name -> portcullis.v1.SentryAction
 	13, // 19: portcullis.v1.DecideSentryActionResponse.action:type_name -> portcullis.v1.SentryAction
-	1,  // 20: portcullis.v1.SentryService.IngestEvents:input_type -> portcullis.v1.IngestEventsRequest
-	6,  // 21: portcullis.v1.SentryService.PublishEvents:input_type -> portcullis.v1.PublishEventsRequest
-	8,  // 22: portcullis.v1.SentryService.ListEvents:input_type -> portcullis.v1.ListSentryEventsRequest
-	11, // 23: portcullis.v1.SentryService.ListGaps:input_type -> portcullis.v1.ListSentryGapsRequest
-	14, // 24: portcullis.v1.SentryService.ListActions:input_type -> portcullis.v1.ListSentryActionsRequest
-	16, // 25: portcullis.v1.SentryService.DecideAction:input_type -> portcullis.v1.DecideSentryActionRequest
-	18, // 26: portcullis.v1.SentryService.SetSourceKey:input_type -> portcullis.v1.SetSentrySourceKeyRequest
-	20, // 27: portcullis.v1.SentryService.DeleteSourceKey:input_type -> portcullis.v1.DeleteSentrySourceKeyRequest
-	2,  // 28: portcullis.v1.SentryService.IngestEvents:output_type -> portcullis.v1.IngestEventsResponse
-	7,  // 29: portcullis.v1.SentryService.PublishEvents:output_type -> portcullis.v1.PublishEventsResponse
-	9,  // 30: portcullis.v1.SentryService.ListEvents:output_type -> portcullis.v1.ListSentryEventsResponse
-	12, // 31: portcullis.v1.SentryService.ListGaps:output_type -> portcullis.v1.ListSentryGapsResponse
-	15, // 32: portcullis.v1.SentryService.ListActions:output_type -> portcullis.v1.ListSentryActionsResponse
-	17, // 33: portcullis.v1.SentryService.DecideAction:output_type -> portcullis.v1.DecideSentryActionResponse
-	19, // 34: portcullis.v1.SentryService.SetSourceKey:output_type -> portcullis.v1.SetSentrySourceKeyResponse
-	21, // 35: portcullis.v1.SentryService.DeleteSourceKey:output_type -> portcullis.v1.DeleteSentrySourceKeyResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	26, // 20: portcullis.v1.SentryTimelineRequest.since:type_name -> google.protobuf.Timestamp
+	24, // 21: portcullis.v1.SentryTimelineResponse.entries:type_name -> portcullis.v1.TimelineEntry
+	26, // 22: portcullis.v1.TimelineEntry.time:type_name -> google.protobuf.Timestamp
+	25, // 23: portcullis.v1.TimelineEntry.refs:type_name -> portcullis.v1.TimelineEntry.RefsEntry
+	1,  // 24: portcullis.v1.SentryService.IngestEvents:input_type -> portcullis.v1.IngestEventsRequest
+	6,  // 25: portcullis.v1.SentryService.PublishEvents:input_type -> portcullis.v1.PublishEventsRequest
+	8,  // 26: portcullis.v1.SentryService.ListEvents:input_type -> portcullis.v1.ListSentryEventsRequest
+	11, // 27: portcullis.v1.SentryService.ListGaps:input_type -> portcullis.v1.ListSentryGapsRequest
+	14, // 28: portcullis.v1.SentryService.ListActions:input_type -> portcullis.v1.ListSentryActionsRequest
+	22, // 29: portcullis.v1.SentryService.Timeline:input_type -> portcullis.v1.SentryTimelineRequest
+	16, // 30: portcullis.v1.SentryService.DecideAction:input_type -> portcullis.v1.DecideSentryActionRequest
+	18, // 31: portcullis.v1.SentryService.SetSourceKey:input_type -> portcullis.v1.SetSentrySourceKeyRequest
+	20, // 32: portcullis.v1.SentryService.DeleteSourceKey:input_type -> portcullis.v1.DeleteSentrySourceKeyRequest
+	2,  // 33: portcullis.v1.SentryService.IngestEvents:output_type -> portcullis.v1.IngestEventsResponse
+	7,  // 34: portcullis.v1.SentryService.PublishEvents:output_type -> portcullis.v1.PublishEventsResponse
+	9,  // 35: portcullis.v1.SentryService.ListEvents:output_type -> portcullis.v1.ListSentryEventsResponse
+	12, // 36: portcullis.v1.SentryService.ListGaps:output_type -> portcullis.v1.ListSentryGapsResponse
+	15, // 37: portcullis.v1.SentryService.ListActions:output_type -> portcullis.v1.ListSentryActionsResponse
+	23, // 38: portcullis.v1.SentryService.Timeline:output_type -> portcullis.v1.SentryTimelineResponse
+	17, // 39: portcullis.v1.SentryService.DecideAction:output_type -> portcullis.v1.DecideSentryActionResponse
+	19, // 40: portcullis.v1.SentryService.SetSourceKey:output_type -> portcullis.v1.SetSentrySourceKeyResponse
+	21, // 41: portcullis.v1.SentryService.DeleteSourceKey:output_type -> portcullis.v1.DeleteSentrySourceKeyResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_sentry_proto_init() }
@@ -1719,7 +1957,7 @@ func file_portcullis_v1_sentry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_sentry_proto_rawDesc), len(file_portcullis_v1_sentry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

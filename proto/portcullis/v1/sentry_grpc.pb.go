@@ -24,6 +24,7 @@ const (
 	SentryService_ListEvents_FullMethodName      = "/portcullis.v1.SentryService/ListEvents"
 	SentryService_ListGaps_FullMethodName        = "/portcullis.v1.SentryService/ListGaps"
 	SentryService_ListActions_FullMethodName     = "/portcullis.v1.SentryService/ListActions"
+	SentryService_Timeline_FullMethodName        = "/portcullis.v1.SentryService/Timeline"
 	SentryService_DecideAction_FullMethodName    = "/portcullis.v1.SentryService/DecideAction"
 	SentryService_SetSourceKey_FullMethodName    = "/portcullis.v1.SentryService/SetSourceKey"
 	SentryService_DeleteSourceKey_FullMethodName = "/portcullis.v1.SentryService/DeleteSourceKey"
@@ -54,6 +55,10 @@ type SentryServiceClient interface {
 	// ListActions returns what the gateway did about remediating events
 	// (the incidents), newest first.
 	ListActions(ctx context.Context, in *ListSentryActionsRequest, opts ...grpc.CallOption) (*ListSentryActionsResponse, error)
+	// Timeline joins a sandbox's Sentry events, proxy decision records,
+	// proposals, approvals, policy versions, proxies' ACKs and audit entries
+	// in time order, each with the policy version in force at that moment.
+	Timeline(ctx context.Context, in *SentryTimelineRequest, opts ...grpc.CallOption) (*SentryTimelineResponse, error)
 	// DecideAction answers a held quarantine: freeze the sandbox after all,
 	// or dismiss it.
 	DecideAction(ctx context.Context, in *DecideSentryActionRequest, opts ...grpc.CallOption) (*DecideSentryActionResponse, error)
@@ -125,6 +130,16 @@ func (c *sentryServiceClient) ListActions(ctx context.Context, in *ListSentryAct
 	return out, nil
 }
 
+func (c *sentryServiceClient) Timeline(ctx context.Context, in *SentryTimelineRequest, opts ...grpc.CallOption) (*SentryTimelineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SentryTimelineResponse)
+	err := c.cc.Invoke(ctx, SentryService_Timeline_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sentryServiceClient) DecideAction(ctx context.Context, in *DecideSentryActionRequest, opts ...grpc.CallOption) (*DecideSentryActionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DecideSentryActionResponse)
@@ -180,6 +195,10 @@ type SentryServiceServer interface {
 	// ListActions returns what the gateway did about remediating events
 	// (the incidents), newest first.
 	ListActions(context.Context, *ListSentryActionsRequest) (*ListSentryActionsResponse, error)
+	// Timeline joins a sandbox's Sentry events, proxy decision records,
+	// proposals, approvals, policy versions, proxies' ACKs and audit entries
+	// in time order, each with the policy version in force at that moment.
+	Timeline(context.Context, *SentryTimelineRequest) (*SentryTimelineResponse, error)
 	// DecideAction answers a held quarantine: freeze the sandbox after all,
 	// or dismiss it.
 	DecideAction(context.Context, *DecideSentryActionRequest) (*DecideSentryActionResponse, error)
@@ -212,6 +231,9 @@ func (UnimplementedSentryServiceServer) ListGaps(context.Context, *ListSentryGap
 }
 func (UnimplementedSentryServiceServer) ListActions(context.Context, *ListSentryActionsRequest) (*ListSentryActionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListActions not implemented")
+}
+func (UnimplementedSentryServiceServer) Timeline(context.Context, *SentryTimelineRequest) (*SentryTimelineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Timeline not implemented")
 }
 func (UnimplementedSentryServiceServer) DecideAction(context.Context, *DecideSentryActionRequest) (*DecideSentryActionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DecideAction not implemented")
@@ -322,6 +344,24 @@ func _SentryService_ListActions_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SentryService_Timeline_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SentryTimelineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SentryServiceServer).Timeline(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SentryService_Timeline_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SentryServiceServer).Timeline(ctx, req.(*SentryTimelineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SentryService_DecideAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DecideSentryActionRequest)
 	if err := dec(in); err != nil {
@@ -398,6 +438,10 @@ var SentryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListActions",
 			Handler:    _SentryService_ListActions_Handler,
+		},
+		{
+			MethodName: "Timeline",
+			Handler:    _SentryService_Timeline_Handler,
 		},
 		{
 			MethodName: "DecideAction",

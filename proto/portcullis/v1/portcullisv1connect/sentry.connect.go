@@ -35,6 +35,8 @@ const (
 	SentryServiceListGapsProcedure = "/portcullis.v1.SentryService/ListGaps"
 	// SentryServiceListActionsProcedure is the procedure name of the SentryService's ListActions RPC.
 	SentryServiceListActionsProcedure = "/portcullis.v1.SentryService/ListActions"
+	// SentryServiceTimelineProcedure is the procedure name of the SentryService's Timeline RPC.
+	SentryServiceTimelineProcedure = "/portcullis.v1.SentryService/Timeline"
 	// SentryServiceDecideActionProcedure is the procedure name of the SentryService's DecideAction RPC.
 	SentryServiceDecideActionProcedure = "/portcullis.v1.SentryService/DecideAction"
 	// SentryServiceSetSourceKeyProcedure is the procedure name of the SentryService's SetSourceKey RPC.
@@ -80,6 +82,13 @@ var (
 			Procedure:  SentryServiceListActionsProcedure,
 		}
 	})
+	sentryServiceTimelineSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sentry_proto.Services().ByName("SentryService").Methods().ByName("Timeline"),
+			Procedure:  SentryServiceTimelineProcedure,
+		}
+	})
 	sentryServiceDecideActionSpec = sync.OnceValue(func() connect.Spec {
 		return connect.Spec{
 			StreamType: connect.StreamTypeUnary,
@@ -117,6 +126,10 @@ type SentryServiceClient interface {
 	// ListActions returns what the gateway did about remediating events
 	// (the incidents), newest first.
 	ListActions(context.Context, *v1.ListSentryActionsRequest) (*v1.ListSentryActionsResponse, error)
+	// Timeline joins a sandbox's Sentry events, proxy decision records,
+	// proposals, approvals, policy versions, proxies' ACKs and audit entries
+	// in time order, each with the policy version in force at that moment.
+	Timeline(context.Context, *v1.SentryTimelineRequest) (*v1.SentryTimelineResponse, error)
 	// DecideAction answers a held quarantine: freeze the sandbox after all,
 	// or dismiss it.
 	DecideAction(context.Context, *v1.DecideSentryActionRequest) (*v1.DecideSentryActionResponse, error)
@@ -184,6 +197,10 @@ type SentryServiceHandler interface {
 	// ListActions returns what the gateway did about remediating events
 	// (the incidents), newest first.
 	ListActions(context.Context, *v1.ListSentryActionsRequest) (*v1.ListSentryActionsResponse, error)
+	// Timeline joins a sandbox's Sentry events, proxy decision records,
+	// proposals, approvals, policy versions, proxies' ACKs and audit entries
+	// in time order, each with the policy version in force at that moment.
+	Timeline(context.Context, *v1.SentryTimelineRequest) (*v1.SentryTimelineResponse, error)
 	// DecideAction answers a held quarantine: freeze the sandbox after all,
 	// or dismiss it.
 	DecideAction(context.Context, *v1.DecideSentryActionRequest) (*v1.DecideSentryActionResponse, error)
@@ -204,6 +221,7 @@ func RegisterSentryServiceHandler(server *connect.Server, svc SentryServiceHandl
 		connect.Method{Spec: sentryServiceListEventsSpec(), Handler: adapter.listEvents},
 		connect.Method{Spec: sentryServiceListGapsSpec(), Handler: adapter.listGaps},
 		connect.Method{Spec: sentryServiceListActionsSpec(), Handler: adapter.listActions},
+		connect.Method{Spec: sentryServiceTimelineSpec(), Handler: adapter.timeline},
 		connect.Method{Spec: sentryServiceDecideActionSpec(), Handler: adapter.decideAction},
 		connect.Method{Spec: sentryServiceSetSourceKeySpec(), Handler: adapter.setSourceKey},
 		connect.Method{Spec: sentryServiceDeleteSourceKeySpec(), Handler: adapter.deleteSourceKey},
@@ -258,6 +276,10 @@ func (UnimplementedSentryServiceHandler) ListActions(context.Context, *v1.ListSe
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.ListActions is not implemented")
 }
 
+func (UnimplementedSentryServiceHandler) Timeline(context.Context, *v1.SentryTimelineRequest) (*v1.SentryTimelineResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.Timeline is not implemented")
+}
+
 func (UnimplementedSentryServiceHandler) DecideAction(context.Context, *v1.DecideSentryActionRequest) (*v1.DecideSentryActionResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SentryService.DecideAction is not implemented")
 }
@@ -309,6 +331,14 @@ func (c *sentryServiceClient) ListGaps(ctx context.Context, req *v1.ListSentryGa
 func (c *sentryServiceClient) ListActions(ctx context.Context, req *v1.ListSentryActionsRequest) (*v1.ListSentryActionsResponse, error) {
 	var res v1.ListSentryActionsResponse
 	if err := c.client.CallUnary(ctx, sentryServiceListActionsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sentryServiceClient) Timeline(ctx context.Context, req *v1.SentryTimelineRequest) (*v1.SentryTimelineResponse, error) {
+	var res v1.SentryTimelineResponse
+	if err := c.client.CallUnary(ctx, sentryServiceTimelineSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -386,6 +416,18 @@ func (h sentryServiceHandler) listActions(ctx context.Context, _ connect.Spec, s
 		return err
 	}
 	res, err := h.svc.ListActions(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sentryServiceHandler) timeline(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SentryTimelineRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Timeline(ctx, &req)
 	if err != nil {
 		return err
 	}
