@@ -618,7 +618,9 @@ func TestSentryTimeline(t *testing.T) {
 			t.Fatalf("entries out of time order at %d:\n%v", i, entries)
 		}
 	}
-	find("version", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["version"] == "1" && en.GetPolicyVersion() == 1 })
+	find("version", func(en *portcullisv1.TimelineEntry) bool {
+		return en.GetRefs()["version"] == "1" && en.GetPolicyVersion() == 1
+	})
 	dec := find("decision", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["denial_id"] == "d-1" })
 	ev := find("sentry_event", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["event_id"] == "seen" })
 	if ev.GetPolicyVersion() != 1 || !slices.Contains(ev.GetLinks(), "policy hash: version 1") ||
@@ -633,7 +635,9 @@ func TestSentryTimeline(t *testing.T) {
 	if v2.GetPolicyVersion() != 2 || !strings.Contains(v2.GetSummary(), "freeze") {
 		t.Errorf("the freeze's entry = %v", v2)
 	}
-	find("audit", func(en *portcullisv1.TimelineEntry) bool { return en.GetRefs()["action"] == store.ActionFreeze && en.GetPolicyVersion() == 2 })
+	find("audit", func(en *portcullisv1.TimelineEntry) bool {
+		return en.GetRefs()["action"] == store.ActionFreeze && en.GetPolicyVersion() == 2
+	})
 	// A sandbox that does not exist, and a limit past the most.
 	if _, err := e.sentry.Timeline(t.Context(), &portcullisv1.SentryTimelineRequest{Sandbox: "nope"}); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("timeline of an unknown sandbox: %v", err)
