@@ -108,16 +108,20 @@ func GetKey(ctx context.Context, e Engine, source string) (store.SentryKey, erro
 
 // ListKeys returns every key ordered by source.
 func ListKeys(ctx context.Context, e Engine) ([]store.SentryKey, error) {
-	var out []store.SentryKey
-	err := e.Rows(ctx, `SELECT `+keyColumns+` FROM sentry_keys ORDER BY source`, nil,
-		func(scan func(...any) error) error {
-			var k store.SentryKey
-			err := scanKey(&k)(scan)
-			out = append(out, k)
-			return err
-		})
+	return list(ctx, e, `SELECT `+keyColumns+` FROM sentry_keys ORDER BY source`, nil, scanKey, "list sentry keys")
+}
+
+// list reads every row of q with the scanner scanOf makes for each.
+func list[T any](ctx context.Context, e Engine, q string, args []any, scanOf func(*T) func(func(...any) error) error, what string) ([]T, error) {
+	var out []T
+	err := e.Rows(ctx, q, args, func(scan func(...any) error) error {
+		var v T
+		err := scanOf(&v)(scan)
+		out = append(out, v)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list sentry keys: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
@@ -219,17 +223,7 @@ func ListActions(ctx context.Context, e Engine, f store.SentryActionFilter) ([]s
 		args = append(args, f.Limit)
 		q += ` LIMIT ` + e.Param(len(args))
 	}
-	var out []store.SentryAction
-	err := e.Rows(ctx, q, args, func(scan func(...any) error) error {
-		var a store.SentryAction
-		err := scanAction(&a)(scan)
-		out = append(out, a)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list sentry actions: %w", err)
-	}
-	return out, nil
+	return list(ctx, e, q, args, scanAction, "list sentry actions")
 }
 
 // CountActions returns how many actions with one of statuses were created
