@@ -101,7 +101,7 @@ func newSentryEventsCmd(env *environment) *cobra.Command {
 		Use:   "events [SANDBOX] [--source S] [--type T] [--since D] [--limit N]",
 		Short: "List the Sentry events received, oldest first",
 		Long: `List the Sentry events the gateway stored, oldest first, one line each:
-when the watchdog saw it, source, sequence, type, subject (the sandbox),
+when the watchdog saw it, source, sequence, id, type, subject (the sandbox),
 severity, processing (store_only or remediate) and flags (what was kept
 without being understood: unknown_type, unknown_field, extension).
 
@@ -131,7 +131,7 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryEventsResponse, error) {
 				return api.sentry.ListEvents(cmd.Context(), req)
 			}, func(res *portcullisv1.ListSentryEventsResponse) error {
-				tw := env.table("TIME", "SOURCE", "SEQ", "TYPE", "SUBJECT", "SEVERITY", "PROCESSING", "FLAGS")
+				tw := env.table("TIME", "SOURCE", "SEQ", "ID", "TYPE", "SUBJECT", "SEVERITY", "PROCESSING", "FLAGS")
 				for _, e := range res.GetEvents() {
 					seq := "-"
 					if e.GetSequence() != 0 {
@@ -143,7 +143,7 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 					}
 					// A watchdog chose these strings: quote anything that
 					// could forge a line or reach the terminal.
-					row(tw, when(e.GetTime()), logField(e.GetSource()), seq, logField(e.GetType()), logField(dash(e.GetSubject())),
+					row(tw, when(e.GetTime()), logField(e.GetSource()), seq, logField(e.GetId()), logField(e.GetType()), logField(dash(e.GetSubject())),
 						logField(dash(e.GetSeverity())), logField(dash(e.GetProcessing())), flags)
 				}
 				return tw.Flush()
