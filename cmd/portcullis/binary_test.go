@@ -269,3 +269,45 @@ func TestBinaryDefaultSQLite(t *testing.T) {
 		t.Fatalf("webhook with an ftp URL: exit %d: %s", code, out)
 	}
 }
+
+// TestBinarySentryFlags: --quarantine-budget and --sentry-dry-run reach
+// the real gateway process: with a budget of 1 the second quarantine is
+// held; dry, none freezes.
+func TestBinarySentryFlags(t *testing.T) {
+	noEnv := []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN="}
+	for _, tt := range []struct {
+		flags []string
+		want  []string // statuses of the actions for a and b
+	}{
+		{[]string{"--quarantine-budget", "1"}, []string{"frozen", "held"}},
+		{[]string{"--sentry-dry-run", "--sentry-retention", "-1h"}, []string{"dry_run", "dry_run"}},
+	} {
+		t.Run(strings.Join(tt.flags, " "), func(t *testing.T) {
+			gw := startGatewayProcess(t, noEnv, append([]string{"--data-dir", filepath.Join(t.TempDir(), "data")}, tt.flags...)...)
+			url := "http://" + gw.addr
+			cli := func(args ...string) string {
+				t.Helper()
+				stdout, stderr, code := runCLI(t, append([]string{"--gateway", url, "--token", gw.token}, args...)...)
+				ok(t, code, stderr)
+				return stdout
+			}
+			for _, sb := range []string{"a", "b"} {
+				cli("sandbox", "create", sb, "-f", "testdata/quickstart.yaml")
+			}
+			tok := sentryToken(t, url, gw.token)
+			postEvents(t, url, tok, quarantineEvent("qa", 1, "a", "2026-12-01T19:00:00Z"), quarantineEvent("qb", 2, "b", "2026-12-01T19:00:01Z"))
+			for i, sb := range []string{"a", "b"} {
+				m := decodeJSON(t, cli("sentry", "actions", sb, "-o", "json"))
+				acts, _ := m["actions"].([]any)
+				if len(acts) != 1 || acts[0].(map[string]any)["status"] != tt.want[i] {
+					t.Errorf("actions of %s = %v, want one %s", sb, m, tt.want[i])
+				}
+				frozen := decodeJSON(t, cli("sandbox", "get", sb, "-o", "json"))["frozen"] == true
+				if frozen != (tt.want[i] == "frozen") {
+					t.Errorf("sandbox %s frozen %v after a %s action", sb, frozen, tt.want[i])
+				}
+			}
+			gw.stop(t)
+		})
+	}
+}

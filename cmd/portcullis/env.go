@@ -77,6 +77,7 @@ type apiClients struct {
 	advisor  portcullisv1connect.AdvisorServiceClient
 	audit    portcullisv1connect.AuditServiceClient
 	approval portcullisv1connect.ApprovalServiceClient
+	sentry   portcullisv1connect.SentryServiceClient
 	// stream is the decision service for streams that last until the
 	// user stops them (logs --tail): its calls have no --timeout.
 	stream portcullisv1connect.DecisionServiceClient
@@ -208,6 +209,7 @@ func (e *environment) client() (*apiClients, error) {
 		advisor:  portcullisv1connect.NewAdvisorServiceClient(c),
 		audit:    portcullisv1connect.NewAuditServiceClient(c),
 		approval: portcullisv1connect.NewApprovalServiceClient(c),
+		sentry:   portcullisv1connect.NewSentryServiceClient(c),
 		stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 	}
 	return e.api, nil

@@ -36,7 +36,8 @@ is no longer the proposal's); 4 gateway unavailable.`,
   portcullis proxies list
   portcullis logs orders --tail --decision deny
   portcullis propose -f proposal.yaml --token-file orders.token
-  portcullis proposals approve 12 --reason "narrow; ticket 8812"`,
+  portcullis proposals approve 12 --reason "narrow; ticket 8812"
+  portcullis sentry actions --status held`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,6 +63,7 @@ is no longer the proposal's); 4 gateway unavailable.`,
 		newProposalsCmd(env),
 		newApprovalPolicyCmd(env),
 		newAuditCmd(env),
+		newSentryCmd(env),
 	)
 	markStart(root, env)
 	return root

@@ -123,8 +123,13 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 					"frozen", yesNo(s.GetFrozen()),
 				}
 				if s.GetFrozen() {
+					kv = append(kv, "frozen reason", dash(oneLine(s.GetFrozenReason())))
+					if id := s.GetQuarantineEventId(); id != "" {
+						// A watchdog named these: quoted if they could
+						// forge a line.
+						kv = append(kv, "quarantine event", logField(id)+" from "+logField(s.GetQuarantineSource()))
+					}
 					kv = append(kv,
-						"frozen reason", dash(oneLine(s.GetFrozenReason())),
 						"frozen by", dash(s.GetFrozenBy()),
 						"frozen at", when(s.GetFrozenAt()),
 					)

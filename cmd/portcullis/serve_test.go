@@ -35,3 +35,35 @@ func TestGatewayDecisionFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewaySentryFlags: the Sentry flags are documented, and 0 (which
+// the gateway would read as "the default") is a usage error before any
+// store is opened.
+func TestGatewaySentryFlags(t *testing.T) {
+	help, _, code := runCLI(t, "gateway", "--help")
+	for _, flag := range []string{"--sentry-dry-run", "--quarantine-budget", "--sentry-retention"} {
+		if code != 0 || !strings.Contains(help, flag) {
+			t.Errorf("gateway --help (exit %d) does not document %s", code, flag)
+		}
+	}
+	for _, want := range []string{"(default 10)", "(default 720h0m0s)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("gateway --help lacks %s", want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--quarantine-budget", "0"},
+		{"--sentry-retention", "0"},
+		{"--sentry-retention", "0s"},
+		{"--quarantine-budget", "ten"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		_, stderr, code := runCLI(t, append([]string{"gateway", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
+		if code != exitInvalid || !strings.Contains(stderr, args[0]) {
+			t.Errorf("gateway %v: exit %d, stderr %q; want a usage error naming the flag", args, code, stderr)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("gateway %v created its data dir before refusing", args)
+		}
+	}
+}

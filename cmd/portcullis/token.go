@@ -34,8 +34,9 @@ proposals; admins also manage sandboxes, tokens and policies.
 A sentry token is a watchdog's: its name is the one event source it
 reports as (a CloudEvents source such as urn:dpu:node-17 or sentry/node-17,
 1 to 255 printable ASCII characters without spaces), and it may only write
-that source's events. It reads nothing and cannot sign in to the console.
-The event intake it is for is coming; until then every call refuses it.`,
+that source's events (POST /v1/sentry/events, or SentryService; see
+portcullis sentry --help). It reads nothing and cannot sign in to the
+console.`,
 		Example: `  portcullis token create --role operator --name alice
   portcullis token create --role admin --name ci -o json | jq -r .token
   portcullis token create --role sentry --name urn:dpu:node-17`,

@@ -1,0 +1,469 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/sentry"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// sentryStatuses are the values of SentryAction.status, for --status.
+var sentryStatuses = []string{
+	store.SentryFrozen, store.SentryHeld, store.SentryDryRun, store.SentryNoop,
+	store.SentryFailed, store.SentryDismissed, store.SentryApplied,
+}
+
+// maxReasonCell is how much of an action's reason the list shows.
+const maxReasonCell = 60
+
+func newSentryCmd(env *environment) *cobra.Command {
+	cmd := newGroupCmd("sentry", "Watchdog (Sentry) events: list them, their gaps, and the quarantines they caused",
+		`  portcullis sentry events orders --type quarantine
+  portcullis sentry gaps
+  portcullis sentry actions --status held
+  portcullis sentry decide 7 --freeze --reason "confirmed by on-call"
+  portcullis sentry key set urn:dpu:node-17 --public-key node-17.pub`)
+	cmd.Long = `Out-of-band watchdogs ("Sentry") send events about sandboxes to the gateway
+with a sentry token (portcullis token create --role sentry --name SOURCE),
+as CloudEvents JSON to POST /v1/sentry/events or through SentryService; the
+schema is Portcullis's own (docs/sentry-events.md). A quarantine or
+boundary_breach event with processing remediate freezes its sandbox, within
+the gateway's --quarantine-budget (past it the quarantine is held for an
+operator) and never under --sentry-dry-run.
+
+These commands are for operators and admins: events and gaps read what
+was received, actions lists what the gateway did about remediating events,
+decide answers a held one, and key (admin) registers the Ed25519 key a
+source must sign its events with.`
+	key := newGroupCmd("key", "Register or remove the Ed25519 key a source signs its events with (admin)",
+		`  portcullis sentry key set urn:dpu:node-17 --public-key node-17.pub
+  portcullis sentry key delete urn:dpu:node-17`)
+	key.AddCommand(newSentryKeySetCmd(env), newSentryKeyDeleteCmd(env))
+	cmd.AddCommand(
+		newSentryEventsCmd(env),
+		newSentryGapsCmd(env),
+		newSentryActionsCmd(env),
+		newSentryDecideCmd(env),
+		key,
+	)
+	return cmd
+}
+
+// optionalArg accepts no positional argument or one, named name.
+func optionalArg(name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, got []string) error {
+		switch {
+		case len(got) > 1:
+			return usagef("%s: unexpected argument %q", cmd.CommandPath(), got[1])
+		case len(got) == 1 && strings.TrimSpace(got[0]) == "":
+			return usagef("%s: %s is empty", cmd.CommandPath(), name)
+		}
+		return nil
+	}
+}
+
+// firstArg is the optional argument, "" when absent.
+func firstArg(a []string) string {
+	if len(a) == 0 {
+		return ""
+	}
+	return a[0]
+}
+
+// checkLimit refuses a --limit the gateway would not take.
+func checkLimit(cmd *cobra.Command, limit int) error {
+	if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxLogLimit) {
+		return usagef("--limit must be from 1 to %d, got %d", maxLogLimit, limit)
+	}
+	return nil
+}
+
+func newSentryEventsCmd(env *environment) *cobra.Command {
+	var (
+		source, typ, since string
+		limit              int
+	)
+	cmd := &cobra.Command{
+		Use:   "events [SANDBOX] [--source S] [--type T] [--since D] [--limit N]",
+		Short: "List the Sentry events received, oldest first",
+		Long: `List the Sentry events the gateway stored, oldest first, one line each:
+when the watchdog saw it, source, sequence, id, type, subject (the sandbox),
+severity, processing (store_only or remediate) and flags (what was kept
+without being understood: unknown_type, unknown_field, extension).
+
+SANDBOX keeps the events about one sandbox; --source one watchdog's;
+--type one type (a class name such as quarantine stands for
+portcullis.sentry.v1.quarantine); --since those that happened at or after
+a time (RFC 3339) or within a duration (90m, 24h, 7d). --limit keeps the
+newest N (default 100, at most 1000).
+
+With -o json: {"events": [...]}, each event with the document as received.`,
+		Example: `  portcullis sentry events
+  portcullis sentry events orders --type quarantine --since 24h
+  portcullis sentry events --source urn:dpu:node-17 -o json | jq -r '.events[].document'`,
+		Args: optionalArg("SANDBOX"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := checkLimit(cmd, limit); err != nil {
+				return err
+			}
+			req := &portcullisv1.ListSentryEventsRequest{Sandbox: firstArg(a), Source: source, Type: eventType(typ), Limit: uint32(limit)}
+			if since != "" {
+				from, err := parseSince(since, time.Now())
+				if err != nil {
+					return err
+				}
+				req.Since = timestamppb.New(from)
+			}
+			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryEventsResponse, error) {
+				return api.sentry.ListEvents(cmd.Context(), req)
+			}, func(res *portcullisv1.ListSentryEventsResponse) error {
+				tw := env.table("TIME", "SOURCE", "SEQ", "ID", "TYPE", "SUBJECT", "SEVERITY", "PROCESSING", "FLAGS")
+				for _, e := range res.GetEvents() {
+					seq := "-"
+					if e.GetSequence() != 0 {
+						seq = strconv.FormatUint(e.GetSequence(), 10)
+					}
+					flags := "-"
+					if len(e.GetFlags()) > 0 {
+						flags = logField(strings.Join(e.GetFlags(), ","))
+					}
+					// A watchdog chose these strings: quote anything that
+					// could forge a line or reach the terminal.
+					row(tw, when(e.GetTime()), logField(e.GetSource()), seq, logField(e.GetId()), logField(e.GetType()), logField(dash(e.GetSubject())),
+						logField(dash(e.GetSeverity())), logField(dash(e.GetProcessing())), flags)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&source, "source", "", "only the events of `SOURCE`")
+	f.StringVar(&typ, "type", "", "only events of `TYPE` (a class such as quarantine, or a full type)")
+	f.StringVar(&since, "since", "", "only events at or after `TIME` (RFC 3339), or within a duration (24h, 7d)")
+	f.IntVar(&limit, "limit", 0, "show the newest `N` events (default 100)")
+	return cmd
+}
+
+// eventType is --type as the gateway stores it: a class of our schema
+// stands for its full type; anything else is sent as given.
+func eventType(s string) string {
+	if slices.Contains(sentry.Classes(), sentry.Class(s)) {
+		return sentry.Class(s).Type()
+	}
+	return s
+}
+
+// parseSince reads --since: an RFC 3339 time, or a positive duration
+// before now (Go syntax, plus whole days as "7d").
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	bad := usagef("--since must be an RFC 3339 time or a duration (90m, 24h, 7d), got %q", s)
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 3650 {
+			return time.Time{}, bad
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return time.Time{}, bad
+		}
+	}
+	if d <= 0 {
+		return time.Time{}, usagef("--since %q: give a positive duration", s)
+	}
+	return now.Add(-d), nil
+}
+
+func newSentryGapsCmd(env *environment) *cobra.Command {
+	var source string
+	cmd := &cobra.Command{
+		Use:   "gaps [--source S]",
+		Short: "Show each source's acknowledged sequence and the sequences still missing",
+		Long: `Show, per event source, the acknowledged sequence (every event up to it is
+stored) and the gaps above it: ranges of sequences not received yet, as
+"6-7, 10". A gap closes by itself when its events arrive. --source shows
+one source.
+
+With -o json: {"sources": [...]}.`,
+		Example: `  portcullis sentry gaps
+  portcullis sentry gaps --source urn:dpu:node-17 -o json`,
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("source") && strings.TrimSpace(source) == "" {
+				return usagef("--source is empty")
+			}
+			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryGapsResponse, error) {
+				return api.sentry.ListGaps(cmd.Context(), &portcullisv1.ListSentryGapsRequest{Source: source})
+			}, func(res *portcullisv1.ListSentryGapsResponse) error {
+				tw := env.table("SOURCE", "ACKED", "GAPS")
+				for _, s := range res.GetSources() {
+					row(tw, logField(s.GetSource()), strconv.FormatUint(s.GetAckedSequence(), 10), gapsCell(s.GetGaps()))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&source, "source", "", "only `SOURCE`")
+	return cmd
+}
+
+// gapsCell is "6-7, 10-12" ("10" for a gap of one), "none" without gaps.
+func gapsCell(gaps []*portcullisv1.SequenceGap) string {
+	if len(gaps) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(gaps))
+	for i, g := range gaps {
+		parts[i] = strconv.FormatUint(g.GetFrom(), 10)
+		if g.GetTo() != g.GetFrom() {
+			parts[i] += "-" + strconv.FormatUint(g.GetTo(), 10)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newSentryActionsCmd(env *environment) *cobra.Command {
+	var (
+		statuses []string
+		limit    int
+	)
+	cmd := &cobra.Command{
+		Use:   "actions [SANDBOX] [--status S]... [--limit N]",
+		Short: "List what the gateway did about remediating Sentry events (the incidents)",
+		Long: `List the incidents, newest first: what the gateway did about each
+remediating Sentry event (a quarantine or boundary_breach with processing
+remediate). Per action: its id (what sentry decide takes), the sandbox, the
+status, the event (source and id), the deny-all version it committed, the
+time from ingest to the last proxy's ACK of that version (when every
+connected proxy applied it) and the reason.
+
+Statuses: frozen (the event froze the sandbox), held (the quarantine budget
+was spent: nothing was done, an operator decides), dry_run (the gateway
+runs with --sentry-dry-run), already_frozen, failed (the reason says why),
+and an operator's answer to a held one: applied (frozen after all) or
+dismissed.
+
+SANDBOX keeps one sandbox's actions; --status (repeatable) those with the
+statuses given; --limit the newest N (default 100, at most 1000).
+
+With -o json: {"actions": [...]}.`,
+		Example: `  portcullis sentry actions
+  portcullis sentry actions --status held
+  portcullis sentry actions orders -o json | jq '.actions[0]'`,
+		Args: optionalArg("SANDBOX"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			for _, s := range statuses {
+				if !slices.Contains(sentryStatuses, s) {
+					return usagef("--status must be one of %s, got %q", strings.Join(sentryStatuses, ", "), s)
+				}
+			}
+			if err := checkLimit(cmd, limit); err != nil {
+				return err
+			}
+			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryActionsResponse, error) {
+				return api.sentry.ListActions(cmd.Context(), &portcullisv1.ListSentryActionsRequest{
+					Sandbox: firstArg(a), Status: statuses, Limit: uint32(limit),
+				})
+			}, func(res *portcullisv1.ListSentryActionsResponse) error {
+				tw := env.table("ID", "SANDBOX", "STATUS", "SOURCE", "EVENT", "VERSION", "INGEST TO ACK", "REASON")
+				for _, x := range res.GetActions() {
+					row(tw, strconv.FormatInt(x.GetId(), 10), logField(dash(x.GetSandbox())), dash(x.GetStatus()),
+						logField(x.GetSource()), logField(x.GetEventId()), versionCell(x.GetVersion()), ingestToAck(x),
+						dash(clip(x.GetReason(), maxReasonCell)))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&statuses, "status", nil, "only actions with status `S` (held, frozen, …; repeatable)")
+	f.IntVar(&limit, "limit", 0, "show the newest `N` actions (default 100)")
+	return cmd
+}
+
+// ingestToAck is how long the action took from ingest to the last proxy's
+// ACK, "-" until every connected proxy applied it (or for an action that
+// committed nothing).
+func ingestToAck(a *portcullisv1.SentryAction) string {
+	if a.GetAckedAt() == nil || a.GetReceivedAt() == nil {
+		return "-"
+	}
+	d := a.GetAckedAt().AsTime().Sub(a.GetReceivedAt().AsTime())
+	if d < 0 {
+		return "-"
+	}
+	return d.Round(100 * time.Microsecond).String()
+}
+
+func newSentryDecideCmd(env *environment) *cobra.Command {
+	var (
+		freeze, dismiss bool
+		reason          string
+	)
+	cmd := &cobra.Command{
+		Use:   "decide ID (--freeze | --dismiss) --reason R",
+		Short: "Answer a held quarantine: freeze the sandbox after all, or dismiss it",
+		Long: `Answer a quarantine the budget held (status held; see sentry actions
+--status held), as an operator or admin: --freeze freezes the sandbox now
+(a deny-all version committed and pushed, proposals refused; the action
+becomes applied), --dismiss leaves the sandbox alone (dismissed). --reason
+is required and recorded. An action that is not held is a conflict (exit
+3). Prints the outcome; with -o json the DecideSentryActionResponse.`,
+		Example: `  portcullis sentry decide 7 --freeze --reason "confirmed by on-call, incident 42"
+  portcullis sentry decide 8 --dismiss --reason "false positive: load test"`,
+		Args: args("ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || id < 1 || strconv.FormatInt(id, 10) != a[0] {
+				return usagef("ID must be a sentry action id (1 or more), got %q", a[0])
+			}
+			var decision string
+			switch {
+			case freeze && dismiss:
+				return usagef("give --freeze or --dismiss, not both")
+			case freeze:
+				decision = "freeze"
+			case dismiss:
+				decision = "dismiss"
+			default:
+				return usagef("%s needs --freeze or --dismiss", cmd.CommandPath())
+			}
+			if strings.TrimSpace(reason) == "" {
+				return need(cmd, "reason")
+			}
+			return unary(env, func(api *apiClients) (*portcullisv1.DecideSentryActionResponse, error) {
+				return api.sentry.DecideAction(cmd.Context(), &portcullisv1.DecideSentryActionRequest{Id: id, Decision: decision, Reason: reason})
+			}, func(res *portcullisv1.DecideSentryActionResponse) error {
+				x := res.GetAction()
+				line := fmt.Sprintf("sentry action %d %s: sandbox %s left as it was", x.GetId(), dash(x.GetStatus()), logField(x.GetSandbox()))
+				if x.GetStatus() == store.SentryApplied {
+					line = fmt.Sprintf("sentry action %d applied: sandbox %s frozen, deny-all is version %s", x.GetId(), logField(x.GetSandbox()), versionCell(x.GetVersion()))
+				}
+				_, err := fmt.Fprintln(env.stdout, line)
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&freeze, "freeze", false, "freeze the sandbox now")
+	f.BoolVar(&dismiss, "dismiss", false, "leave the sandbox alone")
+	f.StringVar(&reason, "reason", "", "why (`TEXT`, required; recorded)")
+	return cmd
+}
+
+func newSentryKeySetCmd(env *environment) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "set SOURCE --public-key FILE",
+		Short: "Register the Ed25519 public key SOURCE signs its events with",
+		Long: `Register the Ed25519 public key of an event source (admin). From then on
+the gateway refuses the source's events that are not signed by it (the
+signature is described in docs/sentry-events.md). Setting a key again
+replaces it.
+
+FILE (- reads stdin) holds the public key as the base64 text of its 32
+bytes, or as a PEM "PUBLIC KEY" block (PKIX, as 'openssl pkey -pubout'
+writes it). Prints the key's fingerprint (SHA-256 of the 32 bytes, hex);
+with -o json the SetSentrySourceKeyResponse.`,
+		Example: `  openssl genpkey -algorithm ed25519 -out node-17.key
+  openssl pkey -in node-17.key -pubout -out node-17.pub
+  portcullis sentry key set urn:dpu:node-17 --public-key node-17.pub`,
+		Args: args("SOURCE"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if file == "" {
+				return need(cmd, "public-key")
+			}
+			data, err := env.readInput(file)
+			if err != nil {
+				return err
+			}
+			pub, err := parsePublicKey(data)
+			if err != nil {
+				return inputErr(fmt.Errorf("%s: %w", displayName(file), err))
+			}
+			return unary(env, func(api *apiClients) (*portcullisv1.SetSentrySourceKeyResponse, error) {
+				return api.sentry.SetSourceKey(cmd.Context(), &portcullisv1.SetSentrySourceKeyRequest{Source: a[0], PublicKey: pub})
+			}, func(res *portcullisv1.SetSentrySourceKeyResponse) error {
+				fmt.Fprintf(env.stdout, "source %s: key set; its events must now be signed\n", logField(res.GetSource()))
+				return env.fields("fingerprint", "sha256 "+res.GetFingerprint())
+			})
+		},
+	}
+	cmd.Flags().StringVar(&file, "public-key", "", "`FILE` holding the Ed25519 public key: base64 of its 32 bytes, or PEM (PKIX); - reads stdin")
+	return cmd
+}
+
+// parsePublicKey reads an Ed25519 public key: a PEM "PUBLIC KEY" block
+// (PKIX), or the base64 text of the 32 raw bytes.
+func parsePublicKey(data []byte) (ed25519.PublicKey, error) {
+	text := bytes.TrimSpace(data)
+	if bytes.HasPrefix(text, []byte("-----BEGIN")) {
+		block, rest := pem.Decode(text)
+		switch {
+		case block == nil:
+			return nil, errors.New("not a readable PEM block")
+		case block.Type != "PUBLIC KEY":
+			return nil, fmt.Errorf("a PEM %q block; want a PUBLIC KEY block (PKIX)", block.Type)
+		case len(bytes.TrimSpace(rest)) > 0:
+			return nil, errors.New("more than one PEM block; give one PUBLIC KEY block")
+		}
+		key, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("PEM PUBLIC KEY block: %w", err)
+		}
+		pub, ok := key.(ed25519.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("a %T, not an Ed25519 public key", key)
+		}
+		return pub, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(string(text))
+	if err != nil {
+		raw, err = base64.RawStdEncoding.DecodeString(string(text))
+	}
+	if err != nil {
+		return nil, errors.New("not an Ed25519 public key: want the base64 of its 32 bytes or a PEM PUBLIC KEY block")
+	}
+	if len(raw) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("base64 of %d bytes; an Ed25519 public key is %d", len(raw), ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(raw), nil
+}
+
+func newSentryKeyDeleteCmd(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete SOURCE",
+		Short: "Remove a source's key: its events need no signature any more",
+		Long: `Remove the Ed25519 key registered for an event source (admin); from then on
+its events are taken unsigned. A source without a key is not found (exit 1).`,
+		Example: `  portcullis sentry key delete urn:dpu:node-17`,
+		Args:    args("SOURCE"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return unary(env, func(api *apiClients) (*portcullisv1.DeleteSentrySourceKeyResponse, error) {
+				return api.sentry.DeleteSourceKey(cmd.Context(), &portcullisv1.DeleteSentrySourceKeyRequest{Source: a[0]})
+			}, func(*portcullisv1.DeleteSentrySourceKeyResponse) error {
+				_, err := fmt.Fprintf(env.stdout, "source %s: key deleted; its events need no signature\n", logField(a[0]))
+				return err
+			})
+		},
+	}
+}
