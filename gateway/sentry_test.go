@@ -428,12 +428,18 @@ func TestQuarantineBudget(t *testing.T) {
 		}
 	}
 	held := e.actions(t, "c")
-	if len(held) != 1 || held[0].GetStatus() != store.SentryHeld || !strings.Contains(held[0].GetReason(), "--quarantine-budget 2") {
+	if len(held) != 1 || held[0].GetStatus() != store.SentryHeld || !strings.Contains(held[0].GetReason(), "froze 2 of at most 2 sandboxes") {
 		t.Fatalf("actions of c = %v, want one held", held)
 	}
 	waitFor(t, "the held-quarantine alert", func() bool {
 		return sink.find(notify.EventQuarantineHeld, func(ev map[string]any) bool { return ev["sandbox"] == "c" }) != nil
 	})
+	// With the budget spent, a quarantine of a sandbox that does not
+	// exist fails; it is not held and raises no alert.
+	e.postBatch(t, quarantine(watchdogSource, "q-ghost", 4, "ghost"))
+	if ghost := e.actions(t, "ghost"); len(ghost) != 1 || ghost[0].GetStatus() != store.SentryFailed || !strings.Contains(ghost[0].GetReason(), "not found") {
+		t.Fatalf("actions of ghost = %v, want one failed", ghost)
+	}
 	// An operator decides: a reason is required; freeze applies it.
 	op := e.operatorSentry(t)
 	if _, err := op.DecideAction(t.Context(), &portcullisv1.DecideSentryActionRequest{Id: held[0].GetId(), Decision: "freeze"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
@@ -448,6 +454,9 @@ func TestQuarantineBudget(t *testing.T) {
 	}
 	if _, err := op.DecideAction(t.Context(), &portcullisv1.DecideSentryActionRequest{Id: held[0].GetId(), Decision: "dismiss", Reason: "again"}); connect.CodeOf(err) != connect.CodeFailedPrecondition && connect.CodeOf(err) != connect.CodeAborted {
 		t.Fatalf("deciding twice: %v", err)
+	}
+	if sink.find(notify.EventQuarantineHeld, func(ev map[string]any) bool { return ev["sandbox"] == "ghost" }) != nil {
+		t.Error("a quarantine of an unknown sandbox raised the held alert")
 	}
 }
 

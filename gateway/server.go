@@ -106,6 +106,9 @@ type Config struct {
 	// SentryRetention: Sentry events received longer ago are deleted (by
 	// whole days). Default 30 days; negative keeps them forever.
 	SentryRetention time.Duration
+	// SentrySettle is how long after ingest an event is checked for
+	// derived findings (drift, unmediated calls). Default 2s.
+	SentrySettle time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -231,7 +234,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Sink:   s.decisions,
 	}, st, s.log)
 	s.sentry = sentryintake.New(sentryintake.Config{
-		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, Retention: cfg.SentryRetention,
+		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle,
 		WaitApplied: s.dist.WaitApplied,
 		Held:        s.notify.QuarantineHeld,
 		Observe:     s.metrics.observeSentry,

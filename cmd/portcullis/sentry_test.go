@@ -122,7 +122,9 @@ func rowWith(t *testing.T, table string, words ...string) string {
 // gateway (quarantine budget 1, so a second quarantine is held), events
 // sent as a watchdog would.
 func TestSentryCommands(t *testing.T) {
-	g := startGateway(t, func(c *gateway.Config) { c.QuarantineBudget = 1 })
+	// Derived findings are checked long after the test: the flags shown
+	// are the reader's alone.
+	g := startGateway(t, func(c *gateway.Config) { c.QuarantineBudget, c.SentrySettle = 1, time.Hour })
 	admin := gatewaytest.AdminToken
 	g.must(t, admin, "sandbox", "create", "orders", "-f", "testdata/quickstart.yaml")
 	g.must(t, admin, "sandbox", "create", "shipping", "-f", "testdata/quickstart.yaml")
@@ -311,6 +313,7 @@ func TestSentryCommands(t *testing.T) {
 		}
 
 		// A second held action, dismissed, with -o json.
+		g.must(t, admin, "sandbox", "create", "billing-2", "-f", "testdata/quickstart.yaml")
 		postEvents(t, g.url, tok, quarantineEvent("e6", 6, "billing-2", "2026-12-01T19:03:00Z"))
 		m = g.json(t, admin, "sentry", "actions", "--status", "held")
 		id = fmt.Sprint(m["actions"].([]any)[0].(map[string]any)["id"])

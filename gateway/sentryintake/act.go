@@ -40,6 +40,18 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time) 
 		a.Status, a.Reason = store.SentryDryRun, fmt.Sprintf("dry run (--sentry-dry-run): sandbox %q would have been frozen", ev.Subject)
 		return in.record(ctx, a)
 	}
+	// A quarantine that cannot freeze anything takes no place in the
+	// budget and raises no alert.
+	switch sb, err := in.st.GetSandbox(ctx, ev.Subject); {
+	case errors.Is(err, store.ErrNotFound):
+		a.Status, a.Reason = store.SentryFailed, fmt.Sprintf("sandbox %q not found", ev.Subject)
+		return in.record(ctx, a)
+	case err != nil:
+		return fmt.Errorf("read sandbox %q: %w", ev.Subject, err)
+	case sb.Frozen:
+		a.Status, a.Reason = store.SentryNoop, fmt.Sprintf("sandbox %q is already frozen", ev.Subject)
+		return in.record(ctx, a)
+	}
 	in.breaker.Lock()
 	defer in.breaker.Unlock()
 	if in.cfg.QuarantineBudget > 0 {
@@ -50,7 +62,7 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time) 
 		}
 		if n >= in.cfg.QuarantineBudget {
 			a.Status = store.SentryHeld
-			a.Reason = fmt.Sprintf("quarantine budget spent: %d sandboxes frozen by Sentry in the last %s (--quarantine-budget %d); an operator must decide", n, in.cfg.BudgetWindow, in.cfg.QuarantineBudget)
+			a.Reason = fmt.Sprintf("quarantine budget spent: Sentry froze %d of at most %d sandboxes in the last %s (--quarantine-budget); an operator must decide", n, in.cfg.QuarantineBudget, in.cfg.BudgetWindow)
 			if err := in.record(ctx, a); err != nil {
 				return err
 			}

@@ -73,7 +73,7 @@ func (in *Intake) runChecks(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-in.checks:
-			if wait := time.Until(c.ev.ReceivedAt.Add(in.cfg.Settle)); wait > 0 {
+			if wait := c.ev.ReceivedAt.Add(in.cfg.Settle).Sub(in.cfg.Now()); wait > 0 {
 				select {
 				case <-ctx.Done():
 					return
