@@ -35,6 +35,7 @@ func newSentryCmd(env *environment) *cobra.Command {
 		`  portcullis sentry events orders --type quarantine
   portcullis sentry gaps
   portcullis sentry actions --status held
+  portcullis sentry timeline orders --since 2h
   portcullis sentry decide 7 --freeze --reason "confirmed by on-call"
   portcullis sentry key set urn:dpu:node-17 --public-key node-17.pub`)
 	cmd.Long = `Out-of-band watchdogs ("Sentry") send events about sandboxes to the gateway
@@ -47,6 +48,7 @@ operator) and never under --sentry-dry-run.
 
 These commands are for operators and admins: events and gaps read what
 was received, actions lists what the gateway did about remediating events,
+timeline joins a sandbox's events with decisions, versions and audit,
 decide answers a held one, and key (admin) registers the Ed25519 key a
 source must sign its events with.`
 	key := newGroupCmd("key", "Register or remove the Ed25519 key a source signs its events with (admin)",
@@ -58,6 +60,7 @@ source must sign its events with.`
 		newSentryGapsCmd(env),
 		newSentryActionsCmd(env),
 		newSentryDecideCmd(env),
+		newSentryTimelineCmd(env),
 		key,
 	)
 	return cmd

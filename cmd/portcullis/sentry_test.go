@@ -324,6 +324,45 @@ func TestSentryCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("timeline", func(t *testing.T) {
+		out := g.must(t, admin, "sentry", "timeline", "orders", "--since", "2026-11-01T00:00:00Z")
+		ls := lines(out)
+		if len(ls) < 5 || !strings.HasPrefix(ls[0], "TIME") || !strings.Contains(ls[0], "KIND") {
+			t.Fatalf("want a header and the sandbox's history:\n%s", out)
+		}
+		ev := rowWith(t, out, "sentry_event", "quarantine from "+watchdog)
+		if !strings.Contains(ev, "critical, remediate") {
+			t.Errorf("quarantine row %q", ev)
+		}
+		act := rowWith(t, out, "sentry_action", "e4: frozen")
+		if !strings.Contains(act, "committed version 2") {
+			t.Errorf("action row %q does not link the version it committed", act)
+		}
+		if f := strings.Fields(rowWith(t, out, "version", "version 2 committed (freeze)")); f[1] != "2" {
+			t.Errorf("the freeze's row says version %s in force, want 2", f[1])
+		}
+		// Oldest first, the tool calls before the quarantine.
+		if strings.Index(out, "tool_access from") > strings.Index(out, "quarantine from") {
+			t.Errorf("not in time order:\n%s", out)
+		}
+		m := g.json(t, admin, "sentry", "timeline", "orders", "--since", "2026-11-01T00:00:00Z")
+		entries, _ := m["entries"].([]any)
+		if len(m) != 1 || len(entries) != len(ls)-1 {
+			t.Fatalf("json has %d entries, the table %d rows: %v", len(entries), len(ls)-1, m)
+		}
+		hasKeys(t, entries[0].(map[string]any), "time", "kind", "summary")
+		_, stderr, code := g.cli(t, admin, "sentry", "timeline")
+		if code != exitInvalid {
+			t.Errorf("timeline without a sandbox: exit %d, %q", code, stderr)
+		}
+		if _, stderr, code := g.cli(t, admin, "sentry", "timeline", "nope"); code != exitNo || !strings.Contains(stderr, "not found") {
+			t.Errorf("timeline of an unknown sandbox: exit %d, %q", code, stderr)
+		}
+		if _, _, code := g.cli(t, admin, "sentry", "timeline", "orders", "--limit", "5001"); code != exitInvalid {
+			t.Errorf("--limit 5001: exit %d", code)
+		}
+	})
+
 	t.Run("list refusals", func(t *testing.T) {
 		for _, tt := range []struct {
 			args []string
