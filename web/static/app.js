@@ -576,12 +576,19 @@ function timelineTable(entries) {
       h("td", null, h("span", { class: `badge kind-${e.kind}` }, e.kind.replaceAll("_", " "))),
       h("td", { class: "num" }, e.policyVersion ? `v${e.policyVersion}` : "—"),
       h("td", null, h("div", null, e.summary),
-        h("div", { class: "chips refs" }, Object.entries(e.refs || {}).sort(([a], [b]) => a.localeCompare(b))
-          .map(([k, v]) => k === "proposal" ? h("span", { class: "chip" }, "proposal: ", proposalLink(v, v)) : h("span", { class: "chip" }, `${k}: ${v}`)))),
+        h("div", { class: "chips refs" }, Object.entries(e.refs || {}).sort(([a], [b]) => a.localeCompare(b)).map(timelineRef))),
       h("td", null, (e.links || []).length ? h("ul", { class: "links" }, e.links.map((l) => h("li", null, l))) : "—"),
-      h("td", null, h("div", { class: "chips" }, flags.map((f) => h("span", { class: `chip flag ${alarmFlags.has(f) ? "high" : "medium"}` }, f)))));
+      h("td", null, flags.length ? h("div", { class: "chips" }, flags.map((f) => h("span", { class: `chip flag ${alarmFlags.has(f) ? "high" : "medium"}` }, f))) : "—"));
   });
   return table(["Time", "Kind", "In force", "Summary", "Links", "Flags"], rows, "Nothing happened to this sandbox in the last 24 hours.");
+}
+
+// timelineRef shows what an entry names: a proposal as a link, a hash
+// shortened.
+function timelineRef([k, v]) {
+  if (k === "proposal") return h("span", { class: "chip" }, "proposal: ", proposalLink(v, v));
+  if (k.endsWith("hash")) return h("span", { class: "chip" }, `${k}: `, short(v));
+  return h("span", { class: "chip" }, `${k}: ${v}`);
 }
 
 // killSwitch freezes a sandbox (deny-all pushed to its proxies, proposals
