@@ -2,10 +2,12 @@ package web_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,9 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
@@ -70,6 +75,65 @@ func postEvent(t *testing.T, baseURL, token string, event map[string]any) {
 	}
 }
 
+// ackingProxy connects a proxy of sandbox over stock grpc-go, as the real
+// one does, and ACKs every version it is sent until the test ends. It
+// returns once the proxy has applied the current version.
+func ackingProxy(t *testing.T, baseURL, token, sandbox, id string) {
+	t.Helper()
+	conn, err := grpc.NewClient(strings.TrimPrefix(baseURL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token))
+	st, err := portcullisv1.NewDistributionServiceClient(conn).StreamPolicy(ctx)
+	if err != nil {
+		cancel()
+		conn.Close()
+		t.Fatal(err)
+	}
+	hello := &portcullisv1.ProxyHello{Sandbox: sandbox, ProxyId: id, Build: "console-test"}
+	if err := st.Send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: hello}}); err != nil {
+		cancel()
+		conn.Close()
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for once := false; ; {
+			res, err := st.Recv()
+			if err != nil {
+				return // the test ended
+			}
+			sp := res.GetPolicy()
+			if sp == nil {
+				continue
+			}
+			ack := &portcullisv1.PolicyAck{Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash()}
+			if st.Send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Ack{Ack: ack}}) != nil {
+				return
+			}
+			if !once {
+				once = true
+				close(first)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		conn.Close()
+	})
+	select {
+	case <-first:
+	case <-done:
+		t.Fatalf("proxy %s: the stream ended before the first version", id)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("proxy %s: no version within 10s", id)
+	}
+}
+
 // TestConsoleIncidents: with a quarantine budget of 1, Sentry's first
 // quarantine freezes its sandbox and the next two are held. The incidents
 // page lists them held first; an operator freezes one and dismisses the
@@ -96,10 +160,25 @@ func TestConsoleIncidents(t *testing.T) {
 	// gateway flags it unmediated and drift a moment later.
 	now := time.Now().UTC()
 	postEvent(t, e.gw.URL, tok.GetToken(), toolCall("seen", 1, "support", "refund_order", v1.GetCurrentHash(), now))
+	sentry := portcullisv1connect.NewSentryServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken)))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, err := sentry.ListEvents(t.Context(), &portcullisv1.ListSentryEventsRequest{Sandbox: "support"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.GetEvents()) == 1 && len(res.GetEvents()[0].GetFlags()) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool call was never flagged drift and unmediated: %v", res.GetEvents())
+		}
+	}
+	// Then a proxy connects, and the quarantines come: support's freeze
+	// is applied by its proxy, which times ingest to ACK.
+	ackingProxy(t, e.gw.URL, e.sandbox, "support", "proxy-1")
 	for i, sb := range []string{"support", "billing", "returns"} {
 		postEvent(t, e.gw.URL, tok.GetToken(), quarantine("q-"+sb, uint64(i+2), sb, now))
 	}
-	sentry := portcullisv1connect.NewSentryServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken)))
 	action := func(sandbox string) *portcullisv1.SentryAction {
 		t.Helper()
 		res, err := sentry.ListActions(t.Context(), &portcullisv1.ListSentryActionsRequest{Sandbox: sandbox})
@@ -110,6 +189,11 @@ func TestConsoleIncidents(t *testing.T) {
 			t.Fatalf("actions of %s: %v, want one", sandbox, res.GetActions())
 		}
 		return res.GetActions()[0]
+	}
+	for deadline := time.Now().Add(10 * time.Second); action("support").GetAckedAt() == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the freeze was never ACKed: %v", action("support"))
+		}
 	}
 	frozen, billing, returns := action("support"), action("billing"), action("returns")
 	if frozen.GetStatus() != "frozen" || billing.GetStatus() != "held" || returns.GetStatus() != "held" {
@@ -137,8 +221,8 @@ func TestConsoleIncidents(t *testing.T) {
 			t.Errorf("the frozen incident's row %q lacks %q", got, want)
 		}
 	}
-	if frozen.GetAckedAt() == nil && !strings.Contains(got, "—") {
-		t.Errorf("the frozen incident's row %q shows an ACK time that was never recorded", got)
+	if ack := webtest.TextOf(t, ctx, row(frozen)+" td.ack"); !regexp.MustCompile(`^[0-9.]+ (ms|s)$`).MatchString(ack) {
+		t.Errorf("the frozen incident's ingest to ACK: %q", ack)
 	}
 	got = webtest.TextOf(t, ctx, row(billing))
 	for _, want := range []string{"billing", "held", "q-billing", "--quarantine-budget 1"} {
@@ -203,18 +287,6 @@ func TestConsoleIncidents(t *testing.T) {
 	}
 
 	// The frozen sandbox's page names the event and shows the timeline.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		res, err := sentry.ListEvents(t.Context(), &portcullisv1.ListSentryEventsRequest{Sandbox: "support", Type: "portcullis.sentry.v1.tool_access"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.GetEvents()) == 1 && len(res.GetEvents()[0].GetFlags()) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tool call was never flagged drift and unmediated: %v", res.GetEvents())
-		}
-	}
 	webtest.Act(t, ctx, "open the sandbox", chromedp.Click(chromedp.CSS(row(frozen)+` a[href="#/sandbox/support"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#timeline tbody tr")))
 	if ev := webtest.TextOf(t, ctx, "#quarantine-event"); ev != "q-support" {
@@ -223,11 +295,11 @@ func TestConsoleIncidents(t *testing.T) {
 	if src := webtest.TextOf(t, ctx, "#quarantine-source"); src != watchdog {
 		t.Errorf("the quarantine source shown: %q", src)
 	}
-	if n := webtest.TextOf(t, ctx, "#quarantine"); !strings.Contains(n, "Frozen by Sentry") {
+	if n := webtest.TextOf(t, ctx, "#quarantine"); !strings.Contains(n, "Quarantined: frozen for Sentry event q-support from "+watchdog) {
 		t.Errorf("the frozen notice: %q", n)
 	}
 	kinds := webtest.Value(t, ctx, "timeline kinds", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#timeline tbody tr")].map(tr => tr.dataset.kind)`))
-	for _, want := range []string{"version", "sentry_event", "sentry_action", "audit"} {
+	for _, want := range []string{"version", "sentry_event", "sentry_action", "ack", "audit"} {
 		if !strings.Contains(strings.Join(kinds, ","), want) {
 			t.Errorf("the timeline's kinds %v lack %s", kinds, want)
 		}

@@ -550,14 +550,15 @@ async function sandboxView(name) {
 }
 
 // frozenNotice says who froze a sandbox and why; when a Sentry quarantine
-// did, it names the event.
+// did (at once, or held and then confirmed by an operator), it names the
+// event.
 function frozenNotice(sb) {
   const enforced = " Proxies enforce deny-all; proposals are refused.";
   if (!sb.quarantineEventId) {
     return notice("bad", `Frozen by ${sb.frozenBy || "?"}: ${sb.frozenReason || ""}.${enforced}`);
   }
   return h("div", { class: "notice bad", role: "alert", id: "quarantine" },
-    h("strong", null, "Frozen by Sentry"), ": quarantine event ",
+    h("strong", null, "Quarantined"), ": frozen for Sentry event ",
     h("code", { id: "quarantine-event" }, sb.quarantineEventId), " from ",
     h("code", { id: "quarantine-source" }, sb.quarantineSource), ` (${sb.frozenReason || "no reason given"}).`, enforced,
     " See ", link("#/incidents", "Incidents"), ".");
@@ -690,7 +691,8 @@ async function incidentsView() {
         a.decidedBy ? h("div", { class: "muted" }, `decided by ${a.decidedBy} `, when(a.decidedAt)) : null),
       h("td", { class: "num" }, a.version ? `v${a.version}` : "—"),
       h("td", { class: "num" }, when(a.receivedAt)),
-      h("td", { class: "num" }, ackMs === null ? "—" : duration(ackMs)),
+      h("td", { class: "num ack", title: a.ackedAt ? "from the event's arrival to the last connected proxy's ACK of the freeze" : null },
+        ackMs === null ? "—" : duration(ackMs)),
       h("td", null, a.status === "held" ? decideForm(a) : null));
   });
   return h("div", { id: "incidents" },
