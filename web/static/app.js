@@ -677,9 +677,13 @@ const actionStatusClass = { frozen: "bad", applied: "bad", failed: "bad", held: 
 // events (SentryService.ListActions): held quarantines first, since they
 // wait for an operator, then newest first.
 async function incidentsView() {
-  const res = await rpc("SentryService", "ListActions", { limit: 200 });
-  // The list comes newest first; a stable sort keeps that within each group.
-  const actions = (res.actions || []).slice().sort((a, b) => (b.status === "held") - (a.status === "held"));
+  // Every held one, however old, and the newest of the rest; both lists
+  // come newest first.
+  const [heldRes, recent] = await Promise.all([
+    rpc("SentryService", "ListActions", { status: ["held"], limit: 1000 }),
+    rpc("SentryService", "ListActions", { limit: 200 }),
+  ]);
+  const actions = [...(heldRes.actions || []), ...(recent.actions || []).filter((a) => a.status !== "held")];
   const held = actions.filter((a) => a.status === "held").length;
   const rows = actions.map((a) => {
     const ackMs = a.ackedAt && a.receivedAt ? new Date(a.ackedAt) - new Date(a.receivedAt) : null;
