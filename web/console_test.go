@@ -84,9 +84,9 @@ type env struct {
 	sandbox  string // the sandbox's token
 }
 
-func start(t *testing.T) *env {
+func start(t *testing.T, configure ...func(*gateway.Config)) *env {
 	t.Helper()
-	gw := gatewaytest.Start(t, "sqlite")
+	gw := gatewaytest.Start(t, "sqlite", configure...)
 	admin := newClients(gw.URL, gatewaytest.AdminToken)
 	op, err := admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: "ops-alice", Role: "operator"})
 	if err != nil {

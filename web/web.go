@@ -4,7 +4,8 @@
 // session cookie (gateway/session.go), every call carrying the session's
 // CSRF token. Pages: the approval queue, a proposal (diff, findings,
 // approvals, approve/reject), a sandbox (policy, history, diff, rollback,
-// proxies) and the audit log.
+// proxies, who froze it and its timeline), the incidents (what Sentry's
+// quarantines did, and the held ones' freeze/dismiss) and the audit log.
 package web
 
 import (

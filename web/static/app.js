@@ -125,6 +125,21 @@ function ago(d) {
   return future ? `in ${text}` : `${text} ago`;
 }
 
+// clock shows a time to the second, for timelines, where "seconds ago"
+// would not tell entries apart.
+function clock(ts) {
+  if (!ts) return "—";
+  const d = new Date(ts);
+  const today = d.toDateString() === new Date().toDateString();
+  return h("time", { datetime: ts, title: d.toLocaleString() }, today ? d.toLocaleTimeString() : d.toLocaleString());
+}
+
+function duration(ms) {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60 * 1000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.round(ms / 60000)} min`;
+}
+
 function notice(kind, ...text) {
   return h("div", { class: `notice ${kind}`, role: kind === "bad" ? "alert" : "status" }, ...text);
 }
@@ -418,13 +433,14 @@ async function sandboxesView() {
 
 async function sandboxView(name) {
   document.title = `${name} · Portcullis`;
-  const [sb, current, history, proxies, pendingList] = await Promise.all([
+  const [sb, current, history, proxies, pendingList, timeline] = await Promise.all([
     rpc("SandboxService", "GetSandbox", { name }),
     rpc("PolicyService", "GetPolicy", { sandbox: name }).catch((err) => (err.code === "not_found" ? null : Promise.reject(err))),
     rpc("PolicyService", "ListPolicyVersions", { sandbox: name }),
     rpc("ProxyService", "ListProxies", { sandbox: name }),
     // The page is useful without the queue: show its error in place.
     rpc("ApprovalService", "ListProposals", { sandbox: name, status: "pending" }).catch((err) => err),
+    rpc("SentryService", "Timeline", { sandbox: name, limit: 200 }).catch((err) => err),
   ]);
   const pendingRows = pendingList instanceof Error ? [] : (pendingList.proposals || []).map((p) => h("tr", { "data-id": p.id },
     h("td", { class: "num" }, proposalLink(p.id)),
@@ -506,7 +522,7 @@ async function sandboxView(name) {
       h("span", { class: "spacer" }),
       killSwitch(name, sb.frozen)),
     h("div", { id: "freeze-result" }),
-    sb.frozen ? notice("bad", `Frozen by ${sb.frozenBy || "?"}: ${sb.frozenReason || ""}. Proxies enforce deny-all; proposals are refused.`) : null,
+    sb.frozen ? frozenNotice(sb) : null,
     h("section", { class: "card", id: "current-policy" },
       h("h2", { class: "first" }, current ? `Current policy: v${current.version}` : "No policy yet"),
       current ? facts([
@@ -527,7 +543,53 @@ async function sandboxView(name) {
     h("div", { class: "row" }, h("span", null, "Compare"), from, h("span", null, "with"), to, compare),
     diffOut,
     rollbackOut,
-    h("div", { id: "history" }, table(["Version", "Stored", "Author", "Source", "Hash", ""], historyRows, "No versions.")));
+    h("div", { id: "history" }, table(["Version", "Stored", "Author", "Source", "Hash", ""], historyRows, "No versions.")),
+    h("div", { class: "page-head section-head" }, h("h2", null, "Timeline"),
+      h("span", { class: "muted" }, "the last 24 hours, oldest first: the newest entry is at the bottom")),
+    h("div", { id: "timeline" }, timeline instanceof Error ? errorNotice(timeline) : timelineTable(timeline.entries || [])));
+}
+
+// frozenNotice says who froze a sandbox and why; when a Sentry quarantine
+// did (at once, or held and then confirmed by an operator), it names the
+// event.
+function frozenNotice(sb) {
+  const enforced = " Proxies enforce deny-all; proposals are refused.";
+  if (!sb.quarantineEventId) {
+    return notice("bad", `Frozen by ${sb.frozenBy || "?"}: ${sb.frozenReason || ""}.${enforced}`);
+  }
+  return h("div", { class: "notice bad", role: "alert", id: "quarantine" },
+    h("strong", null, "Quarantined"), ": frozen for Sentry event ",
+    h("code", { id: "quarantine-event" }, sb.quarantineEventId), " from ",
+    h("code", { id: "quarantine-source" }, sb.quarantineSource), ` (${sb.frozenReason || "no reason given"}).`, enforced,
+    " See ", link("#/incidents", "Incidents"), ".");
+}
+
+// Flags worth a person's attention in a timeline entry: a policy hash no
+// proxy applied (drift), a tool call no proxy decided (unmediated).
+const alarmFlags = new Set(["drift", "unmediated"]);
+
+function timelineTable(entries) {
+  const rows = entries.map((e) => {
+    const flags = e.flags || [];
+    const alarm = flags.some((f) => alarmFlags.has(f));
+    return h("tr", { "data-kind": e.kind, class: alarm ? "alarm" : null },
+      h("td", { class: "num" }, clock(e.time)),
+      h("td", null, h("span", { class: `badge kind-${e.kind}` }, e.kind.replaceAll("_", " "))),
+      h("td", { class: "num" }, e.policyVersion ? `v${e.policyVersion}` : "—"),
+      h("td", null, h("div", null, e.summary),
+        h("div", { class: "chips refs" }, Object.entries(e.refs || {}).sort(([a], [b]) => a.localeCompare(b)).map(timelineRef))),
+      h("td", null, (e.links || []).length ? h("ul", { class: "links" }, e.links.map((l) => h("li", null, l))) : "—"),
+      h("td", null, flags.length ? h("div", { class: "chips" }, flags.map((f) => h("span", { class: `chip flag ${alarmFlags.has(f) ? "high" : "medium"}` }, f))) : "—"));
+  });
+  return table(["Time", "Kind", "In force", "Summary", "Links", "Flags"], rows, "Nothing happened to this sandbox in the last 24 hours.");
+}
+
+// timelineRef shows what an entry names: a proposal as a link, a hash
+// shortened.
+function timelineRef([k, v]) {
+  if (k === "proposal") return h("span", { class: "chip" }, "proposal: ", proposalLink(v, v));
+  if (k.endsWith("hash")) return h("span", { class: "chip" }, `${k}: `, short(v));
+  return h("span", { class: "chip" }, `${k}: ${v}`);
 }
 
 // killSwitch freezes a sandbox (deny-all pushed to its proxies, proposals
@@ -605,6 +667,81 @@ async function auditView(params) {
     table(["#", "Time", "Actor", "Action", "Sandbox", "Target", "Detail", "Hash"], rows, "No entries."));
 }
 
+// ---------------------------------------------------------------- incidents
+
+// What an action's status says about its sandbox: bad when it froze it,
+// warn when it waits for an operator.
+const actionStatusClass = { frozen: "bad", applied: "bad", failed: "bad", held: "warn" };
+
+// incidentsView lists what the gateway did about Sentry's remediating
+// events (SentryService.ListActions): held quarantines first, since they
+// wait for an operator, then newest first.
+async function incidentsView() {
+  // Every held one, however old, and the newest of the rest; both lists
+  // come newest first.
+  const [heldRes, recent] = await Promise.all([
+    rpc("SentryService", "ListActions", { status: ["held"], limit: 1000 }),
+    rpc("SentryService", "ListActions", { limit: 200 }),
+  ]);
+  const actions = [...(heldRes.actions || []), ...(recent.actions || []).filter((a) => a.status !== "held")];
+  const held = actions.filter((a) => a.status === "held").length;
+  const rows = actions.map((a) => {
+    const ackMs = a.ackedAt && a.receivedAt ? new Date(a.ackedAt) - new Date(a.receivedAt) : null;
+    return h("tr", { "data-id": a.id, "data-status": a.status, class: a.status === "held" ? "held" : null },
+      h("td", null, sandboxLink(a.sandbox)),
+      h("td", null, h("span", { class: `badge ${actionStatusClass[a.status] || ""}` }, a.status.replaceAll("_", " "))),
+      h("td", null, h("code", null, a.eventId), h("div", { class: "muted mono" }, a.source)),
+      h("td", { class: "rationale" }, a.reason || "—",
+        a.decidedBy ? h("div", { class: "muted" }, `decided by ${a.decidedBy} `, when(a.decidedAt)) : null),
+      h("td", { class: "num" }, a.version ? `v${a.version}` : "—"),
+      h("td", { class: "num" }, when(a.receivedAt)),
+      h("td", { class: "num ack", title: a.ackedAt ? "from the event's arrival to the last connected proxy's ACK of the freeze" : null },
+        ackMs === null ? "—" : duration(ackMs)),
+      h("td", null, a.status === "held" ? decideForm(a) : null));
+  });
+  return h("div", { id: "incidents" },
+    h("div", { class: "page-head" }, h("h1", null, "Incidents"),
+      h("span", { class: "muted" }, "Sentry quarantines: held ones first, then newest first"),
+      held ? h("span", { class: "badge warn", id: "held-count" }, `${held} held`) : null),
+    h("div", { id: "incident-result" }),
+    table(["Sandbox", "Status", "Event", "Reason", "Version", "Received", "Ingest to ACK", "Decision"], rows,
+      "No incidents: no Sentry quarantine has reached this gateway."));
+}
+
+// decideForm answers a held quarantine: freeze its sandbox after all, or
+// dismiss it, with a reason (recorded in the audit log).
+function decideForm(a) {
+  const reason = h("input", { type: "text", class: "decide-reason", placeholder: "reason (recorded in the audit log)", "aria-label": `reason for incident ${a.id}` });
+  const freeze = h("button", { type: "button", class: "small danger", "data-decide": "freeze" }, "Freeze");
+  const dismiss = h("button", { type: "button", class: "small", "data-decide": "dismiss" }, "Dismiss");
+  const decide = async (decision) => {
+    const out = $("incident-result");
+    const text = reason.value.trim();
+    if (!text) {
+      out.replaceChildren(notice("bad", `A reason is required to ${decision} the quarantine of ${a.sandbox}.`));
+      reason.focus();
+      return;
+    }
+    freeze.disabled = dismiss.disabled = true;
+    try {
+      const res = await rpc("SentryService", "DecideAction", { id: a.id, decision, reason: text });
+      const done = res.action || {};
+      await render(); // show the list as it is now
+      const msg = done.status === "dismissed"
+        ? `Dismissed the quarantine of ${a.sandbox} (event ${a.eventId}): the sandbox is untouched.`
+        : `Froze ${a.sandbox} (event ${a.eventId}): version ${done.version} denies everything.`;
+      const shown = $("incident-result");
+      if (shown) shown.replaceChildren(notice("ok", msg));
+    } catch (err) {
+      freeze.disabled = dismiss.disabled = false;
+      out.replaceChildren(errorNotice(err));
+    }
+  };
+  freeze.addEventListener("click", () => decide("freeze"));
+  dismiss.addEventListener("click", () => decide("dismiss"));
+  return h("div", { class: "decide" }, reason, h("div", { class: "row" }, freeze, dismiss));
+}
+
 // ---------------------------------------------------------------- routing
 
 const routes = {
@@ -613,6 +750,7 @@ const routes = {
   sandboxes: () => sandboxesView(),
   sandbox: (arg) => sandboxView(arg),
   audit: (arg, params) => auditView(params),
+  incidents: () => incidentsView(),
 };
 
 async function render() {
