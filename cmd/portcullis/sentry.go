@@ -50,7 +50,8 @@ These commands are for operators and admins: events and gaps read what
 was received, actions lists what the gateway did about remediating events,
 timeline joins a sandbox's events with decisions, versions and audit,
 decide answers a held one, and key (admin) registers the Ed25519 key a
-source must sign its events with.`
+source must sign its events with. simulate is a watchdog (with a sentry
+token): it sends realistic event streams, for tests and demos.`
 	key := newGroupCmd("key", "Register or remove the Ed25519 key a source signs its events with (admin)",
 		`  portcullis sentry key set urn:dpu:node-17 --public-key node-17.pub
   portcullis sentry key delete urn:dpu:node-17`)
@@ -61,6 +62,7 @@ source must sign its events with.`
 		newSentryActionsCmd(env),
 		newSentryDecideCmd(env),
 		newSentryTimelineCmd(env),
+		newSentrySimulateCmd(env),
 		key,
 	)
 	return cmd

@@ -527,3 +527,60 @@ func TestSentryCells(t *testing.T) {
 		}
 	}
 }
+
+// TestSentrySimulate: the simulator's streams — duplicates, shuffled
+// batches, events held back and sent later — end with every sequence
+// stored and no gap, and its quarantine freezes the sandbox.
+func TestSentrySimulate(t *testing.T) {
+	g := startGateway(t)
+	admin := gatewaytest.AdminToken
+	g.must(t, admin, "sandbox", "create", "orders", "-f", "testdata/quickstart.yaml")
+	tokenFile := writeFile(t, "node.token", sentryToken(t, g.url, admin)+"\n")
+	stdout, stderr, code := runCLI(t, "--gateway", g.url, "--token-file", tokenFile, "-o", "json",
+		"sentry", "simulate", "--source", watchdog, "--rate", "400", "--duration", "3s", "--quarantine", "orders", "--sandboxes", "orders,other")
+	ok(t, code, stderr)
+	var sum struct {
+		Sources []struct {
+			Source                            string
+			Sent, Stored, Duplicates, Refused int
+			AckedSequence                     uint64 `json:"acked_sequence"`
+			Gaps                              [][2]uint64
+			Quarantines                       int
+			Failures                          int `json:"failed_requests"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || len(sum.Sources) != 1 {
+		t.Fatalf("summary %s: %v", stdout, err)
+	}
+	s := sum.Sources[0]
+	if s.Source != watchdog || s.Sent < 600 || s.Refused != 0 || s.Failures != 0 || s.Quarantines != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.Stored+s.Duplicates != s.Sent || s.Duplicates == 0 {
+		t.Errorf("stored %d + duplicates %d != sent %d (or no duplicates were sent)", s.Stored, s.Duplicates, s.Sent)
+	}
+	if len(s.Gaps) != 0 || s.AckedSequence != uint64(s.Stored) {
+		t.Errorf("after the held-back events came: acked %d of %d stored, gaps %v; want all acked, none", s.AckedSequence, s.Stored, s.Gaps)
+	}
+	if !strings.Contains(stderr, "sent ") {
+		t.Errorf("no progress on stderr: %q", stderr)
+	}
+	if sb := g.json(t, admin, "sandbox", "get", "orders"); sb["frozen"] != true || sb["quarantine_source"] != watchdog {
+		t.Errorf("after the simulated quarantine: %v", sb)
+	}
+	// The gateway holds what the simulator says it stored.
+	if ev := g.json(t, admin, "sentry", "events", "--limit", "1000"); len(ev["events"].([]any)) != min(s.Stored, 1000) {
+		t.Errorf("the gateway lists %d events, the simulator stored %d", len(ev["events"].([]any)), s.Stored)
+	}
+	// Usage.
+	for _, bad := range [][]string{
+		{"sentry", "simulate", "--rate", "400"},                           // no --source
+		{"sentry", "simulate", "--source", watchdog, "--rate", "0"},       // rate
+		{"sentry", "simulate", "--source", watchdog, "--duration", "-1s"}, // duration
+		{"sentry", "simulate", "--source", watchdog, "--sources", "2"},    // one token
+	} {
+		if _, stderr, code := runCLI(t, append([]string{"--gateway", g.url, "--token-file", tokenFile}, bad...)...); code != exitInvalid {
+			t.Errorf("%v: exit %d, %q; want a usage error", bad, code, stderr)
+		}
+	}
+}
