@@ -225,7 +225,7 @@ func TestConsoleIncidents(t *testing.T) {
 		t.Errorf("the frozen incident's ingest to ACK: %q", ack)
 	}
 	got = webtest.TextOf(t, ctx, row(billing))
-	for _, want := range []string{"billing", "held", "q-billing", "--quarantine-budget 1"} {
+	for _, want := range []string{"billing", "held", "q-billing", "froze 1 of at most 1 sandboxes"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the held incident's row %q lacks %q", got, want)
 		}
@@ -266,11 +266,11 @@ func TestConsoleIncidents(t *testing.T) {
 	webtest.Screenshot(t, ctx, shots, "incidents-decided.png")
 
 	// As the API sees them.
-	if a := action("returns"); a.GetStatus() != "dismissed" || a.GetDecidedBy() != "ops-alice" || a.GetReason() != dismissal {
+	if a := action("returns"); a.GetStatus() != "dismissed" || a.GetDecidedBy() != "ops-alice" || !strings.HasSuffix(a.GetReason(), ": "+dismissal) || !strings.Contains(a.GetReason(), "quarantine budget spent") {
 		t.Errorf("returns after the console's dismiss: %v", a)
 	}
 	a := action("billing")
-	if a.GetStatus() != "applied" || a.GetDecidedBy() != "ops-alice" || a.GetReason() != confirmation || a.GetVersion() != 2 {
+	if a.GetStatus() != "applied" || a.GetDecidedBy() != "ops-alice" || !strings.HasSuffix(a.GetReason(), ": "+confirmation) || a.GetVersion() != 2 {
 		t.Errorf("billing after the console's freeze: %v", a)
 	}
 	if !strings.Contains(msg, fmt.Sprintf("version %d", a.GetVersion())) {

@@ -209,7 +209,9 @@ const (
 
 // Decide answers a held action: freeze the sandbox now (applied; the
 // breaker does not count an operator's freeze) or dismiss it. The reason
-// is required.
+// is required. The answer is claimed first, in a transaction that holds
+// the sandbox's row, so two operators cannot both decide; a freeze that
+// then fails puts the action back to held.
 func (in *Intake) Decide(ctx context.Context, id int64, decision, reason, actor string) (store.SentryAction, error) {
 	if reason == "" {
 		return store.SentryAction{}, &lifecycle.FieldError{Path: "reason", Message: "is required: say why"}
@@ -217,34 +219,67 @@ func (in *Intake) Decide(ctx context.Context, id int64, decision, reason, actor 
 	if decision != DecideFreeze && decision != DecideDismiss {
 		return store.SentryAction{}, &lifecycle.FieldError{Path: "decision", Message: fmt.Sprintf("must be %q or %q, not %q", DecideFreeze, DecideDismiss, decision)}
 	}
-	a, err := in.st.GetSentryAction(ctx, id)
+	held, err := in.st.GetSentryAction(ctx, id)
 	if err != nil {
 		return store.SentryAction{}, lifecycle.Missing(err, "sentry action %d not found", id)
 	}
-	if a.Status != store.SentryHeld {
-		return a, &lifecycle.ConflictError{Msg: fmt.Sprintf("sentry action %d is %s, not held", id, a.Status)}
-	}
-	a.Status = store.SentryDismissed
+	status := store.SentryDismissed
 	if decision == DecideFreeze {
-		sb, err := in.life.Freeze(ctx, a.Sandbox, fmt.Sprintf("sentry %s/%s, held and then frozen by %s: %s", a.Source, a.EventID, actor, reason), actor)
-		if err != nil {
-			return a, err
-		}
-		a.Status, a.Version = store.SentryApplied, sb.CurrentVersion
+		status = store.SentryApplied
 	}
-	now := in.cfg.Now()
-	a.DecidedBy, a.DecidedAt, a.Reason = actor, &now, reason
-	err = in.st.InTx(ctx, func(tx store.Tx) error {
-		if err := tx.UpdateSentryAction(ctx, a); err != nil {
+	a, err := in.transition(ctx, held, store.SentryHeld, func(a *store.SentryAction) {
+		now := in.cfg.Now()
+		a.Status, a.DecidedBy, a.DecidedAt = status, actor, &now
+		a.Reason = fmt.Sprintf("%s — %s by %s: %s", a.Reason, status, actor, reason)
+	}, actor)
+	if err != nil || decision == DecideDismiss {
+		return a, err
+	}
+	sb, err := in.life.Freeze(ctx, a.Sandbox, fmt.Sprintf("sentry %s/%s, held and then frozen by %s: %s", a.Source, a.EventID, actor, reason), actor)
+	if err != nil {
+		// Not frozen: the action is held again, for another try.
+		if _, rerr := in.transition(ctx, a, store.SentryApplied, func(x *store.SentryAction) {
+			x.Status, x.Reason, x.DecidedBy, x.DecidedAt = store.SentryHeld, held.Reason, "", nil
+		}, actor); rerr != nil {
+			in.log.ErrorContext(ctx, "put a sentry action back to held", "action", id, "err", rerr)
+		}
+		return held, err
+	}
+	return in.transition(ctx, a, store.SentryApplied, func(x *store.SentryAction) { x.Version = sb.CurrentVersion }, actor)
+}
+
+// transition changes action a, if it still has status from, in one
+// transaction holding its sandbox's row (every decision on a sandbox's
+// actions queues there), and audits the change.
+func (in *Intake) transition(ctx context.Context, a store.SentryAction, from string, change func(*store.SentryAction), actor string) (store.SentryAction, error) {
+	var out store.SentryAction
+	err := in.st.InTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.LockSandbox(ctx, a.Sandbox); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+		cur, err := tx.GetSentryAction(ctx, a.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != from {
+			return &lifecycle.ConflictError{Msg: fmt.Sprintf("sentry action %d is %s, not %s", a.ID, cur.Status, from)}
+		}
+		change(&cur)
+		if err := tx.UpdateSentryAction(ctx, cur); err != nil {
+			return err
+		}
+		out = cur
 		return store.Audit(ctx, tx, store.AuditEntry{
-			Actor: actor, Action: store.ActionSentryAction, Sandbox: a.Sandbox, Target: a.Source + "/" + a.EventID,
-			Detail: map[string]string{"status": a.Status, "reason": clip(reason), "version": fmt.Sprint(a.Version), "action": fmt.Sprint(a.ID)},
+			Actor: actor, Action: store.ActionSentryAction, Sandbox: cur.Sandbox, Target: cur.Source + "/" + cur.EventID,
+			Detail: map[string]string{"status": cur.Status, "reason": clip(cur.Reason), "version": fmt.Sprint(cur.Version), "action": fmt.Sprint(cur.ID)},
 		})
 	})
-	if err != nil {
-		return a, fmt.Errorf("record the decision on sentry action %d: %w", id, err)
+	var conflict *lifecycle.ConflictError
+	if errors.As(err, &conflict) {
+		return a, err
 	}
-	return a, nil
+	if err != nil {
+		return a, fmt.Errorf("decide sentry action %d: %w", a.ID, err)
+	}
+	return out, nil
 }

@@ -89,6 +89,12 @@ func (in *Intake) Timeline(ctx context.Context, sandbox string, since time.Time,
 	if err != nil {
 		return nil, err
 	}
+	// Each list goes in oldest first (proposals, actions and audit come
+	// newest first), so entries of one kind at the same instant keep
+	// their own order through the stable sort.
+	slices.Reverse(proposals)
+	slices.Reverse(actions)
+	slices.Reverse(audit)
 	t.addVersions()
 	t.addDecisions(decisions)
 	t.addEvents(events, decisions, proposals)
