@@ -91,10 +91,10 @@ func TestSentryQuarantineEndToEnd(t *testing.T) {
 	}
 
 	// The watchdog: one CloudEvent over HTTP, as curl would send it.
-	event := `{"specversion": "1.0", "id": "q-0001", "source": "sentry://dpu-7", "sequence": 1,
-	  "type": "portcullis.sentry.v1.quarantine", "subject": "agent-1", "time": "2026-12-01T19:00:00Z",
+	event := fmt.Sprintf(`{"specversion": "1.0", "id": "q-0001", "source": "sentry://dpu-7", "sequence": 1,
+	  "type": "portcullis.sentry.v1.quarantine", "subject": "agent-1", "time": %q,
 	  "data": {"severity": "critical", "processing": "remediate",
-	           "finding": {"title": "agent exfiltrating order data", "confidence": 0.98}}}`
+	           "finding": {"title": "agent exfiltrating order data", "confidence": 0.98}}}`, time.Now().UTC().Format(time.RFC3339Nano))
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, gatewayURL+"/v1/sentry/events", strings.NewReader(event))
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +142,33 @@ func TestSentryQuarantineEndToEnd(t *testing.T) {
 	if a := acts.GetActions(); len(a) != 1 || a[0].GetStatus() != "frozen" || a[0].GetAckedAt() == nil || a[0].GetVersion() != 2 {
 		t.Fatalf("actions = %v, want one frozen at version 2 with its ACK time", a)
 	}
+
+	// The timeline: the event, the deny-all version it caused, and the
+	// proxy's ACK of it, in that order.
+	out, stderr, code = runCLI(t, append(admin, "sentry", "timeline", "agent-1")...)
+	if code != exitOK {
+		t.Fatalf("sentry timeline: exit %d: %s", code, stderr)
+	}
+	at := func(words ...string) int {
+		for i, l := range strings.Split(out, "\n") {
+			all := true
+			for _, w := range words {
+				all = all && strings.Contains(l, w)
+			}
+			if all {
+				return i
+			}
+		}
+		t.Fatalf("no timeline line has %q:\n%s", words, out)
+		return -1
+	}
+	evLine := at("sentry_event", "quarantine from sentry://dpu-7")
+	versionLine := at("version", "version 2 committed (freeze)")
+	ackLine := at("ack", "applied version 2")
+	if !(evLine < versionLine && versionLine < ackLine) {
+		t.Errorf("timeline order: event line %d, version %d, ack %d; want them in that order:\n%s", evLine, versionLine, ackLine, out)
+	}
+	t.Logf("timeline:\n%s", out)
 }
 
 // newSentryAPI is the Sentry service as the push tests' admin.
