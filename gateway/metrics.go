@@ -35,40 +35,25 @@ func newMetrics(s *Server) *metrics {
 			return known
 		}),
 	}
-	m.pushAck = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "portcullis_push_ack_seconds",
-		Help:    "Time from a policy version's commit to a proxy's ACK of it.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	})
+	m.pushAck = latency("portcullis_push_ack_seconds", "Time from a policy version's commit to a proxy's ACK of it.")
 	m.pushNacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "portcullis_push_nacks_total",
 		Help: "Policy versions proxies refused.",
 	})
-	m.conns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "portcullis_connections_total",
-		Help: "Connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).",
-	}, []string{"server"})
-	m.sentryEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "portcullis_sentry_events_total",
-		Help: "Sentry events received through this replica, by result: stored, duplicate or refused.",
-	}, []string{"result"})
-	m.sentryActions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "portcullis_sentry_actions_total",
-		Help: "What this replica did about remediating Sentry events, by status: frozen, held, dry_run, already_frozen, failed.",
-	}, []string{"status"})
+	m.conns = counterVec("portcullis_connections_total",
+		"Connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).", "server")
+	m.sentryEvents = counterVec("portcullis_sentry_events_total",
+		"Sentry events received through this replica, by result: stored, duplicate or refused.", "result")
+	m.sentryActions = counterVec("portcullis_sentry_actions_total",
+		"What this replica did about remediating Sentry events, by status: frozen, held, dry_run, already_frozen, failed.", "status")
 	m.sentryGaps = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "portcullis_sentry_missing_sequences",
 		Help: "Sequences missing between a Sentry source's acknowledged and highest sequence, as of its last batch here.",
 	}, []string{"source"})
-	m.sentryApplied = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "portcullis_sentry_quarantine_applied_seconds",
-		Help:    "Time from receiving a Sentry quarantine to the last connected proxy's ACK of the deny-all version.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	})
-	m.sentryFound = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "portcullis_sentry_findings_total",
-		Help: "Findings derived from Sentry events by this replica, by kind: drift (a policy hash no proxy applied) or unmediated (a tool call no proxy decided).",
-	}, []string{"kind"})
+	m.sentryApplied = latency("portcullis_sentry_quarantine_applied_seconds",
+		"Time from receiving a Sentry quarantine to the last connected proxy's ACK of the deny-all version.")
+	m.sentryFound = counterVec("portcullis_sentry_findings_total",
+		"Findings derived from Sentry events by this replica, by kind: drift (a policy hash no proxy applied) or unmediated (a tool call no proxy decided).", "kind")
 	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "portcullis_proxies_connected",
 		Help: "Proxies streaming policy from this replica.",
@@ -92,4 +77,13 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// latency is a histogram of seconds from 1 ms to about a minute.
+func latency(name, help string) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+}
+
+func counterVec(name, help, label string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
 }
