@@ -458,6 +458,19 @@ func TestQuarantineBudget(t *testing.T) {
 	if sink.find(notify.EventQuarantineHeld, func(ev map[string]any) bool { return ev["sandbox"] == "ghost" }) != nil {
 		t.Error("a quarantine of an unknown sandbox raised the held alert")
 	}
+	// The metrics: what was stored, and what was done.
+	_, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken)
+	for _, want := range []string{
+		`portcullis_sentry_events_total{result="stored"} 4`,
+		`portcullis_sentry_actions_total{status="frozen"} 2`,
+		`portcullis_sentry_actions_total{status="held"} 1`,
+		`portcullis_sentry_actions_total{status="failed"} 1`,
+		`portcullis_sentry_missing_sequences{source="sentry://node-3"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 func TestSentryDryRun(t *testing.T) {
