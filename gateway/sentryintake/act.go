@@ -27,13 +27,16 @@ import (
 // Release is never a Sentry event: unfreezing is an operator's action
 // (portcullis sandbox unfreeze NAME --reason R).
 
-// act decides and records what to do about one stored remediating event;
-// an event that has an action already was handled before.
-func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time) error {
-	if _, err := in.actionOf(ctx, ev); err == nil {
-		return nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
+// act decides and records what to do about one stored remediating event.
+// An event stored before (fresh false) may have been handled already: it
+// is when it has an action.
+func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, fresh bool) error {
+	if !fresh {
+		if _, err := in.actionOf(ctx, ev); err == nil {
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 	}
 	a := store.SentryAction{Source: ev.Source, EventID: ev.ID, Sandbox: ev.Subject, Type: ev.Type, ReceivedAt: received}
 	if in.cfg.DryRun {

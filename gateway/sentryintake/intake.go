@@ -47,7 +47,10 @@ import (
 const (
 	DefaultQuarantineBudget = 10
 	DefaultBudgetWindow     = 5 * time.Minute
-	DefaultBulkSlots        = 4
+	// DefaultBulkSlots: bulk appends at once. Each holds a database
+	// connection for its whole batch; the quarantine lane and every
+	// other request need the rest of the pool.
+	DefaultBulkSlots = 2
 	// DefaultAckWait bounds how long the ingest-to-ACK time of a freeze
 	// is waited for.
 	DefaultAckWait = 30 * time.Second
@@ -213,7 +216,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 		}
 		res.add(out)
 		in.queueChecks([]store.SentryEvent{row}, []string{toolOf(ev)})
-		if err := in.act(ctx, ev, received); err != nil {
+		if err := in.act(ctx, ev, received, out.Stored == 1); err != nil {
 			return Result{}, err
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,13 +31,19 @@ import (
 type Config struct {
 	// Logger receives lifecycle messages. Default: discard.
 	Logger *slog.Logger
-	// MaxConns caps the pool. Default (0): pgxpool's default, the greater of
-	// 4 and runtime.NumCPU(), unless the URL sets pool_max_conns.
+	// MaxConns caps the pool. Default (0): DefaultMaxConns or
+	// runtime.NumCPU(), whichever is greater, unless the URL sets
+	// pool_max_conns. (pgxpool's own default, 4 on a small machine, is
+	// too few: the commit listener holds one, and the Sentry intake's
+	// bulk appends must leave room for the quarantine lane and the API.)
 	MaxConns int32
 	// MinConns keeps this many connections open. Default (0): none, unless
 	// the URL sets pool_min_conns.
 	MinConns int32
 }
+
+// DefaultMaxConns is the pool's size on a machine with fewer CPUs.
+const DefaultMaxConns = 12
 
 // Driver is a store.Driver on PostgreSQL. It is safe for concurrent use.
 // Outside InTx each primitive runs as its own statement on the pool.
@@ -76,8 +84,11 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 		// The parse error may quote the URL, password included.
 		return nil, errors.New("postgres: invalid database URL")
 	}
-	if cfg.MaxConns > 0 {
+	switch {
+	case cfg.MaxConns > 0:
 		pcfg.MaxConns = cfg.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		pcfg.MaxConns = max(DefaultMaxConns, int32(runtime.NumCPU()))
 	}
 	if cfg.MinConns > 0 {
 		pcfg.MinConns = cfg.MinConns
