@@ -54,7 +54,7 @@ func (s *Server) ingest(ctx context.Context, p Principal, batch sentry.Batch) (s
 
 func (s sentryService) PublishEvents(ctx context.Context, req *portcullisv1.PublishEventsRequest) (*portcullisv1.PublishEventsResponse, error) {
 	p := mustPrincipal(ctx)
-	batch, err := batchFromProto(req.GetEvents())
+	batch, err := s.readProto(ctx, req.GetEvents())
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s sentryService) IngestEvents(ctx context.Context, stream portcullisv1conn
 		if err != nil {
 			return err
 		}
-		batch, err := batchFromProto(req.GetEvents())
+		batch, err := s.readProto(ctx, req.GetEvents())
 		if err != nil {
 			return err
 		}
@@ -95,6 +95,18 @@ func (s sentryService) IngestEvents(ctx context.Context, stream portcullisv1conn
 			return err
 		}
 	}
+}
+
+// readProto reads the events of a message, a batch in its turn.
+func (s *Server) readProto(ctx context.Context, events []*portcullisv1.SentryEvent) (sentry.Batch, error) {
+	if len(events) > 1 {
+		release, err := s.sentry.Reading(ctx)
+		if err != nil {
+			return sentry.Batch{}, err
+		}
+		defer release()
+	}
+	return batchFromProto(events)
 }
 
 // batchFromProto writes each event out as its CloudEvents JSON and reads
@@ -234,9 +246,18 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		default:
 			batch.Events = []sentry.Event{ev}
 		}
-	} else if batch, err = sentry.ParseBatch(body); err != nil {
-		fail(http.StatusBadRequest, err.Error())
-		return
+	} else {
+		release, err := s.sentry.Reading(r.Context())
+		if err != nil {
+			fail(http.StatusServiceUnavailable, "the request ended before its turn to be read")
+			return
+		}
+		batch, err = sentry.ParseBatch(body)
+		release()
+		if err != nil {
+			fail(http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	res, err := s.ingest(r.Context(), p, batch)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,6 +106,8 @@ type Intake struct {
 	// background is the ack waits in flight (Wait, for tests and
 	// shutdown).
 	background sync.WaitGroup
+	// reading bounds the batches being read at once (Reading).
+	reading chan struct{}
 	// checks are the stored events waiting for their derived findings.
 	checks  chan check
 	dropped atomic.Uint64
@@ -136,7 +139,8 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	return &Intake{cfg: cfg, st: st, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), checks: make(chan check, checkQueue)}
+	return &Intake{cfg: cfg, st: st, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots),
+		reading: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), checks: make(chan check, checkQueue)}
 }
 
 // Result is what one batch did: events stored for the first time,
@@ -265,6 +269,20 @@ func (r *Result) add(out store.SentryBatchResult) {
 		} else {
 			r.Sources = append(r.Sources, s)
 		}
+	}
+}
+
+// Reading waits for a turn to read a batch of more than one event and
+// returns its release. Reading events is the intake's main cost in CPU,
+// so at most GOMAXPROCS-1 batches (at least one) are read at once: an
+// event sent on its own — a quarantine, as a watchdog should send it —
+// is read without waiting and always finds a core.
+func (in *Intake) Reading(ctx context.Context) (func(), error) {
+	select {
+	case in.reading <- struct{}{}:
+		return func() { <-in.reading }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
