@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/postgres"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
@@ -95,6 +96,7 @@ func newGatewayCmd(env *environment) *cobra.Command {
 		metricsListen string
 		webhookURL    string
 		decisions     decisionFlags
+		sentryOpts    sentryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -120,9 +122,19 @@ Decision records proxies ship are bounded: each sandbox may ship
 beyond are dropped and counted in proxies list and /metrics), and a sweep
 deletes records older than --decision-max-age and each sandbox's records
 past its newest --decision-max-per-sandbox. Denials a proposal names are
-never deleted.`,
+never deleted.
+
+Sentry events (watchdogs POST them to /v1/sentry/events with a sentry
+token) are kept --sentry-retention, by whole days. A remediating one (a
+quarantine or boundary_breach with processing remediate) freezes its
+sandbox, but at most --quarantine-budget sandboxes per five minutes: past
+it, quarantines are held for an operator (portcullis sentry actions,
+portcullis sentry decide). With --sentry-dry-run nothing is frozen; what
+would have been is recorded (status dry_run).`,
 		Example: `  portcullis gateway
-  PORTCULLIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/portcullis portcullis gateway --listen 0.0.0.0:7070 --tls-cert c.pem --tls-key k.pem`,
+  PORTCULLIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/portcullis portcullis gateway --listen 0.0.0.0:7070 --tls-cert c.pem --tls-key k.pem
+  portcullis gateway --quarantine-budget 3 --sentry-retention 168h
+  portcullis gateway --sentry-dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
@@ -130,6 +142,9 @@ never deleted.`,
 				return usagef("--tls-cert and --tls-key go together")
 			}
 			if err := decisions.check(); err != nil {
+				return err
+			}
+			if err := sentryOpts.check(); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -170,6 +185,10 @@ never deleted.`,
 				DecisionMaxPerSandbox: decisions.maxPerSandbox,
 				DecisionRate:          decisions.rate,
 				DecisionBurst:         decisions.burst,
+
+				SentryDryRun:     sentryOpts.dryRun,
+				QuarantineBudget: sentryOpts.quarantineBudget,
+				SentryRetention:  sentryOpts.retention,
 			}, st)
 			if err != nil {
 				return err
@@ -220,6 +239,7 @@ never deleted.`,
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
 	cmd.Flags().StringVar(&webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
 	decisions.add(cmd)
+	sentryOpts.add(cmd)
 	return cmd
 }
 
@@ -253,6 +273,33 @@ func (f *decisionFlags) check() error {
 		return usagef("--decision-rate %v: give records a second, or a negative value for no limit", f.rate)
 	case f.rate > 0 && f.burst < 10:
 		return usagef("--decision-burst %d: must be at least 10", f.burst)
+	}
+	return nil
+}
+
+// sentryFlags set what the gateway does with Sentry events.
+type sentryFlags struct {
+	dryRun           bool
+	quarantineBudget int
+	retention        time.Duration
+}
+
+func (f *sentryFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.dryRun, "sentry-dry-run", false,
+		"freeze nothing on Sentry quarantines; record what would have been frozen (status dry_run)")
+	cmd.Flags().IntVar(&f.quarantineBudget, "quarantine-budget", sentryintake.DefaultQuarantineBudget,
+		"sandboxes Sentry events may freeze per five minutes; past it quarantines are held for an operator (negative: no budget)")
+	cmd.Flags().DurationVar(&f.retention, "sentry-retention", sentryintake.DefaultRetention,
+		"delete Sentry events received longer ago than this, by whole days (a negative value keeps them forever)")
+}
+
+// check refuses values the gateway would read as "use the default".
+func (f *sentryFlags) check() error {
+	switch {
+	case f.quarantineBudget == 0:
+		return usagef("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
+	case f.retention == 0:
+		return usagef("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
 	}
 	return nil
 }
