@@ -139,12 +139,13 @@ func (f *fleet) close() {
 
 // quarantineSample is one quarantine's times, ms.
 type quarantineSample struct {
-	Sandbox string  `json:"sandbox"`
-	Version uint32  `json:"version"`
-	PostMs  float64 `json:"post_ms"`   // POST sent to its answer read
-	AckMs   float64 `json:"ack_ms"`    // POST sent to the proxy's ACK handed to grpc-go
-	GwLogMs float64 `json:"gw_log_ms"` // the gateway's ingest_to_last_ack_ms
-	GwRowMs float64 `json:"gw_row_ms"` // the action's acked_at − received_at
+	Sandbox string    `json:"sandbox"`
+	SentAt  time.Time `json:"sent_at"` // to line a slow one up with what else happened then
+	Version uint32    `json:"version"`
+	PostMs  float64   `json:"post_ms"`   // POST sent to its answer read
+	AckMs   float64   `json:"ack_ms"`    // POST sent to the proxy's ACK handed to grpc-go
+	GwLogMs float64   `json:"gw_log_ms"` // the gateway's ingest_to_last_ack_ms
+	GwRowMs float64   `json:"gw_row_ms"` // the action's acked_at − received_at
 }
 
 // quarantines sends one quarantine (remediate) for each of sandboxes
@@ -174,7 +175,7 @@ func (g *gatewayProc) quarantines(ctx context.Context, f *fleet, src *source, fi
 				errc <- err
 				return
 			}
-			out[k] = quarantineSample{Sandbox: f.names[i], Version: a.version, PostMs: ms(posted), AckMs: ms(a.acked.Sub(t0))}
+			out[k] = quarantineSample{Sandbox: f.names[i], SentAt: t0, Version: a.version, PostMs: ms(posted), AckMs: ms(a.acked.Sub(t0))}
 		}()
 		if k < count-1 {
 			select {
