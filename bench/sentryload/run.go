@@ -34,6 +34,7 @@ type config struct {
 	quarantines  int
 	qInterval    time.Duration
 	loadFraction float64
+	loadRate     float64
 	json         bool
 }
 
@@ -63,6 +64,8 @@ func (c *config) check() error {
 		return benchcli.Usagef("-quarantine-interval must be > 0")
 	case c.loadFraction <= 0 || c.loadFraction > 1:
 		return benchcli.Usagef("-load must be in (0, 1]")
+	case c.loadRate < 0:
+		return benchcli.Usagef("-load-rate must be ≥ 0")
 	}
 	for _, n := range c.inflight {
 		if n < 1 || n > 1000 {
@@ -276,6 +279,9 @@ func (g *gatewayProc) quarantineRounds(ctx context.Context, cfg config, f *fleet
 		return nil, err
 	}
 	q := &quarantineResult{Proxies: len(f.names), Count: cfg.quarantines, Interval: cfg.qInterval.String(), MaxRate: maxRate, TargetRate: cfg.loadFraction * maxRate}
+	if cfg.loadRate > 0 {
+		q.TargetRate = cfg.loadRate // the same load for runs compared with each other
+	}
 
 	fmt.Fprintf(logw, "  %d quarantines, no bulk ingest\n", cfg.quarantines)
 	logged := len(g.appliedLogs())
