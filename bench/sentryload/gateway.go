@@ -278,6 +278,7 @@ func (g *gatewayProc) cleanup(err error) error {
 		case <-g.done:
 		default:
 			g.cmd.Process.Kill()
+			<-g.done
 		}
 	}
 	err = errors.Join(err, g.drop())
