@@ -168,47 +168,59 @@ func startGateway(ctx context.Context, bin, serverURL, dbParams string, logw io.
 	return g, nil
 }
 
-// readStderr keeps the lines this program reads from the gateway's
-// stderr: the quarantine lane's log and the runtime's gctrace.
+// readStderr keeps what this program reads from the gateway's stderr: the
+// quarantine lane's log and the runtime's gctrace. The runtime writes a
+// gctrace line in pieces, so a log line (one write) can land inside one:
+// the log object is taken from wherever it starts, and the live heap from
+// whichever piece holds it.
 func (g *gatewayProc) readStderr(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "gc ") {
-			if live, ok := parseGCTrace(line); ok {
-				g.mu.Lock()
-				g.gcs = append(g.gcs, gcTrace{at: time.Now(), liveMB: live})
-				g.mu.Unlock()
-			}
-			continue
+		if i := strings.Index(line, `{"time":`); i >= 0 {
+			g.logLine(line[i:])
+			line = line[:i]
 		}
-		if strings.Contains(line, `"sentry quarantine applied by every proxy"`) {
-			var a appliedLog
-			if json.Unmarshal([]byte(line), &a) == nil {
-				g.mu.Lock()
-				g.applied = append(g.applied, a)
-				g.mu.Unlock()
-			}
-			continue
+		if live, ok := parseGCTrace(line); ok {
+			g.mu.Lock()
+			g.gcs = append(g.gcs, gcTrace{at: time.Now(), liveMB: live})
+			g.mu.Unlock()
 		}
-		if strings.Contains(line, `"level":"INFO"`) {
-			continue // one line per connecting proxy and the like
-		}
-		g.mu.Lock()
-		if g.stderr.Len() < 1<<20 {
-			g.stderr.WriteString(line + "\n")
-		}
-		g.mu.Unlock()
 	}
 	io.Copy(io.Discard, r)
+}
+
+// logLine keeps one of the gateway's JSON log lines: the quarantine
+// lane's, and warnings and errors for when something fails.
+func (g *gatewayProc) logLine(line string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if strings.Contains(line, `"sentry quarantine applied by every proxy"`) {
+		var a appliedLog
+		if json.Unmarshal([]byte(line), &a) == nil {
+			g.applied = append(g.applied, a)
+		}
+		return
+	}
+	if strings.Contains(line, `"level":"INFO"`) {
+		return // one line per connecting proxy and the like
+	}
+	if g.stderr.Len() < 1<<20 {
+		g.stderr.WriteString(line + "\n")
+	}
 }
 
 // parseGCTrace reads the live heap (the third figure of "4->5->2 MB")
 // from a GODEBUG=gctrace=1 line:
 //
 //	gc 12 @3.1s 2%: 0.02+1.5+0.01 ms clock, …, 40->41->21 MB, 42 MB goal, 0 MB stacks, 0 MB globals, 2 P
+//
+// It also reads the piece of such a line after a log line interrupted it.
 func parseGCTrace(line string) (int, bool) {
+	if !strings.Contains(line, " MB goal") {
+		return 0, false
+	}
 	for f := range strings.SplitSeq(line, ", ") {
 		if heap, ok := strings.CutSuffix(f, " MB"); ok && strings.Count(heap, "->") == 2 {
 			parts := strings.Split(heap, "->")
