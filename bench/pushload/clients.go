@@ -13,29 +13,22 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
-	"github.com/portcullis-dev/portcullis/gateway"
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/bench/internal/simproxy"
 )
 
-// The child process: N simulated proxies, each a StreamPolicy stream over
-// stock grpc-go dialled the way gatewayclient.Subscriber dials (keepalive 30 s,
-// bearer token per RPC). A simulated proxy ACKs every version as soon as
-// it has read it: it neither verifies the signature nor compiles the
-// policy, so the figures are about the delivery, not about the proxies'
-// work (which real proxies do on their own machines). Every stream sends a
-// heartbeat every gateway.HeartbeatInterval, spread evenly, as proxies do.
+// The child process: N simulated proxies (bench/internal/simproxy), each a
+// StreamPolicy stream that ACKs every version as soon as it has read it,
+// so the figures are about the delivery. Every stream sends a heartbeat
+// every gateway.HeartbeatInterval, spread evenly, as proxies do.
 
 type clients struct {
 	addr, sandbox, token string
 
 	conns   []*grpc.ClientConn
-	streams []*simStream
+	streams []*simproxy.Stream
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the streams' receive loops
 	hbStop  chan struct{}
@@ -49,18 +42,6 @@ type clients struct {
 	tcp        []net.Conn
 	tcpWG      sync.WaitGroup
 	tcpCollect atomic.Pointer[collect]
-}
-
-// simStream is one simulated proxy's stream.
-type simStream struct {
-	mu sync.Mutex // grpc-go streams allow one sender at a time
-	st portcullisv1.DistributionService_StreamPolicyClient
-}
-
-func (s *simStream) send(m *portcullisv1.StreamPolicyRequest) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st.Send(m)
 }
 
 // collect gathers one push's arrival and ACK times, by stream.
@@ -94,15 +75,6 @@ func (c *collect) record(i int, arrived, acked time.Time) {
 		close(c.done)
 	}
 }
-
-// bearer sends the sandbox token with every RPC, as the proxy's does.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (bearer) RequireTransportSecurity() bool { return false }
 
 // runClients serves the parent's requests until it says quit or closes
 // stdin.
@@ -187,18 +159,14 @@ func (c *clients) connect(n, share, concurrency int, timeout time.Duration) (uin
 	nconns := (n + share - 1) / share
 	c.conns = make([]*grpc.ClientConn, nconns)
 	for i := range c.conns {
-		conn, err := grpc.NewClient("passthrough:///"+c.addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithPerRPCCredentials(bearer(c.token)),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		)
+		conn, err := simproxy.Dial(c.addr, c.token)
 		if err != nil {
 			c.closeStreams()
 			return 0, err
 		}
 		c.conns[i] = conn
 	}
-	streams := make([]*simStream, n)
+	streams := make([]*simproxy.Stream, n)
 	readyc := make(chan ready, n)
 	sem := make(chan struct{}, concurrency)
 	dispatched := make(chan struct{})
@@ -210,10 +178,8 @@ func (c *clients) connect(n, share, concurrency int, timeout time.Duration) (uin
 			case <-ctx.Done():
 				return
 			}
-			s := &simStream{}
-			streams[i] = s
 			c.wg.Add(1)
-			go c.runStream(ctx, i, s, c.conns[i/share], func() { <-sem }, readyc)
+			go c.runStream(ctx, i, &streams[i], c.conns[i/share], func() { <-sem }, readyc)
 		}
 	}()
 	fail := func(err error) (uint32, error) {
@@ -243,11 +209,13 @@ func (c *clients) connect(n, share, concurrency int, timeout time.Duration) (uin
 	<-dispatched
 	c.streams = streams
 	c.hbStop, c.hbDone = make(chan struct{}), make(chan struct{})
-	go c.heartbeats(c.streams, c.hbStop, c.hbDone)
+	go simproxy.Heartbeats(c.streams, c.hbStop, c.hbDone)
 	return version, nil
 }
 
-func (c *clients) runStream(ctx context.Context, i int, s *simStream, conn *grpc.ClientConn, release func(), readyc chan<- ready) {
+// runStream runs simulated proxy p<i>: it opens the stream into *slot,
+// reports its first version on readyc and records the armed version.
+func (c *clients) runStream(ctx context.Context, i int, slot **simproxy.Stream, conn *grpc.ClientConn, release func(), readyc chan<- ready) {
 	defer c.wg.Done()
 	first := true
 	fail := func(err error) {
@@ -261,71 +229,30 @@ func (c *clients) runStream(ctx context.Context, i int, s *simStream, conn *grpc
 			c.streamErr.CompareAndSwap(nil, &msg)
 		}
 	}
-	st, err := portcullisv1.NewDistributionServiceClient(conn).StreamPolicy(ctx)
+	s, err := simproxy.Open(ctx, conn, c.sandbox, fmt.Sprintf("p%d", i), "pushload")
 	if err != nil {
 		fail(err)
 		return
 	}
-	s.st = st
-	hello := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: &portcullisv1.ProxyHello{
-		Sandbox: c.sandbox, ProxyId: fmt.Sprintf("p%d", i), Build: "pushload"}}}
-	if err := s.send(hello); err != nil {
-		fail(err)
-		return
-	}
+	*slot = s
 	for {
-		res, err := st.Recv()
+		res, arrived, acked, err := s.Next()
 		if err != nil {
 			fail(err)
 			return
 		}
-		sp := res.GetPolicy()
-		if sp == nil {
-			continue // a heartbeat's answer
-		}
-		arrived := time.Now()
-		col := c.collect.Load()
-		err = s.send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Ack{Ack: &portcullisv1.PolicyAck{
-			Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash()}}})
-		acked := time.Now()
-		if err != nil {
-			fail(err)
-			return
-		}
+		version := res.GetPolicy().GetVersion()
 		if first {
 			first = false
 			release()
-			readyc <- ready{version: sp.GetVersion()}
+			readyc <- ready{version: version}
 			continue
 		}
-		if col != nil && sp.GetVersion() == col.version {
+		if col := c.collect.Load(); col != nil && version == col.version {
 			if i == 0 {
 				col.message, _ = proto.Marshal(res)
 			}
 			col.record(i, arrived, acked)
-		}
-	}
-}
-
-// heartbeats sends each stream a heartbeat every HeartbeatInterval,
-// spread evenly over the interval.
-func (c *clients) heartbeats(streams []*simStream, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	const tick = 10 * time.Millisecond
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	perTick := float64(len(streams)) * float64(tick) / float64(gateway.HeartbeatInterval)
-	owed, next := 0.0, 0
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		for owed += perTick; owed >= 1; owed-- {
-			hb := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: &portcullisv1.Heartbeat{SentAt: timestamppb.Now()}}}
-			streams[next].send(hb) // a failed stream reports itself through Recv
-			next = (next + 1) % len(streams)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/portcullis-dev/portcullis/bench/internal/benchdb"
 	"github.com/portcullis-dev/portcullis/bench/internal/orderspolicy"
 	"github.com/portcullis-dev/portcullis/gateway"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -99,7 +100,7 @@ func startGateway(ctx context.Context, databaseURL string, logw io.Writer) (*ben
 	if databaseURL != "" {
 		engine = "postgres"
 		var dbURL string
-		if dbURL, dropDB, err = freshDatabase(ctx, databaseURL); err != nil {
+		if dbURL, dropDB, err = benchdb.Fresh(ctx, databaseURL, "pushload"); err != nil {
 			return nil, err
 		}
 		d, err = postgres.Open(ctx, dbURL, postgres.Config{})

@@ -1,7 +1,8 @@
 // Package benchenv owns what the benchmark programs know about the machine
-// and the process they measure in: the description each prints beside its
-// figures (the figures mean little without it), the CPU time the process
-// has used, its memory once garbage is collected, and its open-file limit.
+// and the processes they measure: the description each prints beside its
+// figures (the figures mean little without it), the CPU time this process
+// (SelfCPU) and others (ProcsCPU: nginx, Postgres, a gateway binary) have
+// used, its memory once garbage is collected, and its open-file limit.
 // The programs compare their figures with each other's (streamfloor is the
 // floor under pushload's memory per stream), so they read them one way.
 package benchenv

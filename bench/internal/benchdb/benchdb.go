@@ -1,4 +1,8 @@
-package main
+// Package benchdb gives the benchmark programs a Postgres database of
+// their own: a new, empty database on a server, dropped at the end, so a
+// gateway under test bootstraps its own admin token and nothing a previous
+// run left skews the figures.
+package benchdb
 
 import (
 	"context"
@@ -11,11 +15,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// freshDatabase creates an empty database on the Postgres server of
-// serverURL (which names a database to connect to for that, e.g.
-// postgres) and returns its URL and what drops it. The gateway bootstraps
-// its own admin token, which needs an empty store.
-func freshDatabase(ctx context.Context, serverURL string) (string, func() error, error) {
+// Fresh creates an empty database named prefix_<random hex> on the
+// Postgres server of serverURL (which names a database to connect to for
+// that, e.g. postgres) and returns its URL and what drops it (with
+// FORCE: connections still open are ended). The gateway bootstraps its
+// own admin token, which needs an empty store.
+func Fresh(ctx context.Context, serverURL, prefix string) (string, func() error, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("-database-url: %w", err)
@@ -29,7 +34,7 @@ func freshDatabase(ctx context.Context, serverURL string) (string, func() error,
 	defer conn.Close(context.Background())
 	var b [8]byte
 	rand.Read(b[:])
-	name := "pushload_" + hex.EncodeToString(b[:])
+	name := prefix + "_" + hex.EncodeToString(b[:])
 	if _, err := conn.Exec(cctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", nil, fmt.Errorf("create database %s: %w", name, err)
 	}

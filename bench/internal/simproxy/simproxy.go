@@ -1,0 +1,119 @@
+// Package simproxy is the benchmarks' simulated proxy: a real
+// portcullis.v1.DistributionService/StreamPolicy stream over stock grpc-go,
+// dialled the way dataplane/gatewayclient.Subscriber dials (keepalive 30 s,
+// the sandbox's bearer token on every RPC), that ACKs every version as soon
+// as it has read it. It neither verifies the signature nor compiles the
+// policy (real proxies do, on their own machines), so what a benchmark
+// times with it is the delivery, not the proxy's work. pushload and
+// sentryload share it.
+package simproxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/portcullis-dev/portcullis/gateway"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// bearer sends the sandbox token with every RPC, as the proxy's does.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// Dial returns a plaintext client connection to the gateway at addr
+// (host:port) that sends token with every RPC.
+func Dial(addr, token string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer(token)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	)
+}
+
+// Stream is one simulated proxy's policy stream.
+type Stream struct {
+	mu sync.Mutex // grpc-go streams allow one sender at a time
+	st portcullisv1.DistributionService_StreamPolicyClient
+}
+
+// Open opens a policy stream on conn and says hello as proxy id of
+// sandbox. The stream ends with ctx.
+func Open(ctx context.Context, conn *grpc.ClientConn, sandbox, id, build string) (*Stream, error) {
+	st, err := portcullisv1.NewDistributionServiceClient(conn).StreamPolicy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stream{st: st}
+	hello := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: &portcullisv1.ProxyHello{
+		Sandbox: sandbox, ProxyId: id, Build: build}}}
+	if err := s.send(hello); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stream) send(m *portcullisv1.StreamPolicyRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Send(m)
+}
+
+// Next reads until the next pushed version, ACKs it, and returns it with
+// when it was read and when its ACK was handed to grpc-go.
+func (s *Stream) Next() (res *portcullisv1.StreamPolicyResponse, arrived, acked time.Time, err error) {
+	for {
+		res, err = s.st.Recv()
+		if err != nil {
+			return nil, time.Time{}, time.Time{}, err
+		}
+		sp := res.GetPolicy()
+		if sp == nil {
+			continue // a heartbeat's answer
+		}
+		arrived = time.Now()
+		err = s.send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Ack{Ack: &portcullisv1.PolicyAck{
+			Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash()}}})
+		return res, arrived, time.Now(), err
+	}
+}
+
+// Heartbeats sends each stream a heartbeat every
+// gateway.HeartbeatInterval, spread evenly over the interval, as proxies
+// do (so no stream hits the gateway's idle timeout), until stop is
+// closed; then it closes done. A failed stream reports itself through
+// Next.
+func Heartbeats(streams []*Stream, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	if len(streams) == 0 {
+		<-stop
+		return
+	}
+	const tick = 10 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	perTick := float64(len(streams)) * float64(tick) / float64(gateway.HeartbeatInterval)
+	owed, next := 0.0, 0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for owed += perTick; owed >= 1; owed-- {
+			hb := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: &portcullisv1.Heartbeat{SentAt: timestamppb.Now()}}}
+			streams[next].send(hb)
+			next = (next + 1) % len(streams)
+		}
+	}
+}
