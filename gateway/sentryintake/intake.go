@@ -289,22 +289,24 @@ func (in *Intake) Reading(ctx context.Context) (func(), error) {
 // Wait waits for the ack waits in flight.
 func (in *Intake) Wait() { in.background.Wait() }
 
-// Run checks stored events for derived findings and deletes events past
-// the retention every hour (and once at start) until ctx ends, then waits
-// for the ack waits in flight.
+// Run checks stored events for derived findings, and every hour (and
+// once at start) makes the coming days' partitions and deletes events
+// past the retention, until ctx ends; then it waits for the ack waits in
+// flight.
 func (in *Intake) Run(ctx context.Context) {
 	defer in.Wait()
 	var checks sync.WaitGroup
 	defer checks.Wait()
 	checks.Go(func() { in.runChecks(ctx) })
-	if in.cfg.Retention < 0 {
-		<-ctx.Done()
-		return
-	}
 	tick := time.NewTicker(sweepInterval)
 	defer tick.Stop()
 	for {
-		n, err := in.st.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
+		in.partitionsAhead(ctx)
+		var n int64
+		var err error
+		if in.cfg.Retention >= 0 {
+			n, err = in.st.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			in.log.Warn("sentry retention sweep failed; will retry", "err", err)
@@ -318,6 +320,27 @@ func (in *Intake) Run(ctx context.Context) {
 		}
 	}
 }
+
+// partitioner is a driver that makes its Sentry partitions ahead
+// (Postgres).
+type partitioner interface {
+	EnsureSentryPartitions(ctx context.Context, first time.Time, days int) error
+}
+
+// partitionsAhead makes the partitions of the coming days, so that no
+// append has to make its day's own.
+func (in *Intake) partitionsAhead(ctx context.Context) {
+	p, ok := in.st.Driver.(partitioner)
+	if !ok {
+		return
+	}
+	if err := p.EnsureSentryPartitions(ctx, in.cfg.Now(), partitionDays); err != nil && ctx.Err() == nil {
+		in.log.Warn("make the coming days' sentry partitions; will retry", "err", err)
+	}
+}
+
+// partitionDays: the partitions of today and the next two days.
+const partitionDays = 3
 
 func remediating(ev sentry.Event) bool {
 	return ev.Class.Remediable() && ev.Payload.Processing == sentry.ProcessingRemediate

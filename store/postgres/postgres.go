@@ -126,9 +126,21 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 	} else if n > 0 {
 		log.Info("chained audit entries written before the hash chain", "entries", n)
 	}
+	// Today's and the next days' Sentry partitions exist before the first
+	// batch: an append that has to make its day's partition takes locks
+	// that concurrent first appends take in the other order (the gateway
+	// keeps them ahead after that).
+	if err := d.EnsureSentryPartitions(ctx, time.Now(), SentryPartitionDays); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	log.Info("store open", "host", pcfg.ConnConfig.Host, "database", pcfg.ConnConfig.Database, "max_conns", pcfg.MaxConns)
 	return d, nil
 }
+
+// SentryPartitionDays is how many days' Sentry partitions are made ahead,
+// today's included.
+const SentryPartitionDays = 3
 
 // Close releases every connection, the listeners' too. Pending calls fail.
 func (d *Driver) Close() error {

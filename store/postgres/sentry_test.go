@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -42,6 +43,16 @@ func TestSentryPartitions(t *testing.T) {
 		}
 		return names
 	}
+	// Open made today's partitions and the next days' ahead.
+	today := time.Now().UTC()
+	opened := partitions()
+	var ahead []string
+	for i := range postgres.SentryPartitionDays {
+		ahead = append(ahead, "sentry_events_"+today.AddDate(0, 0, i).Format("20060102"))
+	}
+	if !slices.Equal(opened, ahead) {
+		t.Fatalf("partitions after Open = %v, want %v", opened, ahead)
+	}
 	first := time.Date(2030, 12, 30, 15, 0, 0, 0, time.UTC)
 	var wg sync.WaitGroup
 	for range 3 {
@@ -52,7 +63,7 @@ func TestSentryPartitions(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	want := []string{"sentry_events_20301230", "sentry_events_20301231", "sentry_events_20310101", "sentry_events_20310102"}
+	want := append(opened, "sentry_events_20301230", "sentry_events_20301231", "sentry_events_20310101", "sentry_events_20310102")
 	if got := partitions(); !slices.Equal(got, want) {
 		t.Fatalf("partitions = %v, want %v", got, want)
 	}
@@ -68,7 +79,31 @@ func TestSentryPartitions(t *testing.T) {
 	if n, err := d.PruneSentryEvents(ctx, time.Date(2031, 1, 5, 23, 0, 0, 0, time.UTC)); err != nil || n != 0 {
 		t.Fatalf("PruneSentryEvents = %d, %v; want 0 (the event's own day is kept)", n, err)
 	}
-	if got := partitions(); !slices.Equal(got, want[4:]) {
-		t.Errorf("partitions after pruning = %v, want %v", got, want[4:])
+	if got, kept := partitions(), want[len(want)-2:]; !slices.Equal(got, kept) {
+		t.Errorf("partitions after pruning = %v, want %v", got, kept)
 	}
+}
+
+// TestSentryConcurrentFirstAppends: the first batches into a new database
+// arrive at once (several watchdogs, one connection each); none of them
+// has to make its day's partition, so none deadlocks with another.
+func TestSentryConcurrentFirstAppends(t *testing.T) {
+	d, err := postgres.Open(t.Context(), pgtest.Database(t), postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			batch := make([]store.SentryEvent, 200)
+			for i := range batch {
+				batch[i] = store.SentryEvent{Source: fmt.Sprint("w", w), ID: fmt.Sprint(i), Sequence: uint64(i + 1), Document: []byte(`{}`)}
+			}
+			if res, err := d.AppendSentryEvents(t.Context(), batch); err != nil || res.Stored != len(batch) {
+				t.Errorf("first append of w%d = %+v, %v", w, res, err)
+			}
+		})
+	}
+	wg.Wait()
 }
