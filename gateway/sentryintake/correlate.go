@@ -66,74 +66,158 @@ func (in *Intake) queueChecks(rows []store.SentryEvent, tools []string) {
 // Dropped is how many checks the full queue turned away.
 func (in *Intake) Dropped() uint64 { return in.dropped.Load() }
 
+// checkBatch is the most checks done together: they share their reads of
+// proxy statuses (one per sandbox) and decision records (one per sandbox
+// and tool), so the queries follow the sandboxes and tools a batch names,
+// not its events.
+const checkBatch = 1000
+
 // runChecks checks queued events until ctx ends.
 func (in *Intake) runChecks(ctx context.Context) {
 	for {
+		var batch []check
 		select {
 		case <-ctx.Done():
 			return
 		case c := <-in.checks:
-			if wait := c.ev.ReceivedAt.Add(in.cfg.Settle).Sub(in.cfg.Now()); wait > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(wait):
-				}
-			}
-			if err := in.checkEvent(ctx, c); err != nil && ctx.Err() == nil {
-				in.log.WarnContext(ctx, "sentry event check failed", "source", c.ev.Source, "event", c.ev.ID, "err", err)
+			batch = append(batch, c)
+		}
+	more:
+		for len(batch) < checkBatch {
+			select {
+			case c := <-in.checks:
+				batch = append(batch, c)
+			default:
+				break more
 			}
 		}
+		// The newest (queued last) settles last.
+		if wait := batch[len(batch)-1].ev.ReceivedAt.Add(in.cfg.Settle).Sub(in.cfg.Now()); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		in.checkAll(ctx, batch)
 	}
 }
 
-// checkEvent derives the findings of one event and records them.
-func (in *Intake) checkEvent(ctx context.Context, c check) error {
+// flagged is an event with the flags it is to have.
+type flagged struct {
+	ev    store.SentryEvent
+	flags []string
+}
+
+// checkAll checks a batch and writes the findings in one transaction.
+func (in *Intake) checkAll(ctx context.Context, batch []check) {
+	r := &reads{in: in, statuses: map[string][]store.ProxyStatus{}, decisions: map[[2]string][]store.Decision{}}
+	var marks []flagged
+	counts := map[string]int{}
+	for _, c := range batch {
+		found, err := in.checkEvent(ctx, r, c)
+		if err != nil {
+			if ctx.Err() == nil {
+				in.log.WarnContext(ctx, "sentry event check failed", "source", c.ev.Source, "event", c.ev.ID, "err", err)
+			}
+			continue
+		}
+		if len(found) == 0 {
+			continue
+		}
+		flags := slices.Clone(c.ev.Flags)
+		for _, f := range found {
+			if !slices.Contains(flags, f) {
+				flags = append(flags, f)
+			}
+		}
+		marks = append(marks, flagged{c.ev, flags})
+		for _, f := range found {
+			counts[f]++
+			if in.cfg.Found != nil {
+				in.cfg.Found(f)
+			}
+		}
+	}
+	if len(marks) == 0 {
+		return
+	}
+	// One line a batch, naming its first finding: a flood of unmediated
+	// calls is counted, not logged line by line.
+	first := marks[0].ev
+	in.log.WarnContext(ctx, "sentry findings", "drift", counts[FindingDrift], "unmediated", counts[FindingUnmediated],
+		"first_sandbox", first.Subject, "first_source", first.Source, "first_event", first.ID, "first_flags", marks[0].flags)
+	err := in.st.InTx(ctx, func(tx store.Tx) error {
+		for _, m := range marks {
+			if err := tx.SetSentryEventFlags(ctx, m.ev.Source, m.ev.ID, m.ev.ReceivedAt, m.flags); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		in.log.WarnContext(ctx, "record sentry findings", "events", len(marks), "err", err)
+	}
+}
+
+// reads are the store reads a batch of checks shares.
+type reads struct {
+	in        *Intake
+	statuses  map[string][]store.ProxyStatus // by sandbox
+	decisions map[[2]string][]store.Decision // by sandbox and tool: the newest unmediatedScan
+}
+
+func (r *reads) proxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
+	if s, ok := r.statuses[sandbox]; ok {
+		return s, nil
+	}
+	s, err := r.in.st.ListProxyStatuses(ctx, sandbox)
+	if err == nil {
+		r.statuses[sandbox] = s
+	}
+	return s, err
+}
+
+func (r *reads) toolDecisions(ctx context.Context, sandbox, tool string) ([]store.Decision, error) {
+	k := [2]string{sandbox, tool}
+	if ds, ok := r.decisions[k]; ok {
+		return ds, nil
+	}
+	ds, err := r.in.st.ListDecisions(ctx, store.DecisionFilter{Sandbox: sandbox, Tool: tool, Limit: unmediatedScan})
+	if err == nil {
+		r.decisions[k] = ds
+	}
+	return ds, err
+}
+
+// checkEvent derives the findings of one event.
+func (in *Intake) checkEvent(ctx context.Context, r *reads, c check) ([]string, error) {
 	var found []string
 	if c.ev.PolicyHash != "" {
-		drift, err := in.drifted(ctx, c.ev)
+		drift, err := in.drifted(ctx, r, c.ev)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if drift {
 			found = append(found, FindingDrift)
 		}
 	}
 	if c.tool != "" {
-		unmediated, err := in.unmediated(ctx, c.ev, c.tool)
+		unmediated, err := in.unmediated(ctx, r, c.ev, c.tool)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if unmediated {
 			found = append(found, FindingUnmediated)
 		}
 	}
-	if len(found) == 0 {
-		return nil
-	}
-	flags := slices.Clone(c.ev.Flags)
-	for _, f := range found {
-		if !slices.Contains(flags, f) {
-			flags = append(flags, f)
-		}
-	}
-	if err := in.st.SetSentryEventFlags(ctx, c.ev.Source, c.ev.ID, c.ev.ReceivedAt, flags); err != nil {
-		return err
-	}
-	in.log.WarnContext(ctx, "sentry finding", "findings", found, "sandbox", c.ev.Subject, "source", c.ev.Source, "event", c.ev.ID,
-		"policy_hash", c.ev.PolicyHash, "tool", c.tool)
-	if in.cfg.Found != nil {
-		for _, f := range found {
-			in.cfg.Found(f)
-		}
-	}
-	return nil
+	return found, nil
 }
 
 // drifted reports whether no proxy of the event's sandbox has applied the
 // policy hash it names.
-func (in *Intake) drifted(ctx context.Context, ev store.SentryEvent) (bool, error) {
-	statuses, err := in.st.ListProxyStatuses(ctx, ev.Subject)
+func (in *Intake) drifted(ctx context.Context, r *reads, ev store.SentryEvent) (bool, error) {
+	statuses, err := r.proxyStatuses(ctx, ev.Subject)
 	if err != nil {
 		return false, err
 	}
@@ -148,14 +232,14 @@ func (in *Intake) drifted(ctx context.Context, ev store.SentryEvent) (bool, erro
 // unmediated reports whether no decision record of the event's sandbox is
 // the tool call it saw. With more records of the tool than one check
 // reads, none of them old enough to tell, it says no.
-func (in *Intake) unmediated(ctx context.Context, ev store.SentryEvent, tool string) (bool, error) {
+func (in *Intake) unmediated(ctx context.Context, r *reads, ev store.SentryEvent, tool string) (bool, error) {
 	if ev.DenialID != "" {
 		ds, err := in.st.ListDecisions(ctx, store.DecisionFilter{Sandbox: ev.Subject, DenialID: ev.DenialID, Limit: 1})
 		if err != nil || len(ds) > 0 {
 			return false, err
 		}
 	}
-	ds, err := in.st.ListDecisions(ctx, store.DecisionFilter{Sandbox: ev.Subject, Tool: tool, Limit: unmediatedScan})
+	ds, err := r.toolDecisions(ctx, ev.Subject, tool)
 	if err != nil {
 		return false, err
 	}
