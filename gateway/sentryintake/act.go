@@ -27,9 +27,9 @@ import (
 // Release is never a Sentry event: unfreezing is an operator's action
 // (portcullis sandbox unfreeze NAME --reason R).
 
-// act decides and records what to do about one stored remediating event.
-// An event stored before (fresh false) may have been handled already: it
-// is when it has an action.
+// act decides and records what to do about one remediating event, before
+// it is stored. An event stored before (fresh false) may have been handled
+// already: it is when it has an action.
 func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, fresh bool) error {
 	if !fresh {
 		if _, err := in.actionOf(ctx, ev); err == nil {

@@ -174,7 +174,12 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	if err != nil {
 		return Result{}, err
 	}
-	var urgent, bulk []sentry.Event
+	type remediation struct {
+		ev   sentry.Event
+		seen bool // stored before: a resend
+	}
+	var urgent []remediation
+	var bulk []sentry.Event
 	var audited []sentry.Refusal
 	// An event's index in the batch: the reader's refusals hold the
 	// indexes it skipped.
@@ -187,8 +192,9 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 		for at++; skipped[at]; at++ {
 		}
 		ferr := in.check(ctx, source, key, ev)
+		seen := false
 		if ferr == nil && remediating(ev) {
-			ferr, err = in.checkReplay(ctx, ev)
+			ferr, seen, err = in.checkReplay(ctx, ev)
 			if err != nil {
 				return Result{}, err
 			}
@@ -200,27 +206,29 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			continue
 		}
 		if remediating(ev) {
-			urgent = append(urgent, ev)
+			urgent = append(urgent, remediation{ev, seen})
 		} else {
 			bulk = append(bulk, ev)
 		}
 	}
 	slices.SortFunc(res.Refused, func(a, b sentry.Refusal) int { return a.Index - b.Index })
-	if len(audited) > 0 {
-		if err := in.auditRefusals(ctx, source, audited); err != nil {
+	// The quarantine lane: one event at a time, no slot to wait for, and
+	// the freeze first — the deny-all version is on its way to the proxies
+	// before the event is stored.
+	for _, u := range urgent {
+		if err := in.act(ctx, u.ev, received, !u.seen); err != nil {
 			return Result{}, err
 		}
-	}
-	// The quarantine lane: one event at a time, no slot to wait for.
-	for _, ev := range urgent {
-		row := stored(ev, received)
+		row := stored(u.ev, received)
 		out, err := in.st.AppendSentryEvents(ctx, []store.SentryEvent{row})
 		if err != nil {
 			return Result{}, err
 		}
 		res.add(out)
-		in.queueChecks([]store.SentryEvent{row}, []string{toolOf(ev)})
-		if err := in.act(ctx, ev, received, out.Stored == 1); err != nil {
+		in.queueChecks([]store.SentryEvent{row}, []string{toolOf(u.ev)})
+	}
+	if len(audited) > 0 {
+		if err := in.auditRefusals(ctx, source, audited); err != nil {
 			return Result{}, err
 		}
 	}
@@ -376,18 +384,19 @@ func (in *Intake) check(_ context.Context, source string, key []byte, ev sentry.
 }
 
 // checkReplay refuses a remediating event whose sequence another event of
-// its source holds (the same event again is a duplicate, not a replay).
-func (in *Intake) checkReplay(ctx context.Context, ev sentry.Event) (*sentry.FieldError, error) {
+// its source holds; the same event again is a duplicate, not a replay
+// (seen).
+func (in *Intake) checkReplay(ctx context.Context, ev sentry.Event) (refused *sentry.FieldError, seen bool, err error) {
 	old, err := in.st.SentryEventAt(ctx, ev.Source, ev.Sequence)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
+		return nil, false, nil
 	case err != nil:
-		return nil, fmt.Errorf("look up sequence %d of source %q: %w", ev.Sequence, ev.Source, err)
+		return nil, false, fmt.Errorf("look up sequence %d of source %q: %w", ev.Sequence, ev.Source, err)
 	case old.ID == ev.ID:
-		return nil, nil
+		return nil, true, nil
 	}
-	return &sentry.FieldError{Field: "sequence", Reason: fmt.Sprintf("%d of source %q is event %q already: a replayed remediation is refused", ev.Sequence, ev.Source, old.ID)}, nil
+	return &sentry.FieldError{Field: "sequence", Reason: fmt.Sprintf("%d of source %q is event %q already: a replayed remediation is refused", ev.Sequence, ev.Source, old.ID)}, false, nil
 }
 
 // auditRefusals writes one audit entry for a batch's security refusals.
