@@ -125,14 +125,11 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 			if err := checkLimit(cmd, limit); err != nil {
 				return err
 			}
-			req := &portcullisv1.ListSentryEventsRequest{Sandbox: firstArg(a), Source: source, Type: eventType(typ), Limit: uint32(limit)}
-			if since != "" {
-				from, err := parseSince(since, time.Now())
-				if err != nil {
-					return err
-				}
-				req.Since = timestamppb.New(from)
+			from, err := sinceTimestamp(since)
+			if err != nil {
+				return err
 			}
+			req := &portcullisv1.ListSentryEventsRequest{Sandbox: firstArg(a), Source: source, Type: eventType(typ), Since: from, Limit: uint32(limit)}
 			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryEventsResponse, error) {
 				return api.sentry.ListEvents(cmd.Context(), req)
 			}, func(res *portcullisv1.ListSentryEventsResponse) error {
@@ -170,6 +167,18 @@ func eventType(s string) string {
 		return sentry.Class(s).Type()
 	}
 	return s
+}
+
+// sinceTimestamp is --since as a request's bound, nil when not given.
+func sinceTimestamp(since string) (*timestamppb.Timestamp, error) {
+	if since == "" {
+		return nil, nil
+	}
+	from, err := parseSince(since, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return timestamppb.New(from), nil
 }
 
 // parseSince reads --since: an RFC 3339 time, or a positive duration

@@ -3,11 +3,9 @@ package main
 import (
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -43,14 +41,11 @@ With -o json: {"entries": [...]}.`,
 			if cmd.Flags().Changed("limit") && (limit < 1 || limit > 5000) {
 				return usagef("--limit must be from 1 to 5000, got %d", limit)
 			}
-			req := &portcullisv1.SentryTimelineRequest{Sandbox: a[0], Limit: uint32(limit)}
-			if since != "" {
-				from, err := parseSince(since, time.Now())
-				if err != nil {
-					return err
-				}
-				req.Since = timestamppb.New(from)
+			from, err := sinceTimestamp(since)
+			if err != nil {
+				return err
 			}
+			req := &portcullisv1.SentryTimelineRequest{Sandbox: a[0], Since: from, Limit: uint32(limit)}
 			return unary(env, func(api *apiClients) (*portcullisv1.SentryTimelineResponse, error) {
 				return api.sentry.Timeline(cmd.Context(), req)
 			}, func(res *portcullisv1.SentryTimelineResponse) error {
