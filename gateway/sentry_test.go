@@ -668,3 +668,48 @@ func TestSentryTimeline(t *testing.T) {
 		t.Errorf("timeline limit 5001: %v", err)
 	}
 }
+
+// TestDecideHeldOnce: two operators deciding one held quarantine at once —
+// one freezes, one dismisses — exactly one wins; the other is a conflict,
+// and the action and the sandbox agree with the winner.
+func TestDecideHeldOnce(t *testing.T) {
+	for _, engine := range gatewaytest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			e := startSentry(t, engine, func(c *gateway.Config) { c.QuarantineBudget = 1 })
+			e.sandboxWithPolicy(t, "a")
+			e.sandboxWithPolicy(t, "b")
+			e.postBatch(t, quarantine(watchdogSource, "qa", 1, "a"), quarantine(watchdogSource, "qb", 2, "b"))
+			held := e.actions(t, "b")
+			if len(held) != 1 || held[0].GetStatus() != store.SentryHeld {
+				t.Fatalf("actions of b = %v, want one held", held)
+			}
+			op := e.operatorSentry(t)
+			errs := make(chan error, 2)
+			for _, d := range []string{"freeze", "dismiss"} {
+				go func() {
+					_, err := op.DecideAction(t.Context(), &portcullisv1.DecideSentryActionRequest{Id: held[0].GetId(), Decision: d, Reason: "race " + d})
+					errs <- err
+				}()
+			}
+			var won, lost int
+			for range 2 {
+				switch err := <-errs; {
+				case err == nil:
+					won++
+				case connect.CodeOf(err) == connect.CodeFailedPrecondition || connect.CodeOf(err) == connect.CodeAborted:
+					lost++
+				default:
+					t.Errorf("decide: %v", err)
+				}
+			}
+			if won != 1 || lost != 1 {
+				t.Fatalf("%d decisions won and %d lost, want one each", won, lost)
+			}
+			a := e.actions(t, "b")[0]
+			frozen := getSandbox(t, e.admin, "b").GetFrozen()
+			if a.GetStatus() == store.SentryApplied && !frozen || a.GetStatus() == store.SentryDismissed && frozen || a.GetStatus() == store.SentryHeld {
+				t.Fatalf("action %s, sandbox frozen %v: they disagree", a.GetStatus(), frozen)
+			}
+		})
+	}
+}
