@@ -227,6 +227,16 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 	limit := int64(sentry.MaxBatchBytes)
 	if media == cloudEventMedia {
 		limit = sentry.MaxEventBytes
+	} else {
+		// A batch body may be 16 MiB: at most SentryBatchBodies are held
+		// at once, so the intake's memory is bounded whatever its
+		// senders do (one event at a time is never held up).
+		select {
+		case s.batchBodies <- struct{}{}:
+			defer func() { <-s.batchBodies }()
+		case <-r.Context().Done():
+			return
+		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {

@@ -713,3 +713,77 @@ func TestDecideHeldOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestSentryBatchBodiesBounded: the HTTP intake holds at most
+// SentryBatchBodies batch bodies at once. With one place, a batch whose
+// sender is still sending keeps the next batch waiting (unread) until it
+// is done; a single event is never held up.
+func TestSentryBatchBodiesBounded(t *testing.T) {
+	e := startSentry(t, "sqlite", func(c *gateway.Config) { c.SentryBatchBodies = 1 })
+	send := func(body io.Reader, media string) (int, error) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gw.URL+gateway.SentryEventsPath, body)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", media)
+		req.Header.Set("Authorization", "Bearer "+e.token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		res.Body.Close()
+		return res.StatusCode, nil
+	}
+	batch := func(seq uint64) []byte {
+		b, _ := json.Marshal([]ce{toolAccess(watchdogSource, fmt.Sprint("e", seq), seq, "support")})
+		return b
+	}
+	// A slow sender: its body arrives in two parts.
+	slow, slowW := io.Pipe()
+	slowDone := make(chan int, 1)
+	go func() {
+		code, err := send(slow, "application/cloudevents-batch+json")
+		if err != nil {
+			t.Error(err)
+		}
+		slowDone <- code
+	}()
+	first := batch(1)
+	if _, err := slowW.Write(first[:10]); err != nil {
+		t.Fatal(err)
+	}
+	// A single event goes through meanwhile (and, answered, shows the
+	// gateway has had the slow batch's headers for a round trip).
+	one, _ := json.Marshal(toolAccess(watchdogSource, "single", 3, "support"))
+	if code, err := send(bytes.NewReader(one), "application/cloudevents+json"); err != nil || code != http.StatusOK {
+		t.Fatalf("a single event while a batch is read: %d, %v", code, err)
+	}
+	// A second batch waits for the place.
+	secondDone := make(chan int, 1)
+	go func() {
+		code, err := send(bytes.NewReader(batch(2)), "application/cloudevents-batch+json")
+		if err != nil {
+			t.Error(err)
+		}
+		secondDone <- code
+	}()
+	select {
+	case code := <-secondDone:
+		t.Fatalf("the second batch was answered (%d) while the first held the only place", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The slow sender finishes: both are answered, both stored.
+	if _, err := slowW.Write(first[10:]); err != nil {
+		t.Fatal(err)
+	}
+	slowW.Close()
+	if code := <-slowDone; code != http.StatusOK {
+		t.Fatalf("slow batch: %d", code)
+	}
+	if code := <-secondDone; code != http.StatusOK {
+		t.Fatalf("second batch: %d", code)
+	}
+	if n := len(e.events(t, "")); n != 3 {
+		t.Fatalf("%d events stored, want 3", n)
+	}
+}

@@ -109,6 +109,10 @@ type Config struct {
 	// SentrySettle is how long after ingest an event is checked for
 	// derived findings (drift, unmediated calls). Default 2s.
 	SentrySettle time.Duration
+	// SentryBatchBodies bounds the batch bodies (up to 16 MiB each) the
+	// HTTP intake holds at once; further batches wait their turn before
+	// their body is read. Default 8.
+	SentryBatchBodies int
 }
 
 func (c *Config) setDefaults() {
@@ -158,6 +162,9 @@ func (c *Config) setDefaults() {
 	if c.SentryRetention == 0 {
 		c.SentryRetention = sentryintake.DefaultRetention
 	}
+	if c.SentryBatchBodies <= 0 {
+		c.SentryBatchBodies = 8
+	}
 }
 
 // check refuses settings no default can repair.
@@ -192,7 +199,9 @@ type Server struct {
 	decisions *decisions.Decisions
 	life      *lifecycle.Lifecycle
 	sentry    *sentryintake.Intake
-	notify    *notify.Notifier // nil without a webhook
+	// batchBodies holds a place for each batch body the HTTP intake reads.
+	batchBodies chan struct{}
+	notify      *notify.Notifier // nil without a webhook
 	// calls is what the Connect and grpc-go interceptors share.
 	calls transport.Calls
 	// swept, if set (tests), is called after each retention sweep.
@@ -233,6 +242,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Nacked: s.metrics.pushNacks.Inc,
 		Sink:   s.decisions,
 	}, st, s.log)
+	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
 	s.sentry = sentryintake.New(sentryintake.Config{
 		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle,
 		WaitApplied: s.dist.WaitApplied,
