@@ -242,17 +242,11 @@ With -o json: {"sources": [...]}.`,
 
 // gapsCell is "6-7, 10-12" ("10" for a gap of one), "none" without gaps.
 func gapsCell(gaps []*portcullisv1.SequenceGap) string {
-	if len(gaps) == 0 {
-		return "none"
-	}
-	parts := make([]string, len(gaps))
+	pairs := make([][2]uint64, len(gaps))
 	for i, g := range gaps {
-		parts[i] = strconv.FormatUint(g.GetFrom(), 10)
-		if g.GetTo() != g.GetFrom() {
-			parts[i] += "-" + strconv.FormatUint(g.GetTo(), 10)
-		}
+		pairs[i] = [2]uint64{g.GetFrom(), g.GetTo()}
 	}
-	return strings.Join(parts, ", ")
+	return pairsCell(pairs)
 }
 
 func newSentryActionsCmd(env *environment) *cobra.Command {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -93,7 +94,7 @@ or {"sources": [...]} with -o json.`,
 				}
 			}
 			if len(cfg.sandboxes) == 0 {
-				cfg.sandboxes = []string{cmp(cfg.quarantine, "sandbox-1")}
+				cfg.sandboxes = []string{cmp.Or(cfg.quarantine, "sandbox-1")}
 			}
 			srcs, err := env.simSources(cfg)
 			if err != nil {
@@ -136,13 +137,6 @@ or {"sources": [...]} with -o json.`,
 	f.StringVar(&cfg.quarantine, "quarantine", "", "send one quarantine (remediate) for `SANDBOX` half-way through")
 	f.StringVar(&sandboxes, "sandboxes", "", "comma-separated `SANDBOXES` the events are about (default the --quarantine sandbox, or sandbox-1)")
 	return cmd
-}
-
-func cmp(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // pairsCell is gaps as "6-7, 10", or "none".
@@ -424,7 +418,7 @@ func (w *simStream) send(ctx context.Context, batch []map[string]any) {
 	req.Header.Set("Authorization", "Bearer "+w.src.token)
 	res, err := w.client.Do(req)
 	if err != nil {
-		w.count(func(t *simTally) { t.Failures++; t.FirstRefusal = cmp(t.FirstRefusal, err.Error()) })
+		w.count(func(t *simTally) { t.Failures++; t.FirstRefusal = cmp.Or(t.FirstRefusal, err.Error()) })
 		return
 	}
 	defer res.Body.Close()
@@ -442,7 +436,7 @@ func (w *simStream) send(ctx context.Context, batch []map[string]any) {
 	if err := json.Unmarshal(raw, &a); err != nil || res.StatusCode != http.StatusOK {
 		w.count(func(t *simTally) {
 			t.Failures++
-			t.FirstRefusal = cmp(t.FirstRefusal, fmt.Sprintf("HTTP %d: %s", res.StatusCode, cmp(a.Error, strings.TrimSpace(string(raw)))))
+			t.FirstRefusal = cmp.Or(t.FirstRefusal, fmt.Sprintf("HTTP %d: %s", res.StatusCode, cmp.Or(a.Error, strings.TrimSpace(string(raw)))))
 		})
 		return
 	}
@@ -452,7 +446,7 @@ func (w *simStream) send(ctx context.Context, batch []map[string]any) {
 		t.Duplicates += a.Duplicates
 		t.Refused += len(a.Refused)
 		if len(a.Refused) > 0 {
-			t.FirstRefusal = cmp(t.FirstRefusal, a.Refused[0].Reason)
+			t.FirstRefusal = cmp.Or(t.FirstRefusal, a.Refused[0].Reason)
 		}
 		t.AckedSequence = max(t.AckedSequence, a.AckedSequence)
 		t.Gaps = slices.Clone(a.Gaps)

@@ -41,19 +41,22 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	a := store.SentryAction{Source: ev.Source, EventID: ev.ID, Sandbox: ev.Subject, Type: ev.Type, ReceivedAt: received}
 	if in.cfg.DryRun {
 		a.Status, a.Reason = store.SentryDryRun, fmt.Sprintf("dry run (--sentry-dry-run): sandbox %q would have been frozen", ev.Subject)
-		return in.record(ctx, a)
+		_, err := in.record(ctx, a)
+		return err
 	}
 	// A quarantine that cannot freeze anything takes no place in the
 	// budget and raises no alert.
 	switch sb, err := in.st.GetSandbox(ctx, ev.Subject); {
 	case errors.Is(err, store.ErrNotFound):
 		a.Status, a.Reason = store.SentryFailed, fmt.Sprintf("sandbox %q not found", ev.Subject)
-		return in.record(ctx, a)
+		_, err := in.record(ctx, a)
+		return err
 	case err != nil:
 		return fmt.Errorf("read sandbox %q: %w", ev.Subject, err)
 	case sb.Frozen:
 		a.Status, a.Reason = store.SentryNoop, fmt.Sprintf("sandbox %q is already frozen", ev.Subject)
-		return in.record(ctx, a)
+		_, err := in.record(ctx, a)
+		return err
 	}
 	in.breaker.Lock()
 	defer in.breaker.Unlock()
@@ -66,11 +69,12 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		if n >= in.cfg.QuarantineBudget {
 			a.Status = store.SentryHeld
 			a.Reason = fmt.Sprintf("quarantine budget spent: Sentry froze %d of at most %d sandboxes in the last %s (--quarantine-budget); an operator must decide", n, in.cfg.QuarantineBudget, in.cfg.BudgetWindow)
-			if err := in.record(ctx, a); err != nil {
+			held, err := in.record(ctx, a)
+			if err != nil {
 				return err
 			}
-			if in.cfg.Held != nil {
-				in.cfg.Held(a)
+			if held.ID != 0 && in.cfg.Held != nil {
+				in.cfg.Held(held)
 			}
 			return nil
 		}
@@ -86,10 +90,11 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		a.Status, a.Version = store.SentryFrozen, sb.CurrentVersion
 		a.Reason = fmt.Sprintf("frozen at version %d", sb.CurrentVersion)
 	}
-	if err := in.record(ctx, a); err != nil {
+	a, err = in.record(ctx, a)
+	if err != nil {
 		return err
 	}
-	if a.Status == store.SentryFrozen {
+	if a.Status == store.SentryFrozen && a.ID != 0 {
 		in.awaitAck(ctx, a)
 	}
 	return nil
@@ -117,8 +122,10 @@ func quarantineReason(ev sentry.Event) string {
 	return r
 }
 
-// record stores the action (a concurrent replica's is kept) and audits it.
-func (in *Intake) record(ctx context.Context, a store.SentryAction) error {
+// record stores the action and audits it, and returns it with its ID; a
+// zero ID when another replica recorded the same event's first (its own
+// action is kept).
+func (in *Intake) record(ctx context.Context, a store.SentryAction) (store.SentryAction, error) {
 	err := in.st.InTx(ctx, func(tx store.Tx) error {
 		a.CreatedAt = tx.Now()
 		stored, err := tx.InsertSentryAction(ctx, a)
@@ -132,16 +139,17 @@ func (in *Intake) record(ctx context.Context, a store.SentryAction) error {
 		})
 	})
 	if errors.Is(err, store.ErrAlreadyExists) {
-		return nil // another replica handled the same event
+		a.ID = 0
+		return a, nil
 	}
 	if err != nil {
-		return fmt.Errorf("record the action of sentry event %s/%s: %w", a.Source, a.EventID, err)
+		return a, fmt.Errorf("record the action of sentry event %s/%s: %w", a.Source, a.EventID, err)
 	}
 	in.log.WarnContext(ctx, "sentry remediation", "sandbox", a.Sandbox, "status", a.Status, "source", a.Source, "event", a.EventID, "version", a.Version, "reason", a.Reason)
 	if in.cfg.Acted != nil {
 		in.cfg.Acted(a)
 	}
-	return nil
+	return a, nil
 }
 
 // awaitAck waits, off the request, until the sandbox's proxies applied the
@@ -179,29 +187,13 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction) {
 
 func (in *Intake) markAcked(ctx context.Context, a store.SentryAction, at time.Time) error {
 	return in.st.InTx(ctx, func(tx store.Tx) error {
-		cur, err := findAction(ctx, tx, a)
+		cur, err := tx.GetSentryAction(ctx, a.ID)
 		if err != nil {
 			return err
 		}
 		cur.AckedAt = &at
 		return tx.UpdateSentryAction(ctx, cur)
 	})
-}
-
-func findAction(ctx context.Context, tx store.Tx, a store.SentryAction) (store.SentryAction, error) {
-	if a.ID != 0 {
-		return tx.GetSentryAction(ctx, a.ID)
-	}
-	list, err := tx.ListSentryActions(ctx, store.SentryActionFilter{Sandbox: a.Sandbox})
-	if err != nil {
-		return store.SentryAction{}, err
-	}
-	for _, x := range list {
-		if x.Source == a.Source && x.EventID == a.EventID {
-			return x, nil
-		}
-	}
-	return store.SentryAction{}, store.ErrNotFound
 }
 
 // Decisions an operator makes about a held action.
