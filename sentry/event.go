@@ -30,16 +30,18 @@ func Classes() []Class {
 // Type returns the CloudEvents type of class c.
 func (c Class) Type() string { return TypePrefix + string(c) }
 
+// classes maps each type this schema defines to its class.
+var classes = func() map[string]Class {
+	m := map[string]Class{}
+	for _, c := range Classes() {
+		m[c.Type()] = c
+	}
+	return m
+}()
+
 // classOf returns the class of a CloudEvents type, or "" when the type is
 // not one this schema defines.
-func classOf(typ string) Class {
-	for _, c := range Classes() {
-		if c.Type() == typ {
-			return c
-		}
-	}
-	return ""
-}
+func classOf(typ string) Class { return classes[typ] }
 
 // Remediable reports whether an event of class c may ask for remediation:
 // only a quarantine or a boundary breach can freeze a sandbox.

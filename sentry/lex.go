@@ -25,6 +25,46 @@ type lexer struct {
 	// path holds the keys and indexes down to the current value; it is
 	// joined only to name the field of an error.
 	path []segment
+	// tree, when set, receives the members of the objects read down to
+	// recordDepth, so that the reader finds fields without a second pass.
+	tree *tree
+	// keys holds the keys of the objects still open, to refuse a
+	// duplicate: a linear scan allocates nothing, and an object with many
+	// keys (a hostile event can hold thousands) moves to a map so the
+	// check stays linear.
+	keys [][]byte
+}
+
+// recordDepth is the deepest object the lexer records: an event (0), its
+// data (1) and data's objects (2). Deeper values are only checked.
+const recordDepth = 2
+
+// field is one member of a recorded object: its key (decoded), its value's
+// bytes, and, when the value is itself a recorded object, its index in
+// tree.objects (else -1).
+type field struct {
+	key []byte
+	val []byte
+	obj int
+}
+
+// tree is what one pass of the lexer recorded of a value: the members of
+// each object down to recordDepth, an object's members contiguous in
+// fields, the objects in the order they closed (so the outermost is last).
+type tree struct {
+	fields  []field
+	objects [][2]int // fields[lo:hi]
+	stack   []field  // members of the objects still open
+}
+
+func (t *tree) reset() {
+	t.fields, t.objects, t.stack = t.fields[:0], t.objects[:0], t.stack[:0]
+}
+
+// members returns the members of recorded object i.
+func (t *tree) members(i int) []field {
+	o := t.objects[i]
+	return t.fields[o[0]:o[1]:o[1]]
 }
 
 // segment is a key (its decoded bytes) or, when index >= 0, an index.
@@ -115,13 +155,20 @@ func (l *lexer) value(depth int) *FieldError {
 
 func (l *lexer) object(depth int) *FieldError {
 	l.i++ // {
+	t := l.tree
+	if depth > recordDepth {
+		t = nil
+	}
+	base := 0
+	if t != nil {
+		base = len(t.stack)
+	}
 	if l.expect('}') {
+		t.closeObject(base)
 		return nil
 	}
-	// The keys seen so far: most objects are small, and a linear scan over
-	// their bytes allocates nothing; a large object (a hostile event can
-	// hold thousands of keys) moves to a map so the check stays linear.
-	var seen [][]byte
+	kbase := len(l.keys)
+	defer func() { l.keys = l.keys[:kbase] }()
 	var many map[string]bool
 	for {
 		l.ws()
@@ -133,21 +180,53 @@ func (l *lexer) object(depth int) *FieldError {
 			return err
 		}
 		l.path = append(l.path, segment{key: key, index: -1})
-		if seenKey(&seen, &many, key) {
+		if l.seenKey(kbase, &many, key) {
 			return l.fail("duplicate key")
 		}
 		if !l.expect(':') {
 			return l.fail(fmt.Sprintf("invalid JSON: expected ':' at byte %d", l.i))
 		}
-		if done, err := l.member(depth, '}'); done || err != nil {
+		l.ws()
+		start, objects := l.i, 0
+		if t != nil {
+			objects = len(t.objects)
+		}
+		if err := l.value(depth + 1); err != nil {
+			return err
+		}
+		if t != nil {
+			// A member that is an object closed last of what it recorded.
+			f := field{key: key, val: l.b[start:l.i:l.i], obj: -1}
+			if l.b[start] == '{' && len(t.objects) > objects {
+				f.obj = len(t.objects) - 1
+			}
+			t.stack = append(t.stack, f)
+		}
+		done, err := l.next('}')
+		if done {
+			t.closeObject(base)
+		}
+		if done || err != nil {
 			return err
 		}
 	}
 }
 
-// seenKey reports whether key is already in the set (seen, then many), and
-// adds it.
-func seenKey(seen *[][]byte, many *map[string]bool, key []byte) bool {
+// closeObject moves the members of the object just closed, those on the
+// stack from base, to fields. A nil tree records nothing.
+func (t *tree) closeObject(base int) {
+	if t == nil {
+		return
+	}
+	lo := len(t.fields)
+	t.fields = append(t.fields, t.stack[base:]...)
+	t.stack = t.stack[:base]
+	t.objects = append(t.objects, [2]int{lo, len(t.fields)})
+}
+
+// seenKey reports whether key is already a key of the object whose keys
+// start at l.keys[base] (or are in many), and adds it.
+func (l *lexer) seenKey(base int, many *map[string]bool, key []byte) bool {
 	if *many != nil {
 		if (*many)[string(key)] {
 			return true
@@ -155,15 +234,15 @@ func seenKey(seen *[][]byte, many *map[string]bool, key []byte) bool {
 		(*many)[string(key)] = true
 		return false
 	}
-	for _, k := range *seen {
+	for _, k := range l.keys[base:] {
 		if bytes.Equal(k, key) {
 			return true
 		}
 	}
-	*seen = append(*seen, key)
-	if len(*seen) > 32 {
-		*many = make(map[string]bool, 2*len(*seen))
-		for _, k := range *seen {
+	l.keys = append(l.keys, key)
+	if len(l.keys)-base > 32 {
+		*many = make(map[string]bool, 2*(len(l.keys)-base))
+		for _, k := range l.keys[base:] {
 			(*many)[string(k)] = true
 		}
 	}
@@ -177,19 +256,18 @@ func (l *lexer) array(depth int) *FieldError {
 	}
 	for n := 0; ; n++ {
 		l.path = append(l.path, segment{index: n})
-		if done, err := l.member(depth, ']'); done || err != nil {
+		if err := l.value(depth + 1); err != nil {
+			return err
+		}
+		if done, err := l.next(']'); done || err != nil {
 			return err
 		}
 	}
 }
 
-// member reads the value of an object member or array element, whose path
-// segment the caller has pushed, pops the segment, and reads what follows:
-// a comma, or close, which ends the container (done).
-func (l *lexer) member(depth int, close byte) (done bool, err *FieldError) {
-	if err := l.value(depth + 1); err != nil {
-		return false, err
-	}
+// next pops the path segment of the member or element just read and reads
+// what follows it: a comma, or close, which ends the container (done).
+func (l *lexer) next(close byte) (done bool, err *FieldError) {
 	l.path = l.path[:len(l.path)-1]
 	if l.expect(',') {
 		return false, nil
@@ -303,14 +381,17 @@ func (l *lexer) number() *FieldError {
 	if digits() == 0 || (l.b[first] == '0' && l.i-first > 1) {
 		return l.fail(fmt.Sprintf("invalid JSON: invalid number at byte %d", start))
 	}
+	integer := l.i-first <= 15 // an integer this short is always a double
 	if l.i < len(l.b) && l.b[l.i] == '.' {
 		l.i++
+		integer = false
 		if digits() == 0 {
 			return l.fail(fmt.Sprintf("invalid JSON: invalid number at byte %d", start))
 		}
 	}
 	if l.i < len(l.b) && (l.b[l.i] == 'e' || l.b[l.i] == 'E') {
 		l.i++
+		integer = false
 		if l.i < len(l.b) && (l.b[l.i] == '+' || l.b[l.i] == '-') {
 			l.i++
 		}
@@ -318,38 +399,11 @@ func (l *lexer) number() *FieldError {
 			return l.fail(fmt.Sprintf("invalid JSON: invalid number at byte %d", start))
 		}
 	}
+	if integer {
+		return nil
+	}
 	if f, err := strconv.ParseFloat(string(l.b[start:l.i]), 64); err != nil || math.IsInf(f, 0) {
 		return l.fail("number out of the range of a double")
 	}
 	return nil
-}
-
-// members splits a JSON object that checkSyntax has accepted into its
-// members' raw values, by key. It returns false when raw is not an object.
-func members(raw []byte) (map[string]json.RawMessage, bool) {
-	l := lexer{b: raw}
-	if !l.expect('{') {
-		return nil, false
-	}
-	m := map[string]json.RawMessage{}
-	if l.expect('}') {
-		return m, true
-	}
-	for {
-		l.ws()
-		key, err := l.str()
-		if err != nil || !l.expect(':') {
-			return nil, false
-		}
-		l.ws()
-		start := l.i
-		if l.value(0) != nil {
-			return nil, false
-		}
-		m[key] = raw[start:l.i:l.i]
-		if l.expect(',') {
-			continue
-		}
-		return m, l.expect('}')
-	}
 }

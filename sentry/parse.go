@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"regexp"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -70,7 +67,7 @@ var ErrBatch = errors.New("unreadable batch")
 // ParseCloudEvent reads one event in the CloudEvents JSON format
 // (application/cloudevents+json). Its error is a *FieldError.
 func ParseCloudEvent(body []byte) (Event, error) {
-	ev, ferr := parseEvent(body)
+	ev, ferr := newReader().parseEvent(slices.Clone(body))
 	if ferr != nil {
 		return Event{}, ferr
 	}
@@ -81,14 +78,25 @@ func ParseCloudEvent(body []byte) (Event, error) {
 // (application/cloudevents-batch+json). An invalid event is refused alone;
 // the others are still returned. The error, wrapping ErrBatch, is only for
 // a body that is not a readable batch at all.
+//
+// The events share one copy of body (their Raw, Data and Extensions are
+// slices of it), so that a batch costs one allocation for its bytes.
 func ParseBatch(body []byte) (Batch, error) {
 	if len(body) > MaxBatchBytes {
 		return Batch{}, fmt.Errorf("%w: larger than %d bytes", ErrBatch, MaxBatchBytes)
 	}
-	var raws []json.RawMessage
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '[' {
 		return Batch{}, fmt.Errorf("%w: not a JSON array", ErrBatch)
 	}
+	body = slices.Clone(body)
+	if b, ok := newReader().batch(body); ok {
+		return b, nil
+	}
+	// The one-pass read met something it cannot judge alone (bad syntax,
+	// too many events, an event the strict lexer refuses): split the body
+	// with encoding/json, whose verdict on the batch as a whole is the
+	// rule, and read each event on its own.
+	var raws []json.RawMessage
 	if err := json.Unmarshal(body, &raws); err != nil {
 		return Batch{}, fmt.Errorf("%w: %v", ErrBatch, err)
 	}
@@ -96,15 +104,66 @@ func ParseBatch(body []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: %d events, at most %d", ErrBatch, len(raws), MaxBatchEvents)
 	}
 	var b Batch
+	r := newReader()
 	for i, raw := range raws {
-		ev, ferr := parseEvent(raw)
-		if ferr != nil {
-			b.Refused = append(b.Refused, Refusal{Index: i, ID: peekID(raw), Err: ferr})
-			continue
-		}
-		b.Events = append(b.Events, ev)
+		r.add(&b, i, raw)
 	}
 	return b, nil
+}
+
+// batch reads body in one pass, lexing each event once and reading its
+// fields from what the lexer recorded. It gives up (false) at the first
+// event the lexer refuses, leaving the verdict to ParseBatch's slow path.
+func (r *reader) batch(body []byte) (Batch, bool) {
+	l := lexer{b: body, tree: r.tree}
+	// Room for the events of a batch like the benchmark's (about 500 bytes
+	// an event), so that the slice seldom grows.
+	b := Batch{Events: make([]Event, 0, min(MaxBatchEvents, len(body)/400+1))}
+	l.expect('[')
+	if !l.expect(']') {
+		for n := 0; ; n++ {
+			if n == MaxBatchEvents {
+				return Batch{}, false
+			}
+			l.ws()
+			start := l.i
+			r.tree.reset()
+			if l.value(0) != nil {
+				return Batch{}, false
+			}
+			r.addRead(&b, n, body[start:l.i:l.i])
+			if l.expect(',') {
+				continue
+			}
+			if l.expect(']') {
+				break
+			}
+			return Batch{}, false
+		}
+	}
+	l.ws()
+	return b, l.i == len(body)
+}
+
+// add reads raw, the event at index i of a batch, into b.
+func (r *reader) add(b *Batch, i int, raw []byte) {
+	ev, ferr := r.parseEvent(raw)
+	r.put(b, i, raw, ev, ferr)
+}
+
+// addRead is add for an event whose bytes the lexer has just read into
+// r.tree.
+func (r *reader) addRead(b *Batch, i int, raw []byte) {
+	ev, ferr := r.event(raw)
+	r.put(b, i, raw, ev, ferr)
+}
+
+func (r *reader) put(b *Batch, i int, raw []byte, ev Event, ferr *FieldError) {
+	if ferr != nil {
+		b.Refused = append(b.Refused, Refusal{Index: i, ID: peekID(raw), Err: ferr})
+		return
+	}
+	b.Events = append(b.Events, ev)
 }
 
 // peekID returns the id of an event that was refused, when it has a
@@ -123,53 +182,86 @@ func peekID(raw []byte) string {
 // is an extension, kept and flagged.
 var envelope = []string{"specversion", "id", "source", "type", "time", "subject", "sequence", "datacontenttype", "data", "signature"}
 
-var extensionName = regexp.MustCompile(`^[a-z0-9]{1,20}$`)
+// reader reads typed fields from what the lexer recorded of one event,
+// keeping the first error and the paths of the fields it did not know.
+// One reader serves the events of a batch in turn.
+type reader struct {
+	tree    *tree
+	err     *FieldError
+	unknown []string
+	// names holds one copy of each short value read by name, by its JSON
+	// text: a batch repeats its sources, types, sandboxes and tools.
+	names map[string]string
+}
 
-func parseEvent(raw []byte) (Event, *FieldError) {
+func newReader() *reader { return &reader{tree: &tree{}, names: map[string]string{}} }
+
+func (r *reader) fail(field, reason string) {
+	if r.err == nil {
+		r.err = &FieldError{Field: field, Reason: reason}
+	}
+}
+
+// parseEvent lexes raw, an event on its own, and reads it.
+func (r *reader) parseEvent(raw []byte) (Event, *FieldError) {
 	if len(raw) > MaxEventBytes {
 		return Event{}, &FieldError{Reason: fmt.Sprintf("event larger than %d bytes", MaxEventBytes)}
 	}
-	if err := checkSyntax(raw); err != nil {
+	r.tree.reset()
+	l := lexer{b: raw, tree: r.tree}
+	if err := l.value(0); err != nil {
 		return Event{}, err
 	}
-	r := reader{}
-	m := r.object(raw, "")
-	if r.err != nil {
+	l.ws()
+	if l.i != len(l.b) {
+		return Event{}, &FieldError{Reason: "trailing data after the JSON value"}
+	}
+	return r.event(raw)
+}
+
+// event reads the event raw, which the lexer has checked and recorded in
+// r.tree. The event's byte slices are slices of raw.
+func (r *reader) event(raw []byte) (Event, *FieldError) {
+	if len(raw) > MaxEventBytes {
+		return Event{}, &FieldError{Reason: fmt.Sprintf("event larger than %d bytes", MaxEventBytes)}
+	}
+	r.err, r.unknown = nil, nil
+	if t := bytes.TrimLeft(raw, " \t\r\n"); t[0] != '{' {
 		return Event{}, &FieldError{Reason: "an event must be a JSON object"}
 	}
+	m := fields(r.tree.members(len(r.tree.objects) - 1))
 	var ev Event
-	ev.SpecVersion = r.str(m, "specversion", "specversion", maxID, true)
+	ev.SpecVersion = r.name(m, "specversion", "specversion", maxID, true)
 	if r.err == nil && ev.SpecVersion != "1.0" {
 		r.fail("specversion", `must be "1.0"`)
 	}
 	ev.ID = r.str(m, "id", "id", maxID, true)
-	ev.Source = r.str(m, "source", "source", 512, true)
-	ev.Type = r.str(m, "type", "type", maxID, true)
+	ev.Source = r.name(m, "source", "source", 512, true)
+	ev.Type = r.name(m, "type", "type", maxID, true)
 	ev.Class = classOf(ev.Type)
 	ev.Time = r.time(m, "time")
-	ev.Subject = r.str(m, "subject", "subject", 253, ev.Class != "" && ev.Class != ClassHeartbeat)
+	ev.Subject = r.name(m, "subject", "subject", 253, ev.Class != "" && ev.Class != ClassHeartbeat)
 	ev.Sequence = r.sequence(m)
-	ev.DataContentType = r.str(m, "datacontenttype", "datacontenttype", maxID, false)
+	ev.DataContentType = r.name(m, "datacontenttype", "datacontenttype", maxID, false)
 	if r.err == nil && ev.DataContentType != "" && ev.DataContentType != "application/json" {
 		r.fail("datacontenttype", `must be "application/json" or absent`)
 	}
-	if _, ok := m["data_base64"]; ok {
+	if _, ok := m.get("data_base64"); ok {
 		r.fail("data_base64", "binary data is refused; send data as a JSON object")
 	}
 	ev.Signature = r.signature(m)
-	data, ok := m["data"]
+	data, ok := m.field("data")
 	if !ok {
 		r.fail("data", "is required")
 	}
 	if r.err != nil {
 		return Event{}, r.err
 	}
-	ev.Data = slices.Clone(data)
-	ev.Raw = slices.Clone(raw)
+	ev.Data, ev.Raw = json.RawMessage(data.val), json.RawMessage(raw)
 	if ev.Class == "" {
 		ev.Flags |= FlagUnknownType
 		ev.Unknown = append(ev.Unknown, "type")
-		if t := bytes.TrimLeft(data, " \t\r\n"); t[0] != '{' {
+		if data.val[0] != '{' {
 			return Event{}, &FieldError{Field: "data", Reason: "must be a JSON object"}
 		}
 	} else {
@@ -182,56 +274,92 @@ func parseEvent(raw []byte) (Event, *FieldError) {
 			ev.Unknown = append(ev.Unknown, r.unknown...)
 		}
 	}
-	for _, k := range sortedKeys(m) {
-		if slices.Contains(envelope, k) || k == "data_base64" {
-			continue
-		}
-		if !extensionName.MatchString(k) {
+	for _, f := range m.extensions().sorted() {
+		k := string(f.key)
+		if !isExtensionName(k) {
 			return Event{}, &FieldError{Field: k, Reason: "a CloudEvents attribute name is 1-20 lower-case letters or digits"}
 		}
 		if ev.Extensions == nil {
 			ev.Extensions = map[string]json.RawMessage{}
 		}
-		ev.Extensions[k] = slices.Clone(m[k])
+		ev.Extensions[k] = json.RawMessage(f.val)
 		ev.Flags |= FlagExtension
 		ev.Unknown = append(ev.Unknown, k)
 	}
 	return ev, nil
 }
 
-// sortedKeys orders what the reader reports about an object (unknown
-// fields, extensions) so that it does not depend on map order.
-func sortedKeys(m map[string]json.RawMessage) []string { return slices.Sorted(maps.Keys(m)) }
-
-// reader reads typed fields, keeping the first error and the paths of the
-// fields it did not know.
-type reader struct {
-	err     *FieldError
-	unknown []string
-}
-
-func (r *reader) fail(field, reason string) {
-	if r.err == nil {
-		r.err = &FieldError{Field: field, Reason: reason}
+// isExtensionName: a CloudEvents attribute name, 1-20 of [a-z0-9].
+func isExtensionName(k string) bool {
+	if k == "" || len(k) > 20 {
+		return false
 	}
-}
-
-// object decodes raw as a JSON object; known lists its fields, any other
-// is recorded as unknown under path (nil known: record nothing).
-func (r *reader) object(raw []byte, path string, known ...string) map[string]json.RawMessage {
-	m, ok := members(raw)
-	if !ok {
-		r.fail(path, "must be a JSON object")
-		return nil
-	}
-	if known != nil {
-		for _, k := range sortedKeys(m) {
-			if !slices.Contains(known, k) {
-				r.unknown = append(r.unknown, join(path, k))
-			}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
 		}
 	}
-	return m
+	return true
+}
+
+// fields are the members of one object, in document order.
+type fields []field
+
+// extensions returns the members of an event that are not envelope
+// attributes (nor data_base64, which is refused): nil for most events.
+func (fs fields) extensions() fields {
+	var ext fields
+	for _, f := range fs {
+		if k := string(f.key); !slices.Contains(envelope, k) && k != "data_base64" {
+			ext = append(ext, f)
+		}
+	}
+	return ext
+}
+
+// field returns the member named key.
+func (fs fields) field(key string) (field, bool) {
+	for _, f := range fs {
+		if string(f.key) == key {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+// get returns the value of the member named key.
+func (fs fields) get(key string) ([]byte, bool) {
+	f, ok := fs.field(key)
+	return f.val, ok
+}
+
+// sorted returns the members ordered by key, so that what the reader
+// reports about an object (unknown fields, extensions) does not depend on
+// the sender's order. Only a few objects have members the reader does not
+// know, so the copy is rarely made.
+func (fs fields) sorted() fields {
+	out := slices.Clone(fs)
+	slices.SortFunc(out, func(a, b field) int { return bytes.Compare(a.key, b.key) })
+	return out
+}
+
+// object returns the members of f, which must be an object; known lists
+// its fields, any other is recorded as unknown under path.
+func (r *reader) object(f field, path string, known ...string) (fields, bool) {
+	if f.obj < 0 {
+		r.fail(path, "must be a JSON object")
+		return nil, false
+	}
+	m := fields(r.tree.members(f.obj))
+	var unknown []string
+	for _, g := range m {
+		if !slices.Contains(known, string(g.key)) {
+			unknown = append(unknown, join(path, string(g.key)))
+		}
+	}
+	slices.Sort(unknown)
+	r.unknown = append(r.unknown, unknown...)
+	return m, true
 }
 
 // validText reports whether s is 1-max bytes with no control characters:
@@ -249,14 +377,20 @@ func validText(s string, max int) bool {
 	return true
 }
 
-func (r *reader) str(m map[string]json.RawMessage, key, path string, max int, required bool) string {
-	raw, ok := m[key]
+func (r *reader) str(m fields, key, path string, max int, required bool) string {
+	raw, ok := m.get(key)
 	if !ok {
 		if required {
 			r.fail(path, "is required")
 		}
 		return ""
 	}
+	return r.text(raw, path, max)
+}
+
+// text reads raw, which must be a JSON string of 1-max bytes without
+// control characters.
+func (r *reader) text(raw []byte, path string, max int) string {
 	if raw[0] != '"' {
 		r.fail(path, "must be a string")
 		return ""
@@ -273,15 +407,42 @@ func (r *reader) str(m map[string]json.RawMessage, key, path string, max int, re
 	return s
 }
 
-func (r *reader) match(m map[string]json.RawMessage, key, path string, re *regexp.Regexp, want string, required bool) string {
+// Bounds of the names cache: values it holds are at most minName bytes,
+// the least bound of any field read by name, so that a value valid for one
+// field is valid for every other that meets the same text.
+const (
+	minName  = 253
+	maxNames = 256
+)
+
+// name is str for a value that repeats across a batch's events (a source,
+// a type, a sandbox, a tool): the reader keeps one copy of each. max must
+// be at least minName.
+func (r *reader) name(m fields, key, path string, max int, required bool) string {
+	raw, ok := m.get(key)
+	if !ok || len(raw) > minName+2 {
+		return r.str(m, key, path, max, required)
+	}
+	if s, ok := r.names[string(raw)]; ok {
+		return s
+	}
+	failed := r.err != nil
+	s := r.text(raw, path, max)
+	if !failed && r.err == nil && len(r.names) < maxNames {
+		r.names[string(raw)] = s
+	}
+	return s
+}
+
+func (r *reader) match(m fields, key, path string, valid func(string) bool, want string, required bool) string {
 	s := r.str(m, key, path, maxID, required)
-	if s != "" && r.err == nil && !re.MatchString(s) {
+	if s != "" && r.err == nil && !valid(s) {
 		r.fail(path, "must be "+want)
 	}
 	return s
 }
 
-func (r *reader) time(m map[string]json.RawMessage, key string) time.Time {
+func (r *reader) time(m fields, key string) time.Time {
 	s := r.str(m, key, key, 64, true)
 	if r.err != nil {
 		return time.Time{}
@@ -293,31 +454,50 @@ func (r *reader) time(m map[string]json.RawMessage, key string) time.Time {
 	return t
 }
 
-var decimal = regexp.MustCompile(`^[1-9][0-9]{0,17}$`)
-
 // sequence reads the CloudEvents sequence extension. The extension defines
 // it as a string; senders also write a JSON integer, which is taken too.
 // It is 1 to 10^18-1: at most 18 digits, so it fits a Postgres bigint and
 // JSON Schema can bound the string form with a pattern.
-func (r *reader) sequence(m map[string]json.RawMessage) uint64 {
-	raw, ok := m["sequence"]
+func (r *reader) sequence(m fields) uint64 {
+	raw, ok := m.get("sequence")
 	if !ok {
 		r.fail("sequence", "is required")
 		return 0
 	}
-	text := string(raw)
+	text := raw
 	if raw[0] == '"' {
-		_ = json.Unmarshal(raw, &text)
+		text = raw[1 : len(raw)-1]
+		if bytes.IndexByte(text, '\\') >= 0 {
+			var s string
+			_ = json.Unmarshal(raw, &s)
+			text = []byte(s)
+		}
 	}
-	n, err := strconv.ParseUint(text, 10, 64)
-	if !decimal.MatchString(text) || err != nil {
+	n, ok := decimal(text)
+	if !ok {
 		r.fail("sequence", "must be an integer from 1 to 999999999999999999 (a JSON integer or a decimal string)")
 		return 0
 	}
 	return n
 }
 
-func (r *reader) signature(m map[string]json.RawMessage) []byte {
+// decimal reads 1 to 999999999999999999: at most 18 digits, no leading
+// zero.
+func decimal(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 18 || b[0] == '0' {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+func (r *reader) signature(m fields) []byte {
 	s := r.str(m, "signature", "signature", maxID, false)
 	if s == "" || r.err != nil {
 		return nil

@@ -1,9 +1,12 @@
 package sentry
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -352,6 +355,47 @@ func TestManyKeys(t *testing.T) {
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Reason != "duplicate key" {
 			t.Errorf("%s: %v", dup, err)
+		}
+	}
+}
+
+// TestParseBatchPaths: a batch the one-pass reader gives up on (an event
+// the strict lexer refuses) is read event by event, with the same result
+// for the other events; and the events do not share the caller's bytes.
+func TestParseBatchPaths(t *testing.T) {
+	var events []string
+	for i, c := range Classes() {
+		ev := sample(c)
+		ev["id"] = fmt.Sprintf("ev-%d", i)
+		ev["sequence"] = i + 1
+		events = append(events, string(mustJSON(t, ev)))
+	}
+	clean := []byte("[" + strings.Join(events, ",") + "]")
+	dup := strings.Replace(events[1], `"severity":`, `"severity":"low","severity":`, 1)
+	slow := []byte("[" + strings.Join(append([]string{events[0], dup}, events[2:]...), " ,\n") + "]")
+
+	fast, err := ParseBatch(clean)
+	if err != nil || len(fast.Events) != len(events) || len(fast.Refused) != 0 {
+		t.Fatalf("clean batch: %d events, %v, %v", len(fast.Events), fast.Refused, err)
+	}
+	read, err := ParseBatch(slow)
+	if err != nil || len(read.Refused) != 1 || read.Refused[0].Index != 1 || read.Refused[0].Err.Reason != "duplicate key" {
+		t.Fatalf("batch with a duplicate key: %+v, %v", read.Refused, err)
+	}
+	want := slices.Delete(slices.Clone(fast.Events), 1, 2)
+	for i, ev := range read.Events {
+		w := want[i]
+		if ev.ID != w.ID || ev.Sequence != w.Sequence || ev.Class != w.Class || !reflect.DeepEqual(ev.Payload, w.Payload) || !bytes.Equal(ev.Raw, w.Raw) {
+			t.Errorf("event %s read event by event differs from the one-pass read:\n%+v\n%+v", w.ID, ev, w)
+		}
+	}
+
+	for i := range clean {
+		clean[i] = ' '
+	}
+	for _, ev := range fast.Events {
+		if _, err := ParseCloudEvent(ev.Raw); err != nil || !json.Valid(ev.Data) {
+			t.Fatalf("event %s changed with the caller's bytes: %v", ev.ID, err)
 		}
 	}
 }

@@ -94,9 +94,12 @@ type SentryEventFilter struct {
 // SentryBatch checks events and returns those to store, in order, with
 // ReceivedAt set to now and Time to ReceivedAt where they are zero, and how many repeat a (Source,
 // ID) earlier in the batch (they count as duplicates). It refuses the
-// whole batch on the first event without a source or id, with a sequence
-// past int64 or with a document that is not JSON: the intake validates
-// events one by one before this, so a bad event here is a bug.
+// whole batch on the first event without a source or id or with a
+// sequence past int64: the intake validates events one by one before
+// this, so a bad event here is a bug. A document that is not JSON refuses
+// the batch too, in the engine (Postgres's json column; SQLite's
+// SentryDocumentsValid), not here: the intake has just read every byte,
+// and a third reading cost 7% of the gateway's CPU at full ingest.
 func SentryBatch(events []SentryEvent, now time.Time) (unique []SentryEvent, dups int, err error) {
 	type key struct{ source, id string }
 	seen := make(map[key]bool, len(events))
@@ -107,8 +110,6 @@ func SentryBatch(events []SentryEvent, now time.Time) (unique []SentryEvent, dup
 			return nil, 0, fmt.Errorf("invalid sentry event %d: source and id are required", i)
 		case e.Sequence > math.MaxInt64:
 			return nil, 0, fmt.Errorf("invalid sentry event %d (%s/%s): sequence %d out of range", i, e.Source, e.ID, e.Sequence)
-		case !json.Valid(e.Document):
-			return nil, 0, fmt.Errorf("invalid sentry event %d (%s/%s): document is not JSON", i, e.Source, e.ID)
 		}
 		k := key{e.Source, e.ID}
 		if seen[k] {
@@ -128,6 +129,17 @@ func SentryBatch(events []SentryEvent, now time.Time) (unique []SentryEvent, dup
 		unique = append(unique, e)
 	}
 	return unique, dups, nil
+}
+
+// SentryDocumentsValid refuses a batch (as SentryBatch returned it) with a
+// document that is not JSON, for an engine whose column does not check.
+func SentryDocumentsValid(batch []SentryEvent) error {
+	for _, e := range batch {
+		if !json.Valid(e.Document) {
+			return fmt.Errorf("invalid sentry event %s/%s: document is not JSON", e.Source, e.ID)
+		}
+	}
+	return nil
 }
 
 // SentrySources returns the distinct sources of events, sorted: the order
