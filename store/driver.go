@@ -149,11 +149,11 @@ type Tx interface {
 	// (ErrNotFound; with several, the first received): the intake refuses
 	// a remediating event that replays a sequence already used.
 	SentryEventAt(ctx context.Context, source string, sequence uint64) (SentryEvent, error)
-	// SetSentryEventFlags replaces the flags of the event (source, id)
-	// received at receivedAt (the key and the day its partition is) with
-	// flags: the intake's derived findings. An event pruned meanwhile is
-	// no error.
-	SetSentryEventFlags(ctx context.Context, source, id string, receivedAt time.Time, flags []string) error
+	// SetSentryEventFlags replaces the flags of the stored event ev
+	// (found by its source, sequence, id and receive time: its key, an
+	// index and its day's partition) with flags: the intake's derived
+	// findings. An event pruned meanwhile is no error.
+	SetSentryEventFlags(ctx context.Context, ev SentryEvent, flags []string) error
 
 	// InsertSentryAction stores a (ID ignored) and returns it with its ID
 	// (ErrAlreadyExists if its (Source, EventID) has one).

@@ -149,7 +149,7 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 		"first_sandbox", first.Subject, "first_source", first.Source, "first_event", first.ID, "first_flags", marks[0].flags)
 	err := in.st.InTx(ctx, func(tx store.Tx) error {
 		for _, m := range marks {
-			if err := tx.SetSentryEventFlags(ctx, m.ev.Source, m.ev.ID, m.ev.ReceivedAt, m.flags); err != nil {
+			if err := tx.SetSentryEventFlags(ctx, m.ev, m.flags); err != nil {
 				return err
 			}
 		}

@@ -18,26 +18,43 @@ func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEv
 	})
 }
 
-// Store COPYs the batch into a staging table (temporary, so never logged;
-// emptied at commit; created once per connection) and moves the new events
-// on with sentry_move_staged (migration 00007).
+// Store writes each new event once. It asks which of the batch's keys are
+// new (sentry_new_keys, migration 00010, which also makes a missing day's
+// partition), then COPYs those keys into sentry_event_keys and their
+// events into sentry_events, where Postgres routes each to its day's
+// partition. No other transaction can add one of these keys in between:
+// a key's source is locked (Append's FOR UPDATE) by every append that
+// names it. Were one added anyway, the keys' unique index would refuse
+// the COPY and the batch would fail whole, to be sent again.
 func (e sentryIntake) Store(ctx context.Context, batch []store.SentryEvent, stored func(string, uint64)) error {
-	err := e.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS sentry_staging
-		(LIKE sentry_events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`)
+	sources, ids, received := make([]string, len(batch)), make([]string, len(batch)), make([]time.Time, len(batch))
+	for i := range batch {
+		sources[i], ids[i], received[i] = batch[i].Source, batch[i].ID, batch[i].ReceivedAt
+	}
+	rows, err := e.tx.Query(ctx, `SELECT sentry_new_keys($1, $2, $3)`, sources, ids, received)
+	if err != nil {
+		return mapErr(err)
+	}
+	fresh, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil || len(fresh) == 0 {
+		return mapErr(err)
+	}
+	_, err = e.tx.CopyFrom(ctx, pgx.Identifier{"sentry_event_keys"}, []string{"source", "id", "received_at"},
+		pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
+			ev := &batch[fresh[i]]
+			return []any{ev.Source, ev.ID, ev.ReceivedAt}, nil
+		}))
 	if err == nil {
-		_, err = e.tx.CopyFrom(ctx, pgx.Identifier{"sentry_staging"}, sentrysql.Columns,
-			pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) { return sentrysql.Row(&batch[i], e.Time), nil }))
+		_, err = e.tx.CopyFrom(ctx, pgx.Identifier{"sentry_events"}, sentrysql.Columns,
+			pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) { return sentrysql.Row(&batch[fresh[i]], e.Time), nil }))
 	}
 	if err != nil {
 		return mapErr(err)
 	}
-	return e.Rows(ctx, `SELECT * FROM sentry_move_staged()`, nil, func(scan func(...any) error) error {
-		var src string
-		var seq uint64
-		err := scan(&src, &seq)
-		stored(src, seq)
-		return err
-	})
+	for _, i := range fresh {
+		stored(batch[i].Source, batch[i].Sequence)
+	}
+	return nil
 }
 
 // EnsureSentryPartitions creates the daily partitions of sentry_events for

@@ -40,8 +40,8 @@ func (c *conn) SentryEventAt(ctx context.Context, source string, sequence uint64
 }
 
 // SetSentryEventFlags replaces one event's flags.
-func (c *conn) SetSentryEventFlags(ctx context.Context, source, id string, receivedAt time.Time, flags []string) error {
-	return sentrysql.SetFlags(ctx, c.sentry(), source, id, receivedAt, flags)
+func (c *conn) SetSentryEventFlags(ctx context.Context, ev store.SentryEvent, flags []string) error {
+	return sentrysql.SetFlags(ctx, c.sentry(), ev, flags)
 }
 
 // InsertSentryAction stores a and returns it with its ID

@@ -43,8 +43,8 @@ func (t *txn) SentryEventAt(ctx context.Context, source string, sequence uint64)
 }
 
 // SetSentryEventFlags replaces one event's flags.
-func (t *txn) SetSentryEventFlags(ctx context.Context, source, id string, receivedAt time.Time, flags []string) error {
-	return sentrysql.SetFlags(ctx, sentryEngine{t.wr}, source, id, receivedAt, flags)
+func (t *txn) SetSentryEventFlags(ctx context.Context, ev store.SentryEvent, flags []string) error {
+	return sentrysql.SetFlags(ctx, sentryEngine{t.wr}, ev, flags)
 }
 
 // InsertSentryAction stores a and returns it with its ID

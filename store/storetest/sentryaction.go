@@ -391,14 +391,18 @@ func testPrimSentryEventFlags(t *testing.T, s *store.Store) {
 	}
 	one := stored[0]
 	inTx(t, s, func(tx store.Tx) error {
-		return tx.SetSentryEventFlags(ctx(t), one.Source, one.ID, one.ReceivedAt, append(one.Flags, "drift"))
+		return tx.SetSentryEventFlags(ctx(t), one, append(one.Flags, "drift"))
 	})
-	// An unknown event, or the right key at another time, changes nothing.
-	if err := s.SetSentryEventFlags(ctx(t), "w1", "nope", one.ReceivedAt, []string{"x"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetSentryEventFlags(ctx(t), one.Source, stored[1].ID, one.ReceivedAt.Add(-48*time.Hour), []string{"x"}); err != nil {
-		t.Fatal(err)
+	// An unknown event, or the right key at another time or with another
+	// sequence, changes nothing.
+	unknown, earlier, elsewhere := one, stored[1], stored[1]
+	unknown.ID = "nope"
+	earlier.ReceivedAt = earlier.ReceivedAt.Add(-48 * time.Hour)
+	elsewhere.Sequence = one.Sequence
+	for _, ev := range []store.SentryEvent{unknown, earlier, elsewhere} {
+		if err := s.SetSentryEventFlags(ctx(t), ev, []string{"x"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	after := sentryEvents(t, s, store.SentryEventFilter{Source: "w1"})
 	want := map[string][]string{one.ID: append(slices.Clone(one.Flags), "drift"), stored[1].ID: stored[1].Flags}

@@ -264,14 +264,17 @@ func notNil(b []byte) []byte {
 }
 
 // SetFlags replaces the flags of one event; received_at narrows the
-// search to its day's partition and the source index.
-func SetFlags(ctx context.Context, e Engine, source, id string, receivedAt time.Time, flags []string) error {
+// search to its day's partition, and source and sequence to one entry of
+// the source index (without the sequence, the update read every event of
+// the source that day).
+func SetFlags(ctx context.Context, e Engine, ev store.SentryEvent, flags []string) error {
 	b, _ := json.Marshal(append([]string{}, flags...)) // strings always encode
 	p := e.Param
-	err := e.Exec(ctx, `UPDATE sentry_events SET flags = `+p(1)+` WHERE source = `+p(2)+` AND id = `+p(3)+` AND received_at = `+p(4),
-		string(b), source, id, e.Time(receivedAt.UTC().Truncate(time.Microsecond)))
+	err := e.Exec(ctx, `UPDATE sentry_events SET flags = `+p(1)+` WHERE source = `+p(2)+` AND sequence = `+p(3)+
+		` AND id = `+p(4)+` AND received_at = `+p(5),
+		string(b), ev.Source, int64(ev.Sequence), ev.ID, e.Time(ev.ReceivedAt.UTC().Truncate(time.Microsecond)))
 	if err != nil {
-		return fmt.Errorf("set flags of sentry event %s/%s: %w", source, id, err)
+		return fmt.Errorf("set flags of sentry event %s/%s: %w", ev.Source, ev.ID, err)
 	}
 	return nil
 }

@@ -142,10 +142,12 @@ func Append(ctx context.Context, events []store.SentryEvent, now time.Time,
 				return err
 			}
 		}
-		stored := map[string]uint64{}
+		stored := map[string][]uint64{}
 		err := e.Store(ctx, batch, func(src string, seq uint64) {
 			res.Stored++
-			stored[src] = max(stored[src], seq)
+			if seq > 0 {
+				stored[src] = append(stored[src], seq)
+			}
 		})
 		if err != nil {
 			return err
@@ -158,6 +160,18 @@ func Append(ctx context.Context, events []store.SentryEvent, now time.Time,
 	}
 	res.Duplicates = dups + len(batch) - res.Stored
 	return res, nil
+}
+
+// follows reports whether seqs, in any order, are exactly after+1 …
+// after+len(seqs) (true for none). seqs is sorted in place.
+func follows(seqs []uint64, after uint64) bool {
+	slices.Sort(seqs)
+	for i, s := range seqs {
+		if s != after+uint64(i)+1 {
+			return false
+		}
+	}
+	return true
 }
 
 // Sources is SentryGaps for both engines: the state of source, or of
@@ -217,23 +231,32 @@ func gaps(ctx context.Context, e Engine, st *store.SentrySource) error {
 
 // advance is the ordering rule, run in an append's transaction after its
 // events are stored, on the states of the batch's sources as they were
-// before it (locked) and the highest sequence it stored of each: a
-// source's highest sequence moves up to what was stored, its acked
-// sequence up to just before its first remaining gap (or to the highest
-// when none remains), and both are written back. It returns the states
-// with their gaps.
-func advance(ctx context.Context, e Engine, states []store.SentrySource, stored map[string]uint64) ([]store.SentrySource, error) {
+// before it (locked) and the sequences it stored of each: a source's
+// highest sequence moves up to what was stored, its acked sequence up to
+// just before its first remaining gap (or to the highest when none
+// remains), and both are written back. It returns the states with their
+// gaps.
+func advance(ctx context.Context, e Engine, states []store.SentrySource, stored map[string][]uint64) ([]store.SentrySource, error) {
 	out := slices.Clone(states)
 	for i := range out {
 		st := &out[i]
 		was := *st
-		st.MaxSequence = max(st.MaxSequence, stored[st.Source])
-		if err := gaps(ctx, e, st); err != nil {
-			return nil, err
-		}
-		st.AckedSequence = st.MaxSequence
-		if len(st.Gaps) > 0 {
-			st.AckedSequence = st.Gaps[0][0] - 1
+		seqs := stored[st.Source]
+		if n := uint64(len(seqs)); was.AckedSequence == was.MaxSequence && follows(seqs, was.AckedSequence) {
+			// The common case, decided without reading the events: no gap
+			// before, and the batch continues the stream without one.
+			st.AckedSequence, st.MaxSequence, st.Gaps = was.AckedSequence+n, was.AckedSequence+n, nil
+		} else {
+			if len(seqs) > 0 {
+				st.MaxSequence = max(st.MaxSequence, slices.Max(seqs))
+			}
+			if err := gaps(ctx, e, st); err != nil {
+				return nil, err
+			}
+			st.AckedSequence = st.MaxSequence
+			if len(st.Gaps) > 0 {
+				st.AckedSequence = st.Gaps[0][0] - 1
+			}
 		}
 		if st.AckedSequence == was.AckedSequence && st.MaxSequence == was.MaxSequence {
 			continue
