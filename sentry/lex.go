@@ -284,12 +284,27 @@ func (l *lexer) str() (string, *FieldError) {
 	return string(b), err
 }
 
+// plain marks the bytes a string holds as they are: not a quote, a
+// backslash, a control character or the start of a multi-byte sequence.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // strBytes reads a string at l.i (its opening quote) and returns its
 // value's bytes: a slice of l.b when the string has no escape.
 func (l *lexer) strBytes() ([]byte, *FieldError) {
 	start := l.i
 	l.i++
 	escaped := false
+	for l.i < len(l.b) {
+		if !plain[l.b[l.i]] {
+			break
+		}
+		l.i++
+	}
 	for l.i < len(l.b) {
 		c := l.b[l.i]
 		switch {

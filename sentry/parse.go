@@ -65,9 +65,11 @@ type Batch struct {
 var ErrBatch = errors.New("unreadable batch")
 
 // ParseCloudEvent reads one event in the CloudEvents JSON format
-// (application/cloudevents+json). Its error is a *FieldError.
+// (application/cloudevents+json). Its error is a *FieldError. The event's
+// Raw, Data and Extensions are slices of body, which must not change
+// afterwards.
 func ParseCloudEvent(body []byte) (Event, error) {
-	ev, ferr := newReader().parseEvent(slices.Clone(body))
+	ev, ferr := newReader().parseEvent(body)
 	if ferr != nil {
 		return Event{}, ferr
 	}
@@ -79,8 +81,8 @@ func ParseCloudEvent(body []byte) (Event, error) {
 // the others are still returned. The error, wrapping ErrBatch, is only for
 // a body that is not a readable batch at all.
 //
-// The events share one copy of body (their Raw, Data and Extensions are
-// slices of it), so that a batch costs one allocation for its bytes.
+// The events' Raw, Data and Extensions are slices of body, which must not
+// change afterwards: a batch's bytes are not copied.
 func ParseBatch(body []byte) (Batch, error) {
 	if len(body) > MaxBatchBytes {
 		return Batch{}, fmt.Errorf("%w: larger than %d bytes", ErrBatch, MaxBatchBytes)
@@ -88,7 +90,6 @@ func ParseBatch(body []byte) (Batch, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '[' {
 		return Batch{}, fmt.Errorf("%w: not a JSON array", ErrBatch)
 	}
-	body = slices.Clone(body)
 	if b, ok := newReader().batch(body); ok {
 		return b, nil
 	}

@@ -361,7 +361,7 @@ func TestManyKeys(t *testing.T) {
 
 // TestParseBatchPaths: a batch the one-pass reader gives up on (an event
 // the strict lexer refuses) is read event by event, with the same result
-// for the other events; and the events do not share the caller's bytes.
+// for the other events.
 func TestParseBatchPaths(t *testing.T) {
 	var events []string
 	for i, c := range Classes() {
@@ -387,15 +387,6 @@ func TestParseBatchPaths(t *testing.T) {
 		w := want[i]
 		if ev.ID != w.ID || ev.Sequence != w.Sequence || ev.Class != w.Class || !reflect.DeepEqual(ev.Payload, w.Payload) || !bytes.Equal(ev.Raw, w.Raw) {
 			t.Errorf("event %s read event by event differs from the one-pass read:\n%+v\n%+v", w.ID, ev, w)
-		}
-	}
-
-	for i := range clean {
-		clean[i] = ' '
-	}
-	for _, ev := range fast.Events {
-		if _, err := ParseCloudEvent(ev.Raw); err != nil || !json.Valid(ev.Data) {
-			t.Fatalf("event %s changed with the caller's bytes: %v", ev.ID, err)
 		}
 	}
 }
