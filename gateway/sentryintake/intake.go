@@ -179,7 +179,10 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 		seen bool // stored before: a resend
 	}
 	var urgent []remediation
-	var bulk []sentry.Event
+	// The bulk lane's rows and their tools, made as the events are
+	// checked.
+	rows := make([]store.SentryEvent, 0, len(batch.Events))
+	tools := make([]string, 0, len(batch.Events))
 	var audited []sentry.Refusal
 	// An event's index in the batch: the reader's refusals hold the
 	// indexes it skipped.
@@ -208,7 +211,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 		if remediating(ev) {
 			urgent = append(urgent, remediation{ev, seen})
 		} else {
-			bulk = append(bulk, ev)
+			rows, tools = append(rows, stored(ev, received)), append(tools, toolOf(ev))
 		}
 	}
 	slices.SortFunc(res.Refused, func(a, b sentry.Refusal) int { return a.Index - b.Index })
@@ -232,16 +235,11 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			return Result{}, err
 		}
 	}
-	if len(bulk) > 0 {
+	if len(rows) > 0 {
 		select {
 		case in.bulk <- struct{}{}:
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
-		}
-		rows := make([]store.SentryEvent, len(bulk))
-		tools := make([]string, len(bulk))
-		for i, ev := range bulk {
-			rows[i], tools[i] = stored(ev, received), toolOf(ev)
 		}
 		out, err := in.st.AppendSentryEvents(ctx, rows)
 		<-in.bulk

@@ -52,9 +52,17 @@ type Intake interface {
 // Row is e's values in Columns' order, as e's engine binds them (flags as
 // a JSON array).
 func Row(e *store.SentryEvent, time func(time.Time) any) []any {
-	flags, _ := json.Marshal(append([]string{}, e.Flags...)) // strings always encode
 	return []any{e.Source, e.ID, int64(e.Sequence), e.Type, e.Subject, time(e.Time), time(e.ReceivedAt),
-		e.Severity, e.Processing, e.PolicyHash, e.DenialID, e.TraceID, string(flags), e.Document}
+		e.Severity, e.Processing, e.PolicyHash, e.DenialID, e.TraceID, FlagsJSON(e.Flags), e.Document}
+}
+
+// FlagsJSON is the flags column's value: a JSON array of strings.
+func FlagsJSON(flags []string) string {
+	if len(flags) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(flags) // strings always encode
+	return string(b)
 }
 
 // timeDest scans a time stored either way: a timestamp (Postgres) or UTC
