@@ -45,25 +45,49 @@ func (g *gatewayProc) createSource(ctx context.Context, name string) (*source, e
 // take reserves n sequences and returns the first.
 func (s *source) take(n int) uint64 { return s.next.Add(uint64(n)) - uint64(n) + 1 }
 
+// subject is a sandbox the bulk events are about, and the policy hash
+// the watchdog saw in force there (data.policy.hash).
+type subject struct {
+	name, hash string
+}
+
+// madeUpHash is the policy hash of the -findings events: one no proxy
+// applied, so each is a drift finding.
+const madeUpHash = "5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a"
+
+// subjectsOf is what the bulk events say about the fleet's sandboxes:
+// the hash each proxy ACKed for version 1, or with findings the made-up
+// hash.
+func subjectsOf(f *fleet, findings bool) []subject {
+	out := make([]subject, len(f.names))
+	for i, name := range f.names {
+		out[i] = subject{name: name, hash: f.hashes[i]}
+		if findings {
+			out[i].hash = madeUpHash
+		}
+	}
+	return out
+}
+
 // appendBulkEvent appends one realistic stored-only event: a tool call the
-// watchdog saw, with the agent, process, node, policy and correlation ids
-// it knows (about 900 bytes).
-func appendBulkEvent(b []byte, src string, seq uint64, subject string, now time.Time) []byte {
+// watchdog saw, with the agent, process, node, policy (version 1, sub's
+// hash) and correlation ids it knows (about 900 bytes).
+func appendBulkEvent(b []byte, src string, seq uint64, sub subject, now time.Time) []byte {
 	return fmt.Appendf(b, `{"specversion":"1.0","id":"%s-%d","source":%q,"sequence":%d,`+
 		`"type":"portcullis.sentry.v1.tool_access","subject":%q,"time":%q,"datacontenttype":"application/json",`+
 		`"data":{"severity":"info","processing":"store_only",`+
 		`"agent":{"id":"spiffe://corp.example/agent/%s","name":"orders-agent","delegated_scope":["orders:read","orders:lookup"]},`+
 		`"process":{"pid":%d,"executable":"/usr/bin/python3.12","executable_digest":"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},`+
 		`"node":{"id":"node-17","dpu":"bf4-0000:03:00.0"},`+
-		`"policy":{"version":1,"hash":"5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a"},`+
+		`"policy":{"version":1,"hash":%q},`+
 		`"correlation":{"session":"s-%d","jsonrpc_id":%d,"trace_id":"%016x%016x"},`+
 		`"tool_call":{"server":"orders","tool":"lookup_order","arguments_digest":"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}}}`,
-		src, seq, src, seq, subject, now.Format(time.RFC3339Nano), subject, 1000+seq%30000, seq/100, seq, seq|1<<62, seq)
+		src, seq, src, seq, sub.name, now.Format(time.RFC3339Nano), sub.name, 1000+seq%30000, sub.hash, seq/100, seq, seq|1<<62, seq)
 }
 
 // batchBody is n bulk events of src from sequence first, about subjects
 // (round robin).
-func batchBody(buf *bytes.Buffer, src string, first uint64, n int, subjects []string) []byte {
+func batchBody(buf *bytes.Buffer, src string, first uint64, n int, subjects []subject) []byte {
 	buf.Reset()
 	b := buf.AvailableBuffer()
 	b = append(b, '[')
@@ -144,7 +168,7 @@ type loadResult struct {
 // fast as answers come back. With more senders than sources, a source
 // has several batches in flight at once (sequences reserved per batch, so
 // they may arrive out of order: gaps open and close).
-func (g *gatewayProc) load(ctx context.Context, sources []*source, senders, batchSize int, interval time.Duration, subjects []string) (loadResult, error) {
+func (g *gatewayProc) load(ctx context.Context, sources []*source, senders, batchSize int, interval time.Duration, subjects []subject) (loadResult, error) {
 	var (
 		mu    sync.Mutex
 		res   loadResult

@@ -49,6 +49,7 @@ func main() {
 	flag.DurationVar(&cfg.qInterval, "quarantine-interval", 200*time.Millisecond, "time between two quarantines")
 	flag.Float64Var(&cfg.loadFraction, "load", 0.8, "bulk ingest during the loaded quarantine round, as a fraction of the measured maximum")
 	flag.Float64Var(&cfg.loadRate, "load-rate", 0, "bulk ingest during the loaded quarantine round in events/s, instead of -load × the measured maximum (to compare gateways at one load)")
+	flag.BoolVar(&cfg.findings, "findings", false, "the worst case: bulk events name a policy hash no proxy applied and the proxies ship no decision records, so the gateway flags every event (drift and unmediated); default: the events agree with the data plane")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
 	flag.Parse()
 

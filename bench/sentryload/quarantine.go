@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 	"github.com/portcullis-dev/portcullis/bench/internal/orderspolicy"
@@ -31,12 +32,27 @@ const sandboxPolicy = orderspolicy.Head + `      - host: orders.internal.example
 ` + orderspolicy.ToolRules + `    binaries: []
 `
 
+// The orders MCP endpoint of sandboxPolicy, which the decision records
+// the simulated proxies ship name.
+const (
+	ordersHost = "orders.internal.example.com"
+	ordersPort = 8081
+	ordersPath = "/mcp"
+)
+
+// shipEvery is how often each simulated proxy ships a decision record of
+// the tool call the watchdogs report (a real proxy ships every 500 ms
+// what it decided; one record every 10 s keeps every bulk event within
+// the gateway's ±30 s correlation window of one).
+const shipEvery = 10 * time.Second
+
 func sandboxName(i int) string { return fmt.Sprintf("sb-%03d", i) }
 
 // fleet is the simulated proxies: one per sandbox, each on its own
 // connection with its sandbox's token, ACKing every version it reads.
 type fleet struct {
 	names   []string
+	hashes  []string // per sandbox, the policy hash its proxy ACKed for version 1
 	conns   []*grpc.ClientConn
 	streams []*simproxy.Stream
 	acks    []chan ack // per sandbox, every version ACKed
@@ -44,20 +60,29 @@ type fleet struct {
 	wg      sync.WaitGroup
 	hbStop  chan struct{}
 	hbDone  chan struct{} // nil until the heartbeats run
+
+	shipStop chan struct{}
+	shipDone chan struct{} // nil unless the proxies ship decision records
+	shipMu   sync.Mutex
+	shipErr  error // the first failed or short ShipDecisions
 }
 
 // ack is one version a simulated proxy ACKed, and when.
 type ack struct {
 	version        uint32
+	hash           string
 	arrived, acked time.Time
 	err            error
 }
 
 // connectFleet creates n sandboxes with the small policy and connects
-// one simulated proxy to each; it returns once each has ACKed version 1.
-func (g *gatewayProc) connectFleet(ctx context.Context, n int) (*fleet, error) {
+// one simulated proxy to each; it returns once each has ACKed version 1,
+// with the hash each ACKed. With ship, each proxy then ships a decision
+// record of the watchdogs' tool call every shipEvery, over its own
+// connection, until close.
+func (g *gatewayProc) connectFleet(ctx context.Context, n int, ship bool) (*fleet, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f := &fleet{cancel: cancel, hbStop: make(chan struct{})}
+	f := &fleet{cancel: cancel, hbStop: make(chan struct{}), shipStop: make(chan struct{})}
 	for i := range n {
 		name := sandboxName(i)
 		res, err := g.sandbox.CreateSandbox(g.adminCtx(ctx), &portcullisv1.CreateSandboxRequest{Name: name, Policy: sandboxPolicy})
@@ -84,7 +109,7 @@ func (g *gatewayProc) connectFleet(ctx context.Context, n int) (*fleet, error) {
 			for {
 				res, arrived, acked, err := st.Next()
 				select {
-				case acks <- ack{version: res.GetPolicy().GetVersion(), arrived: arrived, acked: acked, err: err}:
+				case acks <- ack{version: res.GetPolicy().GetVersion(), hash: res.GetPolicy().GetHash(), arrived: arrived, acked: acked, err: err}:
 				default: // nobody is reading: the benchmark failed already
 				}
 				if err != nil {
@@ -95,13 +120,99 @@ func (g *gatewayProc) connectFleet(ctx context.Context, n int) (*fleet, error) {
 	}
 	f.hbDone = make(chan struct{})
 	go simproxy.Heartbeats(f.streams, f.hbStop, f.hbDone)
+	f.hashes = make([]string, n)
 	for i := range n {
-		if _, err := f.await(ctx, i, 1, 30*time.Second); err != nil {
+		a, err := f.await(ctx, i, 1, 30*time.Second)
+		if err != nil {
 			f.close()
 			return nil, err
 		}
+		if a.version != 1 || a.hash == "" {
+			f.close()
+			return nil, fmt.Errorf("the proxy of %s ACKed version %d (hash %q) first, want version 1 and its hash", f.names[i], a.version, a.hash)
+		}
+		f.hashes[i] = a.hash
+	}
+	if ship {
+		if err := f.shipAll(sctx); err != nil { // the first right away, before any event
+			f.close()
+			return nil, err
+		}
+		f.shipDone = make(chan struct{})
+		go f.shipLoop(sctx)
 	}
 	return f, nil
+}
+
+// toolCall is the decision record of the call the bulk events report
+// (appendBulkEvent: tools/call of lookup_order on the orders server),
+// as the proxy of sandbox decided it now under version 1.
+func toolCall(sandbox string) *portcullisv1.DecisionRecord {
+	return &portcullisv1.DecisionRecord{
+		Time: timestamppb.Now(), Sandbox: sandbox, ProxyId: "p0", Decision: "allow",
+		Host: ordersHost, Port: ordersPort, Path: ordersPath, HttpMethod: "POST",
+		McpMethod: "tools/call", Tool: "lookup_order", PolicyVersion: "1",
+	}
+}
+
+// shipAll has each proxy ship one decision record (one ShipDecisions
+// message on its own connection) and checks the gateway stored it.
+func (f *fleet) shipAll(ctx context.Context) error {
+	for i, name := range f.names {
+		select {
+		case <-f.shipStop:
+			return nil // closing
+		default:
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		stored, err := simproxy.ShipDecisions(sctx, f.conns[i], "p0", toolCall(name))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("the proxy of %s shipping its decision record: %w", name, err)
+		}
+		if stored != 1 {
+			return fmt.Errorf("the proxy of %s shipped 1 decision record and the gateway stored %d", name, stored)
+		}
+	}
+	return nil
+}
+
+// shipLoop ships every shipEvery until shipStop closes, and keeps the
+// first failure (shipped reports it).
+func (f *fleet) shipLoop(ctx context.Context) {
+	defer close(f.shipDone)
+	t := time.NewTicker(shipEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.shipStop:
+			return
+		case <-t.C:
+		}
+		if err := f.shipAll(ctx); err != nil {
+			select {
+			case <-f.shipStop:
+				return // closing: the failure is the close's
+			default:
+			}
+			f.shipMu.Lock()
+			if f.shipErr == nil {
+				f.shipErr = err
+			}
+			f.shipMu.Unlock()
+			return
+		}
+	}
+}
+
+// shipped is the first failure of the proxies' decision records, if any.
+func (f *fleet) shipped() error {
+	f.shipMu.Lock()
+	defer f.shipMu.Unlock()
+	if f.shipErr != nil {
+		return fmt.Errorf("decision records: %w", f.shipErr)
+	}
+	return nil
 }
 
 // await waits until sandbox i's proxy ACKed version (or a later one).
@@ -126,6 +237,10 @@ func (f *fleet) await(ctx context.Context, i int, version uint32, timeout time.D
 }
 
 func (f *fleet) close() {
+	close(f.shipStop)
+	if f.shipDone != nil {
+		<-f.shipDone
+	}
 	close(f.hbStop)
 	if f.hbDone != nil {
 		<-f.hbDone

@@ -17,6 +17,7 @@ const (
 
 type results struct {
 	Env      benchenv.Machine `json:"env"`
+	Findings bool             `json:"findings"` // -findings: every bulk event a drift and an unmediated finding
 	Senders  int              `json:"senders"`
 	Batch    int              `json:"batch"`
 	Duration string           `json:"round_duration"`
@@ -28,6 +29,7 @@ type engineResult struct {
 	Engine           string            `json:"engine"`
 	Ingest           []ingestResult    `json:"ingest"`
 	ResendDuplicates int               `json:"resend_duplicates"`
+	Checked          *findingsResult   `json:"findings,omitempty"`
 	Memory           []memResult       `json:"memory,omitempty"`
 	Quarantine       *quarantineResult `json:"quarantine,omitempty"`
 }
@@ -46,6 +48,27 @@ type ingestResult struct {
 	EventsPerGatewayCore float64      `json:"events_per_gateway_core_s"`
 	Floor                *floorResult `json:"floor,omitempty"`
 	Ratio                float64      `json:"intake_over_floor,omitempty"`
+}
+
+// findingsResult is what the gateway derived from the events stored up
+// to the end of the ingest rounds (Postgres), read 3 s after.
+type findingsResult struct {
+	Events        int `json:"events_stored"`
+	Flagged       int `json:"findings_flagged"` // portcullis_sentry_findings_total, drift and unmediated
+	ChecksDropped int `json:"checks_dropped"`   // portcullis_sentry_checks_dropped_total
+}
+
+func (c *findingsResult) String() string {
+	return fmt.Sprintf("findings flagged: %d (drift and unmediated) in %d events checked; %d stored, %d checks dropped by the gateway's full queue",
+		c.Flagged, c.Events-c.ChecksDropped, c.Events, c.ChecksDropped)
+}
+
+// modeLine says what the bulk events are, in either mode.
+func modeLine(findings bool) string {
+	if findings {
+		return "-findings: bulk events with a made-up policy hash and no decision records, every one a drift and an unmediated finding"
+	}
+	return "bulk events agree with the data plane: each proxy's applied hash, its decision records shipped every " + shipEvery.String()
 }
 
 type memResult struct {
@@ -85,6 +108,7 @@ func (res *results) writeTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s\n", res.Env)
 	fmt.Fprintf(&b, "%d senders (one source each, one batch in flight each), batches of %d events, %d rounds of %s\n", res.Senders, res.Batch, res.Rounds, res.Duration)
+	fmt.Fprintf(&b, "%s\n", modeLine(res.Findings))
 	for _, e := range res.Engines {
 		fmt.Fprintf(&b, "\n[%s] sustained ingest through POST /v1/sentry/events (the gateway binary)\n", e.Engine)
 		fmt.Fprintf(&b, "  round  events/s  POST p50 ms  POST p99 ms  gw cores  pg cores  events/s per gw core  raw COPY events/s  pg cores (COPY)  intake ÷ raw\n")
@@ -95,6 +119,9 @@ func (res *results) writeTable(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "  %5d  %8.0f  %11.0f  %11.0f  %8.2f  %8.2f  %20.0f  %17s  %15s  %12s\n", i+1, in.EventsPerSec, in.PostP50Ms, in.PostP99Ms,
 				in.GatewayCores, in.PostgresCores, in.EventsPerGatewayCore, floor, pgc, ratio)
+		}
+		if c := e.Checked; c != nil {
+			fmt.Fprintf(&b, "  %s\n", c)
 		}
 		fmt.Fprintf(&b, "  the first batch sent again: %d duplicates, nothing stored\n", e.ResendDuplicates)
 		if len(e.Memory) > 0 {

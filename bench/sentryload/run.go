@@ -35,6 +35,7 @@ type config struct {
 	qInterval    time.Duration
 	loadFraction float64
 	loadRate     float64
+	findings     bool
 	json         bool
 }
 
@@ -90,7 +91,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 			return err
 		}
 	}
-	res := &results{Env: benchenv.Describe(), Senders: cfg.senders, Batch: cfg.batch, Duration: cfg.duration.String(), Rounds: cfg.rounds}
+	res := &results{Env: benchenv.Describe(), Findings: cfg.findings, Senders: cfg.senders, Batch: cfg.batch, Duration: cfg.duration.String(), Rounds: cfg.rounds}
 	if cfg.databaseURL != "" {
 		r, err := measure(ctx, cfg, bin, cfg.databaseURL, logw)
 		if err != nil {
@@ -140,33 +141,45 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 	// gateway ingests while it serves them, as it would in production.
 	// SQLite gets them too, for the same gateway work, but no quarantine
 	// rounds.
-	fmt.Fprintf(logw, "%d sandboxes, one simulated proxy each: connecting\n", cfg.sandboxes)
-	f, err := g.connectFleet(ctx, cfg.sandboxes)
+	// By default the bulk events agree with the data plane: each names the
+	// hash its sandbox's proxy applied, and the proxies ship decision
+	// records of the tool call they report, so the gateway derives no
+	// findings. With -findings, every event is a drift and an unmediated
+	// finding (the worst case: the gateway flags every stored row).
+	fmt.Fprintf(logw, "%d sandboxes, one simulated proxy each: connecting (%s)\n", cfg.sandboxes, modeLine(cfg.findings))
+	f, err := g.connectFleet(ctx, cfg.sandboxes, !cfg.findings)
 	if err != nil {
 		return nil, err
 	}
 	defer f.close()
-	subjects := f.names
+	subjects := subjectsOf(f, cfg.findings)
 
 	// One batch alone first. On a fresh Postgres database, the first
 	// batches of several senders at once deadlock in the intake creating
 	// the day's partition (see README.md): a long-running gateway has it.
 	src0 := sources[0]
-	if _, err := g.post(ctx, src0.token, batchMedia, batchBody(new(bytes.Buffer), src0.name, src0.take(cfg.batch), cfg.batch, subjects)); err != nil {
+	first, err := g.post(ctx, src0.token, batchMedia, batchBody(new(bytes.Buffer), src0.name, src0.take(cfg.batch), cfg.batch, subjects))
+	if err != nil {
 		return nil, fmt.Errorf("first batch: %w", err)
 	}
+	stored := first.Stored // events stored before the findings are read
 	for round := range cfg.rounds {
 		if cfg.warmup > 0 && round == 0 {
 			wctx, cancel := context.WithTimeout(ctx, cfg.warmup)
-			_, err := g.load(wctx, sources, cfg.senders, cfg.batch, 0, subjects)
+			w, err := g.load(wctx, sources, cfg.senders, cfg.batch, 0, subjects)
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
+			stored += w.Stored
 		}
 		in, err := g.ingest(ctx, cfg, sources, subjects)
 		if err != nil {
 			return nil, fmt.Errorf("ingest round %d: %w", round+1, err)
+		}
+		stored += in.Events
+		if err := f.shipped(); err != nil {
+			return nil, err
 		}
 		fmt.Fprintf(logw, "  ingest round %d: %.0f events/s (POST p50 %.0f ms, p99 %.0f ms), gateway %.2f cores, postgres %.2f cores\n",
 			round+1, in.EventsPerSec, in.PostP50Ms, in.PostP99Ms, in.GatewayCores, in.PostgresCores)
@@ -181,6 +194,11 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 				round+1, fl.EventsPerSec, fl.Rows, fl.Streams, fl.PostgresCores, in.Ratio)
 		}
 		r.Ingest = append(r.Ingest, in)
+	}
+	if g.engine == "postgres" {
+		if r.Checked, err = g.findings(ctx, stored, cfg.findings, logw); err != nil {
+			return nil, err
+		}
 	}
 	// Idempotency: the first batch of source 0 again is all duplicates.
 	a, err := g.post(ctx, src0.token, batchMedia, batchBody(new(bytes.Buffer), src0.name, 1, cfg.batch, subjects))
@@ -202,12 +220,45 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 			return nil, err
 		}
 	}
+	if err := f.shipped(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// maxFindingShare is the most findings the checked events may have in
+// the default mode, whose events agree with the data plane.
+const maxFindingShare = 0.01
+
+// findings waits 3 s (the gateway checks an event 2 s after storing it)
+// and reads the findings it derived from the stored events so far
+// (portcullis_sentry_findings_total, every kind) and the checks its full
+// queue dropped (those events are never checked). Unless every event is
+// meant to be a finding (-findings), more findings than maxFindingShare
+// of the events checked fails the benchmark: the events or the decision
+// records no longer match what the gateway checks.
+func (g *gatewayProc) findings(ctx context.Context, stored int, worst bool, logw io.Writer) (*findingsResult, error) {
+	sleep(ctx, 3*time.Second)
+	m, err := g.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fr := &findingsResult{
+		Events:        stored,
+		Flagged:       int(m.values["portcullis_sentry_findings_total"]),
+		ChecksDropped: int(m.values["portcullis_sentry_checks_dropped_total"]),
+	}
+	fmt.Fprintf(logw, "  %s\n", fr)
+	if checked := fr.Events - fr.ChecksDropped; !worst && float64(fr.Flagged) > maxFindingShare*float64(checked) {
+		return fr, fmt.Errorf("the gateway flagged %d findings in %d events checked, more than %.0f%%: the bulk events should agree with the proxies' applied hashes and decision records (see the gateway's \"sentry findings\" log lines)",
+			fr.Flagged, checked, 100*maxFindingShare)
+	}
+	return fr, nil
 }
 
 // ingest sends batches as fast as the gateway answers, one sender per
 // source, for cfg.duration, and reads what it cost.
-func (g *gatewayProc) ingest(ctx context.Context, cfg config, sources []*source, subjects []string) (ingestResult, error) {
+func (g *gatewayProc) ingest(ctx context.Context, cfg config, sources []*source, subjects []subject) (ingestResult, error) {
 	gw0, pg0, self0 := g.cpu(), postgresCPU(), benchenv.SelfCPU()
 	lctx, cancel := context.WithTimeout(ctx, cfg.duration)
 	res, err := g.load(lctx, sources, cfg.senders, cfg.batch, 0, subjects)
@@ -243,7 +294,7 @@ func (g *gatewayProc) ingest(ctx context.Context, cfg config, sources []*source,
 // its first second). Memory per 1,000 in-flight events is the growth of
 // the median live heap from the smallest n to each larger one, divided
 // by the events added in flight.
-func (g *gatewayProc) memory(ctx context.Context, cfg config, sources []*source, subjects []string, logw io.Writer) ([]memResult, error) {
+func (g *gatewayProc) memory(ctx context.Context, cfg config, sources []*source, subjects []subject, logw io.Writer) ([]memResult, error) {
 	var out []memResult
 	for _, n := range cfg.inflight {
 		lctx, cancel := context.WithTimeout(ctx, cfg.memDuration)
@@ -273,7 +324,7 @@ func (g *gatewayProc) memory(ctx context.Context, cfg config, sources []*source,
 // quarantineRounds times cfg.quarantines quarantines with no bulk ingest
 // (the baseline), releases the sandboxes, then times as many again while
 // bulk ingest runs at cfg.loadFraction of maxRate.
-func (g *gatewayProc) quarantineRounds(ctx context.Context, cfg config, f *fleet, sources []*source, subjects []string, maxRate float64, logw io.Writer) (*quarantineResult, error) {
+func (g *gatewayProc) quarantineRounds(ctx context.Context, cfg config, f *fleet, sources []*source, subjects []subject, maxRate float64, logw io.Writer) (*quarantineResult, error) {
 	qsrc, err := g.createSource(ctx, "sentry://bench-quarantine")
 	if err != nil {
 		return nil, err

@@ -4,8 +4,9 @@
 // the sandbox's bearer token on every RPC), that ACKs every version as soon
 // as it has read it. It neither verifies the signature nor compiles the
 // policy (real proxies do, on their own machines), so what a benchmark
-// times with it is the delivery, not the proxy's work. pushload and
-// sentryload share it.
+// times with it is the delivery, not the proxy's work. It can also ship
+// decision records (ShipDecisions), as a proxy does for the calls it
+// decided. pushload and sentryload share it.
 package simproxy
 
 import (
@@ -116,4 +117,27 @@ func Heartbeats(streams []*Stream, stop <-chan struct{}, done chan<- struct{}) {
 			next = (next + 1) % len(streams)
 		}
 	}
+}
+
+// ShipDecisions ships records over conn as one ShipDecisions message of
+// proxy id, as a proxy ships its decision records (the gateway stores
+// them as the sandbox of conn's token), and returns how many the gateway
+// stored.
+func ShipDecisions(ctx context.Context, conn *grpc.ClientConn, id string, records ...*portcullisv1.DecisionRecord) (uint64, error) {
+	st, err := portcullisv1.NewDistributionServiceClient(conn).ShipDecisions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := st.Send(&portcullisv1.ShipDecisionsRequest{ProxyId: id, Records: records}); err != nil {
+		// The server's status, if it ended the stream, comes with CloseAndRecv.
+		if _, rerr := st.CloseAndRecv(); rerr != nil {
+			return 0, rerr
+		}
+		return 0, err
+	}
+	res, err := st.CloseAndRecv()
+	if err != nil {
+		return 0, err
+	}
+	return res.GetStored(), nil
 }
