@@ -787,3 +787,50 @@ func TestSentryBatchBodiesBounded(t *testing.T) {
 		t.Fatalf("%d events stored, want 3", n)
 	}
 }
+
+// TestSentryChecksKeepUp: a burst of events that arrive while the first
+// settle is checked whole, none dropped; the checker used to wait for the
+// newest of each thousand it took, and turned most of a burst away.
+func TestSentryChecksKeepUp(t *testing.T) {
+	e := startSentry(t, "sqlite", func(c *gateway.Config) { c.SentrySettle = 300 * time.Millisecond })
+	e.sandboxWithPolicy(t, "support")
+	const batches, per = 12, 1000
+	for b := range batches {
+		events := make([]ce, per)
+		for i := range events {
+			seq := uint64(b*per + i + 1)
+			events[i] = toolAccess(watchdogSource, fmt.Sprintf("call-%d", seq), seq, "support") // no proxy decided it
+		}
+		if a := e.postBatch(t, events...); a.Stored != per {
+			t.Fatalf("batch %d stored %d", b, a.Stored)
+		}
+	}
+	metric := func(name string) string {
+		_, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken)
+		for line := range strings.Lines(body) {
+			if strings.HasPrefix(line, name+" ") {
+				return strings.TrimSpace(strings.TrimPrefix(line, name+" "))
+			}
+		}
+		return ""
+	}
+	flagged := func() (n int) {
+		stored, err := e.gw.Store.ListSentryEvents(t.Context(), store.SentryEventFilter{Source: watchdogSource})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range stored {
+			if slices.Equal(ev.Flags, []string{"unmediated"}) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "every event checked", func() bool { return flagged() == batches*per })
+	if got, want := metric(`portcullis_sentry_findings_total{kind="unmediated"}`), fmt.Sprint(batches*per); got != want {
+		t.Errorf("%s unmediated findings counted, want %s", got, want)
+	}
+	if got := metric("portcullis_sentry_checks_dropped_total"); got != "0" {
+		t.Errorf("%s checks dropped, want 0", got)
+	}
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkSentryIngest measures AppendSentryEvents (idempotent, ordered
-// intake: staging COPY, INSERT … ON CONFLICT, sequence state) on Postgres
+// intake: the new keys looked up, keys and events COPYed, sequence state) on Postgres
 // beside a raw COPY of the same rows into a plain table of the same
 // columns, in the same run and the same database, and AppendSentryEvents
 // on SQLite. Each iteration is one batch of 1,000 events of one source. It

@@ -3,8 +3,8 @@
 // lists them, and the ordering rule (how an append advances a source's
 // acked sequence and which gaps remain), written once so SQLite and
 // PostgreSQL cannot drift; and the remediation primitives (sources' keys,
-// the replay lookup, actions). Each engine stores a batch its own way (COPY
-// through a staging table, or prepared inserts), prunes, and holds its
+// the replay lookup, actions). Each engine stores a batch its own way (the
+// new keys' events COPYed, or prepared inserts), prunes, and holds its
 // transactions.
 package sentrysql
 
