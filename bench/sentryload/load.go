@@ -71,18 +71,47 @@ func subjectsOf(f *fleet, findings bool) []subject {
 
 // appendBulkEvent appends one realistic stored-only event: a tool call the
 // watchdog saw, with the agent, process, node, policy (version 1, sub's
-// hash) and correlation ids it knows (about 900 bytes).
-func appendBulkEvent(b []byte, src string, seq uint64, sub subject, now time.Time) []byte {
-	return fmt.Appendf(b, `{"specversion":"1.0","id":"%s-%d","source":%q,"sequence":%d,`+
-		`"type":"portcullis.sentry.v1.tool_access","subject":%q,"time":%q,"datacontenttype":"application/json",`+
-		`"data":{"severity":"info","processing":"store_only",`+
-		`"agent":{"id":"spiffe://corp.example/agent/%s","name":"orders-agent","delegated_scope":["orders:read","orders:lookup"]},`+
-		`"process":{"pid":%d,"executable":"/usr/bin/python3.12","executable_digest":"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},`+
-		`"node":{"id":"node-17","dpu":"bf4-0000:03:00.0"},`+
-		`"policy":{"version":1,"hash":%q},`+
-		`"correlation":{"session":"s-%d","jsonrpc_id":%d,"trace_id":"%016x%016x"},`+
-		`"tool_call":{"server":"orders","tool":"lookup_order","arguments_digest":"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}}}`,
-		src, seq, src, seq, sub.name, now.Format(time.RFC3339Nano), sub.name, 1000+seq%30000, sub.hash, seq/100, seq, seq|1<<62, seq)
+// hash) and correlation ids it knows (about 900 bytes). now is the event
+// time, RFC 3339. It appends piece by piece (fmt.Appendf took a fifth of
+// a core at full ingest, CPU the gateway and Postgres share here).
+func appendBulkEvent(b []byte, src string, seq uint64, sub subject, now string) []byte {
+	b = append(b, `{"specversion":"1.0","id":"`...)
+	b = append(b, src...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `","source":"`...)
+	b = append(b, src...)
+	b = append(b, `","sequence":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"type":"portcullis.sentry.v1.tool_access","subject":"`...)
+	b = append(b, sub.name...)
+	b = append(b, `","time":"`...)
+	b = append(b, now...)
+	b = append(b, `","datacontenttype":"application/json","data":{"severity":"info","processing":"store_only",`+
+		`"agent":{"id":"spiffe://corp.example/agent/`...)
+	b = append(b, sub.name...)
+	b = append(b, `","name":"orders-agent","delegated_scope":["orders:read","orders:lookup"]},"process":{"pid":`...)
+	b = strconv.AppendUint(b, 1000+seq%30000, 10)
+	b = append(b, `,"executable":"/usr/bin/python3.12","executable_digest":"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},`+
+		`"node":{"id":"node-17","dpu":"bf4-0000:03:00.0"},"policy":{"version":1,"hash":"`...)
+	b = append(b, sub.hash...)
+	b = append(b, `"},"correlation":{"session":"s-`...)
+	b = strconv.AppendUint(b, seq/100, 10)
+	b = append(b, `","jsonrpc_id":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"trace_id":"`...)
+	b = appendHex16(b, seq|1<<62)
+	b = appendHex16(b, seq)
+	return append(b, `"},"tool_call":{"server":"orders","tool":"lookup_order","arguments_digest":"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}}}`...)
+}
+
+// appendHex16 appends v as 16 lower-case hex digits (%016x).
+func appendHex16(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[v>>uint(shift)&0xf])
+	}
+	return b
 }
 
 // batchBody is n bulk events of src from sequence first, about subjects
@@ -91,7 +120,7 @@ func batchBody(buf *bytes.Buffer, src string, first uint64, n int, subjects []su
 	buf.Reset()
 	b := buf.AvailableBuffer()
 	b = append(b, '[')
-	now := time.Now().UTC()
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for i := range n {
 		if i > 0 {
 			b = append(b, ',')

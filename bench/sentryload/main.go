@@ -41,7 +41,7 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "ingest before the first measured round")
 	flag.DurationVar(&cfg.duration, "duration", 15*time.Second, "each measured ingest round")
 	flag.IntVar(&cfg.rounds, "rounds", 2, "ingest rounds (each followed by the raw COPY floor on Postgres)")
-	flag.IntVar(&cfg.floorRows, "floor-rows", 60_000, "rows the raw COPY floor copies per round (the first stored)")
+	flag.IntVar(&cfg.floorRows, "floor-rows", 0, "rows the raw COPY floor copies per round (the first stored); 0: as many as the round stored, so that the floor writes as much as the intake did")
 	inflight := flag.String("inflight", "1,16,48", "comma-separated batches kept in flight at once for the memory figure (the first is the base)")
 	flag.DurationVar(&cfg.memDuration, "mem-duration", 8*time.Second, "how long each in-flight count runs")
 	flag.IntVar(&cfg.sandboxes, "sandboxes", 100, "sandboxes, each with one connected simulated proxy")

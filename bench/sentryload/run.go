@@ -55,8 +55,8 @@ func (c *config) check() error {
 		return benchcli.Usagef("-warmup must be ≥ 0 and -mem-duration ≥ 1s")
 	case c.rounds < 1 || c.rounds > 20:
 		return benchcli.Usagef("-rounds must be 1..20")
-	case c.floorRows < c.batch:
-		return benchcli.Usagef("-floor-rows must be at least -batch")
+	case c.floorRows != 0 && c.floorRows < c.batch:
+		return benchcli.Usagef("-floor-rows must be 0 (as many as the round stored) or at least -batch")
 	case c.sandboxes < 1 || c.sandboxes > 10_000:
 		return benchcli.Usagef("-sandboxes must be 1..10000")
 	case c.quarantines < 0 || c.quarantines > c.sandboxes:
@@ -184,7 +184,11 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 		fmt.Fprintf(logw, "  ingest round %d: %.0f events/s (POST p50 %.0f ms, p99 %.0f ms), gateway %.2f cores, postgres %.2f cores\n",
 			round+1, in.EventsPerSec, in.PostP50Ms, in.PostP99Ms, in.GatewayCores, in.PostgresCores)
 		if g.engine == "postgres" {
-			fl, err := copyFloor(ctx, g.dbURL, sources, cfg.floorRows, cfg.batch, cfg.senders)
+			rows := cfg.floorRows
+			if rows == 0 {
+				rows = in.Events
+			}
+			fl, err := copyFloor(ctx, g.dbURL, sources, rows, cfg.batch, cfg.senders)
 			if err != nil {
 				return nil, fmt.Errorf("floor round %d: %w", round+1, err)
 			}

@@ -42,9 +42,9 @@ const (
 	DefaultWindow = 30 * time.Second
 	// checkQueue bounds the checks waiting to settle, twice: in the queue
 	// and held by the checker (about 300 bytes each). Events arriving
-	// faster than 2 × checkQueue ÷ Settle (20,000 a second with the
-	// defaults) are stored but not all checked: the rest are dropped and
-	// counted.
+	// faster than 2 × checkQueue ÷ (Settle + checkEvery), about 13,000 a
+	// second with the defaults, are stored but not all checked: the rest
+	// are dropped and counted.
 	checkQueue = 20_000
 	// unmediatedScan bounds the decision records one check reads.
 	unmediatedScan = 200
@@ -81,6 +81,12 @@ func (in *Intake) Dropped() uint64 { return in.dropped.Load() }
 // not its events.
 const checkBatch = checkQueue
 
+// checkEvery is the least time between two rounds of checks: a round's
+// reads cost the same for one event as for thousands (they follow the
+// sandboxes and tools), so under steady ingest the checker gathers a
+// second of events rather than read for each handful.
+const checkEvery = time.Second
+
 // runChecks checks queued events until ctx ends. It holds the checks it
 // has taken from the queue (at most checkQueue more) and, once the oldest
 // has settled, does every one that has, in receive order. (It used to
@@ -88,6 +94,7 @@ const checkBatch = checkQueue
 // checks a second and dropped the rest at full ingest.)
 func (in *Intake) runChecks(ctx context.Context) {
 	var pending []check
+	var last time.Time
 	for {
 		if len(pending) == 0 {
 			select {
@@ -97,7 +104,11 @@ func (in *Intake) runChecks(ctx context.Context) {
 				pending = append(pending, c)
 			}
 		}
-		if wait := in.settled(pending[0]).Sub(in.cfg.Now()); wait > 0 {
+		wait := in.settled(pending[0]).Sub(in.cfg.Now())
+		if since := time.Since(last); since < checkEvery {
+			wait = max(wait, checkEvery-since)
+		}
+		if wait > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -117,6 +128,7 @@ func (in *Intake) runChecks(ctx context.Context) {
 		for n < min(len(pending), checkBatch) && !in.settled(pending[n]).After(now) {
 			n++
 		}
+		last = time.Now()
 		in.checkAll(ctx, pending[:n])
 		pending = pending[n:]
 	}

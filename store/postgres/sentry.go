@@ -39,13 +39,9 @@ func (e sentryIntake) Store(ctx context.Context, batch []store.SentryEvent, stor
 	if err != nil || len(fresh) == 0 {
 		return mapErr(err)
 	}
-	_, err = e.tx.CopyFrom(ctx, pgx.Identifier{"sentry_event_keys"}, []string{"source", "id", "received_at"},
-		pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
-			ev := &batch[fresh[i]]
-			return []any{ev.Source, ev.ID, ev.ReceivedAt}, nil
-		}))
+	err = copyKeys(ctx, e.tx, batch, fresh)
 	if err == nil {
-		_, err = e.tx.CopyFrom(ctx, pgx.Identifier{"sentry_events"}, sentrysql.Columns, &eventRows{batch: batch, rows: fresh})
+		err = copyEvents(ctx, e.tx, batch, fresh)
 	}
 	if err != nil {
 		return mapErr(err)
@@ -54,30 +50,6 @@ func (e sentryIntake) Store(ctx context.Context, batch []store.SentryEvent, stor
 		stored(batch[i].Source, batch[i].Sequence)
 	}
 	return nil
-}
-
-// eventRows feeds CopyFrom the events of batch at rows, in sentrysql.Columns'
-// order. Its values point into the batch, and one row is reused for every
-// event (CopyFrom encodes a row before it asks for the next): boxing each
-// value anew, as sentrysql.Row does, allocated a dozen times an event.
-type eventRows struct {
-	batch []store.SentryEvent
-	rows  []int32
-	n     int
-	row   [14]any
-	seq   int64
-	flags string
-}
-
-func (r *eventRows) Next() bool { r.n++; return r.n <= len(r.rows) }
-func (r *eventRows) Err() error { return nil }
-
-func (r *eventRows) Values() ([]any, error) {
-	ev := &r.batch[r.rows[r.n-1]]
-	r.seq, r.flags = int64(ev.Sequence), sentrysql.FlagsJSON(ev.Flags)
-	r.row = [...]any{&ev.Source, &ev.ID, &r.seq, &ev.Type, &ev.Subject, &ev.Time, &ev.ReceivedAt,
-		&ev.Severity, &ev.Processing, &ev.PolicyHash, &ev.DenialID, &ev.TraceID, &r.flags, &ev.Document}
-	return r.row[:], nil
 }
 
 // EnsureSentryPartitions creates the daily partitions of sentry_events for
