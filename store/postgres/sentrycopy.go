@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,14 +33,23 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // copyBuffer writes one binary COPY stream.
 type copyBuffer struct{ bytes.Buffer }
 
-func newCopyBuffer(rows, rowBytes int) *copyBuffer {
-	b := &copyBuffer{}
-	b.Grow(len(copySignature) + rows*rowBytes + 2)
+// copyBuffers holds the streams between appends: a batch's is about a
+// megabyte.
+var copyBuffers = sync.Pool{New: func() any { return new(copyBuffer) }}
+
+// newCopyBuffer returns a stream of size bytes at most, from the pool;
+// the caller puts it back.
+func newCopyBuffer(size int) *copyBuffer {
+	b := copyBuffers.Get().(*copyBuffer)
+	b.Reset()
+	b.Grow(len(copySignature) + size + 2)
 	b.WriteString(copySignature)
 	return b
 }
 
-func (b *copyBuffer) row(fields int) { b.Write(binary.BigEndian.AppendUint16(b.AvailableBuffer(), uint16(fields))) }
+func (b *copyBuffer) row(fields int) {
+	b.Write(binary.BigEndian.AppendUint16(b.AvailableBuffer(), uint16(fields)))
+}
 
 func (b *copyBuffer) text(s string) {
 	b.Write(binary.BigEndian.AppendUint32(b.AvailableBuffer(), uint32(len(s))))
@@ -69,6 +79,7 @@ func (b *copyBuffer) jsonb(s string) {
 
 // copyIn runs COPY table (columns) FROM STDIN with the stream b.
 func copyIn(ctx context.Context, tx pgx.Tx, table string, columns []string, b *copyBuffer) error {
+	defer copyBuffers.Put(b)
 	b.Write([]byte{0xff, 0xff}) // the trailer: -1
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, &b.Buffer,
 		`COPY `+pgx.Identifier{table}.Sanitize()+` (`+strings.Join(columns, ", ")+`) FROM STDIN (FORMAT binary)`)
@@ -77,7 +88,11 @@ func copyIn(ctx context.Context, tx pgx.Tx, table string, columns []string, b *c
 
 // copyKeys COPYs the keys of batch's events at rows into sentry_event_keys.
 func copyKeys(ctx context.Context, tx pgx.Tx, batch []store.SentryEvent, rows []int32) error {
-	b := newCopyBuffer(len(rows), 96)
+	size := 0
+	for _, i := range rows {
+		size += 2 + 3*4 + len(batch[i].Source) + len(batch[i].ID) + 8
+	}
+	b := newCopyBuffer(size)
 	for _, i := range rows {
 		ev := &batch[i]
 		b.row(3)
@@ -91,11 +106,14 @@ func copyKeys(ctx context.Context, tx pgx.Tx, batch []store.SentryEvent, rows []
 // copyEvents COPYs batch's events at rows into sentry_events, in
 // sentrysql.Columns' order.
 func copyEvents(ctx context.Context, tx pgx.Tx, batch []store.SentryEvent, rows []int32) error {
-	size := 256
-	if len(rows) > 0 {
-		size += len(batch[rows[0]].Document)
+	size := 0
+	for _, i := range rows {
+		ev := &batch[i]
+		size += 2 + len(sentrysql.Columns)*4 + 3*8 + 1 + len(ev.Source) + len(ev.ID) + len(ev.Type) + len(ev.Subject) +
+			len(ev.Severity) + len(ev.Processing) + len(ev.PolicyHash) + len(ev.DenialID) + len(ev.TraceID) +
+			len(sentrysql.FlagsJSON(ev.Flags)) + len(ev.Document)
 	}
-	b := newCopyBuffer(len(rows), size)
+	b := newCopyBuffer(size)
 	for _, i := range rows {
 		ev := &batch[i]
 		b.row(len(sentrysql.Columns))
