@@ -32,10 +32,12 @@ type floorResult struct {
 }
 
 // copyFloor reads up to maxRows of the events the gateway stored (bulk
-// sources, in sequence order), then COPYs them back into raw_sentry in
-// batches of batchSize over streams connections at once, and times the
-// COPYs alone.
-func copyFloor(ctx context.Context, dbURL string, sources []*source, maxRows, batchSize, streams int) (floorResult, error) {
+// sources, in sequence order, after the first skip), then COPYs them back
+// into raw_sentry in batches of batchSize over streams connections at
+// once, and times the COPYs alone. raw_sentry is emptied when skip is 0
+// only: it grows round after round as sentry_events does, so that each
+// round's floor writes into a table as large as the intake's was.
+func copyFloor(ctx context.Context, dbURL string, sources []*source, skip, maxRows, batchSize, streams int) (floorResult, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return floorResult{}, err
@@ -44,8 +46,10 @@ func copyFloor(ctx context.Context, dbURL string, sources []*source, maxRows, ba
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS raw_sentry (LIKE sentry_events INCLUDING ALL)`); err != nil {
 		return floorResult{}, fmt.Errorf("create raw_sentry: %w", err)
 	}
-	if _, err := pool.Exec(ctx, `TRUNCATE raw_sentry`); err != nil {
-		return floorResult{}, err
+	if skip == 0 {
+		if _, err := pool.Exec(ctx, `TRUNCATE raw_sentry`); err != nil {
+			return floorResult{}, err
+		}
 	}
 	names := make([]string, len(sources))
 	for i, s := range sources {
@@ -53,7 +57,7 @@ func copyFloor(ctx context.Context, dbURL string, sources []*source, maxRows, ba
 	}
 	rows, err := pool.Query(ctx, `SELECT source, id, sequence, type, subject, event_time, received_at, severity, processing,
 		policy_hash, denial_id, trace_id, flags::text, document::text
-		FROM sentry_events WHERE source = ANY($1) ORDER BY sequence, source LIMIT $2`, names, maxRows)
+		FROM sentry_events WHERE source = ANY($1) ORDER BY sequence, source OFFSET $2 LIMIT $3`, names, skip, maxRows)
 	if err != nil {
 		return floorResult{}, fmt.Errorf("read stored events: %w", err)
 	}

@@ -163,6 +163,7 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 		return nil, fmt.Errorf("first batch: %w", err)
 	}
 	stored := first.Stored // events stored before the findings are read
+	copied := 0 // rows the floor has copied in earlier rounds
 	for round := range cfg.rounds {
 		if cfg.warmup > 0 && round == 0 {
 			wctx, cancel := context.WithTimeout(ctx, cfg.warmup)
@@ -188,11 +189,12 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 			if rows == 0 {
 				rows = in.Events
 			}
-			fl, err := copyFloor(ctx, g.dbURL, sources, rows, cfg.batch, cfg.senders)
+			fl, err := copyFloor(ctx, g.dbURL, sources, copied, rows, cfg.batch, cfg.senders)
 			if err != nil {
 				return nil, fmt.Errorf("floor round %d: %w", round+1, err)
 			}
 			in.Floor = &fl
+			copied += fl.Rows
 			in.Ratio = in.EventsPerSec / fl.EventsPerSec
 			fmt.Fprintf(logw, "  raw COPY round %d: %.0f events/s (%d rows, %d streams, postgres %.2f cores): intake ÷ raw %.2f\n",
 				round+1, fl.EventsPerSec, fl.Rows, fl.Streams, fl.PostgresCores, in.Ratio)

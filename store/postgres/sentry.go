@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
@@ -26,7 +28,30 @@ func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEv
 // a key's source is locked (Append's FOR UPDATE) by every append that
 // names it. Were one added anyway, the keys' unique index would refuse
 // the COPY and the batch would fail whole, to be sent again.
-func (e sentryIntake) Store(ctx context.Context, batch []store.SentryEvent, stored func(string, uint64)) error {
+//
+// A batch ahead of its sources' streams (every sequence above the highest
+// stored) almost always has only new keys: Store COPYs it whole first,
+// under a savepoint, without asking. If a key was known after all (a
+// sender that reused an id under a new sequence) or the day has no
+// partition yet, the unique index or the partitioning refuses the COPY,
+// and Store rolls back to the savepoint and takes the way above.
+func (e sentryIntake) Store(ctx context.Context, batch []store.SentryEvent, ahead bool, stored func(string, uint64)) error {
+	if ahead {
+		all := make([]int32, len(batch))
+		for i := range all {
+			all[i] = int32(i)
+		}
+		ok, err := e.tryCopy(ctx, batch, all)
+		if err != nil {
+			return err
+		}
+		if ok {
+			for i := range batch {
+				stored(batch[i].Source, batch[i].Sequence)
+			}
+			return nil
+		}
+	}
 	sources, ids, received := make([]string, len(batch)), make([]string, len(batch)), make([]time.Time, len(batch))
 	for i := range batch {
 		sources[i], ids[i], received[i] = batch[i].Source, batch[i].ID, batch[i].ReceivedAt
@@ -50,6 +75,29 @@ func (e sentryIntake) Store(ctx context.Context, batch []store.SentryEvent, stor
 		stored(batch[i].Source, batch[i].Sequence)
 	}
 	return nil
+}
+
+// tryCopy COPYs the keys and events of batch at rows under a savepoint,
+// and reports false, the savepoint rolled back, when a key was already
+// stored or an event's day has no partition.
+func (e sentryIntake) tryCopy(ctx context.Context, batch []store.SentryEvent, rows []int32) (bool, error) {
+	sp, err := e.tx.Begin(ctx) // a savepoint
+	if err != nil {
+		return false, mapErr(err)
+	}
+	err = copyKeys(ctx, sp, batch, rows)
+	if err == nil {
+		err = copyEvents(ctx, sp, batch, rows)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "23514") { // unique_violation; check_violation: no partition
+		return false, mapErr(sp.Rollback(ctx))
+	}
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return false, mapErr(err)
+	}
+	return true, mapErr(sp.Commit(ctx))
 }
 
 // EnsureSentryPartitions creates the daily partitions of sentry_events for

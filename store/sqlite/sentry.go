@@ -23,7 +23,7 @@ func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEv
 
 // Store runs one prepared INSERT … ON CONFLICT DO NOTHING RETURNING per
 // event: no row back means the key was stored already.
-func (e sentryEngine) Store(ctx context.Context, batch []store.SentryEvent, stored func(string, uint64)) error {
+func (e sentryEngine) Store(ctx context.Context, batch []store.SentryEvent, _ bool, stored func(string, uint64)) error {
 	if err := store.SentryDocumentsValid(batch); err != nil {
 		return err // the column is a BLOB: nothing else would check
 	}

@@ -82,6 +82,28 @@ func testSentryDuplicates(t *testing.T, s *store.Store) {
 	}
 }
 
+// testSentryReusedID: a batch ahead of its source's stream whose event
+// reuses a stored id under a new sequence stores the others and counts
+// that one as a duplicate (on Postgres the COPY tried first is refused
+// by the key index and the append takes the slower way).
+func testSentryReusedID(t *testing.T, s *store.Store) {
+	appendSentry(t, s, sentrySeqs("w1", 1, 2))
+	reused := sentryEvent("w1", 3, "sb")
+	reused.ID = "w1-1"
+	res := appendSentry(t, s, []store.SentryEvent{reused, sentryEvent("w1", 4, "sb")})
+	if res.Stored != 1 || res.Duplicates != 1 {
+		t.Errorf("stored %d, duplicates %d; want 1, 1", res.Stored, res.Duplicates)
+	}
+	wantSource(t, "after the reused id", res.Source("w1"), 2, 4, [2]uint64{3, 3})
+	var ids []string
+	for _, e := range sentryEvents(t, s, store.SentryEventFilter{Source: "w1"}) {
+		ids = append(ids, e.ID)
+	}
+	if slices.Sort(ids); !slices.Equal(ids, []string{"w1-1", "w1-2", "w1-4"}) {
+		t.Errorf("stored %q, want w1-1, w1-2, w1-4", ids)
+	}
+}
+
 // testSentryGaps: a gap (6–7 missing after 8) is reported and disappears
 // when 6 and 7 arrive; unsequenced events take no part.
 func testSentryGaps(t *testing.T, s *store.Store) {

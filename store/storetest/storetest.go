@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"DecisionRetentionBatches", testDecisionRetentionBatches},
 		{"PushInvalidInput", testPushInvalidInput},
 		{"SentryDuplicates", testSentryDuplicates},
+		{"SentryReusedID", testSentryReusedID},
 		{"SentryGaps", testSentryGaps},
 		{"SentryOutOfOrder", testSentryOutOfOrder},
 		{"SentryManySources", testSentryManySources},

@@ -45,8 +45,11 @@ type Engine interface {
 type Intake interface {
 	Engine
 	// Store stores the batch's events whose (source, id) is new and calls
-	// stored with the sequence of each it stored.
-	Store(ctx context.Context, batch []store.SentryEvent, stored func(source string, seq uint64)) error
+	// stored with the sequence of each it stored. ahead says that every
+	// event's sequence is above its source's highest stored one (the
+	// stream moving on, the common case): their keys are most likely
+	// new, which an engine may try first.
+	Store(ctx context.Context, batch []store.SentryEvent, ahead bool, stored func(source string, seq uint64)) error
 }
 
 // Row is e's values in Columns' order, as e's engine binds them (flags as
@@ -151,7 +154,7 @@ func Append(ctx context.Context, events []store.SentryEvent, now time.Time,
 			}
 		}
 		stored := map[string][]uint64{}
-		err := e.Store(ctx, batch, func(src string, seq uint64) {
+		err := e.Store(ctx, batch, ahead(batch, states), func(src string, seq uint64) {
 			res.Stored++
 			if seq > 0 {
 				stored[src] = append(stored[src], seq)
@@ -168,6 +171,21 @@ func Append(ctx context.Context, events []store.SentryEvent, now time.Time,
 	}
 	res.Duplicates = dups + len(batch) - res.Stored
 	return res, nil
+}
+
+// ahead reports whether every event of batch has a sequence above its
+// source's highest stored one (states holds every source of the batch).
+func ahead(batch []store.SentryEvent, states []store.SentrySource) bool {
+	highest := make(map[string]uint64, len(states))
+	for _, st := range states {
+		highest[st.Source] = st.MaxSequence
+	}
+	for _, e := range batch {
+		if e.Sequence <= highest[e.Source] {
+			return false
+		}
+	}
+	return true
 }
 
 // follows reports whether seqs, in any order, are exactly after+1 …
