@@ -79,7 +79,9 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 			return nil
 		}
 	}
+	in.urgent.enter()
 	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
+	in.urgent.leave()
 	var conflict *lifecycle.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -90,14 +92,19 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		a.Status, a.Version = store.SentryFrozen, sb.CurrentVersion
 		a.Reason = fmt.Sprintf("frozen at version %d", sb.CurrentVersion)
 	}
+	// The proxies may ACK while the action is being recorded: the wait
+	// starts now, so that the time taken is until their ACK, not until
+	// the record is written.
+	recorded := make(chan store.SentryAction, 1)
+	if a.Status == store.SentryFrozen {
+		in.awaitAck(ctx, a, recorded)
+	}
 	a, err = in.record(ctx, a)
-	if err != nil {
-		return err
+	if err == nil && a.ID != 0 {
+		recorded <- a
 	}
-	if a.Status == store.SentryFrozen && a.ID != 0 {
-		in.awaitAck(ctx, a)
-	}
-	return nil
+	close(recorded)
+	return err
 }
 
 func (in *Intake) actionOf(ctx context.Context, ev sentry.Event) (store.SentryAction, error) {
@@ -153,8 +160,11 @@ func (in *Intake) record(ctx context.Context, a store.SentryAction) (store.Sentr
 }
 
 // awaitAck waits, off the request, until the sandbox's proxies applied the
-// freeze, and records the time from ingest to the last ACK.
-func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction) {
+// freeze (a, not yet recorded), and records on the action recorded hands
+// over the time from ingest to the last ACK. A closed recorded without an
+// action (the record failed, or another replica's was first) records
+// nothing.
+func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, recorded <-chan store.SentryAction) {
 	if in.cfg.WaitApplied == nil {
 		return
 	}
@@ -174,6 +184,10 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction) {
 		}
 		now := in.cfg.Now()
 		took := now.Sub(a.ReceivedAt)
+		a, ok := <-recorded
+		if !ok {
+			return
+		}
 		if err := in.markAcked(wctx, a, now); err != nil {
 			in.log.WarnContext(wctx, "record quarantine ack", "sandbox", a.Sandbox, "err", err)
 		}

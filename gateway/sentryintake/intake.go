@@ -100,6 +100,10 @@ type Intake struct {
 	life *lifecycle.Lifecycle
 	log  *slog.Logger
 	bulk chan struct{}
+	// urgent holds new bulk appends while a remediation is committing its
+	// freeze, so that its commit shares the database's log with as few
+	// bulk writes as possible.
+	urgent gate
 	// breaker serialises this replica's count-then-freeze, so that two
 	// quarantines cannot both take the budget's last place.
 	breaker sync.Mutex
@@ -238,6 +242,10 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	if len(rows) > 0 {
 		select {
 		case in.bulk <- struct{}{}:
+			if err := in.urgent.wait(ctx); err != nil {
+				<-in.bulk
+				return Result{}, err
+			}
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
@@ -456,4 +464,46 @@ func stored(ev sentry.Event, received time.Time) store.SentryEvent {
 		row.Flags = append(row.Flags, "extension")
 	}
 	return row
+}
+
+// gate is closed while any holder is in; wait blocks until it opens.
+type gate struct {
+	mu   sync.Mutex
+	in   int
+	open chan struct{} // closed when the last holder leaves
+}
+
+func (g *gate) enter() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.in == 0 {
+		g.open = make(chan struct{})
+	}
+	g.in++
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.in--; g.in == 0 {
+		close(g.open)
+	}
+}
+
+// wait returns at once when nobody is in, else when the last leaves or
+// ctx ends.
+func (g *gate) wait(ctx context.Context) error {
+	g.mu.Lock()
+	open := g.open
+	closed := g.in == 0
+	g.mu.Unlock()
+	if closed {
+		return nil
+	}
+	select {
+	case <-open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

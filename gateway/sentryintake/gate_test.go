@@ -1,0 +1,41 @@
+package sentryintake
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestGate: wait passes when nobody is in, holds while anyone is, opens
+// when the last leaves, and gives up with its context.
+func TestGate(t *testing.T) {
+	var g gate
+	if err := g.wait(t.Context()); err != nil {
+		t.Fatalf("wait with nobody in: %v", err)
+	}
+	g.enter()
+	g.enter()
+	passed := make(chan error, 1)
+	go func() { passed <- g.wait(t.Context()) }()
+	g.leave()
+	select {
+	case err := <-passed:
+		t.Fatalf("wait passed (%v) while one holder was still in", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.leave()
+	if err := <-passed; err != nil {
+		t.Fatalf("wait after the last left: %v", err)
+	}
+	g.enter()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := g.wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with an ended context = %v, want context.Canceled", err)
+	}
+	g.leave()
+	if err := g.wait(t.Context()); err != nil {
+		t.Fatalf("wait after reopening: %v", err)
+	}
+}
