@@ -254,13 +254,14 @@ func (f *fleet) close() {
 
 // quarantineSample is one quarantine's times, ms.
 type quarantineSample struct {
-	Sandbox string    `json:"sandbox"`
-	SentAt  time.Time `json:"sent_at"` // to line a slow one up with what else happened then
-	Version uint32    `json:"version"`
-	PostMs  float64   `json:"post_ms"`   // POST sent to its answer read
-	AckMs   float64   `json:"ack_ms"`    // POST sent to the proxy's ACK handed to grpc-go
-	GwLogMs float64   `json:"gw_log_ms"` // the gateway's ingest_to_last_ack_ms
-	GwRowMs float64   `json:"gw_row_ms"` // the action's acked_at − received_at
+	Sandbox    string    `json:"sandbox"`
+	SentAt     time.Time `json:"sent_at"` // to line a slow one up with what else happened then
+	Version    uint32    `json:"version"`
+	PostMs     float64   `json:"post_ms"`      // POST sent to its answer read
+	AckMs      float64   `json:"ack_ms"`       // POST sent to the proxy's ACK handed to grpc-go
+	GwLogMs    float64   `json:"gw_log_ms"`    // the gateway's ingest_to_last_ack_ms
+	GwCommitMs float64   `json:"gw_commit_ms"` // the gateway's ingest_to_commit_ms
+	GwRowMs    float64   `json:"gw_row_ms"`    // the action's acked_at − received_at
 }
 
 // quarantines sends one quarantine (remediate) for each of sandboxes
@@ -325,7 +326,7 @@ func (g *gatewayProc) gatewayTimes(ctx context.Context, samples []quarantineSamp
 		for s.GwLogMs == 0 {
 			for _, l := range g.appliedLogs()[since:] {
 				if l.Sandbox == s.Sandbox {
-					s.GwLogMs = l.Ms // the latest: a sandbox frozen twice logs twice
+					s.GwLogMs, s.GwCommitMs = l.Ms, l.Commit // the latest: a sandbox frozen twice logs twice
 				}
 			}
 			if s.GwLogMs != 0 {

@@ -163,7 +163,7 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 		return nil, fmt.Errorf("first batch: %w", err)
 	}
 	stored := first.Stored // events stored before the findings are read
-	copied := 0 // rows the floor has copied in earlier rounds
+	copied := 0            // rows the floor has copied in earlier rounds
 	for round := range cfg.rounds {
 		if cfg.warmup > 0 && round == 0 {
 			wctx, cancel := context.WithTimeout(ctx, cfg.warmup)
@@ -402,11 +402,12 @@ func (g *gatewayProc) quarantineRounds(ctx context.Context, cfg config, f *fleet
 
 // summary is a distribution of each of a quarantine's figures, ms.
 type summary struct {
-	N     int  `json:"n"`
-	Ack   dist `json:"client_post_to_ack"`
-	Post  dist `json:"client_post_answer"`
-	GwLog dist `json:"gateway_log_ingest_to_last_ack"`
-	GwRow dist `json:"gateway_action_received_to_acked"`
+	N        int  `json:"n"`
+	Ack      dist `json:"client_post_to_ack"`
+	Post     dist `json:"client_post_answer"`
+	GwLog    dist `json:"gateway_log_ingest_to_last_ack"`
+	GwCommit dist `json:"gateway_log_ingest_to_commit"`
+	GwRow    dist `json:"gateway_action_received_to_acked"`
 }
 
 func summarize(samples []quarantineSample) summary {
@@ -418,11 +419,12 @@ func summarize(samples []quarantineSample) summary {
 		return distOf(d)
 	}
 	return summary{
-		N:     len(samples),
-		Ack:   pick(func(s quarantineSample) float64 { return s.AckMs }),
-		Post:  pick(func(s quarantineSample) float64 { return s.PostMs }),
-		GwLog: pick(func(s quarantineSample) float64 { return s.GwLogMs }),
-		GwRow: pick(func(s quarantineSample) float64 { return s.GwRowMs }),
+		N:        len(samples),
+		Ack:      pick(func(s quarantineSample) float64 { return s.AckMs }),
+		Post:     pick(func(s quarantineSample) float64 { return s.PostMs }),
+		GwLog:    pick(func(s quarantineSample) float64 { return s.GwLogMs }),
+		GwCommit: pick(func(s quarantineSample) float64 { return s.GwCommitMs }),
+		GwRow:    pick(func(s quarantineSample) float64 { return s.GwRowMs }),
 	}
 }
 

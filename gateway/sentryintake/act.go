@@ -82,6 +82,7 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	in.urgent.enter()
 	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
 	in.urgent.leave()
+	frozen := in.cfg.Now()
 	var conflict *lifecycle.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -97,7 +98,7 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	// the record is written.
 	recorded := make(chan store.SentryAction, 1)
 	if a.Status == store.SentryFrozen {
-		in.awaitAck(ctx, a, recorded)
+		in.awaitAck(ctx, a, frozen, recorded)
 	}
 	a, err = in.record(ctx, a)
 	if err == nil && a.ID != 0 {
@@ -164,7 +165,7 @@ func (in *Intake) record(ctx context.Context, a store.SentryAction) (store.Sentr
 // over the time from ingest to the last ACK. A closed recorded without an
 // action (the record failed, or another replica's was first) records
 // nothing.
-func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, recorded <-chan store.SentryAction) {
+func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, frozen time.Time, recorded <-chan store.SentryAction) {
 	if in.cfg.WaitApplied == nil {
 		return
 	}
@@ -192,7 +193,8 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, recorded <
 			in.log.WarnContext(wctx, "record quarantine ack", "sandbox", a.Sandbox, "err", err)
 		}
 		in.log.WarnContext(wctx, "sentry quarantine applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "proxies", n,
-			"event", a.EventID, "ingest_to_last_ack_ms", float64(took.Microseconds())/1000)
+			"event", a.EventID, "ingest_to_last_ack_ms", float64(took.Microseconds())/1000,
+			"ingest_to_commit_ms", float64(frozen.Sub(a.ReceivedAt).Microseconds())/1000)
 		if in.cfg.Applied != nil {
 			in.cfg.Applied(took)
 		}
