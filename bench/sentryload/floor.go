@@ -123,6 +123,6 @@ func copyFloor(ctx context.Context, dbURL string, sources []*source, skip, maxRo
 	return floorResult{
 		Rows: len(all), Streams: streams, Seconds: elapsed.Seconds(),
 		EventsPerSec:  float64(len(all)) / elapsed.Seconds(),
-		PostgresCores: (postgresCPU() - pg0).Seconds() / elapsed.Seconds(),
+		PostgresCores: pg0.Since(postgresCPU()).Seconds() / elapsed.Seconds(),
 	}, nil
 }

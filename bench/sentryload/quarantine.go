@@ -375,8 +375,9 @@ func (g *gatewayProc) cpu() time.Duration {
 	return benchenv.ProcsCPU(func(p benchenv.Proc) bool { return p.PID == pid })
 }
 
-// postgresCPU is the CPU of the Postgres server's processes so far (on a
-// shared machine, other clients' work included).
-func postgresCPU() time.Duration {
-	return benchenv.ProcsCPU(func(p benchenv.Proc) bool { return p.Comm == "postgres" || strings.HasPrefix(p.Comm, "postgres:") })
+// postgresCPU is the CPU of the Postgres server's processes so far, per
+// process (on a shared machine, other clients' work included); take the
+// CPU over an interval with Since.
+func postgresCPU() benchenv.CPUSnapshot {
+	return benchenv.SnapshotCPU(func(p benchenv.Proc) bool { return p.Comm == "postgres" || strings.HasPrefix(p.Comm, "postgres:") })
 }

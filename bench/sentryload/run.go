@@ -280,7 +280,7 @@ func (g *gatewayProc) ingest(ctx context.Context, cfg config, sources []*source,
 		Batches: res.Batches, Events: res.Stored, Seconds: secs,
 		EventsPerSec:  float64(res.Stored) / secs,
 		GatewayCores:  (g.cpu() - gw0).Seconds() / secs,
-		PostgresCores: (postgresCPU() - pg0).Seconds() / secs,
+		PostgresCores: pg0.Since(postgresCPU()).Seconds() / secs,
 		ClientCores:   (benchenv.SelfCPU() - self0).Seconds() / secs,
 	}
 	if res.Duplicates != 0 {

@@ -24,8 +24,21 @@ type Proc struct {
 // request; a process that exits between two readings takes its CPU with
 // it.
 func ProcsCPU(keep func(Proc) bool) time.Duration {
+	var total time.Duration
+	for _, cpu := range SnapshotCPU(keep) {
+		total += cpu
+	}
+	return total
+}
+
+// CPUSnapshot is the user+system CPU each selected live process had used
+// at one moment, by PID.
+type CPUSnapshot map[int]time.Duration
+
+// SnapshotCPU reads the CPU of the live processes keep selects.
+func SnapshotCPU(keep func(Proc) bool) CPUSnapshot {
+	out := CPUSnapshot{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
 	for _, path := range dirs {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -51,7 +64,20 @@ func ProcsCPU(keep func(Proc) bool) time.Duration {
 		}
 		ut, _ := strconv.ParseInt(f[11], 10, 64)
 		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += ut + st
+		out[p.PID] = time.Duration(ut+st) * clockTick
 	}
-	return time.Duration(ticks) * clockTick
+	return out
+}
+
+// Since is the CPU the processes of now used after s was taken: a process
+// in both counts the difference, one started since counts whole, and one
+// that exited in between counts nothing — where a difference of two sums
+// would take its whole past CPU away (a database connection closed during
+// a measurement made Postgres's CPU read near zero).
+func (s CPUSnapshot) Since(now CPUSnapshot) time.Duration {
+	var d time.Duration
+	for pid, cpu := range now {
+		d += max(0, cpu-s[pid])
+	}
+	return d
 }
