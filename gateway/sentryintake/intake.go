@@ -50,8 +50,11 @@ const (
 	DefaultBudgetWindow     = 5 * time.Minute
 	// DefaultBulkSlots: bulk appends at once. Each holds a database
 	// connection for its whole batch; the quarantine lane and every
-	// other request need the rest of the pool.
-	DefaultBulkSlots = 2
+	// other request need the rest of the pool. Three overlap one append's
+	// commit with the others' COPYs: two stored about a fifth less at full
+	// ingest, and four left the quarantine lane's p99 at its 100 ms goal
+	// (BENCHMARKS.md, issue 13).
+	DefaultBulkSlots = 3
 	// DefaultAckWait bounds how long the ingest-to-ACK time of a freeze
 	// is waited for.
 	DefaultAckWait = 30 * time.Second
