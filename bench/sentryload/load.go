@@ -49,6 +49,7 @@ func (s *source) take(n int) uint64 { return s.next.Add(uint64(n)) - uint64(n) +
 // the watchdog saw in force there (data.policy.hash).
 type subject struct {
 	name, hash string
+	inForce    *atomic.Pointer[string] // when set, the hash in force (else hash)
 }
 
 // madeUpHash is the policy hash of the -findings events: one no proxy
@@ -56,17 +57,27 @@ type subject struct {
 const madeUpHash = "5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a5f1d9c0a"
 
 // subjectsOf is what the bulk events say about the fleet's sandboxes:
-// the hash each proxy ACKed for version 1, or with findings the made-up
-// hash.
+// the hash each proxy ACKed last (a quarantine round's freezes change it),
+// or with findings the made-up hash.
 func subjectsOf(f *fleet, findings bool) []subject {
 	out := make([]subject, len(f.names))
 	for i, name := range f.names {
-		out[i] = subject{name: name, hash: f.hashes[i]}
-		if findings {
-			out[i].hash = madeUpHash
+		out[i] = subject{name: name, hash: madeUpHash}
+		if !findings {
+			out[i].hash, out[i].inForce = f.hashes[i], f.inForce[i]
 		}
 	}
 	return out
+}
+
+// policyHash is the hash the watchdog reports for the subject now.
+func (s subject) policyHash() string {
+	if s.inForce != nil {
+		if h := s.inForce.Load(); h != nil {
+			return *h
+		}
+	}
+	return s.hash
 }
 
 // appendBulkEvent appends one realistic stored-only event: a tool call the
@@ -94,7 +105,7 @@ func appendBulkEvent(b []byte, src string, seq uint64, sub subject, now string) 
 	b = strconv.AppendUint(b, 1000+seq%30000, 10)
 	b = append(b, `,"executable":"/usr/bin/python3.12","executable_digest":"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},`+
 		`"node":{"id":"node-17","dpu":"bf4-0000:03:00.0"},"policy":{"version":1,"hash":"`...)
-	b = append(b, sub.hash...)
+	b = append(b, sub.policyHash()...)
 	b = append(b, `"},"correlation":{"session":"s-`...)
 	b = strconv.AppendUint(b, seq/100, 10)
 	b = append(b, `","jsonrpc_id":`...)

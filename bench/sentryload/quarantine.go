@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -51,8 +52,11 @@ func sandboxName(i int) string { return fmt.Sprintf("sb-%03d", i) }
 // fleet is the simulated proxies: one per sandbox, each on its own
 // connection with its sandbox's token, ACKing every version it reads.
 type fleet struct {
-	names   []string
-	hashes  []string // per sandbox, the policy hash its proxy ACKed for version 1
+	names  []string
+	hashes []string // per sandbox, the policy hash its proxy ACKed for version 1
+	// inForce is, per sandbox, the hash its proxy ACKed last: a freeze
+	// changes it, and the watchdog reports the policy in force.
+	inForce []*atomic.Pointer[string]
 	conns   []*grpc.ClientConn
 	streams []*simproxy.Stream
 	acks    []chan ack // per sandbox, every version ACKed
@@ -102,12 +106,17 @@ func (g *gatewayProc) connectFleet(ctx context.Context, n int, ship bool) (*flee
 			return nil, fmt.Errorf("open the policy stream of %s: %w", name, err)
 		}
 		acks := make(chan ack, 64)
+		inForce := new(atomic.Pointer[string])
 		f.names, f.conns, f.streams, f.acks = append(f.names, name), append(f.conns, conn), append(f.streams, st), append(f.acks, acks)
+		f.inForce = append(f.inForce, inForce)
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
 			for {
 				res, arrived, acked, err := st.Next()
+				if h := res.GetPolicy().GetHash(); h != "" {
+					inForce.Store(&h) // what a watchdog on the node sees in force from now on
+				}
 				select {
 				case acks <- ack{version: res.GetPolicy().GetVersion(), hash: res.GetPolicy().GetHash(), arrived: arrived, acked: acked, err: err}:
 				default: // nobody is reading: the benchmark failed already

@@ -50,11 +50,12 @@ const (
 	DefaultBudgetWindow     = 5 * time.Minute
 	// DefaultBulkSlots: bulk appends at once. Each holds a database
 	// connection for its whole batch; the quarantine lane and every
-	// other request need the rest of the pool. Three overlap one append's
-	// commit with the others' COPYs: two stored about a fifth less at full
-	// ingest, and four left the quarantine lane's p99 at its 100 ms goal
-	// (BENCHMARKS.md, issue 13).
-	DefaultBulkSlots = 3
+	// other request need the rest of the pool. Two, not more: three
+	// stored about a tenth more at full ingest, but the quarantine lane's
+	// commit then shared the database's log with more bulk writes and its
+	// p99 under load went from 72–90 ms to 95–207 ms (BENCHMARKS.md,
+	// issue 13).
+	DefaultBulkSlots = 2
 	// DefaultAckWait bounds how long the ingest-to-ACK time of a freeze
 	// is waited for.
 	DefaultAckWait = 30 * time.Second
