@@ -112,7 +112,8 @@ type Event struct {
 	Extensions map[string]json.RawMessage
 
 	// Raw is the event exactly as received (its JSON object), what the
-	// store keeps.
+	// store keeps. Raw, Data and Extensions are slices of the body the
+	// event was read from, which must not change while they are in use.
 	Raw json.RawMessage
 
 	// Flags and Unknown say what was kept without being understood:
