@@ -124,6 +124,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	}
 	w.WriteHeader(res.StatusCode)
 	streaming := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+	if streaming {
+		// The status and headers go now: an event stream may say nothing
+		// for a while (a tool at work), and its client is waiting for
+		// them (Mcp-Session-Id among them), perhaps with a timeout.
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			p.log.Debug("response header flush failed", "host", t.host, "err", err)
+			return
+		}
+	}
 	if err := copyResponse(w, res.Body, streaming); err != nil && !errors.Is(err, context.Canceled) {
 		p.log.Debug("response copy ended early", "host", t.host, "err", err)
 	}

@@ -48,6 +48,17 @@ func startPlainUpstream(t *testing.T) *plainUpstream {
 		u.mu.Lock()
 		u.lines = append(u.lines, r.Method+" "+r.URL.EscapedPath()+" host="+r.Host)
 		u.mu.Unlock()
+		if r.URL.Path == "/silent" {
+			// An SSE response that says nothing yet, as a tool that works
+			// a while: headers now, the first event after release.
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Mcp-Session-Id", "s-1")
+			w.WriteHeader(http.StatusOK)
+			http.NewResponseController(w).Flush()
+			<-u.release
+			fmt.Fprint(w, "data: late\n\n")
+			return
+		}
 		if r.URL.Path == "/events" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, "data: one\n\n")
@@ -348,6 +359,42 @@ func TestSSEStreamsUnbuffered(t *testing.T) {
 	rest, _ := io.ReadAll(r)
 	if !strings.Contains(string(rest), "data: two") {
 		t.Fatalf("second event missing: %q", rest)
+	}
+}
+
+// An SSE response's status and headers reach the client when the
+// upstream sends them, not with its first event: a silent tool kept them
+// back, and a client with a shorter header timeout failed only through
+// the proxy (issue 14, 6a).
+func TestSSEHeadersBeforeFirstEvent(t *testing.T) {
+	up := startPlainUpstream(t)
+	_, pu := plainProxy(t, restPolicy, up.port, nil)
+	type answer struct {
+		res *http.Response
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := proxied(pu).Get(fmt.Sprintf("http://api.example.com:%d/silent", up.port))
+		got <- answer{res, err}
+	}()
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no response headers while the upstream holds its first event")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.res.Body.Close()
+	if a.res.StatusCode != http.StatusOK || a.res.Header.Get("Mcp-Session-Id") != "s-1" || !strings.HasPrefix(a.res.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("headers = %d %v", a.res.StatusCode, a.res.Header)
+	}
+	close(up.release)
+	body, _ := io.ReadAll(a.res.Body)
+	if string(body) != "data: late\n\n" {
+		t.Fatalf("body = %q", body)
 	}
 }
 
