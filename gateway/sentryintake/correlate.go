@@ -75,16 +75,11 @@ func (in *Intake) queueChecks(rows []store.SentryEvent, tools []string) {
 // Dropped is how many checks the full queue turned away.
 func (in *Intake) Dropped() uint64 { return in.dropped.Load() }
 
-// checkBatch is the most checks done together: they share their reads of
-// proxy statuses (one per sandbox) and decision records (one per sandbox
-// and tool), so the queries follow the sandboxes and tools a batch names,
-// not its events.
-const checkBatch = checkQueue
-
-// checkEvery is the least time between two rounds of checks: a round's
-// reads cost the same for one event as for thousands (they follow the
-// sandboxes and tools), so under steady ingest the checker gathers a
-// second of events rather than read for each handful.
+// checkEvery is the least time between two rounds of checks. The checks
+// of a round share their reads of proxy statuses (one per sandbox) and
+// decision records (one per sandbox and tool), so a round costs about the
+// same for one event as for thousands: under steady ingest the checker
+// gathers a second of events rather than read for each handful.
 const checkEvery = time.Second
 
 // runChecks checks queued events until ctx ends. It holds the checks it
@@ -125,7 +120,7 @@ func (in *Intake) runChecks(ctx context.Context) {
 			}
 		}
 		now, n := in.cfg.Now(), 1
-		for n < min(len(pending), checkBatch) && !in.settled(pending[n]).After(now) {
+		for n < len(pending) && !in.settled(pending[n]).After(now) {
 			n++
 		}
 		last = time.Now()
