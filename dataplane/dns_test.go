@@ -138,7 +138,7 @@ network_policies:
         protocol: mcp
         enforcement: enforce
         rules:
-          - allow: { method: tools/list }
+          - allow: { method: ping }
   wild:
     endpoints:
       - { host: "*.wild.test", port: PORT, protocol: rest, enforcement: enforce, access: read-only }
@@ -237,7 +237,7 @@ func TestDeniedNamesAreNeverResolved(t *testing.T) {
 				}
 			}
 			res, err = proxied(pu).Post("http://mcp.good.test:"+port+"/mcp", "application/json",
-				strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+				strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 			if err != nil {
 				t.Fatal(err)
 			}

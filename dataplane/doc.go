@@ -5,7 +5,8 @@
 //
 //   - match: the compiled policy (Compile, Matcher), agreeing with
 //     policy.Decide on every request;
-//   - mcp: the strict reader of MCP request bodies;
+//   - mcp: the strict reader of MCP request bodies and of tools/list
+//     results;
 //   - jsonlex: the JSON lexing match's and mcp's readers share;
 //   - identity: the calling binary and its ancestors, through /proc;
 //   - decision: decision records, their ring and JSON-lines log;
@@ -41,6 +42,10 @@
 //   - forward.go and upstream*.go: judged requests sent upstream by the
 //     proxy's own HTTP/1.1 client, on connections pooled per host and
 //     checked address, responses streamed back.
+//   - toolslist.go: tools/list results (a JSON answer, or an event
+//     stream event by event, a GET stream's replays included) cut to the
+//     tools the policy in force would let the agent call; a result that
+//     cannot be read strictly is answered with an error instead.
 //   - framing.go: what Go's HTTP server would quietly normalise or accept
 //     (Content-Length with Transfer-Encoding, a Host header differing from
 //     the request URI, header lines ending in a bare LF, folded header

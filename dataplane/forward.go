@@ -77,7 +77,9 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // was judged (MCP) or streamed (others) — and streams the response back.
 // Streaming responses (SSE, or no length) are flushed after every read so
 // events flow one by one.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte) {
+//
+// list, when not nil, filters the tools/list results of the response.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte, list *toolsList) {
 	unescaped, err := url.PathUnescape(canonical)
 	if err != nil {
 		// CanonicalPath only produces valid encodings.
@@ -95,6 +97,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		Host:       r.Host,
 	}
 	copyEndToEnd(out.Header, r.Header)
+	if list != nil {
+		// A compressed answer could not be filtered.
+		out.Header.Set("Accept-Encoding", "identity")
+	}
 	switch {
 	case body != nil:
 		out.ContentLength = int64(len(body))
@@ -122,8 +128,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		}
 		w.Header().Set("Trailer", strings.Join(names, ", "))
 	}
-	w.WriteHeader(res.StatusCode)
 	streaming := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+	if list != nil {
+		if handled, err := list.copyFiltered(w, res); handled {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				p.log.Debug("filtered response ended early", "host", t.host, "err", err)
+			}
+			return
+		}
+	}
+	w.WriteHeader(res.StatusCode)
 	if streaming {
 		// The status and headers go now: an event stream may say nothing
 		// for a while (a tool at work), and its client is waiting for

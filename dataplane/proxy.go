@@ -537,6 +537,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	req.Addr = addr
 
 	var body []byte
+	var list *toolsList
 	maxBody, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, path)
 	if mcpEndpoint && r.Method != http.MethodPost && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 		// Only POST bodies are judged; any other body would pass unread.
@@ -556,19 +557,24 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		body = raw
 		p.record(cur, req, d, mreq, "")
+		list = p.toolsListFor(req, r, mreq)
 	} else {
 		if d = cur.matcher.Decide(&req); !d.Allow {
 			p.deny(w, r, cur, req, d, nil)
 			return
 		}
 		p.record(cur, req, d, nil, "")
+		if mcpEndpoint && r.Method == http.MethodGet {
+			// A GET stream may replay a POST's answers (resumption).
+			list = p.toolsListFor(req, r, nil)
+		}
 	}
 	canonical, err := forwardPath(cur, d, req.Path, path)
 	if err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
 		return
 	}
-	p.forward(w, r, scheme, t, addr, canonical, body)
+	p.forward(w, r, scheme, t, addr, canonical, body, list)
 }
 
 // readMCP reads an MCP POST body, counting the bytes actually read against
@@ -639,11 +645,8 @@ func versionLabel(v string) string {
 // lenient is the path already canonicalised with encoded slashes allowed:
 // it is the answer whenever the endpoint allows them or the path has none.
 func forwardPath(cur *loaded, d policy.Decision, raw, lenient string) (string, error) {
-	allowSlash := false
-	if np, ok := cur.matcher.Policy().NetworkPolicies[d.Entry]; ok && d.Endpoint >= 0 && d.Endpoint < len(np.Endpoints) {
-		allowSlash = np.Endpoints[d.Endpoint].AllowEncodedSlash
-	}
-	if allowSlash || !strings.Contains(lenient, "%2F") && !strings.Contains(lenient, "%5C") {
+	ep := endpointOf(cur, d)
+	if ep != nil && ep.AllowEncodedSlash || !strings.Contains(lenient, "%2F") && !strings.Contains(lenient, "%5C") {
 		return lenient, nil
 	}
 	return policy.CanonicalPath(raw, false)

@@ -351,6 +351,10 @@ func canonicalEndpoint(ep *Endpoint) {
 		if ep.MCP.MaxBodyBytes == 0 {
 			ep.MCP.MaxBodyBytes = DefaultMaxBodyBytes
 		}
+		if ep.MCP.FiltersToolsList() {
+			// The default, spelled or not, hashes as one document.
+			ep.MCP.FilterToolsList = nil
+		}
 		ep.MCP.Versions = sortedUnique(ep.MCP.Versions)
 		if len(ep.MCP.Versions) == 0 {
 			ep.MCP.Versions = []string{DefaultMCPVersion}

@@ -66,6 +66,10 @@ type MCPMessage struct {
 	Arguments       json.RawMessage // params.arguments
 	ProtocolVersion string          // the version the proxy established ("" if none given)
 	Response        bool            // a client→server JSON-RPC response (answer to elicitation/sampling): passes once the endpoint matches
+	// AnyArguments judges a tools/call as if its arguments satisfied every
+	// arguments_schema: would the tool be allowed for some arguments? (The
+	// proxy lists the tools the agent may call.)
+	AnyArguments bool
 }
 
 // Decision is the verdict on one request.
@@ -816,7 +820,7 @@ func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
 // Absent arguments are checked as {}. A schema that does not compile
 // refuses everything.
 func argumentsValid(rule *L7Rule, m *MCPMessage) error {
-	if rule.ArgumentsSchema == nil {
+	if rule.ArgumentsSchema == nil || m.AnyArguments {
 		return nil
 	}
 	schema, err := CompileArgumentsSchema(rule.ArgumentsSchema)

@@ -1,6 +1,6 @@
 // Package policy is the Portcullis policy language: the document types
 // (OpenShell `version: 1`, unchanged, plus the `arguments_schema`,
-// `expires_at` and `mcp.versions` extensions), the strict YAML/JSON codec,
+// `expires_at`, `mcp.versions` and `mcp.filter_tools_list` extensions), the strict YAML/JSON codec,
 // validation with field paths, the canonical form and its SHA-256 hash, the
 // structural diff, and the reference evaluator Decide.
 //
@@ -89,7 +89,10 @@
 // false (then tool rules compare exactly); the protocol version must be
 // listed in mcp.versions (default 2025-11-25; a message naming none is taken
 // as that version); allow_all_known_mcp_methods allows the client methods of
-// MCP 2025-11-25 only; arguments_schema must accept params.arguments — as
+// MCP 2025-11-25 only; mcp.filter_tools_list (default true, our extension)
+// has the proxy show in tools/list results only the tools a tools/call
+// could be allowed for (Decide with MCPMessage.AnyArguments: as if every
+// arguments_schema accepted); arguments_schema must accept params.arguments — as
 // written and as a float64 reader reads its numbers, with format asserted,
 // and every number at most 100 characters and finite and (unless zero)
 // nonzero as a float64, so that judging a call costs what its size does

@@ -357,3 +357,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// mcp.filter_tools_list defaults to true: spelling the default changes
+// neither the canonical document nor its hash; false is kept.
+func TestFilterToolsListCanonical(t *testing.T) {
+	doc := func(opt string) *Policy {
+		p, _ := mustParse(t, `{version: 1, network_policies: {m: {binaries: [{path: /bin/a}], endpoints: [{host: m.example.com, port: 443, protocol: mcp,
+			mcp: {`+opt+`}, rules: [{allow: {method: tools/list}}]}]}}}`)
+		return p
+	}
+	omitted, on, off := doc(""), doc("filter_tools_list: true"), doc("filter_tools_list: false")
+	if on.Hash() != omitted.Hash() || bytes.Contains(on.CanonicalJSON(), []byte("filter_tools_list")) {
+		t.Errorf("filter_tools_list: true hashes apart from the default: %s", on.CanonicalJSON())
+	}
+	ep := off.NetworkPolicies["m"].Endpoints[0]
+	if off.Hash() == omitted.Hash() || ep.MCP.FiltersToolsList() || !bytes.Contains(off.CanonicalJSON(), []byte(`"filter_tools_list":false`)) {
+		t.Errorf("filter_tools_list: false lost: %s", off.CanonicalJSON())
+	}
+	if !omitted.NetworkPolicies["m"].Endpoints[0].MCP.FiltersToolsList() {
+		t.Error("the default does not filter")
+	}
+	if _, _, err := Parse([]byte(`{version: 1, network_policies: {m: {binaries: [{path: /bin/a}], endpoints: [{host: m.example.com, port: 443, protocol: mcp,
+		mcp: {filter_tools_list: "no"}, rules: [{allow: {method: tools/list}}]}]}}}`)); err == nil || !strings.Contains(err.Error(), "filter_tools_list") {
+		t.Errorf("a string for filter_tools_list: %v, want an error naming it", err)
+	}
+}

@@ -153,6 +153,16 @@ type MCPOptions struct {
 	AllowAllKnownMCPMethods bool `json:"allow_all_known_mcp_methods,omitempty" yaml:"allow_all_known_mcp_methods,omitempty"`
 	// Versions lists the accepted MCP protocol versions; default ["2025-11-25"].
 	Versions []string `json:"versions,omitempty" yaml:"versions,omitempty"`
+	// FilterToolsList (Portcullis extension) defaults to true: the proxy
+	// removes from tools/list results the tools the policy would not let
+	// the agent call. Canonical form omits it when true.
+	FilterToolsList *bool `json:"filter_tools_list,omitempty" yaml:"filter_tools_list,omitempty"`
+}
+
+// FiltersToolsList reports whether an MCP endpoint with these options
+// filters tools/list results (the default).
+func (o *MCPOptions) FiltersToolsList() bool {
+	return o == nil || o.FilterToolsList == nil || *o.FilterToolsList
 }
 
 // Rule is one entry of an endpoint's rules list. An entry without Allow

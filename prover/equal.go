@@ -27,6 +27,7 @@ var (
 		MaxBodyBytes            int
 		AllowAllKnownMCPMethods bool
 		Versions                []string
+		FilterToolsList         *bool
 	}{})
 	_ = policy.JSONRPCOptions(struct{ MaxBodyBytes int }{})
 	_ = policy.CredentialBinding(struct{ Provider string }{})
@@ -135,7 +136,7 @@ func endpointEqual(a, b *policy.Endpoint) bool {
 func mcpOptionsEqual(a, b *policy.MCPOptions) bool {
 	return ptrEq(a.StrictToolNames, b.StrictToolNames, func(x, y *bool) bool { return *x == *y }) &&
 		a.MaxBodyBytes == b.MaxBodyBytes && a.AllowAllKnownMCPMethods == b.AllowAllKnownMCPMethods &&
-		sliceEq(a.Versions, b.Versions)
+		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList()
 }
 
 func matcherEqual(a, b *policy.Matcher) bool { return sliceEq(a.Any, b.Any) }

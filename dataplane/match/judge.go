@@ -437,7 +437,7 @@ func (e *endpoint) mcpRuleMatches(c *rule, m *policy.MCPMessage, deny bool) bool
 // argumentsValid mirrors policy's argumentsValid, with the schema compiled
 // once.
 func (c *rule) argumentsValid(m *policy.MCPMessage) error {
-	if c.src.ArgumentsSchema == nil {
+	if c.src.ArgumentsSchema == nil || m.AnyArguments {
 		return nil
 	}
 	if c.schemaErr != nil {

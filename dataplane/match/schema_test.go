@@ -130,3 +130,30 @@ func TestMatcherArgumentsFloatReadingAndFormats(t *testing.T) {
 		}
 	}
 }
+
+// AnyArguments (which tools the proxy lists) judges a call as if its
+// arguments passed every schema, in the matcher as in policy.Decide: a
+// tool allowed for some arguments is allowed, one no rule names is not.
+func TestMatcherAnyArguments(t *testing.T) {
+	p := parse(t, schemaPolicy)
+	m := mustCompile(t, p)
+	for _, tc := range []struct {
+		tool, args string
+		any, want  bool
+	}{
+		{"tally", `{"ids":"not an array"}`, false, false},
+		{"tally", `{"ids":"not an array"}`, true, true},
+		{"tally", ``, true, true},
+		{"other", ``, true, false},
+	} {
+		call := tallyCall(tc.args)
+		call.MCP.Tool, call.MCP.AnyArguments = tc.tool, tc.any
+		d := m.Decide(&call)
+		if d.Allow != tc.want {
+			t.Errorf("%s %s (any %v): matcher %+v, want allow %v", tc.tool, tc.args, tc.any, d, tc.want)
+		}
+		if want := policy.Decide(p, call); d != want {
+			t.Errorf("%s %s (any %v): matcher %+v, policy.Decide %+v", tc.tool, tc.args, tc.any, d, want)
+		}
+	}
+}

@@ -3,7 +3,9 @@
 // turns the headers and body of a POST into the messages the matcher
 // judges, and anything malformed or ambiguous is an *Error, which means
 // deny before policy and forward nothing. parse.go reads the request and
-// writes denial bodies; json.go is the JSON reader underneath, which,
+// writes denial bodies; toolslist.go reads a server's answers as strictly
+// and cuts tools from tools/list results; json.go is the JSON reader
+// underneath, which,
 // unlike encoding/json, refuses duplicate keys and every other ambiguity.
 //
 // It is not the MCP SDK (github.com/modelcontextprotocol/go-sdk/mcp): the

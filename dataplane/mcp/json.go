@@ -97,11 +97,25 @@ const (
 	lvMeta                 // keeps members
 	lvLeaf                 // strings decoded
 	lvNone                 // bytes only
+
+	// A server's response (readResponse): its result, a tools/list
+	// result's tools and each tool keep what the proxy reads of them.
+	lvResult   // keeps members
+	lvToolList // keeps array elements
+	lvTool     // keeps members
 )
 
+// keepsMembers and keepsElems say which levels an object's members or an
+// array's elements are kept at.
+func (lv level) keepsMembers() bool {
+	return lv == lvMessage || lv == lvParams || lv == lvMeta || lv == lvResult || lv == lvTool
+}
+
+func (lv level) keepsElems() bool { return lv == lvRoot || lv == lvToolList }
+
 // child is the level of a member (elem false) or element (elem true) of a
-// value at lv.
-func (lv level) child(key []byte, elem bool) level {
+// value at lv; response is set when reading a server's response.
+func (lv level) child(key []byte, elem, response bool) level {
 	switch lv {
 	case lvRoot:
 		return lvMessage
@@ -109,6 +123,19 @@ func (lv level) child(key []byte, elem bool) level {
 		if string(key) == "params" {
 			return lvParams
 		}
+		if response && string(key) == "result" && !elem {
+			return lvResult
+		}
+	case lvResult:
+		if string(key) == "tools" && !elem {
+			return lvToolList
+		}
+	case lvToolList:
+		if elem {
+			return lvTool
+		}
+		return lvNone
+	case lvTool:
 	case lvParams:
 		if string(key) == "_meta" {
 			return lvMeta
@@ -136,6 +163,9 @@ type jparser struct {
 	hashes  []uint64     // scratch for a large object's key hashes
 	seed    maphash.Seed
 	hasSeed bool
+	// response reads a server's response, keeping its result (lvResult)
+	// rather than a request's params.
+	response bool
 }
 
 type pathElem struct {
@@ -151,13 +181,16 @@ type keyEntry struct {
 // requests; the tree a parse returns never points into them.
 var parsers = sync.Pool{New: func() any { return new(jparser) }}
 
-func parseJSONDocument(b []byte) (*jvalue, error) {
+func parseJSONDocument(b []byte) (*jvalue, error) { return parseJSON(b, false) }
+
+// parseJSON reads b, a request's body or (response) a server's message.
+func parseJSON(b []byte, response bool) (*jvalue, error) {
 	p := parsers.Get().(*jparser)
 	defer func() {
 		p.reset()
 		parsers.Put(p)
 	}()
-	p.b = b
+	p.b, p.response = b, response
 	p.skipSpace()
 	if p.i == len(b) {
 		return nil, mcpErrorf("body holds no JSON value")
@@ -175,7 +208,7 @@ func parseJSONDocument(b []byte) (*jvalue, error) {
 
 // reset forgets a parse but keeps the scratch capacity (and the hash seed).
 func (p *jparser) reset() {
-	p.b, p.i = nil, 0
+	p.b, p.i, p.response = nil, 0, false
 	p.path = p.path[:0]
 	for i := range p.keys {
 		clear(p.keys[i][:cap(p.keys[i])]) // drop references into the body
@@ -295,12 +328,12 @@ func (p *jparser) object(depth int, lv level) (jvalue, error) {
 		p.skipSpace()
 		p.keys[depth] = keys // a nested object at this depth+1 uses its own slot
 		p.path = append(p.path, pathElem{key: key, idx: -1})
-		val, err := p.value(depth+1, lv.child(key, false))
+		val, err := p.value(depth+1, lv.child(key, false, p.response))
 		p.path = p.path[:len(p.path)-1]
 		if err != nil {
 			return jvalue{}, err
 		}
-		if lv == lvMessage || lv == lvParams || lv == lvMeta {
+		if lv.keepsMembers() {
 			kept := new(jvalue) // not &val: that would move every val to the heap
 			*kept = val
 			v.members = append(v.members, jmember{string(key), kept})
@@ -382,12 +415,12 @@ func (p *jparser) array(depth int, lv level) (jvalue, error) {
 	for n := 0; ; n++ {
 		p.skipSpace()
 		p.path = append(p.path, pathElem{idx: n})
-		el, err := p.value(depth+1, lv.child(nil, true))
+		el, err := p.value(depth+1, lv.child(nil, true, p.response))
 		p.path = p.path[:len(p.path)-1]
 		if err != nil {
 			return jvalue{}, err
 		}
-		if lv == lvRoot {
+		if lv.keepsElems() {
 			kept := new(jvalue)
 			*kept = el
 			v.elems = append(v.elems, kept)

@@ -1,0 +1,191 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// ---- tools/list results, as a server sends them ----
+//
+// The proxy shows an agent only the tools it may call: FilterToolsList
+// takes the tools/list results out of a server's message (one JSON-RPC
+// message, or a 2025-03-26 batch) and keeps the tools keep says. The
+// message is read as strictly as a request (duplicate keys, keys equal
+// ignoring case, invalid UTF-8 … are errors), since a client that reads
+// it differently from the proxy could see a tool the proxy removed; the
+// bytes the proxy does not change are passed on as the server sent them.
+
+// ListResponse says which of a server's responses answer a tools/list
+// request.
+type ListResponse struct {
+	// IDs are the tools/list requests' ids (IDKey). A response whose id
+	// is neither a string nor an integer is an error. Nil: every response
+	// whose result has a "tools" member is a tools/list result (a stream
+	// the proxy cannot tie to its requests: a GET stream's replay).
+	IDs map[string]bool
+	// Only says the request that the stream answers held one request, a
+	// tools/list: the one response on the stream is its answer, whatever
+	// its id.
+	Only bool
+}
+
+func (l ListResponse) answers(id *jvalue, where string) (bool, error) {
+	if l.Only || l.IDs == nil {
+		return true, nil
+	}
+	if id == nil {
+		return false, nil
+	}
+	key, err := idKey(id, where)
+	if err != nil {
+		return false, err
+	}
+	return l.IDs[key], nil
+}
+
+// IDKey is a request's JSON-RPC id (Item.ID) as ListResponse.IDs holds
+// it: its kind and value, so that a server that writes "\u0061" for "a"
+// still answers the same request.
+func IDKey(id json.RawMessage) (string, error) {
+	v, err := parseJSON(id, false)
+	if err != nil {
+		return "", err
+	}
+	return idKey(v, "the request")
+}
+
+// FilterToolsList returns msg with the tools keep refuses removed from each
+// tools/list result among its responses (l says which are), and how many
+// were removed; msg itself when none was. keep is given each tool's name
+// and its definition's bytes as sent. An error (an *Error) means msg could
+// not be read strictly, or a tools/list result is malformed: the caller
+// must not pass msg on.
+func FilterToolsList(msg []byte, l ListResponse, keep func(name string, def []byte) bool) ([]byte, int, error) {
+	root, err := parseJSON(msg, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	messages := []*jvalue{root}
+	if root.kind == jArray {
+		messages = root.elems
+	}
+	type splice struct {
+		from, to int
+		with     []byte
+	}
+	var splices []splice
+	removed := 0
+	for i, m := range messages {
+		tools, err := listedTools(m, i, l)
+		if err != nil {
+			return nil, 0, err
+		}
+		if tools == nil {
+			continue
+		}
+		kept := make([]byte, 0, len(tools.raw))
+		kept = append(kept, '[')
+		n := 0
+		for j, t := range tools.elems {
+			name, err := toolName(t, i, j)
+			if err != nil {
+				return nil, 0, err
+			}
+			if !keep(name, t.raw) {
+				removed++
+				continue
+			}
+			if n > 0 {
+				kept = append(kept, ',')
+			}
+			kept = append(kept, t.raw...)
+			n++
+		}
+		kept = append(kept, ']')
+		if n < len(tools.elems) {
+			from := offset(msg, tools.raw)
+			splices = append(splices, splice{from, from + len(tools.raw), kept})
+		}
+	}
+	if len(splices) == 0 {
+		return msg, 0, nil
+	}
+	out := make([]byte, 0, len(msg))
+	at := 0
+	for _, s := range splices {
+		out = append(out, msg[at:s.from]...)
+		out = append(out, s.with...)
+		at = s.to
+	}
+	return append(out, msg[at:]...), removed, nil
+}
+
+// listedTools returns the tools array of message m (the i-th of its
+// batch) when m is a tools/list result l names, nil otherwise.
+func listedTools(m *jvalue, i int, l ListResponse) (*jvalue, error) {
+	where := "message " + strconv.Itoa(i)
+	if m.kind != jObject {
+		return nil, nil // not a JSON-RPC message: the client refuses it too
+	}
+	for _, key := range []string{"method", "id", "error"} {
+		if _, err := m.lookup(key, where); err != nil {
+			return nil, err
+		}
+	}
+	result, err := m.lookup("result", where)
+	if err != nil || result == nil || m.get("method") != nil {
+		return nil, err
+	}
+	if ok, err := l.answers(m.get("id"), where); !ok || err != nil {
+		return nil, err
+	}
+	if result.kind != jObject {
+		if l.IDs == nil {
+			return nil, nil // some other method's result
+		}
+		return nil, mcpErrorf("the tools/list result in %s is %s, not an object", where, result.kind)
+	}
+	tools, err := result.lookup("tools", where+" at result")
+	switch {
+	case err != nil:
+		return nil, err
+	case tools == nil && l.IDs == nil:
+		return nil, nil
+	case tools == nil:
+		return nil, mcpErrorf("the tools/list result in %s has no tools", where)
+	case tools.kind != jArray:
+		return nil, mcpErrorf("result.tools in %s is %s, not an array", where, tools.kind)
+	}
+	return tools, nil
+}
+
+// toolName is the name of tool j of message i's tools/list result.
+func toolName(t *jvalue, i, j int) (string, error) {
+	where := "message " + strconv.Itoa(i) + " at result.tools[" + strconv.Itoa(j) + "]"
+	if t.kind != jObject {
+		return "", mcpErrorf("%s is %s, not a tool object", where, t.kind)
+	}
+	name, err := t.lookup("name", where)
+	switch {
+	case err != nil:
+		return "", err
+	case name == nil:
+		return "", mcpErrorf("%s has no name", where)
+	case name.kind != jString:
+		return "", mcpErrorf("the name of %s is %s, not a string", where, name.kind)
+	}
+	return name.str, nil
+}
+
+// offset is where sub, a slice of b, starts in b.
+func offset(b, sub []byte) int { return cap(b) - cap(sub) }
+
+// ResponseErrorBody is a JSON-RPC error response to id (null when nil),
+// for a server's answer the proxy cannot pass on.
+func ResponseErrorBody(id json.RawMessage, code int, message string) []byte {
+	if len(bytes.TrimSpace(id)) == 0 {
+		id = nil
+	}
+	return denyBody([]json.RawMessage{id}, false, code, message, nil)
+}

@@ -1,0 +1,356 @@
+package dataplane
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/portcullis-dev/portcullis/dataplane/mcp"
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// The agent sees only the tools it may call: on an MCP endpoint the proxy
+// rewrites tools/list results — a JSON answer, each event of an event
+// stream, every page — keeping a tool when the policy in force would
+// allow a tools/call of it with some arguments (a tool allowed only for
+// some arguments stays listed), and everything else of the result as the
+// server sent it (nextCursor among it). mcp.filter_tools_list: false and
+// audit endpoints pass the results unchanged. A result the proxy cannot
+// read strictly never reaches the agent: its request gets a JSON-RPC error
+// instead.
+
+// toolsList is how one response from an MCP endpoint has its tools/list
+// results filtered.
+type toolsList struct {
+	answers mcp.ListResponse
+	// ids are the tools/list requests' ids, answered with an error when
+	// their result cannot be read.
+	ids  []json.RawMessage
+	keep func(name string, def []byte) bool
+}
+
+// listFilterCode is the JSON-RPC error code of a tools/list result the
+// proxy could not read (a denial is -32001).
+const listFilterCode = -32003
+
+// maxListMessage bounds one message (a JSON answer, or an event's data)
+// the proxy reads to filter.
+const maxListMessage = 8 << 20
+
+// toolsListFor returns how a response to r — a POST whose messages are
+// mreq, or a GET (mreq nil), which may replay a POST's stream — has its
+// tools/list results filtered, or nil when it passes unchanged: a POST
+// with no tools/list request, or a policy that does not filter here.
+func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, mreq *mcp.Request) *toolsList {
+	var l toolsList
+	version := r.Header.Get(mcp.HeaderMCPProtocolVersion)
+	if mreq != nil {
+		version = mreq.Version
+		requests := 0
+		for _, m := range mreq.Messages {
+			if m.Message.Response || m.ID == nil {
+				continue
+			}
+			requests++
+			if m.Message.Method != "tools/list" {
+				continue
+			}
+			key, err := mcp.IDKey(m.ID)
+			if err != nil {
+				continue // Parse refused such ids already
+			}
+			if l.answers.IDs == nil {
+				l.answers.IDs = map[string]bool{}
+			}
+			l.answers.IDs[key] = true
+			l.ids = append(l.ids, m.ID)
+		}
+		if len(l.ids) == 0 {
+			return nil
+		}
+		l.answers.Only = requests == 1
+	}
+	v := &visibility{p: p, base: base, version: version}
+	if v.load(); !v.filters && mreq != nil {
+		return nil // a POST's answer is judged now; a GET stream may outlive this policy
+	}
+	l.keep = v.keep
+	return &l
+}
+
+// visibility is which tools a tools/list through base (the request's
+// destination and caller) may show under the policy in force, judged again
+// when a new policy is loaded.
+type visibility struct {
+	p       *Proxy
+	base    policy.Request
+	version string
+
+	cur     *loaded
+	filters bool            // the endpoint filters (not audit, filter_tools_list)
+	listed  bool            // tools/list itself is allowed
+	seen    map[string]bool // tool name → shown
+}
+
+// load judges the policy in force now.
+func (v *visibility) load() {
+	v.cur = v.p.current.Load()
+	v.seen = map[string]bool{}
+	v.filters, v.listed = true, false
+	if v.cur == nil {
+		return
+	}
+	list := v.base
+	list.HTTPMethod = http.MethodPost
+	list.MCP = &policy.MCPMessage{Method: "tools/list", ProtocolVersion: v.version}
+	d := v.cur.matcher.Decide(&list)
+	if !d.Allow {
+		return // the list itself is denied now: show nothing
+	}
+	ep := endpointOf(v.cur, d)
+	v.listed = true
+	v.filters = !d.Audit && ep != nil && ep.Enforcement != policy.EnforcementAudit && ep.MCP.FiltersToolsList()
+}
+
+func (v *visibility) keep(name string, _ []byte) bool {
+	if v.p.current.Load() != v.cur {
+		v.load()
+	}
+	switch {
+	case !v.filters:
+		return true
+	case !v.listed || v.cur == nil:
+		return false
+	}
+	if shown, ok := v.seen[name]; ok {
+		return shown
+	}
+	call := v.base
+	call.HTTPMethod = http.MethodPost
+	call.MCP = &policy.MCPMessage{Method: "tools/call", Tool: name, ProtocolVersion: v.version, AnyArguments: true}
+	shown := v.cur.matcher.Decide(&call).Allow
+	v.seen[name] = shown
+	return shown
+}
+
+// endpointOf is the endpoint that made decision d, nil if none did.
+func endpointOf(cur *loaded, d policy.Decision) *policy.Endpoint {
+	np, ok := cur.matcher.Policy().NetworkPolicies[d.Entry]
+	if !ok || d.Endpoint < 0 || d.Endpoint >= len(np.Endpoints) {
+		return nil
+	}
+	return np.Endpoints[d.Endpoint]
+}
+
+// errNotInspectable is a response whose tools/list results cannot be read.
+var errNotInspectable = errors.New("not inspectable")
+
+// copyFiltered copies res to w with its tools/list results filtered:
+// event by event for an event stream, whole for anything else answering a
+// POST. It returns false, having written nothing, when the response
+// should be copied unchanged (not a success, an empty body, or a GET's
+// answer that is not a stream: a client reads no message from it).
+func (l *toolsList) copyFiltered(w http.ResponseWriter, res *http.Response) (handled bool, err error) {
+	stream := isEventStream(res.Header.Get("Content-Type"))
+	if res.StatusCode < 200 || res.StatusCode > 299 || res.StatusCode == http.StatusNoContent || res.ContentLength == 0 || l.ids == nil && !stream {
+		return false, nil
+	}
+	if ce := res.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		l.refuse(w, "the server's answer is "+ce+"-encoded")
+		return true, errNotInspectable
+	}
+	if stream {
+		return true, l.copyEvents(w, res)
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxListMessage+1))
+	switch {
+	case err != nil:
+		l.refuse(w, "the server's answer could not be read")
+		return true, err
+	case len(body) > maxListMessage:
+		l.refuse(w, fmt.Sprintf("the server's answer is over %d bytes", maxListMessage))
+		return true, errNotInspectable
+	case len(bytes.TrimSpace(body)) == 0:
+		w.WriteHeader(res.StatusCode)
+		_, err := w.Write(body)
+		return true, err
+	}
+	out, _, ferr := mcp.FilterToolsList(body, l.answers, l.keep)
+	if ferr != nil {
+		l.refuse(w, ferr.Error())
+		return true, errNotInspectable
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(res.StatusCode)
+	_, err = w.Write(out)
+	return true, err
+}
+
+// refuse answers the tools/list requests with an error instead of a
+// result the proxy cannot read (a 502: the upstream's answer is at fault).
+func (l *toolsList) refuse(w http.ResponseWriter, why string) {
+	w.Header().Del("Content-Encoding")
+	w.Header().Del("Content-Length")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadGateway)
+	w.Write(l.errorBody(why))
+}
+
+func (l *toolsList) errorBody(why string) []byte {
+	msg := "the proxy could not inspect the tools/list result: " + why
+	if len(l.ids) == 1 {
+		return mcp.ResponseErrorBody(l.ids[0], listFilterCode, msg)
+	}
+	return mcp.DenyBody(l.ids, listFilterCode, msg, nil)
+}
+
+// copyEvents copies an event stream event by event, each flushed, with
+// the data of every event that holds a tools/list result filtered. An
+// event whose data cannot be read strictly is replaced, on a POST's
+// stream, by an error answering its tools/list requests; on a GET
+// stream (no request to answer) it is dropped.
+func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error {
+	w.Header().Del("Content-Length")
+	w.WriteHeader(res.StatusCode)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return err
+	}
+	events := newEventReader(res.Body, maxListMessage)
+	for {
+		ev, err := events.next()
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			if errors.Is(err, errEventTooLarge) && l.ids != nil {
+				w.Write(eventBytes(nil, l.errorBody(err.Error())))
+				rc.Flush()
+			}
+			return err
+		}
+		out := ev.raw
+		if ev.hasData {
+			filtered, removed, ferr := mcp.FilterToolsList(ev.data, l.answers, l.keep)
+			switch {
+			case ferr != nil && l.ids == nil:
+				continue
+			case ferr != nil:
+				out = eventBytes(ev.fields, l.errorBody(ferr.Error()))
+			case removed > 0:
+				out = eventBytes(ev.fields, filtered)
+			}
+		}
+		if _, err := w.Write(out); err != nil {
+			return err
+		}
+		if err := rc.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// ---- reading an event stream ----
+
+// event is one event of a text/event-stream, as the server sent it (raw,
+// the blank line that ends it included), with its data (the data lines
+// joined with "\n") and its other lines (fields: comments, id, event,
+// retry, each with its line end).
+type event struct {
+	raw     []byte
+	data    []byte
+	hasData bool
+	fields  [][]byte
+}
+
+var errEventTooLarge = errors.New("an event of the server's stream is too large to inspect")
+
+// eventReader splits a stream into events as the HTML standard's parser
+// does: lines end with CRLF, LF or CR, a blank line ends an event, a line
+// "data: x" or "data:x" adds x to its data.
+type eventReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+func newEventReader(r io.Reader, max int) *eventReader {
+	return &eventReader{r: bufio.NewReaderSize(r, 32<<10), max: max}
+}
+
+// next returns the next event; io.EOF at the end of the stream. An
+// unfinished last event is dropped, as a client's parser drops it.
+func (er *eventReader) next() (event, error) {
+	var ev event
+	for {
+		line, err := er.line()
+		if len(line) > 0 {
+			ev.raw = append(ev.raw, line...)
+			if len(ev.raw) > er.max {
+				return event{}, errEventTooLarge
+			}
+		}
+		if err != nil {
+			return event{}, err
+		}
+		content := bytes.TrimRight(line, "\r\n")
+		if len(content) == 0 {
+			return ev, nil
+		}
+		name, value, _ := bytes.Cut(content, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(name) == "data" {
+			if ev.hasData {
+				ev.data = append(ev.data, '\n')
+			}
+			ev.data = append(ev.data, value...)
+			ev.hasData = true
+			continue
+		}
+		ev.fields = append(ev.fields, line)
+	}
+}
+
+// line returns the next line with its end (CRLF, LF or a lone CR).
+func (er *eventReader) line() ([]byte, error) {
+	var line []byte
+	for {
+		b, err := er.r.ReadByte()
+		if err != nil {
+			return line, err
+		}
+		line = append(line, b)
+		switch b {
+		case '\n':
+			return line, nil
+		case '\r':
+			if next, err := er.r.Peek(1); err == nil && next[0] == '\n' {
+				er.r.ReadByte()
+				line = append(line, '\n')
+			}
+			return line, nil
+		}
+		if len(line) > er.max {
+			return line, nil // next refuses the event
+		}
+	}
+}
+
+// eventBytes is an event of the fields given (each with its line end) and
+// data: one "data:" line per line of data, then the blank line.
+func eventBytes(fields [][]byte, data []byte) []byte {
+	var b []byte
+	for _, f := range fields {
+		b = append(b, f...)
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		b = append(b, "data: "...)
+		b = append(b, line...)
+		b = append(b, '\n')
+	}
+	return append(b, '\n')
+}
