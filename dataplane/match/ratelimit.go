@@ -60,9 +60,10 @@ func (m *Matcher) compileLimits(e *endpoint) {
 }
 
 // RateLimit returns the rate limit of the allow rule that made decision d
-// (nil when d is not an allow by a rule with a rate_limit).
+// (nil when d is not an allow by a rule with a rate_limit; an audited
+// denial, which may name the rule whose arguments_schema refused, is not).
 func (m *Matcher) RateLimit(d *policy.Decision) *Limit {
-	if m == nil || len(m.limits) == 0 || !d.Allow {
+	if m == nil || len(m.limits) == 0 || !d.Allow || d.Audit {
 		return nil
 	}
 	return m.limits[limitRef{d.Entry, d.Endpoint, d.Rule}]
