@@ -23,6 +23,9 @@ type DenialRecord struct {
 	// VersionProbe marks a request refused only because its MCP protocol
 	// version is not listed: clients probe versions, so it is not offered.
 	VersionProbe bool
+	// RateLimited marks a tools/call the policy allowed but its rule's
+	// rate_limit refused: no rule is missing, so it is not offered.
+	RateLimited bool
 }
 
 // FromDenial builds the proposal that would have allowed exactly the
@@ -32,13 +35,17 @@ type DenialRecord struct {
 // protocol rest for HTTP, mcp scoped to the exact path for MCP, L4 when
 // there is no HTTP view) and exactly that binary. The proposal is checked
 // with Apply against base; a refusal is returned as a *RefusalError
-// (RuleNotOffered for version probes).
+// (RuleNotOffered for version probes and rate-limited calls).
 func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	refuse := func(field, rule, format string, args ...any) (*Proposal, error) {
 		return nil, &RefusalError{Op: -1, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
 	}
 	if rec.VersionProbe {
 		return refuse("", RuleNotOffered, "the request was refused only for its MCP protocol version (a version probe); it is not offered")
+	}
+	if rec.RateLimited {
+		return refuse("", RuleNotOffered, "the call was allowed by policy but over its rule's rate_limit (HTTP 429), not denied: "+
+			"no proposal is made from it; retry after the time the error gave, or ask an operator to change the rate_limit")
 	}
 	if rec.Port < 1 || rec.Port > 65535 {
 		return refuse("port", RulePort, "%d is not a valid port", rec.Port)

@@ -3,6 +3,7 @@ package advisor
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -139,5 +140,22 @@ func TestFromDenialRationaleUnknownBinary(t *testing.T) {
 	got := rationale(DenialRecord{Host: "a.example.com", Port: 443, HTTPMethod: "GET", Path: "/x"})
 	if want := "allow exactly the denied request: GET /x from an unidentified binary to a.example.com:443"; got != want {
 		t.Fatalf("rationale %q, want %q", got, want)
+	}
+}
+
+func TestFromDenialRateLimited(t *testing.T) {
+	// The call was allowed; only its rule's rate_limit refused it. Even
+	// against no policy at all (where a rule would be missing), nothing is
+	// proposed.
+	rec := DenialRecord{Binary: "/usr/bin/python3", Host: "orders.example.com", Port: 443, HTTPMethod: "POST", Path: "/mcp",
+		MCPMethod: "tools/call", Tool: "lookup_order", RateLimited: true}
+	p, err := FromDenial(nil, rec)
+	r, ok := AsRefusal(err)
+	if !ok || r.Rule != RuleNotOffered || !strings.Contains(r.Reason, "rate_limit") || p != nil {
+		t.Fatalf("got %v, %v; want not_offered naming the rate_limit", p, err)
+	}
+	rec.RateLimited = false
+	if _, err := FromDenial(nil, rec); err != nil {
+		t.Fatalf("the same record as a denial: %v", err)
 	}
 }

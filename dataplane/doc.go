@@ -52,6 +52,12 @@
 //     lines, header bytes that are not UTF-8, HTTP versions other than 1.0
 //     and 1.1), found on every request of a connection by framing it as
 //     Go's server does.
+//   - ratelimit.go: rate_limit — after an allow, each tools/call takes a
+//     token from its rule's bucket (all or nothing for a batch); too few
+//     tokens is a 429 with retry_after_seconds, recorded as rate_limited.
+//     The buckets are this proxy's own (N proxies of a sandbox admit N
+//     times the rate), one per rule, kept across reloads while the rule
+//     is unchanged.
 //   - limit.go: the bound on client connections served at once.
 //   - reload.go: the policy file, watched and swapped atomically.
 package dataplane

@@ -141,6 +141,9 @@ type Proxy struct {
 
 	// local answers policy.local.
 	local *policylocal.Server
+
+	// limits holds the token buckets of rate_limit rules (ratelimit.go).
+	limits buckets
 }
 
 type openTunnel struct {
@@ -177,6 +180,7 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 		return fmt.Errorf("compile policy %s: %w", version, err)
 	}
 	p.current.Store(&loaded{matcher: m, version: version})
+	p.limits.retain(m.LimitKeys())
 	// Pooled upstream connections were approved under the old version.
 	p.upstreams.reset()
 	p.recheckTunnels()
@@ -551,9 +555,20 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			return
 		}
 		var denied bool
-		if d, denied = p.judgeMCP(cur, req, mreq); denied {
+		var limited []limitedCall
+		if d, limited, denied = p.judgeMCP(cur, req, mreq); denied {
 			p.deny(w, r, cur, req, d, mreq)
 			return
+		}
+		if len(limited) > 0 {
+			over, audit := p.limits.take(limited, req.Time)
+			if over != nil {
+				p.rateLimited(w, cur, req, over, mreq)
+				return
+			}
+			if audit != nil {
+				d.Audit, d.Reason = true, audit.describe()+" (enforcement: audit, forwarded)"
+			}
 		}
 		body = raw
 		p.record(cur, req, d, mreq, "")
@@ -610,27 +625,32 @@ const (
 
 // judgeMCP decides every message of an MCP request. One denied message
 // denies the request (and so the whole batch). It returns the deciding
-// decision: the first denial, else the first message's allow.
-func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *mcp.Request) (policy.Decision, bool) {
+// decision: the first denial, else the first message's allow; and, when
+// allowed, the messages allowed by a rule with a rate_limit.
+func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *mcp.Request) (policy.Decision, []limitedCall, bool) {
 	if mreq.Batch && !mcp.BatchAllowed(mreq.Version) {
-		return policy.Decision{Reason: fmt.Sprintf("JSON-RPC batches are not part of MCP protocol version %q", versionLabel(mreq.Version))}, true
+		return policy.Decision{Reason: fmt.Sprintf("JSON-RPC batches are not part of MCP protocol version %q", versionLabel(mreq.Version))}, nil, true
 	}
 	var first policy.Decision
+	var limited []limitedCall
 	audit := false
 	for i := range mreq.Messages {
 		req := base
 		req.MCP = &mreq.Messages[i].Message
 		d := cur.matcher.Decide(&req)
 		if !d.Allow {
-			return d, true
+			return d, nil, true
 		}
 		if i == 0 {
 			first = d
 		}
 		audit = audit || d.Audit
+		if l := cur.matcher.RateLimit(&d); l != nil {
+			limited = append(limited, limitedCall{limit: l, tool: req.MCP.Tool, d: d})
+		}
 	}
 	first.Audit = audit
-	return first, false
+	return first, limited, false
 }
 
 func versionLabel(v string) string {
@@ -701,6 +721,12 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, t dest, reason st
 }
 
 func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request, denialID string) {
+	p.emit(p.newRecord(cur, req, d, mreq, denialID))
+}
+
+// newRecord is the record of decision d on req: a denial when denialID is
+// set, else an allow (audit when d.Audit).
+func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request, denialID string) decision.Record {
 	rec := decision.Record{
 		Time:       req.Time,
 		Sandbox:    p.cfg.Sandbox,
@@ -732,6 +758,11 @@ func (p *Proxy) record(cur *loaded, req policy.Request, d policy.Decision, mreq 
 		rec.MCPMethod = mreq.Messages[0].Message.Method
 		rec.Tool = mreq.Messages[0].Message.Tool
 	}
+	return rec
+}
+
+// emit keeps rec in the decision log and hands it to the shipper.
+func (p *Proxy) emit(rec decision.Record) {
 	p.decisions.Add(rec)
 	if p.cfg.OnRecord != nil {
 		p.cfg.OnRecord(rec)

@@ -50,10 +50,10 @@ func decisionToProto(d store.Decision) *portcullisv1.StoredDecision {
 
 func checkDecisionFilter(decision string) error {
 	switch decision {
-	case "", "allow", "deny", "audit":
+	case "", "allow", "deny", "audit", "rate_limited":
 		return nil
 	}
-	return invalidField("decision", "must be allow, deny or audit, not %q", decision)
+	return invalidField("decision", "must be allow, deny, audit or rate_limited, not %q", decision)
 }
 
 type decisionService struct{ *Server }

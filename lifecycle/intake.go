@@ -214,11 +214,13 @@ func (l *Lifecycle) proposalOf(ctx context.Context, pc *proofContext, s Submissi
 	if s.Proposal != nil {
 		return s.Proposal, nil
 	}
-	list, err := l.st.ListDecisions(ctx, store.DecisionFilter{Sandbox: s.Sandbox, Decision: "deny", DenialID: s.DenialID, Limit: 1})
+	// By id alone: a rate_limited record carries one too, and is refused
+	// by name (advisor.FromDenial) rather than as not found.
+	list, err := l.st.ListDecisions(ctx, store.DecisionFilter{Sandbox: s.Sandbox, DenialID: s.DenialID, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
-	if len(list) == 0 {
+	if len(list) == 0 || list[0].Decision != "deny" && list[0].Decision != "rate_limited" {
 		return nil, &NotFoundError{fmt.Sprintf("no denial %q of sandbox %q (denials reach the gateway within seconds of the request; "+
 			"old ones are deleted, and those over the sandbox's decision record rate limit are dropped)", s.DenialID, s.Sandbox)}
 	}
@@ -243,6 +245,7 @@ func DenialRecord(d store.Decision) advisor.DenialRecord {
 	return advisor.DenialRecord{
 		Binary: d.Binary, Host: d.Host, Port: d.Port, HTTPMethod: d.HTTPMethod, Path: d.Path,
 		MCPMethod: d.MCPMethod, Tool: d.Tool, Entry: d.Entry, VersionProbe: d.VersionProbe,
+		RateLimited: d.Decision == "rate_limited",
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // that mean the same have the same canonical form. It fills defaults
 // (network policy and middleware names from their keys, enforce on L7
 // endpoints, best_effort Landlock, the mcp/json_rpc/graphql body limits and
-// MCP options), normalises ports (one port → port, several → sorted ports),
+// MCP options, a rate_limit's burst), normalises ports (one port → port, several → sorted ports),
 // hosts (lower case, no trailing dot), filesystem paths (cleaned), REST
 // methods (upper case), tool matchers (params.name folded into tool), and
 // sorts and de-duplicates every list whose order means nothing. Validation
@@ -406,6 +406,9 @@ func canonicalRule(r *L7Rule, protocol string, allowAll bool) {
 		r.Method = "tools/call"
 	}
 	r.ArgumentsSchema = canonicalObject(r.ArgumentsSchema)
+	if r.RateLimit != nil && r.RateLimit.Burst == 0 {
+		r.RateLimit.Burst = r.RateLimit.RequestsPerMinute
+	}
 	if r.ExpiresAt != nil {
 		t := r.ExpiresAt.UTC()
 		r.ExpiresAt = &t

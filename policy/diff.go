@@ -29,9 +29,10 @@ const (
 // path, and rules by what they name: a tools/call rule is split into one
 // item per tool, so an added tool reads "added tool lookup_order
 // (tools/call)"; a rule whose identity (method, path, tool, …) is kept but
-// whose details changed (expires_at, arguments_schema, query) is
-// "changed". Static sections, endpoint options and middlewares are
-// reported as whole values with Before and After.
+// whose details changed (expires_at, arguments_schema, rate_limit, query)
+// is "changed", with a rate_limit change spelled out in the summary.
+// Static sections, endpoint options and middlewares are reported as whole
+// values with Before and After.
 //
 // The order is deterministic: version, static sections, network policies
 // by key (name, binaries, endpoints by identity: options, rules, deny
@@ -378,7 +379,7 @@ func (d *differ) rules(path string, a, b []*L7Rule, deny string) {
 			continue
 		}
 		used[j] = true
-		d.add(ChangeChanged, path, "changed "+deny+x.identity, x.value, ib[j].value)
+		d.add(ChangeChanged, path, "changed "+deny+x.identity+rateLimitChange(x, ib[j]), x.value, ib[j].value)
 	}
 	for k, y := range ib {
 		if !used[k] {
@@ -389,13 +390,8 @@ func (d *differ) rules(path string, a, b []*L7Rule, deny string) {
 
 // detailSuffix mentions the parts of a rule its identity leaves out.
 func detailSuffix(it ruleItem) string {
-	r, ok := it.value.(*L7Rule)
-	if !ok {
-		if v, isRule := it.value.(L7Rule); isRule {
-			r, ok = &v, true
-		}
-	}
-	if !ok || r == nil {
+	r := itemRule(it)
+	if r == nil {
 		return ""
 	}
 	var extra []string
@@ -405,10 +401,48 @@ func detailSuffix(it ruleItem) string {
 	if r.ExpiresAt != nil {
 		extra = append(extra, "until "+r.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
 	}
+	if r.RateLimit != nil {
+		extra = append(extra, "with rate_limit "+describeRateLimit(r.RateLimit))
+	}
 	if len(extra) == 0 {
 		return ""
 	}
 	return " " + strings.Join(extra, ", ")
+}
+
+// itemRule returns the rule an item stands for (nil for none).
+func itemRule(it ruleItem) *L7Rule {
+	switch v := it.value.(type) {
+	case *L7Rule:
+		return v
+	case L7Rule:
+		return &v
+	}
+	return nil
+}
+
+// rateLimitChange says how a changed rule's rate_limit changed, "" when
+// it did not: ": rate_limit 10/min, burst 3 → none".
+func rateLimitChange(before, after ruleItem) string {
+	var a, b *RateLimit
+	if r := itemRule(before); r != nil {
+		a = r.RateLimit
+	}
+	if r := itemRule(after); r != nil {
+		b = r.RateLimit
+	}
+	if a == nil && b == nil || a != nil && b != nil && *a == *b {
+		return ""
+	}
+	return ": rate_limit " + describeRateLimit(a) + " → " + describeRateLimit(b)
+}
+
+// describeRateLimit reads "10/min, burst 3", or "none".
+func describeRateLimit(rl *RateLimit) string {
+	if rl == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d/min, burst %d", rl.RequestsPerMinute, rl.Burst)
 }
 
 // cancelEqual removes items present, with identical content, on both sides

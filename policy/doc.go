@@ -1,8 +1,9 @@
 // Package policy is the Portcullis policy language: the document types
 // (OpenShell `version: 1`, unchanged, plus the `arguments_schema`,
-// `expires_at`, `mcp.versions` and `mcp.filter_tools_list` extensions), the strict YAML/JSON codec,
-// validation with field paths, the canonical form and its SHA-256 hash, the
-// structural diff, and the reference evaluator Decide.
+// `rate_limit`, `expires_at`, `mcp.versions` and `mcp.filter_tools_list`
+// extensions), the strict YAML/JSON codec, validation with field paths, the
+// canonical form and its SHA-256 hash, the structural diff, and the
+// reference evaluator Decide.
 //
 // Decide is written to be obviously right, not fast. It is the single
 // definition of what a policy means; the data plane's compiled matcher and
@@ -97,6 +98,14 @@
 // and every number at most 100 characters and finite and (unless zero)
 // nonzero as a float64, so that judging a call costs what its size does
 // (ValidateArguments).
+//
+// rate_limit {requests_per_minute, burst} (MCP tools/call allow rules
+// only; both integers 1..MaxRateLimit, burst defaulting to
+// requests_per_minute, which the canonical form writes out) is a token
+// bucket the proxy keeps per rule: Decide ignores it, since a decision is
+// stateless. Each proxy keeps its own buckets, so N proxies of one sandbox
+// admit N times the rate. A call over the limit is answered 429 and
+// recorded as rate_limited, which is never turned into a proposal.
 //
 // # Divergences from OpenShell, all toward safety
 //

@@ -305,6 +305,8 @@ var positiveInts = map[string]string{
 	"port":                   "must be between 1 and 65535",
 	"max_body_bytes":         "must be > 0",
 	"graphql_max_body_bytes": "must be > 0",
+	"requests_per_minute":    "must be an integer from 1 to 1000000",
+	"burst":                  "must be an integer from 1 to 1000000 (omit it for requests_per_minute)",
 }
 
 // resolve follows aliases and counts the node against the budget. It

@@ -196,7 +196,25 @@ type L7Rule struct {
 	ArgumentsSchema map[string]any `json:"arguments_schema,omitempty" yaml:"arguments_schema,omitempty"`
 	// ExpiresAt (Portcullis extension, allow rules only) ends the grant.
 	ExpiresAt *time.Time `json:"expires_at,omitempty" yaml:"expires_at,omitempty"`
+	// RateLimit (Portcullis extension, MCP tools/call allow rules only)
+	// bounds how often the calls this rule allows pass each proxy.
+	RateLimit *RateLimit `json:"rate_limit,omitempty" yaml:"rate_limit,omitempty"`
 }
+
+// RateLimit is a token bucket on the calls one allow rule admits: it holds
+// at most Burst tokens, refills RequestsPerMinute of them a minute, and
+// every call takes one. Each proxy keeps its own buckets, so N proxies of
+// one sandbox admit N times the rate.
+type RateLimit struct {
+	// RequestsPerMinute is the refill rate, 1..MaxRateLimit.
+	RequestsPerMinute int `json:"requests_per_minute" yaml:"requests_per_minute"`
+	// Burst is the bucket's size, 1..MaxRateLimit; omitted, it is
+	// RequestsPerMinute (the canonical form writes it out).
+	Burst int `json:"burst,omitempty" yaml:"burst,omitempty"`
+}
+
+// MaxRateLimit bounds requests_per_minute and burst.
+const MaxRateLimit = 1_000_000
 
 // Matcher matches a string against any of its globs. In documents it is
 // either a single glob string or `{any: [glob, ...]}`.

@@ -10,8 +10,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// This file holds the checks on MCP rules: tool matchers, arguments_schema
-// and mixing tools/call with other methods.
+// This file holds the checks on MCP rules: tool matchers, arguments_schema,
+// rate_limit and mixing tools/call with other methods.
 
 // ruleTool returns the tool matcher of an MCP rule, whichever spelling
 // (tool or params.name) it uses.
@@ -96,6 +96,32 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		default:
 			v.argumentsSchema(sp, r.ArgumentsSchema)
 		}
+	}
+	if r.RateLimit != nil {
+		lp := keyPath(path, "rate_limit")
+		switch {
+		case !allow:
+			v.errorf(lp, "is only valid on allow rules")
+		case !(r.Method == "tools/call" || (allowAll && r.Method == "" && tool != nil)):
+			v.errorf(lp, "needs method: tools/call")
+		default:
+			v.rateLimit(lp, r.RateLimit)
+		}
+	}
+}
+
+// rateLimit checks a rate_limit's numbers: requests_per_minute is
+// required, and both it and burst lie in 1..MaxRateLimit.
+func (v *validator) rateLimit(path string, rl *RateLimit) {
+	rp, bp := keyPath(path, "requests_per_minute"), keyPath(path, "burst")
+	switch {
+	case rl.RequestsPerMinute == 0:
+		v.errorf(rp, "is required (an integer from 1 to %d)", MaxRateLimit)
+	case rl.RequestsPerMinute < 0 || rl.RequestsPerMinute > MaxRateLimit:
+		v.errorf(rp, "must be an integer from 1 to %d", MaxRateLimit)
+	}
+	if rl.Burst < 0 || rl.Burst > MaxRateLimit {
+		v.errorf(bp, "must be an integer from 1 to %d (omit it for requests_per_minute)", MaxRateLimit)
 	}
 }
 

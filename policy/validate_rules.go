@@ -19,6 +19,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("tool", r.Tool != nil)
 		notValid("params", r.Params != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
+		notValid("rate_limit", r.RateLimit != nil)
 	}
 	graphQLFields := func(required bool) {
 		switch r.OperationType {
@@ -78,6 +79,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("tool", r.Tool != nil)
 		notValid("params", r.Params != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
+		notValid("rate_limit", r.RateLimit != nil)
 		notValid("operation_type", r.OperationType != "")
 		notValid("operation_name", r.OperationName != "")
 		notValid("fields", r.Fields != nil)

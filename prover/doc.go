@@ -14,7 +14,9 @@
 // wire protocol the L7 proxy cannot inspect (L7Bypass: /usr/bin/git,
 // /usr/bin/ssh, /usr/bin/nc, the entries of OpenShell's binary registry
 // marked bypasses_l7, by exact path). Rule-level: arguments_widened,
-// enforcement_weakened, cloud_metadata.
+// rate_limit_widened (a tools/call rule whose rate_limit a change removes
+// or raises, conservatively: rules.go), enforcement_weakened,
+// cloud_metadata.
 //
 // # Why it is exact
 //

@@ -31,6 +31,7 @@ var (
 	}{})
 	_ = policy.JSONRPCOptions(struct{ MaxBodyBytes int }{})
 	_ = policy.CredentialBinding(struct{ Provider string }{})
+	_ = policy.RateLimit(struct{ RequestsPerMinute, Burst int }{})
 	_ = policy.Binary(struct {
 		Path    string
 		Harness *bool
@@ -76,6 +77,7 @@ type l7RuleFields struct {
 	Params          map[string]*policy.Matcher
 	ArgumentsSchema map[string]any
 	ExpiresAt       *time.Time
+	RateLimit       *policy.RateLimit
 }
 
 // sliceEq is slices.Equal that, like reflect.DeepEqual, tells a nil slice
@@ -165,6 +167,9 @@ func l7RuleEqual(a, b *policy.L7Rule) bool {
 	// reflect.DeepEqual compares time.Time by its fields (wall clock,
 	// monotonic reading, location pointer), not by instant.
 	if !ptrEq(a.ExpiresAt, b.ExpiresAt, func(x, y *time.Time) bool { return reflect.DeepEqual(*x, *y) }) {
+		return false
+	}
+	if !ptrEq(a.RateLimit, b.RateLimit, func(x, y *policy.RateLimit) bool { return *x == *y }) {
 		return false
 	}
 	if a.ArgumentsSchema != nil || b.ArgumentsSchema != nil {

@@ -48,6 +48,12 @@ func TestEndpointEqualCorners(t *testing.T) {
 		func(e *policy.Endpoint) { e.Rules[0].Allow.ArgumentsSchema = map[string]any{"type": "string"} },
 		func(e *policy.Endpoint) { e.Rules[0].Allow.ArgumentsSchema = nil },
 		func(e *policy.Endpoint) { e.Rules[0].Allow.ExpiresAt = &tm2 },
+		func(e *policy.Endpoint) {
+			e.Rules[0].Allow.RateLimit = &policy.RateLimit{RequestsPerMinute: 1, Burst: 1}
+		},
+		func(e *policy.Endpoint) {
+			e.Rules[0].Allow.RateLimit = &policy.RateLimit{RequestsPerMinute: 1, Burst: 2}
+		},
 		func(e *policy.Endpoint) { e.Rules[0].Allow.Params = map[string]*policy.Matcher{} },
 		func(e *policy.Endpoint) { e.Rules[0].Allow.Tool = &policy.Matcher{} },
 		func(e *policy.Endpoint) { e.DenyRules[0].Query["q"] = nil },

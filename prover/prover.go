@@ -30,6 +30,7 @@ const (
 	EnforcementWeakened  = "enforcement_weakened"
 	CloudMetadata        = "cloud_metadata"
 	L7BypassCredentialed = "l7_bypass_credentialed"
+	RateLimitWidened     = "rate_limit_widened"
 )
 
 // L7Bypass is OpenShell's binary registry (crates/openshell-prover/registry/

@@ -236,6 +236,7 @@ network_policies:
               method: tools/call
               tool: lookup_order
               arguments_schema: { type: object, required: [order_id] }
+              rate_limit: { requests_per_minute: 10, burst: 3 }
     binaries: [ { path: /usr/bin/curl } ]
 `
 
@@ -275,6 +276,26 @@ func TestKinds(t *testing.T) {
 		{"schema tightened (conservatively reported)", func(p *policy.Policy) {
 			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.ArgumentsSchema = map[string]any{"type": "object", "required": []any{"order_id"}, "additionalProperties": false}
 		}, Options{}, []string{ArgumentsWidened}},
+		{"rate limit removed", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.RateLimit = nil
+		}, Options{}, []string{RateLimitWidened}},
+		{"rate limit raised", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.RateLimit = &policy.RateLimit{RequestsPerMinute: 11, Burst: 3}
+		}, Options{}, []string{RateLimitWidened}},
+		{"burst raised", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.RateLimit = &policy.RateLimit{RequestsPerMinute: 10, Burst: 4}
+		}, Options{}, []string{RateLimitWidened}},
+		{"rate limit lowered", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.RateLimit = &policy.RateLimit{RequestsPerMinute: 5, Burst: 1}
+		}, Options{}, nil},
+		{"limited rule dropped beside an unlimited glob", func(p *policy.Policy) {
+			ep := p.NetworkPolicies["web"].Endpoints[1]
+			ep.Rules = []policy.Rule{{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"lookup_*"}}}}}
+		}, Options{}, []string{ArgumentsWidened, NewMCPTool, RateLimitWidened, WildcardWidening}},
+		{"another tool added beside the limit", func(p *policy.Policy) {
+			ep := p.NetworkPolicies["web"].Endpoints[1]
+			ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"track_shipment"}}}})
+		}, Options{}, []string{NewMCPTool}},
 		{"metadata", func(p *policy.Policy) {
 			p.NetworkPolicies["web"].Endpoints = append(p.NetworkPolicies["web"].Endpoints, &policy.Endpoint{Host: "0xA9FEA9FE", Port: 80})
 		}, Options{}, []string{CloudMetadata}},
@@ -315,5 +336,21 @@ func TestCredentialedThroughWildcard(t *testing.T) {
 	}
 	if len(k[NewReach]) != 1 || len(k[WildcardWidening]) != 1 {
 		t.Fatalf("want new_reach elsewhere under *.github.com and wildcard_widening:%s", show(rep.Findings))
+	}
+}
+
+func TestRateLimitWidenedDetail(t *testing.T) {
+	cur := parse(t, webCurrent)
+	prop := cur.Clone()
+	prop.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.RateLimit = nil
+	rep := prove(t, cur, prop, Options{})
+	if len(rep.Findings) != 1 {
+		t.Fatalf("findings:%s", show(rep.Findings))
+	}
+	f := rep.Findings[0]
+	want := Finding{Kind: RateLimitWidened, Entry: "web", Endpoint: "mcp.example.com:443", Rule: "rules[0]",
+		Detail: "tools/call lookup_order gets no rate_limit where the current policy limits it to 10/min, burst 3"}
+	if f.Kind != want.Kind || f.Entry != want.Entry || f.Endpoint != want.Endpoint || f.Rule != want.Rule || f.Detail != want.Detail || f.Counterexample != nil {
+		t.Errorf("finding %+v\nwant    %+v", f, want)
 	}
 }

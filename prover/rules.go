@@ -105,6 +105,9 @@ func ruleFindings(m *meter, cur, prop []ref) []Finding {
 					curSchemas = append(curSchemas, cr.Allow.ArgumentsSchema)
 				}
 			}
+			if f, ok := rateLimitWidened(m, cur, p, i); ok {
+				out = append(out, f)
+			}
 			if !named {
 				continue
 			}
@@ -131,6 +134,70 @@ func ruleFindings(m *meter, cur, prop []ref) []Finding {
 }
 
 const stageRules = "rule-level findings"
+
+// rateLimitWidened reports rules[i] of the proposed endpoint p when it may
+// let a tool's calls through faster than the current policy does: a
+// current tools/call rule on the same destination, naming an overlapping
+// tool, has a rate_limit, and rules[i] has none, or one larger than each
+// such limit (more requests a minute or a larger burst). When rules[i] is
+// itself a current rule, unchanged, only the current limits the proposal
+// drops or changes count, so an untouched rule beside an untouched limit
+// is not reported. A limit added or lowered never is. Conservative, as
+// arguments_widened is: which of two overlapping rules a call meets first
+// is not worked out.
+func rateLimitWidened(m *meter, cur []ref, p ref, i int) (Finding, bool) {
+	a := p.ep.Rules[i].Allow
+	kept := func(r *policy.L7Rule) bool { // r is a rule of the proposed endpoint too
+		for _, pr := range p.ep.Rules {
+			if pr.Allow != nil && l7RuleEqual(pr.Allow, r) {
+				return true
+			}
+		}
+		return false
+	}
+	var curRules []*policy.L7Rule
+	changed := true
+	m.charge(stageRules, len(cur))
+	for _, c := range cur {
+		if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
+			continue
+		}
+		for _, cr := range c.ep.Rules {
+			if cr.Allow == nil || !callsTools(cr.Allow) {
+				continue
+			}
+			curRules = append(curRules, cr.Allow)
+			if l7RuleEqual(cr.Allow, a) {
+				changed = false
+			}
+		}
+	}
+	var limits []*policy.RateLimit
+	for _, c := range curRules {
+		m.charge(stageRules, 1+len(p.ep.Rules))
+		if c.RateLimit != nil && toolsOverlap(c, a) && (changed || !kept(c)) {
+			limits = append(limits, c.RateLimit)
+		}
+	}
+	if len(limits) == 0 {
+		return Finding{}, false
+	}
+	for _, l := range limits {
+		if a.RateLimit != nil && a.RateLimit.RequestsPerMinute <= l.RequestsPerMinute && a.RateLimit.Burst <= l.Burst {
+			return Finding{}, false
+		}
+	}
+	now := "no rate_limit"
+	if a.RateLimit != nil {
+		now = fmt.Sprintf("rate_limit %d/min, burst %d", a.RateLimit.RequestsPerMinute, a.RateLimit.Burst)
+	}
+	was := make([]string, len(limits))
+	for k, l := range limits {
+		was[k] = fmt.Sprintf("%d/min, burst %d", l.RequestsPerMinute, l.Burst)
+	}
+	return Finding{Kind: RateLimitWidened, Entry: p.key, Endpoint: policy.EndpointLabel(p.ep), Rule: fmt.Sprintf("rules[%d]", i),
+		Detail: fmt.Sprintf("tools/call %s gets %s where the current policy limits it to %s", toolSet(a), now, strings.Join(was, " or "))}, true
+}
 
 // callsTools reports whether an allow rule may match tools/call.
 func callsTools(r *policy.L7Rule) bool {

@@ -311,7 +311,7 @@ type Decision struct {
 	Time          time.Time
 	Sandbox       string
 	ProxyID       string
-	Decision      string // "allow", "deny" or "audit"
+	Decision      string // "allow", "deny", "audit" or "rate_limited"
 	Binary        string
 	Host          string
 	Port          int

@@ -25,13 +25,16 @@ func newLogsCmd(env *environment) *cobra.Command {
 		denialID string
 	)
 	cmd := &cobra.Command{
-		Use:   "logs SANDBOX [--tail] [--decision allow|deny|audit] [--limit N]",
+		Use:   "logs SANDBOX [--tail] [--decision allow|deny|audit|rate_limited] [--limit N]",
 		Short: "Show the decision records the sandbox's proxies shipped",
 		Long: `Show the decision records the sandbox's proxies shipped to the gateway,
 oldest first, one line each: time, decision, calling binary, request
 (METHOD host:port/path), MCP method and tool, the rule that allowed it or
 the reason it was denied, the policy version in force, and for a denial its
-denial_id (what 'portcullis propose --from-denial ID' takes).
+denial_id (what 'portcullis propose --from-denial ID' takes). A
+rate_limited record is a tools/call the policy allowed but its rule's
+rate_limit refused (429); its id names the record, and no proposal is
+made from it.
 
 Without --tail the newest --limit records are shown (default 100, at most
 1000). With --tail the newest --limit records (default 10) are shown, then
@@ -40,15 +43,16 @@ not apply. With -o json: the ListDecisionsResponse, or with --tail one
 StoredDecision JSON object per line.`,
 		Example: `  portcullis logs orders
   portcullis logs orders --decision deny --limit 20
+  portcullis logs orders --decision rate_limited
   portcullis logs orders --tail
   portcullis logs orders --tail --decision deny -o json | jq -r .record.denial_id
   portcullis logs orders --denial-id dn_0123456789abcdef -o json`,
 		Args: args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			switch decision {
-			case "", "allow", "deny", "audit":
+			case "", "allow", "deny", "audit", "rate_limited":
 			default:
-				return usagef("--decision must be allow, deny or audit, got %q", decision)
+				return usagef("--decision must be allow, deny, audit or rate_limited, got %q", decision)
 			}
 			if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxLogLimit) {
 				return usagef("--limit must be from 1 to %d, got %d", maxLogLimit, limit)
@@ -82,7 +86,7 @@ StoredDecision JSON object per line.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&tail, "tail", false, "keep printing new records as they arrive, until interrupted")
-	f.StringVar(&decision, "decision", "", "only records with this `DECISION`: allow, deny or audit")
+	f.StringVar(&decision, "decision", "", "only records with this `DECISION`: allow, deny, audit or rate_limited")
 	f.IntVar(&limit, "limit", 0, "show the newest `N` records (default 100; with --tail, 10 before the new ones)")
 	f.StringVar(&denialID, "denial-id", "", "only the denial with this `ID`")
 	return cmd

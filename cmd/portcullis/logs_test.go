@@ -134,8 +134,8 @@ func TestLogs(t *testing.T) {
 	}{
 		{[]string{"logs", "nope"}, exitNo, `sandbox "nope" not found`},
 		{[]string{"logs", "nope", "--tail"}, exitNo, `sandbox "nope" not found`},
-		{[]string{"logs", "orders", "--decision", "maybe"}, exitInvalid, "--decision must be allow, deny or audit"},
-		{[]string{"logs", "orders", "--tail", "--decision", "DENY"}, exitInvalid, "--decision must be allow, deny or audit"},
+		{[]string{"logs", "orders", "--decision", "maybe"}, exitInvalid, "--decision must be allow, deny, audit or rate_limited"},
+		{[]string{"logs", "orders", "--tail", "--decision", "DENY"}, exitInvalid, "--decision must be allow, deny, audit or rate_limited"},
 		{[]string{"logs", "orders", "--limit", "0"}, exitInvalid, "--limit must be from 1 to 1000"},
 		{[]string{"logs", "orders", "--limit", "1001"}, exitInvalid, "--limit must be from 1 to 1000"},
 		{[]string{"logs", "orders", "--tail", "--denial-id", "dn_first"}, exitInvalid, "not both"},

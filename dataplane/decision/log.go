@@ -19,6 +19,11 @@ const (
 	// DecisionAudit: policy would deny, but the endpoint is in audit mode
 	// and the request was forwarded.
 	Audit = "audit"
+	// RateLimited: policy allowed the tools/call, but its rule's
+	// rate_limit had no token left; the request was answered 429 and not
+	// forwarded. It carries a DenialID, yet is never a denial the advisor
+	// turns into a proposal.
+	RateLimited = "rate_limited"
 )
 
 // Record is one decision of the proxy: what was asked, by which binary,

@@ -3,13 +3,15 @@
 // on every request, reason text included (a rapid property test checks
 // it); the proxy never calls policy.Decide itself. The Matcher also
 // answers what the proxy asks before it reads a request (Inspect,
-// WantsAddress, NamesBinaries, MCPLimits).
+// WantsAddress, NamesBinaries, MCPLimits, RateLimit).
 //
 // Files: matcher.go (compiling, Decide, hard denials, default deny),
 // destinations.go (endpoints matching a destination, deny rules),
 // judge.go (allow rules: REST paths and queries, MCP methods, tools and
 // the arguments_schema gate, whose tools/call arguments jsonvalue.go
-// decodes), queries.go (the proxy's questions), hosts.go (host patterns
-// and allowed_ips), paths.go (canonical paths and globs, compiled from
-// policy.CompileGlobChars so both read a pattern alike).
+// decodes), queries.go (the proxy's questions), ratelimit.go (the
+// rate_limit of the rule behind an allow, for the proxy's token buckets),
+// hosts.go (host patterns and allowed_ips), paths.go (canonical paths and
+// globs, compiled from policy.CompileGlobChars so both read a pattern
+// alike).
 package match

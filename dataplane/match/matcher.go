@@ -52,6 +52,8 @@ type Matcher struct {
 	hostless []int32                // no host (allowed_ips only), in order
 
 	namesBinaries bool // some entry lists binaries
+
+	limits map[limitRef]*Limit // rate_limit rules by place (ratelimit.go)
 }
 
 // nameHost is an exact host name of the policy with what the hard denials
@@ -155,6 +157,7 @@ func Compile(p *policy.Policy) (*Matcher, error) {
 			e := compileEndpoint(k, i, ep)
 			e.binaries, e.anyBinary = bins, len(entry.Binaries) == 0
 			m.index(int32(len(m.eps)), &e)
+			m.compileLimits(&e)
 			m.eps = append(m.eps, e)
 		}
 	}

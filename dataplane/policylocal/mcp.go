@@ -21,7 +21,7 @@ import (
 // a missing gateway is a tool result with isError set and the same JSON
 // error body as its text, never a protocol error.
 
-const policyLocalInstructions = `This server is your network proxy. When a request is denied by policy (HTTP 403, or a JSON-RPC error carrying a denial_id), call list_denials to see what was denied and the narrowest rule that would allow it, then propose with that denial_id and a rationale a human reviewer will read. A human decides; proposal_status (with wait_seconds) tells you when.`
+const policyLocalInstructions = `This server is your network proxy. When a request is denied by policy (HTTP 403, or a JSON-RPC error carrying a denial_id), call list_denials to see what was denied and the narrowest rule that would allow it, then propose with that denial_id and a rationale a human reviewer will read. A human decides; proposal_status (with wait_seconds) tells you when. A tool call answered HTTP 429 (JSON-RPC error -32029, rate limited) was allowed but over its rate limit: wait retry_after_seconds and retry; it is not a denial and cannot be proposed.`
 
 // newMCPHandler builds the MCP handler of policy.local. It is
 // stateless (no sessions to keep for an untrusted client), answers JSON,

@@ -62,9 +62,9 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 
 func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) (store.Decision, error) {
 	switch r.GetDecision() {
-	case "allow", "deny", "audit":
+	case "allow", "deny", "audit", "rate_limited":
 	default:
-		return store.Decision{}, invalidField("decision", "must be allow, deny or audit, not %q", r.GetDecision())
+		return store.Decision{}, invalidField("decision", "must be allow, deny, audit or rate_limited, not %q", r.GetDecision())
 	}
 	if r.GetPort() > 65535 {
 		return store.Decision{}, invalidField("port", "is not a port: %d", r.GetPort())

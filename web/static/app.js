@@ -180,6 +180,7 @@ const findingKinds = {
   wildcard_widening: ["Wildcard widening", "high"],
   exceeds_boundary: ["Exceeds the sandbox boundary", "high"],
   arguments_widened: ["Tool arguments widened", "medium"],
+  rate_limit_widened: ["Tool rate limit widened", "medium"],
   enforcement_weakened: ["Enforcement weakened", "high"],
   cloud_metadata: ["Cloud metadata endpoint", "high"],
 };

@@ -901,7 +901,9 @@ type DecisionRecord struct {
 	Time    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
 	Sandbox string                 `protobuf:"bytes,2,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	ProxyId string                 `protobuf:"bytes,3,opt,name=proxy_id,json=proxyId,proto3" json:"proxy_id,omitempty"`
-	// decision is "allow", "deny" or "audit".
+	// decision is "allow", "deny", "audit" or "rate_limited" (a tools/call
+	// its rule's rate_limit refused; it carries a denial_id but is never
+	// turned into a proposal).
 	Decision string `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
 	Binary   string `protobuf:"bytes,5,opt,name=binary,proto3" json:"binary,omitempty"`
 	Host     string `protobuf:"bytes,6,opt,name=host,proto3" json:"host,omitempty"`

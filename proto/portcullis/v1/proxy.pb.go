@@ -287,7 +287,7 @@ func (x *ProxyStatus) GetDecisionsDropped() uint64 {
 type ListDecisionsRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	// decision narrows to "allow", "deny" or "audit".
+	// decision narrows to "allow", "deny", "audit" or "rate_limited".
 	Decision string `protobuf:"bytes,2,opt,name=decision,proto3" json:"decision,omitempty"`
 	// limit caps the records returned (the newest); default 100, at most 1000.
 	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
