@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -47,4 +49,30 @@ func TestCanonicalArguments(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("CanonicalArguments = %s, want %s", got, want)
 	}
+}
+
+// FuzzCanonicalArguments: what is accepted has a canonical form that is
+// valid JSON, its own canonical form, and has the input's digest.
+func FuzzCanonicalArguments(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[1,2.5e3,"\u00e9"],"b":{"c":null}}`, `{"a":1,"a":2}`, `{"x":-0.0}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c, err := CanonicalArguments(raw)
+		if err != nil {
+			return
+		}
+		if !json.Valid(c) {
+			t.Fatalf("canonical form %q is not JSON", c)
+		}
+		again, err := CanonicalArguments(c)
+		if err != nil || !bytes.Equal(again, c) {
+			t.Fatalf("canonical form %q is not its own canonical form: %q, %v", c, again, err)
+		}
+		d1, _ := ArgumentsDigest(raw)
+		d2, _ := ArgumentsDigest(c)
+		if d1 != d2 {
+			t.Fatalf("digest of %q differs from its canonical form's", raw)
+		}
+	})
 }

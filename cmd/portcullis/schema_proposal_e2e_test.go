@@ -51,7 +51,8 @@ network_policies:
 // gateway, a proxy following it, the demo orders MCP server and a real MCP
 // client behind the proxy. lookup_order {"order_id": "x"} is denied by the
 // arguments_schema; it becomes a pending proposal with arguments_widened
-// through policy.local (the proxy supplies the arguments it kept) and
+// through policy.local, REST and MCP (the proxy supplies the arguments it
+// kept), and
 // through `propose --from-denial --arguments` (checked against the
 // record's digest: other arguments, or none, are refused and nothing is
 // stored). Approving it lets exactly that call through; order_id "y" is
@@ -207,8 +208,28 @@ func TestSchemaDenialProposalEndToEnd(t *testing.T) {
 		t.Fatalf("POST policy.local/v1/proposals = %d %v", code, viaLocal)
 	}
 	pendingWithWidened(viaLocal)
-	localID := fmt.Sprint(viaLocal["id"])
-	jsonOut(t, gw, token, "proposals", "withdraw", localID)
+	jsonOut(t, gw, token, "proposals", "withdraw", fmt.Sprint(viaLocal["id"]))
+
+	// The same through policy.local's MCP server, tool propose.
+	plClient := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
+	pl, err := plClient.Connect(t.Context(), &mcp.StreamableClientTransport{
+		Endpoint: "http://policy.local/mcp", HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		t.Fatalf("connect to policy.local/mcp: %v", err)
+	}
+	defer pl.Close()
+	res, err := pl.CallTool(t.Context(), &mcp.CallToolParams{Name: "propose", Arguments: map[string]any{"denial_id": denialID, "rationale": "legacy id"}})
+	if err != nil || res.IsError {
+		t.Fatalf("policy.local/mcp propose = %v, %v", res, err)
+	}
+	var viaMCP map[string]any
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &viaMCP); err != nil {
+		t.Fatal(err)
+	}
+	pendingWithWidened(viaMCP)
+	jsonOut(t, gw, token, "proposals", "withdraw", fmt.Sprint(viaMCP["id"]))
 
 	// Path 2: `propose --from-denial`: without the arguments, or with
 	// others than the denied ones, refused (exit 2, naming the field) and
