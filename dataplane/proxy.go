@@ -686,7 +686,12 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 	// The binary is looked up only when the policy names binaries: a
 	// lookup scans /proc, and denials must stay cheap (an agent can cause
 	// as many as it likes).
-	p.record(cur, req, d, mreq, id)
+	rec := p.newRecord(cur, req, d, mreq, id)
+	if mreq != nil && len(mreq.Messages) == 1 && rec.MCPMethod == "tools/call" {
+		// A denial by policy (not a rate limit): the arguments stay here.
+		rec.ArgumentsDigest = p.keepArguments(id, mreq.Messages[0].Message.Arguments)
+	}
+	p.emit(rec)
 	version := ""
 	if cur != nil {
 		version = cur.version
@@ -765,9 +770,6 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
 		rec.Tool = mreq.Messages[0].Message.Tool
-		if denialID != "" && len(mreq.Messages) == 1 && rec.MCPMethod == "tools/call" {
-			rec.ArgumentsDigest = p.keepArguments(denialID, mreq.Messages[0].Message.Arguments)
-		}
 	}
 	return rec
 }
