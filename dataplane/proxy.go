@@ -125,6 +125,9 @@ type Proxy struct {
 	log       *slog.Logger
 	current   atomic.Pointer[loaded]
 	decisions *decision.Log
+	// arguments are the arguments of recent denied tools/calls, for
+	// policy.local (records carry only their digest).
+	arguments *decision.Arguments
 	upstreams *upstreams
 
 	fileReloads reloadStatus
@@ -167,6 +170,7 @@ func newProxy(cfg Config) *Proxy {
 		p.ca.Store(cfg.CA)
 	}
 	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
+	p.arguments = decision.NewArguments(decision.ArgumentsEntries, decision.ArgumentsBytes, decision.ArgumentsPerEntry)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log})
 	return p
@@ -207,6 +211,10 @@ func (p *Proxy) PolicyVersion() string {
 
 // Decisions returns the recent decisions, oldest first.
 func (p *Proxy) Decisions() []decision.Record { return p.decisions.Snapshot() }
+
+// DeniedArguments returns the arguments (RFC 8785 form) of a recent
+// denied tools/call by its denial id, while the proxy still keeps them.
+func (p *Proxy) DeniedArguments(denialID string) ([]byte, bool) { return p.arguments.Get(denialID) }
 
 // DroppedDecisions returns how many records the decision log file missed
 // because its writer fell behind (they stay in Decisions).
@@ -678,7 +686,12 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 	// The binary is looked up only when the policy names binaries: a
 	// lookup scans /proc, and denials must stay cheap (an agent can cause
 	// as many as it likes).
-	p.record(cur, req, d, mreq, id)
+	rec := p.newRecord(cur, req, d, mreq, id)
+	if mreq != nil && len(mreq.Messages) == 1 && rec.MCPMethod == "tools/call" {
+		// A denial by policy (not a rate limit): the arguments stay here.
+		rec.ArgumentsDigest = p.keepArguments(id, mreq.Messages[0].Message.Arguments)
+	}
+	p.emit(rec)
 	version := ""
 	if cur != nil {
 		version = cur.version
@@ -767,6 +780,26 @@ func (p *Proxy) emit(rec decision.Record) {
 	if p.cfg.OnRecord != nil {
 		p.cfg.OnRecord(rec)
 	}
+}
+
+// keepArguments keeps a denied tools/call's arguments in the proxy's
+// memory for policy.local and returns their digest for the record ("" for
+// arguments that are not one strict JSON object, which no proposal can
+// admit exactly). Absent arguments are {}, as policy judges them.
+func (p *Proxy) keepArguments(denialID string, args json.RawMessage) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	c, err := policy.CanonicalArguments(args)
+	if err != nil {
+		return ""
+	}
+	digest, err := policy.ArgumentsDigest(c)
+	if err != nil {
+		return ""
+	}
+	p.arguments.Put(denialID, c)
+	return digest
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

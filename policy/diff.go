@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Change is one structural difference between two policies.
@@ -396,7 +397,7 @@ func detailSuffix(it ruleItem) string {
 	}
 	var extra []string
 	if r.ArgumentsSchema != nil {
-		extra = append(extra, "with arguments_schema")
+		extra = append(extra, "with arguments_schema "+schemaSummary(r.ArgumentsSchema))
 	}
 	if r.ExpiresAt != nil {
 		extra = append(extra, "until "+r.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
@@ -487,4 +488,18 @@ func (d *differ) middlewares(a, b map[string]*Middleware) {
 			d.add(ChangeChanged, path, "changed middleware "+key, x, y)
 		}
 	}
+}
+
+// schemaSummary is an arguments_schema as compact JSON for a change's
+// summary, cut to 160 bytes: the reviewer sees what the tool admits.
+func schemaSummary(schema map[string]any) string {
+	s := toJSON(schema)
+	if len(s) <= 160 {
+		return s
+	}
+	cut := 160
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -49,6 +49,10 @@ type Record struct {
 	// VersionProbe marks a denial caused only by an unlisted MCP protocol
 	// version: clients probe versions, so it is not offered to the advisor.
 	VersionProbe bool `json:"version_probe,omitempty"`
+	// ArgumentsDigest is, for a denied tools/call, the digest of its
+	// arguments (policy.ArgumentsDigest). The arguments never go into a
+	// record: the proxy keeps them a while in its Arguments memory.
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
 }
 
 // NewDenialID returns a fresh identifier for a denial.

@@ -35,8 +35,13 @@ type SubmitProposalRequest struct {
 	// its own).
 	Rationale      string `protobuf:"bytes,3,opt,name=rationale,proto3" json:"rationale,omitempty"`
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// arguments go with denial_id when the denied request was a tools/call
+	// refused by an arguments_schema: its params.arguments (a JSON object),
+	// which the proposal admits exactly. They must match the denial's
+	// arguments_digest. policy.local supplies them from the proxy's memory.
+	Arguments     string `protobuf:"bytes,5,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitProposalRequest) Reset() {
@@ -93,6 +98,13 @@ func (x *SubmitProposalRequest) GetRationale() string {
 func (x *SubmitProposalRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *SubmitProposalRequest) GetArguments() string {
+	if x != nil {
+		return x.Arguments
 	}
 	return ""
 }
@@ -1396,12 +1408,13 @@ var File_portcullis_v1_advisor_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/policy.proto\"\x97\x01\n" +
+	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/policy.proto\"\xb5\x01\n" +
 	"\x15SubmitProposalRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\tR\bdocument\x12\x1b\n" +
 	"\tdenial_id\x18\x02 \x01(\tR\bdenialId\x12\x1c\n" +
 	"\trationale\x18\x03 \x01(\tR\trationale\x12'\n" +
-	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"$\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x1c\n" +
+	"\targuments\x18\x05 \x01(\tR\targuments\"$\n" +
 	"\x12GetProposalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"D\n" +
 	"\x14ListProposalsRequest\x12\x16\n" +
