@@ -341,19 +341,19 @@ func readListAnswer(res *http.Response, id json.RawMessage) ([]mcp.Tool, string,
 		}
 		return tools, next, err
 	}
-	events := newEventReader(res.Body, maxListMessage)
+	events := mcp.NewEventReader(res.Body, maxListMessage)
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if err != nil {
 			if err == io.EOF {
 				err = errors.New("the server's stream ended without the answer")
 			}
 			return nil, "", err
 		}
-		if !ev.hasData {
+		if !ev.HasData {
 			continue
 		}
-		tools, next, found, err := mcp.ReadToolsList(ev.data, id)
+		tools, next, found, err := mcp.ReadToolsList(ev.Data, id)
 		if err != nil || found {
 			return tools, next, err
 		}

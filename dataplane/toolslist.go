@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -226,32 +225,32 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 	if err := rc.Flush(); err != nil {
 		return err
 	}
-	events := newEventReader(res.Body, maxListMessage)
+	events := mcp.NewEventReader(res.Body, maxListMessage)
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if err != nil {
 			if err == io.EOF {
 				return nil
 			}
-			if errors.Is(err, errEventTooLarge) && len(l.ids) > 0 {
+			if errors.Is(err, mcp.ErrEventTooLarge) && len(l.ids) > 0 {
 				w.Write(eventBytes(nil, l.errorBody(err.Error())))
 				rc.Flush()
 			}
 			return err
 		}
-		out := ev.raw
-		if ev.hasData && mcp.ListChanged(ev.data) {
+		out := ev.Raw
+		if ev.HasData && mcp.ListChanged(ev.Data) {
 			l.listChanged()
 		}
-		if ev.hasData && l.filters() {
-			filtered, removed, ferr := mcp.FilterToolsList(ev.data, l.answers, l.keep)
+		if ev.HasData && l.filters() {
+			filtered, removed, ferr := mcp.FilterToolsList(ev.Data, l.answers, l.keep)
 			switch {
 			case ferr != nil && len(l.ids) == 0:
 				continue // a GET stream's: no request to answer
 			case ferr != nil:
-				out = eventBytes(ev.fields, l.errorBody(ferr.Error()))
+				out = eventBytes(ev.Fields, l.errorBody(ferr.Error()))
 			case removed > 0:
-				out = eventBytes(ev.fields, filtered)
+				out = eventBytes(ev.Fields, filtered)
 			}
 		}
 		if _, err := w.Write(out); err != nil {
@@ -259,91 +258,6 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 		}
 		if err := rc.Flush(); err != nil {
 			return err
-		}
-	}
-}
-
-// ---- reading an event stream ----
-
-// event is one event of a text/event-stream, as the server sent it (raw,
-// the blank line that ends it included), with its data (the data lines
-// joined with "\n") and its other lines (fields: comments, id, event,
-// retry, each with its line end).
-type event struct {
-	raw     []byte
-	data    []byte
-	hasData bool
-	fields  [][]byte
-}
-
-var errEventTooLarge = errors.New("an event of the server's stream is too large to inspect")
-
-// eventReader splits a stream into events as the HTML standard's parser
-// does: lines end with CRLF, LF or CR, a blank line ends an event, a line
-// "data: x" or "data:x" adds x to its data.
-type eventReader struct {
-	r   *bufio.Reader
-	max int
-}
-
-func newEventReader(r io.Reader, max int) *eventReader {
-	return &eventReader{r: bufio.NewReaderSize(r, 32<<10), max: max}
-}
-
-// next returns the next event; io.EOF at the end of the stream. An
-// unfinished last event is dropped, as a client's parser drops it.
-func (er *eventReader) next() (event, error) {
-	var ev event
-	for {
-		line, err := er.line()
-		if len(line) > 0 {
-			ev.raw = append(ev.raw, line...)
-			if len(ev.raw) > er.max {
-				return event{}, errEventTooLarge
-			}
-		}
-		if err != nil {
-			return event{}, err
-		}
-		content := bytes.TrimRight(line, "\r\n")
-		if len(content) == 0 {
-			return ev, nil
-		}
-		name, value, _ := bytes.Cut(content, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if string(name) == "data" {
-			if ev.hasData {
-				ev.data = append(ev.data, '\n')
-			}
-			ev.data = append(ev.data, value...)
-			ev.hasData = true
-			continue
-		}
-		ev.fields = append(ev.fields, line)
-	}
-}
-
-// line returns the next line with its end (CRLF, LF or a lone CR).
-func (er *eventReader) line() ([]byte, error) {
-	var line []byte
-	for {
-		b, err := er.r.ReadByte()
-		if err != nil {
-			return line, err
-		}
-		line = append(line, b)
-		switch b {
-		case '\n':
-			return line, nil
-		case '\r':
-			if next, err := er.r.Peek(1); err == nil && next[0] == '\n' {
-				er.r.ReadByte()
-				line = append(line, '\n')
-			}
-			return line, nil
-		}
-		if len(line) > er.max {
-			return line, nil // next refuses the event
 		}
 	}
 }
