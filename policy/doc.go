@@ -1,9 +1,9 @@
 // Package policy is the Portcullis policy language: the document types
 // (OpenShell `version: 1`, unchanged, plus the `arguments_schema`,
 // `rate_limit`, `definition`, `expires_at`, `mcp.versions` and
-// `mcp.filter_tools_list` extensions), the strict YAML/JSON codec, validation with field paths, the
-// canonical form and its SHA-256 hash, the structural diff, and the
-// reference evaluator Decide.
+// `mcp.filter_tools_list` extensions), the strict YAML/JSON codec,
+// validation with field paths, the canonical form and its SHA-256 hash,
+// the structural diff, and the reference evaluator Decide.
 //
 // Decide is written to be obviously right, not fast. It is the single
 // definition of what a policy means; the data plane's compiled matcher and
