@@ -22,6 +22,8 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+require github.com/gowebpki/jcs v1.0.1 // indirect
+
 require (
 	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -147,6 +147,9 @@ type Proxy struct {
 
 	// limits holds the token buckets of rate_limit rules (ratelimit.go).
 	limits buckets
+
+	// defs is what the proxy knows of MCP tools' definitions (pins.go).
+	defs toolDefs
 }
 
 type openTunnel struct {
@@ -562,9 +565,21 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 			return
 		}
+		key := mcpEndpointKey{host: t.host, port: t.port, path: path}
+		unknown := p.withDefinitions(key, mreq)
 		var denied bool
 		var limited []limitedCall
-		if d, limited, denied = p.judgeMCP(cur, req, mreq); denied {
+		d, limited, denied = p.judgeMCP(cur, req, mreq)
+		if denied && d.DefinitionRefused && len(unknown) > 0 {
+			// A pin refused a tool whose definition the proxy does not
+			// know: list the server's tools, then judge again.
+			if err := p.verifyTools(r, scheme, t, addr, key, path, mreq.Version); err != nil {
+				p.log.Warn("could not verify MCP tool definitions", "host", t.host, "port", t.port, "path", path, "err", err)
+			}
+			p.withDefinitions(key, mreq)
+			d, limited, denied = p.judgeMCP(cur, req, mreq)
+		}
+		if denied {
 			p.deny(w, r, cur, req, d, mreq)
 			return
 		}
@@ -580,7 +595,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		body = raw
 		p.record(cur, req, d, mreq, "")
-		list = p.toolsListFor(req, r, mreq)
+		list = p.toolsListFor(req, r, key, mreq)
 	} else {
 		if d = cur.matcher.Decide(&req); !d.Allow {
 			p.deny(w, r, cur, req, d, nil)
@@ -589,7 +604,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		p.record(cur, req, d, nil, "")
 		if mcpEndpoint && r.Method == http.MethodGet {
 			// A GET stream may replay a POST's answers (resumption).
-			list = p.toolsListFor(req, r, nil)
+			list = p.toolsListFor(req, r, mcpEndpointKey{host: t.host, port: t.port, path: path}, nil)
 		}
 	}
 	canonical, err := forwardPath(cur, d, req.Path, path)
@@ -698,6 +713,10 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 	}
 	if mreq != nil {
 		data := map[string]any{"denial_id": id, "policy_version": version, "rule": d.Rule, "entry": d.Entry, "reason": d.Reason}
+		if d.DefinitionRefused && len(mreq.Messages) > 0 {
+			data["reason_code"] = policy.ToolDefinitionChanged
+			data["tool_definition"] = mreq.Messages[0].Message.ToolDefinition
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
 		w.Write(mreq.DenyBody(mcpDeniedCode, "denied by policy: "+d.Reason, data))
@@ -770,6 +789,9 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
 		rec.Tool = mreq.Messages[0].Message.Tool
+		if denialID != "" && d.DefinitionRefused {
+			rec.ReasonCode, rec.ToolDefinition = policy.ToolDefinitionChanged, mreq.Messages[0].Message.ToolDefinition
+		}
 	}
 	return rec
 }

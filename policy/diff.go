@@ -380,7 +380,7 @@ func (d *differ) rules(path string, a, b []*L7Rule, deny string) {
 			continue
 		}
 		used[j] = true
-		d.add(ChangeChanged, path, "changed "+deny+x.identity+rateLimitChange(x, ib[j]), x.value, ib[j].value)
+		d.add(ChangeChanged, path, "changed "+deny+x.identity+rateLimitChange(x, ib[j])+definitionChange(x, ib[j]), x.value, ib[j].value)
 	}
 	for k, y := range ib {
 		if !used[k] {
@@ -404,6 +404,9 @@ func detailSuffix(it ruleItem) string {
 	}
 	if r.RateLimit != nil {
 		extra = append(extra, "with rate_limit "+describeRateLimit(r.RateLimit))
+	}
+	if r.Definition != "" {
+		extra = append(extra, "pinned to "+r.Definition)
 	}
 	if len(extra) == 0 {
 		return ""
@@ -436,6 +439,29 @@ func rateLimitChange(before, after ruleItem) string {
 		return ""
 	}
 	return ": rate_limit " + describeRateLimit(a) + " → " + describeRateLimit(b)
+}
+
+// definitionChange says how a changed rule's pinned definition changed,
+// "" when it did not: ": definition sha256:ab… → sha256:cd…".
+func definitionChange(before, after ruleItem) string {
+	var a, b string
+	if r := itemRule(before); r != nil {
+		a = r.Definition
+	}
+	if r := itemRule(after); r != nil {
+		b = r.Definition
+	}
+	if a == b {
+		return ""
+	}
+	return ": definition " + describeDefinition(a) + " → " + describeDefinition(b)
+}
+
+func describeDefinition(d string) string {
+	if d == "" {
+		return "unpinned"
+	}
+	return d
 }
 
 // describeRateLimit reads "10/min, burst 3", or "none".

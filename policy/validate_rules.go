@@ -20,6 +20,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("params", r.Params != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
 		notValid("rate_limit", r.RateLimit != nil)
+		notValid("definition", r.Definition != "")
 	}
 	graphQLFields := func(required bool) {
 		switch r.OperationType {
@@ -80,6 +81,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("params", r.Params != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
 		notValid("rate_limit", r.RateLimit != nil)
+		notValid("definition", r.Definition != "")
 		notValid("operation_type", r.OperationType != "")
 		notValid("operation_name", r.OperationName != "")
 		notValid("fields", r.Fields != nil)

@@ -17,20 +17,21 @@ import (
 
 // Finding kinds.
 const (
-	NewReach             = "new_reach"
-	NewPath              = "new_path"
-	NewHTTPMethod        = "new_http_method"
-	NewMCPMethod         = "new_mcp_method"
-	NewMCPTool           = "new_mcp_tool"
-	NewCredentialedReach = "new_credentialed_reach"
-	PrivateNetwork       = "private_network"
-	WildcardWidening     = "wildcard_widening"
-	ExceedsBoundary      = "exceeds_boundary"
-	ArgumentsWidened     = "arguments_widened"
-	EnforcementWeakened  = "enforcement_weakened"
-	CloudMetadata        = "cloud_metadata"
-	L7BypassCredentialed = "l7_bypass_credentialed"
-	RateLimitWidened     = "rate_limit_widened"
+	NewReach              = "new_reach"
+	NewPath               = "new_path"
+	NewHTTPMethod         = "new_http_method"
+	NewMCPMethod          = "new_mcp_method"
+	NewMCPTool            = "new_mcp_tool"
+	NewCredentialedReach  = "new_credentialed_reach"
+	PrivateNetwork        = "private_network"
+	WildcardWidening      = "wildcard_widening"
+	ExceedsBoundary       = "exceeds_boundary"
+	ArgumentsWidened      = "arguments_widened"
+	EnforcementWeakened   = "enforcement_weakened"
+	CloudMetadata         = "cloud_metadata"
+	L7BypassCredentialed  = "l7_bypass_credentialed"
+	RateLimitWidened      = "rate_limit_widened"
+	ToolDefinitionChanged = policy.ToolDefinitionChanged
 )
 
 // L7Bypass is OpenShell's binary registry (crates/openshell-prover/registry/

@@ -110,6 +110,9 @@ func ruleFindings(m *meter, cur, prop []ref, current, proposed *policy.Policy, n
 			if f, ok := rateLimitWidened(m, cur, p, i); ok {
 				out = append(out, f)
 			}
+			if f, ok := definitionChanged(m, cur, p, i); ok {
+				out = append(out, f)
+			}
 			if !named {
 				continue
 			}
@@ -207,6 +210,44 @@ func rateLimitWidened(m *meter, cur []ref, p ref, i int) (Finding, bool) {
 	}
 	return Finding{Kind: RateLimitWidened, Entry: p.key, Endpoint: policy.EndpointLabel(p.ep), Rule: fmt.Sprintf("rules[%d]", i),
 		Detail: fmt.Sprintf("tools/call %s gets %s where the current policy limits it to %s", toolSet(a), now, strings.Join(was, " or "))}, true
+}
+
+// definitionChanged reports rules[i] of the proposed endpoint p when it
+// lets a tool be called under another definition than the current policy
+// pins: a current tools/call rule on the same destination, naming an
+// overlapping tool, pins a definition, and rules[i] pins another one or
+// none (a re-pin, or a pin dropped). Pinning a tool that was not pinned,
+// or an unchanged rule, is not reported.
+func definitionChanged(m *meter, cur []ref, p ref, i int) (Finding, bool) {
+	a := p.ep.Rules[i].Allow
+	var pins []string
+	m.charge(stageRules, len(cur))
+	for _, c := range cur {
+		if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
+			continue
+		}
+		for _, cr := range c.ep.Rules {
+			if cr.Allow == nil || !callsTools(cr.Allow) {
+				continue
+			}
+			m.charge(stageRules, 1)
+			if l7RuleEqual(cr.Allow, a) {
+				return Finding{}, false // the rule is unchanged
+			}
+			if cr.Allow.Definition != "" && cr.Allow.Definition != a.Definition && toolsOverlap(cr.Allow, a) && !slices.Contains(pins, cr.Allow.Definition) {
+				pins = append(pins, cr.Allow.Definition)
+			}
+		}
+	}
+	if len(pins) == 0 {
+		return Finding{}, false
+	}
+	now := "no pinned definition"
+	if a.Definition != "" {
+		now = "definition " + a.Definition
+	}
+	return Finding{Kind: ToolDefinitionChanged, Entry: p.key, Endpoint: policy.EndpointLabel(p.ep), Rule: fmt.Sprintf("rules[%d]", i),
+		Detail: fmt.Sprintf("tools/call %s gets %s where the current policy pins %s", toolSet(a), now, strings.Join(pins, " or "))}, true
 }
 
 // callsTools reports whether an allow rule may match tools/call.

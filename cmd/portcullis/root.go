@@ -64,6 +64,7 @@ is no longer the proposal's); 4 gateway unavailable.`,
 		newApprovalPolicyCmd(env),
 		newAuditCmd(env),
 		newSentryCmd(env),
+		newMCPCmd(env),
 	)
 	markStart(root, env)
 	return root

@@ -53,6 +53,13 @@ type Record struct {
 	// arguments (policy.ArgumentsDigest). The arguments never go into a
 	// record: the proxy keeps them a while in its Arguments memory.
 	ArgumentsDigest string `json:"arguments_digest,omitempty"`
+	// ReasonCode names a denial's cause where a machine acts on it:
+	// "tool_definition_changed" (a pinned tool whose definition differs
+	// from its pin, or could not be verified).
+	ReasonCode string `json:"reason_code,omitempty"`
+	// ToolDefinition is, for tool_definition_changed, the fingerprint of
+	// the tool's definition the proxy saw ("" when it could verify none).
+	ToolDefinition string `json:"tool_definition,omitempty"`
 }
 
 // NewDenialID returns a fresh identifier for a denial.

@@ -181,6 +181,7 @@ const findingKinds = {
   exceeds_boundary: ["Exceeds the sandbox boundary", "high"],
   arguments_widened: ["Tool arguments widened", "medium"],
   rate_limit_widened: ["Tool rate limit widened", "medium"],
+  tool_definition_changed: ["Pinned tool definition changed", "high"],
   enforcement_weakened: ["Enforcement weakened", "high"],
   cloud_metadata: ["Cloud metadata endpoint", "high"],
 };
