@@ -226,7 +226,8 @@ proposing sandbox never approves (exit 1), and a proposal no longer
 pending, one that no longer applies, a second approval by the same
 approver or a frozen sandbox is a conflict (exit 3).
 
-When the approval applies the proposal, ` + waitHelp + `
+` + waitHelp + ` An approval short of the quorum commits nothing: --wait
+then says so and returns.
 
 With -o json (which needs --hash: a script approves what it reviewed):
 the Proposal after the approval.`,

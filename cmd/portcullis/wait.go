@@ -27,13 +27,14 @@ import (
 const defaultWaitTimeout = 30 * time.Second
 
 // waitHelp is the paragraph the help of every command with --wait shares.
-const waitHelp = `--wait then follows the version to the sandbox's proxies connected to
-this gateway (a proxy of another gateway replica is not counted): it
-returns once every one has ACKed it (exit 0), and exits 1 naming the
-proxies at the first NACK (with its error) or when --wait-timeout
-(default 30s) passes with some still pending. With no proxy connected
-it says so on stderr and exits 0. With -o json the answer gains
-"enforcement": {version, acked, nacked, pending, total, ms, proxies}.`
+const waitHelp = `With --wait the command then follows the version it committed to the
+sandbox's proxies connected to this gateway (a proxy of another gateway
+replica is not counted): it returns once every one has ACKed it (exit 0),
+and exits 1 naming the proxies at the first NACK (with its error) or when
+--wait-timeout (default 30s) passes with some still pending. With no
+proxy connected it says so on stderr and exits 0. With -o json the answer
+gains "enforcement": {version, acked, nacked, pending, total, ms,
+proxies}.`
 
 // waitFlags are --wait and --wait-timeout.
 type waitFlags struct {
