@@ -2,8 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"time"
+
+	"connectrpc.com/connect/v2"
 
 	"github.com/portcullis-dev/portcullis/gateway/distribution"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
@@ -38,8 +42,15 @@ func (s proxyService) WatchEnforcement(ctx context.Context, req *portcullisv1.Wa
 	err = s.dist.WatchEnforcement(ctx, sb.Name, version, func(e distribution.Enforcement) error {
 		return stream.Send(enforcementToProto(e))
 	})
-	if ctx.Err() != nil {
-		return nil // the client left, or the gateway is shutting down
+	switch {
+	case s.streams.Err() != nil:
+		return connect.NewError(connect.CodeUnavailable, "the gateway is shutting down; watch again")
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The client's deadline passed with proxies pending: an error,
+		// so that it is not read as a settled end.
+		return connect.NewError(connect.CodeDeadlineExceeded, fmt.Sprintf("version %d: proxies still pending at the deadline", version))
+	case ctx.Err() != nil:
+		return nil // the client left
 	}
 	return err
 }

@@ -180,6 +180,24 @@ func TestWatchEnforcement(t *testing.T) {
 		t.Fatalf("version 2 once p1 applied 3: %v", e)
 	}
 	w.ended(t)
+
+	// The client's deadline passing with a proxy pending ends the stream
+	// with DeadlineExceeded, never as if it had settled.
+	if _, err := c.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(pushPolicy, "443", "9443", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	st, err := proxies.WatchEnforcement(ctx, &portcullisv1.WatchEnforcementRequest{Sandbox: "agent-1", Version: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := st.Receive(); err != nil || counts(e) != [4]uint32{0, 0, 1, 1} {
+		t.Fatalf("version 4 before p1 answers: %v, %v", e, err)
+	}
+	if e, err := st.Receive(); connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Fatalf("past the deadline with p1 pending: %v, %v; want DeadlineExceeded", e, err)
+	}
 }
 
 // TestWatchEnforcementRefused: a request naming no committed version, or

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
@@ -116,7 +117,9 @@ func awaitEnforcement(ctx context.Context, api *apiClients, sandbox string, vers
 				return last, fmt.Errorf("the gateway stopped following version %d with %d proxies pending", version, last.GetPending())
 			}
 			return last, nil
-		case last != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		case last != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded):
+			// Ours, or the gateway's reading of it (Connect sends the
+			// deadline along): some proxies are still pending.
 			return last, &enforcementError{e: last, timeout: timeout}
 		}
 		return last, err
