@@ -170,6 +170,11 @@ func (s advisorService) WatchProposal(ctx context.Context, req *portcullisv1.Wat
 		if err != nil {
 			return err
 		}
+		if sp.Status == store.ProposalApplied && out.GetAppliedVersion() > 0 {
+			// Followed on to the proxies that enforce it: every message
+			// from now on carries its enforcement.
+			return s.watchEnforcement(ctx, out, stream.Send)
+		}
 		if last == nil || !sameProposal(last, out) {
 			if err := stream.Send(out); err != nil {
 				return err

@@ -632,8 +632,13 @@ type Proposal struct {
 	AppliedVersion uint32                 `protobuf:"varint,27,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
 	DecidedAt      *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
 	DecidedBy      string                 `protobuf:"bytes,29,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// enforcement is where applied_version stands with the sandbox's
+	// proxies connected to this gateway: WatchProposal sets it once the
+	// proposal is applied, and `proposals approve --wait` from
+	// ProxyService.WatchEnforcement.
+	Enforcement   *Enforcement `protobuf:"bytes,30,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Proposal) Reset() {
@@ -867,6 +872,13 @@ func (x *Proposal) GetDecidedBy() string {
 		return x.DecidedBy
 	}
 	return ""
+}
+
+func (x *Proposal) GetEnforcement() *Enforcement {
+	if x != nil {
+		return x.Enforcement
+	}
+	return nil
 }
 
 // Approval is one approver's decision on a proposal.
@@ -1408,7 +1420,7 @@ var File_portcullis_v1_advisor_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/policy.proto\"\xb5\x01\n" +
+	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xb5\x01\n" +
 	"\x15SubmitProposalRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\tR\bdocument\x12\x1b\n" +
 	"\tdenial_id\x18\x02 \x01(\tR\bdenialId\x12\x1c\n" +
@@ -1449,7 +1461,8 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"suggestion\x18\v \x01(\v2\x17.google.protobuf.StructR\n" +
 	"suggestion\x12\x1f\n" +
 	"\vnot_offered\x18\f \x01(\tR\n" +
-	"notOffered\"\xd8\t\n" +
+	"notOffered\"\x96\n" +
+	"\n" +
 	"\bProposal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\asandbox\x18\x02 \x01(\tR\asandbox\x12\x16\n" +
@@ -1485,7 +1498,8 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\n" +
 	"decided_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\x1d \x01(\tR\tdecidedBy\"\x95\x01\n" +
+	"decided_by\x18\x1d \x01(\tR\tdecidedBy\x12<\n" +
+	"\venforcement\x18\x1e \x01(\v2\x1a.portcullis.v1.EnforcementR\venforcement\"\x95\x01\n" +
 	"\bApproval\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12%\n" +
@@ -1573,6 +1587,7 @@ var file_portcullis_v1_advisor_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
 	(*structpb.Struct)(nil),         // 18: google.protobuf.Struct
 	(*PolicyChange)(nil),            // 19: portcullis.v1.PolicyChange
+	(*Enforcement)(nil),             // 20: portcullis.v1.Enforcement
 }
 var file_portcullis_v1_advisor_proto_depIdxs = []int32{
 	9,  // 0: portcullis.v1.ListProposalsResponse.proposals:type_name -> portcullis.v1.Proposal
@@ -1589,28 +1604,29 @@ var file_portcullis_v1_advisor_proto_depIdxs = []int32{
 	17, // 11: portcullis.v1.Proposal.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 12: portcullis.v1.Proposal.grant_expires_at:type_name -> google.protobuf.Timestamp
 	17, // 13: portcullis.v1.Proposal.decided_at:type_name -> google.protobuf.Timestamp
-	17, // 14: portcullis.v1.Approval.time:type_name -> google.protobuf.Timestamp
-	12, // 15: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
-	11, // 16: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
-	0,  // 17: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
-	1,  // 18: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
-	2,  // 19: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
-	4,  // 20: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
-	5,  // 21: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
-	6,  // 22: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
-	15, // 23: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
-	9,  // 24: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
-	9,  // 25: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
-	3,  // 26: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
-	9,  // 27: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
-	9,  // 28: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
-	7,  // 29: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
-	16, // 30: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	20, // 14: portcullis.v1.Proposal.enforcement:type_name -> portcullis.v1.Enforcement
+	17, // 15: portcullis.v1.Approval.time:type_name -> google.protobuf.Timestamp
+	12, // 16: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
+	11, // 17: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
+	0,  // 18: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
+	1,  // 19: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
+	2,  // 20: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
+	4,  // 21: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
+	5,  // 22: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
+	6,  // 23: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
+	15, // 24: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
+	9,  // 25: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
+	9,  // 26: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
+	3,  // 27: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
+	9,  // 28: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
+	9,  // 29: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
+	7,  // 30: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
+	16, // 31: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_advisor_proto_init() }
@@ -1618,6 +1634,7 @@ func file_portcullis_v1_advisor_proto_init() {
 	if File_portcullis_v1_advisor_proto != nil {
 		return
 	}
+	file_portcullis_v1_common_proto_init()
 	file_portcullis_v1_policy_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
