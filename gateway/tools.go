@@ -1,17 +1,24 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"strconv"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/advisor"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// SandboxService.ListTools: the MCP tool definitions the sandbox's
-// proxies saw (gateway/distribution stores them as they are shipped),
-// grouped per endpoint and tool, the current definition first.
+// The MCP tool definitions the sandbox's proxies saw (gateway/distribution
+// stores them as they are shipped): SandboxService.ListTools groups them
+// per endpoint and tool, the current definition first, and a proposal
+// that re-pins a tool shows the definition pinned and the one proposed
+// (Proposal.definition_changes).
 
 func (s sandboxService) ListTools(ctx context.Context, req *portcullisv1.ListToolsRequest) (*portcullisv1.ListToolsResponse, error) {
 	if _, err := s.store.GetSandbox(ctx, req.GetName()); err != nil {
@@ -62,4 +69,32 @@ func (s *Server) seenDefinition(ctx context.Context, sandbox, tool, fingerprint 
 		return &portcullisv1.ToolDefinition{Fingerprint: fingerprint}, nil
 	}
 	return toolDefinitionToProto(*best), nil
+}
+
+// definitionChanges shows each repin of p: the definition its rules pin
+// now and the one they would pin, as the sandbox's proxies saw them.
+func (s *Server) definitionChanges(ctx context.Context, p store.Proposal) ([]*portcullisv1.DefinitionChange, error) {
+	if !bytes.Contains(p.Document, []byte(`"repin"`)) {
+		return nil, nil // no repin: no need to read the document
+	}
+	prop, err := advisor.ParseProposal(p.Document)
+	if err != nil {
+		return nil, fmt.Errorf("proposal %d: stored document: %w", p.ID, err)
+	}
+	var out []*portcullisv1.DefinitionChange
+	for _, op := range prop.Operations {
+		o := op.Repin
+		if o == nil {
+			continue
+		}
+		c := &portcullisv1.DefinitionChange{Endpoint: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)) + o.Path, Tool: o.Tool}
+		if c.Pinned, err = s.seenDefinition(ctx, p.Sandbox, o.Tool, o.From); err != nil {
+			return nil, err
+		}
+		if c.Proposed, err = s.seenDefinition(ctx, p.Sandbox, o.Tool, o.To); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }

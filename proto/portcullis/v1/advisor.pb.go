@@ -454,9 +454,13 @@ type Denial struct {
 	Suggestion *structpb.Struct `protobuf:"bytes,11,opt,name=suggestion,proto3" json:"suggestion,omitempty"`
 	// not_offered says why no suggestion is made (a protocol-version probe,
 	// an address no policy may reach, …).
-	NotOffered    string `protobuf:"bytes,12,opt,name=not_offered,json=notOffered,proto3" json:"not_offered,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NotOffered string `protobuf:"bytes,12,opt,name=not_offered,json=notOffered,proto3" json:"not_offered,omitempty"`
+	// reason_code and tool_definition are the record's (DecisionRecord): a
+	// pinned tool whose definition changed, and the definition seen.
+	ReasonCode     string `protobuf:"bytes,13,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	ToolDefinition string `protobuf:"bytes,14,opt,name=tool_definition,json=toolDefinition,proto3" json:"tool_definition,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Denial) Reset() {
@@ -569,6 +573,20 @@ func (x *Denial) GetSuggestion() *structpb.Struct {
 func (x *Denial) GetNotOffered() string {
 	if x != nil {
 		return x.NotOffered
+	}
+	return ""
+}
+
+func (x *Denial) GetReasonCode() string {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ""
+}
+
+func (x *Denial) GetToolDefinition() string {
+	if x != nil {
+		return x.ToolDefinition
 	}
 	return ""
 }
@@ -1526,7 +1544,7 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\x12ListDenialsRequest\x12\x12\n" +
 	"\x04last\x18\x01 \x01(\rR\x04last\"F\n" +
 	"\x13ListDenialsResponse\x12/\n" +
-	"\adenials\x18\x01 \x03(\v2\x15.portcullis.v1.DenialR\adenials\"\xef\x02\n" +
+	"\adenials\x18\x01 \x03(\v2\x15.portcullis.v1.DenialR\adenials\"\xb9\x03\n" +
 	"\x06Denial\x12\x1b\n" +
 	"\tdenial_id\x18\x01 \x01(\tR\bdenialId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
@@ -1545,7 +1563,10 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"suggestion\x18\v \x01(\v2\x17.google.protobuf.StructR\n" +
 	"suggestion\x12\x1f\n" +
 	"\vnot_offered\x18\f \x01(\tR\n" +
-	"notOffered\"\xe6\n" +
+	"notOffered\x12\x1f\n" +
+	"\vreason_code\x18\r \x01(\tR\n" +
+	"reasonCode\x12'\n" +
+	"\x0ftool_definition\x18\x0e \x01(\tR\x0etoolDefinition\"\xe6\n" +
 	"\n" +
 	"\bProposal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
