@@ -110,9 +110,9 @@ type Subscriber struct {
 	conn, api *grpc.ClientConn
 	log       *slog.Logger
 
-	mu      sync.Mutex
-	pinned  ed25519.PublicKey
-	chain   []*portcullisv1.GatewayKey
+	mu     sync.Mutex
+	pinned ed25519.PublicKey
+	chain  []*portcullisv1.GatewayKey
 	// ca is the sandbox CA the last verified version brought (the gateway
 	// sends it once a stream, with the first version).
 	ca      *portcullisv1.SandboxCA
