@@ -2,13 +2,11 @@ package mcp
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 
-	"github.com/gowebpki/jcs"
+	"github.com/portcullis-dev/portcullis/internal/jcs"
 )
 
 // ---- tools/list results, as a server sends them ----
@@ -199,12 +197,11 @@ func ResponseErrorBody(id json.RawMessage, code int, message string) []byte {
 // "sha256:" and the hex SHA-256 of def, the tool object exactly as a server
 // lists it, canonicalised with RFC 8785 (JSON Canonicalization Scheme).
 func Fingerprint(def []byte) (string, error) {
-	canonical, err := jcs.Transform(def)
+	fp, err := jcs.Digest(def, mcpMaxDepth)
 	if err != nil {
 		return "", fmt.Errorf("canonicalise the tool definition (RFC 8785): %w", err)
 	}
-	sum := sha256.Sum256(canonical)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return fp, nil
 }
 
 // Tool is one tool of a tools/list result: its name and its definition's
