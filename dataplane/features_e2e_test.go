@@ -217,7 +217,10 @@ func featureScenario(t *testing.T, connect func(*upstream) *http.Client) []strin
 	// Cancellation: the client gives up; the server's handler sees it.
 	blockCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := cs.CallTool(blockCtx, &mcp.CallToolParams{Name: "block", Arguments: map[string]any{}}); done <- err }()
+	go func() {
+		_, err := cs.CallTool(blockCtx, &mcp.CallToolParams{Name: "block", Arguments: map[string]any{}})
+		done <- err
+	}()
 	time.Sleep(50 * time.Millisecond) // let the call reach the server
 	stop()
 	note("block: cancelled by the client %v", errors.Is(<-done, context.Canceled))
