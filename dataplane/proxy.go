@@ -50,7 +50,8 @@ type Config struct {
 	// Now is the clock for expires_at and records. Default time.Now.
 	Now func() time.Time
 	// DecisionLog receives every decision as a JSON line, written by a
-	// goroutine of Agent.Run so traffic never waits for it. Default: none.
+	// goroutine of Agent.Run so traffic never waits for it, in batches
+	// (decision.Log: at most decision.FlushInterval late). Default: none.
 	DecisionLog io.Writer
 	// MaxConnections bounds the client connections served at once; more
 	// wait to be accepted. Default 4096.
