@@ -602,7 +602,9 @@ func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*m
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+1))
+	// ReadFrom wants bytes.MinRead free before each read: with that room
+	// past the announced length, a body is read into this one buffer.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+bytes.MinRead))
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(maxBody)+1))
 	raw := buf.Bytes()
 	if err != nil {
