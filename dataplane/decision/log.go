@@ -1,11 +1,9 @@
 package decision
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"sync"
@@ -151,7 +149,7 @@ func (d *Log) Write(ctx context.Context) {
 	}
 	var (
 		batch  []Record
-		buf    bytes.Buffer
+		buf    []byte
 		failed bool
 		timer  = time.NewTimer(FlushInterval)
 	)
@@ -165,12 +163,15 @@ func (d *Log) Write(ctx context.Context) {
 			return
 		}
 		if !failed {
-			buf.Reset()
-			enc := json.NewEncoder(&buf)
+			buf = buf[:0]
 			for i := range batch {
-				enc.Encode(&batch[i]) // a Record always encodes
+				line, err := batch[i].appendJSON(buf)
+				if err != nil {
+					continue // a time encoding/json cannot write either
+				}
+				buf = append(line, '\n')
 			}
-			if _, err := d.out.Write(buf.Bytes()); err != nil {
+			if _, err := d.out.Write(buf); err != nil {
 				d.log.Error("decision log writer failed; records stay in memory only", "err", err)
 				failed = true
 			}
@@ -179,8 +180,8 @@ func (d *Log) Write(ctx context.Context) {
 		d.unwritten -= len(batch)
 		d.mu.Unlock()
 		clear(batch) // let the strings go
-		if buf.Cap() > 1<<20 {
-			buf = bytes.Buffer{} // one burst must not keep a large buffer
+		if cap(buf) > 1<<20 {
+			buf = nil // one burst must not keep a large buffer
 		}
 	}
 	for {
