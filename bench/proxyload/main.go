@@ -44,6 +44,7 @@ func main() {
 	flag.BoolVar(&cfg.binaries, "binaries", false, "name the load generator's binary in the policy, so the proxy looks each new client connection up in /proc (needs every process's fds readable)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the portcullis proxy process over the measurement to this file (through its --pprof-listen)")
+	flag.StringVar(&cfg.memprofile, "memprofile", "", "write the portcullis proxy's allocation profile (since it started) to this file after the measurement")
 	child := flag.Bool("load-child", false, "run as the load generator (internal: the program starts itself so)")
 	flag.Parse()
 

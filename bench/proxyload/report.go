@@ -138,6 +138,7 @@ type ratio struct {
 	Value  float64   `json:"value"`
 	Unit   string    `json:"unit"` // "x" or "µs"
 	Rounds []float64 `json:"rounds,omitempty"`
+	Median float64   `json:"median_of_rounds,omitempty"`
 	Target string    `json:"target,omitempty"`
 	Met    *bool     `json:"met,omitempty"`
 }
@@ -189,6 +190,13 @@ func (r *level) ratios() {
 		r.Ratios = append(r.Ratios, ratio{Name: "portcullis/baseline throughput", Value: pc.ReqPerSec / bl.ReqPerSec, Unit: "x",
 			Rounds: perRound(pc.RoundRPS, bl.RoundRPS, div)})
 	}
+	defer func() {
+		for i := range r.Ratios {
+			if len(r.Ratios[i].Rounds) > 0 {
+				r.Ratios[i].Median = median(r.Ratios[i].Rounds)
+			}
+		}
+	}()
 	if direct == nil {
 		return
 	}
@@ -311,7 +319,7 @@ func (lv *level) writeTable(w io.Writer) error {
 		}
 		rounds := ""
 		if len(rt.Rounds) > 0 {
-			rounds = "rounds " + joinFloats(rt.Rounds, format)
+			rounds = "median " + fmt.Sprintf(format, rt.Median) + ", rounds " + joinFloats(rt.Rounds, format)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", rt.Name, val, rounds, verdict)
 	}
@@ -342,6 +350,21 @@ func joinFloats(vs []float64, format string) string {
 		s[i] = fmt.Sprintf(format, v)
 	}
 	return strings.Join(s, " ")
+}
+
+// median is the middle of vs (the mean of the middle two for an even
+// count): with many short rounds on a busy machine, the figure least
+// moved by a burst of other work.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -33,6 +33,7 @@ type config struct {
 	binaries     bool // the policy names the load generator's binary
 	json         bool
 	cpuprofile   string
+	memprofile   string
 }
 
 // Limits that keep a mistyped flag from running away.
@@ -87,8 +88,8 @@ func (c *config) check() error {
 	if len(c.paths) == 0 {
 		return benchcli.Usagef("--paths names no path")
 	}
-	if c.cpuprofile != "" && !seen[pathPortcullis] {
-		return benchcli.Usagef("--cpuprofile profiles the portcullis path, which --paths leaves out")
+	if (c.cpuprofile != "" || c.memprofile != "") && !seen[pathPortcullis] {
+		return benchcli.Usagef("--cpuprofile and --memprofile profile the portcullis path, which --paths leaves out")
 	}
 	if seen[pathBaseline] != (c.baseline != "") {
 		return benchcli.Usagef("the baseline path needs --baseline PATH, and --baseline the baseline path")
@@ -185,7 +186,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 			if err != nil {
 				return err
 			}
-			px, err := startPortcullis(ctx, bin, dir, doc, cfg.cpuprofile != "" && name == pathPortcullis)
+			px, err := startPortcullis(ctx, bin, dir, doc, (cfg.cpuprofile != "" || cfg.memprofile != "") && name == pathPortcullis)
 			if err != nil {
 				return err
 			}
@@ -254,7 +255,9 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 		total := time.Duration(len(cfg.concurrency)*len(paths))*(cfg.duration+cfg.warmup) + time.Second
 		profile = make(chan error, 1)
 		pprofURL := pathNamed(paths, pathPortcullis).px.pprof
-		go func() { profile <- fetchProfile(ctx, pprofURL, total, cfg.cpuprofile) }()
+		go func() {
+			profile <- fetchProfile(ctx, pprofURL+"profile?seconds="+strconv.Itoa(int(total.Round(time.Second)/time.Second)), cfg.cpuprofile)
+		}()
 	}
 
 	for _, c := range cfg.concurrency {
@@ -267,6 +270,13 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	if profile != nil {
 		fmt.Fprintln(logw, "waiting for the CPU profile")
 		if err := <-profile; err != nil {
+			return err
+		}
+	}
+	if cfg.memprofile != "" {
+		// Every allocation since the proxy started: see -sample_index
+		// alloc_space / alloc_objects in go tool pprof.
+		if err := fetchProfile(ctx, pathNamed(paths, pathPortcullis).px.pprof+"allocs", cfg.memprofile); err != nil {
 			return err
 		}
 	}
@@ -429,30 +439,28 @@ func procCPU(p *path) time.Duration {
 	return p.procCPU()
 }
 
-// fetchProfile takes a CPU profile of d from the proxy's pprof endpoint
-// into file.
-func fetchProfile(ctx context.Context, pprofURL string, d time.Duration, file string) error {
-	secs := int(d.Round(time.Second) / time.Second)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprofURL+"profile?seconds="+strconv.Itoa(secs), nil)
+// fetchProfile gets a profile from the proxy's pprof endpoint into file.
+func fetchProfile(ctx context.Context, profileURL string, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, profileURL, nil)
 	if err != nil {
 		return err
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("profile: %w", err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-		return fmt.Errorf("cpu profile: %s: %s", res.Status, b)
+		return fmt.Errorf("profile %s: %s: %s", profileURL, res.Status, b)
 	}
 	f, err := os.Create(file)
 	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("profile: %w", err)
 	}
 	if _, err := io.Copy(f, res.Body); err != nil {
 		f.Close()
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("profile: %w", err)
 	}
 	return f.Close()
 }
