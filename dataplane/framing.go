@@ -274,16 +274,16 @@ func (g *framingGuard) endBlock() {
 	}
 	// http.ReadRequest drops Host, and Content-Length when chunked: look at
 	// the header as sent.
-	raw := sentHeaders(block)
+	raw := sentHeaders(block, func(host []byte) {
+		// Go takes the URI's authority over Host. The usual Host is the
+		// URI's authority, byte for byte: compared without a copy.
+		if req.URL.Host != "" && len(host) > 0 && string(host) != req.URL.Host &&
+			!sameAuthority(req.URL.Host, string(host), defaultPort(req.URL.Scheme)) {
+			g.flag("a request on this connection named one authority in its URI and another in its Host header")
+		}
+	})
 	if raw.contentLength && raw.transferEncoding {
 		g.flag("a request on this connection had both Content-Length and Transfer-Encoding")
-	}
-	if req.URL.Host != "" { // Go takes the URI's authority over Host
-		for _, h := range raw.hosts {
-			if h != "" && !sameAuthority(req.URL.Host, h, defaultPort(req.URL.Scheme)) {
-				g.flag("a request on this connection named one authority in its URI and another in its Host header")
-			}
-		}
 	}
 	// Go's server answers "OPTIONS *" itself; no handler sees it.
 	if req.Method != http.MethodOptions || req.RequestURI != "*" {
@@ -312,14 +312,14 @@ func (g *framingGuard) endBlock() {
 
 // sent is what the guard needs of a header block as sent, beyond what
 // http.ReadRequest keeps: whether it named Content-Length and
-// Transfer-Encoding, and its Host values.
+// Transfer-Encoding (sentHeaders hands it the Host values).
 type sent struct {
 	contentLength, transferEncoding bool
-	hosts                           []string
 }
 
 // sentHeaders reads the header lines of a block http.ReadRequest has
-// accepted, so every field line is "name:value" with name a token and the
+// accepted, calling host with each Host value in order (valid until
+// sentHeaders returns), so every field line is "name:value" with name a token and the
 // first line after the request line is a field (textproto refuses a
 // leading space there). It agrees with textproto.ReadMIMEHeader on the
 // names (case-insensitive) and on the values (trimmed of ASCII space),
@@ -328,7 +328,7 @@ type sent struct {
 // (FuzzSentHeaders.) One pass over the bytes, where a
 // second textproto parse built a map and strings for every header of
 // every request.
-func sentHeaders(block []byte) sent {
+func sentHeaders(block []byte, host func([]byte)) sent {
 	var s sent
 	_, rest, _ := bytes.Cut(block, []byte("\n")) // the request line
 	for len(rest) > 0 {
@@ -351,7 +351,7 @@ func sentHeaders(block []byte) sent {
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			s.transferEncoding = true
 		case bytes.EqualFold(name, []byte("Host")):
-			s.hosts = append(s.hosts, string(textproto.TrimBytes(value)))
+			host(textproto.TrimBytes(value))
 		}
 	}
 	return s
