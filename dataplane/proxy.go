@@ -50,7 +50,8 @@ type Config struct {
 	// Now is the clock for expires_at and records. Default time.Now.
 	Now func() time.Time
 	// DecisionLog receives every decision as a JSON line, written by a
-	// goroutine of Agent.Run so traffic never waits for it. Default: none.
+	// goroutine of Agent.Run so traffic never waits for it, in batches
+	// (decision.Log: at most decision.FlushInterval late). Default: none.
 	DecisionLog io.Writer
 	// MaxConnections bounds the client connections served at once; more
 	// wait to be accepted. Default 4096.
@@ -645,7 +646,9 @@ func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody, answers
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+1))
+	// ReadFrom wants bytes.MinRead free before each read: with that room
+	// past the announced length, a body is read into this one buffer.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+bytes.MinRead))
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(limit)+1))
 	raw := buf.Bytes()
 	if err != nil {
