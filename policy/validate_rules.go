@@ -18,6 +18,8 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("command", r.Command != "")
 		notValid("tool", r.Tool != nil)
 		notValid("params", r.Params != nil)
+		notValid("prompt", r.Prompt != nil)
+		notValid("resource", r.Resource != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
 		notValid("rate_limit", r.RateLimit != nil)
 	}
@@ -78,6 +80,8 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("query", r.Query != nil)
 		notValid("tool", r.Tool != nil)
 		notValid("params", r.Params != nil)
+		notValid("prompt", r.Prompt != nil)
+		notValid("resource", r.Resource != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
 		notValid("rate_limit", r.RateLimit != nil)
 		notValid("operation_type", r.OperationType != "")
