@@ -59,8 +59,8 @@ func TestMatchResource(t *testing.T) {
 		{"file:///docs/*", "file:///docs/a/b.txt", false, true}, // deny reads * across /
 		{"file:///docs/**", "file:///docs/a/b.txt", true, true},
 		{"file:///docs/**", "file:///docs", true, true},
-		{"file:///docs/*", "file:///DOCS/a.txt", false, true}, // deny ignores case
-		{"file:///docs/*", "file:///docs/a.txt/", false, true}, // deny: trailing slash optional
+		{"file:///docs/*", "file:///DOCS/a.txt", false, true},       // deny ignores case
+		{"file:///docs/*", "file:///docs/a.txt/", false, true},      // deny: trailing slash optional
 		{"file:///docs/**", "file:///docs/../secrets", false, true}, // not plain: every deny, no allow
 		{"file:///docs/**", "file:///docs/%2e%2e/secrets", false, true},
 		{"file:///secrets/**", "FILE:///docs/a", false, true},

@@ -414,9 +414,9 @@ var (
 	reqResources = []string{"file:///docs/a.txt", "file:///docs/a/b.txt", "file:///secrets/key", "file:///SECRETS/key", "file:///docs/../secrets/key",
 		"file:///docs/%2e%2e/secrets", "FILE:///docs/a.txt", "https://API.example.com/v1/x.json", "https://api.example.com/v1/x.json", "ui://w",
 		"file:///a%20b", "file:///a%2fb", "file:///docs/a.txt#x", "file:///secrets/", "file:///docs", ""}
-	genVersions  = []string{"2025-11-25", "2026-07-28", "2025-03-26"}
-	genExpiries  = []time.Time{when, when.Add(time.Hour), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
-	genSchema    = map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string", "pattern": `^[A-Z]-\d{4}$`}}, "required": []any{"order_id"}, "additionalProperties": false}
+	genVersions = []string{"2025-11-25", "2026-07-28", "2025-03-26"}
+	genExpiries = []time.Time{when, when.Add(time.Hour), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+	genSchema   = map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string", "pattern": `^[A-Z]-\d{4}$`}}, "required": []any{"order_id"}, "additionalProperties": false}
 )
 
 func genPolicy(t *rapid.T) *policy.Policy {
@@ -735,7 +735,7 @@ func (v vocabulary) request(t *rapid.T) policy.Request {
 	r.Query = rapid.SampledFrom([]string{"", "", "q=a1", "q=a1&q=b", "q=x/y", "q=%zz", "r=1"}).Draw(t, "query")
 	if strings.EqualFold(r.HTTPMethod, "POST") && rapid.IntRange(0, 3).Draw(t, "mcp message") > 0 {
 		m := &policy.MCPMessage{
-			Method:          rapid.SampledFrom([]string{"tools/call", "tools/call", "tools/call", "tools/list", "initialize", "ping", "notifications/initialized", "foo/bar", "", "resources/read", "server/discover",
+			Method: rapid.SampledFrom([]string{"tools/call", "tools/call", "tools/call", "tools/list", "initialize", "ping", "notifications/initialized", "foo/bar", "", "resources/read", "server/discover",
 				"prompts/get", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe"}).Draw(t, "mcp method"),
 			ProtocolVersion: rapid.SampledFrom([]string{"", "", "2025-11-25", "2026-07-28", "2025-03-26", "1999-01-01"}).Draw(t, "mcp version"),
 			Response:        rapid.IntRange(0, 19).Draw(t, "response") == 0,
