@@ -756,7 +756,7 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 	}
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
-		rec.Tool = mreq.Messages[0].Message.Tool
+		rec.Tool = mreq.Messages[0].Message.Name()
 	}
 	return rec
 }

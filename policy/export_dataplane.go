@@ -45,6 +45,37 @@ func DescribeMCP(m *MCPMessage) string {
 	return m.Method
 }
 
+// Name is what the message names: the tool of tools/call, the prompt of
+// prompts/get, the URI of the resources methods ("" for other methods).
+// Decision records carry it as their tool (the Mcp-Name of MCP
+// 2026-07-28).
+func (m *MCPMessage) Name() string {
+	switch {
+	case m.Method == "tools/call":
+		return m.Tool
+	case m.Method == "prompts/get":
+		return m.Prompt
+	case IsResourceMethod(m.Method):
+		return m.Resource
+	}
+	return ""
+}
+
+// NamedMCPMessage is the message of method naming name (see Name), as a
+// decision record describes it.
+func NamedMCPMessage(method, name string) *MCPMessage {
+	m := &MCPMessage{Method: method}
+	switch {
+	case method == "prompts/get":
+		m.Prompt = name
+	case IsResourceMethod(method):
+		m.Resource = name
+	default:
+		m.Tool = name
+	}
+	return m
+}
+
 // MalformedMCP reports messages no rule may judge: a request without a
 // method, a tools/call without a tool name, a tool name outside
 // ^[A-Za-z0-9_.-]{1,128}$ when strictNames (the endpoint's

@@ -931,7 +931,7 @@ func (x *Approval) GetTime() *timestamppb.Timestamp {
 type Finding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind: new_reach, new_path, new_http_method, new_mcp_method,
-	// new_mcp_tool, new_credentialed_reach, l7_bypass_credentialed,
+	// new_mcp_tool, new_mcp_prompt, new_mcp_resource, new_credentialed_reach, l7_bypass_credentialed,
 	// private_network, wildcard_widening, exceeds_boundary (request-level,
 	// with a counterexample); arguments_widened, enforcement_weakened,
 	// cloud_metadata (rule-level). l7_bypass_credentialed comes with the
