@@ -21,8 +21,8 @@ type DenialRecord struct {
 	// Tool is what the MCP message names (the decision record's tool):
 	// params.name of tools/call or prompts/get, params.uri of
 	// resources/read, resources/subscribe and resources/unsubscribe.
-	Tool string
-	Entry      string // network_policies key of the deciding entry, if known
+	Tool  string
+	Entry string // network_policies key of the deciding entry, if known
 	// VersionProbe marks a request refused only because its MCP protocol
 	// version is not listed: clients probe versions, so it is not offered.
 	VersionProbe bool
