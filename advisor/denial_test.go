@@ -216,6 +216,12 @@ func TestFromDenialPromptsAndResources(t *testing.T) {
 			if len(rep.Findings) != 1 || rep.Findings[0].Kind != tc.kind || rep.Findings[0].Counterexample.MCP.Name() != tc.other {
 				t.Fatalf("findings %+v, want one %s for %q", rep.Findings, tc.kind, tc.other)
 			}
+			// The same proposal again changes nothing, and says which
+			// prompt or URI is already allowed.
+			_, _, err = Evaluate(context.Background(), result, p, prover.Options{Now: now})
+			if r, ok := AsRefusal(err); !ok || r.Rule != RuleChangesNothing || !strings.Contains(r.Reason, tc.method+" "+tc.name+" is already allowed") {
+				t.Fatalf("proposing it twice: got %v, want changes_nothing naming %s %s", err, tc.method, tc.name)
+			}
 		})
 	}
 	// Refused: a URI no resource rule can allow, a prompts/get naming

@@ -207,7 +207,7 @@ func findingToJSON(f prover.Finding) findingJSON {
 			c.Addr = r.Addr.String()
 		}
 		if r.MCP != nil {
-			c.MCPMethod, c.Tool = r.MCP.Method, r.MCP.Tool
+			c.MCPMethod, c.Tool = r.MCP.Method, r.MCP.Name()
 		}
 		out.Counterexample = c
 	}
