@@ -37,9 +37,11 @@ const (
 	RuleEntryExists       = "entry_exists"
 	RuleEndpointsMismatch = "endpoints_mismatch" // add_binary does not list exactly the entry's endpoints
 	RuleChangesNothing    = "changes_nothing"
-	RuleInvalidPolicy     = "invalid_policy" // the resulting policy does not validate
-	RuleNotOffered        = "not_offered"    // a denial the advisor does not offer (version probes)
-	RuleTooComplex        = "too_complex"    // globs beyond the intake bounds, or a proof beyond the prover's budget
+	RuleInvalidPolicy     = "invalid_policy"   // the resulting policy does not validate
+	RuleNotOffered        = "not_offered"      // a denial the advisor does not offer (version probes)
+	RuleTooComplex        = "too_complex"      // globs beyond the intake bounds, or a proof beyond the prover's budget
+	RuleArgumentsSchema   = "arguments_schema" // a schema that admits any arguments, or a rule dropping a tool's schema
+	RuleArguments         = "arguments"        // a denial by an arguments_schema without (or with other) denied arguments
 )
 
 // RefusalError is why a proposal (or one of its operations) is refused.
@@ -544,6 +546,9 @@ func (r refuser) allowRule(fp, protocol string, rule policy.Rule) error {
 					return r.at(p, RuleTool, "%q: name a tool exactly (^[A-Za-z0-9_.-]{1,128}$, no globs)", t)
 				}
 			}
+			if err := r.checkSchemaRule(fp, nil, a); err != nil {
+				return err
+			}
 		} else if a.Tool != nil || a.ArgumentsSchema != nil {
 			return r.at(tp, RuleTool, "tool and arguments_schema apply to tools/call only")
 		}
@@ -609,7 +614,11 @@ func (r refuser) addAllowRules(pol *policy.Policy, fp string, op *AddAllowRules)
 		return r.at(keyPath(fp, "rules"), RuleForbiddenField, "the endpoint uses access: %s, which excludes rules; an operator must change it", ep.Access)
 	}
 	for i, rule := range op.Rules {
-		if err := r.allowRule(indexPath(keyPath(fp, "rules"), i), ep.Protocol, rule); err != nil {
+		rp := indexPath(keyPath(fp, "rules"), i)
+		if err := r.allowRule(rp, ep.Protocol, rule); err != nil {
+			return err
+		}
+		if err := r.checkSchemaRule(rp, ep, rule.Allow); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package advisor
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -29,6 +30,11 @@ type DenialRecord struct {
 	// RateLimited marks a tools/call the policy allowed but its rule's
 	// rate_limit refused: no rule is missing, so it is not offered.
 	RateLimited bool
+	// Arguments are the denied tools/call's params.arguments (JSON), when
+	// known: decision records carry only their digest, so the proxy that
+	// kept them or the proposer supplies them, and the caller checks them
+	// against the digest. A denial by an arguments_schema needs them.
+	Arguments json.RawMessage
 }
 
 // FromDenial builds the proposal that would have allowed exactly the
@@ -39,6 +45,12 @@ type DenialRecord struct {
 // there is no HTTP view) and exactly that binary. The proposal is checked
 // with Apply against base; a refusal is returned as a *RefusalError
 // (RuleNotOffered for version probes and rate-limited calls).
+//
+// A tools/call whose tool the endpoint guards with an arguments_schema
+// was denied by that schema: the proposal adds a rule for the tool whose
+// arguments_schema is {"const": <the denied arguments>}, so the tool then
+// admits what its schema admits or exactly those arguments, nothing else.
+// Without rec.Arguments such a denial is refused (RuleArguments).
 func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	refuse := func(field, rule, format string, args ...any) (*Proposal, error) {
 		return nil, &RefusalError{Op: -1, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
@@ -100,6 +112,28 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	if rec.MCPMethod != "" {
 		req.MCP = policy.NamedMCPMessage(rec.MCPMethod, rec.Tool)
 	}
+	var guarded *AddAllowRules // the endpoint whose schema refused the arguments
+	if rec.MCPMethod == "tools/call" {
+		if key, ep := existingEndpoint(base, rec); ep != nil {
+			if i := schemaGuard(ep, rec.Tool); i >= 0 {
+				if len(rec.Arguments) == 0 {
+					return refuse("arguments", RuleArguments, "tools/call %s is guarded by the arguments_schema of network_policies.%s %s rules[%d]: the narrowest proposal admits exactly the denied arguments, so it needs them "+
+						"(the proxy keeps them for its recent denials: propose through policy.local, or give them with --arguments)", rec.Tool, key, policy.EndpointLabel(ep), i)
+				}
+				c, err := policy.CanonicalArguments(rec.Arguments)
+				if err != nil {
+					return refuse("arguments", RuleArguments, "%v", err)
+				}
+				schema, err := constSchema(c)
+				if err != nil {
+					return refuse("arguments", RuleArguments, "%v", err)
+				}
+				rule.ArgumentsSchema = schema
+				req.MCP.Arguments = c
+				guarded = &AddAllowRules{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path, Rules: []policy.Rule{{Allow: rule}}}
+			}
+		}
+	}
 	if base != nil {
 		if d := policy.Decide(base, req); d.Allow {
 			// Denied for something no rule decides (the name did not
@@ -108,8 +142,10 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 			return refuse("", RuleNotOffered, "the current policy already allows this request (%s); it was denied for another reason", d.Reason)
 		}
 	}
-	p := &Proposal{Rationale: rationale(rec)}
-	if key, ep := existingEndpoint(base, rec); ep != nil && rule != nil {
+	p := &Proposal{Rationale: rationale(rec, guarded != nil)}
+	if guarded != nil {
+		p.Operations = []Operation{{AddAllowRules: guarded}}
+	} else if key, ep := existingEndpoint(base, rec); ep != nil && rule != nil {
 		p.Operations = []Operation{{AddAllowRules: &AddAllowRules{
 			Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path,
 			Rules: []policy.Rule{{Allow: rule}},
@@ -140,9 +176,11 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	return p, nil
 }
 
-func rationale(rec DenialRecord) string {
+func rationale(rec DenialRecord, exactArguments bool) string {
 	what := "a connection"
 	switch {
+	case rec.MCPMethod == "tools/call" && exactArguments:
+		what = "tools/call " + rec.Tool + " with exactly the denied arguments"
 	case rec.MCPMethod != "" && rec.Tool != "":
 		what = rec.MCPMethod + " " + rec.Tool
 	case rec.MCPMethod != "":

@@ -138,7 +138,7 @@ func TestFromDenialAlreadyAllowed(t *testing.T) {
 }
 
 func TestFromDenialRationaleUnknownBinary(t *testing.T) {
-	got := rationale(DenialRecord{Host: "a.example.com", Port: 443, HTTPMethod: "GET", Path: "/x"})
+	got := rationale(DenialRecord{Host: "a.example.com", Port: 443, HTTPMethod: "GET", Path: "/x"}, false)
 	if want := "allow exactly the denied request: GET /x from an unidentified binary to a.example.com:443"; got != want {
 		t.Fatalf("rationale %q, want %q", got, want)
 	}

@@ -2,6 +2,7 @@ package advisor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -13,7 +14,9 @@ import (
 // operation that adds access against the policy before it: an operation
 // after which the prover finds no request-level finding would change
 // nothing and is refused (RuleChangesNothing), with the reason when one
-// can be shown (e.g. the tool is still denied by deny_rules). It returns
+// can be shown (e.g. the tool is still denied by deny_rules). A changed
+// arguments_schema (the rule-level finding arguments_widened) counts as a
+// change: what a schema admits is not split into request classes. It returns
 // the resulting policy and the proof of base against it under opts (the
 // gateway passes the sandbox's boundary and credentialed destinations).
 //
@@ -41,7 +44,7 @@ func Evaluate(ctx context.Context, base *policy.Policy, p *Proposal, opts prover
 			if err != nil {
 				return nil, nil, err
 			}
-			if !hasRequestFinding(rep) {
+			if !hasRequestFinding(rep) && !hasFinding(rep, prover.ArgumentsWidened) {
 				return nil, nil, &RefusalError{Op: i, Field: field, Rule: RuleChangesNothing,
 					Reason: "would change nothing: " + explain(prev, steps[i], op)}
 			}
@@ -53,6 +56,15 @@ func Evaluate(ctx context.Context, base *policy.Policy, p *Proposal, opts prover
 		return nil, nil, err
 	}
 	return result, rep, nil
+}
+
+func hasFinding(rep *prover.Report, kind string) bool {
+	for _, f := range rep.Findings {
+		if f.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 func hasRequestFinding(rep *prover.Report) bool {
@@ -147,6 +159,12 @@ func sampleRequest(binary string, ep *policy.Endpoint, port int, a *policy.L7Rul
 				return r, false
 			}
 			*n.name = unescape(n.matcher.Any[0])
+		}
+		if c, ok := a.ArgumentsSchema["const"]; ok {
+			// The arguments a const schema names exactly.
+			if raw, err := json.Marshal(c); err == nil {
+				m.Arguments = raw
+			}
 		}
 		r.MCP = m
 	default:

@@ -42,6 +42,10 @@
 //   - forward.go and upstream*.go: judged requests sent upstream by the
 //     proxy's own HTTP/1.1 client, on connections pooled per host and
 //     checked address, responses streamed back.
+//   - pins.go: what the proxy knows of MCP tools' definitions (the
+//     fingerprint of each tool it saw listed, per endpoint, stale after a
+//     list_changed or 30 s), and its own listing, in the caller's session,
+//     of the tools a pinned call needs verified.
 //   - toolslist.go: tools/list results (a JSON answer, or an event
 //     stream event by event, a GET stream's replays included) cut to the
 //     tools the policy in force would let the agent call; a result that

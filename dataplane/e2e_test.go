@@ -124,13 +124,13 @@ type testProxy struct {
 	client *http.Client
 }
 
-func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
+func startProxy(t *testing.T, doc string, up *upstream, options ...func(*dataplane.Config)) *testProxy {
 	t.Helper()
 	proxyCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, u := startAgent(t, dataplane.Config{
+	cfg := dataplane.Config{
 		DevAllowLoopback: true,
 		UpstreamRoots:    up.roots,
 		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -143,7 +143,11 @@ func startProxy(t *testing.T, doc string, up *upstream) *testProxy {
 		// /proc is tested on its own (procid_test.go).
 		CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/python3", nil },
 		CA:           proxyCA,
-	}, strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port)), "test-1")
+	}
+	for _, o := range options {
+		o(&cfg)
+	}
+	p, u := startAgent(t, cfg, strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port)), "test-1")
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(proxyCA.CertPEM())
 	tp := &testProxy{proxy: p, url: u, roots: roots}

@@ -125,6 +125,9 @@ type Proxy struct {
 	log       *slog.Logger
 	current   atomic.Pointer[loaded]
 	decisions *decision.Log
+	// arguments are the arguments of recent denied tools/calls, for
+	// policy.local (records carry only their digest).
+	arguments *decision.Arguments
 	upstreams *upstreams
 
 	fileReloads reloadStatus
@@ -144,6 +147,9 @@ type Proxy struct {
 
 	// limits holds the token buckets of rate_limit rules (ratelimit.go).
 	limits buckets
+
+	// defs is what the proxy knows of MCP tools' definitions (pins.go).
+	defs toolDefs
 }
 
 type openTunnel struct {
@@ -167,6 +173,7 @@ func newProxy(cfg Config) *Proxy {
 		p.ca.Store(cfg.CA)
 	}
 	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
+	p.arguments = decision.NewArguments(decision.ArgumentsEntries, decision.ArgumentsBytes, decision.ArgumentsPerEntry)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log})
 	return p
@@ -207,6 +214,10 @@ func (p *Proxy) PolicyVersion() string {
 
 // Decisions returns the recent decisions, oldest first.
 func (p *Proxy) Decisions() []decision.Record { return p.decisions.Snapshot() }
+
+// DeniedArguments returns the arguments (RFC 8785 form) of a recent
+// denied tools/call by its denial id, while the proxy still keeps them.
+func (p *Proxy) DeniedArguments(denialID string) ([]byte, bool) { return p.arguments.Get(denialID) }
 
 // DroppedDecisions returns how many records the decision log file missed
 // because its writer fell behind (they stay in Decisions).
@@ -554,9 +565,21 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 			return
 		}
+		key := mcpEndpointKey{host: t.host, port: t.port, path: path}
+		unknown := p.withDefinitions(key, mreq)
 		var denied bool
 		var limited []limitedCall
-		if d, limited, denied = p.judgeMCP(cur, req, mreq); denied {
+		d, limited, denied = p.judgeMCP(cur, req, mreq)
+		if denied && d.DefinitionRefused && len(unknown) > 0 {
+			// A pin refused a tool whose definition the proxy does not
+			// know: list the server's tools, then judge again.
+			if err := p.verifyTools(r, scheme, t, addr, key, path, mreq.Version); err != nil {
+				p.log.Warn("could not verify MCP tool definitions", "host", t.host, "port", t.port, "path", path, "err", err)
+			}
+			p.withDefinitions(key, mreq)
+			d, limited, denied = p.judgeMCP(cur, req, mreq)
+		}
+		if denied {
 			p.deny(w, r, cur, req, d, mreq)
 			return
 		}
@@ -572,7 +595,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		body = raw
 		p.record(cur, req, d, mreq, "")
-		list = p.toolsListFor(req, r, mreq)
+		list = p.toolsListFor(req, r, key, mreq)
 	} else {
 		if d = cur.matcher.Decide(&req); !d.Allow {
 			p.deny(w, r, cur, req, d, nil)
@@ -581,7 +604,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		p.record(cur, req, d, nil, "")
 		if mcpEndpoint && r.Method == http.MethodGet {
 			// A GET stream may replay a POST's answers (resumption).
-			list = p.toolsListFor(req, r, nil)
+			list = p.toolsListFor(req, r, mcpEndpointKey{host: t.host, port: t.port, path: path}, nil)
 		}
 	}
 	canonical, err := forwardPath(cur, d, req.Path, path)
@@ -678,13 +701,22 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 	// The binary is looked up only when the policy names binaries: a
 	// lookup scans /proc, and denials must stay cheap (an agent can cause
 	// as many as it likes).
-	p.record(cur, req, d, mreq, id)
+	rec := p.newRecord(cur, req, d, mreq, id)
+	if mreq != nil && len(mreq.Messages) == 1 && rec.MCPMethod == "tools/call" {
+		// A denial by policy (not a rate limit): the arguments stay here.
+		rec.ArgumentsDigest = p.keepArguments(id, mreq.Messages[0].Message.Arguments)
+	}
+	p.emit(rec)
 	version := ""
 	if cur != nil {
 		version = cur.version
 	}
 	if mreq != nil {
 		data := map[string]any{"denial_id": id, "policy_version": version, "rule": d.Rule, "entry": d.Entry, "reason": d.Reason}
+		if d.DefinitionRefused && len(mreq.Messages) > 0 {
+			data["reason_code"] = policy.ToolDefinitionChanged
+			data["tool_definition"] = mreq.Messages[0].Message.ToolDefinition
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
 		w.Write(mreq.DenyBody(mcpDeniedCode, "denied by policy: "+d.Reason, data))
@@ -757,6 +789,9 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
 		rec.Tool = mreq.Messages[0].Message.Name()
+		if denialID != "" && d.DefinitionRefused {
+			rec.ReasonCode, rec.ToolDefinition = policy.ToolDefinitionChanged, mreq.Messages[0].Message.ToolDefinition
+		}
 	}
 	return rec
 }
@@ -767,6 +802,26 @@ func (p *Proxy) emit(rec decision.Record) {
 	if p.cfg.OnRecord != nil {
 		p.cfg.OnRecord(rec)
 	}
+}
+
+// keepArguments keeps a denied tools/call's arguments in the proxy's
+// memory for policy.local and returns their digest for the record ("" for
+// arguments that are not one strict JSON object, which no proposal can
+// admit exactly). Absent arguments are {}, as policy judges them.
+func (p *Proxy) keepArguments(denialID string, args json.RawMessage) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	c, err := policy.CanonicalArguments(args)
+	if err != nil {
+		return ""
+	}
+	digest, err := policy.ArgumentsDigest(c)
+	if err != nil {
+		return ""
+	}
+	p.arguments.Put(denialID, c)
+	return digest
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

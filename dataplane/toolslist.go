@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -24,15 +23,23 @@ import (
 // read strictly never reaches the agent: its request gets a JSON-RPC error
 // instead.
 
-// toolsList is how one response from an MCP endpoint has its tools/list
-// results filtered.
+// toolsList is how one response from an MCP endpoint is read on its way
+// to the agent: its tools/list results filtered (every tool's definition
+// fingerprinted on the way), and its events watched for
+// notifications/tools/list_changed.
 type toolsList struct {
 	answers mcp.ListResponse
 	// ids are the tools/list requests' ids, answered with an error when
-	// their result cannot be read.
+	// their result cannot be read; none for a POST without one (its
+	// answer is only watched) and for a GET (filtered by shape).
 	ids  []json.RawMessage
 	keep func(name string, def []byte) bool
+	// listChanged is called when the server says its tools changed.
+	listChanged func()
 }
+
+// filters reports whether l looks for tools/list results at all.
+func (l *toolsList) filters() bool { return len(l.ids) > 0 || l.answers.IDs == nil }
 
 // listFilterCode is the JSON-RPC error code of a tools/list result the
 // proxy could not read (a denial is -32001).
@@ -42,15 +49,15 @@ const listFilterCode = -32003
 // the proxy reads to filter.
 const maxListMessage = 8 << 20
 
-// toolsListFor returns how a response to r — a POST whose messages are
-// mreq, or a GET (mreq nil), which may replay a POST's stream — has its
-// tools/list results filtered, or nil when it passes unchanged: a POST
-// with no tools/list request, or a policy that does not filter here.
-func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, mreq *mcp.Request) *toolsList {
-	var l toolsList
+// toolsListFor returns how a response to r from the MCP endpoint key — a
+// POST whose messages are mreq, or a GET (mreq nil), which may replay a
+// POST's stream — is read on its way to the agent.
+func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpointKey, mreq *mcp.Request) *toolsList {
+	l := &toolsList{listChanged: func() { p.defs.changed(key) }}
 	version := r.Header.Get(mcp.HeaderMCPProtocolVersion)
 	if mreq != nil {
 		version = mreq.Version
+		l.answers.IDs = map[string]bool{}
 		requests := 0
 		for _, m := range mreq.Messages {
 			if m.Message.Response || m.ID == nil {
@@ -60,27 +67,19 @@ func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, mreq *mcp.Req
 			if m.Message.Method != "tools/list" {
 				continue
 			}
-			key, err := mcp.IDKey(m.ID)
+			id, err := mcp.IDKey(m.ID)
 			if err != nil {
 				continue // Parse refused such ids already
 			}
-			if l.answers.IDs == nil {
-				l.answers.IDs = map[string]bool{}
-			}
-			l.answers.IDs[key] = true
+			l.answers.IDs[id] = true
 			l.ids = append(l.ids, m.ID)
 		}
-		if len(l.ids) == 0 {
-			return nil
-		}
-		l.answers.Only = requests == 1
+		l.answers.Only = requests == 1 && len(l.ids) == 1
 	}
-	v := &visibility{p: p, base: base, version: version}
-	if v.load(); !v.filters && mreq != nil {
-		return nil // a POST's answer is judged now; a GET stream may outlive this policy
-	}
+	v := &visibility{p: p, base: base, version: version, key: key}
+	v.load()
 	l.keep = v.keep
-	return &l
+	return l
 }
 
 // visibility is which tools a tools/list through base (the request's
@@ -90,11 +89,12 @@ type visibility struct {
 	p       *Proxy
 	base    policy.Request
 	version string
+	key     mcpEndpointKey
 
 	cur     *loaded
 	filters bool            // the endpoint filters (not audit, filter_tools_list)
 	listed  bool            // tools/list itself is allowed
-	seen    map[string]bool // tool name → shown
+	seen    map[string]bool // tool name and fingerprint → shown
 }
 
 // load judges the policy in force now.
@@ -117,7 +117,10 @@ func (v *visibility) load() {
 	v.filters = !d.Audit && ep != nil && ep.Enforcement != policy.EnforcementAudit && ep.MCP.FiltersToolsList()
 }
 
-func (v *visibility) keep(name string, _ []byte) bool {
+// keep fingerprints tool name's definition def (recording it) and says
+// whether the agent may see the tool.
+func (v *visibility) keep(name string, def []byte) bool {
+	fp := v.p.defs.observe(v.key, name, def, v.p.cfg.Now())
 	if v.p.current.Load() != v.cur {
 		v.load()
 	}
@@ -127,14 +130,15 @@ func (v *visibility) keep(name string, _ []byte) bool {
 	case !v.listed || v.cur == nil:
 		return false
 	}
-	if shown, ok := v.seen[name]; ok {
+	seenKey := name + "\x00" + fp
+	if shown, ok := v.seen[seenKey]; ok {
 		return shown
 	}
 	call := v.base
 	call.HTTPMethod = http.MethodPost
-	call.MCP = &policy.MCPMessage{Method: "tools/call", Tool: name, ProtocolVersion: v.version, AnyArguments: true}
+	call.MCP = &policy.MCPMessage{Method: "tools/call", Tool: name, ProtocolVersion: v.version, AnyArguments: true, ToolDefinition: fp}
 	shown := v.cur.matcher.Decide(&call).Allow
-	v.seen[name] = shown
+	v.seen[seenKey] = shown
 	return shown
 }
 
@@ -157,7 +161,7 @@ var errNotInspectable = errors.New("not inspectable")
 // answer that is not a stream: a client reads no message from it).
 func (l *toolsList) copyFiltered(w http.ResponseWriter, res *http.Response) (handled bool, err error) {
 	stream := isEventStream(res.Header.Get("Content-Type"))
-	if res.StatusCode < 200 || res.StatusCode > 299 || res.StatusCode == http.StatusNoContent || res.ContentLength == 0 || l.ids == nil && !stream {
+	if res.StatusCode < 200 || res.StatusCode > 299 || res.StatusCode == http.StatusNoContent || res.ContentLength == 0 || len(l.ids) == 0 && !stream {
 		return false, nil
 	}
 	if ce := res.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
@@ -221,29 +225,32 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 	if err := rc.Flush(); err != nil {
 		return err
 	}
-	events := newEventReader(res.Body, maxListMessage)
+	events := mcp.NewEventReader(res.Body, maxListMessage)
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if err != nil {
 			if err == io.EOF {
 				return nil
 			}
-			if errors.Is(err, errEventTooLarge) && l.ids != nil {
+			if errors.Is(err, mcp.ErrEventTooLarge) && len(l.ids) > 0 {
 				w.Write(eventBytes(nil, l.errorBody(err.Error())))
 				rc.Flush()
 			}
 			return err
 		}
-		out := ev.raw
-		if ev.hasData {
-			filtered, removed, ferr := mcp.FilterToolsList(ev.data, l.answers, l.keep)
+		out := ev.Raw
+		if ev.HasData && mcp.ListChanged(ev.Data) {
+			l.listChanged()
+		}
+		if ev.HasData && l.filters() {
+			filtered, removed, ferr := mcp.FilterToolsList(ev.Data, l.answers, l.keep)
 			switch {
-			case ferr != nil && l.ids == nil:
-				continue
+			case ferr != nil && len(l.ids) == 0:
+				continue // a GET stream's: no request to answer
 			case ferr != nil:
-				out = eventBytes(ev.fields, l.errorBody(ferr.Error()))
+				out = eventBytes(ev.Fields, l.errorBody(ferr.Error()))
 			case removed > 0:
-				out = eventBytes(ev.fields, filtered)
+				out = eventBytes(ev.Fields, filtered)
 			}
 		}
 		if _, err := w.Write(out); err != nil {
@@ -251,91 +258,6 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 		}
 		if err := rc.Flush(); err != nil {
 			return err
-		}
-	}
-}
-
-// ---- reading an event stream ----
-
-// event is one event of a text/event-stream, as the server sent it (raw,
-// the blank line that ends it included), with its data (the data lines
-// joined with "\n") and its other lines (fields: comments, id, event,
-// retry, each with its line end).
-type event struct {
-	raw     []byte
-	data    []byte
-	hasData bool
-	fields  [][]byte
-}
-
-var errEventTooLarge = errors.New("an event of the server's stream is too large to inspect")
-
-// eventReader splits a stream into events as the HTML standard's parser
-// does: lines end with CRLF, LF or CR, a blank line ends an event, a line
-// "data: x" or "data:x" adds x to its data.
-type eventReader struct {
-	r   *bufio.Reader
-	max int
-}
-
-func newEventReader(r io.Reader, max int) *eventReader {
-	return &eventReader{r: bufio.NewReaderSize(r, 32<<10), max: max}
-}
-
-// next returns the next event; io.EOF at the end of the stream. An
-// unfinished last event is dropped, as a client's parser drops it.
-func (er *eventReader) next() (event, error) {
-	var ev event
-	for {
-		line, err := er.line()
-		if len(line) > 0 {
-			ev.raw = append(ev.raw, line...)
-			if len(ev.raw) > er.max {
-				return event{}, errEventTooLarge
-			}
-		}
-		if err != nil {
-			return event{}, err
-		}
-		content := bytes.TrimRight(line, "\r\n")
-		if len(content) == 0 {
-			return ev, nil
-		}
-		name, value, _ := bytes.Cut(content, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if string(name) == "data" {
-			if ev.hasData {
-				ev.data = append(ev.data, '\n')
-			}
-			ev.data = append(ev.data, value...)
-			ev.hasData = true
-			continue
-		}
-		ev.fields = append(ev.fields, line)
-	}
-}
-
-// line returns the next line with its end (CRLF, LF or a lone CR).
-func (er *eventReader) line() ([]byte, error) {
-	var line []byte
-	for {
-		b, err := er.r.ReadByte()
-		if err != nil {
-			return line, err
-		}
-		line = append(line, b)
-		switch b {
-		case '\n':
-			return line, nil
-		case '\r':
-			if next, err := er.r.Peek(1); err == nil && next[0] == '\n' {
-				er.r.ReadByte()
-				line = append(line, '\n')
-			}
-			return line, nil
-		}
-		if len(line) > er.max {
-			return line, nil // next refuses the event
 		}
 	}
 }

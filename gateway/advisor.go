@@ -50,6 +50,9 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 		if req.GetRationale() != "" || req.GetIdempotencyKey() != "" {
 			return nil, invalidField("rationale", "a document carries its own rationale and idempotency_key")
 		}
+		if req.GetArguments() != "" {
+			return nil, invalidField("arguments", "go with a denial_id; a document names its schemas itself")
+		}
 		if len(req.GetDocument()) > advisor.MaxProposalBytes {
 			return nil, invalidField("document", "larger than %d bytes", advisor.MaxProposalBytes)
 		}
@@ -65,7 +68,11 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 		if len(id) > 64 || strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) {
 			return nil, invalidField("denial_id", "is not a denial id")
 		}
+		if len(req.GetArguments()) > advisor.MaxProposalBytes/2 {
+			return nil, invalidField("arguments", "larger than %d bytes", advisor.MaxProposalBytes/2)
+		}
 		sub.DenialID, sub.Rationale, sub.IdempotencyKey = id, req.GetRationale(), req.GetIdempotencyKey()
+		sub.Arguments = req.GetArguments()
 	}
 	res, err := s.life.Submit(ctx, sub)
 	if err != nil {
@@ -162,6 +169,11 @@ func (s advisorService) WatchProposal(ctx context.Context, req *portcullisv1.Wat
 		out, err := s.proposalToProto(ctx, sp)
 		if err != nil {
 			return err
+		}
+		if sp.Status == store.ProposalApplied && out.GetAppliedVersion() > 0 {
+			// Followed on to the proxies that enforce it: every message
+			// from now on carries its enforcement.
+			return s.watchEnforcement(ctx, out, stream.Send)
 		}
 		if last == nil || !sameProposal(last, out) {
 			if err := stream.Send(out); err != nil {

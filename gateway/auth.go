@@ -136,6 +136,7 @@ var authzTable = map[string]rule{
 	portcullisv1connect.DistributionServiceStreamPolicyProcedure:  proxyOnly,
 	portcullisv1connect.DistributionServiceShipDecisionsProcedure: proxyOnly,
 	portcullisv1connect.ProxyServiceListProxiesProcedure:          readers,
+	portcullisv1connect.ProxyServiceWatchEnforcementProcedure:     readers,
 	portcullisv1connect.DecisionServiceListDecisionsProcedure:     ownPolicyReaders,
 	portcullisv1connect.DecisionServiceTailDecisionsProcedure:     ownPolicyReaders,
 

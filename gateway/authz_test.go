@@ -64,8 +64,10 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.DistributionService/StreamPolicy":  {asOwn, asOther},
 	"/portcullis.v1.DistributionService/ShipDecisions": {asOwn, asOther},
 	"/portcullis.v1.ProxyService/ListProxies":          {asAdmin, asOperator},
-	"/portcullis.v1.DecisionService/ListDecisions":     {asAdmin, asOperator, asOwn},
-	"/portcullis.v1.DecisionService/TailDecisions":     {asAdmin, asOperator, asOwn},
+	// Which proxies ACKed or NACKed a version: what ListProxies shows.
+	"/portcullis.v1.ProxyService/WatchEnforcement": {asAdmin, asOperator},
+	"/portcullis.v1.DecisionService/ListDecisions": {asAdmin, asOperator, asOwn},
+	"/portcullis.v1.DecisionService/TailDecisions": {asAdmin, asOperator, asOwn},
 	// The sandbox proposes, never approves: the advisor answers sandbox
 	// tokens alone, each about its own sandbox (no request names one, so
 	// "other" passes authorization and sees only its own proposals:

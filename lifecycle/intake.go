@@ -42,6 +42,10 @@ type Submission struct {
 	DenialID       string
 	Rationale      string
 	IdempotencyKey string
+	// Arguments (JSON) go with DenialID for a tools/call denied by an
+	// arguments_schema: the proposal admits exactly them, so they must
+	// match the denial's arguments digest.
+	Arguments string
 }
 
 // Submitted is the outcome of Submit.
@@ -224,7 +228,14 @@ func (l *Lifecycle) proposalOf(ctx context.Context, pc *proofContext, s Submissi
 		return nil, &NotFoundError{fmt.Sprintf("no denial %q of sandbox %q (denials reach the gateway within seconds of the request; "+
 			"old ones are deleted, and those over the sandbox's decision record rate limit are dropped)", s.DenialID, s.Sandbox)}
 	}
-	prop, err := advisor.FromDenial(pc.policy, DenialRecord(list[0]))
+	rec := DenialRecord(list[0])
+	if s.Arguments != "" {
+		if err := checkDeniedArguments(list[0], s.Arguments); err != nil {
+			return nil, err
+		}
+		rec.Arguments = json.RawMessage(s.Arguments)
+	}
+	prop, err := advisor.FromDenial(pc.policy, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +249,26 @@ func (l *Lifecycle) proposalOf(ctx context.Context, pc *proofContext, s Submissi
 		return nil, err
 	}
 	return advisor.ParseProposal(doc)
+}
+
+// checkDeniedArguments refuses arguments that are not the denied call's:
+// the record carries their digest (and only that), so a proposal "from
+// this denial" admits exactly what was denied.
+func checkDeniedArguments(d store.Decision, args string) error {
+	refuse := func(format string, a ...any) error {
+		return &advisor.RefusalError{Op: -1, Field: "arguments", Rule: advisor.RuleArguments, Reason: fmt.Sprintf(format, a...)}
+	}
+	if d.ArgumentsDigest == "" {
+		return refuse("denial %s records no tools/call arguments, so none can be given for it", d.DenialID)
+	}
+	digest, err := policy.ArgumentsDigest([]byte(args))
+	if err != nil {
+		return refuse("%v", err)
+	}
+	if digest != d.ArgumentsDigest {
+		return refuse("are not the arguments denial %s denied (their digest is %s, the denied call's %s)", d.DenialID, digest, d.ArgumentsDigest)
+	}
+	return nil
 }
 
 // DenialRecord is what the advisor reads of a stored denial.

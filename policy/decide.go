@@ -72,6 +72,14 @@ type MCPMessage struct {
 	// arguments_schema: would the tool be allowed for some arguments? (The
 	// proxy lists the tools the agent may call.)
 	AnyArguments bool
+	// ToolDefinition is the fingerprint of the tool's definition as the
+	// proxy verified it ("" when none is verified): a rule that pins a
+	// definition allows the call only when it is that one.
+	ToolDefinition string
+	// AnyDefinition judges a tools/call as if the tool's definition were
+	// the one every rule pins (the prover's probes, which judge pins
+	// apart).
+	AnyDefinition bool
 }
 
 // Decision is the verdict on one request.
@@ -87,6 +95,10 @@ type Decision struct {
 	// building a string.
 	Reason         string
 	VersionRefused bool // denied only because the MCP protocol version is not listed (not offered to the advisor)
+	// DefinitionRefused: denied naming a rule that pins the tool's
+	// definition, which differs from the verified one or was not verified
+	// (tool_definition_changed).
+	DefinitionRefused bool
 }
 
 // Decide returns the decision of policy p on request r. A nil policy denies
@@ -452,6 +464,9 @@ type outcome struct {
 	reason         string
 	hard           bool // a denial audit mode cannot lift
 	versionRefused bool // denied only because the MCP version is not listed
+	// definitionRefused: the rule named is one whose pinned definition the
+	// tool's does not match.
+	definitionRefused bool
 }
 
 // judgeCandidate judges r on one endpoint it is addressed to: first the
@@ -760,25 +775,53 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 		}
 		return outcome{ep: e, reason: fmt.Sprintf("%s is not a known MCP method, so allow_all_known_mcp_methods on %s does not allow it", what, e.name())}
 	}
-	// A call a rule names but whose arguments its schema refuses is denied
-	// naming that rule (the rule matched; the arguments did not).
-	var schemaFailure, schemaRule string
+	// A call a rule names but whose tool definition differs from its pin,
+	// or whose arguments its schema refuses, is denied naming the first
+	// such rule (the rule matched; the definition or arguments did not).
+	var failure, failed string
+	pinned := false
 	for i, rule := range e.ep.Rules {
 		if rule.Allow == nil || expired(rule.Allow, r.Time) || !mcpRuleMatches(e.ep, rule.Allow, r.MCP, false) {
 			continue
 		}
+		if why := DefinitionMismatch(rule.Allow, r.MCP); why != "" {
+			if failed == "" {
+				failed, pinned = fmt.Sprintf("rules[%d]", i), true
+				failure = fmt.Sprintf("; rules[%d] names it but %s", i, why)
+			}
+			continue
+		}
 		if err := argumentsValid(rule.Allow, r.MCP); err != nil {
-			if schemaFailure == "" {
-				schemaRule = fmt.Sprintf("rules[%d]", i)
-				schemaFailure = fmt.Sprintf("; rules[%d] names it but its arguments_schema refuses the arguments: %v", i, err)
+			if failed == "" {
+				failed = fmt.Sprintf("rules[%d]", i)
+				failure = fmt.Sprintf("; rules[%d] names it but its arguments_schema refuses the arguments: %v", i, err)
 			}
 			continue
 		}
 		return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
 			reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
 	}
-	return outcome{ep: e, rule: schemaRule, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), schemaFailure)}
+	return outcome{ep: e, rule: failed, definitionRefused: pinned,
+		reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), failure)}
 }
+
+// DefinitionMismatch says why rule's pinned definition refuses the tool of
+// m ("" when it does not): the tool's verified definition differs, or none
+// was verified. The words end with the reason's code,
+// tool_definition_changed.
+func DefinitionMismatch(rule *L7Rule, m *MCPMessage) string {
+	switch {
+	case rule.Definition == "" || m.AnyDefinition || m.ToolDefinition == rule.Definition:
+		return ""
+	case m.ToolDefinition == "":
+		return "it pins the tool's definition to " + rule.Definition + " and the proxy could not verify the tool's definition (" + ToolDefinitionChanged + ")"
+	}
+	return "it pins the tool's definition to " + rule.Definition + " and the server now lists " + m.ToolDefinition + " (" + ToolDefinitionChanged + ")"
+}
+
+// ToolDefinitionChanged is the reason code of a call a pinned definition
+// refused.
+const ToolDefinitionChanged = "tool_definition_changed"
 
 // mcpRuleMatches reports whether an MCP rule matches the message:
 //   - method: a glob on the JSON-RPC method, read narrowly in allow rules
@@ -935,7 +978,7 @@ func combine(denials []denial, outs []outcome, eps []endpointRef, r Request) Dec
 		for _, x := range outs {
 			refused = refused && x.versionRefused
 		}
-		return Decision{Entry: o.ep.key, Endpoint: o.ep.index, Rule: o.rule, Reason: o.reason, VersionRefused: refused}
+		return Decision{Entry: o.ep.key, Endpoint: o.ep.index, Rule: o.rule, Reason: o.reason, VersionRefused: refused, DefinitionRefused: o.definitionRefused}
 	}
 	return Decision{Endpoint: -1, Reason: defaultDenyReason(eps, r)}
 }

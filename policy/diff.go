@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Change is one structural difference between two policies.
@@ -395,7 +396,7 @@ func (d *differ) rules(path string, a, b []*L7Rule, deny string) {
 			continue
 		}
 		used[j] = true
-		d.add(ChangeChanged, path, "changed "+deny+x.identity+rateLimitChange(x, ib[j]), x.value, ib[j].value)
+		d.add(ChangeChanged, path, "changed "+deny+x.identity+rateLimitChange(x, ib[j])+definitionChange(x, ib[j]), x.value, ib[j].value)
 	}
 	for k, y := range ib {
 		if !used[k] {
@@ -412,13 +413,16 @@ func detailSuffix(it ruleItem) string {
 	}
 	var extra []string
 	if r.ArgumentsSchema != nil {
-		extra = append(extra, "with arguments_schema")
+		extra = append(extra, "with arguments_schema "+schemaSummary(r.ArgumentsSchema))
 	}
 	if r.ExpiresAt != nil {
 		extra = append(extra, "until "+r.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
 	}
 	if r.RateLimit != nil {
 		extra = append(extra, "with rate_limit "+describeRateLimit(r.RateLimit))
+	}
+	if r.Definition != "" {
+		extra = append(extra, "pinned to "+r.Definition)
 	}
 	if len(extra) == 0 {
 		return ""
@@ -451,6 +455,29 @@ func rateLimitChange(before, after ruleItem) string {
 		return ""
 	}
 	return ": rate_limit " + describeRateLimit(a) + " → " + describeRateLimit(b)
+}
+
+// definitionChange says how a changed rule's pinned definition changed,
+// "" when it did not: ": definition sha256:ab… → sha256:cd…".
+func definitionChange(before, after ruleItem) string {
+	var a, b string
+	if r := itemRule(before); r != nil {
+		a = r.Definition
+	}
+	if r := itemRule(after); r != nil {
+		b = r.Definition
+	}
+	if a == b {
+		return ""
+	}
+	return ": definition " + describeDefinition(a) + " → " + describeDefinition(b)
+}
+
+func describeDefinition(d string) string {
+	if d == "" {
+		return "unpinned"
+	}
+	return d
 }
 
 // describeRateLimit reads "10/min, burst 3", or "none".
@@ -503,4 +530,18 @@ func (d *differ) middlewares(a, b map[string]*Middleware) {
 			d.add(ChangeChanged, path, "changed middleware "+key, x, y)
 		}
 	}
+}
+
+// schemaSummary is an arguments_schema as compact JSON for a change's
+// summary, cut to 160 bytes: the reviewer sees what the tool admits.
+func schemaSummary(schema map[string]any) string {
+	s := toJSON(schema)
+	if len(s) <= 160 {
+		return s
+	}
+	cut := 160
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

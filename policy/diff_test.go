@@ -53,7 +53,7 @@ func TestDiffRulesAndTools(t *testing.T) {
 	ep.DenyRules = append(ep.DenyRules, &L7Rule{Method: "tools/call", Tool: anyOf("refund")})
 	got := summaries(Diff(a, b))
 	want := []string{
-		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added tool get_invoice (tools/call) with arguments_schema",
+		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added tool get_invoice (tools/call) with arguments_schema {\"type\":\"object\"}",
 		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added tool lookup_order (tools/call)",
 		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added tool track_shipment (tools/call) until 2026-06-01T00:00:00Z",
 		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added rule tools/list",

@@ -1,9 +1,9 @@
 // Package policy is the Portcullis policy language: the document types
 // (OpenShell `version: 1`, unchanged, plus the `arguments_schema`,
-// `rate_limit`, `prompt`, `resource`, `expires_at`, `mcp.versions` and
-// `mcp.filter_tools_list` extensions), the strict YAML/JSON codec, validation with field paths, the
-// canonical form and its SHA-256 hash, the structural diff, and the
-// reference evaluator Decide.
+// `rate_limit`, `definition`, `prompt`, `resource`, `expires_at`,
+// `mcp.versions` and `mcp.filter_tools_list` extensions), the strict
+// YAML/JSON codec, validation with field paths, the canonical form and its
+// SHA-256 hash, the structural diff, and the reference evaluator Decide.
 //
 // Decide is written to be obviously right, not fast. It is the single
 // definition of what a policy means; the data plane's compiled matcher and
@@ -97,7 +97,11 @@
 // written and as a float64 reader reads its numbers, with format asserted,
 // and every number at most 100 characters and finite and (unless zero)
 // nonzero as a float64, so that judging a call costs what its size does
-// (ValidateArguments).
+// (ValidateArguments); definition "sha256:<hex>" (our extension, on a
+// tools/call allow rule naming one tool) allows the rule's calls only when
+// MCPMessage.ToolDefinition, the fingerprint of the tool's definition the
+// proxy verified, is the pinned one, and a call it refuses is denied naming
+// the rule with DefinitionRefused (reason code tool_definition_changed).
 //
 // prompt and resource (our extensions) name what a prompts/get or a
 // resources call acts on. prompt (method prompts/get only) matches

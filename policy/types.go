@@ -1,6 +1,9 @@
 package policy
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Policy is one policy document. Field names and shapes follow OpenShell's
 // policy schema so that OpenShell documents are accepted unchanged.
@@ -204,6 +207,27 @@ type L7Rule struct {
 	// RateLimit (Portcullis extension, MCP tools/call allow rules only)
 	// bounds how often the calls this rule allows pass each proxy.
 	RateLimit *RateLimit `json:"rate_limit,omitempty" yaml:"rate_limit,omitempty"`
+	// Definition (Portcullis extension, MCP tools/call allow rules naming
+	// one tool) pins the tool's definition: "sha256:<hex>", the SHA-256 of
+	// the tool object as the server lists it, canonicalised with RFC 8785
+	// (JCS). The rule allows a call only while the proxy has verified the
+	// tool's current definition to be this one.
+	Definition string `json:"definition,omitempty" yaml:"definition,omitempty"`
+}
+
+// ValidDefinition reports whether s is a tool definition fingerprint as
+// rules pin it: "sha256:" and 64 lower-case hex digits.
+func ValidDefinition(s string) bool {
+	hex, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, c := range hex {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // RateLimit is a token bucket on the calls one allow rule admits: it holds

@@ -120,6 +120,19 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 			v.argumentsSchema(sp, r.ArgumentsSchema)
 		}
 	}
+	if r.Definition != "" {
+		dp := keyPath(path, "definition")
+		switch {
+		case !allow:
+			v.errorf(dp, "is only valid on allow rules")
+		case !(r.Method == "tools/call" || (allowAll && r.Method == "" && tool != nil)):
+			v.errorf(dp, "needs method: tools/call")
+		case tool == nil || len(sortedUnique(tool.Any)) != 1 || hasGlobMeta(tool.Any[0]):
+			v.errorf(dp, "needs the rule to name exactly one tool, without globs")
+		case !ValidDefinition(r.Definition):
+			v.errorf(dp, "%q is not a definition fingerprint: want \"sha256:\" and 64 lower-case hex digits (portcullis mcp fingerprint prints them)", r.Definition)
+		}
+	}
 	if r.RateLimit != nil {
 		lp := keyPath(path, "rate_limit")
 		switch {

@@ -22,6 +22,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("resource", r.Resource != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
 		notValid("rate_limit", r.RateLimit != nil)
+		notValid("definition", r.Definition != "")
 	}
 	graphQLFields := func(required bool) {
 		switch r.OperationType {
@@ -84,6 +85,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("resource", r.Resource != nil)
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
 		notValid("rate_limit", r.RateLimit != nil)
+		notValid("definition", r.Definition != "")
 		notValid("operation_type", r.OperationType != "")
 		notValid("operation_name", r.OperationName != "")
 		notValid("fields", r.Fields != nil)

@@ -21,8 +21,16 @@
 // /usr/bin/ssh, /usr/bin/nc, the entries of OpenShell's binary registry
 // marked bypasses_l7, by exact path). Rule-level: arguments_widened,
 // rate_limit_widened (a tools/call rule whose rate_limit a change removes
-// or raises, conservatively: rules.go), enforcement_weakened,
-// cloud_metadata.
+// or raises, conservatively: rules.go), tool_definition_changed (a
+// tools/call rule that pins another definition, or none, where the current
+// policy pins one; probes judge every pin as met), enforcement_weakened,
+// cloud_metadata. arguments_widened (any schema on a tools/call rule other
+// than one identical to a current rule's, for a tool the current policy
+// guards with a schema) quotes the schema and, when policy.Decide confirms
+// one, carries a counterexample: the call with arguments built from the
+// schema (for a const schema, exactly those) that the proposed policy
+// allows and the current one denies. Every kind but new_path needs a
+// human (approval.Blocking).
 //
 // # Why it is exact
 //

@@ -80,6 +80,7 @@ type l7RuleFields struct {
 	ArgumentsSchema map[string]any
 	ExpiresAt       *time.Time
 	RateLimit       *policy.RateLimit
+	Definition      string
 }
 
 // sliceEq is slices.Equal that, like reflect.DeepEqual, tells a nil slice
@@ -159,7 +160,7 @@ func matcherMapEqual(a, b map[string]*policy.Matcher) bool {
 }
 
 func l7RuleEqual(a, b *policy.L7Rule) bool {
-	if a.Method != b.Method || a.Path != b.Path || a.Command != b.Command || a.OperationType != b.OperationType ||
+	if a.Method != b.Method || a.Path != b.Path || a.Command != b.Command || a.OperationType != b.OperationType || a.Definition != b.Definition ||
 		a.OperationName != b.OperationName || !sliceEq(a.Fields, b.Fields) {
 		return false
 	}

@@ -141,7 +141,8 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 			for _, t := range tools {
 				g.m.charge(stageCandidates, 8+len(t))
 				g.m.hold(stageCandidates, 96)
-				out = append(out, &policy.MCPMessage{Method: m, Tool: t, ProtocolVersion: v})
+				// Pins are judged apart (tool_definition_changed).
+				out = append(out, &policy.MCPMessage{Method: m, Tool: t, ProtocolVersion: v, AnyDefinition: true})
 			}
 		}
 	}

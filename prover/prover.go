@@ -17,22 +17,23 @@ import (
 
 // Finding kinds.
 const (
-	NewReach             = "new_reach"
-	NewPath              = "new_path"
-	NewHTTPMethod        = "new_http_method"
-	NewMCPMethod         = "new_mcp_method"
-	NewMCPTool           = "new_mcp_tool"
-	NewMCPPrompt         = "new_mcp_prompt"
-	NewMCPResource       = "new_mcp_resource"
-	NewCredentialedReach = "new_credentialed_reach"
-	PrivateNetwork       = "private_network"
-	WildcardWidening     = "wildcard_widening"
-	ExceedsBoundary      = "exceeds_boundary"
-	ArgumentsWidened     = "arguments_widened"
-	EnforcementWeakened  = "enforcement_weakened"
-	CloudMetadata        = "cloud_metadata"
-	L7BypassCredentialed = "l7_bypass_credentialed"
-	RateLimitWidened     = "rate_limit_widened"
+	NewReach              = "new_reach"
+	NewPath               = "new_path"
+	NewHTTPMethod         = "new_http_method"
+	NewMCPMethod          = "new_mcp_method"
+	NewMCPTool            = "new_mcp_tool"
+	NewMCPPrompt          = "new_mcp_prompt"
+	NewMCPResource        = "new_mcp_resource"
+	NewCredentialedReach  = "new_credentialed_reach"
+	PrivateNetwork        = "private_network"
+	WildcardWidening      = "wildcard_widening"
+	ExceedsBoundary       = "exceeds_boundary"
+	ArgumentsWidened      = "arguments_widened"
+	EnforcementWeakened   = "enforcement_weakened"
+	CloudMetadata         = "cloud_metadata"
+	L7BypassCredentialed  = "l7_bypass_credentialed"
+	RateLimitWidened      = "rate_limit_widened"
+	ToolDefinitionChanged = policy.ToolDefinitionChanged
 )
 
 // L7Bypass is OpenShell's binary registry (crates/openshell-prover/registry/
@@ -167,7 +168,7 @@ func Prove(ctx context.Context, current, proposed *policy.Policy, opts Options) 
 	for _, f := range pr.findings {
 		rep.Findings = append(rep.Findings, *f)
 	}
-	rep.Findings = append(rep.Findings, ruleFindings(m, pr.cur, pr.prop)...)
+	rep.Findings = append(rep.Findings, ruleFindings(m, pr.cur, pr.prop, current, proposed, opts.Now)...)
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
 		if a.Kind != b.Kind {

@@ -296,6 +296,13 @@ func TestKinds(t *testing.T) {
 			ep := p.NetworkPolicies["web"].Endpoints[1]
 			ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"track_shipment"}}}})
 		}, Options{}, []string{NewMCPTool}},
+		{"pin added", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.Definition = pinA
+		}, Options{}, nil},
+		{"pinned tool added", func(p *policy.Policy) {
+			ep := p.NetworkPolicies["web"].Endpoints[1]
+			ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"track_shipment"}}, Definition: pinA}})
+		}, Options{}, []string{NewMCPTool}},
 		{"metadata", func(p *policy.Policy) {
 			p.NetworkPolicies["web"].Endpoints = append(p.NetworkPolicies["web"].Endpoints, &policy.Endpoint{Host: "0xA9FEA9FE", Port: 80})
 		}, Options{}, []string{CloudMetadata}},
@@ -352,5 +359,32 @@ func TestRateLimitWidenedDetail(t *testing.T) {
 		Detail: "tools/call lookup_order gets no rate_limit where the current policy limits it to 10/min, burst 3"}
 	if f.Kind != want.Kind || f.Entry != want.Entry || f.Endpoint != want.Endpoint || f.Rule != want.Rule || f.Detail != want.Detail || f.Counterexample != nil {
 		t.Errorf("finding %+v\nwant    %+v", f, want)
+	}
+}
+
+const (
+	pinA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	pinB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// A re-pin, or a pin dropped, is tool_definition_changed (and nothing
+// else: the calls it admits are the pinned rule's); pinning needs nothing.
+func TestToolDefinitionChanged(t *testing.T) {
+	cur := parse(t, webCurrent)
+	cur.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.Definition = pinA
+	for _, tc := range []struct{ name, pin, detail string }{
+		{"re-pinned", pinB, "tools/call lookup_order gets definition " + pinB + " where the current policy pins " + pinA},
+		{"unpinned", "", "tools/call lookup_order gets no pinned definition where the current policy pins " + pinA},
+	} {
+		prop := cur.Clone()
+		prop.NetworkPolicies["web"].Endpoints[1].Rules[0].Allow.Definition = tc.pin
+		rep := prove(t, cur, prop, Options{})
+		if len(rep.Findings) != 1 {
+			t.Fatalf("%s: findings:%s", tc.name, show(rep.Findings))
+		}
+		f := rep.Findings[0]
+		if f.Kind != ToolDefinitionChanged || f.Rule != "rules[0]" || f.Detail != tc.detail || f.Counterexample != nil {
+			t.Errorf("%s: finding %+v; want tool_definition_changed: %s", tc.name, f, tc.detail)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -26,7 +28,7 @@ var metadataAddrs = []string{
 // ruleFindings looks at the proposed endpoints that changed (refs marked
 // by changedEndpoints): the same endpoint in the same entry in the current
 // policy changes nothing.
-func ruleFindings(m *meter, cur, prop []ref) []Finding {
+func ruleFindings(m *meter, cur, prop []ref, current, proposed *policy.Policy, now time.Time) []Finding {
 	var out []Finding
 	for _, p := range prop {
 		if !p.changed {
@@ -108,6 +110,9 @@ func ruleFindings(m *meter, cur, prop []ref) []Finding {
 			if f, ok := rateLimitWidened(m, cur, p, i); ok {
 				out = append(out, f)
 			}
+			if f, ok := definitionChanged(m, cur, p, i); ok {
+				out = append(out, f)
+			}
 			if !named {
 				continue
 			}
@@ -126,8 +131,16 @@ func ruleFindings(m *meter, cur, prop []ref) []Finding {
 			if a.ArgumentsSchema == nil {
 				what = "removed"
 			}
-			out = append(out, Finding{Kind: ArgumentsWidened, Entry: p.key, Endpoint: label, Rule: fmt.Sprintf("rules[%d]", i),
-				Detail: fmt.Sprintf("arguments_schema of tools/call %s %s (any change other than an identical schema is reported)", tools, what)})
+			f := Finding{Kind: ArgumentsWidened, Entry: p.key, Endpoint: label, Rule: fmt.Sprintf("rules[%d]", i),
+				Detail: fmt.Sprintf("arguments_schema of tools/call %s %s (any change other than an identical schema is reported)", tools, what)}
+			if a.ArgumentsSchema != nil {
+				f.Detail = fmt.Sprintf("tools/call %s gains rules[%d] with arguments_schema %s (any schema other than an identical one is reported)", tools, i, schemaBrief(a.ArgumentsSchema))
+				if r := argumentsWitness(m, current, proposed, p, a, now); r != nil {
+					f.Counterexample = r
+					f.Detail += "; it admits arguments the current policy refuses"
+				}
+			}
+			out = append(out, f)
 		}
 	}
 	return out
@@ -199,6 +212,44 @@ func rateLimitWidened(m *meter, cur []ref, p ref, i int) (Finding, bool) {
 		Detail: fmt.Sprintf("tools/call %s gets %s where the current policy limits it to %s", toolSet(a), now, strings.Join(was, " or "))}, true
 }
 
+// definitionChanged reports rules[i] of the proposed endpoint p when it
+// lets a tool be called under another definition than the current policy
+// pins: a current tools/call rule on the same destination, naming an
+// overlapping tool, pins a definition, and rules[i] pins another one or
+// none (a re-pin, or a pin dropped). Pinning a tool that was not pinned,
+// or an unchanged rule, is not reported.
+func definitionChanged(m *meter, cur []ref, p ref, i int) (Finding, bool) {
+	a := p.ep.Rules[i].Allow
+	var pins []string
+	m.charge(stageRules, len(cur))
+	for _, c := range cur {
+		if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
+			continue
+		}
+		for _, cr := range c.ep.Rules {
+			if cr.Allow == nil || !callsTools(cr.Allow) {
+				continue
+			}
+			m.charge(stageRules, 1)
+			if l7RuleEqual(cr.Allow, a) {
+				return Finding{}, false // the rule is unchanged
+			}
+			if cr.Allow.Definition != "" && cr.Allow.Definition != a.Definition && toolsOverlap(cr.Allow, a) && !slices.Contains(pins, cr.Allow.Definition) {
+				pins = append(pins, cr.Allow.Definition)
+			}
+		}
+	}
+	if len(pins) == 0 {
+		return Finding{}, false
+	}
+	now := "no pinned definition"
+	if a.Definition != "" {
+		now = "definition " + a.Definition
+	}
+	return Finding{Kind: ToolDefinitionChanged, Entry: p.key, Endpoint: policy.EndpointLabel(p.ep), Rule: fmt.Sprintf("rules[%d]", i),
+		Detail: fmt.Sprintf("tools/call %s gets %s where the current policy pins %s", toolSet(a), now, strings.Join(pins, " or "))}, true
+}
+
 // callsTools reports whether an allow rule may match tools/call.
 func callsTools(r *policy.L7Rule) bool {
 	return r.Method == "" || policy.MatchGlob(r.Method, "tools/call")
@@ -258,4 +309,61 @@ func normJSON(m map[string]any) any {
 	var v any
 	_ = json.Unmarshal(raw, &v)
 	return v
+}
+
+// maxSchemaBrief bounds how much of a schema a finding's detail quotes.
+const maxSchemaBrief = 200
+
+// schemaBrief is a schema as compact JSON, cut to maxSchemaBrief bytes.
+func schemaBrief(schema map[string]any) string {
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return "(unprintable)"
+	}
+	if len(raw) > maxSchemaBrief {
+		cut := maxSchemaBrief
+		for cut > 0 && !utf8.RuneStart(raw[cut]) {
+			cut--
+		}
+		return string(raw[:cut]) + "…"
+	}
+	return string(raw)
+}
+
+// argumentsWitness is a tools/call of the rule's tool, on the proposed
+// endpoint, with arguments its schema accepts (built from the schema: for
+// a const schema, exactly those), when the proposed policy allows it and
+// the current one denies it; nil when no such request is found (a
+// binary, host or path glob gives no exact request to try; the schema
+// may be beyond schemaInstance). Both verdicts are policy.Decide's.
+func argumentsWitness(m *meter, current, proposed *policy.Policy, p ref, a *policy.L7Rule, now time.Time) *policy.Request {
+	tools := toolsOf(a)
+	ports := policy.EndpointPorts(p.ep)
+	if len(tools) != 1 || hasGlob(tools[0]) || len(ports) == 0 || strings.Contains(p.ep.Host, "*") {
+		return nil
+	}
+	binary := ""
+	if len(p.entry.Binaries) > 0 {
+		binary = p.entry.Binaries[0].Path
+		if hasGlob(binary) {
+			return nil
+		}
+	}
+	path := "/"
+	if p.ep.Path != "" {
+		if strings.ContainsAny(p.ep.Path, "*?[\\") {
+			return nil
+		}
+		path = p.ep.Path
+	}
+	r := policy.Request{Binary: binary, Host: p.ep.Host, Port: ports[0], HTTPMethod: "POST", Path: path, Time: now,
+		MCP: &policy.MCPMessage{Method: "tools/call", Tool: tools[0], Arguments: marshalArgs(schemaInstance(normJSON(a.ArgumentsSchema), 0))}}
+	if current == nil || proposed == nil {
+		return nil
+	}
+	m.charge(stageRules, 2*(1+len(current.NetworkPolicies)+len(proposed.NetworkPolicies)))
+	if !policy.Decide(proposed, r).Allow || policy.Decide(current, r).Allow {
+		return nil
+	}
+	return &r
 }

@@ -326,6 +326,9 @@ type Decision struct {
 	PolicyVersion string
 	DenialID      string
 	VersionProbe  bool
+	// ArgumentsDigest is a denied tools/call's arguments digest
+	// (policy.ArgumentsDigest); the arguments themselves are never stored.
+	ArgumentsDigest string
 }
 
 // DecisionFilter narrows ListDecisions. Zero values match everything.

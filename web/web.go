@@ -2,10 +2,13 @@
 // by the gateway at /. It calls the same Connect APIs as the CLI, with
 // Connect's JSON protocol from the browser: signed in by the gateway's
 // session cookie (gateway/session.go), every call carrying the session's
-// CSRF token. Pages: the approval queue, a proposal (diff, findings,
-// approvals, approve/reject), a sandbox (policy, history, diff, rollback,
-// proxies, who froze it and its timeline), the incidents (what Sentry's
-// quarantines did, and the held ones' freeze/dismiss) and the audit log.
+// CSRF token; a stream (the proxies' enforcement of a version) uses
+// Connect's streaming JSON protocol over fetch. Pages: the approval queue,
+// a proposal (diff, findings, approvals, approve/reject, once applied its
+// enforcement by the proxies, live), a sandbox (policy, history, diff,
+// rollback, proxies, who froze it and its timeline), the incidents (what
+// Sentry's quarantines did, and the held ones' freeze/dismiss) and the
+// audit log.
 package web
 
 import (

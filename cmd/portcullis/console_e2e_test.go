@@ -47,9 +47,10 @@ network_policies:
 // server, a real MCP client behind the proxy, and an operator in a real
 // browser. The sandbox proposes refund_order through policy.local; the
 // operator signs in to the console, opens the queue and the proposal,
-// sees the finding and approves with a reason; the proxy then lets
-// refund_order through. Freezing the sandbox afterwards makes the proxy
-// deny everything. Screenshots of the queue and the proposal page go to
+// sees the finding and approves with a reason; the page follows the new
+// version to the sandbox's two proxies live until both ACKed it, and the
+// proxy then lets refund_order through. Freezing the sandbox afterwards
+// (--wait: both proxies ACK deny-all) makes the proxy deny everything. Screenshots of the queue and the proposal page go to
 // the test's temporary directory.
 func TestConsoleApprovalEndToEnd(t *testing.T) {
 	browser := webtest.Browser(t)
@@ -88,6 +89,9 @@ func TestConsoleApprovalEndToEnd(t *testing.T) {
 	proxy := startProxyProcess(t, gatewayURL, tokenFile, filepath.Join(dir, "p1"), "p1", "PORTCULLIS_TEST_HOSTS=orders.example.com=127.0.0.1")
 	defer proxy.stop(t)
 	api.waitStatuses(t, []string{"p1"}, "version 1 applied", func(p *portcullisv1.ProxyStatus) bool { return p.GetAppliedVersion() == 1 })
+	second := startProxyProcess(t, gatewayURL, tokenFile, filepath.Join(dir, "p2"), "p2")
+	defer second.stop(t)
+	api.waitStatuses(t, []string{"p2"}, "version 1 applied", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() && p.GetAppliedVersion() == 1 })
 
 	// The agent: a real MCP client behind the proxy.
 	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: proxy.addr})}
@@ -157,6 +161,14 @@ func TestConsoleApprovalEndToEnd(t *testing.T) {
 	if !strings.Contains(msg, "version 2") {
 		t.Errorf("after approve the page says %q, want applied as version 2", msg)
 	}
+	// The page follows version 2 to the proxies until both ACKed it.
+	line := webtest.Value(t, browser, "the enforcement line", chromedp.Poll[string](
+		`(document.querySelector("#enforcement-line.notice.ok")?.textContent || "")`))
+	if !strings.HasPrefix(line, "applied as v2 — enforced by 2 of 2 proxies in ") || !strings.HasSuffix(line, " ms") {
+		t.Errorf("the enforcement line says %q", line)
+	}
+	t.Logf("the console: %s", line)
+	webtest.Screenshot(t, browser, shots, "proposal-enforcement.png")
 
 	// The proxy lets refund_order through once it applied version 2.
 	if err := pollUntil(15*time.Second, func() bool { return refund() == nil }); err != nil {
@@ -172,8 +184,9 @@ func TestConsoleApprovalEndToEnd(t *testing.T) {
 
 	// The kill switch: the operator freezes the sandbox; the proxy denies
 	// everything.
-	if _, stderr, code := runCLI(t, "--gateway", gatewayURL, "--token", op.Token, "sandbox", "freeze", "agent-1", "--reason", "refund spree"); code != exitOK {
-		t.Fatalf("freeze: exit %d: %s", code, stderr)
+	stdout, stderr, code = runCLI(t, "--gateway", gatewayURL, "--token", op.Token, "sandbox", "freeze", "agent-1", "--reason", "refund spree", "--wait")
+	if code != exitOK || !strings.Contains(stdout, "version 3 enforced by 2 of 2 connected proxies") {
+		t.Fatalf("freeze --wait: exit %d: %s%s", code, stdout, stderr)
 	}
 	frozen := time.Now()
 	lookup := func() error {

@@ -81,6 +81,9 @@ type apiClients struct {
 	// stream is the decision service for streams that last until the
 	// user stops them (logs --tail): its calls have no --timeout.
 	stream portcullisv1connect.DecisionServiceClient
+	// enforcement follows a version to the proxies (--wait): bounded by
+	// --wait-timeout, not --timeout.
+	enforcement portcullisv1connect.ProxyServiceClient
 }
 
 func newEnvironment(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *environment {
@@ -211,6 +214,8 @@ func (e *environment) client() (*apiClients, error) {
 		approval: portcullisv1connect.NewApprovalServiceClient(c),
 		sentry:   portcullisv1connect.NewSentryServiceClient(c),
 		stream:   portcullisv1connect.NewDecisionServiceClient(sc),
+
+		enforcement: portcullisv1connect.NewProxyServiceClient(sc),
 	}
 	return e.api, nil
 }

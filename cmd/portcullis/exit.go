@@ -56,6 +56,11 @@ func exitCode(err error) int {
 		// at once will not help.
 		return exitNo
 	}
+	if _, ok := errors.AsType[*enforcementError](err); ok {
+		// --wait: a proxy refused the version, or some did not apply it
+		// in time. The gateway answered: the answer is no.
+		return exitNo
+	}
 	if ce, ok := errors.AsType[*connect.Error](err); ok {
 		return exitCodeOf(ce.Code())
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
@@ -41,6 +42,8 @@ func TestExitCode(t *testing.T) {
 		{"resource exhausted", connect.NewError(connect.CodeResourceExhausted, "busy"), exitUnavailable},
 		{"proposal refused", &refusalError{refusal: &portcullisv1.ProposalRefusal{Operation: 0, Field: "host", Rule: "public_suffix"}}, exitInvalid},
 		{"proposal rate limited", &rateLimitError{retryAfter: 30}, exitNo},
+		{"a proxy refused the version", &enforcementError{e: &portcullisv1.Enforcement{Version: 3, Nacked: 1, Total: 2}}, exitNo},
+		{"proxies pending at --wait-timeout", &enforcementError{e: &portcullisv1.Enforcement{Version: 3, Pending: 1, Total: 2}, timeout: time.Second}, exitNo},
 		{"wrapped connect error", fmt.Errorf("set policy: %w", connect.NewError(connect.CodeAborted, "stale")), exitConflict},
 		{"internal", connect.NewError(connect.CodeInternal, "internal error"), exitNo},
 		{"unimplemented", connect.NewError(connect.CodeUnimplemented, "old gateway"), exitNo},
@@ -74,6 +77,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"policy", "set", "orders", "-f", "testdata/quickstart.yaml", "--expect-version", "-1"}, "--expect-version must be a version number (0 or more)"},
 		{[]string{"policy", "set", "orders", "-f", "testdata/quickstart.yaml", "--expect-version", "two"}, "invalid argument"},
 		{[]string{"policy", "rollback", "orders"}, "needs --to"},
+		{[]string{"policy", "rollback", "orders", "--to", "1", "--wait-timeout", "5s"}, "--wait-timeout needs --wait"},
+		{[]string{"sandbox", "freeze", "orders", "--reason", "r", "--wait", "--wait-timeout", "-1s"}, "--wait-timeout must be positive"},
+		{[]string{"proposals", "approve", "1", "--reason", "r", "--wait-timeout", "1m"}, "--wait-timeout needs --wait"},
 		{[]string{"policy", "diff", "orders", "1", "x"}, "B must be a version number"},
 		{[]string{"token", "create", "--name", "alice"}, "needs --role"},
 		{[]string{"token", "create", "--name", "alice", "--role", "sandbox"}, "--role must be admin, operator or sentry"},

@@ -35,17 +35,24 @@ func newPolicySetCmd(env *environment) *cobra.Command {
 	var (
 		file   string
 		expect int64
+		wait   waitFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "set SANDBOX -f FILE [--expect-version N]",
+		Use:   "set SANDBOX -f FILE [--expect-version N] [--wait]",
 		Short: "Store a policy document as the sandbox's next version",
 		Long: `Store FILE (YAML or JSON; - reads stdin) as the sandbox's next policy
 version. The gateway validates it and lists every problem with its field
 path (exit 2). With --expect-version, the store happens only if N is still
 the current version (0 for a sandbox without a policy); otherwise nothing is
 stored and the exit code is 3. A document identical to the current version
-stores nothing and reports it unchanged.`,
+stores nothing and reports it unchanged (--wait then follows the current
+version).
+
+` + waitHelp + `
+
+With -o json: the stored version {version, hash, policy, …}.`,
 		Example: `  portcullis policy set orders -f policy.yaml
+  portcullis policy set orders -f policy.yaml --wait --wait-timeout 10s -o json
   portcullis policy get orders -o yaml | sed 's/443/8443/' | portcullis policy set orders -f - --expect-version 4`,
 		Args: args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -56,11 +63,14 @@ stores nothing and reports it unchanged.`,
 			if err != nil {
 				return err
 			}
+			if err := wait.check(cmd); err != nil {
+				return err
+			}
 			doc, err := env.readInput(file)
 			if err != nil {
 				return err
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
+			return unaryWait(cmd.Context(), env, &wait, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
 				pv, err := api.policy.SetPolicy(cmd.Context(), &portcullisv1.SetPolicyRequest{
 					Sandbox:         a[0],
 					Document:        string(doc),
@@ -68,7 +78,7 @@ stores nothing and reports it unchanged.`,
 				})
 				env.printWarnings(pv.GetWarnings())
 				return pv, err
-			}, func(pv *portcullisv1.PolicyVersion) error {
+			}, versionOf, func(pv *portcullisv1.PolicyVersion) error {
 				if pv.GetUnchanged() {
 					fmt.Fprintf(env.stdout, "%s: unchanged, still version %d\n", a[0], pv.GetVersion())
 					return nil
@@ -80,7 +90,13 @@ stores nothing and reports it unchanged.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy `FILE`, YAML or JSON (- reads stdin)")
 	cmd.Flags().Int64Var(&expect, "expect-version", 0, "store only if the current version is `N` (0: no policy yet)")
+	addWaitFlags(cmd, &wait)
 	return cmd
+}
+
+// versionOf names the version a PolicyVersion answer committed.
+func versionOf(pv *portcullisv1.PolicyVersion) (string, uint32) {
+	return pv.GetSandbox(), pv.GetVersion()
 }
 
 func newPolicyGetCmd(env *environment) *cobra.Command {
@@ -244,13 +260,17 @@ func first(s ...string) string {
 
 func newPolicyRollbackCmd(env *environment) *cobra.Command {
 	var to, expect int64
+	var wait waitFlags
 	cmd := &cobra.Command{
-		Use:   "rollback SANDBOX --to N [--expect-version N]",
+		Use:   "rollback SANDBOX --to N [--expect-version N] [--wait]",
 		Short: "Make an earlier version's content the new current version",
 		Long: `Store the content of version N as the sandbox's next version (history is
 never rewritten). With --expect-version, only if that is still the current
-version; otherwise nothing is stored and the exit code is 3.`,
+version; otherwise nothing is stored and the exit code is 3.
+
+` + waitHelp,
 		Example: `  portcullis policy rollback orders --to 3
+  portcullis policy rollback orders --to 3 --wait
   portcullis policy rollback orders --to 3 --expect-version 5 -o json`,
 		Args: args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -265,13 +285,16 @@ version; otherwise nothing is stored and the exit code is 3.`,
 			if err != nil {
 				return err
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
+			if err := wait.check(cmd); err != nil {
+				return err
+			}
+			return unaryWait(cmd.Context(), env, &wait, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
 				pv, err := api.policy.RollbackPolicy(cmd.Context(), &portcullisv1.RollbackPolicyRequest{
 					Sandbox: a[0], ToVersion: toVersion, ExpectedVersion: expected,
 				})
 				env.printWarnings(pv.GetWarnings())
 				return pv, err
-			}, func(pv *portcullisv1.PolicyVersion) error {
+			}, versionOf, func(pv *portcullisv1.PolicyVersion) error {
 				if pv.GetUnchanged() {
 					fmt.Fprintf(env.stdout, "%s: unchanged, still version %d (same content as version %d)\n", a[0], pv.GetVersion(), to)
 					return nil
@@ -283,5 +306,6 @@ version; otherwise nothing is stored and the exit code is 3.`,
 	}
 	cmd.Flags().Int64Var(&to, "to", 0, "version `N` whose content becomes current")
 	cmd.Flags().Int64Var(&expect, "expect-version", 0, "roll back only if the current version is `N`")
+	addWaitFlags(cmd, &wait)
 	return cmd
 }

@@ -24,7 +24,7 @@ var proposalStatuses = []string{"pending", "approved", "applied", "rejected", "e
 var findingKinds = []string{
 	prover.NewReach, prover.NewPath, prover.NewHTTPMethod, prover.NewMCPMethod, prover.NewMCPTool, prover.NewMCPPrompt, prover.NewMCPResource,
 	prover.NewCredentialedReach, prover.L7BypassCredentialed, prover.PrivateNetwork, prover.WildcardWidening, prover.ExceedsBoundary,
-	prover.ArgumentsWidened, prover.RateLimitWidened, prover.EnforcementWeakened, prover.CloudMetadata,
+	prover.ArgumentsWidened, prover.RateLimitWidened, prover.ToolDefinitionChanged, prover.EnforcementWeakened, prover.CloudMetadata,
 }
 
 // maxRationaleCell is how much of a rationale the list shows.
@@ -201,6 +201,7 @@ With -o json: the Proposal.`,
 
 func newProposalsApproveCmd(env *environment) *cobra.Command {
 	var reason, hash, until string
+	var wait waitFlags
 	cmd := &cobra.Command{
 		Use:   "approve ID --reason R [--hash H] [--until TIME]",
 		Short: "Approve a proposal: shows its diff and findings, then approves that hash",
@@ -225,9 +226,13 @@ proposing sandbox never approves (exit 1), and a proposal no longer
 pending, one that no longer applies, a second approval by the same
 approver or a frozen sandbox is a conflict (exit 3).
 
+` + waitHelp + ` An approval short of the quorum commits nothing: --wait
+then says so and returns.
+
 With -o json (which needs --hash: a script approves what it reviewed):
 the Proposal after the approval.`,
 		Example: `  portcullis proposals approve 12 --reason "narrow; ticket 8812"
+  portcullis proposals approve 12 --reason "narrow; ticket 8812" --wait
   portcullis proposals approve 12 --reason "incident 42" --until 8h
   H=$(portcullis proposals show 12 -o json | jq -r .resulting_hash)
   portcullis proposals approve 12 --reason "reviewed in CI" --hash "$H" -o json`,
@@ -239,6 +244,9 @@ the Proposal after the approval.`,
 			}
 			if strings.TrimSpace(reason) == "" {
 				return need(cmd, "reason")
+			}
+			if err := wait.check(cmd); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("hash") && strings.TrimSpace(hash) == "" {
 				return usagef("--hash is empty")
@@ -282,13 +290,21 @@ the Proposal after the approval.`,
 			if err != nil {
 				return err
 			}
-			if env.jsonOutput() {
-				return env.printJSON(res)
+			var enf enforced
+			if wait.wait {
+				var v uint32 // an approval short of the quorum commits nothing
+				if res.GetStatus() == "applied" {
+					v = res.GetAppliedVersion()
+				}
+				enf = awaitVersion(cmd.Context(), env, api, res.GetSandbox(), v, wait.timeout)
 			}
-			fmt.Fprintln(env.stdout, approvalOutcome(res, hash))
-			return nil
+			return env.printEnforced(res, func() error {
+				_, err := fmt.Fprintln(env.stdout, approvalOutcome(res, hash))
+				return err
+			}, enf)
 		},
 	}
+	addWaitFlags(cmd, &wait)
 	cmd.Flags().StringVar(&reason, "reason", "", "why you approve (`TEXT`, required; kept with the approval)")
 	cmd.Flags().StringVar(&hash, "hash", "", "approve resulting hash `H` (the one a script reviewed) instead of the one shown")
 	cmd.Flags().StringVar(&until, "until", "", "end the grant at `TIME`: RFC 3339, or a duration from now (8h, 7d)")

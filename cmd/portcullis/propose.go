@@ -18,10 +18,10 @@ import (
 // newProposeCmd is `portcullis propose`: a sandbox asks for more access.
 func newProposeCmd(env *environment) *cobra.Command {
 	var (
-		file, denialID, rationale, idempotencyKey string
+		file, denialID, rationale, idempotencyKey, arguments string
 	)
 	cmd := &cobra.Command{
-		Use:   "propose (-f FILE | --from-denial ID [--rationale R] [--idempotency-key K])",
+		Use:   "propose (-f FILE | --from-denial ID [--arguments JSON] [--rationale R] [--idempotency-key K])",
 		Short: "Submit a proposal to widen the sandbox's policy (with the sandbox's token)",
 		Long: `Submit a proposal for the sandbox whose token is given (--token-file,
 --token or PORTCULLIS_TOKEN). Either -f FILE, a proposal file (YAML or
@@ -29,6 +29,12 @@ JSON: rationale, optional base_version and idempotency_key, operations),
 sent unchanged; or --from-denial ID, the denial_id of a denied request
 ('portcullis logs SANDBOX --decision deny' shows them), for which the
 gateway builds the narrowest proposal that would have allowed it.
+
+A tools/call refused by an arguments_schema is proposed with exactly its
+arguments (a rule for the tool with arguments_schema {"const": …}); the
+gateway's record of the denial holds only their digest, so give them with
+--arguments JSON (or @FILE, @- for stdin): they must be the denied ones.
+Through http://policy.local the proxy supplies them itself.
 
 The gateway refuses a proposal that is not narrow (exit 2, naming the
 operation, the field and the rule) and one submitted too soon after many
@@ -42,6 +48,7 @@ idempotency key) again answers the proposal already filed.
 With -o json: the Proposal.`,
 		Example: `  portcullis propose -f proposal.yaml --token-file orders.token
   portcullis propose --from-denial dn_0123456789abcdef --rationale "agents track shipments"
+  portcullis propose --from-denial dn_0123456789abcdef --arguments '{"order_id":"x-17"}'
   portcullis propose -f - -o json < proposal.json | jq -r .id`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -52,7 +59,7 @@ With -o json: the Proposal.`,
 			case file == "" && denialID == "":
 				return usagef("%s needs -f FILE or --from-denial ID", cmd.CommandPath())
 			case file != "":
-				for _, flag := range []string{"rationale", "idempotency-key"} {
+				for _, flag := range []string{"rationale", "idempotency-key", "arguments"} {
 					if cmd.Flags().Changed(flag) {
 						return usagef("--%s goes with --from-denial; a proposal file carries its own", flag)
 					}
@@ -66,6 +73,14 @@ With -o json: the Proposal.`,
 				req.DenialId = strings.TrimSpace(denialID)
 				req.Rationale = rationale
 				req.IdempotencyKey = idempotencyKey
+				if name, ok := strings.CutPrefix(arguments, "@"); ok {
+					data, err := env.readInput(name)
+					if err != nil {
+						return err
+					}
+					arguments = string(data)
+				}
+				req.Arguments = strings.TrimSpace(arguments)
 			}
 			api, err := env.client()
 			if err != nil {
@@ -85,6 +100,7 @@ With -o json: the Proposal.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "proposal `FILE` (YAML or JSON; - reads stdin)")
 	cmd.Flags().StringVar(&denialID, "from-denial", "", "propose what would have allowed the denied request `ID`")
 	cmd.Flags().StringVar(&rationale, "rationale", "", "why the sandbox needs it (`TEXT`; with --from-denial)")
+	cmd.Flags().StringVar(&arguments, "arguments", "", "the denied tools/call's arguments, `JSON` or @FILE (with --from-denial; for a denial by an arguments_schema)")
 	cmd.Flags().StringVar(&idempotencyKey, "idempotency-key", "", "a `KEY` that makes a retry answer the proposal already filed (with --from-denial)")
 	return cmd
 }

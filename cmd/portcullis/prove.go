@@ -102,6 +102,8 @@ type counterexampleJSON struct {
 	Path       string `json:"path,omitempty"`
 	MCPMethod  string `json:"mcp_method,omitempty"`
 	Tool       string `json:"tool,omitempty"`
+	// Arguments are the tools/call arguments (JSON), when they matter.
+	Arguments string `json:"arguments,omitempty"`
 }
 
 // inputProblems are the problems of one input file.
@@ -207,7 +209,7 @@ func findingToJSON(f prover.Finding) findingJSON {
 			c.Addr = r.Addr.String()
 		}
 		if r.MCP != nil {
-			c.MCPMethod, c.Tool = r.MCP.Method, r.MCP.Name()
+			c.MCPMethod, c.Tool, c.Arguments = r.MCP.Method, r.MCP.Name(), string(r.MCP.Arguments)
 		}
 		out.Counterexample = c
 	}
@@ -249,6 +251,9 @@ func printFindings(env *environment, findings []findingJSON) {
 				req += " " + c.MCPMethod
 				if c.Tool != "" {
 					req += " " + c.Tool
+				}
+				if c.Arguments != "" {
+					req += " arguments " + oneLine(c.Arguments)
 				}
 			}
 			if c.Binary != "" {

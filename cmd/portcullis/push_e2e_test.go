@@ -76,8 +76,11 @@ type pushAPI struct {
 	decisions portcullisv1connect.DecisionServiceClient
 }
 
-func newPushAPI(baseURL string) pushAPI {
-	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(pushAdminToken))
+func newPushAPI(baseURL string) pushAPI { return newPushAPIWith(baseURL, pushAdminToken) }
+
+// newPushAPIWith is newPushAPI with another admin token.
+func newPushAPIWith(baseURL, token string) pushAPI {
+	c := connect.NewClient(connecthttp.NewTransport(http.DefaultClient, baseURL), gatewaytest.Bearer(token))
 	return pushAPI{
 		sandbox:   portcullisv1connect.NewSandboxServiceClient(c),
 		policy:    portcullisv1connect.NewPolicyServiceClient(c),

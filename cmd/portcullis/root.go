@@ -64,6 +64,7 @@ is no longer the proposal's); 4 gateway unavailable.`,
 		newApprovalPolicyCmd(env),
 		newAuditCmd(env),
 		newSentryCmd(env),
+		newMCPCmd(env),
 	)
 	markStart(root, env)
 	return root
@@ -141,10 +142,14 @@ type reasonCmd[A any, R proto.Message] struct {
 	needReason                bool // --reason is required
 	call                      func(ctx context.Context, api *apiClients, arg A, reason string) (R, error)
 	done                      func(R) string // the line printed without -o json
+	// committed, if set, names the version the call committed: the
+	// command then takes --wait (wait.go).
+	committed func(R) (sandbox string, version uint32)
 }
 
 func newReasonCmd[A any, R proto.Message](env *environment, c reasonCmd[A, R]) *cobra.Command {
 	var reason string
+	var wait waitFlags
 	cmd := &cobra.Command{
 		Use:     c.use,
 		Short:   c.short,
@@ -159,15 +164,24 @@ func newReasonCmd[A any, R proto.Message](env *environment, c reasonCmd[A, R]) *
 			if c.needReason && strings.TrimSpace(reason) == "" {
 				return need(cmd, "reason")
 			}
-			return unary(env, func(api *apiClients) (R, error) {
-				return c.call(cmd.Context(), api, arg, reason)
-			}, func(res R) error {
+			call := func(api *apiClients) (R, error) { return c.call(cmd.Context(), api, arg, reason) }
+			done := func(res R) error {
 				_, err := fmt.Fprintln(env.stdout, c.done(res))
 				return err
-			})
+			}
+			if c.committed == nil {
+				return unary(env, call, done)
+			}
+			if err := wait.check(cmd); err != nil {
+				return err
+			}
+			return unaryWait(cmd.Context(), env, &wait, call, c.committed, done)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", c.reasonHelp)
+	if c.committed != nil {
+		addWaitFlags(cmd, &wait)
+	}
 	return cmd
 }
 

@@ -313,8 +313,11 @@ version (the fixed filesystem_policy, landlock and process kept, every
 network entry gone), pushes it to the sandbox's proxies, and refuses new
 proposals and approvals until an admin unfreezes it. --reason is
 required and recorded. Prints the deny-all version; with -o json the
-Sandbox. Freezing a frozen sandbox is a conflict (exit 3).`,
-		example:    `  portcullis sandbox freeze orders --reason "exfiltration suspected, incident 42"`,
+Sandbox. Freezing a frozen sandbox is a conflict (exit 3).
+
+` + waitHelp,
+		example: `  portcullis sandbox freeze orders --reason "exfiltration suspected, incident 42"
+  portcullis sandbox freeze orders --reason "incident 42" --wait --wait-timeout 5s`,
 		reasonHelp: "why (`TEXT`, required; recorded and shown by sandbox get)",
 		call: func(ctx context.Context, api *apiClients, name, reason string) (*portcullisv1.Sandbox, error) {
 			return api.sandbox.FreezeSandbox(ctx, &portcullisv1.FreezeSandboxRequest{Name: name, Reason: reason})
@@ -330,7 +333,9 @@ func newSandboxUnfreezeCmd(env *environment) *cobra.Command {
 is committed again as a new version and pushed, and proposals are taken
 again. --reason is required and recorded. Prints the new version; with
 -o json the Sandbox. Unfreezing a sandbox that is not frozen is a
-conflict (exit 3).`,
+conflict (exit 3).
+
+` + waitHelp,
 		example:    `  portcullis sandbox unfreeze orders --reason "incident 42 closed"`,
 		reasonHelp: "why (`TEXT`, required; recorded)",
 		call: func(ctx context.Context, api *apiClients, name, reason string) (*portcullisv1.Sandbox, error) {
@@ -344,6 +349,7 @@ conflict (exit 3).`,
 // version.
 func newKillSwitchCmd(env *environment, c reasonCmd[string, *portcullisv1.Sandbox], done string) *cobra.Command {
 	c.arg, c.needReason = "NAME", true
+	c.committed = func(s *portcullisv1.Sandbox) (string, uint32) { return s.GetName(), s.GetCurrentVersion() }
 	// The gateway checks the name.
 	c.parse = func(name string) (string, error) { return name, nil }
 	c.done = func(s *portcullisv1.Sandbox) string {

@@ -3,5 +3,7 @@
 // behind it, and a denial's id), and the Log that keeps the recent ones in
 // a bounded ring (policy.local's denials read it) while a writer goroutine
 // appends each as a JSON line without ever holding traffic. The shipper to
-// the gateway consumes the same Records.
+// the gateway consumes the same Records. A denied tools/call's record
+// carries only the digest of its arguments; Arguments keeps the arguments
+// themselves for a while, in memory and bounded, for policy.local.
 package decision

@@ -49,6 +49,17 @@ type Record struct {
 	// VersionProbe marks a denial caused only by an unlisted MCP protocol
 	// version: clients probe versions, so it is not offered to the advisor.
 	VersionProbe bool `json:"version_probe,omitempty"`
+	// ArgumentsDigest is, for a denied tools/call, the digest of its
+	// arguments (policy.ArgumentsDigest). The arguments never go into a
+	// record: the proxy keeps them a while in its Arguments memory.
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
+	// ReasonCode names a denial's cause where a machine acts on it:
+	// "tool_definition_changed" (a pinned tool whose definition differs
+	// from its pin, or could not be verified).
+	ReasonCode string `json:"reason_code,omitempty"`
+	// ToolDefinition is, for tool_definition_changed, the fingerprint of
+	// the tool's definition the proxy saw ("" when it could verify none).
+	ToolDefinition string `json:"tool_definition,omitempty"`
 }
 
 // NewDenialID returns a fresh identifier for a denial.

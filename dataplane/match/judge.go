@@ -23,6 +23,9 @@ type outcome struct {
 	rule           string
 	hard           bool
 	versionRefused bool
+	// definitionRefused mirrors policy's: the rule named pins a definition
+	// the tool's does not match.
+	definitionRefused bool
 
 	why    whyKind
 	reason string // the reason, for the kinds that carry it ready-made
@@ -352,7 +355,8 @@ func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 	if m.Method == "tools/call" {
 		named = e.toolIndex[m.Tool]
 	}
-	var schemaFailure, schemaRule string // as in policy: the refusing rule is named
+	var failure, failed string // as in policy: the first refusing rule is named
+	pinned := false
 	for a, b := 0, 0; a < len(named) || b < len(e.toolOther); {
 		// Merge the two ascending lists.
 		var n int32
@@ -365,16 +369,23 @@ func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 		if c.expired(now) || !e.mcpRuleMatches(c, m, false) {
 			continue
 		}
+		if why := policy.DefinitionMismatch(c.src, m); why != "" {
+			if failed == "" {
+				failed, pinned = c.label, true
+				failure = "; " + c.label + " names it but " + why
+			}
+			continue
+		}
 		if err := c.argumentsValid(m); err != nil {
-			if schemaFailure == "" {
-				schemaRule = c.label
-				schemaFailure = fmt.Sprintf("; %s names it but its arguments_schema refuses the arguments: %v", c.label, err)
+			if failed == "" {
+				failed = c.label
+				failure = fmt.Sprintf("; %s names it but its arguments_schema refuses the arguments: %v", c.label, err)
 			}
 			continue
 		}
 		return outcome{e: e, allow: true, rule: c.label, why: whyMCPRule, r: c}
 	}
-	return outcome{e: e, why: whyMCPNone, extra: schemaFailure, rule: schemaRule}
+	return outcome{e: e, why: whyMCPNone, extra: failure, rule: failed, definitionRefused: pinned}
 }
 
 // buildToolIndex files each allow rule whose tool matcher lists only

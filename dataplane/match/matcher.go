@@ -395,7 +395,7 @@ func (m *Matcher) Decide(r *policy.Request) policy.Decision {
 	}
 	if seen {
 		d := first.decision(r, &paths, "")
-		d.VersionRefused = refused
+		d.VersionRefused, d.DefinitionRefused = refused, first.definitionRefused
 		return d
 	}
 	return policy.Decision{Endpoint: -1, Reason: m.defaultDenyReason(eps, r, &paths)}

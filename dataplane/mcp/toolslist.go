@@ -3,7 +3,10 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
+
+	"github.com/portcullis-dev/portcullis/internal/jcs"
 )
 
 // ---- tools/list results, as a server sends them ----
@@ -188,4 +191,114 @@ func ResponseErrorBody(id json.RawMessage, code int, message string) []byte {
 		id = nil
 	}
 	return denyBody([]json.RawMessage{id}, false, code, message, nil)
+}
+
+// Fingerprint is the fingerprint rules pin a tool's definition by:
+// "sha256:" and the hex SHA-256 of def, the tool object exactly as a server
+// lists it, canonicalised with RFC 8785 (JSON Canonicalization Scheme).
+func Fingerprint(def []byte) (string, error) {
+	fp, err := jcs.Digest(def, mcpMaxDepth)
+	if err != nil {
+		return "", fmt.Errorf("canonicalise the tool definition (RFC 8785): %w", err)
+	}
+	return fp, nil
+}
+
+// Tool is one tool of a tools/list result: its name and its definition's
+// bytes as the server sent them.
+type Tool struct {
+	Name       string
+	Definition []byte
+}
+
+// ReadToolsList reads msg, a server's message, as the answer to the
+// tools/list request whose id is id: its tools and next cursor. found is
+// false when msg answers something else (another id, a notification, a
+// server's request); an error when msg cannot be read strictly, the answer
+// is a JSON-RPC error, or its result is malformed.
+func ReadToolsList(msg []byte, id json.RawMessage) (tools []Tool, next string, found bool, err error) {
+	key, err := IDKey(id)
+	if err != nil {
+		return nil, "", false, err
+	}
+	root, err := parseJSON(msg, true)
+	if err != nil {
+		return nil, "", false, err
+	}
+	messages := []*jvalue{root}
+	if root.kind == jArray {
+		messages = root.elems
+	}
+	l := ListResponse{IDs: map[string]bool{key: true}}
+	for i, m := range messages {
+		if m.kind != jObject || m.get("method") != nil {
+			continue
+		}
+		if ok, err := l.answers(m.get("id"), "message "+strconv.Itoa(i)); err != nil || !ok {
+			if err != nil {
+				return nil, "", false, err
+			}
+			continue
+		}
+		if e := m.get("error"); e != nil {
+			return nil, "", true, mcpErrorf("the server answered tools/list with an error: %s", clipBytes(e.raw))
+		}
+		list, err := listedTools(m, i, l)
+		if err != nil || list == nil {
+			if err == nil {
+				err = mcpErrorf("the server's answer to tools/list has no result")
+			}
+			return nil, "", true, err
+		}
+		for j, t := range list.elems {
+			name, err := toolName(t, i, j)
+			if err != nil {
+				return nil, "", true, err
+			}
+			tools = append(tools, Tool{Name: name, Definition: t.raw})
+		}
+		result := m.get("result")
+		if c := result.get("nextCursor"); c != nil {
+			if c.kind != jString {
+				return nil, "", true, mcpErrorf("result.nextCursor in message %d is %s, not a string", i, c.kind)
+			}
+			next = c.str
+		}
+		return tools, next, true, nil
+	}
+	return nil, "", false, nil
+}
+
+// ListChanged reports whether msg, a server's message, holds a
+// notifications/tools/list_changed. A message that cannot be read strictly
+// counts as one: the proxy then forgets what it verified.
+func ListChanged(msg []byte) bool {
+	root, err := parseJSON(msg, true)
+	if err != nil {
+		return true
+	}
+	messages := []*jvalue{root}
+	if root.kind == jArray {
+		messages = root.elems
+	}
+	for _, m := range messages {
+		if m.kind != jObject {
+			continue
+		}
+		method, err := m.lookup("method", "")
+		if err != nil {
+			return true
+		}
+		if method != nil && method.kind == jString && method.str == "notifications/tools/list_changed" {
+			return true
+		}
+	}
+	return false
+}
+
+func clipBytes(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
 }

@@ -16,4 +16,10 @@
 // http://policy.local/mcp (official go-sdk, stateless) with the tools
 // list_denials, propose and proposal_status; refusals are tool results
 // with isError.
+//
+// A proposal from a denied tools/call carries the call's arguments, which
+// the proxy keeps in memory for its recent denials (State.DeniedArguments;
+// records carry only their digest): a denial by an arguments_schema is
+// proposed as exactly those arguments, and the gateway checks them against
+// the record's digest.
 package policylocal

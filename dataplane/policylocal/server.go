@@ -82,6 +82,11 @@ type State interface {
 	Current() (*policy.Policy, string)
 	// Decisions returns the recent decision records, oldest first.
 	Decisions() []decision.Record
+	// DeniedArguments returns the arguments of a recent denied tools/call
+	// by denial id, while the proxy keeps them (records carry only their
+	// digest): a proposal from a denial by an arguments_schema admits
+	// exactly them.
+	DeniedArguments(denialID string) ([]byte, bool)
 }
 
 // Config configures a Server.
@@ -413,21 +418,24 @@ func (pl *Server) recentDenials(n int) []localDenial {
 			HTTPMethod: rec.HTTPMethod, Path: rec.Path, MCPMethod: rec.MCPMethod, Tool: rec.Tool,
 			Reason: rec.Reason, PolicyVersion: rec.PolicyVersion,
 		}
-		d.Suggestion, d.NotOffered = suggest(base, rec)
+		args, _ := pl.state.DeniedArguments(rec.DenialID)
+		d.Suggestion, d.NotOffered = suggest(base, rec, args)
 		out = append(out, d)
 	}
 	return out
 }
 
-// suggest is advisor.FromDenial for a record: the proposal's JSON, or why
+// suggest is advisor.FromDenial for a record (and the denied call's
+// arguments, if the proxy still keeps them): the proposal's JSON, or why
 // none is offered.
-func suggest(base *policy.Policy, rec decision.Record) (json.RawMessage, string) {
+func suggest(base *policy.Policy, rec decision.Record, args []byte) (json.RawMessage, string) {
 	if base == nil {
 		return nil, "no policy is loaded"
 	}
 	dr := advisor.DenialRecord{
 		Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod,
 		MCPMethod: rec.MCPMethod, Tool: rec.Tool, Entry: rec.Entry, VersionProbe: rec.VersionProbe,
+		Arguments: args,
 	}
 	if rec.Path != "" {
 		// Records keep the path as sent; proposals name canonical ones.
@@ -505,6 +513,15 @@ func (pl *Server) submit(ctx context.Context, req *portcullisv1.SubmitProposalRe
 	relay := pl.advisor.Load()
 	if relay == nil {
 		return nil, errNoGateway
+	}
+	if id := req.GetDenialId(); id != "" && req.GetArguments() == "" {
+		// A denial by an arguments_schema is proposed with exactly the
+		// denied arguments, which only this proxy kept; the gateway checks
+		// them against the record's digest.
+		if args, ok := pl.state.DeniedArguments(id); ok {
+			req = proto.Clone(req).(*portcullisv1.SubmitProposalRequest)
+			req.Arguments = string(args)
+		}
 	}
 	if req.GetDenialId() != "" && relay.flush != nil {
 		fctx, cancel := context.WithTimeout(ctx, flushTimeout)

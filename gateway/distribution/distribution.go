@@ -156,14 +156,6 @@ func (d *Distribution) Goaway(sandbox string) { d.hub.goaway(sandbox) }
 // gateway is shutting down.
 func (d *Distribution) Drain() { d.hub.goawayAll() }
 
-// WaitApplied waits until every proxy of sandbox streaming from this
-// replica has applied version or a later one (or disconnected), or ctx
-// ends, and returns how many applied it. Proxies of other replicas are not
-// waited for: their statuses reach the store within a second.
-func (d *Distribution) WaitApplied(ctx context.Context, sandbox string, version int64) (int, error) {
-	return d.proxies.waitApplied(ctx, sandbox, version)
-}
-
 // Connected is how many proxies stream from this replica.
 func (d *Distribution) Connected() int { return d.proxies.connectedCount() }
 

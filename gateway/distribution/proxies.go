@@ -2,7 +2,6 @@ package distribution
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -34,6 +33,9 @@ type proxyEntry struct {
 	key     proxyKey
 	status  store.ProxyStatus // guarded by proxyTracker.mu
 	written time.Time         // when LastSeenAt was last flushed
+	// nackTook is the time from the commit of the last NACKed version to
+	// its NACK (the store keeps no such column).
+	nackTook time.Duration
 }
 
 type proxyTracker struct {
@@ -44,8 +46,9 @@ type proxyTracker struct {
 	mu    sync.Mutex
 	live  map[proxyKey]*proxyEntry
 	dirty map[proxyKey]store.ProxyStatus
-	// changed is closed (and replaced) whenever a proxy applies a version
-	// or goes: what waitApplied waits on.
+	// changed is closed (and replaced) whenever a proxy connects,
+	// applies or refuses a version, or goes: what WatchEnforcement
+	// waits on.
 	changed chan struct{}
 }
 
@@ -73,9 +76,11 @@ func (t *proxyTracker) connect(key proxyKey, hello *portcullisv1.ProxyHello) *pr
 		// stream learnt of the proxy's NACKs and dropped records.
 		e.status.LastNackVersion, e.status.LastNackError, e.status.LastNackAt = old.status.LastNackVersion, old.status.LastNackError, old.status.LastNackAt
 		e.status.DecisionsDropped = old.status.DecisionsDropped
+		e.nackTook = old.nackTook
 	}
 	t.live[key] = e
 	t.dirty[key] = e.status
+	t.broadcast()
 	return e
 }
 
@@ -92,40 +97,10 @@ func (t *proxyTracker) disconnect(e *proxyEntry) {
 	t.broadcast()
 }
 
-// broadcast wakes the waiters of waitApplied; t.mu is held.
+// broadcast wakes the watchers of enforcement; t.mu is held.
 func (t *proxyTracker) broadcast() {
 	close(t.changed)
 	t.changed = make(chan struct{})
-}
-
-// waitApplied waits until every proxy of sandbox streaming from this
-// replica has applied version or a later one (or gone), and returns how
-// many had; with none connected it returns 0 at once.
-func (t *proxyTracker) waitApplied(ctx context.Context, sandbox string, version int64) (int, error) {
-	for {
-		t.mu.Lock()
-		applied, behind := 0, 0
-		for k, e := range t.live {
-			if k.sandbox != sandbox {
-				continue
-			}
-			if e.status.AppliedVersion >= version {
-				applied++
-			} else {
-				behind++
-			}
-		}
-		changed := t.changed
-		t.mu.Unlock()
-		if behind == 0 {
-			return applied, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return applied, fmt.Errorf("%d of %d proxies of sandbox %q have not applied version %d: %w", behind, applied+behind, sandbox, version, ctx.Err())
-		}
-	}
 }
 
 func (t *proxyTracker) ack(e *proxyEntry, sv *signedVersion, lag time.Duration, now time.Time) {
@@ -141,13 +116,17 @@ func (t *proxyTracker) ack(e *proxyEntry, sv *signedVersion, lag time.Duration, 
 	t.mu.Unlock()
 }
 
-func (t *proxyTracker) nack(e *proxyEntry, sv *signedVersion, msg string, now time.Time) {
+func (t *proxyTracker) nack(e *proxyEntry, sv *signedVersion, msg string, took time.Duration, now time.Time) {
 	t.update(e, func(s *store.ProxyStatus) {
 		s.LastNackVersion = int64(sv.version())
 		s.LastNackError = msg
 		s.LastNackAt = &now
 		s.LastSeenAt = now
 	})
+	t.mu.Lock()
+	e.nackTook = max(took, 0)
+	t.broadcast()
+	t.mu.Unlock()
 }
 
 func (t *proxyTracker) dropped(key proxyKey, n uint64) {

@@ -127,7 +127,7 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 			if !ok || sent.version() != m.Nack.GetVersion() {
 				return invalidField("nack.nonce", "names no version sent on this stream")
 			}
-			d.proxies.nack(entry, sent, truncate(m.Nack.GetError(), maxNackError), now)
+			d.proxies.nack(entry, sent, truncate(m.Nack.GetError(), maxNackError), now.Sub(sent.committedAt()), now)
 			d.cfg.Nacked()
 			d.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
 				"version", sent.version(), "error", truncate(m.Nack.GetError(), maxNackError))

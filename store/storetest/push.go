@@ -449,6 +449,7 @@ func testDecisions(t *testing.T, s *store.Store) {
 		Host: "mcp.example.com", Port: 65535, Addr: "[2001:db8::1]:65535", HTTPMethod: "POST", Path: "/mcp",
 		MCPMethod: "tools/call", Tool: "delete_repo", Entry: "github", Rule: "no-deletes", Reason: "tool denied: \"x\"",
 		PolicyVersion: "12", DenialID: "den-x", VersionProbe: true,
+		ArgumentsDigest: "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
 	}
 	in[501] = store.Decision{Sandbox: "s1", ProxyID: "proxy-y", Decision: "allow"} // every optional field unset
 

@@ -8,6 +8,7 @@
 const state = {
   session: null, // {name, role, csrf}
   seq: 0, // the current render; an older one that finishes late is dropped
+  streams: null, // an AbortController for the current page's streams
 };
 
 // ---------------------------------------------------------------- API
@@ -52,6 +53,71 @@ async function rpc(service, method, body = {}) {
     throw err;
   }
   return data;
+}
+
+// watch calls a server-streaming RPC with Connect's streaming JSON
+// protocol (each message framed as a flag byte and a 4-byte big-endian
+// length, the last frame flagged 2 with the error, if any) and calls
+// onMessage with each message. It resolves when the stream ends, or
+// quietly when signal aborts it, and rejects with an APIError.
+async function watch(service, method, body, onMessage, signal) {
+  const json = new TextEncoder().encode(JSON.stringify(body));
+  const frame = new Uint8Array(5 + json.length);
+  new DataView(frame.buffer).setUint32(1, json.length);
+  frame.set(json, 5);
+  let res;
+  try {
+    res = await fetch(`/portcullis.v1.${service}/${method}`, {
+      method: "POST",
+      credentials: "same-origin",
+      signal,
+      headers: {
+        "Content-Type": "application/connect+json",
+        "X-Portcullis-CSRF": state.session ? state.session.csrf : "",
+      },
+      body: frame,
+    });
+  } catch (err) {
+    if (signal.aborted) return;
+    throw new APIError("unavailable", "the gateway cannot be reached");
+  }
+  if (!res.ok || !res.body) {
+    throw new APIError(res.status === 404 ? "unimplemented" : "unknown", `${service}.${method}: HTTP ${res.status}`);
+  }
+  const reader = res.body.getReader();
+  const text = new TextDecoder();
+  let buf = new Uint8Array(0);
+  for (;;) {
+    while (buf.length >= 5) {
+      const size = new DataView(buf.buffer, buf.byteOffset).getUint32(1);
+      if (buf.length < 5 + size) break;
+      const flags = buf[0];
+      const data = size ? JSON.parse(text.decode(buf.subarray(5, 5 + size))) : {};
+      buf = buf.slice(5 + size);
+      if (flags & 2) {
+        if (!data.error) return;
+        const err = new APIError(data.error.code || "unknown", data.error.message || "the stream failed");
+        if (err.code === "unauthenticated") signedOut("Your session has ended: sign in again.");
+        throw err;
+      }
+      onMessage(data);
+    }
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch {
+      if (signal.aborted) return;
+      throw new APIError("unavailable", "the gateway cannot be reached");
+    }
+    if (chunk.done) {
+      if (signal.aborted) return;
+      throw new APIError("unavailable", "the stream ended without its last frame");
+    }
+    const next = new Uint8Array(buf.length + chunk.value.length);
+    next.set(buf);
+    next.set(chunk.value, buf.length);
+    buf = next;
+  }
 }
 
 async function sessionRequest(method, body) {
@@ -183,6 +249,7 @@ const findingKinds = {
   exceeds_boundary: ["Exceeds the sandbox boundary", "high"],
   arguments_widened: ["Tool arguments widened", "medium"],
   rate_limit_widened: ["Tool rate limit widened", "medium"],
+  tool_definition_changed: ["Pinned tool definition changed", "high"],
   enforcement_weakened: ["Enforcement weakened", "high"],
   cloud_metadata: ["Cloud metadata endpoint", "high"],
 };
@@ -395,6 +462,7 @@ async function proposalView(id) {
   reject.addEventListener("click", () => decide("RejectProposal"));
 
   const right = h("div", null,
+    p.status === "applied" && p.appliedVersion ? enforcementCard(p) : null,
     h("section", { class: "card", id: "approvals" },
       h("h2", { class: "first" }, "Approvals"),
       h("div", { id: "approvals-count" }, `${approvals.length} of ${required || "?"} approvals`),
@@ -417,6 +485,39 @@ async function proposalView(id) {
       statusBadge(p.status),
       h("span", { class: "muted" }, "for "), sandboxLink(p.sandbox)),
     h("div", { class: "columns" }, left, right));
+}
+
+// enforcementCard follows an applied proposal's version to the sandbox's
+// proxies connected to this gateway (ProxyService.WatchEnforcement): "applied
+// as v3 — enforced by 2 of 2 proxies in 14 ms", updated live as each proxy
+// ACKs or NACKs, with every NACK's error.
+function enforcementCard(p) {
+  const v = p.appliedVersion;
+  const line = h("div", { id: "enforcement-line", class: "notice warn", role: "status" }, `applied as v${v} — waiting for the proxies…`);
+  const nacks = h("ul", { id: "enforcement-nacks", class: "plain" });
+  const show = (e) => {
+    const total = e.total || 0, acked = e.acked || 0, nacked = e.nacked || 0, pending = e.pending || 0;
+    let text, kind;
+    if (total === 0) {
+      text = `applied as v${v} — no proxy of ${p.sandbox} is connected to this gateway`;
+      kind = "warn";
+    } else {
+      text = `applied as v${v} — enforced by ${acked} of ${total} ${total === 1 ? "proxy" : "proxies"}`;
+      if (pending === 0 && nacked === 0 && e.ms) text += ` in ${e.ms} ms`;
+      if (pending) text += ` so far (${pending} pending)`;
+      if (nacked) text += ` (${nacked} refused it)`;
+      kind = nacked ? "bad" : pending ? "warn" : "ok";
+    }
+    line.className = `notice ${kind}`;
+    line.textContent = text;
+    nacks.replaceChildren(...(e.proxies || []).filter((x) => x.state === "nacked").map((x) =>
+      h("li", { "data-proxy": x.proxyId }, h("strong", null, x.proxyId), ` refused v${v}: `, h("code", null, x.error || "no reason given"))));
+  };
+  watch("ProxyService", "WatchEnforcement", { sandbox: p.sandbox, version: v }, show, state.streams.signal)
+    .catch((err) => line.replaceWith(errorNotice(err)));
+  return h("section", { class: "card", id: "enforcement" },
+    h("h2", { class: "first" }, "Enforcement"), line, nacks,
+    h("p", { class: "muted" }, "Counts the sandbox's proxies connected to this gateway replica."));
 }
 
 async function sandboxesView() {
@@ -759,6 +860,9 @@ const routes = {
 async function render() {
   if (!state.session) return;
   const seq = ++state.seq;
+  // The previous page's streams end with it.
+  if (state.streams) state.streams.abort();
+  state.streams = new AbortController();
   const hash = location.hash || "#/queue";
   const [path, query] = hash.slice(1).split("?");
   const [, view = "queue", ...rest] = path.split("/");
@@ -797,6 +901,7 @@ function signedIn(session) {
 function signedOut(message) {
   state.session = null;
   state.seq++;
+  if (state.streams) state.streams.abort();
   $("nav").hidden = $("who").hidden = $("view").hidden = true;
   $("view").replaceChildren();
   $("signin").hidden = false;

@@ -35,8 +35,13 @@ type SubmitProposalRequest struct {
 	// its own).
 	Rationale      string `protobuf:"bytes,3,opt,name=rationale,proto3" json:"rationale,omitempty"`
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// arguments go with denial_id when the denied request was a tools/call
+	// refused by an arguments_schema: its params.arguments (a JSON object),
+	// which the proposal admits exactly. They must match the denial's
+	// arguments_digest. policy.local supplies them from the proxy's memory.
+	Arguments     string `protobuf:"bytes,5,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitProposalRequest) Reset() {
@@ -93,6 +98,13 @@ func (x *SubmitProposalRequest) GetRationale() string {
 func (x *SubmitProposalRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *SubmitProposalRequest) GetArguments() string {
+	if x != nil {
+		return x.Arguments
 	}
 	return ""
 }
@@ -622,8 +634,13 @@ type Proposal struct {
 	AppliedVersion uint32                 `protobuf:"varint,27,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
 	DecidedAt      *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
 	DecidedBy      string                 `protobuf:"bytes,29,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// enforcement is where applied_version stands with the sandbox's
+	// proxies connected to this gateway: WatchProposal sets it once the
+	// proposal is applied, and `proposals approve --wait` from
+	// ProxyService.WatchEnforcement.
+	Enforcement   *Enforcement `protobuf:"bytes,30,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Proposal) Reset() {
@@ -857,6 +874,13 @@ func (x *Proposal) GetDecidedBy() string {
 		return x.DecidedBy
 	}
 	return ""
+}
+
+func (x *Proposal) GetEnforcement() *Enforcement {
+	if x != nil {
+		return x.Enforcement
+	}
+	return nil
 }
 
 // Approval is one approver's decision on a proposal.
@@ -1400,12 +1424,13 @@ var File_portcullis_v1_advisor_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/policy.proto\"\x97\x01\n" +
+	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xb5\x01\n" +
 	"\x15SubmitProposalRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\tR\bdocument\x12\x1b\n" +
 	"\tdenial_id\x18\x02 \x01(\tR\bdenialId\x12\x1c\n" +
 	"\trationale\x18\x03 \x01(\tR\trationale\x12'\n" +
-	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"$\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x1c\n" +
+	"\targuments\x18\x05 \x01(\tR\targuments\"$\n" +
 	"\x12GetProposalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"D\n" +
 	"\x14ListProposalsRequest\x12\x16\n" +
@@ -1440,7 +1465,8 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"suggestion\x18\v \x01(\v2\x17.google.protobuf.StructR\n" +
 	"suggestion\x12\x1f\n" +
 	"\vnot_offered\x18\f \x01(\tR\n" +
-	"notOffered\"\xd8\t\n" +
+	"notOffered\"\x96\n" +
+	"\n" +
 	"\bProposal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\asandbox\x18\x02 \x01(\tR\asandbox\x12\x16\n" +
@@ -1476,7 +1502,8 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\n" +
 	"decided_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\x1d \x01(\tR\tdecidedBy\"\x95\x01\n" +
+	"decided_by\x18\x1d \x01(\tR\tdecidedBy\x12<\n" +
+	"\venforcement\x18\x1e \x01(\v2\x1a.portcullis.v1.EnforcementR\venforcement\"\x95\x01\n" +
 	"\bApproval\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12%\n" +
@@ -1564,6 +1591,7 @@ var file_portcullis_v1_advisor_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
 	(*structpb.Struct)(nil),         // 18: google.protobuf.Struct
 	(*PolicyChange)(nil),            // 19: portcullis.v1.PolicyChange
+	(*Enforcement)(nil),             // 20: portcullis.v1.Enforcement
 }
 var file_portcullis_v1_advisor_proto_depIdxs = []int32{
 	9,  // 0: portcullis.v1.ListProposalsResponse.proposals:type_name -> portcullis.v1.Proposal
@@ -1580,28 +1608,29 @@ var file_portcullis_v1_advisor_proto_depIdxs = []int32{
 	17, // 11: portcullis.v1.Proposal.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 12: portcullis.v1.Proposal.grant_expires_at:type_name -> google.protobuf.Timestamp
 	17, // 13: portcullis.v1.Proposal.decided_at:type_name -> google.protobuf.Timestamp
-	17, // 14: portcullis.v1.Approval.time:type_name -> google.protobuf.Timestamp
-	12, // 15: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
-	11, // 16: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
-	0,  // 17: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
-	1,  // 18: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
-	2,  // 19: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
-	4,  // 20: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
-	5,  // 21: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
-	6,  // 22: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
-	15, // 23: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
-	9,  // 24: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
-	9,  // 25: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
-	3,  // 26: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
-	9,  // 27: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
-	9,  // 28: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
-	7,  // 29: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
-	16, // 30: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	20, // 14: portcullis.v1.Proposal.enforcement:type_name -> portcullis.v1.Enforcement
+	17, // 15: portcullis.v1.Approval.time:type_name -> google.protobuf.Timestamp
+	12, // 16: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
+	11, // 17: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
+	0,  // 18: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
+	1,  // 19: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
+	2,  // 20: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
+	4,  // 21: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
+	5,  // 22: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
+	6,  // 23: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
+	15, // 24: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
+	9,  // 25: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
+	9,  // 26: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
+	3,  // 27: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
+	9,  // 28: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
+	9,  // 29: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
+	7,  // 30: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
+	16, // 31: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_advisor_proto_init() }
@@ -1609,6 +1638,7 @@ func file_portcullis_v1_advisor_proto_init() {
 	if File_portcullis_v1_advisor_proto != nil {
 		return
 	}
+	file_portcullis_v1_common_proto_init()
 	file_portcullis_v1_policy_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

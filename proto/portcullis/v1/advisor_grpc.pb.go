@@ -48,7 +48,10 @@ type AdvisorServiceClient interface {
 	// ListProposals lists the sandbox's own proposals, newest first.
 	ListProposals(ctx context.Context, in *ListProposalsRequest, opts ...grpc.CallOption) (*ListProposalsResponse, error)
 	// WatchProposal sends the proposal now and after each change, and ends
-	// once it is decided (any status but pending and approved).
+	// once it is decided (any status but pending and approved). An applied
+	// proposal is followed on to its proxies: the stream sends it again
+	// with its enforcement after every ACK or NACK, and ends once no
+	// connected proxy is pending (or after 30 seconds).
 	WatchProposal(ctx context.Context, in *WatchProposalRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Proposal], error)
 	// WithdrawProposal withdraws one of the sandbox's pending proposals.
 	WithdrawProposal(ctx context.Context, in *WithdrawProposalRequest, opts ...grpc.CallOption) (*Proposal, error)
@@ -156,7 +159,10 @@ type AdvisorServiceServer interface {
 	// ListProposals lists the sandbox's own proposals, newest first.
 	ListProposals(context.Context, *ListProposalsRequest) (*ListProposalsResponse, error)
 	// WatchProposal sends the proposal now and after each change, and ends
-	// once it is decided (any status but pending and approved).
+	// once it is decided (any status but pending and approved). An applied
+	// proposal is followed on to its proxies: the stream sends it again
+	// with its enforcement after every ACK or NACK, and ends once no
+	// connected proxy is pending (or after 30 seconds).
 	WatchProposal(*WatchProposalRequest, grpc.ServerStreamingServer[Proposal]) error
 	// WithdrawProposal withdraws one of the sandbox's pending proposals.
 	WithdrawProposal(context.Context, *WithdrawProposalRequest) (*Proposal, error)

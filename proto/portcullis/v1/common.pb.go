@@ -121,6 +121,197 @@ func (x *ValidationProblems) GetProblems() []*Problem {
 	return nil
 }
 
+// Enforcement is where one committed policy version of a sandbox stands
+// with the sandbox's proxies connected to the gateway replica that
+// answers (a proxy connected to another replica is not counted): how many
+// ACKed it (or a later version), NACKed it, or have not answered yet.
+type Enforcement struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Version uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Acked   uint32                 `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
+	Nacked  uint32                 `protobuf:"varint,4,opt,name=nacked,proto3" json:"nacked,omitempty"`
+	Pending uint32                 `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	// total is acked + nacked + pending: the connected proxies.
+	Total uint32 `protobuf:"varint,6,opt,name=total,proto3" json:"total,omitempty"`
+	// ms is the time from the version's commit to the last ACK among the
+	// proxies that answered this very version (0 when none did).
+	Ms uint32 `protobuf:"varint,7,opt,name=ms,proto3" json:"ms,omitempty"`
+	// proxies are the connected proxies, by id.
+	Proxies       []*ProxyEnforcement `protobuf:"bytes,8,rep,name=proxies,proto3" json:"proxies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Enforcement) Reset() {
+	*x = Enforcement{}
+	mi := &file_portcullis_v1_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Enforcement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Enforcement) ProtoMessage() {}
+
+func (x *Enforcement) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Enforcement.ProtoReflect.Descriptor instead.
+func (*Enforcement) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Enforcement) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *Enforcement) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Enforcement) GetAcked() uint32 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *Enforcement) GetNacked() uint32 {
+	if x != nil {
+		return x.Nacked
+	}
+	return 0
+}
+
+func (x *Enforcement) GetPending() uint32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *Enforcement) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Enforcement) GetMs() uint32 {
+	if x != nil {
+		return x.Ms
+	}
+	return 0
+}
+
+func (x *Enforcement) GetProxies() []*ProxyEnforcement {
+	if x != nil {
+		return x.Proxies
+	}
+	return nil
+}
+
+// ProxyEnforcement is one connected proxy's answer to a version.
+type ProxyEnforcement struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ProxyId string                 `protobuf:"bytes,1,opt,name=proxy_id,json=proxyId,proto3" json:"proxy_id,omitempty"`
+	// state is "acked", "nacked" or "pending".
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// error is the NACK's reason.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// ms is the time from the version's commit to this proxy's answer;
+	// 0 when unknown (it held the version when it connected, or ACKed a
+	// later one).
+	Ms uint32 `protobuf:"varint,4,opt,name=ms,proto3" json:"ms,omitempty"`
+	// applied_version is the version the proxy enforces.
+	AppliedVersion uint32 `protobuf:"varint,5,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ProxyEnforcement) Reset() {
+	*x = ProxyEnforcement{}
+	mi := &file_portcullis_v1_common_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxyEnforcement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxyEnforcement) ProtoMessage() {}
+
+func (x *ProxyEnforcement) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_common_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxyEnforcement.ProtoReflect.Descriptor instead.
+func (*ProxyEnforcement) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProxyEnforcement) GetProxyId() string {
+	if x != nil {
+		return x.ProxyId
+	}
+	return ""
+}
+
+func (x *ProxyEnforcement) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ProxyEnforcement) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ProxyEnforcement) GetMs() uint32 {
+	if x != nil {
+		return x.Ms
+	}
+	return 0
+}
+
+func (x *ProxyEnforcement) GetAppliedVersion() uint32 {
+	if x != nil {
+		return x.AppliedVersion
+	}
+	return 0
+}
+
 var File_portcullis_v1_common_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_common_proto_rawDesc = "" +
@@ -130,7 +321,22 @@ const file_portcullis_v1_common_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"H\n" +
 	"\x12ValidationProblems\x122\n" +
-	"\bproblems\x18\x01 \x03(\v2\x16.portcullis.v1.ProblemR\bproblemsB\xbc\x01\n" +
+	"\bproblems\x18\x01 \x03(\v2\x16.portcullis.v1.ProblemR\bproblems\"\xea\x01\n" +
+	"\vEnforcement\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\rR\aversion\x12\x14\n" +
+	"\x05acked\x18\x03 \x01(\rR\x05acked\x12\x16\n" +
+	"\x06nacked\x18\x04 \x01(\rR\x06nacked\x12\x18\n" +
+	"\apending\x18\x05 \x01(\rR\apending\x12\x14\n" +
+	"\x05total\x18\x06 \x01(\rR\x05total\x12\x0e\n" +
+	"\x02ms\x18\a \x01(\rR\x02ms\x129\n" +
+	"\aproxies\x18\b \x03(\v2\x1f.portcullis.v1.ProxyEnforcementR\aproxies\"\x92\x01\n" +
+	"\x10ProxyEnforcement\x12\x19\n" +
+	"\bproxy_id\x18\x01 \x01(\tR\aproxyId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x0e\n" +
+	"\x02ms\x18\x04 \x01(\rR\x02ms\x12'\n" +
+	"\x0fapplied_version\x18\x05 \x01(\rR\x0eappliedVersionB\xbc\x01\n" +
 	"\x11com.portcullis.v1B\vCommonProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -145,18 +351,21 @@ func file_portcullis_v1_common_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_common_proto_rawDescData
 }
 
-var file_portcullis_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_portcullis_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_portcullis_v1_common_proto_goTypes = []any{
 	(*Problem)(nil),            // 0: portcullis.v1.Problem
 	(*ValidationProblems)(nil), // 1: portcullis.v1.ValidationProblems
+	(*Enforcement)(nil),        // 2: portcullis.v1.Enforcement
+	(*ProxyEnforcement)(nil),   // 3: portcullis.v1.ProxyEnforcement
 }
 var file_portcullis_v1_common_proto_depIdxs = []int32{
 	0, // 0: portcullis.v1.ValidationProblems.problems:type_name -> portcullis.v1.Problem
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 1: portcullis.v1.Enforcement.proxies:type_name -> portcullis.v1.ProxyEnforcement
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_common_proto_init() }
@@ -170,7 +379,7 @@ func file_portcullis_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_common_proto_rawDesc), len(file_portcullis_v1_common_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -924,9 +924,15 @@ type DecisionRecord struct {
 	DenialId string `protobuf:"bytes,17,opt,name=denial_id,json=denialId,proto3" json:"denial_id,omitempty"`
 	// version_probe marks a refusal of an MCP protocol version the policy
 	// does not list: not offered to the advisor.
-	VersionProbe  bool `protobuf:"varint,18,opt,name=version_probe,json=versionProbe,proto3" json:"version_probe,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	VersionProbe bool `protobuf:"varint,18,opt,name=version_probe,json=versionProbe,proto3" json:"version_probe,omitempty"`
+	// arguments_digest is, for a denied tools/call, "sha256:" and the hex
+	// SHA-256 of its params.arguments in RFC 8785 form: the arguments
+	// themselves never leave the sandbox in a record (the proxy keeps them a
+	// while for policy.local), but arguments given later for this denial
+	// (SubmitProposalRequest.arguments) are checked against it.
+	ArgumentsDigest string `protobuf:"bytes,19,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DecisionRecord) Reset() {
@@ -1085,6 +1091,13 @@ func (x *DecisionRecord) GetVersionProbe() bool {
 	return false
 }
 
+func (x *DecisionRecord) GetArgumentsDigest() string {
+	if x != nil {
+		return x.ArgumentsDigest
+	}
+	return ""
+}
+
 var File_portcullis_v1_distribution_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_distribution_proto_rawDesc = "" +
@@ -1148,7 +1161,7 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\arecords\x18\x02 \x03(\v2\x1d.portcullis.v1.DecisionRecordR\arecords\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\"/\n" +
 	"\x15ShipDecisionsResponse\x12\x16\n" +
-	"\x06stored\x18\x01 \x01(\x04R\x06stored\"\xf8\x03\n" +
+	"\x06stored\x18\x01 \x01(\x04R\x06stored\"\xa3\x04\n" +
 	"\x0eDecisionRecord\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\asandbox\x18\x02 \x01(\tR\asandbox\x12\x19\n" +
@@ -1170,7 +1183,8 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x06reason\x18\x0f \x01(\tR\x06reason\x12%\n" +
 	"\x0epolicy_version\x18\x10 \x01(\tR\rpolicyVersion\x12\x1b\n" +
 	"\tdenial_id\x18\x11 \x01(\tR\bdenialId\x12#\n" +
-	"\rversion_probe\x18\x12 \x01(\bR\fversionProbe2\xd0\x01\n" +
+	"\rversion_probe\x18\x12 \x01(\bR\fversionProbe\x12)\n" +
+	"\x10arguments_digest\x18\x13 \x01(\tR\x0fargumentsDigest2\xd0\x01\n" +
 	"\x13DistributionService\x12[\n" +
 	"\fStreamPolicy\x12\".portcullis.v1.StreamPolicyRequest\x1a#.portcullis.v1.StreamPolicyResponse(\x010\x01\x12\\\n" +
 	"\rShipDecisions\x12#.portcullis.v1.ShipDecisionsRequest\x1a$.portcullis.v1.ShipDecisionsResponse(\x01B\xc2\x01\n" +

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProxyService_ListProxies_FullMethodName = "/portcullis.v1.ProxyService/ListProxies"
+	ProxyService_ListProxies_FullMethodName      = "/portcullis.v1.ProxyService/ListProxies"
+	ProxyService_WatchEnforcement_FullMethodName = "/portcullis.v1.ProxyService/WatchEnforcement"
 )
 
 // ProxyServiceClient is the client API for ProxyService service.
@@ -29,6 +30,13 @@ const (
 // ProxyService shows the proxies the gateways know, for operators.
 type ProxyServiceClient interface {
 	ListProxies(ctx context.Context, in *ListProxiesRequest, opts ...grpc.CallOption) (*ListProxiesResponse, error)
+	// WatchEnforcement follows a committed version of a sandbox to the
+	// sandbox's proxies connected to this gateway replica: it sends where
+	// they stand now and again after every change (an ACK, a NACK, a proxy
+	// connecting or going), and ends once none is pending. With no proxy
+	// connected it sends total 0 and ends. A client that waits for
+	// enforcement stops at the first NACK or at its own deadline.
+	WatchEnforcement(ctx context.Context, in *WatchEnforcementRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Enforcement], error)
 }
 
 type proxyServiceClient struct {
@@ -49,6 +57,25 @@ func (c *proxyServiceClient) ListProxies(ctx context.Context, in *ListProxiesReq
 	return out, nil
 }
 
+func (c *proxyServiceClient) WatchEnforcement(ctx context.Context, in *WatchEnforcementRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Enforcement], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[0], ProxyService_WatchEnforcement_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchEnforcementRequest, Enforcement]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_WatchEnforcementClient = grpc.ServerStreamingClient[Enforcement]
+
 // ProxyServiceServer is the server API for ProxyService service.
 // All implementations must embed UnimplementedProxyServiceServer
 // for forward compatibility.
@@ -56,6 +83,13 @@ func (c *proxyServiceClient) ListProxies(ctx context.Context, in *ListProxiesReq
 // ProxyService shows the proxies the gateways know, for operators.
 type ProxyServiceServer interface {
 	ListProxies(context.Context, *ListProxiesRequest) (*ListProxiesResponse, error)
+	// WatchEnforcement follows a committed version of a sandbox to the
+	// sandbox's proxies connected to this gateway replica: it sends where
+	// they stand now and again after every change (an ACK, a NACK, a proxy
+	// connecting or going), and ends once none is pending. With no proxy
+	// connected it sends total 0 and ends. A client that waits for
+	// enforcement stops at the first NACK or at its own deadline.
+	WatchEnforcement(*WatchEnforcementRequest, grpc.ServerStreamingServer[Enforcement]) error
 	mustEmbedUnimplementedProxyServiceServer()
 }
 
@@ -68,6 +102,9 @@ type UnimplementedProxyServiceServer struct{}
 
 func (UnimplementedProxyServiceServer) ListProxies(context.Context, *ListProxiesRequest) (*ListProxiesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProxies not implemented")
+}
+func (UnimplementedProxyServiceServer) WatchEnforcement(*WatchEnforcementRequest, grpc.ServerStreamingServer[Enforcement]) error {
+	return status.Error(codes.Unimplemented, "method WatchEnforcement not implemented")
 }
 func (UnimplementedProxyServiceServer) mustEmbedUnimplementedProxyServiceServer() {}
 func (UnimplementedProxyServiceServer) testEmbeddedByValue()                      {}
@@ -108,6 +145,17 @@ func _ProxyService_ListProxies_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProxyService_WatchEnforcement_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchEnforcementRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProxyServiceServer).WatchEnforcement(m, &grpc.GenericServerStream[WatchEnforcementRequest, Enforcement]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_WatchEnforcementServer = grpc.ServerStreamingServer[Enforcement]
+
 // ProxyService_ServiceDesc is the grpc.ServiceDesc for ProxyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -120,7 +168,13 @@ var ProxyService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ProxyService_ListProxies_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchEnforcement",
+			Handler:       _ProxyService_WatchEnforcement_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "portcullis/v1/proxy.proto",
 }
 

@@ -106,7 +106,10 @@ type AdvisorServiceClient interface {
 	// ListProposals lists the sandbox's own proposals, newest first.
 	ListProposals(context.Context, *v1.ListProposalsRequest) (*v1.ListProposalsResponse, error)
 	// WatchProposal sends the proposal now and after each change, and ends
-	// once it is decided (any status but pending and approved).
+	// once it is decided (any status but pending and approved). An applied
+	// proposal is followed on to its proxies: the stream sends it again
+	// with its enforcement after every ACK or NACK, and ends once no
+	// connected proxy is pending (or after 30 seconds).
 	WatchProposal(context.Context, *v1.WatchProposalRequest) (AdvisorServiceWatchProposalClientStream, error)
 	// WithdrawProposal withdraws one of the sandbox's pending proposals.
 	WithdrawProposal(context.Context, *v1.WithdrawProposalRequest) (*v1.Proposal, error)
@@ -158,7 +161,10 @@ type AdvisorServiceHandler interface {
 	// ListProposals lists the sandbox's own proposals, newest first.
 	ListProposals(context.Context, *v1.ListProposalsRequest) (*v1.ListProposalsResponse, error)
 	// WatchProposal sends the proposal now and after each change, and ends
-	// once it is decided (any status but pending and approved).
+	// once it is decided (any status but pending and approved). An applied
+	// proposal is followed on to its proxies: the stream sends it again
+	// with its enforcement after every ACK or NACK, and ends once no
+	// connected proxy is pending (or after 30 seconds).
 	WatchProposal(context.Context, *v1.WatchProposalRequest, AdvisorServiceWatchProposalServerStream) error
 	// WithdrawProposal withdraws one of the sandbox's pending proposals.
 	WithdrawProposal(context.Context, *v1.WithdrawProposalRequest) (*v1.Proposal, error)

@@ -28,6 +28,9 @@ const (
 const (
 	// ProxyServiceListProxiesProcedure is the procedure name of the ProxyService's ListProxies RPC.
 	ProxyServiceListProxiesProcedure = "/portcullis.v1.ProxyService/ListProxies"
+	// ProxyServiceWatchEnforcementProcedure is the procedure name of the ProxyService's
+	// WatchEnforcement RPC.
+	ProxyServiceWatchEnforcementProcedure = "/portcullis.v1.ProxyService/WatchEnforcement"
 	// DecisionServiceListDecisionsProcedure is the procedure name of the DecisionService's
 	// ListDecisions RPC.
 	DecisionServiceListDecisionsProcedure = "/portcullis.v1.DecisionService/ListDecisions"
@@ -44,11 +47,25 @@ var (
 			Procedure:  ProxyServiceListProxiesProcedure,
 		}
 	})
+	proxyServiceWatchEnforcementSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeServer,
+			Schema:     v1.File_portcullis_v1_proxy_proto.Services().ByName("ProxyService").Methods().ByName("WatchEnforcement"),
+			Procedure:  ProxyServiceWatchEnforcementProcedure,
+		}
+	})
 )
 
 // ProxyServiceClient is a client for the portcullis.v1.ProxyService service.
 type ProxyServiceClient interface {
 	ListProxies(context.Context, *v1.ListProxiesRequest) (*v1.ListProxiesResponse, error)
+	// WatchEnforcement follows a committed version of a sandbox to the
+	// sandbox's proxies connected to this gateway replica: it sends where
+	// they stand now and again after every change (an ACK, a NACK, a proxy
+	// connecting or going), and ends once none is pending. With no proxy
+	// connected it sends total 0 and ends. A client that waits for
+	// enforcement stops at the first NACK or at its own deadline.
+	WatchEnforcement(context.Context, *v1.WatchEnforcementRequest) (ProxyServiceWatchEnforcementClientStream, error)
 }
 
 // NewProxyServiceClient constructs a client for the portcullis.v1.ProxyService service. Multiple
@@ -57,9 +74,37 @@ func NewProxyServiceClient(client *connect.Client) ProxyServiceClient {
 	return &proxyServiceClient{client: client}
 }
 
+// ProxyServiceWatchEnforcementClientStream is the client stream for the ProxyService's
+// WatchEnforcement RPC.
+type ProxyServiceWatchEnforcementClientStream struct {
+	stream connect.ClientStream
+}
+
+// Receive returns the next response message from the server.
+func (s ProxyServiceWatchEnforcementClientStream) Receive() (*v1.Enforcement, error) {
+	var res v1.Enforcement
+	if err := s.stream.Receive(&res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Close releases the stream's resources. It is idempotent and is typically deferred to clean up a
+// stream abandoned before io.EOF.
+func (s ProxyServiceWatchEnforcementClientStream) Close() error {
+	return s.stream.Close()
+}
+
 // ProxyServiceHandler is an implementation of the portcullis.v1.ProxyService service.
 type ProxyServiceHandler interface {
 	ListProxies(context.Context, *v1.ListProxiesRequest) (*v1.ListProxiesResponse, error)
+	// WatchEnforcement follows a committed version of a sandbox to the
+	// sandbox's proxies connected to this gateway replica: it sends where
+	// they stand now and again after every change (an ACK, a NACK, a proxy
+	// connecting or going), and ends once none is pending. With no proxy
+	// connected it sends total 0 and ends. A client that waits for
+	// enforcement stops at the first NACK or at its own deadline.
+	WatchEnforcement(context.Context, *v1.WatchEnforcementRequest, ProxyServiceWatchEnforcementServerStream) error
 }
 
 // RegisterProxyServiceHandler registers svc as the portcullis.v1.ProxyService implementation on
@@ -68,7 +113,24 @@ func RegisterProxyServiceHandler(server *connect.Server, svc ProxyServiceHandler
 	adapter := proxyServiceHandler{svc: svc}
 	server.Register(
 		connect.Method{Spec: proxyServiceListProxiesSpec(), Handler: adapter.listProxies},
+		connect.Method{Spec: proxyServiceWatchEnforcementSpec(), Handler: adapter.watchEnforcement},
 	)
+}
+
+// ProxyServiceWatchEnforcementServerStream is the server stream for the ProxyService's
+// WatchEnforcement RPC.
+type ProxyServiceWatchEnforcementServerStream struct {
+	stream connect.ServerStream
+}
+
+// SendHeaders flushes the response headers without a message. The first Send does this implicitly.
+func (s ProxyServiceWatchEnforcementServerStream) SendHeaders() error {
+	return s.stream.SendHeaders()
+}
+
+// Send sends a response message to the client.
+func (s ProxyServiceWatchEnforcementServerStream) Send(res *v1.Enforcement) error {
+	return s.stream.Send(res)
 }
 
 // UnimplementedProxyServiceHandler returns CodeUnimplemented from all methods.
@@ -76,6 +138,10 @@ type UnimplementedProxyServiceHandler struct{}
 
 func (UnimplementedProxyServiceHandler) ListProxies(context.Context, *v1.ListProxiesRequest) (*v1.ListProxiesResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.ProxyService.ListProxies is not implemented")
+}
+
+func (UnimplementedProxyServiceHandler) WatchEnforcement(context.Context, *v1.WatchEnforcementRequest, ProxyServiceWatchEnforcementServerStream) error {
+	return connect.NewError(connect.CodeUnimplemented, "portcullis.v1.ProxyService.WatchEnforcement is not implemented")
 }
 
 type proxyServiceClient struct {
@@ -90,6 +156,14 @@ func (c *proxyServiceClient) ListProxies(ctx context.Context, req *v1.ListProxie
 	return &res, nil
 }
 
+func (c *proxyServiceClient) WatchEnforcement(ctx context.Context, req *v1.WatchEnforcementRequest) (ProxyServiceWatchEnforcementClientStream, error) {
+	stream, err := c.client.CallServerStream(ctx, proxyServiceWatchEnforcementSpec(), req)
+	if err != nil {
+		return ProxyServiceWatchEnforcementClientStream{}, err
+	}
+	return ProxyServiceWatchEnforcementClientStream{stream: stream}, nil
+}
+
 type proxyServiceHandler struct{ svc ProxyServiceHandler }
 
 func (h proxyServiceHandler) listProxies(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
@@ -102,6 +176,14 @@ func (h proxyServiceHandler) listProxies(ctx context.Context, _ connect.Spec, st
 		return err
 	}
 	return stream.Send(res)
+}
+
+func (h proxyServiceHandler) watchEnforcement(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.WatchEnforcementRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	return h.svc.WatchEnforcement(ctx, &req, ProxyServiceWatchEnforcementServerStream{stream: stream})
 }
 
 var (

@@ -1,4 +1,4 @@
-package dataplane
+package mcp
 
 import (
 	"errors"
@@ -12,25 +12,25 @@ import (
 // the bound refused rather than passed on unread.
 func TestEventReader(t *testing.T) {
 	stream := "data: a\r\ndata:b\r\n\r\n: c\rid: 1\rdata: x\r\r" + "event: e\ndata: {\n\ndata: unfinished\n"
-	er := newEventReader(strings.NewReader(stream), 1<<10)
+	er := NewEventReader(strings.NewReader(stream), 1<<10)
 	var got []string
 	for {
-		ev, err := er.next()
+		ev, err := er.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, string(ev.data)+"|"+strings.Join(bytesStrings(ev.fields), ""))
+		got = append(got, string(ev.Data)+"|"+strings.Join(bytesStrings(ev.Fields), ""))
 	}
 	want := []string{"a\nb|", "x|: c\rid: 1\r", "{|event: e\n"}
 	if strings.Join(got, ";") != strings.Join(want, ";") {
 		t.Fatalf("events %q, want %q", got, want)
 	}
-	er = newEventReader(strings.NewReader("data: "+strings.Repeat("x", 2000)+"\n\n"), 1<<10)
-	if _, err := er.next(); !errors.Is(err, errEventTooLarge) {
-		t.Fatalf("an event past the bound: %v, want errEventTooLarge", err)
+	er = NewEventReader(strings.NewReader("data: "+strings.Repeat("x", 2000)+"\n\n"), 1<<10)
+	if _, err := er.Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("an event past the bound: %v, want ErrEventTooLarge", err)
 	}
 }
 

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// --wait: the commands that commit a policy version (proposals approve,
+// policy set, policy rollback, sandbox freeze and unfreeze) can follow
+// the version to the sandbox's proxies connected to the gateway
+// (ProxyService.WatchEnforcement) and return once every one ACKed it
+// (exit 0), or at the first NACK or when --wait-timeout passes (exit 1,
+// naming the proxies). With -o json the answer gains "enforcement".
+
+// defaultWaitTimeout is --wait-timeout's default.
+const defaultWaitTimeout = 30 * time.Second
+
+// waitHelp is the paragraph the help of every command with --wait shares.
+const waitHelp = `With --wait the command then follows the version it committed to the
+sandbox's proxies connected to this gateway (a proxy of another gateway
+replica is not counted): it returns once every one has ACKed it (exit 0),
+and exits 1 naming the proxies at the first NACK (with its error) or when
+--wait-timeout (default 30s) passes with some still pending. With no
+proxy connected it says so on stderr and exits 0. With -o json the answer
+gains "enforcement": {version, acked, nacked, pending, total, ms,
+proxies}.`
+
+// waitFlags are --wait and --wait-timeout.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func addWaitFlags(cmd *cobra.Command, w *waitFlags) {
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "then wait until every connected proxy of the sandbox ACKed the version")
+	cmd.Flags().DurationVar(&w.timeout, "wait-timeout", defaultWaitTimeout, "with --wait, give up (exit 1) after `DURATION`")
+}
+
+// check refuses --wait-timeout without --wait, or not positive.
+func (w *waitFlags) check(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("wait-timeout") && !w.wait {
+		return usagef("--wait-timeout needs --wait")
+	}
+	if w.timeout <= 0 {
+		return usagef("--wait-timeout must be positive, got %s", w.timeout)
+	}
+	return nil
+}
+
+// enforcementError says that not every connected proxy ACKed a version:
+// one NACKed it, or some were still pending at the deadline. It does not
+// wrap the deadline: the gateway answered, and the answer is no (exit 1).
+type enforcementError struct {
+	e       *portcullisv1.Enforcement
+	timeout time.Duration // set when the deadline passed
+}
+
+func (err *enforcementError) Error() string {
+	e := err.e
+	var nacked, pending []string
+	for _, p := range e.GetProxies() {
+		switch p.GetState() {
+		case "nacked":
+			nacked = append(nacked, fmt.Sprintf("%s (%s)", p.GetProxyId(), clip(p.GetError(), 200)))
+		case "pending":
+			pending = append(pending, p.GetProxyId())
+		}
+	}
+	var b strings.Builder
+	if len(nacked) > 0 {
+		fmt.Fprintf(&b, "version %d of sandbox %s refused by %s %s", e.GetVersion(), e.GetSandbox(), plural(len(nacked), "proxy", "proxies"), strings.Join(nacked, ", "))
+	} else {
+		fmt.Fprintf(&b, "version %d of sandbox %s not enforced within %s", e.GetVersion(), e.GetSandbox(), err.timeout)
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(&b, "; still pending: %s", strings.Join(pending, ", "))
+	}
+	fmt.Fprintf(&b, " (%d of %d connected proxies ACKed)", e.GetAcked(), e.GetTotal())
+	return b.String()
+}
+
+// awaitEnforcement follows version of sandbox until every connected proxy
+// ACKed it, one NACKed it, or timeout passes, and returns where it
+// stands last; an *enforcementError unless every one ACKed.
+func awaitEnforcement(ctx context.Context, api *apiClients, sandbox string, version uint32, timeout time.Duration) (*portcullisv1.Enforcement, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := api.enforcement.WatchEnforcement(ctx, &portcullisv1.WatchEnforcementRequest{Sandbox: sandbox, Version: version})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var last *portcullisv1.Enforcement
+	for {
+		e, err := st.Receive()
+		switch {
+		case err == nil:
+			last = e
+			if e.GetNacked() > 0 {
+				return last, &enforcementError{e: last}
+			}
+			continue
+		case errors.Is(err, io.EOF) && last != nil:
+			if last.GetPending() > 0 {
+				return last, fmt.Errorf("the gateway stopped following version %d with %d proxies pending", version, last.GetPending())
+			}
+			return last, nil
+		case last != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded):
+			// Ours, or the gateway's reading of it (Connect sends the
+			// deadline along): some proxies are still pending.
+			return last, &enforcementError{e: last, timeout: timeout}
+		}
+		return last, err
+	}
+}
+
+// unaryWait is unary for a command that commits a version: with --wait it
+// then follows the version (named by version) to the sandbox's proxies,
+// prints the answer with where the version stands, and fails unless every
+// connected proxy ACKed it.
+func unaryWait[R proto.Message](ctx context.Context, env *environment, w *waitFlags, call func(api *apiClients) (R, error), version func(R) (sandbox string, v uint32), text func(R) error) error {
+	if !w.wait {
+		return unary(env, call, text)
+	}
+	api, err := env.client()
+	if err != nil {
+		return err
+	}
+	res, err := call(api)
+	if err != nil {
+		return err
+	}
+	sandbox, v := version(res)
+	return env.printEnforced(res, func() error { return text(res) }, awaitVersion(ctx, env, api, sandbox, v, w.timeout))
+}
+
+// enforced is the outcome of a wait: where the version stands (nil when
+// there was nothing to follow or the watch failed) and why it failed.
+type enforced struct {
+	e   *portcullisv1.Enforcement
+	err error
+}
+
+// awaitVersion waits for version of sandbox (a version 0 is none: nothing
+// was committed), saying on stderr when no proxy is connected.
+func awaitVersion(ctx context.Context, env *environment, api *apiClients, sandbox string, version uint32, timeout time.Duration) enforced {
+	if version == 0 {
+		fmt.Fprintf(env.stderr, "note: no version was committed: nothing to wait for\n")
+		return enforced{}
+	}
+	e, err := awaitEnforcement(ctx, api, sandbox, version, timeout)
+	if err == nil && e.GetTotal() == 0 {
+		fmt.Fprintf(env.stderr, "note: no proxy of sandbox %s is connected to this gateway: version %d is committed, nothing to wait for\n", sandbox, version)
+	}
+	return enforced{e, err}
+}
+
+// printEnforced prints a committed answer res (with text, or as JSON with
+// "enforcement" added) and where its version stands, and returns the
+// wait's error.
+func (env *environment) printEnforced(res proto.Message, text func() error, w enforced) error {
+	if env.jsonOutput() {
+		if err := env.printJSONEnforced(res, w.e); err != nil {
+			return err
+		}
+		return w.err
+	}
+	if err := text(); err != nil {
+		return err
+	}
+	if w.e != nil {
+		printEnforcement(env, w.e)
+	}
+	return w.err
+}
+
+// printEnforcement says where a version stands: "version 5 enforced by 2
+// of 2 connected proxies in 14 ms", then each proxy that did not ACK.
+func printEnforcement(env *environment, e *portcullisv1.Enforcement) {
+	if e.GetTotal() == 0 {
+		return // said on stderr
+	}
+	line := fmt.Sprintf("version %d enforced by %d of %d connected %s", e.GetVersion(), e.GetAcked(), e.GetTotal(), plural(int(e.GetTotal()), "proxy", "proxies"))
+	if e.GetAcked() == e.GetTotal() && e.GetMs() > 0 {
+		line += fmt.Sprintf(" in %d ms", e.GetMs())
+	}
+	fmt.Fprintln(env.stdout, line)
+	for _, p := range e.GetProxies() {
+		switch p.GetState() {
+		case "nacked":
+			fmt.Fprintf(env.stdout, "  %s  refused it: %s\n", p.GetProxyId(), oneLine(p.GetError()))
+		case "pending":
+			fmt.Fprintf(env.stdout, "  %s  pending (enforces version %d)\n", p.GetProxyId(), p.GetAppliedVersion())
+		}
+	}
+}
+
+// printJSONEnforced prints m as -o json does, with "enforcement": e
+// added (left out when e is nil), every counter present even when 0.
+func (env *environment) printJSONEnforced(m proto.Message, e *portcullisv1.Enforcement) error {
+	if e == nil {
+		return env.printJSON(m)
+	}
+	if p, ok := m.(*portcullisv1.Proposal); ok && p.Enforcement != nil {
+		p = proto.CloneOf(p) // the key is added below, once
+		p.Enforcement = nil
+		m = p
+	}
+	full := jsonOptions
+	full.EmitUnpopulated = true
+	enf, err := full.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode the enforcement as JSON: %w", err)
+	}
+	body, err := jsonOptions.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+	}
+	// body is a JSON object, "{…}": add the key before its closing brace.
+	body = bytes.TrimSpace(body)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	if inner := bytes.TrimSpace(body[1 : len(body)-1]); len(inner) > 0 {
+		b.Write(inner)
+		b.WriteByte(',')
+	}
+	b.WriteString(`"enforcement":`)
+	b.Write(enf)
+	b.WriteByte('}')
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", jsonOptions.Indent); err != nil {
+		return fmt.Errorf("indent JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err = env.stdout.Write(out.Bytes())
+	return err
+}

@@ -1,0 +1,93 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// Event is one event of a text/event-stream, as the server sent it (raw,
+// the blank line that ends it included), with its data (the data lines
+// joined with "\n") and its other lines (fields: comments, id, event,
+// retry, each with its line end).
+type Event struct {
+	Raw     []byte
+	Data    []byte
+	HasData bool
+	Fields  [][]byte
+}
+
+// ErrEventTooLarge is an event longer than an EventReader's bound.
+var ErrEventTooLarge = errors.New("an event of the server's stream is too large to inspect")
+
+// EventReader splits a stream into events as the HTML standard's parser
+// does: lines end with CRLF, LF or CR, a blank line ends an event, a line
+// "data: x" or "data:x" adds x to its data.
+type EventReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+// NewEventReader reads events of at most max bytes from r.
+func NewEventReader(r io.Reader, max int) *EventReader {
+	return &EventReader{r: bufio.NewReaderSize(r, 32<<10), max: max}
+}
+
+// Next returns the next event; io.EOF at the end of the stream. An
+// unfinished last event is dropped, as a client's parser drops it.
+func (er *EventReader) Next() (Event, error) {
+	var ev Event
+	for {
+		line, err := er.line()
+		if len(line) > 0 {
+			ev.Raw = append(ev.Raw, line...)
+			if len(ev.Raw) > er.max {
+				return Event{}, ErrEventTooLarge
+			}
+		}
+		if err != nil {
+			return Event{}, err
+		}
+		content := bytes.TrimRight(line, "\r\n")
+		if len(content) == 0 {
+			return ev, nil
+		}
+		name, value, _ := bytes.Cut(content, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(name) == "data" {
+			if ev.HasData {
+				ev.Data = append(ev.Data, '\n')
+			}
+			ev.Data = append(ev.Data, value...)
+			ev.HasData = true
+			continue
+		}
+		ev.Fields = append(ev.Fields, line)
+	}
+}
+
+// line returns the next line with its end (CRLF, LF or a lone CR).
+func (er *EventReader) line() ([]byte, error) {
+	var line []byte
+	for {
+		b, err := er.r.ReadByte()
+		if err != nil {
+			return line, err
+		}
+		line = append(line, b)
+		switch b {
+		case '\n':
+			return line, nil
+		case '\r':
+			if next, err := er.r.Peek(1); err == nil && next[0] == '\n' {
+				er.r.ReadByte()
+				line = append(line, '\n')
+			}
+			return line, nil
+		}
+		if len(line) > er.max {
+			return line, nil // next refuses the event
+		}
+	}
+}

@@ -1,0 +1,361 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/portcullis-dev/portcullis/dataplane/mcp"
+)
+
+// Pinned tool definitions. A tools/call allow rule may pin the tool's
+// definition (policy.L7Rule.Definition). The proxy fingerprints every tool
+// of every tools/list result it relays and keeps the latest per MCP
+// endpoint; a notifications/tools/list_changed makes what it kept stale.
+// A call that a pin would allow passes only while the proxy knows the
+// tool's current definition to be the pinned one; when it knows none, it
+// lists the server's tools itself, within the caller's session and with
+// the caller's credentials, before judging. A tool whose definition
+// differs from its pin is not listed, and its calls are denied with the
+// reason tool_definition_changed and the fingerprint seen. Every change of
+// a tool's definition, pinned or not, is recorded (ToolDefinitions) and
+// logged.
+
+// mcpEndpointKey names an MCP endpoint as the proxy reaches it.
+type mcpEndpointKey struct {
+	host string
+	port int
+	path string // canonical
+}
+
+// toolDefs is what the proxy knows of the tools' definitions: per
+// endpoint, each tool's latest fingerprint and the list epoch it was seen
+// in (a list_changed starts a new epoch, and older fingerprints are stale).
+type toolDefs struct {
+	mu  sync.Mutex
+	eps map[mcpEndpointKey]*endpointTools
+
+	// listing runs one self-listing per endpoint at a time; the calls
+	// that need it wait for its result.
+	listing singleflight.Group
+
+	// changes are the last definition changes seen (ToolDefinitions).
+	changes []ToolDefinitionChange
+}
+
+type endpointTools struct {
+	epoch  uint64
+	tools  map[string]seenTool
+	listed time.Time // when the proxy last listed every tool itself
+}
+
+type seenTool struct {
+	fingerprint string // "" when the definition could not be canonicalised
+	epoch       uint64
+	at          time.Time // when it was listed
+}
+
+// Bounds on what toolDefs holds: an MCP server may list any number of
+// tools, and a host glob may reach any number of servers.
+const (
+	maxDefEndpoints   = 256
+	maxToolsPerServer = 4096
+	maxDefChanges     = 256
+	// relistInterval is how soon after listing a server's tools itself the
+	// proxy lists them again for a call whose tool it still does not know
+	// (a pinned tool the server does not list): calls must not become a
+	// way to flood the server with lists.
+	relistInterval = 2 * time.Second
+	// defMaxAge is how long a definition the proxy saw listed counts as
+	// the tool's current one: a server without sessions sends no
+	// list_changed, so a pinned call after that lists the tools again.
+	defMaxAge = 30 * time.Second
+	// maxListPages bounds the pages of one self-listing.
+	maxListPages = 64
+	// listTimeout bounds one self-listing.
+	listTimeout = 10 * time.Second
+)
+
+// ToolDefinitionChange is one tool whose definition the proxy saw change
+// (or saw for the first time: Before is "").
+type ToolDefinitionChange struct {
+	Time          time.Time
+	Host          string
+	Port          int
+	Path          string
+	Tool          string
+	Before, After string          // fingerprints
+	Definition    json.RawMessage // as listed; nil when over 64 KiB
+}
+
+// maxChangeDefinition bounds the definition bytes a change record keeps.
+const maxChangeDefinition = 64 << 10
+
+// endpoint returns key's tools, made when absent (evicting some other
+// endpoint at the bound). Call with mu held.
+func (d *toolDefs) endpoint(key mcpEndpointKey) *endpointTools {
+	if d.eps == nil {
+		d.eps = map[mcpEndpointKey]*endpointTools{}
+	}
+	e := d.eps[key]
+	if e == nil {
+		if len(d.eps) >= maxDefEndpoints {
+			for k := range d.eps { // any one: its tools are listed again when needed
+				delete(d.eps, k)
+				break
+			}
+		}
+		e = &endpointTools{tools: map[string]seenTool{}}
+		d.eps[key] = e
+	}
+	return e
+}
+
+// observe records tool name's definition as listed now by key's server,
+// and returns its fingerprint ("" when it cannot be canonicalised: no pin
+// matches it).
+func (d *toolDefs) observe(key mcpEndpointKey, name string, def []byte, now time.Time) string {
+	fp, err := mcp.Fingerprint(def)
+	if err != nil {
+		fp = ""
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.endpoint(key)
+	before, known := e.tools[name]
+	if !known && len(e.tools) >= maxToolsPerServer {
+		return fp // judged, but not kept: the server lists too many tools
+	}
+	e.tools[name] = seenTool{fingerprint: fp, epoch: e.epoch, at: now}
+	if !known || before.fingerprint != fp {
+		c := ToolDefinitionChange{Time: now, Host: key.host, Port: key.port, Path: key.path, Tool: name,
+			Before: before.fingerprint, After: fp}
+		if len(def) <= maxChangeDefinition {
+			c.Definition = bytes.Clone(def)
+		}
+		if len(d.changes) >= maxDefChanges {
+			d.changes = append(d.changes[:0], d.changes[1:]...)
+		}
+		d.changes = append(d.changes, c)
+	}
+	return fp
+}
+
+// current returns the fingerprint of tool name's current definition at
+// key, and false when the proxy knows none (never listed, listed before
+// the server said its tools changed, or more than defMaxAge ago).
+func (d *toolDefs) current(key mcpEndpointKey, name string, now time.Time) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.eps[key]
+	if e == nil {
+		return "", false
+	}
+	t, ok := e.tools[name]
+	if !ok || t.epoch != e.epoch || now.Sub(t.at) >= defMaxAge {
+		return "", false
+	}
+	return t.fingerprint, true
+}
+
+// changed makes every definition known at key stale (the server sent
+// notifications/tools/list_changed).
+func (d *toolDefs) changed(key mcpEndpointKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.eps[key]; e != nil {
+		e.epoch++
+		e.listed = time.Time{}
+	}
+}
+
+// listedRecently reports whether the proxy listed key's tools itself less
+// than relistInterval ago, in the current epoch.
+func (d *toolDefs) listedRecently(key mcpEndpointKey, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.eps[key]
+	return e != nil && !e.listed.IsZero() && now.Sub(e.listed) < relistInterval
+}
+
+func (d *toolDefs) markListed(key mcpEndpointKey, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endpoint(key).listed = at
+}
+
+// ToolDefinitions returns the last tool definition changes the proxy saw,
+// oldest first.
+func (p *Proxy) ToolDefinitions() []ToolDefinitionChange {
+	p.defs.mu.Lock()
+	defer p.defs.mu.Unlock()
+	return append([]ToolDefinitionChange(nil), p.defs.changes...)
+}
+
+// withDefinitions sets, on each tools/call of mreq, the fingerprint of its
+// tool's current definition at key, as far as the proxy knows it, and
+// returns the tools it knows none of.
+func (p *Proxy) withDefinitions(key mcpEndpointKey, mreq *mcp.Request) (unknown []string) {
+	for i := range mreq.Messages {
+		m := &mreq.Messages[i].Message
+		if m.Method != "tools/call" || m.Response {
+			continue
+		}
+		fp, ok := p.defs.current(key, m.Tool, p.cfg.Now())
+		m.ToolDefinition = fp
+		if !ok {
+			unknown = append(unknown, m.Tool)
+		}
+	}
+	return unknown
+}
+
+// verifyTools lists the tools of key's server itself — as r's caller, in
+// its session — so that the calls of r whose tools it knew no definition
+// of can be judged. One listing runs per endpoint at a time.
+func (p *Proxy) verifyTools(r *http.Request, scheme string, t dest, addr netip.Addr, key mcpEndpointKey, canonical, version string) error {
+	if p.defs.listedRecently(key, p.cfg.Now()) {
+		return nil // what it did not find then, it would not find now
+	}
+	_, err, _ := p.defs.listing.Do(fmt.Sprint(key), func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), listTimeout)
+		defer cancel()
+		return nil, p.listTools(ctx, r, scheme, t, addr, key, canonical, version)
+	})
+	return err
+}
+
+// verifyCounter numbers the proxy's own requests.
+var verifyCounter atomic.Uint64
+
+// listTools sends tools/list, every page, to key's server and records
+// each tool's definition.
+func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t dest, addr netip.Addr, key mcpEndpointKey, canonical, version string) error {
+	unescaped, err := url.PathUnescape(canonical)
+	if err != nil {
+		return err
+	}
+	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port)), tls: scheme == "https"})
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return fmt.Errorf("the server lists more than %d pages of tools", maxListPages)
+		}
+		id := json.RawMessage(strconv.Quote("portcullis-verify-" + strconv.FormatUint(verifyCounter.Add(1), 10)))
+		body := listRequestBody(id, cursor, version)
+		out := &http.Request{
+			Method:     http.MethodPost,
+			URL:        &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical},
+			Proto:      "HTTP/1.1",
+			ProtoMajor: 1,
+			ProtoMinor: 1,
+			Header: http.Header{
+				"Content-Type":    {"application/json"},
+				"Accept":          {"application/json, text/event-stream"},
+				"Accept-Encoding": {"identity"},
+			},
+			Host:          r.Host,
+			ContentLength: int64(len(body)),
+		}
+		// The caller's session and credentials: the list the caller would
+		// be shown.
+		for _, h := range []string{mcp.HeaderMCPSessionID, mcp.HeaderMCPProtocolVersion, "Authorization", "Cookie"} {
+			if v := r.Header.Values(h); len(v) > 0 {
+				out.Header[h] = v
+			}
+		}
+		if version == "2026-07-28" {
+			out.Header.Set(mcp.HeaderMCPMethod, "tools/list")
+		}
+		res, err := upstream.roundTrip(ctx, out, body)
+		if err != nil {
+			return fmt.Errorf("list the server's tools: %w", err)
+		}
+		tools, next, err := readListAnswer(res, id)
+		res.Body.Close()
+		if err != nil {
+			return fmt.Errorf("list the server's tools: %w", err)
+		}
+		now := p.cfg.Now()
+		for _, tool := range tools {
+			p.defs.observe(key, tool.Name, tool.Definition, now)
+		}
+		if next == "" {
+			p.defs.markListed(key, now)
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// listRequestBody is a tools/list request in the caller's protocol
+// version (2026-07-28 carries the version and client in params._meta).
+func listRequestBody(id json.RawMessage, cursor, version string) []byte {
+	params := map[string]any{}
+	if cursor != "" {
+		params["cursor"] = cursor
+	}
+	if version == "2026-07-28" {
+		params["_meta"] = map[string]any{
+			mcp.MetaKeyProtocolVersion:                   version,
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "portcullis-proxy", "version": "1"},
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params})
+	return b
+}
+
+// readListAnswer reads the answer to the tools/list request id from res:
+// a JSON body, or the event of an event stream that holds it.
+func readListAnswer(res *http.Response, id json.RawMessage) ([]mcp.Tool, string, error) {
+	if res.StatusCode != http.StatusOK {
+		return nil, "", fmt.Errorf("the server answered %s", res.Status)
+	}
+	if ce := res.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		return nil, "", fmt.Errorf("the server's answer is %s-encoded", ce)
+	}
+	if !isEventStream(res.Header.Get("Content-Type")) {
+		body, err := io.ReadAll(io.LimitReader(res.Body, maxListMessage+1))
+		if err != nil {
+			return nil, "", err
+		}
+		if len(body) > maxListMessage {
+			return nil, "", fmt.Errorf("the server's answer is over %d bytes", maxListMessage)
+		}
+		tools, next, found, err := mcp.ReadToolsList(body, id)
+		if err == nil && !found {
+			err = errors.New("the server's answer does not answer the request")
+		}
+		return tools, next, err
+	}
+	events := mcp.NewEventReader(res.Body, maxListMessage)
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = errors.New("the server's stream ended without the answer")
+			}
+			return nil, "", err
+		}
+		if !ev.HasData {
+			continue
+		}
+		tools, next, found, err := mcp.ReadToolsList(ev.Data, id)
+		if err != nil || found {
+			return tools, next, err
+		}
+	}
+}
