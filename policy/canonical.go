@@ -351,6 +351,9 @@ func canonicalEndpoint(ep *Endpoint) {
 		if ep.MCP.MaxBodyBytes == 0 {
 			ep.MCP.MaxBodyBytes = DefaultMaxBodyBytes
 		}
+		if ep.MCP.MaxResponseBytes == DefaultMaxResponseBytes {
+			ep.MCP.MaxResponseBytes = 0 // the default, spelled or not, hashes as one document
+		}
 		if ep.MCP.FiltersToolsList() {
 			// The default, spelled or not, hashes as one document.
 			ep.MCP.FilterToolsList = nil

@@ -160,6 +160,24 @@ type MCPOptions struct {
 	// removes from tools/list results the tools the policy would not let
 	// the agent call. Canonical form omits it when true.
 	FilterToolsList *bool `json:"filter_tools_list,omitempty" yaml:"filter_tools_list,omitempty"`
+	// MaxResponseBytes (Portcullis extension) bounds a client's JSON-RPC
+	// responses to the requests the server sent it through the proxy
+	// (sampling, elicitation, roots): default DefaultMaxResponseBytes.
+	// Canonical form omits the default.
+	MaxResponseBytes int `json:"max_response_bytes,omitempty" yaml:"max_response_bytes,omitempty"`
+}
+
+// DefaultMaxResponseBytes is the default mcp.max_response_bytes: a
+// sampling result may carry an image.
+const DefaultMaxResponseBytes = 4 << 20
+
+// ResponseLimit is the endpoint's mcp.max_response_bytes, the default
+// filled in.
+func (o *MCPOptions) ResponseLimit() int {
+	if o == nil || o.MaxResponseBytes == 0 {
+		return DefaultMaxResponseBytes
+	}
+	return o.MaxResponseBytes
 }
 
 // FiltersToolsList reports whether an MCP endpoint with these options

@@ -28,6 +28,7 @@ var (
 		AllowAllKnownMCPMethods bool
 		Versions                []string
 		FilterToolsList         *bool
+		MaxResponseBytes        int
 	}{})
 	_ = policy.JSONRPCOptions(struct{ MaxBodyBytes int }{})
 	_ = policy.CredentialBinding(struct{ Provider string }{})
@@ -141,7 +142,8 @@ func endpointEqual(a, b *policy.Endpoint) bool {
 func mcpOptionsEqual(a, b *policy.MCPOptions) bool {
 	return ptrEq(a.StrictToolNames, b.StrictToolNames, func(x, y *bool) bool { return *x == *y }) &&
 		a.MaxBodyBytes == b.MaxBodyBytes && a.AllowAllKnownMCPMethods == b.AllowAllKnownMCPMethods &&
-		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList()
+		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList() &&
+		a.ResponseLimit() == b.ResponseLimit()
 }
 
 func matcherEqual(a, b *policy.Matcher) bool { return sliceEq(a.Any, b.Any) }

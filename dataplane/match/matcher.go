@@ -99,6 +99,7 @@ type endpoint struct {
 	toolIndex   map[string][]int32 // literal tool name → allow rules naming it, in order
 	toolOther   []int32            // allow rules not in toolIndex, in order
 	maxBody     int
+	maxResponse int
 }
 
 // rule is one compiled allow or deny rule.
@@ -202,6 +203,7 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 		allowAll:    ep.MCP != nil && ep.MCP.AllowAllKnownMCPMethods,
 		versions:    []string{policy.DefaultMCPVersion},
 		maxBody:     policy.DefaultMaxBodyBytes,
+		maxResponse: policy.DefaultMaxResponseBytes,
 	}
 	e.name = fmt.Sprintf("network_policies.%s (%s)", key, e.label)
 	// Allow reasons name only the rule, so they are built once here.
@@ -225,6 +227,7 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 		if ep.MCP.MaxBodyBytes > 0 {
 			e.maxBody = ep.MCP.MaxBodyBytes
 		}
+		e.maxResponse = ep.MCP.ResponseLimit()
 	}
 	for i, r := range ep.DenyRules {
 		if r == nil {

@@ -99,11 +99,11 @@ func (e *endpoint) needsL7() bool {
 
 // MCPLimits reports whether an mcp endpoint matches host:port and path —
 // its path scope read widely, as its deny rules read it, so the proxy
-// parses every message a deny rule may judge — and its mcp.max_body_bytes.
-// Validation guarantees mcp endpoints sharing a host:port agree on it.
-func (m *Matcher) MCPLimits(host string, port int, reqPath string) (maxBodyBytes int, ok bool) {
+// parses every message a deny rule may judge — and its limits. Validation
+// guarantees mcp endpoints sharing a host:port agree on them.
+func (m *Matcher) MCPLimits(host string, port int, reqPath string) (limits MCPLimits, ok bool) {
 	if m == nil {
-		return 0, false
+		return MCPLimits{}, false
 	}
 	r := policy.Request{Host: host, Port: port, HTTPMethod: "POST", Path: reqPath}
 	h := m.view(host)
@@ -120,7 +120,12 @@ func (m *Matcher) MCPLimits(host string, port int, reqPath string) (maxBodyBytes
 				continue
 			}
 		}
-		return e.maxBody, true
+		return MCPLimits{Body: e.maxBody, Response: e.maxResponse}, true
 	}
-	return 0, false
+	return MCPLimits{}, false
 }
+
+// MCPLimits are an MCP endpoint's bounds on what a client sends:
+// mcp.max_body_bytes, and mcp.max_response_bytes for its answers to the
+// server's requests.
+type MCPLimits struct{ Body, Response int }
