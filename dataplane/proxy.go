@@ -556,7 +556,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 
 	var body []byte
 	var list *toolsList
-	limits, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, path)
+	limits, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, r.Method, path)
 	if mcpEndpoint && r.Method != http.MethodPost && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 		// Only POST bodies are judged; any other body would pass unread.
 		p.deny(w, r, cur, req, policy.Decision{Reason: r.Method + " to an MCP endpoint must not carry a body"}, nil)

@@ -351,6 +351,9 @@ func canonicalEndpoint(ep *Endpoint) {
 		if ep.MCP.MaxBodyBytes == 0 {
 			ep.MCP.MaxBodyBytes = DefaultMaxBodyBytes
 		}
+		if o := ep.MCP.OAuth; o != nil && !o.ResourceMetadata && !o.AuthorizationServer {
+			ep.MCP.OAuth = nil // declares nothing
+		}
 		if ep.MCP.MaxResponseBytes == DefaultMaxResponseBytes {
 			ep.MCP.MaxResponseBytes = 0 // the default, spelled or not, hashes as one document
 		}

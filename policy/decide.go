@@ -269,7 +269,15 @@ func destinationMatches(e endpointRef, r Request) bool {
 		return false
 	}
 	path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
-	return err == nil && MatchGlob(e.ep.Path, path)
+	if err != nil {
+		return false
+	}
+	if e.ep.Protocol == ProtocolMCP && r.MCP == nil {
+		if _, ok := e.ep.MCP.OAuthPath(strings.ToUpper(r.HTTPMethod), path); ok {
+			return true // the endpoint's OAuth paths lie beside its MCP path
+		}
+	}
+	return MatchGlob(e.ep.Path, path)
 }
 
 func hostMatches(ep *Endpoint, r Request) bool {
@@ -740,6 +748,13 @@ func versionListed(ep *Endpoint, version string) bool {
 //     rules would have allowed the message it is marked versionRefused.
 func judgeMCP(e endpointRef, r Request) outcome {
 	method := strings.ToUpper(r.HTTPMethod)
+	if r.MCP == nil && method != "" {
+		path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
+		if rule, ok := e.ep.MCP.OAuthPath(method, path); ok && err == nil {
+			return outcome{ep: e, allow: true, rule: rule,
+				reason: fmt.Sprintf("an OAuth path %s declares on %s", rule, e.name())}
+		}
+	}
 	switch {
 	case method == "":
 		return requireL7(e)

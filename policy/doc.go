@@ -90,7 +90,9 @@
 // false (then tool rules compare exactly); the protocol version must be
 // listed in mcp.versions (default 2025-11-25; a message naming none is taken
 // as that version); allow_all_known_mcp_methods allows the client methods of
-// MCP 2025-11-25 only; mcp.max_response_bytes (default 4 MiB, our
+// MCP 2025-11-25 only; mcp.oauth (our extension) lets the endpoint's
+// host:port serve the OAuth paths MCPOptions.OAuthPath lists, as plain
+// HTTP, beside its MCP path; mcp.max_response_bytes (default 4 MiB, our
 // extension) bounds a client's answers to requests the server sent it,
 // where mcp.max_body_bytes bounds everything else; mcp.filter_tools_list (default true, our extension)
 // has the proxy show in tools/list results only the tools a tools/call

@@ -409,3 +409,28 @@ func TestMaxResponseBytes(t *testing.T) {
 		}
 	}
 }
+
+// mcp.oauth declaring nothing is the same document as none; a
+// declaration is kept, and mcp options stay MCP-only.
+func TestMCPOAuthCanonical(t *testing.T) {
+	doc := func(opt string) (*Policy, error) {
+		p, _, err := Parse([]byte(`{version: 1, network_policies: {m: {binaries: [{path: /bin/a}], endpoints: [{host: m.example.com, port: 443, protocol: mcp, path: /mcp,
+			mcp: {` + opt + `}, rules: [{allow: {method: tools/list}}]}]}}}`))
+		return p, err
+	}
+	none, _ := doc("")
+	empty, _ := doc("oauth: {}")
+	declared, _ := doc("oauth: {resource_metadata: true}")
+	if none == nil || empty == nil || declared == nil {
+		t.Fatal("documents did not parse")
+	}
+	if empty.Hash() != none.Hash() || declared.Hash() == none.Hash() {
+		t.Errorf("hashes: none %s, empty %s, declared %s", none.Hash(), empty.Hash(), declared.Hash())
+	}
+	if rule, ok := declared.NetworkPolicies["m"].Endpoints[0].MCP.OAuthPath("GET", "/.well-known/oauth-protected-resource/mcp"); !ok || rule != "mcp.oauth.resource_metadata" {
+		t.Errorf("OAuthPath = %q, %v", rule, ok)
+	}
+	if _, err := doc("oauth: {resource_metadata: yes}"); err == nil || !strings.Contains(err.Error(), "resource_metadata") {
+		t.Errorf("a string for resource_metadata: %v", err)
+	}
+}

@@ -165,6 +165,46 @@ type MCPOptions struct {
 	// (sampling, elicitation, roots): default DefaultMaxResponseBytes.
 	// Canonical form omits the default.
 	MaxResponseBytes int `json:"max_response_bytes,omitempty" yaml:"max_response_bytes,omitempty"`
+	// OAuth (Portcullis extension) lets the MCP server's host:port serve
+	// the OAuth paths an MCP client discovers and uses, as plain HTTP
+	// (OAuthPath lists them).
+	OAuth *MCPOAuth `json:"oauth,omitempty" yaml:"oauth,omitempty"`
+}
+
+// MCPOAuth declares the OAuth paths an MCP endpoint's host:port serves.
+type MCPOAuth struct {
+	// ResourceMetadata: GET (and HEAD) /.well-known/oauth-protected-resource
+	// and below it (RFC 9728, MCP 2025-06-18 and later).
+	ResourceMetadata bool `json:"resource_metadata,omitempty" yaml:"resource_metadata,omitempty"`
+	// AuthorizationServer: an authorization server on the same host:port,
+	// as MCP 2025-03-26 defines it — GET (and HEAD)
+	// /.well-known/oauth-authorization-server and
+	// /.well-known/openid-configuration (and below them), GET /authorize,
+	// POST /token and POST /register.
+	AuthorizationServer bool `json:"authorization_server,omitempty" yaml:"authorization_server,omitempty"`
+}
+
+// OAuthPath reports whether an HTTP request with this method to path (the
+// canonical path) is one of the OAuth paths o declares, and names the
+// declaration ("mcp.oauth.resource_metadata" or
+// "mcp.oauth.authorization_server"). Such a request is plain HTTP, not
+// JSON-RPC, and passes once the endpoint's host and port match.
+func (o *MCPOptions) OAuthPath(method, path string) (string, bool) {
+	if o == nil || o.OAuth == nil {
+		return "", false
+	}
+	get := method == "GET" || method == "HEAD"
+	under := func(prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
+	switch {
+	case o.OAuth.ResourceMetadata && get && under("/.well-known/oauth-protected-resource"):
+		return "mcp.oauth.resource_metadata", true
+	case !o.OAuth.AuthorizationServer:
+		return "", false
+	case get && (under("/.well-known/oauth-authorization-server") || under("/.well-known/openid-configuration") || path == "/authorize"),
+		method == "POST" && (path == "/token" || path == "/register"):
+		return "mcp.oauth.authorization_server", true
+	}
+	return "", false
 }
 
 // DefaultMaxResponseBytes is the default mcp.max_response_bytes: a

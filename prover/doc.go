@@ -24,7 +24,9 @@
 // or raises, conservatively: rules.go), tool_definition_changed (a
 // tools/call rule that pins another definition, or none, where the current
 // policy pins one; probes judge every pin as met), enforcement_weakened,
-// cloud_metadata. arguments_widened (any schema on a tools/call rule other
+// cloud_metadata, mcp_oauth_opened (an MCP endpoint declaring OAuth paths,
+// mcp.oauth, its destination did not serve: reported as a whole, the
+// probes do not walk those paths). arguments_widened (any schema on a tools/call rule other
 // than one identical to a current rule's, for a tool the current policy
 // guards with a schema) quotes the schema and, when policy.Decide confirms
 // one, carries a counterexample: the call with arguments built from the

@@ -29,7 +29,9 @@ var (
 		Versions                []string
 		FilterToolsList         *bool
 		MaxResponseBytes        int
+		OAuth                   *policy.MCPOAuth
 	}{})
+	_ = policy.MCPOAuth(struct{ ResourceMetadata, AuthorizationServer bool }{})
 	_ = policy.JSONRPCOptions(struct{ MaxBodyBytes int }{})
 	_ = policy.CredentialBinding(struct{ Provider string }{})
 	_ = policy.RateLimit(struct{ RequestsPerMinute, Burst int }{})
@@ -143,7 +145,7 @@ func mcpOptionsEqual(a, b *policy.MCPOptions) bool {
 	return ptrEq(a.StrictToolNames, b.StrictToolNames, func(x, y *bool) bool { return *x == *y }) &&
 		a.MaxBodyBytes == b.MaxBodyBytes && a.AllowAllKnownMCPMethods == b.AllowAllKnownMCPMethods &&
 		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList() &&
-		a.ResponseLimit() == b.ResponseLimit()
+		a.ResponseLimit() == b.ResponseLimit() && ptrEq(a.OAuth, b.OAuth, func(x, y *policy.MCPOAuth) bool { return *x == *y })
 }
 
 func matcherEqual(a, b *policy.Matcher) bool { return sliceEq(a.Any, b.Any) }

@@ -34,6 +34,7 @@ const (
 	L7BypassCredentialed  = "l7_bypass_credentialed"
 	RateLimitWidened      = "rate_limit_widened"
 	ToolDefinitionChanged = policy.ToolDefinitionChanged
+	MCPOAuthOpened        = "mcp_oauth_opened"
 )
 
 // L7Bypass is OpenShell's binary registry (crates/openshell-prover/registry/

@@ -81,7 +81,7 @@ func (e *endpoint) judge(r *policy.Request, h *hostView, paths *canonicalPaths, 
 	case policy.ProtocolREST:
 		return e.judgeREST(r, paths, now)
 	case policy.ProtocolMCP:
-		return e.judgeMCP(r, now)
+		return e.judgeMCP(r, paths, now)
 	default:
 		return outcome{e: e, hard: true,
 			reason: fmt.Sprintf("protocol %s is not inspected yet, so %s denies every request", e.protocol, e.name)}
@@ -306,8 +306,14 @@ func (x *pathIndex) first(rules []rule, r *policy.Request, p string, now time.Ti
 // ---- MCP
 
 // judgeMCP mirrors policy's judgeMCP.
-func (e *endpoint) judgeMCP(r *policy.Request, now time.Time) outcome {
+func (e *endpoint) judgeMCP(r *policy.Request, paths *canonicalPaths, now time.Time) outcome {
 	method := strings.ToUpper(r.HTTPMethod)
+	if r.MCP == nil && method != "" && e.mcp != nil {
+		p, err := paths.get(r.Path, e.encodedOK)
+		if rule, ok := e.mcp.OAuthPath(method, p); ok && err == nil {
+			return outcome{e: e, allow: true, rule: rule, reason: "an OAuth path " + rule + " declares on " + e.name}
+		}
+	}
 	switch {
 	case method == "":
 		return e.requireL7()

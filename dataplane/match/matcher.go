@@ -100,6 +100,7 @@ type endpoint struct {
 	toolOther   []int32            // allow rules not in toolIndex, in order
 	maxBody     int
 	maxResponse int
+	mcp         *policy.MCPOptions // for OAuthPath; nil when none
 }
 
 // rule is one compiled allow or deny rule.
@@ -228,6 +229,7 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 			e.maxBody = ep.MCP.MaxBodyBytes
 		}
 		e.maxResponse = ep.MCP.ResponseLimit()
+		e.mcp = ep.MCP
 	}
 	for i, r := range ep.DenyRules {
 		if r == nil {

@@ -214,13 +214,13 @@ func TestMatcherTable(t *testing.T) {
 	if !m.Inspect("api.github.com", 443) || m.Inspect("pypi.org", 443) || m.Inspect("example.com", 443) {
 		t.Error("Inspect: want api.github.com:443 inspected, pypi.org:443 and unknown hosts not")
 	}
-	if n, ok := m.MCPLimits("orders.example.net", 443, "/mcp"); !ok || n != (MCPLimits{4096, policy.DefaultMaxResponseBytes}) {
+	if n, ok := m.MCPLimits("orders.example.net", 443, "POST", "/mcp"); !ok || n != (MCPLimits{4096, policy.DefaultMaxResponseBytes}) {
 		t.Errorf("MCPLimits(/mcp) = %+v, %v; want 4096 and the default response limit, true", n, ok)
 	}
-	if _, ok := m.MCPLimits("orders.example.net", 443, "/other"); ok {
+	if _, ok := m.MCPLimits("orders.example.net", 443, "POST", "/other"); ok {
 		t.Error("MCPLimits(/other): want no mcp endpoint")
 	}
-	if _, ok := m.MCPLimits("api.github.com", 443, "/mcp"); ok {
+	if _, ok := m.MCPLimits("api.github.com", 443, "POST", "/mcp"); ok {
 		t.Error("MCPLimits(api.github.com): want no mcp endpoint")
 	}
 }
@@ -377,7 +377,7 @@ func checkInspect(t *rapid.T, m *Matcher, r policy.Request, d policy.Decision) {
 			if ep.MCP != nil && ep.MCP.MaxBodyBytes > 0 {
 				want = ep.MCP.MaxBodyBytes
 			}
-			if n, ok := m.MCPLimits(r.Host, r.Port, r.Path); !ok || n.Body != want {
+			if n, ok := m.MCPLimits(r.Host, r.Port, r.HTTPMethod, r.Path); !ok || n.Body != want {
 				t.Fatalf("MCPLimits(%q, %d, %q) = %d, %v; want %d, true (decision %+v)", r.Host, r.Port, r.Path, n, ok, want, d)
 			}
 		}

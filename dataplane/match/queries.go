@@ -3,6 +3,7 @@ package match
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -100,8 +101,10 @@ func (e *endpoint) needsL7() bool {
 // MCPLimits reports whether an mcp endpoint matches host:port and path —
 // its path scope read widely, as its deny rules read it, so the proxy
 // parses every message a deny rule may judge — and its limits. Validation
-// guarantees mcp endpoints sharing a host:port agree on them.
-func (m *Matcher) MCPLimits(host string, port int, reqPath string) (limits MCPLimits, ok bool) {
+// guarantees mcp endpoints sharing a host:port agree on them. A request
+// to an OAuth path the endpoint declares (mcp.oauth) is plain HTTP: not an
+// MCP request.
+func (m *Matcher) MCPLimits(host string, port int, method, reqPath string) (limits MCPLimits, ok bool) {
 	if m == nil {
 		return MCPLimits{}, false
 	}
@@ -114,11 +117,14 @@ func (m *Matcher) MCPLimits(host string, port int, reqPath string) (limits MCPLi
 		if e.protocol != policy.ProtocolMCP {
 			continue
 		}
-		if e.scope != nil {
-			p, err := paths.get(reqPath, e.encodedOK)
-			if err != nil || !e.scope.matchDenyPath(p) {
-				continue
+		p, err := paths.get(reqPath, e.encodedOK)
+		if err == nil {
+			if _, oauth := e.mcp.OAuthPath(strings.ToUpper(method), p); oauth {
+				return MCPLimits{}, false
 			}
+		}
+		if e.scope != nil && (err != nil || !e.scope.matchDenyPath(p)) {
+			continue
 		}
 		return MCPLimits{Body: e.maxBody, Response: e.maxResponse}, true
 	}

@@ -250,6 +250,7 @@ const findingKinds = {
   arguments_widened: ["Tool arguments widened", "medium"],
   rate_limit_widened: ["Tool rate limit widened", "medium"],
   tool_definition_changed: ["Pinned tool definition changed", "high"],
+  mcp_oauth_opened: ["OAuth paths served uninspected", "medium"],
   enforcement_weakened: ["Enforcement weakened", "high"],
   cloud_metadata: ["Cloud metadata endpoint", "high"],
 };
