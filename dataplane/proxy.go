@@ -812,7 +812,7 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 	}
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
-		rec.Tool = mreq.Messages[0].Message.Tool
+		rec.Tool = mreq.Messages[0].Message.Name()
 		if denialID != "" && d.DefinitionRefused {
 			rec.ReasonCode, rec.ToolDefinition = policy.ToolDefinitionChanged, mreq.Messages[0].Message.ToolDefinition
 		}

@@ -404,6 +404,8 @@ func canonicalRule(r *L7Rule, protocol string, allowAll bool) {
 		r.Tool, r.Params = r.Params["name"], nil
 	}
 	r.Tool = canonicalMatcher(r.Tool)
+	r.Prompt = canonicalMatcher(r.Prompt)
+	r.Resource = canonicalMatcher(r.Resource)
 	for k, m := range r.Params {
 		r.Params[k] = canonicalMatcher(m)
 	}

@@ -251,6 +251,11 @@ type L7Rule struct {
 	// the lower-level spelling of the same matcher.
 	Tool   *Matcher            `json:"tool,omitempty" yaml:"tool,omitempty"`
 	Params map[string]*Matcher `json:"params,omitempty" yaml:"params,omitempty"`
+	// Prompt (MCP, method prompts/get) matches params.name; Resource (MCP,
+	// methods resources/read, resources/subscribe, resources/unsubscribe)
+	// matches params.uri as sent (see MatchResource).
+	Prompt   *Matcher `json:"prompt,omitempty" yaml:"prompt,omitempty"`
+	Resource *Matcher `json:"resource,omitempty" yaml:"resource,omitempty"`
 
 	// ArgumentsSchema (Portcullis extension, tools/call allow rules only) is
 	// a JSON Schema that params.arguments must satisfy.

@@ -78,6 +78,8 @@ type l7RuleFields struct {
 	Fields          []string
 	Tool            *policy.Matcher
 	Params          map[string]*policy.Matcher
+	Prompt          *policy.Matcher
+	Resource        *policy.Matcher
 	ArgumentsSchema map[string]any
 	ExpiresAt       *time.Time
 	RateLimit       *policy.RateLimit
@@ -167,6 +169,9 @@ func l7RuleEqual(a, b *policy.L7Rule) bool {
 		return false
 	}
 	if !ptrEq(a.Tool, b.Tool, matcherEqual) || !matcherMapEqual(a.Query, b.Query) || !matcherMapEqual(a.Params, b.Params) {
+		return false
+	}
+	if !ptrEq(a.Prompt, b.Prompt, matcherEqual) || !ptrEq(a.Resource, b.Resource, matcherEqual) {
 		return false
 	}
 	// reflect.DeepEqual compares time.Time by its fields (wall clock,

@@ -38,7 +38,7 @@ type Record struct {
 	HTTPMethod    string    `json:"http_method,omitempty"`
 	Path          string    `json:"path,omitempty"`
 	MCPMethod     string    `json:"mcp_method,omitempty"`
-	Tool          string    `json:"tool,omitempty"`
+	Tool          string    `json:"tool,omitempty"` // what the MCP message names: tools/call's tool, prompts/get's prompt, a resources method's URI
 	Decision      string    `json:"decision"`
 	Entry         string    `json:"entry,omitempty"`
 	Rule          string    `json:"rule,omitempty"`

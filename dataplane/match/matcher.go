@@ -119,6 +119,8 @@ type rule struct {
 	tool      []string
 	toolG     []glob
 	hasTool   bool
+	prompt    []glob // MCP: prompt globs; nil when absent
+	resource  []glob // MCP: resource globs (compilePathGlob, for the folded deny reading); nil when absent
 	schema    *jsonschema.Schema
 	schemaErr error
 	expiresAt *time.Time
@@ -288,6 +290,18 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 		c.tool = tool.Any
 		for _, g := range tool.Any {
 			c.toolG = append(c.toolG, compileGlob(g))
+		}
+	}
+	if r.Prompt != nil {
+		c.prompt = make([]glob, 0, len(r.Prompt.Any))
+		for _, g := range r.Prompt.Any {
+			c.prompt = append(c.prompt, compileGlob(g))
+		}
+	}
+	if r.Resource != nil {
+		c.resource = make([]glob, 0, len(r.Resource.Any))
+		for _, g := range r.Resource.Any {
+			c.resource = append(c.resource, compilePathGlob(g))
 		}
 	}
 	if allow && r.ArgumentsSchema != nil {

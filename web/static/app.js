@@ -240,6 +240,8 @@ const findingKinds = {
   new_http_method: ["New HTTP method", "medium"],
   new_mcp_method: ["New MCP method", "medium"],
   new_mcp_tool: ["New MCP tool", "medium"],
+  new_mcp_prompt: ["New MCP prompt", "medium"],
+  new_mcp_resource: ["New MCP resource", "medium"],
   new_credentialed_reach: ["Reaches injected credentials", "high"],
   l7_bypass_credentialed: ["Uninspected protocol reaches credentials", "high"],
   private_network: ["Private network", "high"],
