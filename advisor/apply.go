@@ -29,6 +29,8 @@ const (
 	RulePath              = "path"             // a path glob wider than one segment or a /** tail below a fixed prefix
 	RuleQueryInPath       = "query_in_path"    // a `?` or `#` in a proposed path: a query string or fragment is not part of a path
 	RuleTool              = "tool"             // a missing or glob tool name
+	RulePrompt            = "prompt"           // a missing or glob prompt name
+	RuleResource          = "resource"         // a missing, glob or not plain resource URI
 	RuleForbiddenField    = "forbidden_field"  // access, tls, enforcement, allowed_ips, credentials, mcp options, …
 	RuleUnknownTarget     = "unknown_target"   // the named entry or endpoint does not exist
 	RuleAmbiguousTarget   = "ambiguous_target" // several endpoints match: name the path
@@ -406,6 +408,61 @@ func hasUnescapedMeta(s string) bool {
 	return false
 }
 
+// namedMatcher applies the narrowness rules to an MCP rule's prompt and
+// resource: prompts/get must name its prompts, and the resources methods
+// their URIs, exactly (globs escaped); a resource must be a plain URI
+// (policy.PlainResourceURI), which is all a resource rule can allow.
+func (r refuser) namedMatcher(ap string, a *policy.L7Rule) error {
+	type named struct {
+		field, rule, what string
+		m                 *policy.Matcher
+		needed            bool
+	}
+	for _, n := range []named{
+		{"prompt", RulePrompt, "prompt", a.Prompt, a.Method == "prompts/get"},
+		{"resource", RuleResource, "resource URI", a.Resource, policy.IsResourceMethod(a.Method)},
+	} {
+		fp := keyPath(ap, n.field)
+		switch {
+		case !n.needed && n.m != nil:
+			return r.at(fp, n.rule, "%s does not apply to method %q", n.field, a.Method)
+		case !n.needed:
+			continue
+		case n.m == nil || len(n.m.Any) == 0:
+			return r.at(fp, n.rule, "%s needs the %s named", a.Method, n.what)
+		case len(n.m.Any) > MaxRulesPerOperation:
+			return r.at(fp, n.rule, "names more than %d %ss", MaxRulesPerOperation, n.field)
+		}
+		for i, g := range n.m.Any {
+			p := fp
+			if len(n.m.Any) > 1 {
+				p = indexPath(keyPath(fp, "any"), i)
+			}
+			if g == "" || hasUnescapedMeta(g) {
+				return r.at(p, n.rule, "%q: name a %s exactly (escape *, ?, [ and \\ with \\)", g, n.what)
+			}
+			if n.field == "resource" {
+				if err := policy.PlainResourceURI(unescapeGlob(g)); err != nil {
+					return r.at(p, n.rule, "%q is not a plain URI, so no resource rule can allow it: %v", g, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// unescapeGlob is the string an exact (escaped) glob matches.
+func unescapeGlob(g string) string {
+	var b strings.Builder
+	for i := 0; i < len(g); i++ {
+		if g[i] == '\\' && i+1 < len(g) {
+			i++
+		}
+		b.WriteByte(g[i])
+	}
+	return b.String()
+}
+
 // httpMethod accepts one explicit HTTP method token.
 func (r refuser) httpMethod(fp, m string) error {
 	if m == "" {
@@ -432,7 +489,7 @@ func (r refuser) allowRule(fp, protocol string, rule policy.Rule) error {
 	if a == nil {
 		return r.at(ap, RuleEmptyAllow, "a rule without allow allows nothing")
 	}
-	if a.Method == "" && a.Path == "" && a.Tool == nil && a.Params == nil && a.Query == nil &&
+	if a.Method == "" && a.Path == "" && a.Tool == nil && a.Params == nil && a.Query == nil && a.Prompt == nil && a.Resource == nil &&
 		a.Command == "" && a.OperationType == "" && a.OperationName == "" && a.Fields == nil {
 		return r.at(ap, RuleEmptyAllow, "allow: {} would allow everything on the endpoint")
 	}
@@ -461,8 +518,8 @@ func (r refuser) allowRule(fp, protocol string, rule policy.Rule) error {
 		if err := r.pathGlob(keyPath(ap, "path"), a.Path); err != nil {
 			return err
 		}
-		if a.Tool != nil || a.ArgumentsSchema != nil {
-			return r.at(keyPath(ap, "tool"), RuleForbiddenField, "tool and arguments_schema apply to mcp endpoints only")
+		if a.Tool != nil || a.ArgumentsSchema != nil || a.Prompt != nil || a.Resource != nil {
+			return r.at(keyPath(ap, "tool"), RuleForbiddenField, "tool, prompt, resource and arguments_schema apply to mcp endpoints only")
 		}
 	case policy.ProtocolMCP:
 		mp := keyPath(ap, "method")
@@ -497,6 +554,9 @@ func (r refuser) allowRule(fp, protocol string, rule policy.Rule) error {
 			}
 		} else if a.Tool != nil || a.ArgumentsSchema != nil {
 			return r.at(tp, RuleTool, "tool and arguments_schema apply to tools/call only")
+		}
+		if err := r.namedMatcher(ap, a); err != nil {
+			return err
 		}
 	default:
 		return r.at(fp, RuleProtocol, "a proposal may add rules to rest and mcp endpoints only, not %q", protocol)

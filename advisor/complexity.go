@@ -46,9 +46,14 @@ func proposalGlobs(p *Proposal) []globField {
 		if r.Method != "" {
 			out = append(out, globField{op, keyPath(fp, "method"), r.Method})
 		}
-		if r.Tool != nil {
-			for i, t := range r.Tool.Any {
-				out = append(out, globField{op, indexPath(keyPath(fp, "tool"), i), t})
+		for _, m := range []struct {
+			field string
+			m     *policy.Matcher
+		}{{"tool", r.Tool}, {"prompt", r.Prompt}, {"resource", r.Resource}} {
+			if m.m != nil {
+				for i, t := range m.m.Any {
+					out = append(out, globField{op, indexPath(keyPath(fp, m.field), i), t})
+				}
 			}
 		}
 		for _, m := range []map[string]*policy.Matcher{r.Query, r.Params} {

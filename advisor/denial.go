@@ -19,8 +19,11 @@ type DenialRecord struct {
 	HTTPMethod string // "" for an L4 (CONNECT without inspection) request
 	Path       string // canonical path
 	MCPMethod  string // JSON-RPC method, for MCP requests
-	Tool       string // params.name of tools/call
-	Entry      string // network_policies key of the deciding entry, if known
+	// Tool is what the MCP message names (the decision record's tool):
+	// params.name of tools/call or prompts/get, params.uri of
+	// resources/read, resources/subscribe and resources/unsubscribe.
+	Tool  string
+	Entry string // network_policies key of the deciding entry, if known
 	// VersionProbe marks a request refused only because its MCP protocol
 	// version is not listed: clients probe versions, so it is not offered.
 	VersionProbe bool
@@ -90,6 +93,14 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	if rec.MCPMethod == "tools/call" && rec.Tool == "" {
 		return refuse("tool", RuleTool, "the denied tools/call names no tool")
 	}
+	if rec.MCPMethod == "prompts/get" && rec.Tool == "" {
+		return refuse("prompt", RulePrompt, "the denied prompts/get names no prompt")
+	}
+	if policy.IsResourceMethod(rec.MCPMethod) {
+		if err := policy.PlainResourceURI(rec.Tool); err != nil {
+			return refuse("resource", RuleResource, "the denied %s URI %q is not plain, so no resource rule can allow it: %v", rec.MCPMethod, rec.Tool, err)
+		}
+	}
 	if rec.ReasonCode == policy.ToolDefinitionChanged && rec.MCPMethod == "tools/call" {
 		return repinFromDenial(base, rec)
 	}
@@ -98,8 +109,13 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	switch {
 	case rec.MCPMethod != "":
 		rule = &policy.L7Rule{Method: rec.MCPMethod}
-		if rec.MCPMethod == "tools/call" {
+		switch {
+		case rec.MCPMethod == "tools/call":
 			rule.Tool = &policy.Matcher{Any: []string{rec.Tool}}
+		case rec.MCPMethod == "prompts/get":
+			rule.Prompt = &policy.Matcher{Any: []string{escapeGlob(rec.Tool)}}
+		case policy.IsResourceMethod(rec.MCPMethod):
+			rule.Resource = &policy.Matcher{Any: []string{escapeGlob(rec.Tool)}}
 		}
 	case rec.HTTPMethod != "":
 		rule = &policy.L7Rule{Method: strings.ToUpper(rec.HTTPMethod), Path: escapeGlob(rec.Path)}
@@ -107,7 +123,7 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 
 	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path}
 	if rec.MCPMethod != "" {
-		req.MCP = &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool}
+		req.MCP = policy.NamedMCPMessage(rec.MCPMethod, rec.Tool)
 	}
 	var guarded *AddAllowRules // the endpoint whose schema refused the arguments
 	if rec.MCPMethod == "tools/call" {
@@ -178,8 +194,8 @@ func rationale(rec DenialRecord, exactArguments bool) string {
 	switch {
 	case rec.MCPMethod == "tools/call" && exactArguments:
 		what = "tools/call " + rec.Tool + " with exactly the denied arguments"
-	case rec.MCPMethod == "tools/call":
-		what = "tools/call " + rec.Tool
+	case rec.MCPMethod != "" && rec.Tool != "":
+		what = rec.MCPMethod + " " + rec.Tool
 	case rec.MCPMethod != "":
 		what = rec.MCPMethod
 	case rec.HTTPMethod != "":

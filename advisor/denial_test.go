@@ -14,7 +14,7 @@ func recRequest(rec DenialRecord) policy.Request {
 	r := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path, Time: now}
 	if rec.MCPMethod != "" {
 		r.HTTPMethod = "POST"
-		r.MCP = &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool}
+		r.MCP = policy.NamedMCPMessage(rec.MCPMethod, rec.Tool)
 	}
 	return r
 }
@@ -30,7 +30,8 @@ func TestFromDenialNarrowest(t *testing.T) {
 	ports := []int{443, 8443}
 	methods := []string{"GET", "POST", "DELETE", ""}
 	paths := []string{"/repos/a/b", "/api/orders/7", "/api/orders", "/admin/status", "/v1/x*y", "/mcp"}
-	mcp := [][2]string{{"tools/call", "track_shipment"}, {"tools/call", "refund_order"}, {"tools/list", ""}, {"resources/list", ""}}
+	mcp := [][2]string{{"tools/call", "track_shipment"}, {"tools/call", "refund_order"}, {"tools/list", ""}, {"resources/list", ""},
+		{"prompts/get", "summarize"}, {"prompts/get", "a*b"}, {"resources/read", "file:///docs/a.txt"}, {"resources/subscribe", "https://x.example/q?a=1*"}}
 	proposed, refusedNothing := 0, 0
 	for range 300 {
 		rec := DenialRecord{Binary: binaries[rng.IntN(len(binaries))], Host: hosts[rng.IntN(len(hosts))], Port: ports[rng.IntN(len(ports))]}
@@ -86,7 +87,7 @@ func TestFromDenialNarrowest(t *testing.T) {
 			if ce.HTTPMethod != req.HTTPMethod || ce.Path != req.Path {
 				t.Fatalf("%+v: finding %s is wider: %s %s", rec, f.Kind, ce.HTTPMethod, ce.Path)
 			}
-			if req.MCP != nil && (ce.MCP == nil || ce.MCP.Method != req.MCP.Method || ce.MCP.Tool != req.MCP.Tool) {
+			if req.MCP != nil && (ce.MCP == nil || ce.MCP.Method != req.MCP.Method || ce.MCP.Name() != req.MCP.Name()) {
 				t.Fatalf("%+v: finding %s is wider: %+v", rec, f.Kind, ce.MCP)
 			}
 		}
@@ -157,5 +158,105 @@ func TestFromDenialRateLimited(t *testing.T) {
 	rec.RateLimited = false
 	if _, err := FromDenial(nil, rec); err != nil {
 		t.Fatalf("the same record as a denial: %v", err)
+	}
+}
+
+// A denied prompts/get or resources call becomes a rule naming exactly
+// that prompt or URI (globs escaped); once applied, another prompt or URI
+// stays denied, and its own proposal is new_mcp_prompt or
+// new_mcp_resource.
+func TestFromDenialPromptsAndResources(t *testing.T) {
+	base := mustParsePolicy(t, baseDoc)
+	rec := func(method, name string) DenialRecord {
+		return DenialRecord{Binary: "/usr/bin/python3", Host: "orders.example.com", Port: 443, Path: "/mcp", MCPMethod: method, Tool: name}
+	}
+	for _, tc := range []struct {
+		method, name, other, glob, kind string
+	}{
+		{"prompts/get", "summarize*", "summarize_all", `summarize\*`, prover.NewMCPPrompt},
+		{"resources/read", "https://docs.example/a?b=*", "https://docs.example/a?b=c", `https://docs.example/a\?b=\*`, prover.NewMCPResource},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			p, err := FromDenial(base, rec(tc.method, tc.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := p.Operations[0].AddAllowRules
+			if o == nil || o.Policy != "orders" || len(o.Rules) != 1 {
+				t.Fatalf("want one add_allow_rules on orders: %+v", p.Operations[0])
+			}
+			a := o.Rules[0].Allow
+			m := a.Prompt
+			if tc.method != "prompts/get" {
+				m = a.Resource
+			}
+			if a.Method != tc.method || m == nil || len(m.Any) != 1 || m.Any[0] != tc.glob {
+				t.Fatalf("rule %+v, want %s naming %q", a, tc.method, tc.glob)
+			}
+			result, _, err := Evaluate(context.Background(), base, p, prover.Options{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := policy.Decide(result, recRequest(rec(tc.method, tc.name))); !d.Allow {
+				t.Fatalf("the proposal does not allow the request: %s", d.Reason)
+			}
+			if d := policy.Decide(result, recRequest(rec(tc.method, tc.other))); d.Allow {
+				t.Fatalf("the proposal also allows %s %s", tc.method, tc.other)
+			}
+			// The next denial, against the applied policy, is a new prompt
+			// or resource of a method the policy already allows.
+			p2, err := FromDenial(result, rec(tc.method, tc.other))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, rep, err := Evaluate(context.Background(), result, p2, prover.Options{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Findings) != 1 || rep.Findings[0].Kind != tc.kind || rep.Findings[0].Counterexample.MCP.Name() != tc.other {
+				t.Fatalf("findings %+v, want one %s for %q", rep.Findings, tc.kind, tc.other)
+			}
+			// The same proposal again changes nothing, and says which
+			// prompt or URI is already allowed.
+			_, _, err = Evaluate(context.Background(), result, p, prover.Options{Now: now})
+			if r, ok := AsRefusal(err); !ok || r.Rule != RuleChangesNothing || !strings.Contains(r.Reason, tc.method+" "+tc.name+" is already allowed") {
+				t.Fatalf("proposing it twice: got %v, want changes_nothing naming %s %s", err, tc.method, tc.name)
+			}
+		})
+	}
+	// Refused: a URI no resource rule can allow, a prompts/get naming
+	// nothing.
+	_, err := FromDenial(base, rec("resources/read", "file:///docs/../secrets"))
+	if r, ok := AsRefusal(err); !ok || r.Rule != RuleResource || !strings.Contains(r.Reason, "dot segment") {
+		t.Fatalf("want a resource refusal for a URI that is not plain, got %v", err)
+	}
+	_, err = FromDenial(base, rec("prompts/get", ""))
+	if r, ok := AsRefusal(err); !ok || r.Rule != RulePrompt {
+		t.Fatalf("want a prompt refusal, got %v", err)
+	}
+}
+
+// Proposal files must name prompts and resources exactly, too.
+func TestApplyPromptAndResourceNarrowness(t *testing.T) {
+	base := mustParsePolicy(t, baseDoc)
+	for _, tc := range []struct {
+		rule       policy.L7Rule
+		field, why string
+	}{
+		{policy.L7Rule{Method: "prompts/get"}, "allow.prompt", "needs the prompt named"},
+		{policy.L7Rule{Method: "prompts/get", Prompt: &policy.Matcher{Any: []string{"sum*"}}}, "allow.prompt", "name a prompt exactly"},
+		{policy.L7Rule{Method: "resources/read"}, "allow.resource", "needs the resource URI named"},
+		{policy.L7Rule{Method: "resources/read", Resource: &policy.Matcher{Any: []string{"file:///docs/**"}}}, "allow.resource", "name a resource URI exactly"},
+		{policy.L7Rule{Method: "resources/read", Resource: &policy.Matcher{Any: []string{"FILE:///docs/a"}}}, "allow.resource", "not a plain URI"},
+		{policy.L7Rule{Method: "tools/list", Prompt: &policy.Matcher{Any: []string{"a"}}}, "allow.prompt", "does not apply"},
+	} {
+		r := tc.rule
+		p := &Proposal{Rationale: "x", Operations: []Operation{{AddAllowRules: &AddAllowRules{
+			Policy: "orders", Host: "orders.example.com", Port: 443, Path: "/mcp", Rules: []policy.Rule{{Allow: &r}}}}}}
+		_, err := Apply(base, p)
+		re, ok := AsRefusal(err)
+		if !ok || !strings.HasSuffix(re.Field, tc.field) || !strings.Contains(re.Reason, tc.why) {
+			t.Errorf("%+v: got %v, want a refusal at %s about %q", tc.rule, err, tc.field, tc.why)
+		}
 	}
 }

@@ -149,6 +149,18 @@ func sampleRequest(binary string, ep *policy.Endpoint, port int, a *policy.L7Rul
 		if a.Tool != nil && len(a.Tool.Any) > 0 {
 			m.Tool = a.Tool.Any[0]
 		}
+		for _, n := range []struct {
+			matcher *policy.Matcher
+			name    *string
+		}{{a.Prompt, &m.Prompt}, {a.Resource, &m.Resource}} {
+			if n.matcher == nil || len(n.matcher.Any) == 0 {
+				continue
+			}
+			if hasUnescapedMeta(n.matcher.Any[0]) {
+				return r, false
+			}
+			*n.name = unescape(n.matcher.Any[0])
+		}
 		if c, ok := a.ArgumentsSchema["const"]; ok {
 			// The arguments a const schema names exactly.
 			if raw, err := json.Marshal(c); err == nil {
@@ -164,10 +176,7 @@ func sampleRequest(binary string, ep *policy.Endpoint, port int, a *policy.L7Rul
 
 func describeRequest(r policy.Request) string {
 	if r.MCP != nil {
-		if r.MCP.Method == "tools/call" {
-			return "tools/call " + r.MCP.Tool
-		}
-		return r.MCP.Method
+		return policy.DescribeMCP(r.MCP)
 	}
 	return r.HTTPMethod + " " + r.Path
 }

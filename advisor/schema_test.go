@@ -118,8 +118,8 @@ func TestFromDenialArgumentsSchemaNeedsArguments(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{"", "needs them"},
 		{`["x"]`, "must be a JSON object"},
-		{`{"a":1,"a":2}`, "repeat the key"},
-		{`{"a":1} {}`, "followed by more data"},
+		{`{"a":1,"a":2}`, "appears twice"},
+		{`{"a":1} {}`, "more data follows"},
 		{"{\"a\":\"\xff\"}", "not valid UTF-8"},
 	} {
 		_, err := FromDenial(base, schemaDenial(c.args))

@@ -46,6 +46,9 @@
 //     fingerprint of each tool it saw listed, per endpoint, stale after a
 //     list_changed or 30 s), and its own listing, in the caller's session,
 //     of the tools a pinned call needs verified.
+//   - replies.go: the requests servers send clients on the streams the
+//     proxy relays, per session, so that a client's answer to one may be
+//     larger than mcp.max_body_bytes (up to mcp.max_response_bytes).
 //   - toolslist.go: tools/list results (a JSON answer, or an event
 //     stream event by event, a GET stream's replays included) cut to the
 //     tools the policy in force would let the agent call; a result that

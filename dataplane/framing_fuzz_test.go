@@ -232,3 +232,54 @@ func TestGoRequestsReference(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
+
+// sentHeaders reads what the guard needs of a header block as Go's
+// textproto.ReadMIMEHeader would, for every block http.ReadRequest
+// accepts that has no folded line (a folded block is flagged before).
+func FuzzSentHeaders(f *testing.F) {
+	for _, seed := range []string{
+		"POST http://a:1/mcp HTTP/1.1\r\nHost: a:1\r\nContent-Length: 3\r\n\r\n",
+		"POST http://a/ HTTP/1.1\r\nhost:  b \r\ncontent-length:0\r\nTRANSFER-ENCODING: chunked\r\n\r\n",
+		"GET http://a/ HTTP/1.1\nHost: a\nHost:\t\nX: y\n\n",
+		"GET / HTTP/1.1\r\nHost:\r\nX-Host: z\r\nHostile: q\r\n\r\n",
+		"GET http://a/ HTTP/1.0\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+		"GET http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nHost: [::1]:80\r\n\r\n",
+		"GET http://a/ HTTP/1.1\r\nA: b\r\n c\r\nHost: d\r\n\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, block []byte) {
+		if _, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(block))); err != nil {
+			return
+		}
+		tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(block)))
+		if _, err := tp.ReadLine(); err != nil {
+			return
+		}
+		raw, err := tp.ReadMIMEHeader()
+		if err != nil {
+			t.Fatalf("http.ReadRequest accepted what textproto refuses: %v", err)
+		}
+		// Up to the blank line: what the guard hands sentHeaders.
+		end := bytes.Index(block, []byte("\n\n"))
+		if i := bytes.Index(block, []byte("\n\r\n")); i >= 0 && (end < 0 || i < end) {
+			end = i
+		}
+		if end < 0 {
+			return
+		}
+		head := block[:end+1]
+		if _, fields, ok := bytes.Cut(head, []byte("\n")); ok && folded(fields) {
+			return
+		}
+		var hosts []string
+		got := sentHeaders(block, func(h []byte) { hosts = append(hosts, string(h)) })
+		want := sent{
+			contentLength:    len(raw["Content-Length"]) > 0,
+			transferEncoding: len(raw["Transfer-Encoding"]) > 0,
+		}
+		if got != want || !slices.Equal(hosts, raw["Host"]) {
+			t.Fatalf("sentHeaders(%q) = %+v, Host %q; textproto says %+v, Host %q", block, got, hosts, want, raw["Host"])
+		}
+	})
+}

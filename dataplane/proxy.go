@@ -50,7 +50,8 @@ type Config struct {
 	// Now is the clock for expires_at and records. Default time.Now.
 	Now func() time.Time
 	// DecisionLog receives every decision as a JSON line, written by a
-	// goroutine of Agent.Run so traffic never waits for it. Default: none.
+	// goroutine of Agent.Run so traffic never waits for it, in batches
+	// (decision.Log: at most decision.FlushInterval late). Default: none.
 	DecisionLog io.Writer
 	// MaxConnections bounds the client connections served at once; more
 	// wait to be accepted. Default 4096.
@@ -154,6 +155,9 @@ type Proxy struct {
 
 	// defs is what the proxy knows of MCP tools' definitions (pins.go).
 	defs toolDefs
+	// pending are the requests servers sent clients, not yet answered
+	// (replies.go).
+	pending serverRequests
 }
 
 type openTunnel struct {
@@ -558,19 +562,30 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 
 	var body []byte
 	var list *toolsList
-	maxBody, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, path)
+	limits, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, r.Method, path)
 	if mcpEndpoint && r.Method != http.MethodPost && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 		// Only POST bodies are judged; any other body would pass unread.
 		p.deny(w, r, cur, req, policy.Decision{Reason: r.Method + " to an MCP endpoint must not carry a body"}, nil)
 		return
 	}
 	if mcpEndpoint && r.Method == http.MethodPost {
-		mreq, raw, reason := p.readMCP(w, r, maxBody)
+		key := mcpEndpointKey{host: t.host, port: t.port, path: path}
+		session := sessionKey{ep: key, session: r.Header.Get(mcp.HeaderMCPSessionID)}
+		answers := 0 // the larger bound, when the server waits for answers
+		if p.pending.waiting(session, req.Time) {
+			answers = limits.Response
+		}
+		mreq, raw, reason := p.readMCP(w, r, limits.Body, answers)
 		if mreq == nil {
 			p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 			return
 		}
-		key := mcpEndpointKey{host: t.host, port: t.port, path: path}
+		if len(raw) > limits.Body {
+			if why := p.pending.onlyAnswers(session, mreq, req.Time); why != "" {
+				p.deny(w, r, cur, req, policy.Decision{Reason: fmt.Sprintf("request body over mcp.max_body_bytes (%d): %s, and only answers to the server's requests may be larger (mcp.max_response_bytes)", limits.Body, why)}, nil)
+				return
+			}
+		}
 		unknown := p.withDefinitions(key, mreq)
 		var denied bool
 		var limited []limitedCall
@@ -599,6 +614,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			}
 		}
 		body = raw
+		p.pending.answered(session, mreq)
 		p.record(cur, req, d, mreq, "")
 		list = p.toolsListFor(req, r, key, mreq)
 	} else {
@@ -622,21 +638,29 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 
 // readMCP reads an MCP POST body, counting the bytes actually read against
 // the endpoint's limit (chunked bodies included), and parses it strictly.
-func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody int) (*mcp.Request, []byte, string) {
+// answers, when larger than maxBody, is the bound for a body of answers to
+// the server's requests (the caller checks it holds only those).
+func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody, answers int) (*mcp.Request, []byte, string) {
+	limit, name := maxBody, "mcp.max_body_bytes"
+	if answers > maxBody {
+		limit, name = answers, "mcp.max_response_bytes"
+	}
 	// A client that announces a body and trickles it must not hold memory
 	// or a goroutine for long: bound the time, and grow the buffer only as
 	// bytes arrive (never from the announced length alone).
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+1))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(maxBody)+1))
+	// ReadFrom wants bytes.MinRead free before each read: with that room
+	// past the announced length, a body is read into this one buffer.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(limit)+1))
 	raw := buf.Bytes()
 	if err != nil {
 		return nil, nil, "cannot read the request body"
 	}
-	if len(raw) > maxBody {
-		return nil, nil, fmt.Sprintf("request body over mcp.max_body_bytes (%d)", maxBody)
+	if len(raw) > limit {
+		return nil, nil, fmt.Sprintf("request body over %s (%d)", name, limit)
 	}
 	mreq, err := mcp.Parse(r.Header, raw)
 	if err != nil {
@@ -793,7 +817,7 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 	}
 	if mreq != nil && len(mreq.Messages) > 0 {
 		rec.MCPMethod = mreq.Messages[0].Message.Method
-		rec.Tool = mreq.Messages[0].Message.Tool
+		rec.Tool = mreq.Messages[0].Message.Name()
 		if denialID != "" && d.DefinitionRefused {
 			rec.ReasonCode, rec.ToolDefinition = policy.ToolDefinitionChanged, mreq.Messages[0].Message.ToolDefinition
 		}

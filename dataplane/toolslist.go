@@ -36,6 +36,9 @@ type toolsList struct {
 	keep func(name string, def []byte) bool
 	// listChanged is called when the server says its tools changed.
 	listChanged func()
+	// requests is called with the requests the server sends the client
+	// (their IDKeys).
+	requests func(ids []string)
 }
 
 // filters reports whether l looks for tools/list results at all.
@@ -53,7 +56,11 @@ const maxListMessage = 8 << 20
 // POST whose messages are mreq, or a GET (mreq nil), which may replay a
 // POST's stream — is read on its way to the agent.
 func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpointKey, mreq *mcp.Request) *toolsList {
-	l := &toolsList{listChanged: func() { p.defs.changed(key) }}
+	session := sessionKey{ep: key, session: r.Header.Get(mcp.HeaderMCPSessionID)}
+	l := &toolsList{
+		listChanged: func() { p.defs.changed(key) },
+		requests:    func(ids []string) { p.pending.add(session, ids, p.cfg.Now()) },
+	}
 	version := r.Header.Get(mcp.HeaderMCPProtocolVersion)
 	if mreq != nil {
 		version = mreq.Version
@@ -239,8 +246,14 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 			return err
 		}
 		out := ev.Raw
-		if ev.HasData && mcp.ListChanged(ev.Data) {
-			l.listChanged()
+		if ev.HasData {
+			se := mcp.ReadServerEvent(ev.Data)
+			if se.ListChanged {
+				l.listChanged()
+			}
+			if len(se.Requests) > 0 {
+				l.requests(se.Requests)
+			}
 		}
 		if ev.HasData && l.filters() {
 			filtered, removed, ferr := mcp.FilterToolsList(ev.Data, l.answers, l.keep)

@@ -123,6 +123,7 @@ type upstreamConn struct {
 	lim       readLimit
 	br        *bufio.Reader
 	bw        *bufio.Writer
+	open      *openCheck // stillOpen's peek, made once for the connection
 	idleSince time.Time
 }
 
@@ -203,7 +204,7 @@ func (p *upstreamPool) take(ctx context.Context, fresh bool) (*upstreamConn, boo
 			if c == nil {
 				break
 			}
-			if time.Since(c.idleSince) < upstreamIdleTimeout && c.br.Buffered() == 0 && stillOpen(c.conn) {
+			if time.Since(c.idleSince) < upstreamIdleTimeout && c.br.Buffered() == 0 && c.open.check() {
 				return c, true, nil
 			}
 			c.conn.Close()
@@ -234,6 +235,7 @@ func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
 		c.conn, c.tls = tc, true
 	}
 	c.lim.r = c.conn
+	c.open = newOpenCheck(c.conn)
 	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
 	c.bw = bufio.NewWriterSize(c.conn, 4<<10)
 	return c, nil

@@ -9,36 +9,62 @@ import (
 	"syscall"
 )
 
-// stillOpen reports whether an idle connection can be reused: the server
+// openCheck tells whether an idle connection can be reused: the server
 // has not closed it, and (without TLS, whose records may legitimately
 // arrive unasked, such as session tickets) has sent nothing unasked. It
-// peeks without blocking, one system call.
-func stillOpen(conn net.Conn) bool {
-	unasked := false
+// peeks without blocking, one system call. It is made once per
+// connection, so that a check, made on every reuse, allocates nothing.
+type openCheck struct {
+	rc      syscall.RawConn // nil when the connection has none (assumed open)
+	broken  bool            // its raw connection could not be had
+	unasked bool            // TLS: bytes may arrive unasked
+	open    bool
+	b       [1]byte
+	peek    func(fd uintptr) bool
+}
+
+func newOpenCheck(conn net.Conn) *openCheck {
+	c := &openCheck{}
 	if tc, ok := conn.(*tls.Conn); ok {
-		conn, unasked = tc.NetConn(), true
+		conn, c.unasked = tc.NetConn(), true
 	}
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
-		return true
+		return c
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		c.broken = true
+		return c
 	}
-	open := true
-	var b [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	c.rc = rc
+	c.peek = func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), c.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK):
-			// Nothing pending: open and quiet.
+			c.open = true // nothing pending: open and quiet
 		case err != nil || n == 0:
-			open = false // an error, or the server closed it
+			c.open = false // an error, or the server closed it
 		default:
-			open = unasked
+			c.open = c.unasked
 		}
 		return true
-	})
-	return err == nil && open
+	}
+	return c
 }
+
+// check reports whether the connection can be reused now.
+func (c *openCheck) check() bool {
+	switch {
+	case c.broken:
+		return false
+	case c.rc == nil:
+		return true
+	}
+	c.open = false
+	err := c.rc.Read(c.peek)
+	return err == nil && c.open
+}
+
+// stillOpen is a one-off check of conn.
+func stillOpen(conn net.Conn) bool { return newOpenCheck(conn).check() }

@@ -30,7 +30,7 @@ type Request struct {
 	Path               string `json:"path,omitempty"`
 	Query              string `json:"query,omitempty"`
 	MCPMethod          string `json:"mcpMethod,omitempty"`
-	Tool               string `json:"tool,omitempty"`
+	Tool               string `json:"tool,omitempty"` // what the MCP message names: tool, prompt or resource URI
 	MCPProtocolVersion string `json:"mcpProtocolVersion,omitempty"`
 	Arguments          string `json:"arguments,omitempty"`
 }
@@ -53,7 +53,7 @@ func FindingsOf(rep *prover.Report) []Finding {
 				c.Addr = r.Addr.String()
 			}
 			if m := r.MCP; m != nil {
-				c.MCPMethod, c.Tool, c.MCPProtocolVersion = m.Method, m.Tool, m.ProtocolVersion
+				c.MCPMethod, c.Tool, c.MCPProtocolVersion = m.Method, m.Name(), m.ProtocolVersion
 				if len(m.Arguments) > 0 {
 					c.Arguments = string(m.Arguments)
 				}

@@ -351,6 +351,12 @@ func canonicalEndpoint(ep *Endpoint) {
 		if ep.MCP.MaxBodyBytes == 0 {
 			ep.MCP.MaxBodyBytes = DefaultMaxBodyBytes
 		}
+		if o := ep.MCP.OAuth; o != nil && !o.ResourceMetadata && !o.AuthorizationServer {
+			ep.MCP.OAuth = nil // declares nothing
+		}
+		if ep.MCP.MaxResponseBytes == DefaultMaxResponseBytes {
+			ep.MCP.MaxResponseBytes = 0 // the default, spelled or not, hashes as one document
+		}
 		if ep.MCP.FiltersToolsList() {
 			// The default, spelled or not, hashes as one document.
 			ep.MCP.FilterToolsList = nil
@@ -398,6 +404,8 @@ func canonicalRule(r *L7Rule, protocol string, allowAll bool) {
 		r.Tool, r.Params = r.Params["name"], nil
 	}
 	r.Tool = canonicalMatcher(r.Tool)
+	r.Prompt = canonicalMatcher(r.Prompt)
+	r.Resource = canonicalMatcher(r.Resource)
 	for k, m := range r.Params {
 		r.Params[k] = canonicalMatcher(m)
 	}

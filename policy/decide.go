@@ -63,6 +63,8 @@ type Request struct {
 type MCPMessage struct {
 	Method          string          // JSON-RPC method ("" for a client→server response)
 	Tool            string          // params.name for tools/call
+	Prompt          string          // params.name for prompts/get
+	Resource        string          // params.uri for resources/read, resources/subscribe, resources/unsubscribe
 	Arguments       json.RawMessage // params.arguments
 	ProtocolVersion string          // the version the proxy established ("" if none given)
 	Response        bool            // a client→server JSON-RPC response (answer to elicitation/sampling): passes once the endpoint matches
@@ -267,7 +269,15 @@ func destinationMatches(e endpointRef, r Request) bool {
 		return false
 	}
 	path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
-	return err == nil && MatchGlob(e.ep.Path, path)
+	if err != nil {
+		return false
+	}
+	if e.ep.Protocol == ProtocolMCP && r.MCP == nil {
+		if _, ok := e.ep.MCP.OAuthPath(strings.ToUpper(r.HTTPMethod), path); ok {
+			return true // the endpoint's OAuth paths lie beside its MCP path
+		}
+	}
+	return MatchGlob(e.ep.Path, path)
 }
 
 func hostMatches(ep *Endpoint, r Request) bool {
@@ -738,6 +748,13 @@ func versionListed(ep *Endpoint, version string) bool {
 //     rules would have allowed the message it is marked versionRefused.
 func judgeMCP(e endpointRef, r Request) outcome {
 	method := strings.ToUpper(r.HTTPMethod)
+	if r.MCP == nil && method != "" {
+		path, err := CanonicalPath(r.Path, e.ep.AllowEncodedSlash)
+		if rule, ok := e.ep.MCP.OAuthPath(method, path); ok && err == nil {
+			return outcome{ep: e, allow: true, rule: rule,
+				reason: fmt.Sprintf("an OAuth path %s declares on %s", rule, e.name())}
+		}
+	}
 	switch {
 	case method == "":
 		return requireL7(e)
@@ -829,7 +846,15 @@ const ToolDefinitionChanged = "tool_definition_changed"
 //     every method;
 //   - tool (or params.name): only tools/call matches, and its name must
 //     match one of the globs — as globs only with strict names, else
-//     compared exactly.
+//     compared exactly;
+//   - prompt: only prompts/get matches, and its params.name must match one
+//     of the globs, read narrowly in allow rules and widely in deny rules
+//     (as method globs are; strict_tool_names does not apply to prompts);
+//   - resource: only resources/read, resources/subscribe and
+//     resources/unsubscribe match, and params.uri must match one of the
+//     globs — MatchResource in allow rules, MatchDenyResource in deny rules.
+//
+// A rule with several matchers needs them all (the validator allows one).
 func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
 	switch {
 	case rule.Method != "":
@@ -841,15 +866,48 @@ func mcpRuleMatches(ep *Endpoint, rule *L7Rule, m *MCPMessage, deny bool) bool {
 			return false
 		}
 	}
-	tool := ruleTool(rule)
-	if tool == nil {
-		return true
+	if tool := ruleTool(rule); tool != nil && !toolMatches(ep, tool, m) {
+		return false
 	}
+	if rule.Prompt != nil && !promptMatches(rule.Prompt, m, deny) {
+		return false
+	}
+	if rule.Resource != nil && !resourceMatches(rule.Resource, m, deny) {
+		return false
+	}
+	return true
+}
+
+func toolMatches(ep *Endpoint, tool *Matcher, m *MCPMessage) bool {
 	if m.Method != "tools/call" {
 		return false
 	}
 	for _, g := range tool.Any {
 		if strictNames(ep) && MatchGlob(g, m.Tool) || !strictNames(ep) && g == m.Tool {
+			return true
+		}
+	}
+	return false
+}
+
+func promptMatches(prompt *Matcher, m *MCPMessage, deny bool) bool {
+	if m.Method != "prompts/get" {
+		return false
+	}
+	for _, g := range prompt.Any {
+		if pathGlobMatches(g, m.Prompt, !deny) {
+			return true
+		}
+	}
+	return false
+}
+
+func resourceMatches(resource *Matcher, m *MCPMessage, deny bool) bool {
+	if !IsResourceMethod(m.Method) {
+		return false
+	}
+	for _, g := range resource.Any {
+		if !deny && MatchResource(g, m.Resource) || deny && MatchDenyResource(g, m.Resource) {
 			return true
 		}
 	}
@@ -882,12 +940,7 @@ func argumentsValid(rule *L7Rule, m *MCPMessage) error {
 }
 
 // describeMCP names a message in reasons: "tools/call lookup_order".
-func describeMCP(m *MCPMessage) string {
-	if m.Method == "tools/call" {
-		return "tools/call " + m.Tool
-	}
-	return m.Method
-}
+func describeMCP(m *MCPMessage) string { return DescribeMCP(m) }
 
 // ---------------------------------------------------------------------------
 // 4. Combination, audit mode and default deny.

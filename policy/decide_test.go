@@ -408,7 +408,7 @@ func TestDecideMCP(t *testing.T) {
 	runDecide(t, []decideCase{
 		{"initialize", p, r.mcp("initialize", "", ""), want{allow: true, entry: "orders", rule: "rules[0]"}},
 		{"notifications/initialized", p, r.mcp("notifications/initialized", "", ""), want{allow: true, rule: "rules[1]"}},
-		{"unlisted method", p, r.mcp("resources/read", "", ""), want{reason: "resources/read is not allowed"}},
+		{"unlisted method", p, r.mcp("resources/list", "", ""), want{reason: "resources/list is not allowed"}},
 		{"extension method listed", p, r.mcp("x-vendor/extension", "", ""), want{allow: true}},
 		{"tool by name", p, r.mcp("tools/call", "lookup_order", `{"id":"1"}`), want{allow: true, rule: "rules[3]"}},
 		{"tool by glob", p, r.mcp("tools/call", "get_order", ""), want{allow: true, rule: "rules[4]"}},
@@ -460,7 +460,7 @@ func TestDecideMCPOptions(t *testing.T) {
 	versions := pol(map[string]*NetworkPolicy{"m": entry(nil, mcpEP(&MCPOptions{Versions: []string{"2025-03-26", "2025-06-18"}}, []Rule{allow(L7Rule{Method: "ping"})}))})
 	withVersion := func(r Request, v string) Request { r.MCP.ProtocolVersion = v; return r }
 	runDecide(t, []decideCase{
-		{"profile: known method", profile, r.mcp("resources/read", "", ""), want{allow: true, rule: "allow_all_known_mcp_methods"}},
+		{"profile: known method", profile, r.mcp("resources/list", "", ""), want{allow: true, rule: "allow_all_known_mcp_methods"}},
 		{"profile: any tool", profile, r.mcp("tools/call", "anything", ""), want{allow: true}},
 		{"profile: unknown method", profile, r.mcp("x-vendor/thing", "", ""), want{reason: "not a known MCP method"}},
 		{"profile: deny rule", profile, r.mcp("tools/call", "delete_order", ""), want{rule: "deny_rules[0]"}},

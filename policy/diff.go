@@ -29,7 +29,8 @@ const (
 // matched by key, endpoints by host:ports+path (not by index), binaries by
 // path, and rules by what they name: a tools/call rule is split into one
 // item per tool, so an added tool reads "added tool lookup_order
-// (tools/call)"; a rule whose identity (method, path, tool, …) is kept but
+// (tools/call)" (and prompts/get and resources rules per prompt and
+// resource: "added resource file:///docs/** (resources/read)"); a rule whose identity (method, path, tool, …) is kept but
 // whose details changed (expires_at, arguments_schema, rate_limit, query)
 // is "changed", with a rate_limit change spelled out in the summary.
 // Static sections, endpoint options and middlewares are reported as whole
@@ -291,7 +292,8 @@ func allowRules(rules []Rule) []*L7Rule {
 }
 
 // ruleItem is one comparable unit of a rule list: a whole rule, or one tool
-// of a tools/call rule.
+// of a tools/call rule, one prompt of a prompts/get rule, one resource glob
+// of a resources rule.
 type ruleItem struct {
 	identity string // what the rule names: "tool lookup_order (tools/call)", "GET /v1/*"
 	full     string // the item's complete JSON
@@ -300,7 +302,8 @@ type ruleItem struct {
 
 // ruleItems splits rules into items. A rule with a tool matcher yields one
 // item per tool glob, carrying the rest of the rule (arguments_schema,
-// expires_at) in its full form.
+// expires_at) in its full form; so does a rule with a prompt or resource
+// matcher, per prompt or resource glob.
 func ruleItems(rules []*L7Rule) []ruleItem {
 	var items []ruleItem
 	for _, r := range rules {
@@ -312,18 +315,31 @@ func ruleItems(rules []*L7Rule) []ruleItem {
 		if tool == nil {
 			tool = r.Params["name"]
 		}
-		if tool == nil || len(tool.Any) == 0 {
-			items = append(items, ruleItem{identity: "rule " + ruleLabel(r), full: toJSON(r), value: r})
-			continue
-		}
-		for _, g := range tool.Any {
-			one := *r
-			one.Tool, one.Params = &Matcher{Any: []string{g}}, nil
-			method := r.Method
-			if method == "" {
-				method = "tools/call"
+		switch {
+		case tool != nil && len(tool.Any) > 0:
+			for _, g := range tool.Any {
+				one := *r
+				one.Tool, one.Params = &Matcher{Any: []string{g}}, nil
+				method := r.Method
+				if method == "" {
+					method = "tools/call"
+				}
+				items = append(items, ruleItem{identity: fmt.Sprintf("tool %s (%s)", g, method), full: toJSON(one), value: one})
 			}
-			items = append(items, ruleItem{identity: fmt.Sprintf("tool %s (%s)", g, method), full: toJSON(one), value: one})
+		case r.Prompt != nil && len(r.Prompt.Any) > 0:
+			for _, g := range r.Prompt.Any {
+				one := *r
+				one.Prompt = &Matcher{Any: []string{g}}
+				items = append(items, ruleItem{identity: fmt.Sprintf("prompt %s (%s)", g, r.Method), full: toJSON(one), value: one})
+			}
+		case r.Resource != nil && len(r.Resource.Any) > 0:
+			for _, g := range r.Resource.Any {
+				one := *r
+				one.Resource = &Matcher{Any: []string{g}}
+				items = append(items, ruleItem{identity: fmt.Sprintf("resource %s (%s)", g, r.Method), full: toJSON(one), value: one})
+			}
+		default:
+			items = append(items, ruleItem{identity: "rule " + ruleLabel(r), full: toJSON(r), value: r})
 		}
 	}
 	sort.SliceStable(items, func(i, j int) bool {

@@ -234,3 +234,31 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
+
+func TestDiffPromptsAndResources(t *testing.T) {
+	a, b := ordersPolicy(), ordersPolicy()
+	ep := b.NetworkPolicies["orders"].Endpoints[0]
+	ep.Rules = append(ep.Rules,
+		allow(L7Rule{Method: "prompts/get", Prompt: anyOf("summarize", "report_*")}),
+		allow(L7Rule{Method: "resources/read", Resource: anyOf("file:///docs/**")}),
+	)
+	ep.DenyRules = append(ep.DenyRules, &L7Rule{Method: "resources/read", Resource: anyOf("file:///docs/private/**")})
+	got := summaries(Diff(a, b))
+	want := []string{
+		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added prompt report_* (prompts/get)",
+		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added prompt summarize (prompts/get)",
+		"added network_policies.orders.endpoints[orders.example.com:443/mcp].rules: added resource file:///docs/** (resources/read)",
+		"added network_policies.orders.endpoints[orders.example.com:443/mcp].deny_rules: added deny resource file:///docs/private/** (resources/read)",
+	}
+	if !sameSet(got, want) {
+		t.Errorf("Diff =\n%s\nwant (any order)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// One prompt of a rule removed is one item removed.
+	c := b.Clone()
+	c.NetworkPolicies["orders"].Endpoints[0].Rules[2].Allow.Prompt = anyOf("summarize")
+	got = summaries(Diff(b, c))
+	want = []string{"removed network_policies.orders.endpoints[orders.example.com:443/mcp].rules: removed prompt report_* (prompts/get)"}
+	if !sameSet(got, want) {
+		t.Errorf("Diff =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

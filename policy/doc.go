@@ -1,9 +1,9 @@
 // Package policy is the Portcullis policy language: the document types
 // (OpenShell `version: 1`, unchanged, plus the `arguments_schema`,
-// `rate_limit`, `definition`, `expires_at`, `mcp.versions` and
-// `mcp.filter_tools_list` extensions), the strict YAML/JSON codec,
-// validation with field paths, the canonical form and its SHA-256 hash,
-// the structural diff, and the reference evaluator Decide.
+// `rate_limit`, `definition`, `prompt`, `resource`, `expires_at`,
+// `mcp.versions` and `mcp.filter_tools_list` extensions), the strict
+// YAML/JSON codec, validation with field paths, the canonical form and its
+// SHA-256 hash, the structural diff, and the reference evaluator Decide.
 //
 // Decide is written to be obviously right, not fast. It is the single
 // definition of what a policy means; the data plane's compiled matcher and
@@ -90,7 +90,11 @@
 // false (then tool rules compare exactly); the protocol version must be
 // listed in mcp.versions (default 2025-11-25; a message naming none is taken
 // as that version); allow_all_known_mcp_methods allows the client methods of
-// MCP 2025-11-25 only; mcp.filter_tools_list (default true, our extension)
+// MCP 2025-11-25 only; mcp.oauth (our extension) lets the endpoint's
+// host:port serve the OAuth paths MCPOptions.OAuthPath lists, as plain
+// HTTP, beside its MCP path; mcp.max_response_bytes (default 4 MiB, our
+// extension) bounds a client's answers to requests the server sent it,
+// where mcp.max_body_bytes bounds everything else; mcp.filter_tools_list (default true, our extension)
 // has the proxy show in tools/list results only the tools a tools/call
 // could be allowed for (Decide with MCPMessage.AnyArguments: as if every
 // arguments_schema accepted); arguments_schema must accept params.arguments — as
@@ -102,6 +106,21 @@
 // MCPMessage.ToolDefinition, the fingerprint of the tool's definition the
 // proxy verified, is the pinned one, and a call it refuses is denied naming
 // the rule with DefinitionRefused (reason code tool_definition_changed).
+//
+// prompt and resource (our extensions) name what a prompts/get or a
+// resources call acts on. prompt (method prompts/get only) matches
+// params.name with MatchGlob in allow rules and MatchDenyGlob in deny
+// rules; strict_tool_names does not apply to it. resource (methods
+// resources/read, resources/subscribe, resources/unsubscribe only; no
+// braces) matches params.uri exactly as sent: MatchResource in allow rules,
+// MatchDenyResource in deny rules. No URI is normalised; a URI that is not
+// plain (PlainResourceURI: one spelling of its scheme, authority, escapes
+// and path) matches no allow rule's resource and every deny rule's, so
+// another spelling of a resource can neither widen an allow nor dodge a
+// deny. A prompts/get without a prompt name, or a resources call without a
+// URI, is malformed (MalformedMCP). A broad rule (the method without its
+// matcher) cannot sit beside matcher-specific allow rules of that method,
+// as for tools.
 //
 // rate_limit {requests_per_minute, burst} (MCP tools/call allow rules
 // only; both integers 1..MaxRateLimit, burst defaulting to

@@ -31,17 +31,68 @@ func DefaultDenyReason(r *Request, entries []string) string {
 	return fmt.Sprintf("no network policy allows %s to reach %s (default deny)", who, dest)
 }
 
+// DescribeMCP names a message in reasons: "tools/call lookup_order",
+// "prompts/get summarize", "resources/read file:///a.txt", or the method.
+func DescribeMCP(m *MCPMessage) string {
+	switch {
+	case m.Method == "tools/call":
+		return "tools/call " + m.Tool
+	case m.Method == "prompts/get":
+		return "prompts/get " + m.Prompt
+	case IsResourceMethod(m.Method):
+		return m.Method + " " + m.Resource
+	}
+	return m.Method
+}
+
+// Name is what the message names: the tool of tools/call, the prompt of
+// prompts/get, the URI of the resources methods ("" for other methods).
+// Decision records carry it as their tool (the Mcp-Name of MCP
+// 2026-07-28).
+func (m *MCPMessage) Name() string {
+	switch {
+	case m.Method == "tools/call":
+		return m.Tool
+	case m.Method == "prompts/get":
+		return m.Prompt
+	case IsResourceMethod(m.Method):
+		return m.Resource
+	}
+	return ""
+}
+
+// NamedMCPMessage is the message of method naming name (see Name), as a
+// decision record describes it.
+func NamedMCPMessage(method, name string) *MCPMessage {
+	m := &MCPMessage{Method: method}
+	switch {
+	case method == "prompts/get":
+		m.Prompt = name
+	case IsResourceMethod(method):
+		m.Resource = name
+	default:
+		m.Tool = name
+	}
+	return m
+}
+
 // MalformedMCP reports messages no rule may judge: a request without a
 // method, a tools/call without a tool name, a tool name outside
 // ^[A-Za-z0-9_.-]{1,128}$ when strictNames (the endpoint's
-// strict_tool_names) holds, arguments that are not JSON. The reason is
-// the one a decision carries, so Decide and the matcher share it.
+// strict_tool_names) holds, arguments that are not JSON, a prompts/get
+// without a prompt name, a resources/read, resources/subscribe or
+// resources/unsubscribe without a URI. The reason is the one a decision
+// carries, so Decide and the matcher share it.
 func MalformedMCP(m *MCPMessage, strictNames bool) (string, bool) {
 	switch {
 	case m.Response:
 		return "", false
 	case m.Method == "":
 		return "MCP message has no method", true
+	case m.Method == "prompts/get" && m.Prompt == "":
+		return "prompts/get names no prompt", true
+	case IsResourceMethod(m.Method) && m.Resource == "":
+		return m.Method + " names no resource", true
 	case m.Method != "tools/call":
 		return "", false
 	case m.Tool == "":

@@ -382,3 +382,55 @@ func TestFilterToolsListCanonical(t *testing.T) {
 		t.Errorf("a string for filter_tools_list: %v, want an error naming it", err)
 	}
 }
+
+// mcp.max_response_bytes: the default omitted from the canonical form,
+// another value kept, and bounded like max_body_bytes.
+func TestMaxResponseBytes(t *testing.T) {
+	doc := func(opt string) (*Policy, error) {
+		p, _, err := Parse([]byte(`{version: 1, network_policies: {m: {binaries: [{path: /bin/a}], endpoints: [{host: m.example.com, port: 443, protocol: mcp,
+			mcp: {` + opt + `}, rules: [{allow: {method: tools/list}}]}]}}}`))
+		return p, err
+	}
+	omitted, _ := doc("")
+	def, _ := doc("max_response_bytes: 4194304")
+	other, _ := doc("max_response_bytes: 1048576")
+	if omitted == nil || def == nil || other == nil {
+		t.Fatal("documents did not parse")
+	}
+	if def.Hash() != omitted.Hash() || omitted.NetworkPolicies["m"].Endpoints[0].MCP.ResponseLimit() != DefaultMaxResponseBytes {
+		t.Errorf("the default spelled out hashes apart: %s", def.CanonicalJSON())
+	}
+	if other.Hash() == omitted.Hash() || other.NetworkPolicies["m"].Endpoints[0].MCP.ResponseLimit() != 1<<20 {
+		t.Errorf("max_response_bytes 1 MiB lost: %s", other.CanonicalJSON())
+	}
+	for _, bad := range []string{"max_response_bytes: -1", "max_response_bytes: 1000000000"} {
+		if _, err := doc(bad); err == nil || !strings.Contains(err.Error(), "max_response_bytes") {
+			t.Errorf("%s: %v, want an error naming it", bad, err)
+		}
+	}
+}
+
+// mcp.oauth declaring nothing is the same document as none; a
+// declaration is kept, and mcp options stay MCP-only.
+func TestMCPOAuthCanonical(t *testing.T) {
+	doc := func(opt string) (*Policy, error) {
+		p, _, err := Parse([]byte(`{version: 1, network_policies: {m: {binaries: [{path: /bin/a}], endpoints: [{host: m.example.com, port: 443, protocol: mcp, path: /mcp,
+			mcp: {` + opt + `}, rules: [{allow: {method: tools/list}}]}]}}}`))
+		return p, err
+	}
+	none, _ := doc("")
+	empty, _ := doc("oauth: {}")
+	declared, _ := doc("oauth: {resource_metadata: true}")
+	if none == nil || empty == nil || declared == nil {
+		t.Fatal("documents did not parse")
+	}
+	if empty.Hash() != none.Hash() || declared.Hash() == none.Hash() {
+		t.Errorf("hashes: none %s, empty %s, declared %s", none.Hash(), empty.Hash(), declared.Hash())
+	}
+	if rule, ok := declared.NetworkPolicies["m"].Endpoints[0].MCP.OAuthPath("GET", "/.well-known/oauth-protected-resource/mcp"); !ok || rule != "mcp.oauth.resource_metadata" {
+		t.Errorf("OAuthPath = %q, %v", rule, ok)
+	}
+	if _, err := doc("oauth: {resource_metadata: yes}"); err == nil || !strings.Contains(err.Error(), "resource_metadata") {
+		t.Errorf("a string for resource_metadata: %v", err)
+	}
+}

@@ -160,6 +160,64 @@ type MCPOptions struct {
 	// removes from tools/list results the tools the policy would not let
 	// the agent call. Canonical form omits it when true.
 	FilterToolsList *bool `json:"filter_tools_list,omitempty" yaml:"filter_tools_list,omitempty"`
+	// MaxResponseBytes (Portcullis extension) bounds a client's JSON-RPC
+	// responses to the requests the server sent it through the proxy
+	// (sampling, elicitation, roots): default DefaultMaxResponseBytes.
+	// Canonical form omits the default.
+	MaxResponseBytes int `json:"max_response_bytes,omitempty" yaml:"max_response_bytes,omitempty"`
+	// OAuth (Portcullis extension) lets the MCP server's host:port serve
+	// the OAuth paths an MCP client discovers and uses, as plain HTTP
+	// (OAuthPath lists them).
+	OAuth *MCPOAuth `json:"oauth,omitempty" yaml:"oauth,omitempty"`
+}
+
+// MCPOAuth declares the OAuth paths an MCP endpoint's host:port serves.
+type MCPOAuth struct {
+	// ResourceMetadata: GET (and HEAD) /.well-known/oauth-protected-resource
+	// and below it (RFC 9728, MCP 2025-06-18 and later).
+	ResourceMetadata bool `json:"resource_metadata,omitempty" yaml:"resource_metadata,omitempty"`
+	// AuthorizationServer: an authorization server on the same host:port,
+	// as MCP 2025-03-26 defines it — GET (and HEAD)
+	// /.well-known/oauth-authorization-server and
+	// /.well-known/openid-configuration (and below them), GET /authorize,
+	// POST /token and POST /register.
+	AuthorizationServer bool `json:"authorization_server,omitempty" yaml:"authorization_server,omitempty"`
+}
+
+// OAuthPath reports whether an HTTP request with this method to path (the
+// canonical path) is one of the OAuth paths o declares, and names the
+// declaration ("mcp.oauth.resource_metadata" or
+// "mcp.oauth.authorization_server"). Such a request is plain HTTP, not
+// JSON-RPC, and passes once the endpoint's host and port match.
+func (o *MCPOptions) OAuthPath(method, path string) (string, bool) {
+	if o == nil || o.OAuth == nil {
+		return "", false
+	}
+	get := method == "GET" || method == "HEAD"
+	under := func(prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
+	switch {
+	case o.OAuth.ResourceMetadata && get && under("/.well-known/oauth-protected-resource"):
+		return "mcp.oauth.resource_metadata", true
+	case !o.OAuth.AuthorizationServer:
+		return "", false
+	case get && (under("/.well-known/oauth-authorization-server") || under("/.well-known/openid-configuration") || path == "/authorize"),
+		method == "POST" && (path == "/token" || path == "/register"):
+		return "mcp.oauth.authorization_server", true
+	}
+	return "", false
+}
+
+// DefaultMaxResponseBytes is the default mcp.max_response_bytes: a
+// sampling result may carry an image.
+const DefaultMaxResponseBytes = 4 << 20
+
+// ResponseLimit is the endpoint's mcp.max_response_bytes, the default
+// filled in.
+func (o *MCPOptions) ResponseLimit() int {
+	if o == nil || o.MaxResponseBytes == 0 {
+		return DefaultMaxResponseBytes
+	}
+	return o.MaxResponseBytes
 }
 
 // FiltersToolsList reports whether an MCP endpoint with these options
@@ -193,6 +251,11 @@ type L7Rule struct {
 	// the lower-level spelling of the same matcher.
 	Tool   *Matcher            `json:"tool,omitempty" yaml:"tool,omitempty"`
 	Params map[string]*Matcher `json:"params,omitempty" yaml:"params,omitempty"`
+	// Prompt (MCP, method prompts/get) matches params.name; Resource (MCP,
+	// methods resources/read, resources/subscribe, resources/unsubscribe)
+	// matches params.uri as sent (see MatchResource).
+	Prompt   *Matcher `json:"prompt,omitempty" yaml:"prompt,omitempty"`
+	Resource *Matcher `json:"resource,omitempty" yaml:"resource,omitempty"`
 
 	// ArgumentsSchema (Portcullis extension, tools/call allow rules only) is
 	// a JSON Schema that params.arguments must satisfy.

@@ -394,6 +394,7 @@ func (v *validator) protocolOptions(path string, ep *Endpoint) {
 		mp := keyPath(path, "mcp")
 		if v.onlyOn(mp, proto == ProtocolMCP, "mcp") {
 			v.bodyLimit(keyPath(mp, "max_body_bytes"), ep.MCP.MaxBodyBytes)
+			v.bodyLimit(keyPath(mp, "max_response_bytes"), ep.MCP.MaxResponseBytes)
 			vp := keyPath(mp, "versions")
 			if ep.MCP.Versions != nil && len(ep.MCP.Versions) == 0 {
 				v.errorf(vp, "must not be empty (omit it for the default)")

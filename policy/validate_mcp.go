@@ -84,6 +84,29 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 			}
 		}
 	}
+	if r.Prompt != nil {
+		pp := keyPath(path, "prompt")
+		if r.Method != "prompts/get" {
+			v.errorf(pp, "needs method: prompts/get")
+		}
+		v.matcher(pp, r.Prompt)
+	}
+	if r.Resource != nil {
+		rp := keyPath(path, "resource")
+		if !IsResourceMethod(r.Method) {
+			v.errorf(rp, "needs method: resources/read, resources/subscribe or resources/unsubscribe")
+		}
+		v.matcher(rp, r.Resource)
+		for i, g := range r.Resource.Any {
+			if HasBraceAlternatives(g) {
+				p := rp
+				if len(r.Resource.Any) > 1 {
+					p = indexPath(keyPath(rp, "any"), i)
+				}
+				v.errorf(p, "glob %q: a resource glob cannot hold { or } (they never occur in a plain URI, and are not alternatives)", g)
+			}
+		}
+	}
 	if r.ArgumentsSchema != nil {
 		sp := keyPath(path, "arguments_schema")
 		switch {
@@ -169,26 +192,50 @@ func matchesToolsCall(method string, allowAll bool) bool {
 
 // mcpToolMixing refuses a broad tools/call rule next to tool-specific allow
 // rules: the broad rule would bypass (allow) or erase (deny) the tool filter.
+// The same holds for prompts/get and prompt-specific rules, and for each
+// resources method and resource-specific rules.
 func (v *validator) mcpToolMixing(path string, ep *Endpoint, allowAll bool) {
-	specific := false
-	for _, r := range ep.Rules {
-		if r.Allow != nil && ruleTool(r.Allow) != nil {
-			specific = true
+	families := []struct {
+		method, field string
+		matcher       func(*L7Rule) *Matcher
+	}{
+		{"tools/call", "tool", ruleTool},
+		{"prompts/get", "prompt", func(r *L7Rule) *Matcher { return r.Prompt }},
+	}
+	for _, m := range ResourceMethods() {
+		families = append(families, struct {
+			method, field string
+			matcher       func(*L7Rule) *Matcher
+		}{m, "resource", func(r *L7Rule) *Matcher { return r.Resource }})
+	}
+	for _, f := range families {
+		selects := func(r *L7Rule) bool {
+			if f.method == "tools/call" {
+				return matchesToolsCall(r.Method, allowAll)
+			}
+			return r.Method == f.method || r.Method == "" && allowAll
 		}
-	}
-	if !specific {
-		return
-	}
-	broad := func(p string, r *L7Rule) {
-		if r != nil && ruleTool(r) == nil && matchesToolsCall(r.Method, allowAll) {
-			v.errorf(p, "a rule matching every tools/call cannot be combined with tool-specific allow rules; add tool, or remove the tool-specific rules")
+		specific := false
+		for _, r := range ep.Rules {
+			if r.Allow != nil && f.matcher(r.Allow) != nil && selects(r.Allow) {
+				specific = true
+			}
 		}
-	}
-	for i, r := range ep.Rules {
-		broad(keyPath(indexPath(keyPath(path, "rules"), i), "allow"), r.Allow)
-	}
-	for i, r := range ep.DenyRules {
-		broad(indexPath(keyPath(path, "deny_rules"), i), r)
+		if !specific {
+			continue
+		}
+		broad := func(p string, r *L7Rule) {
+			if r != nil && f.matcher(r) == nil && selects(r) {
+				v.errorf(p, "a rule matching every %s cannot be combined with %s-specific allow rules; add %s, or remove the %s-specific rules",
+					f.method, f.field, f.field, f.field)
+			}
+		}
+		for i, r := range ep.Rules {
+			broad(keyPath(indexPath(keyPath(path, "rules"), i), "allow"), r.Allow)
+		}
+		for i, r := range ep.DenyRules {
+			broad(indexPath(keyPath(path, "deny_rules"), i), r)
+		}
 	}
 }
 

@@ -326,10 +326,10 @@ func sharedPort(a, b *Endpoint) int {
 
 // mcpProfile is the part of an MCP endpoint's options that endpoints on
 // one host:port must share, with defaults filled.
-func mcpProfile(ep *Endpoint) [3]any {
+func mcpProfile(ep *Endpoint) [4]any {
 	body := DefaultMaxBodyBytes
 	if ep.MCP != nil && ep.MCP.MaxBodyBytes != 0 {
 		body = ep.MCP.MaxBodyBytes
 	}
-	return [3]any{strictNames(ep), allowAllKnown(ep), body}
+	return [4]any{strictNames(ep), allowAllKnown(ep), body, ep.MCP.ResponseLimit()}
 }

@@ -8,7 +8,13 @@
 // Request-level (each with a counterexample): new_reach, or
 // new_credentialed_reach when the destination is one of
 // Options.Credentialed; new_path, new_http_method, new_mcp_method,
-// new_mcp_tool; private_network, wildcard_widening, exceeds_boundary; and
+// new_mcp_tool, new_mcp_prompt, new_mcp_resource (a tools/call, prompts/get
+// or resources/read|subscribe|unsubscribe whose method the current policy
+// already allows for another tool, prompt or URI at that destination;
+// otherwise the call is new_mcp_method); private_network,
+// wildcard_widening (a glob in the allowing rule's host, binary, path,
+// tool, prompt or resource that the current policy does not use there),
+// exceeds_boundary; and
 // l7_bypass_credentialed (OpenShell's category of that name): besides
 // new_credentialed_reach, when the binary that gains the reach is one whose
 // wire protocol the L7 proxy cannot inspect (L7Bypass: /usr/bin/git,
@@ -18,7 +24,9 @@
 // or raises, conservatively: rules.go), tool_definition_changed (a
 // tools/call rule that pins another definition, or none, where the current
 // policy pins one; probes judge every pin as met), enforcement_weakened,
-// cloud_metadata. arguments_widened (any schema on a tools/call rule other
+// cloud_metadata, mcp_oauth_opened (an MCP endpoint declaring OAuth paths,
+// mcp.oauth, its destination did not serve: reported as a whole, the
+// probes do not walk those paths). arguments_widened (any schema on a tools/call rule other
 // than one identical to a current rule's, for a tool the current policy
 // guards with a schema) quotes the schema and, when policy.Decide confirms
 // one, carries a counterexample: the call with arguments built from the
@@ -43,7 +51,10 @@
 //     classes, port, HTTP method, each path glob in both readings on the
 //     canonical path under both allow_encoded_slash settings, each MCP
 //     method glob, known-method membership, tool glob and exact name,
-//     strict-name validity and protocol version. Requests with equal
+//     strict-name validity, each prompt glob in both readings, each
+//     resource glob in both readings (policy.MatchResource,
+//     policy.MatchDenyResource) with the URI's plainness (an automaton built
+//     from policy.ResourceURIStep), and protocol version. Requests with equal
 //     signatures get equal verdicts from every policy of the group.
 //  3. Witnesses. For each dimension, every realisable combination of
 //     pattern matches is found by exploring the product of automata

@@ -2,6 +2,7 @@ package prover
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -255,3 +256,47 @@ func toolCharsNFA() *nfa {
 	a.accept[l] = true
 	return a
 }
+
+// plainURINFA accepts the plain resource URIs (policy.PlainResourceURI),
+// built from policy's own automaton (policy.ResourceURIStep), so the
+// prover and the evaluator cannot read a URI differently. Bytes that take
+// a state to the same next state share one edge, so the witness search
+// splits the alphabet only where plainness does.
+var plainURINFA = sync.OnceValue(func() *nfa {
+	a := &nfa{}
+	ids := map[int]int{}
+	var order []int
+	id := func(s int) int {
+		if i, ok := ids[s]; ok {
+			return i
+		}
+		i := a.add()
+		ids[s] = i
+		order = append(order, s)
+		a.accept[i] = policy.ResourceURIAccepts(s)
+		return i
+	}
+	a.start = id(policy.ResourceURIStart)
+	for k := 0; k < len(order); k++ {
+		from := order[k]
+		sets := map[int]*[256]bool{}
+		var targets []int
+		for c := 0; c < 256; c++ {
+			to := policy.ResourceURIStep(from, byte(c))
+			if to < 0 {
+				continue
+			}
+			if sets[to] == nil {
+				sets[to] = new([256]bool)
+				targets = append(targets, to)
+			}
+			sets[to][c] = true
+		}
+		for _, to := range targets {
+			set := sets[to]
+			t := id(to)
+			a.trans[ids[from]] = append(a.trans[ids[from]], edge{func(b byte) bool { return set[b] }, t})
+		}
+	}
+	return a
+})

@@ -28,7 +28,10 @@ var (
 		AllowAllKnownMCPMethods bool
 		Versions                []string
 		FilterToolsList         *bool
+		MaxResponseBytes        int
+		OAuth                   *policy.MCPOAuth
 	}{})
+	_ = policy.MCPOAuth(struct{ ResourceMetadata, AuthorizationServer bool }{})
 	_ = policy.JSONRPCOptions(struct{ MaxBodyBytes int }{})
 	_ = policy.CredentialBinding(struct{ Provider string }{})
 	_ = policy.RateLimit(struct{ RequestsPerMinute, Burst int }{})
@@ -75,6 +78,8 @@ type l7RuleFields struct {
 	Fields          []string
 	Tool            *policy.Matcher
 	Params          map[string]*policy.Matcher
+	Prompt          *policy.Matcher
+	Resource        *policy.Matcher
 	ArgumentsSchema map[string]any
 	ExpiresAt       *time.Time
 	RateLimit       *policy.RateLimit
@@ -139,7 +144,8 @@ func endpointEqual(a, b *policy.Endpoint) bool {
 func mcpOptionsEqual(a, b *policy.MCPOptions) bool {
 	return ptrEq(a.StrictToolNames, b.StrictToolNames, func(x, y *bool) bool { return *x == *y }) &&
 		a.MaxBodyBytes == b.MaxBodyBytes && a.AllowAllKnownMCPMethods == b.AllowAllKnownMCPMethods &&
-		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList()
+		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList() &&
+		a.ResponseLimit() == b.ResponseLimit() && ptrEq(a.OAuth, b.OAuth, func(x, y *policy.MCPOAuth) bool { return *x == *y })
 }
 
 func matcherEqual(a, b *policy.Matcher) bool { return sliceEq(a.Any, b.Any) }
@@ -163,6 +169,9 @@ func l7RuleEqual(a, b *policy.L7Rule) bool {
 		return false
 	}
 	if !ptrEq(a.Tool, b.Tool, matcherEqual) || !matcherMapEqual(a.Query, b.Query) || !matcherMapEqual(a.Params, b.Params) {
+		return false
+	}
+	if !ptrEq(a.Prompt, b.Prompt, matcherEqual) || !ptrEq(a.Resource, b.Resource, matcherEqual) {
 		return false
 	}
 	// reflect.DeepEqual compares time.Time by its fields (wall clock,

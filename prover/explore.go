@@ -112,12 +112,29 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 		}
 		return anyString, ts
 	}), "")
+	prompts := g.promptCandidates()
+	resources := g.resourceCandidates()
 	versions := append([]string{"", policy.DefaultMCPVersion, "1999-01-01"}, g.versions...)
 	out := []*policy.MCPMessage{{Response: true}}
 	for _, m := range methods {
 		for _, v := range versions {
 			g.m.charge(stageCandidates, 8+len(m)+len(v))
-			if m != "tools/call" {
+			switch {
+			case m == "prompts/get":
+				for _, p := range prompts {
+					g.m.charge(stageCandidates, 8+len(p))
+					g.m.hold(stageCandidates, 96)
+					out = append(out, &policy.MCPMessage{Method: m, Prompt: p, ProtocolVersion: v})
+				}
+				continue
+			case policy.IsResourceMethod(m):
+				for _, u := range resources {
+					g.m.charge(stageCandidates, 8+len(u))
+					g.m.hold(stageCandidates, 96)
+					out = append(out, &policy.MCPMessage{Method: m, Resource: u, ProtocolVersion: v})
+				}
+				continue
+			case m != "tools/call":
 				out = append(out, &policy.MCPMessage{Method: m, ProtocolVersion: v})
 				continue
 			}
@@ -130,6 +147,32 @@ func (g *group) mcpMessages() []*policy.MCPMessage {
 		}
 	}
 	return out
+}
+
+// promptCandidates are the prompt names tried: one per combination of
+// the group's prompt globs matching narrowly and widely, and "".
+func (g *group) promptCandidates() []string {
+	return append(cachedWitnesses(g.m, "prompt", g.promptPats, func() (domain, []*nfa) {
+		ms := make([]*nfa, 0, 2*len(g.promptPats))
+		for _, p := range g.promptPats {
+			ms = append(ms, narrowGlob(p), wideGlob(p))
+		}
+		return anyString, ms
+	}), "")
+}
+
+// resourceCandidates are the resource URIs tried: one per combination of
+// being plain and of the group's resource globs matching in their allow
+// (narrow) and deny (wide, case-folded) readings, and "".
+func (g *group) resourceCandidates() []string {
+	return append(cachedWitnesses(g.m, "resource", g.resourcePats, func() (domain, []*nfa) {
+		ms := make([]*nfa, 0, 1+2*len(g.resourcePats))
+		ms = append(ms, plainURINFA())
+		for _, p := range g.resourcePats {
+			ms = append(ms, narrowGlob(p), foldCase(wideGlob(p)))
+		}
+		return anyString, ms
+	}), "")
 }
 
 // knownMethods is the allow_all_known_mcp_methods profile; each method
@@ -217,7 +260,7 @@ func (g *group) l7Candidates() []l7 {
 		for _, m := range append(slices.Clone(g.methods), g.otherMethod()) {
 			for _, p := range paths {
 				for _, msg := range msgs {
-					g.m.charge(stageCandidates, cost+len(p)+len(msg.Tool))
+					g.m.charge(stageCandidates, cost+len(p)+len(msg.Tool)+len(msg.Prompt)+len(msg.Resource))
 					g.m.hold(stageCandidates, 128)
 					out = append(out, l7{method: m, path: p, mcp: msg})
 				}
@@ -230,7 +273,8 @@ func (g *group) l7Candidates() []l7 {
 // l7SigCost is what building one L7 signature is charged: a unit per
 // bit.
 func (g *group) l7SigCost() int {
-	return 8 + len(g.methods) + 4*len(g.pathPats) + 2*len(g.mcpMethodPats) + 2*len(g.toolPats) + len(g.versions)
+	return 8 + len(g.methods) + 4*len(g.pathPats) + 2*len(g.mcpMethodPats) + 2*len(g.toolPats) +
+		2*len(g.promptPats) + 2*len(g.resourcePats) + len(g.versions)
 }
 
 const (
@@ -355,12 +399,14 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		// the current policy reaches it at all, allows the methods of the
 		// added requests (without an MCP message) and some tools/call.
 		// Requests that cannot change an answer asked for are not judged.
-		reach := destReach{methods: map[string]bool{}} // methods: allowed somewhere (no MCP message); only where asked
+		reach := destReach{methods: map[string]bool{}, named: map[string]bool{}} // methods: allowed somewhere (no MCP message); only where asked
 		needMethod := map[string]bool{}
-		needToolCall := false
+		needNamed := map[string]bool{} // tools/call, prompts/get, resources/*: some call of the method
 		for _, v := range added {
 			needMethod[v.r.HTTPMethod] = true
-			needToolCall = needToolCall || v.r.MCP != nil && v.r.MCP.Method == "tools/call"
+			if v.r.MCP != nil && namesSomething(v.r.MCP.Method) {
+				needNamed[v.r.MCP.Method] = true
+			}
 		}
 		for li, c := range l7s {
 			if reach.any {
@@ -369,8 +415,8 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 					if !needMethod[c.method] || reach.methods[c.method] {
 						continue
 					}
-				case c.mcp.Method == "tools/call":
-					if !needToolCall || reach.toolCall {
+				case namesSomething(c.mcp.Method):
+					if !needNamed[c.mcp.Method] || reach.named[c.mcp.Method] {
 						continue
 					}
 				default:
@@ -392,8 +438,8 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 			reach.any = true
 			if c.mcp == nil {
 				reach.methods[c.method] = true
-			} else if c.mcp.Method == "tools/call" {
-				reach.toolCall = true
+			} else if namesSomething(c.mcp.Method) {
+				reach.named[c.mcp.Method] = true
 			}
 		}
 		// The verdicts go; what the findings keep of them (a signature
@@ -410,9 +456,16 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 // destReach is what the current policy allows at one destination, as far
 // as the finding kinds ask.
 type destReach struct {
-	any      bool            // some request
-	methods  map[string]bool // METHOD (no MCP message) on some path
-	toolCall bool            // some tools/call
+	any     bool            // some request
+	methods map[string]bool // METHOD (no MCP message) on some path
+	named   map[string]bool // some call of an MCP method that names something (namesSomething)
+}
+
+// namesSomething reports whether an MCP method names what it acts on, so
+// that a rule can allow some of its calls and not others: tools/call (a
+// tool), prompts/get (a prompt) and the resources methods (a URI).
+func namesSomething(method string) bool {
+	return method == "tools/call" || method == "prompts/get" || policy.IsResourceMethod(method)
 }
 
 // classify turns one added request into its findings and returns the
@@ -430,8 +483,12 @@ func (pr *prover) classify(g *group, v verdict, reach destReach) int {
 		if pr.credentialed(r) {
 			kind = NewCredentialedReach
 		}
-	case post && !r.MCP.Response && r.MCP.Method == "tools/call" && reach.toolCall:
+	case post && !r.MCP.Response && r.MCP.Method == "tools/call" && reach.named[r.MCP.Method]:
 		kind, detail = NewMCPTool, "tools/call "+r.MCP.Tool+" was not allowed"
+	case post && !r.MCP.Response && r.MCP.Method == "prompts/get" && reach.named[r.MCP.Method]:
+		kind, detail = NewMCPPrompt, "prompts/get "+r.MCP.Prompt+" was not allowed"
+	case post && !r.MCP.Response && policy.IsResourceMethod(r.MCP.Method) && reach.named[r.MCP.Method]:
+		kind, detail = NewMCPResource, r.MCP.Method+" "+r.MCP.Resource+" was not allowed"
 	case post:
 		kind, detail = NewMCPMethod, "MCP method "+r.MCP.Method+" was not allowed"
 	case r.HTTPMethod != "" && reach.methods[r.HTTPMethod]:
@@ -599,7 +656,20 @@ func ruleIndex(rule string) (int, bool) {
 	return i, err == nil
 }
 
-func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+// hasGlob reports whether s holds an unescaped `*`, `?` or `[`: an exact
+// name with its metacharacters escaped (as the advisor writes a denied
+// name) is no wildcard.
+func hasGlob(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
 
 // widening names a glob the allowing endpoint, entry or rule uses that the
 // current policy does not use in the same place.
@@ -623,10 +693,17 @@ func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r pol
 		if hasGlob(a.Path) && !pr.currentUses(globPath, a.Path) {
 			why = append(why, "path "+a.Path)
 		}
-		if a.Tool != nil {
-			for _, t := range a.Tool.Any {
-				if hasGlob(t) && !pr.currentUses(globTool, t) {
-					why = append(why, "tool "+t)
+		for _, m := range []struct {
+			place int
+			what  string
+			glob  *policy.Matcher
+		}{{globTool, "tool ", a.Tool}, {globPrompt, "prompt ", a.Prompt}, {globResource, "resource ", a.Resource}} {
+			if m.glob == nil {
+				continue
+			}
+			for _, t := range m.glob.Any {
+				if hasGlob(t) && !pr.currentUses(m.place, t) {
+					why = append(why, m.what+t)
 				}
 			}
 		}
@@ -644,6 +721,8 @@ const (
 	globBinary
 	globPath
 	globTool
+	globPrompt
+	globResource
 )
 
 type globUse struct {
@@ -672,15 +751,24 @@ func (pr *prover) currentUses(place int, glob string) bool {
 			for _, b := range c.entry.Binaries {
 				found = found || b.Path == glob
 			}
-		case globPath, globTool:
+		case globPath, globTool, globPrompt, globResource:
 			for _, rl := range c.ep.Rules {
-				if a := rl.Allow; a != nil {
-					if place == globPath {
-						found = found || a.Path == glob
-					} else if a.Tool != nil {
-						found = found || slices.Contains(a.Tool.Any, glob)
-					}
+				a := rl.Allow
+				if a == nil {
+					continue
 				}
+				var m *policy.Matcher
+				switch place {
+				case globPath:
+					found = found || a.Path == glob
+				case globTool:
+					m = a.Tool
+				case globPrompt:
+					m = a.Prompt
+				case globResource:
+					m = a.Resource
+				}
+				found = found || m != nil && slices.Contains(m.Any, glob)
 			}
 		}
 		if found {

@@ -26,6 +26,8 @@ var (
 	vMethods   = []string{"GET", "POST", "*", "get", "DELETE", "HEAD"}
 	vBinaries  = [][]string{nil, {"/usr/bin/curl"}, {"/usr/bin/*"}, {"/opt/**/python3"}, {"/usr/bin/curl", "/usr/bin/python3"}}
 	vTools     = []string{"lookup_order", "refund_order", "tool.a"}
+	vPrompts   = []string{"summarize", "sum*", "admin/*", "a b"}
+	vResources = []string{"file:///docs/*", "file:///docs/**", "file:///secrets/**", "ui://*", "file:///a%20b"}
 	vVersions  = []string{"2025-11-25", "2026-07-28", "2025-03-26"}
 	vExpiries  = []time.Time{now, now.Add(time.Hour), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}
 	vAllowedIP = [][]string{nil, nil, nil, nil, {"10.0.0.0/8"}, {"93.184.216.0/24", "2606:4700::/32"}}
@@ -37,8 +39,12 @@ var (
 	rMethods  = []string{"GET", "get", "POST", "HEAD", "DELETE", "PUT", "OPTIONS", ""}
 	rPaths    = []string{"/", "/v1/items", "/v1/items/", "/v1/x", "/v1/a/b", "/v1/items/1/x", "/admin", "/admin/", "/a/bd", "/a/cd", "/a/dd", "/q/x", "/v1/itxms", "/v1/*", "/v1/../admin", "//v1//items", "/mcp", "/mcp/", "/%zz", "/v1/a%2Fb", "",
 		"/ADMIN", "/Admin/", "/admin.", "/V1/items", "/v1/items.", "/admin;x", "/v1/a%3Bb", "/v1/a%2F.."}
-	rMCPMeth = []string{"tools/call", "tools/list", "initialize", "notifications/initialized", "tools/other", "ping", "x/y", ""}
+	rMCPMeth = []string{"tools/call", "tools/list", "initialize", "notifications/initialized", "tools/other", "ping", "x/y", "",
+		"prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe"}
 	rTools   = []string{"lookup_order", "lookup_x", "refund_order", "tool.a", "other", "bad name", ""}
+	rPrompts = []string{"summarize", "summary", "admin/x", "admin/x/y", "a b", "SUMMARIZE", ""}
+	rURIs    = []string{"file:///docs/a.txt", "file:///docs/a/b.txt", "file:///secrets/key", "file:///SECRETS/key", "file:///docs/../secrets/key",
+		"FILE:///docs/a.txt", "ui://w", "file:///a%20b", "file:///a%2fb", "file:///docs/", "file:///docs", "x", ""}
 )
 
 func genPolicy(t *rapid.T, label string) *policy.Policy {
@@ -141,11 +147,18 @@ func genMCP(t *rapid.T, ep *policy.Endpoint) {
 }
 
 func genMCPRule(t *rapid.T, strict, allowAll, allow bool) *policy.L7Rule {
-	methods := []string{"tools/call", "tools/call", "tools/list", "initialize", "notifications/initialized", "tools/*"}
+	methods := []string{"tools/call", "tools/call", "tools/list", "initialize", "notifications/initialized", "tools/*",
+		"prompts/get", "prompts/get", "resources/read", "resources/read", "resources/subscribe"}
 	if allowAll {
 		methods = append(methods, "")
 	}
 	r := &policy.L7Rule{Method: rapid.SampledFrom(methods).Draw(t, "mcp method")}
+	switch {
+	case r.Method == "prompts/get" && rapid.IntRange(0, 3).Draw(t, "prompt kind") > 0:
+		r.Prompt = &policy.Matcher{Any: []string{rapid.SampledFrom(vPrompts).Draw(t, "prompt")}}
+	case policy.IsResourceMethod(r.Method) && rapid.IntRange(0, 3).Draw(t, "resource kind") > 0:
+		r.Resource = &policy.Matcher{Any: []string{rapid.SampledFrom(vResources).Draw(t, "resource")}}
+	}
 	if r.Method != "tools/call" {
 		return r
 	}
@@ -245,8 +258,13 @@ func genRequest(t *rapid.T) policy.Request {
 		if rapid.IntRange(0, 9).Draw(t, "response") == 0 {
 			m = &policy.MCPMessage{Response: true}
 		}
-		if m.Method == "tools/call" {
+		switch {
+		case m.Method == "tools/call":
 			m.Tool = rapid.SampledFrom(rTools).Draw(t, "r tool")
+		case m.Method == "prompts/get":
+			m.Prompt = rapid.SampledFrom(rPrompts).Draw(t, "r prompt")
+		case policy.IsResourceMethod(m.Method):
+			m.Resource = rapid.SampledFrom(rURIs).Draw(t, "r uri")
 		}
 		m.ProtocolVersion = rapid.SampledFrom(append([]string{"", "1999-01-01"}, vVersions...)).Draw(t, "r version")
 		r.MCP = m
@@ -336,7 +354,7 @@ func describe(r policy.Request) string {
 		s += " " + r.HTTPMethod + " " + r.Path
 	}
 	if r.MCP != nil {
-		s += " mcp{" + r.MCP.Method + " " + r.MCP.Tool + " v" + r.MCP.ProtocolVersion + "}"
+		s += " mcp{" + policy.DescribeMCP(r.MCP) + " v" + r.MCP.ProtocolVersion + "}"
 	}
 	return s
 }

@@ -22,6 +22,8 @@ const (
 	NewHTTPMethod         = "new_http_method"
 	NewMCPMethod          = "new_mcp_method"
 	NewMCPTool            = "new_mcp_tool"
+	NewMCPPrompt          = "new_mcp_prompt"
+	NewMCPResource        = "new_mcp_resource"
 	NewCredentialedReach  = "new_credentialed_reach"
 	PrivateNetwork        = "private_network"
 	WildcardWidening      = "wildcard_widening"
@@ -32,6 +34,7 @@ const (
 	L7BypassCredentialed  = "l7_bypass_credentialed"
 	RateLimitWidened      = "rate_limit_widened"
 	ToolDefinitionChanged = policy.ToolDefinitionChanged
+	MCPOAuthOpened        = "mcp_oauth_opened"
 )
 
 // L7Bypass is OpenShell's binary registry (crates/openshell-prover/registry/
@@ -331,6 +334,7 @@ type group struct {
 	curIdx, propIdx  map[string][]int // sub-policy endpoint index → original
 
 	binPats, hostPats, pathPats, mcpMethodPats, toolPats []string
+	promptPats, resourcePats                             []string
 	ipLists                                              [][]string
 	queryRules                                           []map[string]*policy.Matcher
 	ports                                                []int
@@ -513,6 +517,12 @@ func (g *group) collect(ep *policy.Endpoint) {
 					g.toolPats = append(g.toolPats, m.Any...)
 				}
 			}
+			if r.Prompt != nil {
+				g.promptPats = append(g.promptPats, r.Prompt.Any...)
+			}
+			if r.Resource != nil {
+				g.resourcePats = append(g.resourcePats, r.Resource.Any...)
+			}
 			continue
 		}
 		if r.Method != "" && r.Method != "*" {
@@ -591,11 +601,14 @@ func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 	sort.Strings(g.pathPats)
 	sort.Strings(g.mcpMethodPats)
 	sort.Strings(g.toolPats)
+	sort.Strings(g.promptPats)
+	sort.Strings(g.resourcePats)
 	sort.Strings(g.methods)
 	sort.Strings(g.versions)
 	slices.Sort(g.ports)
 	g.binPats, g.hostPats, g.pathPats = uniq(g.binPats), uniq(g.hostPats), uniq(g.pathPats)
 	g.mcpMethodPats, g.toolPats, g.methods = uniq(g.mcpMethodPats), uniq(g.toolPats), uniq(g.methods)
+	g.promptPats, g.resourcePats = uniq(g.promptPats), uniq(g.resourcePats)
 	g.versions, g.ports = uniq(g.versions), uniq(g.ports)
 	return g
 }
@@ -753,6 +766,23 @@ func (g *group) l7SigMemo(r policy.Request, pathSigs map[string]string) string {
 		}
 		args := strings.TrimSpace(string(msg.Arguments))
 		bit(&sb, args != "" && !json.Valid(msg.Arguments))
+	}
+	if msg.Method == "prompts/get" {
+		sb.WriteByte('|')
+		bit(&sb, msg.Prompt == "")
+		for _, p := range g.promptPats {
+			bit(&sb, policy.MatchGlob(p, msg.Prompt))
+			bit(&sb, policy.MatchDenyGlob(p, msg.Prompt))
+		}
+	}
+	if policy.IsResourceMethod(msg.Method) {
+		sb.WriteByte('|')
+		bit(&sb, msg.Resource == "")
+		bit(&sb, policy.PlainResourceURI(msg.Resource) == nil)
+		for _, p := range g.resourcePats {
+			bit(&sb, policy.MatchResource(p, msg.Resource))
+			bit(&sb, policy.MatchDenyResource(p, msg.Resource))
+		}
 	}
 	sb.WriteByte('|')
 	v := msg.ProtocolVersion

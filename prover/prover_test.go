@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -386,5 +387,22 @@ func TestToolDefinitionChanged(t *testing.T) {
 		if f.Kind != ToolDefinitionChanged || f.Rule != "rules[0]" || f.Detail != tc.detail || f.Counterexample != nil {
 			t.Errorf("%s: finding %+v; want tool_definition_changed: %s", tc.name, f, tc.detail)
 		}
+	}
+}
+
+// Declaring OAuth paths on an MCP endpoint is mcp_oauth_opened, naming
+// what is newly served; declaring what was declared already is nothing.
+func TestMCPOAuthOpened(t *testing.T) {
+	cur := parse(t, webCurrent)
+	prop := cur.Clone()
+	prop.NetworkPolicies["web"].Endpoints[1].MCP = &policy.MCPOptions{OAuth: &policy.MCPOAuth{ResourceMetadata: true}}
+	rep := prove(t, cur, prop, Options{})
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != MCPOAuthOpened || !strings.Contains(rep.Findings[0].Detail, "resource_metadata") ||
+		strings.Contains(rep.Findings[0].Detail, "authorization_server") {
+		t.Fatalf("findings:%s", show(rep.Findings))
+	}
+	again := prop.Clone()
+	if rep := prove(t, prop, again, Options{}); len(rep.Findings) != 0 {
+		t.Fatalf("an unchanged declaration:%s", show(rep.Findings))
 	}
 }

@@ -80,6 +80,9 @@ func ruleFindings(m *meter, cur, prop []ref, current, proposed *policy.Policy, n
 		if p.ep.Protocol != policy.ProtocolMCP {
 			continue
 		}
+		if f, ok := oauthOpened(m, cur, p); ok {
+			out = append(out, f)
+		}
 		for i, rl := range p.ep.Rules {
 			a := rl.Allow
 			if a == nil {
@@ -248,6 +251,38 @@ func definitionChanged(m *meter, cur []ref, p ref, i int) (Finding, bool) {
 	}
 	return Finding{Kind: ToolDefinitionChanged, Entry: p.key, Endpoint: policy.EndpointLabel(p.ep), Rule: fmt.Sprintf("rules[%d]", i),
 		Detail: fmt.Sprintf("tools/call %s gets %s where the current policy pins %s", toolSet(a), now, strings.Join(pins, " or "))}, true
+}
+
+// oauthOpened reports the proposed MCP endpoint p when it declares OAuth
+// paths (mcp.oauth) that no current endpoint on its destination declares:
+// those requests pass as plain HTTP, uninspected, so the change is
+// reported as a whole rather than path by path.
+func oauthOpened(m *meter, cur []ref, p ref) (Finding, bool) {
+	o := p.ep.MCP
+	if o == nil || o.OAuth == nil {
+		return Finding{}, false
+	}
+	had := policy.MCPOAuth{}
+	m.charge(stageRules, len(cur))
+	for _, c := range cur {
+		if c.ep.Protocol == policy.ProtocolMCP && labelKey(c.ep) == labelKey(p.ep) && c.ep.MCP != nil && c.ep.MCP.OAuth != nil {
+			had.ResourceMetadata = had.ResourceMetadata || c.ep.MCP.OAuth.ResourceMetadata
+			had.AuthorizationServer = had.AuthorizationServer || c.ep.MCP.OAuth.AuthorizationServer
+		}
+	}
+	var opened []string
+	if o.OAuth.ResourceMetadata && !had.ResourceMetadata {
+		opened = append(opened, "resource_metadata (GET /.well-known/oauth-protected-resource…)")
+	}
+	if o.OAuth.AuthorizationServer && !had.AuthorizationServer {
+		opened = append(opened, "authorization_server (GET /.well-known/oauth-authorization-server…, /.well-known/openid-configuration…, /authorize; POST /token, /register)")
+	}
+	if len(opened) == 0 {
+		return Finding{}, false
+	}
+	label := policy.EndpointLabel(p.ep)
+	return Finding{Kind: MCPOAuthOpened, Entry: p.key, Endpoint: label, Rule: "mcp.oauth",
+		Detail: fmt.Sprintf("%s serves, as plain HTTP the proxy does not inspect: %s", label, strings.Join(opened, "; "))}, true
 }
 
 // callsTools reports whether an allow rule may match tools/call.

@@ -1,8 +1,13 @@
-// Command proxyload measures what the Portcullis proxy costs an MCP agent:
-// it drives MCP tools/call requests at one upstream over three paths in the
-// same run — directly, through the enforcing Portcullis proxy (in process),
-// and through nginx (a child process) as the reverse-proxy baseline — and
-// reports req/s, p50 and p99 for each, and the ratios between them.
+// Command proxyload measures what the Portcullis proxy costs an MCP agent,
+// as users run it: it drives MCP tools/call requests at one upstream over
+// three paths in the same run — directly, through the shipped
+// `portcullis proxy` binary (its own process, decision log on, the bench
+// policy with an argument schema, tools/list filtering, a rate limit and
+// the calling binary named), and through nginx (worker_processes auto) as
+// the reverse-proxy baseline — from a load generator in a third process.
+// It reports req/s, p50 and p99 for each at each concurrency, the ratios
+// against nginx and direct, CPU per request, and the idle proxy's
+// resident memory.
 //
 // The machine is shared and noisy, so the figures to compare across runs
 // are the ratios: the paths are measured in interleaved rounds so drift
@@ -16,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,20 +30,37 @@ import (
 
 func main() {
 	cfg := config{}
-	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent keep-alive clients per path")
-	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time per path, split evenly across the rounds")
-	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured load per path before the first round")
+	concurrency := flag.String("concurrency", "16,1", "comma-separated concurrent keep-alive clients per path, one measurement each (16: saturation on 2 cores; 1: latency without queueing)")
+	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time per path and concurrency, split evenly across the rounds")
+	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured load per path before each concurrency's first round")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (each measures every path once)")
 	flag.StringVar(&cfg.upstream, "upstream", "fixed", `upstream: "fixed" (a fixed-response JSON-RPC handler) or "sdk" (demo.OrdersHandler, stateless)`)
-	paths := flag.String("paths", "direct,portcullis,nginx", "comma-separated paths to measure (direct, portcullis, nginx)")
-	flag.StringVar(&cfg.callerBinary, "caller-binary", "proc", `the proxy's CallerBinary: "proc" (the default /proc lookup, once per new client connection) or "stub" (a fixed path, no /proc)`)
+	paths := flag.String("paths", "direct,portcullis,nginx", "comma-separated paths to measure (direct, portcullis, baseline, nginx; -baseline adds baseline)")
+	flag.StringVar(&cfg.portcullis, "portcullis", "", "the portcullis binary to run (default: go build ./cmd/portcullis into a temp dir)")
+	flag.StringVar(&cfg.baseline, "baseline", "", "another portcullis binary to measure beside -portcullis, as the path \"baseline\" (before and after a change, in one run)")
 	flag.StringVar(&cfg.nginx, "nginx", "/usr/sbin/nginx", "the nginx binary")
-	flag.IntVar(&cfg.nginxWorkers, "nginx-workers", 1, "nginx worker processes (1: a single process, master_process off)")
+	flag.StringVar(&cfg.nginxWorkers, "nginx-workers", "auto", `nginx's worker_processes: "auto" (one per CPU) or a number (1: a single process, master_process off)`)
+	flag.DurationVar(&cfg.idle, "idle", 2*time.Second, "how long the proxy and nginx sit idle after start before their memory is read")
+	flag.BoolVar(&cfg.binaries, "binaries", false, "name the load generator's binary in the policy, so the proxy looks each new client connection up in /proc (needs every process's fds readable)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
-	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured rounds to this file")
-	flag.StringVar(&cfg.memprofile, "memprofile", "", "write an allocation profile (after the measured rounds) to this file")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the portcullis proxy process over the measurement to this file (through its --pprof-listen)")
+	flag.StringVar(&cfg.memprofile, "memprofile", "", "write the portcullis proxy's allocation profile (since it started) to this file after the measurement")
+	child := flag.Bool("load-child", false, "run as the load generator (internal: the program starts itself so)")
 	flag.Parse()
-	cfg.paths = strings.Split(*paths, ",")
 
-	benchcli.Main("proxyload", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout, os.Stderr) })
+	if *child {
+		benchcli.Main("proxyload load generator", func(ctx context.Context) error { return loadChild(ctx, os.Stdin, os.Stdout) })
+		return
+	}
+	cfg.paths = strings.Split(*paths, ",")
+	if cfg.baseline != "" && !slices.Contains(cfg.paths, pathBaseline) {
+		cfg.paths = append(cfg.paths, pathBaseline)
+	}
+	benchcli.Main("proxyload", func(ctx context.Context) error {
+		var err error
+		if cfg.concurrency, err = parseConcurrency(*concurrency); err != nil {
+			return err
+		}
+		return run(ctx, cfg, os.Stdout, os.Stderr)
+	})
 }

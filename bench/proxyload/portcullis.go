@@ -1,112 +1,165 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
+	"io"
 	"net/url"
 	"os"
-	"runtime/pprof"
-	"strconv"
+	"os/exec"
+	"path/filepath"
 	"strings"
-
-	"github.com/portcullis-dev/portcullis/bench/internal/orderspolicy"
-	"github.com/portcullis-dev/portcullis/dataplane"
-	"github.com/portcullis-dev/portcullis/internal/ca"
-	"github.com/portcullis-dev/portcullis/policy"
+	"syscall"
+	"time"
 )
 
-// benchPolicy is the article's orders policy with the argument gate on
-// lookup_order, for the upstream at 127.0.0.1:PORT. BINARIES is replaced
-// by a binaries list when the caller binary is stubbed (see
-// startPortcullis).
-const benchPolicy = orderspolicy.Head + `      - host: 127.0.0.1
-        port: PORT
-        path: /mcp
-        protocol: mcp
-        enforcement: enforce
-        mcp:
-          versions: ["2025-11-25"]
-        rules:
-          - allow: { method: initialize }
-          - allow: { method: notifications/initialized }
-` + orderspolicy.ToolRules + `BINARIES`
+// The Portcullis path is the shipped binary as a user runs it:
+// `portcullis proxy --policy FILE` in its own process, with its defaults
+// (the decision log in DATA-DIR/decisions.jsonl, the /proc caller lookup),
+// plus --dev-allow-loopback because the upstream is on 127.0.0.1.
 
-// stubBinary is the caller every connection has with --caller-binary stub.
-const stubBinary = "/usr/bin/python3"
+// modulePackage is the command the program builds when -portcullis is not
+// given.
+const modulePackage = "github.com/portcullis-dev/portcullis/cmd/portcullis"
 
-// portcullisProxy is an in-process dataplane.Agent on 127.0.0.1:0.
-type portcullisProxy struct {
-	url  *url.URL
-	stop func()
+// buildPortcullis builds the portcullis binary into dir with `go build`
+// (run from inside the module, as `go run ./bench/proxyload` is).
+func buildPortcullis(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "portcullis")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, modulePackage)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s (run from inside the module, or pass -portcullis PATH): %v\n%s", modulePackage, err, out)
+	}
+	return bin, nil
 }
 
-// startPortcullis runs the enforcing proxy in front of upstreamAddr.
-//
-// callerBinary "proc" keeps the proxy's default CallerBinary, the /proc
-// lookup production uses. It runs once per new client connection (a scan
-// of every process's fd directory, milliseconds), so with keep-alive
-// clients it is paid once per connection, during the warm-up. Here the
-// client end is held by the proxy's own process, which CallerBinary
-// reports as unknown, so the policy names no binaries. "stub" replaces the
-// lookup with a fixed path and the policy names that binary, so binary
-// matching is exercised at no /proc cost.
-func startPortcullis(upstreamAddr, callerBinary string) (*portcullisProxy, error) {
-	_, port, err := net.SplitHostPort(upstreamAddr)
+// portcullisProc is `portcullis proxy` running as a child process.
+type portcullisProc struct {
+	url      *url.URL // the proxy, for the load clients' Proxy
+	pprof    string   // its /debug/pprof/ URL, when started with one
+	dataDir  string
+	cmd      *exec.Cmd
+	exit     chan error // receives Wait's result once
+	stderr   *os.File
+	stderrAt string
+}
+
+// startPortcullis runs bin as a proxy with policy, its data in dir, on a
+// free 127.0.0.1 port, and returns once it listens. withPprof adds
+// --pprof-listen 127.0.0.1:0 (for -cpuprofile).
+func startPortcullis(ctx context.Context, bin, dir string, policy []byte, withPprof bool) (*portcullisProc, error) {
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, policy, 0o600); err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	p := &portcullisProc{dataDir: filepath.Join(dir, "data"), exit: make(chan error, 1), stderrAt: filepath.Join(dir, "proxy.log")}
+	var err error
+	if p.stderr, err = os.Create(p.stderrAt); err != nil {
+		return nil, fmt.Errorf("proxy log: %w", err)
+	}
+	args := []string{"proxy", "--policy", policyFile, "--data-dir", p.dataDir, "--listen", "127.0.0.1:0", "--dev-allow-loopback"}
+	if withPprof {
+		args = append(args, "--pprof-listen", "127.0.0.1:0")
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stderr = p.stderr
+	// Its own process group: a ^C in the terminal reaches only us, and we
+	// stop the proxy ourselves (SIGTERM: it writes out its decision log).
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
+		p.stderr.Close()
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "proxyload-ca-")
-	if err != nil {
-		return nil, fmt.Errorf("proxy CA dir: %w", err)
+	if err := p.cmd.Start(); err != nil {
+		p.stderr.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	cleanupDir := func() { os.RemoveAll(dir) }
-	proxyCA, err := ca.LoadOrCreate(dir)
-	if err != nil {
-		cleanupDir()
-		return nil, fmt.Errorf("proxy CA: %w", err)
-	}
-	cfg := dataplane.Config{
-		DevAllowLoopback: true,
-		Logger:           slog.New(slog.DiscardHandler),
-		CA:               proxyCA,
-	}
-	binaries := ""
-	if callerBinary == "stub" {
-		cfg.CallerBinary = func(net.Conn) (string, error) { return stubBinary, nil }
-		binaries = "    binaries:\n      - path: " + stubBinary + "\n"
-	}
-	doc := strings.NewReplacer("PORT", port, "BINARIES", binaries).Replace(benchPolicy)
-	pol, _, err := policy.Parse([]byte(doc))
-	if err != nil {
-		cleanupDir()
-		return nil, fmt.Errorf("bench policy: %w", err)
-	}
-	p, err := dataplane.New(cfg)
-	if err != nil {
-		cleanupDir()
-		return nil, err
-	}
-	if err := p.SetPolicy(pol, "proxyload-1"); err != nil {
-		cleanupDir()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cleanupDir()
-		return nil, fmt.Errorf("proxy listen: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	// The proxy prints where it listens, then its policy, CA, decision
+	// log and (with --pprof-listen) profile lines.
+	type started struct{ addr, pprof string }
+	ready := make(chan started, 1)
 	go func() {
-		// The proxy's goroutines (connections, upstream transport) inherit
-		// the label, so a CPU profile tells its work apart.
-		pprof.Do(ctx, pprof.Labels("component", "portcullis"), func(ctx context.Context) { p.Run(ctx, ln) })
-		close(done)
+		var s started
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			if a, ok := strings.CutPrefix(line, "Portcullis proxy listening on "); ok {
+				s.addr = a
+			}
+			if u, ok := strings.CutPrefix(strings.TrimSpace(line), "pprof:"); ok {
+				s.pprof = strings.TrimSpace(u)
+			}
+			if strings.HasPrefix(strings.TrimSpace(line), "decisions:") && !withPprof || s.pprof != "" {
+				ready <- s
+				break
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		p.exit <- p.cmd.Wait()
 	}()
-	return &portcullisProxy{
-		url:  &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)},
-		stop: func() { cancel(); <-done; cleanupDir() },
-	}, nil
+	select {
+	case s := <-ready:
+		p.url = &url.URL{Scheme: "http", Host: s.addr}
+		p.pprof = s.pprof
+		return p, nil
+	case err := <-p.exit:
+		p.exit <- err
+		p.stderr.Close()
+		return nil, fmt.Errorf("portcullis proxy exited before listening: %v\n%s", err, p.log())
+	case <-time.After(30 * time.Second):
+		p.stop()
+		return nil, fmt.Errorf("portcullis proxy did not start listening in 30s\n%s", p.log())
+	case <-ctx.Done():
+		p.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// log is what the proxy wrote to stderr (its log), for error messages.
+func (p *portcullisProc) log() string {
+	b, _ := os.ReadFile(p.stderrAt)
+	if len(b) > 4096 {
+		b = append([]byte("…"), b[len(b)-4096:]...)
+	}
+	return string(b)
+}
+
+func (p *portcullisProc) pid() int { return p.cmd.Process.Pid }
+
+// stop ends the proxy (SIGTERM, then SIGKILL after 10s) and waits for it.
+func (p *portcullisProc) stop() {
+	syscall.Kill(p.pid(), syscall.SIGTERM)
+	select {
+	case err := <-p.exit:
+		p.exit <- err
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-p.pid(), syscall.SIGKILL)
+		p.exit <- <-p.exit
+	}
+	p.stderr.Close()
+}
+
+// decisionRecords counts the lines of the proxy's decision log (after
+// stop, so that it has written every record out).
+func (p *portcullisProc) decisionRecords() (int, error) {
+	f, err := os.Open(filepath.Join(p.dataDir, "decisions.jsonl"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	buf := make([]byte, 256<<10)
+	for {
+		k, err := f.Read(buf)
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }

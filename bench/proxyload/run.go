@@ -1,13 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,15 +19,18 @@ import (
 
 // config is what the flags set.
 type config struct {
-	concurrency  int
-	duration     time.Duration // per path, over all rounds
-	warmup       time.Duration // per path, once
+	concurrency  []int
+	duration     time.Duration // per path and concurrency, over all rounds
+	warmup       time.Duration // per path and concurrency, once
 	rounds       int
 	upstream     string // "fixed" or "sdk"
 	paths        []string
-	callerBinary string // "proc" or "stub"
+	portcullis   string // the binary; "" builds it
+	baseline     string // another portcullis binary measured beside it (path "baseline"); "" none
 	nginx        string
-	nginxWorkers int
+	nginxWorkers string // "auto" or a number
+	idle         time.Duration
+	binaries     bool // the policy names the load generator's binary
 	json         bool
 	cpuprofile   string
 	memprofile   string
@@ -38,22 +43,37 @@ const (
 	maxRounds      = 100
 )
 
+func parseConcurrency(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxConcurrency {
+			return nil, benchcli.Usagef("--concurrency: %q is not a number from 1 to %d", f, maxConcurrency)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func (c *config) check() error {
 	switch {
-	case c.concurrency < 1 || c.concurrency > maxConcurrency:
-		return benchcli.Usagef("--concurrency must be 1..%d", maxConcurrency)
+	case len(c.concurrency) == 0:
+		return benchcli.Usagef("--concurrency names no level")
 	case c.duration <= 0 || c.duration > maxDuration:
 		return benchcli.Usagef("--duration must be >0 and ≤ %s", maxDuration)
 	case c.warmup < 0 || c.warmup > maxDuration:
 		return benchcli.Usagef("--warmup must be ≥0 and ≤ %s", maxDuration)
+	case c.idle < 0 || c.idle > time.Minute:
+		return benchcli.Usagef("--idle must be ≥0 and ≤ 1m")
 	case c.rounds < 1 || c.rounds > maxRounds:
 		return benchcli.Usagef("--rounds must be 1..%d", maxRounds)
 	case c.upstream != "fixed" && c.upstream != "sdk":
 		return benchcli.Usagef(`--upstream must be "fixed" or "sdk"`)
-	case c.callerBinary != "proc" && c.callerBinary != "stub":
-		return benchcli.Usagef(`--caller-binary must be "proc" or "stub"`)
-	case c.nginxWorkers < 1 || c.nginxWorkers > 64:
-		return benchcli.Usagef("--nginx-workers must be 1..64")
+	}
+	if c.nginxWorkers != "auto" {
+		if n, err := strconv.Atoi(c.nginxWorkers); err != nil || n < 1 || n > 64 {
+			return benchcli.Usagef(`--nginx-workers must be "auto" or 1..64`)
+		}
 	}
 	seen := map[string]bool{}
 	for _, p := range c.paths {
@@ -68,6 +88,12 @@ func (c *config) check() error {
 	if len(c.paths) == 0 {
 		return benchcli.Usagef("--paths names no path")
 	}
+	if (c.cpuprofile != "" || c.memprofile != "") && !seen[pathPortcullis] {
+		return benchcli.Usagef("--cpuprofile and --memprofile profile the portcullis path, which --paths leaves out")
+	}
+	if seen[pathBaseline] != (c.baseline != "") {
+		return benchcli.Usagef("the baseline path needs --baseline PATH, and --baseline the baseline path")
+	}
 	return nil
 }
 
@@ -75,14 +101,25 @@ func (c *config) check() error {
 const (
 	pathDirect     = "direct"
 	pathPortcullis = "portcullis"
+	pathBaseline   = "baseline" // another portcullis binary (--baseline), for before and after in one run
 	pathNginx      = "nginx"
 )
 
-var pathNames = []string{pathDirect, pathPortcullis, pathNginx}
+var pathNames = []string{pathDirect, pathPortcullis, pathBaseline, pathNginx}
 
-// run starts the upstream and the proxies, checks every path answers
-// correctly (and that Portcullis denies), measures, and reports to out.
-// Progress goes to logw.
+// path is one way to the upstream, as the program measures it: the CPU
+// of the process serving it besides the upstream and the load generator
+// (the proxy's, nginx's; none for direct).
+type path struct {
+	name    string
+	spec    targetSpec
+	procCPU func() time.Duration
+	px      *portcullisProc // the portcullis and baseline paths' proxy
+}
+
+// run starts the upstream, the proxies and the load generator, checks
+// that every path answers correctly (and that Portcullis enforces the
+// policy), measures, and reports to out. Progress goes to logw.
 func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	if err := cfg.check(); err != nil {
 		return err
@@ -90,7 +127,9 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	// Keep the measured order stable whatever order the flag gave.
 	cfg.paths = slices.DeleteFunc(slices.Clone(pathNames), func(p string) bool { return !slices.Contains(cfg.paths, p) })
 
-	env := environment{Machine: benchenv.Describe()}
+	res := &results{Env: environment{Machine: benchenv.Describe()}, Upstream: cfg.upstream, Rounds: cfg.rounds,
+		Duration: cfg.duration.String(), Warmup: cfg.warmup.String()}
+	res.Env.Load = loadAverage()
 
 	var nginxBin string
 	if slices.Contains(cfg.paths, pathNginx) {
@@ -99,8 +138,13 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 		if nginxBin, err = exec.LookPath(cfg.nginx); err != nil {
 			return fmt.Errorf("nginx not found at %s (%v): install it with `apt-get update && apt-get install -y nginx`, or pass --nginx PATH, or leave nginx out with --paths direct,portcullis", cfg.nginx, err)
 		}
-		env.Nginx = nginxVersion(ctx, nginxBin)
+		res.Env.Nginx = nginxVersion(ctx, nginxBin)
 	}
+	tmp, err := os.MkdirTemp("", "proxyload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
 
 	up, err := startUpstream(cfg.upstream)
 	if err != nil {
@@ -109,73 +153,148 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	defer up.close()
 	fmt.Fprintf(logw, "upstream (%s) on %s\n", cfg.upstream, up.addr)
 
-	var targets []*target
+	var (
+		paths []*path
+		ng    *nginxProc
+	)
 	for _, name := range cfg.paths {
 		switch name {
 		case pathDirect:
-			targets = append(targets, newTarget(name, "http://"+up.addr+"/mcp", nil, cfg.concurrency))
-		case pathPortcullis:
-			px, err := startPortcullis(up.addr, cfg.callerBinary)
+			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + up.addr + "/mcp"}})
+		case pathPortcullis, pathBaseline:
+			bin := cfg.portcullis
+			if name == pathBaseline {
+				bin = cfg.baseline
+			}
+			if bin == "" {
+				fmt.Fprintf(logw, "building %s\n", modulePackage)
+				if bin, err = buildPortcullis(ctx, tmp); err != nil {
+					return err
+				}
+			}
+			var binary string
+			if cfg.binaries {
+				if binary, err = loadBinary(); err != nil {
+					return err
+				}
+			}
+			doc, err := policyDoc(up.port, binary)
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp(tmp, name+"-")
+			if err != nil {
+				return err
+			}
+			px, err := startPortcullis(ctx, bin, dir, doc, (cfg.cpuprofile != "" || cfg.memprofile != "") && name == pathPortcullis)
 			if err != nil {
 				return err
 			}
 			defer px.stop()
-			fmt.Fprintf(logw, "portcullis proxy on %s (CallerBinary: %s)\n", px.url.Host, cfg.callerBinary)
-			targets = append(targets, newTarget(name, "http://"+up.addr+"/mcp", px.url, cfg.concurrency))
-		case pathNginx:
-			dir, err := os.MkdirTemp("", "proxyload-nginx-")
-			if err != nil {
-				return fmt.Errorf("nginx temp dir: %w", err)
+			fmt.Fprintf(logw, "%s: portcullis proxy %s (pid %d) on %s, decision log in %s\n", name, bin, px.pid(), px.url.Host, px.dataDir)
+			info := &portcullis{Path: name, Binary: bin}
+			if fi, err := os.Stat(bin); err == nil {
+				info.BinaryBytes = fi.Size()
 			}
-			defer os.RemoveAll(dir)
-			ng, err := startNginx(ctx, nginxBin, dir, up.port, cfg.nginxWorkers)
+			res.Proxies = append(res.Proxies, info)
+			pid := px.pid()
+			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + up.addr + "/mcp", Proxy: px.url.String()},
+				procCPU: func() time.Duration { return pidCPU(pid) }, px: px})
+		case pathNginx:
+			dir, err := os.MkdirTemp(tmp, "nginx-")
 			if err != nil {
 				return err
 			}
+			if ng, err = startNginx(ctx, nginxBin, dir, up.port, cfg.nginxWorkers); err != nil {
+				return err
+			}
 			defer ng.stop()
-			fmt.Fprintf(logw, "nginx on %s (%d worker(s), config %s)\n", ng.addr, cfg.nginxWorkers, ng.conf)
-			t := newTarget(name, "http://"+ng.addr+"/mcp", nil, cfg.concurrency)
-			t.extCPU = func() time.Duration { return groupCPU(ng.cmd.Process.Pid) }
-			targets = append(targets, t)
+			fmt.Fprintf(logw, "nginx on %s (worker_processes %s, config %s)\n", ng.addr, cfg.nginxWorkers, ng.conf)
+			pgid := ng.cmd.Process.Pid
+			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + ng.addr + "/mcp"},
+				procCPU: func() time.Duration { return groupCPU(pgid) }})
 		}
 	}
-	defer func() {
-		for _, t := range targets {
-			t.close()
-		}
-	}()
 
-	if err := verify(ctx, targets, up); err != nil {
-		return fmt.Errorf("correctness check (nothing was measured): %w", err)
+	// Idle memory: started, policy loaded, no request yet.
+	if len(res.Proxies) > 0 || ng != nil {
+		select {
+		case <-time.After(cfg.idle):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	fmt.Fprintln(logw, "correctness check passed: every path answers 200 with the upstream's body; portcullis denies refund_order and a bad order_id with 403, and the upstream sees neither")
-
-	if cfg.cpuprofile != "" {
-		f, err := os.Create(cfg.cpuprofile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
+	for _, p := range paths {
+		if p.px != nil {
+			m := pidMemory(p.px.pid())
+			res.proxy(p.name).Idle = &m
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	}
+	if ng != nil {
+		m := groupMemory(ng.cmd.Process.Pid)
+		res.NginxIdle = &m
 	}
 
-	res, err := measure(ctx, cfg, targets, up.valid, logw)
+	specs := make([]targetSpec, len(paths))
+	for i, p := range paths {
+		specs[i] = p.spec
+	}
+	lg, err := startLoadProc(cfg.upstream, specs, slices.Max(cfg.concurrency))
 	if err != nil {
 		return err
 	}
-	if cfg.memprofile != "" {
-		// The allocation profile: see -sample_index alloc_space /
-		// alloc_objects in go tool pprof.
-		if err := benchcli.WriteProfile(cfg.memprofile, "allocs"); err != nil {
+	defer lg.stop()
+
+	if err := verify(lg, paths, up); err != nil {
+		return fmt.Errorf("correctness check (nothing was measured): %w", err)
+	}
+	fmt.Fprintln(logw, "correctness check passed: every path answers 200 with the upstream's body; portcullis lists only lookup_order, denies refund_order and a bad order_id with 403, and the upstream sees neither")
+
+	var profile chan error
+	if cfg.cpuprofile != "" {
+		total := time.Duration(len(cfg.concurrency)*len(paths))*(cfg.duration+cfg.warmup) + time.Second
+		profile = make(chan error, 1)
+		pprofURL := pathNamed(paths, pathPortcullis).px.pprof
+		go func() {
+			profile <- fetchProfile(ctx, pprofURL+"profile?seconds="+strconv.Itoa(int(total.Round(time.Second)/time.Second)), cfg.cpuprofile)
+		}()
+	}
+
+	for _, c := range cfg.concurrency {
+		lv, err := measure(ctx, cfg, c, paths, lg, logw)
+		if err != nil {
+			return err
+		}
+		res.Levels = append(res.Levels, lv)
+	}
+	if profile != nil {
+		fmt.Fprintln(logw, "waiting for the CPU profile")
+		if err := <-profile; err != nil {
 			return err
 		}
 	}
-	res.Env = env
-	res.Upstream = cfg.upstream
-	res.CallerBinary = cfg.callerBinary
+	if cfg.memprofile != "" {
+		// Every allocation since the proxy started: see -sample_index
+		// alloc_space / alloc_objects in go tool pprof.
+		if err := fetchProfile(ctx, pathNamed(paths, pathPortcullis).px.pprof+"allocs", cfg.memprofile); err != nil {
+			return err
+		}
+	}
+	for _, p := range paths {
+		if p.px == nil {
+			continue
+		}
+		info := res.proxy(p.name)
+		m := pidMemory(p.px.pid())
+		info.AfterLoad = &m
+		// Stopped, it has written every record out.
+		p.px.stop()
+		n, err := p.px.decisionRecords()
+		if err != nil {
+			return fmt.Errorf("%s: decision log: %w", p.name, err)
+		}
+		info.DecisionRecords = n
+	}
 	if cfg.json {
 		err = benchcli.WriteJSON(out, res)
 	} else {
@@ -187,12 +306,175 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	if failed := res.failed(); failed > 0 {
 		return fmt.Errorf("%d requests failed during the measurement; the figures are not valid", failed)
 	}
+	for _, info := range res.Proxies {
+		if n := res.requests(info.Path); info.DecisionRecords < n {
+			return fmt.Errorf("%s: the decision log holds %d records for %d requests through the proxy: records were dropped", info.Path, info.DecisionRecords, n)
+		}
+	}
 	return nil
 }
 
-// environment describes where the figures come from: the machine, and
-// the nginx measured against.
-type environment struct {
-	benchenv.Machine
-	Nginx string `json:"nginx,omitempty"`
+// verify checks, before anything is measured, that every path answers a
+// lookup_order with 200 and the upstream's body, and that Portcullis
+// enforces the bench policy: tools/list shows lookup_order alone, and
+// refund_order and a lookup_order failing the argument schema are denied
+// with 403 without the upstream seeing either.
+func verify(lg *loadProc, paths []*path, up *upstream) error {
+	for _, p := range paths {
+		for id := int64(1); id <= 3; id++ {
+			status, body, err := lg.call(p.name, "lookup_order", lookupArgs, id)
+			if err != nil {
+				return fmt.Errorf("%s: lookup_order: %w", p.name, err)
+			}
+			if status != http.StatusOK {
+				return fmt.Errorf("%s: lookup_order: status %d, want 200: %s", p.name, status, body)
+			}
+			if !up.valid(body) || !bytes.Contains(body, []byte(`"id":`+strconv.FormatInt(id, 10))) {
+				return fmt.Errorf("%s: lookup_order: the body is not the upstream's answer to id %d: %s", p.name, id, body)
+			}
+		}
+		if p.px == nil {
+			continue
+		}
+		status, body, err := lg.call(p.name, "", "", 7)
+		if err != nil {
+			return fmt.Errorf("%s: tools/list: %w", p.name, err)
+		}
+		if status != http.StatusOK || !bytes.Contains(body, []byte(`"lookup_order"`)) ||
+			bytes.Contains(body, []byte(`"refund_order"`)) || bytes.Contains(body, []byte(`"cancel_order"`)) {
+			return fmt.Errorf("%s: tools/list: status %d, want 200 listing lookup_order alone: %s", p.name, status, body)
+		}
+		for _, c := range []struct{ tool, args, why string }{
+			{"refund_order", lookupArgs, "a deny rule"},
+			{"lookup_order", `{"order_id":"x"}`, "the arguments schema"},
+		} {
+			before := up.hits.Load()
+			status, body, err := lg.call(p.name, c.tool, c.args, 99)
+			if err != nil {
+				return fmt.Errorf("%s: %s %s: %w", p.name, c.tool, c.args, err)
+			}
+			if status != http.StatusForbidden || !bytes.Contains(body, []byte(`"error"`)) {
+				return fmt.Errorf("%s: %s %s (denied by %s): status %d, want 403 with a JSON-RPC error: %s", p.name, c.tool, c.args, c.why, status, body)
+			}
+			if n := up.hits.Load() - before; n != 0 {
+				return fmt.Errorf("%s: %s %s was denied, yet the upstream received %d request(s)", p.name, c.tool, c.args, n)
+			}
+		}
+	}
+	return nil
+}
+
+// measure warms every path up at concurrency c, then runs the rounds:
+// each round measures every path in turn for duration/rounds.
+func measure(ctx context.Context, cfg config, c int, paths []*path, lg *loadProc, logw io.Writer) (*level, error) {
+	lv := &level{Concurrency: c}
+	roundDur := cfg.duration / time.Duration(cfg.rounds)
+	perWorker := make(map[string]int, len(paths))
+	for _, p := range paths {
+		perWorker[p.name] = 64 << 10
+		if cfg.warmup > 0 {
+			fmt.Fprintf(logw, "%d client(s): warm-up %s: %s\n", c, p.name, cfg.warmup)
+			w, err := lg.load(p.name, c, cfg.warmup, 1024)
+			if err != nil {
+				return nil, err
+			}
+			if w.Failures > 0 {
+				return nil, fmt.Errorf("%s: %d requests failed during the warm-up; first: %s", p.name, w.Failures, w.FirstErr)
+			}
+			// Room for twice the warm-up's rate.
+			rate := float64(w.Requests) / w.Elapsed.Seconds()
+			perWorker[p.name] = int(2 * rate * roundDur.Seconds() / float64(c))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	byPath := map[string]*pathResult{}
+	for _, p := range paths {
+		pr := &pathResult{Path: p.name}
+		byPath[p.name] = pr
+		lv.Paths = append(lv.Paths, pr)
+	}
+	all := map[string][]time.Duration{}
+	var dials = map[string]int64{}
+	for round := 1; round <= cfg.rounds; round++ {
+		for _, p := range paths {
+			up0, proc0 := benchenv.SelfCPU(), procCPU(p)
+			r, err := lg.load(p.name, c, roundDur, perWorker[p.name])
+			if err != nil {
+				return nil, err
+			}
+			upCPU, pCPU := benchenv.SelfCPU()-up0, procCPU(p)-proc0
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			pr := byPath[p.name]
+			pr.add(r, upCPU, pCPU)
+			all[p.name] = append(all[p.name], r.Latencies...)
+			dials[p.name] = r.Dials
+			fmt.Fprintf(logw, "%d client(s): round %d %-10s %8.0f req/s  p50 %6.0f µs  p99 %6.0f µs\n", c, round, p.name,
+				pr.RoundRPS[round-1], pr.RoundP50[round-1], pr.roundP99[round-1])
+		}
+	}
+	for _, p := range paths {
+		byPath[p.name].finish(all[p.name], dials[p.name])
+	}
+	lv.ratios()
+	return lv, nil
+}
+
+func pathNamed(paths []*path, name string) *path {
+	for _, p := range paths {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func procCPU(p *path) time.Duration {
+	if p.procCPU == nil {
+		return 0
+	}
+	return p.procCPU()
+}
+
+// fetchProfile gets a profile from the proxy's pprof endpoint into file.
+func fetchProfile(ctx context.Context, profileURL string, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, profileURL, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("profile %s: %s: %s", profileURL, res.Status, b)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile: %w", err)
+	}
+	return f.Close()
+}
+
+// loadAverage is /proc/loadavg's first three fields: how busy the
+// machine was when the run started (the figures mean little without it).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }

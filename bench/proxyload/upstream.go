@@ -9,7 +9,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -42,6 +41,23 @@ func fixedAnswer(id []byte) []byte {
 	return append(b, fixedResultSuffix...)
 }
 
+// validAnswer reports whether a body is upstream kind's answer to a
+// lookup_order call.
+func validAnswer(kind string) func(body []byte) bool {
+	if kind == "sdk" {
+		return func(body []byte) bool { return bytes.Contains(body, []byte(`shipped`)) }
+	}
+	return func(body []byte) bool { return bytes.HasSuffix(body, []byte(fixedResultSuffix)) }
+}
+
+// fixedTools is the fixed upstream's tools/list result: the orders
+// server's three tools, of which the bench policy lets the agent call
+// one (lookup_order), so the proxy's filtered list holds that one only.
+const fixedTools = `,"result":{"tools":[` +
+	`{"name":"lookup_order","description":"Look an order up","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}},` +
+	`{"name":"refund_order","description":"Refund an order","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}},` +
+	`{"name":"cancel_order","description":"Cancel an order","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}}]}}`
+
 // startUpstream serves kind ("fixed" or "sdk") on 127.0.0.1:0.
 func startUpstream(kind string) (*upstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,15 +66,14 @@ func startUpstream(kind string) (*upstream, error) {
 	}
 	u := &upstream{addr: ln.Addr().String(), port: ln.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
 	var h http.Handler
+	u.valid = validAnswer(kind)
 	switch kind {
 	case "fixed":
 		h = http.HandlerFunc(serveFixed)
-		u.valid = func(body []byte) bool { return bytes.HasSuffix(body, []byte(fixedResultSuffix)) }
 	case "sdk":
 		// Stateless and JSON responses: each tools/call stands alone, as
 		// on the other paths; no session set-up to measure.
 		h = demo.OrdersHandler(&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
-		u.valid = func(body []byte) bool { return bytes.Contains(body, []byte(`shipped`)) }
 	default:
 		ln.Close()
 		return nil, fmt.Errorf("unknown upstream %q", kind)
@@ -73,7 +88,7 @@ func startUpstream(kind string) (*upstream, error) {
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	go func() {
-		pprof.Do(context.Background(), pprof.Labels("component", "upstream"), func(context.Context) { u.srv.Serve(ln) })
+		u.srv.Serve(ln)
 		close(u.done)
 	}()
 	return u, nil
@@ -88,9 +103,10 @@ func (u *upstream) close() {
 	<-u.done
 }
 
-// serveFixed answers any JSON-RPC request with a fixed tool result under
-// the request's id: the least an upstream can do, so the measurement is
-// about the proxies in front of it.
+// serveFixed answers a JSON-RPC request with a fixed tool result under
+// the request's id (a tools/list with the fixed list of tools): the least
+// an upstream can do, so the measurement is about the proxies in front of
+// it.
 func serveFixed(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
@@ -107,6 +123,9 @@ func serveFixed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer := fixedAnswer(id)
+	if bytes.Contains(body, []byte(`"method":"tools/list"`)) {
+		answer = append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), fixedTools...)
+	}
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(answer))}

@@ -22,9 +22,9 @@ var proposalStatuses = []string{"pending", "approved", "applied", "rejected", "e
 
 // findingKinds are the values of Finding.kind, for --finding.
 var findingKinds = []string{
-	prover.NewReach, prover.NewPath, prover.NewHTTPMethod, prover.NewMCPMethod, prover.NewMCPTool,
+	prover.NewReach, prover.NewPath, prover.NewHTTPMethod, prover.NewMCPMethod, prover.NewMCPTool, prover.NewMCPPrompt, prover.NewMCPResource,
 	prover.NewCredentialedReach, prover.L7BypassCredentialed, prover.PrivateNetwork, prover.WildcardWidening, prover.ExceedsBoundary,
-	prover.ArgumentsWidened, prover.RateLimitWidened, prover.ToolDefinitionChanged, prover.EnforcementWeakened, prover.CloudMetadata,
+	prover.ArgumentsWidened, prover.RateLimitWidened, prover.ToolDefinitionChanged, prover.MCPOAuthOpened, prover.EnforcementWeakened, prover.CloudMetadata,
 }
 
 // maxRationaleCell is how much of a rationale the list shows.

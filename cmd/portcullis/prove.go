@@ -209,7 +209,7 @@ func findingToJSON(f prover.Finding) findingJSON {
 			c.Addr = r.Addr.String()
 		}
 		if r.MCP != nil {
-			c.MCPMethod, c.Tool, c.Arguments = r.MCP.Method, r.MCP.Tool, string(r.MCP.Arguments)
+			c.MCPMethod, c.Tool, c.Arguments = r.MCP.Method, r.MCP.Name(), string(r.MCP.Arguments)
 		}
 		out.Counterexample = c
 	}

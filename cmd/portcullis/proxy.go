@@ -44,6 +44,7 @@ func newProxyCmd(env *environment) *cobra.Command {
 		proxyID     string
 		maxBackoff  time.Duration
 		insecure    bool
+		pprofListen string
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --policy FILE",
@@ -63,7 +64,12 @@ The proxy answers http://policy.local itself (never forwarded): the policy
 in force (/v1/policy), recent denials with the narrowest rule that would
 allow each (/v1/denials), and, in gateway mode, proposals relayed to the
 gateway with the proxy's token (/v1/proposals); the same as MCP tools at
-http://policy.local/mcp. The agent never holds a token.`,
+http://policy.local/mcp. The agent never holds a token.
+
+--pprof-listen 127.0.0.1:PORT serves Go's profiling endpoints
+(/debug/pprof/) on that loopback address, for profiling the proxy as it
+runs: go tool pprof http://127.0.0.1:PORT/debug/pprof/profile?seconds=30.
+Off by default.`,
 		Example: `  portcullis proxy --policy orders.yaml
   HTTPS_PROXY=http://127.0.0.1:3128 SSL_CERT_FILE=ca.pem python3 agent.py`,
 		Args: cobra.NoArgs,
@@ -77,6 +83,11 @@ http://policy.local/mcp. The agent never holds a token.`,
 			case sandbox != "" && (env.tokenFlag != "" || env.tokenFileFlag == ""):
 				// Other local processes can read a command line.
 				return usagef("a gateway-mode proxy takes its sandbox token only from --token-file")
+			}
+			if pprofListen != "" {
+				if err := checkPprofAddr(pprofListen); err != nil {
+					return err
+				}
 			}
 			log, err := newLogger(env)
 			if err != nil {
@@ -137,6 +148,15 @@ http://policy.local/mcp. The agent never holds a token.`,
 			if err != nil {
 				return usagef("listen on %s: %v", listen, err)
 			}
+			var pp *pprofServer
+			if pprofListen != "" {
+				if pp, err = startPprof(pprofListen, log); err != nil {
+					ln.Close()
+					return err
+				}
+				defer pp.stop()
+				log.Warn("--pprof-listen: serving profiles of this process", "url", pp.url())
+			}
 			fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", ln.Addr())
 			if sandbox != "" {
 				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, env.gatewayForMessages(), versionOrNone(agent.PolicyVersion()))
@@ -146,6 +166,9 @@ http://policy.local/mcp. The agent never holds a token.`,
 				fmt.Fprintf(env.stdout, "  CA:        %s (portcullis proxy ca --data-dir %s)\n", filepath.Join(dataDir, "ca.pem"), dataDir)
 			}
 			fmt.Fprintf(env.stdout, "  decisions: %s\n", filepath.Join(dataDir, decisionLogFile))
+			if pp != nil {
+				fmt.Fprintf(env.stdout, "  pprof:     %s\n", pp.url())
+			}
 			return agent.Run(cmd.Context(), ln)
 		},
 	}
@@ -160,6 +183,7 @@ http://policy.local/mcp. The agent never holds a token.`,
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a plaintext http:// gateway beyond loopback (a private network such as compose's; the token crosses it in the clear)")
 	cmd.Flags().DurationVar(&maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
 	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
+	cmd.Flags().StringVar(&pprofListen, "pprof-listen", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `ADDR`, e.g. 127.0.0.1:6060 (debugging; default off)")
 	cmd.AddCommand(newProxyCACmd(env))
 	return cmd
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"sync"
@@ -39,7 +38,7 @@ type Record struct {
 	HTTPMethod    string    `json:"http_method,omitempty"`
 	Path          string    `json:"path,omitempty"`
 	MCPMethod     string    `json:"mcp_method,omitempty"`
-	Tool          string    `json:"tool,omitempty"`
+	Tool          string    `json:"tool,omitempty"` // what the MCP message names: tools/call's tool, prompts/get's prompt, a resources method's URI
 	Decision      string    `json:"decision"`
 	Entry         string    `json:"entry,omitempty"`
 	Rule          string    `json:"rule,omitempty"`
@@ -71,36 +70,54 @@ func NewDenialID() string {
 	return "dn_" + hex.EncodeToString(b[:])
 }
 
-// Log keeps the last records in a bounded ring and hands each one
-// to a writer goroutine that writes it as a JSON line. Traffic never waits
-// for the writer: when its queue is full a record is counted as dropped
-// (it stays in the ring) and the drop is logged.
+// Log keeps the last records in a bounded ring and writes every record
+// to its file as a JSON line. Traffic never waits for the file: Add only
+// appends to a pending list under the ring's lock, and a writer goroutine
+// (Write) gathers what arrives over FlushInterval into one write.
+//
+// Durability and order: records reach the file in the order Add saw them,
+// at most FlushInterval after their decision while the file keeps up. A
+// crash of the proxy loses the records not yet written — at most those of
+// the last FlushInterval, and never more than MaxUnwritten. The file is
+// not fsynced (a power loss also loses what the system had not written
+// back). When MaxUnwritten records await the writer (a stalled disk), a
+// new record is counted as dropped from the file and logged; it stays in
+// the ring.
 type Log struct {
-	mu   sync.Mutex
-	ring []Record
-	next int
-	full bool
+	mu      sync.Mutex
+	ring    []Record
+	next    int
+	full    bool
+	pending []Record // added, not yet taken by the writer
+	// unwritten counts the records added and not yet written: pending and
+	// the batch the writer holds.
+	unwritten int
 
 	out     io.Writer
-	queue   chan Record
+	wake    chan struct{} // the writer's signal: records are pending
 	dropped atomic.Int64
 	log     *slog.Logger
 }
 
-// queueSize bounds the records waiting for the writer.
-const queueSize = 4096
+const (
+	// FlushInterval is how long the writer gathers records into one
+	// write after the first of them arrives.
+	FlushInterval = 10 * time.Millisecond
+	// MaxUnwritten bounds the records waiting for the file.
+	MaxUnwritten = 4096
+)
 
 // NewLog returns a log keeping the last size records, writing each to out
 // (nil: none) once Write runs.
 func NewLog(size int, out io.Writer, log *slog.Logger) *Log {
 	d := &Log{ring: make([]Record, size), out: out, log: log}
 	if out != nil {
-		d.queue = make(chan Record, queueSize)
+		d.wake = make(chan struct{}, 1)
 	}
 	return d
 }
 
-// Add keeps r in the ring and queues it for the writer; it never blocks.
+// Add keeps r in the ring and queues it for the file; it never blocks.
 func (d *Log) Add(r Record) {
 	d.mu.Lock()
 	d.ring[d.next] = r
@@ -108,49 +125,93 @@ func (d *Log) Add(r Record) {
 	if d.next == 0 {
 		d.full = true
 	}
-	d.mu.Unlock()
-	if d.queue == nil {
+	if d.wake == nil {
+		d.mu.Unlock()
 		return
 	}
-	select {
-	case d.queue <- r:
-	default:
+	if d.unwritten >= MaxUnwritten {
+		d.mu.Unlock()
 		if n := d.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8, …
 			d.log.Warn("decision log writer is behind; records dropped from the file (kept in memory)", "dropped", n)
+		}
+		return
+	}
+	d.pending = append(d.pending, r)
+	d.unwritten++
+	// Wake the writer for the first record of a batch, and again when
+	// half the room is taken so it writes without waiting out the
+	// interval.
+	signal := len(d.pending) == 1 || d.unwritten == MaxUnwritten/2
+	d.mu.Unlock()
+	if signal {
+		select {
+		case d.wake <- struct{}{}:
+		default: // already signalled
 		}
 	}
 }
 
-// Write drains the queue to the writer until ctx ends, then writes what
-// is left. The proxy runs it for as long as it serves.
+// Write writes the records to the file until ctx ends, then writes what
+// is left. The proxy runs it for as long as it serves. A failed write is
+// logged once; from then on records are kept in the ring only.
 func (d *Log) Write(ctx context.Context) {
-	if d.queue == nil {
+	if d.out == nil {
 		return
 	}
-	enc := json.NewEncoder(d.out)
-	put := func(r Record) {
-		if enc == nil {
+	var (
+		batch  []Record
+		buf    []byte
+		failed bool
+		timer  = time.NewTimer(FlushInterval)
+	)
+	timer.Stop()
+	defer timer.Stop()
+	flush := func() {
+		d.mu.Lock()
+		batch, d.pending = d.pending, batch[:0]
+		d.mu.Unlock()
+		if len(batch) == 0 {
 			return
 		}
-		if err := enc.Encode(r); err != nil {
-			d.log.Error("decision log writer failed; records stay in memory only", "err", err)
-			enc = nil
+		if !failed {
+			buf = buf[:0]
+			for i := range batch {
+				line, err := batch[i].appendJSON(buf)
+				if err != nil {
+					continue // a time encoding/json cannot write either
+				}
+				buf = append(line, '\n')
+			}
+			if _, err := d.out.Write(buf); err != nil {
+				d.log.Error("decision log writer failed; records stay in memory only", "err", err)
+				failed = true
+			}
+		}
+		d.mu.Lock()
+		d.unwritten -= len(batch)
+		d.mu.Unlock()
+		clear(batch) // let the strings go
+		if cap(buf) > 1<<20 {
+			buf = nil // one burst must not keep a large buffer
 		}
 	}
 	for {
 		select {
-		case r := <-d.queue:
-			put(r)
+		case <-d.wake:
 		case <-ctx.Done():
-			for {
-				select {
-				case r := <-d.queue:
-					put(r)
-				default:
-					return
-				}
-			}
+			flush()
+			return
 		}
+		// Gather what arrives over the interval (or until half the room
+		// is taken) into one write.
+		timer.Reset(FlushInterval)
+		select {
+		case <-timer.C:
+		case <-d.wake:
+			timer.Stop()
+		case <-ctx.Done():
+		}
+		flush()
 	}
 }
 

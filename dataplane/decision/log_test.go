@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 )
 
 func TestDecisionLogWritesJSONLines(t *testing.T) {
@@ -48,11 +49,13 @@ func TestDecisionLogNeverBlocks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Write(ctx); close(done) }()
-	for range queueSize + 100 {
+	for range MaxUnwritten + 100 {
 		d.Add(Record{Decision: Deny})
 	}
-	if d.Dropped() < 99 {
-		t.Fatalf("dropped %d, want at least 99", d.Dropped())
+	// The batch the writer holds counts against the bound too: exactly
+	// MaxUnwritten records were taken for the file.
+	if d.Dropped() != 100 {
+		t.Fatalf("dropped %d, want 100", d.Dropped())
 	}
 	if len(d.Snapshot()) != 8 {
 		t.Fatalf("ring holds %d records, want 8", len(d.Snapshot()))
@@ -60,4 +63,90 @@ func TestDecisionLogNeverBlocks(t *testing.T) {
 	cancel()
 	pr.Close() // unblock the writer so its goroutine ends
 	<-done
+}
+
+// countingWriter records each Write call's bytes.
+type countingWriter struct{ writes [][]byte }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// Records that are waiting together go to the file in one write, in the
+// order they were added.
+func TestDecisionLogBatchesWrites(t *testing.T) {
+	var w countingWriter
+	d := NewLog(4, &w, slog.New(slog.DiscardHandler))
+	for i := range 100 {
+		d.Add(Record{Host: "h", Port: i, Decision: Allow})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Write(ctx); close(done) }()
+	// The writer wakes for the pending records, gathers for an interval,
+	// and writes; cancelling then ends it with nothing left.
+	deadline := time.After(10 * time.Second)
+	for {
+		d.mu.Lock()
+		n := d.unwritten
+		d.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("%d records still unwritten", n)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	<-done
+	if len(w.writes) != 1 {
+		t.Fatalf("%d writes, want the 100 pending records in one", len(w.writes))
+	}
+	lines := bytes.Split(bytes.TrimSuffix(w.writes[0], []byte("\n")), []byte("\n"))
+	if len(lines) != 100 {
+		t.Fatalf("%d lines, want 100", len(lines))
+	}
+	for i, line := range lines {
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil || r.Port != i {
+			t.Fatalf("line %d = %s (%v), want the record with port %d", i, line, err, i)
+		}
+	}
+}
+
+// failingWriter refuses every write.
+type failingWriter struct{ calls int }
+
+func (w *failingWriter) Write([]byte) (int, error) { w.calls++; return 0, io.ErrClosedPipe }
+
+// After a failed write the writer stops writing but keeps taking the
+// records (the room is freed, nothing stays counted as unwritten), and
+// they stay in the ring.
+func TestDecisionLogWriteFailure(t *testing.T) {
+	var w failingWriter
+	d := NewLog(8, &w, slog.New(slog.DiscardHandler))
+	d.Add(Record{Decision: Deny})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Write(ctx); close(done) }()
+	for range 3 * MaxUnwritten {
+		d.Add(Record{Decision: Allow})
+	}
+	cancel()
+	<-done
+	if w.calls < 1 {
+		t.Fatal("the writer never wrote")
+	}
+	if got := len(d.Snapshot()); got != 8 {
+		t.Fatalf("ring holds %d records, want 8", got)
+	}
+	d.mu.Lock()
+	unwritten := d.unwritten
+	d.mu.Unlock()
+	if unwritten != 0 {
+		t.Fatalf("%d records still counted unwritten after the writer ended", unwritten)
+	}
 }

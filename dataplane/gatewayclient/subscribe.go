@@ -110,9 +110,12 @@ type Subscriber struct {
 	conn, api *grpc.ClientConn
 	log       *slog.Logger
 
-	mu      sync.Mutex
-	pinned  ed25519.PublicKey
-	chain   []*portcullisv1.GatewayKey
+	mu     sync.Mutex
+	pinned ed25519.PublicKey
+	chain  []*portcullisv1.GatewayKey
+	// ca is the sandbox CA the last verified version brought (the gateway
+	// sends it once a stream, with the first version).
+	ca      *portcullisv1.SandboxCA
 	applied *portcullisv1.SignedPolicy // the version enforced, nil if none
 	nacked  struct {
 		version uint32
@@ -265,7 +268,7 @@ func (s *Subscriber) Restore() error {
 	if err := s.apply(&sp, pol); err != nil {
 		return fmt.Errorf("kept version %d: %w", sp.GetVersion(), err)
 	}
-	s.chain = sp.GetKeys()
+	s.chain, s.ca = sp.GetKeys(), sp.GetCa()
 	s.pinned = trusted
 	s.log.Info("enforcing the kept policy version until the gateway answers", "version", sp.GetVersion(), "hash", sp.GetHash())
 	return nil
@@ -309,7 +312,11 @@ func (s *Subscriber) apply(sp *portcullisv1.SignedPolicy, pol *policy.Policy) er
 		}
 	}
 	var sandboxCA *ca.CA
-	if c := sp.GetCa(); c != nil {
+	c := sp.GetCa()
+	if c == nil && s.applied.GetCa() == nil {
+		c = s.ca // brought by a version refused before this one
+	}
+	if c != nil {
 		var err error
 		if sandboxCA, err = ca.Parse(c.GetCertPem(), c.GetKeyPem()); err != nil {
 			return fmt.Errorf("sandbox CA: %w", err)
@@ -469,6 +476,12 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	if err != nil {
 		return nack(err)
 	}
+	// Verified: its chain and CA hold for the stream's later versions
+	// even if this one is refused below (they come only with the first).
+	s.chain = chain
+	if sp.GetCa() != nil {
+		s.ca = sp.GetCa()
+	}
 	if s.applied.GetVersion() == sp.GetVersion() && s.applied.GetHash() == sp.GetHash() {
 		// Already enforced (the gateway sends the current version on
 		// every new stream); keep a newer chain or CA it brought.
@@ -480,7 +493,6 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	} else if err := s.apply(sp, pol); err != nil {
 		return nack(err)
 	}
-	s.chain = chain
 	// First contact pins the key; a rotation moves the pin forward.
 	repinned := !s.pinned.Equal(trusted)
 	s.pinned = trusted
@@ -496,8 +508,8 @@ func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.G
 	kept := proto.Clone(sp).(*portcullisv1.SignedPolicy)
 	kept.Keys = chain
 	kept.Nonce = ""
-	if kept.Ca == nil && s.applied != nil && s.applied.Ca != nil {
-		kept.Ca = s.applied.Ca
+	if kept.Ca == nil && s.ca != nil {
+		kept.Ca = s.ca
 	}
 	s.applied = kept
 	data, err := proto.Marshal(kept)

@@ -325,3 +325,53 @@ func TestSubscriberLosesStreamOnRevocation(t *testing.T) {
 		t.Fatalf("a proxy with a revoked token got version %q", proxy.PolicyVersion())
 	}
 }
+
+// caProxy is proxy that remembers whether a sandbox CA was set.
+type caProxy struct {
+	proxy
+	ca atomic.Bool
+}
+
+func (p *caProxy) SetCA(c *ca.CA) { p.ca.Store(c != nil) }
+
+// A proxy that refuses the first version of a stream still keeps the key
+// chain and sandbox CA that came with it (the gateway sends them once a
+// stream): the next version is verified and applied, with the CA, instead
+// of being refused for "no key chain to pin".
+func TestSubscriberKeepsChainOfRefusedFirstVersion(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &caProxy{}
+	var refused atomic.Int32
+	sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
+		Gateway: gw.URL, Sandbox: "agent-1", Token: func() (string, error) { return created.GetToken(), nil }, ProxyID: "p1",
+		DataDir: t.TempDir(), MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		Refuse: func(*policy.Policy) error {
+			if refused.Add(1) == 1 {
+				return fmt.Errorf("refused by the test")
+			}
+			return nil
+		},
+	}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sub.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; sub.Close() })
+	api.status(t, "p1", func(s *portcullisv1.ProxyStatus) bool { return s.GetLastNackVersion() == 1 })
+	if _, err := api.Policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "agent-1", Document: strings.Replace(subscribePolicy, "read-only", "read-write", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s := api.status(t, "p1", func(s *portcullisv1.ProxyStatus) bool {
+		return s.GetAppliedVersion() == 2 || s.GetLastNackVersion() == 2
+	})
+	if s.GetAppliedVersion() != 2 || p.PolicyVersion() != "2" || !p.ca.Load() {
+		t.Fatalf("after a refused first version: status %v, proxy at %q, CA set %v; want version 2 applied with the CA", s, p.PolicyVersion(), p.ca.Load())
+	}
+}

@@ -68,7 +68,15 @@ func (e *endpoint) scopeMatches(r *policy.Request, paths *canonicalPaths) bool {
 		return false
 	}
 	p, err := paths.get(r.Path, e.encodedOK)
-	return err == nil && e.scope.match(p)
+	if err != nil {
+		return false
+	}
+	if e.protocol == policy.ProtocolMCP && r.MCP == nil {
+		if _, ok := e.mcp.OAuthPath(strings.ToUpper(r.HTTPMethod), p); ok {
+			return true // mirrors policy's destinationMatches
+		}
+	}
+	return e.scope.match(p)
 }
 
 // binaryMatches mirrors policy's binaryMatches: the binary, or one of its

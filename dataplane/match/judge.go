@@ -81,7 +81,7 @@ func (e *endpoint) judge(r *policy.Request, h *hostView, paths *canonicalPaths, 
 	case policy.ProtocolREST:
 		return e.judgeREST(r, paths, now)
 	case policy.ProtocolMCP:
-		return e.judgeMCP(r, now)
+		return e.judgeMCP(r, paths, now)
 	default:
 		return outcome{e: e, hard: true,
 			reason: fmt.Sprintf("protocol %s is not inspected yet, so %s denies every request", e.protocol, e.name)}
@@ -306,8 +306,14 @@ func (x *pathIndex) first(rules []rule, r *policy.Request, p string, now time.Ti
 // ---- MCP
 
 // judgeMCP mirrors policy's judgeMCP.
-func (e *endpoint) judgeMCP(r *policy.Request, now time.Time) outcome {
+func (e *endpoint) judgeMCP(r *policy.Request, paths *canonicalPaths, now time.Time) outcome {
 	method := strings.ToUpper(r.HTTPMethod)
+	if r.MCP == nil && method != "" && e.mcp != nil {
+		p, err := paths.get(r.Path, e.encodedOK)
+		if rule, ok := e.mcp.OAuthPath(method, p); ok && err == nil {
+			return outcome{e: e, allow: true, rule: rule, reason: "an OAuth path " + rule + " declares on " + e.name}
+		}
+	}
 	switch {
 	case method == "":
 		return e.requireL7()
@@ -431,14 +437,62 @@ func (e *endpoint) mcpRuleMatches(c *rule, m *policy.MCPMessage, deny bool) bool
 			return false
 		}
 	}
-	if !c.hasTool {
-		return true
+	if c.hasTool && !e.toolMatches(c, m) {
+		return false
 	}
+	if c.prompt != nil && !promptMatches(c, m, deny) {
+		return false
+	}
+	if c.resource != nil && !resourceMatches(c, m, deny) {
+		return false
+	}
+	return true
+}
+
+func (e *endpoint) toolMatches(c *rule, m *policy.MCPMessage) bool {
 	if m.Method != "tools/call" {
 		return false
 	}
 	for i, g := range c.tool {
 		if e.strictNames && c.toolG[i].match(m.Tool) || !e.strictNames && g == m.Tool {
+			return true
+		}
+	}
+	return false
+}
+
+// promptMatches mirrors policy's promptMatches: narrow globs in allow
+// rules, wide in deny rules.
+func promptMatches(c *rule, m *policy.MCPMessage, deny bool) bool {
+	if m.Method != "prompts/get" {
+		return false
+	}
+	for i := range c.prompt {
+		if !deny && c.prompt[i].match(m.Prompt) || deny && c.prompt[i].matchDeny(m.Prompt) {
+			return true
+		}
+	}
+	return false
+}
+
+// resourceMatches mirrors policy's resourceMatches: policy.MatchResource
+// in allow rules, policy.MatchDenyResource in deny rules (a URI that is
+// not plain matches every deny glob; a plain one the case-folded wide
+// reading, which compilePathGlob compiled as the glob's one fold
+// alternative — the validator refuses braces in resource globs).
+func resourceMatches(c *rule, m *policy.MCPMessage, deny bool) bool {
+	if !policy.IsResourceMethod(m.Method) {
+		return false
+	}
+	plain := policy.PlainResourceURI(m.Resource) == nil
+	if deny && !plain {
+		return true
+	}
+	if !plain {
+		return false
+	}
+	for i := range c.resource {
+		if !deny && c.resource[i].match(m.Resource) || deny && c.resource[i].matchDenyAlts(m.Resource) {
 			return true
 		}
 	}
@@ -465,12 +519,7 @@ func (c *rule) argumentsValid(m *policy.MCPMessage) error {
 	return policy.ValidateArguments(c.schema, inst)
 }
 
-func describeMCP(m *policy.MCPMessage) string {
-	if m.Method == "tools/call" {
-		return "tools/call " + m.Tool
-	}
-	return m.Method
-}
+func describeMCP(m *policy.MCPMessage) string { return policy.DescribeMCP(m) }
 
 // ruleTool mirrors policy's ruleTool: tool, or its params.name spelling.
 func ruleTool(r *policy.L7Rule) *policy.Matcher {

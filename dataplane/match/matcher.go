@@ -99,6 +99,8 @@ type endpoint struct {
 	toolIndex   map[string][]int32 // literal tool name → allow rules naming it, in order
 	toolOther   []int32            // allow rules not in toolIndex, in order
 	maxBody     int
+	maxResponse int
+	mcp         *policy.MCPOptions // for OAuthPath; nil when none
 }
 
 // rule is one compiled allow or deny rule.
@@ -117,6 +119,8 @@ type rule struct {
 	tool      []string
 	toolG     []glob
 	hasTool   bool
+	prompt    []glob // MCP: prompt globs; nil when absent
+	resource  []glob // MCP: resource globs (compilePathGlob, for the folded deny reading); nil when absent
 	schema    *jsonschema.Schema
 	schemaErr error
 	expiresAt *time.Time
@@ -200,6 +204,7 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 		allowAll:    ep.MCP != nil && ep.MCP.AllowAllKnownMCPMethods,
 		versions:    []string{policy.DefaultMCPVersion},
 		maxBody:     policy.DefaultMaxBodyBytes,
+		maxResponse: policy.DefaultMaxResponseBytes,
 	}
 	e.name = fmt.Sprintf("network_policies.%s (%s)", key, e.label)
 	// Allow reasons name only the rule, so they are built once here.
@@ -223,6 +228,8 @@ func compileEndpoint(key string, index int, ep *policy.Endpoint) endpoint {
 		if ep.MCP.MaxBodyBytes > 0 {
 			e.maxBody = ep.MCP.MaxBodyBytes
 		}
+		e.maxResponse = ep.MCP.ResponseLimit()
+		e.mcp = ep.MCP
 	}
 	for i, r := range ep.DenyRules {
 		if r == nil {
@@ -283,6 +290,18 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 		c.tool = tool.Any
 		for _, g := range tool.Any {
 			c.toolG = append(c.toolG, compileGlob(g))
+		}
+	}
+	if r.Prompt != nil {
+		c.prompt = make([]glob, 0, len(r.Prompt.Any))
+		for _, g := range r.Prompt.Any {
+			c.prompt = append(c.prompt, compileGlob(g))
+		}
+	}
+	if r.Resource != nil {
+		c.resource = make([]glob, 0, len(r.Resource.Any))
+		for _, g := range r.Resource.Any {
+			c.resource = append(c.resource, compilePathGlob(g))
 		}
 	}
 	if allow && r.ArgumentsSchema != nil {

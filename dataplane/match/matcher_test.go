@@ -214,13 +214,13 @@ func TestMatcherTable(t *testing.T) {
 	if !m.Inspect("api.github.com", 443) || m.Inspect("pypi.org", 443) || m.Inspect("example.com", 443) {
 		t.Error("Inspect: want api.github.com:443 inspected, pypi.org:443 and unknown hosts not")
 	}
-	if n, ok := m.MCPLimits("orders.example.net", 443, "/mcp"); !ok || n != 4096 {
-		t.Errorf("MCPLimits(/mcp) = %d, %v; want 4096, true", n, ok)
+	if n, ok := m.MCPLimits("orders.example.net", 443, "POST", "/mcp"); !ok || n != (MCPLimits{4096, policy.DefaultMaxResponseBytes}) {
+		t.Errorf("MCPLimits(/mcp) = %+v, %v; want 4096 and the default response limit, true", n, ok)
 	}
-	if _, ok := m.MCPLimits("orders.example.net", 443, "/other"); ok {
+	if _, ok := m.MCPLimits("orders.example.net", 443, "POST", "/other"); ok {
 		t.Error("MCPLimits(/other): want no mcp endpoint")
 	}
-	if _, ok := m.MCPLimits("api.github.com", 443, "/mcp"); ok {
+	if _, ok := m.MCPLimits("api.github.com", 443, "POST", "/mcp"); ok {
 		t.Error("MCPLimits(api.github.com): want no mcp endpoint")
 	}
 }
@@ -377,7 +377,7 @@ func checkInspect(t *rapid.T, m *Matcher, r policy.Request, d policy.Decision) {
 			if ep.MCP != nil && ep.MCP.MaxBodyBytes > 0 {
 				want = ep.MCP.MaxBodyBytes
 			}
-			if n, ok := m.MCPLimits(r.Host, r.Port, r.Path); !ok || n != want {
+			if n, ok := m.MCPLimits(r.Host, r.Port, r.HTTPMethod, r.Path); !ok || n.Body != want {
 				t.Fatalf("MCPLimits(%q, %d, %q) = %d, %v; want %d, true (decision %+v)", r.Host, r.Port, r.Path, n, ok, want, d)
 			}
 		}
@@ -406,9 +406,17 @@ var (
 	genMethods   = []string{"GET", "POST", "*", "", "get", "DELETE", "HEAD"}
 	genBinaries  = [][]string{nil, {"/usr/bin/curl"}, {"/usr/bin/*"}, {"/opt/**/python3"}, {"/usr/bin/curl", "/usr/bin/python3"}}
 	genTools     = []string{"lookup_order", "refund_order", "tool.a"}
-	genVersions  = []string{"2025-11-25", "2026-07-28", "2025-03-26"}
-	genExpiries  = []time.Time{when, when.Add(time.Hour), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
-	genSchema    = map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string", "pattern": `^[A-Z]-\d{4}$`}}, "required": []any{"order_id"}, "additionalProperties": false}
+	genPrompts   = []string{"summarize", "sum*", "admin/*", "a b", "[ab]x"}
+	genResources = []string{"file:///docs/*", "file:///docs/**", "file:///secrets/**", "https://api.example.com/v1/*.json", "ui://*", "file:///a%20b"}
+	// Prompt names and resource URIs requests carry: matching, near
+	// misses, and URIs that are not plain (policy.PlainResourceURI).
+	reqPrompts   = []string{"summarize", "summary", "admin/x", "admin/x/y", "a b", "ax", "SUMMARIZE", ""}
+	reqResources = []string{"file:///docs/a.txt", "file:///docs/a/b.txt", "file:///secrets/key", "file:///SECRETS/key", "file:///docs/../secrets/key",
+		"file:///docs/%2e%2e/secrets", "FILE:///docs/a.txt", "https://API.example.com/v1/x.json", "https://api.example.com/v1/x.json", "ui://w",
+		"file:///a%20b", "file:///a%2fb", "file:///docs/a.txt#x", "file:///secrets/", "file:///docs", ""}
+	genVersions = []string{"2025-11-25", "2026-07-28", "2025-03-26"}
+	genExpiries = []time.Time{when, when.Add(time.Hour), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+	genSchema   = map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string", "pattern": `^[A-Z]-\d{4}$`}}, "required": []any{"order_id"}, "additionalProperties": false}
 )
 
 func genPolicy(t *rapid.T) *policy.Policy {
@@ -527,11 +535,20 @@ func genMCP(t *rapid.T, ep *policy.Endpoint) {
 }
 
 func genMCPRule(t *rapid.T, strict, allowAll, allow bool) *policy.L7Rule {
-	methods := []string{"tools/call", "tools/call", "tools/list", "initialize", "notifications/initialized", "tools/*"}
+	methods := []string{"tools/call", "tools/call", "tools/list", "initialize", "notifications/initialized", "tools/*",
+		"prompts/get", "prompts/get", "resources/read", "resources/read", "resources/subscribe"}
 	if allowAll {
 		methods = append(methods, "")
 	}
 	r := &policy.L7Rule{Method: rapid.SampledFrom(methods).Draw(t, "mcp method")}
+	switch {
+	case r.Method == "prompts/get" && rapid.IntRange(0, 3).Draw(t, "prompt kind") > 0:
+		r.Prompt = &policy.Matcher{Any: []string{rapid.SampledFrom(genPrompts).Draw(t, "prompt")}}
+		return r
+	case policy.IsResourceMethod(r.Method) && rapid.IntRange(0, 3).Draw(t, "resource kind") > 0:
+		r.Resource = &policy.Matcher{Any: []string{rapid.SampledFrom(genResources).Draw(t, "resource")}}
+		return r
+	}
 	if r.Method != "tools/call" {
 		return r
 	}
@@ -718,9 +735,16 @@ func (v vocabulary) request(t *rapid.T) policy.Request {
 	r.Query = rapid.SampledFrom([]string{"", "", "q=a1", "q=a1&q=b", "q=x/y", "q=%zz", "r=1"}).Draw(t, "query")
 	if strings.EqualFold(r.HTTPMethod, "POST") && rapid.IntRange(0, 3).Draw(t, "mcp message") > 0 {
 		m := &policy.MCPMessage{
-			Method:          rapid.SampledFrom([]string{"tools/call", "tools/call", "tools/call", "tools/list", "initialize", "ping", "notifications/initialized", "foo/bar", "", "resources/read", "server/discover"}).Draw(t, "mcp method"),
+			Method: rapid.SampledFrom([]string{"tools/call", "tools/call", "tools/call", "tools/list", "initialize", "ping", "notifications/initialized", "foo/bar", "", "resources/read", "server/discover",
+				"prompts/get", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe"}).Draw(t, "mcp method"),
 			ProtocolVersion: rapid.SampledFrom([]string{"", "", "2025-11-25", "2026-07-28", "2025-03-26", "1999-01-01"}).Draw(t, "mcp version"),
 			Response:        rapid.IntRange(0, 19).Draw(t, "response") == 0,
+		}
+		switch {
+		case m.Method == "prompts/get":
+			m.Prompt = rapid.SampledFrom(reqPrompts).Draw(t, "prompt")
+		case policy.IsResourceMethod(m.Method):
+			m.Resource = rapid.SampledFrom(reqResources).Draw(t, "resource")
 		}
 		if m.Method == "tools/call" {
 			m.Tool = pick(tg.tools, v.all.tools, "tool")

@@ -3,6 +3,7 @@ package match
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -99,11 +100,13 @@ func (e *endpoint) needsL7() bool {
 
 // MCPLimits reports whether an mcp endpoint matches host:port and path —
 // its path scope read widely, as its deny rules read it, so the proxy
-// parses every message a deny rule may judge — and its mcp.max_body_bytes.
-// Validation guarantees mcp endpoints sharing a host:port agree on it.
-func (m *Matcher) MCPLimits(host string, port int, reqPath string) (maxBodyBytes int, ok bool) {
+// parses every message a deny rule may judge — and its limits. Validation
+// guarantees mcp endpoints sharing a host:port agree on them. A request
+// to an OAuth path the endpoint declares (mcp.oauth) is plain HTTP: not an
+// MCP request.
+func (m *Matcher) MCPLimits(host string, port int, method, reqPath string) (limits MCPLimits, ok bool) {
 	if m == nil {
-		return 0, false
+		return MCPLimits{}, false
 	}
 	r := policy.Request{Host: host, Port: port, HTTPMethod: "POST", Path: reqPath}
 	h := m.view(host)
@@ -114,13 +117,21 @@ func (m *Matcher) MCPLimits(host string, port int, reqPath string) (maxBodyBytes
 		if e.protocol != policy.ProtocolMCP {
 			continue
 		}
-		if e.scope != nil {
-			p, err := paths.get(reqPath, e.encodedOK)
-			if err != nil || !e.scope.matchDenyPath(p) {
-				continue
+		p, err := paths.get(reqPath, e.encodedOK)
+		if err == nil {
+			if _, oauth := e.mcp.OAuthPath(strings.ToUpper(method), p); oauth {
+				return MCPLimits{}, false
 			}
 		}
-		return e.maxBody, true
+		if e.scope != nil && (err != nil || !e.scope.matchDenyPath(p)) {
+			continue
+		}
+		return MCPLimits{Body: e.maxBody, Response: e.maxResponse}, true
 	}
-	return 0, false
+	return MCPLimits{}, false
 }
+
+// MCPLimits are an MCP endpoint's bounds on what a client sends:
+// mcp.max_body_bytes, and mcp.max_response_bytes for its answers to the
+// server's requests.
+type MCPLimits struct{ Body, Response int }

@@ -52,7 +52,7 @@ type Request struct {
 // Message.Arguments are copies: they do not alias the body Parse read.
 type Item struct {
 	ID      json.RawMessage   // the JSON-RPC id as sent (nil for notifications)
-	Message policy.MCPMessage // Method, Tool, Arguments, ProtocolVersion (= Request.Version), Response
+	Message policy.MCPMessage // Method, Tool, Prompt, Resource, Arguments, ProtocolVersion (= Request.Version), Response
 }
 
 // Error is why Parse refused a request. Any Error means: deny
@@ -86,7 +86,9 @@ const mcpMaxDepth = 1000
 // ids in a batch; params or params._meta not an object; a response without
 // id, with both or neither of result and error, or an error that is not an
 // object; tools/call without params.name as a string or with
-// params.arguments not an object; initialize without params.protocolVersion
+// params.arguments not an object; prompts/get without params.name as a
+// string; resources/read, resources/subscribe or resources/unsubscribe
+// without params.uri as a string; initialize without params.protocolVersion
 // as a string, or inside a batch; Mcp-Method or Mcp-Name headers on a batch,
 // given more than once, or disagreeing with the message; and any
 // disagreement between the MCP-Protocol-Version header, initialize's
@@ -325,7 +327,7 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 	}
 	if params == nil {
 		switch method.str {
-		case "tools/call", "initialize":
+		case "tools/call", "initialize", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
 			return nil, mcpErrorf("%s %s has no \"params\"", method.str, where)
 		}
 		return pm, nil
@@ -386,8 +388,36 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 			}
 			pm.item.Message.Arguments = bytes.Clone(args.raw)
 		}
+	case "prompts/get":
+		name, err := requiredString(params, "name", method.str, where)
+		if err != nil {
+			return nil, err
+		}
+		pm.item.Message.Prompt = name
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		uri, err := requiredString(params, "uri", method.str, where)
+		if err != nil {
+			return nil, err
+		}
+		pm.item.Message.Resource = uri
 	}
 	return pm, nil
+}
+
+// requiredString reads params.field of a method that must carry it as a
+// string (prompts/get's name, the resources methods' uri).
+func requiredString(params *jvalue, field, method, where string) (string, error) {
+	v, err := params.lookup(field, where+" params")
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case v == nil:
+		return "", mcpErrorf("%s %s has no params.%s", method, where, field)
+	case v.kind != jString:
+		return "", mcpErrorf("params.%s in %s %s is %s, not a string", field, method, where, v.kind)
+	}
+	return v.str, nil
 }
 
 // idKey checks a JSON-RPC id (a string or an integer; MCP forbids null) and

@@ -27,6 +27,12 @@ func hdr(kv ...string) http.Header {
 // 2026-07-28 request.
 const sdkMeta = `"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"agent","version":"0.1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
 
+// named sets the prompt name and resource URI of an item.
+func named(it Item, prompt, resource string) Item {
+	it.Message.Prompt, it.Message.Resource = prompt, resource
+	return it
+}
+
 func item(id, method, tool, args, version string) Item {
 	it := Item{Message: policy.MCPMessage{Method: method, Tool: tool, ProtocolVersion: version}}
 	if id != "" {
@@ -108,10 +114,19 @@ func TestParseMCPValid(t *testing.T) {
 			Request{Version: "2025-11-25", Messages: []Item{item("1", "tools/call", "t", "", "2025-11-25")}}},
 		{"Mcp-Name on prompts/get", hdr("Mcp-Method", "prompts/get", "Mcp-Name", "greet"),
 			`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet"}}`,
-			Request{Messages: []Item{item("1", "prompts/get", "", "", "")}}},
+			Request{Messages: []Item{named(item("1", "prompts/get", "", "", ""), "greet", "")}}},
 		{"Mcp-Name on resources/read", hdr("Mcp-Method", "resources/read", "Mcp-Name", "file:///a"),
 			`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
-			Request{Messages: []Item{item("1", "resources/read", "", "", "")}}},
+			Request{Messages: []Item{named(item("1", "resources/read", "", "", ""), "", "file:///a")}}},
+		{"prompts/get with arguments", nil,
+			`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a b/c","arguments":{"x":"1"}}}`,
+			Request{Messages: []Item{named(item("1", "prompts/get", "", "", ""), "a b/c", "")}}},
+		{"resources/subscribe", nil,
+			`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///docs/../x"}}`,
+			Request{Messages: []Item{named(item("1", "resources/subscribe", "", "", ""), "", "file:///docs/../x")}}},
+		{"resources/unsubscribe", nil,
+			`{"jsonrpc":"2.0","id":1,"method":"resources/unsubscribe","params":{"uri":"ui://w"}}`,
+			Request{Messages: []Item{named(item("1", "resources/unsubscribe", "", "", ""), "", "ui://w")}}},
 		{"Mcp-Method on a notification", hdr("Mcp-Method", "notifications/initialized", "Mcp-Protocol-Version", "2026-07-28"),
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 			Request{Version: "2026-07-28", Messages: []Item{item("", "notifications/initialized", "", "", "2026-07-28")}}},
@@ -352,7 +367,17 @@ func TestParseMCPRefused(t *testing.T) {
 		{"Mcp-Name on a notification", hdr("Mcp-Name", "x"), notif, `Mcp-Name header "x" on method "notifications/initialized", which names nothing`},
 		{"Mcp-Name on a response", hdr("Mcp-Name", "x"), resp, `Mcp-Name header "x" on a JSON-RPC response`},
 		{"Mcp-Name twice", hdr("Mcp-Name", "lookup_order", "Mcp-Name", "lookup_order"), call, `Mcp-Name header given 2 times`},
-		{"Mcp-Name on prompts/get without a name", hdr("Mcp-Name", "greet"), `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{}}`, `Mcp-Name header "greet" but prompts/get message 0 has no params.name string`},
+		{"Mcp-Name on prompts/get without a name", hdr("Mcp-Name", "greet"), `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{}}`, `prompts/get message 0 has no params.name`},
+		{"Mcp-Name differs from prompts/get name", hdr("Mcp-Name", "greet"), `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"admin"}}`, `Mcp-Name header "greet" does not match params.name "admin"`},
+		{"Mcp-Name on resources/subscribe", hdr("Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}`, `Mcp-Name header "file:///a" on method "resources/subscribe", which names nothing`},
+		{"prompts/get without params", nil, `{"jsonrpc":"2.0","id":1,"method":"prompts/get"}`, `prompts/get message 0 has no "params"`},
+		{"prompts/get name not a string", nil, `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":["a"]}}`, `params.name in prompts/get message 0 is an array, not a string`},
+		{"prompts/get name twice in case", nil, `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a","Name":"b"}}`, `duplicate key "Name" in message 0 at params (same as "name" ignoring case)`},
+		{"resources/read without params", nil, `{"jsonrpc":"2.0","id":1,"method":"resources/read"}`, `resources/read message 0 has no "params"`},
+		{"resources/read without uri", nil, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"name":"x"}}`, `resources/read message 0 has no params.uri`},
+		{"resources/read uri null", nil, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":null}}`, `params.uri in resources/read message 0 is null, not a string`},
+		{"resources/subscribe uri number", nil, `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":1}}`, `params.uri in resources/subscribe message 0 is a number, not a string`},
+		{"resources/unsubscribe without uri in a batch", hdr("Mcp-Protocol-Version", "2025-03-26"), `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"resources/unsubscribe","params":{}}]`, `resources/unsubscribe message 1 has no params.uri`},
 		{"Mcp-Name differs from resources/read uri", hdr("Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///b"}}`, `Mcp-Name header "file:///a" does not match params.uri "file:///b"`},
 		{"Mcp-Method on a batch", hdr("Mcp-Method", "tools/call"), `[` + call + `]`, `Mcp-Method/Mcp-Name headers on a batch`},
 		{"Mcp-Name on a batch", hdr("Mcp-Name", "lookup_order"), `[` + call + `]`, `Mcp-Method/Mcp-Name headers on a batch`},

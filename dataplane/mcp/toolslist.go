@@ -2,13 +2,11 @@ package mcp
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 
-	"github.com/gowebpki/jcs"
+	"github.com/portcullis-dev/portcullis/internal/jcs"
 )
 
 // ---- tools/list results, as a server sends them ----
@@ -199,12 +197,11 @@ func ResponseErrorBody(id json.RawMessage, code int, message string) []byte {
 // "sha256:" and the hex SHA-256 of def, the tool object exactly as a server
 // lists it, canonicalised with RFC 8785 (JSON Canonicalization Scheme).
 func Fingerprint(def []byte) (string, error) {
-	canonical, err := jcs.Transform(def)
+	fp, err := jcs.Digest(def, mcpMaxDepth)
 	if err != nil {
 		return "", fmt.Errorf("canonicalise the tool definition (RFC 8785): %w", err)
 	}
-	sum := sha256.Sum256(canonical)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return fp, nil
 }
 
 // Tool is one tool of a tools/list result: its name and its definition's
@@ -272,31 +269,50 @@ func ReadToolsList(msg []byte, id json.RawMessage) (tools []Tool, next string, f
 	return nil, "", false, nil
 }
 
-// ListChanged reports whether msg, a server's message, holds a
-// notifications/tools/list_changed. A message that cannot be read strictly
-// counts as one: the proxy then forgets what it verified.
-func ListChanged(msg []byte) bool {
+// ServerEvent is what the proxy reads of a message a server sends on an
+// event stream besides answers: whether it says the server's tools
+// changed, and the requests it sends the client (their IDKeys), whose
+// answers the proxy will judge by mcp.max_response_bytes.
+type ServerEvent struct {
+	ListChanged bool
+	Requests    []string
+}
+
+// ReadServerEvent reads msg, a server's message (or batch). A message that
+// cannot be read strictly counts as a list_changed and no request: the
+// proxy then forgets what it verified, and judges no answer to it by the
+// larger limit.
+func ReadServerEvent(msg []byte) ServerEvent {
 	root, err := parseJSON(msg, true)
 	if err != nil {
-		return true
+		return ServerEvent{ListChanged: true}
 	}
 	messages := []*jvalue{root}
 	if root.kind == jArray {
 		messages = root.elems
 	}
-	for _, m := range messages {
+	var ev ServerEvent
+	for i, m := range messages {
 		if m.kind != jObject {
 			continue
 		}
 		method, err := m.lookup("method", "")
 		if err != nil {
-			return true
+			return ServerEvent{ListChanged: true}
 		}
-		if method != nil && method.kind == jString && method.str == "notifications/tools/list_changed" {
-			return true
+		if method == nil || method.kind != jString {
+			continue
+		}
+		if method.str == "notifications/tools/list_changed" {
+			ev.ListChanged = true
+		}
+		if id := m.get("id"); id != nil {
+			if key, err := idKey(id, "message "+strconv.Itoa(i)); err == nil {
+				ev.Requests = append(ev.Requests, key)
+			}
 		}
 	}
-	return false
+	return ev
 }
 
 func clipBytes(b []byte) string {

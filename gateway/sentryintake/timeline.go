@@ -209,7 +209,7 @@ func (t *timeline) addEvents(events []store.SentryEvent, ds []store.Decision, ps
 		if tool := toolFromDocument(ev); tool != "" {
 			e.Refs["tool"] = tool
 			for _, d := range ds {
-				if d.Tool == tool && absDuration(d.Time.Sub(ev.Time)) <= t.window {
+				if d.MCPMethod == "tools/call" && d.Tool == tool && absDuration(d.Time.Sub(ev.Time)) <= t.window {
 					e.Links = append(e.Links, fmt.Sprintf("tool %s: decision %d, %s apart", tool, d.ID, absDuration(d.Time.Sub(ev.Time)).Round(time.Millisecond)))
 				}
 			}

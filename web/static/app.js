@@ -240,6 +240,8 @@ const findingKinds = {
   new_http_method: ["New HTTP method", "medium"],
   new_mcp_method: ["New MCP method", "medium"],
   new_mcp_tool: ["New MCP tool", "medium"],
+  new_mcp_prompt: ["New MCP prompt", "medium"],
+  new_mcp_resource: ["New MCP resource", "medium"],
   new_credentialed_reach: ["Reaches injected credentials", "high"],
   l7_bypass_credentialed: ["Uninspected protocol reaches credentials", "high"],
   private_network: ["Private network", "high"],
@@ -248,6 +250,7 @@ const findingKinds = {
   arguments_widened: ["Tool arguments widened", "medium"],
   rate_limit_widened: ["Tool rate limit widened", "medium"],
   tool_definition_changed: ["Pinned tool definition changed", "high"],
+  mcp_oauth_opened: ["OAuth paths served uninspected", "medium"],
   enforcement_weakened: ["Enforcement weakened", "high"],
   cloud_metadata: ["Cloud metadata endpoint", "high"],
 };

@@ -2,9 +2,10 @@
 // every benchmark's fixture shares: the document's opening up to the
 // orders endpoints, and the MCP tools an agent may call on the orders
 // server, with lookup_order behind its argument schema and refund_order
-// denied. proxyload checks that the proxy enforces exactly
-// these rules before it measures; pushload pushes them as a realistic
-// document. One copy keeps the two measuring the same policy.
+// denied. pushload pushes them as a realistic document, and sentryload's
+// sandboxes run them; proxyload writes the same rules out with a
+// rate_limit added (its policy.go). One copy keeps them measuring the
+// same policy.
 package orderspolicy
 
 // Head opens a policy document whose first network policy is orders: a

@@ -447,8 +447,10 @@ type Denial struct {
 	HttpMethod string                 `protobuf:"bytes,6,opt,name=http_method,json=httpMethod,proto3" json:"http_method,omitempty"`
 	Path       string                 `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`
 	McpMethod  string                 `protobuf:"bytes,8,opt,name=mcp_method,json=mcpMethod,proto3" json:"mcp_method,omitempty"`
-	Tool       string                 `protobuf:"bytes,9,opt,name=tool,proto3" json:"tool,omitempty"`
-	Reason     string                 `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// tool is what the MCP message names: the tool of tools/call, the prompt
+	// of prompts/get, the URI of a resources method.
+	Tool   string `protobuf:"bytes,9,opt,name=tool,proto3" json:"tool,omitempty"`
+	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	// suggestion is the narrowest proposal (the proposal file's JSON form)
 	// that would allow exactly this request; unset when none is offered.
 	Suggestion *structpb.Struct `protobuf:"bytes,11,opt,name=suggestion,proto3" json:"suggestion,omitempty"`
@@ -1056,7 +1058,7 @@ func (x *Approval) GetTime() *timestamppb.Timestamp {
 type Finding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind: new_reach, new_path, new_http_method, new_mcp_method,
-	// new_mcp_tool, new_credentialed_reach, l7_bypass_credentialed,
+	// new_mcp_tool, new_mcp_prompt, new_mcp_resource, new_credentialed_reach, l7_bypass_credentialed,
 	// private_network, wildcard_widening, exceeds_boundary (request-level,
 	// with a counterexample); arguments_widened, enforcement_weakened,
 	// rate_limit_widened, tool_definition_changed, cloud_metadata
@@ -1170,7 +1172,9 @@ type ProvedRequest struct {
 	Path       string `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`
 	Query      string `protobuf:"bytes,7,opt,name=query,proto3" json:"query,omitempty"`
 	McpMethod  string `protobuf:"bytes,8,opt,name=mcp_method,json=mcpMethod,proto3" json:"mcp_method,omitempty"`
-	Tool       string `protobuf:"bytes,9,opt,name=tool,proto3" json:"tool,omitempty"`
+	// tool is what the MCP message names: the tool of tools/call, the prompt
+	// of prompts/get, the URI of a resources method.
+	Tool string `protobuf:"bytes,9,opt,name=tool,proto3" json:"tool,omitempty"`
 	// arguments is the tools/call arguments as JSON, when it matters.
 	Arguments          string `protobuf:"bytes,10,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	McpProtocolVersion string `protobuf:"bytes,11,opt,name=mcp_protocol_version,json=mcpProtocolVersion,proto3" json:"mcp_protocol_version,omitempty"`

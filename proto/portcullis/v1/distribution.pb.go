@@ -1023,10 +1023,12 @@ type DecisionRecord struct {
 	Host     string `protobuf:"bytes,6,opt,name=host,proto3" json:"host,omitempty"`
 	Port     uint32 `protobuf:"varint,7,opt,name=port,proto3" json:"port,omitempty"`
 	// addr is the address the proxy dialled or would have.
-	Addr          string `protobuf:"bytes,8,opt,name=addr,proto3" json:"addr,omitempty"`
-	HttpMethod    string `protobuf:"bytes,9,opt,name=http_method,json=httpMethod,proto3" json:"http_method,omitempty"`
-	Path          string `protobuf:"bytes,10,opt,name=path,proto3" json:"path,omitempty"`
-	McpMethod     string `protobuf:"bytes,11,opt,name=mcp_method,json=mcpMethod,proto3" json:"mcp_method,omitempty"`
+	Addr       string `protobuf:"bytes,8,opt,name=addr,proto3" json:"addr,omitempty"`
+	HttpMethod string `protobuf:"bytes,9,opt,name=http_method,json=httpMethod,proto3" json:"http_method,omitempty"`
+	Path       string `protobuf:"bytes,10,opt,name=path,proto3" json:"path,omitempty"`
+	McpMethod  string `protobuf:"bytes,11,opt,name=mcp_method,json=mcpMethod,proto3" json:"mcp_method,omitempty"`
+	// tool is what the MCP message names: the tool of tools/call, the prompt
+	// of prompts/get, the URI of resources/read, subscribe and unsubscribe.
 	Tool          string `protobuf:"bytes,12,opt,name=tool,proto3" json:"tool,omitempty"`
 	Entry         string `protobuf:"bytes,13,opt,name=entry,proto3" json:"entry,omitempty"`
 	Rule          string `protobuf:"bytes,14,opt,name=rule,proto3" json:"rule,omitempty"`
