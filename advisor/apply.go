@@ -42,6 +42,7 @@ const (
 	RuleTooComplex        = "too_complex"      // globs beyond the intake bounds, or a proof beyond the prover's budget
 	RuleArgumentsSchema   = "arguments_schema" // a schema that admits any arguments, or a rule dropping a tool's schema
 	RuleArguments         = "arguments"        // a denial by an arguments_schema without (or with other) denied arguments
+	RuleDefinition        = "definition"       // a repin's fingerprints, or a definition denial with no definition to pin (repin.go)
 )
 
 // RefusalError is why a proposal (or one of its operations) is refused.
@@ -119,8 +120,10 @@ func applySteps(base *policy.Policy, p *Proposal) ([]*policy.Policy, *policy.Pol
 			err = r.addBinary(next, fp, op.AddBinary)
 		case op.AddDenyRules != nil:
 			err = r.addDenyRules(next, fp, op.AddDenyRules)
+		case op.Repin != nil:
+			err = r.repin(next, fp, op.Repin)
 		default:
-			err = r.at(indexPath("operations", i), RuleInvalidPolicy, "must hold exactly one of add_rule, add_allow_rules, add_binary, add_deny_rules")
+			err = r.at(indexPath("operations", i), RuleInvalidPolicy, "must hold exactly one of add_rule, add_allow_rules, add_binary, add_deny_rules, repin")
 		}
 		if err != nil {
 			return nil, nil, err

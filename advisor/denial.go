@@ -35,6 +35,12 @@ type DenialRecord struct {
 	// kept them or the proposer supplies them, and the caller checks them
 	// against the digest. A denial by an arguments_schema needs them.
 	Arguments json.RawMessage
+	// ReasonCode is the record's reason code; for
+	// policy.ToolDefinitionChanged (a pinned tool whose definition
+	// changed), ToolDefinition is the fingerprint of the definition the
+	// proxy saw, which the proposal pins (repin.go).
+	ReasonCode     string
+	ToolDefinition string
 }
 
 // FromDenial builds the proposal that would have allowed exactly the
@@ -51,6 +57,10 @@ type DenialRecord struct {
 // arguments_schema is {"const": <the denied arguments>}, so the tool then
 // admits what its schema admits or exactly those arguments, nothing else.
 // Without rec.Arguments such a denial is refused (RuleArguments).
+//
+// A tools/call denied with reason code tool_definition_changed becomes a
+// repin of the endpoint's pins of the tool to rec.ToolDefinition, the
+// definition the proxy saw (repin.go).
 func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	refuse := func(field, rule, format string, args ...any) (*Proposal, error) {
 		return nil, &RefusalError{Op: -1, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
@@ -90,6 +100,9 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		if err := policy.PlainResourceURI(rec.Tool); err != nil {
 			return refuse("resource", RuleResource, "the denied %s URI %q is not plain, so no resource rule can allow it: %v", rec.MCPMethod, rec.Tool, err)
 		}
+	}
+	if rec.ReasonCode == policy.ToolDefinitionChanged && rec.MCPMethod == "tools/call" {
+		return repinFromDenial(base, rec)
 	}
 
 	var rule *policy.L7Rule

@@ -16,7 +16,8 @@ import (
 // nothing and is refused (RuleChangesNothing), with the reason when one
 // can be shown (e.g. the tool is still denied by deny_rules). A changed
 // arguments_schema (the rule-level finding arguments_widened) counts as a
-// change: what a schema admits is not split into request classes. It returns
+// change: what a schema admits is not split into request classes; so does
+// a re-pin (tool_definition_changed: the prover judges every pin as met). It returns
 // the resulting policy and the proof of base against it under opts (the
 // gateway passes the sandbox's boundary and credentialed destinations).
 //
@@ -44,7 +45,7 @@ func Evaluate(ctx context.Context, base *policy.Policy, p *Proposal, opts prover
 			if err != nil {
 				return nil, nil, err
 			}
-			if !hasRequestFinding(rep) && !hasFinding(rep, prover.ArgumentsWidened) {
+			if !hasRequestFinding(rep) && !hasFinding(rep, prover.ArgumentsWidened) && !hasFinding(rep, prover.ToolDefinitionChanged) {
 				return nil, nil, &RefusalError{Op: i, Field: field, Rule: RuleChangesNothing,
 					Reason: "would change nothing: " + explain(prev, steps[i], op)}
 			}

@@ -39,6 +39,7 @@ type Operation struct {
 	AddAllowRules *AddAllowRules `json:"add_allow_rules,omitempty" yaml:"add_allow_rules,omitempty"`
 	AddBinary     *AddBinary     `json:"add_binary,omitempty" yaml:"add_binary,omitempty"`
 	AddDenyRules  *AddDenyRules  `json:"add_deny_rules,omitempty" yaml:"add_deny_rules,omitempty"`
+	Repin         *Repin         `json:"repin,omitempty" yaml:"repin,omitempty"`
 }
 
 // Kind names the operation's one field ("add_rule", …), "" if none.
@@ -52,6 +53,8 @@ func (o Operation) Kind() string {
 		return "add_binary"
 	case o.AddDenyRules != nil:
 		return "add_deny_rules"
+	case o.Repin != nil:
+		return "repin"
 	}
 	return ""
 }
@@ -166,13 +169,13 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 	for i, op := range p.Operations {
 		path := indexPath("operations", i)
 		n := 0
-		for _, set := range []bool{op.AddRule != nil, op.AddAllowRules != nil, op.AddBinary != nil, op.AddDenyRules != nil} {
+		for _, set := range []bool{op.AddRule != nil, op.AddAllowRules != nil, op.AddBinary != nil, op.AddDenyRules != nil, op.Repin != nil} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			add(path, "must hold exactly one of add_rule, add_allow_rules, add_binary, add_deny_rules")
+			add(path, "must hold exactly one of add_rule, add_allow_rules, add_binary, add_deny_rules, repin")
 			continue
 		}
 		required := func(field string, missing bool) {
@@ -213,6 +216,14 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 		case op.AddDenyRules != nil:
 			o := op.AddDenyRules
 			endpointRules(o.Policy, o.Host, o.Port, len(o.Rules))
+		case op.Repin != nil:
+			o := op.Repin
+			required("policy", o.Policy == "")
+			required("host", o.Host == "")
+			required("port", o.Port == 0)
+			required("tool", o.Tool == "")
+			required("from", o.From == "")
+			required("to", o.To == "")
 		}
 	}
 	return problems

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 )
 
@@ -54,6 +53,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.shipper = gatewayclient.NewShipper(cfg.Shipper)
 		cfg.OnRecord = chainRecords(cfg.OnRecord, a.shipper.Offer)
+		cfg.OnToolDefinition = chainRecords(cfg.OnToolDefinition, a.shipper.OfferDefinition)
 		if cfg.Sandbox == "" {
 			cfg.Sandbox = cfg.Gateway.Sandbox
 		}
@@ -87,12 +87,13 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// chainRecords hands every record to both consumers (either may be nil).
-func chainRecords(first, then func(decision.Record)) func(decision.Record) {
+// chainRecords hands every record (or definition change) to both
+// consumers (either may be nil).
+func chainRecords[R any](first, then func(R)) func(R) {
 	if first == nil {
 		return then
 	}
-	return func(r decision.Record) { first(r); then(r) }
+	return func(r R) { first(r); then(r) }
 }
 
 // Run serves proxy clients on ln, and keeps the policy in step with its

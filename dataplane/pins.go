@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 )
 
@@ -31,7 +32,8 @@ import (
 // differs from its pin is not listed, and its calls are denied with the
 // reason tool_definition_changed and the fingerprint seen. Every change of
 // a tool's definition, pinned or not, is recorded (ToolDefinitions) and
-// logged.
+// handed to Config.OnToolDefinition (in gateway mode, the shipper: the
+// gateway keeps every definition per sandbox).
 
 // mcpEndpointKey names an MCP endpoint as the proxy reaches it.
 type mcpEndpointKey struct {
@@ -53,6 +55,9 @@ type toolDefs struct {
 
 	// changes are the last definition changes seen (ToolDefinitions).
 	changes []ToolDefinitionChange
+	// onChange, if set, receives each change (Config.OnToolDefinition),
+	// outside mu.
+	onChange func(ToolDefinitionChange)
 }
 
 type endpointTools struct {
@@ -90,18 +95,10 @@ const (
 
 // ToolDefinitionChange is one tool whose definition the proxy saw change
 // (or saw for the first time: Before is "").
-type ToolDefinitionChange struct {
-	Time          time.Time
-	Host          string
-	Port          int
-	Path          string
-	Tool          string
-	Before, After string          // fingerprints
-	Definition    json.RawMessage // as listed; nil when over 64 KiB
-}
+type ToolDefinitionChange = decision.ToolDefinitionChange
 
 // maxChangeDefinition bounds the definition bytes a change record keeps.
-const maxChangeDefinition = 64 << 10
+const maxChangeDefinition = decision.MaxDefinitionBytes
 
 // endpoint returns key's tools, made when absent (evicting some other
 // endpoint at the bound). Call with mu held.
@@ -131,26 +128,37 @@ func (d *toolDefs) observe(key mcpEndpointKey, name string, def []byte, now time
 	if err != nil {
 		fp = ""
 	}
+	c, changed := d.keep(key, name, def, fp, now)
+	if changed && d.onChange != nil {
+		d.onChange(c)
+	}
+	return fp
+}
+
+// keep records fp as tool name's latest definition at key, and returns
+// the change it is, if it is one.
+func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, now time.Time) (ToolDefinitionChange, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.endpoint(key)
 	before, known := e.tools[name]
 	if !known && len(e.tools) >= maxToolsPerServer {
-		return fp // judged, but not kept: the server lists too many tools
+		return ToolDefinitionChange{}, false // judged, but not kept: the server lists too many tools
 	}
 	e.tools[name] = seenTool{fingerprint: fp, epoch: e.epoch, at: now}
-	if !known || before.fingerprint != fp {
-		c := ToolDefinitionChange{Time: now, Host: key.host, Port: key.port, Path: key.path, Tool: name,
-			Before: before.fingerprint, After: fp}
-		if len(def) <= maxChangeDefinition {
-			c.Definition = bytes.Clone(def)
-		}
-		if len(d.changes) >= maxDefChanges {
-			d.changes = append(d.changes[:0], d.changes[1:]...)
-		}
-		d.changes = append(d.changes, c)
+	if known && before.fingerprint == fp {
+		return ToolDefinitionChange{}, false
 	}
-	return fp
+	c := ToolDefinitionChange{Time: now, Host: key.host, Port: key.port, Path: key.path, Tool: name,
+		Before: before.fingerprint, After: fp}
+	if len(def) <= maxChangeDefinition {
+		c.Definition = bytes.Clone(def)
+	}
+	if len(d.changes) >= maxDefChanges {
+		d.changes = append(d.changes[:0], d.changes[1:]...)
+	}
+	d.changes = append(d.changes, c)
+	return c, true
 }
 
 // current returns the fingerprint of tool name's current definition at

@@ -61,6 +61,10 @@ type Config struct {
 	// OnRecord, if set, receives every decision record (the shipper to
 	// the gateway). It must not block.
 	OnRecord func(decision.Record)
+	// OnToolDefinition, if set, receives every change of an MCP tool's
+	// definition the proxy sees (pins.go; the shipper to the gateway). It
+	// must not block.
+	OnToolDefinition func(decision.ToolDefinitionChange)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -180,6 +184,7 @@ func newProxy(cfg Config) *Proxy {
 	p.arguments = decision.NewArguments(decision.ArgumentsEntries, decision.ArgumentsBytes, decision.ArgumentsPerEntry)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log})
+	p.defs.onChange = cfg.OnToolDefinition
 	return p
 }
 

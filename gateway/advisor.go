@@ -232,6 +232,7 @@ func (s advisorService) ListDenials(ctx context.Context, req *portcullisv1.ListD
 		out := &portcullisv1.Denial{
 			DenialId: d.DenialID, Time: timestamppb.New(d.Time), Binary: d.Binary, Host: d.Host, Port: uint32(d.Port),
 			HttpMethod: d.HTTPMethod, Path: d.Path, McpMethod: d.MCPMethod, Tool: d.Tool, Reason: d.Reason,
+			ReasonCode: d.ReasonCode, ToolDefinition: d.ToolDefinition,
 		}
 		if out.NotOffered, out.Suggestion = suggest(base, d); out.NotOffered == "" && out.Suggestion == nil {
 			out.NotOffered = "no suggestion could be built"
@@ -404,6 +405,9 @@ func (s *Server) proposalToProto(ctx context.Context, p store.Proposal) (*portcu
 	}
 	for _, c := range changes {
 		out.Changes = append(out.Changes, &portcullisv1.PolicyChange{Kind: c.Kind, Path: c.Path, Summary: c.Summary, Before: c.Before, After: c.After})
+	}
+	if out.DefinitionChanges, err = s.definitionChanges(ctx, p); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

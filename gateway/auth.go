@@ -119,6 +119,7 @@ var authzTable = map[string]rule{
 	// Unfreezing widens again, so it is an admin's.
 	portcullisv1connect.SandboxServiceFreezeSandboxProcedure:   readers,
 	portcullisv1connect.SandboxServiceUnfreezeSandboxProcedure: adminOnly,
+	portcullisv1connect.SandboxServiceListToolsProcedure:       readers,
 
 	portcullisv1connect.TokenServiceCreateTokenProcedure: adminOnly,
 	portcullisv1connect.TokenServiceListTokensProcedure:  adminOnly,

@@ -58,6 +58,9 @@ var allowedCallers = map[string][]string{
 	// The kill switch only narrows: operators may pull it.
 	"/portcullis.v1.SandboxService/FreezeSandbox":   {asAdmin, asOperator},
 	"/portcullis.v1.SandboxService/UnfreezeSandbox": {asAdmin},
+	// The tool definitions a sandbox's proxies saw: what operators
+	// review re-pins with. A proxy reports them with ShipDecisions.
+	"/portcullis.v1.SandboxService/ListTools": {asAdmin, asOperator},
 	// A proxy's streams serve its token's own sandbox, whatever the
 	// messages name (a hello naming another sandbox is refused by the
 	// handler: TestPolicyStreamRefusals), so any sandbox token passes.

@@ -125,6 +125,9 @@ func (g grpcSandbox) FreezeSandbox(ctx context.Context, r *portcullisv1.FreezeSa
 func (g grpcSandbox) UnfreezeSandbox(ctx context.Context, r *portcullisv1.UnfreezeSandboxRequest) (*portcullisv1.Sandbox, error) {
 	return g.c.UnfreezeSandbox(ctx, r)
 }
+func (g grpcSandbox) ListTools(ctx context.Context, r *portcullisv1.ListToolsRequest) (*portcullisv1.ListToolsResponse, error) {
+	return g.c.ListTools(ctx, r)
+}
 
 type grpcToken struct {
 	c portcullisv1.TokenServiceClient

@@ -45,6 +45,8 @@ func decisionToProto(d store.Decision) *portcullisv1.StoredDecision {
 			DenialId:        d.DenialID,
 			VersionProbe:    d.VersionProbe,
 			ArgumentsDigest: d.ArgumentsDigest,
+			ReasonCode:      d.ReasonCode,
+			ToolDefinition:  d.ToolDefinition,
 		},
 	}
 }

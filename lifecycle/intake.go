@@ -277,6 +277,7 @@ func DenialRecord(d store.Decision) advisor.DenialRecord {
 		Binary: d.Binary, Host: d.Host, Port: d.Port, HTTPMethod: d.HTTPMethod, Path: d.Path,
 		MCPMethod: d.MCPMethod, Tool: d.Tool, Entry: d.Entry, VersionProbe: d.VersionProbe,
 		RateLimited: d.Decision == "rate_limited",
+		ReasonCode:  d.ReasonCode, ToolDefinition: d.ToolDefinition,
 	}
 }
 
@@ -594,6 +595,11 @@ func proposalKeys(base *policy.Policy, p *advisor.Proposal) (string, []string, e
 			}
 		case op.AddDenyRules != nil:
 			o := op.AddDenyRules
+			for _, b := range entryBinaries(o.Policy) {
+				key(o.Host, o.Port, o.Path, b)
+			}
+		case op.Repin != nil:
+			o := op.Repin
 			for _, b := range entryBinaries(o.Policy) {
 				key(o.Host, o.Port, o.Path, b)
 			}

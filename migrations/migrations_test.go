@@ -22,6 +22,7 @@ import (
 var tables = []string{
 	"approval_policies", "audit_head", "audit_log", "decisions", "policy_versions", "proposal_approvals", "proposals",
 	"proxies", "sandbox_cas", "sandboxes", "sentry_actions", "sentry_events", "sentry_keys", "sentry_sources", "signing_keys", "tokens",
+	"tool_definitions",
 }
 
 // engineTables are tables only one engine has: Postgres keeps Sentry

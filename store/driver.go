@@ -201,6 +201,20 @@ type Driver interface {
 	// record whose DenialID a proposal of its sandbox names is kept.
 	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
 
+	// RecordToolDefinitions stores the tool definitions proxies reported,
+	// in one transaction: a definition stored already for its sandbox,
+	// endpoint, tool and fingerprint keeps the earliest FirstSeen and the
+	// latest LastSeen (with that report's proxy and, when it had none,
+	// definition). Definitions of sandboxes that no longer exist are
+	// skipped. Each sandbox written to then keeps its
+	// MaxToolDefinitionsPerSandbox definitions seen last. It returns how
+	// many definitions it stored or updated.
+	RecordToolDefinitions(ctx context.Context, defs []ToolDefinition) (int, error)
+	// ListToolDefinitions returns the definitions f matches, ordered by
+	// host, port, path and tool, and each tool's newest first (LastSeen,
+	// then the latest stored).
+	ListToolDefinitions(ctx context.Context, f ToolDefinitionFilter) ([]ToolDefinition, error)
+
 	// AppendSentryEvents stores a batch of watchdog events in one short
 	// transaction of its own (never NOTIFY: ingest must not serialise on
 	// the commit feed). An event whose (Source, ID) is stored already, or

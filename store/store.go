@@ -329,6 +329,11 @@ type Decision struct {
 	// ArgumentsDigest is a denied tools/call's arguments digest
 	// (policy.ArgumentsDigest); the arguments themselves are never stored.
 	ArgumentsDigest string
+	// ReasonCode names a denial's cause where a machine acts on it
+	// ("tool_definition_changed"), and ToolDefinition the fingerprint of
+	// the tool definition that denial saw.
+	ReasonCode     string
+	ToolDefinition string
 }
 
 // DecisionFilter narrows ListDecisions. Zero values match everything.

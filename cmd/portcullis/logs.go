@@ -129,6 +129,10 @@ func tailLogs(cmd *cobra.Command, env *environment, api *apiClients, req *portcu
 //
 //	2026-01-02T03:04:05Z deny  /usr/bin/curl POST api.example.com:443/v1/refunds mcp=tools/call tool=refund_order reason="…" policy=3 denial_id=…
 //
+// A denial a machine acts on also carries its reason_code, and one by a
+// pinned tool definition the fingerprint seen (tool_definition=sha256:…,
+// or - when the proxy could verify none).
+//
 // Everything a proxy shipped is shown quoted when it holds white space or
 // anything unprintable: the agent chooses hosts, paths and tool names, and
 // must not be able to forge lines or send escape sequences to a terminal.
@@ -164,6 +168,12 @@ func decisionLine(d *portcullisv1.StoredDecision) string {
 	}
 	if r.GetVersionProbe() {
 		parts = append(parts, "version_probe")
+	}
+	if c := r.GetReasonCode(); c != "" {
+		parts = append(parts, "reason_code="+logField(c))
+	}
+	if c := r.GetReasonCode(); c != "" || r.GetToolDefinition() != "" {
+		parts = append(parts, "tool_definition="+logField(dash(r.GetToolDefinition())))
 	}
 	if id := r.GetDenialId(); id != "" {
 		parts = append(parts, "denial_id="+logField(id))

@@ -167,6 +167,25 @@ func TestLogLineQuoting(t *testing.T) {
 	}
 }
 
+// A denial by a pinned tool definition shows its reason code and the
+// fingerprint seen; other lines show neither.
+func TestLogLineDefinition(t *testing.T) {
+	r := denyRecord("dn_pin")
+	plain := decisionLine(&portcullisv1.StoredDecision{Record: r})
+	r.ReasonCode, r.ToolDefinition = "tool_definition_changed", "sha256:"+strings.Repeat("b", 64)
+	line := decisionLine(&portcullisv1.StoredDecision{Record: r})
+	if want := " reason_code=tool_definition_changed tool_definition=sha256:" + strings.Repeat("b", 64) + " denial_id=dn_pin"; !strings.HasSuffix(line, want) {
+		t.Errorf("line %s\nwant it to end with %s", line, want)
+	}
+	if strings.Contains(plain, "reason_code") || strings.Contains(plain, "tool_definition") {
+		t.Errorf("a plain denial's line shows pin fields: %s", plain)
+	}
+	r.ToolDefinition = ""
+	if line := decisionLine(&portcullisv1.StoredDecision{Record: r}); !strings.Contains(line, " tool_definition=- ") {
+		t.Errorf("no definition verified: %s", line)
+	}
+}
+
 // tailRun is a `logs --tail` running in the background.
 type tailRun struct {
 	out, errOut lockedBuffer

@@ -155,6 +155,7 @@ func printProposal(env *environment, p *portcullisv1.Proposal, full bool) {
 				fmt.Fprintf(w, "  %s\n", changeLine(c))
 			}
 		}
+		printDefinitionChanges(w, p)
 	}
 	findings := p.GetFindings()
 	if len(findings) == 0 {

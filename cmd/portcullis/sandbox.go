@@ -20,7 +20,8 @@ func newSandboxCmd(env *environment) *cobra.Command {
   portcullis sandbox set-boundary orders -f boundary.yaml
   portcullis sandbox credentials orders --add api.github.com:443
   portcullis sandbox freeze orders --reason "exfiltration suspected"
-  portcullis sandbox unfreeze orders --reason "incident 42 closed"`)
+  portcullis sandbox unfreeze orders --reason "incident 42 closed"
+  portcullis sandbox tools orders`)
 	cmd.AddCommand(
 		newSandboxCreateCmd(env),
 		newSandboxListCmd(env),
@@ -32,6 +33,7 @@ func newSandboxCmd(env *environment) *cobra.Command {
 		newSandboxCredentialsCmd(env),
 		newSandboxFreezeCmd(env),
 		newSandboxUnfreezeCmd(env),
+		newSandboxToolsCmd(env),
 	)
 	return cmd
 }

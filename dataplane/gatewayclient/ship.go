@@ -20,6 +20,12 @@ import (
 // next batch. A batch leaves the buffer only once the gateway said it
 // stored it, so a failed send is retried (a batch stored whose answer was
 // lost is stored twice: records are delivered at least once).
+//
+// The MCP tool definitions the proxy sees change travel the same way, in
+// the same batches (ShipDecisionsRequest.tool_definitions): a buffer of
+// their own (DefinitionBuffer), at most DefinitionBatch a message, kept
+// until the gateway stored them. They are rare; one dropped from a full
+// buffer is logged, and the tool's next change is shipped.
 
 // ShipperConfig configures a Shipper. Zero values take the defaults.
 type ShipperConfig struct {
@@ -29,7 +35,13 @@ type ShipperConfig struct {
 	Batch int
 	// Interval is the longest a record waits for a batch. Default 500ms.
 	Interval time.Duration
-	Logger   *slog.Logger
+	// DefinitionBuffer bounds the tool definition changes waiting to be
+	// shipped. Default 1,024.
+	DefinitionBuffer int
+	// DefinitionBatch is the most tool definitions per batch. Default 256
+	// (the gateway's bound).
+	DefinitionBatch int
+	Logger          *slog.Logger
 }
 
 // Shipper ships decision records to the gateway.
@@ -37,10 +49,12 @@ type Shipper struct {
 	cfg ShipperConfig
 	log *slog.Logger
 
-	mu      sync.Mutex
-	buf     []decision.Record
-	dropped uint64 // since the last batch that carried the count
-	wake    chan struct{}
+	mu       sync.Mutex
+	buf      []decision.Record
+	dropped  uint64 // since the last batch that carried the count
+	defs     []decision.ToolDefinitionChange
+	defsLost uint64 // tool definition changes dropped from a full buffer, in all
+	wake     chan struct{}
 	// offered counts the records ever buffered and shipped those the
 	// gateway stored; progress is closed (and replaced) whenever shipped
 	// moves, so Flush can wait for a mark.
@@ -58,6 +72,12 @@ func NewShipper(cfg ShipperConfig) *Shipper {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 500 * time.Millisecond
+	}
+	if cfg.DefinitionBuffer <= 0 {
+		cfg.DefinitionBuffer = 1024
+	}
+	if cfg.DefinitionBatch <= 0 {
+		cfg.DefinitionBatch = 256
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -81,6 +101,30 @@ func (s *Shipper) Offer(r decision.Record) {
 	s.buf = append(s.buf, r)
 	s.offered++
 	full := len(s.buf) >= s.cfg.Batch
+	s.mu.Unlock()
+	if full {
+		s.poke()
+	}
+}
+
+// OfferDefinition buffers a tool definition change for shipping; it
+// never blocks. Use it as Config.OnToolDefinition.
+func (s *Shipper) OfferDefinition(c decision.ToolDefinitionChange) {
+	if c.After == "" && len(c.Definition) == 0 {
+		return // neither a fingerprint nor a definition: nothing to keep
+	}
+	s.mu.Lock()
+	if len(s.defs) >= s.cfg.DefinitionBuffer {
+		s.defsLost++
+		n := s.defsLost
+		s.mu.Unlock()
+		if n&(n-1) == 0 { // log at 1, 2, 4, 8, …
+			s.log.Warn("tool definition shipping buffer full; changes dropped", "dropped", n, "tool", c.Tool, "host", c.Host)
+		}
+		return
+	}
+	s.defs = append(s.defs, c)
+	full := len(s.defs) >= s.cfg.DefinitionBatch
 	s.mu.Unlock()
 	if full {
 		s.poke()
@@ -120,6 +164,14 @@ func (s *Shipper) Flush(ctx context.Context) error {
 	}
 }
 
+// PendingDefinitions returns how many tool definition changes wait to be
+// shipped.
+func (s *Shipper) PendingDefinitions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.defs)
+}
+
 // Pending returns how many records wait to be shipped and how many were
 // dropped since the last shipped count.
 func (s *Shipper) Pending() (buffered int, dropped uint64) {
@@ -150,7 +202,7 @@ func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
 			}
 		}
 		for {
-			n, err := s.shipOnce(ctx, client, sub.cfg.ProxyID)
+			more, err := s.shipOnce(ctx, client, sub.cfg.ProxyID)
 			if err != nil {
 				backoff = min(max(2*backoff, time.Second), 30*time.Second)
 				if ctx.Err() == nil {
@@ -159,43 +211,50 @@ func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
 				break
 			}
 			backoff = 0
-			if n < s.cfg.Batch {
+			if !more {
 				break
 			}
 		}
 	}
 }
 
-// shipOnce sends one batch (the oldest records) and removes it from the
-// buffer once the gateway answered. It returns the batch's size.
-func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.DistributionServiceClient, proxyID string) (int, error) {
+// shipOnce sends one batch (the oldest records and definitions) and
+// removes it from the buffers once the gateway answered. more reports a
+// full batch: more may be waiting.
+func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.DistributionServiceClient, proxyID string) (more bool, err error) {
 	s.mu.Lock()
 	n := min(len(s.buf), s.cfg.Batch)
 	batch := s.buf[:n:n]
+	nd := min(len(s.defs), s.cfg.DefinitionBatch)
+	defs := s.defs[:nd:nd]
 	dropped := s.dropped
 	s.mu.Unlock()
-	if n == 0 && dropped == 0 {
-		return 0, nil
+	if n == 0 && nd == 0 && dropped == 0 {
+		return false, nil
 	}
 	req := &portcullisv1.ShipDecisionsRequest{ProxyId: proxyID, Dropped: dropped, Records: make([]*portcullisv1.DecisionRecord, n)}
 	for i, r := range batch {
 		req.Records[i] = recordToProto(r)
 	}
+	for _, c := range defs {
+		req.ToolDefinitions = append(req.ToolDefinitions, definitionToProto(c))
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := client.ShipDecisions(ctx)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	if err := st.Send(req); err != nil {
-		return 0, err
+		return false, err
 	}
 	if _, err := st.CloseAndRecv(); err != nil {
-		return 0, err
+		return false, err
 	}
 	s.mu.Lock()
-	// Offer only appends, so the batch is still the buffer's front.
+	// Offer only appends, so the batch is still the buffers' front.
 	s.buf = append(s.buf[:0], s.buf[n:]...)
+	s.defs = append(s.defs[:0], s.defs[nd:]...)
 	s.dropped -= dropped
 	if n > 0 {
 		s.shipped += uint64(n)
@@ -203,7 +262,16 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 		s.progress = make(chan struct{})
 	}
 	s.mu.Unlock()
-	return n, nil
+	return n == s.cfg.Batch || nd == s.cfg.DefinitionBatch, nil
+}
+
+// definitionToProto is a change as the gateway keeps it: the definition
+// seen, with its fingerprint (the one before is the gateway's to know).
+func definitionToProto(c decision.ToolDefinitionChange) *portcullisv1.ToolDefinitionSeen {
+	return &portcullisv1.ToolDefinitionSeen{
+		Time: timestamppb.New(c.Time), Host: c.Host, Port: uint32(c.Port), Path: c.Path, Tool: c.Tool,
+		Fingerprint: c.After, Definition: string(c.Definition),
+	}
 }
 
 func recordToProto(r decision.Record) *portcullisv1.DecisionRecord {
@@ -226,5 +294,7 @@ func recordToProto(r decision.Record) *portcullisv1.DecisionRecord {
 		DenialId:        r.DenialID,
 		VersionProbe:    r.VersionProbe,
 		ArgumentsDigest: r.ArgumentsDigest,
+		ReasonCode:      r.ReasonCode,
+		ToolDefinition:  r.ToolDefinition,
 	}
 }

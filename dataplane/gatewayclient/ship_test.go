@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,5 +27,26 @@ func TestShipperFlushWaitsForShipping(t *testing.T) {
 	}
 	if n, _ := s.Pending(); n != 1 {
 		t.Fatalf("pending = %d; want the record kept", n)
+	}
+}
+
+// Tool definition changes wait in a bounded buffer of their own; one with
+// neither a fingerprint nor a definition (over 64 KiB and not
+// canonicalisable) has nothing the gateway could keep and is not buffered.
+func TestShipperDefinitionBuffer(t *testing.T) {
+	s := gatewayclient.NewShipper(gatewayclient.ShipperConfig{Interval: time.Hour, DefinitionBuffer: 2, Logger: slog.New(slog.DiscardHandler)})
+	c := decision.ToolDefinitionChange{Host: "m.example.com", Port: 443, Path: "/mcp", Tool: "t", After: "sha256:" + strings.Repeat("a", 64)}
+	s.OfferDefinition(decision.ToolDefinitionChange{Host: "m.example.com", Port: 443, Tool: "huge"})
+	if n := s.PendingDefinitions(); n != 0 {
+		t.Fatalf("pending = %d after a change with nothing to keep", n)
+	}
+	for range 3 {
+		s.OfferDefinition(c)
+	}
+	if n := s.PendingDefinitions(); n != 2 {
+		t.Fatalf("pending = %d; want the buffer's bound, 2", n)
+	}
+	if n, _ := s.Pending(); n != 0 {
+		t.Fatalf("records pending = %d; definitions have a buffer of their own", n)
 	}
 }

@@ -38,7 +38,7 @@ func newMCPHandler(pl *Server) http.Handler {
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "propose",
 		Description: "Ask for access. Either give denial_id (from list_denials) and a rationale — the narrowest rule for that request is proposed — " +
-			"or a proposal: rationale and operations (add_allow_rules, add_rule, add_binary, add_deny_rules), optionally base_version and idempotency_key. " +
+			"or a proposal: rationale and operations (add_allow_rules, add_rule, add_binary, add_deny_rules, repin), optionally base_version and idempotency_key. " +
 			"Returns the stored proposal (id, status, findings); a human approves or rejects it.",
 	}, pl.toolPropose)
 	mcp.AddTool(s, &mcp.Tool{

@@ -372,19 +372,21 @@ func (pl *Server) localPolicy(w http.ResponseWriter, _ *http.Request) {
 // localDenial is one denial as policy.local shows it; the names are those
 // of the proto Denial (advisor.proto).
 type localDenial struct {
-	DenialID      string          `json:"denial_id"`
-	Time          time.Time       `json:"time"`
-	Binary        string          `json:"binary,omitempty"`
-	Host          string          `json:"host"`
-	Port          int             `json:"port"`
-	HTTPMethod    string          `json:"http_method,omitempty"`
-	Path          string          `json:"path,omitempty"`
-	MCPMethod     string          `json:"mcp_method,omitempty"`
-	Tool          string          `json:"tool,omitempty"`
-	Reason        string          `json:"reason,omitempty"`
-	PolicyVersion string          `json:"policy_version,omitempty"`
-	Suggestion    json.RawMessage `json:"suggestion,omitempty"`
-	NotOffered    string          `json:"not_offered,omitempty"`
+	DenialID       string          `json:"denial_id"`
+	Time           time.Time       `json:"time"`
+	Binary         string          `json:"binary,omitempty"`
+	Host           string          `json:"host"`
+	Port           int             `json:"port"`
+	HTTPMethod     string          `json:"http_method,omitempty"`
+	Path           string          `json:"path,omitempty"`
+	MCPMethod      string          `json:"mcp_method,omitempty"`
+	Tool           string          `json:"tool,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	PolicyVersion  string          `json:"policy_version,omitempty"`
+	ReasonCode     string          `json:"reason_code,omitempty"`
+	ToolDefinition string          `json:"tool_definition,omitempty"`
+	Suggestion     json.RawMessage `json:"suggestion,omitempty"`
+	NotOffered     string          `json:"not_offered,omitempty"`
 }
 
 func (pl *Server) localDenials(w http.ResponseWriter, r *http.Request) {
@@ -416,7 +418,7 @@ func (pl *Server) recentDenials(n int) []localDenial {
 		d := localDenial{
 			DenialID: rec.DenialID, Time: rec.Time, Binary: rec.Binary, Host: rec.Host, Port: rec.Port,
 			HTTPMethod: rec.HTTPMethod, Path: rec.Path, MCPMethod: rec.MCPMethod, Tool: rec.Tool,
-			Reason: rec.Reason, PolicyVersion: rec.PolicyVersion,
+			Reason: rec.Reason, PolicyVersion: rec.PolicyVersion, ReasonCode: rec.ReasonCode, ToolDefinition: rec.ToolDefinition,
 		}
 		args, _ := pl.state.DeniedArguments(rec.DenialID)
 		d.Suggestion, d.NotOffered = suggest(base, rec, args)
@@ -435,7 +437,7 @@ func suggest(base *policy.Policy, rec decision.Record, args []byte) (json.RawMes
 	dr := advisor.DenialRecord{
 		Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod,
 		MCPMethod: rec.MCPMethod, Tool: rec.Tool, Entry: rec.Entry, VersionProbe: rec.VersionProbe,
-		Arguments: args,
+		Arguments: args, ReasonCode: rec.ReasonCode, ToolDefinition: rec.ToolDefinition,
 	}
 	if rec.Path != "" {
 		// Records keep the path as sent; proposals name canonical ones.

@@ -16,11 +16,13 @@ const (
 	maxDecisionField = 2 << 10
 )
 
-// ShipDecisions stores a proxy's decision records, batch by batch, as
-// receive returns them (io.EOF at the end). The records are the caller's
-// sandbox's, whatever they say. A batch with an invalid record is refused
-// whole; valid records past the sandbox's ingest limit are dropped and
-// counted (by the Sink, and in the proxy's status), and the stream goes on.
+// ShipDecisions stores a proxy's decision records and the tool
+// definitions it saw change, batch by batch, as receive returns them
+// (io.EOF at the end). Both are the caller's sandbox's, whatever they say.
+// A batch with an invalid record or definition is refused whole, before
+// anything of it is stored; valid records past the sandbox's ingest limit
+// are dropped and counted (by the Sink, and in the proxy's status), and
+// the stream goes on.
 func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func() (*portcullisv1.ShipDecisionsRequest, error)) (*portcullisv1.ShipDecisionsResponse, error) {
 	var stored uint64
 	for {
@@ -37,6 +39,9 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 		if len(req.GetRecords()) > maxDecisionBatch {
 			return nil, invalidField("records", "holds %d records; at most %d per message", len(req.GetRecords()), maxDecisionBatch)
 		}
+		if len(req.GetToolDefinitions()) > maxDefinitionBatch {
+			return nil, invalidField("tool_definitions", "holds %d definitions; at most %d per message", len(req.GetToolDefinitions()), maxDefinitionBatch)
+		}
 		records := make([]store.Decision, 0, len(req.GetRecords()))
 		for i, r := range req.GetRecords() {
 			rec, err := decisionFromProto(r, p.Sandbox, req.GetProxyId())
@@ -44,6 +49,14 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 				return nil, fieldAt("records", i, err)
 			}
 			records = append(records, rec)
+		}
+		defs := make([]store.ToolDefinition, 0, len(req.GetToolDefinitions()))
+		for i, r := range req.GetToolDefinitions() {
+			def, err := toolDefinitionFromProto(r, p.Sandbox, req.GetProxyId())
+			if err != nil {
+				return nil, fieldAt("tool_definitions", i, err)
+			}
+			defs = append(defs, def)
 		}
 		if n := req.GetDropped(); n > 0 {
 			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, n)
@@ -57,6 +70,11 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 			return nil, err
 		}
 		stored += uint64(n)
+		if len(defs) > 0 {
+			if _, err := d.st.RecordToolDefinitions(ctx, defs); err != nil {
+				return nil, err
+			}
+		}
 	}
 }
 
@@ -76,6 +94,7 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 		"binary": r.GetBinary(), "host": r.GetHost(), "addr": r.GetAddr(), "http_method": r.GetHttpMethod(),
 		"path": r.GetPath(), "mcp_method": r.GetMcpMethod(), "tool": r.GetTool(), "entry": r.GetEntry(),
 		"rule": r.GetRule(), "reason": r.GetReason(), "policy_version": r.GetPolicyVersion(), "denial_id": r.GetDenialId(),
+		"arguments_digest": r.GetArgumentsDigest(), "reason_code": r.GetReasonCode(), "tool_definition": r.GetToolDefinition(),
 	}
 	for name, v := range fields {
 		if len(v) > maxDecisionField {
@@ -102,5 +121,7 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 		DenialID:        r.GetDenialId(),
 		VersionProbe:    r.GetVersionProbe(),
 		ArgumentsDigest: r.GetArgumentsDigest(),
+		ReasonCode:      r.GetReasonCode(),
+		ToolDefinition:  r.GetToolDefinition(),
 	}, nil
 }

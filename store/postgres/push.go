@@ -185,7 +185,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 				return []any{
 					nullTime(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, int32(d.Port), d.Addr,
 					d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
-					d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest,
+					d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition,
 				}, nil
 			}))
 		return mapErr(err)
@@ -206,7 +206,7 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 		var port int32
 		err := r.Scan(&d.ID, &d.ReceivedAt, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &port, &d.Addr,
 			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
-			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest)
+			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition)
 		d.ReceivedAt = d.ReceivedAt.UTC()
 		d.Time = zeroTime(at)
 		d.Port = int(port)

@@ -177,7 +177,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 	at := time.Now().UnixNano()
 	err := d.inTx(ctx, func(t *txn) error {
 		stmt, err := t.wr.PrepareContext(ctx, `INSERT INTO decisions (received_at, `+strings.Join(decisionsql.Columns, ", ")+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			VALUES (?`+strings.Repeat(", ?", len(decisionsql.Columns))+`)`)
 		if err != nil {
 			return mapErr(err)
 		}
@@ -187,7 +187,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 			_, err := stmt.ExecContext(ctx, at,
 				nullNanos(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, d.Port, d.Addr,
 				d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
-				d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest)
+				d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition)
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, mapErr(err))
 			}
@@ -209,7 +209,7 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 		var at sql.NullInt64
 		err := r.Scan(&d.ID, &received, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &d.Port, &d.Addr,
 			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
-			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest)
+			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition)
 		d.ReceivedAt, d.Time = fromNanos(received), zeroNanos(at)
 		return d, err
 	}

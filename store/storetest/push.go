@@ -450,6 +450,8 @@ func testDecisions(t *testing.T, s *store.Store) {
 		MCPMethod: "tools/call", Tool: "delete_repo", Entry: "github", Rule: "no-deletes", Reason: "tool denied: \"x\"",
 		PolicyVersion: "12", DenialID: "den-x", VersionProbe: true,
 		ArgumentsDigest: "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+		ReasonCode:      "tool_definition_changed",
+		ToolDefinition:  "sha256:fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9",
 	}
 	in[501] = store.Decision{Sandbox: "s1", ProxyID: "proxy-y", Decision: "allow"} // every optional field unset
 

@@ -337,6 +337,94 @@ function diffView(changes) {
   }));
 }
 
+// ---------------------------------------------------------------- tool definitions
+
+// definitionText is a tool definition's JSON, indented; "" when none.
+function definitionText(d) {
+  if (!d || !d.definition) return "";
+  try {
+    return JSON.stringify(JSON.parse(d.definition), null, 2);
+  } catch {
+    return d.definition;
+  }
+}
+
+// lineDiff pairs the lines of a and b side by side along a longest common
+// subsequence: [left, right, kind] with kind "same", "del" (left only) or
+// "add" (right only).
+function lineDiff(a, b) {
+  if ((a.length + 1) * (b.length + 1) > 4e6) {
+    return [...a.map((l) => [l, "", "del"]), ...b.map((l) => ["", l, "add"])];
+  }
+  const lcs = Array.from({ length: a.length + 1 }, () => new Int32Array(b.length + 1));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  const out = [];
+  let i = 0, j = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i] === b[j]) out.push([a[i++], b[j++], "same"]);
+    else if (lcs[i + 1][j] >= lcs[i][j + 1]) out.push([a[i++], "", "del"]);
+    else out.push(["", b[j++], "add"]);
+  }
+  while (i < a.length) out.push([a[i++], "", "del"]);
+  while (j < b.length) out.push(["", b[j++], "add"]);
+  return out;
+}
+
+// pairRows puts each run of removed lines beside the run of added lines
+// that follows it, row by row: [left, right, leftKind, rightKind], kinds
+// "same", "del", "add" or "gap" (no line on that side).
+function pairRows(rows) {
+  const out = [];
+  for (let i = 0; i < rows.length;) {
+    if (rows[i][2] === "same") {
+      out.push([rows[i][0], rows[i][1], "same", "same"]);
+      i++;
+      continue;
+    }
+    const dels = [], adds = [];
+    while (i < rows.length && rows[i][2] === "del") dels.push(rows[i++][0]);
+    while (i < rows.length && rows[i][2] === "add") adds.push(rows[i++][1]);
+    for (let k = 0; k < Math.max(dels.length, adds.length); k++) {
+      out.push([dels[k] ?? "", adds[k] ?? "", k < dels.length ? "del" : "gap", k < adds.length ? "add" : "gap"]);
+    }
+  }
+  return out;
+}
+
+function definitionHead(label, d) {
+  let seen = "not seen by the gateway";
+  if (d && d.firstSeen) {
+    seen = `seen ${new Date(d.firstSeen).toLocaleString()} – ${new Date(d.lastSeen).toLocaleString()}${d.proxyId ? ` by ${d.proxyId}` : ""}`;
+    if (!d.definition) seen += " (over 64 KiB, not kept)";
+  }
+  return h("div", { class: "hunk-head" }, h("strong", null, label), " ", h("code", null, (d && d.fingerprint) || "—"),
+    h("div", { class: "muted" }, seen));
+}
+
+// definitionChangesView shows each re-pin of a proposal: the definition
+// pinned now and the one proposed, side by side, lines only on one side
+// marked removed or added. What an MCP server wrote reaches the page as
+// text only.
+function definitionChangesView(changes) {
+  return changes.map((c) => {
+    const before = definitionText(c.pinned), after = definitionText(c.proposed);
+    const rows = pairRows(lineDiff(before ? before.split("\n") : [], after ? after.split("\n") : []));
+    const side = (k) => h("div", { class: "defside" }, rows.map((r) => {
+      const kind = r[2 + k];
+      return h("pre", { class: kind === "same" ? "line" : `line ${kind}` }, kind === "gap" ? " " : r[k]);
+    }));
+    return h("div", { class: "diff defchange" },
+      h("div", { class: "hunk-head" }, "tools/call ", h("code", null, c.tool), " at ", h("span", { class: "mono" }, c.endpoint)),
+      h("div", { class: "defcols" },
+        h("div", { class: "defcol", "data-side": "pinned" }, definitionHead("Pinned", c.pinned), side(0)),
+        h("div", { class: "defcol", "data-side": "proposed" }, definitionHead("Proposed", c.proposed), side(1))));
+  });
+}
+
 function policyDoc(policy) {
   return h("pre", { class: "doc" }, JSON.stringify(policy ?? {}, null, 2));
 }
@@ -411,6 +499,10 @@ async function proposalView(id) {
       h("h2", null, `Policy diff against v${p.baseVersion || "?"}`),
       h("div", { id: "proposal-diff" }, diffView(p.changes)),
       p.resultingPolicy ? h("details", null, h("summary", null, "The resulting policy"), policyDoc(p.resultingPolicy)) : null),
+    (p.definitionChanges || []).length ? h("section", { id: "definition-changes" },
+      h("h2", null, "Tool definitions"),
+      h("p", { class: "muted" }, "The server changed what a pinned tool says it does: compare the definition pinned now with the one this proposal pins."),
+      definitionChangesView(p.definitionChanges)) : null,
     h("section", { id: "findings" },
       h("h2", null, `Prover findings (${findings.length})`),
       findings.length === 0

@@ -456,9 +456,13 @@ type Denial struct {
 	Suggestion *structpb.Struct `protobuf:"bytes,11,opt,name=suggestion,proto3" json:"suggestion,omitempty"`
 	// not_offered says why no suggestion is made (a protocol-version probe,
 	// an address no policy may reach, …).
-	NotOffered    string `protobuf:"bytes,12,opt,name=not_offered,json=notOffered,proto3" json:"not_offered,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NotOffered string `protobuf:"bytes,12,opt,name=not_offered,json=notOffered,proto3" json:"not_offered,omitempty"`
+	// reason_code and tool_definition are the record's (DecisionRecord): a
+	// pinned tool whose definition changed, and the definition seen.
+	ReasonCode     string `protobuf:"bytes,13,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	ToolDefinition string `protobuf:"bytes,14,opt,name=tool_definition,json=toolDefinition,proto3" json:"tool_definition,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Denial) Reset() {
@@ -575,6 +579,20 @@ func (x *Denial) GetNotOffered() string {
 	return ""
 }
 
+func (x *Denial) GetReasonCode() string {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ""
+}
+
+func (x *Denial) GetToolDefinition() string {
+	if x != nil {
+		return x.ToolDefinition
+	}
+	return ""
+}
+
 // Proposal is a stored proposal.
 type Proposal struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -638,9 +656,15 @@ type Proposal struct {
 	// proxies connected to this gateway: WatchProposal sets it once the
 	// proposal is applied, and `proposals approve --wait` from
 	// ProxyService.WatchEnforcement.
-	Enforcement   *Enforcement `protobuf:"bytes,30,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Enforcement *Enforcement `protobuf:"bytes,30,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	// definition_changes shows each re-pin the proposal makes (a repin
+	// operation): the definition the tool's rules pin now and the one they
+	// would pin, each with its JSON as a proxy of the sandbox saw it
+	// (looked up by fingerprint; no definition and no times when the
+	// gateway never saw it).
+	DefinitionChanges []*DefinitionChange `protobuf:"bytes,31,rep,name=definition_changes,json=definitionChanges,proto3" json:"definition_changes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Proposal) Reset() {
@@ -883,6 +907,83 @@ func (x *Proposal) GetEnforcement() *Enforcement {
 	return nil
 }
 
+func (x *Proposal) GetDefinitionChanges() []*DefinitionChange {
+	if x != nil {
+		return x.DefinitionChanges
+	}
+	return nil
+}
+
+// DefinitionChange is one pinned tool whose pin a proposal changes.
+type DefinitionChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// endpoint is the endpoint the operation names (host:port/path).
+	Endpoint      string          `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Tool          string          `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Pinned        *ToolDefinition `protobuf:"bytes,3,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	Proposed      *ToolDefinition `protobuf:"bytes,4,opt,name=proposed,proto3" json:"proposed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefinitionChange) Reset() {
+	*x = DefinitionChange{}
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefinitionChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefinitionChange) ProtoMessage() {}
+
+func (x *DefinitionChange) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefinitionChange.ProtoReflect.Descriptor instead.
+func (*DefinitionChange) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DefinitionChange) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *DefinitionChange) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *DefinitionChange) GetPinned() *ToolDefinition {
+	if x != nil {
+		return x.Pinned
+	}
+	return nil
+}
+
+func (x *DefinitionChange) GetProposed() *ToolDefinition {
+	if x != nil {
+		return x.Proposed
+	}
+	return nil
+}
+
 // Approval is one approver's decision on a proposal.
 type Approval struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -897,7 +998,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1010,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[10]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1023,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{10}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Approval) GetApprover() string {
@@ -960,7 +1061,8 @@ type Finding struct {
 	// new_mcp_tool, new_mcp_prompt, new_mcp_resource, new_credentialed_reach, l7_bypass_credentialed,
 	// private_network, wildcard_widening, exceeds_boundary (request-level,
 	// with a counterexample); arguments_widened, enforcement_weakened,
-	// cloud_metadata (rule-level). l7_bypass_credentialed comes with the
+	// rate_limit_widened, tool_definition_changed, cloud_metadata
+	// (rule-level). l7_bypass_credentialed comes with the
 	// new_credentialed_reach of a binary the L7 proxy cannot inspect
 	// (git, ssh, nc).
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
@@ -981,7 +1083,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1095,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[11]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1108,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{11}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Finding) GetKind() string {
@@ -1082,7 +1184,7 @@ type ProvedRequest struct {
 
 func (x *ProvedRequest) Reset() {
 	*x = ProvedRequest{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1196,7 @@ func (x *ProvedRequest) String() string {
 func (*ProvedRequest) ProtoMessage() {}
 
 func (x *ProvedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[12]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1209,7 @@ func (x *ProvedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProvedRequest.ProtoReflect.Descriptor instead.
 func (*ProvedRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{12}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProvedRequest) GetBinary() string {
@@ -1203,7 +1305,7 @@ type ProposalRefusal struct {
 
 func (x *ProposalRefusal) Reset() {
 	*x = ProposalRefusal{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1317,7 @@ func (x *ProposalRefusal) String() string {
 func (*ProposalRefusal) ProtoMessage() {}
 
 func (x *ProposalRefusal) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[13]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1330,7 @@ func (x *ProposalRefusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRefusal.ProtoReflect.Descriptor instead.
 func (*ProposalRefusal) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{13}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProposalRefusal) GetOperation() int32 {
@@ -1269,7 +1371,7 @@ type ProposalRateLimit struct {
 
 func (x *ProposalRateLimit) Reset() {
 	*x = ProposalRateLimit{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1383,7 @@ func (x *ProposalRateLimit) String() string {
 func (*ProposalRateLimit) ProtoMessage() {}
 
 func (x *ProposalRateLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[14]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1396,7 @@ func (x *ProposalRateLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposalRateLimit.ProtoReflect.Descriptor instead.
 func (*ProposalRateLimit) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{14}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProposalRateLimit) GetRetryAfterSeconds() uint32 {
@@ -1320,7 +1422,7 @@ type ProveRequest struct {
 
 func (x *ProveRequest) Reset() {
 	*x = ProveRequest{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1434,7 @@ func (x *ProveRequest) String() string {
 func (*ProveRequest) ProtoMessage() {}
 
 func (x *ProveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[15]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1447,7 @@ func (x *ProveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveRequest.ProtoReflect.Descriptor instead.
 func (*ProveRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{15}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProveRequest) GetCurrent() string {
@@ -1385,7 +1487,7 @@ type ProveResponse struct {
 
 func (x *ProveResponse) Reset() {
 	*x = ProveResponse{}
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[16]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1499,7 @@ func (x *ProveResponse) String() string {
 func (*ProveResponse) ProtoMessage() {}
 
 func (x *ProveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_advisor_proto_msgTypes[16]
+	mi := &file_portcullis_v1_advisor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1512,7 @@ func (x *ProveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveResponse.ProtoReflect.Descriptor instead.
 func (*ProveResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{16}
+	return file_portcullis_v1_advisor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProveResponse) GetFindings() []*Finding {
@@ -1424,7 +1526,7 @@ var File_portcullis_v1_advisor_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xb5\x01\n" +
+	"\x1bportcullis/v1/advisor.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\x1a\x1bportcullis/v1/sandbox.proto\"\xb5\x01\n" +
 	"\x15SubmitProposalRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\tR\bdocument\x12\x1b\n" +
 	"\tdenial_id\x18\x02 \x01(\tR\bdenialId\x12\x1c\n" +
@@ -1446,7 +1548,7 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"\x12ListDenialsRequest\x12\x12\n" +
 	"\x04last\x18\x01 \x01(\rR\x04last\"F\n" +
 	"\x13ListDenialsResponse\x12/\n" +
-	"\adenials\x18\x01 \x03(\v2\x15.portcullis.v1.DenialR\adenials\"\xef\x02\n" +
+	"\adenials\x18\x01 \x03(\v2\x15.portcullis.v1.DenialR\adenials\"\xb9\x03\n" +
 	"\x06Denial\x12\x1b\n" +
 	"\tdenial_id\x18\x01 \x01(\tR\bdenialId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
@@ -1465,7 +1567,10 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"suggestion\x18\v \x01(\v2\x17.google.protobuf.StructR\n" +
 	"suggestion\x12\x1f\n" +
 	"\vnot_offered\x18\f \x01(\tR\n" +
-	"notOffered\"\x96\n" +
+	"notOffered\x12\x1f\n" +
+	"\vreason_code\x18\r \x01(\tR\n" +
+	"reasonCode\x12'\n" +
+	"\x0ftool_definition\x18\x0e \x01(\tR\x0etoolDefinition\"\xe6\n" +
 	"\n" +
 	"\bProposal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
@@ -1503,7 +1608,13 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"decided_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12\x1d\n" +
 	"\n" +
 	"decided_by\x18\x1d \x01(\tR\tdecidedBy\x12<\n" +
-	"\venforcement\x18\x1e \x01(\v2\x1a.portcullis.v1.EnforcementR\venforcement\"\x95\x01\n" +
+	"\venforcement\x18\x1e \x01(\v2\x1a.portcullis.v1.EnforcementR\venforcement\x12N\n" +
+	"\x12definition_changes\x18\x1f \x03(\v2\x1f.portcullis.v1.DefinitionChangeR\x11definitionChanges\"\xb4\x01\n" +
+	"\x10DefinitionChange\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +
+	"\x06pinned\x18\x03 \x01(\v2\x1d.portcullis.v1.ToolDefinitionR\x06pinned\x129\n" +
+	"\bproposed\x18\x04 \x01(\v2\x1d.portcullis.v1.ToolDefinitionR\bproposed\"\x95\x01\n" +
 	"\bApproval\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12%\n" +
@@ -1569,7 +1680,7 @@ func file_portcullis_v1_advisor_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_advisor_proto_rawDescData
 }
 
-var file_portcullis_v1_advisor_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_portcullis_v1_advisor_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_portcullis_v1_advisor_proto_goTypes = []any{
 	(*SubmitProposalRequest)(nil),   // 0: portcullis.v1.SubmitProposalRequest
 	(*GetProposalRequest)(nil),      // 1: portcullis.v1.GetProposalRequest
@@ -1581,56 +1692,61 @@ var file_portcullis_v1_advisor_proto_goTypes = []any{
 	(*ListDenialsResponse)(nil),     // 7: portcullis.v1.ListDenialsResponse
 	(*Denial)(nil),                  // 8: portcullis.v1.Denial
 	(*Proposal)(nil),                // 9: portcullis.v1.Proposal
-	(*Approval)(nil),                // 10: portcullis.v1.Approval
-	(*Finding)(nil),                 // 11: portcullis.v1.Finding
-	(*ProvedRequest)(nil),           // 12: portcullis.v1.ProvedRequest
-	(*ProposalRefusal)(nil),         // 13: portcullis.v1.ProposalRefusal
-	(*ProposalRateLimit)(nil),       // 14: portcullis.v1.ProposalRateLimit
-	(*ProveRequest)(nil),            // 15: portcullis.v1.ProveRequest
-	(*ProveResponse)(nil),           // 16: portcullis.v1.ProveResponse
-	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 18: google.protobuf.Struct
-	(*PolicyChange)(nil),            // 19: portcullis.v1.PolicyChange
-	(*Enforcement)(nil),             // 20: portcullis.v1.Enforcement
+	(*DefinitionChange)(nil),        // 10: portcullis.v1.DefinitionChange
+	(*Approval)(nil),                // 11: portcullis.v1.Approval
+	(*Finding)(nil),                 // 12: portcullis.v1.Finding
+	(*ProvedRequest)(nil),           // 13: portcullis.v1.ProvedRequest
+	(*ProposalRefusal)(nil),         // 14: portcullis.v1.ProposalRefusal
+	(*ProposalRateLimit)(nil),       // 15: portcullis.v1.ProposalRateLimit
+	(*ProveRequest)(nil),            // 16: portcullis.v1.ProveRequest
+	(*ProveResponse)(nil),           // 17: portcullis.v1.ProveResponse
+	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 19: google.protobuf.Struct
+	(*PolicyChange)(nil),            // 20: portcullis.v1.PolicyChange
+	(*Enforcement)(nil),             // 21: portcullis.v1.Enforcement
+	(*ToolDefinition)(nil),          // 22: portcullis.v1.ToolDefinition
 }
 var file_portcullis_v1_advisor_proto_depIdxs = []int32{
 	9,  // 0: portcullis.v1.ListProposalsResponse.proposals:type_name -> portcullis.v1.Proposal
 	8,  // 1: portcullis.v1.ListDenialsResponse.denials:type_name -> portcullis.v1.Denial
-	17, // 2: portcullis.v1.Denial.time:type_name -> google.protobuf.Timestamp
-	18, // 3: portcullis.v1.Denial.suggestion:type_name -> google.protobuf.Struct
-	18, // 4: portcullis.v1.Proposal.proposal:type_name -> google.protobuf.Struct
-	18, // 5: portcullis.v1.Proposal.resulting_policy:type_name -> google.protobuf.Struct
-	19, // 6: portcullis.v1.Proposal.changes:type_name -> portcullis.v1.PolicyChange
-	11, // 7: portcullis.v1.Proposal.findings:type_name -> portcullis.v1.Finding
-	17, // 8: portcullis.v1.Proposal.created_at:type_name -> google.protobuf.Timestamp
-	17, // 9: portcullis.v1.Proposal.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 10: portcullis.v1.Proposal.approvals:type_name -> portcullis.v1.Approval
-	17, // 11: portcullis.v1.Proposal.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 12: portcullis.v1.Proposal.grant_expires_at:type_name -> google.protobuf.Timestamp
-	17, // 13: portcullis.v1.Proposal.decided_at:type_name -> google.protobuf.Timestamp
-	20, // 14: portcullis.v1.Proposal.enforcement:type_name -> portcullis.v1.Enforcement
-	17, // 15: portcullis.v1.Approval.time:type_name -> google.protobuf.Timestamp
-	12, // 16: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
-	11, // 17: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
-	0,  // 18: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
-	1,  // 19: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
-	2,  // 20: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
-	4,  // 21: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
-	5,  // 22: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
-	6,  // 23: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
-	15, // 24: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
-	9,  // 25: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
-	9,  // 26: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
-	3,  // 27: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
-	9,  // 28: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
-	9,  // 29: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
-	7,  // 30: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
-	16, // 31: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 2: portcullis.v1.Denial.time:type_name -> google.protobuf.Timestamp
+	19, // 3: portcullis.v1.Denial.suggestion:type_name -> google.protobuf.Struct
+	19, // 4: portcullis.v1.Proposal.proposal:type_name -> google.protobuf.Struct
+	19, // 5: portcullis.v1.Proposal.resulting_policy:type_name -> google.protobuf.Struct
+	20, // 6: portcullis.v1.Proposal.changes:type_name -> portcullis.v1.PolicyChange
+	12, // 7: portcullis.v1.Proposal.findings:type_name -> portcullis.v1.Finding
+	18, // 8: portcullis.v1.Proposal.created_at:type_name -> google.protobuf.Timestamp
+	18, // 9: portcullis.v1.Proposal.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 10: portcullis.v1.Proposal.approvals:type_name -> portcullis.v1.Approval
+	18, // 11: portcullis.v1.Proposal.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 12: portcullis.v1.Proposal.grant_expires_at:type_name -> google.protobuf.Timestamp
+	18, // 13: portcullis.v1.Proposal.decided_at:type_name -> google.protobuf.Timestamp
+	21, // 14: portcullis.v1.Proposal.enforcement:type_name -> portcullis.v1.Enforcement
+	10, // 15: portcullis.v1.Proposal.definition_changes:type_name -> portcullis.v1.DefinitionChange
+	22, // 16: portcullis.v1.DefinitionChange.pinned:type_name -> portcullis.v1.ToolDefinition
+	22, // 17: portcullis.v1.DefinitionChange.proposed:type_name -> portcullis.v1.ToolDefinition
+	18, // 18: portcullis.v1.Approval.time:type_name -> google.protobuf.Timestamp
+	13, // 19: portcullis.v1.Finding.counterexample:type_name -> portcullis.v1.ProvedRequest
+	12, // 20: portcullis.v1.ProveResponse.findings:type_name -> portcullis.v1.Finding
+	0,  // 21: portcullis.v1.AdvisorService.SubmitProposal:input_type -> portcullis.v1.SubmitProposalRequest
+	1,  // 22: portcullis.v1.AdvisorService.GetProposal:input_type -> portcullis.v1.GetProposalRequest
+	2,  // 23: portcullis.v1.AdvisorService.ListProposals:input_type -> portcullis.v1.ListProposalsRequest
+	4,  // 24: portcullis.v1.AdvisorService.WatchProposal:input_type -> portcullis.v1.WatchProposalRequest
+	5,  // 25: portcullis.v1.AdvisorService.WithdrawProposal:input_type -> portcullis.v1.WithdrawProposalRequest
+	6,  // 26: portcullis.v1.AdvisorService.ListDenials:input_type -> portcullis.v1.ListDenialsRequest
+	16, // 27: portcullis.v1.ProverService.Prove:input_type -> portcullis.v1.ProveRequest
+	9,  // 28: portcullis.v1.AdvisorService.SubmitProposal:output_type -> portcullis.v1.Proposal
+	9,  // 29: portcullis.v1.AdvisorService.GetProposal:output_type -> portcullis.v1.Proposal
+	3,  // 30: portcullis.v1.AdvisorService.ListProposals:output_type -> portcullis.v1.ListProposalsResponse
+	9,  // 31: portcullis.v1.AdvisorService.WatchProposal:output_type -> portcullis.v1.Proposal
+	9,  // 32: portcullis.v1.AdvisorService.WithdrawProposal:output_type -> portcullis.v1.Proposal
+	7,  // 33: portcullis.v1.AdvisorService.ListDenials:output_type -> portcullis.v1.ListDenialsResponse
+	17, // 34: portcullis.v1.ProverService.Prove:output_type -> portcullis.v1.ProveResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_advisor_proto_init() }
@@ -1640,13 +1756,14 @@ func file_portcullis_v1_advisor_proto_init() {
 	}
 	file_portcullis_v1_common_proto_init()
 	file_portcullis_v1_policy_proto_init()
+	file_portcullis_v1_sandbox_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_advisor_proto_rawDesc), len(file_portcullis_v1_advisor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

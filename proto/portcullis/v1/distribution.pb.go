@@ -795,9 +795,14 @@ type ShipDecisionsRequest struct {
 	Records []*DecisionRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
 	// dropped counts records the proxy could not keep since its previous
 	// batch (its buffer was full while the gateway was unreachable).
-	Dropped       uint64 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Dropped uint64 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// tool_definitions are the MCP tool definitions the proxy saw change (or
+	// saw for the first time) since its previous batch, oldest first: at
+	// most 256 per message. The gateway keeps each distinct definition once
+	// per sandbox, endpoint and tool (SandboxService.ListTools).
+	ToolDefinitions []*ToolDefinitionSeen `protobuf:"bytes,4,rep,name=tool_definitions,json=toolDefinitions,proto3" json:"tool_definitions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ShipDecisionsRequest) Reset() {
@@ -851,6 +856,115 @@ func (x *ShipDecisionsRequest) GetDropped() uint64 {
 	return 0
 }
 
+func (x *ShipDecisionsRequest) GetToolDefinitions() []*ToolDefinitionSeen {
+	if x != nil {
+		return x.ToolDefinitions
+	}
+	return nil
+}
+
+// ToolDefinitionSeen is one MCP tool definition a proxy saw a server list,
+// where the tool had no definition or another one before.
+type ToolDefinitionSeen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// host, port and path name the MCP endpoint as the proxy reached it
+	// (path canonical).
+	Host string `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Port uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	Path string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	Tool string `protobuf:"bytes,5,opt,name=tool,proto3" json:"tool,omitempty"`
+	// fingerprint is "sha256:" and the hex SHA-256 of the definition in RFC
+	// 8785 form, as a rule's definition pins it; "" when the definition
+	// cannot be canonicalised.
+	Fingerprint string `protobuf:"bytes,6,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// definition is the tool object exactly as the server listed it (JSON);
+	// empty when it is over 64 KiB. When set, the gateway checks that it
+	// has the fingerprint.
+	Definition    string `protobuf:"bytes,7,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDefinitionSeen) Reset() {
+	*x = ToolDefinitionSeen{}
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinitionSeen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinitionSeen) ProtoMessage() {}
+
+func (x *ToolDefinitionSeen) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinitionSeen.ProtoReflect.Descriptor instead.
+func (*ToolDefinitionSeen) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ToolDefinitionSeen) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ToolDefinitionSeen) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *ToolDefinitionSeen) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ToolDefinitionSeen) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ToolDefinitionSeen) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolDefinitionSeen) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *ToolDefinitionSeen) GetDefinition() string {
+	if x != nil {
+		return x.Definition
+	}
+	return ""
+}
+
 type ShipDecisionsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stored        uint64                 `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
@@ -860,7 +974,7 @@ type ShipDecisionsResponse struct {
 
 func (x *ShipDecisionsResponse) Reset() {
 	*x = ShipDecisionsResponse{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +986,7 @@ func (x *ShipDecisionsResponse) String() string {
 func (*ShipDecisionsResponse) ProtoMessage() {}
 
 func (x *ShipDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +999,7 @@ func (x *ShipDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ShipDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{11}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShipDecisionsResponse) GetStored() uint64 {
@@ -931,13 +1045,21 @@ type DecisionRecord struct {
 	// while for policy.local), but arguments given later for this denial
 	// (SubmitProposalRequest.arguments) are checked against it.
 	ArgumentsDigest string `protobuf:"bytes,19,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// reason_code names a denial's cause where a machine acts on it:
+	// "tool_definition_changed" (a pinned tool whose definition differs
+	// from its pin, or that the proxy could not verify).
+	ReasonCode string `protobuf:"bytes,20,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	// tool_definition is, for tool_definition_changed, the fingerprint of
+	// the tool's definition the proxy saw ("" when it could verify none):
+	// the definition a re-pin proposal pins.
+	ToolDefinition string `protobuf:"bytes,21,opt,name=tool_definition,json=toolDefinition,proto3" json:"tool_definition,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1071,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1084,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{12}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DecisionRecord) GetTime() *timestamppb.Timestamp {
@@ -1098,6 +1220,20 @@ func (x *DecisionRecord) GetArgumentsDigest() string {
 	return ""
 }
 
+func (x *DecisionRecord) GetReasonCode() string {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ""
+}
+
+func (x *DecisionRecord) GetToolDefinition() string {
+	if x != nil {
+		return x.ToolDefinition
+	}
+	return ""
+}
+
 var File_portcullis_v1_distribution_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_distribution_proto_rawDesc = "" +
@@ -1155,13 +1291,24 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\vendorsement\x18\x03 \x01(\fR\vendorsement\"?\n" +
 	"\tSandboxCA\x12\x19\n" +
 	"\bcert_pem\x18\x01 \x01(\fR\acertPem\x12\x17\n" +
-	"\akey_pem\x18\x02 \x01(\fR\x06keyPem\"\x84\x01\n" +
+	"\akey_pem\x18\x02 \x01(\fR\x06keyPem\"\xd2\x01\n" +
 	"\x14ShipDecisionsRequest\x12\x19\n" +
 	"\bproxy_id\x18\x01 \x01(\tR\aproxyId\x127\n" +
 	"\arecords\x18\x02 \x03(\v2\x1d.portcullis.v1.DecisionRecordR\arecords\x12\x18\n" +
-	"\adropped\x18\x03 \x01(\x04R\adropped\"/\n" +
+	"\adropped\x18\x03 \x01(\x04R\adropped\x12L\n" +
+	"\x10tool_definitions\x18\x04 \x03(\v2!.portcullis.v1.ToolDefinitionSeenR\x0ftoolDefinitions\"\xd6\x01\n" +
+	"\x12ToolDefinitionSeen\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x12\n" +
+	"\x04tool\x18\x05 \x01(\tR\x04tool\x12 \n" +
+	"\vfingerprint\x18\x06 \x01(\tR\vfingerprint\x12\x1e\n" +
+	"\n" +
+	"definition\x18\a \x01(\tR\n" +
+	"definition\"/\n" +
 	"\x15ShipDecisionsResponse\x12\x16\n" +
-	"\x06stored\x18\x01 \x01(\x04R\x06stored\"\xa3\x04\n" +
+	"\x06stored\x18\x01 \x01(\x04R\x06stored\"\xed\x04\n" +
 	"\x0eDecisionRecord\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\asandbox\x18\x02 \x01(\tR\asandbox\x12\x19\n" +
@@ -1184,7 +1331,10 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x0epolicy_version\x18\x10 \x01(\tR\rpolicyVersion\x12\x1b\n" +
 	"\tdenial_id\x18\x11 \x01(\tR\bdenialId\x12#\n" +
 	"\rversion_probe\x18\x12 \x01(\bR\fversionProbe\x12)\n" +
-	"\x10arguments_digest\x18\x13 \x01(\tR\x0fargumentsDigest2\xd0\x01\n" +
+	"\x10arguments_digest\x18\x13 \x01(\tR\x0fargumentsDigest\x12\x1f\n" +
+	"\vreason_code\x18\x14 \x01(\tR\n" +
+	"reasonCode\x12'\n" +
+	"\x0ftool_definition\x18\x15 \x01(\tR\x0etoolDefinition2\xd0\x01\n" +
 	"\x13DistributionService\x12[\n" +
 	"\fStreamPolicy\x12\".portcullis.v1.StreamPolicyRequest\x1a#.portcullis.v1.StreamPolicyResponse(\x010\x01\x12\\\n" +
 	"\rShipDecisions\x12#.portcullis.v1.ShipDecisionsRequest\x1a$.portcullis.v1.ShipDecisionsResponse(\x01B\xc2\x01\n" +
@@ -1202,7 +1352,7 @@ func file_portcullis_v1_distribution_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_distribution_proto_rawDescData
 }
 
-var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*StreamPolicyRequest)(nil),   // 0: portcullis.v1.StreamPolicyRequest
 	(*ProxyHello)(nil),            // 1: portcullis.v1.ProxyHello
@@ -1215,33 +1365,36 @@ var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*GatewayKey)(nil),            // 8: portcullis.v1.GatewayKey
 	(*SandboxCA)(nil),             // 9: portcullis.v1.SandboxCA
 	(*ShipDecisionsRequest)(nil),  // 10: portcullis.v1.ShipDecisionsRequest
-	(*ShipDecisionsResponse)(nil), // 11: portcullis.v1.ShipDecisionsResponse
-	(*DecisionRecord)(nil),        // 12: portcullis.v1.DecisionRecord
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*ToolDefinitionSeen)(nil),    // 11: portcullis.v1.ToolDefinitionSeen
+	(*ShipDecisionsResponse)(nil), // 12: portcullis.v1.ShipDecisionsResponse
+	(*DecisionRecord)(nil),        // 13: portcullis.v1.DecisionRecord
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_portcullis_v1_distribution_proto_depIdxs = []int32{
 	1,  // 0: portcullis.v1.StreamPolicyRequest.hello:type_name -> portcullis.v1.ProxyHello
 	2,  // 1: portcullis.v1.StreamPolicyRequest.ack:type_name -> portcullis.v1.PolicyAck
 	3,  // 2: portcullis.v1.StreamPolicyRequest.nack:type_name -> portcullis.v1.PolicyNack
 	4,  // 3: portcullis.v1.StreamPolicyRequest.heartbeat:type_name -> portcullis.v1.Heartbeat
-	13, // 4: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	14, // 4: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	7,  // 5: portcullis.v1.StreamPolicyResponse.policy:type_name -> portcullis.v1.SignedPolicy
 	4,  // 6: portcullis.v1.StreamPolicyResponse.heartbeat:type_name -> portcullis.v1.Heartbeat
 	6,  // 7: portcullis.v1.StreamPolicyResponse.goaway:type_name -> portcullis.v1.Goaway
-	13, // 8: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
+	14, // 8: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
 	8,  // 9: portcullis.v1.SignedPolicy.keys:type_name -> portcullis.v1.GatewayKey
 	9,  // 10: portcullis.v1.SignedPolicy.ca:type_name -> portcullis.v1.SandboxCA
-	12, // 11: portcullis.v1.ShipDecisionsRequest.records:type_name -> portcullis.v1.DecisionRecord
-	13, // 12: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 13: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
-	10, // 14: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
-	5,  // 15: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
-	11, // 16: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
-	15, // [15:17] is the sub-list for method output_type
-	13, // [13:15] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	13, // 11: portcullis.v1.ShipDecisionsRequest.records:type_name -> portcullis.v1.DecisionRecord
+	11, // 12: portcullis.v1.ShipDecisionsRequest.tool_definitions:type_name -> portcullis.v1.ToolDefinitionSeen
+	14, // 13: portcullis.v1.ToolDefinitionSeen.time:type_name -> google.protobuf.Timestamp
+	14, // 14: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
+	0,  // 15: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
+	10, // 16: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
+	5,  // 17: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
+	12, // 18: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
+	17, // [17:19] is the sub-list for method output_type
+	15, // [15:17] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_distribution_proto_init() }
@@ -1266,7 +1419,7 @@ func file_portcullis_v1_distribution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_distribution_proto_rawDesc), len(file_portcullis_v1_distribution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,7 +38,8 @@ type DistributionServiceClient interface {
 	// proxy answers each version with an ACK (applied) or a NACK (refused,
 	// with the error) naming its nonce. Both sides send heartbeats.
 	StreamPolicy(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamPolicyRequest, StreamPolicyResponse], error)
-	// ShipDecisions takes batches of a proxy's decision records.
+	// ShipDecisions takes batches of a proxy's decision records, and of the
+	// MCP tool definitions it saw change.
 	ShipDecisions(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ShipDecisionsRequest, ShipDecisionsResponse], error)
 }
 
@@ -91,7 +92,8 @@ type DistributionServiceServer interface {
 	// proxy answers each version with an ACK (applied) or a NACK (refused,
 	// with the error) naming its nonce. Both sides send heartbeats.
 	StreamPolicy(grpc.BidiStreamingServer[StreamPolicyRequest, StreamPolicyResponse]) error
-	// ShipDecisions takes batches of a proxy's decision records.
+	// ShipDecisions takes batches of a proxy's decision records, and of the
+	// MCP tool definitions it saw change.
 	ShipDecisions(grpc.ClientStreamingServer[ShipDecisionsRequest, ShipDecisionsResponse]) error
 	mustEmbedUnimplementedDistributionServiceServer()
 }

@@ -926,6 +926,260 @@ func (x *UnfreezeSandboxRequest) GetReason() string {
 	return ""
 }
 
+type ListToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsRequest) Reset() {
+	*x = ListToolsRequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsRequest) ProtoMessage() {}
+
+func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListToolsRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListToolsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tools are ordered by endpoint (host, port, path) and tool name.
+	Tools         []*SandboxTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsResponse) Reset() {
+	*x = ListToolsResponse{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsResponse) ProtoMessage() {}
+
+func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListToolsResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListToolsResponse) GetTools() []*SandboxTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// SandboxTool is one MCP tool of one endpoint a proxy of the sandbox
+// reached, with the definitions its server listed for it.
+type SandboxTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Host  string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	Port  uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Path  string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	Tool  string                 `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// definitions are newest first (by last_seen): the first is the
+	// tool's current definition, the others the ones it had before.
+	Definitions   []*ToolDefinition `protobuf:"bytes,5,rep,name=definitions,proto3" json:"definitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxTool) Reset() {
+	*x = SandboxTool{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxTool) ProtoMessage() {}
+
+func (x *SandboxTool) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxTool.ProtoReflect.Descriptor instead.
+func (*SandboxTool) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SandboxTool) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *SandboxTool) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *SandboxTool) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SandboxTool) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *SandboxTool) GetDefinitions() []*ToolDefinition {
+	if x != nil {
+		return x.Definitions
+	}
+	return nil
+}
+
+// ToolDefinition is one definition of an MCP tool, as the gateway keeps
+// it.
+type ToolDefinition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// fingerprint is what a rule's definition pins ("sha256:<hex>").
+	Fingerprint string `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// definition is the tool object as the server listed it (JSON); empty
+	// when it was over 64 KiB, or (in a proposal) not seen by the gateway.
+	Definition string `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
+	// first_seen and last_seen are the first and the latest time a proxy
+	// saw the tool take this definition (by the proxy's clock); unset when
+	// the gateway never saw it.
+	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// proxy_id is the proxy that saw it last.
+	ProxyId       string `protobuf:"bytes,5,opt,name=proxy_id,json=proxyId,proto3" json:"proxy_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDefinition) Reset() {
+	*x = ToolDefinition{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinition) ProtoMessage() {}
+
+func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
+func (*ToolDefinition) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ToolDefinition) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetDefinition() string {
+	if x != nil {
+		return x.Definition
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetProxyId() string {
+	if x != nil {
+		return x.ProxyId
+	}
+	return ""
+}
+
 var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
@@ -988,7 +1242,26 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"D\n" +
 	"\x16UnfreezeSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason2\x84\a\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"&\n" +
+	"\x10ListToolsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"E\n" +
+	"\x11ListToolsResponse\x120\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.portcullis.v1.SandboxToolR\x05tools\"\x9e\x01\n" +
+	"\vSandboxTool\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12?\n" +
+	"\vdefinitions\x18\x05 \x03(\v2\x1d.portcullis.v1.ToolDefinitionR\vdefinitions\"\xe1\x01\n" +
+	"\x0eToolDefinition\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\tR\n" +
+	"definition\x129\n" +
+	"\n" +
+	"first_seen\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
+	"\tlast_seen\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x19\n" +
+	"\bproxy_id\x18\x05 \x01(\tR\aproxyId2\xd4\a\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\rCreateSandbox\x12#.portcullis.v1.CreateSandboxRequest\x1a$.portcullis.v1.CreateSandboxResponse\x12F\n" +
 	"\n" +
@@ -1000,7 +1273,8 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x12SetSandboxBoundary\x12(.portcullis.v1.SetSandboxBoundaryRequest\x1a\x16.portcullis.v1.Sandbox\x12Z\n" +
 	"\x14SetCredentialedHosts\x12*.portcullis.v1.SetCredentialedHostsRequest\x1a\x16.portcullis.v1.Sandbox\x12L\n" +
 	"\rFreezeSandbox\x12#.portcullis.v1.FreezeSandboxRequest\x1a\x16.portcullis.v1.Sandbox\x12P\n" +
-	"\x0fUnfreezeSandbox\x12%.portcullis.v1.UnfreezeSandboxRequest\x1a\x16.portcullis.v1.SandboxB\xbd\x01\n" +
+	"\x0fUnfreezeSandbox\x12%.portcullis.v1.UnfreezeSandboxRequest\x1a\x16.portcullis.v1.Sandbox\x12N\n" +
+	"\tListTools\x12\x1f.portcullis.v1.ListToolsRequest\x1a .portcullis.v1.ListToolsResponseB\xbd\x01\n" +
 	"\x11com.portcullis.v1B\fSandboxProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -1015,7 +1289,7 @@ func file_portcullis_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_sandbox_proto_rawDescData
 }
 
-var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_portcullis_v1_sandbox_proto_goTypes = []any{
 	(*Sandbox)(nil),                     // 0: portcullis.v1.Sandbox
 	(*CreateSandboxRequest)(nil),        // 1: portcullis.v1.CreateSandboxRequest
@@ -1033,44 +1307,54 @@ var file_portcullis_v1_sandbox_proto_goTypes = []any{
 	(*SetCredentialedHostsRequest)(nil), // 13: portcullis.v1.SetCredentialedHostsRequest
 	(*FreezeSandboxRequest)(nil),        // 14: portcullis.v1.FreezeSandboxRequest
 	(*UnfreezeSandboxRequest)(nil),      // 15: portcullis.v1.UnfreezeSandboxRequest
-	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 17: google.protobuf.Struct
-	(*PolicyVersion)(nil),               // 18: portcullis.v1.PolicyVersion
-	(*Problem)(nil),                     // 19: portcullis.v1.Problem
+	(*ListToolsRequest)(nil),            // 16: portcullis.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 17: portcullis.v1.ListToolsResponse
+	(*SandboxTool)(nil),                 // 18: portcullis.v1.SandboxTool
+	(*ToolDefinition)(nil),              // 19: portcullis.v1.ToolDefinition
+	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 21: google.protobuf.Struct
+	(*PolicyVersion)(nil),               // 22: portcullis.v1.PolicyVersion
+	(*Problem)(nil),                     // 23: portcullis.v1.Problem
 }
 var file_portcullis_v1_sandbox_proto_depIdxs = []int32{
-	16, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
-	17, // 1: portcullis.v1.Sandbox.boundary:type_name -> google.protobuf.Struct
-	16, // 2: portcullis.v1.Sandbox.frozen_at:type_name -> google.protobuf.Timestamp
+	20, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
+	21, // 1: portcullis.v1.Sandbox.boundary:type_name -> google.protobuf.Struct
+	20, // 2: portcullis.v1.Sandbox.frozen_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: portcullis.v1.CreateSandboxResponse.sandbox:type_name -> portcullis.v1.Sandbox
-	18, // 4: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
-	19, // 5: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
+	22, // 4: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
+	23, // 5: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
 	0,  // 6: portcullis.v1.ListSandboxesResponse.sandboxes:type_name -> portcullis.v1.Sandbox
-	1,  // 7: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
-	3,  // 8: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
-	6,  // 9: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
-	8,  // 10: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
-	10, // 11: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
-	4,  // 12: portcullis.v1.SandboxService.GetSandboxCA:input_type -> portcullis.v1.GetSandboxCARequest
-	12, // 13: portcullis.v1.SandboxService.SetSandboxBoundary:input_type -> portcullis.v1.SetSandboxBoundaryRequest
-	13, // 14: portcullis.v1.SandboxService.SetCredentialedHosts:input_type -> portcullis.v1.SetCredentialedHostsRequest
-	14, // 15: portcullis.v1.SandboxService.FreezeSandbox:input_type -> portcullis.v1.FreezeSandboxRequest
-	15, // 16: portcullis.v1.SandboxService.UnfreezeSandbox:input_type -> portcullis.v1.UnfreezeSandboxRequest
-	2,  // 17: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
-	0,  // 18: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
-	7,  // 19: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
-	9,  // 20: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
-	11, // 21: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
-	5,  // 22: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
-	0,  // 23: portcullis.v1.SandboxService.SetSandboxBoundary:output_type -> portcullis.v1.Sandbox
-	0,  // 24: portcullis.v1.SandboxService.SetCredentialedHosts:output_type -> portcullis.v1.Sandbox
-	0,  // 25: portcullis.v1.SandboxService.FreezeSandbox:output_type -> portcullis.v1.Sandbox
-	0,  // 26: portcullis.v1.SandboxService.UnfreezeSandbox:output_type -> portcullis.v1.Sandbox
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	18, // 7: portcullis.v1.ListToolsResponse.tools:type_name -> portcullis.v1.SandboxTool
+	19, // 8: portcullis.v1.SandboxTool.definitions:type_name -> portcullis.v1.ToolDefinition
+	20, // 9: portcullis.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	20, // 10: portcullis.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	1,  // 11: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
+	3,  // 12: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
+	6,  // 13: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
+	8,  // 14: portcullis.v1.SandboxService.DeleteSandbox:input_type -> portcullis.v1.DeleteSandboxRequest
+	10, // 15: portcullis.v1.SandboxService.RotateSandboxToken:input_type -> portcullis.v1.RotateSandboxTokenRequest
+	4,  // 16: portcullis.v1.SandboxService.GetSandboxCA:input_type -> portcullis.v1.GetSandboxCARequest
+	12, // 17: portcullis.v1.SandboxService.SetSandboxBoundary:input_type -> portcullis.v1.SetSandboxBoundaryRequest
+	13, // 18: portcullis.v1.SandboxService.SetCredentialedHosts:input_type -> portcullis.v1.SetCredentialedHostsRequest
+	14, // 19: portcullis.v1.SandboxService.FreezeSandbox:input_type -> portcullis.v1.FreezeSandboxRequest
+	15, // 20: portcullis.v1.SandboxService.UnfreezeSandbox:input_type -> portcullis.v1.UnfreezeSandboxRequest
+	16, // 21: portcullis.v1.SandboxService.ListTools:input_type -> portcullis.v1.ListToolsRequest
+	2,  // 22: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
+	0,  // 23: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
+	7,  // 24: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
+	9,  // 25: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
+	11, // 26: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
+	5,  // 27: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
+	0,  // 28: portcullis.v1.SandboxService.SetSandboxBoundary:output_type -> portcullis.v1.Sandbox
+	0,  // 29: portcullis.v1.SandboxService.SetCredentialedHosts:output_type -> portcullis.v1.Sandbox
+	0,  // 30: portcullis.v1.SandboxService.FreezeSandbox:output_type -> portcullis.v1.Sandbox
+	0,  // 31: portcullis.v1.SandboxService.UnfreezeSandbox:output_type -> portcullis.v1.Sandbox
+	17, // 32: portcullis.v1.SandboxService.ListTools:output_type -> portcullis.v1.ListToolsResponse
+	22, // [22:33] is the sub-list for method output_type
+	11, // [11:22] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_sandbox_proto_init() }
@@ -1086,7 +1370,7 @@ func file_portcullis_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_sandbox_proto_rawDesc), len(file_portcullis_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	SandboxService_SetCredentialedHosts_FullMethodName = "/portcullis.v1.SandboxService/SetCredentialedHosts"
 	SandboxService_FreezeSandbox_FullMethodName        = "/portcullis.v1.SandboxService/FreezeSandbox"
 	SandboxService_UnfreezeSandbox_FullMethodName      = "/portcullis.v1.SandboxService/UnfreezeSandbox"
+	SandboxService_ListTools_FullMethodName            = "/portcullis.v1.SandboxService/ListTools"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -64,6 +65,10 @@ type SandboxServiceClient interface {
 	// restores the version before the freeze as a new version.
 	FreezeSandbox(ctx context.Context, in *FreezeSandboxRequest, opts ...grpc.CallOption) (*Sandbox, error)
 	UnfreezeSandbox(ctx context.Context, in *UnfreezeSandboxRequest, opts ...grpc.CallOption) (*Sandbox, error)
+	// ListTools returns the MCP tool definitions the sandbox's proxies saw
+	// (and shipped with their decision records): per endpoint and tool,
+	// every distinct definition, the current one first.
+	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -174,6 +179,16 @@ func (c *sandboxServiceClient) UnfreezeSandbox(ctx context.Context, in *Unfreeze
 	return out, nil
 }
 
+func (c *sandboxServiceClient) ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsResponse)
+	err := c.cc.Invoke(ctx, SandboxService_ListTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -207,6 +222,10 @@ type SandboxServiceServer interface {
 	// restores the version before the freeze as a new version.
 	FreezeSandbox(context.Context, *FreezeSandboxRequest) (*Sandbox, error)
 	UnfreezeSandbox(context.Context, *UnfreezeSandboxRequest) (*Sandbox, error)
+	// ListTools returns the MCP tool definitions the sandbox's proxies saw
+	// (and shipped with their decision records): per endpoint and tool,
+	// every distinct definition, the current one first.
+	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -246,6 +265,9 @@ func (UnimplementedSandboxServiceServer) FreezeSandbox(context.Context, *FreezeS
 }
 func (UnimplementedSandboxServiceServer) UnfreezeSandbox(context.Context, *UnfreezeSandboxRequest) (*Sandbox, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnfreezeSandbox not implemented")
+}
+func (UnimplementedSandboxServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -448,6 +470,24 @@ func _SandboxService_UnfreezeSandbox_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).ListTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_ListTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).ListTools(ctx, req.(*ListToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -494,6 +534,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnfreezeSandbox",
 			Handler:    _SandboxService_UnfreezeSandbox_Handler,
+		},
+		{
+			MethodName: "ListTools",
+			Handler:    _SandboxService_ListTools_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -22,7 +22,7 @@ import (
 var Columns = []string{
 	"at", "sandbox", "proxy_id", "decision", "binary_name", "host", "port", "addr",
 	"http_method", "path", "mcp_method", "tool", "entry", "rule", "reason",
-	"policy_version", "denial_id", "version_probe", "arguments_digest",
+	"policy_version", "denial_id", "version_probe", "arguments_digest", "reason_code", "tool_definition",
 }
 
 // Select returns the query that reads the records f matches (id,

@@ -58,7 +58,8 @@ type DistributionServiceClient interface {
 	// proxy answers each version with an ACK (applied) or a NACK (refused,
 	// with the error) naming its nonce. Both sides send heartbeats.
 	StreamPolicy(context.Context) (DistributionServiceStreamPolicyClientStream, error)
-	// ShipDecisions takes batches of a proxy's decision records.
+	// ShipDecisions takes batches of a proxy's decision records, and of the
+	// MCP tool definitions it saw change.
 	ShipDecisions(context.Context) (DistributionServiceShipDecisionsClientStream, error)
 }
 
@@ -144,7 +145,8 @@ type DistributionServiceHandler interface {
 	// proxy answers each version with an ACK (applied) or a NACK (refused,
 	// with the error) naming its nonce. Both sides send heartbeats.
 	StreamPolicy(context.Context, DistributionServiceStreamPolicyServerStream) error
-	// ShipDecisions takes batches of a proxy's decision records.
+	// ShipDecisions takes batches of a proxy's decision records, and of the
+	// MCP tool definitions it saw change.
 	ShipDecisions(context.Context, DistributionServiceShipDecisionsServerStream) (*v1.ShipDecisionsResponse, error)
 }
 

@@ -53,6 +53,8 @@ const (
 	// SandboxServiceUnfreezeSandboxProcedure is the procedure name of the SandboxService's
 	// UnfreezeSandbox RPC.
 	SandboxServiceUnfreezeSandboxProcedure = "/portcullis.v1.SandboxService/UnfreezeSandbox"
+	// SandboxServiceListToolsProcedure is the procedure name of the SandboxService's ListTools RPC.
+	SandboxServiceListToolsProcedure = "/portcullis.v1.SandboxService/ListTools"
 )
 
 var (
@@ -126,6 +128,13 @@ var (
 			Procedure:  SandboxServiceUnfreezeSandboxProcedure,
 		}
 	})
+	sandboxServiceListToolsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("ListTools"),
+			Procedure:  SandboxServiceListToolsProcedure,
+		}
+	})
 )
 
 // SandboxServiceClient is a client for the portcullis.v1.SandboxService service.
@@ -157,6 +166,10 @@ type SandboxServiceClient interface {
 	// restores the version before the freeze as a new version.
 	FreezeSandbox(context.Context, *v1.FreezeSandboxRequest) (*v1.Sandbox, error)
 	UnfreezeSandbox(context.Context, *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error)
+	// ListTools returns the MCP tool definitions the sandbox's proxies saw
+	// (and shipped with their decision records): per endpoint and tool,
+	// every distinct definition, the current one first.
+	ListTools(context.Context, *v1.ListToolsRequest) (*v1.ListToolsResponse, error)
 }
 
 // NewSandboxServiceClient constructs a client for the portcullis.v1.SandboxService service.
@@ -194,6 +207,10 @@ type SandboxServiceHandler interface {
 	// restores the version before the freeze as a new version.
 	FreezeSandbox(context.Context, *v1.FreezeSandboxRequest) (*v1.Sandbox, error)
 	UnfreezeSandbox(context.Context, *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error)
+	// ListTools returns the MCP tool definitions the sandbox's proxies saw
+	// (and shipped with their decision records): per endpoint and tool,
+	// every distinct definition, the current one first.
+	ListTools(context.Context, *v1.ListToolsRequest) (*v1.ListToolsResponse, error)
 }
 
 // RegisterSandboxServiceHandler registers svc as the portcullis.v1.SandboxService implementation on
@@ -211,6 +228,7 @@ func RegisterSandboxServiceHandler(server *connect.Server, svc SandboxServiceHan
 		connect.Method{Spec: sandboxServiceSetCredentialedHostsSpec(), Handler: adapter.setCredentialedHosts},
 		connect.Method{Spec: sandboxServiceFreezeSandboxSpec(), Handler: adapter.freezeSandbox},
 		connect.Method{Spec: sandboxServiceUnfreezeSandboxSpec(), Handler: adapter.unfreezeSandbox},
+		connect.Method{Spec: sandboxServiceListToolsSpec(), Handler: adapter.listTools},
 	)
 }
 
@@ -255,6 +273,10 @@ func (UnimplementedSandboxServiceHandler) FreezeSandbox(context.Context, *v1.Fre
 
 func (UnimplementedSandboxServiceHandler) UnfreezeSandbox(context.Context, *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.UnfreezeSandbox is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) ListTools(context.Context, *v1.ListToolsRequest) (*v1.ListToolsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.ListTools is not implemented")
 }
 
 type sandboxServiceClient struct {
@@ -336,6 +358,14 @@ func (c *sandboxServiceClient) FreezeSandbox(ctx context.Context, req *v1.Freeze
 func (c *sandboxServiceClient) UnfreezeSandbox(ctx context.Context, req *v1.UnfreezeSandboxRequest) (*v1.Sandbox, error) {
 	var res v1.Sandbox
 	if err := c.client.CallUnary(ctx, sandboxServiceUnfreezeSandboxSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) ListTools(ctx context.Context, req *v1.ListToolsRequest) (*v1.ListToolsResponse, error) {
+	var res v1.ListToolsResponse
+	if err := c.client.CallUnary(ctx, sandboxServiceListToolsSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -457,6 +487,18 @@ func (h sandboxServiceHandler) unfreezeSandbox(ctx context.Context, _ connect.Sp
 		return err
 	}
 	res, err := h.svc.UnfreezeSandbox(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) listTools(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ListToolsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.ListTools(ctx, &req)
 	if err != nil {
 		return err
 	}

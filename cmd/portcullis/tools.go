@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+func newSandboxToolsCmd(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tools NAME",
+		Short: "List the MCP tool definitions the sandbox's proxies saw, current and past",
+		Long: `List the MCP tools the sandbox's proxies saw servers list, per endpoint:
+each tool's definitions, the current one first, with the fingerprint a
+rule's definition pins ("sha256:…") and when a proxy first and last saw
+the tool take it. Every change of a tool's definition, pinned or not, is
+shipped to the gateway with the proxy's decision records; the gateway
+keeps each sandbox's 1,000 definitions seen last.
+
+With -o json: {"tools": [{host, port, path, tool, definitions: [{fingerprint,
+definition, first_seen, last_seen, proxy_id}, …]}, …]}; definition is the
+tool object as the server listed it (empty when over 64 KiB).`,
+		Example: `  portcullis sandbox tools orders
+  portcullis sandbox tools orders -o json | jq -r '.tools[] | select(.tool == "lookup_order") | .definitions[0].definition'`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return unary(env, func(api *apiClients) (*portcullisv1.ListToolsResponse, error) {
+				return api.sandbox.ListTools(cmd.Context(), &portcullisv1.ListToolsRequest{Name: a[0]})
+			}, func(res *portcullisv1.ListToolsResponse) error {
+				tw := env.table("ENDPOINT", "TOOL", "DEFINITION", "", "FIRST SEEN", "LAST SEEN", "PROXY")
+				for _, t := range res.GetTools() {
+					// A server chose the tool names, and the agent the
+					// hosts: quoted if they could forge a line.
+					endpoint := logField(t.GetHost() + ":" + strconv.FormatUint(uint64(t.GetPort()), 10) + t.GetPath())
+					for i, d := range t.GetDefinitions() {
+						state := "past"
+						if i == 0 {
+							state = "current"
+						}
+						row(tw, endpoint, logField(t.GetTool()), dash(d.GetFingerprint()), state,
+							when(d.GetFirstSeen()), when(d.GetLastSeen()), logField(dash(d.GetProxyId())))
+					}
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
