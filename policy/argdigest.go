@@ -42,3 +42,19 @@ func CanonicalArguments(raw []byte) ([]byte, error) {
 	}
 	return c, nil
 }
+
+// DefinitionFingerprint is the fingerprint a tools/call rule pins a tool's
+// definition by (L7Rule.Definition): "sha256:" and the hex SHA-256 of def,
+// the tool object exactly as a server lists it, in its RFC 8785 form. The
+// proxy computes it on what it relays, the gateway on what proxies report.
+func DefinitionFingerprint(def []byte) (string, error) {
+	fp, err := jcs.Digest(def, maxDefinitionDepth)
+	if err != nil {
+		return "", fmt.Errorf("canonicalise the tool definition (RFC 8785): %w", err)
+	}
+	return fp, nil
+}
+
+// maxDefinitionDepth bounds a tool definition's nesting as the proxy's
+// MCP reader bounds every message.
+const maxDefinitionDepth = 1000

@@ -3,10 +3,9 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 
-	"github.com/portcullis-dev/portcullis/internal/jcs"
+	"github.com/portcullis-dev/portcullis/policy"
 )
 
 // ---- tools/list results, as a server sends them ----
@@ -196,13 +195,7 @@ func ResponseErrorBody(id json.RawMessage, code int, message string) []byte {
 // Fingerprint is the fingerprint rules pin a tool's definition by:
 // "sha256:" and the hex SHA-256 of def, the tool object exactly as a server
 // lists it, canonicalised with RFC 8785 (JSON Canonicalization Scheme).
-func Fingerprint(def []byte) (string, error) {
-	fp, err := jcs.Digest(def, mcpMaxDepth)
-	if err != nil {
-		return "", fmt.Errorf("canonicalise the tool definition (RFC 8785): %w", err)
-	}
-	return fp, nil
-}
+func Fingerprint(def []byte) (string, error) { return policy.DefinitionFingerprint(def) }
 
 // Tool is one tool of a tools/list result: its name and its definition's
 // bytes as the server sent them.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -22,7 +21,7 @@ const maxDefinitionBatch = 256
 // toolDefinitionFromProto checks one reported definition strictly and
 // returns it as the store keeps it, for sandbox (the caller's, whatever
 // the message says) and proxyID. A definition must be one JSON object
-// whose fingerprint (mcp.Fingerprint, as the proxy pins it) is the one
+// whose fingerprint (policy.DefinitionFingerprint, as the proxy pins it) is the one
 // reported: the gateway keeps nothing it has not checked.
 func toolDefinitionFromProto(r *portcullisv1.ToolDefinitionSeen, sandbox, proxyID string) (store.ToolDefinition, error) {
 	switch {
@@ -55,7 +54,7 @@ func toolDefinitionFromProto(r *portcullisv1.ToolDefinitionSeen, sandbox, proxyI
 		if !utf8.Valid(def) || json.Unmarshal(def, &obj) != nil || obj == nil {
 			return store.ToolDefinition{}, invalidField("definition", "is not a JSON object")
 		}
-		fp, err := mcp.Fingerprint(def)
+		fp, err := policy.DefinitionFingerprint(def)
 		if err != nil {
 			fp = ""
 		}
