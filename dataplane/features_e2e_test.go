@@ -1,3 +1,8 @@
+// MCP 2026-07-28 deprecates sampling, roots and logging (SEP-2577), but the
+// versions before it have them, and the proxy must pass them unchanged.
+//
+//lint:file-ignore SA1019 the deprecated MCP features are what these tests exercise
+
 package dataplane_test
 
 import (

@@ -107,8 +107,6 @@ func loadBinary() (string, error) {
 	return filepath.EvalSymlinks(exe)
 }
 
-func (l *loadProc) pid() int { return l.cmd.Process.Pid }
-
 // do sends one request and reads its response.
 func (l *loadProc) do(req loadRequest) (*loadResponse, error) {
 	if err := l.in.Encode(req); err != nil {
