@@ -107,40 +107,34 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 			}
 		}
 	}
-	if r.ArgumentsSchema != nil {
-		sp := keyPath(path, "arguments_schema")
+	// The tools/call options of an allow rule: where each may stand.
+	callsTools := r.Method == "tools/call" || (allowAll && r.Method == "" && tool != nil)
+	oneTool := tool != nil && len(sortedUnique(tool.Any)) == 1 && !hasGlobMeta(tool.Any[0])
+	toolsCallOption := func(p string, needsOneTool bool) bool {
 		switch {
 		case !allow:
-			v.errorf(sp, "is only valid on allow rules")
-		case !(r.Method == "tools/call" || (allowAll && r.Method == "" && tool != nil)):
-			v.errorf(sp, "needs method: tools/call")
-		case tool == nil || len(sortedUnique(tool.Any)) != 1 || hasGlobMeta(tool.Any[0]):
-			v.errorf(sp, "needs the rule to name exactly one tool, without globs")
+			v.errorf(p, "is only valid on allow rules")
+		case !callsTools:
+			v.errorf(p, "needs method: tools/call")
+		case needsOneTool && !oneTool:
+			v.errorf(p, "needs the rule to name exactly one tool, without globs")
 		default:
+			return true
+		}
+		return false
+	}
+	if r.ArgumentsSchema != nil {
+		if sp := keyPath(path, "arguments_schema"); toolsCallOption(sp, true) {
 			v.argumentsSchema(sp, r.ArgumentsSchema)
 		}
 	}
 	if r.Definition != "" {
-		dp := keyPath(path, "definition")
-		switch {
-		case !allow:
-			v.errorf(dp, "is only valid on allow rules")
-		case !(r.Method == "tools/call" || (allowAll && r.Method == "" && tool != nil)):
-			v.errorf(dp, "needs method: tools/call")
-		case tool == nil || len(sortedUnique(tool.Any)) != 1 || hasGlobMeta(tool.Any[0]):
-			v.errorf(dp, "needs the rule to name exactly one tool, without globs")
-		case !ValidDefinition(r.Definition):
+		if dp := keyPath(path, "definition"); toolsCallOption(dp, true) && !ValidDefinition(r.Definition) {
 			v.errorf(dp, "%q is not a definition fingerprint: want \"sha256:\" and 64 lower-case hex digits (portcullis mcp fingerprint prints them)", r.Definition)
 		}
 	}
 	if r.RateLimit != nil {
-		lp := keyPath(path, "rate_limit")
-		switch {
-		case !allow:
-			v.errorf(lp, "is only valid on allow rules")
-		case !(r.Method == "tools/call" || (allowAll && r.Method == "" && tool != nil)):
-			v.errorf(lp, "needs method: tools/call")
-		default:
+		if lp := keyPath(path, "rate_limit"); toolsCallOption(lp, false) {
 			v.rateLimit(lp, r.RateLimit)
 		}
 	}

@@ -171,23 +171,8 @@ func rateLimitWidened(m *meter, cur []ref, p ref, i int) (Finding, bool) {
 		}
 		return false
 	}
-	var curRules []*policy.L7Rule
-	changed := true
-	m.charge(stageRules, len(cur))
-	for _, c := range cur {
-		if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
-			continue
-		}
-		for _, cr := range c.ep.Rules {
-			if cr.Allow == nil || !callsTools(cr.Allow) {
-				continue
-			}
-			curRules = append(curRules, cr.Allow)
-			if l7RuleEqual(cr.Allow, a) {
-				changed = false
-			}
-		}
-	}
+	curRules, unchanged := currentToolRules(m, cur, p, a)
+	changed := !unchanged
 	var limits []*policy.RateLimit
 	for _, c := range curRules {
 		m.charge(stageRules, 1+len(p.ep.Rules))
@@ -223,23 +208,15 @@ func rateLimitWidened(m *meter, cur []ref, p ref, i int) (Finding, bool) {
 // or an unchanged rule, is not reported.
 func definitionChanged(m *meter, cur []ref, p ref, i int) (Finding, bool) {
 	a := p.ep.Rules[i].Allow
+	curRules, unchanged := currentToolRules(m, cur, p, a)
+	if unchanged {
+		return Finding{}, false
+	}
 	var pins []string
-	m.charge(stageRules, len(cur))
-	for _, c := range cur {
-		if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
-			continue
-		}
-		for _, cr := range c.ep.Rules {
-			if cr.Allow == nil || !callsTools(cr.Allow) {
-				continue
-			}
-			m.charge(stageRules, 1)
-			if l7RuleEqual(cr.Allow, a) {
-				return Finding{}, false // the rule is unchanged
-			}
-			if cr.Allow.Definition != "" && cr.Allow.Definition != a.Definition && toolsOverlap(cr.Allow, a) && !slices.Contains(pins, cr.Allow.Definition) {
-				pins = append(pins, cr.Allow.Definition)
-			}
+	for _, c := range curRules {
+		m.charge(stageRules, 1)
+		if c.Definition != "" && c.Definition != a.Definition && toolsOverlap(c, a) && !slices.Contains(pins, c.Definition) {
+			pins = append(pins, c.Definition)
 		}
 	}
 	if len(pins) == 0 {
@@ -283,6 +260,26 @@ func oauthOpened(m *meter, cur []ref, p ref) (Finding, bool) {
 	label := policy.EndpointLabel(p.ep)
 	return Finding{Kind: MCPOAuthOpened, Entry: p.key, Endpoint: label, Rule: "mcp.oauth",
 		Detail: fmt.Sprintf("%s serves, as plain HTTP the proxy does not inspect: %s", label, strings.Join(opened, "; "))}, true
+}
+
+// currentToolRules returns the current policy's allow rules that may
+// match tools/call on the proposed endpoint p's destination, and whether a
+// (a rule of p) is one of them, unchanged.
+func currentToolRules(m *meter, cur []ref, p ref, a *policy.L7Rule) (rules []*policy.L7Rule, unchanged bool) {
+	m.charge(stageRules, len(cur))
+	for _, c := range cur {
+		if c.ep.Protocol != policy.ProtocolMCP || labelKey(c.ep) != labelKey(p.ep) {
+			continue
+		}
+		for _, cr := range c.ep.Rules {
+			if cr.Allow == nil || !callsTools(cr.Allow) {
+				continue
+			}
+			rules = append(rules, cr.Allow)
+			unchanged = unchanged || l7RuleEqual(cr.Allow, a)
+		}
+	}
+	return rules, unchanged
 }
 
 // callsTools reports whether an allow rule may match tools/call.

@@ -41,6 +41,7 @@ func main() {
 	flag.StringVar(&cfg.nginx, "nginx", "/usr/sbin/nginx", "the nginx binary")
 	flag.StringVar(&cfg.nginxWorkers, "nginx-workers", "auto", `nginx's worker_processes: "auto" (one per CPU) or a number (1: a single process, master_process off)`)
 	flag.DurationVar(&cfg.idle, "idle", 2*time.Second, "how long the proxy and nginx sit idle after start before their memory is read")
+	flag.BoolVar(&cfg.pins, "pins", true, `pin lookup_order's definition in the policy (the "fixed" upstream's; the proxy verifies it by listing the tools itself); -pins=false to compare with a binary older than pins`)
 	flag.BoolVar(&cfg.binaries, "binaries", false, "name the load generator's binary in the policy, so the proxy looks each new client connection up in /proc (needs every process's fds readable)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the portcullis proxy process over the measurement to this file (through its --pprof-listen)")

@@ -21,6 +21,9 @@ import (
 //   - a rate_limit on lookup_order, at the highest rate the policy
 //     language takes, so it costs its bucket on every call and never
 //     refuses one in a run;
+//   - with -pins (the default, fixed upstream), lookup_order's definition
+//     pinned: the proxy fingerprints every list it relays and, before the
+//     first call and every 30 s after, lists the tools itself to verify it;
 //   - with -binaries, the calling binary named: the load generator's
 //     executable, so the proxy identifies each new client connection
 //     through /proc (which needs every process's fds readable: where one
@@ -28,10 +31,7 @@ import (
 //     off by default; with no binaries named the proxy looks nothing up).
 //
 // To measure another feature, add it here and, when it changes what the
-// proxy answers, a check to verify (load.go). Pinned tool definitions
-// (definition: "sha256:…" on the lookup_order rule) belong beside the
-// rate_limit once the proxy has them; the fixed upstream's tools/list
-// answer (upstream.go) is what they would pin.
+// proxy answers, a check to verify (load.go).
 var benchPolicy = template.Must(template.New("policy").Parse(orderspolicy.Head + `      - host: 127.0.0.1
         port: {{.Port}}
         path: /mcp
@@ -54,6 +54,9 @@ var benchPolicy = template.Must(template.New("policy").Parse(orderspolicy.Head +
                 required: [order_id]
                 additionalProperties: false
               rate_limit: { requests_per_minute: {{.Rate}}, burst: {{.Rate}} }
+{{- if .Pin}}
+              definition: "{{.Pin}}"
+{{- end}}
         deny_rules:
           - { method: tools/call, tool: refund_order }
 {{- if .Binary}}
@@ -63,10 +66,18 @@ var benchPolicy = template.Must(template.New("policy").Parse(orderspolicy.Head +
 `))
 
 // policyDoc is the bench policy for the upstream on port, for binary
-// ("": any), checked to parse (the proxy would deny everything otherwise).
-func policyDoc(port int, binary string) ([]byte, error) {
+// ("": any), with lookup_order's fixed definition pinned when pin, checked
+// to parse (the proxy would deny everything otherwise).
+func policyDoc(port int, binary string, pin bool) ([]byte, error) {
+	fp := ""
+	if pin {
+		var err error
+		if fp, err = policy.DefinitionFingerprint([]byte(fixedLookupOrder)); err != nil {
+			return nil, fmt.Errorf("bench policy: %w", err)
+		}
+	}
 	var b bytes.Buffer
-	if err := benchPolicy.Execute(&b, map[string]any{"Port": port, "Binary": binary, "Rate": policy.MaxRateLimit}); err != nil {
+	if err := benchPolicy.Execute(&b, map[string]any{"Port": port, "Binary": binary, "Rate": policy.MaxRateLimit, "Pin": fp}); err != nil {
 		return nil, fmt.Errorf("bench policy: %w", err)
 	}
 	if _, _, err := policy.Parse(b.Bytes()); err != nil {

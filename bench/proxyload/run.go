@@ -31,6 +31,7 @@ type config struct {
 	nginxWorkers string // "auto" or a number
 	idle         time.Duration
 	binaries     bool // the policy names the load generator's binary
+	pins         bool // the policy pins lookup_order's definition (fixed upstream)
 	json         bool
 	cpuprofile   string
 	memprofile   string
@@ -178,7 +179,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 					return err
 				}
 			}
-			doc, err := policyDoc(up.port, binary)
+			doc, err := policyDoc(up.port, binary, cfg.pins && cfg.upstream == "fixed")
 			if err != nil {
 				return err
 			}

@@ -50,11 +50,14 @@ func validAnswer(kind string) func(body []byte) bool {
 	return func(body []byte) bool { return bytes.HasSuffix(body, []byte(fixedResultSuffix)) }
 }
 
+// fixedLookupOrder is the fixed upstream's definition of lookup_order,
+// which the bench policy pins.
+const fixedLookupOrder = `{"name":"lookup_order","description":"Look an order up","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}}`
+
 // fixedTools is the fixed upstream's tools/list result: the orders
 // server's three tools, of which the bench policy lets the agent call
 // one (lookup_order), so the proxy's filtered list holds that one only.
-const fixedTools = `,"result":{"tools":[` +
-	`{"name":"lookup_order","description":"Look an order up","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}},` +
+const fixedTools = `,"result":{"tools":[` + fixedLookupOrder + `,` +
 	`{"name":"refund_order","description":"Refund an order","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}},` +
 	`{"name":"cancel_order","description":"Cancel an order","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}}]}}`
 
