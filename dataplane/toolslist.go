@@ -28,18 +28,30 @@ import (
 // fingerprinted on the way), and its events watched for
 // notifications/tools/list_changed.
 type toolsList struct {
+	p       *Proxy
+	session sessionKey // the endpoint and MCP session the response belongs to
 	answers mcp.ListResponse
 	// ids are the tools/list requests' ids, answered with an error when
 	// their result cannot be read; none for a POST without one (its
 	// answer is only watched) and for a GET (filtered by shape).
-	ids  []json.RawMessage
-	keep func(name string, def []byte) bool
-	// listChanged is called when the server says its tools changed.
-	listChanged func()
-	// requests is called with the requests the server sends the client
-	// (their IDKeys).
-	requests func(ids []string)
+	ids []json.RawMessage
+	// vis is which tools the agent may see, judged when a result comes.
+	vis visibility
 }
+
+// keep fingerprints a listed tool and says whether the agent may see it.
+func (l *toolsList) keep(name string, def []byte) bool { return l.vis.keep(name, def) }
+
+// listChanged is called when the server says its tools changed.
+func (l *toolsList) listChanged() { l.p.defs.changed(l.session.ep) }
+
+// requests is called with the requests the server sends the client
+// (their IDKeys).
+func (l *toolsList) requests(ids []string) { l.p.pending.add(l.session, ids, l.p.cfg.Now()) }
+
+// noLists is the ListResponse.IDs of a POST without a tools/list request:
+// no answer is a tools/list result. Never written.
+var noLists = map[string]bool{}
 
 // filters reports whether l looks for tools/list results at all.
 func (l *toolsList) filters() bool { return len(l.ids) > 0 || l.answers.IDs == nil }
@@ -56,15 +68,11 @@ const maxListMessage = 8 << 20
 // POST whose messages are mreq, or a GET (mreq nil), which may replay a
 // POST's stream — is read on its way to the agent.
 func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpointKey, mreq *mcp.Request) *toolsList {
-	session := sessionKey{ep: key, session: r.Header.Get(mcp.HeaderMCPSessionID)}
-	l := &toolsList{
-		listChanged: func() { p.defs.changed(key) },
-		requests:    func(ids []string) { p.pending.add(session, ids, p.cfg.Now()) },
-	}
+	l := &toolsList{p: p, session: sessionKey{ep: key, session: r.Header.Get(mcp.HeaderMCPSessionID)}}
 	version := r.Header.Get(mcp.HeaderMCPProtocolVersion)
 	if mreq != nil {
 		version = mreq.Version
-		l.answers.IDs = map[string]bool{}
+		l.answers.IDs = noLists
 		requests := 0
 		for _, m := range mreq.Messages {
 			if m.Message.Response || m.ID == nil {
@@ -78,14 +86,15 @@ func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpoi
 			if err != nil {
 				continue // Parse refused such ids already
 			}
+			if len(l.ids) == 0 {
+				l.answers.IDs = map[string]bool{}
+			}
 			l.answers.IDs[id] = true
 			l.ids = append(l.ids, m.ID)
 		}
 		l.answers.Only = requests == 1 && len(l.ids) == 1
 	}
-	v := &visibility{p: p, base: base, version: version, key: key}
-	v.load()
-	l.keep = v.keep
+	l.vis = visibility{p: p, base: base, version: version, key: key}
 	return l
 }
 
@@ -128,8 +137,8 @@ func (v *visibility) load() {
 // whether the agent may see the tool.
 func (v *visibility) keep(name string, def []byte) bool {
 	fp := v.p.defs.observe(v.key, name, def, v.p.cfg.Now())
-	if v.p.current.Load() != v.cur {
-		v.load()
+	if v.seen == nil || v.p.current.Load() != v.cur {
+		v.load() // first use, or a new policy
 	}
 	switch {
 	case !v.filters:
