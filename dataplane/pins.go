@@ -157,7 +157,9 @@ func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, 
 	if len(d.changes) >= maxDefChanges {
 		d.changes = append(d.changes[:0], d.changes[1:]...)
 	}
-	d.changes = append(d.changes, c)
+	kept := c
+	kept.Definition = nil // the ring is the changes' outline; the definition goes to the shipper
+	d.changes = append(d.changes, kept)
 	return c, true
 }
 
@@ -205,7 +207,7 @@ func (d *toolDefs) markListed(key mcpEndpointKey, at time.Time) {
 }
 
 // ToolDefinitions returns the last tool definition changes the proxy saw,
-// oldest first.
+// oldest first, without their definitions (those go to the shipper).
 func (p *Proxy) ToolDefinitions() []ToolDefinitionChange {
 	p.defs.mu.Lock()
 	defer p.defs.mu.Unlock()
@@ -240,7 +242,13 @@ func (p *Proxy) verifyTools(r *http.Request, scheme string, t dest, addr netip.A
 	_, err, _ := p.defs.listing.Do(fmt.Sprint(key), func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), listTimeout)
 		defer cancel()
-		return nil, p.listTools(ctx, r, scheme, t, addr, key, canonical, version)
+		err := p.listTools(ctx, r, scheme, t, addr, key, canonical, version)
+		if err != nil {
+			// A failed listing waits its turn too: calls must not
+			// become a way to flood the server with lists.
+			p.defs.markListed(key, p.cfg.Now())
+		}
+		return nil, err
 	})
 	return err
 }

@@ -44,6 +44,15 @@ type ShipperConfig struct {
 	Logger          *slog.Logger
 }
 
+// Bounds on the definition bytes a shipper holds and sends at once: a
+// server that lists many large, changing definitions must not grow the
+// proxy, nor make a message the gateway refuses (which would stall
+// shipping, decision records included).
+const (
+	maxBufferedDefinitionBytes = 8 << 20
+	maxBatchDefinitionBytes    = 1 << 20
+)
+
 // Shipper ships decision records to the gateway.
 type Shipper struct {
 	cfg ShipperConfig
@@ -53,6 +62,7 @@ type Shipper struct {
 	buf      []decision.Record
 	dropped  uint64 // since the last batch that carried the count
 	defs     []decision.ToolDefinitionChange
+	defBytes int    // the definition bytes defs holds
 	defsLost uint64 // tool definition changes dropped from a full buffer, in all
 	wake     chan struct{}
 	// offered counts the records ever buffered and shipped those the
@@ -114,7 +124,7 @@ func (s *Shipper) OfferDefinition(c decision.ToolDefinitionChange) {
 		return // neither a fingerprint nor a definition: nothing to keep
 	}
 	s.mu.Lock()
-	if len(s.defs) >= s.cfg.DefinitionBuffer {
+	if len(s.defs) >= s.cfg.DefinitionBuffer || s.defBytes+len(c.Definition) > maxBufferedDefinitionBytes {
 		s.defsLost++
 		n := s.defsLost
 		s.mu.Unlock()
@@ -124,6 +134,7 @@ func (s *Shipper) OfferDefinition(c decision.ToolDefinitionChange) {
 		return
 	}
 	s.defs = append(s.defs, c)
+	s.defBytes += len(c.Definition)
 	full := len(s.defs) >= s.cfg.DefinitionBatch
 	s.mu.Unlock()
 	if full {
@@ -225,7 +236,14 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 	s.mu.Lock()
 	n := min(len(s.buf), s.cfg.Batch)
 	batch := s.buf[:n:n]
-	nd := min(len(s.defs), s.cfg.DefinitionBatch)
+	nd, ndBytes := 0, 0
+	for nd < min(len(s.defs), s.cfg.DefinitionBatch) {
+		b := len(s.defs[nd].Definition)
+		if nd > 0 && ndBytes+b > maxBatchDefinitionBytes {
+			break // the rest go in the next batch: a message stays well under the gateway's bound
+		}
+		nd, ndBytes = nd+1, ndBytes+b
+	}
 	defs := s.defs[:nd:nd]
 	dropped := s.dropped
 	s.mu.Unlock()
@@ -255,6 +273,7 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 	// Offer only appends, so the batch is still the buffers' front.
 	s.buf = append(s.buf[:0], s.buf[n:]...)
 	s.defs = append(s.defs[:0], s.defs[nd:]...)
+	s.defBytes -= ndBytes
 	s.dropped -= dropped
 	if n > 0 {
 		s.shipped += uint64(n)

@@ -375,3 +375,52 @@ func TestSubscriberKeepsChainOfRefusedFirstVersion(t *testing.T) {
 		t.Fatalf("after a refused first version: status %v, proxy at %q, CA set %v; want version 2 applied with the CA", s, p.PolicyVersion(), p.ca.Load())
 	}
 }
+
+// A server that lists many large definitions fills neither the proxy nor a
+// message: the shipper holds at most 8 MiB of definitions, and sends them
+// a megabyte at a time, so 80 definitions of 60 KiB (4.8 MB, more than a
+// gRPC message may carry: one batch would be refused for ever) all reach
+// the gateway.
+func TestShipperDefinitionBytesBounded(t *testing.T) {
+	big := func(i int) decision.ToolDefinitionChange {
+		def := fmt.Sprintf(`{"name":"t%d","description":%q}`, i, strings.Repeat("x", 60<<10))
+		fp, err := policy.DefinitionFingerprint([]byte(def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return decision.ToolDefinitionChange{Time: time.Now(), Host: "api.example.com", Port: 443, Path: "/mcp", Tool: fmt.Sprintf("t%d", i), After: fp, Definition: []byte(def)}
+	}
+	full := gatewayclient.NewShipper(gatewayclient.ShipperConfig{Interval: time.Hour, DefinitionBuffer: 1000, Logger: slog.New(slog.DiscardHandler)})
+	for i := range 200 {
+		full.OfferDefinition(big(i))
+	}
+	if n := full.PendingDefinitions(); n*(60<<10) > 8<<20 || n < 100 {
+		t.Fatalf("pending = %d definitions of 60 KiB; want at most 8 MiB of them", n)
+	}
+
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := gatewayclient.NewShipper(gatewayclient.ShipperConfig{Interval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	for i := range 80 {
+		sh.OfferDefinition(big(i))
+	}
+	_, sub := subscribe(t, gw, func() (string, error) { return created.GetToken(), nil }, nil)
+	api.status(t, "p1", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sh.Run(ctx, sub); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for sh.PendingDefinitions() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d definitions never shipped", sh.PendingDefinitions())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Shipped means the gateway took each batch: it checks every
+	// definition against its fingerprint and refuses a batch whole.
+}
