@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -93,7 +94,16 @@ func (s approvalService) GetProposal(ctx context.Context, req *portcullisv1.GetP
 	if err != nil {
 		return nil, err
 	}
-	return s.reviewed(ctx, sp)
+	out, err := s.reviewed(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	if len(sp.Resulting) > 0 {
+		if out.ResultingPolicyYaml, err = documentYAML(sp.Resulting); err != nil {
+			return nil, fmt.Errorf("proposal %d: resulting policy: %w", sp.ID, err)
+		}
+	}
+	return out, nil
 }
 
 func checkReason(reason string) error {

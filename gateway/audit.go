@@ -22,13 +22,17 @@ const (
 type auditService struct{ *Server }
 
 // ListAudit returns the newest entries, optionally of one sandbox (deleted
-// sandboxes included: the log outlives them).
+// sandboxes included: the log outlives them), and with before_seq the
+// page of older ones after it.
 func (s auditService) ListAudit(ctx context.Context, req *portcullisv1.ListAuditRequest) (*portcullisv1.ListAuditResponse, error) {
 	limit, err := listLimit("limit", req.GetLimit(), defaultListLimit, maxListLimit)
 	if err != nil {
 		return nil, err
 	}
-	list, err := s.store.ListAudit(ctx, store.AuditFilter{Sandbox: req.GetSandbox(), Limit: limit})
+	if req.GetBeforeSeq() < 0 {
+		return nil, invalidField("before_seq", "must be >= 0")
+	}
+	list, err := s.store.ListAudit(ctx, store.AuditFilter{Sandbox: req.GetSandbox(), Limit: limit, BeforeSeq: req.GetBeforeSeq()})
 	if err != nil {
 		return nil, err
 	}

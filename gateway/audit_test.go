@@ -66,6 +66,24 @@ func TestAudit(t *testing.T) {
 			if _, err := audit.ListAudit(ctx, &portcullisv1.ListAuditRequest{Limit: 1001}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 				t.Errorf("ListAudit(limit 1001) = %v, want InvalidArgument", err)
 			}
+			// Pages: before_seq lists the entries older than it.
+			page, err := audit.ListAudit(ctx, &portcullisv1.ListAuditRequest{Limit: 2, BeforeSeq: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if es := page.GetEntries(); len(es) != 2 || es[0].GetSeq() != 4 || es[1].GetSeq() != 3 {
+				t.Errorf("ListAudit(limit 2, before 5) = %v, want entries 4 and 3", es)
+			}
+			older, err := audit.ListAudit(ctx, &portcullisv1.ListAuditRequest{Sandbox: "box", BeforeSeq: box.GetEntries()[0].GetSeq()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if es := older.GetEntries(); len(es) != 1 || es[0].GetSandbox() != "box" || es[0].GetAction() != store.ActionSandboxCreate {
+				t.Errorf("ListAudit(box, before its token entry) = %v; want the box's creation alone", es)
+			}
+			if _, err := audit.ListAudit(ctx, &portcullisv1.ListAuditRequest{BeforeSeq: -1}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+				t.Errorf("ListAudit(before -1) = %v, want InvalidArgument", err)
+			}
 
 			v, err := audit.VerifyAudit(ctx, &portcullisv1.VerifyAuditRequest{})
 			if err != nil {

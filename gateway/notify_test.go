@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -64,12 +65,20 @@ func (w *webhookSink) find(kind string, match func(map[string]any) bool) map[str
 	return nil
 }
 
+// TestWebhook: the people's webhook hears of proposals, each message
+// linking to its page in the console; the audit head goes only to the
+// audit webhook.
 func TestWebhook(t *testing.T) {
 	sink := &webhookSink{secret: "s3cret", failFirst: 2}
 	srv := httptest.NewServer(sink)
 	defer srv.Close()
+	archive := &webhookSink{secret: "s3cret"}
+	archiveSrv := httptest.NewServer(archive)
+	defer archiveSrv.Close()
+	const console = "https://portcullis.example.com/"
 	e := startAdvisor(t, "sqlite", func(c *gateway.Config) {
 		c.WebhookURL, c.WebhookSecret, c.WebhookBackoff = srv.URL, "s3cret", 10*time.Millisecond
+		c.AuditWebhookURL, c.ExternalURL = archiveSrv.URL, console
 	})
 	olive := e.operator(t, "olive")
 	p := e.mustSubmit(t, trackShipment)
@@ -81,6 +90,10 @@ func TestWebhook(t *testing.T) {
 	ev := sink.find(notify.EventNeedsHuman, func(ev map[string]any) bool { return ev["proposal"] == id })
 	if ev["sandbox"] != "support" || ev["approvals_required"] != float64(1) || !strings.Contains(strings.Join(sink.texts, "\n"), "new_mcp_tool") {
 		t.Fatalf("needs-human event %v, texts %q", ev, sink.texts)
+	}
+	link := fmt.Sprintf("https://portcullis.example.com/#/proposal/%d", p.GetId())
+	if ev["url"] != link || !strings.Contains(strings.Join(sink.texts, "\n"), link) {
+		t.Fatalf("needs-human event %v, texts %q: want the link %s in both", ev, sink.texts, link)
 	}
 	// A newer proposal for the same endpoint supersedes it: announced.
 	newer := e.mustSubmit(t, strings.Replace(trackShipment, "tool: track_shipment }", "tool: track_shipment }\n        - allow: { method: tools/call, tool: list_carriers }", 1))
@@ -96,14 +109,24 @@ func TestWebhook(t *testing.T) {
 			return ev["proposal"] == id && ev["status"] == "applied" && ev["applied_version"] == float64(2) && ev["decided_by"] == "olive"
 		}) != nil
 	})
-	// The audit head moved with those changes, and is announced.
+	if ev := sink.find(notify.EventDecided, func(ev map[string]any) bool { return ev["proposal"] == id }); ev["url"] != fmt.Sprintf("https://portcullis.example.com/#/proposal/%d", newer.GetId()) {
+		t.Errorf("decided event %v: want its console link", ev)
+	}
+	// The audit head moved with those changes, and is announced to the
+	// archive, never to the people's channel.
 	waitFor(t, "an audit head notification", func() bool {
-		return sink.find(notify.EventAuditHead, func(ev map[string]any) bool { return ev["hash"] != "" }) != nil
+		return archive.find(notify.EventAuditHead, func(ev map[string]any) bool { return ev["hash"] != "" }) != nil
 	})
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if len(sink.bad) > 0 {
-		t.Fatalf("calls with a bad signature or body: %q", sink.bad)
+	if ev := sink.find(notify.EventAuditHead, func(map[string]any) bool { return true }); ev != nil {
+		t.Errorf("the people's webhook got an audit head: %v", ev)
+	}
+	for _, s := range []*webhookSink{sink, archive} {
+		s.mu.Lock()
+		bad := s.bad
+		s.mu.Unlock()
+		if len(bad) > 0 {
+			t.Fatalf("calls with a bad signature or body: %q", bad)
+		}
 	}
 }
 

@@ -103,7 +103,14 @@ func (s policyService) GetPolicy(ctx context.Context, req *portcullisv1.GetPolic
 	if err != nil {
 		return nil, err
 	}
-	return versionToProto(v)
+	out, err := versionToProto(v)
+	if err != nil {
+		return nil, err
+	}
+	if out.Yaml, err = documentYAML(v.Document); err != nil {
+		return nil, fmt.Errorf("version %d of %q: %w", v.Version, v.Sandbox, err)
+	}
+	return out, nil
 }
 
 func (s policyService) ListPolicyVersions(ctx context.Context, req *portcullisv1.ListPolicyVersionsRequest) (*portcullisv1.ListPolicyVersionsResponse, error) {
@@ -197,6 +204,21 @@ func versionToProto(v store.PolicyVersion) (*portcullisv1.PolicyVersion, error) 
 	}
 	res.Policy = st
 	return res, nil
+}
+
+// documentYAML is a stored canonical document as YAML, the way `policy get
+// -o yaml` prints it (fields in schema order), for the console: people
+// write policies in YAML.
+func documentYAML(doc []byte) (string, error) {
+	p, _, err := policy.Parse(doc)
+	if err != nil {
+		return "", fmt.Errorf("stored document no longer parses: %v", err)
+	}
+	out, err := policy.EncodeYAML(p)
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
 }
 
 // documentStruct turns a canonical JSON document into the Struct the API

@@ -133,6 +133,11 @@ func (s sandboxService) GetSandbox(ctx context.Context, req *portcullisv1.GetSan
 	if err != nil {
 		return nil, err
 	}
+	if len(sb.Boundary) > 0 {
+		if out.BoundaryYaml, err = documentYAML(sb.Boundary); err != nil {
+			return nil, fmt.Errorf("boundary of %q: %w", sb.Name, err)
+		}
+	}
 	return out, s.quarantineOf(ctx, sb, out)
 }
 

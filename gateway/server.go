@@ -71,12 +71,20 @@ type Config struct {
 	// Default 24h.
 	ProposalTTL time.Duration
 	// WebhookURL, if set, is called when a proposal needs a human, when
-	// one is decided and when the audit head moves; WebhookSecret keys the
-	// HMAC signature of each call. WebhookBackoff is the wait before the
-	// first retry (doubling; default 500ms).
-	WebhookURL     string
-	WebhookSecret  string
-	WebhookBackoff time.Duration
+	// one is decided and when a quarantine is held; each message links to
+	// the console at ExternalURL. AuditWebhookURL, if set, is called when
+	// the audit head moves (at every change: an archive, not a chat
+	// channel). WebhookSecret keys the HMAC signature of each call to
+	// either. WebhookBackoff is the wait before the first retry
+	// (doubling; default 500ms).
+	WebhookURL      string
+	AuditWebhookURL string
+	WebhookSecret   string
+	WebhookBackoff  time.Duration
+	// ExternalURL is the gateway's address as people reach it
+	// ("https://portcullis.example.com"), for the console links in webhook
+	// messages. Default: http(s)://Listen, when Listen names a host.
+	ExternalURL string
 	// DecisionMaxAge: the retention sweep deletes decision records the
 	// gateway received longer ago than this. Default 7 days; negative keeps
 	// them forever.
@@ -141,6 +149,15 @@ func (c *Config) setDefaults() {
 	if c.WebhookBackoff == 0 {
 		c.WebhookBackoff = 500 * time.Millisecond
 	}
+	if c.ExternalURL == "" {
+		if host, _, err := net.SplitHostPort(c.Listen); err == nil && host != "" && !net.ParseIP(host).IsUnspecified() {
+			scheme := "http"
+			if c.TLSCertFile != "" {
+				scheme = "https"
+			}
+			c.ExternalURL = scheme + "://" + c.Listen
+		}
+	}
 	if c.DecisionMaxAge == 0 {
 		c.DecisionMaxAge = decisions.DefaultMaxAge
 	}
@@ -202,6 +219,7 @@ type Server struct {
 	// batchBodies holds a place for each batch body the HTTP intake reads.
 	batchBodies chan struct{}
 	notify      *notify.Notifier // nil without a webhook
+	auditNotify *notify.Notifier // nil without an audit webhook
 	// calls is what the Connect and grpc-go interceptors share.
 	calls transport.Calls
 	// swept, if set (tests), is called after each retention sweep.
@@ -229,7 +247,8 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 			}
 		},
 	}, st, s.log)
-	s.notify = notify.New(notify.Config{URL: cfg.WebhookURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
+	s.notify = notify.New(notify.Config{URL: cfg.WebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
+	s.auditNotify = notify.New(notify.Config{URL: cfg.AuditWebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
 	s.life = lifecycle.New(lifecycle.Config{
 		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
 		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval,
@@ -469,8 +488,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // background work, and distribution's (the proxy status writer, the push
 // hub's version check and the commit listener).
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Go(func() { notify.LogAuditHead(ctx, s.store, s.log, s.notify, auditHeadInterval) })
+	wg.Go(func() { notify.LogAuditHead(ctx, s.store, s.log, s.auditNotify, auditHeadInterval) })
 	wg.Go(func() { s.notify.Run(ctx) })
+	wg.Go(func() { s.auditNotify.Run(ctx) })
 	wg.Go(func() { s.decisions.Run(ctx) })
 	wg.Go(func() { _ = s.life.Run(ctx) })
 	wg.Go(func() { _ = s.dist.Run(ctx) })

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,6 +148,27 @@ type sessionInfo struct {
 	Role string `json:"role"`
 	// CSRF is the value of the X-Portcullis-CSRF header for this session.
 	CSRF string `json:"csrf"`
+	// Can lists the RPCs the role may call ("SandboxService/UnfreezeSandbox"),
+	// from the authorization table: the console offers only those actions.
+	Can []string `json:"can"`
+}
+
+// sessionFor is the session answer for principal p signed in with tok.
+func sessionFor(p Principal, tok string) sessionInfo {
+	return sessionInfo{Name: p.Name, Role: p.Role, CSRF: CSRFToken(tok), Can: roleCan(p.Role)}
+}
+
+// roleCan lists, sorted, the portcullis.v1 RPCs role may call.
+func roleCan(role string) []string {
+	can := []string{}
+	for proc, r := range authzTable {
+		name, ok := strings.CutPrefix(proc, "/portcullis.v1.")
+		if ok && !r.public && r.allows(role) {
+			can = append(can, name)
+		}
+	}
+	slices.Sort(can)
+	return can
 }
 
 // consoleSession serves SessionPath: POST signs in (a form or JSON with
@@ -187,7 +209,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.writeAuthError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionInfo{Name: p.Name, Role: p.Role, CSRF: CSRFToken(tok)})
+	writeJSON(w, http.StatusOK, sessionFor(p, tok))
 }
 
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +229,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, s.sessionCookie(r, tok, int(SessionMaxAge/time.Second)))
 	s.log.InfoContext(r.Context(), "console sign-in", "actor", p.Actor(), "role", p.Role)
-	writeJSON(w, http.StatusOK, sessionInfo{Name: p.Name, Role: p.Role, CSRF: CSRFToken(tok)})
+	writeJSON(w, http.StatusOK, sessionFor(p, tok))
 }
 
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {

@@ -393,4 +393,7 @@ type AuditFilter struct {
 	Sandbox string
 	// Limit caps the number of entries (the newest); 0 means no cap.
 	Limit int
+	// BeforeSeq, when > 0, keeps only entries with a smaller seq: the
+	// next page of a list whose oldest entry had that seq.
+	BeforeSeq int64
 }

@@ -95,6 +95,8 @@ func newGatewayCmd(env *environment) *cobra.Command {
 		insecure      bool
 		metricsListen string
 		webhookURL    string
+		auditWebhook  string
+		externalURL   string
 		decisions     decisionFlags
 		sentryOpts    sentryFlags
 	)
@@ -112,10 +114,12 @@ PORTCULLIS_LOG_LEVEL=debug|info|warn|error for the level (default info;
 debug logs every RPC).
 
 With --webhook-url, the gateway calls that URL (Slack-compatible JSON) when
-a proposal needs a human, when one is decided and when the audit head
-moves; each call is signed with PORTCULLIS_WEBHOOK_SECRET (header
-X-Portcullis-Signature: sha256=HMAC of "timestamp.body", timestamp in
-X-Portcullis-Timestamp).
+a proposal needs a human, when one is decided and when a quarantine is
+held; each message links to the console at --external-url. With
+--audit-webhook-url (an archive, not a chat channel) it calls that URL
+whenever the audit head moves. Each call is signed with
+PORTCULLIS_WEBHOOK_SECRET (header X-Portcullis-Signature: sha256=HMAC of
+"timestamp.body", timestamp in X-Portcullis-Timestamp).
 
 Decision records proxies ship are bounded: each sandbox may ship
 --decision-rate records a second (bursts of --decision-burst; records
@@ -158,12 +162,15 @@ would have been is recorded (status dry_run).`,
 			}
 			defer st.Close()
 
-			if webhookURL != "" {
-				if u, err := url.Parse(webhookURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-					return usagef("--webhook-url %q: want an http(s) URL", webhookURL)
+			for flag, v := range map[string]string{"--webhook-url": webhookURL, "--audit-webhook-url": auditWebhook, "--external-url": externalURL} {
+				if v == "" {
+					continue
 				}
-				if env.getenv(envWebhookSecret) == "" {
-					return usagef("--webhook-url needs %s, the key that signs each call", envWebhookSecret)
+				if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+					return usagef("%s %q: want an http(s) URL", flag, v)
+				}
+				if flag != "--external-url" && env.getenv(envWebhookSecret) == "" {
+					return usagef("%s needs %s, the key that signs each call", flag, envWebhookSecret)
 				}
 			}
 			bootstrap := env.getenv(envBootstrapToken)
@@ -171,15 +178,17 @@ would have been is recorded (status dry_run).`,
 				return usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
 			}
 			gw, err := gateway.New(gateway.Config{
-				Listen:         listen,
-				TLSCertFile:    tlsCert,
-				TLSKeyFile:     tlsKey,
-				Insecure:       insecure,
-				MetricsListen:  metricsListen,
-				BootstrapToken: bootstrap,
-				Logger:         log,
-				WebhookURL:     webhookURL,
-				WebhookSecret:  env.getenv(envWebhookSecret),
+				Listen:          listen,
+				TLSCertFile:     tlsCert,
+				TLSKeyFile:      tlsKey,
+				Insecure:        insecure,
+				MetricsListen:   metricsListen,
+				BootstrapToken:  bootstrap,
+				Logger:          log,
+				WebhookURL:      webhookURL,
+				AuditWebhookURL: auditWebhook,
+				WebhookSecret:   env.getenv(envWebhookSecret),
+				ExternalURL:     externalURL,
 
 				DecisionMaxAge:        decisions.maxAge,
 				DecisionMaxPerSandbox: decisions.maxPerSandbox,
@@ -238,6 +247,8 @@ would have been is recorded (status dry_run).`,
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow plaintext on a non-loopback --listen address")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
 	cmd.Flags().StringVar(&webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
+	cmd.Flags().StringVar(&auditWebhook, "audit-webhook-url", "", "call this `URL` whenever the audit head moves: an archive, not a chat channel (signed with env "+envWebhookSecret+")")
+	cmd.Flags().StringVar(&externalURL, "external-url", "", "the gateway's `URL` as people reach it, for the console links in webhook messages (default: http(s)://--listen)")
 	decisions.add(cmd)
 	sentryOpts.add(cmd)
 	return cmd

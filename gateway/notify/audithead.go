@@ -15,7 +15,9 @@ import (
 // the chain can be checked (an edit that re-hashes the chain to its end
 // still changes the head). Polling the store, not hooking this replica's
 // writes, sees changes made through every replica.
-// Each move after the first is also sent to n's webhook.
+// Each move after the first is also sent to n, the audit webhook (an
+// archive; never the people's channel, where a message at every change
+// would be noise).
 func LogAuditHead(ctx context.Context, st *store.Store, log *slog.Logger, n *Notifier, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -36,7 +38,7 @@ func LogAuditHead(ctx context.Context, st *store.Store, log *slog.Logger, n *Not
 			log.Info("audit head", "seq", seq, "hash", hash)
 			if lastSeq >= 0 {
 				n.send(EventAuditHead, fmt.Sprintf("Portcullis audit head: entry %d, hash %s", seq, hash),
-					map[string]any{"seq": seq, "hash": hash})
+					"#/audit", map[string]any{"seq": seq, "hash": hash})
 			}
 			lastSeq, lastHash, failing = seq, hash, false
 		default:

@@ -28,8 +28,11 @@ import (
 )
 
 // Notifications: a webhook (Slack-compatible JSON: a "text" line for
-// people, an "event" object for programs) is called when a proposal needs
-// a human, when one is decided, and when the audit head moves. The body
+// people, ending with a link to the console's page about it, and an
+// "event" object for programs) is called when a proposal needs a human,
+// when one is decided and when a quarantine is held. The audit head goes
+// to a webhook of its own (an archive, not a chat channel: it moves at
+// every change), when one is configured. The body
 // is signed: X-Portcullis-Signature is "sha256=" and the hex HMAC-SHA256,
 // keyed with the webhook secret, of the timestamp header, a dot and the
 // body, so a receiver can check both and refuse replays. Delivery is
@@ -62,6 +65,10 @@ type notification struct {
 type Config struct {
 	// URL is the webhook; empty: no webhook (New returns nil).
 	URL string
+	// ConsoleURL is the console's address as people reach it (the
+	// gateway's external URL, "https://portcullis.example.com"): each
+	// message links to its page there. Empty: messages carry no link.
+	ConsoleURL string
 	// Secret keys the HMAC signature of each call.
 	Secret string
 	// Backoff is the wait before the first retry (doubling). Default 500ms.
@@ -72,11 +79,12 @@ type Config struct {
 
 // Notifier calls the webhook. A nil *Notifier (no webhook) sends nothing.
 type Notifier struct {
-	url    string
-	secret []byte
-	client *http.Client
-	log    *slog.Logger
-	now    func() time.Time
+	url     string
+	console string // the console's base URL, without a trailing slash
+	secret  []byte
+	client  *http.Client
+	log     *slog.Logger
+	now     func() time.Time
 	// backoff is the wait before the second attempt; it doubles.
 	backoff time.Duration
 
@@ -99,6 +107,7 @@ func New(cfg Config, log *slog.Logger) *Notifier {
 	}
 	return &Notifier{
 		url:     cfg.URL,
+		console: strings.TrimRight(cfg.ConsoleURL, "/"),
 		secret:  []byte(cfg.Secret),
 		client:  &http.Client{Timeout: notifyTimeout},
 		log:     log,
@@ -108,13 +117,27 @@ func New(cfg Config, log *slog.Logger) *Notifier {
 	}
 }
 
+// link is the console's URL of page ("#/proposal/3"), "" without a
+// console URL.
+func (n *Notifier) link(page string) string {
+	if n.console == "" {
+		return ""
+	}
+	return n.console + "/" + page
+}
+
 // send queues an event; it never waits. A nil notifier (no webhook)
-// sends nothing.
-func (n *Notifier) send(kind, text string, fields map[string]any) {
+// sends nothing. With a console URL, the text ends with the link to page
+// and the event carries it as "url".
+func (n *Notifier) send(kind, text, page string, fields map[string]any) {
 	if n == nil {
 		return
 	}
 	ev := map[string]any{"kind": kind}
+	if u := n.link(page); u != "" {
+		text += " — " + u
+		ev["url"] = u
+	}
 	for k, v := range fields {
 		ev[k] = v
 	}
@@ -228,7 +251,7 @@ func (n *Notifier) NeedsHuman(r lifecycle.Review) {
 	if len(kinds) > 0 {
 		text += " — findings: " + strings.Join(kinds, ", ")
 	}
-	n.send(EventNeedsHuman, text, map[string]any{
+	n.send(EventNeedsHuman, text, fmt.Sprintf("#/proposal/%d", p.ID), map[string]any{
 		"proposal": uint64(p.ID), "sandbox": p.Sandbox, "findings": kinds,
 		"approvals_required": uint32(r.Decision.Required), "resulting_hash": p.ResultingHash,
 	})
@@ -249,7 +272,7 @@ func (n *Notifier) Decided(p store.Proposal) {
 	if p.StatusReason != "" {
 		text += ": " + clip(p.StatusReason)
 	}
-	n.send(EventDecided, text, map[string]any{
+	n.send(EventDecided, text, fmt.Sprintf("#/proposal/%d", p.ID), map[string]any{
 		"proposal": p.ID, "sandbox": p.Sandbox, "status": p.Status, "decided_by": p.DecidedBy,
 		"applied_version": p.AppliedVersion, "reason": clip(p.StatusReason),
 	})
@@ -275,7 +298,7 @@ func (n *Notifier) QuarantineHeld(a store.SentryAction) {
 	}
 	text := fmt.Sprintf("Sentry quarantine of sandbox %s held (event %s from %s): %s. Decide with `portcullis sentry decide %d --freeze|--dismiss --reason ...`",
 		a.Sandbox, clip(a.EventID), clip(a.Source), clip(a.Reason), a.ID)
-	n.send(EventQuarantineHeld, text, map[string]any{
+	n.send(EventQuarantineHeld, text, "#/incidents", map[string]any{
 		"action": a.ID, "sandbox": a.Sandbox, "source": a.Source, "event_id": a.EventID, "reason": a.Reason,
 	})
 }

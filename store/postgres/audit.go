@@ -70,10 +70,12 @@ func scanAudit(r pgx.Row) (store.AuditEntry, error) {
 	return e, err
 }
 
-// ListAudit returns audit entries, newest first.
+// ListAudit returns audit entries, newest first; with BeforeSeq, those
+// older than it (an entry not yet chained has no seq and is newer than
+// every chained one).
 func (c *conn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
 	rows, err := c.db.Query(ctx, `SELECT `+auditColumns+` FROM audit_log
-		WHERE $1 = '' OR sandbox = $1 ORDER BY id DESC LIMIT $2`, f.Sandbox, limitOf(f.Limit))
+		WHERE ($1 = '' OR sandbox = $1) AND ($3 = 0 OR seq < $3) ORDER BY id DESC LIMIT $2`, f.Sandbox, limitOf(f.Limit), f.BeforeSeq)
 	out, err := collect(rows, err, scanAudit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)

@@ -111,9 +111,20 @@ func scanAudit(r scanner) (store.AuditEntry, error) {
 	return e, err
 }
 
-// ListAudit returns audit entries, newest first.
+// ListAudit returns audit entries, newest first; with BeforeSeq, those
+// older than it (an entry not yet chained has no seq and is newer than
+// every chained one).
 func (t *txn) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	return t.audits(ctx, "list audit", `WHERE ?1 = '' OR sandbox = ?1 ORDER BY id DESC`, f.Sandbox, f.Limit)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1 // no limit
+	}
+	out, err := collect(ctx, t.rd, scanAudit, `SELECT `+auditColumns+` FROM audit_log
+		WHERE (?1 = '' OR sandbox = ?1) AND (?3 = 0 OR seq < ?3) ORDER BY id DESC LIMIT ?2`, f.Sandbox, limit, f.BeforeSeq)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	return out, nil
 }
 
 // AuditChain returns up to limit entries after afterSeq, oldest first.

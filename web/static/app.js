@@ -173,10 +173,26 @@ function short(hash) {
   return hash ? h("span", { class: "mono", title: hash }, hash.slice(0, 12)) : "—";
 }
 
+// when shows a time relative to now ("3 min ago"); the exact time, in
+// ISO 8601 (UTC), shows on hover.
 function when(ts) {
   if (!ts) return "—";
   const d = new Date(ts);
-  return h("time", { datetime: ts, title: d.toLocaleString() }, ago(d));
+  return h("time", { datetime: ts, title: iso(d) }, ago(d));
+}
+
+function iso(d) {
+  return isNaN(d) ? "" : d.toISOString();
+}
+
+// absolute shows a time as a date and time to the second (local), ISO
+// 8601 on hover: for the audit log, where "2 h ago" would not do.
+function absolute(ts) {
+  if (!ts) return "—";
+  const d = new Date(ts);
+  const p = (n) => String(n).padStart(2, "0");
+  const text = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  return h("time", { datetime: ts, title: iso(d) }, text);
 }
 
 function ago(d) {
@@ -197,7 +213,7 @@ function clock(ts) {
   if (!ts) return "—";
   const d = new Date(ts);
   const today = d.toDateString() === new Date().toDateString();
-  return h("time", { datetime: ts, title: d.toLocaleString() }, today ? d.toLocaleTimeString() : d.toLocaleString());
+  return h("time", { datetime: ts, title: iso(d) }, today ? d.toLocaleTimeString() : d.toLocaleString());
 }
 
 function duration(ms) {
@@ -317,6 +333,101 @@ function findingCard(f) {
       ])) : null);
 }
 
+// ---------------------------------------------------------------- summary
+
+// matcherText shows a matcher: one glob, or {any: [...]} as a|b.
+function matcherText(m) {
+  if (m === null || m === undefined) return "";
+  if (typeof m === "string") return m;
+  if (Array.isArray(m.any)) return m.any.join("|");
+  return JSON.stringify(m);
+}
+
+// place is host[:port][path], the port left out when it is the scheme's.
+function place(host, port, path) {
+  const p = Number(port);
+  return `${host || "?"}${p && p !== 443 && p !== 80 ? `:${p}` : ""}${path || ""}`;
+}
+
+// ruleText is what one L7 rule lets through at host:port/path, the way a
+// request line reads: "POST api.example/v1/refunds", "tools/call
+// track_shipment at orders.example.com/mcp".
+function ruleText(r, host, port, path) {
+  if (!r) return place(host, port, path);
+  const method = matcherText(r.method);
+  const named = r.tool ?? r.prompt ?? r.resource;
+  if (named !== undefined) return `${method || "tools/call"} ${matcherText(named)} at ${place(host, port, path)}`;
+  if (r.command) return `${matcherText(r.command)} at ${place(host, port, path)}`;
+  if (r.operation_type || r.operation_name) {
+    return `${matcherText(r.operation_type) || "graphql"} ${matcherText(r.operation_name) || "*"} at ${place(host, port, path)}`;
+  }
+  return `${method || "*"} ${place(host, port, r.path ? matcherText(r.path) : path)}`;
+}
+
+function binariesOf(policy, entry) {
+  const e = policy && policy.network_policies && policy.network_policies[entry];
+  return ((e && e.binaries) || []).map((b) => b.path).filter(Boolean);
+}
+
+// endpointPath is the path scope of the entry's endpoint at host:port in
+// policy (an MCP endpoint's /mcp), when the operation does not name one.
+function endpointPath(policy, entry, host, port, path) {
+  if (path) return path;
+  const e = policy && policy.network_policies && policy.network_policies[entry];
+  const ep = ((e && e.endpoints) || []).find((x) => x.host === host && (Number(x.port) === Number(port) || (x.ports || []).map(Number).includes(Number(port))));
+  return (ep && ep.path) || "";
+}
+
+function forBinaries(bins) {
+  if (bins.length === 0) return "";
+  return ` for ${bins.slice(0, 2).join(", ")}${bins.length > 2 ? ` and ${bins.length - 2} more` : ""}`;
+}
+
+function listText(items, max = 2) {
+  return items.slice(0, max).join(", ") + (items.length > max ? ` and ${items.length - max} more` : "");
+}
+
+// operationText is one proposal operation in a line.
+function operationText(op, resulting) {
+  if (op.add_allow_rules) {
+    const o = op.add_allow_rules;
+    const path = endpointPath(resulting, o.policy, o.host, o.port, o.path);
+    const rules = (o.rules || []).map((r) => ruleText(r.allow, o.host, o.port, path));
+    return `allow ${listText(rules)}${forBinaries(binariesOf(resulting, o.policy))}`;
+  }
+  if (op.add_deny_rules) {
+    const o = op.add_deny_rules;
+    const path = endpointPath(resulting, o.policy, o.host, o.port, o.path);
+    return `deny ${listText((o.rules || []).map((r) => ruleText(r, o.host, o.port, path)))}`;
+  }
+  if (op.add_binary) {
+    const o = op.add_binary;
+    return `let ${o.path} reach ${listText(o.endpoints || [])} (${o.policy})`;
+  }
+  if (op.add_rule) {
+    const o = op.add_rule;
+    const rule = o.rule || {};
+    const reach = (rule.endpoints || []).flatMap((e) => {
+      const allows = (e.rules || []).map((r) => r.allow).filter(Boolean);
+      return allows.length ? allows.map((r) => ruleText(r, e.host, e.port, e.path)) : [`all of ${place(e.host, e.port || (e.ports || [])[0], e.path)}`];
+    });
+    return `allow ${listText(reach)}${forBinaries(((rule.binaries || []).map((b) => b.path)))} (new entry ${o.name})`;
+  }
+  if (op.repin) {
+    const o = op.repin;
+    return `re-pin the definition of tool ${o.tool} at ${place(o.host, o.port, endpointPath(resulting, o.policy, o.host, o.port, o.path))}`;
+  }
+  return Object.keys(op).join(", ").replaceAll("_", " ");
+}
+
+// proposalSummary is what a proposal changes, in one line: "allow POST
+// api.orders.example/v1/refunds for /usr/bin/python3".
+function proposalSummary(p) {
+  const ops = (p.proposal && p.proposal.operations) || [];
+  if (ops.length === 0) return "(no operations)";
+  return ops.map((op) => operationText(op, p.resultingPolicy)).join("; ");
+}
+
 // ---------------------------------------------------------------- diff
 
 function diffLines(cls, sign, text) {
@@ -398,8 +509,8 @@ function pairRows(rows) {
 function definitionHead(label, d) {
   let seen = "not seen by the gateway";
   if (d && d.firstSeen) {
-    seen = `seen ${new Date(d.firstSeen).toLocaleString()} – ${new Date(d.lastSeen).toLocaleString()}${d.proxyId ? ` by ${d.proxyId}` : ""}`;
-    if (!d.definition) seen += " (over 64 KiB, not kept)";
+    seen = h("span", null, "seen ", absolute(d.firstSeen), " – ", absolute(d.lastSeen), d.proxyId ? ` by ${d.proxyId}` : "",
+      d.definition ? "" : " (over 64 KiB, not kept)");
   }
   return h("div", { class: "hunk-head" }, h("strong", null, label), " ", h("code", null, (d && d.fingerprint) || "—"),
     h("div", { class: "muted" }, seen));
@@ -425,25 +536,129 @@ function definitionChangesView(changes) {
   });
 }
 
-function policyDoc(policy) {
-  return h("pre", { class: "doc" }, JSON.stringify(policy ?? {}, null, 2));
+// policyDoc shows a policy as YAML, the way people write it (and
+// `portcullis policy get -o yaml` prints it); JSON only from a gateway
+// that sends no YAML.
+function policyDoc(yaml, policy) {
+  if (yaml) return h("pre", { class: "doc", "data-format": "yaml" }, yaml);
+  return h("pre", { class: "doc", "data-format": "json" }, JSON.stringify(policy ?? {}, null, 2));
+}
+
+// can says whether the signed-in role may call service/method (the
+// session lists them); an older gateway that does not say allows all.
+function can(service, method) {
+  const list = state.session && state.session.can;
+  return !Array.isArray(list) || list.includes(`${service}/${method}`);
+}
+
+// live calls poll every POLL_MS while the page that started it is shown
+// (its render's AbortController), and again at once when the tab comes
+// back into view. A failed poll is retried at the next tick; the page
+// keeps what it shows.
+const POLL_MS = 2000;
+
+function live(poll) {
+  const signal = state.streams.signal;
+  let timer = null;
+  const tick = async () => {
+    timer = null;
+    if (signal.aborted) return;
+    if (!document.hidden) {
+      try {
+        await poll();
+      } catch {
+        // shown again at the next tick
+      }
+    }
+    if (!signal.aborted) timer = setTimeout(tick, POLL_MS);
+  };
+  const onVisible = () => {
+    if (!document.hidden && timer !== null) {
+      clearTimeout(timer);
+      tick();
+    }
+  };
+  document.addEventListener("visibilitychange", onVisible);
+  signal.addEventListener("abort", () => {
+    if (timer !== null) clearTimeout(timer);
+    document.removeEventListener("visibilitychange", onVisible);
+  });
+  timer = setTimeout(tick, POLL_MS);
+}
+
+// liveBadge says the page follows the gateway by itself, and when it
+// last heard from it.
+function liveBadge() {
+  return h("span", { class: "live muted", id: "live", title: `updated every ${POLL_MS / 1000} s` },
+    h("span", { class: "dot on" }), "live");
+}
+
+function touchLive() {
+  const el = $("live");
+  if (el) el.title = `updated every ${POLL_MS / 1000} s; last at ${new Date().toISOString()}`;
+}
+
+// busy says the person is in the middle of something on the page (typing
+// a reason, a confirm button out): a live refresh waits.
+function busy() {
+  const a = document.activeElement;
+  if (a && a.closest && a.closest("#view") && a.matches("input, textarea, select")) return true;
+  return !!document.querySelector("#view [data-confirm-rollback], #view #freeze-confirm");
 }
 
 // ---------------------------------------------------------------- views
 
+// changeCell leads with what the proposal changes; its rationale follows.
+function changeCell(p) {
+  return h("td", { class: "change" },
+    h("div", { class: "summary" }, proposalSummary(p)),
+    h("div", { class: "truncate muted rationale" }, p.rationale || "—"));
+}
+
+// proposalsKey is what a live list compares to know it changed.
+function proposalsKey(list) {
+  return JSON.stringify((list || []).map((p) => [p.id, p.status, p.updatedAt, (p.approvals || []).length, p.resultingHash]));
+}
+
 async function queueView(params) {
   const status = params.get("status") ?? "pending";
-  const res = await rpc("ApprovalService", "ListProposals", { status: status === "all" ? "" : status });
-  const proposals = res.proposals || [];
+  const query = { status: status === "all" ? "" : status };
+  const res = await rpc("ApprovalService", "ListProposals", query);
+  const pending = status === "pending";
+  const count = h("span", { class: "muted", id: "queue-count" });
+  const list = h("div", { id: "queue-list" });
+  let key = "";
+  const show = (proposals) => {
+    key = proposalsKey(proposals);
+    count.textContent = `${proposals.length} ${pending ? "pending" : "shown"}, newest first`;
+    list.replaceChildren(queueTable(proposals, pending));
+  };
+  show(res.proposals || []);
+  // A proposal filed after the page opened appears without a reload.
+  live(async () => {
+    const next = await rpc("ApprovalService", "ListProposals", query);
+    touchLive();
+    if (proposalsKey(next.proposals) !== key) show(next.proposals || []);
+  });
   const select = h("select", { id: "status-filter", "aria-label": "status" },
     ["pending", "all", "approved", "applied", "rejected", "expired", "superseded", "withdrawn"].map((s) =>
       h("option", { value: s, selected: s === status }, s)));
   select.addEventListener("change", () => { location.hash = `#/queue?status=${select.value}`; });
+  return h("div", { id: "queue" },
+    h("div", { class: "page-head" },
+      h("h1", null, pending ? "Approval queue" : "Proposals"),
+      count, liveBadge(),
+      h("span", { class: "spacer" }),
+      h("label", { for: "status-filter", class: "muted" }, "Status"), select),
+    list);
+}
+
+function queueTable(proposals, pending) {
   const rows = proposals.map((p) => {
     const tr = h("tr", { class: "clickable", "data-id": p.id },
       h("td", { class: "num" }, proposalLink(p.id)),
       h("td", null, sandboxLink(p.sandbox)),
-      h("td", { class: "rationale" }, h("div", { class: "truncate" }, p.rationale || "—")),
+      changeCell(p),
       h("td", null, findingChips(p.findings)),
       h("td", { class: "num" }, `${(p.approvals || []).length} / ${p.approvalsRequired ?? "?"}`),
       h("td", null, statusBadge(p.status)),
@@ -454,17 +669,9 @@ async function queueView(params) {
     });
     return tr;
   });
-  const pending = status === "pending";
-  return h("div", { id: "queue" },
-    h("div", { class: "page-head" },
-      h("h1", null, pending ? "Approval queue" : "Proposals"),
-      h("span", { class: "muted" }, `${proposals.length} ${pending ? "pending" : "shown"}, newest first`),
-      h("span", { class: "spacer" }),
-      h("label", { for: "status-filter", class: "muted" }, "Status"), select,
-      h("button", { type: "button", id: "refresh", onclick: () => render() }, "Refresh")),
-    table(["#", "Sandbox", "Rationale", "Findings", "Approvals", "Status", "Submitted"], rows,
-      pending ? "Nothing is waiting for a decision. Proposals appear here when an agent asks for access through its proxy (policy.local)."
-        : "No proposals match."));
+  return table(["#", "Sandbox", "Change", "Findings", "Approvals", "Status", "Submitted"], rows,
+    pending ? "Nothing is waiting for a decision. Proposals appear here when an agent asks for access through its proxy (policy.local)."
+      : "No proposals match.");
 }
 
 async function proposalView(id) {
@@ -478,7 +685,9 @@ async function proposalView(id) {
 
   const left = h("div", null,
     h("section", { class: "card" },
-      h("h2", { class: "first" }, "Rationale"),
+      h("h2", { class: "first" }, "What it changes"),
+      h("p", { class: "summary-text", id: "proposal-summary" }, proposalSummary(p)),
+      h("h2", null, "Rationale"),
       h("p", { class: "rationale-text", id: "rationale" }, p.rationale || "(none given)"),
       h("h2", null, "Details"),
       facts([
@@ -498,7 +707,7 @@ async function proposalView(id) {
     h("section", null,
       h("h2", null, `Policy diff against v${p.baseVersion || "?"}`),
       h("div", { id: "proposal-diff" }, diffView(p.changes)),
-      p.resultingPolicy ? h("details", null, h("summary", null, "The resulting policy"), policyDoc(p.resultingPolicy)) : null),
+      p.resultingPolicy ? h("details", { id: "resulting-policy" }, h("summary", null, "The resulting policy"), policyDoc(p.resultingPolicyYaml, p.resultingPolicy)) : null),
     (p.definitionChanges || []).length ? h("section", { id: "definition-changes" },
       h("h2", null, "Tool definitions"),
       h("p", { class: "muted" }, "The server changed what a pinned tool says it does: compare the definition pinned now with the one this proposal pins."),
@@ -563,13 +772,15 @@ async function proposalView(id) {
       approvals.length ? h("ul", { class: "plain" }, approvals.map((a) =>
         h("li", null, h("strong", null, a.approver), " ", when(a.time), h("div", null, a.reason)))) : null,
       (p.approvalNotes || []).length ? h("ul", { class: "muted" }, p.approvalNotes.map((n) => h("li", null, n))) : null),
-    pending ? h("section", { class: "card decision" },
+    pending && !can("ApprovalService", "ApproveProposal") ? h("p", { class: "muted", id: "decision-result" }, `A ${state.session.role} cannot approve or reject proposals.`) : null,
+    pending && can("ApprovalService", "ApproveProposal") ? h("section", { class: "card decision" },
       h("h2", { class: "first" }, "Decision"),
       p.rebaseError ? notice("warn", `It no longer applies to the current version: ${p.rebaseError}`) : null,
       h("label", { for: "reason" }, "Reason"), reason,
       h("label", { for: "grant" }, "The grant ends"), grant,
       h("div", { class: "row" }, approve, reject),
-      decisionResult) : h("div", { id: "decision-result" }));
+      decisionResult) : null,
+    pending ? null : h("div", { id: "decision-result" }));
 
   return h("div", { id: "proposal" },
     h("div", { class: "crumb" }, link("#/queue", "← Queue")),
@@ -628,24 +839,74 @@ async function sandboxesView() {
       "No sandboxes yet: an admin creates one with `portcullis sandbox create NAME -f policy.yaml`."));
 }
 
-async function sandboxView(name) {
-  document.title = `${name} · Portcullis`;
-  const [sb, current, history, proxies, pendingList, timeline] = await Promise.all([
+// sourceText says where a version came from, with the version it names:
+// "rollback to v1", "freeze (v9 before)".
+function sourceText(v) {
+  const p = v.provenance || {};
+  switch (v.source) {
+    case "rollback":
+      return p.rollback_to ? `rollback to v${p.rollback_to}` : "rollback";
+    case "freeze":
+      return p.frozen_from ? `freeze: deny-all (v${p.frozen_from} before)` : "freeze: deny-all";
+    case "unfreeze":
+      return p.restored_from ? `unfreeze: v${p.restored_from}'s content again` : "unfreeze";
+    case "expiry":
+      return p.expired_rules ? `expiry: ${p.expired_rules} rule(s) ended` : "expiry";
+    default:
+      return v.source || "—";
+  }
+}
+
+// sandboxKey is what the live sandbox page compares to know it changed
+// (not the proxies' heartbeats or lag, which move all the time).
+function sandboxKey(sb, versions, proxies, pending) {
+  return JSON.stringify([
+    sb.currentVersion, sb.currentHash, sb.frozen, sb.frozenAt, sb.boundaryHash, (sb.credentialedHosts || []).join(","),
+    (versions.versions || []).length,
+    (proxies.proxies || []).map((x) => [x.proxyId, x.connected, x.appliedVersion, x.lastAckAt, x.lastNackVersion, x.lastNackAt]),
+    pending instanceof Error ? "error" : proposalsKey(pending.proposals),
+  ]);
+}
+
+async function sandboxData(name) {
+  return Promise.all([
     rpc("SandboxService", "GetSandbox", { name }),
-    rpc("PolicyService", "GetPolicy", { sandbox: name }).catch((err) => (err.code === "not_found" ? null : Promise.reject(err))),
     rpc("PolicyService", "ListPolicyVersions", { sandbox: name }),
     rpc("ProxyService", "ListProxies", { sandbox: name }),
     // The page is useful without the queue: show its error in place.
     rpc("ApprovalService", "ListProposals", { sandbox: name, status: "pending" }).catch((err) => err),
+  ]);
+}
+
+async function sandboxView(name) {
+  document.title = `${name} · Portcullis`;
+  const [[sb, history, proxies, pendingList], current, timeline] = await Promise.all([
+    sandboxData(name),
+    rpc("PolicyService", "GetPolicy", { sandbox: name }).catch((err) => (err.code === "not_found" ? null : Promise.reject(err))),
     rpc("SentryService", "Timeline", { sandbox: name, limit: 200 }).catch((err) => err),
   ]);
+  // The page follows the sandbox: a freeze, a new version, a proxy's ACK
+  // or a new proposal shows without a reload (once the person is not in
+  // the middle of typing or confirming).
+  let key = sandboxKey(sb, history, proxies, pendingList);
+  live(async () => {
+    const next = sandboxKey(...(await sandboxData(name)));
+    touchLive();
+    if (next !== key && !busy()) {
+      key = next;
+      await render();
+    }
+  });
+
   const pendingRows = pendingList instanceof Error ? [] : (pendingList.proposals || []).map((p) => h("tr", { "data-id": p.id },
     h("td", { class: "num" }, proposalLink(p.id)),
-    h("td", { class: "rationale" }, h("div", { class: "truncate" }, p.rationale || "—")),
+    changeCell(p),
     h("td", null, findingChips(p.findings)),
     h("td", { class: "num" }, when(p.createdAt))));
   const versions = (history.versions || []).slice().sort((a, b) => b.version - a.version);
   const currentVersion = current ? current.version : 0;
+  const connected = (proxies.proxies || []).filter((x) => x.connected);
+  const lagging = connected.filter((x) => (x.appliedVersion || 0) < currentVersion);
 
   // Diff between any two versions.
   const diffOut = h("div", { id: "history-diff" });
@@ -663,9 +924,13 @@ async function sandboxView(name) {
     }
   });
 
+  // Rolling back is an admin's, and not while frozen: the freeze holds
+  // the sandbox at deny-all until an admin unfreezes it.
+  const mayRollBack = can("PolicyService", "RollbackPolicy") && !sb.frozen;
   const rollbackOut = h("div", { id: "rollback-result" });
   const rollbackCell = (v) => {
     if (v.version === currentVersion) return h("span", { class: "badge ok" }, "current");
+    if (!mayRollBack) return null;
     const cell = h("span");
     const start = h("button", { type: "button", class: "small", "data-rollback": v.version }, "Roll back to this");
     start.addEventListener("click", () => {
@@ -676,6 +941,7 @@ async function sandboxView(name) {
         confirm.disabled = true;
         try {
           const nv = await rpc("PolicyService", "RollbackPolicy", { sandbox: name, toVersion: v.version, expectedVersion: currentVersion });
+          cell.replaceChildren(start);
           await render();
           const out = $("rollback-result");
           if (out) out.replaceChildren(notice("ok", `Rolled back: version ${nv.version} has v${v.version}'s content.`));
@@ -689,21 +955,26 @@ async function sandboxView(name) {
     cell.append(start);
     return cell;
   };
-  const historyRows = versions.map((v) => h("tr", null,
+  const historyRows = versions.map((v) => h("tr", { "data-version": v.version },
     h("td", { class: "num" }, `v${v.version}`),
     h("td", null, when(v.createdAt)),
     h("td", null, v.author || "—"),
-    h("td", null, v.source || "—", v.provenance && v.provenance.proposal ? h("span", null, " ", proposalLink(v.provenance.proposal)) : null),
+    h("td", { class: "source" }, sourceText(v), v.provenance && v.provenance.proposal ? h("span", null, " ", proposalLink(v.provenance.proposal)) : null),
     h("td", null, short(v.hash)),
     h("td", null, rollbackCell(v))));
+  const historyNote = sb.frozen ? "Frozen: no rollback until an admin unfreezes it."
+    : can("PolicyService", "RollbackPolicy") ? null : `A ${state.session.role} cannot roll back; an admin can.`;
 
   const proxyRows = (proxies.proxies || []).map((x) => {
-    const behind = x.appliedVersion && x.currentVersion && x.appliedVersion < x.currentVersion;
+    const behind = x.appliedVersion && currentVersion && x.appliedVersion < currentVersion;
+    // Behind a freeze, a proxy still enforces its older version: say so.
+    const lag = !behind ? null : sb.frozen
+      ? h("span", { class: "badge bad", title: `v${currentVersion} is the freeze's deny-all; this proxy has not applied it` }, `not frozen yet: freeze is v${currentVersion}`)
+      : h("span", { class: "badge warn" }, `behind v${currentVersion}`);
     return h("tr", { "data-proxy": x.proxyId },
       h("td", null, h("span", { class: x.connected ? "dot on" : "dot" }), h("span", { class: "mono" }, x.proxyId)),
       h("td", null, x.connected ? "connected" : h("span", null, "disconnected, last seen ", when(x.lastSeenAt))),
-      h("td", { class: "num" }, x.appliedVersion ? `v${x.appliedVersion}` : "none",
-        behind ? h("span", null, " ", h("span", { class: "badge warn" }, `behind v${x.currentVersion}`)) : null),
+      h("td", { class: "num" }, x.appliedVersion ? `v${x.appliedVersion}` : "none", lag ? h("span", null, " ", lag) : null),
       h("td", null, x.lastAckAt ? h("span", null, h("span", { class: "badge ok" }, "ACK"), " ", when(x.lastAckAt)) : "—"),
       h("td", null, x.lastNackVersion ? h("span", null, h("span", { class: "badge bad" }, `NACK v${x.lastNackVersion}`), " ",
         h("span", { class: "error" }, x.lastNackError || ""), " ", when(x.lastNackAt)) : "—"),
@@ -716,23 +987,31 @@ async function sandboxView(name) {
     h("div", { class: "page-head" },
       h("h1", { id: "sandbox-title" }, name),
       sb.frozen ? h("span", { class: "badge bad" }, "frozen") : null,
+      liveBadge(),
       h("span", { class: "spacer" }),
       killSwitch(name, sb.frozen)),
     h("div", { id: "freeze-result" }),
-    sb.frozen ? frozenNotice(sb) : null,
+    sb.frozen ? frozenNotice(sb, currentVersion, connected, lagging) : null,
     h("section", { class: "card", id: "current-policy" },
-      h("h2", { class: "first" }, current ? `Current policy: v${current.version}` : "No policy yet"),
+      h("h2", { class: "first" }, current ? `Current policy: v${current.version}${sb.frozen ? " (the freeze: deny-all)" : ""}` : "No policy yet"),
       current ? facts([
         ["Hash", short(current.hash)],
         ["Author", current.author],
-        ["Source", current.source],
+        ["Source", sourceText(current)],
         ["Stored", when(current.createdAt)],
         ["Credentialed hosts", (sb.credentialedHosts || []).join(", ") || null],
       ]) : null,
-      current ? h("details", { open: true }, h("summary", null, "Document"), policyDoc(current.policy)) : null),
+      current ? h("details", { open: true }, h("summary", null, "Document (YAML)"), policyDoc(current.yaml, current.policy)) : null),
+    h("section", { class: "card", id: "boundary" },
+      h("h2", { class: "first" }, "Boundary"),
+      sb.boundary || sb.boundaryYaml
+        ? [h("p", { class: "muted" }, "The most this sandbox may ever be granted: proposals beyond it are flagged ", h("code", null, "exceeds_boundary"), ". Hash ", short(sb.boundaryHash), "."),
+          h("details", null, h("summary", null, "Document (YAML)"), policyDoc(sb.boundaryYaml, sb.boundary))]
+        : h("p", { class: "muted" }, "None set: proposals are bounded only by review. An admin sets one with ",
+          h("code", null, `portcullis sandbox set-boundary ${name} -f boundary.yaml`), ".")),
     h("h2", null, "Pending proposals"),
     h("div", { id: "sandbox-proposals" }, pendingList instanceof Error ? errorNotice(pendingList)
-      : table(["#", "Rationale", "Findings", "Submitted"], pendingRows, "None.")),
+      : table(["#", "Change", "Findings", "Submitted"], pendingRows, "None.")),
     h("h2", null, "Proxies"),
     h("div", { id: "proxies" }, table(["Proxy", "Connection", "Applied", "Last ACK", "Last NACK", "Lag", "Replica"], proxyRows,
       "No proxy has connected for this sandbox.")),
@@ -740,19 +1019,25 @@ async function sandboxView(name) {
     h("div", { class: "row" }, h("span", null, "Compare"), from, h("span", null, "with"), to, compare),
     diffOut,
     rollbackOut,
+    historyNote ? h("p", { class: "muted", id: "history-note" }, historyNote) : null,
     h("div", { id: "history" }, table(["Version", "Stored", "Author", "Source", "Hash", ""], historyRows, "No versions.")),
     h("div", { class: "page-head section-head" }, h("h2", null, "Timeline"),
       h("span", { class: "muted" }, "the last 24 hours, oldest first: the newest entry is at the bottom")),
     h("div", { id: "timeline" }, timeline instanceof Error ? errorNotice(timeline) : timelineTable(timeline.entries || [])));
 }
 
-// frozenNotice says who froze a sandbox and why; when a Sentry quarantine
-// did (at once, or held and then confirmed by an operator), it names the
-// event.
-function frozenNotice(sb) {
-  const enforced = " Proxies enforce deny-all; proposals are refused.";
+// frozenNotice says who froze a sandbox and why (when a Sentry quarantine
+// did, at once or held and then confirmed by an operator, it names the
+// event), and where its proxies stand: a proxy that has not applied the
+// freeze's deny-all version yet still enforces its older one.
+function frozenNotice(sb, version, connected, lagging) {
+  let enforced;
+  if (connected.length === 0) enforced = ` v${version} denies everything; no proxy of ${sb.name} is connected to this gateway (one that connects gets it first). Proposals are refused.`;
+  else if (lagging.length === 0) enforced = ` v${version} denies everything, and ${connected.length === 1 ? "its one connected proxy enforces" : `all ${connected.length} connected proxies enforce`} it. Proposals are refused.`;
+  else enforced = ` v${version} denies everything, but ${lagging.length} of ${connected.length} connected ${connected.length === 1 ? "proxy has" : "proxies have"} not applied it yet (${lagging.map((x) => `${x.proxyId} still on v${x.appliedVersion || "none"}`).join(", ")}). Proposals are refused.`;
   if (!sb.quarantineEventId) {
-    return notice("bad", `Frozen by ${sb.frozenBy || "?"}: ${sb.frozenReason || ""}.${enforced}`);
+    return h("div", { class: "notice bad", role: "alert", id: "frozen" },
+      `Frozen by ${sb.frozenBy || "?"} `, when(sb.frozenAt), `: ${sb.frozenReason || ""}.${enforced}`);
   }
   return h("div", { class: "notice bad", role: "alert", id: "quarantine" },
     h("strong", null, "Quarantined"), ": frozen for Sentry event ",
@@ -790,10 +1075,14 @@ function timelineRef([k, v]) {
 }
 
 // killSwitch freezes a sandbox (deny-all pushed to its proxies, proposals
-// refused; any operator may) or unfreezes it (admins), with a reason.
+// refused; any operator may) or unfreezes it (admins), with a reason. A
+// role that may not is offered nothing, and told who can.
 function killSwitch(name, frozen) {
-  const box = h("span", { class: "row", id: "kill-switch" });
   const method = frozen ? "UnfreezeSandbox" : "FreezeSandbox";
+  if (!can("SandboxService", method)) {
+    return h("span", { class: "muted", id: "kill-switch" }, frozen ? "Only an admin can unfreeze it." : "Only an operator or admin can freeze it.");
+  }
+  const box = h("span", { class: "row", id: "kill-switch" });
   const start = h("button", { type: "button", id: "freeze-start", class: frozen ? "" : "danger" }, frozen ? "Unfreeze…" : "Freeze…");
   start.addEventListener("click", () => {
     const reason = h("input", { type: "text", id: "freeze-reason", placeholder: "reason (recorded in the audit log)", "aria-label": "reason" });
@@ -824,14 +1113,26 @@ function killSwitch(name, frozen) {
   return box;
 }
 
+// AUDIT_PAGE entries show at a time; "Older" pages on with before_seq.
+const AUDIT_PAGE = 50;
+
+function auditHash(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+  const s = q.toString();
+  return s ? `#/audit?${s}` : "#/audit";
+}
+
 async function auditView(params) {
   const sandbox = params.get("sandbox") || "";
-  const res = await rpc("AuditService", "ListAudit", { sandbox, limit: 200 });
+  const before = Number(params.get("before") || 0);
+  const res = await rpc("AuditService", "ListAudit", { sandbox, limit: AUDIT_PAGE, beforeSeq: before || undefined });
+  const entries = res.entries || [];
   const filter = h("input", { type: "text", id: "audit-sandbox", value: sandbox, placeholder: "all sandboxes", "aria-label": "sandbox" });
   const form = h("form", { class: "row" }, h("label", { for: "audit-sandbox", class: "muted" }, "Sandbox"), filter, h("button", { type: "submit" }, "Filter"));
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    location.hash = filter.value.trim() ? `#/audit?sandbox=${encodeURIComponent(filter.value.trim())}` : "#/audit";
+    location.hash = auditHash({ sandbox: filter.value.trim() });
   });
   const verifyOut = h("div", { id: "verify-result" });
   const verify = h("button", { type: "button", id: "verify" }, "Verify the chain");
@@ -848,20 +1149,34 @@ async function auditView(params) {
       verify.disabled = false;
     }
   });
-  const rows = (res.entries || []).map((e) => h("tr", null,
+  const change = (e) => (e.beforeHash || e.afterHash
+    ? h("span", { class: "hashes" }, short(e.beforeHash), " → ", short(e.afterHash))
+    : "—");
+  const rows = entries.map((e) => h("tr", { "data-seq": e.seq },
     h("td", { class: "num" }, e.seq),
-    h("td", { class: "num" }, when(e.time)),
-    h("td", null, e.actor),
+    h("td", { class: "num" }, absolute(e.time)),
+    h("td", { class: "wrap" }, e.actor),
     h("td", null, h("code", null, e.action)),
     h("td", null, e.sandbox ? sandboxLink(e.sandbox) : "—"),
-    h("td", null, e.target || "—"),
+    h("td", { class: "wrap" }, e.target || "—"),
+    h("td", { class: "num" }, change(e)),
     h("td", null, h("div", { class: "chips" }, Object.entries(e.detail || {}).map(([k, v]) => h("span", { class: "chip" }, `${k}: ${v}`)))),
     h("td", null, short(e.hash))));
+  const oldest = entries.length ? Number(entries[entries.length - 1].seq) : 0;
+  const pager = h("div", { class: "row pager", id: "audit-pager" },
+    before ? link(auditHash({ sandbox }), "← Newest") : null,
+    h("span", { class: "muted", id: "audit-range" }, entries.length
+      ? `entries ${entries[0].seq} to ${oldest}${before ? "" : " (the newest)"}` : ""),
+    h("span", { class: "spacer" }),
+    entries.length === AUDIT_PAGE && oldest > 1
+      ? h("a", { href: auditHash({ sandbox, before: oldest }), id: "audit-older" }, "Older →") : null);
   return h("div", { id: "audit" },
     h("div", { class: "page-head" }, h("h1", null, "Audit log"), h("span", { class: "muted" }, "newest first"),
       h("span", { class: "spacer" }), form, verify),
     verifyOut,
-    table(["#", "Time", "Actor", "Action", "Sandbox", "Target", "Detail", "Hash"], rows, "No entries."));
+    table(["#", "Time", "Actor", "Action", "Sandbox", "Target", "Before → after", "Detail", "Entry hash"], rows,
+      before ? "No older entries." : "No entries."),
+    entries.length ? pager : null);
 }
 
 // ---------------------------------------------------------------- incidents
@@ -894,7 +1209,7 @@ async function incidentsView() {
       h("td", { class: "num" }, when(a.receivedAt)),
       h("td", { class: "num ack", title: a.ackedAt ? "from the event's arrival to the last connected proxy's ACK of the freeze" : null },
         ackMs === null ? "—" : duration(ackMs)),
-      h("td", null, a.status === "held" ? decideForm(a) : null));
+      h("td", null, a.status === "held" && can("SentryService", "DecideAction") ? decideForm(a) : null));
   });
   return h("div", { id: "incidents" },
     h("div", { class: "page-head" }, h("h1", null, "Incidents"),
@@ -966,6 +1281,7 @@ async function render() {
     a.classList.toggle("active", nav === view || (nav === "queue" && view === "proposal") || (nav === "sandboxes" && view === "sandbox"));
   }
   document.title = `${view[0].toUpperCase()}${view.slice(1)} · Portcullis`;
+  document.body.dataset.view = view;
   const out = $("view");
   if (!out.firstChild) out.replaceChildren(h("p", { class: "muted" }, "Loading…"));
   let node;

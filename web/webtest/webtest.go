@@ -146,3 +146,33 @@ func Screenshot(t *testing.T, ctx context.Context, dir, name string) {
 	}
 	t.Logf("screenshot: %s", path)
 }
+
+// Widths are the window widths the console is checked at: a laptop's and
+// a desktop monitor's.
+var Widths = []int64{1280, 1920}
+
+// SetWidth resizes the page's viewport to width (height 1000).
+func SetWidth(t *testing.T, ctx context.Context, width int64) {
+	t.Helper()
+	Act(t, ctx, fmt.Sprintf("resize to %d px", width), chromedp.EmulateViewport(width, 1000))
+}
+
+// ScreenshotWidths writes a full-page PNG of the page at each of Widths,
+// as dir/name-WIDTH.png, and leaves the viewport at the first width.
+func ScreenshotWidths(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	for _, w := range Widths {
+		SetWidth(t, ctx, w)
+		Screenshot(t, ctx, dir, fmt.Sprintf("%s-%d.png", name, w))
+	}
+	SetWidth(t, ctx, Widths[0])
+}
+
+// Overflowing returns the selectors' elements (CSS selector sel) whose
+// content is wider than their box: a table cut off at the window's edge
+// behind a scroll bar.
+func Overflowing(t *testing.T, ctx context.Context, sel string) []string {
+	t.Helper()
+	js := fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.scrollWidth + ">" + e.clientWidth)`, sel)
+	return Value(t, ctx, "overflow of "+sel, chromedp.Evaluate[[]string](js))
+}

@@ -27,7 +27,10 @@ type ListAuditRequest struct {
 	// sandbox narrows the list to one sandbox; empty lists every entry.
 	Sandbox string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	// limit caps the entries (the newest); default 100, at most 1000.
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// before_seq, when set, lists only entries older than that seq: the
+	// next page after a page whose oldest entry it is.
+	BeforeSeq     int64 `protobuf:"varint,3,opt,name=before_seq,json=beforeSeq,proto3" json:"before_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -72,6 +75,13 @@ func (x *ListAuditRequest) GetSandbox() string {
 func (x *ListAuditRequest) GetLimit() uint32 {
 	if x != nil {
 		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetBeforeSeq() int64 {
+	if x != nil {
+		return x.BeforeSeq
 	}
 	return 0
 }
@@ -371,10 +381,12 @@ var File_portcullis_v1_audit_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_audit_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/audit.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"B\n" +
+	"\x19portcullis/v1/audit.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"a\n" +
 	"\x10ListAuditRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"H\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"before_seq\x18\x03 \x01(\x03R\tbeforeSeq\"H\n" +
 	"\x11ListAuditResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.portcullis.v1.AuditEntryR\aentries\"\x99\x03\n" +
 	"\n" +

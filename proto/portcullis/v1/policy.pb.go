@@ -42,7 +42,10 @@ type PolicyVersion struct {
 	Unchanged bool `protobuf:"varint,9,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	// warnings are the validator's notes on where OpenShell would read the
 	// document differently (SetPolicy only).
-	Warnings      []*Problem `protobuf:"bytes,10,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []*Problem `protobuf:"bytes,10,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// yaml is the document as YAML, as `policy get -o yaml` prints it
+	// (GetPolicy only).
+	Yaml          string `protobuf:"bytes,11,opt,name=yaml,proto3" json:"yaml,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,6 +148,13 @@ func (x *PolicyVersion) GetWarnings() []*Problem {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *PolicyVersion) GetYaml() string {
+	if x != nil {
+		return x.Yaml
+	}
+	return ""
 }
 
 type SetPolicyRequest struct {
@@ -758,7 +768,7 @@ var File_portcullis_v1_policy_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1aportcullis/v1/policy.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\"\xd2\x03\n" +
+	"\x1aportcullis/v1/policy.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\"\xe6\x03\n" +
 	"\rPolicyVersion\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
@@ -773,7 +783,8 @@ const file_portcullis_v1_policy_proto_rawDesc = "" +
 	"provenance\x12\x1c\n" +
 	"\tunchanged\x18\t \x01(\bR\tunchanged\x122\n" +
 	"\bwarnings\x18\n" +
-	" \x03(\v2\x16.portcullis.v1.ProblemR\bwarnings\x1a=\n" +
+	" \x03(\v2\x16.portcullis.v1.ProblemR\bwarnings\x12\x12\n" +
+	"\x04yaml\x18\v \x01(\tR\x04yaml\x1a=\n" +
 	"\x0fProvenanceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +

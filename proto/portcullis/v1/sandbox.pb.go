@@ -46,8 +46,11 @@ type Sandbox struct {
 	// quarantine froze the sandbox (empty when a person froze it).
 	QuarantineSource  string `protobuf:"bytes,13,opt,name=quarantine_source,json=quarantineSource,proto3" json:"quarantine_source,omitempty"`
 	QuarantineEventId string `protobuf:"bytes,14,opt,name=quarantine_event_id,json=quarantineEventId,proto3" json:"quarantine_event_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// boundary_yaml is the boundary as YAML, in the policy's schema order
+	// (GetSandbox only).
+	BoundaryYaml  string `protobuf:"bytes,15,opt,name=boundary_yaml,json=boundaryYaml,proto3" json:"boundary_yaml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -174,6 +177,13 @@ func (x *Sandbox) GetQuarantineSource() string {
 func (x *Sandbox) GetQuarantineEventId() string {
 	if x != nil {
 		return x.QuarantineEventId
+	}
+	return ""
+}
+
+func (x *Sandbox) GetBoundaryYaml() string {
+	if x != nil {
+		return x.BoundaryYaml
 	}
 	return ""
 }
@@ -1184,7 +1194,7 @@ var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xbc\x04\n" +
+	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xe1\x04\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\rR\x0ecurrentVersion\x12!\n" +
@@ -1202,7 +1212,8 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\tfrozen_by\x18\v \x01(\tR\bfrozenBy\x127\n" +
 	"\tfrozen_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\x12+\n" +
 	"\x11quarantine_source\x18\r \x01(\tR\x10quarantineSource\x12.\n" +
-	"\x13quarantine_event_id\x18\x0e \x01(\tR\x11quarantineEventId\"B\n" +
+	"\x13quarantine_event_id\x18\x0e \x01(\tR\x11quarantineEventId\x12#\n" +
+	"\rboundary_yaml\x18\x0f \x01(\tR\fboundaryYaml\"B\n" +
 	"\x14CreateSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\"\xec\x01\n" +
