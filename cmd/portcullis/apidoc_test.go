@@ -44,12 +44,25 @@ func TestAPIDocExamples(t *testing.T) {
 	g := startGateway(t)
 	admin := gatewaytest.AdminToken
 	g.must(t, admin, "sandbox", "create", "orders", "-f", "../../examples/orders-local.yaml")
+	support := g.json(t, admin, "sandbox", "create", "support", "-f", "../../examples/support.yaml")["token"].(string)
+	// The reader's directory: examples/ and the sandbox's token file.
+	dir := t.TempDir()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "support.token"), []byte(support+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	hostport := strings.TrimPrefix(g.Gateway.URL, "http://")
 	bash := func(block string) string {
 		t.Helper()
 		cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", strings.ReplaceAll(block, "127.0.0.1:7070", hostport))
 		cmd.Env = append(os.Environ(), "PORTCULLIS_TOKEN="+admin)
-		cmd.Dir, _ = filepath.Abs("../..")
+		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%v:\n%s\n%s", err, block, out)
@@ -67,6 +80,20 @@ func TestAPIDocExamples(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(out), &v); err != nil || v.Sandbox != "orders" || v.Version != 1 || len(v.Hash) != 64 || v.Source != "create" {
 			t.Fatalf("the curl example printed %s (%v)", out, err)
+		}
+	})
+
+	t.Run("submit", func(t *testing.T) {
+		out := bash(docBlock(t, doc, "api: submit"))
+		var p struct {
+			Status   string `json:"status"`
+			Sandbox  string `json:"sandbox"`
+			Findings []struct {
+				Kind string `json:"kind"`
+			} `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(out), &p); err != nil || p.Status != "pending" || p.Sandbox != "support" || len(p.Findings) != 1 || p.Findings[0].Kind != "new_mcp_tool" {
+			t.Fatalf("the SubmitProposal example printed %s (%v)", out, err)
 		}
 	})
 
