@@ -5,9 +5,24 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/portcullis ./cmd/portcullis
+# Mount points owned by the nonroot user (65532): a named volume mounted
+# there starts with this owner, so the proxy can write its data dir and the
+# provisioning step its token.
+RUN mkdir -p /out/data /out/secrets
+
+# The binary beside a busybox shell, for one-shot steps that need one
+# (docker-compose.yml's provision service): docker build --target tools .
+FROM gcr.io/distroless/static-debian12:debug-nonroot AS tools
+COPY --from=build /out/portcullis /usr/local/bin/portcullis
+COPY --from=build --chown=65532:65532 --chmod=700 /out/secrets /secrets
+USER nonroot
+WORKDIR /home/nonroot
+ENTRYPOINT ["/busybox/sh", "-c"]
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/portcullis /usr/local/bin/portcullis
+COPY --from=build --chown=65532:65532 --chmod=700 /out/data /data
+COPY --from=build --chown=65532:65532 --chmod=700 /out/secrets /secrets
 USER nonroot
 # The embedded SQLite store (used without PORTCULLIS_DATABASE_URL) lives in
 # ./portcullis-data under the nonroot user's home.

@@ -41,6 +41,12 @@ type DenialRecord struct {
 	// proxy saw, which the proposal pins (repin.go).
 	ReasonCode     string
 	ToolDefinition string
+	// DevAllowLoopback judges the request as a proxy run with
+	// --dev-allow-loopback does, so a denial of a loopback upstream is an
+	// ordinary denial with a proposal. It is set by whoever runs the
+	// advisor (the gateway's and the proxy's dev switch), never read from
+	// a record.
+	DevAllowLoopback bool
 }
 
 // FromDenial builds the proposal that would have allowed exactly the
@@ -121,7 +127,7 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		rule = &policy.L7Rule{Method: strings.ToUpper(rec.HTTPMethod), Path: escapeGlob(rec.Path)}
 	}
 
-	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path}
+	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path, DevAllowLoopback: rec.DevAllowLoopback}
 	if rec.MCPMethod != "" {
 		req.MCP = policy.NamedMCPMessage(rec.MCPMethod, rec.Tool)
 	}

@@ -103,7 +103,8 @@ func repinFromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 			key, policy.EndpointLabel(ep), rec.Tool, rec.ToolDefinition)
 	}
 	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path,
-		MCP: &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool, ToolDefinition: rec.ToolDefinition, Arguments: rec.Arguments}}
+		MCP:              &policy.MCPMessage{Method: rec.MCPMethod, Tool: rec.Tool, ToolDefinition: rec.ToolDefinition, Arguments: rec.Arguments},
+		DevAllowLoopback: rec.DevAllowLoopback}
 	if d := policy.Decide(base, req); d.Allow {
 		return refuse("", RuleNotOffered, "the current policy already allows this call with definition %s (%s)", rec.ToolDefinition, d.Reason)
 	}

@@ -183,7 +183,7 @@ func newProxy(cfg Config) *Proxy {
 	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
 	p.arguments = decision.NewArguments(decision.ArgumentsEntries, decision.ArgumentsBytes, decision.ArgumentsPerEntry)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
-	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log})
+	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
 	p.defs.onChange = cfg.OnToolDefinition
 	return p
 }

@@ -234,7 +234,7 @@ func (s advisorService) ListDenials(ctx context.Context, req *portcullisv1.ListD
 			HttpMethod: d.HTTPMethod, Path: d.Path, McpMethod: d.MCPMethod, Tool: d.Tool, Reason: d.Reason,
 			ReasonCode: d.ReasonCode, ToolDefinition: d.ToolDefinition,
 		}
-		if out.NotOffered, out.Suggestion = suggest(base, d); out.NotOffered == "" && out.Suggestion == nil {
+		if out.NotOffered, out.Suggestion = suggest(base, d, s.cfg.DevAllowLoopback); out.NotOffered == "" && out.Suggestion == nil {
 			out.NotOffered = "no suggestion could be built"
 		}
 		res.Denials = append(res.Denials, out)
@@ -244,14 +244,16 @@ func (s advisorService) ListDenials(ctx context.Context, req *portcullisv1.ListD
 
 // suggest builds the narrowest proposal for a denial, or says why none is
 // offered.
-func suggest(base *policy.Policy, d store.Decision) (string, *structpb.Struct) {
+func suggest(base *policy.Policy, d store.Decision, devAllowLoopback bool) (string, *structpb.Struct) {
 	if d.DenialID == "" {
 		return "the denial has no id", nil
 	}
 	if base == nil {
 		return "the sandbox has no policy yet", nil
 	}
-	prop, err := advisor.FromDenial(base, lifecycle.DenialRecord(d))
+	rec := lifecycle.DenialRecord(d)
+	rec.DevAllowLoopback = devAllowLoopback
+	prop, err := advisor.FromDenial(base, rec)
 	if err != nil {
 		if r, ok := advisor.AsRefusal(err); ok {
 			return r.Reason, nil

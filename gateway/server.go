@@ -70,6 +70,12 @@ type Config struct {
 	// ProposalTTL is how long a proposal stays pending before it expires.
 	// Default 24h.
 	ProposalTTL time.Duration
+	// DevAllowLoopback proves proposals and drafts them from denials as
+	// for proxies run with --dev-allow-loopback, so a demo upstream on
+	// this machine can be proposed for (demos and tests only). Default
+	// false: loopback is always denied, and proposals for it change
+	// nothing.
+	DevAllowLoopback bool
 	// WebhookURL, if set, is called when a proposal needs a human, when
 	// one is decided and when a quarantine is held; each message links to
 	// the console at ExternalURL. AuditWebhookURL, if set, is called when
@@ -251,7 +257,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.auditNotify = notify.New(notify.Config{URL: cfg.AuditWebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
 	s.life = lifecycle.New(lifecycle.Config{
 		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
-		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval,
+		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval, DevAllowLoopback: cfg.DevAllowLoopback,
 		Events: lifecycle.Events{NeedsHuman: s.notify.NeedsHuman, Decided: s.notify.Decided},
 	}, st)
 	s.metrics = newMetrics(s)

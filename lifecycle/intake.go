@@ -83,6 +83,7 @@ func (l *Lifecycle) proofContext(ctx context.Context, sandbox string) (*proofCon
 	if pc.opts, err = proverOptions(sb); err != nil {
 		return nil, err
 	}
+	pc.opts.DevAllowLoopback = l.cfg.DevAllowLoopback
 	return pc, nil
 }
 
@@ -229,6 +230,7 @@ func (l *Lifecycle) proposalOf(ctx context.Context, pc *proofContext, s Submissi
 			"old ones are deleted, and those over the sandbox's decision record rate limit are dropped)", s.DenialID, s.Sandbox)}
 	}
 	rec := DenialRecord(list[0])
+	rec.DevAllowLoopback = l.cfg.DevAllowLoopback
 	if s.Arguments != "" {
 		if err := checkDeniedArguments(list[0], s.Arguments); err != nil {
 			return nil, err

@@ -35,6 +35,11 @@ type Config struct {
 	CheckInterval time.Duration
 	// Events are told what happened, for notifications (optional funcs).
 	Events Events
+	// DevAllowLoopback proves proposals and drafts them from denials as
+	// for proxies run with --dev-allow-loopback: loopback upstreams count
+	// as reachable (demos and tests only; the gateway's
+	// --dev-allow-loopback). Default false: loopback is always denied.
+	DevAllowLoopback bool
 }
 
 // Events are the lifecycle's callbacks; each may be nil. They run on the

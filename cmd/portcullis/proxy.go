@@ -336,7 +336,7 @@ func newDemoCmd(env *environment) *cobra.Command {
 	}
 	mcpCmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address to serve on")
 	mcpCmd.Flags().BoolVar(&stateless, "stateless", false, "serve MCP 2026-07-28 without sessions")
-	cmd.AddCommand(mcpCmd)
+	cmd.AddCommand(mcpCmd, newDemoAgentCmd(env))
 	return cmd
 }
 

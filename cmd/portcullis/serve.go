@@ -93,6 +93,7 @@ func newGatewayCmd(env *environment) *cobra.Command {
 		tlsCert       string
 		tlsKey        string
 		insecure      bool
+		devLoopback   bool
 		metricsListen string
 		webhookURL    string
 		auditWebhook  string
@@ -134,11 +135,17 @@ quarantine or boundary_breach with processing remediate) freezes its
 sandbox, but at most --quarantine-budget sandboxes per five minutes: past
 it, quarantines are held for an operator (portcullis sentry actions,
 portcullis sentry decide). With --sentry-dry-run nothing is frozen; what
-would have been is recorded (status dry_run).`,
+would have been is recorded (status dry_run).
+
+--dev-allow-loopback (demos and tests only) proves proposals and drafts them
+from denials as for proxies run with --dev-allow-loopback: a denied call to
+an MCP server on this machine becomes an ordinary proposal. Without it a
+loopback upstream is always denied, and a proposal for it changes nothing.`,
 		Example: `  portcullis gateway
   PORTCULLIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/portcullis portcullis gateway --listen 0.0.0.0:7070 --tls-cert c.pem --tls-key k.pem
   portcullis gateway --quarantine-budget 3 --sentry-retention 168h
-  portcullis gateway --sentry-dry-run`,
+  portcullis gateway --sentry-dry-run
+  portcullis gateway --dev-allow-loopback    # the README's walk: the demo MCP server on 127.0.0.1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
@@ -178,17 +185,18 @@ would have been is recorded (status dry_run).`,
 				return usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
 			}
 			gw, err := gateway.New(gateway.Config{
-				Listen:          listen,
-				TLSCertFile:     tlsCert,
-				TLSKeyFile:      tlsKey,
-				Insecure:        insecure,
-				MetricsListen:   metricsListen,
-				BootstrapToken:  bootstrap,
-				Logger:          log,
-				WebhookURL:      webhookURL,
-				AuditWebhookURL: auditWebhook,
-				WebhookSecret:   env.getenv(envWebhookSecret),
-				ExternalURL:     externalURL,
+				Listen:           listen,
+				TLSCertFile:      tlsCert,
+				TLSKeyFile:       tlsKey,
+				Insecure:         insecure,
+				MetricsListen:    metricsListen,
+				DevAllowLoopback: devLoopback,
+				BootstrapToken:   bootstrap,
+				Logger:           log,
+				WebhookURL:       webhookURL,
+				AuditWebhookURL:  auditWebhook,
+				WebhookSecret:    env.getenv(envWebhookSecret),
+				ExternalURL:      externalURL,
 
 				DecisionMaxAge:        decisions.maxAge,
 				DecisionMaxPerSandbox: decisions.maxPerSandbox,
@@ -208,6 +216,9 @@ would have been is recorded (status dry_run).`,
 			if err != nil {
 				return usagef("%v", err)
 			}
+			if devLoopback {
+				log.Warn("--dev-allow-loopback: proposals for loopback upstreams are proved as reachable; never use this in production")
+			}
 			token, created, err := gw.Bootstrap(ctx)
 			if err != nil {
 				ln.Close()
@@ -226,6 +237,9 @@ would have been is recorded (status dry_run).`,
 			fmt.Fprintf(env.stdout, "Portcullis gateway listening on %s\n", ln.Addr())
 			fmt.Fprintf(env.stdout, "  store:   %s\n", where)
 			fmt.Fprintf(env.stdout, "  signing key (proxies may pin it with --gateway-key): %s\n", signingKey)
+			if devLoopback {
+				fmt.Fprintf(env.stdout, "  DEV: --dev-allow-loopback: loopback upstreams can be proposed for (never in production)\n")
+			}
 			switch {
 			case created && bootstrap != "":
 				// Never echo a token the operator supplied: it would land
@@ -245,6 +259,7 @@ would have been is recorded (status dry_run).`,
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "TLS private key file (PEM)")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow plaintext on a non-loopback --listen address")
+	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "prove and draft proposals as for proxies run with --dev-allow-loopback (demos and tests only)")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
 	cmd.Flags().StringVar(&webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
 	cmd.Flags().StringVar(&auditWebhook, "audit-webhook-url", "", "call this `URL` whenever the audit head moves: an archive, not a chat channel (signed with env "+envWebhookSecret+")")

@@ -100,6 +100,9 @@ type Config struct {
 	// refuses such requests as the proxy does.
 	Framing func(context.Context) string
 	Logger  *slog.Logger
+	// DevAllowLoopback drafts /v1/denials' suggestions as the proxy run
+	// with --dev-allow-loopback judges: a loopback upstream is reachable.
+	DevAllowLoopback bool
 }
 
 // Server answers the requests for policy.local the proxy hands it.
@@ -108,6 +111,8 @@ type Server struct {
 	state   State
 	framing func(context.Context) string
 	log     *slog.Logger
+	// devLoopback: suggestions judge loopback upstreams reachable.
+	devLoopback bool
 
 	// advisor is the relay to the gateway's AdvisorService (nil in file
 	// mode); mcpHandler the MCP server; origin the check that keeps web
@@ -122,7 +127,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	pl := &Server{sandbox: cfg.Sandbox, state: cfg.State, framing: cfg.Framing, log: cfg.Logger, origin: http.NewCrossOriginProtection()}
+	pl := &Server{sandbox: cfg.Sandbox, state: cfg.State, framing: cfg.Framing, log: cfg.Logger, devLoopback: cfg.DevAllowLoopback, origin: http.NewCrossOriginProtection()}
 	pl.mcpHandler = newMCPHandler(pl)
 	return pl
 }
@@ -421,7 +426,7 @@ func (pl *Server) recentDenials(n int) []localDenial {
 			Reason: rec.Reason, PolicyVersion: rec.PolicyVersion, ReasonCode: rec.ReasonCode, ToolDefinition: rec.ToolDefinition,
 		}
 		args, _ := pl.state.DeniedArguments(rec.DenialID)
-		d.Suggestion, d.NotOffered = suggest(base, rec, args)
+		d.Suggestion, d.NotOffered = suggest(base, rec, args, pl.devLoopback)
 		out = append(out, d)
 	}
 	return out
@@ -430,7 +435,7 @@ func (pl *Server) recentDenials(n int) []localDenial {
 // suggest is advisor.FromDenial for a record (and the denied call's
 // arguments, if the proxy still keeps them): the proposal's JSON, or why
 // none is offered.
-func suggest(base *policy.Policy, rec decision.Record, args []byte) (json.RawMessage, string) {
+func suggest(base *policy.Policy, rec decision.Record, args []byte, devLoopback bool) (json.RawMessage, string) {
 	if base == nil {
 		return nil, "no policy is loaded"
 	}
@@ -438,6 +443,7 @@ func suggest(base *policy.Policy, rec decision.Record, args []byte) (json.RawMes
 		Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod,
 		MCPMethod: rec.MCPMethod, Tool: rec.Tool, Entry: rec.Entry, VersionProbe: rec.VersionProbe,
 		Arguments: args, ReasonCode: rec.ReasonCode, ToolDefinition: rec.ToolDefinition,
+		DevAllowLoopback: devLoopback,
 	}
 	if rec.Path != "" {
 		// Records keep the path as sent; proposals name canonical ones.

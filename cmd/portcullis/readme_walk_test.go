@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/portcullis-dev/portcullis/web/webtest"
+)
+
+// walkMarker introduces a README block the walk test runs:
+// `<!-- walk: NAME -->` on the line before a fenced block.
+var walkMarker = regexp.MustCompile(`^<!-- walk: ([a-z-]+) -->$`)
+
+// readmeWalk returns README.md's blocks marked for the walk, by name, in
+// the order they appear.
+func readmeWalk(t *testing.T, path string) (names []string, blocks map[string]string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks = map[string]string{}
+	lines := strings.Split(string(data), "\n")
+	for i := 0; i < len(lines); i++ {
+		m := walkMarker.FindStringSubmatch(strings.TrimSpace(lines[i]))
+		if m == nil {
+			continue
+		}
+		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
+			t.Fatalf("README.md:%d: %s is not followed by a fenced block", i+1, m[0])
+		}
+		var body []string
+		j := i + 2
+		for ; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
+			body = append(body, lines[j])
+		}
+		if j == len(lines) {
+			t.Fatalf("README.md:%d: the block of %s never ends", i+1, m[0])
+		}
+		if _, dup := blocks[m[1]]; dup {
+			t.Fatalf("README.md: two blocks marked %q", m[1])
+		}
+		names = append(names, m[1])
+		blocks[m[1]] = strings.Join(body, "\n") + "\n"
+		i = j
+	}
+	return names, blocks
+}
+
+// The walk's fixed addresses, as the README writes them.
+const (
+	walkGateway = "127.0.0.1:7070"
+	walkProxy   = "127.0.0.1:3128"
+	walkMCP     = "127.0.0.1:8081"
+)
+
+// TestReadmeWalk runs the README's loop — agent denied, proposal through
+// policy.local holding no token, approval in the console, call allowed —
+// with the commands exactly as README.md writes them, extracted from its
+// blocks marked `<!-- walk: NAME -->`, against the real binary on PATH.
+// Two things stand in for the reader: the binary is built by the test
+// (the install block's `go install` would write to GOPATH/bin), and the
+// line `export PORTCULLIS_TOKEN=pcs_…` is replaced by the one the gateway
+// printed, as the reader pastes it. The gateway block runs as its own
+// process (the first terminal); the other blocks are fed, in order, to one
+// bash (the second terminal), whose background jobs live on between
+// blocks. The operator approves in headless Chromium, as the prose says.
+// The addresses are the README's (7070, 3128, 8081): the test fails, not
+// skips, when one is taken.
+func TestReadmeWalk(t *testing.T) {
+	browser := webtest.Browser(t)
+	shots := webtest.ScreenshotDir(t)
+	for _, addr := range []string{walkGateway, walkProxy, walkMCP} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("the README's walk needs %s free: %v", addr, err)
+		}
+		ln.Close()
+	}
+	names, blocks := readmeWalk(t, "../../README.md")
+	want := []string{"install", "gateway", "setup", "denied", "propose", "allowed"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("README.md's walk blocks are %q, want %q", names, want)
+	}
+	if !strings.Contains(blocks["install"], "go install ./cmd/portcullis") {
+		t.Fatalf("the install block does not build the binary: %q", blocks["install"])
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+
+	// The reader's directory: the repository's root, as far as the walk
+	// reads it (examples/), without the state it writes there.
+	dir := t.TempDir()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "PATH" || strings.HasPrefix(k, "PORTCULLIS_") || strings.EqualFold(k, "http_proxy") ||
+			strings.EqualFold(k, "https_proxy") || strings.EqualFold(k, "all_proxy") || strings.EqualFold(k, "no_proxy") {
+			continue
+		}
+		env = append(env, kv)
+	}
+
+	// The first terminal: the gateway.
+	gwLine := commandLines(blocks["gateway"])
+	if len(gwLine) != 1 {
+		t.Fatalf("the gateway block holds %d commands, want 1: %q", len(gwLine), blocks["gateway"])
+	}
+	gw := startShell(t, dir, env, gwLine[0])
+	export := gw.waitLine(t, "the gateway's token line", 60*time.Second, func(l string) bool { return strings.HasPrefix(l, "  export PORTCULLIS_TOKEN=pcs_") })
+	gw.waitLine(t, "the gateway's console line", 10*time.Second, func(l string) bool { return l == "  console: http://"+walkGateway+"/" })
+	token := strings.TrimPrefix(export, "  export PORTCULLIS_TOKEN=")
+
+	// The second terminal.
+	sh := startShell(t, dir, env, "")
+	const placeholder = "export PORTCULLIS_TOKEN=pcs_…"
+	setup := blocks["setup"]
+	if !strings.Contains(setup, placeholder) {
+		t.Fatalf("the setup block no longer pastes the token (%q): %q", placeholder, setup)
+	}
+	setup = regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(placeholder)+`.*$`).ReplaceAllLiteralString(setup, strings.TrimSpace(export))
+	sh.run(t, "setup", setup)
+	// The reader waits for the proxy's banner; the test for what it means:
+	// the proxy answers policy.local with the sandbox's first version.
+	agent := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: walkProxy})}, Timeout: 5 * time.Second}
+	if err := pollUntil(60*time.Second, func() bool {
+		res, err := agent.Get("http://policy.local/v1/policy")
+		if err != nil {
+			return false
+		}
+		var v struct {
+			Version json.Number `json:"version"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&v)
+		res.Body.Close()
+		return err == nil && res.StatusCode == http.StatusOK && v.Version == "1"
+	}); err != nil {
+		t.Fatalf("the proxy did not apply version 1: %v\nterminal 2:\n%s\n%s", err, sh.out.String(), sh.errOut.String())
+	}
+
+	out := sh.run(t, "denied", blocks["denied"])
+	if n := strings.Count(out, `\"status\":\"shipped\"`); n != 1 {
+		t.Errorf("denied block: %d calls answered shipped, want 1 (lookup_order A-1042):\n%s", n, out)
+	}
+	if n := strings.Count(out, `"code":-32001`); n != 2 {
+		t.Errorf("denied block: %d calls denied, want 2 (refund_order; lookup_order A-10420):\n%s", n, out)
+	}
+	if !strings.Contains(out, "deny_rules[0]") || !strings.Contains(out, "does not match pattern") {
+		t.Errorf("denied block: the denials do not say why:\n%s", out)
+	}
+
+	out = sh.run(t, "propose", blocks["propose"])
+	values := jsonValues(t, out)
+	if len(values) != 2 {
+		t.Fatalf("propose block printed %d JSON values, want 2 (the suggestion, the proposal):\n%s", len(values), out)
+	}
+	if s := string(values[0]); !strings.Contains(s, `"const"`) || !strings.Contains(s, `"A-10420"`) {
+		t.Errorf("the suggestion does not admit exactly the denied arguments:\n%s", s)
+	}
+	var filed struct {
+		ID       json.Number `json:"id"`
+		Status   string      `json:"status"`
+		Findings []struct {
+			Kind string `json:"kind"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal(values[1], &filed); err != nil {
+		// The id is a JSON number or, from an older gateway, a string.
+		var loose struct {
+			ID       string `json:"id"`
+			Status   string `json:"status"`
+			Findings []struct {
+				Kind string `json:"kind"`
+			} `json:"findings"`
+		}
+		if err2 := json.Unmarshal(values[1], &loose); err2 != nil {
+			t.Fatalf("the proposal %s: %v", values[1], err)
+		}
+		filed.ID, filed.Status, filed.Findings = json.Number(loose.ID), loose.Status, loose.Findings
+	}
+	if filed.Status != "pending" || filed.ID == "" || len(filed.Findings) != 1 || filed.Findings[0].Kind != "arguments_widened" {
+		t.Fatalf("the proposal: %s, want pending with one arguments_widened finding", values[1])
+	}
+
+	// The operator, in the console, as the README's prose says: sign in
+	// with the admin token, open the proposal from the queue, approve with
+	// a reason; the page follows the version to the proxy.
+	base := "http://" + walkGateway
+	webtest.SignIn(t, browser, base, token)
+	row := fmt.Sprintf(`#queue tr[data-id="%s"]`, filed.ID)
+	webtest.Act(t, browser, "open the queue", chromedp.WaitVisible(chromedp.CSS(row)))
+	webtest.Screenshot(t, browser, shots, "walk-queue.png")
+	webtest.Act(t, browser, "open the proposal",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`%s a[href="#/proposal/%s"]`, row, filed.ID))), chromedp.WaitVisible(chromedp.ID("proposal-title")))
+	if f := webtest.TextOf(t, browser, "#findings"); !strings.Contains(f, "A-10420") {
+		t.Errorf("the proposal page's findings do not show the call: %q", f)
+	}
+	webtest.Act(t, browser, "approve",
+		chromedp.SendKeys(chromedp.ID("reason"), "order ids have five digits since May"), chromedp.Click(chromedp.ID("approve")))
+	line := webtest.Value(t, browser, "the enforcement line", chromedp.Poll[string](
+		`(document.querySelector("#enforcement-line.notice.ok")?.textContent || "")`))
+	if !strings.HasPrefix(line, "applied as v2 — enforced by 1 of 1 prox") {
+		t.Errorf("the enforcement line says %q", line)
+	}
+	webtest.Screenshot(t, browser, shots, "walk-approved.png")
+
+	out = sh.run(t, "allowed", blocks["allowed"])
+	if n := strings.Count(out, `\"order_id\":\"A-10420\",\"status\":\"shipped\"`); n != 1 {
+		t.Errorf("allowed block: lookup_order A-10420 was not answered by the server after the approval:\n%s", out)
+	}
+	if n := strings.Count(out, `"code":-32001`); n != 1 || !strings.Contains(out, "A-10421") {
+		t.Errorf("allowed block: lookup_order A-10421 was not denied (%d denials):\n%s", n, out)
+	}
+	if strings.Contains(sh.errOut.String(), "command not found") {
+		t.Errorf("terminal 2's stderr:\n%s", sh.errOut.String())
+	}
+}
+
+// commandLines returns a block's commands without comments and blank
+// lines (for one-line blocks).
+func commandLines(block string) []string {
+	var out []string
+	for _, l := range strings.Split(block, "\n") {
+		if i := strings.Index(l, " #"); i >= 0 {
+			l = l[:i]
+		}
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// jsonValues decodes the JSON values s holds one after the other.
+func jsonValues(t *testing.T, s string) []json.RawMessage {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	var out []json.RawMessage
+	for {
+		var v json.RawMessage
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("not JSON values: %v\n%s", err, s)
+		}
+		out = append(out, v)
+	}
+}
+
+// shell is a bash in its own process group: a terminal of the walk.
+type shell struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *lockedBuffer
+	errOut *lockedBuffer
+	lines  chan string // stdout, line by line
+	done   chan error
+	n      int
+}
+
+// startShell starts bash in dir with env: running script if it is not
+// empty, else reading commands from run.
+func startShell(t *testing.T, dir string, env []string, script string) *shell {
+	t.Helper()
+	args := []string{"--noprofile", "--norc", "-e"}
+	if script != "" {
+		args = append(args, "-c", script)
+	}
+	cmd := exec.Command("bash", args...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s := &shell{cmd: cmd, out: new(lockedBuffer), errOut: new(lockedBuffer), lines: make(chan string, 1024), done: make(chan error, 1)}
+	cmd.Stderr = s.errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if script == "" {
+		if s.stdin, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64*1024), 4<<20)
+		for sc.Scan() {
+			s.out.Write([]byte(sc.Text() + "\n"))
+			select {
+			case s.lines <- sc.Text():
+			default: // nobody is waiting for lines now; out keeps them
+			}
+		}
+		s.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		// The terminal and every job it started in the background.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-s.done
+		}
+	})
+	return s
+}
+
+// waitLine waits for a stdout line for which ok holds, and returns it.
+func (s *shell) waitLine(t *testing.T, what string, d time.Duration, ok func(string) bool) string {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case l := <-s.lines:
+			if ok(l) {
+				return l
+			}
+		case err := <-s.done:
+			t.Fatalf("%s: the terminal ended (%v)\nstdout:\n%s\nstderr:\n%s", what, err, s.out.String(), s.errOut.String())
+		case <-deadline:
+			t.Fatalf("%s: not within %v\nstdout:\n%s\nstderr:\n%s", what, d, s.out.String(), s.errOut.String())
+		}
+	}
+}
+
+// run feeds block to the shell and returns what it printed on stdout
+// until the block finished.
+func (s *shell) run(t *testing.T, name, block string) string {
+	t.Helper()
+	s.n++
+	marker := fmt.Sprintf("__walk_block_%d_done__", s.n)
+	var got bytes.Buffer
+	// Drain lines of background jobs printed since the last block.
+	for drained := false; !drained; {
+		select {
+		case l := <-s.lines:
+			got.WriteString(l + "\n")
+		default:
+			drained = true
+		}
+	}
+	got.Reset()
+	if _, err := io.WriteString(s.stdin, block+"\necho "+marker+"\n"); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	s.waitLine(t, "block "+name, 60*time.Second, func(l string) bool {
+		if l == marker {
+			return true
+		}
+		got.WriteString(l + "\n")
+		return false
+	})
+	t.Logf("block %s printed:\n%s", name, got.String())
+	return got.String()
+}
