@@ -40,7 +40,7 @@ type httpServer struct {
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
-	draining atomic.Bool // set under mu
+	draining atomic.Bool    // set under mu
 	served   sync.WaitGroup // connections being served, not hijacked
 }
 
