@@ -242,10 +242,10 @@ func (c *serverConn) readFields(h http.Header, fields string, lines int) error {
 		if !ok || !httpguts.ValidHeaderFieldName(name) {
 			return badRequest("malformed MIME header line")
 		}
-		value = textproto.TrimString(value)
 		if !httpguts.ValidHeaderFieldValue(value) {
-			return badRequest("invalid header field value")
+			return badRequest("invalid header field value") // a CR inside it too
 		}
+		value = textproto.TrimString(value)
 		name = canonicalName(name)
 		values = append(values, value)
 		if vv, ok := h[name]; ok {
@@ -437,9 +437,6 @@ func (b *requestBody) Read(p []byte) (int, error) {
 
 // Close leaves what is unread for the server to discard or to close on.
 func (b *requestBody) Close() error { return nil }
-
-// remaining reports whether bytes of the body are still unread.
-func (b *requestBody) remaining() bool { return !b.eof && b.err == nil }
 
 // readTrailer reads the lines after a chunked body's last chunk up to the
 // blank line, checking them as header lines are checked. Go's server

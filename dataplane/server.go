@@ -301,16 +301,18 @@ func (c *serverConn) serveOne() bool {
 // the next request; false when the rest is too long (or unreadable) and
 // the connection must close instead.
 func (c *serverConn) discardBody(r *http.Request) bool {
-	if r.ContentLength == 0 || !c.body.remaining() {
+	switch {
+	case r.ContentLength == 0 || c.body.eof:
 		return true
-	}
-	if c.body.continueFirst {
+	case c.body.err != nil:
+		return false // where the body ends is not known
+	case c.body.continueFirst:
 		return false // the client waits to be asked for its body: never ask
 	}
 	c.conn.SetReadDeadline(time.Now().Add(readHeaderTimeout))
 	defer c.conn.SetReadDeadline(time.Time{})
 	n, err := io.CopyN(io.Discard, &c.body, maxDiscard+1)
-	return n <= maxDiscard && (err == nil || err == io.EOF) && !c.body.remaining()
+	return n <= maxDiscard && err == io.EOF && c.body.eof
 }
 
 // watch runs when a request has been served for watchAfter: from then on
