@@ -24,7 +24,7 @@
 //     Run(ctx, ln) serves and owns every goroutine it starts, returning
 //     once all have ended. Test seams are Config fields (Resolve, Caller,
 //     Now, Gateway.Refuse), never build tags or environment variables.
-//   - proxy.go: the HTTP forward proxy — serving, destination checks on
+//   - proxy.go: the HTTP forward proxy — destination checks on
 //     the address actually dialled, judging each request, denials. A
 //     CONNECT or absolute-URI host that is neither an IP literal nor a
 //     host name (policy.ValidHostName: a '*', NUL, '%', space …) is
@@ -53,12 +53,17 @@
 //     stream event by event, a GET stream's replays included) cut to the
 //     tools the policy in force would let the agent call; a result that
 //     cannot be read strictly is answered with an error instead.
-//   - framing.go: what Go's HTTP server would quietly normalise or accept
-//     (Content-Length with Transfer-Encoding, a Host header differing from
-//     the request URI, header lines ending in a bare LF, folded header
-//     lines, header bytes that are not UTF-8, HTTP versions other than 1.0
-//     and 1.1), found on every request of a connection by framing it as
-//     Go's server does.
+//   - server.go and httpread.go: the proxy's own HTTP/1.x server for its
+//     clients (the listener's connections and intercepted tunnels'): one
+//     strict reading of each request decides both what is judged and
+//     where the next request starts. What Go's server refuses is refused
+//     the same way (FuzzRequestReader compares the two readers); what Go
+//     would quietly normalise or accept (Content-Length with
+//     Transfer-Encoding, a Host header differing from the request URI,
+//     lines ending in a bare LF, folded header lines, header bytes that
+//     are not UTF-8, HTTP versions other than 1.0 and 1.1) marks the
+//     connection: its requests are denied naming the problem, and it
+//     closes.
 //   - ratelimit.go: rate_limit — after an allow, each tools/call takes a
 //     token from its rule's bucket (all or nothing for a batch); too few
 //     tokens is a 429 with retry_after_seconds, recorded as rate_limited.

@@ -14,7 +14,7 @@ import (
 )
 
 // framingPolicy lets every method through to api.example.com (plain) and
-// orders.example.com (TLS, inspected), so only the framing guard can deny.
+// orders.example.com (TLS, inspected), so only the request reader's marks can deny.
 const framingPolicy = `
 version: 1
 network_policies:

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -22,7 +21,6 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 	if err != nil {
 		return
 	}
-	detachGuard(conn) // the tunnel's requests have a guard of their own
 	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		conn.Close()
 		return
@@ -75,10 +73,10 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 		}
 		p.handleHTTP(w, ir, scheme, t, addr)
 	})
-	// The tunnel's requests are judged as the CONNECT's client.
-	srv := p.newServer(tunnelHandler, func(net.Conn) *client { return cl })
-	defer p.hijacked.add(srv)()
-	srv.Serve(guardListener{newOneConnListener(inner)})
+	// The tunnel's requests are judged as the CONNECT's client, read by a
+	// server of their own on this goroutine.
+	defer p.hijacked.add(inner)()
+	newHTTPServer(tunnelHandler, nil, p.log).serveInner(inner, cl)
 }
 
 // bufferedConn is a connection whose first bytes were already read into r.
@@ -88,47 +86,3 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
-
-// oneConnListener hands one connection to an http.Server and ends when
-// that connection closes.
-type oneConnListener struct {
-	conn   chan net.Conn
-	closed chan struct{}
-	addr   net.Addr
-	once   sync.Once
-}
-
-func newOneConnListener(c net.Conn) *oneConnListener {
-	l := &oneConnListener{conn: make(chan net.Conn, 1), closed: make(chan struct{}), addr: c.LocalAddr()}
-	l.conn <- &notifyConn{Conn: c, onClose: l.Close}
-	return l
-}
-
-func (l *oneConnListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conn:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *oneConnListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *oneConnListener) Addr() net.Addr { return l.addr }
-
-// notifyConn calls onClose when the connection closes.
-type notifyConn struct {
-	net.Conn
-	onClose func() error
-	once    sync.Once
-}
-
-func (c *notifyConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.onClose() })
-	return err
-}

@@ -37,7 +37,7 @@ func TestLimitListener(t *testing.T) {
 		t.Fatal("a second connection was admitted while the first is open")
 	default:
 	}
-	closeWrite(newFramingGuard(first))
+	closeWrite(first)
 	if _, err := first.(*limitedConn).Conn.(*net.TCPConn).Write([]byte("x")); err == nil {
 		t.Fatal("closeWrite did not reach the TCP connection through the wrappers")
 	}

@@ -244,28 +244,9 @@ func (p *Proxy) CACertPEM() []byte {
 // (the sandbox's, delivered by the gateway).
 func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
-// newServer is an http.Server of the proxy's client side, for the
-// listener and for every intercepted tunnel alike: the same header and
-// idle limits, server errors to the proxy's log, and each connection
-// carrying its framing guard and the client (clientFor) whose binary
-// policy judges.
-func (p *Proxy) newServer(h http.Handler, clientFor func(net.Conn) *client) *http.Server {
-	return &http.Server{
-		Handler:           guarded(h),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			ctx = context.WithValue(ctx, guardKey{}, c)
-			return context.WithValue(ctx, clientKey{}, clientFor(c))
-		},
-	}
-}
-
 // serve serves proxy clients on ln until ctx ends (Agent.Run).
 func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
-	srv := p.newServer(p, func(c net.Conn) *client { return &client{conn: c, identify: p.cfg.Caller} })
+	srv := newHTTPServer(p, func(c net.Conn) *client { return &client{conn: c, identify: p.cfg.Caller} }, p.log)
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
 	background.Go(func() { p.decisions.Write(bgCtx) })
@@ -274,8 +255,9 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 		stopBackground()
 		background.Wait()
 	}()
+	limited := newLimitListener(ln, p.cfg.MaxConnections)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(guardListener{newLimitListener(ln, p.cfg.MaxConnections)}) }()
+	go func() { errc <- srv.serve(limited) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -283,10 +265,8 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		srv.Close()
-	}
-	<-errc // the server's accept loop has returned
+	srv.shutdown(shutdownCtx, limited)
+	<-errc // the accept loop has returned
 	p.hijacked.closeAll()
 	p.upstreams.reset()
 	return nil
@@ -331,9 +311,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodConnect:
 		p.handleConnect(w, r)
 	case r.URL.IsAbs() && r.URL.Scheme == "http":
-		// Go sets r.Host from the URI; a Host header naming another
-		// authority is caught on the raw bytes (framingGuard). What is
-		// judged and forwarded is the URI's authority.
+		// r.Host is the URI's authority; a Host header naming another
+		// marks the connection (httpread.go). What is judged and
+		// forwarded is the URI's authority.
 		t, err := parseTarget(r.URL.Host, "80")
 		if err != nil {
 			p.refuse(w, r, dest{host: r.URL.Hostname()}, err.Error())

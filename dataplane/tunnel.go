@@ -33,7 +33,6 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		upstream.Close()
 		return
 	}
-	detachGuard(conn) // tunnel bytes are not this server's HTTP
 	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		conn.Close()
 		upstream.Close()

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,9 +11,13 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The upstream client. Judged requests go to the checked address over
@@ -166,12 +169,7 @@ func (p *upstreamPool) roundTrip(ctx context.Context, req *http.Request, body []
 		if err != nil {
 			return nil, err
 		}
-		if body != nil {
-			// A bytes.Reader, which Request.Write knows to write with the
-			// head in one system call.
-			req.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		res, err := c.exchange(ctx, req)
+		res, err := c.exchange(ctx, req, body)
 		if err == nil {
 			return res, nil
 		}
@@ -299,7 +297,7 @@ func (p *upstreamPool) close() {
 
 // exchange writes req and reads its response. Cancelling ctx closes the
 // connection, which ends a blocked write or read.
-func (c *upstreamConn) exchange(ctx context.Context, req *http.Request) (res *http.Response, err error) {
+func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []byte) (res *http.Response, err error) {
 	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -309,7 +307,7 @@ func (c *upstreamConn) exchange(ctx context.Context, req *http.Request) (res *ht
 		}
 		return nil, err
 	}
-	werr := req.Write(c.bw)
+	werr := writeRequest(c.bw, req, body)
 	if werr == nil {
 		werr = c.bw.Flush()
 	}
@@ -341,6 +339,84 @@ func (c *upstreamConn) exchange(ctx context.Context, req *http.Request) (res *ht
 	}
 	res.Body = &upstreamBody{c: c, body: res.Body, stop: stop, reuse: werr == nil && !res.Close}
 	return res, nil
+}
+
+// writeRequest writes req as HTTP/1.1 to bw: its request line (the URL's
+// escaped path and query), Host, its header fields, and its body — body
+// when the proxy holds all of it, else req.Body streamed (ContentLength
+// bytes, or chunked when the length is unknown). The fields that frame a
+// message (Content-Length, Transfer-Encoding, Trailer) and Host are the
+// proxy's own, never copied; nothing else is added (no User-Agent).
+func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
+	bw.WriteString(req.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(req.URL.EscapedPath())
+	if req.URL.RawQuery != "" {
+		bw.WriteByte('?')
+		bw.WriteString(req.URL.RawQuery)
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	for k, vv := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			writeFieldValue(bw, v)
+			bw.WriteString("\r\n")
+		}
+	}
+	length := req.ContentLength
+	streamed := body == nil && req.Body != nil && req.Body != http.NoBody && length != 0
+	if body != nil {
+		length = int64(len(body))
+	}
+	var num [20]byte
+	switch {
+	case streamed && length < 0:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case length > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch:
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(num[:0], max(length, 0), 10))
+		bw.WriteString("\r\n")
+	}
+	if _, err := bw.WriteString("\r\n"); err != nil {
+		return err
+	}
+	switch {
+	case body != nil:
+		_, err := bw.Write(body)
+		return err
+	case !streamed:
+		return nil
+	case length < 0:
+		cw := httputil.NewChunkedWriter(bw)
+		if _, err := io.Copy(cw, req.Body); err != nil {
+			return err
+		}
+		if err := cw.Close(); err != nil {
+			return err
+		}
+		_, err := bw.WriteString("\r\n")
+		return err
+	default:
+		n, err := io.CopyN(bw, req.Body, length)
+		if err == io.EOF && n < length {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
 }
 
 // bodyErr wraps a streamed request body to remember an error reading it,

@@ -95,7 +95,7 @@ type Config struct {
 	Sandbox string
 	// State is the proxy's policy and decision ring.
 	State State
-	// Framing returns what the proxy's framing guard found wrong with the
+	// Framing returns what the proxy's request reader found wrong with the
 	// connection of a request's context ("" if nothing): policy.local
 	// refuses such requests as the proxy does.
 	Framing func(context.Context) string
