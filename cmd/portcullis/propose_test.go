@@ -68,7 +68,7 @@ func TestPropose(t *testing.T) {
 			"status:", "pending", "base version:", "1 (sha256 " + short(base["hash"]) + ")",
 			"resulting hash:", p["resulting_hash"].(string),
 			"findings (2):",
-			"new_mcp_tool [credentialed]  entry orders endpoint demo-mcp:8081/mcp rule rules[4]",
+			"new_mcp_tool [credentialed]  entry orders endpoint demo-mcp:8081/mcp rule rules[5]", // appended after the five of version 1
 			"tools/call track_shipment was not allowed",
 			"request: any binary → demo-mcp:8081 POST /mcp mcp tools/call track_shipment\n",
 			"new_reach  entry shipping endpoint ship.example.com:443",
