@@ -48,14 +48,34 @@ const (
 // RefusalError is why a proposal (or one of its operations) is refused.
 // The gateway maps it to InvalidArgument with Op, Field and Rule as
 // details.
+//
+// Apply and Evaluate check every operation and every rule of a proposal
+// before answering, so one answer names every narrowness violation: the
+// first is the error itself, the others are in Also, in the order of the
+// proposal (each with its own field path). A sandbox fixes them all in
+// one try.
 type RefusalError struct {
 	Op     int    // index in operations; -1 for the proposal as a whole
 	Field  string // field path, e.g. operations[1].add_allow_rules.rules[0].allow.tool
 	Rule   string // one of the Rule… constants
 	Reason string // human-readable
+	// Also lists the other violations found in the same proposal, in
+	// order (their own Also is empty).
+	Also []*RefusalError
 }
 
 func (e *RefusalError) Error() string {
+	if len(e.Also) == 0 {
+		return e.one()
+	}
+	parts := make([]string, 0, len(e.Also)+1)
+	for _, r := range e.All() {
+		parts = append(parts, r.one())
+	}
+	return fmt.Sprintf("%d refusals: %s", len(parts), strings.Join(parts, "; "))
+}
+
+func (e *RefusalError) one() string {
 	where := e.Field
 	if where == "" && e.Op >= 0 {
 		where = indexPath("operations", e.Op)
@@ -66,6 +86,46 @@ func (e *RefusalError) Error() string {
 	return fmt.Sprintf("%s: refused (%s): %s", where, e.Rule, e.Reason)
 }
 
+// All returns e and the refusals in e.Also, in order, each without Also.
+func (e *RefusalError) All() []*RefusalError {
+	first := *e
+	first.Also = nil
+	return append([]*RefusalError{&first}, e.Also...)
+}
+
+// refusals gathers the violations of one proposal.
+type refusals struct{ list []*RefusalError }
+
+// add records err when it is a refusal (with its own Also flattened) and
+// returns any other error.
+func (rs *refusals) add(err error) error {
+	if err == nil {
+		return nil
+	}
+	r, ok := AsRefusal(err)
+	if !ok {
+		return err
+	}
+	for _, x := range r.All() {
+		if !slices.ContainsFunc(rs.list, func(y *RefusalError) bool {
+			return x.Op == y.Op && x.Field == y.Field && x.Rule == y.Rule && x.Reason == y.Reason
+		}) {
+			rs.list = append(rs.list, x)
+		}
+	}
+	return nil
+}
+
+// err returns the gathered refusals as one *RefusalError, nil for none.
+func (rs *refusals) err() error {
+	if len(rs.list) == 0 {
+		return nil
+	}
+	first := *rs.list[0]
+	first.Also = rs.list[1:]
+	return &first
+}
+
 // AsRefusal returns err as a *RefusalError, if it is one.
 func AsRefusal(err error) (*RefusalError, bool) {
 	var r *RefusalError
@@ -73,17 +133,31 @@ func AsRefusal(err error) (*RefusalError, bool) {
 	return r, ok
 }
 
-type refuser struct{ op int }
+// refuser checks one operation. A check that cannot go on (no such
+// target) returns its refusal; checks of independent parts (each
+// endpoint, each rule) record theirs in found and go on, so that one
+// answer names them all.
+type refuser struct {
+	op    int
+	found *refusals
+}
 
 func (r refuser) at(field, rule, format string, args ...any) *RefusalError {
 	return &RefusalError{Op: r.op, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
 }
 
+// keep records err (a refusal of one independent part) and returns any
+// error that is not a refusal.
+func (r refuser) keep(err error) error {
+	return r.found.add(err)
+}
+
 // Apply applies p's operations to base, checking each against the
-// narrowness allow-list of DESIGN.md ("Proposal files"). The first
-// refusal is returned as a *RefusalError naming the operation, the field
-// and the rule. The result is in canonical form and validates. Apply does
-// not prove; see Evaluate for the "changes nothing" check.
+// narrowness allow-list of DESIGN.md ("Proposal files"). Refusals are
+// returned as one *RefusalError naming the operation, the field and the
+// rule of the first, and every other in its Also. The result is in
+// canonical form and validates. Apply does not prove; see Evaluate for
+// the "changes nothing" check.
 func Apply(base *policy.Policy, p *Proposal) (*policy.Policy, error) {
 	_, result, err := applySteps(base, p)
 	return result, err
@@ -103,12 +177,14 @@ func applySteps(base *policy.Policy, p *Proposal) ([]*policy.Policy, *policy.Pol
 		cur = &policy.Policy{Version: 1}
 	}
 	steps := make([]*policy.Policy, 0, len(p.Operations))
+	var found refusals
 	for i, op := range p.Operations {
 		next := cur.Clone()
 		if next.NetworkPolicies == nil {
 			next.NetworkPolicies = map[string]*policy.NetworkPolicy{}
 		}
-		r := refuser{op: i}
+		before := len(found.list)
+		r := refuser{op: i, found: &found}
 		fp := keyPath(indexPath("operations", i), op.Kind())
 		var err error
 		switch {
@@ -125,8 +201,22 @@ func applySteps(base *policy.Policy, p *Proposal) ([]*policy.Policy, *policy.Pol
 		default:
 			err = r.at(indexPath("operations", i), RuleInvalidPolicy, "must hold exactly one of add_rule, add_allow_rules, add_binary, add_deny_rules, repin")
 		}
-		if err != nil {
+		stopped := err != nil
+		if err := found.add(err); err != nil {
 			return nil, nil, err
+		}
+		switch {
+		case len(found.list) > before && !stopped:
+			// Refused in parts but applied: later operations may
+			// name what it added (an add_rule's entry), so they are
+			// checked against it. The result is never returned.
+			cur = next.Canonical()
+			continue
+		case len(found.list) > 0:
+			// This operation or an earlier one is refused: the
+			// resulting policy is not returned, and its validity
+			// would only repeat the refusals.
+			continue
 		}
 		next = next.Canonical()
 		if _, verr := policy.Validate(next); verr != nil {
@@ -134,6 +224,9 @@ func applySteps(base *policy.Policy, p *Proposal) ([]*policy.Policy, *policy.Pol
 		}
 		steps = append(steps, next)
 		cur = next
+	}
+	if err := found.err(); err != nil {
+		return nil, nil, err
 	}
 	// The result must survive its own encoding: what is stored is what
 	// was checked.
@@ -182,25 +275,29 @@ func (r refuser) addRule(pol *policy.Policy, fp string, op *AddRule) error {
 		return r.at(keyPath(rp, "name"), RuleInvalidPolicy, "must be omitted or equal to %q", op.Name)
 	}
 	bp := keyPath(rp, "binaries")
+	var bins []policy.Binary
 	if len(entry.Binaries) != 1 {
-		return r.at(bp, RuleBinary, "a new entry names exactly one binary (an empty list means any binary), not %d", len(entry.Binaries))
-	}
-	if err := r.binaryPath(keyPath(indexPath(bp, 0), "path"), entry.Binaries[0].Path); err != nil {
-		return err
+		r.keep(r.at(bp, RuleBinary, "a new entry names exactly one binary (an empty list means any binary), not %d", len(entry.Binaries)))
+	} else {
+		r.keep(r.binaryPath(keyPath(indexPath(bp, 0), "path"), entry.Binaries[0].Path))
+		bins = []policy.Binary{{Path: entry.Binaries[0].Path}}
 	}
 	ep := keyPath(rp, "endpoints")
 	switch {
 	case len(entry.Endpoints) == 0:
-		return r.at(ep, RuleInvalidPolicy, "a new entry needs at least one endpoint")
+		r.keep(r.at(ep, RuleInvalidPolicy, "a new entry needs at least one endpoint"))
 	case len(entry.Endpoints) > MaxEndpointsPerEntry:
-		return r.at(ep, RuleInvalidPolicy, "has %d endpoints; the limit is %d", len(entry.Endpoints), MaxEndpointsPerEntry)
-	}
-	for i, e := range entry.Endpoints {
-		if err := r.newEndpoint(indexPath(ep, i), e); err != nil {
-			return err
+		r.keep(r.at(ep, RuleInvalidPolicy, "has %d endpoints; the limit is %d", len(entry.Endpoints), MaxEndpointsPerEntry))
+	default:
+		for i, e := range entry.Endpoints {
+			if err := r.keep(r.newEndpoint(indexPath(ep, i), e)); err != nil {
+				return err
+			}
 		}
 	}
-	c := policy.NetworkPolicy{Name: op.Name, Endpoints: entry.Endpoints, Binaries: []policy.Binary{{Path: entry.Binaries[0].Path}}}
+	// Added even when refused in parts, so that later operations naming
+	// the entry are checked too; a refused proposal's result is dropped.
+	c := policy.NetworkPolicy{Name: op.Name, Endpoints: entry.Endpoints, Binaries: bins}
 	pol.NetworkPolicies[op.Name] = clonePolicyEntry(&c)
 	return nil
 }
@@ -232,28 +329,24 @@ func (r refuser) newEndpoint(fp string, e *policy.Endpoint) error {
 	if e == nil {
 		return r.at(fp, RuleInvalidPolicy, "must be an endpoint mapping")
 	}
-	if err := r.host(keyPath(fp, "host"), e.Host); err != nil {
-		return err
-	}
+	r.keep(r.host(keyPath(fp, "host"), e.Host))
 	ports := policy.EndpointPorts(e)
 	if len(ports) == 0 {
-		return r.at(keyPath(fp, "port"), RulePort, "an explicit port is required")
+		r.keep(r.at(keyPath(fp, "port"), RulePort, "an explicit port is required"))
 	}
 	for _, p := range ports {
 		if p < 1 || p > 65535 {
-			return r.at(keyPath(fp, "port"), RulePort, "%d is not a valid port", p)
+			r.keep(r.at(keyPath(fp, "port"), RulePort, "%d is not a valid port", p))
+			break
 		}
 		if policy.DeniedPort(p) {
-			return r.at(keyPath(fp, "port"), RulePort, "%d is a cluster control-plane port and always denied", p)
+			r.keep(r.at(keyPath(fp, "port"), RulePort, "%d is a cluster control-plane port and always denied", p))
+			break
 		}
 	}
-	if err := r.forbiddenEndpointFields(fp, e); err != nil {
-		return err
-	}
+	r.forbiddenEndpointFields(fp, e)
 	if e.Path != "" {
-		if err := r.pathGlob(keyPath(fp, "path"), e.Path); err != nil {
-			return err
-		}
+		r.keep(r.pathGlob(keyPath(fp, "path"), e.Path))
 	}
 	switch e.Protocol {
 	case policy.ProtocolL4:
@@ -272,7 +365,7 @@ func (r refuser) newEndpoint(fp string, e *policy.Endpoint) error {
 		return r.at(keyPath(fp, "rules"), RuleInvalidPolicy, "has %d rules; the limit is %d", len(e.Rules), MaxRulesPerOperation)
 	}
 	for i, rule := range e.Rules {
-		if err := r.allowRule(indexPath(keyPath(fp, "rules"), i), e.Protocol, rule); err != nil {
+		if err := r.keep(r.allowRule(indexPath(keyPath(fp, "rules"), i), e.Protocol, rule)); err != nil {
 			return err
 		}
 	}
@@ -280,8 +373,8 @@ func (r refuser) newEndpoint(fp string, e *policy.Endpoint) error {
 }
 
 // forbiddenEndpointFields refuses every endpoint option a proposal may
-// not set.
-func (r refuser) forbiddenEndpointFields(fp string, e *policy.Endpoint) error {
+// not set, each in its own refusal.
+func (r refuser) forbiddenEndpointFields(fp string, e *policy.Endpoint) {
 	forbid := []struct {
 		field string
 		set   bool
@@ -306,10 +399,9 @@ func (r refuser) forbiddenEndpointFields(fp string, e *policy.Endpoint) error {
 	}
 	for _, f := range forbid {
 		if f.set {
-			return r.at(keyPath(fp, f.field), RuleForbiddenField, "a proposal may not set %s; an operator must", f.field)
+			r.keep(r.at(keyPath(fp, f.field), RuleForbiddenField, "a proposal may not set %s; an operator must", f.field))
 		}
 	}
-	return nil
 }
 
 // host accepts exact hosts and one `*` label below a registrable domain;
@@ -504,19 +596,18 @@ func (r refuser) allowRule(fp, protocol string, rule policy.Rule) error {
 		{"params", a.Params != nil},
 	} {
 		if f.set {
-			return r.at(keyPath(ap, f.name), RuleForbiddenField, "a proposal may not set %s on a %s rule", f.name, protocol)
+			r.keep(r.at(keyPath(ap, f.name), RuleForbiddenField, "a proposal may not set %s on a %s rule", f.name, protocol))
 		}
 	}
 	switch protocol {
 	case policy.ProtocolREST:
-		if err := r.httpMethod(keyPath(ap, "method"), a.Method); err != nil {
-			return err
-		}
+		// Method, path and the MCP-only fields are refused each on its
+		// own, so one answer names them all.
+		r.keep(r.httpMethod(keyPath(ap, "method"), a.Method))
 		if a.Path == "" {
-			return r.at(keyPath(ap, "path"), RulePath, "an explicit path is required")
-		}
-		if err := r.pathGlob(keyPath(ap, "path"), a.Path); err != nil {
-			return err
+			r.keep(r.at(keyPath(ap, "path"), RulePath, "an explicit path is required"))
+		} else {
+			r.keep(r.pathGlob(keyPath(ap, "path"), a.Path))
 		}
 		if a.Tool != nil || a.ArgumentsSchema != nil || a.Prompt != nil || a.Resource != nil {
 			return r.at(keyPath(ap, "tool"), RuleForbiddenField, "tool, prompt, resource and arguments_schema apply to mcp endpoints only")
@@ -530,7 +621,7 @@ func (r refuser) allowRule(fp, protocol string, rule policy.Rule) error {
 			return r.at(mp, RuleMethod, "%q: name one MCP method exactly", a.Method)
 		}
 		if a.Path != "" || a.Query != nil {
-			return r.at(keyPath(ap, "path"), RuleForbiddenField, "path and query do not apply to mcp rules")
+			r.keep(r.at(keyPath(ap, "path"), RuleForbiddenField, "path and query do not apply to mcp rules"))
 		}
 		tp := keyPath(ap, "tool")
 		if a.Method == "tools/call" {
@@ -618,10 +709,14 @@ func (r refuser) addAllowRules(pol *policy.Policy, fp string, op *AddAllowRules)
 	}
 	for i, rule := range op.Rules {
 		rp := indexPath(keyPath(fp, "rules"), i)
-		if err := r.allowRule(rp, ep.Protocol, rule); err != nil {
+		before := len(r.found.list)
+		if err := r.keep(r.allowRule(rp, ep.Protocol, rule)); err != nil {
 			return err
 		}
-		if err := r.checkSchemaRule(rp, ep, rule.Allow); err != nil {
+		if len(r.found.list) > before {
+			continue // the schema check would only repeat what is refused
+		}
+		if err := r.keep(r.checkSchemaRule(rp, ep, rule.Allow)); err != nil {
 			return err
 		}
 	}
@@ -637,10 +732,9 @@ func (r refuser) addDenyRules(pol *policy.Policy, fp string, op *AddDenyRules) e
 	}
 	for i, rule := range op.Rules {
 		if rule == nil {
-			return r.at(indexPath(keyPath(fp, "rules"), i), RuleInvalidPolicy, "must be a rule mapping")
-		}
-		if rule.ExpiresAt != nil {
-			return r.at(keyPath(indexPath(keyPath(fp, "rules"), i), "expires_at"), RuleForbiddenField, "deny rules do not expire")
+			r.keep(r.at(indexPath(keyPath(fp, "rules"), i), RuleInvalidPolicy, "must be a rule mapping"))
+		} else if rule.ExpiresAt != nil {
+			r.keep(r.at(keyPath(indexPath(keyPath(fp, "rules"), i), "expires_at"), RuleForbiddenField, "deny rules do not expire"))
 		}
 	}
 	added := clonePolicyEntry(&policy.NetworkPolicy{Endpoints: []*policy.Endpoint{{DenyRules: op.Rules}}}).Endpoints[0].DenyRules
@@ -671,14 +765,17 @@ func (r refuser) addBinary(pol *policy.Policy, fp string, op *AddBinary) error {
 		}
 	}
 	got := map[string]bool{}
+	mismatch := false
 	for i, s := range op.Endpoints {
 		l := normalizeLabel(s)
 		if !want[l] {
-			return r.at(indexPath(keyPath(fp, "endpoints"), i), RuleEndpointsMismatch, "network_policies.%s grants no endpoint %q; it grants %s", op.Policy, s, labels(entry))
+			r.keep(r.at(indexPath(keyPath(fp, "endpoints"), i), RuleEndpointsMismatch, "network_policies.%s grants no endpoint %q; it grants %s", op.Policy, s, labels(entry)))
+			mismatch = true
+			continue
 		}
 		got[l] = true
 	}
-	if len(got) != len(want) {
+	if !mismatch && len(got) != len(want) {
 		return r.at(keyPath(fp, "endpoints"), RuleEndpointsMismatch, "must list every endpoint network_policies.%s grants: %s", op.Policy, labels(entry))
 	}
 	entry.Binaries = append(entry.Binaries, policy.Binary{Path: op.Path})

@@ -38,6 +38,7 @@ func Evaluate(ctx context.Context, base *policy.Policy, p *Proposal, opts prover
 	stepOpts.Boundary = nil
 	stepOpts.Credentialed = nil
 	prev := base.Canonical()
+	var found refusals // every operation that changes nothing, in one answer
 	for i, op := range p.Operations {
 		if op.AddDenyRules == nil {
 			field := keyPath(indexPath("operations", i), op.Kind())
@@ -46,11 +47,14 @@ func Evaluate(ctx context.Context, base *policy.Policy, p *Proposal, opts prover
 				return nil, nil, err
 			}
 			if !hasRequestFinding(rep) && !hasFinding(rep, prover.ArgumentsWidened) && !hasFinding(rep, prover.ToolDefinitionChanged) {
-				return nil, nil, &RefusalError{Op: i, Field: field, Rule: RuleChangesNothing,
-					Reason: "would change nothing: " + explain(prev, steps[i], op)}
+				found.add(&RefusalError{Op: i, Field: field, Rule: RuleChangesNothing,
+					Reason: "would change nothing: " + explain(prev, steps[i], op)})
 			}
 		}
 		prev = steps[i]
+	}
+	if err := found.err(); err != nil {
+		return nil, nil, err
 	}
 	rep, err := budget.prove(ctx, -1, "", base, result, opts)
 	if err != nil {

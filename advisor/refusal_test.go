@@ -187,7 +187,9 @@ func TestAccepted(t *testing.T) {
 	}
 }
 
-// Reordering and re-casing a proposal gives the same resulting policy.
+// Reordering a proposal's operations and re-casing it gives the same
+// resulting policy. (The order of the rules within an operation is kept:
+// it is their order, and so their indices, in the resulting policy.)
 func TestReorderRecase(t *testing.T) {
 	base := mustParsePolicy(t, baseDoc)
 	a := mustParse(t, `
@@ -200,7 +202,7 @@ operations:
 rationale: b
 operations:
   - add_rule: { name: ship, rule: { binaries: [ { path: /usr/bin/python3 } ], endpoints: [ { protocol: rest, rules: [ { allow: { path: /v1/x, method: get } } ], port: 443, host: SHIP.Example.COM. } ] } }
-  - add_allow_rules: { port: 443, host: API.GITHUB.COM, policy: github, rules: [ { allow: { method: PUT, path: /repos/a/b } }, { allow: { path: /repos/a/issues, method: post } } ] }
+  - add_allow_rules: { port: 443, host: API.GITHUB.COM, policy: github, rules: [ { allow: { path: /repos/a/issues, method: post } }, { allow: { method: PUT, path: /repos/a/b } } ] }
 `)
 	ra, err := Apply(base, a)
 	if err != nil {
@@ -249,5 +251,87 @@ func TestParseProblems(t *testing.T) {
 	}
 	if _, err := ParseProposal([]byte(`{"rationale": "` + strings.Repeat("x", MaxRationaleBytes+1) + `", "operations": [{"add_binary": {"policy": "p", "path": "/x", "endpoints": ["a:1"]}}]}`)); err == nil {
 		t.Fatal("oversized rationale accepted")
+	}
+}
+
+// A broad proposal is refused once, naming every violation with its field
+// path, so the sandbox fixes them all in one try; a later operation that
+// names an entry a refused one adds is checked against it, not refused as
+// naming nothing.
+func TestRefusalsAllAtOnce(t *testing.T) {
+	base := mustParsePolicy(t, baseDoc)
+	p := mustParse(t, `
+rationale: everything at once
+operations:
+  - add_rule:
+      name: wide
+      rule:
+        binaries: [ { path: "/usr/bin/*" } ]
+        endpoints:
+          - { host: "*.github.io", port: 443, protocol: rest, access: full }
+          - { host: ship.example.com, port: 6443, protocol: rest, rules: [ { allow: { method: "*", path: "/**" } } ] }
+  - add_allow_rules: { policy: github, host: api.github.com, port: 443, rules: [ { allow: { method: GET, path: /x/y } }, { allow: { method: POST, path: "/**" } } ] }
+  - add_binary: { policy: wide, path: /usr/bin/curl, endpoints: [ "nowhere.example.com:443" ] }
+`)
+	want := []struct{ field, rule string }{
+		{"operations[0].add_rule.rule.binaries[0].path", RuleBinary},
+		{"operations[0].add_rule.rule.endpoints[0].host", RulePublicSuffix},
+		{"operations[0].add_rule.rule.endpoints[0].access", RuleForbiddenField},
+		{"operations[0].add_rule.rule.endpoints[0].rules", RuleEmptyAllow},
+		{"operations[0].add_rule.rule.endpoints[1].port", RulePort},
+		{"operations[0].add_rule.rule.endpoints[1].rules[0].allow.method", RuleMethod},
+		{"operations[0].add_rule.rule.endpoints[1].rules[0].allow.path", RulePath},
+		{"operations[1].add_allow_rules.rules[1].allow.path", RulePath},
+		{"operations[2].add_binary.endpoints[0]", RuleEndpointsMismatch},
+	}
+	for name, run := range map[string]func() error{
+		"Apply":    func() error { _, err := Apply(base, p); return err },
+		"Evaluate": func() error { _, _, err := Evaluate(context.Background(), base, p, opts()); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run()
+			r, ok := AsRefusal(err)
+			if !ok {
+				t.Fatalf("err = %v, want a refusal", err)
+			}
+			all := r.All()
+			if len(all) != len(want) {
+				t.Errorf("%d refusals, want %d: %v", len(all), len(want), err)
+			}
+			for i, w := range want {
+				if i >= len(all) {
+					break
+				}
+				if all[i].Field != w.field || all[i].Rule != w.rule || all[i].Reason == "" {
+					t.Errorf("refusal %d = %s (%s), want %s (%s)", i, all[i].Field, all[i].Rule, w.field, w.rule)
+				}
+				if !strings.Contains(err.Error(), w.field) {
+					t.Errorf("the message does not name %s: %v", w.field, err)
+				}
+			}
+			if r.Field != want[0].field {
+				t.Errorf("the error itself is %s, want the first refusal %s", r.Field, want[0].field)
+			}
+		})
+	}
+}
+
+// Operations that change nothing are refused together too.
+func TestChangesNothingAllAtOnce(t *testing.T) {
+	base := mustParsePolicy(t, baseDoc)
+	p := mustParse(t, `
+rationale: nothing new
+operations:
+  - add_allow_rules: { policy: github, host: api.github.com, port: 443, rules: [ { allow: { method: GET, path: /repos/a/b } } ] }
+  - add_allow_rules: { policy: orders, host: orders.example.com, port: 443, path: /mcp, rules: [ { allow: { method: tools/call, tool: lookup_order } } ] }
+`)
+	_, _, err := Evaluate(context.Background(), base, p, opts())
+	r, ok := AsRefusal(err)
+	if !ok {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+	all := r.All()
+	if len(all) != 2 || all[0].Op != 0 || all[1].Op != 1 || all[0].Rule != RuleChangesNothing || all[1].Rule != RuleChangesNothing {
+		t.Fatalf("refusals = %v, want operations 0 and 1 refused as changing nothing", err)
 	}
 }

@@ -146,10 +146,10 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 		t.Fatalf("propose = %v, %v", toolText(res), err)
 	}
 	var proposed struct {
-		ID       string `json:"id"`
-		Status   string `json:"status"`
-		Sandbox  string `json:"sandbox"`
-		DenialID string `json:"denial_id"`
+		ID       json.Number `json:"id"`
+		Status   string      `json:"status"`
+		Sandbox  string      `json:"sandbox"`
+		DenialID string      `json:"denial_id"`
 		Findings []struct {
 			Kind           string `json:"kind"`
 			Counterexample struct {
@@ -175,14 +175,14 @@ func policyLocalEndToEnd(t *testing.T, stateless bool, version string) {
 		}
 	}
 
-	id, _ := strconv.ParseUint(proposed.ID, 10, 64)
+	id, _ := strconv.ParseUint(string(proposed.ID), 10, 64)
 	res, err = pl.CallTool(t.Context(), &mcp.CallToolParams{Name: "proposal_status", Arguments: map[string]any{"id": id}})
 	if err != nil || res.IsError {
 		t.Fatalf("proposal_status = %v, %v", toolText(res), err)
 	}
 	var st struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID     json.Number `json:"id"`
+		Status string      `json:"status"`
 	}
 	remarshal(t, res.StructuredContent, &st)
 	if st.ID != proposed.ID || st.Status != "pending" {

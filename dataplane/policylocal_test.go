@@ -215,7 +215,7 @@ func TestPolicyLocalFileMode(t *testing.T) {
 
 	for _, u := range []string{"http://policy.local/v1/policy", "http://POLICY.LOCAL./v1/policy", "http://policy.local:80/v1/policy"} {
 		res, body := lp.do(t, http.MethodGet, u, "")
-		if res.StatusCode != http.StatusOK || body["version"] != "7" || body["sandbox"] != "agent-1" {
+		if res.StatusCode != http.StatusOK || body["version"] != float64(7) || body["sandbox"] != "agent-1" {
 			t.Fatalf("GET %s = %d %v", u, res.StatusCode, body)
 		}
 		doc, _ := json.Marshal(body["policy"])
@@ -372,7 +372,7 @@ func TestPolicyLocalRelaysProposals(t *testing.T) {
 	if res.StatusCode != http.StatusCreated || body["status"] != "pending" || body["base_version"] != float64(1) {
 		t.Fatalf("POST proposal = %d %v; want 201 with the stored proposal", res.StatusCode, body)
 	}
-	pid, _ := body["id"].(string)
+	pid := fmt.Sprint(body["id"]) // a JSON number
 	stored := lp.stored(t, pid)
 	if res.Header.Get("Location") != "http://policy.local/v1/proposals/"+pid {
 		t.Errorf("Location = %q", res.Header.Get("Location"))
@@ -401,7 +401,7 @@ func TestPolicyLocalRelaysProposals(t *testing.T) {
 	if n, _ := lp.agent.Shipper().Pending(); n != 0 {
 		t.Errorf("%d records still waiting; want the denial shipped before the proposal", n)
 	}
-	if got := lp.stored(t, body["id"].(string)); got.GetDenialId() != id || got.GetRationale() != "post items" || got.GetIdempotencyKey() != "k-1" {
+	if got := lp.stored(t, fmt.Sprint(body["id"])); got.GetDenialId() != id || got.GetRationale() != "post items" || got.GetIdempotencyKey() != "k-1" {
 		t.Errorf("relayed %v; want the denial id, rationale and key", got)
 	}
 	res, body = lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", fromDenial)
@@ -415,18 +415,18 @@ func TestPolicyLocalRelaysProposals(t *testing.T) {
 	}
 
 	res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/"+pid, "")
-	if res.StatusCode != http.StatusOK || body["id"] != pid {
+	if res.StatusCode != http.StatusOK || fmt.Sprint(body["id"]) != pid {
 		t.Errorf("GET proposal = %d %v", res.StatusCode, body)
 	}
 
 	// Records not shipped (the gateway is gone): 503 with Retry-After,
-	// nothing relayed.
+	// saying the gateway is unreachable; nothing relayed.
 	id = lp.deny(t, "/v1/items/10")
 	before := len(lp.proposals(t))
 	lp.gw.Stop()
 	res, body = lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", `{"denial_id":"`+id+`"}`)
-	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || body["code"] != "denials_not_shipped" {
-		t.Errorf("unshipped denial = %d %v; want 503 denials_not_shipped", res.StatusCode, body)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || body["code"] != "gateway_unavailable" {
+		t.Errorf("unshipped denial = %d %v; want 503 gateway_unavailable", res.StatusCode, body)
 	}
 	lp.gw.Restart() // the same store, on a port the proxy does not know
 	lp.admin = dataplanetest.NewAdmin(lp.gw.URL)
@@ -488,7 +488,7 @@ func TestPolicyLocalErrorMapping(t *testing.T) {
 func TestPolicyLocalWait(t *testing.T) {
 	lp := startGatewayProxy(t)
 	_, body := lp.do(t, http.MethodPost, "http://policy.local/v1/proposals", itemsProposal)
-	pid, _ := body["id"].(string)
+	pid := fmt.Sprint(body["id"]) // a JSON number
 
 	start := time.Now()
 	res, body := lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/"+pid+"/wait?timeout=300ms", "")
@@ -564,7 +564,7 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 	}
 	var got map[string]any
 	remarshal(t, res.StructuredContent, &got)
-	pid, _ := got["id"].(string)
+	pid := fmt.Sprint(got["id"]) // a JSON number
 	if got["status"] != "pending" {
 		t.Errorf("propose answered %v", got)
 	}
@@ -602,7 +602,7 @@ func TestPolicyLocalMCPTools(t *testing.T) {
 		t.Fatalf("propose from a denial = %v, %v", toolText(res), err)
 	}
 	remarshal(t, res.StructuredContent, &got)
-	rejected, _ := strconv.ParseUint(got["id"].(string), 10, 64)
+	rejected, _ := strconv.ParseUint(fmt.Sprint(got["id"]), 10, 64)
 	if _, err := lp.admin.Approval.RejectProposal(ctx, &portcullisv1.RejectProposalRequest{Id: rejected, Reason: "no"}); err != nil {
 		t.Fatal(err)
 	}
@@ -677,4 +677,42 @@ func toolText(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// With its gateway down, policy.local says so at once: a proposal (from a
+// denial, whose records cannot be shipped first, or a document) answers
+// 503 gateway_unavailable with Retry-After, well within 2 s (the
+// request's deadline), rather than waiting out the shipping bound and
+// asking to retry. The proxy keeps enforcing; nothing is forwarded.
+func TestPolicyLocalGatewayUnreachable(t *testing.T) {
+	lp := startGatewayProxy(t)
+	lp.gw.Stop()
+	id := lp.deny(t, "/v1/items/7")
+	for name, body := range map[string]string{
+		"from a denial": `{"denial_id":"` + id + `","rationale":"post items"}`,
+		"a document":    itemsProposal,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://policy.local/v1/proposals", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := lp.client.Do(req)
+			if err != nil {
+				t.Fatalf("no answer within 2 s: %v", err)
+			}
+			defer res.Body.Close()
+			var got map[string]any
+			if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			msg, _ := got["error"].(string)
+			if res.StatusCode != http.StatusServiceUnavailable || got["code"] != "gateway_unavailable" || !strings.Contains(msg, "gateway is unreachable") || res.Header.Get("Retry-After") == "" {
+				t.Errorf("POST proposal = %d %v (Retry-After %q); want 503 gateway_unavailable saying the gateway is unreachable", res.StatusCode, got, res.Header.Get("Retry-After"))
+			}
+		})
+	}
+	lp.noneForwarded(t)
 }

@@ -38,8 +38,8 @@ import (
 // passes depends on the calls made, never on how fast the machine is.
 
 // limitedPolicy is the orders policy with lookup_order limited to 6 calls
-// a minute (a token every 10 s), at most 3 at once. In canonical order
-// (rules sorted) it is rules[3].
+// a minute (a token every 10 s), at most 3 at once. It is rules[4], its
+// position in the file (the canonical form keeps it).
 var limitedPolicy = strings.Replace(ordersPolicy, "              tool: lookup_order\n",
 	"              tool: lookup_order\n              rate_limit: { requests_per_minute: 6, burst: 3 }\n", 1)
 
@@ -194,9 +194,9 @@ func TestRateLimitThroughProxy(t *testing.T) {
 				}
 				d := e.Error.Data
 				if res.status != http.StatusTooManyRequests || res.retryAfter != "10" || e.Error.Code != -32029 ||
-					d.RetryAfterSeconds == nil || *d.RetryAfterSeconds != 10 || d.Rule != "rules[3]" || d.Entry != "orders" ||
+					d.RetryAfterSeconds == nil || *d.RetryAfterSeconds != 10 || d.Rule != "rules[4]" || d.Entry != "orders" ||
 					d.PolicyVersion != "test-1" || !strings.HasPrefix(d.DenialID, "dn_") || !strings.Contains(e.Error.Message, "rate limited") {
-					t.Errorf("answer %d, Retry-After %q, %s; want 429, 10 s, -32029 naming rules[3] of orders", res.status, res.retryAfter, res.body)
+					t.Errorf("answer %d, Retry-After %q, %s; want 429, 10 s, -32029 naming rules[4] of orders", res.status, res.retryAfter, res.body)
 				}
 			}
 			var limited []decision.Record
@@ -209,8 +209,8 @@ func TestRateLimitThroughProxy(t *testing.T) {
 				t.Fatalf("%d rate_limited records, want 5: %+v", len(limited), tp.proxy.Decisions())
 			}
 			for _, r := range limited {
-				if r.Tool != "lookup_order" || r.MCPMethod != "tools/call" || r.Entry != "orders" || r.Rule != "rules[3]" ||
-					r.PolicyVersion != "test-1" || r.DenialID == "" || !strings.Contains(r.Reason, "rate_limit of rules[3]") || !strings.Contains(r.Reason, "retry after 10 s") {
+				if r.Tool != "lookup_order" || r.MCPMethod != "tools/call" || r.Entry != "orders" || r.Rule != "rules[4]" ||
+					r.PolicyVersion != "test-1" || r.DenialID == "" || !strings.Contains(r.Reason, "rate_limit of rules[4]") || !strings.Contains(r.Reason, "retry after 10 s") {
 					t.Errorf("record %+v", r)
 				}
 			}

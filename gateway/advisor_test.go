@@ -289,6 +289,62 @@ operations:
 	}
 }
 
+// A broad proposal is refused in one answer naming every violation: one
+// ProposalRefusal detail each (in the proposal's order), every field path
+// in ValidationProblems and in the message; nothing is stored.
+func TestAdvisorRefusalsAllAtOnce(t *testing.T) {
+	e := startAdvisor(t, "sqlite")
+	_, err := e.submit(t, `
+rationale: broad
+operations:
+  - add_rule:
+      name: extra
+      rule:
+        endpoints: [ { host: "*.github.io", port: 443, protocol: rest, rules: [ { allow: { method: "*", path: "/**" } } ] } ]
+        binaries: [ { path: "/usr/bin/*" } ]
+  - add_allow_rules: { policy: github, host: api.github.com, port: 443, rules: [ { allow: {} } ] }
+`)
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) || cerr.Code() != connect.CodeInvalidArgument {
+		t.Fatalf("want InvalidArgument, got %v", err)
+	}
+	want := []struct{ field, rule string }{
+		{"operations[0].add_rule.rule.binaries[0].path", advisor.RuleBinary},
+		{"operations[0].add_rule.rule.endpoints[0].host", advisor.RulePublicSuffix},
+		{"operations[0].add_rule.rule.endpoints[0].rules[0].allow.method", advisor.RuleMethod},
+		{"operations[0].add_rule.rule.endpoints[0].rules[0].allow.path", advisor.RulePath},
+		{"operations[1].add_allow_rules.rules[0].allow", advisor.RuleEmptyAllow},
+	}
+	var refusals []*portcullisv1.ProposalRefusal
+	var problems []*portcullisv1.Problem
+	for _, d := range cerr.Details() {
+		v, derr := connectproto.UnmarshalErrorDetail(d)
+		if derr != nil {
+			continue
+		}
+		switch m := v.(type) {
+		case *portcullisv1.ProposalRefusal:
+			refusals = append(refusals, m)
+		case *portcullisv1.ValidationProblems:
+			problems = append(problems, m.GetProblems()...)
+		}
+	}
+	if len(refusals) != len(want) || len(problems) != len(want) {
+		t.Fatalf("%d refusals and %d problems, want %d each: %v", len(refusals), len(problems), len(want), err)
+	}
+	for i, w := range want {
+		if refusals[i].GetField() != w.field || refusals[i].GetRule() != w.rule || refusals[i].GetReason() == "" || problems[i].GetPath() != w.field {
+			t.Errorf("refusal %d = %v, problem %v; want %s (%s)", i, refusals[i], problems[i], w.field, w.rule)
+		}
+		if !strings.Contains(cerr.Message(), w.field) {
+			t.Errorf("the message does not name %s: %s", w.field, cerr.Message())
+		}
+	}
+	if got := e.list(t); len(got) != 0 {
+		t.Fatalf("a refused proposal was stored: %v", got)
+	}
+}
+
 // TestAdvisorScope: a sandbox sees and touches only its own proposals,
 // and cannot reach the other services' writes.
 func TestAdvisorScope(t *testing.T) {

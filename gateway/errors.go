@@ -140,25 +140,49 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 }
 
 // refusalError is a proposal refused as not narrow (or as changing
-// nothing): InvalidArgument naming the operation, the field and the rule,
-// as a ProposalRefusal detail and, for clients that read field problems,
-// a ValidationProblems detail.
+// nothing): InvalidArgument naming, for every violation the advisor found
+// (all at once, in the proposal's order), the operation, the field and
+// the rule, as one ProposalRefusal detail each and, for clients that read
+// field problems, a ValidationProblems detail. The message lists them too.
 func refusalError(r *advisor.RefusalError) *connect.Error {
-	e := withProblems(connect.NewError(connect.CodeInvalidArgument, clip(r.Error())),
-		[]policy.Problem{{Path: r.Field, Message: fmt.Sprintf("refused (%s): %s", r.Rule, r.Reason)}})
-	d, err := connectproto.NewErrorDetail(&portcullisv1.ProposalRefusal{
-		Operation: int32(r.Op), Field: clip(r.Field), Rule: r.Rule, Reason: clip(r.Reason),
-	})
-	if err != nil {
-		return e
+	all := r.All()
+	problems := make([]policy.Problem, 0, len(all))
+	for _, x := range all {
+		problems = append(problems, policy.Problem{Path: x.Field, Message: fmt.Sprintf("refused (%s): %s", x.Rule, x.Reason)})
 	}
-	return e.WithDetail(d)
+	msg := clip(r.Error())
+	if len(all) > 1 {
+		parts := make([]string, 0, min(len(all), maxMessageProblems)+1)
+		for i, x := range all {
+			if i == maxMessageProblems {
+				parts = append(parts, fmt.Sprintf("and %d more", len(all)-i))
+				break
+			}
+			parts = append(parts, clip(x.Error()))
+		}
+		msg = fmt.Sprintf("%d refusals: %s", len(all), strings.Join(parts, "; "))
+	}
+	e := withProblems(connect.NewError(connect.CodeInvalidArgument, msg), problems)
+	for i, x := range all {
+		if i == maxRefusalDetails {
+			break // the rest are in ValidationProblems
+		}
+		d, err := connectproto.NewErrorDetail(&portcullisv1.ProposalRefusal{
+			Operation: int32(x.Op), Field: clip(x.Field), Rule: x.Rule, Reason: clip(x.Reason),
+		})
+		if err != nil {
+			return e
+		}
+		e = e.WithDetail(d)
+	}
+	return e
 }
 
 // Bounds on what an error carries: gRPC sends message and details in
 // trailers, and a client's header limits must never swallow the answer.
 const (
 	maxMessageProblems = 10
+	maxRefusalDetails  = 20
 	maxDetailProblems  = 100
 	maxProblemText     = 300
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -51,8 +52,35 @@ func (s policyService) SetPolicy(ctx context.Context, req *portcullisv1.SetPolic
 	if err != nil {
 		return nil, err
 	}
-	res.Warnings = problemsToProto(doc.warnings)
+	res.Warnings = problemsToProto(s.newWarnings(ctx, req.GetSandbox(), res, doc.warnings))
 	return res, nil
+}
+
+// newWarnings drops from warnings the document-wide notes
+// (policy.CodePrivateResolution) that the sandbox's version before this
+// one had already: said once, they need not be repeated at every set of
+// the same sandbox. Warnings about one field are always kept. When the
+// version before cannot be read, nothing is dropped.
+func (s policyService) newWarnings(ctx context.Context, sandbox string, res *portcullisv1.PolicyVersion, warnings []policy.Problem) []policy.Problem {
+	if !slices.ContainsFunc(warnings, func(p policy.Problem) bool { return p.Code == policy.CodePrivateResolution }) {
+		return warnings
+	}
+	before := int64(res.GetVersion())
+	if !res.GetUnchanged() {
+		before-- // the version this one follows
+	}
+	if before < 1 {
+		return warnings
+	}
+	v, err := s.version(ctx, sandbox, before)
+	if err != nil {
+		return warnings
+	}
+	_, had, err := policy.Parse(v.Document)
+	if err != nil || !slices.ContainsFunc(had, func(p policy.Problem) bool { return p.Code == policy.CodePrivateResolution }) {
+		return warnings
+	}
+	return slices.DeleteFunc(slices.Clone(warnings), func(p policy.Problem) bool { return p.Code == policy.CodePrivateResolution })
 }
 
 func (s policyService) RollbackPolicy(ctx context.Context, req *portcullisv1.RollbackPolicyRequest) (*portcullisv1.PolicyVersion, error) {

@@ -23,7 +23,10 @@ import (
 // MCP options, a rate_limit's burst), normalises ports (one port → port, several → sorted ports),
 // hosts (lower case, no trailing dot), filesystem paths (cleaned), REST
 // methods (upper case), tool matchers (params.name folded into tool), and
-// sorts and de-duplicates every list whose order means nothing. Validation
+// sorts and de-duplicates every list whose order means nothing. An
+// endpoint's rules and deny_rules are not such lists: they keep the
+// document's order, so that rules[i] names the same rule in the user's
+// file, the stored version and every message about it. Validation
 // comes first: the canonical form of an invalid policy is unspecified, but
 // computing it never panics.
 
@@ -293,31 +296,28 @@ func canonicalEndpoint(ep *Endpoint) {
 	}
 	allowAll := ep.Protocol == ProtocolMCP && allowAllKnown(ep)
 
-	var rules []Rule
+	// Rules and deny rules keep the order and the positions of the
+	// document: a rule's index is how every message names it (rules[4] is
+	// the fifth entry of the user's file, in a denial, a finding or a
+	// prover report), and the first allow rule that matches is the one
+	// that allows a call (its rate_limit is the bucket charged). An entry
+	// without allow allows nothing but keeps its place.
 	for _, r := range ep.Rules {
-		if r.Allow == nil {
-			continue // an entry without allow allows nothing
-		}
-		canonicalRule(r.Allow, ep.Protocol, allowAll)
-		rules = append(rules, r)
-	}
-	if ep.Rules != nil {
-		rules = sortByJSON(rules)
-		if rules == nil {
-			rules = []Rule{}
+		if r.Allow != nil {
+			canonicalRule(r.Allow, ep.Protocol, allowAll)
 		}
 	}
-	ep.Rules = rules
 	if ep.DenyRules != nil {
+		// A nil entry is invalid (validation refuses it), so dropping it
+		// moves no valid rule.
 		deny := make([]*L7Rule, 0, len(ep.DenyRules))
 		for _, r := range ep.DenyRules {
-			if r == nil {
-				continue
+			if r != nil {
+				canonicalRule(r, ep.Protocol, allowAll)
+				deny = append(deny, r)
 			}
-			canonicalRule(r, ep.Protocol, allowAll)
-			deny = append(deny, r)
 		}
-		ep.DenyRules = sortByJSON(deny)
+		ep.DenyRules = deny
 	}
 
 	ips := make([]string, 0, len(ep.AllowedIPs))

@@ -46,6 +46,11 @@
 // spellings (case, trailing dots, IP notation, port vs ports, params.name vs
 // tool, matcher shapes) and sorts lists whose order means nothing, so two
 // documents that mean the same hash the same. It never changes meaning.
+// An endpoint's rules and deny_rules keep the document's order and
+// positions: every message names a rule as the user's file numbers it
+// (rules[4] is its fifth entry), and the first matching allow rule is the
+// one a decision names and whose rate_limit it charges. A document with
+// its rules reordered is therefore another version.
 //
 // # Decisions
 //

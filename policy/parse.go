@@ -49,6 +49,13 @@ type Problem struct {
 // a cloud_metadata finding.
 const CodeCloudMetadata = "cloud_metadata"
 
+// CodePrivateResolution marks the one note per document that exact
+// hostnames without allowed_ips are denied when they resolve to a private
+// address (a divergence from OpenShell). It is about the whole document,
+// so the gateway shows it only when a sandbox's policy did not have it
+// already.
+const CodePrivateResolution = "private_resolution"
+
 // String returns "path: message", or the message alone when there is no path.
 func (p Problem) String() string {
 	if p.Path == "" {

@@ -155,10 +155,10 @@ network_policies:
         path: /mcp
         protocol: mcp
         rules:
-          - allow: {method: tools/call, tool: {any: [lookup_order]}}
-          - allow: {method: tools/list}
-          - allow: {method: notifications/initialized}
           - allow: {method: initialize}
+          - allow: {method: notifications/initialized}
+          - allow: {method: tools/list}
+          - allow: {method: tools/call, tool: {any: [lookup_order]}}
         deny_rules:
           - method: tools/call
             params: {name: refund_order}
@@ -182,8 +182,8 @@ network_policies:
 			rest(`{host: a.example.com, port: 1, protocol: rest, rules: [{allow: {method: GET, path: /a, query: {t: "v*"}}}]}`)},
 		{"host case and trailing dot", rest(`{host: A.Example.COM., port: 1}`), rest(`{host: a.example.com, port: 1}`)},
 		{"endpoint order", rest(`{host: a.example.com, port: 1}, {host: b.example.com, port: 1}`), rest(`{host: b.example.com, port: 1}, {host: a.example.com, port: 1}`)},
-		{"REST method case and rule order", rest(`{host: a.example.com, port: 1, protocol: rest, rules: [{allow: {method: get, path: /a}}, {allow: {method: POST, path: /b}}]}`),
-			rest(`{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, rules: [{allow: {method: POST, path: /b}}, {allow: {method: GET, path: /a}}, {allow: {method: GET, path: /a}}]}`)},
+		{"REST method case", rest(`{host: a.example.com, port: 1, protocol: rest, rules: [{allow: {method: get, path: /a}}, {allow: {method: POST, path: /b}}]}`),
+			rest(`{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: /a}}, {allow: {method: POST, path: /b}}]}`)},
 		{"mcp defaults explicit", mcp(`tool: x`), `{version: 1, network_policies: {m: {name: m, binaries: [{path: /bin/a}], endpoints: [{host: m.example.com, port: 443, protocol: mcp, enforcement: enforce,
 			mcp: {strict_tool_names: true, max_body_bytes: 65536, versions: ["2025-11-25"]}, rules: [{allow: {method: tools/call, tool: x}}]}]}}}`},
 		{"allowed_ips spelling and order", rest(`{host: a.example.com, port: 1, allowed_ips: [10.0.0.1, 192.168.0.0/16]}`), rest(`{host: a.example.com, port: 1, allowed_ips: [192.168.0.0/16, 10.0.0.1/32, 10.0.0.1]}`)},
@@ -210,6 +210,12 @@ network_policies:
 		{"port", rest(`{host: a.example.com, port: 443}`), rest(`{host: a.example.com, port: 444}`)},
 		{"audit vs enforce", rest(`{host: a.example.com, port: 1, protocol: rest, access: full}`), rest(`{host: a.example.com, port: 1, protocol: rest, access: full, enforcement: audit}`)},
 		{"tool", mcp(`tool: x`), mcp(`tool: y`)},
+		// Rules keep the document's positions, which every message names
+		// (rules[1]) and which decide the first rule that allows a call.
+		{"rule order", rest(`{host: a.example.com, port: 1, protocol: rest, rules: [{allow: {method: GET, path: /a}}, {allow: {method: POST, path: /b}}]}`),
+			rest(`{host: a.example.com, port: 1, protocol: rest, rules: [{allow: {method: POST, path: /b}}, {allow: {method: GET, path: /a}}]}`)},
+		{"deny rule order", rest(`{host: a.example.com, port: 1, protocol: rest, access: full, deny_rules: [{method: GET, path: /a}, {method: POST, path: /b}]}`),
+			rest(`{host: a.example.com, port: 1, protocol: rest, access: full, deny_rules: [{method: POST, path: /b}, {method: GET, path: /a}]}`)},
 	}
 	for _, tc := range differ {
 		t.Run("differ/"+tc.name, func(t *testing.T) {

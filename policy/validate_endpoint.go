@@ -119,7 +119,8 @@ func (v *validator) host(path string, ep *Endpoint) {
 	// and repeating it per endpoint would bury the warnings that matter.
 	if !strings.Contains(h, "*") && len(ep.AllowedIPs) == 0 && !v.privateNoted {
 		v.privateNoted = true
-		v.warnf(hp, "if this host resolves to a private address, Portcullis denies it unless allowed_ips covers it (OpenShell allows private resolution for exact hostnames); the same holds for every exact hostname without allowed_ips")
+		v.warns = appendProblem(v.warns, Problem{Path: hp, Code: CodePrivateResolution,
+			Message: "exact hostnames without allowed_ips are denied if they resolve to a private address (OpenShell allows it)"})
 	}
 }
 

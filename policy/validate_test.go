@@ -382,7 +382,7 @@ func TestWarnings(t *testing.T) {
 		{"sql unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: sql, enforcement: enforce, access: full}"), ep0 + ".protocol", "does not support protocol sql"},
 		{"tcp unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: tcp}"), ep0 + ".protocol", "does not support protocol tcp"},
 		{"private IP host", withEndpoint("{host: 10.1.2.3, port: 1}"), ep0 + ".host", "private address"},
-		{"exact hostname without allowed_ips", withEndpoint("{host: a.example.com, port: 1}"), ep0 + ".host", "private resolution"},
+		{"exact hostname without allowed_ips", withEndpoint("{host: a.example.com, port: 1}"), ep0 + ".host", "resolve to a private address"},
 		{"loopback host", withEndpoint("{host: 127.0.0.1, port: 8080}"), ep0 + ".host", "dev-allow-loopback"},
 		{"localhost", withEndpoint("{host: localhost, port: 8080}"), ep0 + ".host", "loopback"},
 		{"single star path", withEndpoint("{host: a.example.com, port: 1, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET, path: '/repos/*/pulls'}}]}"), ep0 + ".rules[0].allow.path", "one path segment"},

@@ -128,8 +128,8 @@ func TestConsoleApprovalEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var filed struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID     json.Number `json:"id"` // policy.local's numbers are JSON numbers
+		Status string      `json:"status"`
 	}
 	err = json.NewDecoder(res.Body).Decode(&filed)
 	res.Body.Close()

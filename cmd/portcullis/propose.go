@@ -255,13 +255,24 @@ func parseProposalID(s string) (uint64, error) {
 }
 
 // refusalError is a proposal the gateway refused as not narrow, or as
-// changing nothing (exit 2).
+// changing nothing (exit 2): every violation the gateway named, in order.
 type refusalError struct {
-	refusal *portcullisv1.ProposalRefusal
+	refusals []*portcullisv1.ProposalRefusal
 }
 
 func (e *refusalError) Error() string {
-	r := e.refusal
+	if len(e.refusals) == 1 {
+		return "refused: " + refusalLine(e.refusals[0])
+	}
+	lines := make([]string, 0, len(e.refusals))
+	for _, r := range e.refusals {
+		lines = append(lines, "  "+refusalLine(r))
+	}
+	return fmt.Sprintf("refused (%d problems):\n%s", len(e.refusals), strings.Join(lines, "\n"))
+}
+
+// refusalLine is one violation: its field path, the reason and the rule.
+func refusalLine(r *portcullisv1.ProposalRefusal) string {
 	field := r.GetField()
 	// The field may or may not carry its operation's prefix already.
 	if op := r.GetOperation(); op >= 0 && !strings.HasPrefix(field, "operations[") {
@@ -272,7 +283,7 @@ func (e *refusalError) Error() string {
 			field = prefix + "." + field
 		}
 	}
-	msg := "refused: "
+	msg := ""
 	if field != "" {
 		msg += field + ": "
 	}
@@ -301,6 +312,7 @@ func proposalError(err error) error {
 	if !ok {
 		return err
 	}
+	var refused []*portcullisv1.ProposalRefusal
 	for _, d := range ce.Details() {
 		m, derr := connectproto.UnmarshalErrorDetail(d)
 		if derr != nil {
@@ -309,13 +321,16 @@ func proposalError(err error) error {
 		switch m := m.(type) {
 		case *portcullisv1.ProposalRefusal:
 			if ce.Code() == connect.CodeInvalidArgument {
-				return &refusalError{refusal: m}
+				refused = append(refused, m)
 			}
 		case *portcullisv1.ProposalRateLimit:
 			if ce.Code() == connect.CodeResourceExhausted {
 				return &rateLimitError{retryAfter: m.GetRetryAfterSeconds()}
 			}
 		}
+	}
+	if len(refused) > 0 {
+		return &refusalError{refusals: refused}
 	}
 	return err
 }

@@ -68,7 +68,7 @@ func TestPropose(t *testing.T) {
 			"status:", "pending", "base version:", "1 (sha256 " + short(base["hash"]) + ")",
 			"resulting hash:", p["resulting_hash"].(string),
 			"findings (2):",
-			"new_mcp_tool [credentialed]  entry orders endpoint demo-mcp:8081/mcp rule rules[4]",
+			"new_mcp_tool [credentialed]  entry orders endpoint demo-mcp:8081/mcp rule rules[5]", // appended after the five of version 1
 			"tools/call track_shipment was not allowed",
 			"request: any binary → demo-mcp:8081 POST /mcp mcp tools/call track_shipment\n",
 			"new_reach  entry shipping endpoint ship.example.com:443",
@@ -184,9 +184,24 @@ func TestRefusalMessage(t *testing.T) {
 		{&portcullisv1.ProposalRefusal{Operation: -1, Field: "operations", Rule: "too_many", Reason: "at most 32 operations"},
 			"refused: operations: at most 32 operations (rule too_many)"},
 	} {
-		if got := (&refusalError{refusal: tt.refusal}).Error(); got != tt.want {
+		if got := (&refusalError{refusals: []*portcullisv1.ProposalRefusal{tt.refusal}}).Error(); got != tt.want {
 			t.Errorf("%v: %q, want %q", tt.refusal, got, tt.want)
 		}
+	}
+}
+
+// Several refusals (the gateway names every violation at once) are
+// printed one a line.
+func TestRefusalMessageSeveral(t *testing.T) {
+	err := &refusalError{refusals: []*portcullisv1.ProposalRefusal{
+		{Operation: 0, Field: "operations[0].add_rule.rule.endpoints[0].host", Rule: "public_suffix_wildcard", Reason: "a public suffix"},
+		{Operation: 1, Field: "operations[1].add_allow_rules.rules[0].allow.path", Rule: "path", Reason: "every path"},
+	}}
+	want := "refused (2 problems):\n" +
+		"  operations[0].add_rule.rule.endpoints[0].host: a public suffix (rule public_suffix_wildcard)\n" +
+		"  operations[1].add_allow_rules.rules[0].allow.path: every path (rule path)"
+	if got := err.Error(); got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 

@@ -159,7 +159,7 @@ Off by default.`,
 			}
 			fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", ln.Addr())
 			if sandbox != "" {
-				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, env.gatewayForMessages(), versionOrNone(agent.PolicyVersion()))
+				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, env.gatewayForMessages(), versionOrWaiting(agent.PolicyVersion()))
 				fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", sandbox)
 			} else {
 				fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", policyFile, versionOrNone(agent.PolicyVersion()))
@@ -261,6 +261,15 @@ func isLoopbackHost(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// versionOrWaiting is versionOrNone for a proxy following a gateway: with
+// no kept version it is about to receive one, and denies until then.
+func versionOrWaiting(v string) string {
+	if v == "" {
+		return "waiting for the gateway's policy (denying until it arrives)"
+	}
+	return v
 }
 
 func versionOrNone(v string) string {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
@@ -65,11 +67,18 @@ type Shipper struct {
 	defBytes int    // the definition bytes defs holds
 	defsLost uint64 // tool definition changes dropped from a full buffer, in all
 	wake     chan struct{}
+	// urgent wakes Run even while it backs off after a failure: a Flush
+	// is waiting.
+	urgent chan struct{}
 	// offered counts the records ever buffered and shipped those the
 	// gateway stored; progress is closed (and replaced) whenever shipped
-	// moves, so Flush can wait for a mark.
+	// moves or an attempt fails, so Flush can wait for a mark.
 	offered, shipped uint64
 	progress         chan struct{}
+	// failures counts failed attempts; lastErr is the latest attempt's
+	// error (nil after a success).
+	failures uint64
+	lastErr  error
 }
 
 // NewShipper returns a shipper; Offer buffers, Run ships.
@@ -92,7 +101,7 @@ func NewShipper(cfg ShipperConfig) *Shipper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Shipper{cfg: cfg, log: cfg.Logger.With("component", "shipper"), wake: make(chan struct{}, 1), progress: make(chan struct{})}
+	return &Shipper{cfg: cfg, log: cfg.Logger.With("component", "shipper"), wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), progress: make(chan struct{})}
 }
 
 // Offer buffers r for shipping; it never blocks. Use it as
@@ -150,22 +159,37 @@ func (s *Shipper) poke() {
 	}
 }
 
-// Flush asks Run to ship now and returns once every record buffered
-// before the call has been stored by the gateway, or with ctx's error.
-// A proposal quoting a denial_id relies on it: the gateway finds the
-// denial only once it has it. Records dropped from a full buffer never
-// arrive; Flush does not wait for them. It needs Run to be running.
+// Flush asks Run to ship now (cutting short a backoff after failures)
+// and returns once every record buffered before the call has been stored
+// by the gateway, or with ctx's error. A proposal quoting a denial_id
+// relies on it: the gateway finds the denial only once it has it.
+// Records dropped from a full buffer never arrive; Flush does not wait
+// for them. It needs Run to be running.
+//
+// When an attempt made after the call fails with the gateway unreachable
+// (gRPC Unavailable: refused, reset, no route), Flush returns at once
+// with that error (status.Code reads Unavailable through the wrapping),
+// rather than waiting out ctx for a gateway that is not there.
 func (s *Shipper) Flush(ctx context.Context) error {
 	s.mu.Lock()
-	mark := s.offered
+	mark, failures := s.offered, s.failures
 	s.mu.Unlock()
 	s.poke()
+	select {
+	case s.urgent <- struct{}{}:
+	default:
+	}
 	for {
 		s.mu.Lock()
 		done, progress := s.shipped >= mark, s.progress
+		failed := s.failures > failures && s.lastErr != nil && status.Code(s.lastErr) == codes.Unavailable
+		lastErr := s.lastErr
 		s.mu.Unlock()
 		if done {
 			return nil
+		}
+		if failed {
+			return fmt.Errorf("decision records not shipped: the gateway is unreachable: %w", lastErr)
 		}
 		select {
 		case <-progress:
@@ -204,16 +228,23 @@ func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
 			return
 		case <-tick.C:
 		case <-s.wake:
+		case <-s.urgent:
+			backoff = 0 // a Flush waits: try now
 		}
 		if backoff > 0 {
+			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
-			case <-time.After(backoff):
+			case <-t.C:
+			case <-s.urgent:
+				t.Stop()
 			}
 		}
 		for {
 			more, err := s.shipOnce(ctx, client, sub.cfg.ProxyID)
+			s.attempted(err)
 			if err != nil {
 				backoff = min(max(2*backoff, time.Second), 30*time.Second)
 				if ctx.Err() == nil {
@@ -226,6 +257,18 @@ func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
 				break
 			}
 		}
+	}
+}
+
+// attempted records how an attempt ended and wakes Flush when it failed.
+func (s *Shipper) attempted(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+	if err != nil {
+		s.failures++
+		close(s.progress)
+		s.progress = make(chan struct{})
 	}
 }
 

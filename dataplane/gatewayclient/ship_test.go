@@ -3,10 +3,15 @@ package gatewayclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
@@ -48,5 +53,45 @@ func TestShipperDefinitionBuffer(t *testing.T) {
 	}
 	if n, _ := s.Pending(); n != 0 {
 		t.Fatalf("records pending = %d; definitions have a buffer of their own", n)
+	}
+}
+
+// With no gateway listening, Flush does not wait out its context: the
+// attempt it asks for fails with Unavailable and Flush returns that, also
+// while Run backs off after earlier failures (Flush cuts the wait short).
+func TestShipperFlushSaysTheGatewayIsUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now: connections are refused
+	discard := slog.New(slog.DiscardHandler)
+	sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
+		Gateway: "http://" + addr, Sandbox: "agent-1", Token: func() (string, error) { return "pcs_test", nil },
+		ProxyID: "p1", DataDir: t.TempDir(), Logger: discard,
+	}, &proxy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := gatewayclient.NewShipper(gatewayclient.ShipperConfig{Interval: time.Hour, Logger: discard})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx, sub); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; sub.Close() })
+
+	for i := range 3 {
+		s.Offer(decision.Record{Decision: decision.Deny, DenialID: fmt.Sprintf("dn_%d", i)})
+		// The deadline only guards the test: Flush must end on the
+		// failed attempt, long before it.
+		fctx, fcancel := context.WithTimeout(t.Context(), time.Minute)
+		err := s.Flush(fctx)
+		fcancel()
+		if status.Code(err) != codes.Unavailable || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "unreachable") {
+			t.Fatalf("Flush %d = %v; want Unavailable, the gateway unreachable", i, err)
+		}
+	}
+	if n, _ := s.Pending(); n != 3 {
+		t.Fatalf("pending = %d; want the 3 records kept for later", n)
 	}
 }

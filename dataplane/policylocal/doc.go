@@ -12,7 +12,12 @@
 // relayed to the gateway's AdvisorService with the proxy's sandbox token
 // (Server.SetAdvisor; in file mode they answer 503), gRPC errors mapped to
 // HTTP statuses with JSON bodies carrying the refusal or rate-limit
-// detail. mcp.go serves the same as an MCP server at
+// detail ("refusals": every violation the advisor found, in order; the
+// first also as "refusal"). A gateway that cannot be reached answers 503
+// gateway_unavailable at once, also for a proposal from a denial, whose
+// records the shipper could not send (Shipper.Flush returns on the failed
+// attempt). Numbers are JSON numbers: a proposal's ids, the version in
+// force (a file-mode label, "sha256:…", stays a string). mcp.go serves the same as an MCP server at
 // http://policy.local/mcp (official go-sdk, stateless) with the tools
 // list_denials, propose and proposal_status; refusals are tool results
 // with isError.

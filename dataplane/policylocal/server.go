@@ -314,12 +314,19 @@ func (pl *Server) relayError(err error) *localError {
 	switch st.Code() {
 	case codes.InvalidArgument:
 		e := newLocalError(http.StatusBadRequest, "invalid_argument", msg)
+		// Every violation the advisor found, in order ("refusals"); the
+		// first is also "refusal".
+		var refusals []map[string]any
 		for _, d := range st.Details() {
 			if ref, ok := d.(*portcullisv1.ProposalRefusal); ok {
-				e.body["refusal"] = map[string]any{
+				refusals = append(refusals, map[string]any{
 					"operation": ref.GetOperation(), "field": ref.GetField(), "rule": ref.GetRule(), "reason": ref.GetReason(),
-				}
+				})
 			}
+		}
+		if len(refusals) > 0 {
+			e.body["refusal"] = refusals[0]
+			e.body["refusals"] = refusals
 		}
 		return e
 	case codes.NotFound:
@@ -342,7 +349,8 @@ func (pl *Server) relayError(err error) *localError {
 		return newLocalError(http.StatusBadGateway, "proxy_token_refused",
 			"the gateway refused this proxy's sandbox token ("+msg+"): proposals cannot be filed until an operator fixes the proxy's token; the agent cannot fix this")
 	case codes.Unavailable:
-		e := newLocalError(http.StatusServiceUnavailable, "gateway_unavailable", "the gateway is unreachable; retry later")
+		e := newLocalError(http.StatusServiceUnavailable, "gateway_unavailable",
+			"the gateway is unreachable, so no proposal can be filed or read now; the proxy keeps enforcing its policy: retry later")
 		e.retryAfter = 5
 		return e
 	case codes.DeadlineExceeded, codes.Canceled:
@@ -364,7 +372,7 @@ func (pl *Server) localPolicy(w http.ResponseWriter, _ *http.Request) {
 	doc := pol.CanonicalJSON()
 	sum := sha256.Sum256(doc) // policy.Hash digests the same bytes
 	body := map[string]any{
-		"version": version,
+		"version": versionJSON(version),
 		"hash":    hex.EncodeToString(sum[:]),
 		"policy":  json.RawMessage(doc),
 	}
@@ -372,6 +380,16 @@ func (pl *Server) localPolicy(w http.ResponseWriter, _ *http.Request) {
 		body["sandbox"] = pl.sandbox
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// versionJSON is a version label as JSON: a stored version (gateway mode)
+// is a number, as the gateway's API and the CLI give it; a file-mode label
+// ("sha256:…") stays a string.
+func versionJSON(label string) any {
+	if n, err := strconv.ParseUint(label, 10, 32); err == nil {
+		return n
+	}
+	return label
 }
 
 // localDenial is one denial as policy.local shows it; the names are those
@@ -537,6 +555,14 @@ func (pl *Server) submit(ctx context.Context, req *portcullisv1.SubmitProposalRe
 		cancel()
 		if err != nil {
 			pl.log.Warn("policy.local: decision records not shipped before a proposal from a denial", "err", err)
+			if status.Code(err) == codes.Unavailable {
+				// The shipper's attempt found no gateway: say so now
+				// rather than after flushTimeout.
+				e := newLocalError(http.StatusServiceUnavailable, "gateway_unavailable",
+					"the gateway is unreachable, so no proposal can be filed now; the proxy keeps enforcing its policy: retry later")
+				e.retryAfter = 5
+				return nil, e
+			}
 			e := newLocalError(http.StatusServiceUnavailable, "denials_not_shipped", "the proxy could not send its recent denials to the gateway yet; retry shortly")
 			e.retryAfter = 5
 			return nil, e
@@ -677,14 +703,15 @@ func parseWait(s string) (time.Duration, error) {
 }
 
 // proposalJSON is a stored proposal as protojson with the proto field
-// names, as the CLI's -o json prints it.
+// names, as the CLI's -o json prints it, with its 64-bit integers (id,
+// superseded_by, …) as JSON numbers rather than protojson's strings.
 func proposalJSON(prop *portcullisv1.Proposal) []byte {
 	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(prop)
 	if err != nil {
 		// A message received from the gateway always marshals.
 		return []byte(`{"error":"cannot encode the proposal"}`)
 	}
-	return b
+	return numbers(b, prop.ProtoReflect().Descriptor())
 }
 
 func writeProposal(w http.ResponseWriter, code int, prop *portcullisv1.Proposal) {

@@ -13,9 +13,17 @@ import (
 // from it in memory and writes what changed to the store in batches, so
 // that an ACK storm after a commit costs a few transactions, not one per
 // proxy, and every replica's ListProxies sees every proxy.
+//
+// What an operator waits for (a proxy connecting, applying or refusing a
+// version, going) is written at once: it wakes the writer, which takes
+// everything changed by then in one transaction (the ACKs that arrive
+// while it writes go in the next). Heartbeats' last-seen times wait for
+// the interval. Before, every change waited for the next tick, so
+// `proxies list` could show an ACK a second (and, with a client's own
+// polling, seconds) after the proxy applied the version.
 const (
-	// statusFlushInterval: statuses are written at most this often, so the
-	// writes an ACK storm causes come after the push, not during it.
+	// statusFlushInterval: heartbeats' statuses are written at most this
+	// often.
 	statusFlushInterval = time.Second
 	// seenWriteInterval: a live proxy's last-seen time is written at
 	// least this often, so a status whose replica died shows its age.
@@ -50,10 +58,15 @@ type proxyTracker struct {
 	// applies or refuses a version, or goes: what WatchEnforcement
 	// waits on.
 	changed chan struct{}
+	// wake asks run to write now (the same changes).
+	wake chan struct{}
+	// interval is statusFlushInterval (tests lengthen it).
+	interval time.Duration
 }
 
 func newProxyTracker(st *store.Store, replica string, now func() time.Time) *proxyTracker {
-	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus), changed: make(chan struct{})}
+	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus), changed: make(chan struct{}),
+		wake: make(chan struct{}, 1), interval: statusFlushInterval}
 }
 
 func (t *proxyTracker) connect(key proxyKey, hello *portcullisv1.ProxyHello) *proxyEntry {
@@ -97,10 +110,15 @@ func (t *proxyTracker) disconnect(e *proxyEntry) {
 	t.broadcast()
 }
 
-// broadcast wakes the watchers of enforcement; t.mu is held.
+// broadcast wakes the watchers of enforcement and the writer; t.mu is
+// held.
 func (t *proxyTracker) broadcast() {
 	close(t.changed)
 	t.changed = make(chan struct{})
+	select {
+	case t.wake <- struct{}{}:
+	default: // a write is already asked for; it takes this change too
+	}
 }
 
 func (t *proxyTracker) ack(e *proxyEntry, sv *signedVersion, lag time.Duration, now time.Time) {
@@ -187,9 +205,10 @@ func (t *proxyTracker) flush(ctx context.Context) error {
 	return err
 }
 
-// run flushes every statusFlushInterval until ctx ends, then once more.
+// run flushes when woken (a connect, ACK, NACK or disconnect) and every
+// interval (heartbeats) until ctx ends, then once more.
 func (t *proxyTracker) run(ctx context.Context, log func(error)) {
-	tick := time.NewTicker(statusFlushInterval)
+	tick := time.NewTicker(t.interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -201,9 +220,10 @@ func (t *proxyTracker) run(ctx context.Context, log func(error)) {
 			cancel()
 			return
 		case <-tick.C:
-			if err := t.flush(ctx); err != nil && ctx.Err() == nil {
-				log(err)
-			}
+		case <-t.wake:
+		}
+		if err := t.flush(ctx); err != nil && ctx.Err() == nil {
+			log(err)
 		}
 	}
 }

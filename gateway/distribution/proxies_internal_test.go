@@ -1,0 +1,57 @@
+package distribution
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/sqlite"
+	"github.com/portcullis-dev/portcullis/store/storetest"
+)
+
+// A proxy's ACK reaches the store (what `proxies list` reads) at once,
+// not at the writer's next tick: with the tick an hour away, the stored
+// status shows the applied version as soon as the writer has run.
+func TestProxyStatusAckWrittenPromptly(t *testing.T) {
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(lite)
+	defer st.Close()
+	if _, err := st.CreateSandbox(t.Context(), store.CreateSandbox{Name: "agent-1", Actor: "test", Token: storetest.NewToken("sandbox-agent-1", "", "")}); err != nil {
+		t.Fatal(err)
+	}
+	tr := newProxyTracker(st, "r1", time.Now)
+	tr.interval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tr.run(ctx, func(err error) { t.Errorf("flush: %v", err) }); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	e := tr.connect(proxyKey{"agent-1", "p1"}, &portcullisv1.ProxyHello{Sandbox: "agent-1", ProxyId: "p1"})
+	sv := &signedVersion{policy: &portcullisv1.SignedPolicy{Sandbox: "agent-1", Version: 3, Hash: "abc"}}
+	tr.ack(e, sv, 5*time.Millisecond, time.Now())
+
+	deadline := time.Now().Add(10 * time.Second) // far beyond a write; far below the hour
+	for {
+		list, err := st.ListProxyStatuses(t.Context(), "agent-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 1 && list[0].AppliedVersion == 3 && list[0].LastAckAt != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stored statuses %+v; want p1's ACK of version 3 written without waiting for the tick", list)
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
