@@ -550,17 +550,7 @@ func (w *response) commit(final bool) {
 		bw.WriteString("status code " + strconv.Itoa(w.status))
 	}
 	bw.WriteString("\r\n")
-	for k, vv := range h {
-		if !httpguts.ValidHeaderFieldName(k) {
-			continue
-		}
-		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			writeFieldValue(bw, v)
-			bw.WriteString("\r\n")
-		}
-	}
+	writeFields(bw, h, nil)
 	_, w.err = bw.WriteString("\r\n")
 	if w.err != nil {
 		w.closeAfter = true
@@ -572,14 +562,29 @@ func (w *response) commit(final bool) {
 	}
 }
 
-// writeFieldValue writes v with any CR or LF as a space, so no value can
-// end the header early.
-func writeFieldValue(bw *bufio.Writer, v string) {
-	if !strings.ContainsAny(v, "\r\n") {
-		bw.WriteString(v)
-		return
+// writeFields writes the fields of h whose names are tokens, except those
+// skip names (nil: none).
+func writeFields(bw *bufio.Writer, h http.Header, skip func(name string) bool) {
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) || skip != nil && skip(k) {
+			continue
+		}
+		for _, v := range vv {
+			writeField(bw, k, v)
+		}
 	}
-	bw.WriteString(strings.NewReplacer("\r", " ", "\n", " ").Replace(v))
+}
+
+// writeField writes one field line, the value with any CR or LF as a
+// space so that no value can end the header early.
+func writeField(bw *bufio.Writer, name, value string) {
+	bw.WriteString(name)
+	bw.WriteString(": ")
+	if strings.ContainsAny(value, "\r\n") {
+		value = strings.NewReplacer("\r", " ", "\n", " ").Replace(value)
+	}
+	bw.WriteString(value)
+	bw.WriteString("\r\n")
 }
 
 // Flush sends the head and everything written so far.
@@ -623,10 +628,7 @@ func (w *response) finish() {
 					continue
 				}
 				for _, v := range w.header[k] {
-					bw.WriteString(k)
-					bw.WriteString(": ")
-					writeFieldValue(bw, v)
-					bw.WriteString("\r\n")
+					writeField(bw, k, v)
 				}
 			}
 		}

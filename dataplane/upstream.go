@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // The upstream client. Judged requests go to the checked address over
@@ -362,21 +360,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
 	}
 	bw.WriteString(host)
 	bw.WriteString("\r\n")
-	for k, vv := range req.Header {
-		switch k {
-		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue
-		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			continue
-		}
-		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			writeFieldValue(bw, v)
-			bw.WriteString("\r\n")
-		}
-	}
+	writeFields(bw, req.Header, framingField)
 	length := req.ContentLength
 	streamed := body == nil && req.Body != nil && req.Body != http.NoBody && length != 0
 	if body != nil {
@@ -417,6 +401,15 @@ func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
 		}
 		return err
 	}
+}
+
+// framingField reports the fields the proxy writes itself, never copied.
+func framingField(name string) bool {
+	switch name {
+	case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+		return true
+	}
+	return false
 }
 
 // bodyErr wraps a streamed request body to remember an error reading it,
