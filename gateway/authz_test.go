@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +185,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 					}
 					if caller.name == asSentry && !slices.Contains(allowed, asSentry) && code != connect.CodePermissionDenied {
 						t.Errorf("%s as a sentry token: got %v, want PermissionDenied", procedure, err)
+					}
+					// Permission errors name the action in words, never the RPC.
+					if code == connect.CodePermissionDenied && strings.Contains(err.Error(), "/portcullis.") {
+						t.Errorf("%s as %s: the permission error names the RPC: %v", procedure, caller.name, err)
 					}
 				}
 			}

@@ -357,7 +357,7 @@ func TestConsoleSandboxPage(t *testing.T) {
 		t.Errorf("diff v1→v2: added line %q", added)
 	}
 	webtest.Act(t, ctx, "operator rollback", chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)), chromedp.Click(chromedp.CSS(`button[data-confirm-rollback="1"]`)))
-	if msg := webtest.WaitText(t, ctx, "rollback-result"); !strings.Contains(msg, "may not call") {
+	if msg := webtest.WaitText(t, ctx, "rollback-result"); !strings.Contains(msg, "an operator token cannot roll back policies") {
 		t.Errorf("operator rollback message %q, want the permission error", msg)
 	}
 
@@ -376,7 +376,7 @@ func TestConsoleSandboxPage(t *testing.T) {
 	}
 	webtest.Act(t, ctx, "operator unfreeze", chromedp.Click(chromedp.ID("freeze-start")),
 		chromedp.SendKeys(chromedp.ID("freeze-reason"), "false alarm"), chromedp.Click(chromedp.ID("freeze-confirm")))
-	if msg := webtest.Value(t, ctx, "unfreeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice.bad")?.textContent || "")`)); !strings.Contains(msg, "may not call") {
+	if msg := webtest.Value(t, ctx, "unfreeze result", chromedp.Poll[string](`(document.querySelector("#freeze-result .notice.bad")?.textContent || "")`)); !strings.Contains(msg, "an operator token cannot unfreeze sandboxes") {
 		t.Errorf("operator unfreeze: %q", msg)
 	}
 	if _, err := e.admin.sandbox.UnfreezeSandbox(t.Context(), &portcullisv1.UnfreezeSandboxRequest{Name: "support", Reason: "false alarm"}); err != nil {

@@ -396,7 +396,7 @@ func TestErrorExitCodes(t *testing.T) {
 		want  int
 	}{
 		{"NotFound", admin, []string{"sandbox", "get", "nope"}, `sandbox "nope" not found`, exitNo},
-		{"PermissionDenied", sb, []string{"sandbox", "get", "orders"}, "role sandbox may not call", exitNo},
+		{"PermissionDenied", sb, []string{"sandbox", "get", "orders"}, "error: a sandbox token cannot read sandboxes: that takes an admin or operator token", exitNo},
 		{"Unauthenticated", "pcs_not-a-token", []string{"sandbox", "get", "orders"}, "invalid token", exitNo},
 		{"InvalidArgument", admin, []string{"sandbox", "get", "Bad_Name"}, "name: must be", exitInvalid},
 		{"Aborted", admin, []string{"policy", "set", "orders", "-f", "testdata/quickstart.yaml", "--expect-version", "3"}, "expected version 3, but the current version", exitConflict},

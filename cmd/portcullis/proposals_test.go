@@ -363,7 +363,7 @@ operations:
 		}{
 			{"stale hash", nil, admin, []string{q.id, "--hash", q.stale}, "changed since it was shown", exitConflict, getApprove},
 			{"twice", nil, q.olive, []string{q.id}, "olive already approved proposal " + q.id + ": another approver is needed", exitConflict, getApprove},
-			{"sandbox", nil, q.sb, []string{q.id, "--hash", q.hash, "-o", "json"}, "role sandbox may not call", exitNo, "ApprovalService.ApproveProposal"},
+			{"sandbox", nil, q.sb, []string{q.id, "--hash", q.hash, "-o", "json"}, "a sandbox token cannot approve proposals", exitNo, "ApprovalService.ApproveProposal"},
 			{"grant refused", nil, admin, []string{l4, "--until", "8h"}, "grant_expires_at: operation 0 adds an endpoint without rules", exitInvalid, getApprove},
 			{"not found", nil, admin, []string{"999"}, "proposal 999 not found", exitNo, "ApprovalService.GetProposal"},
 			{"frozen", func() { g.must(t, q.olive, "sandbox", "freeze", "orders", "--reason", "incident") }, admin, []string{q.id},
@@ -489,7 +489,7 @@ func TestApprovalPolicyCommands(t *testing.T) {
 			want               int
 		}{
 			{admin, "package elsewhere\n", "module: invalid approval rules: package is elsewhere, want portcullis.approval", exitInvalid},
-			{olive, module, "role operator may not call", exitNo},
+			{olive, module, "an operator token cannot set the approval policy: that takes an admin token", exitNo},
 		} {
 			stdout, stderr, code := g.cli(t, tt.token, "approval-policy", "set", "-f", writeFile(t, "rules.rego", tt.module))
 			if code != tt.want || stdout != "" || !strings.Contains(stderr, "error: "+tt.msg) {
