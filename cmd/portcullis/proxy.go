@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -338,13 +337,4 @@ func newDemoCmd(env *environment) *cobra.Command {
 	mcpCmd.Flags().BoolVar(&stateless, "stateless", false, "serve MCP 2026-07-28 without sessions")
 	cmd.AddCommand(mcpCmd)
 	return cmd
-}
-
-// buildVersion is the module version the binary was built from ("devel"
-// for a build from a checkout), shown by the gateway in proxies list.
-func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "devel"
 }

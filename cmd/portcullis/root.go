@@ -65,6 +65,7 @@ is no longer the proposal's); 4 gateway unavailable.`,
 		newAuditCmd(env),
 		newSentryCmd(env),
 		newMCPCmd(env),
+		newVersionCmd(env),
 	)
 	markStart(root, env)
 	return root
