@@ -60,10 +60,10 @@ func newQueue(t *testing.T, required int, olive bool) *queue {
 	q.carol = g.json(t, admin, "token", "create", "--role", "operator", "--name", "carol")["token"].(string)
 	g.must(t, admin, "approval-policy", "set", "-f", writeFile(t, "rules.rego", approvalRules(required)))
 
-	q.withdrawn = g.json(t, q.sb, "propose", "-f", writeFile(t, "x1.yaml", addTool("x1")))["id"].(string)
+	q.withdrawn = fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "x1.yaml", addTool("x1")))["id"])
 	g.must(t, q.sb, "proposals", "withdraw", q.withdrawn)
 	p := g.json(t, q.sb, "propose", "-f", writeFile(t, "track.yaml", trackShipment))
-	q.id, q.stale = p["id"].(string), p["resulting_hash"].(string)
+	q.id, q.stale = fmt.Sprint(p["id"]), p["resulting_hash"].(string)
 	g.must(t, q.carol, "proposals", "approve", q.id, "--reason", "saw the old one")
 	// An unrelated change moves the base: the proposal is re-based.
 	cur := g.must(t, admin, "policy", "get", "orders", "-o", "yaml")
@@ -334,7 +334,7 @@ func TestProposalsApprove(t *testing.T) {
 		if calls := methods(q.g.took()); calls != "ApprovalService.ApproveProposal" {
 			t.Fatalf("calls %s; want the approval alone", calls)
 		}
-		if as, _ := m["approvals"].([]any); len(as) != 3 || m["id"] != q.id {
+		if as, _ := m["approvals"].([]any); len(as) != 3 || fmt.Sprint(m["id"]) != q.id {
 			t.Errorf("json = %v", m)
 		}
 	})
@@ -344,12 +344,12 @@ func TestProposalsApprove(t *testing.T) {
 		g := q.g
 		// A new entry for an L4 endpoint: approved alone, it could not
 		// end with a grant.
-		l4 := g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", `rationale: reports
+		l4 := fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", `rationale: reports
 operations:
   - add_rule:
       name: reports
       rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] }
-`))["id"].(string)
+`))["id"])
 		g.took()
 		getApprove := "ApprovalService.GetProposal,ApprovalService.ApproveProposal"
 		for _, tt := range []struct {
@@ -391,8 +391,8 @@ operations:
 func TestProposalsReject(t *testing.T) {
 	q := newQueue(t, 2, false)
 	g := q.g
-	second := g.json(t, q.sb, "propose", "-f", writeFile(t, "ship.yaml", shippingRule))["id"].(string)
-	applied := g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", "rationale: r\noperations:\n  - add_rule: { name: reports, rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] } }\n"))["id"].(string)
+	second := fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "ship.yaml", shippingRule))["id"])
+	applied := fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", "rationale: r\noperations:\n  - add_rule: { name: reports, rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] } }\n"))["id"])
 	g.must(t, q.olive, "proposals", "approve", applied, "--reason", "ok")
 	g.took()
 
