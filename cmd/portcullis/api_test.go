@@ -110,7 +110,7 @@ func TestSandboxCommands(t *testing.T) {
 	})
 
 	t.Run("delete", func(t *testing.T) {
-		if m := g.json(t, admin, "sandbox", "delete", "orders"); m["name"] != "orders" {
+		if m := g.json(t, admin, "sandbox", "delete", "orders", "--yes"); m["name"] != "orders" {
 			t.Errorf("json = %v", m)
 		}
 		if _, stderr, code := g.cli(t, admin, "sandbox", "get", "orders"); code != exitNo || !strings.Contains(stderr, "not found") {

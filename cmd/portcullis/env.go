@@ -58,6 +58,10 @@ type environment struct {
 	// httpClient carries every API call; nil means one built on first use.
 	httpClient *http.Client
 
+	// interactive: stdin is a terminal, so a command may ask (sandbox
+	// delete's confirmation).
+	interactive bool
+
 	// started is set when a command's own code begins to run: an error
 	// before that is cobra refusing the command line (exit 2).
 	started bool
@@ -90,7 +94,17 @@ func newEnvironment(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	return &environment{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	return &environment{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, interactive: isTerminal(stdin)}
+}
+
+// isTerminal reports whether r is a terminal (a character device).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // addGlobalFlags registers the flags every command accepts.
