@@ -171,8 +171,10 @@ var authzTable = map[string]rule{
 	portcullisv1connect.DistributionServiceShipDecisionsProcedure: proxyOnly.to("ship decision records as a proxy"),
 	portcullisv1connect.ProxyServiceListProxiesProcedure:          readers.to("list proxies"),
 	portcullisv1connect.ProxyServiceWatchEnforcementProcedure:     readers.to("watch policy enforcement"),
-	portcullisv1connect.DecisionServiceListDecisionsProcedure:     ownPolicyReaders.to("read decision logs"),
-	portcullisv1connect.DecisionServiceTailDecisionsProcedure:     ownPolicyReaders.to("tail decision logs"),
+	// The public keys proxies pin: no secret, but not for watchdogs.
+	portcullisv1connect.ProxyServiceListSigningKeysProcedure:  anyRole.to("list the gateway's signing keys"),
+	portcullisv1connect.DecisionServiceListDecisionsProcedure: ownPolicyReaders.to("read decision logs"),
+	portcullisv1connect.DecisionServiceTailDecisionsProcedure: ownPolicyReaders.to("tail decision logs"),
 
 	// The sandbox may propose, never approve: the advisor is for sandbox
 	// tokens alone, and every call is scoped to the token's sandbox.

@@ -70,6 +70,7 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.ProxyService/ListProxies":          {asAdmin, asOperator},
 	// Which proxies ACKed or NACKed a version: what ListProxies shows.
 	"/portcullis.v1.ProxyService/WatchEnforcement": {asAdmin, asOperator},
+	"/portcullis.v1.ProxyService/ListSigningKeys":  {asAdmin, asOperator, asOwn, asOther},
 	"/portcullis.v1.DecisionService/ListDecisions": {asAdmin, asOperator, asOwn},
 	"/portcullis.v1.DecisionService/TailDecisions": {asAdmin, asOperator, asOwn},
 	// The sandbox proposes, never approves: the advisor answers sandbox

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 )
 
@@ -51,10 +52,10 @@ const (
 
 // newQueue builds a queue under approvalRules(required); with olive, olive
 // approves the re-based proposal too ("narrow,\nticket 8812").
-func newQueue(t *testing.T, required int, olive bool) *queue {
+func newQueue(t *testing.T, required int, olive bool, configure ...func(*gateway.Config)) *queue {
 	t.Helper()
 	admin := gatewaytest.AdminToken
-	g := startGateway(t)
+	g := startGateway(t, configure...)
 	q := &queue{g: g, sb: proposeSandbox(t, g)}
 	q.olive = g.json(t, admin, "token", "create", "--role", "operator", "--name", "olive")["token"].(string)
 	q.carol = g.json(t, admin, "token", "create", "--role", "operator", "--name", "carol")["token"].(string)
