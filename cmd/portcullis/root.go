@@ -27,7 +27,8 @@ Exit codes: 0 success; 1 the answer is no (not found, permission denied,
 unauthenticated, too many proposals); 2 invalid input or usage (a proposal
 refused as not narrow too); 3 conflict (stale expected version, already
 exists, a proposal no longer pending, an approval of a resulting hash that
-is no longer the proposal's); 4 gateway unavailable.`,
+is no longer the proposal's); 4 gateway unavailable (unreachable,
+overloaded, or the address is not a Portcullis gateway).`,
 		Example: `  portcullis gateway
   export PORTCULLIS_TOKEN=…   # or --token-file FILE
   portcullis sandbox create orders -f policy.yaml

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -53,5 +56,34 @@ func TestSandboxDeleteConfirms(t *testing.T) {
 	g.must(t, admin, "sandbox", "delete", "orders", "--yes")
 	if exists() {
 		t.Fatal("delete --yes kept the sandbox")
+	}
+}
+
+// A --gateway that is another web server exits 4 saying so; one where
+// nothing listens says it is unreachable.
+func TestWrongGateway(t *testing.T) {
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html>a wiki</html>")
+	}))
+	defer page.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+
+	for _, tt := range []struct {
+		url, want string
+	}{
+		{notFound.URL, "error: " + notFound.URL + " is not a Portcullis gateway: it answered 404 Not Found"},
+		{page.URL, "error: " + page.URL + " is not a Portcullis gateway: it answered 200 OK"},
+		{closed.URL, "error: gateway " + closed.URL + " is unreachable: "},
+	} {
+		for _, args := range [][]string{{"sandbox", "list"}, {"logs", "orders", "--tail"}, {"proposals", "show", "1"}} {
+			_, stderr, code := runCLI(t, append([]string{"--gateway", tt.url, "--token", "pcs_x"}, args...)...)
+			if code != exitUnavailable || !strings.HasPrefix(stderr, tt.want) {
+				t.Errorf("%v at %s: exit %d, stderr %q; want exit 4 and %q", args, tt.url, code, stderr, tt.want)
+			}
+		}
 	}
 }
