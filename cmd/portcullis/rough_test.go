@@ -87,3 +87,37 @@ func TestWrongGateway(t *testing.T) {
 		}
 	}
 }
+
+// A mistyped subcommand gets the nearest ones suggested, whatever flags
+// follow it; the servers' help leaves out the client flags.
+func TestSuggestionsAndHelp(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sandbox", "lst"}, `unknown command "lst" for "portcullis sandbox"; did you mean get or list?`},
+		{[]string{"policy", "st", "orders", "-f", "p.yaml"}, `unknown command "st" for "portcullis policy"; did you mean fmt, get or set?`},
+		{[]string{"audit", "verfy"}, "did you mean verify?"},
+	} {
+		_, stderr, code := runCLI(t, tt.args...)
+		if code != exitInvalid || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "shorthand") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		args   []string
+		client bool
+	}{
+		{[]string{"gateway", "--help"}, false},
+		{[]string{"demo", "mcp-server", "--help"}, false},
+		{[]string{"migrate", "--help"}, false},
+		{[]string{"sandbox", "list", "--help"}, true},
+		{[]string{"proxy", "--help"}, true}, // a gateway-mode proxy takes --gateway and --token-file
+	} {
+		stdout, stderr, code := runCLI(t, tt.args...)
+		ok(t, code, stderr)
+		if has := strings.Contains(stdout, "--gateway URL") && strings.Contains(stdout, "--token TOKEN"); has != tt.client {
+			t.Errorf("%v lists --gateway and --token: %v, want %v\n%s", tt.args, has, tt.client, stdout)
+		}
+	}
+}
