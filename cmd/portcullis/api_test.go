@@ -442,7 +442,8 @@ func TestErrorExitCodes(t *testing.T) {
 	})
 }
 
-// TestGatewayUnavailable checks exit code 4 when nothing listens.
+// TestGatewayUnavailable checks exit code 4, "unreachable", when nothing
+// listens.
 func TestGatewayUnavailable(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -459,7 +460,7 @@ func TestGatewayUnavailable(t *testing.T) {
 		if code != exitUnavailable {
 			t.Errorf("%v: exit code %d, want %d; stderr:\n%s", args, code, exitUnavailable, stderr)
 		}
-		if stdout != "" || !strings.Contains(stderr, "error: gateway "+url+" unavailable") || strings.Contains(stderr, gatewaytest.AdminToken) {
+		if stdout != "" || !strings.Contains(stderr, "error: gateway "+url+" is unreachable") || strings.Contains(stderr, gatewaytest.AdminToken) {
 			t.Errorf("%v: stdout %q, stderr:\n%s", args, stdout, stderr)
 		}
 	}
