@@ -73,6 +73,38 @@ type rule struct {
 	// scoped: a sandbox-role caller must name its own sandbox in the
 	// request (the message's `sandbox` field).
 	scoped bool
+	// action is what the RPC does, in words that finish "a sandbox token
+	// cannot …": permission errors name it instead of the RPC's path.
+	action string
+}
+
+// to is r for the RPC that does action.
+func (r rule) to(action string) rule {
+	r.action = action
+	return r
+}
+
+// denied is the permission error for a caller whose role r does not
+// allow: "a sandbox token cannot approve proposals: that takes an admin
+// or operator token".
+func (r rule) denied(role string) error {
+	msg := tokenOf(role) + " cannot " + r.action
+	if len(r.roles) > 0 {
+		roles := strings.Join(r.roles, ", ")
+		if i := strings.LastIndex(roles, ", "); i >= 0 {
+			roles = roles[:i] + " or " + roles[i+2:]
+		}
+		msg += ": that takes " + tokenOf(roles)
+	}
+	return connect.NewError(connect.CodePermissionDenied, msg)
+}
+
+// tokenOf is "an admin token", "a sandbox token".
+func tokenOf(role string) string {
+	if role != "" && strings.ContainsRune("aeiou", rune(role[0])) {
+		return "an " + role + " token"
+	}
+	return "a " + role + " token"
 }
 
 func (r rule) allows(role string) bool {
@@ -103,75 +135,78 @@ var (
 	sentryOnly = rule{roles: []string{store.RoleSentry}}
 )
 
-// authzTable is the authorization policy of the gateway: one row per RPC.
-// A procedure without a row is refused (the server will not even start
-// with one registered), so a new RPC cannot ship unprotected by accident.
+// authzTable is the authorization policy of the gateway: one row per RPC,
+// each saying who may call it and, in words, what it does. A procedure
+// without a row is refused (the server will not even start with one
+// registered), so a new RPC cannot ship unprotected by accident.
 var authzTable = map[string]rule{
-	portcullisv1connect.SandboxServiceCreateSandboxProcedure:        adminOnly,
-	portcullisv1connect.SandboxServiceGetSandboxProcedure:           readers,
-	portcullisv1connect.SandboxServiceListSandboxesProcedure:        readers,
-	portcullisv1connect.SandboxServiceDeleteSandboxProcedure:        adminOnly,
-	portcullisv1connect.SandboxServiceRotateSandboxTokenProcedure:   adminOnly,
-	portcullisv1connect.SandboxServiceGetSandboxCAProcedure:         readers,
-	portcullisv1connect.SandboxServiceSetSandboxBoundaryProcedure:   adminOnly,
-	portcullisv1connect.SandboxServiceSetCredentialedHostsProcedure: adminOnly,
+	portcullisv1connect.SandboxServiceCreateSandboxProcedure:        adminOnly.to("create sandboxes"),
+	portcullisv1connect.SandboxServiceGetSandboxProcedure:           readers.to("read sandboxes"),
+	portcullisv1connect.SandboxServiceListSandboxesProcedure:        readers.to("list sandboxes"),
+	portcullisv1connect.SandboxServiceDeleteSandboxProcedure:        adminOnly.to("delete sandboxes"),
+	portcullisv1connect.SandboxServiceRotateSandboxTokenProcedure:   adminOnly.to("rotate sandbox tokens"),
+	portcullisv1connect.SandboxServiceGetSandboxCAProcedure:         readers.to("read a sandbox's CA"),
+	portcullisv1connect.SandboxServiceSetSandboxBoundaryProcedure:   adminOnly.to("set a sandbox's boundary"),
+	portcullisv1connect.SandboxServiceSetCredentialedHostsProcedure: adminOnly.to("set a sandbox's credentialed hosts"),
 	// Freezing only ever narrows: an operator may pull the kill switch.
 	// Unfreezing widens again, so it is an admin's.
-	portcullisv1connect.SandboxServiceFreezeSandboxProcedure:   readers,
-	portcullisv1connect.SandboxServiceUnfreezeSandboxProcedure: adminOnly,
-	portcullisv1connect.SandboxServiceListToolsProcedure:       readers,
+	portcullisv1connect.SandboxServiceFreezeSandboxProcedure:   readers.to("freeze sandboxes"),
+	portcullisv1connect.SandboxServiceUnfreezeSandboxProcedure: adminOnly.to("unfreeze sandboxes"),
+	portcullisv1connect.SandboxServiceListToolsProcedure:       readers.to("list a sandbox's MCP tools"),
 
-	portcullisv1connect.TokenServiceCreateTokenProcedure: adminOnly,
-	portcullisv1connect.TokenServiceListTokensProcedure:  adminOnly,
-	portcullisv1connect.TokenServiceRevokeTokenProcedure: adminOnly,
+	portcullisv1connect.TokenServiceCreateTokenProcedure: adminOnly.to("create tokens"),
+	portcullisv1connect.TokenServiceListTokensProcedure:  adminOnly.to("list tokens"),
+	portcullisv1connect.TokenServiceRevokeTokenProcedure: adminOnly.to("revoke tokens"),
 
-	portcullisv1connect.PolicyServiceSetPolicyProcedure:          adminOnly,
-	portcullisv1connect.PolicyServiceRollbackPolicyProcedure:     adminOnly,
-	portcullisv1connect.PolicyServiceGetPolicyProcedure:          ownPolicyReaders,
-	portcullisv1connect.PolicyServiceListPolicyVersionsProcedure: ownPolicyReaders,
-	portcullisv1connect.PolicyServiceDiffPolicyProcedure:         ownPolicyReaders,
-	portcullisv1connect.PolicyServiceValidatePolicyProcedure:     anyRole,
+	portcullisv1connect.PolicyServiceSetPolicyProcedure:          adminOnly.to("set policies"),
+	portcullisv1connect.PolicyServiceRollbackPolicyProcedure:     adminOnly.to("roll back policies"),
+	portcullisv1connect.PolicyServiceGetPolicyProcedure:          ownPolicyReaders.to("read policies"),
+	portcullisv1connect.PolicyServiceListPolicyVersionsProcedure: ownPolicyReaders.to("list policy versions"),
+	portcullisv1connect.PolicyServiceDiffPolicyProcedure:         ownPolicyReaders.to("diff policy versions"),
+	portcullisv1connect.PolicyServiceValidatePolicyProcedure:     anyRole.to("validate policies"),
 
 	// The stream serves the token's own sandbox, whatever else the
 	// messages say (the hello must name it).
-	portcullisv1connect.DistributionServiceStreamPolicyProcedure:  proxyOnly,
-	portcullisv1connect.DistributionServiceShipDecisionsProcedure: proxyOnly,
-	portcullisv1connect.ProxyServiceListProxiesProcedure:          readers,
-	portcullisv1connect.ProxyServiceWatchEnforcementProcedure:     readers,
-	portcullisv1connect.DecisionServiceListDecisionsProcedure:     ownPolicyReaders,
-	portcullisv1connect.DecisionServiceTailDecisionsProcedure:     ownPolicyReaders,
+	portcullisv1connect.DistributionServiceStreamPolicyProcedure:  proxyOnly.to("follow a sandbox's policy as its proxy"),
+	portcullisv1connect.DistributionServiceShipDecisionsProcedure: proxyOnly.to("ship decision records as a proxy"),
+	portcullisv1connect.ProxyServiceListProxiesProcedure:          readers.to("list proxies"),
+	portcullisv1connect.ProxyServiceWatchEnforcementProcedure:     readers.to("watch policy enforcement"),
+	// The public keys proxies pin: no secret, but not for watchdogs.
+	portcullisv1connect.ProxyServiceListSigningKeysProcedure:  anyRole.to("list the gateway's signing keys"),
+	portcullisv1connect.DecisionServiceListDecisionsProcedure: ownPolicyReaders.to("read decision logs"),
+	portcullisv1connect.DecisionServiceTailDecisionsProcedure: ownPolicyReaders.to("tail decision logs"),
 
 	// The sandbox may propose, never approve: the advisor is for sandbox
 	// tokens alone, and every call is scoped to the token's sandbox.
-	portcullisv1connect.AdvisorServiceSubmitProposalProcedure:   sandboxOnly,
-	portcullisv1connect.AdvisorServiceGetProposalProcedure:      sandboxOnly,
-	portcullisv1connect.AdvisorServiceListProposalsProcedure:    sandboxOnly,
-	portcullisv1connect.AdvisorServiceWatchProposalProcedure:    sandboxOnly,
-	portcullisv1connect.AdvisorServiceWithdrawProposalProcedure: sandboxOnly,
-	portcullisv1connect.AdvisorServiceListDenialsProcedure:      sandboxOnly,
-	portcullisv1connect.ProverServiceProveProcedure:             anyRole,
-	portcullisv1connect.AuditServiceListAuditProcedure:          readers,
-	portcullisv1connect.AuditServiceVerifyAuditProcedure:        readers,
+	portcullisv1connect.AdvisorServiceSubmitProposalProcedure:   sandboxOnly.to("submit proposals (only a sandbox's own token proposes)"),
+	portcullisv1connect.AdvisorServiceGetProposalProcedure:      sandboxOnly.to("read proposals as a sandbox"),
+	portcullisv1connect.AdvisorServiceListProposalsProcedure:    sandboxOnly.to("list proposals as a sandbox"),
+	portcullisv1connect.AdvisorServiceWatchProposalProcedure:    sandboxOnly.to("watch proposals as a sandbox"),
+	portcullisv1connect.AdvisorServiceWithdrawProposalProcedure: sandboxOnly.to("withdraw proposals (only the proposing sandbox may)"),
+	portcullisv1connect.AdvisorServiceListDenialsProcedure:      sandboxOnly.to("list denials as a sandbox"),
+	portcullisv1connect.ProverServiceProveProcedure:             anyRole.to("prove policy changes"),
+	portcullisv1connect.AuditServiceListAuditProcedure:          readers.to("read the audit log"),
+	portcullisv1connect.AuditServiceVerifyAuditProcedure:        readers.to("verify the audit log"),
 
 	// Approval is for people (or their rules), outside the sandbox.
-	portcullisv1connect.ApprovalServiceListProposalsProcedure:     readers,
-	portcullisv1connect.ApprovalServiceGetProposalProcedure:       readers,
-	portcullisv1connect.ApprovalServiceApproveProposalProcedure:   readers,
-	portcullisv1connect.ApprovalServiceRejectProposalProcedure:    readers,
-	portcullisv1connect.ApprovalServiceGetApprovalPolicyProcedure: readers,
-	portcullisv1connect.ApprovalServiceSetApprovalPolicyProcedure: adminOnly,
+	portcullisv1connect.ApprovalServiceListProposalsProcedure:     readers.to("review proposals"),
+	portcullisv1connect.ApprovalServiceGetProposalProcedure:       readers.to("review proposals"),
+	portcullisv1connect.ApprovalServiceApproveProposalProcedure:   readers.to("approve proposals"),
+	portcullisv1connect.ApprovalServiceRejectProposalProcedure:    readers.to("reject proposals"),
+	portcullisv1connect.ApprovalServiceGetApprovalPolicyProcedure: readers.to("read the approval policy"),
+	portcullisv1connect.ApprovalServiceSetApprovalPolicyProcedure: adminOnly.to("set the approval policy"),
 
 	// Watchdogs write their own source's events; operators read them and
 	// decide held quarantines; keys are an admin's.
-	portcullisv1connect.SentryServiceIngestEventsProcedure:    sentryOnly,
-	portcullisv1connect.SentryServicePublishEventsProcedure:   sentryOnly,
-	portcullisv1connect.SentryServiceListEventsProcedure:      readers,
-	portcullisv1connect.SentryServiceListGapsProcedure:        readers,
-	portcullisv1connect.SentryServiceListActionsProcedure:     readers,
-	portcullisv1connect.SentryServiceTimelineProcedure:        readers,
-	portcullisv1connect.SentryServiceDecideActionProcedure:    readers,
-	portcullisv1connect.SentryServiceSetSourceKeyProcedure:    adminOnly,
-	portcullisv1connect.SentryServiceDeleteSourceKeyProcedure: adminOnly,
+	portcullisv1connect.SentryServiceIngestEventsProcedure:    sentryOnly.to("send Sentry events"),
+	portcullisv1connect.SentryServicePublishEventsProcedure:   sentryOnly.to("send Sentry events"),
+	portcullisv1connect.SentryServiceListEventsProcedure:      readers.to("read Sentry events"),
+	portcullisv1connect.SentryServiceListGapsProcedure:        readers.to("read Sentry gaps"),
+	portcullisv1connect.SentryServiceListActionsProcedure:     readers.to("read Sentry actions"),
+	portcullisv1connect.SentryServiceTimelineProcedure:        readers.to("read Sentry timelines"),
+	portcullisv1connect.SentryServiceDecideActionProcedure:    readers.to("decide Sentry actions"),
+	portcullisv1connect.SentryServiceSetSourceKeyProcedure:    adminOnly.to("set Sentry source keys"),
+	portcullisv1connect.SentryServiceDeleteSourceKeyProcedure: adminOnly.to("delete Sentry source keys"),
 
 	transport.HealthCheckProcedure: public,
 	transport.HealthWatchProcedure: public,
@@ -281,8 +316,7 @@ func (a *authenticator) authorize(next connect.ServerFunc) connect.ServerFunc {
 			return err
 		}
 		if !r.allows(p.Role) {
-			return connect.NewError(connect.CodePermissionDenied,
-				fmt.Sprintf("role %s may not call %s", p.Role, spec.Procedure))
+			return r.denied(p.Role)
 		}
 		ctx = context.WithValue(ctx, principalKey{}, p)
 		checked := &checkedStream{ServerStream: stream}

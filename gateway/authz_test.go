@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,7 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.ProxyService/ListProxies":          {asAdmin, asOperator},
 	// Which proxies ACKed or NACKed a version: what ListProxies shows.
 	"/portcullis.v1.ProxyService/WatchEnforcement": {asAdmin, asOperator},
+	"/portcullis.v1.ProxyService/ListSigningKeys":  {asAdmin, asOperator, asOwn, asOther},
 	"/portcullis.v1.DecisionService/ListDecisions": {asAdmin, asOperator, asOwn},
 	"/portcullis.v1.DecisionService/TailDecisions": {asAdmin, asOperator, asOwn},
 	// The sandbox proposes, never approves: the advisor answers sandbox
@@ -184,6 +186,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 					}
 					if caller.name == asSentry && !slices.Contains(allowed, asSentry) && code != connect.CodePermissionDenied {
 						t.Errorf("%s as a sentry token: got %v, want PermissionDenied", procedure, err)
+					}
+					// Permission errors name the action in words, never the RPC.
+					if code == connect.CodePermissionDenied && strings.Contains(err.Error(), "/portcullis.") {
+						t.Errorf("%s as %s: the permission error names the RPC: %v", procedure, caller.name, err)
 					}
 				}
 			}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"connectrpc.com/connect/v2"
@@ -52,8 +51,7 @@ func (s *Server) authorizeGRPC(srv any, ss grpc.ServerStream, info *grpc.StreamS
 			return err
 		}
 		if !r.allows(p.Role) {
-			return connect.NewError(connect.CodePermissionDenied,
-				fmt.Sprintf("role %s may not call %s", p.Role, info.FullMethod))
+			return r.denied(p.Role)
 		}
 		checked.ctx = context.WithValue(ctx, principalKey{}, p)
 		if info.FullMethod == portcullisv1connect.DistributionServiceStreamPolicyProcedure {

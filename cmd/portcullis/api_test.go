@@ -110,7 +110,7 @@ func TestSandboxCommands(t *testing.T) {
 	})
 
 	t.Run("delete", func(t *testing.T) {
-		if m := g.json(t, admin, "sandbox", "delete", "orders"); m["name"] != "orders" {
+		if m := g.json(t, admin, "sandbox", "delete", "orders", "--yes"); m["name"] != "orders" {
 			t.Errorf("json = %v", m)
 		}
 		if _, stderr, code := g.cli(t, admin, "sandbox", "get", "orders"); code != exitNo || !strings.Contains(stderr, "not found") {
@@ -396,7 +396,7 @@ func TestErrorExitCodes(t *testing.T) {
 		want  int
 	}{
 		{"NotFound", admin, []string{"sandbox", "get", "nope"}, `sandbox "nope" not found`, exitNo},
-		{"PermissionDenied", sb, []string{"sandbox", "get", "orders"}, "role sandbox may not call", exitNo},
+		{"PermissionDenied", sb, []string{"sandbox", "get", "orders"}, "error: a sandbox token cannot read sandboxes: that takes an admin or operator token", exitNo},
 		{"Unauthenticated", "pcs_not-a-token", []string{"sandbox", "get", "orders"}, "invalid token", exitNo},
 		{"InvalidArgument", admin, []string{"sandbox", "get", "Bad_Name"}, "name: must be", exitInvalid},
 		{"Aborted", admin, []string{"policy", "set", "orders", "-f", "testdata/quickstart.yaml", "--expect-version", "3"}, "expected version 3, but the current version", exitConflict},
@@ -442,7 +442,8 @@ func TestErrorExitCodes(t *testing.T) {
 	})
 }
 
-// TestGatewayUnavailable checks exit code 4 when nothing listens.
+// TestGatewayUnavailable checks exit code 4, "unreachable", when nothing
+// listens.
 func TestGatewayUnavailable(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -459,7 +460,7 @@ func TestGatewayUnavailable(t *testing.T) {
 		if code != exitUnavailable {
 			t.Errorf("%v: exit code %d, want %d; stderr:\n%s", args, code, exitUnavailable, stderr)
 		}
-		if stdout != "" || !strings.Contains(stderr, "error: gateway "+url+" unavailable") || strings.Contains(stderr, gatewaytest.AdminToken) {
+		if stdout != "" || !strings.Contains(stderr, "error: gateway "+url+" is unreachable") || strings.Contains(stderr, gatewaytest.AdminToken) {
 			t.Errorf("%v: stdout %q, stderr:\n%s", args, stdout, stderr)
 		}
 	}

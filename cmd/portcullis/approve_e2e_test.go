@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ func operator(t *testing.T, gw *gatewaytest.Gateway, name string) string {
 func submit(t *testing.T, gw *gatewaytest.Gateway, sandboxToken, doc string) (id, hash string) {
 	t.Helper()
 	p := jsonOut(t, gw, sandboxToken, "propose", "-f", writeFile(t, "proposal.yaml", doc))
-	id, _ = p["id"].(string)
+	id = fmt.Sprint(p["id"])
 	hash, _ = p["resulting_hash"].(string)
 	if id == "" || len(hash) != 64 || p["status"] != "pending" {
 		t.Fatalf("propose = %v; want a pending proposal with a resulting hash", p)

@@ -58,6 +58,10 @@ type environment struct {
 	// httpClient carries every API call; nil means one built on first use.
 	httpClient *http.Client
 
+	// interactive: stdin is a terminal, so a command may ask (sandbox
+	// delete's confirmation).
+	interactive bool
+
 	// started is set when a command's own code begins to run: an error
 	// before that is cobra refusing the command line (exit 2).
 	started bool
@@ -65,6 +69,9 @@ type environment struct {
 	commandPath string
 
 	api *apiClients
+	// notGateway is set when an answer did not come from a Portcullis
+	// gateway (gatewayCheck): run reports it instead of the call's error.
+	notGateway *notGatewayError
 }
 
 // apiClients are the gateway's services, authenticated with the token.
@@ -90,7 +97,17 @@ func newEnvironment(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	return &environment{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	return &environment{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, interactive: isTerminal(stdin)}
+}
+
+// isTerminal reports whether r is a terminal (a character device).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // addGlobalFlags registers the flags every command accepts.
@@ -193,6 +210,7 @@ func (e *environment) client() (*apiClients, error) {
 	if e.httpClient == nil {
 		e.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: e.timeout}
 	}
+	e.httpClient.Transport = gatewayCheck{next: e.httpClient.Transport, env: e, gateway: u.Redacted()}
 	httpClient := e.httpClient
 	// Streams share the transport (and its connections) but not the
 	// timeout, which would cut them after --timeout.
@@ -258,4 +276,48 @@ func redactURL(raw string) string {
 		return "…" + raw[i:]
 	}
 	return raw
+}
+
+// gatewayCheck notes an answer that no Portcullis gateway gives: one that
+// is not an RPC answer (Connect or gRPC), such as another web server's 404
+// page. A proxy or load balancer answering 502, 503 or 504 is a gateway
+// that is down, not a wrong address: those are left to the call's error
+// (unavailable).
+type gatewayCheck struct {
+	next    http.RoundTripper
+	env     *environment
+	gateway string
+}
+
+func (c gatewayCheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := c.next.RoundTrip(req)
+	if err != nil || rpcAnswer(res) {
+		return res, err
+	}
+	switch res.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return res, err
+	}
+	if c.env.notGateway == nil {
+		c.env.notGateway = &notGatewayError{gateway: c.gateway, status: res.Status}
+	}
+	return res, nil
+}
+
+// rpcAnswer reports whether res is an answer a gateway's API gives.
+func rpcAnswer(res *http.Response) bool {
+	ct := res.Header.Get("Content-Type")
+	for _, prefix := range []string{"application/proto", "application/json", "application/connect+", "application/grpc"} {
+		if strings.HasPrefix(ct, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// CloseIdleConnections passes on to the transport (environment.close).
+func (c gatewayCheck) CloseIdleConnections() {
+	if ci, ok := c.next.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
 }

@@ -22,7 +22,7 @@ const (
 	exitNo          = 1 // the answer is no: not found, denied, unauthenticated (and anything unclassified)
 	exitInvalid     = 2 // invalid input or usage
 	exitConflict    = 3 // conflict: stale expected version, already exists, precondition
-	exitUnavailable = 4 // gateway unavailable: unreachable, timed out, overloaded
+	exitUnavailable = 4 // gateway unavailable: unreachable, timed out, overloaded, not a gateway at all
 )
 
 // exitCode maps an error to its exit code. It is the only place that does.
@@ -61,6 +61,10 @@ func exitCode(err error) int {
 		// in time. The gateway answered: the answer is no.
 		return exitNo
 	}
+	if _, ok := errors.AsType[*notGatewayError](err); ok {
+		// A wrong address: no gateway is available there.
+		return exitUnavailable
+	}
 	if ce, ok := errors.AsType[*connect.Error](err); ok {
 		return exitCodeOf(ce.Code())
 	}
@@ -90,6 +94,17 @@ func exitCodeOf(code connect.Code) int {
 		// command did not succeed and retrying the same way will not help.
 		return exitNo
 	}
+}
+
+// notGatewayError is an address that answers, but not as a Portcullis
+// gateway does (another web server, a console's port, a typo'd path).
+type notGatewayError struct {
+	gateway string // redacted
+	status  string // what it answered, "404 Not Found"
+}
+
+func (e *notGatewayError) Error() string {
+	return fmt.Sprintf("%s is not a Portcullis gateway: it answered %s to an API call (check --gateway or %s)", e.gateway, e.status, envGateway)
 }
 
 // usageError is a command line that cannot be run as given.
@@ -166,8 +181,14 @@ func reportError(env *environment, err error) {
 			msg = lead + ":"
 		}
 	}
+	var netErr net.Error
 	switch ce.Code() {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+		if errors.As(err, &netErr) || errors.Is(err, syscall.ECONNREFUSED) {
+			// No answer at all: nothing listens there, or the way is cut.
+			fmt.Fprintf(w, "error: gateway %s is unreachable: %s\n", env.gatewayForMessages(), msg)
+			break
+		}
 		fmt.Fprintf(w, "error: gateway %s unavailable: %s\n", env.gatewayForMessages(), msg)
 	case connect.CodeUnauthenticated:
 		fmt.Fprintf(w, "error: %s\n", msg)

@@ -270,7 +270,7 @@ func TestLogsTail(t *testing.T) {
 	var ids []string
 	for _, l := range lines(jsonl.out.String()) {
 		var d struct {
-			ID     string `json:"id"`
+			ID     int64 `json:"id"` // a number, as every -o json integer
 			Record struct {
 				Decision string `json:"decision"`
 				DenialID string `json:"denial_id"`
@@ -279,7 +279,7 @@ func TestLogsTail(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &d); err != nil {
 			t.Fatalf("tail -o json: line %q: %v", l, err)
 		}
-		if d.Record.Decision != "deny" || d.ID == "" {
+		if d.Record.Decision != "deny" || d.ID == 0 {
 			t.Errorf("tail --decision deny -o json: %s", l)
 		}
 		ids = append(ids, d.Record.DenialID)

@@ -61,9 +61,9 @@ func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions,
 // printJSONWith is printJSON with other marshal options (indented all the
 // same).
 func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Message) error {
-	b, err := opts.Marshal(m)
+	b, err := marshalJSON(opts, m)
 	if err != nil {
-		return fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+		return err
 	}
 	// protojson varies its white space on purpose; re-indent so the same
 	// answer always prints the same bytes.
@@ -79,19 +79,23 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 // printJSONLine writes m to stdout as protojson on one line (JSON Lines,
 // for streams).
 func (e *environment) printJSONLine(m proto.Message) error {
-	opts := jsonOptions
-	opts.Multiline, opts.Indent = false, ""
+	b, err := marshalJSON(jsonOptions, m)
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(append(b, '\n'))
+	return err
+}
+
+// marshalJSON is every message the CLI prints as JSON, compact: protojson
+// with opts, and every 64-bit integer a JSON number, as the contract
+// promises (protojson writes them as strings).
+func marshalJSON(opts protojson.MarshalOptions, m proto.Message) ([]byte, error) {
 	b, err := opts.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+		return nil, fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
 	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, b); err != nil {
-		return fmt.Errorf("compact JSON: %w", err)
-	}
-	out.WriteByte('\n')
-	_, err = e.stdout.Write(out.Bytes())
-	return err
+	return intsAsNumbers(m.ProtoReflect().Descriptor(), b)
 }
 
 // table writes aligned columns to stdout; call flush when done.

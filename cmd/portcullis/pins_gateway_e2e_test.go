@@ -328,7 +328,7 @@ func TestPinnedDefinitionGatewayEndToEnd(t *testing.T) {
 	if err := call(); err == nil {
 		t.Fatal("a pending re-pin changed enforcement")
 	}
-	if _, stderr, code := cli(sandbox, "proposals", "approve", id, "--reason", "mine"); code != exitNo || !strings.Contains(stderr, "role sandbox may not") {
+	if _, stderr, code := cli(sandbox, "proposals", "approve", id, "--reason", "mine"); code != exitNo || !strings.Contains(stderr, "a sandbox token cannot review proposals") {
 		t.Fatalf("the sandbox approving its own re-pin: exit %d: %s", code, stderr)
 	}
 	hash, _ := prop["resulting_hash"].(string)

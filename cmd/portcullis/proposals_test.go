@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 )
 
@@ -51,19 +52,19 @@ const (
 
 // newQueue builds a queue under approvalRules(required); with olive, olive
 // approves the re-based proposal too ("narrow,\nticket 8812").
-func newQueue(t *testing.T, required int, olive bool) *queue {
+func newQueue(t *testing.T, required int, olive bool, configure ...func(*gateway.Config)) *queue {
 	t.Helper()
 	admin := gatewaytest.AdminToken
-	g := startGateway(t)
+	g := startGateway(t, configure...)
 	q := &queue{g: g, sb: proposeSandbox(t, g)}
 	q.olive = g.json(t, admin, "token", "create", "--role", "operator", "--name", "olive")["token"].(string)
 	q.carol = g.json(t, admin, "token", "create", "--role", "operator", "--name", "carol")["token"].(string)
 	g.must(t, admin, "approval-policy", "set", "-f", writeFile(t, "rules.rego", approvalRules(required)))
 
-	q.withdrawn = g.json(t, q.sb, "propose", "-f", writeFile(t, "x1.yaml", addTool("x1")))["id"].(string)
+	q.withdrawn = fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "x1.yaml", addTool("x1")))["id"])
 	g.must(t, q.sb, "proposals", "withdraw", q.withdrawn)
 	p := g.json(t, q.sb, "propose", "-f", writeFile(t, "track.yaml", trackShipment))
-	q.id, q.stale = p["id"].(string), p["resulting_hash"].(string)
+	q.id, q.stale = fmt.Sprint(p["id"]), p["resulting_hash"].(string)
 	g.must(t, q.carol, "proposals", "approve", q.id, "--reason", "saw the old one")
 	// An unrelated change moves the base: the proposal is re-based.
 	cur := g.must(t, admin, "policy", "get", "orders", "-o", "yaml")
@@ -334,7 +335,7 @@ func TestProposalsApprove(t *testing.T) {
 		if calls := methods(q.g.took()); calls != "ApprovalService.ApproveProposal" {
 			t.Fatalf("calls %s; want the approval alone", calls)
 		}
-		if as, _ := m["approvals"].([]any); len(as) != 3 || m["id"] != q.id {
+		if as, _ := m["approvals"].([]any); len(as) != 3 || fmt.Sprint(m["id"]) != q.id {
 			t.Errorf("json = %v", m)
 		}
 	})
@@ -344,12 +345,12 @@ func TestProposalsApprove(t *testing.T) {
 		g := q.g
 		// A new entry for an L4 endpoint: approved alone, it could not
 		// end with a grant.
-		l4 := g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", `rationale: reports
+		l4 := fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", `rationale: reports
 operations:
   - add_rule:
       name: reports
       rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] }
-`))["id"].(string)
+`))["id"])
 		g.took()
 		getApprove := "ApprovalService.GetProposal,ApprovalService.ApproveProposal"
 		for _, tt := range []struct {
@@ -363,7 +364,7 @@ operations:
 		}{
 			{"stale hash", nil, admin, []string{q.id, "--hash", q.stale}, "changed since it was shown", exitConflict, getApprove},
 			{"twice", nil, q.olive, []string{q.id}, "olive already approved proposal " + q.id + ": another approver is needed", exitConflict, getApprove},
-			{"sandbox", nil, q.sb, []string{q.id, "--hash", q.hash, "-o", "json"}, "role sandbox may not call", exitNo, "ApprovalService.ApproveProposal"},
+			{"sandbox", nil, q.sb, []string{q.id, "--hash", q.hash, "-o", "json"}, "a sandbox token cannot approve proposals", exitNo, "ApprovalService.ApproveProposal"},
 			{"grant refused", nil, admin, []string{l4, "--until", "8h"}, "grant_expires_at: operation 0 adds an endpoint without rules", exitInvalid, getApprove},
 			{"not found", nil, admin, []string{"999"}, "proposal 999 not found", exitNo, "ApprovalService.GetProposal"},
 			{"frozen", func() { g.must(t, q.olive, "sandbox", "freeze", "orders", "--reason", "incident") }, admin, []string{q.id},
@@ -391,8 +392,8 @@ operations:
 func TestProposalsReject(t *testing.T) {
 	q := newQueue(t, 2, false)
 	g := q.g
-	second := g.json(t, q.sb, "propose", "-f", writeFile(t, "ship.yaml", shippingRule))["id"].(string)
-	applied := g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", "rationale: r\noperations:\n  - add_rule: { name: reports, rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] } }\n"))["id"].(string)
+	second := fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "ship.yaml", shippingRule))["id"])
+	applied := fmt.Sprint(g.json(t, q.sb, "propose", "-f", writeFile(t, "l4.yaml", "rationale: r\noperations:\n  - add_rule: { name: reports, rule: { endpoints: [ { host: reports.example.com, port: 5432 } ], binaries: [ { path: /usr/bin/psql } ] } }\n"))["id"])
 	g.must(t, q.olive, "proposals", "approve", applied, "--reason", "ok")
 	g.took()
 
@@ -489,7 +490,7 @@ func TestApprovalPolicyCommands(t *testing.T) {
 			want               int
 		}{
 			{admin, "package elsewhere\n", "module: invalid approval rules: package is elsewhere, want portcullis.approval", exitInvalid},
-			{olive, module, "role operator may not call", exitNo},
+			{olive, module, "an operator token cannot set the approval policy: that takes an admin token", exitNo},
 		} {
 			stdout, stderr, code := g.cli(t, tt.token, "approval-policy", "set", "-f", writeFile(t, "rules.rego", tt.module))
 			if code != tt.want || stdout != "" || !strings.Contains(stderr, "error: "+tt.msg) {

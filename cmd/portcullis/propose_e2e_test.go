@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,7 +86,7 @@ func TestProposeEndToEnd(t *testing.T) {
 	// JSON, the same proposal again: the one already pending answers.
 	p := jsonOut(t, gw, sb, "propose", "-f", proposal)
 	hasKeys(t, p, "id", "status", "base_version", "resulting_hash", "findings")
-	id, _ := p["id"].(string) // protojson writes uint64 as a string
+	id := fmt.Sprint(p["id"])
 	if id == "" || p["status"] != "pending" || p["base_version"] != float64(1) || p["deduplicated"] != true {
 		t.Errorf("propose -o json = %v; want pending on version 1, deduplicated", p)
 	}
@@ -135,7 +136,7 @@ operations:
 		t.Errorf("proposals show: exit %d, stderr %s\n%s", code, stderr, stdout)
 	}
 	shown := jsonOut(t, gw, sb, "proposals", "show", id)
-	if shown["id"] != id || shown["resulting_hash"] != p["resulting_hash"] {
+	if fmt.Sprint(shown["id"]) != id || shown["resulting_hash"] != p["resulting_hash"] {
 		t.Errorf("show -o json = %v; want proposal %s with the hash propose printed", shown, id)
 	}
 

@@ -276,7 +276,7 @@ func TestProposalsSandboxCommands(t *testing.T) {
 		}{
 			{sb, "999", "proposal 999 not found", exitNo},
 			{sb, id, "proposal " + id + " is withdrawn: only a pending proposal can be withdrawn", exitConflict},
-			{admin, id, "may not call", exitNo},
+			{admin, id, "an admin token cannot withdraw proposals (only the proposing sandbox may)", exitNo},
 		} {
 			_, stderr, code := g.cli(t, tt.token, "proposals", "withdraw", tt.id)
 			if code != tt.want || !strings.Contains(stderr, tt.msg) {

@@ -4,13 +4,13 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -281,17 +281,30 @@ func versionOrNone(v string) string {
 
 // newProxyCACmd is `portcullis proxy ca`.
 func newProxyCACmd(env *environment) *cobra.Command {
-	var dataDir string
+	var (
+		dataDir string
+		create  bool
+	)
 	cmd := &cobra.Command{
-		Use:   "ca",
+		Use:   "ca [--data-dir DIR] [--create]",
 		Short: "Print the proxy's CA certificate (PEM), which the sandbox must trust",
-		Long: `Print the CA certificate the proxy uses to terminate TLS for inspected
-endpoints, creating the CA in --data-dir if it does not exist yet.`,
-		Example: `  portcullis proxy ca > ca.pem
+		Long: `Print the CA certificate a standalone proxy uses to terminate TLS for
+inspected endpoints: the one in --data-dir, which the proxy creates on its
+first start. A directory without a CA is refused, and nothing is created,
+unless --create asks for a new CA there (to hand its certificate to the
+sandbox before the proxy first starts). A proxy that follows a gateway
+uses its sandbox's CA instead: portcullis sandbox ca NAME.`,
+		Example: `  portcullis proxy ca --data-dir ./portcullis-proxy > ca.pem
+  portcullis proxy ca --data-dir /data --create > ca.pem
   SSL_CERT_FILE=ca.pem HTTPS_PROXY=http://127.0.0.1:3128 curl https://api.example.com/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
+			if !create {
+				if _, err := os.Stat(filepath.Join(dataDir, "ca.pem")); errors.Is(err, os.ErrNotExist) {
+					return inputErr(fmt.Errorf("no proxy CA in %s (nothing was created): give the --data-dir of a proxy that has run, or --create to make a CA there now", dataDir))
+				}
+			}
 			proxyCA, err := ca.LoadOrCreate(dataDir)
 			if err != nil {
 				return err
@@ -301,6 +314,7 @@ endpoints, creating the CA in --data-dir if it does not exist yet.`,
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultProxyDataDir, "directory of the proxy's CA")
+	cmd.Flags().BoolVar(&create, "create", false, "create a CA in --data-dir if it has none")
 	return cmd
 }
 
@@ -347,13 +361,4 @@ func newDemoCmd(env *environment) *cobra.Command {
 	mcpCmd.Flags().BoolVar(&stateless, "stateless", false, "serve MCP 2026-07-28 without sessions")
 	cmd.AddCommand(mcpCmd, newDemoAgentCmd(env))
 	return cmd
-}
-
-// buildVersion is the module version the binary was built from ("devel"
-// for a build from a checkout), shown by the gateway in proxies list.
-func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "devel"
 }

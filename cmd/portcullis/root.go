@@ -27,7 +27,8 @@ Exit codes: 0 success; 1 the answer is no (not found, permission denied,
 unauthenticated, too many proposals); 2 invalid input or usage (a proposal
 refused as not narrow too); 3 conflict (stale expected version, already
 exists, a proposal no longer pending, an approval of a resulting hash that
-is no longer the proposal's); 4 gateway unavailable.`,
+is no longer the proposal's); 4 gateway unavailable (unreachable,
+overloaded, or the address is not a Portcullis gateway).`,
 		Example: `  portcullis gateway
   export PORTCULLIS_TOKEN=…   # or --token-file FILE
   portcullis sandbox create orders -f policy.yaml
@@ -65,7 +66,14 @@ is no longer the proposal's); 4 gateway unavailable.`,
 		newAuditCmd(env),
 		newSentryCmd(env),
 		newMCPCmd(env),
+		newVersionCmd(env),
 	)
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "gateway", "demo", "migrate", "healthcheck":
+			hideClientFlags(c)
+		}
+	}
 	markStart(root, env)
 	return root
 }
@@ -98,13 +106,57 @@ func newGroupCmd(use, short, example string) *cobra.Command {
 		Use:     use,
 		Short:   short,
 		Example: example,
+		// A mistyped subcommand comes here with its arguments and flags
+		// ("policy st x -f y"): flags no group has must not hide the
+		// real mistake behind "unknown shorthand flag".
+		Args:               cobra.ArbitraryArgs,
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+				return unknownCommand(cmd, args[0])
 			}
 			return cmd.Help()
 		},
 	}
+}
+
+// unknownCommand is the usage error for a subcommand name of group that
+// does not exist, suggesting the nearest ones.
+func unknownCommand(group *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, group.CommandPath())
+	if group.SuggestionsMinimumDistance <= 0 {
+		group.SuggestionsMinimumDistance = 2
+	}
+	if s := group.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + orList(s) + "?"
+	}
+	return usagef("%s", msg)
+}
+
+// orList is "a", "a or b", "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// clientFlags are the global flags of the commands that call a gateway's
+// API; the servers and the commands on the database ignore them.
+var clientFlags = []string{"gateway", "token", "token-file", "timeout", "output"}
+
+// hideClientFlags leaves the client flags out of cmd's help (and its
+// subcommands'): the gateway does not take --gateway or --token.
+func hideClientFlags(cmd *cobra.Command) {
+	help := cmd.HelpFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		for _, name := range clientFlags {
+			if f := c.Root().PersistentFlags().Lookup(name); f != nil {
+				f.Hidden = true
+			}
+		}
+		help(c, args)
+	})
 }
 
 // args checks the positional arguments against their names.

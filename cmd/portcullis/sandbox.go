@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -143,20 +144,39 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 }
 
 func newSandboxDeleteCmd(env *environment) *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete NAME",
-		Short:   "Delete a sandbox, its policy versions and its tokens",
-		Example: `  portcullis sandbox delete orders`,
-		Args:    args("NAME"),
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME [--yes]",
+		Short: "Delete a sandbox, its policy versions and its tokens",
+		Long: `Delete a sandbox with its policy versions, proposals and tokens; its
+proxies deny everything from then on. It cannot be undone. On a terminal
+the command asks you to type the sandbox's name; elsewhere (a script, a
+pipe) it needs --yes.`,
+		Example: `  portcullis sandbox delete orders
+  portcullis sandbox delete orders --yes`,
+		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			name := a[0]
+			if !yes {
+				if !env.interactive {
+					return usagef("%s deletes sandbox %s for good: give --yes (stdin is not a terminal to ask on)", cmd.CommandPath(), name)
+				}
+				fmt.Fprintf(env.stderr, "Delete sandbox %s, its policy versions, proposals and tokens? This cannot be undone.\nType the sandbox's name to confirm: ", name)
+				answer, _ := bufio.NewReader(env.stdin).ReadString('\n')
+				if strings.TrimSpace(answer) != name {
+					return fmt.Errorf("not deleted: the answer was not %q", name)
+				}
+			}
 			return unary(env, func(api *apiClients) (*portcullisv1.DeleteSandboxResponse, error) {
-				return api.sandbox.DeleteSandbox(cmd.Context(), &portcullisv1.DeleteSandboxRequest{Name: a[0]})
+				return api.sandbox.DeleteSandbox(cmd.Context(), &portcullisv1.DeleteSandboxRequest{Name: name})
 			}, func(res *portcullisv1.DeleteSandboxResponse) error {
-				fmt.Fprintf(env.stdout, "sandbox %s deleted\n", a[0])
+				fmt.Fprintf(env.stdout, "sandbox %s deleted\n", name)
 				return nil
 			})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
+	return cmd
 }
 
 func newSandboxRotateTokenCmd(env *environment) *cobra.Command {

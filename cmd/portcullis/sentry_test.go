@@ -193,7 +193,7 @@ func TestSentryCommands(t *testing.T) {
 		}
 		first := evs[0].(map[string]any)
 		hasKeys(t, first, "source", "id", "sequence", "type", "subject", "time", "received_at", "severity", "document")
-		if first["id"] != "e1" || first["sequence"] != "1" {
+		if first["id"] != "e1" || first["sequence"] != 1.0 {
 			// protojson writes uint64 as a string.
 			t.Errorf("first event %v", first)
 		}
@@ -216,7 +216,7 @@ func TestSentryCommands(t *testing.T) {
 		}
 		src := srcs[0].(map[string]any)
 		gaps, _ := src["gaps"].([]any)
-		if src["source"] != watchdog || src["acked_sequence"] != "2" || len(gaps) != 1 || gaps[0].(map[string]any)["from"] != "3" || gaps[0].(map[string]any)["to"] != "3" {
+		if src["source"] != watchdog || src["acked_sequence"] != 2.0 || len(gaps) != 1 || gaps[0].(map[string]any)["from"] != 3.0 || gaps[0].(map[string]any)["to"] != 3.0 {
 			t.Errorf("json source = %v", src)
 		}
 	})

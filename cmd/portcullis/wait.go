@@ -220,13 +220,13 @@ func (env *environment) printJSONEnforced(m proto.Message, e *portcullisv1.Enfor
 	}
 	full := jsonOptions
 	full.EmitUnpopulated = true
-	enf, err := full.Marshal(e)
+	enf, err := marshalJSON(full, e)
 	if err != nil {
-		return fmt.Errorf("encode the enforcement as JSON: %w", err)
+		return err
 	}
-	body, err := jsonOptions.Marshal(m)
+	body, err := marshalJSON(jsonOptions, m)
 	if err != nil {
-		return fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+		return err
 	}
 	// body is a JSON object, "{…}": add the key before its closing brace.
 	body = bytes.TrimSpace(body)

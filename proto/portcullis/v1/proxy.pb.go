@@ -22,6 +22,89 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListSigningKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSigningKeysRequest) Reset() {
+	*x = ListSigningKeysRequest{}
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSigningKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSigningKeysRequest) ProtoMessage() {}
+
+func (x *ListSigningKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSigningKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListSigningKeysRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{0}
+}
+
+type ListSigningKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// keys is the chain, oldest first, each in the form `portcullis proxy
+	// --gateway-key` takes (ed25519:HEX). The last one signs new versions;
+	// each one after the first is endorsed by the one before it.
+	Keys          []string `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSigningKeysResponse) Reset() {
+	*x = ListSigningKeysResponse{}
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSigningKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSigningKeysResponse) ProtoMessage() {}
+
+func (x *ListSigningKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSigningKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListSigningKeysResponse) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListSigningKeysResponse) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 type WatchEnforcementRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
@@ -33,7 +116,7 @@ type WatchEnforcementRequest struct {
 
 func (x *WatchEnforcementRequest) Reset() {
 	*x = WatchEnforcementRequest{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[0]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +128,7 @@ func (x *WatchEnforcementRequest) String() string {
 func (*WatchEnforcementRequest) ProtoMessage() {}
 
 func (x *WatchEnforcementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[0]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +141,7 @@ func (x *WatchEnforcementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEnforcementRequest.ProtoReflect.Descriptor instead.
 func (*WatchEnforcementRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{0}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WatchEnforcementRequest) GetSandbox() string {
@@ -85,7 +168,7 @@ type ListProxiesRequest struct {
 
 func (x *ListProxiesRequest) Reset() {
 	*x = ListProxiesRequest{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[1]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +180,7 @@ func (x *ListProxiesRequest) String() string {
 func (*ListProxiesRequest) ProtoMessage() {}
 
 func (x *ListProxiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[1]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +193,7 @@ func (x *ListProxiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProxiesRequest.ProtoReflect.Descriptor instead.
 func (*ListProxiesRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{1}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListProxiesRequest) GetSandbox() string {
@@ -129,7 +212,7 @@ type ListProxiesResponse struct {
 
 func (x *ListProxiesResponse) Reset() {
 	*x = ListProxiesResponse{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[2]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -141,7 +224,7 @@ func (x *ListProxiesResponse) String() string {
 func (*ListProxiesResponse) ProtoMessage() {}
 
 func (x *ListProxiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[2]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -154,7 +237,7 @@ func (x *ListProxiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProxiesResponse.ProtoReflect.Descriptor instead.
 func (*ListProxiesResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{2}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListProxiesResponse) GetProxies() []*ProxyStatus {
@@ -197,7 +280,7 @@ type ProxyStatus struct {
 
 func (x *ProxyStatus) Reset() {
 	*x = ProxyStatus{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[3]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -209,7 +292,7 @@ func (x *ProxyStatus) String() string {
 func (*ProxyStatus) ProtoMessage() {}
 
 func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[3]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -222,7 +305,7 @@ func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyStatus.ProtoReflect.Descriptor instead.
 func (*ProxyStatus) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{3}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProxyStatus) GetSandbox() string {
@@ -352,7 +435,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[4]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +447,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[4]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +460,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{4}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListDecisionsRequest) GetSandbox() string {
@@ -418,7 +501,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[5]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +513,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[5]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +526,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{5}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*StoredDecision {
@@ -468,7 +551,7 @@ type TailDecisionsRequest struct {
 
 func (x *TailDecisionsRequest) Reset() {
 	*x = TailDecisionsRequest{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[6]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +563,7 @@ func (x *TailDecisionsRequest) String() string {
 func (*TailDecisionsRequest) ProtoMessage() {}
 
 func (x *TailDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[6]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +576,7 @@ func (x *TailDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*TailDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{6}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TailDecisionsRequest) GetSandbox() string {
@@ -537,7 +620,7 @@ type StoredDecision struct {
 
 func (x *StoredDecision) Reset() {
 	*x = StoredDecision{}
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[7]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +632,7 @@ func (x *StoredDecision) String() string {
 func (*StoredDecision) ProtoMessage() {}
 
 func (x *StoredDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_proxy_proto_msgTypes[7]
+	mi := &file_portcullis_v1_proxy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +645,7 @@ func (x *StoredDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredDecision.ProtoReflect.Descriptor instead.
 func (*StoredDecision) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{7}
+	return file_portcullis_v1_proxy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StoredDecision) GetId() int64 {
@@ -590,7 +673,10 @@ var File_portcullis_v1_proxy_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_proxy_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/proxy.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a portcullis/v1/distribution.proto\"M\n" +
+	"\x19portcullis/v1/proxy.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a portcullis/v1/distribution.proto\"\x18\n" +
+	"\x16ListSigningKeysRequest\"-\n" +
+	"\x17ListSigningKeysResponse\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"M\n" +
 	"\x17WatchEnforcementRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\".\n" +
@@ -634,10 +720,11 @@ const file_portcullis_v1_proxy_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x125\n" +
 	"\x06record\x18\x02 \x01(\v2\x1d.portcullis.v1.DecisionRecordR\x06record\x12;\n" +
 	"\vreceived_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"receivedAt2\xbe\x01\n" +
+	"receivedAt2\xa0\x02\n" +
 	"\fProxyService\x12T\n" +
 	"\vListProxies\x12!.portcullis.v1.ListProxiesRequest\x1a\".portcullis.v1.ListProxiesResponse\x12X\n" +
-	"\x10WatchEnforcement\x12&.portcullis.v1.WatchEnforcementRequest\x1a\x1a.portcullis.v1.Enforcement0\x012\xc4\x01\n" +
+	"\x10WatchEnforcement\x12&.portcullis.v1.WatchEnforcementRequest\x1a\x1a.portcullis.v1.Enforcement0\x01\x12`\n" +
+	"\x0fListSigningKeys\x12%.portcullis.v1.ListSigningKeysRequest\x1a&.portcullis.v1.ListSigningKeysResponse2\xc4\x01\n" +
 	"\x0fDecisionService\x12Z\n" +
 	"\rListDecisions\x12#.portcullis.v1.ListDecisionsRequest\x1a$.portcullis.v1.ListDecisionsResponse\x12U\n" +
 	"\rTailDecisions\x12#.portcullis.v1.TailDecisionsRequest\x1a\x1d.portcullis.v1.StoredDecision0\x01B\xbb\x01\n" +
@@ -656,39 +743,43 @@ func file_portcullis_v1_proxy_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_proxy_proto_rawDescData
 }
 
-var file_portcullis_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_portcullis_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_portcullis_v1_proxy_proto_goTypes = []any{
-	(*WatchEnforcementRequest)(nil), // 0: portcullis.v1.WatchEnforcementRequest
-	(*ListProxiesRequest)(nil),      // 1: portcullis.v1.ListProxiesRequest
-	(*ListProxiesResponse)(nil),     // 2: portcullis.v1.ListProxiesResponse
-	(*ProxyStatus)(nil),             // 3: portcullis.v1.ProxyStatus
-	(*ListDecisionsRequest)(nil),    // 4: portcullis.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),   // 5: portcullis.v1.ListDecisionsResponse
-	(*TailDecisionsRequest)(nil),    // 6: portcullis.v1.TailDecisionsRequest
-	(*StoredDecision)(nil),          // 7: portcullis.v1.StoredDecision
-	(*timestamppb.Timestamp)(nil),   // 8: google.protobuf.Timestamp
-	(*DecisionRecord)(nil),          // 9: portcullis.v1.DecisionRecord
-	(*Enforcement)(nil),             // 10: portcullis.v1.Enforcement
+	(*ListSigningKeysRequest)(nil),  // 0: portcullis.v1.ListSigningKeysRequest
+	(*ListSigningKeysResponse)(nil), // 1: portcullis.v1.ListSigningKeysResponse
+	(*WatchEnforcementRequest)(nil), // 2: portcullis.v1.WatchEnforcementRequest
+	(*ListProxiesRequest)(nil),      // 3: portcullis.v1.ListProxiesRequest
+	(*ListProxiesResponse)(nil),     // 4: portcullis.v1.ListProxiesResponse
+	(*ProxyStatus)(nil),             // 5: portcullis.v1.ProxyStatus
+	(*ListDecisionsRequest)(nil),    // 6: portcullis.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),   // 7: portcullis.v1.ListDecisionsResponse
+	(*TailDecisionsRequest)(nil),    // 8: portcullis.v1.TailDecisionsRequest
+	(*StoredDecision)(nil),          // 9: portcullis.v1.StoredDecision
+	(*timestamppb.Timestamp)(nil),   // 10: google.protobuf.Timestamp
+	(*DecisionRecord)(nil),          // 11: portcullis.v1.DecisionRecord
+	(*Enforcement)(nil),             // 12: portcullis.v1.Enforcement
 }
 var file_portcullis_v1_proxy_proto_depIdxs = []int32{
-	3,  // 0: portcullis.v1.ListProxiesResponse.proxies:type_name -> portcullis.v1.ProxyStatus
-	8,  // 1: portcullis.v1.ProxyStatus.connected_at:type_name -> google.protobuf.Timestamp
-	8,  // 2: portcullis.v1.ProxyStatus.last_seen_at:type_name -> google.protobuf.Timestamp
-	8,  // 3: portcullis.v1.ProxyStatus.last_ack_at:type_name -> google.protobuf.Timestamp
-	8,  // 4: portcullis.v1.ProxyStatus.last_nack_at:type_name -> google.protobuf.Timestamp
-	7,  // 5: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.StoredDecision
-	9,  // 6: portcullis.v1.StoredDecision.record:type_name -> portcullis.v1.DecisionRecord
-	8,  // 7: portcullis.v1.StoredDecision.received_at:type_name -> google.protobuf.Timestamp
-	1,  // 8: portcullis.v1.ProxyService.ListProxies:input_type -> portcullis.v1.ListProxiesRequest
-	0,  // 9: portcullis.v1.ProxyService.WatchEnforcement:input_type -> portcullis.v1.WatchEnforcementRequest
-	4,  // 10: portcullis.v1.DecisionService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
-	6,  // 11: portcullis.v1.DecisionService.TailDecisions:input_type -> portcullis.v1.TailDecisionsRequest
-	2,  // 12: portcullis.v1.ProxyService.ListProxies:output_type -> portcullis.v1.ListProxiesResponse
-	10, // 13: portcullis.v1.ProxyService.WatchEnforcement:output_type -> portcullis.v1.Enforcement
-	5,  // 14: portcullis.v1.DecisionService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
-	7,  // 15: portcullis.v1.DecisionService.TailDecisions:output_type -> portcullis.v1.StoredDecision
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
+	5,  // 0: portcullis.v1.ListProxiesResponse.proxies:type_name -> portcullis.v1.ProxyStatus
+	10, // 1: portcullis.v1.ProxyStatus.connected_at:type_name -> google.protobuf.Timestamp
+	10, // 2: portcullis.v1.ProxyStatus.last_seen_at:type_name -> google.protobuf.Timestamp
+	10, // 3: portcullis.v1.ProxyStatus.last_ack_at:type_name -> google.protobuf.Timestamp
+	10, // 4: portcullis.v1.ProxyStatus.last_nack_at:type_name -> google.protobuf.Timestamp
+	9,  // 5: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.StoredDecision
+	11, // 6: portcullis.v1.StoredDecision.record:type_name -> portcullis.v1.DecisionRecord
+	10, // 7: portcullis.v1.StoredDecision.received_at:type_name -> google.protobuf.Timestamp
+	3,  // 8: portcullis.v1.ProxyService.ListProxies:input_type -> portcullis.v1.ListProxiesRequest
+	2,  // 9: portcullis.v1.ProxyService.WatchEnforcement:input_type -> portcullis.v1.WatchEnforcementRequest
+	0,  // 10: portcullis.v1.ProxyService.ListSigningKeys:input_type -> portcullis.v1.ListSigningKeysRequest
+	6,  // 11: portcullis.v1.DecisionService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
+	8,  // 12: portcullis.v1.DecisionService.TailDecisions:input_type -> portcullis.v1.TailDecisionsRequest
+	4,  // 13: portcullis.v1.ProxyService.ListProxies:output_type -> portcullis.v1.ListProxiesResponse
+	12, // 14: portcullis.v1.ProxyService.WatchEnforcement:output_type -> portcullis.v1.Enforcement
+	1,  // 15: portcullis.v1.ProxyService.ListSigningKeys:output_type -> portcullis.v1.ListSigningKeysResponse
+	7,  // 16: portcullis.v1.DecisionService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
+	9,  // 17: portcullis.v1.DecisionService.TailDecisions:output_type -> portcullis.v1.StoredDecision
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -707,7 +798,7 @@ func file_portcullis_v1_proxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_proxy_proto_rawDesc), len(file_portcullis_v1_proxy_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ProxyService_ListProxies_FullMethodName      = "/portcullis.v1.ProxyService/ListProxies"
 	ProxyService_WatchEnforcement_FullMethodName = "/portcullis.v1.ProxyService/WatchEnforcement"
+	ProxyService_ListSigningKeys_FullMethodName  = "/portcullis.v1.ProxyService/ListSigningKeys"
 )
 
 // ProxyServiceClient is the client API for ProxyService service.
@@ -37,6 +38,9 @@ type ProxyServiceClient interface {
 	// connected it sends total 0 and ends. A client that waits for
 	// enforcement stops at the first NACK or at its own deadline.
 	WatchEnforcement(ctx context.Context, in *WatchEnforcementRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Enforcement], error)
+	// ListSigningKeys returns the key chain the gateway signs policy
+	// versions with, for pinning a proxy to it (--gateway-key).
+	ListSigningKeys(ctx context.Context, in *ListSigningKeysRequest, opts ...grpc.CallOption) (*ListSigningKeysResponse, error)
 }
 
 type proxyServiceClient struct {
@@ -76,6 +80,16 @@ func (c *proxyServiceClient) WatchEnforcement(ctx context.Context, in *WatchEnfo
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProxyService_WatchEnforcementClient = grpc.ServerStreamingClient[Enforcement]
 
+func (c *proxyServiceClient) ListSigningKeys(ctx context.Context, in *ListSigningKeysRequest, opts ...grpc.CallOption) (*ListSigningKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSigningKeysResponse)
+	err := c.cc.Invoke(ctx, ProxyService_ListSigningKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProxyServiceServer is the server API for ProxyService service.
 // All implementations must embed UnimplementedProxyServiceServer
 // for forward compatibility.
@@ -90,6 +104,9 @@ type ProxyServiceServer interface {
 	// connected it sends total 0 and ends. A client that waits for
 	// enforcement stops at the first NACK or at its own deadline.
 	WatchEnforcement(*WatchEnforcementRequest, grpc.ServerStreamingServer[Enforcement]) error
+	// ListSigningKeys returns the key chain the gateway signs policy
+	// versions with, for pinning a proxy to it (--gateway-key).
+	ListSigningKeys(context.Context, *ListSigningKeysRequest) (*ListSigningKeysResponse, error)
 	mustEmbedUnimplementedProxyServiceServer()
 }
 
@@ -105,6 +122,9 @@ func (UnimplementedProxyServiceServer) ListProxies(context.Context, *ListProxies
 }
 func (UnimplementedProxyServiceServer) WatchEnforcement(*WatchEnforcementRequest, grpc.ServerStreamingServer[Enforcement]) error {
 	return status.Error(codes.Unimplemented, "method WatchEnforcement not implemented")
+}
+func (UnimplementedProxyServiceServer) ListSigningKeys(context.Context, *ListSigningKeysRequest) (*ListSigningKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSigningKeys not implemented")
 }
 func (UnimplementedProxyServiceServer) mustEmbedUnimplementedProxyServiceServer() {}
 func (UnimplementedProxyServiceServer) testEmbeddedByValue()                      {}
@@ -156,6 +176,24 @@ func _ProxyService_WatchEnforcement_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProxyService_WatchEnforcementServer = grpc.ServerStreamingServer[Enforcement]
 
+func _ProxyService_ListSigningKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSigningKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProxyServiceServer).ListSigningKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProxyService_ListSigningKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProxyServiceServer).ListSigningKeys(ctx, req.(*ListSigningKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProxyService_ServiceDesc is the grpc.ServiceDesc for ProxyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -166,6 +204,10 @@ var ProxyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListProxies",
 			Handler:    _ProxyService_ListProxies_Handler,
+		},
+		{
+			MethodName: "ListSigningKeys",
+			Handler:    _ProxyService_ListSigningKeys_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -31,6 +31,9 @@ const (
 	// ProxyServiceWatchEnforcementProcedure is the procedure name of the ProxyService's
 	// WatchEnforcement RPC.
 	ProxyServiceWatchEnforcementProcedure = "/portcullis.v1.ProxyService/WatchEnforcement"
+	// ProxyServiceListSigningKeysProcedure is the procedure name of the ProxyService's ListSigningKeys
+	// RPC.
+	ProxyServiceListSigningKeysProcedure = "/portcullis.v1.ProxyService/ListSigningKeys"
 	// DecisionServiceListDecisionsProcedure is the procedure name of the DecisionService's
 	// ListDecisions RPC.
 	DecisionServiceListDecisionsProcedure = "/portcullis.v1.DecisionService/ListDecisions"
@@ -54,6 +57,13 @@ var (
 			Procedure:  ProxyServiceWatchEnforcementProcedure,
 		}
 	})
+	proxyServiceListSigningKeysSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_proxy_proto.Services().ByName("ProxyService").Methods().ByName("ListSigningKeys"),
+			Procedure:  ProxyServiceListSigningKeysProcedure,
+		}
+	})
 )
 
 // ProxyServiceClient is a client for the portcullis.v1.ProxyService service.
@@ -66,6 +76,9 @@ type ProxyServiceClient interface {
 	// connected it sends total 0 and ends. A client that waits for
 	// enforcement stops at the first NACK or at its own deadline.
 	WatchEnforcement(context.Context, *v1.WatchEnforcementRequest) (ProxyServiceWatchEnforcementClientStream, error)
+	// ListSigningKeys returns the key chain the gateway signs policy
+	// versions with, for pinning a proxy to it (--gateway-key).
+	ListSigningKeys(context.Context, *v1.ListSigningKeysRequest) (*v1.ListSigningKeysResponse, error)
 }
 
 // NewProxyServiceClient constructs a client for the portcullis.v1.ProxyService service. Multiple
@@ -105,6 +118,9 @@ type ProxyServiceHandler interface {
 	// connected it sends total 0 and ends. A client that waits for
 	// enforcement stops at the first NACK or at its own deadline.
 	WatchEnforcement(context.Context, *v1.WatchEnforcementRequest, ProxyServiceWatchEnforcementServerStream) error
+	// ListSigningKeys returns the key chain the gateway signs policy
+	// versions with, for pinning a proxy to it (--gateway-key).
+	ListSigningKeys(context.Context, *v1.ListSigningKeysRequest) (*v1.ListSigningKeysResponse, error)
 }
 
 // RegisterProxyServiceHandler registers svc as the portcullis.v1.ProxyService implementation on
@@ -114,6 +130,7 @@ func RegisterProxyServiceHandler(server *connect.Server, svc ProxyServiceHandler
 	server.Register(
 		connect.Method{Spec: proxyServiceListProxiesSpec(), Handler: adapter.listProxies},
 		connect.Method{Spec: proxyServiceWatchEnforcementSpec(), Handler: adapter.watchEnforcement},
+		connect.Method{Spec: proxyServiceListSigningKeysSpec(), Handler: adapter.listSigningKeys},
 	)
 }
 
@@ -144,6 +161,10 @@ func (UnimplementedProxyServiceHandler) WatchEnforcement(context.Context, *v1.Wa
 	return connect.NewError(connect.CodeUnimplemented, "portcullis.v1.ProxyService.WatchEnforcement is not implemented")
 }
 
+func (UnimplementedProxyServiceHandler) ListSigningKeys(context.Context, *v1.ListSigningKeysRequest) (*v1.ListSigningKeysResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.ProxyService.ListSigningKeys is not implemented")
+}
+
 type proxyServiceClient struct {
 	client *connect.Client
 }
@@ -162,6 +183,14 @@ func (c *proxyServiceClient) WatchEnforcement(ctx context.Context, req *v1.Watch
 		return ProxyServiceWatchEnforcementClientStream{}, err
 	}
 	return ProxyServiceWatchEnforcementClientStream{stream: stream}, nil
+}
+
+func (c *proxyServiceClient) ListSigningKeys(ctx context.Context, req *v1.ListSigningKeysRequest) (*v1.ListSigningKeysResponse, error) {
+	var res v1.ListSigningKeysResponse
+	if err := c.client.CallUnary(ctx, proxyServiceListSigningKeysSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 type proxyServiceHandler struct{ svc ProxyServiceHandler }
@@ -184,6 +213,18 @@ func (h proxyServiceHandler) watchEnforcement(ctx context.Context, _ connect.Spe
 		return err
 	}
 	return h.svc.WatchEnforcement(ctx, &req, ProxyServiceWatchEnforcementServerStream{stream: stream})
+}
+
+func (h proxyServiceHandler) listSigningKeys(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ListSigningKeysRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.ListSigningKeys(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
 }
 
 var (

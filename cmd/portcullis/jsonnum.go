@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// intsAsNumbers rewrites data, protojson's encoding of a message of type
+// md, so that every 64-bit integer field is a JSON number: protojson
+// writes them as strings ("id": "3"), the contract promises numbers. The
+// order of the keys and every other value are kept; the result is compact.
+//
+// It reads the JSON alongside the message's descriptor, so a string field
+// that happens to hold digits (a map<string, string> value) stays a string.
+func intsAsNumbers(md protoreflect.MessageDescriptor, data []byte) ([]byte, error) {
+	r := &numberRewriter{dec: json.NewDecoder(bytes.NewReader(data))}
+	r.dec.UseNumber()
+	if err := r.message(md); err != nil {
+		return nil, fmt.Errorf("rewrite %s JSON: %w", md.Name(), err)
+	}
+	return r.out.Bytes(), nil
+}
+
+type numberRewriter struct {
+	dec *json.Decoder
+	out bytes.Buffer
+}
+
+// message copies one JSON object of message type md.
+func (r *numberRewriter) message(md protoreflect.MessageDescriptor) error {
+	tok, err := r.dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		r.out.WriteString("null")
+		return nil
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("want an object for %s, got %v", md.FullName(), tok)
+	}
+	r.out.WriteByte('{')
+	for first := true; r.dec.More(); first = false {
+		tok, err := r.dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		if !first {
+			r.out.WriteByte(',')
+		}
+		r.str(key)
+		r.out.WriteByte(':')
+		fd := md.Fields().ByName(protoreflect.Name(key))
+		if fd == nil {
+			fd = md.Fields().ByJSONName(key)
+		}
+		if fd == nil {
+			err = r.copy() // an extension or a key this build does not know
+		} else {
+			err = r.field(fd)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := r.dec.Token(); err != nil { // '}'
+		return err
+	}
+	r.out.WriteByte('}')
+	return nil
+}
+
+// field copies the value of fd: a list, a map or a single value.
+func (r *numberRewriter) field(fd protoreflect.FieldDescriptor) error {
+	switch {
+	case fd.IsList():
+		return r.container('[', ']', false, func() error { return r.single(fd) })
+	case fd.IsMap():
+		return r.container('{', '}', true, func() error { return r.single(fd.MapValue()) })
+	default:
+		return r.single(fd)
+	}
+}
+
+// container copies an array, or an object whose keys are copied as they
+// are (a map's), with each element copied by elem.
+func (r *numberRewriter) container(open, close json.Delim, keyed bool, elem func() error) error {
+	tok, err := r.dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		r.out.WriteString("null")
+		return nil
+	}
+	if tok != open {
+		return fmt.Errorf("want %v, got %v", open, tok)
+	}
+	r.out.WriteString(open.String())
+	for first := true; r.dec.More(); first = false {
+		if !first {
+			r.out.WriteByte(',')
+		}
+		if keyed {
+			tok, err := r.dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string)
+			r.str(key)
+			r.out.WriteByte(':')
+		}
+		if err := elem(); err != nil {
+			return err
+		}
+	}
+	if _, err := r.dec.Token(); err != nil {
+		return err
+	}
+	r.out.WriteString(close.String())
+	return nil
+}
+
+// single copies one value of fd's type.
+func (r *numberRewriter) single(fd protoreflect.FieldDescriptor) error {
+	switch fd.Kind() {
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return r.integer()
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		md := fd.Message()
+		switch md.FullName() {
+		case "google.protobuf.Int64Value", "google.protobuf.UInt64Value":
+			return r.integer()
+		}
+		if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
+			// The other well-known types have JSON forms of their own
+			// (a timestamp is a string, a Struct any JSON).
+			return r.copy()
+		}
+		return r.message(md)
+	default:
+		return r.copy()
+	}
+}
+
+// integer copies a 64-bit integer, written as a number.
+func (r *numberRewriter) integer() error {
+	tok, err := r.dec.Token()
+	if err != nil {
+		return err
+	}
+	if s, ok := tok.(string); ok && isInteger(s) {
+		r.out.WriteString(s)
+		return nil
+	}
+	return r.token(tok)
+}
+
+// isInteger reports whether s is a JSON integer: an optional minus and
+// digits without a leading zero.
+func isInteger(s string) bool {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || (len(digits) > 1 && digits[0] == '0') {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// copy copies one value of any shape as it is.
+func (r *numberRewriter) copy() error {
+	var raw json.RawMessage
+	if err := r.dec.Decode(&raw); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return err
+	}
+	r.out.Write(buf.Bytes())
+	return nil
+}
+
+// token writes one scalar token.
+func (r *numberRewriter) token(tok json.Token) error {
+	switch v := tok.(type) {
+	case nil:
+		r.out.WriteString("null")
+	case bool:
+		fmt.Fprint(&r.out, v)
+	case json.Number:
+		r.out.WriteString(v.String())
+	case string:
+		r.str(v)
+	default:
+		return fmt.Errorf("unexpected %v", tok)
+	}
+	return nil
+}
+
+// str writes s as a JSON string, without escaping HTML characters (as
+// protojson writes them).
+func (r *numberRewriter) str(s string) {
+	enc := json.NewEncoder(&r.out)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	r.out.Truncate(r.out.Len() - 1) // Encode's newline
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+func TestIntsAsNumbers(t *testing.T) {
+	doc, err := structpb.NewStruct(map[string]any{"id": "7", "port": 443})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		m    proto.Message
+		want string
+	}{
+		{"int64 fields", &portcullisv1.VerifyAuditResponse{Ok: true, Entries: 50, FirstBadSeq: -2},
+			`{"ok":true,"entries":50,"first_bad_seq":-2}`},
+		{"nested, repeated, a map of strings that look like numbers", &portcullisv1.ListAuditResponse{Entries: []*portcullisv1.AuditEntry{
+			{Seq: 1, Time: timestamppb.New(t0), Action: "<policy.set>", Detail: map[string]string{"version": "3"}},
+			{Seq: 9007199254740993},
+		}}, `{"entries":[{"seq":1,"time":"2026-01-02T03:04:05Z","action":"<policy.set>","detail":{"version":"3"}},{"seq":9007199254740993}]}`},
+		{"uint64 ids, a Struct kept as it is", &portcullisv1.Proposal{Id: 3, SupersededBy: 18446744073709551615, Proposal: doc},
+			`{"id":3,"proposal":{"id":"7","port":443},"superseded_by":18446744073709551615}`},
+	} {
+		b, err := marshalJSON(jsonOptions, tt.m)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if !json.Valid(b) {
+			t.Fatalf("%s: not JSON:\n%s", tt.name, b)
+		}
+		if string(b) != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.name, b, tt.want)
+		}
+	}
+}
