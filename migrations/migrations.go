@@ -41,14 +41,26 @@ var files embed.FS
 // On Postgres it holds an advisory lock while it runs, so gateway replicas
 // starting together migrate once.
 func Up(ctx context.Context, db *sql.DB, engine string) error {
+	_, err := Apply(ctx, db, engine)
+	return err
+}
+
+// Apply is Up, returning the versions it applied, oldest first (none when
+// the schema was current).
+func Apply(ctx context.Context, db *sql.DB, engine string) ([]int64, error) {
 	p, err := provider(db, engine)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate %s up: %w", engine, err)
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s up: %w", engine, err)
 	}
-	return nil
+	applied := make([]int64, 0, len(results))
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
 }
 
 // UpTo applies the pending migrations of engine up to and including

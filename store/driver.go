@@ -236,5 +236,8 @@ type Driver interface {
 
 	// Ping checks the database is reachable (for /readyz).
 	Ping(ctx context.Context) error
+	// Migrated returns the schema migrations opening the store applied,
+	// oldest first (none when the schema was current).
+	Migrated() []int64
 	Close() error
 }

@@ -339,8 +339,17 @@ func newMigrateCmd(env *environment) *cobra.Command {
 		Args:    cobra.NoArgs,
 	}
 	// Opening the store applies the migrations.
-	withStore(cmd, env, func(_ context.Context, _ *store.Store, where string) error {
-		fmt.Fprintf(env.stdout, "migrations applied: %s\n", where)
+	withStore(cmd, env, func(_ context.Context, st *store.Store, where string) error {
+		applied := st.Migrated()
+		if len(applied) == 0 {
+			fmt.Fprintf(env.stdout, "the schema is current; nothing to apply: %s\n", where)
+			return nil
+		}
+		names := make([]string, len(applied))
+		for i, v := range applied {
+			names[i] = fmt.Sprintf("%05d", v)
+		}
+		fmt.Fprintf(env.stdout, "applied %d migration(s) (%s): %s\n", len(applied), strings.Join(names, ", "), where)
 		return nil
 	})
 	return cmd

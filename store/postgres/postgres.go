@@ -52,6 +52,8 @@ type Driver struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	feed store.CommitFeed
+	// migrated are the migrations Open applied.
+	migrated []int64
 	// own holds the backend pids (uint32) of the pool's live connections:
 	// NOTIFYs they sent were already announced in process (see
 	// ListenPolicyCommits).
@@ -112,7 +114,7 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 	d.pool, d.conn.db = pool, pool
 
 	db := stdlib.OpenDBFromPool(pool)
-	err = migrations.Up(ctx, db, migrations.Postgres)
+	d.migrated, err = migrations.Apply(ctx, db, migrations.Postgres)
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -143,6 +145,9 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 const SentryPartitionDays = 3
 
 // Close releases every connection, the listeners' too. Pending calls fail.
+// Migrated returns the migrations Open applied.
+func (d *Driver) Migrated() []int64 { return d.migrated }
+
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	d.close()

@@ -56,6 +56,8 @@ type Driver struct {
 	r    *sql.DB // read-only pool: every read
 	log  *slog.Logger
 	feed store.CommitFeed
+	// migrated are the migrations Open applied.
+	migrated []int64
 }
 
 var _ store.Driver = (*Driver)(nil)
@@ -115,11 +117,12 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if err := migrations.Up(ctx, w, migrations.SQLite); err != nil {
+	migrated, err := migrations.Apply(ctx, w, migrations.SQLite)
+	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	d := &Driver{w: w, log: log}
+	d := &Driver{w: w, log: log, migrated: migrated}
 	d.txn = txn{d: d, wr: w}
 	if n, err := d.chainUnchained(ctx); err != nil {
 		_ = w.Close()
@@ -145,6 +148,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 }
 
 // Close closes both pools.
+// Migrated returns the migrations Open applied.
+func (d *Driver) Migrated() []int64 { return d.migrated }
+
 func (d *Driver) Close() error {
 	return errors.Join(d.r.Close(), d.w.Close())
 }
