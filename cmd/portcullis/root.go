@@ -74,6 +74,7 @@ overloaded, or the address is not a Portcullis gateway).`,
 			hideClientFlags(c)
 		}
 	}
+	addCompletions(root, env)
 	markStart(root, env)
 	return root
 }
