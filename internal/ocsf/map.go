@@ -146,7 +146,11 @@ func FromDecision(d Decision, p Product) Event {
 	}
 	what := method + " " + target + d.Path
 	if d.MCPMethod != "" {
-		what = d.MCPMethod + " " + strings.TrimSpace(d.Tool+" ") + "at " + target
+		what = d.MCPMethod + " "
+		if d.Tool != "" {
+			what += d.Tool + " "
+		}
+		what += "at " + target
 	}
 	e.Message = fmt.Sprintf("%s %s", d.Decision, what)
 	if d.Reason != "" {
@@ -174,7 +178,7 @@ type auditKind struct {
 	activity int
 	name     string // activity_name
 	entity   string // the managed entity's type
-	typeID   int    // managed_entity.type_id (5 Policy, 0 for ours)
+	typeID   int    // managed_entity.type_id: 5 Policy; 0 (omitted) for our own kinds, named by type
 	severity int
 }
 
@@ -239,9 +243,6 @@ func FromAudit(a store.AuditEntry, p Product) Event {
 	}
 	entity := func(hash string) *ManagedEntity {
 		me := &ManagedEntity{Type: k.entity, TypeID: k.typeID, Name: a.Sandbox, UID: uid}
-		if me.TypeID == 0 {
-			me.TypeID = 99
-		}
 		if me.Name == "" {
 			me.Name = uid
 		}
