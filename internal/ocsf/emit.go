@@ -46,6 +46,8 @@ type Emitter struct {
 	dropped atomic.Uint64 // every event lost, for metrics
 	written atomic.Uint64
 
+	afterWrite func() // tests: called after each write attempt
+
 	mu         sync.Mutex
 	unreported uint64 // lost since the last drop report
 	since      time.Time
@@ -152,6 +154,9 @@ func (e *Emitter) Run(ctx context.Context) {
 // after losing some, reports the loss. It returns whether the sink is
 // down.
 func (e *Emitter) write(ctx context.Context, batch []func() Event, down bool) bool {
+	if e.afterWrite != nil {
+		defer e.afterWrite()
+	}
 	lines := make([][]byte, 0, len(batch))
 	for _, b := range batch {
 		ev := b()
