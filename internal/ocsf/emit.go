@@ -228,3 +228,7 @@ func (es Emitters) Run(ctx context.Context) {
 	}
 	wg.Wait()
 }
+
+// Close closes the sink of an emitter that never ran (Run closes it when
+// it returns).
+func (e *Emitter) Close() error { return e.sink.Close() }
