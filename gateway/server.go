@@ -16,7 +16,6 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/grpcreflect/v2"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/portcullis-dev/portcullis/gateway/decisions"

@@ -218,10 +218,12 @@ func FromAudit(a store.AuditEntry, p Product) Event {
 		k = auditKind{99, a.Action, "Other", 0, SeverityInformational}
 	}
 	name := k.name
-	if a.Action == store.ActionPolicySet && a.Detail["source"] != "" {
-		name = strings.ToUpper(a.Detail["source"][:1]) + a.Detail["source"][1:]
-		if k.activity == 3 && name != "Update" {
-			k.activity = 99
+	if src := a.Detail["source"]; a.Action == store.ActionPolicySet && src != "" && src != "set" {
+		// The first version comes with its sandbox; rollback, an applied
+		// proposal, a grant's expiry are named as themselves.
+		k.activity, name = 99, strings.ToUpper(src[:1])+src[1:]
+		if src == "create" {
+			k.activity, name = 1, "Create"
 		}
 	}
 	if a.Action == store.ActionProposalState && a.Detail["to"] == store.ProposalRejected {
