@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/grpcreflect/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/portcullis-dev/portcullis/gateway/decisions"
 	"github.com/portcullis-dev/portcullis/gateway/distribution"
@@ -127,6 +128,9 @@ type Config struct {
 	// HTTP intake holds at once; further batches wait their turn before
 	// their body is read. Default 8.
 	SentryBatchBodies int
+	// Collectors are registered in the gateway's metrics registry beside
+	// its own (the OCSF sinks' drop counter, which cmd owns).
+	Collectors []prometheus.Collector
 }
 
 func (c *Config) setDefaults() {

@@ -46,6 +46,7 @@ func main() {
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the portcullis proxy process over the measurement to this file (through its --pprof-listen)")
 	flag.StringVar(&cfg.memprofile, "memprofile", "", "write the portcullis proxy's allocation profile (since it started) to this file after the measurement")
+	flag.StringVar(&cfg.ocsf, "ocsf", "", `run the "portcullis" path's proxy with an OCSF sink: "down" (a Splunk HEC URL on a closed port: every write refused, events dropped and counted) or "file" (--ocsf-file in its temp dir); compare with a run without`)
 	child := flag.Bool("load-child", false, "run as the load generator (internal: the program starts itself so)")
 	flag.Parse()
 

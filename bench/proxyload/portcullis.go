@@ -48,8 +48,8 @@ type portcullisProc struct {
 
 // startPortcullis runs bin as a proxy with policy, its data in dir, on a
 // free 127.0.0.1 port, and returns once it listens. withPprof adds
-// --pprof-listen 127.0.0.1:0 (for -cpuprofile).
-func startPortcullis(ctx context.Context, bin, dir string, policy []byte, withPprof bool) (*portcullisProc, error) {
+// --pprof-listen 127.0.0.1:0 (for -cpuprofile); extra flags follow.
+func startPortcullis(ctx context.Context, bin, dir string, policy []byte, withPprof bool, extra ...string) (*portcullisProc, error) {
 	policyFile := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policyFile, policy, 0o600); err != nil {
 		return nil, fmt.Errorf("policy file: %w", err)
@@ -63,6 +63,7 @@ func startPortcullis(ctx context.Context, bin, dir string, policy []byte, withPp
 	if withPprof {
 		args = append(args, "--pprof-listen", "127.0.0.1:0")
 	}
+	args = append(args, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.stderr
 	// Its own process group: a ^C in the terminal reaches only us, and we

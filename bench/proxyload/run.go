@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +37,7 @@ type config struct {
 	json         bool
 	cpuprofile   string
 	memprofile   string
+	ocsf         string // "", "down" (a HEC sink on a closed port) or "file"
 }
 
 // Limits that keep a mistyped flag from running away.
@@ -187,7 +190,13 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 			if err != nil {
 				return err
 			}
-			px, err := startPortcullis(ctx, bin, dir, doc, (cfg.cpuprofile != "" || cfg.memprofile != "") && name == pathPortcullis)
+			var extra []string
+			if name == pathPortcullis {
+				if extra, err = ocsfArgs(cfg.ocsf, dir); err != nil {
+					return err
+				}
+			}
+			px, err := startPortcullis(ctx, bin, dir, doc, (cfg.cpuprofile != "" || cfg.memprofile != "") && name == pathPortcullis, extra...)
 			if err != nil {
 				return err
 			}
@@ -478,4 +487,29 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// ocsfArgs are the proxy's OCSF flags for -ocsf: "down" sends events to
+// a Splunk HEC URL on a loopback port nothing listens on (every write is
+// refused: the sink is down), "file" writes them to dir/ocsf.jsonl.
+func ocsfArgs(mode, dir string) ([]string, error) {
+	switch mode {
+	case "":
+		return nil, nil
+	case "file":
+		return []string{"--ocsf-file", filepath.Join(dir, "ocsf.jsonl")}, nil
+	case "down":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		addr := ln.Addr().String()
+		ln.Close() // nothing listens there now: connections are refused
+		tok := filepath.Join(dir, "hec-token")
+		if err := os.WriteFile(tok, []byte("bench\n"), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"--ocsf-hec-url", "http://" + addr + "/services/collector/event", "--ocsf-hec-token-file", tok}, nil
+	}
+	return nil, fmt.Errorf(`-ocsf %q: want "", "down" or "file"`, mode)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -18,9 +19,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/demo"
 	"github.com/portcullis-dev/portcullis/internal/ca"
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 )
 
@@ -33,6 +36,7 @@ const (
 // newProxyCmd is `portcullis proxy` and `portcullis proxy ca`.
 func newProxyCmd(env *environment) *cobra.Command {
 	var (
+		ocsfOpts    ocsfFlags
 		listen      string
 		dataDir     string
 		policyFile  string
@@ -138,9 +142,22 @@ Off by default.`,
 			} else {
 				cfg.PolicyFile, cfg.ReloadInterval = policyFile, reload
 			}
+			emitters, err := ocsfOpts.open(ocsf.Proxy, log)
+			if err != nil {
+				return err
+			}
+			if emitters != nil {
+				// Every decision, mapped and written off the request path.
+				cfg.OnRecord = func(r decision.Record) {
+					emitters.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
+				}
+			}
 			applyTestHooks(&cfg)
 			agent, err := dataplane.New(cfg)
 			if err != nil {
+				for _, e := range emitters {
+					e.Close()
+				}
 				return err
 			}
 			defer agent.Close()
@@ -169,7 +186,21 @@ Off by default.`,
 			if pp != nil {
 				fmt.Fprintf(env.stdout, "  pprof:     %s\n", pp.url())
 			}
-			return agent.Run(cmd.Context(), ln)
+			if emitters == nil {
+				return agent.Run(cmd.Context(), ln)
+			}
+			fmt.Fprintf(env.stdout, "  ocsf:      %s\n", ocsfOpts.describe())
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			done := make(chan struct{})
+			go func() { emitters.Run(ctx); close(done) }()
+			err = agent.Run(cmd.Context(), ln)
+			stop() // after the agent: its last decisions are queued
+			<-done
+			if n := emitters.Dropped(); n > 0 {
+				log.Warn("OCSF events were dropped", "dropped", n)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", defaultProxyListen, "proxy address for the sandbox's HTTP_PROXY/HTTPS_PROXY")
@@ -183,6 +214,7 @@ Off by default.`,
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a plaintext http:// gateway beyond loopback (a private network such as compose's; the token crosses it in the clear)")
 	cmd.Flags().DurationVar(&maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
 	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
+	ocsfOpts.add(cmd)
 	cmd.Flags().StringVar(&pprofListen, "pprof-listen", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `ADDR`, e.g. 127.0.0.1:6060 (debugging; default off)")
 	cmd.AddCommand(newProxyCACmd(env))
 	return cmd

@@ -9,12 +9,15 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/postgres"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
@@ -100,6 +103,7 @@ func newGatewayCmd(env *environment) *cobra.Command {
 		externalURL   string
 		decisions     decisionFlags
 		sentryOpts    sentryFlags
+		ocsfOpts      ocsfFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -184,7 +188,24 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 			if bootstrap != "" && len(bootstrap) < gateway.MinBootstrapTokenLen {
 				return usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
 			}
+			emitters, err := ocsfOpts.open(ocsf.Gateway, log)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				for _, e := range emitters {
+					e.Close() // once Run has closed it, a second Close does nothing
+				}
+			}()
+			var collectors []prometheus.Collector
+			if emitters != nil {
+				collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "portcullis_ocsf_dropped_total",
+					Help: "OCSF events this replica dropped: a sink's queue was full or the sink refused them.",
+				}, func() float64 { return float64(emitters.Dropped()) }))
+			}
 			gw, err := gateway.New(gateway.Config{
+				Collectors:       collectors,
 				Listen:           listen,
 				TLSCertFile:      tlsCert,
 				TLSKeyFile:       tlsKey,
@@ -251,7 +272,18 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 			}
 			// The console line ends the banner (scripts wait for it).
 			fmt.Fprintf(env.stdout, "  console: %s/\n", base)
-			return gw.Serve(ctx, ln)
+			if emitters == nil {
+				return gw.Serve(ctx, ln)
+			}
+			fmt.Fprintf(env.stdout, "  ocsf:    %s\n", ocsfOpts.describe())
+			octx, stop := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() { emitters.Run(octx) })
+			wg.Go(func() { tailAudit(octx, st, emitters, log.With("component", "ocsf"), time.Second) })
+			err = gw.Serve(ctx, ln)
+			stop()
+			wg.Wait()
+			return err
 		},
 	}
 	sf.add(cmd)
@@ -263,6 +295,7 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
 	cmd.Flags().StringVar(&webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
 	cmd.Flags().StringVar(&auditWebhook, "audit-webhook-url", "", "call this `URL` whenever the audit head moves: an archive, not a chat channel (signed with env "+envWebhookSecret+")")
+	ocsfOpts.add(cmd)
 	cmd.Flags().StringVar(&externalURL, "external-url", "", "the gateway's `URL` as people reach it, for the console links in webhook messages (default: http(s)://--listen)")
 	decisions.add(cmd)
 	sentryOpts.add(cmd)

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/lifecycle"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// ocsfFlags are the OCSF sinks' flags, the same on gateway and proxy.
+type ocsfFlags struct {
+	file         string
+	maxSize      int64
+	keep         int
+	hecURL       string
+	hecTokenFile string
+	queue        int
+}
+
+func (f *ocsfFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.file, "ocsf-file", "", "write OCSF "+ocsf.Version+" events as JSON lines to this `PATH` (docs/ocsf.md)")
+	cmd.Flags().Int64Var(&f.maxSize, "ocsf-max-size", ocsf.DefaultFileMaxSize, "rotate --ocsf-file when it would pass this many bytes")
+	cmd.Flags().IntVar(&f.keep, "ocsf-keep", ocsf.DefaultFileKeep, "rotated --ocsf-file files to keep (PATH.1 newest)")
+	cmd.Flags().StringVar(&f.hecURL, "ocsf-hec-url", "", "send OCSF events to this Splunk HTTP Event Collector `URL` (…/services/collector/event)")
+	cmd.Flags().StringVar(&f.hecTokenFile, "ocsf-hec-token-file", "", "`FILE` holding the HEC token (sent as Authorization: Splunk TOKEN)")
+	cmd.Flags().IntVar(&f.queue, "ocsf-queue", 4096, "OCSF events each sink may hold while it is slow or down; more are dropped and counted")
+}
+
+// open returns an emitter for each sink the flags name (none: nil).
+func (f *ocsfFlags) open(product ocsf.Product, log *slog.Logger) (ocsf.Emitters, error) {
+	if f.keep < 0 {
+		return nil, usagef("--ocsf-keep %d: want 0 or more", f.keep)
+	}
+	if f.queue <= 0 {
+		return nil, usagef("--ocsf-queue %d: want at least 1", f.queue)
+	}
+	if (f.hecURL == "") != (f.hecTokenFile == "") {
+		return nil, usagef("--ocsf-hec-url and --ocsf-hec-token-file go together")
+	}
+	cfg := ocsf.Config{Queue: f.queue, Product: product, Logger: log.With("component", "ocsf")}
+	var out ocsf.Emitters
+	if f.hecURL != "" {
+		if u, err := url.Parse(f.hecURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, usagef("--ocsf-hec-url %q: want an http(s) URL", f.hecURL)
+		}
+		tok, err := os.ReadFile(f.hecTokenFile)
+		if err != nil {
+			return nil, inputErr(err)
+		}
+		if strings.TrimSpace(string(tok)) == "" {
+			return nil, usagef("--ocsf-hec-token-file %s is empty", f.hecTokenFile)
+		}
+		out = append(out, ocsf.NewEmitter(ocsf.NewHEC(f.hecURL, string(tok), nil), cfg))
+	}
+	if f.file != "" {
+		fs, err := ocsf.OpenFile(f.file, f.maxSize, f.keep)
+		if err != nil {
+			for _, e := range out {
+				e.Close()
+			}
+			return nil, err
+		}
+		out = append(out, ocsf.NewEmitter(fs, cfg))
+	}
+	return out, nil
+}
+
+// ocsfDecision reads a proxy's decision record for the mapping.
+func ocsfDecision(r decision.Record) ocsf.Decision {
+	return ocsf.Decision{
+		Time: r.Time, Sandbox: r.Sandbox, Binary: r.Binary, Host: r.Host, Port: r.Port, Addr: r.Addr,
+		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
+		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
+		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
+		ToolDefinition: r.ToolDefinition,
+	}
+}
+
+// tailAudit emits every audit entry committed after the gateway started
+// (an Entity Management event each) and, for each proposal entry, the
+// proposal with its prover findings (a Detection Finding), reading the
+// chain by sequence every interval until ctx ends. Reading the store,
+// not hooking this replica's transactions, means only committed entries
+// are emitted, and those of every replica.
+func tailAudit(ctx context.Context, st *store.Store, es ocsf.Emitters, log *slog.Logger, interval time.Duration) {
+	seq, _, err := st.AuditHead(ctx)
+	for err != nil {
+		log.Warn("OCSF: could not read the audit head; will retry", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+		seq, _, err = st.AuditHead(ctx)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	failing := false
+	for {
+		for {
+			page, err := st.AuditChain(ctx, seq, 500)
+			if err != nil {
+				if !failing && ctx.Err() == nil {
+					log.Warn("OCSF: could not read the audit log; will retry", "err", err)
+				}
+				failing = true
+				break
+			}
+			failing = false
+			for _, a := range page {
+				es.Emit(func() ocsf.Event { return ocsf.FromAudit(a, ocsf.Gateway) })
+				if strings.HasPrefix(a.Action, "proposal.") && a.Action != store.ActionProposalOK {
+					if ev, ok := proposalEvent(ctx, st, a, log); ok {
+						es.Emit(func() ocsf.Event { return ev })
+					}
+				}
+				seq = a.Seq
+			}
+			if len(page) < 500 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func proposalEvent(ctx context.Context, st *store.Store, a store.AuditEntry, log *slog.Logger) (ocsf.Event, bool) {
+	id, err := strconv.ParseInt(a.Target, 10, 64)
+	if err != nil {
+		return ocsf.Event{}, false
+	}
+	p, err := st.GetProposal(ctx, id)
+	if err != nil {
+		log.Warn("OCSF: could not read a proposal", "id", id, "err", err)
+		return ocsf.Event{}, false
+	}
+	findings, err := lifecycle.DecodeFindings(p.Findings)
+	if err != nil {
+		log.Warn("OCSF: a proposal's findings do not decode", "id", id, "err", err)
+	}
+	return ocsf.FromProposal(p, findings, ocsf.Gateway), true
+}
+
+// describe names the sinks for the start-up banner.
+func (f *ocsfFlags) describe() string {
+	var s []string
+	if f.file != "" {
+		s = append(s, f.file)
+	}
+	if f.hecURL != "" {
+		s = append(s, "HEC "+f.hecURL)
+	}
+	return strings.Join(s, ", ")
+}

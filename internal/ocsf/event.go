@@ -1,0 +1,221 @@
+package ocsf
+
+// Version is the OCSF schema version every event is written in.
+const Version = "1.8.0"
+
+// Class, category and activity numbers used here (OCSF 1.8.0).
+const (
+	ClassHTTPActivity     = 4002
+	ClassAPIActivity      = 6003
+	ClassApplicationError = 6008
+	ClassEntityManagement = 3004
+	ClassDetectionFinding = 2004
+
+	categoryFindings    = 2
+	categoryIAM         = 3
+	categoryNetwork     = 4
+	categoryApplication = 6
+)
+
+// Severities (severity_id).
+const (
+	SeverityUnknown       = 0
+	SeverityInformational = 1
+	SeverityLow           = 2
+	SeverityMedium        = 3
+	SeverityHigh          = 4
+)
+
+// Event is one OCSF event. The fields every class has come first; the
+// rest are set by the classes that define them and omitted otherwise.
+// Time is milliseconds since the Unix epoch (OCSF timestamp_t).
+type Event struct {
+	ClassUID     int      `json:"class_uid"`
+	ClassName    string   `json:"class_name,omitempty"`
+	CategoryUID  int      `json:"category_uid"`
+	CategoryName string   `json:"category_name,omitempty"`
+	ActivityID   int      `json:"activity_id"`
+	ActivityName string   `json:"activity_name,omitempty"`
+	TypeUID      int      `json:"type_uid"`
+	TypeName     string   `json:"type_name,omitempty"`
+	Time         int64    `json:"time"`
+	SeverityID   int      `json:"severity_id"`
+	Severity     string   `json:"severity,omitempty"`
+	StatusID     int      `json:"status_id,omitempty"`
+	Status       string   `json:"status,omitempty"`
+	StatusDetail string   `json:"status_detail,omitempty"`
+	Message      string   `json:"message,omitempty"`
+	Metadata     Metadata `json:"metadata"`
+
+	// security_control profile: what the boundary did.
+	ActionID      int           `json:"action_id,omitempty"`
+	Action        string        `json:"action,omitempty"`
+	DispositionID int           `json:"disposition_id,omitempty"`
+	Disposition   string        `json:"disposition,omitempty"`
+	FirewallRule  *FirewallRule `json:"firewall_rule,omitempty"`
+	Policy        *Policy       `json:"policy,omitempty"`
+
+	// Network and application classes.
+	Actor       *Actor       `json:"actor,omitempty"`
+	SrcEndpoint *Endpoint    `json:"src_endpoint,omitempty"`
+	DstEndpoint *Endpoint    `json:"dst_endpoint,omitempty"`
+	HTTPRequest *HTTPRequest `json:"http_request,omitempty"`
+	API         *API         `json:"api,omitempty"`
+	Resources   []Resource   `json:"resources,omitempty"`
+
+	// Entity Management.
+	Entity       *ManagedEntity `json:"entity,omitempty"`
+	EntityResult *ManagedEntity `json:"entity_result,omitempty"`
+	Comment      string         `json:"comment,omitempty"`
+
+	// Detection Finding.
+	FindingInfo *FindingInfo `json:"finding_info,omitempty"`
+	IsAlert     *bool        `json:"is_alert,omitempty"`
+
+	// Unmapped holds what OCSF has no attribute for (a denial's id, the
+	// sandbox, reason codes), under our own names.
+	Unmapped map[string]any `json:"unmapped,omitempty"`
+}
+
+// Metadata is the event's metadata object.
+type Metadata struct {
+	Version  string   `json:"version"`
+	Product  Product  `json:"product"`
+	Profiles []string `json:"profiles,omitempty"`
+	// UID is the event's own id where it has one (a denial's id, an audit
+	// entry's hash); CorrelationUID joins events (a trace id).
+	UID            string `json:"uid,omitempty"`
+	CorrelationUID string `json:"correlation_uid,omitempty"`
+	LoggedTime     int64  `json:"logged_time,omitempty"`
+}
+
+// Product names what wrote the event: Portcullis's gateway or proxy.
+type Product struct {
+	Name       string   `json:"name"`
+	VendorName string   `json:"vendor_name"`
+	Version    string   `json:"version,omitempty"`
+	Feature    *Feature `json:"feature,omitempty"`
+}
+
+// Feature is the product's part that wrote the event.
+type Feature struct {
+	Name string `json:"name"`
+}
+
+// Products writing events.
+var (
+	Gateway = Product{Name: "Portcullis", VendorName: "Portcullis", Feature: &Feature{Name: "gateway"}}
+	Proxy   = Product{Name: "Portcullis", VendorName: "Portcullis", Feature: &Feature{Name: "proxy"}}
+)
+
+// FirewallRule is the policy rule behind a decision.
+type FirewallRule struct {
+	Name string `json:"name,omitempty"`
+	UID  string `json:"uid,omitempty"`
+}
+
+// Policy is a policy object (a sandbox's policy, at a version).
+type Policy struct {
+	Name    string `json:"name,omitempty"`
+	UID     string `json:"uid,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// Actor is who did it: a person or token (User), or, for the proxy, the
+// calling binary (AppName).
+type Actor struct {
+	AppName string `json:"app_name,omitempty"`
+	User    *User  `json:"user,omitempty"`
+}
+
+// User is a token's name.
+type User struct {
+	Name string `json:"name,omitempty"`
+	Type string `json:"type,omitempty"`
+}
+
+// Endpoint is a network endpoint.
+type Endpoint struct {
+	Name     string `json:"name,omitempty"`
+	Hostname string `json:"hostname,omitempty"`
+	IP       string `json:"ip,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	SvcName  string `json:"svc_name,omitempty"`
+}
+
+// HTTPRequest is the request a decision judged.
+type HTTPRequest struct {
+	HTTPMethod string `json:"http_method,omitempty"`
+	URL        *URL   `json:"url,omitempty"`
+}
+
+// URL is the request's target.
+type URL struct {
+	URLString string `json:"url_string,omitempty"`
+	Hostname  string `json:"hostname,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	Path      string `json:"path,omitempty"`
+}
+
+// API is an MCP call: the method as the operation, the server as the
+// service.
+type API struct {
+	Operation string   `json:"operation"`
+	Service   *Service `json:"service,omitempty"`
+}
+
+// Service names the MCP server.
+type Service struct {
+	Name string `json:"name,omitempty"`
+}
+
+// Resource is what an MCP call names (a tool, prompt or resource URI).
+type Resource struct {
+	Name string `json:"name,omitempty"`
+	Type string `json:"type,omitempty"`
+}
+
+// ManagedEntity is what an audit entry changed, before or after.
+type ManagedEntity struct {
+	Name    string         `json:"name,omitempty"`
+	UID     string         `json:"uid,omitempty"`
+	Type    string         `json:"type,omitempty"`
+	TypeID  int            `json:"type_id,omitempty"`
+	Version string         `json:"version,omitempty"`
+	Data    map[string]any `json:"data,omitempty"`
+}
+
+// FindingInfo describes a Detection Finding.
+type FindingInfo struct {
+	UID   string   `json:"uid"`
+	Title string   `json:"title,omitempty"`
+	Desc  string   `json:"desc,omitempty"`
+	Types []string `json:"types,omitempty"`
+	// CreatedTime is milliseconds since the Unix epoch.
+	CreatedTime int64 `json:"created_time,omitempty"`
+}
+
+// setClass fills the numbers every event derives from its class and
+// activity: type_uid = class_uid*100 + activity_id.
+func (e *Event) setClass(class, category int, className, categoryName string, activity int, activityName string) {
+	e.ClassUID, e.ClassName = class, className
+	e.CategoryUID, e.CategoryName = category, categoryName
+	e.ActivityID, e.ActivityName = activity, activityName
+	e.TypeUID = class*100 + activity
+	e.TypeName = className + ": " + activityName
+}
+
+var severityNames = map[int]string{0: "Unknown", 1: "Informational", 2: "Low", 3: "Medium", 4: "High", 5: "Critical", 6: "Fatal"}
+
+func (e *Event) setSeverity(id int) {
+	e.SeverityID, e.Severity = id, severityNames[id]
+}
+
+func (e *Event) setStatus(ok bool, detail string) {
+	if ok {
+		e.StatusID, e.Status = 1, "Success"
+	} else {
+		e.StatusID, e.Status = 2, "Failure"
+	}
+	e.StatusDetail = detail
+}
