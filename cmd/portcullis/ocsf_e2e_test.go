@@ -162,7 +162,7 @@ func TestOCSFFileEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &prop); err != nil {
 		t.Fatalf("propose output: %v\n%s", err, out)
 	}
-	id, _ := prop["id"].(string)
+	id := fmt.Sprint(prop["id"]) // a JSON number
 	hash, _ := prop["resulting_hash"].(string)
 	env[1] = "PORTCULLIS_TOKEN=" + pushAdminToken
 	if out, code := runBinary(t, env, "proposals", "approve", id, "--reason", "carrier status", "--hash", hash); code != 0 {
