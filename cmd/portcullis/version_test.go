@@ -46,7 +46,7 @@ func TestVersion(t *testing.T) {
 	build := func() string {
 		t.Helper()
 		bin := filepath.Join(t.TempDir(), "portcullis")
-		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=true", "-o", bin, "./cmd/portcullis")
+		cmd := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./cmd/portcullis")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true", "GOWORK=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
