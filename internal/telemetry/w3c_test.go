@@ -58,18 +58,3 @@ func TestParseTraceparentAllocatesNothing(t *testing.T) {
 		t.Errorf("ParseTraceparent allocates %v times", n)
 	}
 }
-
-func TestNewOffAndBadEndpoint(t *testing.T) {
-	tr, err := New(Config{})
-	if tr != nil || err != nil {
-		t.Fatalf("New without an endpoint = %v, %v; want nil, nil", tr, err)
-	}
-	if tr.Provider() != nil || tr.Shutdown(t.Context()) != nil {
-		t.Error("a nil Tracing must have no provider and shut down quietly")
-	}
-	for _, e := range []string{"collector:4318", "ftp://collector", "http://"} {
-		if _, err := New(Config{Endpoint: e}); err == nil {
-			t.Errorf("New(%q) accepted it", e)
-		}
-	}
-}

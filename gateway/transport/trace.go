@@ -1,4 +1,4 @@
-package telemetry
+package transport
 
 import (
 	"context"
@@ -11,24 +11,23 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+
+	"github.com/portcullis-dev/portcullis/internal/telemetry"
 )
 
-// Scope is the instrumentation scope of Portcullis's own spans.
-const Scope = "github.com/portcullis-dev/portcullis"
-
-// ConnectInterceptor returns the outermost Connect server interceptor: a
+// TraceRPCs returns the outermost Connect server interceptor: a
 // server span per RPC, named by its procedure ("portcullis.v1.PolicyService/SetPolicy"),
 // continuing the caller's traceparent header when it sends one, ended
 // with the RPC's code. The handler's context carries the span, so what
 // the handler does (a commit, an approval) is its child.
-func ConnectInterceptor(tp trace.TracerProvider) connect.ServerInterceptor {
-	tracer := tp.Tracer(Scope)
+func TraceRPCs(tp trace.TracerProvider) connect.ServerInterceptor {
+	tracer := tp.Tracer(telemetry.Scope)
 	return func(next connect.ServerFunc) connect.ServerFunc {
 		return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
 			protocol := ""
 			if info, ok := connect.CallInfoForServerContext(ctx); ok {
 				protocol = info.Protocol
-				if sc, ok := ParseTraceparent(info.RequestHeader().Get(TraceparentHeader)); ok {
+				if sc, ok := telemetry.ParseTraceparent(info.RequestHeader().Get(telemetry.TraceparentHeader)); ok {
 					ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 				}
 			}
@@ -53,11 +52,11 @@ func ConnectInterceptor(tp trace.TracerProvider) connect.ServerInterceptor {
 	}
 }
 
-// GRPCServerOption is the grpc-go server's span per RPC (otelgrpc's
+// TraceGRPC is the grpc-go server's span per RPC (otelgrpc's
 // stats handler), continuing the caller's W3C trace context. Message
 // events stay off (otelgrpc's default): a policy stream lives for hours
 // and its heartbeats would fill its span.
-func GRPCServerOption(tp trace.TracerProvider) grpc.ServerOption {
+func TraceGRPC(tp trace.TracerProvider) grpc.ServerOption {
 	return grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(tp),
 		otelgrpc.WithPropagators(propagation.TraceContext{}),

@@ -1,14 +1,9 @@
-// Package telemetry sets up OpenTelemetry tracing for both roles: a
-// tracer provider exporting spans over OTLP/HTTP (off unless an endpoint
-// is given), the W3C trace context as the gateway and the proxy carry it
-// (traceparent headers, the pushed version's traceparent field, a
-// version's provenance), and the gateway's RPC spans (a Connect
-// interceptor, otelgrpc's stats handler for grpc-go).
-//
-// Nothing here is global: the provider is passed to whoever makes spans,
-// and a nil provider means no tracing at all (callers skip their spans,
-// so an untraced proxy pays nothing per request).
-package telemetry
+// Package otlp is tracing's provider for both roles: spans exported over
+// OTLP/HTTP to a collector, off unless an endpoint is given, flushed at
+// shutdown. cmd builds it from --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT
+// and OTEL_SERVICE_NAME and hands its Provider to the gateway and the
+// proxy; nothing here is global.
+package otlp
 
 import (
 	"context"
