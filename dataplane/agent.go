@@ -66,6 +66,9 @@ func New(cfg Config) (*Agent, error) {
 		if gw.Logger == nil {
 			gw.Logger = cfg.Logger
 		}
+		if gw.Tracer == nil {
+			gw.Tracer = cfg.Tracer
+		}
 		sub, err := gatewayclient.NewSubscriber(gw, a.Proxy)
 		if err != nil {
 			return nil, err

@@ -109,7 +109,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		out.ContentLength = r.ContentLength
 	}
 
-	res, err := upstream.roundTrip(r.Context(), out, body)
+	ctx, traced := p.traceUpstream(r.Context(), out)
+	res, err := upstream.roundTrip(ctx, out, body)
+	traced(res, err)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.log.Warn("upstream request failed", "host", t.host, "port", t.port, "err", err)

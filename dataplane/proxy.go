@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/dataplane/identity"
@@ -24,6 +26,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
 	"github.com/portcullis-dev/portcullis/internal/ca"
+	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -88,6 +91,10 @@ type Config struct {
 	Gateway *gatewayclient.SubscribeConfig
 	// Shipper configures shipping decision records in gateway mode.
 	Shipper gatewayclient.ShipperConfig
+	// Tracer, if set, traces every HTTP request judged (trace.go) and, in
+	// gateway mode, each version applied (Gateway.Tracer when unset).
+	// Default nil: no tracing, and no cost per request.
+	Tracer trace.TracerProvider
 }
 
 func (c *Config) setDefaults() {
@@ -158,6 +165,9 @@ type Proxy struct {
 	// pending are the requests servers sent clients, not yet answered
 	// (replies.go).
 	pending serverRequests
+
+	// tracer makes request spans (trace.go); nil: not tracing.
+	tracer trace.Tracer
 }
 
 type openTunnel struct {
@@ -185,6 +195,9 @@ func newProxy(cfg Config) *Proxy {
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
 	p.defs.onChange = cfg.OnToolDefinition
+	if cfg.Tracer != nil {
+		p.tracer = cfg.Tracer.Tracer(telemetry.Scope)
+	}
 	return p
 }
 
@@ -493,6 +506,8 @@ func (p *Proxy) baseRequest(ctx context.Context, cur *loaded, t dest) policy.Req
 // absolute-form request), t is resolved here, after the checks that need
 // no address.
 func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr) {
+	r, end := p.traceRequest(r, scheme, t)
+	defer end()
 	cur := p.current.Load()
 	if cur == nil {
 		p.refuse(w, r, t, "no policy is loaded")
@@ -595,14 +610,14 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		body = raw
 		p.pending.answered(session, mreq)
-		p.record(cur, req, d, mreq, "")
+		p.recordFor(r, p.newRecord(cur, req, d, mreq, ""))
 		list = p.toolsListFor(req, r, key, mreq)
 	} else {
 		if d = cur.matcher.Decide(&req); !d.Allow {
 			p.deny(w, r, cur, req, d, nil)
 			return
 		}
-		p.record(cur, req, d, nil, "")
+		p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
 		if mcpEndpoint && r.Method == http.MethodGet {
 			// A GET stream may replay a POST's answers (resumption).
 			list = p.toolsListFor(req, r, mcpEndpointKey{host: t.host, port: t.port, path: path}, nil)
@@ -715,6 +730,7 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 		// A denial by policy (not a rate limit): the arguments stay here.
 		rec.ArgumentsDigest = p.keepArguments(id, mreq.Messages[0].Message.Arguments)
 	}
+	p.traceDecision(r, &rec)
 	p.emit(rec)
 	version := ""
 	if cur != nil {
@@ -726,12 +742,15 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 			data["reason_code"] = policy.ToolDefinitionChanged
 			data["tool_definition"] = mreq.Messages[0].Message.ToolDefinition
 		}
+		if rec.TraceID != "" {
+			data["trace_id"] = rec.TraceID
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
 		w.Write(mreq.DenyBody(mcpDeniedCode, "denied by policy: "+d.Reason, data))
 		return
 	}
-	writeJSON(w, http.StatusForbidden, map[string]any{
+	body := map[string]any{
 		"error":          "policy_denied",
 		"reason":         d.Reason,
 		"entry":          d.Entry,
@@ -743,7 +762,11 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 		"method":         req.HTTPMethod,
 		"path":           req.Path,
 		"binary":         req.Binary,
-	})
+	}
+	if rec.TraceID != "" {
+		body["trace_id"] = rec.TraceID
+	}
+	writeJSON(w, http.StatusForbidden, body)
 }
 
 // mcpDeniedCode is the JSON-RPC error code of a policy denial (the

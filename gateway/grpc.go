@@ -19,7 +19,11 @@ import (
 // the same checks, behind the same error mapping and metrics.
 
 func (s *Server) newGRPCServer() *grpc.Server {
-	srv := transport.NewGRPCServer(s.calls, s.authorizeGRPC, maxDocumentBytes+64<<10)
+	var opts []grpc.ServerOption
+	if s.cfg.TracerProvider != nil {
+		opts = append(opts, transport.TraceGRPC(s.cfg.TracerProvider))
+	}
+	srv := transport.NewGRPCServer(s.calls, s.authorizeGRPC, maxDocumentBytes+64<<10, opts...)
 	portcullisv1.RegisterDistributionServiceServer(srv, grpcDistribution{s: s})
 	return srv
 }

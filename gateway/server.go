@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/grpcreflect/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/portcullis-dev/portcullis/gateway/decisions"
 	"github.com/portcullis-dev/portcullis/gateway/distribution"
@@ -131,6 +132,10 @@ type Config struct {
 	// Collectors are registered in the gateway's metrics registry beside
 	// its own (the OCSF sinks' drop counter, which cmd owns).
 	Collectors []prometheus.Collector
+	// TracerProvider, if set, traces every RPC (Connect and grpc-go),
+	// approvals, commits and each commit's push to each proxy until its
+	// ACK (internal/telemetry/otlp makes one). Default nil: no spans at all.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) setDefaults() {
@@ -270,6 +275,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Acked:  func(lag time.Duration) { s.metrics.pushAck.Observe(lag.Seconds()) },
 		Nacked: s.metrics.pushNacks.Inc,
 		Sink:   s.decisions,
+		Tracer: cfg.TracerProvider,
 	}, st, s.log)
 	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
 	s.sentry = sentryintake.New(sentryintake.Config{
@@ -290,7 +296,12 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	// Interceptors, outermost first: metrics see the final code, errors are
 	// mapped once, a panic becomes an Internal error, and authorization runs
 	// before any handler or request decoding.
-	rpc := connect.NewServer(s.metrics.rpc.Intercept, s.calls.MapErrors, transport.RecoverPanics, s.auth.authorize)
+	interceptors := []connect.ServerInterceptor{s.metrics.rpc.Intercept, s.calls.MapErrors, transport.RecoverPanics, s.auth.authorize}
+	if cfg.TracerProvider != nil {
+		// Outermost: the span holds the whole call, its code the final one.
+		interceptors = append([]connect.ServerInterceptor{transport.TraceRPCs(cfg.TracerProvider)}, interceptors...)
+	}
+	rpc := connect.NewServer(interceptors...)
 	portcullisv1connect.RegisterSandboxServiceHandler(rpc, sandboxService{s})
 	portcullisv1connect.RegisterTokenServiceHandler(rpc, tokenService{s})
 	portcullisv1connect.RegisterPolicyServiceHandler(rpc, policyService{s})

@@ -6,8 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -25,8 +31,35 @@ import (
 // compare-and-swap on the current version, the version row, the sandbox
 // moved to it and the policy.set audit entry (store.AppendVersion). It is
 // the one path of every version commit after a sandbox's first.
+//
+// When ctx is traced (the RPC's span, see internal/telemetry), the commit
+// is a span of its own, and its traceparent goes into the version's
+// provenance: the push hub, on whichever replica hears of the commit,
+// makes each delivery of the version a child of it.
 func commit(ctx context.Context, tx store.Tx, in store.AppendPolicy) (store.PolicyVersion, error) {
-	return store.AppendVersion(ctx, tx, in)
+	parent := trace.SpanFromContext(ctx)
+	if !parent.SpanContext().IsValid() {
+		return store.AppendVersion(ctx, tx, in)
+	}
+	ctx, span := parent.TracerProvider().Tracer(telemetry.Scope).Start(ctx, "policy.commit", trace.WithAttributes(
+		attribute.String("portcullis.sandbox", in.Sandbox),
+		attribute.String("portcullis.policy.source", in.Source),
+		attribute.String("portcullis.policy.hash", in.Hash),
+	))
+	defer span.End()
+	if tp := telemetry.Traceparent(span.SpanContext()); tp != "" {
+		prov := make(map[string]string, len(in.Provenance)+1)
+		maps.Copy(prov, in.Provenance)
+		prov[telemetry.ProvenanceKey] = tp
+		in.Provenance = prov
+	}
+	v, err := store.AppendVersion(ctx, tx, in)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return v, err
+	}
+	span.SetAttributes(attribute.Int64("portcullis.policy.version", v.Version))
+	return v, nil
 }
 
 // Change is a new version asked for directly: set, rollback or the expiry

@@ -11,8 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/approval"
+	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -245,7 +250,29 @@ type Approval struct {
 
 // Approve records a's approval and applies the proposal once the rules
 // say it is approved, returning it as its approvers now see it.
+//
+// When ctx is traced (the RPC's span, see internal/telemetry), the
+// approval is a span, and the commit it makes, if it applies, its child.
 func (l *Lifecycle) Approve(ctx context.Context, a Approval) (Review, error) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.SpanContext().IsValid() {
+		return l.approve(ctx, a)
+	}
+	ctx, span := parent.TracerProvider().Tracer(telemetry.Scope).Start(ctx, "proposal.approve", trace.WithAttributes(
+		attribute.Int64("portcullis.proposal.id", a.ID),
+		attribute.String("portcullis.approver", a.Approver),
+	))
+	defer span.End()
+	r, err := l.approve(ctx, a)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return r, err
+	}
+	span.SetAttributes(attribute.String("portcullis.sandbox", r.Proposal.Sandbox), attribute.String("portcullis.proposal.status", r.Proposal.Status))
+	return r, nil
+}
+
+func (l *Lifecycle) approve(ctx context.Context, a Approval) (Review, error) {
 	if !a.GrantEnd.IsZero() && !a.GrantEnd.After(l.cfg.Now()) {
 		return Review{}, Field("grant_expires_at", "is in the past")
 	}

@@ -49,6 +49,7 @@ func newProxyCmd(env *environment) *cobra.Command {
 		maxBackoff  time.Duration
 		insecure    bool
 		pprofListen string
+		tracing     tracingFlags // --otlp-endpoint (tracing.go)
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --policy FILE",
@@ -100,6 +101,11 @@ Off by default.`,
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data dir: %w", err)
 			}
+			tracer, err := tracing.start(env, "portcullis-proxy", buildVersion())
+			if err != nil {
+				return err
+			}
+			defer stopTracing(tracer, log)
 			var proxyCA *ca.CA
 			if sandbox == "" {
 				// Standalone: the proxy's own CA. In gateway mode the
@@ -134,6 +140,7 @@ Off by default.`,
 				DecisionLog:      out,
 				Logger:           log,
 				CA:               proxyCA,
+				Tracer:           tracer.Provider(),
 			}
 			if sandbox != "" {
 				if cfg.Gateway, err = subscribeConfig(env, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff, insecure); err != nil {
@@ -216,6 +223,7 @@ Off by default.`,
 	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
 	ocsfOpts.add(cmd)
 	cmd.Flags().StringVar(&pprofListen, "pprof-listen", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `ADDR`, e.g. 127.0.0.1:6060 (debugging; default off)")
+	tracing.add(cmd)
 	cmd.AddCommand(newProxyCACmd(env))
 	return cmd
 }

@@ -92,6 +92,7 @@ func newLogger(env *environment) (*slog.Logger, error) {
 func newGatewayCmd(env *environment) *cobra.Command {
 	var (
 		sf            storeFlags
+		tracing       tracingFlags // --otlp-endpoint (tracing.go)
 		listen        string
 		tlsCert       string
 		tlsKey        string
@@ -172,6 +173,11 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 				return err
 			}
 			defer st.Close()
+			tracer, err := tracing.start(env, "portcullis-gateway", buildVersion())
+			if err != nil {
+				return err
+			}
+			defer stopTracing(tracer, log)
 
 			for flag, v := range map[string]string{"--webhook-url": webhookURL, "--audit-webhook-url": auditWebhook, "--external-url": externalURL} {
 				if v == "" {
@@ -227,6 +233,8 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 				SentryDryRun:     sentryOpts.dryRun,
 				QuarantineBudget: sentryOpts.quarantineBudget,
 				SentryRetention:  sentryOpts.retention,
+
+				TracerProvider: tracer.Provider(),
 			}, st)
 			if err != nil {
 				return err
@@ -287,6 +295,7 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 		},
 	}
 	sf.add(cmd)
+	tracing.add(cmd)
 	cmd.Flags().StringVar(&listen, "listen", defaultListen, "API address; a non-loopback plaintext address needs --insecure")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "TLS private key file (PEM)")

@@ -41,6 +41,7 @@ func (r *Record) appendJSON(b []byte) ([]byte, error) {
 	b = appendField(b, "arguments_digest", r.ArgumentsDigest, true)
 	b = appendField(b, "reason_code", r.ReasonCode, true)
 	b = appendField(b, "tool_definition", r.ToolDefinition, true)
+	b = appendField(b, "trace_id", r.TraceID, true)
 	return append(b, '}'), nil
 }
 

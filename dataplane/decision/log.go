@@ -59,6 +59,11 @@ type Record struct {
 	// ToolDefinition is, for tool_definition_changed, the fingerprint of
 	// the tool's definition the proxy saw ("" when it could verify none).
 	ToolDefinition string `json:"tool_definition,omitempty"`
+	// TraceID is the W3C trace id of the request's span when the proxy
+	// traces (32 hex digits): the client's trace when it sent a
+	// traceparent, so a search joins the denial, the proposal made from
+	// it and the approval.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // NewDenialID returns a fresh identifier for a denial.

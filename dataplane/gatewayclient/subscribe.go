@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -75,6 +76,10 @@ type SubscribeConfig struct {
 	// a test seam: end-to-end tests make a proxy refuse a version as one
 	// too old for a new feature would.
 	Refuse func(*policy.Policy) error
+	// Tracer, if set, makes a span of each version received — verify,
+	// apply, keep, answer — the child of the gateway's push span its
+	// message names (trace.go). Default nil: no spans.
+	Tracer trace.TracerProvider
 }
 
 func (c *SubscribeConfig) setDefaults() {
@@ -441,7 +446,11 @@ func (s *Subscriber) stream(ctx context.Context) error {
 		if sp == nil {
 			continue // a heartbeat
 		}
-		if err := send(s.receive(sp)); err != nil {
+		end := s.traceApply(sp)
+		answer := s.receive(sp)
+		err = send(answer)
+		end(answer, err)
+		if err != nil {
 			return err
 		}
 	}
@@ -508,6 +517,7 @@ func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.G
 	kept := proto.Clone(sp).(*portcullisv1.SignedPolicy)
 	kept.Keys = chain
 	kept.Nonce = ""
+	kept.Traceparent = ""
 	if kept.Ca == nil && s.ca != nil {
 		kept.Ca = s.ca
 	}

@@ -20,6 +20,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -42,6 +45,9 @@ type Config struct {
 	Nacked func()
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
+	// Tracer, if set, traces each delivery of a version to a proxy until
+	// its ACK or NACK (trace.go). Default nil: no spans.
+	Tracer trace.TracerProvider
 }
 
 // Sink stores the decision records a proxy of sandbox ships, after its
@@ -80,6 +86,7 @@ type Distribution struct {
 	signer  *signer
 	hub     *hub
 	proxies *proxyTracker
+	tracer  trace.Tracer // nil: no push spans
 }
 
 // New returns a Distribution over st. Nothing runs until Run.
@@ -100,7 +107,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 		cfg.Nacked = func() {}
 	}
 	sg := newSigner(st)
-	return &Distribution{
+	d := &Distribution{
 		cfg:     cfg,
 		st:      st,
 		log:     log,
@@ -108,6 +115,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 		hub:     newHub(st, sg),
 		proxies: newProxyTracker(st, cfg.Replica, cfg.Now),
 	}
+	if cfg.Tracer != nil {
+		d.tracer = cfg.Tracer.Tracer(telemetry.Scope)
+	}
+	return d
 }
 
 // Run runs until ctx ends and returns after its goroutines: the proxy

@@ -8,8 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -33,8 +35,11 @@ import (
 // signedVersion is one committed version, signed once and shared by every
 // stream that sends it. It is never modified.
 type signedVersion struct {
-	policy *portcullisv1.SignedPolicy // Nonce, Keys and Ca unset
+	policy *portcullisv1.SignedPolicy // Nonce, Keys, Ca and Traceparent unset
 	chain  []*portcullisv1.GatewayKey
+	// committed is the span that committed the version (its provenance's
+	// traceparent), the parent of each delivery's span; invalid if none.
+	committed trace.SpanContext
 }
 
 func (v *signedVersion) version() uint32 { return v.policy.GetVersion() }
@@ -238,5 +243,6 @@ func (h *hub) sign(ctx context.Context, v store.PolicyVersion) (*signedVersion, 
 	if err != nil {
 		return nil, err
 	}
-	return &signedVersion{policy: sp, chain: chain}, nil
+	committed, _ := telemetry.ParseTraceparent(v.Provenance[telemetry.ProvenanceKey])
+	return &signedVersion{policy: sp, chain: chain, committed: committed}, nil
 }

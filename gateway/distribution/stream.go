@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect/v2"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/gateway/transport"
@@ -78,9 +79,11 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 
 	key := proxyKey{sandbox: p.Sandbox, proxyID: hello.GetProxyId()}
 	ps := &policyStream{
-		stream: stream,
-		ca:     ca,
-		fail:   func(err error) { cancel(err) },
+		stream:  stream,
+		ca:      ca,
+		fail:    func(err error) { cancel(err) },
+		tracer:  d.tracer,
+		proxyID: hello.GetProxyId(),
 	}
 	entry := d.proxies.connect(key, hello)
 	defer d.proxies.disconnect(entry)
@@ -116,21 +119,25 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 		switch m := req.GetMessage().(type) {
 		case *portcullisv1.StreamPolicyRequest_Ack:
 			sent, ok := ps.sentFor(m.Ack.GetNonce())
-			if !ok || sent.version() != m.Ack.GetVersion() {
+			if !ok || sent.sv.version() != m.Ack.GetVersion() {
+				sent.answered("", "an ACK that names another version")
 				return invalidField("ack.nonce", "names no version sent on this stream")
 			}
-			lag := now.Sub(sent.committedAt())
-			d.proxies.ack(entry, sent, lag, now)
+			lag := now.Sub(sent.sv.committedAt())
+			d.proxies.ack(entry, sent.sv, lag, now)
 			d.cfg.Acked(lag)
+			sent.answered("ack", "")
 		case *portcullisv1.StreamPolicyRequest_Nack:
 			sent, ok := ps.sentFor(m.Nack.GetNonce())
-			if !ok || sent.version() != m.Nack.GetVersion() {
+			if !ok || sent.sv.version() != m.Nack.GetVersion() {
+				sent.answered("", "a NACK that names another version")
 				return invalidField("nack.nonce", "names no version sent on this stream")
 			}
-			d.proxies.nack(entry, sent, truncate(m.Nack.GetError(), maxNackError), now.Sub(sent.committedAt()), now)
+			d.proxies.nack(entry, sent.sv, truncate(m.Nack.GetError(), maxNackError), now.Sub(sent.sv.committedAt()), now)
 			d.cfg.Nacked()
 			d.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
-				"version", sent.version(), "error", truncate(m.Nack.GetError(), maxNackError))
+				"version", sent.sv.version(), "error", truncate(m.Nack.GetError(), maxNackError))
+			sent.answered("nack", truncate(m.Nack.GetError(), maxNackError))
 		case *portcullisv1.StreamPolicyRequest_Heartbeat:
 			d.proxies.seen(entry, now)
 			ps.heartbeatDue.Store(true)
@@ -242,7 +249,10 @@ type policyStream struct {
 	senders sync.WaitGroup
 
 	sentMu sync.Mutex
-	sent   map[string]*signedVersion // by nonce, the versions not yet answered
+	sent   map[string]delivery // by nonce, the versions not yet answered
+
+	tracer  trace.Tracer // nil: no push spans (trace.go)
+	proxyID string
 }
 
 // maxUnanswered bounds the versions remembered for ACK/NACK matching.
@@ -352,29 +362,33 @@ func (ps *policyStream) message(sv *signedVersion) (*portcullisv1.SignedPolicy, 
 		// stream a copy).
 		msg.Ca, ps.ca = ps.ca, nil
 	}
+	dv := ps.startPush(sv, msg)
 	ps.sentMu.Lock()
 	if ps.sent == nil {
-		ps.sent = make(map[string]*signedVersion)
+		ps.sent = make(map[string]delivery)
 	}
 	if len(ps.sent) >= maxUnanswered {
+		for _, old := range ps.sent {
+			old.answered("", "never answered")
+		}
 		clear(ps.sent)
 	}
-	ps.sent[msg.Nonce] = sv
+	ps.sent[msg.Nonce] = dv
 	ps.sentMu.Unlock()
 	return msg, nil
 }
 
-// sentFor returns (and forgets) the version sent with nonce.
-func (ps *policyStream) sentFor(nonce string) (*signedVersion, bool) {
+// sentFor returns (and forgets) the delivery sent with nonce.
+func (ps *policyStream) sentFor(nonce string) (delivery, bool) {
 	ps.sentMu.Lock()
 	defer ps.sentMu.Unlock()
-	sv, ok := ps.sent[nonce]
+	dv, ok := ps.sent[nonce]
 	delete(ps.sent, nonce)
 	if len(ps.sent) == 0 {
 		// An idle stream keeps no map.
 		ps.sent = nil
 	}
-	return sv, ok
+	return dv, ok
 }
 
 // close stops new senders and waits for the one running, if any. A send
@@ -386,4 +400,10 @@ func (ps *policyStream) close() {
 	ps.closed = true
 	ps.life.Unlock()
 	ps.senders.Wait()
+	ps.sentMu.Lock()
+	for _, dv := range ps.sent {
+		dv.answered("", "the stream ended before an answer")
+	}
+	ps.sent = nil
+	ps.sentMu.Unlock()
 }

@@ -21,10 +21,11 @@ import (
 // error mapping and metrics; only the transport differs.
 
 // NewGRPCServer returns the grpc-go server: every call goes through
-// c.GRPC(authorize), and messages up to maxRecvBytes are read. The caller
-// registers its services on it.
-func NewGRPCServer(c Calls, authorize grpc.StreamServerInterceptor, maxRecvBytes int) *grpc.Server {
-	return grpc.NewServer(
+// c.GRPC(authorize), and messages up to maxRecvBytes are read; extra
+// options (tracing's stats handler) are added. The caller registers its
+// services on it.
+func NewGRPCServer(c Calls, authorize grpc.StreamServerInterceptor, maxRecvBytes int, extra ...grpc.ServerOption) *grpc.Server {
+	return grpc.NewServer(append([]grpc.ServerOption{
 		grpc.StreamInterceptor(c.GRPC(authorize)),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
 		// As net/http's HTTP/2 server does by default.
@@ -35,8 +36,8 @@ func NewGRPCServer(c Calls, authorize grpc.StreamServerInterceptor, maxRecvBytes
 		// told they ping too often.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ConnectionTimeout(10*time.Second),
-	)
+		grpc.ConnectionTimeout(10 * time.Second),
+	}, extra...)...)
 }
 
 // GRPC returns the grpc-go interceptor that does what the Connect

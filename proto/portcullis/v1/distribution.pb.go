@@ -565,7 +565,12 @@ type SignedPolicy struct {
 	Keys []*GatewayKey `protobuf:"bytes,9,rep,name=keys,proto3" json:"keys,omitempty"`
 	// ca is the sandbox's CA, sent on a stream's first version: every proxy
 	// of a sandbox terminates TLS with it.
-	Ca            *SandboxCA `protobuf:"bytes,10,opt,name=ca,proto3" json:"ca,omitempty"`
+	Ca *SandboxCA `protobuf:"bytes,10,opt,name=ca,proto3" json:"ca,omitempty"`
+	// traceparent is the W3C trace context of this delivery's push span
+	// when the gateway traces (empty otherwise): the proxy's span for
+	// verifying, applying and answering it is its child. Not signed: it
+	// names a trace, never what is enforced.
+	Traceparent   string `protobuf:"bytes,11,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -668,6 +673,13 @@ func (x *SignedPolicy) GetCa() *SandboxCA {
 		return x.Ca
 	}
 	return nil
+}
+
+func (x *SignedPolicy) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // GatewayKey is one Ed25519 public key of the gateway.
@@ -1270,7 +1282,7 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x06goaway\x18\x03 \x01(\v2\x15.portcullis.v1.GoawayH\x00R\x06goawayB\t\n" +
 	"\amessage\" \n" +
 	"\x06Goaway\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd5\x02\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xf7\x02\n" +
 	"\fSignedPolicy\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
@@ -1282,7 +1294,8 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x05nonce\x18\b \x01(\tR\x05nonce\x12-\n" +
 	"\x04keys\x18\t \x03(\v2\x19.portcullis.v1.GatewayKeyR\x04keys\x12(\n" +
 	"\x02ca\x18\n" +
-	" \x01(\v2\x18.portcullis.v1.SandboxCAR\x02ca\"]\n" +
+	" \x01(\v2\x18.portcullis.v1.SandboxCAR\x02ca\x12 \n" +
+	"\vtraceparent\x18\v \x01(\tR\vtraceparent\"]\n" +
 	"\n" +
 	"GatewayKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
