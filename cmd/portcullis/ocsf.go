@@ -82,7 +82,7 @@ func ocsfDecision(r decision.Record) ocsf.Decision {
 		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
 		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
 		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
-		ToolDefinition: r.ToolDefinition,
+		ToolDefinition: r.ToolDefinition, TraceID: r.TraceID,
 	}
 }
 
