@@ -23,6 +23,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/demo"
 	"github.com/portcullis-dev/portcullis/internal/ca"
+	"github.com/portcullis-dev/portcullis/internal/rotate"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 )
@@ -49,6 +50,8 @@ func newProxyCmd(env *environment) *cobra.Command {
 		maxBackoff  time.Duration
 		insecure    bool
 		pprofListen string
+		logMaxSize  int64
+		logKeep     int
 		tracing     tracingFlags // --otlp-endpoint (tracing.go)
 	)
 	cmd := &cobra.Command{
@@ -63,7 +66,11 @@ and re-encrypted to the upstream).
 --policy FILE is watched: a changed, valid file swaps in atomically; an
 invalid one is refused and the last good version stays. With no valid
 policy every request is denied. Decisions are written as JSON lines to
-DATA-DIR/decisions.jsonl.
+DATA-DIR/decisions.jsonl, rotated by size (--decision-log-max-size, keeping
+--decision-log-keep older files as decisions.jsonl.1, .2, …). A decision
+log that cannot be written (a full or read-only disk) never stops
+enforcement: the proxy says so in its log, keeps recent decisions in
+memory, and writes again once it can.
 
 The proxy answers http://policy.local itself (never forwarded): the policy
 in force (/v1/policy), recent denials with the narrowest rule that would
@@ -128,7 +135,10 @@ Off by default.`,
 			if devLoopback {
 				log.Warn("--dev-allow-loopback: policies may reach loopback upstreams; never use this in production")
 			}
-			out, err := os.OpenFile(filepath.Join(dataDir, decisionLogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+			if logMaxSize <= 0 || logKeep < 0 {
+				return usagef("--decision-log-max-size must be above 0 and --decision-log-keep 0 or more")
+			}
+			out, err := rotate.Open(filepath.Join(dataDir, decisionLogFile), logMaxSize, logKeep)
 			if err != nil {
 				return fmt.Errorf("open decision log: %w", err)
 			}
@@ -222,6 +232,8 @@ Off by default.`,
 	cmd.Flags().DurationVar(&maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
 	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
 	ocsfOpts.add(cmd)
+	cmd.Flags().Int64Var(&logMaxSize, "decision-log-max-size", rotate.DefaultMaxSize, "rotate DATA-DIR/decisions.jsonl when it would pass this many bytes")
+	cmd.Flags().IntVar(&logKeep, "decision-log-keep", rotate.DefaultKeep, "rotated decision logs to keep (decisions.jsonl.1 newest)")
 	cmd.Flags().StringVar(&pprofListen, "pprof-listen", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `ADDR`, e.g. 127.0.0.1:6060 (debugging; default off)")
 	tracing.add(cmd)
 	cmd.AddCommand(newProxyCACmd(env))

@@ -87,7 +87,10 @@ func NewDenialID() string {
 // not fsynced (a power loss also loses what the system had not written
 // back). When MaxUnwritten records await the writer (a stalled disk), a
 // new record is counted as dropped from the file and logged; it stays in
-// the ring.
+// the ring. A write that fails (a full or read-only disk) is logged, its
+// records and those of the next RetryAfterFailure are counted as dropped
+// (they stay in the ring), then writing is tried again; enforcement never
+// waits on the file.
 type Log struct {
 	mu      sync.Mutex
 	ring    []Record
@@ -102,6 +105,8 @@ type Log struct {
 	wake    chan struct{} // the writer's signal: records are pending
 	dropped atomic.Int64
 	log     *slog.Logger
+	// retryAfter is RetryAfterFailure (tests shorten it).
+	retryAfter time.Duration
 }
 
 const (
@@ -110,12 +115,15 @@ const (
 	FlushInterval = 10 * time.Millisecond
 	// MaxUnwritten bounds the records waiting for the file.
 	MaxUnwritten = 4096
+	// RetryAfterFailure is how long the writer leaves the file alone
+	// after a failed write.
+	RetryAfterFailure = 10 * time.Second
 )
 
 // NewLog returns a log keeping the last size records, writing each to out
 // (nil: none) once Write runs.
 func NewLog(size int, out io.Writer, log *slog.Logger) *Log {
-	d := &Log{ring: make([]Record, size), out: out, log: log}
+	d := &Log{ring: make([]Record, size), out: out, log: log, retryAfter: RetryAfterFailure}
 	if out != nil {
 		d.wake = make(chan struct{}, 1)
 	}
@@ -157,17 +165,19 @@ func (d *Log) Add(r Record) {
 }
 
 // Write writes the records to the file until ctx ends, then writes what
-// is left. The proxy runs it for as long as it serves. A failed write is
-// logged once; from then on records are kept in the ring only.
+// is left. The proxy runs it for as long as it serves. After a failed
+// write, records are kept in the ring only for retryAfter, then writing
+// is tried again; the failure and the recovery are logged once each.
 func (d *Log) Write(ctx context.Context) {
 	if d.out == nil {
 		return
 	}
 	var (
-		batch  []Record
-		buf    []byte
-		failed bool
-		timer  = time.NewTimer(FlushInterval)
+		batch    []Record
+		buf      []byte
+		failedAt time.Time // zero while the file takes writes
+		missed   int64     // records dropped since failedAt
+		timer    = time.NewTimer(FlushInterval)
 	)
 	timer.Stop()
 	defer timer.Stop()
@@ -178,7 +188,7 @@ func (d *Log) Write(ctx context.Context) {
 		if len(batch) == 0 {
 			return
 		}
-		if !failed {
+		if failedAt.IsZero() || time.Since(failedAt) >= d.retryAfter {
 			buf = buf[:0]
 			for i := range batch {
 				line, err := batch[i].appendJSON(buf)
@@ -187,10 +197,24 @@ func (d *Log) Write(ctx context.Context) {
 				}
 				buf = append(line, '\n')
 			}
-			if _, err := d.out.Write(buf); err != nil {
-				d.log.Error("decision log writer failed; records stay in memory only", "err", err)
-				failed = true
+			_, err := d.out.Write(buf)
+			switch {
+			case err != nil && failedAt.IsZero():
+				d.log.Error("decision log cannot be written; decisions stay in memory only until it can (enforcement goes on)", "err", err)
+				failedAt = time.Now()
+				missed += int64(len(batch))
+				d.dropped.Add(int64(len(batch)))
+			case err != nil:
+				failedAt = time.Now() // still failing: wait again
+				missed += int64(len(batch))
+				d.dropped.Add(int64(len(batch)))
+			case !failedAt.IsZero():
+				d.log.Warn("decision log written again", "missed", missed)
+				failedAt, missed = time.Time{}, 0
 			}
+		} else {
+			missed += int64(len(batch))
+			d.dropped.Add(int64(len(batch)))
 		}
 		d.mu.Lock()
 		d.unwritten -= len(batch)
@@ -220,7 +244,8 @@ func (d *Log) Write(ctx context.Context) {
 	}
 }
 
-// Dropped returns how many records the file writer has missed.
+// Dropped returns how many records the file has missed: the writer was
+// behind, or the file could not be written.
 func (d *Log) Dropped() int64 { return d.dropped.Load() }
 
 // Snapshot returns the records in the ring, oldest first.

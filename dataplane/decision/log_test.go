@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 )
@@ -117,17 +118,38 @@ func TestDecisionLogBatchesWrites(t *testing.T) {
 	}
 }
 
-// failingWriter refuses every write.
-type failingWriter struct{ calls int }
+// failingWriter refuses every write while failing is set.
+type failingWriter struct {
+	mu      sync.Mutex
+	failing bool
+	calls   int
+	written bytes.Buffer
+}
 
-func (w *failingWriter) Write([]byte) (int, error) { w.calls++; return 0, io.ErrClosedPipe }
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls++
+	if w.failing {
+		return 0, io.ErrClosedPipe
+	}
+	return w.written.Write(p)
+}
 
-// After a failed write the writer stops writing but keeps taking the
-// records (the room is freed, nothing stays counted as unwritten), and
-// they stay in the ring.
+func (w *failingWriter) set(failing bool) {
+	w.mu.Lock()
+	w.failing = failing
+	w.mu.Unlock()
+}
+
+// While the file cannot be written the writer keeps taking the records
+// (the room is freed, nothing stays counted as unwritten), they stay in
+// the ring and are counted as dropped; once the file takes writes again,
+// records reach it again.
 func TestDecisionLogWriteFailure(t *testing.T) {
-	var w failingWriter
-	d := NewLog(8, &w, slog.New(slog.DiscardHandler))
+	w := &failingWriter{failing: true}
+	d := NewLog(8, w, slog.New(slog.DiscardHandler))
+	d.retryAfter = 0 // try again at every batch
 	d.Add(Record{Decision: Deny})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -135,13 +157,34 @@ func TestDecisionLogWriteFailure(t *testing.T) {
 	for range 3 * MaxUnwritten {
 		d.Add(Record{Decision: Allow})
 	}
-	cancel()
-	<-done
-	if w.calls < 1 {
-		t.Fatal("the writer never wrote")
+	deadline := time.Now().Add(10 * time.Second)
+	for d.Dropped() == 0 && time.Now().Before(deadline) {
+		d.Add(Record{Decision: Allow})
+		time.Sleep(time.Millisecond)
+	}
+	if d.Dropped() == 0 {
+		t.Fatal("records missed by a failing file were not counted")
 	}
 	if got := len(d.Snapshot()); got != 8 {
 		t.Fatalf("ring holds %d records, want 8", got)
+	}
+	w.set(false)
+	for time.Now().Before(deadline) {
+		d.Add(Record{Decision: Audit, Host: "after.example.com"})
+		w.mu.Lock()
+		back := bytes.Contains(w.written.Bytes(), []byte("after.example.com"))
+		w.mu.Unlock()
+		if back {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !bytes.Contains(w.written.Bytes(), []byte("after.example.com")) {
+		t.Fatal("the writer did not write again once the file took writes")
 	}
 	d.mu.Lock()
 	unwritten := d.unwritten
