@@ -23,8 +23,8 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/demo"
 	"github.com/portcullis-dev/portcullis/internal/ca"
-	"github.com/portcullis-dev/portcullis/internal/rotate"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/rotate"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 )
 
