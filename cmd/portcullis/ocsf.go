@@ -24,7 +24,11 @@ type ocsfFlags struct {
 	keep         int
 	hecURL       string
 	hecTokenFile string
+	otlpEndpoint string
 	queue        int
+	// service and build name the OTLP sink's resource (service.name,
+	// service.version); the command sets them before open.
+	service, build string
 }
 
 func (f *ocsfFlags) add(cmd *cobra.Command) {
@@ -33,7 +37,17 @@ func (f *ocsfFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.keep, "ocsf-keep", ocsf.DefaultFileKeep, "rotated --ocsf-file files to keep (PATH.1 newest)")
 	cmd.Flags().StringVar(&f.hecURL, "ocsf-hec-url", "", "send OCSF events to this Splunk HTTP Event Collector `URL` (…/services/collector/event)")
 	cmd.Flags().StringVar(&f.hecTokenFile, "ocsf-hec-token-file", "", "`FILE` holding the HEC token (sent as Authorization: Splunk TOKEN)")
+	cmd.Flags().StringVar(&f.otlpEndpoint, "ocsf-otlp-endpoint", "", "send OCSF events as OpenTelemetry log records over OTLP/HTTP to this collector `URL` (records go to URL/v1/logs)")
 	cmd.Flags().IntVar(&f.queue, "ocsf-queue", 4096, "OCSF events each sink may hold while it is slow or down; more are dropped and counted")
+}
+
+// name sets the OTLP sink's service name, service unless
+// OTEL_SERVICE_NAME names it (as tracing does), and the build.
+func (f *ocsfFlags) name(env *environment, service string) {
+	f.service, f.build = service, buildVersion()
+	if n := env.getenv(envServiceName); n != "" {
+		f.service = n
+	}
 }
 
 // open returns an emitter for each sink the flags name (none: nil).
@@ -49,15 +63,25 @@ func (f *ocsfFlags) open(product ocsf.Product, log *slog.Logger) (ocsf.Emitters,
 	}
 	cfg := ocsf.Config{Queue: f.queue, Product: product, Logger: log.With("component", "ocsf")}
 	var out ocsf.Emitters
+	if f.otlpEndpoint != "" {
+		sink, err := ocsf.NewOTLP(ocsf.OTLPConfig{Endpoint: f.otlpEndpoint, ServiceName: f.service, ServiceVersion: f.build})
+		if err != nil {
+			return nil, usagef("--ocsf-otlp-endpoint: %v", err)
+		}
+		out = append(out, ocsf.NewEmitter(sink, cfg))
+	}
 	if f.hecURL != "" {
 		if u, err := url.Parse(f.hecURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			closeAll(out)
 			return nil, usagef("--ocsf-hec-url %q: want an http(s) URL", f.hecURL)
 		}
 		tok, err := os.ReadFile(f.hecTokenFile)
 		if err != nil {
+			closeAll(out)
 			return nil, inputErr(err)
 		}
 		if strings.TrimSpace(string(tok)) == "" {
+			closeAll(out)
 			return nil, usagef("--ocsf-hec-token-file %s is empty", f.hecTokenFile)
 		}
 		out = append(out, ocsf.NewEmitter(ocsf.NewHEC(f.hecURL, string(tok), nil), cfg))
@@ -65,14 +89,19 @@ func (f *ocsfFlags) open(product ocsf.Product, log *slog.Logger) (ocsf.Emitters,
 	if f.file != "" {
 		fs, err := ocsf.OpenFile(f.file, f.maxSize, f.keep)
 		if err != nil {
-			for _, e := range out {
-				e.Close()
-			}
+			closeAll(out)
 			return nil, err
 		}
 		out = append(out, ocsf.NewEmitter(fs, cfg))
 	}
 	return out, nil
+}
+
+// closeAll closes the sinks of emitters that never ran.
+func closeAll(es ocsf.Emitters) {
+	for _, e := range es {
+		e.Close()
+	}
 }
 
 // ocsfDecision reads a proxy's decision record for the mapping.
@@ -163,6 +192,9 @@ func (f *ocsfFlags) describe() string {
 	}
 	if f.hecURL != "" {
 		s = append(s, "HEC "+f.hecURL)
+	}
+	if f.otlpEndpoint != "" {
+		s = append(s, "OTLP "+f.otlpEndpoint)
 	}
 	return strings.Join(s, ", ")
 }

@@ -27,6 +27,9 @@ func TestOCSFFlagsRefused(t *testing.T) {
 		{ocsfFlags{hecURL: "http://127.0.0.1:1/x", hecTokenFile: filepath.Join(dir, "missing"), queue: 1}, "missing"},
 		{ocsfFlags{file: file, keep: -1, queue: 1}, "--ocsf-keep"},
 		{ocsfFlags{file: file, queue: 0}, "--ocsf-queue"},
+		{ocsfFlags{otlpEndpoint: "localhost:4318", file: file, queue: 1}, "--ocsf-otlp-endpoint"},
+		{ocsfFlags{otlpEndpoint: "ftp://collector:4318", queue: 1}, "want an http:// or https:// URL"},
+		{ocsfFlags{otlpEndpoint: "http://127.0.0.1:1", hecURL: "http://127.0.0.1:1/x", hecTokenFile: empty, queue: 1}, "is empty"},
 	} {
 		es, err := c.f.open(ocsf.Proxy, slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), c.want) || es != nil {

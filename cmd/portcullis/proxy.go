@@ -159,6 +159,7 @@ Off by default.`,
 			} else {
 				cfg.PolicyFile, cfg.ReloadInterval = policyFile, reload
 			}
+			ocsfOpts.name(env, "portcullis-proxy")
 			emitters, err := ocsfOpts.open(ocsf.Proxy, log)
 			if err != nil {
 				return err

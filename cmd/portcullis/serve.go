@@ -194,6 +194,7 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 			if bootstrap != "" && len(bootstrap) < gateway.MinBootstrapTokenLen {
 				return usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
 			}
+			ocsfOpts.name(env, "portcullis-gateway")
 			emitters, err := ocsfOpts.open(ocsf.Gateway, log)
 			if err != nil {
 				return err
