@@ -60,6 +60,7 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 		}
 		if n := req.GetDropped(); n > 0 {
 			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, n)
+			d.cfg.Dropped(n)
 			d.log.WarnContext(ctx, "proxy dropped decision records", "sandbox", p.Sandbox, "proxy", req.GetProxyId(), "dropped", n)
 		}
 		n, limited, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
