@@ -20,13 +20,16 @@ import (
 // and decisions report.
 type metrics struct {
 	registry *prometheus.Registry
-	rpc      *transport.RPCMetrics
-	pushAck  prometheus.Histogram
+	// all are the collectors registered (tests list their names).
+	all     []prometheus.Collector
+	rpc     *transport.RPCMetrics
+	pushAck prometheus.Histogram
 	// pushAckSandbox is pushAck by sandbox (a deleted sandbox's series
 	// go with it).
 	pushAckSandbox *prometheus.HistogramVec
 	pushNacks      prometheus.Counter
 	proxyDropped   prometheus.Counter
+	decided        *prometheus.CounterVec
 	conns          *prometheus.CounterVec
 	// Sentry intake.
 	sentryEvents  *prometheus.CounterVec
@@ -58,6 +61,8 @@ func newMetrics(s *Server) *metrics {
 		Name: "portcullis_proxy_decisions_dropped_total",
 		Help: "Decision records proxies streaming from this replica reported they dropped before shipping them (their queue was full).",
 	})
+	m.decided = counterVec("portcullis_decisions_received_total",
+		"Decision records proxies shipped to this replica, by decision: allow, deny, audit or rate_limited (before the ingest limit).", "decision")
 	m.conns = counterVec("portcullis_connections_total",
 		"Connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).", "server")
 	m.sentryEvents = counterVec("portcullis_sentry_events_total",
@@ -88,18 +93,23 @@ func newMetrics(s *Server) *metrics {
 	limited := count("portcullis_decisions_rate_limited_total",
 		"Decision records this replica dropped because their sandbox was over its ingest rate limit.", s.decisions.Limited)
 	pruned := count("portcullis_decisions_pruned_total", "Decision records this replica's retention sweep deleted.", s.decisions.Pruned)
-	m.registry.MustRegister(m.rpc.Collectors()...)
+	m.register(m.rpc.Collectors()...)
 	checksDropped := count("portcullis_sentry_checks_dropped_total",
 		"Sentry events this replica stored but did not check for findings because its check queue was full.", func() uint64 { return s.sentry.Dropped() })
 	if s.cfg.OCSFDropped != nil {
-		m.registry.MustRegister(count("portcullis_ocsf_dropped_total",
+		m.register(count("portcullis_ocsf_dropped_total",
 			"OCSF events this replica dropped: a sink's queue was full or the sink refused them.", s.cfg.OCSFDropped))
 	}
-	m.registry.MustRegister(m.pushAck, m.pushAckSandbox, m.pushNacks, m.proxyDropped, m.conns, connected, behind, stored, limited, pruned,
+	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.proxyDropped, m.decided, m.conns, connected, behind, stored, limited, pruned,
 		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped,
 		newPendingCollector(s.store, s.cfg.Now, s.cfg.PendingMetricsTTL, s.log),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func (m *metrics) register(cs ...prometheus.Collector) {
+	m.registry.MustRegister(cs...)
+	m.all = append(m.all, cs...)
 }
 
 func (m *metrics) handler() http.Handler {

@@ -281,6 +281,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Acked:   s.metrics.acked,
 		Nacked:  s.metrics.pushNacks.Inc,
 		Dropped: func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
+		Decided: func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
 		Sink:    s.decisions,
 		Tracer:  cfg.TracerProvider,
 	}, st, s.log)

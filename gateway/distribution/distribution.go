@@ -41,11 +41,13 @@ type Config struct {
 	VersionCheckInterval time.Duration
 	// Acked and Nacked, if set, observe each ACK (with its sandbox and
 	// its lag from the version's commit) and each NACK; Dropped the
-	// decision records a proxy says it dropped before shipping them: the
-	// gateway's metrics.
+	// decision records a proxy says it dropped before shipping them;
+	// Decided the records of each valid batch shipped, by decision
+	// (before the ingest limit): the gateway's metrics.
 	Acked   func(sandbox string, lag time.Duration)
 	Nacked  func()
 	Dropped func(n uint64)
+	Decided func(decision string, n int)
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
 	// Tracer, if set, traces each delivery of a version to a proxy until
@@ -108,6 +110,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 	}
 	if cfg.Dropped == nil {
 		cfg.Dropped = func(uint64) {}
+	}
+	if cfg.Decided == nil {
+		cfg.Decided = func(string, int) {}
 	}
 	if cfg.Nacked == nil {
 		cfg.Nacked = func() {}
