@@ -1,24 +1,36 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	"github.com/portcullis-dev/portcullis/store"
 )
 
 // metrics are the gateway's Prometheus metrics, in a registry of its own:
 // the RPC metrics both servers' interceptors feed, and what distribution
 // and decisions report.
 type metrics struct {
-	registry  *prometheus.Registry
-	rpc       *transport.RPCMetrics
-	pushAck   prometheus.Histogram
-	pushNacks prometheus.Counter
-	conns     *prometheus.CounterVec
+	registry *prometheus.Registry
+	// all are the collectors registered (tests list their names).
+	all     []prometheus.Collector
+	rpc     *transport.RPCMetrics
+	pushAck prometheus.Histogram
+	// pushAckSandbox is pushAck by sandbox (a deleted sandbox's series
+	// go with it).
+	pushAckSandbox *prometheus.HistogramVec
+	pushNacks      prometheus.Counter
+	proxyDropped   prometheus.Counter
+	decided        *prometheus.CounterVec
+	conns          *prometheus.CounterVec
 	// Sentry intake.
 	sentryEvents  *prometheus.CounterVec
 	sentryActions *prometheus.CounterVec
@@ -36,10 +48,21 @@ func newMetrics(s *Server) *metrics {
 		}),
 	}
 	m.pushAck = latency("portcullis_push_ack_seconds", "Time from a policy version's commit to a proxy's ACK of it.")
+	m.pushAckSandbox = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "portcullis_sandbox_push_ack_seconds",
+		Help:    "Time from a policy version's commit to a proxy's ACK of it, by sandbox.",
+		Buckets: latencyBuckets,
+	}, []string{"sandbox"})
 	m.pushNacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "portcullis_push_nacks_total",
 		Help: "Policy versions proxies refused.",
 	})
+	m.proxyDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "portcullis_proxy_decisions_dropped_total",
+		Help: "Decision records proxies streaming from this replica reported they dropped before shipping them (their queue was full).",
+	})
+	m.decided = counterVec("portcullis_decisions_received_total",
+		"Decision records proxies shipped to this replica, by decision: allow, deny, audit or rate_limited (before the ingest limit).", "decision")
 	m.conns = counterVec("portcullis_connections_total",
 		"Connections accepted on the API port, by the server that took them: grpc (policy streams) or http (everything else).", "server")
 	m.sentryEvents = counterVec("portcullis_sentry_events_total",
@@ -58,6 +81,10 @@ func newMetrics(s *Server) *metrics {
 		Name: "portcullis_proxies_connected",
 		Help: "Proxies streaming policy from this replica.",
 	}, func() float64 { return float64(s.dist.Connected()) })
+	behind := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "portcullis_proxies_behind",
+		Help: "Proxies streaming policy from this replica that have not applied their sandbox's newest version.",
+	}, func() float64 { return float64(s.dist.Behind()) })
 	// The decision counters gateway/decisions keeps.
 	count := func(name, help string, n func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(n()) })
@@ -66,23 +93,119 @@ func newMetrics(s *Server) *metrics {
 	limited := count("portcullis_decisions_rate_limited_total",
 		"Decision records this replica dropped because their sandbox was over its ingest rate limit.", s.decisions.Limited)
 	pruned := count("portcullis_decisions_pruned_total", "Decision records this replica's retention sweep deleted.", s.decisions.Pruned)
-	m.registry.MustRegister(m.rpc.Collectors()...)
+	m.register(m.rpc.Collectors()...)
 	checksDropped := count("portcullis_sentry_checks_dropped_total",
 		"Sentry events this replica stored but did not check for findings because its check queue was full.", func() uint64 { return s.sentry.Dropped() })
-	m.registry.MustRegister(s.cfg.Collectors...)
-	m.registry.MustRegister(m.pushAck, m.pushNacks, m.conns, connected, stored, limited, pruned,
+	if s.cfg.OCSFDropped != nil {
+		m.register(count("portcullis_ocsf_dropped_total",
+			"OCSF events this replica dropped: a sink's queue was full or the sink refused them.", s.cfg.OCSFDropped))
+	}
+	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.proxyDropped, m.decided, m.conns, connected, behind, stored, limited, pruned,
 		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped,
+		newPendingCollector(s.store, s.cfg.Now, s.cfg.PendingMetricsTTL, s.log),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func (m *metrics) register(cs ...prometheus.Collector) {
+	m.registry.MustRegister(cs...)
+	m.all = append(m.all, cs...)
 }
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// latency is a histogram of seconds from 1 ms to about a minute.
+// acked observes a proxy's ACK of a version of sandbox, lag after its
+// commit.
+func (m *metrics) acked(sandbox string, lag time.Duration) {
+	m.pushAck.Observe(lag.Seconds())
+	m.pushAckSandbox.WithLabelValues(sandbox).Observe(lag.Seconds())
+}
+
+// forgetSandbox drops a deleted sandbox's series.
+func (m *metrics) forgetSandbox(sandbox string) {
+	m.pushAckSandbox.DeleteLabelValues(sandbox)
+}
+
+// latencyBuckets are seconds from 1 ms to about a minute.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
+
+// latency is a histogram of latencyBuckets.
 func latency(name, help string) prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets})
+}
+
+// pendingAges are the ages portcullis_proposals_pending counts the pending
+// proposals older than (its older_than label): cumulative, so an alert
+// picks one (older_than="1d" > 0) and "0s" is all of them.
+var pendingAges = []struct {
+	label string
+	age   time.Duration
+}{{"0s", 0}, {"1h", time.Hour}, {"1d", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}}
+
+// pendingCollector exports the pending proposals by age. It asks the store
+// (one statement) at most once per ttl, whatever the number of scrapers,
+// and serves the last answer in between; when the store fails and there is
+// no answer yet, the metrics are left out of that scrape.
+type pendingCollector struct {
+	st     *store.Store
+	now    func() time.Time
+	ttl    time.Duration
+	log    *slog.Logger
+	count  *prometheus.Desc
+	oldest *prometheus.Desc
+
+	mu   sync.Mutex // held through a read: concurrent scrapes wait for it
+	read time.Time  // when last was read; zero: never
+	last store.PendingCount
+}
+
+func newPendingCollector(st *store.Store, now func() time.Time, ttl time.Duration, log *slog.Logger) *pendingCollector {
+	return &pendingCollector{st: st, now: now, ttl: ttl, log: log,
+		count: prometheus.NewDesc("portcullis_proposals_pending",
+			"Proposals waiting for a decision, by age: those created longer ago than older_than (0s: all).", []string{"older_than"}, nil),
+		oldest: prometheus.NewDesc("portcullis_proposals_pending_oldest_seconds",
+			"Age of the oldest proposal waiting for a decision (0: none).", nil, nil),
+	}
+}
+
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.oldest
+}
+
+func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if c.read.IsZero() || now.Sub(c.read) >= c.ttl {
+		before := make([]time.Time, len(pendingAges))
+		for i, a := range pendingAges {
+			before[i] = now.Add(-a.age)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		got, err := c.st.CountPendingProposals(ctx, before)
+		cancel()
+		if err != nil {
+			c.log.Warn("metrics: count pending proposals", "error", err)
+		} else {
+			// The age 0 bucket is all of them (created before now).
+			got.Before[0] = got.Total
+			c.read, c.last = now, got
+		}
+	}
+	if c.read.IsZero() {
+		return
+	}
+	for i, a := range pendingAges {
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(c.last.Before[i]), a.label)
+	}
+	age := 0.0
+	if !c.last.Oldest.IsZero() {
+		age = max(c.read.Sub(c.last.Oldest).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 }
 
 func counterVec(name, help, label string) *prometheus.CounterVec {

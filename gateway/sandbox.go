@@ -167,6 +167,7 @@ func (s sandboxService) DeleteSandbox(ctx context.Context, req *portcullisv1.Del
 	}
 	s.log.InfoContext(ctx, "sandbox deleted", "sandbox", req.GetName(), "actor", p.Actor())
 	s.dist.Goaway(req.GetName())
+	s.metrics.forgetSandbox(req.GetName())
 	return &portcullisv1.DeleteSandboxResponse{Name: req.GetName()}, nil
 }
 

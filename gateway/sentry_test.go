@@ -484,6 +484,9 @@ func TestSentryDryRun(t *testing.T) {
 	if len(acts) != 1 || acts[0].GetStatus() != store.SentryDryRun || !strings.Contains(acts[0].GetReason(), "would have been frozen") {
 		t.Fatalf("dry-run actions = %v", acts)
 	}
+	if _, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken); !strings.Contains(body, `portcullis_sentry_actions_total{status="dry_run"} 1`+"\n") {
+		t.Error(`/metrics lacks portcullis_sentry_actions_total{status="dry_run"} 1`)
+	}
 }
 
 func (e *sentryEnv) operatorSentry(t *testing.T) portcullisv1connect.SentryServiceClient {

@@ -16,7 +16,6 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/grpcreflect/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/portcullis-dev/portcullis/gateway/decisions"
@@ -129,9 +128,13 @@ type Config struct {
 	// HTTP intake holds at once; further batches wait their turn before
 	// their body is read. Default 8.
 	SentryBatchBodies int
-	// Collectors are registered in the gateway's metrics registry beside
-	// its own (the OCSF sinks' drop counter, which cmd owns).
-	Collectors []prometheus.Collector
+	// OCSFDropped, if set, counts the OCSF events the sinks cmd owns
+	// dropped: exported as portcullis_ocsf_dropped_total. Default nil: no
+	// such metric (no sink).
+	OCSFDropped func() uint64
+	// PendingMetricsTTL is how long /metrics reuses its count of pending
+	// proposals (one store query) before asking again. Default 10s.
+	PendingMetricsTTL time.Duration
 	// TracerProvider, if set, traces every RPC (Connect and grpc-go),
 	// approvals, commits and each commit's push to each proxy until its
 	// ACK (internal/telemetry/otlp makes one). Default nil: no spans at all.
@@ -160,6 +163,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.VersionCheckInterval == 0 {
 		c.VersionCheckInterval = 5 * time.Second
+	}
+	if c.PendingMetricsTTL == 0 {
+		c.PendingMetricsTTL = 10 * time.Second
 	}
 	if c.WebhookBackoff == 0 {
 		c.WebhookBackoff = 500 * time.Millisecond
@@ -272,10 +278,12 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.dist = distribution.New(distribution.Config{
 		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
-		Acked:  func(lag time.Duration) { s.metrics.pushAck.Observe(lag.Seconds()) },
-		Nacked: s.metrics.pushNacks.Inc,
-		Sink:   s.decisions,
-		Tracer: cfg.TracerProvider,
+		Acked:   s.metrics.acked,
+		Nacked:  s.metrics.pushNacks.Inc,
+		Dropped: func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
+		Decided: func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
+		Sink:    s.decisions,
+		Tracer:  cfg.TracerProvider,
 	}, st, s.log)
 	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
 	s.sentry = sentryintake.New(sentryintake.Config{

@@ -201,6 +201,12 @@ type Driver interface {
 	// record whose DenialID a proposal of its sandbox names is kept.
 	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
 
+	// CountPendingProposals counts the pending proposals, in one
+	// statement: all of them, and for each of createdBefore those created
+	// before it (same order); oldest is the oldest one's creation time
+	// (zero when none is pending). The gateway's metrics read it.
+	CountPendingProposals(ctx context.Context, createdBefore []time.Time) (PendingCount, error)
+
 	// RecordToolDefinitions stores the tool definitions proxies reported,
 	// in one transaction: a definition stored already for its sandbox,
 	// endpoint, tool and fingerprint keeps the earliest FirstSeen and the

@@ -65,6 +65,15 @@ const (
 	ProposalWithdrawn  = "withdrawn"
 )
 
+// PendingCount is what CountPendingProposals counts.
+type PendingCount struct {
+	Total int
+	// Before[i] counts those created before the i-th time asked about.
+	Before []int
+	// Oldest is when the oldest pending proposal was created (zero: none).
+	Oldest time.Time
+}
+
 // Sandbox is one sandbox. CurrentVersion is 0 until its first policy.
 type Sandbox struct {
 	Name           string

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/gateway"
@@ -204,15 +203,12 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 					e.Close() // once Run has closed it, a second Close does nothing
 				}
 			}()
-			var collectors []prometheus.Collector
+			var ocsfDropped func() uint64
 			if emitters != nil {
-				collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
-					Name: "portcullis_ocsf_dropped_total",
-					Help: "OCSF events this replica dropped: a sink's queue was full or the sink refused them.",
-				}, func() float64 { return float64(emitters.Dropped()) }))
+				ocsfDropped = emitters.Dropped
 			}
 			gw, err := gateway.New(gateway.Config{
-				Collectors:       collectors,
+				OCSFDropped:      ocsfDropped,
 				Listen:           listen,
 				TLSCertFile:      tlsCert,
 				TLSKeyFile:       tlsKey,

@@ -39,10 +39,15 @@ type Config struct {
 	// VersionCheckInterval is how often the hub compares the versions it
 	// serves with the store's (and re-reads the signing keys). Default 5s.
 	VersionCheckInterval time.Duration
-	// Acked and Nacked, if set, observe each ACK (with its lag from the
-	// version's commit) and each NACK: the gateway's metrics.
-	Acked  func(lag time.Duration)
-	Nacked func()
+	// Acked and Nacked, if set, observe each ACK (with its sandbox and
+	// its lag from the version's commit) and each NACK; Dropped the
+	// decision records a proxy says it dropped before shipping them;
+	// Decided the records of each valid batch shipped, by decision
+	// (before the ingest limit): the gateway's metrics.
+	Acked   func(sandbox string, lag time.Duration)
+	Nacked  func()
+	Dropped func(n uint64)
+	Decided func(decision string, n int)
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
 	// Tracer, if set, traces each delivery of a version to a proxy until
@@ -101,7 +106,13 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 		cfg.VersionCheckInterval = 5 * time.Second
 	}
 	if cfg.Acked == nil {
-		cfg.Acked = func(time.Duration) {}
+		cfg.Acked = func(string, time.Duration) {}
+	}
+	if cfg.Dropped == nil {
+		cfg.Dropped = func(uint64) {}
+	}
+	if cfg.Decided == nil {
+		cfg.Decided = func(string, int) {}
 	}
 	if cfg.Nacked == nil {
 		cfg.Nacked = func() {}
@@ -169,6 +180,22 @@ func (d *Distribution) Drain() { d.hub.goawayAll() }
 
 // Connected is how many proxies stream from this replica.
 func (d *Distribution) Connected() int { return d.proxies.connectedCount() }
+
+// Behind returns how many of the proxies streaming from this replica have
+// not applied the newest version of their sandbox this replica knows.
+func (d *Distribution) Behind() int {
+	n := 0
+	for _, p := range d.proxies.applied() {
+		t := d.hub.topic(p.sandbox)
+		if t == nil {
+			continue
+		}
+		if sv := t.latest.Load(); sv != nil && p.version < int64(sv.version()) {
+			n++
+		}
+	}
+	return n
+}
 
 // PublicKey loads (creating on first use) the key that signs policy
 // versions and returns its public half, as `portcullis proxy

@@ -228,6 +228,22 @@ func (t *proxyTracker) run(ctx context.Context, log func(error)) {
 	}
 }
 
+// appliedVersion is a live proxy's sandbox and the version it applied.
+type appliedVersion struct {
+	sandbox string
+	version int64
+}
+
+func (t *proxyTracker) applied() []appliedVersion {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]appliedVersion, 0, len(t.live))
+	for k, e := range t.live {
+		out = append(out, appliedVersion{k.sandbox, e.status.AppliedVersion})
+	}
+	return out
+}
+
 func (t *proxyTracker) connectedCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -58,8 +58,10 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 			}
 			defs = append(defs, def)
 		}
+		d.countDecisions(records)
 		if n := req.GetDropped(); n > 0 {
 			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, n)
+			d.cfg.Dropped(n)
 			d.log.WarnContext(ctx, "proxy dropped decision records", "sandbox", p.Sandbox, "proxy", req.GetProxyId(), "dropped", n)
 		}
 		n, limited, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
@@ -75,6 +77,21 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 				return nil, err
 			}
 		}
+	}
+}
+
+// countDecisions reports a valid batch's records by decision to
+// Config.Decided.
+func (d *Distribution) countDecisions(records []store.Decision) {
+	if len(records) == 0 {
+		return
+	}
+	n := make(map[string]int, 4)
+	for _, r := range records {
+		n[r.Decision]++
+	}
+	for decision, k := range n {
+		d.cfg.Decided(decision, k)
 	}
 }
 

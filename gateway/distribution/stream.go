@@ -125,7 +125,7 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 			}
 			lag := now.Sub(sent.sv.committedAt())
 			d.proxies.ack(entry, sent.sv, lag, now)
-			d.cfg.Acked(lag)
+			d.cfg.Acked(p.Sandbox, lag)
 			sent.answered("ack", "")
 		case *portcullisv1.StreamPolicyRequest_Nack:
 			sent, ok := ps.sentFor(m.Nack.GetNonce())

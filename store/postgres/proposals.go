@@ -192,3 +192,28 @@ func (c *conn) InsertApprovalPolicy(ctx context.Context, ap store.ApprovalPolicy
 	}
 	return nil
 }
+
+// CountPendingProposals counts the pending proposals, and those created
+// before each of createdBefore, in one statement.
+func (d *Driver) CountPendingProposals(ctx context.Context, createdBefore []time.Time) (store.PendingCount, error) {
+	q := `SELECT count(*), min(created_at)`
+	args := []any{store.ProposalPending}
+	for _, t := range createdBefore {
+		args = append(args, t)
+		q += fmt.Sprintf(`, count(*) FILTER (WHERE created_at < $%d)`, len(args))
+	}
+	q += ` FROM proposals WHERE status = $1`
+	out := store.PendingCount{Before: make([]int, len(createdBefore))}
+	var oldest *time.Time
+	dest := []any{&out.Total, &oldest}
+	for i := range out.Before {
+		dest = append(dest, &out.Before[i])
+	}
+	if err := d.pool.QueryRow(ctx, q, args...).Scan(dest...); err != nil {
+		return store.PendingCount{}, fmt.Errorf("count pending proposals: %w", mapErr(err))
+	}
+	if oldest != nil {
+		out.Oldest = oldest.UTC()
+	}
+	return out, nil
+}

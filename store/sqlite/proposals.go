@@ -238,3 +238,29 @@ func (t *txn) InsertApprovalPolicy(ctx context.Context, ap store.ApprovalPolicy)
 		`INSERT INTO approval_policies (`+approvalPolicyColumns+`) VALUES (?, ?, ?, ?, ?)`,
 		ap.Version, ap.Module, ap.Hash, ap.Author, nanos(ap.CreatedAt))
 }
+
+// CountPendingProposals counts the pending proposals, and those created
+// before each of createdBefore, in one statement.
+func (d *Driver) CountPendingProposals(ctx context.Context, createdBefore []time.Time) (store.PendingCount, error) {
+	q := `SELECT count(*), min(created_at)`
+	args := make([]any, 0, len(createdBefore)+1)
+	for _, t := range createdBefore {
+		q += `, coalesce(sum(CASE WHEN created_at < ? THEN 1 ELSE 0 END), 0)`
+		args = append(args, nanos(t))
+	}
+	q += ` FROM proposals WHERE status = ?`
+	args = append(args, store.ProposalPending)
+	out := store.PendingCount{Before: make([]int, len(createdBefore))}
+	var oldest sql.NullInt64
+	dest := []any{&out.Total, &oldest}
+	for i := range out.Before {
+		dest = append(dest, &out.Before[i])
+	}
+	if err := d.r.QueryRowContext(ctx, q, args...).Scan(dest...); err != nil {
+		return store.PendingCount{}, fmt.Errorf("count pending proposals: %w", mapErr(err))
+	}
+	if oldest.Valid {
+		out.Oldest = fromNanos(oldest.Int64)
+	}
+	return out, nil
+}

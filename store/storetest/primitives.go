@@ -154,6 +154,13 @@ func testPrimListProposals(t *testing.T, s *store.Store) {
 	if n := count("nobody", time.Time{}); n != 0 {
 		t.Errorf("CountProposals(unknown) = %d, want 0", n)
 	}
+
+	// Pending: p1 and p3 (p2 was rejected), p1 the older.
+	pending, err := s.CountPendingProposals(ctx(t), []time.Time{p1.CreatedAt, p3.CreatedAt.Add(time.Second)})
+	pending = must(t, pending, err, "CountPendingProposals")
+	if pending.Total != 2 || len(pending.Before) != 2 || pending.Before[0] != 0 || pending.Before[1] != 2 || !pending.Oldest.Equal(p1.CreatedAt) {
+		t.Errorf("CountPendingProposals = %+v, want 2 in all, [0 2] before (strictly), oldest %v", pending, p1.CreatedAt)
+	}
 }
 
 // setStatus moves proposal id from status from to to through the Tx
