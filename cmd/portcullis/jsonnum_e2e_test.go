@@ -30,6 +30,7 @@ var noJSON = map[string]string{
 	"portcullis gateway":            "a server",
 	"portcullis proxy":              "a server",
 	"portcullis demo mcp-server":    "a server",
+	"portcullis demo agent":         "a scripted agent: prints its steps",
 	"portcullis healthcheck":        "an exit code",
 	"portcullis migrate":            "works on the database",
 	"portcullis proxy ca":           "prints PEM",
