@@ -11,7 +11,11 @@ import (
 
 // Sink delivers encoded events (one JSON object each, no newline). A
 // Write that fails loses its batch: the emitter counts it as dropped and
-// never retries, so a sink that is down costs its callers nothing.
+// never retries it. After a failure the emitter rests the sink (one
+// second, doubling up to MaxRest while it keeps failing): events emitted
+// meanwhile are dropped and counted at once, never built or encoded, so a
+// sink that is down costs its callers next to nothing; the first batch
+// after the rest tries the sink again.
 type Sink interface {
 	// Name says where events go, for logs and the drop report.
 	Name() string
@@ -27,6 +31,9 @@ type Config struct {
 	Batch int
 	// WriteTimeout bounds one Write. Default 10s.
 	WriteTimeout time.Duration
+	// Rest is how long a sink that failed rests before it is tried again,
+	// doubling while it keeps failing, up to MaxRest. Default FirstRest.
+	Rest time.Duration
 	// Product names the writer in the drop report. Default Gateway.
 	Product Product
 	// Logger receives the sink's failures and recoveries. Default
@@ -45,6 +52,10 @@ type Emitter struct {
 
 	dropped atomic.Uint64 // every event lost, for metrics
 	written atomic.Uint64
+	// restUntil is when a failing sink is tried again (UnixNano; 0 while
+	// it takes events); rest is the current rest, Run's own.
+	restUntil atomic.Int64
+	rest      time.Duration
 
 	afterWrite func() // tests: called after each write attempt
 
@@ -64,6 +75,9 @@ func NewEmitter(sink Sink, cfg Config) *Emitter {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
 	}
+	if cfg.Rest <= 0 {
+		cfg.Rest = FirstRest
+	}
 	if cfg.Product.Name == "" {
 		cfg.Product = Gateway
 	}
@@ -76,10 +90,21 @@ func NewEmitter(sink Sink, cfg Config) *Emitter {
 	return &Emitter{cfg: cfg, sink: sink, queue: make(chan func() Event, cfg.Queue)}
 }
 
+// Rests of a failing sink (Config.Rest).
+const (
+	FirstRest = time.Second
+	MaxRest   = 30 * time.Second
+)
+
 // Emit queues the event build returns; build runs later on the emitter's
 // goroutine, so the caller pays for the closure and a channel send only.
-// When the queue is full the event is dropped and counted.
+// When the queue is full, or the sink rests after failing, the event is
+// dropped and counted.
 func (e *Emitter) Emit(build func() Event) {
+	if e.resting() {
+		e.drop(1)
+		return
+	}
 	select {
 	case e.queue <- build:
 	default:
@@ -150,12 +175,22 @@ func (e *Emitter) Run(ctx context.Context) {
 	}
 }
 
+// resting reports whether the sink rests after failing.
+func (e *Emitter) resting() bool {
+	until := e.restUntil.Load()
+	return until != 0 && e.cfg.Now().UnixNano() < until
+}
+
 // write hands one batch to the sink and, once the sink takes events
 // after losing some, reports the loss. It returns whether the sink is
-// down.
+// down. A batch taken while the sink rests is dropped unbuilt.
 func (e *Emitter) write(ctx context.Context, batch []func() Event, down bool) bool {
 	if e.afterWrite != nil {
 		defer e.afterWrite()
+	}
+	if e.resting() {
+		e.drop(len(batch))
+		return down
 	}
 	lines := make([][]byte, 0, len(batch))
 	for _, b := range batch {
@@ -176,8 +211,12 @@ func (e *Emitter) write(ctx context.Context, batch []func() Event, down bool) bo
 		if !down {
 			e.cfg.Logger.Warn("OCSF sink is failing; events are dropped and counted until it recovers", "sink", e.sink.Name(), "err", err)
 		}
+		e.rest = min(max(2*e.rest, e.cfg.Rest), MaxRest)
+		e.restUntil.Store(e.cfg.Now().Add(e.rest).UnixNano())
 		return true
 	}
+	e.rest = 0
+	e.restUntil.Store(0)
 	e.written.Add(uint64(len(lines)))
 	e.mu.Lock()
 	n, since := e.unreported, e.since

@@ -142,7 +142,7 @@ func TestOTLPDenial(t *testing.T) {
 	if sink.Name() != "otlp:"+srv.URL+"/otel/v1/logs" {
 		t.Errorf("Name() = %q", sink.Name())
 	}
-	em := ocsf.NewEmitter(sink, ocsf.Config{Queue: 16, Product: ocsf.Proxy})
+	em := ocsf.NewEmitter(sink, ocsf.Config{Queue: 16, Rest: time.Nanosecond, Product: ocsf.Proxy})
 	runEmitter(t, em)
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -235,7 +235,7 @@ func TestOTLPDownThenRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	em := ocsf.NewEmitter(sink, ocsf.Config{Queue: 16, Product: ocsf.Proxy})
+	em := ocsf.NewEmitter(sink, ocsf.Config{Queue: 16, Rest: time.Nanosecond, Product: ocsf.Proxy})
 	wrote := runEmitter(t, em)
 
 	for i := range 100 {

@@ -159,7 +159,7 @@ func TestHECDownThenRecovers(t *testing.T) {
 		},
 	}}
 	hec := ocsf.NewHEC("http://collector.test/services/collector/event", "tok-123\n", client)
-	em := ocsf.NewEmitter(hec, ocsf.Config{Queue: 16, Product: ocsf.Proxy})
+	em := ocsf.NewEmitter(hec, ocsf.Config{Queue: 16, Rest: time.Nanosecond, Product: ocsf.Proxy})
 	wrote := make(chan struct{}, 1)
 	ocsf.AfterWrite(em, func() {
 		select {
