@@ -236,11 +236,15 @@ func (s *httpServer) serveConn(c *serverConn) {
 		if v := recover(); v != nil && v != http.ErrAbortHandler {
 			s.log.Error("panic serving a proxy client", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
 		}
-		c.timer.Stop()
-		c.cancel()
 		if c.hijacked {
+			c.cancel()
 			return // the connection, its reader and writer went with it
 		}
+		// After a panic a watch may still read the connection: end it
+		// before the reader goes back to the pool.
+		c.unwatch()
+		c.timer.Stop()
+		c.cancel()
 		s.untrack(c)
 		s.served.Done()
 		c.conn.Close()
