@@ -39,3 +39,53 @@ func TestGate(t *testing.T) {
 		t.Fatalf("wait after reopening: %v", err)
 	}
 }
+
+// TestGatePreempts: entering cuts short the bulk appends in flight (their
+// context ends with errPreempted, and end says so), except a pinned one;
+// begin waits while the gate is closed; an append that ends before any
+// remediation enters is not preempted.
+func TestGatePreempts(t *testing.T) {
+	var g gate
+	ctx, end, err := g.begin(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pend, err := g.begin(t.Context(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.enter()
+	if !errors.Is(context.Cause(ctx), errPreempted) {
+		t.Fatalf("an append in flight when a remediation entered: cause %v, want errPreempted", context.Cause(ctx))
+	}
+	if pctx.Err() != nil {
+		t.Fatalf("a pinned append was cut short: %v", context.Cause(pctx))
+	}
+	if !end() {
+		t.Fatal("end of a preempted append reported no preemption")
+	}
+	if pend() {
+		t.Fatal("end of a pinned append reported a preemption")
+	}
+	started := make(chan func() bool, 1)
+	go func() {
+		_, end, err := g.begin(t.Context(), false)
+		if err != nil {
+			t.Error(err)
+		}
+		started <- end
+	}()
+	select {
+	case <-started:
+		t.Fatal("a bulk append began while a remediation was in")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.leave()
+	end = <-started
+	if end() {
+		t.Fatal("an append that ended with nobody in reported a preemption")
+	}
+	if len(g.flight) != 0 {
+		t.Fatalf("%d appends still tracked after every one ended", len(g.flight))
+	}
+}
