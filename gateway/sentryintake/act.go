@@ -79,10 +79,6 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 			return nil
 		}
 	}
-	// Until the freeze has committed, bulk appends give way (gate): none
-	// starts, and those in flight are cut short. Only a freeze does this —
-	// not a quarantine held, refused or for a sandbox already frozen — so
-	// the budget bounds how often bulk ingest is cut.
 	in.urgent.enter()
 	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
 	in.urgent.leave()

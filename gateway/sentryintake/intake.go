@@ -104,8 +104,9 @@ type Intake struct {
 	life *lifecycle.Lifecycle
 	log  *slog.Logger
 	bulk chan struct{}
-	// urgent holds new bulk appends, and cuts short those in flight,
-	// while a remediation is committing its freeze.
+	// urgent holds new bulk appends while a remediation is committing its
+	// freeze, so that its commit shares the database's log with as few
+	// bulk writes as possible.
 	urgent gate
 	// breaker serialises this replica's count-then-freeze, so that two
 	// quarantines cannot both take the budget's last place.
@@ -116,9 +117,8 @@ type Intake struct {
 	// reading bounds the batches being read at once (Reading).
 	reading chan struct{}
 	// checks are the stored events waiting for their derived findings.
-	checks    chan check
-	dropped   atomic.Uint64
-	preempted atomic.Uint64
+	checks  chan check
+	dropped atomic.Uint64
 }
 
 // New returns an Intake over st that freezes through life.
@@ -244,7 +244,17 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 		}
 	}
 	if len(rows) > 0 {
-		out, err := in.appendBulk(ctx, rows)
+		select {
+		case in.bulk <- struct{}{}:
+			if err := in.urgent.wait(ctx); err != nil {
+				<-in.bulk
+				return Result{}, err
+			}
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+		out, err := in.st.AppendSentryEvents(ctx, rows)
+		<-in.bulk
 		if err != nil {
 			return Result{}, err
 		}
@@ -265,44 +275,6 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	}
 	return res, nil
 }
-
-// maxPreemptions bounds how often one bulk append gives way to the
-// quarantine lane; after that it finishes even while a freeze commits
-// (remediations are rare — the budget holds them past a few per
-// minute — but a sender must not starve behind a stream of them).
-const maxPreemptions = 3
-
-// appendBulk stores a batch's bulk events in one of the BulkSlots. It
-// gives way to the quarantine lane: it does not start while a freeze is
-// committing, and one cut short by a freeze is rolled back and made
-// again (Postgres's appends commit on a context the cut does not end, so
-// an append is either whole or rolled back, never of unknown outcome).
-func (in *Intake) appendBulk(ctx context.Context, rows []store.SentryEvent) (store.SentryBatchResult, error) {
-	for attempt := 0; ; attempt++ {
-		select {
-		case in.bulk <- struct{}{}:
-		case <-ctx.Done():
-			return store.SentryBatchResult{}, ctx.Err()
-		}
-		actx, end, err := in.urgent.begin(ctx, attempt >= maxPreemptions)
-		if err != nil {
-			<-in.bulk
-			return store.SentryBatchResult{}, err
-		}
-		out, err := in.st.AppendSentryEvents(actx, rows)
-		preempted := end()
-		<-in.bulk
-		if err != nil && preempted && ctx.Err() == nil {
-			in.preempted.Add(1)
-			continue
-		}
-		return out, err
-	}
-}
-
-// Preempted counts the bulk appends cut short by the quarantine lane and
-// made again.
-func (in *Intake) Preempted() uint64 { return in.preempted.Load() }
 
 // add merges one append's outcome; a later state of a source replaces an
 // earlier one.
@@ -498,26 +470,12 @@ func stored(ev sentry.Event, received time.Time) store.SentryEvent {
 	return row
 }
 
-// gate is the quarantine lane's priority over the bulk lane. It is closed
-// while any remediation is in (enter … leave): bulk appends do not start
-// while it is closed, and entering it cancels the bulk appends in flight,
-// which roll back and start again once it opens. So a freeze's commit
-// shares the database (its connections, its log, the disk under it) with
-// no bulk write begun after the quarantine arrived.
+// gate is closed while any holder is in; wait blocks until it opens.
 type gate struct {
-	mu     sync.Mutex
-	in     int
-	open   chan struct{} // closed when the last holder leaves
-	flight map[*bulkAppend]struct{}
+	mu   sync.Mutex
+	in   int
+	open chan struct{} // closed when the last holder leaves
 }
-
-// bulkAppend is one bulk append in flight.
-type bulkAppend struct {
-	cancel context.CancelCauseFunc
-}
-
-// errPreempted ends a bulk append's context when a remediation enters.
-var errPreempted = errors.New("a remediation took the store first")
 
 func (g *gate) enter() {
 	g.mu.Lock()
@@ -526,10 +484,6 @@ func (g *gate) enter() {
 		g.open = make(chan struct{})
 	}
 	g.in++
-	for b := range g.flight {
-		b.cancel(errPreempted)
-		delete(g.flight, b)
-	}
 }
 
 func (g *gate) leave() {
@@ -555,40 +509,5 @@ func (g *gate) wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// begin waits until the gate is open and starts a bulk append under it:
-// the context it returns ends with errPreempted if a remediation enters
-// before end is called. A pinned append (one preempted too often already)
-// is waited for like any other but never cancelled. end reports whether
-// the append was preempted.
-func (g *gate) begin(ctx context.Context, pinned bool) (context.Context, func() (preempted bool), error) {
-	for {
-		if err := g.wait(ctx); err != nil {
-			return nil, nil, err
-		}
-		g.mu.Lock()
-		if g.in > 0 { // a remediation entered between the wait and here
-			g.mu.Unlock()
-			continue
-		}
-		actx, cancel := context.WithCancelCause(ctx)
-		b := &bulkAppend{cancel: cancel}
-		if !pinned {
-			if g.flight == nil {
-				g.flight = make(map[*bulkAppend]struct{})
-			}
-			g.flight[b] = struct{}{}
-		}
-		g.mu.Unlock()
-		return actx, func() bool {
-			g.mu.Lock()
-			delete(g.flight, b)
-			g.mu.Unlock()
-			preempted := errors.Is(context.Cause(actx), errPreempted)
-			cancel(nil)
-			return preempted
-		}, nil
 	}
 }
