@@ -53,10 +53,10 @@ type gatewayProc struct {
 	// eventsURL is the fresh database of the events when they are kept
 	// apart (-events-database-url); else dbURL.
 	eventsURL string
-	cmd    *exec.Cmd
-	done   chan error
-	dir    string
-	drop   func() error
+	cmd       *exec.Cmd
+	done      chan error
+	dir       string
+	drop      func() error
 
 	conn    *grpc.ClientConn
 	sandbox portcullisv1.SandboxServiceClient
