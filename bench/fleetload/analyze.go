@@ -36,11 +36,14 @@ type results struct {
 	Failed     int            `json:"failed"`
 	FailedBy   map[string]int `json:"failed_by,omitempty"` // by gRPC code and message
 	Shed       int            `json:"shed"`                // proposals not started: 256 in flight
-	// Regressions: versions older than the one held that a replica
-	// offered a proxy (each refused); forks: the held version's number
-	// with another hash.
-	Regressions int `json:"regressions"`
-	Forks       int `json:"forks"`
+	// Regressions: a proxy's timeline holding a version older than one it
+	// held before (the simulated proxy refuses them, as the real one does:
+	// this checks its timeline). OlderOffered: versions older than the one
+	// held that a replica offered a reconnecting proxy, each refused
+	// (NACKed); forks: the held version's number with another hash.
+	Regressions  int `json:"regressions"`
+	OlderOffered int `json:"older_offered"`
+	Forks        int `json:"forks"`
 
 	AuditOK      bool   `json:"audit_ok"`
 	AuditEntries int64  `json:"audit_entries"`
@@ -82,6 +85,8 @@ type minuteRow struct {
 	// Streams connected again after one ended, and the proxies they were.
 	Reconnects         int `json:"reconnects"`
 	ReconnectedProxies int `json:"reconnected_proxies"`
+	// Where the CPU went.
+	CPU cores `json:"cpu_cores"`
 }
 
 // killRow is one kill and what it cost the proxies.
@@ -161,7 +166,14 @@ func analyze(cfg config, t0 time.Time, kills []kill, ops []opResult, proxies []p
 	for _, p := range proxies {
 		ups := 0
 		up, at := false, 0
+		var held uint32
 		for _, e := range p.Events {
+			if e.K == evUp || e.K == evApply {
+				if e.V < held {
+					res.Regressions++
+				}
+				held = max(held, e.V)
+			}
 			switch e.K {
 			case evUp:
 				if ups > 0 {
@@ -174,7 +186,7 @@ func analyze(cfg config, t0 time.Time, kills []kill, ops []opResult, proxies []p
 			case evDown:
 				up = false
 			case evOlder:
-				res.Regressions++
+				res.OlderOffered++
 			case evForked:
 				res.Forks++
 			case evApply:

@@ -87,3 +87,5 @@ func (p *proxiesProc) close() {
 		<-p.done
 	}
 }
+
+func (p *proxiesProc) pid() int { return p.cmd.Process.Pid }

@@ -43,6 +43,7 @@ func freePort() (string, error) {
 // the same binary, address, database and environment each time.
 type replica struct {
 	index int
+	pids  *pidSet // every run's process id, for the CPU figures
 	bin   string
 	addr  string // host:port, fixed
 	env   []string
@@ -93,6 +94,7 @@ func (r *replica) start(ctx context.Context) error {
 		readers.Wait()
 		done <- cmd.Wait()
 	}()
+	r.pids.add(cmd.Process.Pid)
 	r.mu.Lock()
 	r.cmd, r.done = cmd, done
 	r.starts++

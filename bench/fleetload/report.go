@@ -39,6 +39,14 @@ func (r *results) writeTable(out io.Writer) {
 	}
 	tw.Flush()
 
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "minute\treplicas cores\tpostgres cores (all clients)\tworkload cores\tproxies cores\tload average\t")
+	for _, m := range r.Minutes {
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n", m.Minute, m.CPU.Replicas, m.CPU.Postgres, m.CPU.Workload, m.CPU.Proxies, m.CPU.Load1)
+	}
+	tw.Flush()
+
 	if len(r.Kills) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -57,7 +65,8 @@ func (r *results) writeTable(out io.Writer) {
 	for _, f := range topFailures(r.FailedBy, 8) {
 		fmt.Fprintln(out, "  ", f)
 	}
-	fmt.Fprintf(out, "regressions (a version older than the one held, offered and refused): %d; forks (held version, other hash): %d\n", r.Regressions, r.Forks)
+	fmt.Fprintf(out, "regressions (a proxy holding an older version than before): %d; older versions offered to reconnecting proxies (refused): %d; forks (held version, other hash): %d\n",
+		r.Regressions, r.OlderOffered, r.Forks)
 	audit := "verifies"
 	if !r.AuditOK {
 		audit = "DOES NOT VERIFY: " + r.AuditProblem

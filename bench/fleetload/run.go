@@ -107,13 +107,14 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 	rand.Read(b[:])
 	admin := "pcs_fleetload-" + hex.EncodeToString(b[:])
 	env := append(os.Environ(), "PORTCULLIS_BOOTSTRAP_TOKEN="+admin, "PORTCULLIS_DATABASE_URL="+dbURL)
+	pids := &pidSet{}
 	reps := make([]*replica, cfg.replicas)
 	addrs := make([]string, cfg.replicas)
 	for i := range reps {
 		if addrs[i], err = freePort(); err != nil {
 			return err
 		}
-		reps[i] = &replica{index: i, bin: bin, addr: addrs[i], env: env, dir: filepath.Join(dir, fmt.Sprintf("replica-%d", i))}
+		reps[i] = &replica{index: i, pids: pids, bin: bin, addr: addrs[i], env: env, dir: filepath.Join(dir, fmt.Sprintf("replica-%d", i))}
 	}
 	defer func() {
 		for _, r := range reps {
@@ -172,7 +173,26 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 	fmt.Fprintf(logw, "workload for %s: %.0f proposal and approval operations/s, a policy set every %s, a replica killed every %s\n",
 		cfg.duration, cfg.opsRate, cfg.setEvery, cfg.killEvery)
 	t0 := time.Now()
+	samples := []cpuSample{sampleCPU(pids, pp.pid())}
+	var sampler sync.WaitGroup
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampler.Go(func() {
+		// One sample a minute, and one when the workload ends.
+		for m := 1; ; m++ {
+			select {
+			case <-sctx.Done():
+				return
+			case <-time.After(time.Until(t0.Add(time.Duration(m) * time.Minute))):
+			}
+			if time.Since(t0) < cfg.duration {
+				samples = append(samples, sampleCPU(pids, pp.pid()))
+			}
+		}
+	})
 	kills := drive(ctx, cfg, w, reps, t0, logw)
+	stopSampling()
+	sampler.Wait()
+	samples = append(samples, sampleCPU(pids, pp.pid()))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -189,10 +209,12 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 		}
 		targets[sb] = v.GetVersion()
 	}
-	final, err := pp.call(childRequest{Op: "await", Targets: targets, Timeout: cfg.timeout})
-	if err != nil {
-		err = fmt.Errorf("%w: %v", err, final.Missing)
-		fmt.Fprintln(logw, "at the end:", err)
+	final, ferr := pp.call(childRequest{Op: "await", Targets: targets, Timeout: cfg.timeout})
+	switch {
+	case final == nil:
+		return ferr
+	case ferr != nil:
+		fmt.Fprintf(logw, "at the end: %v: %v\n", ferr, final.Missing)
 	}
 	stopped, serr := pp.call(childRequest{Op: "stop"})
 	if serr != nil {
@@ -211,11 +233,12 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 	}
 	res := analyze(cfg, t0, kills, w.results, stopped.Proxies, hist)
 	res.Shed = w.shed
-	res.FinalConverged = final != nil && len(final.Missing) == 0
-	if final != nil {
-		res.FinalConvergeMs = ms(final.Took)
-		res.FinalMissing = final.Missing
+	for i := 1; i < len(samples) && i <= len(res.Minutes); i++ {
+		res.Minutes[i-1].CPU = coresBetween(samples[i-1], samples[i])
 	}
+	res.FinalConverged = ferr == nil
+	res.FinalConvergeMs = ms(final.Took)
+	res.FinalMissing = final.Missing
 	for _, r := range reps {
 		res.ReplicaWarnings = append(res.ReplicaWarnings, r.warnings)
 	}
@@ -223,8 +246,9 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 		return benchcli.WriteJSON(out, res)
 	}
 	res.writeTable(out)
-	if res.Lost > 0 || res.Regressions > 0 {
-		return fmt.Errorf("LOST=%d, regressions=%d", res.Lost, res.Regressions)
+	if res.Lost > 0 || res.Regressions > 0 || res.Forks > 0 || !res.FinalConverged || !res.AuditOK {
+		return fmt.Errorf("LOST=%d, regressions=%d, forks=%d, every proxy on its last version at the end: %t, audit chain verifies: %t",
+			res.Lost, res.Regressions, res.Forks, res.FinalConverged, res.AuditOK)
 	}
 	return nil
 }
