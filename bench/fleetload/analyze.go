@@ -53,8 +53,9 @@ type results struct {
 	FinalConvergeMs float64  `json:"final_converge_ms"`
 	FinalMissing    []string `json:"final_missing,omitempty"`
 	// Where the proxies' streams were at the end, by replica.
-	FinalByReplica  []int `json:"final_by_replica"`
-	ReplicaWarnings []int `json:"replica_warnings"` // warning and error log lines of each replica, over all its runs
+	FinalByReplica  []int          `json:"final_by_replica"`
+	ReplicaWarnings []int          `json:"replica_warnings"` // warning and error log lines of each replica, over all its runs
+	ReplicaLog      map[string]int `json:"replica_log"`      // those lines by level and message, all replicas
 }
 
 type opCount struct {
@@ -134,7 +135,7 @@ func analyze(cfg config, t0 time.Time, kills []kill, ops []opResult, proxies []p
 			c.Acked++
 			m.Acked++
 			res.Acked++
-			if op.Attempts > 1 {
+			if op.FailedOver {
 				m.FailedOver++
 			}
 			if ok, why := h.found(op); ok {

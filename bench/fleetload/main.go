@@ -29,6 +29,7 @@ func main() {
 	cfg := config{}
 	flag.StringVar(&cfg.binary, "binary", "", "a built portcullis binary to run; unset: go build ./cmd/portcullis into a temp dir (run from the repository's root)")
 	flag.StringVar(&cfg.databaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "the Postgres server: the replicas' store is a new database there, dropped at the end")
+	flag.StringVar(&cfg.dbParams, "database-params", "", "query parameters added to the replicas' database URL, such as pool_max_conns=24 (default: none, the gateway's defaults)")
 	flag.IntVar(&cfg.replicas, "replicas", 3, "gateway replicas on the one database")
 	flag.IntVar(&cfg.proxies, "proxies", 1000, "simulated proxies, spread evenly over the fleet sandboxes and, at first, round-robin over the replicas")
 	flag.IntVar(&cfg.fleetSandboxes, "fleet-sandboxes", 100, "sandboxes the proxies belong to; the policy sets go round-robin over them")

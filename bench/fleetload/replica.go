@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -57,6 +59,7 @@ type replica struct {
 	// something fails, and counts them.
 	logTail  []string
 	warnings int
+	byMsg    map[string]int // warnings and errors by level and message
 }
 
 // start runs the replica and returns once it prints the end of its
@@ -122,7 +125,13 @@ func (r *replica) readLog(rd io.Reader) {
 		if strings.Contains(line, `"level":"INFO"`) || strings.Contains(line, `"level":"DEBUG"`) {
 			continue
 		}
+		var entry struct{ Level, Msg string }
+		json.Unmarshal([]byte(line), &entry)
 		r.mu.Lock()
+		if r.byMsg == nil {
+			r.byMsg = map[string]int{}
+		}
+		r.byMsg[entry.Level+" "+entry.Msg]++
 		r.warnings++
 		r.logTail = append(r.logTail, line)
 		if len(r.logTail) > 200 {
@@ -180,4 +189,11 @@ func (r *replica) stop() error {
 		r.kill()
 		return fmt.Errorf("replica %d did not stop within 20s of SIGTERM", r.index)
 	}
+}
+
+// messages returns the warnings and errors logged so far, by message.
+func (r *replica) messages() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.byMsg)
 }

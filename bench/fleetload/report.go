@@ -78,4 +78,7 @@ func (r *results) writeTable(out io.Writer) {
 		fmt.Fprintf(out, "at the end NOT every proxy was on its sandbox's last version: %v\n", r.FinalMissing)
 	}
 	fmt.Fprintf(out, "replicas' warning and error log lines: %v\n", r.ReplicaWarnings)
+	for _, m := range topFailures(r.ReplicaLog, 8) {
+		fmt.Fprintln(out, "  ", m)
+	}
 }

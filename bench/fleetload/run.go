@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 type config struct {
 	binary         string
 	databaseURL    string
+	dbParams       string
 	replicas       int
 	proxies        int
 	fleetSandboxes int
@@ -106,7 +108,15 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 	var b [24]byte
 	rand.Read(b[:])
 	admin := "pcs_fleetload-" + hex.EncodeToString(b[:])
-	env := append(os.Environ(), "PORTCULLIS_BOOTSTRAP_TOKEN="+admin, "PORTCULLIS_DATABASE_URL="+dbURL)
+	gwURL := dbURL
+	if cfg.dbParams != "" {
+		sep := "?"
+		if strings.Contains(gwURL, "?") {
+			sep = "&"
+		}
+		gwURL += sep + cfg.dbParams
+	}
+	env := append(os.Environ(), "PORTCULLIS_BOOTSTRAP_TOKEN="+admin, "PORTCULLIS_DATABASE_URL="+gwURL)
 	pids := &pidSet{}
 	reps := make([]*replica, cfg.replicas)
 	addrs := make([]string, cfg.replicas)
@@ -239,8 +249,12 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 	res.FinalConverged = ferr == nil
 	res.FinalConvergeMs = ms(final.Took)
 	res.FinalMissing = final.Missing
+	res.ReplicaLog = map[string]int{}
 	for _, r := range reps {
 		res.ReplicaWarnings = append(res.ReplicaWarnings, r.warnings)
+		for m, n := range r.messages() {
+			res.ReplicaLog[m] += n
+		}
 	}
 	if cfg.json {
 		return benchcli.WriteJSON(out, res)

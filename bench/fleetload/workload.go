@@ -163,8 +163,11 @@ type opResult struct {
 	Sandbox  string
 	Start    time.Time
 	End      time.Time
-	Attempts int    // replicas tried
-	Err      string // "" when it returned success: acknowledged
+	Attempts int // calls made, one per replica tried
+	// FailedOver: some call of it went to another replica after the
+	// first did not answer.
+	FailedOver bool
+	Err        string // "" when it returned success: acknowledged
 	// What an acknowledged operation says was stored: the version and its
 	// hash (set, approve), the proposal (propose, approve).
 	Version  uint32
@@ -210,6 +213,7 @@ func (w *workload) setPolicy(ctx context.Context, k int) {
 		res, err = portcullisv1.NewPolicyServiceClient(conn).SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: sb, Document: policyVariant(k)})
 		return err
 	})
+	r.FailedOver = r.Attempts > 1
 	r.End = time.Now()
 	if err != nil {
 		r.Err = errString(err)
@@ -232,6 +236,7 @@ func (w *workload) proposeApprove(ctx context.Context, k int) {
 		p, err = portcullisv1.NewAdvisorServiceClient(conn).SubmitProposal(ctx, &portcullisv1.SubmitProposalRequest{Document: proposalDoc(k)})
 		return err
 	})
+	r.FailedOver = r.Attempts > 1
 	r.End = time.Now()
 	if err != nil {
 		r.Err = errString(err)
@@ -242,7 +247,7 @@ func (w *workload) proposeApprove(ctx context.Context, k int) {
 	w.record(r)
 
 	a := opResult{Kind: opApprove, Sandbox: sb, Start: time.Now(), Proposal: p.GetId()}
-	p, err = w.approve(ctx, p, &a.Attempts)
+	p, err = w.approve(ctx, p, &a)
 	a.End = time.Now()
 	if err != nil {
 		a.Err = errString(err)
@@ -260,7 +265,7 @@ func (w *workload) proposeApprove(ctx context.Context, k int) {
 // proposal once, whatever its hash: when the approval was recorded but a
 // re-base left the proposal pending (its base moved before it could be
 // applied), the next approver of the pool approves the new hash.
-func (w *workload) approve(ctx context.Context, p *portcullisv1.Proposal, attempts *int) (*portcullisv1.Proposal, error) {
+func (w *workload) approve(ctx context.Context, p *portcullisv1.Proposal, op *opResult) (*portcullisv1.Proposal, error) {
 	id, hash := p.GetId(), p.GetResultingHash()
 	approver := 0
 	var lastErr error
@@ -272,7 +277,8 @@ func (w *workload) approve(ctx context.Context, p *portcullisv1.Proposal, attemp
 				Id: id, Reason: "fleetload", ResultingHash: hash})
 			return err
 		})
-		*attempts += n
+		op.Attempts += n
+		op.FailedOver = op.FailedOver || n > 1
 		switch {
 		case err == nil && res.GetStatus() == "applied":
 			return res, nil
@@ -296,7 +302,8 @@ func (w *workload) approve(ctx context.Context, p *portcullisv1.Proposal, attemp
 			res, err = portcullisv1.NewApprovalServiceClient(conn).GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
 			return err
 		})
-		*attempts += n
+		op.Attempts += n
+		op.FailedOver = op.FailedOver || n > 1
 		if err != nil {
 			return nil, errors.Join(lastErr, err)
 		}
