@@ -80,6 +80,11 @@ type minuteRow struct {
 	AckP99Ms    float64 `json:"ack_p99_ms"`
 	AckMaxMs    float64 `json:"ack_max_ms"`
 	AllAckP99Ms float64 `json:"all_ack_p99_ms"`
+	// The store stamps a version with its transaction's start (Postgres's
+	// now()), so the figures above include the committing transaction;
+	// from the set's answer to each such ACK (p99) leaves it out (an ACK
+	// can come before the answer: negative).
+	AnswerAckP99Ms float64 `json:"answer_ack_p99_ms"`
 	// The same per-ACK p99 for the versions the approvals applied.
 	ProposalAcks     int     `json:"proposal_acks"`
 	ProposalAckP99Ms float64 `json:"proposal_ack_p99_ms"`
@@ -156,6 +161,13 @@ func analyze(cfg config, t0 time.Time, kills []kill, ops []opResult, proxies []p
 		sandbox string
 		version uint32
 	}
+	answered := map[key]time.Time{} // acknowledged sets: when the answer came
+	for _, op := range ops {
+		if op.Kind == opSet && op.Err == "" {
+			answered[key{op.Sandbox, op.Version}] = op.End
+		}
+	}
+	answerAcks := make([][]time.Duration, minutes)
 	setAcks := make([][]time.Duration, minutes)
 	propAcks := make([][]time.Duration, minutes)
 	lastAck := map[key]time.Duration{}
@@ -202,6 +214,9 @@ func analyze(cfg config, t0 time.Time, kills []kill, ops []opResult, proxies []p
 					setAcks[m] = append(setAcks[m], lag)
 					k := key{p.Sandbox, e.V}
 					lastAck[k] = max(lastAck[k], lag)
+					if at, ok := answered[k]; ok {
+						answerAcks[m] = append(answerAcks[m], time.Unix(0, e.T).Sub(at))
+					}
 				case "proposal":
 					m := minuteOf(committed)
 					propAcks[m] = append(propAcks[m], lag)
@@ -222,6 +237,8 @@ func analyze(cfg config, t0 time.Time, kills []kill, ops []opResult, proxies []p
 		slices.Sort(setAcks[i])
 		slices.Sort(propAcks[i])
 		slices.Sort(allAcks[i])
+		slices.Sort(answerAcks[i])
+		m.AnswerAckP99Ms = ms(stats.Percentile(answerAcks[i], 99))
 		m.SetAcks, m.SetVersions = len(setAcks[i]), len(allAcks[i])
 		m.AckP50Ms = ms(stats.Percentile(setAcks[i], 50))
 		m.AckP99Ms = ms(stats.Percentile(setAcks[i], 99))

@@ -83,6 +83,9 @@ func TestAnalyze(t *testing.T) {
 	if m.SetAcks != 1 || m.AckP99Ms != 40 || m.SetVersions != 1 || m.Reconnects != 1 || m.ReconnectedProxies != 1 {
 		t.Errorf("minute = %+v, want one set ACK at 40 ms and one reconnect", m)
 	}
+	if m.AnswerAckP99Ms != -1960 { // the set answered at 3 s, ACKed at 1.04 s
+		t.Errorf("from answer p99 = %v ms, want -1960", m.AnswerAckP99Ms)
+	}
 	if res.Regressions != 1 || res.OlderOffered != 1 || res.FinalByReplica[0] != 2 {
 		t.Errorf("regressions %d, older offered %d, by replica %v; want 1, 1, [2 0]", res.Regressions, res.OlderOffered, res.FinalByReplica)
 	}

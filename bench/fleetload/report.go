@@ -14,7 +14,7 @@ func (r *results) writeTable(out io.Writer) {
 		r.Replicas, r.Proxies, r.FleetSandboxes, r.Sandboxes, r.OpsPerSec, r.SetEvery, r.KillEvery, r.Duration)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "minute\tacked\tfailed\tset ok/fail\tpropose ok/fail\tapprove ok/fail\tfailed over\tsets pushed\tset ACK p50 ms\tp99 ms\tmax ms\tall-ACK p99 ms\tapplied ACK p99 ms\treconnects\tproxies\tkill\tall back ms\t")
+	fmt.Fprintln(tw, "minute\tacked\tfailed\tset ok/fail\tpropose ok/fail\tapprove ok/fail\tfailed over\tsets pushed\tset ACK p50 ms\tp99 ms\tmax ms\tall-ACK p99 ms\tfrom answer p99 ms\tapplied ACK p99 ms\treconnects\tproxies\tkill\tall back ms\t")
 	for _, m := range r.Minutes {
 		kill := ""
 		back := ""
@@ -32,9 +32,9 @@ func (r *results) writeTable(out io.Writer) {
 			c := m.Ops[kind]
 			return fmt.Sprintf("%d/%d", c.Acked, c.Failed)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t\n",
 			m.Minute, m.Acked, m.Failed, oc(opSet), oc(opPropose), oc(opApprove), m.FailedOver, m.SetVersions,
-			m.AckP50Ms, m.AckP99Ms, m.AckMaxMs, m.AllAckP99Ms, m.ProposalAckP99Ms, m.Reconnects, m.ReconnectedProxies,
+			m.AckP50Ms, m.AckP99Ms, m.AckMaxMs, m.AllAckP99Ms, m.AnswerAckP99Ms, m.ProposalAckP99Ms, m.Reconnects, m.ReconnectedProxies,
 			strings.TrimSpace(kill), strings.TrimSpace(back))
 	}
 	tw.Flush()
