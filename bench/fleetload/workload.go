@@ -129,25 +129,31 @@ func failover(err error) bool {
 // do runs call with token on the replicas, round-robin, failing over.
 // It returns how many replicas it tried.
 func (f *fleetClient) do(ctx context.Context, token string, call func(context.Context, *grpc.ClientConn) error) (int, error) {
+	attempts, _, err := f.doAt(ctx, token, call)
+	return attempts, err
+}
+
+// doAt is do, and also says which replica answered last.
+func (f *fleetClient) doAt(ctx context.Context, token string, call func(context.Context, *grpc.ClientConn) error) (attempts, replica int, err error) {
 	first := int(f.next.Add(1))
 	n := len(f.conns)
-	var err error
 	for a := range 2 * n {
 		if a > 0 && a%n == 0 {
 			select {
 			case <-time.After(200 * time.Millisecond):
 			case <-ctx.Done():
-				return a, ctx.Err()
+				return a, replica, ctx.Err()
 			}
 		}
+		replica = (first + a) % n
 		actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), attemptTimeout)
-		err = call(actx, f.conns[(first+a)%n])
+		err = call(actx, f.conns[replica])
 		cancel()
 		if err == nil || !failover(err) || ctx.Err() != nil {
-			return a + 1, err
+			return a + 1, replica, err
 		}
 	}
-	return 2 * n, err
+	return 2 * n, replica, err
 }
 
 // Operation kinds.
@@ -167,6 +173,7 @@ type opResult struct {
 	// FailedOver: some call of it went to another replica after the
 	// first did not answer.
 	FailedOver bool
+	Replica    int    // set: the replica that answered (last tried)
 	Err        string // "" when it returned success: acknowledged
 	// What an acknowledged operation says was stored: the version and its
 	// hash (set, approve), the proposal (propose, approve).
@@ -209,7 +216,7 @@ func (w *workload) setPolicy(ctx context.Context, k int) {
 	r := opResult{Kind: opSet, Sandbox: sb, Start: time.Now()}
 	var res *portcullisv1.PolicyVersion
 	var err error
-	r.Attempts, err = w.fc.do(ctx, w.admin, func(ctx context.Context, conn *grpc.ClientConn) error {
+	r.Attempts, r.Replica, err = w.fc.doAt(ctx, w.admin, func(ctx context.Context, conn *grpc.ClientConn) error {
 		res, err = portcullisv1.NewPolicyServiceClient(conn).SetPolicy(ctx, &portcullisv1.SetPolicyRequest{Sandbox: sb, Document: policyVariant(k)})
 		return err
 	})
