@@ -189,7 +189,8 @@ func dialProxy(addr, token string) (*grpc.ClientConn, error) {
 // startProxies dials every sandbox's connection to every replica (the
 // proxies of one sandbox share them, as HTTP/2 lets them), starts the
 // proxies — proxy i of sandbox i mod S on replica i mod R, each after a
-// random wait under a second — and returns once every one is connected.
+// random wait under a second — and returns once every one is connected
+// (within req.Timeout).
 func startProxies(req childRequest) (*childState, error) {
 	if len(req.Addrs) == 0 || len(req.Sandboxes) == 0 || req.Proxies < 1 {
 		return nil, errors.New("start needs addresses, sandboxes and a proxy count")
@@ -215,7 +216,7 @@ func startProxies(req childRequest) (*childState, error) {
 		c.proxies = append(c.proxies, p)
 		c.wg.Go(func() { c.runProxy(ctx, p) })
 	}
-	if _, missing, err := c.await(nil, 2*time.Minute); err != nil {
+	if _, missing, err := c.await(nil, req.Timeout); err != nil {
 		c.stop()
 		return nil, fmt.Errorf("connecting: %w (%v)", err, missing)
 	}

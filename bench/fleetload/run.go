@@ -175,7 +175,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 	}
 	fmt.Fprintf(logw, "%d simulated proxies on %d sandboxes: connecting\n", cfg.proxies, cfg.fleetSandboxes)
 	connectStart := time.Now()
-	if _, err := pp.call(childRequest{Op: "start", Addrs: addrs, Sandboxes: creds, Proxies: cfg.proxies}); err != nil {
+	if _, err := pp.call(childRequest{Op: "start", Addrs: addrs, Sandboxes: creds, Proxies: cfg.proxies, Timeout: cfg.timeout}); err != nil {
 		return err
 	}
 	fmt.Fprintf(logw, "  every proxy connected in %s\n", time.Since(connectStart).Round(time.Millisecond))
