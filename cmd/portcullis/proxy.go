@@ -171,6 +171,9 @@ Off by default.`,
 				}
 			}
 			applyTestHooks(&cfg)
+			if err := applyDrillHooks(&cfg); err != nil {
+				return err
+			}
 			agent, err := dataplane.New(cfg)
 			if err != nil {
 				for _, e := range emitters {
