@@ -97,6 +97,24 @@ func (c *SubscribeConfig) setDefaults() {
 	}
 }
 
+// How the gateway connection finds a dead path (drills/proxy's cut drill
+// measures it). A path can die silently — packets dropped, a middlebox's
+// state lost — and neither end hears of it: with nothing read for
+// keepaliveTime the proxy pings, and a ping unanswered for
+// keepaliveTimeout closes the connection, so the proxy gives up a silent
+// path within 15 s instead of waiting out three heartbeats (the stream's
+// own check, which ends the stream but not the connection under it).
+// keepaliveTime is the least the gateway permits (gateway/transport's
+// enforcement policy). A connection attempt the dead path swallows is
+// given up after minConnectTimeout (grpc-go waits the current backoff
+// instead when that is longer), so once the path is back the proxy is
+// too within about that much and one reconnect wait.
+const (
+	keepaliveTime     = 10 * time.Second
+	keepaliveTimeout  = 5 * time.Second
+	minConnectTimeout = 3 * time.Second
+)
+
 // Enforcer is what a Subscriber keeps in step: the proxy's compiled
 // policy and the sandbox CA it terminates TLS with.
 type Enforcer interface {
@@ -144,12 +162,12 @@ func NewSubscriber(cfg SubscribeConfig, proxy Enforcer) (*Subscriber, error) {
 		return grpc.NewClient(target,
 			grpc.WithTransportCredentials(creds),
 			grpc.WithPerRPCCredentials(bearer{token: cfg.Token}),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 			// The channel's own reconnect waits follow the same bounds as the
 			// stream's (grpc-go's default grows to two minutes).
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
-				MinConnectTimeout: 10 * time.Second,
+				MinConnectTimeout: minConnectTimeout,
 			}),
 		)
 	}
