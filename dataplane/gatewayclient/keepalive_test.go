@@ -140,3 +140,47 @@ func waitVersion(t *testing.T, p *proxy, want string, within time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A proxy whose clock is five minutes behind learns from the first
+// heartbeat's answer that the gateway is at least that far ahead (never
+// less: grants must end no later than the gateway says); one five
+// minutes ahead learns that the gateway is not ahead.
+func TestSubscriberMeasuresTheGatewayClock(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, skew := range []time.Duration{-5 * time.Minute, 5 * time.Minute} {
+		p := &proxy{}
+		sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
+			Gateway: gw.URL, Sandbox: "agent-1", ProxyID: "p" + skew.String(), DataDir: t.TempDir(),
+			Token: func() (string, error) { return created.GetToken(), nil },
+			Now:   func() time.Time { return time.Now().Add(skew) }, Logger: slog.New(slog.DiscardHandler),
+		}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { sub.Run(ctx); close(done) }()
+		waitVersion(t, p, "1", 15*time.Second)
+		deadline := time.Now().Add(15 * time.Second)
+		for skew < 0 && sub.GatewayAhead() == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		got := sub.GatewayAhead()
+		cancel()
+		<-done
+		sub.Close()
+		switch {
+		case skew < 0 && got < -skew:
+			t.Errorf("proxy %v behind: gateway ahead by %v, want at least %v", -skew, got, -skew)
+		case skew < 0 && got > -skew+5*time.Second:
+			t.Errorf("proxy %v behind: gateway ahead by %v, far more than the skew", -skew, got)
+		case skew > 0 && got != 0:
+			t.Errorf("proxy %v ahead: gateway ahead by %v, want 0", skew, got)
+		}
+	}
+}

@@ -80,6 +80,9 @@ type SubscribeConfig struct {
 	// apply, keep, answer — the child of the gateway's push span its
 	// message names (trace.go). Default nil: no spans.
 	Tracer trace.TracerProvider
+	// Now is the proxy's clock, which heartbeats carry and GatewayAhead
+	// measures against. Default time.Now.
+	Now func() time.Time
 }
 
 func (c *SubscribeConfig) setDefaults() {
@@ -94,6 +97,9 @@ func (c *SubscribeConfig) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -145,6 +151,8 @@ type Subscriber struct {
 		hash    string
 		err     string
 	}
+
+	clock gatewayClock // the gateway's clock, from heartbeats (clock.go)
 }
 
 // NewSubscriber prepares the subscription of proxy; it does not connect
@@ -362,6 +370,13 @@ func (s *Subscriber) AppliedVersion() uint32 {
 	return s.applied.GetVersion()
 }
 
+// GatewayAhead returns how far the gateway's clock is ahead of the
+// proxy's (Now), by the latest heartbeat answered: an upper bound, so a
+// grant judged at Now()+GatewayAhead() ends no later than the gateway
+// says. 0 when the gateway is not ahead or has not answered yet; the last
+// estimate holds while the gateway is unreachable.
+func (s *Subscriber) GatewayAhead() time.Duration { return s.clock.aheadOf() }
+
 // Run keeps a policy stream open until ctx ends, reconnecting with
 // exponential backoff and full jitter.
 func (s *Subscriber) Run(ctx context.Context) error {
@@ -418,7 +433,8 @@ func (s *Subscriber) stream(ctx context.Context) error {
 		return err
 	}
 
-	// Heartbeats: one every interval; the gateway answers each, and any
+	// Heartbeats: one at once (the gateway's answer tells its clock,
+	// clock.go) and one every interval; the gateway answers each, and any
 	// message from it proves it alive.
 	silent := time.AfterFunc(3*s.cfg.Heartbeat, func() { cancel(errGatewaySilent) })
 	defer silent.Stop()
@@ -431,19 +447,22 @@ func (s *Subscriber) stream(ctx context.Context) error {
 		cancel(nil)
 		heartbeats.Wait()
 	}()
+	s.clock.restart()
 	heartbeats.Go(func() {
 		tick := time.NewTicker(s.cfg.Heartbeat)
 		defer tick.Stop()
 		for {
+			t0 := s.cfg.Now()
+			s.clock.sent(t0)
+			hb := &portcullisv1.Heartbeat{SentAt: timestamppb.New(t0)}
+			if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: hb}}); err != nil {
+				cancel(err)
+				return
+			}
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-				hb := &portcullisv1.Heartbeat{SentAt: timestamppb.Now()}
-				if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: hb}}); err != nil {
-					cancel(err)
-					return
-				}
 			}
 		}
 	})
@@ -459,6 +478,11 @@ func (s *Subscriber) stream(ctx context.Context) error {
 		silent.Reset(3 * s.cfg.Heartbeat)
 		if g := res.GetGoaway(); g != nil {
 			return &goawayError{reason: g.GetReason()}
+		}
+		if hb := res.GetHeartbeat(); hb != nil && hb.GetSentAt() != nil {
+			if ahead, news := s.clock.answered(hb.GetSentAt().AsTime()); news {
+				s.log.Warn("the gateway's clock differs from the proxy's; expires_at is judged by the later of the two", "gateway_ahead", ahead.Round(time.Millisecond).String())
+			}
 		}
 		sp := res.GetPolicy()
 		if sp == nil {
