@@ -140,6 +140,8 @@ func startGateway(t *testing.T, dir string) *gateway {
 	return g
 }
 
+func (g *gateway) url() string { return "http://" + g.addr }
+
 // api is the admin's view of the gateway.
 type api struct {
 	sandbox portcullisv1connect.SandboxServiceClient
@@ -217,6 +219,21 @@ func (a api) status(t *testing.T, id string) *portcullisv1.ProxyStatus {
 			return p
 		}
 	}
+	return nil
+}
+
+// waitStatus polls the gateway's record of proxy id until ok holds.
+func (a api) waitStatus(t *testing.T, id string, ok func(*portcullisv1.ProxyStatus) bool) *portcullisv1.ProxyStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last *portcullisv1.ProxyStatus
+	for time.Now().Before(deadline) {
+		if last = a.status(t, id); last != nil && ok(last) {
+			return last
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("proxy %s never reached the expected status; last %v", id, last)
 	return nil
 }
 
