@@ -91,6 +91,7 @@ func TestDrillDataDir(t *testing.T) {
 	tr := drive(px, up, 5*time.Millisecond, "v1")
 	// Full: a filler takes every block left.
 	fill(t, filepath.Join(data, "filler"))
+	time.Sleep(time.Second) // requests meet the full disk
 	push(restDoc(port, "v1", "v2"), "/v2/x", "/v3/x")
 	px.waitLog(t, 0, 10*time.Second, "the version could not be kept (ENOSPC)", func(l logLine) bool {
 		return l.msg == "could not keep the applied version in the data dir" && strings.Contains(l.raw, "no space left on device")
@@ -101,6 +102,7 @@ func TestDrillDataDir(t *testing.T) {
 
 	// Read-only.
 	mount("-o", "remount,ro", data)
+	time.Sleep(time.Second) // requests meet the read-only disk
 	from := px.logLen()
 	v3 := push(restDoc(port, "v3"), "/v3/x", "/v1/x")
 	px.waitLog(t, from, 10*time.Second, "the version could not be kept (EROFS)", func(l logLine) bool {
@@ -108,10 +110,12 @@ func TestDrillDataDir(t *testing.T) {
 	})
 	outcomes := tr.halt()
 	unanswered := 0
+	var slowest time.Duration
 	for _, o := range outcomes {
 		if o.status == 0 {
 			unanswered++
 		}
+		slowest = max(slowest, o.answered.Sub(o.sent))
 	}
 
 	// Restarted on the read-only directory: it starts, and follows the
@@ -136,8 +140,8 @@ func TestDrillDataDir(t *testing.T) {
 	if s := gw.api.status(t, id); s.GetLastNackVersion() != 0 {
 		t.Errorf("the proxy NACKed version %d: %s", s.GetLastNackVersion(), s.GetLastNackError())
 	}
-	figure(t, "drill=datadir pushed=%d acked=%d nacked=%d requests=%d unanswered=%d restart_on_readonly_to_current_ms=%d kept_after_recovery=%d",
-		pushed, acked, nacked, len(outcomes), unanswered, ms(restartToCurrent), kept)
+	figure(t, "drill=datadir pushed=%d acked=%d nacked=%d requests=%d unanswered=%d slowest_ms=%d restart_on_readonly_to_current_ms=%d kept_after_recovery=%d",
+		pushed, acked, nacked, len(outcomes), unanswered, ms(slowest), ms(restartToCurrent), kept)
 	if unanswered != 0 {
 		t.Errorf("%d requests went unanswered while the disk was full or read-only", unanswered)
 	}
