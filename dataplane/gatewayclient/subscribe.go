@@ -547,15 +547,19 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	// First contact pins the key; a rotation moves the pin forward.
 	repinned := !s.pinned.Equal(trusted)
 	s.pinned = trusted
-	s.keep(sp, chain, repinned)
+	if err := s.keep(sp, chain, repinned); err != nil {
+		// Enforced all the same; the gateway hears it with the ACK.
+		ack.GetAck().KeepError = err.Error()
+	}
 	s.log.Info("policy version applied", "version", sp.GetVersion(), "hash", sp.GetHash())
 	return ack
 }
 
 // keep writes the applied version (with its chain and the CA in force)
-// and, when it moved, the pinned key to the data dir. A failure is
-// logged: the version is enforced either way.
-func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey, repinned bool) {
+// and, when it moved, the pinned key to the data dir. A failure (a full
+// or read-only disk) is logged and returned for the ACK to carry: the
+// version is enforced either way.
+func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey, repinned bool) error {
 	kept := proto.Clone(sp).(*portcullisv1.SignedPolicy)
 	kept.Keys = chain
 	kept.Nonce = ""
@@ -574,6 +578,7 @@ func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.G
 	if err != nil {
 		s.log.Error("could not keep the applied version in the data dir", "err", err)
 	}
+	return err
 }
 
 // writeFileAtomic replaces path with data (0600): a crash leaves the old

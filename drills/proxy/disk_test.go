@@ -26,7 +26,8 @@ import (
 // read-only is ACKed (never NACKed: the gateway's record shows it applied
 // and no NACK) and enforced (its new path allowed, removed paths denied);
 // that the proxy says so in its log (the version could not be kept, the
-// decision log cannot be written); that restarted on the read-only
+// decision log cannot be written) and to the gateway, which counts it
+// (portcullis_proxy_keep_failures_total); that restarted on the read-only
 // directory it starts, enforces the version it kept and then the current
 // one; that no request goes unanswered while it runs; and that once the
 // disk is writable again the next version is kept.
@@ -140,8 +141,13 @@ func TestDrillDataDir(t *testing.T) {
 	if s := gw.api.status(t, id); s.GetLastNackVersion() != 0 {
 		t.Errorf("the proxy NACKed version %d: %s", s.GetLastNackVersion(), s.GetLastNackError())
 	}
-	figure(t, "drill=datadir pushed=%d acked=%d nacked=%d requests=%d unanswered=%d slowest_ms=%d restart_on_readonly_to_current_ms=%d kept_after_recovery=%d",
-		pushed, acked, nacked, len(outcomes), unanswered, ms(slowest), ms(restartToCurrent), kept)
+	keepFailures := gw.metric(t, "portcullis_proxy_keep_failures_total")
+	figure(t, "drill=datadir pushed=%d acked=%d nacked=%d requests=%d unanswered=%d slowest_ms=%d restart_on_readonly_to_current_ms=%d kept_after_recovery=%d gateway_keep_failures=%.0f",
+		pushed, acked, nacked, len(outcomes), unanswered, ms(slowest), ms(restartToCurrent), kept, keepFailures)
+	// Versions 2 and 3, and 3 again after the restart.
+	if keepFailures < 3 {
+		t.Errorf("portcullis_proxy_keep_failures_total = %v, want the 3 versions the proxy could not keep", keepFailures)
+	}
 	if unanswered != 0 {
 		t.Errorf("%d requests went unanswered while the disk was full or read-only", unanswered)
 	}

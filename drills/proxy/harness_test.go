@@ -142,6 +142,31 @@ func startGateway(t *testing.T, dir string) *gateway {
 
 func (g *gateway) url() string { return "http://" + g.addr }
 
+// metric reads one unlabelled sample from the gateway's /metrics.
+func (g *gateway) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", g.url()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s (status %d)", name, res.StatusCode)
+	return 0
+}
+
 // api is the admin's view of the gateway.
 type api struct {
 	sandbox portcullisv1connect.SandboxServiceClient
