@@ -226,7 +226,9 @@ func readHistory(t *testing.T, c client, sandboxes []string) history {
 	return h
 }
 
-func versionKey(sandbox string, v uint32) string { return sandbox + "@" + strconv.FormatUint(uint64(v), 10) }
+func versionKey(sandbox string, v uint32) string {
+	return sandbox + "@" + strconv.FormatUint(uint64(v), 10)
+}
 
 // check is what a drill found: the counts it prints, and every broken
 // invariant.
