@@ -35,6 +35,21 @@ type setOp struct {
 	acked         bool
 	version       uint32 // answered, when acked
 	err           error
+	sent, done    time.Time
+}
+
+// firstAckedSince is how long after t the first set sent after t was
+// acked (false: none was).
+func (l *ledger) firstAckedSince(t time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, s := range l.sets {
+		if s.acked && s.sent.After(t) && (first.IsZero() || s.done.Before(first)) {
+			first = s.done
+		}
+	}
+	return first.Sub(t), !first.IsZero()
 }
 
 // approvalOp is one proposal's approval (or auto-approval at submission).

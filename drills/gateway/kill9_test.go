@@ -64,6 +64,7 @@ func (b *burst) setter(ctx context.Context, k int) {
 		res, err := c.policy.SetPolicy(cctx, &portcullisv1.SetPolicyRequest{Sandbox: sb, Document: doc})
 		cancel()
 		b.ops.Add(1)
+		op.sent, op.done = start, time.Now()
 		if err != nil {
 			op.err = err
 		} else {
