@@ -33,18 +33,24 @@ func newProxy(t *testing.T, name, sandbox, gatewayURL, token string) *proxy {
 	return p
 }
 
-// waitVersion waits until the proxy persisted version v as its last good
-// one (it verified, applied and ACKed it) and returns how long that took
-// from since.
-func (p *proxy) waitVersion(v uint32, since time.Time, within time.Duration) (time.Duration, bool) {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if readSignedVersion(p.dataDir) >= v {
-			return time.Since(since), true
-		}
-		time.Sleep(10 * time.Millisecond)
+// waitVersion waits until each proxy persisted version v (or a later
+// one) as its last good one — it verified and applied it — and returns,
+// per proxy, how long that took from since (-1: not within).
+func waitVersion(proxies []*proxy, v uint32, since time.Time, within time.Duration) []time.Duration {
+	took := make([]time.Duration, len(proxies))
+	left := len(proxies)
+	for i := range took {
+		took[i] = -1
 	}
-	return 0, false
+	for deadline := time.Now().Add(within); left > 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for i, p := range proxies {
+			if took[i] < 0 && readSignedVersion(p.dataDir) >= v {
+				took[i] = time.Since(since)
+				left--
+			}
+		}
+	}
+	return took
 }
 
 // TestPostgresRestart: two replicas on a PostgreSQL cluster of the
@@ -86,9 +92,9 @@ func TestPostgresRestart(t *testing.T) {
 		newProxy(t, "proxy-a", "pg-0", a.url, bu.tokens["pg-0"]),
 		newProxy(t, "proxy-b", "pg-0", b.url, bu.tokens["pg-0"]),
 	}
-	for _, p := range proxies {
-		if _, ok := p.waitVersion(1, time.Now(), 30*time.Second); !ok {
-			t.Fatalf("%s never applied version 1", p.name)
+	for i, took := range waitVersion(proxies, 1, time.Now(), 30*time.Second) {
+		if took < 0 {
+			t.Fatalf("%s never applied version 1", proxies[i].name)
 		}
 	}
 
@@ -141,12 +147,13 @@ func TestPostgresRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("outage %d (%s): get pg-0: %v", i+1, mode, err)
 		}
-		for _, p := range proxies {
-			took, ok := p.waitVersion(sb.GetCurrentVersion(), started, 30*time.Second)
-			if !ok {
+		fields = append(fields, "proxies_at_v", sb.GetCurrentVersion())
+		for j, took := range waitVersion(proxies, sb.GetCurrentVersion(), started, 30*time.Second) {
+			p := proxies[j]
+			if took < 0 {
 				t.Errorf("outage %d (%s): %s did not reach version %d within 30s of PostgreSQL's start: it holds %d", i+1, mode, p.name, sb.GetCurrentVersion(), readSignedVersion(p.dataDir))
 			}
-			fields = append(fields, p.name+"_at_v", sb.GetCurrentVersion(), p.name+"_converge_ms", took.Milliseconds())
+			fields = append(fields, p.name+"_converge_ms", took.Milliseconds())
 		}
 		figure(t, "pgrestart", fields...)
 	}
@@ -166,9 +173,9 @@ func TestPostgresRestart(t *testing.T) {
 		t.Fatalf("last set: %v", err)
 	}
 	committed := time.Now()
-	for _, p := range proxies {
-		took, ok := p.waitVersion(last.GetVersion(), committed, 30*time.Second)
-		if !ok {
+	for i, took := range waitVersion(proxies, last.GetVersion(), committed, 30*time.Second) {
+		p := proxies[i]
+		if took < 0 {
 			t.Errorf("%s did not converge on version %d within 30s: it holds %d", p.name, last.GetVersion(), readSignedVersion(p.dataDir))
 			continue
 		}
