@@ -13,7 +13,11 @@
 // Each drill's doc comment says what it asserts; each prints its figures
 // with t.Logf, one line per figure starting with FIGURE. The default
 // variants fit in about two minutes; the long ones run with
-// -drills.long (or PORTCULLIS_DRILLS_LONG=1). Drills that need PostgreSQL
-// follow internal/pgtest: they skip when none is reachable, except under
-// CI=true.
+// PORTCULLIS_DRILLS_LONG=1 (or -drills.long when this package alone is
+// tested). TestMain builds the binary, unless PORTCULLIS_DRILLS_BIN names
+// one. The kill -9 drill uses the shared PostgreSQL of internal/pgtest
+// (skipped when none is reachable, except under CI=true); the restart
+// drill runs a cluster of its own (initdb from PORTCULLIS_DRILLS_PG_BIN or
+// /usr/lib/postgresql/*/bin; as root, as the OS user postgres). Their
+// latest figures are in RELIABILITY.md.
 package gateway

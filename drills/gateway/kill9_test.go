@@ -215,6 +215,9 @@ func TestKill9ReplicaDuringBurst(t *testing.T) {
 	for k, v := range bu.led.errorKinds() {
 		t.Logf("errored calls %s: %s", k, v)
 	}
+	for _, g := range bu.replicas {
+		g.internalErrors(t)
+	}
 	// Re-bases triggered by the last commits still write; then both
 	// replicas read the same history.
 	settle(t, admin)

@@ -163,6 +163,9 @@ func TestPostgresRestart(t *testing.T) {
 	for k, v := range bu.led.errorKinds() {
 		t.Logf("errored calls %s: %s", k, v)
 	}
+	for _, g := range bu.replicas {
+		g.internalErrors(t)
+	}
 
 	// The last version of the proxies' sandbox, committed through
 	// replica b: the proxy on a hears of it from PostgreSQL.

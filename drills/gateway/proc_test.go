@@ -212,6 +212,23 @@ func (p *process) address() string {
 	return p.addr
 }
 
+// internalErrors logs (up to 5 of) the gateway's "internal error" lines:
+// the detail behind calls a drill saw answered Internal.
+func (g *gateway) internalErrors(t *testing.T) {
+	t.Helper()
+	n := 0
+	for line := range strings.Lines(g.log.String()) {
+		if strings.Contains(line, `"msg":"internal error"`) {
+			if n++; n <= 5 {
+				t.Logf("%s: %s", g.name, strings.TrimSpace(line))
+			}
+		}
+	}
+	if n > 5 {
+		t.Logf("%s: %d internal errors in all", g.name, n)
+	}
+}
+
 // gateway is a `portcullis gateway` replica on a fixed address.
 type gateway struct {
 	*process

@@ -54,6 +54,7 @@ func TestSQLiteKill9DuringWrites(t *testing.T) {
 	for k, v := range bu.led.errorKinds() {
 		t.Logf("errored calls %s: %s", k, v)
 	}
+	g.internalErrors(t)
 
 	settle(t, admin)
 	h := readHistory(t, admin, bu.sandboxes)

@@ -325,7 +325,8 @@ func lostConnection(err error) bool {
 		connErr *pgconn.ConnectError
 		netErr  net.Error
 	)
-	return errors.As(err, &connErr) || errors.As(err, &netErr) ||
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
