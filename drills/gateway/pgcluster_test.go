@@ -24,12 +24,12 @@ import (
 // that user. The server binaries come from PORTCULLIS_DRILLS_PG_BIN, else
 // the newest /usr/lib/postgresql/*/bin, else initdb on PATH.
 type pgCluster struct {
-	t                 *testing.T
-	bin, dir, data    string
-	port              int
-	runAs             string // "" or the OS user for runuser
-	uid, gid          int
-	stopped, starting bool
+	t              *testing.T
+	bin, dir, data string
+	port           int
+	runAs          string // "" or the OS user for runuser
+	uid, gid       int
+	stopped        bool
 }
 
 // skipOrFail skips outside CI; under CI=true a drill that cannot run

@@ -205,13 +205,6 @@ func (p *process) kill9() {
 	<-done
 }
 
-// address is where the process serves (host:port).
-func (p *process) address() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.addr
-}
-
 // internalErrors logs (up to 5 of) the gateway's "internal error" lines:
 // the detail behind calls a drill saw answered Internal.
 func (g *gateway) internalErrors(t *testing.T) {
