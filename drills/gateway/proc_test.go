@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -394,6 +395,6 @@ func (d durations) summary() string {
 	}
 	s := append(durations(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	p := func(q float64) int64 { return s[int(q*float64(len(s)-1))].Milliseconds() }
+	p := func(q float64) int64 { return s[int(math.Ceil(q*float64(len(s))))-1].Milliseconds() }
 	return fmt.Sprintf("n=%d p50_ms=%d p99_ms=%d max_ms=%d", len(s), p(0.5), p(0.99), s[len(s)-1].Milliseconds())
 }
