@@ -119,7 +119,11 @@ func (b *burst) approver(ctx context.Context, k int) {
 		case p.GetStatus() == "applied":
 			op.acked, op.version, op.hash = true, p.GetAppliedVersion(), p.GetResultingHash()
 		default:
+			// One approval is the quorum here: an approval answered
+			// success must have applied the proposal.
 			op.err = fmt.Errorf("approved proposal %d is %s", p.GetId(), p.GetStatus())
+			b.t.Errorf("approval of proposal %d answered success, status %s (approvals %d of %d): approved and not applied",
+				p.GetId(), p.GetStatus(), len(p.GetApprovals()), p.GetApprovalsRequired())
 		}
 		b.led.approval(op, time.Since(start))
 		if err != nil {
@@ -163,8 +167,8 @@ func pause(ctx context.Context) {
 // restart (acked = found, for sets and approvals); no errored call is
 // half-applied (a version without its audit entry, an applied proposal
 // without its version or the reverse, a proposal approved by its quorum
-// and never applied); versions run without gaps or doubles; the audit
-// chain verifies. Prints the restart-to-ready time, the counts, and the
+// and never applied, or an approval answered success that did not apply
+// it); versions run without gaps or doubles; the audit chain verifies. Prints the restart-to-ready time, the counts, and the
 // latency of acked calls.
 func TestKill9ReplicaDuringBurst(t *testing.T) {
 	rounds, before, after, nSandboxes := 1, 3*time.Second, 3*time.Second, 10
