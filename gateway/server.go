@@ -23,6 +23,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/notify"
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -132,6 +133,11 @@ type Config struct {
 	// dropped: exported as portcullis_ocsf_dropped_total. Default nil: no
 	// such metric (no sink).
 	OCSFDropped func() uint64
+	// OCSF, if set, queues an OCSF event built later (ocsf.Emitters.Emit:
+	// it never blocks): the gateway emits the Sentry events worth a
+	// security team's attention, the findings derived from them and what
+	// it did about each quarantine (docs/ocsf.md). Default nil: none.
+	OCSF func(build func() ocsf.Event)
 	// PendingMetricsTTL is how long /metrics reuses its count of pending
 	// proposals (one store query) before asking again. Default 10s.
 	PendingMetricsTTL time.Duration
@@ -291,9 +297,11 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		WaitApplied: s.dist.WaitApplied,
 		Held:        s.notify.QuarantineHeld,
 		Observe:     s.metrics.observeSentry,
-		Acted:       func(a store.SentryAction) { s.metrics.sentryActions.WithLabelValues(a.Status).Inc() },
+		Acted:       s.sentryActed,
 		Applied:     func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
-		Found:       func(kind string) { s.metrics.sentryFound.WithLabelValues(kind).Inc() },
+		Found:       s.sentryFound,
+		Notable:     s.sentryNotable,
+		Decided:     s.sentryDecided,
 	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
 		return toConnectError(ctx, s.log, procedure, err)
