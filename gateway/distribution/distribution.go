@@ -41,13 +41,15 @@ type Config struct {
 	VersionCheckInterval time.Duration
 	// Acked and Nacked, if set, observe each ACK (with its sandbox and
 	// its lag from the version's commit) and each NACK; Dropped the
-	// decision records a proxy says it dropped before shipping them;
-	// Decided the records of each valid batch shipped, by decision
-	// (before the ingest limit): the gateway's metrics.
-	Acked   func(sandbox string, lag time.Duration)
-	Nacked  func()
-	Dropped func(n uint64)
-	Decided func(decision string, n int)
+	// decision records a proxy says it dropped before shipping them, and
+	// OCSFDropped the OCSF events its sinks dropped; Decided the records
+	// of each valid batch shipped, by decision (before the ingest limit):
+	// the gateway's metrics.
+	Acked       func(sandbox string, lag time.Duration)
+	Nacked      func()
+	Dropped     func(n uint64)
+	OCSFDropped func(n uint64)
+	Decided     func(decision string, n int)
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
 	// Tracer, if set, traces each delivery of a version to a proxy until
@@ -110,6 +112,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 	}
 	if cfg.Dropped == nil {
 		cfg.Dropped = func(uint64) {}
+	}
+	if cfg.OCSFDropped == nil {
+		cfg.OCSFDropped = func(uint64) {}
 	}
 	if cfg.Decided == nil {
 		cfg.Decided = func(string, int) {}
