@@ -103,8 +103,9 @@ type Metadata struct {
 	// (milliseconds), where another party wrote it (a Sentry event).
 	LoggedTime int64 `json:"logged_time,omitempty"`
 	// Sequence is the event's place in its sender's stream (a Sentry
-	// source's sequence).
-	Sequence uint64 `json:"sequence,omitempty"`
+	// source's sequence); EventCode its type there.
+	Sequence  uint64 `json:"sequence,omitempty"`
+	EventCode string `json:"event_code,omitempty"`
 }
 
 // Product names what wrote the event: Portcullis's gateway or proxy.

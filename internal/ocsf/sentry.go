@@ -45,7 +45,7 @@ func FromSentryEvent(ev sentry.Event, received time.Time, p Product) Event {
 	}
 	e.setSeverity(sev)
 	uid := SentryUID(ev.Source, ev.ID)
-	e.Metadata = Metadata{Version: Version, Product: p, UID: uid, LoggedTime: received.UnixMilli(), Sequence: ev.Sequence}
+	e.Metadata = Metadata{Version: Version, Product: p, UID: uid, LoggedTime: received.UnixMilli(), Sequence: ev.Sequence, EventCode: ev.Type}
 	class := string(ev.Class)
 	if class == "" {
 		class = ev.Type

@@ -100,7 +100,7 @@ func TestSentryMappingFields(t *testing.T) {
 	    "tool_call": {"server": "s", "tool": "refund", "arguments_digest": "sha256:`+strings.Repeat("ef", 32)+`"}}}`)
 	f := ocsf.FromSentryEvent(ev, at, ocsf.Gateway)
 	if f.Metadata.UID != "sentry://dpu-7/q-1" || f.FindingInfo.UID != f.Metadata.UID || f.FindingInfo.Types[0] != "boundary_breach" ||
-		f.Metadata.Sequence != 4 || f.Metadata.LoggedTime != at.UnixMilli() || f.IsAlert == nil || !*f.IsAlert {
+		f.Metadata.Sequence != 4 || f.Metadata.EventCode != "portcullis.sentry.v1.boundary_breach" || f.Metadata.LoggedTime != at.UnixMilli() || f.IsAlert == nil || !*f.IsAlert {
 		t.Errorf("finding: metadata %+v info %+v alert %v", f.Metadata, f.FindingInfo, f.IsAlert)
 	}
 	if f.ConfidenceID != 2 || f.ConfidenceScore == nil || *f.ConfidenceScore != 50 {
