@@ -121,3 +121,33 @@ func TestSentryMappingFields(t *testing.T) {
 		t.Errorf("remediation: %+v policy %+v", r, r.Policy)
 	}
 }
+
+// The validator holds Remediation Activity to its class: command_uid is
+// required, and status_id takes the class's values (3-6) beside the
+// dictionary's, nothing else.
+func TestValidateRemediation(t *testing.T) {
+	good := encode(t, ocsf.FromSentryAction(store.SentryAction{ID: 1, Source: "s", EventID: "e", Sandbox: "orders",
+		Status: store.SentryFailed, Reason: `sandbox "orders" not found`, ReceivedAt: at, CreatedAt: at}, "sentry:s", ocsf.Gateway))
+	if err := ocsftest.Validate(good); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		json.Unmarshal(good, &m)
+		f(m)
+		b, _ := json.Marshal(m)
+		return b
+	}
+	for name, b := range map[string][]byte{
+		"no command_uid":       edit(func(m map[string]any) { delete(m, "command_uid") }),
+		"status 7":             edit(func(m map[string]any) { m["status_id"] = 7 }),
+		"disposition 42":       edit(func(m map[string]any) { m["disposition_id"] = 42 }),
+		"no remediation.desc":  edit(func(m map[string]any) { m["remediation"] = map[string]any{} }),
+		"activity 6":           edit(func(m map[string]any) { m["activity_id"] = 6; m["type_uid"] = 700106 }),
+		"countermeasure empty": edit(func(m map[string]any) { m["countermeasures"] = []any{map[string]any{}} }),
+	} {
+		if err := ocsftest.Validate(b); err == nil {
+			t.Errorf("%s: validated %s", name, b)
+		}
+	}
+}
