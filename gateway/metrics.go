@@ -101,14 +101,12 @@ func newMetrics(s *Server) *metrics {
 	m.register(m.rpc.Collectors()...)
 	checksDropped := count("portcullis_sentry_checks_dropped_total",
 		"Sentry events this replica stored but did not check for findings because its check queue was full.", func() uint64 { return s.sentry.Dropped() })
-	preempted := count("portcullis_sentry_bulk_preempted_total",
-		"Bulk Sentry appends this replica cut short for a quarantine's freeze and made again.", func() uint64 { return s.sentry.Preempted() })
 	if s.cfg.OCSFDropped != nil {
 		m.register(count("portcullis_ocsf_dropped_total",
 			"OCSF events this replica dropped: a sink's queue was full or the sink refused them.", s.cfg.OCSFDropped))
 	}
 	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.proxyDropped, m.proxyOCSF, m.decided, m.conns, connected, behind, stored, limited, pruned,
-		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped, preempted,
+		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped,
 		newPendingCollector(s.store, s.cfg.Now, s.cfg.PendingMetricsTTL, s.log),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -44,17 +44,6 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		_, err := in.record(ctx, a)
 		return err
 	}
-	// From here until the freeze has committed, bulk appends give way
-	// (gate): none starts, and those in flight are cut short.
-	in.urgent.enter()
-	entered := true
-	leave := func() {
-		if entered {
-			entered = false
-			in.urgent.leave()
-		}
-	}
-	defer leave()
 	// A quarantine that cannot freeze anything takes no place in the
 	// budget and raises no alert.
 	switch sb, err := in.st.GetSandbox(ctx, ev.Subject); {
@@ -90,8 +79,9 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 			return nil
 		}
 	}
+	in.urgent.enter()
 	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
-	leave()
+	in.urgent.leave()
 	frozen := in.cfg.Now()
 	var conflict *lifecycle.ConflictError
 	switch {

@@ -105,17 +105,25 @@ type Config struct {
 	// queues).
 	Notable func(evs []sentry.Event, received time.Time)
 	Decided func(store.SentryAction)
+	// Events is the store of the events themselves (their rows, the
+	// sources' sequences, their findings' flags): a database apart from
+	// the control plane's (gateway --sentry-database-url), so that bulk
+	// ingest shares neither connections nor a write-ahead log with the
+	// freezes, versions and audit entries. Nil: the control plane's store.
+	Events *store.Store
 }
 
 // Intake is the gateway's Sentry intake.
 type Intake struct {
-	cfg  Config
-	st   *store.Store
-	life *lifecycle.Lifecycle
-	log  *slog.Logger
-	bulk chan struct{}
-	// urgent holds new bulk appends, and cuts short those in flight,
-	// while a remediation is committing its freeze.
+	cfg Config
+	// st is the control plane's store; events the events' (Config.Events).
+	st, events *store.Store
+	life       *lifecycle.Lifecycle
+	log        *slog.Logger
+	bulk       chan struct{}
+	// urgent holds new bulk appends while a remediation is committing its
+	// freeze, so that its commit shares the database's log with as few
+	// bulk writes as possible.
 	urgent gate
 	// breaker serialises this replica's count-then-freeze, so that two
 	// quarantines cannot both take the budget's last place.
@@ -126,9 +134,8 @@ type Intake struct {
 	// reading bounds the batches being read at once (Reading).
 	reading chan struct{}
 	// checks are the stored events waiting for their derived findings.
-	checks    chan check
-	dropped   atomic.Uint64
-	preempted atomic.Uint64
+	checks  chan check
+	dropped atomic.Uint64
 }
 
 // New returns an Intake over st that freezes through life.
@@ -157,7 +164,10 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	return &Intake{cfg: cfg, st: st, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots),
+	if cfg.Events == nil {
+		cfg.Events = st
+	}
+	return &Intake{cfg: cfg, st: st, events: cfg.Events, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots),
 		reading: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), checks: make(chan check, checkQueue)}
 }
 
@@ -178,6 +188,9 @@ func (r Result) Source(name string) store.SentrySource {
 	}
 	return store.SentrySource{Source: name}
 }
+
+// Events is the store the events are kept in (Config.Events).
+func (in *Intake) Events() *store.Store { return in.events }
 
 // Actor is how a source appears in the audit log and as the freezer.
 func Actor(source string) string { return "sentry:" + source }
@@ -246,7 +259,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			return Result{}, err
 		}
 		row := stored(u.ev, received)
-		out, err := in.st.AppendSentryEvents(ctx, []store.SentryEvent{row})
+		out, err := in.events.AppendSentryEvents(ctx, []store.SentryEvent{row})
 		if err != nil {
 			return Result{}, err
 		}
@@ -265,7 +278,17 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 		}
 	}
 	if len(rows) > 0 {
-		out, err := in.appendBulk(ctx, rows)
+		select {
+		case in.bulk <- struct{}{}:
+			if err := in.urgent.wait(ctx); err != nil {
+				<-in.bulk
+				return Result{}, err
+			}
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+		out, err := in.events.AppendSentryEvents(ctx, rows)
+		<-in.bulk
 		if err != nil {
 			return Result{}, err
 		}
@@ -284,7 +307,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	}
 	if len(res.Sources) == 0 {
 		// Nothing stored: still say where the sender's stream stands.
-		if res.Sources, err = in.st.SentryGaps(ctx, source); err != nil {
+		if res.Sources, err = in.events.SentryGaps(ctx, source); err != nil {
 			return Result{}, err
 		}
 		if len(res.Sources) == 0 {
@@ -296,44 +319,6 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	}
 	return res, nil
 }
-
-// maxPreemptions bounds how often one bulk append gives way to the
-// quarantine lane; after that it finishes even while a freeze commits
-// (remediations are rare — the budget holds them past a few per
-// minute — but a sender must not starve behind a stream of them).
-const maxPreemptions = 3
-
-// appendBulk stores a batch's bulk events in one of the BulkSlots. It
-// gives way to the quarantine lane: it does not start while a freeze is
-// committing, and one cut short by a freeze is rolled back and made
-// again (Postgres's appends commit on a context the cut does not end, so
-// an append is either whole or rolled back, never of unknown outcome).
-func (in *Intake) appendBulk(ctx context.Context, rows []store.SentryEvent) (store.SentryBatchResult, error) {
-	for attempt := 0; ; attempt++ {
-		select {
-		case in.bulk <- struct{}{}:
-		case <-ctx.Done():
-			return store.SentryBatchResult{}, ctx.Err()
-		}
-		actx, end, err := in.urgent.begin(ctx, attempt >= maxPreemptions)
-		if err != nil {
-			<-in.bulk
-			return store.SentryBatchResult{}, err
-		}
-		out, err := in.st.AppendSentryEvents(actx, rows)
-		preempted := end()
-		<-in.bulk
-		if err != nil && preempted && ctx.Err() == nil {
-			in.preempted.Add(1)
-			continue
-		}
-		return out, err
-	}
-}
-
-// Preempted counts the bulk appends cut short by the quarantine lane and
-// made again.
-func (in *Intake) Preempted() uint64 { return in.preempted.Load() }
 
 // add merges one append's outcome; a later state of a source replaces an
 // earlier one.
@@ -382,7 +367,7 @@ func (in *Intake) Run(ctx context.Context) {
 		var n int64
 		var err error
 		if in.cfg.Retention >= 0 {
-			n, err = in.st.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
+			n, err = in.events.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -407,7 +392,7 @@ type partitioner interface {
 // partitionsAhead makes the partitions of the coming days, so that no
 // append has to make its day's own.
 func (in *Intake) partitionsAhead(ctx context.Context) {
-	p, ok := in.st.Driver.(partitioner)
+	p, ok := in.events.Driver.(partitioner)
 	if !ok {
 		return
 	}
@@ -456,7 +441,7 @@ func (in *Intake) check(_ context.Context, source string, key []byte, ev sentry.
 // its source holds; the same event again is a duplicate, not a replay
 // (seen).
 func (in *Intake) checkReplay(ctx context.Context, ev sentry.Event) (refused *sentry.FieldError, seen bool, err error) {
-	old, err := in.st.SentryEventAt(ctx, ev.Source, ev.Sequence)
+	old, err := in.events.SentryEventAt(ctx, ev.Source, ev.Sequence)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, false, nil
@@ -554,26 +539,12 @@ func stored(ev sentry.Event, received time.Time) store.SentryEvent {
 	return row
 }
 
-// gate is the quarantine lane's priority over the bulk lane. It is closed
-// while any remediation is in (enter … leave): bulk appends do not start
-// while it is closed, and entering it cancels the bulk appends in flight,
-// which roll back and start again once it opens. So a freeze's commit
-// shares the database (its connections, its log, the disk under it) with
-// no bulk write begun after the quarantine arrived.
+// gate is closed while any holder is in; wait blocks until it opens.
 type gate struct {
-	mu     sync.Mutex
-	in     int
-	open   chan struct{} // closed when the last holder leaves
-	flight map[*bulkAppend]struct{}
+	mu   sync.Mutex
+	in   int
+	open chan struct{} // closed when the last holder leaves
 }
-
-// bulkAppend is one bulk append in flight.
-type bulkAppend struct {
-	cancel context.CancelCauseFunc
-}
-
-// errPreempted ends a bulk append's context when a remediation enters.
-var errPreempted = errors.New("a remediation took the store first")
 
 func (g *gate) enter() {
 	g.mu.Lock()
@@ -582,10 +553,6 @@ func (g *gate) enter() {
 		g.open = make(chan struct{})
 	}
 	g.in++
-	for b := range g.flight {
-		b.cancel(errPreempted)
-		delete(g.flight, b)
-	}
 }
 
 func (g *gate) leave() {
@@ -611,40 +578,5 @@ func (g *gate) wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// begin waits until the gate is open and starts a bulk append under it:
-// the context it returns ends with errPreempted if a remediation enters
-// before end is called. A pinned append (one preempted too often already)
-// is waited for like any other but never cancelled. end reports whether
-// the append was preempted.
-func (g *gate) begin(ctx context.Context, pinned bool) (context.Context, func() (preempted bool), error) {
-	for {
-		if err := g.wait(ctx); err != nil {
-			return nil, nil, err
-		}
-		g.mu.Lock()
-		if g.in > 0 { // a remediation entered between the wait and here
-			g.mu.Unlock()
-			continue
-		}
-		actx, cancel := context.WithCancelCause(ctx)
-		b := &bulkAppend{cancel: cancel}
-		if !pinned {
-			if g.flight == nil {
-				g.flight = make(map[*bulkAppend]struct{})
-			}
-			g.flight[b] = struct{}{}
-		}
-		g.mu.Unlock()
-		return actx, func() bool {
-			g.mu.Lock()
-			delete(g.flight, b)
-			g.mu.Unlock()
-			preempted := errors.Is(context.Cause(actx), errPreempted)
-			cancel(nil)
-			return preempted
-		}, nil
 	}
 }

@@ -16,9 +16,9 @@ import (
 // AppendSentryEvents stores the batch in one transaction (sentrysql.Append).
 // ctx may end the append until its commit, not during it: the commit runs
 // on a context ctx cannot cancel, so an append that returns an error was
-// rolled back, never committed unseen (the gateway cuts bulk appends short
-// for a quarantine and makes them again; a commit of unknown outcome
-// would count its events as duplicates the second time).
+// rolled back, never committed unseen (a sender whose request was cut
+// short sends the batch again, and a commit of unknown outcome would have
+// its events counted as duplicates the second time).
 func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEvent) (store.SentryBatchResult, error) {
 	return sentrysql.Append(ctx, events, d.Now(), " FOR UPDATE", func(fn func(sentrysql.Intake) error) error {
 		tx, err := d.pool.Begin(ctx)

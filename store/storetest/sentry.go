@@ -105,8 +105,8 @@ func testSentryReusedID(t *testing.T, s *store.Store) {
 	}
 }
 
-// testSentryCancelledAppend: an append whose context ends part-way (the
-// gateway cuts bulk appends short for a quarantine) is either whole or
+// testSentryCancelledAppend: an append whose context ends part-way (its
+// sender went away) is either whole or
 // rolled back, never of unknown outcome: sent again, its events are
 // counted exactly — stored once, and duplicates only for those the first
 // append reported stored.
