@@ -40,13 +40,16 @@ func (s *Server) sentryFound(kind string, ev store.SentryEvent, tool string) {
 	}
 }
 
-// sentryNotable emits the stored events a security team should see as
-// Detection Findings.
-func (s *Server) sentryNotable(evs []sentry.Event, received time.Time) {
+// sentryNotable returns the hook that emits the stored events a security
+// team should see as Detection Findings; nil without OCSF, so that the
+// bulk lane does not even look for them.
+func (s *Server) sentryNotable() func([]sentry.Event, time.Time) {
 	if s.cfg.OCSF == nil {
-		return
+		return nil
 	}
-	for _, ev := range evs {
-		s.cfg.OCSF(func() ocsf.Event { return ocsf.FromSentryEvent(ev, received, ocsf.Gateway) })
+	return func(evs []sentry.Event, received time.Time) {
+		for _, ev := range evs {
+			s.cfg.OCSF(func() ocsf.Event { return ocsf.FromSentryEvent(ev, received, ocsf.Gateway) })
+		}
 	}
 }

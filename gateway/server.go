@@ -308,7 +308,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Acted:       s.sentryActed,
 		Applied:     func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
 		Found:       s.sentryFound,
-		Notable:     s.sentryNotable,
+		Notable:     s.sentryNotable(),
 		Decided:     s.sentryDecided,
 		Events:      cfg.SentryStore,
 	}, st, s.life, s.log)
