@@ -30,6 +30,7 @@ type metrics struct {
 	pushNacks      prometheus.Counter
 	keepFailures   prometheus.Counter
 	proxyDropped   prometheus.Counter
+	proxyOCSF      prometheus.Counter
 	decided        *prometheus.CounterVec
 	conns          *prometheus.CounterVec
 	// Sentry intake.
@@ -65,6 +66,10 @@ func newMetrics(s *Server) *metrics {
 	m.proxyDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "portcullis_proxy_decisions_dropped_total",
 		Help: "Decision records proxies streaming from this replica reported they dropped before shipping them (their queue was full).",
+	})
+	m.proxyOCSF = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "portcullis_proxy_ocsf_dropped_total",
+		Help: "OCSF events proxies shipping to this replica reported their sinks dropped (a sink's queue was full or the sink refused them).",
 	})
 	m.decided = counterVec("portcullis_decisions_received_total",
 		"Decision records proxies shipped to this replica, by decision: allow, deny, audit or rate_limited (before the ingest limit).", "decision")
@@ -105,7 +110,7 @@ func newMetrics(s *Server) *metrics {
 		m.register(count("portcullis_ocsf_dropped_total",
 			"OCSF events this replica dropped: a sink's queue was full or the sink refused them.", s.cfg.OCSFDropped))
 	}
-	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.keepFailures, m.proxyDropped, m.decided, m.conns, connected, behind, stored, limited, pruned,
+	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.keepFailures, m.proxyDropped, m.proxyOCSF, m.decided, m.conns, connected, behind, stored, limited, pruned,
 		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped,
 		newPendingCollector(s.store, s.cfg.Now, s.cfg.PendingMetricsTTL, s.log),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -62,8 +62,8 @@ func wantSamples(t *testing.T, got map[string]float64, want map[string]float64) 
 }
 
 // TestMetricsPush: the ACK lag by sandbox, the proxies behind their
-// sandbox's newest version, and the decision records proxies say they
-// dropped.
+// sandbox's newest version, and the decision records and OCSF events
+// proxies say they dropped.
 func TestMetricsPush(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")
 	c := newConnectAPI(t, gw.URL, gatewaytest.AdminToken)
@@ -89,6 +89,7 @@ func TestMetricsPush(t *testing.T) {
 		`portcullis_sandbox_push_ack_seconds_bucket{sandbox="orders",le="+Inf"}`: 1,
 		"portcullis_push_ack_seconds_count":                                      1,
 		"portcullis_proxy_decisions_dropped_total":                               0,
+		"portcullis_proxy_ocsf_dropped_total":                                    0,
 	})
 
 	// The proxy reports records it dropped.
@@ -104,7 +105,7 @@ func TestMetricsPush(t *testing.T) {
 	}
 	allowed := floodDenial(3)
 	allowed.Decision, allowed.DenialId = "allow", ""
-	if err := ship.Send(&portcullisv1.ShipDecisionsRequest{ProxyId: "p1", Dropped: 5, Records: []*portcullisv1.DecisionRecord{floodDenial(1), floodDenial(2), allowed}}); err != nil {
+	if err := ship.Send(&portcullisv1.ShipDecisionsRequest{ProxyId: "p1", Dropped: 5, OcsfDropped: 7, Records: []*portcullisv1.DecisionRecord{floodDenial(1), floodDenial(2), allowed}}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := ship.CloseAndRecv(); err != nil || res.GetStored() != 3 {
@@ -126,6 +127,7 @@ func TestMetricsPush(t *testing.T) {
 	got := scrape(t, gw)
 	wantSamples(t, got, map[string]float64{
 		"portcullis_proxy_decisions_dropped_total":              5,
+		"portcullis_proxy_ocsf_dropped_total":                   7,
 		`portcullis_decisions_received_total{decision="deny"}`:  2,
 		`portcullis_decisions_received_total{decision="allow"}`: 1,
 		"portcullis_decisions_stored_total":                     3,

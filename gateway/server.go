@@ -23,6 +23,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/notify"
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -139,6 +140,11 @@ type Config struct {
 	// dropped: exported as portcullis_ocsf_dropped_total. Default nil: no
 	// such metric (no sink).
 	OCSFDropped func() uint64
+	// OCSF, if set, queues an OCSF event built later (ocsf.Emitters.Emit:
+	// it never blocks): the gateway emits the Sentry events worth a
+	// security team's attention, the findings derived from them and what
+	// it did about each quarantine (docs/ocsf.md). Default nil: none.
+	OCSF func(build func() ocsf.Event)
 	// PendingMetricsTTL is how long /metrics reuses its count of pending
 	// proposals (one store query) before asking again. Default 10s.
 	PendingMetricsTTL time.Duration
@@ -285,13 +291,14 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.dist = distribution.New(distribution.Config{
 		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
-		Acked:      s.metrics.acked,
-		Nacked:     s.metrics.pushNacks.Inc,
-		KeepFailed: s.metrics.keepFailures.Inc,
-		Dropped:    func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
-		Decided:    func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
-		Sink:       s.decisions,
-		Tracer:     cfg.TracerProvider,
+		Acked:       s.metrics.acked,
+		Nacked:      s.metrics.pushNacks.Inc,
+		KeepFailed:  s.metrics.keepFailures.Inc,
+		Dropped:     func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
+		OCSFDropped: func(n uint64) { s.metrics.proxyOCSF.Add(float64(n)) },
+		Decided:     func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
+		Sink:        s.decisions,
+		Tracer:      cfg.TracerProvider,
 	}, st, s.log)
 	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
 	s.sentry = sentryintake.New(sentryintake.Config{
@@ -299,9 +306,11 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		WaitApplied: s.dist.WaitApplied,
 		Held:        s.notify.QuarantineHeld,
 		Observe:     s.metrics.observeSentry,
-		Acted:       func(a store.SentryAction) { s.metrics.sentryActions.WithLabelValues(a.Status).Inc() },
+		Acted:       s.sentryActed,
 		Applied:     func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
-		Found:       func(kind string) { s.metrics.sentryFound.WithLabelValues(kind).Inc() },
+		Found:       s.sentryFound,
+		Notable:     s.sentryNotable(),
+		Decided:     s.sentryDecided,
 		Events:      cfg.SentryStore,
 	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {

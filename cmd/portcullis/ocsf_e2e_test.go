@@ -222,3 +222,65 @@ func TestOCSFFileEndToEnd(t *testing.T) {
 		t.Errorf("gateway file: %d policy sets, %d approvals, %d findings; want 1, 1, some", sets, approvals, findings)
 	}
 }
+
+// A proxy whose OCSF sink is down (a HEC collector refusing
+// connections) drops its events, counts them, and ships the count with
+// its decision records: the gateway exports it as
+// portcullis_proxy_ocsf_dropped_total, the proxy having no /metrics.
+func TestProxyOCSFDropsReachTheGateway(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer upstream.Close()
+	upPort := upstream.Listener.Addr().(*net.TCPAddr).Port
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	collector := "http://" + down.Addr().String() + "/services/collector/event"
+	down.Close() // nobody listens there: the sink's every write is refused
+
+	dir := t.TempDir()
+	gw := startGatewayProcess(t, []string{"PORTCULLIS_BOOTSTRAP_TOKEN=" + pushAdminToken, "PORTCULLIS_DATABASE_URL="},
+		"--data-dir", filepath.Join(dir, "gateway"))
+	defer gw.stop(t)
+	gatewayURL := "http://" + gw.addr
+	api := newPushAPI(gatewayURL)
+	created, err := api.sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: pushDoc(upPort, "v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile, hecToken := filepath.Join(dir, "token"), filepath.Join(dir, "hec-token")
+	if err := os.WriteFile(tokenFile, []byte(created.GetToken()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hecToken, []byte("hec-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	px := startOCSFProxy(t, gatewayURL, tokenFile, filepath.Join(dir, "p1"), "p1", "--ocsf-hec-url", collector, "--ocsf-hec-token-file", hecToken)
+	defer px.stop(t)
+	api.waitStatuses(t, []string{"p1"}, "version 1 applied", func(p *portcullisv1.ProxyStatus) bool { return p.GetConnected() && p.GetAppliedVersion() == 1 })
+	const requests = 5
+	for range requests {
+		px.wantStatus(t, upstream.URL, "/v1/a", 200)
+	}
+	dropped := func() float64 {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, gatewayURL+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+pushAdminToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "portcullis_proxy_ocsf_dropped_total "); ok {
+				var n float64
+				fmt.Sscan(v, &n)
+				return n
+			}
+		}
+		return -1
+	}
+	if err := pollUntil(20*time.Second, func() bool { return dropped() >= requests }); err != nil {
+		t.Fatalf("portcullis_proxy_ocsf_dropped_total = %v; want at least %d (one event per decision, none written)", dropped(), requests)
+	}
+}

@@ -175,6 +175,9 @@ Off by default.`,
 				cfg.OnRecord = func(r decision.Record) {
 					emitters.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
 				}
+				// The proxy has no /metrics: its drops travel with its
+				// decision records (portcullis_proxy_ocsf_dropped_total).
+				cfg.Shipper.OCSFDropped = emitters.Dropped
 			}
 			applyTestHooks(&cfg)
 			if err := applyDrillHooks(&cfg); err != nil {

@@ -217,11 +217,13 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 				}
 			}()
 			var ocsfDropped func() uint64
+			var ocsfEmit func(func() ocsf.Event)
 			if emitters != nil {
-				ocsfDropped = emitters.Dropped
+				ocsfDropped, ocsfEmit = emitters.Dropped, emitters.Emit
 			}
 			gw, err := gateway.New(gateway.Config{
 				OCSFDropped:      ocsfDropped,
+				OCSF:             ocsfEmit,
 				Listen:           listen,
 				TLSCertFile:      tlsCert,
 				TLSKeyFile:       tlsKey,

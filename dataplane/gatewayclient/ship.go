@@ -44,6 +44,10 @@ type ShipperConfig struct {
 	// (the gateway's bound).
 	DefinitionBatch int
 	Logger          *slog.Logger
+	// OCSFDropped, if set, returns how many OCSF events the proxy's sinks
+	// have dropped in all (ocsf.Emitters.Dropped); each batch carries the
+	// increase since the last one the gateway took.
+	OCSFDropped func() uint64
 }
 
 // Bounds on the definition bytes a shipper holds and sends at once: a
@@ -66,6 +70,7 @@ type Shipper struct {
 	defs     []decision.ToolDefinitionChange
 	defBytes int    // the definition bytes defs holds
 	defsLost uint64 // tool definition changes dropped from a full buffer, in all
+	ocsfSent uint64 // of OCSFDropped, what the gateway has taken
 	wake     chan struct{}
 	// urgent wakes Run even while it backs off after a failure: a Flush
 	// is waiting.
@@ -289,11 +294,15 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 	}
 	defs := s.defs[:nd:nd]
 	dropped := s.dropped
+	var ocsfDropped uint64
+	if s.cfg.OCSFDropped != nil {
+		ocsfDropped = s.cfg.OCSFDropped() - s.ocsfSent
+	}
 	s.mu.Unlock()
-	if n == 0 && nd == 0 && dropped == 0 {
+	if n == 0 && nd == 0 && dropped == 0 && ocsfDropped == 0 {
 		return false, nil
 	}
-	req := &portcullisv1.ShipDecisionsRequest{ProxyId: proxyID, Dropped: dropped, Records: make([]*portcullisv1.DecisionRecord, n)}
+	req := &portcullisv1.ShipDecisionsRequest{ProxyId: proxyID, Dropped: dropped, OcsfDropped: ocsfDropped, Records: make([]*portcullisv1.DecisionRecord, n)}
 	for i, r := range batch {
 		req.Records[i] = recordToProto(r)
 	}
@@ -318,6 +327,7 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 	s.defs = append(s.defs[:0], s.defs[nd:]...)
 	s.defBytes -= ndBytes
 	s.dropped -= dropped
+	s.ocsfSent += ocsfDropped
 	if n > 0 {
 		s.shipped += uint64(n)
 		close(s.progress)

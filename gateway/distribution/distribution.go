@@ -42,15 +42,16 @@ type Config struct {
 	// Acked and Nacked, if set, observe each ACK (with its sandbox and
 	// its lag from the version's commit) and each NACK; KeepFailed each
 	// ACK of a version the proxy enforces but could not keep in its data
-	// dir; Dropped the
-	// decision records a proxy says it dropped before shipping them;
+	// dir; Dropped the decision records a proxy says it dropped before
+	// shipping them, and OCSFDropped the OCSF events its sinks dropped;
 	// Decided the records of each valid batch shipped, by decision
 	// (before the ingest limit): the gateway's metrics.
-	Acked      func(sandbox string, lag time.Duration)
-	Nacked     func()
-	KeepFailed func()
-	Dropped    func(n uint64)
-	Decided    func(decision string, n int)
+	Acked       func(sandbox string, lag time.Duration)
+	Nacked      func()
+	KeepFailed  func()
+	Dropped     func(n uint64)
+	OCSFDropped func(n uint64)
+	Decided     func(decision string, n int)
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
 	// Tracer, if set, traces each delivery of a version to a proxy until
@@ -113,6 +114,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 	}
 	if cfg.Dropped == nil {
 		cfg.Dropped = func(uint64) {}
+	}
+	if cfg.OCSFDropped == nil {
+		cfg.OCSFDropped = func(uint64) {}
 	}
 	if cfg.Decided == nil {
 		cfg.Decided = func(string, int) {}

@@ -64,6 +64,9 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 			d.cfg.Dropped(n)
 			d.log.WarnContext(ctx, "proxy dropped decision records", "sandbox", p.Sandbox, "proxy", req.GetProxyId(), "dropped", n)
 		}
+		if n := req.GetOcsfDropped(); n > 0 {
+			d.cfg.OCSFDropped(n)
+		}
 		n, limited, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
 		if limited > 0 {
 			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, uint64(limited))

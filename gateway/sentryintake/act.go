@@ -243,8 +243,12 @@ func (in *Intake) Decide(ctx context.Context, id int64, decision, reason, actor 
 		a.Status, a.DecidedBy, a.DecidedAt = status, actor, &now
 		a.Reason = fmt.Sprintf("%s — %s by %s: %s", a.Reason, status, actor, reason)
 	}, actor)
-	if err != nil || decision == DecideDismiss {
+	if err != nil {
 		return a, err
+	}
+	if decision == DecideDismiss {
+		in.decided(a)
+		return a, nil
 	}
 	sb, err := in.life.Freeze(ctx, a.Sandbox, fmt.Sprintf("sentry %s/%s, held and then frozen by %s: %s", a.Source, a.EventID, actor, reason), actor)
 	if err != nil {
@@ -256,7 +260,17 @@ func (in *Intake) Decide(ctx context.Context, id int64, decision, reason, actor 
 		}
 		return held, err
 	}
-	return in.transition(ctx, a, store.SentryApplied, func(x *store.SentryAction) { x.Version = sb.CurrentVersion }, actor)
+	a, err = in.transition(ctx, a, store.SentryApplied, func(x *store.SentryAction) { x.Version = sb.CurrentVersion }, actor)
+	if err == nil {
+		in.decided(a)
+	}
+	return a, err
+}
+
+func (in *Intake) decided(a store.SentryAction) {
+	if in.cfg.Decided != nil {
+		in.cfg.Decided(a)
+	}
 }
 
 // transition changes action a, if it still has status from, in one

@@ -164,7 +164,7 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 		for _, f := range found {
 			counts[f]++
 			if in.cfg.Found != nil {
-				in.cfg.Found(f)
+				in.cfg.Found(f, c.ev, c.tool)
 			}
 		}
 	}

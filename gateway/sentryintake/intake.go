@@ -93,8 +93,18 @@ type Config struct {
 	Observe func(Result)
 	Acted   func(store.SentryAction)
 	Applied func(time.Duration)
-	// Found is called with each derived finding (FindingDrift…).
-	Found func(kind string)
+	// Found is called with each derived finding (FindingDrift…), the
+	// stored event it was derived from and, for an unmediated call, its
+	// tool.
+	Found func(kind string, ev store.SentryEvent, tool string)
+	// Notable is called after each append with the events it stored that
+	// a security team should see (Notable), in order, with when the
+	// gateway received them; Decided with an operator's answer to a held
+	// action once it is done (dismissed, or applied with its version).
+	// Both run on the request: they must not block (the OCSF emitter
+	// queues).
+	Notable func(evs []sentry.Event, received time.Time)
+	Decided func(store.SentryAction)
 	// Events is the store of the events themselves (their rows, the
 	// sources' sequences, their findings' flags): a database apart from
 	// the control plane's (gateway --sentry-database-url), so that bulk
@@ -204,6 +214,8 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	// checked.
 	rows := make([]store.SentryEvent, 0, len(batch.Events))
 	tools := make([]string, 0, len(batch.Events))
+	// The bulk events Config.Notable hears of: usually none.
+	var notable []sentry.Event
 	var audited []sentry.Refusal
 	// An event's index in the batch: the reader's refusals hold the
 	// indexes it skipped.
@@ -233,6 +245,9 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			urgent = append(urgent, remediation{ev, seen})
 		} else {
 			rows, tools = append(rows, stored(ev, received)), append(tools, toolOf(ev))
+			if in.cfg.Notable != nil && Notable(ev) {
+				notable = append(notable, detached(ev))
+			}
 		}
 	}
 	slices.SortFunc(res.Refused, func(a, b sentry.Refusal) int { return a.Index - b.Index })
@@ -249,7 +264,13 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			return Result{}, err
 		}
 		res.add(out)
+		if out.Stored == 0 {
+			continue // a resend: checked and told when it was stored
+		}
 		in.queueChecks([]store.SentryEvent{row}, []string{toolOf(u.ev)})
+		if in.cfg.Notable != nil {
+			in.cfg.Notable([]sentry.Event{detached(u.ev)}, received)
+		}
 	}
 	if len(audited) > 0 {
 		if err := in.auditRefusals(ctx, source, audited); err != nil {
@@ -272,7 +293,17 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			return Result{}, err
 		}
 		res.add(out)
-		in.queueChecks(rows, tools)
+		// A batch whose events were all stored before (a resend) was
+		// checked and told of then, and is not again (its findings would
+		// be counted and emitted twice); one partly stored before is (the
+		// append does not say which events were new; an OCSF event's uid
+		// is the Sentry event's key, source/id).
+		if out.Stored > 0 {
+			in.queueChecks(rows, tools)
+			if len(notable) > 0 {
+				in.cfg.Notable(notable, received)
+			}
+		}
 	}
 	if len(res.Sources) == 0 {
 		// Nothing stored: still say where the sender's stream stands.
@@ -443,6 +474,31 @@ func clip(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:200], "") + "…"
+}
+
+// Notable reports whether a security team should see ev (the gateway
+// writes it as an OCSF Detection Finding): it carries the watchdog's
+// finding, asks for remediation, or is of high or critical severity.
+// Heartbeats never are, nor the info-to-medium events without a finding
+// that are most of a watchdog's stream: they are observations, kept in
+// the store and the sandbox's timeline, and a SIEM fed the bulk lane's
+// tens of thousands a second would lose the quarantines among them.
+func Notable(ev sentry.Event) bool {
+	switch {
+	case ev.Class == sentry.ClassHeartbeat || ev.Class == "":
+		return false
+	case ev.Payload.Finding != nil, ev.Payload.Processing == sentry.ProcessingRemediate:
+		return true
+	}
+	return ev.Payload.Severity == sentry.SeverityHigh || ev.Payload.Severity == sentry.SeverityCritical
+}
+
+// detached is ev without the slices of its batch's body (the raw event,
+// its data, extensions and signature), so that holding it does not hold
+// the body.
+func detached(ev sentry.Event) sentry.Event {
+	ev.Raw, ev.Data, ev.Extensions, ev.Signature = nil, nil, nil, nil
+	return ev
 }
 
 // toolOf is the tool a tool_access event saw called ("" otherwise).

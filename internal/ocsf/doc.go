@@ -7,7 +7,10 @@
 // is an HTTP Activity (4002), or an API Activity (6003) when it is an MCP
 // call; an audit-log entry is an Entity Management event (3004) with the
 // actor, the outcome and the before/after hashes; a proposal with its
-// prover findings is a Detection Finding (2004).
+// prover findings is a Detection Finding (2004), and so are a watchdog's
+// (Sentry) event worth a security team's attention and the findings the
+// gateway derives from one; what the gateway did about a quarantine is a
+// Remediation Activity (7001, Isolate).
 //
 // Delivery never holds its caller: an Emitter queues, bounded, and one
 // goroutine writes. What the queue cannot hold, and what a sink refuses,

@@ -10,11 +10,13 @@ const (
 	ClassApplicationError = 6008
 	ClassEntityManagement = 3004
 	ClassDetectionFinding = 2004
+	ClassRemediation      = 7001
 
 	categoryFindings    = 2
 	categoryIAM         = 3
 	categoryNetwork     = 4
 	categoryApplication = 6
+	categoryRemediation = 7
 )
 
 // Severities (severity_id).
@@ -24,6 +26,7 @@ const (
 	SeverityLow           = 2
 	SeverityMedium        = 3
 	SeverityHigh          = 4
+	SeverityCritical      = 5
 )
 
 // Event is one OCSF event. The fields every class has come first; the
@@ -71,6 +74,16 @@ type Event struct {
 	// Detection Finding.
 	FindingInfo *FindingInfo `json:"finding_info,omitempty"`
 	IsAlert     *bool        `json:"is_alert,omitempty"`
+	// ConfidenceID (1 Low, 2 Medium, 3 High) and ConfidenceScore (0-100)
+	// are how sure the finding's author is.
+	ConfidenceID    int  `json:"confidence_id,omitempty"`
+	ConfidenceScore *int `json:"confidence_score,omitempty"`
+
+	// Remediation Activity: the command's id, the D3FEND countermeasure
+	// and what was done.
+	CommandUID      string       `json:"command_uid,omitempty"`
+	Countermeasures []D3FEND     `json:"countermeasures,omitempty"`
+	Remediation     *Remediation `json:"remediation,omitempty"`
 
 	// Unmapped holds what OCSF has no attribute for (a denial's id, the
 	// sandbox, reason codes), under our own names.
@@ -86,7 +99,13 @@ type Metadata struct {
 	// entry's hash); CorrelationUID joins events (a trace id).
 	UID            string `json:"uid,omitempty"`
 	CorrelationUID string `json:"correlation_uid,omitempty"`
-	LoggedTime     int64  `json:"logged_time,omitempty"`
+	// LoggedTime is when Portcullis received what the event reports
+	// (milliseconds), where another party wrote it (a Sentry event).
+	LoggedTime int64 `json:"logged_time,omitempty"`
+	// Sequence is the event's place in its sender's stream (a Sentry
+	// source's sequence); EventCode its type there.
+	Sequence  uint64 `json:"sequence,omitempty"`
+	EventCode string `json:"event_code,omitempty"`
 }
 
 // Product names what wrote the event: Portcullis's gateway or proxy.
@@ -169,10 +188,30 @@ type Service struct {
 	Name string `json:"name,omitempty"`
 }
 
-// Resource is what an MCP call names (a tool, prompt or resource URI).
+// Resource is what an MCP call names (a tool, prompt or resource URI),
+// or what a finding is about (a sandbox, a tool).
 type Resource struct {
+	Name string         `json:"name,omitempty"`
+	UID  string         `json:"uid,omitempty"`
+	Type string         `json:"type,omitempty"`
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// D3FEND is a countermeasure by its MITRE D3FEND tactic and technique.
+type D3FEND struct {
+	Tactic    *D3FENDEntity `json:"d3f_tactic,omitempty"`
+	Technique *D3FENDEntity `json:"d3f_technique,omitempty"`
+}
+
+// D3FENDEntity names a D3FEND tactic or technique.
+type D3FENDEntity struct {
 	Name string `json:"name,omitempty"`
-	Type string `json:"type,omitempty"`
+	UID  string `json:"uid,omitempty"`
+}
+
+// Remediation says what a remediation did, or why it did nothing.
+type Remediation struct {
+	Desc string `json:"desc"`
 }
 
 // ManagedEntity is what an audit entry changed, before or after.

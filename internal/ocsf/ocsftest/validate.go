@@ -347,8 +347,15 @@ func (v *validator) check(at string, r *resolved, obj map[string]any) {
 			typ = d.Type
 		}
 		enum := a.Enum
-		if enum == nil {
+		switch {
+		case enum == nil:
 			enum = d.Enum
+		case d.Enum != nil:
+			// A class's enum extends the dictionary's (Remediation
+			// Activity's status_id adds 3-6 to 0, 1, 2 and 99), as the
+			// OCSF server merges them.
+			enum = maps.Clone(d.Enum)
+			maps.Copy(enum, a.Enum)
 		}
 		if name == "class_uid" || name == "category_uid" || name == "type_uid" {
 			enum = nil // checked against the class by Validate

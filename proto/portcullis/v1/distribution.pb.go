@@ -825,8 +825,13 @@ type ShipDecisionsRequest struct {
 	// most 256 per message. The gateway keeps each distinct definition once
 	// per sandbox, endpoint and tool (SandboxService.ListTools).
 	ToolDefinitions []*ToolDefinitionSeen `protobuf:"bytes,4,rep,name=tool_definitions,json=toolDefinitions,proto3" json:"tool_definitions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ocsf_dropped counts the OCSF events the proxy's sinks dropped since
+	// its previous batch that carried a count (a sink's queue was full, or
+	// the sink refused them): the proxy has no /metrics, so the gateway
+	// exports it (portcullis_proxy_ocsf_dropped_total).
+	OcsfDropped   uint64 `protobuf:"varint,5,opt,name=ocsf_dropped,json=ocsfDropped,proto3" json:"ocsf_dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShipDecisionsRequest) Reset() {
@@ -885,6 +890,13 @@ func (x *ShipDecisionsRequest) GetToolDefinitions() []*ToolDefinitionSeen {
 		return x.ToolDefinitions
 	}
 	return nil
+}
+
+func (x *ShipDecisionsRequest) GetOcsfDropped() uint64 {
+	if x != nil {
+		return x.OcsfDropped
+	}
+	return 0
 }
 
 // ToolDefinitionSeen is one MCP tool definition a proxy saw a server list,
@@ -1318,12 +1330,13 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\vendorsement\x18\x03 \x01(\fR\vendorsement\"?\n" +
 	"\tSandboxCA\x12\x19\n" +
 	"\bcert_pem\x18\x01 \x01(\fR\acertPem\x12\x17\n" +
-	"\akey_pem\x18\x02 \x01(\fR\x06keyPem\"\xd2\x01\n" +
+	"\akey_pem\x18\x02 \x01(\fR\x06keyPem\"\xf5\x01\n" +
 	"\x14ShipDecisionsRequest\x12\x19\n" +
 	"\bproxy_id\x18\x01 \x01(\tR\aproxyId\x127\n" +
 	"\arecords\x18\x02 \x03(\v2\x1d.portcullis.v1.DecisionRecordR\arecords\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12L\n" +
-	"\x10tool_definitions\x18\x04 \x03(\v2!.portcullis.v1.ToolDefinitionSeenR\x0ftoolDefinitions\"\xd6\x01\n" +
+	"\x10tool_definitions\x18\x04 \x03(\v2!.portcullis.v1.ToolDefinitionSeenR\x0ftoolDefinitions\x12!\n" +
+	"\focsf_dropped\x18\x05 \x01(\x04R\vocsfDropped\"\xd6\x01\n" +
 	"\x12ToolDefinitionSeen\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
