@@ -215,10 +215,11 @@ func (s *Shipper) Pending() (buffered int, dropped uint64) {
 	return len(s.buf), s.dropped
 }
 
-// Run ships batches through sub's gateway connection until ctx ends,
-// backing off after failures.
+// Run ships batches through sub's gateway connections until ctx ends,
+// backing off after failures. A batch goes to the replica of sub's
+// policy stream, or to another while that one is unavailable.
 func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
-	client := portcullisv1.NewDistributionServiceClient(sub.conn)
+	client := sub.distribution()
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	backoff := time.Duration(0)
