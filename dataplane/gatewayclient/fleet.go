@@ -305,6 +305,9 @@ func (f *fleet) next(ctx context.Context, from *endpoint, goaway bool) (*endpoin
 			best = ep
 		}
 	}
+	if f.cur != nil && f.cur != best && !slices.Contains(f.eps, f.cur) {
+		closeConns(f.cur) // gone from the names' addresses, and no longer used
+	}
 	f.cur = best
 	wait := max(best.notBefore.Sub(now), 0)
 	if wait == 0 && !goaway {

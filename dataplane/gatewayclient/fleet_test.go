@@ -208,3 +208,29 @@ func TestSubscriberNeverRegressesOnAnOlderReplica(t *testing.T) {
 		t.Fatalf("the proxy regressed: holds %d, enforces %q", sub.AppliedVersion(), p.PolicyVersion())
 	}
 }
+
+// A gateway named by a host name is reached through the name's
+// addresses (here localhost's), the TLS name and authority staying the
+// name's.
+func TestSubscriberResolvesAName(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	api := newAdminAPI(gw.URL)
+	created, err := api.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logRecords{}
+	sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
+		Gateway: strings.Replace(gw.URL, "127.0.0.1", "localhost", 1), Sandbox: "agent-1", Token: func() (string, error) { return created.GetToken(), nil },
+		ProxyID: "p1", DataDir: t.TempDir(), Logger: slog.New(logs),
+	}, &proxy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSubscriber(t, sub, nil)
+	waitApplied(t, sub, 1, 10*time.Second)
+	open := logs.with("policy stream open")
+	if len(open) == 0 || !strings.Contains(open[len(open)-1]["gateway"], "(127.0.0.1:") {
+		t.Fatalf("streams opened: %v; want one to localhost's address", open)
+	}
+}
