@@ -505,6 +505,11 @@ func TestPolicyLocalWait(t *testing.T) {
 	if res.StatusCode != http.StatusOK || body["status"] != "applied" || time.Since(start) > 30*time.Second {
 		t.Errorf("wait for a decided proposal = %d %v; want applied at once", res.StatusCode, body)
 	}
+	// Applied means enforced here: the call the agent retries at once
+	// meets the new version.
+	if got, want := lp.agent.PolicyVersion(), fmt.Sprint(body["applied_version"]); got != want || want == "<nil>" {
+		t.Errorf("when the wait answered applied (version %s) the proxy enforced version %s", want, got)
+	}
 	for _, bad := range []string{"x", "-1s"} {
 		res, body = lp.do(t, http.MethodGet, "http://policy.local/v1/proposals/"+pid+"/wait?timeout="+bad, "")
 		if res.StatusCode != http.StatusBadRequest {

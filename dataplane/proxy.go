@@ -386,6 +386,8 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, dest{host: r.Host}, err.Error())
 		return
 	}
+	r, end := p.traceConnect(r, t)
+	defer end()
 	cur := p.current.Load()
 	if cur == nil {
 		p.refuse(w, r, t, "no policy is loaded")
@@ -405,7 +407,8 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 	req.Addr = addr
 	if cur.matcher.Inspect(t.host, t.port) {
 		// Every inner request goes to this address: the name is resolved
-		// once per tunnel.
+		// once per tunnel. Each has a span of its own.
+		end()
 		p.intercept(w, r, t, addr)
 		return
 	}
@@ -417,7 +420,7 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
 		return
 	}
-	p.record(cur, req, d, nil, "")
+	p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
 	p.tunnel(w, r, cur, req, addr, t)
 }
 
@@ -601,7 +604,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		if len(limited) > 0 {
 			over, audit := p.limits.take(limited, req.Time)
 			if over != nil {
-				p.rateLimited(w, cur, req, over, mreq)
+				p.rateLimited(w, r, cur, req, over, mreq)
 				return
 			}
 			if audit != nil {

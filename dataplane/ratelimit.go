@@ -147,13 +147,13 @@ func (o *overLimit) describe() string {
 // rateLimited answers a request over a rate limit: 429, Retry-After and a
 // JSON-RPC error per message; it is recorded as rate_limited with an id
 // (which the advisor refuses to turn into a proposal), never forwarded.
-func (p *Proxy) rateLimited(w http.ResponseWriter, cur *loaded, req policy.Request, o *overLimit, mreq *mcp.Request) {
+func (p *Proxy) rateLimited(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, o *overLimit, mreq *mcp.Request) {
 	id := decision.NewDenialID()
 	rec := p.newRecord(cur, req, o.call.d, mreq, id)
 	rec.Decision = decision.RateLimited
 	rec.MCPMethod, rec.Tool = "tools/call", o.call.tool
 	rec.Reason = o.describe()
-	p.emit(rec)
+	p.recordFor(r, rec)
 	data := map[string]any{
 		"retry_after_seconds": o.retryAfter,
 		"rule":                o.call.limit.Rule,

@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/dataplane"
@@ -79,6 +80,8 @@ func startClockedProxy(t *testing.T, doc string, up *upstream, now func() time.T
 		CallerBinary: func(net.Conn) (string, error) { return "/usr/bin/python3", nil },
 		CA:           proxyCA,
 		Now:          now,
+		// Traced, so that a rate-limited call's record carries its trace.
+		Tracer: sdktrace.NewTracerProvider(),
 	}, strings.ReplaceAll(doc, "PORT", strconv.Itoa(up.port)), "test-1")
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(proxyCA.CertPEM())
@@ -210,7 +213,8 @@ func TestRateLimitThroughProxy(t *testing.T) {
 			}
 			for _, r := range limited {
 				if r.Tool != "lookup_order" || r.MCPMethod != "tools/call" || r.Entry != "orders" || r.Rule != "rules[4]" ||
-					r.PolicyVersion != "test-1" || r.DenialID == "" || !strings.Contains(r.Reason, "rate_limit of rules[4]") || !strings.Contains(r.Reason, "retry after 10 s") {
+					r.PolicyVersion != "test-1" || r.DenialID == "" || !strings.Contains(r.Reason, "rate_limit of rules[4]") || !strings.Contains(r.Reason, "retry after 10 s") ||
+					len(r.TraceID) != 32 {
 					t.Errorf("record %+v", r)
 				}
 			}

@@ -14,7 +14,8 @@ import (
 
 // Tracing of requests through the proxy (Config.Tracer). Each HTTP
 // request judged (plain, or inside an intercepted CONNECT) is a server
-// span, the child of the client's W3C traceparent when it sends one; the
+// span (proxy.request), and so is each CONNECT (proxy.connect: its
+// decision and, for an L4 tunnel, the tunnel's life), the child of the client's W3C traceparent when it sends one; the
 // upstream call is a client span whose traceparent replaces the client's
 // on the forwarded request, so the upstream sees the same trace. The
 // decision record and the denial body carry the trace id.
@@ -25,6 +26,17 @@ import (
 // traceRequest starts r's span; the returned request carries it, and the
 // function ends it.
 func (p *Proxy) traceRequest(r *http.Request, scheme string, t dest) (*http.Request, func()) {
+	return p.traceSpan(r, "proxy.request", scheme, t)
+}
+
+// traceConnect starts the span of a CONNECT request: its decision and,
+// for an L4 tunnel, the tunnel's life. An intercepted CONNECT ends it
+// before its inner requests, which have spans of their own.
+func (p *Proxy) traceConnect(r *http.Request, t dest) (*http.Request, func()) {
+	return p.traceSpan(r, "proxy.connect", "tcp", t)
+}
+
+func (p *Proxy) traceSpan(r *http.Request, name, scheme string, t dest) (*http.Request, func()) {
 	if p.tracer == nil {
 		return r, endNothing
 	}
@@ -32,7 +44,7 @@ func (p *Proxy) traceRequest(r *http.Request, scheme string, t dest) (*http.Requ
 	if sc, ok := telemetry.ParseTraceparent(r.Header.Get(telemetry.TraceparentHeader)); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := p.tracer.Start(ctx, "proxy.request", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+	ctx, span := p.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 		attribute.String("http.request.method", r.Method),
 		attribute.String("url.scheme", scheme),
 		attribute.String("server.address", t.host),

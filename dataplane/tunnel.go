@@ -52,7 +52,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 	held, reason, plainHTTP, denied := checkStart(conn, buf.Reader, t)
 	if denied {
 		id := decision.NewDenialID()
-		p.record(cur, req, policy.Decision{Reason: reason}, nil, id)
+		p.recordFor(r, p.newRecord(cur, req, policy.Decision{Reason: reason}, nil, id))
 		if plainHTTP {
 			conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			writeTunnelDenial(conn, cur, req, reason, id)

@@ -341,7 +341,7 @@ func (s sentryService) ListEvents(ctx context.Context, req *portcullisv1.ListSen
 	if req.GetSince() != nil {
 		f.Since = req.GetSince().AsTime()
 	}
-	list, err := s.store.ListSentryEvents(ctx, f)
+	list, err := s.sentry.Events().ListSentryEvents(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func (s sentryService) ListGaps(ctx context.Context, req *portcullisv1.ListSentr
 			return nil, err
 		}
 	}
-	list, err := s.store.SentryGaps(ctx, req.GetSource())
+	list, err := s.sentry.Events().SentryGaps(ctx, req.GetSource())
 	if err != nil {
 		return nil, err
 	}

@@ -124,6 +124,13 @@ type Config struct {
 	// SentrySettle is how long after ingest an event is checked for
 	// derived findings (drift, unmediated calls). Default 2s.
 	SentrySettle time.Duration
+	// SentryStore, if set, keeps the Sentry events themselves (their rows,
+	// sources, gaps and findings' flags) apart from the control plane's
+	// store, so that bulk ingest shares neither its connections nor its
+	// write-ahead log with freezes, commits and audit entries. The
+	// quarantine actions, sources' keys and everything else stay in the
+	// control plane's store. Default nil: one store for all.
+	SentryStore *store.Store
 	// SentryBatchBodies bounds the batch bodies (up to 16 MiB each) the
 	// HTTP intake holds at once; further batches wait their turn before
 	// their body is read. Default 8.
@@ -294,6 +301,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Acted:       func(a store.SentryAction) { s.metrics.sentryActions.WithLabelValues(a.Status).Inc() },
 		Applied:     func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
 		Found:       func(kind string) { s.metrics.sentryFound.WithLabelValues(kind).Inc() },
+		Events:      cfg.SentryStore,
 	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
 		return toConnectError(ctx, s.log, procedure, err)
@@ -355,6 +363,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.log.WarnContext(ctx, "readiness check failed", "err", err)
 		http.Error(w, "store unreachable", http.StatusServiceUnavailable)
 		return
+	}
+	if s.cfg.SentryStore != nil {
+		if err := s.cfg.SentryStore.Ping(ctx); err != nil {
+			s.log.WarnContext(ctx, "readiness check failed: the Sentry event store", "err", err)
+			http.Error(w, "sentry event store unreachable", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	w.Write([]byte("ready\n"))
 }

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -160,5 +161,82 @@ func TestToolDefinitionShipping(t *testing.T) {
 	after, err := c.sandbox.ListTools(ctx, &portcullisv1.ListToolsRequest{Name: "agent-1"})
 	if err != nil || len(after.Tools) != 1 || len(after.Tools[0].Definitions) != 2 {
 		t.Errorf("tools after refused batches: %v, %v", after, err)
+	}
+}
+
+// TestListToolsBounded: a sandbox with more definitions than a client
+// takes in one message (80 tools of ~60 KiB) still lists its tools — a
+// stock grpc-go client, 4 MiB limit — with at most 2 MiB of definitions,
+// current ones first and the rest marked omitted; asking for one tool
+// brings its definition.
+func TestListToolsBounded(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	ctx := t.Context()
+	admin := newGRPCAPI(t, gw.URL, gatewaytest.AdminToken)
+	created, err := admin.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: pushPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(strings.TrimPrefix(gw.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+created.Token)
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	pad := strings.Repeat("x", 60<<10)
+	const tools = 80
+	for batch := range tools / 10 {
+		var defs []*portcullisv1.ToolDefinitionSeen
+		for i := batch * 10; i < batch*10+10; i++ {
+			name := fmt.Sprintf("tool_%02d", i)
+			def := `{"name":"` + name + `","description":"` + pad + `","inputSchema":{"type":"object"}}`
+			fp, err := mcp.Fingerprint([]byte(def))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defs = append(defs, &portcullisv1.ToolDefinitionSeen{Time: timestamppb.New(t0), Host: "orders.example.com", Port: 443, Path: "/mcp",
+				Tool: name, Fingerprint: fp, Definition: def})
+		}
+		st, err := portcullisv1.NewDistributionServiceClient(conn).ShipDecisions(sctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&portcullisv1.ShipDecisionsRequest{ProxyId: "p1", ToolDefinitions: defs}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CloseAndRecv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := admin.sandbox.ListTools(ctx, &portcullisv1.ListToolsRequest{Name: "agent-1"})
+	if err != nil {
+		t.Fatalf("ListTools over a stock grpc-go client: %v", err)
+	}
+	if len(res.GetTools()) != tools {
+		t.Fatalf("%d tools listed, want %d", len(res.GetTools()), tools)
+	}
+	carried, omitted := 0, 0
+	for i, tl := range res.GetTools() {
+		d := tl.GetDefinitions()[0]
+		switch {
+		case d.GetDefinitionOmitted() && d.GetDefinition() == "":
+			omitted++
+		case !d.GetDefinitionOmitted() && d.GetDefinition() != "":
+			if omitted > 0 {
+				t.Fatalf("tool %d carries its definition after one was omitted: not in order", i)
+			}
+			carried += len(d.GetDefinition())
+		default:
+			t.Fatalf("tool %d: omitted %v with a definition of %d bytes", i, d.GetDefinitionOmitted(), len(d.GetDefinition()))
+		}
+	}
+	if carried > 2<<20 || omitted == 0 || carried < (2<<20)-(61<<10) {
+		t.Fatalf("carried %d bytes of definitions with %d omitted; want up to 2 MiB, the rest omitted", carried, omitted)
+	}
+	one, err := admin.sandbox.ListTools(ctx, &portcullisv1.ListToolsRequest{Name: "agent-1", Tool: "tool_79"})
+	if err != nil || len(one.GetTools()) != 1 || one.GetTools()[0].GetTool() != "tool_79" ||
+		one.GetTools()[0].GetDefinitions()[0].GetDefinitionOmitted() || !strings.Contains(one.GetTools()[0].GetDefinitions()[0].GetDefinition(), `"tool_79"`) {
+		t.Fatalf("ListTools of tool_79: %v, %v", one, err)
 	}
 }

@@ -31,13 +31,42 @@ func (s sandboxService) ListTools(ctx context.Context, req *portcullisv1.ListToo
 	out := &portcullisv1.ListToolsResponse{Tools: []*portcullisv1.SandboxTool{}}
 	var cur *portcullisv1.SandboxTool
 	for _, d := range defs { // ordered by endpoint and tool, newest first
+		if req.GetTool() != "" && d.Tool != req.GetTool() {
+			continue
+		}
 		if cur == nil || cur.Host != d.Host || cur.Port != uint32(d.Port) || cur.Path != d.Path || cur.Tool != d.Tool {
 			cur = &portcullisv1.SandboxTool{Host: d.Host, Port: uint32(d.Port), Path: d.Path, Tool: d.Tool}
 			out.Tools = append(out.Tools, cur)
 		}
 		cur.Definitions = append(cur.Definitions, toolDefinitionToProto(d))
 	}
+	boundDefinitions(out.Tools, maxListedDefinitionBytes)
 	return out, nil
+}
+
+// maxListedDefinitionBytes bounds the definitions one ListTools answer
+// carries: a sandbox keeps up to 1,000 definitions of up to 64 KiB each,
+// more than a client takes in one message (4 MiB by default).
+const maxListedDefinitionBytes = 2 << 20
+
+// boundDefinitions leaves out of tools the definitions past budget bytes,
+// marking them omitted: every tool's current definition first, in order,
+// then the past ones.
+func boundDefinitions(tools []*portcullisv1.SandboxTool, budget int) {
+	for _, current := range []bool{true, false} {
+		for _, t := range tools {
+			for i, d := range t.Definitions {
+				if (i == 0) != current {
+					continue
+				}
+				if n := len(d.Definition); n > budget {
+					d.Definition, d.DefinitionOmitted = "", true
+				} else {
+					budget -= n
+				}
+			}
+		}
+	}
 }
 
 func toolDefinitionToProto(d store.ToolDefinition) *portcullisv1.ToolDefinition {

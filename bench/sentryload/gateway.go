@@ -50,10 +50,13 @@ type gatewayProc struct {
 	addr   string // host:port
 	admin  string
 	dbURL  string // postgres: the fresh database
-	cmd    *exec.Cmd
-	done   chan error
-	dir    string
-	drop   func() error
+	// eventsURL is the fresh database of the events when they are kept
+	// apart (-events-database-url); else dbURL.
+	eventsURL string
+	cmd       *exec.Cmd
+	done      chan error
+	dir       string
+	drop      func() error
 
 	conn    *grpc.ClientConn
 	sandbox portcullisv1.SandboxServiceClient
@@ -85,7 +88,7 @@ type gcTrace struct {
 // serverURL, or on SQLite in a temporary directory when serverURL is "".
 // dbParams (such as pool_max_conns=8) are added to the database URL the
 // gateway is given.
-func startGateway(ctx context.Context, bin, serverURL, dbParams string, logw io.Writer) (*gatewayProc, error) {
+func startGateway(ctx context.Context, bin, serverURL, eventsServerURL, dbParams string, logw io.Writer) (*gatewayProc, error) {
 	g := &gatewayProc{engine: "sqlite", drop: func() error { return nil }, done: make(chan error, 1), http: &http.Client{Timeout: 2 * time.Minute}}
 	var b [24]byte
 	rand.Read(b[:])
@@ -110,6 +113,18 @@ func startGateway(ctx context.Context, bin, serverURL, dbParams string, logw io.
 			gwURL += sep + dbParams
 		}
 		env[len(env)-1] = "PORTCULLIS_DATABASE_URL=" + gwURL
+		g.eventsURL = g.dbURL
+		if eventsServerURL != "" {
+			var dropEvents func() error
+			if g.eventsURL, dropEvents, err = benchdb.Fresh(ctx, eventsServerURL, "sentryload_events"); err != nil {
+				g.drop()
+				os.RemoveAll(g.dir)
+				return nil, err
+			}
+			dropControl := g.drop
+			g.drop = func() error { return errors.Join(dropControl(), dropEvents()) }
+			env = append(env, "PORTCULLIS_SENTRY_DATABASE_URL="+g.eventsURL)
+		}
 	}
 	g.cmd = exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(g.dir, "data"), "--quarantine-budget", "-1")
 	g.cmd.Env = env

@@ -34,6 +34,7 @@ func main() {
 	cfg := config{}
 	flag.StringVar(&cfg.binary, "binary", "", "a built portcullis binary to run; unset: go build ./cmd/portcullis into a temp dir (run from the repository's root)")
 	flag.StringVar(&cfg.databaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "a Postgres server: the gateway's store is a new database there, dropped at the end; empty: skip Postgres")
+	flag.StringVar(&cfg.eventsURL, "events-database-url", "", "a second Postgres server for the Sentry events (gateway --sentry-database-url; a new database there, dropped at the end), where the raw COPY floor copies too; empty: the events stay in the gateway's store")
 	flag.StringVar(&cfg.dbParams, "database-params", "", "query parameters added to the gateway's database URL, such as pool_max_conns=8 (default: none, the gateway's defaults)")
 	flag.BoolVar(&cfg.sqlite, "sqlite", true, "also measure ingest and memory with the gateway on SQLite")
 	flag.IntVar(&cfg.senders, "senders", 4, "watchdogs (sources) sending at once, one batch in flight each; also the raw COPY's streams")

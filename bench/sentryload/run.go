@@ -21,6 +21,7 @@ type config struct {
 	binary       string
 	databaseURL  string
 	dbParams     string
+	eventsURL    string
 	sqlite       bool
 	senders      int
 	batch        int
@@ -55,6 +56,8 @@ func (c *config) check() error {
 		return benchcli.Usagef("-warmup must be ≥ 0 and -mem-duration ≥ 1s")
 	case c.rounds < 1 || c.rounds > 20:
 		return benchcli.Usagef("-rounds must be 1..20")
+	case c.eventsURL != "" && (c.databaseURL == "" || !strings.HasPrefix(c.eventsURL, "postgres://") && !strings.HasPrefix(c.eventsURL, "postgresql://")):
+		return benchcli.Usagef("-events-database-url must be a postgres:// URL, beside a -database-url")
 	case c.floorRows != 0 && c.floorRows < c.batch:
 		return benchcli.Usagef("-floor-rows must be 0 (as many as the round stored) or at least -batch")
 	case c.sandboxes < 1 || c.sandboxes > 10_000:
@@ -116,7 +119,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 // on Postgres the raw COPY floor after each round), memory per in-flight
 // event, and on Postgres the quarantine lane idle and under load.
 func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Writer) (_ *engineResult, err error) {
-	g, err := startGateway(ctx, bin, serverURL, cfg.dbParams, logw)
+	g, err := startGateway(ctx, bin, serverURL, cfg.eventsURL, cfg.dbParams, logw)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +192,7 @@ func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Wri
 			if rows == 0 {
 				rows = in.Events
 			}
-			fl, err := copyFloor(ctx, g.dbURL, sources, copied, rows, cfg.batch, cfg.senders)
+			fl, err := copyFloor(ctx, g.eventsURL, sources, copied, rows, cfg.batch, cfg.senders)
 			if err != nil {
 				return nil, fmt.Errorf("floor round %d: %w", round+1, err)
 			}

@@ -258,6 +258,9 @@ func TestPinnedDefinitionGatewayEndToEnd(t *testing.T) {
 	if out, _, code := cli(admin, "sandbox", "tools", "agent-1"); code != 0 || !strings.Contains(out, changed+"  current") || !strings.Contains(out, pinned+"  past") {
 		t.Errorf("sandbox tools: exit %d:\n%s", code, out)
 	}
+	if out, _, code := cli(admin, "sandbox", "tools", "agent-1", "--tool", "refund_order"); code != 0 || strings.Contains(out, "lookup_order") {
+		t.Errorf("sandbox tools --tool refund_order listed lookup_order: exit %d:\n%s", code, out)
+	}
 
 	// The agent sees the re-pin suggested at policy.local, and may file
 	// it there (withdrawn here, to file it again from the CLI).

@@ -25,6 +25,7 @@ import (
 // Environment variables read by the server commands.
 const (
 	envDatabaseURL    = "PORTCULLIS_DATABASE_URL"
+	envSentryDBURL    = "PORTCULLIS_SENTRY_DATABASE_URL"
 	envBootstrapToken = "PORTCULLIS_BOOTSTRAP_TOKEN"
 	envWebhookSecret  = "PORTCULLIS_WEBHOOK_SECRET"
 	envLogFormat      = "PORTCULLIS_LOG_FORMAT"
@@ -54,7 +55,7 @@ func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logge
 		url = env.getenv(envDatabaseURL)
 	}
 	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+	case isPostgresURL(url):
 		st, err := postgres.Open(ctx, url, postgres.Config{Logger: log})
 		if err != nil {
 			return nil, "", fmt.Errorf("open postgres: %w", err)
@@ -69,6 +70,10 @@ func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logge
 		return nil, "", fmt.Errorf("open sqlite: %w", err)
 	}
 	return store.New(st), "sqlite " + path + " (single replica)", nil
+}
+
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
 // newLogger logs JSON to stderr (text with PORTCULLIS_LOG_FORMAT=text) at
@@ -172,6 +177,14 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 				return err
 			}
 			defer st.Close()
+			events, err := sentryOpts.open(ctx, env, log)
+			if err != nil {
+				return err
+			}
+			if events != nil {
+				defer events.Close()
+				where += "; sentry events in their own postgres database"
+			}
 			tracer, err := tracing.start(env, "portcullis-gateway", buildVersion())
 			if err != nil {
 				return err
@@ -230,6 +243,7 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 				SentryDryRun:     sentryOpts.dryRun,
 				QuarantineBudget: sentryOpts.quarantineBudget,
 				SentryRetention:  sentryOpts.retention,
+				SentryStore:      events,
 
 				TracerProvider: tracer.Provider(),
 			}, st)
@@ -347,6 +361,7 @@ type sentryFlags struct {
 	dryRun           bool
 	quarantineBudget int
 	retention        time.Duration
+	databaseURL      string
 }
 
 func (f *sentryFlags) add(cmd *cobra.Command) {
@@ -356,6 +371,28 @@ func (f *sentryFlags) add(cmd *cobra.Command) {
 		"sandboxes Sentry events may freeze per five minutes; past it quarantines are held for an operator (negative: no budget)")
 	cmd.Flags().DurationVar(&f.retention, "sentry-retention", sentryintake.DefaultRetention,
 		"delete Sentry events received longer ago than this, by whole days (a negative value keeps them forever)")
+	cmd.Flags().StringVar(&f.databaseURL, "sentry-database-url", "",
+		"Postgres URL (postgres://…) of a database of its own for the Sentry events, best on another server: bulk ingest then shares no connections or write-ahead log with the freezes it triggers; unset: the gateway's store (env "+envSentryDBURL+")")
+}
+
+// open opens the Sentry event store the flags name, applying pending
+// migrations, or returns nil when the events stay in the gateway's store.
+func (f *sentryFlags) open(ctx context.Context, env *environment, log *slog.Logger) (*store.Store, error) {
+	url := f.databaseURL
+	if url == "" {
+		url = env.getenv(envSentryDBURL)
+	}
+	switch {
+	case url == "":
+		return nil, nil
+	case !isPostgresURL(url):
+		return nil, usagef("%s must be a postgres:// URL (leave it unset to keep the events in the gateway's store)", envSentryDBURL)
+	}
+	st, err := postgres.Open(ctx, url, postgres.Config{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open the sentry event store (--sentry-database-url): %w", err)
+	}
+	return store.New(st), nil
 }
 
 // check refuses values the gateway would read as "use the default".
@@ -365,6 +402,8 @@ func (f *sentryFlags) check() error {
 		return usagef("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
 	case f.retention == 0:
 		return usagef("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
+	case f.databaseURL != "" && !isPostgresURL(f.databaseURL):
+		return usagef("--sentry-database-url must be a postgres:// URL (leave it unset to keep the events in the gateway's store)")
 	}
 	return nil
 }

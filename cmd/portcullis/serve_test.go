@@ -41,7 +41,7 @@ func TestGatewayDecisionFlags(t *testing.T) {
 // store is opened.
 func TestGatewaySentryFlags(t *testing.T) {
 	help, _, code := runCLI(t, "gateway", "--help")
-	for _, flag := range []string{"--sentry-dry-run", "--quarantine-budget", "--sentry-retention"} {
+	for _, flag := range []string{"--sentry-dry-run", "--quarantine-budget", "--sentry-retention", "--sentry-database-url"} {
 		if code != 0 || !strings.Contains(help, flag) {
 			t.Errorf("gateway --help (exit %d) does not document %s", code, flag)
 		}
@@ -56,6 +56,7 @@ func TestGatewaySentryFlags(t *testing.T) {
 		{"--sentry-retention", "0"},
 		{"--sentry-retention", "0s"},
 		{"--quarantine-budget", "ten"},
+		{"--sentry-database-url", "sqlite:///tmp/events.db"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		_, stderr, code := runCLI(t, append([]string{"gateway", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)

@@ -9,7 +9,8 @@ import (
 )
 
 func newSandboxToolsCmd(env *environment) *cobra.Command {
-	return &cobra.Command{
+	var tool string
+	cmd := &cobra.Command{
 		Use:   "tools NAME",
 		Short: "List the MCP tool definitions the sandbox's proxies saw, current and past",
 		Long: `List the MCP tools the sandbox's proxies saw servers list, per endpoint:
@@ -21,13 +22,15 @@ keeps each sandbox's 1,000 definitions seen last.
 
 With -o json: {"tools": [{host, port, path, tool, definitions: [{fingerprint,
 definition, first_seen, last_seen, proxy_id}, …]}, …]}; definition is the
-tool object as the server listed it (empty when over 64 KiB).`,
+tool object as the server listed it (empty when over 64 KiB). One answer
+carries at most 2 MiB of definitions, current ones first: the others have
+"definition_omitted": true, and --tool NAME brings them.`,
 		Example: `  portcullis sandbox tools orders
-  portcullis sandbox tools orders -o json | jq -r '.tools[] | select(.tool == "lookup_order") | .definitions[0].definition'`,
+  portcullis sandbox tools orders --tool lookup_order -o json | jq -r '.tools[0].definitions[0].definition'`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return unary(env, func(api *apiClients) (*portcullisv1.ListToolsResponse, error) {
-				return api.sandbox.ListTools(cmd.Context(), &portcullisv1.ListToolsRequest{Name: a[0]})
+				return api.sandbox.ListTools(cmd.Context(), &portcullisv1.ListToolsRequest{Name: a[0], Tool: tool})
 			}, func(res *portcullisv1.ListToolsResponse) error {
 				tw := env.table("ENDPOINT", "TOOL", "DEFINITION", "", "FIRST SEEN", "LAST SEEN", "PROXY")
 				for _, t := range res.GetTools() {
@@ -47,4 +50,6 @@ tool object as the server listed it (empty when over 64 KiB).`,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&tool, "tool", "", "list only the tools of this name (with every definition kept)")
+	return cmd
 }

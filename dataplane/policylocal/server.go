@@ -632,7 +632,8 @@ func (pl *Server) localGet(w http.ResponseWriter, r *http.Request, id uint64) {
 // waitProposal follows a proposal (WatchProposal) until it is decided or
 // wait passes, and returns the latest state either way. Approved counts
 // as undecided: the gateway applies an approval at once, and applied is
-// what the agent waits for.
+// what the agent waits for — applied and enforced by this proxy, within
+// the same wait, so that the call the agent retries at once passes.
 func (pl *Server) waitProposal(ctx context.Context, id uint64, wait time.Duration) (*portcullisv1.Proposal, *localError) {
 	relay := pl.advisor.Load()
 	if relay == nil {
@@ -662,7 +663,30 @@ func (pl *Server) waitProposal(ctx context.Context, id uint64, wait time.Duratio
 		}
 		latest = prop
 		if s := prop.GetStatus(); s != "pending" && s != "approved" {
+			if s == "applied" {
+				pl.awaitLocal(wctx, prop.GetAppliedVersion())
+			}
 			return latest, nil
+		}
+	}
+}
+
+// awaitLocal waits, until ctx ends, for this proxy to enforce version
+// (or a later one): an agent told its proposal is applied retries at
+// once, and the version committed may still be on its way here.
+func (pl *Server) awaitLocal(ctx context.Context, version uint32) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, label := pl.state.Current(); label != "" {
+			if v, err := strconv.ParseUint(label, 10, 32); err == nil && uint32(v) >= version {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }

@@ -160,13 +160,13 @@ func (d *Distribution) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() {
-		_ = d.st.ListenPolicyCommits(ctx, func(sandbox string, version int64) {
-			if err := d.hub.notify(ctx, sandbox, version); err != nil && ctx.Err() == nil {
-				d.log.Warn("could not load a committed version; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
-			}
-		})
+		failed := func(sandbox string, version int64, err error) {
+			d.log.Warn("could not load a committed version; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
+		}
+		_ = d.st.ListenPolicyCommits(ctx, func(sandbox string, version int64) { d.hub.committed(ctx, sandbox, version, failed) })
 	})
 	wg.Wait()
+	d.hub.loaders.Wait()
 	return nil
 }
 

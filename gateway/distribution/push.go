@@ -26,11 +26,18 @@ import (
 // versions it missed (latest wins) and holds up nobody: not the other
 // streams, not the committing request.
 //
-// Versions reach a topic two ways: the store's commit feed (notify; every
-// commit through this replica at once, and on Postgres those of other
-// replicas through LISTEN/NOTIFY), and the periodic version check that
-// repairs a missed notification (check). Whichever comes first wins; the
-// other finds the version already there.
+// Versions reach a topic two ways: the store's commit feed (committed;
+// every commit through this replica at once, and on Postgres those of
+// other replicas through LISTEN/NOTIFY), and the periodic version check
+// that repairs a missed notification (check). Whichever comes first wins;
+// the other finds the version already there.
+//
+// The commit feed calls committed one commit at a time, for every
+// sandbox, so it never reads the store itself: it notes the sandbox's
+// newest version and a loader per sandbox reads and signs it, at most
+// maxLoads sandboxes at once. Commits to one sandbox that arrive while
+// its version is being read are read once, the newest; a slow read for
+// one sandbox holds up no other.
 
 // signedVersion is one committed version, signed once and shared by every
 // stream that sends it. It is never modified.
@@ -56,7 +63,17 @@ type hub struct {
 	// draining: the gateway is shutting down; every stream is asked to
 	// reconnect, including those that subscribe from now on.
 	draining bool
+	// wanted holds, per sandbox whose loader runs, the newest version
+	// heard and not yet taken by it (0: none); loads bounds the loaders
+	// reading at once.
+	wanted  map[string]int64
+	loads   chan struct{}
+	loaders sync.WaitGroup
 }
+
+// maxLoads bounds the versions a replica reads and signs at once for its
+// streams: a burst of commits must not take the store's whole pool.
+const maxLoads = 4
 
 type topic struct {
 	sandbox string
@@ -65,7 +82,7 @@ type topic struct {
 }
 
 func newHub(st *store.Store, sg *signer) *hub {
-	return &hub{st: st, signer: sg, topics: make(map[string]*topic)}
+	return &hub{st: st, signer: sg, topics: make(map[string]*topic), wanted: make(map[string]int64), loads: make(chan struct{}, maxLoads)}
 }
 
 // subscribe adds ps to its sandbox's topic and makes sure the topic holds
@@ -132,6 +149,61 @@ func (h *hub) notify(ctx context.Context, sandbox string, version int64) error {
 	}
 	h.offer(t, sv)
 	return nil
+}
+
+// committed notes that version of sandbox was committed, for the
+// sandbox's loader to read and offer (notify) in the background, and
+// returns at once. onErr hears a load that failed (the version check
+// repairs it).
+func (h *hub) committed(ctx context.Context, sandbox string, version int64, onErr func(sandbox string, version int64, err error)) {
+	h.mu.Lock()
+	t := h.topics[sandbox]
+	if t == nil { // no stream of this sandbox here
+		h.mu.Unlock()
+		return
+	}
+	if cur := t.latest.Load(); cur != nil && int64(cur.version()) >= version {
+		h.mu.Unlock()
+		return
+	}
+	want, running := h.wanted[sandbox]
+	if version > want {
+		h.wanted[sandbox] = version
+	}
+	h.mu.Unlock()
+	if running {
+		return // its loader takes the newest when it gets to it
+	}
+	h.loaders.Go(func() { h.loadLoop(ctx, sandbox, onErr) })
+}
+
+// loadLoop reads and offers the newest version wanted for sandbox until
+// none is left.
+func (h *hub) loadLoop(ctx context.Context, sandbox string, onErr func(string, int64, error)) {
+	for {
+		h.mu.Lock()
+		version := h.wanted[sandbox]
+		if version == 0 {
+			delete(h.wanted, sandbox)
+			h.mu.Unlock()
+			return
+		}
+		h.wanted[sandbox] = 0
+		h.mu.Unlock()
+		select {
+		case h.loads <- struct{}{}:
+		case <-ctx.Done():
+			h.mu.Lock()
+			delete(h.wanted, sandbox)
+			h.mu.Unlock()
+			return
+		}
+		err := h.notify(ctx, sandbox, version)
+		<-h.loads
+		if err != nil && ctx.Err() == nil {
+			onErr(sandbox, version, err)
+		}
+	}
 }
 
 // check compares every topic with the sandboxes' current versions and

@@ -176,7 +176,7 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 	first := marks[0].ev
 	in.log.WarnContext(ctx, "sentry findings", "drift", counts[FindingDrift], "unmediated", counts[FindingUnmediated],
 		"first_sandbox", first.Subject, "first_source", first.Source, "first_event", first.ID, "first_flags", marks[0].flags)
-	err := in.st.InTx(ctx, func(tx store.Tx) error {
+	err := in.events.InTx(ctx, func(tx store.Tx) error {
 		for _, m := range marks {
 			if err := tx.SetSentryEventFlags(ctx, m.ev, m.flags); err != nil {
 				return err

@@ -95,15 +95,22 @@ type Config struct {
 	Applied func(time.Duration)
 	// Found is called with each derived finding (FindingDrift…).
 	Found func(kind string)
+	// Events is the store of the events themselves (their rows, the
+	// sources' sequences, their findings' flags): a database apart from
+	// the control plane's (gateway --sentry-database-url), so that bulk
+	// ingest shares neither connections nor a write-ahead log with the
+	// freezes, versions and audit entries. Nil: the control plane's store.
+	Events *store.Store
 }
 
 // Intake is the gateway's Sentry intake.
 type Intake struct {
-	cfg  Config
-	st   *store.Store
-	life *lifecycle.Lifecycle
-	log  *slog.Logger
-	bulk chan struct{}
+	cfg Config
+	// st is the control plane's store; events the events' (Config.Events).
+	st, events *store.Store
+	life       *lifecycle.Lifecycle
+	log        *slog.Logger
+	bulk       chan struct{}
 	// urgent holds new bulk appends while a remediation is committing its
 	// freeze, so that its commit shares the database's log with as few
 	// bulk writes as possible.
@@ -147,7 +154,10 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	return &Intake{cfg: cfg, st: st, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots),
+	if cfg.Events == nil {
+		cfg.Events = st
+	}
+	return &Intake{cfg: cfg, st: st, events: cfg.Events, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots),
 		reading: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), checks: make(chan check, checkQueue)}
 }
 
@@ -168,6 +178,9 @@ func (r Result) Source(name string) store.SentrySource {
 	}
 	return store.SentrySource{Source: name}
 }
+
+// Events is the store the events are kept in (Config.Events).
+func (in *Intake) Events() *store.Store { return in.events }
 
 // Actor is how a source appears in the audit log and as the freezer.
 func Actor(source string) string { return "sentry:" + source }
@@ -231,7 +244,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 			return Result{}, err
 		}
 		row := stored(u.ev, received)
-		out, err := in.st.AppendSentryEvents(ctx, []store.SentryEvent{row})
+		out, err := in.events.AppendSentryEvents(ctx, []store.SentryEvent{row})
 		if err != nil {
 			return Result{}, err
 		}
@@ -253,7 +266,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
-		out, err := in.st.AppendSentryEvents(ctx, rows)
+		out, err := in.events.AppendSentryEvents(ctx, rows)
 		<-in.bulk
 		if err != nil {
 			return Result{}, err
@@ -263,7 +276,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	}
 	if len(res.Sources) == 0 {
 		// Nothing stored: still say where the sender's stream stands.
-		if res.Sources, err = in.st.SentryGaps(ctx, source); err != nil {
+		if res.Sources, err = in.events.SentryGaps(ctx, source); err != nil {
 			return Result{}, err
 		}
 		if len(res.Sources) == 0 {
@@ -323,7 +336,7 @@ func (in *Intake) Run(ctx context.Context) {
 		var n int64
 		var err error
 		if in.cfg.Retention >= 0 {
-			n, err = in.st.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
+			n, err = in.events.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -348,7 +361,7 @@ type partitioner interface {
 // partitionsAhead makes the partitions of the coming days, so that no
 // append has to make its day's own.
 func (in *Intake) partitionsAhead(ctx context.Context) {
-	p, ok := in.st.Driver.(partitioner)
+	p, ok := in.events.Driver.(partitioner)
 	if !ok {
 		return
 	}
@@ -397,7 +410,7 @@ func (in *Intake) check(_ context.Context, source string, key []byte, ev sentry.
 // its source holds; the same event again is a duplicate, not a replay
 // (seen).
 func (in *Intake) checkReplay(ctx context.Context, ev sentry.Event) (refused *sentry.FieldError, seen bool, err error) {
-	old, err := in.st.SentryEventAt(ctx, ev.Source, ev.Sequence)
+	old, err := in.events.SentryEventAt(ctx, ev.Source, ev.Sequence)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, false, nil

@@ -65,7 +65,7 @@ func (in *Intake) Timeline(ctx context.Context, sandbox string, since time.Time,
 		return nil, err
 	}
 	t := &timeline{since: since, versions: versions, window: in.cfg.Window}
-	events, err := in.st.ListSentryEvents(ctx, store.SentryEventFilter{Sandbox: sandbox, Since: since, Limit: timelineRead})
+	events, err := in.events.ListSentryEvents(ctx, store.SentryEventFilter{Sandbox: sandbox, Since: since, Limit: timelineRead})
 	if err != nil {
 		return nil, err
 	}

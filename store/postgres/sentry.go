@@ -14,9 +14,22 @@ import (
 )
 
 // AppendSentryEvents stores the batch in one transaction (sentrysql.Append).
+// ctx may end the append until its commit, not during it: the commit runs
+// on a context ctx cannot cancel, so an append that returns an error was
+// rolled back, never committed unseen (a sender whose request was cut
+// short sends the batch again, and a commit of unknown outcome would have
+// its events counted as duplicates the second time).
 func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEvent) (store.SentryBatchResult, error) {
 	return sentrysql.Append(ctx, events, d.Now(), " FOR UPDATE", func(fn func(sentrysql.Intake) error) error {
-		return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(sentryIntake{sentryEngine{tx}, tx}) })
+		tx, err := d.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after a commit, nothing
+		if err := fn(sentryIntake{sentryEngine{tx}, tx}); err != nil {
+			return err
+		}
+		return tx.Commit(context.WithoutCancel(ctx))
 	})
 }
 

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -101,6 +102,43 @@ func testSentryReusedID(t *testing.T, s *store.Store) {
 	}
 	if slices.Sort(ids); !slices.Equal(ids, []string{"w1-1", "w1-2", "w1-4"}) {
 		t.Errorf("stored %q, want w1-1, w1-2, w1-4", ids)
+	}
+}
+
+// testSentryCancelledAppend: an append whose context ends part-way (its
+// sender went away) is either whole or
+// rolled back, never of unknown outcome: sent again, its events are
+// counted exactly — stored once, and duplicates only for those the first
+// append reported stored.
+func testSentryCancelledAppend(t *testing.T, s *store.Store) {
+	const n = 3000
+	for i, after := range []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond, time.Second} {
+		src := fmt.Sprintf("cut%d", i)
+		seqs := make([]uint64, n)
+		for j := range seqs {
+			seqs[j] = uint64(j + 1)
+		}
+		batch := sentrySeqs(src, seqs...)
+		c, cancel := context.WithCancel(ctx(t))
+		timer := time.AfterFunc(after, cancel)
+		first, err := s.AppendSentryEvents(c, batch)
+		timer.Stop()
+		cancel()
+		stored := len(sentryEvents(t, s, store.SentryEventFilter{Source: src}))
+		switch {
+		case err != nil && stored != 0:
+			t.Fatalf("cut after %s: the append failed (%v) but %d events were stored", after, err, stored)
+		case err == nil && (first.Stored != n || stored != n):
+			t.Fatalf("cut after %s: the append succeeded with %d stored, and %d are", after, first.Stored, stored)
+		}
+		t.Logf("cut after %s: first append stored %d, err %v", after, first.Stored, err)
+		again := appendSentry(t, s, batch)
+		if again.Stored != n-first.Stored || again.Duplicates != first.Stored {
+			t.Fatalf("cut after %s (first: %d stored, err %v): sent again, stored %d and duplicates %d", after, first.Stored, err, again.Stored, again.Duplicates)
+		}
+		if got := len(sentryEvents(t, s, store.SentryEventFilter{Source: src})); got != n {
+			t.Fatalf("cut after %s: %d events stored in the end, want %d", after, got, n)
+		}
 	}
 }
 

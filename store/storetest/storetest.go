@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"ToolDefinitionsInvalid", testToolDefinitionsInvalid},
 		{"SentryDuplicates", testSentryDuplicates},
 		{"SentryReusedID", testSentryReusedID},
+		{"SentryCancelledAppend", testSentryCancelledAppend},
 		{"SentryGaps", testSentryGaps},
 		{"SentryOutOfOrder", testSentryOutOfOrder},
 		{"SentryManySources", testSentryManySources},

@@ -937,8 +937,10 @@ func (x *UnfreezeSandboxRequest) GetReason() string {
 }
 
 type ListToolsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// tool, if set, lists only the tools of that name (on every endpoint).
+	Tool          string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -976,6 +978,13 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 func (x *ListToolsRequest) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *ListToolsRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
 	}
 	return ""
 }
@@ -1120,9 +1129,13 @@ type ToolDefinition struct {
 	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
 	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
 	// proxy_id is the proxy that saw it last.
-	ProxyId       string `protobuf:"bytes,5,opt,name=proxy_id,json=proxyId,proto3" json:"proxy_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProxyId string `protobuf:"bytes,5,opt,name=proxy_id,json=proxyId,proto3" json:"proxy_id,omitempty"`
+	// definition_omitted: the definition is kept but left out of this
+	// answer, which carries at most 2 MiB of definitions (current ones
+	// first); ask for the one tool (ListToolsRequest.tool) to see it.
+	DefinitionOmitted bool `protobuf:"varint,6,opt,name=definition_omitted,json=definitionOmitted,proto3" json:"definition_omitted,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -1190,6 +1203,13 @@ func (x *ToolDefinition) GetProxyId() string {
 	return ""
 }
 
+func (x *ToolDefinition) GetDefinitionOmitted() bool {
+	if x != nil {
+		return x.DefinitionOmitted
+	}
+	return false
+}
+
 var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
@@ -1253,9 +1273,10 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"D\n" +
 	"\x16UnfreezeSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"&\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\":\n" +
 	"\x10ListToolsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"E\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\"E\n" +
 	"\x11ListToolsResponse\x120\n" +
 	"\x05tools\x18\x01 \x03(\v2\x1a.portcullis.v1.SandboxToolR\x05tools\"\x9e\x01\n" +
 	"\vSandboxTool\x12\x12\n" +
@@ -1263,7 +1284,7 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x12\n" +
 	"\x04tool\x18\x04 \x01(\tR\x04tool\x12?\n" +
-	"\vdefinitions\x18\x05 \x03(\v2\x1d.portcullis.v1.ToolDefinitionR\vdefinitions\"\xe1\x01\n" +
+	"\vdefinitions\x18\x05 \x03(\v2\x1d.portcullis.v1.ToolDefinitionR\vdefinitions\"\x90\x02\n" +
 	"\x0eToolDefinition\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1e\n" +
 	"\n" +
@@ -1272,7 +1293,8 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"first_seen\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
 	"\tlast_seen\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x19\n" +
-	"\bproxy_id\x18\x05 \x01(\tR\aproxyId2\xd4\a\n" +
+	"\bproxy_id\x18\x05 \x01(\tR\aproxyId\x12-\n" +
+	"\x12definition_omitted\x18\x06 \x01(\bR\x11definitionOmitted2\xd4\a\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\rCreateSandbox\x12#.portcullis.v1.CreateSandboxRequest\x1a$.portcullis.v1.CreateSandboxResponse\x12F\n" +
 	"\n" +
