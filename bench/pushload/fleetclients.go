@@ -18,9 +18,9 @@ import (
 
 // The child's side of -rolling: N simulated proxies that follow a fleet
 // of replicas as dataplane/gatewayclient does. Proxy i starts on replica
-// i mod R; when its stream ends it reconnects to the next replica, at
-// once after a goaway and after a random wait up to 100 ms after a
-// failure, saying in its hello the version it holds. It ACKs every
+// i mod R; when its stream ends it reconnects to another replica drawn at
+// random, at once after a goaway and after a random wait up to 100 ms
+// after a failure, saying in its hello the version it holds. It ACKs every
 // version and keeps when it first read each one; it counts its
 // reconnections and any version older than the one it held (a
 // regression: there should be none).
@@ -121,7 +121,7 @@ func (c *fleetClients) run(ctx context.Context, i int) {
 		if ctx.Err() != nil {
 			return
 		}
-		r = (r + 1) % len(c.addrs)
+		r = (r + 1 + rand.IntN(len(c.addrs)-1)) % len(c.addrs) // another, at random
 		if !errors.Is(err, simproxy.ErrGoaway) {
 			select {
 			case <-ctx.Done():

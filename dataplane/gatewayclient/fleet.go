@@ -35,8 +35,9 @@ import (
 // The policy stream picks its endpoint (next): one that failed waits out
 // a backoff of its own (full jitter, doubling per failure, reset by a
 // stream that lasted), so a dead replica is retried slowly while the
-// others are tried at once; a replica that said goaway is left for
-// another at once. Decision shipping and the advisor relay call through a
+// others are tried; a replica that said goaway is left at once for
+// another. The next one is drawn at random among those ready, so the
+// proxies of a replica that went away spread over the fleet. Decision shipping and the advisor relay call through a
 // fleetConn: the stream's endpoint first, then each other one while the
 // answer is Unavailable (refused, reset, draining).
 
@@ -287,22 +288,34 @@ func (f *fleet) ended(ep *endpoint, goaway, lasted bool) {
 }
 
 // next picks the endpoint of the next policy stream after one on from
-// ended, and how long to wait before it: the first endpoint after from,
-// in the order given, whose backoff is over, else the one whose backoff
-// ends soonest. After a goaway an endpoint ready now is used at once;
-// otherwise a short random wait (up to the minimum backoff) spreads the
-// proxies of a replica that died over the first moments.
+// ended, and how long to wait before it: one at random among those whose
+// backoff is over (from last: only if no other is ready), so that the
+// proxies of a replica that went away spread over the others rather than
+// all land on one; else the one whose backoff ends soonest. After a
+// goaway an endpoint ready now is used at once; otherwise a short random
+// wait (up to the minimum backoff) spreads them over the first moments
+// too.
 func (f *fleet) next(ctx context.Context, from *endpoint, goaway bool) (*endpoint, time.Duration) {
 	f.resolve(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	start := slices.Index(f.eps, from) + 1 // 0 if from is gone
+	var ready []*endpoint
+	for _, ep := range f.eps {
+		if ep != from && !ep.notBefore.After(now) {
+			ready = append(ready, ep)
+		}
+	}
 	var best *endpoint
-	for i := range f.eps {
-		ep := f.eps[(start+i)%len(f.eps)]
-		if best == nil || ep.notBefore.Before(best.notBefore) && best.notBefore.After(now) {
-			best = ep
+	if len(ready) > 0 {
+		best = ready[rand.IntN(len(ready))]
+	} else {
+		start := slices.Index(f.eps, from) + 1 // 0 if from is gone: from comes last
+		for i := range f.eps {
+			ep := f.eps[(start+i)%len(f.eps)]
+			if best == nil || ep.notBefore.Before(best.notBefore) {
+				best = ep
+			}
 		}
 	}
 	if f.cur != nil && f.cur != best && !slices.Contains(f.eps, f.cur) {

@@ -84,14 +84,32 @@ func TestFleetNext(t *testing.T) {
 	}
 	b, c := f.eps[(i+1)%3], f.eps[(i+2)%3]
 
+	// After a goaway, another replica at once, drawn at random: the
+	// proxies of a replica that went away spread over the others.
 	f.ended(a, true, false)
-	if next, wait := f.next(t.Context(), a, true); next != b || wait != 0 {
-		t.Fatalf("after a goaway: %v in %v, want %v at once", next, wait, b)
+	drawn := map[*endpoint]int{}
+	for range 100 {
+		next, wait := f.next(t.Context(), a, true)
+		if next == a || wait != 0 {
+			t.Fatalf("after a goaway: %v in %v, want another at once", next, wait)
+		}
+		drawn[next]++
+	}
+	if drawn[b] == 0 || drawn[c] == 0 {
+		t.Fatalf("after a goaway the next replica was always the same: %v", drawn)
 	}
 	f.ended(b, false, false)
 	next, wait := f.next(t.Context(), b, false)
-	if next != c || wait <= 0 || wait > f.min {
-		t.Fatalf("after a failure: %v in %v, want %v within %v", next, wait, c, f.min)
+	if next == b || wait <= 0 || wait > f.min {
+		t.Fatalf("after a failure: %v in %v, want another within %v", next, wait, f.min)
+	}
+	// Every replica waiting out its backoff: the one ready first.
+	f.ended(c, false, false)
+	next, wait = f.next(t.Context(), c, false)
+	for _, ep := range f.eps {
+		if ep.notBefore.Before(next.notBefore) || wait != next.notBefore.Sub(*now) {
+			t.Fatalf("%v is ready before the one chosen, %v in %v", ep, next, wait)
+		}
 	}
 	// Every replica fails, over and over: each waits its own backoff,
 	// which doubles up to the maximum.
