@@ -69,11 +69,16 @@ func New(cfg Config) (*Agent, error) {
 		if gw.Tracer == nil {
 			gw.Tracer = cfg.Tracer
 		}
+		if gw.Now == nil {
+			gw.Now = cfg.Now
+		}
 		sub, err := gatewayclient.NewSubscriber(gw, a.Proxy)
 		if err != nil {
 			return nil, err
 		}
 		a.sub = sub
+		// Grants end by the later of the two clocks (Proxy.now).
+		a.gatewayAhead = sub.GatewayAhead
 		// policy.local relays the agent's proposals with the sandbox
 		// token the subscription carries, once the denial they quote has
 		// been shipped.

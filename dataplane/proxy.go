@@ -50,7 +50,9 @@ type Config struct {
 	// CallerBinary identifies the client's executable only (no
 	// ancestors); used when Caller is nil and this is set.
 	CallerBinary func(net.Conn) (string, error)
-	// Now is the clock for expires_at and records. Default time.Now.
+	// Now is the proxy's clock. Default time.Now. Requests are judged
+	// (expires_at) and recorded at the later of it and, in gateway mode,
+	// the gateway's clock as the subscription estimates it (Proxy.now).
 	Now func() time.Time
 	// DecisionLog receives every decision as a JSON line, written by a
 	// goroutine of Agent.Run so traffic never waits for it, in batches
@@ -168,6 +170,11 @@ type Proxy struct {
 
 	// tracer makes request spans (trace.go); nil: not tracing.
 	tracer trace.Tracer
+
+	// gatewayAhead, in gateway mode, is how far the gateway's clock is
+	// ahead of cfg.Now (Subscriber.GatewayAhead); set by New, before
+	// anything runs.
+	gatewayAhead func() time.Duration
 }
 
 type openTunnel struct {
@@ -488,13 +495,25 @@ func (p *Proxy) resolve(ctx context.Context, cur *loaded, t dest, req *policy.Re
 	return deny(first)
 }
 
+// now is the time requests are judged at: the proxy's clock, or the
+// gateway's when that is ahead, so a grant ends (expires_at) no later
+// than the gateway says, whichever clock is wrong and even while the
+// gateway is unreachable.
+func (p *Proxy) now() time.Time {
+	t := p.cfg.Now()
+	if p.gatewayAhead != nil {
+		t = t.Add(p.gatewayAhead())
+	}
+	return t
+}
+
 // baseRequest starts the request to t. The calling binary is looked up
 // only when the policy names binaries (the lookup scans /proc).
 func (p *Proxy) baseRequest(ctx context.Context, cur *loaded, t dest) policy.Request {
 	req := policy.Request{
 		Host:             t.host,
 		Port:             t.port,
-		Time:             p.cfg.Now(),
+		Time:             p.now(),
 		DevAllowLoopback: p.cfg.DevAllowLoopback,
 	}
 	if cur != nil && cur.matcher.NamesBinaries() {

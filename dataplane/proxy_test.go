@@ -458,7 +458,8 @@ func TestPolicyFileHotReload(t *testing.T) {
 	}
 }
 
-// expires_at is honoured by the proxy's own clock.
+// expires_at is honoured by the proxy's own clock (standalone; in
+// gateway mode by the later of it and the gateway's: clock_internal_test.go).
 func TestGrantExpiresByProxyClock(t *testing.T) {
 	up := startPlainUpstream(t)
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

@@ -46,8 +46,9 @@ func (l *toolsList) keep(name string, def []byte) bool { return l.vis.keep(name,
 func (l *toolsList) listChanged() { l.p.defs.changed(l.session.ep) }
 
 // requests is called with the requests the server sends the client
-// (their IDKeys).
-func (l *toolsList) requests(ids []string) { l.p.pending.add(l.session, ids, l.p.cfg.Now()) }
+// (their IDKeys), stamped by the clock the client's answers are judged at
+// (req.Time).
+func (l *toolsList) requests(ids []string) { l.p.pending.add(l.session, ids, l.p.now()) }
 
 // noLists is the ListResponse.IDs of a POST without a tools/list request:
 // no answer is a tools/list result. Never written.

@@ -161,7 +161,7 @@ func (p *Proxy) trackTunnel(req policy.Request, conn net.Conn) (untrack func()) 
 // says so, not when the client hangs up.
 func (p *Proxy) recheckTunnels() {
 	cur := p.current.Load()
-	now := p.cfg.Now()
+	now := p.now()
 	p.tunnelsMu.Lock()
 	defer p.tunnelsMu.Unlock()
 	for t := range p.tunnels {

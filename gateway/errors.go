@@ -72,6 +72,9 @@ var sentinelCodes = []struct {
 	{store.ErrAlreadyExists, connect.CodeAlreadyExists, "already exists"},
 	{context.Canceled, connect.CodeCanceled, "request canceled"},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, "deadline exceeded"},
+	// The database is out of reach (this replica reports not ready until
+	// it is back): a write that failed so may or may not have committed.
+	{store.ErrUnavailable, connect.CodeUnavailable, "the gateway's database is unavailable; retry later (a write may or may not have been applied: read before writing again)"},
 }
 
 // toConnectError maps every error a handler returns to what the client

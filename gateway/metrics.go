@@ -28,6 +28,7 @@ type metrics struct {
 	// go with it).
 	pushAckSandbox *prometheus.HistogramVec
 	pushNacks      prometheus.Counter
+	keepFailures   prometheus.Counter
 	proxyDropped   prometheus.Counter
 	decided        *prometheus.CounterVec
 	conns          *prometheus.CounterVec
@@ -56,6 +57,10 @@ func newMetrics(s *Server) *metrics {
 	m.pushNacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "portcullis_push_nacks_total",
 		Help: "Policy versions proxies refused.",
+	})
+	m.keepFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "portcullis_proxy_keep_failures_total",
+		Help: "Policy versions proxies ACKed (and enforce) but could not keep in their data dir, a full or read-only disk: restarted then, they would enforce an older version.",
 	})
 	m.proxyDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "portcullis_proxy_decisions_dropped_total",
@@ -100,7 +105,7 @@ func newMetrics(s *Server) *metrics {
 		m.register(count("portcullis_ocsf_dropped_total",
 			"OCSF events this replica dropped: a sink's queue was full or the sink refused them.", s.cfg.OCSFDropped))
 	}
-	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.proxyDropped, m.decided, m.conns, connected, behind, stored, limited, pruned,
+	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.keepFailures, m.proxyDropped, m.decided, m.conns, connected, behind, stored, limited, pruned,
 		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped,
 		newPendingCollector(s.store, s.cfg.Now, s.cfg.PendingMetricsTTL, s.log),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

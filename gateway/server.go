@@ -285,12 +285,13 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.dist = distribution.New(distribution.Config{
 		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
-		Acked:   s.metrics.acked,
-		Nacked:  s.metrics.pushNacks.Inc,
-		Dropped: func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
-		Decided: func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
-		Sink:    s.decisions,
-		Tracer:  cfg.TracerProvider,
+		Acked:      s.metrics.acked,
+		Nacked:     s.metrics.pushNacks.Inc,
+		KeepFailed: s.metrics.keepFailures.Inc,
+		Dropped:    func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
+		Decided:    func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
+		Sink:       s.decisions,
+		Tracer:     cfg.TracerProvider,
 	}, st, s.log)
 	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
 	s.sentry = sentryintake.New(sentryintake.Config{

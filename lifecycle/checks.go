@@ -67,6 +67,12 @@ type applyIn struct {
 	// Provenance of the new version; the store adds "proposal" (the id)
 	// and "approvers" (comma-separated, in approval order).
 	Provenance map[string]string
+	// Approval, when set, is the approval that completes the quorum: it
+	// is recorded (and audited) in the transaction that applies, so that
+	// no crash and no concurrent commit can leave it stored and the
+	// proposal unapplied. Its approver must not have approved before
+	// (store.ErrAlreadyExists).
+	Approval *store.Approval
 }
 
 // checkApproval reports whether a can be stored: an approver and the hash
@@ -89,6 +95,8 @@ func (in applyIn) Check() error {
 		return fmt.Errorf("invalid apply of proposal %d: empty resulting hash", in.ID)
 	case in.Hash == "" || len(in.Document) == 0:
 		return fmt.Errorf("invalid apply of proposal %d: empty hash or document", in.ID)
+	case in.Approval != nil:
+		return checkApproval(in.ID, *in.Approval)
 	}
 	return nil
 }

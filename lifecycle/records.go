@@ -257,24 +257,10 @@ func addApproval(ctx context.Context, st *store.Store, id int64, a store.Approva
 		if err != nil {
 			return store.Proposal{}, err
 		}
-		switch {
-		case p.ResultingHash != a.ResultingHash:
+		if p.ResultingHash != a.ResultingHash {
 			return store.Proposal{}, fmt.Errorf("%w: the proposal's resulting policy is now %s, not %s", store.ErrConflict, p.ResultingHash, a.ResultingHash)
-		case slices.ContainsFunc(p.Approvals, func(o store.Approval) bool { return o.Approver == a.Approver }):
-			return store.Proposal{}, fmt.Errorf("%w: %s approved it before", store.ErrAlreadyExists, a.Approver)
 		}
-		a.CreatedAt = tx.Now()
-		if err := tx.InsertApproval(ctx, id, a); err != nil {
-			return store.Proposal{}, fmt.Errorf("insert approval: %w", err)
-		}
-		if err := store.Audit(ctx, tx, store.AuditEntry{
-			Actor: a.Approver, Action: store.ActionProposalOK, Sandbox: p.Sandbox, Target: strconv.FormatInt(id, 10),
-			AfterHash: a.ResultingHash,
-			Detail:    map[string]string{"approver": a.Approver, "reason": a.Reason},
-		}); err != nil {
-			return store.Proposal{}, err
-		}
-		return tx.GetProposal(ctx, id)
+		return insertApproval(ctx, tx, p, a)
 	})
 	if err != nil {
 		return store.Proposal{}, fmt.Errorf("approve proposal %d: %w", id, err)
@@ -282,12 +268,35 @@ func addApproval(ctx context.Context, st *store.Store, id int64, a store.Approva
 	return out, nil
 }
 
+// insertApproval records a on p (read under its sandbox's lock), audited,
+// and returns p with every approval: store.ErrAlreadyExists if a's
+// approver approved p before.
+func insertApproval(ctx context.Context, tx store.Tx, p store.Proposal, a store.Approval) (store.Proposal, error) {
+	if slices.ContainsFunc(p.Approvals, func(o store.Approval) bool { return o.Approver == a.Approver }) {
+		return store.Proposal{}, fmt.Errorf("%w: %s approved it before", store.ErrAlreadyExists, a.Approver)
+	}
+	a.CreatedAt = tx.Now()
+	if err := tx.InsertApproval(ctx, p.ID, a); err != nil {
+		return store.Proposal{}, fmt.Errorf("insert approval: %w", err)
+	}
+	if err := store.Audit(ctx, tx, store.AuditEntry{
+		Actor: a.Approver, Action: store.ActionProposalOK, Sandbox: p.Sandbox, Target: strconv.FormatInt(p.ID, 10),
+		AfterHash: a.ResultingHash,
+		Detail:    map[string]string{"approver": a.Approver, "reason": a.Reason},
+	}); err != nil {
+		return store.Proposal{}, err
+	}
+	return tx.GetProposal(ctx, p.ID)
+}
+
 // ApplyProposal commits the proposal as the sandbox's next policy version
 // (source "proposal", through commit as every version) and marks it
 // applied, in one transaction, only if it is still pending (or approved)
 // with in.ResultingHash and its base version is still the sandbox's
 // current version; otherwise store.ErrConflict and nothing changes. Two appliers
-// racing: exactly one wins (the second finds it applied). Audited.
+// racing: exactly one wins (the second finds it applied). With
+// in.Approval, that approval is recorded first, in the same transaction.
+// Audited.
 func applyProposal(ctx context.Context, st *store.Store, in applyIn) (store.Proposal, store.PolicyVersion, error) {
 	if err := in.Check(); err != nil {
 		return store.Proposal{}, store.PolicyVersion{}, err
@@ -300,6 +309,11 @@ func applyProposal(ctx context.Context, st *store.Store, in applyIn) (store.Prop
 		}
 		if err := checkApplicable(p.Status, p.ResultingHash, p.BaseVersion, sb.CurrentVersion, sb.Frozen, in); err != nil {
 			return store.Proposal{}, err
+		}
+		if a := in.Approval; a != nil {
+			if p, err = insertApproval(ctx, tx, p, *a); err != nil {
+				return store.Proposal{}, err
+			}
 		}
 		ap := in.Append(p.Sandbox, p.BaseVersion, p.Approvals)
 		if pv, err = commit(ctx, tx, ap); err != nil {

@@ -137,6 +137,11 @@ func (l *Lifecycle) review(ctx context.Context, p store.Proposal) (Review, error
 	if err != nil {
 		return Review{}, err
 	}
+	return l.judge(ctx, p)
+}
+
+// judge runs the approval rules on p as given (review re-bases it first).
+func (l *Lifecycle) judge(ctx context.Context, p store.Proposal) (Review, error) {
 	findings, err := DecodeFindings(p.Findings)
 	if err != nil {
 		return Review{}, fmt.Errorf("proposal %d: stored findings: %w", p.ID, err)
@@ -296,32 +301,59 @@ func (l *Lifecycle) approve(ctx context.Context, a Approval) (Review, error) {
 	if refusals := r.Decision.Refusals; len(refusals) > 0 {
 		return Review{}, &PreconditionError{fmt.Sprintf("the approval rules refuse proposal %d: %s", p.ID, strings.Join(refusals, "; "))}
 	}
-	p, err = addApproval(ctx, l.st, p.ID, store.Approval{Approver: a.Approver, Reason: a.Reason, ResultingHash: a.ResultingHash})
+	if r.Proposal.ResultingHash != a.ResultingHash {
+		return Review{}, l.whyNotPending(ctx, a.ID) // re-based just now
+	}
+	approval := store.Approval{Approver: a.Approver, Reason: a.Reason, ResultingHash: a.ResultingHash}
+	if slices.ContainsFunc(r.Proposal.Approvals, func(o store.Approval) bool { return o.Approver == a.Approver }) {
+		return Review{}, alreadyApproved(a)
+	}
+	// The rules judge the proposal with this approval, as it stands: a
+	// base that moves from here on is apply's to handle. An approval that
+	// completes the quorum is recorded by the transaction that applies,
+	// never alone: a replica that dies in between, or a commit that moves
+	// the base in between, must not leave the proposal approved and
+	// unapplied, with an approval its approver cannot give again.
+	with := r.Proposal
+	with.Approvals = append(slices.Clone(with.Approvals), approval)
+	if r, err = l.judge(ctx, with); err != nil {
+		return Review{}, err
+	}
+	if !r.Approved() {
+		p, err = addApproval(ctx, l.st, p.ID, approval)
+		switch {
+		case errors.Is(err, store.ErrAlreadyExists):
+			return Review{}, alreadyApproved(a)
+		case errors.Is(err, store.ErrConflict):
+			return Review{}, l.whyNotPending(ctx, a.ID)
+		case err != nil:
+			return Review{}, err
+		}
+		l.log.InfoContext(ctx, "proposal approved", "sandbox", p.Sandbox, "proposal", p.ID, "approver", a.Approver, "resulting_hash", p.ResultingHash)
+		l.changed(p.Sandbox)
+		return l.review(ctx, p)
+	}
+	applied, err := l.apply(ctx, r.Proposal, a.Approver, countingApprovers(with), a.GrantEnd, &approval)
 	switch {
 	case errors.Is(err, store.ErrAlreadyExists):
-		return Review{}, &PreconditionError{fmt.Sprintf("%s already approved proposal %d: another approver is needed", a.Approver, a.ID)}
-	case errors.Is(err, store.ErrConflict):
-		return Review{}, l.whyNotPending(ctx, a.ID)
+		return Review{}, alreadyApproved(a)
 	case err != nil:
 		return Review{}, err
+	case applied.Status != store.ProposalApplied:
+		// Re-based while being approved, and what it adds changed: the
+		// approval was not recorded.
+		return Review{}, &ConflictError{fmt.Sprintf("proposal %d was re-based onto version %d while it was being approved and its findings changed (resulting hash %s): review it again; your approval was not recorded",
+			applied.ID, applied.BaseVersion, applied.ResultingHash)}
 	}
-	l.log.InfoContext(ctx, "proposal approved", "sandbox", p.Sandbox, "proposal", p.ID, "approver", a.Approver, "resulting_hash", p.ResultingHash)
-	l.changed(p.Sandbox)
-	// Apply if the approval rules say it is approved now.
-	if r, err = l.review(ctx, p); err != nil || !r.Approved() {
-		return r, err
-	}
-	applied, err := l.apply(ctx, r.Proposal, a.Approver, countingApprovers(r.Proposal), a.GrantEnd)
-	if err != nil {
-		return Review{}, err
-	}
-	if applied.Status == store.ProposalApplied {
-		// Decided as reviewed: the rules' answer on what was applied
-		// stands (its findings and approvers did not change).
-		r.Proposal = applied
-		return r, nil
-	}
-	return l.review(ctx, applied) // back to review after a re-base
+	l.log.InfoContext(ctx, "proposal approved", "sandbox", applied.Sandbox, "proposal", applied.ID, "approver", a.Approver, "resulting_hash", a.ResultingHash)
+	// Decided as reviewed: the rules' answer on what was applied stands
+	// (its findings and approvers did not change).
+	r.Proposal = applied
+	return r, nil
+}
+
+func alreadyApproved(a Approval) error {
+	return &PreconditionError{fmt.Sprintf("%s already approved proposal %d: another approver is needed", a.Approver, a.ID)}
 }
 
 // approvable checks what makes an approval impossible whatever the hash.
@@ -381,7 +413,7 @@ func (l *Lifecycle) Reject(ctx context.Context, id int64, reason, actor string) 
 // the base is still current. A base that moved is re-based and re-proved;
 // if the findings changed, the proposal stays pending for a new look,
 // otherwise it is applied on the new base.
-func (l *Lifecycle) apply(ctx context.Context, p store.Proposal, actor string, approvers []string, grantEnd time.Time) (store.Proposal, error) {
+func (l *Lifecycle) apply(ctx context.Context, p store.Proposal, actor string, approvers []string, grantEnd time.Time, approval *store.Approval) (store.Proposal, error) {
 	for attempt := 1; ; attempt++ {
 		doc, hash, err := l.grantDocument(ctx, p, grantEnd)
 		if err != nil {
@@ -393,7 +425,7 @@ func (l *Lifecycle) apply(ctx context.Context, p store.Proposal, actor string, a
 		}
 		applied, v, err := applyProposal(ctx, l.st, applyIn{
 			ID: p.ID, ResultingHash: p.ResultingHash, Document: doc, Hash: hash,
-			GrantExpiresAt: grantEnd, Actor: actor, Provenance: prov,
+			GrantExpiresAt: grantEnd, Actor: actor, Provenance: prov, Approval: approval,
 		})
 		if err == nil {
 			l.log.InfoContext(ctx, "proposal applied", "sandbox", p.Sandbox, "proposal", p.ID, "version", v.Version, "hash", v.Hash, "approvers", approvers)
@@ -489,7 +521,7 @@ func (l *Lifecycle) grantDocument(ctx context.Context, p store.Proposal, grantEn
 func (l *Lifecycle) autoApprove(ctx context.Context, p store.Proposal) (store.Proposal, error) {
 	_, version := l.rules.current()
 	actor := "auto-approval (rules version " + strconv.FormatInt(version, 10) + ")"
-	applied, err := l.apply(ctx, p, actor, nil, time.Time{})
+	applied, err := l.apply(ctx, p, actor, nil, time.Time{}, nil)
 	if err != nil {
 		return p, err
 	}

@@ -31,6 +31,10 @@ var (
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrLastAdmin: revoking the token would leave no live admin token.
 	ErrLastAdmin = errors.New("last live admin token")
+	// ErrUnavailable: the database cannot be reached (down, restarting,
+	// the connection lost). A write that failed so may or may not have
+	// committed; the caller may retry later.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // Roles a token may carry.

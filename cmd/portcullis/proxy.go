@@ -68,9 +68,11 @@ invalid one is refused and the last good version stays. With no valid
 policy every request is denied. Decisions are written as JSON lines to
 DATA-DIR/decisions.jsonl, rotated by size (--decision-log-max-size, keeping
 --decision-log-keep older files as decisions.jsonl.1, .2, …). A decision
-log that cannot be written (a full or read-only disk) never stops
-enforcement: the proxy says so in its log, keeps recent decisions in
-memory, and writes again once it can.
+log that cannot be written or opened (a full or read-only disk) never
+stops enforcement: the proxy says so in its log, keeps recent decisions
+in memory, and writes again once it can. So for the data dir in gateway
+mode: a version that cannot be kept there is still enforced and ACKed
+(the proxy logs an error), and a restart enforces the last one kept.
 
 In gateway mode --gateway may name several replicas of the gateway
 (repeat it, or separate URLs with commas; PORTCULLIS_GATEWAY likewise),
@@ -150,7 +152,11 @@ Off by default.`,
 			}
 			out, err := rotate.Open(filepath.Join(dataDir, decisionLogFile), logMaxSize, logKeep)
 			if err != nil {
-				return fmt.Errorf("open decision log: %w", err)
+				// A full or read-only data dir must not keep the proxy
+				// from enforcing: it runs, and the log is opened at the
+				// first write that can (decision.Log says when it can't).
+				log.Error("decision log cannot be opened; enforcing anyway, decisions stay in memory until it can be written", "err", err)
+				out = rotate.Later(filepath.Join(dataDir, decisionLogFile), logMaxSize, logKeep)
 			}
 			defer out.Close()
 			cfg := dataplane.Config{
@@ -181,6 +187,9 @@ Off by default.`,
 				}
 			}
 			applyTestHooks(&cfg)
+			if err := applyDrillHooks(&cfg); err != nil {
+				return err
+			}
 			agent, err := dataplane.New(cfg)
 			if err != nil {
 				for _, e := range emitters {

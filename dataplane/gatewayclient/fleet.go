@@ -152,12 +152,12 @@ func newFleet(cfg *SubscribeConfig) (*fleet, error) {
 			// The name the URL gave, whatever address is dialed.
 			grpc.WithAuthority(net.JoinHostPort(ep.target.host, ep.target.port)),
 			grpc.WithPerRPCCredentials(bearer{token: cfg.Token}),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 			// The channel's own reconnect waits follow the same bounds as the
 			// stream's (grpc-go's default grows to two minutes).
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
-				MinConnectTimeout: 10 * time.Second,
+				MinConnectTimeout: minConnectTimeout,
 			}),
 		)
 	}

@@ -78,6 +78,9 @@ type SubscribeConfig struct {
 	// apply, keep, answer — the child of the gateway's push span its
 	// message names (trace.go). Default nil: no spans.
 	Tracer trace.TracerProvider
+	// Now is the proxy's clock, which heartbeats carry and GatewayAhead
+	// measures against. Default time.Now.
+	Now func() time.Time
 }
 
 func (c *SubscribeConfig) setDefaults() {
@@ -93,7 +96,28 @@ func (c *SubscribeConfig) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 }
+
+// How the gateway connection finds a dead path (drills/proxy's cut drill
+// measures it). A path can die silently — packets dropped, a middlebox's
+// state lost — and neither end hears of it: with nothing read for
+// keepaliveTime the proxy pings, and a ping unanswered for
+// keepaliveTimeout closes the connection, so the proxy gives up a silent
+// path within 15 s instead of waiting out three heartbeats (the stream's
+// own check, which ends the stream but not the connection under it).
+// keepaliveTime is the least the gateway permits (gateway/transport's
+// enforcement policy). A connection attempt the dead path swallows is
+// given up after minConnectTimeout (grpc-go waits the current backoff
+// instead when that is longer), so once the path is back the proxy is
+// too within about that much and one reconnect wait.
+const (
+	keepaliveTime     = 10 * time.Second
+	keepaliveTimeout  = 5 * time.Second
+	minConnectTimeout = 3 * time.Second
+)
 
 // Enforcer is what a Subscriber keeps in step: the proxy's compiled
 // policy and the sandbox CA it terminates TLS with.
@@ -122,6 +146,8 @@ type Subscriber struct {
 		hash    string
 		err     string
 	}
+
+	clock gatewayClock // the gateway's clock, from heartbeats (clock.go)
 }
 
 // NewSubscriber prepares the subscription of proxy; it does not connect
@@ -300,6 +326,13 @@ func (s *Subscriber) AppliedVersion() uint32 {
 	return s.applied.GetVersion()
 }
 
+// GatewayAhead returns how far the gateway's clock is ahead of the
+// proxy's (Now), by the latest heartbeat answered: an upper bound, so a
+// grant judged at Now()+GatewayAhead() ends no later than the gateway
+// says. 0 when the gateway is not ahead or has not answered yet; the last
+// estimate holds while the gateway is unreachable.
+func (s *Subscriber) GatewayAhead() time.Duration { return s.clock.aheadOf() }
+
 // Run keeps a policy stream open until ctx ends. When a stream ends it
 // moves to another replica (fleet.next): at once after a goaway, after a
 // short random wait after a failure, and waiting out each replica's own
@@ -369,7 +402,8 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		return err
 	}
 
-	// Heartbeats: one every interval; the gateway answers each, and any
+	// Heartbeats: one at once (the gateway's answer tells its clock,
+	// clock.go) and one every interval; the gateway answers each, and any
 	// message from it proves it alive.
 	silent := time.AfterFunc(3*s.cfg.Heartbeat, func() { cancel(errGatewaySilent) })
 	defer silent.Stop()
@@ -382,19 +416,22 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		cancel(nil)
 		heartbeats.Wait()
 	}()
+	s.clock.restart()
 	heartbeats.Go(func() {
 		tick := time.NewTicker(s.cfg.Heartbeat)
 		defer tick.Stop()
 		for {
+			t0 := s.cfg.Now()
+			s.clock.sent(t0)
+			hb := &portcullisv1.Heartbeat{SentAt: timestamppb.New(t0)}
+			if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: hb}}); err != nil {
+				cancel(err)
+				return
+			}
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-				hb := &portcullisv1.Heartbeat{SentAt: timestamppb.Now()}
-				if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: hb}}); err != nil {
-					cancel(err)
-					return
-				}
 			}
 		}
 	})
@@ -415,6 +452,11 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		}
 		if g := res.GetGoaway(); g != nil {
 			return &goawayError{reason: g.GetReason()}
+		}
+		if hb := res.GetHeartbeat(); hb != nil && hb.GetSentAt() != nil {
+			if ahead, news := s.clock.answered(hb.GetSentAt().AsTime()); news {
+				s.log.Warn("the gateway's clock differs from the proxy's; expires_at is judged by the later of the two", "gateway_ahead", ahead.Round(time.Millisecond).String())
+			}
 		}
 		sp := res.GetPolicy()
 		if sp == nil {
@@ -479,15 +521,19 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	// First contact pins the key; a rotation moves the pin forward.
 	repinned := !s.pinned.Equal(trusted)
 	s.pinned = trusted
-	s.keep(sp, chain, repinned)
+	if err := s.keep(sp, chain, repinned); err != nil {
+		// Enforced all the same; the gateway hears it with the ACK.
+		ack.GetAck().KeepError = err.Error()
+	}
 	s.log.Info("policy version applied", "version", sp.GetVersion(), "hash", sp.GetHash())
 	return ack
 }
 
 // keep writes the applied version (with its chain and the CA in force)
-// and, when it moved, the pinned key to the data dir. A failure is
-// logged: the version is enforced either way.
-func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey, repinned bool) {
+// and, when it moved, the pinned key to the data dir. A failure (a full
+// or read-only disk) is logged and returned for the ACK to carry: the
+// version is enforced either way.
+func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.GatewayKey, repinned bool) error {
 	kept := proto.Clone(sp).(*portcullisv1.SignedPolicy)
 	kept.Keys = chain
 	kept.Nonce = ""
@@ -506,6 +552,7 @@ func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.G
 	if err != nil {
 		s.log.Error("could not keep the applied version in the data dir", "err", err)
 	}
+	return err
 }
 
 // writeFileAtomic replaces path with data (0600): a crash leaves the old

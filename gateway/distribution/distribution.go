@@ -40,14 +40,17 @@ type Config struct {
 	// serves with the store's (and re-reads the signing keys). Default 5s.
 	VersionCheckInterval time.Duration
 	// Acked and Nacked, if set, observe each ACK (with its sandbox and
-	// its lag from the version's commit) and each NACK; Dropped the
+	// its lag from the version's commit) and each NACK; KeepFailed each
+	// ACK of a version the proxy enforces but could not keep in its data
+	// dir; Dropped the
 	// decision records a proxy says it dropped before shipping them;
 	// Decided the records of each valid batch shipped, by decision
 	// (before the ingest limit): the gateway's metrics.
-	Acked   func(sandbox string, lag time.Duration)
-	Nacked  func()
-	Dropped func(n uint64)
-	Decided func(decision string, n int)
+	Acked      func(sandbox string, lag time.Duration)
+	Nacked     func()
+	KeepFailed func()
+	Dropped    func(n uint64)
+	Decided    func(decision string, n int)
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
 	// Tracer, if set, traces each delivery of a version to a proxy until
@@ -116,6 +119,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 	}
 	if cfg.Nacked == nil {
 		cfg.Nacked = func() {}
+	}
+	if cfg.KeepFailed == nil {
+		cfg.KeepFailed = func() {}
 	}
 	sg := newSigner(st)
 	d := &Distribution{

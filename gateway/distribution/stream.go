@@ -126,6 +126,12 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 			lag := now.Sub(sent.sv.committedAt())
 			d.proxies.ack(entry, sent.sv, lag, now)
 			d.cfg.Acked(p.Sandbox, lag)
+			if keepErr := m.Ack.GetKeepError(); keepErr != "" {
+				// Enforced, but a restart would bring back an older version.
+				d.cfg.KeepFailed()
+				d.log.WarnContext(ctx, "proxy enforces the version but cannot keep it in its data dir", "sandbox", p.Sandbox, "proxy", key.proxyID,
+					"version", sent.sv.version(), "error", truncate(keepErr, maxNackError))
+			}
 			sent.answered("ack", "")
 		case *portcullisv1.StreamPolicyRequest_Nack:
 			sent, ok := ps.sentFor(m.Nack.GetNonce())

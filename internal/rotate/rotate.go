@@ -49,18 +49,32 @@ func Open(path string, maxSize int64, keep int) (*File, error) {
 	return f, nil
 }
 
+// Later is Open for a path that cannot be opened now (a full or
+// read-only disk): the file is opened at the first Write, and again at
+// each Write while that fails, as after a failed write.
+func Later(path string, maxSize int64, keep int) *File {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	if keep < 0 {
+		keep = DefaultKeep
+	}
+	return &File{path: path, maxSize: maxSize, keep: keep}
+}
+
 // Path returns the live file's path.
 func (f *File) Path() string { return f.path }
 
 func (f *File) open() error {
+	// The errors are *os.PathError: they name the file already.
 	file, err := os.OpenFile(f.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", f.path, err)
+		return err
 	}
 	st, err := file.Stat()
 	if err != nil {
 		file.Close()
-		return fmt.Errorf("open %s: %w", f.path, err)
+		return err
 	}
 	f.f, f.size = file, st.Size()
 	return nil

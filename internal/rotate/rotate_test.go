@@ -128,3 +128,28 @@ func TestSplitBetweenLines(t *testing.T) {
 		}
 	}
 }
+
+// A file that cannot be opened yet (here: its directory is missing, as
+// a full or read-only disk would refuse it) fails each Write until it
+// can be opened, then is written to.
+func TestLater(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-yet")
+	path := filepath.Join(dir, "log.jsonl")
+	if _, err := rotate.Open(path, 1000, 1); err == nil || strings.Count(err.Error(), path) != 1 {
+		t.Fatalf("Open of a missing directory: %v; want an error naming the file once", err)
+	}
+	f := rotate.Later(path, 1000, 1)
+	defer f.Close()
+	if _, err := f.Write([]byte("lost\n")); err == nil {
+		t.Fatal("a write with no directory succeeded")
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("kept\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "kept\n" {
+		t.Fatalf("file holds %q", got)
+	}
+}

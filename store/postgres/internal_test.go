@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -213,5 +216,52 @@ func TestNowIsTransactionStart(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLostConnectionIsUnavailable: a database out of reach — no server
+// on the port, or a connection the server ended as a restart does — is
+// store.ErrUnavailable (the gateway answers Unavailable, the CLI exits 4),
+// never an internal error; and the pool's next connection works. The
+// Postgres restart drill (drills/gateway) saw every call during an
+// outage answered "internal error".
+func TestLostConnectionIsUnavailable(t *testing.T) {
+	ctx := t.Context()
+	_, err := pgconn.Connect(ctx, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=5")
+	if err == nil || !errors.Is(mapErr(err), store.ErrUnavailable) {
+		t.Errorf("connect to a closed port: %v, mapped %v; want ErrUnavailable", err, mapErr(err))
+	}
+	for _, e := range []error{context.Canceled, context.DeadlineExceeded, errors.New("syntax")} {
+		if errors.Is(mapErr(e), store.ErrUnavailable) {
+			t.Errorf("mapErr(%v) is ErrUnavailable", e)
+		}
+	}
+
+	s, err := Open(ctx, pgtest.Database(t), Config{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	st := store.New(s)
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.Conn().PgConn().PID()
+	c.Release()
+	admin, err := pgx.Connect(ctx, s.pool.Config().ConnConfig.ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.ListSandboxes(ctx)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("a call on a connection the server ended: %v, want ErrUnavailable", err)
+	}
+	if _, err := st.ListSandboxes(ctx); err != nil {
+		t.Errorf("the call after: %v, want a new connection", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +20,11 @@ const policyChannel = "portcullis_policy"
 
 // Reconnection backoff of ListenPolicyCommits: doubling from the first to
 // the cap, back to the first once a connection listens again.
+// The cap bounds how long after the database is back a replica hears of
+// commits again (and then at once of those it missed).
 const (
 	listenBackoffMin = 100 * time.Millisecond
-	listenBackoffMax = 5 * time.Second
+	listenBackoffMax = 2 * time.Second
 )
 
 // A listening connection idle this long is pinged (answer within
@@ -50,6 +54,9 @@ func parsePolicyPayload(p string) (sandbox string, version int64, ok bool) {
 	return p[:i], v, true
 }
 
+// currentVersions reads every sandbox's current version after the LISTEN.
+const currentVersions = `SELECT /* portcullis_policy catch-up */ name, current_version FROM sandboxes WHERE current_version > 0`
+
 // errClosed ends ListenPolicyCommits when the driver is closed first.
 var errClosed = errors.New("postgres: store closed")
 
@@ -60,10 +67,13 @@ var errClosed = errors.New("postgres: store closed")
 // committing transaction; delivered only if it commits). A NOTIFY sent by
 // one of this driver's pool connections was announced in process already
 // and is skipped, by backend pid. Still, a listener must tolerate hearing
-// a version twice (a pooler hiding pids) and missing one (a full buffer;
-// notifications sent while the LISTEN connection, outside the pool, is
-// down and reconnecting with capped exponential backoff): listeners
-// compare versions, and re-check them now and then.
+// a version twice (a pooler hiding pids, a catch-up) and missing one (a
+// full buffer): listeners compare versions, and re-check them now and
+// then. The LISTEN connection, outside the pool, reconnects after an
+// error with capped exponential backoff; once it listens again, every
+// sandbox whose current version is newer than any fn heard is announced
+// at its current version, so commits made while it was down (a database
+// restart) are not left to the listeners' next check.
 //
 // It returns ctx's error when ctx ends. Close stops it too (it then
 // returns an error saying the store is closed) and waits for it to
@@ -81,17 +91,53 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 	defer cancel()
 	defer context.AfterFunc(d.closing, cancel)()
 
-	// fn hears both halves, one call at a time.
-	var mu sync.Mutex
+	// fn hears both halves, one call at a time; heard is the newest
+	// version fn heard of each sandbox, caught those a catch-up
+	// announced (the NOTIFY or the in-process announcement of the same
+	// commit may follow: it is not repeated).
+	var (
+		mu            sync.Mutex
+		heard, caught = map[string]int64{}, map[string]int64{}
+	)
 	call := func(sandbox string, version int64) {
 		mu.Lock()
 		defer mu.Unlock()
+		if v, ok := caught[sandbox]; ok {
+			delete(caught, sandbox)
+			if v == version {
+				return
+			}
+		}
+		heard[sandbox] = max(heard[sandbox], version)
 		fn(sandbox, version)
+	}
+	// catchUp takes the sandboxes' current versions, read once LISTEN
+	// took effect: the first time as the baseline, after a reconnect to
+	// announce what fn missed.
+	catchUp := func(current map[string]int64, reconnected bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		clear(caught)
+		for sb := range heard {
+			if _, ok := current[sb]; !ok {
+				delete(heard, sb) // deleted
+			}
+		}
+		for _, sb := range slices.Sorted(maps.Keys(current)) {
+			v := current[sb]
+			if v != heard[sb] { // newer, or a sandbox made again
+				heard[sb] = v
+				if reconnected {
+					caught[sb] = v
+					fn(sb, v)
+				}
+			}
+		}
 	}
 	listening := make(chan struct{})
 	go func() {
 		defer close(listening)
-		d.listenRemote(lctx, call)
+		d.listenRemote(lctx, call, catchUp)
 	}()
 	_ = d.feed.Listen(lctx, call) // until lctx ends
 	<-listening
@@ -103,10 +149,15 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 
 // listenRemote calls fn with the notifications of other drivers' commits
 // until ctx ends, reconnecting after errors.
-func (d *Driver) listenRemote(ctx context.Context, fn func(string, int64)) {
+func (d *Driver) listenRemote(ctx context.Context, fn func(string, int64), catchUp func(map[string]int64, bool)) {
 	backoff := listenBackoffMin
+	reconnected := false
 	for {
-		err := d.listen(ctx, fn, func() { backoff = listenBackoffMin })
+		err := d.listen(ctx, fn, func(current map[string]int64) {
+			backoff = listenBackoffMin
+			catchUp(current, reconnected)
+			reconnected = true
+		})
 		if ctx.Err() != nil {
 			return
 		}
@@ -123,8 +174,9 @@ func (d *Driver) listenRemote(ctx context.Context, fn func(string, int64)) {
 }
 
 // listen connects, LISTENs and calls fn with each notification until an
-// error; listening is called once the LISTEN took effect.
-func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening func()) error {
+// error; listening is called once the LISTEN took effect, with every
+// sandbox's current version read after it.
+func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening func(current map[string]int64)) error {
 	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -137,8 +189,22 @@ func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening f
 	if _, err := conn.Exec(ctx, "LISTEN "+policyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Read once the LISTEN took effect (it did at its own commit): a
+	// commit is in these versions or notified after, or both.
+	rows, err := conn.Query(ctx, currentVersions)
+	if err != nil {
+		return fmt.Errorf("read current versions: %w", err)
+	}
+	current := map[string]int64{}
+	var (
+		name string
+		v    int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &v}, func() error { current[name] = v; return nil }); err != nil {
+		return fmt.Errorf("read current versions: %w", err)
+	}
 	d.log.Info("listening for policy commits")
-	listening()
+	listening(current)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdleCheck)
 		n, err := conn.WaitForNotification(wctx)

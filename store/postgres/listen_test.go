@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,7 +64,8 @@ func listeningPid(t *testing.T, admin *pgx.Conn, not int32) int32 {
 		var pid int32
 		err := admin.QueryRow(t.Context(), `
 			SELECT pid FROM pg_stat_activity
-			WHERE datname = current_database() AND query = 'LISTEN portcullis_policy' AND pid <> $1
+			WHERE datname = current_database() AND pid <> $1 AND pid <> pg_backend_pid()
+			  AND (query = 'LISTEN portcullis_policy' OR query LIKE '%portcullis_policy catch-up%')
 			LIMIT 1`, not).Scan(&pid)
 		switch {
 		case err == nil:
@@ -212,5 +214,67 @@ func TestListenStopsOnClose(t *testing.T) {
 	err = s.ListenPolicyCommits(t.Context(), func(string, int64) {})
 	if err == nil || errors.Is(err, context.Canceled) {
 		t.Errorf("ListenPolicyCommits on a closed store: %v, want an error", err)
+	}
+}
+
+// TestListenCatchesUpAfterReconnect: a version committed while the
+// listening connection is down (its NOTIFY reaches no one) is announced
+// as soon as the listener listens again, not at the listeners' next
+// periodic check. The Postgres restart drill (drills/gateway) saw a proxy
+// of another replica wait that check (5 s) for a version committed right
+// after the database came back.
+func TestListenCatchesUpAfterReconnect(t *testing.T) {
+	url := pgtest.Database(t)
+	ld, wd := openURL(t, url), openURL(t, url)
+	writer := store.New(wd)
+	admin, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := writer.CreateSandbox(t.Context(), store.CreateSandbox{
+		Name: "box", Actor: "alice", Token: store.Token{Name: "t-box", Hash: "h-box"},
+		Policy: &store.PolicyVersion{Hash: "h", Document: []byte(`{}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	heard, _ := listenIn(t, ld)
+	pid := listeningPid(t, admin, 0)
+	if err := appendVersion(t, writer, "box", 1); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, heard, commit{"box", 2})
+
+	// No new connection to the database until the commit is made: the
+	// listener cannot be back in time to hear its NOTIFY.
+	var db string
+	if err := admin.QueryRow(t.Context(), `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	server, err := pgx.Connect(t.Context(), pgtest.URL()) // not this database
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close(context.Background())
+	allow := func(on bool) {
+		t.Helper()
+		if _, err := server.Exec(t.Context(), fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, pgx.Identifier{db}.Sanitize(), on)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allow(false)
+	defer allow(true)
+	if _, err := admin.Exec(t.Context(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendVersion(t, writer, "box", 2); err != nil { // a pooled connection
+		t.Fatal(err)
+	}
+	allow(true)
+	expect(t, heard, commit{"box", 3})
+	select {
+	case c := <-heard:
+		t.Errorf("heard %+v after the catch-up, want nothing more", c)
+	default:
 	}
 }

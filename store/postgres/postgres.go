@@ -12,10 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -288,9 +291,14 @@ func mapErr(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
+		if lostConnection(err) {
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
 		return err
 	}
 	switch pgErr.Code {
+	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	case "23505": // unique_violation
 		if uniqueAlreadyExists[pgErr.ConstraintName] {
 			return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
@@ -301,7 +309,25 @@ func mapErr(err error) error {
 	case "23503": // foreign_key_violation: the referenced row is gone
 		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
+	if strings.HasPrefix(pgErr.Code, "08") { // connection_exception
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	return err
+}
+
+// lostConnection reports whether err is the database out of reach rather
+// than an answer: no connection could be made, or the one in use broke.
+func lostConnection(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up: its own error says so
+	}
+	var (
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+	)
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // wrapf says what failed around a database error (mapped); nil stays nil.

@@ -1,6 +1,6 @@
 // Package simproxy is the benchmarks' simulated proxy: a real
 // portcullis.v1.DistributionService/StreamPolicy stream over stock grpc-go,
-// dialled the way dataplane/gatewayclient.Subscriber dials (keepalive 30 s,
+// dialled the way dataplane/gatewayclient.Subscriber dials (keepalive 10 s + 5 s,
 // the sandbox's bearer token on every RPC), that ACKs every version as soon
 // as it has read it. It neither verifies the signature nor compiles the
 // policy (real proxies do, on their own machines), so what a benchmark
@@ -39,7 +39,7 @@ func Dial(addr, token string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(bearer(token)),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 	)
 }
 

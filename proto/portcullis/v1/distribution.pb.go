@@ -222,10 +222,15 @@ func (x *ProxyHello) GetBuild() string {
 
 // PolicyAck: the version with this nonce is applied.
 type PolicyAck struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nonce         string                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	Version       uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Hash          string                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Nonce   string                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Version uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Hash    string                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	// keep_error, when set, says the proxy enforces this version but could
+	// not keep it in its data dir (a full or read-only disk): restarted
+	// before it can, it would enforce the last version it kept. The gateway
+	// logs it and counts it (portcullis_proxy_keep_failures_total).
+	KeepError     string `protobuf:"bytes,4,opt,name=keep_error,json=keepError,proto3" json:"keep_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +282,13 @@ func (x *PolicyAck) GetVersion() uint32 {
 func (x *PolicyAck) GetHash() string {
 	if x != nil {
 		return x.Hash
+	}
+	return ""
+}
+
+func (x *PolicyAck) GetKeepError() string {
+	if x != nil {
+		return x.KeepError
 	}
 	return ""
 }
@@ -1263,11 +1275,13 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\bproxy_id\x18\x02 \x01(\tR\aproxyId\x12!\n" +
 	"\fheld_version\x18\x03 \x01(\rR\vheldVersion\x12\x1b\n" +
 	"\theld_hash\x18\x04 \x01(\tR\bheldHash\x12\x14\n" +
-	"\x05build\x18\x05 \x01(\tR\x05build\"O\n" +
+	"\x05build\x18\x05 \x01(\tR\x05build\"n\n" +
 	"\tPolicyAck\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\tR\x04hash\"f\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x1d\n" +
+	"\n" +
+	"keep_error\x18\x04 \x01(\tR\tkeepError\"f\n" +
 	"\n" +
 	"PolicyNack\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x12\x18\n" +
