@@ -104,7 +104,10 @@ type Tx interface {
 	InsertSandboxCA(ctx context.Context, ca SandboxCA) (SandboxCA, error)
 
 	// SaveProxyStatuses upserts statuses by (Sandbox, ProxyID); statuses
-	// of sandboxes that no longer exist are skipped.
+	// of sandboxes that no longer exist are skipped, and so is a
+	// disconnected status over a connected one another replica recorded
+	// (the proxy moved there: the replica it left must not say it is
+	// gone).
 	SaveProxyStatuses(ctx context.Context, statuses []ProxyStatus) error
 	// ListProxyStatuses returns the statuses of one sandbox ("" for all),
 	// ordered by sandbox and proxy id.

@@ -39,6 +39,8 @@ type clients struct {
 
 	collect atomic.Pointer[collect]
 
+	fleet fleetClients // -rolling
+
 	tcp        []net.Conn
 	tcpWG      sync.WaitGroup
 	tcpCollect atomic.Pointer[collect]
@@ -83,6 +85,7 @@ func runClients(addr, sandbox, token string, in io.Reader, out io.Writer) error 
 		return errors.New("-clients needs -gateway, -sandbox and the token in " + tokenEnv)
 	}
 	c := &clients{addr: addr, sandbox: sandbox, token: token}
+	c.fleet.sandbox, c.fleet.token = sandbox, token
 	dec := bufio.NewScanner(in)
 	dec.Buffer(make([]byte, 1<<20), 1<<20)
 	enc := json.NewEncoder(out)
@@ -107,6 +110,7 @@ func runClients(addr, sandbox, token string, in io.Reader, out io.Writer) error 
 	}
 	c.closeStreams()
 	c.closeTCP()
+	c.fleet.close()
 	return dec.Err()
 }
 
@@ -134,6 +138,18 @@ func (c *clients) serve(req request) (*response, error) {
 		return nil, c.tcpConnect(req.Addr, req.N, req.Size, req.Concurrency)
 	case opTCPClose:
 		c.closeTCP()
+		return nil, nil
+	case opFleetConnect:
+		v, err := c.fleet.connect(req.Addrs, req.N, req.Share, req.Timeout)
+		return &response{Version: v}, err
+	case opFleetState:
+		st := c.fleet.state(req.AtLeast)
+		return &response{Fleet: &st}, nil
+	case opFleetReport:
+		d, missed := c.fleet.report(req.Commits)
+		return &response{Push: &d, Missed: missed}, nil
+	case opFleetClose:
+		c.fleet.close()
 		return nil, nil
 	case opQuit:
 		return nil, nil

@@ -120,8 +120,26 @@ func startGateway(ctx context.Context, databaseURL string, logw io.Writer) (*ben
 	var b [24]byte
 	rand.Read(b[:])
 	admin := "pcs_pushload-" + hex.EncodeToString(b[:])
+	cleanup := func() error {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		return dropDB()
+	}
+	g, err := serveGateway(ctx, st, "127.0.0.1:0", admin, logw, cleanup)
+	if err != nil {
+		return nil, err
+	}
+	g.engine = engine
+	return g, nil
+}
+
+// serveGateway serves a gateway over st on listen with the admin token
+// admin (bootstrapped on an empty store); stopping it closes st, then
+// runs cleanup. On an error st is closed and cleanup run.
+func serveGateway(ctx context.Context, st *store.Store, listen, admin string, logw io.Writer, cleanup func() error) (*benchGateway, error) {
 	gw, err := gateway.New(gateway.Config{
-		Listen:         "127.0.0.1:0",
+		Listen:         listen,
 		BootstrapToken: admin,
 		// Warnings and errors only: info logs one line per connecting
 		// proxy, which is not what this measures.
@@ -136,22 +154,17 @@ func startGateway(ctx context.Context, databaseURL string, logw io.Writer) (*ben
 		ln, err = gw.Listen()
 	}
 	if err != nil {
-		st.Close()
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
-		return nil, errors.Join(err, dropDB())
+		return nil, errors.Join(err, st.Close(), cleanup())
 	}
 	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- gw.Serve(serveCtx, ln) }()
-	g := &benchGateway{addr: ln.Addr().String(), engine: engine, admin: admin, http: &http.Client{Timeout: 30 * time.Second}}
+	g := &benchGateway{addr: ln.Addr().String(), admin: admin, http: &http.Client{Timeout: 30 * time.Second}}
 	g.conn, err = grpc.NewClient("passthrough:///"+g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		cancel()
 		<-done
-		st.Close()
-		return nil, errors.Join(err, dropDB())
+		return nil, errors.Join(err, st.Close(), cleanup())
 	}
 	g.sandbox = portcullisv1.NewSandboxServiceClient(g.conn)
 	g.policy = portcullisv1.NewPolicyServiceClient(g.conn)
@@ -162,11 +175,7 @@ func startGateway(ctx context.Context, databaseURL string, logw io.Writer) (*ben
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
-		err = errors.Join(err, st.Close(), dropDB())
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
-		return err
+		return errors.Join(err, st.Close(), cleanup())
 	}
 	return g, nil
 }

@@ -30,6 +30,11 @@ const (
 	opTCPConnect = "tcp-connect" // dial N plain TCP connections to Addr; each reads Size bytes and answers 1
 	opTCPClose   = "tcp-close"
 	opQuit       = "quit"
+	// -rolling: proxies that follow a fleet of replicas (fleetclients.go).
+	opFleetConnect = "fleet-connect" // open N proxies over Addrs; wait until each has a first version
+	opFleetState   = "fleet-state"   // summarise them (AtLeast: how many hold at least that version)
+	opFleetReport  = "fleet-report"  // commit-to-arrival times over Commits
+	opFleetClose   = "fleet-close"
 )
 
 type request struct {
@@ -42,6 +47,9 @@ type request struct {
 	Addr        string        `json:"addr,omitempty"`
 	Size        int           `json:"size,omitempty"`
 	Timeout     time.Duration `json:"timeout,omitempty"`
+	Addrs       []string      `json:"addrs,omitempty"`
+	AtLeast     uint32        `json:"at_least,omitempty"`
+	Commits     []commitAt    `json:"commits,omitempty"`
 }
 
 type response struct {
@@ -59,6 +67,10 @@ type response struct {
 	CPU time.Duration `json:"cpu,omitempty"`
 	// mem
 	Mem *memSample `json:"mem,omitempty"`
+	// fleet-state, fleet-report
+	Fleet  *fleetState `json:"fleet,omitempty"`
+	Push   *dist       `json:"push,omitempty"`
+	Missed int         `json:"missed,omitempty"`
 }
 
 // child is the parent's handle on the clients process.

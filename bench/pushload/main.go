@@ -38,6 +38,10 @@ func main() {
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of each stream count and mode's commits to FILE with -nN-shareS inserted before the extension")
 	flag.StringVar(&cfg.memprofile, "memprofile", "", "write a heap profile of the gateway with each stream count and mode's streams idle to FILE with -nN-shareS inserted")
+	rolling := flag.Bool("rolling", false, "measure a rolling restart of -replicas replicas (Postgres: needs -database-url) under -rolling-n proxies that follow the fleet, instead of the fan-out")
+	rollingN := flag.Int("rolling-n", 1000, "with -rolling: simulated proxies")
+	replicas := flag.Int("replicas", 3, "with -rolling: gateway replicas")
+	interval := flag.Duration("rolling-interval", 250*time.Millisecond, "with -rolling: a policy version is committed this often during the restart")
 	// The child process: the simulated proxies.
 	clients := flag.Bool("clients", false, "internal: run as the simulated proxies (driven over stdin/stdout)")
 	gatewayAddr := flag.String("gateway", "", "internal: with -clients, the gateway's host:port")
@@ -65,6 +69,17 @@ func main() {
 		}
 		if err := cfg.check(); err != nil {
 			return err
+		}
+		if *rolling {
+			switch {
+			case *rollingN < 1 || *rollingN > maxStreams:
+				return benchcli.Usagef("-rolling-n must be 1..%d", maxStreams)
+			case *replicas < 2 || *replicas > 10:
+				return benchcli.Usagef("-replicas must be 2..10")
+			case *interval < 10*time.Millisecond || *interval > time.Minute:
+				return benchcli.Usagef("-rolling-interval must be 10ms..1m")
+			}
+			return runRolling(ctx, cfg, *rollingN, *replicas, *interval, os.Stdout, os.Stderr)
 		}
 		return run(ctx, cfg, os.Stdout, os.Stderr)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -49,7 +50,7 @@ type environment struct {
 	getenv func(string) string
 
 	// Global flags, as given on the command line ("" when absent).
-	gatewayFlag   string
+	gatewayFlag   []string // each may hold several, comma-separated
 	tokenFlag     string
 	tokenFileFlag string
 	output        string
@@ -69,6 +70,8 @@ type environment struct {
 	commandPath string
 
 	api *apiClients
+	// gateway is the replica client commands talk to, once picked.
+	gateway *url.URL
 	// notGateway is set when an answer did not come from a Portcullis
 	// gateway (gatewayCheck): run reports it instead of the call's error.
 	notGateway *notGatewayError
@@ -113,7 +116,7 @@ func isTerminal(r io.Reader) bool {
 // addGlobalFlags registers the flags every command accepts.
 func (e *environment) addGlobalFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&e.gatewayFlag, "gateway", "", "gateway API `URL` (env "+envGateway+", default "+defaultGateway+")")
+	f.StringArrayVar(&e.gatewayFlag, "gateway", nil, "gateway API `URL` (env "+envGateway+", default "+defaultGateway+"); several replicas: repeat it or separate with commas")
 	f.StringVar(&e.tokenFlag, "token", "", "API `TOKEN` (env "+envToken+"; prefer --token-file, command lines are visible to other users)")
 	f.StringVar(&e.tokenFileFlag, "token-file", "", "read the API token from `FILE` (surrounding white space is ignored)")
 	f.StringVarP(&e.output, "output", "o", outputText, "output `FORMAT`: text or json (policy get also yaml)")
@@ -137,21 +140,72 @@ func (e *environment) checkOutput(cmd *cobra.Command) error {
 
 func (e *environment) jsonOutput() bool { return e.output == outputJSON }
 
-// gatewayURL resolves --gateway, then PORTCULLIS_GATEWAY, then the default,
-// and checks that it is an http(s) URL.
-func (e *environment) gatewayURL() (*url.URL, error) {
-	raw, from := e.gatewayFlag, "--gateway"
+// gatewayURLs resolves --gateway (repeated or comma-separated: the
+// replicas of one gateway), then PORTCULLIS_GATEWAY (comma-separated),
+// then the default, and checks that each is an http(s) URL.
+func (e *environment) gatewayURLs() ([]*url.URL, error) {
+	raw, from := strings.Join(e.gatewayFlag, ","), "--gateway"
 	if raw == "" {
 		raw, from = e.getenv(envGateway), envGateway
 	}
 	if raw == "" {
 		raw, from = defaultGateway, "default gateway"
 	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usagef("%s: %q is not an http:// or https:// URL", from, redactURL(raw))
+	var urls []*url.URL
+	for _, r := range strings.Split(raw, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		u, err := url.Parse(r)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usagef("%s: %q is not an http:// or https:// URL", from, redactURL(r))
+		}
+		urls = append(urls, u)
 	}
-	return u, nil
+	if len(urls) == 0 {
+		return nil, usagef("%s: no URL", from)
+	}
+	return urls, nil
+}
+
+// gatewayURL is the gateway client commands talk to: the one given, or
+// of several replicas the first that accepts a connection (the first if
+// none does; the call then says it is unavailable). Any replica serves
+// every command: they share one store.
+func (e *environment) gatewayURL() (*url.URL, error) {
+	if e.gateway != nil {
+		return e.gateway, nil
+	}
+	urls, err := e.gatewayURLs()
+	if err != nil {
+		return nil, err
+	}
+	e.gateway = urls[0]
+	if len(urls) > 1 {
+		for _, u := range urls {
+			if reachable(u) {
+				e.gateway = u
+				break
+			}
+		}
+	}
+	return e.gateway, nil
+}
+
+// reachable reports whether u's host accepts a TCP connection within a
+// couple of seconds.
+func reachable(u *url.URL) bool {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(u.Hostname(), port), 2*time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // token resolves --token or --token-file, then PORTCULLIS_TOKEN. An empty

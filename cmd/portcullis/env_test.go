@@ -25,7 +25,9 @@ func TestGatewayPrecedence(t *testing.T) {
 				}
 				return ""
 			})
-			env.gatewayFlag = tt.flag
+			if tt.flag != "" {
+				env.gatewayFlag = []string{tt.flag}
+			}
 			u, err := env.gatewayURL()
 			if err != nil {
 				t.Fatal(err)
@@ -131,4 +133,64 @@ func TestOfflineNeedsNoGateway(t *testing.T) {
 	_, stderr, code := runCLIWith(t, cliInput{env: map[string]string{envGateway: "not a url"}},
 		"--token-file", "/nonexistent", "policy", "validate", "testdata/quickstart.yaml")
 	ok(t, code, stderr)
+}
+
+// --gateway names several replicas, repeated or comma-separated, and
+// PORTCULLIS_GATEWAY likewise; each must be an http(s) URL.
+func TestGatewayReplicas(t *testing.T) {
+	tests := []struct {
+		name  string
+		flag  []string
+		env   string
+		want  string
+		usage string
+	}{
+		{"repeated", []string{"http://a:1", "https://b:2"}, "", "http://a:1 https://b:2", ""},
+		{"commas", []string{"http://a:1, http://b:2,", "http://c:3"}, "http://env:1", "http://a:1 http://b:2 http://c:3", ""},
+		{"env commas", nil, "https://a:1,https://b:2", "https://a:1 https://b:2", ""},
+		{"one bad", []string{"http://a:1,b:2"}, "", "", `"b:2" is not an http:// or https:// URL`},
+		{"empty", []string{","}, "", "", "--gateway: no URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newEnvironment(nil, nil, nil, func(k string) string {
+				if k == envGateway {
+					return tt.env
+				}
+				return ""
+			})
+			env.gatewayFlag = tt.flag
+			urls, err := env.gatewayURLs()
+			if tt.usage != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.usage) {
+					t.Fatalf("err %v, want %q", err, tt.usage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, u := range urls {
+				got = append(got, u.String())
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("gateways = %v, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// Given several replicas, a client command talks to the first that
+// accepts a connection: a replica that is down is skipped.
+func TestGatewayReplicaDownIsSkipped(t *testing.T) {
+	live := startGateway(t)
+	dead := startGateway(t)
+	dead.Stop()
+	in := cliInput{env: map[string]string{envToken: gatewaytest.AdminToken}}
+	_, stderr, code := runCLIWith(t, in, "--gateway", dead.Gateway.URL+","+live.url, "sandbox", "list")
+	ok(t, code, stderr)
+	if m := methods(live.took()); m != "SandboxService.ListSandboxes" {
+		t.Errorf("the live replica got %q, want one ListSandboxes", m)
+	}
 }

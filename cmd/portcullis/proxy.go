@@ -74,6 +74,14 @@ in memory, and writes again once it can. So for the data dir in gateway
 mode: a version that cannot be kept there is still enforced and ACKed
 (the proxy logs an error), and a restart enforces the last one kept.
 
+In gateway mode --gateway may name several replicas of the gateway
+(repeat it, or separate URLs with commas; PORTCULLIS_GATEWAY likewise),
+and a name may resolve to several addresses: the proxy streams from one
+replica at a time and moves to another when it fails or shuts down (at
+once when the replica says it is going away), never applying a version
+older than the one it holds. Decision records and policy.local's relay
+follow it. Plaintext http:// beyond loopback needs --insecure, for each.
+
 The proxy answers http://policy.local itself (never forwarded): the policy
 in force (/v1/policy), recent denials with the narrowest rule that would
 allow each (/v1/denials), and, in gateway mode, proposals relayed to the
@@ -85,7 +93,9 @@ http://policy.local/mcp. The agent never holds a token.
 runs: go tool pprof http://127.0.0.1:PORT/debug/pprof/profile?seconds=30.
 Off by default.`,
 		Example: `  portcullis proxy --policy orders.yaml
-  HTTPS_PROXY=http://127.0.0.1:3128 SSL_CERT_FILE=ca.pem python3 agent.py`,
+  HTTPS_PROXY=http://127.0.0.1:3128 SSL_CERT_FILE=ca.pem python3 agent.py
+  portcullis proxy --sandbox orders --token-file orders.token \
+    --gateway https://gw-a.internal:7070,https://gw-b.internal:7070`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
@@ -206,7 +216,7 @@ Off by default.`,
 			}
 			fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", ln.Addr())
 			if sandbox != "" {
-				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, env.gatewayForMessages(), versionOrWaiting(agent.PolicyVersion()))
+				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, gatewaysForMessages(cfg.Gateway), versionOrWaiting(agent.PolicyVersion()))
 				fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", sandbox)
 			} else {
 				fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", policyFile, versionOrNone(agent.PolicyVersion()))
@@ -258,15 +268,22 @@ func subscribeConfig(env *environment, log *slog.Logger, sandbox, dataDir, gatew
 	if _, err := env.token(); err != nil { // fail now on a bad file
 		return nil, err
 	}
-	u, err := env.gatewayURL()
+	urls, err := env.gatewayURLs()
 	if err != nil {
 		return nil, err
 	}
-	if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
-		if !insecure {
-			return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://, or --insecure on a private network", u.Redacted())
+	var gateways []string
+	for _, u := range urls {
+		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, usagef("gateway URL %s: want http(s)://HOST:PORT, without credentials or a path", u.Redacted())
 		}
-		log.Warn("--insecure: the sandbox token crosses the network in plaintext", "gateway", u.Redacted())
+		if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+			if !insecure {
+				return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://, or --insecure on a private network", u.Redacted())
+			}
+			log.Warn("--insecure: the sandbox token crosses the network in plaintext", "gateway", u.Redacted())
+		}
+		gateways = append(gateways, u.String())
 	}
 	var pinned ed25519.PublicKey
 	if gatewayKey != "" {
@@ -280,7 +297,7 @@ func subscribeConfig(env *environment, log *slog.Logger, sandbox, dataDir, gatew
 		}
 	}
 	return &gatewayclient.SubscribeConfig{
-		Gateway:    u.String(),
+		Gateways:   gateways,
 		Sandbox:    sandbox,
 		Token:      env.token, // read again per RPC: a rotated token is picked up
 		ProxyID:    proxyID,
@@ -290,6 +307,11 @@ func subscribeConfig(env *environment, log *slog.Logger, sandbox, dataDir, gatew
 		MaxBackoff: maxBackoff,
 		Logger:     log,
 	}, nil
+}
+
+// gatewaysForMessages lists the replicas a proxy follows.
+func gatewaysForMessages(c *gatewayclient.SubscribeConfig) string {
+	return strings.Join(c.Gateways, ", ")
 }
 
 // keptProxyID returns the proxy id kept in dataDir, creating one (host

@@ -239,7 +239,7 @@ func TestPushEndToEnd(t *testing.T) {
 
 	dir := t.TempDir()
 	// A fixed port, so the restarted gateway is where the proxies look.
-	listen := "127.0.0.1:" + strconv.Itoa(freeLoopbackPort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(freeFixedPort(t))
 	gwEnv := []string{"PORTCULLIS_BOOTSTRAP_TOKEN=" + pushAdminToken, "PORTCULLIS_DATABASE_URL="}
 	gw := startGatewayProcess(t, gwEnv, "--listen", listen, "--data-dir", filepath.Join(dir, "gateway"))
 	gatewayURL := "http://" + gw.addr

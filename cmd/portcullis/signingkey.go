@@ -48,8 +48,8 @@ the default data dir is read if there is one.`,
 				}
 				return nil
 			}
-			if sf.given(cmd, env) == "" && (env.gatewayFlag != "" || env.getenv(envGateway) != "" || !sf.exists()) {
-				if env.gatewayFlag == "" && env.getenv(envGateway) == "" {
+			if sf.given(cmd, env) == "" && (len(env.gatewayFlag) > 0 || env.getenv(envGateway) != "" || !sf.exists()) {
+				if len(env.gatewayFlag) == 0 && env.getenv(envGateway) == "" {
 					return usagef("no gateway store in %s to read the keys from (nothing was created): give --gateway URL to ask a running gateway, or --data-dir DIR / --database-url URL of the gateway's store", sf.dataDir)
 				}
 				return unary(env, func(api *apiClients) (*portcullisv1.ListSigningKeysResponse, error) {

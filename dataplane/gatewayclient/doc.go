@@ -2,7 +2,11 @@
 // the Subscriber streams the sandbox's signed policy versions, verifies
 // each against the pinned gateway key, applies it to the proxy (an
 // Enforcer), keeps the last good one in the data dir and answers ACK or
-// NACK; the Shipper sends decision records to the gateway in batches over
-// the same connection. Both run until their context ends; the dataplane
-// Agent starts and waits for them.
+// NACK, never applying a version older than the one it holds; the
+// Shipper sends decision records to the gateway in batches over the same
+// connections. The gateway may be a fleet of replicas (fleet.go): the
+// Subscriber streams from one at a time and moves to another when it
+// fails or sends the proxy away, and the Shipper and the advisor relay
+// follow it. Both run until their context ends; the dataplane Agent
+// starts and waits for them.
 package gatewayclient

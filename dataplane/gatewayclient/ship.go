@@ -220,10 +220,12 @@ func (s *Shipper) Pending() (buffered int, dropped uint64) {
 	return len(s.buf), s.dropped
 }
 
-// Run ships batches through sub's gateway connection until ctx ends,
-// backing off after failures.
+// Run ships batches through sub's gateway connections until ctx ends,
+// backing off after failures (1 s doubling to 30 s, each wait drawn
+// between half the bound and the bound). A batch goes to the replica of
+// sub's policy stream, or to another while that one is unavailable.
 func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
-	client := portcullisv1.NewDistributionServiceClient(sub.conn)
+	client := sub.distribution()
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	backoff := time.Duration(0)
@@ -237,7 +239,9 @@ func (s *Shipper) Run(ctx context.Context, sub *Subscriber) {
 			backoff = 0 // a Flush waits: try now
 		}
 		if backoff > 0 {
-			t := time.NewTimer(backoff)
+			// Equal jitter: the proxies of a replica that went away do not
+			// all come back at the same moment.
+			t := time.NewTimer(backoff/2 + jitter(backoff/2))
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -3,13 +3,10 @@ package gatewayclient
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,11 +14,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -47,9 +39,14 @@ const (
 
 // SubscribeConfig configures a Subscriber.
 type SubscribeConfig struct {
-	// Gateway is the gateway's URL (http://host:port or https://…).
-	Gateway string
-	Sandbox string
+	// Gateway is the gateway's URL (http://host:port or https://…), and
+	// Gateways more replicas of it: the proxy uses one at a time, moves
+	// to another when it fails or asks the proxy to go away, and resolves
+	// each name into all its addresses (fleet.go). At least one is
+	// required.
+	Gateway  string
+	Gateways []string
+	Sandbox  string
 	// Token returns the sandbox token; it is asked again for every RPC,
 	// so a token file rewritten after a rotation is picked up.
 	Token   func() (string, error)
@@ -66,9 +63,10 @@ type SubscribeConfig struct {
 	// Heartbeat is the interval of heartbeats. Default 10s; the stream is
 	// dead after three without an answer.
 	Heartbeat time.Duration
-	// MinBackoff and MaxBackoff bound the wait before reconnecting.
-	// Defaults 100ms and 30s; each wait is drawn at random up to the bound
-	// (full jitter), which doubles per failure.
+	// MinBackoff and MaxBackoff bound the wait before reconnecting to a
+	// replica. Defaults 100ms and 30s; each wait is drawn at random up to
+	// the bound (full jitter), which doubles per failure of that replica
+	// and starts over after a stream that lasted MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
 	// Refuse, if set, is asked about every verified version before it is
@@ -132,12 +130,9 @@ type Enforcer interface {
 type Subscriber struct {
 	cfg   SubscribeConfig
 	proxy Enforcer
-	// conn carries DistributionService alone (the policy stream and
-	// decision shipping): the gateway serves a connection whose first
-	// call is to DistributionService with a lighter server that serves
-	// nothing else. api carries the rest (the advisor relay).
-	conn, api *grpc.ClientConn
-	log       *slog.Logger
+	// fleet holds the gateway replicas and their connections.
+	fleet *fleet
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	pinned ed25519.PublicKey
@@ -162,61 +157,16 @@ func NewSubscriber(cfg SubscribeConfig, proxy Enforcer) (*Subscriber, error) {
 	if cfg.Sandbox == "" || cfg.Token == nil || cfg.ProxyID == "" || cfg.DataDir == "" {
 		return nil, errors.New("subscribe: sandbox, token, proxy id and data dir are required")
 	}
-	target, creds, err := grpcTarget(cfg.Gateway, cfg.RootCAs)
+	f, err := newFleet(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	dial := func() (*grpc.ClientConn, error) {
-		return grpc.NewClient(target,
-			grpc.WithTransportCredentials(creds),
-			grpc.WithPerRPCCredentials(bearer{token: cfg.Token}),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
-			// The channel's own reconnect waits follow the same bounds as the
-			// stream's (grpc-go's default grows to two minutes).
-			grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: cfg.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
-				MinConnectTimeout: minConnectTimeout,
-			}),
-		)
-	}
-	// Both connect on first use only.
-	conn, err := dial()
-	if err != nil {
-		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
-	}
-	api, err := dial()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
-	}
-	s := &Subscriber{cfg: cfg, proxy: proxy, conn: conn, api: api, log: cfg.Logger.With("component", "subscriber")}
+	s := &Subscriber{cfg: cfg, proxy: proxy, fleet: f, log: cfg.Logger.With("component", "subscriber")}
 	if err := s.loadPin(); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
-}
-
-// grpcTarget turns the gateway URL into a grpc-go target and credentials.
-func grpcTarget(gateway string, roots *x509.CertPool) (string, credentials.TransportCredentials, error) {
-	u, err := url.Parse(gateway)
-	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
-		return "", nil, fmt.Errorf("gateway URL %q: want http://HOST:PORT or https://HOST:PORT", gateway)
-	}
-	host := u.Host
-	switch u.Scheme {
-	case "http":
-		if u.Port() == "" {
-			host += ":80"
-		}
-		return host, insecure.NewCredentials(), nil
-	case "https":
-		if u.Port() == "" {
-			host += ":443"
-		}
-		return host, credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}), nil
-	}
-	return "", nil, fmt.Errorf("gateway URL %q: the scheme must be http or https", gateway)
 }
 
 // bearer sends the sandbox token with every RPC.
@@ -236,16 +186,22 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 // works; the command refuses plaintext elsewhere.
 func (b bearer) RequireTransportSecurity() bool { return false }
 
-// AdvisorClient returns an AdvisorService client on a gateway connection
-// of the subscription's (not the policy stream's), which carries the
+// AdvisorClient returns an AdvisorService client on gateway connections
+// of the subscription's (not the policy stream's), which carry the
 // sandbox token: policy.local relays an agent's proposals through it
-// (policylocal.Server.SetAdvisor).
+// (policylocal.Server.SetAdvisor). A call goes to the policy stream's
+// replica first, then to the others while it finds none available.
 func (s *Subscriber) AdvisorClient() portcullisv1.AdvisorServiceClient {
-	return portcullisv1.NewAdvisorServiceClient(s.api)
+	return portcullisv1.NewAdvisorServiceClient(fleetConn{s.fleet, apiConn})
+}
+
+// distribution is DistributionService on the fleet (decision shipping).
+func (s *Subscriber) distribution() portcullisv1.DistributionServiceClient {
+	return portcullisv1.NewDistributionServiceClient(fleetConn{s.fleet, distConn})
 }
 
 // Close releases the gateway connections.
-func (s *Subscriber) Close() error { return errors.Join(s.conn.Close(), s.api.Close()) }
+func (s *Subscriber) Close() error { return s.fleet.close() }
 
 // loadPin reads the pinned key: the configured one wins; one kept in the
 // data dir must then agree with it.
@@ -377,30 +333,37 @@ func (s *Subscriber) AppliedVersion() uint32 {
 // estimate holds while the gateway is unreachable.
 func (s *Subscriber) GatewayAhead() time.Duration { return s.clock.aheadOf() }
 
-// Run keeps a policy stream open until ctx ends, reconnecting with
-// exponential backoff and full jitter.
+// Run keeps a policy stream open until ctx ends. When a stream ends it
+// moves to another replica (fleet.next): at once after a goaway, after a
+// short random wait after a failure, and waiting out each replica's own
+// backoff (exponential, full jitter) while none answers. Every stream
+// starts with the version held (ProxyHello.held_version) and receive
+// never applies an older one, so moving between replicas never makes
+// the proxy regress.
 func (s *Subscriber) Run(ctx context.Context) error {
-	backoff := s.cfg.MinBackoff
+	ep := s.fleet.first(ctx)
 	for {
 		start := time.Now()
-		err := s.stream(ctx)
+		err := s.stream(ctx, ep)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		var goaway *goawayError
-		if time.Since(start) > s.cfg.MaxBackoff || errors.As(err, &goaway) {
-			// It was up a good while, or the gateway is draining in
-			// order: start over from the shortest wait.
-			backoff = s.cfg.MinBackoff
+		isGoaway := errors.As(err, &goaway)
+		s.fleet.ended(ep, isGoaway, time.Since(start) > s.cfg.MaxBackoff)
+		next, wait := s.fleet.next(ctx, ep, isGoaway)
+		s.log.Warn("policy stream ended; reconnecting", "gateway", ep.String(), "err", err, "goaway", isGoaway,
+			"to", next.String(), "in", wait.Round(time.Millisecond))
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
 		}
-		wait := time.Duration(rand.Int64N(int64(backoff)) + 1)
-		s.log.Warn("policy stream ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		backoff = min(backoff*2, s.cfg.MaxBackoff)
+		ep = next
 	}
 }
 
@@ -411,12 +374,18 @@ type goawayError struct{ reason string }
 
 func (e *goawayError) Error() string { return "the gateway asked to reconnect: " + e.reason }
 
-// stream runs one policy stream until it fails.
-func (s *Subscriber) stream(ctx context.Context) error {
+// stream runs one policy stream on ep until it fails.
+func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	client := portcullisv1.NewDistributionServiceClient(s.conn)
-	st, err := client.StreamPolicy(ctx)
+	cc, err := s.fleet.conn(ep, distConn)
+	if err != nil {
+		return err
+	}
+	// This attempt is paced by the fleet's backoff: a connection still
+	// waiting out grpc-go's own tries again now.
+	cc.ResetConnectBackoff()
+	st, err := portcullisv1.NewDistributionServiceClient(cc).StreamPolicy(ctx)
 	if err != nil {
 		return err
 	}
@@ -467,6 +436,7 @@ func (s *Subscriber) stream(ctx context.Context) error {
 		}
 	})
 
+	open := false // a first message came
 	for {
 		res, err := st.Recv()
 		if err != nil {
@@ -476,6 +446,10 @@ func (s *Subscriber) stream(ctx context.Context) error {
 			return err
 		}
 		silent.Reset(3 * s.cfg.Heartbeat)
+		if !open {
+			open = true
+			s.log.Info("policy stream open", "gateway", ep.String(), "held", hello.GetHeldVersion())
+		}
 		if g := res.GetGoaway(); g != nil {
 			return &goawayError{reason: g.GetReason()}
 		}

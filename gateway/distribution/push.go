@@ -88,7 +88,10 @@ func newHub(st *store.Store, sg *signer) *hub {
 // subscribe adds ps to its sandbox's topic and makes sure the topic holds
 // the current version. ps is registered before the current version is
 // read, so a commit racing with it is either read here or offered after.
-func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream) (*topic, error) {
+// A proxy that holds a version newer than the topic's (it comes from a
+// replica that heard of a commit first) has the topic read again from
+// the store, rather than be offered an older version it would refuse.
+func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream, held uint32) (*topic, error) {
 	h.mu.Lock()
 	t := h.topics[sandbox]
 	if t == nil {
@@ -102,7 +105,7 @@ func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream) (
 	}
 	h.mu.Unlock()
 
-	if t.latest.Load() != nil {
+	if cur := t.latest.Load(); cur != nil && cur.version() >= held {
 		// The topic already had streams: every commit since its version
 		// was read has been offered to it (or will be, by the check).
 		return t, nil

@@ -87,7 +87,7 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 	}
 	entry := d.proxies.connect(key, hello)
 	defer d.proxies.disconnect(entry)
-	t, err := transport.OffStack(func() (*topic, error) { return d.hub.subscribe(ctx, p.Sandbox, ps) })
+	t, err := transport.OffStack(func() (*topic, error) { return d.hub.subscribe(ctx, p.Sandbox, ps, hello.GetHeldVersion()) })
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,6 +66,42 @@ func (g *Gateway) Restart() {
 	g.t.Helper()
 	g.Stop()
 	g.start()
+}
+
+// Replica starts another gateway on g's Postgres database, as a second
+// replica of the fleet: configure is applied after g's. It is stopped
+// when the test ends.
+func (g *Gateway) Replica(configure ...func(*gateway.Config)) *Gateway {
+	g.t.Helper()
+	if g.engine != "postgres" {
+		g.t.Fatalf("replicas share a Postgres database; this gateway runs on %s", g.engine)
+	}
+	r := &Gateway{t: g.t, engine: g.engine, dsn: g.dsn, configure: append(slices.Clone(g.configure), configure...)}
+	r.start()
+	g.t.Cleanup(r.Stop)
+	return r
+}
+
+// Copy starts a gateway on a copy of g's SQLite store as it is now
+// (VACUUM INTO): a replica restored from a backup, whose view stays
+// behind g's. It is stopped when the test ends.
+func (g *Gateway) Copy() *Gateway {
+	g.t.Helper()
+	if g.engine != "sqlite" {
+		g.t.Fatalf("Copy copies a SQLite store; this gateway runs on %s", g.engine)
+	}
+	c := &Gateway{t: g.t, engine: g.engine, dsn: filepath.Join(g.t.TempDir(), "copy.db"), configure: g.configure}
+	db, err := g.openDB()
+	if err != nil {
+		g.t.Fatalf("open database: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(context.Background(), `VACUUM INTO ?`, c.dsn); err != nil {
+		g.t.Fatalf("copy the database: %v", err)
+	}
+	c.start()
+	g.t.Cleanup(c.Stop)
+	return c
 }
 
 // Stop shuts the gateway down and closes its store. It is idempotent.

@@ -99,7 +99,8 @@ const upsertProxy = `
 		lag_millis, decisions_dropped) = (excluded.replica, excluded.build, excluded.connected,
 		excluded.connected_at, excluded.last_seen_at, excluded.applied_version, excluded.applied_hash,
 		excluded.last_ack_at, excluded.last_nack_version, excluded.last_nack_error, excluded.last_nack_at,
-		excluded.lag_millis, excluded.decisions_dropped)`
+		excluded.lag_millis, excluded.decisions_dropped)
+	WHERE excluded.connected OR NOT proxies.connected OR proxies.replica = excluded.replica`
 
 // SaveProxyStatuses upserts the statuses in one batch (one round trip,
 // and outside a transaction still one implicit transaction), skipping

@@ -102,7 +102,8 @@ const upsertProxy = `
 		last_ack_at = excluded.last_ack_at,
 		last_nack_version = excluded.last_nack_version, last_nack_error = excluded.last_nack_error,
 		last_nack_at = excluded.last_nack_at,
-		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped`
+		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped
+	WHERE excluded.connected OR NOT proxies.connected OR proxies.replica = excluded.replica`
 
 // SaveProxyStatuses upserts the statuses in one transaction, skipping
 // those of sandboxes that no longer exist.

@@ -384,7 +384,7 @@ func testProxyStatuses(t *testing.T, s *store.Store) {
 
 	// An upsert replaces every field, unset times included.
 	a1u := a1
-	a1u.Replica, a1u.Build, a1u.Connected = "gw-3", "v2", false
+	a1u.Replica, a1u.Build, a1u.Connected = "gw-2", "v2", false
 	a1u.AppliedVersion, a1u.AppliedHash, a1u.LastAckAt = 1, "h1", timePtr(usec(2031, 1))
 	a1u.LagMillis = 5
 	a2u := a2
@@ -396,6 +396,27 @@ func testProxyStatuses(t *testing.T, s *store.Store) {
 		t.Fatalf("SaveProxyStatuses(update): %v", err)
 	}
 	wantStatuses(t, "all statuses after update", proxyStatuses(t, s, ""), a1u, a2u, a3v2, b1)
+
+	// A proxy that moved to another replica stays connected there
+	// whatever the replica it left says last; the replica it is on may
+	// say it disconnected.
+	moved := a1u
+	moved.Replica, moved.Connected, moved.ConnectedAt, moved.AppliedVersion = "gw-3", true, usec(2031, 2), 2
+	left := a1u
+	left.LastSeenAt = usec(2031, 3) // the old replica's disconnect, written after
+	if err := s.SaveProxyStatuses(ctx(t), []store.ProxyStatus{moved}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveProxyStatuses(ctx(t), []store.ProxyStatus{left}); err != nil {
+		t.Fatal(err)
+	}
+	wantStatuses(t, "statuses after a stale disconnect from the replica left", proxyStatuses(t, s, "a"), moved, a2u, a3v2)
+	gone := moved
+	gone.Connected, gone.LastSeenAt = false, usec(2031, 4)
+	if err := s.SaveProxyStatuses(ctx(t), []store.ProxyStatus{gone}); err != nil {
+		t.Fatal(err)
+	}
+	wantStatuses(t, "statuses after a disconnect from the replica it was on", proxyStatuses(t, s, "a"), gone, a2u, a3v2)
 
 	if err := s.SaveProxyStatuses(ctx(t), nil); err != nil {
 		t.Errorf("SaveProxyStatuses(none): %v", err)

@@ -11,6 +11,7 @@ package simproxy
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -51,13 +52,19 @@ type Stream struct {
 // Open opens a policy stream on conn and says hello as proxy id of
 // sandbox. The stream ends with ctx.
 func Open(ctx context.Context, conn *grpc.ClientConn, sandbox, id, build string) (*Stream, error) {
+	return OpenHeld(ctx, conn, sandbox, id, build, 0)
+}
+
+// OpenHeld is Open for a proxy that already holds version held (it says
+// so in its hello, as a reconnecting proxy does).
+func OpenHeld(ctx context.Context, conn *grpc.ClientConn, sandbox, id, build string, held uint32) (*Stream, error) {
 	st, err := portcullisv1.NewDistributionServiceClient(conn).StreamPolicy(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s := &Stream{st: st}
 	hello := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: &portcullisv1.ProxyHello{
-		Sandbox: sandbox, ProxyId: id, Build: build}}}
+		Sandbox: sandbox, ProxyId: id, Build: build, HeldVersion: held}}}
 	if err := s.send(hello); err != nil {
 		return nil, err
 	}
@@ -70,6 +77,10 @@ func (s *Stream) send(m *portcullisv1.StreamPolicyRequest) error {
 	return s.st.Send(m)
 }
 
+// ErrGoaway is Next's error when the gateway asked the proxy to go away
+// (it is shutting down): a proxy reconnects, to another replica if any.
+var ErrGoaway = errors.New("the gateway asked the proxy to go away")
+
 // Next reads until the next pushed version, ACKs it, and returns it with
 // when it was read and when its ACK was handed to grpc-go.
 func (s *Stream) Next() (res *portcullisv1.StreamPolicyResponse, arrived, acked time.Time, err error) {
@@ -77,6 +88,9 @@ func (s *Stream) Next() (res *portcullisv1.StreamPolicyResponse, arrived, acked 
 		res, err = s.st.Recv()
 		if err != nil {
 			return nil, time.Time{}, time.Time{}, err
+		}
+		if res.GetGoaway() != nil {
+			return nil, time.Time{}, time.Time{}, ErrGoaway
 		}
 		sp := res.GetPolicy()
 		if sp == nil {
@@ -87,6 +101,11 @@ func (s *Stream) Next() (res *portcullisv1.StreamPolicyResponse, arrived, acked 
 			Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash()}}})
 		return res, arrived, time.Now(), err
 	}
+}
+
+// Heartbeat sends one heartbeat.
+func (s *Stream) Heartbeat() error {
+	return s.send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: &portcullisv1.Heartbeat{SentAt: timestamppb.Now()}}})
 }
 
 // Heartbeats sends each stream a heartbeat every
