@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/portcullis-dev/portcullis/drills/internal/drillkit"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
@@ -37,30 +38,23 @@ func long() bool { return *longDrills || os.Getenv("PORTCULLIS_DRILLS_LONG") == 
 // adminToken is every drill gateway's bootstrap admin token.
 const adminToken = "pcs_drill-gateway-admin-token-0123456789abcdef"
 
-var (
-	// binDir holds the binary built for this run; TestMain removes it.
-	binDir string
-	// bin is the real portcullis binary, built once.
-	bin string
-)
+// bin is the real portcullis binary, built once.
+var bin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "portcullis-drills-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	binDir, bin = dir, filepath.Join(dir, "portcullis")
+	remove := func() {}
 	if b := os.Getenv("PORTCULLIS_DRILLS_BIN"); b != "" {
 		bin = b // built already (CI builds once; a run as another user)
-	} else if out, err := exec.Command("go", "build", "-o", bin, "github.com/portcullis-dev/portcullis/cmd/portcullis").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build portcullis: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(2)
+	} else {
+		var err error
+		if bin, remove, err = drillkit.Build(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
@@ -88,24 +82,6 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// lockedBuffer collects a process's output for failure messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // tail is the end of a log, for failure messages.
 func tail(s string) string {
 	if len(s) > 4000 {
@@ -129,13 +105,13 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan error
 	addr string
-	log  *lockedBuffer // stdout and stderr of every run
+	log  *drillkit.LockedBuffer // stdout and stderr of every run
 }
 
 // newProcess prepares `portcullis ARGS…`; start runs it. It is killed
 // when the test ends.
 func newProcess(t *testing.T, name, ready string, env []string, args ...string) *process {
-	p := &process{t: t, name: name, args: args, env: env, ready: ready, log: &lockedBuffer{}}
+	p := &process{t: t, name: name, args: args, env: env, ready: ready, log: &drillkit.LockedBuffer{}}
 	t.Cleanup(func() {
 		p.kill9()
 		if t.Failed() {

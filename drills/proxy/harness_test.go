@@ -4,7 +4,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 
+	"github.com/portcullis-dev/portcullis/drills/internal/drillkit"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 )
@@ -36,29 +36,21 @@ const adminToken = "pcs_drill-proxy-admin-token-0123456789abcdef"
 
 const sandboxName = "drill"
 
-var binDir string
+var removeBinary func()
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	if removeBinary != nil {
+		removeBinary()
 	}
 	os.Exit(code)
 }
 
 // buildBinary builds cmd/portcullis with -tags drills once per run.
 var buildBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "portcullis-drill-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "portcullis")
-	out, err := exec.Command("go", "build", "-tags", "drills", "-o", bin, "github.com/portcullis-dev/portcullis/cmd/portcullis").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build -tags drills: %w\n%s", err, out)
-	}
-	return bin, nil
+	bin, remove, err := drillkit.Build("drills")
+	removeBinary = remove
+	return bin, err
 })
 
 func binary(t *testing.T) string {
@@ -70,30 +62,12 @@ func binary(t *testing.T) string {
 	return bin
 }
 
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // gateway is `portcullis gateway` on embedded SQLite.
 type gateway struct {
 	addr   string
 	cmd    *exec.Cmd
 	done   chan error
-	stderr *lockedBuffer
+	stderr *drillkit.LockedBuffer
 	api    api
 }
 
@@ -101,7 +75,7 @@ func startGateway(t *testing.T, dir string) *gateway {
 	t.Helper()
 	cmd := exec.Command(binary(t), "gateway", "--listen", "127.0.0.1:0", "--data-dir", dir)
 	cmd.Env = append(os.Environ(), "PORTCULLIS_BOOTSTRAP_TOKEN="+adminToken, "PORTCULLIS_DATABASE_URL=")
-	g := &gateway{cmd: cmd, done: make(chan error, 1), stderr: &lockedBuffer{}}
+	g := &gateway{cmd: cmd, done: make(chan error, 1), stderr: &drillkit.LockedBuffer{}}
 	cmd.Stderr = g.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
