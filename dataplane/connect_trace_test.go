@@ -99,7 +99,7 @@ func TestConnectSpans(t *testing.T) {
 	attr := func(s sdktrace.ReadOnlySpan, key string) string {
 		for _, kv := range s.Attributes() {
 			if string(kv.Key) == key {
-				return kv.Value.Emit()
+				return kv.Value.String()
 			}
 		}
 		return ""
