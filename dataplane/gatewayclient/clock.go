@@ -2,6 +2,7 @@ package gatewayclient
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,10 @@ type gatewayClock struct {
 	ahead   time.Duration // the latest g - t0
 	known   bool
 	logged  time.Duration // the ahead last logged
+	// published is what aheadOf answers (ahead when known and positive,
+	// else 0), read without the lock: every request the proxy judges
+	// reads it.
+	published atomic.Int64
 }
 
 // maxPending bounds the unanswered heartbeats kept: a stream with three
@@ -71,6 +76,7 @@ func (c *gatewayClock) answered(g time.Time) (ahead time.Duration, news bool) {
 	t0 := c.pending[0]
 	c.pending = append(c.pending[:0], c.pending[1:]...)
 	c.ahead, c.known = g.Sub(t0), true
+	c.published.Store(int64(max(c.ahead, 0)))
 	if d := c.ahead - c.logged; d >= time.Second || d <= -time.Second {
 		c.logged = c.ahead
 		return c.ahead, true
@@ -81,10 +87,5 @@ func (c *gatewayClock) answered(g time.Time) (ahead time.Duration, news bool) {
 // aheadOf returns how far the gateway's clock is ahead of the proxy's
 // (0 when it is not, or not known yet).
 func (c *gatewayClock) aheadOf() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.known || c.ahead < 0 {
-		return 0
-	}
-	return c.ahead
+	return time.Duration(c.published.Load())
 }
