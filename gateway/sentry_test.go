@@ -602,6 +602,91 @@ func TestSentryFindings(t *testing.T) {
 	}
 }
 
+// TestSentryDriftAfterChange: a watchdog that names the policy of a
+// moment ago — the version its sandbox's proxies just moved past — is not
+// drifting; the same hash received more than the window after the change
+// is, and so is a version no proxy of the sandbox has reached.
+func TestSentryDriftAfterChange(t *testing.T) {
+	const window = time.Second
+	e := startSentry(t, "sqlite", func(c *gateway.Config) { c.SentrySettle, c.SentryWindow = 50*time.Millisecond, window })
+	freeze := func(name string) (before, after string) {
+		e.sandboxWithPolicy(t, name)
+		before = getSandbox(t, e.admin, name).GetCurrentHash()
+		if _, err := e.admin.sandbox.FreezeSandbox(t.Context(), &portcullisv1.FreezeSandboxRequest{Name: name, Reason: "drill"}); err != nil {
+			t.Fatal(err)
+		}
+		return before, getSandbox(t, e.admin, name).GetCurrentHash()
+	}
+	h1, h2 := freeze("support") // its proxy applied the freeze
+	o1, o2 := freeze("other")   // its proxy has not yet
+	now := time.Now()
+	if err := e.gw.Store.SaveProxyStatuses(t.Context(), []store.ProxyStatus{
+		{Sandbox: "support", ProxyID: "p1", Replica: "r", Connected: true, ConnectedAt: now, LastSeenAt: now, AppliedVersion: 2, AppliedHash: h2},
+		{Sandbox: "other", ProxyID: "p1", Replica: "r", Connected: true, ConnectedAt: now, LastSeenAt: now, AppliedVersion: 1, AppliedHash: o1},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	seen := func(id, sandbox, hash string) ce {
+		seq++
+		c := toolAccess(watchdogSource, id, seq, sandbox)
+		c["type"] = "portcullis.sentry.v1.heartbeat" // no tool call to check
+		data := c["data"].(map[string]any)
+		delete(data, "tool_call")
+		data["policy"] = map[string]any{"hash": hash}
+		return c
+	}
+	want := map[string][]string{}
+	post := func(drift map[string]bool, events ...ce) {
+		t.Helper()
+		for _, c := range events {
+			id := c["id"].(string)
+			want[id] = nil
+			if drift[id] {
+				want[id] = []string{"drift"}
+			}
+		}
+		if a := e.postBatch(t, events...); a.Stored != len(events) {
+			t.Fatalf("stored %d of %d events: %+v", a.Stored, len(events), a)
+		}
+	}
+	post(map[string]bool{"made-up": true, "unpushed": true},
+		seen("lagging", "support", h1), // current until the freeze, a moment ago
+		seen("current", "support", h2),
+		seen("made-up", "support", strings.Repeat("ab", 32)),
+		seen("unpushed", "other", o2), // committed, but no proxy has it
+		seen("held", "other", o1),
+	)
+	time.Sleep(window + 500*time.Millisecond)
+	post(map[string]bool{"late": true}, seen("late", "support", h1))
+
+	checked := func() bool {
+		evs := e.events(t, watchdogSource)
+		if len(evs) != len(want) {
+			return false
+		}
+		for _, ev := range evs {
+			if !slices.Equal(ev.GetFlags(), want[ev.GetId()]) {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !checked() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // those without a finding stay clean
+	evs := e.events(t, watchdogSource)
+	if len(evs) != len(want) {
+		t.Errorf("%d events stored, want %d", len(evs), len(want))
+	}
+	for _, ev := range evs {
+		if !slices.Equal(ev.GetFlags(), want[ev.GetId()]) {
+			t.Errorf("flags of %s = %q, want %q", ev.GetId(), ev.GetFlags(), want[ev.GetId()])
+		}
+	}
+}
+
 // TestSentryTimeline: one sandbox's events, decisions, versions, actions
 // and audit in time order, each with the version in force, joined by
 // denial_id and policy hash.

@@ -125,6 +125,11 @@ type Config struct {
 	// SentrySettle is how long after ingest an event is checked for
 	// derived findings (drift, unmediated calls). Default 2s.
 	SentrySettle time.Duration
+	// SentryWindow is how far apart a watchdog's event and what the data
+	// plane did may be and still agree: a tool call and its decision
+	// record, a policy hash and the time its version was current. Default
+	// 30s.
+	SentryWindow time.Duration
 	// SentryStore, if set, keeps the Sentry events themselves (their rows,
 	// sources, gaps and findings' flags) apart from the control plane's
 	// store, so that bulk ingest shares neither its connections nor its
@@ -302,16 +307,19 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}, st, s.log)
 	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
 	s.sentry = sentryintake.New(sentryintake.Config{
-		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle,
-		WaitApplied: s.dist.WaitApplied,
-		Held:        s.notify.QuarantineHeld,
-		Observe:     s.metrics.observeSentry,
-		Acted:       s.sentryActed,
-		Applied:     func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
-		Found:       s.sentryFound,
-		Notable:     s.sentryNotable(),
-		Decided:     s.sentryDecided,
-		Events:      cfg.SentryStore,
+		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle, Window: cfg.SentryWindow,
+		WaitApplied: func(ctx context.Context, sandbox string, version int64) (int, time.Time, error) {
+			e, err := s.dist.WaitApplied(ctx, sandbox, version)
+			return e.Count(distribution.Acked), e.LastAck(), err
+		},
+		Held:    s.notify.QuarantineHeld,
+		Observe: s.metrics.observeSentry,
+		Acted:   s.sentryActed,
+		Applied: func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
+		Found:   s.sentryFound,
+		Notable: s.sentryNotable(),
+		Decided: s.sentryDecided,
+		Events:  cfg.SentryStore,
 	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
 		return toConnectError(ctx, s.log, procedure, err)

@@ -403,29 +403,36 @@ func expireProposals(ctx context.Context, st *store.Store, cutoff time.Time, act
 // (source "freeze") and marks the sandbox frozen with the reason,
 // remembering the version that was current, in one transaction.
 // store.ErrConflict if it is already frozen. Audited.
+//
+// A deny-all only takes access away, so it is pushed to the proxies as
+// soon as it is committed, before the commit reaches disk
+// (InTxEnforceFirst): a freeze does not wait behind the log of whatever
+// else the database writes, such as bulk Sentry ingest. It returns once
+// the freeze is durable.
 func freezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, actor string, doc []byte, hash string) (store.Sandbox, store.PolicyVersion, error) {
 	if err := checkFreeze(sandbox, doc, hash); err != nil {
 		return store.Sandbox{}, store.PolicyVersion{}, err
 	}
 	var pv store.PolicyVersion
-	sb, err := store.Transact(ctx, st.Driver, func(tx store.Tx) (store.Sandbox, error) {
-		sb, err := tx.LockSandbox(ctx, sandbox)
-		if err != nil {
-			return store.Sandbox{}, err
+	var sb store.Sandbox
+	err := st.InTxEnforceFirst(ctx, func(tx store.Tx) error {
+		var err error
+		if sb, err = tx.LockSandbox(ctx, sandbox); err != nil {
+			return err
 		}
 		if err := checkFreezable(sb.Frozen, sb.CurrentVersion); err != nil {
-			return store.Sandbox{}, err
+			return err
 		}
 		current, before, now := sb.CurrentVersion, sb.CurrentHash, tx.Now()
 		if pv, err = commit(ctx, tx, freezeAppend(sandbox, current, doc, hash, reason, actor)); err != nil {
-			return store.Sandbox{}, err
+			return err
 		}
 		sb.CurrentVersion, sb.CurrentHash = pv.Version, pv.Hash
 		sb.Frozen, sb.FrozenReason, sb.FrozenBy, sb.FrozenAt, sb.FrozenFrom = true, reason, actor, &now, current
 		if err := tx.UpdateSandbox(ctx, sb); err != nil {
-			return store.Sandbox{}, err
+			return err
 		}
-		return sb, store.Audit(ctx, tx, store.AuditEntry{
+		return store.Audit(ctx, tx, store.AuditEntry{
 			Actor: actor, Action: store.ActionFreeze, Sandbox: sandbox, Target: sandbox, BeforeHash: before, AfterHash: hash,
 			Detail: map[string]string{
 				"reason": reason, "version": strconv.FormatInt(pv.Version, 10), "frozen_from": strconv.FormatInt(current, 10),

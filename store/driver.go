@@ -183,6 +183,17 @@ type Driver interface {
 	// InTx runs fn in one write transaction and commits it if fn returns
 	// nil; otherwise it rolls back and returns fn's error.
 	InTx(ctx context.Context, fn func(tx Tx) error) error
+	// InTxEnforceFirst is InTx for a change that is safe to enforce
+	// before it is durable — a freeze, which only denies. The versions fn
+	// inserts are announced (and so pushed to proxies) as soon as the
+	// commit is visible, without waiting for its log to reach disk behind
+	// whatever else the database is writing; it still returns only once
+	// the commit is durable. Should the database crash in between, the
+	// commit is lost and a proxy may keep enforcing a version the store
+	// no longer has: a deny-all, replaced by the next version of that
+	// number or above. Postgres commits with synchronous_commit off, then
+	// waits for its log flush; SQLite commits durably first, as InTx.
+	InTxEnforceFirst(ctx context.Context, fn func(tx Tx) error) error
 
 	// ListenPolicyCommits calls fn for each policy version committed after
 	// its transaction committed — through this process at once, and (on

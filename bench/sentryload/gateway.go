@@ -88,7 +88,7 @@ type gcTrace struct {
 // serverURL, or on SQLite in a temporary directory when serverURL is "".
 // dbParams (such as pool_max_conns=8) are added to the database URL the
 // gateway is given.
-func startGateway(ctx context.Context, bin, serverURL, eventsServerURL, dbParams string, logw io.Writer) (*gatewayProc, error) {
+func startGateway(ctx context.Context, bin, serverURL, eventsServerURL, dbParams string, logw, gatewayLog io.Writer) (*gatewayProc, error) {
 	g := &gatewayProc{engine: "sqlite", drop: func() error { return nil }, done: make(chan error, 1), http: &http.Client{Timeout: 2 * time.Minute}}
 	var b [24]byte
 	rand.Read(b[:])
@@ -157,6 +157,9 @@ func startGateway(ctx context.Context, bin, serverURL, eventsServerURL, dbParams
 	}()
 	go func() {
 		defer readers.Done()
+		if gatewayLog != nil {
+			stderr = io.NopCloser(io.TeeReader(stderr, gatewayLog))
+		}
 		g.readStderr(stderr)
 	}()
 	go func() {

@@ -52,6 +52,7 @@ func main() {
 	flag.Float64Var(&cfg.loadRate, "load-rate", 0, "bulk ingest during the loaded quarantine round in events/s, instead of -load × the measured maximum (to compare gateways at one load)")
 	flag.BoolVar(&cfg.findings, "findings", false, "the worst case: bulk events name a policy hash no proxy applied and the proxies ship no decision records, so the gateway flags every event (drift and unmediated); default: the events agree with the data plane")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
+	gatewayLog := flag.String("gateway-log", "", "a file to copy the gateway's stderr into (its JSON log and gctrace), appended to")
 	flag.Parse()
 
 	benchenv.RaiseFileLimit()
@@ -68,6 +69,14 @@ func main() {
 		}
 		if err := cfg.check(); err != nil {
 			return err
+		}
+		if *gatewayLog != "" {
+			f, err := os.OpenFile(*gatewayLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return benchcli.Usagef("-gateway-log: %v", err)
+			}
+			defer f.Close()
+			cfg.gatewayLog = f
 		}
 		return run(ctx, cfg, os.Stdout, os.Stderr)
 	})

@@ -19,6 +19,7 @@ import (
 // config is what the flags set.
 type config struct {
 	binary       string
+	gatewayLog   io.Writer // every line of the gateway's stderr, copied (-gateway-log)
 	databaseURL  string
 	dbParams     string
 	eventsURL    string
@@ -119,7 +120,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 // on Postgres the raw COPY floor after each round), memory per in-flight
 // event, and on Postgres the quarantine lane idle and under load.
 func measure(ctx context.Context, cfg config, bin, serverURL string, logw io.Writer) (_ *engineResult, err error) {
-	g, err := startGateway(ctx, bin, serverURL, cfg.eventsURL, cfg.dbParams, logw)
+	g, err := startGateway(ctx, bin, serverURL, cfg.eventsURL, cfg.dbParams, logw, cfg.gatewayLog)
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,9 @@ type ProxyEnforcement struct {
 	// 0 when unknown (it held the version when it connected, or answered
 	// a later one).
 	Took time.Duration
+	// AckedAt is when its ACK of this very version arrived (zero when it
+	// did not ACK it here).
+	AckedAt time.Time
 }
 
 // Count is how many connected proxies are in state s.
@@ -73,6 +76,18 @@ func (e Enforcement) Took() time.Duration {
 		}
 	}
 	return d
+}
+
+// LastAck is when the last ACK of this very version arrived (zero when no
+// proxy ACKed it here).
+func (e Enforcement) LastAck() time.Time {
+	var t time.Time
+	for _, p := range e.Proxies {
+		if p.State == Acked && p.AckedAt.After(t) {
+			t = p.AckedAt
+		}
+	}
+	return t
 }
 
 // NackError is the answer of WaitApplied when a proxy refused the version:
@@ -118,11 +133,11 @@ func (d *Distribution) WatchEnforcement(ctx context.Context, sandbox string, ver
 var errStop = errors.New("stop watching")
 
 // WaitApplied waits until every proxy of sandbox streaming from this
-// replica has applied version or a later one (or gone), and returns how
-// many did. A NACK ends the wait at once with a *NackError; ctx ending
-// ends it with an error saying how many are behind. Proxies of other
-// replicas are not waited for.
-func (d *Distribution) WaitApplied(ctx context.Context, sandbox string, version int64) (int, error) {
+// replica has applied version or a later one (or gone), and returns
+// where it stands then. A NACK ends the wait at once with a *NackError;
+// ctx ending ends it with an error saying how many are behind. Proxies of
+// other replicas are not waited for.
+func (d *Distribution) WaitApplied(ctx context.Context, sandbox string, version int64) (Enforcement, error) {
 	var last Enforcement
 	err := d.WatchEnforcement(ctx, sandbox, version, func(e Enforcement) error {
 		last = e
@@ -133,12 +148,12 @@ func (d *Distribution) WaitApplied(ctx context.Context, sandbox string, version 
 	})
 	switch {
 	case errors.Is(err, errStop):
-		return last.Count(Acked), &NackError{Enforcement: last}
+		return last, &NackError{Enforcement: last}
 	case err != nil:
-		return last.Count(Acked), fmt.Errorf("%d of %d proxies of sandbox %q have not applied version %d: %w",
+		return last, fmt.Errorf("%d of %d proxies of sandbox %q have not applied version %d: %w",
 			last.Count(Pending), len(last.Proxies), sandbox, version, err)
 	}
-	return last.Count(Acked), nil
+	return last, nil
 }
 
 // enforcement is where version of sandbox stands now, and a channel
@@ -157,6 +172,7 @@ func (t *proxyTracker) enforcement(sandbox string, version int64) (Enforcement, 
 			p.State = Acked
 			if s.AppliedVersion == version && s.LastAckAt != nil {
 				p.Took = time.Duration(max(s.LagMillis, 0)) * time.Millisecond
+				p.AckedAt = *s.LastAckAt
 			}
 		case s.LastNackVersion >= version:
 			// Only the newest version is sent: a proxy that refused

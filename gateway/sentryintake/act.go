@@ -80,6 +80,7 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		}
 	}
 	in.urgent.enter()
+	freezing := in.cfg.Now()
 	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
 	in.urgent.leave()
 	frozen := in.cfg.Now()
@@ -98,7 +99,7 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	// the record is written.
 	recorded := make(chan store.SentryAction, 1)
 	if a.Status == store.SentryFrozen {
-		in.awaitAck(ctx, a, frozen, recorded)
+		in.awaitAck(ctx, a, freezing, frozen, recorded)
 	}
 	a, err = in.record(ctx, a)
 	if err == nil && a.ID != 0 {
@@ -165,7 +166,7 @@ func (in *Intake) record(ctx context.Context, a store.SentryAction) (store.Sentr
 // over the time from ingest to the last ACK. A closed recorded without an
 // action (the record failed, or another replica's was first) records
 // nothing.
-func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, frozen time.Time, recorded <-chan store.SentryAction) {
+func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, freezing, frozen time.Time, recorded <-chan store.SentryAction) {
 	if in.cfg.WaitApplied == nil {
 		return
 	}
@@ -174,7 +175,7 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, frozen tim
 		defer in.background.Done()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.cfg.AckWait)
 		defer cancel()
-		n, err := in.cfg.WaitApplied(wctx, a.Sandbox, a.Version)
+		n, lastAck, err := in.cfg.WaitApplied(wctx, a.Sandbox, a.Version)
 		if err != nil {
 			in.log.WarnContext(wctx, "sentry quarantine not applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "err", err)
 			return
@@ -183,7 +184,13 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, frozen tim
 			in.log.InfoContext(wctx, "sentry quarantine committed; no proxy of the sandbox is connected here", "sandbox", a.Sandbox, "version", a.Version)
 			return
 		}
-		now := in.cfg.Now()
+		// The freeze is pushed before it is durable (InTxEnforceFirst):
+		// the proxies may ACK before Freeze returns, so the time taken is
+		// the last ACK's, not the end of this wait.
+		now := lastAck
+		if now.IsZero() { // acked a later version: done by now
+			now = in.cfg.Now()
+		}
 		took := now.Sub(a.ReceivedAt)
 		a, ok := <-recorded
 		if !ok {
@@ -193,13 +200,16 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, frozen tim
 			in.log.WarnContext(wctx, "record quarantine ack", "sandbox", a.Sandbox, "err", err)
 		}
 		in.log.WarnContext(wctx, "sentry quarantine applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "proxies", n,
-			"event", a.EventID, "ingest_to_last_ack_ms", float64(took.Microseconds())/1000,
-			"ingest_to_commit_ms", float64(frozen.Sub(a.ReceivedAt).Microseconds())/1000)
+			"event", a.EventID, "ingest_to_last_ack_ms", ms(took),
+			"ingest_to_freeze_ms", ms(freezing.Sub(a.ReceivedAt)), "ingest_to_commit_ms", ms(frozen.Sub(a.ReceivedAt)))
 		if in.cfg.Applied != nil {
 			in.cfg.Applied(took)
 		}
 	}()
 }
+
+// ms is d in milliseconds, to the microsecond, for the log.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (in *Intake) markAcked(ctx context.Context, a store.SentryAction, at time.Time) error {
 	return in.st.InTx(ctx, func(tx store.Tx) error {

@@ -2,6 +2,7 @@ package sentryintake
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 //   - FindingDrift: the event names the policy hash the watchdog saw in
 //     force (data.policy.hash), and no proxy of its sandbox has applied
 //     that hash — the watchdog and the data plane disagree about the
-//     policy.
+//     policy. A hash the proxies have since moved past is no drift if its
+//     version was the sandbox's current one within Window before the
+//     event was received: the watchdog saw the policy of a moment ago.
 //   - FindingUnmediated: a tool_access event's tool call matches no
 //     decision record of its sandbox (the same denial_id, or the same tool
 //     within Window of the event's time) — traffic that did not pass a
@@ -140,7 +143,7 @@ type flagged struct {
 
 // checkAll checks a batch and writes the findings in one transaction.
 func (in *Intake) checkAll(ctx context.Context, batch []check) {
-	r := &reads{in: in, statuses: map[string][]store.ProxyStatus{}, decisions: map[[2]string][]store.Decision{}}
+	r := &reads{in: in, statuses: map[string][]store.ProxyStatus{}, versions: map[string][]store.PolicyVersion{}, decisions: map[[2]string][]store.Decision{}}
 	var marks []flagged
 	counts := map[string]int{}
 	for _, c := range batch {
@@ -192,8 +195,9 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 // reads are the store reads a batch of checks shares.
 type reads struct {
 	in        *Intake
-	statuses  map[string][]store.ProxyStatus // by sandbox
-	decisions map[[2]string][]store.Decision // by sandbox and tool: the newest unmediatedScan
+	statuses  map[string][]store.ProxyStatus   // by sandbox
+	versions  map[string][]store.PolicyVersion // by sandbox, read only for a hash no proxy holds now
+	decisions map[[2]string][]store.Decision   // by sandbox and tool: the newest unmediatedScan
 }
 
 func (r *reads) proxyStatuses(ctx context.Context, sandbox string) ([]store.ProxyStatus, error) {
@@ -205,6 +209,20 @@ func (r *reads) proxyStatuses(ctx context.Context, sandbox string) ([]store.Prox
 		r.statuses[sandbox] = s
 	}
 	return s, err
+}
+
+func (r *reads) policyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
+	if vs, ok := r.versions[sandbox]; ok {
+		return vs, nil
+	}
+	vs, err := r.in.st.ListPolicyVersions(ctx, sandbox)
+	if errors.Is(err, store.ErrNotFound) {
+		vs, err = nil, nil // deleted since: no version to have been in force
+	}
+	if err == nil {
+		r.versions[sandbox] = vs
+	}
+	return vs, err
 }
 
 func (r *reads) toolDecisions(ctx context.Context, sandbox, tool string) ([]store.Decision, error) {
@@ -243,16 +261,33 @@ func (in *Intake) checkEvent(ctx context.Context, r *reads, c check) ([]string, 
 	return found, nil
 }
 
-// drifted reports whether no proxy of the event's sandbox has applied the
-// policy hash it names.
+// drifted reports whether the policy hash the event names is neither
+// applied by a proxy of its sandbox now nor that of a version a proxy
+// has applied or passed and which was current within Window before the
+// event was received (a change the watchdog had not seen yet).
 func (in *Intake) drifted(ctx context.Context, r *reads, ev store.SentryEvent) (bool, error) {
 	statuses, err := r.proxyStatuses(ctx, ev.Subject)
 	if err != nil {
 		return false, err
 	}
+	var reached int64 // the newest version a proxy applied
 	for _, p := range statuses {
 		if p.AppliedHash == ev.PolicyHash {
 			return false, nil
+		}
+		reached = max(reached, p.AppliedVersion)
+	}
+	versions, err := r.policyVersions(ctx, ev.Subject)
+	if err != nil {
+		return false, err
+	}
+	since := ev.ReceivedAt.Add(-in.cfg.Window)
+	for i, v := range versions {
+		if v.Hash != ev.PolicyHash || v.Version > reached || v.CreatedAt.After(ev.ReceivedAt) {
+			continue
+		}
+		if i+1 == len(versions) || !versions[i+1].CreatedAt.Before(since) {
+			return false, nil // current until at least Window before the event
 		}
 	}
 	return true, nil

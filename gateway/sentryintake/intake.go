@@ -83,8 +83,10 @@ type Config struct {
 	// Settle and Window tune the derived findings (correlate.go).
 	Settle, Window time.Duration
 	// WaitApplied waits until the sandbox's connected proxies applied
-	// version (distribution.WaitApplied); nil: acks are not waited for.
-	WaitApplied func(ctx context.Context, sandbox string, version int64) (int, error)
+	// version (distribution.WaitApplied) and returns how many did and
+	// when the last ACK of the version arrived; nil: acks are not waited
+	// for.
+	WaitApplied func(ctx context.Context, sandbox string, version int64) (acked int, lastAck time.Time, err error)
 	// Held is called when the breaker holds a quarantine (the webhook).
 	Held func(store.SentryAction)
 	// Observe is called with every batch's outcome (metrics); Acted with

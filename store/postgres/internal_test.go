@@ -265,3 +265,38 @@ func TestLostConnectionIsUnavailable(t *testing.T) {
 		t.Errorf("the call after: %v, want a new connection", err)
 	}
 }
+
+// TestFlushMakesEarlierCommitsDurable: a commit made with
+// synchronous_commit off (as InTxEnforceFirst's) is on disk once flush
+// returns — the log is flushed past its commit record.
+func TestFlushMakesEarlierCommitsDurable(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	for i := range 20 {
+		var committed string
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO sandboxes (name, created_by) VALUES ($1, 'tester')`, "flush-"+string(rune('a'+i)))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The log's end now lies past the commit record.
+		if err := s.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&committed); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.flush(ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+		var durable bool
+		if err := s.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, committed).Scan(&durable); err != nil {
+			t.Fatal(err)
+		}
+		if !durable {
+			t.Fatalf("round %d: the log is not flushed past %s after flush returned", i, committed)
+		}
+	}
+}

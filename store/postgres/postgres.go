@@ -176,6 +176,20 @@ func (d *Driver) Ping(ctx context.Context) error {
 // (ErrAlreadyExists of the Insert primitives) leave it usable. The
 // versions fn inserted are announced in process once it committed.
 func (d *Driver) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return d.inTx(ctx, fn, false)
+}
+
+// InTxEnforceFirst is InTx committed with synchronous_commit off: the
+// commit is visible (and its NOTIFY sent) once its record is in the log's
+// buffers, not after the flush that would wait behind every other
+// writer's log — under bulk Sentry ingest, tens to hundreds of
+// milliseconds. The versions are announced at once; then it waits for
+// the flush (flush).
+func (d *Driver) InTxEnforceFirst(ctx context.Context, fn func(tx store.Tx) error) error {
+	return d.inTx(ctx, fn, true)
+}
+
+func (d *Driver) inTx(ctx context.Context, fn func(tx store.Tx) error, enforceFirst bool) error {
 	ptx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
@@ -189,11 +203,43 @@ func (d *Driver) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	if t.clockErr != nil {
 		return fmt.Errorf("transaction clock: %w", mapErr(t.clockErr))
 	}
+	if enforceFirst {
+		if _, err := ptx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return fmt.Errorf("commit before the flush: %w", mapErr(err))
+		}
+	}
 	if err := ptx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}
 	for _, c := range t.commits {
 		d.feed.Publish(c.sandbox, c.version)
+	}
+	if enforceFirst {
+		return d.flush(ctx)
+	}
+	return nil
+}
+
+// flushWait bounds the wait for a commit made before the flush to become
+// durable; the caller's cancellation does not cut it short, since the
+// commit has happened.
+const flushWait = 10 * time.Second
+
+// flush returns once every commit made before it is on disk. A
+// transaction that writes a log record commits synchronously, and
+// Postgres flushes its log up to that commit, so up to every earlier
+// one. The record is a transactional logical-decoding message (any role
+// may emit one, at any wal_level), prefix "portcullis": nothing is
+// stored.
+func (d *Driver) flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushWait)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, 'portcullis', 'flush')`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("committed, but not known to be on disk: %w", mapErr(err))
 	}
 	return nil
 }

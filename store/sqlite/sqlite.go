@@ -269,6 +269,13 @@ func (d *Driver) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
 	return d.inTx(ctx, func(t *txn) error { return fn(t) })
 }
 
+// InTxEnforceFirst is InTx: a single writer has no log of others' work
+// for a commit to wait behind, so announcing before the commit is durable
+// would gain nothing.
+func (d *Driver) InTxEnforceFirst(ctx context.Context, fn func(tx store.Tx) error) error {
+	return d.InTx(ctx, fn)
+}
+
 func (d *Driver) inTx(ctx context.Context, fn func(t *txn) error) error {
 	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {

@@ -358,4 +358,38 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 	if before := wait("feed", version); slices.Contains(before, [2]any{"rolled", int64(2)}) {
 		t.Errorf("heard a rolled-back version: %v", before)
 	}
+
+	// InTxEnforceFirst: the same contract, and what it returned from is
+	// stored; a rolled-back one is neither heard nor stored.
+	err = s.InTxEnforceFirst(ctx(t), func(tx store.Tx) error {
+		v := getVersion(t, s, "rolled", 1)
+		v.Version = 2
+		if err := tx.InsertPolicyVersion(ctx(t), v); err != nil {
+			return err
+		}
+		return rollback
+	})
+	if !errors.Is(err, rollback) {
+		t.Fatalf("InTxEnforceFirst = %v, want fn's error", err)
+	}
+	err = s.InTxEnforceFirst(ctx(t), func(tx store.Tx) error {
+		d, h := Doc(int(version) + 1)
+		_, err := store.AppendVersion(ctx(t), tx, store.AppendPolicy{
+			Sandbox: "feed", ExpectedVersion: version, Hash: h, Document: d, Author: "alice",
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("InTxEnforceFirst: %v", err)
+	}
+	version++
+	if before := wait("feed", version); slices.Contains(before, [2]any{"rolled", int64(2)}) {
+		t.Errorf("heard a rolled-back version: %v", before)
+	}
+	if got := getVersion(t, s, "feed", 0).Version; got != version {
+		t.Errorf("current version after InTxEnforceFirst = %d, want %d", got, version)
+	}
+	if _, err := s.GetPolicyVersion(ctx(t), "rolled", 2); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("rolled-back version 2 of %q: %v, want ErrNotFound", "rolled", err)
+	}
 }
