@@ -757,6 +757,74 @@ func TestSentryTimeline(t *testing.T) {
 	}
 }
 
+// TestQuarantineBudgetConcurrent: five quarantines from five sources at
+// once, with a budget of 2, freeze exactly two sandboxes and hold the
+// other three — the places taken by freezes not yet recorded count.
+func TestQuarantineBudgetConcurrent(t *testing.T) {
+	for _, engine := range gatewaytest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			e := startSentry(t, engine, func(c *gateway.Config) { c.QuarantineBudget = 2 })
+			names := []string{"a", "b", "c", "d", "e"}
+			bodies := make([][]byte, len(names))
+			tokens := make([]string, len(names))
+			for i, name := range names {
+				e.sandboxWithPolicy(t, name)
+				source := "sentry://node-" + name
+				tok, err := e.admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: source, Role: "sentry"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tokens[i] = tok.GetToken()
+				if bodies[i], err = json.Marshal(quarantine(source, "q-"+name, 1, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			errs := make(chan error, len(names))
+			for i := range names {
+				go func() {
+					req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gw.URL+gateway.SentryEventsPath, bytes.NewReader(bodies[i]))
+					if err != nil {
+						errs <- err
+						return
+					}
+					req.Header.Set("Content-Type", "application/cloudevents+json")
+					req.Header.Set("Authorization", "Bearer "+tokens[i])
+					res, err := http.DefaultClient.Do(req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					raw, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("quarantine of %s: %d %s", names[i], res.StatusCode, raw)
+					}
+					errs <- err
+				}()
+			}
+			for range names {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			statuses := map[string]int{}
+			for _, name := range names {
+				acts := e.actions(t, name)
+				if len(acts) != 1 {
+					t.Fatalf("actions of %s = %v, want one", name, acts)
+				}
+				statuses[acts[0].GetStatus()]++
+				if frozen := getSandbox(t, e.admin, name).GetFrozen(); frozen != (acts[0].GetStatus() == store.SentryFrozen) {
+					t.Errorf("sandbox %s frozen = %v, but its action is %s", name, frozen, acts[0].GetStatus())
+				}
+			}
+			if statuses[store.SentryFrozen] != 2 || statuses[store.SentryHeld] != 3 {
+				t.Fatalf("actions: %v, want 2 frozen and 3 held", statuses)
+			}
+		})
+	}
+}
+
 // TestDecideHeldOnce: two operators deciding one held quarantine at once —
 // one freezes, one dismisses — exactly one wins; the other is a conflict,
 // and the action and the sandbox agree with the winner.

@@ -58,27 +58,20 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		_, err := in.record(ctx, a)
 		return err
 	}
-	in.breaker.Lock()
-	defer in.breaker.Unlock()
-	if in.cfg.QuarantineBudget > 0 {
-		since := in.cfg.Now().Add(-in.cfg.BudgetWindow)
-		n, err := in.st.CountSentryActions(ctx, []string{store.SentryFrozen}, since)
+	if spent, err := in.takeBudget(ctx); err != nil {
+		return err
+	} else if spent != "" {
+		a.Status, a.Reason = store.SentryHeld, spent
+		held, err := in.record(ctx, a)
 		if err != nil {
-			return fmt.Errorf("count recent sentry freezes: %w", err)
+			return err
 		}
-		if n >= in.cfg.QuarantineBudget {
-			a.Status = store.SentryHeld
-			a.Reason = fmt.Sprintf("quarantine budget spent: Sentry froze %d of at most %d sandboxes in the last %s (--quarantine-budget); an operator must decide", n, in.cfg.QuarantineBudget, in.cfg.BudgetWindow)
-			held, err := in.record(ctx, a)
-			if err != nil {
-				return err
-			}
-			if held.ID != 0 && in.cfg.Held != nil {
-				in.cfg.Held(held)
-			}
-			return nil
+		if held.ID != 0 && in.cfg.Held != nil {
+			in.cfg.Held(held)
 		}
+		return nil
 	}
+	defer in.returnBudget()
 	in.urgent.enter()
 	freezing := in.cfg.Now()
 	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
@@ -107,6 +100,34 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	}
 	close(recorded)
 	return err
+}
+
+// takeBudget takes a place in the quarantine budget for a freeze, to be
+// given back (returnBudget) once its action is recorded, or says why
+// there is none. The places taken count with the freezes stored, so that
+// two quarantines at once cannot both take the last one, and the lock is
+// held only to count: a slow freeze does not hold up the next.
+func (in *Intake) takeBudget(ctx context.Context) (spent string, err error) {
+	in.breaker.Lock()
+	defer in.breaker.Unlock()
+	if in.cfg.QuarantineBudget > 0 {
+		since := in.cfg.Now().Add(-in.cfg.BudgetWindow)
+		n, err := in.st.CountSentryActions(ctx, []string{store.SentryFrozen}, since)
+		if err != nil {
+			return "", fmt.Errorf("count recent sentry freezes: %w", err)
+		}
+		if n += in.freezing; n >= in.cfg.QuarantineBudget {
+			return fmt.Sprintf("quarantine budget spent: Sentry froze %d of at most %d sandboxes in the last %s (--quarantine-budget); an operator must decide", n, in.cfg.QuarantineBudget, in.cfg.BudgetWindow), nil
+		}
+	}
+	in.freezing++
+	return "", nil
+}
+
+func (in *Intake) returnBudget() {
+	in.breaker.Lock()
+	in.freezing--
+	in.breaker.Unlock()
 }
 
 func (in *Intake) actionOf(ctx context.Context, ev sentry.Event) (store.SentryAction, error) {

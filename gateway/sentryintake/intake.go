@@ -127,9 +127,11 @@ type Intake struct {
 	// freeze, so that its commit shares the database's log with as few
 	// bulk writes as possible.
 	urgent gate
-	// breaker serialises this replica's count-then-freeze, so that two
-	// quarantines cannot both take the budget's last place.
-	breaker sync.Mutex
+	// breaker guards freezing, the quarantines of this replica between
+	// their place in the budget and their recorded action
+	// (takeBudget).
+	breaker  sync.Mutex
+	freezing int
 	// background is the ack waits in flight (Wait, for tests and
 	// shutdown).
 	background sync.WaitGroup
