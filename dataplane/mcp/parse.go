@@ -258,10 +258,10 @@ type versionSource struct {
 
 // parsedMessage is one message and what the header checks need of it.
 type parsedMessage struct {
-	item     Item
-	index    int
-	params   *jvalue // nil if absent
-	idKey    string  // canonical id, "" for notifications
+	item   Item
+	index  int
+	params *jvalue // nil if absent
+	idKey  string  // canonical id, "" for notifications
 }
 
 // messageNames are the names of a batch's first messages in errors.
