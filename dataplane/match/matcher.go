@@ -123,6 +123,7 @@ type rule struct {
 	resource  []glob // MCP: resource globs (compilePathGlob, for the folded deny reading); nil when absent
 	schema    *jsonschema.Schema
 	schemaErr error
+	fast      *fastSchema // nil: every call goes to schema
 	expiresAt *time.Time
 }
 
@@ -306,6 +307,9 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 	}
 	if allow && r.ArgumentsSchema != nil {
 		c.schema, c.schemaErr = policy.CompileArgumentsSchema(r.ArgumentsSchema)
+		if c.schemaErr == nil {
+			c.fast = compileFastSchema(r.ArgumentsSchema)
+		}
 	}
 	return c
 }
