@@ -143,11 +143,12 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 	req.Messages = make([]Item, len(msgs))
 	parsed := make([]*parsedMessage, len(msgs))
 	for i, m := range msgs {
-		pm, err := parseMessage(m, i, req.Batch, &versions)
+		pm, err := parseMessage(m, i, req.Batch)
 		if err != nil {
 			return nil, err
 		}
 		parsed[i] = pm
+		versions = append(versions, pm.versions[:pm.nVersions]...)
 		req.Messages[i] = pm.item
 	}
 	if req.Batch {
@@ -261,7 +262,16 @@ type parsedMessage struct {
 	item   Item
 	index  int
 	params *jvalue // nil if absent
-	idKey  string  // canonical id, "" for notifications
+	// The protocol versions the message gives: params._meta's and
+	// initialize's params.protocolVersion.
+	versions  [2]versionSource
+	nVersions int
+	idKey     string // canonical id, "" for notifications
+}
+
+func (pm *parsedMessage) addVersion(v versionSource) {
+	pm.versions[pm.nVersions] = v
+	pm.nVersions++
 }
 
 // messageNames are the names of a batch's first messages in errors.
@@ -277,9 +287,7 @@ func messageName(i int) string {
 
 var allMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 
-// parseMessage reads message i; the protocol versions it gives are added
-// to versions.
-func parseMessage(m *jvalue, i int, batch bool, versions *[]versionSource) (*parsedMessage, error) {
+func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 	pm := &parsedMessage{index: i}
 	where := messageName(i)
 	for _, mem := range m.members {
@@ -376,7 +384,7 @@ func parseMessage(m *jvalue, i int, batch bool, versions *[]versionSource) (*par
 			if pv.kind != jString || pv.str == "" {
 				return nil, mcpErrorf("params._meta[%q] in %s is not a non-empty string", MetaKeyProtocolVersion, where)
 			}
-			*versions = append(*versions, versionSource{pv.str, where, " params._meta"})
+			pm.addVersion(versionSource{pv.str, where, " params._meta"})
 		}
 	}
 
@@ -392,7 +400,7 @@ func parseMessage(m *jvalue, i int, batch bool, versions *[]versionSource) (*par
 		if pv == nil || pv.kind != jString || pv.str == "" {
 			return nil, mcpErrorf("initialize %s has no params.protocolVersion string", where)
 		}
-		*versions = append(*versions, versionSource{pv.str, where, " params.protocolVersion"})
+		pm.addVersion(versionSource{pv.str, where, " params.protocolVersion"})
 	case "tools/call":
 		name, err := params.lookup("name", where, " params")
 		if err != nil {
