@@ -175,6 +175,9 @@ type serverConn struct {
 	bw     *bufio.Writer
 	ctx    context.Context
 	cancel context.CancelFunc
+	// template is the zero request with ctx as its context: each request
+	// read on the connection starts as a copy of it (readRequest).
+	template http.Request
 
 	idle     atomic.Bool
 	problem  atomic.Pointer[string] // why every request on it is denied
@@ -230,6 +233,7 @@ func (s *httpServer) serveConn(c *serverConn) {
 	}
 	ctx := context.WithValue(context.WithValue(context.Background(), clientKey{}, c.client), connKey{}, c)
 	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.template = *new(http.Request).WithContext(c.ctx)
 	c.timer = time.AfterFunc(time.Hour, c.watch)
 	c.timer.Stop()
 	defer func() {
@@ -283,7 +287,6 @@ func (c *serverConn) serveOne() bool {
 	if r.ContentLength != 0 {
 		c.conn.SetReadDeadline(time.Time{}) // bodies are bounded by their readers
 	}
-	r = r.WithContext(c.ctx)
 	w := &c.res
 	w.reset(c, r)
 
