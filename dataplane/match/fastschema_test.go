@@ -213,3 +213,59 @@ func TestFastSchemaShapes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastSchema checks the fast path against the library on any bytes,
+// under schemas of each shape it takes.
+func FuzzFastSchema(f *testing.F) {
+	schemas := []map[string]any{
+		{
+			"type":                 "object",
+			"properties":           map[string]any{"order_id": map[string]any{"type": "string", "pattern": `^[A-Z]-\d{4}$`}},
+			"required":             []any{"order_id"},
+			"additionalProperties": false,
+		},
+		{
+			"type": "object",
+			"properties": map[string]any{
+				"mode":  map[string]any{"type": "string", "enum": []any{"fast", "slow", "é"}},
+				"note":  map[string]any{"type": "string", "minLength": 1, "maxLength": 3},
+				"force": map[string]any{"type": "boolean"},
+				"k":     map[string]any{"type": "string", "const": "v"},
+			},
+			"required": []any{"mode"},
+		},
+	}
+	type pair struct {
+		fast *fastSchema
+		ref  *jsonschema.Schema
+	}
+	var pairs []pair
+	for _, s := range schemas {
+		fast := compileFastSchema(s)
+		ref, err := policy.CompileArgumentsSchema(s)
+		if fast == nil || err != nil {
+			f.Fatalf("schema %v: fast %v, %v", s, fast != nil, err)
+		}
+		pairs = append(pairs, pair{fast, ref})
+	}
+	for _, s := range []string{
+		`{"order_id":"A-1042"}`, `{"order_id":"A-1042","x":1}`, `{"mode":"fast","note":"éé","force":true}`,
+		`{"mode":"é","k":"v"}`, `{"mode":"fast","mode":"slow"}`, ` {"mode" : "slow"} `, `{"mode":"sl\u006fw"}`, `{}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		for i, p := range pairs {
+			if !p.fast.valid(args) {
+				continue
+			}
+			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+			if err != nil {
+				t.Fatalf("schema %d: fast path admits %q, which is not JSON: %v", i, args, err)
+			}
+			if err := policy.ValidateArguments(p.ref, inst); err != nil {
+				t.Fatalf("schema %d: fast path admits %q; the library refuses it: %v", i, args, err)
+			}
+		}
+	})
+}
