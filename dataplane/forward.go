@@ -160,6 +160,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 }
 
 func isEventStream(contentType string) bool {
+	if contentType == "application/json" {
+		return false // the common answer, without ParseMediaType's allocations
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
 }

@@ -118,15 +118,12 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 		c.mark("a request on this connection named an HTTP version other than 1.0 or 1.1")
 	}
 
-	r := &http.Request{
-		Method:     method,
-		Proto:      proto,
-		ProtoMajor: major,
-		ProtoMinor: minor,
-		RequestURI: target,
-		Header:     make(http.Header, lines),
-		RemoteAddr: c.remote,
-	}
+	// A copy of the connection's template carries its context: one
+	// allocation rather than a request and then its WithContext copy.
+	r := new(http.Request)
+	*r = c.template
+	r.Method, r.Proto, r.ProtoMajor, r.ProtoMinor = method, proto, major, minor
+	r.RequestURI, r.Header, r.RemoteAddr = target, make(http.Header, lines), c.remote
 	justAuthority := method == http.MethodConnect && !strings.HasPrefix(target, "/")
 	rawURL := target
 	if justAuthority {

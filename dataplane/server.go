@@ -175,6 +175,9 @@ type serverConn struct {
 	bw     *bufio.Writer
 	ctx    context.Context
 	cancel context.CancelFunc
+	// template is the zero request with ctx as its context: each request
+	// read on the connection starts as a copy of it (readRequest).
+	template http.Request
 
 	idle     atomic.Bool
 	problem  atomic.Pointer[string] // why every request on it is denied
@@ -230,6 +233,7 @@ func (s *httpServer) serveConn(c *serverConn) {
 	}
 	ctx := context.WithValue(context.WithValue(context.Background(), clientKey{}, c.client), connKey{}, c)
 	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.template = *new(http.Request).WithContext(c.ctx)
 	c.timer = time.AfterFunc(time.Hour, c.watch)
 	c.timer.Stop()
 	defer func() {
@@ -283,7 +287,6 @@ func (c *serverConn) serveOne() bool {
 	if r.ContentLength != 0 {
 		c.conn.SetReadDeadline(time.Time{}) // bodies are bounded by their readers
 	}
-	r = r.WithContext(c.ctx)
 	w := &c.res
 	w.reset(c, r)
 
@@ -491,8 +494,7 @@ func (w *response) writeBody(p []byte) error {
 	}
 	bw := w.c.bw
 	if w.chunked {
-		var size [16]byte
-		bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))
+		writeInt(bw, int64(len(p)), 16)
 		bw.WriteString("\r\n")
 		bw.Write(p)
 		_, w.err = bw.WriteString("\r\n")
@@ -539,14 +541,11 @@ func (w *response) commit(final bool) {
 	} else if !r.ProtoAtLeast(1, 1) {
 		h["Connection"] = []string{"keep-alive"}
 	}
-	if _, ok := h["Date"]; !ok {
-		h["Date"] = []string{httpDate()}
-	}
+	_, dated := h["Date"]
 
 	bw := w.c.bw
 	bw.WriteString("HTTP/1.1 ")
-	var num [8]byte
-	bw.Write(strconv.AppendInt(num[:0], int64(w.status), 10))
+	writeInt(bw, int64(w.status), 10)
 	bw.WriteByte(' ')
 	if text := http.StatusText(w.status); text != "" {
 		bw.WriteString(text)
@@ -555,6 +554,10 @@ func (w *response) commit(final bool) {
 	}
 	bw.WriteString("\r\n")
 	writeFields(bw, h, nil)
+	if !dated {
+		// Written, not set: a header map entry would cost a slice.
+		writeField(bw, "Date", httpDate())
+	}
 	_, w.err = bw.WriteString("\r\n")
 	if w.err != nil {
 		w.closeAfter = true
@@ -564,6 +567,12 @@ func (w *response) commit(final bool) {
 		w.pending = w.pending[:0]
 		w.writeBody(p)
 	}
+}
+
+// writeInt writes n in base into bw's own buffer, without allocating
+// (a local array would escape through bufio.Writer.Write).
+func writeInt(bw *bufio.Writer, n int64, base int) {
+	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, base))
 }
 
 // writeFields writes the fields of h whose names are tokens, except those

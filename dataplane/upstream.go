@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -366,13 +365,12 @@ func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
 	if body != nil {
 		length = int64(len(body))
 	}
-	var num [20]byte
 	switch {
 	case streamed && length < 0:
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 	case length > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch:
 		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(num[:0], max(length, 0), 10))
+		writeInt(bw, max(length, 0), 10)
 		bw.WriteString("\r\n")
 	}
 	if _, err := bw.WriteString("\r\n"); err != nil {

@@ -46,6 +46,47 @@ func CanonicalPath(raw string, allowEncodedSlash bool) (string, error) {
 	if raw == "" {
 		return "/", nil
 	}
+	if plainPath(raw) {
+		return raw, nil // what the steps below would make of it, unchanged
+	}
+	return canonicalPath(raw, allowEncodedSlash)
+}
+
+// plainPath reports whether raw is already canonical plainly: `/` and
+// segments of literal bytes only (no `%`, `;`, `\`, control or non-ASCII
+// bytes), none of them empty but the last, none a dot segment. Such a
+// path decodes and encodes to itself.
+func plainPath(raw string) bool {
+	if raw == "" || raw[0] != '/' {
+		return false
+	}
+	start := 1 // of the current segment
+	for i := 1; i <= len(raw); i++ {
+		if i < len(raw) && raw[i] != '/' {
+			if !isPathLiteral(raw[i]) {
+				return false
+			}
+			continue
+		}
+		switch seg := raw[start:i]; seg {
+		case ".", "..":
+			return false
+		case "":
+			if i < len(raw) {
+				return false // "//"
+			}
+		}
+		start = i + 1
+	}
+	return true
+}
+
+// canonicalPath is CanonicalPath step by step, for a path without a query
+// or fragment.
+func canonicalPath(raw string, allowEncodedSlash bool) (string, error) {
+	if raw == "" {
+		return "/", nil
+	}
 	if raw[0] != '/' {
 		return "", fmt.Errorf("path %q does not start with /", raw)
 	}

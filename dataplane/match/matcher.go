@@ -31,7 +31,9 @@ import (
 //     their path, tools/call rules by literal tool name; an index only
 //     narrows the rules tried, in rule order, so the first match is the
 //     reference's first match;
-//   - arguments_schema is compiled once, as the validator compiles it;
+//   - arguments_schema is compiled once, as the validator compiles it,
+//     and arguments that a simple schema plainly admits skip the library
+//     (fastschema.go; every refusal is still the library's);
 //   - reasons are formatted only for the decision returned.
 //
 // Each step (here and in the other files of the package) names the
@@ -123,6 +125,7 @@ type rule struct {
 	resource  []glob // MCP: resource globs (compilePathGlob, for the folded deny reading); nil when absent
 	schema    *jsonschema.Schema
 	schemaErr error
+	fast      *fastSchema // nil: every call goes to schema
 	expiresAt *time.Time
 }
 
@@ -306,6 +309,9 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 	}
 	if allow && r.ArgumentsSchema != nil {
 		c.schema, c.schemaErr = policy.CompileArgumentsSchema(r.ArgumentsSchema)
+		if c.schemaErr == nil {
+			c.fast = compileFastSchema(r.ArgumentsSchema)
+		}
 	}
 	return c
 }

@@ -73,3 +73,56 @@ func heavyArguments(prefix, suffix string) string {
 	sb.WriteString(`],"ids":[1e308,1e307]}`)
 	return sb.String()
 }
+
+// lookupPolicy is bench/proxyload's lookup_order rule: a simple schema,
+// of the shape fastschema.go admits without the schema library.
+const lookupPolicy = `
+version: 1
+network_policies:
+  m:
+    binaries: [{path: /usr/bin/python3}]
+    endpoints:
+      - host: orders.example.net
+        port: 443
+        path: /mcp
+        protocol: mcp
+        enforcement: enforce
+        rules:
+          - allow:
+              method: tools/call
+              tool: lookup_order
+              arguments_schema:
+                type: object
+                properties:
+                  order_id: { type: string, pattern: "^[A-Z]-\\d{4}$" }
+                required: [order_id]
+                additionalProperties: false
+`
+
+// BenchmarkLookupOrderGate measures judging one tools/call of
+// lookup_order through its arguments_schema: allowed (the usual call) and
+// denied (a bad order_id, which the schema library explains).
+//
+// Run: go test ./dataplane/match/ -run '^$' -bench LookupOrderGate -benchmem
+func BenchmarkLookupOrderGate(b *testing.B) {
+	m := mustCompile(b, parse(b, lookupPolicy))
+	for _, bc := range []struct {
+		name, args string
+		allow      bool
+	}{
+		{"allowed", `{"order_id":"A-1042"}`, true},
+		{"denied", `{"order_id":"x"}`, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			req := tallyCall(bc.args)
+			req.MCP.Tool = "lookup_order"
+			if d := m.Decide(&req); d.Allow != bc.allow {
+				b.Fatalf("%s: %+v", bc.args, d)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				m.Decide(&req)
+			}
+		})
+	}
+}

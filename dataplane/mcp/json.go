@@ -58,14 +58,14 @@ type jvalue struct {
 
 type jmember struct {
 	key string
-	val *jvalue
+	val jvalue
 }
 
 // get returns the member with exactly this key.
 func (v *jvalue) get(key string) *jvalue {
-	for _, m := range v.members {
-		if m.key == key {
-			return m.val
+	for i := range v.members {
+		if v.members[i].key == key {
+			return &v.members[i].val
 		}
 	}
 	return nil
@@ -73,14 +73,61 @@ func (v *jvalue) get(key string) *jvalue {
 
 // lookup returns the member with exactly this key, and refuses a member
 // whose key equals it only ignoring case (a case-insensitive decoder
-// upstream would read that one).
-func (v *jvalue) lookup(key, where string) (*jvalue, error) {
+// upstream would read that one). where+in names the object in that
+// error (two strings, so that no name is built unless it is needed).
+func (v *jvalue) lookup(key, where, in string) (*jvalue, error) {
 	for _, m := range v.members {
 		if m.key != key && strings.EqualFold(m.key, key) {
-			return nil, mcpErrorf("key %q in %s differs from %q only in case", m.key, where, key)
+			return nil, mcpErrorf("key %q in %s differs from %q only in case", m.key, where+in, key)
 		}
 	}
 	return v.get(key), nil
+}
+
+// intern returns b as a string, without allocating for the keys and
+// values every MCP message carries.
+func intern(b []byte) string {
+	switch string(b) {
+	case "jsonrpc":
+		return "jsonrpc"
+	case "id":
+		return "id"
+	case "method":
+		return "method"
+	case "params":
+		return "params"
+	case "result":
+		return "result"
+	case "error":
+		return "error"
+	case "_meta":
+		return "_meta"
+	case "progressToken":
+		return "progressToken"
+	case "name":
+		return "name"
+	case "arguments":
+		return "arguments"
+	case "2.0":
+		return "2.0"
+	case "tools/call":
+		return "tools/call"
+	case "tools/list":
+		return "tools/list"
+	case "initialize":
+		return "initialize"
+	case "notifications/initialized":
+		return "notifications/initialized"
+	case "tools":
+		return "tools"
+	case "description":
+		return "description"
+	case "inputSchema":
+		return "inputSchema"
+	case "content":
+		return "content"
+	}
+	return string(b)
 }
 
 // level says how much of a value the tree keeps: the batch's elements, the
@@ -166,6 +213,13 @@ type jparser struct {
 	// response reads a server's response, keeping its result (lvResult)
 	// rather than a request's params.
 	response bool
+	// kept holds the kept members of the objects being read, innermost
+	// last (scratch); an object's go to arena when it closes.
+	kept []jmember
+	// arena is where the members of this parse's objects are stored,
+	// several objects to one allocation. It belongs to the tree: a new
+	// one is made for every parse.
+	arena []jmember
 }
 
 type pathElem struct {
@@ -216,7 +270,31 @@ func (p *jparser) reset() {
 	}
 	p.fold = p.fold[:0]
 	p.hashes = p.hashes[:0]
+	clear(p.kept[:cap(p.kept)]) // drop references into the body
+	p.kept = p.kept[:0]
+	p.arena = nil
 }
+
+// arenaMembers is the members of an object that closes: those kept from
+// base on, moved to the arena.
+func (p *jparser) arenaMembers(base int) []jmember {
+	n := len(p.kept) - base
+	if n == 0 {
+		return nil
+	}
+	if cap(p.arena)-len(p.arena) < n {
+		p.arena = make([]jmember, 0, max(n, arenaMembers))
+	}
+	l := len(p.arena)
+	p.arena = append(p.arena, p.kept[base:]...)
+	clear(p.kept[base:])
+	p.kept = p.kept[:base]
+	return p.arena[l : l+n : l+n]
+}
+
+// arenaMembers is how many members an arena holds: a tools/call with
+// its _meta needs about ten.
+const arenaMembers = 12
 
 func (p *jparser) skipSpace() { p.i = jsonlex.SkipSpace(p.b, p.i) }
 
@@ -277,7 +355,7 @@ func (p *jparser) value(depth int, lv level) (jvalue, error) {
 		}
 		v := jvalue{kind: jString, raw: p.b[start:p.i]}
 		if lv != lvNone {
-			v.str = string(s)
+			v.str = intern(s)
 		}
 		return v, nil
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -310,6 +388,7 @@ func (p *jparser) object(depth int, lv level) (jvalue, error) {
 		p.keys = append(p.keys, nil)
 	}
 	keys := p.keys[depth][:0]
+	base := len(p.kept)
 	for {
 		p.skipSpace()
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
@@ -334,9 +413,7 @@ func (p *jparser) object(depth int, lv level) (jvalue, error) {
 			return jvalue{}, err
 		}
 		if lv.keepsMembers() {
-			kept := new(jvalue) // not &val: that would move every val to the heap
-			*kept = val
-			v.members = append(v.members, jmember{string(key), kept})
+			p.kept = append(p.kept, jmember{intern(key), val})
 		}
 		done, err := p.next('}')
 		if err != nil {
@@ -344,6 +421,7 @@ func (p *jparser) object(depth int, lv level) (jvalue, error) {
 		}
 		if done {
 			v.raw = p.b[start:p.i]
+			v.members = p.arenaMembers(base)
 			p.keys[depth] = keys
 			return v, p.checkKeys(keys)
 		}

@@ -129,14 +129,15 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 		return nil, mcpErrorf("top-level JSON value is %s, not an object or array", root.kind)
 	}
 
-	var versions []versionSource
+	var scratch [4]versionSource
+	versions := scratch[:0]
 	if hv, ok, err := singleHeader(header, HeaderMCPProtocolVersion); err != nil {
 		return nil, err
 	} else if ok {
 		if hv == "" {
 			return nil, mcpErrorf("empty %s header", HeaderMCPProtocolVersion)
 		}
-		versions = append(versions, versionSource{hv, HeaderMCPProtocolVersion + " header"})
+		versions = append(versions, versionSource{hv, HeaderMCPProtocolVersion + " header", ""})
 	}
 
 	req.Messages = make([]Item, len(msgs))
@@ -147,7 +148,7 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 			return nil, err
 		}
 		parsed[i] = pm
-		versions = append(versions, pm.versions...)
+		versions = append(versions, pm.versions[:pm.nVersions]...)
 		req.Messages[i] = pm.item
 	}
 	if req.Batch {
@@ -160,7 +161,7 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 	}
 	for _, v := range versions[min(1, len(versions)):] {
 		if v.value != versions[0].value {
-			return nil, mcpErrorf("protocol version disagreement: %s says %q, %s says %q", versions[0].where, versions[0].value, v.where, v.value)
+			return nil, mcpErrorf("protocol version disagreement: %s says %q, %s says %q", versions[0].where+versions[0].in, versions[0].value, v.where+v.in, v.value)
 		}
 	}
 	if len(versions) > 0 {
@@ -176,12 +177,21 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 // case-insensitively (a hand-built http.Header need not be canonical) and
 // with '_' standing for '-': WSGI and CGI servers fold Mcp_Method into the
 // same variable as Mcp-Method, so an upstream behind one reads either.
+//
+// The result may be the header's own slice: callers only read it.
 func headerValues(h http.Header, name string) []string {
 	var out []string
+	n := 0
 	for k, vs := range h {
-		if sameFieldName(k, name) {
-			out = append(out, vs...)
+		if !sameFieldName(k, name) {
+			continue
 		}
+		if n == 0 {
+			out = vs
+		} else {
+			out = append(slices.Clip(out), vs...) // never into h's array
+		}
+		n++
 	}
 	return out
 }
@@ -240,25 +250,46 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
+// versionSource is a protocol version and where it was given: where+in
+// (two strings, so that no name is built unless an error needs it).
 type versionSource struct {
-	value string
-	where string
+	value     string
+	where, in string
 }
 
 // parsedMessage is one message and what the header checks need of it.
 type parsedMessage struct {
-	item     Item
-	index    int
-	versions []versionSource
-	params   *jvalue // nil if absent
-	idKey    string  // canonical id, "" for notifications
+	item   Item
+	index  int
+	params *jvalue // nil if absent
+	// The protocol versions the message gives: params._meta's and
+	// initialize's params.protocolVersion.
+	versions  [2]versionSource
+	nVersions int
+	idKey     string // canonical id, "" for notifications
+}
+
+func (pm *parsedMessage) addVersion(v versionSource) {
+	pm.versions[pm.nVersions] = v
+	pm.nVersions++
+}
+
+// messageNames are the names of a batch's first messages in errors.
+var messageNames = [...]string{"message 0", "message 1", "message 2", "message 3", "message 4", "message 5", "message 6", "message 7"}
+
+// messageName names message i in errors.
+func messageName(i int) string {
+	if i < len(messageNames) {
+		return messageNames[i]
+	}
+	return fmt.Sprintf("message %d", i)
 }
 
 var allMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 
 func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 	pm := &parsedMessage{index: i}
-	where := fmt.Sprintf("message %d", i)
+	where := messageName(i)
 	for _, mem := range m.members {
 		if slices.Contains(allMembers, mem.key) {
 			continue
@@ -294,11 +325,13 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 		case rpcErr != nil && rpcErr.kind != jObject:
 			return nil, mcpErrorf("\"error\" in %s is not an object", where)
 		}
-		key, err := idKey(id, where)
+		key, err := idKey(id, where, batch)
 		if err != nil {
 			return nil, err
 		}
-		pm.idKey = "r" + key
+		if batch {
+			pm.idKey = "r" + key
+		}
 		pm.item = Item{ID: bytes.Clone(id.raw), Message: policy.MCPMessage{Response: true}}
 		return pm, nil
 	}
@@ -318,11 +351,13 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 	pm.item.Message.Method = method.str
 	pm.params = params
 	if id != nil {
-		key, err := idKey(id, where)
+		key, err := idKey(id, where, batch)
 		if err != nil {
 			return nil, err
 		}
-		pm.idKey = "q" + key
+		if batch {
+			pm.idKey = "q" + key
+		}
 		pm.item.ID = bytes.Clone(id.raw)
 	}
 	if params == nil {
@@ -333,7 +368,7 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 		return pm, nil
 	}
 
-	meta, err := params.lookup("_meta", where+" params")
+	meta, err := params.lookup("_meta", where, " params")
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +376,7 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 		if meta.kind != jObject {
 			return nil, mcpErrorf("\"params._meta\" in %s is %s, not an object", where, meta.kind)
 		}
-		pv, err := meta.lookup(MetaKeyProtocolVersion, where+" params._meta")
+		pv, err := meta.lookup(MetaKeyProtocolVersion, where, " params._meta")
 		if err != nil {
 			return nil, err
 		}
@@ -349,7 +384,7 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 			if pv.kind != jString || pv.str == "" {
 				return nil, mcpErrorf("params._meta[%q] in %s is not a non-empty string", MetaKeyProtocolVersion, where)
 			}
-			pm.versions = append(pm.versions, versionSource{pv.str, where + " params._meta"})
+			pm.addVersion(versionSource{pv.str, where, " params._meta"})
 		}
 	}
 
@@ -358,16 +393,16 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 		if batch {
 			return nil, mcpErrorf("initialize (%s) inside a batch", where)
 		}
-		pv, err := params.lookup("protocolVersion", where+" params")
+		pv, err := params.lookup("protocolVersion", where, " params")
 		if err != nil {
 			return nil, err
 		}
 		if pv == nil || pv.kind != jString || pv.str == "" {
 			return nil, mcpErrorf("initialize %s has no params.protocolVersion string", where)
 		}
-		pm.versions = append(pm.versions, versionSource{pv.str, where + " params.protocolVersion"})
+		pm.addVersion(versionSource{pv.str, where, " params.protocolVersion"})
 	case "tools/call":
-		name, err := params.lookup("name", where+" params")
+		name, err := params.lookup("name", where, " params")
 		if err != nil {
 			return nil, err
 		}
@@ -378,7 +413,7 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 			return nil, mcpErrorf("params.name in tools/call %s is %s, not a string", where, name.kind)
 		}
 		pm.item.Message.Tool = name.str
-		args, err := params.lookup("arguments", where+" params")
+		args, err := params.lookup("arguments", where, " params")
 		if err != nil {
 			return nil, err
 		}
@@ -407,7 +442,7 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 // requiredString reads params.field of a method that must carry it as a
 // string (prompts/get's name, the resources methods' uri).
 func requiredString(params *jvalue, field, method, where string) (string, error) {
-	v, err := params.lookup(field, where+" params")
+	v, err := params.lookup(field, where, " params")
 	if err != nil {
 		return "", err
 	}
@@ -421,10 +456,14 @@ func requiredString(params *jvalue, field, method, where string) (string, error)
 }
 
 // idKey checks a JSON-RPC id (a string or an integer; MCP forbids null) and
-// returns a canonical form for duplicate detection.
-func idKey(id *jvalue, where string) (string, error) {
+// returns a canonical form for duplicate detection when build is set
+// ("" when not).
+func idKey(id *jvalue, where string, build bool) (string, error) {
 	switch id.kind {
 	case jString:
+		if !build {
+			return "", nil
+		}
 		return "s" + id.str, nil
 	case jNumber:
 		if bytes.ContainsAny(id.raw, ".eE") {
@@ -433,6 +472,9 @@ func idKey(id *jvalue, where string) (string, error) {
 		n, err := strconv.ParseInt(string(id.raw), 10, 64)
 		if err != nil {
 			return "", mcpErrorf("\"id\" in %s is out of range", where)
+		}
+		if !build {
+			return "", nil
 		}
 		return "n" + strconv.FormatInt(n, 10), nil
 	}
@@ -501,7 +543,7 @@ func checkRoutingHeaders(h http.Header, batch bool, msgs []*parsedMessage) error
 	}
 	var v *jvalue
 	if pm.params != nil {
-		if v, err = pm.params.lookup(field, "message 0 params"); err != nil {
+		if v, err = pm.params.lookup(field, "message 0 params", ""); err != nil {
 			return err
 		}
 	}

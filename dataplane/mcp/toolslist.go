@@ -39,7 +39,7 @@ func (l ListResponse) answers(id *jvalue, where string) (bool, error) {
 	if id == nil {
 		return false, nil
 	}
-	key, err := idKey(id, where)
+	key, err := idKey(id, where, true)
 	if err != nil {
 		return false, err
 	}
@@ -54,7 +54,7 @@ func IDKey(id json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return idKey(v, "the request")
+	return idKey(v, "the request", true)
 }
 
 // FilterToolsList returns msg with the tools keep refuses removed from each
@@ -131,11 +131,11 @@ func listedTools(m *jvalue, i int, l ListResponse) (*jvalue, error) {
 		return nil, nil // not a JSON-RPC message: the client refuses it too
 	}
 	for _, key := range []string{"method", "id", "error"} {
-		if _, err := m.lookup(key, where); err != nil {
+		if _, err := m.lookup(key, where, ""); err != nil {
 			return nil, err
 		}
 	}
-	result, err := m.lookup("result", where)
+	result, err := m.lookup("result", where, "")
 	if err != nil || result == nil || m.get("method") != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func listedTools(m *jvalue, i int, l ListResponse) (*jvalue, error) {
 		}
 		return nil, mcpErrorf("the tools/list result in %s is %s, not an object", where, result.kind)
 	}
-	tools, err := result.lookup("tools", where+" at result")
+	tools, err := result.lookup("tools", where, " at result")
 	switch {
 	case err != nil:
 		return nil, err
@@ -168,7 +168,7 @@ func toolName(t *jvalue, i, j int) (string, error) {
 	if t.kind != jObject {
 		return "", mcpErrorf("%s is %s, not a tool object", where, t.kind)
 	}
-	name, err := t.lookup("name", where)
+	name, err := t.lookup("name", where, "")
 	switch {
 	case err != nil:
 		return "", err
@@ -289,7 +289,7 @@ func ReadServerEvent(msg []byte) ServerEvent {
 		if m.kind != jObject {
 			continue
 		}
-		method, err := m.lookup("method", "")
+		method, err := m.lookup("method", "", "")
 		if err != nil {
 			return ServerEvent{ListChanged: true}
 		}
@@ -300,7 +300,7 @@ func ReadServerEvent(msg []byte) ServerEvent {
 			ev.ListChanged = true
 		}
 		if id := m.get("id"); id != nil {
-			if key, err := idKey(id, "message "+strconv.Itoa(i)); err == nil {
+			if key, err := idKey(id, "message "+strconv.Itoa(i), true); err == nil {
 				ev.Requests = append(ev.Requests, key)
 			}
 		}
