@@ -55,3 +55,30 @@ func TestProxyStatusAckWrittenPromptly(t *testing.T) {
 		}
 	}
 }
+
+// Enforcement.LastAck is when the last ACK of that very version arrived:
+// a proxy still behind or one that ACKed a later version does not count.
+func TestEnforcementLastAck(t *testing.T) {
+	tr := newProxyTracker(nil, "r1", time.Now)
+	version := func(v uint32) *signedVersion {
+		return &signedVersion{policy: &portcullisv1.SignedPolicy{Sandbox: "agent-1", Version: v, Hash: "h"}}
+	}
+	connect := func(id string) *proxyEntry {
+		return tr.connect(proxyKey{"agent-1", id}, &portcullisv1.ProxyHello{Sandbox: "agent-1", ProxyId: id})
+	}
+	p1, p2, p3 := connect("p1"), connect("p2"), connect("p3")
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	tr.ack(p1, version(4), time.Millisecond, at)
+	tr.ack(p2, version(4), time.Millisecond, at.Add(30*time.Millisecond))
+	if e, _ := tr.enforcement("agent-1", 4); !e.LastAck().Equal(at.Add(30*time.Millisecond)) || e.Count(Pending) != 1 {
+		t.Fatalf("with p3 pending: last ACK %v, %d pending; want p2's and 1 pending", e.LastAck(), e.Count(Pending))
+	}
+	tr.ack(p3, version(5), time.Millisecond, at.Add(time.Second)) // a later version: acked, but not this one's ACK
+	e, _ := tr.enforcement("agent-1", 4)
+	if !e.Settled() || e.Count(Acked) != 3 {
+		t.Fatalf("enforcement %+v, want 3 acked", e)
+	}
+	if got, want := e.LastAck(), at.Add(30*time.Millisecond); !got.Equal(want) {
+		t.Errorf("LastAck = %v, want p2's ACK at %v", got, want)
+	}
+}
