@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/childproc"
 )
 
 // The parent drives the child over the child's stdin and stdout, one JSON
@@ -73,64 +68,24 @@ type response struct {
 	Missed int         `json:"missed,omitempty"`
 }
 
-// child is the parent's handle on the clients process.
-type child struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
-
-	mu   sync.Mutex
-	done chan struct{}
-	err  error
-}
+// child is the parent's handle on the clients process
+// (bench/internal/childproc; the sandbox token travels in the
+// environment).
+type child struct{ *childproc.Proc }
 
 func startChild(gatewayAddr, sandbox, token string) (*child, error) {
-	exe, err := os.Executable()
+	p, err := childproc.Start("the clients process", []string{"-clients", "-gateway", gatewayAddr, "-sandbox", sandbox}, []string{tokenEnv + "=" + token})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-clients", "-gateway", gatewayAddr, "-sandbox", sandbox)
-	cmd.Env = append(os.Environ(), tokenEnv+"="+token)
-	cmd.Stderr = os.Stderr
-	// The clients must not outlive this process, however it ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the clients process: %w", err)
-	}
-	c := &child{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20), done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
-	return c, nil
+	return &child{p}, nil
 }
 
 // call sends req and reads its response.
 func (c *child) call(req request) (*response, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		return nil, fmt.Errorf("clients process (%s): %w", req.Op, err)
-	}
-	line, err := c.out.ReadBytes('\n')
-	if err != nil {
-		return nil, fmt.Errorf("clients process (%s): %w", req.Op, err)
-	}
 	var res response
-	if err := json.Unmarshal(line, &res); err != nil {
-		return nil, fmt.Errorf("clients process (%s): %w", req.Op, err)
+	if err := c.Call(req.Op, req, &res); err != nil {
+		return nil, err
 	}
 	if res.Err != "" {
 		return &res, fmt.Errorf("clients process (%s): %s", req.Op, res.Err)
@@ -141,14 +96,8 @@ func (c *child) call(req request) (*response, error) {
 // stop asks the child to quit and waits; after 10 s it is killed.
 func (c *child) stop() {
 	c.call(request{Op: opQuit}) // best effort
-	c.in.Close()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		c.cmd.Process.Kill()
-		<-c.done
-	}
+	c.Close()
 }
 
 // pid is the child's process id.
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *child) pid() int { return c.Pid() }
