@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,10 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/childproc"
 )
 
 // The load generator is this program again, run with -load-child, in a
@@ -61,35 +59,17 @@ type loadResponse struct {
 	Round  *roundResult `json:"round,omitempty"`
 }
 
-// loadProc is the program's handle on the load generator.
-type loadProc struct {
-	cmd  *exec.Cmd
-	in   *json.Encoder
-	out  *bufio.Reader
-	exit chan error
-}
+// loadProc is the program's handle on the load generator
+// (bench/internal/childproc).
+type loadProc struct{ *childproc.Proc }
 
 // startLoadProc starts the load generator and sets up its clients.
 func startLoadProc(upstream string, targets []targetSpec, maxConcurrency int) (*loadProc, error) {
-	exe, err := loadBinary()
+	p, err := childproc.Start("the load generator", []string{"-load-child"}, nil)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-load-child")
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the load generator: %w", err)
-	}
-	l := &loadProc{cmd: cmd, in: json.NewEncoder(in), out: bufio.NewReaderSize(out, 1<<20), exit: make(chan error, 1)}
-	go func() { l.exit <- cmd.Wait() }()
+	l := &loadProc{p}
 	if _, err := l.do(loadRequest{Op: opSetup, Upstream: upstream, Targets: targets, MaxConcurrency: maxConcurrency}); err != nil {
 		l.stop()
 		return nil, err
@@ -99,26 +79,13 @@ func startLoadProc(upstream string, targets []targetSpec, maxConcurrency int) (*
 
 // loadBinary is the executable the load generator runs: this program's,
 // which the bench policy names as the calling binary.
-func loadBinary() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("this program's executable: %w", err)
-	}
-	return filepath.EvalSymlinks(exe)
-}
+func loadBinary() (string, error) { return childproc.Executable() }
 
 // do sends one request and reads its response.
 func (l *loadProc) do(req loadRequest) (*loadResponse, error) {
-	if err := l.in.Encode(req); err != nil {
-		return nil, fmt.Errorf("load generator: %w", err)
-	}
-	line, err := l.out.ReadBytes('\n')
-	if err != nil {
-		return nil, fmt.Errorf("load generator (%s): %w", req.Op, err)
-	}
 	var res loadResponse
-	if err := json.Unmarshal(line, &res); err != nil {
-		return nil, fmt.Errorf("load generator (%s): %w", req.Op, err)
+	if err := l.Call(req.Op, req, &res); err != nil {
+		return nil, err
 	}
 	if res.Err != "" {
 		return nil, fmt.Errorf("load generator (%s): %s", req.Op, res.Err)
@@ -147,16 +114,9 @@ func (l *loadProc) load(path string, concurrency int, d time.Duration, perWorker
 	return *res.Round, nil
 }
 
-// stop asks the load generator to quit and waits (killing it after 5s).
-func (l *loadProc) stop() {
-	l.in.Encode(loadRequest{Op: opQuit})
-	select {
-	case <-l.exit:
-	case <-time.After(5 * time.Second):
-		l.cmd.Process.Kill()
-		<-l.exit
-	}
-}
+// stop ends the load generator (its stdin closed) and waits, killing it
+// after 10 s.
+func (l *loadProc) stop() { l.Close() }
 
 // loadChild is the load generator: it serves the program's requests on
 // in and out until told to quit or in ends.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -33,7 +34,7 @@ type Proc struct {
 // Start runs this executable with args (env added to this process's
 // environment); name says what the child is in errors.
 func Start(name string, args, env []string) (*Proc, error) {
-	exe, err := os.Executable()
+	exe, err := Executable()
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +59,17 @@ func Start(name string, args, env []string) (*Proc, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Executable is the file a child runs: this program's executable, its
+// symbolic links resolved (the path a policy names as the calling
+// binary).
+func Executable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("this program's executable: %w", err)
+	}
+	return filepath.EvalSymlinks(exe)
 }
 
 // Call sends req and reads the child's answer into res; op names the call
