@@ -74,7 +74,7 @@ type gatewayProc struct {
 type appliedLog struct {
 	Sandbox string  `json:"sandbox"`
 	Ms      float64 `json:"ingest_to_last_ack_ms"`
-	Commit  float64 `json:"ingest_to_commit_ms"` // until the deny-all version was committed
+	Commit  float64 `json:"ingest_to_commit_ms"` // until the deny-all version was durable (its ACKs may come first)
 }
 
 // gcTrace is one gctrace line: when it was read and the live heap the

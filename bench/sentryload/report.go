@@ -147,7 +147,7 @@ func (res *results) writeTable(w io.Writer) error {
 				for _, f := range []struct {
 					name string
 					d    dist
-				}{{"client: POST sent → proxy ACK", r.s.Ack}, {"client: POST answered", r.s.Post}, {"gateway log: ingest_to_last_ack_ms", r.s.GwLog}, {"  of which ingest_to_commit_ms", r.s.GwCommit}, {"gateway action: acked_at − received_at", r.s.GwRow}} {
+				}{{"client: POST sent → proxy ACK", r.s.Ack}, {"client: POST answered", r.s.Post}, {"gateway log: ingest_to_last_ack_ms", r.s.GwLog}, {"gateway log: ingest_to_commit_ms", r.s.GwCommit}, {"gateway action: acked_at − received_at", r.s.GwRow}} {
 					fmt.Fprintf(&b, "  %-6s  %-40s  %6.1f  %6.1f  %6.1f\n", r.name, f.name, f.d.P50, f.d.P99, f.d.Max)
 				}
 			}
