@@ -908,8 +908,12 @@ func TestSentryBatchBodiesBounded(t *testing.T) {
 	if _, err := slowW.Write(first[:10]); err != nil {
 		t.Fatal(err)
 	}
-	// A single event goes through meanwhile (and, answered, shows the
-	// gateway has had the slow batch's headers for a round trip).
+	// The slow batch takes the only place.
+	waitFor(t, "the slow batch's place", func() bool {
+		_, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken)
+		return strings.Contains(body, "\nportcullis_sentry_batch_bodies 1\n")
+	})
+	// A single event goes through meanwhile.
 	one, _ := json.Marshal(toolAccess(watchdogSource, "single", 3, "support"))
 	if code, err := send(bytes.NewReader(one), "application/cloudevents+json"); err != nil || code != http.StatusOK {
 		t.Fatalf("a single event while a batch is read: %d, %v", code, err)
@@ -942,6 +946,10 @@ func TestSentryBatchBodiesBounded(t *testing.T) {
 	if n := len(e.events(t, "")); n != 3 {
 		t.Fatalf("%d events stored, want 3", n)
 	}
+	waitFor(t, "the places given back", func() bool {
+		_, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken)
+		return strings.Contains(body, "\nportcullis_sentry_batch_bodies 0\n")
+	})
 }
 
 // TestSentryChecksKeepUp: a burst of events that arrive while the first
