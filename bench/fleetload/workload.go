@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,32 +32,12 @@ const basePolicy = orderspolicy.Head + `      - host: orders.internal.example.co
         rules:
           - allow: { method: initialize }
           - allow: { method: notifications/initialized }
-` + orderspolicy.ToolRules + `    binaries: []
-  github:
-    name: github-api-readonly
-    endpoints:
-      - host: api.github.com
-        port: 443
-        protocol: rest
-        enforcement: enforce
-        access: read-only
-    binaries:
-      - { path: /usr/bin/curl }
-  packages:
-    name: package-index
-    endpoints:
-      - host: pypi.org
-        port: PORT
-        protocol: rest
-        enforcement: enforce
-        access: read-only
-    binaries: []
-`
+` + orderspolicy.ToolRules + orderspolicy.RESTTail
 
 // policyVariant is the k-th policy set's document (k = 0: the first
 // version of every sandbox).
 func policyVariant(k int) string {
-	return strings.Replace(basePolicy, "PORT", strconv.Itoa(10000+k), 1)
+	return orderspolicy.Variant(basePolicy, k)
 }
 
 // proposalDoc is the k-th proposal: a narrow new entry (one exact host,

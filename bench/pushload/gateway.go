@@ -48,31 +48,11 @@ const benchPolicy = orderspolicy.Head + `      - host: orders.internal.example.c
           - allow: { method: initialize }
           - allow: { method: notifications/initialized }
           - allow: { method: server/discover }
-` + orderspolicy.ToolRules + `    binaries: []
-  github:
-    name: github-api-readonly
-    endpoints:
-      - host: api.github.com
-        port: 443
-        protocol: rest
-        enforcement: enforce
-        access: read-only
-    binaries:
-      - { path: /usr/bin/curl }
-  packages:
-    name: package-index
-    endpoints:
-      - host: pypi.org
-        port: PORT
-        protocol: rest
-        enforcement: enforce
-        access: read-only
-    binaries: []
-`
+` + orderspolicy.ToolRules + orderspolicy.RESTTail
 
 // policyVersion returns the bench policy's k-th variant.
 func policyVersion(k int) string {
-	return strings.Replace(benchPolicy, "PORT", strconv.Itoa(10000+k), 1)
+	return orderspolicy.Variant(benchPolicy, k)
 }
 
 // benchGateway is the gateway under test, in this process.

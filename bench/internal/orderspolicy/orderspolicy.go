@@ -8,6 +8,11 @@
 // same policy.
 package orderspolicy
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Head opens a policy document whose first network policy is orders: a
 // fixture continues it with the orders endpoint ("      - host: …").
 const Head = `
@@ -37,3 +42,34 @@ const ToolRules = `          - allow: { method: tools/list }
         deny_rules:
           - { method: tools/call, tool: refund_order }
 `
+
+// RESTTail ends a document after ToolRules: the orders policy's binaries,
+// then two read-only REST endpoints, the last on port PORT, which Variant
+// fills in so that each variant is a new version.
+const RESTTail = `    binaries: []
+  github:
+    name: github-api-readonly
+    endpoints:
+      - host: api.github.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        access: read-only
+    binaries:
+      - { path: /usr/bin/curl }
+  packages:
+    name: package-index
+    endpoints:
+      - host: pypi.org
+        port: PORT
+        protocol: rest
+        enforcement: enforce
+        access: read-only
+    binaries: []
+`
+
+// Variant is doc (ending in RESTTail) as its k-th version: PORT becomes
+// 10000+k.
+func Variant(doc string, k int) string {
+	return strings.Replace(doc, "PORT", strconv.Itoa(10000+k), 1)
+}
