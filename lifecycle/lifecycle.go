@@ -121,7 +121,7 @@ func (l *Lifecycle) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		_ = l.st.ListenPolicyCommits(ctx, func(sandbox string, _ int64) { l.refresh(sandbox) })
+		_ = l.st.ListenPolicyCommits(ctx, func(c store.Commit) { l.refresh(c.Sandbox) })
 	})
 	if err := l.rules.reload(ctx, l.st); err != nil && ctx.Err() == nil {
 		l.log.Warn("could not load the approval rules", "err", err)

@@ -591,9 +591,9 @@ func TestApprovalCommitsNotify(t *testing.T) {
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- b.ListenPolicyCommits(lctx, func(sandbox string, version int64) {
-			if sandbox == "n" {
-				heard <- version
+		done <- b.ListenPolicyCommits(lctx, func(c store.Commit) {
+			if c.Sandbox == "n" {
+				heard <- c.Version
 			}
 		})
 	}()

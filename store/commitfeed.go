@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"sync"
 )
@@ -20,26 +21,35 @@ import (
 // use.
 type CommitFeed struct {
 	mu        sync.Mutex
-	listeners map[chan commit]struct{}
+	listeners map[chan Commit]struct{}
 }
 
 // CommitFeedBuffer is how many versions a listener may fall behind before
 // the feed drops versions for it.
 const CommitFeedBuffer = 1024
 
-type commit struct {
-	sandbox string
-	version int64
+// Commit is one committed policy version, as ListenPolicyCommits hears
+// it.
+type Commit struct {
+	Sandbox string
+	Version int64
+	// Inserted is the version as this process inserted it, every field as
+	// GetPolicyVersion would read it back, so that a listener need not
+	// read it; nil for a version another replica committed (heard by
+	// NOTIFY) or announced by a catch-up.
+	Inserted *PolicyVersion
 }
 
-// Publish announces a committed version to every listener, without
-// blocking.
-func (f *CommitFeed) Publish(sandbox string, version int64) {
+// Publish announces v, a version this process inserted and committed, to
+// every listener, without blocking.
+func (f *CommitFeed) Publish(v PolicyVersion) {
+	v.Document = bytes.Clone(v.Document) // the caller's may change
+	c := Commit{Sandbox: v.Sandbox, Version: v.Version, Inserted: &v}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for ch := range f.listeners {
 		select {
-		case ch <- commit{sandbox, version}:
+		case ch <- c:
 		default: // full: this listener's next version check catches up
 		}
 	}
@@ -48,7 +58,7 @@ func (f *CommitFeed) Publish(sandbox string, version int64) {
 // Listen calls fn, in this goroutine and in commit order, for each
 // version published after Listen began, until ctx ends; it returns ctx's
 // error.
-func (f *CommitFeed) Listen(ctx context.Context, fn func(sandbox string, version int64)) error {
+func (f *CommitFeed) Listen(ctx context.Context, fn func(Commit)) error {
 	ch := f.subscribe()
 	defer f.unsubscribe(ch)
 	for {
@@ -56,23 +66,23 @@ func (f *CommitFeed) Listen(ctx context.Context, fn func(sandbox string, version
 		case <-ctx.Done():
 			return ctx.Err()
 		case c := <-ch:
-			fn(c.sandbox, c.version)
+			fn(c)
 		}
 	}
 }
 
-func (f *CommitFeed) subscribe() chan commit {
-	ch := make(chan commit, CommitFeedBuffer)
+func (f *CommitFeed) subscribe() chan Commit {
+	ch := make(chan Commit, CommitFeedBuffer)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.listeners == nil {
-		f.listeners = make(map[chan commit]struct{})
+		f.listeners = make(map[chan Commit]struct{})
 	}
 	f.listeners[ch] = struct{}{}
 	return ch
 }
 
-func (f *CommitFeed) unsubscribe(ch chan commit) {
+func (f *CommitFeed) unsubscribe(ch chan Commit) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.listeners, ch)

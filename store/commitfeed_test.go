@@ -17,7 +17,7 @@ func TestCommitFeedNeverBlocks(t *testing.T) {
 	go func() {
 		defer close(done)
 		for v := range int64(CommitFeedBuffer + 10) {
-			f.Publish("sb", v+1)
+			f.Publish(PolicyVersion{Sandbox: "sb", Version: v + 1})
 		}
 	}()
 	select {
@@ -28,11 +28,11 @@ func TestCommitFeedNeverBlocks(t *testing.T) {
 	if len(ch) != CommitFeedBuffer {
 		t.Errorf("buffered %d versions, want %d", len(ch), CommitFeedBuffer)
 	}
-	if c := <-ch; c != (commit{"sb", 1}) {
+	if c := <-ch; c.Sandbox != "sb" || c.Version != 1 || c.Inserted == nil || c.Inserted.Version != 1 {
 		t.Errorf("first version heard = %+v, want version 1 of sb", c)
 	}
 	f.unsubscribe(ch)
-	f.Publish("sb", 0) // no listener left: nothing to do
+	f.Publish(PolicyVersion{Sandbox: "sb"}) // no listener left: nothing to do
 	if len(ch) != CommitFeedBuffer-1 {
 		t.Errorf("an unsubscribed listener got a version")
 	}
@@ -45,11 +45,11 @@ func TestCommitFeedListen(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	heard := make(chan int64, CommitFeedBuffer)
 	done := make(chan error, 1)
-	go func() { done <- f.Listen(ctx, func(_ string, v int64) { heard <- v }) }()
+	go func() { done <- f.Listen(ctx, func(c Commit) { heard <- c.Version }) }()
 	// Publish until the listener, subscribed at some point, hears one.
 	var first int64
 	for v := int64(1); first == 0; v++ {
-		f.Publish("sb", v)
+		f.Publish(PolicyVersion{Sandbox: "sb", Version: v})
 		select {
 		case first = <-heard:
 		case <-time.After(10 * time.Millisecond):
@@ -57,7 +57,7 @@ func TestCommitFeedListen(t *testing.T) {
 	}
 	const from = 1 << 20 // above every version published so far
 	for v := int64(from); v < from+4; v++ {
-		f.Publish("sb", v)
+		f.Publish(PolicyVersion{Sandbox: "sb", Version: v})
 	}
 	for want := int64(from); want < from+4; {
 		switch got := <-heard; {

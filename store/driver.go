@@ -202,8 +202,10 @@ type Driver interface {
 	// was disconnected are lost, so callers also compare versions now and
 	// then. A version may be heard twice (Postgres hears its own NOTIFY
 	// too) and a listener that falls far behind misses versions (see
-	// CommitFeed): listeners go by version. It returns ctx's error.
-	ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error
+	// CommitFeed): listeners go by version. A version this process
+	// committed comes with its row (Commit.Inserted). It returns ctx's
+	// error.
+	ListenPolicyCommits(ctx context.Context, fn func(Commit)) error
 
 	// AppendDecisions stores decision records (Postgres: one COPY) and
 	// returns how many it stored. Records outlive their sandbox.

@@ -173,7 +173,7 @@ func (d *Distribution) Run(ctx context.Context) error {
 		failed := func(sandbox string, version int64, err error) {
 			d.log.Warn("could not load a committed version; the version check will retry", "sandbox", sandbox, "version", version, "err", err)
 		}
-		_ = d.st.ListenPolicyCommits(ctx, func(sandbox string, version int64) { d.hub.committed(ctx, sandbox, version, failed) })
+		_ = d.st.ListenPolicyCommits(ctx, func(c store.Commit) { d.hub.committed(ctx, c, failed) })
 	})
 	wg.Wait()
 	d.hub.loaders.Wait()

@@ -37,7 +37,9 @@ import (
 // newest version and a loader per sandbox reads and signs it, at most
 // maxLoads sandboxes at once. Commits to one sandbox that arrive while
 // its version is being read are read once, the newest; a slow read for
-// one sandbox holds up no other.
+// one sandbox holds up no other. A version committed through this
+// replica comes with its row, so its loader only signs it: a freeze
+// reaches the proxies without waiting for a read of what it just wrote.
 
 // signedVersion is one committed version, signed once and shared by every
 // stream that sends it. It is never modified.
@@ -63,10 +65,10 @@ type hub struct {
 	// draining: the gateway is shutting down; every stream is asked to
 	// reconnect, including those that subscribe from now on.
 	draining bool
-	// wanted holds, per sandbox whose loader runs, the newest version
-	// heard and not yet taken by it (0: none); loads bounds the loaders
-	// reading at once.
-	wanted  map[string]int64
+	// wanted holds, per sandbox whose loader runs, the newest commit
+	// heard and not yet taken by it (Version 0: none); loads bounds the
+	// loaders reading at once.
+	wanted  map[string]store.Commit
 	loads   chan struct{}
 	loaders sync.WaitGroup
 }
@@ -82,7 +84,7 @@ type topic struct {
 }
 
 func newHub(st *store.Store, sg *signer) *hub {
-	return &hub{st: st, signer: sg, topics: make(map[string]*topic), wanted: make(map[string]int64), loads: make(chan struct{}, maxLoads)}
+	return &hub{st: st, signer: sg, topics: make(map[string]*topic), wanted: make(map[string]store.Commit), loads: make(chan struct{}, maxLoads)}
 }
 
 // subscribe adds ps to its sandbox's topic and makes sure the topic holds
@@ -110,7 +112,7 @@ func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream, h
 		// was read has been offered to it (or will be, by the check).
 		return t, nil
 	}
-	sv, err := h.load(ctx, sandbox, 0)
+	sv, err := h.load(ctx, sandbox, 0, nil)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// No policy yet: the proxy denies everything until the first one.
@@ -132,10 +134,10 @@ func (h *hub) unsubscribe(t *topic, ps *policyStream) {
 	}
 }
 
-// notify offers version of sandbox if it is newer than the topic's,
-// reading it from the store: every commit, through this replica or
-// another, heard from the store's commit feed.
-func (h *hub) notify(ctx context.Context, sandbox string, version int64) error {
+// notify offers version of sandbox if it is newer than the topic's: the
+// row inserted, if the commit came with it (store.Commit.Inserted), else
+// read from the store.
+func (h *hub) notify(ctx context.Context, sandbox string, version int64, inserted *store.PolicyVersion) error {
 	t := h.topic(sandbox)
 	if t == nil {
 		return nil
@@ -143,7 +145,7 @@ func (h *hub) notify(ctx context.Context, sandbox string, version int64) error {
 	if cur := t.latest.Load(); cur != nil && int64(cur.version()) >= version {
 		return nil
 	}
-	sv, err := h.load(ctx, sandbox, version)
+	sv, err := h.load(ctx, sandbox, version, inserted)
 	if err != nil {
 		return err
 	}
@@ -151,24 +153,25 @@ func (h *hub) notify(ctx context.Context, sandbox string, version int64) error {
 	return nil
 }
 
-// committed notes that version of sandbox was committed, for the
-// sandbox's loader to read and offer (notify) in the background, and
+// committed notes that c was committed, for its sandbox's loader to read
+// (if it came without its row) and offer (notify) in the background, and
 // returns at once. onErr hears a load that failed (the version check
 // repairs it).
-func (h *hub) committed(ctx context.Context, sandbox string, version int64, onErr func(sandbox string, version int64, err error)) {
+func (h *hub) committed(ctx context.Context, c store.Commit, onErr func(sandbox string, version int64, err error)) {
+	sandbox := c.Sandbox
 	h.mu.Lock()
 	t := h.topics[sandbox]
 	if t == nil { // no stream of this sandbox here
 		h.mu.Unlock()
 		return
 	}
-	if cur := t.latest.Load(); cur != nil && int64(cur.version()) >= version {
+	if cur := t.latest.Load(); cur != nil && int64(cur.version()) >= c.Version {
 		h.mu.Unlock()
 		return
 	}
 	want, running := h.wanted[sandbox]
-	if version > want {
-		h.wanted[sandbox] = version
+	if c.Version > want.Version {
+		h.wanted[sandbox] = c
 	}
 	h.mu.Unlock()
 	if running {
@@ -182,13 +185,13 @@ func (h *hub) committed(ctx context.Context, sandbox string, version int64, onEr
 func (h *hub) loadLoop(ctx context.Context, sandbox string, onErr func(string, int64, error)) {
 	for {
 		h.mu.Lock()
-		version := h.wanted[sandbox]
-		if version == 0 {
+		c := h.wanted[sandbox]
+		if c.Version == 0 {
 			delete(h.wanted, sandbox)
 			h.mu.Unlock()
 			return
 		}
-		h.wanted[sandbox] = 0
+		h.wanted[sandbox] = store.Commit{}
 		h.mu.Unlock()
 		select {
 		case h.loads <- struct{}{}:
@@ -198,10 +201,10 @@ func (h *hub) loadLoop(ctx context.Context, sandbox string, onErr func(string, i
 			h.mu.Unlock()
 			return
 		}
-		err := h.notify(ctx, sandbox, version)
+		err := h.notify(ctx, sandbox, c.Version, c.Inserted)
 		<-h.loads
 		if err != nil && ctx.Err() == nil {
-			onErr(sandbox, version, err)
+			onErr(sandbox, c.Version, err)
 		}
 	}
 }
@@ -222,7 +225,7 @@ func (h *hub) check(ctx context.Context) error {
 	var errs []error
 	for _, sb := range sandboxes {
 		if sb.CurrentVersion > 0 {
-			errs = append(errs, h.notify(ctx, sb.Name, sb.CurrentVersion))
+			errs = append(errs, h.notify(ctx, sb.Name, sb.CurrentVersion, nil))
 		}
 	}
 	return errors.Join(errs...)
@@ -294,8 +297,12 @@ func (h *hub) offer(t *topic, sv *signedVersion) {
 	}
 }
 
-// load reads a version (0: the current one) and signs it.
-func (h *hub) load(ctx context.Context, sandbox string, version int64) (*signedVersion, error) {
+// load signs a version (0: the current one): inserted if it is that
+// version, else read from the store.
+func (h *hub) load(ctx context.Context, sandbox string, version int64, inserted *store.PolicyVersion) (*signedVersion, error) {
+	if inserted != nil && version > 0 && inserted.Sandbox == sandbox && inserted.Version == version {
+		return h.sign(ctx, *inserted)
+	}
 	v, err := h.st.GetPolicyVersion(ctx, sandbox, version)
 	if err != nil {
 		return nil, err

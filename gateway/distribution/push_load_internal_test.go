@@ -96,12 +96,12 @@ func TestCommittedLoadsApart(t *testing.T) {
 		}
 	}
 
-	h.committed(ctx, "slow", 2, fail)
+	h.committed(ctx, store.Commit{Sandbox: "slow", Version: 2}, fail)
 	<-d.reading // slow's version 2 is being read, and held
 	for v := int64(3); v <= 5; v++ {
-		h.committed(ctx, "slow", v, fail) // returns at once
+		h.committed(ctx, store.Commit{Sandbox: "slow", Version: v}, fail) // returns at once
 	}
-	h.committed(ctx, "fast", 1, fail)
+	h.committed(ctx, store.Commit{Sandbox: "fast", Version: 1}, fail)
 	waitVersion("fast", 1) // not behind slow's read
 	if latest("slow") != 0 {
 		t.Fatalf("slow's topic at version %d while its read is held", latest("slow"))
@@ -114,7 +114,25 @@ func TestCommittedLoadsApart(t *testing.T) {
 	if len(reads) != 2 || reads[0] != 2 || reads[1] != 5 {
 		t.Fatalf("slow's versions read: %v; want 2, then only the newest (5)", reads)
 	}
-	h.committed(ctx, "nobody", 1, fail) // no topic: nothing read, no loader
+	// A commit through this replica comes with its row: signed and
+	// offered as it is, not read again.
+	hash6, doc6 := doc(6)
+	v6, err := st.AppendPolicyVersion(t.Context(), store.AppendPolicy{Sandbox: "slow", ExpectedVersion: 5, Hash: hash6, Document: doc6, Author: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.committed(ctx, store.Commit{Sandbox: "slow", Version: 6, Inserted: &v6}, fail)
+	waitVersion("slow", 6)
+	d.mu.Lock()
+	reads = append([]int64(nil), d.reads...)
+	d.mu.Unlock()
+	if len(reads) != 2 {
+		t.Errorf("versions of slow read after a commit with its row: %v, want none more than 2 and 5", reads)
+	}
+	if got := h.topics["slow"].latest.Load().policy; got.GetHash() != hash6 || string(got.GetDocument()) != string(doc6) {
+		t.Errorf("offered version 6 with hash %s, want the row's %s", got.GetHash(), hash6)
+	}
+	h.committed(ctx, store.Commit{Sandbox: "nobody", Version: 1}, fail) // no topic: nothing read, no loader
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		h.mu.Lock()
 		left := len(h.wanted)

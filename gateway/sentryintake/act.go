@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/lifecycle"
@@ -73,9 +74,14 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	}
 	defer in.returnBudget()
 	in.urgent.enter()
+	release := sync.OnceFunc(in.urgent.leave)
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	freezing := in.cfg.Now()
 	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
-	in.urgent.leave()
 	frozen := in.cfg.Now()
 	var conflict *lifecycle.ConflictError
 	switch {
@@ -92,7 +98,8 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	// the record is written.
 	recorded := make(chan store.SentryAction, 1)
 	if a.Status == store.SentryFrozen {
-		in.awaitAck(ctx, a, freezing, frozen, recorded)
+		in.awaitAck(ctx, a, freezing, frozen, recorded, release)
+		release = nil // awaitAck lets the bulk lane go
 	}
 	a, err = in.record(ctx, a)
 	if err == nil && a.ID != 0 {
@@ -186,17 +193,22 @@ func (in *Intake) record(ctx context.Context, a store.SentryAction) (store.Sentr
 // freeze (a, not yet recorded), and records on the action recorded hands
 // over the time from ingest to the last ACK. A closed recorded without an
 // action (the record failed, or another replica's was first) records
-// nothing.
-func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, freezing, frozen time.Time, recorded <-chan store.SentryAction) {
+// nothing. release lets the bulk lane go (urgent): once the proxies
+// applied the freeze, or Config.UrgentHold from now, whichever is first.
+func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, freezing, frozen time.Time, recorded <-chan store.SentryAction, release func()) {
 	if in.cfg.WaitApplied == nil {
+		release()
 		return
 	}
+	held := time.AfterFunc(in.cfg.UrgentHold, release)
 	in.background.Add(1)
 	go func() {
 		defer in.background.Done()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.cfg.AckWait)
 		defer cancel()
 		n, lastAck, err := in.cfg.WaitApplied(wctx, a.Sandbox, a.Version)
+		held.Stop()
+		release()
 		if err != nil {
 			in.log.WarnContext(wctx, "sentry quarantine not applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "err", err)
 			return

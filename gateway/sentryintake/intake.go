@@ -59,6 +59,12 @@ const (
 	// DefaultAckWait bounds how long the ingest-to-ACK time of a freeze
 	// is waited for.
 	DefaultAckWait = 30 * time.Second
+	// DefaultUrgentHold bounds how long a freeze holds new bulk appends
+	// after its commit, while its proxies have not all ACKed it.
+	// Quarantines are rare (the budget allows ten in five minutes), so
+	// the bulk lane loses little; a proxy that does not ACK holds it up
+	// no longer than this.
+	DefaultUrgentHold = 250 * time.Millisecond
 	// DefaultRetention keeps events 30 days; the sweep runs hourly.
 	DefaultRetention = 30 * 24 * time.Hour
 	sweepInterval    = time.Hour
@@ -77,6 +83,10 @@ type Config struct {
 	// BulkSlots bounds the concurrent appends of the bulk lane.
 	BulkSlots int
 	AckWait   time.Duration
+	// UrgentHold bounds how long a freeze keeps new bulk appends waiting
+	// once committed: until its sandbox's proxies ACKed it (WaitApplied)
+	// or UrgentHold passed, whichever is first.
+	UrgentHold time.Duration
 	// Retention: events received longer ago are deleted by Run, whole
 	// days at a time; negative keeps them forever.
 	Retention time.Duration
@@ -123,9 +133,11 @@ type Intake struct {
 	life       *lifecycle.Lifecycle
 	log        *slog.Logger
 	bulk       chan struct{}
-	// urgent holds new bulk appends while a remediation is committing its
-	// freeze, so that its commit shares the database's log with as few
-	// bulk writes as possible.
+	// urgent holds new bulk appends while a remediation is freezing its
+	// sandbox, from before its commit until its proxies ACKed the
+	// deny-all (at most Config.UrgentHold after the commit): the commit
+	// shares the database's log with as few bulk writes as possible, and
+	// the push and the ACKs get the CPU the bulk lane would take.
 	urgent gate
 	// breaker guards freezing, the quarantines of this replica between
 	// their place in the budget and their recorded action
@@ -158,6 +170,9 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.UrgentHold <= 0 {
+		cfg.UrgentHold = DefaultUrgentHold
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = DefaultRetention

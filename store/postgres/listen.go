@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/portcullis-dev/portcullis/store"
 )
 
 // policyChannel is the NOTIFY channel of committed policy versions. Its
@@ -78,7 +80,7 @@ var errClosed = errors.New("postgres: store closed")
 // It returns ctx's error when ctx ends. Close stops it too (it then
 // returns an error saying the store is closed) and waits for it to
 // release its connection.
-func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
+func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(store.Commit)) error {
 	d.mu.Lock()
 	if d.closing.Err() != nil {
 		d.mu.Unlock()
@@ -99,17 +101,17 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 		mu            sync.Mutex
 		heard, caught = map[string]int64{}, map[string]int64{}
 	)
-	call := func(sandbox string, version int64) {
+	call := func(c store.Commit) {
 		mu.Lock()
 		defer mu.Unlock()
-		if v, ok := caught[sandbox]; ok {
-			delete(caught, sandbox)
-			if v == version {
+		if v, ok := caught[c.Sandbox]; ok {
+			delete(caught, c.Sandbox)
+			if v == c.Version {
 				return
 			}
 		}
-		heard[sandbox] = max(heard[sandbox], version)
-		fn(sandbox, version)
+		heard[c.Sandbox] = max(heard[c.Sandbox], c.Version)
+		fn(c)
 	}
 	// catchUp takes the sandboxes' current versions, read once LISTEN
 	// took effect: the first time as the baseline, after a reconnect to
@@ -129,7 +131,7 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 				heard[sb] = v
 				if reconnected {
 					caught[sb] = v
-					fn(sb, v)
+					fn(store.Commit{Sandbox: sb, Version: v})
 				}
 			}
 		}
@@ -149,7 +151,7 @@ func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string
 
 // listenRemote calls fn with the notifications of other drivers' commits
 // until ctx ends, reconnecting after errors.
-func (d *Driver) listenRemote(ctx context.Context, fn func(string, int64), catchUp func(map[string]int64, bool)) {
+func (d *Driver) listenRemote(ctx context.Context, fn func(store.Commit), catchUp func(map[string]int64, bool)) {
 	backoff := listenBackoffMin
 	reconnected := false
 	for {
@@ -176,7 +178,7 @@ func (d *Driver) listenRemote(ctx context.Context, fn func(string, int64), catch
 // listen connects, LISTENs and calls fn with each notification until an
 // error; listening is called once the LISTEN took effect, with every
 // sandbox's current version read after it.
-func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening func(current map[string]int64)) error {
+func (d *Driver) listen(ctx context.Context, fn func(store.Commit), listening func(current map[string]int64)) error {
 	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -216,7 +218,7 @@ func (d *Driver) listen(ctx context.Context, fn func(string, int64), listening f
 			case !ok:
 				d.log.Warn("policy commit notification with a malformed payload", "payload", n.Payload)
 			case !own:
-				fn(sandbox, version)
+				fn(store.Commit{Sandbox: sandbox, Version: version})
 			}
 		}
 		switch {

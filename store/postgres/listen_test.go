@@ -38,7 +38,7 @@ func listenIn(t *testing.T, s store.Driver) (heard <-chan commit, stop func() er
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ListenPolicyCommits(ctx, func(sandbox string, version int64) { ch <- commit{sandbox, version} })
+		done <- s.ListenPolicyCommits(ctx, func(c store.Commit) { ch <- commit{c.Sandbox, c.Version} })
 	}()
 	var result error
 	stopped := false
@@ -211,7 +211,7 @@ func TestListenStopsOnClose(t *testing.T) {
 			t.Fatalf("%d listening connections left 10s after Close", n)
 		}
 	}
-	err = s.ListenPolicyCommits(t.Context(), func(string, int64) {})
+	err = s.ListenPolicyCommits(t.Context(), func(store.Commit) {})
 	if err == nil || errors.Is(err, context.Canceled) {
 		t.Errorf("ListenPolicyCommits on a closed store: %v, want an error", err)
 	}

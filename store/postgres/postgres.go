@@ -211,8 +211,8 @@ func (d *Driver) inTx(ctx context.Context, fn func(tx store.Tx) error, enforceFi
 	if err := ptx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}
-	for _, c := range t.commits {
-		d.feed.Publish(c.sandbox, c.version)
+	for _, v := range t.commits {
+		d.feed.Publish(v)
 	}
 	if enforceFirst {
 		return d.flush(ctx)
@@ -252,13 +252,7 @@ type txn struct {
 	now      time.Time
 	clockErr error
 	// commits are the versions inserted, announced after the commit.
-	commits []commit
-}
-
-// commit is a version a transaction inserted.
-type commit struct {
-	sandbox string
-	version int64
+	commits []store.PolicyVersion
 }
 
 // Now returns the database's now(), the transaction's start (read at the
@@ -298,12 +292,12 @@ type conn struct {
 
 // announce records a version inserted through c: at once on the pool
 // (the statement has committed), after the commit in a transaction.
-func (c *conn) announce(sandbox string, version int64) {
+func (c *conn) announce(v store.PolicyVersion) {
 	if c.tx != nil {
-		c.tx.commits = append(c.tx.commits, commit{sandbox, version})
+		c.tx.commits = append(c.tx.commits, v)
 		return
 	}
-	c.d.feed.Publish(sandbox, version)
+	c.d.feed.Publish(v)
 }
 
 // forUpdate is appended to a read in a transaction that must hold what it

@@ -162,7 +162,7 @@ func TestListenSurvivesIdleChecks(t *testing.T) {
 	heard := make(chan int64, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ListenPolicyCommits(ctx, func(_ string, v int64) { heard <- v })
+		done <- s.ListenPolicyCommits(ctx, func(c store.Commit) { heard <- c.Version })
 	}()
 	defer func() {
 		cancel()

@@ -120,7 +120,7 @@ func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) e
 	if err != nil {
 		return fmt.Errorf("insert version %d of %q: %w", v.Version, v.Sandbox, mapErr(err))
 	}
-	c.announce(v.Sandbox, v.Version)
+	c.announce(v)
 	return nil
 }
 

@@ -290,7 +290,7 @@ func (d *Driver) inTx(ctx context.Context, fn func(t *txn) error) error {
 		return mapErr(err)
 	}
 	for _, v := range t.versions {
-		d.feed.Publish(v.Sandbox, v.Version)
+		d.feed.Publish(v)
 	}
 	return nil
 }
@@ -308,7 +308,7 @@ func (t *txn) atomic(ctx context.Context, fn func(t *txn) error) error {
 // commits, after its transaction committed, until ctx ends (see
 // store.CommitFeed: a listener that falls far behind misses versions).
 // An SQLite file has one gateway, so there are no other commits to hear.
-func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(sandbox string, version int64)) error {
+func (d *Driver) ListenPolicyCommits(ctx context.Context, fn func(store.Commit)) error {
 	return d.feed.Listen(ctx, fn)
 }
 

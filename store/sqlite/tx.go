@@ -110,7 +110,7 @@ func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) er
 		return err
 	}
 	if t.tx == nil {
-		t.d.feed.Publish(v.Sandbox, v.Version)
+		t.d.feed.Publish(v)
 	} else {
 		t.versions = append(t.versions, v)
 	}

@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -268,17 +270,19 @@ func testPrimNow(t *testing.T, s *store.Store) {
 }
 
 // testPrimCommitFeed: a version inserted in InTx is heard once its
-// transaction commits, and nothing is heard of a rolled-back one. Drivers
-// may repeat a version (Postgres hears its own NOTIFY too).
+// transaction commits, with its row as stored, and nothing is heard of a
+// rolled-back one. Drivers may repeat a version (Postgres hears its own
+// NOTIFY too).
 func testPrimCommitFeed(t *testing.T, s *store.Store) {
 	MustCreate(t, s, "feed", true)
 	MustCreate(t, s, "rolled", true)
 	lctx, cancel := context.WithCancel(ctx(t))
-	heard := make(chan [2]any, 1024)
+	heard := make(chan store.Commit, 1024)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ListenPolicyCommits(lctx, func(sandbox string, version int64) { heard <- [2]any{sandbox, version} })
+		done <- s.ListenPolicyCommits(lctx, func(c store.Commit) { heard <- c })
 	}()
+	key := func(c store.Commit) [2]any { return [2]any{c.Sandbox, c.Version} }
 	defer func() {
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
@@ -287,17 +291,17 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 	}()
 	deadline := time.After(30 * time.Second)
 	// wait hears versions until it hears (sandbox, version), and returns
-	// what it heard before.
-	wait := func(sandbox string, version int64) [][2]any {
+	// what it heard before, and that.
+	wait := func(sandbox string, version int64) ([][2]any, store.Commit) {
 		t.Helper()
 		var before [][2]any
 		for {
 			select {
 			case h := <-heard:
-				if h == [2]any{sandbox, version} {
-					return before
+				if key(h) == [2]any{sandbox, version} {
+					return before, h
 				}
-				before = append(before, h)
+				before = append(before, key(h))
 			case <-deadline:
 				t.Fatalf("did not hear version %d of %q; heard %v", version, sandbox, before)
 			}
@@ -311,7 +315,7 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 		for waiting := true; waiting && !ready; {
 			select {
 			case h := <-heard:
-				ready = h == [2]any{"feed", version}
+				ready = key(h) == [2]any{"feed", version}
 			case <-time.After(50 * time.Millisecond):
 				waiting = false
 			case <-deadline:
@@ -331,7 +335,7 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 		}
 		select { // not before the commit
 		case h := <-heard:
-			inside = h == [2]any{"feed", v.Version}
+			inside = key(h) == [2]any{"feed", v.Version}
 		case <-time.After(100 * time.Millisecond):
 		}
 		return nil
@@ -340,7 +344,16 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 		t.Error("a version was heard before its transaction committed")
 	}
 	version++
-	wait("feed", version)
+	_, c := wait("feed", version)
+	// The first announcement of a version this process committed is its
+	// own, with the row: a listener need not read it back.
+	if want := getVersion(t, s, "feed", version); c.Inserted == nil {
+		t.Error("a version committed in process was heard without its row")
+	} else if got := *c.Inserted; got.Sandbox != want.Sandbox || got.Version != want.Version || got.Hash != want.Hash ||
+		!bytes.Equal(got.Document, want.Document) || got.Author != want.Author || got.Source != want.Source ||
+		!maps.Equal(got.Provenance, want.Provenance) || !got.CreatedAt.Equal(want.CreatedAt) {
+		t.Errorf("heard row %+v, stored %+v", got, want)
+	}
 
 	rollback := errors.New("roll back")
 	err := s.InTx(ctx(t), func(tx store.Tx) error {
@@ -355,7 +368,7 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 		t.Fatalf("InTx = %v, want fn's error", err)
 	}
 	version = MustAppend(t, s, "feed", version, int(version)+1).Version
-	if before := wait("feed", version); slices.Contains(before, [2]any{"rolled", int64(2)}) {
+	if before, _ := wait("feed", version); slices.Contains(before, [2]any{"rolled", int64(2)}) {
 		t.Errorf("heard a rolled-back version: %v", before)
 	}
 
@@ -383,7 +396,7 @@ func testPrimCommitFeed(t *testing.T, s *store.Store) {
 		t.Fatalf("InTxEnforceFirst: %v", err)
 	}
 	version++
-	if before := wait("feed", version); slices.Contains(before, [2]any{"rolled", int64(2)}) {
+	if before, _ := wait("feed", version); slices.Contains(before, [2]any{"rolled", int64(2)}) {
 		t.Errorf("heard a rolled-back version: %v", before)
 	}
 	if got := getVersion(t, s, "feed", 0).Version; got != version {
