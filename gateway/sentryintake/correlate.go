@@ -126,6 +126,9 @@ func (in *Intake) runChecks(ctx context.Context) {
 		for n < len(pending) && !in.settled(pending[n]).After(now) {
 			n++
 		}
+		if err := in.urgent.wait(ctx); err != nil { // a freeze first
+			return
+		}
 		last = time.Now()
 		in.checkAll(ctx, pending[:n])
 		pending = pending[n:]

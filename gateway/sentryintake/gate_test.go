@@ -39,3 +39,27 @@ func TestGate(t *testing.T) {
 		t.Fatalf("wait after reopening: %v", err)
 	}
 }
+
+// TestReadingWaitsForAFreeze: no batch starts to be read while a
+// quarantine holds the urgent gate.
+func TestReadingWaitsForAFreeze(t *testing.T) {
+	in := &Intake{reading: make(chan struct{}, 1)}
+	in.urgent.enter()
+	got := make(chan error, 1)
+	go func() {
+		release, err := in.Reading(t.Context())
+		if err == nil {
+			release()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("Reading returned (%v) while a freeze held the gate", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	in.urgent.leave()
+	if err := <-got; err != nil {
+		t.Fatalf("Reading after the freeze: %v", err)
+	}
+}

@@ -133,11 +133,12 @@ type Intake struct {
 	life       *lifecycle.Lifecycle
 	log        *slog.Logger
 	bulk       chan struct{}
-	// urgent holds new bulk appends while a remediation is freezing its
-	// sandbox, from before its commit until its proxies ACKed the
-	// deny-all (at most Config.UrgentHold after the commit): the commit
-	// shares the database's log with as few bulk writes as possible, and
-	// the push and the ACKs get the CPU the bulk lane would take.
+	// urgent holds new bulk appends, batch reads and rounds of checks
+	// while a remediation is freezing its sandbox, from before its commit
+	// until its proxies ACKed the deny-all (at most Config.UrgentHold
+	// after the commit): the commit shares the database's log with as few
+	// bulk writes as possible, and the push and the ACKs get the CPU the
+	// bulk lane would take.
 	urgent gate
 	// breaker guards freezing, the quarantines of this replica between
 	// their place in the budget and their recorded action
@@ -355,10 +356,14 @@ func (r *Result) add(out store.SentryBatchResult) {
 
 // Reading waits for a turn to read a batch of more than one event and
 // returns its release. Reading events is the intake's main cost in CPU,
-// so at most GOMAXPROCS-1 batches (at least one) are read at once: an
+// so at most GOMAXPROCS-1 batches (at least one) are read at once, and
+// none starts while a quarantine is freezing its sandbox (urgent): an
 // event sent on its own — a quarantine, as a watchdog should send it —
 // is read without waiting and always finds a core.
 func (in *Intake) Reading(ctx context.Context) (func(), error) {
+	if err := in.urgent.wait(ctx); err != nil {
+		return nil, err
+	}
 	select {
 	case in.reading <- struct{}{}:
 		return func() { <-in.reading }, nil
