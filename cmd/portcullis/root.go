@@ -47,27 +47,7 @@ overloaded, or the address is not a Portcullis gateway).`,
 	}
 	env.addGlobalFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
-	root.AddCommand(
-		newGatewayCmd(env),
-		newMigrateCmd(env),
-		newSigningKeyCmd(env),
-		newProveCmd(env),
-		newHealthcheckCmd(env),
-		newProxyCmd(env),
-		newDemoCmd(env),
-		newSandboxCmd(env),
-		newTokenCmd(env),
-		newPolicyCmd(env),
-		newProxiesCmd(env),
-		newLogsCmd(env),
-		newProposeCmd(env),
-		newProposalsCmd(env),
-		newApprovalPolicyCmd(env),
-		newAuditCmd(env),
-		newSentryCmd(env),
-		newMCPCmd(env),
-		newVersionCmd(env),
-	)
+	root.AddCommand(commands(env)...)
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "gateway", "demo", "migrate", "healthcheck":
