@@ -282,15 +282,6 @@ func (r *results) writeTable(w io.Writer) error {
 	return nil
 }
 
-func (m *memory) String() string {
-	mib := func(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
-	s := fmt.Sprintf("RSS %s (anon %s, file %s), peak %s", mib(m.RSS), mib(m.Anon), mib(m.File), mib(m.Peak))
-	if m.Procs > 1 {
-		s += fmt.Sprintf(", %d processes", m.Procs)
-	}
-	return s
-}
-
 func (lv *level) writeTable(w io.Writer) error {
 	fmt.Fprintf(w, "\n%d client(s):\n", lv.Concurrency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -141,6 +141,12 @@ func startProxyProcess(t *testing.T, gatewayURL, tokenFile, dataDir, id string, 
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
+	return startProxyBinary(t, bin, gatewayURL, tokenFile, dataDir, id, env...)
+}
+
+// startProxyBinary is startProxyProcess with the binary bin.
+func startProxyBinary(t *testing.T, bin, gatewayURL, tokenFile, dataDir, id string, env ...string) *proxyProcess {
+	t.Helper()
 	cmd := exec.Command(bin, "proxy", "--sandbox", "agent-1", "--gateway", gatewayURL, "--token-file", tokenFile,
 		"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--proxy-id", id, "--dev-allow-loopback", "--max-reconnect-delay", "500ms")
 	cmd.Env = append(append(os.Environ(), "PORTCULLIS_TEST_REFUSE=refuse", "PORTCULLIS_TOKEN="), env...)

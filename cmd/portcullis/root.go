@@ -14,31 +14,10 @@ import (
 // newRootCmd builds the command tree.
 func newRootCmd(env *environment) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "portcullis",
-		Short: "Policy control plane for AI-agent sandboxes",
-		Long: `Portcullis decides what leaves an AI agent's sandbox.
-
-The gateway stores versioned policies per sandbox and pushes them to the
-sandbox's proxies. The client commands talk to a gateway's API with an admin
-or operator token; propose (and proposals, to follow them) use the
-sandbox's own token.
-
-Exit codes: 0 success; 1 the answer is no (not found, permission denied,
-unauthenticated, too many proposals); 2 invalid input or usage (a proposal
-refused as not narrow too); 3 conflict (stale expected version, already
-exists, a proposal no longer pending, an approval of a resulting hash that
-is no longer the proposal's); 4 gateway unavailable (unreachable,
-overloaded, or the address is not a Portcullis gateway).`,
-		Example: `  portcullis gateway
-  export PORTCULLIS_TOKEN=…   # or --token-file FILE
-  portcullis sandbox create orders -f policy.yaml
-  portcullis policy get orders -o yaml > policy.yaml
-  portcullis policy set orders -f policy.yaml --expect-version 1
-  portcullis proxies list
-  portcullis logs orders --tail --decision deny
-  portcullis propose -f proposal.yaml --token-file orders.token
-  portcullis proposals approve 12 --reason "narrow; ticket 8812"
-  portcullis sentry actions --status held`,
+		Use:           "portcullis",
+		Short:         "Policy control plane for AI-agent sandboxes",
+		Long:          rootLong,
+		Example:       rootExample,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,27 +26,7 @@ overloaded, or the address is not a Portcullis gateway).`,
 	}
 	env.addGlobalFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
-	root.AddCommand(
-		newGatewayCmd(env),
-		newMigrateCmd(env),
-		newSigningKeyCmd(env),
-		newProveCmd(env),
-		newHealthcheckCmd(env),
-		newProxyCmd(env),
-		newDemoCmd(env),
-		newSandboxCmd(env),
-		newTokenCmd(env),
-		newPolicyCmd(env),
-		newProxiesCmd(env),
-		newLogsCmd(env),
-		newProposeCmd(env),
-		newProposalsCmd(env),
-		newApprovalPolicyCmd(env),
-		newAuditCmd(env),
-		newSentryCmd(env),
-		newMCPCmd(env),
-		newVersionCmd(env),
-	)
+	root.AddCommand(commands(env)...)
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "gateway", "demo", "migrate", "healthcheck":

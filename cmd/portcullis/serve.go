@@ -1,3 +1,5 @@
+//go:build !proxyonly
+
 package main
 
 import (
@@ -28,8 +30,6 @@ const (
 	envSentryDBURL    = "PORTCULLIS_SENTRY_DATABASE_URL"
 	envBootstrapToken = "PORTCULLIS_BOOTSTRAP_TOKEN"
 	envWebhookSecret  = "PORTCULLIS_WEBHOOK_SECRET"
-	envLogFormat      = "PORTCULLIS_LOG_FORMAT"
-	envLogLevel       = "PORTCULLIS_LOG_LEVEL"
 
 	defaultListen  = "127.0.0.1:7070"
 	defaultDataDir = "./portcullis-data"
@@ -74,22 +74,6 @@ func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logge
 
 func isPostgresURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
-// newLogger logs JSON to stderr (text with PORTCULLIS_LOG_FORMAT=text) at
-// PORTCULLIS_LOG_LEVEL (debug, info — the default —, warn, error).
-func newLogger(env *environment) (*slog.Logger, error) {
-	var level slog.Level
-	if v := env.getenv(envLogLevel); v != "" {
-		if err := level.UnmarshalText([]byte(v)); err != nil {
-			return nil, usagef("%s: %v", envLogLevel, err)
-		}
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if env.getenv(envLogFormat) == "text" {
-		return slog.New(slog.NewTextHandler(env.stderr, opts)), nil
-	}
-	return slog.New(slog.NewJSONHandler(env.stderr, opts)), nil
 }
 
 // newGatewayCmd is `portcullis gateway`.

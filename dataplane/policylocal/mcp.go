@@ -75,7 +75,7 @@ func (pl *Server) localMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	pl.mcpHandler.ServeHTTP(w, r)
+	pl.mcpHandler().ServeHTTP(w, r)
 }
 
 type listDenialsInput struct {

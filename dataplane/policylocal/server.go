@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -115,10 +116,11 @@ type Server struct {
 	devLoopback bool
 
 	// advisor is the relay to the gateway's AdvisorService (nil in file
-	// mode); mcpHandler the MCP server; origin the check that keeps web
-	// pages from posting to policy.local.
+	// mode); mcpHandler the MCP server, built at the first MCP request (an
+	// idle proxy does not hold the SDK's server and tool schemas); origin
+	// the check that keeps web pages from posting to policy.local.
 	advisor    atomic.Pointer[advisorRelay]
-	mcpHandler http.Handler
+	mcpHandler func() http.Handler
 	origin     *http.CrossOriginProtection
 }
 
@@ -128,7 +130,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	pl := &Server{sandbox: cfg.Sandbox, state: cfg.State, framing: cfg.Framing, log: cfg.Logger, devLoopback: cfg.DevAllowLoopback, origin: http.NewCrossOriginProtection()}
-	pl.mcpHandler = newMCPHandler(pl)
+	pl.mcpHandler = sync.OnceValue(func() http.Handler { return newMCPHandler(pl) })
 	return pl
 }
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -309,7 +308,7 @@ func short(h string) string {
 
 // findingSeverity ranks a prover finding's kind: what widens access to
 // credentialed hosts or past the boundary is high.
-func findingSeverity(f lifecycle.Finding) int {
+func findingSeverity(f store.Finding) int {
 	switch {
 	case f.Kind == "exceeds_boundary", f.Credentialed:
 		return SeverityHigh
@@ -325,7 +324,7 @@ func findingSeverity(f lifecycle.Finding) int {
 // when its status changed; severity is the highest of its findings'
 // (Informational with none); finding_info.types are the findings' kinds
 // and unmapped.findings the findings themselves.
-func FromProposal(pr store.Proposal, findings []lifecycle.Finding, p Product) Event {
+func FromProposal(pr store.Proposal, findings []store.Finding, p Product) Event {
 	var e Event
 	activity, name := 1, "Create"
 	if pr.Status != store.ProposalPending {
