@@ -18,17 +18,7 @@ import (
 
 // buildProxyOnlyBinary builds the sidecar's binary (-tags proxyonly, the
 // Dockerfile's proxy stage) once per test run.
-var buildProxyOnlyBinary = sync.OnceValues(func() (string, error) {
-	if _, err := buildBinary(); err != nil { // creates binDir
-		return "", err
-	}
-	bin := filepath.Join(binDir, "portcullis-proxyonly")
-	out, err := exec.Command("go", "build", "-tags", "proxyonly", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", &buildError{out: string(out), err: err}
-	}
-	return bin, nil
-})
+var buildProxyOnlyBinary = sync.OnceValues(func() (string, error) { return buildTagged("proxyonly", "portcullis-proxyonly") })
 
 // The proxy-only build leaves out what only the gateway and the client
 // commands use: an idle proxy's resident memory follows the size of its

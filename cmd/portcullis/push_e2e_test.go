@@ -37,17 +37,20 @@ const pushAdminToken = "pcs_push-e2e-admin-token-0123456789abcdef"
 // buildHookBinary builds the binary with the test hook that lets a proxy
 // refuse a version (cmd/portcullis/testhook_on.go), as a proxy too old for a
 // new feature would.
-var buildHookBinary = sync.OnceValues(func() (string, error) {
+var buildHookBinary = sync.OnceValues(func() (string, error) { return buildTagged("portcullis_testhook", "portcullis-testhook") })
+
+// buildTagged builds the binary with a build tag into binDir as name.
+func buildTagged(tag, name string) (string, error) {
 	if _, err := buildBinary(); err != nil { // creates binDir
 		return "", err
 	}
-	bin := filepath.Join(binDir, "portcullis-testhook")
-	out, err := exec.Command("go", "build", "-tags", "portcullis_testhook", "-o", bin, ".").CombinedOutput()
+	bin := filepath.Join(binDir, name)
+	out, err := exec.Command("go", "build", "-tags", tag, "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", &buildError{out: string(out), err: err}
 	}
 	return bin, nil
-})
+}
 
 // pushDoc is a policy for the upstream on port: GET allowed on the paths
 // given, each in its own network policy named after it.
