@@ -36,15 +36,26 @@ type Commit struct {
 	// Inserted is the version as this process inserted it, every field as
 	// GetPolicyVersion would read it back, so that a listener need not
 	// read it; nil for a version another replica committed (heard by
-	// NOTIFY) or announced by a catch-up.
+	// NOTIFY) or announced by a catch-up, and for a document larger than
+	// CommitFeedRowBytes.
 	Inserted *PolicyVersion
 }
+
+// CommitFeedRowBytes is the largest document a commit carries to its
+// listeners (Commit.Inserted): a listener's buffer holds at most
+// CommitFeedBuffer of them, so that a listener that falls behind holds
+// at most 64 MiB, not CommitFeedBuffer documents of the largest size a
+// policy may have. Policies are a few KiB; a deny-all even less.
+const CommitFeedRowBytes = 64 << 10
 
 // Publish announces v, a version this process inserted and committed, to
 // every listener, without blocking.
 func (f *CommitFeed) Publish(v PolicyVersion) {
-	v.Document = bytes.Clone(v.Document) // the caller's may change
-	c := Commit{Sandbox: v.Sandbox, Version: v.Version, Inserted: &v}
+	c := Commit{Sandbox: v.Sandbox, Version: v.Version}
+	if len(v.Document) <= CommitFeedRowBytes {
+		v.Document = bytes.Clone(v.Document) // the caller's may change
+		c.Inserted = &v
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for ch := range f.listeners {

@@ -73,3 +73,20 @@ func TestCommitFeedListen(t *testing.T) {
 		t.Errorf("Listen = %v, want context.Canceled", err)
 	}
 }
+
+// TestCommitFeedRowBounded: a commit carries its row only up to
+// CommitFeedRowBytes of document, so that a listener's buffer stays
+// bounded; a larger one is announced without it (listeners read it).
+func TestCommitFeedRowBounded(t *testing.T) {
+	var f CommitFeed
+	ch := f.subscribe()
+	defer f.unsubscribe(ch)
+	f.Publish(PolicyVersion{Sandbox: "sb", Version: 1, Document: make([]byte, CommitFeedRowBytes)})
+	f.Publish(PolicyVersion{Sandbox: "sb", Version: 2, Document: make([]byte, CommitFeedRowBytes+1)})
+	if c := <-ch; c.Version != 1 || c.Inserted == nil || len(c.Inserted.Document) != CommitFeedRowBytes {
+		t.Errorf("a document of CommitFeedRowBytes: %+v, want it carried", c)
+	}
+	if c := <-ch; c.Version != 2 || c.Inserted != nil {
+		t.Errorf("a document over CommitFeedRowBytes: carried %v, want only the version announced", c.Inserted != nil)
+	}
+}
