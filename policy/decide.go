@@ -80,6 +80,9 @@ type MCPMessage struct {
 	// the one every rule pins (the prover's probes, which judge pins
 	// apart).
 	AnyDefinition bool
+	// ArgumentsRead says Arguments came from a strict JSON reader (the
+	// proxy's MCP parser), so MalformedMCP need not check them again.
+	ArgumentsRead bool
 }
 
 // Decision is the verdict on one request.

@@ -99,7 +99,7 @@ func MalformedMCP(m *MCPMessage, strictNames bool) (string, bool) {
 		return "tools/call names no tool", true
 	case strictNames && !ValidToolName(m.Tool):
 		return fmt.Sprintf("tool name %q breaks strict_tool_names (^[A-Za-z0-9_.-]{1,128}$)", m.Tool), true
-	case len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
+	case !m.ArgumentsRead && len(bytes.TrimSpace(m.Arguments)) > 0 && !json.Valid(m.Arguments):
 		return fmt.Sprintf("tools/call %s has arguments that are not valid JSON", m.Tool), true
 	}
 	return "", false

@@ -422,6 +422,7 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 				return nil, mcpErrorf("params.arguments in tools/call %s is %s, not an object", where, args.kind)
 			}
 			pm.item.Message.Arguments = bytes.Clone(args.raw)
+			pm.item.Message.ArgumentsRead = true // the strict reader has read them
 		}
 	case "prompts/get":
 		name, err := requiredString(params, "name", method.str, where)

@@ -40,6 +40,7 @@ func item(id, method, tool, args, version string) Item {
 	}
 	if args != "" {
 		it.Message.Arguments = json.RawMessage(args)
+		it.Message.ArgumentsRead = true
 	}
 	return it
 }
