@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -37,6 +38,9 @@ type httpServer struct {
 	handler   http.Handler
 	clientFor func(net.Conn) *client
 	log       *slog.Logger
+	// idleTimeout and headerTimeout are idleTimeout and readHeaderTimeout
+	// (tests shorten them).
+	idleTimeout, headerTimeout time.Duration
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
@@ -63,7 +67,8 @@ const (
 )
 
 func newHTTPServer(h http.Handler, clientFor func(net.Conn) *client, log *slog.Logger) *httpServer {
-	return &httpServer{handler: h, clientFor: clientFor, log: log, conns: make(map[*serverConn]struct{})}
+	return &httpServer{handler: h, clientFor: clientFor, log: log, conns: make(map[*serverConn]struct{}),
+		idleTimeout: idleTimeout, headerTimeout: readHeaderTimeout}
 }
 
 // serve accepts connections from ln and serves each on its own goroutine
@@ -157,12 +162,56 @@ func (s *httpServer) shutdown(ctx context.Context, ln net.Listener) {
 }
 
 // setIdle marks the connection idle between requests; false when the
-// server drains and the connection should close instead.
+// server drains and the connection should close instead. It takes no
+// lock: shutdown sets draining before it looks for idle connections, and
+// a connection sets idle before it looks at draining, so (the atomics
+// being sequentially consistent) at least one of the two sees the other
+// and the connection is closed.
 func (c *serverConn) setIdle(idle bool) bool {
-	c.srv.mu.Lock()
-	defer c.srv.mu.Unlock()
 	c.idle.Store(idle)
 	return !idle || !c.srv.draining.Load()
+}
+
+// The connection's read deadline is changed only through setReadDeadline,
+// which remembers it: a deadline matters only to a read that reaches the
+// connection, so when what is to be read is already buffered (a request's
+// whole head, its whole body) the deadline is left as it is, and the idle
+// deadline is moved only when it is a second or more short. Each change
+// is a timer update in the runtime; a request used to make five.
+
+// setReadDeadline sets the connection's read deadline to t.
+func (c *serverConn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setReadDeadlineLocked(t)
+}
+
+func (c *serverConn) setReadDeadlineLocked(t time.Time) {
+	if t.Equal(c.deadline) {
+		return
+	}
+	c.deadline = t
+	c.conn.SetReadDeadline(t)
+}
+
+// extendReadDeadline makes the read deadline d from now, give or take a
+// 64th of d: a deadline already in that range (less than two seconds
+// short of two minutes, say) stays.
+func (c *serverConn) extendReadDeadline(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	target := time.Now().Add(d)
+	if c.deadline.After(target.Add(-d/64)) && !c.deadline.After(target) {
+		return
+	}
+	c.setReadDeadlineLocked(target)
+}
+
+// headBuffered reports whether the reader holds a whole request head
+// (up to the blank line that ends it), so that reading it cannot block.
+func (c *serverConn) headBuffered() bool {
+	b, _ := c.br.Peek(c.br.Buffered())
+	return bytes.Contains(b, []byte("\n\r\n")) || bytes.Contains(b, []byte("\n\n"))
 }
 
 // serverConn is one client connection and the state of the request on it.
@@ -179,20 +228,24 @@ type serverConn struct {
 	// read on the connection starts as a copy of it (readRequest).
 	template http.Request
 
-	idle     atomic.Bool
-	problem  atomic.Pointer[string] // why every request on it is denied
-	skipCRLF int
-	head     []byte
-	body     requestBody
-	res      response
-	hijacked bool
+	idle    atomic.Bool
+	problem atomic.Pointer[string] // why every request on it is denied
+	// bodyBuffered says the request's whole body was in the reader once
+	// its head was read: reading it cannot block.
+	bodyBuffered bool
+	skipCRLF     int
+	head         []byte
+	body         requestBody
+	res          response
+	hijacked     bool
 
 	// The watch for the client going away (watch, unwatch).
 	mu         sync.Mutex
 	timer      *time.Timer
-	serving    bool // a request is being served
-	bodyEOF    bool // its body has been read to the end
-	watchOnEOF bool // the timer fired before that
+	deadline   time.Time // the read deadline last set (setReadDeadline)
+	serving    bool      // a request is being served
+	bodyEOF    bool      // its body has been read to the end
+	watchOnEOF bool      // the timer fired before that
 	watching   chan struct{}
 }
 
@@ -269,13 +322,16 @@ func (c *serverConn) serveOne() bool {
 		if !c.setIdle(true) {
 			return false
 		}
-		c.conn.SetReadDeadline(time.Now().Add(idleTimeout))
+		c.extendReadDeadline(c.srv.idleTimeout)
 		_, err := c.br.Peek(1)
-		if !c.setIdle(false) || err != nil {
+		c.setIdle(false)
+		if err != nil {
 			return false
 		}
 	}
-	c.conn.SetReadDeadline(time.Now().Add(readHeaderTimeout))
+	if !c.headBuffered() {
+		c.setReadDeadline(time.Now().Add(c.srv.headerTimeout))
+	}
 	r, err := c.readRequest()
 	if r == nil {
 		var re *requestError
@@ -284,8 +340,9 @@ func (c *serverConn) serveOne() bool {
 		}
 		return false
 	}
-	if r.ContentLength != 0 {
-		c.conn.SetReadDeadline(time.Time{}) // bodies are bounded by their readers
+	c.bodyBuffered = r.ContentLength == 0 || r.ContentLength > 0 && int64(c.br.Buffered()) >= r.ContentLength
+	if !c.bodyBuffered {
+		c.setReadDeadline(time.Time{}) // bodies are bounded by their readers
 	}
 	w := &c.res
 	w.reset(c, r)
@@ -316,8 +373,8 @@ func (c *serverConn) discardBody(r *http.Request) bool {
 	case c.body.continueFirst:
 		return false // the client waits to be asked for its body: never ask
 	}
-	c.conn.SetReadDeadline(time.Now().Add(readHeaderTimeout))
-	defer c.conn.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Now().Add(c.srv.headerTimeout))
+	defer c.setReadDeadline(time.Time{})
 	n, err := io.CopyN(io.Discard, &c.body, maxDiscard+1)
 	return n <= maxDiscard && err == io.EOF && c.body.eof
 }
@@ -336,7 +393,7 @@ func (c *serverConn) watch() {
 		c.watchOnEOF = true
 		return
 	}
-	c.conn.SetReadDeadline(time.Time{})
+	c.setReadDeadlineLocked(time.Time{})
 	done := make(chan struct{})
 	c.watching = done
 	go func() {
@@ -366,12 +423,12 @@ func (c *serverConn) unwatch() {
 	done := c.watching
 	c.watching = nil
 	if done != nil {
-		c.conn.SetReadDeadline(aLongTimeAgo)
+		c.setReadDeadlineLocked(aLongTimeAgo)
 	}
 	c.mu.Unlock()
 	if done != nil {
 		<-done
-		c.conn.SetReadDeadline(time.Time{})
+		c.setReadDeadline(time.Time{})
 	}
 }
 
@@ -659,7 +716,16 @@ func (w *response) finish() {
 }
 
 // SetReadDeadline and SetWriteDeadline are for http.ResponseController.
-func (w *response) SetReadDeadline(t time.Time) error  { return w.c.conn.SetReadDeadline(t) }
+// A read deadline is for reading the request: once its whole body is
+// buffered no read reaches the connection, and the deadline is left as
+// it is (the next request's reading sets its own).
+func (w *response) SetReadDeadline(t time.Time) error {
+	if !w.c.bodyBuffered {
+		w.c.setReadDeadline(t)
+	}
+	return nil
+}
+
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.conn.SetWriteDeadline(t) }
 
 // Hijack hands the connection to the handler (CONNECT tunnels), with what

@@ -2,11 +2,14 @@ package dataplane
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -73,3 +76,176 @@ func TestIsEventStream(t *testing.T) {
 		}
 	}
 }
+
+// The server moves a connection's read deadline only when a read can
+// block (setReadDeadline): these check that every read that can block is
+// still bounded, and that one that cannot is never cut by a deadline
+// left from before.
+func TestReadDeadlines(t *testing.T) {
+	const short = 150 * time.Millisecond
+	// start serves h with the given timeouts; a timeout that is not under
+	// test is a minute, so that a missing deadline shows as a hang (the
+	// client gives up after 10 s) rather than as the other timeout.
+	start := func(t *testing.T, idle, header time.Duration, h http.HandlerFunc) (addr string, called *atomicCount) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		called = new(atomicCount)
+		srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			called.add()
+			h(w, r)
+		}), func(net.Conn) *client { return &client{} }, slog.New(slog.DiscardHandler))
+		srv.idleTimeout, srv.headerTimeout = idle, header
+		done := make(chan error, 1)
+		go func() { done <- srv.serve(ln) }()
+		t.Cleanup(func() {
+			srv.shutdown(context.Background(), ln)
+			<-done
+		})
+		return ln.Addr().String(), called
+	}
+	dial := func(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	// closedByServer waits for the server to close c (EOF, or a reset).
+	closedByServer := func(t *testing.T, br *bufio.Reader) {
+		t.Helper()
+		if _, err := br.ReadByte(); err == nil || isTimeout(err) {
+			t.Fatalf("read: %v; want the server to have closed the connection", err)
+		}
+	}
+	answer := func(t *testing.T, br *bufio.Reader) (int, string) {
+		t.Helper()
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("read response: %v", err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "read %d", len(b))
+	}
+
+	t.Run("a head sent in parts waits at most the header timeout", func(t *testing.T) {
+		addr, called := start(t, time.Minute, short, ok)
+		c, br := dial(t, addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHo")
+		closedByServer(t, br)
+		if n := called.get(); n != 0 {
+			t.Errorf("the handler ran %d times for a head never finished", n)
+		}
+		// The same head finished within the timeout is served.
+		c2, br2 := dial(t, addr)
+		io.WriteString(c2, "GET / HTTP/1.1\r\nHo")
+		time.Sleep(short / 3)
+		io.WriteString(c2, "st: a\r\n\r\n")
+		if code, _ := answer(t, br2); code != http.StatusOK {
+			t.Errorf("a head finished in time: %d, want 200", code)
+		}
+	})
+	t.Run("an idle connection closes after the idle timeout, also between requests", func(t *testing.T) {
+		addr, _ := start(t, short, time.Minute, ok)
+		_, br := dial(t, addr)
+		closedByServer(t, br)
+		c2, br2 := dial(t, addr)
+		for range 3 {
+			io.WriteString(c2, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			if code, _ := answer(t, br2); code != http.StatusOK {
+				t.Fatalf("request: %d, want 200", code)
+			}
+			time.Sleep(short / 3) // idle, but less than the timeout
+		}
+		closedByServer(t, br2)
+	})
+	t.Run("a handler's body deadline bounds a trickled body, not a buffered one", func(t *testing.T) {
+		addr, _ := start(t, time.Minute, time.Minute, func(w http.ResponseWriter, r *http.Request) {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(short / 3))
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				w.WriteHeader(http.StatusRequestTimeout)
+				fmt.Fprintf(w, "after %d bytes: %v", len(b), err)
+				return
+			}
+			fmt.Fprintf(w, "read %d", len(b))
+		})
+		c, br := dial(t, addr)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789")
+		if code, body := answer(t, br); code != http.StatusOK || body != "read 10" {
+			t.Errorf("a whole body: %d %q, want 200 \"read 10\"", code, body)
+		}
+		// The same connection, after the deadline the handler set has
+		// passed: a buffered body is still read.
+		time.Sleep(short / 2)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789")
+		if code, body := answer(t, br); code != http.StatusOK || body != "read 10" {
+			t.Errorf("a whole body after an old deadline: %d %q, want 200 \"read 10\"", code, body)
+		}
+		c2, br2 := dial(t, addr)
+		io.WriteString(c2, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n01234")
+		if code, body := answer(t, br2); code != http.StatusRequestTimeout || !strings.Contains(body, "after 5 bytes") {
+			t.Errorf("a trickled body: %d %q, want 408 after 5 bytes", code, body)
+		}
+	})
+	t.Run("a body that arrives slowly is bounded by its reader, not the header deadline", func(t *testing.T) {
+		addr, _ := start(t, time.Minute, short, ok)
+		for _, head := range []string{
+			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n",
+			"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+		} {
+			c, br := dial(t, addr)
+			chunked := strings.Contains(head, "chunked")
+			part := func(s string) string {
+				if chunked {
+					return fmt.Sprintf("%x\r\n%s\r\n", len(s), s)
+				}
+				return s
+			}
+			io.WriteString(c, head[:20])
+			time.Sleep(short / 3)
+			io.WriteString(c, head[20:]+part("01234"))
+			time.Sleep(2 * short)
+			rest := part("56789")
+			if chunked {
+				rest += "0\r\n\r\n"
+			}
+			io.WriteString(c, rest)
+			if code, body := answer(t, br); code != http.StatusOK || body != "read 10" {
+				t.Errorf("%q: %d %q, want 200 \"read 10\"", head, code, body)
+			}
+		}
+	})
+	t.Run("a pipelined request after a slow handler is served", func(t *testing.T) {
+		addr, called := start(t, time.Minute, short, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				time.Sleep(3 * short) // past the header deadline the first head set
+			}
+			ok(w, r)
+		})
+		c, br := dial(t, addr)
+		io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: a\r\n")
+		time.Sleep(short / 3)
+		io.WriteString(c, "Content-Length: 2\r\n\r\nab"+"POST /next HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc")
+		for _, want := range []string{"read 2", "read 3"} {
+			if code, body := answer(t, br); code != http.StatusOK || body != want {
+				t.Fatalf("pipelined: %d %q, want 200 %q", code, body, want)
+			}
+		}
+		if n := called.get(); n != 2 {
+			t.Errorf("the handler ran %d times, want 2", n)
+		}
+	})
+}
+
+type atomicCount struct{ n atomic.Int64 }
+
+func (a *atomicCount) add()       { a.n.Add(1) }
+func (a *atomicCount) get() int64 { return a.n.Load() }
