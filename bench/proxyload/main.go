@@ -35,7 +35,7 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured load per path before each concurrency's first round")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (each measures every path once)")
 	flag.StringVar(&cfg.upstream, "upstream", "fixed", `upstream: "fixed" (a fixed-response JSON-RPC handler) or "sdk" (demo.OrdersHandler, stateless)`)
-	paths := flag.String("paths", "direct,portcullis,nginx", "comma-separated paths to measure (direct, portcullis, baseline, nginx; -baseline adds baseline)")
+	paths := flag.String("paths", "direct,portcullis,nginx", "comma-separated paths to measure (direct, portcullis, baseline, nginx, relay; -baseline adds baseline; relay is a Go byte relay, the floor under any Go proxy)")
 	flag.StringVar(&cfg.portcullis, "portcullis", "", "the portcullis binary to run (default: go build ./cmd/portcullis into a temp dir)")
 	flag.StringVar(&cfg.baseline, "baseline", "", "another portcullis binary to measure beside -portcullis, as the path \"baseline\" (before and after a change, in one run)")
 	flag.StringVar(&cfg.nginx, "nginx", "/usr/sbin/nginx", "the nginx binary")
@@ -48,10 +48,15 @@ func main() {
 	flag.StringVar(&cfg.memprofile, "memprofile", "", "write the portcullis proxy's allocation profile (since it started) to this file after the measurement")
 	flag.StringVar(&cfg.ocsf, "ocsf", "", `run the "portcullis" path's proxy with an OCSF sink: "down" (a Splunk HEC URL on a closed port: every write refused, events dropped and counted) or "file" (--ocsf-file in its temp dir); compare with a run without`)
 	child := flag.Bool("load-child", false, "run as the load generator (internal: the program starts itself so)")
+	relay := flag.Bool("relay-child", false, "run as the relay path (internal: the program starts itself so)")
 	flag.Parse()
 
 	if *child {
 		benchcli.Main("proxyload load generator", func(ctx context.Context) error { return loadChild(ctx, os.Stdin, os.Stdout) })
+		return
+	}
+	if *relay {
+		benchcli.Main("proxyload relay", func(context.Context) error { return relayChild(os.Stdin, os.Stdout) })
 		return
 	}
 	cfg.paths = strings.Split(*paths, ",")

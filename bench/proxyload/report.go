@@ -165,6 +165,10 @@ func (r *level) ratios() {
 	if ng != nil {
 		proxies = append(slices.Clone(proxies), ng)
 	}
+	relay := r.path(pathRelay)
+	if relay != nil {
+		proxies = append(slices.Clone(proxies), relay)
+	}
 	perRound := func(a, b []float64, f func(x, y float64) float64) []float64 {
 		out := make([]float64, len(a))
 		for i := range a {
@@ -184,6 +188,16 @@ func (r *level) ratios() {
 				rt.Target, rt.Met = fmt.Sprintf("≥ %.1f", targetThroughputVsNginx), met(v >= targetThroughputVsNginx)
 			}
 			r.Ratios = append(r.Ratios, rt)
+		}
+	}
+	if ng != nil && relay != nil {
+		r.Ratios = append(r.Ratios, ratio{Name: "relay/nginx throughput", Value: relay.ReqPerSec / ng.ReqPerSec, Unit: "x",
+			Rounds: perRound(relay.RoundRPS, ng.RoundRPS, div)})
+	}
+	if relay != nil {
+		for _, p := range portcullises {
+			r.Ratios = append(r.Ratios, ratio{Name: p.Path + "/relay throughput", Value: p.ReqPerSec / relay.ReqPerSec, Unit: "x",
+				Rounds: perRound(p.RoundRPS, relay.RoundRPS, div)})
 		}
 	}
 	if pc, bl := r.path(pathPortcullis), r.path(pathBaseline); pc != nil && bl != nil {
@@ -207,7 +221,7 @@ func (r *level) ratios() {
 	for _, p := range proxies {
 		v := p.P50Micros - direct.P50Micros
 		rt := ratio{Name: p.Path + " added p50 over direct", Value: v, Unit: "µs", Rounds: perRound(p.RoundP50, direct.RoundP50, sub)}
-		if p != ng && r.Concurrency == 1 {
+		if p != ng && p != relay && r.Concurrency == 1 {
 			// Without queueing: at saturation the p50 is mostly waiting
 			// for a core, and follows the throughput.
 			rt.Target, rt.Met = fmt.Sprintf("≤ %d µs", targetAddedP50Micros), met(v <= targetAddedP50Micros)

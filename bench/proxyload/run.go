@@ -107,9 +107,10 @@ const (
 	pathPortcullis = "portcullis"
 	pathBaseline   = "baseline" // another portcullis binary (--baseline), for before and after in one run
 	pathNginx      = "nginx"
+	pathRelay      = "relay" // a byte relay in Go: the floor under any goroutine-per-connection proxy (relay.go)
 )
 
-var pathNames = []string{pathDirect, pathPortcullis, pathBaseline, pathNginx}
+var pathNames = []string{pathDirect, pathPortcullis, pathBaseline, pathNginx, pathRelay}
 
 // path is one way to the upstream, as the program measures it: the CPU
 // of the process serving it besides the upstream and the load generator
@@ -223,6 +224,16 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 			pgid := ng.cmd.Process.Pid
 			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + ng.addr + "/mcp"},
 				procCPU: func() time.Duration { return groupCPU(pgid) }})
+		case pathRelay:
+			rl, err := startRelay(up.addr)
+			if err != nil {
+				return err
+			}
+			defer rl.Close()
+			fmt.Fprintf(logw, "relay (a Go byte relay, the floor) on %s\n", rl.addr)
+			pid := rl.Pid()
+			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + rl.addr + "/mcp"},
+				procCPU: func() time.Duration { return pidCPU(pid) }})
 		}
 	}
 
