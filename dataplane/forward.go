@@ -68,6 +68,32 @@ func isHopByHop(k string, named []string) bool {
 	return false
 }
 
+// outbound is the request forward sends upstream, lent from a pool with
+// its URL and header map: nothing keeps it once forward returns (the
+// response that points to it is done with by then).
+type outbound struct {
+	req    http.Request
+	url    url.URL
+	header http.Header
+}
+
+var outbounds = sync.Pool{New: func() any { return &outbound{header: make(http.Header, 8)} }}
+
+// maxPooledHeader bounds the header map an outbound goes back to the pool
+// with: a larger one (a request with many fields) is dropped, not kept.
+const maxPooledHeader = 32
+
+func (o *outbound) release() {
+	h := o.header
+	*o = outbound{}
+	if len(h) > maxPooledHeader {
+		return
+	}
+	clear(h)
+	o.header = h
+	outbounds.Put(o)
+}
+
 // copyBuffers are lent to response copies: without a pool every response
 // would allocate its own.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -87,15 +113,22 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		return
 	}
 	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port)), tls: scheme == "https"})
-	out := &http.Request{
+	ob := outbounds.Get().(*outbound)
+	defer ob.release()
+	ob.url = url.URL{Scheme: scheme, Host: r.Host, Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery}
+	if ob.url.Host == "" {
+		ob.url.Host = t.authority() // what the Host line says when the client sent none
+	}
+	ob.req = http.Request{
 		Method:     r.Method,
-		URL:        &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery},
+		URL:        &ob.url,
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     make(http.Header, len(r.Header)),
+		Header:     ob.header,
 		Host:       r.Host,
 	}
+	out := &ob.req
 	copyEndToEnd(out.Header, r.Header)
 	if list != nil {
 		// A compressed answer could not be filtered.
@@ -109,7 +142,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		out.ContentLength = r.ContentLength
 	}
 
-	ctx, traced := p.traceUpstream(r.Context(), out)
+	ctx, traced := p.traceUpstream(r.Context(), out, t.host)
 	res, err := upstream.roundTrip(ctx, out, body)
 	traced(res, err)
 	if err != nil {

@@ -92,13 +92,13 @@ func (p *Proxy) recordFor(r *http.Request, rec decision.Record) {
 // traceUpstream starts the span of the upstream call of the request in
 // ctx and names it in out's traceparent; the function ends it with the
 // upstream's status (or the error).
-func (p *Proxy) traceUpstream(ctx context.Context, out *http.Request) (context.Context, func(*http.Response, error)) {
+func (p *Proxy) traceUpstream(ctx context.Context, out *http.Request, host string) (context.Context, func(*http.Response, error)) {
 	if p.tracer == nil {
 		return ctx, endUpstreamNothing
 	}
 	ctx, span := p.tracer.Start(ctx, "proxy.upstream", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("http.request.method", out.Method),
-		attribute.String("server.address", out.URL.Hostname()),
+		attribute.String("server.address", host),
 	))
 	out.Header.Set(telemetry.TraceparentHeader, telemetry.Traceparent(span.SpanContext()))
 	return ctx, func(res *http.Response, err error) {

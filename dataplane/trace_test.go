@@ -22,7 +22,7 @@ func TestTracingOffCostsNothing(t *testing.T) {
 			t.Fatal("the request was wrapped")
 		}
 		p.traceDecision(r2, &rec)
-		ctx, done := p.traceUpstream(r2.Context(), out)
+		ctx, done := p.traceUpstream(r2.Context(), out, "example.com")
 		if ctx != r.Context() {
 			t.Fatal("the upstream context was wrapped")
 		}
