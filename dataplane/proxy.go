@@ -134,11 +134,14 @@ func (c *Config) setDefaults() {
 // new policy version swaps in atomically and in-flight requests finish
 // under the version they started with. It is built and run by an Agent.
 type Proxy struct {
-	cfg       Config
-	ca        atomic.Pointer[ca.CA]
-	log       *slog.Logger
-	current   atomic.Pointer[loaded]
-	decisions *decision.Log
+	cfg     Config
+	ca      atomic.Pointer[ca.CA]
+	log     *slog.Logger
+	current atomic.Pointer[loaded]
+	// enforcing is closed when the first policy version is applied.
+	enforcing     chan struct{}
+	enforcingOnce sync.Once
+	decisions     *decision.Log
 	// arguments are the arguments of recent denied tools/calls, for
 	// policy.local (records carry only their digest).
 	arguments *decision.Arguments
@@ -193,7 +196,7 @@ type loaded struct {
 // enforces nothing until SetPolicy: with no policy everything is denied.
 func newProxy(cfg Config) *Proxy {
 	cfg.setDefaults()
-	p := &Proxy{cfg: cfg, log: cfg.Logger.With("component", "proxy")}
+	p := &Proxy{cfg: cfg, log: cfg.Logger.With("component", "proxy"), enforcing: make(chan struct{})}
 	if cfg.CA != nil {
 		p.ca.Store(cfg.CA)
 	}
@@ -221,8 +224,14 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	p.upstreams.reset()
 	p.recheckTunnels()
 	p.log.Info("policy version applied", "version", version)
+	p.enforcingOnce.Do(func() { close(p.enforcing) })
 	return nil
 }
+
+// Enforcing returns a channel closed once the proxy has applied its first
+// policy version (at New, for a policy file or a kept version that
+// loads).
+func (p *Proxy) Enforcing() <-chan struct{} { return p.enforcing }
 
 // Current returns the policy in force and its version label (nil and ""
 // if none): policy.local's view of the proxy.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/internal/ca"
+	"github.com/portcullis-dev/portcullis/internal/exetrim"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/rotate"
 	"github.com/portcullis-dev/portcullis/internal/signing"
@@ -223,12 +225,17 @@ Off by default.`,
 			if pp != nil {
 				fmt.Fprintf(env.stdout, "  pprof:     %s\n", pp.url())
 			}
+			ctx, stop := context.WithCancel(cmd.Context())
+			var released sync.WaitGroup
+			released.Go(func() { releaseStartupPages(ctx, agent, log) })
+			defer func() {
+				stop()
+				released.Wait()
+			}()
 			if emitters == nil {
 				return agent.Run(cmd.Context(), ln)
 			}
 			fmt.Fprintf(env.stdout, "  ocsf:      %s\n", ocsfOpts.describe())
-			ctx, stop := context.WithCancel(cmd.Context())
-			defer stop()
 			done := make(chan struct{})
 			go func() { emitters.Run(ctx); close(done) }()
 			err = agent.Run(cmd.Context(), ln)
@@ -400,4 +407,35 @@ uses its sandbox's CA instead: portcullis sandbox ca NAME.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultProxyDataDir, "directory of the proxy's CA")
 	cmd.Flags().BoolVar(&create, "create", false, "create a CA in --data-dir if it has none")
 	return cmd
+}
+
+// startupSettle is how long after its first policy version the proxy
+// releases the pages it mapped only to start: the work of that first
+// version (compiling it, the ACK) is done by then.
+const startupSettle = time.Second
+
+// releaseStartupPages waits for the agent's first policy version and
+// startupSettle, then drops the proxy's mappings of its executable's
+// read-only pages (internal/exetrim): most were mapped to run the init
+// of every linked package, and an idle proxy touches a few MiB of them
+// again. It returns when done, or when ctx ends.
+func releaseStartupPages(ctx context.Context, agent *dataplane.Agent, log *slog.Logger) {
+	select {
+	case <-agent.Enforcing():
+	case <-ctx.Done():
+		return
+	}
+	t := time.NewTimer(startupSettle)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return
+	}
+	n, err := exetrim.Release()
+	if err != nil {
+		log.Warn("could not release the executable's startup pages", "err", err)
+		return
+	}
+	log.Debug("released the executable's startup pages", "bytes", n)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -79,10 +80,19 @@ func TestProxyOnlyBinaryFollowsGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := startProxyBinary(t, bin, gatewayURL, tokenFile, filepath.Join(dir, "p1"), "p1")
+	p := startProxyBinary(t, bin, gatewayURL, tokenFile, filepath.Join(dir, "p1"), "p1", envLogLevel+"=debug")
 	api.waitStatuses(t, []string{"p1"}, "version 1 applied", func(s *portcullisv1.ProxyStatus) bool {
 		return s.GetConnected() && s.GetAppliedVersion() == 1
 	})
+	// Once enforcing, it releases the pages of its executable it mapped
+	// only to start (internal/exetrim): without that, a proxy holds most
+	// of its binary's code resident (the test binary is about 30 MB).
+	waitUntil(t, "the proxy to release its startup pages", func() bool {
+		return strings.Contains(p.stderr.String(), "released the executable's startup pages")
+	})
+	if kb := procStatusKB(t, p.cmd.Process.Pid, "RssFile"); kb > 8<<10 {
+		t.Errorf("the proxy holds %d kB of file pages resident after releasing its startup pages; want at most 8 MiB", kb)
+	}
 	p.wantStatus(t, upstream.URL, "/v1/a", http.StatusOK)
 	if got := p.get(t, upstream.URL, "/v2/a"); got != http.StatusForbidden {
 		t.Fatalf("/v2/a: %d, want 403", got)
@@ -92,4 +102,24 @@ func TestProxyOnlyBinaryFollowsGateway(t *testing.T) {
 		t.Fatalf("policy.local/v1/policy: %d", got)
 	}
 	p.stop(t)
+}
+
+// procStatusKB reads a "kB" field of /proc/PID/status.
+func procStatusKB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", field, v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }
