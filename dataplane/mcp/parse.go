@@ -95,7 +95,8 @@ const mcpMaxDepth = 1000
 // params.protocolVersion and params._meta's protocol version, within one
 // message or across a batch.
 func Parse(header http.Header, body []byte) (*Request, error) {
-	if err := checkContentEncoding(header); err != nil {
+	fields := readHeaderFields(header)
+	if err := checkContentEncoding(fields.encoding); err != nil {
 		return nil, err
 	}
 	if len(body) == 0 {
@@ -143,7 +144,7 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 
 	var scratch [4]versionSource
 	versions := scratch[:0]
-	if hv, ok, err := singleHeader(header, HeaderMCPProtocolVersion); err != nil {
+	if hv, ok, err := singleHeader(fields.version, HeaderMCPProtocolVersion); err != nil {
 		return nil, err
 	} else if ok {
 		if hv == "" {
@@ -171,7 +172,7 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 			return nil, err
 		}
 	}
-	if err := checkRoutingHeaders(header, req.Batch, parsed); err != nil {
+	if err := checkRoutingHeaders(&fields, req.Batch, parsed); err != nil {
 		return nil, err
 	}
 	for _, v := range versions[min(1, len(versions)):] {
@@ -188,27 +189,40 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 	return req, nil
 }
 
-// headerValues returns every value of the header name, matched
-// case-insensitively (a hand-built http.Header need not be canonical) and
-// with '_' standing for '-': WSGI and CGI servers fold Mcp_Method into the
-// same variable as Mcp-Method, so an upstream behind one reads either.
+// headerFields are the values of the header fields Parse reads, each
+// field matched case-insensitively (a hand-built http.Header need not be
+// canonical) and with '_' standing for '-': WSGI and CGI servers fold
+// Mcp_Method into the same variable as Mcp-Method, so an upstream behind
+// one reads either. They are gathered in one pass over the header.
 //
-// The result may be the header's own slice: callers only read it.
-func headerValues(h http.Header, name string) []string {
-	var out []string
-	n := 0
+// A field's values may be the header's own slice: Parse only reads them.
+type headerFields struct {
+	encoding, version, method, name []string
+}
+
+func readHeaderFields(h http.Header) headerFields {
+	var f headerFields
 	for k, vs := range h {
-		if !sameFieldName(k, name) {
+		var dst *[]string
+		switch {
+		case sameFieldName(k, "Content-Encoding"):
+			dst = &f.encoding
+		case sameFieldName(k, HeaderMCPProtocolVersion):
+			dst = &f.version
+		case sameFieldName(k, HeaderMCPMethod):
+			dst = &f.method
+		case sameFieldName(k, HeaderMCPName):
+			dst = &f.name
+		default:
 			continue
 		}
-		if n == 0 {
-			out = vs
+		if len(*dst) == 0 {
+			*dst = vs
 		} else {
-			out = append(slices.Clip(out), vs...) // never into h's array
+			*dst = append(slices.Clip(*dst), vs...) // never into h's array
 		}
-		n++
 	}
-	return out
+	return f
 }
 
 func sameFieldName(a, b string) bool {
@@ -230,10 +244,9 @@ func sameFieldName(a, b string) bool {
 	return true
 }
 
-// singleHeader returns the one value of header name; more than one is an
-// error (which would the upstream believe?).
-func singleHeader(h http.Header, name string) (string, bool, error) {
-	vs := headerValues(h, name)
+// singleHeader returns the one value vs of header name holds; more than
+// one is an error (which would the upstream believe?).
+func singleHeader(vs []string, name string) (string, bool, error) {
 	switch len(vs) {
 	case 0:
 		return "", false, nil
@@ -243,8 +256,8 @@ func singleHeader(h http.Header, name string) (string, bool, error) {
 	return "", false, mcpErrorf("%s header given %d times", name, len(vs))
 }
 
-func checkContentEncoding(h http.Header) error {
-	for _, v := range headerValues(h, "Content-Encoding") {
+func checkContentEncoding(values []string) error {
+	for _, v := range values {
 		for _, tok := range strings.Split(v, ",") {
 			if !strings.EqualFold(strings.TrimSpace(tok), "identity") {
 				return mcpErrorf("Content-Encoding %q is not identity", v)
@@ -536,12 +549,12 @@ func checkBatchIDs(msgs []parsedMessage) error {
 // checkRoutingHeaders makes Mcp-Method and Mcp-Name (MCP 2026-07-28) agree
 // with the body: an upstream routing on them must see the call the proxy
 // judged.
-func checkRoutingHeaders(h http.Header, batch bool, msgs []parsedMessage) error {
-	hm, hasMethod, err := singleHeader(h, HeaderMCPMethod)
+func checkRoutingHeaders(h *headerFields, batch bool, msgs []parsedMessage) error {
+	hm, hasMethod, err := singleHeader(h.method, HeaderMCPMethod)
 	if err != nil {
 		return err
 	}
-	hn, hasName, err := singleHeader(h, HeaderMCPName)
+	hn, hasName, err := singleHeader(h.name, HeaderMCPName)
 	if err != nil {
 		return err
 	}
