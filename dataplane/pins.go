@@ -216,8 +216,8 @@ func (p *Proxy) ToolDefinitions() []ToolDefinitionChange {
 
 // withDefinitions sets, on each tools/call of mreq, the fingerprint of its
 // tool's current definition at key, as far as the proxy knows it, and
-// returns the tools it knows none of.
-func (p *Proxy) withDefinitions(key mcpEndpointKey, mreq *mcp.Request) (unknown []string) {
+// returns how many of those tools it knows no definition of.
+func (p *Proxy) withDefinitions(key mcpEndpointKey, mreq *mcp.Request) (unknown int) {
 	for i := range mreq.Messages {
 		m := &mreq.Messages[i].Message
 		if m.Method != "tools/call" || m.Response {
@@ -226,7 +226,7 @@ func (p *Proxy) withDefinitions(key mcpEndpointKey, mreq *mcp.Request) (unknown 
 		fp, ok := p.defs.current(key, m.Tool, p.cfg.Now())
 		m.ToolDefinition = fp
 		if !ok {
-			unknown = append(unknown, m.Tool)
+			unknown++
 		}
 	}
 	return unknown

@@ -614,16 +614,17 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		unknown := p.withDefinitions(key, mreq)
 		var denied bool
+		var limitedBuf [1]limitedCall // a request is usually one call
 		var limited []limitedCall
-		d, limited, denied = p.judgeMCP(cur, req, mreq)
-		if denied && d.DefinitionRefused && len(unknown) > 0 {
+		d, limited, denied = p.judgeMCP(cur, req, mreq, limitedBuf[:0])
+		if denied && d.DefinitionRefused && unknown > 0 {
 			// A pin refused a tool whose definition the proxy does not
 			// know: list the server's tools, then judge again.
 			if err := p.verifyTools(r, scheme, t, addr, key, path, mreq.Version); err != nil {
 				p.log.Warn("could not verify MCP tool definitions", "host", t.host, "port", t.port, "path", path, "err", err)
 			}
 			p.withDefinitions(key, mreq)
-			d, limited, denied = p.judgeMCP(cur, req, mreq)
+			d, limited, denied = p.judgeMCP(cur, req, mreq, limitedBuf[:0])
 		}
 		if denied {
 			p.deny(w, r, cur, req, d, mreq)
@@ -704,13 +705,13 @@ const (
 // judgeMCP decides every message of an MCP request. One denied message
 // denies the request (and so the whole batch). It returns the deciding
 // decision: the first denial, else the first message's allow; and, when
-// allowed, the messages allowed by a rule with a rate_limit.
-func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *mcp.Request) (policy.Decision, []limitedCall, bool) {
+// allowed, the messages allowed by a rule with a rate_limit, appended to
+// limited (the caller's buffer, empty).
+func (p *Proxy) judgeMCP(cur *loaded, base policy.Request, mreq *mcp.Request, limited []limitedCall) (policy.Decision, []limitedCall, bool) {
 	if mreq.Batch && !mcp.BatchAllowed(mreq.Version) {
 		return policy.Decision{Reason: fmt.Sprintf("JSON-RPC batches are not part of MCP protocol version %q", versionLabel(mreq.Version))}, nil, true
 	}
 	var first policy.Decision
-	var limited []limitedCall
 	audit := false
 	for i := range mreq.Messages {
 		req := base
@@ -837,7 +838,7 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 		DenialID:   denialID,
 	}
 	if req.Addr.IsValid() {
-		rec.Addr = req.Addr.String()
+		rec.Addr = addrText(req.Host, req.Addr)
 	}
 	if cur != nil {
 		rec.PolicyVersion = cur.version
@@ -857,6 +858,20 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 		}
 	}
 	return rec
+}
+
+// addrText is a.String(), without allocating when host, the request's
+// host, already spells it: an IPv4 literal, which the proxy dials as
+// written. netip.ParseAddr reads an IPv4 address only as four decimal
+// fields without leading zeros, so a host it reads as a is a's one
+// spelling.
+func addrText(host string, a netip.Addr) string {
+	if a.Is4() {
+		if h, err := netip.ParseAddr(host); err == nil && h == a {
+			return host
+		}
+	}
+	return a.String()
 }
 
 // emit keeps rec in the decision log and hands it to the shipper.

@@ -79,7 +79,8 @@ func (b *buckets) take(calls []limitedCall, now time.Time) (over, audit *overLim
 		lim  *rate.Limiter
 		skip bool
 	}
-	var needs []need
+	var buf [4]need // a request is usually one call
+	needs := buf[:0]
 	for _, c := range calls {
 		found := false
 		for i := range needs {

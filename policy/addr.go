@@ -348,8 +348,46 @@ var (
 	}
 )
 
-func inAny(a netip.Addr, ps []netip.Prefix) bool {
+// rangeSet is a list of ranges with the first octets of the IPv4
+// addresses they hold: most addresses a request dials (public ones) are
+// in none of the lists, and are found so without a Contains per prefix.
+type rangeSet struct {
+	prefixes []netip.Prefix
+	octets   [256]bool
+}
+
+func newRangeSet(ps []netip.Prefix) *rangeSet {
+	s := &rangeSet{prefixes: ps}
 	for _, p := range ps {
+		if !p.Addr().Is4() {
+			continue
+		}
+		first := int(p.Masked().Addr().As4()[0])
+		span := 1 // first octets the prefix covers
+		if p.Bits() < 8 {
+			span = 1 << (8 - p.Bits())
+		}
+		for i := first; i < first+span; i++ {
+			s.octets[i] = true
+		}
+	}
+	return s
+}
+
+var (
+	thisNetworkSet          = newRangeSet(thisNetwork)
+	loopbackSet             = newRangeSet(loopback)
+	linkLocalSet            = newRangeSet(linkLocal)
+	multicastOrBroadcastSet = newRangeSet(multicastOrBroadcast)
+	privateRangesSet        = newRangeSet(privateRanges)
+)
+
+// inAny reports whether a prefix of s holds a.
+func inAny(a netip.Addr, s *rangeSet) bool {
+	if a.Is4() && !s.octets[a.As4()[0]] {
+		return false
+	}
+	for _, p := range s.prefixes {
 		if p.Contains(a) {
 			return true
 		}
@@ -381,13 +419,13 @@ func AlwaysDenied(addr netip.Addr, devAllowLoopback bool) (reason string, denied
 			case 0:
 				hit = isMetadataAddr(a)
 			case 1:
-				hit = inAny(a, thisNetwork)
+				hit = inAny(a, thisNetworkSet)
 			case 2:
-				hit = inAny(a, loopback) && (!devAllowLoopback || i > 0)
+				hit = inAny(a, loopbackSet) && (!devAllowLoopback || i > 0)
 			case 3:
-				hit = inAny(a, linkLocal)
+				hit = inAny(a, linkLocalSet)
 			case 4:
-				hit = inAny(a, multicastOrBroadcast)
+				hit = inAny(a, multicastOrBroadcastSet)
 			}
 			if hit {
 				// The description is built only on a denial: allowed
@@ -425,7 +463,7 @@ func describeForm(forms addrForms, i int) string {
 func IsPrivate(addr netip.Addr) bool {
 	forms := withEmbedded(addr)
 	for i := 0; i < forms.n; i++ {
-		if inAny(forms.addr[i], privateRanges) {
+		if inAny(forms.addr[i], privateRangesSet) {
 			return true
 		}
 	}

@@ -330,3 +330,37 @@ func TestAllowedIPsOverlapEmbedded(t *testing.T) {
 		}
 	}
 }
+
+// A rangeSet's octet filter never hides an address a prefix holds: inAny
+// agrees with trying every prefix, on each prefix's first and last IPv4
+// address and its neighbours, and on addresses of every first octet.
+func TestRangeSetAgreesWithPrefixes(t *testing.T) {
+	for _, s := range []*rangeSet{thisNetworkSet, loopbackSet, linkLocalSet, multicastOrBroadcastSet, privateRangesSet} {
+		var addrs []netip.Addr
+		for _, p := range s.prefixes {
+			if !p.Addr().Is4() {
+				continue
+			}
+			first := p.Masked().Addr()
+			b := first.As4()
+			n := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+			last := n | (1<<(32-p.Bits()) - 1)
+			for _, v := range []uint32{n - 1, n, n + 1, last - 1, last, last + 1} {
+				addrs = append(addrs, netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}))
+			}
+		}
+		for o := range 256 {
+			addrs = append(addrs, netip.AddrFrom4([4]byte{byte(o), 0, 0, 0}), netip.AddrFrom4([4]byte{byte(o), 255, 255, 255}),
+				netip.AddrFrom4([4]byte{byte(o), 18, 99, 2}))
+		}
+		for _, a := range addrs {
+			want := false
+			for _, p := range s.prefixes {
+				want = want || p.Contains(a)
+			}
+			if got := inAny(a, s); got != want {
+				t.Errorf("%v in %v: inAny %v, prefixes %v", a, s.prefixes, got, want)
+			}
+		}
+	}
+}

@@ -35,6 +35,7 @@ type fastSchema struct {
 type fastString struct {
 	boolean   bool // type: boolean (else type: string)
 	pattern   *regexp.Regexp
+	fixed     fixedPattern // pattern, when of that shape (fastpattern.go)
 	minLength int
 	maxLength int // -1: none
 	enum      []string
@@ -122,7 +123,7 @@ func compileFastString(s any) *fastString {
 			if err != nil {
 				return nil
 			}
-			p.pattern = re
+			p.pattern, p.fixed = re, compileFixedPattern(src)
 		case "minLength", "maxLength":
 			n, ok := v.(json.Number)
 			if !ok || p.boolean {
@@ -280,7 +281,13 @@ func (p *fastString) admits(str []byte, isBool bool) bool {
 			return false
 		}
 	}
-	return p.pattern == nil || p.pattern.Match(str)
+	switch {
+	case p.fixed != nil:
+		return p.fixed.match(str)
+	case p.pattern != nil:
+		return p.pattern.Match(str)
+	}
+	return true
 }
 
 // plainString reads the JSON string at b[i]: its bytes and the index past

@@ -101,7 +101,13 @@ func (e *endpoint) addressAllowed(r *policy.Request, h *hostView) (string, bool)
 		}
 		return fmt.Sprintf("%s (%s) is outside the allowed_ips of %s", r.Host, addr, e.label), false
 	}
-	if policy.IsPrivate(addr) {
+	var private bool
+	if h.checked && addr == h.literal {
+		private = h.literalPrivate // precomputed (hostView)
+	} else {
+		private = policy.IsPrivate(addr)
+	}
+	if private {
 		return fmt.Sprintf("%s resolves to the private address %s, which needs allowed_ips on %s", r.Host, addr, e.label), false
 	}
 	return "", true

@@ -53,6 +53,11 @@ type Matcher struct {
 	wild     []int32                // wildcard hosts, in order
 	hostless []int32                // no host (allowed_ips only), in order
 
+	// literals are the views of the policy's IP-literal hosts in their
+	// standard spelling (what the proxy passes for such a host), with
+	// the address checks on them answered (see hostView).
+	literals map[string]*hostView
+
 	namesBinaries bool // some entry lists binaries
 
 	limits map[limitRef]*Limit // rate_limit rules by place (ratelimit.go)
@@ -168,7 +173,33 @@ func Compile(p *policy.Policy) (*Matcher, error) {
 			m.eps = append(m.eps, e)
 		}
 	}
+	m.precomputeLiterals()
 	return m, nil
+}
+
+// precomputeLiterals fills m.literals. A view is a function of the host
+// string alone (and of m, complete here), so the one computed now is the
+// one view would compute for each request; the address checks depend
+// only on the address, and loopback's on the request's
+// DevAllowLoopback, kept for both values.
+func (m *Matcher) precomputeLiterals() {
+	for ip := range m.ips {
+		s := ip.String()
+		v := m.view(s)
+		if !v.isLiteral {
+			continue // cannot happen: s is an address
+		}
+		v.checked = true
+		for i, dev := range []bool{false, true} {
+			_, denied := policy.AlwaysDenied(v.literal, dev)
+			v.literalSafe[i] = !denied
+		}
+		v.literalPrivate = policy.IsPrivate(v.literal)
+		if m.literals == nil {
+			m.literals = map[string]*hostView{}
+		}
+		m.literals[s] = &v
+	}
 }
 
 // index files endpoint n under its host.
@@ -429,9 +460,22 @@ type hostView struct {
 	metadata  bool // policy.IsMetadataHost(Host)
 	loopback  bool // policy.IsLoopbackName(Host)
 	exact     []int32
+
+	// checked is set on the views of m.literals, which also hold what
+	// the address checks say of literal: literalSafe[dev] is
+	// !policy.AlwaysDenied(literal, dev) (dev 1: DevAllowLoopback), and
+	// literalPrivate is policy.IsPrivate(literal).
+	checked        bool
+	literalSafe    [2]bool
+	literalPrivate bool
 }
 
 func (m *Matcher) view(host string) hostView {
+	if v := m.literals[host]; v != nil {
+		// An IP literal of the policy, spelled as the proxy spells it:
+		// computed at Compile by the code below (precomputeLiterals).
+		return *v
+	}
 	norm := policy.NormalizeHost(host)
 	if nh := m.names[norm]; nh != nil && isASCII(host) {
 		// norm is a valid DNS name of the policy (never an IP literal), and
@@ -472,20 +516,31 @@ func destinationDenied(r *policy.Request, h *hostView) (policy.Decision, bool) {
 	if h.loopback && !r.DevAllowLoopback {
 		return deny(fmt.Sprintf("host %q is loopback and always denied", r.Host))
 	}
-	if h.isLiteral {
+	if h.isLiteral && !(h.checked && h.literalSafe[b2i(r.DevAllowLoopback)]) {
 		if why, denied := policy.AlwaysDenied(h.literal, r.DevAllowLoopback); denied {
 			return deny(fmt.Sprintf("host %q is always denied: %s", r.Host, why))
 		}
 	}
 	if r.Addr.IsValid() {
-		if why, denied := policy.AlwaysDenied(r.Addr, r.DevAllowLoopback); denied {
-			return deny(fmt.Sprintf("%s resolves to an always-denied destination: %s", r.Host, why))
+		// An address equal to the literal just checked passes as it did
+		// (the proxy dials the literal a host names).
+		if !(h.isLiteral && r.Addr == h.literal) {
+			if why, denied := policy.AlwaysDenied(r.Addr, r.DevAllowLoopback); denied {
+				return deny(fmt.Sprintf("%s resolves to an always-denied destination: %s", r.Host, why))
+			}
 		}
 		if h.isLiteral && h.literal != r.Addr.Unmap().WithZone("") {
 			return deny(fmt.Sprintf("host %q is the IP address %s but the proxy would dial %s", r.Host, h.literal, r.Addr))
 		}
 	}
 	return policy.Decision{}, false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ---------------------------------------------------------------------------

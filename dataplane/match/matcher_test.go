@@ -399,7 +399,7 @@ func checkWantsAddress(t *rapid.T, m *Matcher, r policy.Request, d policy.Decisi
 }
 
 var (
-	genHosts     = []string{"api.example.com", "api.example.com", "API.Example.com", "*.example.com", "**.example.com", "a*.example.com", "*.s3.*.example.com", "**.s3.*.example.com", "other.test", "other.test", "93.184.216.34", "2606:4700::1111", "10.1.2.3", "localhost"}
+	genHosts     = []string{"api.example.com", "api.example.com", "API.Example.com", "127.0.0.1", "*.example.com", "**.example.com", "a*.example.com", "*.s3.*.example.com", "**.s3.*.example.com", "other.test", "other.test", "93.184.216.34", "2606:4700::1111", "10.1.2.3", "localhost"}
 	genMCPHosts  = []string{"mcp.example.net", "tools.example.net", "93.184.216.35"}
 	genPorts     = []int{443, 80, 8080}
 	genRESTPaths = []string{"/v1/items", "/v1/*", "/v1/**", "/v1/items/*/x", "/admin/", "/a/[bc]d", "/**/x", "/v1/it?ms", "/v1/\\*", "/**", "/"}

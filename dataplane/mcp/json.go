@@ -235,32 +235,55 @@ type keyEntry struct {
 // requests; the tree a parse returns never points into them.
 var parsers = sync.Pool{New: func() any { return new(jparser) }}
 
-func parseJSONDocument(b []byte) (*jvalue, error) { return parseJSON(b, false) }
-
-// parseJSON reads b, a request's body or (response) a server's message.
+// parseJSON reads b, a request's body or (response) a server's message,
+// into a tree that is the caller's.
 func parseJSON(b []byte, response bool) (*jvalue, error) {
 	p := parsers.Get().(*jparser)
-	defer func() {
-		p.reset()
-		parsers.Put(p)
-	}()
-	p.b, p.response = b, response
-	p.skipSpace()
-	if p.i == len(b) {
-		return nil, mcpErrorf("body holds no JSON value")
-	}
-	v, err := p.value(0, lvRoot)
+	defer p.release(false)
+	v, err := p.parse(b, response)
 	if err != nil {
 		return nil, err
-	}
-	p.skipSpace()
-	if p.i != len(b) {
-		return nil, mcpErrorf("trailing data after the JSON value at byte %d", p.i)
 	}
 	return &v, nil
 }
 
-// reset forgets a parse but keeps the scratch capacity (and the hash seed).
+// parse reads b with p.
+func (p *jparser) parse(b []byte, response bool) (jvalue, error) {
+	p.b, p.response = b, response
+	p.skipSpace()
+	if p.i == len(b) {
+		return jvalue{}, mcpErrorf("body holds no JSON value")
+	}
+	v, err := p.value(0, lvRoot)
+	if err != nil {
+		return jvalue{}, err
+	}
+	p.skipSpace()
+	if p.i != len(b) {
+		return jvalue{}, mcpErrorf("trailing data after the JSON value at byte %d", p.i)
+	}
+	return v, nil
+}
+
+// release forgets a parse and returns p to parsers. keepArena lends the
+// arena to the next parse too: only for a tree nothing uses any more
+// (Parse copies out what it returns).
+func (p *jparser) release(keepArena bool) {
+	p.reset()
+	if keepArena && cap(p.arena) <= maxPooledArena {
+		clear(p.arena[:cap(p.arena)]) // drop references into the body
+		p.arena = p.arena[:0]
+	} else {
+		p.arena = nil
+	}
+	parsers.Put(p)
+}
+
+// maxPooledArena bounds the arena a pooled parser keeps.
+const maxPooledArena = 4 * arenaMembers
+
+// reset forgets a parse but keeps the scratch capacity (and the hash seed);
+// release decides about the arena.
 func (p *jparser) reset() {
 	p.b, p.i, p.response = nil, 0, false
 	p.path = p.path[:0]
@@ -272,7 +295,6 @@ func (p *jparser) reset() {
 	p.hashes = p.hashes[:0]
 	clear(p.kept[:cap(p.kept)]) // drop references into the body
 	p.kept = p.kept[:0]
-	p.arena = nil
 }
 
 // arenaMembers is the members of an object that closes: those kept from

@@ -95,7 +95,8 @@ const mcpMaxDepth = 1000
 // params.protocolVersion and params._meta's protocol version, within one
 // message or across a batch.
 func Parse(header http.Header, body []byte) (*Request, error) {
-	if err := checkContentEncoding(header); err != nil {
+	fields := readHeaderFields(header)
+	if err := checkContentEncoding(fields.encoding); err != nil {
 		return nil, err
 	}
 	if len(body) == 0 {
@@ -104,21 +105,33 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 	if !utf8.Valid(body) {
 		return nil, mcpErrorf("invalid UTF-8 at byte %d", invalidUTF8At(body))
 	}
-	root, err := parseJSONDocument(body)
+	p := parsers.Get().(*jparser)
+	// The tree is read only here: what Parse returns is copied out of it
+	// (strings, and the cloned ID and Arguments), so its arena is lent to
+	// the next parse.
+	defer p.release(true)
+	root, err := p.parse(body, false)
 	if err != nil {
 		return nil, err
 	}
 
-	req := &Request{}
+	var req *Request
 	var msgs []*jvalue
 	switch root.kind {
 	case jObject:
-		msgs = []*jvalue{root}
+		msgs = []*jvalue{&root}
+		// One allocation for the request and its one message.
+		one := &struct {
+			req  Request
+			item [1]Item
+		}{}
+		req = &one.req
+		req.Messages = one.item[:]
 	case jArray:
 		if len(root.elems) == 0 {
 			return nil, mcpErrorf("empty batch")
 		}
-		req.Batch = true
+		req = &Request{Batch: true, Messages: make([]Item, len(root.elems))}
 		for i, e := range root.elems {
 			if e.kind != jObject {
 				return nil, mcpErrorf("batch item %d is %s, not an object", i, e.kind)
@@ -131,7 +144,7 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 
 	var scratch [4]versionSource
 	versions := scratch[:0]
-	if hv, ok, err := singleHeader(header, HeaderMCPProtocolVersion); err != nil {
+	if hv, ok, err := singleHeader(fields.version, HeaderMCPProtocolVersion); err != nil {
 		return nil, err
 	} else if ok {
 		if hv == "" {
@@ -140,14 +153,17 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 		versions = append(versions, versionSource{hv, HeaderMCPProtocolVersion + " header", ""})
 	}
 
-	req.Messages = make([]Item, len(msgs))
-	parsed := make([]*parsedMessage, len(msgs))
+	var one [1]parsedMessage
+	parsed := one[:]
+	if len(msgs) > 1 {
+		parsed = make([]parsedMessage, len(msgs))
+	}
 	for i, m := range msgs {
-		pm, err := parseMessage(m, i, req.Batch)
-		if err != nil {
+		pm := &parsed[i]
+		if err := pm.parse(m, i, req.Batch); err != nil {
 			return nil, err
 		}
-		parsed[i] = pm
+		pm.item.detach()
 		versions = append(versions, pm.versions[:pm.nVersions]...)
 		req.Messages[i] = pm.item
 	}
@@ -156,7 +172,7 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 			return nil, err
 		}
 	}
-	if err := checkRoutingHeaders(header, req.Batch, parsed); err != nil {
+	if err := checkRoutingHeaders(&fields, req.Batch, parsed); err != nil {
 		return nil, err
 	}
 	for _, v := range versions[min(1, len(versions)):] {
@@ -173,27 +189,40 @@ func Parse(header http.Header, body []byte) (*Request, error) {
 	return req, nil
 }
 
-// headerValues returns every value of the header name, matched
-// case-insensitively (a hand-built http.Header need not be canonical) and
-// with '_' standing for '-': WSGI and CGI servers fold Mcp_Method into the
-// same variable as Mcp-Method, so an upstream behind one reads either.
+// headerFields are the values of the header fields Parse reads, each
+// field matched case-insensitively (a hand-built http.Header need not be
+// canonical) and with '_' standing for '-': WSGI and CGI servers fold
+// Mcp_Method into the same variable as Mcp-Method, so an upstream behind
+// one reads either. They are gathered in one pass over the header.
 //
-// The result may be the header's own slice: callers only read it.
-func headerValues(h http.Header, name string) []string {
-	var out []string
-	n := 0
+// A field's values may be the header's own slice: Parse only reads them.
+type headerFields struct {
+	encoding, version, method, name []string
+}
+
+func readHeaderFields(h http.Header) headerFields {
+	var f headerFields
 	for k, vs := range h {
-		if !sameFieldName(k, name) {
+		var dst *[]string
+		switch {
+		case sameFieldName(k, "Content-Encoding"):
+			dst = &f.encoding
+		case sameFieldName(k, HeaderMCPProtocolVersion):
+			dst = &f.version
+		case sameFieldName(k, HeaderMCPMethod):
+			dst = &f.method
+		case sameFieldName(k, HeaderMCPName):
+			dst = &f.name
+		default:
 			continue
 		}
-		if n == 0 {
-			out = vs
+		if len(*dst) == 0 {
+			*dst = vs
 		} else {
-			out = append(slices.Clip(out), vs...) // never into h's array
+			*dst = append(slices.Clip(*dst), vs...) // never into h's array
 		}
-		n++
 	}
-	return out
+	return f
 }
 
 func sameFieldName(a, b string) bool {
@@ -215,10 +244,9 @@ func sameFieldName(a, b string) bool {
 	return true
 }
 
-// singleHeader returns the one value of header name; more than one is an
-// error (which would the upstream believe?).
-func singleHeader(h http.Header, name string) (string, bool, error) {
-	vs := headerValues(h, name)
+// singleHeader returns the one value vs of header name holds; more than
+// one is an error (which would the upstream believe?).
+func singleHeader(vs []string, name string) (string, bool, error) {
 	switch len(vs) {
 	case 0:
 		return "", false, nil
@@ -228,8 +256,8 @@ func singleHeader(h http.Header, name string) (string, bool, error) {
 	return "", false, mcpErrorf("%s header given %d times", name, len(vs))
 }
 
-func checkContentEncoding(h http.Header) error {
-	for _, v := range headerValues(h, "Content-Encoding") {
+func checkContentEncoding(values []string) error {
+	for _, v := range values {
 		for _, tok := range strings.Split(v, ",") {
 			if !strings.EqualFold(strings.TrimSpace(tok), "identity") {
 				return mcpErrorf("Content-Encoding %q is not identity", v)
@@ -287,8 +315,9 @@ func messageName(i int) string {
 
 var allMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 
-func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
-	pm := &parsedMessage{index: i}
+// parse reads message i of a request into pm.
+func (pm *parsedMessage) parse(m *jvalue, i int, batch bool) error {
+	pm.index = i
 	where := messageName(i)
 	for _, mem := range m.members {
 		if slices.Contains(allMembers, mem.key) {
@@ -296,17 +325,17 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 		}
 		for _, k := range allMembers {
 			if strings.EqualFold(mem.key, k) {
-				return nil, mcpErrorf("member %q in %s differs from %q only in case", mem.key, where, k)
+				return mcpErrorf("member %q in %s differs from %q only in case", mem.key, where, k)
 			}
 		}
-		return nil, mcpErrorf("unknown member %q in %s", mem.key, where)
+		return mcpErrorf("unknown member %q in %s", mem.key, where)
 	}
 	jv := m.get("jsonrpc")
 	switch {
 	case jv == nil:
-		return nil, mcpErrorf("%s has no \"jsonrpc\"", where)
+		return mcpErrorf("%s has no \"jsonrpc\"", where)
 	case jv.kind != jString || jv.str != "2.0":
-		return nil, mcpErrorf("\"jsonrpc\" in %s is not \"2.0\"", where)
+		return mcpErrorf("\"jsonrpc\" in %s is not \"2.0\"", where)
 	}
 	method, id, params := m.get("method"), m.get("id"), m.get("params")
 	result, rpcErr := m.get("result"), m.get("error")
@@ -315,74 +344,74 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 		// A client→server response (to elicitation, sampling, roots/list).
 		switch {
 		case result == nil && rpcErr == nil:
-			return nil, mcpErrorf("%s has neither \"method\" nor \"result\"/\"error\"", where)
+			return mcpErrorf("%s has neither \"method\" nor \"result\"/\"error\"", where)
 		case result != nil && rpcErr != nil:
-			return nil, mcpErrorf("%s has both \"result\" and \"error\"", where)
+			return mcpErrorf("%s has both \"result\" and \"error\"", where)
 		case params != nil:
-			return nil, mcpErrorf("%s is a response but has \"params\"", where)
+			return mcpErrorf("%s is a response but has \"params\"", where)
 		case id == nil:
-			return nil, mcpErrorf("response %s has no \"id\"", where)
+			return mcpErrorf("response %s has no \"id\"", where)
 		case rpcErr != nil && rpcErr.kind != jObject:
-			return nil, mcpErrorf("\"error\" in %s is not an object", where)
+			return mcpErrorf("\"error\" in %s is not an object", where)
 		}
 		key, err := idKey(id, where, batch)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if batch {
 			pm.idKey = "r" + key
 		}
-		pm.item = Item{ID: bytes.Clone(id.raw), Message: policy.MCPMessage{Response: true}}
-		return pm, nil
+		pm.item = Item{ID: id.raw, Message: policy.MCPMessage{Response: true}}
+		return nil
 	}
 
 	switch {
 	case method.kind != jString:
-		return nil, mcpErrorf("\"method\" in %s is %s, not a string", where, method.kind)
+		return mcpErrorf("\"method\" in %s is %s, not a string", where, method.kind)
 	case method.str == "":
-		return nil, mcpErrorf("empty \"method\" in %s", where)
+		return mcpErrorf("empty \"method\" in %s", where)
 	case result != nil:
-		return nil, mcpErrorf("%s has both \"method\" and \"result\"", where)
+		return mcpErrorf("%s has both \"method\" and \"result\"", where)
 	case rpcErr != nil:
-		return nil, mcpErrorf("%s has both \"method\" and \"error\"", where)
+		return mcpErrorf("%s has both \"method\" and \"error\"", where)
 	case params != nil && params.kind != jObject:
-		return nil, mcpErrorf("\"params\" in %s is %s, not an object", where, params.kind)
+		return mcpErrorf("\"params\" in %s is %s, not an object", where, params.kind)
 	}
 	pm.item.Message.Method = method.str
 	pm.params = params
 	if id != nil {
 		key, err := idKey(id, where, batch)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if batch {
 			pm.idKey = "q" + key
 		}
-		pm.item.ID = bytes.Clone(id.raw)
+		pm.item.ID = id.raw
 	}
 	if params == nil {
 		switch method.str {
 		case "tools/call", "initialize", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
-			return nil, mcpErrorf("%s %s has no \"params\"", method.str, where)
+			return mcpErrorf("%s %s has no \"params\"", method.str, where)
 		}
-		return pm, nil
+		return nil
 	}
 
 	meta, err := params.lookup("_meta", where, " params")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if meta != nil {
 		if meta.kind != jObject {
-			return nil, mcpErrorf("\"params._meta\" in %s is %s, not an object", where, meta.kind)
+			return mcpErrorf("\"params._meta\" in %s is %s, not an object", where, meta.kind)
 		}
 		pv, err := meta.lookup(MetaKeyProtocolVersion, where, " params._meta")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if pv != nil {
 			if pv.kind != jString || pv.str == "" {
-				return nil, mcpErrorf("params._meta[%q] in %s is not a non-empty string", MetaKeyProtocolVersion, where)
+				return mcpErrorf("params._meta[%q] in %s is not a non-empty string", MetaKeyProtocolVersion, where)
 			}
 			pm.addVersion(versionSource{pv.str, where, " params._meta"})
 		}
@@ -391,53 +420,71 @@ func parseMessage(m *jvalue, i int, batch bool) (*parsedMessage, error) {
 	switch method.str {
 	case "initialize":
 		if batch {
-			return nil, mcpErrorf("initialize (%s) inside a batch", where)
+			return mcpErrorf("initialize (%s) inside a batch", where)
 		}
 		pv, err := params.lookup("protocolVersion", where, " params")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if pv == nil || pv.kind != jString || pv.str == "" {
-			return nil, mcpErrorf("initialize %s has no params.protocolVersion string", where)
+			return mcpErrorf("initialize %s has no params.protocolVersion string", where)
 		}
 		pm.addVersion(versionSource{pv.str, where, " params.protocolVersion"})
 	case "tools/call":
 		name, err := params.lookup("name", where, " params")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch {
 		case name == nil:
-			return nil, mcpErrorf("tools/call %s has no params.name", where)
+			return mcpErrorf("tools/call %s has no params.name", where)
 		case name.kind != jString:
-			return nil, mcpErrorf("params.name in tools/call %s is %s, not a string", where, name.kind)
+			return mcpErrorf("params.name in tools/call %s is %s, not a string", where, name.kind)
 		}
 		pm.item.Message.Tool = name.str
 		args, err := params.lookup("arguments", where, " params")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if args != nil {
 			if args.kind != jObject {
-				return nil, mcpErrorf("params.arguments in tools/call %s is %s, not an object", where, args.kind)
+				return mcpErrorf("params.arguments in tools/call %s is %s, not an object", where, args.kind)
 			}
-			pm.item.Message.Arguments = bytes.Clone(args.raw)
+			pm.item.Message.Arguments = args.raw
 			pm.item.Message.ArgumentsRead = true // the strict reader has read them
 		}
 	case "prompts/get":
 		name, err := requiredString(params, "name", method.str, where)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		pm.item.Message.Prompt = name
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		uri, err := requiredString(params, "uri", method.str, where)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		pm.item.Message.Resource = uri
 	}
-	return pm, nil
+	return nil
+}
+
+// detach copies the ID and arguments, which parse leaves in the body,
+// into one new array: an Item does not alias the body.
+func (it *Item) detach() {
+	id, args := it.ID, it.Message.Arguments
+	if len(id)+len(args) == 0 {
+		return
+	}
+	buf := make([]byte, len(id)+len(args))
+	copy(buf, id)
+	copy(buf[len(id):], args)
+	if id != nil {
+		it.ID = buf[:len(id):len(id)]
+	}
+	if args != nil {
+		it.Message.Arguments = buf[len(id):]
+	}
 }
 
 // requiredString reads params.field of a method that must carry it as a
@@ -484,9 +531,10 @@ func idKey(id *jvalue, where string, build bool) (string, error) {
 
 // checkBatchIDs refuses two requests (or two responses) of a batch with the
 // same id: their answers could not be told apart.
-func checkBatchIDs(msgs []*parsedMessage) error {
+func checkBatchIDs(msgs []parsedMessage) error {
 	seen := make(map[string]int, len(msgs))
-	for _, pm := range msgs {
+	for i := range msgs {
+		pm := &msgs[i]
 		if pm.idKey == "" {
 			continue
 		}
@@ -501,12 +549,12 @@ func checkBatchIDs(msgs []*parsedMessage) error {
 // checkRoutingHeaders makes Mcp-Method and Mcp-Name (MCP 2026-07-28) agree
 // with the body: an upstream routing on them must see the call the proxy
 // judged.
-func checkRoutingHeaders(h http.Header, batch bool, msgs []*parsedMessage) error {
-	hm, hasMethod, err := singleHeader(h, HeaderMCPMethod)
+func checkRoutingHeaders(h *headerFields, batch bool, msgs []parsedMessage) error {
+	hm, hasMethod, err := singleHeader(h.method, HeaderMCPMethod)
 	if err != nil {
 		return err
 	}
-	hn, hasName, err := singleHeader(h, HeaderMCPName)
+	hn, hasName, err := singleHeader(h.name, HeaderMCPName)
 	if err != nil {
 		return err
 	}
@@ -516,7 +564,7 @@ func checkRoutingHeaders(h http.Header, batch bool, msgs []*parsedMessage) error
 	if !hasMethod && !hasName {
 		return nil
 	}
-	pm := msgs[0]
+	pm := &msgs[0]
 	method := pm.item.Message.Method
 	if hasMethod {
 		switch {
