@@ -49,6 +49,7 @@ type upstreamResponse struct {
 	res  http.Response
 	body upstreamBody
 	te   [1]string // res.TransferEncoding's backing array
+	vals [8]string // res.Header's values, when there are no more
 }
 
 // readResponse reads a response to a request with method from br, its
@@ -89,7 +90,11 @@ func readResponse(br *bufio.Reader, head *[]byte, method string) (*upstreamRespo
 	res.Status, res.StatusCode = status, code
 	res.Proto, res.ProtoMajor, res.ProtoMinor = proto, major, minor
 	res.Header = make(http.Header, lines)
-	if err := readResponseFields(res.Header, fields, lines); err != nil {
+	values := r.vals[:0]
+	if lines > len(r.vals) {
+		values = make([]string, 0, lines)
+	}
+	if err := readResponseFields(res.Header, fields, values); err != nil {
 		return nil, err
 	}
 	if hp, ok := res.Header["Pragma"]; ok && len(hp) > 0 && hp[0] == "no-cache" {
@@ -155,9 +160,9 @@ func readResponseHead(br *bufio.Reader, buf *[]byte) (string, int, error) {
 }
 
 // readResponseFields parses the header field lines of fields (the head
-// after its status line) into h.
-func readResponseFields(h http.Header, fields string, lines int) error {
-	values := make([]string, 0, lines)
+// after its status line) into h, its values cut from values' backing
+// array (cap(values) is the number of lines).
+func readResponseFields(h http.Header, fields string, values []string) error {
 	for fields != "" {
 		var line string
 		line, fields, _ = strings.Cut(fields, "\n")
