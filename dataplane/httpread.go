@@ -305,7 +305,9 @@ func (c *serverConn) frameBody(r *http.Request) error {
 		if !r.ProtoAtLeast(1, 1) {
 			c.mark("a request on this connection sent Transfer-Encoding with HTTP/1.0")
 		}
-		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+		// ASCII case only, as Go compares it: strings.EqualFold would
+		// take "chun\u212aed" (a Kelvin sign) for chunked.
+		if len(te) != 1 || !asciiEqualFold(te[0], "chunked") {
 			return &requestError{status: http.StatusNotImplemented, reason: "unsupported transfer encoding"}
 		}
 		delete(r.Header, "Transfer-Encoding")
