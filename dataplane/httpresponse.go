@@ -15,10 +15,11 @@ import (
 
 // The proxy reads its upstreams' responses itself, as it reads its
 // clients' requests (httpread.go): a status line, header fields and a
-// body framed as net/http.ReadResponse frames it, with a handful of
-// allocations where ReadResponse makes a dozen. Framing is what keeps a
-// pooled connection in step with its server: where the reader stops is
-// where it starts the next response, which may be another client's.
+// body framed as net/http.ReadResponse frames it, with about half the
+// allocations ReadResponse makes (nine, for a short response). Framing
+// is what keeps a pooled connection in step with its server: where the
+// reader stops is where it starts the next response, which may be
+// another client's.
 //
 // Whatever this reader accepts, ReadResponse accepts the same way
 // (FuzzResponseReader holds it to that). It is stricter than Go in these,
@@ -30,8 +31,8 @@ import (
 //   - a control byte (other than tab) in the status line;
 //   - a header line continuing the one before it (obs-fold; Go joins it);
 //   - a space before a field name's colon (Go keeps such a name as sent);
-//   - a CR anywhere in a line but before its LF (Go trims one before the
-//     line ending);
+//   - a CR anywhere in the head but just before a line's LF (Go trims
+//     CRs ending a header line, and keeps them in the status text);
 //   - a trailer line ending in a bare LF, or a folded one (Go takes a
 //     bare LF in a trailer only when a CRLF CRLF comes up in the buffer
 //     after it).
