@@ -235,24 +235,48 @@ func (c *serverConn) readFields(h http.Header, fields string, lines int) error {
 			vv[len(vv)-1] = strings.TrimSpace(vv[len(vv)-1] + " " + textproto.TrimString(line))
 			continue
 		}
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || !httpguts.ValidHeaderFieldName(name) {
-			return badRequest("malformed MIME header line")
+		name, value, err := parseField(line)
+		if err != nil {
+			return badRequest(err.Error())
 		}
-		if !httpguts.ValidHeaderFieldValue(value) {
-			return badRequest("invalid header field value") // a CR inside it too
-		}
-		value = textproto.TrimString(value)
-		name = canonicalName(name)
-		values = append(values, value)
-		if vv, ok := h[name]; ok {
-			h[name] = append(vv, value)
-		} else {
-			h[name] = values[len(values)-1 : len(values) : len(values)]
-		}
+		addField(h, &values, name, value)
 		last = name
 	}
 	return nil
+}
+
+var (
+	errFieldLine  = errors.New("malformed MIME header line")
+	errFieldValue = errors.New("invalid header field value")
+)
+
+// parseField splits a header field line (its line ending removed) into
+// its canonical name and its value, as net/textproto reads them: the name
+// a token followed directly by the colon, the value trimmed of spaces and
+// tabs and holding no control byte but tab (a CR inside it neither).
+// Textproto also takes a space before the colon, keeping the name as
+// sent; this refuses it.
+func parseField(line string) (name, value string, err error) {
+	name, value, ok := strings.Cut(line, ":")
+	if !ok || !httpguts.ValidHeaderFieldName(name) {
+		return "", "", errFieldLine
+	}
+	if !httpguts.ValidHeaderFieldValue(value) {
+		return "", "", errFieldValue
+	}
+	return canonicalName(name), textproto.TrimString(value), nil
+}
+
+// addField adds value to h under name. A name's first value is cut from
+// values, one backing array for a head's values as textproto allocates it.
+func addField(h http.Header, values *[]string, name, value string) {
+	*values = append(*values, value)
+	if vv, ok := h[name]; ok {
+		h[name] = append(vv, value)
+	} else {
+		n := len(*values)
+		h[name] = (*values)[n-1 : n : n]
+	}
 }
 
 // canonicalName is textproto.CanonicalMIMEHeaderKey without an allocation
@@ -281,7 +305,9 @@ func (c *serverConn) frameBody(r *http.Request) error {
 		if !r.ProtoAtLeast(1, 1) {
 			c.mark("a request on this connection sent Transfer-Encoding with HTTP/1.0")
 		}
-		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+		// ASCII case only, as Go compares it: strings.EqualFold would
+		// take "chun\u212aed" (a Kelvin sign) for chunked.
+		if len(te) != 1 || !asciiEqualFold(te[0], "chunked") {
 			return &requestError{status: http.StatusNotImplemented, reason: "unsupported transfer encoding"}
 		}
 		delete(r.Header, "Transfer-Encoding")

@@ -100,6 +100,7 @@ func FuzzRequestReader(f *testing.F) {
 		"GET http://a/x HTTP/1.1\r\nHost: b\r\n\r\n",
 		"GET /x HTTP/1.5\r\nHost: a\r\n\r\n",
 		"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chun\u212aed\r\n\r\n1\r\na\r\n0\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -124,6 +123,8 @@ type upstreamConn struct {
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	open      *openCheck // stillOpen's peek, made once for the connection
+	kill      func()     // closes conn: what cancelling an exchange does
+	head      []byte     // readResponse's buffer for a response head
 	idleSince time.Time
 }
 
@@ -136,7 +137,7 @@ type readLimit struct {
 
 func (l *readLimit) Read(p []byte) (int, error) {
 	if l.n <= 0 {
-		return 0, errors.New("response head too large")
+		return 0, errResponseHeadTooLarge
 	}
 	if int64(len(p)) > l.n {
 		p = p[:l.n]
@@ -231,6 +232,7 @@ func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
 	}
 	c.lim.r = c.conn
 	c.open = newOpenCheck(c.conn)
+	c.kill = func() { c.conn.Close() }
 	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
 	c.bw = bufio.NewWriterSize(c.conn, 4<<10)
 	return c, nil
@@ -294,8 +296,8 @@ func (p *upstreamPool) close() {
 
 // exchange writes req and reads its response. Cancelling ctx closes the
 // connection, which ends a blocked write or read.
-func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []byte) (res *http.Response, err error) {
-	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
+func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+	stop := context.AfterFunc(ctx, c.kill)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		c.conn.Close()
@@ -314,27 +316,35 @@ func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []b
 	}
 	// Even when the write failed, the server may have answered before it
 	// stopped reading (a 413, say): read what it sent.
+	var r *upstreamResponse
 	for n := 0; ; n++ {
 		c.lim.n = maxResponseHeaderBytes
-		res, err = http.ReadResponse(c.br, req)
+		var err error
+		r, err = readResponse(c.br, &c.head, req.Method)
 		if err != nil {
 			if werr != nil {
 				err = werr
 			}
 			return fail(err)
 		}
-		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols || n == max1xxResponses {
+		if r.res.StatusCode >= 200 || r.res.StatusCode == http.StatusSwitchingProtocols || n == max1xxResponses {
 			break
 		}
-		// Informational (100 Continue, 103 Early Hints): not forwarded.
-		res.Body.Close()
+		// Informational (100 Continue, 103 Early Hints): not forwarded,
+		// and without a body.
 	}
 	c.lim.n = math.MaxInt64
+	res := &r.res
 	if res.StatusCode < 200 {
-		res.Body.Close()
 		return fail(fmt.Errorf("upstream answered %d, which the proxy does not relay", res.StatusCode))
 	}
-	res.Body = &upstreamBody{c: c, body: res.Body, stop: stop, reuse: werr == nil && !res.Close}
+	res.Request = req
+	b := &r.body
+	b.c, b.stop = c, stop
+	// After 101 Switching Protocols the connection speaks another
+	// protocol: never reused.
+	b.reuse = werr == nil && !res.Close && res.StatusCode != http.StatusSwitchingProtocols
+	res.Body = b
 	return res, nil
 }
 
@@ -429,9 +439,11 @@ func (b *bodyErr) Close() error { return b.r.Close() }
 
 // upstreamBody is a response body: read to its end, it hands the
 // connection back to the pool; closed early, it closes the connection.
+// One is made for each response, never reused: a late Close can only ever
+// reach the exchange it belongs to.
 type upstreamBody struct {
+	responseBody
 	c     *upstreamConn
-	body  io.ReadCloser
 	stop  func() bool
 	reuse bool
 	done  bool
@@ -441,16 +453,18 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	n, err := b.body.Read(p)
+	n, err := b.responseBody.Read(p)
 	if err != nil {
 		b.finish(err == io.EOF)
 	}
 	return n, err
 }
 
+// Close ends the body; one with no bytes on the wire (a HEAD response, a
+// 204 or 304, a zero Content-Length) is complete however little was read.
 func (b *upstreamBody) Close() error {
 	if !b.done {
-		b.finish(false)
+		b.finish(b.kind == noBody)
 	}
 	return nil
 }
