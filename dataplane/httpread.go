@@ -356,7 +356,7 @@ func (c *serverConn) expect(r *http.Request) error {
 	if !ok {
 		return nil
 	}
-	if len(e) == 1 && strings.EqualFold(e[0], "100-continue") && r.ProtoAtLeast(1, 1) {
+	if len(e) == 1 && asciiEqualFold(e[0], "100-continue") && r.ProtoAtLeast(1, 1) {
 		if r.ContentLength != 0 {
 			c.body.continueFirst = true
 		}

@@ -53,7 +53,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 			return
 		}
 		// The name the client asked TLS for must be the CONNECT host.
-		if sni := tlsConn.ConnectionState().ServerName; sni != "" && !strings.EqualFold(strings.TrimSuffix(sni, "."), t.host) {
+		if sni := tlsConn.ConnectionState().ServerName; sni != "" && !asciiEqualFold(strings.TrimSuffix(sni, "."), t.host) {
 			p.log.Warn("SNI differs from the CONNECT host; closing", "sni", sni, "host", t.host)
 			tlsConn.Close()
 			return

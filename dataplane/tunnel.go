@@ -465,7 +465,7 @@ func checkHead(requestLine, headers string, t dest) string {
 		if !ok {
 			return fmt.Sprintf("the tunnel's first request has a header line without a colon: %q", line)
 		}
-		if strings.EqualFold(strings.TrimSpace(name), "host") {
+		if asciiEqualFold(strings.TrimSpace(name), "host") {
 			hosts = append(hosts, strings.Trim(value, " \t"))
 		}
 	}

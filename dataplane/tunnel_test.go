@@ -77,6 +77,8 @@ func TestStartVerdict(t *testing.T) {
 		{"http spaced host name", "GET / HTTP/1.1\r\nHost : api.good.test\r\n\r\n", "differs"},
 		{"http no host", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", "0 Host headers"},
 		{"http two hosts", "GET / HTTP/1.1\r\nHost: raw.good.test\r\nHost: api.good.test\r\n\r\n", "2 Host headers"},
+		// U+017F (long s) folds to s in Unicode, not in HTTP: not a Host.
+		{"http look-alike host name", "GET / HTTP/1.1\r\nHo\u017ft: raw.good.test\r\n\r\n", "0 Host headers"},
 		{"http folded", "GET / HTTP/1.1\r\nHost: raw.good.test\r\n api.good.test\r\n\r\n", "folds"},
 		{"http no colon", "GET / HTTP/1.1\r\nHost raw.good.test\r\n\r\n", "without a colon"},
 		{"http absolute other", "GET http://api.good.test/x HTTP/1.1\r\nHost: raw.good.test\r\n\r\n", "targets"},
