@@ -68,6 +68,10 @@ func isHopByHop(k string, named []string) bool {
 	return false
 }
 
+// identityOnly is the Accept-Encoding of a request whose answer is
+// filtered, shared by all of them (nothing writes to a header's values).
+var identityOnly = []string{"identity"}
+
 // outbound is the request forward sends upstream, lent from a pool with
 // its URL and header map: nothing keeps it once forward returns (the
 // response that points to it is done with by then).
@@ -132,7 +136,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	copyEndToEnd(out.Header, r.Header)
 	if list != nil {
 		// A compressed answer could not be filtered.
-		out.Header.Set("Accept-Encoding", "identity")
+		out.Header["Accept-Encoding"] = identityOnly
 	}
 	switch {
 	case body != nil:

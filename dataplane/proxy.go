@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -663,6 +664,29 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	p.forward(w, r, scheme, t, addr, canonical, body, list)
 }
 
+// readUpTo reads r to its end, or to one byte past limit, into one
+// buffer: sized first from the announced length (at most
+// initialBodyBuffer), with room to see the end, and doubled only when
+// bytes arrive to fill it.
+func readUpTo(r io.Reader, announced int64, limit int) ([]byte, error) {
+	buf := make([]byte, 0, min(max(announced, 0), initialBodyBuffer)+bytes.MinRead)
+	for len(buf) <= limit {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		room := buf[len(buf):min(cap(buf), limit+1)]
+		n, err := r.Read(room)
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
 // readMCP reads an MCP POST body, counting the bytes actually read against
 // the endpoint's limit (chunked bodies included), and parses it strictly.
 // answers, when larger than maxBody, is the bound for a body of answers to
@@ -678,11 +702,7 @@ func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody, answers
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
-	// ReadFrom wants bytes.MinRead free before each read: with that room
-	// past the announced length, a body is read into this one buffer.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), initialBodyBuffer)+bytes.MinRead))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(limit)+1))
-	raw := buf.Bytes()
+	raw, err := readUpTo(r.Body, r.ContentLength, limit)
 	if err != nil {
 		return nil, nil, "cannot read the request body"
 	}
