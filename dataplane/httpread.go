@@ -118,22 +118,29 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 		c.mark("a request on this connection named an HTTP version other than 1.0 or 1.1")
 	}
 
-	// A copy of the connection's template carries its context: one
-	// allocation rather than a request and then its WithContext copy.
-	r := new(http.Request)
+	// A copy of the connection's template carries its context, and the
+	// request and its URL are one allocation: not a request, its
+	// WithContext copy and a URL.
+	ru := new(requestWithURL)
+	r := &ru.req
 	*r = c.template
 	r.Method, r.Proto, r.ProtoMajor, r.ProtoMinor = method, proto, major, minor
 	r.RequestURI, r.Header, r.RemoteAddr = target, make(http.Header, lines), c.remote
 	justAuthority := method == http.MethodConnect && !strings.HasPrefix(target, "/")
-	rawURL := target
-	if justAuthority {
-		rawURL = "http://" + target
-	}
-	if r.URL, err = url.ParseRequestURI(rawURL); err != nil {
-		return nil, badRequest("malformed request target")
-	}
-	if justAuthority {
-		r.URL.Scheme = ""
+	switch {
+	case !justAuthority && parsePlainTarget(target, &ru.url):
+		r.URL = &ru.url
+	default:
+		rawURL := target
+		if justAuthority {
+			rawURL = "http://" + target
+		}
+		if r.URL, err = url.ParseRequestURI(rawURL); err != nil {
+			return nil, badRequest("malformed request target")
+		}
+		if justAuthority {
+			r.URL.Scheme = ""
+		}
 	}
 	if err := c.readFields(r.Header, rest, lines); err != nil {
 		return nil, err
@@ -161,6 +168,92 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// requestWithURL is a request and its URL in one allocation.
+type requestWithURL struct {
+	req http.Request
+	url url.URL
+}
+
+// parsePlainTarget parses the request targets proxies see most, into u
+// exactly as url.ParseRequestURI would (FuzzPlainTarget): the origin
+// form "/path?query" and the absolute form "http://host:port/path?query"
+// (or https), written with letters, digits and "-._~/" in the path, and
+// in the query those and "=&+,;:@!$'()*". It reports false for every
+// other target, which url.ParseRequestURI then parses: escapes, user
+// info, IPv6 literals, "*", anything unusual.
+func parsePlainTarget(target string, u *url.URL) bool {
+	rest := target
+	var scheme, host string
+	switch {
+	case strings.HasPrefix(rest, "/"):
+	case len(rest) > 7 && asciiEqualFold(rest[:7], "http://"):
+		scheme, rest = "http", rest[7:]
+	case len(rest) > 8 && asciiEqualFold(rest[:8], "https://"):
+		scheme, rest = "https", rest[8:]
+	default:
+		return false
+	}
+	if scheme != "" {
+		end := strings.IndexByte(rest, '/')
+		if end <= 0 {
+			return false // no path, or no host
+		}
+		host, rest = rest[:end], rest[end:]
+		if !plainHost(host) {
+			return false
+		}
+	}
+	path, query, hasQuery := strings.Cut(rest, "?")
+	if !plainChars(path, plainPath) || hasQuery && (query == "" || !plainChars(query, plainQuery)) {
+		return false
+	}
+	*u = url.URL{Scheme: scheme, Host: host, Path: path, RawQuery: query}
+	return true
+}
+
+// plainHost reports a host name or IPv4 address with an optional port
+// of digits: letters, digits, '-' and '.', then ":digits".
+func plainHost(h string) bool {
+	name, port, hasPort := strings.Cut(h, ":")
+	if name == "" || !plainChars(name, plainName) || hasPort && (port == "" || !plainChars(port, plainDigits)) {
+		return false
+	}
+	return true
+}
+
+const (
+	plainDigits = iota
+	plainName
+	plainPath
+	plainQuery
+)
+
+// plainChars reports whether every byte of s is allowed in the class.
+func plainChars(s string, class int) bool {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case '0' <= b && b <= '9':
+			continue
+		case class == plainDigits:
+			return false
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', b == '-', b == '.':
+			continue
+		case class == plainName:
+			return false
+		case b == '_', b == '~', b == '/':
+			continue
+		case class == plainPath:
+			return false
+		case strings.IndexByte("=&+,;:@!$'()*", b) >= 0:
+			continue
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // readHead reads a request line and header fields up to the blank line,

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -159,5 +160,46 @@ func TestRequestReaderRefuses(t *testing.T) {
 				t.Fatalf("got %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// FuzzPlainTarget checks the request reader's fast path for common
+// targets: whatever it parses, url.ParseRequestURI parses to the same
+// URL.
+func FuzzPlainTarget(f *testing.F) {
+	for _, s := range []string{
+		"/mcp", "/mcp?x=1&y=2", "http://127.0.0.1:8080/mcp", "HTTP://Api.Example.com/v1/a?b=c", "https://a.test/",
+		"http://a.test", "http://a.test:/x", "http:///x", "//evil.test/x", "/a%2Fb", "/a b", "/a?", "http://[::1]:80/x",
+		"http://user@a.test/x", "*", "/a#frag", "http://a.test/x?y=%41", "/~user/._-/", "https://a.test:443/x?q=(a)*,;:@!$'",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		var u url.URL
+		if !parsePlainTarget(target, &u) {
+			return
+		}
+		want, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Fatalf("fast path parsed %q, url.ParseRequestURI refused it: %v", target, err)
+		}
+		if u != *want {
+			t.Fatalf("%q: fast path %#v, url.ParseRequestURI %#v", target, u, *want)
+		}
+	})
+}
+
+// The fast path takes the targets proxy clients send and leaves the
+// rest to url.ParseRequestURI.
+func TestPlainTarget(t *testing.T) {
+	for target, want := range map[string]bool{
+		"/mcp": true, "/mcp?session=a-1": true, "http://127.0.0.1:8080/mcp": true, "https://api.example.com/v1/x?a=b&c=d": true,
+		"/a%2Fb": false, "http://[::1]:8080/x": false, "*": false, "http://a.test": false, "/a?": false,
+		"http://user@a.test/x": false, "/a#b": false, "ftp://a.test/x": false, "": false,
+	} {
+		var u url.URL
+		if got := parsePlainTarget(target, &u); got != want {
+			t.Errorf("parsePlainTarget(%q) = %v, want %v", target, got, want)
+		}
 	}
 }
