@@ -230,6 +230,9 @@ type serverConn struct {
 
 	idle    atomic.Bool
 	problem atomic.Pointer[string] // why every request on it is denied
+	// onEnd is what a request's upstream exchange asked to run if the
+	// request's context ends (whenEnded).
+	onEnd atomic.Pointer[func()]
 	// bodyBuffered says the request's whole body was in the reader once
 	// its head was read: reading it cannot block.
 	bodyBuffered bool
@@ -294,14 +297,14 @@ func (s *httpServer) serveConn(c *serverConn) {
 			s.log.Error("panic serving a proxy client", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
 		}
 		if c.hijacked {
-			c.cancel()
+			c.end()
 			return // the connection, its reader and writer went with it
 		}
 		// After a panic a watch may still read the connection: end it
 		// before the reader goes back to the pool.
 		c.unwatch()
 		c.timer.Stop()
-		c.cancel()
+		c.end()
 		s.untrack(c)
 		s.served.Done()
 		c.conn.Close()
@@ -399,7 +402,7 @@ func (c *serverConn) watch() {
 	go func() {
 		defer close(done)
 		if _, err := c.br.Peek(1); err != nil && !isTimeout(err) {
-			c.cancel()
+			c.end()
 		}
 	}()
 }
@@ -433,6 +436,50 @@ func (c *serverConn) unwatch() {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// end cancels the connection's context: its client went away, or the
+// connection is done. What a request asked to run then runs.
+func (c *serverConn) end() {
+	c.cancel()
+	if f := c.onEnd.Swap(nil); f != nil {
+		(*f)()
+	}
+}
+
+// endHook is context.AfterFunc without its allocations, for a request this
+// server read: see whenEnded.
+type endHook struct {
+	c    *serverConn
+	f    *func()
+	stop func() bool // context.AfterFunc's, for any other context
+}
+
+// whenEnded runs *f once if ctx ends before the hook's stopped, as
+// context.AfterFunc(ctx, *f) does. When ctx ends exactly when the
+// connection of a request this server read ends (the request's context,
+// with values added but no cancellation of its own), the connection holds
+// f itself, and nothing is allocated: an upstream exchange arms one per
+// request. A second hook armed on the same connection while one is held
+// goes to context.AfterFunc.
+func whenEnded(ctx context.Context, f *func()) endHook {
+	c := connOf(ctx)
+	if c == nil || ctx.Done() != c.ctx.Done() || !c.onEnd.CompareAndSwap(nil, f) {
+		return endHook{stop: context.AfterFunc(ctx, *f)}
+	}
+	if c.ctx.Err() != nil && c.onEnd.CompareAndSwap(f, nil) {
+		(*f)() // ended already, as AfterFunc runs f at once
+	}
+	return endHook{c: c, f: f}
+}
+
+// stopped reports whether it stopped f from running (false: f has run, or
+// is running).
+func (h endHook) stopped() bool {
+	if h.c != nil {
+		return h.c.onEnd.CompareAndSwap(h.f, nil)
+	}
+	return h.stop()
+}
 
 func isTimeout(err error) bool {
 	var ne net.Error

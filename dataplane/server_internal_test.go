@@ -287,3 +287,70 @@ func TestReadUpTo(t *testing.T) {
 		t.Errorf("announced 1 GiB, sent 2 bytes: %q, cap %d, %v", got, cap(got), err)
 	}
 }
+
+// whenEnded is context.AfterFunc for the upstream exchange of a request
+// the server read, without allocating.
+func TestWhenEnded(t *testing.T) {
+	newConn := func() *serverConn {
+		c := &serverConn{}
+		c.ctx, c.cancel = context.WithCancel(context.WithValue(context.Background(), connKey{}, c))
+		return c
+	}
+	var runs atomic.Int64
+	f := func() { runs.Add(1) }
+
+	c := newConn()
+	ctx := context.WithValue(c.ctx, clientKey{}, &client{}) // values added, no cancellation of its own
+	if n := testing.AllocsPerRun(100, func() { whenEnded(ctx, &f).stopped() }); n != 0 {
+		t.Errorf("arming and stopping allocates %v times", n)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("f ran without the request ending")
+	}
+	h := whenEnded(ctx, &f)
+	c.end()
+	if runs.Load() != 1 || h.stopped() {
+		t.Errorf("the connection ended: f ran %d times, stopped %v; want once, false", runs.Load(), h.stopped())
+	}
+	c.end()
+	if runs.Load() != 1 {
+		t.Errorf("f ran %d times after a second end", runs.Load())
+	}
+
+	// Armed on a context that has ended: f runs at once.
+	runs.Store(0)
+	if h := whenEnded(ctx, &f); runs.Load() != 1 || h.stopped() {
+		t.Errorf("armed after the end: f ran %d times; want once", runs.Load())
+	}
+
+	// A context with a cancellation of its own, and a second hook while one
+	// is held, go to context.AfterFunc: each f runs when its context ends.
+	c = newConn()
+	runs.Store(0)
+	first := whenEnded(c.ctx, &f)
+	g := func() { runs.Add(10) }
+	second := whenEnded(c.ctx, &g)
+	sub, cancel := context.WithCancel(c.ctx)
+	h = whenEnded(sub, &f)
+	cancel()
+	waitUntilTrue(t, func() bool { return runs.Load() == 1 })
+	if h.stopped() {
+		t.Error("stopped after its context ended")
+	}
+	c.end()
+	waitUntilTrue(t, func() bool { return runs.Load() == 12 })
+	if first.stopped() || second.stopped() {
+		t.Error("stopped after the connection ended")
+	}
+}
+
+func waitUntilTrue(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -297,9 +297,9 @@ func (p *upstreamPool) close() {
 // exchange writes req and reads its response. Cancelling ctx closes the
 // connection, which ends a blocked write or read.
 func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
-	stop := context.AfterFunc(ctx, c.kill)
+	ended := whenEnded(ctx, &c.kill)
 	fail := func(err error) (*http.Response, error) {
-		stop()
+		ended.stopped()
 		c.conn.Close()
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -340,7 +340,7 @@ func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []b
 	}
 	res.Request = req
 	b := &r.body
-	b.c, b.stop = c, stop
+	b.c, b.ended = c, ended
 	// After 101 Switching Protocols the connection speaks another
 	// protocol: never reused.
 	b.reuse = werr == nil && !res.Close && res.StatusCode != http.StatusSwitchingProtocols
@@ -444,7 +444,7 @@ func (b *bodyErr) Close() error { return b.r.Close() }
 type upstreamBody struct {
 	responseBody
 	c     *upstreamConn
-	stop  func() bool
+	ended endHook
 	reuse bool
 	done  bool
 }
@@ -471,8 +471,8 @@ func (b *upstreamBody) Close() error {
 
 func (b *upstreamBody) finish(complete bool) {
 	b.done = true
-	// stop fails once cancellation has closed the connection.
-	open := b.stop()
+	// It fails once cancellation has closed the connection.
+	open := b.ended.stopped()
 	if complete && open && b.reuse && b.c.br.Buffered() == 0 {
 		b.c.pool.put(b.c)
 		return
