@@ -662,6 +662,9 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		return
 	}
 	p.forward(w, r, scheme, t, addr, canonical, body, list)
+	if list != nil {
+		list.release()
+	}
 }
 
 // readUpTo reads r to its end, or to one byte past limit, into one

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -69,7 +70,8 @@ const maxListMessage = 8 << 20
 // POST whose messages are mreq, or a GET (mreq nil), which may replay a
 // POST's stream — is read on its way to the agent.
 func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpointKey, mreq *mcp.Request) *toolsList {
-	l := &toolsList{p: p, session: sessionKey{ep: key, session: r.Header.Get(mcp.HeaderMCPSessionID)}}
+	l := toolsLists.Get().(*toolsList)
+	*l = toolsList{p: p, session: sessionKey{ep: key, session: r.Header.Get(mcp.HeaderMCPSessionID)}}
 	version := r.Header.Get(mcp.HeaderMCPProtocolVersion)
 	if mreq != nil {
 		version = mreq.Version
@@ -97,6 +99,17 @@ func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpoi
 	}
 	l.vis = visibility{p: p, base: base, version: version, key: key}
 	return l
+}
+
+// toolsLists lends toolsList values: one is made for every request to an
+// MCP endpoint, and none outlives its response (release).
+var toolsLists = sync.Pool{New: func() any { return new(toolsList) }}
+
+// release gives l back once its response has been copied; l is not used
+// after.
+func (l *toolsList) release() {
+	*l = toolsList{}
+	toolsLists.Put(l)
 }
 
 // visibility is which tools a tools/list through base (the request's
