@@ -39,9 +39,11 @@
 //     refused to an address where an inspected endpoint lives.
 //   - intercept.go: CONNECTs whose requests are inspected (TLS terminated
 //     with the CA, resolved once per tunnel).
-//   - forward.go and upstream*.go: judged requests sent upstream by the
-//     proxy's own HTTP/1.1 client, on connections pooled per host and
-//     checked address, responses streamed back.
+//   - forward.go, upstream*.go and httpresponse.go: judged requests sent
+//     upstream by the proxy's own HTTP/1.1 client, on connections pooled
+//     per host and checked address, responses read by its own strict
+//     reader (FuzzResponseReader compares it with Go's) and streamed
+//     back.
 //   - pins.go: what the proxy knows of MCP tools' definitions (the
 //     fingerprint of each tool it saw listed, per endpoint, stale after a
 //     list_changed or 30 s), and its own listing, in the caller's session,
