@@ -176,8 +176,8 @@ func (c *serverConn) setIdle(idle bool) bool {
 // which remembers it: a deadline matters only to a read that reaches the
 // connection, so when what is to be read is already buffered (a request's
 // whole head, its whole body) the deadline is left as it is, and the idle
-// deadline is moved only when it is a second or more short. Each change
-// is a timer update in the runtime; a request used to make five.
+// deadline is moved only when it is a 64th of the timeout short. Each
+// change is a timer update in the runtime; a request used to make five.
 
 // setReadDeadline sets the connection's read deadline to t.
 func (c *serverConn) setReadDeadline(t time.Time) {
