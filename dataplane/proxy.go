@@ -229,6 +229,10 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	return nil
 }
 
+// Decided returns how many decisions the proxy has recorded since it
+// started: a count that moves with its traffic.
+func (p *Proxy) Decided() uint64 { return p.decisions.Added() }
+
 // Enforcing returns a channel closed once the proxy has applied its first
 // policy version (at New, for a policy file or a kept version that
 // loads).

@@ -88,7 +88,7 @@ func TestProxyOnlyBinaryFollowsGateway(t *testing.T) {
 	// only to start (internal/exetrim): without that, a proxy holds most
 	// of its binary's code resident (the test binary is about 30 MB).
 	waitUntil(t, "the proxy to release its startup pages", func() bool {
-		return strings.Contains(p.stderr.String(), "released the executable's startup pages")
+		return strings.Contains(p.stderr.String(), "released the executable's pages")
 	})
 	if kb := procStatusKB(t, p.cmd.Process.Pid, "RssFile"); kb > 8<<10 {
 		t.Errorf("the proxy holds %d kB of file pages resident after releasing its startup pages; want at most 8 MiB", kb)

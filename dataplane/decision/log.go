@@ -100,6 +100,7 @@ type Log struct {
 	// unwritten counts the records added and not yet written: pending and
 	// the batch the writer holds.
 	unwritten int
+	added     uint64 // records added since the log was made
 
 	out     io.Writer
 	wake    chan struct{} // the writer's signal: records are pending
@@ -133,6 +134,7 @@ func NewLog(size int, out io.Writer, log *slog.Logger) *Log {
 // Add keeps r in the ring and queues it for the file; it never blocks.
 func (d *Log) Add(r Record) {
 	d.mu.Lock()
+	d.added++
 	d.ring[d.next] = r
 	d.next = (d.next + 1) % len(d.ring)
 	if d.next == 0 {
@@ -162,6 +164,13 @@ func (d *Log) Add(r Record) {
 		default: // already signalled
 		}
 	}
+}
+
+// Added returns how many records have been added since the log was made.
+func (d *Log) Added() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.added
 }
 
 // Write writes the records to the file until ctx ends, then writes what

@@ -21,6 +21,9 @@ func TestDecisionLogWritesJSONLines(t *testing.T) {
 	for i := range 6 {
 		d.Add(Record{Host: "h", Port: i, Decision: Allow})
 	}
+	if n := d.Added(); n != 6 {
+		t.Errorf("Added = %d, want 6 (a ring of 4 counts every record)", n)
+	}
 	cancel()
 	<-done
 	var ports []int

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The proxy releases its executable's pages once after its first policy
+// version, then after each spell of traffic once it has been idle, and
+// never while idle without traffic in between.
+func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
+	var decided atomic.Uint64
+	var mu sync.Mutex
+	var releases []bool // each release's traffic flag
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(releases)
+	}
+	enforcing := make(chan struct{})
+	tr := trimmer{
+		enforcing: enforcing,
+		decided:   decided.Load,
+		release: func(traffic bool) {
+			mu.Lock()
+			releases = append(releases, traffic)
+			mu.Unlock()
+		},
+		settle: 10 * time.Millisecond,
+		idle:   20 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { tr.run(ctx); close(done) }()
+
+	time.Sleep(50 * time.Millisecond)
+	if n := count(); n != 0 {
+		t.Fatalf("%d releases before the first policy version", n)
+	}
+	close(enforcing)
+	waitUntil(t, "the release after start", func() bool { return count() == 1 })
+	// Idle without traffic: nothing more.
+	time.Sleep(100 * time.Millisecond)
+	if n := count(); n != 1 {
+		t.Fatalf("%d releases while idle without traffic, want 1", n)
+	}
+	// Traffic, then idle: one more release, with the heap's.
+	for range 5 {
+		decided.Add(3)
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitUntil(t, "the release after traffic", func() bool { return count() == 2 })
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(releases) != 2 || releases[0] || !releases[1] {
+		t.Errorf("releases %v, want [false true]: one after start, one after the traffic", releases)
+	}
+}
