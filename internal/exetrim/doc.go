@@ -12,7 +12,9 @@
 // (shared with every other process running the same file) without being
 // counted in this process's resident memory.
 //
-// Only read-only private mappings of the executable itself are released:
-// what they hold is always the file's content, so dropping them loses
-// nothing. Its data and heap are never touched.
+// Only read-only private mappings of the executable itself that hold
+// nothing but the file's content are released (no anonymous or swapped
+// page: a position-independent executable's relocated data is read-only
+// too, but its pages are copies the loader wrote), so dropping them loses
+// nothing. Data and heap are never touched.
 package exetrim
