@@ -21,7 +21,8 @@ func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
 
-// Accept waits for a free place, then for a connection.
+// Accept waits for a free place, then for a connection (with raw reads
+// and writes, withRawIO).
 func (l *limitListener) Accept() (net.Conn, error) {
 	select {
 	case l.sem <- struct{}{}:
@@ -33,7 +34,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+	return &limitedConn{Conn: withRawIO(c), release: func() { <-l.sem }}, nil
 }
 
 func (l *limitListener) Close() error {

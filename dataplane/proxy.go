@@ -673,10 +673,14 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 
 // readUpTo reads r to its end, or to one byte past limit, into one
 // buffer: sized first from the announced length (at most
-// initialBodyBuffer), with room to see the end, and doubled only when
-// bytes arrive to fill it.
+// initialBodyBuffer) and one byte more, the room to see the end, and
+// doubled only when bytes arrive to fill it.
 func readUpTo(r io.Reader, announced int64, limit int) ([]byte, error) {
-	buf := make([]byte, 0, min(max(announced, 0), initialBodyBuffer)+bytes.MinRead)
+	size := bytes.MinRead // unannounced: a chunked body
+	if announced >= 0 {
+		size = int(min(announced, initialBodyBuffer)) + 1
+	}
+	buf := make([]byte, 0, size)
 	for len(buf) <= limit {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, cap(buf))

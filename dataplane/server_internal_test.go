@@ -286,6 +286,12 @@ func TestReadUpTo(t *testing.T) {
 	if err != nil || string(got) != "{}" || cap(got) > initialBodyBuffer+512 {
 		t.Errorf("announced 1 GiB, sent 2 bytes: %q, cap %d, %v", got, cap(got), err)
 	}
+	// A body sent as announced fits the first buffer: one byte of room
+	// sees its end, and the buffer is not doubled for it.
+	got, err = readUpTo(strings.NewReader(body[:300]), 300, 1000)
+	if err != nil || len(got) != 300 || cap(got) > 320 {
+		t.Errorf("announced and sent 300 bytes: %d read, cap %d, %v", len(got), cap(got), err)
+	}
 }
 
 // whenEnded is context.AfterFunc for the upstream exchange of a request

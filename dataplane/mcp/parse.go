@@ -225,23 +225,30 @@ func readHeaderFields(h http.Header) headerFields {
 	return f
 }
 
+// sameFieldName reports whether header field names a and b are equal in
+// ASCII case, '_' standing for '-'. Field names are ASCII tokens, and no
+// byte above 0x7F folds to an ASCII letter, so ASCII folding is all the
+// folding there is.
 func sameFieldName(a, b string) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range len(a) {
-		x, y := a[i], b[i]
-		if x == '_' {
-			x = '-'
-		}
-		if y == '_' {
-			y = '-'
-		}
-		if x != y && !strings.EqualFold(string(x), string(y)) {
+		if fieldNameByte(a[i]) != fieldNameByte(b[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func fieldNameByte(c byte) byte {
+	switch {
+	case c == '_':
+		return '-'
+	case 'A' <= c && c <= 'Z':
+		return c + ('a' - 'A')
+	}
+	return c
 }
 
 // singleHeader returns the one value vs of header name holds; more than
