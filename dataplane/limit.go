@@ -21,8 +21,7 @@ func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
 
-// Accept waits for a free place, then for a connection (with raw reads
-// and writes, withRawIO).
+// Accept waits for a free place, then for a connection.
 func (l *limitListener) Accept() (net.Conn, error) {
 	select {
 	case l.sem <- struct{}{}:
@@ -34,7 +33,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	return &limitedConn{Conn: withRawIO(c), release: func() { <-l.sem }}, nil
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
 }
 
 func (l *limitListener) Close() error {

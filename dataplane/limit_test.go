@@ -38,7 +38,7 @@ func TestLimitListener(t *testing.T) {
 	default:
 	}
 	closeWrite(first)
-	if _, err := first.(*limitedConn).Conn.Write([]byte("x")); err == nil {
+	if _, err := first.(*limitedConn).Conn.(*net.TCPConn).Write([]byte("x")); err == nil {
 		t.Fatal("closeWrite did not reach the TCP connection through the wrappers")
 	}
 	first.Close()

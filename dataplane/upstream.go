@@ -218,7 +218,6 @@ func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn = withRawIO(conn)
 	c := &upstreamConn{pool: p, conn: conn}
 	if p.tls != nil {
 		tc := tls.Client(conn, p.tls)
