@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/netip"
@@ -21,21 +22,28 @@ var hopByHop = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// copyEndToEnd copies the end-to-end headers of src into dst.
-func copyEndToEnd(dst, src http.Header) {
+// connectionNamed returns the fields h's Connection header names, which
+// are hop-by-hop too (nil when it has none).
+func connectionNamed(h http.Header) []string {
 	var named []string
-	for _, v := range src["Connection"] {
+	for _, v := range h["Connection"] {
 		for _, f := range strings.Split(v, ",") {
 			if f = textproto.TrimString(f); f != "" {
 				named = append(named, http.CanonicalHeaderKey(f))
 			}
 		}
 	}
-	for k, vv := range src {
+	return named
+}
+
+// removeHopByHop deletes h's hop-by-hop fields, leaving the end-to-end
+// ones.
+func removeHopByHop(h http.Header) {
+	named := connectionNamed(h)
+	for k := range h {
 		if isHopByHop(k, named) {
-			continue
+			delete(h, k)
 		}
-		dst[k] = vv
 	}
 }
 
@@ -73,8 +81,9 @@ func isHopByHop(k string, named []string) bool {
 var identityOnly = []string{"identity"}
 
 // outbound is the request forward sends upstream, lent from a pool with
-// its URL and header map: nothing keeps it once forward returns (the
-// response that points to it is done with by then).
+// its URL and a header map for when the client's fields are changed
+// (else the request carries the client's own map): nothing keeps it once
+// forward returns (the response that points to it is done with by then).
 type outbound struct {
 	req    http.Request
 	url    url.URL
@@ -103,10 +112,16 @@ func (o *outbound) release() {
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // forward sends the judged request upstream — to the address that was
-// checked, with the canonical path, the original Host, and the body that
-// was judged (MCP) or streamed (others) — and streams the response back.
-// Streaming responses (SSE, or no length) are flushed after every read so
-// events flow one by one.
+// checked, with the canonical path, the original Host, the client's
+// end-to-end fields, and the body that was judged (MCP) or streamed
+// (others) — and streams the response back. Streaming responses (SSE, or
+// no length) are flushed after every read so events flow one by one.
+//
+// Neither header is copied field by field: the request goes with the
+// client's header map (writeRequest leaves out the hop-by-hop fields),
+// copied only when a field is to change; the response's fields are read
+// straight into w's header (anything set there before is dropped), and
+// its hop-by-hop ones deleted there.
 //
 // list, when not nil, filters the tools/list results of the response.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte, list *toolsList) {
@@ -129,11 +144,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     ob.header,
+		Header:     r.Header,
 		Host:       r.Host,
 	}
 	out := &ob.req
-	copyEndToEnd(out.Header, r.Header)
+	if list != nil || p.tracer != nil {
+		// A field changes: on a copy, never in the client's request.
+		maps.Copy(ob.header, r.Header)
+		out.Header = ob.header
+	}
 	if list != nil {
 		// A compressed answer could not be filtered.
 		out.Header["Accept-Encoding"] = identityOnly
@@ -147,7 +166,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	}
 
 	ctx, traced := p.traceUpstream(r.Context(), out, t.host)
-	res, err := upstream.roundTrip(ctx, out, body)
+	res, err := upstream.roundTrip(ctx, out, body, w.Header())
 	traced(res, err)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -158,7 +177,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	}
 	defer res.Body.Close()
 
-	copyEndToEnd(w.Header(), res.Header)
+	removeHopByHop(res.Header) // which is w.Header()
 	announced := len(res.Trailer) > 0
 	if announced {
 		names := make([]string, 0, len(res.Trailer))

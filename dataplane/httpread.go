@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -125,7 +124,7 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 	r := &ru.req
 	*r = c.template
 	r.Method, r.Proto, r.ProtoMajor, r.ProtoMinor = method, proto, major, minor
-	r.RequestURI, r.Header, r.RemoteAddr = target, make(http.Header, lines), c.remote
+	r.RequestURI, r.Header, r.RemoteAddr = target, c.requestHeader(), c.remote
 	justAuthority := method == http.MethodConnect && !strings.HasPrefix(target, "/")
 	switch {
 	case !justAuthority && parsePlainTarget(target, &ru.url):
@@ -303,14 +302,36 @@ func (c *serverConn) readHead() (string, int, error) {
 	return head, lines, nil
 }
 
+// requestHeader returns the connection's header map, emptied, for the
+// request about to be read. A request's header is its handler's only
+// while the request is served (nothing the proxy keeps refers to the map
+// or its slices: what it keeps of a value is the string), so one map
+// serves every request on a connection, as one map serves every
+// response (response.reset). A map grown past maxPooledHeader fields is
+// dropped, not kept for the connection's life.
+func (c *serverConn) requestHeader() http.Header {
+	if c.header == nil || len(c.header) > maxPooledHeader {
+		c.header = make(http.Header, 8)
+	} else {
+		clear(c.header)
+	}
+	return c.header
+}
+
 // readFields parses the header field lines of fields (the head after its
 // request line) into h, as net/textproto does: names are tokens followed
 // directly by a colon, values are trimmed of spaces and tabs and hold no
 // control bytes but tab. A folded line marks the connection and is
 // joined to the one before, as Go joins it.
 func (c *serverConn) readFields(h http.Header, fields string, lines int) error {
-	// One backing array for every value, as textproto allocates it.
-	values := make([]string, 0, lines)
+	// One backing array for every value, as textproto allocates it; the
+	// connection's, like its header map, when it has the room (what the
+	// last request left in it is cleared, not to keep its head alive).
+	clear(c.values)
+	if cap(c.values) < lines || cap(c.values) > 4*maxPooledHeader {
+		c.values = make([]string, 0, max(lines, 8))
+	}
+	values := c.values[:0]
 	var last string // the name of the field before, for folded lines
 	for fields != "" {
 		var line string
@@ -335,6 +356,7 @@ func (c *serverConn) readFields(h http.Header, fields string, lines int) error {
 		addField(h, &values, name, value)
 		last = name
 	}
+	c.values = values
 	return nil
 }
 
@@ -577,7 +599,13 @@ func (b *requestBody) readTrailer() error {
 		if len(line) == 1 || len(line) == 2 && line[0] == '\r' {
 			return nil
 		}
-		if i := bytes.IndexByte(line, ':'); i <= 0 && line[0] != ' ' && line[0] != '\t' {
+		if line[0] == ' ' || line[0] == '\t' {
+			continue
+		}
+		// A field as a header's (Go's reader refuses a control byte in
+		// a trailer's value too).
+		field := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
+		if _, _, err := parseField(field); err != nil {
 			return fmt.Errorf("malformed chunked trailer line")
 		}
 	}

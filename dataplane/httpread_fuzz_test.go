@@ -41,7 +41,8 @@ func proxyRequests(stream []byte) (got []readResult, refused bool) {
 			// Go may disagree on where such a body ends: not compared.
 			return got, true
 		}
-		got = append(got, readResult{r.Method, r.RequestURI, r.Proto, r.Host, r.Header, string(body)})
+		// A clone: the connection's map is emptied for its next request.
+		got = append(got, readResult{r.Method, r.RequestURI, r.Proto, r.Host, r.Header.Clone(), string(body)})
 	}
 }
 

@@ -56,7 +56,9 @@ type upstreamResponse struct {
 // readResponse reads a response to a request with method from br, its
 // head up to maxResponseHeaderBytes, and frames its body to read from br.
 // head is a buffer kept between calls; nothing returned refers to it.
-func readResponse(br *bufio.Reader, head *[]byte, method string) (*upstreamResponse, error) {
+// The header fields are read into header, emptied first (nil: a new
+// map), which becomes the response's Header.
+func readResponse(br *bufio.Reader, head *[]byte, method string, header http.Header) (*upstreamResponse, error) {
 	s, lines, err := readResponseHead(br, head)
 	if err != nil {
 		return nil, err
@@ -90,7 +92,12 @@ func readResponse(br *bufio.Reader, head *[]byte, method string) (*upstreamRespo
 	res := &r.res
 	res.Status, res.StatusCode = status, code
 	res.Proto, res.ProtoMajor, res.ProtoMinor = proto, major, minor
-	res.Header = make(http.Header, lines)
+	if header == nil {
+		header = make(http.Header, lines)
+	} else {
+		clear(header)
+	}
+	res.Header = header
 	values := r.vals[:0]
 	if lines > len(r.vals) {
 		values = make([]string, 0, lines)

@@ -295,7 +295,7 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 		if version == "2026-07-28" {
 			out.Header.Set(mcp.HeaderMCPMethod, "tools/list")
 		}
-		res, err := upstream.roundTrip(ctx, out, body)
+		res, err := upstream.roundTrip(ctx, out, body, nil)
 		if err != nil {
 			return fmt.Errorf("list the server's tools: %w", err)
 		}

@@ -667,3 +667,98 @@ func TestWatchFileStartsFromTheLoadedFile(t *testing.T) {
 		t.Fatalf("the unchanged file was read as a change %d times", n)
 	}
 }
+
+// Hop-by-hop fields describe one connection: the proxy forwards neither
+// the client's (Proxy-Authorization among them) nor the upstream's, nor
+// the fields a Connection header names. Two requests on one client
+// connection: nothing of the first request or of its answer reaches the
+// second's.
+func TestHopByHopFieldsStayOnTheirConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	heads := make(chan string, 2)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for _, answer := range []string{
+			"HTTP/1.1 200 OK\r\nConnection: X-Private\r\nX-Private: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\nX-Public: 1\r\nContent-Length: 2\r\n\r\nok",
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		} {
+			var head strings.Builder
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\r\n" {
+					break
+				}
+				head.WriteString(line)
+			}
+			heads <- head.String()
+			io.WriteString(c, answer)
+		}
+	}()
+	_, pu := plainProxy(t, restPolicy, ln.Addr().(*net.TCPAddr).Port, nil)
+	conn, err := net.Dial("tcp", pu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	target := fmt.Sprintf("http://api.example.com:%d/v1/x", ln.Addr().(*net.TCPAddr).Port)
+	exchange := func(fields string) (string, *http.Response) {
+		t.Helper()
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, strings.TrimPrefix(target[:strings.LastIndex(target, "/v1")], "http://"), fields)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+		select {
+		case head := <-heads:
+			return head, res
+		case <-time.After(10 * time.Second):
+			t.Fatal("the upstream saw no request")
+			return "", nil
+		}
+	}
+
+	head, res := exchange("Connection: keep-alive, Te\r\nProxy-Connection: keep-alive\r\nKeep-Alive: 300\r\nProxy-Authorization: Basic c2VjcmV0\r\nTe: trailers\r\nX-End: 1\r\n")
+	if !strings.Contains(head, "X-End: 1\r\n") {
+		t.Errorf("the upstream did not get the end-to-end field:\n%s", head)
+	}
+	for _, hop := range []string{"Connection:", "Proxy-Connection:", "Keep-Alive:", "Proxy-Authorization:", "Te:"} {
+		if strings.Contains(head, hop) {
+			t.Errorf("the upstream got %s:\n%s", hop, head)
+		}
+	}
+	if res.Header.Get("X-Public") != "1" {
+		t.Errorf("the client did not get the upstream's end-to-end field: %v", res.Header)
+	}
+	for _, hop := range []string{"X-Private", "Keep-Alive", "Proxy-Authenticate"} {
+		if _, ok := res.Header[hop]; ok {
+			t.Errorf("the client got the upstream's %s: %v", hop, res.Header)
+		}
+	}
+
+	head, res = exchange("X-Second: 1\r\n")
+	if !strings.Contains(head, "X-Second: 1\r\n") || strings.Contains(head, "X-End") {
+		t.Errorf("the second request reached the upstream as:\n%s", head)
+	}
+	if _, ok := res.Header["X-Public"]; ok {
+		t.Errorf("the second answer carries the first's field: %v", res.Header)
+	}
+}

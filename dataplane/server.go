@@ -238,6 +238,8 @@ type serverConn struct {
 	bodyBuffered bool
 	skipCRLF     int
 	head         []byte
+	header       http.Header // every request's header (requestHeader)
+	values       []string    // and the backing array of its values
 	body         requestBody
 	res          response
 	hijacked     bool

@@ -149,7 +149,11 @@ func (l *readLimit) Read(p []byte) (int, error) {
 
 // roundTrip sends req on a pooled connection (or a new one) and returns
 // the response; its body hands the connection back when read to the end,
-// and closes it when closed early.
+// and closes it when closed early. The response's header fields are read
+// into header, emptied first, which becomes its Header (nil: a new map);
+// forward hands it the client's response header, so that what the
+// upstream sent is not copied from one map into another. On an error
+// header holds nothing of any response.
 //
 // body is the request body when the proxy holds all of it (nil for none,
 // or when req.Body streams the client's). A request that failed on a
@@ -158,7 +162,7 @@ func (l *readLimit) Read(p []byte) (int, error) {
 // its method is idempotent; a POST is not, as the server may have acted
 // on it. Reused connections are checked for a close first (stillOpen),
 // so that race is narrow.
-func (p *upstreamPool) roundTrip(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+func (p *upstreamPool) roundTrip(ctx context.Context, req *http.Request, body []byte, header http.Header) (*http.Response, error) {
 	if body == nil && req.Body != nil {
 		req.Body = &bodyErr{r: req.Body}
 	}
@@ -167,7 +171,7 @@ func (p *upstreamPool) roundTrip(ctx context.Context, req *http.Request, body []
 		if err != nil {
 			return nil, err
 		}
-		res, err := c.exchange(ctx, req, body)
+		res, err := c.exchange(ctx, req, body, header)
 		if err == nil {
 			return res, nil
 		}
@@ -294,13 +298,15 @@ func (p *upstreamPool) close() {
 	}
 }
 
-// exchange writes req and reads its response. Cancelling ctx closes the
-// connection, which ends a blocked write or read.
-func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+// exchange writes req and reads its response, its fields into header
+// (see roundTrip). Cancelling ctx closes the connection, which ends a
+// blocked write or read.
+func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []byte, header http.Header) (*http.Response, error) {
 	ended := whenEnded(ctx, &c.kill)
 	fail := func(err error) (*http.Response, error) {
 		ended.stopped()
 		c.conn.Close()
+		clear(header) // nothing of a response that failed
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
@@ -320,7 +326,7 @@ func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []b
 	for n := 0; ; n++ {
 		c.lim.n = maxResponseHeaderBytes
 		var err error
-		r, err = readResponse(c.br, &c.head, req.Method)
+		r, err = readResponse(c.br, &c.head, req.Method, header)
 		if err != nil {
 			if werr != nil {
 				err = werr
@@ -349,11 +355,12 @@ func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []b
 }
 
 // writeRequest writes req as HTTP/1.1 to bw: its request line (the URL's
-// escaped path and query), Host, its header fields, and its body — body
-// when the proxy holds all of it, else req.Body streamed (ContentLength
-// bytes, or chunked when the length is unknown). The fields that frame a
-// message (Content-Length, Transfer-Encoding, Trailer) and Host are the
-// proxy's own, never copied; nothing else is added (no User-Agent).
+// escaped path and query), Host, its end-to-end header fields, and its
+// body — body when the proxy holds all of it, else req.Body streamed
+// (ContentLength bytes, or chunked when the length is unknown). The
+// fields that frame a message (Content-Length, Transfer-Encoding,
+// Trailer) and Host are the proxy's own, never copied, and the
+// hop-by-hop ones are left out; nothing else is added (no User-Agent).
 func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
@@ -369,7 +376,8 @@ func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
 	}
 	bw.WriteString(host)
 	bw.WriteString("\r\n")
-	writeFields(bw, req.Header, framingField)
+	named := connectionNamed(req.Header)
+	writeFields(bw, req.Header, func(name string) bool { return framingField(name) || isHopByHop(name, named) })
 	length := req.ContentLength
 	streamed := body == nil && req.Body != nil && req.Body != http.NoBody && length != 0
 	if body != nil {

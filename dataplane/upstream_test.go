@@ -79,7 +79,7 @@ func poolFor(t *testing.T, srv *httptest.Server) (*upstreams, *upstreamPool, *ur
 func get(t *testing.T, p *upstreamPool, u *url.URL, path string) (*http.Response, string) {
 	t.Helper()
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: path}, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-	res, err := p.roundTrip(context.Background(), req, nil)
+	res, err := p.roundTrip(context.Background(), req, nil, nil)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -117,7 +117,7 @@ func TestUpstreamNoticesServerClosedIdleConnection(t *testing.T) {
 	_, p, u := poolFor(t, srv)
 	post := func(body string) string {
 		req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}, ContentLength: int64(len(body))}
-		res, err := p.roundTrip(context.Background(), req, []byte(body))
+		res, err := p.roundTrip(context.Background(), req, []byte(body), nil)
 		if err != nil {
 			t.Fatalf("POST: %v", err)
 		}
@@ -166,7 +166,7 @@ func TestUpstreamDoesNotReuseUnfinishedConnections(t *testing.T) {
 	})
 	ups, p, u := poolFor(t, srv)
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/big"}, Host: u.Host, Header: http.Header{}}
-	res, err := p.roundTrip(context.Background(), req, nil)
+	res, err := p.roundTrip(context.Background(), req, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestUpstreamRefusesHugeResponseHead(t *testing.T) {
 		io.WriteString(c, "\r\n")
 	})
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}}
-	_, err := rawPool(t, u).roundTrip(context.Background(), req, nil)
+	_, err := rawPool(t, u).roundTrip(context.Background(), req, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Fatalf("err = %v, want response head too large", err)
 	}
@@ -265,7 +265,7 @@ func TestUpstreamCancelClosesConnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}}
-	res, err := rawPool(t, u).roundTrip(ctx, req, nil)
+	res, err := rawPool(t, u).roundTrip(ctx, req, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestUpstreamRetriesOnlyIdempotentRequests(t *testing.T) {
 		t.Fatalf("body %q", body)
 	}
 	req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}, ContentLength: 2}
-	if _, err := p.roundTrip(context.Background(), req, []byte("{}")); err == nil {
+	if _, err := p.roundTrip(context.Background(), req, []byte("{}"), nil); err == nil {
 		t.Fatal("a POST that failed on a reused connection was retried")
 	}
 	if got := served.Load(); got != 2 {
