@@ -208,11 +208,22 @@ func featureScenario(t *testing.T, connect func(*upstream) *http.Client) []strin
 	if len(ids) < 2 {
 		t.Fatalf("the work call's stream had event ids %q", ids)
 	}
-	replay, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://orders.example.com:%d/mcp", up.port), nil)
-	replay.Header = http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {cs.ID()}, "Mcp-Protocol-Version": {"2025-11-25"}, "Last-Event-Id": {ids[0]}}
-	res, err := streams.next.RoundTrip(replay)
-	if err != nil {
-		t.Fatal(err)
+	// The SDK refuses (409) to replay a stream whose POST handler is still
+	// finishing: the client may hold the result a moment before that
+	// handler has let its stream go. Asked again shortly, it replays.
+	var res *http.Response
+	for attempt := 0; ; attempt++ {
+		replay, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://orders.example.com:%d/mcp", up.port), nil)
+		replay.Header = http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {cs.ID()}, "Mcp-Protocol-Version": {"2025-11-25"}, "Last-Event-Id": {ids[0]}}
+		var err error
+		if res, err = streams.next.RoundTrip(replay); err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusConflict || attempt == 50 {
+			break
+		}
+		res.Body.Close()
+		time.Sleep(20 * time.Millisecond)
 	}
 	replayed, _ := io.ReadAll(res.Body)
 	res.Body.Close()
