@@ -36,6 +36,11 @@ import (
 //   - a trailer line ending in a bare LF, or a folded one (Go takes a
 //     bare LF in a trailer only when a CRLF CRLF comes up in the buffer
 //     after it).
+//
+// And it keeps one field Go drops: an HTTP/1.1 Connection field saying
+// close. The fields it names are hop-by-hop too, and forward, which
+// removes the hop-by-hop fields before answering its client, must see
+// them to remove them.
 
 const (
 	// maxResponseTrailerBytes bounds a chunked body's trailer section, as
@@ -198,15 +203,12 @@ func frameResponse(r *upstreamResponse, method string) error {
 	res, h := &r.res, r.res.Header
 	http11 := res.ProtoMinor >= 1 // ProtoMajor is 1
 
-	// Connection: HTTP/1.0 closes unless kept alive; HTTP/1.1 on close,
-	// and then Go drops the field.
+	// Connection: HTTP/1.0 closes unless kept alive; HTTP/1.1 on close
+	// (Go then drops the field; it is kept here, see above).
 	conn := h["Connection"]
 	hasClose := httpguts.HeaderValuesContainsToken(conn, "close")
 	if http11 {
 		res.Close = hasClose
-		if hasClose {
-			delete(h, "Connection")
-		}
 	} else {
 		res.Close = hasClose || !httpguts.HeaderValuesContainsToken(conn, "keep-alive")
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // respResult is what the proxy uses of a response, its body read to the
@@ -54,6 +56,10 @@ func proxyResponses(stream []byte, method string) []respResult {
 		body, err := io.ReadAll(&r.body.responseBody)
 		if err != nil {
 			return out
+		}
+		if r.res.ProtoMinor >= 1 && httpguts.HeaderValuesContainsToken(r.res.Header["Connection"], "close") {
+			// Kept for forward (it names hop-by-hop fields); Go drops it.
+			delete(r.res.Header, "Connection")
 		}
 		out = append(out, resultOf(&r.res, body, len(stream)-rd.Len()-br.Buffered()))
 		if r.res.Close {

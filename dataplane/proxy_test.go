@@ -670,27 +670,29 @@ func TestWatchFileStartsFromTheLoadedFile(t *testing.T) {
 
 // Hop-by-hop fields describe one connection: the proxy forwards neither
 // the client's (Proxy-Authorization among them) nor the upstream's, nor
-// the fields a Connection header names. Two requests on one client
-// connection: nothing of the first request or of its answer reaches the
-// second's.
+// the fields a Connection header names, also when it says close. Three
+// requests on one client connection: nothing of one request or of its
+// answer reaches the next's.
 func TestHopByHopFieldsStayOnTheirConnection(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	heads := make(chan string, 2)
+	heads := make(chan string, 3)
 	go func() {
+		answers := []string{
+			"HTTP/1.1 200 OK\r\nConnection: X-Private\r\nX-Private: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\nX-Public: 1\r\nContent-Length: 2\r\n\r\nok",
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+			"HTTP/1.1 200 OK\r\nConnection: close, X-Closing\r\nX-Closing: 1\r\nContent-Length: 2\r\n\r\nok",
+		}
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
 		defer c.Close()
 		br := bufio.NewReader(c)
-		for _, answer := range []string{
-			"HTTP/1.1 200 OK\r\nConnection: X-Private\r\nX-Private: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\nX-Public: 1\r\nContent-Length: 2\r\n\r\nok",
-			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-		} {
+		for _, answer := range answers {
 			var head strings.Builder
 			for {
 				line, err := br.ReadString('\n')
@@ -706,7 +708,8 @@ func TestHopByHopFieldsStayOnTheirConnection(t *testing.T) {
 			io.WriteString(c, answer)
 		}
 	}()
-	_, pu := plainProxy(t, restPolicy, ln.Addr().(*net.TCPAddr).Port, nil)
+	port := ln.Addr().(*net.TCPAddr).Port
+	_, pu := plainProxy(t, restPolicy, port, nil)
 	conn, err := net.Dial("tcp", pu.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -714,10 +717,9 @@ func TestHopByHopFieldsStayOnTheirConnection(t *testing.T) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(conn)
-	target := fmt.Sprintf("http://api.example.com:%d/v1/x", ln.Addr().(*net.TCPAddr).Port)
 	exchange := func(fields string) (string, *http.Response) {
 		t.Helper()
-		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, strings.TrimPrefix(target[:strings.LastIndex(target, "/v1")], "http://"), fields)
+		fmt.Fprintf(conn, "GET http://api.example.com:%d/v1/x HTTP/1.1\r\nHost: api.example.com:%d\r\n%s\r\n", port, port, fields)
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -760,5 +762,12 @@ func TestHopByHopFieldsStayOnTheirConnection(t *testing.T) {
 	}
 	if _, ok := res.Header["X-Public"]; ok {
 		t.Errorf("the second answer carries the first's field: %v", res.Header)
+	}
+
+	// The upstream closes its connection, naming a field as it does: the
+	// field goes no further than the Connection header would.
+	_, res = exchange("")
+	if _, ok := res.Header["X-Closing"]; ok {
+		t.Errorf("the client got the field the upstream's Connection: close named: %v", res.Header)
 	}
 }
