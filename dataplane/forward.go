@@ -22,15 +22,22 @@ var hopByHop = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// connectionNamed returns the fields h's Connection header names, which
-// are hop-by-hop too (nil when it has none).
-func connectionNamed(h http.Header) []string {
-	var named []string
+// connectionNamed returns the fields h's Connection header names beyond
+// those hop-by-hop by definition, which are hop-by-hop too (nil when it
+// names none). A set: a field is then looked up in it once, however many
+// names a sender packs into its Connection header.
+func connectionNamed(h http.Header) map[string]bool {
+	var named map[string]bool
 	for _, v := range h["Connection"] {
-		for _, f := range strings.Split(v, ",") {
-			if f = textproto.TrimString(f); f != "" {
-				named = append(named, http.CanonicalHeaderKey(f))
+		for f := range strings.SplitSeq(v, ",") {
+			f = http.CanonicalHeaderKey(textproto.TrimString(f))
+			if f == "" || f == "Close" || isHopByHop(f, nil) {
+				continue
 			}
+			if named == nil {
+				named = make(map[string]bool)
+			}
+			named[f] = true
 		}
 	}
 	return named
@@ -62,18 +69,13 @@ func connectionNamesEndToEnd(h http.Header) string {
 	return ""
 }
 
-func isHopByHop(k string, named []string) bool {
+func isHopByHop(k string, named map[string]bool) bool {
 	for _, h := range hopByHop {
 		if k == h {
 			return true
 		}
 	}
-	for _, h := range named {
-		if k == h {
-			return true
-		}
-	}
-	return false
+	return named[k]
 }
 
 // identityOnly is the Accept-Encoding of a request whose answer is

@@ -360,3 +360,22 @@ func waitUntilTrue(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A Connection header naming many fields, over a head holding many
+// fields: each is removed, the end-to-end one kept, and each field is
+// looked up once (a list compared with every field was quadratic in what
+// an upstream sends).
+func TestRemoveHopByHopManyNames(t *testing.T) {
+	const n = 20000
+	h := http.Header{"X-Kept": {"1"}}
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("X-F%d", i)
+		h[names[i]] = []string{"v"}
+	}
+	h["Connection"] = []string{"close, " + strings.Join(names, ", ")}
+	removeHopByHop(h)
+	if len(h) != 1 || h.Get("X-Kept") != "1" {
+		t.Fatalf("%d fields left, want only X-Kept", len(h))
+	}
+}
