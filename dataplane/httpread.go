@@ -117,10 +117,10 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 		c.mark("a request on this connection named an HTTP version other than 1.0 or 1.1")
 	}
 
-	// A copy of the connection's template carries its context, and the
-	// request and its URL are one allocation: not a request, its
-	// WithContext copy and a URL.
-	ru := new(requestWithURL)
+	// The connection's request, a copy of its template (which carries
+	// its context), with its URL beside it: nothing keeps a request once
+	// it is answered, so none is allocated.
+	ru := &c.req
 	r := &ru.req
 	*r = c.template
 	r.Method, r.Proto, r.ProtoMajor, r.ProtoMinor = method, proto, major, minor
@@ -169,7 +169,7 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 	return r, nil
 }
 
-// requestWithURL is a request and its URL in one allocation.
+// requestWithURL is a request and its URL, kept together.
 type requestWithURL struct {
 	req http.Request
 	url url.URL

@@ -367,6 +367,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type dest struct {
 	host string
 	port int
+	// ip is the host read as an IP literal, in any spelling (parseTarget);
+	// invalid for a host name.
+	ip netip.Addr
 }
 
 func (t dest) authority() string { return net.JoinHostPort(t.host, strconv.Itoa(t.port)) }
@@ -384,10 +387,11 @@ func parseTarget(authority, defaultPort string) (dest, error) {
 	// literal or a host name. '*', NUL, '%', spaces and other bytes no
 	// DNS name holds would otherwise meet the policy's wildcards (a
 	// CONNECT to the literal host *.corp.example.com).
-	if _, ip := policy.ParseHostIP(host); !ip && !policy.ValidHostName(host) {
+	ip, literal := policy.ParseHostIP(host)
+	if !literal && !policy.ValidHostName(host) {
 		return dest{}, fmt.Errorf("invalid destination host %q: not a host name or an IP address", host)
 	}
-	return dest{host: strings.ToLower(strings.TrimSuffix(host, ".")), port: n}, nil
+	return dest{host: strings.ToLower(strings.TrimSuffix(host, ".")), port: n, ip: ip}, nil
 }
 
 // sameAuthority compares two authorities, treating an omitted port as the
@@ -446,17 +450,18 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 }
 
 // literalDenied checks what needs no DNS: a control-plane port, and an IP
-// literal host (in any spelling), which is the address dialled. ip is that
-// address when the host is an allowed IP literal.
+// literal host (in any spelling, read by parseTarget), which is the
+// address dialled. ip is that address when the host is an allowed IP
+// literal.
 func literalDenied(t dest, devAllowLoopback bool) (ip netip.Addr, reason string, denied bool) {
 	if policy.DeniedPort(t.port) {
 		return netip.Addr{}, fmt.Sprintf("port %d is a control-plane port, always denied", t.port), true
 	}
-	if ip, ok := policy.ParseHostIP(t.host); ok {
-		if reason, denied := policy.AlwaysDenied(ip, devAllowLoopback); denied {
-			return netip.Addr{}, fmt.Sprintf("%s resolves to %s, a %s, always denied", t.host, ip, reason), true
+	if t.ip.IsValid() {
+		if reason, denied := policy.AlwaysDenied(t.ip, devAllowLoopback); denied {
+			return netip.Addr{}, fmt.Sprintf("%s resolves to %s, a %s, always denied", t.host, t.ip, reason), true
 		}
-		return ip, "", false
+		return t.ip, "", false
 	}
 	return netip.Addr{}, "", false
 }

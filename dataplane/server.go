@@ -238,8 +238,9 @@ type serverConn struct {
 	bodyBuffered bool
 	skipCRLF     int
 	head         []byte
-	header       http.Header // every request's header (requestHeader)
-	values       []string    // and the backing array of its values
+	req          requestWithURL // every request (readRequest)
+	header       http.Header    // and its header (requestHeader)
+	values       []string       // and the backing array of its values
 	body         requestBody
 	res          response
 	hijacked     bool
