@@ -20,7 +20,7 @@ type openCheck struct {
 	unasked bool            // TLS: bytes may arrive unasked
 	open    bool
 	b       [1]byte
-	peek    func(fd uintptr) bool
+	peek    func(fd uintptr)
 }
 
 func newOpenCheck(conn net.Conn) *openCheck {
@@ -38,7 +38,7 @@ func newOpenCheck(conn net.Conn) *openCheck {
 		return c
 	}
 	c.rc = rc
-	c.peek = func(fd uintptr) bool {
+	c.peek = func(fd uintptr) {
 		n, _, err := syscall.Recvfrom(int(fd), c.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK):
@@ -48,7 +48,6 @@ func newOpenCheck(conn net.Conn) *openCheck {
 		default:
 			c.open = c.unasked
 		}
-		return true
 	}
 	return c
 }
@@ -62,7 +61,9 @@ func (c *openCheck) check() bool {
 		return true
 	}
 	c.open = false
-	err := c.rc.Read(c.peek)
+	// Control, not Read: the peek never waits, so it needs neither the
+	// descriptor's read lock nor its poller state reset.
+	err := c.rc.Control(c.peek)
 	return err == nil && c.open
 }
 
