@@ -31,9 +31,9 @@ import (
 func main() {
 	cfg := config{}
 	concurrency := flag.String("concurrency", "16,1", "comma-separated concurrent keep-alive clients per path, one measurement each (16: saturation on 2 cores; 1: latency without queueing)")
-	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time per path and concurrency, split evenly across the rounds")
+	flag.DurationVar(&cfg.duration, "duration", 20*time.Second, "measured time per path and concurrency, split evenly across the rounds")
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured load per path before each concurrency's first round")
-	flag.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (each measures every path once)")
+	flag.IntVar(&cfg.rounds, "rounds", 10, "interleaved rounds (each measures every path once; more and shorter rounds let a noisy neighbour's bursts hit every path alike)")
 	flag.StringVar(&cfg.upstream, "upstream", "fixed", `upstream: "fixed" (a fixed-response JSON-RPC handler) or "sdk" (demo.OrdersHandler, stateless)`)
 	paths := flag.String("paths", "direct,portcullis,nginx", "comma-separated paths to measure (direct, portcullis, baseline, nginx, relay; -baseline adds baseline; relay is a Go byte relay, the floor under any Go proxy)")
 	flag.StringVar(&cfg.portcullis, "portcullis", "", "the portcullis binary to run (default: go build ./cmd/portcullis into a temp dir)")
