@@ -188,27 +188,29 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		}
 		w.Header().Set("Trailer", strings.Join(names, ", "))
 	}
-	streaming := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+	handled := false
 	if list != nil {
-		if handled, err := list.copyFiltered(w, res); handled {
-			if err != nil && !errors.Is(err, context.Canceled) {
-				p.log.Debug("filtered response ended early", "host", t.host, "err", err)
+		var err error
+		if handled, err = list.copyFiltered(w, res); handled && err != nil && !errors.Is(err, context.Canceled) {
+			p.log.Debug("filtered response ended early", "host", t.host, "err", err)
+		}
+	}
+	if !handled {
+		streaming := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+		w.WriteHeader(res.StatusCode)
+		if streaming {
+			// The status and headers go now: an event stream may say
+			// nothing for a while (a tool at work), and its client is
+			// waiting for them (Mcp-Session-Id among them), perhaps with
+			// a timeout.
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				p.log.Debug("response header flush failed", "host", t.host, "err", err)
+				return
 			}
-			return
 		}
-	}
-	w.WriteHeader(res.StatusCode)
-	if streaming {
-		// The status and headers go now: an event stream may say nothing
-		// for a while (a tool at work), and its client is waiting for
-		// them (Mcp-Session-Id among them), perhaps with a timeout.
-		if err := http.NewResponseController(w).Flush(); err != nil {
-			p.log.Debug("response header flush failed", "host", t.host, "err", err)
-			return
+		if err := copyResponse(w, res.Body, streaming); err != nil && !errors.Is(err, context.Canceled) {
+			p.log.Debug("response copy ended early", "host", t.host, "err", err)
 		}
-	}
-	if err := copyResponse(w, res.Body, streaming); err != nil && !errors.Is(err, context.Canceled) {
-		p.log.Debug("response copy ended early", "host", t.host, "err", err)
 	}
 	if announced {
 		for k, vv := range res.Trailer {

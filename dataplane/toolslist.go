@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
@@ -19,8 +20,12 @@ import (
 // stream, every page — keeping a tool when the policy in force would
 // allow a tools/call of it with some arguments (a tool allowed only for
 // some arguments stays listed), and everything else of the result as the
-// server sent it (nextCursor among it). mcp.filter_tools_list: false and
-// audit endpoints pass the results unchanged. A result the proxy cannot
+// server sent it (nextCursor among it). A client routes an answer by its
+// id whatever stream or body brings it, so every answer of the endpoint
+// is looked at: one answering another request of the same POST passes as
+// sent, and one with any other id is filtered when it looks like a
+// tools/list result. mcp.filter_tools_list: false and audit endpoints
+// pass the results unchanged. A result the proxy cannot
 // read strictly never reaches the agent: its request gets a JSON-RPC error
 // instead.
 
@@ -33,9 +38,16 @@ type toolsList struct {
 	session sessionKey // the endpoint and MCP session the response belongs to
 	answers mcp.ListResponse
 	// ids are the tools/list requests' ids, answered with an error when
-	// their result cannot be read; none for a POST without one (its
-	// answer is only watched) and for a GET (filtered by shape).
+	// their result cannot be read; none for a POST without one and for a
+	// GET.
 	ids []json.RawMessage
+	// get says the response answers a GET: a stream with no request of
+	// its own to answer.
+	get bool
+	// own backs answers.Own for a POST of one request, and limit bounds
+	// the read of a JSON answer: both here to need no allocation.
+	own   [1]json.RawMessage
+	limit io.LimitedReader
 	// vis is which tools the agent may see, judged when a result comes.
 	vis visibility
 }
@@ -55,9 +67,6 @@ func (l *toolsList) requests(ids []string) { l.p.pending.add(l.session, ids, l.p
 // no answer is a tools/list result. Never written.
 var noLists = map[string]bool{}
 
-// filters reports whether l looks for tools/list results at all.
-func (l *toolsList) filters() bool { return len(l.ids) > 0 || l.answers.IDs == nil }
-
 // listFilterCode is the JSON-RPC error code of a tools/list result the
 // proxy could not read (a denial is -32001).
 const listFilterCode = -32003
@@ -73,9 +82,11 @@ func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpoi
 	l := toolsLists.Get().(*toolsList)
 	*l = toolsList{p: p, session: sessionKey{ep: key, session: r.Header.Get(mcp.HeaderMCPSessionID)}}
 	version := r.Header.Get(mcp.HeaderMCPProtocolVersion)
+	l.get = mreq == nil
 	if mreq != nil {
 		version = mreq.Version
 		l.answers.IDs = noLists
+		l.answers.Own = l.own[:0]
 		requests := 0
 		for _, m := range mreq.Messages {
 			if m.Message.Response || m.ID == nil {
@@ -83,6 +94,7 @@ func (p *Proxy) toolsListFor(base policy.Request, r *http.Request, key mcpEndpoi
 			}
 			requests++
 			if m.Message.Method != "tools/list" {
+				l.answers.Own = append(l.answers.Own, m.ID)
 				continue
 			}
 			id, err := mcp.IDKey(m.ID)
@@ -186,22 +198,27 @@ var errNotInspectable = errors.New("not inspectable")
 
 // copyFiltered copies res to w with its tools/list results filtered:
 // event by event for an event stream, whole for anything else answering a
-// POST. It returns false, having written nothing, when the response
-// should be copied unchanged (not a success, an empty body, or a GET's
-// answer that is not a stream: a client reads no message from it).
+// POST (any of its responses may answer a tools/list request of another
+// stream). It returns false, having written nothing, when the response
+// should be copied unchanged: not a success, or without a body. A GET's
+// successful answer is read as an event stream whatever its Content-Type
+// says, as clients read it.
 func (l *toolsList) copyFiltered(w http.ResponseWriter, res *http.Response) (handled bool, err error) {
-	stream := isEventStream(res.Header.Get("Content-Type"))
-	if res.StatusCode < 200 || res.StatusCode > 299 || res.StatusCode == http.StatusNoContent || res.ContentLength == 0 || len(l.ids) == 0 && !stream {
+	if res.StatusCode < 200 || res.StatusCode > 299 || res.StatusCode == http.StatusNoContent || res.ContentLength == 0 {
 		return false, nil
 	}
-	if ce := res.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+	if ce := encoded(res.Header["Content-Encoding"]); ce != "" {
 		l.refuse(w, "the server's answer is "+ce+"-encoded")
 		return true, errNotInspectable
 	}
-	if stream {
+	if l.get || isEventStream(res.Header.Get("Content-Type")) {
 		return true, l.copyEvents(w, res)
 	}
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxListMessage+1))
+	bp := bodyBuffers.Get().(*bytes.Buffer)
+	defer releaseBodyBuffer(bp)
+	l.limit = io.LimitedReader{R: res.Body, N: maxListMessage + 1}
+	_, err = bp.ReadFrom(&l.limit)
+	body := bp.Bytes()
 	switch {
 	case err != nil:
 		l.refuse(w, "the server's answer could not be read")
@@ -214,15 +231,44 @@ func (l *toolsList) copyFiltered(w http.ResponseWriter, res *http.Response) (han
 		_, err := w.Write(body)
 		return true, err
 	}
-	out, _, ferr := mcp.FilterToolsList(body, l.answers, l.keep)
+	out, removed, ferr := mcp.FilterToolsList(body, l.answers, l.keep)
 	if ferr != nil {
 		l.refuse(w, ferr.Error())
 		return true, errNotInspectable
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	if removed > 0 {
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	}
 	w.WriteHeader(res.StatusCode)
 	_, err = w.Write(out)
 	return true, err
+}
+
+// encoded returns the first content coding of a Content-Encoding field's
+// values other than identity ("" when there is none): the answer cannot
+// be read. Every value and every element of a list counts — a client
+// that applies them all would decode what the proxy did not read.
+func encoded(values []string) string {
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
+// bodyBuffers hold the JSON answers copyFiltered reads whole; one over
+// 64 KiB is not kept.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func releaseBodyBuffer(b *bytes.Buffer) {
+	if b.Cap() > 64<<10 {
+		return
+	}
+	b.Reset()
+	bodyBuffers.Put(b)
 }
 
 // refuse answers the tools/list requests with an error instead of a
@@ -235,12 +281,18 @@ func (l *toolsList) refuse(w http.ResponseWriter, why string) {
 	w.Write(l.errorBody(why))
 }
 
+// errorBody answers the POST's tools/list requests, or when it has none
+// its other requests, with an error saying why.
 func (l *toolsList) errorBody(why string) []byte {
 	msg := "the proxy could not inspect the tools/list result: " + why
-	if len(l.ids) == 1 {
-		return mcp.ResponseErrorBody(l.ids[0], listFilterCode, msg)
+	ids := l.ids
+	if len(ids) == 0 {
+		ids = l.answers.Own
 	}
-	return mcp.DenyBody(l.ids, listFilterCode, msg, nil)
+	if len(ids) == 1 {
+		return mcp.ResponseErrorBody(ids[0], listFilterCode, msg)
+	}
+	return mcp.DenyBody(ids, listFilterCode, msg, nil)
 }
 
 // copyEvents copies an event stream event by event, each flushed, with
@@ -262,7 +314,7 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 			if err == io.EOF {
 				return nil
 			}
-			if errors.Is(err, mcp.ErrEventTooLarge) && len(l.ids) > 0 {
+			if errors.Is(err, mcp.ErrEventTooLarge) && !l.get {
 				w.Write(eventBytes(nil, l.errorBody(err.Error())))
 				rc.Flush()
 			}
@@ -278,11 +330,11 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 				l.requests(se.Requests)
 			}
 		}
-		if ev.HasData && l.filters() {
+		if ev.HasData {
 			filtered, removed, ferr := mcp.FilterToolsList(ev.Data, l.answers, l.keep)
 			switch {
-			case ferr != nil && len(l.ids) == 0:
-				continue // a GET stream's: no request to answer
+			case ferr != nil && l.get:
+				continue // no request to answer
 			case ferr != nil:
 				out = eventBytes(ev.Fields, l.errorBody(ferr.Error()))
 			case removed > 0:

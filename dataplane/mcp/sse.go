@@ -25,9 +25,15 @@ var ErrEventTooLarge = errors.New("an event of the server's stream is too large 
 // does: lines end with CRLF, LF or CR, a blank line ends an event, a line
 // "data: x" or "data:x" adds x to its data.
 type EventReader struct {
-	r   *bufio.Reader
-	max int
+	r       *bufio.Reader
+	max     int
+	started bool // the stream's first line was read
 }
+
+// bom is a UTF-8 byte order mark, which a stream may start with: the
+// HTML standard's parser (and a client decoding the stream as UTF-8)
+// drops it, so "\uFEFFdata: x" is a data line.
+var bom = []byte("\xEF\xBB\xBF")
 
 // NewEventReader reads events of at most max bytes from r.
 func NewEventReader(r io.Reader, max int) *EventReader {
@@ -50,6 +56,11 @@ func (er *EventReader) Next() (Event, error) {
 			return Event{}, err
 		}
 		content := bytes.TrimRight(line, "\r\n")
+		if !er.started {
+			er.started = true
+			content = bytes.TrimPrefix(content, bom)
+			line = bytes.TrimPrefix(line, bom) // a rewritten event goes without it
+		}
 		if len(content) == 0 {
 			return ev, nil
 		}

@@ -19,31 +19,74 @@ import (
 // bytes the proxy does not change are passed on as the server sent them.
 
 // ListResponse says which of a server's responses answer a tools/list
-// request.
+// request. A client routes a response by its id, whatever stream or body
+// brings it, so a server can answer a pending tools/list on the stream of
+// any other request: every response is looked at, not only those on the
+// tools/list request's own stream.
 type ListResponse struct {
-	// IDs are the tools/list requests' ids (IDKey). A response whose id
-	// is neither a string nor an integer is an error. Nil: every response
-	// whose result has a "tools" member is a tools/list result (a stream
-	// the proxy cannot tie to its requests: a GET stream's replay).
+	// IDs are the ids (IDKey) of the tools/list requests the answered
+	// request carried: their responses must be tools/list results, read
+	// strictly. A response whose id is neither a string nor an integer
+	// is an error, when IDs or Own names any id.
 	IDs map[string]bool
+	// Own are the ids of the answered request's other requests: their
+	// responses are those requests' answers, passed as they are.
+	Own []json.RawMessage
 	// Only says the request that the stream answers held one request, a
 	// tools/list: the one response on the stream is its answer, whatever
 	// its id.
 	Only bool
 }
 
-func (l ListResponse) answers(id *jvalue, where string) (bool, error) {
-	if l.Only || l.IDs == nil {
-		return true, nil
-	}
-	if id == nil {
-		return false, nil
+// Every other response — an id the answered request did not carry, or
+// any response on a stream the proxy cannot tie to its requests (a GET
+// stream's replay) — is a tools/list result when its result has a
+// "tools" member: it is filtered by its shape.
+
+type answerKind uint8
+
+const (
+	byShape     answerKind = iota // a tools/list result if it looks like one
+	listAnswer                    // the answer to a tools/list request: must be one
+	otherAnswer                   // the answer to another request of the POST
+)
+
+func (l ListResponse) classify(id *jvalue, where string) (answerKind, error) {
+	switch {
+	case l.Only:
+		return listAnswer, nil
+	case len(l.IDs) == 0 && len(l.Own) == 0, id == nil:
+		return byShape, nil
 	}
 	key, err := idKey(id, where, true)
 	if err != nil {
-		return false, err
+		return byShape, err
 	}
-	return l.IDs[key], nil
+	if l.IDs[key] {
+		return listAnswer, nil
+	}
+	for _, own := range l.Own {
+		if k, err := IDKey(own); err == nil && k == key {
+			return otherAnswer, nil
+		}
+	}
+	return byShape, nil
+}
+
+// mayListTools reports whether msg can hold a "tools" member under any
+// reading a client may give it: the name in any case (encoding/json
+// folds case; t, o and l have no other folding), or spelled with a \u
+// escape. A message that cannot is not read at all.
+func mayListTools(msg []byte) bool {
+	if bytes.Contains(msg, []byte(`\u`)) {
+		return true
+	}
+	for i := 0; i+4 <= len(msg); i++ {
+		if msg[i]|0x20 == 't' && msg[i+1]|0x20 == 'o' && msg[i+2]|0x20 == 'o' && msg[i+3]|0x20 == 'l' {
+			return true
+		}
+	}
+	return false
 }
 
 // IDKey is a request's JSON-RPC id (Item.ID) as ListResponse.IDs holds
@@ -64,6 +107,9 @@ func IDKey(id json.RawMessage) (string, error) {
 // not be read strictly, or a tools/list result is malformed: the caller
 // must not pass msg on.
 func FilterToolsList(msg []byte, l ListResponse, keep func(name string, def []byte) bool) ([]byte, int, error) {
+	if !l.Only && len(l.IDs) == 0 && !mayListTools(msg) {
+		return msg, 0, nil // no tools/list answer is due, and none can be there
+	}
 	root, err := parseJSON(msg, true)
 	if err != nil {
 		return nil, 0, err
@@ -139,11 +185,13 @@ func listedTools(m *jvalue, i int, l ListResponse) (*jvalue, error) {
 	if err != nil || result == nil || m.get("method") != nil {
 		return nil, err
 	}
-	if ok, err := l.answers(m.get("id"), where); !ok || err != nil {
+	kind, err := l.classify(m.get("id"), where)
+	if err != nil || kind == otherAnswer {
 		return nil, err
 	}
+	strict := kind == listAnswer
 	if result.kind != jObject {
-		if l.IDs == nil {
+		if !strict {
 			return nil, nil // some other method's result
 		}
 		return nil, mcpErrorf("the tools/list result in %s is %s, not an object", where, result.kind)
@@ -152,7 +200,7 @@ func listedTools(m *jvalue, i int, l ListResponse) (*jvalue, error) {
 	switch {
 	case err != nil:
 		return nil, err
-	case tools == nil && l.IDs == nil:
+	case tools == nil && !strict:
 		return nil, nil
 	case tools == nil:
 		return nil, mcpErrorf("the tools/list result in %s has no tools", where)
@@ -227,7 +275,7 @@ func ReadToolsList(msg []byte, id json.RawMessage) (tools []Tool, next string, f
 		if m.kind != jObject || m.get("method") != nil {
 			continue
 		}
-		if ok, err := l.answers(m.get("id"), "message "+strconv.Itoa(i)); err != nil || !ok {
+		if kind, err := l.classify(m.get("id"), "message "+strconv.Itoa(i)); err != nil || kind != listAnswer {
 			if err != nil {
 				return nil, "", false, err
 			}

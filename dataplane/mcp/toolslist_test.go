@@ -1,0 +1,50 @@
+package mcp
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// A message is left unread only when no client could find a "tools"
+// member in it.
+func TestMayListTools(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"shipped"}]}}`: false,
+		`{"id":1,"result":{"tools":[]}}`:      true,
+		`{"id":1,"result":{"TOOLS":[]}}`:      true,
+		`{"id":1,"result":{"Toolſ":[]}}`:      true, // ſ folds to s
+		`{"id":1,"result":{"\u0074ools":[]}}`: true,
+		`{"id":1,"result":{"too\u006cs":[]}}`: true,
+		`{"id":1,"result":{"text":"a tool"}}`: true, // read, then passed
+		`{"id":1,"result":{"content":"tol"}}`: false,
+		``:                                    false,
+	} {
+		if got := mayListTools([]byte(msg)); got != want {
+			t.Errorf("mayListTools(%s) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// The answer to one of the POST's other requests passes as sent, however
+// it looks; any other id's tools are filtered by shape.
+func TestFilterToolsListOtherAnswers(t *testing.T) {
+	l := ListResponse{IDs: map[string]bool{}, Own: []json.RawMessage{json.RawMessage(`5`)}}
+	drop := func(name string, _ []byte) bool { return name != "hidden" }
+	own := `{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"hidden"}]}}`
+	out, removed, err := FilterToolsList([]byte(own), l, drop)
+	if err != nil || removed != 0 || string(out) != own {
+		t.Fatalf("own answer: %s, %d, %v; want it unchanged", out, removed, err)
+	}
+	for _, foreign := range []string{
+		`{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"hidden"},{"name":"shown"}]}}`,
+		`{"jsonrpc":"2.0","id":"5","result":{"tools":[{"name":"hidden"},{"name":"shown"}]}}`,
+	} {
+		out, removed, err := FilterToolsList([]byte(foreign), l, drop)
+		if err != nil || removed != 1 {
+			t.Fatalf("another id's answer %s: %s, %d, %v; want hidden removed", foreign, out, removed, err)
+		}
+	}
+	if _, _, err := FilterToolsList([]byte(`{"jsonrpc":"2.0","id":4,"result":{"tools":{}}}`), l, drop); err == nil {
+		t.Fatal("another id's malformed tools: no error")
+	}
+}
