@@ -641,7 +641,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			return
 		}
 		if len(limited) > 0 {
-			over, audit := p.limits.take(limited, req.Time)
+			over, audit := p.limits.take(limited, p.cfg.Now)
 			if over != nil {
 				p.rateLimited(w, r, cur, req, over, mreq)
 				return

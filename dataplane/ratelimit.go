@@ -44,9 +44,32 @@ type limitedCall struct {
 
 // buckets holds the token bucket of every rate-limited rule of the policy
 // in force.
+//
+// A request is charged at the proxy's own clock (Config.Now) read under
+// mu once its body has been read — not at the time its head arrived
+// (policy.Request.Time), and without the gateway's offset, which is there
+// for expires_at and may shrink. rate.Limiter, given a time before the
+// last it saw, moves its clock back on a successful take and refills that
+// interval twice (held-back bodies would let calls over the limit
+// through), and refills nothing while the time is behind (a step back of
+// an hour would freeze the bucket for an hour while retry_after says
+// seconds). So the buckets are never given a time before the latest they
+// were given (last). Config.Now is time.Now, whose monotonic reading
+// never runs back whatever the wall clock does.
 type buckets struct {
-	mu sync.Mutex
-	m  map[string]*rate.Limiter
+	mu   sync.Mutex
+	m    map[string]*rate.Limiter
+	last time.Time // the latest time the buckets were charged at
+}
+
+// clock returns the time to charge the buckets at for the proxy's clock
+// reading now: now, or the latest time they were charged at when now is
+// before it. b.mu is held.
+func (b *buckets) clock(now time.Time) time.Time {
+	if now.After(b.last) {
+		b.last = now
+	}
+	return b.last
 }
 
 // retain drops the buckets whose rule is not in keys (a new version).
@@ -62,17 +85,21 @@ func (b *buckets) retain(keys map[string]bool) {
 
 // overLimit is a call that found too few tokens.
 type overLimit struct {
-	call       limitedCall
-	calls      int // calls of the request on that rule
-	retryAfter int // whole seconds until that many tokens are there (at least 1)
+	call  limitedCall
+	calls int // calls of the request on that rule
+	// retryAfter is how many whole seconds (at least 1) it takes until
+	// that many tokens are there; 0 when calls is over the rule's burst,
+	// which no wait makes pass.
+	retryAfter int
 }
 
 // take takes one token per call, all or nothing: when some enforcing
 // rule's bucket holds fewer tokens than the request has calls on it,
 // nothing is taken and that rule is returned in over. A rule on an audit
 // endpoint never refuses: its calls over the limit are returned in audit,
-// and the other rules' tokens are taken.
-func (b *buckets) take(calls []limitedCall, now time.Time) (over, audit *overLimit) {
+// and the other rules' tokens are taken. clock is the proxy's own clock
+// (Config.Now), read once the lock is held.
+func (b *buckets) take(calls []limitedCall, clock func() time.Time) (over, audit *overLimit) {
 	type need struct {
 		call limitedCall
 		n    int
@@ -95,6 +122,7 @@ func (b *buckets) take(calls []limitedCall, now time.Time) (over, audit *overLim
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := b.clock(clock())
 	for i := range needs {
 		nd := &needs[i]
 		l := nd.call.limit
@@ -110,7 +138,11 @@ func (b *buckets) take(calls []limitedCall, now time.Time) (over, audit *overLim
 		if tokens >= float64(nd.n) {
 			continue
 		}
-		o := &overLimit{call: nd.call, calls: nd.n, retryAfter: retryAfter(float64(nd.n)-tokens, l.RequestsPerMinute)}
+		o := &overLimit{call: nd.call, calls: nd.n}
+		if nd.n <= l.Burst {
+			o.retryAfter = retryAfter(float64(nd.n)-tokens, l.RequestsPerMinute)
+		} // else the request can never pass: no retry after
+
 		if !l.Audit {
 			return o, nil
 		}
@@ -139,8 +171,8 @@ func (o *overLimit) describe() string {
 	l := o.call.limit
 	s := fmt.Sprintf("tools/call %s is over the rate_limit of %s of %s: %d/min, burst %d",
 		o.call.tool, l.Rule, l.Endpoint, l.RequestsPerMinute, l.Burst)
-	if o.calls > l.Burst {
-		return s + fmt.Sprintf("; the request carries %d calls on that rule, more than its burst: send fewer at once", o.calls)
+	if o.retryAfter == 0 {
+		return s + fmt.Sprintf("; the request carries %d calls on that rule, more than its burst allows at once, so it can never pass: send fewer at once", o.calls)
 	}
 	return s + fmt.Sprintf("; retry after %d s", o.retryAfter)
 }
@@ -148,6 +180,9 @@ func (o *overLimit) describe() string {
 // rateLimited answers a request over a rate limit: 429, Retry-After and a
 // JSON-RPC error per message; it is recorded as rate_limited with an id
 // (which the advisor refuses to turn into a proposal), never forwarded.
+// A request with more calls on a rule than its burst can never pass: its
+// answer has no Retry-After and no retry_after_seconds (an agent that
+// obeys them would retry forever), and its reason says to send fewer.
 func (p *Proxy) rateLimited(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, o *overLimit, mreq *mcp.Request) {
 	id := decision.NewDenialID()
 	rec := p.newRecord(cur, req, o.call.d, mreq, id)
@@ -156,15 +191,17 @@ func (p *Proxy) rateLimited(w http.ResponseWriter, r *http.Request, cur *loaded,
 	rec.Reason = o.describe()
 	p.recordFor(r, rec)
 	data := map[string]any{
-		"retry_after_seconds": o.retryAfter,
-		"rule":                o.call.limit.Rule,
-		"entry":               o.call.limit.Entry,
-		"policy_version":      cur.version,
-		"denial_id":           id,
-		"reason":              rec.Reason,
+		"rule":           o.call.limit.Rule,
+		"entry":          o.call.limit.Entry,
+		"policy_version": cur.version,
+		"denial_id":      id,
+		"reason":         rec.Reason,
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", strconv.Itoa(o.retryAfter))
+	if o.retryAfter > 0 {
+		data["retry_after_seconds"] = o.retryAfter
+		w.Header().Set("Retry-After", strconv.Itoa(o.retryAfter))
+	}
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(mreq.DenyBody(mcpRateLimitedCode, "rate limited: "+rec.Reason, data))
 }

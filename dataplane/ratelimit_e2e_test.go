@@ -281,6 +281,10 @@ func TestRateLimitBatchAllOrNothing(t *testing.T) {
 	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "more than its burst") || up.count() != before {
 		t.Fatalf("a batch of 4 against burst 3: %d %s; want 429 saying it exceeds the burst", res.StatusCode, body)
 	}
+	// No wait makes it pass: no Retry-After for an agent to obey forever.
+	if res.Header.Get("Retry-After") != "" || strings.Contains(body, "retry_after_seconds") || strings.Contains(body, "retry after") {
+		t.Fatalf("a batch of 4 against burst 3: Retry-After %q, %s; want no retry after", res.Header.Get("Retry-After"), body)
+	}
 }
 
 // A new version keeps the bucket of a rule it keeps unchanged (wherever

@@ -4,8 +4,8 @@
 // double — so that two spellings of one document (spacing, key order,
 // escapes, 1e2 for 100) have the same bytes, and a signer or hasher in any
 // language with a JCS library gets them too. It reads strictly: one JSON
-// value, valid UTF-8, no key twice in an object, finite numbers, nesting
-// bounded. The proxy pins MCP tool definitions by the digest of this form,
+// value, valid UTF-8, no lone surrogate escape, no key twice in an
+// object, finite numbers, nesting bounded. The proxy pins MCP tool definitions by the digest of this form,
 // decision records carry the digest of denied tool arguments, and Sentry
 // events are signed over it.
 package jcs
@@ -31,6 +31,9 @@ func Transform(raw []byte, maxDepth int) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, errors.New("not valid UTF-8")
 	}
+	if err := loneSurrogate(raw); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -46,6 +49,50 @@ func Transform(raw []byte, maxDepth int) ([]byte, error) {
 		return nil, errors.New("more data follows the JSON value")
 	}
 	return buf.Bytes(), nil
+}
+
+// loneSurrogate refuses a \uD800-\uDFFF escape in a string (or key)
+// that is not a high surrogate followed by a low one: encoding/json would
+// read it as U+FFFD, so "\ud800" would pass and have the digest of
+// "\ufffd", where RFC 8785 requires refusing it. Malformed JSON is left
+// to the decoder.
+func loneSurrogate(raw []byte) error {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == '\\':
+			if i+1 < len(raw) && raw[i+1] == 'u' {
+				r, ok := hex4(raw[i+2:])
+				switch {
+				case ok && utf16.IsSurrogate(r) && r < 0xdc00:
+					if len(raw) >= i+12 && raw[i+6] == '\\' && raw[i+7] == 'u' {
+						if lo, ok := hex4(raw[i+8:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
+							i += 11
+							continue
+						}
+					}
+					return fmt.Errorf("a string holds %.6s, a high surrogate not followed by a low one", raw[i:])
+				case ok && utf16.IsSurrogate(r):
+					return fmt.Errorf("a string holds %.6s, a low surrogate not after a high one", raw[i:])
+				}
+			}
+			i++ // the escaped character (the hex digits are plain)
+		}
+	}
+	return nil
+}
+
+// hex4 reads the four hex digits that start b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(n), err == nil
 }
 
 // Digest is "sha256:" and the 64 lower-case hex digits of the SHA-256 of

@@ -24,10 +24,24 @@ func TestTransform(t *testing.T) {
 		{`{} {}`, "more data"},
 		{"\"\xff\"", "UTF-8"},
 		{`{"a":`, "not JSON"},
+		// Lone surrogates (RFC 8785 §3.2.2.2), which encoding/json reads
+		// as U+FFFD.
+		{`"\ud800"`, "surrogate"},
+		{`"\udc00"`, "surrogate"},
+		{`"\ud800x"`, "surrogate"},
+		{`"\ud800\ud800"`, "surrogate"},
+		{`"\udc00\ud800"`, "surrogate"},
+		{`["\\ud800", "\uD800"]`, "surrogate"},
+		{`{"a\udbff": 1}`, "surrogate"},
 	} {
 		if _, err := Transform([]byte(tc.in), 2); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("Transform(%q): %v, want an error with %q", tc.in, err, tc.err)
 		}
+	}
+	// A surrogate pair is one character, written as UTF-8; an escaped
+	// backslash before "ud800" is no escape.
+	if got, err := Transform([]byte(`{"\ud83d\ude00":"\uD83D\uDE00 \\ud800"}`), 2); err != nil || string(got) != `{"😀":"😀 \\ud800"}` {
+		t.Errorf("Transform(surrogate pair) = %s, %v", got, err)
 	}
 	// The SHA-256 of {"a":2,"b":1}, computed apart.
 	if d, err := Digest([]byte(` {"b": 1, "a": 2} `), 2); err != nil || d != "sha256:d3626ac30a87e6f7a6428233b3c68299976865fa5508e4267c5415c76af7a772" {
