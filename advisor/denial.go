@@ -65,7 +65,8 @@ type DenialRecord struct {
 // admits what its schema admits or exactly those arguments, nothing else.
 // The rule keeps the guard rules' rate_limit, definition pin and
 // expires_at (guardTerms), so it widens the arguments only. Without
-// rec.Arguments such a denial is refused (RuleArguments).
+// rec.Arguments, or with a number a float64 does not hold exactly, such a
+// denial is refused (RuleArguments).
 //
 // A tools/call denied with reason code tool_definition_changed becomes a
 // repin of the endpoint's pins of the tool to rec.ToolDefinition, the
@@ -146,6 +147,9 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 				if err != nil {
 					return refuse("arguments", RuleArguments, "%v", err)
 				}
+				if err := exactNumbers(rec.Arguments); err != nil {
+					return refuse("arguments", RuleArguments, "tools/call %s: %v", rec.Tool, err)
+				}
 				schema, err := constSchema(c)
 				if err != nil {
 					return refuse("arguments", RuleArguments, "%v", err)
@@ -204,6 +208,28 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		return refuse("", RuleChangesNothing, "no narrow rule can allow this request: %s", d.Reason)
 	}
 	return p, nil
+}
+
+// exactNumbers refuses denied arguments with a number whose float64
+// reading differs from the number as written (12345678901234567890,
+// 1000.00000000000000001). Their RFC 8785 form, which the const would
+// hold and the proxy keeps, reads every number as a float64, so the const
+// would admit a call that was never made (12345678901234567000) and not
+// the denied one, which stays denied after approval.
+func exactNumbers(args []byte) error {
+	ptr, num, inexact, err := policy.InexactArgumentNumber(args)
+	if err != nil {
+		return err
+	}
+	if !inexact {
+		return nil
+	}
+	if ptr == "" {
+		ptr = "/"
+	}
+	return fmt.Errorf("the denied arguments hold the number %s (at %s), which a float64 cannot hold exactly: "+
+		"a proposal admitting exactly them would admit another number (their RFC 8785 form) and not the call that was denied, so none is offered; "+
+		"send the number as a string, or one a float64 holds exactly", num, ptr)
 }
 
 // guardTerms are the terms the guard rules of tool on ep set besides
