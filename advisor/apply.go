@@ -290,7 +290,14 @@ func (r refuser) addRule(pol *policy.Policy, fp string, op *AddRule) error {
 		r.keep(r.at(ep, RuleInvalidPolicy, "has %d endpoints; the limit is %d", len(entry.Endpoints), MaxEndpointsPerEntry))
 	default:
 		for i, e := range entry.Endpoints {
+			before := len(r.found.list)
 			if err := r.keep(r.newEndpoint(indexPath(ep, i), e)); err != nil {
+				return err
+			}
+			if len(r.found.list) > before {
+				continue // the guard check would only repeat what is refused
+			}
+			if err := r.keep(r.guardsKept(pol, indexPath(ep, i), e)); err != nil {
 				return err
 			}
 		}
@@ -299,6 +306,54 @@ func (r refuser) addRule(pol *policy.Policy, fp string, op *AddRule) error {
 	// the entry are checked too; a refused proposal's result is dropped.
 	c := policy.NetworkPolicy{Name: op.Name, Endpoints: entry.Endpoints, Binaries: bins}
 	pol.NetworkPolicies[op.Name] = clonePolicyEntry(&c)
+	return nil
+}
+
+// guardsKept refuses a new entry's MCP endpoint whose tools/call rules
+// would drop the arguments_schema guard of an existing endpoint on the
+// same destination: the same host (or an existing wildcard covering it),
+// a shared port and the same path scope (or one of the two scopes
+// covering the other, or either without one). A rule there without a schema for a guarded tool admits any
+// arguments — and, in an entry that sorts first, passes the guard rule's
+// rate_limit and pin by too — just as add_allow_rules on the existing
+// endpoint would, which checkSchemaRule refuses; so is this.
+func (r refuser) guardsKept(pol *policy.Policy, fp string, e *policy.Endpoint) error {
+	if e == nil || e.Protocol != policy.ProtocolMCP {
+		return nil
+	}
+	keys := make([]string, 0, len(pol.NetworkPolicies))
+	for k := range pol.NetworkPolicies {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	host := canonicalHost(e.Host)
+	ports := policy.EndpointPorts(e)
+	for _, k := range keys {
+		entry := pol.NetworkPolicies[k]
+		if entry == nil {
+			continue
+		}
+		for _, x := range entry.Endpoints {
+			if x == nil || x.Protocol != policy.ProtocolMCP {
+				continue
+			}
+			if canonicalHost(x.Host) != host && !policy.MatchHost(x.Host, host) {
+				continue
+			}
+			if !slices.ContainsFunc(policy.EndpointPorts(x), func(p int) bool { return slices.Contains(ports, p) }) {
+				continue
+			}
+			if x.Path != "" && e.Path != "" && x.Path != e.Path && !policy.MatchGlob(x.Path, e.Path) && !policy.MatchGlob(e.Path, x.Path) {
+				continue
+			}
+			for i, rule := range e.Rules {
+				rp := indexPath(keyPath(fp, "rules"), i)
+				if err := r.checkSchemaRuleAt(rp, x, "network_policies."+k+" "+policy.EndpointLabel(x)+" ", rule.Allow); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	return nil
 }
 

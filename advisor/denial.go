@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/portcullis-dev/portcullis/policy"
 )
@@ -62,7 +63,10 @@ type DenialRecord struct {
 // was denied by that schema: the proposal adds a rule for the tool whose
 // arguments_schema is {"const": <the denied arguments>}, so the tool then
 // admits what its schema admits or exactly those arguments, nothing else.
-// Without rec.Arguments such a denial is refused (RuleArguments).
+// The rule keeps the guard rules' rate_limit, definition pin and
+// expires_at (guardTerms), so it widens the arguments only. Without
+// rec.Arguments, or with a number a float64 does not hold exactly, such a
+// denial is refused (RuleArguments).
 //
 // A tools/call denied with reason code tool_definition_changed becomes a
 // repin of the endpoint's pins of the tool to rec.ToolDefinition, the
@@ -143,12 +147,23 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 				if err != nil {
 					return refuse("arguments", RuleArguments, "%v", err)
 				}
+				if err := exactNumbers(rec.Arguments); err != nil {
+					return refuse("arguments", RuleArguments, "tools/call %s: %v", rec.Tool, err)
+				}
 				schema, err := constSchema(c)
 				if err != nil {
 					return refuse("arguments", RuleArguments, "%v", err)
 				}
 				rule.ArgumentsSchema = schema
+				rl, def, expires, err := guardTerms(ep, rec.Tool, time.Now())
+				if err != nil {
+					return refuse("arguments", RuleArguments, "tools/call %s on network_policies.%s %s: %v", rec.Tool, key, policy.EndpointLabel(ep), err)
+				}
+				rule.RateLimit, rule.Definition, rule.ExpiresAt = rl, def, expires
 				req.MCP.Arguments = c
+				// The call was denied by the schema, not the pin: judge it
+				// as made under the pinned definition.
+				req.MCP.AnyDefinition = def != ""
 				guarded = &AddAllowRules{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path, Rules: []policy.Rule{{Allow: rule}}}
 			}
 		}
@@ -193,6 +208,82 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		return refuse("", RuleChangesNothing, "no narrow rule can allow this request: %s", d.Reason)
 	}
 	return p, nil
+}
+
+// exactNumbers refuses denied arguments with a number whose float64
+// reading differs from the number as written (12345678901234567890,
+// 1000.00000000000000001). Their RFC 8785 form, which the const would
+// hold and the proxy keeps, reads every number as a float64, so the const
+// would admit a call that was never made (12345678901234567000) and not
+// the denied one, which stays denied after approval.
+func exactNumbers(args []byte) error {
+	ptr, num, inexact, err := policy.InexactArgumentNumber(args)
+	if err != nil {
+		return err
+	}
+	if !inexact {
+		return nil
+	}
+	if ptr == "" {
+		ptr = "/"
+	}
+	return fmt.Errorf("the denied arguments hold the number %s (at %s), which a float64 cannot hold exactly: "+
+		"a proposal admitting exactly them would admit another number (their RFC 8785 form) and not the call that was denied, so none is offered; "+
+		"send the number as a string, or one a float64 holds exactly", num, ptr)
+}
+
+// guardTerms are the terms the guard rules of tool on ep set besides
+// their arguments_schema, which the rule admitting exactly the denied
+// arguments keeps: the strictest rate_limit (the least requests_per_minute
+// and the least burst of any guard rule's), their definition pin, and the
+// earliest expires_at of the guard rules still in force at now.
+//
+// Why a new rule that keeps them, and not the guard rule widened to
+// anyOf [its schema, {const}]: a proposal only adds rules (no operation
+// rewrites one), and a rule that keeps the guard's terms adds only the
+// denied arguments, so the prover's findings are exactly
+// arguments_widened. A rule with the const alone would drop the rate
+// limit, the pin and the expiry for those arguments (rate_limit_widened,
+// tool_definition_changed, a grant that outlives the guard's). Guard
+// rules pinning different definitions have no narrowest pin: refused.
+func guardTerms(ep *policy.Endpoint, tool string, now time.Time) (*policy.RateLimit, string, *time.Time, error) {
+	var (
+		rl      *policy.RateLimit
+		def     string
+		expires *time.Time
+	)
+	for _, r := range ep.Rules {
+		a := r.Allow
+		if a == nil || a.ArgumentsSchema == nil || !namesTool(a, tool) {
+			continue
+		}
+		if a.ExpiresAt != nil && !now.Before(*a.ExpiresAt) {
+			continue // expired: it admits nothing, so it sets no terms
+		}
+		if l := a.RateLimit; l != nil {
+			burst := l.Burst
+			if burst == 0 {
+				burst = l.RequestsPerMinute // omitted: requests_per_minute
+			}
+			if rl == nil {
+				rl = &policy.RateLimit{RequestsPerMinute: l.RequestsPerMinute, Burst: burst}
+			} else {
+				rl.RequestsPerMinute = min(rl.RequestsPerMinute, l.RequestsPerMinute)
+				rl.Burst = min(rl.Burst, burst)
+			}
+		}
+		if a.Definition != "" {
+			if def != "" && def != a.Definition {
+				return nil, "", nil, fmt.Errorf("its guard rules pin different definitions (%s and %s), so no rule admitting the denied arguments keeps the pin; an operator must decide", def, a.Definition)
+			}
+			def = a.Definition
+		}
+		if a.ExpiresAt != nil && (expires == nil || a.ExpiresAt.Before(*expires)) {
+			t := *a.ExpiresAt
+			expires = &t
+		}
+	}
+	return rl, def, expires, nil
 }
 
 func rationale(rec DenialRecord, exactArguments bool) string {

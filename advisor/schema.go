@@ -161,6 +161,12 @@ func vacuousKeyword(k string, v any, object bool, depth int) bool {
 // on a tool of ep: no arguments_schema where ep guards the tool, or a
 // schema that admits every arguments object.
 func (r refuser) checkSchemaRule(fp string, ep *policy.Endpoint, a *policy.L7Rule) error {
+	return r.checkSchemaRuleAt(fp, ep, "", a)
+}
+
+// checkSchemaRuleAt is checkSchemaRule with where naming ep in the
+// refusal ("" for the endpoint the rule is added to).
+func (r refuser) checkSchemaRuleAt(fp string, ep *policy.Endpoint, where string, a *policy.L7Rule) error {
 	if a == nil || a.Method != "tools/call" {
 		return nil
 	}
@@ -176,7 +182,7 @@ func (r refuser) checkSchemaRule(fp string, ep *policy.Endpoint, a *policy.L7Rul
 	}
 	for _, t := range toolsOfRule(a) {
 		if i := schemaGuard(ep, t); i >= 0 {
-			return r.at(sp, RuleArgumentsSchema, "tools/call %s is guarded by the arguments_schema of rules[%d]; a rule without one would admit any arguments: give an arguments_schema that admits only what is needed", t, i)
+			return r.at(sp, RuleArgumentsSchema, "tools/call %s is guarded by the arguments_schema of %srules[%d]; a rule without one would admit any arguments: give an arguments_schema that admits only what is needed", t, where, i)
 		}
 	}
 	return nil

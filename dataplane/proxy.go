@@ -258,8 +258,9 @@ func (p *Proxy) PolicyVersion() string {
 // Decisions returns the recent decisions, oldest first.
 func (p *Proxy) Decisions() []decision.Record { return p.decisions.Snapshot() }
 
-// DeniedArguments returns the arguments (RFC 8785 form) of a recent
-// denied tools/call by its denial id, while the proxy still keeps them.
+// DeniedArguments returns the arguments (RFC 8785 form, or as written when
+// a number does not survive that form: keepArguments) of a recent denied
+// tools/call by its denial id, while the proxy still keeps them.
 func (p *Proxy) DeniedArguments(denialID string) ([]byte, bool) { return p.arguments.Get(denialID) }
 
 // DroppedDecisions returns how many records the decision log file missed
@@ -919,8 +920,9 @@ func (p *Proxy) emit(rec decision.Record) {
 }
 
 // keepArguments keeps a denied tools/call's arguments in the proxy's
-// memory for policy.local and returns their digest for the record ("" for
-// arguments that are not one strict JSON object, which no proposal can
+// memory for policy.local (in RFC 8785 form, or as written when a number
+// does not survive that form) and returns their digest for the record (""
+// for arguments that are not one strict JSON object, which no proposal can
 // admit exactly). Absent arguments are {}, as policy judges them.
 func (p *Proxy) keepArguments(denialID string, args json.RawMessage) string {
 	if len(bytes.TrimSpace(args)) == 0 {
@@ -933,6 +935,17 @@ func (p *Proxy) keepArguments(denialID string, args json.RawMessage) string {
 	digest, err := policy.ArgumentsDigest(c)
 	if err != nil {
 		return ""
+	}
+	if _, _, inexact, err := policy.InexactArgumentNumber(args); err == nil && inexact {
+		// A number a float64 does not hold exactly: the canonical form
+		// holds another number, from which the advisor would propose a
+		// call never made. Kept as written (compacted), so the advisor
+		// sees the number and refuses; the digest is the same.
+		var b bytes.Buffer
+		if json.Compact(&b, args) == nil {
+			p.arguments.Put(denialID, b.Bytes())
+		}
+		return digest
 	}
 	p.arguments.Put(denialID, c)
 	return digest

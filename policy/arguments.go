@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,11 +200,34 @@ func checkNumbers(v any, ptr string) (differs bool, err error) {
 	return w.differs, nil
 }
 
+// InexactArgumentNumber finds the first number (keys in sorted order) of
+// the JSON arguments raw whose float64 reading differs from the number as
+// written — 12345678901234567890, 1000.00000000000000001 — and returns its
+// JSON pointer and its text (cut to 40 characters); found is false when
+// every number reads exactly. RFC 8785 writes numbers as float64s, so such
+// arguments have no canonical form that is the call as made. The error is
+// an *ArgumentNumberError for a number beyond the limits, or the
+// arguments not being JSON.
+func InexactArgumentNumber(raw []byte) (pointer, number string, found bool, err error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return "", "", false, fmt.Errorf("arguments are not JSON: %w", err)
+	}
+	w := numberWalk{}
+	if err := w.walk(v); err != nil {
+		return "", "", false, err
+	}
+	return w.firstPointer, w.firstNumber, w.differs, nil
+}
+
 // numberWalk keeps the path to the value being walked, turned into a JSON
-// pointer only for a number it refuses.
+// pointer only for a number it refuses, or the first whose float64
+// reading differs.
 type numberWalk struct {
 	path    []pathStep
 	differs bool
+	// firstPointer and firstNumber are the first number that differs.
+	firstPointer, firstNumber string
 }
 
 type pathStep struct {
@@ -217,11 +241,10 @@ func (w *numberWalk) walk(v any) *ArgumentNumberError {
 	case json.Number:
 		d, reason := checkNumber(string(t))
 		if reason != "" {
-			shown := string(t)
-			if len(shown) > 40 {
-				shown = shown[:40] + "…"
-			}
-			return &ArgumentNumberError{Pointer: w.pointer(), Number: shown, Reason: reason}
+			return &ArgumentNumberError{Pointer: w.pointer(), Number: shownNumber(string(t)), Reason: reason}
+		}
+		if d && !w.differs {
+			w.firstPointer, w.firstNumber = w.pointer(), shownNumber(string(t))
 		}
 		w.differs = w.differs || d
 	case map[string]any:
@@ -242,6 +265,14 @@ func (w *numberWalk) walk(v any) *ArgumentNumberError {
 		}
 	}
 	return nil
+}
+
+// shownNumber is a number as a message quotes it: cut to 40 characters.
+func shownNumber(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }
 
 func (w *numberWalk) pointer() string {

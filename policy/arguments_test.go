@@ -327,3 +327,24 @@ func FuzzCheckNumber(f *testing.F) {
 		}
 	})
 }
+
+// InexactArgumentNumber names the first number (keys in sorted order)
+// whose float64 reading differs from the number as written.
+func TestInexactArgumentNumber(t *testing.T) {
+	for _, c := range []struct {
+		args, ptr, num string
+		found          bool
+	}{
+		{`{"n":1.0,"m":[1e2,-0.5,123456789012345]}`, "", "", false},
+		{`{"n":12345678901234567890}`, "/n", "12345678901234567890", true},
+		{`{"z":1000.00000000000000001,"a":[1,{"b/c":0.1000000000000000000001}]}`, "/a/1/b~1c", "0.1000000000000000000001", true},
+	} {
+		ptr, num, found, err := InexactArgumentNumber([]byte(c.args))
+		if err != nil || ptr != c.ptr || num != c.num || found != c.found {
+			t.Errorf("%s: (%q, %q, %v, %v), want (%q, %q, %v, nil)", c.args, ptr, num, found, err, c.ptr, c.num, c.found)
+		}
+	}
+	if _, _, _, err := InexactArgumentNumber([]byte(`{"n":1e999}`)); err == nil {
+		t.Error("1e999: no error")
+	}
+}
