@@ -66,10 +66,63 @@ func toolsOfRule(a *policy.L7Rule) []string {
 // admitsEverything reports whether a schema evidently accepts every
 // arguments object (MCP arguments are always an object): true, {}, only
 // annotations, type: object and keywords that constrain nothing, or an
-// anyOf with such a branch. It is a syntactic check, not a decision of
-// JSON Schema inclusion.
+// anyOf with such a branch — or, whatever its keywords (not, oneOf,
+// if/then, bounds no call reaches), a schema that accepts every probe
+// object (acceptsProbes). Neither is a decision of JSON Schema inclusion.
 func admitsEverything(schema any) bool {
-	return vacuous(schema, true, 0)
+	return vacuous(schema, true, 0) || acceptsProbes(schema)
+}
+
+// probeValues are the values acceptsProbes puts under a key: one of each
+// JSON type, nested.
+var probeValues = []any{
+	map[string]any{"portcullis_probe": []any{json.Number("1"), "x", true, nil, map[string]any{"y": json.Number("-2.5")}}},
+	[]any{map[string]any{}, json.Number("0")},
+	"portcullis probe",
+	json.Number("123456"),
+	json.Number("-1.5"),
+	true,
+	nil,
+}
+
+// acceptsProbes reports whether schema accepts every probe object: the
+// empty object, and an object holding each probe value under a key the
+// schema does not name and under every key it names (properties,
+// required). A schema that constrains any named key's value, requires a
+// key, or refuses unknown keys refuses one of them.
+func acceptsProbes(schema any) bool {
+	m, ok := schema.(map[string]any)
+	if !ok {
+		return false
+	}
+	compiled, err := policy.CompileArgumentsSchema(m)
+	if err != nil {
+		return false // refused elsewhere
+	}
+	keys := []string{"portcullis_probe_key"}
+	if props, ok := m["properties"].(map[string]any); ok {
+		for k := range props {
+			keys = append(keys, k)
+		}
+	}
+	if req, ok := m["required"].([]any); ok {
+		for _, k := range req {
+			if s, ok := k.(string); ok {
+				keys = append(keys, s)
+			}
+		}
+	}
+	if policy.ValidateArguments(compiled, map[string]any{}) != nil {
+		return false
+	}
+	for _, k := range keys {
+		for _, v := range probeValues {
+			if policy.ValidateArguments(compiled, map[string]any{k: v}) != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // annotations are keywords that never refuse an instance.

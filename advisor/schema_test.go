@@ -230,6 +230,17 @@ func TestAdmitsEverything(t *testing.T) {
 		{`{"type":"object","properties":{"a":{"type":"string"}}}`, false},
 		{`{"anyOf":[{"const":1},{"type":"object","additionalProperties":false}]}`, false},
 		{`{"not":{"type":"object"}}`, false},
+		// Keywords that constrain nothing a call can send, found by
+		// probing: every probe object passes.
+		{`{"oneOf":[true]}`, true},
+		{`{"not":{"type":"string"}}`, true},
+		{`{"not":{"not":{}}}`, true},
+		{`{"if":true,"then":true}`, true},
+		{`{"type":"object","maxProperties":100000}`, true},
+		{`{"type":"object","propertyNames":{"maxLength":100000}}`, true},
+		{`{"type":"object","additionalProperties":{"type":["object","array","string","number","boolean","null"]}}`, true},
+		{`{"type":"object","properties":{"limit":{"type":"integer"}},"additionalProperties":false}`, false},
+		{`{"type":"object","properties":{"q":{"not":{"type":"object"}}}}`, false},
 	} {
 		var v any
 		if err := json.Unmarshal([]byte(c.schema), &v); err != nil {

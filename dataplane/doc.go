@@ -68,7 +68,10 @@
 //     closes.
 //   - ratelimit.go: rate_limit — after an allow, each tools/call takes a
 //     token from its rule's bucket (all or nothing for a batch); too few
-//     tokens is a 429 with retry_after_seconds, recorded as rate_limited.
+//     tokens is a 429 with retry_after_seconds (none when the request has
+//     more calls on a rule than its burst: no wait makes it pass),
+//     recorded as rate_limited; buckets are charged at the proxy's own
+//     clock, never backwards.
 //     The buckets are this proxy's own (N proxies of a sandbox admit N
 //     times the rate), one per rule, kept across reloads while the rule
 //     is unchanged.
