@@ -48,3 +48,51 @@ func TestFilterToolsListOtherAnswers(t *testing.T) {
 		t.Fatal("another id's malformed tools: no error")
 	}
 }
+
+// A message mayListTools leaves unread holds no "tools" member under
+// either reading: the proxy's strict one, or encoding/json's (keys
+// matched ignoring case, with Unicode folding), as Go clients read it.
+func FuzzMayListTools(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}]}}`,
+		`{"id":1,"result":{"TOOLS":[]}}`,
+		`{"id":1,"result":{"content":[{"type":"text","text":"x"}]}}`,
+		`[{"id":1,"result":{"toolſ":[1]}}]`,
+		`{"result":{"\u0074ools":[]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	type message struct {
+		Result struct{ Tools json.RawMessage }
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if mayListTools(msg) {
+			return
+		}
+		var one message
+		if json.Unmarshal(msg, &one) == nil && one.Result.Tools != nil {
+			t.Fatalf("encoding/json finds tools in %q, which is left unread", msg)
+		}
+		var many []message
+		if json.Unmarshal(msg, &many) == nil {
+			for _, m := range many {
+				if m.Result.Tools != nil {
+					t.Fatalf("encoding/json finds tools in %q, which is left unread", msg)
+				}
+			}
+		}
+		root, err := parseJSON(msg, true)
+		if err != nil {
+			return
+		}
+		messages := []*jvalue{root}
+		if root.kind == jArray {
+			messages = root.elems
+		}
+		for i, m := range messages {
+			if tools, _ := listedTools(m, i, ListResponse{}); tools != nil {
+				t.Fatalf("the strict reader finds tools in %q, which is left unread", msg)
+			}
+		}
+	})
+}
