@@ -445,3 +445,40 @@ func TestRateLimitedNotProposedThroughPolicyLocal(t *testing.T) {
 		t.Fatalf("the gateway's record of %s: %v, %v", id, recs, err)
 	}
 }
+
+// Two rules for lookup_order that differ only in the arguments they admit
+// (as a schema denial's proposal adds one beside its guard) share one
+// bucket: eight calls alternating between them still reach the server
+// three times.
+func TestRateLimitSharedByRulesDifferingInSchema(t *testing.T) {
+	second := `          - allow:
+              method: tools/call
+              tool: lookup_order
+              arguments_schema: { const: { order_id: "x" } }
+              rate_limit: { requests_per_minute: 6, burst: 3 }
+        deny_rules:`
+	doc := strings.Replace(limitedPolicy, "        deny_rules:", second, 1)
+	var calls atomic.Int64
+	srv := countingServer(&calls)
+	up := startUpstream(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true}))
+	clk := &clock{now: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}
+	tp := startClockedProxy(t, doc, up, clk.Now)
+	cs := connectMCP(t, tp, up, "2025-11-25", nil)
+	refused := 0
+	for i := range 8 {
+		id := "A-1042"
+		if i%2 == 1 {
+			id = "x" // admitted by the second rule only
+		}
+		if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": id}}); err != nil {
+			if !strings.Contains(err.Error(), "Too Many Requests") {
+				t.Fatalf("call %d (%s): %v, want allowed or Too Many Requests", i, id, err)
+			}
+			refused++
+		}
+	}
+	if n := calls.Load(); n != 3 || refused != 5 {
+		t.Fatalf("the server ran lookup_order %d times and %d calls were refused; want 3 and 5 (one bucket of burst 3)", n, refused)
+	}
+}

@@ -12,9 +12,12 @@ import (
 // buckets).
 type Limit struct {
 	// Key names the rule's bucket across policy versions: the entry, the
-	// endpoint's label and the rule's content (rate_limit included). A
-	// reload keeps the bucket of every rule whose key is unchanged,
-	// wherever the rule moved in its list.
+	// endpoint's label and the rule's content (rate_limit included)
+	// except its arguments_schema. A reload keeps the bucket of every
+	// rule whose key is unchanged, wherever the rule moved in its list;
+	// rules that differ only in the arguments they admit share one bucket,
+	// so a rule added to admit more arguments of a limited tool (as a
+	// schema denial's proposal is) adds no allowance of its own.
 	Key               string
 	Entry             string // network_policies key
 	Endpoint          string // "network_policies.KEY (host:ports/path)", as in reasons
@@ -46,6 +49,7 @@ func (m *Matcher) compileLimits(e *endpoint) {
 		}
 		content := *c.src
 		content.RateLimit = &rl
+		content.ArgumentsSchema = nil
 		raw, _ := json.Marshal(&content) // plain data: it does not fail
 		if m.limits == nil {
 			m.limits = map[limitRef]*Limit{}
