@@ -73,7 +73,8 @@
 //     recorded as rate_limited; buckets are charged at the proxy's own
 //     clock, never backwards.
 //     The buckets are this proxy's own (N proxies of a sandbox admit N
-//     times the rate), one per rule, kept across reloads while the rule
+//     times the rate), one per rule (rules differing only in their
+//     arguments_schema share one), kept across reloads while the rule
 //     is unchanged.
 //   - limit.go: the bound on client connections served at once.
 //   - reload.go: the policy file, watched and swapped atomically.
