@@ -313,10 +313,11 @@ func (r refuser) addRule(pol *policy.Policy, fp string, op *AddRule) error {
 // would drop the arguments_schema guard of an existing endpoint on the
 // same destination: the same host (or an existing wildcard covering it),
 // a shared port and the same path scope (or one of the two scopes
-// covering the other, or either without one). A rule there without a schema for a guarded tool admits any
-// arguments — and, in an entry that sorts first, passes the guard rule's
-// rate_limit and pin by too — just as add_allow_rules on the existing
-// endpoint would, which checkSchemaRule refuses; so is this.
+// covering the other, or either without one). A rule there without a
+// schema for a guarded tool admits any arguments — and, in an entry that
+// sorts first, passes the guard rule's rate_limit and pin by too — just
+// as add_allow_rules on the existing endpoint would, which
+// checkSchemaRule refuses; so is this.
 func (r refuser) guardsKept(pol *policy.Policy, fp string, e *policy.Endpoint) error {
 	if e == nil || e.Protocol != policy.ProtocolMCP {
 		return nil

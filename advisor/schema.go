@@ -87,9 +87,9 @@ var probeValues = []any{
 
 // acceptsProbes reports whether schema accepts every probe object: the
 // empty object, and an object holding each probe value under a key the
-// schema does not name and under every key it names (properties,
-// required). A schema that constrains any named key's value, requires a
-// key, or refuses unknown keys refuses one of them.
+// schema does not name and under each of its properties. A schema that
+// requires a key, constrains a property's value or refuses unknown keys
+// refuses one of them.
 func acceptsProbes(schema any) bool {
 	m, ok := schema.(map[string]any)
 	if !ok {
@@ -103,13 +103,6 @@ func acceptsProbes(schema any) bool {
 	if props, ok := m["properties"].(map[string]any); ok {
 		for k := range props {
 			keys = append(keys, k)
-		}
-	}
-	if req, ok := m["required"].([]any); ok {
-		for _, k := range req {
-			if s, ok := k.(string); ok {
-				keys = append(keys, s)
-			}
 		}
 	}
 	if policy.ValidateArguments(compiled, map[string]any{}) != nil {

@@ -25,9 +25,8 @@ import (
 // is looked at: one answering another request of the same POST passes as
 // sent, and one with any other id is filtered when it looks like a
 // tools/list result. mcp.filter_tools_list: false and audit endpoints
-// pass the results unchanged. A result the proxy cannot
-// read strictly never reaches the agent: its request gets a JSON-RPC error
-// instead.
+// pass the results unchanged. A result the proxy cannot read strictly
+// never reaches the agent: its request gets a JSON-RPC error instead.
 
 // toolsList is how one response from an MCP endpoint is read on its way
 // to the agent: its tools/list results filtered (every tool's definition

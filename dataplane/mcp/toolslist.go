@@ -38,11 +38,12 @@ type ListResponse struct {
 	Only bool
 }
 
-// Every other response — an id the answered request did not carry, or
-// any response on a stream the proxy cannot tie to its requests (a GET
-// stream's replay) — is a tools/list result when its result has a
-// "tools" member: it is filtered by its shape.
-
+// answerKind is what a response is to ListResponse.classify. Every
+// response that is neither a tools/list answer nor another request's — an
+// id the answered request did not carry, or any response on a stream the
+// proxy cannot tie to its requests (a GET stream's replay) — is a
+// tools/list result when its result has a "tools" member: it is filtered
+// by its shape.
 type answerKind uint8
 
 const (

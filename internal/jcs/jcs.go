@@ -5,9 +5,9 @@
 // escapes, 1e2 for 100) have the same bytes, and a signer or hasher in any
 // language with a JCS library gets them too. It reads strictly: one JSON
 // value, valid UTF-8, no lone surrogate escape, no key twice in an
-// object, finite numbers, nesting bounded. The proxy pins MCP tool definitions by the digest of this form,
-// decision records carry the digest of denied tool arguments, and Sentry
-// events are signed over it.
+// object, finite numbers, nesting bounded. The proxy pins MCP tool
+// definitions by the digest of this form, decision records carry the
+// digest of denied tool arguments, and Sentry events are signed over it.
 package jcs
 
 import (
