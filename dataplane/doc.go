@@ -66,6 +66,11 @@
 //     are not UTF-8, HTTP versions other than 1.0 and 1.1) marks the
 //     connection: its requests are denied naming the problem, and it
 //     closes.
+//   - rawio_linux.go: the sockets of both servers and of the upstream
+//     client are read and written with raw system calls through
+//     syscall.RawConn (the runtime's poller still waits and keeps
+//     deadlines), which spares each request the wakeup of the runtime's
+//     monitor thread that Go's own socket calls make after an idle spell.
 //   - ratelimit.go: rate_limit — after an allow, each tools/call takes a
 //     token from its rule's bucket (all or nothing for a batch); too few
 //     tokens is a 429 with retry_after_seconds (none when the request has

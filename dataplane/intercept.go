@@ -25,7 +25,9 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 		conn.Close()
 		return
 	}
-	inner := net.Conn(&bufferedConn{Conn: conn, r: buf.Reader})
+	// Reads come through buf, whose reader is the server's raw one; writes
+	// are made raw here.
+	inner := net.Conn(&bufferedConn{Conn: rawIO(conn), r: buf.Reader})
 	scheme := "http"
 	// A client that opens a tunnel and says nothing is not kept forever.
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))

@@ -280,10 +280,11 @@ func framingProblem(ctx context.Context) string {
 }
 
 func (s *httpServer) serveConn(c *serverConn) {
+	sock := rawIO(c.conn) // c.conn's reads and writes, as raw system calls
 	c.br = readers.Get().(*bufio.Reader)
-	c.br.Reset(c.conn)
+	c.br.Reset(sock)
 	c.bw = writers.Get().(*bufio.Writer)
-	c.bw.Reset(c.conn)
+	c.bw.Reset(sock)
 	if c.client == nil {
 		c.client = s.clientFor(c.conn)
 	}

@@ -223,8 +223,9 @@ func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
 		return nil, err
 	}
 	c := &upstreamConn{pool: p, conn: conn}
+	sock := rawIO(conn) // conn's reads and writes, as raw system calls
 	if p.tls != nil {
-		tc := tls.Client(conn, p.tls)
+		tc := tls.Client(sock, p.tls)
 		hctx, cancel := context.WithTimeout(ctx, dialTimeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()
@@ -232,13 +233,13 @@ func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
 			conn.Close()
 			return nil, err
 		}
-		c.conn, c.tls = tc, true
+		c.conn, c.tls, sock = tc, true, tc
 	}
-	c.lim.r = c.conn
+	c.lim.r = sock
 	c.open = newOpenCheck(c.conn)
 	c.kill = func() { c.conn.Close() }
 	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
-	c.bw = bufio.NewWriterSize(c.conn, 4<<10)
+	c.bw = bufio.NewWriterSize(sock, 4<<10)
 	return c, nil
 }
 

@@ -39,7 +39,7 @@ func newOpenCheck(conn net.Conn) *openCheck {
 	}
 	c.rc = rc
 	c.peek = func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), c.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		n, err := peekDontWait(fd, c.b[:])
 		switch {
 		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK):
 			c.open = true // nothing pending: open and quiet
