@@ -144,15 +144,34 @@ func (p *portcullisProc) stop() {
 }
 
 // decisionRecords counts the lines of the proxy's decision log (after
-// stop, so that it has written every record out).
+// stop, so that it has written every record out): decisions.jsonl and
+// the files it was rotated into (decisions.jsonl.1, .2, …; a default run
+// writes more than the 100 MiB at which the log rotates).
 func (p *portcullisProc) decisionRecords() (int, error) {
-	f, err := os.Open(filepath.Join(p.dataDir, "decisions.jsonl"))
+	rotated, err := filepath.Glob(filepath.Join(p.dataDir, "decisions.jsonl.*"))
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	buf := make([]byte, 256<<10)
+	for _, name := range append(rotated, filepath.Join(p.dataDir, "decisions.jsonl")) {
+		n, err := countLines(name, buf)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// countLines counts the newlines in the file name, reading it through buf.
+func countLines(name string, buf []byte) (int, error) {
+	f, err := os.Open(name)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
 	n := 0
-	buf := make([]byte, 256<<10)
 	for {
 		k, err := f.Read(buf)
 		n += bytes.Count(buf[:k], []byte{'\n'})
