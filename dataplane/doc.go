@@ -70,7 +70,10 @@
 //     client are read and written with raw system calls through
 //     syscall.RawConn (the runtime's poller still waits and keeps
 //     deadlines), which spares each request the wakeup of the runtime's
-//     monitor thread that Go's own socket calls make after an idle spell.
+//     monitor thread that Go's own socket calls make after an idle spell
+//     (recvfrom and sendto with MSG_DONTWAIT, so that none can block; not
+//     on linux/386, and not under the race detector, which cannot see
+//     them).
 //   - ratelimit.go: rate_limit — after an allow, each tools/call takes a
 //     token from its rule's bucket (all or nothing for a batch); too few
 //     tokens is a 429 with retry_after_seconds (none when the request has

@@ -1,3 +1,5 @@
+//go:build linux && !386
+
 package dataplane
 
 import (
@@ -26,12 +28,35 @@ import (
 // rawConn makes the reads and writes through syscall.RawConn instead:
 // the descriptor's own locks and the runtime poller (so deadlines,
 // Close and waiting for readiness work as for any net.Conn), with
-// RawSyscall for the read or write itself.
+// RawSyscall for the read or write itself. A raw system call holds its P,
+// so it must never block: the calls are recvfrom and sendto with
+// MSG_DONTWAIT, which do not wait even if something made the descriptor
+// blocking (File does). sendto also carries MSG_NOSIGNAL, as the net
+// package's writes need no SIGPIPE either.
+//
+// On linux/386 socket calls go through socketcall, and rawIO is the
+// identity there (rawio_other.go).
 
 // rawIO returns conn with Read and Write made as raw system calls, or conn
 // itself when it is not a TCP or Unix socket (a TLS connection, a pipe).
 // A limitedConn is looked through: it changes only Close.
+//
+// Under the race detector rawIO is the identity. The detector sees a
+// socket's reads and writes only where package syscall tells it of them
+// (the buffers touched, and a happens-before edge from every write to the
+// reads after it); a raw call tells it nothing, so it would miss races and
+// report false ones between goroutines that talk through sockets. The raw
+// path is tested by its own tests under -race and by everything else in
+// runs without it (.ci/run makes one).
 func rawIO(conn net.Conn) net.Conn {
+	if raceEnabled {
+		return conn
+	}
+	return newRawConn(conn)
+}
+
+// newRawConn is rawIO without the race detector's exception.
+func newRawConn(conn net.Conn) net.Conn {
 	sock := conn
 	if lc, ok := conn.(*limitedConn); ok {
 		sock = lc.Conn
@@ -50,8 +75,10 @@ func rawIO(conn net.Conn) net.Conn {
 		return conn
 	}
 	c := &rawConn{Conn: conn, rc: rc}
-	c.r.fn = func(fd uintptr) bool { return c.r.do(syscall.SYS_READ, fd) }
-	c.w.fn = func(fd uintptr) bool { return c.w.do(syscall.SYS_WRITE, fd) }
+	c.r.fn = func(fd uintptr) bool { return c.r.do(syscall.SYS_RECVFROM, fd, syscall.MSG_DONTWAIT) }
+	c.w.fn = func(fd uintptr) bool {
+		return c.w.do(syscall.SYS_SENDTO, fd, syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL)
+	}
 	return c
 }
 
@@ -76,10 +103,10 @@ type rawOp struct {
 // do reads into or writes from buf; false when the descriptor is not
 // ready (the poller waits, then calls again). A write goes on until all
 // of buf is written, as net.Conn's does.
-func (o *rawOp) do(trap, fd uintptr) bool {
+func (o *rawOp) do(trap, fd, flags uintptr) bool {
 	for {
 		rest := o.buf[o.n:]
-		n, _, errno := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rest))), uintptr(len(rest)))
+		n, _, errno := syscall.RawSyscall6(trap, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rest))), uintptr(len(rest)), flags, 0, 0)
 		switch errno {
 		case 0:
 		case syscall.EINTR:
@@ -91,7 +118,7 @@ func (o *rawOp) do(trap, fd uintptr) bool {
 			return true
 		}
 		o.n += int(n)
-		if trap == syscall.SYS_READ || o.n == len(o.buf) || n == 0 {
+		if trap == syscall.SYS_RECVFROM || o.n == len(o.buf) || n == 0 {
 			return true
 		}
 	}
@@ -99,7 +126,7 @@ func (o *rawOp) do(trap, fd uintptr) bool {
 
 func (c *rawConn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
-		return 0, nil
+		return c.Conn.Read(b) // 0, nil; or the error a closed connection gives
 	}
 	n, err := c.op(&c.r, b, "read", c.rc.Read)
 	if n == 0 && err == nil {
@@ -110,7 +137,7 @@ func (c *rawConn) Read(b []byte) (int, error) {
 
 func (c *rawConn) Write(b []byte) (int, error) {
 	if len(b) == 0 {
-		return 0, nil
+		return c.Conn.Write(b)
 	}
 	n, err := c.op(&c.w, b, "write", c.rc.Write)
 	if err == nil && n < len(b) {
