@@ -78,11 +78,18 @@ func (b *copyBuffer) jsonb(s string) {
 }
 
 // copyIn runs COPY table (columns) FROM STDIN with the stream b.
+//
+// b goes back to the pool only after a COPY that succeeded: when pgconn's
+// CopyFrom fails on the server's side or its connection it can return
+// while its goroutine still reads the stream, which must then not be
+// reset for another append (the race detector found it).
 func copyIn(ctx context.Context, tx pgx.Tx, table string, columns []string, b *copyBuffer) error {
-	defer copyBuffers.Put(b)
 	b.Write([]byte{0xff, 0xff}) // the trailer: -1
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, &b.Buffer,
 		`COPY `+pgx.Identifier{table}.Sanitize()+` (`+strings.Join(columns, ", ")+`) FROM STDIN (FORMAT binary)`)
+	if err == nil {
+		copyBuffers.Put(b)
+	}
 	return err
 }
 
