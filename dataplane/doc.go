@@ -74,6 +74,11 @@
 //     (recvfrom and sendto with MSG_DONTWAIT, so that none can block; not
 //     on linux/386, and not under the race detector, which cannot see
 //     them).
+//   - procs.go: with Config.AdaptProcs (the CLI's default unless
+//     GOMAXPROCS is set), the proxy runs on one P while it serves one
+//     request at a time, which spares each request the scheduler's
+//     wakeup of a second thread, and on Go's default P count from the
+//     moment two requests overlap until none have for a second.
 //   - ratelimit.go: rate_limit — after an allow, each tools/call takes a
 //     token from its rule's bucket (all or nothing for a batch); too few
 //     tokens is a 429 with retry_after_seconds (none when the request has

@@ -78,7 +78,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 	// The tunnel's requests are judged as the CONNECT's client, read by a
 	// server of their own on this goroutine.
 	defer p.hijacked.add(inner)()
-	newHTTPServer(tunnelHandler, nil, p.log).serveInner(inner, cl)
+	newHTTPServer(tunnelHandler, nil, p.procs, p.log).serveInner(inner, cl)
 }
 
 // bufferedConn is a connection whose first bytes were already read into r.

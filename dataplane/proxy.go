@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +74,11 @@ type Config struct {
 	OnToolDefinition func(decision.ToolDefinitionChange)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+	// AdaptProcs runs the proxy on one P while it serves one request at a
+	// time and on Go's default GOMAXPROCS while requests overlap
+	// (procs.go). It changes the whole process's GOMAXPROCS: for a process
+	// that is the proxy, with no GOMAXPROCS of its own. Default false.
+	AdaptProcs bool
 
 	// What the Agent assembles around the proxy (agent.go).
 
@@ -174,6 +180,9 @@ type Proxy struct {
 
 	// tracer makes request spans (trace.go); nil: not tracing.
 	tracer trace.Tracer
+	// procs scales GOMAXPROCS with overlapping requests (procs.go); nil:
+	// Config.AdaptProcs is off.
+	procs *procScaler
 
 	// gatewayAhead, in gateway mode, is how far the gateway's clock is
 	// ahead of cfg.Now (Subscriber.GatewayAhead); set by New, before
@@ -208,6 +217,9 @@ func newProxy(cfg Config) *Proxy {
 	p.defs.onChange = cfg.OnToolDefinition
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(telemetry.Scope)
+	}
+	if cfg.AdaptProcs && runtime.GOMAXPROCS(0) > 1 {
+		p.procs = newProcScaler()
 	}
 	return p
 }
@@ -281,9 +293,12 @@ func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
 // serve serves proxy clients on ln until ctx ends (Agent.Run).
 func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
-	srv := newHTTPServer(p, func(c net.Conn) *client { return &client{conn: c, identify: p.cfg.Caller} }, p.log)
+	srv := newHTTPServer(p, func(c net.Conn) *client { return &client{conn: c, identify: p.cfg.Caller} }, p.procs, p.log)
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
+	if p.procs != nil {
+		background.Go(func() { p.procs.run(bgCtx) })
+	}
 	background.Go(func() { p.decisions.Write(bgCtx) })
 	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
 	defer func() {

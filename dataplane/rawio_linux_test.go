@@ -404,7 +404,7 @@ func TestServerUsesRawIO(t *testing.T) {
 	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := connOf(r.Context())
 		types <- [2]reflect.Type{readerOf(c.br), writerOf(c.bw)}
-	}), func(net.Conn) *client { return &client{} }, slog.New(slog.DiscardHandler))
+	}), func(net.Conn) *client { return &client{} }, nil, slog.New(slog.DiscardHandler))
 	done := make(chan error, 1)
 	go func() { done <- srv.serve(ln) }()
 	defer func() {

@@ -38,6 +38,8 @@ type httpServer struct {
 	handler   http.Handler
 	clientFor func(net.Conn) *client
 	log       *slog.Logger
+	// procs counts the requests being served (procs.go); nil: not counted.
+	procs *procScaler
 	// idleTimeout and headerTimeout are idleTimeout and readHeaderTimeout
 	// (tests shorten them).
 	idleTimeout, headerTimeout time.Duration
@@ -66,8 +68,8 @@ const (
 	pendingBody = 4 << 10
 )
 
-func newHTTPServer(h http.Handler, clientFor func(net.Conn) *client, log *slog.Logger) *httpServer {
-	return &httpServer{handler: h, clientFor: clientFor, log: log, conns: make(map[*serverConn]struct{}),
+func newHTTPServer(h http.Handler, clientFor func(net.Conn) *client, procs *procScaler, log *slog.Logger) *httpServer {
+	return &httpServer{handler: h, clientFor: clientFor, procs: procs, log: log, conns: make(map[*serverConn]struct{}),
 		idleTimeout: idleTimeout, headerTimeout: readHeaderTimeout}
 }
 
@@ -244,6 +246,9 @@ type serverConn struct {
 	body         requestBody
 	res          response
 	hijacked     bool
+	// counted says the request being served is counted in srv.procs,
+	// until its response head is written.
+	counted bool
 
 	// The watch for the client going away (watch, unwatch).
 	mu         sync.Mutex
@@ -358,13 +363,26 @@ func (c *serverConn) serveOne() bool {
 	c.serving, c.bodyEOF, c.watchOnEOF = true, r.ContentLength == 0, false
 	c.mu.Unlock()
 	c.timer.Reset(watchAfter)
+	if r.Method != http.MethodConnect { // a tunnel's requests count themselves
+		c.counted = true
+		c.srv.procs.begin()
+	}
 	c.srv.handler.ServeHTTP(w, r)
+	c.uncount()
 	c.unwatch()
 	if c.hijacked {
 		return false
 	}
 	w.finish()
 	return !w.closeAfter && c.ctx.Err() == nil
+}
+
+// uncount ends the count of the request being served in srv.procs.
+func (c *serverConn) uncount() {
+	if c.counted {
+		c.counted = false
+		c.srv.procs.end()
+	}
 }
 
 // discardBody reads past what the handler left of the request's body,
@@ -555,6 +573,7 @@ func (w *response) WriteHeader(code int) {
 		return // informational answers are not relayed
 	}
 	w.wroteHeader, w.status = true, code
+	w.c.uncount() // what follows is the body's relay
 	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
 	if v := w.header["Content-Length"]; len(v) > 0 {
 		if n, ok := parseContentLength(v[0]); ok {
@@ -790,6 +809,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, errors.New("hijack after the response began")
 	}
 	c.unwatch()
+	c.uncount()
 	c.mu.Lock()
 	c.hijacked = true
 	c.mu.Unlock()

@@ -31,7 +31,7 @@ func TestHandlerPanicClosesItsConnectionOnly(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	srv := newHTTPServer(h, func(net.Conn) *client { return &client{} }, slog.New(slog.DiscardHandler))
+	srv := newHTTPServer(h, func(net.Conn) *client { return &client{} }, nil, slog.New(slog.DiscardHandler))
 	done := make(chan error, 1)
 	go func() { done <- srv.serve(ln) }()
 	defer func() {
@@ -96,7 +96,7 @@ func TestReadDeadlines(t *testing.T) {
 		srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			called.add()
 			h(w, r)
-		}), func(net.Conn) *client { return &client{} }, slog.New(slog.DiscardHandler))
+		}), func(net.Conn) *client { return &client{} }, nil, slog.New(slog.DiscardHandler))
 		srv.idleTimeout, srv.headerTimeout = idle, header
 		done := make(chan error, 1)
 		go func() { done <- srv.serve(ln) }()

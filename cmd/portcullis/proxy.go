@@ -167,6 +167,9 @@ Off by default.`,
 				Logger:           log,
 				CA:               proxyCA,
 				Tracer:           tracer.Provider(),
+				// One P while requests come one at a time, unless the
+				// operator chose the P count.
+				AdaptProcs: env.getenv("GOMAXPROCS") == "",
 			}
 			if sandbox != "" {
 				if cfg.Gateway, err = subscribeConfig(env, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff, insecure); err != nil {
