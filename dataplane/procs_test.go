@@ -190,3 +190,36 @@ func TestServerCountsRequestsUntilResponseHead(t *testing.T) {
 		t.Fatalf("after the response, %d requests are counted; want 0", n)
 	}
 }
+
+// A handler that panics before its response head (http.ErrAbortHandler,
+// as an aborted exchange does) leaves no request counted: a leaked count
+// would keep the proxy wide for good.
+func TestServerUncountsAbortedRequests(t *testing.T) {
+	procs := newProcScaler()
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic(http.ErrAbortHandler)
+	}), func(net.Conn) *client { return &client{} }, procs, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.serve(ln) }()
+	defer func() {
+		srv.shutdown(t.Context(), ln)
+		<-served
+	}()
+	for range 3 {
+		if resp, err := http.Get("http://" + ln.Addr().String() + "/"); err == nil {
+			resp.Body.Close()
+			t.Fatal("an aborted request was answered")
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for procs.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d aborted requests are still counted", procs.active.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -305,6 +305,7 @@ func (s *httpServer) serveConn(c *serverConn) {
 		if v := recover(); v != nil && v != http.ErrAbortHandler {
 			s.log.Error("panic serving a proxy client", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
 		}
+		c.uncount() // a handler that panicked (ErrAbortHandler too) did not
 		if c.hijacked {
 			c.end()
 			return // the connection, its reader and writer went with it
