@@ -78,7 +78,7 @@ func featureScenario(t *testing.T, connect func(*upstream) *http.Client) []strin
 		defer mu.Unlock()
 		log = append(log, fmt.Sprintf(format, args...))
 	}
-	cancelled := make(chan struct{}, 1)
+	blocking, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
 	subscribed := make(chan struct{}, 1)
 	server := mcp.NewServer(&mcp.Implementation{Name: "features", Version: "v1"}, &mcp.ServerOptions{
 		SubscribeHandler: func(context.Context, *mcp.SubscribeRequest) error { subscribed <- struct{}{}; return nil },
@@ -98,6 +98,7 @@ func featureScenario(t *testing.T, connect func(*upstream) *http.Client) []strin
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
 	mcp.AddTool(server, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+		blocking <- struct{}{}
 		<-ctx.Done()
 		cancelled <- struct{}{}
 		return nil, nil, ctx.Err()
@@ -237,7 +238,11 @@ func featureScenario(t *testing.T, connect func(*upstream) *http.Client) []strin
 		_, err := cs.CallTool(blockCtx, &mcp.CallToolParams{Name: "block", Arguments: map[string]any{}})
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the call reach the server
+	select { // the call reached the server (a call cancelled before it is sent is never seen)
+	case <-blocking:
+	case <-ctx.Done():
+		t.Fatal("the blocking call never reached the server")
+	}
 	stop()
 	note("block: cancelled by the client %v", errors.Is(<-done, context.Canceled))
 	select {
