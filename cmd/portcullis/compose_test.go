@@ -428,8 +428,20 @@ func (p *processOut) waitLine(t *testing.T, d time.Duration, ok func(string) boo
 				return l
 			}
 		case err := <-p.done:
+			// Every line was sent before the exit: look at those not read yet
+			// (select picks the exit as readily as a line waiting beside it).
 			p.done <- err
-			t.Fatalf("%s exited (%v) before the line awaited:\n%s", p.name, err, p.out.String())
+			for {
+				select {
+				case l := <-p.lines:
+					if ok(l) {
+						return l
+					}
+					continue
+				default:
+				}
+				t.Fatalf("%s exited (%v) before the line awaited:\n%s", p.name, err, p.out.String())
+			}
 		case <-deadline:
 			t.Fatalf("%s: the line awaited did not come within %v:\n%s", p.name, d, p.out.String())
 		}
