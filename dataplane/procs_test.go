@@ -147,28 +147,18 @@ func TestServerCountsRequestsUntilResponseHead(t *testing.T) {
 	headWritten := make(chan struct{})
 	finish := make(chan struct{})
 	counted := make(chan int32, 2)
-	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := serveCounted(t, procs, func(w http.ResponseWriter, r *http.Request) {
 		counted <- procs.active.Load()
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 		close(headWritten)
 		<-finish
 		io.WriteString(w, "event: end\n\n")
-	}), func(net.Conn) *client { return &client{} }, procs, slog.New(slog.DiscardHandler))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.serve(ln) }()
-	defer func() {
-		srv.shutdown(t.Context(), ln)
-		<-served
-	}()
+	})
 
 	res := make(chan error, 1)
 	go func() {
-		resp, err := http.Get("http://" + ln.Addr().String() + "/events")
+		resp, err := http.Get("http://" + addr + "/events")
 		if err == nil {
 			_, err = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -196,21 +186,11 @@ func TestServerCountsRequestsUntilResponseHead(t *testing.T) {
 // would keep the proxy wide for good.
 func TestServerUncountsAbortedRequests(t *testing.T) {
 	procs := newProcScaler()
-	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := serveCounted(t, procs, func(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
-	}), func(net.Conn) *client { return &client{} }, procs, slog.New(slog.DiscardHandler))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.serve(ln) }()
-	defer func() {
-		srv.shutdown(t.Context(), ln)
-		<-served
-	}()
+	})
 	for range 3 {
-		if resp, err := http.Get("http://" + ln.Addr().String() + "/"); err == nil {
+		if resp, err := http.Get("http://" + addr + "/"); err == nil {
 			resp.Body.Close()
 			t.Fatal("an aborted request was answered")
 		}
@@ -222,4 +202,22 @@ func TestServerUncountsAbortedRequests(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// serveCounted serves h on a loopback port until the test ends, its
+// requests counted in procs; it returns the address.
+func serveCounted(t *testing.T, procs *procScaler, h http.HandlerFunc) string {
+	t.Helper()
+	srv := newHTTPServer(h, func(net.Conn) *client { return &client{} }, procs, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.serve(ln) }()
+	t.Cleanup(func() {
+		srv.shutdown(context.Background(), ln)
+		<-served
+	})
+	return ln.Addr().String()
 }
