@@ -21,9 +21,10 @@
 // another mcp endpoint there; a fail_closed middleware over a `tls: skip`
 // endpoint; credential_binding on uninspected traffic without
 // allow_uninspected_credentials. As OpenShell's ambiguity check does, it
-// refuses two endpoints that can match one connection (hosts and ports
-// overlap) but disagree on tls or allowed_ips, or, with competing path
-// scopes, on credential_binding's provider. These checks compare only
+// refuses two endpoints that can match one request (hosts, ports and
+// competing path scopes overlap) but disagree on credential_binding's
+// provider; they may disagree on tls and allowed_ips (see the
+// divergences). These checks compare only
 // endpoints that can meet (a shared port, and the same exact host or
 // address, or a wildcard or hostless one), and a document that would need
 // more than 2^20 such comparisons is refused: no policy people write needs
@@ -31,9 +32,10 @@
 // through Prove.
 //
 // OpenShell shapes accepted as OpenShell reads them: hostless endpoints
-// matched by allowed_ips alone (not on mcp); whole-label `*` after the
-// first host label (`*.s3.*.amazonaws.com`, at least two literal labels
-// after the last wildcard — stricter than OpenShell); query matchers as a
+// matched by allowed_ips alone (not on mcp, nor, as in OpenShell, on
+// tcp); whole-label `*` after the first host label
+// (`*.s3.*.amazonaws.com`, at least two literal labels after the last
+// wildcard — stricter than OpenShell); query matchers as a
 // glob string, {glob: g} or {any: [globs]}, whose globs read `{a,b}` as
 // alternatives, as OpenShell's Rego does (deny path globs too); protocol
 // names in any case (`REST`, canonically `rest`). As in OpenShell, port
@@ -159,6 +161,11 @@
 //     expands them, but an allow path glob reads braces literally and so
 //     matches no request path (OpenShell allows each alternative); the
 //     validator warns;
+//   - endpoints that can match one connection may disagree on tls and
+//     allowed_ips, as OpenShell's file loader and Rego evaluation accept
+//     (opa.rs l7_overlapping_policies_*; its gateway loader refuses them):
+//     each endpoint is judged with its own allowed_ips, and tls: skip never
+//     turns inspection off, so nothing depends on which endpoint is read;
 //   - endpoints of protocols the proxy does not inspect yet (graphql,
 //     websocket, json-rpc, sql, tcp) deny every request to their
 //     destination, even one another endpoint would allow.

@@ -80,9 +80,12 @@ func TestOpenShellAllowedIPsFixture(t *testing.T) {
 	})
 }
 
-// A hostless endpoint needs allowed_ips, and an mcp endpoint a host.
+// A hostless endpoint needs allowed_ips, and an mcp or tcp endpoint a host
+// (OpenShell's validate_rejects_hostless_allowed_ips_for_explicit_tcp).
 func TestValidateHostless(t *testing.T) {
 	parseProblem(t, withEndpoint("{port: 443}"), ep0+".host", "unless allowed_ips is set")
+	parseProblem(t, withEndpoint("{port: 6379, protocol: tcp, allowed_ips: [10.0.5.0/24]}"), ep0+".host", "protocol tcp")
+	parseProblem(t, withEndpoint("{port: 6379, protocol: TCP, allowed_ips: [10.0.5.0/24]}"), ep0+".host", "protocol tcp")
 	parseProblem(t, withEndpoint("{port: 443, protocol: mcp, allowed_ips: [10.0.0.0/8], rules: [{allow: {method: initialize}}]}"), ep0+".host", "concrete host")
 	// It shares its ports with every named endpoint: an mcp endpoint there
 	// would be reachable through it uninspected.

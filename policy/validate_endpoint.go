@@ -86,6 +86,11 @@ func (v *validator) host(path string, ep *Endpoint) {
 			v.errorf(hp, "is required unless allowed_ips is set (a hostless endpoint matches by address)")
 		case ep.Protocol == ProtocolMCP:
 			v.errorf(hp, "is required: an mcp endpoint needs a concrete host")
+		case ep.Protocol == ProtocolTCP:
+			// OpenShell: transparent TCP resolves the name through
+			// policy DNS; a hostless allowed_ips endpoint is a forward
+			// proxy shape only.
+			v.errorf(hp, "is required with protocol tcp (a DNS hostname); hostless allowed_ips endpoints are supported only by the forward proxy")
 		}
 		return
 	}

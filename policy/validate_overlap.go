@@ -12,16 +12,22 @@ import (
 // and uninspected aliases of inspected endpoints. Only endpoints that can meet
 // (samePortPairs) are compared.
 
-// ambiguousEndpoints applies OpenShell's endpoint-ambiguity rule
-// (openshell-policy ambiguity.rs): two endpoints whose hosts and ports
-// can name one connection must agree on tls (skip or not) and on
-// allowed_ips (as a set of trimmed, lower-cased strings), and, when both
+// ambiguousEndpoints applies the part of OpenShell's endpoint-ambiguity
+// rule (openshell-policy ambiguity.rs) that names a real ambiguity here:
+// two endpoints whose hosts and ports can name one connection, that both
 // carry request metadata (an L7 protocol, allowed_ips, tls or a
-// credential_binding) and their path scopes overlap with equal
-// specificity, on credential_binding's provider. OpenShell refuses such a
-// document because which endpoint's metadata applies would depend on
-// iteration order; Portcullis refuses it too, at the later endpoint's
-// field. (OpenShell's other request-metadata conflicts — protocol,
+// credential_binding) and whose path scopes overlap with equal
+// specificity, must agree on credential_binding's provider, since which
+// credential a request carries would otherwise depend on iteration order.
+// The document is refused at the later endpoint's field.
+//
+// They may disagree on tls and allowed_ips, as OpenShell's file loader and
+// its Rego evaluation accept (opa.rs l7_overlapping_policies_*): nothing
+// is chosen between them here, since each endpoint is judged with its own
+// allowed_ips against the resolved address, and tls: skip never turns
+// inspection off (the proxy inspects every L7 endpoint). OpenShell's
+// gateway loader refuses such a document; that is a documented
+// divergence. (OpenShell's other request-metadata conflicts — protocol,
 // enforcement, signing, body limits — are not applied here.)
 func (v *validator) ambiguousEndpoints(eps []pathedEndpoint, pairs [][2]int) {
 	for _, ij := range pairs {
@@ -30,14 +36,6 @@ func (v *validator) ambiguousEndpoints(eps []pathedEndpoint, pairs [][2]int) {
 			continue
 		}
 		where := fmt.Sprintf("%s (%s) on port %d", a.path, endpointSelector(a.ep), sharedPort(a.ep, b.ep))
-		if ta, tb := a.ep.TLS == "skip", b.ep.TLS == "skip"; ta != tb {
-			v.errorf(keyPath(b.path, "tls"), "is %s here but %s at %s: endpoints that can match one connection must agree on tls (OpenShell refuses the document too)",
-				tlsWord(tb), tlsWord(ta), where)
-		}
-		if ia, ib := normalizedIPs(a.ep.AllowedIPs), normalizedIPs(b.ep.AllowedIPs); !slices.Equal(ia, ib) {
-			v.errorf(keyPath(b.path, "allowed_ips"), "%v differs from the allowed_ips %v of %s: endpoints that can match one connection must agree on allowed_ips (OpenShell refuses the document too)",
-				ib, ia, where)
-		}
 		if requestMetadata(a.ep) && requestMetadata(b.ep) && pathScopesOverlap(a.ep.Path, b.ep.Path) &&
 			pathSpecificity(a.ep.Path) == pathSpecificity(b.ep.Path) {
 			if pa, pb := bindingProvider(a.ep), bindingProvider(b.ep); pa != pb {
@@ -152,24 +150,6 @@ func endpointSelector(ep *Endpoint) string {
 		host = "<any host>"
 	}
 	return host + ep.Path
-}
-
-func tlsWord(skip bool) string {
-	if skip {
-		return "skip"
-	}
-	return "automatic"
-}
-
-// normalizedIPs is OpenShell's reading of allowed_ips for the ambiguity
-// rule: a sorted set of trimmed, lower-cased strings.
-func normalizedIPs(ips []string) []string {
-	out := make([]string, 0, len(ips))
-	for _, ip := range ips {
-		out = append(out, strings.ToLower(strings.TrimSpace(ip)))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // requestMetadata is OpenShell's endpoint_contributes_request_pipeline_metadata.

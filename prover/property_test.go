@@ -78,6 +78,11 @@ func genEndpoint(t *rapid.T) *policy.Endpoint {
 	} else {
 		ep.Host = rapid.SampledFrom(vHosts).Draw(t, "host")
 	}
+	// Endpoints on one host:port may disagree on tls (opa.rs
+	// l7_overlapping_policies_*): skip must change no verdict.
+	if rapid.IntRange(0, 4).Draw(t, "tls skip") == 0 {
+		ep.TLS = "skip"
+	}
 	if ep.AllowedIPs != nil && ep.Protocol != policy.ProtocolMCP && rapid.IntRange(0, 2).Draw(t, "hostless") == 0 {
 		ep.Host = ""
 	}

@@ -4,7 +4,11 @@ import "testing"
 
 // Cases from crates/openshell-policy/src/ambiguity.rs: two entries ("left"
 // for curl, "right" for bash) whose endpoints overlap must agree on the
-// metadata that decides how a connection is handled. OpenShell's fixtures
+// metadata that decides how a connection is handled. OpenShell's gateway
+// loader (from_proto) applies this rule; its file loader does not, and
+// opa.rs's l7_overlapping_policies_* tests load and judge a document it
+// refuses. We follow the file loader for tls and allowed_ips
+// (divOverlapMetadata) and refuse the other conflicts. OpenShell's fixtures
 // build bare endpoints; where an L7 endpoint needs rules or access to be a
 // valid document, access is added (it plays no part in the ambiguity).
 
@@ -51,13 +55,15 @@ var ambiguityCases = []validateCase{
 		`{ host: api.example.com, port: 443, path: "/v[34]", protocol: graphql, access: read-only }`), OpenShell: allow},
 	{Source: ambiguityRS + "exact_wildcard_tls_conflict_is_rejected", Policy: leftRight(
 		`{ host: "*.example.com", port: 443, tls: skip }`,
-		`{ host: api.example.com, port: 443 }`), OpenShell: deny},
+		`{ host: api.example.com, port: 443 }`), OpenShell: deny,
+		Divergence: divOverlapMetadata, Ours: allow},
 	{Source: ambiguityRS + "allowed_ip_conflict_is_rejected_regardless_of_order", Policy: leftRight(
 		`{ host: api.example.com, port: 443, allowed_ips: ["10.0.1.0/24", "10.0.0.0/24"] }`,
 		`{ host: api.example.com, port: 443, allowed_ips: ["10.0.0.0/24", "10.0.1.0/24"] }`), OpenShell: allow},
 	{Source: ambiguityRS + "allowed_ip_conflict_is_rejected_regardless_of_order", Policy: leftRight(
 		`{ host: api.example.com, port: 443, allowed_ips: ["10.0.1.0/24", "10.0.0.0/24"] }`,
-		`{ host: api.example.com, port: 443, allowed_ips: ["10.0.2.0/24"] }`), OpenShell: deny},
+		`{ host: api.example.com, port: 443, allowed_ips: ["10.0.2.0/24"] }`), OpenShell: deny,
+		Divergence: divOverlapMetadata, Ours: allow},
 	{Source: ambiguityRS + "credential_binding_conflicts_are_rejected_on_same_endpoint", Policy: leftRight(
 		`{ host: api.example.com, port: 443, credential_binding: { provider: provider-a }, allow_uninspected_credentials: true }`,
 		`{ host: api.example.com, port: 443, credential_binding: { provider: provider-b }, allow_uninspected_credentials: true }`), OpenShell: deny},
@@ -66,7 +72,8 @@ var ambiguityCases = []validateCase{
 		`{ host: api.example.com, port: 443, protocol: mcp, mcp: { allow_all_known_mcp_methods: true } }`), OpenShell: deny},
 	{Source: ambiguityRS + "different_binary_lists_do_not_hide_endpoint_ambiguity", Policy: leftRight(
 		`{ host: api.example.com, port: 443, tls: skip }`,
-		`{ host: api.example.com, port: 443 }`), OpenShell: deny},
+		`{ host: api.example.com, port: 443 }`), OpenShell: deny,
+		Divergence: divOverlapMetadata, Ours: allow},
 	{Source: ambiguityRS + "explicit_tcp_and_omitted_protocol_are_ambiguous_for_native_tcp_eligibility", Policy: leftRight(
 		`{ host: api.example.com, port: 443, protocol: tcp, tls: skip }`,
 		`{ host: api.example.com, port: 443, tls: skip }`), OpenShell: deny,

@@ -27,7 +27,9 @@
 // Ours): private ranges need allowed_ips even for exact hostnames;
 // protocols the proxy does not inspect yet (tcp, graphql, websocket,
 // json-rpc, sql) deny, so their documents load with a warning and
-// OpenShell's protocol-specific document checks do not apply; `..` at the
+// OpenShell's protocol-specific document checks do not apply; endpoints
+// that can match one connection may disagree on tls and allowed_ips, as
+// OpenShell's file loader accepts (its gateway loader refuses); `..` at the
 // root resolves to / (RFC 3986); proposals are an allow-list of narrow
 // changes. DESIGN's other divergences (omitted enforcement means enforce,
 // a single `*` in an allow glob stays in one segment, the MCP extensions)

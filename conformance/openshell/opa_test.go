@@ -408,9 +408,9 @@ network_policies:
 		Binary: curl, Host: "api.restricted.com", Port: 443, Method: "POST", Path: "/admin/settings", Query: "force=true&force=false", OpenShell: deny},
 	{Source: opaRS + "l7_deny_rule_without_matching_query_key_allows", Policy: l7DenyTestData,
 		Binary: curl, Host: "api.restricted.com", Port: 443, Method: "POST", Path: "/admin/settings", OpenShell: allow},
-	{Source: opaRS + "l7_overlapping_policies_allow_request_does_not_crash", Policy: overlappingL7TestData, Ambiguous: true,
+	{Source: opaRS + "l7_overlapping_policies_allow_request_does_not_crash", Policy: overlappingL7TestData,
 		Binary: curl, Host: "192.168.1.100", Addr: "192.168.1.100", Port: 8567, Method: "GET", Path: "/test", OpenShell: allow},
-	{Source: opaRS + "l7_overlapping_policies_deny_request_does_not_crash", Policy: overlappingL7TestData, Ambiguous: true,
+	{Source: opaRS + "l7_overlapping_policies_deny_request_does_not_crash", Policy: overlappingL7TestData,
 		Binary: curl, Host: "192.168.1.100", Addr: "192.168.1.100", Port: 8567, Method: "DELETE", Path: "/test", OpenShell: deny},
 	// provider_credentialed is set by OpenShell's gateway, not part of the
 	// YAML format (serde deny_unknown_fields), so it is left out here.
@@ -435,14 +435,14 @@ network_policies:
         allowed_ips: ["10.0.5.0/24"]
     binaries:
       - { path: /usr/bin/curl }
-`, Binary: curl, Host: "api.example.com", Addr: "10.0.5.9", Port: 443, Method: "DELETE", Path: "/x", OpenShell: allow, Ambiguous: true},
+`, Binary: curl, Host: "api.example.com", Addr: "10.0.5.9", Port: 443, Method: "DELETE", Path: "/x", OpenShell: allow},
 }
 
 func TestOPAL7(t *testing.T) { runDecide(t, opaL7Cases) }
 
 var opaActionCases = []decideCase{
-	{Source: opaRS + "overlapping_policy_outputs_are_snapshotted_independently", Policy: overlappingL7TestData, Ambiguous: true,
-		Binary: curl, Host: "192.168.1.100", Addr: "192.168.1.100", Port: 8567, Method: "GET", Path: "/", OpenShell: allow},
+	{Source: opaRS + "overlapping_policy_outputs_are_snapshotted_independently", Policy: overlappingL7TestData,
+		Binary: curl, Host: "192.168.1.100", Addr: "192.168.1.100", Port: 8567, Method: "GET", Path: "/", OpenShell: allow, Entry: "allow_192_168_1_100_8567"},
 	{Source: opaRS + "explicitly_allowed_endpoint_binary_returns_allow", Policy: inferenceTestData,
 		Binary: "/usr/local/bin/claude", Host: "api.anthropic.com", Port: 443, OpenShell: allow},
 	{Source: opaRS + "unknown_endpoint_returns_deny", Policy: inferenceTestData,

@@ -109,8 +109,7 @@ network_policies:
         protocol: tcp
         allowed_ips:
           - 10.0.5.0/24
-`, OpenShell: deny,
-		Divergence: divUninspected, Ours: allow},
+`, OpenShell: deny, Contains: "network_policies.native-tcp.endpoints[0].host"},
 	{Source: policyLib + "validate_rejects_ip_literal_hosts_for_explicit_tcp", Policy: restrictive("", "", nil, nil, entry("native-tcp", `{ host: "192.0.2.10", port: 6379, protocol: tcp }`)), OpenShell: deny,
 		Divergence: divUninspected, Ours: allow},
 	{Source: policyLib + "validate_rejects_ip_literal_hosts_for_explicit_tcp", Policy: restrictive("", "", nil, nil, entry("native-tcp", `{ host: "2001:db8::10", port: 6379, protocol: tcp }`)), OpenShell: deny,

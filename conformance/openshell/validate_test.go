@@ -118,7 +118,8 @@ network_policies:
       - { host: api.example.com, port: 443 }
     binaries:
       - { path: /usr/bin/bash }
-`, OpenShell: deny},
+`, OpenShell: deny,
+		Divergence: divOverlapMetadata, Ours: allow},
 	{Source: opaRS + "proto_activation_rejects_explicit_tcp_credential_binding", Policy: `
 version: 1
 network_policies:

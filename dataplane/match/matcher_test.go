@@ -455,6 +455,11 @@ func genEndpoint(t *rapid.T, i int) *policy.Endpoint {
 	case 1:
 		ep.AllowedIPs = []string{"93.184.216.0/24", "2606:4700::/32"}
 	}
+	// Endpoints on one host:port may disagree on tls (opa.rs
+	// l7_overlapping_policies_*): skip must change no decision.
+	if rapid.IntRange(0, 4).Draw(t, "tls skip") == 0 {
+		ep.TLS = "skip"
+	}
 	switch ep.Protocol {
 	case policy.ProtocolREST:
 		if rapid.Bool().Draw(t, "scoped") {
