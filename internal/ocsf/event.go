@@ -1,5 +1,11 @@
 package ocsf
 
+import (
+	"slices"
+
+	"github.com/portcullis-dev/portcullis/internal/version"
+)
+
 // Version is the OCSF schema version every event is written in.
 const Version = "1.8.0"
 
@@ -49,6 +55,9 @@ type Event struct {
 	StatusDetail string   `json:"status_detail,omitempty"`
 	Message      string   `json:"message,omitempty"`
 	Metadata     Metadata `json:"metadata"`
+	// Observables point at the hosts, addresses and users the event
+	// names, for a SIEM to pivot on (finish fills them).
+	Observables []Observable `json:"observables,omitempty"`
 
 	// security_control profile: what the boundary did.
 	ActionID      int           `json:"action_id,omitempty"`
@@ -121,10 +130,28 @@ type Feature struct {
 	Name string `json:"name"`
 }
 
-// Products writing events.
+// Products writing events, at the running build's version
+// (internal/version: a release tag, a pseudo-version, or "devel").
 var (
-	Gateway = Product{Name: "Portcullis", VendorName: "Portcullis", Feature: &Feature{Name: "gateway"}}
-	Proxy   = Product{Name: "Portcullis", VendorName: "Portcullis", Feature: &Feature{Name: "proxy"}}
+	Gateway = Product{Name: "Portcullis", VendorName: "Portcullis", Version: version.Get().String(), Feature: &Feature{Name: "gateway"}}
+	Proxy   = Product{Name: "Portcullis", VendorName: "Portcullis", Version: version.Get().String(), Feature: &Feature{Name: "proxy"}}
+)
+
+// Observable is an OCSF observable: Name is the path of the attribute it
+// points at (dst_endpoint.hostname), TypeID its type from the OCSF
+// dictionary.
+type Observable struct {
+	Name   string `json:"name"`
+	TypeID int    `json:"type_id"`
+	Type   string `json:"type,omitempty"`
+	Value  string `json:"value,omitempty"`
+}
+
+// Observable type_ids (OCSF dictionary types).
+const (
+	ObservableHostname = 1 // hostname_t
+	ObservableIP       = 2 // ip_t
+	ObservableUserName = 4 // username_t
 )
 
 // FirewallRule is the policy rule behind a decision.
@@ -257,4 +284,53 @@ func (e *Event) setStatus(ok bool, detail string) {
 		e.StatusID, e.Status = 2, "Failure"
 	}
 	e.StatusDetail = detail
+}
+
+// Profiles an event declares in metadata.profiles.
+const (
+	ProfileSecurityControl = "security_control"
+	ProfileHost            = "host"
+)
+
+// finish declares in metadata.profiles every profile whose attributes the
+// event carries (OCSF's validator refuses a profile's attribute the event
+// does not declare), and points observables at its hosts, addresses and
+// users. Every mapping calls it last.
+//
+// security_control brings action, disposition, firewall_rule and policy
+// to every class, and is_alert and confidence to classes other than
+// Detection Finding (which defines those itself); host brings actor to
+// classes that do not define it (HTTP Activity, Remediation Activity).
+func (e *Event) finish() {
+	need := func(p string) {
+		if !slices.Contains(e.Metadata.Profiles, p) {
+			e.Metadata.Profiles = append(e.Metadata.Profiles, p)
+		}
+	}
+	finding := e.ClassUID == ClassDetectionFinding
+	if e.ActionID != 0 || e.Action != "" || e.DispositionID != 0 || e.Disposition != "" || e.FirewallRule != nil || e.Policy != nil ||
+		!finding && (e.IsAlert != nil || e.ConfidenceID != 0 || e.ConfidenceScore != nil) {
+		need(ProfileSecurityControl)
+	}
+	if e.Actor != nil && e.ClassUID != ClassAPIActivity && e.ClassUID != ClassEntityManagement {
+		need(ProfileHost)
+	}
+	e.Observables = nil
+	add := func(name string, typeID int, typ, value string) {
+		if value != "" {
+			e.Observables = append(e.Observables, Observable{Name: name, TypeID: typeID, Type: typ, Value: value})
+		}
+	}
+	for _, ep := range []struct {
+		name string
+		ep   *Endpoint
+	}{{"src_endpoint", e.SrcEndpoint}, {"dst_endpoint", e.DstEndpoint}} {
+		if ep.ep != nil {
+			add(ep.name+".hostname", ObservableHostname, "Hostname", ep.ep.Hostname)
+			add(ep.name+".ip", ObservableIP, "IP Address", ep.ep.IP)
+		}
+	}
+	if e.Actor != nil && e.Actor.User != nil {
+		add("actor.user.name", ObservableUserName, "User Name", e.Actor.User.Name)
+	}
 }

@@ -104,7 +104,7 @@ func FromDecision(d Decision, p Product) Event {
 		e.setClass(ClassHTTPActivity, categoryNetwork, "HTTP Activity", "Network Activity", activity, name)
 	}
 	e.Time = d.Time.UnixMilli()
-	e.Metadata = Metadata{Version: Version, Product: p, UID: d.DenialID, CorrelationUID: d.TraceID, Profiles: []string{"security_control", "host"}}
+	e.Metadata = Metadata{Version: Version, Product: p, UID: d.DenialID, CorrelationUID: d.TraceID}
 	sandbox := d.Sandbox
 	if sandbox == "" {
 		sandbox = "local"
@@ -169,6 +169,7 @@ func FromDecision(d Decision, p Product) Event {
 		u["version_probe"] = true
 	}
 	e.Unmapped = u
+	e.finish()
 	return e
 }
 
@@ -293,6 +294,7 @@ func FromAudit(a store.AuditEntry, p Product) Event {
 		u["detail"] = maps.Clone(a.Detail)
 	}
 	e.Unmapped = u
+	e.finish()
 	return e
 }
 
@@ -368,6 +370,7 @@ func FromProposal(pr store.Proposal, findings []store.Finding, p Product) Event 
 		u["findings"] = findings
 	}
 	e.Unmapped = u
+	e.finish()
 	return e
 }
 
@@ -392,5 +395,6 @@ func SinkDrops(sink string, dropped uint64, since, now time.Time, p Product) Eve
 	e.Metadata = Metadata{Version: Version, Product: p}
 	e.Message = fmt.Sprintf("OCSF sink %s: %d event(s) dropped since %s", sink, dropped, since.UTC().Format(time.RFC3339))
 	e.Unmapped = map[string]any{"sink": sink, "dropped": dropped, "since": since.UTC().Format(time.RFC3339Nano)}
+	e.finish()
 	return e
 }

@@ -2,12 +2,14 @@ package ocsf_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/ocsf/ocsftest"
+	"github.com/portcullis-dev/portcullis/internal/version"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -54,6 +56,9 @@ func TestEventsValidate(t *testing.T) {
 		{"rollback", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "alice", Action: store.ActionPolicySet, Sandbox: "orders", BeforeHash: "b", AfterHash: "a", Detail: map[string]string{"source": "rollback"}}, ocsf.Gateway), 3004, 99, ocsf.SeverityLow, "by alice"},
 		{"approval", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "bob", Action: store.ActionProposalOK, Sandbox: "orders", Target: "12", AfterHash: "sha256:cc", Detail: map[string]string{"approver": "bob", "reason": "ok"}}, ocsf.Gateway), 3004, 99, ocsf.SeverityLow, "proposal.approve orders 12 by bob"},
 		{"rejection", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "bob", Action: store.ActionProposalState, Sandbox: "orders", Target: "12", Detail: map[string]string{"from": "pending", "to": "rejected", "reason": "too wide"}}, ocsf.Gateway), 3004, 99, ocsf.SeverityInformational, "proposal.status"},
+		{"token revoke", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "admin", Action: store.ActionTokenRevoke, Target: "ci"}, ocsf.Gateway), 3004, 4, ocsf.SeverityLow, "token.revoke ci by admin"},
+		{"mcp allow", ocsf.FromDecision(ocsf.Decision{Time: at, Sandbox: "orders", Binary: "/usr/bin/node", Host: "mcp.example.com", Addr: "93.184.216.34", Port: 443, HTTPMethod: "POST", MCPMethod: "tools/call", Tool: "lookup", Decision: "allow", Entry: "mcp", Rule: "rules[0]", PolicyVersion: "3"}, ocsf.Proxy), 6003, 99, ocsf.SeverityInformational, "allow tools/call lookup"},
+		{"connect allow", ocsf.FromDecision(ocsf.Decision{Time: at, Host: "api.example.com", Addr: "93.184.216.34", Port: 443, Decision: "allow", Entry: "api", PolicyVersion: "2"}, ocsf.Proxy), 4002, 1, ocsf.SeverityInformational, "allow CONNECT api.example.com:443"},
 		{"token", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "admin", Action: store.ActionTokenCreate, Target: "ci", Detail: map[string]string{"role": "admin"}}, ocsf.Gateway), 3004, 1, ocsf.SeverityLow, "token.create ci by admin"},
 		{"freeze", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "sentry:w1", Action: store.ActionFreeze, Sandbox: "orders", Target: "orders", BeforeHash: "x", AfterHash: "y"}, ocsf.Gateway), 3004, 12, ocsf.SeverityHigh, "sandbox.freeze"},
 		{"unfreeze", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "alice", Action: store.ActionUnfreeze, Sandbox: "orders", Target: "orders"}, ocsf.Gateway), 3004, 13, ocsf.SeverityMedium, "sandbox.unfreeze"},
@@ -79,6 +84,66 @@ func TestEventsValidate(t *testing.T) {
 				t.Errorf("message %q lacks %q", c.ev.Message, c.wantInMessage)
 			}
 		})
+	}
+}
+
+// What SIEMs pivot on: the product's version (the build's), and
+// observables for hosts, addresses and users, each naming the attribute
+// it points at with its OCSF dictionary type.
+func TestSIEMFields(t *testing.T) {
+	want := version.Get().String()
+	if want == "" || ocsf.Gateway.Version != want || ocsf.Proxy.Version != want {
+		t.Errorf("product versions %q %q, want the build's %q", ocsf.Gateway.Version, ocsf.Proxy.Version, want)
+	}
+	type obs = ocsf.Observable
+	for _, tc := range []struct {
+		name string
+		ev   ocsf.Event
+		want []obs
+	}{
+		{"decision", ocsf.FromDecision(ocsf.Decision{Time: at, Host: "api.example.com", Addr: "93.184.216.34", Port: 443, HTTPMethod: "GET", Path: "/", Decision: "deny"}, ocsf.Proxy),
+			[]obs{{Name: "dst_endpoint.hostname", TypeID: 1, Type: "Hostname", Value: "api.example.com"}, {Name: "dst_endpoint.ip", TypeID: 2, Type: "IP Address", Value: "93.184.216.34"}}},
+		{"ip only", ocsf.FromDecision(ocsf.Decision{Time: at, Addr: "10.0.0.1", Port: 80, HTTPMethod: "GET", Decision: "deny"}, ocsf.Proxy),
+			[]obs{{Name: "dst_endpoint.ip", TypeID: 2, Type: "IP Address", Value: "10.0.0.1"}}},
+		{"audit", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "alice", Action: store.ActionTokenCreate, Target: "ci"}, ocsf.Gateway),
+			[]obs{{Name: "actor.user.name", TypeID: 4, Type: "User Name", Value: "alice"}}},
+		{"remediation", ocsf.FromSentryAction(store.SentryAction{ID: 1, Source: "s", EventID: "e", Sandbox: "orders", Status: store.SentryDismissed, ReceivedAt: at, CreatedAt: at}, "alice", ocsf.Gateway),
+			[]obs{{Name: "actor.user.name", TypeID: 4, Type: "User Name", Value: "alice"}}},
+	} {
+		if !reflect.DeepEqual(tc.ev.Observables, tc.want) {
+			t.Errorf("%s: observables %+v, want %+v", tc.name, tc.ev.Observables, tc.want)
+		}
+		if err := ocsftest.Validate(encode(t, tc.ev)); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
+
+// Every event declares the profiles whose attributes it carries, and no
+// other: a 2004 with a policy (a Sentry policy_decision, a drift finding)
+// declares security_control; a proposal's finding, which carries only
+// attributes Detection Finding defines, declares none.
+func TestProfilesDeclared(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   ocsf.Event
+		want []string
+	}{
+		{"http", ocsf.FromDecision(ocsf.Decision{Time: at, Host: "h", Port: 80, HTTPMethod: "GET", Decision: "allow"}, ocsf.Proxy), []string{"security_control", "host"}},
+		{"mcp", ocsf.FromDecision(ocsf.Decision{Time: at, Host: "h", Port: 80, HTTPMethod: "POST", MCPMethod: "tools/list", Decision: "allow"}, ocsf.Proxy), []string{"security_control"}},
+		{"audit", ocsf.FromAudit(store.AuditEntry{Time: at, Actor: "alice", Action: store.ActionPolicySet}, ocsf.Gateway), nil},
+		{"proposal", ocsf.FromProposal(store.Proposal{ID: 1, Status: store.ProposalPending, CreatedAt: at}, nil, ocsf.Gateway), nil},
+		{"drift", ocsf.FromSentryFinding(ocsf.SentryDrift, store.SentryEvent{Source: "s", ID: "1", Subject: "orders", PolicyHash: "sha256:ab"}, "", at, ocsf.Gateway), []string{"security_control"}},
+		{"unmediated", ocsf.FromSentryFinding(ocsf.SentryUnmediated, store.SentryEvent{Source: "s", ID: "1", Subject: "orders"}, "t", at, ocsf.Gateway), nil},
+		{"remediation", ocsf.FromSentryAction(store.SentryAction{ID: 1, Source: "s", EventID: "e", Sandbox: "orders", Status: store.SentryFrozen, Version: 2, ReceivedAt: at, CreatedAt: at}, "alice", ocsf.Gateway), []string{"security_control", "host"}},
+		{"drops", ocsf.SinkDrops("file", 1, at, at, ocsf.Proxy), nil},
+	} {
+		if !reflect.DeepEqual(tc.ev.Metadata.Profiles, tc.want) {
+			t.Errorf("%s: profiles %v, want %v", tc.name, tc.ev.Metadata.Profiles, tc.want)
+		}
+		if err := ocsftest.Validate(encode(t, tc.ev)); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
 	}
 }
 

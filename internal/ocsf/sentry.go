@@ -158,6 +158,7 @@ func FromSentryEvent(ev sentry.Event, received time.Time, p Product) Event {
 		u["unknown_fields"] = ev.Unknown
 	}
 	e.Unmapped = u
+	e.finish()
 	return e
 }
 
@@ -238,6 +239,7 @@ func FromSentryFinding(kind string, ev store.SentryEvent, tool string, found tim
 		u["event_time"] = ev.Time.UTC().Format(time.RFC3339Nano)
 	}
 	e.Unmapped = u
+	e.finish()
 	return e
 }
 
@@ -308,7 +310,12 @@ func FromSentryAction(a store.SentryAction, actor string, p Product) Event {
 	e.IsAlert = &r.alert
 	of := SentryUID(a.Source, a.EventID)
 	e.Metadata = Metadata{Version: Version, Product: p, UID: "sentry-action-" + strconv.FormatInt(a.ID, 10) + "-" + a.Status,
-		CorrelationUID: of, LoggedTime: a.ReceivedAt.UnixMilli(), Profiles: []string{"security_control"}}
+		CorrelationUID: of, LoggedTime: a.ReceivedAt.UnixMilli()}
+	if actor != "" {
+		// Who acted: the Sentry source's actor, or the operator who
+		// answered a held action.
+		e.Actor = &Actor{User: &User{Name: actor}}
+	}
 	e.CommandUID = strconv.FormatInt(a.ID, 10)
 	e.Countermeasures = isolate
 	desc := a.Reason
@@ -339,5 +346,6 @@ func FromSentryAction(a store.SentryAction, actor string, p Product) Event {
 		u["decided_by"] = a.DecidedBy
 	}
 	e.Unmapped = u
+	e.finish()
 	return e
 }

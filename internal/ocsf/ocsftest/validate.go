@@ -3,6 +3,19 @@
 // OCSF licence: required attributes, the class, category and type
 // numbers, enum values, attribute types and at_least_one constraints,
 // into every nested object. Tests only.
+//
+// Profiles are honoured as OCSF's own validator (ocsf-server's
+// validator2, over the schema as ocsf-schema-compiler compiles it) does:
+// an attribute a profile brings into a class or object (the profile's
+// $include, kept when the class or a child redefines the attribute
+// unless it says "profile": null) is an attribute of the event only when
+// metadata.profiles declares that profile, at every depth; metadata.profiles
+// must name known profiles. observables must name an attribute the event
+// may carry (with [] or [n] for arrays), and, beyond what OCSF's validator
+// checks, their type_id must be the observable type of that attribute
+// (dictionary types such as hostname_t 1, ip_t 2, username_t 4, and
+// attributes and objects with their own) and their value the attribute's
+// value where the name leads to one string.
 package ocsftest
 
 import (
@@ -25,10 +38,38 @@ type attr struct {
 	Enum        map[string]json.RawMessage `json:"enum"`
 	Type        string                     `json:"type"`
 	IsArray     bool                       `json:"is_array"`
+	Observable  int                        `json:"observable"`
+	// profiles gates the attribute: when non-empty, an event may carry it
+	// only if metadata.profiles names one of them. gated says the
+	// definition decided (a profile's include, or "profile" in the file:
+	// null clears, a name sets); an attribute that does not decide keeps
+	// what it overrides, as ocsf-schema-compiler merges them.
+	profiles []string
+	gated    bool
+}
+
+// mergeProfiles applies src's profile gate on top of dst's.
+func mergeProfiles(dst *attr, src attr) {
+	switch {
+	case !src.gated:
+	case src.profiles == nil:
+		dst.profiles, dst.gated = nil, true
+	default:
+		ps := slices.Clone(dst.profiles)
+		for _, p := range src.profiles {
+			if !slices.Contains(ps, p) {
+				ps = append(ps, p)
+			}
+		}
+		slices.Sort(ps)
+		dst.profiles, dst.gated = ps, true
+	}
 }
 
 type def struct {
 	Name        string          `json:"name"`
+	Meta        string          `json:"meta"`
+	Observable  int             `json:"observable"`
 	UID         int             `json:"uid"`
 	Category    string          `json:"category"`
 	Extends     string          `json:"extends"`
@@ -44,6 +85,7 @@ type resolved struct {
 	name       string
 	uid        int
 	category   string
+	observable int // the object's observable type_id, 0 if none
 	attrs      map[string]attr
 	atLeastOne [][]string
 }
@@ -51,9 +93,12 @@ type resolved struct {
 type schema struct {
 	version    string
 	dict       map[string]attr
+	types      map[string]attr // dictionary types (hostname_t …)
 	categories map[string]int
 	classes    map[int]*resolved // by class_uid
 	objects    map[string]*resolved
+	profiles   map[string]bool // known profile names
+	observable map[string]bool // observable type_ids the vendored schema defines
 }
 
 var (
@@ -70,7 +115,9 @@ func read(name string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// parseAttrs reads an attributes object, folding in $include'd profiles.
+// parseAttrs reads an attributes object, folding in $include'd profiles:
+// each profile's attributes are gated by it, and the object's own
+// definitions merge on top (ocsf-schema-compiler's include).
 func parseAttrs(raw json.RawMessage) (map[string]attr, error) {
 	out := map[string]attr{}
 	if len(raw) == 0 {
@@ -80,39 +127,89 @@ func parseAttrs(raw json.RawMessage) (map[string]attr, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
+	own := map[string]attr{}
 	for k, v := range m {
 		if k == "$include" {
-			var incs []string
-			if err := json.Unmarshal(v, &incs); err != nil {
-				return nil, err
-			}
-			for _, inc := range incs {
-				var p def
-				if err := read(inc, &p); err != nil {
-					return nil, fmt.Errorf("include %s: %w", inc, err)
-				}
-				pa, err := parseAttrs(p.Attributes)
-				if err != nil {
-					return nil, err
-				}
-				for pk, pv := range pa {
-					if _, ok := out[pk]; !ok {
-						// A profile's attributes are required only of
-						// events that apply it; checked as optional.
-						pv.Requirement = "optional"
-						out[pk] = pv
-					}
-				}
-			}
 			continue
 		}
-		var a attr
-		if err := json.Unmarshal(v, &a); err != nil {
+		a, err := parseAttr(v)
+		if err != nil {
 			return nil, fmt.Errorf("attribute %s: %w", k, err)
 		}
-		out[k] = a
+		own[k] = a
+	}
+	var incs []string
+	if v, ok := m["$include"]; ok {
+		if err := json.Unmarshal(v, &incs); err != nil {
+			return nil, err
+		}
+	}
+	for _, inc := range incs {
+		var p def
+		if err := read(inc, &p); err != nil {
+			return nil, fmt.Errorf("include %s: %w", inc, err)
+		}
+		pa, err := parseAttrs(p.Attributes)
+		if err != nil {
+			return nil, err
+		}
+		for pk, pv := range pa {
+			if p.Meta == "profile" {
+				pv.profiles, pv.gated = []string{p.Name}, true
+			}
+			if prev, ok := out[pk]; ok {
+				// Two profiles bring one attribute: either declares it.
+				mergeProfiles(&pv, prev)
+			}
+			out[pk] = pv
+		}
+	}
+	for k, a := range own {
+		inc, ok := out[k]
+		if !ok {
+			out[k] = a
+			continue
+		}
+		if a.Requirement != "" {
+			inc.Requirement = a.Requirement
+		}
+		if a.Enum != nil {
+			inc.Enum = a.Enum
+		}
+		if a.Type != "" {
+			inc.Type = a.Type
+		}
+		if a.Observable != 0 {
+			inc.Observable = a.Observable
+		}
+		mergeProfiles(&inc, a)
+		out[k] = inc
 	}
 	return out, nil
+}
+
+// parseAttr reads one attribute's definition; "profile" gates it (a name)
+// or clears a gate it would inherit (null).
+func parseAttr(raw json.RawMessage) (attr, error) {
+	var a attr
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return a, err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return a, err
+	}
+	if p, ok := keys["profile"]; ok {
+		a.gated = true
+		var name *string
+		if err := json.Unmarshal(p, &name); err != nil {
+			return a, fmt.Errorf("profile: %w", err)
+		}
+		if name != nil {
+			a.profiles = []string{*name}
+		}
+	}
+	return a, nil
 }
 
 func merge(parent, child map[string]attr) map[string]attr {
@@ -134,6 +231,10 @@ func merge(parent, child map[string]attr) map[string]attr {
 		if c.Type != "" {
 			p.Type = c.Type
 		}
+		if c.Observable != 0 {
+			p.Observable = c.Observable
+		}
+		mergeProfiles(&p, c)
 		out[k] = p
 	}
 	return out
@@ -152,7 +253,7 @@ func (s *schema) resolve(dir, name string, byName map[string]string) (*resolved,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	r := &resolved{name: d.Name, uid: d.UID, category: d.Category, attrs: attrs}
+	r := &resolved{name: d.Name, uid: d.UID, category: d.Category, observable: d.Observable, attrs: attrs}
 	if d.Extends != "" {
 		parent, err := s.resolve(dir, d.Extends, byName)
 		if err != nil {
@@ -165,6 +266,9 @@ func (s *schema) resolve(dir, name string, byName map[string]string) (*resolved,
 		}
 		if r.category == "" {
 			r.category = parent.category
+		}
+		if r.observable == 0 {
+			r.observable = parent.observable
 		}
 	}
 	if len(d.Constraints.AtLeastOne) > 0 {
@@ -183,11 +287,52 @@ func load() (*schema, error) {
 		return nil, err
 	}
 	s.version = v.Version
-	var dict struct{ Attributes map[string]attr }
+	var dict struct {
+		Attributes map[string]attr
+		Types      struct{ Attributes map[string]attr }
+	}
 	if err := read("dictionary.json", &dict); err != nil {
 		return nil, err
 	}
-	s.dict = dict.Attributes
+	s.dict, s.types = dict.Attributes, dict.Types.Attributes
+	// observable.type_id: 0 Unknown, 99 Other, and every number a type,
+	// a dictionary attribute or an object carries (the compiler's enum).
+	s.observable = map[string]bool{"0": true, "99": true}
+	for _, a := range s.types {
+		if a.Observable != 0 {
+			s.observable[strconv.Itoa(a.Observable)] = true
+		}
+	}
+	for _, a := range s.dict {
+		if a.Observable != 0 {
+			s.observable[strconv.Itoa(a.Observable)] = true
+		}
+	}
+	objs, err := files.ReadDir("schema/objects")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range objs {
+		var d def
+		if err := read(path.Join("objects", f.Name()), &d); err != nil {
+			return nil, err
+		}
+		if d.Observable != 0 {
+			s.observable[strconv.Itoa(d.Observable)] = true
+		}
+	}
+	profs, err := files.ReadDir("schema/profiles")
+	if err != nil {
+		return nil, err
+	}
+	s.profiles = map[string]bool{}
+	for _, f := range profs {
+		var d def
+		if err := read(path.Join("profiles", f.Name()), &d); err != nil {
+			return nil, err
+		}
+		s.profiles[d.Name] = true
+	}
 	var cats struct {
 		Attributes map[string]struct{ UID int }
 	}
@@ -246,6 +391,16 @@ func (s *schema) object(name string) (*resolved, error) {
 	if err != nil {
 		return nil, err
 	}
+	if name == "observable" {
+		// The compiler fills observable.type_id's enum from the
+		// observable numbers of types, attributes and objects.
+		a := o.attrs["type_id"]
+		a.Enum = map[string]json.RawMessage{}
+		for id := range s.observable {
+			a.Enum[id] = json.RawMessage("{}")
+		}
+		o.attrs["type_id"] = a
+	}
 	s.objects[name] = o
 	return o, nil
 }
@@ -277,7 +432,7 @@ func Validate(event []byte) error {
 		return fmt.Errorf("not a JSON object: %w", err)
 	}
 	s := loaded
-	v := &validator{s: s}
+	v := &validator{s: s, profiles: map[string]bool{}}
 	classUID, ok := intOf(ev["class_uid"])
 	if !ok {
 		return fmt.Errorf("class_uid missing or not an integer")
@@ -293,10 +448,22 @@ func Validate(event []byte) error {
 	if typ, _ := intOf(ev["type_uid"]); typ != classUID*100+act {
 		v.errf("type_uid %v, want class_uid*100+activity_id = %d", ev["type_uid"], classUID*100+act)
 	}
-	if md, ok := ev["metadata"].(map[string]any); !ok || md["version"] != s.version {
+	md, _ := ev["metadata"].(map[string]any)
+	if md == nil || md["version"] != s.version {
 		v.errf("metadata.version %v, want %s", md["version"], s.version)
 	}
+	if ps, ok := md["profiles"].([]any); ok {
+		for i, p := range ps {
+			name, _ := p.(string)
+			if !s.profiles[name] {
+				v.errf("metadata.profiles[%d]: no profile is defined for %v", i, p)
+				continue
+			}
+			v.profiles[name] = true
+		}
+	}
 	v.check(cls.name, cls, ev)
+	v.observables(cls, ev)
 	if len(v.errs) > 0 {
 		return fmt.Errorf("%s (class %d): %s", cls.name, classUID, strings.Join(v.errs, "; "))
 	}
@@ -304,8 +471,15 @@ func Validate(event []byte) error {
 }
 
 type validator struct {
-	s    *schema
-	errs []string
+	s        *schema
+	profiles map[string]bool // metadata.profiles
+	errs     []string
+}
+
+// allowed reports whether the event may carry a: it is gated by no
+// profile, or by one metadata.profiles declares.
+func (v *validator) allowed(a attr) bool {
+	return len(a.profiles) == 0 || slices.ContainsFunc(a.profiles, func(p string) bool { return v.profiles[p] })
 }
 
 func (v *validator) errf(format string, args ...any) {
@@ -324,7 +498,7 @@ func intOf(x any) (int64, bool) {
 // check validates obj against r's attributes, at path at.
 func (v *validator) check(at string, r *resolved, obj map[string]any) {
 	for name, a := range r.attrs {
-		if a.Requirement == "required" {
+		if a.Requirement == "required" && v.allowed(a) {
 			if _, ok := obj[name]; !ok {
 				v.errf("%s.%s is required", at, name)
 			}
@@ -339,6 +513,10 @@ func (v *validator) check(at string, r *resolved, obj map[string]any) {
 		a, ok := r.attrs[name]
 		if !ok {
 			v.errf("%s.%s is not an attribute of %s", at, name, r.name)
+			continue
+		}
+		if !v.allowed(a) {
+			v.errf("%s.%s is an attribute of %s only with profile %s, which metadata.profiles does not declare", at, name, r.name, strings.Join(a.profiles, " or "))
 			continue
 		}
 		d := v.s.dict[name]
@@ -422,4 +600,117 @@ func (v *validator) value(p, typ string, enum map[string]json.RawMessage, val an
 		}
 		v.check(p, o, obj)
 	}
+}
+
+// observables checks each observable's name against the attributes the
+// event may carry (OCSF's validator), and its type_id and value against
+// the attribute the name leads to.
+func (v *validator) observables(cls *resolved, ev map[string]any) {
+	obs, ok := ev["observables"].([]any)
+	if !ok {
+		return
+	}
+	for i, o := range obs {
+		om, ok := o.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, ok := om["name"].(string)
+		if !ok {
+			continue
+		}
+		at := fmt.Sprintf("observables[%d]", i)
+		if tid, ok := intOf(om["type_id"]); ok && !v.s.observable[strconv.FormatInt(tid, 10)] {
+			v.errf("%s.type_id: %d is not an observable type", at, tid)
+		}
+		want, vals, ok := v.referenced(cls, strings.Split(name, "."), ev)
+		if !ok {
+			v.errf("%s.name %q does not refer to an attribute of %s the event may carry", at, name, cls.name)
+			continue
+		}
+		if tid, ok := intOf(om["type_id"]); ok && want != 0 && tid != int64(want) {
+			v.errf("%s.type_id %d, but %s is observable type %d", at, tid, name, want)
+		}
+		if val, ok := om["value"]; ok && len(vals) > 0 && !slices.Contains(vals, val) {
+			v.errf("%s.value %v is not the event's %s (%v)", at, val, name, vals)
+		}
+	}
+}
+
+// referenced follows an observable's name through r's attributes (gated
+// by the declared profiles) and the event's data: it returns the
+// attribute's observable type (its own, its type's, or its object's) and
+// the values the event holds there.
+func (v *validator) referenced(r *resolved, parts []string, data any) (int, []any, bool) {
+	key, idx, array := parts[0], -1, false
+	if i := strings.IndexByte(key, '['); i >= 0 && strings.HasSuffix(key, "]") {
+		array = true
+		if n, err := strconv.Atoi(key[i+1 : len(key)-1]); err == nil {
+			idx = n
+		}
+		key = key[:i]
+	}
+	a, ok := r.attrs[key]
+	if !ok || !v.allowed(a) {
+		return 0, nil, false
+	}
+	d := v.s.dict[key]
+	isArray := a.IsArray || d.IsArray
+	if array && !isArray {
+		return 0, nil, false
+	}
+	typ := a.Type
+	if typ == "" {
+		typ = d.Type
+	}
+	// The values at this step: every element of an array unless [n].
+	var vals []any
+	if m, ok := data.(map[string]any); ok {
+		if x, ok := m[key]; ok {
+			if arr, ok := x.([]any); ok && isArray {
+				if idx >= 0 && idx < len(arr) {
+					vals = []any{arr[idx]}
+				} else if idx < 0 {
+					vals = arr
+				}
+			} else {
+				vals = []any{x}
+			}
+		}
+	}
+	if len(parts) == 1 {
+		obs := a.Observable
+		if obs == 0 {
+			obs = d.Observable
+		}
+		if t, ok := v.s.types[typ]; ok && obs == 0 {
+			obs = t.Observable
+		}
+		if o, err := v.s.object(typ); err == nil && obs == 0 && !strings.HasSuffix(typ, "_t") {
+			obs = o.observable
+		}
+		return obs, vals, true
+	}
+	if strings.HasSuffix(typ, "_t") || typ == "" {
+		return 0, nil, false
+	}
+	o, err := v.s.object(typ)
+	if err != nil {
+		return 0, nil, false
+	}
+	var out []any
+	var want int
+	var found bool
+	if len(vals) == 0 {
+		vals = []any{nil}
+	}
+	for _, x := range vals {
+		w, got, ok := v.referenced(o, parts[1:], x)
+		if !ok {
+			return 0, nil, false
+		}
+		want, found = w, true
+		out = append(out, got...)
+	}
+	return want, out, found
 }
