@@ -686,8 +686,10 @@ func (v *validator) referenced(r *resolved, parts []string, data any) (int, []an
 		if t, ok := v.s.types[typ]; ok && obs == 0 {
 			obs = t.Observable
 		}
-		if o, err := v.s.object(typ); err == nil && obs == 0 && !strings.HasSuffix(typ, "_t") {
-			obs = o.observable
+		if obs == 0 && typ != "" && !strings.HasSuffix(typ, "_t") {
+			if o, err := v.s.object(typ); err == nil {
+				obs = o.observable
+			}
 		}
 		return obs, vals, true
 	}
