@@ -180,13 +180,14 @@ func TestEventsWithoutJSONRefused(t *testing.T) {
 				}))
 				tp := startProxy(t, ordersPolicy, up)
 				h := http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, "Mcp-Session-Id": {"sess-1"}}
-				msg := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+				msg, why := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "could not inspect the tools/list result"
 				if method == "tools/call" {
 					msg = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"A-1042"}}}`
+					why = "could not inspect the server's answer"
 				}
 				_, body := rawMCP(t, tp, up, h, msg)
 				if !strings.HasPrefix(body, "id: 1\ndata: \n\n") || strings.Contains(body, "refund_order") || strings.Contains(body, "data: x") ||
-					!strings.Contains(body, `"code":-32003`) || !strings.Contains(body, `"id":1`) {
+					!strings.Contains(body, `"code":-32003`) || !strings.Contains(body, `"id":1`) || !strings.Contains(body, why) {
 					t.Errorf("the agent got %q; want the priming event, then a JSON-RPC error answering id 1, without what the event carried", body)
 				}
 			})

@@ -291,6 +291,7 @@ func (l *toolsList) errorBody(why string) []byte {
 	msg := "the proxy could not inspect the tools/list result: " + why
 	ids := l.ids
 	if len(ids) == 0 {
+		msg = "the proxy could not inspect the server's answer: " + why
 		ids = l.answers.Own
 	}
 	if len(ids) == 1 {
