@@ -57,7 +57,9 @@
 //     tools the policy in force would let the agent call; a result that
 //     cannot be read strictly (or an event whose data is not JSON) is
 //     answered with an error instead, and an event without a message (a
-//     priming event, a comment) passes as it came.
+//     priming event, a comment) passes as it came (FuzzCopyEvents reads
+//     what the agent gets as two clients would, neither finding a tool
+//     the proxy did not filter).
 //   - server.go and httpread.go: the proxy's own HTTP/1.x server for its
 //     clients (the listener's connections and intercepted tunnels'): one
 //     strict reading of each request decides both what is judged and
