@@ -46,15 +46,20 @@
 //     back.
 //   - pins.go: what the proxy knows of MCP tools' definitions (the
 //     fingerprint of each tool it saw listed, per endpoint, stale after a
-//     list_changed or 30 s), and its own listing, in the caller's session,
-//     of the tools a pinned call needs verified.
+//     list_changed or 30 s; none for a tool a listing names twice), and
+//     its own listing, in the caller's session, of the tools a pinned
+//     call needs verified.
 //   - replies.go: the requests servers send clients on the streams the
 //     proxy relays, per session, so that a client's answer to one may be
 //     larger than mcp.max_body_bytes (up to mcp.max_response_bytes).
 //   - toolslist.go: tools/list results (a JSON answer, or an event
 //     stream event by event, a GET stream's replays included) cut to the
 //     tools the policy in force would let the agent call; a result that
-//     cannot be read strictly is answered with an error instead.
+//     cannot be read strictly (or an event whose data is not JSON) is
+//     answered with an error instead, and an event without a message (a
+//     priming event, a comment) passes as it came (FuzzCopyEvents reads
+//     what the agent gets as two clients would, neither finding a tool
+//     the proxy did not filter).
 //   - server.go and httpread.go: the proxy's own HTTP/1.x server for its
 //     clients (the listener's connections and intercepted tunnels'): one
 //     strict reading of each request decides both what is judged and

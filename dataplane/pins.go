@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -34,6 +35,17 @@ import (
 // a tool's definition, pinned or not, is recorded (ToolDefinitions) and
 // handed to Config.OnToolDefinition (in gateway mode, the shipper: the
 // gateway keeps every definition per sandbox).
+//
+// A tools/list result that names a tool more than once (in one result, or
+// across the pages of the proxy's own listing) leaves its definition
+// ambiguous: a client may take either entry, and which one a pin was
+// checked against would be the proxy's guess. Whatever the order of the
+// entries, and even when they are the same definition, the tool counts as
+// changed: no pin holds for it (the filtered list hides it wherever a rule
+// pins it, and its calls such a rule would allow are denied with
+// tool_definition_changed) until a listing names it once. The proxy logs
+// the tool the first time a listing names it twice. Each entry's
+// definition is recorded as seen, as any other.
 
 // mcpEndpointKey names an MCP endpoint as the proxy reaches it.
 type mcpEndpointKey struct {
@@ -58,6 +70,8 @@ type toolDefs struct {
 	// onChange, if set, receives each change (Config.OnToolDefinition),
 	// outside mu.
 	onChange func(ToolDefinitionChange)
+	// log, if set, hears of tools a listing names twice.
+	log *slog.Logger
 }
 
 type endpointTools struct {
@@ -70,6 +84,7 @@ type seenTool struct {
 	fingerprint string // "" when the definition could not be canonicalised
 	epoch       uint64
 	at          time.Time // when it was listed
+	twice       bool      // the listing named the tool more than once
 }
 
 // Bounds on what toolDefs holds: an MCP server may list any number of
@@ -120,34 +135,44 @@ func (d *toolDefs) endpoint(key mcpEndpointKey) *endpointTools {
 	return e
 }
 
-// observe records tool name's definition as listed now by key's server,
-// and returns its fingerprint ("" when it cannot be canonicalised: no pin
-// matches it).
-func (d *toolDefs) observe(key mcpEndpointKey, name string, def []byte, now time.Time) string {
+// observe records tool name's definition as listed now by key's server
+// (twice: in a listing that names it more than once), and returns the
+// fingerprint a pin is checked against: "" when the definition cannot be
+// canonicalised or is ambiguous (no pin matches it).
+func (d *toolDefs) observe(key mcpEndpointKey, name string, def []byte, twice bool, now time.Time) string {
 	fp, err := mcp.Fingerprint(def)
 	if err != nil {
 		fp = ""
 	}
-	c, changed := d.keep(key, name, def, fp, now)
+	c, changed, newlyTwice := d.keep(key, name, def, fp, twice, now)
+	if newlyTwice && d.log != nil {
+		d.log.Warn("an MCP server lists a tool more than once: its definition is ambiguous, and no pin holds for it",
+			"host", key.host, "port", key.port, "path", key.path, "tool", name)
+	}
 	if changed && d.onChange != nil {
 		d.onChange(c)
+	}
+	if twice {
+		return ""
 	}
 	return fp
 }
 
-// keep records fp as tool name's latest definition at key, and returns
-// the change it is, if it is one.
-func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, now time.Time) (ToolDefinitionChange, bool) {
+// keep records fp as tool name's latest definition at key (twice: named
+// more than once by its listing), and returns the change it is, if it is
+// one, and whether the tool was not named twice before.
+func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, twice bool, now time.Time) (_ ToolDefinitionChange, changed, newlyTwice bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.endpoint(key)
 	before, known := e.tools[name]
 	if !known && len(e.tools) >= maxToolsPerServer {
-		return ToolDefinitionChange{}, false // judged, but not kept: the server lists too many tools
+		return ToolDefinitionChange{}, false, false // judged, but not kept: the server lists too many tools
 	}
-	e.tools[name] = seenTool{fingerprint: fp, epoch: e.epoch, at: now}
+	e.tools[name] = seenTool{fingerprint: fp, epoch: e.epoch, at: now, twice: twice}
+	newlyTwice = twice && !(known && before.twice)
 	if known && before.fingerprint == fp {
-		return ToolDefinitionChange{}, false
+		return ToolDefinitionChange{}, false, newlyTwice
 	}
 	c := ToolDefinitionChange{Time: now, Host: key.host, Port: key.port, Path: key.path, Tool: name,
 		Before: before.fingerprint, After: fp}
@@ -160,12 +185,13 @@ func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, 
 	kept := c
 	kept.Definition = nil // the ring is the changes' outline; the definition goes to the shipper
 	d.changes = append(d.changes, kept)
-	return c, true
+	return c, true, newlyTwice
 }
 
 // current returns the fingerprint of tool name's current definition at
-// key, and false when the proxy knows none (never listed, listed before
-// the server said its tools changed, or more than defMaxAge ago).
+// key ("" when its listing named it twice), and false when the proxy
+// knows none (never listed, listed before the server said its tools
+// changed, or more than defMaxAge ago).
 func (d *toolDefs) current(key mcpEndpointKey, name string, now time.Time) (string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -176,6 +202,9 @@ func (d *toolDefs) current(key mcpEndpointKey, name string, now time.Time) (stri
 	t, ok := e.tools[name]
 	if !ok || t.epoch != e.epoch || now.Sub(t.at) >= defMaxAge {
 		return "", false
+	}
+	if t.twice {
+		return "", true // ambiguous: no pin holds
 	}
 	return t.fingerprint, true
 }
@@ -257,7 +286,8 @@ func (p *Proxy) verifyTools(r *http.Request, scheme string, t dest, addr netip.A
 var verifyCounter atomic.Uint64
 
 // listTools sends tools/list, every page, to key's server and records
-// each tool's definition.
+// each tool's definition; a tool two entries name, on one page or on two,
+// is recorded as named twice.
 func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t dest, addr netip.Addr, key mcpEndpointKey, canonical, version string) error {
 	unescaped, err := url.PathUnescape(canonical)
 	if err != nil {
@@ -265,6 +295,7 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 	}
 	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port)), tls: scheme == "https"})
 	cursor := ""
+	entries := map[string]int{} // tool name → entries naming it, all pages
 	for page := 0; ; page++ {
 		if page == maxListPages {
 			return fmt.Errorf("the server lists more than %d pages of tools", maxListPages)
@@ -306,7 +337,10 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 		}
 		now := p.cfg.Now()
 		for _, tool := range tools {
-			p.defs.observe(key, tool.Name, tool.Definition, now)
+			entries[tool.Name]++
+		}
+		for _, tool := range tools {
+			p.defs.observe(key, tool.Name, tool.Definition, entries[tool.Name] > 1, now)
 		}
 		if next == "" {
 			p.defs.markListed(key, now)
@@ -366,8 +400,8 @@ func readListAnswer(res *http.Response, id json.RawMessage) ([]mcp.Tool, string,
 			}
 			return nil, "", err
 		}
-		if !ev.HasData {
-			continue
+		if !ev.Message() {
+			continue // a priming event, a comment …
 		}
 		tools, next, found, err := mcp.ReadToolsList(ev.Data, id)
 		if err != nil || found {

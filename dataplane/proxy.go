@@ -215,6 +215,7 @@ func newProxy(cfg Config) *Proxy {
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
 	p.defs.onChange = cfg.OnToolDefinition
+	p.defs.log = p.log
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(telemetry.Scope)
 	}

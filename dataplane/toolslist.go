@@ -51,8 +51,11 @@ type toolsList struct {
 	vis visibility
 }
 
-// keep fingerprints a listed tool and says whether the agent may see it.
-func (l *toolsList) keep(name string, def []byte) bool { return l.vis.keep(name, def) }
+// keep fingerprints a listed tool (twice: the result names it more than
+// once) and says whether the agent may see it.
+func (l *toolsList) keep(name string, def []byte, twice bool) bool {
+	return l.vis.keep(name, def, twice)
+}
 
 // listChanged is called when the server says its tools changed.
 func (l *toolsList) listChanged() { l.p.defs.changed(l.session.ep) }
@@ -159,9 +162,11 @@ func (v *visibility) load() {
 }
 
 // keep fingerprints tool name's definition def (recording it) and says
-// whether the agent may see the tool.
-func (v *visibility) keep(name string, def []byte) bool {
-	fp := v.p.defs.observe(v.key, name, def, v.p.cfg.Now())
+// whether the agent may see the tool. A tool the result names twice is
+// judged with no definition (toolDefs.observe): a rule pinning it does not
+// show it.
+func (v *visibility) keep(name string, def []byte, twice bool) bool {
+	fp := v.p.defs.observe(v.key, name, def, twice, v.p.cfg.Now())
 	if v.seen == nil || v.p.current.Load() != v.cur {
 		v.load() // first use, or a new policy
 	}
@@ -286,6 +291,7 @@ func (l *toolsList) errorBody(why string) []byte {
 	msg := "the proxy could not inspect the tools/list result: " + why
 	ids := l.ids
 	if len(ids) == 0 {
+		msg = "the proxy could not inspect the server's answer: " + why
 		ids = l.answers.Own
 	}
 	if len(ids) == 1 {
@@ -296,9 +302,12 @@ func (l *toolsList) errorBody(why string) []byte {
 
 // copyEvents copies an event stream event by event, each flushed, with
 // the data of every event that holds a tools/list result filtered. An
-// event whose data cannot be read strictly is replaced, on a POST's
-// stream, by an error answering its tools/list requests; on a GET
-// stream (no request to answer) it is dropped.
+// event that carries no message (mcp.Event.Message: a resumable server's
+// priming event, a comment, a retry …) passes as it came. An event whose
+// data cannot be read strictly — not JSON, or a tools/list result the
+// proxy cannot read — is replaced, on a POST's stream, by an error
+// answering its tools/list requests (or, without one, its other
+// requests); on a GET stream (no request to answer) it is dropped.
 func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error {
 	w.Header().Del("Content-Length")
 	w.WriteHeader(res.StatusCode)
@@ -320,22 +329,24 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 			return err
 		}
 		out := ev.Raw
-		if ev.HasData {
-			se := mcp.ReadServerEvent(ev.Data)
+		if ev.Message() { // else a priming event, a comment …: passed as it came
+			se, ferr := mcp.ReadServerEvent(ev.Data)
 			if se.ListChanged {
 				l.listChanged()
 			}
 			if len(se.Requests) > 0 {
 				l.requests(se.Requests)
 			}
-		}
-		if ev.HasData {
-			filtered, removed, ferr := mcp.FilterToolsList(ev.Data, l.answers, l.keep)
+			var filtered []byte
+			removed := 0
+			if ferr == nil {
+				filtered, removed, ferr = mcp.FilterToolsList(ev.Data, l.answers, l.keep)
+			}
 			switch {
 			case ferr != nil && l.get:
 				continue // no request to answer
 			case ferr != nil:
-				out = eventBytes(ev.Fields, l.errorBody(ferr.Error()))
+				out = eventBytes(resumeFields(ev.Fields), l.errorBody(ferr.Error()))
 			case removed > 0:
 				out = eventBytes(ev.Fields, filtered)
 			}
@@ -349,12 +360,29 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 	}
 }
 
+// resumeFields are the id and retry fields among fields: what an error
+// replacing an event the proxy refused keeps of it (the client's place in
+// the stream), and nothing else the refused event carried.
+func resumeFields(fields [][]byte) [][]byte {
+	var kept [][]byte
+	for _, f := range fields {
+		name, _, _ := bytes.Cut(bytes.TrimRight(f, "\r\n"), []byte(":"))
+		if string(name) == "id" || string(name) == "retry" {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
+
 // eventBytes is an event of the fields given (each with its line end) and
-// data: one "data:" line per line of data, then the blank line.
+// data: each field's line ended with LF (a client that ends lines only at
+// LF would read a field ended with a lone CR and the data line after it
+// as one line), one "data:" line per line of data, then the blank line.
 func eventBytes(fields [][]byte, data []byte) []byte {
 	var b []byte
 	for _, f := range fields {
-		b = append(b, f...)
+		b = append(b, bytes.TrimRight(f, "\r\n")...)
+		b = append(b, '\n')
 	}
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		b = append(b, "data: "...)

@@ -218,7 +218,9 @@ func (l *listRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, nil
 }
 
-// definitions returns each listed tool's definition bytes, by name.
+// definitions returns each listed tool's definition bytes, by name. A
+// tool listed twice (in one answer or on two pages) is an error: its
+// definition is ambiguous, and the proxy holds no pin for it.
 func (l *listRecorder) definitions() (map[string][]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -233,7 +235,7 @@ func (l *listRecorder) definitions() (map[string][]byte, error) {
 				if err != nil {
 					break
 				}
-				if ev.HasData {
+				if ev.Message() { // not a priming event, a comment …
 					msgs = append(msgs, ev.Data)
 				}
 			}
@@ -247,6 +249,9 @@ func (l *listRecorder) definitions() (map[string][]byte, error) {
 			if ok {
 				found = true
 				for _, t := range tools {
+					if _, twice := defs[t.Name]; twice {
+						return nil, fmt.Errorf("the server lists tool %s twice: its definition is ambiguous, and the proxy holds no pin for it", t.Name)
+					}
 					defs[t.Name] = t.Definition
 				}
 			}

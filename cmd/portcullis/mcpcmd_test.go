@@ -71,6 +71,10 @@ func TestMCPFingerprint(t *testing.T) {
 	defer stateless.Close()
 	sessions := httptest.NewServer(demo.OrdersHandler(&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true}))
 	defer sessions.Close()
+	// A resumable server starts each stream with a priming event (an id
+	// and empty data), which holds no answer.
+	primed := httptest.NewServer(demo.OrdersHandler(&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true, EventStore: mcp.NewMemoryEventStore(nil)}))
+	defer primed.Close()
 	want := rawFingerprints(t, stateless.URL+"/mcp")
 	if len(want) != 2 {
 		t.Fatalf("the demo server lists %v", want)
@@ -91,6 +95,7 @@ func TestMCPFingerprint(t *testing.T) {
 	for _, tc := range []struct{ url, version string }{
 		{stateless.URL + "/mcp", "2026-07-28"},
 		{sessions.URL + "/mcp", "2025-11-25"},
+		{primed.URL + "/mcp", "2025-11-25"},
 	} {
 		stdout, stderr, code := runCLI(t, "mcp", "fingerprint", tc.url, "--protocol-version", tc.version, "-o", "json")
 		if code != exitOK {
@@ -144,5 +149,34 @@ func TestMCPFingerprint(t *testing.T) {
 		if _, _, code := runCLI(t, args...); code != exitInvalid {
 			t.Errorf("%q: exit %d, want %d", args, code, exitInvalid)
 		}
+	}
+}
+
+// A server that lists a tool twice has no one definition to pin: `mcp
+// fingerprint` says so instead of printing either entry's fingerprint.
+func TestMCPFingerprintToolListedTwice(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.NewDecoder(r.Body).Decode(&msg)
+		result := ""
+		switch msg.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"twice","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"a","inputSchema":{"type":"object"}},{"name":"a","description":"again","inputSchema":{"type":"object"}}]}`
+		default:
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, msg.ID, result)
+	}))
+	defer srv.Close()
+	stdout, stderr, code := runCLI(t, "mcp", "fingerprint", srv.URL+"/mcp", "-o", "json")
+	if code == exitOK || strings.Contains(stdout, "sha256:") || !strings.Contains(stderr, "lists tool a twice") {
+		t.Fatalf("mcp fingerprint of a list naming a twice: exit %d, stdout %q, stderr %q; want an error naming the tool", code, stdout, stderr)
 	}
 }

@@ -18,6 +18,31 @@ type Event struct {
 	Fields  [][]byte
 }
 
+// Message reports whether ev carries a JSON-RPC message, which the proxy
+// must read before passing it on. An event without data — a comment, a
+// retry, an id or an event name alone — carries none, and neither does
+// one whose data is empty: a resumable server's priming event (MCP
+// 2025-11-25: an id, perhaps a retry and an event name, and an empty data
+// line), which clients skip. Such events are relayed as they came. Empty
+// data on a line that ends in a lone CR is a message all the same (and
+// refused, not being JSON): a client that ends lines only at LF, as the
+// MCP Go SDK's does, reads what follows the CR as that line's data.
+// Non-empty data is always a message, even blank.
+func (ev *Event) Message() bool {
+	switch {
+	case !ev.HasData:
+		return false
+	case len(ev.Data) > 0:
+		return true
+	}
+	for i, b := range ev.Raw {
+		if b == '\r' && (i+1 == len(ev.Raw) || ev.Raw[i+1] != '\n') {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrEventTooLarge is an event longer than an EventReader's bound.
 var ErrEventTooLarge = errors.New("an event of the server's stream is too large to inspect")
 

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -40,4 +41,161 @@ func bytesStrings(b [][]byte) []string {
 		s[i] = string(b[i])
 	}
 	return s
+}
+
+// An event without a JSON-RPC message — a resumable server's priming
+// event (MCP 2025-11-25: an id, perhaps a retry, and empty data), a
+// comment, a retry, an id or an event name alone — is no message: the
+// proxy relays it as it came. Data that is not empty is a message, read
+// strictly (and refused when it is not JSON), and so is empty data on a
+// line that ends in a lone CR: a client that ends lines only at LF (the
+// MCP Go SDK's) reads what follows the CR as that data.
+func TestEventMessage(t *testing.T) {
+	for _, tc := range []struct {
+		stream  string
+		message bool
+	}{
+		{"id: 1\nretry: 1000\ndata: \n\n", false},
+		{"id: 1\nretry: 1000\ndata:\n\n", false},
+		{"id: 1\nretry: 1000\n\n", false},
+		{"event: prime\nid: 0_1\ndata: \n\n", false}, // the MCP Go SDK's
+		{"id: 1\r\ndata: \r\n\r\n", false},
+		{": keep-alive\n\n", false},
+		{"retry: 1000\n\n", false},
+		{"id: 7\n\n", false},
+		{"event: prime\n\n", false},
+		{"data\n\n", false},
+		{"\xEF\xBB\xBFdata: \n\n", false},
+		{"id: 1\rretry: 5\r\r", false}, // no data line: nothing to read
+		{"data: {}\n\n", true},
+		{"data: x\n\n", true},
+		{"data:  \n\n", true},            // a space is data
+		{"data:\ndata:\n\n", true},       // "\n" is data
+		{"data: \r{\"id\":1}\n\n", true}, // data "{"id":1}" to a client ending lines at LF
+		{"data:\r\r", true},
+		{"id: 1\ndata:\n\r", true}, // the blank line ending it is a lone CR
+	} {
+		er := NewEventReader(strings.NewReader(tc.stream), 1<<10)
+		ev, err := er.Next()
+		if err != nil {
+			t.Fatalf("%q: %v", tc.stream, err)
+		}
+		if got := ev.Message(); got != tc.message {
+			t.Errorf("%q: Message() = %v, want %v", tc.stream, got, tc.message)
+		}
+		if !tc.message && string(ev.Raw) != tc.stream {
+			t.Errorf("%q: Raw = %q, want the event as it came", tc.stream, ev.Raw)
+		}
+	}
+}
+
+// FuzzEventReader reads a stream three ways. The events' raw bytes, end
+// to end, are the stream up to its last finished event; each event's data
+// is what the HTML standard's parser makes of it (lines ending at CRLF,
+// CR or LF); and every data line that a client ending lines only at LF
+// and trimming spaces (the MCP Go SDK) reads as non-blank lies in an event
+// the proxy reads as a message — an event relayed unread carries nothing
+// such a client could take for a message.
+func FuzzEventReader(f *testing.F) {
+	for _, s := range []string{
+		"id: 1\nretry: 1000\ndata: \n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n",
+		"event: prime\nid: 0_1\ndata: \n\n: keep-alive\n\nretry: 5\n\nid: 2\n\nevent: x\n\n",
+		"data: \r{\"id\":1}\n\n",
+		"data:\r\rdata: {}\n\n",
+		"\xEF\xBB\xBFdata: a\r\ndata:b\r\n\r\n: c\rid: 1\rdata: x\r\r",
+		"data\n\ndata:\ndata:\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		er := NewEventReader(bytes.NewReader(stream), 1<<12)
+		var events []Event
+		for {
+			ev, err := er.Next()
+			if err != nil {
+				break
+			}
+			events = append(events, ev)
+		}
+		var raw []byte
+		var starts []int
+		for _, ev := range events {
+			starts = append(starts, len(raw))
+			raw = append(raw, ev.Raw...)
+		}
+		if !bytes.HasPrefix(stream, raw) {
+			t.Fatalf("the events' bytes %q are not the stream's %q", raw, stream)
+		}
+		ref := htmlEvents(raw)
+		if len(ref) != len(events) {
+			t.Fatalf("%d events, the HTML standard's parser finds %d", len(events), len(ref))
+		}
+		for i, ev := range events {
+			if ev.HasData != ref[i].hasData || string(ev.Data) != ref[i].data {
+				t.Fatalf("event %d: data %q (%v), the HTML standard's parser reads %q (%v)", i, ev.Data, ev.HasData, ref[i].data, ref[i].hasData)
+			}
+		}
+		// Lines as a client ending them only at LF reads them.
+		for at := 0; at < len(raw); {
+			end := bytes.IndexByte(stream[at:], '\n')
+			line := stream[at:]
+			if end >= 0 {
+				line = stream[at : at+end]
+			}
+			name, value, found := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
+			if found && string(name) == "data" && len(bytes.TrimSpace(value)) > 0 {
+				i := len(starts) - 1
+				for starts[i] > at {
+					i--
+				}
+				if !events[i].Message() {
+					t.Fatalf("event %d (%q) is no message, but a client ending lines at LF reads data %q in it", i, events[i].Raw, bytes.TrimSpace(value))
+				}
+			}
+			if end < 0 {
+				break
+			}
+			at += end + 1
+		}
+	})
+}
+
+type htmlEvent struct {
+	data    string
+	hasData bool
+}
+
+// htmlEvents splits a stream of finished events as the HTML standard's
+// parser does, keeping events without data.
+func htmlEvents(stream []byte) []htmlEvent {
+	stream = bytes.TrimPrefix(stream, bom)
+	var events []htmlEvent
+	var cur htmlEvent
+	for len(stream) > 0 {
+		i := bytes.IndexAny(stream, "\r\n")
+		if i < 0 {
+			break // unfinished
+		}
+		line := string(stream[:i])
+		n := i + 1
+		if stream[i] == '\r' && i+1 < len(stream) && stream[i+1] == '\n' {
+			n++
+		}
+		stream = stream[n:]
+		if line == "" {
+			events = append(events, cur)
+			cur = htmlEvent{}
+			continue
+		}
+		name, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		if name == "data" {
+			if cur.hasData {
+				cur.data += "\n"
+			}
+			cur.data += value
+			cur.hasData = true
+		}
+	}
+	return events
 }

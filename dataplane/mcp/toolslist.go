@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -103,11 +104,13 @@ func IDKey(id json.RawMessage) (string, error) {
 
 // FilterToolsList returns msg with the tools keep refuses removed from each
 // tools/list result among its responses (l says which are), and how many
-// were removed; msg itself when none was. keep is given each tool's name
-// and its definition's bytes as sent. An error (an *Error) means msg could
-// not be read strictly, or a tools/list result is malformed: the caller
-// must not pass msg on.
-func FilterToolsList(msg []byte, l ListResponse, keep func(name string, def []byte) bool) ([]byte, int, error) {
+// were removed; msg itself when none was. keep is given each tool's name,
+// its definition's bytes as sent, and whether the result names the tool
+// more than once (then every entry of that name has twice set, and keep
+// has its answer for each before the list is passed on). An error (an
+// *Error) means msg could not be read strictly, or a tools/list result is
+// malformed: the caller must not pass msg on.
+func FilterToolsList(msg []byte, l ListResponse, keep func(name string, def []byte, twice bool) bool) ([]byte, int, error) {
 	if !l.Only && len(l.IDs) == 0 && !mayListTools(msg) {
 		return msg, 0, nil // no tools/list answer is due, and none can be there
 	}
@@ -133,15 +136,16 @@ func FilterToolsList(msg []byte, l ListResponse, keep func(name string, def []by
 		if tools == nil {
 			continue
 		}
+		names, twice, err := toolNames(tools, i)
+		if err != nil {
+			return nil, 0, err
+		}
 		kept := make([]byte, 0, len(tools.raw))
 		kept = append(kept, '[')
 		n := 0
 		for j, t := range tools.elems {
-			name, err := toolName(t, i, j)
-			if err != nil {
-				return nil, 0, err
-			}
-			if !keep(name, t.raw) {
+			name := names[j]
+			if !keep(name, t.raw, twice[name]) {
 				removed++
 				continue
 			}
@@ -209,6 +213,37 @@ func listedTools(m *jvalue, i int, l ListResponse) (*jvalue, error) {
 		return nil, mcpErrorf("result.tools in %s is %s, not an array", where, tools.kind)
 	}
 	return tools, nil
+}
+
+// toolNames are the names of the tools of message i's tools/list result,
+// in order, and the names it lists more than once (nil when none is).
+func toolNames(tools *jvalue, i int) ([]string, map[string]bool, error) {
+	names := make([]string, len(tools.elems))
+	var seen, twice map[string]bool
+	if len(names) > 16 {
+		seen = make(map[string]bool, len(names))
+	}
+	for j, t := range tools.elems {
+		name, err := toolName(t, i, j)
+		if err != nil {
+			return nil, nil, err
+		}
+		names[j] = name
+		again := false
+		if seen != nil {
+			again = seen[name]
+			seen[name] = true
+		} else {
+			again = slices.Contains(names[:j], name)
+		}
+		if again {
+			if twice == nil {
+				twice = map[string]bool{}
+			}
+			twice[name] = true
+		}
+	}
+	return names, twice, nil
 }
 
 // toolName is the name of tool j of message i's tools/list result.
@@ -321,13 +356,14 @@ type ServerEvent struct {
 }
 
 // ReadServerEvent reads msg, a server's message (or batch). A message that
-// cannot be read strictly counts as a list_changed and no request: the
-// proxy then forgets what it verified, and judges no answer to it by the
-// larger limit.
-func ReadServerEvent(msg []byte) ServerEvent {
+// cannot be read strictly is an error (an *Error: the caller must not pass
+// it on) and counts as a list_changed and no request: the proxy then
+// forgets what it verified, and judges no answer to it by the larger
+// limit.
+func ReadServerEvent(msg []byte) (ServerEvent, error) {
 	root, err := parseJSON(msg, true)
 	if err != nil {
-		return ServerEvent{ListChanged: true}
+		return ServerEvent{ListChanged: true}, err
 	}
 	messages := []*jvalue{root}
 	if root.kind == jArray {
@@ -340,7 +376,7 @@ func ReadServerEvent(msg []byte) ServerEvent {
 		}
 		method, err := m.lookup("method", "", "")
 		if err != nil {
-			return ServerEvent{ListChanged: true}
+			return ServerEvent{ListChanged: true}, err
 		}
 		if method == nil || method.kind != jString {
 			continue
@@ -354,7 +390,7 @@ func ReadServerEvent(msg []byte) ServerEvent {
 			}
 		}
 	}
-	return ev
+	return ev, nil
 }
 
 func clipBytes(b []byte) string {

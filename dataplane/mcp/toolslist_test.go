@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -29,7 +31,7 @@ func TestMayListTools(t *testing.T) {
 // it looks; any other id's tools are filtered by shape.
 func TestFilterToolsListOtherAnswers(t *testing.T) {
 	l := ListResponse{IDs: map[string]bool{}, Own: []json.RawMessage{json.RawMessage(`5`)}}
-	drop := func(name string, _ []byte) bool { return name != "hidden" }
+	drop := func(name string, _ []byte, _ bool) bool { return name != "hidden" }
 	own := `{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"hidden"}]}}`
 	out, removed, err := FilterToolsList([]byte(own), l, drop)
 	if err != nil || removed != 0 || string(out) != own {
@@ -95,4 +97,71 @@ func FuzzMayListTools(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A result that names a tool twice tells keep so for each of its entries,
+// whatever their order and even when both are the same definition; a
+// name listed once is not flagged, in a short list and in a long one.
+func TestFilterToolsListNamedTwice(t *testing.T) {
+	l := ListResponse{Only: true}
+	for _, tc := range []struct {
+		tools string
+		twice map[string]bool
+	}{
+		{`[{"name":"a","description":"new"},{"name":"b"},{"name":"a"}]`, map[string]bool{"a": true}},
+		{`[{"name":"a"},{"name":"a","description":"new"}]`, map[string]bool{"a": true}},
+		{`[{"name":"a"},{"name":"a"},{"name":"b"},{"name":"b"}]`, map[string]bool{"a": true, "b": true}},
+		{`[{"name":"a"},{"name":"b"}]`, map[string]bool{}},
+		{longList(40, "t7"), map[string]bool{"t7": true}},
+		{longList(40, ""), map[string]bool{}},
+	} {
+		msg := `{"jsonrpc":"2.0","id":1,"result":{"tools":` + tc.tools + `}}`
+		got := map[string]bool{}
+		calls := 0
+		_, removed, err := FilterToolsList([]byte(msg), l, func(name string, _ []byte, twice bool) bool {
+			calls++
+			if twice {
+				got[name] = true
+				return false
+			}
+			if tc.twice[name] {
+				t.Errorf("%s: an entry of %s was given twice=false", tc.tools, name)
+			}
+			return true
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tools, err)
+		}
+		if len(got) != len(tc.twice) {
+			t.Errorf("%s: named twice %v, want %v", tc.tools, got, tc.twice)
+		}
+		for name := range tc.twice {
+			if !got[name] {
+				t.Errorf("%s: %s not flagged", tc.tools, name)
+			}
+		}
+		if want := strings.Count(tc.tools, `"name"`); calls != want {
+			t.Errorf("%s: keep called %d times, want %d", tc.tools, calls, want)
+		}
+		if len(tc.twice) > 0 && removed == 0 {
+			t.Errorf("%s: nothing removed", tc.tools)
+		}
+	}
+}
+
+// longList is a tools array of n tools t0…, with again listed a second
+// time at its end unless it is "".
+func longList(n int, again string) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"name":"t%d"}`, i)
+	}
+	if again != "" {
+		fmt.Fprintf(&b, `,{"name":%q}`, again)
+	}
+	return b.String() + "]"
 }

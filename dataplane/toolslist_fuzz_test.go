@@ -1,0 +1,133 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/portcullis-dev/portcullis/dataplane/mcp"
+)
+
+// FuzzCopyEvents relays a server's event stream as the proxy does, with
+// no policy in force (no tool may be shown), as the answer to a
+// tools/list POST and as a GET stream, and reads what the agent gets as
+// two clients would: one following the HTML standard (lines end at CRLF,
+// CR or LF), and one ending lines only at LF and trimming data (the MCP Go
+// SDK's). Neither may find a tool in any message: whatever a client can
+// take for a message is one the proxy read and filtered. Events without a
+// message (priming events, comments) pass as they came.
+func FuzzCopyEvents(f *testing.F) {
+	const list = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"hidden","inputSchema":{"type":"object"}}]}}`
+	for _, s := range []string{
+		"id: 1\nretry: 1000\ndata: \n\ndata: " + list + "\n\n",
+		"event: prime\nid: 0_1\ndata: \n\n: keep-alive\n\nretry: 5\n\nid: 2\n\nevent: x\n\ndata: " + list + "\n\n",
+		"data: \r" + list + "\n\n",
+		"data:  \r" + list + "\n\n",
+		"data:\r\rdata: " + list + "\n\n",
+		"data: [\r" + list + "]\n\n",
+		": c\rdata: " + list + "\r\r",
+		"id: 1\rdata: x\n\ndata: " + list + "\n\n",
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	p := newProxy(Config{Logger: slog.New(slog.DiscardHandler)})
+	f.Fuzz(func(t *testing.T, stream []byte, get bool) {
+		l := &toolsList{p: p, session: sessionKey{ep: mcpEndpointKey{host: "mcp.example.com", port: 443, path: "/mcp"}}, get: get}
+		if !get {
+			l.ids = []json.RawMessage{json.RawMessage("1")}
+			key, err := mcp.IDKey(l.ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.answers = mcp.ListResponse{IDs: map[string]bool{key: true}, Only: true}
+		}
+		l.vis = visibility{p: p, key: l.session.ep}
+		w := httptest.NewRecorder()
+		res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: io.NopCloser(bytes.NewReader(stream))}
+		l.copyEvents(w, res)
+		out := w.Body.Bytes()
+
+		events := mcp.NewEventReader(bytes.NewReader(out), len(out)+1)
+		for {
+			ev, err := events.Next()
+			if err != nil {
+				break
+			}
+			if ev.HasData && listsTools(ev.Data) {
+				t.Fatalf("a client reading lines as the HTML standard does finds a tool in %q; the agent got %q", ev.Data, out)
+			}
+		}
+		for _, data := range lfOnlyData(out) {
+			if listsTools(data) {
+				t.Fatalf("a client ending lines only at LF finds a tool in %q; the agent got %q", data, out)
+			}
+		}
+	})
+}
+
+// lfOnlyData is the data of each event of stream as a client that ends
+// lines only at LF and trims each data line's value reads it.
+func lfOnlyData(stream []byte) [][]byte {
+	var all [][]byte
+	var data []byte
+	has := false
+	for len(stream) > 0 {
+		i := bytes.IndexByte(stream, '\n')
+		if i < 0 {
+			break // unfinished
+		}
+		line := bytes.TrimRight(stream[:i], "\r\n")
+		stream = stream[i+1:]
+		if len(line) == 0 {
+			if has {
+				all = append(all, data)
+			}
+			data, has = nil, false
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if string(name) == "data" {
+			if has {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimSpace(value)...)
+			has = true
+		}
+	}
+	return all
+}
+
+// listsTools reports whether data, read as encoding/json reads it (keys
+// matched ignoring case), is a message or batch whose result holds a tool.
+func listsTools(data []byte) bool {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return false
+	}
+	msgs := []any{v}
+	if batch, ok := v.([]any); ok {
+		msgs = batch
+	}
+	for _, m := range msgs {
+		obj, _ := m.(map[string]any)
+		for k, result := range obj {
+			r, _ := result.(map[string]any)
+			if !strings.EqualFold(k, "result") || r == nil {
+				continue
+			}
+			for k, tools := range r {
+				if list, _ := tools.([]any); strings.EqualFold(k, "tools") && len(list) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
