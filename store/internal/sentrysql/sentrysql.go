@@ -377,7 +377,8 @@ func advance(ctx context.Context, e Engine, states []state, stored map[string][]
 			// before, and the batch continues the stream without one.
 			st.AckedSequence, st.MaxSequence, st.Gaps = was.AckedSequence+n, was.AckedSequence+n, nil
 		} else {
-			seqs = slices.Compact(seqs) // sorted by follows
+			slices.Sort(seqs)
+			seqs = slices.Compact(seqs)
 			split, _ := slices.BinarySearch(seqs, was.MaxSequence+1)
 			below, above := seqs[:split], seqs[split:]
 			var added [][2]uint64
