@@ -37,9 +37,11 @@ func BenchmarkSentryGap(b *testing.B) {
 		append func([]store.SentryEvent) (store.SentryBatchResult, error)
 	}{
 		{"pg", func(evs []store.SentryEvent) (store.SentryBatchResult, error) { return pg.AppendSentryEvents(ctx, evs) }},
-		{"sqlite", func(evs []store.SentryEvent) (store.SentryBatchResult, error) { return lite.AppendSentryEvents(ctx, evs) }},
+		{"sqlite", func(evs []store.SentryEvent) (store.SentryBatchResult, error) {
+			return lite.AppendSentryEvents(ctx, evs)
+		}},
 	}
-		// step: the sparse source skips every other sequence.
+	// step: the sparse source skips every other sequence.
 	step := map[string]uint64{"steady": 1, "holed": 1, "sparse": 2}
 	sources := []string{"steady", "holed", "sparse"}
 	// batch is a batch of source: sequences from first on.
