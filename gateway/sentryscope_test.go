@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -199,4 +202,60 @@ func TestSentryScope(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSentryGapsBoundedAnswer: a source with more gaps than an answer
+// lists gets the first 100 and the count of the rest, over HTTP and from
+// ListGaps.
+func TestSentryGapsBoundedAnswer(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	var evs []ce
+	for i := 1; i <= store.MaxSentryGaps+5; i++ { // 2, 4, …: gaps 1, 3, …
+		evs = append(evs, toolAccess(watchdogSource, fmt.Sprintf("t%d", i), uint64(2*i), "support"))
+	}
+	body, err := json.Marshal(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, raw := e.postRaw(t, body)
+	var a struct {
+		Stored   int         `json:"stored"`
+		Gaps     [][2]uint64 `json:"gaps"`
+		MoreGaps uint64      `json:"more_gaps"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil || code != http.StatusOK {
+		t.Fatalf("answer %d %s: %v", code, raw, err)
+	}
+	if a.Stored != store.MaxSentryGaps+5 || len(a.Gaps) != store.MaxSentryGaps || a.Gaps[0] != [2]uint64{1, 1} || a.MoreGaps != 5 {
+		t.Fatalf("answer: stored %d, %d gaps from %v, %d more; want %d, %d from [1 1], 5 more", a.Stored, len(a.Gaps), a.Gaps[0], a.MoreGaps, store.MaxSentryGaps+5, store.MaxSentryGaps)
+	}
+	res, err := e.sentry.ListGaps(t.Context(), &portcullisv1.ListSentryGapsRequest{Source: watchdogSource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.GetSources(); len(s) != 1 || len(s[0].GetGaps()) != store.MaxSentryGaps || s[0].GetMoreGaps() != 5 {
+		t.Fatalf("ListGaps = %v, want %d gaps and 5 more", s, store.MaxSentryGaps)
+	}
+}
+
+// postRaw sends a batch with the watchdog's token and returns the raw
+// answer.
+func (e *sentryEnv) postRaw(t *testing.T, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gw.URL+gateway.SentryEventsPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/cloudevents-batch+json")
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, raw
 }
