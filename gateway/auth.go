@@ -46,6 +46,9 @@ type Principal struct {
 	Role    string
 	// Sandbox is set for sandbox-role tokens: the one sandbox they may touch.
 	Sandbox string
+	// Sandboxes limits a sentry token to the sandboxes its watchdog
+	// watches (name globs; none: every sandbox).
+	Sandboxes []string
 	// tokenHash finds the token again, for long streams that re-check it.
 	tokenHash string
 }
@@ -268,7 +271,7 @@ func (a *authenticator) authenticate(ctx context.Context, header string) (Princi
 		return Principal{}, errRevokedToken
 	}
 	a.touch(ctx, t.ID)
-	return Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Sandbox: t.Sandbox, tokenHash: t.Hash}, nil
+	return Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Sandbox: t.Sandbox, Sandboxes: t.Sandboxes, tokenHash: t.Hash}, nil
 }
 
 func (a *authenticator) touch(ctx context.Context, id int64) {

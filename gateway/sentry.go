@@ -51,7 +51,7 @@ func (s *Server) ingest(ctx context.Context, p Principal, batch sentry.Batch) (s
 	if p.Role != store.RoleSentry {
 		return sentryintake.Result{}, connect.NewError(connect.CodePermissionDenied, "only a sentry token may send events")
 	}
-	return s.sentry.Ingest(ctx, p.Name, batch)
+	return s.sentry.Ingest(ctx, sentryintake.Sender{Source: p.Name, Sandboxes: p.Sandboxes}, batch)
 }
 
 func (s sentryService) PublishEvents(ctx context.Context, req *portcullisv1.PublishEventsRequest) (*portcullisv1.PublishEventsResponse, error) {
@@ -67,7 +67,7 @@ func (s sentryService) PublishEvents(ctx context.Context, req *portcullisv1.Publ
 	src := res.Source(p.Name)
 	return &portcullisv1.PublishEventsResponse{
 		Stored: uint32(res.Stored), Duplicates: uint32(res.Duplicates),
-		AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps), Refused: refusalsToProto(res.Refused),
+		AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps), MoreGaps: src.MoreGaps, Refused: refusalsToProto(res.Refused),
 	}, nil
 }
 
@@ -91,7 +91,7 @@ func (s sentryService) IngestEvents(ctx context.Context, stream portcullisv1conn
 		}
 		out := &portcullisv1.IngestEventsResponse{Stored: uint32(res.Stored), Duplicates: uint32(res.Duplicates), Refused: refusalsToProto(res.Refused)}
 		for _, src := range res.Sources {
-			out.Acks = append(out.Acks, &portcullisv1.SourceAck{Source: src.Source, AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps)})
+			out.Acks = append(out.Acks, &portcullisv1.SourceAck{Source: src.Source, AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps), MoreGaps: src.MoreGaps})
 		}
 		if err := stream.Send(out); err != nil {
 			return err
@@ -193,6 +193,7 @@ type sentryHTTPAnswer struct {
 	Duplicates    int           `json:"duplicates"`
 	AckedSequence uint64        `json:"acked_sequence"`
 	Gaps          [][2]uint64   `json:"gaps"`
+	MoreGaps      uint64        `json:"more_gaps"`
 	Refused       []refusalJSON `json:"refused"`
 	Error         string        `json:"error,omitempty"`
 }
@@ -300,7 +301,7 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	src := res.Source(p.Name)
-	ans := sentryHTTPAnswer{Stored: res.Stored, Duplicates: res.Duplicates, AckedSequence: src.AckedSequence, Gaps: src.Gaps, Refused: []refusalJSON{}}
+	ans := sentryHTTPAnswer{Stored: res.Stored, Duplicates: res.Duplicates, AckedSequence: src.AckedSequence, Gaps: src.Gaps, MoreGaps: src.MoreGaps, Refused: []refusalJSON{}}
 	if ans.Gaps == nil {
 		ans.Gaps = [][2]uint64{}
 	}
@@ -368,7 +369,7 @@ func (s sentryService) ListGaps(ctx context.Context, req *portcullisv1.ListSentr
 		return nil, err
 	}
 	return &portcullisv1.ListSentryGapsResponse{Sources: protoList(list, func(src store.SentrySource) *portcullisv1.SourceAck {
-		return &portcullisv1.SourceAck{Source: src.Source, AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps)}
+		return &portcullisv1.SourceAck{Source: src.Source, AckedSequence: src.AckedSequence, Gaps: gapsToProto(src.Gaps), MoreGaps: src.MoreGaps}
 	})}, nil
 }
 

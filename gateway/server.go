@@ -119,6 +119,11 @@ type Config struct {
 	// events; past it quarantines are held for an operator. Default 10;
 	// negative: no budget.
 	QuarantineBudget int
+	// QuarantineBudgetPerSource sandboxes per five minutes may be frozen
+	// by one source's events; past it that source's quarantines are held
+	// and the other sources' still freeze. Default 3; negative: no budget
+	// per source.
+	QuarantineBudgetPerSource int
 	// SentryRetention: Sentry events received longer ago are deleted (by
 	// whole days). Default 30 days; negative keeps them forever.
 	SentryRetention time.Duration
@@ -215,6 +220,9 @@ func (c *Config) setDefaults() {
 	if c.QuarantineBudget == 0 {
 		c.QuarantineBudget = sentryintake.DefaultQuarantineBudget
 	}
+	if c.QuarantineBudgetPerSource == 0 {
+		c.QuarantineBudgetPerSource = sentryintake.DefaultQuarantineBudgetPerSource
+	}
 	if c.SentryRetention == 0 {
 		c.SentryRetention = sentryintake.DefaultRetention
 	}
@@ -307,7 +315,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}, st, s.log)
 	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
 	s.sentry = sentryintake.New(sentryintake.Config{
-		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle, Window: cfg.SentryWindow,
+		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, QuarantineBudgetPerSource: cfg.QuarantineBudgetPerSource, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle, Window: cfg.SentryWindow,
 		WaitApplied: func(ctx context.Context, sandbox string, version int64) (int, time.Time, error) {
 			e, err := s.dist.WaitApplied(ctx, sandbox, version)
 			return e.Count(distribution.Acked), e.LastAck(), err

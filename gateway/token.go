@@ -21,20 +21,26 @@ func (s tokenService) CreateToken(ctx context.Context, req *portcullisv1.CreateT
 		if err := checkSentrySource("name", req.GetName()); err != nil {
 			return nil, err
 		}
+		if err := store.CheckSandboxGlobs(req.GetSandboxes()); err != nil {
+			return nil, invalidField("sandboxes", "%v", err)
+		}
 	case store.RoleSandbox:
 		return nil, invalidField("role", "sandbox tokens are issued by `sandbox create` and `sandbox rotate-token`")
 	default:
 		return nil, invalidField("role", "must be admin, operator or sentry, not %q", req.GetRole())
 	}
+	if len(req.GetSandboxes()) > 0 && req.GetRole() != store.RoleSentry {
+		return nil, invalidField("sandboxes", "only a sentry token is limited to sandboxes, not a %s token", req.GetRole())
+	}
 	token, hash, err := newToken()
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Hash: hash, CreatedBy: p.Actor()}, p.Actor())
+	t, err := s.store.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Sandboxes: req.GetSandboxes(), Hash: hash, CreatedBy: p.Actor()}, p.Actor())
 	if err != nil {
 		return nil, exists(err, "a token named %q exists (names are never reused, revoked tokens included)", req.GetName())
 	}
-	s.log.InfoContext(ctx, "token created", "token", t.Name, "role", t.Role, "actor", p.Actor())
+	s.log.InfoContext(ctx, "token created", "token", t.Name, "role", t.Role, "sandboxes", t.Sandboxes, "actor", p.Actor())
 	return &portcullisv1.CreateTokenResponse{Name: t.Name, Token: token, Role: t.Role}, nil
 }
 
@@ -49,6 +55,7 @@ func (s tokenService) ListTokens(ctx context.Context, _ *portcullisv1.ListTokens
 			Name:      t.Name,
 			Role:      t.Role,
 			Sandbox:   t.Sandbox,
+			Sandboxes: t.Sandboxes,
 			CreatedBy: t.CreatedBy,
 			CreatedAt: timestamppb.New(t.CreatedAt),
 		}

@@ -21,7 +21,7 @@ import (
 
 var tables = []string{
 	"approval_policies", "audit_head", "audit_log", "decisions", "policy_versions", "proposal_approvals", "proposals",
-	"proxies", "sandbox_cas", "sandboxes", "sentry_actions", "sentry_events", "sentry_keys", "sentry_sources", "signing_keys", "tokens",
+	"proxies", "sandbox_cas", "sandboxes", "sentry_actions", "sentry_events", "sentry_gaps", "sentry_keys", "sentry_sources", "signing_keys", "tokens",
 	"tool_definitions",
 }
 
@@ -215,6 +215,12 @@ func TestHotLookupsUseIndexes(t *testing.T) {
 				// events.
 				`SELECT 1 FROM ` + keys + ` WHERE source = 's' AND id = 'i'`,
 				`SELECT sequence FROM sentry_events WHERE source = 's' AND sequence > 5 ORDER BY sequence`,
+				// A source's kept gaps: its first ones, and the one
+				// holding a sequence an append fills.
+				`SELECT lo, hi FROM sentry_gaps WHERE source = 's' ORDER BY lo LIMIT 100`,
+				`SELECT lo, hi FROM sentry_gaps WHERE source = 's' AND lo >= COALESCE((SELECT max(lo) FROM sentry_gaps WHERE source = 's' AND lo <= 7), 7) AND lo <= 9 ORDER BY lo LIMIT 64`,
+				// The per-source quarantine budget.
+				`SELECT count(*) FROM sentry_actions WHERE source = 's' AND status IN ('frozen') AND created_at >= ` + ts,
 				`SELECT id FROM sentry_events WHERE subject = 's' ORDER BY event_time DESC LIMIT 10`,
 				// Sentry remediation: the replay lookup, a source's key,
 				// an event's action, a sandbox's newest actions, the
@@ -400,6 +406,53 @@ func TestSentryRoleKeepsTokens(t *testing.T) {
 			if plan := e.explain(t, db, `SELECT name FROM tokens WHERE sandbox = 's' AND revoked_at IS NULL`); !strings.Contains(plan, "tokens_sandbox_live_idx") {
 				t.Errorf("live tokens of a sandbox after 00008 are not read by tokens_sandbox_live_idx:\n%s", plan)
 			}
+		})
+	}
+}
+
+// TestSentryGapsMigrated: 00015 computes the gaps of the events stored
+// before it, and 00014 keeps tokens as they were, unlimited, and refuses
+// sandboxes on a token that is not a sentry's.
+func TestSentryGapsMigrated(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := e.open(t)
+			must(t, migrations.UpTo(ctx, db, e.name, 12))
+			ts := "now()"
+			if e.name == migrations.SQLite {
+				ts = "0"
+			} else {
+				_, err := db.ExecContext(ctx, `SELECT sentry_ensure_partitions(current_date, 1)`)
+				must(t, err)
+			}
+			exec := func(q string) error {
+				_, err := db.ExecContext(ctx, q)
+				return err
+			}
+			must(t, exec(`INSERT INTO tokens (name, role, hash, created_by, created_at) VALUES ('w', 'sentry', 'hw', 'a', `+ts+`)`))
+			// w: 1, 2, 4, 7, 8 stored (acked 2, gaps 3 and 5–6); v: no gap.
+			for _, ev := range []string{"w 1", "w 2", "w 4", "w 7", "w 8", "v 1"} {
+				f := strings.Fields(ev)
+				must(t, exec(`INSERT INTO sentry_events (source, id, sequence, event_time, received_at, document)
+					VALUES ('`+f[0]+`', '`+ev+`', `+f[1]+`, `+ts+`, `+ts+`, '{}')`))
+			}
+			must(t, exec(`INSERT INTO sentry_sources (source, acked_sequence, max_sequence) VALUES ('w', 2, 8), ('v', 1, 1)`))
+			must(t, migrations.Up(ctx, db, e.name))
+			if got := listTables(t, db, `SELECT source || ' ' || CAST(lo AS TEXT) || '-' || CAST(hi AS TEXT) FROM sentry_gaps ORDER BY source, lo`); !slices.Equal(got, []string{"w 3-3", "w 5-6"}) {
+				t.Errorf("gaps after 00015 = %q, want w 3-3 and w 5-6", got)
+			}
+			if got := listTables(t, db, `SELECT source || ' ' || CAST(gap_count AS TEXT) FROM sentry_sources ORDER BY source`); !slices.Equal(got, []string{"v 0", "w 2"}) {
+				t.Errorf("gap counts after 00015 = %q", got)
+			}
+			if got := listTables(t, db, `SELECT name || ' [' || sandboxes || ']' FROM tokens`); !slices.Equal(got, []string{"w []"}) {
+				t.Errorf("tokens after 00014 = %q, want w unlimited", got)
+			}
+			if err := exec(`INSERT INTO tokens (name, role, hash, created_by, created_at, sandboxes) VALUES ('o', 'operator', 'ho', 'a', ` + ts + `, 'support')`); err == nil {
+				t.Error("an operator token with sandboxes was stored, want a constraint error")
+			}
+			must(t, exec(`INSERT INTO tokens (name, role, hash, created_by, created_at, sandboxes) VALUES ('w2', 'sentry', 'hw2', 'a', `+ts+`, 'support,team-*')`))
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"unicode"
@@ -24,6 +25,12 @@ func (t Token) Check() error {
 		return errors.New("invalid token: empty name")
 	case t.Hash == "":
 		return errors.New("invalid token: empty hash")
+	}
+	if len(t.Sandboxes) > 0 && t.Role != RoleSentry {
+		return fmt.Errorf("invalid token: role %s cannot be limited to sandboxes (only a sentry token)", t.Role)
+	}
+	if err := CheckSandboxGlobs(t.Sandboxes); err != nil {
+		return fmt.Errorf("invalid token: sandboxes: %w", err)
 	}
 	switch t.Role {
 	case RoleAdmin, RoleOperator:
@@ -45,6 +52,64 @@ func (t Token) Check() error {
 		return fmt.Errorf("invalid token: unknown role %q", t.Role)
 	}
 	return nil
+}
+
+// Bounds of a sentry token's sandbox globs.
+const (
+	maxSandboxGlobs   = 64
+	maxSandboxGlobLen = 255
+)
+
+// CheckSandboxGlobs reports whether globs can limit a sentry token: at
+// most 64, each 1 to 255 bytes of printable ASCII without spaces or
+// commas (they are stored comma-separated) and a valid path.Match
+// pattern, none twice.
+func CheckSandboxGlobs(globs []string) error {
+	if len(globs) > maxSandboxGlobs {
+		return fmt.Errorf("%d globs, at most %d", len(globs), maxSandboxGlobs)
+	}
+	for i, g := range globs {
+		if g == "" || len(g) > maxSandboxGlobLen {
+			return fmt.Errorf("glob %d (%q) must be 1 to %d bytes", i, g, maxSandboxGlobLen)
+		}
+		for j := 0; j < len(g); j++ {
+			if c := g[j]; c <= ' ' || c > '~' || c == ',' {
+				return fmt.Errorf("glob %q must be printable ASCII without spaces or commas (byte %d is %#x)", g, j, c)
+			}
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			return fmt.Errorf("glob %q: %w", g, err)
+		}
+		if slices.Contains(globs[:i], g) {
+			return fmt.Errorf("glob %q given twice", g)
+		}
+	}
+	return nil
+}
+
+// SplitSandboxGlobs reads a token's stored globs (comma-separated; empty
+// for none).
+func SplitSandboxGlobs(stored string) []string {
+	if stored == "" {
+		return nil
+	}
+	return strings.Split(stored, ",")
+}
+
+// InSandboxScope reports whether sandbox is one a token limited to globs
+// may name: any sandbox when globs is empty, else one a glob matches.
+// Globs are checked when stored (CheckSandboxGlobs), so a malformed one
+// here matches nothing.
+func InSandboxScope(globs []string, sandbox string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		if ok, err := path.Match(g, sandbox); ok && err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // maxSentrySource bounds a sentry token's name, the event source it may

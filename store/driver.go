@@ -168,9 +168,10 @@ type Tx interface {
 	UpdateSentryAction(ctx context.Context, a SentryAction) error
 	// ListSentryActions returns the actions f matches, newest first.
 	ListSentryActions(ctx context.Context, f SentryActionFilter) ([]SentryAction, error)
-	// CountSentryActions returns how many actions with one of statuses
-	// were created at or after since (the quarantine circuit breaker).
-	CountSentryActions(ctx context.Context, statuses []string, since time.Time) (int, error)
+	// CountSentryActions returns how many actions of source ("": of
+	// every source) with one of statuses were created at or after since
+	// (the quarantine circuit breaker, per source and for the fleet).
+	CountSentryActions(ctx context.Context, source string, statuses []string, since time.Time) (int, error)
 }
 
 // Driver is an engine: Tx's primitives (outside InTx each runs on its

@@ -19,11 +19,15 @@ import (
 //   - Each source numbers its events 1, 2, 3… (Sequence; 0 means the event
 //     is not sequenced and takes no part in ordering). A source's acked
 //     sequence is the highest N such that 1…N are all stored; the holes
-//     between it and the highest sequence stored are its gaps. Only the
-//     acked and highest sequences are kept (table sentry_sources); gaps
-//     are computed from the stored events above the acked sequence, so
-//     they close by themselves when the missing events arrive and can
-//     never disagree with the events.
+//     between it and the highest sequence stored are its gaps. The acked
+//     and highest sequences and the gaps are kept (tables sentry_sources
+//     and sentry_gaps) and changed by each append only where its
+//     sequences fall: an event that arrives fills the gap holding its
+//     sequence, and one past the highest leaves a gap if it skips some.
+//     So an append costs the same however many events its source has
+//     stored above a hole that never closes, and an answer lists a
+//     source's first MaxSentryGaps gaps and counts the rest (MoreGaps).
+//     Retention does not reopen gaps: a pruned event was received.
 //   - Retention is by day: PruneSentryEvents removes every event received
 //     before the UTC day its cutoff falls in, so Postgres can drop whole
 //     daily partitions and SQLite deletes the same rows.
@@ -53,14 +57,20 @@ type SentryEvent struct {
 	Flags []string
 }
 
+// MaxSentryGaps bounds the gaps a source's state lists; MoreGaps counts
+// the rest.
+const MaxSentryGaps = 100
+
 // SentrySource is a source's ordering state: the highest contiguous
 // sequence stored (AckedSequence), the highest seen (MaxSequence) and the
-// holes between them, each [from, to] inclusive, in order.
+// holes between them, each [from, to] inclusive, in order: the first
+// MaxSentryGaps of them, and how many more there are (MoreGaps).
 type SentrySource struct {
 	Source        string
 	AckedSequence uint64
 	MaxSequence   uint64
 	Gaps          [][2]uint64
+	MoreGaps      uint64
 }
 
 // SentryBatchResult is what AppendSentryEvents did: how many events it

@@ -127,7 +127,12 @@ type Token struct {
 	Role string
 	// Sandbox scopes a sandbox-role token; empty for every other role (a
 	// sentry token is scoped by its Name, the event source).
-	Sandbox    string
+	Sandbox string
+	// Sandboxes limits a sentry token to the sandboxes its watchdog
+	// watches: name globs (path.Match), of which one must match an
+	// event's subject (InSandboxScope). Empty: every sandbox. Only a
+	// sentry token has any.
+	Sandboxes  []string
 	Hash       string
 	CreatedBy  string
 	CreatedAt  time.Time

@@ -246,9 +246,13 @@ func insertToken(ctx context.Context, tx Tx, tok Token, actor string) (Token, Au
 	if err != nil {
 		return Token{}, AuditEntry{}, fmt.Errorf("insert token %q: %w", tok.Name, err)
 	}
+	detail := map[string]string{"role": tok.Role}
+	if len(tok.Sandboxes) > 0 {
+		detail["sandboxes"] = strings.Join(tok.Sandboxes, ",")
+	}
 	return out, AuditEntry{
 		Actor: actor, Action: ActionTokenCreate, Sandbox: tok.Sandbox, Target: tok.Name,
-		Detail: map[string]string{"role": tok.Role},
+		Detail: detail,
 	}, nil
 }
 

@@ -206,6 +206,28 @@ func TestTokenSentry(t *testing.T) {
 	if _, stderr, code := g.cli(t, admin, "token", "create", "--role", "sentry", "--name", "node 17"); code == exitOK || !strings.Contains(stderr, "name") {
 		t.Errorf("a sentry token named with a space: exit %d, stderr %q", code, stderr)
 	}
+	// Limited to the sandboxes it watches: shown in the list.
+	g.must(t, admin, "token", "create", "--role", "sentry", "--name", "urn:dpu:node-18", "--sandboxes", "support,team-a-*")
+	row = nil
+	for _, l := range lines(g.must(t, admin, "token", "list")) {
+		if f := strings.Fields(l); f[0] == "urn:dpu:node-18" {
+			row = f
+		}
+	}
+	if len(row) < 3 || row[2] != "support,team-a-*" {
+		t.Errorf("token list row of the limited sentry token = %q, want its globs", row)
+	}
+	for _, c := range [][]string{
+		{"--role", "sentry", "--name", "urn:dpu:node-19", "--sandboxes", "team-[a"},
+		{"--role", "operator", "--name", "bob", "--sandboxes", "support"},
+	} {
+		if _, stderr, code := g.cli(t, admin, append([]string{"token", "create"}, c...)...); code == exitOK || !strings.Contains(stderr, "sandboxes") {
+			t.Errorf("token create %v: exit %d, stderr %q", c, code, stderr)
+		}
+	}
+	if out := g.must(t, admin, "token", "list"); strings.Contains(out, "node-19") || strings.Contains(out, "bob") {
+		t.Errorf("a refused token was stored:\n%s", out)
+	}
 	g.must(t, admin, "token", "revoke", "urn:dpu:node-17")
 }
 

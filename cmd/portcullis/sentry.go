@@ -232,7 +232,7 @@ With -o json: {"sources": [...]}.`,
 			}, func(res *portcullisv1.ListSentryGapsResponse) error {
 				tw := env.table("SOURCE", "ACKED", "GAPS")
 				for _, s := range res.GetSources() {
-					row(tw, logField(s.GetSource()), strconv.FormatUint(s.GetAckedSequence(), 10), gapsCell(s.GetGaps()))
+					row(tw, logField(s.GetSource()), strconv.FormatUint(s.GetAckedSequence(), 10), gapsCell(s.GetGaps(), s.GetMoreGaps()))
 				}
 				return tw.Flush()
 			})
@@ -243,10 +243,14 @@ With -o json: {"sources": [...]}.`,
 }
 
 // gapsCell is "6-7, 10-12" ("10" for a gap of one), "none" without gaps.
-func gapsCell(gaps []*portcullisv1.SequenceGap) string {
+// gapsCell is a source's listed gaps, and how many more it has.
+func gapsCell(gaps []*portcullisv1.SequenceGap, more uint64) string {
 	pairs := make([][2]uint64, len(gaps))
 	for i, g := range gaps {
 		pairs[i] = [2]uint64{g.GetFrom(), g.GetTo()}
+	}
+	if more > 0 {
+		return fmt.Sprintf("%s (+%d more)", pairsCell(pairs), more)
 	}
 	return pairsCell(pairs)
 }

@@ -481,14 +481,16 @@ func TestSentryCells(t *testing.T) {
 	gap := func(from, to uint64) *portcullisv1.SequenceGap { return &portcullisv1.SequenceGap{From: from, To: to} }
 	for _, tt := range []struct {
 		gaps []*portcullisv1.SequenceGap
+		more uint64
 		want string
 	}{
-		{nil, "none"},
-		{[]*portcullisv1.SequenceGap{gap(6, 7)}, "6-7"},
-		{[]*portcullisv1.SequenceGap{gap(6, 7), gap(10, 10), gap(12, 20)}, "6-7, 10, 12-20"},
+		{nil, 0, "none"},
+		{[]*portcullisv1.SequenceGap{gap(6, 7)}, 0, "6-7"},
+		{[]*portcullisv1.SequenceGap{gap(6, 7), gap(10, 10), gap(12, 20)}, 0, "6-7, 10, 12-20"},
+		{[]*portcullisv1.SequenceGap{gap(6, 7)}, 42, "6-7 (+42 more)"},
 	} {
-		if got := gapsCell(tt.gaps); got != tt.want {
-			t.Errorf("gapsCell(%v) = %q, want %q", tt.gaps, got, tt.want)
+		if got := gapsCell(tt.gaps, tt.more); got != tt.want {
+			t.Errorf("gapsCell(%v, %d) = %q, want %q", tt.gaps, tt.more, got, tt.want)
 		}
 	}
 

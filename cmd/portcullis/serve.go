@@ -125,9 +125,12 @@ never deleted.
 Sentry events (watchdogs POST them to /v1/sentry/events with a sentry
 token) are kept --sentry-retention, by whole days. A remediating one (a
 quarantine or boundary_breach with processing remediate) freezes its
-sandbox, but at most --quarantine-budget sandboxes per five minutes: past
-it, quarantines are held for an operator (portcullis sentry actions,
-portcullis sentry decide). With --sentry-dry-run nothing is frozen; what
+sandbox, but at most --quarantine-budget sandboxes per five minutes, and
+at most --quarantine-budget-per-source of them from one source: past
+either, quarantines are held for an operator (portcullis sentry actions,
+portcullis sentry decide); a source past its own budget holds only its
+own quarantines. A sentry token created with --sandboxes may report on,
+and quarantine, only the sandboxes its globs match. With --sentry-dry-run nothing is frozen; what
 would have been is recorded (status dry_run).
 
 --dev-allow-loopback (demos and tests only) proves proposals and drafts them
@@ -226,10 +229,11 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 				DecisionRate:          decisions.rate,
 				DecisionBurst:         decisions.burst,
 
-				SentryDryRun:     sentryOpts.dryRun,
-				QuarantineBudget: sentryOpts.quarantineBudget,
-				SentryRetention:  sentryOpts.retention,
-				SentryStore:      events,
+				SentryDryRun:              sentryOpts.dryRun,
+				QuarantineBudget:          sentryOpts.quarantineBudget,
+				QuarantineBudgetPerSource: sentryOpts.quarantineBudgetPerSource,
+				SentryRetention:           sentryOpts.retention,
+				SentryStore:               events,
 
 				TracerProvider: tracer.Provider(),
 			}, st)
@@ -344,10 +348,11 @@ func (f *decisionFlags) check() error {
 
 // sentryFlags set what the gateway does with Sentry events.
 type sentryFlags struct {
-	dryRun           bool
-	quarantineBudget int
-	retention        time.Duration
-	databaseURL      string
+	dryRun                    bool
+	quarantineBudget          int
+	quarantineBudgetPerSource int
+	retention                 time.Duration
+	databaseURL               string
 }
 
 func (f *sentryFlags) add(cmd *cobra.Command) {
@@ -355,6 +360,8 @@ func (f *sentryFlags) add(cmd *cobra.Command) {
 		"freeze nothing on Sentry quarantines; record what would have been frozen (status dry_run)")
 	cmd.Flags().IntVar(&f.quarantineBudget, "quarantine-budget", sentryintake.DefaultQuarantineBudget,
 		"sandboxes Sentry events may freeze per five minutes; past it quarantines are held for an operator (negative: no budget)")
+	cmd.Flags().IntVar(&f.quarantineBudgetPerSource, "quarantine-budget-per-source", sentryintake.DefaultQuarantineBudgetPerSource,
+		"sandboxes one Sentry source may freeze per five minutes; past it that source's quarantines are held for an operator and the others' still freeze (negative: no budget per source)")
 	cmd.Flags().DurationVar(&f.retention, "sentry-retention", sentryintake.DefaultRetention,
 		"delete Sentry events received longer ago than this, by whole days (a negative value keeps them forever)")
 	cmd.Flags().StringVar(&f.databaseURL, "sentry-database-url", "",
@@ -386,6 +393,8 @@ func (f *sentryFlags) check() error {
 	switch {
 	case f.quarantineBudget == 0:
 		return usagef("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
+	case f.quarantineBudgetPerSource == 0:
+		return usagef("--quarantine-budget-per-source 0 would hold every quarantine; give a count, or a negative one for no budget per source")
 	case f.retention == 0:
 		return usagef("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
 	case f.databaseURL != "" && !isPostgresURL(f.databaseURL):

@@ -41,12 +41,12 @@ func TestGatewayDecisionFlags(t *testing.T) {
 // store is opened.
 func TestGatewaySentryFlags(t *testing.T) {
 	help, _, code := runCLI(t, "gateway", "--help")
-	for _, flag := range []string{"--sentry-dry-run", "--quarantine-budget", "--sentry-retention", "--sentry-database-url"} {
+	for _, flag := range []string{"--sentry-dry-run", "--quarantine-budget", "--quarantine-budget-per-source", "--sentry-retention", "--sentry-database-url"} {
 		if code != 0 || !strings.Contains(help, flag) {
 			t.Errorf("gateway --help (exit %d) does not document %s", code, flag)
 		}
 	}
-	for _, want := range []string{"(default 10)", "(default 720h0m0s)"} {
+	for _, want := range []string{"(default 10)", "(default 3)", "(default 720h0m0s)"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("gateway --help lacks %s", want)
 		}
@@ -56,6 +56,7 @@ func TestGatewaySentryFlags(t *testing.T) {
 		{"--sentry-retention", "0"},
 		{"--sentry-retention", "0s"},
 		{"--quarantine-budget", "ten"},
+		{"--quarantine-budget-per-source", "0"},
 		{"--sentry-database-url", "sqlite:///tmp/events.db"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -24,8 +25,9 @@ func newTokenCmd(env *environment) *cobra.Command {
 
 func newTokenCreateCmd(env *environment) *cobra.Command {
 	var role, name string
+	var sandboxes []string
 	cmd := &cobra.Command{
-		Use:   "create --role admin|operator|sentry --name WHO",
+		Use:   "create --role admin|operator|sentry --name WHO [--sandboxes GLOB,…]",
 		Short: "Create an admin, operator or sentry token and print it (shown once)",
 		Long: `Create a token for a person or a system and print it. The token is shown
 once; only its hash is stored. Operators read everything and decide
@@ -36,10 +38,17 @@ reports as (a CloudEvents source such as urn:dpu:node-17 or sentry/node-17,
 1 to 255 printable ASCII characters without spaces), and it may only write
 that source's events (POST /v1/sentry/events, or SentryService; see
 portcullis sentry --help). It reads nothing and cannot sign in to the
-console.`,
+console. With --sandboxes it is limited to the sandboxes its watchdog
+watches: name globs (support, team-a-*), one of which must match each
+event's subject. An event about another sandbox, a quarantine above all,
+is refused with its reason and audited (sentry.refused), and freezes
+nothing. Without --sandboxes the token may report on every sandbox; one
+source still freezes at most --quarantine-budget-per-source sandboxes per
+five minutes (portcullis gateway --help).`,
 		Example: `  portcullis token create --role operator --name alice
   portcullis token create --role admin --name ci -o json | jq -r .token
-  portcullis token create --role sentry --name urn:dpu:node-17`,
+  portcullis token create --role sentry --name urn:dpu:node-17
+  portcullis token create --role sentry --name urn:dpu:node-17 --sandboxes support,team-a-*`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
@@ -51,8 +60,11 @@ console.`,
 			if !slices.Contains(tokenRoles, role) {
 				return usagef("--role must be admin, operator or sentry, got %q (sandbox tokens come from sandbox create)", role)
 			}
+			if len(sandboxes) > 0 && role != "sentry" {
+				return usagef("--sandboxes limits a sentry token; a %s token is not limited to sandboxes", role)
+			}
 			return unary(env, func(api *apiClients) (*portcullisv1.CreateTokenResponse, error) {
-				return api.token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role})
+				return api.token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role, Sandboxes: sandboxes})
 			}, func(res *portcullisv1.CreateTokenResponse) error {
 				fmt.Fprintf(env.stdout, "%s token %s created\n", res.GetRole(), res.GetName())
 				fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
@@ -63,6 +75,7 @@ console.`,
 	}
 	cmd.Flags().StringVar(&role, "role", "", "`ROLE` of the token: admin, operator or sentry")
 	cmd.Flags().StringVar(&name, "name", "", "who holds the token (`WHO`), unique; for sentry, the event source")
+	cmd.Flags().StringSliceVar(&sandboxes, "sandboxes", nil, "sentry only: the sandboxes the watchdog watches, name globs (`GLOB,…`); events about others are refused (default: every sandbox)")
 	return cmd
 }
 
@@ -78,7 +91,13 @@ func newTokenListCmd(env *environment) *cobra.Command {
 			}, func(res *portcullisv1.ListTokensResponse) error {
 				tw := env.table("NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "REVOKED")
 				for _, t := range res.GetTokens() {
-					row(tw, t.GetName(), t.GetRole(), dash(t.GetSandbox()), when(t.GetCreatedAt()),
+					// A sandbox token's sandbox, or the globs a sentry
+					// token is limited to.
+					scope := t.GetSandbox()
+					if len(t.GetSandboxes()) > 0 {
+						scope = strings.Join(t.GetSandboxes(), ",")
+					}
+					row(tw, t.GetName(), t.GetRole(), dash(scope), when(t.GetCreatedAt()),
 						dash(t.GetCreatedBy()), when(t.GetLastUsedAt()), when(t.GetRevokedAt()))
 				}
 				return tw.Flush()

@@ -17,11 +17,13 @@ import (
 // refused) unless:
 //
 //   - the gateway runs dry: the action is recorded as dry_run;
-//   - the circuit breaker is open: QuarantineBudget sandboxes were frozen
-//     by Sentry events in the last BudgetWindow (counted over the stored
-//     actions, so on every replica), and the action is held — the sandbox
+//   - the circuit breaker is open: QuarantineBudgetPerSource sandboxes
+//     were frozen by the event's source, or QuarantineBudget by all
+//     sources, in the last BudgetWindow (counted over the stored actions,
+//     so on every replica), and the action is held — the sandbox
 //     untouched, the webhook alerted — until an operator decides
-//     (Decide);
+//     (Decide). A source that spends its own budget holds only its own
+//     quarantines: the others' still freeze while the fleet's lasts;
 //   - the sandbox is frozen already (already_frozen) or cannot be frozen
 //     (failed, with the reason).
 //
@@ -59,7 +61,7 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		_, err := in.record(ctx, a)
 		return err
 	}
-	if spent, err := in.takeBudget(ctx); err != nil {
+	if spent, err := in.takeBudget(ctx, ev.Source); err != nil {
 		return err
 	} else if spent != "" {
 		a.Status, a.Reason = store.SentryHeld, spent
@@ -72,7 +74,7 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		}
 		return nil
 	}
-	defer in.returnBudget()
+	defer in.returnBudget(ev.Source)
 	in.urgent.enter()
 	release := sync.OnceFunc(in.urgent.leave)
 	defer func() {
@@ -109,17 +111,28 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 	return err
 }
 
-// takeBudget takes a place in the quarantine budget for a freeze, to be
-// given back (returnBudget) once its action is recorded, or says why
-// there is none. The places taken count with the freezes stored, so that
-// two quarantines at once cannot both take the last one, and the lock is
-// held only to count: a slow freeze does not hold up the next.
-func (in *Intake) takeBudget(ctx context.Context) (spent string, err error) {
+// takeBudget takes a place in source's quarantine budget and in the
+// fleet's for a freeze, to be given back (returnBudget) once its action
+// is recorded, or says why there is none. The source's budget is checked
+// first: a source past its own takes nothing from the fleet's. The places
+// taken count with the freezes stored, so that two quarantines at once
+// cannot both take the last one, and the lock is held only to count: a
+// slow freeze does not hold up the next.
+func (in *Intake) takeBudget(ctx context.Context, source string) (spent string, err error) {
 	in.breaker.Lock()
 	defer in.breaker.Unlock()
+	since := in.cfg.Now().Add(-in.cfg.BudgetWindow)
+	if per := in.cfg.QuarantineBudgetPerSource; per > 0 {
+		n, err := in.st.CountSentryActions(ctx, source, []string{store.SentryFrozen}, since)
+		if err != nil {
+			return "", fmt.Errorf("count recent sentry freezes of source %q: %w", source, err)
+		}
+		if n += in.freezingBy[source]; n >= per {
+			return fmt.Sprintf("quarantine budget of source %q spent: it froze %d of at most %d sandboxes in the last %s (--quarantine-budget-per-source); an operator must decide", source, n, per, in.cfg.BudgetWindow), nil
+		}
+	}
 	if in.cfg.QuarantineBudget > 0 {
-		since := in.cfg.Now().Add(-in.cfg.BudgetWindow)
-		n, err := in.st.CountSentryActions(ctx, []string{store.SentryFrozen}, since)
+		n, err := in.st.CountSentryActions(ctx, "", []string{store.SentryFrozen}, since)
 		if err != nil {
 			return "", fmt.Errorf("count recent sentry freezes: %w", err)
 		}
@@ -128,13 +141,17 @@ func (in *Intake) takeBudget(ctx context.Context) (spent string, err error) {
 		}
 	}
 	in.freezing++
+	in.freezingBy[source]++
 	return "", nil
 }
 
-func (in *Intake) returnBudget() {
+func (in *Intake) returnBudget(source string) {
 	in.breaker.Lock()
+	defer in.breaker.Unlock()
 	in.freezing--
-	in.breaker.Unlock()
+	if in.freezingBy[source]--; in.freezingBy[source] <= 0 {
+		delete(in.freezingBy, source)
+	}
 }
 
 func (in *Intake) actionOf(ctx context.Context, ev sentry.Event) (store.SentryAction, error) {

@@ -27,6 +27,9 @@ import (
 // The intake, event by event:
 //
 //   - The source must be the sender's own (a sentry token's name).
+//   - When the sender's token is limited to some sandboxes (Sender.
+//     Sandboxes), the event's subject must be one of them: a watchdog
+//     reports on, and quarantines, only the sandboxes it watches.
 //   - When the source has a registered key, the event must carry a
 //     signature that verifies with it.
 //   - A remediating event (a quarantine or boundary_breach with processing
@@ -47,7 +50,12 @@ import (
 // The defaults of Config.
 const (
 	DefaultQuarantineBudget = 10
-	DefaultBudgetWindow     = 5 * time.Minute
+	// DefaultQuarantineBudgetPerSource: sandboxes one source may freeze
+	// per BudgetWindow. Below the fleet's budget, so that one rogue or
+	// broken watchdog spends only its own places and the others' freezes
+	// go on (issue 34): it takes four sources to hold the fleet's.
+	DefaultQuarantineBudgetPerSource = 3
+	DefaultBudgetWindow              = 5 * time.Minute
 	// DefaultBulkSlots: bulk appends at once. Each holds a database
 	// connection for its whole batch; the quarantine lane and every
 	// other request need the rest of the pool. Two, not more: three
@@ -79,7 +87,11 @@ type Config struct {
 	// events (across replicas: it counts the stored actions); past it a
 	// quarantine is held. Negative: no budget.
 	QuarantineBudget int
-	BudgetWindow     time.Duration
+	// QuarantineBudgetPerSource sandboxes per BudgetWindow may be frozen
+	// by one source's events; past it that source's quarantines are held
+	// and the others' are not. Negative: no budget per source.
+	QuarantineBudgetPerSource int
+	BudgetWindow              time.Duration
 	// BulkSlots bounds the concurrent appends of the bulk lane.
 	BulkSlots int
 	AckWait   time.Duration
@@ -141,10 +153,11 @@ type Intake struct {
 	// bulk lane would take.
 	urgent gate
 	// breaker guards freezing, the quarantines of this replica between
-	// their place in the budget and their recorded action
-	// (takeBudget).
-	breaker  sync.Mutex
-	freezing int
+	// their place in the budget and their recorded action (takeBudget),
+	// and freezingBy, the same per source.
+	breaker    sync.Mutex
+	freezing   int
+	freezingBy map[string]int
 	// background is the ack waits in flight (Wait, for tests and
 	// shutdown).
 	background sync.WaitGroup
@@ -162,6 +175,9 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	}
 	if cfg.QuarantineBudget == 0 {
 		cfg.QuarantineBudget = DefaultQuarantineBudget
+	}
+	if cfg.QuarantineBudgetPerSource == 0 {
+		cfg.QuarantineBudgetPerSource = DefaultQuarantineBudgetPerSource
 	}
 	if cfg.BudgetWindow <= 0 {
 		cfg.BudgetWindow = DefaultBudgetWindow
@@ -187,7 +203,7 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.Events == nil {
 		cfg.Events = st
 	}
-	return &Intake{cfg: cfg, st: st, events: cfg.Events, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots),
+	return &Intake{cfg: cfg, st: st, events: cfg.Events, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), freezingBy: map[string]int{},
 		reading: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), checks: make(chan check, checkQueue)}
 }
 
@@ -215,10 +231,19 @@ func (in *Intake) Events() *store.Store { return in.events }
 // Actor is how a source appears in the audit log and as the freezer.
 func Actor(source string) string { return "sentry:" + source }
 
-// Ingest takes a batch sent by source (the sentry token's name): the
-// events the reader accepted and those it refused. The error is for a
-// store failure; refusals are in the Result.
-func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch) (Result, error) {
+// Sender is who sends a batch: its sentry token's name, the one source
+// it writes, and the sandboxes the token is limited to (name globs; none:
+// every sandbox).
+type Sender struct {
+	Source    string
+	Sandboxes []string
+}
+
+// Ingest takes a batch sent by sender: the events the reader accepted and
+// those it refused. The error is for a store failure; refusals are in the
+// Result.
+func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch) (Result, error) {
+	source := sender.Source
 	res := Result{Refused: slices.Clone(batch.Refused)}
 	received := in.cfg.Now()
 	key, err := in.sourceKey(ctx, source)
@@ -247,7 +272,7 @@ func (in *Intake) Ingest(ctx context.Context, source string, batch sentry.Batch)
 	for _, ev := range batch.Events {
 		for at++; skipped[at]; at++ {
 		}
-		ferr := in.check(ctx, source, key, ev)
+		ferr := in.check(ctx, sender, key, ev)
 		seen := false
 		if ferr == nil && remediating(ev) {
 			ferr, seen, err = in.checkReplay(ctx, ev)
@@ -443,11 +468,20 @@ func (in *Intake) sourceKey(ctx context.Context, source string) ([]byte, error) 
 	return k.PublicKey, nil
 }
 
-// check is the per-event authorization: the sender's own source, and its
-// signature when it has a key.
-func (in *Intake) check(_ context.Context, source string, key []byte, ev sentry.Event) *sentry.FieldError {
+// check is the per-event authorization: the sender's own source, a
+// sandbox the sender watches, and its signature when it has a key.
+func (in *Intake) check(_ context.Context, sender Sender, key []byte, ev sentry.Event) *sentry.FieldError {
+	source := sender.Source
 	if ev.Source != source {
 		return &sentry.FieldError{Field: "source", Reason: fmt.Sprintf("a sentry token of source %q may not send events of source %q", source, ev.Source)}
+	}
+	if ev.Subject != "" && !store.InSandboxScope(sender.Sandboxes, ev.Subject) {
+		what := "send events about"
+		if remediating(ev) {
+			what = "quarantine"
+		}
+		return &sentry.FieldError{Field: "subject", Reason: fmt.Sprintf("sandbox %q is outside the scope of source %q (its token watches %s): it may not %s it",
+			ev.Subject, source, strings.Join(sender.Sandboxes, ","), what)}
 	}
 	if key == nil {
 		return nil

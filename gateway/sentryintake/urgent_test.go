@@ -90,7 +90,7 @@ func TestBulkWaitsForTheFreezeToBeEnforced(t *testing.T) {
 				return 0, time.Time{}, ctx.Err()
 			}
 		})
-		if res, err := in.Ingest(t.Context(), source, batch(t, "q1", 1, true)); err != nil || res.Stored != 1 {
+		if res, err := in.Ingest(t.Context(), sentryintake.Sender{Source: source}, batch(t, "q1", 1, true)); err != nil || res.Stored != 1 {
 			t.Fatalf("quarantine: %+v, %v", res, err)
 		}
 		if v := <-asked; v != 2 {
@@ -98,7 +98,7 @@ func TestBulkWaitsForTheFreezeToBeEnforced(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			res, err := in.Ingest(t.Context(), source, batch(t, "e2", 2, false))
+			res, err := in.Ingest(t.Context(), sentryintake.Sender{Source: source}, batch(t, "e2", 2, false))
 			if err == nil && res.Stored != 1 {
 				err = fmt.Errorf("stored %d of 1", res.Stored)
 			}
@@ -127,10 +127,10 @@ func TestBulkWaitsForTheFreezeToBeEnforced(t *testing.T) {
 			<-never
 			return 0, time.Time{}, context.DeadlineExceeded
 		})
-		if res, err := in.Ingest(t.Context(), source, batch(t, "q1", 1, true)); err != nil || res.Stored != 1 {
+		if res, err := in.Ingest(t.Context(), sentryintake.Sender{Source: source}, batch(t, "q1", 1, true)); err != nil || res.Stored != 1 {
 			t.Fatalf("quarantine: %+v, %v", res, err)
 		}
-		if res, err := in.Ingest(t.Context(), source, batch(t, "e2", 2, false)); err != nil || res.Stored != 1 {
+		if res, err := in.Ingest(t.Context(), sentryintake.Sender{Source: source}, batch(t, "e2", 2, false)); err != nil || res.Stored != 1 {
 			t.Fatalf("bulk batch while the freeze is not ACKed: %+v, %v", res, err)
 		}
 		if n := bulkStored(t, st); n != 1 {

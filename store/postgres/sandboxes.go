@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -176,15 +177,17 @@ func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.
 
 // ---- tokens ----
 
-const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at`
+const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`
 
 func scanToken(r pgx.Row) (store.Token, error) {
 	var t store.Token
 	var sandbox *string
-	err := r.Scan(&t.ID, &t.Name, &t.Role, &sandbox, &t.Hash, &t.CreatedBy, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt)
+	var globs string
+	err := r.Scan(&t.ID, &t.Name, &t.Role, &sandbox, &t.Hash, &t.CreatedBy, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &globs)
 	if sandbox != nil {
 		t.Sandbox = *sandbox
 	}
+	t.Sandboxes = store.SplitSandboxGlobs(globs)
 	t.CreatedAt = t.CreatedAt.UTC()
 	t.LastUsedAt = utcPtr(t.LastUsedAt)
 	t.RevokedAt = utcPtr(t.RevokedAt)
@@ -205,12 +208,12 @@ func (c *conn) InsertToken(ctx context.Context, t store.Token) (store.Token, err
 		sandbox = &t.Sandbox
 	}
 	out, err := scanToken(c.db.QueryRow(ctx, `
-		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at)
-		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz
+		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at, sandboxes)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::text
 		WHERE $3::text IS NULL OR EXISTS (SELECT 1 FROM sandboxes WHERE name = $3 FOR KEY SHARE)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING `+tokenColumns,
-		t.Name, t.Role, sandbox, t.Hash, t.CreatedBy, t.CreatedAt))
+		t.Name, t.Role, sandbox, t.Hash, t.CreatedBy, t.CreatedAt, strings.Join(t.Sandboxes, ",")))
 	if errors.Is(err, pgx.ErrNoRows) { // a missing sandbox (said first) or a taken name
 		err = fmt.Errorf("%w: token %s", store.ErrAlreadyExists, t.Name)
 		if sandbox != nil {

@@ -66,8 +66,8 @@ func (c *conn) ListSentryActions(ctx context.Context, f store.SentryActionFilter
 	return sentrysql.ListActions(ctx, c.sentry(), f)
 }
 
-// CountSentryActions returns how many actions with one of statuses were
-// created at or after since.
-func (c *conn) CountSentryActions(ctx context.Context, statuses []string, since time.Time) (int, error) {
-	return sentrysql.CountActions(ctx, c.sentry(), statuses, since)
+// CountSentryActions returns how many actions of source ("": all) with
+// one of statuses were created at or after since.
+func (c *conn) CountSentryActions(ctx context.Context, source string, statuses []string, since time.Time) (int, error) {
+	return sentrysql.CountActions(ctx, c.sentry(), source, statuses, since)
 }

@@ -78,13 +78,13 @@ func (t *txn) ListSentryActions(ctx context.Context, f store.SentryActionFilter)
 	return sentrysql.ListActions(ctx, sentryEngine{t.rd}, f)
 }
 
-// CountSentryActions returns how many actions with one of statuses were
-// created at or after since.
-func (t *txn) CountSentryActions(ctx context.Context, statuses []string, since time.Time) (int, error) {
+// CountSentryActions returns how many actions of source ("": all) with
+// one of statuses were created at or after since.
+func (t *txn) CountSentryActions(ctx context.Context, source string, statuses []string, since time.Time) (int, error) {
 	if err := checkTimes("sentry action count", since); err != nil {
 		return 0, err
 	}
-	return sentrysql.CountActions(ctx, sentryEngine{t.rd}, statuses, since)
+	return sentrysql.CountActions(ctx, sentryEngine{t.rd}, source, statuses, since)
 }
 
 // checkAction refuses an action with a time int64 nanoseconds cannot hold.

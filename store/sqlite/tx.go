@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
@@ -169,17 +170,19 @@ func (t *txn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.P
 	return out, nil
 }
 
-const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at`
+const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`
 
 func scanToken(r scanner) (store.Token, error) {
 	var tok store.Token
 	var sandbox sql.NullString
 	var at int64
 	var used, revoked sql.NullInt64
-	if err := r.Scan(&tok.ID, &tok.Name, &tok.Role, &sandbox, &tok.Hash, &tok.CreatedBy, &at, &used, &revoked); err != nil {
+	var globs string
+	if err := r.Scan(&tok.ID, &tok.Name, &tok.Role, &sandbox, &tok.Hash, &tok.CreatedBy, &at, &used, &revoked, &globs); err != nil {
 		return tok, err
 	}
 	tok.Sandbox = sandbox.String
+	tok.Sandboxes = store.SplitSandboxGlobs(globs)
 	tok.CreatedAt = fromNanos(at)
 	tok.LastUsedAt = fromNullNanos(used)
 	tok.RevokedAt = fromNullNanos(revoked)
@@ -196,10 +199,10 @@ func (t *txn) InsertToken(ctx context.Context, tok store.Token) (store.Token, er
 	}
 	sandbox := sql.NullString{String: tok.Sandbox, Valid: tok.Sandbox != ""}
 	out, err := scanToken(t.wr.QueryRowContext(ctx, `
-		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)
+		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at, sandboxes)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
 		RETURNING `+tokenColumns,
-		tok.Name, tok.Role, sandbox, tok.Hash, tok.CreatedBy, nanos(tok.CreatedAt)))
+		tok.Name, tok.Role, sandbox, tok.Hash, tok.CreatedBy, nanos(tok.CreatedAt), strings.Join(tok.Sandboxes, ",")))
 	return wrapRow(out, err, "insert token %q", tok.Name)
 }
 

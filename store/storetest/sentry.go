@@ -163,6 +163,91 @@ func testSentryGaps(t *testing.T, s *store.Store) {
 	}
 }
 
+// testSentryGapsBounded: a source with more gaps than an answer lists
+// gets the first store.MaxSentryGaps of them and the count of the rest,
+// in the append's answer and from SentryGaps alike; filling gaps, the
+// first, ones past the listed, many in one batch (more than an append
+// reads at once) and every other one, keeps the list and the count
+// right, and a gap split in two counts twice.
+func testSentryGapsBounded(t *testing.T, s *store.Store) {
+	const n = store.MaxSentryGaps + 150 // gaps: 1, 3, 5, … 2n-1
+	var even []uint64
+	for i := 1; i <= n; i++ {
+		even = append(even, uint64(2*i))
+	}
+	res := appendSentry(t, s, sentrySeqs("w1", even...))
+	odd := func(from, count int) [][2]uint64 { // the gaps 2from-1, 2from+1, …
+		var out [][2]uint64
+		for i := from; i < from+count; i++ {
+			out = append(out, [2]uint64{uint64(2*i - 1), uint64(2*i - 1)})
+		}
+		return out
+	}
+	check := func(what string, got store.SentrySource, acked, highest uint64, gaps [][2]uint64, more uint64) {
+		t.Helper()
+		wantSource(t, what, got, acked, highest, gaps...)
+		if got.MoreGaps != more {
+			t.Errorf("%s: %d more gaps, want %d", what, got.MoreGaps, more)
+		}
+		if gs := sentryGaps(t, s, got.Source); len(gs) != 1 || !reflect.DeepEqual(gs[0], got) {
+			t.Errorf("%s: SentryGaps = %+v, want the append's answer %+v", what, gs, got)
+		}
+	}
+	check("every other sequence", res.Source("w1"), 0, 2*n, odd(1, store.MaxSentryGaps), n-store.MaxSentryGaps)
+	// The first gap closes: acked moves to just before the next.
+	res = appendSentry(t, s, sentrySeqs("w1", 1))
+	check("1 arrives", res.Source("w1"), 2, 2*n, odd(2, store.MaxSentryGaps), n-1-store.MaxSentryGaps)
+	// Gaps past the listed ones close: only the count changes.
+	res = appendSentry(t, s, sentrySeqs("w1", 2*n-1, 2*n-3))
+	check("the last two arrive", res.Source("w1"), 2, 2*n, odd(2, store.MaxSentryGaps), n-3-store.MaxSentryGaps)
+	// One batch fills gaps 3, 7, 11, … up to 2n-5: more than an append
+	// reads at once, spread over every other gap.
+	var spread []uint64
+	for seq := uint64(3); seq <= 2*n-5; seq += 4 {
+		spread = append(spread, seq)
+	}
+	res = appendSentry(t, s, sentrySeqs("w1", spread...))
+	var left [][2]uint64 // 5, 9, 13, …
+	for seq := uint64(5); seq <= 2*n-5; seq += 4 {
+		left = append(left, [2]uint64{seq, seq})
+	}
+	check("every other gap arrives", res.Source("w1"), 4, 2*n, left[:min(len(left), store.MaxSentryGaps)], uint64(max(0, len(left)-store.MaxSentryGaps)))
+	// The rest arrive, out of order, with a sequence stored twice.
+	var rest []uint64
+	for _, g := range slices.Backward(left) {
+		rest = append(rest, g[0])
+	}
+	res = appendSentry(t, s, sentrySeqs("w1", append(rest, 2)...))
+	check("all arrive", res.Source("w1"), 2*n, 2*n, nil, 0)
+
+	// A gap split in two by an event inside it, then closed by a batch
+	// that also moves the stream on past a new gap.
+	res = appendSentry(t, s, sentrySeqs("w2", 10))
+	check("10 first", res.Source("w2"), 0, 10, [][2]uint64{{1, 9}}, 0)
+	res = appendSentry(t, s, sentrySeqs("w2", 5))
+	check("5 inside", res.Source("w2"), 0, 10, [][2]uint64{{1, 4}, {6, 9}}, 0)
+	res = appendSentry(t, s, sentrySeqs("w2", 1, 2, 3, 4, 6, 7, 8, 9, 12))
+	check("all but 11", res.Source("w2"), 10, 12, [][2]uint64{{11, 11}}, 0)
+}
+
+// testSentryGapsKept: a gap is the store's record of what never arrived:
+// pruning the events above it does not widen it, and an event arriving
+// after the prune still closes it.
+func testSentryGapsKept(t *testing.T, s *store.Store) {
+	old := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	batch := sentrySeqs("w1", 1, 2, 4, 5, 6)
+	for i := range batch {
+		batch[i].ReceivedAt = old
+	}
+	appendSentry(t, s, batch)
+	if n, err := s.PruneSentryEvents(ctx(t), old.AddDate(0, 0, 1)); err != nil || n != 5 {
+		t.Fatalf("prune = %d, %v; want 5", n, err)
+	}
+	wantSource(t, "after pruning", sentryGaps(t, s, "w1")[0], 2, 6, [2]uint64{3, 3})
+	res := appendSentry(t, s, sentrySeqs("w1", 3))
+	wantSource(t, "3 arrives", res.Source("w1"), 6, 6)
+}
+
 // testSentryOutOfOrder: sequences arriving out of order, within a batch
 // and across batches, end with the same state as in order.
 func testSentryOutOfOrder(t *testing.T, s *store.Store) {

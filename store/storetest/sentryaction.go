@@ -355,26 +355,34 @@ func testPrimSentryActionList(t *testing.T, s *store.Store) {
 		}
 	}
 
+	// Another source's freeze: counted for the fleet (source ""), not
+	// for w1.
+	insertAction(t, s, sentryAction("w2", "e9", "gamma", store.SentryFrozen, 7))
 	for _, c := range []struct {
+		source   string
 		statuses []string
 		since    time.Time
 		want     int
 	}{
-		{[]string{store.SentryFrozen, store.SentryHeld}, usec(2030, 3), 2},
-		{[]string{store.SentryFrozen, store.SentryHeld}, usec(2030, 1), 4},
-		{[]string{store.SentryFrozen, store.SentryHeld}, time.Time{}, 4},
-		{[]string{store.SentryFrozen}, usec(2030, 7), 0},
-		{[]string{store.SentryApplied}, time.Time{}, 0},
-		{nil, time.Time{}, 0},
+		{"w1", []string{store.SentryFrozen, store.SentryHeld}, usec(2030, 3), 2},
+		{"", []string{store.SentryFrozen, store.SentryHeld}, usec(2030, 3), 3},
+		{"w1", []string{store.SentryFrozen, store.SentryHeld}, usec(2030, 1), 4},
+		{"", []string{store.SentryFrozen, store.SentryHeld}, time.Time{}, 5},
+		{"w1", []string{store.SentryFrozen}, usec(2030, 7), 0},
+		{"w2", []string{store.SentryFrozen}, usec(2030, 7), 1},
+		{"", []string{store.SentryFrozen}, usec(2030, 7), 1},
+		{"w3", []string{store.SentryFrozen}, time.Time{}, 0},
+		{"", []string{store.SentryApplied}, time.Time{}, 0},
+		{"", nil, time.Time{}, 0},
 	} {
 		var n int
 		inTx(t, s, func(tx store.Tx) (err error) {
-			n, err = tx.CountSentryActions(ctx(t), c.statuses, c.since)
+			n, err = tx.CountSentryActions(ctx(t), c.source, c.statuses, c.since)
 			return err
 		})
-		if outside, err := s.CountSentryActions(ctx(t), c.statuses, c.since); err != nil || outside != n || n != c.want {
-			t.Errorf("CountSentryActions(%v, %v) = %d (outside a transaction %d, %v), want %d",
-				c.statuses, c.since, n, outside, err, c.want)
+		if outside, err := s.CountSentryActions(ctx(t), c.source, c.statuses, c.since); err != nil || outside != n || n != c.want {
+			t.Errorf("CountSentryActions(%q, %v, %v) = %d (outside a transaction %d, %v), want %d",
+				c.source, c.statuses, c.since, n, outside, err, c.want)
 		}
 	}
 }

@@ -326,6 +326,62 @@ func testLastAdmin(t *testing.T, s *store.Store) {
 // operator's, scoped by its name (the event source) and never by a
 // sandbox; a name that is not a valid source is refused with a plain error
 // naming it, and nothing is written.
+// testTokenSentrySandboxes: a sentry token keeps the sandbox globs it was
+// created with (read back by hash and listed); globs that do not parse,
+// hold a comma or repeat, and globs on another role, are refused with a
+// plain error naming them, and store and audit nothing.
+func testTokenSentrySandboxes(t *testing.T, s *store.Store) {
+	tok := NewToken("urn:dpu:node-17", store.RoleSentry, "")
+	tok.Sandboxes = []string{"support", "team-a-*"}
+	got, err := s.CreateToken(ctx(t), tok, "root")
+	if err != nil || !slices.Equal(got.Sandboxes, tok.Sandboxes) {
+		t.Fatalf("CreateToken(sentry, sandboxes) = %+v, %v", got, err)
+	}
+	if by, err := s.TokenByHash(ctx(t), tok.Hash); err != nil || !slices.Equal(by.Sandboxes, tok.Sandboxes) {
+		t.Errorf("TokenByHash = %+v, %v; want sandboxes %v", by, err, tok.Sandboxes)
+	}
+	plain := NewToken("urn:dpu:node-18", store.RoleSentry, "")
+	if _, err := s.CreateToken(ctx(t), plain, "root"); err != nil {
+		t.Fatal(err)
+	}
+	before := len(Audits(t, s, store.AuditFilter{}))
+	for name, bad := range map[string]store.Token{
+		"bad glob":    {Name: "urn:dpu:a", Role: store.RoleSentry, Hash: "h-a", Sandboxes: []string{"team-[a"}},
+		"comma":       {Name: "urn:dpu:b", Role: store.RoleSentry, Hash: "h-b", Sandboxes: []string{"a,b"}},
+		"empty":       {Name: "urn:dpu:c", Role: store.RoleSentry, Hash: "h-c", Sandboxes: []string{""}},
+		"twice":       {Name: "urn:dpu:d", Role: store.RoleSentry, Hash: "h-d", Sandboxes: []string{"a", "a"}},
+		"operator":    {Name: "olive", Role: store.RoleOperator, Hash: "h-e", Sandboxes: []string{"a"}},
+		"sandbox tok": {Name: "box-token", Role: store.RoleSandbox, Sandbox: "box", Hash: "h-f", Sandboxes: []string{"a"}},
+	} {
+		_, err := s.CreateToken(ctx(t), bad, "root")
+		WantPlainError(t, "CreateToken("+name+")", err)
+		if err != nil && !strings.Contains(err.Error(), "sandboxes") {
+			t.Errorf("CreateToken(%s) = %v, want an error naming the sandboxes", name, err)
+		}
+	}
+	if after := len(Audits(t, s, store.AuditFilter{})); after != before {
+		t.Errorf("refused tokens wrote %d audit entries", after-before)
+	}
+	ts, err := s.ListTokens(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || ts[0].Name != tok.Name || !slices.Equal(ts[0].Sandboxes, tok.Sandboxes) || ts[1].Sandboxes != nil {
+		t.Errorf("ListTokens = %+v, want the two sentry tokens, the first with its sandboxes", ts)
+	}
+	for _, c := range []struct {
+		sandbox string
+		in      bool
+	}{{"support", true}, {"team-a-1", true}, {"team-b-1", false}, {"supports", false}, {"", false}} {
+		if got := store.InSandboxScope(tok.Sandboxes, c.sandbox); got != c.in {
+			t.Errorf("InSandboxScope(%v, %q) = %v, want %v", tok.Sandboxes, c.sandbox, got, c.in)
+		}
+	}
+	if !store.InSandboxScope(nil, "anything") {
+		t.Error("a token without sandboxes is not limited")
+	}
+}
+
 func testTokenSentry(t *testing.T, s *store.Store) {
 	const source = "urn:dpu:node-17"
 	got, err := s.CreateToken(ctx(t), NewToken(source, store.RoleSentry, ""), "root")

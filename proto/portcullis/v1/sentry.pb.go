@@ -283,8 +283,11 @@ type SourceAck struct {
 	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	// acked_sequence is the highest durable, contiguous sequence of source.
 	AckedSequence uint64 `protobuf:"varint,2,opt,name=acked_sequence,json=ackedSequence,proto3" json:"acked_sequence,omitempty"`
-	// gaps are the missing sequence ranges above acked_sequence.
-	Gaps          []*SequenceGap `protobuf:"bytes,3,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	// gaps are the first missing sequence ranges above acked_sequence, in
+	// order: at most 100 of them.
+	Gaps []*SequenceGap `protobuf:"bytes,3,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	// more_gaps counts the missing ranges after those listed in gaps.
+	MoreGaps      uint64 `protobuf:"varint,4,opt,name=more_gaps,json=moreGaps,proto3" json:"more_gaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +341,13 @@ func (x *SourceAck) GetGaps() []*SequenceGap {
 		return x.Gaps
 	}
 	return nil
+}
+
+func (x *SourceAck) GetMoreGaps() uint64 {
+	if x != nil {
+		return x.MoreGaps
+	}
+	return 0
 }
 
 // SequenceGap is a closed range of sequences not yet received.
@@ -513,10 +523,13 @@ type PublishEventsResponse struct {
 	// acked_sequence is the highest durable, contiguous sequence of the
 	// batch's source (a sentry token sends one source).
 	AckedSequence uint64 `protobuf:"varint,3,opt,name=acked_sequence,json=ackedSequence,proto3" json:"acked_sequence,omitempty"`
-	// gaps are the missing sequence ranges of that source.
+	// gaps are the first missing sequence ranges of that source, in
+	// order: at most 100 of them.
 	Gaps []*SequenceGap `protobuf:"bytes,4,rep,name=gaps,proto3" json:"gaps,omitempty"`
 	// refused lists the events that were not stored, and why.
-	Refused       []*EventRefusal `protobuf:"bytes,5,rep,name=refused,proto3" json:"refused,omitempty"`
+	Refused []*EventRefusal `protobuf:"bytes,5,rep,name=refused,proto3" json:"refused,omitempty"`
+	// more_gaps counts the missing ranges after those listed in gaps.
+	MoreGaps      uint64 `protobuf:"varint,6,opt,name=more_gaps,json=moreGaps,proto3" json:"more_gaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -584,6 +597,13 @@ func (x *PublishEventsResponse) GetRefused() []*EventRefusal {
 		return x.Refused
 	}
 	return nil
+}
+
+func (x *PublishEventsResponse) GetMoreGaps() uint64 {
+	if x != nil {
+		return x.MoreGaps
+	}
+	return 0
 }
 
 type ListSentryEventsRequest struct {
@@ -1728,11 +1748,12 @@ const file_portcullis_v1_sentry_proto_rawDesc = "" +
 	"\n" +
 	"duplicates\x18\x03 \x01(\rR\n" +
 	"duplicates\x125\n" +
-	"\arefused\x18\x04 \x03(\v2\x1b.portcullis.v1.EventRefusalR\arefused\"z\n" +
+	"\arefused\x18\x04 \x03(\v2\x1b.portcullis.v1.EventRefusalR\arefused\"\x97\x01\n" +
 	"\tSourceAck\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12%\n" +
 	"\x0eacked_sequence\x18\x02 \x01(\x04R\rackedSequence\x12.\n" +
-	"\x04gaps\x18\x03 \x03(\v2\x1a.portcullis.v1.SequenceGapR\x04gaps\"1\n" +
+	"\x04gaps\x18\x03 \x03(\v2\x1a.portcullis.v1.SequenceGapR\x04gaps\x12\x1b\n" +
+	"\tmore_gaps\x18\x04 \x01(\x04R\bmoreGaps\"1\n" +
 	"\vSequenceGap\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\"L\n" +
@@ -1741,7 +1762,7 @@ const file_portcullis_v1_sentry_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"J\n" +
 	"\x14PublishEventsRequest\x122\n" +
-	"\x06events\x18\x01 \x03(\v2\x1a.portcullis.v1.SentryEventR\x06events\"\xdd\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x1a.portcullis.v1.SentryEventR\x06events\"\xfa\x01\n" +
 	"\x15PublishEventsResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x01(\rR\x06stored\x12\x1e\n" +
 	"\n" +
@@ -1749,7 +1770,8 @@ const file_portcullis_v1_sentry_proto_rawDesc = "" +
 	"duplicates\x12%\n" +
 	"\x0eacked_sequence\x18\x03 \x01(\x04R\rackedSequence\x12.\n" +
 	"\x04gaps\x18\x04 \x03(\v2\x1a.portcullis.v1.SequenceGapR\x04gaps\x125\n" +
-	"\arefused\x18\x05 \x03(\v2\x1b.portcullis.v1.EventRefusalR\arefused\"\xa7\x01\n" +
+	"\arefused\x18\x05 \x03(\v2\x1b.portcullis.v1.EventRefusalR\arefused\x12\x1b\n" +
+	"\tmore_gaps\x18\x06 \x01(\x04R\bmoreGaps\"\xa7\x01\n" +
 	"\x17ListSentryEventsRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x12\n" +

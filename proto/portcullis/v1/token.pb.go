@@ -30,11 +30,16 @@ type Token struct {
 	// events for, and it reads nothing.
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	// sandbox scopes a sandbox token; empty for every other role.
-	Sandbox       string                 `protobuf:"bytes,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	CreatedBy     string                 `protobuf:"bytes,4,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	LastUsedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
-	RevokedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	Sandbox    string                 `protobuf:"bytes,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	CreatedBy  string                 `protobuf:"bytes,4,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LastUsedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	RevokedAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// sandboxes limits a sentry token to the sandboxes its watchdog
+	// watches: name globs (path.Match), one of which must match an event's
+	// subject; empty: every sandbox. Events about, and quarantines of,
+	// other sandboxes are refused and audited.
+	Sandboxes     []string `protobuf:"bytes,8,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -118,6 +123,13 @@ func (x *Token) GetRevokedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Token) GetSandboxes() []string {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is unique among all tokens ever created. For a sentry token it is
@@ -126,7 +138,10 @@ type CreateTokenRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// role is "admin", "operator" or "sentry" (sandbox tokens come from
 	// SandboxService).
-	Role          string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// sandboxes limits a sentry token to these sandboxes (name globs such
+	// as "support" or "team-a-*", at most 64); only for role "sentry".
+	Sandboxes     []string `protobuf:"bytes,3,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +188,13 @@ func (x *CreateTokenRequest) GetRole() string {
 		return x.Role
 	}
 	return ""
+}
+
+func (x *CreateTokenRequest) GetSandboxes() []string {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
 }
 
 type CreateTokenResponse struct {
@@ -408,7 +430,7 @@ var File_portcullis_v1_token_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_token_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/token.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x02\n" +
+	"\x19portcullis/v1/token.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x02\n" +
 	"\x05Token\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
@@ -420,10 +442,12 @@ const file_portcullis_v1_token_proto_rawDesc = "" +
 	"\flast_used_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastUsedAt\x129\n" +
 	"\n" +
-	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\"<\n" +
+	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1c\n" +
+	"\tsandboxes\x18\b \x03(\tR\tsandboxes\"Z\n" +
 	"\x12CreateTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04role\x18\x02 \x01(\tR\x04role\"S\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1c\n" +
+	"\tsandboxes\x18\x03 \x03(\tR\tsandboxes\"S\n" +
 	"\x13CreateTokenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x12\n" +

@@ -226,13 +226,15 @@ func ListActions(ctx context.Context, e Engine, f store.SentryActionFilter) ([]s
 	return list(ctx, e, q, args, scanAction, "list sentry actions")
 }
 
-// CountActions returns how many actions with one of statuses were created
-// at or after since (none when statuses is empty).
-func CountActions(ctx context.Context, e Engine, statuses []string, since time.Time) (int, error) {
+// CountActions returns how many actions of source ("": of every source)
+// with one of statuses were created at or after since (none when
+// statuses is empty).
+func CountActions(ctx context.Context, e Engine, source string, statuses []string, since time.Time) (int, error) {
 	if len(statuses) == 0 {
 		return 0, nil
 	}
 	where, args := sqlwhere.Where([]sqlwhere.Cond{
+		{Expr: "source = ", V: source, Set: source != ""},
 		{Expr: "status IN ", Any: anyOf(statuses)},
 		{Expr: "created_at >= ", V: e.Time(since), Set: !since.IsZero()},
 	}, e.Param)

@@ -142,7 +142,7 @@ func Append(ctx context.Context, events []store.SentryEvent, now time.Time,
 	var res store.SentryBatchResult
 	err = inTx(func(e Intake) error {
 		res = store.SentryBatchResult{}
-		var states []store.SentrySource
+		var states []state
 		for _, src := range store.SentrySources(batch) {
 			err := e.Exec(ctx, `INSERT INTO sentry_sources (source) VALUES (`+e.Param(1)+`)
 				ON CONFLICT (source) DO NOTHING`, src)
@@ -173,9 +173,16 @@ func Append(ctx context.Context, events []store.SentryEvent, now time.Time,
 	return res, nil
 }
 
+// state is a source's stored state: its sequences and how many gaps it
+// has (gap_count), without the gaps themselves.
+type state struct {
+	store.SentrySource
+	gaps uint64
+}
+
 // ahead reports whether every event of batch has a sequence above its
 // source's highest stored one (states holds every source of the batch).
-func ahead(batch []store.SentryEvent, states []store.SentrySource) bool {
+func ahead(batch []store.SentryEvent, states []state) bool {
 	highest := make(map[string]uint64, len(states))
 	for _, st := range states {
 		highest[st.Source] = st.MaxSequence
@@ -201,95 +208,216 @@ func follows(seqs []uint64, after uint64) bool {
 }
 
 // Sources is SentryGaps for both engines: the state of source, or of
-// every source when it is "", ordered by name, with the gaps.
+// every source when it is "", ordered by name, with its first
+// store.MaxSentryGaps gaps and the count of the rest.
 func Sources(ctx context.Context, e Engine, source string) ([]store.SentrySource, error) {
 	states, err := sources(ctx, e, nil, source, "")
-	for i := range states {
-		if err == nil {
-			err = gaps(ctx, e, &states[i])
+	out := make([]store.SentrySource, len(states))
+	for i, st := range states {
+		out[i] = st.SentrySource
+		if err == nil && st.gaps > 0 {
+			err = firstGaps(ctx, e, &out[i], st.gaps)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sentry sources: %w", err)
 	}
-	return states, nil
+	return out, nil
 }
 
-// sources appends to states the stored state (without gaps) of source, or
-// of every source when it is "", ordered by name; the query ends in lock.
-func sources(ctx context.Context, e Engine, states []store.SentrySource, source, lock string) ([]store.SentrySource, error) {
+// sources appends to states the stored state of source, or of every
+// source when it is "", ordered by name; the query ends in lock.
+func sources(ctx context.Context, e Engine, states []state, source, lock string) ([]state, error) {
 	p := e.Param
-	err := e.Rows(ctx, `SELECT source, acked_sequence, max_sequence FROM sentry_sources
+	err := e.Rows(ctx, `SELECT source, acked_sequence, max_sequence, gap_count FROM sentry_sources
 		WHERE `+p(1)+` = '' OR source = `+p(1)+` ORDER BY source`+lock, []any{source},
 		func(scan func(...any) error) error {
-			var st store.SentrySource
-			states = append(states, st)
+			states = append(states, state{})
 			last := &states[len(states)-1]
-			return scan(&last.Source, &last.AckedSequence, &last.MaxSequence)
+			return scan(&last.Source, &last.AckedSequence, &last.MaxSequence, &last.gaps)
 		})
 	return states, err
 }
 
-// gaps fills in st.Gaps from the stored events: the holes above its acked
-// sequence (P1) up to its highest (P3). Each stored sequence s above the
-// acked one, and the acked one itself, is followed by a hole when the
-// next stored sequence (or P3 + 1 after the last) is more than s + 1.
-func gaps(ctx context.Context, e Engine, st *store.SentrySource) error {
+// firstGaps fills in st.Gaps with the source's first store.MaxSentryGaps
+// gaps (of count) and st.MoreGaps with how many follow them.
+func firstGaps(ctx context.Context, e Engine, st *store.SentrySource, count uint64) error {
 	p := e.Param
-	q := `SELECT lo, hi FROM (
-		SELECT sequence + 1 AS lo,
-			lead(sequence, 1, CAST(` + p(3) + ` AS BIGINT) + 1) OVER (ORDER BY sequence) - 1 AS hi
-		FROM (SELECT CAST(` + p(1) + ` AS BIGINT) AS sequence
-			UNION SELECT sequence FROM sentry_events WHERE source = ` + p(2) + ` AND sequence > ` + p(1) + `) s
-	) g WHERE lo <= hi ORDER BY lo`
 	st.Gaps = nil
-	err := e.Rows(ctx, q, []any{int64(st.AckedSequence), st.Source, int64(st.MaxSequence)},
-		func(scan func(...any) error) error {
-			var g [2]uint64
-			st.Gaps = append(st.Gaps, g)
+	err := e.Rows(ctx, `SELECT lo, hi FROM sentry_gaps WHERE source = `+p(1)+` ORDER BY lo LIMIT `+p(2),
+		[]any{st.Source, store.MaxSentryGaps}, func(scan func(...any) error) error {
+			st.Gaps = append(st.Gaps, [2]uint64{})
 			return scan(&st.Gaps[len(st.Gaps)-1][0], &st.Gaps[len(st.Gaps)-1][1])
 		})
 	if err != nil {
 		return fmt.Errorf("gaps of sentry source %q: %w", st.Source, err)
+	}
+	st.MoreGaps = count - min(count, uint64(len(st.Gaps)))
+	return nil
+}
+
+// gapsAt reads at most limit gaps of source from the one holding seq (or
+// the first after it) on, and none starting above upto.
+func gapsAt(ctx context.Context, e Engine, source string, seq, upto uint64, limit int) ([][2]uint64, error) {
+	p := e.Param
+	var out [][2]uint64
+	err := e.Rows(ctx, `SELECT lo, hi FROM sentry_gaps WHERE source = `+p(1)+`
+		AND lo >= COALESCE((SELECT max(lo) FROM sentry_gaps WHERE source = `+p(1)+` AND lo <= `+p(2)+`), `+p(2)+`)
+		AND lo <= `+p(3)+` ORDER BY lo LIMIT `+p(4),
+		[]any{source, int64(seq), int64(upto), limit}, func(scan func(...any) error) error {
+			out = append(out, [2]uint64{})
+			return scan(&out[len(out)-1][0], &out[len(out)-1][1])
+		})
+	return out, err
+}
+
+// gapsRead bounds the gaps fill reads at once.
+const gapsRead = 64
+
+// fill closes, in the stored gaps of source, the sequences seqs (sorted,
+// distinct, each at most the source's highest before the append): a gap
+// holding some of them is replaced by what remains of it. It returns how
+// the source's gap count changed. It reads only the gaps that hold one of
+// seqs or lie between them, at most gapsRead at a time: its cost is the
+// batch's, never the source's history.
+func fill(ctx context.Context, e Engine, source string, seqs []uint64) (delta int64, err error) {
+	p := e.Param
+	for len(seqs) > 0 {
+		gaps, err := gapsAt(ctx, e, source, seqs[0], seqs[len(seqs)-1], gapsRead)
+		if err != nil {
+			return 0, err
+		}
+		if len(gaps) == 0 {
+			return delta, nil // no gap holds any of them
+		}
+		var pieces [][2]uint64
+		for _, g := range gaps {
+			// The sequences before this gap are in none.
+			for len(seqs) > 0 && seqs[0] < g[0] {
+				seqs = seqs[1:]
+			}
+			lo, touched := g[0], false
+			for len(seqs) > 0 && seqs[0] <= g[1] {
+				touched = true
+				if seqs[0] > lo {
+					pieces = append(pieces, [2]uint64{lo, seqs[0] - 1})
+				}
+				lo = seqs[0] + 1
+				seqs = seqs[1:]
+			}
+			if !touched {
+				continue
+			}
+			if lo <= g[1] {
+				pieces = append(pieces, [2]uint64{lo, g[1]})
+			}
+			if err := e.Exec(ctx, `DELETE FROM sentry_gaps WHERE source = `+p(1)+` AND lo = `+p(2), source, int64(g[0])); err != nil {
+				return 0, err
+			}
+			delta--
+		}
+		if err := insertGaps(ctx, e, source, pieces); err != nil {
+			return 0, err
+		}
+		delta += int64(len(pieces))
+		if len(gaps) < gapsRead {
+			// Every gap up to the last of seqs was read: the rest are in none.
+			return delta, nil
+		}
+		last := gaps[len(gaps)-1][1]
+		for len(seqs) > 0 && seqs[0] <= last {
+			seqs = seqs[1:]
+		}
+	}
+	return delta, nil
+}
+
+// insertGaps stores gaps of source, a few hundred rows per statement.
+func insertGaps(ctx context.Context, e Engine, source string, gaps [][2]uint64) error {
+	const rows = 300
+	for len(gaps) > 0 {
+		chunk := gaps[:min(rows, len(gaps))]
+		gaps = gaps[len(chunk):]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO sentry_gaps (source, lo, hi) VALUES `)
+		args := make([]any, 0, 1+2*len(chunk))
+		args = append(args, source)
+		for i, g := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			args = append(args, int64(g[0]), int64(g[1]))
+			q.WriteString(`(` + e.Param(1) + `, ` + e.Param(len(args)-1) + `, ` + e.Param(len(args)) + `)`)
+		}
+		if err := e.Exec(ctx, q.String(), args...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // advance is the ordering rule, run in an append's transaction after its
 // events are stored, on the states of the batch's sources as they were
-// before it (locked) and the sequences it stored of each: a source's
-// highest sequence moves up to what was stored, its acked sequence up to
-// just before its first remaining gap (or to the highest when none
-// remains), and both are written back. It returns the states with their
-// gaps.
-func advance(ctx context.Context, e Engine, states []store.SentrySource, stored map[string][]uint64) ([]store.SentrySource, error) {
-	out := slices.Clone(states)
-	for i := range out {
+// before it (locked) and the sequences it stored of each. The gaps are
+// kept (sentry_gaps) and changed only where the batch's sequences fall: a
+// sequence at or below the source's highest fills the gap holding it, if
+// any; the sequences above it move the highest up, and leave a gap where
+// they skip some. The acked sequence is just before the first gap (the
+// highest when none remains). Both, and the gap count, are written back.
+// It returns the states with their first gaps.
+func advance(ctx context.Context, e Engine, states []state, stored map[string][]uint64) ([]store.SentrySource, error) {
+	out := make([]store.SentrySource, len(states))
+	for i, was := range states {
 		st := &out[i]
-		was := *st
+		*st = was.SentrySource
+		count := was.gaps
 		seqs := stored[st.Source]
-		if n := uint64(len(seqs)); was.AckedSequence == was.MaxSequence && follows(seqs, was.AckedSequence) {
-			// The common case, decided without reading the events: no gap
+		if n := uint64(len(seqs)); count == 0 && follows(seqs, was.AckedSequence) {
+			// The common case, decided without reading anything: no gap
 			// before, and the batch continues the stream without one.
 			st.AckedSequence, st.MaxSequence, st.Gaps = was.AckedSequence+n, was.AckedSequence+n, nil
 		} else {
-			if len(seqs) > 0 {
-				st.MaxSequence = max(st.MaxSequence, slices.Max(seqs))
+			slices.Sort(seqs)
+			seqs = slices.Compact(seqs)
+			split, _ := slices.BinarySearch(seqs, was.MaxSequence+1)
+			below, above := seqs[:split], seqs[split:]
+			var added [][2]uint64
+			prev := was.MaxSequence
+			for _, s := range above {
+				if s > prev+1 {
+					added = append(added, [2]uint64{prev + 1, s - 1})
+				}
+				prev = s
 			}
-			if err := gaps(ctx, e, st); err != nil {
-				return nil, err
+			st.MaxSequence = prev
+			if count > 0 && len(below) > 0 {
+				d, err := fill(ctx, e, st.Source, below)
+				if err != nil {
+					return nil, fmt.Errorf("fill the gaps of sentry source %q: %w", st.Source, err)
+				}
+				count = uint64(int64(count) + d)
+			}
+			if err := insertGaps(ctx, e, st.Source, added); err != nil {
+				return nil, fmt.Errorf("add gaps of sentry source %q: %w", st.Source, err)
+			}
+			count += uint64(len(added))
+			st.Gaps, st.MoreGaps = nil, 0
+			if count > 0 {
+				if err := firstGaps(ctx, e, st, count); err != nil {
+					return nil, err
+				}
 			}
 			st.AckedSequence = st.MaxSequence
 			if len(st.Gaps) > 0 {
 				st.AckedSequence = st.Gaps[0][0] - 1
 			}
 		}
-		if st.AckedSequence == was.AckedSequence && st.MaxSequence == was.MaxSequence {
+		if st.AckedSequence == was.AckedSequence && st.MaxSequence == was.MaxSequence && count == was.gaps {
 			continue
 		}
 		p := e.Param
 		err := e.Exec(ctx, `UPDATE sentry_sources SET acked_sequence = `+p(1)+`, max_sequence = `+p(2)+
-			` WHERE source = `+p(3), int64(st.AckedSequence), int64(st.MaxSequence), st.Source)
+			`, gap_count = `+p(3)+` WHERE source = `+p(4), int64(st.AckedSequence), int64(st.MaxSequence), int64(count), st.Source)
 		if err != nil {
 			return nil, fmt.Errorf("advance sentry source %q: %w", st.Source, err)
 		}
