@@ -1,0 +1,51 @@
+package identity
+
+import (
+	"errors"
+	"net"
+)
+
+var errHoldersChanged = errors.New("the processes holding the socket changed since the connection was accepted")
+
+// Watch follows who holds one connection's client socket, from accept to
+// the moment a request on it is judged: a request is the work of an
+// executable only if that executable held the socket all along, as far as
+// two looks at /proc can tell (Follow, then Caller).
+//
+// What it cannot see: a process that gave its socket away (to a child
+// running another executable, by letting it inherit the socket, then
+// closing its own copy or exiting) before the proxy's first look. The
+// kernel keeps no record of who made a socket or wrote on it; the holders
+// are all there is. See DESIGN.md (binary identity).
+type Watch struct {
+	conn  net.Conn
+	first sighting
+	err   error
+}
+
+// Follow looks at the holders of conn's client socket now: call it when
+// the connection is accepted. It costs what Of costs (a pass over /proc).
+func Follow(conn net.Conn) *Watch {
+	s, err := look(conn)
+	return &Watch{conn: conn, first: s, err: err}
+}
+
+// Caller looks again and returns the caller as Of does, if the same
+// processes (pid, start time and executable) hold the socket as when
+// Follow looked. Otherwise the caller is unknown: a holder that exited,
+// exec'd another executable or let go of the socket, a new one (a copy
+// received or inherited), a pid now naming another process. A caller
+// unknown at accept stays unknown.
+func (w *Watch) Caller() (Caller, error) {
+	if w.err != nil {
+		return Caller{}, w.err
+	}
+	now, err := look(w.conn)
+	if err != nil {
+		return Caller{}, err
+	}
+	if !w.first.same(now) {
+		return Caller{}, now.errorf(errHoldersChanged)
+	}
+	return now.caller(), nil
+}
