@@ -3,7 +3,9 @@
 // Command caller is a test helper for procid_test.go: a real executable that
 // connects to the proxy-side listener so CallerBinary can name it.
 //
-//	caller ADDR               connect, write "ready NAME\n", hold the connection until stdin closes
+//	caller ADDR               connect, write "ready NAME\n", hold the connection until stdin closes;
+//	                          with $CALLER_REQUEST set, write that instead and print "got LINE"
+//	                          with the first line of the answer
 //	caller -share CHILD ADDR  connect, then run CHILD -inherit with the connection as fd 3
 //	                          (both processes hold the socket); wait for it
 //	caller -inherit           write "ready NAME\n" to fd 3, hold it until stdin closes
@@ -111,9 +113,19 @@ func run(args []string) error {
 	return fmt.Errorf("usage: caller ADDR | -share CHILD ADDR | -inherit | -spawn EXE ARGS... | -dance CHILD ADDR | -hold | -exec CHILD ADDR")
 }
 
-func hold(conn io.WriteCloser) error {
+func hold(conn io.ReadWriteCloser) error {
 	defer conn.Close()
-	if _, err := fmt.Fprintf(conn, "ready %s\n", name); err != nil {
+	if req := os.Getenv("CALLER_REQUEST"); req != "" {
+		// A request instead of the ready line: print the answer's first line.
+		if _, err := io.WriteString(conn, req); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		fmt.Printf("got %s\n", strings.TrimRight(line, "\r\n"))
+	} else if _, err := fmt.Fprintf(conn, "ready %s\n", name); err != nil {
 		return err
 	}
 	_, err := io.Copy(io.Discard, os.Stdin)
