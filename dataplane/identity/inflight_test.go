@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,4 +105,125 @@ func TestSocketInFlight(t *testing.T) {
 	}
 	a.say("take it back")
 	a.expect("got the answer") // a has its socket again: the answer was its
+}
+
+// TestWatch: a caller is named only if the same processes held its socket
+// at accept (Follow) and at judgement (Caller).
+func TestWatch(t *testing.T) {
+	cb := buildCallers(t)
+
+	t.Run("one holder throughout", func(t *testing.T) {
+		ln := listen(t, "tcp", "127.0.0.1:0")
+		startCaller(t, cb.a, ln.Addr().String())
+		conn, _ := acceptReady(t, ln)
+		w := Follow(conn)
+		if got, err := w.Caller(); err != nil || got.Binary != cb.a {
+			t.Errorf("Caller = %+v, %v; want %s", got, err, cb.a)
+		}
+	})
+
+	t.Run("the holder exec'd another executable", func(t *testing.T) {
+		// a connects; after the first look it becomes b (same pid and
+		// start time), which writes the request. One look now sees b only.
+		ln := listen(t, "tcp", "127.0.0.1:0")
+		p := startPiped(t, cb.a, "-exec", cb.b, ln.Addr().String())
+		p.expect("connected")
+		conn := acceptWithin(t, ln)
+		w := Follow(conn)
+		if w.err != nil || w.first.exe != cb.a {
+			t.Fatalf("at accept: %+v, %v; want a (%s)", w.first, w.err, cb.a)
+		}
+		p.say("exec")
+		if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "ready b\n" {
+			t.Fatalf("read %q, %v; want b's ready line", line, err)
+		}
+		if got, err := w.Caller(); !errors.Is(err, errHoldersChanged) || got.Binary != "" {
+			t.Errorf("Caller = %+v, %v; want errHoldersChanged", got, err)
+		}
+		if got, err := Of(conn); err != nil || got.Binary != cb.b {
+			t.Errorf("Of = %+v, %v; want b (one look cannot tell)", got, err)
+		}
+	})
+
+	t.Run("unknown at accept stays unknown", func(t *testing.T) {
+		ln := listen(t, "tcp", "127.0.0.1:0")
+		a := startPiped(t, cb.a, "-dance", cb.a, ln.Addr().String())
+		conn, _ := acceptReady(t, ln)
+		a.expect("in flight")
+		w := Follow(conn)
+		if !errors.Is(w.err, errSocketInFlight) {
+			t.Fatalf("at accept: %v; want errSocketInFlight", w.err)
+		}
+		if _, err := io.WriteString(conn, "the answer\n"); err != nil {
+			t.Fatal(err)
+		}
+		a.say("take it back")
+		a.expect("got the answer")
+		// Both a's hold the socket now, one executable: one look names a.
+		if got, err := Of(conn); err != nil || got.Binary != cb.a {
+			t.Fatalf("Of = %+v, %v; want a", got, err)
+		}
+		if got, err := w.Caller(); !errors.Is(err, errSocketInFlight) || got.Binary != "" {
+			t.Errorf("Caller = %+v, %v; want the error from accept", got, err)
+		}
+	})
+}
+
+func acceptWithin(t *testing.T, ln net.Listener) net.Conn {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	if err := ln.(*net.TCPListener).SetDeadline(deadline); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetReadDeadline(deadline)
+	return conn
+}
+
+func TestSightingSame(t *testing.T) {
+	base := sighting{inode: 7, exe: "/bin/a", holders: []holder{{pid: 10, start: 100, exe: "/bin/a", fd: "3"}, {pid: 12, start: 120, exe: "/bin/a", fd: "4"}}}
+	with := func(f func(*sighting)) sighting {
+		s := base
+		s.holders = slices.Clone(base.holders)
+		f(&s)
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		s    sighting
+		same bool
+	}{
+		{"identical", with(func(*sighting) {}), true},
+		{"another fd of the same processes", with(func(s *sighting) { s.holders[0].fd = "9" }), true},
+		{"a pid reused", with(func(s *sighting) { s.holders[1].start = 999 }), false},
+		{"an executable changed", with(func(s *sighting) { s.holders[0].exe = "/bin/b" }), false},
+		{"a holder gone", with(func(s *sighting) { s.holders = s.holders[:1] }), false},
+		{"a holder more", with(func(s *sighting) { s.holders = append(s.holders, holder{pid: 14, start: 140, exe: "/bin/a"}) }), false},
+		{"another socket", with(func(s *sighting) { s.inode = 8 }), false},
+	} {
+		if got := base.same(tc.s); got != tc.same {
+			t.Errorf("%s: same = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
+
+func TestScmFDs(t *testing.T) {
+	for _, tc := range []struct {
+		fdinfo string
+		n      uint64
+		ok     bool
+	}{
+		{"pos:\t0\nflags:\t02\nmnt_id:\t10\nino:\t60090\nscm_fds: 1\n", 1, true},
+		{"pos:\t0\nflags:\t02\nmnt_id:\t10\nino:\t60090\nscm_fds: 0\n", 0, true},
+		{"pos:\t0\nflags:\t02000002\nmnt_id:\t10\nino:\t60087\n", 0, false}, // a TCP socket
+		{"scm_fds: lots\n", 1, true}, // unreadable: some
+	} {
+		if n, ok := scmFDs(tc.fdinfo); n != tc.n || ok != tc.ok {
+			t.Errorf("scmFDs(%q) = %d, %v; want %d, %v", tc.fdinfo, n, ok, tc.n, tc.ok)
+		}
+	}
 }

@@ -95,8 +95,13 @@ func run(args []string) error {
 		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 			return err
 		}
-		if err := syscall.Dup2(int(f.Fd()), 3); err != nil { // fd 3 without close-on-exec
-			return err
+		if fd := int(f.Fd()); fd != 3 {
+			if err := syscall.Dup2(fd, 3); err != nil {
+				return err
+			}
+		}
+		if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, 3, syscall.F_SETFD, 0); errno != 0 { // kept across exec
+			return errno
 		}
 		return syscall.Exec(args[1], []string{args[1], "-inherit"}, os.Environ())
 	case len(args) >= 2 && args[0] == "-spawn":
