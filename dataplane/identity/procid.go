@@ -8,13 +8,13 @@ package identity
 // Deployment assumption (DESIGN.md): the proxy runs on the same host, in the
 // same network and PID namespaces as the agent (a sidecar), with a /proc that
 // shows the agent's processes (no hidepid), and able to read the agent's
-// /proc/PID/fd and /proc/PID/exe. Listing another user's fd directory takes
+// /proc/PID/fd, fdinfo and exe. Listing another user's fd directory takes
 // root (or CAP_DAC_READ_SEARCH); reading the links takes the kernel's ptrace
 // "read" check, which for another user, or for a process that made itself
 // non-dumpable, takes CAP_SYS_PTRACE. So: root with CAP_SYS_PTRACE (container
 // runtimes drop it by default; add it to the proxy's container). A proxy
 // running as the agent's own uid names callers too, until the agent hides a
-// process (PR_SET_DUMPABLE 0); then, by the rule in socketOwnerExe, callers
+// process (PR_SET_DUMPABLE 0); then, by the rule in socketHolders, callers
 // are unknown. Where any of this fails the caller is unknown and rules that
 // name binaries do not match: identity can only narrow what is allowed,
 // never widen it.

@@ -12,11 +12,12 @@ var errHoldersChanged = errors.New("the processes holding the socket changed sin
 // executable only if that executable held the socket all along, as far as
 // two looks at /proc can tell (Follow, then Caller).
 //
-// What it cannot see: a process that gave its socket away (to a child
-// running another executable, by letting it inherit the socket, then
-// closing its own copy or exiting) before the proxy's first look. The
-// kernel keeps no record of who made a socket or wrote on it; the holders
-// are all there is. See DESIGN.md (binary identity).
+// What it cannot see: a process that gave its socket away for good (let a
+// child running another executable inherit it, then closed its own copy
+// or exited) before the proxy's first look. The kernel keeps no record of
+// who made a socket or wrote on it (SO_PEERCRED names no process for TCP);
+// the holders are all there is. A copy kept in flight to be taken back for
+// the answer is seen (socketHolders), whenever it was sent.
 type Watch struct {
 	conn  net.Conn
 	first sighting
