@@ -227,3 +227,22 @@ func TestScmFDs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWatch is what the proxy pays per connection when its policy
+// names binaries: a look at accept and one at the first judgement.
+func BenchmarkWatch(b *testing.B) {
+	cb := buildCallers(b)
+	ln := listen(b, "tcp", "127.0.0.1:0")
+	startCaller(b, cb.a, ln.Addr().String())
+	conn, _ := acceptReady(b, ln)
+	cpu := cpuTime()
+	for b.Loop() {
+		if got, err := Follow(conn).Caller(); err != nil || got.Binary != cb.a {
+			b.Fatalf("Caller = %q, %v", got.Binary, err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+	procs, fds := countProcFDs()
+	b.ReportMetric(float64(procs), "procs")
+	b.ReportMetric(float64(fds), "fds")
+}
