@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -52,6 +53,7 @@ network_policies:
 			DevAllowLoopback: true, Resolve: fakeDNS,
 			MaxConnections: 1, // a client waits in the backlog while another is served
 			OnRecord:       func(r decision.Record) { records <- r },
+			Logger:         slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 		if err := p.SetPolicy(pol, "v1"); err != nil {
 			t.Fatal(err)
@@ -60,9 +62,17 @@ network_policies:
 	}
 
 	t.Run("b, holding its socket throughout, is allowed", func(t *testing.T) {
-		proxyAddr, _ := start(t)
+		proxyAddr, records := start(t)
 		before := len(up.seen())
 		c := startHelper(t, b, proxyAddr)
+		select {
+		case r := <-records:
+			if r.Binary != b || r.Decision != decision.Allow {
+				t.Errorf("recorded %s for %q (%s); want allowed for b", r.Decision, r.Binary, r.Reason)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no decision for b's request")
+		}
 		c.expect(t, "got HTTP/1.1 200 OK")
 		if n := len(up.seen()) - before; n != 1 {
 			t.Errorf("forwarded %d requests upstream, want 1", n)
@@ -100,7 +110,7 @@ network_policies:
 
 // buildCallerPair builds identity/testdata/caller twice, as the
 // executables a and b, in a directory any user may enter (the clients run
-// as nobody when the test runs as root: root's own sockets are not
+// as helperUID when the test runs as root: root's own sockets are not
 // identified, since PID 1's fds are not readable in this sandbox).
 func buildCallerPair(t *testing.T) (a, b string) {
 	t.Helper()
@@ -130,6 +140,13 @@ func buildCallerPair(t *testing.T) (a, b string) {
 	return out[0], out[1]
 }
 
+// helperUID is the user the clients run as when the test runs as root
+// (root's own sockets are not identified here): a user of their own, since
+// what other processes of a socket's user do counts (descriptors in flight,
+// a process hidden from the proxy), and the identity package's tests, run
+// alongside, make nobody's processes do both.
+const helperUID = 64123
+
 // helper is a running client whose stdin and stdout the test drives.
 type helper struct {
 	in    io.WriteCloser
@@ -141,7 +158,7 @@ func startHelper(t *testing.T, exe string, args ...string) *helper {
 	t.Helper()
 	cmd := exec.Command(exe, args...)
 	if os.Geteuid() == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: helperUID, Gid: helperUID}}
 	}
 	h := &helper{lines: make(chan string, 16), err: new(strings.Builder)}
 	cmd.Stderr = h.err

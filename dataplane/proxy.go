@@ -332,6 +332,7 @@ type client struct {
 	// watch is who held the client's socket at accept, looked at only
 	// when the policy then named binaries (it scans /proc); nil otherwise.
 	watch  *identity.Watch
+	log    *slog.Logger // why a caller is unknown, at debug level
 	once   sync.Once
 	caller identity.Caller
 }
@@ -343,7 +344,7 @@ type clientKey struct{}
 // names binaries, it looks at who holds the client's socket now, to
 // compare when the first request is judged.
 func (p *Proxy) newClient(conn net.Conn) *client {
-	c := &client{conn: conn, identify: p.cfg.Caller}
+	c := &client{conn: conn, identify: p.cfg.Caller, log: p.log}
 	if c.identify == nil {
 		if cur := p.current.Load(); cur != nil && cur.matcher.NamesBinaries() {
 			c.watch = identity.Follow(conn)
@@ -368,11 +369,16 @@ func (c *client) process() identity.Caller {
 		case c.watch != nil:
 			caller, err = c.watch.Caller()
 		default:
+			if c.log != nil {
+				c.log.Debug("caller unknown: the policy named no binaries when the connection was accepted")
+			}
 			return
 		}
 		// An unknown binary ("") matches no rule that names binaries.
 		if err == nil && caller.Binary != "" {
 			c.caller = caller
+		} else if c.log != nil {
+			c.log.Debug("caller unknown", "err", err)
 		}
 	})
 	return c.caller

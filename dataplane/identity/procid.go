@@ -21,6 +21,7 @@ package identity
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 )
 
 var (
@@ -426,6 +428,7 @@ func socketHolders(inode uint64, uid uint32) (string, []holder, error) {
 	defer proc.Close()
 
 	var (
+		buf        = new(scanBuf)
 		exe        string
 		holders    []holder
 		denied     int // processes we could not look into
@@ -438,7 +441,7 @@ func socketHolders(inode uint64, uid uint32) (string, []holder, error) {
 			if perr != nil || pid <= 0 {
 				continue // not a process ("self", "net", ...)
 			}
-			h, held, sockets, herr := lookIntoProcess(pid, target)
+			h, held, sockets, herr := lookIntoProcess(buf, pid, target)
 			switch {
 			case errors.Is(herr, os.ErrPermission):
 				denied++
@@ -572,37 +575,42 @@ func processHasUID(pid int, uid uint32) bool {
 // follows them), so nothing outside /proc is touched. The fd is looked at
 // again after the executable is read: if the pid was reused in between, the
 // new process does not hold the socket and the answer is "not held".
-func lookIntoProcess(pid int, target string) (h holder, held bool, sockets []string, err error) {
+//
+// It reads the fd directory with raw system calls, reusing buf's memory:
+// it runs for every process on every look.
+func lookIntoProcess(buf *scanBuf, pid int, target string) (h holder, held bool, sockets []string, err error) {
 	dir := procRoot + "/" + strconv.Itoa(pid)
 	fdDir := dir + "/fd"
-	d, err := os.Open(fdDir)
+	dfd, err := syscall.Open(fdDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return h, false, nil, err
+		return h, false, nil, &os.PathError{Op: "open", Path: fdDir, Err: err}
 	}
-	defer d.Close()
+	defer syscall.Close(dfd)
 	h.pid = pid
+	buf.names = buf.names[:0]
 	for {
-		names, rerr := d.Readdirnames(256)
-		for _, name := range names {
-			l, err := os.Readlink(fdDir + "/" + name)
-			if errors.Is(err, os.ErrPermission) {
-				return h, false, nil, err // the ptrace read check failed
-			}
-			switch {
-			case err != nil:
-			case l == target:
-				if h.fd == "" {
-					h.fd = name
-				}
-			case strings.HasPrefix(l, "socket:["):
-				sockets = append(sockets, name)
-			}
+		n, err := syscall.ReadDirent(dfd, buf.dirents[:])
+		if err != nil {
+			return h, false, nil, &os.PathError{Op: "getdents", Path: fdDir, Err: err}
 		}
-		if rerr == io.EOF {
+		if n <= 0 {
 			break
 		}
-		if rerr != nil {
-			return h, false, nil, rerr
+		_, _, buf.names = syscall.ParseDirent(buf.dirents[:n], -1, buf.names)
+	}
+	for _, name := range buf.names {
+		l, err := readlinkat(dfd, name, buf.link[:])
+		if errors.Is(err, os.ErrPermission) {
+			return h, false, nil, &os.PathError{Op: "readlink", Path: fdDir + "/" + name, Err: err} // the ptrace read check failed
+		}
+		switch {
+		case err != nil:
+		case string(l) == target:
+			if h.fd == "" {
+				h.fd = name
+			}
+		case bytes.HasPrefix(l, socketPrefix):
+			sockets = append(sockets, name)
 		}
 	}
 	if h.fd == "" {
@@ -610,7 +618,7 @@ func lookIntoProcess(pid int, target string) (h holder, held bool, sockets []str
 	}
 	stat, serr := os.ReadFile(dir + "/stat")
 	h.exe, err = os.Readlink(dir + "/exe")
-	if l, lerr := os.Readlink(fdDir + "/" + h.fd); lerr != nil || l != target {
+	if l, lerr := readlinkat(dfd, h.fd, buf.link[:]); lerr != nil || string(l) != target {
 		return h, false, sockets, nil // gone, or the pid now names another process
 	}
 	if serr == nil {
@@ -627,4 +635,27 @@ func lookIntoProcess(pid int, target string) (h holder, held bool, sockets []str
 		return h, true, sockets, fmt.Errorf("executable path %q is not absolute", h.exe)
 	}
 	return h, true, sockets, nil
+}
+
+var socketPrefix = []byte("socket:[")
+
+// scanBuf is the memory one look reuses from process to process.
+type scanBuf struct {
+	dirents [8192]byte
+	names   []string
+	link    [64]byte // "socket:[N]" fits; a longer link is cut, and matches nothing
+}
+
+// readlinkat reads the link name in the directory dirfd into buf,
+// returning the part of buf filled (cut at len(buf)).
+func readlinkat(dirfd int, name string, buf []byte) ([]byte, error) {
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return nil, err
+	}
+	n, _, errno := syscall.Syscall6(syscall.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	return buf[:n], nil
 }
