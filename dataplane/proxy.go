@@ -342,12 +342,15 @@ type clientKey struct{}
 // newClient starts the proxy's view of a connection just accepted, on the
 // connection's goroutine. With the default identity and a policy that
 // names binaries, it looks at who holds the client's socket now, to
-// compare when the first request is judged.
+// compare when the first request is judged. When the first request's
+// head has already arrived, this look is also the one at judgement
+// (identity.Follow's sent): a client that writes at once costs one pass
+// over /proc, not two.
 func (p *Proxy) newClient(conn net.Conn) *client {
 	c := &client{conn: conn, identify: p.cfg.Caller, log: p.log}
 	if c.identify == nil {
 		if cur := p.current.Load(); cur != nil && cur.matcher.NamesBinaries() {
-			c.watch = identity.Follow(conn)
+			c.watch = identity.Follow(conn, headSent(conn))
 		}
 	}
 	return c

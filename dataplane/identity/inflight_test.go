@@ -116,9 +116,23 @@ func TestWatch(t *testing.T) {
 		ln := listen(t, "tcp", "127.0.0.1:0")
 		startCaller(t, cb.a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
-		w := Follow(conn)
+		w := Follow(conn, false)
 		if got, err := w.Caller(); err != nil || got.Binary != cb.a {
 			t.Errorf("Caller = %+v, %v; want %s", got, err, cb.a)
+		}
+	})
+
+	t.Run("a look after the request was sent is the judgement's", func(t *testing.T) {
+		ln := listen(t, "tcp", "127.0.0.1:0")
+		stop := startCaller(t, cb.a, ln.Addr().String())
+		conn, _ := acceptReady(t, ln)
+		sent, unsent := Follow(conn, true), Follow(conn, false)
+		stop() // a exits: a second look would find no holder
+		if got, err := sent.Caller(); err != nil || got.Binary != cb.a {
+			t.Errorf("Caller (sent) = %+v, %v; want %s from the one look", got, err, cb.a)
+		}
+		if got, err := unsent.Caller(); !errors.Is(err, errSocketNotFound) {
+			t.Errorf("Caller (not sent) = %+v, %v; want errSocketNotFound from the second look", got, err)
 		}
 	})
 
@@ -129,7 +143,7 @@ func TestWatch(t *testing.T) {
 		p := startPiped(t, cb.a, "-exec", cb.b, ln.Addr().String())
 		p.expect("connected")
 		conn := acceptWithin(t, ln)
-		w := Follow(conn)
+		w := Follow(conn, false)
 		if w.err != nil || w.first.exe != cb.a {
 			t.Fatalf("at accept: %+v, %v; want a (%s)", w.first, w.err, cb.a)
 		}
@@ -150,7 +164,7 @@ func TestWatch(t *testing.T) {
 		a := startPiped(t, cb.a, "-dance", cb.a, ln.Addr().String())
 		conn, _ := acceptReady(t, ln)
 		a.expect("in flight")
-		w := Follow(conn)
+		w := Follow(conn, false)
 		if !errors.Is(w.err, errSocketInFlight) {
 			t.Fatalf("at accept: %v; want errSocketInFlight", w.err)
 		}
@@ -237,7 +251,7 @@ func BenchmarkWatch(b *testing.B) {
 	conn, _ := acceptReady(b, ln)
 	cpu := cpuTime()
 	for b.Loop() {
-		if got, err := Follow(conn).Caller(); err != nil || got.Binary != cb.a {
+		if got, err := Follow(conn, false).Caller(); err != nil || got.Binary != cb.a {
 			b.Fatalf("Caller = %q, %v", got.Binary, err)
 		}
 	}

@@ -21,14 +21,18 @@ var errHoldersChanged = errors.New("the processes holding the socket changed sin
 type Watch struct {
 	conn  net.Conn
 	first sighting
+	sent  bool
 	err   error
 }
 
 // Follow looks at the holders of conn's client socket now: call it when
 // the connection is accepted. It costs what Of costs (a pass over /proc).
-func Follow(conn net.Conn) *Watch {
+// sent says the request to be judged first had been written in full
+// before this look began (the proxy peeked at the socket): the look is
+// then also the one at judgement, and Caller makes no other.
+func Follow(conn net.Conn, sent bool) *Watch {
 	s, err := look(conn)
-	return &Watch{conn: conn, first: s, err: err}
+	return &Watch{conn: conn, first: s, sent: sent, err: err}
 }
 
 // Caller looks again and returns the caller as Of does, if the same
@@ -40,6 +44,9 @@ func Follow(conn net.Conn) *Watch {
 func (w *Watch) Caller() (Caller, error) {
 	if w.err != nil {
 		return Caller{}, w.err
+	}
+	if w.sent {
+		return w.first.caller(), nil
 	}
 	now, err := look(w.conn)
 	if err != nil {
