@@ -46,8 +46,11 @@ type Config struct {
 	// Resolve looks a host name up. Default: net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Caller identifies the client of a connection: its executable and
-	// its ancestors'. Default: identity.Of (through /proc), or
-	// CallerBinary when that is set.
+	// its ancestors', when its first request is judged. Default:
+	// CallerBinary when that is set; otherwise identity.Follow when the
+	// connection is accepted and Watch.Caller when its first request is
+	// judged (through /proc, the same processes holding the socket both
+	// times).
 	Caller func(net.Conn) (identity.Caller, error)
 	// CallerBinary identifies the client's executable only (no
 	// ancestors); used when Caller is nil and this is set.
@@ -120,8 +123,7 @@ func (c *Config) setDefaults() {
 			b, err := binary(conn)
 			return identity.Caller{Binary: b}, err
 		}
-	default:
-		c.Caller = identity.Of
+	default: // nil: identity.Follow (client.process)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -294,7 +296,7 @@ func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
 // serve serves proxy clients on ln until ctx ends (Agent.Run).
 func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
-	srv := newHTTPServer(p, func(c net.Conn) *client { return &client{conn: c, identify: p.cfg.Caller} }, p.procs, p.log)
+	srv := newHTTPServer(p, p.newClient, p.procs, p.log)
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
 	if p.procs != nil {
@@ -327,18 +329,60 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 // binary is looked up once, on first need.
 type client struct {
 	conn     net.Conn
-	identify func(net.Conn) (identity.Caller, error)
-	once     sync.Once
-	caller   identity.Caller
+	identify func(net.Conn) (identity.Caller, error) // Config.Caller; nil: watch
+	// watch is who held the client's socket at accept, looked at only
+	// when the policy then named binaries (it scans /proc); nil otherwise.
+	watch  *identity.Watch
+	log    *slog.Logger // why a caller is unknown, at debug level
+	once   sync.Once
+	caller identity.Caller
 }
 
 type clientKey struct{}
 
+// newClient starts the proxy's view of a connection just accepted, on the
+// connection's goroutine. With the default identity and a policy that
+// names binaries, it looks at who holds the client's socket now, to
+// compare when the first request is judged. When the first request's
+// head has already arrived, this look is also the one at judgement
+// (identity.Follow's sent): a client that writes at once costs one pass
+// over /proc, not two.
+func (p *Proxy) newClient(conn net.Conn) *client {
+	c := &client{conn: conn, identify: p.cfg.Caller, log: p.log}
+	if c.identify == nil {
+		if cur := p.current.Load(); cur != nil && cur.matcher.NamesBinaries() {
+			c.watch = identity.Follow(conn, headSent(conn))
+		}
+	}
+	return c
+}
+
+// process is the client's caller, looked up when its first request is
+// judged. With the default identity, a connection accepted while the
+// policy named no binaries has no look from its accept to compare with:
+// its caller is unknown (a client reconnects to be named).
 func (c *client) process() identity.Caller {
 	c.once.Do(func() {
+		var (
+			caller identity.Caller
+			err    error
+		)
+		switch {
+		case c.identify != nil:
+			caller, err = c.identify(c.conn)
+		case c.watch != nil:
+			caller, err = c.watch.Caller()
+		default:
+			if c.log != nil {
+				c.log.Debug("caller unknown: the policy named no binaries when the connection was accepted")
+			}
+			return
+		}
 		// An unknown binary ("") matches no rule that names binaries.
-		if caller, err := c.identify(c.conn); err == nil && caller.Binary != "" {
+		if err == nil && caller.Binary != "" {
 			c.caller = caller
+		} else if c.log != nil {
+			c.log.Debug("caller unknown", "err", err)
 		}
 	})
 	return c.caller

@@ -8,19 +8,20 @@ package identity
 // Deployment assumption (DESIGN.md): the proxy runs on the same host, in the
 // same network and PID namespaces as the agent (a sidecar), with a /proc that
 // shows the agent's processes (no hidepid), and able to read the agent's
-// /proc/PID/fd and /proc/PID/exe. Listing another user's fd directory takes
+// /proc/PID/fd, fdinfo and exe. Listing another user's fd directory takes
 // root (or CAP_DAC_READ_SEARCH); reading the links takes the kernel's ptrace
 // "read" check, which for another user, or for a process that made itself
 // non-dumpable, takes CAP_SYS_PTRACE. So: root with CAP_SYS_PTRACE (container
 // runtimes drop it by default; add it to the proxy's container). A proxy
 // running as the agent's own uid names callers too, until the agent hides a
-// process (PR_SET_DUMPABLE 0); then, by the rule in socketOwnerExe, callers
+// process (PR_SET_DUMPABLE 0); then, by the rule in socketHolders, callers
 // are unknown. Where any of this fails the caller is unknown and rules that
 // name binaries do not match: identity can only narrow what is allowed,
 // never widen it.
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,7 +32,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"unsafe"
 )
 
 var (
@@ -40,6 +43,8 @@ var (
 	errCallerIsProxy  = errors.New("client end is held by the proxy's own process")
 	errCallerAmbig    = errors.New("client socket shared by processes with different executables")
 	errExeReplaced    = errors.New("executable was deleted or replaced after the process started")
+	errSocketInFlight = errors.New("descriptors are in flight in a unix socket of the socket's user: the socket may be one, its holder unseen")
+	errNoInflightInfo = errors.New("the kernel does not show descriptors in flight (scm_fds in /proc/PID/fdinfo, Linux 5.3 and later)")
 )
 
 // procRoot is where procfs is mounted.
@@ -55,14 +60,16 @@ func Binary(conn net.Conn) (string, error) {
 }
 
 // Of returns the executable of the process that owns the client
-// end of conn, and its ancestors' executables. It finds the socket inode in
-// /proc/net/tcp and /proc/net/tcp6 (the row whose local address is the
-// client's address and remote is ours), then the pid whose /proc/PID/fd/*
-// links to socket:[INODE], then /proc/PID/exe; then it walks up the
-// parents (see ancestorExes). Any failure (not loopback, not found,
-// permission denied, the process exited, several candidate pids with
-// different executables) returns an empty Caller and err: a rule that names
-// binaries then does not match.
+// end of conn, and its ancestors' executables, as one look at /proc shows
+// them now (Follow and Watch.Caller look twice: at accept and when a
+// request is judged). It finds the socket inode in /proc/net/tcp and
+// /proc/net/tcp6 (the row whose local address is the client's address and
+// remote is ours), then the pids whose /proc/PID/fd/* link to
+// socket:[INODE], then /proc/PID/exe; then it walks up the parents (see
+// ancestorExes). Any failure (not loopback, not found, permission denied,
+// the process exited, several holders with different executables, or
+// descriptors in flight that may be the socket: socketHolders) returns an
+// empty Caller and err: a rule that names binaries then does not match.
 //
 // The path is the kernel's: symlinks resolved, as seen from the caller's
 // mount namespace. An executable deleted or replaced since the process
@@ -72,23 +79,65 @@ func Binary(conn net.Conn) (string, error) {
 // upstream) would carry the proxy's identity instead of the agent's.
 //
 // Cost: one read of the TCP tables and one pass over every process's fd
-// directory (O(open files on the host)), plus a few reads per ancestor,
-// once per call; nothing is cached, since pids and inodes are reused.
+// directory (O(open files on the host)), plus the fdinfo of the sockets of
+// processes of the socket's uid and a few reads per ancestor, once per
+// call; nothing is cached, since pids and inodes are reused.
 func Of(conn net.Conn) (Caller, error) {
+	s, err := look(conn)
+	if err != nil {
+		return Caller{}, err
+	}
+	return s.caller(), nil
+}
+
+// sighting is one look at the holders of a connection's client socket.
+type sighting struct {
+	client  netip.AddrPort
+	inode   uint64
+	exe     string   // what every holder runs
+	holders []holder // in pid order
+}
+
+// look finds the holders of conn's client socket now.
+func look(conn net.Conn) (sighting, error) {
 	client, proxy, err := loopbackPeers(conn)
 	if err != nil {
-		return Caller{}, fmt.Errorf("caller binary: %w", err)
+		return sighting{}, fmt.Errorf("caller binary: %w", err)
+	}
+	if err := inflightShown(); err != nil {
+		return sighting{}, fmt.Errorf("caller binary of %s: %w", client, err)
 	}
 	inode, uid, err := clientSocketInode(client, proxy)
 	if err != nil {
-		return Caller{}, fmt.Errorf("caller binary of %s: %w", client, err)
+		return sighting{}, fmt.Errorf("caller binary of %s: %w", client, err)
 	}
-	exe, holders, err := socketOwnerExe(inode, uid)
+	exe, holders, err := socketHolders(inode, uid)
 	if err != nil {
-		return Caller{}, fmt.Errorf("caller binary of %s (socket:[%d]): %w", client, inode, err)
+		return sighting{}, fmt.Errorf("caller binary of %s (socket:[%d]): %w", client, inode, err)
 	}
-	return Caller{Binary: exe, Ancestors: holdersAncestors(holders, "socket:["+strconv.FormatUint(inode, 10)+"]")}, nil
+	slices.SortFunc(holders, func(a, b holder) int { return a.pid - b.pid })
+	return sighting{client: client, inode: inode, exe: exe, holders: holders}, nil
 }
+
+// caller is the Caller the sighting names, its ancestors read now.
+func (s sighting) caller() Caller {
+	return Caller{Binary: s.exe, Ancestors: holdersAncestors(s.holders, socketLink(s.inode))}
+}
+
+// same reports whether the same processes (pid, start time, executable)
+// held the same socket in both sightings.
+func (s sighting) same(o sighting) bool {
+	return s.inode == o.inode && slices.EqualFunc(s.holders, o.holders, func(a, b holder) bool {
+		return a.pid == b.pid && a.start == b.start && a.exe == b.exe
+	})
+}
+
+// errorf wraps err with the sighting's client and socket.
+func (s sighting) errorf(err error) error {
+	return fmt.Errorf("caller binary of %s (socket:[%d]): %w", s.client, s.inode, err)
+}
+
+func socketLink(inode uint64) string { return "socket:[" + strconv.FormatUint(inode, 10) + "]" }
 
 // maxAncestors bounds the walk up the process tree (OpenShell's limit).
 const maxAncestors = 64
@@ -96,8 +145,10 @@ const maxAncestors = 64
 // holder is a process holding the client socket, and one of its fds that
 // links to it.
 type holder struct {
-	pid int
-	fd  string
+	pid   int
+	start uint64 // its start time (/proc/PID/stat): a reused pid has another
+	exe   string
+	fd    string
 }
 
 // holdersAncestors returns the ancestors common to every holder of the
@@ -182,15 +233,37 @@ func parentPID(pid int) (int, error) {
 }
 
 func parseStatPPID(stat string) (int, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat: no comm")
+	f, err := statFields(stat)
+	if err != nil {
+		return 0, err
 	}
-	f := strings.Fields(stat[i+1:])
 	if len(f) < 2 {
 		return 0, errors.New("malformed stat: no ppid")
 	}
 	return strconv.Atoi(f[1])
+}
+
+// parseStatStart returns the start time (field 22: clock ticks after
+// boot) from /proc/PID/stat's text.
+func parseStatStart(stat string) (uint64, error) {
+	f, err := statFields(stat)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) < 20 {
+		return 0, errors.New("malformed stat: no start time")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// statFields returns the fields of /proc/PID/stat after COMM: the state
+// (field 3) first.
+func statFields(stat string) ([]string, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil, errors.New("malformed stat: no comm")
+	}
+	return strings.Fields(stat[i+1:]), nil
 }
 
 // loopbackPeers returns the client's and the proxy's address of a TCP
@@ -323,17 +396,29 @@ func parseProcNetAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(addr, uint16(port)), nil
 }
 
-// socketOwnerExe returns the executable of the process(es) holding
-// socket:[inode], created by uid, and the holders. Several holders (a socket inherited across
-// fork or passed over a unix socket) must all run the same executable.
+// socketHolders returns the executable of the process(es) holding
+// socket:[inode], created by uid, and the holders. Several holders (a
+// socket inherited across fork or passed over a unix socket) must all run
+// the same executable.
 //
 // A process whose fds we may not read could hold the socket too, and then
 // the executable we did find would vouch for its requests. Such a process is
 // ignored when none of its uids is the socket's uid (a system daemon, not
 // the agent); otherwise the caller is unknown. That covers an agent hiding a
 // process of its own (PR_SET_DUMPABLE 0) from a proxy without CAP_SYS_PTRACE.
-func socketOwnerExe(inode uint64, uid uint32) (string, []holder, error) {
-	target := "socket:[" + strconv.FormatUint(inode, 10) + "]"
+//
+// A socket can also be held by no process at all: in flight, sent over a
+// unix socket (SCM_RIGHTS) and not yet received. The process that wrote
+// the request can keep its copy there while the proxy looks, so that only
+// another holder (a child it let inherit the socket, running an executable
+// a rule allows) shows, and take it back for the answer. The kernel does
+// not say which descriptors are in flight, only how many wait in each unix
+// socket (scm_fds in /proc/PID/fdinfo). So while any unix socket held by a
+// process of the socket's uid has descriptors waiting, the caller is
+// unknown (errSocketInFlight). Other users' processes are not looked at: a
+// socket sent to one is not the agent's to take back.
+func socketHolders(inode uint64, uid uint32) (string, []holder, error) {
+	target := socketLink(inode)
 	self := os.Getpid()
 
 	proc, err := os.Open(procRoot)
@@ -343,6 +428,7 @@ func socketOwnerExe(inode uint64, uid uint32) (string, []holder, error) {
 	defer proc.Close()
 
 	var (
+		buf        = new(scanBuf)
 		exe        string
 		holders    []holder
 		denied     int // processes we could not look into
@@ -355,7 +441,7 @@ func socketOwnerExe(inode uint64, uid uint32) (string, []holder, error) {
 			if perr != nil || pid <= 0 {
 				continue // not a process ("self", "net", ...)
 			}
-			got, fd, held, herr := processExeIfHolding(pid, target)
+			h, held, sockets, herr := lookIntoProcess(buf, pid, target)
 			switch {
 			case errors.Is(herr, os.ErrPermission):
 				denied++
@@ -363,20 +449,27 @@ func socketOwnerExe(inode uint64, uid uint32) (string, []holder, error) {
 					suspicious++
 				}
 				continue
-			case !held:
-				continue // not a holder, or exited while we looked
+			case pid == self:
+				if held {
+					return "", nil, errCallerIsProxy
+				}
+				continue
+			case len(sockets) > 0 && processHasUID(pid, uid):
+				if err := noneInFlight(pid, sockets); err != nil {
+					return "", nil, err
+				}
 			}
-			if pid == self {
-				return "", nil, errCallerIsProxy
+			if !held {
+				continue // not a holder, or exited while we looked
 			}
 			if herr != nil {
 				return "", nil, fmt.Errorf("pid %d: %w", pid, herr)
 			}
-			holders = append(holders, holder{pid, fd})
-			if exe != "" && exe != got {
-				return "", nil, fmt.Errorf("%w (%s, %s)", errCallerAmbig, exe, got)
+			holders = append(holders, h)
+			if exe != "" && exe != h.exe {
+				return "", nil, fmt.Errorf("%w (%s, %s)", errCallerAmbig, exe, h.exe)
 			}
-			exe = got
+			exe = h.exe
 		}
 		if err == io.EOF {
 			break
@@ -394,6 +487,63 @@ func socketOwnerExe(inode uint64, uid uint32) (string, []holder, error) {
 	}
 	return exe, holders, nil
 }
+
+// noneInFlight returns errSocketInFlight when a unix socket among pid's
+// fds (sockets: fd names linking to sockets) has descriptors waiting in
+// it. An fd closed meanwhile has none.
+func noneInFlight(pid int, sockets []string) error {
+	dir := procRoot + "/" + strconv.Itoa(pid) + "/fdinfo/"
+	for _, fd := range sockets {
+		b, err := os.ReadFile(dir + fd)
+		if errors.Is(err, os.ErrPermission) {
+			return fmt.Errorf("pid %d fd %s: %w", pid, fd, err)
+		}
+		if err != nil {
+			continue // closed, or the process exited
+		}
+		if n, ok := scmFDs(string(b)); ok && n > 0 {
+			return fmt.Errorf("%w (pid %d fd %s: %d)", errSocketInFlight, pid, fd, n)
+		}
+	}
+	return nil
+}
+
+// scmFDs returns the count of descriptors waiting in a unix socket, from
+// its fdinfo text ("scm_fds: N"); ok false when the fd is no unix socket.
+// An unreadable count is a large one.
+func scmFDs(fdinfo string) (n uint64, ok bool) {
+	for line := range strings.Lines(fdinfo) {
+		if rest, found := strings.CutPrefix(line, "scm_fds:"); found {
+			n, err := strconv.ParseUint(strings.TrimSpace(rest), 10, 64)
+			if err != nil {
+				return 1, true
+			}
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// inflightShown reports whether this kernel shows the descriptors in
+// flight in a unix socket (scm_fds in fdinfo, Linux 5.3 and later): without
+// that no caller can be named (socketHolders). Checked once, on a socket
+// pair of our own.
+var inflightShown = sync.OnceValue(func() error {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("unix socket pair: %w", err)
+	}
+	defer syscall.Close(pair[0])
+	defer syscall.Close(pair[1])
+	b, err := os.ReadFile(procRoot + "/self/fdinfo/" + strconv.Itoa(pair[0]))
+	if err != nil {
+		return err
+	}
+	if _, ok := scmFDs(string(b)); !ok {
+		return errNoInflightInfo
+	}
+	return nil
+})
 
 // processHasUID reports whether one of pid's real, effective, saved or
 // filesystem uids is uid, from /proc/PID/status (readable by anyone). When
@@ -419,51 +569,93 @@ func processHasUID(pid int, uid uint32) bool {
 	return true
 }
 
-// processExeIfHolding reports whether pid has an fd linking to target and,
-// if so, the process's executable. It only reads links (never follows them),
-// so nothing outside /proc is touched. The fd is looked at again after the
-// exe link is read: if the pid was reused in between, the new process does
-// not hold the socket and the answer is "not held".
-func processExeIfHolding(pid int, target string) (exe, fd string, held bool, err error) {
+// lookIntoProcess reports whether pid has an fd linking to target and, if
+// so, the process as a holder (its start time and executable); and the
+// names of its other fds that link to sockets. It only reads links (never
+// follows them), so nothing outside /proc is touched. The fd is looked at
+// again after the executable is read: if the pid was reused in between, the
+// new process does not hold the socket and the answer is "not held".
+//
+// It reads the fd directory with raw system calls, reusing buf's memory:
+// it runs for every process on every look.
+func lookIntoProcess(buf *scanBuf, pid int, target string) (h holder, held bool, sockets []string, err error) {
 	dir := procRoot + "/" + strconv.Itoa(pid)
 	fdDir := dir + "/fd"
-	d, err := os.Open(fdDir)
+	dfd, err := syscall.Open(fdDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", "", false, err
+		return h, false, nil, &os.PathError{Op: "open", Path: fdDir, Err: err}
 	}
-	defer d.Close()
-scan:
+	defer syscall.Close(dfd)
+	h.pid = pid
+	buf.names = buf.names[:0]
 	for {
-		names, rerr := d.Readdirnames(256)
-		for _, name := range names {
-			l, err := os.Readlink(fdDir + "/" + name)
-			if errors.Is(err, os.ErrPermission) {
-				return "", "", false, err // the ptrace read check failed
-			}
-			if err == nil && l == target {
-				fd = name
-				break scan
-			}
+		n, err := syscall.ReadDirent(dfd, buf.dirents[:])
+		if err != nil {
+			return h, false, nil, &os.PathError{Op: "getdents", Path: fdDir, Err: err}
 		}
-		if rerr == io.EOF {
-			return "", "", false, nil
+		if n <= 0 {
+			break
 		}
-		if rerr != nil {
-			return "", "", false, rerr
+		_, _, buf.names = syscall.ParseDirent(buf.dirents[:n], -1, buf.names)
+	}
+	for _, name := range buf.names {
+		l, err := readlinkat(dfd, name, buf.link[:])
+		if errors.Is(err, os.ErrPermission) {
+			return h, false, nil, &os.PathError{Op: "readlink", Path: fdDir + "/" + name, Err: err} // the ptrace read check failed
+		}
+		switch {
+		case err != nil:
+		case string(l) == target:
+			if h.fd == "" {
+				h.fd = name
+			}
+		case bytes.HasPrefix(l, socketPrefix):
+			sockets = append(sockets, name)
 		}
 	}
-	exe, err = os.Readlink(dir + "/exe")
-	if l, lerr := os.Readlink(fdDir + "/" + fd); lerr != nil || l != target {
-		return "", "", false, nil // gone, or the pid now names another process
+	if h.fd == "" {
+		return h, false, sockets, nil
 	}
+	stat, serr := os.ReadFile(dir + "/stat")
+	h.exe, err = os.Readlink(dir + "/exe")
+	if l, lerr := readlinkat(dfd, h.fd, buf.link[:]); lerr != nil || string(l) != target {
+		return h, false, sockets, nil // gone, or the pid now names another process
+	}
+	if serr == nil {
+		h.start, serr = parseStatStart(string(stat))
+	}
+	switch {
+	case serr != nil:
+		return h, true, sockets, fmt.Errorf("start time: %w", serr)
+	case err != nil:
+		return h, true, sockets, err
+	case strings.HasSuffix(h.exe, " (deleted)"):
+		return h, true, sockets, fmt.Errorf("%w: %s", errExeReplaced, h.exe)
+	case !strings.HasPrefix(h.exe, "/"):
+		return h, true, sockets, fmt.Errorf("executable path %q is not absolute", h.exe)
+	}
+	return h, true, sockets, nil
+}
+
+var socketPrefix = []byte("socket:[")
+
+// scanBuf is the memory one look reuses from process to process.
+type scanBuf struct {
+	dirents [8192]byte
+	names   []string
+	link    [64]byte // "socket:[N]" fits; a longer link is cut, and matches nothing
+}
+
+// readlinkat reads the link name in the directory dirfd into buf,
+// returning the part of buf filled (cut at len(buf)).
+func readlinkat(dirfd int, name string, buf []byte) ([]byte, error) {
+	p, err := syscall.BytePtrFromString(name)
 	if err != nil {
-		return "", fd, true, err
+		return nil, err
 	}
-	if strings.HasSuffix(exe, " (deleted)") {
-		return "", fd, true, fmt.Errorf("%w: %s", errExeReplaced, exe)
+	n, _, errno := syscall.Syscall6(syscall.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+	if errno != 0 {
+		return nil, errno
 	}
-	if !strings.HasPrefix(exe, "/") {
-		return "", fd, true, fmt.Errorf("executable path %q is not absolute", exe)
-	}
-	return exe, fd, true, nil
+	return buf[:n], nil
 }

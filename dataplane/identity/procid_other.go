@@ -13,11 +13,23 @@ import (
 // socket is implemented for Linux only (procid.go). Rules that name binaries
 // do not match.
 func Binary(conn net.Conn) (string, error) {
-	return "", fmt.Errorf("caller binary: unknown on %s: %w", runtime.GOOS, errors.ErrUnsupported)
+	c, err := Of(conn)
+	return c.Binary, err
 }
 
 // Of reports the caller as unknown, as Binary does.
 func Of(conn net.Conn) (Caller, error) {
-	_, err := Binary(conn)
+	_, err := look(conn)
 	return Caller{}, err
 }
+
+// sighting is empty: nothing is ever seen.
+type sighting struct{}
+
+func look(net.Conn) (sighting, error) {
+	return sighting{}, fmt.Errorf("caller binary: unknown on %s: %w", runtime.GOOS, errors.ErrUnsupported)
+}
+
+func (sighting) caller() Caller         { return Caller{} }
+func (sighting) same(sighting) bool     { return false }
+func (sighting) errorf(err error) error { return err }
