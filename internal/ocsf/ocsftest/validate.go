@@ -16,6 +16,10 @@
 // (dictionary types such as hostname_t 1, ip_t 2, username_t 4, and
 // attributes and objects with their own) and their value the attribute's
 // value where the name leads to one string.
+//
+// Check also returns the warnings OCSF's validator gives about enum
+// siblings (a string sibling that is not its value's caption; "Other"
+// under 99), which Validate ignores.
 package ocsftest
 
 import (
