@@ -266,9 +266,12 @@ func TestOCSFScenarioEndToEnd(t *testing.T) {
 	}
 	postSentry(t, dryURL, sentryToken(t, dryURL, pushAdminToken), quarantine("q-7", 1, "victim-d"), false)
 
-	remediation := func(status string) func(map[string]any) bool {
+	// remediation: what the gateway did about quarantine event id, with
+	// the status and disposition docs/ocsf.md gives for it.
+	remediation := func(id, status string, statusID, disposition float64) func(map[string]any) bool {
 		return func(e map[string]any) bool {
-			return e["class_uid"] == float64(7001) && e["activity_id"] == float64(1) && unmapped(e, "status") == status
+			return e["class_uid"] == float64(7001) && e["activity_id"] == float64(1) && unmapped(e, "status") == status &&
+				dig(e, "metadata", "correlation_uid") == watchdog+"/"+id && e["status_id"] == statusID && e["disposition_id"] == disposition
 		}
 	}
 	decision := func(class, activity float64, verdict string, ok func(map[string]any) bool) func(map[string]any) bool {
@@ -308,7 +311,6 @@ func TestOCSFScenarioEndToEnd(t *testing.T) {
 			return e["class_uid"] == float64(3004) && unmapped(e, "action") == action && e["activity_name"] == activity && ok(e)
 		}
 	}
-	always := func(map[string]any) bool { return true }
 	target := func(v string) func(map[string]any) bool {
 		return func(e map[string]any) bool { return unmapped(e, "target") == v }
 	}
@@ -329,21 +331,24 @@ func TestOCSFScenarioEndToEnd(t *testing.T) {
 		{"proposal applied", false, false, audit("proposal.apply", "Update", target(approved))},
 		{"proposal rejected", false, false, audit("proposal.status", "Reject", target(rejected))},
 		{"proposal finding", false, false, func(e map[string]any) bool {
-			return e["class_uid"] == float64(2004) && strings.Contains(fmt.Sprint(dig(e, "finding_info", "uid")), rejected)
+			return e["class_uid"] == float64(2004) && dig(e, "finding_info", "uid") == rejected && dig(e, "metadata", "uid") == "proposal-"+rejected
 		}},
 		{"token created", false, false, audit("token.create", "Create", target("olive"))},
 		{"token revoked", false, false, audit("token.revoke", "Delete", target("olive"))},
 		{"sentry quarantine finding", false, false, func(e map[string]any) bool {
 			return e["class_uid"] == float64(2004) && dig(e, "metadata", "uid") == watchdog+"/q-1"
 		}},
-		{"sentry frozen", false, false, remediation("frozen")},
-		{"sentry already_frozen", false, false, remediation("already_frozen")},
-		{"sentry failed", false, false, remediation("failed")},
-		{"sentry held", false, false, remediation("held")},
-		{"sentry dismissed", false, false, remediation("dismissed")},
-		{"sentry applied", false, false, remediation("applied")},
-		{"sentry refused", false, false, audit("sentry.refused", "Refuse", always)},
-		{"sentry dry_run", false, true, remediation("dry_run")},
+		{"sentry frozen", false, false, remediation("q-1", "frozen", 1, 4)},
+		{"sentry already_frozen", false, false, remediation("q-2", "already_frozen", 1, 16)},
+		{"sentry failed", false, false, remediation("q-3", "failed", 3, 27)},
+		{"sentry held", false, false, remediation("q-4", "held", 99, 14)},
+		{"sentry dismissed", false, false, remediation("q-4", "dismissed", 99, 16)},
+		{"sentry applied", false, false, remediation("q-5", "applied", 1, 4)},
+		{"sentry refused", false, false, audit("sentry.refused", "Refuse", func(e map[string]any) bool {
+			detail, _ := dig(e, "unmapped", "detail", "event_0").(string)
+			return e["status_id"] == float64(2) && strings.HasPrefix(detail, "q-6: ")
+		})},
+		{"sentry dry_run", false, true, remediation("q-7", "dry_run", 99, 17)},
 	}
 	fileOf := func(k ocsfKind) string {
 		switch {
