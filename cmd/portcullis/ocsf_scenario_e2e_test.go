@@ -349,6 +349,12 @@ func TestOCSFScenarioEndToEnd(t *testing.T) {
 			return e["status_id"] == float64(2) && strings.HasPrefix(detail, "q-6: ")
 		})},
 		{"sentry dry_run", false, true, remediation("q-7", "dry_run", 99, 17)},
+		{"sentry action audited, failed", false, false, audit("sentry.action", "Remediate", func(e map[string]any) bool {
+			return dig(e, "unmapped", "detail", "status") == "failed" && e["status_id"] == float64(2)
+		})},
+		{"sentry action audited, dry run", false, true, audit("sentry.action", "Remediate", func(e map[string]any) bool {
+			return dig(e, "unmapped", "detail", "status") == "dry_run" && e["status_id"] == float64(1)
+		})},
 	}
 	fileOf := func(k ocsfKind) string {
 		switch {
