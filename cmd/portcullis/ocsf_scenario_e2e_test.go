@@ -85,7 +85,9 @@ type ocsfKind struct {
 // already_frozen, failed, held then dismissed, held then applied,
 // dry_run) plus a replayed one refused. Every line of the three files
 // validates against OCSF 1.8.0 as OCSF's validator reads it (profiles
-// honoured), and every kind of event appears.
+// honoured) without its enum-sibling warnings, and every kind of event
+// appears, recognised by class, activity and a field of its own (no
+// counts: a flood may be summarised).
 func TestOCSFScenarioEndToEnd(t *testing.T) {
 	rest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
 	defer rest.Close()
