@@ -262,13 +262,19 @@ type FindingInfo struct {
 }
 
 // setClass fills the numbers every event derives from its class and
-// activity: type_uid = class_uid*100 + activity_id.
+// activity: type_uid = class_uid*100 + activity_id. type_name is
+// type_uid's caption, as OCSF's validator expects of the sibling: for
+// activity 99 (Other), whose activity_name is our own word (Approve,
+// Invoke…), it is "CLASS: Other".
 func (e *Event) setClass(class, category int, className, categoryName string, activity int, activityName string) {
 	e.ClassUID, e.ClassName = class, className
 	e.CategoryUID, e.CategoryName = category, categoryName
 	e.ActivityID, e.ActivityName = activity, activityName
 	e.TypeUID = class*100 + activity
 	e.TypeName = className + ": " + activityName
+	if activity == 99 {
+		e.TypeName = className + ": Other"
+	}
 }
 
 var severityNames = map[int]string{0: "Unknown", 1: "Informational", 2: "Low", 3: "Medium", 4: "High", 5: "Critical", 6: "Fatal"}

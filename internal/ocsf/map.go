@@ -76,7 +76,9 @@ func FromDecision(d Decision, p Product) Event {
 	}
 	req := &HTTPRequest{HTTPMethod: method, URL: &URL{URLString: target + d.Path, Hostname: d.Host, Port: d.Port, Path: d.Path}}
 	if d.MCPMethod != "" {
-		activity, name := 99, "Other"
+		// Other (99), named by the MCP method itself (initialize…): OCSF
+		// asks for the source's own word, not the caption "Other".
+		activity, name := 99, d.MCPMethod
 		switch {
 		case strings.HasSuffix(d.MCPMethod, "/list"), strings.HasSuffix(d.MCPMethod, "/read"), strings.HasSuffix(d.MCPMethod, "/get"):
 			activity, name = 2, "Read"

@@ -16,6 +16,10 @@
 // (dictionary types such as hostname_t 1, ip_t 2, username_t 4, and
 // attributes and objects with their own) and their value the attribute's
 // value where the name leads to one string.
+//
+// Check also returns the warnings OCSF's validator gives about enum
+// siblings (a string sibling that is not its value's caption; "Other"
+// under 99), which Validate ignores.
 package ocsftest
 
 import (
@@ -39,6 +43,9 @@ type attr struct {
 	Type        string                     `json:"type"`
 	IsArray     bool                       `json:"is_array"`
 	Observable  int                        `json:"observable"`
+	// Sibling names an enum attribute's string twin (activity_id's
+	// activity_name), in the dictionary.
+	Sibling string `json:"sibling"`
 	// profiles gates the attribute: when non-empty, an event may carry it
 	// only if metadata.profiles names one of them. gated says the
 	// definition decided (a profile's include, or "profile" in the file:
@@ -68,6 +75,7 @@ func mergeProfiles(dst *attr, src attr) {
 
 type def struct {
 	Name        string          `json:"name"`
+	Caption     string          `json:"caption"`
 	Meta        string          `json:"meta"`
 	Observable  int             `json:"observable"`
 	UID         int             `json:"uid"`
@@ -83,6 +91,7 @@ type def struct {
 // resolved is a class or object with its inherited attributes merged.
 type resolved struct {
 	name       string
+	caption    string
 	uid        int
 	category   string
 	observable int // the object's observable type_id, 0 if none
@@ -253,7 +262,7 @@ func (s *schema) resolve(dir, name string, byName map[string]string) (*resolved,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	r := &resolved{name: d.Name, uid: d.UID, category: d.Category, observable: d.Observable, attrs: attrs}
+	r := &resolved{name: d.Name, caption: d.Caption, uid: d.UID, category: d.Category, observable: d.Observable, attrs: attrs}
 	if d.Extends != "" {
 		parent, err := s.resolve(dir, d.Extends, byName)
 		if err != nil {
@@ -419,9 +428,21 @@ func Version() (string, error) {
 // Validate checks one event, a JSON object, against its class. The
 // error lists every problem found.
 func Validate(event []byte) error {
+	_, err := Check(event)
+	return err
+}
+
+// Check is Validate, and also returns the warnings OCSF's validator
+// gives about enum siblings: a string sibling (activity_name, status,
+// type_name, …) that is not the caption of its enum value
+// (attribute_enum_sibling_incorrect; type_name's captions are the
+// class's caption, ": ", and the activity's, "Other" for 99), or that is
+// the caption "Other" of a 99 where the source's own word belongs
+// (attribute_enum_sibling_suspicious_other).
+func Check(event []byte) (warnings []string, err error) {
 	once.Do(func() { loaded, errLd = load() })
 	if errLd != nil {
-		return errLd
+		return nil, errLd
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -429,17 +450,17 @@ func Validate(event []byte) error {
 	dec := json.NewDecoder(strings.NewReader(string(event)))
 	dec.UseNumber()
 	if err := dec.Decode(&ev); err != nil {
-		return fmt.Errorf("not a JSON object: %w", err)
+		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
 	s := loaded
 	v := &validator{s: s, profiles: map[string]bool{}}
 	classUID, ok := intOf(ev["class_uid"])
 	if !ok {
-		return fmt.Errorf("class_uid missing or not an integer")
+		return nil, fmt.Errorf("class_uid missing or not an integer")
 	}
 	cls, ok := s.classes[int(classUID)]
 	if !ok {
-		return fmt.Errorf("class_uid %d: no vendored class", classUID)
+		return nil, fmt.Errorf("class_uid %d: no vendored class", classUID)
 	}
 	if cat, _ := intOf(ev["category_uid"]); int(cat) != s.categories[cls.category] {
 		v.errf("category_uid %v, want %d (%s)", ev["category_uid"], s.categories[cls.category], cls.category)
@@ -462,18 +483,56 @@ func Validate(event []byte) error {
 			v.profiles[name] = true
 		}
 	}
+	if name, ok := ev["type_name"].(string); ok {
+		acts := maps.Clone(s.dict["activity_id"].Enum)
+		maps.Copy(acts, cls.attrs["activity_id"].Enum)
+		if c, ok := caption(acts, strconv.FormatInt(act, 10)); ok && name != cls.caption+": "+c {
+			v.warnf("%s.type_name %q does not match the caption of type_uid %d, %q", cls.name, name, classUID*100+act, cls.caption+": "+c)
+		}
+	}
 	v.check(cls.name, cls, ev)
 	v.observables(cls, ev)
 	if len(v.errs) > 0 {
-		return fmt.Errorf("%s (class %d): %s", cls.name, classUID, strings.Join(v.errs, "; "))
+		return v.warns, fmt.Errorf("%s (class %d): %s", cls.name, classUID, strings.Join(v.errs, "; "))
 	}
-	return nil
+	return v.warns, nil
+}
+
+// caption is the caption of an enum's value id, if it has one.
+func caption(enum map[string]json.RawMessage, id string) (string, bool) {
+	var e struct{ Caption string }
+	if json.Unmarshal(enum[id], &e) != nil || e.Caption == "" {
+		return "", false
+	}
+	return e.Caption, true
+}
+
+// sibling warns, as OCSF's validator does, about the string sibling of
+// the enum attribute name at path at (whose value is n), in obj.
+func (v *validator) sibling(at string, obj map[string]any, name string, enum map[string]json.RawMessage, n int64) {
+	sib, ok := obj[v.s.dict[name].Sibling].(string)
+	if !ok {
+		return
+	}
+	c, ok := caption(enum, strconv.FormatInt(n, 10))
+	switch {
+	case !ok:
+	case n == 99 && sib == c:
+		v.warnf("%s.%s %q is the caption of %s 99: give the source's own value", at, v.s.dict[name].Sibling, sib, name)
+	case n != 99 && sib != c:
+		v.warnf("%s.%s %q does not match the caption of %s %d, %q", at, v.s.dict[name].Sibling, sib, name, n, c)
+	}
 }
 
 type validator struct {
 	s        *schema
 	profiles map[string]bool // metadata.profiles
 	errs     []string
+	warns    []string
+}
+
+func (v *validator) warnf(format string, args ...any) {
+	v.warns = append(v.warns, fmt.Sprintf(format, args...))
 }
 
 // allowed reports whether the event may carry a: it is gated by no
@@ -551,6 +610,9 @@ func (v *validator) check(at string, r *resolved, obj map[string]any) {
 			continue
 		}
 		v.value(p, typ, enum, val)
+		if n, ok := intOf(val); ok && enum != nil {
+			v.sibling(at, obj, name, enum, n)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package ocsftest
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -124,5 +125,51 @@ func TestObservables(t *testing.T) {
 	err := Validate(event(t, 4002, 1, nil, map[string]any{"observables": []any{map[string]any{"name": "actor.user.name", "type_id": 4}}}))
 	if err == nil || !strings.Contains(err.Error(), "does not refer") {
 		t.Errorf("observable through undeclared host profile: %v", err)
+	}
+}
+
+// Check warns about enum siblings as OCSF's validator does: a sibling
+// that is not its value's caption (type_name included: "CLASS: Other"
+// under activity 99), and "Other" under 99, where the source's own word
+// belongs; nested objects too. Warnings are not errors.
+func TestSiblingWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		class int
+		act   int
+		extra map[string]any
+		want  string // "" for no warning
+	}{
+		{"captions", 3004, 3, map[string]any{"activity_name": "Update", "type_name": "Entity Management: Update", "status_id": 1, "status": "Success"}, ""},
+		{"own word under 99", 3004, 99, map[string]any{"activity_name": "Approve", "type_name": "Entity Management: Other"}, ""},
+		{"type_name under 99", 3004, 99, map[string]any{"activity_name": "Approve", "type_name": "Entity Management: Approve"},
+			`type_name "Entity Management: Approve" does not match the caption of type_uid 300499, "Entity Management: Other"`},
+		{"Other under 99", 6003, 99, map[string]any{"activity_name": "Other", "type_name": "API Activity: Other"},
+			`activity_name "Other" is the caption of activity_id 99`},
+		{"status", 3004, 3, map[string]any{"status_id": 1, "status": "OK"}, `status "OK" does not match the caption of status_id 1, "Success"`},
+		{"class's own enum", 7001, 1, map[string]any{"status_id": 3, "status": "Does Not Exist", "activity_name": "Isolate"}, ""},
+		{"nested", 3004, 1, map[string]any{"entity": map[string]any{"name": "p", "type_id": 5, "type": "Rule"}},
+			`entity.type "Rule" does not match the caption of type_id 5`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := map[string]any{}
+			switch tc.class {
+			case 3004:
+				ev["entity"] = map[string]any{"name": "orders"}
+			case 7001:
+				ev["command_uid"] = "1"
+			}
+			maps.Copy(ev, tc.extra)
+			warns, err := Check(event(t, tc.class, tc.act, nil, ev))
+			if err != nil {
+				t.Fatalf("error: %v", err)
+			}
+			switch got := strings.Join(warns, "; "); {
+			case tc.want == "" && got != "":
+				t.Errorf("warnings %s; want none", got)
+			case !strings.Contains(got, tc.want):
+				t.Errorf("warnings %q; want %q", got, tc.want)
+			}
+		})
 	}
 }
