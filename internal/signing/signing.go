@@ -3,10 +3,20 @@
 // chain a proxy follows from the key it pinned to the key signing now.
 //
 // A policy signature (Ed25519) covers the sandbox, the version number, the
-// policy hash and the SHA-256 of the document bytes, each length-prefixed
-// after a domain string, so no field can be shifted into another and a
-// signature made for one purpose (a policy, a key endorsement) is never
-// valid for the other.
+// policy hash, the SHA-256 of the document bytes and the version's parent,
+// each length-prefixed after a domain string, so no field can be shifted
+// into another and a signature made for one purpose (a policy, a key
+// endorsement) is never valid for the other.
+//
+// The parent is the Lineage of the version before: a hash over the whole
+// history (each version's number and policy hash, chained as commit ids
+// are), so that a proxy can tell a version descending from the one it
+// holds from one of a forked history with the same number (a replica on a
+// restored database). Version 1 has no parent. A version signed before
+// parents existed has none either: its signature is over the payload
+// without the parent (domain "portcullis policy signature v1"); a version
+// with a parent is signed under its own domain (v2), so a parent can be
+// neither added to nor stripped from a signed version.
 //
 // Keys form a chain, oldest first: each key after the first is endorsed
 // (signed) by the one before it. A proxy trusts the key it pinned and
@@ -27,8 +37,10 @@ import (
 )
 
 const (
-	policyDomain = "portcullis policy signature v1"
-	keyDomain    = "portcullis gateway key endorsement v1"
+	policyDomain       = "portcullis policy signature v1"
+	policyParentDomain = "portcullis policy signature v2"
+	lineageDomain      = "portcullis policy lineage v1"
+	keyDomain          = "portcullis gateway key endorsement v1"
 )
 
 // KeyID names a public key: "ed25519:" and the first 16 hex digits of its
@@ -50,16 +62,39 @@ func NewKey(prev ed25519.PrivateKey) (pub ed25519.PublicKey, priv ed25519.Privat
 	return pub, priv, endorsement, nil
 }
 
-// PolicyPayload is the message a policy signature signs.
-func PolicyPayload(sandbox string, version uint32, hash string, document []byte) []byte {
+// PolicyPayload is the message a policy signature signs. A version
+// without parent (version 1, or one signed before parents existed) is
+// signed as it always was; one with a parent under another domain, with
+// the parent last.
+func PolicyPayload(sandbox string, version uint32, hash string, document []byte, parent string) []byte {
 	sum := sha256.Sum256(document)
+	domain := policyDomain
+	if parent != "" {
+		domain = policyParentDomain
+	}
 	var b []byte
-	b = appendField(b, []byte(policyDomain))
+	b = appendField(b, []byte(domain))
 	b = appendField(b, []byte(sandbox))
 	b = binary.BigEndian.AppendUint32(b, version)
 	b = appendField(b, []byte(hash))
 	b = appendField(b, sum[:])
+	if parent != "" {
+		b = appendField(b, []byte(parent))
+	}
 	return b
+}
+
+// Lineage is the hex SHA-256 naming a version and, through parent (the
+// lineage of the version before it, "" for version 1), every version
+// before it: two histories that differ anywhere up to version have
+// different lineages. The next version's Parent is this.
+func Lineage(parent string, version uint32, hash string) string {
+	b := appendField(nil, []byte(lineageDomain))
+	b = appendField(b, []byte(parent))
+	b = binary.BigEndian.AppendUint32(b, version)
+	b = appendField(b, []byte(hash))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func keyPayload(pub ed25519.PublicKey) []byte {
@@ -72,11 +107,15 @@ func appendField(b, field []byte) []byte {
 	return append(b, field...)
 }
 
-// SignPolicy signs sp's sandbox, version, hash and document with priv and
-// sets its KeyId and Signature.
+// SignPolicy signs sp's sandbox, version, hash, document and parent with
+// priv and sets its KeyId and Signature.
 func SignPolicy(sp *portcullisv1.SignedPolicy, priv ed25519.PrivateKey) {
 	sp.KeyId = KeyID(priv.Public().(ed25519.PublicKey))
-	sp.Signature = ed25519.Sign(priv, PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument()))
+	sp.Signature = ed25519.Sign(priv, payloadOf(sp))
+}
+
+func payloadOf(sp *portcullisv1.SignedPolicy) []byte {
+	return PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument(), sp.GetParent())
 }
 
 // ErrUntrusted is wrapped by every refusal of Follow and VerifyPolicy.
@@ -118,7 +157,7 @@ func VerifyPolicy(sp *portcullisv1.SignedPolicy, key ed25519.PublicKey) error {
 	if sp.GetKeyId() != KeyID(key) {
 		return fmt.Errorf("%w: signed by %q, trusted key is %s", ErrUntrusted, sp.GetKeyId(), KeyID(key))
 	}
-	if !ed25519.Verify(key, PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument()), sp.GetSignature()) {
+	if !ed25519.Verify(key, payloadOf(sp), sp.GetSignature()) {
 		return fmt.Errorf("%w: the signature of version %d does not match its content", ErrUntrusted, sp.GetVersion())
 	}
 	return nil
