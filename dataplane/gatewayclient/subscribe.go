@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -153,8 +154,10 @@ type Subscriber struct {
 		version uint32
 		hash    string
 		parent  string
-		err     string
-		fork    bool
+		// ancestry too: whether a version descends may depend on it.
+		ancestry []string
+		err      string
+		fork     bool
 	}
 	// forks counts the versions refused as forks; lastFork is the last.
 	forks    uint64
@@ -569,6 +572,7 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	nack := func(err error) *portcullisv1.StreamPolicyRequest {
 		fork := errors.Is(err, ErrFork)
 		s.nacked.version, s.nacked.hash, s.nacked.parent, s.nacked.err, s.nacked.fork = sp.GetVersion(), sp.GetHash(), sp.GetParent(), err.Error(), fork
+		s.nacked.ancestry = sp.GetAncestry()
 		if fork {
 			s.forks++
 			s.lastFork = Fork{Version: sp.GetVersion(), Hash: sp.GetHash(), Held: s.applied.GetVersion(), HeldHash: s.applied.GetHash(), Err: err.Error()}
@@ -588,7 +592,8 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	if len(sp.GetKeys()) > 0 {
 		chain = sp.GetKeys()
 	}
-	if s.nacked.version == sp.GetVersion() && s.nacked.hash == sp.GetHash() && s.nacked.parent == sp.GetParent() && s.nacked.version != 0 {
+	if s.nacked.version == sp.GetVersion() && s.nacked.hash == sp.GetHash() && s.nacked.parent == sp.GetParent() &&
+		slices.Equal(s.nacked.ancestry, sp.GetAncestry()) && s.nacked.version != 0 {
 		// Refused before: say so again, without trying again.
 		err := errors.New(s.nacked.err)
 		if s.nacked.fork {
