@@ -3,6 +3,8 @@ package gatewayclient_test
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +183,69 @@ func TestSubscriberFollowsOneHistoryAcrossGaps(t *testing.T) {
 		}
 		if n, f := sub.Forks(); n != 0 {
 			t.Fatalf("after missing %d versions: %d forks, the last %+v", missed, n, f)
+		}
+	}
+}
+
+// A proxy given both replicas of a forked fleet leaves the one whose
+// history is not its own, and follows the other: each of four proxies
+// (each starts on either replica at random) applies the next version of
+// the history it holds.
+func TestSubscriberLeavesAForkedReplica(t *testing.T) {
+	a := gatewaytest.Start(t, "sqlite")
+	apiA := newAdminAPI(a.URL)
+	created, err := apiA.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func() (string, error) { return created.GetToken(), nil }
+	dir := t.TempDir()
+	onA := newSub(t, dir, &hashProxy{}, token, a.URL)
+	stop := runSubscriber(t, onA, nil)
+	waitApplied(t, onA, 1, 10*time.Second)
+	b := a.Copy()
+	setPolicy(t, apiA, policyWith("a2.example.com"))
+	setPolicy(t, newAdminAPI(b.URL), policyWith("b2.example.com"))
+	waitApplied(t, onA, 2, 10*time.Second)
+	stop()
+	kept, err := os.ReadFile(filepath.Join(dir, "policy.signed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := os.ReadFile(filepath.Join(dir, "gateway.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var subs []*gatewayclient.Subscriber
+	var proxies []*hashProxy
+	for i := range 4 {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, "policy.signed"), kept, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "gateway.key"), pinned, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := &hashProxy{}
+		sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
+			Gateways: []string{a.URL, b.URL}, Sandbox: "agent-1", Token: token, ProxyID: fmt.Sprintf("p%d", i), DataDir: d,
+			MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		runSubscriber(t, sub, nil)
+		subs, proxies = append(subs, sub), append(proxies, p)
+	}
+	v3a := setPolicy(t, apiA, policyWith("a3.example.com"))
+	for i, sub := range subs {
+		waitApplied(t, sub, 3, 10*time.Second)
+		if proxies[i].enforced() != v3a.GetHash() {
+			t.Fatalf("proxy %d enforces %s, want a's version 3 %s", i, proxies[i].enforced(), v3a.GetHash())
 		}
 	}
 }

@@ -38,7 +38,9 @@ import (
 // or a newer one whose history does not pass through the version held, is
 // a fork — a replica on a restored or forked store — and is refused (NACK
 // with fork set), logged at Error and counted (Forks); the proxy keeps
-// enforcing what it holds until an operator settles which history stands.
+// enforcing what it holds until an operator settles which history stands,
+// and leaves that replica as one that failed, for another that may serve
+// its history (it comes back to it after the replica's backoff).
 
 // Files in the data dir.
 const (
@@ -432,7 +434,8 @@ func (s *Subscriber) GatewayAhead() time.Duration { return s.clock.aheadOf() }
 // backoff (exponential, full jitter) while none answers. Every stream
 // starts with the version held (ProxyHello.held_version) and receive
 // never applies an older one, so moving between replicas never makes
-// the proxy regress.
+// the proxy regress; a replica that offers a version of another history
+// (a fork) is left as one that failed.
 func (s *Subscriber) Run(ctx context.Context) error {
 	ep := s.fleet.first(ctx)
 	for {
@@ -561,6 +564,12 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		end(answer, err)
 		if err != nil {
 			return err
+		}
+		if n := answer.GetNack(); n.GetFork() {
+			// This replica serves another history: leave it as one that
+			// failed (its backoff grows), for another replica that may
+			// serve the proxy's.
+			return fmt.Errorf("%w: the replica offered version %d, which does not descend from the version held", ErrFork, n.GetVersion())
 		}
 	}
 }
