@@ -154,7 +154,7 @@ func TestReceiveAppliesOnlyDescendants(t *testing.T) {
 	want("v5 with another history's hashes", lying, "fork", "does not descend")
 	forged := cloneSP(v5)
 	forged.Parent = signing.Lineage(forged.Parent, 9, "x")
-	want("v5 with a forged parent", forged, "nack", "does not match its content")
+	want("v5 with a forged parent", forged, "nack", "parent signature of version")
 	want("v5", v5, "ack", "")
 
 	// A parent added to a version signed without one is refused.
@@ -162,7 +162,7 @@ func TestReceiveAppliesOnlyDescendants(t *testing.T) {
 	legacy.legacy = true
 	unsigned := legacy.next("a6.example.com", 0)
 	unsigned.Parent = signing.Lineage("", 5, v5.GetHash())
-	want("v6 with an unsigned parent", unsigned, "nack", "does not match its content")
+	want("v6 with an unsigned parent", unsigned, "nack", "parent signature of version")
 
 	if n, f := s.Forks(); n != 4 || f.Version != 5 || f.Held != 2 {
 		t.Fatalf("forks: %d, the last %+v; want 4, the last of version 5 while holding 2", n, f)

@@ -370,15 +370,16 @@ func (ps *policyStream) message(sv *signedVersion) (*portcullisv1.SignedPolicy, 
 	}
 	p := sv.policy
 	msg := &portcullisv1.SignedPolicy{
-		Sandbox:     p.Sandbox,
-		Version:     p.Version,
-		Hash:        p.Hash,
-		Document:    p.Document,
-		CommittedAt: p.CommittedAt,
-		KeyId:       p.KeyId,
-		Signature:   p.Signature,
-		Parent:      p.Parent,
-		Nonce:       hex.EncodeToString(b[:]),
+		Sandbox:         p.Sandbox,
+		Version:         p.Version,
+		Hash:            p.Hash,
+		Document:        p.Document,
+		CommittedAt:     p.CommittedAt,
+		KeyId:           p.KeyId,
+		Signature:       p.Signature,
+		Parent:          p.Parent,
+		ParentSignature: p.ParentSignature,
+		Nonce:           hex.EncodeToString(b[:]),
 	}
 	if held := ps.held.Load(); held > 0 && held+1 < sv.version() {
 		// The proxy missed versions: it needs their hashes to tell that

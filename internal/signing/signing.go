@@ -12,11 +12,14 @@
 // history (each version's number and policy hash, chained as commit ids
 // are), so that a proxy can tell a version descending from the one it
 // holds from one of a forked history with the same number (a replica on a
-// restored database). Version 1 has no parent. A version signed before
-// parents existed has none either: its signature is over the payload
-// without the parent (domain "portcullis policy signature v1"); a version
-// with a parent is signed under its own domain (v2), so a parent can be
-// neither added to nor stripped from a signed version.
+// restored database). Version 1 has no parent, nor does a version signed
+// before parents existed. A version with a parent carries two signatures
+// by the same key: Signature over the payload without the parent, as
+// before (so a proxy older than parents verifies it and ignores the
+// parent), and ParentSignature over that payload and the parent under
+// its own domain. A parent cannot be altered or added without a
+// ParentSignature to match; removing both leaves a version without
+// parent, taken on its number as every version was before parents.
 //
 // Keys form a chain, oldest first: each key after the first is endorsed
 // (signed) by the one before it. A proxy trusts the key it pinned and
@@ -62,25 +65,25 @@ func NewKey(prev ed25519.PrivateKey) (pub ed25519.PublicKey, priv ed25519.Privat
 	return pub, priv, endorsement, nil
 }
 
-// PolicyPayload is the message a policy signature signs. A version
-// without parent (version 1, or one signed before parents existed) is
-// signed as it always was; one with a parent under another domain, with
-// the parent last.
-func PolicyPayload(sandbox string, version uint32, hash string, document []byte, parent string) []byte {
+// PolicyPayload is the message a policy's Signature signs.
+func PolicyPayload(sandbox string, version uint32, hash string, document []byte) []byte {
+	return payload(policyDomain, sandbox, version, hash, document)
+}
+
+// ParentPayload is the message a policy's ParentSignature signs: what
+// PolicyPayload holds, under another domain, and the parent.
+func ParentPayload(sandbox string, version uint32, hash string, document []byte, parent string) []byte {
+	return appendField(payload(policyParentDomain, sandbox, version, hash, document), []byte(parent))
+}
+
+func payload(domain, sandbox string, version uint32, hash string, document []byte) []byte {
 	sum := sha256.Sum256(document)
-	domain := policyDomain
-	if parent != "" {
-		domain = policyParentDomain
-	}
 	var b []byte
 	b = appendField(b, []byte(domain))
 	b = appendField(b, []byte(sandbox))
 	b = binary.BigEndian.AppendUint32(b, version)
 	b = appendField(b, []byte(hash))
 	b = appendField(b, sum[:])
-	if parent != "" {
-		b = appendField(b, []byte(parent))
-	}
 	return b
 }
 
@@ -107,15 +110,16 @@ func appendField(b, field []byte) []byte {
 	return append(b, field...)
 }
 
-// SignPolicy signs sp's sandbox, version, hash, document and parent with
-// priv and sets its KeyId and Signature.
+// SignPolicy signs sp's sandbox, version, hash and document with priv,
+// and those and its parent when it has one, and sets its KeyId,
+// Signature and ParentSignature.
 func SignPolicy(sp *portcullisv1.SignedPolicy, priv ed25519.PrivateKey) {
 	sp.KeyId = KeyID(priv.Public().(ed25519.PublicKey))
-	sp.Signature = ed25519.Sign(priv, payloadOf(sp))
-}
-
-func payloadOf(sp *portcullisv1.SignedPolicy) []byte {
-	return PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument(), sp.GetParent())
+	sp.Signature = ed25519.Sign(priv, PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument()))
+	sp.ParentSignature = nil
+	if sp.GetParent() != "" {
+		sp.ParentSignature = ed25519.Sign(priv, ParentPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument(), sp.GetParent()))
+	}
 }
 
 // ErrUntrusted is wrapped by every refusal of Follow and VerifyPolicy.
@@ -149,7 +153,8 @@ func Follow(pinned ed25519.PublicKey, chain []*portcullisv1.GatewayKey) (ed25519
 	return cur, nil
 }
 
-// VerifyPolicy checks that sp is signed by key and names it.
+// VerifyPolicy checks that sp is signed by key and names it, its parent
+// included when it has one.
 func VerifyPolicy(sp *portcullisv1.SignedPolicy, key ed25519.PublicKey) error {
 	if len(key) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: no key", ErrUntrusted)
@@ -157,8 +162,16 @@ func VerifyPolicy(sp *portcullisv1.SignedPolicy, key ed25519.PublicKey) error {
 	if sp.GetKeyId() != KeyID(key) {
 		return fmt.Errorf("%w: signed by %q, trusted key is %s", ErrUntrusted, sp.GetKeyId(), KeyID(key))
 	}
-	if !ed25519.Verify(key, payloadOf(sp), sp.GetSignature()) {
+	if !ed25519.Verify(key, PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument()), sp.GetSignature()) {
 		return fmt.Errorf("%w: the signature of version %d does not match its content", ErrUntrusted, sp.GetVersion())
+	}
+	switch {
+	case sp.GetParent() != "":
+		if !ed25519.Verify(key, ParentPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument(), sp.GetParent()), sp.GetParentSignature()) {
+			return fmt.Errorf("%w: the parent signature of version %d does not match its parent", ErrUntrusted, sp.GetVersion())
+		}
+	case len(sp.GetParentSignature()) > 0:
+		return fmt.Errorf("%w: version %d has a parent signature and no parent", ErrUntrusted, sp.GetVersion())
 	}
 	return nil
 }

@@ -66,8 +66,8 @@ func TestAlteredPolicyIsRefused(t *testing.T) {
 	}
 }
 
-// A version's parent is signed: forging it, adding one to a version
-// signed without, or stripping it from one signed with it is refused.
+// A version's parent is signed: forging it, or adding one to a version
+// signed without, is refused; removing it but not its signature too.
 func TestParentIsSigned(t *testing.T) {
 	chain, privs := chainOf(t, 1)
 	withParent := func() *portcullisv1.SignedPolicy {
@@ -81,6 +81,11 @@ func TestParentIsSigned(t *testing.T) {
 	for name, alter := range map[string]func(*portcullisv1.SignedPolicy){
 		"forged":   func(sp *portcullisv1.SignedPolicy) { sp.Parent = Lineage(Lineage("", 1, "h1"), 2, "other") },
 		"stripped": func(sp *portcullisv1.SignedPolicy) { sp.Parent = "" },
+		"signature": func(sp *portcullisv1.SignedPolicy) {
+			sp.ParentSignature = bytes.Clone(sp.ParentSignature)
+			sp.ParentSignature[0] ^= 1
+		},
+		"signature removed": func(sp *portcullisv1.SignedPolicy) { sp.ParentSignature = nil },
 	} {
 		sp := withParent()
 		alter(sp)
@@ -92,6 +97,11 @@ func TestParentIsSigned(t *testing.T) {
 	legacy.Parent = Lineage("", 2, "h2")
 	if err := VerifyPolicy(legacy, chain[0].PublicKey); !errors.Is(err, ErrUntrusted) {
 		t.Errorf("a parent added to a version signed without one: err = %v, want ErrUntrusted", err)
+	}
+	// A proxy older than parents checks Signature alone: it still holds.
+	sp := withParent()
+	if !ed25519.Verify(chain[0].PublicKey, PolicyPayload(sp.Sandbox, sp.Version, sp.Hash, sp.Document), sp.Signature) {
+		t.Error("a version with a parent is not signed as before for older proxies")
 	}
 }
 
@@ -115,8 +125,8 @@ func TestLineageChainsHistory(t *testing.T) {
 
 // The sandbox and hash fields cannot trade bytes: each is length-prefixed.
 func TestPayloadFieldsAreDelimited(t *testing.T) {
-	a := PolicyPayload("ab", 1, "c", nil, "")
-	b := PolicyPayload("a", 1, "bc", nil, "")
+	a := PolicyPayload("ab", 1, "c", nil)
+	b := PolicyPayload("a", 1, "bc", nil)
 	if bytes.Equal(a, b) {
 		t.Fatal("payloads of different fields are equal")
 	}

@@ -566,10 +566,11 @@ func (x *Goaway) GetReason() string {
 	return ""
 }
 
-// SignedPolicy is one policy version as the gateway signed it. The
-// signature covers sandbox, version, hash, the SHA-256 of document and
-// parent (see the internal/signing package for the exact bytes); nonce,
-// keys, ca and ancestry are delivery details outside it.
+// SignedPolicy is one policy version as the gateway signed it. signature
+// covers sandbox, version, hash and the SHA-256 of document, and
+// parent_signature those and parent (see the internal/signing package for
+// the exact bytes); nonce, keys, ca and ancestry are delivery details
+// outside them.
 type SignedPolicy struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
@@ -609,9 +610,14 @@ type SignedPolicy struct {
 	// lineage of the version it holds and these hashes, the proxy
 	// recomputes parent. Not signed: a wrong hash cannot reproduce the
 	// signed parent.
-	Ancestry      []string `protobuf:"bytes,13,rep,name=ancestry,proto3" json:"ancestry,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Ancestry []string `protobuf:"bytes,13,rep,name=ancestry,proto3" json:"ancestry,omitempty"`
+	// parent_signature, by the key that made signature, covers what
+	// signature does and parent; set when parent is. It is a second
+	// signature so that a proxy older than parent still verifies signature
+	// (and ignores parent) as before.
+	ParentSignature []byte `protobuf:"bytes,14,opt,name=parent_signature,json=parentSignature,proto3" json:"parent_signature,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SignedPolicy) Reset() {
@@ -731,6 +737,13 @@ func (x *SignedPolicy) GetParent() string {
 func (x *SignedPolicy) GetAncestry() []string {
 	if x != nil {
 		return x.Ancestry
+	}
+	return nil
+}
+
+func (x *SignedPolicy) GetParentSignature() []byte {
+	if x != nil {
+		return x.ParentSignature
 	}
 	return nil
 }
@@ -1350,7 +1363,7 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x06goaway\x18\x03 \x01(\v2\x15.portcullis.v1.GoawayH\x00R\x06goawayB\t\n" +
 	"\amessage\" \n" +
 	"\x06Goaway\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xab\x03\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd6\x03\n" +
 	"\fSignedPolicy\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
@@ -1365,7 +1378,8 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	" \x01(\v2\x18.portcullis.v1.SandboxCAR\x02ca\x12 \n" +
 	"\vtraceparent\x18\v \x01(\tR\vtraceparent\x12\x16\n" +
 	"\x06parent\x18\f \x01(\tR\x06parent\x12\x1a\n" +
-	"\bancestry\x18\r \x03(\tR\bancestry\"]\n" +
+	"\bancestry\x18\r \x03(\tR\bancestry\x12)\n" +
+	"\x10parent_signature\x18\x0e \x01(\fR\x0fparentSignature\"]\n" +
 	"\n" +
 	"GatewayKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
