@@ -353,8 +353,8 @@ func (h *hub) sign(ctx context.Context, t *topic, v store.PolicyVersion) (*signe
 
 // lineage returns v's parent (the lineage of version v-1, "" for version
 // 1) and the hashes of up to ancestryKept versions before v. From t's
-// latest version, when older than v, it needs only the versions between
-// (none for the next one); else the sandbox's whole history.
+// latest version, when older than v, it reads only the hashes of the
+// versions between (none for the next one); else the whole history's.
 func (h *hub) lineage(ctx context.Context, t *topic, v store.PolicyVersion) (string, []string, error) {
 	var (
 		parent string
@@ -366,24 +366,18 @@ func (h *hub) lineage(ctx context.Context, t *topic, v store.PolicyVersion) (str
 		recent = append(slices.Clone(prev.recent), prev.policy.GetHash())
 	}
 	if from < v.Version-1 {
-		list, err := h.st.ListPolicyVersions(ctx, v.Sandbox)
+		hashes, err := h.st.PolicyHashes(ctx, v.Sandbox, from+1, v.Version-1)
 		if err != nil {
 			return "", nil, fmt.Errorf("lineage of %q version %d: %w", v.Sandbox, v.Version, err)
 		}
-		for _, pv := range list {
-			if pv.Version <= from || pv.Version >= v.Version {
-				continue
-			}
-			if pv.Version != from+1 {
-				return "", nil, fmt.Errorf("lineage of %q version %d: the history has no version %d", v.Sandbox, v.Version, from+1)
-			}
-			parent = signing.Lineage(parent, uint32(pv.Version), pv.Hash)
-			recent = append(recent, pv.Hash)
-			from = pv.Version
+		if int64(len(hashes)) != v.Version-1-from {
+			return "", nil, fmt.Errorf("lineage of %q version %d: the history holds %d of versions %d to %d", v.Sandbox, v.Version, len(hashes), from+1, v.Version-1)
 		}
-		if from != v.Version-1 {
-			return "", nil, fmt.Errorf("lineage of %q version %d: the history ends at version %d", v.Sandbox, v.Version, from)
+		for _, hash := range hashes {
+			from++
+			parent = signing.Lineage(parent, uint32(from), hash)
 		}
+		recent = append(recent, hashes...)
 	}
 	if len(recent) > ancestryKept {
 		recent = slices.Clone(recent[len(recent)-ancestryKept:])
@@ -395,18 +389,12 @@ func (h *hub) lineage(ctx context.Context, t *topic, v store.PolicyVersion) (str
 // order: the ancestry of a version sent to a proxy that missed more
 // versions than the version keeps.
 func (d *Distribution) hashes(ctx context.Context, sandbox string, from, to uint32) ([]string, error) {
-	list, err := d.st.ListPolicyVersions(ctx, sandbox)
+	out, err := d.st.PolicyHashes(ctx, sandbox, int64(from), int64(to))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, to-from+1)
-	for _, pv := range list {
-		if pv.Version >= int64(from) && pv.Version <= int64(to) {
-			out = append(out, pv.Hash)
-		}
-	}
 	if len(out) != int(to-from+1) {
-		return nil, fmt.Errorf("the history of %q lacks versions between %d and %d", sandbox, from, to)
+		return nil, fmt.Errorf("the history of %q holds %d of versions %d to %d", sandbox, len(out), from, to)
 	}
 	return out, nil
 }
