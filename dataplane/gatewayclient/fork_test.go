@@ -146,7 +146,7 @@ func TestSubscriberRefusesAForkedReplica(t *testing.T) {
 }
 
 // One history: a proxy follows 1, 2, 3 one by one; one that missed
-// versions (it held 3 while 4 and 5 were committed, then while 64 more
+// versions (it held 3 while 4 and 5 were committed, then while 70 more
 // were, more than a version keeps the hashes of) applies the newest.
 func TestSubscriberFollowsOneHistoryAcrossGaps(t *testing.T) {
 	gw := gatewaytest.Start(t, "sqlite")

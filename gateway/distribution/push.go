@@ -320,8 +320,10 @@ func (h *hub) load(ctx context.Context, t *topic, version int64, inserted *store
 }
 
 // ancestryKept bounds the hashes a signed version keeps of the versions
-// before it (signedVersion.recent).
-const ancestryKept = 64
+// before it (signedVersion.recent): about 1.3 KB per sandbox with
+// streams, enough for a burst of commits its loader took as one; a stream
+// whose proxy missed more reads them (Distribution.hashes).
+const ancestryKept = 16
 
 // sign signs v, naming its parent: the lineage of the version before it,
 // which extends the lineage of t's latest version when that one is older,
