@@ -44,7 +44,8 @@ import (
 // reaches the proxies without waiting for a read of what it just wrote.
 
 // signedVersion is one committed version, signed once and shared by every
-// stream that sends it. It is never modified.
+// stream that sends it. It is never modified, but for the longer ancestry
+// its streams read (older).
 type signedVersion struct {
 	policy *portcullisv1.SignedPolicy // Nonce, Keys, Ca, Traceparent and Ancestry unset
 	chain  []*portcullisv1.GatewayKey
@@ -54,6 +55,12 @@ type signedVersion struct {
 	// them without reading the store.
 	lineage string
 	recent  []string
+	// older holds the hashes from version olderFrom to version-1, read
+	// for a stream whose proxy missed more than recent holds: the other
+	// streams that held the same version (or a later one) reuse them.
+	olderMu   sync.Mutex
+	olderFrom uint32
+	older     []string
 	// committed is the span that committed the version (its provenance's
 	// traceparent), the parent of each delivery's span; invalid if none.
 	committed trace.SpanContext
@@ -385,6 +392,27 @@ func (h *hub) lineage(ctx context.Context, t *topic, v store.PolicyVersion) (str
 		recent = slices.Clone(recent[len(recent)-ancestryKept:])
 	}
 	return parent, recent, nil
+}
+
+// ancestry returns the hashes of the versions from to version-1: from
+// recent, else read once (read) and shared with the streams that need as
+// many or fewer.
+func (v *signedVersion) ancestry(from uint32, read func(from, to uint32) ([]string, error)) ([]string, error) {
+	need := int(v.version() - from)
+	if need <= len(v.recent) {
+		return v.recent[len(v.recent)-need:], nil
+	}
+	v.olderMu.Lock()
+	defer v.olderMu.Unlock()
+	if v.older != nil && v.olderFrom <= from {
+		return v.older[from-v.olderFrom:], nil
+	}
+	hashes, err := read(from, v.version()-1)
+	if err != nil {
+		return nil, err
+	}
+	v.older, v.olderFrom = hashes, from
+	return hashes, nil
 }
 
 // hashes returns the policy hashes of sandbox's versions from to to, in

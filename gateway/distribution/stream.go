@@ -384,14 +384,9 @@ func (ps *policyStream) message(sv *signedVersion) (*portcullisv1.SignedPolicy, 
 	if held := ps.held.Load(); held > 0 && held+1 < sv.version() {
 		// The proxy missed versions: it needs their hashes to tell that
 		// this one descends from its own.
-		need := int(sv.version() - 1 - held)
-		if need <= len(sv.recent) {
-			msg.Ancestry = sv.recent[len(sv.recent)-need:]
-		} else {
-			var err error
-			if msg.Ancestry, err = ps.history(held+1, sv.version()-1); err != nil {
-				return nil, fmt.Errorf("ancestry of version %d: %w", sv.version(), err)
-			}
+		var err error
+		if msg.Ancestry, err = sv.ancestry(held+1, ps.history); err != nil {
+			return nil, fmt.Errorf("ancestry of version %d: %w", sv.version(), err)
 		}
 	}
 	if len(sv.chain) != ps.chainSent {
