@@ -29,6 +29,7 @@ type metrics struct {
 	pushAckSandbox *prometheus.HistogramVec
 	pushNacks      prometheus.Counter
 	keepFailures   prometheus.Counter
+	pushForks      prometheus.Counter
 	proxyDropped   prometheus.Counter
 	proxyOCSF      prometheus.Counter
 	decided        *prometheus.CounterVec
@@ -62,6 +63,10 @@ func newMetrics(s *Server) *metrics {
 	m.keepFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "portcullis_proxy_keep_failures_total",
 		Help: "Policy versions proxies ACKed (and enforce) but could not keep in their data dir, a full or read-only disk: restarted then, they would enforce an older version.",
+	})
+	m.pushForks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "portcullis_push_forks_total",
+		Help: "Policy versions proxies refused because they do not descend from the version the proxy holds: this replica's history forked from the proxy's (a restored or forked store). Needs an operator.",
 	})
 	m.proxyDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "portcullis_proxy_decisions_dropped_total",
@@ -114,7 +119,7 @@ func newMetrics(s *Server) *metrics {
 		m.register(count("portcullis_ocsf_dropped_total",
 			"OCSF events this replica dropped: a sink's queue was full or the sink refused them.", s.cfg.OCSFDropped))
 	}
-	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.keepFailures, m.proxyDropped, m.proxyOCSF, m.decided, m.conns, connected, behind, stored, limited, pruned,
+	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.keepFailures, m.pushForks, m.proxyDropped, m.proxyOCSF, m.decided, m.conns, connected, behind, stored, limited, pruned,
 		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped, bodies,
 		newPendingCollector(s.store, s.cfg.Now, s.cfg.PendingMetricsTTL, s.log),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

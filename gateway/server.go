@@ -307,6 +307,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Acked:       s.metrics.acked,
 		Nacked:      s.metrics.pushNacks.Inc,
 		KeepFailed:  s.metrics.keepFailures.Inc,
+		Forked:      s.metrics.pushForks.Inc,
 		Dropped:     func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
 		OCSFDropped: func(n uint64) { s.metrics.proxyOCSF.Add(float64(n)) },
 		Decided:     func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },

@@ -55,6 +55,10 @@ type Tx interface {
 	// ListPolicyVersions returns every version, oldest first, without
 	// documents (ErrNotFound for an unknown sandbox).
 	ListPolicyVersions(ctx context.Context, sandbox string) ([]PolicyVersion, error)
+	// PolicyHashes returns the hashes of the sandbox's versions from to
+	// to (inclusive), oldest first: what the push hub chains into a
+	// version's parent, without reading the rest of the history.
+	PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error)
 
 	// InsertToken stores t and returns it with its ID (ErrNotFound when a
 	// sandbox token's sandbox does not exist).

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,16 @@ import (
 // last good one in its data dir, and answers ACK or NACK. Started while
 // the gateway is unreachable it enforces the version it kept, verified
 // again; with none (or a forged one) it denies everything.
+//
+// It applies only a version that descends from the one it holds (descends):
+// each version names, signed, its parent's lineage, a hash over the whole
+// history before it. A version with the number held and another content,
+// or a newer one whose history does not pass through the version held, is
+// a fork — a replica on a restored or forked store — and is refused (NACK
+// with fork set), logged at Error and counted (Forks); the proxy keeps
+// enforcing what it holds until an operator settles which history stands,
+// and leaves that replica as one that failed, for another that may serve
+// its history (it comes back to it after the replica's backoff).
 
 // Files in the data dir.
 const (
@@ -144,8 +155,15 @@ type Subscriber struct {
 	nacked  struct {
 		version uint32
 		hash    string
-		err     string
+		parent  string
+		// ancestry too: whether a version descends may depend on it.
+		ancestry []string
+		err      string
+		fork     bool
 	}
+	// forks counts the versions refused as forks; lastFork is the last.
+	forks    uint64
+	lastFork Fork
 
 	clock gatewayClock // the gateway's clock, from heartbeats (clock.go)
 }
@@ -319,6 +337,83 @@ func (s *Subscriber) apply(sp *portcullisv1.SignedPolicy, pol *policy.Policy) er
 	return nil
 }
 
+// ErrFork is wrapped by the refusal of a version that does not descend
+// from the version held.
+var ErrFork = errors.New("policy fork")
+
+// Fork is a version refused because it does not descend from the version
+// held.
+type Fork struct {
+	// Version and Hash name the version refused; Held and HeldHash the
+	// version the proxy kept enforcing.
+	Version  uint32
+	Hash     string
+	Held     uint32
+	HeldHash string
+	Err      string
+}
+
+// Forks returns how many versions were refused as forks, and the last of
+// them (zero if none): the proxy's own count of what the gateway counts
+// as portcullis_push_forks_total and shows in proxies list.
+func (s *Subscriber) Forks() (uint64, Fork) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.forks, s.lastFork
+}
+
+// descends checks that sp, verified and not older than held, descends
+// from held (nil: the proxy holds none). The same number must carry the
+// same content and history; a newer version's parent must be the lineage
+// of held extended by the hashes of the versions between (sp.Ancestry,
+// unsigned: the signed parent proves them). A version signed before
+// parents existed (none, beyond version 1) cannot be checked and is taken
+// on its number alone, as it always was; so is any version while the one
+// held is such a legacy version.
+func descends(held, sp *portcullisv1.SignedPolicy) error {
+	if held == nil {
+		return nil
+	}
+	if sp.GetVersion() == held.GetVersion() {
+		if sp.GetHash() != held.GetHash() {
+			return fmt.Errorf("%w: version %d has hash %s but the version %d held has hash %s: the gateway's history differs from the one this proxy followed",
+				ErrFork, sp.GetVersion(), sp.GetHash(), held.GetVersion(), held.GetHash())
+		}
+		if sp.GetParent() != "" && held.GetParent() != "" && sp.GetParent() != held.GetParent() {
+			return fmt.Errorf("%w: version %d has the content held but another history before it (parent %s, held %s)",
+				ErrFork, sp.GetVersion(), sp.GetParent(), held.GetParent())
+		}
+		return nil
+	}
+	lineage, known := lineageOf(held)
+	if sp.GetParent() == "" || !known {
+		return nil
+	}
+	gap := int(sp.GetVersion() - held.GetVersion() - 1)
+	anc := sp.GetAncestry()
+	if len(anc) < gap {
+		return fmt.Errorf("version %d came with the hashes of %d versions before it; the proxy holds version %d and needs those of the %d between to check that it descends from it",
+			sp.GetVersion(), len(anc), held.GetVersion(), gap)
+	}
+	for i, h := range anc[len(anc)-gap:] {
+		lineage = signing.Lineage(lineage, held.GetVersion()+uint32(i)+1, h)
+	}
+	if lineage != sp.GetParent() {
+		return fmt.Errorf("%w: version %d does not descend from the version %d held (hash %s): the gateway's history differs from the one this proxy followed",
+			ErrFork, sp.GetVersion(), held.GetVersion(), held.GetHash())
+	}
+	return nil
+}
+
+// lineageOf returns sp's lineage, unknown for a version (beyond 1) signed
+// without its parent.
+func lineageOf(sp *portcullisv1.SignedPolicy) (string, bool) {
+	if sp.GetParent() == "" && sp.GetVersion() != 1 {
+		return "", false
+	}
+	return signing.Lineage(sp.GetParent(), sp.GetVersion(), sp.GetHash()), true
+}
+
 // AppliedVersion is the version enforced (0 if none).
 func (s *Subscriber) AppliedVersion() uint32 {
 	s.mu.Lock()
@@ -339,7 +434,8 @@ func (s *Subscriber) GatewayAhead() time.Duration { return s.clock.aheadOf() }
 // backoff (exponential, full jitter) while none answers. Every stream
 // starts with the version held (ProxyHello.held_version) and receive
 // never applies an older one, so moving between replicas never makes
-// the proxy regress.
+// the proxy regress; a replica that offers a version of another history
+// (a fork) is left as one that failed.
 func (s *Subscriber) Run(ctx context.Context) error {
 	ep := s.fleet.first(ctx)
 	for {
@@ -469,6 +565,12 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		if err != nil {
 			return err
 		}
+		if n := answer.GetNack(); n.GetFork() {
+			// This replica serves another history: leave it as one that
+			// failed (its backoff grows), for another replica that may
+			// serve the proxy's.
+			return fmt.Errorf("%w: the replica offered version %d, which does not descend from the version held", ErrFork, n.GetVersion())
+		}
 	}
 }
 
@@ -477,10 +579,19 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nack := func(err error) *portcullisv1.StreamPolicyRequest {
-		s.nacked.version, s.nacked.hash, s.nacked.err = sp.GetVersion(), sp.GetHash(), err.Error()
-		s.log.Error("refused a policy version; still enforcing the last good one", "version", sp.GetVersion(), "held", s.applied.GetVersion(), "err", err)
+		fork := errors.Is(err, ErrFork)
+		s.nacked.version, s.nacked.hash, s.nacked.parent, s.nacked.err, s.nacked.fork = sp.GetVersion(), sp.GetHash(), sp.GetParent(), err.Error(), fork
+		s.nacked.ancestry = sp.GetAncestry()
+		if fork {
+			s.forks++
+			s.lastFork = Fork{Version: sp.GetVersion(), Hash: sp.GetHash(), Held: s.applied.GetVersion(), HeldHash: s.applied.GetHash(), Err: err.Error()}
+			s.log.Error("refused a policy version that does not descend from the one held: the gateway replica serves a forked history (a restored or forked store); still enforcing the version held until an operator settles which history stands",
+				"version", sp.GetVersion(), "hash", sp.GetHash(), "held", s.applied.GetVersion(), "held_hash", s.applied.GetHash(), "err", err)
+		} else {
+			s.log.Error("refused a policy version; still enforcing the last good one", "version", sp.GetVersion(), "held", s.applied.GetVersion(), "err", err)
+		}
 		return &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Nack{Nack: &portcullisv1.PolicyNack{
-			Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash(), Error: err.Error(),
+			Nonce: sp.GetNonce(), Version: sp.GetVersion(), Hash: sp.GetHash(), Error: err.Error(), Fork: fork,
 		}}}
 	}
 	ack := &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Ack{Ack: &portcullisv1.PolicyAck{
@@ -490,9 +601,14 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	if len(sp.GetKeys()) > 0 {
 		chain = sp.GetKeys()
 	}
-	if s.nacked.version == sp.GetVersion() && s.nacked.hash == sp.GetHash() && s.nacked.version != 0 {
+	if s.nacked.version == sp.GetVersion() && s.nacked.hash == sp.GetHash() && s.nacked.parent == sp.GetParent() &&
+		slices.Equal(s.nacked.ancestry, sp.GetAncestry()) && s.nacked.version != 0 {
 		// Refused before: say so again, without trying again.
-		return nack(errors.New(s.nacked.err))
+		err := errors.New(s.nacked.err)
+		if s.nacked.fork {
+			err = fmt.Errorf("%w: %s", ErrFork, strings.TrimPrefix(s.nacked.err, ErrFork.Error()+": "))
+		}
+		return nack(err)
 	}
 	if held := s.applied.GetVersion(); sp.GetVersion() < held {
 		return nack(fmt.Errorf("version %d is older than the version held, %d", sp.GetVersion(), held))
@@ -507,9 +623,13 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 	if sp.GetCa() != nil {
 		s.ca = sp.GetCa()
 	}
+	if err := descends(s.applied, sp); err != nil {
+		return nack(err)
+	}
 	if s.applied.GetVersion() == sp.GetVersion() && s.applied.GetHash() == sp.GetHash() {
 		// Already enforced (the gateway sends the current version on
-		// every new stream); keep a newer chain or CA it brought.
+		// every new stream); keep a newer chain or CA it brought, and
+		// its parent if the version held was signed without one.
 		if sp.GetCa() != nil {
 			if sandboxCA, err := ca.Parse(sp.GetCa().GetCertPem(), sp.GetCa().GetKeyPem()); err == nil {
 				s.proxy.SetCA(sandboxCA)
@@ -538,6 +658,7 @@ func (s *Subscriber) keep(sp *portcullisv1.SignedPolicy, chain []*portcullisv1.G
 	kept.Keys = chain
 	kept.Nonce = ""
 	kept.Traceparent = ""
+	kept.Ancestry = nil // the kept parent (signed) is what later checks start from
 	if kept.Ca == nil && s.ca != nil {
 		kept.Ca = s.ca
 	}

@@ -42,13 +42,15 @@ type Config struct {
 	// Acked and Nacked, if set, observe each ACK (with its sandbox and
 	// its lag from the version's commit) and each NACK; KeepFailed each
 	// ACK of a version the proxy enforces but could not keep in its data
-	// dir; Dropped the decision records a proxy says it dropped before
+	// dir; Forked each NACK of a version that does not descend from the
+	// one the proxy holds (a fork, PolicyNack.fork); Dropped the decision records a proxy says it dropped before
 	// shipping them, and OCSFDropped the OCSF events its sinks dropped;
 	// Decided the records of each valid batch shipped, by decision
 	// (before the ingest limit): the gateway's metrics.
 	Acked       func(sandbox string, lag time.Duration)
 	Nacked      func()
 	KeepFailed  func()
+	Forked      func()
 	Dropped     func(n uint64)
 	OCSFDropped func(n uint64)
 	Decided     func(decision string, n int)
@@ -126,6 +128,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 	}
 	if cfg.KeepFailed == nil {
 		cfg.KeepFailed = func() {}
+	}
+	if cfg.Forked == nil {
+		cfg.Forked = func() {}
 	}
 	sg := newSigner(st)
 	d := &Distribution{

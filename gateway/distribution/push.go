@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/signing"
 	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -42,10 +44,23 @@ import (
 // reaches the proxies without waiting for a read of what it just wrote.
 
 // signedVersion is one committed version, signed once and shared by every
-// stream that sends it. It is never modified.
+// stream that sends it. It is never modified, but for the longer ancestry
+// its streams read (older).
 type signedVersion struct {
-	policy *portcullisv1.SignedPolicy // Nonce, Keys, Ca and Traceparent unset
+	policy *portcullisv1.SignedPolicy // Nonce, Keys, Ca, Traceparent and Ancestry unset
 	chain  []*portcullisv1.GatewayKey
+	// lineage is the version's own lineage (the next version's parent);
+	// recent the policy hashes of up to ancestryKept versions before it,
+	// oldest first: a stream whose proxy missed that many or fewer sends
+	// them without reading the store.
+	lineage string
+	recent  []string
+	// older holds the hashes from version olderFrom to version-1, read
+	// for a stream whose proxy missed more than recent holds: the other
+	// streams that held the same version (or a later one) reuse them.
+	olderMu   sync.Mutex
+	olderFrom uint32
+	older     []string
 	// committed is the span that committed the version (its provenance's
 	// traceparent), the parent of each delivery's span; invalid if none.
 	committed trace.SpanContext
@@ -112,7 +127,7 @@ func (h *hub) subscribe(ctx context.Context, sandbox string, ps *policyStream, h
 		// was read has been offered to it (or will be, by the check).
 		return t, nil
 	}
-	sv, err := h.load(ctx, sandbox, 0, nil)
+	sv, err := h.load(ctx, t, 0, nil)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// No policy yet: the proxy denies everything until the first one.
@@ -145,7 +160,7 @@ func (h *hub) notify(ctx context.Context, sandbox string, version int64, inserte
 	if cur := t.latest.Load(); cur != nil && int64(cur.version()) >= version {
 		return nil
 	}
-	sv, err := h.load(ctx, sandbox, version, inserted)
+	sv, err := h.load(ctx, t, version, inserted)
 	if err != nil {
 		return err
 	}
@@ -299,20 +314,34 @@ func (h *hub) offer(t *topic, sv *signedVersion) {
 
 // load signs a version (0: the current one): inserted if it is that
 // version, else read from the store.
-func (h *hub) load(ctx context.Context, sandbox string, version int64, inserted *store.PolicyVersion) (*signedVersion, error) {
+func (h *hub) load(ctx context.Context, t *topic, version int64, inserted *store.PolicyVersion) (*signedVersion, error) {
+	sandbox := t.sandbox
 	if inserted != nil && version > 0 && inserted.Sandbox == sandbox && inserted.Version == version {
-		return h.sign(ctx, *inserted)
+		return h.sign(ctx, t, *inserted)
 	}
 	v, err := h.st.GetPolicyVersion(ctx, sandbox, version)
 	if err != nil {
 		return nil, err
 	}
-	return h.sign(ctx, v)
+	return h.sign(ctx, t, v)
 }
 
-func (h *hub) sign(ctx context.Context, v store.PolicyVersion) (*signedVersion, error) {
+// ancestryKept bounds the hashes a signed version keeps of the versions
+// before it (signedVersion.recent): about 1.3 KB per sandbox with
+// streams, enough for a burst of commits its loader took as one; a stream
+// whose proxy missed more reads them (Distribution.hashes).
+const ancestryKept = 16
+
+// sign signs v, naming its parent: the lineage of the version before it,
+// which extends the lineage of t's latest version when that one is older,
+// and is read from the sandbox's history otherwise.
+func (h *hub) sign(ctx context.Context, t *topic, v store.PolicyVersion) (*signedVersion, error) {
 	if v.Version < 1 || v.Version > int64(^uint32(0)) {
 		return nil, fmt.Errorf("version %d of %q out of range", v.Version, v.Sandbox)
+	}
+	parent, recent, err := h.lineage(ctx, t, v)
+	if err != nil {
+		return nil, err
 	}
 	sp := &portcullisv1.SignedPolicy{
 		Sandbox:     v.Sandbox,
@@ -320,11 +349,82 @@ func (h *hub) sign(ctx context.Context, v store.PolicyVersion) (*signedVersion, 
 		Hash:        v.Hash,
 		Document:    v.Document,
 		CommittedAt: timestamppb.New(v.CreatedAt),
+		Parent:      parent,
 	}
 	chain, err := h.signer.sign(ctx, sp)
 	if err != nil {
 		return nil, err
 	}
 	committed, _ := telemetry.ParseTraceparent(v.Provenance[telemetry.ProvenanceKey])
-	return &signedVersion{policy: sp, chain: chain, committed: committed}, nil
+	return &signedVersion{policy: sp, chain: chain, committed: committed,
+		lineage: signing.Lineage(parent, sp.Version, sp.Hash), recent: recent}, nil
+}
+
+// lineage returns v's parent (the lineage of version v-1, "" for version
+// 1) and the hashes of up to ancestryKept versions before v. From t's
+// latest version, when older than v, it reads only the hashes of the
+// versions between (none for the next one); else the whole history's.
+func (h *hub) lineage(ctx context.Context, t *topic, v store.PolicyVersion) (string, []string, error) {
+	var (
+		parent string
+		recent []string
+		from   int64 // the versions up to from are in parent
+	)
+	if prev := t.latest.Load(); prev != nil && int64(prev.version()) < v.Version {
+		parent, from = prev.lineage, int64(prev.version())
+		recent = append(slices.Clone(prev.recent), prev.policy.GetHash())
+	}
+	if from < v.Version-1 {
+		hashes, err := h.st.PolicyHashes(ctx, v.Sandbox, from+1, v.Version-1)
+		if err != nil {
+			return "", nil, fmt.Errorf("lineage of %q version %d: %w", v.Sandbox, v.Version, err)
+		}
+		if int64(len(hashes)) != v.Version-1-from {
+			return "", nil, fmt.Errorf("lineage of %q version %d: the history holds %d of versions %d to %d", v.Sandbox, v.Version, len(hashes), from+1, v.Version-1)
+		}
+		for _, hash := range hashes {
+			from++
+			parent = signing.Lineage(parent, uint32(from), hash)
+		}
+		recent = append(recent, hashes...)
+	}
+	if len(recent) > ancestryKept {
+		recent = slices.Clone(recent[len(recent)-ancestryKept:])
+	}
+	return parent, recent, nil
+}
+
+// ancestry returns the hashes of the versions from to version-1: from
+// recent, else read once (read) and shared with the streams that need as
+// many or fewer.
+func (v *signedVersion) ancestry(from uint32, read func(from, to uint32) ([]string, error)) ([]string, error) {
+	need := int(v.version() - from)
+	if need <= len(v.recent) {
+		return v.recent[len(v.recent)-need:], nil
+	}
+	v.olderMu.Lock()
+	defer v.olderMu.Unlock()
+	if v.older != nil && v.olderFrom <= from {
+		return v.older[from-v.olderFrom:], nil
+	}
+	hashes, err := read(from, v.version()-1)
+	if err != nil {
+		return nil, err
+	}
+	v.older, v.olderFrom = hashes, from
+	return hashes, nil
+}
+
+// hashes returns the policy hashes of sandbox's versions from to to, in
+// order: the ancestry of a version sent to a proxy that missed more
+// versions than the version keeps.
+func (d *Distribution) hashes(ctx context.Context, sandbox string, from, to uint32) ([]string, error) {
+	out, err := d.st.PolicyHashes(ctx, sandbox, int64(from), int64(to))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != int(to-from+1) {
+		return nil, fmt.Errorf("the history of %q holds %d of versions %d to %d", sandbox, len(out), from, to)
+	}
+	return out, nil
 }

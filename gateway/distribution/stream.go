@@ -84,7 +84,9 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 		fail:    func(err error) { cancel(err) },
 		tracer:  d.tracer,
 		proxyID: hello.GetProxyId(),
+		history: func(from, to uint32) ([]string, error) { return d.hashes(ctx, p.Sandbox, from, to) },
 	}
+	ps.held.Store(hello.GetHeldVersion())
 	entry := d.proxies.connect(key, hello)
 	defer d.proxies.disconnect(entry)
 	t, err := transport.OffStack(func() (*topic, error) { return d.hub.subscribe(ctx, p.Sandbox, ps, hello.GetHeldVersion()) })
@@ -124,6 +126,7 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 				return invalidField("ack.nonce", "names no version sent on this stream")
 			}
 			lag := now.Sub(sent.sv.committedAt())
+			ps.held.Store(sent.sv.version())
 			d.proxies.ack(entry, sent.sv, lag, now)
 			d.cfg.Acked(p.Sandbox, lag)
 			if keepErr := m.Ack.GetKeepError(); keepErr != "" {
@@ -141,8 +144,18 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 			}
 			d.proxies.nack(entry, sent.sv, truncate(m.Nack.GetError(), maxNackError), now.Sub(sent.sv.committedAt()), now)
 			d.cfg.Nacked()
-			d.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
-				"version", sent.sv.version(), "error", truncate(m.Nack.GetError(), maxNackError))
+			if m.Nack.GetFork() {
+				// This replica's history and the proxy's differ (one of
+				// them runs on a restored or forked store): an operator
+				// must say which one stands.
+				d.cfg.Forked()
+				d.log.ErrorContext(ctx, "proxy refused a policy version that does not descend from the one it holds: this replica's history forked from the proxy's; the proxy keeps enforcing its own",
+					"sandbox", p.Sandbox, "proxy", key.proxyID, "version", sent.sv.version(), "hash", sent.sv.policy.GetHash(),
+					"held_version", ps.held.Load(), "error", truncate(m.Nack.GetError(), maxNackError))
+			} else {
+				d.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
+					"version", sent.sv.version(), "error", truncate(m.Nack.GetError(), maxNackError))
+			}
 			sent.answered("nack", truncate(m.Nack.GetError(), maxNackError))
 		case *portcullisv1.StreamPolicyRequest_Heartbeat:
 			d.proxies.seen(entry, now)
@@ -257,6 +270,13 @@ type policyStream struct {
 	sentMu sync.Mutex
 	sent   map[string]delivery // by nonce, the versions not yet answered
 
+	// held is the version the proxy enforces, as far as this stream
+	// knows (its hello, then each ACK): a version sent after a gap
+	// carries the hashes of the versions between (ancestry), read from
+	// history when the version keeps too few.
+	held    atomic.Uint32
+	history func(from, to uint32) ([]string, error)
+
 	tracer  trace.Tracer // nil: no push spans (trace.go)
 	proxyID string
 }
@@ -350,14 +370,24 @@ func (ps *policyStream) message(sv *signedVersion) (*portcullisv1.SignedPolicy, 
 	}
 	p := sv.policy
 	msg := &portcullisv1.SignedPolicy{
-		Sandbox:     p.Sandbox,
-		Version:     p.Version,
-		Hash:        p.Hash,
-		Document:    p.Document,
-		CommittedAt: p.CommittedAt,
-		KeyId:       p.KeyId,
-		Signature:   p.Signature,
-		Nonce:       hex.EncodeToString(b[:]),
+		Sandbox:         p.Sandbox,
+		Version:         p.Version,
+		Hash:            p.Hash,
+		Document:        p.Document,
+		CommittedAt:     p.CommittedAt,
+		KeyId:           p.KeyId,
+		Signature:       p.Signature,
+		Parent:          p.Parent,
+		ParentSignature: p.ParentSignature,
+		Nonce:           hex.EncodeToString(b[:]),
+	}
+	if held := ps.held.Load(); held > 0 && held+1 < sv.version() {
+		// The proxy missed versions: it needs their hashes to tell that
+		// this one descends from its own.
+		var err error
+		if msg.Ancestry, err = sv.ancestry(held+1, ps.history); err != nil {
+			return nil, fmt.Errorf("ancestry of version %d: %w", sv.version(), err)
+		}
 	}
 	if len(sv.chain) != ps.chainSent {
 		msg.Keys = sv.chain

@@ -3,10 +3,23 @@
 // chain a proxy follows from the key it pinned to the key signing now.
 //
 // A policy signature (Ed25519) covers the sandbox, the version number, the
-// policy hash and the SHA-256 of the document bytes, each length-prefixed
-// after a domain string, so no field can be shifted into another and a
-// signature made for one purpose (a policy, a key endorsement) is never
-// valid for the other.
+// policy hash, the SHA-256 of the document bytes and the version's parent,
+// each length-prefixed after a domain string, so no field can be shifted
+// into another and a signature made for one purpose (a policy, a key
+// endorsement) is never valid for the other.
+//
+// The parent is the Lineage of the version before: a hash over the whole
+// history (each version's number and policy hash, chained as commit ids
+// are), so that a proxy can tell a version descending from the one it
+// holds from one of a forked history with the same number (a replica on a
+// restored database). Version 1 has no parent, nor does a version signed
+// before parents existed. A version with a parent carries two signatures
+// by the same key: Signature over the payload without the parent, as
+// before (so a proxy older than parents verifies it and ignores the
+// parent), and ParentSignature over that payload and the parent under
+// its own domain. A parent cannot be altered or added without a
+// ParentSignature to match; removing both leaves a version without
+// parent, taken on its number as every version was before parents.
 //
 // Keys form a chain, oldest first: each key after the first is endorsed
 // (signed) by the one before it. A proxy trusts the key it pinned and
@@ -27,8 +40,10 @@ import (
 )
 
 const (
-	policyDomain = "portcullis policy signature v1"
-	keyDomain    = "portcullis gateway key endorsement v1"
+	policyDomain       = "portcullis policy signature v1"
+	policyParentDomain = "portcullis policy signature v2"
+	lineageDomain      = "portcullis policy lineage v1"
+	keyDomain          = "portcullis gateway key endorsement v1"
 )
 
 // KeyID names a public key: "ed25519:" and the first 16 hex digits of its
@@ -50,16 +65,39 @@ func NewKey(prev ed25519.PrivateKey) (pub ed25519.PublicKey, priv ed25519.Privat
 	return pub, priv, endorsement, nil
 }
 
-// PolicyPayload is the message a policy signature signs.
+// PolicyPayload is the message a policy's Signature signs.
 func PolicyPayload(sandbox string, version uint32, hash string, document []byte) []byte {
+	return payload(policyDomain, sandbox, version, hash, document)
+}
+
+// ParentPayload is the message a policy's ParentSignature signs: what
+// PolicyPayload holds, under another domain, and the parent.
+func ParentPayload(sandbox string, version uint32, hash string, document []byte, parent string) []byte {
+	return appendField(payload(policyParentDomain, sandbox, version, hash, document), []byte(parent))
+}
+
+func payload(domain, sandbox string, version uint32, hash string, document []byte) []byte {
 	sum := sha256.Sum256(document)
 	var b []byte
-	b = appendField(b, []byte(policyDomain))
+	b = appendField(b, []byte(domain))
 	b = appendField(b, []byte(sandbox))
 	b = binary.BigEndian.AppendUint32(b, version)
 	b = appendField(b, []byte(hash))
 	b = appendField(b, sum[:])
 	return b
+}
+
+// Lineage is the hex SHA-256 naming a version and, through parent (the
+// lineage of the version before it, "" for version 1), every version
+// before it: two histories that differ anywhere up to version have
+// different lineages. The next version's Parent is this.
+func Lineage(parent string, version uint32, hash string) string {
+	b := appendField(nil, []byte(lineageDomain))
+	b = appendField(b, []byte(parent))
+	b = binary.BigEndian.AppendUint32(b, version)
+	b = appendField(b, []byte(hash))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func keyPayload(pub ed25519.PublicKey) []byte {
@@ -72,11 +110,16 @@ func appendField(b, field []byte) []byte {
 	return append(b, field...)
 }
 
-// SignPolicy signs sp's sandbox, version, hash and document with priv and
-// sets its KeyId and Signature.
+// SignPolicy signs sp's sandbox, version, hash and document with priv,
+// and those and its parent when it has one, and sets its KeyId,
+// Signature and ParentSignature.
 func SignPolicy(sp *portcullisv1.SignedPolicy, priv ed25519.PrivateKey) {
 	sp.KeyId = KeyID(priv.Public().(ed25519.PublicKey))
 	sp.Signature = ed25519.Sign(priv, PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument()))
+	sp.ParentSignature = nil
+	if sp.GetParent() != "" {
+		sp.ParentSignature = ed25519.Sign(priv, ParentPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument(), sp.GetParent()))
+	}
 }
 
 // ErrUntrusted is wrapped by every refusal of Follow and VerifyPolicy.
@@ -110,7 +153,8 @@ func Follow(pinned ed25519.PublicKey, chain []*portcullisv1.GatewayKey) (ed25519
 	return cur, nil
 }
 
-// VerifyPolicy checks that sp is signed by key and names it.
+// VerifyPolicy checks that sp is signed by key and names it, its parent
+// included when it has one.
 func VerifyPolicy(sp *portcullisv1.SignedPolicy, key ed25519.PublicKey) error {
 	if len(key) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: no key", ErrUntrusted)
@@ -120,6 +164,14 @@ func VerifyPolicy(sp *portcullisv1.SignedPolicy, key ed25519.PublicKey) error {
 	}
 	if !ed25519.Verify(key, PolicyPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument()), sp.GetSignature()) {
 		return fmt.Errorf("%w: the signature of version %d does not match its content", ErrUntrusted, sp.GetVersion())
+	}
+	switch {
+	case sp.GetParent() != "":
+		if !ed25519.Verify(key, ParentPayload(sp.GetSandbox(), sp.GetVersion(), sp.GetHash(), sp.GetDocument(), sp.GetParent()), sp.GetParentSignature()) {
+			return fmt.Errorf("%w: the parent signature of version %d does not match its parent", ErrUntrusted, sp.GetVersion())
+		}
+	case len(sp.GetParentSignature()) > 0:
+		return fmt.Errorf("%w: version %d has a parent signature and no parent", ErrUntrusted, sp.GetVersion())
 	}
 	return nil
 }

@@ -66,6 +66,63 @@ func TestAlteredPolicyIsRefused(t *testing.T) {
 	}
 }
 
+// A version's parent is signed: forging it, or adding one to a version
+// signed without, is refused; removing it but not its signature too.
+func TestParentIsSigned(t *testing.T) {
+	chain, privs := chainOf(t, 1)
+	withParent := func() *portcullisv1.SignedPolicy {
+		sp := &portcullisv1.SignedPolicy{Sandbox: "agent-1", Version: 3, Hash: "abc", Document: []byte(`{"version":1}`), Parent: Lineage(Lineage("", 1, "h1"), 2, "h2")}
+		SignPolicy(sp, privs[0])
+		return sp
+	}
+	if err := VerifyPolicy(withParent(), chain[0].PublicKey); err != nil {
+		t.Fatalf("a version with its parent: %v", err)
+	}
+	for name, alter := range map[string]func(*portcullisv1.SignedPolicy){
+		"forged":   func(sp *portcullisv1.SignedPolicy) { sp.Parent = Lineage(Lineage("", 1, "h1"), 2, "other") },
+		"stripped": func(sp *portcullisv1.SignedPolicy) { sp.Parent = "" },
+		"signature": func(sp *portcullisv1.SignedPolicy) {
+			sp.ParentSignature = bytes.Clone(sp.ParentSignature)
+			sp.ParentSignature[0] ^= 1
+		},
+		"signature removed": func(sp *portcullisv1.SignedPolicy) { sp.ParentSignature = nil },
+	} {
+		sp := withParent()
+		alter(sp)
+		if err := VerifyPolicy(sp, chain[0].PublicKey); !errors.Is(err, ErrUntrusted) {
+			t.Errorf("parent %s: err = %v, want ErrUntrusted", name, err)
+		}
+	}
+	legacy := signed(privs[0])
+	legacy.Parent = Lineage("", 2, "h2")
+	if err := VerifyPolicy(legacy, chain[0].PublicKey); !errors.Is(err, ErrUntrusted) {
+		t.Errorf("a parent added to a version signed without one: err = %v, want ErrUntrusted", err)
+	}
+	// A proxy older than parents checks Signature alone: it still holds.
+	sp := withParent()
+	if !ed25519.Verify(chain[0].PublicKey, PolicyPayload(sp.Sandbox, sp.Version, sp.Hash, sp.Document), sp.Signature) {
+		t.Error("a version with a parent is not signed as before for older proxies")
+	}
+}
+
+// A lineage names the whole history: another hash or number anywhere
+// before gives another lineage.
+func TestLineageChainsHistory(t *testing.T) {
+	a := Lineage(Lineage(Lineage("", 1, "h1"), 2, "h2"), 3, "h3")
+	for name, b := range map[string]string{
+		"version 1 differs": Lineage(Lineage(Lineage("", 1, "x1"), 2, "h2"), 3, "h3"),
+		"version 2 differs": Lineage(Lineage(Lineage("", 1, "h1"), 2, "x2"), 3, "h3"),
+		"numbers differ":    Lineage(Lineage(Lineage("", 1, "h1"), 3, "h2"), 4, "h3"),
+	} {
+		if a == b {
+			t.Errorf("%s: same lineage", name)
+		}
+	}
+	if a != Lineage(Lineage(Lineage("", 1, "h1"), 2, "h2"), 3, "h3") {
+		t.Error("lineage is not deterministic")
+	}
+}
+
 // The sandbox and hash fields cannot trade bytes: each is length-prefixed.
 func TestPayloadFieldsAreDelimited(t *testing.T) {
 	a := PolicyPayload("ab", 1, "c", nil)

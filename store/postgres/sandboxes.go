@@ -175,6 +175,20 @@ func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.
 	return out, nil
 }
 
+// PolicyHashes returns the hashes of versions from to to, oldest first.
+func (c *conn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
+	rows, err := c.db.Query(ctx, `SELECT hash FROM policy_versions
+		WHERE sandbox = $1 AND version BETWEEN $2 AND $3 ORDER BY version`, sandbox, from, to)
+	out, err := collect(rows, err, func(r pgx.Row) (string, error) {
+		var h string
+		return h, r.Scan(&h)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("policy hashes of %q versions %d to %d: %w", sandbox, from, to, err)
+	}
+	return out, nil
+}
+
 // ---- tokens ----
 
 const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`

@@ -170,6 +170,20 @@ func (t *txn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.P
 	return out, nil
 }
 
+// PolicyHashes returns the hashes of versions from to to, oldest first.
+func (t *txn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
+	scan := func(r scanner) (string, error) {
+		var h string
+		return h, r.Scan(&h)
+	}
+	out, err := collect(ctx, t.rd, scan, `SELECT hash FROM policy_versions
+		WHERE sandbox = ? AND version BETWEEN ? AND ? ORDER BY version`, sandbox, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("policy hashes of %q versions %d to %d: %w", sandbox, from, to, err)
+	}
+	return out, nil
+}
+
 const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`
 
 func scanToken(r scanner) (store.Token, error) {

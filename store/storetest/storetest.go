@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"PolicyStaleExpectedVersion", testPolicyStale},
 		{"PolicyMissingSandbox", testPolicyMissingSandbox},
 		{"PolicyHistory", testPolicyHistory},
+		{"PolicyHashes", testPolicyHashes},
 		{"PolicyDocumentBytes", testPolicyDocumentBytes},
 		{"PolicyProvenance", testPolicyProvenance},
 		{"PolicyConcurrentWriters", testPolicyConcurrentWriters},
@@ -679,6 +680,32 @@ func testPolicyMissingSandbox(t *testing.T, s *store.Store) {
 	WantErr(t, "ListPolicyVersions(missing sandbox)", err, store.ErrNotFound)
 	if es := Audits(t, s, store.AuditFilter{}); len(es) != 0 {
 		t.Errorf("audit after refused writes = %+v, want empty", es)
+	}
+}
+
+// PolicyHashes lists a range of one sandbox's versions' hashes, oldest
+// first: none outside it, none of another sandbox.
+func testPolicyHashes(t *testing.T, s *store.Store) {
+	MustCreate(t, s, "hashes", true)
+	MustCreate(t, s, "other", true)
+	for v := int64(1); v < 5; v++ {
+		MustAppend(t, s, "hashes", v, int(v)+1)
+	}
+	vs := Versions(t, s, "hashes")
+	for _, tc := range []struct{ from, to int64 }{{1, 5}, {2, 4}, {3, 3}, {5, 9}, {6, 9}, {4, 2}} {
+		got, err := s.PolicyHashes(ctx(t), "hashes", tc.from, tc.to)
+		if err != nil {
+			t.Fatalf("PolicyHashes(%d, %d): %v", tc.from, tc.to, err)
+		}
+		var want []string
+		for _, v := range vs {
+			if v.Version >= tc.from && v.Version <= tc.to {
+				want = append(want, v.Hash)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("PolicyHashes(%d, %d) = %v, want %v", tc.from, tc.to, got, want)
+		}
 	}
 }
 

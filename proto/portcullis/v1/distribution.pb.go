@@ -296,11 +296,17 @@ func (x *PolicyAck) GetKeepError() string {
 // PolicyNack: the version with this nonce was refused; the proxy keeps
 // enforcing its last good version.
 type PolicyNack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nonce         string                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	Version       uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Hash          string                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Nonce   string                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Version uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Hash    string                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	Error   string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// fork says the version does not descend from the one the proxy holds
+	// (same number and another content, or another history): the replica
+	// that sent it serves a history that forked from the proxy's, and an
+	// operator must decide which one stands. The gateway logs it at Error
+	// and counts it (portcullis_push_forks_total).
+	Fork          bool `protobuf:"varint,5,opt,name=fork,proto3" json:"fork,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +367,13 @@ func (x *PolicyNack) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *PolicyNack) GetFork() bool {
+	if x != nil {
+		return x.Fork
+	}
+	return false
 }
 
 // Heartbeat keeps an idle stream provably alive in both directions.
@@ -553,10 +566,11 @@ func (x *Goaway) GetReason() string {
 	return ""
 }
 
-// SignedPolicy is one policy version as the gateway signed it. The
-// signature covers sandbox, version, hash and the SHA-256 of document
-// (see the internal/signing package for the exact bytes); nonce, keys and
-// ca are delivery details outside it.
+// SignedPolicy is one policy version as the gateway signed it. signature
+// covers sandbox, version, hash and the SHA-256 of document, and
+// parent_signature those and parent (see the internal/signing package for
+// the exact bytes); nonce, keys, ca and ancestry are delivery details
+// outside them.
 type SignedPolicy struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
@@ -582,9 +596,28 @@ type SignedPolicy struct {
 	// when the gateway traces (empty otherwise): the proxy's span for
 	// verifying, applying and answering it is its child. Not signed: it
 	// names a trace, never what is enforced.
-	Traceparent   string `protobuf:"bytes,11,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Traceparent string `protobuf:"bytes,11,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// parent is the lineage of the version before this one (hex SHA-256,
+	// signing.Lineage): it chains every version to the whole history
+	// before it, as a commit id does, so a proxy applies only a version
+	// that descends from the one it holds. Empty on version 1, and on a
+	// version signed by a gateway older than this field (a legacy version,
+	// accepted on its number alone).
+	Parent string `protobuf:"bytes,12,opt,name=parent,proto3" json:"parent,omitempty"`
+	// ancestry is the policy hashes of the versions just before this one,
+	// oldest first and the last being version-1's, when the proxy is known
+	// to hold an older version than version-1 (it missed some): from the
+	// lineage of the version it holds and these hashes, the proxy
+	// recomputes parent. Not signed: a wrong hash cannot reproduce the
+	// signed parent.
+	Ancestry []string `protobuf:"bytes,13,rep,name=ancestry,proto3" json:"ancestry,omitempty"`
+	// parent_signature, by the key that made signature, covers what
+	// signature does and parent; set when parent is. It is a second
+	// signature so that a proxy older than parent still verifies signature
+	// (and ignores parent) as before.
+	ParentSignature []byte `protobuf:"bytes,14,opt,name=parent_signature,json=parentSignature,proto3" json:"parent_signature,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SignedPolicy) Reset() {
@@ -692,6 +725,27 @@ func (x *SignedPolicy) GetTraceparent() string {
 		return x.Traceparent
 	}
 	return ""
+}
+
+func (x *SignedPolicy) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *SignedPolicy) GetAncestry() []string {
+	if x != nil {
+		return x.Ancestry
+	}
+	return nil
+}
+
+func (x *SignedPolicy) GetParentSignature() []byte {
+	if x != nil {
+		return x.ParentSignature
+	}
+	return nil
 }
 
 // GatewayKey is one Ed25519 public key of the gateway.
@@ -1293,13 +1347,14 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x1d\n" +
 	"\n" +
-	"keep_error\x18\x04 \x01(\tR\tkeepError\"f\n" +
+	"keep_error\x18\x04 \x01(\tR\tkeepError\"z\n" +
 	"\n" +
 	"PolicyNack\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"@\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
+	"\x04fork\x18\x05 \x01(\bR\x04fork\"@\n" +
 	"\tHeartbeat\x123\n" +
 	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xc3\x01\n" +
 	"\x14StreamPolicyResponse\x125\n" +
@@ -1308,7 +1363,7 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x06goaway\x18\x03 \x01(\v2\x15.portcullis.v1.GoawayH\x00R\x06goawayB\t\n" +
 	"\amessage\" \n" +
 	"\x06Goaway\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xf7\x02\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd6\x03\n" +
 	"\fSignedPolicy\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
@@ -1321,7 +1376,10 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x04keys\x18\t \x03(\v2\x19.portcullis.v1.GatewayKeyR\x04keys\x12(\n" +
 	"\x02ca\x18\n" +
 	" \x01(\v2\x18.portcullis.v1.SandboxCAR\x02ca\x12 \n" +
-	"\vtraceparent\x18\v \x01(\tR\vtraceparent\"]\n" +
+	"\vtraceparent\x18\v \x01(\tR\vtraceparent\x12\x16\n" +
+	"\x06parent\x18\f \x01(\tR\x06parent\x12\x1a\n" +
+	"\bancestry\x18\r \x03(\tR\bancestry\x12)\n" +
+	"\x10parent_signature\x18\x0e \x01(\fR\x0fparentSignature\"]\n" +
 	"\n" +
 	"GatewayKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
