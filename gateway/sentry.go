@@ -213,6 +213,20 @@ type refusalJSON struct {
 // it keep slices of it (sentry.ParseBatch) only until they are stored.
 var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// bodyDeadline makes reading r's body fail once at passes, and returns
+// what lifts the deadline (once the body is read: the answer is written
+// without it). The connection's read deadline is set where the server
+// supports it; elsewhere a timer closes the body.
+func bodyDeadline(w http.ResponseWriter, r *http.Request, at time.Time) func() {
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(at); err == nil {
+		var once sync.Once
+		return func() { once.Do(func() { _ = rc.SetReadDeadline(time.Time{}) }) }
+	}
+	t := time.AfterFunc(time.Until(at), func() { r.Body.Close() })
+	return func() { t.Stop() }
+}
+
 // readBody reads a request body of at most limit bytes into buf, grown
 // once when the sender said its length (io.ReadAll would grow it a dozen
 // times for a batch). The length is trusted only up to limit, which
@@ -249,23 +263,53 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 	limit := int64(sentry.MaxBatchBytes)
 	if media == cloudEventMedia {
 		limit = sentry.MaxEventBytes
-	} else {
-		// A batch body may be 16 MiB: at most SentryBatchBodies are held
-		// at once, so the intake's memory is bounded whatever its
-		// senders do (one event at a time is never held up).
-		select {
-		case s.batchBodies <- struct{}{}:
-			defer func() { <-s.batchBodies }()
-		case <-r.Context().Done():
+	}
+	// The whole body must arrive within SentryBodyTimeout of the request,
+	// whatever the sender's pace: a sender trickling bytes is cut off.
+	stopBody := bodyDeadline(w, r, time.Now().Add(s.cfg.SentryBodyTimeout))
+	defer stopBody()
+	var release func()
+	if media == cloudEventBatchMedia {
+		// A batch body may be 16 MiB. One source has at most its share of
+		// batches in flight, from the first byte of the body to the
+		// answer; its others wait here, unread, until the body deadline.
+		s.receiving.Add(1)
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.SentryBodyTimeout)
+		leave, err := s.batchBodies.enter(ctx, p.Name)
+		cancel()
+		if err != nil {
+			s.receiving.Add(-1)
+			fail(http.StatusRequestTimeout, fmt.Sprintf("the body did not arrive within %v", s.cfg.SentryBodyTimeout))
 			return
 		}
+		defer leave()
+		release = func() { s.receiving.Add(-1) }
 	}
 	buf := bodies.Get().(*bytes.Buffer)
 	defer bodies.Put(buf)
 	body, err := readBody(w, r, limit, buf)
+	if release != nil {
+		release()
+	}
+	stopBody()
 	if err != nil {
-		fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes, or unreadable: %v", limit, err))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit))
+			return
+		}
+		fail(http.StatusRequestTimeout, fmt.Sprintf("the body did not arrive whole within %v: %v", s.cfg.SentryBodyTimeout, err))
 		return
+	}
+	if media == cloudEventBatchMedia {
+		// Only now, with the body read, does the batch take one of the
+		// places all sources share: parsing and storing it is what they
+		// bound.
+		free, err := s.batchBodies.shared(r.Context())
+		if err != nil {
+			return
+		}
+		defer free()
 	}
 	var batch sentry.Batch
 	if media == cloudEventMedia {
