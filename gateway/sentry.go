@@ -161,7 +161,11 @@ func cloudEventJSON(e *portcullisv1.SentryEvent) ([]byte, error) {
 	if e.GetSequence() != 0 {
 		env.Sequence = strconv.FormatUint(e.GetSequence(), 10)
 	}
-	if e.GetData() != nil {
+	if data, refused := privateData(e); refused != "" {
+		return nil, &sentry.FieldError{Field: "data", Reason: refused}
+	} else if data != nil {
+		env.Data = data
+	} else if e.GetData() != nil {
 		data, err := protojson.Marshal(e.GetData())
 		if err != nil {
 			return nil, &sentry.FieldError{Field: "data", Reason: err.Error()}

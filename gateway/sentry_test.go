@@ -1072,3 +1072,53 @@ func TestSentryChecksKeepUp(t *testing.T) {
 		t.Errorf("%s checks dropped, want 0", got)
 	}
 }
+
+// TestPublishEventsBounds: PublishEvents refuses, before reading its
+// events, a message past the read limit (ResourceExhausted) and one of
+// more than 1,000 events (InvalidArgument); an event whose data would
+// pass an event's size is refused alone, naming data. Nothing is stored.
+// Both in the binary (Connect, gRPC) and the JSON form.
+func TestPublishEventsBounds(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	big := func(n int) *structpb.Struct {
+		st, err := structpb.NewStruct(map[string]any{"severity": "low", "pad": strings.Repeat("a", n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, opt := range []connecthttp.Option{nil, connecthttp.WithProtoJSON(), connecthttp.WithGRPC()} {
+		opts := []connecthttp.Option{}
+		if opt != nil {
+			opts = append(opts, opt)
+		}
+		sc := portcullisv1connect.NewSentryServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL, opts...), gatewaytest.Bearer(e.token)))
+		ev := func(i int, data *structpb.Struct) *portcullisv1.SentryEvent {
+			p := protoEvent(t, toolAccess(watchdogSource, fmt.Sprint("e", i), uint64(i+1), "support"))
+			p.Data = data
+			return p
+		}
+		// Past the read limit (4 MiB and a little).
+		_, err := sc.PublishEvents(t.Context(), &portcullisv1.PublishEventsRequest{Events: []*portcullisv1.SentryEvent{ev(0, big(5<<20))}})
+		if connect.CodeOf(err) != connect.CodeResourceExhausted {
+			t.Errorf("a 5 MiB message: %v, want ResourceExhausted", err)
+		}
+		// Too many events.
+		var many []*portcullisv1.SentryEvent
+		for i := range sentry.MaxBatchEvents + 1 {
+			many = append(many, ev(i, nil))
+		}
+		_, err = sc.PublishEvents(t.Context(), &portcullisv1.PublishEventsRequest{Events: many})
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "events") {
+			t.Errorf("1,001 events: %v, want InvalidArgument naming events", err)
+		}
+		// One event too large: refused alone.
+		res, err := sc.PublishEvents(t.Context(), &portcullisv1.PublishEventsRequest{Events: []*portcullisv1.SentryEvent{ev(0, big(200<<10))}})
+		if err != nil || res.GetStored() != 0 || len(res.GetRefused()) != 1 || !strings.HasPrefix(res.GetRefused()[0].GetReason(), "data: ") {
+			t.Errorf("an event of 200 KiB: %v, %v", res, err)
+		}
+	}
+	if n := len(e.events(t, "")); n != 0 {
+		t.Fatalf("%d events stored", n)
+	}
+}

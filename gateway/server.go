@@ -351,8 +351,9 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 
 	// Interceptors, outermost first: metrics see the final code, errors are
 	// mapped once, a panic becomes an Internal error, and authorization runs
-	// before any handler or request decoding.
-	interceptors := []connect.ServerInterceptor{s.metrics.rpc.Intercept, s.calls.MapErrors, transport.RecoverPanics, s.auth.authorize}
+	// before any handler or request decoding; the Sentry ingest RPCs then
+	// wait for the intake's places before their messages are read.
+	interceptors := []connect.ServerInterceptor{s.metrics.rpc.Intercept, s.calls.MapErrors, transport.RecoverPanics, s.auth.authorize, s.admitSentry}
 	if cfg.TracerProvider != nil {
 		// Outermost: the span holds the whole call, its code the final one.
 		interceptors = append([]connect.ServerInterceptor{transport.TraceRPCs(cfg.TracerProvider)}, interceptors...)
@@ -378,7 +379,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}
 
 	mux := http.NewServeMux()
-	connecthttp.Mount(transport.InterruptibleMux{ServeMux: mux, Procedure: portcullisv1connect.DistributionServiceStreamPolicyProcedure}, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10))
+	connecthttp.Mount(transport.InterruptibleMux{ServeMux: mux, Procedure: portcullisv1connect.DistributionServiceStreamPolicyProcedure}, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10), sentryCodecs())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
