@@ -12,8 +12,10 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -260,9 +262,13 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	media, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || media != cloudEventMedia && media != cloudEventBatchMedia {
-		fail(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be %s (one event) or %s (a batch)", cloudEventMedia, cloudEventBatchMedia))
+	binary := r.Header.Get("Ce-Specversion") != "" && media != cloudEventMedia && media != cloudEventBatchMedia
+	if !binary && (err != nil || media != cloudEventMedia && media != cloudEventBatchMedia) {
+		fail(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be %s (one event) or %s (a batch), or the event's data with ce-* headers (binary mode)", cloudEventMedia, cloudEventBatchMedia))
 		return
+	}
+	if binary {
+		media = cloudEventMedia // one event
 	}
 	limit := int64(sentry.MaxBatchBytes)
 	if media == cloudEventMedia {
@@ -316,6 +322,18 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		defer free()
 	}
 	var batch sentry.Batch
+	if binary {
+		// The event in its structured form, read by the same reader.
+		if body, err = binaryEvent(r.Header, body); err != nil {
+			var ferr *sentry.FieldError
+			if !errors.As(err, &ferr) {
+				ferr = &sentry.FieldError{Reason: err.Error()}
+			}
+			ans := sentryHTTPAnswer{Gaps: [][2]uint64{}, Refused: []refusalJSON{{Index: 0, Reason: ferr.Error()}}, Error: ferr.Error()}
+			writeJSON(w, http.StatusBadRequest, ans)
+			return
+		}
+	}
 	if media == cloudEventMedia {
 		ev, err := sentry.ParseCloudEvent(body)
 		var ferr *sentry.FieldError
@@ -362,6 +380,81 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		ans.Error = ans.Refused[0].Reason
 	}
 	writeJSON(w, code, ans)
+}
+
+// binaryEvent writes an event sent in the CloudEvents HTTP binary content
+// mode (its attributes in ce-* headers, its data the body) in the JSON
+// format, as the HTTP protocol binding maps them: each ce-NAME header is
+// attribute NAME (names are case-insensitive; values percent-decoded,
+// and UTF-8), Content-Type is datacontenttype, the body is data. Our
+// data is JSON, so the body must be a JSON value of a JSON media type.
+// Its error is a *sentry.FieldError naming the attribute.
+func binaryEvent(h http.Header, body []byte) ([]byte, error) {
+	attrs := map[string]any{}
+	for k, vs := range h {
+		name, ok := strings.CutPrefix(strings.ToLower(k), "ce-")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "data", "data_base64", "datacontenttype":
+			return nil, &sentry.FieldError{Field: name, Reason: "is not a header in binary mode: data is the body, datacontenttype the Content-Type"}
+		}
+		if len(vs) != 1 {
+			return nil, &sentry.FieldError{Field: name, Reason: "sent in more than one header"}
+		}
+		v, err := percentDecode(vs[0])
+		if err != nil {
+			return nil, &sentry.FieldError{Field: name, Reason: err.Error()}
+		}
+		attrs[name] = v
+	}
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return nil, &sentry.FieldError{Field: "datacontenttype", Reason: "is required in binary mode (the Content-Type of data)"}
+	}
+	if !sentry.IsJSONMedia(ct) {
+		return nil, &sentry.FieldError{Field: "datacontenttype", Reason: fmt.Sprintf("%q: data must be JSON (application/json or a +json type)", ct)}
+	}
+	attrs["datacontenttype"] = ct
+	if !json.Valid(body) {
+		return nil, &sentry.FieldError{Field: "data", Reason: "the body is not a JSON value"}
+	}
+	attrs["data"] = json.RawMessage(body)
+	return json.Marshal(attrs)
+}
+
+// percentDecode reads a ce-* header value: the binding percent-encodes
+// space, '"', '%' and every byte outside printable ASCII; the result must
+// be UTF-8.
+func percentDecode(v string) (string, error) {
+	if !strings.Contains(v, "%") {
+		if !utf8.ValidString(v) {
+			return "", errors.New("not UTF-8")
+		}
+		return v, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '%' {
+			b.WriteByte(v[i])
+			continue
+		}
+		if i+2 >= len(v) || !isHex(v[i+1]) || !isHex(v[i+2]) {
+			return "", fmt.Errorf("bad percent-encoding at byte %d", i)
+		}
+		n, _ := strconv.ParseUint(v[i+1:i+3], 16, 8)
+		b.WriteByte(byte(n))
+		i += 2
+	}
+	if !utf8.ValidString(b.String()) {
+		return "", errors.New("percent-decodes to bytes that are not UTF-8")
+	}
+	return b.String(), nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // observeSentry feeds the metrics with one batch's outcome.
