@@ -132,7 +132,14 @@ func (r *reader) batch(body []byte) (Batch, bool) {
 			l.ws()
 			start := l.i
 			r.tree.reset()
-			if l.value(0) != nil {
+			// The lexer sees at most an event's size: an event larger
+			// cannot end within it (its object is not closed), and is
+			// refused by the slow path without being lexed, so a huge
+			// event never fills the tree.
+			l.b = body[:min(len(body), start+MaxEventBytes)]
+			err := l.value(0)
+			l.b = body
+			if err != nil {
 				return Batch{}, false
 			}
 			r.addRead(&b, n, body[start:l.i:l.i])
