@@ -29,10 +29,11 @@ import (
 )
 
 // The Sentry intake's transports: SentryService (Connect, gRPC, gRPC-Web)
-// and POST /v1/sentry/events (CloudEvents JSON, one event or a batch).
-// Both read events with the sentry package's reader — the RPC's messages
-// are written out as the CloudEvents JSON they stand for first — and hand
-// them to gateway/sentryintake. A sentry token writes its own source's
+// and POST /v1/sentry/events (CloudEvents JSON, one event or a batch, or
+// one event in the HTTP binding's binary mode). All read events with the
+// sentry package's reader — the RPC's messages (sentrywire.go) and binary
+// mode's headers are written out as the CloudEvents JSON they stand for
+// first — and hand them to gateway/sentryintake. A sentry token writes its own source's
 // events and reads nothing; the operator RPCs are for admins and
 // operators.
 
@@ -210,8 +211,9 @@ type refusalJSON struct {
 }
 
 // sentryEvents serves POST /v1/sentry/events: one CloudEvent
-// (application/cloudevents+json) or a batch
-// (application/cloudevents-batch+json), with a sentry token.
+// (application/cloudevents+json, or binary mode: ce-* headers and data
+// as the body) or a batch (application/cloudevents-batch+json), with a
+// sentry token.
 // bodies holds the buffers of Sentry request bodies between requests: a
 // batch is most of a megabyte, and allocating one per request made the
 // garbage collector run about a third more often at full ingest. A body

@@ -257,3 +257,50 @@ func TestPublishEventsWaitsForAPlace(t *testing.T) {
 		t.Fatalf("PublishEvents once the place was free: %v, %v", r.res, r.err)
 	}
 }
+
+// FuzzStructJSON: whatever structJSON writes is JSON; and for every
+// Struct the protobuf runtime reads and protojson can write, structJSON
+// writes the same JSON value from its wire form (or refuses it as larger
+// than an event). On raw wire bytes the two differ only where the wire is
+// no Struct an encoder writes: a key sent twice (kept twice here, for the
+// sentry reader to refuse) or a member without a value (refused here).
+func FuzzStructJSON(f *testing.F) {
+	for _, v := range []map[string]any{
+		{"a": 1.0, "b": "x\n", "c": []any{nil, true, map[string]any{"d": -2.5e-9}}},
+		{},
+	} {
+		st, _ := structpb.NewStruct(v)
+		b, _ := proto.Marshal(st)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, err := structJSON(nil, b, 0); err == nil && !json.Valid(got) {
+			t.Fatalf("structJSON wrote %q, not JSON", got)
+		}
+		var st structpb.Struct
+		if proto.Unmarshal(b, &st) != nil {
+			return
+		}
+		want, err := protojson.Marshal(&st)
+		if err != nil {
+			return
+		}
+		wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(&st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := structJSON(nil, wire, 0)
+		if err == errDataTooLarge {
+			return
+		}
+		if err != nil {
+			t.Fatalf("protojson writes %s, structJSON refused: %v", want, err)
+		}
+		var g, w any
+		json.Unmarshal(got, &g)
+		json.Unmarshal(want, &w)
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("structJSON %s, protojson %s", got, want)
+		}
+	})
+}
