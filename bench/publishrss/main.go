@@ -63,10 +63,15 @@ func main() {
 	size := flag.Int("bytes", 3_800_000, "about how large each batch is, in its protobuf form")
 	transports := flag.String("transports", "http,connect,connect-json,grpc", "comma-separated transports to measure")
 	shapes := flag.String("shapes", "one,many", "comma-separated batch shapes (one, many)")
+	slow := flag.Int("slowloris", 0, "instead: a legitimate batch's latency alone and beside this many slow connections (8 in issue 34)")
+	rounds := flag.Int("rounds", 5, "with -slowloris: batches timed in each setting")
 	flag.Parse()
 	benchcli.Main("publishrss", func(ctx context.Context) error {
 		if *bin == "" {
 			return benchcli.Usagef("-binary is required")
+		}
+		if *slow > 0 {
+			return slowloris(ctx, *bin, *slow, *rounds)
 		}
 		fmt.Printf("%-6s %-13s %12s %10s %10s %10s %8s  %s\n", "shape", "transport", "in flight", "rss before", "peak", "rise", "rise/in", "answers")
 		for shape := range strings.SplitSeq(*shapes, ",") {
