@@ -324,20 +324,16 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		defer free()
 	}
 	var batch sentry.Batch
-	if binary {
-		// The event in its structured form, read by the same reader.
-		if body, err = binaryEvent(r.Header, body); err != nil {
-			var ferr *sentry.FieldError
-			if !errors.As(err, &ferr) {
-				ferr = &sentry.FieldError{Reason: err.Error()}
-			}
-			ans := sentryHTTPAnswer{Gaps: [][2]uint64{}, Refused: []refusalJSON{{Index: 0, Reason: ferr.Error()}}, Error: ferr.Error()}
-			writeJSON(w, http.StatusBadRequest, ans)
-			return
-		}
-	}
 	if media == cloudEventMedia {
-		ev, err := sentry.ParseCloudEvent(body)
+		var ev sentry.Event
+		if binary {
+			// The event in its structured form, read by the same reader;
+			// a refusal of its headers is a refusal like the reader's.
+			body, err = binaryEvent(r.Header, body)
+		}
+		if err == nil {
+			ev, err = sentry.ParseCloudEvent(body)
+		}
 		var ferr *sentry.FieldError
 		switch {
 		case errors.As(err, &ferr):
