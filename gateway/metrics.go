@@ -111,8 +111,12 @@ func newMetrics(s *Server) *metrics {
 	m.register(m.rpc.Collectors()...)
 	bodies := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "portcullis_sentry_batch_bodies",
-		Help: "Sentry batch bodies this replica holds now (being read, parsed or stored); when all its places are taken, further batches wait.",
-	}, func() float64 { return float64(len(s.batchBodies)) })
+		Help: "Sentry batches this replica parses or stores now (HTTP bodies once read, RPC messages); when all its places are taken, further batches wait.",
+	}, func() float64 { return float64(s.batchBodies.held()) })
+	receiving := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "portcullis_sentry_batches_receiving",
+		Help: "Sentry HTTP batches whose body this replica awaits (arriving, or waiting for their source's turn); they hold no shared place.",
+	}, func() float64 { return float64(s.receiving.Load()) })
 	checksDropped := count("portcullis_sentry_checks_dropped_total",
 		"Sentry events this replica stored but did not check for findings because its check queue was full.", func() uint64 { return s.sentry.Dropped() })
 	if s.cfg.OCSFDropped != nil {
@@ -120,7 +124,7 @@ func newMetrics(s *Server) *metrics {
 			"OCSF events this replica dropped: a sink's queue was full or the sink refused them.", s.cfg.OCSFDropped))
 	}
 	m.register(m.pushAck, m.pushAckSandbox, m.pushNacks, m.keepFailures, m.pushForks, m.proxyDropped, m.proxyOCSF, m.decided, m.conns, connected, behind, stored, limited, pruned,
-		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped, bodies,
+		m.sentryEvents, m.sentryActions, m.sentryGaps, m.sentryApplied, m.sentryFound, checksDropped, bodies, receiving,
 		newPendingCollector(s.store, s.cfg.Now, s.cfg.PendingMetricsTTL, s.log),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

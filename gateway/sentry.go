@@ -12,8 +12,10 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,10 +29,11 @@ import (
 )
 
 // The Sentry intake's transports: SentryService (Connect, gRPC, gRPC-Web)
-// and POST /v1/sentry/events (CloudEvents JSON, one event or a batch).
-// Both read events with the sentry package's reader — the RPC's messages
-// are written out as the CloudEvents JSON they stand for first — and hand
-// them to gateway/sentryintake. A sentry token writes its own source's
+// and POST /v1/sentry/events (CloudEvents JSON, one event or a batch, or
+// one event in the HTTP binding's binary mode). All read events with the
+// sentry package's reader — the RPC's messages (sentrywire.go) and binary
+// mode's headers are written out as the CloudEvents JSON they stand for
+// first — and hand them to gateway/sentryintake. A sentry token writes its own source's
 // events and reads nothing; the operator RPCs are for admins and
 // operators.
 
@@ -161,7 +164,11 @@ func cloudEventJSON(e *portcullisv1.SentryEvent) ([]byte, error) {
 	if e.GetSequence() != 0 {
 		env.Sequence = strconv.FormatUint(e.GetSequence(), 10)
 	}
-	if e.GetData() != nil {
+	if data, refused := privateData(e); refused != "" {
+		return nil, &sentry.FieldError{Field: "data", Reason: refused}
+	} else if data != nil {
+		env.Data = data
+	} else if e.GetData() != nil {
 		data, err := protojson.Marshal(e.GetData())
 		if err != nil {
 			return nil, &sentry.FieldError{Field: "data", Reason: err.Error()}
@@ -205,14 +212,29 @@ type refusalJSON struct {
 }
 
 // sentryEvents serves POST /v1/sentry/events: one CloudEvent
-// (application/cloudevents+json) or a batch
-// (application/cloudevents-batch+json), with a sentry token.
+// (application/cloudevents+json, or binary mode: ce-* headers and data
+// as the body) or a batch (application/cloudevents-batch+json), with a
+// sentry token.
 // bodies holds the buffers of Sentry request bodies between requests: a
 // batch is most of a megabyte, and allocating one per request made the
 // garbage collector run about a third more often at full ingest. A body
 // is done with when its request's handler returns: the events read from
 // it keep slices of it (sentry.ParseBatch) only until they are stored.
 var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// bodyDeadline makes reading r's body fail once at passes, and returns
+// what lifts the deadline (once the body is read: the answer is written
+// without it). The connection's read deadline is set where the server
+// supports it; elsewhere a timer closes the body.
+func bodyDeadline(w http.ResponseWriter, r *http.Request, at time.Time) func() {
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(at); err == nil {
+		var once sync.Once
+		return func() { once.Do(func() { _ = rc.SetReadDeadline(time.Time{}) }) }
+	}
+	t := time.AfterFunc(time.Until(at), func() { r.Body.Close() })
+	return func() { t.Stop() }
+}
 
 // readBody reads a request body of at most limit bytes into buf, grown
 // once when the sender said its length (io.ReadAll would grow it a dozen
@@ -243,34 +265,76 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	media, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || media != cloudEventMedia && media != cloudEventBatchMedia {
-		fail(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be %s (one event) or %s (a batch)", cloudEventMedia, cloudEventBatchMedia))
+	binary := r.Header.Get("Ce-Specversion") != "" && media != cloudEventMedia && media != cloudEventBatchMedia
+	if !binary && (err != nil || media != cloudEventMedia && media != cloudEventBatchMedia) {
+		fail(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be %s (one event) or %s (a batch), or the event's data with ce-* headers (binary mode)", cloudEventMedia, cloudEventBatchMedia))
 		return
+	}
+	if binary {
+		media = cloudEventMedia // one event
 	}
 	limit := int64(sentry.MaxBatchBytes)
 	if media == cloudEventMedia {
 		limit = sentry.MaxEventBytes
-	} else {
-		// A batch body may be 16 MiB: at most SentryBatchBodies are held
-		// at once, so the intake's memory is bounded whatever its
-		// senders do (one event at a time is never held up).
-		select {
-		case s.batchBodies <- struct{}{}:
-			defer func() { <-s.batchBodies }()
-		case <-r.Context().Done():
+	}
+	// The whole body must arrive within SentryBodyTimeout of the request,
+	// whatever the sender's pace: a sender trickling bytes is cut off.
+	stopBody := bodyDeadline(w, r, time.Now().Add(s.cfg.SentryBodyTimeout))
+	defer stopBody()
+	var release func()
+	if media == cloudEventBatchMedia {
+		// A batch body may be 16 MiB. One source has at most its share of
+		// batches in flight, from the first byte of the body to the
+		// answer; its others wait here, unread, until the body deadline.
+		s.receiving.Add(1)
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.SentryBodyTimeout)
+		leave, err := s.batchBodies.enter(ctx, p.Name)
+		cancel()
+		if err != nil {
+			s.receiving.Add(-1)
+			fail(http.StatusRequestTimeout, fmt.Sprintf("the body did not arrive within %v", s.cfg.SentryBodyTimeout))
 			return
 		}
+		defer leave()
+		release = func() { s.receiving.Add(-1) }
 	}
 	buf := bodies.Get().(*bytes.Buffer)
 	defer bodies.Put(buf)
 	body, err := readBody(w, r, limit, buf)
+	if release != nil {
+		release()
+	}
+	stopBody()
 	if err != nil {
-		fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes, or unreadable: %v", limit, err))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit))
+			return
+		}
+		fail(http.StatusRequestTimeout, fmt.Sprintf("the body did not arrive whole within %v: %v", s.cfg.SentryBodyTimeout, err))
 		return
+	}
+	if media == cloudEventBatchMedia {
+		// Only now, with the body read, does the batch take one of the
+		// places all sources share: parsing and storing it is what they
+		// bound.
+		free, err := s.batchBodies.shared(r.Context())
+		if err != nil {
+			return
+		}
+		defer free()
 	}
 	var batch sentry.Batch
 	if media == cloudEventMedia {
-		ev, err := sentry.ParseCloudEvent(body)
+		var ev sentry.Event
+		if binary {
+			// The event in its structured form, read by the same reader;
+			// a refusal of its headers is a refusal like the reader's.
+			body, err = binaryEvent(r.Header, body)
+		}
+		if err == nil {
+			ev, err = sentry.ParseCloudEvent(body)
+		}
 		var ferr *sentry.FieldError
 		switch {
 		case errors.As(err, &ferr):
@@ -315,6 +379,81 @@ func (s *Server) sentryEvents(w http.ResponseWriter, r *http.Request) {
 		ans.Error = ans.Refused[0].Reason
 	}
 	writeJSON(w, code, ans)
+}
+
+// binaryEvent writes an event sent in the CloudEvents HTTP binary content
+// mode (its attributes in ce-* headers, its data the body) in the JSON
+// format, as the HTTP protocol binding maps them: each ce-NAME header is
+// attribute NAME (names are case-insensitive; values percent-decoded,
+// and UTF-8), Content-Type is datacontenttype, the body is data. Our
+// data is JSON, so the body must be a JSON value of a JSON media type.
+// Its error is a *sentry.FieldError naming the attribute.
+func binaryEvent(h http.Header, body []byte) ([]byte, error) {
+	attrs := map[string]any{}
+	for k, vs := range h {
+		name, ok := strings.CutPrefix(strings.ToLower(k), "ce-")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "data", "data_base64", "datacontenttype":
+			return nil, &sentry.FieldError{Field: name, Reason: "is not a header in binary mode: data is the body, datacontenttype the Content-Type"}
+		}
+		if len(vs) != 1 {
+			return nil, &sentry.FieldError{Field: name, Reason: "sent in more than one header"}
+		}
+		v, err := percentDecode(vs[0])
+		if err != nil {
+			return nil, &sentry.FieldError{Field: name, Reason: err.Error()}
+		}
+		attrs[name] = v
+	}
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return nil, &sentry.FieldError{Field: "datacontenttype", Reason: "is required in binary mode (the Content-Type of data)"}
+	}
+	if !sentry.IsJSONMedia(ct) {
+		return nil, &sentry.FieldError{Field: "datacontenttype", Reason: fmt.Sprintf("%q: data must be JSON (application/json or a +json type)", ct)}
+	}
+	attrs["datacontenttype"] = ct
+	if !json.Valid(body) {
+		return nil, &sentry.FieldError{Field: "data", Reason: "the body is not a JSON value"}
+	}
+	attrs["data"] = json.RawMessage(body)
+	return json.Marshal(attrs)
+}
+
+// percentDecode reads a ce-* header value: the binding percent-encodes
+// space, '"', '%' and every byte outside printable ASCII; the result must
+// be UTF-8.
+func percentDecode(v string) (string, error) {
+	if !strings.Contains(v, "%") {
+		if !utf8.ValidString(v) {
+			return "", errors.New("not UTF-8")
+		}
+		return v, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '%' {
+			b.WriteByte(v[i])
+			continue
+		}
+		if i+2 >= len(v) || !isHex(v[i+1]) || !isHex(v[i+2]) {
+			return "", fmt.Errorf("bad percent-encoding at byte %d", i)
+		}
+		n, _ := strconv.ParseUint(v[i+1:i+3], 16, 8)
+		b.WriteByte(byte(n))
+		i += 2
+	}
+	if !utf8.ValidString(b.String()) {
+		return "", errors.New("percent-decodes to bytes that are not UTF-8")
+	}
+	return b.String(), nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // observeSentry feeds the metrics with one batch's outcome.

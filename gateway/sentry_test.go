@@ -1,15 +1,19 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -870,86 +874,156 @@ func TestDecideHeldOnce(t *testing.T) {
 	}
 }
 
-// TestSentryBatchBodiesBounded: the HTTP intake holds at most
-// SentryBatchBodies batch bodies at once. With one place, a batch whose
-// sender is still sending keeps the next batch waiting (unread) until it
-// is done; a single event is never held up.
-func TestSentryBatchBodiesBounded(t *testing.T) {
-	e := startSentry(t, "sqlite", func(c *gateway.Config) { c.SentryBatchBodies = 1 })
-	send := func(body io.Reader, media string) (int, error) {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gw.URL+gateway.SentryEventsPath, body)
-		if err != nil {
-			return 0, err
+// metricValue reads one unlabelled series from the gateway's /metrics
+// (0 when it is absent).
+func metricValue(t *testing.T, url, name string) float64 {
+	t.Helper()
+	_, body := get(t, url+"/metrics", gatewaytest.AdminToken)
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
 		}
-		req.Header.Set("Content-Type", media)
-		req.Header.Set("Authorization", "Bearer "+e.token)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		res.Body.Close()
-		return res.StatusCode, nil
 	}
-	batch := func(seq uint64) []byte {
-		b, _ := json.Marshal([]ce{toolAccess(watchdogSource, fmt.Sprint("e", seq), seq, "support")})
-		return b
-	}
-	// A slow sender: its body arrives in two parts.
-	slow, slowW := io.Pipe()
-	slowDone := make(chan int, 1)
-	go func() {
-		code, err := send(slow, "application/cloudevents-batch+json")
-		if err != nil {
-			t.Error(err)
-		}
-		slowDone <- code
-	}()
-	first := batch(1)
-	if _, err := slowW.Write(first[:10]); err != nil {
+	return 0
+}
+
+// slowSender is a batch request whose body trickles in, one space a
+// tick, and never ends: a slowloris.
+type slowSender struct {
+	conn net.Conn
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startSlowSender(t *testing.T, gwURL, token string) *slowSender {
+	t.Helper()
+	u, err := url.Parse(gwURL)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The slow batch takes the only place.
-	waitFor(t, "the slow batch's place", func() bool {
-		_, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken)
-		return strings.Contains(body, "\nportcullis_sentry_batch_bodies 1\n")
-	})
-	// A single event goes through meanwhile.
-	one, _ := json.Marshal(toolAccess(watchdogSource, "single", 3, "support"))
-	if code, err := send(bytes.NewReader(one), "application/cloudevents+json"); err != nil || code != http.StatusOK {
-		t.Fatalf("a single event while a batch is read: %d, %v", code, err)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// A second batch waits for the place.
-	secondDone := make(chan int, 1)
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/cloudevents-batch+json\r\nContent-Length: 1048576\r\n\r\n[",
+		gateway.SentryEventsPath, u.Host, token)
+	s := &slowSender{conn: c, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		code, err := send(bytes.NewReader(batch(2)), "application/cloudevents-batch+json")
-		if err != nil {
-			t.Error(err)
+		defer close(s.done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+				if _, err := c.Write([]byte(" ")); err != nil {
+					return // the gateway cut it off
+				}
+			}
 		}
-		secondDone <- code
 	}()
+	t.Cleanup(func() { s.close() })
+	return s
+}
+
+func (s *slowSender) close() {
 	select {
-	case code := <-secondDone:
-		t.Fatalf("the second batch was answered (%d) while the first held the only place", code)
-	case <-time.After(300 * time.Millisecond):
+	case <-s.stop:
+	default:
+		close(s.stop)
 	}
-	// The slow sender finishes: both are answered, both stored.
-	if _, err := slowW.Write(first[10:]); err != nil {
+	s.conn.Close()
+	<-s.done
+}
+
+// status reads the status line the gateway answered, waiting for it at
+// most until guard (a failure, not a measure).
+func (s *slowSender) status(t *testing.T, guard time.Duration) string {
+	t.Helper()
+	s.conn.SetReadDeadline(time.Now().Add(guard))
+	line, err := bufio.NewReader(s.conn).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no answer to a slow batch: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// TestSentryBatchSlowloris: batches whose bodies trickle in hold none of
+// the places that parsing and storing share, one source holds at most its
+// share of batches in flight, and a body that has not arrived whole
+// within the body deadline is answered 408. Eight slow connections of one
+// source used to take all 8 places and keep every other source's batch
+// waiting until its client gave up.
+func TestSentryBatchSlowloris(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	const other = "sentry://node-4"
+	tok, err := e.admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: other, Role: "sentry"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	slowW.Close()
-	if code := <-slowDone; code != http.StatusOK {
-		t.Fatalf("slow batch: %d", code)
+	var slow []*slowSender
+	for range 10 {
+		slow = append(slow, startSlowSender(t, e.gw.URL, e.token))
 	}
-	if code := <-secondDone; code != http.StatusOK {
-		t.Fatalf("second batch: %d", code)
-	}
-	if n := len(e.events(t, "")); n != 3 {
-		t.Fatalf("%d events stored, want 3", n)
-	}
-	waitFor(t, "the places given back", func() bool {
-		_, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken)
-		return strings.Contains(body, "\nportcullis_sentry_batch_bodies 0\n")
+	// All ten are in the handler, awaiting their bodies (or their
+	// source's turn); on the old intake they held the 8 places instead.
+	waitFor(t, "eight slow batches received", func() bool {
+		return metricValue(t, e.gw.URL, "portcullis_sentry_batches_receiving")+metricValue(t, e.gw.URL, "portcullis_sentry_batch_bodies") >= 8
 	})
+	// Another source's batch is answered while they are all still open.
+	body, _ := json.Marshal([]ce{toolAccess(other, "b1", 1, "support")})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a guard: the old intake never answered
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.gw.URL+gateway.SentryEventsPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/cloudevents-batch+json")
+	req.Header.Set("Authorization", "Bearer "+tok.GetToken())
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a legitimate batch beside 10 slow ones: %v", err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"stored":1`) {
+		t.Fatalf("a legitimate batch beside 10 slow ones: %d %s", res.StatusCode, raw)
+	}
+	waitFor(t, "all ten slow batches still open", func() bool {
+		return metricValue(t, e.gw.URL, "portcullis_sentry_batches_receiving") == 10
+	})
+	if n := metricValue(t, e.gw.URL, "portcullis_sentry_batch_bodies"); n != 0 {
+		t.Fatalf("slow batches hold %v shared places, want 0", n)
+	}
+	for _, s := range slow {
+		s.close()
+	}
+	waitFor(t, "the slow batches gone", func() bool {
+		return metricValue(t, e.gw.URL, "portcullis_sentry_batches_receiving") == 0
+	})
+}
+
+// TestSentryBodyDeadline: a batch body still arriving when the body
+// deadline passes is answered 408, whether it was being read or waiting
+// for its source's turn, and nothing is stored.
+func TestSentryBodyDeadline(t *testing.T) {
+	e := startSentry(t, "sqlite", func(c *gateway.Config) { c.SentryBodyTimeout = 300 * time.Millisecond })
+	var slow []*slowSender
+	for range 8 {
+		slow = append(slow, startSlowSender(t, e.gw.URL, e.token))
+	}
+	for i, s := range slow {
+		if st := s.status(t, 20*time.Second); !strings.Contains(st, " 408 ") {
+			t.Fatalf("slow batch %d answered %q, want 408", i, st)
+		}
+	}
+	if n := len(e.events(t, "")); n != 0 {
+		t.Fatalf("%d events stored from bodies cut off", n)
+	}
+	// The source's turns are given back: its next batch goes through.
+	if a := e.postBatch(t, toolAccess(watchdogSource, "e1", 1, "support")); a.Stored != 1 {
+		t.Fatalf("a batch after the slow ones: %+v", a)
+	}
 }
 
 // TestSentryChecksKeepUp: a burst of events that arrive while the first
@@ -996,5 +1070,55 @@ func TestSentryChecksKeepUp(t *testing.T) {
 	}
 	if got := metric("portcullis_sentry_checks_dropped_total"); got != "0" {
 		t.Errorf("%s checks dropped, want 0", got)
+	}
+}
+
+// TestPublishEventsBounds: PublishEvents refuses, before reading its
+// events, a message past the read limit (ResourceExhausted) and one of
+// more than 1,000 events (InvalidArgument); an event whose data would
+// pass an event's size is refused alone, naming data. Nothing is stored.
+// Both in the binary (Connect, gRPC) and the JSON form.
+func TestPublishEventsBounds(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	big := func(n int) *structpb.Struct {
+		st, err := structpb.NewStruct(map[string]any{"severity": "low", "pad": strings.Repeat("a", n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, opt := range []connecthttp.Option{nil, connecthttp.WithProtoJSON(), connecthttp.WithGRPC()} {
+		opts := []connecthttp.Option{}
+		if opt != nil {
+			opts = append(opts, opt)
+		}
+		sc := portcullisv1connect.NewSentryServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL, opts...), gatewaytest.Bearer(e.token)))
+		ev := func(i int, data *structpb.Struct) *portcullisv1.SentryEvent {
+			p := protoEvent(t, toolAccess(watchdogSource, fmt.Sprint("e", i), uint64(i+1), "support"))
+			p.Data = data
+			return p
+		}
+		// Past the read limit (4 MiB and a little).
+		_, err := sc.PublishEvents(t.Context(), &portcullisv1.PublishEventsRequest{Events: []*portcullisv1.SentryEvent{ev(0, big(5<<20))}})
+		if connect.CodeOf(err) != connect.CodeResourceExhausted {
+			t.Errorf("a 5 MiB message: %v, want ResourceExhausted", err)
+		}
+		// Too many events.
+		var many []*portcullisv1.SentryEvent
+		for i := range sentry.MaxBatchEvents + 1 {
+			many = append(many, ev(i, nil))
+		}
+		_, err = sc.PublishEvents(t.Context(), &portcullisv1.PublishEventsRequest{Events: many})
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "events") {
+			t.Errorf("1,001 events: %v, want InvalidArgument naming events", err)
+		}
+		// One event too large: refused alone.
+		res, err := sc.PublishEvents(t.Context(), &portcullisv1.PublishEventsRequest{Events: []*portcullisv1.SentryEvent{ev(0, big(200<<10))}})
+		if err != nil || res.GetStored() != 0 || len(res.GetRefused()) != 1 || !strings.HasPrefix(res.GetRefused()[0].GetReason(), "data: ") {
+			t.Errorf("an event of 200 KiB: %v, %v", res, err)
+		}
+	}
+	if n := len(e.events(t, "")); n != 0 {
+		t.Fatalf("%d events stored", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -142,10 +143,21 @@ type Config struct {
 	// quarantine actions, sources' keys and everything else stay in the
 	// control plane's store. Default nil: one store for all.
 	SentryStore *store.Store
-	// SentryBatchBodies bounds the batch bodies (up to 16 MiB each) the
-	// HTTP intake holds at once; further batches wait their turn before
-	// their body is read. Default 8.
+	// SentryBatchBodies bounds the batches (HTTP batch bodies up to 16
+	// MiB, RPC messages up to 4 MiB) the intake parses and stores at once;
+	// a batch takes its place once its body is read, and further batches
+	// wait. Default 8.
 	SentryBatchBodies int
+	// SentryBatchesPerSource bounds the batches one source (one sentry
+	// token) has in flight, from the first byte of the body to the
+	// answer; its further batches wait for their turn, unread. Default a
+	// quarter of SentryBatchBodies, at least 1.
+	SentryBatchesPerSource int
+	// SentryBodyTimeout bounds the time a request to the HTTP intake may
+	// take to send its whole body, from its arrival (waiting for its
+	// source's turn included); past it the request is answered 408.
+	// Default 30s.
+	SentryBodyTimeout time.Duration
 	// OCSFDropped, if set, counts the OCSF events the sinks cmd owns
 	// dropped: exported as portcullis_ocsf_dropped_total. Default nil: no
 	// such metric (no sink).
@@ -229,6 +241,12 @@ func (c *Config) setDefaults() {
 	if c.SentryBatchBodies <= 0 {
 		c.SentryBatchBodies = 8
 	}
+	if c.SentryBatchesPerSource <= 0 {
+		c.SentryBatchesPerSource = max(1, c.SentryBatchBodies/4)
+	}
+	if c.SentryBodyTimeout <= 0 {
+		c.SentryBodyTimeout = 30 * time.Second
+	}
 }
 
 // check refuses settings no default can repair.
@@ -263,8 +281,12 @@ type Server struct {
 	decisions *decisions.Decisions
 	life      *lifecycle.Lifecycle
 	sentry    *sentryintake.Intake
-	// batchBodies holds a place for each batch body the HTTP intake reads.
-	batchBodies chan struct{}
+	// batchBodies holds a place for each batch the intake parses and
+	// stores, and bounds each source's batches in flight.
+	batchBodies *places
+	// receiving counts the HTTP batches whose body is awaited (being
+	// received, or waiting for their source's turn).
+	receiving   atomic.Int64
 	notify      *notify.Notifier // nil without a webhook
 	auditNotify *notify.Notifier // nil without an audit webhook
 	// calls is what the Connect and grpc-go interceptors share.
@@ -314,7 +336,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Sink:        s.decisions,
 		Tracer:      cfg.TracerProvider,
 	}, st, s.log)
-	s.batchBodies = make(chan struct{}, cfg.SentryBatchBodies)
+	s.batchBodies = newPlaces(cfg.SentryBatchBodies, cfg.SentryBatchesPerSource)
 	s.sentry = sentryintake.New(sentryintake.Config{
 		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, QuarantineBudgetPerSource: cfg.QuarantineBudgetPerSource, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle, Window: cfg.SentryWindow,
 		WaitApplied: func(ctx context.Context, sandbox string, version int64) (int, time.Time, error) {
@@ -338,8 +360,9 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 
 	// Interceptors, outermost first: metrics see the final code, errors are
 	// mapped once, a panic becomes an Internal error, and authorization runs
-	// before any handler or request decoding.
-	interceptors := []connect.ServerInterceptor{s.metrics.rpc.Intercept, s.calls.MapErrors, transport.RecoverPanics, s.auth.authorize}
+	// before any handler or request decoding; the Sentry ingest RPCs then
+	// wait for the intake's places before their messages are read.
+	interceptors := []connect.ServerInterceptor{s.metrics.rpc.Intercept, s.calls.MapErrors, transport.RecoverPanics, s.auth.authorize, s.admitSentry}
 	if cfg.TracerProvider != nil {
 		// Outermost: the span holds the whole call, its code the final one.
 		interceptors = append([]connect.ServerInterceptor{transport.TraceRPCs(cfg.TracerProvider)}, interceptors...)
@@ -365,7 +388,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}
 
 	mux := http.NewServeMux()
-	connecthttp.Mount(transport.InterruptibleMux{ServeMux: mux, Procedure: portcullisv1connect.DistributionServiceStreamPolicyProcedure}, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10))
+	connecthttp.Mount(transport.InterruptibleMux{ServeMux: mux, Procedure: portcullisv1connect.DistributionServiceStreamPolicyProcedure}, rpc, connecthttp.WithReadMaxBytes(maxDocumentBytes+64<<10), sentryCodecs())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

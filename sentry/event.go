@@ -82,6 +82,10 @@ const (
 	// FlagExtension: the envelope carries CloudEvents extension attributes
 	// this schema does not define (kept in Event.Extensions).
 	FlagExtension
+	// FlagTimeDefaulted: the event had no time (CloudEvents makes it
+	// optional); Time is zero here, and the intake sets it to the time it
+	// received the event.
+	FlagTimeDefaulted
 )
 
 // Event is one watchdog event as read from its JSON form.
@@ -91,7 +95,8 @@ type Event struct {
 	ID          string
 	Source      string
 	Type        string
-	Time        time.Time
+	// Time is zero when the event had none (FlagTimeDefaulted).
+	Time time.Time
 	// Subject is the sandbox the event is about (empty for a heartbeat).
 	Subject string
 	// Sequence is the source's own counter (the CloudEvents sequence

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -129,7 +132,14 @@ func (r *reader) batch(body []byte) (Batch, bool) {
 			l.ws()
 			start := l.i
 			r.tree.reset()
-			if l.value(0) != nil {
+			// The lexer sees at most an event's size: an event larger
+			// cannot end within it (its object is not closed), and is
+			// refused by the slow path without being lexed, so a huge
+			// event never fills the tree.
+			l.b = body[:min(len(body), start+MaxEventBytes)]
+			err := l.value(0)
+			l.b = body
+			if err != nil {
 				return Batch{}, false
 			}
 			r.addRead(&b, n, body[start:l.i:l.i])
@@ -240,12 +250,14 @@ func (r *reader) event(raw []byte) (Event, *FieldError) {
 	ev.Source = r.name(m, "source", "source", 512, true)
 	ev.Type = r.name(m, "type", "type", maxID, true)
 	ev.Class = classOf(ev.Type)
-	ev.Time = r.time(m, "time")
+	if ev.Time = r.time(m, "time"); ev.Time.IsZero() && r.err == nil {
+		ev.Flags |= FlagTimeDefaulted
+	}
 	ev.Subject = r.name(m, "subject", "subject", 253, ev.Class != "" && ev.Class != ClassHeartbeat)
 	ev.Sequence = r.sequence(m)
 	ev.DataContentType = r.name(m, "datacontenttype", "datacontenttype", maxID, false)
-	if r.err == nil && ev.DataContentType != "" && ev.DataContentType != "application/json" {
-		r.fail("datacontenttype", `must be "application/json" or absent`)
+	if r.err == nil && ev.DataContentType != "" && !IsJSONMedia(ev.DataContentType) {
+		r.fail("datacontenttype", `must be a JSON media type ("application/json", "application/json; charset=utf-8", "application/*+json") or absent`)
 	}
 	if _, ok := m.get("data_base64"); ok {
 		r.fail("data_base64", "binary data is refused; send data as a JSON object")
@@ -279,6 +291,9 @@ func (r *reader) event(raw []byte) (Event, *FieldError) {
 		k := string(f.key)
 		if !isExtensionName(k) {
 			return Event{}, &FieldError{Field: k, Reason: "a CloudEvents attribute name is 1-20 lower-case letters or digits"}
+		}
+		if reason := extensionValue(f.val); reason != "" {
+			return Event{}, &FieldError{Field: k, Reason: reason}
 		}
 		if ev.Extensions == nil {
 			ev.Extensions = map[string]json.RawMessage{}
@@ -443,16 +458,91 @@ func (r *reader) match(m fields, key, path string, valid func(string) bool, want
 	return s
 }
 
+// time reads the event time, which CloudEvents makes optional: zero when
+// it is absent.
 func (r *reader) time(m fields, key string) time.Time {
-	s := r.str(m, key, key, 64, true)
-	if r.err != nil {
+	s := r.str(m, key, key, 64, false)
+	if s == "" || r.err != nil {
 		return time.Time{}
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	t, ok := ParseTime(s)
+	if !ok {
 		r.fail(key, "must be an RFC 3339 timestamp")
 	}
 	return t
+}
+
+// ParseTime reads an RFC 3339 timestamp as RFC 3339 allows it (section
+// 5.6): a lower-case "t" and "z" as well, and a leap second (second 60,
+// at the last minute of an hour in the given offset), read as the first
+// instant of the next minute since Go's time has no leap seconds.
+func ParseTime(s string) (time.Time, bool) {
+	if len(s) < 20 {
+		return time.Time{}, false
+	}
+	b := []byte(s)
+	if b[10] == 't' {
+		b[10] = 'T'
+	}
+	if b[len(b)-1] == 'z' {
+		b[len(b)-1] = 'Z'
+	}
+	leap := false
+	if b[13] == ':' && b[16] == ':' && b[17] == '6' && b[18] == '0' {
+		if b[14] != '5' || b[15] != '9' {
+			return time.Time{}, false
+		}
+		b[17], b[18] = '5', '9'
+		leap = true
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		return time.Time{}, false
+	}
+	if leap {
+		// 23:59:60.5 is half a second into the leap second: the next
+		// minute's first instant is as close as Go can say.
+		t = t.Truncate(time.Second).Add(time.Second)
+	}
+	return t, true
+}
+
+// IsJSONMedia reports whether a datacontenttype says JSON: the media type
+// application/json or any +json suffix type (RFC 6839), with at most a
+// charset of UTF-8.
+func IsJSONMedia(v string) bool {
+	media, params, err := mime.ParseMediaType(v)
+	if err != nil || media != "application/json" && !strings.HasSuffix(media, "+json") {
+		return false
+	}
+	for k, p := range params {
+		if k != "charset" || !strings.EqualFold(p, "utf-8") {
+			return false
+		}
+	}
+	return true
+}
+
+// extensionValue says why the JSON value v cannot be a CloudEvents
+// extension attribute's ("" when it can): the CloudEvents types in JSON
+// are a string (every other type has a string form), an integer (32
+// bits signed) and a boolean.
+func extensionValue(v []byte) string {
+	switch c := v[0]; {
+	case c == '"' || c == 't' || c == 'f':
+		return ""
+	case c == '{':
+		return "an extension attribute must be a string, an integer or a boolean, not an object"
+	case c == '[':
+		return "an extension attribute must be a string, an integer or a boolean, not an array"
+	case c == 'n':
+		return "an extension attribute must be a string, an integer or a boolean, not null"
+	}
+	n, err := strconv.ParseInt(string(v), 10, 32)
+	if err != nil || strconv.FormatInt(n, 10) != string(v) {
+		return "an extension attribute's number must be an integer from -2147483648 to 2147483647"
+	}
+	return ""
 }
 
 // sequence reads the CloudEvents sequence extension. The extension defines

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -172,7 +173,16 @@ func refusals() []refusal {
 		{"numeric id", ClassHeartbeat, func(ev, _ map[string]any) { ev["id"] = 7 }, "id", "string"},
 		{"no source", ClassHeartbeat, func(ev, _ map[string]any) { delete(ev, "source") }, "source", "is required"},
 		{"no type", ClassHeartbeat, func(ev, _ map[string]any) { delete(ev, "type") }, "type", "is required"},
-		{"no time", ClassHeartbeat, func(ev, _ map[string]any) { delete(ev, "time") }, "time", "is required"},
+		{"empty time", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "" }, "time", "1-64 bytes"},
+		{"leap second not at a minute's end", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "2016-12-31T23:58:60Z" }, "time", "RFC 3339"},
+		{"time without offset", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "2016-12-31T23:58:00" }, "time", "RFC 3339"},
+		{"extension object", ClassHeartbeat, func(ev, _ map[string]any) { ev["traceparent"] = map[string]any{"a": 1} }, "traceparent", "not an object"},
+		{"extension array", ClassHeartbeat, func(ev, _ map[string]any) { ev["myext"] = []any{"a"} }, "myext", "not an array"},
+		{"extension null", ClassHeartbeat, func(ev, _ map[string]any) { ev["myext"] = nil }, "myext", "not null"},
+		{"extension fraction", ClassHeartbeat, func(ev, _ map[string]any) { ev["myext"] = 1.5 }, "myext", "integer"},
+		{"extension beyond 32 bits", ClassHeartbeat, func(ev, _ map[string]any) { ev["myext"] = 1 << 31 }, "myext", "integer"},
+		{"datacontenttype latin-1", ClassHeartbeat, func(ev, _ map[string]any) { ev["datacontenttype"] = "application/json; charset=iso-8859-1" }, "datacontenttype", "JSON media type"},
+		{"datacontenttype text", ClassHeartbeat, func(ev, _ map[string]any) { ev["datacontenttype"] = "text/plain" }, "datacontenttype", "JSON media type"},
 		{"bad time", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "yesterday" }, "time", "RFC 3339"},
 		{"no subject", ClassQuarantine, func(ev, _ map[string]any) { delete(ev, "subject") }, "subject", "is required"},
 		{"no sequence", ClassHeartbeat, func(ev, _ map[string]any) { delete(ev, "sequence") }, "sequence", "is required"},
@@ -180,7 +190,7 @@ func refusals() []refusal {
 		{"sequence leading zero", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = "01" }, "sequence", "integer"},
 		{"sequence fraction", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = 1.5 }, "sequence", "integer"},
 		{"sequence too big", ClassHeartbeat, func(ev, _ map[string]any) { ev["sequence"] = "1000000000000000000" }, "sequence", "integer"},
-		{"datacontenttype xml", ClassHeartbeat, func(ev, _ map[string]any) { ev["datacontenttype"] = "text/xml" }, "datacontenttype", "application/json"},
+		{"datacontenttype xml", ClassHeartbeat, func(ev, _ map[string]any) { ev["datacontenttype"] = "text/xml" }, "datacontenttype", "JSON media type"},
 		{"data_base64", ClassHeartbeat, func(ev, _ map[string]any) { ev["data_base64"] = "AAAA" }, "data_base64", "binary"},
 		{"no data", ClassHeartbeat, func(ev, _ map[string]any) { delete(ev, "data") }, "data", "is required"},
 		{"data not an object", ClassHeartbeat, func(ev, _ map[string]any) { ev["data"] = "hello" }, "data", "object"},
@@ -388,5 +398,65 @@ func TestParseBatchPaths(t *testing.T) {
 		if ev.ID != w.ID || ev.Sequence != w.Sequence || ev.Class != w.Class || !reflect.DeepEqual(ev.Payload, w.Payload) || !bytes.Equal(ev.Raw, w.Raw) {
 			t.Errorf("event %s read event by event differs from the one-pass read:\n%+v\n%+v", w.ID, ev, w)
 		}
+	}
+}
+
+// TestEnvelopeAccepted: what CloudEvents allows of the envelope is
+// accepted: no time (defaulted later, and flagged), RFC 3339's lower-case
+// "t" and "z" and leap second, extension values of the CloudEvents types,
+// and every JSON media type.
+func TestEnvelopeAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(ev map[string]any)
+		check func(t *testing.T, ev Event)
+	}{
+		{"no time", func(ev map[string]any) { delete(ev, "time") }, func(t *testing.T, ev Event) {
+			if !ev.Time.IsZero() || ev.Flags&FlagTimeDefaulted == 0 {
+				t.Errorf("time %v flags %b", ev.Time, ev.Flags)
+			}
+		}},
+		{"lower-case t and z", func(ev map[string]any) { ev["time"] = "2026-12-01t19:00:00.5z" }, func(t *testing.T, ev Event) {
+			if want := time.Date(2026, 12, 1, 19, 0, 0, 5e8, time.UTC); !ev.Time.Equal(want) || ev.Flags != 0 {
+				t.Errorf("time %v flags %b", ev.Time, ev.Flags)
+			}
+		}},
+		{"leap second", func(ev map[string]any) { ev["time"] = "2016-12-31T23:59:60Z" }, func(t *testing.T, ev Event) {
+			if want := time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC); !ev.Time.Equal(want) {
+				t.Errorf("time %v", ev.Time)
+			}
+		}},
+		{"leap second in an offset", func(ev map[string]any) { ev["time"] = "1990-12-31T15:59:60-08:00" }, func(t *testing.T, ev Event) {
+			if want := time.Date(1991, 1, 1, 0, 0, 0, 0, time.UTC); !ev.Time.Equal(want) {
+				t.Errorf("time %v", ev.Time)
+			}
+		}},
+		{"extensions of every type", func(ev map[string]any) {
+			ev["str"], ev["num"], ev["neg"], ev["flag"], ev["numstr"] = "x", 2147483647, -2147483648, true, "42"
+		}, func(t *testing.T, ev Event) {
+			if len(ev.Extensions) != 5 || ev.Flags&FlagExtension == 0 {
+				t.Errorf("extensions %v flags %b", ev.Extensions, ev.Flags)
+			}
+		}},
+		{"json with charset", func(ev map[string]any) { ev["datacontenttype"] = "application/json; charset=utf-8" }, nil},
+		{"json with upper-case charset", func(ev map[string]any) { ev["datacontenttype"] = "Application/JSON;charset=UTF-8" }, nil},
+		{"+json type", func(ev map[string]any) { ev["datacontenttype"] = "application/vnd.portcullis.event+json" }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := sample(ClassHeartbeat)
+			tc.edit(ev)
+			got, err := ParseCloudEvent(mustJSON(t, ev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil {
+				tc.check(t, got)
+			}
+			// The batch reader says the same.
+			b, err := ParseBatch(mustJSON(t, []any{ev}))
+			if err != nil || len(b.Events) != 1 {
+				t.Fatalf("in a batch: %+v, %v", b, err)
+			}
+		})
 	}
 }

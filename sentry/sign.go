@@ -26,7 +26,7 @@ var (
 //	subject + "\n" + time + "\n" + sequence + "\n" + hex(sha256(JCS(data)))
 //
 // time is the event time in UTC as RFC 3339 with only the fraction digits
-// needed (Go's time.RFC3339Nano), sequence is decimal, and JCS(data) is
+// needed (Go's time.RFC3339Nano), empty for an event sent without one, sequence is decimal, and JCS(data) is
 // the RFC 8785 canonical form of data, so whitespace and key order do not
 // matter. The reader refuses control characters in id, source, type and
 // subject, so the newlines separate the fields unambiguously. Subject and
@@ -39,9 +39,18 @@ func SigningBytes(ev Event) ([]byte, error) {
 	}
 	sum := sha256.Sum256(canon)
 	s := signingDomain + "\n" + ev.ID + "\n" + ev.Source + "\n" + ev.Type + "\n" + ev.Subject + "\n" +
-		ev.Time.UTC().Format(time.RFC3339Nano) + "\n" + strconv.FormatUint(ev.Sequence, 10) + "\n" +
+		signingTime(ev.Time) + "\n" + strconv.FormatUint(ev.Sequence, 10) + "\n" +
 		hex.EncodeToString(sum[:])
 	return []byte(s), nil
+}
+
+// signingTime is t as the signed bytes hold it: empty for an event that
+// had no time.
+func signingTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // Sign returns the signature of ev by key; the caller sets ev.Signature.

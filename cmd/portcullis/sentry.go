@@ -110,7 +110,8 @@ func newSentryEventsCmd(env *environment) *cobra.Command {
 		Long: `List the Sentry events the gateway stored, oldest first, one line each:
 when the watchdog saw it, source, sequence, id, type, subject (the sandbox),
 severity, processing (store_only or remediate) and flags (what was kept
-without being understood: unknown_type, unknown_field, extension).
+without being understood: unknown_type, unknown_field, extension;
+time_defaulted: sent without a time, given the time received).
 
 SANDBOX keeps the events about one sandbox; --source one watchdog's;
 --type one type (a class name such as quarantine stands for

@@ -286,6 +286,12 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			audited = append(audited, r)
 			continue
 		}
+		if ev.Flags&sentry.FlagTimeDefaulted != 0 {
+			// CloudEvents makes time optional: the event happened at the
+			// latest when it arrived (its signature, checked above,
+			// covers no time).
+			ev.Time = received
+		}
 		if remediating(ev) {
 			urgent = append(urgent, remediation{ev, seen})
 		} else {
@@ -593,6 +599,9 @@ func stored(ev sentry.Event, received time.Time) store.SentryEvent {
 	}
 	if ev.Flags&sentry.FlagExtension != 0 {
 		row.Flags = append(row.Flags, "extension")
+	}
+	if ev.Flags&sentry.FlagTimeDefaulted != 0 {
+		row.Flags = append(row.Flags, "time_defaulted")
 	}
 	return row
 }

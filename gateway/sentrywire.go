@@ -1,0 +1,590 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"connectrpc.com/connect/v2/connectproto"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/sentry"
+)
+
+// The Sentry RPCs' messages (PublishEvents, IngestEvents) are read by
+// hand rather than by the protobuf runtime: a google.protobuf.Struct
+// decoded costs about 60 times the bytes it was sent in, and the message
+// used to be decoded whole before any bound of the intake applied. Here a
+// message's bytes, once Connect has read them (at most its read limit),
+// wait for one of the intake's places (its source's, then a shared one)
+// and only then are read; each event's data goes from its wire form
+// straight to the JSON text the sentry reader reads, at most
+// sentry.MaxEventBytes of it, so that reading a message costs a small
+// multiple of its size.
+
+// Private fields of a SentryEvent that carry, from the codec to the
+// handler, what became of its data: the JSON text, or why it was refused.
+// They are never read from a client: the codec decodes every field
+// itself and keeps no unknown field.
+const (
+	dataJSONField   protowire.Number = protowire.MaxValidNumber
+	dataRefuseField protowire.Number = protowire.MaxValidNumber - 1
+)
+
+// isSentryIngest reports whether procedure sends events to the intake.
+func isSentryIngest(procedure string) bool {
+	return procedure == portcullisv1connect.SentryServicePublishEventsProcedure ||
+		procedure == portcullisv1connect.SentryServiceIngestEventsProcedure
+}
+
+// sentryCodecs are the codecs of the Sentry ingest procedures.
+func sentryCodecs() connecthttp.Option {
+	return connecthttp.WithConditionalOptions(func(spec connect.Spec) []connecthttp.Option {
+		if !isSentryIngest(spec.Procedure) {
+			return nil
+		}
+		return []connecthttp.Option{connecthttp.WithCodecs(
+			wireCodec{Codec: connectproto.NewBinaryCodec(), json: false},
+			wireCodec{Codec: connectproto.NewJSONCodec(), json: true},
+		)}
+	})
+}
+
+// wireRequest is what admittedStream asks the codec to read into: the
+// request message, and what to wait for before reading it.
+type wireRequest struct {
+	msg   proto.Message
+	admit func() error
+}
+
+// wireCodec reads a wireRequest by hand; anything else (the responses,
+// errors' details) goes to the usual codec.
+type wireCodec struct {
+	connect.Codec
+	json bool
+}
+
+func (c wireCodec) UnmarshalRead(ctx context.Context, src io.Reader, msg any) error {
+	w, ok := msg.(*wireRequest)
+	if !ok {
+		return c.Codec.UnmarshalRead(ctx, src, msg)
+	}
+	var b []byte
+	if buf, ok := src.(interface{ Bytes() []byte }); ok {
+		b = buf.Bytes() // Connect's buffer, valid until we return
+	} else {
+		var err error
+		if b, err = io.ReadAll(src); err != nil {
+			return err
+		}
+	}
+	if err := w.admit(); err != nil {
+		return err
+	}
+	var events []*portcullisv1.SentryEvent
+	var err error
+	if c.json {
+		events, err = eventsFromJSON(b)
+	} else {
+		events, err = eventsFromWire(b)
+	}
+	if err != nil {
+		return err
+	}
+	switch m := w.msg.(type) {
+	case *portcullisv1.PublishEventsRequest:
+		m.Events = events
+	case *portcullisv1.IngestEventsRequest:
+		m.Events = events
+	default:
+		return fmt.Errorf("gateway: no Sentry reader for %T", w.msg)
+	}
+	return nil
+}
+
+// admittedStream gives each request message of a Sentry ingest RPC to
+// the codec as a wireRequest that takes the source's places before it is
+// read, and gives them back once the message has been answered (the next
+// Receive, or the end of the call).
+type admittedStream struct {
+	connect.ServerStream
+	ctx     context.Context
+	places  *places
+	source  string
+	release func()
+}
+
+func (a *admittedStream) Receive(msg any) error {
+	a.done()
+	m, ok := msg.(proto.Message)
+	if !ok {
+		return a.ServerStream.Receive(msg)
+	}
+	return a.ServerStream.Receive(&wireRequest{msg: m, admit: func() error {
+		leave, err := a.places.enter(a.ctx, a.source)
+		if err != nil {
+			return err
+		}
+		free, err := a.places.shared(a.ctx)
+		if err != nil {
+			leave()
+			return err
+		}
+		a.release = func() { free(); leave() }
+		return nil
+	}})
+}
+
+func (a *admittedStream) done() {
+	if a.release != nil {
+		a.release()
+		a.release = nil
+	}
+}
+
+// admitSentry is the interceptor (after authorize) that bounds the Sentry
+// ingest RPCs by the intake's places before their messages are read.
+func (s *Server) admitSentry(next connect.ServerFunc) connect.ServerFunc {
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
+		if !isSentryIngest(spec.Procedure) {
+			return next(ctx, spec, stream)
+		}
+		p, ok := principalFrom(ctx)
+		if !ok {
+			return connect.NewError(connect.CodeUnauthenticated, "a sentry token is required")
+		}
+		a := &admittedStream{ServerStream: stream, ctx: ctx, places: s.batchBodies, source: p.Name}
+		defer a.done()
+		return next(ctx, spec, a)
+	}
+}
+
+// errTooManyEvents refuses a message of more than sentry.MaxBatchEvents.
+var errTooManyEvents = fmt.Errorf("events: more than %d events in a batch", sentry.MaxBatchEvents)
+
+// eventsFromWire reads the events (field 1) of a PublishEventsRequest or
+// IngestEventsRequest in its protobuf binary form.
+func eventsFromWire(b []byte) ([]*portcullisv1.SentryEvent, error) {
+	var events []*portcullisv1.SentryEvent
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			if len(events) == sentry.MaxBatchEvents {
+				return nil, errTooManyEvents
+			}
+			ev, err := eventFromWire(v)
+			if err != nil {
+				return nil, fmt.Errorf("events[%d]: %w", len(events), err)
+			}
+			events = append(events, ev)
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return events, nil
+}
+
+// eventFromWire reads one SentryEvent; its data becomes JSON text (or a
+// refusal) in the event's private fields.
+func eventFromWire(b []byte) (*portcullisv1.SentryEvent, error) {
+	ev := &portcullisv1.SentryEvent{}
+	var data []byte
+	hasData := false
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		want := protowire.BytesType
+		switch num {
+		case 7:
+			want = protowire.VarintType
+		case 1, 2, 3, 4, 5, 6, 8, 9, 10:
+		default:
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		if typ != want {
+			return nil, fmt.Errorf("field %d: wire type %d, want %d", num, typ, want)
+		}
+		if num == 7 {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			ev.Sequence = v
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		str := func(name string) (string, error) {
+			if !utf8.Valid(v) {
+				return "", fmt.Errorf("%s: invalid UTF-8", name)
+			}
+			return string(v), nil
+		}
+		var err error
+		switch num {
+		case 1:
+			ev.Specversion, err = str("specversion")
+		case 2:
+			ev.Id, err = str("id")
+		case 3:
+			ev.Source, err = str("source")
+		case 4:
+			ev.Type, err = str("type")
+		case 5:
+			ev.Time, err = timestampFromWire(v)
+		case 6:
+			ev.Subject, err = str("subject")
+		case 8:
+			ev.Datacontenttype, err = str("datacontenttype")
+		case 9:
+			// A message field sent twice is merged: its bytes joined.
+			data, hasData = append(data, v...), true
+		case 10:
+			ev.Signature = bytes.Clone(v)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if hasData {
+		out, err := structJSON(make([]byte, 0, min(len(data)+16, sentry.MaxEventBytes)), data, 0)
+		if err != nil {
+			setPrivate(ev, dataRefuseField, []byte(err.Error()))
+		} else {
+			setPrivate(ev, dataJSONField, out)
+		}
+	}
+	return ev, nil
+}
+
+func timestampFromWire(b []byte) (*timestamppb.Timestamp, error) {
+	ts := &timestamppb.Timestamp{}
+	if err := proto.Unmarshal(b, ts); err != nil {
+		return nil, fmt.Errorf("time: %w", err)
+	}
+	return ts, nil
+}
+
+// setPrivate records v in one of ev's private fields.
+func setPrivate(ev *portcullisv1.SentryEvent, num protowire.Number, v []byte) {
+	raw := protowire.AppendTag(nil, num, protowire.BytesType)
+	ev.ProtoReflect().SetUnknown(protowire.AppendBytes(raw, v))
+}
+
+// privateData returns what the codec made of ev's data: its JSON text, or
+// why it was refused; neither for an event read by the protobuf runtime.
+func privateData(ev *portcullisv1.SentryEvent) (data []byte, refused string) {
+	b := ev.ProtoReflect().GetUnknown()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return nil, ""
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return nil, ""
+		}
+		switch num {
+		case dataJSONField:
+			data = v
+		case dataRefuseField:
+			refused = string(v)
+		}
+		b = b[n+m:]
+	}
+	return data, refused
+}
+
+// errDataTooLarge: data's JSON text would pass the size of a whole event.
+var errDataTooLarge = fmt.Errorf("event larger than %d bytes", sentry.MaxEventBytes)
+
+// maxDataDepth bounds the nesting of data (the sentry reader's own bound
+// is lower; this one only keeps the conversion's stack small).
+const maxDataDepth = 64
+
+// structJSON appends the JSON text of the google.protobuf.Struct whose
+// wire form is b, as protojson writes it (members in wire order), and
+// fails once the text would pass sentry.MaxEventBytes.
+func structJSON(out, b []byte, depth int) ([]byte, error) {
+	if depth > maxDataDepth {
+		return nil, errors.New("data nested too deeply")
+	}
+	out = append(out, '{')
+	first := true
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num != 1 || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		entry, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		var key, val []byte
+		hasVal := false
+		for len(entry) > 0 {
+			num, typ, n := protowire.ConsumeTag(entry)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			entry = entry[n:]
+			if typ != protowire.BytesType || (num != 1 && num != 2) {
+				if n = protowire.ConsumeFieldValue(num, typ, entry); n < 0 {
+					return nil, protowire.ParseError(n)
+				}
+				entry = entry[n:]
+				continue
+			}
+			v, n := protowire.ConsumeBytes(entry)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			entry = entry[n:]
+			if num == 1 {
+				key = v
+			} else {
+				val, hasVal = v, true
+			}
+		}
+		if !hasVal {
+			return nil, fmt.Errorf("data: member %q has no value", key)
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		var err error
+		if out, err = appendJSONString(out, key); err != nil {
+			return nil, err
+		}
+		out = append(out, ':')
+		if out, err = valueJSON(out, val, depth+1); err != nil {
+			return nil, err
+		}
+		if len(out) > sentry.MaxEventBytes {
+			return nil, errDataTooLarge
+		}
+	}
+	return append(out, '}'), nil
+}
+
+// valueJSON appends the JSON text of a google.protobuf.Value.
+func valueJSON(out, b []byte, depth int) ([]byte, error) {
+	if depth > maxDataDepth {
+		return nil, errors.New("data nested too deeply")
+	}
+	// The kind is a oneof: the last one on the wire wins.
+	kind, val, varint := protowire.Number(0), []byte(nil), uint64(0)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case (num == 1 || num == 4) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b, kind, varint = b[n:], num, v
+		case num == 2 && typ == protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b, kind, varint = b[n:], num, v
+		case (num == 3 || num == 5 || num == 6) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b, kind, val = b[n:], num, v
+		default:
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+		}
+	}
+	switch kind {
+	case 1:
+		return append(out, "null"...), nil
+	case 2:
+		return appendJSONNumber(out, math.Float64frombits(varint))
+	case 3:
+		return appendJSONString(out, val)
+	case 4:
+		return strconv.AppendBool(out, varint != 0), nil
+	case 5:
+		return structJSON(out, val, depth)
+	case 6:
+		out = append(out, '[')
+		first := true
+		for len(val) > 0 {
+			num, typ, n := protowire.ConsumeTag(val)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			val = val[n:]
+			if num != 1 || typ != protowire.BytesType {
+				if n = protowire.ConsumeFieldValue(num, typ, val); n < 0 {
+					return nil, protowire.ParseError(n)
+				}
+				val = val[n:]
+				continue
+			}
+			v, n := protowire.ConsumeBytes(val)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			val = val[n:]
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			var err error
+			if out, err = valueJSON(out, v, depth+1); err != nil {
+				return nil, err
+			}
+			if len(out) > sentry.MaxEventBytes {
+				return nil, errDataTooLarge
+			}
+		}
+		return append(out, ']'), nil
+	}
+	return nil, errors.New("data: a value with no kind")
+}
+
+// appendJSONNumber writes f as encoding/json does (ES6 number form).
+func appendJSONNumber(out []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("data: %v is not a JSON number", f)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	out = strconv.AppendFloat(out, f, format, -1, 64)
+	if format == 'e' {
+		// 1e-07 → 1e-7, as JavaScript writes it.
+		if n := len(out); n >= 4 && out[n-4] == 'e' && out[n-3] == '-' && out[n-2] == '0' {
+			out[n-2] = out[n-1]
+			out = out[:n-1]
+		}
+	}
+	return out, nil
+}
+
+// appendJSONString writes s, which must be UTF-8, as a JSON string.
+func appendJSONString(out, s []byte) ([]byte, error) {
+	if !utf8.Valid(s) {
+		return nil, errors.New("data: a string is not valid UTF-8")
+	}
+	const hex = "0123456789abcdef"
+	out = append(out, '"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			out = append(out, c)
+		}
+	}
+	return append(out, '"'), nil
+}
+
+// eventsFromJSON reads the events of a request in the protobuf JSON form
+// (Connect with application/json): each event's attributes with
+// protojson, its data kept as the JSON text sent.
+func eventsFromJSON(b []byte) ([]*portcullisv1.SentryEvent, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, err
+	}
+	var raws []json.RawMessage
+	for k, v := range top {
+		if k != "events" {
+			return nil, fmt.Errorf("unknown field %q", k)
+		}
+		if err := json.Unmarshal(v, &raws); err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+	}
+	if len(raws) > sentry.MaxBatchEvents {
+		return nil, errTooManyEvents
+	}
+	events := make([]*portcullisv1.SentryEvent, 0, len(raws))
+	for i, raw := range raws {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
+		}
+		data, hasData := m["data"]
+		delete(m, "data")
+		rest, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
+		}
+		ev := &portcullisv1.SentryEvent{}
+		if err := protojson.Unmarshal(rest, ev); err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
+		}
+		switch {
+		case !hasData || string(data) == "null":
+		case len(data) > sentry.MaxEventBytes:
+			setPrivate(ev, dataRefuseField, []byte(errDataTooLarge.Error()))
+		default:
+			setPrivate(ev, dataJSONField, data)
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
