@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -71,40 +72,52 @@ func TestServerScenarios(t *testing.T) {
 // auth) with js/client.mjs, an OAuth client, directly and through the
 // proxy in both forms, under a policy declaring mcp.oauth. Each scenario's
 // servers listen on ports handed out in advance (js/listen.cjs), so that
-// the policy can name them.
+// the policy can name them; the three runs go at once, each with ports of
+// its own.
 func TestClientAuthScenarios(t *testing.T) {
 	tl := setup(t)
 	began := time.Now()
 	dir := workDir(t, tl)
-	ports := freePorts(t, 64)
+	const perRun = 48
+	all := freePorts(t, 3*perRun)
 	var list []string
-	for _, p := range ports {
+	for _, p := range all {
 		list = append(list, strconv.Itoa(p))
 	}
 	policy := writePolicy(t, "auth-policy.yaml", "PORTS", "["+strings.Join(list, ", ")+"]")
 	proxy, data := startProxy(t, tl, policy)
 
+	var mu sync.Mutex
 	runs := map[string]map[string]outcome{}
 	var order []string
-	for _, rt := range routes(proxy) {
-		order = append(order, rt.name)
-		client := tl.node + " client.mjs"
-		if rt.proxy != "" {
-			client = tl.node + " --require ./proxy.cjs client.mjs"
+	t.Run("runs", func(t *testing.T) {
+		for i, rt := range routes(proxy) {
+			order = append(order, rt.name)
+			ports := all[i*perRun : (i+1)*perRun]
+			t.Run(rt.name, func(t *testing.T) {
+				t.Parallel()
+				client := tl.node + " client.mjs"
+				if rt.proxy != "" {
+					client = tl.node + " --require ./proxy.cjs client.mjs"
+				}
+				env := rt.env("PORTCULLIS_LISTEN_PORTS=" + strings.Join(list[i*perRun:(i+1)*perRun], ","))
+				res := runSuite(t, tl, dir, env, []string{"--require", "./listen.cjs"},
+					"client", "--command", client, "--suite", "auth", "--timeout", "120000")
+				mu.Lock()
+				runs[rt.name] = res
+				mu.Unlock()
+				allowed, denied := decisions(t, data, ports)
+				if rt.proxy != "" && allowed == 0 {
+					t.Errorf("the proxy recorded no allowed request: the client did not go through it")
+				}
+				if len(denied) > 0 {
+					t.Logf("the proxy's denials: %v", denied)
+				}
+			})
 		}
-		before, _ := decisions(t, data, ports)
-		// Each run hands out the same ports: a scenario's servers have
-		// closed before the next run starts.
-		env := rt.env("PORTCULLIS_LISTEN_PORTS=" + strings.Join(list, ","))
-		runs[rt.name] = runSuite(t, tl, dir, env, []string{"--require", "./listen.cjs"},
-			"client", "--command", client, "--suite", "auth")
-		after, denied := decisions(t, data, ports)
-		if rt.proxy != "" && after == before {
-			t.Errorf("auth through the proxy (%s): the proxy recorded no allowed request: the client did not go through it", rt.name)
-		}
-		if rt.proxy != "" && len(denied) > 0 {
-			t.Logf("auth: the proxy's denials so far: %v", denied)
-		}
+	})
+	if len(runs) != len(order) {
+		t.Fatalf("%d of %d runs finished", len(runs), len(order))
 	}
 	compare(t, "auth", runs, order)
 	t.Logf("client auth scenarios: %s", time.Since(began).Round(time.Second))

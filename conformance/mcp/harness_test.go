@@ -422,6 +422,10 @@ func readResults(out string) (map[string]outcome, error) {
 				o.warnings++
 			}
 		}
+		if stderr, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stderr.txt")); err == nil && o.failed > 0 && len(stderr) > 0 {
+			// What a client scenario's client printed says why it failed.
+			o.failures = append(o.failures, "client stderr: "+string(stderr[:min(len(stderr), 600)]))
+		}
 		if _, dup := results[name]; dup {
 			return fmt.Errorf("scenario %s ran twice", name)
 		}
