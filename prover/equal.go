@@ -149,9 +149,9 @@ func mcpOptionsEqual(a, b *policy.MCPOptions) bool {
 		a.MaxBodyBytes == b.MaxBodyBytes && a.AllowAllKnownMCPMethods == b.AllowAllKnownMCPMethods &&
 		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList() &&
 		a.ResponseLimit() == b.ResponseLimit() && ptrEq(a.OAuth, b.OAuth, func(x, y *policy.MCPOAuth) bool {
-			return x.ResourceMetadata == y.ResourceMetadata && x.AuthorizationServer == y.AuthorizationServer &&
-				sliceEq(x.ResourceMetadataPaths, y.ResourceMetadataPaths) && sliceEq(x.IssuerPaths, y.IssuerPaths)
-		})
+		return x.ResourceMetadata == y.ResourceMetadata && x.AuthorizationServer == y.AuthorizationServer &&
+			sliceEq(x.ResourceMetadataPaths, y.ResourceMetadataPaths) && sliceEq(x.IssuerPaths, y.IssuerPaths)
+	})
 }
 
 func matcherEqual(a, b *policy.Matcher) bool { return sliceEq(a.Any, b.Any) }
