@@ -155,6 +155,7 @@ func build() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "portcullis")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/portcullis").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
@@ -162,10 +163,13 @@ func build() (string, error) {
 	return bin, nil
 }
 
+// binDir holds the binary a test built; TestMain removes it.
+var binDir string
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bin, err := buildOnce(); err == nil && bin != "" {
-		os.RemoveAll(filepath.Dir(bin))
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
 }
