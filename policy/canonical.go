@@ -353,6 +353,9 @@ func canonicalEndpoint(ep *Endpoint) {
 		}
 		if o := ep.MCP.OAuth; o != nil && !o.ResourceMetadata && !o.AuthorizationServer {
 			ep.MCP.OAuth = nil // declares nothing
+		} else if o != nil {
+			o.ResourceMetadataPaths = sortedUnique(o.ResourceMetadataPaths)
+			o.IssuerPaths = sortedUnique(o.IssuerPaths)
 		}
 		if ep.MCP.MaxResponseBytes == DefaultMaxResponseBytes {
 			ep.MCP.MaxResponseBytes = 0 // the default, spelled or not, hashes as one document

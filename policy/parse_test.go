@@ -440,3 +440,72 @@ func TestMCPOAuthCanonical(t *testing.T) {
 		t.Errorf("a string for resource_metadata: %v", err)
 	}
 }
+
+// mcp.oauth may name where the server's metadata and its authorization
+// server live when they are not at the well-known root paths (RFC 9728
+// lets WWW-Authenticate name any metadata URL; RFC 8414 issuers may have a
+// path, whose endpoints sit under it): exactly those paths pass, each
+// with the methods its role uses, and a declaration that names no role,
+// or a path that is not one plain absolute path, is refused naming it.
+func TestMCPOAuthDeclaredPaths(t *testing.T) {
+	doc := func(opt string) (*Policy, error) {
+		p, _, err := Parse([]byte(`{version: 1, network_policies: {m: {binaries: [{path: /bin/a}], endpoints: [{host: m.example.com, port: 443, protocol: mcp, path: /mcp,
+			mcp: {oauth: {` + opt + `}}, rules: [{allow: {method: tools/list}}]}]}}}`))
+		return p, err
+	}
+	p, err := doc("resource_metadata: true, resource_metadata_paths: [/custom/metadata/location.json], authorization_server: true, issuer_paths: [/tenant1]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := doc("resource_metadata: true, authorization_server: true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Hash() == plain.Hash() {
+		t.Error("the declared paths do not change the document's hash")
+	}
+	o := p.NetworkPolicies["m"].Endpoints[0].MCP
+	for _, tc := range []struct {
+		method, path, rule string
+	}{
+		{"GET", "/custom/metadata/location.json", "mcp.oauth.resource_metadata"},
+		{"HEAD", "/custom/metadata/location.json", "mcp.oauth.resource_metadata"},
+		{"POST", "/custom/metadata/location.json", ""},
+		{"GET", "/custom/metadata/location.json/x", ""},
+		{"GET", "/custom/metadata", ""},
+		{"GET", "/tenant1/authorize", "mcp.oauth.authorization_server"},
+		{"POST", "/tenant1/token", "mcp.oauth.authorization_server"},
+		{"POST", "/tenant1/register", "mcp.oauth.authorization_server"},
+		{"GET", "/tenant1/.well-known/openid-configuration", "mcp.oauth.authorization_server"},
+		{"GET", "/tenant1/.well-known/oauth-authorization-server", "mcp.oauth.authorization_server"},
+		{"GET", "/.well-known/oauth-authorization-server/tenant1", "mcp.oauth.authorization_server"},
+		{"POST", "/tenant1/authorize", ""},
+		{"GET", "/tenant1/token", ""},
+		{"GET", "/tenant1/admin", ""},
+		{"POST", "/tenant2/token", ""},
+		{"POST", "/x/tenant1/token", ""},
+	} {
+		rule, ok := o.OAuthPath(tc.method, tc.path)
+		if rule != tc.rule || ok != (tc.rule != "") {
+			t.Errorf("OAuthPath(%s %s) = %q, %v; want %q", tc.method, tc.path, rule, ok, tc.rule)
+		}
+	}
+	if rule, ok := plain.NetworkPolicies["m"].Endpoints[0].MCP.OAuthPath("POST", "/tenant1/token"); ok {
+		t.Errorf("without issuer_paths, POST /tenant1/token passes as %s", rule)
+	}
+	for _, tc := range []struct{ opt, field string }{
+		{"resource_metadata_paths: [/a.json]", "resource_metadata_paths"},
+		{"issuer_paths: [/tenant1]", "issuer_paths"},
+		{"authorization_server: true, issuer_paths: [/]", "issuer_paths[0]"},
+		{"authorization_server: true, issuer_paths: [tenant1]", "issuer_paths[0]"},
+		{"authorization_server: true, issuer_paths: [/t/*]", "issuer_paths[0]"},
+		{"authorization_server: true, issuer_paths: [/t/../u]", "issuer_paths[0]"},
+		{"authorization_server: true, issuer_paths: [/t/]", "issuer_paths[0]"},
+		{"resource_metadata: true, resource_metadata_paths: [/a, '/b?x=1']", "resource_metadata_paths[1]"},
+		{"resource_metadata: true, resource_metadata_paths: [/mcp]", "resource_metadata_paths[0]"},
+	} {
+		if _, err := doc(tc.opt); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v; want an error naming %s", tc.opt, err, tc.field)
+		}
+	}
+}

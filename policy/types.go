@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -182,6 +183,18 @@ type MCPOAuth struct {
 	// /.well-known/openid-configuration (and below them), GET /authorize,
 	// POST /token and POST /register.
 	AuthorizationServer bool `json:"authorization_server,omitempty" yaml:"authorization_server,omitempty"`
+	// ResourceMetadataPaths (with ResourceMetadata): further exact paths
+	// serving the resource's metadata, GET (and HEAD): RFC 9728 lets a
+	// server name any metadata URL in its WWW-Authenticate header.
+	ResourceMetadataPaths []string `json:"resource_metadata_paths,omitempty" yaml:"resource_metadata_paths,omitempty"`
+	// IssuerPaths (with AuthorizationServer): the path components of the
+	// authorization server's issuer (RFC 8414), under each of which it
+	// also serves the paths AuthorizationServer lists: GET
+	// ISSUER/.well-known/oauth-authorization-server and
+	// ISSUER/.well-known/openid-configuration, GET ISSUER/authorize,
+	// POST ISSUER/token and POST ISSUER/register. (The well-known paths
+	// with the issuer path after them are covered by AuthorizationServer.)
+	IssuerPaths []string `json:"issuer_paths,omitempty" yaml:"issuer_paths,omitempty"`
 }
 
 // OAuthPath reports whether an HTTP request with this method to path (the
@@ -196,15 +209,36 @@ func (o *MCPOptions) OAuthPath(method, path string) (string, bool) {
 	get := method == "GET" || method == "HEAD"
 	under := func(prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
 	switch {
-	case o.OAuth.ResourceMetadata && get && under("/.well-known/oauth-protected-resource"):
+	case o.OAuth.ResourceMetadata && get && (under("/.well-known/oauth-protected-resource") || slices.Contains(o.OAuth.ResourceMetadataPaths, path)):
 		return "mcp.oauth.resource_metadata", true
 	case !o.OAuth.AuthorizationServer:
 		return "", false
-	case get && (under("/.well-known/oauth-authorization-server") || under("/.well-known/openid-configuration") || path == "/authorize"),
-		method == "POST" && (path == "/token" || path == "/register"):
+	case get && (under("/.well-known/oauth-authorization-server") || under("/.well-known/openid-configuration")),
+		authorizationServerPath(method, path, ""):
 		return "mcp.oauth.authorization_server", true
 	}
+	for _, issuer := range o.OAuth.IssuerPaths {
+		if rest, ok := strings.CutPrefix(path, issuer); ok && strings.HasPrefix(rest, "/") && authorizationServerPath(method, rest, issuer) {
+			return "mcp.oauth.authorization_server", true
+		}
+	}
 	return "", false
+}
+
+// authorizationServerPath reports whether path, below an issuer path
+// (after it was cut off; "" for none), is one an authorization server on
+// an MCP server's host:port serves: /authorize (GET), /token and
+// /register (POST), and below an issuer path its well-known metadata
+// (GET).
+func authorizationServerPath(method, path, issuer string) bool {
+	get := method == "GET" || method == "HEAD"
+	switch {
+	case get && path == "/authorize", method == "POST" && (path == "/token" || path == "/register"):
+		return true
+	case issuer != "" && get:
+		return path == "/.well-known/oauth-authorization-server" || path == "/.well-known/openid-configuration"
+	}
+	return false
 }
 
 // DefaultMaxResponseBytes is the default mcp.max_response_bytes: a

@@ -401,6 +401,7 @@ func (v *validator) protocolOptions(path string, ep *Endpoint) {
 		if v.onlyOn(mp, proto == ProtocolMCP, "mcp") {
 			v.bodyLimit(keyPath(mp, "max_body_bytes"), ep.MCP.MaxBodyBytes)
 			v.bodyLimit(keyPath(mp, "max_response_bytes"), ep.MCP.MaxResponseBytes)
+			v.mcpOAuth(keyPath(mp, "oauth"), ep)
 			vp := keyPath(mp, "versions")
 			if ep.MCP.Versions != nil && len(ep.MCP.Versions) == 0 {
 				v.errorf(vp, "must not be empty (omit it for the default)")
@@ -461,4 +462,38 @@ func (v *validator) protocolOptions(path string, ep *Endpoint) {
 			}
 		}
 	}
+}
+
+// mcpOAuth checks mcp.oauth's declared paths: each list needs the role
+// it extends, and each path is one plain absolute path, canonical, with
+// no glob, query or trailing slash, and not the endpoint's MCP path.
+func (v *validator) mcpOAuth(path string, ep *Endpoint) {
+	o := ep.MCP.OAuth
+	if o == nil {
+		return
+	}
+	check := func(field string, paths []string, role bool, roleName string) {
+		fp := keyPath(path, field)
+		if len(paths) > 0 && !role {
+			v.errorf(fp, "needs %s: true", roleName)
+		}
+		if len(paths) > 16 {
+			v.errorf(fp, "lists %d paths; at most 16", len(paths))
+		}
+		for i, p := range paths {
+			canon, err := CanonicalPath(p, false)
+			switch {
+			case !strings.HasPrefix(p, "/") || p == "/" || strings.HasSuffix(p, "/"):
+				v.errorf(indexPath(fp, i), "%q must be an absolute path other than /, without a trailing /", p)
+			case strings.ContainsAny(p, "*?#{}[]%;\\") || err != nil || canon != p:
+				v.errorf(indexPath(fp, i), "%q must be one plain canonical path (no glob, query, escape or dot segment)", p)
+			case len(p) > 256:
+				v.errorf(indexPath(fp, i), "is %d bytes long; at most 256", len(p))
+			case ep.Path != "" && p == ep.Path:
+				v.errorf(indexPath(fp, i), "%q is the endpoint's MCP path", p)
+			}
+		}
+	}
+	check("resource_metadata_paths", o.ResourceMetadataPaths, o.ResourceMetadata, "resource_metadata")
+	check("issuer_paths", o.IssuerPaths, o.AuthorizationServer, "authorization_server")
 }

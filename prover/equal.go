@@ -31,7 +31,10 @@ var (
 		MaxResponseBytes        int
 		OAuth                   *policy.MCPOAuth
 	}{})
-	_ = policy.MCPOAuth(struct{ ResourceMetadata, AuthorizationServer bool }{})
+	_ = policy.MCPOAuth(struct {
+		ResourceMetadata, AuthorizationServer bool
+		ResourceMetadataPaths, IssuerPaths    []string
+	}{})
 	_ = policy.JSONRPCOptions(struct{ MaxBodyBytes int }{})
 	_ = policy.CredentialBinding(struct{ Provider string }{})
 	_ = policy.RateLimit(struct{ RequestsPerMinute, Burst int }{})
@@ -145,7 +148,10 @@ func mcpOptionsEqual(a, b *policy.MCPOptions) bool {
 	return ptrEq(a.StrictToolNames, b.StrictToolNames, func(x, y *bool) bool { return *x == *y }) &&
 		a.MaxBodyBytes == b.MaxBodyBytes && a.AllowAllKnownMCPMethods == b.AllowAllKnownMCPMethods &&
 		sliceEq(a.Versions, b.Versions) && a.FiltersToolsList() == b.FiltersToolsList() &&
-		a.ResponseLimit() == b.ResponseLimit() && ptrEq(a.OAuth, b.OAuth, func(x, y *policy.MCPOAuth) bool { return *x == *y })
+		a.ResponseLimit() == b.ResponseLimit() && ptrEq(a.OAuth, b.OAuth, func(x, y *policy.MCPOAuth) bool {
+		return x.ResourceMetadata == y.ResourceMetadata && x.AuthorizationServer == y.AuthorizationServer &&
+			sliceEq(x.ResourceMetadataPaths, y.ResourceMetadataPaths) && sliceEq(x.IssuerPaths, y.IssuerPaths)
+	})
 }
 
 func matcherEqual(a, b *policy.Matcher) bool { return sliceEq(a.Any, b.Any) }

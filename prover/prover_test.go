@@ -405,4 +405,13 @@ func TestMCPOAuthOpened(t *testing.T) {
 	if rep := prove(t, prop, again, Options{}); len(rep.Findings) != 0 {
 		t.Fatalf("an unchanged declaration:%s", show(rep.Findings))
 	}
+	// A further metadata path or issuer path is newly served too.
+	paths := prop.Clone()
+	paths.NetworkPolicies["web"].Endpoints[1].MCP.OAuth = &policy.MCPOAuth{ResourceMetadata: true,
+		ResourceMetadataPaths: []string{"/custom/meta.json"}, AuthorizationServer: true, IssuerPaths: []string{"/tenant1"}}
+	rep = prove(t, prop, paths, Options{})
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != MCPOAuthOpened || !strings.Contains(rep.Findings[0].Detail, "GET /custom/meta.json") ||
+		!strings.Contains(rep.Findings[0].Detail, "under /tenant1") || strings.Contains(rep.Findings[0].Detail, "resource_metadata (") {
+		t.Fatalf("declared paths, findings:%s", show(rep.Findings))
+	}
 }

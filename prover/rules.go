@@ -245,6 +245,8 @@ func oauthOpened(m *meter, cur []ref, p ref) (Finding, bool) {
 		if c.ep.Protocol == policy.ProtocolMCP && labelKey(c.ep) == labelKey(p.ep) && c.ep.MCP != nil && c.ep.MCP.OAuth != nil {
 			had.ResourceMetadata = had.ResourceMetadata || c.ep.MCP.OAuth.ResourceMetadata
 			had.AuthorizationServer = had.AuthorizationServer || c.ep.MCP.OAuth.AuthorizationServer
+			had.ResourceMetadataPaths = append(had.ResourceMetadataPaths, c.ep.MCP.OAuth.ResourceMetadataPaths...)
+			had.IssuerPaths = append(had.IssuerPaths, c.ep.MCP.OAuth.IssuerPaths...)
 		}
 	}
 	var opened []string
@@ -253,6 +255,16 @@ func oauthOpened(m *meter, cur []ref, p ref) (Finding, bool) {
 	}
 	if o.OAuth.AuthorizationServer && !had.AuthorizationServer {
 		opened = append(opened, "authorization_server (GET /.well-known/oauth-authorization-server…, /.well-known/openid-configuration…, /authorize; POST /token, /register)")
+	}
+	for _, path := range o.OAuth.ResourceMetadataPaths {
+		if !slices.Contains(had.ResourceMetadataPaths, path) {
+			opened = append(opened, "resource_metadata_paths (GET "+path+")")
+		}
+	}
+	for _, path := range o.OAuth.IssuerPaths {
+		if !slices.Contains(had.IssuerPaths, path) {
+			opened = append(opened, "issuer_paths (under "+path+": GET /.well-known/…, /authorize; POST /token, /register)")
+		}
 	}
 	if len(opened) == 0 {
 		return Finding{}, false
