@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
+	"time"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -116,10 +118,31 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 		"rule": r.GetRule(), "reason": r.GetReason(), "policy_version": r.GetPolicyVersion(), "denial_id": r.GetDenialId(),
 		"arguments_digest": r.GetArgumentsDigest(), "reason_code": r.GetReasonCode(), "tool_definition": r.GetToolDefinition(),
 	}
+	fields["summary_first_denial_id"], fields["summary_last_denial_id"] = r.GetSummaryFirstDenialId(), r.GetSummaryLastDenialId()
 	for name, v := range fields {
 		if len(v) > maxDecisionField {
 			return store.Decision{}, invalidField(name, "is longer than %d bytes", maxDecisionField)
 		}
+	}
+	if r.GetSummaryCount() > math.MaxInt64 {
+		return store.Decision{}, invalidField("summary_count", "is too large: %d", r.GetSummaryCount())
+	}
+	var last time.Time
+	if r.GetSummaryCount() > 0 {
+		if r.GetSummaryLast() == nil {
+			return store.Decision{}, invalidField("summary_last", "is missing from a summary")
+		}
+		last = r.GetSummaryLast().AsTime()
+	}
+	if len(r.GetCuts()) > maxCuts {
+		return store.Decision{}, invalidField("cuts", "lists %d cuts; at most %d", len(r.GetCuts()), maxCuts)
+	}
+	var cuts []store.FieldCut
+	for _, c := range r.GetCuts() {
+		if c.GetField() == "" || len(c.GetField()) > 64 || c.GetLength() > math.MaxInt32 || !isHexSHA256(c.GetSha256()) {
+			return store.Decision{}, invalidField("cuts", "a cut needs a field name of at most 64 bytes, a length and a hex SHA-256")
+		}
+		cuts = append(cuts, store.FieldCut{Field: c.GetField(), Length: int(c.GetLength()), SHA256: c.GetSha256()})
 	}
 	return store.Decision{
 		Time:            r.GetTime().AsTime(),
@@ -143,5 +166,27 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 		ArgumentsDigest: r.GetArgumentsDigest(),
 		ReasonCode:      r.GetReasonCode(),
 		ToolDefinition:  r.GetToolDefinition(),
+		Cuts:            cuts,
+
+		SummaryCount:         int64(r.GetSummaryCount()),
+		SummaryLast:          last,
+		SummaryFirstDenialID: r.GetSummaryFirstDenialId(),
+		SummaryLastDenialID:  r.GetSummaryLastDenialId(),
 	}, nil
+}
+
+// maxCuts bounds the cuts a record lists: one a field at most.
+const maxCuts = 32
+
+// isHexSHA256 reports whether s is 64 lower-case hex digits.
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
