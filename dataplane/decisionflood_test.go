@@ -116,8 +116,8 @@ func TestDecisionLogKeepsAllowedUnderFlood(t *testing.T) {
 	if long != 1 {
 		t.Errorf("the long path's record appears %d times; want once", long)
 	}
-	if individual+summarised+long != flood+1 || individual+long != decision.SummaryPerKind {
-		t.Errorf("%d denials one by one and %d summarised (+%d long); want %d in all, %d one by one",
+	if individual+summarised+long != flood+1 || individual+long < decision.SummaryPerKind {
+		t.Errorf("%d denials one by one and %d summarised (+%d long); want %d in all, at least %d one by one",
 			individual, summarised, long, flood+1, decision.SummaryPerKind)
 	}
 }
