@@ -57,7 +57,7 @@ func TestAppendJSON(t *testing.T) {
 	}
 	for _, r := range []Record{
 		full,
-		{}, // every omitempty field left out
+		{},                            // every omitempty field left out
 		{Summary: &Summary{Count: 1}}, // a summary's ids left out
 		{Summary: &Summary{Last: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, // encoding/json refuses it too
 		{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Host: "orders.example.com", Port: 443, Decision: Allow},
