@@ -11,8 +11,10 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/gateway"
@@ -20,6 +22,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/store"
 )
 
 // TestDenialFloodKeepsAllowed: 600 cheap denials of one kind from one
@@ -126,5 +129,59 @@ func TestDenialFloodKeepsAllowed(t *testing.T) {
 				t.Errorf("the chosen denial's summary = %v; want it, counted", s)
 			}
 		})
+	}
+}
+
+// A record whose cut or summary fields are malformed is refused, naming
+// the field, and nothing of its batch is stored.
+func TestShipRefusesBadCutsAndSummaries(t *testing.T) {
+	gw := gatewaytest.Start(t, "sqlite")
+	c := newConnectAPI(t, gw.URL, gatewaytest.AdminToken)
+	ctx := context.Background()
+	created, err := c.sandbox.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: pushPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(strings.TrimPrefix(gw.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+created.Token)
+	good := func() *portcullisv1.DecisionRecord {
+		return &portcullisv1.DecisionRecord{Time: timestamppb.Now(), Decision: "deny", Host: "h.example.com", Port: 443, DenialId: "dn_1"}
+	}
+	for _, tc := range []struct {
+		field string
+		bad   func(r *portcullisv1.DecisionRecord)
+	}{
+		{"cuts", func(r *portcullisv1.DecisionRecord) {
+			r.Cuts = []*portcullisv1.FieldCut{{Field: "path", Length: 61440, Sha256: "not-hex"}}
+		}},
+		{"cuts", func(r *portcullisv1.DecisionRecord) {
+			r.Cuts = []*portcullisv1.FieldCut{{Length: 61440, Sha256: strings.Repeat("a", 64)}}
+		}},
+		{"summary_last", func(r *portcullisv1.DecisionRecord) { r.SummaryCount = 5 }},
+		{"summary_first_denial_id", func(r *portcullisv1.DecisionRecord) {
+			r.SummaryCount, r.SummaryLast, r.SummaryFirstDenialId = 5, timestamppb.Now(), strings.Repeat("x", 3000)
+		}},
+	} {
+		bad := good()
+		tc.bad(bad)
+		st, err := portcullisv1.NewDistributionServiceClient(conn).ShipDecisions(sctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&portcullisv1.ShipDecisionsRequest{ProxyId: "p1", Records: []*portcullisv1.DecisionRecord{good(), bad}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.CloseAndRecv()
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: ShipDecisions = %v; want InvalidArgument naming %s", tc.field, err, tc.field)
+		}
+	}
+	ds, err := gw.Store.ListDecisions(ctx, store.DecisionFilter{Sandbox: "agent-1"})
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("stored %d records (%v); want none", len(ds), err)
 	}
 }
