@@ -85,15 +85,15 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 	}
 }
 
-// countDecisions reports a valid batch's records by decision to
-// Config.Decided.
+// countDecisions reports a valid batch's decisions by decision to
+// Config.Decided (a summary record counts the decisions it stands for).
 func (d *Distribution) countDecisions(records []store.Decision) {
 	if len(records) == 0 {
 		return
 	}
 	n := make(map[string]int, 4)
 	for _, r := range records {
-		n[r.Decision]++
+		n[r.Decision] += int(max(1, r.SummaryCount)) // a summary: the decisions it counts
 	}
 	for decision, k := range n {
 		d.cfg.Decided(decision, k)
