@@ -310,8 +310,8 @@ type ProxyStatus struct {
 	// LagMillis is the time from the applied version's commit to its ACK.
 	LagMillis int64
 	// DecisionsDropped counts the proxy's decision records that were lost:
-	// those it reported dropping and those the gateway's ingest rate limit
-	// dropped.
+	// those it reported dropping (the gateway's ingest rate limit
+	// summarises, it loses none).
 	DecisionsDropped int64
 }
 

@@ -23,8 +23,7 @@ const (
 // (io.EOF at the end). Both are the caller's sandbox's, whatever they say.
 // A batch with an invalid record or definition is refused whole, before
 // anything of it is stored; valid records past the sandbox's ingest limit
-// are dropped and counted (by the Sink, and in the proxy's status), and
-// the stream goes on.
+// are summarised and counted (by the Sink), and the stream goes on.
 func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func() (*portcullisv1.ShipDecisionsRequest, error)) (*portcullisv1.ShipDecisionsResponse, error) {
 	var stored uint64
 	for {
@@ -69,10 +68,9 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 		if n := req.GetOcsfDropped(); n > 0 {
 			d.cfg.OCSFDropped(n)
 		}
-		n, limited, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
-		if limited > 0 {
-			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, uint64(limited))
-		}
+		// Records past the ingest limit are summarised, not lost: they are
+		// not the proxy's drops (the Sink counts them).
+		n, _, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
 		if err != nil {
 			return nil, err
 		}
