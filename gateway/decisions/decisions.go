@@ -110,7 +110,8 @@ func (d *Decisions) Pruned() uint64  { return d.pruned.Load() }
 // summaries instead (a warning is logged as a sandbox's count reaches 1,
 // 2, 4, 8, …).
 func (d *Decisions) Ingest(ctx context.Context, sandbox, proxyID string, records []store.Decision) (stored, limited int, err error) {
-	records, limited, total := d.limiter.admit(sandbox, records)
+	records, due, limited, total := d.limiter.admit(sandbox, records)
+	records = append(records, due...)
 	if limited > 0 {
 		d.limited.Add(uint64(limited))
 		if prev := total - uint64(limited); bits.Len64(prev) != bits.Len64(total) { // log at 1, 2, 4, 8, …
@@ -122,6 +123,7 @@ func (d *Decisions) Ingest(ctx context.Context, sandbox, proxyID string, records
 	}
 	n, err := d.st.AppendDecisions(ctx, records)
 	if err != nil {
+		d.limiter.restore(due) // the proxy ships its records again; the summaries wait here
 		return 0, limited, err
 	}
 	d.stored.Add(uint64(n))
@@ -137,6 +139,7 @@ func (d *Decisions) flushSummaries(ctx context.Context, all bool) error {
 	}
 	n, err := d.st.AppendDecisions(ctx, due)
 	if err != nil {
+		d.limiter.restore(due)
 		return fmt.Errorf("store %d decision summaries: %w", len(due), err)
 	}
 	d.stored.Add(uint64(n))
@@ -200,11 +203,11 @@ func newIngestLimiter(rate float64, burst int, now func() time.Time) *ingestLimi
 func folds(decision string) bool { return decision != "allow" && decision != "audit" }
 
 // admit returns the records of sandbox the buckets let through, in their
-// order, then the sandbox's summaries that are due; how many records it
+// order, the sandbox's summaries that are due, how many records it
 // counted into summaries, and the sandbox's count so far.
-func (l *ingestLimiter) admit(sandbox string, records []store.Decision) (kept []store.Decision, summarised int, total uint64) {
+func (l *ingestLimiter) admit(sandbox string, records []store.Decision) (kept, due []store.Decision, summarised int, total uint64) {
 	if l.rate == 0 {
-		return records, 0, 0
+		return records, nil, 0, 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -231,7 +234,26 @@ func (l *ingestLimiter) admit(sandbox string, records []store.Decision) (kept []
 		summarised += int(max(1, d.SummaryCount))
 	}
 	sl.summarised += uint64(summarised)
-	return sl.due(kept, now, false), summarised, sl.summarised
+	return kept, sl.due(nil, now, false), summarised, sl.summarised
+}
+
+// restore counts summaries that could not be stored back into their
+// sandboxes' pending ones, to be stored later.
+func (l *ingestLimiter) restore(summaries []store.Decision) {
+	if len(summaries) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for _, s := range summaries {
+		sl := l.sandboxes[s.Sandbox]
+		if sl == nil {
+			sl = &sandboxLimit{allowed: bucket{l.burst, now}, denied: bucket{l.burst, now}}
+			l.sandboxes[s.Sandbox] = sl
+		}
+		sl.fold(s, now)
+	}
 }
 
 // fold counts d (itself a summary, maybe) into its kind's summary.
@@ -374,7 +396,7 @@ func (d *Decisions) Run(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := d.flushSummaries(ctx, true); err != nil {
-			d.log.Warn("decision summaries lost at shutdown", "err", err)
+			d.log.Warn("decision summaries could not be stored at shutdown; their counts are lost", "err", err)
 		}
 	}()
 	for {
@@ -393,7 +415,7 @@ func (d *Decisions) Run(ctx context.Context) {
 				sweep = true
 			case <-summaries.C:
 				if err := d.flushSummaries(ctx, false); err != nil && ctx.Err() == nil {
-					d.log.Warn("decision summaries could not be stored; their counts are lost", "err", err)
+					d.log.Warn("decision summaries could not be stored; will retry", "err", err)
 				}
 			}
 		}

@@ -44,7 +44,8 @@ func TestIngestLimiter(t *testing.T) {
 	l := newIngestLimiter(2, 12, clock.now)
 	admit := func(sandbox string, in []store.Decision, wantKept, wantSummarised int, wantTotal uint64) []store.Decision {
 		t.Helper()
-		kept, summarised, total := l.admit(sandbox, in)
+		kept, due, summarised, total := l.admit(sandbox, in)
+		kept = append(kept, due...)
 		if len(kept) != wantKept || summarised != wantSummarised || total != wantTotal {
 			t.Fatalf("admit(%s, %d records) = %d kept, %d summarised, %d in total; want %d kept, %d summarised, %d in total",
 				sandbox, len(in), len(kept), summarised, total, wantKept, wantSummarised, wantTotal)
@@ -87,8 +88,14 @@ func TestIngestLimiter(t *testing.T) {
 	in := decisionRecords("deny", 1)
 	in[0].DenialID, in[0].SummaryCount, in[0].SummaryFirstDenialID, in[0].SummaryLastDenialID = "", 50, "a", "b"
 	admit("s", in, 0, 50, 77)
-	if got := l.due(true); len(got) != 1 || got[0].SummaryCount != 50 || got[0].SummaryFirstDenialID != "a" || got[0].SummaryLastDenialID != "b" {
+	got := l.due(true)
+	if len(got) != 1 || got[0].SummaryCount != 50 || got[0].SummaryFirstDenialID != "a" || got[0].SummaryLastDenialID != "b" {
 		t.Errorf("due = %+v, want the summary of 50", got)
+	}
+	// A summary the store did not take waits for the next try.
+	l.restore(got)
+	if again := l.due(true); len(again) != 1 || again[0].SummaryCount != 50 || again[0].SummaryFirstDenialID != "a" {
+		t.Errorf("due after restore = %+v, want the summary of 50 again", again)
 	}
 	// Past SummaryKinds kinds, records share one summary per decision.
 	clock.advance(time.Hour)
@@ -98,7 +105,7 @@ func TestIngestLimiter(t *testing.T) {
 		many[i].Host = fmt.Sprint("h", i)
 	}
 	admit("s", many, 0, SummaryKinds+10, 77+SummaryKinds+10)
-	got := l.due(true)
+	got = l.due(true)
 	total, shared := int64(0), int64(0)
 	for _, d := range got {
 		total += d.SummaryCount
