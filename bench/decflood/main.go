@@ -24,7 +24,9 @@ import (
 func main() {
 	proxy := flag.String("proxy", "http://127.0.0.1:3128", "the proxy")
 	allowed := flag.String("allowed", "127.0.0.1:18099", "the upstream the policy allows (served here)")
-	denied := flag.String("denied", "127.0.0.1:18098", "an address the policy does not name")
+	denied := flag.String("denied", "127.0.0.1", "a host the policy does not name")
+	deniedPort := flag.Int("denied-port", 18098, "the first port of the denied host's kinds")
+	kinds := flag.Int("kinds", 1, "denials of this many kinds (ports denied-port, denied-port+1, …), one after the other")
 	chosen := flag.String("chosen", "127.0.0.1:18097", "another address the policy does not name (the chosen denial)")
 	rate := flag.Int("rate", 600, "denials a second")
 	dur := flag.Duration("duration", 10*time.Second, "how long to flood")
@@ -80,7 +82,8 @@ func main() {
 			defer t.Stop()
 			for i := 0; time.Now().Before(stop); i++ {
 				<-t.C
-				if code, _ := get(fmt.Sprintf("http://%s/flood/%d/%d", *denied, w, i)); code == http.StatusForbidden {
+				port := *deniedPort + (i*workers+w)%*kinds
+				if code, _ := get(fmt.Sprintf("http://%s:%d/flood/%d/%d", *denied, port, w, i)); code == http.StatusForbidden {
 					denials.Add(1)
 				}
 			}

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Usage: bench/decflood/run.sh PORTCULLIS_BINARY [SECONDS] [RATE]
+# Usage: bench/decflood/run.sh PORTCULLIS_BINARY [SECONDS] [RATE] [KINDS]
 # Runs a real gateway (SQLite, default decision limits: 100/s, burst 2000)
 # and a real proxy, floods the proxy with RATE cheap denials a second for
 # SECONDS (plus an allowed call a second and one chosen denial of another
@@ -7,7 +7,7 @@
 # `portcullis logs -o json` and the proxy's decisions.jsonl (rotated at
 # 256 KiB, one old file kept) hold.
 set -eu
-BIN=$1; SECS=${2:-10}; RATE=${3:-600}
+BIN=$1; SECS=${2:-10}; RATE=${3:-600}; KINDS=${4:-1}
 D=$(mktemp -d /tmp/decflood-run.XXXXXX)
 export PORTCULLIS_BOOTSTRAP_TOKEN=pcs_decflood-bench-token-0123456789abcdef
 export PORTCULLIS_TOKEN=$PORTCULLIS_BOOTSTRAP_TOKEN PORTCULLIS_GATEWAY=http://127.0.0.1:17070
@@ -29,8 +29,8 @@ chmod 600 "$D/token"
 "$BIN" proxy --sandbox flood --token-file "$D/token" --listen 127.0.0.1:13128 --data-dir "$D/px" --dev-allow-loopback \
   --decision-log-max-size 262144 --decision-log-keep 1 >"$D/px.log" 2>&1 &
 PX=$!
-until curl -s -o /dev/null -x http://127.0.0.1:13128 http://127.0.0.1:18098/ready; do sleep 0.2; done
-SENT=$(/tmp/decflood/load -proxy http://127.0.0.1:13128 -duration "${SECS}s" -rate "$RATE")
+until curl -s -o /dev/null -x http://127.0.0.1:13128 http://127.0.0.1:18096/ready; do sleep 0.2; done
+SENT=$(/tmp/decflood/load -proxy http://127.0.0.1:13128 -duration "${SECS}s" -rate "$RATE" -kinds "$KINDS")
 echo "sent: $SENT"
 sleep 25 # the proxy's and the gateway's summary windows (10 s), and shipping
 "$BIN" logs flood --decision allow --limit 1000 -o json >"$D/allow.json"

@@ -24,6 +24,10 @@ const (
 	SummaryWindow = 10 * time.Second
 	// SummaryPerKind denials of a kind are kept one by one in each window.
 	SummaryPerKind = 20
+	// SummaryTotal denials of all kinds together are kept one by one in
+	// each window (of the first of them): a flood of many kinds is bounded
+	// too.
+	SummaryTotal = 200
 	// SummaryKinds bounds the kinds followed at once; denials of further
 	// kinds share one kind per decision (only sandbox and decision set).
 	SummaryKinds = 256
@@ -52,13 +56,14 @@ func KindOf(r Record) Kind {
 
 // Summarizer keeps a flood of similar denials from crowding out the
 // other records in the ring, the file and the shipper: in each window of
-// a kind, its first SummaryPerKind denials are kept one by one and the
-// rest are counted into one summary record, emitted when the window
-// ends. Allowed and audited records always pass: they are never folded
+// a kind, its first SummaryPerKind denials are kept one by one (and no
+// more than SummaryTotal of all kinds in a window) and the rest are
+// counted into one summary record a kind, emitted when the window ends. Allowed and audited records always pass: they are never folded
 // nor held. It is safe for concurrent use.
 type Summarizer struct {
 	mu    sync.Mutex
 	kinds map[Kind]*window
+	all   window // the denials of every kind kept one by one
 }
 
 type window struct {
@@ -100,8 +105,12 @@ func (s *Summarizer) Admit(r Record) (keep bool, due []Record) {
 		w = &window{start: r.Time}
 		s.kinds[k] = w
 	}
-	if w.kept < SummaryPerKind {
+	if r.Time.Sub(s.all.start) >= SummaryWindow {
+		s.all = window{start: r.Time}
+	}
+	if w.kept < SummaryPerKind && s.all.kept < SummaryTotal {
 		w.kept++
+		s.all.kept++
 		return true, due
 	}
 	if w.sum == nil {

@@ -52,4 +52,21 @@ func TestSummarizer(t *testing.T) {
 	if due := s.Due(t0.Add(time.Hour), true); len(due) != 0 {
 		t.Fatalf("due = %+v; want none (no denial held back since)", due)
 	}
+
+	// A flood of many kinds: SummaryTotal kept in all, the rest summarised.
+	s = NewSummarizer()
+	kept = 0
+	const kinds = 400
+	for i := range 15 * kinds {
+		if keep, _ := s.Admit(deny(i%1000, fmt.Sprint("h", i%kinds))); keep {
+			kept++
+		}
+	}
+	var summarised int64
+	for _, r := range s.Due(t0.Add(time.Hour), true) {
+		summarised += r.Summary.Count
+	}
+	if kept != SummaryTotal || int64(kept)+summarised != 15*kinds {
+		t.Fatalf("many kinds: %d kept, %d summarised; want %d kept and %d in all", kept, summarised, SummaryTotal, 15*kinds)
+	}
 }
