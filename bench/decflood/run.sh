@@ -29,7 +29,7 @@ chmod 600 "$D/token"
 "$BIN" proxy --sandbox flood --token-file "$D/token" --listen 127.0.0.1:13128 --data-dir "$D/px" --dev-allow-loopback \
   --decision-log-max-size 262144 --decision-log-keep 1 >"$D/px.log" 2>&1 &
 PX=$!
-until curl -s -o /dev/null -x http://127.0.0.1:13128 http://127.0.0.1:18096/ready; do sleep 0.2; done
+until curl -s -o /dev/null -x http://127.0.0.1:13128 http://127.0.0.1:18095/ready; do sleep 0.2; done
 SENT=$(/tmp/decflood/load -proxy http://127.0.0.1:13128 -duration "${SECS}s" -rate "$RATE" -kinds "$KINDS")
 echo "sent: $SENT"
 sleep 25 # the proxy's and the gateway's summary windows (10 s), and shipping
