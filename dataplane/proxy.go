@@ -151,6 +151,7 @@ type Proxy struct {
 	enforcing     chan struct{}
 	enforcingOnce sync.Once
 	decisions     *decision.Log
+	summaries     *decision.Summarizer
 	// arguments are the arguments of recent denied tools/calls, for
 	// policy.local (records carry only their digest).
 	arguments *decision.Arguments
@@ -213,6 +214,7 @@ func newProxy(cfg Config) *Proxy {
 		p.ca.Store(cfg.CA)
 	}
 	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
+	p.summaries = decision.NewSummarizer()
 	p.arguments = decision.NewArguments(decision.ArgumentsEntries, decision.ArgumentsBytes, decision.ArgumentsPerEntry)
 	p.upstreams = newUpstreams(cfg.UpstreamRoots)
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
@@ -304,7 +306,9 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 	}
 	background.Go(func() { p.decisions.Write(bgCtx) })
 	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
+	background.Go(func() { onEveryTick(bgCtx, time.Second, func() { p.emitSummaries(false) }) })
 	defer func() {
+		p.emitSummaries(true) // before the log's last write
 		stopBackground()
 		background.Wait()
 	}()
@@ -971,8 +975,30 @@ func addrText(host string, a netip.Addr) string {
 	return a.String()
 }
 
-// emit keeps rec in the decision log and hands it to the shipper.
+// emit keeps rec in the decision log and hands it to the shipper, its
+// long fields cut (Record.Bound); a denial past its kind's budget is
+// counted into a summary instead (decision.Summarizer), which goes the
+// same way when its window ends. Allowed and audited records always go.
 func (p *Proxy) emit(rec decision.Record) {
+	rec.Bound()
+	keep, due := p.summaries.Admit(rec)
+	for _, s := range due {
+		p.keepRecord(s)
+	}
+	if keep {
+		p.keepRecord(rec)
+	}
+}
+
+// emitSummaries emits the summaries whose window has ended (all of them
+// when all is set).
+func (p *Proxy) emitSummaries(all bool) {
+	for _, s := range p.summaries.Due(p.now(), all) {
+		p.keepRecord(s)
+	}
+}
+
+func (p *Proxy) keepRecord(rec decision.Record) {
 	p.decisions.Add(rec)
 	if p.cfg.OnRecord != nil {
 		p.cfg.OnRecord(rec)

@@ -229,6 +229,9 @@ func (s advisorService) ListDenials(ctx context.Context, req *portcullisv1.ListD
 	res := &portcullisv1.ListDenialsResponse{}
 	for i := len(list) - 1; i >= 0; i-- { // newest first
 		d := list[i]
+		if d.SummaryCount > 0 {
+			continue // a flood's summary names no one denial to propose from
+		}
 		out := &portcullisv1.Denial{
 			DenialId: d.DenialID, Time: timestamppb.New(d.Time), Binary: d.Binary, Host: d.Host, Port: uint32(d.Port),
 			HttpMethod: d.HTTPMethod, Path: d.Path, McpMethod: d.MCPMethod, Tool: d.Tool, Reason: d.Reason,

@@ -22,7 +22,7 @@ const (
 )
 
 func decisionToProto(d store.Decision) *portcullisv1.StoredDecision {
-	return &portcullisv1.StoredDecision{
+	out := &portcullisv1.StoredDecision{
 		Id:         d.ID,
 		ReceivedAt: timestamppb.New(d.ReceivedAt),
 		Record: &portcullisv1.DecisionRecord{
@@ -49,6 +49,15 @@ func decisionToProto(d store.Decision) *portcullisv1.StoredDecision {
 			ToolDefinition:  d.ToolDefinition,
 		},
 	}
+	r := out.Record
+	for _, c := range d.Cuts {
+		r.Cuts = append(r.Cuts, &portcullisv1.FieldCut{Field: c.Field, Length: uint64(c.Length), Sha256: c.SHA256})
+	}
+	if d.SummaryCount > 0 {
+		r.SummaryCount, r.SummaryLast = uint64(d.SummaryCount), timestamppb.New(d.SummaryLast)
+		r.SummaryFirstDenialId, r.SummaryLastDenialId = d.SummaryFirstDenialID, d.SummaryLastDenialID
+	}
+	return out
 }
 
 func checkDecisionFilter(decision string) error {

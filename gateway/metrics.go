@@ -106,7 +106,7 @@ func newMetrics(s *Server) *metrics {
 	}
 	stored := count("portcullis_decisions_stored_total", "Decision records stored through this replica.", s.decisions.Stored)
 	limited := count("portcullis_decisions_rate_limited_total",
-		"Decision records this replica dropped because their sandbox was over its ingest rate limit.", s.decisions.Limited)
+		"Decision records this replica counted into summaries instead of storing them one by one because their sandbox was over its ingest rate limit.", s.decisions.Limited)
 	pruned := count("portcullis_decisions_pruned_total", "Decision records this replica's retention sweep deleted.", s.decisions.Pruned)
 	m.register(m.rpc.Collectors()...)
 	bodies := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -38,9 +38,9 @@ func (c *manualClock) Advance(d time.Duration) {
 
 // TestDecisionFloodIsBounded: 10,000 denials shipped at once through the
 // real ShipDecisions RPC store the sandbox's burst (2,000), then its rate
-// (100 a second) as the gateway's clock moves; the rest are dropped and
-// counted in the metrics and the proxy's status, and the stream carries
-// on: every message is taken and the RPC succeeds.
+// (100 a second) as the gateway's clock moves; the rest are summarised
+// and counted in the metrics (not as the proxy's drops), and the stream
+// carries on: every message is taken and the RPC succeeds.
 func TestDecisionFloodIsBounded(t *testing.T) {
 	for _, engine := range gatewaytest.Engines {
 		t.Run(engine, func(t *testing.T) {
@@ -118,7 +118,10 @@ func TestDecisionFloodIsBounded(t *testing.T) {
 					t.Errorf("/metrics lacks %q", want)
 				}
 			}
-			waitProxy(t, c, gw, "agent-1", "p1", func(p *portcullisv1.ProxyStatus) bool { return p.DecisionsDropped == 8900 })
+			// Summarised, not lost: the proxy's status counts no drop.
+			if st := waitProxy(t, c, gw, "agent-1", "p1", func(*portcullisv1.ProxyStatus) bool { return true }); st.GetDecisionsDropped() != 0 {
+				t.Errorf("proxy status: %d decisions dropped; want 0", st.GetDecisionsDropped())
+			}
 		})
 	}
 }

@@ -106,10 +106,11 @@ type Config struct {
 	// DecisionSweepInterval is how often the sweep runs (and once at
 	// start). Default 5m.
 	DecisionSweepInterval time.Duration
-	// DecisionRate and DecisionBurst are each sandbox's ingest limit on
-	// this replica: a bucket of DecisionBurst tokens refilled at
-	// DecisionRate a second, one token a record (one more per 4 KiB of
-	// text). Records beyond it are dropped and counted, never refused.
+	// DecisionRate and DecisionBurst are each sandbox's ingest limits on
+	// this replica: two buckets (allowed records, denials) of
+	// DecisionBurst tokens refilled at DecisionRate a second, one token a
+	// record (one more per 4 KiB of text). Records beyond them are
+	// summarised and counted, never refused (gateway/decisions).
 	// Defaults 100/s and 2,000 (at least 10); a negative rate: no limit.
 	DecisionRate  float64
 	DecisionBurst int

@@ -315,8 +315,8 @@ type ProxyStatus struct {
 	// LagMillis is the time from the applied version's commit to its ACK.
 	LagMillis int64
 	// DecisionsDropped counts the proxy's decision records that were lost:
-	// those it reported dropping and those the gateway's ingest rate limit
-	// dropped.
+	// those it reported dropping (the gateway's ingest rate limit
+	// summarises, it loses none).
 	DecisionsDropped int64
 }
 
@@ -352,6 +352,25 @@ type Decision struct {
 	// the tool definition that denial saw.
 	ReasonCode     string
 	ToolDefinition string
+	// SummaryCount, when above 0, makes the record a summary of that many
+	// decisions of one kind (its other fields) that were not kept one by
+	// one: the first at Time, the last at SummaryLast, and, for denials,
+	// the first and last of their denial ids. 0: an ordinary record.
+	SummaryCount         int64
+	SummaryLast          time.Time
+	SummaryFirstDenialID string
+	SummaryLastDenialID  string
+	// Cuts lists the fields cut to bound the record's size, each with its
+	// original length and digest.
+	Cuts []FieldCut
+}
+
+// FieldCut says a record's field was cut: its name, its length in bytes
+// before the cut, and the hex SHA-256 of its whole value.
+type FieldCut struct {
+	Field  string `json:"field"`
+	Length int    `json:"length"`
+	SHA256 string `json:"sha256"`
 }
 
 // DecisionFilter narrows ListDecisions. Zero values match everything.

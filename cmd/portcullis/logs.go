@@ -131,7 +131,10 @@ func tailLogs(cmd *cobra.Command, env *environment, api *apiClients, req *portcu
 //
 // A denial a machine acts on also carries its reason_code, and one by a
 // pinned tool definition the fingerprint seen (tool_definition=sha256:…,
-// or - when the proxy could verify none).
+// or - when the proxy could verify none). A summary of a flood of similar
+// decisions ends in summary=N until=TIME first_denial_id=… last_denial_id=…
+// (its time is the first one's); a record whose long fields were cut
+// lists each as cut=FIELD:LENGTH:sha256:HEX.
 //
 // Everything a proxy shipped is shown quoted when it holds white space or
 // anything unprintable: the agent chooses hosts, paths and tool names, and
@@ -177,6 +180,18 @@ func decisionLine(d *portcullisv1.StoredDecision) string {
 	}
 	if id := r.GetDenialId(); id != "" {
 		parts = append(parts, "denial_id="+logField(id))
+	}
+	if n := r.GetSummaryCount(); n > 0 {
+		parts = append(parts, fmt.Sprintf("summary=%d until=%s", n, when(r.GetSummaryLast())))
+		if id := r.GetSummaryFirstDenialId(); id != "" {
+			parts = append(parts, "first_denial_id="+logField(id))
+		}
+		if id := r.GetSummaryLastDenialId(); id != "" {
+			parts = append(parts, "last_denial_id="+logField(id))
+		}
+	}
+	for _, c := range r.GetCuts() {
+		parts = append(parts, fmt.Sprintf("cut=%s:%d:sha256:%s", logField(c.GetField()), c.GetLength(), logField(c.GetSha256())))
 	}
 	return strings.Join(parts, " ")
 }

@@ -302,3 +302,17 @@ func TestLogsTail(t *testing.T) {
 		t.Fatal("tail did not end when the gateway stopped")
 	}
 }
+
+// A summary's line says how many, until when, and its first and last
+// denial ids; a record whose path was cut says its length and digest.
+func TestLogLineSummaryAndCuts(t *testing.T) {
+	r := denyRecord("")
+	r.SummaryCount, r.SummaryLast = 580, timestamppb.New(time.Date(2026, 12, 5, 1, 0, 10, 0, time.UTC))
+	r.SummaryFirstDenialId, r.SummaryLastDenialId = "dn_a", "dn_b"
+	r.Cuts = []*portcullisv1.FieldCut{{Field: "path", Length: 61440, Sha256: strings.Repeat("c", 64)}}
+	line := decisionLine(&portcullisv1.StoredDecision{Record: r})
+	want := " summary=580 until=2026-12-05T01:00:10Z first_denial_id=dn_a last_denial_id=dn_b cut=path:61440:sha256:" + strings.Repeat("c", 64)
+	if !strings.HasSuffix(line, want) {
+		t.Errorf("line %s\nwant it to end with %s", line, want)
+	}
+}

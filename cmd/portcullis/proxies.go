@@ -40,8 +40,9 @@ those of one sandbox, with what each last reported:
              version it cannot compile, once, and keeps the previous one)
   LAG        from the applied version's commit to its ACK
   DROPPED    its decision records that were lost: dropped by the proxy
-             (its buffer was full) or over the sandbox's ingest rate limit
-             at the gateway (portcullis gateway --decision-rate)
+             (its buffer was full); records over the sandbox's ingest rate
+             limit at the gateway (portcullis gateway --decision-rate) are
+             summarised, not lost
 
 -o json prints every field, zero values included.`,
 		Example: `  portcullis proxies list

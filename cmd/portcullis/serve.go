@@ -326,9 +326,9 @@ func (f *decisionFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.maxPerSandbox, "decision-max-per-sandbox", 100_000,
 		"keep at most this many of each sandbox's newest decision records, ~1.2 KB each (negative: no bound); denials a proposal names are kept")
 	cmd.Flags().Float64Var(&f.rate, "decision-rate", 100,
-		"decision records a sandbox may ship a second, on average (negative: no limit); records beyond it are dropped and counted in proxies list and /metrics")
+		"allowed decision records a sandbox may ship a second, on average, and as many denials (negative: no limit); records beyond it are summarised (one record a kind, with its count) and counted in proxies list and /metrics")
 	cmd.Flags().IntVar(&f.burst, "decision-burst", 2000,
-		"decision records a sandbox may ship at once, above --decision-rate (at least 10); the last quarter is kept for denials")
+		"allowed decision records a sandbox may ship at once, above --decision-rate, and as many denials (at least 10)")
 }
 
 // check refuses values the gateway would read as "use the default".

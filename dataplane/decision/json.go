@@ -42,6 +42,33 @@ func (r *Record) appendJSON(b []byte) ([]byte, error) {
 	b = appendField(b, "reason_code", r.ReasonCode, true)
 	b = appendField(b, "tool_definition", r.ToolDefinition, true)
 	b = appendField(b, "trace_id", r.TraceID, true)
+	if len(r.Cuts) > 0 {
+		b = append(b, `,"cuts":[`...)
+		for i, c := range r.Cuts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"field":`...)
+			b = appendString(b, c.Field)
+			b = append(b, `,"length":`...)
+			b = strconv.AppendInt(b, int64(c.Length), 10)
+			b = appendField(b, "sha256", c.SHA256, false)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if s := r.Summary; s != nil {
+		b = append(b, `,"summary":{"count":`...)
+		b = strconv.AppendInt(b, s.Count, 10)
+		b = append(b, `,"last":"`...)
+		if b, err = s.Last.AppendText(b); err != nil {
+			return b, err
+		}
+		b = append(b, '"')
+		b = appendField(b, "first_denial_id", s.FirstDenialID, true)
+		b = appendField(b, "last_denial_id", s.LastDenialID, true)
+		b = append(b, '}')
+	}
 	return append(b, '}'), nil
 }
 

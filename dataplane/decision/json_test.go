@@ -41,13 +41,25 @@ func TestAppendJSON(t *testing.T) {
 				t.Fatalf("field %s: appendJSON knows no %s", v.Type().Field(i).Name, f.Type())
 			}
 			f.Set(reflect.ValueOf(time.Date(2026, 12, 2, 2, 30, 0, 123456789, time.FixedZone("X", 3600))))
+		case reflect.Slice:
+			if f.Type() != reflect.TypeFor[[]Cut]() {
+				t.Fatalf("field %s: appendJSON knows no %s", v.Type().Field(i).Name, f.Type())
+			}
+			f.Set(reflect.ValueOf([]Cut{{Field: "path", Length: 61440, SHA256: "ab"}, {Field: "<&>\xff", Length: 300, SHA256: "cd"}}))
+		case reflect.Pointer:
+			if f.Type() != reflect.TypeFor[*Summary]() {
+				t.Fatalf("field %s: appendJSON knows no %s", v.Type().Field(i).Name, f.Type())
+			}
+			f.Set(reflect.ValueOf(&Summary{Count: 600, Last: time.Date(2026, 12, 2, 2, 31, 0, 5, time.UTC), FirstDenialID: "dn_<1>", LastDenialID: "dn_2"}))
 		default:
 			t.Fatalf("field %s: appendJSON knows no %s", v.Type().Field(i).Name, f.Kind())
 		}
 	}
 	for _, r := range []Record{
 		full,
-		{}, // every omitempty field left out
+		{},                            // every omitempty field left out
+		{Summary: &Summary{Count: 1}}, // a summary's ids left out
+		{Summary: &Summary{Last: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, // encoding/json refuses it too
 		{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Host: "orders.example.com", Port: 443, Decision: Allow},
 		{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), Host: "h"}, // encoding/json refuses it too
 	} {

@@ -64,6 +64,13 @@ type Record struct {
 	// traceparent, so a search joins the denial, the proposal made from
 	// it and the approval.
 	TraceID string `json:"trace_id,omitempty"`
+	// Cuts lists the fields Bound cut to keep the record small, each with
+	// its length and digest before the cut.
+	Cuts []Cut `json:"cuts,omitempty"`
+	// Summary, if set, makes the record a summary of a flood of similar
+	// denials that were not kept one by one (Summarizer): the record's
+	// fields are their kind's, Time is the first one's.
+	Summary *Summary `json:"summary,omitempty"`
 }
 
 // NewDenialID returns a fresh identifier for a denial.

@@ -110,10 +110,14 @@ func NewShipper(cfg ShipperConfig) *Shipper {
 }
 
 // Offer buffers r for shipping; it never blocks. Use it as
-// Config.OnRecord.
+// Config.OnRecord. A denial (decision.Folds) finds the buffer full once
+// three quarters of it are taken; an allowed or audited record only when
+// all of it is.
 func (s *Shipper) Offer(r decision.Record) {
 	s.mu.Lock()
-	if len(s.buf) >= s.cfg.Buffer {
+	// Denials may not take the buffer's last quarter: a flood of them
+	// while the gateway is away leaves room for the allowed requests.
+	if len(s.buf) >= s.cfg.Buffer || (decision.Folds(r.Decision) && len(s.buf) >= s.cfg.Buffer-s.cfg.Buffer/4) {
 		s.dropped++
 		n := s.dropped
 		s.mu.Unlock()
@@ -351,7 +355,7 @@ func definitionToProto(c decision.ToolDefinitionChange) *portcullisv1.ToolDefini
 }
 
 func recordToProto(r decision.Record) *portcullisv1.DecisionRecord {
-	return &portcullisv1.DecisionRecord{
+	p := &portcullisv1.DecisionRecord{
 		Time:            timestamppb.New(r.Time),
 		Sandbox:         r.Sandbox,
 		Decision:        r.Decision,
@@ -372,5 +376,19 @@ func recordToProto(r decision.Record) *portcullisv1.DecisionRecord {
 		ArgumentsDigest: r.ArgumentsDigest,
 		ReasonCode:      r.ReasonCode,
 		ToolDefinition:  r.ToolDefinition,
+		Cuts:            cutsToProto(r.Cuts),
 	}
+	if sum := r.Summary; sum != nil {
+		p.SummaryCount, p.SummaryLast = uint64(sum.Count), timestamppb.New(sum.Last)
+		p.SummaryFirstDenialId, p.SummaryLastDenialId = sum.FirstDenialID, sum.LastDenialID
+	}
+	return p
+}
+
+func cutsToProto(cuts []decision.Cut) []*portcullisv1.FieldCut {
+	var out []*portcullisv1.FieldCut
+	for _, c := range cuts {
+		out = append(out, &portcullisv1.FieldCut{Field: c.Field, Length: uint64(c.Length), Sha256: c.SHA256})
+	}
+	return out
 }

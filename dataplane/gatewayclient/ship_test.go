@@ -95,3 +95,20 @@ func TestShipperFlushSaysTheGatewayIsUnreachable(t *testing.T) {
 		t.Fatalf("pending = %d; want the 3 records kept for later", n)
 	}
 }
+
+// Denials may fill only three quarters of the buffer: with the gateway
+// away and a flood of denials, an allowed request is still buffered.
+func TestShipperKeepsRoomForAllowed(t *testing.T) {
+	s := gatewayclient.NewShipper(gatewayclient.ShipperConfig{Buffer: 8, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	for i := range 20 {
+		s.Offer(decision.Record{Decision: decision.Deny, DenialID: fmt.Sprintf("dn_%d", i)})
+	}
+	if n, dropped := s.Pending(); n != 6 || dropped != 14 {
+		t.Fatalf("after 20 denials: %d pending, %d dropped; want 6 and 14", n, dropped)
+	}
+	s.Offer(decision.Record{Decision: decision.Allow})
+	s.Offer(decision.Record{Decision: decision.Audit})
+	if n, dropped := s.Pending(); n != 8 || dropped != 14 {
+		t.Fatalf("after 2 allowed: %d pending, %d dropped; want 8 and 14", n, dropped)
+	}
+}

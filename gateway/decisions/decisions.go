@@ -2,9 +2,11 @@ package decisions
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,17 +18,24 @@ import (
 // thousands of denied requests a second must not fill the gateway's disk.
 // Two bounds hold:
 //
-//   - Ingest: each sandbox's records pass a token bucket (DecisionBurst
-//     tokens, refilled at DecisionRate a second) on their way into the
-//     store. Records beyond it are dropped and counted — in the proxy's
-//     decisions_dropped (proxies list), the
-//     portcullis_decisions_rate_limited_total metric and a warning — but
+//   - Ingest: each sandbox has two token buckets (each DecisionBurst
+//     tokens, refilled at DecisionRate a second) on the records' way into
+//     the store: one for allowed and audited records, one for denials
+//     (deny and rate_limited, version probes included). A flood of
+//     denials therefore never takes the room of an allowed request, nor a
+//     flood of allowed requests that of a denial. A record its bucket has
+//     no token for is not dropped: it is counted into a summary record of
+//     its kind (sandbox, proxy, decision, binary, host, port, methods,
+//     tool, entry, rule, reason code), which is stored SummaryWindow after
+//     its first record, at the sandbox's next batch or the next tick of
+//     Run. The summary says how many, between which times, and the first
+//     and last denial ids. At most SummaryKinds kinds a sandbox are
+//     followed at once; further records share one summary per decision.
+//     The records summarised are counted in the
+//     portcullis_decisions_rate_limited_total metric and a warning, and
 //     ShipDecisions still succeeds: the proxy never waits, retries or
-//     loses its stream because of the limit. Denials come first: allow and
-//     audit records (and version probes, which the advisor never offers)
-//     may not take the last quarter of the bucket, so a flood of allowed
-//     requests cannot crowd out the denials the advisor is asked about by
-//     denial_id. Each replica keeps its own buckets.
+//     loses its stream because of the limit. Each replica keeps its own
+//     buckets and summaries (those pending are stored when Run ends).
 //   - Retention: a sweep (every DecisionSweepInterval) deletes records
 //     older than DecisionMaxAge and each sandbox's records past its newest
 //     DecisionMaxPerSandbox — except denials a proposal names
@@ -43,9 +52,13 @@ const (
 	// text, so records padded to the field limits cannot store 20 times
 	// the bytes of ordinary ones for the same tokens.
 	recordCostBytes = 4 << 10
-	// MinBurst leaves room for the costliest record above the denials'
-	// reserve.
+	// MinBurst leaves room for the costliest record.
 	MinBurst = 10
+	// SummaryWindow is how long a summary gathers records before it is
+	// stored.
+	SummaryWindow = 10 * time.Second
+	// SummaryKinds bounds the summaries a sandbox has pending at once.
+	SummaryKinds = 64
 )
 
 // Config configures Decisions; the gateway's Config documents each
@@ -92,14 +105,17 @@ func (d *Decisions) Limited() uint64 { return d.limited.Load() }
 func (d *Decisions) Pruned() uint64  { return d.pruned.Load() }
 
 // Ingest stores the records of a proxy of sandbox that its ingest limit
-// lets through, and returns how many it stored and how many the limit
-// dropped (a warning is logged as a sandbox's drops reach 1, 2, 4, 8, …).
+// lets through, with the summaries of that sandbox that are due, and
+// returns how many it stored and how many records the limit counted into
+// summaries instead (a warning is logged as a sandbox's count reaches 1,
+// 2, 4, 8, …).
 func (d *Decisions) Ingest(ctx context.Context, sandbox, proxyID string, records []store.Decision) (stored, limited int, err error) {
-	records, limited, total := d.limiter.admit(sandbox, records)
+	records, due, limited, total := d.limiter.admit(sandbox, records)
+	records = append(records, due...)
 	if limited > 0 {
 		d.limited.Add(uint64(limited))
 		if prev := total - uint64(limited); bits.Len64(prev) != bits.Len64(total) { // log at 1, 2, 4, 8, …
-			d.log.WarnContext(ctx, "sandbox over its decision record rate limit; records dropped", "sandbox", sandbox, "proxy", proxyID, "dropped", total)
+			d.log.WarnContext(ctx, "sandbox over its decision record rate limit; records summarised", "sandbox", sandbox, "proxy", proxyID, "summarised", total)
 		}
 	}
 	if len(records) == 0 {
@@ -107,80 +123,227 @@ func (d *Decisions) Ingest(ctx context.Context, sandbox, proxyID string, records
 	}
 	n, err := d.st.AppendDecisions(ctx, records)
 	if err != nil {
+		d.limiter.restore(due) // the proxy ships its records again; the summaries wait here
 		return 0, limited, err
 	}
 	d.stored.Add(uint64(n))
 	return n, limited, nil
 }
 
-// ingestLimiter is the per-sandbox token bucket in front of the store.
-type ingestLimiter struct {
-	rate    float64 // tokens a second; 0: no limit
-	burst   float64
-	reserve float64 // tokens only denials may take
-	now     func() time.Time
+// flushSummaries stores the summaries that are due (all pending ones when
+// all is set).
+func (d *Decisions) flushSummaries(ctx context.Context, all bool) error {
+	due := d.limiter.due(all)
+	if len(due) == 0 {
+		return nil
+	}
+	n, err := d.st.AppendDecisions(ctx, due)
+	if err != nil {
+		d.limiter.restore(due)
+		return fmt.Errorf("store %d decision summaries: %w", len(due), err)
+	}
+	d.stored.Add(uint64(n))
+	return nil
+}
 
-	mu      sync.Mutex
-	buckets map[string]*bucket
+// ingestLimiter is the per-sandbox token buckets in front of the store,
+// and the summaries of what they held back.
+type ingestLimiter struct {
+	rate  float64 // tokens a second; 0: no limit
+	burst float64
+	now   func() time.Time
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandboxLimit
+}
+
+type sandboxLimit struct {
+	allowed, denied bucket
+	summarised      uint64 // in total, for logging
+	summaries       map[kind]*summary
 }
 
 type bucket struct {
-	tokens  float64
-	at      time.Time
-	dropped uint64 // in total, for logging
+	tokens float64
+	at     time.Time
+}
+
+// kind is what makes records similar: they are summarised together.
+type kind struct {
+	proxyID, decision, binary, host string
+	port                            int
+	httpMethod, mcpMethod, tool     string
+	entry, rule, reasonCode         string
+	versionProbe                    bool
+}
+
+func kindOf(d store.Decision) kind {
+	return kind{
+		proxyID: d.ProxyID, decision: d.Decision, binary: d.Binary, host: d.Host, port: d.Port,
+		httpMethod: d.HTTPMethod, mcpMethod: d.MCPMethod, tool: d.Tool, entry: d.Entry, rule: d.Rule,
+		reasonCode: d.ReasonCode, versionProbe: d.VersionProbe,
+	}
+}
+
+// summary is a summary record being gathered, and when it began.
+type summary struct {
+	rec    store.Decision
+	opened time.Time
 }
 
 func newIngestLimiter(rate float64, burst int, now func() time.Time) *ingestLimiter {
-	l := &ingestLimiter{now: now, buckets: make(map[string]*bucket)}
+	l := &ingestLimiter{now: now, sandboxes: make(map[string]*sandboxLimit)}
 	if rate > 0 {
 		l.rate, l.burst = rate, float64(burst)
-		l.reserve = l.burst / 4
 	}
 	return l
 }
 
-// admit returns the records of sandbox the bucket lets through, in their
-// order, how many it dropped, and the sandbox's drops so far.
-func (l *ingestLimiter) admit(sandbox string, records []store.Decision) (kept []store.Decision, dropped int, total uint64) {
+// folds reports whether a record of this decision counts as a denial.
+func folds(decision string) bool { return decision != "allow" && decision != "audit" }
+
+// admit returns the records of sandbox the buckets let through, in their
+// order, the sandbox's summaries that are due, how many records it
+// counted into summaries, and the sandbox's count so far.
+func (l *ingestLimiter) admit(sandbox string, records []store.Decision) (kept, due []store.Decision, summarised int, total uint64) {
 	if l.rate == 0 {
-		return records, 0, 0
+		return records, nil, 0, 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	b := l.buckets[sandbox]
-	if b == nil {
-		b = &bucket{tokens: l.burst, at: now}
-		l.buckets[sandbox] = b
+	sl := l.sandboxes[sandbox]
+	if sl == nil {
+		sl = &sandboxLimit{allowed: bucket{l.burst, now}, denied: bucket{l.burst, now}}
+		l.sandboxes[sandbox] = sl
 	}
-	b.refill(now, l.rate, l.burst)
+	sl.allowed.refill(now, l.rate, l.burst)
+	sl.denied.refill(now, l.rate, l.burst)
 	kept = records[:0:0]
 	for _, d := range records {
-		cost := recordCost(d)
-		floor := 0.0
-		if d.Decision != "deny" || d.VersionProbe {
-			floor = l.reserve
+		b := &sl.allowed
+		if folds(d.Decision) {
+			b = &sl.denied
 		}
-		if b.tokens-cost < floor {
-			dropped++
+		if cost := recordCost(d); b.tokens >= cost {
+			b.tokens -= cost
+			kept = append(kept, d)
 			continue
 		}
-		b.tokens -= cost
-		kept = append(kept, d)
+		sl.fold(d, now)
+		summarised += int(max(1, d.SummaryCount))
 	}
-	b.dropped += uint64(dropped)
-	return kept, dropped, b.dropped
+	sl.summarised += uint64(summarised)
+	return kept, sl.due(nil, now, false), summarised, sl.summarised
 }
 
-// forgetFull drops the buckets that are full again (a full bucket and none
-// are the same), so sandboxes that went quiet or away cost no memory.
+// restore counts summaries that could not be stored back into their
+// sandboxes' pending ones, to be stored later.
+func (l *ingestLimiter) restore(summaries []store.Decision) {
+	if len(summaries) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for _, s := range summaries {
+		sl := l.sandboxes[s.Sandbox]
+		if sl == nil {
+			sl = &sandboxLimit{allowed: bucket{l.burst, now}, denied: bucket{l.burst, now}}
+			l.sandboxes[s.Sandbox] = sl
+		}
+		sl.fold(s, now)
+	}
+}
+
+// fold counts d (itself a summary, maybe) into its kind's summary.
+func (sl *sandboxLimit) fold(d store.Decision, now time.Time) {
+	count, first, last := max(1, d.SummaryCount), d.DenialID, d.DenialID
+	if d.SummaryCount > 0 {
+		first, last = d.SummaryFirstDenialID, d.SummaryLastDenialID
+	}
+	lastAt := d.Time
+	if !d.SummaryLast.IsZero() {
+		lastAt = d.SummaryLast
+	}
+	k := kindOf(d)
+	if sl.summaries == nil {
+		sl.summaries = make(map[kind]*summary)
+	}
+	s := sl.summaries[k]
+	if s == nil && len(sl.summaries) >= SummaryKinds {
+		k = kind{proxyID: d.ProxyID, decision: d.Decision}
+		s = sl.summaries[k]
+	}
+	if s == nil {
+		rec := store.Decision{
+			Time: d.Time, Sandbox: d.Sandbox, ProxyID: d.ProxyID, Decision: d.Decision, PolicyVersion: d.PolicyVersion,
+			SummaryLast: lastAt, SummaryFirstDenialID: first,
+		}
+		if k == kindOf(d) {
+			rec.Binary, rec.Host, rec.Port, rec.HTTPMethod, rec.MCPMethod, rec.Tool = d.Binary, d.Host, d.Port, d.HTTPMethod, d.MCPMethod, d.Tool
+			rec.Entry, rec.Rule, rec.ReasonCode, rec.VersionProbe, rec.Reason = d.Entry, d.Rule, d.ReasonCode, d.VersionProbe, d.Reason
+		}
+		s = &summary{rec: rec, opened: now}
+		sl.summaries[k] = s
+	}
+	s.rec.SummaryCount += count
+	if d.Time.Before(s.rec.Time) {
+		s.rec.Time = d.Time
+	}
+	if lastAt.After(s.rec.SummaryLast) {
+		s.rec.SummaryLast = lastAt
+	}
+	if last != "" {
+		s.rec.SummaryLastDenialID = last
+	}
+	if s.rec.SummaryFirstDenialID == "" {
+		s.rec.SummaryFirstDenialID = first
+	}
+}
+
+// due appends to out the summaries opened SummaryWindow or more before now
+// (all of them when all is set), oldest first, and forgets them.
+func (sl *sandboxLimit) due(out []store.Decision, now time.Time, all bool) []store.Decision {
+	start := len(out)
+	for k, s := range sl.summaries {
+		if all || now.Sub(s.opened) >= SummaryWindow {
+			out = append(out, s.rec)
+			delete(sl.summaries, k)
+		}
+	}
+	slices.SortFunc(out[start:], func(a, b store.Decision) int { return a.Time.Compare(b.Time) })
+	return out
+}
+
+// due returns every sandbox's summaries that are due (all pending ones
+// when all is set).
+func (l *ingestLimiter) due(all bool) []store.Decision {
+	if l.rate == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	var out []store.Decision
+	for _, sl := range l.sandboxes {
+		out = sl.due(out, now, all)
+	}
+	return out
+}
+
+// forgetFull drops the sandboxes whose buckets are full again and that
+// have no summary pending (a full bucket and none are the same), so
+// sandboxes that went quiet or away cost no memory.
 func (l *ingestLimiter) forgetFull() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	for name, b := range l.buckets {
-		if b.refill(now, l.rate, l.burst); b.tokens >= l.burst {
-			delete(l.buckets, name)
+	for name, sl := range l.sandboxes {
+		sl.allowed.refill(now, l.rate, l.burst)
+		sl.denied.refill(now, l.rate, l.burst)
+		if sl.allowed.tokens >= l.burst && sl.denied.tokens >= l.burst && len(sl.summaries) == 0 {
+			delete(l.sandboxes, name)
 		}
 	}
 }
@@ -221,10 +384,21 @@ func (d *Decisions) sweep(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// Run sweeps at start and every SweepInterval until ctx ends.
+// Run sweeps at start and every SweepInterval, and stores the summaries
+// that are due every SummaryWindow, until ctx ends; then it stores the
+// summaries still pending.
 func (d *Decisions) Run(ctx context.Context) {
 	tick := time.NewTicker(d.cfg.SweepInterval)
 	defer tick.Stop()
+	summaries := time.NewTicker(SummaryWindow)
+	defer summaries.Stop()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := d.flushSummaries(ctx, true); err != nil {
+			d.log.Warn("decision summaries could not be stored at shutdown; their counts are lost", "err", err)
+		}
+	}()
 	for {
 		_, err := d.sweep(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -233,10 +407,17 @@ func (d *Decisions) Run(ctx context.Context) {
 		if d.cfg.Swept != nil {
 			d.cfg.Swept(err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+		for sweep := false; !sweep; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				sweep = true
+			case <-summaries.C:
+				if err := d.flushSummaries(ctx, false); err != nil && ctx.Err() == nil {
+					d.log.Warn("decision summaries could not be stored; will retry", "err", err)
+				}
+			}
 		}
 	}
 }

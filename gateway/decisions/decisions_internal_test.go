@@ -36,63 +36,112 @@ func decisionRecords(decision string, n int) []store.Decision {
 	return out
 }
 
-// TestIngestLimiter: the bucket lets through its burst, then its rate,
-// drops (and counts) the rest, keeps a reserve that only denials reach,
-// charges large records more, and each sandbox has its own.
+// TestIngestLimiter: each sandbox has a bucket for allowed records and
+// one for denials; what a bucket holds back is summarised, not dropped:
+// a summary a kind, stored once its window ended, counting every record.
 func TestIngestLimiter(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	l := newIngestLimiter(2, 12, clock.now) // reserve 3
-	admit := func(sandbox string, in []store.Decision, wantKept int, wantTotal uint64) []store.Decision {
+	l := newIngestLimiter(2, 12, clock.now)
+	admit := func(sandbox string, in []store.Decision, wantKept, wantSummarised int, wantTotal uint64) []store.Decision {
 		t.Helper()
-		kept, dropped, total := l.admit(sandbox, in)
-		if len(kept) != wantKept || dropped != len(in)-wantKept || total != wantTotal {
-			t.Fatalf("admit(%s, %d records) = %d kept, %d dropped, %d in total; want %d kept, %d dropped, %d in total",
-				sandbox, len(in), len(kept), dropped, total, wantKept, len(in)-wantKept, wantTotal)
+		kept, due, summarised, total := l.admit(sandbox, in)
+		kept = append(kept, due...)
+		if len(kept) != wantKept || summarised != wantSummarised || total != wantTotal {
+			t.Fatalf("admit(%s, %d records) = %d kept, %d summarised, %d in total; want %d kept, %d summarised, %d in total",
+				sandbox, len(in), len(kept), summarised, total, wantKept, wantSummarised, wantTotal)
 		}
 		return kept
 	}
-	// Allow records stop at the reserve (12 - 3 = 9 of them); denials
-	// still get the reserve's 3; then nothing.
-	kept := admit("s", decisionRecords("allow", 20), 9, 11)
-	if kept[0].DenialID != "d0" || kept[8].DenialID != "d8" {
-		t.Errorf("kept the wrong records: %v … %v", kept[0], kept[8])
+	// A flood of denials takes none of the allowed records' room.
+	admit("s", decisionRecords("deny", 30), 12, 18, 18)
+	kept := admit("s", decisionRecords("allow", 20), 12, 8, 26)
+	if kept[0].DenialID != "d0" || kept[11].DenialID != "d11" {
+		t.Errorf("kept the wrong records: %v … %v", kept[0], kept[11])
 	}
-	admit("s", decisionRecords("deny", 5), 3, 13)
-	admit("s", decisionRecords("deny", 1), 0, 14)
-	// Version probes are denials the advisor never offers: like allows.
-	clock.advance(2 * time.Second) // +4 tokens: 4 < reserve + 1 for a probe
+	// Rate-limited calls and version probes are denials too.
 	probe := decisionRecords("deny", 1)
 	probe[0].VersionProbe = true
-	admit("s", probe, 1, 14)
-	admit("s", probe, 0, 15)
-	// Another sandbox has its own bucket.
-	admit("t", decisionRecords("deny", 12), 12, 0)
-	// A refill of 1 token a half-second, never above the burst.
+	admit("s", probe, 0, 1, 27)
+	// Another sandbox has its own buckets.
+	admit("t", decisionRecords("deny", 12), 12, 0, 0)
+
+	// A window later the summaries come with the next batch: one a kind,
+	// with the first and last denial ids, counting every record.
+	clock.advance(SummaryWindow)
+	kept = admit("s", decisionRecords("allow", 1), 4, 0, 27)
+	sums := map[string]store.Decision{}
+	for _, d := range kept[1:] {
+		sums[fmt.Sprint(d.Decision, d.VersionProbe)] = d
+	}
+	if d := sums["denyfalse"]; d.SummaryCount != 18 || d.SummaryFirstDenialID != "d12" || d.SummaryLastDenialID != "d29" || d.Host != "h.example.com" || d.ProxyID != "p" {
+		t.Errorf("denials' summary = %+v, want 18 of d12…d29", d)
+	}
+	if d := sums["allowfalse"]; d.SummaryCount != 8 || d.Host != "h.example.com" {
+		t.Errorf("allowed records' summary = %+v, want 8", d)
+	}
+	if d := sums["denytrue"]; d.SummaryCount != 1 || d.SummaryFirstDenialID != "d0" {
+		t.Errorf("probe's summary = %+v, want 1 of d0", d)
+	}
+	// A summary shipped by the proxy that is held back adds its count.
 	clock.advance(time.Hour)
-	admit("s", decisionRecords("deny", 13), 12, 16)
-	clock.advance(500 * time.Millisecond)
-	admit("s", decisionRecords("deny", 2), 1, 17)
+	admit("s", decisionRecords("deny", 12), 12, 0, 27)
+	in := decisionRecords("deny", 1)
+	in[0].DenialID, in[0].SummaryCount, in[0].SummaryFirstDenialID, in[0].SummaryLastDenialID = "", 50, "a", "b"
+	admit("s", in, 0, 50, 77)
+	got := l.due(true)
+	if len(got) != 1 || got[0].SummaryCount != 50 || got[0].SummaryFirstDenialID != "a" || got[0].SummaryLastDenialID != "b" {
+		t.Errorf("due = %+v, want the summary of 50", got)
+	}
+	// A summary the store did not take waits for the next try.
+	l.restore(got)
+	if again := l.due(true); len(again) != 1 || again[0].SummaryCount != 50 || again[0].SummaryFirstDenialID != "a" {
+		t.Errorf("due after restore = %+v, want the summary of 50 again", again)
+	}
+	// Past SummaryKinds kinds, records share one summary per decision.
+	clock.advance(time.Hour)
+	admit("s", decisionRecords("deny", 12), 12, 0, 77)
+	many := decisionRecords("deny", SummaryKinds+10)
+	for i := range many {
+		many[i].Host = fmt.Sprint("h", i)
+	}
+	admit("s", many, 0, SummaryKinds+10, 77+SummaryKinds+10)
+	got = l.due(true)
+	total, shared := int64(0), int64(0)
+	for _, d := range got {
+		total += d.SummaryCount
+		if d.Host == "" {
+			shared += d.SummaryCount
+		}
+	}
+	if len(got) != SummaryKinds+1 || total != SummaryKinds+10 || shared != 10 {
+		t.Errorf("%d summaries of %d records, %d of them shared; want %d of %d, 10 shared", len(got), total, shared, SummaryKinds+1, SummaryKinds+10)
+	}
+
 	// A record of 9 KiB of text costs 3 tokens.
 	clock.advance(time.Hour)
 	fat := decisionRecords("deny", 5)
 	for i := range fat {
 		fat[i].Path = strings.Repeat("x", 9<<10)
 	}
-	admit("s", fat, 4, 18)
+	admit("s", fat, 4, 1, 77+SummaryKinds+11)
 
-	// Full buckets are forgotten; a refilled one starts full again.
+	// Full buckets without pending summaries are forgotten.
 	l.forgetFull()
-	if _, ok := l.buckets["s"]; !ok || len(l.buckets) != 1 {
-		t.Fatalf("buckets = %v, want s's only (t's refilled)", l.buckets)
+	if _, ok := l.sandboxes["s"]; !ok || len(l.sandboxes) != 1 {
+		t.Fatalf("sandboxes = %v, want s's only (t's refilled)", l.sandboxes)
 	}
 	clock.advance(time.Hour)
 	l.forgetFull()
-	if len(l.buckets) != 0 {
-		t.Fatalf("buckets after an hour = %d, want 0", len(l.buckets))
+	if _, ok := l.sandboxes["s"]; !ok {
+		t.Fatalf("s forgotten with a summary pending")
 	}
-	admit("s", decisionRecords("deny", 13), 12, 1)
+	l.due(true)
+	l.forgetFull()
+	if len(l.sandboxes) != 0 {
+		t.Fatalf("sandboxes after an hour = %d, want 0", len(l.sandboxes))
+	}
 
 	// No limit.
 	l = newIngestLimiter(0, 0, clock.now)
-	admit("s", decisionRecords("allow", 5000), 5000, 0)
+	admit("s", decisionRecords("allow", 5000), 5000, 0, 0)
 }

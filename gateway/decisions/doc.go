@@ -1,6 +1,7 @@
 // Package decisions owns the bounds on the decision records proxies ship:
-// each sandbox's ingest limit on this replica (a token bucket in front of
-// the store, denials first), storing what passes, the retention sweep,
+// each sandbox's ingest limits on this replica (token buckets in front of
+// the store, one for allowed records and one for denials), summaries of
+// the records they hold back, storing what passes, the retention sweep,
 // and the counters of what was stored, limited and pruned.
 //
 // It is a package of its own, not part of distribution, because it is

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
+	"time"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -21,8 +23,7 @@ const (
 // (io.EOF at the end). Both are the caller's sandbox's, whatever they say.
 // A batch with an invalid record or definition is refused whole, before
 // anything of it is stored; valid records past the sandbox's ingest limit
-// are dropped and counted (by the Sink, and in the proxy's status), and
-// the stream goes on.
+// are summarised and counted (by the Sink), and the stream goes on.
 func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func() (*portcullisv1.ShipDecisionsRequest, error)) (*portcullisv1.ShipDecisionsResponse, error) {
 	var stored uint64
 	for {
@@ -67,10 +68,9 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 		if n := req.GetOcsfDropped(); n > 0 {
 			d.cfg.OCSFDropped(n)
 		}
-		n, limited, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
-		if limited > 0 {
-			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, uint64(limited))
-		}
+		// Records past the ingest limit are summarised, not lost: they are
+		// not the proxy's drops (the Sink counts them).
+		n, _, err := d.cfg.Sink.Ingest(ctx, p.Sandbox, req.GetProxyId(), records)
 		if err != nil {
 			return nil, err
 		}
@@ -83,15 +83,15 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 	}
 }
 
-// countDecisions reports a valid batch's records by decision to
-// Config.Decided.
+// countDecisions reports a valid batch's decisions by decision to
+// Config.Decided (a summary record counts the decisions it stands for).
 func (d *Distribution) countDecisions(records []store.Decision) {
 	if len(records) == 0 {
 		return
 	}
 	n := make(map[string]int, 4)
 	for _, r := range records {
-		n[r.Decision]++
+		n[r.Decision] += int(max(1, r.SummaryCount)) // a summary: the decisions it counts
 	}
 	for decision, k := range n {
 		d.cfg.Decided(decision, k)
@@ -116,10 +116,31 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 		"rule": r.GetRule(), "reason": r.GetReason(), "policy_version": r.GetPolicyVersion(), "denial_id": r.GetDenialId(),
 		"arguments_digest": r.GetArgumentsDigest(), "reason_code": r.GetReasonCode(), "tool_definition": r.GetToolDefinition(),
 	}
+	fields["summary_first_denial_id"], fields["summary_last_denial_id"] = r.GetSummaryFirstDenialId(), r.GetSummaryLastDenialId()
 	for name, v := range fields {
 		if len(v) > maxDecisionField {
 			return store.Decision{}, invalidField(name, "is longer than %d bytes", maxDecisionField)
 		}
+	}
+	if r.GetSummaryCount() > math.MaxInt64 {
+		return store.Decision{}, invalidField("summary_count", "is too large: %d", r.GetSummaryCount())
+	}
+	var last time.Time
+	if r.GetSummaryCount() > 0 {
+		if r.GetSummaryLast() == nil {
+			return store.Decision{}, invalidField("summary_last", "is missing from a summary")
+		}
+		last = r.GetSummaryLast().AsTime()
+	}
+	if len(r.GetCuts()) > maxCuts {
+		return store.Decision{}, invalidField("cuts", "lists %d cuts; at most %d", len(r.GetCuts()), maxCuts)
+	}
+	var cuts []store.FieldCut
+	for _, c := range r.GetCuts() {
+		if c.GetField() == "" || len(c.GetField()) > 64 || c.GetLength() > math.MaxInt32 || !isHexSHA256(c.GetSha256()) {
+			return store.Decision{}, invalidField("cuts", "a cut needs a field name of at most 64 bytes, a length and a hex SHA-256")
+		}
+		cuts = append(cuts, store.FieldCut{Field: c.GetField(), Length: int(c.GetLength()), SHA256: c.GetSha256()})
 	}
 	return store.Decision{
 		Time:            r.GetTime().AsTime(),
@@ -143,5 +164,27 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 		ArgumentsDigest: r.GetArgumentsDigest(),
 		ReasonCode:      r.GetReasonCode(),
 		ToolDefinition:  r.GetToolDefinition(),
+		Cuts:            cuts,
+
+		SummaryCount:         int64(r.GetSummaryCount()),
+		SummaryLast:          last,
+		SummaryFirstDenialID: r.GetSummaryFirstDenialId(),
+		SummaryLastDenialID:  r.GetSummaryLastDenialId(),
 	}, nil
+}
+
+// maxCuts bounds the cuts a record lists: one a field at most.
+const maxCuts = 32
+
+// isHexSHA256 reports whether s is 64 lower-case hex digits.
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -58,6 +58,11 @@ type Event struct {
 	// Observables point at the hosts, addresses and users the event
 	// names, for a SIEM to pivot on (finish fills them).
 	Observables []Observable `json:"observables,omitempty"`
+	// Count, StartTime and EndTime make an event stand for that many of
+	// the same kind between those times (a summary of a flood).
+	Count     int64 `json:"count,omitempty"`
+	StartTime int64 `json:"start_time,omitempty"`
+	EndTime   int64 `json:"end_time,omitempty"`
 
 	// security_control profile: what the boundary did.
 	ActionID      int           `json:"action_id,omitempty"`

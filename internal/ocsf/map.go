@@ -37,6 +37,16 @@ type Decision struct {
 	ReasonCode      string
 	ToolDefinition  string
 	TraceID         string
+	// SummaryCount > 0: the record summarises that many decisions of its
+	// kind, the first at Time and the last at SummaryLast (OCSF count,
+	// start_time and end_time); the first and last denial ids go in
+	// unmapped.
+	SummaryCount         int64
+	SummaryLast          time.Time
+	SummaryFirstDenialID string
+	SummaryLastDenialID  string
+	// Cuts lists the fields cut to bound the record (in unmapped).
+	Cuts []store.FieldCut
 }
 
 // FromStoreDecision reads a record a proxy shipped to the gateway.
@@ -46,7 +56,8 @@ func FromStoreDecision(d store.Decision) Decision {
 		Addr: d.Addr, HTTPMethod: d.HTTPMethod, Path: d.Path, MCPMethod: d.MCPMethod, Tool: d.Tool,
 		Decision: d.Decision, Entry: d.Entry, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
 		DenialID: d.DenialID, VersionProbe: d.VersionProbe, ArgumentsDigest: d.ArgumentsDigest,
-		ReasonCode: d.ReasonCode, ToolDefinition: d.ToolDefinition,
+		ReasonCode: d.ReasonCode, ToolDefinition: d.ToolDefinition, SummaryCount: d.SummaryCount, SummaryLast: d.SummaryLast,
+		SummaryFirstDenialID: d.SummaryFirstDenialID, SummaryLastDenialID: d.SummaryLastDenialID, Cuts: d.Cuts,
 	}
 }
 
@@ -169,6 +180,21 @@ func FromDecision(d Decision, p Product) Event {
 	}
 	if d.VersionProbe {
 		u["version_probe"] = true
+	}
+	if d.SummaryCount > 0 {
+		e.Count, e.StartTime, e.EndTime = d.SummaryCount, d.Time.UnixMilli(), d.SummaryLast.UnixMilli()
+		e.Message = fmt.Sprintf("%d× %s", d.SummaryCount, e.Message)
+		u["summary_count"] = d.SummaryCount
+		if d.SummaryFirstDenialID != "" {
+			u["first_denial_id"], u["last_denial_id"] = d.SummaryFirstDenialID, d.SummaryLastDenialID
+		}
+	}
+	if len(d.Cuts) > 0 {
+		cuts := make([]map[string]any, len(d.Cuts))
+		for i, c := range d.Cuts {
+			cuts[i] = map[string]any{"field": c.Field, "length": c.Length, "sha256": c.SHA256}
+		}
+		u["cuts"] = cuts
 	}
 	e.Unmapped = u
 	e.finish()

@@ -187,6 +187,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 					nullTime(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, int32(d.Port), d.Addr,
 					d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
 					d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition,
+					d.SummaryCount, nullTime(d.SummaryLast), d.SummaryFirstDenialID, d.SummaryLastDenialID, decisionsql.EncodeCuts(d.Cuts),
 				}, nil
 			}))
 		return mapErr(err)
@@ -203,14 +204,20 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 	rows, err := d.pool.Query(ctx, q, args...)
 	out, err := collect(rows, err, func(r pgx.Row) (store.Decision, error) {
 		var d store.Decision
-		var at *time.Time
+		var at, last *time.Time
 		var port int32
+		var cuts string
 		err := r.Scan(&d.ID, &d.ReceivedAt, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &port, &d.Addr,
 			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
-			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition)
+			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition,
+			&d.SummaryCount, &last, &d.SummaryFirstDenialID, &d.SummaryLastDenialID, &cuts)
+		if err != nil {
+			return d, err
+		}
 		d.ReceivedAt = d.ReceivedAt.UTC()
-		d.Time = zeroTime(at)
+		d.Time, d.SummaryLast = zeroTime(at), zeroTime(last)
 		d.Port = int(port)
+		d.Cuts, err = decisionsql.DecodeCuts(cuts)
 		return d, err
 	})
 	if err != nil {

@@ -188,7 +188,8 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 			_, err := stmt.ExecContext(ctx, at,
 				nullNanos(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, d.Port, d.Addr,
 				d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
-				d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition)
+				d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition,
+				d.SummaryCount, nullNanos(d.SummaryLast), d.SummaryFirstDenialID, d.SummaryLastDenialID, decisionsql.EncodeCuts(d.Cuts))
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, mapErr(err))
 			}
@@ -207,11 +208,17 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 	scan := func(r scanner) (store.Decision, error) {
 		var d store.Decision
 		var received int64
-		var at sql.NullInt64
+		var at, last sql.NullInt64
+		var cuts string
 		err := r.Scan(&d.ID, &received, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &d.Port, &d.Addr,
 			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
-			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition)
-		d.ReceivedAt, d.Time = fromNanos(received), zeroNanos(at)
+			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition,
+			&d.SummaryCount, &last, &d.SummaryFirstDenialID, &d.SummaryLastDenialID, &cuts)
+		if err != nil {
+			return d, err
+		}
+		d.ReceivedAt, d.Time, d.SummaryLast = fromNanos(received), zeroNanos(at), zeroNanos(last)
+		d.Cuts, err = decisionsql.DecodeCuts(cuts)
 		return d, err
 	}
 	out, err := collect(ctx, d.r, scan, q, args...)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -119,7 +120,11 @@ func sameDecision(got, want store.Decision) bool {
 		return false
 	}
 	got.Time, want.Time = time.Time{}, time.Time{}
-	return got == want
+	if !sameTime(got.SummaryLast, want.SummaryLast) || !slices.Equal(got.Cuts, want.Cuts) {
+		return false
+	}
+	got.SummaryLast, want.SummaryLast, got.Cuts, want.Cuts = time.Time{}, time.Time{}, nil, nil
+	return reflect.DeepEqual(got, want)
 }
 
 func decisions(t *testing.T, s *store.Store, f store.DecisionFilter) []store.Decision {
@@ -473,6 +478,11 @@ func testDecisions(t *testing.T, s *store.Store) {
 		ArgumentsDigest: "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
 		ReasonCode:      "tool_definition_changed",
 		ToolDefinition:  "sha256:fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9",
+	}
+	in[502] = store.Decision{ // a summary of 600 denials, with a cut field
+		Time: usec(2030, 502), Sandbox: "s0", ProxyID: "proxy-x", Decision: "deny", Host: "h.example.com", Port: 443,
+		Path: "/aaaa", SummaryCount: 600, SummaryLast: usec(2030, 503), SummaryFirstDenialID: "dn_first", SummaryLastDenialID: "dn_last",
+		Cuts: []store.FieldCut{{Field: "path", Length: 61440, SHA256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}},
 	}
 	in[501] = store.Decision{Sandbox: "s1", ProxyID: "proxy-y", Decision: "allow"} // every optional field unset
 

@@ -1143,8 +1143,21 @@ type DecisionRecord struct {
 	// the tool's definition the proxy saw ("" when it could verify none):
 	// the definition a re-pin proposal pins.
 	ToolDefinition string `protobuf:"bytes,21,opt,name=tool_definition,json=toolDefinition,proto3" json:"tool_definition,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// cuts lists the fields cut to bound the record's size (a field longer
+	// than the proxy keeps is cut at a UTF-8 boundary), each with its length
+	// and digest before the cut.
+	Cuts []*FieldCut `protobuf:"bytes,22,rep,name=cuts,proto3" json:"cuts,omitempty"`
+	// summary_count, when above 0, makes the record a summary: that many
+	// decisions of one kind (sandbox, decision, host, port, method, tool,
+	// entry, rule, reason code, binary: the other fields) were not kept one
+	// by one, the first at time and the last at summary_last, with the first
+	// and last of their denial ids. path and denial_id are then empty.
+	SummaryCount         uint64                 `protobuf:"varint,23,opt,name=summary_count,json=summaryCount,proto3" json:"summary_count,omitempty"`
+	SummaryLast          *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=summary_last,json=summaryLast,proto3" json:"summary_last,omitempty"`
+	SummaryFirstDenialId string                 `protobuf:"bytes,25,opt,name=summary_first_denial_id,json=summaryFirstDenialId,proto3" json:"summary_first_denial_id,omitempty"`
+	SummaryLastDenialId  string                 `protobuf:"bytes,26,opt,name=summary_last_denial_id,json=summaryLastDenialId,proto3" json:"summary_last_denial_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DecisionRecord) Reset() {
@@ -1324,6 +1337,103 @@ func (x *DecisionRecord) GetToolDefinition() string {
 	return ""
 }
 
+func (x *DecisionRecord) GetCuts() []*FieldCut {
+	if x != nil {
+		return x.Cuts
+	}
+	return nil
+}
+
+func (x *DecisionRecord) GetSummaryCount() uint64 {
+	if x != nil {
+		return x.SummaryCount
+	}
+	return 0
+}
+
+func (x *DecisionRecord) GetSummaryLast() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SummaryLast
+	}
+	return nil
+}
+
+func (x *DecisionRecord) GetSummaryFirstDenialId() string {
+	if x != nil {
+		return x.SummaryFirstDenialId
+	}
+	return ""
+}
+
+func (x *DecisionRecord) GetSummaryLastDenialId() string {
+	if x != nil {
+		return x.SummaryLastDenialId
+	}
+	return ""
+}
+
+// FieldCut: a decision record's field was cut; length is its length in
+// bytes before the cut, sha256 the hex SHA-256 of its whole value.
+type FieldCut struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         string                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Length        uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldCut) Reset() {
+	*x = FieldCut{}
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldCut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldCut) ProtoMessage() {}
+
+func (x *FieldCut) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldCut.ProtoReflect.Descriptor instead.
+func (*FieldCut) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FieldCut) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *FieldCut) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *FieldCut) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 var File_portcullis_v1_distribution_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_distribution_proto_rawDesc = "" +
@@ -1406,7 +1516,7 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"definition\x18\a \x01(\tR\n" +
 	"definition\"/\n" +
 	"\x15ShipDecisionsResponse\x12\x16\n" +
-	"\x06stored\x18\x01 \x01(\x04R\x06stored\"\xed\x04\n" +
+	"\x06stored\x18\x01 \x01(\x04R\x06stored\"\xea\x06\n" +
 	"\x0eDecisionRecord\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\asandbox\x18\x02 \x01(\tR\asandbox\x12\x19\n" +
@@ -1432,7 +1542,16 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x10arguments_digest\x18\x13 \x01(\tR\x0fargumentsDigest\x12\x1f\n" +
 	"\vreason_code\x18\x14 \x01(\tR\n" +
 	"reasonCode\x12'\n" +
-	"\x0ftool_definition\x18\x15 \x01(\tR\x0etoolDefinition2\xd0\x01\n" +
+	"\x0ftool_definition\x18\x15 \x01(\tR\x0etoolDefinition\x12+\n" +
+	"\x04cuts\x18\x16 \x03(\v2\x17.portcullis.v1.FieldCutR\x04cuts\x12#\n" +
+	"\rsummary_count\x18\x17 \x01(\x04R\fsummaryCount\x12=\n" +
+	"\fsummary_last\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\vsummaryLast\x125\n" +
+	"\x17summary_first_denial_id\x18\x19 \x01(\tR\x14summaryFirstDenialId\x123\n" +
+	"\x16summary_last_denial_id\x18\x1a \x01(\tR\x13summaryLastDenialId\"P\n" +
+	"\bFieldCut\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha2562\xd0\x01\n" +
 	"\x13DistributionService\x12[\n" +
 	"\fStreamPolicy\x12\".portcullis.v1.StreamPolicyRequest\x1a#.portcullis.v1.StreamPolicyResponse(\x010\x01\x12\\\n" +
 	"\rShipDecisions\x12#.portcullis.v1.ShipDecisionsRequest\x1a$.portcullis.v1.ShipDecisionsResponse(\x01B\xc2\x01\n" +
@@ -1450,7 +1569,7 @@ func file_portcullis_v1_distribution_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_distribution_proto_rawDescData
 }
 
-var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*StreamPolicyRequest)(nil),   // 0: portcullis.v1.StreamPolicyRequest
 	(*ProxyHello)(nil),            // 1: portcullis.v1.ProxyHello
@@ -1466,33 +1585,36 @@ var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*ToolDefinitionSeen)(nil),    // 11: portcullis.v1.ToolDefinitionSeen
 	(*ShipDecisionsResponse)(nil), // 12: portcullis.v1.ShipDecisionsResponse
 	(*DecisionRecord)(nil),        // 13: portcullis.v1.DecisionRecord
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*FieldCut)(nil),              // 14: portcullis.v1.FieldCut
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_portcullis_v1_distribution_proto_depIdxs = []int32{
 	1,  // 0: portcullis.v1.StreamPolicyRequest.hello:type_name -> portcullis.v1.ProxyHello
 	2,  // 1: portcullis.v1.StreamPolicyRequest.ack:type_name -> portcullis.v1.PolicyAck
 	3,  // 2: portcullis.v1.StreamPolicyRequest.nack:type_name -> portcullis.v1.PolicyNack
 	4,  // 3: portcullis.v1.StreamPolicyRequest.heartbeat:type_name -> portcullis.v1.Heartbeat
-	14, // 4: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	15, // 4: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	7,  // 5: portcullis.v1.StreamPolicyResponse.policy:type_name -> portcullis.v1.SignedPolicy
 	4,  // 6: portcullis.v1.StreamPolicyResponse.heartbeat:type_name -> portcullis.v1.Heartbeat
 	6,  // 7: portcullis.v1.StreamPolicyResponse.goaway:type_name -> portcullis.v1.Goaway
-	14, // 8: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
+	15, // 8: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
 	8,  // 9: portcullis.v1.SignedPolicy.keys:type_name -> portcullis.v1.GatewayKey
 	9,  // 10: portcullis.v1.SignedPolicy.ca:type_name -> portcullis.v1.SandboxCA
 	13, // 11: portcullis.v1.ShipDecisionsRequest.records:type_name -> portcullis.v1.DecisionRecord
 	11, // 12: portcullis.v1.ShipDecisionsRequest.tool_definitions:type_name -> portcullis.v1.ToolDefinitionSeen
-	14, // 13: portcullis.v1.ToolDefinitionSeen.time:type_name -> google.protobuf.Timestamp
-	14, // 14: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 15: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
-	10, // 16: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
-	5,  // 17: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
-	12, // 18: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
-	17, // [17:19] is the sub-list for method output_type
-	15, // [15:17] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	15, // 13: portcullis.v1.ToolDefinitionSeen.time:type_name -> google.protobuf.Timestamp
+	15, // 14: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
+	14, // 15: portcullis.v1.DecisionRecord.cuts:type_name -> portcullis.v1.FieldCut
+	15, // 16: portcullis.v1.DecisionRecord.summary_last:type_name -> google.protobuf.Timestamp
+	0,  // 17: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
+	10, // 18: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
+	5,  // 19: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
+	12, // 20: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
+	19, // [19:21] is the sub-list for method output_type
+	17, // [17:19] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_distribution_proto_init() }
@@ -1517,7 +1639,7 @@ func file_portcullis_v1_distribution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_distribution_proto_rawDesc), len(file_portcullis_v1_distribution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

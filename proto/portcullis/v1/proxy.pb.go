@@ -271,8 +271,8 @@ type ProxyStatus struct {
 	// current_version is the sandbox's current version, to compare with.
 	CurrentVersion uint32 `protobuf:"varint,15,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
 	// decisions_dropped counts the proxy's decision records that were lost:
-	// those it reported dropping and those over its sandbox's ingest rate
-	// limit at the gateway.
+	// those it reported dropping (records over its sandbox's ingest rate
+	// limit at the gateway are summarised, not lost).
 	DecisionsDropped uint64 `protobuf:"varint,16,opt,name=decisions_dropped,json=decisionsDropped,proto3" json:"decisions_dropped,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

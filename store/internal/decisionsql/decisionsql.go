@@ -9,6 +9,7 @@ package decisionsql
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -23,6 +24,32 @@ var Columns = []string{
 	"at", "sandbox", "proxy_id", "decision", "binary_name", "host", "port", "addr",
 	"http_method", "path", "mcp_method", "tool", "entry", "rule", "reason",
 	"policy_version", "denial_id", "version_probe", "arguments_digest", "reason_code", "tool_definition",
+	"summary_count", "summary_last_at", "summary_first_denial_id", "summary_last_denial_id", "cuts",
+}
+
+// EncodeCuts is how the cuts column holds a record's cuts: "" for none,
+// else their JSON array.
+func EncodeCuts(cuts []store.FieldCut) string {
+	if len(cuts) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(cuts)
+	if err != nil {
+		panic(err) // strings and ints always encode
+	}
+	return string(b)
+}
+
+// DecodeCuts reads the cuts column back.
+func DecodeCuts(s string) ([]store.FieldCut, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cuts []store.FieldCut
+	if err := json.Unmarshal([]byte(s), &cuts); err != nil {
+		return nil, fmt.Errorf("decision record cuts: %w", err)
+	}
+	return cuts, nil
 }
 
 // Select returns the query that reads the records f matches (id,
