@@ -1,5 +1,7 @@
 package dataplane_test
 
+//lint:file-ignore SA1019 a sampling request on a primed stream is what one test exercises
+
 import (
 	"context"
 	"crypto/tls"
@@ -247,10 +249,10 @@ func TestPrimingEventsFromGoSDKServer(t *testing.T) {
 	// The server does prime its streams, and the event reaches the agent
 	// as sent.
 	h := http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}
-	res, body := rawMCP(t, tp, up, h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	res, _ := rawMCP(t, tp, up, h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	h.Set("Mcp-Session-Id", res.Header.Get("Mcp-Session-Id"))
 	rawMCP(t, tp, up, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	_, body = rawMCP(t, tp, up, h, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	_, body := rawMCP(t, tp, up, h, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	if !strings.HasPrefix(body, "event: prime\nid: ") || !strings.Contains(body, "\ndata: \n\n") || !strings.Contains(body, "lookup_order") || strings.Contains(body, "refund_order") {
 		t.Fatalf("tools/list stream through the proxy = %q; want a priming event, then the result without refund_order", body)
 	}
