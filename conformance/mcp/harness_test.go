@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -300,21 +301,44 @@ func writePolicy(t *testing.T, name string, replace ...string) string {
 	return p
 }
 
-// freePorts returns n loopback ports free at the time of asking.
+// freePorts returns n ports free at the time of asking, on every
+// address (the suite's servers listen on "::", dual-stack). They are
+// drawn from below the kernel's ephemeral range: a port from inside it
+// could be taken, between asking and listening, as the local port of any
+// outgoing connection made by the tests running beside this one (the
+// suite once failed with EADDRINUSE so); below it, only an explicit
+// listen can take one.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	low := 32768 // Linux's default start of the ephemeral range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 12000 {
+				low = v
+			}
+		}
+	}
 	var ports []int
 	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("no %d free ports below %d", n, low)
+		}
+		port := 10000 + mrand.IntN(low-10000)
+		if slices.Contains(ports, port) {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+		ports = append(ports, port)
 	}
 	return ports
 }
