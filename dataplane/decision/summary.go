@@ -90,8 +90,8 @@ func KindOf(r Record) Kind {
 // others must, within its window, have SummaryTotal denials kept, then
 // SummaryNew of new kinds, then fill the SummaryKinds summary slots with
 // kinds denied past those budgets, then the shared summary's sample with
-// SummarySample kinds more: about 514 denials of distinct kinds in 10 s,
-// again in every window. Even then the denial is counted in the shared
+// SummarySample kinds more: some 500 denials (of at least 300 kinds) in
+// 10 s, again in every window. Even then the denial is counted in the shared
 // summary, whose count shows the flood.
 type Summarizer struct {
 	mu      sync.Mutex
@@ -248,7 +248,7 @@ func (s *Summarizer) end(m map[Kind]*window, k Kind, w *window, due []Record) []
 	}
 	if w.sample != nil {
 		var b strings.Builder
-		b.WriteString("kinds past the summary slots:")
+		b.WriteString("more kinds than summary slots, among them:")
 		var n int64
 		for _, x := range w.sample {
 			fmt.Fprintf(&b, " %s ×%d;", x.label, x.n)
