@@ -306,9 +306,13 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 	}
 	background.Go(func() { p.decisions.Write(bgCtx) })
 	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
-	background.Go(func() { onEveryTick(bgCtx, time.Second, func() { p.emitSummaries(false) }) })
+	background.Go(func() { onEveryTick(bgCtx, time.Second, p.emitSummaries) })
 	defer func() {
-		p.emitSummaries(true) // before the log's last write
+		// Before the log's last write; a handler still running past the
+		// shutdown timeout has its denials kept one by one after this.
+		for _, s := range p.summaries.Close() {
+			p.keepRecord(s)
+		}
 		stopBackground()
 		background.Wait()
 	}()
@@ -990,10 +994,9 @@ func (p *Proxy) emit(rec decision.Record) {
 	}
 }
 
-// emitSummaries emits the summaries whose window has ended (all of them
-// when all is set).
-func (p *Proxy) emitSummaries(all bool) {
-	for _, s := range p.summaries.Due(p.now(), all) {
+// emitSummaries emits the summaries whose window has ended.
+func (p *Proxy) emitSummaries() {
+	for _, s := range p.summaries.Due(p.now()) {
 		p.keepRecord(s)
 	}
 }
