@@ -37,10 +37,15 @@ import (
 // history before it. A version with the number held and another content,
 // or a newer one whose history does not pass through the version held, is
 // a fork — a replica on a restored or forked store — and is refused (NACK
-// with fork set), logged at Error and counted (Forks); the proxy keeps
-// enforcing what it holds until an operator settles which history stands,
-// and leaves that replica as one that failed, for another that may serve
-// its history (it comes back to it after the replica's backoff).
+// with fork set), logged at Error and counted (Forks); so is a newer one
+// without a parent once the version held has one (it cannot be checked,
+// and stripping a parent takes only removing two fields), and the
+// version held sent again without its parent keeps the parent held, in
+// the data dir too (a legacy version is taken on its number only while
+// the proxy holds no lineage). The proxy keeps enforcing what it holds
+// until an operator settles which history stands, and leaves that replica
+// as one that failed, for another that may serve its history (it comes
+// back to it after the replica's backoff).
 
 // Files in the data dir.
 const (
