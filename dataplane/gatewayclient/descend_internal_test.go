@@ -1,9 +1,12 @@
 package gatewayclient
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,9 +78,15 @@ func (h *history) next(host string, ancestry int) *portcullisv1.SignedPolicy {
 
 func testSubscriber(t *testing.T, pinned ed25519.PublicKey) (*Subscriber, *hashEnforcer) {
 	t.Helper()
+	return testSubscriberIn(t, pinned, t.TempDir())
+}
+
+// testSubscriberIn is testSubscriber keeping its state in dir.
+func testSubscriberIn(t *testing.T, pinned ed25519.PublicKey, dir string) (*Subscriber, *hashEnforcer) {
+	t.Helper()
 	e := &hashEnforcer{}
 	s, err := NewSubscriber(SubscribeConfig{Gateway: "http://127.0.0.1:1", Sandbox: "agent-1", Token: func() (string, error) { return "t", nil },
-		ProxyID: "p1", DataDir: t.TempDir(), GatewayKey: pinned, Logger: slog.New(slog.DiscardHandler)}, e)
+		ProxyID: "p1", DataDir: dir, GatewayKey: pinned, Logger: slog.New(slog.DiscardHandler)}, e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,5 +216,88 @@ func TestReceiveLegacyVersions(t *testing.T) {
 	}
 	if got, msg := answer(s, upgraded.next("a4.example.com", 0)); got != "ack" || s.AppliedVersion() != 4 {
 		t.Fatalf("version 4: %s %q", got, msg)
+	}
+}
+
+// stripped is sp without its parent and the parent's signature, as a
+// replica older than parents sends it, or one that removed them.
+func stripped(sp *portcullisv1.SignedPolicy) *portcullisv1.SignedPolicy {
+	c := cloneSP(sp)
+	c.Parent, c.ParentSignature, c.Ancestry = "", nil, nil
+	return c
+}
+
+// Once the proxy holds a version with its parent, a newer version without
+// one cannot be checked to descend from it and is refused as a fork (a
+// parent stripped from another history's version, or a replica older than
+// parents: either way the proxy moves on to another replica); the version
+// held, sent again without its parent, is ACKed without giving up the
+// parent held or rewriting the kept state. Both hold after a restart: the
+// kept version has its parent.
+func TestReceiveParentlessAfterLineage(t *testing.T) {
+	pub, priv, chain := keyChain(t)
+	dir := t.TempDir()
+	s, e := testSubscriberIn(t, pub, dir)
+	main := newHistory(t, priv, chain)
+	if got, msg := answer(s, main.next("a1.example.com", 0)); got != "ack" {
+		t.Fatalf("v1: %s %q", got, msg)
+	}
+	forked := main.fork()
+	v2 := main.next("a2.example.com", 0)
+	if got, msg := answer(s, v2); got != "ack" {
+		t.Fatalf("v2: %s %q", got, msg)
+	}
+	state := filepath.Join(dir, stateFile)
+	kept, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(s *Subscriber, e *hashEnforcer, name string, sp *portcullisv1.SignedPolicy, errHas string) {
+		t.Helper()
+		got, msg := answer(s, sp)
+		if got != "fork" || !strings.Contains(msg, errHas) {
+			t.Fatalf("%s: %s %q; want a fork naming %q", name, got, msg, errHas)
+		}
+		if s.AppliedVersion() != 2 || e.hash != v2.GetHash() || s.applied.GetParent() != v2.GetParent() {
+			t.Fatalf("%s: refused, yet the proxy holds %d (%s, parent %q)", name, s.AppliedVersion(), e.hash, s.applied.GetParent())
+		}
+		if now, err := os.ReadFile(state); err != nil || !bytes.Equal(now, kept) {
+			t.Fatalf("%s: refused, yet the kept state changed (%v)", name, err)
+		}
+	}
+
+	// (a) A forked history's newer version, its parent stripped.
+	forked.next("b2.example.com", 0)
+	b3 := forked.next("b3.example.com", 1)
+	refused(s, e, "the fork's v3 without its parent", stripped(b3), "without a parent")
+	// A version of the proxy's own history without its parent (a replica
+	// older than parents) cannot be told from it.
+	a3 := main.next("a3.example.com", 0)
+	refused(s, e, "v3 without its parent", stripped(a3), "without a parent")
+
+	// (b) The version held, sent again without its parent: ACKed, the
+	// held parent and the kept state unchanged.
+	if got, msg := answer(s, stripped(v2)); got != "ack" || s.AppliedVersion() != 2 || s.applied.GetParent() != v2.GetParent() {
+		t.Fatalf("v2 again without its parent: %s %q; holds %d with parent %q, want %q", got, msg, s.AppliedVersion(), s.applied.GetParent(), v2.GetParent())
+	}
+	if now, err := os.ReadFile(state); err != nil || !bytes.Equal(now, kept) {
+		t.Fatalf("v2 again without its parent rewrote the kept state (%v)", err)
+	}
+	// … so the fork's v3 with its parent is still checked.
+	refused(s, e, "the fork's v3 after v2 without its parent", b3, "does not descend")
+
+	// A restart reloads the version kept, with its parent.
+	s.Close()
+	r, re := testSubscriberIn(t, pub, dir)
+	if err := r.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	refused(r, re, "after a restart, the fork's v3", b3, "does not descend")
+	if got, msg := answer(r, stripped(v2)); got != "ack" || r.applied.GetParent() != v2.GetParent() {
+		t.Fatalf("after a restart, v2 again without its parent: %s %q; kept parent %q", got, msg, r.applied.GetParent())
+	}
+	refused(r, re, "after a restart, the fork's v3 without its parent", stripped(b3), "without a parent")
+	if got, msg := answer(r, a3); got != "ack" || r.AppliedVersion() != 3 || re.hash != a3.GetHash() {
+		t.Fatalf("after a restart, v3: %s %q; holds %d", got, msg, r.AppliedVersion())
 	}
 }

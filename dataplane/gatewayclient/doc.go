@@ -3,7 +3,10 @@
 // each against the pinned gateway key, applies it to the proxy (an
 // Enforcer), keeps the last good one in the data dir and answers ACK or
 // NACK, never applying a version older than the one it holds nor one
-// that does not descend from it (a fork: a replica on a forked store); the
+// that does not descend from it (a fork: a replica on a forked store) —
+// which, once it holds a version with a parent, includes any newer version
+// without one (a legacy version, or one whose parent was stripped, is
+// taken on its number only while the proxy holds no lineage); the
 // Shipper sends decision records to the gateway in batches over the same
 // connections. The gateway may be a fleet of replicas (fleet.go): the
 // Subscriber streams from one at a time and moves to another when it

@@ -37,10 +37,15 @@ import (
 // history before it. A version with the number held and another content,
 // or a newer one whose history does not pass through the version held, is
 // a fork — a replica on a restored or forked store — and is refused (NACK
-// with fork set), logged at Error and counted (Forks); the proxy keeps
-// enforcing what it holds until an operator settles which history stands,
-// and leaves that replica as one that failed, for another that may serve
-// its history (it comes back to it after the replica's backoff).
+// with fork set), logged at Error and counted (Forks); so is a newer one
+// without a parent once the version held has one (it cannot be checked,
+// and stripping a parent takes only removing two fields), and the
+// version held sent again without its parent keeps the parent held, in
+// the data dir too (a legacy version is taken on its number only while
+// the proxy holds no lineage). The proxy keeps enforcing what it holds
+// until an operator settles which history stands, and leaves that replica
+// as one that failed, for another that may serve its history (it comes
+// back to it after the replica's backoff).
 
 // Files in the data dir.
 const (
@@ -367,9 +372,13 @@ func (s *Subscriber) Forks() (uint64, Fork) {
 // same content and history; a newer version's parent must be the lineage
 // of held extended by the hashes of the versions between (sp.Ancestry,
 // unsigned: the signed parent proves them). A version signed before
-// parents existed (none, beyond version 1) cannot be checked and is taken
-// on its number alone, as it always was; so is any version while the one
-// held is such a legacy version.
+// parents existed (none, beyond version 1) cannot be checked: while the
+// proxy holds no lineage (a legacy version, or version 1, which has no
+// parent) it is taken on its number alone, as it always was; once held
+// has a parent, a newer version without one is a fork (its parent may
+// have been stripped: it takes only removing two fields), and the version
+// held without its parent is the version held (receive keeps the held
+// parent).
 func descends(held, sp *portcullisv1.SignedPolicy) error {
 	if held == nil {
 		return nil
@@ -386,8 +395,15 @@ func descends(held, sp *portcullisv1.SignedPolicy) error {
 		return nil
 	}
 	lineage, known := lineageOf(held)
-	if sp.GetParent() == "" || !known {
+	if !known {
 		return nil
+	}
+	if sp.GetParent() == "" {
+		if held.GetParent() == "" {
+			return nil // held is version 1: a legacy version 2 looks the same
+		}
+		return fmt.Errorf("%w: version %d comes without a parent while the version %d held has one, so it cannot be checked to descend from it: a parent removed from another history's version, or a replica older than the descent check",
+			ErrFork, sp.GetVersion(), held.GetVersion())
 	}
 	gap := int(sp.GetVersion() - held.GetVersion() - 1)
 	anc := sp.GetAncestry()
@@ -634,6 +650,14 @@ func (s *Subscriber) receive(sp *portcullisv1.SignedPolicy) *portcullisv1.Stream
 			if sandboxCA, err := ca.Parse(sp.GetCa().GetCertPem(), sp.GetCa().GetKeyPem()); err == nil {
 				s.proxy.SetCA(sandboxCA)
 			}
+		}
+		if sp.GetParent() == "" && s.applied.GetParent() != "" {
+			// Sent without the parent held (a replica older than the
+			// descent check sends it so): keep the version held, its
+			// parent, the pin and the data dir as they are, or every
+			// later version would be taken on its number.
+			s.log.Info("policy version held sent again without its parent; keeping the parent held", "version", sp.GetVersion(), "hash", sp.GetHash())
+			return ack
 		}
 	} else if err := s.apply(sp, pol); err != nil {
 		return nack(err)

@@ -19,7 +19,8 @@
 // parent), and ParentSignature over that payload and the parent under
 // its own domain. A parent cannot be altered or added without a
 // ParentSignature to match; removing both leaves a version without
-// parent, taken on its number as every version was before parents.
+// parent, which a proxy takes on its number (as every version was before
+// parents) only while the version it holds has no parent either.
 //
 // Keys form a chain, oldest first: each key after the first is endorsed
 // (signed) by the one before it. A proxy trusts the key it pinned and

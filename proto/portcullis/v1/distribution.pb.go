@@ -602,7 +602,8 @@ type SignedPolicy struct {
 	// before it, as a commit id does, so a proxy applies only a version
 	// that descends from the one it holds. Empty on version 1, and on a
 	// version signed by a gateway older than this field (a legacy version,
-	// accepted on its number alone).
+	// accepted on its number alone while the proxy holds no version with a
+	// parent; once it does, a newer version without one is a fork).
 	Parent string `protobuf:"bytes,12,opt,name=parent,proto3" json:"parent,omitempty"`
 	// ancestry is the policy hashes of the versions just before this one,
 	// oldest first and the last being version-1's, when the proxy is known
