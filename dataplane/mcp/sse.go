@@ -23,10 +23,11 @@ type Event struct {
 // retry, an id or an event name alone — carries none, and neither does
 // one whose data is empty: a resumable server's priming event (MCP
 // 2025-11-25: an id, perhaps a retry and an event name, and an empty data
-// line), which clients skip. Such events are relayed as they came (Bytes). Empty
-// data on a line that ends in a lone CR is a message all the same (and
-// refused, not being JSON): a client that ends lines only at LF, as the
-// MCP Go SDK's does, reads what follows the CR as that line's data.
+// line), which clients skip. Such events are relayed as they came
+// (Bytes). Empty data on a line that ends in a lone CR is a message all
+// the same (and refused, not being JSON): a client that ends lines only
+// at LF, as the MCP Go SDK's does, reads what follows the CR as that
+// line's data.
 // Non-empty data is always a message, even blank.
 func (ev *Event) Message() bool {
 	switch {
