@@ -303,10 +303,13 @@ func (l *toolsList) errorBody(why string) []byte {
 // copyEvents copies an event stream event by event, each flushed, with
 // the data of every event that holds a tools/list result filtered. An
 // event that carries no message (mcp.Event.Message: a resumable server's
-// priming event, a comment, a retry …) passes as it came. An event whose
-// data cannot be read strictly — not JSON, or a tools/list result the
-// proxy cannot read — is replaced, on a POST's stream, by an error
-// answering its tools/list requests (or, without one, its other
+// priming event, a comment, a retry …) passes as it came, and so does a
+// message event the filter leaves unchanged — unless a line of it ends in
+// a lone CR: then it goes re-encoded with LF line ends (mcp.Event.Bytes),
+// so that a client ending lines only at LF reads what the proxy read. An
+// event whose data cannot be read strictly — not JSON, or a tools/list
+// result the proxy cannot read — is replaced, on a POST's stream, by an
+// error answering its tools/list requests (or, without one, its other
 // requests); on a GET stream (no request to answer) it is dropped.
 func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error {
 	w.Header().Del("Content-Length")
@@ -323,12 +326,12 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 				return nil
 			}
 			if errors.Is(err, mcp.ErrEventTooLarge) && !l.get {
-				w.Write(eventBytes(nil, l.errorBody(err.Error())))
+				w.Write(mcp.EventBytes(nil, l.errorBody(err.Error()), true))
 				rc.Flush()
 			}
 			return err
 		}
-		out := ev.Raw
+		out := ev.Bytes() // re-encoded when a line ends in a lone CR
 		if ev.Message() { // else a priming event, a comment …: passed as it came
 			se, ferr := mcp.ReadServerEvent(ev.Data)
 			if se.ListChanged {
@@ -346,9 +349,9 @@ func (l *toolsList) copyEvents(w http.ResponseWriter, res *http.Response) error 
 			case ferr != nil && l.get:
 				continue // no request to answer
 			case ferr != nil:
-				out = eventBytes(resumeFields(ev.Fields), l.errorBody(ferr.Error()))
+				out = mcp.EventBytes(resumeFields(ev.Fields), l.errorBody(ferr.Error()), true)
 			case removed > 0:
-				out = eventBytes(ev.Fields, filtered)
+				out = mcp.EventBytes(ev.RelayFields(), filtered, true)
 			}
 		}
 		if _, err := w.Write(out); err != nil {
@@ -372,22 +375,4 @@ func resumeFields(fields [][]byte) [][]byte {
 		}
 	}
 	return kept
-}
-
-// eventBytes is an event of the fields given (each with its line end) and
-// data: each field's line ended with LF (a client that ends lines only at
-// LF would read a field ended with a lone CR and the data line after it
-// as one line), one "data:" line per line of data, then the blank line.
-func eventBytes(fields [][]byte, data []byte) []byte {
-	var b []byte
-	for _, f := range fields {
-		b = append(b, bytes.TrimRight(f, "\r\n")...)
-		b = append(b, '\n')
-	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		b = append(b, "data: "...)
-		b = append(b, line...)
-		b = append(b, '\n')
-	}
-	return append(b, '\n')
 }

@@ -163,12 +163,17 @@ func TestToolsListUnreadableAnswerRefused(t *testing.T) {
 
 // An event stream is filtered event by event: the server's own requests
 // and notifications (notifications/tools/list_changed among them) pass as
-// sent, the result is cut, and a GET stream that replays a tools/list
+// sent (re-encoded with LF line ends when a line ends in a lone CR), the
+// result is cut, and a GET stream that replays a tools/list
 // answer (resumption) is filtered too.
 func TestToolsListEventStreams(t *testing.T) {
 	const (
 		changed = "event: message\r\nid: 7\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\r\n\r\n"
 		ping    = ": keep-alive\rdata: {\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"ping\"}\r\r"
+		// Its lines end in lone CRs: it goes with LF line ends, as the
+		// proxy read it (a client ending lines only at LF would read it
+		// as a comment), without the comment.
+		pingLF = "data: {\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"ping\"}\n\n"
 		// The result spread over two data lines, as a server may write it.
 		result = "id: 8\ndata: {\"jsonrpc\":\"2.0\",\"id\":ID,\"result\":{\"nextCursor\":\"c2\",\n" +
 			"data: \"tools\":[{\"name\":\"refund_order\",\"inputSchema\":{\"type\":\"object\"}},{\"name\":\"lookup_order\",\"inputSchema\":{\"type\":\"object\"}}]}}\n\n"
@@ -186,7 +191,7 @@ func TestToolsListEventStreams(t *testing.T) {
 	const list = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	h := http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, "Mcp-Session-Id": {"s"}}
 	want := func(id string) string {
-		return changed + ping + "id: 8\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"nextCursor\":\"c2\",\n" +
+		return changed + pingLF + "id: 8\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"nextCursor\":\"c2\",\n" +
 			"data: \"tools\":[{\"name\":\"lookup_order\",\"inputSchema\":{\"type\":\"object\"}}]}}\n\n"
 	}
 	if _, body := rawMCP(t, tp, up, h, list); body != want("1") {

@@ -20,7 +20,11 @@ import (
 // CR or LF), and one ending lines only at LF and trimming data (the MCP Go
 // SDK's). Neither may find a tool in any message: whatever a client can
 // take for a message is one the proxy read and filtered. Events without a
-// message (priming events, comments) pass as they came.
+// message (priming events, comments) pass as they came. And both clients
+// read the same data in every event: with no policy every tool is
+// filtered out, so "no tool" alone never checked an event relayed
+// unchanged, where a lone CR made the Go SDK read other JSON than the
+// proxy judged (a key given twice, say).
 func FuzzCopyEvents(f *testing.F) {
 	const list = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"hidden","inputSchema":{"type":"object"}}]}}`
 	for _, s := range []string{
@@ -32,6 +36,7 @@ func FuzzCopyEvents(f *testing.F) {
 		"data: [\r" + list + "]\n\n",
 		": c\rdata: " + list + "\r\r",
 		"id: 1\rdata: x\n\ndata: " + list + "\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"x\":1\r,\"x\":2\ndata: }}\n\n",
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
@@ -55,6 +60,7 @@ func FuzzCopyEvents(f *testing.F) {
 		out := w.Body.Bytes()
 
 		events := mcp.NewEventReader(bytes.NewReader(out), len(out)+1)
+		var html [][]byte
 		for {
 			ev, err := events.Next()
 			if err != nil {
@@ -63,10 +69,24 @@ func FuzzCopyEvents(f *testing.F) {
 			if ev.HasData && listsTools(ev.Data) {
 				t.Fatalf("a client reading lines as the HTML standard does finds a tool in %q; the agent got %q", ev.Data, out)
 			}
+			if ev.HasData {
+				html = append(html, trimLines(ev.Data))
+			}
 		}
-		for _, data := range lfOnlyData(out) {
+		// The Go SDK's client does not drop a byte order mark: it reads
+		// no data in a first event that starts with one, not other data.
+		lf := lfOnlyData(bytes.TrimPrefix(out, []byte("\xEF\xBB\xBF")))
+		for _, data := range lf {
 			if listsTools(data) {
 				t.Fatalf("a client ending lines only at LF finds a tool in %q; the agent got %q", data, out)
+			}
+		}
+		if len(lf) != len(html) {
+			t.Fatalf("a client ending lines only at LF reads %d events with data, one ending them at CR too %d; the agent got %q", len(lf), len(html), out)
+		}
+		for i := range lf {
+			if !bytes.Equal(lf[i], html[i]) {
+				t.Fatalf("event %d: a client ending lines only at LF reads %q, one ending them at CR too %q; the agent got %q", i, lf[i], html[i], out)
 			}
 		}
 	})
@@ -102,6 +122,15 @@ func lfOnlyData(stream []byte) [][]byte {
 		}
 	}
 	return all
+}
+
+// trimLines is data with each line trimmed, as lfOnlyData trims it.
+func trimLines(data []byte) []byte {
+	lines := bytes.Split(data, []byte("\n"))
+	for i := range lines {
+		lines[i] = bytes.TrimSpace(lines[i])
+	}
+	return bytes.Join(lines, []byte("\n"))
 }
 
 // listsTools reports whether data, read as encoding/json reads it (keys

@@ -23,10 +23,11 @@ type Event struct {
 // retry, an id or an event name alone — carries none, and neither does
 // one whose data is empty: a resumable server's priming event (MCP
 // 2025-11-25: an id, perhaps a retry and an event name, and an empty data
-// line), which clients skip. Such events are relayed as they came. Empty
-// data on a line that ends in a lone CR is a message all the same (and
-// refused, not being JSON): a client that ends lines only at LF, as the
-// MCP Go SDK's does, reads what follows the CR as that line's data.
+// line), which clients skip. Such events are relayed as they came
+// (Bytes). Empty data on a line that ends in a lone CR is a message all
+// the same (and refused, not being JSON): a client that ends lines only
+// at LF, as the MCP Go SDK's does, reads what follows the CR as that
+// line's data.
 // Non-empty data is always a message, even blank.
 func (ev *Event) Message() bool {
 	switch {
@@ -35,12 +36,75 @@ func (ev *Event) Message() bool {
 	case len(ev.Data) > 0:
 		return true
 	}
+	return ev.loneCR()
+}
+
+// loneCR reports whether a line of ev ends in a lone CR (the reader ends
+// lines only at CR, LF or CRLF, so a CR not followed by LF ends one).
+func (ev *Event) loneCR() bool {
 	for i, b := range ev.Raw {
 		if b == '\r' && (i+1 == len(ev.Raw) || ev.Raw[i+1] != '\n') {
 			return true
 		}
 	}
 	return false
+}
+
+// RelayFields are the fields of ev to relay with it: all of them, unless
+// a line of ev ends in a lone CR (see Bytes); then its id, event and
+// retry fields alone, each line as the proxy read it — no comment nor
+// field of no meaning, whose bytes a client ending lines only at LF would
+// have read as part of another line.
+func (ev *Event) RelayFields() [][]byte {
+	if !ev.loneCR() {
+		return ev.Fields
+	}
+	var kept [][]byte
+	for _, f := range ev.Fields {
+		name, _, _ := bytes.Cut(bytes.TrimRight(f, "\r\n"), []byte(":"))
+		switch string(name) {
+		case "id", "event", "retry":
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
+
+// Bytes is ev as the proxy relays it unchanged: the bytes the server sent
+// (CRLF line ends included), unless a line of ev ends in a lone CR. A
+// client that ends lines only at LF and keeps the CR inside the line (the
+// MCP Go SDK's) reads such an event differently from the proxy and from
+// clients ending lines at CR too (the TypeScript SDK, browsers): what
+// follows the CR joins the line before it, so its data is other bytes
+// than the proxy judged. Such an event goes re-encoded from what the
+// proxy read — its RelayFields and data, every line ended with LF — which
+// every client reads alike.
+func (ev *Event) Bytes() []byte {
+	if !ev.loneCR() {
+		return ev.Raw
+	}
+	return EventBytes(ev.RelayFields(), ev.Data, ev.HasData)
+}
+
+// EventBytes is an event of the fields given (each with its line end, as
+// an EventReader reads them) and, when hasData, data: each field's line
+// ended with LF (a client that ends lines only at LF would read a field
+// ended with a lone CR and the line after it as one line), one "data:"
+// line per line of data, then the blank line.
+func EventBytes(fields [][]byte, data []byte, hasData bool) []byte {
+	var b []byte
+	for _, f := range fields {
+		b = append(b, bytes.TrimRight(f, "\r\n")...)
+		b = append(b, '\n')
+	}
+	if hasData {
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			b = append(b, "data: "...)
+			b = append(b, line...)
+			b = append(b, '\n')
+		}
+	}
+	return append(b, '\n')
 }
 
 // ErrEventTooLarge is an event longer than an EventReader's bound.

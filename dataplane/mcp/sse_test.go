@@ -89,13 +89,92 @@ func TestEventMessage(t *testing.T) {
 	}
 }
 
+// An event relayed unchanged goes as the server sent it (CRLF line ends
+// included) unless a line of it ends in a lone CR: the MCP Go SDK's
+// client ends lines only at LF, so it would read other data than the
+// proxy — here a tool whose description is given twice, encoding/json
+// keeping the last. Such an event is re-encoded from what the proxy read,
+// its lines ended with LF, without comments or fields of no meaning.
+func TestEventBytes(t *testing.T) {
+	evil := "data: {\"tools\":[{\"name\":\"X\",\"description\":\"benign\"\r,\"description\":\"EVIL\"\ndata: ,\"inputSchema\":{}}]}\n\n"
+	for _, tc := range []struct{ stream, want string }{
+		{"id: 1\r\nevent: message\r\ndata: {}\r\n\r\n", "id: 1\r\nevent: message\r\ndata: {}\r\n\r\n"},
+		{"id: 1\ndata: \n\n", "id: 1\ndata: \n\n"},
+		{": c\n\n", ": c\n\n"},
+		{evil, "data: {\"tools\":[{\"name\":\"X\",\"description\":\"benign\"\ndata: ,\"inputSchema\":{}}]}\n\n"},
+		{"id: 1\revent: e\rretry: 5\r: c\rdata: {}\r\r", "id: 1\nevent: e\nretry: 5\ndata: {}\n\n"},
+		{"id: 1\rretry: 5\r\r", "id: 1\nretry: 5\n\n"},
+		{": c\rid: 1\n\n", "id: 1\n\n"},
+		{"data: {\r\ndata: }\r\r", "data: {\ndata: }\n\n"},
+		{"\xEF\xBB\xBFdata:  x\r\r", "data:  x\n\n"},
+	} {
+		ev, err := NewEventReader(strings.NewReader(tc.stream), 1<<10).Next()
+		if err != nil {
+			t.Fatalf("%q: %v", tc.stream, err)
+		}
+		got := ev.Bytes()
+		if string(got) != tc.want {
+			t.Errorf("%q: Bytes() = %q, want %q", tc.stream, got, tc.want)
+		}
+		again, err := NewEventReader(bytes.NewReader(got), 1<<10).Next()
+		if err != nil || again.HasData != ev.HasData || string(again.Data) != string(ev.Data) {
+			t.Errorf("%q: Bytes() %q reads as data %q (%v), the event's is %q (%v)", tc.stream, got, again.Data, again.HasData, ev.Data, ev.HasData)
+		}
+		if lf := lfOnlyData(got); ev.HasData && (len(lf) != 1 || string(lf[0]) != string(trimLines(ev.Data))) {
+			t.Errorf("%q: a client ending lines only at LF reads %q in Bytes() %q; the proxy read %q", tc.stream, lf, got, ev.Data)
+		}
+	}
+}
+
+// lfOnlyData is the data of each event of stream as the MCP Go SDK's
+// client reads it: lines end only at LF, each data line's value trimmed.
+func lfOnlyData(stream []byte) [][]byte {
+	var all [][]byte
+	var data []byte
+	has := false
+	for _, line := range bytes.SplitAfter(stream, []byte("\n")) {
+		if !bytes.HasSuffix(line, []byte("\n")) {
+			break // unfinished
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			if has {
+				all = append(all, data)
+			}
+			data, has = nil, false
+			continue
+		}
+		if name, value, _ := bytes.Cut(line, []byte(":")); string(name) == "data" {
+			if has {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimSpace(value)...)
+			has = true
+		}
+	}
+	return all
+}
+
+// trimLines is data with each line trimmed, as lfOnlyData trims it.
+func trimLines(data []byte) []byte {
+	lines := bytes.Split(data, []byte("\n"))
+	for i := range lines {
+		lines[i] = bytes.TrimSpace(lines[i])
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
+
 // FuzzEventReader reads a stream three ways. The events' raw bytes, end
 // to end, are the stream up to its last finished event; each event's data
 // is what the HTML standard's parser makes of it (lines ending at CRLF,
 // CR or LF); and every data line that a client ending lines only at LF
 // and trimming spaces (the MCP Go SDK) reads as non-blank lies in an event
 // the proxy reads as a message — an event relayed unread carries nothing
-// such a client could take for a message.
+// such a client could take for a message. And each event as the proxy
+// relays it unchanged (Bytes) reads, to either kind of client, as the
+// data the proxy read: checking only where data lies, this fuzz test
+// missed a lone CR that makes the Go SDK read other bytes within an event
+// the proxy did read.
 func FuzzEventReader(f *testing.F) {
 	for _, s := range []string{
 		"id: 1\nretry: 1000\ndata: \n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n",
@@ -104,6 +183,7 @@ func FuzzEventReader(f *testing.F) {
 		"data:\r\rdata: {}\n\n",
 		"\xEF\xBB\xBFdata: a\r\ndata:b\r\n\r\n: c\rid: 1\rdata: x\r\r",
 		"data\n\ndata:\ndata:\n\n",
+		"data: {\"tools\":[{\"name\":\"X\",\"description\":\"benign\"\r,\"description\":\"EVIL\"\ndata: ,\"inputSchema\":{}}]}\n\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -133,6 +213,20 @@ func FuzzEventReader(f *testing.F) {
 		for i, ev := range events {
 			if ev.HasData != ref[i].hasData || string(ev.Data) != ref[i].data {
 				t.Fatalf("event %d: data %q (%v), the HTML standard's parser reads %q (%v)", i, ev.Data, ev.HasData, ref[i].data, ref[i].hasData)
+			}
+		}
+		for i, ev := range events {
+			out := ev.Bytes()
+			again, err := NewEventReader(bytes.NewReader(out), len(out)+1).Next()
+			if err != nil || again.HasData != ev.HasData || string(again.Data) != string(ev.Data) {
+				t.Fatalf("event %d (%q) relayed as %q reads as data %q (%v); the proxy read %q (%v)", i, ev.Raw, out, again.Data, again.HasData, ev.Data, ev.HasData)
+			}
+			// A client ending lines only at LF: the stream's first event
+			// may start with a byte order mark, which that client (the
+			// Go SDK's) does not drop — reading no data there, not other.
+			lf := lfOnlyData(bytes.TrimPrefix(out, bom))
+			if want := trimLines(ev.Data); ev.HasData && (len(lf) != 1 || string(lf[0]) != string(want)) || !ev.HasData && len(lf) != 0 {
+				t.Fatalf("event %d (%q) relayed as %q: a client ending lines only at LF reads %q; the proxy read %q", i, ev.Raw, out, lf, ev.Data)
 			}
 		}
 		// Lines as a client ending them only at LF reads them.
