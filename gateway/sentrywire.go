@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -521,11 +522,29 @@ func appendJSONNumber(out []byte, f float64) ([]byte, error) {
 	return out, nil
 }
 
-// appendJSONString writes s, which must be UTF-8, as a JSON string.
+// appendJSONString writes s, which must be UTF-8, as a JSON string; it
+// fails, before writing anything, if out would pass sentry.MaxEventBytes
+// (a string's text is never shorter than s, and up to six times it).
 func appendJSONString(out, s []byte) ([]byte, error) {
+	if len(out)+len(s)+2 > sentry.MaxEventBytes {
+		return nil, errDataTooLarge
+	}
 	if !utf8.Valid(s) {
 		return nil, errors.New("data: a string is not valid UTF-8")
 	}
+	n := len(s) + 2
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+	}
+	if len(out)+n > sentry.MaxEventBytes {
+		return nil, errDataTooLarge
+	}
+	out = slices.Grow(out, n)
 	const hex = "0123456789abcdef"
 	out = append(out, '"')
 	for _, c := range s {

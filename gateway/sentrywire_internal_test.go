@@ -144,6 +144,33 @@ func TestSentryWireMemory(t *testing.T) {
 	}
 }
 
+// TestSentryWireControlBytes: data whose string is all control bytes
+// (each written as six in JSON) is refused as too large without its
+// JSON text being built: reading it allocates a small multiple (at most
+// 8×) of the message's size.
+func TestSentryWireControlBytes(t *testing.T) {
+	st, err := structpb.NewStruct(map[string]any{"k": strings.Repeat("\x01", 4<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := proto.Marshal(&portcullisv1.PublishEventsRequest{Events: []*portcullisv1.SentryEvent{{Id: "x", Data: st}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*portcullisv1.SentryEvent
+	n := allocated(func() {
+		if events, err = eventsFromWire(msg); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, refused := privateData(events[0]); refused != errDataTooLarge.Error() {
+		t.Fatalf("4 MiB of control bytes: refused %q", refused)
+	}
+	if n > 8*uint64(len(msg)) {
+		t.Fatalf("reading a %d-byte message allocated %d bytes, more than 8×", len(msg), n)
+	}
+}
+
 // TestEventsFromWireBounds: a message of more than MaxBatchEvents events
 // is refused before its events are read; an event whose data would pass
 // an event's size is refused alone, naming data.
