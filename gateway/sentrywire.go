@@ -393,7 +393,7 @@ func structJSON(out, b []byte, depth int) ([]byte, error) {
 			}
 		}
 		if !hasVal {
-			return nil, fmt.Errorf("data: member %q has no value", key)
+			return nil, fmt.Errorf("data: member %q has no value", clip(string(key)))
 		}
 		if !first {
 			out = append(out, ',')

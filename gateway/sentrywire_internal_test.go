@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -70,6 +71,21 @@ func TestStructJSON(t *testing.T) {
 	big, _ := proto.Marshal(&structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewStringValue(strings.Repeat("a", sentry.MaxEventBytes))}})
 	if _, err := structJSON(nil, big, 0); err != errDataTooLarge {
 		t.Errorf("data past an event's size: %v", err)
+	}
+}
+
+// TestStructJSONClipsKey: a member with no value is refused naming its
+// key clipped, not the whole key the client sent.
+func TestStructJSONClipsKey(t *testing.T) {
+	key := strings.Repeat("k", 1<<20)
+	entry := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte(key))
+	wire := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), entry)
+	_, err := structJSON(nil, wire, 0)
+	if err == nil || !strings.Contains(err.Error(), "has no value") {
+		t.Fatalf("a member with no value: %v", err)
+	}
+	if len(err.Error()) > 2*maxProblemText {
+		t.Fatalf("the refusal of a member with no value is %d bytes long", len(err.Error()))
 	}
 }
 
