@@ -564,8 +564,8 @@ func appendJSONString(out, s []byte) ([]byte, error) {
 // (Connect with application/json): each event's attributes with
 // protojson, its data kept as the JSON text sent.
 func eventsFromJSON(b []byte) ([]*portcullisv1.SentryEvent, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil {
+	top, err := jsonObject(b)
+	if err != nil {
 		return nil, err
 	}
 	var raws []json.RawMessage
@@ -582,8 +582,8 @@ func eventsFromJSON(b []byte) ([]*portcullisv1.SentryEvent, error) {
 	}
 	events := make([]*portcullisv1.SentryEvent, 0, len(raws))
 	for i, raw := range raws {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
+		m, err := jsonObject(raw)
+		if err != nil {
 			return nil, fmt.Errorf("events[%d]: %w", i, err)
 		}
 		data, hasData := m["data"]
@@ -606,4 +606,42 @@ func eventsFromJSON(b []byte) ([]*portcullisv1.SentryEvent, error) {
 		events = append(events, ev)
 	}
 	return events, nil
+}
+
+// jsonObject returns the members of the JSON object b, refusing a key
+// sent twice (encoding/json would keep the last, where protojson and the
+// HTTP reader refuse it).
+func jsonObject(b []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil {
+		return nil, err
+	} else if tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	m := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("a key is not a string")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%s: %w", clip(key), err)
+		}
+		if _, dup := m[key]; dup {
+			return nil, fmt.Errorf("duplicate key %q", clip(key))
+		}
+		m[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
+	return m, nil
 }

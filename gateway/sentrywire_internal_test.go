@@ -89,6 +89,28 @@ func TestStructJSONClipsKey(t *testing.T) {
 	}
 }
 
+// TestEventsFromJSONDuplicateKeys: a request in the JSON form that names
+// a member twice (events, an event's attribute, its data) is refused
+// whole, naming the key, as protojson and the HTTP reader refuse it,
+// rather than the last one winning.
+func TestEventsFromJSONDuplicateKeys(t *testing.T) {
+	ok := `{"specversion":"1.0","id":"a","source":"sentry://n","type":"portcullis.sentry.v1.tool_access","subject":"support","data":{"k":1}}`
+	if events, err := eventsFromJSON([]byte(`{"events":[` + ok + `]}`)); err != nil || len(events) != 1 {
+		t.Fatalf("one event: %d, %v", len(events), err)
+	}
+	for _, body := range []string{
+		`{"events":[` + ok + `],"events":[]}`,
+		`{"events":[{"id":"a","subject":"x","subject":"support"}]}`,
+		`{"events":[{"id":"a","data":{"k":1},"data":{"k":2}}]}`,
+		`{"events":[{"id":"a","id":"b"}]}`,
+	} {
+		events, err := eventsFromJSON([]byte(body))
+		if err == nil || !strings.Contains(err.Error(), "duplicate key") || events != nil {
+			t.Errorf("%s: %d events, %v", body, len(events), err)
+		}
+	}
+}
+
 // largeRequest is a PublishEventsRequest of n events whose data carry
 // many small values (the costliest Struct to decode), about size bytes.
 func largeRequest(t testing.TB, n, size int) []byte {
