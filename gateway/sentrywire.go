@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"connectrpc.com/connect/v2"
@@ -29,9 +31,10 @@ import (
 // hand rather than by the protobuf runtime: a google.protobuf.Struct
 // decoded costs about 60 times the bytes it was sent in, and the message
 // used to be decoded whole before any bound of the intake applied. Here a
-// message's bytes, once Connect has read them (at most its read limit),
-// wait for one of the intake's places (its source's, then a shared one)
-// and only then are read; each event's data goes from its wire form
+// PublishEvents call takes its source's place before Connect reads its
+// message (at most its read limit, within SentryBodyTimeout), an
+// IngestEvents message once read; then a shared place, and only then are
+// the message's bytes read; each event's data goes from its wire form
 // straight to the JSON text the sentry reader reads, at most
 // sentry.MaxEventBytes of it, so that reading a message costs a small
 // multiple of its size.
@@ -119,12 +122,18 @@ func (c wireCodec) UnmarshalRead(ctx context.Context, src io.Reader, msg any) er
 // admittedStream gives each request message of a Sentry ingest RPC to
 // the codec as a wireRequest that takes the source's places before it is
 // read, and gives them back once the message has been answered (the next
-// Receive, or the end of the call).
+// Receive, or the end of the call). A PublishEvents message (unary) takes
+// its source's place before a byte of it is read, so that a source's
+// calls beyond its places wait unread, not each buffering a message; an
+// IngestEvents stream, which waits for its next message holding nothing,
+// takes it once the message is read. Either waits at most timeout.
 type admittedStream struct {
 	connect.ServerStream
 	ctx     context.Context
 	places  *places
 	source  string
+	unary   bool
+	timeout time.Duration
 	release func()
 }
 
@@ -134,8 +143,23 @@ func (a *admittedStream) Receive(msg any) error {
 	if !ok {
 		return a.ServerStream.Receive(msg)
 	}
+	if a.unary {
+		leave, err := a.enter()
+		if err != nil {
+			return err
+		}
+		a.release = leave
+		return a.ServerStream.Receive(&wireRequest{msg: m, admit: func() error {
+			free, err := a.places.shared(a.ctx)
+			if err != nil {
+				return err
+			}
+			a.release = func() { free(); leave() }
+			return nil
+		}})
+	}
 	return a.ServerStream.Receive(&wireRequest{msg: m, admit: func() error {
-		leave, err := a.places.enter(a.ctx, a.source)
+		leave, err := a.enter()
 		if err != nil {
 			return err
 		}
@@ -147,6 +171,20 @@ func (a *admittedStream) Receive(msg any) error {
 		a.release = func() { free(); leave() }
 		return nil
 	}})
+}
+
+// enter waits at most a.timeout for one of the source's places.
+func (a *admittedStream) enter() (func(), error) {
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	leave, err := a.places.enter(ctx, a.source)
+	if err != nil {
+		if a.ctx.Err() != nil {
+			return nil, a.ctx.Err()
+		}
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Sprintf("the message did not arrive within %v: the source's places are taken", a.timeout))
+	}
+	return leave, nil
 }
 
 func (a *admittedStream) done() {
@@ -167,10 +205,24 @@ func (s *Server) admitSentry(next connect.ServerFunc) connect.ServerFunc {
 		if !ok {
 			return connect.NewError(connect.CodeUnauthenticated, "a sentry token is required")
 		}
-		a := &admittedStream{ServerStream: stream, ctx: ctx, places: s.batchBodies, source: p.Name}
+		a := &admittedStream{ServerStream: stream, ctx: ctx, places: s.batchBodies, source: p.Name,
+			unary: spec.Procedure == portcullisv1connect.SentryServicePublishEventsProcedure, timeout: s.cfg.SentryBodyTimeout}
 		defer a.done()
 		return next(ctx, spec, a)
 	}
+}
+
+// publishDeadline bounds the read of a PublishEvents request as the HTTP
+// intake's: its whole body, place awaited included, must arrive within
+// SentryBodyTimeout of the request.
+func (s *Server) publishDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == portcullisv1connect.SentryServicePublishEventsProcedure {
+			stop := bodyDeadline(w, r, time.Now().Add(s.cfg.SentryBodyTimeout))
+			defer stop()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // errTooManyEvents refuses a message of more than sentry.MaxBatchEvents.

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -320,6 +323,96 @@ func TestPublishEventsWaitsForAPlace(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.res.GetStored() != 2 {
 		t.Fatalf("PublishEvents once the place was free: %v, %v", r.res, r.err)
+	}
+}
+
+// readSignal is a request body that says when it is first read.
+type readSignal struct {
+	io.ReadCloser
+	once *sync.Once
+	read chan struct{}
+}
+
+func (r readSignal) Read(p []byte) (int, error) {
+	r.once.Do(func() { close(r.read) })
+	return r.ReadCloser.Read(p)
+}
+
+// TestPublishEventsUnreadWithoutAPlace: with a source's places held, a
+// further PublishEvents of that source is refused once SentryBodyTimeout
+// passes without a byte of its message read (it buffers nothing while it
+// waits); another source is served meanwhile.
+func TestPublishEventsUnreadWithoutAPlace(t *testing.T) {
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(lite)
+	defer st.Close()
+	tokens := map[string]string{}
+	for _, source := range []string{"sentry://node-3", "sentry://node-4"} {
+		token, hash, err := newToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateToken(t.Context(), store.Token{Name: source, Role: store.RoleSentry, Hash: hash, CreatedBy: "test"}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		tokens[source] = token
+	}
+	s, err := New(Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: time.Second,
+		SentryBatchBodies: 4, SentryBatchesPerSource: 1, SentryBodyTimeout: 200 * time.Millisecond}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	read := map[string]chan struct{}{} // by token
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ch := read[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		mu.Unlock()
+		if ch != nil {
+			r.Body = readSignal{ReadCloser: r.Body, once: new(sync.Once), read: ch}
+		}
+		s.Handler().ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	held := make(chan struct{})
+	mu.Lock()
+	read[tokens["sentry://node-3"]] = held
+	mu.Unlock()
+
+	leave, err := s.batchBodies.enter(t.Context(), "sentry://node-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	c := portcullisv1connect.NewSentryServiceClient(connect.NewClient(connecthttp.NewTransport(srv.Client(), srv.URL)))
+	publish := func(source string) (*portcullisv1.PublishEventsResponse, error) {
+		var req portcullisv1.PublishEventsRequest
+		if err := proto.Unmarshal(largeRequest(t, 2, 4<<10), &req); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range req.Events {
+			ev.Source = source
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		cctx, info := connect.NewClientContext(ctx)
+		info.RequestHeader().Set("Authorization", "Bearer "+tokens[source])
+		return c.PublishEvents(cctx, &req)
+	}
+	if res, err := publish("sentry://node-4"); err != nil || res.GetStored() != 2 {
+		t.Fatalf("another source while node-3's place is held: %v, %v", res, err)
+	}
+	_, err = publish("sentry://node-3")
+	if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !strings.Contains(err.Error(), "did not arrive within") {
+		t.Errorf("PublishEvents with its source's places held: %v", err)
+	}
+	select {
+	case <-held:
+		t.Error("the message of a source with no place free was read")
+	default:
 	}
 }
 
