@@ -207,6 +207,7 @@ func TestSentryWireControlBytes(t *testing.T) {
 	if _, refused := privateData(events[0]); refused != errDataTooLarge.Error() {
 		t.Fatalf("4 MiB of control bytes: refused %q", refused)
 	}
+	t.Logf("message %d bytes: %d bytes allocated (%.1f×)", len(msg), n, float64(n)/float64(len(msg)))
 	if n > 8*uint64(len(msg)) {
 		t.Fatalf("reading a %d-byte message allocated %d bytes, more than 8×", len(msg), n)
 	}
