@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
+	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"connectrpc.com/connect/v2"
@@ -28,9 +31,10 @@ import (
 // hand rather than by the protobuf runtime: a google.protobuf.Struct
 // decoded costs about 60 times the bytes it was sent in, and the message
 // used to be decoded whole before any bound of the intake applied. Here a
-// message's bytes, once Connect has read them (at most its read limit),
-// wait for one of the intake's places (its source's, then a shared one)
-// and only then are read; each event's data goes from its wire form
+// PublishEvents call takes its source's place before Connect reads its
+// message (at most its read limit, within SentryBodyTimeout), an
+// IngestEvents message once read; then a shared place, and only then are
+// the message's bytes read; each event's data goes from its wire form
 // straight to the JSON text the sentry reader reads, at most
 // sentry.MaxEventBytes of it, so that reading a message costs a small
 // multiple of its size.
@@ -118,12 +122,18 @@ func (c wireCodec) UnmarshalRead(ctx context.Context, src io.Reader, msg any) er
 // admittedStream gives each request message of a Sentry ingest RPC to
 // the codec as a wireRequest that takes the source's places before it is
 // read, and gives them back once the message has been answered (the next
-// Receive, or the end of the call).
+// Receive, or the end of the call). A PublishEvents message (unary) takes
+// its source's place before a byte of it is read, so that a source's
+// calls beyond its places wait unread, not each buffering a message; an
+// IngestEvents stream, which waits for its next message holding nothing,
+// takes it once the message is read. Either waits at most timeout.
 type admittedStream struct {
 	connect.ServerStream
 	ctx     context.Context
 	places  *places
 	source  string
+	unary   bool
+	timeout time.Duration
 	release func()
 }
 
@@ -133,8 +143,23 @@ func (a *admittedStream) Receive(msg any) error {
 	if !ok {
 		return a.ServerStream.Receive(msg)
 	}
+	if a.unary {
+		leave, err := a.enter()
+		if err != nil {
+			return err
+		}
+		a.release = leave
+		return a.ServerStream.Receive(&wireRequest{msg: m, admit: func() error {
+			free, err := a.places.shared(a.ctx)
+			if err != nil {
+				return err
+			}
+			a.release = func() { free(); leave() }
+			return nil
+		}})
+	}
 	return a.ServerStream.Receive(&wireRequest{msg: m, admit: func() error {
-		leave, err := a.places.enter(a.ctx, a.source)
+		leave, err := a.enter()
 		if err != nil {
 			return err
 		}
@@ -146,6 +171,20 @@ func (a *admittedStream) Receive(msg any) error {
 		a.release = func() { free(); leave() }
 		return nil
 	}})
+}
+
+// enter waits at most a.timeout for one of the source's places.
+func (a *admittedStream) enter() (func(), error) {
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	leave, err := a.places.enter(ctx, a.source)
+	if err != nil {
+		if a.ctx.Err() != nil {
+			return nil, a.ctx.Err()
+		}
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Sprintf("the message did not arrive within %v: the source's places are taken", a.timeout))
+	}
+	return leave, nil
 }
 
 func (a *admittedStream) done() {
@@ -166,10 +205,24 @@ func (s *Server) admitSentry(next connect.ServerFunc) connect.ServerFunc {
 		if !ok {
 			return connect.NewError(connect.CodeUnauthenticated, "a sentry token is required")
 		}
-		a := &admittedStream{ServerStream: stream, ctx: ctx, places: s.batchBodies, source: p.Name}
+		a := &admittedStream{ServerStream: stream, ctx: ctx, places: s.batchBodies, source: p.Name,
+			unary: spec.Procedure == portcullisv1connect.SentryServicePublishEventsProcedure, timeout: s.cfg.SentryBodyTimeout}
 		defer a.done()
 		return next(ctx, spec, a)
 	}
+}
+
+// publishDeadline bounds the read of a PublishEvents request as the HTTP
+// intake's: its whole body, place awaited included, must arrive within
+// SentryBodyTimeout of the request.
+func (s *Server) publishDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == portcullisv1connect.SentryServicePublishEventsProcedure {
+			stop := bodyDeadline(w, r, time.Now().Add(s.cfg.SentryBodyTimeout))
+			defer stop()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // errTooManyEvents refuses a message of more than sentry.MaxBatchEvents.
@@ -392,7 +445,7 @@ func structJSON(out, b []byte, depth int) ([]byte, error) {
 			}
 		}
 		if !hasVal {
-			return nil, fmt.Errorf("data: member %q has no value", key)
+			return nil, fmt.Errorf("data: member %q has no value", clip(string(key)))
 		}
 		if !first {
 			out = append(out, ',')
@@ -521,11 +574,29 @@ func appendJSONNumber(out []byte, f float64) ([]byte, error) {
 	return out, nil
 }
 
-// appendJSONString writes s, which must be UTF-8, as a JSON string.
+// appendJSONString writes s, which must be UTF-8, as a JSON string; it
+// fails, before writing anything, if out would pass sentry.MaxEventBytes
+// (a string's text is never shorter than s, and up to six times it).
 func appendJSONString(out, s []byte) ([]byte, error) {
+	if len(out)+len(s)+2 > sentry.MaxEventBytes {
+		return nil, errDataTooLarge
+	}
 	if !utf8.Valid(s) {
 		return nil, errors.New("data: a string is not valid UTF-8")
 	}
+	n := len(s) + 2
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+	}
+	if len(out)+n > sentry.MaxEventBytes {
+		return nil, errDataTooLarge
+	}
+	out = slices.Grow(out, n)
 	const hex = "0123456789abcdef"
 	out = append(out, '"')
 	for _, c := range s {
@@ -545,8 +616,8 @@ func appendJSONString(out, s []byte) ([]byte, error) {
 // (Connect with application/json): each event's attributes with
 // protojson, its data kept as the JSON text sent.
 func eventsFromJSON(b []byte) ([]*portcullisv1.SentryEvent, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil {
+	top, err := jsonObject(b)
+	if err != nil {
 		return nil, err
 	}
 	var raws []json.RawMessage
@@ -563,8 +634,8 @@ func eventsFromJSON(b []byte) ([]*portcullisv1.SentryEvent, error) {
 	}
 	events := make([]*portcullisv1.SentryEvent, 0, len(raws))
 	for i, raw := range raws {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
+		m, err := jsonObject(raw)
+		if err != nil {
 			return nil, fmt.Errorf("events[%d]: %w", i, err)
 		}
 		data, hasData := m["data"]
@@ -587,4 +658,42 @@ func eventsFromJSON(b []byte) ([]*portcullisv1.SentryEvent, error) {
 		events = append(events, ev)
 	}
 	return events, nil
+}
+
+// jsonObject returns the members of the JSON object b, refusing a key
+// sent twice (encoding/json would keep the last, where protojson and the
+// HTTP reader refuse it).
+func jsonObject(b []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil {
+		return nil, err
+	} else if tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	m := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("a key is not a string")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%s: %w", clip(key), err)
+		}
+		if _, dup := m[key]; dup {
+			return nil, fmt.Errorf("duplicate key %q", clip(key))
+		}
+		m[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
+	return m, nil
 }

@@ -4,19 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -70,6 +74,43 @@ func TestStructJSON(t *testing.T) {
 	big, _ := proto.Marshal(&structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewStringValue(strings.Repeat("a", sentry.MaxEventBytes))}})
 	if _, err := structJSON(nil, big, 0); err != errDataTooLarge {
 		t.Errorf("data past an event's size: %v", err)
+	}
+}
+
+// TestStructJSONClipsKey: a member with no value is refused naming its
+// key clipped, not the whole key the client sent.
+func TestStructJSONClipsKey(t *testing.T) {
+	key := strings.Repeat("k", 1<<20)
+	entry := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte(key))
+	wire := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), entry)
+	_, err := structJSON(nil, wire, 0)
+	if err == nil || !strings.Contains(err.Error(), "has no value") {
+		t.Fatalf("a member with no value: %v", err)
+	}
+	if len(err.Error()) > 2*maxProblemText {
+		t.Fatalf("the refusal of a member with no value is %d bytes long", len(err.Error()))
+	}
+}
+
+// TestEventsFromJSONDuplicateKeys: a request in the JSON form that names
+// a member twice (events, an event's attribute, its data) is refused
+// whole, naming the key, as protojson and the HTTP reader refuse it,
+// rather than the last one winning.
+func TestEventsFromJSONDuplicateKeys(t *testing.T) {
+	ok := `{"specversion":"1.0","id":"a","source":"sentry://n","type":"portcullis.sentry.v1.tool_access","subject":"support","data":{"k":1}}`
+	if events, err := eventsFromJSON([]byte(`{"events":[` + ok + `]}`)); err != nil || len(events) != 1 {
+		t.Fatalf("one event: %d, %v", len(events), err)
+	}
+	for _, body := range []string{
+		`{"events":[` + ok + `],"events":[]}`,
+		`{"events":[{"id":"a","subject":"x","subject":"support"}]}`,
+		`{"events":[{"id":"a","data":{"k":1},"data":{"k":2}}]}`,
+		`{"events":[{"id":"a","id":"b"}]}`,
+	} {
+		events, err := eventsFromJSON([]byte(body))
+		if err == nil || !strings.Contains(err.Error(), "duplicate key") || events != nil {
+			t.Errorf("%s: %d events, %v", body, len(events), err)
+		}
 	}
 }
 
@@ -139,6 +180,34 @@ func TestSentryWireMemory(t *testing.T) {
 	})
 	t.Logf("message %d bytes: read by hand %d bytes allocated (%.1f×), by the protobuf runtime %d (%.1f×)",
 		len(msg), n, float64(n)/float64(len(msg)), old, float64(old)/float64(len(msg)))
+	if n > 8*uint64(len(msg)) {
+		t.Fatalf("reading a %d-byte message allocated %d bytes, more than 8×", len(msg), n)
+	}
+}
+
+// TestSentryWireControlBytes: data whose string is all control bytes
+// (each written as six in JSON) is refused as too large without its
+// JSON text being built: reading it allocates a small multiple (at most
+// 8×) of the message's size.
+func TestSentryWireControlBytes(t *testing.T) {
+	st, err := structpb.NewStruct(map[string]any{"k": strings.Repeat("\x01", 4<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := proto.Marshal(&portcullisv1.PublishEventsRequest{Events: []*portcullisv1.SentryEvent{{Id: "x", Data: st}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*portcullisv1.SentryEvent
+	n := allocated(func() {
+		if events, err = eventsFromWire(msg); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, refused := privateData(events[0]); refused != errDataTooLarge.Error() {
+		t.Fatalf("4 MiB of control bytes: refused %q", refused)
+	}
+	t.Logf("message %d bytes: %d bytes allocated (%.1f×)", len(msg), n, float64(n)/float64(len(msg)))
 	if n > 8*uint64(len(msg)) {
 		t.Fatalf("reading a %d-byte message allocated %d bytes, more than 8×", len(msg), n)
 	}
@@ -255,6 +324,96 @@ func TestPublishEventsWaitsForAPlace(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.res.GetStored() != 2 {
 		t.Fatalf("PublishEvents once the place was free: %v, %v", r.res, r.err)
+	}
+}
+
+// readSignal is a request body that says when it is first read.
+type readSignal struct {
+	io.ReadCloser
+	once *sync.Once
+	read chan struct{}
+}
+
+func (r readSignal) Read(p []byte) (int, error) {
+	r.once.Do(func() { close(r.read) })
+	return r.ReadCloser.Read(p)
+}
+
+// TestPublishEventsUnreadWithoutAPlace: with a source's places held, a
+// further PublishEvents of that source is refused once SentryBodyTimeout
+// passes without a byte of its message read (it buffers nothing while it
+// waits); another source is served meanwhile.
+func TestPublishEventsUnreadWithoutAPlace(t *testing.T) {
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(lite)
+	defer st.Close()
+	tokens := map[string]string{}
+	for _, source := range []string{"sentry://node-3", "sentry://node-4"} {
+		token, hash, err := newToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateToken(t.Context(), store.Token{Name: source, Role: store.RoleSentry, Hash: hash, CreatedBy: "test"}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		tokens[source] = token
+	}
+	s, err := New(Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: time.Second,
+		SentryBatchBodies: 4, SentryBatchesPerSource: 1, SentryBodyTimeout: 200 * time.Millisecond}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	read := map[string]chan struct{}{} // by token
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ch := read[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		mu.Unlock()
+		if ch != nil {
+			r.Body = readSignal{ReadCloser: r.Body, once: new(sync.Once), read: ch}
+		}
+		s.Handler().ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	held := make(chan struct{})
+	mu.Lock()
+	read[tokens["sentry://node-3"]] = held
+	mu.Unlock()
+
+	leave, err := s.batchBodies.enter(t.Context(), "sentry://node-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	c := portcullisv1connect.NewSentryServiceClient(connect.NewClient(connecthttp.NewTransport(srv.Client(), srv.URL)))
+	publish := func(source string) (*portcullisv1.PublishEventsResponse, error) {
+		var req portcullisv1.PublishEventsRequest
+		if err := proto.Unmarshal(largeRequest(t, 2, 4<<10), &req); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range req.Events {
+			ev.Source = source
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		cctx, info := connect.NewClientContext(ctx)
+		info.RequestHeader().Set("Authorization", "Bearer "+tokens[source])
+		return c.PublishEvents(cctx, &req)
+	}
+	if res, err := publish("sentry://node-4"); err != nil || res.GetStored() != 2 {
+		t.Fatalf("another source while node-3's place is held: %v, %v", res, err)
+	}
+	_, err = publish("sentry://node-3")
+	if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !strings.Contains(err.Error(), "did not arrive within") {
+		t.Errorf("PublishEvents with its source's places held: %v", err)
+	}
+	select {
+	case <-held:
+		t.Error("the message of a source with no place free was read")
+	default:
 	}
 }
 

@@ -400,7 +400,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	// the per-service routes Mount installs.
 	mux.Handle("/", getOnly(consoleHeaders(web.Handler())))
 	mux.Handle(SessionPath, consoleHeaders(s.consoleSession()))
-	s.handler = mux
+	s.handler = s.publishDeadline(mux)
 	return s, nil
 }
 
