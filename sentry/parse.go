@@ -489,9 +489,6 @@ func ParseTime(s string) (time.Time, bool) {
 	}
 	leap := false
 	if b[13] == ':' && b[16] == ':' && b[17] == '6' && b[18] == '0' {
-		if b[14] != '5' || b[15] != '9' {
-			return time.Time{}, false
-		}
 		b[17], b[18] = '5', '9'
 		leap = true
 	}
@@ -500,6 +497,12 @@ func ParseTime(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if leap {
+		// A leap second is inserted at the end of a UTC day (RFC 3339
+		// §5.7): 23:59:60Z, or the same instant in another offset
+		// (05:29:60+05:30). Any other :60 is no time.
+		if u := t.UTC(); u.Hour() != 23 || u.Minute() != 59 {
+			return time.Time{}, false
+		}
 		// 23:59:60.5 is half a second into the leap second: the next
 		// minute's first instant is as close as Go can say.
 		t = t.Truncate(time.Second).Add(time.Second)

@@ -175,6 +175,8 @@ func refusals() []refusal {
 		{"no type", ClassHeartbeat, func(ev, _ map[string]any) { delete(ev, "type") }, "type", "is required"},
 		{"empty time", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "" }, "time", "1-64 bytes"},
 		{"leap second not at a minute's end", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "2016-12-31T23:58:60Z" }, "time", "RFC 3339"},
+		{"leap second not at a UTC day's end", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "2016-12-31T05:59:60Z" }, "time", "RFC 3339"},
+		{"leap second not at a UTC day's end, in an offset", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "2016-12-31T23:59:60+01:00" }, "time", "RFC 3339"},
 		{"time without offset", ClassHeartbeat, func(ev, _ map[string]any) { ev["time"] = "2016-12-31T23:58:00" }, "time", "RFC 3339"},
 		{"extension object", ClassHeartbeat, func(ev, _ map[string]any) { ev["traceparent"] = map[string]any{"a": 1} }, "traceparent", "not an object"},
 		{"extension array", ClassHeartbeat, func(ev, _ map[string]any) { ev["myext"] = []any{"a"} }, "myext", "not an array"},
@@ -428,6 +430,11 @@ func TestEnvelopeAccepted(t *testing.T) {
 		}},
 		{"leap second in an offset", func(ev map[string]any) { ev["time"] = "1990-12-31T15:59:60-08:00" }, func(t *testing.T, ev Event) {
 			if want := time.Date(1991, 1, 1, 0, 0, 0, 0, time.UTC); !ev.Time.Equal(want) {
+				t.Errorf("time %v", ev.Time)
+			}
+		}},
+		{"leap second in a half-hour offset", func(ev map[string]any) { ev["time"] = "2017-01-01T05:29:60+05:30" }, func(t *testing.T, ev Event) {
+			if want := time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC); !ev.Time.Equal(want) {
 				t.Errorf("time %v", ev.Time)
 			}
 		}},
