@@ -22,8 +22,10 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -1120,5 +1122,71 @@ func TestPublishEventsBounds(t *testing.T) {
 	}
 	if n := len(e.events(t, "")); n != 0 {
 		t.Fatalf("%d events stored", n)
+	}
+}
+
+// TestSentryIngestStreamsPerSource: an IngestEvents stream reads its next
+// message before it waits for a place, so one source may hold only so
+// many streams open (twice its places: 4 by default); the next is refused
+// ResourceExhausted, another source's streams are not affected, and a
+// closed stream makes room.
+func TestSentryIngestStreamsPerSource(t *testing.T) {
+	e := startSentry(t, "sqlite")
+	e.sandboxWithPolicy(t, "support")
+	other, err := e.admin.token.CreateToken(t.Context(), &portcullisv1.CreateTokenRequest{Name: "sentry://other", Role: "sentry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(strings.TrimPrefix(e.gw.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := portcullisv1.NewSentryServiceClient(conn)
+	seq := map[string]uint64{}
+	// open opens a stream as source and sends it one batch: the answer,
+	// or the stream's error.
+	open := func(token, source string) (portcullisv1.SentryService_IngestEventsClient, error) {
+		t.Helper()
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+token)
+		stream, err := client.IngestEvents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq[source]++
+		req := &portcullisv1.IngestEventsRequest{Events: []*portcullisv1.SentryEvent{
+			protoEvent(t, toolAccess(source, fmt.Sprintf("s%d", seq[source]), seq[source], "support"))}}
+		if err := stream.Send(req); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			return nil, err
+		}
+		return stream, nil
+	}
+	var streams []portcullisv1.SentryService_IngestEventsClient
+	for i := range 4 {
+		s, err := open(e.token, watchdogSource)
+		if err != nil {
+			t.Fatalf("stream %d of the source: %v", i+1, err)
+		}
+		streams = append(streams, s)
+	}
+	if _, err := open(e.token, watchdogSource); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "streams open") {
+		t.Fatalf("a fifth stream of one source: %v, want ResourceExhausted naming the streams", err)
+	}
+	if _, err := open(other.GetToken(), "sentry://other"); err != nil {
+		t.Fatalf("another source's stream: %v", err)
+	}
+	if err := streams[0].CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streams[0].Recv(); err != io.EOF {
+		t.Fatalf("end of the first stream: %v", err)
+	}
+	// The count is given back when the interceptor returns, before the
+	// end of the stream is written: room is there once the client reads it.
+	if _, err := open(e.token, watchdogSource); err != nil {
+		t.Fatalf("a stream after one closed: %v", err)
 	}
 }

@@ -16,6 +16,35 @@ type places struct {
 
 	mu     sync.Mutex
 	source map[string]*sourcePlaces
+	// streams counts each source's open IngestEvents streams. A stream
+	// reads its next message before it waits for a place (an idle stream
+	// holds none), so what one source may buffer is bounded by how many
+	// streams it may hold open: maxStreams.
+	streams map[string]int
+}
+
+// maxStreams is how many IngestEvents streams one source may hold open:
+// twice its places, so a watchdog may replace a stream while the old one
+// drains. With the RPC's message limit (4 MiB and 64 KiB) it bounds what
+// one source's streams buffer at once.
+func (p *places) maxStreams() int { return 2 * p.perSource }
+
+// openStream counts a new IngestEvents stream of source and returns its
+// release, or false when the source holds maxStreams open already.
+func (p *places) openStream(source string) (func(), bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.streams[source] >= p.maxStreams() {
+		return nil, false
+	}
+	p.streams[source]++
+	return sync.OnceFunc(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.streams[source]--; p.streams[source] <= 0 {
+			delete(p.streams, source)
+		}
+	}), true
 }
 
 // sourcePlaces are one source's places and the requests using them.
@@ -25,7 +54,7 @@ type sourcePlaces struct {
 }
 
 func newPlaces(n, perSource int) *places {
-	return &places{all: make(chan struct{}, n), perSource: perSource, source: map[string]*sourcePlaces{}}
+	return &places{all: make(chan struct{}, n), perSource: perSource, source: map[string]*sourcePlaces{}, streams: map[string]int{}}
 }
 
 // held is how many of the shared places are taken now.

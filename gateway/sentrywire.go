@@ -207,6 +207,13 @@ func (s *Server) admitSentry(next connect.ServerFunc) connect.ServerFunc {
 		}
 		a := &admittedStream{ServerStream: stream, ctx: ctx, places: s.batchBodies, source: p.Name,
 			unary: spec.Procedure == portcullisv1connect.SentryServicePublishEventsProcedure, timeout: s.cfg.SentryBodyTimeout}
+		if !a.unary {
+			closeStream, ok := s.batchBodies.openStream(p.Name)
+			if !ok {
+				return connect.NewError(connect.CodeResourceExhausted, fmt.Sprintf("source %q holds %d IngestEvents streams open already, the most one source may", p.Name, s.batchBodies.maxStreams()))
+			}
+			defer closeStream()
+		}
 		defer a.done()
 		return next(ctx, spec, a)
 	}
