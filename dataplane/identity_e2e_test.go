@@ -116,7 +116,7 @@ func buildCallerPair(t *testing.T) (a, b string) {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("go command not found: %v", err)
+		t.Fatalf("go command not found: %v", err)
 	}
 	dir, err := os.MkdirTemp("", "identity-e2e-")
 	if err != nil {

@@ -1,7 +1,6 @@
 package dataplane_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	pm "github.com/portcullis-dev/portcullis/dataplane/mcp"
+	"github.com/portcullis-dev/portcullis/dataplane/mcp/ssetest"
 )
 
 // A server may end a line of an event with a lone CR. The proxy ends lines
@@ -90,40 +90,11 @@ func TestLoneCREventsReadAlike(t *testing.T) {
 			}
 			html = append(html, ev.Data)
 		}
-		for reader, data := range map[string][][]byte{"ending lines at CR, LF or CRLF": html, "ending lines only at LF": lfOnlyEventData([]byte(body))} {
+		for reader, data := range map[string][][]byte{"ending lines at CR, LF or CRLF": html, "ending lines only at LF": ssetest.LFOnlyData([]byte(body))} {
 			var got any
 			if len(data) != 1 || json.Unmarshal(data[0], &got) != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: a client %s reads %q in %q; want %s", tc.msg, reader, data, body, tc.want)
 			}
 		}
 	}
-}
-
-// lfOnlyEventData is the data of each event of stream as the MCP Go SDK's
-// client reads it: lines end only at LF, each data line's value trimmed.
-func lfOnlyEventData(stream []byte) [][]byte {
-	var all [][]byte
-	var data []byte
-	has := false
-	for _, line := range bytes.SplitAfter(stream, []byte("\n")) {
-		if !bytes.HasSuffix(line, []byte("\n")) {
-			break // unfinished
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			if has {
-				all = append(all, data)
-			}
-			data, has = nil, false
-			continue
-		}
-		if name, value, _ := bytes.Cut(line, []byte(":")); string(name) == "data" {
-			if has {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimSpace(value)...)
-			has = true
-		}
-	}
-	return all
 }

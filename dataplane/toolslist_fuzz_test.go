@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
+	"github.com/portcullis-dev/portcullis/dataplane/mcp/ssetest"
 )
 
 // FuzzCopyEvents relays a server's event stream as the proxy does, with
@@ -70,12 +71,12 @@ func FuzzCopyEvents(f *testing.F) {
 				t.Fatalf("a client reading lines as the HTML standard does finds a tool in %q; the agent got %q", ev.Data, out)
 			}
 			if ev.HasData {
-				html = append(html, trimLines(ev.Data))
+				html = append(html, ssetest.TrimLines(ev.Data))
 			}
 		}
 		// The Go SDK's client does not drop a byte order mark: it reads
 		// no data in a first event that starts with one, not other data.
-		lf := lfOnlyData(bytes.TrimPrefix(out, []byte("\xEF\xBB\xBF")))
+		lf := ssetest.LFOnlyData(bytes.TrimPrefix(out, []byte("\xEF\xBB\xBF")))
 		for _, data := range lf {
 			if listsTools(data) {
 				t.Fatalf("a client ending lines only at LF finds a tool in %q; the agent got %q", data, out)
@@ -90,47 +91,6 @@ func FuzzCopyEvents(f *testing.F) {
 			}
 		}
 	})
-}
-
-// lfOnlyData is the data of each event of stream as a client that ends
-// lines only at LF and trims each data line's value reads it.
-func lfOnlyData(stream []byte) [][]byte {
-	var all [][]byte
-	var data []byte
-	has := false
-	for len(stream) > 0 {
-		i := bytes.IndexByte(stream, '\n')
-		if i < 0 {
-			break // unfinished
-		}
-		line := bytes.TrimRight(stream[:i], "\r\n")
-		stream = stream[i+1:]
-		if len(line) == 0 {
-			if has {
-				all = append(all, data)
-			}
-			data, has = nil, false
-			continue
-		}
-		name, value, _ := bytes.Cut(line, []byte(":"))
-		if string(name) == "data" {
-			if has {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimSpace(value)...)
-			has = true
-		}
-	}
-	return all
-}
-
-// trimLines is data with each line trimmed, as lfOnlyData trims it.
-func trimLines(data []byte) []byte {
-	lines := bytes.Split(data, []byte("\n"))
-	for i := range lines {
-		lines[i] = bytes.TrimSpace(lines[i])
-	}
-	return bytes.Join(lines, []byte("\n"))
 }
 
 // listsTools reports whether data, read as encoding/json reads it (keys

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-dev/portcullis/dataplane/mcp/ssetest"
 )
 
 // The event reader splits as a client's parser does: every line end,
@@ -120,48 +122,10 @@ func TestEventBytes(t *testing.T) {
 		if err != nil || again.HasData != ev.HasData || string(again.Data) != string(ev.Data) {
 			t.Errorf("%q: Bytes() %q reads as data %q (%v), the event's is %q (%v)", tc.stream, got, again.Data, again.HasData, ev.Data, ev.HasData)
 		}
-		if lf := lfOnlyData(got); ev.HasData && (len(lf) != 1 || string(lf[0]) != string(trimLines(ev.Data))) {
+		if lf := ssetest.LFOnlyData(got); ev.HasData && (len(lf) != 1 || string(lf[0]) != string(ssetest.TrimLines(ev.Data))) {
 			t.Errorf("%q: a client ending lines only at LF reads %q in Bytes() %q; the proxy read %q", tc.stream, lf, got, ev.Data)
 		}
 	}
-}
-
-// lfOnlyData is the data of each event of stream as the MCP Go SDK's
-// client reads it: lines end only at LF, each data line's value trimmed.
-func lfOnlyData(stream []byte) [][]byte {
-	var all [][]byte
-	var data []byte
-	has := false
-	for _, line := range bytes.SplitAfter(stream, []byte("\n")) {
-		if !bytes.HasSuffix(line, []byte("\n")) {
-			break // unfinished
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			if has {
-				all = append(all, data)
-			}
-			data, has = nil, false
-			continue
-		}
-		if name, value, _ := bytes.Cut(line, []byte(":")); string(name) == "data" {
-			if has {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimSpace(value)...)
-			has = true
-		}
-	}
-	return all
-}
-
-// trimLines is data with each line trimmed, as lfOnlyData trims it.
-func trimLines(data []byte) []byte {
-	lines := bytes.Split(data, []byte("\n"))
-	for i := range lines {
-		lines[i] = bytes.TrimSpace(lines[i])
-	}
-	return bytes.Join(lines, []byte("\n"))
 }
 
 // FuzzEventReader reads a stream three ways. The events' raw bytes, end
@@ -224,8 +188,8 @@ func FuzzEventReader(f *testing.F) {
 			// A client ending lines only at LF: the stream's first event
 			// may start with a byte order mark, which that client (the
 			// Go SDK's) does not drop — reading no data there, not other.
-			lf := lfOnlyData(bytes.TrimPrefix(out, bom))
-			if want := trimLines(ev.Data); ev.HasData && (len(lf) != 1 || string(lf[0]) != string(want)) || !ev.HasData && len(lf) != 0 {
+			lf := ssetest.LFOnlyData(bytes.TrimPrefix(out, bom))
+			if want := ssetest.TrimLines(ev.Data); ev.HasData && (len(lf) != 1 || string(lf[0]) != string(want)) || !ev.HasData && len(lf) != 0 {
 				t.Fatalf("event %d (%q) relayed as %q: a client ending lines only at LF reads %q; the proxy read %q", i, ev.Raw, out, lf, ev.Data)
 			}
 		}
