@@ -985,13 +985,16 @@ func addrText(host string, a netip.Addr) string {
 // same way when its window ends. Allowed and audited records always go.
 func (p *Proxy) emit(rec decision.Record) {
 	rec.Bound()
-	keep, due := p.summaries.Admit(rec)
-	for _, s := range due {
-		p.keepRecord(s)
+	if decision.Folds(rec.Decision) {
+		keep, due := p.summaries.Admit(rec)
+		for _, s := range due {
+			p.keepRecord(s)
+		}
+		if !keep {
+			return
+		}
 	}
-	if keep {
-		p.keepRecord(rec)
-	}
+	p.keepRecord(rec)
 }
 
 // emitSummaries emits the summaries whose window has ended.

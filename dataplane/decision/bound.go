@@ -30,26 +30,36 @@ const (
 // lists each cut in r.Cuts. A record's first Bound does the cutting; a
 // second finds nothing to cut.
 func (r *Record) Bound() {
-	for _, f := range [...]struct {
-		name  string
-		v     *string
-		limit int
-	}{
-		{"sandbox", &r.Sandbox, FieldLimit}, {"binary", &r.Binary, TextLimit}, {"host", &r.Host, FieldLimit},
-		{"addr", &r.Addr, FieldLimit}, {"http_method", &r.HTTPMethod, FieldLimit}, {"path", &r.Path, PathLimit},
-		{"mcp_method", &r.MCPMethod, FieldLimit}, {"tool", &r.Tool, FieldLimit}, {"entry", &r.Entry, FieldLimit},
-		{"rule", &r.Rule, FieldLimit}, {"reason", &r.Reason, TextLimit}, {"policy_version", &r.PolicyVersion, FieldLimit},
-		{"denial_id", &r.DenialID, FieldLimit}, {"arguments_digest", &r.ArgumentsDigest, FieldLimit},
-		{"reason_code", &r.ReasonCode, FieldLimit}, {"tool_definition", &r.ToolDefinition, FieldLimit},
-		{"trace_id", &r.TraceID, FieldLimit},
-	} {
-		if len(*f.v) <= f.limit {
-			continue
-		}
-		sum := sha256.Sum256([]byte(*f.v))
-		r.Cuts = append(r.Cuts, Cut{Field: f.name, Length: len(*f.v), SHA256: hex.EncodeToString(sum[:])})
-		*f.v = cutUTF8(*f.v, f.limit)
+	// Values in and out, no pointers into r: a table of &r.Field would
+	// move every record, allowed ones too, to the heap.
+	r.Sandbox = r.cut("sandbox", r.Sandbox, FieldLimit)
+	r.Binary = r.cut("binary", r.Binary, TextLimit)
+	r.Host = r.cut("host", r.Host, FieldLimit)
+	r.Addr = r.cut("addr", r.Addr, FieldLimit)
+	r.HTTPMethod = r.cut("http_method", r.HTTPMethod, FieldLimit)
+	r.Path = r.cut("path", r.Path, PathLimit)
+	r.MCPMethod = r.cut("mcp_method", r.MCPMethod, FieldLimit)
+	r.Tool = r.cut("tool", r.Tool, FieldLimit)
+	r.Entry = r.cut("entry", r.Entry, FieldLimit)
+	r.Rule = r.cut("rule", r.Rule, FieldLimit)
+	r.Reason = r.cut("reason", r.Reason, TextLimit)
+	r.PolicyVersion = r.cut("policy_version", r.PolicyVersion, FieldLimit)
+	r.DenialID = r.cut("denial_id", r.DenialID, FieldLimit)
+	r.ArgumentsDigest = r.cut("arguments_digest", r.ArgumentsDigest, FieldLimit)
+	r.ReasonCode = r.cut("reason_code", r.ReasonCode, FieldLimit)
+	r.ToolDefinition = r.cut("tool_definition", r.ToolDefinition, FieldLimit)
+	r.TraceID = r.cut("trace_id", r.TraceID, FieldLimit)
+}
+
+// cut is v, the field name of r, cut to limit bytes, the cut listed in
+// r.Cuts; v itself when it is within the limit.
+func (r *Record) cut(name, v string, limit int) string {
+	if len(v) <= limit {
+		return v
 	}
+	sum := sha256.Sum256([]byte(v))
+	r.Cuts = append(r.Cuts, Cut{Field: name, Length: len(v), SHA256: hex.EncodeToString(sum[:])})
+	return cutUTF8(v, limit)
 }
 
 // cutUTF8 is s's first n bytes or fewer, not splitting a UTF-8 sequence.
