@@ -272,7 +272,10 @@ func (sl *sandboxLimit) fold(d store.Decision, now time.Time) {
 	}
 	s := sl.summaries[k]
 	if s == nil && len(sl.summaries) >= SummaryKinds {
-		k = kind{proxyID: d.ProxyID, decision: d.Decision}
+		// One catch-all per decision, whichever proxy: keyed by the
+		// proxy too, a shipper naming a new proxy id per batch would grow
+		// the map without bound. The summary names the first proxy.
+		k = kind{decision: d.Decision}
 		s = sl.summaries[k]
 	}
 	if s == nil {
