@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -427,33 +428,14 @@ func binaryEvent(h http.Header, body []byte) ([]byte, error) {
 // space, '"', '%' and every byte outside printable ASCII; the result must
 // be UTF-8.
 func percentDecode(v string) (string, error) {
-	if !strings.Contains(v, "%") {
-		if !utf8.ValidString(v) {
-			return "", errors.New("not UTF-8")
-		}
-		return v, nil
+	d, err := url.PathUnescape(v) // '+' stays '+', as the binding wants
+	if err != nil {
+		return "", fmt.Errorf("bad percent-encoding: %w", err)
 	}
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] != '%' {
-			b.WriteByte(v[i])
-			continue
-		}
-		if i+2 >= len(v) || !isHex(v[i+1]) || !isHex(v[i+2]) {
-			return "", fmt.Errorf("bad percent-encoding at byte %d", i)
-		}
-		n, _ := strconv.ParseUint(v[i+1:i+3], 16, 8)
-		b.WriteByte(byte(n))
-		i += 2
-	}
-	if !utf8.ValidString(b.String()) {
+	if !utf8.ValidString(d) {
 		return "", errors.New("percent-decodes to bytes that are not UTF-8")
 	}
-	return b.String(), nil
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	return d, nil
 }
 
 // observeSentry feeds the metrics with one batch's outcome.
