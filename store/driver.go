@@ -20,6 +20,8 @@ import (
 // taken, and wrapped engine errors otherwise. Times are stored as given
 // (callers use Now) and come back in UTC at the engine's precision.
 type Tx interface {
+	ReadTx
+
 	// Now is the transaction's clock: the time every row it writes
 	// carries, at the engine's precision (Postgres: microseconds). It is
 	// read once, when the transaction begins.
@@ -28,18 +30,18 @@ type Tx interface {
 	// InsertSandbox stores a new sandbox row: Name, CurrentVersion,
 	// CurrentHash, CreatedAt, CreatedBy (the rest take their defaults).
 	InsertSandbox(ctx context.Context, sb Sandbox) error
-	GetSandbox(ctx context.Context, name string) (Sandbox, error)
+
 	// LockSandbox is GetSandbox holding the sandbox row until the
 	// transaction ends: every transaction that changes a sandbox's
 	// versions, freeze or proposals locks it first, so they run one at a
 	// time per sandbox on every replica.
 	LockSandbox(ctx context.Context, name string) (Sandbox, error)
-	// ListSandboxes returns every sandbox ordered by name.
-	ListSandboxes(ctx context.Context) ([]Sandbox, error)
+
 	// UpdateSandbox writes sb's mutable columns (current version and hash,
 	// boundary, credentialed hosts, the freeze fields) to the row named
 	// sb.Name.
 	UpdateSandbox(ctx context.Context, sb Sandbox) error
+
 	// DeleteSandbox deletes the sandbox row; its versions, CA, proxy
 	// statuses and proposals go with it (the schema cascades). It returns
 	// the row as it was.
@@ -49,32 +51,19 @@ type Tx interface {
 	// sandbox has that version). After the transaction commits, the
 	// driver announces it to ListenPolicyCommits.
 	InsertPolicyVersion(ctx context.Context, v PolicyVersion) error
-	// GetPolicyVersion returns one version; version 0 means the current
-	// one (ErrNotFound when the sandbox has no policy yet).
-	GetPolicyVersion(ctx context.Context, sandbox string, version int64) (PolicyVersion, error)
-	// ListPolicyVersions returns every version, oldest first, without
-	// documents (ErrNotFound for an unknown sandbox).
-	ListPolicyVersions(ctx context.Context, sandbox string) ([]PolicyVersion, error)
-	// PolicyHashes returns the hashes of the sandbox's versions from to
-	// to (inclusive), oldest first: what the push hub chains into a
-	// version's parent, without reading the rest of the history.
-	PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error)
 
 	// InsertToken stores t and returns it with its ID (ErrNotFound when a
 	// sandbox token's sandbox does not exist).
 	InsertToken(ctx context.Context, t Token) (Token, error)
-	// TokenByHash returns the token with that hash, revoked or not.
-	TokenByHash(ctx context.Context, hash string) (Token, error)
-	// ListTokens returns every token ordered by name, hashes omitted.
-	ListTokens(ctx context.Context) ([]Token, error)
-	// CountTokens returns how many live tokens have the role.
-	CountTokens(ctx context.Context, role string) (int, error)
+
 	// RevokeToken marks the live token name revoked at at and returns it
 	// (ErrNotFound if there is no live token of that name).
 	RevokeToken(ctx context.Context, name string, at time.Time) (Token, error)
+
 	// RevokeSandboxTokens marks every live token of sandbox revoked at at
 	// and returns how many there were.
 	RevokeSandboxTokens(ctx context.Context, sandbox string, at time.Time) (int, error)
+
 	// TouchToken records a use of the token, never moving the last use
 	// backwards (ErrNotFound for an unknown id).
 	TouchToken(ctx context.Context, id int64, at time.Time) error
@@ -83,25 +72,14 @@ type Tx interface {
 	// holding it until the transaction ends: the audit entries of all
 	// replicas form one order.
 	LockAuditHead(ctx context.Context) (seq int64, hash string, err error)
+
 	// InsertAudit stores e as given (Seq, PrevHash and Hash set by the
 	// caller) and moves the head to e.Seq and e.Hash.
 	InsertAudit(ctx context.Context, e AuditEntry) error
-	// ListAudit returns audit entries, newest first.
-	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
-	// AuditChain returns up to limit entries (0: no cap) with Seq greater
-	// than afterSeq, oldest first.
-	AuditChain(ctx context.Context, afterSeq int64, limit int) ([]AuditEntry, error)
-	// AuditHead returns the head without holding it.
-	AuditHead(ctx context.Context) (seq int64, hash string, err error)
 
-	// SigningKeys returns the signing keys, oldest first.
-	SigningKeys(ctx context.Context) ([]SigningKey, error)
 	// InsertSigningKey stores k (CreatedAt as given) as the newest key.
 	InsertSigningKey(ctx context.Context, k SigningKey) error
 
-	// GetSandboxCA returns the sandbox's CA (ErrNotFound when the sandbox
-	// or its CA does not exist).
-	GetSandboxCA(ctx context.Context, sandbox string) (SandboxCA, error)
 	// InsertSandboxCA stores ca unless the sandbox has one, and returns
 	// the one stored: the first writer wins. ErrNotFound if the sandbox
 	// does not exist.
@@ -113,33 +91,21 @@ type Tx interface {
 	// (the proxy moved there: the replica it left must not say it is
 	// gone).
 	SaveProxyStatuses(ctx context.Context, statuses []ProxyStatus) error
-	// ListProxyStatuses returns the statuses of one sandbox ("" for all),
-	// ordered by sandbox and proxy id.
-	ListProxyStatuses(ctx context.Context, sandbox string) ([]ProxyStatus, error)
 
 	// InsertProposal stores p as given (ID and Approvals ignored) and
 	// returns it with its ID (ErrAlreadyExists for a taken idempotency
 	// key of its sandbox, ErrNotFound for an unknown sandbox).
 	InsertProposal(ctx context.Context, p Proposal) (Proposal, error)
-	// GetProposal returns the proposal with its approvals, oldest first.
-	GetProposal(ctx context.Context, id int64) (Proposal, error)
-	// ListProposals returns the proposals f matches, newest first, with
-	// their approvals.
-	ListProposals(ctx context.Context, f ProposalFilter) ([]Proposal, error)
-	// CountProposals returns how many proposals of sandbox were created
-	// after since.
-	CountProposals(ctx context.Context, sandbox string, since time.Time) (int, error)
+
 	// UpdateProposal writes p's mutable fields (status and reason, base,
 	// resulting, findings, rebase error, superseded by, updated, decided,
 	// applied version, grant end) to the row p.ID.
 	UpdateProposal(ctx context.Context, p Proposal) error
+
 	// InsertApproval stores a (CreatedAt as given) for the proposal
 	// (ErrAlreadyExists if a.Approver approved it before).
 	InsertApproval(ctx context.Context, proposal int64, a Approval) error
 
-	// GetApprovalPolicy returns the newest stored Rego rules (ErrNotFound
-	// when none was ever set).
-	GetApprovalPolicy(ctx context.Context) (ApprovalPolicy, error)
 	// InsertApprovalPolicy stores ap as given (ErrAlreadyExists if that
 	// version exists).
 	InsertApprovalPolicy(ctx context.Context, ap ApprovalPolicy) error
@@ -149,13 +115,9 @@ type Tx interface {
 	// source has none). GetSentryKey returns one (ErrNotFound);
 	// ListSentryKeys every key ordered by source.
 	PutSentryKey(ctx context.Context, k SentryKey) error
+
 	DeleteSentryKey(ctx context.Context, source string) (SentryKey, error)
-	GetSentryKey(ctx context.Context, source string) (SentryKey, error)
-	ListSentryKeys(ctx context.Context) ([]SentryKey, error)
-	// SentryEventAt returns the stored event of source with that sequence
-	// (ErrNotFound; with several, the first received): the intake refuses
-	// a remediating event that replays a sequence already used.
-	SentryEventAt(ctx context.Context, source string, sequence uint64) (SentryEvent, error)
+
 	// SetSentryEventFlags replaces the flags of the stored event ev
 	// (found by its source, sequence, id and receive time: its key, an
 	// index and its day's partition) with flags: the intake's derived
@@ -165,40 +127,106 @@ type Tx interface {
 	// InsertSentryAction stores a (ID ignored) and returns it with its ID
 	// (ErrAlreadyExists if its (Source, EventID) has one).
 	InsertSentryAction(ctx context.Context, a SentryAction) (SentryAction, error)
-	// GetSentryAction returns one action by ID (ErrNotFound).
-	GetSentryAction(ctx context.Context, id int64) (SentryAction, error)
+
 	// UpdateSentryAction writes a's mutable fields (status, reason,
 	// version, acked, decided by and at) to the row a.ID (ErrNotFound).
 	UpdateSentryAction(ctx context.Context, a SentryAction) error
+}
+
+// ReadTx is the primitives that only read: in a transaction (Tx) they
+// see its writes; outside one (Reader) each runs on its own on the read
+// pool.
+type ReadTx interface {
+	GetSandbox(ctx context.Context, name string) (Sandbox, error)
+
+	// ListSandboxes returns every sandbox ordered by name.
+	ListSandboxes(ctx context.Context) ([]Sandbox, error)
+
+	// GetPolicyVersion returns one version; version 0 means the current
+	// one (ErrNotFound when the sandbox has no policy yet).
+	GetPolicyVersion(ctx context.Context, sandbox string, version int64) (PolicyVersion, error)
+
+	// ListPolicyVersions returns every version, oldest first, without
+	// documents (ErrNotFound for an unknown sandbox).
+	ListPolicyVersions(ctx context.Context, sandbox string) ([]PolicyVersion, error)
+
+	// PolicyHashes returns the hashes of the sandbox's versions from to
+	// to (inclusive), oldest first: what the push hub chains into a
+	// version's parent, without reading the rest of the history.
+	PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error)
+
+	// TokenByHash returns the token with that hash, revoked or not.
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+
+	// ListTokens returns every token ordered by name, hashes omitted.
+	ListTokens(ctx context.Context) ([]Token, error)
+
+	// CountTokens returns how many live tokens have the role.
+	CountTokens(ctx context.Context, role string) (int, error)
+
+	// ListAudit returns audit entries, newest first.
+	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+
+	// AuditChain returns up to limit entries (0: no cap) with Seq greater
+	// than afterSeq, oldest first.
+	AuditChain(ctx context.Context, afterSeq int64, limit int) ([]AuditEntry, error)
+
+	// AuditHead returns the head without holding it.
+	AuditHead(ctx context.Context) (seq int64, hash string, err error)
+
+	// SigningKeys returns the signing keys, oldest first.
+	SigningKeys(ctx context.Context) ([]SigningKey, error)
+
+	// GetSandboxCA returns the sandbox's CA (ErrNotFound when the sandbox
+	// or its CA does not exist).
+	GetSandboxCA(ctx context.Context, sandbox string) (SandboxCA, error)
+
+	// ListProxyStatuses returns the statuses of one sandbox ("" for all),
+	// ordered by sandbox and proxy id.
+	ListProxyStatuses(ctx context.Context, sandbox string) ([]ProxyStatus, error)
+
+	// GetProposal returns the proposal with its approvals, oldest first.
+	GetProposal(ctx context.Context, id int64) (Proposal, error)
+
+	// ListProposals returns the proposals f matches, newest first, with
+	// their approvals.
+	ListProposals(ctx context.Context, f ProposalFilter) ([]Proposal, error)
+
+	// CountProposals returns how many proposals of sandbox were created
+	// after since.
+	CountProposals(ctx context.Context, sandbox string, since time.Time) (int, error)
+
+	// GetApprovalPolicy returns the newest stored Rego rules (ErrNotFound
+	// when none was ever set).
+	GetApprovalPolicy(ctx context.Context) (ApprovalPolicy, error)
+
+	GetSentryKey(ctx context.Context, source string) (SentryKey, error)
+
+	ListSentryKeys(ctx context.Context) ([]SentryKey, error)
+
+	// SentryEventAt returns the stored event of source with that sequence
+	// (ErrNotFound; with several, the first received): the intake refuses
+	// a remediating event that replays a sequence already used.
+	SentryEventAt(ctx context.Context, source string, sequence uint64) (SentryEvent, error)
+
+	// GetSentryAction returns one action by ID (ErrNotFound).
+	GetSentryAction(ctx context.Context, id int64) (SentryAction, error)
+
 	// ListSentryActions returns the actions f matches, newest first.
 	ListSentryActions(ctx context.Context, f SentryActionFilter) ([]SentryAction, error)
+
 	// CountSentryActions returns how many actions of source ("": of
 	// every source) with one of statuses were created at or after since
 	// (the quarantine circuit breaker, per source and for the fleet).
 	CountSentryActions(ctx context.Context, source string, statuses []string, since time.Time) (int, error)
 }
 
-// Driver is an engine: Tx's primitives (outside InTx each runs on its
-// own, reads on the read pool), the transaction runner, and what only an
-// engine can do efficiently (decision records) or must do itself
-// (commit notifications).
-type Driver interface {
-	Tx
-
-	// InTx runs fn in one write transaction and commits it if fn returns
-	// nil; otherwise it rolls back and returns fn's error.
-	InTx(ctx context.Context, fn func(tx Tx) error) error
-	// InTxEnforceFirst is InTx for a change that is safe to enforce
-	// before it is durable — a freeze, which only denies. The versions fn
-	// inserts are announced (and so pushed to proxies) as soon as the
-	// commit is visible, without waiting for its log to reach disk behind
-	// whatever else the database is writing; it still returns only once
-	// the commit is durable. Should the database crash in between, the
-	// commit is lost and a proxy may keep enforcing a version the store
-	// no longer has: a deny-all, replaced by the next version of that
-	// number or above. Postgres commits with synchronous_commit off, then
-	// waits for its log flush; SQLite commits durably first, as InTx.
-	InTxEnforceFirst(ctx context.Context, fn func(tx Tx) error) error
+// Reader is the store seen read-only: what every part of the gateway but
+// package lifecycle holds (the handlers, distribution, the Sentry intake,
+// notify), so that a write outside lifecycle's workflows does not
+// compile. A *Store is a Reader.
+type Reader interface {
+	ReadTx
 
 	// ListenPolicyCommits calls fn for each policy version committed after
 	// its transaction committed — through this process at once, and (on
@@ -212,21 +240,68 @@ type Driver interface {
 	// error.
 	ListenPolicyCommits(ctx context.Context, fn func(Commit)) error
 
-	// AppendDecisions stores decision records (Postgres: one COPY) and
-	// returns how many it stored. Records outlive their sandbox.
-	AppendDecisions(ctx context.Context, records []Decision) (int, error)
 	// ListDecisions returns the records f matches, oldest first.
 	ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, error)
-	// PruneDecisions deletes the records outside r's bounds in batches,
-	// each its own short transaction, and returns how many it deleted. A
-	// record whose DenialID a proposal of its sandbox names is kept.
-	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
 
 	// CountPendingProposals counts the pending proposals, in one
 	// statement: all of them, and for each of createdBefore those created
 	// before it (same order); oldest is the oldest one's creation time
 	// (zero when none is pending). The gateway's metrics read it.
 	CountPendingProposals(ctx context.Context, createdBefore []time.Time) (PendingCount, error)
+
+	// ListToolDefinitions returns the definitions f matches, ordered by
+	// host, port, path and tool, and each tool's newest first (LastSeen,
+	// then the latest stored).
+	ListToolDefinitions(ctx context.Context, f ToolDefinitionFilter) ([]ToolDefinition, error)
+
+	// ListSentryEvents returns the events f matches, oldest first (by
+	// Time, then source, sequence and id).
+	ListSentryEvents(ctx context.Context, f SentryEventFilter) ([]SentryEvent, error)
+
+	// SentryGaps returns the ordering state of one source, or of every
+	// source ordered by name when source is "".
+	SentryGaps(ctx context.Context, source string) ([]SentrySource, error)
+
+	// Ping checks the database is reachable (for /readyz).
+	Ping(ctx context.Context) error
+
+	// Migrated returns the schema migrations opening the store applied,
+	// oldest first (none when the schema was current).
+	Migrated() []int64
+}
+
+// Driver is an engine: Tx's primitives (outside InTx each runs on its
+// own, reads on the read pool), the transaction runner, and what only an
+// engine can do efficiently (decision records) or must do itself
+// (commit notifications).
+type Driver interface {
+	Tx
+	Reader
+
+	// InTx runs fn in one write transaction and commits it if fn returns
+	// nil; otherwise it rolls back and returns fn's error.
+	InTx(ctx context.Context, fn func(tx Tx) error) error
+
+	// InTxEnforceFirst is InTx for a change that is safe to enforce
+	// before it is durable — a freeze, which only denies. The versions fn
+	// inserts are announced (and so pushed to proxies) as soon as the
+	// commit is visible, without waiting for its log to reach disk behind
+	// whatever else the database is writing; it still returns only once
+	// the commit is durable. Should the database crash in between, the
+	// commit is lost and a proxy may keep enforcing a version the store
+	// no longer has: a deny-all, replaced by the next version of that
+	// number or above. Postgres commits with synchronous_commit off, then
+	// waits for its log flush; SQLite commits durably first, as InTx.
+	InTxEnforceFirst(ctx context.Context, fn func(tx Tx) error) error
+
+	// AppendDecisions stores decision records (Postgres: one COPY) and
+	// returns how many it stored. Records outlive their sandbox.
+	AppendDecisions(ctx context.Context, records []Decision) (int, error)
+
+	// PruneDecisions deletes the records outside r's bounds in batches,
+	// each its own short transaction, and returns how many it deleted. A
+	// record whose DenialID a proposal of its sandbox names is kept.
+	PruneDecisions(ctx context.Context, r DecisionRetention) (int64, error)
 
 	// RecordToolDefinitions stores the tool definitions proxies reported,
 	// in one transaction: a definition stored already for its sandbox,
@@ -237,10 +312,6 @@ type Driver interface {
 	// MaxToolDefinitionsPerSandbox definitions seen last. It returns how
 	// many definitions it stored or updated.
 	RecordToolDefinitions(ctx context.Context, defs []ToolDefinition) (int, error)
-	// ListToolDefinitions returns the definitions f matches, ordered by
-	// host, port, path and tool, and each tool's newest first (LastSeen,
-	// then the latest stored).
-	ListToolDefinitions(ctx context.Context, f ToolDefinitionFilter) ([]ToolDefinition, error)
 
 	// AppendSentryEvents stores a batch of watchdog events in one short
 	// transaction of its own (never NOTIFY: ingest must not serialise on
@@ -250,21 +321,11 @@ type Driver interface {
 	// sequences stored and reports the gaps that remain (see SentryEvent).
 	// Concurrent appends store each event once.
 	AppendSentryEvents(ctx context.Context, events []SentryEvent) (SentryBatchResult, error)
-	// ListSentryEvents returns the events f matches, oldest first (by
-	// Time, then source, sequence and id).
-	ListSentryEvents(ctx context.Context, f SentryEventFilter) ([]SentryEvent, error)
-	// SentryGaps returns the ordering state of one source, or of every
-	// source ordered by name when source is "".
-	SentryGaps(ctx context.Context, source string) ([]SentrySource, error)
+
 	// PruneSentryEvents deletes every event received before
 	// SentryPruneCutoff(before) and returns how many it deleted. Sources
 	// keep their acked sequences.
 	PruneSentryEvents(ctx context.Context, before time.Time) (int64, error)
 
-	// Ping checks the database is reachable (for /readyz).
-	Ping(ctx context.Context) error
-	// Migrated returns the schema migrations opening the store applied,
-	// oldest first (none when the schema was current).
-	Migrated() []int64
 	Close() error
 }
