@@ -167,14 +167,31 @@ func MustCreate(t *testing.T, s *store.Store, name string, withPolicy bool) (sto
 	return sb, tok
 }
 
+// AppendVersion stores the next version of in.Sandbox if its current
+// version is still in.ExpectedVersion (store.ErrConflict otherwise): it
+// is store.AppendVersion in a transaction of its own, with none of the
+// product's rules (frozen sandboxes, fixed sections), which package
+// lifecycle adds when it commits a version. For the suite and the tests of
+// what reads versions.
+func AppendVersion(ctx context.Context, s *store.Store, in store.AppendPolicy) (store.PolicyVersion, error) {
+	if err := in.Prepare(); err != nil {
+		return store.PolicyVersion{}, err
+	}
+	pv, err := store.Transact(ctx, s.Driver, func(tx store.Tx) (store.PolicyVersion, error) { return store.AppendVersion(ctx, tx, in) })
+	if err != nil {
+		return store.PolicyVersion{}, fmt.Errorf("append policy version of %q: %w", in.Sandbox, err)
+	}
+	return pv, nil
+}
+
 // MustAppend commits Doc(n) as the version after expected.
 func MustAppend(t *testing.T, s *store.Store, sandbox string, expected int64, n int) store.PolicyVersion {
 	t.Helper()
 	d, h := Doc(n)
-	pv, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
+	pv, err := AppendVersion(ctx(t), s, store.AppendPolicy{
 		Sandbox: sandbox, ExpectedVersion: expected, Hash: h, Document: d, Author: "bob", Source: store.SourceSet,
 	})
-	return must(t, pv, err, "AppendPolicyVersion(%q, expected %d)", sandbox, expected)
+	return must(t, pv, err, "AppendVersion(%q, expected %d)", sandbox, expected)
 }
 
 // WantErr fails unless err is (or wraps) want.
@@ -508,8 +525,8 @@ func testSandboxDelete(t *testing.T, s *store.Store) {
 	}
 	_, err = s.ListPolicyVersions(ctx(t), "doomed")
 	WantErr(t, "ListPolicyVersions(deleted)", err, store.ErrNotFound)
-	_, err = s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "doomed", ExpectedVersion: 2, Hash: "h", Document: []byte("{}")})
-	WantErr(t, "AppendPolicyVersion(deleted)", err, store.ErrNotFound)
+	_, err = AppendVersion(ctx(t), s, store.AppendPolicy{Sandbox: "doomed", ExpectedVersion: 2, Hash: "h", Document: []byte("{}")})
+	WantErr(t, "AppendVersion(deleted)", err, store.ErrNotFound)
 
 	// Its tokens are revoked, not deleted; other tokens are untouched.
 	got, err := s.TokenByHash(ctx(t), tok.Hash)
@@ -603,7 +620,7 @@ func testPolicyAppend(t *testing.T, s *store.Store) {
 	}
 	Recent(t, "PolicyVersion.CreatedAt", v1.CreatedAt)
 	d2, h2 := Doc(2)
-	v2, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
+	v2, err := AppendVersion(ctx(t), s, store.AppendPolicy{
 		Sandbox: "app", ExpectedVersion: 1, Hash: h2, Document: d2, Author: "carol", Source: store.SourceRollback,
 	})
 	if err != nil {
@@ -652,10 +669,10 @@ func testPolicyStale(t *testing.T, s *store.Store) {
 	before := Audits(t, s, store.AuditFilter{})
 	for _, expected := range []int64{0, 1, 3, 100} {
 		d, h := Doc(50)
-		_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
+		_, err := AppendVersion(ctx(t), s, store.AppendPolicy{
 			Sandbox: "stale", ExpectedVersion: expected, Hash: h, Document: d, Author: "eve",
 		})
-		WantErr(t, fmt.Sprintf("AppendPolicyVersion(expected %d, current 2)", expected), err, store.ErrConflict)
+		WantErr(t, fmt.Sprintf("AppendVersion(expected %d, current 2)", expected), err, store.ErrConflict)
 	}
 	vs, err := s.ListPolicyVersions(ctx(t), "stale")
 	if err != nil || len(vs) != 2 {
@@ -672,8 +689,8 @@ func testPolicyStale(t *testing.T, s *store.Store) {
 
 func testPolicyMissingSandbox(t *testing.T, s *store.Store) {
 	d, h := Doc(1)
-	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "ghost", Hash: h, Document: d, Author: "bob"})
-	WantErr(t, "AppendPolicyVersion(missing sandbox)", err, store.ErrNotFound)
+	_, err := AppendVersion(ctx(t), s, store.AppendPolicy{Sandbox: "ghost", Hash: h, Document: d, Author: "bob"})
+	WantErr(t, "AppendVersion(missing sandbox)", err, store.ErrNotFound)
 	_, err = s.GetPolicyVersion(ctx(t), "ghost", 0)
 	WantErr(t, "GetPolicyVersion(missing sandbox)", err, store.ErrNotFound)
 	_, err = s.ListPolicyVersions(ctx(t), "ghost")
@@ -712,7 +729,7 @@ func testPolicyHashes(t *testing.T, s *store.Store) {
 func testPolicyHistory(t *testing.T, s *store.Store) {
 	MustCreate(t, s, "hist", true)
 	MustAppend(t, s, "hist", 1, 2)
-	_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
+	_, err := AppendVersion(ctx(t), s, store.AppendPolicy{
 		Sandbox: "hist", ExpectedVersion: 2, Hash: HashOf([]byte(`{"v":3}`)), Document: []byte(`{"v":3}`),
 		Author: "dave", Source: store.SourceRollback, Provenance: map[string]string{"rollback_to": "1"},
 	})
@@ -762,7 +779,7 @@ func testPolicyDocumentBytes(t *testing.T, s *store.Store) {
 	}
 	for i, d := range docs {
 		h := HashOf([]byte(d))
-		pv, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
+		pv, err := AppendVersion(ctx(t), s, store.AppendPolicy{
 			Sandbox: "bytes", ExpectedVersion: int64(i), Hash: h, Document: []byte(d), Author: "bob",
 		})
 		if err != nil {
@@ -785,7 +802,7 @@ func testPolicyProvenance(t *testing.T, s *store.Store) {
 	}
 	d, h := Doc(1)
 	in := store.AppendPolicy{Sandbox: "prov", Hash: h, Document: d, Author: "bob", Source: "proposal", Provenance: prov}
-	pv, err := s.AppendPolicyVersion(ctx(t), in)
+	pv, err := AppendVersion(ctx(t), s, in)
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
@@ -824,7 +841,7 @@ func testPolicyConcurrentWriters(t *testing.T, s *store.Store) {
 	MustCreate(t, s, "race", true)
 	errs := race(100, func(i int) error {
 		d := fmt.Appendf(nil, `{"writer":%d}`, i)
-		_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{
+		_, err := AppendVersion(ctx(t), s, store.AppendPolicy{
 			Sandbox: "race", ExpectedVersion: 1, Hash: HashOf(d), Document: d, Author: fmt.Sprint("w", i),
 		})
 		return err
