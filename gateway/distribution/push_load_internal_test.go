@@ -73,7 +73,7 @@ func TestCommittedLoadsApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := newHub(st, newSigner(st))
+	h := newHub(st, newSigner(st, writer(st)))
 	for _, name := range []string{"slow", "fast"} {
 		h.topics[name] = &topic{sandbox: name, subs: map[*policyStream]struct{}{}}
 	}
