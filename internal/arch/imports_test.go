@@ -30,7 +30,7 @@ var layers = map[string][]string{
 		"internal/ocsf", "proto/..."},
 	"gateway/transport":    {"internal/telemetry"},
 	"gateway/distribution": {"gateway/transport", "lifecycle", "store", "policy", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
-	"gateway/decisions":    {"store"},
+	"gateway/decisions":    {"store", "lifecycle"},
 	"gateway/notify":       {"store", "lifecycle"},
 	"gateway/sentryintake": {"store", "sentry", "lifecycle"},
 	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest"},
