@@ -322,7 +322,8 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.life = lifecycle.New(lifecycle.Config{
 		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
 		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval, DevAllowLoopback: cfg.DevAllowLoopback,
-		Events: lifecycle.Events{NeedsHuman: s.notify.NeedsHuman, Decided: s.notify.Decided},
+		Events:       lifecycle.Events{NeedsHuman: s.notify.NeedsHuman, Decided: s.notify.Decided},
+		SentryEvents: cfg.SentryStore,
 	}, st)
 	s.metrics = newMetrics(s)
 	s.dist = distribution.New(distribution.Config{
@@ -351,7 +352,6 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Found:   s.sentryFound,
 		Notable: s.sentryNotable(),
 		Decided: s.sentryDecided,
-		Events:  cfg.SentryStore,
 	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
 		return toConnectError(ctx, s.log, procedure, err)

@@ -40,6 +40,11 @@ type Config struct {
 	// as reachable (demos and tests only; the gateway's
 	// --dev-allow-loopback). Default false: loopback is always denied.
 	DevAllowLoopback bool
+	// SentryEvents is the store of the Sentry events themselves (their
+	// rows, the sources' sequences, their findings' flags), when they are
+	// kept apart from the control plane's (gateway --sentry-database-url).
+	// Default nil: the control plane's store.
+	SentryEvents *store.Store
 }
 
 // Events are the lifecycle's callbacks; each may be nil. They run on the
@@ -82,6 +87,8 @@ type Lifecycle struct {
 	log   *slog.Logger
 	st    *store.Store
 	rules *rules
+	// events is the Sentry events' store (Config.SentryEvents, or st).
+	events *store.Store
 
 	mu sync.Mutex
 	// wake holds one channel per sandbox, closed (and replaced) whenever
@@ -100,8 +107,12 @@ type Lifecycle struct {
 // New returns a Lifecycle over st.
 func New(cfg Config, st *store.Store) *Lifecycle {
 	cfg.setDefaults()
+	events := cfg.SentryEvents
+	if events == nil {
+		events = st
+	}
 	return &Lifecycle{
-		cfg: cfg, log: cfg.Logger, st: st, rules: newRules(),
+		cfg: cfg, log: cfg.Logger, st: st, rules: newRules(), events: events,
 		wake: map[string]chan struct{}{}, busy: map[string]bool{}, again: map[string]bool{},
 		bg: context.Background(),
 	}
