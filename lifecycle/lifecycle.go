@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -33,8 +34,10 @@ type Config struct {
 	// notification left behind, reloads approval rules stored through
 	// another replica, and sweeps expired proposals and grants. Default 5s.
 	CheckInterval time.Duration
-	// Events are told what happened, for notifications (optional funcs).
-	Events Events
+	// Stream is told what happened (events.ProposalPending,
+	// ProposalDecided; AuditAppended and ProposalAudited by FollowAudit).
+	// Default nil: nobody is told.
+	Stream *events.Stream
 	// DevAllowLoopback proves proposals and drafts them from denials as
 	// for proxies run with --dev-allow-loopback: loopback upstreams count
 	// as reachable (demos and tests only; the gateway's
@@ -45,16 +48,6 @@ type Config struct {
 	// kept apart from the control plane's (gateway --sentry-database-url).
 	// Default nil: the control plane's store.
 	SentryEvents *store.Store
-}
-
-// Events are the lifecycle's callbacks; each may be nil. They run on the
-// caller's goroutine and must not block.
-type Events struct {
-	// NeedsHuman: a new proposal waits for approvers.
-	NeedsHuman func(Review)
-	// Decided: a proposal left pending (applied, rejected, expired,
-	// superseded, withdrawn).
-	Decided func(store.Proposal)
 }
 
 func (c *Config) setDefaults() {
@@ -187,8 +180,7 @@ func (l *Lifecycle) Changed(sandbox string) <-chan struct{} {
 	return c
 }
 
+// decided tells the stream that p left pending.
 func (l *Lifecycle) decided(p store.Proposal) {
-	if f := l.cfg.Events.Decided; f != nil {
-		f(p)
-	}
+	l.cfg.Stream.Publish(events.ProposalDecided{Proposal: p})
 }

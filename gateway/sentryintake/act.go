@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
@@ -65,14 +66,8 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		return err
 	} else if spent != "" {
 		a.Status, a.Reason = store.SentryHeld, spent
-		held, err := in.record(ctx, a)
-		if err != nil {
-			return err
-		}
-		if held.ID != 0 && in.cfg.Held != nil {
-			in.cfg.Held(held)
-		}
-		return nil
+		_, err := in.record(ctx, a)
+		return err
 	}
 	defer in.returnBudget(ev.Source)
 	in.urgent.enter()
@@ -244,9 +239,7 @@ func (in *Intake) recorded(ctx context.Context, a store.SentryAction) {
 		return
 	}
 	in.log.WarnContext(ctx, "sentry remediation", "sandbox", a.Sandbox, "status", a.Status, "source", a.Source, "event", a.EventID, "version", a.Version, "reason", a.Reason)
-	if in.cfg.Acted != nil {
-		in.cfg.Acted(a)
-	}
+	in.cfg.Stream.Publish(events.SentryActed{Action: a})
 }
 
 // awaitAck waits, off the request, until the sandbox's proxies applied
@@ -289,9 +282,7 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, freezing, 
 		in.log.WarnContext(wctx, "sentry quarantine applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "proxies", n,
 			"event", a.EventID, "ingest_to_last_ack_ms", ms(took),
 			"ingest_to_freeze_ms", ms(freezing.Sub(a.ReceivedAt)), "ingest_to_commit_ms", ms(frozen.Sub(a.ReceivedAt)))
-		if in.cfg.Applied != nil {
-			in.cfg.Applied(took)
-		}
+		in.cfg.Stream.Publish(events.QuarantineApplied{Action: a, Took: took})
 	}()
 }
 
@@ -308,8 +299,8 @@ const (
 // the sandbox now or dismiss it, with a reason, and tells of the answer.
 func (in *Intake) Decide(ctx context.Context, id int64, decision, reason, actor string) (store.SentryAction, error) {
 	a, err := in.life.DecideSentryAction(ctx, id, decision, reason, actor)
-	if err == nil && in.cfg.Decided != nil {
-		in.cfg.Decided(a)
+	if err == nil {
+		in.cfg.Stream.Publish(events.SentryDecided{Action: a})
 	}
 	return a, err
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -164,9 +165,7 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 		marks = append(marks, lifecycle.SentryFlags{Event: c.ev, Flags: flags})
 		for _, f := range found {
 			counts[f]++
-			if in.cfg.Found != nil {
-				in.cfg.Found(f, c.ev, c.tool)
-			}
+			in.cfg.Stream.Publish(events.SentryFinding{Kind: f, Event: c.ev, Tool: c.tool})
 		}
 	}
 	if len(marks) == 0 {

@@ -124,4 +124,3 @@ func TestQuarantineCrashBeforeTheEventIsStored(t *testing.T) {
 		t.Fatalf("actions %+v; want still one", acts)
 	}
 }
-

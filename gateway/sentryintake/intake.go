@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
@@ -113,26 +114,13 @@ type Config struct {
 	// when the last ACK of the version arrived; nil: acks are not waited
 	// for.
 	WaitApplied func(ctx context.Context, sandbox string, version int64) (acked int, lastAck time.Time, err error)
-	// Held is called when the breaker holds a quarantine (the webhook).
-	Held func(store.SentryAction)
-	// Observe is called with every batch's outcome (metrics); Acted with
-	// every action recorded, and Applied with a freeze's ingest-to-ACK
-	// time.
-	Observe func(Result)
-	Acted   func(store.SentryAction)
-	Applied func(time.Duration)
-	// Found is called with each derived finding (FindingDrift…), the
-	// stored event it was derived from and, for an unmediated call, its
-	// tool.
-	Found func(kind string, ev store.SentryEvent, tool string)
-	// Notable is called after each append with the events it stored that
-	// a security team should see (Notable), in order, with when the
-	// gateway received them; Decided with an operator's answer to a held
-	// action once it is done (dismissed, or applied with its version).
-	// Both run on the request: they must not block (the OCSF emitter
-	// queues).
-	Notable func(evs []sentry.Event, received time.Time)
-	Decided func(store.SentryAction)
+	// Stream is told what the intake did: each batch's outcome
+	// (events.SentryBatch), each action recorded (SentryActed) and
+	// decided (SentryDecided), each freeze's ingest-to-ACK time
+	// (QuarantineApplied), each derived finding (SentryFinding) and the
+	// stored events a security team should see (SentryNotable). Default
+	// nil: nobody is told.
+	Stream *events.Stream
 }
 
 // Intake is the gateway's Sentry intake. It reads the stores and writes
@@ -259,7 +247,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 	// checked.
 	rows := make([]store.SentryEvent, 0, len(batch.Events))
 	tools := make([]string, 0, len(batch.Events))
-	// The bulk events Config.Notable hears of: usually none.
+	// The bulk events the stream hears of as notable: usually none.
 	var notable []sentry.Event
 	var audited []sentry.Refusal
 	// An event's index in the batch: the reader's refusals hold the
@@ -296,7 +284,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			urgent = append(urgent, remediation{ev, seen})
 		} else {
 			rows, tools = append(rows, stored(ev, received)), append(tools, toolOf(ev))
-			if in.cfg.Notable != nil && Notable(ev) {
+			if in.cfg.Stream != nil && Notable(ev) {
 				notable = append(notable, detached(ev))
 			}
 		}
@@ -319,9 +307,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			continue // a resend: checked and told when it was stored
 		}
 		in.queueChecks([]store.SentryEvent{row}, []string{toolOf(u.ev)})
-		if in.cfg.Notable != nil {
-			in.cfg.Notable([]sentry.Event{detached(u.ev)}, received)
-		}
+		in.cfg.Stream.Publish(events.SentryNotable{Events: []sentry.Event{detached(u.ev)}, Received: received})
 	}
 	if len(audited) > 0 {
 		if err := in.auditRefusals(ctx, source, audited); err != nil {
@@ -352,7 +338,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 		if out.Stored > 0 {
 			in.queueChecks(rows, tools)
 			if len(notable) > 0 {
-				in.cfg.Notable(notable, received)
+				in.cfg.Stream.Publish(events.SentryNotable{Events: notable, Received: received})
 			}
 		}
 	}
@@ -365,9 +351,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			res.Sources = []store.SentrySource{{Source: source}}
 		}
 	}
-	if in.cfg.Observe != nil {
-		in.cfg.Observe(res)
-	}
+	in.cfg.Stream.Publish(events.SentryBatch{Stored: res.Stored, Duplicates: res.Duplicates, Refused: len(res.Refused), Sources: res.Sources})
 	return res, nil
 }
 
