@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
+	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/postgres"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
 )
 
@@ -49,11 +51,17 @@ func (d *crashAfterFreeze) AppendSentryEvents(ctx context.Context, evs []store.S
 	return d.Driver.AppendSentryEvents(ctx, evs)
 }
 
-// sandboxStore opens a SQLite driver holding sandbox "sb" under a small
-// policy.
-func sandboxStore(t *testing.T) store.Driver {
+// sandboxStore opens a driver of engine holding sandbox "sb" under a
+// small policy.
+func sandboxStore(t *testing.T, engine string) store.Driver {
 	t.Helper()
-	d, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	var d store.Driver
+	var err error
+	if engine == "postgres" {
+		d, err = postgres.Open(t.Context(), pgtest.Database(t), postgres.Config{})
+	} else {
+		d, err = sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), sqlite.Config{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +89,12 @@ func sandboxStore(t *testing.T) store.Driver {
 // freeze and its action used to be two transactions, and the crash fell
 // between them.)
 func TestQuarantineCrashBeforeTheEventIsStored(t *testing.T) {
-	d := sandboxStore(t)
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) { quarantineCrash(t, sandboxStore(t, engine)) })
+	}
+}
+
+func quarantineCrash(t *testing.T, d store.Driver) {
 	log := slog.New(slog.DiscardHandler)
 	open := func(st *store.Store) *sentryintake.Intake {
 		in := sentryintake.New(sentryintake.Config{}, st, lifecycle.New(lifecycle.Config{Logger: log}, st), log)
