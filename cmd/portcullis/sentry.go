@@ -52,8 +52,8 @@ These commands are for operators and admins: events and gaps read what
 was received, actions lists what the gateway did about remediating events,
 timeline joins a sandbox's events with decisions, versions and audit,
 decide answers a held one, and key (admin) registers the Ed25519 key a
-source must sign its events with. simulate is a watchdog (with a sentry
-token): it sends realistic event streams, for tests and demos.`
+source must sign its events with. Realistic event streams for tests and
+demos come from go run ./bench/sentrysim (with a sentry token).`
 	key := newGroupCmd("key", "Register or remove the Ed25519 key a source signs its events with (admin)",
 		`  portcullis sentry key set urn:dpu:node-17 --public-key node-17.pub
   portcullis sentry key delete urn:dpu:node-17`)
@@ -64,7 +64,6 @@ token): it sends realistic event streams, for tests and demos.`
 		newSentryActionsCmd(env),
 		newSentryDecideCmd(env),
 		newSentryTimelineCmd(env),
-		newSentrySimulateCmd(env),
 		key,
 	)
 	return cmd
@@ -243,8 +242,24 @@ With -o json: {"sources": [...]}.`,
 	return cmd
 }
 
-// gapsCell is "6-7, 10-12" ("10" for a gap of one), "none" without gaps.
-// gapsCell is a source's listed gaps, and how many more it has.
+// pairsCell is gaps as "6-7, 10" ("10" for a gap of one), or "none".
+func pairsCell(gaps [][2]uint64) string {
+	if len(gaps) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, g := range gaps {
+		if g[0] == g[1] {
+			parts = append(parts, fmt.Sprint(g[0]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", g[0], g[1]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// gapsCell is a source's listed gaps, and how many more it has:
+// "6-7, 10 (+42 more)".
 func gapsCell(gaps []*portcullisv1.SequenceGap, more uint64) string {
 	pairs := make([][2]uint64, len(gaps))
 	for i, g := range gaps {
