@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
 		t.Fatalf("%d releases before the first policy version", n)
 	}
 	close(enforcing)
-	waitUntil(t, "the release after start", func() bool { return count() == 1 })
+	eventually(t, "the release after start", func() bool { return count() == 1 })
 	// Idle without traffic: nothing more.
 	time.Sleep(100 * time.Millisecond)
 	if n := count(); n != 1 {
@@ -51,7 +51,7 @@ func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
 	// the count: a loop of steps could outlast a tick on a loaded machine,
 	// which the trimmer rightly takes for idle.)
 	decided.Add(15)
-	waitUntil(t, "the release after traffic", func() bool { return count() == 2 })
+	eventually(t, "the release after traffic", func() bool { return count() == 2 })
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	<-done
@@ -59,5 +59,17 @@ func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
 	defer mu.Unlock()
 	if len(releases) != 2 || releases[0] || !releases[1] {
 		t.Errorf("releases %v, want [false true]: one after start, one after the traffic", releases)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after 15 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

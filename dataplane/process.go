@@ -1,0 +1,250 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/internal/ca"
+	"github.com/portcullis-dev/portcullis/internal/exetrim"
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/rotate"
+	"github.com/portcullis-dev/portcullis/store"
+)
+
+// DecisionLogName is the decision log's file in Process.DataDir.
+const DecisionLogName = "decisions.jsonl"
+
+// Process is what a proxy process adds around its Agent (portcullis
+// proxy sets all of it; tests and benchmarks usually none): its data
+// directory, OCSF events of its decisions, and the release of memory it
+// no longer uses. The zero value adds nothing.
+type Process struct {
+	// DataDir, if set, is the proxy's directory, created (0700) by New:
+	// the decision log (DecisionLogName, when Config.DecisionLog is nil),
+	// a standalone proxy's CA (ca.LoadOrCreate, when Config.CA is nil),
+	// and in gateway mode Gateway.DataDir when that is unset, and the
+	// proxy id when Gateway.ProxyID is unset (generated once, then kept
+	// in the file proxy-id).
+	DataDir string
+	// DecisionLogMaxSize rotates the decision log in DataDir when it
+	// would pass this many bytes, keeping DecisionLogKeep older files
+	// (decisions.jsonl.1 newest; 0 keeps none). Default
+	// rotate.DefaultMaxSize.
+	DecisionLogMaxSize int64
+	DecisionLogKeep    int
+	// OCSF, if set, receives every decision record as an OCSF event,
+	// mapped and written off the request path by emitters that Run runs
+	// until the proxy has stopped (its last decisions are queued by
+	// then); the Agent closes them. Their drops travel with the shipped
+	// decision records (Shipper.OCSFDropped, when unset): the proxy has
+	// no /metrics.
+	OCSF ocsf.Emitters
+	// TrimMemory releases the process's memory while Run runs (trimmer):
+	// its mappings of the executable's read-only pages a second after the
+	// first policy version, and again, with the free heap, after each
+	// spell of traffic followed by a minute without a decision. Like
+	// AdaptProcs it acts on the whole process. Default false.
+	TrimMemory bool
+}
+
+// prepare makes cfg's data dir and fills what it provides (the decision
+// log, a standalone proxy's CA, the subscription's directory and proxy
+// id). The returned closer closes the decision log it opened (nil: none).
+func (c *Config) prepare() (io.Closer, error) {
+	if c.DataDir == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if c.CA == nil && c.Gateway == nil {
+		// Standalone: the proxy's own CA. In gateway mode the sandbox's
+		// CA comes with the first version.
+		proxyCA, err := ca.LoadOrCreate(c.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		c.CA = proxyCA
+	}
+	if c.Gateway != nil {
+		gw := *c.Gateway
+		if gw.DataDir == "" {
+			gw.DataDir = c.DataDir
+		}
+		if gw.ProxyID == "" {
+			id, err := keptProxyID(c.DataDir)
+			if err != nil {
+				return nil, err
+			}
+			gw.ProxyID = id
+		}
+		c.Gateway = &gw
+	}
+	if c.DecisionLog != nil {
+		return nil, nil
+	}
+	path := filepath.Join(c.DataDir, DecisionLogName)
+	maxSize := c.DecisionLogMaxSize
+	if maxSize <= 0 {
+		maxSize = rotate.DefaultMaxSize
+	}
+	out, err := rotate.Open(path, maxSize, c.DecisionLogKeep)
+	if err != nil {
+		// A full or read-only data dir must not keep the proxy from
+		// enforcing: it runs, and the log is opened at the first write
+		// that can (decision.Log says when it can't).
+		c.Logger.Error("decision log cannot be opened; enforcing anyway, decisions stay in memory until it can be written", "err", err)
+		out = rotate.Later(path, maxSize, c.DecisionLogKeep)
+	}
+	c.DecisionLog = out
+	return out, nil
+}
+
+// keptProxyID returns the proxy id kept in dataDir, creating one (host
+// name and a random suffix) on first start.
+func keptProxyID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "proxy-id")
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	}
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return -1
+	}, host)
+	if host == "" {
+		host = "proxy"
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	id := fmt.Sprintf("%s-%x", host, b)
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keep proxy id: %w", err)
+	}
+	return id, nil
+}
+
+// emitOCSF queues r's OCSF event on es.
+func emitOCSF(es ocsf.Emitters) func(decision.Record) {
+	return func(r decision.Record) {
+		es.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
+	}
+}
+
+// ocsfDecision reads a decision record for the OCSF mapping.
+func ocsfDecision(r decision.Record) ocsf.Decision {
+	d := ocsf.Decision{
+		Time: r.Time, Sandbox: r.Sandbox, Binary: r.Binary, Host: r.Host, Port: r.Port, Addr: r.Addr,
+		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
+		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
+		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
+		ToolDefinition: r.ToolDefinition, TraceID: r.TraceID,
+	}
+	for _, c := range r.Cuts {
+		d.Cuts = append(d.Cuts, store.FieldCut{Field: c.Field, Length: c.Length, SHA256: c.SHA256})
+	}
+	if s := r.Summary; s != nil {
+		d.SummaryCount, d.SummaryLast, d.SummaryFirstDenialID, d.SummaryLastDenialID = s.Count, s.Last, s.FirstDenialID, s.LastDenialID
+	}
+	return d
+}
+
+// The proxy's memory between bursts of traffic (Process.TrimMemory).
+// Linux maps an executable's code in 64 KiB windows around each page a
+// fault touches, and Go runs every linked package's init before main, so
+// by the time the proxy serves most of its binary is mapped (17 of the
+// image's 22 MiB) though an idle proxy runs about 3 MiB of it. A second
+// after its first policy version, and again whenever it has decided
+// nothing for a minute after deciding something, the proxy drops its
+// mappings of its executable's read-only pages (internal/exetrim; what it
+// runs comes back at its next touch, from the page cache) and, after
+// traffic, returns the heap it no longer uses to the system.
+const (
+	// startupSettle is how long after the first policy version the first
+	// release waits: the work of that version (compiling it, the ACK) is
+	// done by then.
+	startupSettle = time.Second
+	// idleTrimAfter is how long without a decision makes a proxy that has
+	// served since its last release release again.
+	idleTrimAfter = time.Minute
+)
+
+// trimmer releases the proxy's memory as described above; the functions
+// and durations are fields so that tests can drive it.
+type trimmer struct {
+	enforcing <-chan struct{}    // closed at the first policy version
+	decided   func() uint64      // the proxy's decision count
+	release   func(traffic bool) // drop the mappings; after traffic, the free heap too
+	settle    time.Duration
+	idle      time.Duration
+}
+
+// newTrimmer is the trimmer of p's process.
+func newTrimmer(p *Proxy, log *slog.Logger) trimmer {
+	return trimmer{
+		enforcing: p.Enforcing(),
+		decided:   p.Decided,
+		settle:    startupSettle,
+		idle:      idleTrimAfter,
+		release: func(traffic bool) {
+			if traffic {
+				debug.FreeOSMemory()
+			}
+			n, err := exetrim.Release()
+			if err != nil {
+				log.Warn("could not release the executable's pages", "err", err)
+				return
+			}
+			log.Debug("released the executable's pages", "bytes", n, "after_traffic", traffic)
+		},
+	}
+}
+
+// run releases once settle after enforcing closes, then after every
+// spell of traffic followed by idle without a decision; it returns when
+// ctx ends.
+func (t trimmer) run(ctx context.Context) {
+	select {
+	case <-t.enforcing:
+	case <-ctx.Done():
+		return
+	}
+	timer := time.NewTimer(t.settle)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		return
+	}
+	released := t.decided()
+	t.release(false)
+	tick := time.NewTicker(t.idle)
+	defer tick.Stop()
+	last := released
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		n := t.decided()
+		if n == last && n != released {
+			t.release(true)
+			released = n
+		}
+		last = n
+	}
+}
