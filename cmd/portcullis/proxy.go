@@ -259,7 +259,7 @@ func (f *proxyFlags) subscribeConfig(env *environment, log *slog.Logger) (*gatew
 		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 			return nil, usagef("gateway URL %s: want http(s)://HOST:PORT, without credentials or a path", u.Redacted())
 		}
-		if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+		if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
 			if !f.insecure {
 				return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://, or --insecure on a private network", u.Redacted())
 			}
@@ -283,14 +283,6 @@ func (f *proxyFlags) subscribeConfig(env *environment, log *slog.Logger) (*gatew
 		MaxBackoff: f.maxBackoff,
 		Logger:     log,
 	}, nil
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // versionOrWaiting is versionOrNone for a proxy following a gateway: with

@@ -90,13 +90,6 @@ func firstArg(a []string) string {
 	return a[0]
 }
 
-// checkLimit refuses a --limit the gateway would not take.
-func checkLimit(cmd *cobra.Command, limit int) error {
-	if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxLogLimit) {
-		return usagef("--limit must be from 1 to %d, got %d", maxLogLimit, limit)
-	}
-	return nil
-}
 
 func newSentryEventsCmd(env *environment) *cobra.Command {
 	var (
@@ -124,7 +117,7 @@ With -o json: {"events": [...]}, each event with the document as received.`,
   portcullis sentry events --source urn:dpu:node-17 -o json | jq -r '.events[].document'`,
 		Args: optionalArg("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := checkLimit(cmd, limit); err != nil {
+			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
 			from, err := sinceTimestamp(since)
@@ -306,7 +299,7 @@ With -o json: {"actions": [...]}.`,
 					return usagef("--status must be one of %s, got %q", strings.Join(sentryStatuses, ", "), s)
 				}
 			}
-			if err := checkLimit(cmd, limit); err != nil {
+			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
 			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryActionsResponse, error) {
