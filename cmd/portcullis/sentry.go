@@ -90,7 +90,6 @@ func firstArg(a []string) string {
 	return a[0]
 }
 
-
 func newSentryEventsCmd(env *environment) *cobra.Command {
 	var (
 		source, typ, since string
