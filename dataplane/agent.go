@@ -15,9 +15,10 @@ import (
 
 // Agent is one running proxy with everything that feeds it: the policy
 // source (a watched file, or the gateway subscription with its decision
-// shipper and policy.local's advisor relay), the decision log and the CA.
-// It is the only way to run a proxy, and it owns every goroutine it
-// starts: Run returns only once all of them have ended.
+// shipper and policy.local's advisor relay), the decision log and the CA,
+// and what its process adds (Config.Process: the data dir, OCSF events,
+// the memory trimmer). It is the only way to run a proxy, and it owns
+// every goroutine it starts: Run returns only once all of them have ended.
 //
 // The embedded Proxy is the proxy's state, for callers in the same
 // process (tests, benchmarks): the policy in force, the decision ring,
