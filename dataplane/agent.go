@@ -138,7 +138,7 @@ func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	var feeders sync.WaitGroup
 	if a.cfg.TrimMemory {
-		feeders.Go(func() { newTrimmer(a.Proxy, a.cfg.Logger).run(ctx) })
+		feeders.Go(func() { trimSchedule(a.Proxy, a.cfg.Logger).Run(ctx) })
 	}
 	// The OCSF emitters outlive the proxy: its last decisions are queued
 	// once it has stopped.

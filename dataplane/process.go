@@ -1,14 +1,12 @@
 package dataplane
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -48,11 +46,12 @@ type Process struct {
 	// decision records (Shipper.OCSFDropped, when unset): the proxy has
 	// no /metrics.
 	OCSF ocsf.Emitters
-	// TrimMemory releases the process's memory while Run runs (trimmer):
-	// its mappings of the executable's read-only pages a second after the
-	// first policy version, and again, with the free heap, after each
-	// spell of traffic followed by a minute without a decision. Like
-	// AdaptProcs it acts on the whole process. Default false.
+	// TrimMemory releases the process's memory while Run runs
+	// (trimSchedule): its mappings of the executable's read-only pages a
+	// second after the first policy version, and again, with the free
+	// heap, after each spell of traffic followed by a minute without a
+	// decision. Like AdaptProcs it acts on the whole process. Default
+	// false.
 	TrimMemory bool
 }
 
@@ -162,7 +161,7 @@ func ocsfDecision(r decision.Record) ocsf.Decision {
 	return d
 }
 
-// The proxy's memory between bursts of traffic (Process.TrimMemory).
+// trimSchedule is when the proxy releases memory (Process.TrimMemory).
 // Linux maps an executable's code in 64 KiB windows around each page a
 // fault touches, and Go runs every linked package's init before main, so
 // by the time the proxy serves most of its binary is mapped (17 of the
@@ -172,79 +171,15 @@ func ocsfDecision(r decision.Record) ocsf.Decision {
 // mappings of its executable's read-only pages (internal/exetrim; what it
 // runs comes back at its next touch, from the page cache) and, after
 // traffic, returns the heap it no longer uses to the system.
-const (
-	// startupSettle is how long after the first policy version the first
-	// release waits: the work of that version (compiling it, the ACK) is
-	// done by then.
-	startupSettle = time.Second
-	// idleTrimAfter is how long without a decision makes a proxy that has
-	// served since its last release release again.
-	idleTrimAfter = time.Minute
-)
-
-// trimmer releases the proxy's memory as described above; the functions
-// and durations are fields so that tests can drive it.
-type trimmer struct {
-	enforcing <-chan struct{}    // closed at the first policy version
-	decided   func() uint64      // the proxy's decision count
-	release   func(traffic bool) // drop the mappings; after traffic, the free heap too
-	settle    time.Duration
-	idle      time.Duration
-}
-
-// newTrimmer is the trimmer of p's process.
-func newTrimmer(p *Proxy, log *slog.Logger) trimmer {
-	return trimmer{
-		enforcing: p.Enforcing(),
-		decided:   p.Decided,
-		settle:    startupSettle,
-		idle:      idleTrimAfter,
-		release: func(traffic bool) {
-			if traffic {
-				debug.FreeOSMemory()
-			}
-			n, err := exetrim.Release()
-			if err != nil {
-				log.Warn("could not release the executable's pages", "err", err)
-				return
-			}
-			log.Debug("released the executable's pages", "bytes", n, "after_traffic", traffic)
-		},
-	}
-}
-
-// run releases once settle after enforcing closes, then after every
-// spell of traffic followed by idle without a decision; it returns when
-// ctx ends.
-func (t trimmer) run(ctx context.Context) {
-	select {
-	case <-t.enforcing:
-	case <-ctx.Done():
-		return
-	}
-	timer := time.NewTimer(t.settle)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return
-	}
-	released := t.decided()
-	t.release(false)
-	tick := time.NewTicker(t.idle)
-	defer tick.Stop()
-	last := released
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-		n := t.decided()
-		if n == last && n != released {
-			t.release(true)
-			released = n
-		}
-		last = n
+func trimSchedule(p *Proxy, log *slog.Logger) exetrim.Schedule {
+	return exetrim.Schedule{
+		Ready:    p.Enforcing(),
+		Activity: p.Decided,
+		// The work of the first version (compiling it, the ACK) is done
+		// a second after it.
+		Settle: time.Second,
+		// A minute without a decision ends a spell of traffic.
+		Idle:   time.Minute,
+		Logger: log,
 	}
 }

@@ -1,4 +1,4 @@
-package dataplane
+package exetrim
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// The proxy releases its executable's pages once after its first policy
-// version, then after each spell of traffic once it has been idle, and
-// never while idle without traffic in between.
-func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
+// The schedule releases the executable's pages once after the server is
+// ready (the proxy: its first policy version), then after each spell of
+// work once it has been idle, and never while idle without work in
+// between.
+func TestScheduleReleasesAfterStartAndAfterWork(t *testing.T) {
 	var decided atomic.Uint64
 	var mu sync.Mutex
 	var releases []bool // each release's traffic flag
@@ -21,20 +22,20 @@ func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
 		return len(releases)
 	}
 	enforcing := make(chan struct{})
-	tr := trimmer{
-		enforcing: enforcing,
-		decided:   decided.Load,
+	s := Schedule{
+		Ready:    enforcing,
+		Activity: decided.Load,
 		release: func(traffic bool) {
 			mu.Lock()
 			releases = append(releases, traffic)
 			mu.Unlock()
 		},
-		settle: 10 * time.Millisecond,
-		idle:   20 * time.Millisecond,
+		Settle: 10 * time.Millisecond,
+		Idle:   20 * time.Millisecond,
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { tr.run(ctx); close(done) }()
+	go func() { s.Run(ctx); close(done) }()
 
 	time.Sleep(50 * time.Millisecond)
 	if n := count(); n != 0 {
