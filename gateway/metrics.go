@@ -172,7 +172,7 @@ var pendingAges = []struct {
 // and serves the last answer in between; when the store fails and there is
 // no answer yet, the metrics are left out of that scrape.
 type pendingCollector struct {
-	st     *store.Store
+	st     store.Reader
 	now    func() time.Time
 	ttl    time.Duration
 	log    *slog.Logger
@@ -184,7 +184,7 @@ type pendingCollector struct {
 	last store.PendingCount
 }
 
-func newPendingCollector(st *store.Store, now func() time.Time, ttl time.Duration, log *slog.Logger) *pendingCollector {
+func newPendingCollector(st store.Reader, now func() time.Time, ttl time.Duration, log *slog.Logger) *pendingCollector {
 	return &pendingCollector{st: st, now: now, ttl: ttl, log: log,
 		count: prometheus.NewDesc("portcullis_proposals_pending",
 			"Proposals waiting for a decision, by age: those created longer ago than older_than (0s: all).", []string{"older_than"}, nil),

@@ -537,7 +537,7 @@ func (s sentryService) SetSourceKey(ctx context.Context, req *portcullisv1.SetSe
 	if n := len(req.GetPublicKey()); n != 32 {
 		return nil, invalidField("public_key", "an Ed25519 public key is 32 bytes, not %d", n)
 	}
-	k, err := s.store.SetSentryKey(ctx, store.SentryKey{Source: req.GetSource(), PublicKey: req.GetPublicKey()}, p.Actor())
+	k, err := s.life.SetSentryKey(ctx, store.SentryKey{Source: req.GetSource(), PublicKey: req.GetPublicKey()}, p.Actor())
 	if err != nil {
 		return nil, err
 	}
@@ -550,7 +550,7 @@ func (s sentryService) DeleteSourceKey(ctx context.Context, req *portcullisv1.De
 	if err := checkSentrySource("source", req.GetSource()); err != nil {
 		return nil, err
 	}
-	if err := s.store.DeleteSentryKey(ctx, req.GetSource(), p.Actor()); err != nil {
+	if err := s.life.DeleteSentryKey(ctx, req.GetSource(), p.Actor()); err != nil {
 		return nil, missing(err, "source %q has no key", req.GetSource())
 	}
 	return &portcullisv1.DeleteSentrySourceKeyResponse{}, nil

@@ -263,8 +263,10 @@ func (c *Config) check() error {
 
 // Server is the gateway.
 type Server struct {
-	cfg     Config
-	store   *store.Store
+	cfg Config
+	// store is read-only: every write goes through life, the store's one
+	// writer.
+	store   store.Reader
 	log     *slog.Logger
 	auth    *authenticator
 	metrics *metrics
@@ -297,6 +299,8 @@ type Server struct {
 }
 
 // New builds a gateway over st. It does not listen; see Run and Handler.
+// The lifecycle it builds over st is st's one writer; the rest of the
+// gateway holds st as a store.Reader.
 func New(cfg Config, st *store.Store) (*Server, error) {
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
@@ -306,8 +310,15 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		cfg:   cfg,
 		store: st,
 		log:   cfg.Logger.With("component", "gateway"),
-		auth:  newAuthenticator(st, cfg.Now),
 	}
+	s.notify = notify.New(notify.Config{URL: cfg.WebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
+	s.auditNotify = notify.New(notify.Config{URL: cfg.AuditWebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
+	s.life = lifecycle.New(lifecycle.Config{
+		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
+		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval, DevAllowLoopback: cfg.DevAllowLoopback,
+		Events: lifecycle.Events{NeedsHuman: s.notify.NeedsHuman, Decided: s.notify.Decided},
+	}, st)
+	s.auth = newAuthenticator(st, s.life, cfg.Now)
 	s.decisions = decisions.New(decisions.Config{
 		MaxAge: cfg.DecisionMaxAge, MaxPerSandbox: cfg.DecisionMaxPerSandbox, SweepInterval: cfg.DecisionSweepInterval,
 		Rate: cfg.DecisionRate, Burst: cfg.DecisionBurst, Now: cfg.Now,
@@ -316,14 +327,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 				s.swept(err)
 			}
 		},
-	}, st, s.log)
-	s.notify = notify.New(notify.Config{URL: cfg.WebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
-	s.auditNotify = notify.New(notify.Config{URL: cfg.AuditWebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
-	s.life = lifecycle.New(lifecycle.Config{
-		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
-		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval, DevAllowLoopback: cfg.DevAllowLoopback,
-		Events: lifecycle.Events{NeedsHuman: s.notify.NeedsHuman, Decided: s.notify.Decided},
-	}, st)
+	}, s.life, s.log)
 	s.metrics = newMetrics(s)
 	s.dist = distribution.New(distribution.Config{
 		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
@@ -336,7 +340,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Decided:     func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
 		Sink:        s.decisions,
 		Tracer:      cfg.TracerProvider,
-	}, st, s.log)
+	}, st, s.life, s.log)
 	s.batchBodies = newPlaces(cfg.SentryBatchBodies, cfg.SentryBatchesPerSource)
 	s.sentry = sentryintake.New(sentryintake.Config{
 		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, QuarantineBudgetPerSource: cfg.QuarantineBudgetPerSource, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle, Window: cfg.SentryWindow,
@@ -509,10 +513,10 @@ func (s *Server) Bootstrap(ctx context.Context) (string, bool, error) {
 		}
 		hash = hashToken(token)
 	}
-	_, err = s.store.CreateToken(ctx, store.Token{Name: "admin", Role: store.RoleAdmin, Hash: hash, CreatedBy: "bootstrap"}, "bootstrap")
+	_, err = s.life.CreateToken(ctx, store.Token{Name: "admin", Role: store.RoleAdmin, Hash: hash, CreatedBy: "bootstrap"}, "bootstrap")
 	if errors.Is(err, store.ErrAlreadyExists) {
 		// A revoked token named "admin" exists; keep the name unique.
-		_, err = s.store.CreateToken(ctx, store.Token{Name: "admin-" + hash[:8], Role: store.RoleAdmin, Hash: hash, CreatedBy: "bootstrap"}, "bootstrap")
+		_, err = s.life.CreateToken(ctx, store.Token{Name: "admin-" + hash[:8], Role: store.RoleAdmin, Hash: hash, CreatedBy: "bootstrap"}, "bootstrap")
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("create admin token: %w", err)

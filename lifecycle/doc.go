@@ -5,6 +5,15 @@
 // approval rules, separation of duties, quorum counting and applying with
 // grants, and the sweeps of expired proposals and grants.
 //
+// It is also the store's one writer. Every other part of the gateway
+// holds the store as a store.Reader and writes through a Lifecycle:
+// sandboxes, their boundaries and credentialed hosts (sandboxes.go),
+// tokens, Sentry source keys and the signing key chain (credentials.go),
+// and what proxies report (fleet.go). Where package store already keeps a
+// write's record (its audit entry, its compare-and-swap), the method here
+// is a thin pass-through; what it adds is the consequence the write has
+// on the workflows above (a new boundary re-proves pending proposals).
+//
 // It works on plain domain types (store's, advisor's, prover's, policy's)
 // and knows no API: the gateway's handlers translate requests into calls
 // here and the results into responses, and map this package's errors
@@ -12,7 +21,7 @@
 // PermissionError, RateLimitError) to status codes.
 //
 // Nothing here announces a commit. The store's commit feed
-// (store.Driver.ListenPolicyCommits) tells every listener of every
+// (store.Reader.ListenPolicyCommits) tells every listener of every
 // version committed through any replica: the push hub of package gateway
 // sends it to proxies, and Run re-bases the sandbox's pending proposals.
 package lifecycle

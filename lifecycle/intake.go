@@ -375,11 +375,9 @@ func (l *Lifecycle) Withdraw(ctx context.Context, id int64, sandbox, reason, act
 	return out, nil
 }
 
-// ContextChanged: the sandbox's boundary or credentialed hosts changed;
-// its pending proposals are proved again.
-func (l *Lifecycle) ContextChanged(sandbox string) { l.refresh(sandbox) }
-
-// refresh re-proves sandbox's pending proposals in the background.
+// refresh re-proves sandbox's pending proposals in the background: its
+// version moved, or its boundary or credentialed hosts changed
+// (sandboxes.go).
 func (l *Lifecycle) refresh(sandbox string) {
 	l.mu.Lock()
 	if l.busy[sandbox] {

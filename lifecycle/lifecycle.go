@@ -75,8 +75,9 @@ func (c *Config) setDefaults() {
 
 // Lifecycle is a sandbox policy's life after it is stored: every version
 // commit, proposal intake, review and approval, and the clocks (expiry of
-// proposals and grants). Create it with New and run its background work
-// with Run.
+// proposals and grants). It is also the one writer of its store: the rest
+// of the gateway reads a store.Reader and writes through it. Create it
+// with New and run its background work with Run.
 type Lifecycle struct {
 	cfg   Config
 	log   *slog.Logger
@@ -97,7 +98,8 @@ type Lifecycle struct {
 	bg context.Context
 }
 
-// New returns a Lifecycle over st.
+// New returns a Lifecycle over st, which it writes: whoever else holds
+// st should hold it as a store.Reader.
 func New(cfg Config, st *store.Store) *Lifecycle {
 	cfg.setDefaults()
 	return &Lifecycle{

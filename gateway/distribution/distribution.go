@@ -8,9 +8,12 @@
 //
 // The gateway root constructs one Distribution, runs it (Run) and calls
 // its serving methods from its Connect handlers and grpc-go bridge, after
-// authorization: a Caller says whose stream it is. It may import store,
-// the generated API (the stream's messages are the wire format), the
-// lifecycle's domain errors, transport (OffStack, interrupters),
+// authorization: a Caller says whose stream it is. It reads the store
+// through a store.Reader and writes through package lifecycle, the store's
+// one writer: proxies' statuses, the tool definitions they report, the
+// signing key chain and each sandbox's CA. It may import store, the
+// generated API (the stream's messages are the wire format), lifecycle
+// (its writes and domain errors), transport (OffStack, interrupters),
 // internal/signing and internal/ca; never the gateway root.
 package distribution
 
@@ -23,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/portcullis-dev/portcullis/internal/telemetry"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -92,7 +96,8 @@ type Reauthenticator interface {
 // decision records.
 type Distribution struct {
 	cfg     Config
-	st      *store.Store
+	st      store.Reader
+	life    *lifecycle.Lifecycle // every write
 	log     *slog.Logger
 	signer  *signer
 	hub     *hub
@@ -100,8 +105,9 @@ type Distribution struct {
 	tracer  trace.Tracer // nil: no push spans
 }
 
-// New returns a Distribution over st. Nothing runs until Run.
-func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
+// New returns a Distribution reading st and writing through life. Nothing
+// runs until Run.
+func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logger) *Distribution {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -132,14 +138,15 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 	if cfg.Forked == nil {
 		cfg.Forked = func() {}
 	}
-	sg := newSigner(st)
+	sg := newSigner(st, life)
 	d := &Distribution{
 		cfg:     cfg,
 		st:      st,
+		life:    life,
 		log:     log,
 		signer:  sg,
 		hub:     newHub(st, sg),
-		proxies: newProxyTracker(st, cfg.Replica, cfg.Now),
+		proxies: newProxyTracker(life, cfg.Replica, cfg.Now),
 	}
 	if cfg.Tracer != nil {
 		d.tracer = cfg.Tracer.Tracer(telemetry.Scope)

@@ -76,7 +76,7 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 		}
 		stored += uint64(n)
 		if len(defs) > 0 {
-			if _, err := d.st.RecordToolDefinitions(ctx, defs); err != nil {
+			if _, err := d.life.RecordToolDefinitions(ctx, defs); err != nil {
 				return nil, err
 			}
 		}

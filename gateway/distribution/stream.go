@@ -234,7 +234,7 @@ func (d *Distribution) SandboxCA(ctx context.Context, sandbox string) (*portcull
 		if gerr != nil {
 			return nil, gerr
 		}
-		ca, err = d.st.PutSandboxCA(ctx, store.SandboxCA{Sandbox: sandbox, CertPEM: certPEM, KeyPEM: keyPEM})
+		ca, err = d.life.PutSandboxCA(ctx, store.SandboxCA{Sandbox: sandbox, CertPEM: certPEM, KeyPEM: keyPEM})
 	}
 	if err != nil {
 		return nil, missing(err, "sandbox %q not found", sandbox)
