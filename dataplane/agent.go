@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
-	"github.com/portcullis-dev/portcullis/internal/ocsf"
 )
 
 // Agent is one running proxy with everything that feeds it: the policy
@@ -29,7 +28,7 @@ type Agent struct {
 	sub     *gatewayclient.Subscriber // gateway mode only
 	shipper *gatewayclient.Shipper    // gateway mode only
 	logFile io.Closer                 // the decision log New opened in DataDir
-	ocsf    ocsf.Emitters             // until Run runs them
+	ocsf    RecordSink                // until Run runs it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -61,9 +60,9 @@ func New(cfg Config) (_ *Agent, err error) {
 	if a.logFile, err = cfg.prepare(); err != nil {
 		return nil, err
 	}
-	if len(cfg.OCSF) > 0 {
+	if cfg.OCSF != nil {
 		// Every decision, mapped and written off the request path.
-		cfg.OnRecord = chainRecords(cfg.OnRecord, emitOCSF(cfg.OCSF))
+		cfg.OnRecord = chainRecords(cfg.OnRecord, cfg.OCSF.Offer)
 		if cfg.Shipper.OCSFDropped == nil {
 			cfg.Shipper.OCSFDropped = cfg.OCSF.Dropped
 		}
@@ -129,7 +128,7 @@ func chainRecords[R any](first, then func(R)) func(R) {
 // Run serves proxy clients on ln, and keeps the policy in step with its
 // source, until ctx ends; then it stops serving, waits for every goroutine
 // it started (the subscription, the shipper, the file watcher, the memory
-// trimmer, the server's own, and last the OCSF emitters) and releases the
+// trimmer, the server's own, and last the OCSF sink) and releases the
 // gateway connections and the decision log file. It returns the server's
 // error if serving failed, nil after ctx ended.
 func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
@@ -140,13 +139,15 @@ func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
 	if a.cfg.TrimMemory {
 		feeders.Go(func() { trimSchedule(a.Proxy, a.cfg.Logger).Run(ctx) })
 	}
-	// The OCSF emitters outlive the proxy: its last decisions are queued
+	// The OCSF sink outlives the proxy: its last decisions are queued
 	// once it has stopped.
-	es := a.ocsf
+	sink := a.ocsf
 	a.ocsf = nil
 	emitCtx, stopEmitting := context.WithCancel(context.Background())
-	var emitters sync.WaitGroup
-	emitters.Go(func() { es.Run(emitCtx) })
+	var emitting sync.WaitGroup
+	if sink != nil {
+		emitting.Go(func() { sink.Run(emitCtx) })
+	}
 	switch {
 	case a.sub != nil:
 		feeders.Go(func() { a.sub.Run(ctx) })
@@ -162,9 +163,9 @@ func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
 	cancel()
 	feeders.Wait()
 	stopEmitting()
-	emitters.Wait()
-	if n := es.Dropped(); n > 0 {
-		a.cfg.Logger.Warn("OCSF events were dropped", "dropped", n)
+	emitting.Wait()
+	if sink != nil && sink.Dropped() > 0 {
+		a.cfg.Logger.Warn("OCSF events were dropped", "dropped", sink.Dropped())
 	}
 	return err
 }
@@ -180,8 +181,8 @@ func (a *Agent) Close() error {
 		if a.logFile != nil {
 			a.closeErr = errors.Join(a.closeErr, a.logFile.Close())
 		}
-		for _, e := range a.ocsf {
-			e.Close()
+		if a.ocsf != nil {
+			a.ocsf.Close()
 		}
 	})
 	return a.closeErr

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -13,9 +14,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/exetrim"
-	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/rotate"
-	"github.com/portcullis-dev/portcullis/store"
 )
 
 // DecisionLogName is the decision log's file in Process.DataDir.
@@ -39,13 +38,13 @@ type Process struct {
 	// rotate.DefaultMaxSize.
 	DecisionLogMaxSize int64
 	DecisionLogKeep    int
-	// OCSF, if set, receives every decision record as an OCSF event,
-	// mapped and written off the request path by emitters that Run runs
-	// until the proxy has stopped (its last decisions are queued by
-	// then); the Agent closes them. Their drops travel with the shipped
-	// decision records (Shipper.OCSFDropped, when unset): the proxy has
-	// no /metrics.
-	OCSF ocsf.Emitters
+	// OCSF, if set, receives every decision record, to write it as an
+	// OCSF event off the request path; Run runs it until the proxy has
+	// stopped (its last decisions are queued by then), and the Agent
+	// owns it from New on. Its drops travel with the shipped decision
+	// records (Shipper.OCSFDropped, when unset): the proxy has no
+	// /metrics.
+	OCSF RecordSink
 	// TrimMemory releases the process's memory while Run runs
 	// (trimSchedule): its mappings of the executable's read-only pages a
 	// second after the first policy version, and again, with the free
@@ -53,6 +52,17 @@ type Process struct {
 	// decision. Like AdaptProcs it acts on the whole process. Default
 	// false.
 	TrimMemory bool
+}
+
+// RecordSink takes decision records off the request path and writes
+// them on its own goroutine: the OCSF emitters, which portcullis proxy
+// gives with the mapping of a record to an OCSF event (the edge converts
+// records; internal/ocsf links the store's types).
+type RecordSink interface {
+	Offer(decision.Record)   // queues the record; never blocks
+	Run(ctx context.Context) // writes until ctx ends, then what is queued, and closes
+	Close() error            // closes a sink that never ran
+	Dropped() uint64         // records lost: the queue was full or the sink failed
 }
 
 // prepare makes cfg's data dir and fills what it provides (the decision
@@ -134,31 +144,6 @@ func keptProxyID(dataDir string) (string, error) {
 		return "", fmt.Errorf("keep proxy id: %w", err)
 	}
 	return id, nil
-}
-
-// emitOCSF queues r's OCSF event on es.
-func emitOCSF(es ocsf.Emitters) func(decision.Record) {
-	return func(r decision.Record) {
-		es.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
-	}
-}
-
-// ocsfDecision reads a decision record for the OCSF mapping.
-func ocsfDecision(r decision.Record) ocsf.Decision {
-	d := ocsf.Decision{
-		Time: r.Time, Sandbox: r.Sandbox, Binary: r.Binary, Host: r.Host, Port: r.Port, Addr: r.Addr,
-		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
-		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
-		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
-		ToolDefinition: r.ToolDefinition, TraceID: r.TraceID,
-	}
-	for _, c := range r.Cuts {
-		d.Cuts = append(d.Cuts, store.FieldCut{Field: c.Field, Length: c.Length, SHA256: c.SHA256})
-	}
-	if s := r.Summary; s != nil {
-		d.SummaryCount, d.SummaryLast, d.SummaryFirstDenialID, d.SummaryLastDenialID = s.Count, s.Last, s.FirstDenialID, s.LastDenialID
-	}
-	return d
 }
 
 // trimSchedule is when the proxy releases memory (Process.TrimMemory).

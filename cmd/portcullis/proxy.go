@@ -160,12 +160,16 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 		cfg.PolicyFile, cfg.ReloadInterval = f.policyFile, f.reload
 	}
 	f.ocsf.name(env, "portcullis-proxy")
-	if cfg.OCSF, err = f.ocsf.open(ocsf.Proxy, log); err != nil {
+	emitters, err := f.ocsf.open(ocsf.Proxy, log)
+	if err != nil {
 		return err
+	}
+	if emitters != nil {
+		cfg.OCSF = ocsfRecords{emitters}
 	}
 	applyTestHooks(&cfg)
 	if err := applyDrillHooks(&cfg); err != nil {
-		closeAll(cfg.OCSF)
+		closeAll(emitters)
 		return err
 	}
 	agent, err := dataplane.New(cfg) // owns cfg.OCSF from here
