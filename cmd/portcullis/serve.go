@@ -288,7 +288,6 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 			octx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			wg.Go(func() { emitters.Run(octx) })
-			wg.Go(func() { tailAudit(octx, st, emitters, log.With("component", "ocsf"), time.Second) })
 			err = gw.Serve(ctx, ln)
 			stop()
 			wg.Wait()
