@@ -36,7 +36,7 @@ var layers = map[string][]string{
 	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest"},
 	"sentry":               {"internal/jcs"},
 	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/identity", "dataplane/match",
-		"dataplane/mcp", "dataplane/policylocal", "policy", "internal/ca", "internal/telemetry"},
+		"dataplane/mcp", "dataplane/policylocal", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
 	"dataplane/match":         {"policy", "dataplane/jsonlex"},
 	"dataplane/mcp":           {"policy", "dataplane/jsonlex"},
 	"dataplane/mcp/ssetest":   nil,
