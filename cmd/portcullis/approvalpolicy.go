@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -38,8 +39,8 @@ With -o json: the ApprovalPolicy {version, module, hash, author, created_at}.`,
   portcullis approval-policy get -o json | jq -r .version`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.ApprovalPolicy, error) {
-				return api.approval.GetApprovalPolicy(cmd.Context(), &portcullisv1.GetApprovalPolicyRequest{})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ApprovalPolicy, error) {
+				return api.Approval.GetApprovalPolicy(cmd.Context(), &portcullisv1.GetApprovalPolicyRequest{})
 			}, func(ap *portcullisv1.ApprovalPolicy) error {
 				fmt.Fprintf(env.stderr, "approval rules %s\n", approvalPolicyLabel(ap))
 				_, err := io.WriteString(env.stdout, ap.GetModule())
@@ -74,8 +75,8 @@ hash; with -o json the ApprovalPolicy.`,
 			if strings.TrimSpace(string(module)) == "" {
 				return inputErr(fmt.Errorf("%s is empty", displayName(file)))
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.ApprovalPolicy, error) {
-				return api.approval.SetApprovalPolicy(cmd.Context(), &portcullisv1.SetApprovalPolicyRequest{Module: string(module)})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ApprovalPolicy, error) {
+				return api.Approval.SetApprovalPolicy(cmd.Context(), &portcullisv1.SetApprovalPolicyRequest{Module: string(module)})
 			}, func(ap *portcullisv1.ApprovalPolicy) error {
 				fmt.Fprintf(env.stdout, "approval rules %s\n", approvalPolicyLabel(ap))
 				return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -45,7 +46,7 @@ VerifyAuditResponse, in either case.`,
 			if err != nil {
 				return err
 			}
-			res, err := api.audit.VerifyAudit(cmd.Context(), &portcullisv1.VerifyAuditRequest{})
+			res, err := api.Audit.VerifyAudit(cmd.Context(), &portcullisv1.VerifyAuditRequest{})
 			if err != nil {
 				return err
 			}
@@ -95,8 +96,8 @@ ListAuditResponse, with each entry's prev_hash and hash.`,
 			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.ListAuditResponse, error) {
-				return api.audit.ListAudit(cmd.Context(), &portcullisv1.ListAuditRequest{Sandbox: sandbox, Limit: uint32(limit)})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListAuditResponse, error) {
+				return api.Audit.ListAudit(cmd.Context(), &portcullisv1.ListAuditRequest{Sandbox: sandbox, Limit: uint32(limit)})
 			}, func(res *portcullisv1.ListAuditResponse) error {
 				tw := env.table("SEQ", "TIME", "ACTOR", "ACTION", "SANDBOX", "TARGET", "DETAIL")
 				for _, e := range res.GetEntries() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -61,8 +62,8 @@ const completionTimeout = 2 * time.Second
 // sandboxNames lists the gateway's sandboxes (none when it cannot be
 // asked).
 func sandboxNames(ctx context.Context, env *environment) []string {
-	return askGateway(ctx, env, func(ctx context.Context, api *apiClients) (*portcullisv1.ListSandboxesResponse, error) {
-		return api.sandbox.ListSandboxes(ctx, &portcullisv1.ListSandboxesRequest{})
+	return askGateway(ctx, env, func(ctx context.Context, api *apiclient.Client) (*portcullisv1.ListSandboxesResponse, error) {
+		return api.Sandbox.ListSandboxes(ctx, &portcullisv1.ListSandboxesRequest{})
 	}, func(res *portcullisv1.ListSandboxesResponse) (names []string) {
 		for _, s := range res.GetSandboxes() {
 			names = append(names, s.GetName())
@@ -74,8 +75,8 @@ func sandboxNames(ctx context.Context, env *environment) []string {
 // pendingProposals lists the ids of pending proposals, each with its
 // sandbox and rationale as the shell's description.
 func pendingProposals(ctx context.Context, env *environment) []string {
-	return askGateway(ctx, env, func(ctx context.Context, api *apiClients) (*portcullisv1.ListProposalsResponse, error) {
-		return api.approval.ListProposals(ctx, &portcullisv1.ApprovalServiceListProposalsRequest{Status: "pending"})
+	return askGateway(ctx, env, func(ctx context.Context, api *apiclient.Client) (*portcullisv1.ListProposalsResponse, error) {
+		return api.Approval.ListProposals(ctx, &portcullisv1.ApprovalServiceListProposalsRequest{Status: "pending"})
 	}, func(res *portcullisv1.ListProposalsResponse) (ids []string) {
 		for _, p := range res.GetProposals() {
 			ids = append(ids, strconv.FormatUint(p.GetId(), 10)+"\t"+p.GetSandbox()+": "+clip(p.GetRationale(), 60))
@@ -86,7 +87,7 @@ func pendingProposals(ctx context.Context, env *environment) []string {
 
 // askGateway makes a completion's call within completionTimeout and
 // lists what it answered (nothing when the gateway cannot be asked).
-func askGateway[R any](ctx context.Context, env *environment, call func(context.Context, *apiClients) (R, error), list func(R) []string) []string {
+func askGateway[R any](ctx context.Context, env *environment, call func(context.Context, *apiclient.Client) (R, error), list func(R) []string) []string {
 	api, err := env.client()
 	if err != nil {
 		return nil

@@ -9,10 +9,9 @@ import (
 	"syscall"
 
 	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connectproto"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/portcullis-dev/portcullis/policy"
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/prover"
 )
 
@@ -32,17 +31,17 @@ func exitCode(err error) int {
 	case err == nil:
 		return exitOK
 	case isA[*usageError](err), isA[*inputError](err), isA[*problemsError](err), isA[*proveInputError](err),
-		errors.Is(err, prover.ErrTooComplex), isA[*refusalError](err):
+		errors.Is(err, prover.ErrTooComplex), isA[*apiclient.RefusalError](err):
 		// Refused input: prove on a change beyond the prover's budget,
 		// and a proposal refused as not narrow, too.
 		return exitInvalid
-	case isA[*rateLimitError](err), isA[*enforcementError](err):
+	case isA[*apiclient.RateLimitError](err), isA[*enforcementError](err):
 		// The gateway answered no. Too many proposals: for now; unlike
 		// an overloaded gateway (ResourceExhausted alone, exit 4),
 		// retrying at once will not help. --wait: a proxy refused the
 		// version, or some did not apply it in time.
 		return exitNo
-	case isA[*notGatewayError](err):
+	case isA[*apiclient.NotGatewayError](err):
 		// A wrong address: no gateway is available there.
 		return exitUnavailable
 	}
@@ -80,17 +79,6 @@ func exitCodeOf(code connect.Code) int {
 		// command did not succeed and retrying the same way will not help.
 		return exitNo
 	}
-}
-
-// notGatewayError is an address that answers, but not as a Portcullis
-// gateway does (another web server, a console's port, a typo'd path).
-type notGatewayError struct {
-	gateway string // redacted
-	status  string // what it answered, "404 Not Found"
-}
-
-func (e *notGatewayError) Error() string {
-	return fmt.Sprintf("%s is not a Portcullis gateway: it answered %s to an API call (check --gateway or %s)", e.gateway, e.status, envGateway)
 }
 
 // usageError is a command line that cannot be run as given.
@@ -155,7 +143,7 @@ func reportError(env *environment, err error) {
 	if msg == "" {
 		msg = ce.Code().String()
 	}
-	problems := errorProblems(ce)
+	problems := apiclient.Problems(ce)
 	switch {
 	case len(problems) == 1 && msg == formatProblem(problems[0].GetPath(), problems[0].GetMessage()):
 		// One field error: the message says it all.
@@ -187,21 +175,6 @@ func reportError(env *environment, err error) {
 	for _, p := range problems {
 		fmt.Fprintf(w, "  %s\n", formatProblem(p.GetPath(), p.GetMessage()))
 	}
-}
-
-// errorProblems returns the problems of every ValidationProblems detail.
-func errorProblems(ce *connect.Error) []*portcullisv1.Problem {
-	var out []*portcullisv1.Problem
-	for _, d := range ce.Details() {
-		m, err := connectproto.UnmarshalErrorDetail(d)
-		if err != nil {
-			continue // a detail this client does not know
-		}
-		if vp, ok := m.(*portcullisv1.ValidationProblems); ok {
-			out = append(out, vp.GetProblems()...)
-		}
-	}
-	return out
 }
 
 // formatProblem is "path: message", or the message alone for a problem of

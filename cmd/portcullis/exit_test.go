@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -40,8 +41,8 @@ func TestExitCode(t *testing.T) {
 		{"unavailable", connect.NewError(connect.CodeUnavailable, "down"), exitUnavailable},
 		{"deadline exceeded", connect.NewError(connect.CodeDeadlineExceeded, "slow"), exitUnavailable},
 		{"resource exhausted", connect.NewError(connect.CodeResourceExhausted, "busy"), exitUnavailable},
-		{"proposal refused", &refusalError{refusals: []*portcullisv1.ProposalRefusal{{Operation: 0, Field: "host", Rule: "public_suffix"}}}, exitInvalid},
-		{"proposal rate limited", &rateLimitError{retryAfter: 30}, exitNo},
+		{"proposal refused", &apiclient.RefusalError{Refusals: []*portcullisv1.ProposalRefusal{{Operation: 0, Field: "host", Rule: "public_suffix"}}}, exitInvalid},
+		{"proposal rate limited", &apiclient.RateLimitError{RetryAfterSeconds: 30}, exitNo},
 		{"a proxy refused the version", &enforcementError{e: &portcullisv1.Enforcement{Version: 3, Nacked: 1, Total: 2}}, exitNo},
 		{"proxies pending at --wait-timeout", &enforcementError{e: &portcullisv1.Enforcement{Version: 3, Pending: 1, Total: 2}, timeout: time.Second}, exitNo},
 		{"wrapped connect error", fmt.Errorf("set policy: %w", connect.NewError(connect.CodeAborted, "stale")), exitConflict},

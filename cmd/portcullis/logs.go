@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -77,7 +78,7 @@ StoredDecision JSON object per line.`,
 					Sandbox: a[0], Decision: decision, Backlog: uint32(limit),
 				})
 			}
-			res, err := api.decision.ListDecisions(cmd.Context(), &portcullisv1.ListDecisionsRequest{
+			res, err := api.Decision.ListDecisions(cmd.Context(), &portcullisv1.ListDecisionsRequest{
 				Sandbox: a[0], Decision: decision, Limit: uint32(limit), DenialId: denialID,
 			})
 			if err != nil {
@@ -102,9 +103,9 @@ StoredDecision JSON object per line.`,
 
 // tailLogs prints the records of a TailDecisions stream until the
 // command's context ends (interrupt: success) or the stream does.
-func tailLogs(cmd *cobra.Command, env *environment, api *apiClients, req *portcullisv1.TailDecisionsRequest) error {
+func tailLogs(cmd *cobra.Command, env *environment, api *apiclient.Client, req *portcullisv1.TailDecisionsRequest) error {
 	ctx := cmd.Context()
-	st, err := api.stream.TailDecisions(ctx, req)
+	st, err := api.Stream.TailDecisions(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

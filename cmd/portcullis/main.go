@@ -46,10 +46,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cmd != nil {
 		env.commandPath = cmd.CommandPath()
 	}
-	if _, rpc := errors.AsType[*connect.Error](err); rpc && env.notGateway != nil {
+	if _, rpc := errors.AsType[*connect.Error](err); rpc && env.notGateway() != nil {
 		// The call's own error ("404 Not Found", "invalid content-type")
 		// would hide that the address is wrong.
-		err = env.notGateway
+		err = env.notGateway()
 	}
 	reportError(env, err)
 	return exitCode(err)

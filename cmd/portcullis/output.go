@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -38,13 +39,13 @@ func (e *environment) printJSON(m proto.Message) error {
 // the shape of most commands; what a command prints besides the answer
 // (warnings on stderr, which go out whatever the format) it prints in
 // call.
-func unary[R proto.Message](env *environment, call func(api *apiClients) (R, error), text func(R) error) error {
+func unary[R proto.Message](env *environment, call func(api *apiclient.Client) (R, error), text func(R) error) error {
 	return unaryWith(env, jsonOptions, call, text)
 }
 
 // callGateway makes call with the API clients of the command's gateway,
 // which it returns too (for calls that follow).
-func callGateway[R any](env *environment, call func(api *apiClients) (R, error)) (*apiClients, R, error) {
+func callGateway[R any](env *environment, call func(api *apiclient.Client) (R, error)) (*apiclient.Client, R, error) {
 	api, err := env.client()
 	if err != nil {
 		var zero R
@@ -55,7 +56,7 @@ func callGateway[R any](env *environment, call func(api *apiClients) (R, error))
 }
 
 // unaryWith is unary with other marshal options for -o json.
-func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions, call func(api *apiClients) (R, error), text func(R) error) error {
+func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions, call func(api *apiclient.Client) (R, error), text func(R) error) error {
 	_, res, err := callGateway(env, call)
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions,
 // printJSONWith is printJSON with other marshal options (indented all the
 // same).
 func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Message) error {
-	b, err := marshalJSON(opts, m)
+	b, err := apiclient.MarshalJSON(opts, m)
 	if err != nil {
 		return err
 	}
@@ -87,23 +88,12 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 // printJSONLine writes m to stdout as protojson on one line (JSON Lines,
 // for streams).
 func (e *environment) printJSONLine(m proto.Message) error {
-	b, err := marshalJSON(jsonOptions, m)
+	b, err := apiclient.MarshalJSON(jsonOptions, m)
 	if err != nil {
 		return err
 	}
 	_, err = e.stdout.Write(append(b, '\n'))
 	return err
-}
-
-// marshalJSON is every message the CLI prints as JSON, compact: protojson
-// with opts, and every 64-bit integer a JSON number, as the contract
-// promises (protojson writes them as strings).
-func marshalJSON(opts protojson.MarshalOptions, m proto.Message) ([]byte, error) {
-	b, err := opts.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
-	}
-	return intsAsNumbers(m.ProtoReflect().Descriptor(), b)
 }
 
 // table writes aligned columns to stdout; call flush when done.

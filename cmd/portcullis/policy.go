@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -70,8 +71,8 @@ With -o json: the stored version {version, hash, policy, …}.`,
 			if err != nil {
 				return err
 			}
-			return unaryWait(cmd.Context(), env, &wait, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
-				pv, err := api.policy.SetPolicy(cmd.Context(), &portcullisv1.SetPolicyRequest{
+			return unaryWait(cmd.Context(), env, &wait, func(api *apiclient.Client) (*portcullisv1.PolicyVersion, error) {
+				pv, err := api.Policy.SetPolicy(cmd.Context(), &portcullisv1.SetPolicyRequest{
 					Sandbox:         a[0],
 					Document:        string(doc),
 					ExpectedVersion: expected,
@@ -117,8 +118,8 @@ prints the document alone in canonical form, ready to edit and set again;
 			if err != nil {
 				return err
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
-				return api.policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: v})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.PolicyVersion, error) {
+				return api.Policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: v})
 			}, func(pv *portcullisv1.PolicyVersion) error {
 				if env.output == outputYAML {
 					doc, err := documentYAML(pv.GetPolicy())
@@ -180,8 +181,8 @@ func newPolicyHistoryCmd(env *environment) *cobra.Command {
   portcullis policy history orders -o json | jq '.versions[-1].version'`,
 		Args: args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.ListPolicyVersionsResponse, error) {
-				return api.policy.ListPolicyVersions(cmd.Context(), &portcullisv1.ListPolicyVersionsRequest{Sandbox: a[0]})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListPolicyVersionsResponse, error) {
+				return api.Policy.ListPolicyVersions(cmd.Context(), &portcullisv1.ListPolicyVersionsRequest{Sandbox: a[0]})
 			}, func(res *portcullisv1.ListPolicyVersionsResponse) error {
 				tw := env.table("VERSION", "HASH", "CREATED", "AUTHOR", "SOURCE")
 				for _, v := range res.GetVersions() {
@@ -213,8 +214,8 @@ line per change: "+ path: what was added", "- path: what was removed",
 			if err != nil {
 				return err
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.DiffPolicyResponse, error) {
-				return api.policy.DiffPolicy(cmd.Context(), &portcullisv1.DiffPolicyRequest{
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.DiffPolicyResponse, error) {
+				return api.Policy.DiffPolicy(cmd.Context(), &portcullisv1.DiffPolicyRequest{
 					Sandbox: a[0], FromVersion: from, ToVersion: to,
 				})
 			}, func(res *portcullisv1.DiffPolicyResponse) error {
@@ -288,8 +289,8 @@ version; otherwise nothing is stored and the exit code is 3.
 			if err := wait.check(cmd); err != nil {
 				return err
 			}
-			return unaryWait(cmd.Context(), env, &wait, func(api *apiClients) (*portcullisv1.PolicyVersion, error) {
-				pv, err := api.policy.RollbackPolicy(cmd.Context(), &portcullisv1.RollbackPolicyRequest{
+			return unaryWait(cmd.Context(), env, &wait, func(api *apiclient.Client) (*portcullisv1.PolicyVersion, error) {
+				pv, err := api.Policy.RollbackPolicy(cmd.Context(), &portcullisv1.RollbackPolicyRequest{
 					Sandbox: a[0], ToVersion: toVersion, ExpectedVersion: expected,
 				})
 				env.printWarnings(pv.GetWarnings())

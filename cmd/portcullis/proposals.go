@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/prover"
 )
@@ -105,12 +106,12 @@ With -o json: {"proposals": [...]}.`,
 				return err
 			}
 			operator := true
-			res, err := api.approval.ListProposals(cmd.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{
+			res, err := api.Approval.ListProposals(cmd.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{
 				Status: status, Sandbox: sandbox, Finding: finding,
 			})
 			if refusedToSandbox(err) {
 				operator = false
-				res, err = api.advisor.ListProposals(cmd.Context(), &portcullisv1.ListProposalsRequest{Status: status})
+				res, err = api.Advisor.ListProposals(cmd.Context(), &portcullisv1.ListProposalsRequest{Status: status})
 				if err == nil {
 					res.Proposals = slices.DeleteFunc(res.GetProposals(), func(p *portcullisv1.Proposal) bool {
 						return (sandbox != "" && p.GetSandbox() != sandbox) || (finding != "" && !hasFinding(p, finding))
@@ -147,10 +148,10 @@ With -o json: {"proposals": [...]}.`,
 
 // getProposal fetches a proposal as an approver sees it, or, for a
 // sandbox token, as the sandbox sees it; operator tells which answered.
-func getProposal(ctx context.Context, api *apiClients, id uint64) (p *portcullisv1.Proposal, operator bool, err error) {
-	p, err = api.approval.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
+func getProposal(ctx context.Context, api *apiclient.Client, id uint64) (p *portcullisv1.Proposal, operator bool, err error) {
+	p, err = api.Approval.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
 	if refusedToSandbox(err) {
-		p, err = api.advisor.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
+		p, err = api.Advisor.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
 		return p, false, err
 	}
 	return p, true, err
@@ -269,7 +270,7 @@ the Proposal after the approval.`,
 			}
 			shown := ""
 			if !env.jsonOutput() {
-				p, err := api.approval.GetProposal(cmd.Context(), &portcullisv1.GetProposalRequest{Id: id})
+				p, err := api.Approval.GetProposal(cmd.Context(), &portcullisv1.GetProposalRequest{Id: id})
 				if err != nil {
 					return err
 				}
@@ -284,7 +285,7 @@ the Proposal after the approval.`,
 					hash = shown
 				}
 			}
-			res, err := api.approval.ApproveProposal(cmd.Context(), &portcullisv1.ApproveProposalRequest{
+			res, err := api.Approval.ApproveProposal(cmd.Context(), &portcullisv1.ApproveProposalRequest{
 				Id: id, Reason: reason, ResultingHash: hash, GrantExpiresAt: grantEnd,
 			})
 			if err != nil {
@@ -386,8 +387,8 @@ conflict (exit 3). With -o json: the Proposal.`,
 		arg:        "ID",
 		parse:      parseProposalID,
 		needReason: true,
-		call: func(ctx context.Context, api *apiClients, id uint64, reason string) (*portcullisv1.Proposal, error) {
-			return api.approval.RejectProposal(ctx, &portcullisv1.RejectProposalRequest{Id: id, Reason: reason})
+		call: func(ctx context.Context, api *apiclient.Client, id uint64, reason string) (*portcullisv1.Proposal, error) {
+			return api.Approval.RejectProposal(ctx, &portcullisv1.RejectProposalRequest{Id: id, Reason: reason})
 		},
 		done: proposalStatusLine,
 	})
@@ -406,8 +407,8 @@ Operators reject instead. With -o json: the Proposal.`,
 		reasonHelp: "why it is withdrawn (`TEXT`, kept with the proposal)",
 		arg:        "ID",
 		parse:      parseProposalID,
-		call: func(ctx context.Context, api *apiClients, id uint64, reason string) (*portcullisv1.Proposal, error) {
-			return api.advisor.WithdrawProposal(ctx, &portcullisv1.WithdrawProposalRequest{Id: id, Reason: reason})
+		call: func(ctx context.Context, api *apiclient.Client, id uint64, reason string) (*portcullisv1.Proposal, error) {
+			return api.Advisor.WithdrawProposal(ctx, &portcullisv1.WithdrawProposalRequest{Id: id, Reason: reason})
 		},
 		done: proposalStatusLine,
 	})

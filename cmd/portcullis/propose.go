@@ -1,17 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net"
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connectproto"
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -86,9 +84,9 @@ With -o json: the Proposal.`,
 			if err != nil {
 				return err
 			}
-			p, err := api.advisor.SubmitProposal(cmd.Context(), req)
+			p, err := api.Advisor.SubmitProposal(cmd.Context(), req)
 			if err != nil {
-				return proposalError(err)
+				return apiclient.ProposalError(err)
 			}
 			if env.jsonOutput() {
 				return env.printJSON(p)
@@ -252,85 +250,4 @@ func parseProposalID(s string) (uint64, error) {
 		return 0, usagef("ID must be a proposal id (1 or more), got %q", s)
 	}
 	return id, nil
-}
-
-// refusalError is a proposal the gateway refused as not narrow, or as
-// changing nothing (exit 2): every violation the gateway named, in order.
-type refusalError struct {
-	refusals []*portcullisv1.ProposalRefusal
-}
-
-func (e *refusalError) Error() string {
-	if len(e.refusals) == 1 {
-		return "refused: " + refusalLine(e.refusals[0])
-	}
-	lines := make([]string, 0, len(e.refusals))
-	for _, r := range e.refusals {
-		lines = append(lines, "  "+refusalLine(r))
-	}
-	return fmt.Sprintf("refused (%d problems):\n%s", len(e.refusals), strings.Join(lines, "\n"))
-}
-
-// refusalLine is one violation: its field path, the reason and the rule.
-func refusalLine(r *portcullisv1.ProposalRefusal) string {
-	field := r.GetField()
-	// The field may or may not carry its operation's prefix already.
-	if op := r.GetOperation(); op >= 0 && !strings.HasPrefix(field, "operations[") {
-		prefix := fmt.Sprintf("operations[%d]", op)
-		if field == "" {
-			field = prefix
-		} else {
-			field = prefix + "." + field
-		}
-	}
-	msg := ""
-	if field != "" {
-		msg += field + ": "
-	}
-	msg += dash(r.GetReason())
-	if r.GetRule() != "" {
-		msg += " (rule " + r.GetRule() + ")"
-	}
-	return msg
-}
-
-// rateLimitError is a proposal submitted too soon after others (exit 1:
-// the answer is no, for now; not a gateway outage).
-type rateLimitError struct {
-	retryAfter uint32
-}
-
-func (e *rateLimitError) Error() string {
-	return fmt.Sprintf("rate limited: retry in %d s", e.retryAfter)
-}
-
-// proposalError turns the advisor's refusal and rate-limit answers into
-// errors that say what the details carry; any other error is returned as
-// it is.
-func proposalError(err error) error {
-	ce, ok := errors.AsType[*connect.Error](err)
-	if !ok {
-		return err
-	}
-	var refused []*portcullisv1.ProposalRefusal
-	for _, d := range ce.Details() {
-		m, derr := connectproto.UnmarshalErrorDetail(d)
-		if derr != nil {
-			continue // a detail this client does not know
-		}
-		switch m := m.(type) {
-		case *portcullisv1.ProposalRefusal:
-			if ce.Code() == connect.CodeInvalidArgument {
-				refused = append(refused, m)
-			}
-		case *portcullisv1.ProposalRateLimit:
-			if ce.Code() == connect.CodeResourceExhausted {
-				return &rateLimitError{retryAfter: m.GetRetryAfterSeconds()}
-			}
-		}
-	}
-	if len(refused) > 0 {
-		return &refusalError{refusals: refused}
-	}
-	return err
 }

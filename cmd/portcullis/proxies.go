@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -54,8 +55,8 @@ those of one sandbox, with what each last reported:
 			// are in the JSON even when zero.
 			opts := jsonOptions
 			opts.EmitDefaultValues = true
-			return unaryWith(env, opts, func(api *apiClients) (*portcullisv1.ListProxiesResponse, error) {
-				return api.proxy.ListProxies(cmd.Context(), &portcullisv1.ListProxiesRequest{Sandbox: sandbox})
+			return unaryWith(env, opts, func(api *apiclient.Client) (*portcullisv1.ListProxiesResponse, error) {
+				return api.Proxy.ListProxies(cmd.Context(), &portcullisv1.ListProxiesRequest{Sandbox: sandbox})
 			}, func(res *portcullisv1.ListProxiesResponse) error {
 				tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG", "DROPPED")
 				for _, p := range res.GetProxies() {

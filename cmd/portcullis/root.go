@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 )
@@ -152,7 +153,7 @@ type reasonCmd[A any, R proto.Message] struct {
 	parse                     func(string) (A, error) // a usage error for an argument that cannot be right
 	reasonHelp                string
 	needReason                bool // --reason is required
-	call                      func(ctx context.Context, api *apiClients, arg A, reason string) (R, error)
+	call                      func(ctx context.Context, api *apiclient.Client, arg A, reason string) (R, error)
 	done                      func(R) string // the line printed without -o json
 	// committed, if set, names the version the call committed: the
 	// command then takes --wait (wait.go).
@@ -176,7 +177,7 @@ func newReasonCmd[A any, R proto.Message](env *environment, c reasonCmd[A, R]) *
 			if c.needReason && strings.TrimSpace(reason) == "" {
 				return need(cmd, "reason")
 			}
-			call := func(api *apiClients) (R, error) { return c.call(cmd.Context(), api, arg, reason) }
+			call := func(api *apiclient.Client) (R, error) { return c.call(cmd.Context(), api, arg, reason) }
 			done := func(res R) error {
 				_, err := fmt.Fprintln(env.stdout, c.done(res))
 				return err

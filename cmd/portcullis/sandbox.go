@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -60,8 +61,8 @@ landlock and process for the life of the sandbox.`,
 				}
 				req.Policy = string(doc)
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.CreateSandboxResponse, error) {
-				res, err := api.sandbox.CreateSandbox(cmd.Context(), req)
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.CreateSandboxResponse, error) {
+				res, err := api.Sandbox.CreateSandbox(cmd.Context(), req)
 				env.printWarnings(res.GetWarnings())
 				return res, err
 			}, func(res *portcullisv1.CreateSandboxResponse) error {
@@ -87,8 +88,8 @@ func newSandboxListCmd(env *environment) *cobra.Command {
   portcullis sandbox list -o json | jq -r '.sandboxes[].name'`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.ListSandboxesResponse, error) {
-				return api.sandbox.ListSandboxes(cmd.Context(), &portcullisv1.ListSandboxesRequest{})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSandboxesResponse, error) {
+				return api.Sandbox.ListSandboxes(cmd.Context(), &portcullisv1.ListSandboxesRequest{})
 			}, func(res *portcullisv1.ListSandboxesResponse) error {
 				tw := env.table("NAME", "VERSION", "HASH", "CREATED", "BY", "FROZEN")
 				for _, s := range res.GetSandboxes() {
@@ -112,8 +113,8 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 		Example: `  portcullis sandbox get orders`,
 		Args:    args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.Sandbox, error) {
-				return api.sandbox.GetSandbox(cmd.Context(), &portcullisv1.GetSandboxRequest{Name: a[0]})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.Sandbox, error) {
+				return api.Sandbox.GetSandbox(cmd.Context(), &portcullisv1.GetSandboxRequest{Name: a[0]})
 			}, func(s *portcullisv1.Sandbox) error {
 				kv := []string{
 					"name", s.GetName(),
@@ -167,8 +168,8 @@ pipe) it needs --yes.`,
 					return fmt.Errorf("not deleted: the answer was not %q", name)
 				}
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.DeleteSandboxResponse, error) {
-				return api.sandbox.DeleteSandbox(cmd.Context(), &portcullisv1.DeleteSandboxRequest{Name: name})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.DeleteSandboxResponse, error) {
+				return api.Sandbox.DeleteSandbox(cmd.Context(), &portcullisv1.DeleteSandboxRequest{Name: name})
 			}, func(res *portcullisv1.DeleteSandboxResponse) error {
 				fmt.Fprintf(env.stdout, "sandbox %s deleted\n", name)
 				return nil
@@ -189,8 +190,8 @@ holding the old token lose their subscription until they get the new one.`,
   portcullis sandbox rotate-token orders -o json | jq -r .token > orders.token`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.RotateSandboxTokenResponse, error) {
-				return api.sandbox.RotateSandboxToken(cmd.Context(), &portcullisv1.RotateSandboxTokenRequest{Name: a[0]})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.RotateSandboxTokenResponse, error) {
+				return api.Sandbox.RotateSandboxToken(cmd.Context(), &portcullisv1.RotateSandboxTokenRequest{Name: a[0]})
 			}, func(res *portcullisv1.RotateSandboxTokenResponse) error {
 				fmt.Fprintf(env.stdout, "sandbox %s: old tokens revoked\n", res.GetName())
 				fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
@@ -217,8 +218,8 @@ With -o json: {"cert_pem": "-----BEGIN CERTIFICATE-----…"}.`,
   portcullis sandbox ca orders -o json | jq -r .cert_pem`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.GetSandboxCAResponse, error) {
-				res, err := api.sandbox.GetSandboxCA(cmd.Context(), &portcullisv1.GetSandboxCARequest{Name: a[0]})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.GetSandboxCAResponse, error) {
+				res, err := api.Sandbox.GetSandboxCA(cmd.Context(), &portcullisv1.GetSandboxCARequest{Name: a[0]})
 				if err == nil && len(res.GetCertPem()) == 0 {
 					return nil, fmt.Errorf("the gateway sent no certificate for sandbox %s", a[0])
 				}
@@ -272,8 +273,8 @@ hash; with -o json the Sandbox.`,
 				}
 				req.Document = string(doc)
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.Sandbox, error) {
-				return api.sandbox.SetSandboxBoundary(cmd.Context(), req)
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.Sandbox, error) {
+				return api.Sandbox.SetSandboxBoundary(cmd.Context(), req)
 			}, func(s *portcullisv1.Sandbox) error {
 				return env.fields("name", s.GetName(), "boundary", boundaryCell(s))
 			})
@@ -303,8 +304,8 @@ with -o json the Sandbox.`,
 			if len(add)+len(remove) == 0 {
 				return usagef("%s needs --add HOST:PORT or --remove HOST:PORT", cmd.CommandPath())
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.Sandbox, error) {
-				return api.sandbox.SetCredentialedHosts(cmd.Context(), &portcullisv1.SetCredentialedHostsRequest{
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.Sandbox, error) {
+				return api.Sandbox.SetCredentialedHosts(cmd.Context(), &portcullisv1.SetCredentialedHostsRequest{
 					Name: a[0], Add: add, Remove: remove,
 				})
 			}, func(s *portcullisv1.Sandbox) error {
@@ -341,8 +342,8 @@ Sandbox. Freezing a frozen sandbox is a conflict (exit 3).
 		example: `  portcullis sandbox freeze orders --reason "exfiltration suspected, incident 42"
   portcullis sandbox freeze orders --reason "incident 42" --wait --wait-timeout 5s`,
 		reasonHelp: "why (`TEXT`, required; recorded and shown by sandbox get)",
-		call: func(ctx context.Context, api *apiClients, name, reason string) (*portcullisv1.Sandbox, error) {
-			return api.sandbox.FreezeSandbox(ctx, &portcullisv1.FreezeSandboxRequest{Name: name, Reason: reason})
+		call: func(ctx context.Context, api *apiclient.Client, name, reason string) (*portcullisv1.Sandbox, error) {
+			return api.Sandbox.FreezeSandbox(ctx, &portcullisv1.FreezeSandboxRequest{Name: name, Reason: reason})
 		},
 	}, "sandbox %s frozen: deny-all is version %s")
 }
@@ -360,8 +361,8 @@ conflict (exit 3).
 ` + waitHelp,
 		example:    `  portcullis sandbox unfreeze orders --reason "incident 42 closed"`,
 		reasonHelp: "why (`TEXT`, required; recorded)",
-		call: func(ctx context.Context, api *apiClients, name, reason string) (*portcullisv1.Sandbox, error) {
-			return api.sandbox.UnfreezeSandbox(ctx, &portcullisv1.UnfreezeSandboxRequest{Name: name, Reason: reason})
+		call: func(ctx context.Context, api *apiclient.Client, name, reason string) (*portcullisv1.Sandbox, error) {
+			return api.Sandbox.UnfreezeSandbox(ctx, &portcullisv1.UnfreezeSandboxRequest{Name: name, Reason: reason})
 		},
 	}, "sandbox %s unfrozen: the policy from before the freeze is version %s")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
@@ -124,8 +125,8 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 				return err
 			}
 			req := &portcullisv1.ListSentryEventsRequest{Sandbox: firstArg(a), Source: source, Type: eventType(typ), Since: from, Limit: uint32(limit)}
-			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryEventsResponse, error) {
-				return api.sentry.ListEvents(cmd.Context(), req)
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryEventsResponse, error) {
+				return api.Sentry.ListEvents(cmd.Context(), req)
 			}, func(res *portcullisv1.ListSentryEventsResponse) error {
 				tw := env.table("TIME", "SOURCE", "SEQ", "ID", "TYPE", "SUBJECT", "SEVERITY", "PROCESSING", "FLAGS")
 				for _, e := range res.GetEvents() {
@@ -219,8 +220,8 @@ With -o json: {"sources": [...]}.`,
 			if cmd.Flags().Changed("source") && strings.TrimSpace(source) == "" {
 				return usagef("--source is empty")
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryGapsResponse, error) {
-				return api.sentry.ListGaps(cmd.Context(), &portcullisv1.ListSentryGapsRequest{Source: source})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryGapsResponse, error) {
+				return api.Sentry.ListGaps(cmd.Context(), &portcullisv1.ListSentryGapsRequest{Source: source})
 			}, func(res *portcullisv1.ListSentryGapsResponse) error {
 				tw := env.table("SOURCE", "ACKED", "GAPS")
 				for _, s := range res.GetSources() {
@@ -301,8 +302,8 @@ With -o json: {"actions": [...]}.`,
 			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryActionsResponse, error) {
-				return api.sentry.ListActions(cmd.Context(), &portcullisv1.ListSentryActionsRequest{
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryActionsResponse, error) {
+				return api.Sentry.ListActions(cmd.Context(), &portcullisv1.ListSentryActionsRequest{
 					Sandbox: firstArg(a), Status: statuses, Limit: uint32(limit),
 				})
 			}, func(res *portcullisv1.ListSentryActionsResponse) error {
@@ -372,8 +373,8 @@ is required and recorded. An action that is not held is a conflict (exit
 			if strings.TrimSpace(reason) == "" {
 				return need(cmd, "reason")
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.DecideSentryActionResponse, error) {
-				return api.sentry.DecideAction(cmd.Context(), &portcullisv1.DecideSentryActionRequest{Id: id, Decision: decision, Reason: reason})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.DecideSentryActionResponse, error) {
+				return api.Sentry.DecideAction(cmd.Context(), &portcullisv1.DecideSentryActionRequest{Id: id, Decision: decision, Reason: reason})
 			}, func(res *portcullisv1.DecideSentryActionResponse) error {
 				x := res.GetAction()
 				line := fmt.Sprintf("sentry action %d %s: sandbox %s left as it was", x.GetId(), dash(x.GetStatus()), logField(x.GetSandbox()))
@@ -422,8 +423,8 @@ with -o json the SetSentrySourceKeyResponse.`,
 			if err != nil {
 				return inputErr(fmt.Errorf("%s: %w", displayName(file), err))
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.SetSentrySourceKeyResponse, error) {
-				return api.sentry.SetSourceKey(cmd.Context(), &portcullisv1.SetSentrySourceKeyRequest{Source: a[0], PublicKey: pub})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.SetSentrySourceKeyResponse, error) {
+				return api.Sentry.SetSourceKey(cmd.Context(), &portcullisv1.SetSentrySourceKeyRequest{Source: a[0], PublicKey: pub})
 			}, func(res *portcullisv1.SetSentrySourceKeyResponse) error {
 				fmt.Fprintf(env.stdout, "source %s: key set; its events must now be signed\n", logField(res.GetSource()))
 				return env.fields("fingerprint", "sha256 "+res.GetFingerprint())
@@ -480,8 +481,8 @@ its events are taken unsigned. A source without a key is not found (exit 1).`,
 		Example: `  portcullis sentry key delete urn:dpu:node-17`,
 		Args:    args("SOURCE"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.DeleteSentrySourceKeyResponse, error) {
-				return api.sentry.DeleteSourceKey(cmd.Context(), &portcullisv1.DeleteSentrySourceKeyRequest{Source: a[0]})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.DeleteSentrySourceKeyResponse, error) {
+				return api.Sentry.DeleteSourceKey(cmd.Context(), &portcullisv1.DeleteSentrySourceKeyRequest{Source: a[0]})
 			}, func(*portcullisv1.DeleteSentrySourceKeyResponse) error {
 				_, err := fmt.Fprintf(env.stdout, "source %s: key deleted; its events need no signature\n", logField(a[0]))
 				return err

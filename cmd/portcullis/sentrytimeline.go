@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -48,8 +49,8 @@ With -o json: {"entries": [...]}.`,
 				return err
 			}
 			req := &portcullisv1.SentryTimelineRequest{Sandbox: a[0], Since: from, Limit: uint32(limit)}
-			return unary(env, func(api *apiClients) (*portcullisv1.SentryTimelineResponse, error) {
-				return api.sentry.Timeline(cmd.Context(), req)
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.SentryTimelineResponse, error) {
+				return api.Sentry.Timeline(cmd.Context(), req)
 			}, func(res *portcullisv1.SentryTimelineResponse) error {
 				tw := env.table("TIME", "V", "KIND", "WHAT")
 				for _, e := range res.GetEntries() {

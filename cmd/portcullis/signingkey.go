@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -54,8 +55,8 @@ the default data dir is read if there is one.`,
 				if len(env.gatewayFlag) == 0 && env.getenv(envGateway) == "" {
 					return usagef("no gateway store in %s to read the keys from (nothing was created): give --gateway URL to ask a running gateway, or --data-dir DIR / --database-url URL of the gateway's store", sf.dataDir)
 				}
-				return unary(env, func(api *apiClients) (*portcullisv1.ListSigningKeysResponse, error) {
-					return api.proxy.ListSigningKeys(cmd.Context(), &portcullisv1.ListSigningKeysRequest{})
+				return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSigningKeysResponse, error) {
+					return api.Proxy.ListSigningKeys(cmd.Context(), &portcullisv1.ListSigningKeysRequest{})
 				}, show)
 			}
 			return sf.withExisting(cmd, env, func(ctx context.Context, st *store.Store) error {

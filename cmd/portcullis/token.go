@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -63,8 +64,8 @@ five minutes (portcullis gateway --help).`,
 			if len(sandboxes) > 0 && role != "sentry" {
 				return usagef("--sandboxes limits a sentry token; a %s token is not limited to sandboxes", role)
 			}
-			return unary(env, func(api *apiClients) (*portcullisv1.CreateTokenResponse, error) {
-				return api.token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role, Sandboxes: sandboxes})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.CreateTokenResponse, error) {
+				return api.Token.CreateToken(cmd.Context(), &portcullisv1.CreateTokenRequest{Name: name, Role: role, Sandboxes: sandboxes})
 			}, func(res *portcullisv1.CreateTokenResponse) error {
 				fmt.Fprintf(env.stdout, "%s token %s created\n", res.GetRole(), res.GetName())
 				fmt.Fprintf(env.stdout, "token:  %s\n", res.GetToken())
@@ -86,8 +87,8 @@ func newTokenListCmd(env *environment) *cobra.Command {
 		Example: `  portcullis token list`,
 		Args:    args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.ListTokensResponse, error) {
-				return api.token.ListTokens(cmd.Context(), &portcullisv1.ListTokensRequest{})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListTokensResponse, error) {
+				return api.Token.ListTokens(cmd.Context(), &portcullisv1.ListTokensRequest{})
 			}, func(res *portcullisv1.ListTokensResponse) error {
 				tw := env.table("NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "REVOKED")
 				for _, t := range res.GetTokens() {
@@ -113,8 +114,8 @@ func newTokenRevokeCmd(env *environment) *cobra.Command {
 		Example: `  portcullis token revoke alice`,
 		Args:    args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.RevokeTokenResponse, error) {
-				return api.token.RevokeToken(cmd.Context(), &portcullisv1.RevokeTokenRequest{Name: a[0]})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.RevokeTokenResponse, error) {
+				return api.Token.RevokeToken(cmd.Context(), &portcullisv1.RevokeTokenRequest{Name: a[0]})
 			}, func(res *portcullisv1.RevokeTokenResponse) error {
 				fmt.Fprintf(env.stdout, "token %s revoked\n", a[0])
 				return nil

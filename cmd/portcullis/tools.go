@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -29,8 +30,8 @@ carries at most 2 MiB of definitions, current ones first: the others have
   portcullis sandbox tools orders --tool lookup_order -o json | jq -r '.tools[0].definitions[0].definition'`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiClients) (*portcullisv1.ListToolsResponse, error) {
-				return api.sandbox.ListTools(cmd.Context(), &portcullisv1.ListToolsRequest{Name: a[0], Tool: tool})
+			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListToolsResponse, error) {
+				return api.Sandbox.ListTools(cmd.Context(), &portcullisv1.ListToolsRequest{Name: a[0], Tool: tool})
 			}, func(res *portcullisv1.ListToolsResponse) error {
 				tw := env.table("ENDPOINT", "TOOL", "DEFINITION", "", "FIRST SEEN", "LAST SEEN", "PROXY")
 				for _, t := range res.GetTools() {

@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -91,46 +89,11 @@ func (err *enforcementError) Error() string {
 	return b.String()
 }
 
-// awaitEnforcement follows version of sandbox until every connected proxy
-// ACKed it, one NACKed it, or timeout passes, and returns where it
-// stands last; an *enforcementError unless every one ACKed.
-func awaitEnforcement(ctx context.Context, api *apiClients, sandbox string, version uint32, timeout time.Duration) (*portcullisv1.Enforcement, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	st, err := api.enforcement.WatchEnforcement(ctx, &portcullisv1.WatchEnforcementRequest{Sandbox: sandbox, Version: version})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	var last *portcullisv1.Enforcement
-	for {
-		e, err := st.Receive()
-		switch {
-		case err == nil:
-			last = e
-			if e.GetNacked() > 0 {
-				return last, &enforcementError{e: last}
-			}
-			continue
-		case errors.Is(err, io.EOF) && last != nil:
-			if last.GetPending() > 0 {
-				return last, fmt.Errorf("the gateway stopped following version %d with %d proxies pending", version, last.GetPending())
-			}
-			return last, nil
-		case last != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded):
-			// Ours, or the gateway's reading of it (Connect sends the
-			// deadline along): some proxies are still pending.
-			return last, &enforcementError{e: last, timeout: timeout}
-		}
-		return last, err
-	}
-}
-
 // unaryWait is unary for a command that commits a version: with --wait it
 // then follows the version (named by version) to the sandbox's proxies,
 // prints the answer with where the version stands, and fails unless every
 // connected proxy ACKed it.
-func unaryWait[R proto.Message](ctx context.Context, env *environment, w *waitFlags, call func(api *apiClients) (R, error), version func(R) (sandbox string, v uint32), text func(R) error) error {
+func unaryWait[R proto.Message](ctx context.Context, env *environment, w *waitFlags, call func(api *apiclient.Client) (R, error), version func(R) (sandbox string, v uint32), text func(R) error) error {
 	if !w.wait {
 		return unary(env, call, text)
 	}
@@ -151,13 +114,19 @@ type enforced struct {
 
 // awaitVersion waits for version of sandbox (a version 0 is none: nothing
 // was committed), saying on stderr when no proxy is connected.
-func awaitVersion(ctx context.Context, env *environment, api *apiClients, sandbox string, version uint32, timeout time.Duration) enforced {
+func awaitVersion(ctx context.Context, env *environment, api *apiclient.Client, sandbox string, version uint32, timeout time.Duration) enforced {
 	if version == 0 {
 		fmt.Fprintf(env.stderr, "note: no version was committed: nothing to wait for\n")
 		return enforced{}
 	}
-	e, err := awaitEnforcement(ctx, api, sandbox, version, timeout)
-	if err == nil && e.GetTotal() == 0 {
+	e, timedOut, err := api.AwaitEnforcement(ctx, sandbox, version, timeout)
+	switch {
+	case err != nil: // the watch failed
+	case timedOut:
+		err = &enforcementError{e: e, timeout: timeout}
+	case e.GetNacked() > 0:
+		err = &enforcementError{e: e}
+	case e.GetTotal() == 0:
 		fmt.Fprintf(env.stderr, "note: no proxy of sandbox %s is connected to this gateway: version %d is committed, nothing to wait for\n", sandbox, version)
 	}
 	return enforced{e, err}
@@ -216,11 +185,11 @@ func (env *environment) printJSONEnforced(m proto.Message, e *portcullisv1.Enfor
 	}
 	full := jsonOptions
 	full.EmitUnpopulated = true
-	enf, err := marshalJSON(full, e)
+	enf, err := apiclient.MarshalJSON(full, e)
 	if err != nil {
 		return err
 	}
-	body, err := marshalJSON(jsonOptions, m)
+	body, err := apiclient.MarshalJSON(jsonOptions, m)
 	if err != nil {
 		return err
 	}

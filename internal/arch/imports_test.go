@@ -60,6 +60,7 @@ var layers = map[string][]string{
 	"internal/version":        nil,
 	"internal/pgtest":         nil,
 	"internal/arch":           nil,
+	"internal/apiclient":      {"proto/..."},
 	"web":                     nil,
 	"web/webtest":             nil,
 	"demo":                    nil,
@@ -130,7 +131,7 @@ var proxyOnly = []string{
 	"policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf",
-	"sentry", "store", "store/internal/strmap",
+	"internal/apiclient", "sentry", "store", "store/internal/strmap",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 

@@ -1,4 +1,4 @@
-package main
+package apiclient
 
 import (
 	"bytes"
@@ -6,8 +6,21 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
+
+// MarshalJSON is m as JSON, compact: protojson with opts, and every 64-bit
+// integer a JSON number, as the CLI's contract promises (protojson writes
+// them as strings).
+func MarshalJSON(opts protojson.MarshalOptions, m proto.Message) ([]byte, error) {
+	b, err := opts.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+	}
+	return intsAsNumbers(m.ProtoReflect().Descriptor(), b)
+}
 
 // intsAsNumbers rewrites data, protojson's encoding of a message of type
 // md, so that every 64-bit integer field is a JSON number: protojson

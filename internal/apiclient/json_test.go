@@ -1,9 +1,11 @@
-package main
+package apiclient
 
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -11,7 +13,12 @@ import (
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
+// cliOptions are the CLI's -o json options: proto names, indented (which
+// MarshalJSON's rewriting makes compact).
+var cliOptions = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}
+
 func TestIntsAsNumbers(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	doc, err := structpb.NewStruct(map[string]any{"id": "7", "port": 443})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +37,7 @@ func TestIntsAsNumbers(t *testing.T) {
 		{"uint64 ids, a Struct kept as it is", &portcullisv1.Proposal{Id: 3, SupersededBy: 18446744073709551615, Proposal: doc},
 			`{"id":3,"proposal":{"id":"7","port":443},"superseded_by":18446744073709551615}`},
 	} {
-		b, err := marshalJSON(jsonOptions, tt.m)
+		b, err := MarshalJSON(cliOptions, tt.m)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
