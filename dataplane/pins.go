@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -377,35 +376,13 @@ func readListAnswer(res *http.Response, id json.RawMessage) ([]mcp.Tool, string,
 	if ce := res.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
 		return nil, "", fmt.Errorf("the server's answer is %s-encoded", ce)
 	}
-	if !isEventStream(res.Header.Get("Content-Type")) {
-		body, err := io.ReadAll(io.LimitReader(res.Body, maxListMessage+1))
-		if err != nil {
-			return nil, "", err
-		}
-		if len(body) > maxListMessage {
-			return nil, "", fmt.Errorf("the server's answer is over %d bytes", maxListMessage)
-		}
-		tools, next, found, err := mcp.ReadToolsList(body, id)
-		if err == nil && !found {
-			err = errors.New("the server's answer does not answer the request")
-		}
+	stream := isEventStream(res.Header.Get("Content-Type"))
+	tools, next, found, err := mcp.ReadListAnswer(res.Body, stream, id, maxListMessage)
+	switch {
+	case err != nil || found:
 		return tools, next, err
+	case stream:
+		return nil, "", errors.New("the server's stream ended without the answer")
 	}
-	events := mcp.NewEventReader(res.Body, maxListMessage)
-	for {
-		ev, err := events.Next()
-		if err != nil {
-			if err == io.EOF {
-				err = errors.New("the server's stream ended without the answer")
-			}
-			return nil, "", err
-		}
-		if !ev.Message() {
-			continue // a priming event, a comment …
-		}
-		tools, next, found, err := mcp.ReadToolsList(ev.Data, id)
-		if err != nil || found {
-			return tools, next, err
-		}
-	}
+	return nil, "", errors.New("the server's answer does not answer the request")
 }

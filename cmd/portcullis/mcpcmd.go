@@ -3,23 +3,17 @@
 package main
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-dev/portcullis/dataplane/mcp/listing"
 	"github.com/spf13/cobra"
-
-	pmcp "github.com/portcullis-dev/portcullis/dataplane/mcp"
 )
 
 // newMCPCmd is `portcullis mcp`: tools for operators of MCP endpoints.
@@ -31,12 +25,6 @@ func newMCPCmd(env *environment) *cobra.Command {
 	}
 	cmd.AddCommand(newMCPFingerprintCmd(env))
 	return cmd
-}
-
-// fingerprintedTool is one line of `mcp fingerprint`.
-type fingerprintedTool struct {
-	Name        string `json:"name"`
-	Fingerprint string `json:"fingerprint"`
 }
 
 func newMCPFingerprintCmd(env *environment) *cobra.Command {
@@ -64,12 +52,14 @@ that terminates TLS needs its CA: --ca-file).`,
   portcullis mcp fingerprint https://orders.example.com/mcp --proxy http://127.0.0.1:3128 --ca-file ca.pem -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := fingerprintClient(proxy, caFile, headers)
+			tr, header, err := fingerprintTransport(proxy, caFile, headers)
 			if err != nil {
 				return err
 			}
 			env.started = true
-			tools, err := fingerprintTools(cmd, args[0], version, client)
+			tools, err := listing.Fingerprints(cmd.Context(), listing.Config{
+				Endpoint: args[0], ProtocolVersion: version, ClientVersion: buildVersion(), Transport: tr, Header: header,
+			})
 			if err != nil {
 				return err
 			}
@@ -95,27 +85,28 @@ that terminates TLS needs its CA: --ca-file).`,
 	return cmd
 }
 
-// fingerprintClient is the HTTP client of `mcp fingerprint`.
-func fingerprintClient(proxy, caFile string, headers []string) (*http.Client, error) {
+// fingerprintTransport is what `mcp fingerprint`'s flags ask of the
+// requests: the proxy, the CAs and the headers.
+func fingerprintTransport(proxy, caFile string, headers []string) (*http.Transport, http.Header, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if proxy != "" {
 		u, err := url.Parse(proxy)
 		if err != nil || u.Host == "" {
-			return nil, usagef("--proxy %q is not a URL such as http://127.0.0.1:3128", proxy)
+			return nil, nil, usagef("--proxy %q is not a URL such as http://127.0.0.1:3128", proxy)
 		}
 		tr.Proxy = http.ProxyURL(u)
 	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, usagef("--ca-file: %v", err)
+			return nil, nil, usagef("--ca-file: %v", err)
 		}
 		roots, err := x509.SystemCertPool()
 		if err != nil {
 			roots = x509.NewCertPool()
 		}
 		if !roots.AppendCertsFromPEM(pem) {
-			return nil, usagef("--ca-file %s holds no PEM certificate", caFile)
+			return nil, nil, usagef("--ca-file %s holds no PEM certificate", caFile)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
 	}
@@ -123,157 +114,9 @@ func fingerprintClient(proxy, caFile string, headers []string) (*http.Client, er
 	for _, kv := range headers {
 		k, v, ok := strings.Cut(kv, ":")
 		if !ok || strings.TrimSpace(k) == "" {
-			return nil, usagef("--header %q: want 'Name: value'", kv)
+			return nil, nil, usagef("--header %q: want 'Name: value'", kv)
 		}
 		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	return &http.Client{Transport: &listRecorder{next: tr, headers: h}}, nil
-}
-
-// fingerprintTools lists the tools at endpoint with the MCP SDK's client
-// and fingerprints each definition from the bytes the server sent (the
-// SDK's Tool drops fields it does not know; a pin covers every field).
-func fingerprintTools(cmd *cobra.Command, endpoint, version string, client *http.Client) ([]fingerprintedTool, error) {
-	rec := client.Transport.(*listRecorder)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "portcullis", Version: buildVersion()}, nil).Connect(cmd.Context(),
-		&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, DisableStandaloneSSE: true, MaxRetries: -1},
-		&mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
-	}
-	defer cs.Close()
-	var names []string
-	for tool, err := range cs.Tools(cmd.Context(), nil) {
-		if err != nil {
-			return nil, fmt.Errorf("list the tools of %s: %w", endpoint, err)
-		}
-		names = append(names, tool.Name)
-	}
-	defs, err := rec.definitions()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]fingerprintedTool, 0, len(names))
-	for _, name := range names {
-		def, ok := defs[name]
-		if !ok {
-			return nil, fmt.Errorf("tool %s: its definition was not among the answers read", name)
-		}
-		fp, err := pmcp.Fingerprint(def)
-		if err != nil {
-			return nil, fmt.Errorf("tool %s: %w", name, err)
-		}
-		out = append(out, fingerprintedTool{Name: name, Fingerprint: fp})
-	}
-	return out, nil
-}
-
-// listRecorder keeps the bytes of every answer to a tools/list request
-// it carries, as the SDK's client reads them, and adds headers.
-type listRecorder struct {
-	next    http.RoundTripper
-	headers http.Header
-
-	mu      sync.Mutex
-	answers []recordedAnswer
-}
-
-type recordedAnswer struct {
-	id     json.RawMessage
-	stream bool
-	body   *bytes.Buffer
-}
-
-// maxRecorded bounds one recorded answer.
-const maxRecorded = 8 << 20
-
-func (l *listRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range l.headers {
-		req.Header[k] = v
-	}
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if req.Body != nil && req.GetBody != nil {
-		if b, err := req.GetBody(); err == nil {
-			body, _ := io.ReadAll(io.LimitReader(b, maxRecorded))
-			b.Close()
-			json.Unmarshal(body, &msg)
-		}
-	}
-	res, err := l.next.RoundTrip(req)
-	if err != nil || msg.Method != "tools/list" || res.StatusCode != http.StatusOK {
-		return res, err
-	}
-	a := recordedAnswer{id: msg.ID, stream: strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream"), body: &bytes.Buffer{}}
-	l.mu.Lock()
-	l.answers = append(l.answers, a)
-	l.mu.Unlock()
-	res.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.TeeReader(res.Body, &limitedWriter{w: a.body, n: maxRecorded}), res.Body}
-	return res, nil
-}
-
-// definitions returns each listed tool's definition bytes, by name. A
-// tool listed twice (in one answer or on two pages) is an error: its
-// definition is ambiguous, and the proxy holds no pin for it.
-func (l *listRecorder) definitions() (map[string][]byte, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	defs := map[string][]byte{}
-	for _, a := range l.answers {
-		msgs := [][]byte{a.body.Bytes()}
-		if a.stream {
-			msgs = nil
-			events := pmcp.NewEventReader(bytes.NewReader(a.body.Bytes()), maxRecorded)
-			for {
-				ev, err := events.Next()
-				if err != nil {
-					break
-				}
-				if ev.Message() { // not a priming event, a comment …
-					msgs = append(msgs, ev.Data)
-				}
-			}
-		}
-		found := false
-		for _, m := range msgs {
-			tools, _, ok, err := pmcp.ReadToolsList(m, a.id)
-			if err != nil {
-				return nil, fmt.Errorf("read the server's tools/list answer: %w", err)
-			}
-			if ok {
-				found = true
-				for _, t := range tools {
-					if _, twice := defs[t.Name]; twice {
-						return nil, fmt.Errorf("the server lists tool %s twice: its definition is ambiguous, and the proxy holds no pin for it", t.Name)
-					}
-					defs[t.Name] = t.Definition
-				}
-			}
-		}
-		if !found {
-			return nil, errors.New("a tools/list answer the client read could not be found in the bytes recorded")
-		}
-	}
-	return defs, nil
-}
-
-// limitedWriter writes at most n bytes to w and drops the rest.
-type limitedWriter struct {
-	w io.Writer
-	n int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	if l.n > 0 {
-		k := min(len(p), l.n)
-		l.w.Write(p[:k])
-		l.n -= k
-	}
-	return len(p), nil
+	return tr, h, nil
 }

@@ -40,6 +40,7 @@ var layers = map[string][]string{
 	"dataplane/match":         {"policy", "dataplane/jsonlex"},
 	"dataplane/mcp":           {"policy", "dataplane/jsonlex"},
 	"dataplane/mcp/ssetest":   nil,
+	"dataplane/mcp/listing":   {"dataplane/mcp"},
 	"dataplane/jsonlex":       nil,
 	"dataplane/identity":      nil,
 	"dataplane/decision":      nil,
