@@ -1,12 +1,15 @@
-// Package demo holds the upstreams Portcullis walkthroughs and tests use:
-// an MCP server with the article's order tools, served by the official
-// MCP Go SDK.
+// Package demo holds what Portcullis walkthroughs and tests run: an MCP
+// server with the article's order tools, served by the official MCP Go SDK
+// (ServeOrders: portcullis demo mcp-server), and the README's agent
+// (Agent: portcullis demo agent).
 package demo
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -56,4 +59,21 @@ func OrdersServer() *mcp.Server {
 func OrdersHandler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	s := OrdersServer()
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
+}
+
+// ServeOrders serves OrdersHandler(opts) at /mcp on ln until ctx ends
+// (then it closes the server and returns its error, nil once closed) or
+// serving fails.
+func ServeOrders(ctx context.Context, ln net.Listener, opts *mcp.StreamableHTTPOptions) error {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", OrdersHandler(opts))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		return srv.Close()
+	case err := <-errc:
+		return err
+	}
 }

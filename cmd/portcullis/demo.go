@@ -5,8 +5,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -39,18 +37,8 @@ func newDemoCmd(env *environment) *cobra.Command {
 			if err != nil {
 				return usagef("listen on %s: %v", listen, err)
 			}
-			mux := http.NewServeMux()
-			mux.Handle("/mcp", demo.OrdersHandler(&mcp.StreamableHTTPOptions{Stateless: stateless}))
-			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(env.stdout, "demo MCP server on http://%s/mcp (tools: lookup_order, refund_order)\n", ln.Addr())
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
-			select {
-			case <-cmd.Context().Done():
-				return srv.Close()
-			case err := <-errc:
-				return err
-			}
+			return demo.ServeOrders(cmd.Context(), ln, &mcp.StreamableHTTPOptions{Stateless: stateless})
 		},
 	}
 	mcpCmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address to serve on")
