@@ -350,26 +350,15 @@ func plural(n int, one, many string) string {
 // parseUntil reads --until: an RFC 3339 time, or a positive duration from
 // now (Go syntax, plus whole days as "7d").
 func parseUntil(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		if !t.After(now) {
-			return time.Time{}, usagef("--until %s is in the past", s)
-		}
-		return t, nil
-	}
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 1 || n > 3650 {
-			return time.Time{}, usagef("--until must be an RFC 3339 time or a duration (8h, 7d), got %q", s)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return time.Time{}, usagef("--until must be an RFC 3339 time or a duration (8h, 7d), got %q", s)
-		}
-	}
-	if d <= 0 {
+	at, d, ok := parseTimeFlag(s)
+	switch {
+	case at != nil && !at.After(now):
+		return time.Time{}, usagef("--until %s is in the past", s)
+	case at != nil:
+		return *at, nil
+	case !ok:
+		return time.Time{}, usagef("--until must be an RFC 3339 time or a duration (8h, 7d), got %q", s)
+	case d <= 0:
 		return time.Time{}, usagef("--until must be in the future, got %q", s)
 	}
 	return now.Add(d), nil

@@ -173,27 +173,34 @@ func sinceTimestamp(since string) (*timestamppb.Timestamp, error) {
 // parseSince reads --since: an RFC 3339 time, or a positive duration
 // before now (Go syntax, plus whole days as "7d").
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	bad := usagef("--since must be an RFC 3339 time or a duration (90m, 24h, 7d), got %q", s)
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 1 || n > 3650 {
-			return time.Time{}, bad
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return time.Time{}, bad
-		}
-	}
-	if d <= 0 {
+	at, d, ok := parseTimeFlag(s)
+	switch {
+	case at != nil:
+		return *at, nil
+	case !ok:
+		return time.Time{}, usagef("--since must be an RFC 3339 time or a duration (90m, 24h, 7d), got %q", s)
+	case d <= 0:
 		return time.Time{}, usagef("--since %q: give a positive duration", s)
 	}
 	return now.Add(-d), nil
+}
+
+// parseTimeFlag reads a time flag's value (--since, --until): an RFC 3339
+// time (at), or else a duration (d) in Go's syntax or as whole days, "7d"
+// (1 to 3650); ok is false for neither.
+func parseTimeFlag(s string) (at *time.Time, d time.Duration, ok bool) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return &t, 0, true
+	}
+	if days, isDays := strings.CutSuffix(s, "d"); isDays {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 3650 {
+			return nil, 0, false
+		}
+		return nil, time.Duration(n) * 24 * time.Hour, true
+	}
+	d, err := time.ParseDuration(s)
+	return nil, d, err == nil
 }
 
 func newSentryGapsCmd(env *environment) *cobra.Command {
