@@ -167,7 +167,7 @@ func (r refuser) pathGlob(fp, p string) error {
 	segs := strings.Split(p[1:], "/")
 	if last := len(segs) - 1; segs[last] == "**" {
 		for _, s := range segs[:last] {
-			if s == "" || hasUnescapedMeta(s) {
+			if s == "" || policy.HasWildcard(s) {
 				return r.at(fp, RulePath, "%q: a /** tail needs a fixed, non-empty prefix before it", p)
 			}
 		}
@@ -181,7 +181,7 @@ func (r refuser) pathGlob(fp, p string) error {
 		if s == "**" {
 			return r.at(fp, RulePath, "%q: ** may only be the last segment, below a fixed prefix", p)
 		}
-		if hasUnescapedMeta(s) {
+		if policy.HasWildcard(s) {
 			globbed++
 		}
 	}
@@ -189,19 +189,6 @@ func (r refuser) pathGlob(fp, p string) error {
 		return r.at(fp, RulePath, "%q: globs must stay within one path segment", p)
 	}
 	return nil
-}
-
-// hasUnescapedMeta reports a glob character that is not escaped by `\`.
-func hasUnescapedMeta(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '*', '?', '[':
-			return true
-		}
-	}
-	return false
 }
 
 // namedMatcher applies the narrowness rules to an MCP rule's prompt and
@@ -234,29 +221,17 @@ func (r refuser) namedMatcher(ap string, a *policy.L7Rule) error {
 			if len(n.m.Any) > 1 {
 				p = indexPath(keyPath(fp, "any"), i)
 			}
-			if g == "" || hasUnescapedMeta(g) {
+			if g == "" || policy.HasWildcard(g) {
 				return r.at(p, n.rule, "%q: name a %s exactly (escape *, ?, [ and \\ with \\)", g, n.what)
 			}
 			if n.field == "resource" {
-				if err := policy.PlainResourceURI(unescapeGlob(g)); err != nil {
+				if err := policy.PlainResourceURI(policy.UnescapeGlob(g)); err != nil {
 					return r.at(p, n.rule, "%q is not a plain URI, so no resource rule can allow it: %v", g, err)
 				}
 			}
 		}
 	}
 	return nil
-}
-
-// unescapeGlob is the string an exact (escaped) glob matches.
-func unescapeGlob(g string) string {
-	var b strings.Builder
-	for i := 0; i < len(g); i++ {
-		if g[i] == '\\' && i+1 < len(g) {
-			i++
-		}
-		b.WriteByte(g[i])
-	}
-	return b.String()
 }
 
 // httpMethod accepts one explicit HTTP method token.

@@ -213,3 +213,45 @@ func MatchGlob(pattern, s string) bool {
 	}
 	return matchSegments(strings.Split(pattern, "/"), strings.Split(s, "/"))
 }
+
+// HasWildcard reports whether a glob holds an unescaped `*`, `?` or `[`.
+// A glob without one matches exactly one string (UnescapeGlob): a name
+// with its metacharacters escaped (EscapeGlob), as the advisor writes a
+// denied one, is no wildcard.
+func HasWildcard(glob string) bool {
+	for i := 0; i < len(glob); i++ {
+		switch glob[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
+
+// EscapeGlob writes s as a glob that matches exactly s: `*`, `?`, `[` and
+// `\` escaped with `\`.
+func EscapeGlob(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("*?[\\", s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// UnescapeGlob is the string a glob without wildcards (HasWildcard)
+// matches: its `\` escapes dropped.
+func UnescapeGlob(glob string) string {
+	var b strings.Builder
+	for i := 0; i < len(glob); i++ {
+		if glob[i] == '\\' && i+1 < len(glob) {
+			i++
+		}
+		b.WriteByte(glob[i])
+	}
+	return b.String()
+}

@@ -10,21 +10,6 @@ import (
 // wildcard_widening: the globs an added request is allowed through that
 // the current policy does not use in the same place.
 
-// hasGlob reports whether s holds an unescaped `*`, `?` or `[`: an exact
-// name with its metacharacters escaped (as the advisor writes a denied
-// name) is no wildcard.
-func hasGlob(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '*', '?', '[':
-			return true
-		}
-	}
-	return false
-}
-
 // widening names a glob the allowing endpoint, entry or rule uses that the
 // current policy does not use in the same place.
 func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r policy.Request) string {
@@ -32,19 +17,19 @@ func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r pol
 		return ""
 	}
 	var why []string
-	if h := policy.NormalizeHost(ep.Host); hasGlob(h) && !pr.currentUses(globHost, h) {
+	if h := policy.NormalizeHost(ep.Host); policy.HasWildcard(h) && !pr.currentUses(globHost, h) {
 		why = append(why, "host "+h)
 	}
 	if e := pr.proposed.NetworkPolicies[entry]; e != nil {
 		for _, b := range e.Binaries {
-			if hasGlob(b.Path) && !pr.currentUses(globBinary, b.Path) && cleanAbsolute(r.Binary) && policy.MatchGlob(b.Path, r.Binary) {
+			if policy.HasWildcard(b.Path) && !pr.currentUses(globBinary, b.Path) && cleanAbsolute(r.Binary) && policy.MatchGlob(b.Path, r.Binary) {
 				why = append(why, "binary "+b.Path)
 			}
 		}
 	}
 	if i, ok := ruleIndex(rule); ok && i >= 0 && i < len(ep.Rules) && ep.Rules[i].Allow != nil {
 		a := ep.Rules[i].Allow
-		if hasGlob(a.Path) && !pr.currentUses(globPath, a.Path) {
+		if policy.HasWildcard(a.Path) && !pr.currentUses(globPath, a.Path) {
 			why = append(why, "path "+a.Path)
 		}
 		for _, m := range []struct {
@@ -56,7 +41,7 @@ func (pr *prover) widening(entry string, ep *policy.Endpoint, rule string, r pol
 				continue
 			}
 			for _, t := range m.glob.Any {
-				if hasGlob(t) && !pr.currentUses(m.place, t) {
+				if policy.HasWildcard(t) && !pr.currentUses(m.place, t) {
 					why = append(why, m.what+t)
 				}
 			}
