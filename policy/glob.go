@@ -40,11 +40,7 @@ func ValidGlob(pattern string) error {
 // 256 alternatives is an error; the validator only warns about it, as
 // OpenShell does, and such a glob fails closed.
 func ValidQueryGlob(pattern string) error {
-	alts, err := expandBraces(pattern)
-	if err != nil {
-		return fmt.Errorf("glob %q: %w", pattern, err)
-	}
-	for _, a := range alts {
+	return eachAlternative(pattern, func(a string) error {
 		for i := 0; i < len(a); i++ {
 			switch a[i] {
 			case '\\':
@@ -59,6 +55,21 @@ func ValidQueryGlob(pattern string) error {
 				}
 				i += n - 1
 			}
+		}
+		return nil
+	})
+}
+
+// eachAlternative checks each of the `{a,b}` alternatives a glob stands
+// for with check, after the braces themselves: the first error.
+func eachAlternative(pattern string, check func(alt string) error) error {
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	for _, a := range alts {
+		if err := check(a); err != nil {
+			return err
 		}
 	}
 	return nil
