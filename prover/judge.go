@@ -53,7 +53,10 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		if len(added) == 0 {
 			continue
 		}
-		reach := g.reachAt(d, l7s, added, curAllow)
+		// reach is made here, not in reachAt, so that its maps stay on
+		// the stack; its methods are only those asked about.
+		reach := destReach{methods: map[string]bool{}, named: map[string]bool{}}
+		g.reachAt(&reach, d, l7s, added, curAllow)
 		// The verdicts go; what the findings keep of them (a signature
 		// each) stays held until the group is done.
 		kept := 0
@@ -165,14 +168,13 @@ func (g *group) addedAt(d destClass, l7s []l7, l7sigs []string, curAllow []int8,
 	return added
 }
 
-// reachAt is what the finding kinds ask of destination d: whether the
-// current policy reaches it at all, allows the methods of the added
-// requests (without an MCP message) and some call of the MCP methods
-// that name something. Requests that cannot change an answer asked for
-// are not judged; curAllow holds the verdicts known already and gains
-// those asked for here.
-func (g *group) reachAt(d destClass, l7s []l7, added []verdict, curAllow []int8) destReach {
-	reach := destReach{methods: map[string]bool{}, named: map[string]bool{}} // methods: allowed somewhere (no MCP message); only where asked
+// reachAt fills reach with what the finding kinds ask of destination d:
+// whether the current policy reaches it at all, allows the methods of
+// the added requests (without an MCP message) and some call of the MCP
+// methods that name something. Requests that cannot change an answer
+// asked for are not judged; curAllow holds the verdicts known already
+// and gains those asked for here.
+func (g *group) reachAt(reach *destReach, d destClass, l7s []l7, added []verdict, curAllow []int8) {
 	needMethod := map[string]bool{}
 	needNamed := map[string]bool{} // tools/call, prompts/get, resources/*: some call of the method
 	for _, v := range added {
@@ -213,7 +215,6 @@ func (g *group) reachAt(d destClass, l7s []l7, added []verdict, curAllow []int8)
 			reach.named[c.mcp.Method] = true
 		}
 	}
-	return reach
 }
 
 // destReach is what the current policy allows at one destination, as far
