@@ -22,6 +22,7 @@ var layers = map[string][]string{
 	"store/internal/sentrysql":   {"store", "store/internal/sqlexec", "store/internal/sqlwhere"},
 	"store/internal/tooldefsql":  {"store", "store/internal/sqlexec", "store/internal/sqlwhere"},
 	"store/internal/sqlexec":     nil,
+	"store/internal/versionsql":  {"store", "store/internal/sqlexec", "store/internal/strmap"},
 	"store/postgres":             {"store/...", "migrations"},
 	"store/sqlite":               {"store/...", "migrations"},
 	"store/storetest":            {"store"},
