@@ -12,6 +12,8 @@ import (
 // group's patterns realise (automata.go), then one request per class of
 // the product (deduplicated by signature).
 
+const stageCandidates = "candidate requests"
+
 func (g *group) binaryCandidates() []string {
 	ws := cachedWitnesses(g.m, "bin", g.binPats, func() (domain, []*nfa) {
 		ms := make([]*nfa, 0, len(g.binPats))

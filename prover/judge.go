@@ -11,10 +11,7 @@ import (
 // and the current policy (and the boundary), and what each request the
 // change adds is found to be.
 
-const (
-	stageCandidates = "candidate requests"
-	stageDecide     = "judging of candidate requests"
-)
+const stageDecide = "judging of candidate requests"
 
 // outcome of one candidate class.
 type verdict struct {
