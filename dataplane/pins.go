@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 )
 
@@ -293,7 +294,7 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 	if err != nil {
 		return err
 	}
-	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port)), tls: scheme == "https"})
+	upstream := p.upstreams.Get(h1.Key{Host: t.host, Addr: netip.AddrPortFrom(addr, uint16(t.port)), TLS: scheme == "https"})
 	cursor := ""
 	entries := map[string]int{} // tool name → entries naming it, all pages
 	for page := 0; ; page++ {
@@ -326,7 +327,7 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 		if version == "2026-07-28" {
 			out.Header.Set(mcp.HeaderMCPMethod, "tools/list")
 		}
-		res, err := upstream.roundTrip(ctx, out, body, nil)
+		res, err := upstream.RoundTrip(ctx, out, body, nil)
 		if err != nil {
 			return fmt.Errorf("list the server's tools: %w", err)
 		}
@@ -377,7 +378,7 @@ func readListAnswer(res *http.Response, id json.RawMessage) ([]mcp.Tool, string,
 	if ce := res.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
 		return nil, "", fmt.Errorf("the server's answer is %s-encoded", ce)
 	}
-	if !isEventStream(res.Header.Get("Content-Type")) {
+	if !mcp.IsEventStream(res.Header.Get("Content-Type")) {
 		body, err := io.ReadAll(io.LimitReader(res.Body, maxListMessage+1))
 		if err != nil {
 			return nil, "", err

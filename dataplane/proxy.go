@@ -23,6 +23,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/identity"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
@@ -155,7 +156,7 @@ type Proxy struct {
 	// arguments are the arguments of recent denied tools/calls, for
 	// policy.local (records carry only their digest).
 	arguments *decision.Arguments
-	upstreams *upstreams
+	upstreams *h1.Upstreams
 
 	fileReloads reloadStatus
 	// hijacked holds what outlives the HTTP server's own bookkeeping:
@@ -185,7 +186,7 @@ type Proxy struct {
 	tracer trace.Tracer
 	// procs scales GOMAXPROCS with overlapping requests (procs.go); nil:
 	// Config.AdaptProcs is off.
-	procs *procScaler
+	procs *h1.Procs
 
 	// gatewayAhead, in gateway mode, is how far the gateway's clock is
 	// ahead of cfg.Now (Subscriber.GatewayAhead); set by New, before
@@ -216,15 +217,15 @@ func newProxy(cfg Config) *Proxy {
 	p.decisions = decision.NewLog(cfg.RingSize, cfg.DecisionLog, p.log)
 	p.summaries = decision.NewSummarizer()
 	p.arguments = decision.NewArguments(decision.ArgumentsEntries, decision.ArgumentsBytes, decision.ArgumentsPerEntry)
-	p.upstreams = newUpstreams(cfg.UpstreamRoots)
-	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: framingProblem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
+	p.upstreams = h1.NewUpstreams(cfg.UpstreamRoots)
+	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: h1.Problem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
 	p.defs.onChange = cfg.OnToolDefinition
 	p.defs.log = p.log
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(telemetry.Scope)
 	}
 	if cfg.AdaptProcs && runtime.GOMAXPROCS(0) > 1 {
-		p.procs = newProcScaler()
+		p.procs = h1.NewProcs()
 	}
 	return p
 }
@@ -239,7 +240,7 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	p.current.Store(&loaded{matcher: m, version: version})
 	p.limits.retain(m.LimitKeys())
 	// Pooled upstream connections were approved under the old version.
-	p.upstreams.reset()
+	p.upstreams.Reset()
 	p.recheckTunnels()
 	p.log.Info("policy version applied", "version", version)
 	p.enforcingOnce.Do(func() { close(p.enforcing) })
@@ -298,11 +299,11 @@ func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
 // serve serves proxy clients on ln until ctx ends (Agent.Run).
 func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
-	srv := newHTTPServer(p, p.newClient, p.procs, p.log)
+	srv := h1.NewServer(h1.Config{Handler: p, ConnContext: p.connContext, SameAuthority: sameAuthority, Procs: p.procs, Logger: p.log})
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
 	if p.procs != nil {
-		background.Go(func() { p.procs.run(bgCtx) })
+		background.Go(func() { p.procs.Run(bgCtx) })
 	}
 	background.Go(func() { p.decisions.Write(bgCtx) })
 	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
@@ -316,9 +317,9 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 		stopBackground()
 		background.Wait()
 	}()
-	limited := newLimitListener(ln, p.cfg.MaxConnections)
+	limited := h1.LimitListener(ln, p.cfg.MaxConnections)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.serve(limited) }()
+	go func() { errc <- srv.Serve(limited) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -326,10 +327,10 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv.shutdown(shutdownCtx, limited)
+	srv.Shutdown(shutdownCtx, limited)
 	<-errc // the accept loop has returned
 	p.hijacked.closeAll()
-	p.upstreams.reset()
+	p.upstreams.Reset()
 	return nil
 }
 
@@ -348,6 +349,12 @@ type client struct {
 
 type clientKey struct{}
 
+// connContext is the context of the requests on conn, a connection just
+// accepted: it carries the proxy's view of the client (h1.Config.ConnContext).
+func (p *Proxy) connContext(ctx context.Context, conn net.Conn) context.Context {
+	return context.WithValue(ctx, clientKey{}, p.newClient(conn))
+}
+
 // newClient starts the proxy's view of a connection just accepted, on the
 // connection's goroutine. With the default identity and a policy that
 // names binaries, it looks at who holds the client's socket now, to
@@ -359,7 +366,7 @@ func (p *Proxy) newClient(conn net.Conn) *client {
 	c := &client{conn: conn, identify: p.cfg.Caller, log: p.log}
 	if c.identify == nil {
 		if cur := p.current.Load(); cur != nil && cur.matcher.NamesBinaries() {
-			c.watch = identity.Follow(conn, headSent(conn))
+			c.watch = identity.Follow(conn, h1.HeadSent(conn))
 		}
 	}
 	return c
@@ -488,7 +495,7 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := p.baseRequest(r.Context(), cur, t)
-	if problem := framingProblem(r.Context()); problem != "" {
+	if problem := h1.Problem(r.Context()); problem != "" {
 		w.Header().Set("Connection", "close")
 		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
 		return
@@ -627,13 +634,13 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	req.HTTPMethod = r.Method
 	req.Path = r.URL.EscapedPath()
 	req.Query = r.URL.RawQuery
-	if problem := framingProblem(r.Context()); problem != "" {
+	if problem := h1.Problem(r.Context()); problem != "" {
 		// Before anything else, DNS included: the request is not judged.
 		w.Header().Set("Connection", "close")
 		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
 		return
 	}
-	if h := connectionNamesEndToEnd(r.Header); h != "" {
+	if h := h1.ConnectionNamesEndToEnd(r.Header); h != "" {
 		// Headers named in Connection are dropped before forwarding; the
 		// upstream would see a different request from the one judged.
 		p.deny(w, r, cur, req, policy.Decision{Reason: "the Connection header names " + h + ", which would be removed before the upstream sees it"}, nil)

@@ -215,7 +215,7 @@ func (l *toolsList) copyFiltered(w http.ResponseWriter, res *http.Response) (han
 		l.refuse(w, "the server's answer is "+ce+"-encoded")
 		return true, errNotInspectable
 	}
-	if l.get || isEventStream(res.Header.Get("Content-Type")) {
+	if l.get || mcp.IsEventStream(res.Header.Get("Content-Type")) {
 		return true, l.copyEvents(w, res)
 	}
 	bp := bodyBuffers.Get().(*bytes.Buffer)

@@ -1,6 +1,6 @@
 //go:build linux && !386
 
-package dataplane
+package h1
 
 import (
 	"io"
@@ -34,28 +34,28 @@ import (
 // blocking (File does). sendto also carries MSG_NOSIGNAL, as the net
 // package's writes need no SIGPIPE either.
 //
-// On linux/386 socket calls go through socketcall, and rawIO is the
+// On linux/386 socket calls go through socketcall, and RawIO is the
 // identity there (rawio_other.go).
 
-// rawIO returns conn with Read and Write made as raw system calls, or conn
+// RawIO returns conn with Read and Write made as raw system calls, or conn
 // itself when it is not a TCP or Unix socket (a TLS connection, a pipe).
 // A limitedConn is looked through: it changes only Close.
 //
-// Under the race detector rawIO is the identity. The detector sees a
+// Under the race detector RawIO is the identity. The detector sees a
 // socket's reads and writes only where package syscall tells it of them
 // (the buffers touched, and a happens-before edge from every write to the
 // reads after it); a raw call tells it nothing, so it would miss races and
 // report false ones between goroutines that talk through sockets. The raw
 // path is tested by its own tests under -race and by everything else in
 // runs without it (.ci/run makes one).
-func rawIO(conn net.Conn) net.Conn {
+func RawIO(conn net.Conn) net.Conn {
 	if raceEnabled {
 		return conn
 	}
 	return newRawConn(conn)
 }
 
-// newRawConn is rawIO without the race detector's exception.
+// newRawConn is RawIO without the race detector's exception.
 func newRawConn(conn net.Conn) net.Conn {
 	sock := conn
 	if lc, ok := conn.(*limitedConn); ok {
@@ -168,7 +168,7 @@ func (c *rawConn) op(o *rawOp, b []byte, name string, run func(func(uintptr) boo
 	return n, err
 }
 
-// NetConn returns the connection underneath, as tls.Conn's does (closeWrite
+// NetConn returns the connection underneath, as tls.Conn's does (CloseWrite
 // looks through wrappers so).
 func (c *rawConn) NetConn() net.Conn { return c.Conn }
 

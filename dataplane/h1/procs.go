@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// procScaler runs the proxy on one P (GOMAXPROCS=1) while it serves one
+// Procs runs the proxy on one P (GOMAXPROCS=1) while it serves one
 // request at a time, and on every CPU it is given (Go's default) as soon
 // as two overlap.
 //
@@ -30,7 +30,7 @@ import (
 // Changing GOMAXPROCS stops the world for a few microseconds; it happens
 // at most twice per quiet period. An explicit GOMAXPROCS in the
 // environment turns the scaler off (the CLI decides; Config.AdaptProcs).
-type procScaler struct {
+type Procs struct {
 	active  atomic.Int32
 	wide    atomic.Bool   // running on the default P count
 	overlap atomic.Bool   // two requests overlapped since the last look
@@ -44,8 +44,10 @@ type procScaler struct {
 // narrows to one P again.
 const procsQuiet = time.Second
 
-func newProcScaler() *procScaler {
-	return &procScaler{wake: make(chan struct{}, 1), quiet: procsQuiet, setWide: setDefaultProcs}
+// NewProcs returns a switch that does nothing until Run; a Server counts
+// its requests with it (Config.Procs).
+func NewProcs() *Procs {
+	return &Procs{wake: make(chan struct{}, 1), quiet: procsQuiet, setWide: setDefaultProcs}
 }
 
 func setDefaultProcs(wide bool) {
@@ -57,7 +59,7 @@ func setDefaultProcs(wide bool) {
 }
 
 // begin counts a request as served; s may be nil (no scaling).
-func (s *procScaler) begin() {
+func (s *Procs) begin() {
 	if s == nil {
 		return
 	}
@@ -76,15 +78,15 @@ func (s *procScaler) begin() {
 }
 
 // end counts a request begun with begin as no longer served.
-func (s *procScaler) end() {
+func (s *Procs) end() {
 	if s != nil {
 		s.active.Add(-1)
 	}
 }
 
-// run narrows the proxy to one P and widens and narrows it as requests
+// Run narrows the proxy to one P and widens and narrows it as requests
 // overlap, until ctx ends; then the default is restored.
-func (s *procScaler) run(ctx context.Context) {
+func (s *Procs) Run(ctx context.Context) {
 	s.setWide(false)
 	defer s.setWide(true)
 	for {
@@ -111,7 +113,7 @@ func (s *procScaler) run(ctx context.Context) {
 
 // untilQuiet returns once no two requests have overlapped for s.quiet
 // (looking twice in that time), or false when ctx ends.
-func (s *procScaler) untilQuiet(ctx context.Context) bool {
+func (s *Procs) untilQuiet(ctx context.Context) bool {
 	t := time.NewTicker(s.quiet / 2)
 	defer t.Stop()
 	s.overlap.Store(false)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package dataplane
+package h1
 
 import (
 	"bytes"
@@ -8,11 +8,11 @@ import (
 	"syscall"
 )
 
-// headSent reports whether conn's socket already holds a whole request
+// HeadSent reports whether conn's socket already holds a whole request
 // head (up to the blank line, within its first 4 KiB), unread: peeked
 // at, never consumed. A look at the client's holders made after it is
 // also a look at judgement time for that request (newClient).
-func headSent(conn net.Conn) bool {
+func HeadSent(conn net.Conn) bool {
 	if lc, ok := conn.(*limitedConn); ok {
 		conn = lc.Conn
 	}

@@ -1,6 +1,6 @@
 //go:build unix && (!linux || 386)
 
-package dataplane
+package h1
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package dataplane
+package h1
 
 import (
 	"io"
@@ -31,23 +31,23 @@ func TestHeadSent(t *testing.T) {
 	defer server.Close()
 	limited := &limitedConn{Conn: server, release: func() {}}
 
-	if headSent(limited) {
-		t.Error("headSent before anything was written")
+	if HeadSent(limited) {
+		t.Error("HeadSent before anything was written")
 	}
 	head := "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n"
 	if _, err := io.WriteString(client, head); err != nil {
 		t.Fatal(err)
 	}
 	waitBuffered(t, server, len(head))
-	if headSent(limited) {
-		t.Error("headSent with the blank line still to come")
+	if HeadSent(limited) {
+		t.Error("HeadSent with the blank line still to come")
 	}
 	if _, err := io.WriteString(client, "\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	waitBuffered(t, server, len(head)+2)
-	if !headSent(limited) {
-		t.Error("headSent false with the whole head waiting")
+	if !HeadSent(limited) {
+		t.Error("HeadSent false with the whole head waiting")
 	}
 	server.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got := make([]byte, len(head)+2)

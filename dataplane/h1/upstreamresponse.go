@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// The proxy reads its upstreams' responses itself, as it reads its
+// The proxy reads its Upstreams' responses itself, as it reads its
 // clients' requests (httpread.go): a status line, header fields and a
 // body framed as net/http.ReadResponse frames it, with about half the
 // allocations ReadResponse makes (nine, for a short response). Framing
@@ -219,7 +219,7 @@ func frameResponse(r *upstreamResponse, method string) error {
 	if te, ok := h["Transfer-Encoding"]; ok {
 		delete(h, "Transfer-Encoding")
 		if http11 {
-			if len(te) != 1 || !asciiEqualFold(te[0], "chunked") {
+			if len(te) != 1 || !EqualFoldASCII(te[0], "chunked") {
 				return errors.New("unsupported transfer encoding")
 			}
 			chunked = true
@@ -320,7 +320,10 @@ func announcedTrailer(res *http.Response) error {
 	return nil
 }
 
-func asciiEqualFold(s, t string) bool {
+// EqualFoldASCII is strings.EqualFold for ASCII letters only, as HTTP
+// compares tokens: strings.EqualFold would take "chun\u212aed" (a Kelvin
+// sign) for "chunked".
+func EqualFoldASCII(s, t string) bool {
 	if len(s) != len(t) {
 		return false
 	}

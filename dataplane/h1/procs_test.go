@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"context"
@@ -12,17 +12,17 @@ import (
 	"time"
 )
 
-// recordedProcs is a procScaler whose GOMAXPROCS changes are recorded,
+// recordedProcs is a Procs whose GOMAXPROCS changes are recorded,
 // not made (the test process keeps its own).
 type recordedProcs struct {
-	*procScaler
+	*Procs
 	mu      sync.Mutex
 	changes []bool
 	changed chan bool
 }
 
 func newRecordedProcs(quiet time.Duration) *recordedProcs {
-	r := &recordedProcs{procScaler: newProcScaler(), changed: make(chan bool, 16)}
+	r := &recordedProcs{Procs: NewProcs(), changed: make(chan bool, 16)}
 	r.quiet = quiet
 	r.setWide = func(wide bool) {
 		r.mu.Lock()
@@ -60,7 +60,7 @@ func TestProcScalerWidensOnOverlapAndNarrowsWhenQuiet(t *testing.T) {
 	r := newRecordedProcs(200 * time.Millisecond)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { r.run(ctx); close(done) }()
+	go func() { r.Run(ctx); close(done) }()
 	r.next(t, false) // starts on one P
 
 	// One request at a time, however many: one P.
@@ -121,7 +121,7 @@ func TestProcScalerOverlapWhileNarrowing(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go r.run(ctx)
+	go r.Run(ctx)
 	r.next(t, false)
 	r.begin()
 	r.begin()
@@ -134,7 +134,7 @@ func TestProcScalerOverlapWhileNarrowing(t *testing.T) {
 }
 
 func TestNilProcScaler(t *testing.T) {
-	var s *procScaler
+	var s *Procs
 	s.begin() // a proxy without AdaptProcs counts nothing
 	s.end()
 }
@@ -143,7 +143,7 @@ func TestNilProcScaler(t *testing.T) {
 // written: a response that streams on does not count, so a client's
 // open event stream leaves the proxy on one P.
 func TestServerCountsRequestsUntilResponseHead(t *testing.T) {
-	procs := newProcScaler()
+	procs := NewProcs()
 	headWritten := make(chan struct{})
 	finish := make(chan struct{})
 	counted := make(chan int32, 2)
@@ -185,7 +185,7 @@ func TestServerCountsRequestsUntilResponseHead(t *testing.T) {
 // as an aborted exchange does) leaves no request counted: a leaked count
 // would keep the proxy wide for good.
 func TestServerUncountsAbortedRequests(t *testing.T) {
-	procs := newProcScaler()
+	procs := NewProcs()
 	addr := serveCounted(t, procs, func(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	})
@@ -206,17 +206,17 @@ func TestServerUncountsAbortedRequests(t *testing.T) {
 
 // serveCounted serves h on a loopback port until the test ends, its
 // requests counted in procs; it returns the address.
-func serveCounted(t *testing.T, procs *procScaler, h http.HandlerFunc) string {
+func serveCounted(t *testing.T, procs *Procs, h http.HandlerFunc) string {
 	t.Helper()
-	srv := newHTTPServer(h, func(net.Conn) *client { return &client{} }, procs, slog.New(slog.DiscardHandler))
+	srv := NewServer(Config{Handler: h, Procs: procs, Logger: slog.New(slog.DiscardHandler)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.serve(ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
-		srv.shutdown(context.Background(), ln)
+		srv.Shutdown(context.Background(), ln)
 		<-served
 	})
 	return ln.Addr().String()

@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -12,42 +12,60 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
-// httpServer serves HTTP/1.x to the proxy's clients: the connections of
-// its listener, and the inner connections of intercepted CONNECT tunnels.
-// It reads requests with the proxy's own strict reader (httpread.go) and
-// writes responses itself, without what net/http's server does around a
-// handler that the proxy does not need (a context, a header map clone
-// and a background read per request, content sniffing); under load that
+// Server serves HTTP/1.x to the proxy's clients: the connections of its
+// listener, and the inner connections of intercepted CONNECT tunnels. It
+// reads requests with its own strict reader (request.go) and writes
+// responses itself, without what net/http's server does around a handler
+// that the proxy does not need (a context, a header map clone and a
+// background read per request, content sniffing); under load that
 // machinery was about a third of what the proxy cost per request.
 //
 // Handlers are ordinary http.Handlers. The http.ResponseWriter they get
 // also flushes (http.Flusher), hijacks (http.Hijacker) and sets deadlines,
-// for http.ResponseController. A request's context carries the
-// connection's client and ends when the client goes away while the
+// for http.ResponseController. A request's context carries its connection
+// (Problem, and the upstream exchange's cancellation) and what
+// Config.ConnContext adds, and ends when the client goes away while the
 // request is served (noticed once it has taken longer than watchAfter).
-type httpServer struct {
-	handler   http.Handler
-	clientFor func(net.Conn) *client
-	log       *slog.Logger
-	// procs counts the requests being served (procs.go); nil: not counted.
-	procs *procScaler
-	// idleTimeout and headerTimeout are idleTimeout and readHeaderTimeout
-	// (tests shorten them).
-	idleTimeout, headerTimeout time.Duration
+type Server struct {
+	cfg Config
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
 	draining atomic.Bool    // set under mu
 	served   sync.WaitGroup // connections being served, not hijacked
+}
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Handler answers every request the server reads.
+	Handler http.Handler
+	// ConnContext, if set, returns the context of a connection's requests,
+	// made from ctx once when the connection is served (the proxy adds
+	// its view of the client). It must keep ctx's values and add no
+	// cancellation of its own.
+	ConnContext func(ctx context.Context, conn net.Conn) context.Context
+	// SameAuthority reports whether a Host header naming host names the
+	// authority of an absolute-form request's URI, uri (defaultPort is
+	// the URI scheme's); when it does not, the request's connection is
+	// marked (Problem). Called only when the two are spelled differently.
+	// Default: nil, different spellings are different authorities.
+	SameAuthority func(uri, host, defaultPort string) bool
+	// Procs counts the requests being served (procs.go). Default: nil,
+	// not counted.
+	Procs *Procs
+	// Logger hears of failed accepts and of handlers that panicked.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// IdleTimeout closes a connection idle between requests (default 2
+	// minutes); HeaderTimeout bounds reading a request's head (default 30
+	// seconds).
+	IdleTimeout, HeaderTimeout time.Duration
 }
 
 const (
@@ -68,14 +86,24 @@ const (
 	pendingBody = 4 << 10
 )
 
-func newHTTPServer(h http.Handler, clientFor func(net.Conn) *client, procs *procScaler, log *slog.Logger) *httpServer {
-	return &httpServer{handler: h, clientFor: clientFor, procs: procs, log: log, conns: make(map[*serverConn]struct{}),
-		idleTimeout: idleTimeout, headerTimeout: readHeaderTimeout}
+// NewServer returns a server of cfg.Handler; it serves nothing until Serve
+// or ServeConn.
+func NewServer(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = idleTimeout
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = readHeaderTimeout
+	}
+	return &Server{cfg: cfg, conns: make(map[*serverConn]struct{})}
 }
 
-// serve accepts connections from ln and serves each on its own goroutine
-// until ln is closed (shutdown closes it).
-func (s *httpServer) serve(ln net.Listener) error {
+// Serve accepts connections from ln and serves each on its own goroutine
+// until ln is closed (Shutdown closes it).
+func (s *Server) Serve(ln net.Listener) error {
 	var delay time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -87,7 +115,7 @@ func (s *httpServer) serve(ln net.Listener) error {
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 				// Out of file descriptors, say: wait, as net/http does.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
+				s.cfg.Logger.Warn("accept failed; retrying", "err", err, "delay", delay)
 				time.Sleep(delay)
 				continue
 			}
@@ -103,20 +131,19 @@ func (s *httpServer) serve(ln net.Listener) error {
 	}
 }
 
-// serveInner serves one connection on the calling goroutine (an
-// intercepted tunnel's), its requests judged as client's.
-func (s *httpServer) serveInner(conn net.Conn, cl *client) {
+// ServeConn serves one connection on the calling goroutine (an
+// intercepted tunnel's), until it is done or the server shuts down.
+func (s *Server) ServeConn(conn net.Conn) {
 	c := s.track(conn)
 	if c == nil {
 		conn.Close()
 		return
 	}
-	c.client = cl
 	s.serveConn(c)
 }
 
 // track registers a new connection; nil once the server drains.
-func (s *httpServer) track(conn net.Conn) *serverConn {
+func (s *Server) track(conn net.Conn) *serverConn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining.Load() {
@@ -128,16 +155,16 @@ func (s *httpServer) track(conn net.Conn) *serverConn {
 	return c
 }
 
-func (s *httpServer) untrack(c *serverConn) {
+func (s *Server) untrack(c *serverConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
 }
 
-// shutdown stops serving: ln is closed, idle connections close now and
+// Shutdown stops serving: ln is closed, idle connections close now and
 // busy ones after their response, and whatever is still open when ctx
 // ends is closed. Hijacked connections are not the server's.
-func (s *httpServer) shutdown(ctx context.Context, ln net.Listener) {
+func (s *Server) Shutdown(ctx context.Context, ln net.Listener) {
 	s.mu.Lock()
 	s.draining.Store(true)
 	for c := range s.conns {
@@ -218,9 +245,8 @@ func (c *serverConn) headBuffered() bool {
 
 // serverConn is one client connection and the state of the request on it.
 type serverConn struct {
-	srv    *httpServer
+	srv    *Server
 	conn   net.Conn
-	client *client
 	remote string
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -246,7 +272,7 @@ type serverConn struct {
 	body         requestBody
 	res          response
 	hijacked     bool
-	// counted says the request being served is counted in srv.procs,
+	// counted says the request being served is counted in srv.cfg.Procs,
 	// until its response head is written.
 	counted bool
 
@@ -274,8 +300,12 @@ func connOf(ctx context.Context) *serverConn {
 	return c
 }
 
-// framingProblem returns why the request's connection is refused, or "".
-func framingProblem(ctx context.Context) string {
+// Problem returns why the connection of the request whose context is ctx
+// is refused, or "": what the strict reader found that Go's server would
+// quietly normalise or accept (request.go). Its requests are still read
+// and handed to the handler, which is to deny them naming the problem;
+// the connection closes after that answer.
+func Problem(ctx context.Context) string {
 	if c := connOf(ctx); c != nil {
 		if p := c.problem.Load(); p != nil {
 			return *p
@@ -284,26 +314,26 @@ func framingProblem(ctx context.Context) string {
 	return ""
 }
 
-func (s *httpServer) serveConn(c *serverConn) {
-	sock := rawIO(c.conn) // c.conn's reads and writes, as raw system calls
+func (s *Server) serveConn(c *serverConn) {
+	sock := RawIO(c.conn) // c.conn's reads and writes, as raw system calls
 	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(sock)
 	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(sock)
-	if c.client == nil {
-		c.client = s.clientFor(c.conn)
-	}
 	if a := c.conn.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
-	ctx := context.WithValue(context.WithValue(context.Background(), clientKey{}, c.client), connKey{}, c)
+	ctx := context.WithValue(context.Background(), connKey{}, c)
+	if s.cfg.ConnContext != nil {
+		ctx = s.cfg.ConnContext(ctx, c.conn)
+	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.template = *new(http.Request).WithContext(c.ctx)
 	c.timer = time.AfterFunc(time.Hour, c.watch)
 	c.timer.Stop()
 	defer func() {
 		if v := recover(); v != nil && v != http.ErrAbortHandler {
-			s.log.Error("panic serving a proxy client", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
+			s.cfg.Logger.Error("panic serving a proxy client", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
 		}
 		c.uncount() // a handler that panicked (ErrAbortHandler too) did not
 		if c.hijacked {
@@ -335,7 +365,7 @@ func (c *serverConn) serveOne() bool {
 		if !c.setIdle(true) {
 			return false
 		}
-		c.extendReadDeadline(c.srv.idleTimeout)
+		c.extendReadDeadline(c.srv.cfg.IdleTimeout)
 		_, err := c.br.Peek(1)
 		c.setIdle(false)
 		if err != nil {
@@ -343,7 +373,7 @@ func (c *serverConn) serveOne() bool {
 		}
 	}
 	if !c.headBuffered() {
-		c.setReadDeadline(time.Now().Add(c.srv.headerTimeout))
+		c.setReadDeadline(time.Now().Add(c.srv.cfg.HeaderTimeout))
 	}
 	r, err := c.readRequest()
 	if r == nil {
@@ -366,9 +396,9 @@ func (c *serverConn) serveOne() bool {
 	c.timer.Reset(watchAfter)
 	if r.Method != http.MethodConnect { // a tunnel's requests count themselves
 		c.counted = true
-		c.srv.procs.begin()
+		c.srv.cfg.Procs.begin()
 	}
-	c.srv.handler.ServeHTTP(w, r)
+	c.srv.cfg.Handler.ServeHTTP(w, r)
 	c.uncount()
 	c.unwatch()
 	if c.hijacked {
@@ -378,11 +408,11 @@ func (c *serverConn) serveOne() bool {
 	return !w.closeAfter && c.ctx.Err() == nil
 }
 
-// uncount ends the count of the request being served in srv.procs.
+// uncount ends the count of the request being served in srv.cfg.Procs.
 func (c *serverConn) uncount() {
 	if c.counted {
 		c.counted = false
-		c.srv.procs.end()
+		c.srv.cfg.Procs.end()
 	}
 }
 
@@ -399,7 +429,7 @@ func (c *serverConn) discardBody(r *http.Request) bool {
 	case c.body.continueFirst:
 		return false // the client waits to be asked for its body: never ask
 	}
-	c.setReadDeadline(time.Now().Add(c.srv.headerTimeout))
+	c.setReadDeadline(time.Now().Add(c.srv.cfg.HeaderTimeout))
 	defer c.setReadDeadline(time.Time{})
 	n, err := io.CopyN(io.Discard, &c.body, maxDiscard+1)
 	return n <= maxDiscard && err == io.EOF && c.body.eof
@@ -533,307 +563,3 @@ func (c *serverConn) writeContinue() {
 	c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 	c.bw.Flush()
 }
-
-// response is the http.ResponseWriter of one request.
-type response struct {
-	c             *serverConn
-	req           *http.Request
-	header        http.Header
-	status        int
-	wroteHeader   bool
-	committed     bool // the head is written
-	contentLength int64
-	written       int64
-	chunked       bool
-	noBody        bool
-	closeAfter    bool
-	err           error
-	pending       []byte
-}
-
-func (w *response) reset(c *serverConn, r *http.Request) {
-	h, pending := w.header, w.pending[:0]
-	if h == nil {
-		h = make(http.Header, 8)
-	} else {
-		clear(h)
-	}
-	*w = response{c: c, req: r, header: h, contentLength: -1, pending: pending}
-}
-
-func (w *response) Header() http.Header { return w.header }
-
-func (w *response) WriteHeader(code int) {
-	if w.wroteHeader || w.c.hijacked {
-		return
-	}
-	if code < 100 || code > 999 {
-		code = http.StatusInternalServerError
-	}
-	if code < 200 && code != http.StatusSwitchingProtocols {
-		return // informational answers are not relayed
-	}
-	w.wroteHeader, w.status = true, code
-	w.c.uncount() // what follows is the body's relay
-	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
-	if v := w.header["Content-Length"]; len(v) > 0 {
-		if n, ok := parseContentLength(v[0]); ok {
-			w.contentLength = n
-		} else {
-			delete(w.header, "Content-Length")
-		}
-	}
-}
-
-func (w *response) Write(p []byte) (int, error) {
-	if w.c.hijacked {
-		return 0, http.ErrHijacked
-	}
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	if w.err != nil {
-		return 0, w.err
-	}
-	if w.noBody {
-		if w.req.Method == http.MethodHead {
-			return len(p), nil
-		}
-		return 0, http.ErrBodyNotAllowed
-	}
-	if w.contentLength >= 0 && w.written+int64(len(p)) > w.contentLength {
-		return 0, http.ErrContentLength
-	}
-	w.written += int64(len(p))
-	if !w.committed {
-		if w.contentLength < 0 && len(w.pending)+len(p) <= pendingBody {
-			w.pending = append(w.pending, p...)
-			return len(p), nil
-		}
-		w.commit(false)
-	}
-	return len(p), w.writeBody(p)
-}
-
-// writeBody writes p as the body, in a chunk when chunked.
-func (w *response) writeBody(p []byte) error {
-	if len(p) == 0 || w.err != nil {
-		return w.err
-	}
-	bw := w.c.bw
-	if w.chunked {
-		writeInt(bw, int64(len(p)), 16)
-		bw.WriteString("\r\n")
-		bw.Write(p)
-		_, w.err = bw.WriteString("\r\n")
-	} else {
-		_, w.err = bw.Write(p)
-	}
-	if w.err != nil {
-		w.closeAfter = true
-	}
-	return w.err
-}
-
-// commit writes the status line and header. final says the handler has
-// returned: a body held whole goes with its length.
-func (w *response) commit(final bool) {
-	w.committed = true
-	r, h := w.req, w.header
-	_, trailers := h["Trailer"]
-	switch {
-	case w.noBody:
-	case w.contentLength >= 0 && !trailers:
-	case final && !trailers:
-		w.contentLength = int64(len(w.pending))
-		h["Content-Length"] = []string{strconv.Itoa(len(w.pending))}
-	case r.ProtoAtLeast(1, 1):
-		delete(h, "Content-Length")
-		w.contentLength = -1
-		w.chunked = true
-		h["Transfer-Encoding"] = []string{"chunked"}
-	default:
-		// An HTTP/1.0 client reads to the end of the connection.
-		delete(h, "Content-Length")
-		w.contentLength = -1
-		w.closeAfter = true
-	}
-	if !w.c.discardBody(r) {
-		w.closeAfter = true
-	}
-	if r.Close || httpguts.HeaderValuesContainsToken(h["Connection"], "close") || w.c.srv.draining.Load() {
-		w.closeAfter = true
-	}
-	if w.closeAfter {
-		h["Connection"] = []string{"close"}
-	} else if !r.ProtoAtLeast(1, 1) {
-		h["Connection"] = []string{"keep-alive"}
-	}
-	_, dated := h["Date"]
-
-	bw := w.c.bw
-	bw.WriteString("HTTP/1.1 ")
-	writeInt(bw, int64(w.status), 10)
-	bw.WriteByte(' ')
-	if text := http.StatusText(w.status); text != "" {
-		bw.WriteString(text)
-	} else {
-		bw.WriteString("status code " + strconv.Itoa(w.status))
-	}
-	bw.WriteString("\r\n")
-	writeFields(bw, h, nil)
-	if !dated {
-		// Written, not set: a header map entry would cost a slice.
-		writeField(bw, "Date", httpDate())
-	}
-	_, w.err = bw.WriteString("\r\n")
-	if w.err != nil {
-		w.closeAfter = true
-	}
-	if len(w.pending) > 0 {
-		p := w.pending
-		w.pending = w.pending[:0]
-		w.writeBody(p)
-	}
-}
-
-// writeInt writes n in base into bw's own buffer, without allocating
-// (a local array would escape through bufio.Writer.Write).
-func writeInt(bw *bufio.Writer, n int64, base int) {
-	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, base))
-}
-
-// writeFields writes the fields of h whose names are tokens, except those
-// skip names (nil: none).
-func writeFields(bw *bufio.Writer, h http.Header, skip func(name string) bool) {
-	for k, vv := range h {
-		if !httpguts.ValidHeaderFieldName(k) || skip != nil && skip(k) {
-			continue
-		}
-		for _, v := range vv {
-			writeField(bw, k, v)
-		}
-	}
-}
-
-// writeField writes one field line, the value with any CR or LF as a
-// space so that no value can end the header early.
-func writeField(bw *bufio.Writer, name, value string) {
-	bw.WriteString(name)
-	bw.WriteString(": ")
-	if strings.ContainsAny(value, "\r\n") {
-		value = strings.NewReplacer("\r", " ", "\n", " ").Replace(value)
-	}
-	bw.WriteString(value)
-	bw.WriteString("\r\n")
-}
-
-// Flush sends the head and everything written so far.
-func (w *response) Flush() { w.FlushError() }
-
-// FlushError is Flush, saying why it failed (http.ResponseController).
-func (w *response) FlushError() error {
-	if w.c.hijacked {
-		return http.ErrHijacked
-	}
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	if !w.committed {
-		w.commit(false)
-	}
-	if w.err != nil {
-		return w.err
-	}
-	if w.err = w.c.bw.Flush(); w.err != nil {
-		w.closeAfter = true
-	}
-	return w.err
-}
-
-// finish completes the response once the handler has returned.
-func (w *response) finish() {
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	if !w.committed {
-		w.commit(true)
-	}
-	bw := w.c.bw
-	if w.chunked && w.err == nil {
-		bw.WriteString("0\r\n")
-		for _, names := range w.header["Trailer"] {
-			for name := range strings.SplitSeq(names, ",") {
-				k := http.CanonicalHeaderKey(strings.TrimSpace(name))
-				if !httpguts.ValidHeaderFieldName(k) {
-					continue
-				}
-				for _, v := range w.header[k] {
-					writeField(bw, k, v)
-				}
-			}
-		}
-		_, w.err = bw.WriteString("\r\n")
-	}
-	if !w.noBody && w.contentLength >= 0 && w.written < w.contentLength {
-		w.closeAfter = true // the client waits for bytes that will not come
-	}
-	if w.err == nil {
-		w.err = bw.Flush()
-	}
-	if w.err != nil {
-		w.closeAfter = true
-	}
-}
-
-// SetReadDeadline and SetWriteDeadline are for http.ResponseController.
-// A read deadline is for reading the request: once its whole body is
-// buffered no read reaches the connection, and the deadline is left as
-// it is (the next request's reading sets its own).
-func (w *response) SetReadDeadline(t time.Time) error {
-	if !w.c.bodyBuffered {
-		w.c.setReadDeadline(t)
-	}
-	return nil
-}
-
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.conn.SetWriteDeadline(t) }
-
-// Hijack hands the connection to the handler (CONNECT tunnels), with what
-// the server had read of it.
-func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c := w.c
-	if c.hijacked {
-		return nil, nil, http.ErrHijacked
-	}
-	if w.committed {
-		return nil, nil, errors.New("hijack after the response began")
-	}
-	c.unwatch()
-	c.uncount()
-	c.mu.Lock()
-	c.hijacked = true
-	c.mu.Unlock()
-	c.conn.SetDeadline(time.Time{})
-	c.srv.untrack(c)
-	c.srv.served.Done() // no longer the server's to wait for
-	return c.conn, bufio.NewReadWriter(c.br, c.bw), nil
-}
-
-// httpDate is the Date header value, formatted once a second.
-func httpDate() string {
-	now := time.Now().Unix()
-	if d := cachedDate.Load(); d != nil && d.sec == now {
-		return d.text
-	}
-	d := &dateText{sec: now, text: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
-	cachedDate.Store(d)
-	return d.text
-}
-
-type dateText struct {
-	sec  int64
-	text string
-}
-
-var cachedDate atomic.Pointer[dateText]

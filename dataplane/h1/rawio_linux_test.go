@@ -1,6 +1,6 @@
 //go:build linux && !386
 
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -69,9 +69,9 @@ func TestRawIOWrapsSocketsOnly(t *testing.T) {
 	if got := newRawConn(buffered); got != buffered {
 		t.Fatalf("newRawConn(bufferedConn) = %T, want the bufferedConn itself (its Read is not the socket's)", got)
 	}
-	_, isRaw := rawIO(c).(*rawConn)
+	_, isRaw := RawIO(c).(*rawConn)
 	if isRaw == raceEnabled {
-		t.Fatalf("rawIO(%T) = %T with the race detector %v", c, rawIO(c), raceEnabled)
+		t.Fatalf("RawIO(%T) = %T with the race detector %v", c, RawIO(c), raceEnabled)
 	}
 }
 
@@ -401,14 +401,14 @@ func TestServerUsesRawIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	types := make(chan [2]reflect.Type, 1)
-	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := NewServer(Config{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := connOf(r.Context())
 		types <- [2]reflect.Type{readerOf(c.br), writerOf(c.bw)}
-	}), func(net.Conn) *client { return &client{} }, nil, slog.New(slog.DiscardHandler))
+	}), Logger: slog.New(slog.DiscardHandler)})
 	done := make(chan error, 1)
-	go func() { done <- srv.serve(ln) }()
+	go func() { done <- srv.Serve(ln) }()
 	defer func() {
-		srv.shutdown(context.Background(), ln)
+		srv.Shutdown(context.Background(), ln)
 		<-done
 	}()
 	res, err := http.Get("http://" + ln.Addr().String() + "/")
@@ -459,3 +459,13 @@ func TestUpstreamUsesRawIO(t *testing.T) {
 		t.Fatalf("TLS runs over %v; want %v", got, want)
 	}
 }
+
+// bufferedConn is a connection whose first bytes were already read into
+// r, as the proxy's intercepted tunnels are: RawIO must leave such a
+// wrapper alone.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }

@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"errors"
@@ -8,13 +8,13 @@ import (
 
 // The listener admits n connections at once: the next Accept waits until
 // one is closed, and Close ends a waiting Accept. Its connections still
-// half-close (closeWrite reaches the TCP connection).
+// half-close (CloseWrite reaches the TCP connection).
 func TestLimitListener(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimitListener(inner, 1)
+	l := LimitListener(inner, 1)
 	defer l.Close()
 	for range 2 {
 		c, err := net.Dial("tcp", inner.Addr().String())
@@ -37,9 +37,9 @@ func TestLimitListener(t *testing.T) {
 		t.Fatal("a second connection was admitted while the first is open")
 	default:
 	}
-	closeWrite(first)
+	CloseWrite(first)
 	if _, err := first.(*limitedConn).Conn.(*net.TCPConn).Write([]byte("x")); err == nil {
-		t.Fatal("closeWrite did not reach the TCP connection through the wrappers")
+		t.Fatal("CloseWrite did not reach the TCP connection through the wrappers")
 	}
 	first.Close()
 	second := <-accepted

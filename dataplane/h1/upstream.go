@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -23,15 +23,15 @@ import (
 // and a reader per connection). Under load those handoffs were a large
 // part of what the proxy cost per request.
 
-// upstreamKey names a pool of upstream connections: the host the client
+// Key names a pool of upstream connections: the host the client
 // asked for and the address that was checked for it. Keying by both means
 // a connection is only ever reused for the same name on the same checked
 // address — never for another name that shares the address (another TLS
 // name), nor for the name after it resolved elsewhere.
-type upstreamKey struct {
-	host string
-	addr netip.AddrPort
-	tls  bool // https: TLS to host, verified against the roots
+type Key struct {
+	Host string
+	Addr netip.AddrPort
+	TLS  bool // https: TLS to Host, verified against the roots
 }
 
 const (
@@ -52,22 +52,24 @@ const (
 	dialTimeout     = 10 * time.Second
 )
 
-// upstreams holds the pools for the policy version in force. A new
-// version starts with none: connections approved under the old version
-// are never handed to the new one.
-type upstreams struct {
+// Upstreams holds the pools for the policy version in force. A new
+// version starts with none (Reset): connections approved under the old
+// version are never handed to the new one.
+type Upstreams struct {
 	roots *x509.CertPool
 
 	mu    sync.Mutex
-	pools map[upstreamKey]*upstreamPool
+	pools map[Key]*Pool
 }
 
-func newUpstreams(roots *x509.CertPool) *upstreams {
-	return &upstreams{roots: roots, pools: make(map[upstreamKey]*upstreamPool)}
+// NewUpstreams returns no pools yet, their TLS connections verified
+// against roots (nil: the system's).
+func NewUpstreams(roots *x509.CertPool) *Upstreams {
+	return &Upstreams{roots: roots, pools: make(map[Key]*Pool)}
 }
 
-// get returns the pool for k, creating it on first use.
-func (u *upstreams) get(k upstreamKey) *upstreamPool {
+// Get returns the pool for k, creating it on first use.
+func (u *Upstreams) Get(k Key) *Pool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if p, ok := u.pools[k]; ok {
@@ -82,29 +84,29 @@ func (u *upstreams) get(k upstreamKey) *upstreamPool {
 			}
 		}
 	}
-	p := &upstreamPool{key: k}
-	if k.tls {
-		p.tls = &tls.Config{RootCAs: u.roots, ServerName: k.host, MinVersion: tls.VersionTLS12}
+	p := &Pool{key: k}
+	if k.TLS {
+		p.tls = &tls.Config{RootCAs: u.roots, ServerName: k.Host, MinVersion: tls.VersionTLS12}
 	}
 	u.pools[k] = p
 	return p
 }
 
-// reset drops every pool (a new policy version): idle connections close
+// Reset drops every pool (a new policy version): idle connections close
 // now, busy ones when their response ends.
-func (u *upstreams) reset() {
+func (u *Upstreams) Reset() {
 	u.mu.Lock()
 	old := u.pools
-	u.pools = make(map[upstreamKey]*upstreamPool)
+	u.pools = make(map[Key]*Pool)
 	u.mu.Unlock()
 	for _, p := range old {
 		p.close()
 	}
 }
 
-// upstreamPool is the idle connections to one upstreamKey.
-type upstreamPool struct {
-	key upstreamKey
+// Pool is the idle connections to one Key.
+type Pool struct {
+	key Key
 	tls *tls.Config // nil for plain http
 
 	mu     sync.Mutex
@@ -116,7 +118,7 @@ type upstreamPool struct {
 // upstreamConn is one connection with its buffers. Its reader is limited
 // while a response head is read (see readLimit).
 type upstreamConn struct {
-	pool      *upstreamPool
+	pool      *Pool
 	conn      net.Conn
 	tls       bool
 	lim       readLimit
@@ -147,11 +149,11 @@ func (l *readLimit) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// roundTrip sends req on a pooled connection (or a new one) and returns
+// RoundTrip sends req on a pooled connection (or a new one) and returns
 // the response; its body hands the connection back when read to the end,
 // and closes it when closed early. The response's header fields are read
 // into header, emptied first, which becomes its Header (nil: a new map);
-// forward hands it the client's response header, so that what the
+// the proxy's forward hands it its client's response header, so that what the
 // upstream sent is not copied from one map into another. On an error
 // header holds nothing of any response.
 //
@@ -162,7 +164,7 @@ func (l *readLimit) Read(p []byte) (int, error) {
 // its method is idempotent; a POST is not, as the server may have acted
 // on it. Reused connections are checked for a close first (stillOpen),
 // so that race is narrow.
-func (p *upstreamPool) roundTrip(ctx context.Context, req *http.Request, body []byte, header http.Header) (*http.Response, error) {
+func (p *Pool) RoundTrip(ctx context.Context, req *http.Request, body []byte, header http.Header) (*http.Response, error) {
 	if body == nil && req.Body != nil {
 		req.Body = &bodyErr{r: req.Body}
 	}
@@ -190,7 +192,7 @@ func idempotent(req *http.Request) bool {
 }
 
 // take returns an idle connection that still looks open, or dials.
-func (p *upstreamPool) take(ctx context.Context, fresh bool) (*upstreamConn, bool, error) {
+func (p *Pool) take(ctx context.Context, fresh bool) (*upstreamConn, bool, error) {
 	if !fresh {
 		for {
 			p.mu.Lock()
@@ -216,14 +218,14 @@ func (p *upstreamPool) take(ctx context.Context, fresh bool) (*upstreamConn, boo
 
 // dial connects to exactly the checked address, whatever the URL says,
 // with TLS for the pool's host name when the pool serves https.
-func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
+func (p *Pool) dial(ctx context.Context) (*upstreamConn, error) {
 	d := net.Dialer{Timeout: dialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", p.key.addr.String())
+	conn, err := d.DialContext(ctx, "tcp", p.key.Addr.String())
 	if err != nil {
 		return nil, err
 	}
 	c := &upstreamConn{pool: p, conn: conn}
-	sock := rawIO(conn) // conn's reads and writes, as raw system calls
+	sock := RawIO(conn) // conn's reads and writes, as raw system calls
 	if p.tls != nil {
 		tc := tls.Client(sock, p.tls)
 		hctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -244,7 +246,7 @@ func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
 }
 
 // put returns c to the pool, or closes it when the pool is closed or full.
-func (p *upstreamPool) put(c *upstreamConn) {
+func (p *Pool) put(c *upstreamConn) {
 	c.idleSince = time.Now()
 	p.mu.Lock()
 	if p.closed || len(p.idle) >= maxIdlePerPool {
@@ -261,7 +263,7 @@ func (p *upstreamPool) put(c *upstreamConn) {
 
 // sweepIdle closes the connections idle too long and re-arms while any
 // stay idle, so a pool no longer used lets its connections go.
-func (p *upstreamPool) sweepIdle() {
+func (p *Pool) sweepIdle() {
 	p.mu.Lock()
 	keep := p.idle[:0]
 	var expired []*upstreamConn
@@ -285,7 +287,7 @@ func (p *upstreamPool) sweepIdle() {
 }
 
 // close closes the idle connections and makes put close the busy ones.
-func (p *upstreamPool) close() {
+func (p *Pool) close() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle, p.closed = nil, true

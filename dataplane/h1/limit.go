@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"net"
@@ -8,7 +8,7 @@ import (
 // limitListener admits at most n client connections at once, as
 // x/net/netutil.LimitListener does, but its connections keep what the
 // TCP connection can do: an L4 tunnel half-closes the client's side when
-// the upstream has finished sending (closeWrite), and a wrapper that hid
+// the upstream has finished sending (CloseWrite), and a wrapper that hid
 // CloseWrite would leave the client waiting for an end that never comes.
 type limitListener struct {
 	net.Listener
@@ -17,7 +17,8 @@ type limitListener struct {
 	closeOnce sync.Once
 }
 
-func newLimitListener(l net.Listener, n int) *limitListener {
+// LimitListener returns l admitting at most n connections at once.
+func LimitListener(l net.Listener, n int) net.Listener {
 	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
 
@@ -57,3 +58,20 @@ func (c *limitedConn) Close() error {
 
 // NetConn returns the connection underneath (as tls.Conn's does).
 func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes c, looking through the wrappers of the proxy's
+// connections (each has NetConn, as tls.Conn does) for the connection
+// that can: an L4 tunnel tells each side the other has finished sending.
+func CloseWrite(c net.Conn) {
+	for c != nil {
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
+	}
+}

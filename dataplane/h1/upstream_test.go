@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -19,31 +19,31 @@ import (
 // Connections are pooled per (host, checked address, TLS) and per policy
 // version, never across them.
 func TestUpstreamPoolsAreKeyedByHostAndAddress(t *testing.T) {
-	u := newUpstreams(nil)
+	u := NewUpstreams(nil)
 	a := netip.MustParseAddrPort("192.0.2.1:443")
 	b := netip.MustParseAddrPort("192.0.2.2:443")
-	orders := u.get(upstreamKey{host: "orders.example.com", addr: a, tls: true})
-	if u.get(upstreamKey{host: "orders.example.com", addr: a, tls: true}) != orders {
+	orders := u.Get(Key{Host: "orders.example.com", Addr: a, TLS: true})
+	if u.Get(Key{Host: "orders.example.com", Addr: a, TLS: true}) != orders {
 		t.Fatal("the same host and address did not share a pool")
 	}
-	if u.get(upstreamKey{host: "billing.example.com", addr: a, tls: true}) == orders {
+	if u.Get(Key{Host: "billing.example.com", Addr: a, TLS: true}) == orders {
 		t.Fatal("another host on the same address shared the pool (and its TLS name)")
 	}
-	if u.get(upstreamKey{host: "orders.example.com", addr: b, tls: true}) == orders {
+	if u.Get(Key{Host: "orders.example.com", Addr: b, TLS: true}) == orders {
 		t.Fatal("the host resolved elsewhere reused connections to the old address")
 	}
-	if u.get(upstreamKey{host: "orders.example.com", addr: a}) == orders {
+	if u.Get(Key{Host: "orders.example.com", Addr: a}) == orders {
 		t.Fatal("plain http shared the pool of https")
 	}
 	if got := orders.tls.ServerName; got != "orders.example.com" {
 		t.Fatalf("TLS name %q", got)
 	}
-	u.reset()
-	if u.get(upstreamKey{host: "orders.example.com", addr: a, tls: true}) == orders {
+	u.Reset()
+	if u.Get(Key{Host: "orders.example.com", Addr: a, TLS: true}) == orders {
 		t.Fatal("a new policy version reused the old version's pool")
 	}
 	for i := range maxUpstreamPools + 10 {
-		u.get(upstreamKey{host: "h.example.com", addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), uint16(1000+i))})
+		u.Get(Key{Host: "h.example.com", Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), uint16(1000+i))})
 	}
 	if n := len(u.pools); n > maxUpstreamPools {
 		t.Fatalf("%d pools kept, want at most %d", n, maxUpstreamPools)
@@ -65,21 +65,21 @@ func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic
 	return srv, &conns
 }
 
-func poolFor(t *testing.T, srv *httptest.Server) (*upstreams, *upstreamPool, *url.URL) {
+func poolFor(t *testing.T, srv *httptest.Server) (*Upstreams, *Pool, *url.URL) {
 	t.Helper()
 	u, err := url.Parse(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ups := newUpstreams(nil)
-	t.Cleanup(ups.reset)
-	return ups, ups.get(upstreamKey{host: "127.0.0.1", addr: netip.MustParseAddrPort(u.Host)}), u
+	ups := NewUpstreams(nil)
+	t.Cleanup(ups.Reset)
+	return ups, ups.Get(Key{Host: "127.0.0.1", Addr: netip.MustParseAddrPort(u.Host)}), u
 }
 
-func get(t *testing.T, p *upstreamPool, u *url.URL, path string) (*http.Response, string) {
+func get(t *testing.T, p *Pool, u *url.URL, path string) (*http.Response, string) {
 	t.Helper()
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: path}, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-	res, err := p.roundTrip(context.Background(), req, nil, nil)
+	res, err := p.RoundTrip(context.Background(), req, nil, nil)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -117,7 +117,7 @@ func TestUpstreamNoticesServerClosedIdleConnection(t *testing.T) {
 	_, p, u := poolFor(t, srv)
 	post := func(body string) string {
 		req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}, ContentLength: int64(len(body))}
-		res, err := p.roundTrip(context.Background(), req, []byte(body), nil)
+		res, err := p.RoundTrip(context.Background(), req, []byte(body), nil)
 		if err != nil {
 			t.Fatalf("POST: %v", err)
 		}
@@ -166,7 +166,7 @@ func TestUpstreamDoesNotReuseUnfinishedConnections(t *testing.T) {
 	})
 	ups, p, u := poolFor(t, srv)
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/big"}, Host: u.Host, Header: http.Header{}}
-	res, err := p.roundTrip(context.Background(), req, nil, nil)
+	res, err := p.RoundTrip(context.Background(), req, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +177,8 @@ func TestUpstreamDoesNotReuseUnfinishedConnections(t *testing.T) {
 	if n := conns.Load(); n != 3 {
 		t.Fatalf("%d connections, want 3", n)
 	}
-	ups.reset()
-	p2 := ups.get(p.key)
+	ups.Reset()
+	p2 := ups.Get(p.key)
 	get(t, p2, u, "/new-version")
 	if n := conns.Load(); n != 4 {
 		t.Fatalf("%d connections after a new version, want 4", n)
@@ -217,10 +217,10 @@ func rawUpstream(t *testing.T, respond func(c net.Conn, br *bufio.Reader)) *url.
 	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
 }
 
-func rawPool(t *testing.T, u *url.URL) *upstreamPool {
-	ups := newUpstreams(nil)
-	t.Cleanup(ups.reset)
-	return ups.get(upstreamKey{host: "127.0.0.1", addr: netip.MustParseAddrPort(u.Host)})
+func rawPool(t *testing.T, u *url.URL) *Pool {
+	ups := NewUpstreams(nil)
+	t.Cleanup(ups.Reset)
+	return ups.Get(Key{Host: "127.0.0.1", Addr: netip.MustParseAddrPort(u.Host)})
 }
 
 // Informational responses are skipped; the final one is returned.
@@ -247,7 +247,7 @@ func TestUpstreamRefusesHugeResponseHead(t *testing.T) {
 		io.WriteString(c, "\r\n")
 	})
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}}
-	_, err := rawPool(t, u).roundTrip(context.Background(), req, nil, nil)
+	_, err := rawPool(t, u).RoundTrip(context.Background(), req, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Fatalf("err = %v, want response head too large", err)
 	}
@@ -265,7 +265,7 @@ func TestUpstreamCancelClosesConnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}}
-	res, err := rawPool(t, u).roundTrip(ctx, req, nil, nil)
+	res, err := rawPool(t, u).RoundTrip(ctx, req, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestUpstreamRetriesOnlyIdempotentRequests(t *testing.T) {
 		t.Fatalf("body %q", body)
 	}
 	req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}, ContentLength: 2}
-	if _, err := p.roundTrip(context.Background(), req, []byte("{}"), nil); err == nil {
+	if _, err := p.RoundTrip(context.Background(), req, []byte("{}"), nil); err == nil {
 		t.Fatal("a POST that failed on a reused connection was retried")
 	}
 	if got := served.Load(); got != 2 {

@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/iotest"
 	"time"
 )
 
@@ -31,11 +30,11 @@ func TestHandlerPanicClosesItsConnectionOnly(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	srv := newHTTPServer(h, func(net.Conn) *client { return &client{} }, nil, slog.New(slog.DiscardHandler))
+	srv := NewServer(Config{Handler: h, Logger: slog.New(slog.DiscardHandler)})
 	done := make(chan error, 1)
-	go func() { done <- srv.serve(ln) }()
+	go func() { done <- srv.Serve(ln) }()
 	defer func() {
-		srv.shutdown(t.Context(), ln)
+		srv.Shutdown(t.Context(), ln)
 		<-done
 	}()
 	get := func(path string) (*http.Response, error) {
@@ -62,22 +61,6 @@ func TestHandlerPanicClosesItsConnectionOnly(t *testing.T) {
 	}
 }
 
-func TestIsEventStream(t *testing.T) {
-	for ct, want := range map[string]bool{
-		"application/json":                   false,
-		"":                                   false,
-		"text/event-stream":                  true,
-		"Text/Event-Stream; charset=utf-8":   true,
-		" text/event-stream ":                true,
-		"application/json; charset=utf-8":    false,
-		"text/event-stream; charset=\"utf-8": false, // unparseable
-	} {
-		if got := isEventStream(ct); got != want {
-			t.Errorf("isEventStream(%q) = %v, want %v", ct, got, want)
-		}
-	}
-}
-
 // The server moves a connection's read deadline only when a read can
 // block (setReadDeadline): these check that every read that can block is
 // still bounded, and that one that cannot is never cut by a deadline
@@ -93,15 +76,14 @@ func TestReadDeadlines(t *testing.T) {
 			t.Fatal(err)
 		}
 		called = new(atomicCount)
-		srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := NewServer(Config{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			called.add()
 			h(w, r)
-		}), func(net.Conn) *client { return &client{} }, nil, slog.New(slog.DiscardHandler))
-		srv.idleTimeout, srv.headerTimeout = idle, header
+		}), Logger: slog.New(slog.DiscardHandler), IdleTimeout: idle, HeaderTimeout: header})
 		done := make(chan error, 1)
-		go func() { done <- srv.serve(ln) }()
+		go func() { done <- srv.Serve(ln) }()
 		t.Cleanup(func() {
-			srv.shutdown(context.Background(), ln)
+			srv.Shutdown(context.Background(), ln)
 			<-done
 		})
 		return ln.Addr().String(), called
@@ -251,49 +233,6 @@ type atomicCount struct{ n atomic.Int64 }
 func (a *atomicCount) add()       { a.n.Add(1) }
 func (a *atomicCount) get() int64 { return a.n.Load() }
 
-func TestReadUpTo(t *testing.T) {
-	body := strings.Repeat("x", 10000)
-	for _, tc := range []struct {
-		name      string
-		r         io.Reader
-		announced int64
-		limit     int
-		want      int // bytes returned
-		err       bool
-	}{
-		{"whole, announced", strings.NewReader(body), 10000, 10000, 10000, false},
-		{"whole, one byte at a time", iotest.OneByteReader(strings.NewReader(body)), 10000, 20000, 10000, false},
-		{"unannounced", strings.NewReader(body), -1, 20000, 10000, false},
-		{"over the limit: one byte past it", strings.NewReader(body), 10000, 9999, 10000, false},
-		{"far over the limit", strings.NewReader(body), -1, 100, 101, false},
-		{"empty", strings.NewReader(""), 0, 100, 0, false},
-		{"a read error", iotest.TimeoutReader(strings.NewReader(body)), 10000, 20000, 10000, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := readUpTo(tc.r, tc.announced, tc.limit)
-			if (err != nil) != tc.err {
-				t.Fatalf("err %v, want error %v", err, tc.err)
-			}
-			if !tc.err && (len(got) != tc.want || strings.Count(string(got), "x") != len(got)) {
-				t.Errorf("read %d bytes, want %d", len(got), tc.want)
-			}
-		})
-	}
-	// A body announced huge and never sent holds no more than the initial
-	// buffer: the buffer grows with what arrives, not with what is
-	// announced.
-	got, err := readUpTo(strings.NewReader("{}"), 1<<30, 1<<30)
-	if err != nil || string(got) != "{}" || cap(got) > initialBodyBuffer+512 {
-		t.Errorf("announced 1 GiB, sent 2 bytes: %q, cap %d, %v", got, cap(got), err)
-	}
-	// A body sent as announced fits the first buffer: one byte of room
-	// sees its end, and the buffer is not doubled for it.
-	got, err = readUpTo(strings.NewReader(body[:300]), 300, 1000)
-	if err != nil || len(got) != 300 || cap(got) > 320 {
-		t.Errorf("announced and sent 300 bytes: %d read, cap %d, %v", len(got), cap(got), err)
-	}
-}
-
 // whenEnded is context.AfterFunc for the upstream exchange of a request
 // the server read, without allocating.
 func TestWhenEnded(t *testing.T) {
@@ -306,7 +245,7 @@ func TestWhenEnded(t *testing.T) {
 	f := func() { runs.Add(1) }
 
 	c := newConn()
-	ctx := context.WithValue(c.ctx, clientKey{}, &client{}) // values added, no cancellation of its own
+	ctx := context.WithValue(c.ctx, valueKey{}, "client") // values added, no cancellation of its own
 	if n := testing.AllocsPerRun(100, func() { whenEnded(ctx, &f).stopped() }); n != 0 {
 		t.Errorf("arming and stopping allocates %v times", n)
 	}
@@ -350,6 +289,10 @@ func TestWhenEnded(t *testing.T) {
 	}
 }
 
+// valueKey is a context value a request's context may carry beside its
+// connection (Config.ConnContext).
+type valueKey struct{}
+
 func waitUntilTrue(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -374,7 +317,7 @@ func TestRemoveHopByHopManyNames(t *testing.T) {
 		h[names[i]] = []string{"v"}
 	}
 	h["Connection"] = []string{"close, " + strings.Join(names, ", ")}
-	removeHopByHop(h)
+	RemoveHopByHop(h)
 	if len(h) != 1 || h.Get("X-Kept") != "1" {
 		t.Fatalf("%d fields left, want only X-Kept", len(h))
 	}

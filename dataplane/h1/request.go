@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -54,6 +54,9 @@ const (
 	maxHeaderBytes = 64<<10 + 4<<10
 	// maxTrailerBytes bounds a chunked body's trailer section.
 	maxTrailerBytes = 64 << 10
+	// maxPooledHeader bounds the header map a connection keeps for its
+	// next request: a larger one (a request with many fields) is dropped.
+	maxPooledHeader = 32
 )
 
 // requestError is a request the reader refuses outright: answered with
@@ -157,7 +160,7 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 	r.Host = r.URL.Host
 	if r.Host == "" {
 		r.Host = r.Header.Get("Host")
-	} else if haveHost && hosts[0] != r.Host && !sameAuthority(r.URL.Host, hosts[0], defaultPort(r.URL.Scheme)) {
+	} else if haveHost && hosts[0] != r.Host && !c.sameAuthority(r.URL.Host, hosts[0], defaultPort(r.URL.Scheme)) {
 		c.mark("a request on this connection named one authority in its URI and another in its Host header")
 	}
 	delete(r.Header, "Host")
@@ -167,6 +170,12 @@ func (c *serverConn) readRequest() (*http.Request, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// sameAuthority reports whether the Host header host names uri's
+// authority (Config.SameAuthority).
+func (c *serverConn) sameAuthority(uri, host, defaultPort string) bool {
+	return c.srv != nil && c.srv.cfg.SameAuthority != nil && c.srv.cfg.SameAuthority(uri, host, defaultPort)
 }
 
 // requestWithURL is a request and its URL, kept together.
@@ -187,9 +196,9 @@ func parsePlainTarget(target string, u *url.URL) bool {
 	var scheme, host string
 	switch {
 	case strings.HasPrefix(rest, "/"):
-	case len(rest) > 7 && asciiEqualFold(rest[:7], "http://"):
+	case len(rest) > 7 && EqualFoldASCII(rest[:7], "http://"):
 		scheme, rest = "http", rest[7:]
-	case len(rest) > 8 && asciiEqualFold(rest[:8], "https://"):
+	case len(rest) > 8 && EqualFoldASCII(rest[:8], "https://"):
 		scheme, rest = "https", rest[8:]
 	default:
 		return false
@@ -422,7 +431,7 @@ func (c *serverConn) frameBody(r *http.Request) error {
 		}
 		// ASCII case only, as Go compares it: strings.EqualFold would
 		// take "chun\u212aed" (a Kelvin sign) for chunked.
-		if len(te) != 1 || !asciiEqualFold(te[0], "chunked") {
+		if len(te) != 1 || !EqualFoldASCII(te[0], "chunked") {
 			return &requestError{status: http.StatusNotImplemented, reason: "unsupported transfer encoding"}
 		}
 		delete(r.Header, "Transfer-Encoding")
@@ -471,7 +480,7 @@ func (c *serverConn) expect(r *http.Request) error {
 	if !ok {
 		return nil
 	}
-	if len(e) == 1 && asciiEqualFold(e[0], "100-continue") && r.ProtoAtLeast(1, 1) {
+	if len(e) == 1 && EqualFoldASCII(e[0], "100-continue") && r.ProtoAtLeast(1, 1) {
 		if r.ContentLength != 0 {
 			c.body.continueFirst = true
 		}

@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -195,7 +195,7 @@ func TestResponseReaderRefuses(t *testing.T) {
 				method = http.MethodHead
 			}
 			req := &http.Request{Method: method, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}}
-			res, err := p.roundTrip(context.Background(), req, nil, nil)
+			res, err := p.RoundTrip(context.Background(), req, nil, nil)
 			if err == nil {
 				_, err = io.ReadAll(res.Body)
 				res.Body.Close()
@@ -240,7 +240,7 @@ func TestResponseReaderReusesAfterCompleteResponses(t *testing.T) {
 			})
 			p := rawPool(t, u)
 			req := &http.Request{Method: tc.method, URL: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, Host: u.Host, Header: http.Header{}}
-			res, err := p.roundTrip(context.Background(), req, nil, nil)
+			res, err := p.RoundTrip(context.Background(), req, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package dataplane
+package h1
 
 import "net"
 

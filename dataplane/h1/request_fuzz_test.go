@@ -1,4 +1,4 @@
-package dataplane
+package h1
 
 import (
 	"bufio"
@@ -22,7 +22,11 @@ type readResult struct {
 }
 
 func proxyRequests(stream []byte) (got []readResult, refused bool) {
-	c := &serverConn{br: bufio.NewReaderSize(bytes.NewReader(stream), 4<<10)}
+	// Authorities are all the same here: a Host header naming another
+	// marks the connection for the proxy's judging, but is read as Go
+	// reads it, which is what is compared.
+	srv := NewServer(Config{SameAuthority: func(string, string, string) bool { return true }})
+	c := &serverConn{srv: srv, br: bufio.NewReaderSize(bytes.NewReader(stream), 4<<10)}
 	for {
 		r, err := c.readRequest()
 		if r == nil {
