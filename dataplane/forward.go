@@ -128,7 +128,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	handled := false
 	if list != nil {
 		var err error
-		if handled, err = list.copyFiltered(w, res); handled && err != nil && !errors.Is(err, context.Canceled) {
+		if handled, err = list.CopyFiltered(w, res); handled && err != nil && !errors.Is(err, context.Canceled) {
 			p.log.Debug("filtered response ended early", "host", t.host, "err", err)
 		}
 	}

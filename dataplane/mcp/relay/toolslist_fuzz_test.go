@@ -1,4 +1,4 @@
-package dataplane
+package relay
 
 import (
 	"bytes"
@@ -42,9 +42,9 @@ func FuzzCopyEvents(f *testing.F) {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
-	p := newProxy(Config{Logger: slog.New(slog.DiscardHandler)})
+	rl := New(Config{Logger: slog.New(slog.DiscardHandler)})
 	f.Fuzz(func(t *testing.T, stream []byte, get bool) {
-		l := &toolsList{p: p, session: sessionKey{ep: mcpEndpointKey{host: "mcp.example.com", port: 443, path: "/mcp"}}, get: get}
+		l := &Response{relay: rl, session: Session{Endpoint: Endpoint{Host: "mcp.example.com", Port: 443, Path: "/mcp"}}, shows: showNone{}, get: get}
 		if !get {
 			l.ids = []json.RawMessage{json.RawMessage("1")}
 			key, err := mcp.IDKey(l.ids[0])
@@ -53,7 +53,6 @@ func FuzzCopyEvents(f *testing.F) {
 			}
 			l.answers = mcp.ListResponse{IDs: map[string]bool{key: true}, Only: true}
 		}
-		l.vis = visibility{p: p, key: l.session.ep}
 		w := httptest.NewRecorder()
 		res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
 			Body: io.NopCloser(bytes.NewReader(stream))}
@@ -92,6 +91,11 @@ func FuzzCopyEvents(f *testing.F) {
 		}
 	})
 }
+
+// showNone shows no tool, as the proxy with no policy in force.
+type showNone struct{}
+
+func (showNone) Shows(string, string) bool { return false }
 
 // listsTools reports whether data, read as encoding/json reads it (keys
 // matched ignoring case), is a message or batch whose result holds a tool.

@@ -1,4 +1,4 @@
-package dataplane
+package relay
 
 import (
 	"fmt"
@@ -16,16 +16,16 @@ import (
 // mcp.max_response_bytes. A sampling result carrying an image is larger
 // than any call an agent makes.
 
-// sessionKey names an MCP session at an endpoint ("" for no session).
-type sessionKey struct {
-	ep      mcpEndpointKey
-	session string
+// Session names an MCP session at an endpoint (ID "" for no session).
+type Session struct {
+	Endpoint Endpoint
+	ID       string
 }
 
 // serverRequests are the server requests relayed and not answered yet.
 type serverRequests struct {
 	mu sync.Mutex
-	m  map[sessionKey]map[string]time.Time // IDKey → when relayed
+	m  map[Session]map[string]time.Time // IDKey → when relayed
 }
 
 // Bounds: a server may send any number of requests, and a client need
@@ -37,11 +37,11 @@ const (
 )
 
 // add notes requests (IDKeys) the server sent in session k.
-func (s *serverRequests) add(k sessionKey, ids []string, now time.Time) {
+func (s *serverRequests) add(k Session, ids []string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[sessionKey]map[string]time.Time{}
+		s.m = map[Session]map[string]time.Time{}
 	}
 	pending := s.m[k]
 	if pending == nil {
@@ -76,8 +76,11 @@ func (s *serverRequests) expire(now time.Time) {
 	}
 }
 
-// waiting reports whether session k has a request waiting for its answer.
-func (s *serverRequests) waiting(k sessionKey, now time.Time) bool {
+// Waiting reports whether session k has a request of its server waiting
+// for its answer at now (the time the answer is judged at): its answers
+// may then be larger than mcp.max_body_bytes (OnlyAnswers).
+func (rl *Relay) Waiting(k Session, now time.Time) bool {
+	s := &rl.pending
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, at := range s.m[k] {
@@ -88,10 +91,11 @@ func (s *serverRequests) waiting(k sessionKey, now time.Time) bool {
 	return false
 }
 
-// onlyAnswers says why mreq, larger than mcp.max_body_bytes, may not pass
+// OnlyAnswers says why mreq, larger than mcp.max_body_bytes, may not pass
 // as answers to session k's pending requests ("" when every message is
 // one).
-func (s *serverRequests) onlyAnswers(k sessionKey, mreq *mcp.Request, now time.Time) string {
+func (rl *Relay) OnlyAnswers(k Session, mreq *mcp.Request, now time.Time) string {
+	s := &rl.pending
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, m := range mreq.Messages {
@@ -107,8 +111,9 @@ func (s *serverRequests) onlyAnswers(k sessionKey, mreq *mcp.Request, now time.T
 	return ""
 }
 
-// answered forgets the requests mreq's answers answer.
-func (s *serverRequests) answered(k sessionKey, mreq *mcp.Request) {
+// Answered forgets the requests mreq's answers answer (mreq is forwarded).
+func (rl *Relay) Answered(k Session, mreq *mcp.Request) {
+	s := &rl.pending
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pending := s.m[k]

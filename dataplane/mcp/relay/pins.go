@@ -1,4 +1,4 @@
-package dataplane
+package relay
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
-	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 )
 
@@ -34,8 +32,8 @@ import (
 // differs from its pin is not listed, and its calls are denied with the
 // reason tool_definition_changed and the fingerprint seen. Every change of
 // a tool's definition, pinned or not, is recorded (ToolDefinitions) and
-// handed to Config.OnToolDefinition (in gateway mode, the shipper: the
-// gateway keeps every definition per sandbox).
+// handed to Config.OnChange (in gateway mode, the shipper: the gateway
+// keeps every definition per sandbox).
 //
 // A tools/list result that names a tool more than once (in one result, or
 // across the pages of the proxy's own listing) leaves its definition
@@ -48,11 +46,11 @@ import (
 // the tool the first time a listing names it twice. Each entry's
 // definition is recorded as seen, as any other.
 
-// mcpEndpointKey names an MCP endpoint as the proxy reaches it.
-type mcpEndpointKey struct {
-	host string
-	port int
-	path string // canonical
+// Endpoint names an MCP endpoint as the proxy reaches it.
+type Endpoint struct {
+	Host string
+	Port int
+	Path string // canonical
 }
 
 // toolDefs is what the proxy knows of the tools' definitions: per
@@ -60,18 +58,18 @@ type mcpEndpointKey struct {
 // in (a list_changed starts a new epoch, and older fingerprints are stale).
 type toolDefs struct {
 	mu  sync.Mutex
-	eps map[mcpEndpointKey]*endpointTools
+	eps map[Endpoint]*endpointTools
 
 	// listing runs one self-listing per endpoint at a time; the calls
 	// that need it wait for its result.
 	listing singleflight.Group
 
-	// changes are the last definition changes seen (ToolDefinitions).
+	// changes are the last definition changes seen (Changes).
 	changes []ToolDefinitionChange
-	// onChange, if set, receives each change (Config.OnToolDefinition),
-	// outside mu.
+	// onChange, if set, receives each change (Config.OnChange), outside
+	// mu.
 	onChange func(ToolDefinitionChange)
-	// log, if set, hears of tools a listing names twice.
+	// log hears of tools a listing names twice.
 	log *slog.Logger
 }
 
@@ -118,9 +116,9 @@ const maxChangeDefinition = decision.MaxDefinitionBytes
 
 // endpoint returns key's tools, made when absent (evicting some other
 // endpoint at the bound). Call with mu held.
-func (d *toolDefs) endpoint(key mcpEndpointKey) *endpointTools {
+func (d *toolDefs) endpoint(key Endpoint) *endpointTools {
 	if d.eps == nil {
-		d.eps = map[mcpEndpointKey]*endpointTools{}
+		d.eps = map[Endpoint]*endpointTools{}
 	}
 	e := d.eps[key]
 	if e == nil {
@@ -140,15 +138,15 @@ func (d *toolDefs) endpoint(key mcpEndpointKey) *endpointTools {
 // (twice: in a listing that names it more than once), and returns the
 // fingerprint a pin is checked against: "" when the definition cannot be
 // canonicalised or is ambiguous (no pin matches it).
-func (d *toolDefs) observe(key mcpEndpointKey, name string, def []byte, twice bool, now time.Time) string {
+func (d *toolDefs) observe(key Endpoint, name string, def []byte, twice bool, now time.Time) string {
 	fp, err := mcp.Fingerprint(def)
 	if err != nil {
 		fp = ""
 	}
 	c, changed, newlyTwice := d.keep(key, name, def, fp, twice, now)
-	if newlyTwice && d.log != nil {
+	if newlyTwice {
 		d.log.Warn("an MCP server lists a tool more than once: its definition is ambiguous, and no pin holds for it",
-			"host", key.host, "port", key.port, "path", key.path, "tool", name)
+			"host", key.Host, "port", key.Port, "path", key.Path, "tool", name)
 	}
 	if changed && d.onChange != nil {
 		d.onChange(c)
@@ -162,7 +160,7 @@ func (d *toolDefs) observe(key mcpEndpointKey, name string, def []byte, twice bo
 // keep records fp as tool name's latest definition at key (twice: named
 // more than once by its listing), and returns the change it is, if it is
 // one, and whether the tool was not named twice before.
-func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, twice bool, now time.Time) (_ ToolDefinitionChange, changed, newlyTwice bool) {
+func (d *toolDefs) keep(key Endpoint, name string, def []byte, fp string, twice bool, now time.Time) (_ ToolDefinitionChange, changed, newlyTwice bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.endpoint(key)
@@ -175,7 +173,7 @@ func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, 
 	if known && before.fingerprint == fp {
 		return ToolDefinitionChange{}, false, newlyTwice
 	}
-	c := ToolDefinitionChange{Time: now, Host: key.host, Port: key.port, Path: key.path, Tool: name,
+	c := ToolDefinitionChange{Time: now, Host: key.Host, Port: key.Port, Path: key.Path, Tool: name,
 		Before: before.fingerprint, After: fp}
 	if len(def) <= maxChangeDefinition {
 		c.Definition = bytes.Clone(def)
@@ -193,7 +191,7 @@ func (d *toolDefs) keep(key mcpEndpointKey, name string, def []byte, fp string, 
 // key ("" when its listing named it twice), and false when the proxy
 // knows none (never listed, listed before the server said its tools
 // changed, or more than defMaxAge ago).
-func (d *toolDefs) current(key mcpEndpointKey, name string, now time.Time) (string, bool) {
+func (d *toolDefs) current(key Endpoint, name string, now time.Time) (string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.eps[key]
@@ -212,7 +210,7 @@ func (d *toolDefs) current(key mcpEndpointKey, name string, now time.Time) (stri
 
 // changed makes every definition known at key stale (the server sent
 // notifications/tools/list_changed).
-func (d *toolDefs) changed(key mcpEndpointKey) {
+func (d *toolDefs) changed(key Endpoint) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e := d.eps[key]; e != nil {
@@ -223,37 +221,38 @@ func (d *toolDefs) changed(key mcpEndpointKey) {
 
 // listedRecently reports whether the proxy listed key's tools itself less
 // than relistInterval ago, in the current epoch.
-func (d *toolDefs) listedRecently(key mcpEndpointKey, now time.Time) bool {
+func (d *toolDefs) listedRecently(key Endpoint, now time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.eps[key]
 	return e != nil && !e.listed.IsZero() && now.Sub(e.listed) < relistInterval
 }
 
-func (d *toolDefs) markListed(key mcpEndpointKey, at time.Time) {
+func (d *toolDefs) markListed(key Endpoint, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.endpoint(key).listed = at
 }
 
-// ToolDefinitions returns the last tool definition changes the proxy saw,
-// oldest first, without their definitions (those go to the shipper).
-func (p *Proxy) ToolDefinitions() []ToolDefinitionChange {
-	p.defs.mu.Lock()
-	defer p.defs.mu.Unlock()
-	return append([]ToolDefinitionChange(nil), p.defs.changes...)
+// Changes returns the last tool definition changes the proxy saw, oldest
+// first, without their definitions (those went to Config.OnChange).
+func (rl *Relay) Changes() []ToolDefinitionChange {
+	rl.defs.mu.Lock()
+	defer rl.defs.mu.Unlock()
+	return append([]ToolDefinitionChange(nil), rl.defs.changes...)
 }
 
-// withDefinitions sets, on each tools/call of mreq, the fingerprint of its
-// tool's current definition at key, as far as the proxy knows it, and
-// returns how many of those tools it knows no definition of.
-func (p *Proxy) withDefinitions(key mcpEndpointKey, mreq *mcp.Request) (unknown int) {
+// WithDefinitions sets, on each tools/call of mreq, the fingerprint of its
+// tool's current definition at ep, as far as the proxy knows it (what a
+// pin is checked against), and returns how many of those tools it knows
+// no definition of.
+func (rl *Relay) WithDefinitions(ep Endpoint, mreq *mcp.Request) (unknown int) {
 	for i := range mreq.Messages {
 		m := &mreq.Messages[i].Message
 		if m.Method != "tools/call" || m.Response {
 			continue
 		}
-		fp, ok := p.defs.current(key, m.Tool, p.cfg.Now())
+		fp, ok := rl.defs.current(ep, m.Tool, rl.cfg.Now())
 		m.ToolDefinition = fp
 		if !ok {
 			unknown++
@@ -262,21 +261,47 @@ func (p *Proxy) withDefinitions(key mcpEndpointKey, mreq *mcp.Request) (unknown 
 	return unknown
 }
 
-// verifyTools lists the tools of key's server itself — as r's caller, in
-// its session — so that the calls of r whose tools it knew no definition
-// of can be judged. One listing runs per endpoint at a time.
-func (p *Proxy) verifyTools(r *http.Request, scheme string, t dest, addr netip.Addr, key mcpEndpointKey, canonical, version string) error {
-	if p.defs.listedRecently(key, p.cfg.Now()) {
+// Listing is how the proxy lists a server's tools itself: where, and as
+// whose request.
+type Listing struct {
+	// Scheme ("http" or "https") and Authority (host:port) make the URL
+	// with Path, the endpoint's canonical (escaped) path.
+	Scheme, Authority, Path string
+	// Host is the caller's Host line.
+	Host string
+	// Header is the caller's: its session and credentials go along, so
+	// that the list is the one the caller would be shown.
+	Header http.Header
+	// Version is the caller's MCP protocol version.
+	Version string
+	// Upstream sends the requests, to the address checked for the
+	// caller's.
+	Upstream Upstream
+}
+
+// Upstream sends one request whose body is held whole (h1.Pool is one).
+// The response's header fields are read into header (nil: a new map).
+type Upstream interface {
+	RoundTrip(ctx context.Context, req *http.Request, body []byte, header http.Header) (*http.Response, error)
+}
+
+// Verify lists the tools of ep's server itself, as l says (the caller of
+// a tools/call whose tool's definition the proxy does not know), so that
+// the call can be judged again. One listing runs per endpoint at a time;
+// ctx's values are kept, not its cancellation (the listing serves every
+// call waiting for it).
+func (rl *Relay) Verify(ctx context.Context, ep Endpoint, l Listing) error {
+	if rl.defs.listedRecently(ep, rl.cfg.Now()) {
 		return nil // what it did not find then, it would not find now
 	}
-	_, err, _ := p.defs.listing.Do(fmt.Sprint(key), func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), listTimeout)
+	_, err, _ := rl.defs.listing.Do(fmt.Sprint(ep), func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
 		defer cancel()
-		err := p.listTools(ctx, r, scheme, t, addr, key, canonical, version)
+		err := rl.listTools(ctx, ep, l)
 		if err != nil {
 			// A failed listing waits its turn too: calls must not
 			// become a way to flood the server with lists.
-			p.defs.markListed(key, p.cfg.Now())
+			rl.defs.markListed(ep, rl.cfg.Now())
 		}
 		return nil, err
 	})
@@ -286,15 +311,14 @@ func (p *Proxy) verifyTools(r *http.Request, scheme string, t dest, addr netip.A
 // verifyCounter numbers the proxy's own requests.
 var verifyCounter atomic.Uint64
 
-// listTools sends tools/list, every page, to key's server and records
+// listTools sends tools/list, every page, to ep's server and records
 // each tool's definition; a tool two entries name, on one page or on two,
 // is recorded as named twice.
-func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t dest, addr netip.Addr, key mcpEndpointKey, canonical, version string) error {
-	unescaped, err := url.PathUnescape(canonical)
+func (rl *Relay) listTools(ctx context.Context, ep Endpoint, l Listing) error {
+	unescaped, err := url.PathUnescape(l.Path)
 	if err != nil {
 		return err
 	}
-	upstream := p.upstreams.Get(h1.Key{Host: t.host, Addr: netip.AddrPortFrom(addr, uint16(t.port)), TLS: scheme == "https"})
 	cursor := ""
 	entries := map[string]int{} // tool name → entries naming it, all pages
 	for page := 0; ; page++ {
@@ -302,10 +326,10 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 			return fmt.Errorf("the server lists more than %d pages of tools", maxListPages)
 		}
 		id := json.RawMessage(strconv.Quote("portcullis-verify-" + strconv.FormatUint(verifyCounter.Add(1), 10)))
-		body := listRequestBody(id, cursor, version)
+		body := listRequestBody(id, cursor, l.Version)
 		out := &http.Request{
 			Method:     http.MethodPost,
-			URL:        &url.URL{Scheme: scheme, Host: t.authority(), Path: unescaped, RawPath: canonical},
+			URL:        &url.URL{Scheme: l.Scheme, Host: l.Authority, Path: unescaped, RawPath: l.Path},
 			Proto:      "HTTP/1.1",
 			ProtoMajor: 1,
 			ProtoMinor: 1,
@@ -314,20 +338,20 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 				"Accept":          {"application/json, text/event-stream"},
 				"Accept-Encoding": {"identity"},
 			},
-			Host:          r.Host,
+			Host:          l.Host,
 			ContentLength: int64(len(body)),
 		}
 		// The caller's session and credentials: the list the caller would
 		// be shown.
 		for _, h := range []string{mcp.HeaderMCPSessionID, mcp.HeaderMCPProtocolVersion, "Authorization", "Cookie"} {
-			if v := r.Header.Values(h); len(v) > 0 {
+			if v := l.Header.Values(h); len(v) > 0 {
 				out.Header[h] = v
 			}
 		}
-		if version == "2026-07-28" {
+		if l.Version == "2026-07-28" {
 			out.Header.Set(mcp.HeaderMCPMethod, "tools/list")
 		}
-		res, err := upstream.RoundTrip(ctx, out, body, nil)
+		res, err := l.Upstream.RoundTrip(ctx, out, body, nil)
 		if err != nil {
 			return fmt.Errorf("list the server's tools: %w", err)
 		}
@@ -336,15 +360,15 @@ func (p *Proxy) listTools(ctx context.Context, r *http.Request, scheme string, t
 		if err != nil {
 			return fmt.Errorf("list the server's tools: %w", err)
 		}
-		now := p.cfg.Now()
+		now := rl.cfg.Now()
 		for _, tool := range tools {
 			entries[tool.Name]++
 		}
 		for _, tool := range tools {
-			p.defs.observe(key, tool.Name, tool.Definition, entries[tool.Name] > 1, now)
+			rl.defs.observe(ep, tool.Name, tool.Definition, entries[tool.Name] > 1, now)
 		}
 		if next == "" {
-			p.defs.markListed(key, now)
+			rl.defs.markListed(ep, now)
 			return nil
 		}
 		cursor = next
