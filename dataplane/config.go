@@ -56,14 +56,14 @@ type Config struct {
 	// the gateway). It must not block.
 	OnRecord func(decision.Record)
 	// OnToolDefinition, if set, receives every change of an MCP tool's
-	// definition the proxy sees (pins.go; the shipper to the gateway). It
+	// definition the proxy sees (mcp/relay; the shipper to the gateway). It
 	// must not block.
 	OnToolDefinition func(decision.ToolDefinitionChange)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// AdaptProcs runs the proxy on one P while it serves one request at a
 	// time and on Go's default GOMAXPROCS while requests overlap
-	// (procs.go). It changes the whole process's GOMAXPROCS: for a process
+	// (h1.Procs). It changes the whole process's GOMAXPROCS: for a process
 	// that is the proxy, with no GOMAXPROCS of its own. Default false.
 	AdaptProcs bool
 

@@ -21,7 +21,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.handleConnect(w, r)
 	case r.URL.IsAbs() && r.URL.Scheme == "http":
 		// r.Host is the URI's authority; a Host header naming another
-		// marks the connection (httpread.go). What is judged and
+		// marks the connection (h1.Problem). What is judged and
 		// forwarded is the URI's authority.
 		t, err := parseTarget(r.URL.Host, "80")
 		if err != nil {

@@ -64,7 +64,7 @@ type Proxy struct {
 
 	// tracer makes request spans (trace.go); nil: not tracing.
 	tracer trace.Tracer
-	// procs scales GOMAXPROCS with overlapping requests (procs.go); nil:
+	// procs scales GOMAXPROCS with overlapping requests (h1.Procs); nil:
 	// Config.AdaptProcs is off.
 	procs *h1.Procs
 

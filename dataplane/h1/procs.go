@@ -29,7 +29,8 @@ import (
 //
 // Changing GOMAXPROCS stops the world for a few microseconds; it happens
 // at most twice per quiet period. An explicit GOMAXPROCS in the
-// environment turns the scaler off (the CLI decides; Config.AdaptProcs).
+// environment turns the scaler off (the CLI decides;
+// dataplane.Config.AdaptProcs).
 type Procs struct {
 	active  atomic.Int32
 	wide    atomic.Bool   // running on the default P count

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// The proxy reads its Upstreams' responses itself, as it reads its
-// clients' requests (httpread.go): a status line, header fields and a
+// The proxy reads its upstreams' responses itself, as it reads its
+// clients' requests (request.go): a status line, header fields and a
 // body framed as net/http.ReadResponse frames it, with about half the
 // allocations ReadResponse makes (nine, for a short response). Framing
 // is what keeps a pooled connection in step with its server: where the
@@ -38,7 +38,7 @@ import (
 //     after it).
 //
 // And it keeps one field Go drops: an HTTP/1.1 Connection field saying
-// close. The fields it names are hop-by-hop too, and forward, which
+// close. The fields it names are hop-by-hop too, and the proxy's forward, which
 // removes the hop-by-hop fields before answering its client, must see
 // them to remove them.
 
