@@ -30,6 +30,12 @@
 //     Run(ctx, ln) serves and owns every goroutine it starts, returning
 //     once all have ended. Test seams are Config fields (Resolve, Caller,
 //     Now, Gateway.Refuse), never build tags or environment variables.
+//   - process.go: what a proxy process adds around its Agent
+//     (Config.Process): the data dir (the decision log rotated by size,
+//     a standalone proxy's CA, the kept proxy id), a RecordSink run
+//     beside the proxy for every decision record (the CLI's OCSF
+//     emitters), and when to release the executable's pages and free
+//     heap (internal/exetrim).
 //   - config.go: Config. proxy.go: Proxy, the policy version in force and
 //     what the proxy keeps; serve runs the h1 server on the listener.
 //   - client.go: the proxy's view of a client connection (its caller,

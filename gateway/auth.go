@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect/v2"
 
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -230,16 +231,18 @@ var (
 
 // authenticator resolves bearer tokens to principals.
 type authenticator struct {
-	store *store.Store
-	now   func() time.Time
+	store store.Reader
+	// life records tokens' last use.
+	life *lifecycle.Lifecycle
+	now  func() time.Time
 
 	mu sync.Mutex
 	// touched throttles last-used writes to one per token per minute.
 	touched map[int64]time.Time
 }
 
-func newAuthenticator(st *store.Store, now func() time.Time) *authenticator {
-	return &authenticator{store: st, now: now, touched: make(map[int64]time.Time)}
+func newAuthenticator(st store.Reader, life *lifecycle.Lifecycle, now func() time.Time) *authenticator {
+	return &authenticator{store: st, life: life, now: now, touched: make(map[int64]time.Time)}
 }
 
 // bearer extracts the token from an Authorization header value.
@@ -285,7 +288,7 @@ func (a *authenticator) touch(ctx context.Context, id int64) {
 	a.touched[id] = now
 	a.mu.Unlock()
 	// Last-used is bookkeeping: a failure must not fail the request.
-	_ = a.store.TouchToken(ctx, id, now)
+	_ = a.life.TouchToken(ctx, id, now)
 }
 
 // authorize is the server interceptor that enforces authzTable on every

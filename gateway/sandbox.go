@@ -102,7 +102,7 @@ func (s sandboxService) CreateSandbox(ctx context.Context, req *portcullisv1.Cre
 		return nil, err
 	}
 	in.Token = sandboxToken(req.GetName(), hash, p)
-	sb, err := s.store.CreateSandbox(ctx, in)
+	sb, err := s.life.CreateSandbox(ctx, in)
 	if err != nil {
 		return nil, exists(err, "sandbox %q already exists", req.GetName())
 	}
@@ -162,7 +162,7 @@ func (s sandboxService) ListSandboxes(ctx context.Context, _ *portcullisv1.ListS
 
 func (s sandboxService) DeleteSandbox(ctx context.Context, req *portcullisv1.DeleteSandboxRequest) (*portcullisv1.DeleteSandboxResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := s.store.DeleteSandbox(ctx, req.GetName(), p.Actor()); err != nil {
+	if err := s.life.DeleteSandbox(ctx, req.GetName(), p.Actor()); err != nil {
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox deleted", "sandbox", req.GetName(), "actor", p.Actor())
@@ -177,7 +177,7 @@ func (s sandboxService) RotateSandboxToken(ctx context.Context, req *portcullisv
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.store.RotateSandboxToken(ctx, req.GetName(), p.Actor(), sandboxToken(req.GetName(), hash, p)); err != nil {
+	if _, err := s.life.RotateSandboxToken(ctx, req.GetName(), p.Actor(), sandboxToken(req.GetName(), hash, p)); err != nil {
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox token rotated", "sandbox", req.GetName(), "actor", p.Actor())
@@ -211,12 +211,12 @@ func (s sandboxService) SetSandboxBoundary(ctx context.Context, req *portcullisv
 		}
 		canonical, hash = doc.canonical, doc.hash
 	}
-	sb, err := s.store.SetSandboxBoundary(ctx, req.GetName(), canonical, hash, p.Actor())
+	// The pending proposals are re-proved against it (lifecycle).
+	sb, err := s.life.SetSandboxBoundary(ctx, req.GetName(), canonical, hash, p.Actor())
 	if err != nil {
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox boundary set", "sandbox", sb.Name, "hash", hash, "actor", p.Actor())
-	s.life.ContextChanged(sb.Name)
 	return sandboxToProto(sb)
 }
 
@@ -244,12 +244,12 @@ func (s sandboxService) SetCredentialedHosts(ctx context.Context, req *portculli
 	if err != nil {
 		return nil, err
 	}
-	sb, err := s.store.UpdateCredentialedHosts(ctx, req.GetName(), add, remove, p.Actor())
+	// The pending proposals are re-proved with them (lifecycle).
+	sb, err := s.life.UpdateCredentialedHosts(ctx, req.GetName(), add, remove, p.Actor())
 	if err != nil {
 		return nil, missing(err, "sandbox %q not found", req.GetName())
 	}
 	s.log.InfoContext(ctx, "sandbox credentialed hosts set", "sandbox", sb.Name, "hosts", sb.CredentialedHosts, "actor", p.Actor())
-	s.life.ContextChanged(sb.Name)
 	return sandboxToProto(sb)
 }
 

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/sentry"
@@ -439,10 +440,10 @@ func percentDecode(v string) (string, error) {
 }
 
 // observeSentry feeds the metrics with one batch's outcome.
-func (m *metrics) observeSentry(res sentryintake.Result) {
+func (m *metrics) observeSentry(res events.SentryBatch) {
 	m.sentryEvents.WithLabelValues("stored").Add(float64(res.Stored))
 	m.sentryEvents.WithLabelValues("duplicate").Add(float64(res.Duplicates))
-	m.sentryEvents.WithLabelValues("refused").Add(float64(len(res.Refused)))
+	m.sentryEvents.WithLabelValues("refused").Add(float64(res.Refused))
 	for _, src := range res.Sources {
 		var missing uint64
 		for _, g := range src.Gaps {
@@ -537,7 +538,7 @@ func (s sentryService) SetSourceKey(ctx context.Context, req *portcullisv1.SetSe
 	if n := len(req.GetPublicKey()); n != 32 {
 		return nil, invalidField("public_key", "an Ed25519 public key is 32 bytes, not %d", n)
 	}
-	k, err := s.store.SetSentryKey(ctx, store.SentryKey{Source: req.GetSource(), PublicKey: req.GetPublicKey()}, p.Actor())
+	k, err := s.life.SetSentryKey(ctx, store.SentryKey{Source: req.GetSource(), PublicKey: req.GetPublicKey()}, p.Actor())
 	if err != nil {
 		return nil, err
 	}
@@ -550,7 +551,7 @@ func (s sentryService) DeleteSourceKey(ctx context.Context, req *portcullisv1.De
 	if err := checkSentrySource("source", req.GetSource()); err != nil {
 		return nil, err
 	}
-	if err := s.store.DeleteSentryKey(ctx, req.GetSource(), p.Actor()); err != nil {
+	if err := s.life.DeleteSentryKey(ctx, req.GetSource(), p.Actor()); err != nil {
 		return nil, missing(err, "source %q has no key", req.GetSource())
 	}
 	return &portcullisv1.DeleteSentrySourceKeyResponse{}, nil

@@ -36,7 +36,7 @@ func (s tokenService) CreateToken(ctx context.Context, req *portcullisv1.CreateT
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Sandboxes: req.GetSandboxes(), Hash: hash, CreatedBy: p.Actor()}, p.Actor())
+	t, err := s.life.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Sandboxes: req.GetSandboxes(), Hash: hash, CreatedBy: p.Actor()}, p.Actor())
 	if err != nil {
 		return nil, exists(err, "a token named %q exists (names are never reused, revoked tokens included)", req.GetName())
 	}
@@ -72,7 +72,7 @@ func (s tokenService) ListTokens(ctx context.Context, _ *portcullisv1.ListTokens
 
 func (s tokenService) RevokeToken(ctx context.Context, req *portcullisv1.RevokeTokenRequest) (*portcullisv1.RevokeTokenResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := s.store.RevokeToken(ctx, req.GetName(), p.Actor()); err != nil {
+	if err := s.life.RevokeToken(ctx, req.GetName(), p.Actor()); err != nil {
 		return nil, missing(err, "no live token named %q", req.GetName())
 	}
 	s.log.InfoContext(ctx, "token revoked", "token", req.GetName(), "actor", p.Actor())

@@ -625,7 +625,7 @@ func TestApprovalCommitsNotify(t *testing.T) {
 	}
 	// Wait until the listener is up: commit versions until one is heard.
 	for v := int64(2); ; v++ {
-		if _, err := a.AppendPolicyVersion(ctx, store.AppendPolicy{
+		if _, err := storetest.AppendVersion(ctx, a, store.AppendPolicy{
 			Sandbox: "n", ExpectedVersion: v - 1, Hash: "h1", Document: doc, Author: "alice",
 		}); err != nil {
 			t.Fatal(err)

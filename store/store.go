@@ -4,10 +4,12 @@
 // their hash chain, compare-and-swap on a sandbox's current version
 // (AppendVersion), the last live admin token, the signing key chain —
 // written once (Store) over those primitives. The workflows built on them
-// (proposal intake, approval, the freeze) live in package lifecycle. The engines are
-// drivers: Postgres (store/postgres, for production and replicas) and
-// embedded SQLite (store/sqlite, the zero-setup default). The conformance
-// suite in store/storetest runs against both.
+// (proposal intake, approval, the freeze) live in package lifecycle, the
+// one caller of every write; the rest of the gateway holds the store as a
+// Reader, which cannot write. The engines are drivers: Postgres
+// (store/postgres, for production and replicas) and embedded SQLite
+// (store/sqlite, the zero-setup default). The conformance suite in
+// store/storetest runs against both.
 //
 // Every mutating method is one transaction that also appends to the audit
 // log. Policy versions are append-only; a write names the version it expects
@@ -411,7 +413,8 @@ type CreateSandbox struct {
 	Policy *PolicyVersion
 }
 
-// AppendPolicy is the input of Store.AppendPolicyVersion.
+// AppendPolicy is the input of AppendVersion: one policy version to
+// commit.
 type AppendPolicy struct {
 	Sandbox string
 	// ExpectedVersion must equal the sandbox's current version (0 when it

@@ -13,10 +13,11 @@ import (
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
-// Store is what the gateway and the CLI hold: a Driver, whose reads (and
-// primitives, for the workflows built on InTx) it passes through, and every
-// write of the product, written once over Tx so both engines keep the same
-// rules. Methods return ErrNotFound, ErrConflict or ErrAlreadyExists
+// Store is a Driver, whose reads (and primitives, for the workflows built
+// on InTx) it passes through, and every write of the product, written
+// once over Tx so both engines keep the same rules. Package lifecycle
+// holds it and is the one caller of its writes; the rest of the gateway
+// holds it as a Reader. Methods return ErrNotFound, ErrConflict or ErrAlreadyExists
 // (possibly wrapped) for those cases and wrapped engine errors otherwise;
 // an input the schema cannot hold (empty name or hash, unknown role, a
 // sandbox on an admin token) is refused with a plain error before the
@@ -39,6 +40,11 @@ type Store struct {
 func New(d Driver) *Store { return &Store{Driver: d} }
 
 // Transact runs fn in one transaction of d (InTx) and returns its result.
+//
+// Transact, Audit and AppendVersion are exported for package lifecycle,
+// whose workflows (proposals, approval, the freeze, every commit) are
+// transactions over Tx: Go has no friend packages, so CI checks that no
+// package but store and lifecycle calls them.
 func Transact[T any](ctx context.Context, d Driver, fn func(tx Tx) (T, error)) (T, error) {
 	var out T
 	err := d.InTx(ctx, func(tx Tx) error {
@@ -51,7 +57,8 @@ func Transact[T any](ctx context.Context, d Driver, fn func(tx Tx) (T, error)) (
 
 // Audit appends e to the audit log in tx, chained after the head (which it
 // holds until tx ends), at tx.Now(). Seq, Time, PrevHash and Hash are set
-// here; the hash covers the detail as a read gives it back.
+// here; the hash covers the detail as a read gives it back. For store and
+// lifecycle only (see Transact).
 func Audit(ctx context.Context, tx Tx, e AuditEntry) error {
 	detail, err := strmap.Encode(e.Detail)
 	if err == nil {
@@ -76,8 +83,9 @@ func Audit(ctx context.Context, tx Tx, e AuditEntry) error {
 // the sandbox's current version is still in.ExpectedVersion (ErrConflict
 // otherwise, ErrNotFound for an unknown sandbox), moves the sandbox to it
 // and audits it (policy.set, by in.Author). It locks the sandbox first.
-// Every policy version after a sandbox's first is committed through it
-// (by lifecycle's commit).
+// Every policy version after a sandbox's first is committed through it,
+// by lifecycle's commit and nothing else (see Transact); tests without
+// lifecycle use storetest.AppendVersion.
 func AppendVersion(ctx context.Context, tx Tx, in AppendPolicy) (PolicyVersion, error) {
 	if err := in.Prepare(); err != nil {
 		return PolicyVersion{}, err
@@ -219,23 +227,6 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 		return Token{}, fmt.Errorf("rotate token of sandbox %q: %w", sandbox, err)
 	}
 	return out, nil
-}
-
-// AppendPolicyVersion stores the next version if the sandbox's current
-// version is still in.ExpectedVersion; otherwise ErrConflict and nothing
-// is stored. It is AppendVersion in a transaction of its own, with none
-// of the product's rules (frozen sandboxes, fixed sections): the
-// conformance suite and tools use it; the product commits every version
-// through package lifecycle.
-func (s *Store) AppendPolicyVersion(ctx context.Context, in AppendPolicy) (PolicyVersion, error) {
-	if err := in.Prepare(); err != nil {
-		return PolicyVersion{}, err
-	}
-	pv, err := Transact(ctx, s.Driver, func(tx Tx) (PolicyVersion, error) { return AppendVersion(ctx, tx, in) })
-	if err != nil {
-		return PolicyVersion{}, fmt.Errorf("append policy version of %q: %w", in.Sandbox, err)
-	}
-	return pv, nil
 }
 
 // insertToken stores tok (checked) at tx's time and returns it as stored

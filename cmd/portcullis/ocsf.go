@@ -100,6 +100,19 @@ func closeAll(es ocsf.Emitters) {
 	}
 }
 
+// ocsfRecords writes a proxy's decision records to OCSF emitters (the
+// proxy's dataplane.RecordSink): the edge maps them.
+type ocsfRecords struct{ ocsf.Emitters }
+
+func (o ocsfRecords) Offer(r decision.Record) {
+	o.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
+}
+
+func (o ocsfRecords) Close() error {
+	closeAll(o.Emitters)
+	return nil
+}
+
 // ocsfDecision reads a proxy's decision record for the mapping.
 func ocsfDecision(r decision.Record) ocsf.Decision {
 	d := ocsf.Decision{

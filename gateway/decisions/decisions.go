@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -84,8 +85,9 @@ type Config struct {
 
 // Decisions stores shipped decision records within their bounds.
 type Decisions struct {
-	cfg     Config
-	st      *store.Store
+	cfg Config
+	// life stores and prunes the records: decisions reads nothing.
+	life    *lifecycle.Lifecycle
 	log     *slog.Logger
 	limiter *ingestLimiter
 	// stored counts the records stored through this replica; limited
@@ -93,9 +95,10 @@ type Decisions struct {
 	stored, limited, pruned atomic.Uint64
 }
 
-// New returns the decision store over st. Its sweep runs in Run.
-func New(cfg Config, st *store.Store, log *slog.Logger) *Decisions {
-	return &Decisions{cfg: cfg, st: st, log: log, limiter: newIngestLimiter(cfg.Rate, cfg.Burst, cfg.Now)}
+// New returns the decision store writing through life. Its sweep runs in
+// Run.
+func New(cfg Config, life *lifecycle.Lifecycle, log *slog.Logger) *Decisions {
+	return &Decisions{cfg: cfg, life: life, log: log, limiter: newIngestLimiter(cfg.Rate, cfg.Burst, cfg.Now)}
 }
 
 // Stored, Limited and Pruned are this replica's counts of the records
@@ -121,7 +124,7 @@ func (d *Decisions) Ingest(ctx context.Context, sandbox, proxyID string, records
 	if len(records) == 0 {
 		return 0, limited, nil
 	}
-	n, err := d.st.AppendDecisions(ctx, records)
+	n, err := d.life.AppendDecisions(ctx, records)
 	if err != nil {
 		d.limiter.restore(due) // the proxy ships its records again; the summaries wait here
 		return 0, limited, err
@@ -137,7 +140,7 @@ func (d *Decisions) flushSummaries(ctx context.Context, all bool) error {
 	if len(due) == 0 {
 		return nil
 	}
-	n, err := d.st.AppendDecisions(ctx, due)
+	n, err := d.life.AppendDecisions(ctx, due)
 	if err != nil {
 		d.limiter.restore(due)
 		return fmt.Errorf("store %d decision summaries: %w", len(due), err)
@@ -379,7 +382,7 @@ func (d *Decisions) sweep(ctx context.Context) (int64, error) {
 	if r == (store.DecisionRetention{}) {
 		return 0, nil
 	}
-	n, err := d.st.PruneDecisions(ctx, r)
+	n, err := d.life.PruneDecisions(ctx, r)
 	if n > 0 {
 		d.pruned.Add(uint64(n))
 		d.log.InfoContext(ctx, "pruned decision records", "deleted", n, "max_age", d.cfg.MaxAge, "max_per_sandbox", d.cfg.MaxPerSandbox)

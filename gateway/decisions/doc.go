@@ -8,5 +8,6 @@
 // about the store's growth, not about talking to proxies: distribution
 // hands it the records of a ShipDecisions stream through its Sink
 // interface, and the gateway root reads its counters for metrics. It
-// imports only store.
+// imports store (the records' type) and lifecycle (the store's one
+// writer, which stores and prunes them).
 package decisions

@@ -8,9 +8,12 @@
 //
 // The gateway root constructs one Distribution, runs it (Run) and calls
 // its serving methods from its Connect handlers and grpc-go bridge, after
-// authorization: a Caller says whose stream it is. It may import store,
-// the generated API (the stream's messages are the wire format), the
-// lifecycle's domain errors, transport (OffStack, interrupters),
+// authorization: a Caller says whose stream it is. It reads the store
+// through a store.Reader and writes through package lifecycle, the store's
+// one writer: proxies' statuses, the tool definitions they report, the
+// signing key chain and each sandbox's CA. It may import store, the
+// generated API (the stream's messages are the wire format), lifecycle
+// (its writes and domain errors), transport (OffStack, interrupters),
 // internal/signing and internal/ca; never the gateway root.
 package distribution
 
@@ -22,7 +25,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/internal/telemetry"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -39,21 +44,13 @@ type Config struct {
 	// VersionCheckInterval is how often the hub compares the versions it
 	// serves with the store's (and re-reads the signing keys). Default 5s.
 	VersionCheckInterval time.Duration
-	// Acked and Nacked, if set, observe each ACK (with its sandbox and
-	// its lag from the version's commit) and each NACK; KeepFailed each
-	// ACK of a version the proxy enforces but could not keep in its data
-	// dir; Forked each NACK of a version that does not descend from the
-	// one the proxy holds (a fork, PolicyNack.fork); Dropped the decision records a proxy says it dropped before
-	// shipping them, and OCSFDropped the OCSF events its sinks dropped;
-	// Decided the records of each valid batch shipped, by decision
-	// (before the ingest limit): the gateway's metrics.
-	Acked       func(sandbox string, lag time.Duration)
-	Nacked      func()
-	KeepFailed  func()
-	Forked      func()
-	Dropped     func(n uint64)
-	OCSFDropped func(n uint64)
-	Decided     func(decision string, n int)
+	// Stream is told of each ACK (events.ProxyAcked, with its lag from
+	// the version's commit and whether the proxy could keep the version
+	// in its data dir), each NACK (ProxyNacked, a fork marked) and each
+	// valid message of decision records shipped (DecisionsShipped: by
+	// decision, before the ingest limit, with what the proxy dropped).
+	// Default nil: nobody is told.
+	Stream *events.Stream
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
 	// Tracer, if set, traces each delivery of a version to a proxy until
@@ -92,7 +89,8 @@ type Reauthenticator interface {
 // decision records.
 type Distribution struct {
 	cfg     Config
-	st      *store.Store
+	st      store.Reader
+	life    *lifecycle.Lifecycle // every write
 	log     *slog.Logger
 	signer  *signer
 	hub     *hub
@@ -100,8 +98,9 @@ type Distribution struct {
 	tracer  trace.Tracer // nil: no push spans
 }
 
-// New returns a Distribution over st. Nothing runs until Run.
-func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
+// New returns a Distribution reading st and writing through life. Nothing
+// runs until Run.
+func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logger) *Distribution {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -111,35 +110,15 @@ func New(cfg Config, st *store.Store, log *slog.Logger) *Distribution {
 	if cfg.VersionCheckInterval == 0 {
 		cfg.VersionCheckInterval = 5 * time.Second
 	}
-	if cfg.Acked == nil {
-		cfg.Acked = func(string, time.Duration) {}
-	}
-	if cfg.Dropped == nil {
-		cfg.Dropped = func(uint64) {}
-	}
-	if cfg.OCSFDropped == nil {
-		cfg.OCSFDropped = func(uint64) {}
-	}
-	if cfg.Decided == nil {
-		cfg.Decided = func(string, int) {}
-	}
-	if cfg.Nacked == nil {
-		cfg.Nacked = func() {}
-	}
-	if cfg.KeepFailed == nil {
-		cfg.KeepFailed = func() {}
-	}
-	if cfg.Forked == nil {
-		cfg.Forked = func() {}
-	}
-	sg := newSigner(st)
+	sg := newSigner(st, life)
 	d := &Distribution{
 		cfg:     cfg,
 		st:      st,
+		life:    life,
 		log:     log,
 		signer:  sg,
 		hub:     newHub(st, sg),
-		proxies: newProxyTracker(st, cfg.Replica, cfg.Now),
+		proxies: newProxyTracker(life, cfg.Replica, cfg.Now),
 	}
 	if cfg.Tracer != nil {
 		d.tracer = cfg.Tracer.Tracer(telemetry.Scope)

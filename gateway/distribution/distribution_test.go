@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/portcullis-dev/portcullis/gateway/distribution"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
 )
@@ -25,7 +26,8 @@ func TestRunOwnsItsGoroutines(t *testing.T) {
 	st := store.New(lite)
 	defer st.Close()
 	before := goleak.IgnoreCurrent()
-	d := distribution.New(distribution.Config{Replica: "r", VersionCheckInterval: time.Millisecond}, st, slog.New(slog.DiscardHandler))
+	log := slog.New(slog.DiscardHandler)
+	d := distribution.New(distribution.Config{Replica: "r", VersionCheckInterval: time.Millisecond}, st, lifecycle.New(lifecycle.Config{Logger: log}, st), log)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -47,7 +48,7 @@ type proxyEntry struct {
 }
 
 type proxyTracker struct {
-	st      *store.Store
+	life    *lifecycle.Lifecycle // writes the statuses
 	replica string
 	now     func() time.Time
 
@@ -64,8 +65,8 @@ type proxyTracker struct {
 	interval time.Duration
 }
 
-func newProxyTracker(st *store.Store, replica string, now func() time.Time) *proxyTracker {
-	return &proxyTracker{st: st, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus), changed: make(chan struct{}),
+func newProxyTracker(life *lifecycle.Lifecycle, replica string, now func() time.Time) *proxyTracker {
+	return &proxyTracker{life: life, replica: replica, now: now, live: make(map[proxyKey]*proxyEntry), dirty: make(map[proxyKey]store.ProxyStatus), changed: make(chan struct{}),
 		wake: make(chan struct{}, 1), interval: statusFlushInterval}
 }
 
@@ -191,7 +192,7 @@ func (t *proxyTracker) flush(ctx context.Context) error {
 	}
 	clear(t.dirty)
 	t.mu.Unlock()
-	err := t.st.SaveProxyStatuses(ctx, batch)
+	err := t.life.SaveProxyStatuses(ctx, batch)
 	if err != nil {
 		t.mu.Lock()
 		for _, s := range batch {

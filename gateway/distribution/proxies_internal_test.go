@@ -25,7 +25,7 @@ func TestProxyStatusAckWrittenPromptly(t *testing.T) {
 	if _, err := st.CreateSandbox(t.Context(), store.CreateSandbox{Name: "agent-1", Actor: "test", Token: storetest.NewToken("sandbox-agent-1", "", "")}); err != nil {
 		t.Fatal(err)
 	}
-	tr := newProxyTracker(st, "r1", time.Now)
+	tr := newProxyTracker(writer(st), "r1", time.Now)
 	tr.interval = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

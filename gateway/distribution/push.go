@@ -72,7 +72,7 @@ func (v *signedVersion) version() uint32 { return v.policy.GetVersion() }
 func (v *signedVersion) committedAt() time.Time { return v.policy.GetCommittedAt().AsTime() }
 
 type hub struct {
-	st     *store.Store
+	st     store.Reader
 	signer *signer
 
 	mu     sync.Mutex
@@ -98,7 +98,7 @@ type topic struct {
 	subs    map[*policyStream]struct{} // guarded by hub.mu
 }
 
-func newHub(st *store.Store, sg *signer) *hub {
+func newHub(st store.Reader, sg *signer) *hub {
 	return &hub{st: st, signer: sg, topics: make(map[string]*topic), wanted: make(map[string]store.Commit), loads: make(chan struct{}, maxLoads)}
 }
 

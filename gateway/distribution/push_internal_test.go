@@ -1,9 +1,11 @@
 package distribution
 
 import (
+	"log/slog"
 	"path/filepath"
 	"testing"
 
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
 	"github.com/portcullis-dev/portcullis/store/storetest"
@@ -26,7 +28,7 @@ func TestSubscribeCatchesUpWithTheProxy(t *testing.T) {
 		Policy: &store.PolicyVersion{Hash: "h1", Document: doc}}); err != nil {
 		t.Fatal(err)
 	}
-	h := newHub(st, newSigner(st))
+	h := newHub(st, newSigner(st, writer(st)))
 	ps1 := &policyStream{closed: true} // nothing to send on: woken, it sends nothing
 	tp, err := h.subscribe(t.Context(), "agent-1", ps1, 0)
 	if err != nil || tp.latest.Load().version() != 1 {
@@ -34,9 +36,7 @@ func TestSubscribeCatchesUpWithTheProxy(t *testing.T) {
 	}
 	// Version 2 is committed; this hub runs no commit listener, as a
 	// replica that has not heard of it yet.
-	if _, err := store.Transact(t.Context(), st.Driver, func(tx store.Tx) (store.PolicyVersion, error) {
-		return store.AppendVersion(t.Context(), tx, store.AppendPolicy{Sandbox: "agent-1", ExpectedVersion: 1, Hash: "h2", Document: doc, Author: "test"})
-	}); err != nil {
+	if _, err := storetest.AppendVersion(t.Context(), st, store.AppendPolicy{Sandbox: "agent-1", ExpectedVersion: 1, Hash: "h2", Document: doc, Author: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.subscribe(t.Context(), "agent-1", &policyStream{closed: true}, 1); err != nil || tp.latest.Load().version() != 1 {
@@ -45,4 +45,9 @@ func TestSubscribeCatchesUpWithTheProxy(t *testing.T) {
 	if _, err := h.subscribe(t.Context(), "agent-1", &policyStream{closed: true}, 2); err != nil || tp.latest.Load().version() != 2 {
 		t.Fatalf("a proxy holding version 2 is offered version %d (%v); want 2", tp.latest.Load().version(), err)
 	}
+}
+
+// writer is the lifecycle a test's distribution writes through.
+func writer(st *store.Store) *lifecycle.Lifecycle {
+	return lifecycle.New(lifecycle.Config{Logger: slog.New(slog.DiscardHandler)}, st)
 }

@@ -69,11 +69,11 @@ func TestCommittedLoadsApart(t *testing.T) {
 	}
 	for v := 2; v <= 5; v++ {
 		h, b := doc(v)
-		if _, err := st.AppendPolicyVersion(t.Context(), store.AppendPolicy{Sandbox: "slow", ExpectedVersion: int64(v - 1), Hash: h, Document: b, Author: "test"}); err != nil {
+		if _, err := storetest.AppendVersion(t.Context(), st, store.AppendPolicy{Sandbox: "slow", ExpectedVersion: int64(v - 1), Hash: h, Document: b, Author: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h := newHub(st, newSigner(st))
+	h := newHub(st, newSigner(st, writer(st)))
 	for _, name := range []string{"slow", "fast"} {
 		h.topics[name] = &topic{sandbox: name, subs: map[*policyStream]struct{}{}}
 	}
@@ -117,7 +117,7 @@ func TestCommittedLoadsApart(t *testing.T) {
 	// A commit through this replica comes with its row: signed and
 	// offered as it is, not read again.
 	hash6, doc6 := doc(6)
-	v6, err := st.AppendPolicyVersion(t.Context(), store.AppendPolicy{Sandbox: "slow", ExpectedVersion: 5, Hash: hash6, Document: doc6, Author: "test"})
+	v6, err := storetest.AppendVersion(t.Context(), st, store.AppendPolicy{Sandbox: "slow", ExpectedVersion: 5, Hash: hash6, Document: doc6, Author: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

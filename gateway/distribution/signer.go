@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/portcullis-dev/portcullis/internal/signing"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -15,7 +16,8 @@ import (
 // signer holds the gateway's signing key chain, loaded from the store
 // (shared by every replica) and created there on first use.
 type signer struct {
-	st *store.Store
+	st   store.Reader
+	life *lifecycle.Lifecycle // adds keys to the chain
 
 	mu     sync.RWMutex
 	loaded bool
@@ -23,7 +25,9 @@ type signer struct {
 	active ed25519.PrivateKey
 }
 
-func newSigner(st *store.Store) *signer { return &signer{st: st} }
+func newSigner(st store.Reader, life *lifecycle.Lifecycle) *signer {
+	return &signer{st: st, life: life}
+}
 
 // ensure loads the chain, creating the first key when the store has none.
 func (s *signer) ensure(ctx context.Context) error {
@@ -48,7 +52,7 @@ func (s *signer) reload(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.st.AddSigningKey(ctx, store.SigningKey{ID: signing.KeyID(pub), PublicKey: pub, PrivateKey: priv}, "", "gateway")
+		_, err = s.life.AddSigningKey(ctx, store.SigningKey{ID: signing.KeyID(pub), PublicKey: pub, PrivateKey: priv}, "", "gateway")
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("store the first signing key: %w", err)
 		}
@@ -86,7 +90,7 @@ func (s *signer) rotate(ctx context.Context, actor string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k, err := s.st.AddSigningKey(ctx, store.SigningKey{ID: signing.KeyID(pub), PublicKey: pub, PrivateKey: priv, Endorsement: endorsement}, prevID, actor)
+	k, err := s.life.AddSigningKey(ctx, store.SigningKey{ID: signing.KeyID(pub), PublicKey: pub, PrivateKey: priv, Endorsement: endorsement}, prevID, actor)
 	if err != nil {
 		return "", err
 	}
@@ -114,20 +118,20 @@ func (s *signer) publicKey(ctx context.Context) (string, error) {
 	return signing.FormatPublicKey(s.active.Public().(ed25519.PublicKey)), nil
 }
 
-// RotateSigningKey adds a signing key to st's chain, endorsed by the
-// current one, and returns its id. Every replica signs with it from its
-// next version check (Config.VersionCheckInterval); proxies follow the
-// endorsement and re-pin, after which versions signed by the old key are
-// refused.
-func RotateSigningKey(ctx context.Context, st *store.Store, actor string) (string, error) {
-	return newSigner(st).rotate(ctx, actor)
+// RotateSigningKey adds a signing key to st's chain (through life),
+// endorsed by the current one, and returns its id. Every replica signs
+// with it from its next version check (Config.VersionCheckInterval);
+// proxies follow the endorsement and re-pin, after which versions signed
+// by the old key are refused.
+func RotateSigningKey(ctx context.Context, st store.Reader, life *lifecycle.Lifecycle, actor string) (string, error) {
+	return newSigner(st, life).rotate(ctx, actor)
 }
 
 // SigningKeyChain returns st's signing key chain, oldest first, as
-// public keys in the form --gateway-key takes (creating the first key if
-// there is none).
-func SigningKeyChain(ctx context.Context, st *store.Store) ([]string, error) {
-	s := newSigner(st)
+// public keys in the form --gateway-key takes (creating the first key,
+// through life, if there is none).
+func SigningKeyChain(ctx context.Context, st store.Reader, life *lifecycle.Lifecycle) ([]string, error) {
+	s := newSigner(st, life)
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 // Each move after the first is also sent to n, the audit webhook (an
 // archive; never the people's channel, where a message at every change
 // would be noise).
-func LogAuditHead(ctx context.Context, st *store.Store, log *slog.Logger, n *Notifier, interval time.Duration) {
+func LogAuditHead(ctx context.Context, st store.Reader, log *slog.Logger, n *Notifier, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/storetest"
 )
 
 func openInternal(t *testing.T) *Driver {
@@ -70,9 +71,9 @@ func TestContextDeadline(t *testing.T) {
 	}
 	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = st.AppendPolicyVersion(c, store.AppendPolicy{Sandbox: "box", Hash: "h", Document: []byte("{}")})
+	_, err = storetest.AppendVersion(c, st, store.AppendPolicy{Sandbox: "box", Hash: "h", Document: []byte("{}")})
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrConflict) {
-		t.Fatalf("AppendPolicyVersion behind a lock past its deadline: %v, want context.DeadlineExceeded", err)
+		t.Fatalf("AppendVersion behind a lock past its deadline: %v, want context.DeadlineExceeded", err)
 	}
 }
 

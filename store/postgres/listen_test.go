@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/postgres"
+	"github.com/portcullis-dev/portcullis/store/storetest"
 )
 
 func openURL(t *testing.T, url string) *postgres.Driver {
@@ -93,7 +94,7 @@ func expect(t *testing.T, heard <-chan commit, want commit) {
 
 func appendVersion(t *testing.T, s *store.Store, sandbox string, expected int64) error {
 	t.Helper()
-	_, err := s.AppendPolicyVersion(t.Context(), store.AppendPolicy{
+	_, err := storetest.AppendVersion(t.Context(), s, store.AppendPolicy{
 		Sandbox: sandbox, ExpectedVersion: expected, Hash: "h", Document: []byte(`{}`), Author: "bob",
 	})
 	return err

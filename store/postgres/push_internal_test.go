@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/storetest"
 )
 
 func testKey(t *testing.T) store.SigningKey {
@@ -199,7 +200,7 @@ func TestListenSurvivesIdleChecks(t *testing.T) {
 	pid := backend(0, "LISTEN portcullis_policy", "-- ping")
 	for v := int64(1); v <= 3; v++ {
 		backend(pid, "-- ping") // the same connection, pinged
-		_, err := st.AppendPolicyVersion(ctx, store.AppendPolicy{Sandbox: "box", ExpectedVersion: v - 1, Hash: "h", Document: []byte("{}")})
+		_, err := storetest.AppendVersion(ctx, st, store.AppendPolicy{Sandbox: "box", ExpectedVersion: v - 1, Hash: "h", Document: []byte("{}")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,20 +95,20 @@ func testInvalidInput(t *testing.T, s *store.Store) {
 			_, err := s.CreateSandbox(ctx(t), store.CreateSandbox{Name: "new", Actor: "a", Token: tok, Policy: &store.PolicyVersion{Hash: h}})
 			return err
 		},
-		"AppendPolicyVersion(empty sandbox)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{ExpectedVersion: 1, Hash: h, Document: d})
+		"AppendVersion(empty sandbox)": func() error {
+			_, err := AppendVersion(ctx(t), s, store.AppendPolicy{ExpectedVersion: 1, Hash: h, Document: d})
 			return err
 		},
-		"AppendPolicyVersion(negative expected version)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: -1, Hash: h, Document: d})
+		"AppendVersion(negative expected version)": func() error {
+			_, err := AppendVersion(ctx(t), s, store.AppendPolicy{Sandbox: "box", ExpectedVersion: -1, Hash: h, Document: d})
 			return err
 		},
-		"AppendPolicyVersion(empty hash)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Document: d})
+		"AppendVersion(empty hash)": func() error {
+			_, err := AppendVersion(ctx(t), s, store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Document: d})
 			return err
 		},
-		"AppendPolicyVersion(empty document)": func() error {
-			_, err := s.AppendPolicyVersion(ctx(t), store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Hash: h})
+		"AppendVersion(empty document)": func() error {
+			_, err := AppendVersion(ctx(t), s, store.AppendPolicy{Sandbox: "box", ExpectedVersion: 1, Hash: h})
 			return err
 		},
 		"RotateSandboxToken(empty hash)": func() error {

@@ -1,0 +1,152 @@
+package arch
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// layers is ARCHITECTURE.md's package map as rules: what each package's
+// non-test files may import of the module ("x/..." is x and everything
+// below it). A package missing here fails the test: add it to the map and
+// here. The generated API (proto/...) is imported only at the API's edges.
+var layers = map[string][]string{
+	"policy":                     {"internal/jcs"},
+	"prover":                     {"policy"},
+	"advisor":                    {"policy", "prover"},
+	"approval":                   {"prover"},
+	"store":                      {"store/internal/strmap"},
+	"store/internal/strmap":      nil,
+	"store/internal/sqlwhere":    nil,
+	"store/internal/decisionsql": {"store", "store/internal/sqlwhere"},
+	"store/internal/sentrysql":   {"store", "store/internal/sqlwhere"},
+	"store/internal/tooldefsql":  {"store", "store/internal/sqlwhere"},
+	"store/postgres":             {"store/...", "migrations"},
+	"store/sqlite":               {"store/...", "migrations"},
+	"store/storetest":            {"store"},
+	"migrations":                 nil,
+	"lifecycle":                  {"store", "advisor", "prover", "approval", "policy", "internal/telemetry", "internal/events"},
+	"gateway": {"gateway/...", "lifecycle", "store", "advisor", "prover", "policy", "sentry", "web",
+		"internal/ocsf", "internal/events", "proto/..."},
+	"gateway/transport":    {"internal/telemetry"},
+	"gateway/distribution": {"gateway/transport", "lifecycle", "internal/events", "store", "policy", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
+	"gateway/decisions":    {"store", "lifecycle"},
+	"gateway/notify":       {"store", "lifecycle", "internal/events"},
+	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
+	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest"},
+	"sentry":               {"internal/jcs"},
+	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity", "dataplane/match",
+		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
+	"dataplane/h1":            nil,
+	"dataplane/match":         {"policy", "dataplane/jsonlex"},
+	"dataplane/mcp":           {"policy", "dataplane/jsonlex"},
+	"dataplane/mcp/relay":     {"dataplane/mcp", "dataplane/decision"},
+	"dataplane/mcp/ssetest":   nil,
+	"dataplane/jsonlex":       nil,
+	"dataplane/identity":      nil,
+	"dataplane/decision":      nil,
+	"dataplane/gatewayclient": {"policy", "dataplane/decision", "internal/signing", "internal/ca", "internal/atomicfile", "internal/telemetry", "proto/portcullis/v1"},
+	"dataplane/policylocal":   {"advisor", "policy", "dataplane/decision", "proto/portcullis/v1"},
+	"dataplane/dataplanetest": {"dataplane", "gateway/gatewaytest", "proto/..."},
+	"internal/ocsf":           {"store", "sentry", "internal/rotate", "internal/version"},
+	"internal/ocsf/ocsftest":  nil,
+	"internal/jcs":            nil,
+	"internal/events":         {"store", "sentry"},
+	"internal/ca":             {"internal/atomicfile"},
+	"internal/signing":        {"proto/portcullis/v1"},
+	"internal/atomicfile":     nil,
+	"internal/exetrim":        nil,
+	"internal/rotate":         nil,
+	"internal/telemetry":      nil,
+	"internal/telemetry/otlp": nil,
+	"internal/version":        nil,
+	"internal/pgtest":         nil,
+	"internal/arch":           nil,
+	"web":                     nil,
+	"web/webtest":             nil,
+	"demo":                    nil,
+	"cmd/portcullis":          {"..."},
+}
+
+// external is who may import a library that only one layer should hold.
+var external = map[string][]string{
+	"github.com/open-policy-agent/opa": {"approval"},
+	"github.com/jackc/pgx":             {"store/postgres", "internal/pgtest"},
+	"modernc.org/sqlite":               {"store/sqlite"},
+}
+
+func TestImports(t *testing.T) {
+	for _, p := range products(t) {
+		name := rel(p.ImportPath)
+		allowed, ok := layers[name]
+		if !ok {
+			t.Errorf("%s is not in the package map: add its row to ARCHITECTURE.md and to layers", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, module+"/") {
+				if !allows(allowed, rel(imp)) {
+					t.Errorf("%s imports %s: its row of the package map allows %v", name, rel(imp), allowed)
+				}
+				continue
+			}
+			for lib, who := range external {
+				if (imp == lib || strings.HasPrefix(imp, lib+"/")) && !allows(who, name) {
+					t.Errorf("%s imports %s: only %v may", name, imp, who)
+				}
+			}
+		}
+	}
+}
+
+// allows reports whether the patterns admit path.
+func allows(patterns []string, path string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		if p == "..." {
+			return true
+		}
+		if base, ok := strings.CutSuffix(p, "/..."); ok {
+			return path == base || strings.HasPrefix(path, base+"/")
+		}
+		return path == p
+	})
+}
+
+// TestGatewayNeverLinksTheProxy: the gateway's packages never link the
+// data plane, directly or through another package.
+func TestGatewayNeverLinksTheProxy(t *testing.T) {
+	for _, p := range goList(t, "-deps", "./gateway/...", "./lifecycle/...") {
+		if r := rel(p.ImportPath); strings.HasPrefix(r, "dataplane") {
+			t.Errorf("the gateway links %s", r)
+		}
+	}
+}
+
+// proxyOnly is what the sidecar image's build (-tags proxyonly) links of
+// the module: the proxy, what it shares with the gateway (ARCHITECTURE.md
+// says why each), and nothing of the gateway, its stores or the console.
+var proxyOnly = []string{
+	"cmd/portcullis",
+	"dataplane", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity",
+	"dataplane/jsonlex", "dataplane/match", "dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal",
+	"policy", "prover", "advisor",
+	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
+	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf",
+	"sentry", "store", "store/internal/strmap",
+	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
+}
+
+func TestProxyOnlyBuild(t *testing.T) {
+	var linked []string
+	for _, p := range goList(t, "-deps", "-tags", "proxyonly", "./cmd/portcullis") {
+		if p.ours() {
+			linked = append(linked, rel(p.ImportPath))
+		}
+	}
+	want := slices.Clone(proxyOnly)
+	slices.Sort(want)
+	slices.Sort(linked)
+	if !slices.Equal(linked, want) {
+		t.Errorf("the proxy-only build links\n  %v\nthe map says\n  %v", linked, want)
+	}
+}
