@@ -11,9 +11,6 @@ import (
 // compared pairwise; past it they also go into a hash set.
 const smallObject = 16
 
-// maxPooledSet bounds the hash set a Reader keeps for its next reads.
-const maxPooledSet = 1024
-
 // repeated reports whether key is a key the object f already holds
 // (prev, its first spelling), and adds it.
 func (r *Reader) repeated(f *frame, key []byte) (prev []byte, dup bool) {
@@ -27,18 +24,13 @@ func (r *Reader) repeated(f *frame, key []byte) (prev []byte, dup bool) {
 		r.keys = append(r.keys, key)
 		if len(keys) == smallObject {
 			f.set = r.newSet()
-			set := r.sets[f.set]
 			for j, k := range r.keys[f.keys:] {
-				if h := r.hash(k); !hasKey(set, h) {
-					set[h] = int32(j)
-				}
+				r.sets[f.set].add(r.hash(k), int32(j))
 			}
 		}
 		return nil, false
 	}
-	set := r.sets[f.set]
-	h := r.hash(key)
-	if j, seen := set[h]; seen {
+	if j, seen := r.sets[f.set].add(r.hash(key), int32(len(keys))); seen {
 		if r.same(keys[j], key) {
 			return keys[j], true
 		}
@@ -48,16 +40,9 @@ func (r *Reader) repeated(f *frame, key []byte) (prev []byte, dup bool) {
 				return k, true
 			}
 		}
-	} else {
-		set[h] = int32(len(keys))
 	}
 	r.keys = append(r.keys, key)
 	return nil, false
-}
-
-func hasKey(set map[uint64]int32, h uint64) bool {
-	_, ok := set[h]
-	return ok
 }
 
 // same reports whether two keys are one under r's rules.
@@ -80,24 +65,74 @@ func (r *Reader) hash(key []byte) uint64 {
 	return maphash.Bytes(r.seed, key)
 }
 
-// newSet lends an empty hash set for an object's keys.
+// newSet lends an empty hash set for an object's keys. Sets are lent and
+// returned as the objects they serve open and close, innermost last.
 func (r *Reader) newSet() int32 {
 	if r.nsets == len(r.sets) {
-		r.sets = append(r.sets, make(map[uint64]int32))
+		r.sets = append(r.sets, keySet{})
 	}
+	r.sets[r.nsets].reset()
 	r.nsets++
 	return int32(r.nsets - 1)
 }
 
-// dropSet returns the innermost set lent: sets are lent and returned
-// like the objects they serve, innermost last.
-func (r *Reader) dropSet(i int32) {
-	if len(r.sets[i]) > maxPooledSet {
-		r.sets[i] = make(map[uint64]int32)
-	} else {
-		clear(r.sets[i])
-	}
+// dropSet returns the set lent last.
+func (r *Reader) dropSet() {
 	r.nsets--
+	if len(r.sets[r.nsets].slots) > maxPooledSlots {
+		r.sets[r.nsets].slots = nil
+	}
+}
+
+// keySet is a hash set of an object's keys: their hashes, each with the
+// index of the first key that has it. It is open addressing over one
+// slice, so that a Reader reuses it without allocating.
+type keySet struct {
+	slots []keySlot // a power of two of them, at most 3/4 used
+	n     int
+}
+
+type keySlot struct {
+	hash uint64
+	key  int32 // the key's index + 1; 0 for an empty slot
+}
+
+// maxPooledSlots bounds the set a Reader keeps for its next reads (an
+// object of some 12,000 keys).
+const maxPooledSlots = 1 << 14
+
+func (s *keySet) reset() {
+	if len(s.slots) == 0 {
+		s.slots = make([]keySlot, 4*smallObject)
+	}
+	clear(s.slots)
+	s.n = 0
+}
+
+// add adds hash for key index i, unless the set has it: then it returns
+// the index of the first key with that hash.
+func (s *keySet) add(hash uint64, i int32) (first int32, seen bool) {
+	if 4*(s.n+1) > 3*len(s.slots) {
+		old := s.slots
+		s.slots, s.n = make([]keySlot, 2*len(old)), 0
+		for _, sl := range old {
+			if sl.key != 0 {
+				s.add(sl.hash, sl.key-1)
+			}
+		}
+	}
+	mask := uint64(len(s.slots) - 1)
+	for j := hash & mask; ; j = (j + 1) & mask {
+		sl := &s.slots[j]
+		switch {
+		case sl.key == 0:
+			sl.hash, sl.key = hash, i+1
+			s.n++
+			return 0, false
+		case sl.hash == hash:
+			return sl.key - 1, true
+		}
+	}
 }
 
 // appendFolded appends to dst a canonical form of s such that two keys

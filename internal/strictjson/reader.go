@@ -54,7 +54,7 @@ type Reader struct {
 	// (a hostile one may hold thousands) also has a hash set (sets), so
 	// that the check stays linear.
 	keys    [][]byte
-	sets    []map[uint64]int32
+	sets    []keySet
 	nsets   int
 	fold    []byte // scratch for a folded key
 	seed    maphash.Seed
@@ -75,9 +75,6 @@ type frame struct {
 func (r *Reader) Reset(b []byte, lim Limits) {
 	clear(r.keys[:cap(r.keys)])
 	clear(r.path[:cap(r.path)])
-	for _, s := range r.sets[:r.nsets] {
-		clear(s)
-	}
 	*r = Reader{
 		all: b, b: b, lim: lim,
 		open: r.open[:0], path: r.path[:0], keys: r.keys[:0],
@@ -340,7 +337,7 @@ func (r *Reader) pop() {
 	if f.object {
 		r.keys = r.keys[:f.keys]
 		if f.set >= 0 {
-			r.dropSet(f.set)
+			r.dropSet()
 		}
 	}
 	r.open = r.open[:len(r.open)-1]
