@@ -12,13 +12,12 @@ import (
 // rules (a duplicate key, a lone surrogate, ...); its error is an *Error.
 func Decode(b []byte, lim Limits) (any, error) {
 	r := decoders.Get().(*Reader)
-	defer func() {
-		r.Reset(nil, Limits{})
-		decoders.Put(r)
-	}()
 	r.Reset(b, lim)
 	v := r.decode()
-	if err := r.End(); err != nil {
+	err := r.End()
+	r.Reset(nil, Limits{})
+	decoders.Put(r)
+	if err != nil {
 		return nil, err
 	}
 	return v, nil

@@ -1,9 +1,6 @@
 package strictjson
 
-import (
-	"hash/maphash"
-	"slices"
-)
+import "hash/maphash"
 
 // Kind is the kind of a JSON value.
 type Kind uint8
@@ -48,7 +45,10 @@ type Reader struct {
 	lim  Limits
 	err  *Error
 	open []frame // the arrays and objects open, innermost last
-	path []Segment
+	// used is how much of open's and keys' arrays this read has used:
+	// what Reset clears of them, so that no reference into one input
+	// outlives its read.
+	usedOpen, usedKeys int
 	// keys holds the keys of the open objects, each object's from its
 	// frame's keys on, to refuse a duplicate. An object with many keys
 	// (a hostile one may hold thousands) also has a hash set (sets), so
@@ -61,25 +61,25 @@ type Reader struct {
 	hasSeed bool
 }
 
-// frame is an open array or object.
+// frame is an open array or object, and where the reader is in it: the
+// open frames are the path an error names.
 type frame struct {
 	object bool
-	first  bool  // nothing read in it yet
-	keys   int32 // its keys are keys[keys:]
-	set    int32 // its hash set in sets, -1 until it has many keys
-	index  int   // the element being read (arrays)
+	first  bool   // nothing read in it yet
+	in     bool   // in a member (from its key on) or an element
+	keys   int32  // its keys are keys[keys:]
+	set    int32  // its hash set in sets, -1 until it has many keys
+	key    []byte // the member's key (objects)
+	index  int    // the element's index (arrays)
 }
 
 // Reset makes r read b under lim, forgetting what it read before (and
 // every reference into it).
 func (r *Reader) Reset(b []byte, lim Limits) {
-	clear(r.keys[:cap(r.keys)])
-	clear(r.path[:cap(r.path)])
-	*r = Reader{
-		all: b, b: b, lim: lim,
-		open: r.open[:0], path: r.path[:0], keys: r.keys[:0],
-		sets: r.sets, fold: r.fold[:0], seed: r.seed, hasSeed: r.hasSeed,
-	}
+	clear(r.keys[:max(r.usedKeys, len(r.keys))])
+	clear(r.open[:max(r.usedOpen, len(r.open))])
+	r.all, r.b, r.i, r.lim, r.err = b, b, 0, lim, nil
+	r.open, r.keys, r.nsets, r.usedOpen, r.usedKeys = r.open[:0], r.keys[:0], 0, 0, 0
 }
 
 // Err returns the first fault met, an *Error, or nil.
@@ -166,13 +166,13 @@ func (r *Reader) Skip() []byte {
 	case Invalid:
 		return nil
 	case Object:
-		if r.Open() {
+		if r.open1(k) {
 			for _, ok := r.Member(); ok; _, ok = r.Member() {
 				r.Skip()
 			}
 		}
 	case Array:
-		if r.Open() {
+		if r.open1(k) {
 			for r.Element() {
 				r.Skip()
 			}
@@ -209,6 +209,11 @@ func (r *Reader) Open() bool {
 		}
 		return false
 	}
+	return r.open1(k)
+}
+
+// open1 opens the array or object (k) at r.i.
+func (r *Reader) open1(k Kind) bool {
 	if r.lim.MaxOpen > 0 && len(r.open) >= r.lim.MaxOpen {
 		r.fail(TooDeep)
 		return false
@@ -233,7 +238,7 @@ func (r *Reader) Member() (key []byte, ok bool) {
 			return nil, false
 		}
 	} else {
-		r.path = r.path[:len(r.path)-1]
+		f.in = false
 		if !r.next('}') {
 			return nil, false
 		}
@@ -247,7 +252,7 @@ func (r *Reader) Member() (key []byte, ok bool) {
 	if r.err != nil {
 		return nil, false
 	}
-	r.path = append(r.path, Segment{Key: key, Index: -1})
+	f.key, f.in = key, true
 	if prev, dup := r.repeated(f, key); dup {
 		r.fail(DuplicateKey)
 		r.err.Key, r.err.Prev = key, prev
@@ -277,13 +282,13 @@ func (r *Reader) Element() bool {
 			return false
 		}
 	} else {
-		r.path = r.path[:len(r.path)-1]
+		f.in = false
 		if !r.next(']') {
 			return false
 		}
 		f.index++
 	}
-	r.path = append(r.path, Segment{Index: f.index})
+	f.in = true
 	return r.enter()
 }
 
@@ -334,7 +339,9 @@ func (r *Reader) next(close byte) bool {
 // pop closes the innermost array or object.
 func (r *Reader) pop() {
 	f := r.open[len(r.open)-1]
+	r.usedOpen = max(r.usedOpen, len(r.open))
 	if f.object {
+		r.usedKeys = max(r.usedKeys, len(r.keys))
 		r.keys = r.keys[:f.keys]
 		if f.set >= 0 {
 			r.dropSet()
@@ -364,6 +371,23 @@ func (r *Reader) fail(c Code) { r.failAt(c, r.i, r.i) }
 
 func (r *Reader) failAt(c Code, offset, start int) {
 	if r.err == nil {
-		r.err = &Error{Code: c, Offset: offset, Start: start, Path: slices.Clone(r.path)}
+		r.err = &Error{Code: c, Offset: offset, Start: start, Path: r.path()}
 	}
+}
+
+// path names where the reader is: the member or element it is in, in
+// each open array and object.
+func (r *Reader) path() []Segment {
+	var path []Segment
+	for _, f := range r.open {
+		switch {
+		case !f.in:
+			return path
+		case f.object:
+			path = append(path, Segment{Key: f.key, Index: -1})
+		default:
+			path = append(path, Segment{Index: f.index})
+		}
+	}
+	return path
 }
