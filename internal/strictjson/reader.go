@@ -45,9 +45,9 @@ type Reader struct {
 	lim  Limits
 	err  *Error
 	open []frame // the arrays and objects open, innermost last
-	// used is how much of open's and keys' arrays this read has used:
-	// what Reset clears of them, so that no reference into one input
-	// outlives its read.
+	// usedOpen and usedKeys are how much of open's and keys' arrays this
+	// read has used: what Reset clears, so that no reference into one
+	// input outlives its read (a pooled Reader would keep it alive).
 	usedOpen, usedKeys int
 	// keys holds the keys of the open objects, each object's from its
 	// frame's keys on, to refuse a duplicate. An object with many keys
