@@ -4,7 +4,6 @@
 package gatewaytest
 
 import (
-	"connectrpc.com/connect/v2"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect/v2"
+
 	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/postgres"
@@ -165,14 +167,5 @@ func (g *Gateway) start() {
 }
 
 // Bearer is a client interceptor that sends token as the bearer token of
-// every call (none when token is empty).
-func Bearer(token string) connect.ClientInterceptor {
-	return func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok && token != "" {
-				info.RequestHeader().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, spec)
-		}
-	}
-}
+// every call (none when token is empty): the API client's own.
+func Bearer(token string) connect.ClientInterceptor { return apiclient.Bearer(token) }

@@ -14,7 +14,6 @@ import (
 	"connectrpc.com/connect/v2/connectproto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -150,25 +149,5 @@ func TestProblems(t *testing.T) {
 	ce := connect.NewError(connect.CodeInvalidArgument, "invalid").WithDetail(d)
 	if got := Problems(ce); len(got) != 2 || got[0].GetPath() != "a" || got[1].GetMessage() != "c" {
 		t.Errorf("Problems = %v", got)
-	}
-}
-
-// A version no proxy of the sandbox enforces yet (none is connected) is
-// answered at once, with nothing pending; against a real gateway.
-func TestAwaitEnforcementNoProxy(t *testing.T) {
-	g := gatewaytest.Start(t, "sqlite")
-	u, _ := url.Parse(g.URL)
-	c := New(Config{URL: u, Token: gatewaytest.AdminToken, Timeout: 10 * time.Second})
-	defer c.CloseIdleConnections()
-	sb, err := c.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "orders", Policy: "version: 1\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, timedOut, err := c.AwaitEnforcement(t.Context(), "orders", sb.GetPolicyVersion().GetVersion(), 10*time.Second)
-	if err != nil || timedOut || e.GetTotal() != 0 || e.GetPending() != 0 {
-		t.Errorf("AwaitEnforcement = %v, %v, %v; want no proxy, at once", e, timedOut, err)
-	}
-	if _, _, err := c.AwaitEnforcement(t.Context(), "nope", 1, 10*time.Second); connect.CodeOf(err) != connect.CodeNotFound {
-		t.Errorf("an unknown sandbox: %v, want not found", err)
 	}
 }

@@ -35,7 +35,7 @@ var layers = map[string][]string{
 	"gateway/decisions":    {"store", "lifecycle"},
 	"gateway/notify":       {"store", "lifecycle", "internal/events"},
 	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
-	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest"},
+	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest", "internal/apiclient"},
 	"sentry":               {"internal/jcs", "internal/strictjson"},
 	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity", "dataplane/match",
 		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
