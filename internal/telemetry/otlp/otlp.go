@@ -1,14 +1,16 @@
 // Package otlp is tracing's provider for both roles: spans exported over
 // OTLP/HTTP to a collector, off unless an endpoint is given, flushed at
-// shutdown. cmd builds it from --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT
-// and OTEL_SERVICE_NAME and hands its Provider to the gateway and the
-// proxy; nothing here is global.
+// shutdown. cmd fills its Config from --otlp-endpoint or
+// OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME; the gateway's process
+// (gateway.Run) builds its own provider from it, the CLI the proxy's; nothing
+// here is global.
 package otlp
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -49,10 +51,10 @@ func New(cfg Config) (*Tracing, error) {
 	if cfg.Endpoint == "" {
 		return nil, nil
 	}
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("otlp endpoint %q: want an http:// or https:// URL", cfg.Endpoint)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
+	u, _ := url.Parse(cfg.Endpoint)
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
 	if err != nil {
@@ -78,6 +80,19 @@ func New(cfg Config) (*Tracing, error) {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 	)
 	return &Tracing{tp: tp}, nil
+}
+
+// Check refuses, as New would, an endpoint that is not an http(s) URL
+// (an empty one is tracing off), before anything is built.
+func (cfg Config) Check() error {
+	if cfg.Endpoint == "" {
+		return nil
+	}
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("otlp endpoint %q: want an http:// or https:// URL", cfg.Endpoint)
+	}
+	return nil
 }
 
 // Provider is the tracer provider, nil when tracing is off.
@@ -107,4 +122,14 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("flush traces: %w", err)
 	}
 	return nil
+}
+
+// Stop is Shutdown as a process ends: within a fresh five seconds (the
+// run's context has ended by then), a failure logged, not returned.
+func (t *Tracing) Stop(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("could not export the last traces", "err", err)
+	}
 }
