@@ -105,14 +105,27 @@ func closeAll(es ocsf.Emitters) {
 	}
 }
 
+// ocsfRecords writes a proxy's decision records to OCSF emitters (the
+// proxy's dataplane.RecordSink): the edge maps them.
+type ocsfRecords struct{ ocsf.Emitters }
+
+func (o ocsfRecords) Offer(r decision.Record) {
+	o.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
+}
+
+func (o ocsfRecords) Close() error {
+	closeAll(o.Emitters)
+	return nil
+}
+
 // ocsfDecision reads a proxy's decision record for the mapping.
 func ocsfDecision(r decision.Record) ocsf.Decision {
-	d := ocsf.Decision{
+	d := store.Decision{
 		Time: r.Time, Sandbox: r.Sandbox, Binary: r.Binary, Host: r.Host, Port: r.Port, Addr: r.Addr,
 		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
 		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
 		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
-		ToolDefinition: r.ToolDefinition, TraceID: r.TraceID,
+		ToolDefinition: r.ToolDefinition,
 	}
 	for _, c := range r.Cuts {
 		d.Cuts = append(d.Cuts, store.FieldCut{Field: c.Field, Length: c.Length, SHA256: c.SHA256})
@@ -120,7 +133,7 @@ func ocsfDecision(r decision.Record) ocsf.Decision {
 	if s := r.Summary; s != nil {
 		d.SummaryCount, d.SummaryLast, d.SummaryFirstDenialID, d.SummaryLastDenialID = s.Count, s.Last, s.FirstDenialID, s.LastDenialID
 	}
-	return d
+	return ocsf.Decision{Record: d, TraceID: r.TraceID}
 }
 
 // describe names the sinks for the start-up banner.

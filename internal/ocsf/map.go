@@ -10,55 +10,19 @@ import (
 	"github.com/portcullis-dev/portcullis/store"
 )
 
-// Decision is a proxy's decision record as the mapping reads it: the
-// fields of dataplane/decision.Record and store.Decision alike, so that
-// the proxy and the gateway (which never imports the proxy) map theirs
-// the same way.
+// Decision is a decision record as the mapping reads it: the record as
+// the gateway stores it (store.Decision, which a proxy's own record is
+// read into too, so that the proxy and the gateway, which never imports
+// the proxy, map theirs the same way) and the trace it was made in, when
+// known (a proxy's own records).
 type Decision struct {
-	Time            time.Time
-	Sandbox         string
-	ProxyID         string
-	Binary          string
-	Host            string
-	Port            int
-	Addr            string
-	HTTPMethod      string
-	Path            string
-	MCPMethod       string
-	Tool            string
-	Decision        string // "allow", "deny", "audit" or "rate_limited"
-	Entry           string
-	Rule            string
-	Reason          string
-	PolicyVersion   string
-	DenialID        string
-	VersionProbe    bool
-	ArgumentsDigest string
-	ReasonCode      string
-	ToolDefinition  string
-	TraceID         string
-	// SummaryCount > 0: the record summarises that many decisions of its
-	// kind, the first at Time and the last at SummaryLast (OCSF count,
-	// start_time and end_time); the first and last denial ids go in
-	// unmapped.
-	SummaryCount         int64
-	SummaryLast          time.Time
-	SummaryFirstDenialID string
-	SummaryLastDenialID  string
-	// Cuts lists the fields cut to bound the record (in unmapped).
-	Cuts []store.FieldCut
+	Record  store.Decision
+	TraceID string
 }
 
 // FromStoreDecision reads a record a proxy shipped to the gateway.
 func FromStoreDecision(d store.Decision) Decision {
-	return Decision{
-		Time: d.Time, Sandbox: d.Sandbox, ProxyID: d.ProxyID, Binary: d.Binary, Host: d.Host, Port: d.Port,
-		Addr: d.Addr, HTTPMethod: d.HTTPMethod, Path: d.Path, MCPMethod: d.MCPMethod, Tool: d.Tool,
-		Decision: d.Decision, Entry: d.Entry, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
-		DenialID: d.DenialID, VersionProbe: d.VersionProbe, ArgumentsDigest: d.ArgumentsDigest,
-		ReasonCode: d.ReasonCode, ToolDefinition: d.ToolDefinition, SummaryCount: d.SummaryCount, SummaryLast: d.SummaryLast,
-		SummaryFirstDenialID: d.SummaryFirstDenialID, SummaryLastDenialID: d.SummaryLastDenialID, Cuts: d.Cuts,
-	}
+	return Decision{Record: d}
 }
 
 var httpActivities = map[string]int{
@@ -73,40 +37,41 @@ var httpActivities = map[string]int{
 // metadata.uid and unmapped.denial_id.
 func FromDecision(d Decision, p Product) Event {
 	var e Event
-	method := strings.ToUpper(d.HTTPMethod)
+	r := d.Record
+	method := strings.ToUpper(r.HTTPMethod)
 	if method == "" {
 		method = "CONNECT"
 	}
-	target := d.Host
-	if d.Port != 0 {
-		target = d.Host + ":" + strconv.Itoa(d.Port)
+	target := r.Host
+	if r.Port != 0 {
+		target = r.Host + ":" + strconv.Itoa(r.Port)
 	}
-	dst := &Endpoint{Hostname: d.Host, Port: d.Port, IP: d.Addr}
+	dst := &Endpoint{Hostname: r.Host, Port: r.Port, IP: r.Addr}
 	if dst.Hostname == "" && dst.IP == "" {
 		dst.Name = "unknown"
 	}
-	req := &HTTPRequest{HTTPMethod: method, URL: &URL{URLString: target + d.Path, Hostname: d.Host, Port: d.Port, Path: d.Path}}
-	if d.MCPMethod != "" {
+	req := &HTTPRequest{HTTPMethod: method, URL: &URL{URLString: target + r.Path, Hostname: r.Host, Port: r.Port, Path: r.Path}}
+	if r.MCPMethod != "" {
 		// Other (99), named by the MCP method itself (initialize…): OCSF
 		// asks for the source's own word, not the caption "Other".
-		activity, name := 99, d.MCPMethod
+		activity, name := 99, r.MCPMethod
 		switch {
-		case strings.HasSuffix(d.MCPMethod, "/list"), strings.HasSuffix(d.MCPMethod, "/read"), strings.HasSuffix(d.MCPMethod, "/get"):
+		case strings.HasSuffix(r.MCPMethod, "/list"), strings.HasSuffix(r.MCPMethod, "/read"), strings.HasSuffix(r.MCPMethod, "/get"):
 			activity, name = 2, "Read"
-		case d.MCPMethod == "tools/call":
+		case r.MCPMethod == "tools/call":
 			name = "Invoke"
 		}
 		e.setClass(ClassAPIActivity, categoryApplication, "API Activity", "Application Activity", activity, name)
-		e.API = &API{Operation: d.MCPMethod, Service: &Service{Name: target}}
-		if d.Tool != "" {
+		e.API = &API{Operation: r.MCPMethod, Service: &Service{Name: target}}
+		if r.Tool != "" {
 			kind := "mcp_tool"
 			switch {
-			case strings.HasPrefix(d.MCPMethod, "prompts/"):
+			case strings.HasPrefix(r.MCPMethod, "prompts/"):
 				kind = "mcp_prompt"
-			case strings.HasPrefix(d.MCPMethod, "resources/"):
+			case strings.HasPrefix(r.MCPMethod, "resources/"):
 				kind = "mcp_resource"
 			}
-			e.Resources = []Resource{{Name: d.Tool, Type: kind}}
+			e.Resources = []Resource{{Name: r.Tool, Type: kind}}
 		}
 	} else {
 		activity, ok := httpActivities[method]
@@ -116,13 +81,13 @@ func FromDecision(d Decision, p Product) Event {
 		}
 		e.setClass(ClassHTTPActivity, categoryNetwork, "HTTP Activity", "Network Activity", activity, name)
 	}
-	e.Time = d.Time.UnixMilli()
-	e.Metadata = Metadata{Version: Version, Product: p, UID: d.DenialID, CorrelationUID: d.TraceID}
-	sandbox := d.Sandbox
+	e.Time = r.Time.UnixMilli()
+	e.Metadata = Metadata{Version: Version, Product: p, UID: r.DenialID, CorrelationUID: d.TraceID}
+	sandbox := r.Sandbox
 	if sandbox == "" {
 		sandbox = "local"
 	}
-	actor := &Actor{AppName: d.Binary}
+	actor := &Actor{AppName: r.Binary}
 	if actor.AppName == "" {
 		actor.AppName = "unknown"
 	}
@@ -130,68 +95,68 @@ func FromDecision(d Decision, p Product) Event {
 	e.SrcEndpoint = &Endpoint{Name: sandbox}
 	e.DstEndpoint = dst
 	e.HTTPRequest = req
-	if d.Rule != "" || d.Entry != "" {
-		e.FirewallRule = &FirewallRule{Name: d.Entry, UID: d.Rule}
+	if r.Rule != "" || r.Entry != "" {
+		e.FirewallRule = &FirewallRule{Name: r.Entry, UID: r.Rule}
 	}
-	if d.PolicyVersion != "" {
-		e.Policy = &Policy{Name: sandbox, Version: d.PolicyVersion}
+	if r.PolicyVersion != "" {
+		e.Policy = &Policy{Name: sandbox, Version: r.PolicyVersion}
 	}
-	switch d.Decision {
+	switch r.Decision {
 	case "allow":
 		e.ActionID, e.Action, e.DispositionID, e.Disposition = 1, "Allowed", 1, "Allowed"
 		e.setSeverity(SeverityInformational)
-		e.setStatus(true, d.Reason)
+		e.setStatus(true, r.Reason)
 	case "audit":
 		// Policy would deny; the endpoint is in audit mode and the
 		// request went on.
 		e.ActionID, e.Action, e.DispositionID, e.Disposition = 1, "Allowed", 17, "Logged"
 		e.setSeverity(SeverityLow)
-		e.setStatus(true, d.Reason)
+		e.setStatus(true, r.Reason)
 	case "rate_limited":
 		e.ActionID, e.Action, e.DispositionID, e.Disposition = 2, "Denied", 2, "Blocked"
 		e.setSeverity(SeverityLow)
-		e.setStatus(false, d.Reason)
+		e.setStatus(false, r.Reason)
 	default: // deny, and anything unknown is treated as one
 		e.ActionID, e.Action, e.DispositionID, e.Disposition = 2, "Denied", 2, "Blocked"
 		e.setSeverity(SeverityMedium)
-		e.setStatus(false, d.Reason)
+		e.setStatus(false, r.Reason)
 	}
-	what := method + " " + target + d.Path
-	if d.MCPMethod != "" {
-		what = d.MCPMethod + " "
-		if d.Tool != "" {
-			what += d.Tool + " "
+	what := method + " " + target + r.Path
+	if r.MCPMethod != "" {
+		what = r.MCPMethod + " "
+		if r.Tool != "" {
+			what += r.Tool + " "
 		}
 		what += "at " + target
 	}
-	e.Message = fmt.Sprintf("%s %s", d.Decision, what)
-	if d.Reason != "" {
-		e.Message += ": " + d.Reason
+	e.Message = fmt.Sprintf("%s %s", r.Decision, what)
+	if r.Reason != "" {
+		e.Message += ": " + r.Reason
 	}
-	u := map[string]any{"decision": d.Decision}
+	u := map[string]any{"decision": r.Decision}
 	for k, v := range map[string]string{
-		"sandbox": d.Sandbox, "proxy_id": d.ProxyID, "denial_id": d.DenialID, "reason_code": d.ReasonCode,
-		"arguments_digest": d.ArgumentsDigest, "tool_definition": d.ToolDefinition, "trace_id": d.TraceID,
-		"mcp_method": d.MCPMethod, "tool": d.Tool,
+		"sandbox": r.Sandbox, "proxy_id": r.ProxyID, "denial_id": r.DenialID, "reason_code": r.ReasonCode,
+		"arguments_digest": r.ArgumentsDigest, "tool_definition": r.ToolDefinition, "trace_id": d.TraceID,
+		"mcp_method": r.MCPMethod, "tool": r.Tool,
 	} {
 		if v != "" {
 			u[k] = v
 		}
 	}
-	if d.VersionProbe {
+	if r.VersionProbe {
 		u["version_probe"] = true
 	}
-	if d.SummaryCount > 0 {
-		e.Count, e.StartTime, e.EndTime = d.SummaryCount, d.Time.UnixMilli(), d.SummaryLast.UnixMilli()
-		e.Message = fmt.Sprintf("%d× %s", d.SummaryCount, e.Message)
-		u["summary_count"] = d.SummaryCount
-		if d.SummaryFirstDenialID != "" {
-			u["first_denial_id"], u["last_denial_id"] = d.SummaryFirstDenialID, d.SummaryLastDenialID
+	if r.SummaryCount > 0 {
+		e.Count, e.StartTime, e.EndTime = r.SummaryCount, r.Time.UnixMilli(), r.SummaryLast.UnixMilli()
+		e.Message = fmt.Sprintf("%d× %s", r.SummaryCount, e.Message)
+		u["summary_count"] = r.SummaryCount
+		if r.SummaryFirstDenialID != "" {
+			u["first_denial_id"], u["last_denial_id"] = r.SummaryFirstDenialID, r.SummaryLastDenialID
 		}
 	}
-	if len(d.Cuts) > 0 {
-		cuts := make([]map[string]any, len(d.Cuts))
-		for i, c := range d.Cuts {
+	if len(r.Cuts) > 0 {
+		cuts := make([]map[string]any, len(r.Cuts))
+		for i, c := range r.Cuts {
 			cuts[i] = map[string]any{"field": c.Field, "length": c.Length, "sha256": c.SHA256}
 		}
 		u["cuts"] = cuts

@@ -2,7 +2,8 @@ package ocsf
 
 import (
 	"fmt"
-	"net/url"
+
+	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
 )
 
 // Sinks names where a process's OCSF events go: any of an OTLP
@@ -39,7 +40,7 @@ func Open(s Sinks) (Emitters, error) {
 		out = append(out, NewEmitter(sink, s.Emitter))
 	}
 	if s.HECURL != "" {
-		if !httpURL(s.HECURL) {
+		if !otlp.HTTPURL(s.HECURL) {
 			out.close()
 			return nil, fmt.Errorf("HEC URL %q: want an http:// or https:// URL", s.HECURL)
 		}
@@ -54,12 +55,6 @@ func Open(s Sinks) (Emitters, error) {
 		out = append(out, NewEmitter(fs, s.Emitter))
 	}
 	return out, nil
-}
-
-// httpURL reports whether raw is an http:// or https:// URL with a host.
-func httpURL(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // close closes the sinks of emitters that never ran.
