@@ -246,8 +246,7 @@ func (f *gatewayFlags) banner(env *environment, s gateway.Started, suppliedToken
 	if f.tlsCert != "" {
 		scheme = "https"
 	}
-	// The console line ends the banner (scripts wait for it), but for
-	// the OCSF sinks'.
+	// Scripts wait for the console line: only the OCSF sinks' follows it.
 	fmt.Fprintf(w, "  console: %s://%s/\n", scheme, s.Addr)
 	if d := f.ocsf.describe(); d != "" {
 		fmt.Fprintf(w, "  ocsf:    %s\n", d)
