@@ -1,6 +1,8 @@
 package arch
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,8 +30,8 @@ var layers = map[string][]string{
 	"store/storetest":            {"store"},
 	"migrations":                 nil,
 	"lifecycle":                  {"store", "advisor", "prover", "approval", "policy", "internal/telemetry", "internal/events"},
-	"gateway": {"gateway/...", "lifecycle", "store", "advisor", "prover", "policy", "sentry", "web",
-		"internal/ocsf", "internal/events", "proto/..."},
+	"gateway": {"gateway/...", "lifecycle", "store", "store/postgres", "store/sqlite", "advisor", "prover", "policy", "sentry", "web",
+		"internal/ocsf", "internal/events", "internal/telemetry/otlp", "proto/..."},
 	"gateway/transport":    {"internal/telemetry"},
 	"gateway/distribution": {"gateway/transport", "lifecycle", "internal/events", "store", "policy", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
 	"gateway/decisions":    {"store", "lifecycle"},
@@ -152,5 +154,36 @@ func TestProxyOnlyBuild(t *testing.T) {
 	slices.Sort(linked)
 	if !slices.Equal(linked, want) {
 		t.Errorf("the proxy-only build links\n  %v\nthe map says\n  %v", linked, want)
+	}
+}
+
+// TestMapNamesEveryPackage: ARCHITECTURE.md's package map has a row for
+// every package of the product, and no row for a package that is gone.
+func TestMapNamesEveryPackage(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root(t), "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := map[string]bool{}
+	for line := range strings.Lines(string(data)) {
+		cells := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		for _, name := range strings.Split(cells[1], ",") {
+			mapped[strings.Trim(strings.TrimSpace(name), "`")] = true
+		}
+	}
+	for _, p := range products(t) {
+		name := rel(p.ImportPath)
+		if !mapped[name] {
+			t.Errorf("ARCHITECTURE.md's package map has no row naming `%s`", name)
+		}
+		delete(mapped, name)
+	}
+	for name := range mapped {
+		if _, ok := layers[name]; !ok && !strings.HasPrefix(name, "proto/") {
+			t.Errorf("ARCHITECTURE.md's package map names `%s`, which is not a package", name)
+		}
 	}
 }
