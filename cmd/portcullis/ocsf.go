@@ -8,9 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
-	"github.com/portcullis-dev/portcullis/store"
 )
 
 // ocsfFlags are the OCSF sinks' flags, the same on gateway and proxy.
@@ -98,24 +96,6 @@ func closeAll(es ocsf.Emitters) {
 	for _, e := range es {
 		e.Close()
 	}
-}
-
-// ocsfDecision reads a proxy's decision record for the mapping.
-func ocsfDecision(r decision.Record) ocsf.Decision {
-	d := ocsf.Decision{
-		Time: r.Time, Sandbox: r.Sandbox, Binary: r.Binary, Host: r.Host, Port: r.Port, Addr: r.Addr,
-		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
-		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
-		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
-		ToolDefinition: r.ToolDefinition, TraceID: r.TraceID,
-	}
-	for _, c := range r.Cuts {
-		d.Cuts = append(d.Cuts, store.FieldCut{Field: c.Field, Length: c.Length, SHA256: c.SHA256})
-	}
-	if s := r.Summary; s != nil {
-		d.SummaryCount, d.SummaryLast, d.SummaryFirstDenialID, d.SummaryLastDenialID = s.Count, s.Last, s.FirstDenialID, s.LastDenialID
-	}
-	return d
 }
 
 // describe names the sinks for the start-up banner.

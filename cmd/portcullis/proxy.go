@@ -186,7 +186,7 @@ Off by default.`,
 			if emitters != nil {
 				// Every decision, mapped and written off the request path.
 				cfg.OnRecord = func(r decision.Record) {
-					emitters.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
+					emitters.Emit(func() ocsf.Event { return ocsf.FromDecision(r, ocsf.Proxy) })
 				}
 				// The proxy has no /metrics: its drops travel with its
 				// decision records (portcullis_proxy_ocsf_dropped_total).

@@ -7,59 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/store"
 )
-
-// Decision is a proxy's decision record as the mapping reads it: the
-// fields of dataplane/decision.Record and store.Decision alike, so that
-// the proxy and the gateway (which never imports the proxy) map theirs
-// the same way.
-type Decision struct {
-	Time            time.Time
-	Sandbox         string
-	ProxyID         string
-	Binary          string
-	Host            string
-	Port            int
-	Addr            string
-	HTTPMethod      string
-	Path            string
-	MCPMethod       string
-	Tool            string
-	Decision        string // "allow", "deny", "audit" or "rate_limited"
-	Entry           string
-	Rule            string
-	Reason          string
-	PolicyVersion   string
-	DenialID        string
-	VersionProbe    bool
-	ArgumentsDigest string
-	ReasonCode      string
-	ToolDefinition  string
-	TraceID         string
-	// SummaryCount > 0: the record summarises that many decisions of its
-	// kind, the first at Time and the last at SummaryLast (OCSF count,
-	// start_time and end_time); the first and last denial ids go in
-	// unmapped.
-	SummaryCount         int64
-	SummaryLast          time.Time
-	SummaryFirstDenialID string
-	SummaryLastDenialID  string
-	// Cuts lists the fields cut to bound the record (in unmapped).
-	Cuts []store.FieldCut
-}
-
-// FromStoreDecision reads a record a proxy shipped to the gateway.
-func FromStoreDecision(d store.Decision) Decision {
-	return Decision{
-		Time: d.Time, Sandbox: d.Sandbox, ProxyID: d.ProxyID, Binary: d.Binary, Host: d.Host, Port: d.Port,
-		Addr: d.Addr, HTTPMethod: d.HTTPMethod, Path: d.Path, MCPMethod: d.MCPMethod, Tool: d.Tool,
-		Decision: d.Decision, Entry: d.Entry, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
-		DenialID: d.DenialID, VersionProbe: d.VersionProbe, ArgumentsDigest: d.ArgumentsDigest,
-		ReasonCode: d.ReasonCode, ToolDefinition: d.ToolDefinition, SummaryCount: d.SummaryCount, SummaryLast: d.SummaryLast,
-		SummaryFirstDenialID: d.SummaryFirstDenialID, SummaryLastDenialID: d.SummaryLastDenialID, Cuts: d.Cuts,
-	}
-}
 
 var httpActivities = map[string]int{
 	"CONNECT": 1, "DELETE": 2, "GET": 3, "HEAD": 4, "OPTIONS": 5, "POST": 6, "PUT": 7, "TRACE": 8, "PATCH": 9,
@@ -71,7 +21,7 @@ var httpActivities = map[string]int{
 // the HTTP method (Connect for a tunnel decided before any request).
 // The verdict is action_id/disposition_id; a denial's id is
 // metadata.uid and unmapped.denial_id.
-func FromDecision(d Decision, p Product) Event {
+func FromDecision(d decision.Record, p Product) Event {
 	var e Event
 	method := strings.ToUpper(d.HTTPMethod)
 	if method == "" {
@@ -170,7 +120,7 @@ func FromDecision(d Decision, p Product) Event {
 	}
 	u := map[string]any{"decision": d.Decision}
 	for k, v := range map[string]string{
-		"sandbox": d.Sandbox, "proxy_id": d.ProxyID, "denial_id": d.DenialID, "reason_code": d.ReasonCode,
+		"sandbox": d.Sandbox, "denial_id": d.DenialID, "reason_code": d.ReasonCode,
 		"arguments_digest": d.ArgumentsDigest, "tool_definition": d.ToolDefinition, "trace_id": d.TraceID,
 		"mcp_method": d.MCPMethod, "tool": d.Tool,
 	} {
@@ -181,12 +131,12 @@ func FromDecision(d Decision, p Product) Event {
 	if d.VersionProbe {
 		u["version_probe"] = true
 	}
-	if d.SummaryCount > 0 {
-		e.Count, e.StartTime, e.EndTime = d.SummaryCount, d.Time.UnixMilli(), d.SummaryLast.UnixMilli()
-		e.Message = fmt.Sprintf("%d× %s", d.SummaryCount, e.Message)
-		u["summary_count"] = d.SummaryCount
-		if d.SummaryFirstDenialID != "" {
-			u["first_denial_id"], u["last_denial_id"] = d.SummaryFirstDenialID, d.SummaryLastDenialID
+	if s := d.Summary; s != nil {
+		e.Count, e.StartTime, e.EndTime = s.Count, d.Time.UnixMilli(), s.Last.UnixMilli()
+		e.Message = fmt.Sprintf("%d× %s", s.Count, e.Message)
+		u["summary_count"] = s.Count
+		if s.FirstDenialID != "" {
+			u["first_denial_id"], u["last_denial_id"] = s.FirstDenialID, s.LastDenialID
 		}
 	}
 	if len(d.Cuts) > 0 {
