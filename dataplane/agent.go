@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -13,9 +14,10 @@ import (
 
 // Agent is one running proxy with everything that feeds it: the policy
 // source (a watched file, or the gateway subscription with its decision
-// shipper and policy.local's advisor relay), the decision log and the CA.
-// It is the only way to run a proxy, and it owns every goroutine it
-// starts: Run returns only once all of them have ended.
+// shipper and policy.local's advisor relay), the decision log and the CA,
+// and what its process adds (Config.Process: the data dir, OCSF events,
+// the memory trimmer). It is the only way to run a proxy, and it owns
+// every goroutine it starts: Run returns only once all of them have ended.
 //
 // The embedded Proxy is the proxy's state, for callers in the same
 // process (tests, benchmarks): the policy in force, the decision ring,
@@ -25,6 +27,8 @@ type Agent struct {
 	cfg     Config
 	sub     *gatewayclient.Subscriber // gateway mode only
 	shipper *gatewayclient.Shipper    // gateway mode only
+	logFile io.Closer                 // the decision log New opened in DataDir
+	ocsf    RecordSink                // until Run runs it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -34,18 +38,35 @@ type Agent struct {
 // with: the policy file (cfg.PolicyFile), or the version the gateway
 // subscription kept (cfg.Gateway). Neither failing stops it: with no
 // valid policy every request is denied until one arrives. With neither
-// set the proxy enforces nothing until SetPolicy. New serves nothing and
-// dials nothing (the gateway is dialled on first use, by Run); Close
-// releases what it prepared if Run never runs. An error is a
-// configuration the subscription refuses.
-func New(cfg Config) (*Agent, error) {
+// set the proxy enforces nothing until SetPolicy. New prepares the data
+// dir (cfg.DataDir) but serves nothing and dials nothing (the gateway is
+// dialled on first use, by Run); the Agent owns cfg.OCSF from here, and
+// Close releases what New prepared if Run never runs. An error is a data
+// dir that cannot be prepared or a configuration the subscription
+// refuses.
+func New(cfg Config) (_ *Agent, err error) {
+	a := &Agent{ocsf: cfg.OCSF}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
 	if cfg.PolicyFile != "" && cfg.Gateway != nil {
 		return nil, errors.New("dataplane: a policy file or a gateway, not both")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Agent{cfg: cfg}
+	if a.logFile, err = cfg.prepare(); err != nil {
+		return nil, err
+	}
+	if cfg.OCSF != nil {
+		// Every decision, mapped and written off the request path.
+		cfg.OnRecord = chainRecords(cfg.OnRecord, cfg.OCSF.Offer)
+		if cfg.Shipper.OCSFDropped == nil {
+			cfg.Shipper.OCSFDropped = cfg.OCSF.Dropped
+		}
+	}
 	if cfg.Gateway != nil {
 		// Decision records go to the gateway too (portcullis logs).
 		if cfg.Shipper.Logger == nil {
@@ -106,14 +127,27 @@ func chainRecords[R any](first, then func(R)) func(R) {
 
 // Run serves proxy clients on ln, and keeps the policy in step with its
 // source, until ctx ends; then it stops serving, waits for every goroutine
-// it started (the subscription, the shipper, the file watcher, the
-// server's own) and releases the gateway connections. It returns the
-// server's error if serving failed, nil after ctx ended.
+// it started (the subscription, the shipper, the file watcher, the memory
+// trimmer, the server's own, and last the OCSF sink) and releases the
+// gateway connections and the decision log file. It returns the server's
+// error if serving failed, nil after ctx ended.
 func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
 	defer a.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var feeders sync.WaitGroup
+	if a.cfg.TrimMemory {
+		feeders.Go(func() { trimSchedule(a.Proxy, a.cfg.Logger).Run(ctx) })
+	}
+	// The OCSF sink outlives the proxy: its last decisions are queued
+	// once it has stopped.
+	sink := a.ocsf
+	a.ocsf = nil
+	emitCtx, stopEmitting := context.WithCancel(context.Background())
+	var emitting sync.WaitGroup
+	if sink != nil {
+		emitting.Go(func() { sink.Run(emitCtx) })
+	}
 	switch {
 	case a.sub != nil:
 		feeders.Go(func() { a.sub.Run(ctx) })
@@ -128,15 +162,27 @@ func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
 	err := a.serve(ctx, ln)
 	cancel()
 	feeders.Wait()
+	stopEmitting()
+	emitting.Wait()
+	if sink != nil && sink.Dropped() > 0 {
+		a.cfg.Logger.Warn("OCSF events were dropped", "dropped", sink.Dropped())
+	}
 	return err
 }
 
-// Close releases the gateway connections of an Agent that never ran (Run
-// does it when it returns). It is safe to call more than once.
+// Close releases the gateway connections, the decision log file and the
+// OCSF sinks of an Agent that never ran (Run does it when it returns). It
+// is safe to call more than once.
 func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		if a.sub != nil {
 			a.closeErr = a.sub.Close()
+		}
+		if a.logFile != nil {
+			a.closeErr = errors.Join(a.closeErr, a.logFile.Close())
+		}
+		if a.ocsf != nil {
+			a.ocsf.Close()
 		}
 	})
 	return a.closeErr

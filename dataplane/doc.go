@@ -24,6 +24,12 @@
 //     Run(ctx, ln) serves and owns every goroutine it starts, returning
 //     once all have ended. Test seams are Config fields (Resolve, Caller,
 //     Now, Gateway.Refuse), never build tags or environment variables.
+//   - process.go: what a proxy process adds around its Agent
+//     (Config.Process): the data dir (the decision log rotated by size,
+//     a standalone proxy's CA, the kept proxy id), a RecordSink run
+//     beside the proxy for every decision record (the CLI's OCSF
+//     emitters), and when to release the executable's pages and free
+//     heap (internal/exetrim).
 //   - proxy.go: the HTTP forward proxy — destination checks on
 //     the address actually dialled, judging each request, denials. A
 //     CONNECT or absolute-URI host that is neither an IP literal nor a

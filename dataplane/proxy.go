@@ -107,6 +107,9 @@ type Config struct {
 	// gateway mode, each version applied (Gateway.Tracer when unset).
 	// Default nil: no tracing, and no cost per request.
 	Tracer trace.TracerProvider
+	// DataDir, OCSF and TrimMemory are what a proxy process adds
+	// (process.go); their zero values add nothing.
+	Process
 }
 
 func (c *Config) setDefaults() {

@@ -12,12 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
 // metrics are the gateway's Prometheus metrics, in a registry of its own:
-// the RPC metrics both servers' interceptors feed, and what distribution
-// and decisions report.
+// the RPC metrics both servers' interceptors feed, what the event stream
+// tells (observe) and what decisions and the Sentry intake count.
 type metrics struct {
 	registry *prometheus.Registry
 	// all are the collectors registered (tests list their names).
@@ -137,6 +138,41 @@ func (m *metrics) register(cs ...prometheus.Collector) {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// observe is the stream's metrics subscriber: it only counts, so it
+// returns at once.
+func (m *metrics) observe(e events.Event) {
+	switch e := e.(type) {
+	case events.ProxyAcked:
+		m.acked(e.Sandbox, e.Lag)
+		if e.KeepFailed {
+			m.keepFailures.Inc()
+		}
+	case events.ProxyNacked:
+		m.pushNacks.Inc()
+		if e.Fork {
+			m.pushForks.Inc()
+		}
+	case events.DecisionsShipped:
+		for decision, n := range e.Decisions {
+			m.decided.WithLabelValues(decision).Add(float64(n))
+		}
+		if e.Dropped > 0 {
+			m.proxyDropped.Add(float64(e.Dropped))
+		}
+		if e.OCSFDropped > 0 {
+			m.proxyOCSF.Add(float64(e.OCSFDropped))
+		}
+	case events.SentryBatch:
+		m.observeSentry(e)
+	case events.SentryActed:
+		m.sentryActions.WithLabelValues(e.Action.Status).Inc()
+	case events.QuarantineApplied:
+		m.sentryApplied.Observe(e.Took.Seconds())
+	case events.SentryFinding:
+		m.sentryFound.WithLabelValues(e.Kind).Inc()
+	}
 }
 
 // acked observes a proxy's ACK of a version of sandbox, lag after its

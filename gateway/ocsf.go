@@ -4,52 +4,40 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
-	"github.com/portcullis-dev/portcullis/sentry"
-	"github.com/portcullis-dev/portcullis/store"
 )
 
-// The Sentry intake's hooks: metrics, and OCSF events when Config.OCSF is
-// set. Each OCSF event is built on the emitter's goroutine, never on the
-// request: the intake pays for a closure and a channel send (or a counted
-// drop) per event it hears of.
+// auditFollowInterval is how often the audit log is read for OCSF
+// (lifecycle.FollowAudit): its entries are every replica's.
+const auditFollowInterval = time.Second
 
-// sentryActed counts what the intake did about a remediating event and
-// emits it as a Remediation Activity.
-func (s *Server) sentryActed(a store.SentryAction) {
-	s.metrics.sentryActions.WithLabelValues(a.Status).Inc()
-	if s.cfg.OCSF != nil {
-		s.cfg.OCSF(func() ocsf.Event { return ocsf.FromSentryAction(a, sentryintake.Actor(a.Source), ocsf.Gateway) })
-	}
-}
-
-// sentryDecided emits an operator's answer to a held action.
-func (s *Server) sentryDecided(a store.SentryAction) {
-	if s.cfg.OCSF != nil {
-		s.cfg.OCSF(func() ocsf.Event { return ocsf.FromSentryAction(a, a.DecidedBy, ocsf.Gateway) })
-	}
-}
-
-// sentryFound counts a derived finding and emits it as a Detection
-// Finding.
-func (s *Server) sentryFound(kind string, ev store.SentryEvent, tool string) {
-	s.metrics.sentryFound.WithLabelValues(kind).Inc()
-	if s.cfg.OCSF != nil {
+// ocsfEvents is the stream's OCSF subscriber (with Config.OCSF): the audit
+// log's entries as Entity Management events and the proposals they are
+// about as Detection Findings, the Sentry events worth a security team's
+// attention, the findings derived from them and what the gateway did
+// about each quarantine (docs/ocsf.md). Each OCSF event is built on the
+// emitter's goroutine, never the publisher's: the publisher pays for a
+// closure and a channel send (or a counted drop) per event it tells of.
+func (s *Server) ocsfEvents(e events.Event) {
+	emit := s.cfg.OCSF
+	switch e := e.(type) {
+	case events.AuditAppended:
+		emit(func() ocsf.Event { return ocsf.FromAudit(e.Entry, ocsf.Gateway) })
+	case events.ProposalAudited:
+		emit(func() ocsf.Event { return ocsf.FromProposal(e.Proposal, e.Findings, ocsf.Gateway) })
+	case events.SentryActed:
+		emit(func() ocsf.Event {
+			return ocsf.FromSentryAction(e.Action, sentryintake.Actor(e.Action.Source), ocsf.Gateway)
+		})
+	case events.SentryDecided:
+		emit(func() ocsf.Event { return ocsf.FromSentryAction(e.Action, e.Action.DecidedBy, ocsf.Gateway) })
+	case events.SentryFinding:
 		found := s.cfg.Now()
-		s.cfg.OCSF(func() ocsf.Event { return ocsf.FromSentryFinding(kind, ev, tool, found, ocsf.Gateway) })
-	}
-}
-
-// sentryNotable returns the hook that emits the stored events a security
-// team should see as Detection Findings; nil without OCSF, so that the
-// bulk lane does not even look for them.
-func (s *Server) sentryNotable() func([]sentry.Event, time.Time) {
-	if s.cfg.OCSF == nil {
-		return nil
-	}
-	return func(evs []sentry.Event, received time.Time) {
-		for _, ev := range evs {
-			s.cfg.OCSF(func() ocsf.Event { return ocsf.FromSentryEvent(ev, received, ocsf.Gateway) })
+		emit(func() ocsf.Event { return ocsf.FromSentryFinding(e.Kind, e.Event, e.Tool, found, ocsf.Gateway) })
+	case events.SentryNotable:
+		for _, ev := range e.Events {
+			emit(func() ocsf.Event { return ocsf.FromSentryEvent(ev, e.Received, ocsf.Gateway) })
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/sentry"
@@ -439,10 +440,10 @@ func percentDecode(v string) (string, error) {
 }
 
 // observeSentry feeds the metrics with one batch's outcome.
-func (m *metrics) observeSentry(res sentryintake.Result) {
+func (m *metrics) observeSentry(res events.SentryBatch) {
 	m.sentryEvents.WithLabelValues("stored").Add(float64(res.Stored))
 	m.sentryEvents.WithLabelValues("duplicate").Add(float64(res.Duplicates))
-	m.sentryEvents.WithLabelValues("refused").Add(float64(len(res.Refused)))
+	m.sentryEvents.WithLabelValues("refused").Add(float64(res.Refused))
 	for _, src := range res.Sources {
 		var missing uint64
 		for _, g := range src.Gaps {

@@ -24,6 +24,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/notify"
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
@@ -164,7 +165,9 @@ type Config struct {
 	// such metric (no sink).
 	OCSFDropped func() uint64
 	// OCSF, if set, queues an OCSF event built later (ocsf.Emitters.Emit:
-	// it never blocks): the gateway emits the Sentry events worth a
+	// it never blocks): the gateway emits every audit entry committed
+	// after it started (through any replica: it follows the audit log)
+	// and the proposals they are about, the Sentry events worth a
 	// security team's attention, the findings derived from them and what
 	// it did about each quarantine (docs/ocsf.md). Default nil: none.
 	OCSF func(build func() ocsf.Event)
@@ -284,6 +287,8 @@ type Server struct {
 	decisions *decisions.Decisions
 	life      *lifecycle.Lifecycle
 	sentry    *sentryintake.Intake
+	// stream is what happened here, told once (internal/events).
+	stream *events.Stream
 	// batchBodies holds a place for each batch the intake parses and
 	// stores, and bounds each source's batches in flight.
 	batchBodies *places
@@ -311,12 +316,15 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		store: st,
 		log:   cfg.Logger.With("component", "gateway"),
 	}
+	// What happened, told once (internal/events): metrics, OCSF and the
+	// webhook subscribe below.
+	s.stream = events.New()
 	s.notify = notify.New(notify.Config{URL: cfg.WebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
 	s.auditNotify = notify.New(notify.Config{URL: cfg.AuditWebhookURL, ConsoleURL: cfg.ExternalURL, Secret: cfg.WebhookSecret, Backoff: cfg.WebhookBackoff, Now: cfg.Now}, s.log)
 	s.life = lifecycle.New(lifecycle.Config{
 		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
 		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval, DevAllowLoopback: cfg.DevAllowLoopback,
-		Events: lifecycle.Events{NeedsHuman: s.notify.NeedsHuman, Decided: s.notify.Decided},
+		Stream: s.stream, SentryEvents: cfg.SentryStore,
 	}, st)
 	s.auth = newAuthenticator(st, s.life, cfg.Now)
 	s.decisions = decisions.New(decisions.Config{
@@ -329,17 +337,16 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		},
 	}, s.life, s.log)
 	s.metrics = newMetrics(s)
+	s.stream.Subscribe(s.metrics.observe)
+	if cfg.OCSF != nil {
+		s.stream.Subscribe(s.ocsfEvents)
+	}
+	s.stream.Subscribe(s.notify.Handle)
 	s.dist = distribution.New(distribution.Config{
 		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
-		Acked:       s.metrics.acked,
-		Nacked:      s.metrics.pushNacks.Inc,
-		KeepFailed:  s.metrics.keepFailures.Inc,
-		Forked:      s.metrics.pushForks.Inc,
-		Dropped:     func(n uint64) { s.metrics.proxyDropped.Add(float64(n)) },
-		OCSFDropped: func(n uint64) { s.metrics.proxyOCSF.Add(float64(n)) },
-		Decided:     func(decision string, n int) { s.metrics.decided.WithLabelValues(decision).Add(float64(n)) },
-		Sink:        s.decisions,
-		Tracer:      cfg.TracerProvider,
+		Stream: s.stream,
+		Sink:   s.decisions,
+		Tracer: cfg.TracerProvider,
 	}, st, s.life, s.log)
 	s.batchBodies = newPlaces(cfg.SentryBatchBodies, cfg.SentryBatchesPerSource)
 	s.sentry = sentryintake.New(sentryintake.Config{
@@ -348,14 +355,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 			e, err := s.dist.WaitApplied(ctx, sandbox, version)
 			return e.Count(distribution.Acked), e.LastAck(), err
 		},
-		Held:    s.notify.QuarantineHeld,
-		Observe: s.metrics.observeSentry,
-		Acted:   s.sentryActed,
-		Applied: func(d time.Duration) { s.metrics.sentryApplied.Observe(d.Seconds()) },
-		Found:   s.sentryFound,
-		Notable: s.sentryNotable(),
-		Decided: s.sentryDecided,
-		Events:  cfg.SentryStore,
+		Stream: s.stream,
 	}, st, s.life, s.log)
 	s.calls = transport.Calls{Log: s.log, Metrics: s.metrics.rpc, MapError: func(ctx context.Context, procedure string, err error) error {
 		return toConnectError(ctx, s.log, procedure, err)
@@ -584,8 +584,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // startBackground starts what runs beside the RPCs: the webhook and the
 // audit head logger, the decision retention sweep, the lifecycle's
-// background work, and distribution's (the proxy status writer, the push
-// hub's version check and the commit listener).
+// background work, distribution's (the proxy status writer, the push
+// hub's version check and the commit listener), the Sentry intake's, and
+// with OCSF the audit log's follower.
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { notify.LogAuditHead(ctx, s.store, s.log, s.auditNotify, auditHeadInterval) })
 	wg.Go(func() { s.notify.Run(ctx) })
@@ -594,6 +595,9 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { _ = s.life.Run(ctx) })
 	wg.Go(func() { _ = s.dist.Run(ctx) })
 	wg.Go(func() { s.sentry.Run(ctx) })
+	if s.cfg.OCSF != nil {
+		wg.Go(func() { s.life.FollowAudit(ctx, auditFollowInterval) })
+	}
 }
 
 // SigningKey loads (creating on first use) the key that signs policy

@@ -191,6 +191,13 @@ func (l *Lifecycle) current(ctx context.Context, sandbox string) (store.PolicyVe
 // fixed sections kept, every network entry gone) and refuses proposals
 // until Unfreeze.
 func (l *Lifecycle) Freeze(ctx context.Context, sandbox, reason, actor string) (store.Sandbox, error) {
+	return l.freeze(ctx, sandbox, reason, actor, nil)
+}
+
+// freeze is Freeze, and also, if not nil, whatever the freeze is the
+// cause of (a Sentry action's record), in the same transaction after the
+// version is committed.
+func (l *Lifecycle) freeze(ctx context.Context, sandbox, reason, actor string, also func(store.Tx, store.PolicyVersion) error) (store.Sandbox, error) {
 	_, pol, err := l.current(ctx, sandbox)
 	if err != nil {
 		return store.Sandbox{}, err
@@ -199,7 +206,7 @@ func (l *Lifecycle) Freeze(ctx context.Context, sandbox, reason, actor string) (
 	denyAll.NetworkPolicies = nil
 	denyAll.NetworkMiddlewares = nil
 	denyAll = denyAll.Canonical()
-	sb, v, err := freezeSandbox(ctx, l.st, sandbox, reason, actor, denyAll.CanonicalJSON(), denyAll.Hash())
+	sb, v, err := freezeSandboxAnd(ctx, l.st, sandbox, reason, actor, denyAll.CanonicalJSON(), denyAll.Hash(), also)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return sb, &ConflictError{fmt.Sprintf("sandbox %q is already frozen", sandbox)}

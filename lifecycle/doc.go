@@ -3,7 +3,11 @@
 // the expiry of grants), proposal intake around the advisor (re-basing
 // pending proposals when their base moves), review against the Rego
 // approval rules, separation of duties, quorum counting and applying with
-// grants, and the sweeps of expired proposals and grants.
+// grants, and the sweeps of expired proposals and grants. It also writes
+// what the Sentry intake (gateway/sentryintake) decides: the remediation
+// actions (a quarantine's freeze and its action in one transaction, an
+// operator's answer to a held one, the ack time), the audit of refused
+// events, and the events' own store (appends, findings' flags, retention).
 //
 // It is also the store's one writer. Every other part of the gateway
 // holds the store as a store.Reader and writes through a Lifecycle:

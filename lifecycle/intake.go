@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/advisor"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/prover"
 	"github.com/portcullis-dev/portcullis/store"
@@ -202,9 +203,7 @@ func (l *Lifecycle) Submit(ctx context.Context, s Submission) (Submitted, error)
 		}
 	}
 	if r.Proposal.Status == store.ProposalPending {
-		if f := l.cfg.Events.NeedsHuman; f != nil {
-			f(r)
-		}
+		l.cfg.Stream.Publish(events.ProposalPending{Proposal: r.Proposal, Findings: r.Findings, Required: r.Decision.Required})
 	}
 	return Submitted{Proposal: r.Proposal, Created: true}, nil
 }
@@ -288,10 +287,10 @@ func (l *Lifecycle) retryAfter(ctx context.Context, sandbox string) time.Duratio
 	return time.Second
 }
 
-// announceSuperseded tells Events.Decided of the proposals newer
+// announceSuperseded tells the stream of the proposals newer
 // superseded.
 func (l *Lifecycle) announceSuperseded(ctx context.Context, newer store.Proposal) {
-	if l.cfg.Events.Decided == nil {
+	if l.cfg.Stream == nil {
 		return
 	}
 	list, err := l.st.ListProposals(ctx, store.ProposalFilter{Sandbox: newer.Sandbox, Status: store.ProposalSuperseded, Limit: 1000})

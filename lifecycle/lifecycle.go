@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -33,23 +34,20 @@ type Config struct {
 	// notification left behind, reloads approval rules stored through
 	// another replica, and sweeps expired proposals and grants. Default 5s.
 	CheckInterval time.Duration
-	// Events are told what happened, for notifications (optional funcs).
-	Events Events
+	// Stream is told what happened (events.ProposalPending,
+	// ProposalDecided; AuditAppended and ProposalAudited by FollowAudit).
+	// Default nil: nobody is told.
+	Stream *events.Stream
 	// DevAllowLoopback proves proposals and drafts them from denials as
 	// for proxies run with --dev-allow-loopback: loopback upstreams count
 	// as reachable (demos and tests only; the gateway's
 	// --dev-allow-loopback). Default false: loopback is always denied.
 	DevAllowLoopback bool
-}
-
-// Events are the lifecycle's callbacks; each may be nil. They run on the
-// caller's goroutine and must not block.
-type Events struct {
-	// NeedsHuman: a new proposal waits for approvers.
-	NeedsHuman func(Review)
-	// Decided: a proposal left pending (applied, rejected, expired,
-	// superseded, withdrawn).
-	Decided func(store.Proposal)
+	// SentryEvents is the store of the Sentry events themselves (their
+	// rows, the sources' sequences, their findings' flags), when they are
+	// kept apart from the control plane's (gateway --sentry-database-url).
+	// Default nil: the control plane's store.
+	SentryEvents *store.Store
 }
 
 func (c *Config) setDefaults() {
@@ -83,6 +81,8 @@ type Lifecycle struct {
 	log   *slog.Logger
 	st    *store.Store
 	rules *rules
+	// events is the Sentry events' store (Config.SentryEvents, or st).
+	events *store.Store
 
 	mu sync.Mutex
 	// wake holds one channel per sandbox, closed (and replaced) whenever
@@ -102,8 +102,12 @@ type Lifecycle struct {
 // st should hold it as a store.Reader.
 func New(cfg Config, st *store.Store) *Lifecycle {
 	cfg.setDefaults()
+	events := cfg.SentryEvents
+	if events == nil {
+		events = st
+	}
 	return &Lifecycle{
-		cfg: cfg, log: cfg.Logger, st: st, rules: newRules(),
+		cfg: cfg, log: cfg.Logger, st: st, rules: newRules(), events: events,
 		wake: map[string]chan struct{}{}, busy: map[string]bool{}, again: map[string]bool{},
 		bg: context.Background(),
 	}
@@ -178,8 +182,7 @@ func (l *Lifecycle) Changed(sandbox string) <-chan struct{} {
 	return c
 }
 
+// decided tells the stream that p left pending.
 func (l *Lifecycle) decided(p store.Proposal) {
-	if f := l.cfg.Events.Decided; f != nil {
-		f(p)
-	}
+	l.cfg.Stream.Publish(events.ProposalDecided{Proposal: p})
 }

@@ -410,6 +410,13 @@ func expireProposals(ctx context.Context, st *store.Store, cutoff time.Time, act
 // else the database writes, such as bulk Sentry ingest. It returns once
 // the freeze is durable.
 func freezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, actor string, doc []byte, hash string) (store.Sandbox, store.PolicyVersion, error) {
+	return freezeSandboxAnd(ctx, st, sandbox, reason, actor, doc, hash, nil)
+}
+
+// freezeSandboxAnd is freezeSandbox, and also, if not nil, runs last in
+// its transaction with the version committed: what the freeze is the
+// cause of (a Sentry action's record) commits with it, or neither does.
+func freezeSandboxAnd(ctx context.Context, st *store.Store, sandbox, reason, actor string, doc []byte, hash string, also func(store.Tx, store.PolicyVersion) error) (store.Sandbox, store.PolicyVersion, error) {
 	if err := checkFreeze(sandbox, doc, hash); err != nil {
 		return store.Sandbox{}, store.PolicyVersion{}, err
 	}
@@ -432,12 +439,16 @@ func freezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, actor 
 		if err := tx.UpdateSandbox(ctx, sb); err != nil {
 			return err
 		}
-		return store.Audit(ctx, tx, store.AuditEntry{
+		err = store.Audit(ctx, tx, store.AuditEntry{
 			Actor: actor, Action: store.ActionFreeze, Sandbox: sandbox, Target: sandbox, BeforeHash: before, AfterHash: hash,
 			Detail: map[string]string{
 				"reason": reason, "version": strconv.FormatInt(pv.Version, 10), "frozen_from": strconv.FormatInt(current, 10),
 			},
 		})
+		if err != nil || also == nil {
+			return err
+		}
+		return also(tx, pv)
 	})
 	if err != nil {
 		return store.Sandbox{}, store.PolicyVersion{}, fmt.Errorf("freeze sandbox %q: %w", sandbox, err)

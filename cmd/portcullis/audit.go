@@ -92,8 +92,8 @@ ListAuditResponse, with each entry's prev_hash and hash.`,
   portcullis audit list --sandbox orders --limit 20 -o json`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxLogLimit) {
-				return usagef("--limit must be from 1 to %d, got %d", maxLogLimit, limit)
+			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
+				return err
 			}
 			return unary(env, func(api *apiClients) (*portcullisv1.ListAuditResponse, error) {
 				return api.audit.ListAudit(cmd.Context(), &portcullisv1.ListAuditRequest{Sandbox: sandbox, Limit: uint32(limit)})

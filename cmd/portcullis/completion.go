@@ -61,39 +61,41 @@ const completionTimeout = 2 * time.Second
 // sandboxNames lists the gateway's sandboxes (none when it cannot be
 // asked).
 func sandboxNames(ctx context.Context, env *environment) []string {
-	api, err := env.client()
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
-	defer cancel()
-	res, err := api.sandbox.ListSandboxes(ctx, &portcullisv1.ListSandboxesRequest{})
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, s := range res.GetSandboxes() {
-		names = append(names, s.GetName())
-	}
-	return names
+	return askGateway(ctx, env, func(ctx context.Context, api *apiClients) (*portcullisv1.ListSandboxesResponse, error) {
+		return api.sandbox.ListSandboxes(ctx, &portcullisv1.ListSandboxesRequest{})
+	}, func(res *portcullisv1.ListSandboxesResponse) (names []string) {
+		for _, s := range res.GetSandboxes() {
+			names = append(names, s.GetName())
+		}
+		return names
+	})
 }
 
 // pendingProposals lists the ids of pending proposals, each with its
 // sandbox and rationale as the shell's description.
 func pendingProposals(ctx context.Context, env *environment) []string {
+	return askGateway(ctx, env, func(ctx context.Context, api *apiClients) (*portcullisv1.ListProposalsResponse, error) {
+		return api.approval.ListProposals(ctx, &portcullisv1.ApprovalServiceListProposalsRequest{Status: "pending"})
+	}, func(res *portcullisv1.ListProposalsResponse) (ids []string) {
+		for _, p := range res.GetProposals() {
+			ids = append(ids, strconv.FormatUint(p.GetId(), 10)+"\t"+p.GetSandbox()+": "+clip(p.GetRationale(), 60))
+		}
+		return ids
+	})
+}
+
+// askGateway makes a completion's call within completionTimeout and
+// lists what it answered (nothing when the gateway cannot be asked).
+func askGateway[R any](ctx context.Context, env *environment, call func(context.Context, *apiClients) (R, error), list func(R) []string) []string {
 	api, err := env.client()
 	if err != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
 	defer cancel()
-	res, err := api.approval.ListProposals(ctx, &portcullisv1.ApprovalServiceListProposalsRequest{Status: "pending"})
+	res, err := call(ctx, api)
 	if err != nil {
 		return nil
 	}
-	var ids []string
-	for _, p := range res.GetProposals() {
-		ids = append(ids, strconv.FormatUint(p.GetId(), 10)+"\t"+p.GetSandbox()+": "+clip(p.GetRationale(), 60))
-	}
-	return ids
+	return list(res)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/dataplane"
 )
 
 // The proxy's decision log rotates by size and keeps a bounded number of
@@ -72,7 +74,7 @@ func TestProxyDecisionLogRotates(t *testing.T) {
 	var logs []string
 	total := 0
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), decisionLogFile) {
+		if !strings.HasPrefix(e.Name(), dataplane.DecisionLogName) {
 			continue
 		}
 		logs = append(logs, e.Name())

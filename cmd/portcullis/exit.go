@@ -27,48 +27,28 @@ const (
 
 // exitCode maps an error to its exit code. It is the only place that does.
 func exitCode(err error) int {
-	if err == nil {
+	var netErr net.Error
+	switch {
+	case err == nil:
 		return exitOK
-	}
-	if _, ok := errors.AsType[*usageError](err); ok {
+	case isA[*usageError](err), isA[*inputError](err), isA[*problemsError](err), isA[*proveInputError](err),
+		errors.Is(err, prover.ErrTooComplex), isA[*refusalError](err):
+		// Refused input: prove on a change beyond the prover's budget,
+		// and a proposal refused as not narrow, too.
 		return exitInvalid
-	}
-	if _, ok := errors.AsType[*inputError](err); ok {
-		return exitInvalid
-	}
-	if _, ok := errors.AsType[*problemsError](err); ok {
-		return exitInvalid
-	}
-	if _, ok := errors.AsType[*proveInputError](err); ok {
-		return exitInvalid
-	}
-	if errors.Is(err, prover.ErrTooComplex) {
-		// prove on a change beyond the prover's budget: refused input.
-		return exitInvalid
-	}
-	if _, ok := errors.AsType[*refusalError](err); ok {
-		// A proposal refused as not narrow: invalid input.
-		return exitInvalid
-	}
-	if _, ok := errors.AsType[*rateLimitError](err); ok {
-		// Too many proposals: the answer is no, for now. Unlike an
-		// overloaded gateway (ResourceExhausted alone, exit 4) retrying
-		// at once will not help.
+	case isA[*rateLimitError](err), isA[*enforcementError](err):
+		// The gateway answered no. Too many proposals: for now; unlike
+		// an overloaded gateway (ResourceExhausted alone, exit 4),
+		// retrying at once will not help. --wait: a proxy refused the
+		// version, or some did not apply it in time.
 		return exitNo
-	}
-	if _, ok := errors.AsType[*enforcementError](err); ok {
-		// --wait: a proxy refused the version, or some did not apply it
-		// in time. The gateway answered: the answer is no.
-		return exitNo
-	}
-	if _, ok := errors.AsType[*notGatewayError](err); ok {
+	case isA[*notGatewayError](err):
 		// A wrong address: no gateway is available there.
 		return exitUnavailable
 	}
 	if ce, ok := errors.AsType[*connect.Error](err); ok {
 		return exitCodeOf(ce.Code())
 	}
-	var netErr net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, syscall.ECONNREFUSED),
@@ -76,6 +56,12 @@ func exitCode(err error) int {
 		return exitUnavailable
 	}
 	return exitNo
+}
+
+// isA reports whether err's chain holds a T.
+func isA[T error](err error) bool {
+	_, ok := errors.AsType[T](err)
+	return ok
 }
 
 // exitCodeOf maps a Connect code to its exit code.
@@ -119,7 +105,7 @@ func usagef(format string, args ...any) error {
 
 // asUsage marks err as a usage error.
 func asUsage(err error) error {
-	if _, ok := errors.AsType[*usageError](err); ok {
+	if isA[*usageError](err) {
 		return err
 	}
 	return &usageError{err}
@@ -156,7 +142,7 @@ func reportError(env *environment, err error) {
 	ce, ok := errors.AsType[*connect.Error](err)
 	if !ok {
 		fmt.Fprintf(w, "error: %v\n", err)
-		if _, usage := errors.AsType[*usageError](err); usage {
+		if isA[*usageError](err) {
 			path := env.commandPath
 			if path == "" {
 				path = "portcullis"

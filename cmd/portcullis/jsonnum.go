@@ -32,64 +32,33 @@ type numberRewriter struct {
 
 // message copies one JSON object of message type md.
 func (r *numberRewriter) message(md protoreflect.MessageDescriptor) error {
-	tok, err := r.dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok == nil {
-		r.out.WriteString("null")
-		return nil
-	}
-	if tok != json.Delim('{') {
-		return fmt.Errorf("want an object for %s, got %v", md.FullName(), tok)
-	}
-	r.out.WriteByte('{')
-	for first := true; r.dec.More(); first = false {
-		tok, err := r.dec.Token()
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		if !first {
-			r.out.WriteByte(',')
-		}
-		r.str(key)
-		r.out.WriteByte(':')
+	return r.container('{', '}', true, func(key string) error {
 		fd := md.Fields().ByName(protoreflect.Name(key))
 		if fd == nil {
 			fd = md.Fields().ByJSONName(key)
 		}
 		if fd == nil {
-			err = r.copy() // an extension or a key this build does not know
-		} else {
-			err = r.field(fd)
+			return r.copy() // an extension or a key this build does not know
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if _, err := r.dec.Token(); err != nil { // '}'
-		return err
-	}
-	r.out.WriteByte('}')
-	return nil
+		return r.field(fd)
+	})
 }
 
 // field copies the value of fd: a list, a map or a single value.
 func (r *numberRewriter) field(fd protoreflect.FieldDescriptor) error {
 	switch {
 	case fd.IsList():
-		return r.container('[', ']', false, func() error { return r.single(fd) })
+		return r.container('[', ']', false, func(string) error { return r.single(fd) })
 	case fd.IsMap():
-		return r.container('{', '}', true, func() error { return r.single(fd.MapValue()) })
+		return r.container('{', '}', true, func(string) error { return r.single(fd.MapValue()) })
 	default:
 		return r.single(fd)
 	}
 }
 
-// container copies an array, or an object whose keys are copied as they
-// are (a map's), with each element copied by elem.
-func (r *numberRewriter) container(open, close json.Delim, keyed bool, elem func() error) error {
+// container copies null, an array, or an object whose keys are copied as
+// they are (keyed), with each element copied by elem (given its key).
+func (r *numberRewriter) container(open, close json.Delim, keyed bool, elem func(key string) error) error {
 	tok, err := r.dec.Token()
 	if err != nil {
 		return err
@@ -106,16 +75,17 @@ func (r *numberRewriter) container(open, close json.Delim, keyed bool, elem func
 		if !first {
 			r.out.WriteByte(',')
 		}
+		var key string
 		if keyed {
 			tok, err := r.dec.Token()
 			if err != nil {
 				return err
 			}
-			key, _ := tok.(string)
+			key, _ = tok.(string)
 			r.str(key)
 			r.out.WriteByte(':')
 		}
-		if err := elem(); err != nil {
+		if err := elem(key); err != nil {
 			return err
 		}
 	}

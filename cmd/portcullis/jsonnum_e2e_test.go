@@ -25,7 +25,7 @@ import (
 )
 
 // noJSON are the commands that print no JSON whatever -o says: servers,
-// PEM and key material, and the load generator.
+// PEM and key material.
 var noJSON = map[string]string{
 	"portcullis gateway":            "a server",
 	"portcullis proxy":              "a server",
@@ -36,7 +36,6 @@ var noJSON = map[string]string{
 	"portcullis proxy ca":           "prints PEM",
 	"portcullis sandbox ca":         "prints PEM",
 	"portcullis signing-key rotate": "works on the database",
-	"portcullis sentry simulate":    "a load generator (TestSentrySimulate)",
 	"portcullis policy fmt":         "prints the document",
 }
 

@@ -17,6 +17,14 @@ import (
 // maxLogLimit is the most records the gateway returns at once.
 const maxLogLimit = 1000
 
+// checkLimit refuses a --limit the gateway would not take: from 1 to max.
+func checkLimit(cmd *cobra.Command, limit, max int) error {
+	if cmd.Flags().Changed("limit") && (limit < 1 || limit > max) {
+		return usagef("--limit must be from 1 to %d, got %d", max, limit)
+	}
+	return nil
+}
+
 func newLogsCmd(env *environment) *cobra.Command {
 	var (
 		tail     bool
@@ -54,8 +62,8 @@ StoredDecision JSON object per line.`,
 			default:
 				return usagef("--decision must be allow, deny, audit or rate_limited, got %q", decision)
 			}
-			if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxLogLimit) {
-				return usagef("--limit must be from 1 to %d, got %d", maxLogLimit, limit)
+			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
+				return err
 			}
 			if tail && denialID != "" {
 				return usagef("give --tail or --denial-id, not both")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 )
 
@@ -96,6 +97,19 @@ func closeAll(es ocsf.Emitters) {
 	for _, e := range es {
 		e.Close()
 	}
+}
+
+// ocsfRecords writes a proxy's decision records to OCSF emitters (the
+// proxy's dataplane.RecordSink): the edge maps them.
+type ocsfRecords struct{ ocsf.Emitters }
+
+func (o ocsfRecords) Offer(r decision.Record) {
+	o.Emit(func() ocsf.Event { return ocsf.FromDecision(r, ocsf.Proxy) })
+}
+
+func (o ocsfRecords) Close() error {
+	closeAll(o.Emitters)
+	return nil
 }
 
 // describe names the sinks for the start-up banner.

@@ -42,13 +42,21 @@ func unary[R proto.Message](env *environment, call func(api *apiClients) (R, err
 	return unaryWith(env, jsonOptions, call, text)
 }
 
-// unaryWith is unary with other marshal options for -o json.
-func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions, call func(api *apiClients) (R, error), text func(R) error) error {
+// callGateway makes call with the API clients of the command's gateway,
+// which it returns too (for calls that follow).
+func callGateway[R any](env *environment, call func(api *apiClients) (R, error)) (*apiClients, R, error) {
 	api, err := env.client()
 	if err != nil {
-		return err
+		var zero R
+		return nil, zero, err
 	}
 	res, err := call(api)
+	return api, res, err
+}
+
+// unaryWith is unary with other marshal options for -o json.
+func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions, call func(api *apiClients) (R, error), text func(R) error) error {
+	_, res, err := callGateway(env, call)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func checkPprofAddr(addr string) error {
 	if err != nil {
 		return usagef("--pprof-listen %q: %v", addr, err)
 	}
-	if !isLoopbackHost(host) {
+	if !loopbackHost(host) {
 		return usagef("--pprof-listen %q: must be a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)", addr)
 	}
 	return nil

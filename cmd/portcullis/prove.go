@@ -147,28 +147,24 @@ func prove(ctx context.Context, env *environment, currentFile, proposedFile, bou
 		}
 		opts.Credentialed = append(opts.Credentialed, dest)
 	}
-	read := func(file string) (*policy.Policy, []policy.Problem, error) {
+	// valid reads a policy file, given with flag, that must be valid.
+	valid := func(flag, file string) (*policy.Policy, error) {
 		p, _, problems, err := env.readDocument(file)
-		return p, problems, err
+		if err == nil && len(problems) > 0 {
+			err = &proveInputError{msg: fmt.Sprintf("%s %s is not a valid policy: %s", flag, displayName(file), summarizeProblems(problems)), problems: []inputProblems{{displayName(file), problems}}}
+		}
+		return p, err
 	}
-	current, problems, err := read(currentFile)
+	current, err := valid("--current", currentFile)
 	if err != nil {
 		return res, err
 	}
-	if len(problems) > 0 {
-		return res, &proveInputError{msg: fmt.Sprintf("--current %s is not a valid policy: %s", displayName(currentFile), summarizeProblems(problems)), problems: []inputProblems{{displayName(currentFile), problems}}}
-	}
 	if boundaryFile != "" {
-		b, problems, err := read(boundaryFile)
-		if err != nil {
+		if opts.Boundary, err = valid("--boundary", boundaryFile); err != nil {
 			return res, err
 		}
-		if len(problems) > 0 {
-			return res, &proveInputError{msg: fmt.Sprintf("--boundary %s is not a valid policy: %s", displayName(boundaryFile), summarizeProblems(problems)), problems: []inputProblems{{displayName(boundaryFile), problems}}}
-		}
-		opts.Boundary = b
 	}
-	proposed, problems, err := read(proposedFile)
+	proposed, _, problems, err := env.readDocument(proposedFile)
 	if err != nil {
 		return res, err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -11,18 +10,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
-	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/internal/ca"
-	"github.com/portcullis-dev/portcullis/internal/exetrim"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/rotate"
 	"github.com/portcullis-dev/portcullis/internal/signing"
@@ -31,29 +26,26 @@ import (
 const (
 	defaultProxyListen  = "127.0.0.1:3128"
 	defaultProxyDataDir = "./portcullis-proxy"
-	decisionLogFile     = "decisions.jsonl"
 )
+
+// proxyFlags are portcullis proxy's flags.
+type proxyFlags struct {
+	listen, dataDir, policyFile, upstreamCA string
+	devLoopback                             bool
+	reload                                  time.Duration
+	sandbox, gatewayKey, proxyID            string
+	maxBackoff                              time.Duration
+	insecure                                bool
+	pprofListen                             string
+	logMaxSize                              int64
+	logKeep                                 int
+	ocsf                                    ocsfFlags
+	tracing                                 tracingFlags // --otlp-endpoint (tracing.go)
+}
 
 // newProxyCmd is `portcullis proxy` and `portcullis proxy ca`.
 func newProxyCmd(env *environment) *cobra.Command {
-	var (
-		ocsfOpts    ocsfFlags
-		listen      string
-		dataDir     string
-		policyFile  string
-		upstreamCA  string
-		devLoopback bool
-		reload      time.Duration
-		sandbox     string
-		gatewayKey  string
-		proxyID     string
-		maxBackoff  time.Duration
-		insecure    bool
-		pprofListen string
-		logMaxSize  int64
-		logKeep     int
-		tracing     tracingFlags // --otlp-endpoint (tracing.go)
-	)
+	var f proxyFlags
 	cmd := &cobra.Command{
 		Use:   "proxy --policy FILE",
 		Short: "Run the enforcing proxy for a sandbox",
@@ -99,180 +91,166 @@ Off by default.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			switch {
-			case policyFile == "" && sandbox == "":
-				return usagef("portcullis proxy needs --policy FILE, or --sandbox NAME --token-file F to follow a gateway")
-			case policyFile != "" && sandbox != "":
-				return usagef("give --policy FILE or --sandbox NAME, not both")
-			case sandbox != "" && (env.tokenFlag != "" || env.tokenFileFlag == ""):
-				// Other local processes can read a command line.
-				return usagef("a gateway-mode proxy takes its sandbox token only from --token-file")
-			}
-			if pprofListen != "" {
-				if err := checkPprofAddr(pprofListen); err != nil {
-					return err
-				}
-			}
-			log, err := newLogger(env)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return fmt.Errorf("data dir: %w", err)
-			}
-			tracer, err := tracing.start(env, "portcullis-proxy", buildVersion())
-			if err != nil {
-				return err
-			}
-			defer stopTracing(tracer, log)
-			var proxyCA *ca.CA
-			if sandbox == "" {
-				// Standalone: the proxy's own CA. In gateway mode the
-				// sandbox's CA comes with the first version.
-				if proxyCA, err = ca.LoadOrCreate(dataDir); err != nil {
-					return err
-				}
-			}
-			var roots *x509.CertPool
-			if upstreamCA != "" {
-				pem, err := os.ReadFile(upstreamCA)
-				if err != nil {
-					return inputErr(err)
-				}
-				roots = x509.NewCertPool()
-				if !roots.AppendCertsFromPEM(pem) {
-					return usagef("--upstream-ca %s holds no PEM certificate", upstreamCA)
-				}
-			}
-			if devLoopback {
-				log.Warn("--dev-allow-loopback: policies may reach loopback upstreams; never use this in production")
-			}
-			if logMaxSize <= 0 || logKeep < 0 {
-				return usagef("--decision-log-max-size must be above 0 and --decision-log-keep 0 or more")
-			}
-			out, err := rotate.Open(filepath.Join(dataDir, decisionLogFile), logMaxSize, logKeep)
-			if err != nil {
-				// A full or read-only data dir must not keep the proxy
-				// from enforcing: it runs, and the log is opened at the
-				// first write that can (decision.Log says when it can't).
-				log.Error("decision log cannot be opened; enforcing anyway, decisions stay in memory until it can be written", "err", err)
-				out = rotate.Later(filepath.Join(dataDir, decisionLogFile), logMaxSize, logKeep)
-			}
-			defer out.Close()
-			cfg := dataplane.Config{
-				Sandbox:          sandbox,
-				DevAllowLoopback: devLoopback,
-				UpstreamRoots:    roots,
-				DecisionLog:      out,
-				Logger:           log,
-				CA:               proxyCA,
-				Tracer:           tracer.Provider(),
-				// One P while requests come one at a time, unless the
-				// operator chose the P count.
-				AdaptProcs: env.getenv("GOMAXPROCS") == "",
-			}
-			if sandbox != "" {
-				if cfg.Gateway, err = subscribeConfig(env, log, sandbox, dataDir, gatewayKey, proxyID, maxBackoff, insecure); err != nil {
-					return err
-				}
-			} else {
-				cfg.PolicyFile, cfg.ReloadInterval = policyFile, reload
-			}
-			ocsfOpts.name(env, "portcullis-proxy")
-			emitters, err := ocsfOpts.open(ocsf.Proxy, log)
-			if err != nil {
-				return err
-			}
-			if emitters != nil {
-				// Every decision, mapped and written off the request path.
-				cfg.OnRecord = func(r decision.Record) {
-					emitters.Emit(func() ocsf.Event { return ocsf.FromDecision(r, ocsf.Proxy) })
-				}
-				// The proxy has no /metrics: its drops travel with its
-				// decision records (portcullis_proxy_ocsf_dropped_total).
-				cfg.Shipper.OCSFDropped = emitters.Dropped
-			}
-			applyTestHooks(&cfg)
-			if err := applyDrillHooks(&cfg); err != nil {
-				return err
-			}
-			agent, err := dataplane.New(cfg)
-			if err != nil {
-				for _, e := range emitters {
-					e.Close()
-				}
-				return err
-			}
-			defer agent.Close()
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return usagef("listen on %s: %v", listen, err)
-			}
-			var pp *pprofServer
-			if pprofListen != "" {
-				if pp, err = startPprof(pprofListen, log); err != nil {
-					ln.Close()
-					return err
-				}
-				defer pp.stop()
-				log.Warn("--pprof-listen: serving profiles of this process", "url", pp.url())
-			}
-			fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", ln.Addr())
-			if sandbox != "" {
-				fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", sandbox, gatewaysForMessages(cfg.Gateway), versionOrWaiting(agent.PolicyVersion()))
-				fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", sandbox)
-			} else {
-				fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", policyFile, versionOrNone(agent.PolicyVersion()))
-				fmt.Fprintf(env.stdout, "  CA:        %s (portcullis proxy ca --data-dir %s)\n", filepath.Join(dataDir, "ca.pem"), dataDir)
-			}
-			fmt.Fprintf(env.stdout, "  decisions: %s\n", filepath.Join(dataDir, decisionLogFile))
-			if pp != nil {
-				fmt.Fprintf(env.stdout, "  pprof:     %s\n", pp.url())
-			}
-			ctx, stop := context.WithCancel(cmd.Context())
-			var released sync.WaitGroup
-			released.Go(func() { trimProxyMemory(ctx, agent, log) })
-			defer func() {
-				stop()
-				released.Wait()
-			}()
-			if emitters == nil {
-				return agent.Run(cmd.Context(), ln)
-			}
-			fmt.Fprintf(env.stdout, "  ocsf:      %s\n", ocsfOpts.describe())
-			done := make(chan struct{})
-			go func() { emitters.Run(ctx); close(done) }()
-			err = agent.Run(cmd.Context(), ln)
-			stop() // after the agent: its last decisions are queued
-			<-done
-			if n := emitters.Dropped(); n > 0 {
-				log.Warn("OCSF events were dropped", "dropped", n)
-			}
-			return err
+			return runProxy(cmd.Context(), env, &f)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", defaultProxyListen, "proxy address for the sandbox's HTTP_PROXY/HTTPS_PROXY")
-	cmd.Flags().StringVar(&dataDir, "data-dir", defaultProxyDataDir, "directory of the proxy's CA and decision log")
-	cmd.Flags().StringVar(&policyFile, "policy", "", "policy `FILE` (YAML or JSON), watched for changes")
-	cmd.Flags().StringVar(&upstreamCA, "upstream-ca", "", "verify upstream TLS against this PEM `FILE` instead of the system roots (tests)")
-	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "let policies reach loopback upstreams (tests and demos only)")
-	cmd.Flags().DurationVar(&reload, "reload-interval", time.Second, "how often the policy file is checked for changes")
-	cmd.Flags().StringVar(&sandbox, "sandbox", "", "follow this sandbox's policy from the gateway (--gateway, --token-file)")
-	cmd.Flags().StringVar(&gatewayKey, "gateway-key", "", "pin the gateway's signing `KEY` (ed25519:HEX, printed by portcullis gateway); default: pinned on first contact")
-	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a plaintext http:// gateway beyond loopback (a private network such as compose's; the token crosses it in the clear)")
-	cmd.Flags().DurationVar(&maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
-	cmd.Flags().StringVar(&proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
-	ocsfOpts.add(cmd)
-	cmd.Flags().Int64Var(&logMaxSize, "decision-log-max-size", rotate.DefaultMaxSize, "rotate DATA-DIR/decisions.jsonl when it would pass this many bytes")
-	cmd.Flags().IntVar(&logKeep, "decision-log-keep", rotate.DefaultKeep, "rotated decision logs to keep (decisions.jsonl.1 newest)")
-	cmd.Flags().StringVar(&pprofListen, "pprof-listen", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `ADDR`, e.g. 127.0.0.1:6060 (debugging; default off)")
-	tracing.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", defaultProxyListen, "proxy address for the sandbox's HTTP_PROXY/HTTPS_PROXY")
+	fl.StringVar(&f.dataDir, "data-dir", defaultProxyDataDir, "directory of the proxy's CA and decision log")
+	fl.StringVar(&f.policyFile, "policy", "", "policy `FILE` (YAML or JSON), watched for changes")
+	fl.StringVar(&f.upstreamCA, "upstream-ca", "", "verify upstream TLS against this PEM `FILE` instead of the system roots (tests)")
+	fl.BoolVar(&f.devLoopback, "dev-allow-loopback", false, "let policies reach loopback upstreams (tests and demos only)")
+	fl.DurationVar(&f.reload, "reload-interval", time.Second, "how often the policy file is checked for changes")
+	fl.StringVar(&f.sandbox, "sandbox", "", "follow this sandbox's policy from the gateway (--gateway, --token-file)")
+	fl.StringVar(&f.gatewayKey, "gateway-key", "", "pin the gateway's signing `KEY` (ed25519:HEX, printed by portcullis gateway); default: pinned on first contact")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow a plaintext http:// gateway beyond loopback (a private network such as compose's; the token crosses it in the clear)")
+	fl.DurationVar(&f.maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
+	fl.StringVar(&f.proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
+	f.ocsf.add(cmd)
+	fl.Int64Var(&f.logMaxSize, "decision-log-max-size", rotate.DefaultMaxSize, "rotate DATA-DIR/decisions.jsonl when it would pass this many bytes")
+	fl.IntVar(&f.logKeep, "decision-log-keep", rotate.DefaultKeep, "rotated decision logs to keep (decisions.jsonl.1 newest)")
+	fl.StringVar(&f.pprofListen, "pprof-listen", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `ADDR`, e.g. 127.0.0.1:6060 (debugging; default off)")
+	f.tracing.add(cmd)
 	cmd.AddCommand(newProxyCACmd(env))
 	return cmd
 }
 
-// subscribeConfig is the gateway subscription of a gateway-mode proxy.
-func subscribeConfig(env *environment, log *slog.Logger, sandbox, dataDir, gatewayKey, proxyID string, maxBackoff time.Duration, insecure bool) (*gatewayclient.SubscribeConfig, error) {
+// runProxy is portcullis proxy: the flags and environment mapped to the
+// proxy's Config, the Agent assembled from it (dataplane.New) and run
+// until ctx ends.
+func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
+	if err := f.check(env); err != nil {
+		return err
+	}
+	log, err := newLogger(env)
+	if err != nil {
+		return err
+	}
+	tracer, err := f.tracing.start(env, "portcullis-proxy", buildVersion())
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tracer, log)
+	cfg := dataplane.Config{
+		Sandbox:          f.sandbox,
+		DevAllowLoopback: f.devLoopback,
+		Logger:           log,
+		Tracer:           tracer.Provider(),
+		// One P while requests come one at a time, unless the operator
+		// chose the P count.
+		AdaptProcs: env.getenv("GOMAXPROCS") == "",
+		Process: dataplane.Process{
+			DataDir:            f.dataDir,
+			DecisionLogMaxSize: f.logMaxSize,
+			DecisionLogKeep:    f.logKeep,
+			TrimMemory:         true,
+		},
+	}
+	if cfg.UpstreamRoots, err = upstreamRoots(f.upstreamCA); err != nil {
+		return err
+	}
+	if f.devLoopback {
+		log.Warn("--dev-allow-loopback: policies may reach loopback upstreams; never use this in production")
+	}
+	if f.sandbox != "" {
+		if cfg.Gateway, err = f.subscribeConfig(env, log); err != nil {
+			return err
+		}
+	} else {
+		cfg.PolicyFile, cfg.ReloadInterval = f.policyFile, f.reload
+	}
+	f.ocsf.name(env, "portcullis-proxy")
+	emitters, err := f.ocsf.open(ocsf.Proxy, log)
+	if err != nil {
+		return err
+	}
+	if emitters != nil {
+		cfg.OCSF = ocsfRecords{emitters}
+	}
+	applyTestHooks(&cfg)
+	if err := applyDrillHooks(&cfg); err != nil {
+		closeAll(emitters)
+		return err
+	}
+	agent, err := dataplane.New(cfg) // owns cfg.OCSF from here
+	if err != nil {
+		return err
+	}
+	defer agent.Close()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return usagef("listen on %s: %v", f.listen, err)
+	}
+	var pp *pprofServer
+	if f.pprofListen != "" {
+		if pp, err = startPprof(f.pprofListen, log); err != nil {
+			ln.Close()
+			return err
+		}
+		defer pp.stop()
+		log.Warn("--pprof-listen: serving profiles of this process", "url", pp.url())
+	}
+	f.banner(env, ln.Addr(), agent.PolicyVersion(), cfg.Gateway, pp)
+	return agent.Run(ctx, ln)
+}
+
+// check refuses, before anything starts, flags that do not go together.
+func (f *proxyFlags) check(env *environment) error {
+	switch {
+	case f.policyFile == "" && f.sandbox == "":
+		return usagef("portcullis proxy needs --policy FILE, or --sandbox NAME --token-file F to follow a gateway")
+	case f.policyFile != "" && f.sandbox != "":
+		return usagef("give --policy FILE or --sandbox NAME, not both")
+	case f.sandbox != "" && (env.tokenFlag != "" || env.tokenFileFlag == ""):
+		// Other local processes can read a command line.
+		return usagef("a gateway-mode proxy takes its sandbox token only from --token-file")
+	case f.logMaxSize <= 0 || f.logKeep < 0:
+		return usagef("--decision-log-max-size must be above 0 and --decision-log-keep 0 or more")
+	}
+	if f.pprofListen != "" {
+		return checkPprofAddr(f.pprofListen)
+	}
+	return nil
+}
+
+// upstreamRoots reads --upstream-ca (nil without it: the system roots).
+func upstreamRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, usagef("--upstream-ca %s holds no PEM certificate", file)
+	}
+	return roots, nil
+}
+
+// banner says where the proxy listens and what it enforces.
+func (f *proxyFlags) banner(env *environment, addr net.Addr, version string, gw *gatewayclient.SubscribeConfig, pp *pprofServer) {
+	fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", addr)
+	if gw != nil {
+		fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", f.sandbox, strings.Join(gw.Gateways, ", "), versionOrWaiting(version))
+		fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", f.sandbox)
+	} else {
+		fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", f.policyFile, versionOrNone(version))
+		fmt.Fprintf(env.stdout, "  CA:        %s (portcullis proxy ca --data-dir %s)\n", filepath.Join(f.dataDir, "ca.pem"), f.dataDir)
+	}
+	fmt.Fprintf(env.stdout, "  decisions: %s\n", filepath.Join(f.dataDir, dataplane.DecisionLogName))
+	if pp != nil {
+		fmt.Fprintf(env.stdout, "  pprof:     %s\n", pp.url())
+	}
+	if d := f.ocsf.describe(); d != "" {
+		fmt.Fprintf(env.stdout, "  ocsf:      %s\n", d)
+	}
+}
+
+// subscribeConfig is the gateway subscription of a gateway-mode proxy
+// (its data dir and proxy id come from the Config's DataDir).
+func (f *proxyFlags) subscribeConfig(env *environment, log *slog.Logger) (*gatewayclient.SubscribeConfig, error) {
 	if _, err := env.token(); err != nil { // fail now on a bad file
 		return nil, err
 	}
@@ -285,8 +263,8 @@ func subscribeConfig(env *environment, log *slog.Logger, sandbox, dataDir, gatew
 		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 			return nil, usagef("gateway URL %s: want http(s)://HOST:PORT, without credentials or a path", u.Redacted())
 		}
-		if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
-			if !insecure {
+		if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			if !f.insecure {
 				return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://, or --insecure on a private network", u.Redacted())
 			}
 			log.Warn("--insecure: the sandbox token crosses the network in plaintext", "gateway", u.Redacted())
@@ -294,68 +272,21 @@ func subscribeConfig(env *environment, log *slog.Logger, sandbox, dataDir, gatew
 		gateways = append(gateways, u.String())
 	}
 	var pinned ed25519.PublicKey
-	if gatewayKey != "" {
-		if pinned, err = signing.ParsePublicKey(gatewayKey); err != nil {
+	if f.gatewayKey != "" {
+		if pinned, err = signing.ParsePublicKey(f.gatewayKey); err != nil {
 			return nil, usagef("--gateway-key: %v", err)
-		}
-	}
-	if proxyID == "" {
-		if proxyID, err = keptProxyID(dataDir); err != nil {
-			return nil, err
 		}
 	}
 	return &gatewayclient.SubscribeConfig{
 		Gateways:   gateways,
-		Sandbox:    sandbox,
+		Sandbox:    f.sandbox,
 		Token:      env.token, // read again per RPC: a rotated token is picked up
-		ProxyID:    proxyID,
-		DataDir:    dataDir,
+		ProxyID:    f.proxyID,
 		GatewayKey: pinned,
 		Build:      buildVersion(),
-		MaxBackoff: maxBackoff,
+		MaxBackoff: f.maxBackoff,
 		Logger:     log,
 	}, nil
-}
-
-// gatewaysForMessages lists the replicas a proxy follows.
-func gatewaysForMessages(c *gatewayclient.SubscribeConfig) string {
-	return strings.Join(c.Gateways, ", ")
-}
-
-// keptProxyID returns the proxy id kept in dataDir, creating one (host
-// name and a random suffix) on first start.
-func keptProxyID(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, "proxy-id")
-	if b, err := os.ReadFile(path); err == nil {
-		if id := strings.TrimSpace(string(b)); id != "" {
-			return id, nil
-		}
-	}
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
-			return r
-		}
-		return -1
-	}, host)
-	if host == "" {
-		host = "proxy"
-	}
-	var b [3]byte
-	rand.Read(b[:])
-	id := fmt.Sprintf("%s-%x", host, b)
-	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("keep proxy id: %w", err)
-	}
-	return id, nil
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // versionOrWaiting is versionOrNone for a proxy following a gateway: with
@@ -411,91 +342,4 @@ uses its sandbox's CA instead: portcullis sandbox ca NAME.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultProxyDataDir, "directory of the proxy's CA")
 	cmd.Flags().BoolVar(&create, "create", false, "create a CA in --data-dir if it has none")
 	return cmd
-}
-
-// The proxy's memory between bursts of traffic. Linux maps an
-// executable's code in 64 KiB windows around each page a fault touches,
-// and Go runs every linked package's init before main, so by the time the
-// proxy serves most of its binary is mapped (17 of the image's 22 MiB)
-// though an idle proxy runs about 3 MiB of it. A second after its first
-// policy version, and again whenever it has decided nothing for a minute
-// after deciding something, the proxy drops its mappings of its
-// executable's read-only pages (internal/exetrim; what it runs comes back
-// at its next touch, from the page cache) and, after traffic, returns the
-// heap it no longer uses to the system.
-const (
-	// startupSettle is how long after the first policy version the first
-	// release waits: the work of that version (compiling it, the ACK) is
-	// done by then.
-	startupSettle = time.Second
-	// idleTrimAfter is how long without a decision makes a proxy that has
-	// served since its last release release again.
-	idleTrimAfter = time.Minute
-)
-
-// trimmer releases the proxy's memory as described above; the functions
-// and durations are fields so that tests can drive it.
-type trimmer struct {
-	enforcing <-chan struct{}    // closed at the first policy version
-	decided   func() uint64      // the proxy's decision count
-	release   func(traffic bool) // drop the mappings; after traffic, the free heap too
-	settle    time.Duration
-	idle      time.Duration
-}
-
-// run releases once settle after enforcing closes, then after every
-// spell of traffic followed by idle without a decision; it returns when
-// ctx ends.
-func (t trimmer) run(ctx context.Context) {
-	select {
-	case <-t.enforcing:
-	case <-ctx.Done():
-		return
-	}
-	timer := time.NewTimer(t.settle)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return
-	}
-	released := t.decided()
-	t.release(false)
-	tick := time.NewTicker(t.idle)
-	defer tick.Stop()
-	last := released
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-		n := t.decided()
-		if n == last && n != released {
-			t.release(true)
-			released = n
-		}
-		last = n
-	}
-}
-
-// trimProxyMemory runs the proxy's trimmer until ctx ends.
-func trimProxyMemory(ctx context.Context, agent *dataplane.Agent, log *slog.Logger) {
-	trimmer{
-		enforcing: agent.Enforcing(),
-		decided:   agent.Decided,
-		settle:    startupSettle,
-		idle:      idleTrimAfter,
-		release: func(traffic bool) {
-			if traffic {
-				debug.FreeOSMemory()
-			}
-			n, err := exetrim.Release()
-			if err != nil {
-				log.Warn("could not release the executable's pages", "err", err)
-				return
-			}
-			log.Debug("released the executable's pages", "bytes", n, "after_traffic", traffic)
-		},
-	}.run(ctx)
 }

@@ -52,8 +52,8 @@ These commands are for operators and admins: events and gaps read what
 was received, actions lists what the gateway did about remediating events,
 timeline joins a sandbox's events with decisions, versions and audit,
 decide answers a held one, and key (admin) registers the Ed25519 key a
-source must sign its events with. simulate is a watchdog (with a sentry
-token): it sends realistic event streams, for tests and demos.`
+source must sign its events with. Realistic event streams for tests and
+demos come from go run ./bench/sentrysim (with a sentry token).`
 	key := newGroupCmd("key", "Register or remove the Ed25519 key a source signs its events with (admin)",
 		`  portcullis sentry key set urn:dpu:node-17 --public-key node-17.pub
   portcullis sentry key delete urn:dpu:node-17`)
@@ -64,7 +64,6 @@ token): it sends realistic event streams, for tests and demos.`
 		newSentryActionsCmd(env),
 		newSentryDecideCmd(env),
 		newSentryTimelineCmd(env),
-		newSentrySimulateCmd(env),
 		key,
 	)
 	return cmd
@@ -89,14 +88,6 @@ func firstArg(a []string) string {
 		return ""
 	}
 	return a[0]
-}
-
-// checkLimit refuses a --limit the gateway would not take.
-func checkLimit(cmd *cobra.Command, limit int) error {
-	if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxLogLimit) {
-		return usagef("--limit must be from 1 to %d, got %d", maxLogLimit, limit)
-	}
-	return nil
 }
 
 func newSentryEventsCmd(env *environment) *cobra.Command {
@@ -125,7 +116,7 @@ With -o json: {"events": [...]}, each event with the document as received.`,
   portcullis sentry events --source urn:dpu:node-17 -o json | jq -r '.events[].document'`,
 		Args: optionalArg("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := checkLimit(cmd, limit); err != nil {
+			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
 			from, err := sinceTimestamp(since)
@@ -243,8 +234,24 @@ With -o json: {"sources": [...]}.`,
 	return cmd
 }
 
-// gapsCell is "6-7, 10-12" ("10" for a gap of one), "none" without gaps.
-// gapsCell is a source's listed gaps, and how many more it has.
+// pairsCell is gaps as "6-7, 10" ("10" for a gap of one), or "none".
+func pairsCell(gaps [][2]uint64) string {
+	if len(gaps) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, g := range gaps {
+		if g[0] == g[1] {
+			parts = append(parts, fmt.Sprint(g[0]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", g[0], g[1]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// gapsCell is a source's listed gaps, and how many more it has:
+// "6-7, 10 (+42 more)".
 func gapsCell(gaps []*portcullisv1.SequenceGap, more uint64) string {
 	pairs := make([][2]uint64, len(gaps))
 	for i, g := range gaps {
@@ -291,7 +298,7 @@ With -o json: {"actions": [...]}.`,
 					return usagef("--status must be one of %s, got %q", strings.Join(sentryStatuses, ", "), s)
 				}
 			}
-			if err := checkLimit(cmd, limit); err != nil {
+			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
 			return unary(env, func(api *apiClients) (*portcullisv1.ListSentryActionsResponse, error) {

@@ -40,8 +40,8 @@ With -o json: {"entries": [...]}.`,
   portcullis sentry timeline orders -o json | jq '.entries[] | select(.kind == "sentry_event")'`,
 		Args: args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if cmd.Flags().Changed("limit") && (limit < 1 || limit > 5000) {
-				return usagef("--limit must be from 1 to 5000, got %d", limit)
+			if err := checkLimit(cmd, limit, 5000); err != nil {
+				return err
 			}
 			from, err := sinceTimestamp(since)
 			if err != nil {

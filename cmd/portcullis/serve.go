@@ -288,7 +288,6 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 			octx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			wg.Go(func() { emitters.Run(octx) })
-			wg.Go(func() { tailAudit(octx, st, emitters, log.With("component", "ocsf"), time.Second) })
 			err = gw.Serve(ctx, ln)
 			stop()
 			wg.Wait()
@@ -436,20 +435,26 @@ func withStore(cmd *cobra.Command, env *environment, f func(ctx context.Context,
 	sf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		env.started = true
-		log, err := newLogger(env)
-		if err != nil {
-			return err
-		}
-		st, where, err := sf.open(cmd.Context(), env, log)
-		if err != nil {
-			return err
-		}
-		ferr := f(cmd.Context(), st, where)
-		if err := st.Close(); ferr == nil {
-			ferr = err
-		}
-		return ferr
+		return sf.with(cmd.Context(), env, f)
 	}
+}
+
+// with opens the store the flags name (applying migrations), runs fn on
+// it, and closes it.
+func (f *storeFlags) with(ctx context.Context, env *environment, fn func(ctx context.Context, st *store.Store, where string) error) error {
+	log, err := newLogger(env)
+	if err != nil {
+		return err
+	}
+	st, where, err := f.open(ctx, env, log)
+	if err != nil {
+		return err
+	}
+	ferr := fn(ctx, st, where)
+	if err := st.Close(); ferr == nil {
+		ferr = err
+	}
+	return ferr
 }
 
 // newHealthcheckCmd is `portcullis healthcheck`: a probe for container

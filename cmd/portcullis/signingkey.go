@@ -135,17 +135,5 @@ func (f *storeFlags) withExisting(cmd *cobra.Command, env *environment, fn func(
 	if f.databaseURL == "" && env.getenv(envDatabaseURL) == "" && !f.exists() {
 		return inputErr(fmt.Errorf("no gateway store at %s (nothing was created): give --data-dir or --database-url of the gateway's store", filepath.Join(f.dataDir, sqliteFile)))
 	}
-	log, err := newLogger(env)
-	if err != nil {
-		return err
-	}
-	st, _, err := f.open(cmd.Context(), env, log)
-	if err != nil {
-		return err
-	}
-	ferr := fn(cmd.Context(), st)
-	if err := st.Close(); ferr == nil {
-		ferr = err
-	}
-	return ferr
+	return f.with(cmd.Context(), env, func(ctx context.Context, st *store.Store, _ string) error { return fn(ctx, st) })
 }

@@ -134,11 +134,7 @@ func unaryWait[R proto.Message](ctx context.Context, env *environment, w *waitFl
 	if !w.wait {
 		return unary(env, call, text)
 	}
-	api, err := env.client()
-	if err != nil {
-		return err
-	}
-	res, err := call(api)
+	api, res, err := callGateway(env, call)
 	if err != nil {
 		return err
 	}

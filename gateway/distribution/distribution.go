@@ -25,6 +25,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
@@ -43,21 +44,13 @@ type Config struct {
 	// VersionCheckInterval is how often the hub compares the versions it
 	// serves with the store's (and re-reads the signing keys). Default 5s.
 	VersionCheckInterval time.Duration
-	// Acked and Nacked, if set, observe each ACK (with its sandbox and
-	// its lag from the version's commit) and each NACK; KeepFailed each
-	// ACK of a version the proxy enforces but could not keep in its data
-	// dir; Forked each NACK of a version that does not descend from the
-	// one the proxy holds (a fork, PolicyNack.fork); Dropped the decision records a proxy says it dropped before
-	// shipping them, and OCSFDropped the OCSF events its sinks dropped;
-	// Decided the records of each valid batch shipped, by decision
-	// (before the ingest limit): the gateway's metrics.
-	Acked       func(sandbox string, lag time.Duration)
-	Nacked      func()
-	KeepFailed  func()
-	Forked      func()
-	Dropped     func(n uint64)
-	OCSFDropped func(n uint64)
-	Decided     func(decision string, n int)
+	// Stream is told of each ACK (events.ProxyAcked, with its lag from
+	// the version's commit and whether the proxy could keep the version
+	// in its data dir), each NACK (ProxyNacked, a fork marked) and each
+	// valid message of decision records shipped (DecisionsShipped: by
+	// decision, before the ingest limit, with what the proxy dropped).
+	// Default nil: nobody is told.
+	Stream *events.Stream
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
 	// Tracer, if set, traces each delivery of a version to a proxy until
@@ -116,27 +109,6 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 	}
 	if cfg.VersionCheckInterval == 0 {
 		cfg.VersionCheckInterval = 5 * time.Second
-	}
-	if cfg.Acked == nil {
-		cfg.Acked = func(string, time.Duration) {}
-	}
-	if cfg.Dropped == nil {
-		cfg.Dropped = func(uint64) {}
-	}
-	if cfg.OCSFDropped == nil {
-		cfg.OCSFDropped = func(uint64) {}
-	}
-	if cfg.Decided == nil {
-		cfg.Decided = func(string, int) {}
-	}
-	if cfg.Nacked == nil {
-		cfg.Nacked = func() {}
-	}
-	if cfg.KeepFailed == nil {
-		cfg.KeepFailed = func() {}
-	}
-	if cfg.Forked == nil {
-		cfg.Forked = func() {}
 	}
 	sg := newSigner(st, life)
 	d := &Distribution{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/decision/decisionpb"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -60,14 +61,10 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 			}
 			defs = append(defs, def)
 		}
-		d.countDecisions(records)
+		d.shipped(p.Sandbox, req.GetProxyId(), records, req.GetDropped(), req.GetOcsfDropped())
 		if n := req.GetDropped(); n > 0 {
 			d.proxies.dropped(proxyKey{p.Sandbox, req.GetProxyId()}, n)
-			d.cfg.Dropped(n)
 			d.log.WarnContext(ctx, "proxy dropped decision records", "sandbox", p.Sandbox, "proxy", req.GetProxyId(), "dropped", n)
-		}
-		if n := req.GetOcsfDropped(); n > 0 {
-			d.cfg.OCSFDropped(n)
 		}
 		// Records past the ingest limit are summarised, not lost: they are
 		// not the proxy's drops (the Sink counts them).
@@ -84,19 +81,18 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 	}
 }
 
-// countDecisions reports a valid batch's decisions by decision to
-// Config.Decided (a summary record counts the decisions it stands for).
-func (d *Distribution) countDecisions(records []store.Decision) {
-	if len(records) == 0 {
+// shipped tells the stream of a valid message: its records by decision
+// (a summary record counts the decisions it stands for) and what its
+// proxy says it dropped.
+func (d *Distribution) shipped(sandbox, proxyID string, records []store.Decision, dropped, ocsfDropped uint64) {
+	if len(records) == 0 && dropped == 0 && ocsfDropped == 0 {
 		return
 	}
 	n := make(map[string]int, 4)
 	for _, r := range records {
 		n[r.Decision] += int(r.Count()) // a summary: the decisions it counts
 	}
-	for decision, k := range n {
-		d.cfg.Decided(decision, k)
-	}
+	d.cfg.Stream.Publish(events.DecisionsShipped{Sandbox: sandbox, ProxyID: proxyID, Decisions: n, Dropped: dropped, OCSFDropped: ocsfDropped})
 }
 
 // decisionFromProto checks a shipped record and returns it as stored:

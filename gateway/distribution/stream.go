@@ -17,6 +17,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/gateway/transport"
 	proxyca "github.com/portcullis-dev/portcullis/internal/ca"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -128,10 +129,10 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 			lag := now.Sub(sent.sv.committedAt())
 			ps.held.Store(sent.sv.version())
 			d.proxies.ack(entry, sent.sv, lag, now)
-			d.cfg.Acked(p.Sandbox, lag)
-			if keepErr := m.Ack.GetKeepError(); keepErr != "" {
+			keepErr := m.Ack.GetKeepError()
+			d.cfg.Stream.Publish(events.ProxyAcked{Sandbox: p.Sandbox, Lag: lag, KeepFailed: keepErr != ""})
+			if keepErr != "" {
 				// Enforced, but a restart would bring back an older version.
-				d.cfg.KeepFailed()
 				d.log.WarnContext(ctx, "proxy enforces the version but cannot keep it in its data dir", "sandbox", p.Sandbox, "proxy", key.proxyID,
 					"version", sent.sv.version(), "error", truncate(keepErr, maxNackError))
 			}
@@ -143,12 +144,11 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 				return invalidField("nack.nonce", "names no version sent on this stream")
 			}
 			d.proxies.nack(entry, sent.sv, truncate(m.Nack.GetError(), maxNackError), now.Sub(sent.sv.committedAt()), now)
-			d.cfg.Nacked()
+			d.cfg.Stream.Publish(events.ProxyNacked{Sandbox: p.Sandbox, Fork: m.Nack.GetFork()})
 			if m.Nack.GetFork() {
 				// This replica's history and the proxy's differ (one of
 				// them runs on a restored or forked store): an operator
 				// must say which one stands.
-				d.cfg.Forked()
 				d.log.ErrorContext(ctx, "proxy refused a policy version that does not descend from the one it holds: this replica's history forked from the proxy's; the proxy keeps enforcing its own",
 					"sandbox", p.Sandbox, "proxy", key.proxyID, "version", sent.sv.version(), "hash", sent.sv.policy.GetHash(),
 					"held_version", ps.held.Load(), "error", truncate(m.Nack.GetError(), maxNackError))

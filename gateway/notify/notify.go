@@ -1,9 +1,9 @@
 // Package notify owns the gateway's notifications: the webhook (signed,
 // queued, retried, never blocking what caused it), what each event says
 // (a proposal needs a human, a proposal was decided, the audit head moved,
-// a Sentry quarantine was held),
-// and the audit head logger that writes every head to the log. It imports
-// store and the lifecycle's domain types; never the gateway root.
+// a Sentry quarantine was held), heard from the gateway's event stream
+// (Handle), and the audit head logger that writes every head to the log.
+// It imports store and internal/events; never the gateway root.
 package notify
 
 import (
@@ -23,7 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/portcullis-dev/portcullis/lifecycle"
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -235,8 +235,27 @@ func VerifyWebhook(secret []byte, signature, timestamp string, body []byte) bool
 	return hmac.Equal([]byte(want), []byte(signature))
 }
 
+// Handle is the webhook's subscriber to the gateway's event stream: it
+// announces pending proposals, decided ones and held quarantines, queued
+// (send never waits). A nil notifier (no webhook) announces nothing.
+func (n *Notifier) Handle(e events.Event) {
+	if n == nil {
+		return
+	}
+	switch e := e.(type) {
+	case events.ProposalPending:
+		n.NeedsHuman(e)
+	case events.ProposalDecided:
+		n.Decided(e.Proposal)
+	case events.SentryActed:
+		if e.Action.Status == store.SentryHeld {
+			n.QuarantineHeld(e.Action)
+		}
+	}
+}
+
 // NeedsHuman announces a pending proposal to its approvers.
-func (n *Notifier) NeedsHuman(r lifecycle.Review) {
+func (n *Notifier) NeedsHuman(r events.ProposalPending) {
 	p := r.Proposal
 	if n == nil || p.Status != store.ProposalPending {
 		return
@@ -247,13 +266,13 @@ func (n *Notifier) NeedsHuman(r lifecycle.Review) {
 	}
 	slices.Sort(kinds)
 	kinds = slices.Compact(kinds)
-	text := fmt.Sprintf("Proposal %d of sandbox %s needs approval (%d needed): %s", p.ID, p.Sandbox, r.Decision.Required, clip(p.Rationale))
+	text := fmt.Sprintf("Proposal %d of sandbox %s needs approval (%d needed): %s", p.ID, p.Sandbox, r.Required, clip(p.Rationale))
 	if len(kinds) > 0 {
 		text += " — findings: " + strings.Join(kinds, ", ")
 	}
 	n.send(EventNeedsHuman, text, fmt.Sprintf("#/proposal/%d", p.ID), map[string]any{
 		"proposal": uint64(p.ID), "sandbox": p.Sandbox, "findings": kinds,
-		"approvals_required": uint32(r.Decision.Required), "resulting_hash": p.ResultingHash,
+		"approvals_required": uint32(r.Required), "resulting_hash": p.ResultingHash,
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
@@ -65,14 +66,8 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		return err
 	} else if spent != "" {
 		a.Status, a.Reason = store.SentryHeld, spent
-		held, err := in.record(ctx, a)
-		if err != nil {
-			return err
-		}
-		if held.ID != 0 && in.cfg.Held != nil {
-			in.cfg.Held(held)
-		}
-		return nil
+		_, err := in.record(ctx, a)
+		return err
 	}
 	defer in.returnBudget(ev.Source)
 	in.urgent.enter()
@@ -83,32 +78,19 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		}
 	}()
 	freezing := in.cfg.Now()
-	sb, err := in.life.Freeze(ctx, ev.Subject, quarantineReason(ev), Actor(ev.Source))
+	// The freeze and its action commit together (lifecycle.Quarantine):
+	// a crash before the event is stored leaves the action naming it.
+	a, err := in.life.Quarantine(ctx, a, quarantineReason(ev))
 	frozen := in.cfg.Now()
-	var conflict *lifecycle.ConflictError
-	switch {
-	case errors.As(err, &conflict):
-		a.Status, a.Reason = store.SentryNoop, conflict.Error()
-	case err != nil:
-		a.Status, a.Reason = store.SentryFailed, err.Error()
-	default:
-		a.Status, a.Version = store.SentryFrozen, sb.CurrentVersion
-		a.Reason = fmt.Sprintf("frozen at version %d", sb.CurrentVersion)
+	if err != nil {
+		return err
 	}
-	// The proxies may ACK while the action is being recorded: the wait
-	// starts now, so that the time taken is until their ACK, not until
-	// the record is written.
-	recorded := make(chan store.SentryAction, 1)
-	if a.Status == store.SentryFrozen {
-		in.awaitAck(ctx, a, freezing, frozen, recorded, release)
+	in.recorded(ctx, a)
+	if a.Status == store.SentryFrozen && a.ID != 0 {
+		in.awaitAck(ctx, a, freezing, frozen, release)
 		release = nil // awaitAck lets the bulk lane go
 	}
-	a, err = in.record(ctx, a)
-	if err == nil && a.ID != 0 {
-		recorded <- a
-	}
-	close(recorded)
-	return err
+	return nil
 }
 
 // takeBudget takes a place in source's quarantine budget and in the
@@ -167,6 +149,68 @@ func (in *Intake) actionOf(ctx context.Context, ev sentry.Event) (store.SentryAc
 	return store.SentryAction{}, store.ErrNotFound
 }
 
+// repairWindow is how far back, at start, the intake looks for actions
+// whose event was never stored.
+const repairWindow = 24 * time.Hour
+
+// repair looks, at start, for the actions recorded in the last
+// repairWindow whose event the events store does not hold — the gateway
+// stopped between a quarantine's freeze, which commits with its action,
+// and the event's append — and logs each. Nothing else is needed: the
+// watchdog resends an event until its sequence is acknowledged, and the
+// resend is then stored and linked, by its source and id, to the action
+// that froze the sandbox (the action, not the event, proves it was
+// handled, so the resend acts no more).
+func (in *Intake) repair(ctx context.Context) {
+	lost, err := in.unstored(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			in.log.WarnContext(ctx, "look for sentry actions whose event was not stored", "err", err)
+		}
+		return
+	}
+	for _, a := range lost {
+		in.log.WarnContext(ctx, "sentry action whose event was never stored (the gateway stopped before storing it); its watchdog's resend will be linked to it",
+			"action", a.ID, "sandbox", a.Sandbox, "status", a.Status, "source", a.Source, "event", a.EventID, "version", a.Version)
+	}
+}
+
+// unstored returns the actions of the last repairWindow (and of the
+// events' retention) whose event is not stored, newest first.
+func (in *Intake) unstored(ctx context.Context) ([]store.SentryAction, error) {
+	since := in.cfg.Now().Add(-repairWindow)
+	if in.cfg.Retention >= 0 {
+		if kept := store.SentryPruneCutoff(in.cfg.Now().Add(-in.cfg.Retention)); kept.After(since) {
+			since = kept
+		}
+	}
+	actions, err := in.st.ListSentryActions(ctx, store.SentryActionFilter{Since: since})
+	if err != nil {
+		return nil, err
+	}
+	// The events of each sandbox, source and type, read once.
+	type key struct{ sandbox, source, typ string }
+	ids := map[key]map[string]bool{}
+	var lost []store.SentryAction
+	for _, a := range actions {
+		k := key{a.Sandbox, a.Source, a.Type}
+		if ids[k] == nil {
+			evs, err := in.events.ListSentryEvents(ctx, store.SentryEventFilter{Sandbox: a.Sandbox, Source: a.Source, Type: a.Type})
+			if err != nil {
+				return nil, err
+			}
+			ids[k] = make(map[string]bool, len(evs))
+			for _, ev := range evs {
+				ids[k][ev.ID] = true
+			}
+		}
+		if !ids[k][a.EventID] {
+			lost = append(lost, a)
+		}
+	}
+	return lost, nil
+}
+
 // quarantineReason is the freeze's reason: the event that caused it.
 func quarantineReason(ev sentry.Event) string {
 	r := fmt.Sprintf("sentry %s %s/%s", ev.Class, ev.Source, ev.ID)
@@ -176,43 +220,33 @@ func quarantineReason(ev sentry.Event) string {
 	return r
 }
 
-// record stores the action and audits it, and returns it with its ID; a
-// zero ID when another replica recorded the same event's first (its own
-// action is kept).
+// record stores an action that froze nothing (lifecycle) and tells of
+// it; a zero ID when another replica recorded the same event's first (its
+// own action is kept).
 func (in *Intake) record(ctx context.Context, a store.SentryAction) (store.SentryAction, error) {
-	err := in.st.InTx(ctx, func(tx store.Tx) error {
-		a.CreatedAt = tx.Now()
-		stored, err := tx.InsertSentryAction(ctx, a)
-		if err != nil {
-			return err
-		}
-		a = stored
-		return store.Audit(ctx, tx, store.AuditEntry{
-			Actor: Actor(a.Source), Action: store.ActionSentryAction, Sandbox: a.Sandbox, Target: a.Source + "/" + a.EventID,
-			Detail: map[string]string{"status": a.Status, "reason": clip(a.Reason), "version": fmt.Sprint(a.Version), "action": fmt.Sprint(a.ID)},
-		})
-	})
-	if errors.Is(err, store.ErrAlreadyExists) {
-		a.ID = 0
-		return a, nil
-	}
+	a, err := in.life.RecordSentryAction(ctx, a)
 	if err != nil {
-		return a, fmt.Errorf("record the action of sentry event %s/%s: %w", a.Source, a.EventID, err)
+		return a, err
 	}
-	in.log.WarnContext(ctx, "sentry remediation", "sandbox", a.Sandbox, "status", a.Status, "source", a.Source, "event", a.EventID, "version", a.Version, "reason", a.Reason)
-	if in.cfg.Acted != nil {
-		in.cfg.Acted(a)
-	}
+	in.recorded(ctx, a)
 	return a, nil
 }
 
-// awaitAck waits, off the request, until the sandbox's proxies applied the
-// freeze (a, not yet recorded), and records on the action recorded hands
-// over the time from ingest to the last ACK. A closed recorded without an
-// action (the record failed, or another replica's was first) records
-// nothing. release lets the bulk lane go (urgent): once the proxies
+// recorded logs and tells of an action just recorded (none for a zero
+// ID: another's record stands).
+func (in *Intake) recorded(ctx context.Context, a store.SentryAction) {
+	if a.ID == 0 {
+		return
+	}
+	in.log.WarnContext(ctx, "sentry remediation", "sandbox", a.Sandbox, "status", a.Status, "source", a.Source, "event", a.EventID, "version", a.Version, "reason", a.Reason)
+	in.cfg.Stream.Publish(events.SentryActed{Action: a})
+}
+
+// awaitAck waits, off the request, until the sandbox's proxies applied
+// the freeze recorded as a, and records on a the time from ingest to the
+// last ACK. release lets the bulk lane go (urgent): once the proxies
 // applied the freeze, or Config.UrgentHold from now, whichever is first.
-func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, freezing, frozen time.Time, recorded <-chan store.SentryAction, release func()) {
+func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, freezing, frozen time.Time, release func()) {
 	if in.cfg.WaitApplied == nil {
 		release()
 		return
@@ -242,129 +276,31 @@ func (in *Intake) awaitAck(ctx context.Context, a store.SentryAction, freezing, 
 			now = in.cfg.Now()
 		}
 		took := now.Sub(a.ReceivedAt)
-		a, ok := <-recorded
-		if !ok {
-			return
-		}
-		if err := in.markAcked(wctx, a, now); err != nil {
+		if err := in.life.AckSentryAction(wctx, a.ID, now); err != nil {
 			in.log.WarnContext(wctx, "record quarantine ack", "sandbox", a.Sandbox, "err", err)
 		}
 		in.log.WarnContext(wctx, "sentry quarantine applied by every proxy", "sandbox", a.Sandbox, "version", a.Version, "proxies", n,
 			"event", a.EventID, "ingest_to_last_ack_ms", ms(took),
 			"ingest_to_freeze_ms", ms(freezing.Sub(a.ReceivedAt)), "ingest_to_commit_ms", ms(frozen.Sub(a.ReceivedAt)))
-		if in.cfg.Applied != nil {
-			in.cfg.Applied(took)
-		}
+		in.cfg.Stream.Publish(events.QuarantineApplied{Action: a, Took: took})
 	}()
 }
 
 // ms is d in milliseconds, to the microsecond, for the log.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func (in *Intake) markAcked(ctx context.Context, a store.SentryAction, at time.Time) error {
-	return in.st.InTx(ctx, func(tx store.Tx) error {
-		cur, err := tx.GetSentryAction(ctx, a.ID)
-		if err != nil {
-			return err
-		}
-		cur.AckedAt = &at
-		return tx.UpdateSentryAction(ctx, cur)
-	})
-}
-
 // Decisions an operator makes about a held action.
 const (
-	DecideFreeze  = "freeze"
-	DecideDismiss = "dismiss"
+	DecideFreeze  = lifecycle.DecideFreeze
+	DecideDismiss = lifecycle.DecideDismiss
 )
 
-// Decide answers a held action: freeze the sandbox now (applied; the
-// breaker does not count an operator's freeze) or dismiss it. The reason
-// is required. The answer is claimed first, in a transaction that holds
-// the sandbox's row, so two operators cannot both decide; a freeze that
-// then fails puts the action back to held.
+// Decide answers a held action (lifecycle.DecideSentryAction): freeze
+// the sandbox now or dismiss it, with a reason, and tells of the answer.
 func (in *Intake) Decide(ctx context.Context, id int64, decision, reason, actor string) (store.SentryAction, error) {
-	if reason == "" {
-		return store.SentryAction{}, &lifecycle.FieldError{Path: "reason", Message: "is required: say why"}
-	}
-	if decision != DecideFreeze && decision != DecideDismiss {
-		return store.SentryAction{}, &lifecycle.FieldError{Path: "decision", Message: fmt.Sprintf("must be %q or %q, not %q", DecideFreeze, DecideDismiss, decision)}
-	}
-	held, err := in.st.GetSentryAction(ctx, id)
-	if err != nil {
-		return store.SentryAction{}, lifecycle.Missing(err, "sentry action %d not found", id)
-	}
-	status := store.SentryDismissed
-	if decision == DecideFreeze {
-		status = store.SentryApplied
-	}
-	a, err := in.transition(ctx, held, store.SentryHeld, func(a *store.SentryAction) {
-		now := in.cfg.Now()
-		a.Status, a.DecidedBy, a.DecidedAt = status, actor, &now
-		a.Reason = fmt.Sprintf("%s — %s by %s: %s", a.Reason, status, actor, reason)
-	}, actor)
-	if err != nil {
-		return a, err
-	}
-	if decision == DecideDismiss {
-		in.decided(a)
-		return a, nil
-	}
-	sb, err := in.life.Freeze(ctx, a.Sandbox, fmt.Sprintf("sentry %s/%s, held and then frozen by %s: %s", a.Source, a.EventID, actor, reason), actor)
-	if err != nil {
-		// Not frozen: the action is held again, for another try.
-		if _, rerr := in.transition(ctx, a, store.SentryApplied, func(x *store.SentryAction) {
-			x.Status, x.Reason, x.DecidedBy, x.DecidedAt = store.SentryHeld, held.Reason, "", nil
-		}, actor); rerr != nil {
-			in.log.ErrorContext(ctx, "put a sentry action back to held", "action", id, "err", rerr)
-		}
-		return held, err
-	}
-	a, err = in.transition(ctx, a, store.SentryApplied, func(x *store.SentryAction) { x.Version = sb.CurrentVersion }, actor)
+	a, err := in.life.DecideSentryAction(ctx, id, decision, reason, actor)
 	if err == nil {
-		in.decided(a)
+		in.cfg.Stream.Publish(events.SentryDecided{Action: a})
 	}
 	return a, err
-}
-
-func (in *Intake) decided(a store.SentryAction) {
-	if in.cfg.Decided != nil {
-		in.cfg.Decided(a)
-	}
-}
-
-// transition changes action a, if it still has status from, in one
-// transaction holding its sandbox's row (every decision on a sandbox's
-// actions queues there), and audits the change.
-func (in *Intake) transition(ctx context.Context, a store.SentryAction, from string, change func(*store.SentryAction), actor string) (store.SentryAction, error) {
-	var out store.SentryAction
-	err := in.st.InTx(ctx, func(tx store.Tx) error {
-		if _, err := tx.LockSandbox(ctx, a.Sandbox); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		cur, err := tx.GetSentryAction(ctx, a.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Status != from {
-			return &lifecycle.ConflictError{Msg: fmt.Sprintf("sentry action %d is %s, not %s", a.ID, cur.Status, from)}
-		}
-		change(&cur)
-		if err := tx.UpdateSentryAction(ctx, cur); err != nil {
-			return err
-		}
-		out = cur
-		return store.Audit(ctx, tx, store.AuditEntry{
-			Actor: actor, Action: store.ActionSentryAction, Sandbox: cur.Sandbox, Target: cur.Source + "/" + cur.EventID,
-			Detail: map[string]string{"status": cur.Status, "reason": clip(cur.Reason), "version": fmt.Sprint(cur.Version), "action": fmt.Sprint(cur.ID)},
-		})
-	})
-	var conflict *lifecycle.ConflictError
-	if errors.As(err, &conflict) {
-		return a, err
-	}
-	if err != nil {
-		return a, fmt.Errorf("decide sentry action %d: %w", a.ID, err)
-	}
-	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -138,16 +140,10 @@ func (in *Intake) runChecks(ctx context.Context) {
 // settled is when c's event can be checked.
 func (in *Intake) settled(c check) time.Time { return c.ev.ReceivedAt.Add(in.cfg.Settle) }
 
-// flagged is an event with the flags it is to have.
-type flagged struct {
-	ev    store.SentryEvent
-	flags []string
-}
-
 // checkAll checks a batch and writes the findings in one transaction.
 func (in *Intake) checkAll(ctx context.Context, batch []check) {
 	r := &reads{in: in, statuses: map[string][]store.ProxyStatus{}, versions: map[string][]store.PolicyVersion{}, decisions: map[[2]string][]store.Decision{}}
-	var marks []flagged
+	var marks []lifecycle.SentryFlags
 	counts := map[string]int{}
 	for _, c := range batch {
 		found, err := in.checkEvent(ctx, r, c)
@@ -166,12 +162,10 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 				flags = append(flags, f)
 			}
 		}
-		marks = append(marks, flagged{c.ev, flags})
+		marks = append(marks, lifecycle.SentryFlags{Event: c.ev, Flags: flags})
 		for _, f := range found {
 			counts[f]++
-			if in.cfg.Found != nil {
-				in.cfg.Found(f, c.ev, c.tool)
-			}
+			in.cfg.Stream.Publish(events.SentryFinding{Kind: f, Event: c.ev, Tool: c.tool})
 		}
 	}
 	if len(marks) == 0 {
@@ -179,18 +173,10 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 	}
 	// One line a batch, naming its first finding: a flood of unmediated
 	// calls is counted, not logged line by line.
-	first := marks[0].ev
+	first := marks[0].Event
 	in.log.WarnContext(ctx, "sentry findings", "drift", counts[FindingDrift], "unmediated", counts[FindingUnmediated],
-		"first_sandbox", first.Subject, "first_source", first.Source, "first_event", first.ID, "first_flags", marks[0].flags)
-	err := in.events.InTx(ctx, func(tx store.Tx) error {
-		for _, m := range marks {
-			if err := tx.SetSentryEventFlags(ctx, m.ev, m.flags); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil && ctx.Err() == nil {
+		"first_sandbox", first.Subject, "first_source", first.Source, "first_event", first.ID, "first_flags", marks[0].Flags)
+	if err := in.life.FlagSentryEvents(ctx, marks); err != nil && ctx.Err() == nil {
 		in.log.WarnContext(ctx, "record sentry findings", "events", len(marks), "err", err)
 	}
 }

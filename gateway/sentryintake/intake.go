@@ -2,8 +2,10 @@
 // it checks what the sentry package's reader cannot (the sender's source,
 // its signature key, replayed sequences), stores the events, and acts on
 // the remediating ones through the policy lifecycle's kill switch, behind
-// a circuit breaker. It imports store, sentry and lifecycle; never the
-// gateway root or the API.
+// a circuit breaker. It reads the stores (store.Reader) and writes
+// nothing itself: the events, their findings' flags, the actions, freezes
+// and audit entries are written by package lifecycle. It imports store,
+// sentry and lifecycle; never the gateway root or the API.
 package sentryintake
 
 import (
@@ -13,12 +15,12 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
@@ -45,7 +47,10 @@ import (
 // never wait behind bulk events; bulk events then share BulkSlots appends.
 // A remediating event is acted on once: its action row, keyed by (source,
 // id), is the proof it was handled, so a resend after a crash between
-// storing and acting still acts, and a resend after acting does not.
+// storing and acting still acts, and a resend after acting does not. A
+// freeze commits with its action (lifecycle.Quarantine), so a crash
+// before the event is stored leaves an action naming it, to which the
+// resent event is linked (and which repair, at start, logs meanwhile).
 
 // The defaults of Config.
 const (
@@ -109,39 +114,25 @@ type Config struct {
 	// when the last ACK of the version arrived; nil: acks are not waited
 	// for.
 	WaitApplied func(ctx context.Context, sandbox string, version int64) (acked int, lastAck time.Time, err error)
-	// Held is called when the breaker holds a quarantine (the webhook).
-	Held func(store.SentryAction)
-	// Observe is called with every batch's outcome (metrics); Acted with
-	// every action recorded, and Applied with a freeze's ingest-to-ACK
-	// time.
-	Observe func(Result)
-	Acted   func(store.SentryAction)
-	Applied func(time.Duration)
-	// Found is called with each derived finding (FindingDrift…), the
-	// stored event it was derived from and, for an unmediated call, its
-	// tool.
-	Found func(kind string, ev store.SentryEvent, tool string)
-	// Notable is called after each append with the events it stored that
-	// a security team should see (Notable), in order, with when the
-	// gateway received them; Decided with an operator's answer to a held
-	// action once it is done (dismissed, or applied with its version).
-	// Both run on the request: they must not block (the OCSF emitter
-	// queues).
-	Notable func(evs []sentry.Event, received time.Time)
-	Decided func(store.SentryAction)
-	// Events is the store of the events themselves (their rows, the
-	// sources' sequences, their findings' flags): a database apart from
-	// the control plane's (gateway --sentry-database-url), so that bulk
-	// ingest shares neither connections nor a write-ahead log with the
-	// freezes, versions and audit entries. Nil: the control plane's store.
-	Events *store.Store
+	// Stream is told what the intake did: each batch's outcome
+	// (events.SentryBatch), each action recorded (SentryActed) and
+	// decided (SentryDecided), each freeze's ingest-to-ACK time
+	// (QuarantineApplied), each derived finding (SentryFinding) and the
+	// stored events a security team should see (SentryNotable). Default
+	// nil: nobody is told.
+	Stream *events.Stream
 }
 
-// Intake is the gateway's Sentry intake.
+// Intake is the gateway's Sentry intake. It reads the stores and writes
+// nothing itself: every write (actions, freezes, audit entries, the events
+// and their flags) goes through the lifecycle.
 type Intake struct {
 	cfg Config
-	// st is the control plane's store; events the events' (Config.Events).
-	st, events *store.Store
+	// st is the control plane's store; events the events' own
+	// (lifecycle.Config.SentryEvents: maybe a database apart, so that
+	// bulk ingest shares neither connections nor a write-ahead log with
+	// the freezes, versions and audit entries).
+	st, events store.Reader
 	life       *lifecycle.Lifecycle
 	log        *slog.Logger
 	bulk       chan struct{}
@@ -168,8 +159,8 @@ type Intake struct {
 	dropped atomic.Uint64
 }
 
-// New returns an Intake over st that freezes through life.
-func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logger) *Intake {
+// New returns an Intake that reads st and writes through life.
+func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logger) *Intake {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -200,10 +191,7 @@ func New(cfg Config, st *store.Store, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	if cfg.Events == nil {
-		cfg.Events = st
-	}
-	return &Intake{cfg: cfg, st: st, events: cfg.Events, life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), freezingBy: map[string]int{},
+	return &Intake{cfg: cfg, st: st, events: life.SentryEvents(), life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), freezingBy: map[string]int{},
 		reading: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), checks: make(chan check, checkQueue)}
 }
 
@@ -225,11 +213,11 @@ func (r Result) Source(name string) store.SentrySource {
 	return store.SentrySource{Source: name}
 }
 
-// Events is the store the events are kept in (Config.Events).
-func (in *Intake) Events() *store.Store { return in.events }
+// Events is the store the events are kept in, read-only.
+func (in *Intake) Events() store.Reader { return in.events }
 
 // Actor is how a source appears in the audit log and as the freezer.
-func Actor(source string) string { return "sentry:" + source }
+func Actor(source string) string { return lifecycle.SentryActor(source) }
 
 // Sender is who sends a batch: its sentry token's name, the one source
 // it writes, and the sandboxes the token is limited to (name globs; none:
@@ -259,7 +247,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 	// checked.
 	rows := make([]store.SentryEvent, 0, len(batch.Events))
 	tools := make([]string, 0, len(batch.Events))
-	// The bulk events Config.Notable hears of: usually none.
+	// The bulk events the stream hears of as notable: usually none.
 	var notable []sentry.Event
 	var audited []sentry.Refusal
 	// An event's index in the batch: the reader's refusals hold the
@@ -296,7 +284,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			urgent = append(urgent, remediation{ev, seen})
 		} else {
 			rows, tools = append(rows, stored(ev, received)), append(tools, toolOf(ev))
-			if in.cfg.Notable != nil && Notable(ev) {
+			if in.cfg.Stream != nil && Notable(ev) {
 				notable = append(notable, detached(ev))
 			}
 		}
@@ -310,7 +298,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			return Result{}, err
 		}
 		row := stored(u.ev, received)
-		out, err := in.events.AppendSentryEvents(ctx, []store.SentryEvent{row})
+		out, err := in.life.AppendSentryEvents(ctx, []store.SentryEvent{row})
 		if err != nil {
 			return Result{}, err
 		}
@@ -319,9 +307,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			continue // a resend: checked and told when it was stored
 		}
 		in.queueChecks([]store.SentryEvent{row}, []string{toolOf(u.ev)})
-		if in.cfg.Notable != nil {
-			in.cfg.Notable([]sentry.Event{detached(u.ev)}, received)
-		}
+		in.cfg.Stream.Publish(events.SentryNotable{Events: []sentry.Event{detached(u.ev)}, Received: received})
 	}
 	if len(audited) > 0 {
 		if err := in.auditRefusals(ctx, source, audited); err != nil {
@@ -338,7 +324,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
-		out, err := in.events.AppendSentryEvents(ctx, rows)
+		out, err := in.life.AppendSentryEvents(ctx, rows)
 		<-in.bulk
 		if err != nil {
 			return Result{}, err
@@ -352,7 +338,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 		if out.Stored > 0 {
 			in.queueChecks(rows, tools)
 			if len(notable) > 0 {
-				in.cfg.Notable(notable, received)
+				in.cfg.Stream.Publish(events.SentryNotable{Events: notable, Received: received})
 			}
 		}
 	}
@@ -365,9 +351,7 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			res.Sources = []store.SentrySource{{Source: source}}
 		}
 	}
-	if in.cfg.Observe != nil {
-		in.cfg.Observe(res)
-	}
+	in.cfg.Stream.Publish(events.SentryBatch{Stored: res.Stored, Duplicates: res.Duplicates, Refused: len(res.Refused), Sources: res.Sources})
 	return res, nil
 }
 
@@ -406,7 +390,8 @@ func (in *Intake) Reading(ctx context.Context) (func(), error) {
 // Wait waits for the ack waits in flight.
 func (in *Intake) Wait() { in.background.Wait() }
 
-// Run checks stored events for derived findings, and every hour (and
+// Run checks stored events for derived findings, once at start looks
+// for actions whose event was never stored (repair), and every hour (and
 // once at start) makes the coming days' partitions and deletes events
 // past the retention, until ctx ends; then it waits for the ack waits in
 // flight.
@@ -415,6 +400,7 @@ func (in *Intake) Run(ctx context.Context) {
 	var checks sync.WaitGroup
 	defer checks.Wait()
 	checks.Go(func() { in.runChecks(ctx) })
+	in.repair(ctx)
 	tick := time.NewTicker(sweepInterval)
 	defer tick.Stop()
 	for {
@@ -422,7 +408,7 @@ func (in *Intake) Run(ctx context.Context) {
 		var n int64
 		var err error
 		if in.cfg.Retention >= 0 {
-			n, err = in.events.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
+			n, err = in.life.PruneSentryEvents(ctx, in.cfg.Now().Add(-in.cfg.Retention))
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -438,20 +424,10 @@ func (in *Intake) Run(ctx context.Context) {
 	}
 }
 
-// partitioner is a driver that makes its Sentry partitions ahead
-// (Postgres).
-type partitioner interface {
-	EnsureSentryPartitions(ctx context.Context, first time.Time, days int) error
-}
-
 // partitionsAhead makes the partitions of the coming days, so that no
 // append has to make its day's own.
 func (in *Intake) partitionsAhead(ctx context.Context) {
-	p, ok := in.events.Driver.(partitioner)
-	if !ok {
-		return
-	}
-	if err := p.EnsureSentryPartitions(ctx, in.cfg.Now(), partitionDays); err != nil && ctx.Err() == nil {
+	if err := in.life.SentryPartitionsAhead(ctx, in.cfg.Now(), partitionDays); err != nil && ctx.Err() == nil {
 		in.log.Warn("make the coming days' sentry partitions; will retry", "err", err)
 	}
 }
@@ -519,17 +495,14 @@ func (in *Intake) checkReplay(ctx context.Context, ev sentry.Event) (refused *se
 
 // auditRefusals writes one audit entry for a batch's security refusals.
 func (in *Intake) auditRefusals(ctx context.Context, source string, refused []sentry.Refusal) error {
-	detail := map[string]string{"refused": strconv.Itoa(len(refused))}
-	for i, r := range refused[:min(len(refused), 5)] {
-		detail["event_"+strconv.Itoa(i)] = clip(r.ID + ": " + r.Err.Error())
+	lines := make([]string, len(refused))
+	for i, r := range refused {
+		lines[i] = r.ID + ": " + r.Err.Error()
 	}
-	err := in.st.InTx(ctx, func(tx store.Tx) error {
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: Actor(source), Action: store.ActionSentryRefused, Target: source, Detail: detail})
-	})
-	if err != nil {
-		return fmt.Errorf("audit refused sentry events: %w", err)
+	if err := in.life.AuditSentryRefusals(ctx, source, lines); err != nil {
+		return err
 	}
-	in.log.WarnContext(ctx, "sentry events refused", "source", source, "refused", len(refused), "first", detail["event_0"])
+	in.log.WarnContext(ctx, "sentry events refused", "source", source, "refused", len(refused), "first", clip(lines[0]))
 	return nil
 }
 

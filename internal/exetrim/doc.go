@@ -17,4 +17,8 @@
 // page: a position-independent executable's relocated data is read-only
 // too, but its pages are copies the loader wrote), so dropping them loses
 // nothing. Data and heap are never touched.
+//
+// Schedule says when: once start-up has settled, and again after each
+// spell of work followed by idle (the proxy: a second after its first
+// policy version, and a minute without a decision after traffic).
 package exetrim

@@ -1,4 +1,4 @@
-package main
+package exetrim
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// The proxy releases its executable's pages once after its first policy
-// version, then after each spell of traffic once it has been idle, and
-// never while idle without traffic in between.
-func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
+// The schedule releases the executable's pages once after the server is
+// ready (the proxy: its first policy version), then after each spell of
+// work once it has been idle, and never while idle without work in
+// between.
+func TestScheduleReleasesAfterStartAndAfterWork(t *testing.T) {
 	var decided atomic.Uint64
 	var mu sync.Mutex
 	var releases []bool // each release's traffic flag
@@ -21,27 +22,27 @@ func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
 		return len(releases)
 	}
 	enforcing := make(chan struct{})
-	tr := trimmer{
-		enforcing: enforcing,
-		decided:   decided.Load,
+	s := Schedule{
+		Ready:    enforcing,
+		Activity: decided.Load,
 		release: func(traffic bool) {
 			mu.Lock()
 			releases = append(releases, traffic)
 			mu.Unlock()
 		},
-		settle: 10 * time.Millisecond,
-		idle:   20 * time.Millisecond,
+		Settle: 10 * time.Millisecond,
+		Idle:   20 * time.Millisecond,
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { tr.run(ctx); close(done) }()
+	go func() { s.Run(ctx); close(done) }()
 
 	time.Sleep(50 * time.Millisecond)
 	if n := count(); n != 0 {
 		t.Fatalf("%d releases before the first policy version", n)
 	}
 	close(enforcing)
-	waitUntil(t, "the release after start", func() bool { return count() == 1 })
+	eventually(t, "the release after start", func() bool { return count() == 1 })
 	// Idle without traffic: nothing more.
 	time.Sleep(100 * time.Millisecond)
 	if n := count(); n != 1 {
@@ -51,7 +52,7 @@ func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
 	// the count: a loop of steps could outlast a tick on a loaded machine,
 	// which the trimmer rightly takes for idle.)
 	decided.Add(15)
-	waitUntil(t, "the release after traffic", func() bool { return count() == 2 })
+	eventually(t, "the release after traffic", func() bool { return count() == 2 })
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	<-done
@@ -59,5 +60,17 @@ func TestTrimmerReleasesAfterStartAndAfterTraffic(t *testing.T) {
 	defer mu.Unlock()
 	if len(releases) != 2 || releases[0] || !releases[1] {
 		t.Errorf("releases %v, want [false true]: one after start, one after the traffic", releases)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after 15 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
