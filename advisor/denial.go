@@ -85,9 +85,6 @@ func DenialOf(r *decision.Record) DenialRecord {
 // repin of the endpoint's pins of the tool to rec.ToolDefinition, the
 // definition the proxy saw (repin.go).
 func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
-	refuse := func(field, rule, format string, args ...any) (*Proposal, error) {
-		return nil, &RefusalError{Op: -1, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
-	}
 	if rec.VersionProbe {
 		return refuse("", RuleNotOffered, "the request was refused only for its MCP protocol version (a version probe); it is not offered")
 	}
@@ -136,12 +133,12 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		case rec.MCPMethod == "tools/call":
 			rule.Tool = &policy.Matcher{Any: []string{rec.Tool}}
 		case rec.MCPMethod == "prompts/get":
-			rule.Prompt = &policy.Matcher{Any: []string{escapeGlob(rec.Tool)}}
+			rule.Prompt = &policy.Matcher{Any: []string{policy.EscapeGlob(rec.Tool)}}
 		case policy.IsResourceMethod(rec.MCPMethod):
-			rule.Resource = &policy.Matcher{Any: []string{escapeGlob(rec.Tool)}}
+			rule.Resource = &policy.Matcher{Any: []string{policy.EscapeGlob(rec.Tool)}}
 		}
 	case rec.HTTPMethod != "":
-		rule = &policy.L7Rule{Method: strings.ToUpper(rec.HTTPMethod), Path: escapeGlob(rec.Path)}
+		rule = &policy.L7Rule{Method: strings.ToUpper(rec.HTTPMethod), Path: policy.EscapeGlob(rec.Path)}
 	}
 
 	req := policy.Request{Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod, Path: rec.Path, DevAllowLoopback: rec.DevAllowLoopback}
@@ -201,7 +198,7 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		ep := &policy.Endpoint{Host: canonicalHost(rec.Host), Port: rec.Port}
 		switch {
 		case rec.MCPMethod != "":
-			ep.Protocol, ep.Path = policy.ProtocolMCP, escapeGlob(rec.Path)
+			ep.Protocol, ep.Path = policy.ProtocolMCP, policy.EscapeGlob(rec.Path)
 		case rec.HTTPMethod != "":
 			ep.Protocol = policy.ProtocolREST
 		}
@@ -213,12 +210,24 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 			Rule: &policy.NetworkPolicy{Endpoints: []*policy.Endpoint{ep}, Binaries: []policy.Binary{{Path: rec.Binary}}},
 		}}}
 	}
+	return offer(base, p, req, "no narrow rule can allow this request")
+}
+
+// refuse is a refusal of the denial as a whole (no operation).
+func refuse(field, rule, format string, args ...any) (*Proposal, error) {
+	return nil, &RefusalError{Op: -1, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
+}
+
+// offer returns p once Apply accepts it onto base and its result allows
+// req; else the refusal, changes_nothing with failure and the decision's
+// reason when req stays denied.
+func offer(base *policy.Policy, p *Proposal, req policy.Request, failure string) (*Proposal, error) {
 	result, err := Apply(base, p)
 	if err != nil {
 		return nil, err
 	}
 	if d := policy.Decide(result, req); !d.Allow {
-		return refuse("", RuleChangesNothing, "no narrow rule can allow this request: %s", d.Reason)
+		return refuse("", RuleChangesNothing, "%s: %s", failure, d.Reason)
 	}
 	return p, nil
 }

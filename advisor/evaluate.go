@@ -132,22 +132,22 @@ func explain(before, after *policy.Policy, op Operation) string {
 // sampleRequest builds the request an exact allow rule names.
 func sampleRequest(binary string, ep *policy.Endpoint, port int, a *policy.L7Rule) (policy.Request, bool) {
 	r := policy.Request{Binary: binary, Host: ep.Host, Port: port}
-	if ep.Path != "" && hasUnescapedMeta(ep.Path) {
+	if ep.Path != "" && policy.HasWildcard(ep.Path) {
 		return r, false
 	}
 	switch ep.Protocol {
 	case policy.ProtocolREST:
-		if a == nil || hasUnescapedMeta(a.Path) || a.Query != nil {
+		if a == nil || policy.HasWildcard(a.Path) || a.Query != nil {
 			return r, false
 		}
-		r.HTTPMethod, r.Path = strings.ToUpper(a.Method), unescape(a.Path)
+		r.HTTPMethod, r.Path = strings.ToUpper(a.Method), policy.UnescapeGlob(a.Path)
 	case policy.ProtocolMCP:
 		if a == nil || a.Method == "" {
 			return r, false
 		}
 		r.HTTPMethod, r.Path = "POST", "/"
 		if ep.Path != "" {
-			r.Path = unescape(ep.Path)
+			r.Path = policy.UnescapeGlob(ep.Path)
 		}
 		m := &policy.MCPMessage{Method: a.Method}
 		if a.Tool != nil && len(a.Tool.Any) > 0 {
@@ -160,10 +160,10 @@ func sampleRequest(binary string, ep *policy.Endpoint, port int, a *policy.L7Rul
 			if n.matcher == nil || len(n.matcher.Any) == 0 {
 				continue
 			}
-			if hasUnescapedMeta(n.matcher.Any[0]) {
+			if policy.HasWildcard(n.matcher.Any[0]) {
 				return r, false
 			}
-			*n.name = unescape(n.matcher.Any[0])
+			*n.name = policy.UnescapeGlob(n.matcher.Any[0])
 		}
 		if c, ok := a.ArgumentsSchema["const"]; ok {
 			// The arguments a const schema names exactly.
@@ -183,28 +183,4 @@ func describeRequest(r policy.Request) string {
 		return policy.DescribeMCP(r.MCP)
 	}
 	return r.HTTPMethod + " " + r.Path
-}
-
-// unescape drops the `\` escapes of a glob without other glob characters.
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// escapeGlob writes a literal string as a glob that matches exactly it.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte("*?[\\", s[i]) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

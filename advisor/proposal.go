@@ -191,12 +191,15 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 				add(fp, "has %d rules; the limit is %d", n, MaxRulesPerOperation)
 			}
 		}
-		// endpointRules checks the operations that add rules to an
-		// existing endpoint (allow or deny): they name it the same way.
-		endpointRules := func(entry, host string, port, nRules int) {
+		// The operations on an existing endpoint (adding allow or deny
+		// rules, re-pinning) name it the same way.
+		endpoint := func(entry, host string, port int) {
 			required("policy", entry == "")
 			required("host", host == "")
 			required("port", port == 0)
+		}
+		endpointRules := func(entry, host string, port, nRules int) {
+			endpoint(entry, host, port)
 			rules("rules", nRules)
 		}
 		switch {
@@ -218,9 +221,7 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 			endpointRules(o.Policy, o.Host, o.Port, len(o.Rules))
 		case op.Repin != nil:
 			o := op.Repin
-			required("policy", o.Policy == "")
-			required("host", o.Host == "")
-			required("port", o.Port == 0)
+			endpoint(o.Policy, o.Host, o.Port)
 			required("tool", o.Tool == "")
 			required("from", o.From == "")
 			required("to", o.To == "")

@@ -78,9 +78,6 @@ func pinsOnly(a *policy.L7Rule, tool string) bool {
 // the definition the proxy saw. The request is judged with that
 // definition (MCPMessage.ToolDefinition), so the proposal must allow it.
 func repinFromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
-	refuse := func(field, rule, format string, args ...any) (*Proposal, error) {
-		return nil, &RefusalError{Op: -1, Field: field, Rule: rule, Reason: fmt.Sprintf(format, args...)}
-	}
 	if rec.ToolDefinition == "" {
 		return refuse("tool_definition", RuleDefinition, "the proxy could not verify tools/call %s's definition (it could not list the server's tools, or the server does not list the tool): "+
 			"there is no definition to pin; list the server's tools (portcullis mcp fingerprint) and ask an operator", rec.Tool)
@@ -115,14 +112,7 @@ func repinFromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 			Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path, Tool: rec.Tool, From: pin, To: rec.ToolDefinition,
 		}})
 	}
-	result, err := Apply(base, p)
-	if err != nil {
-		return nil, err
-	}
-	if d := policy.Decide(result, req); !d.Allow {
-		return refuse("", RuleChangesNothing, "re-pinning does not allow this call: %s", d.Reason)
-	}
-	return p, nil
+	return offer(base, p, req, "re-pinning does not allow this call")
 }
 
 func clip(s string) string {

@@ -44,23 +44,7 @@ func namesTool(a *policy.L7Rule, tool string) bool {
 	if a.Method != "" && !policy.MatchGlob(a.Method, "tools/call") {
 		return false
 	}
-	for _, m := range []*policy.Matcher{a.Tool, a.Params["name"]} {
-		if m != nil && slices.ContainsFunc(m.Any, func(g string) bool { return policy.MatchGlob(g, tool) }) {
-			return true
-		}
-	}
-	return false
-}
-
-// toolsOfRule lists the tools an allow rule names.
-func toolsOfRule(a *policy.L7Rule) []string {
-	var ts []string
-	for _, m := range []*policy.Matcher{a.Tool, a.Params["name"]} {
-		if m != nil {
-			ts = append(ts, m.Any...)
-		}
-	}
-	return ts
+	return slices.ContainsFunc(a.ToolGlobs(), func(g string) bool { return policy.MatchGlob(g, tool) })
 }
 
 // admitsEverything reports whether a schema evidently accepts every
@@ -226,7 +210,7 @@ func (r refuser) checkSchemaRuleAt(fp string, ep *policy.Endpoint, where string,
 	if ep == nil {
 		return nil
 	}
-	for _, t := range toolsOfRule(a) {
+	for _, t := range a.ToolGlobs() {
 		if i := schemaGuard(ep, t); i >= 0 {
 			return r.at(sp, RuleArgumentsSchema, "tools/call %s is guarded by the arguments_schema of %srules[%d]; a rule without one would admit any arguments: give an arguments_schema that admits only what is needed", t, where, i)
 		}

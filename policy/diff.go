@@ -120,22 +120,33 @@ func unionKeys[V any](ms ...map[string]V) []string {
 	return keys
 }
 
+// keyed compares two maps key by key, in key order: a key only in b is
+// added and one only in a removed, each summarised by "added " or
+// "removed " and what name says of it; same compares the values of a key
+// both have. at is a key's path.
+func keyed[V any](d *differ, a, b map[string]*V, at func(key string) string,
+	name func(key string, v *V) string, same func(path, key string, x, y *V)) {
+	for _, key := range unionKeys(a, b) {
+		path := at(key)
+		x, y := a[key], b[key]
+		switch {
+		case x == nil && y == nil:
+		case x == nil:
+			d.add(ChangeAdded, path, "added "+name(key, y), nil, y)
+		case y == nil:
+			d.add(ChangeRemoved, path, "removed "+name(key, x), x, nil)
+		default:
+			same(path, key, x, y)
+		}
+	}
+}
+
 // ---- network_policies
 
 func (d *differ) entries(a, b map[string]*NetworkPolicy) {
-	for _, key := range unionKeys(a, b) {
-		path := "network_policies." + key
-		ea, eb := a[key], b[key]
-		switch {
-		case ea == nil && eb == nil:
-		case ea == nil:
-			d.add(ChangeAdded, path, "added network policy "+key+": "+entrySummary(eb), nil, eb)
-		case eb == nil:
-			d.add(ChangeRemoved, path, "removed network policy "+key+": "+entrySummary(ea), ea, nil)
-		default:
-			d.entry(path, ea, eb)
-		}
-	}
+	keyed(d, a, b, func(key string) string { return "network_policies." + key },
+		func(key string, e *NetworkPolicy) string { return "network policy " + key + ": " + entrySummary(e) },
+		func(path, _ string, x, y *NetworkPolicy) { d.entry(path, x, y) })
 }
 
 // entrySummary lists an entry's endpoints and binaries.
@@ -169,19 +180,12 @@ func (d *differ) entry(path string, a, b *NetworkPolicy) {
 		d.add(ChangeChanged, path+".name", fmt.Sprintf("name changed from %q to %q", a.Name, b.Name), a.Name, b.Name)
 	}
 	d.binaries(path+".binaries", a.Binaries, b.Binaries)
-	ea, eb := endpointsByID(a.Endpoints), endpointsByID(b.Endpoints)
-	for _, id := range unionKeys(ea, eb) {
-		epPath := fmt.Sprintf("%s.endpoints[%s]", path, id)
-		x, y := ea[id], eb[id]
-		switch {
-		case x == nil:
-			d.add(ChangeAdded, epPath, fmt.Sprintf("added endpoint %s (%s)", id, protocolName(y.Protocol)), nil, y)
-		case y == nil:
-			d.add(ChangeRemoved, epPath, fmt.Sprintf("removed endpoint %s (%s)", id, protocolName(x.Protocol)), x, nil)
-		default:
-			d.endpoint(epPath, x, y)
-		}
-	}
+	keyed(d, endpointsByID(a.Endpoints), endpointsByID(b.Endpoints),
+		func(id string) string { return fmt.Sprintf("%s.endpoints[%s]", path, id) },
+		func(id string, ep *Endpoint) string {
+			return fmt.Sprintf("endpoint %s (%s)", id, protocolName(ep.Protocol))
+		},
+		func(path, _ string, x, y *Endpoint) { d.endpoint(path, x, y) })
 }
 
 // binaries compares binary lists by path; a change of the deprecated
@@ -517,19 +521,13 @@ func cancelEqual(a, b []ruleItem) ([]ruleItem, []ruleItem) {
 // ---- network_middlewares
 
 func (d *differ) middlewares(a, b map[string]*Middleware) {
-	for _, key := range unionKeys(a, b) {
-		path := "network_middlewares." + key
-		x, y := a[key], b[key]
-		switch {
-		case x == nil && y == nil:
-		case x == nil:
-			d.add(ChangeAdded, path, fmt.Sprintf("added middleware %s (%s)", key, y.Middleware), nil, y)
-		case y == nil:
-			d.add(ChangeRemoved, path, fmt.Sprintf("removed middleware %s (%s)", key, x.Middleware), x, nil)
-		case toJSON(x) != toJSON(y):
-			d.add(ChangeChanged, path, "changed middleware "+key, x, y)
-		}
-	}
+	keyed(d, a, b, func(key string) string { return "network_middlewares." + key },
+		func(key string, m *Middleware) string { return fmt.Sprintf("middleware %s (%s)", key, m.Middleware) },
+		func(path, key string, x, y *Middleware) {
+			if toJSON(x) != toJSON(y) {
+				d.add(ChangeChanged, path, "changed middleware "+key, x, y)
+			}
+		})
 }
 
 // schemaSummary is an arguments_schema as compact JSON for a change's

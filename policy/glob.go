@@ -40,11 +40,7 @@ func ValidGlob(pattern string) error {
 // 256 alternatives is an error; the validator only warns about it, as
 // OpenShell does, and such a glob fails closed.
 func ValidQueryGlob(pattern string) error {
-	alts, err := expandBraces(pattern)
-	if err != nil {
-		return fmt.Errorf("glob %q: %w", pattern, err)
-	}
-	for _, a := range alts {
+	return eachAlternative(pattern, func(a string) error {
 		for i := 0; i < len(a); i++ {
 			switch a[i] {
 			case '\\':
@@ -59,6 +55,21 @@ func ValidQueryGlob(pattern string) error {
 				}
 				i += n - 1
 			}
+		}
+		return nil
+	})
+}
+
+// eachAlternative checks each of the `{a,b}` alternatives a glob stands
+// for with check, after the braces themselves: the first error.
+func eachAlternative(pattern string, check func(alt string) error) error {
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	for _, a := range alts {
+		if err := check(a); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -212,4 +223,46 @@ func MatchGlob(pattern, s string) bool {
 		return false
 	}
 	return matchSegments(strings.Split(pattern, "/"), strings.Split(s, "/"))
+}
+
+// HasWildcard reports whether a glob holds an unescaped `*`, `?` or `[`.
+// A glob without one matches exactly one string (UnescapeGlob): a name
+// with its metacharacters escaped (EscapeGlob), as the advisor writes a
+// denied one, is no wildcard.
+func HasWildcard(glob string) bool {
+	for i := 0; i < len(glob); i++ {
+		switch glob[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
+
+// EscapeGlob writes s as a glob that matches exactly s: `*`, `?`, `[` and
+// `\` escaped with `\`.
+func EscapeGlob(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("*?[\\", s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// UnescapeGlob is the string a glob without wildcards (HasWildcard)
+// matches: its `\` escapes dropped.
+func UnescapeGlob(glob string) string {
+	var b strings.Builder
+	for i := 0; i < len(glob); i++ {
+		if glob[i] == '\\' && i+1 < len(glob) {
+			i++
+		}
+		b.WriteByte(glob[i])
+	}
+	return b.String()
 }

@@ -78,19 +78,13 @@ func MatchDenyPath(pattern, s string) bool {
 // its `{a,b}` alternatives parse, at most 256 of them and 32 groups deep,
 // and each alternative is a valid glob (ValidGlob).
 func ValidDenyPathGlob(pattern string) error {
-	alts, err := expandBraces(pattern)
-	if err != nil {
-		return fmt.Errorf("glob %q: %w", pattern, err)
-	}
-	for _, a := range alts {
-		if err := ValidGlob(a); err != nil {
-			if a == pattern {
-				return err
-			}
-			return fmt.Errorf("glob %q: alternative %q: %w", pattern, a, err)
+	return eachAlternative(pattern, func(a string) error {
+		err := ValidGlob(a)
+		if err != nil && a != pattern {
+			err = fmt.Errorf("glob %q: alternative %q: %w", pattern, a, err)
 		}
-	}
-	return nil
+		return err
+	})
 }
 
 // ExpandDenyPathGlob returns the plain globs a deny path glob's `{a,b}`

@@ -411,3 +411,40 @@ func TestMatchDenyGlobTrailingSlash(t *testing.T) {
 		}
 	}
 }
+
+func TestExactGlobs(t *testing.T) {
+	for _, tc := range []struct {
+		glob     string
+		wildcard bool
+		exact    string // what UnescapeGlob returns
+	}{
+		{"/v1/orders", false, "/v1/orders"},
+		{"/v1/*", true, ""},
+		{"a?b", true, ""},
+		{"[ab]", true, ""},
+		{`a\*b`, false, "a*b"},
+		{`a\\*`, true, ""},
+		{`a\?\[\\`, false, `a?[\`},
+		{`trailing\`, false, `trailing\`},
+	} {
+		if got := HasWildcard(tc.glob); got != tc.wildcard {
+			t.Errorf("HasWildcard(%q) = %v, want %v", tc.glob, got, tc.wildcard)
+		}
+		if tc.wildcard {
+			continue
+		}
+		exact := UnescapeGlob(tc.glob)
+		if exact != tc.exact {
+			t.Errorf("UnescapeGlob(%q) = %q, want %q", tc.glob, exact, tc.exact)
+		}
+		if tc.glob != `trailing\` && !MatchGlob(tc.glob, exact) {
+			t.Errorf("MatchGlob(%q, %q) = false, want true", tc.glob, exact)
+		}
+	}
+	for _, s := range []string{"", "plain", "a*b?c[d]e\\f", `\\`, "tools/call"} {
+		g := EscapeGlob(s)
+		if HasWildcard(g) || UnescapeGlob(g) != s {
+			t.Errorf("EscapeGlob(%q) = %q: HasWildcard %v, UnescapeGlob %q", s, g, HasWildcard(g), UnescapeGlob(g))
+		}
+	}
+}

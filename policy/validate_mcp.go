@@ -25,6 +25,19 @@ func ruleTool(r *L7Rule) *Matcher {
 	return nil
 }
 
+// ToolGlobs lists every tool glob an MCP rule names, in both spellings
+// (tool, then params.name): the advisor and the prover read rules with
+// it, valid or not.
+func (r *L7Rule) ToolGlobs() []string {
+	var ts []string
+	for _, m := range []*Matcher{r.Tool, r.Params["name"]} {
+		if m != nil {
+			ts = append(ts, m.Any...)
+		}
+	}
+	return ts
+}
+
 func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 	allowAll, strict := allowAllKnown(ep), strictNames(ep)
 	mp := keyPath(path, "method")

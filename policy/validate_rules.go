@@ -14,8 +14,16 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 			v.errorf(keyPath(path, field), "is not valid on protocol %s", proto)
 		}
 	}
-	httpFields := func() {
+	// Each protocol refuses the fields of the others' rules.
+	notHTTP := func() {
+		notValid("method", r.Method != "")
+		notValid("path", r.Path != "")
+		notValid("query", r.Query != nil)
+	}
+	notSQL := func() {
 		notValid("command", r.Command != "")
+	}
+	notMCP := func() {
 		notValid("tool", r.Tool != nil)
 		notValid("params", r.Params != nil)
 		notValid("prompt", r.Prompt != nil)
@@ -23,6 +31,11 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		notValid("arguments_schema", r.ArgumentsSchema != nil)
 		notValid("rate_limit", r.RateLimit != nil)
 		notValid("definition", r.Definition != "")
+	}
+	notGraphQL := func() {
+		notValid("operation_type", r.OperationType != "")
+		notValid("operation_name", r.OperationName != "")
+		notValid("fields", r.Fields != nil)
 	}
 	graphQLFields := func(required bool) {
 		switch r.OperationType {
@@ -51,10 +64,9 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 	switch proto {
 	case ProtocolREST:
 		v.httpRule(path, r, false, allow)
-		httpFields()
-		notValid("operation_type", r.OperationType != "")
-		notValid("operation_name", r.OperationName != "")
-		notValid("fields", r.Fields != nil)
+		notSQL()
+		notMCP()
+		notGraphQL()
 	case ProtocolWebSocket:
 		isGraphQL := r.OperationType != "" || r.OperationName != "" || r.Fields != nil
 		if isGraphQL {
@@ -65,30 +77,20 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		} else {
 			v.httpRule(path, r, true, allow)
 		}
-		httpFields()
+		notSQL()
+		notMCP()
 	case ProtocolGraphQL:
 		graphQLFields(true)
-		httpFields()
-		notValid("method", r.Method != "")
-		notValid("path", r.Path != "")
-		notValid("query", r.Query != nil)
+		notSQL()
+		notMCP()
+		notHTTP()
 	case ProtocolSQL:
 		if r.Command == "" {
 			v.errorf(keyPath(path, "command"), "is required on protocol sql")
 		}
-		notValid("method", r.Method != "")
-		notValid("path", r.Path != "")
-		notValid("query", r.Query != nil)
-		notValid("tool", r.Tool != nil)
-		notValid("params", r.Params != nil)
-		notValid("prompt", r.Prompt != nil)
-		notValid("resource", r.Resource != nil)
-		notValid("arguments_schema", r.ArgumentsSchema != nil)
-		notValid("rate_limit", r.RateLimit != nil)
-		notValid("definition", r.Definition != "")
-		notValid("operation_type", r.OperationType != "")
-		notValid("operation_name", r.OperationName != "")
-		notValid("fields", r.Fields != nil)
+		notHTTP()
+		notMCP()
+		notGraphQL()
 	case ProtocolJSONRPC:
 		switch {
 		case r.Method == "":
@@ -96,12 +98,11 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		case r.Method != "*" && hasGlobMeta(r.Method):
 			v.errorf(keyPath(path, "method"), "must be an exact method name or * on protocol json-rpc")
 		}
-		httpFields()
+		notSQL()
+		notMCP()
 		notValid("path", r.Path != "")
 		notValid("query", r.Query != nil)
-		notValid("operation_type", r.OperationType != "")
-		notValid("operation_name", r.OperationName != "")
-		notValid("fields", r.Fields != nil)
+		notGraphQL()
 	case ProtocolMCP:
 		v.mcpRule(path, ep, r, allow)
 	}

@@ -101,7 +101,7 @@ func ruleFindings(m *meter, cur, prop []ref, current, proposed *policy.Policy, n
 				}
 				for _, cr := range c.ep.Rules {
 					if cr.Allow != nil {
-						m.charge(stageRules, 1+len(toolsOf(cr.Allow))*len(toolsOf(a)))
+						m.charge(stageRules, 1+len(cr.Allow.ToolGlobs())*len(a.ToolGlobs()))
 					}
 					if cr.Allow == nil || !callsTools(cr.Allow) || !toolsOverlap(cr.Allow, a) {
 						continue
@@ -302,28 +302,18 @@ func callsTools(r *policy.L7Rule) bool {
 // toolsOverlap reports, conservatively, whether two rules may name a
 // common tool: a rule without a tool matcher names every tool.
 func toolsOverlap(a, b *policy.L7Rule) bool {
-	ta, tb := toolsOf(a), toolsOf(b)
+	ta, tb := a.ToolGlobs(), b.ToolGlobs()
 	if len(ta) == 0 || len(tb) == 0 {
 		return true
 	}
 	for _, x := range ta {
 		for _, y := range tb {
-			if x == y || policy.MatchGlob(x, y) || policy.MatchGlob(y, x) || hasGlob(x) && hasGlob(y) {
+			if x == y || policy.MatchGlob(x, y) || policy.MatchGlob(y, x) || policy.HasWildcard(x) && policy.HasWildcard(y) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-func toolsOf(r *policy.L7Rule) []string {
-	var ts []string
-	for _, m := range []*policy.Matcher{r.Tool, r.Params["name"]} {
-		if m != nil {
-			ts = append(ts, m.Any...)
-		}
-	}
-	return ts
 }
 
 // labelKey identifies a destination across spellings: host (normalised),
@@ -381,15 +371,15 @@ func schemaBrief(schema map[string]any) string {
 // binary, host or path glob gives no exact request to try; the schema
 // may be beyond schemaInstance). Both verdicts are policy.Decide's.
 func argumentsWitness(m *meter, current, proposed *policy.Policy, p ref, a *policy.L7Rule, now time.Time) *policy.Request {
-	tools := toolsOf(a)
+	tools := a.ToolGlobs()
 	ports := policy.EndpointPorts(p.ep)
-	if len(tools) != 1 || hasGlob(tools[0]) || len(ports) == 0 || strings.Contains(p.ep.Host, "*") {
+	if len(tools) != 1 || policy.HasWildcard(tools[0]) || len(ports) == 0 || strings.Contains(p.ep.Host, "*") {
 		return nil
 	}
 	binary := ""
 	if len(p.entry.Binaries) > 0 {
 		binary = p.entry.Binaries[0].Path
-		if hasGlob(binary) {
+		if policy.HasWildcard(binary) {
 			return nil
 		}
 	}

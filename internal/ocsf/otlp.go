@@ -16,8 +16,9 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	otellog "go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
-	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
 )
 
 // ScopeName is the instrumentation scope of the OTLP sink's log records.
@@ -101,17 +102,9 @@ func NewOTLP(cfg OTLPConfig) (*OTLP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("OTLP exporter: %w", err)
 	}
-	name := cfg.ServiceName
-	if name == "" {
-		name = "portcullis"
-	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
-	if cfg.ServiceVersion != "" {
-		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
-	}
 	c := &capture{}
 	provider := sdklog.NewLoggerProvider(
-		sdklog.WithResource(resource.NewSchemaless(attrs...)),
+		sdklog.WithResource(otlp.Resource(cfg.ServiceName, cfg.ServiceVersion)),
 		sdklog.WithProcessor(c),
 	)
 	return &OTLP{

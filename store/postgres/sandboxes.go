@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
+	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
 )
 
 // ---- sandboxes ----
@@ -125,68 +126,31 @@ func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) e
 	return nil
 }
 
-const versionColumns = `pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at`
-
-// scanVersion reads versionColumns and the document as text (” in a
-// listing, which has none), so its bytes are kept exactly.
-func scanVersion(r pgx.Row) (store.PolicyVersion, error) {
-	var pv store.PolicyVersion
-	var doc string
-	var prov []byte
-	if err := r.Scan(&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &pv.CreatedAt, &doc); err != nil {
-		return pv, err
-	}
-	if doc != "" {
-		pv.Document = []byte(doc)
-	}
-	pv.CreatedAt = pv.CreatedAt.UTC()
-	var err error
-	pv.Provenance, err = strmap.Decode(prov)
-	return pv, err
-}
-
 // GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
 func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
 	if version < 0 {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
 	}
-	pv, err := scanVersion(c.db.QueryRow(ctx, `SELECT `+versionColumns+`, pv.document
+	pv, err := versionsql.Scan(c.db.QueryRow(ctx, `SELECT `+versionsql.Columns+`, pv.document
 		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
 		WHERE pv.sandbox = $1
 		  AND pv.version = CASE WHEN $2::bigint = 0 THEN s.current_version ELSE $2::bigint END`,
-		sandbox, version))
+		sandbox, version).Scan)
 	return wrapRow(pv, err, "get policy %q version %d", sandbox, version)
 }
 
 // ListPolicyVersions returns the sandbox's versions, oldest first, without
 // documents; ErrNotFound if the sandbox does not exist.
 func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	rows, err := c.db.Query(ctx, `SELECT `+versionColumns+`, ''
-		FROM policy_versions pv WHERE pv.sandbox = $1 ORDER BY pv.version`, sandbox)
-	out, err := collect(rows, err, scanVersion)
-	if err != nil {
-		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
-	}
-	if len(out) == 0 {
-		if _, err := c.GetSandbox(ctx, sandbox); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return versionsql.List(ctx, engine{c.db}, sandbox, func() error {
+		_, err := c.GetSandbox(ctx, sandbox)
+		return err
+	})
 }
 
 // PolicyHashes returns the hashes of versions from to to, oldest first.
 func (c *conn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
-	rows, err := c.db.Query(ctx, `SELECT hash FROM policy_versions
-		WHERE sandbox = $1 AND version BETWEEN $2 AND $3 ORDER BY version`, sandbox, from, to)
-	out, err := collect(rows, err, func(r pgx.Row) (string, error) {
-		var h string
-		return h, r.Scan(&h)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("policy hashes of %q versions %d to %d: %w", sandbox, from, to, err)
-	}
-	return out, nil
+	return versionsql.Hashes(ctx, engine{c.db}, sandbox, from, to)
 }
 
 // ---- tokens ----

@@ -10,7 +10,6 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
-	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // AppendSentryEvents stores the batch in one transaction (sentrysql.Append).
@@ -26,7 +25,7 @@ func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEv
 			return err
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after a commit, nothing
-		if err := fn(sentryIntake{sentryEngine{tx}, tx}); err != nil {
+		if err := fn(sentryIntake{engine{tx}, tx}); err != nil {
 			return err
 		}
 		return tx.Commit(context.WithoutCancel(ctx))
@@ -124,12 +123,12 @@ func (d *Driver) EnsureSentryPartitions(ctx context.Context, first time.Time, da
 
 // ListSentryEvents returns the events f matches, oldest first.
 func (d *Driver) ListSentryEvents(ctx context.Context, f store.SentryEventFilter) ([]store.SentryEvent, error) {
-	return sentrysql.List(ctx, sentryEngine{d.pool}, f)
+	return sentrysql.List(ctx, engine{d.pool}, f)
 }
 
 // SentryGaps returns the ordering state of one source ("" for all).
 func (d *Driver) SentryGaps(ctx context.Context, source string) ([]store.SentrySource, error) {
-	return sentrysql.Sources(ctx, sentryEngine{d.pool}, source)
+	return sentrysql.Sources(ctx, engine{d.pool}, source)
 }
 
 // PruneSentryEvents drops the daily partitions before the cutoff's day
@@ -139,24 +138,8 @@ func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (n int
 	return n, wrapf(err, "prune sentry events")
 }
 
-// sentryEngine runs sentrysql's statements on the pool or a transaction;
-// sentryIntake is one in an append's transaction.
-type sentryEngine struct{ db dbtx }
+// sentryIntake is the engine of an append's transaction.
 type sentryIntake struct {
-	sentryEngine
+	engine
 	tx pgx.Tx
-}
-
-func (sentryEngine) Param(n int) string   { return sqlwhere.Dollar(n) }
-func (sentryEngine) Time(t time.Time) any { return t }
-
-func (e sentryEngine) Exec(ctx context.Context, q string, args ...any) error {
-	_, err := e.db.Exec(ctx, q, args...)
-	return mapErr(err)
-}
-
-func (e sentryEngine) Rows(ctx context.Context, q string, args []any, each func(func(...any) error) error) error {
-	rows, err := e.db.Query(ctx, q, args...)
-	_, err = collect(rows, err, func(r pgx.Row) (struct{}, error) { return struct{}{}, each(r.Scan) })
-	return err
 }

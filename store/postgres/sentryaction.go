@@ -11,7 +11,7 @@ import (
 // The remediation primitives (sources' keys, the replay lookup, actions),
 // written once in sentrysql, run on the pool or in the transaction.
 
-func (c *conn) sentry() sentryEngine { return sentryEngine{c.db} }
+func (c *conn) sentry() engine { return engine{c.db} }
 
 // PutSentryKey stores k as its source's key, replacing the one it had.
 func (c *conn) PutSentryKey(ctx context.Context, k store.SentryKey) error {

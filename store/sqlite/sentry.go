@@ -10,20 +10,19 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
-	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // AppendSentryEvents stores the batch in one write transaction
 // (sentrysql.Append); the single writer orders concurrent appends.
 func (d *Driver) AppendSentryEvents(ctx context.Context, events []store.SentryEvent) (store.SentryBatchResult, error) {
 	return sentrysql.Append(ctx, events, time.Now(), "", func(fn func(sentrysql.Intake) error) error {
-		return d.inTx(ctx, func(t *txn) error { return fn(sentryEngine{t.wr}) })
+		return d.inTx(ctx, func(t *txn) error { return fn(engine{t.wr}) })
 	})
 }
 
 // Store runs one prepared INSERT … ON CONFLICT DO NOTHING RETURNING per
 // event: no row back means the key was stored already.
-func (e sentryEngine) Store(ctx context.Context, batch []store.SentryEvent, _ bool, stored func(string, uint64)) error {
+func (e engine) Store(ctx context.Context, batch []store.SentryEvent, _ bool, stored func(string, uint64)) error {
 	if err := store.SentryDocumentsValid(batch); err != nil {
 		return err // the column is a BLOB: nothing else would check
 	}
@@ -47,12 +46,12 @@ func (e sentryEngine) Store(ctx context.Context, batch []store.SentryEvent, _ bo
 
 // ListSentryEvents returns the events f matches, oldest first.
 func (d *Driver) ListSentryEvents(ctx context.Context, f store.SentryEventFilter) ([]store.SentryEvent, error) {
-	return sentrysql.List(ctx, sentryEngine{d.r}, f)
+	return sentrysql.List(ctx, engine{d.r}, f)
 }
 
 // SentryGaps returns the ordering state of one source ("" for all).
 func (d *Driver) SentryGaps(ctx context.Context, source string) ([]store.SentrySource, error) {
-	return sentrysql.Sources(ctx, sentryEngine{d.r}, source)
+	return sentrysql.Sources(ctx, engine{d.r}, source)
 }
 
 // PruneSentryEvents deletes the events received before the cutoff,
@@ -67,21 +66,4 @@ func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (int64
 			return total, err
 		}
 	}
-}
-
-// sentryEngine runs sentrysql's statements in the writer's transaction
-// or on the read pool.
-type sentryEngine struct{ db querier }
-
-func (sentryEngine) Param(n int) string   { return sqlwhere.Numbered(n) }
-func (sentryEngine) Time(t time.Time) any { return nanos(t) }
-
-func (e sentryEngine) Exec(ctx context.Context, q string, args ...any) error {
-	_, err := e.db.ExecContext(ctx, q, args...)
-	return mapErr(err)
-}
-
-func (e sentryEngine) Rows(ctx context.Context, q string, args []any, each func(func(...any) error) error) error {
-	_, err := collect(ctx, e.db, func(r scanner) (struct{}, error) { return struct{}{}, each(r.Scan) }, q, args...)
-	return err
 }

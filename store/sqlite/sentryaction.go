@@ -18,33 +18,33 @@ func (t *txn) PutSentryKey(ctx context.Context, k store.SentryKey) error {
 	if err := checkTimes(fmt.Sprintf("sentry key of %q", k.Source), k.CreatedAt); err != nil {
 		return err
 	}
-	return sentrysql.PutKey(ctx, sentryEngine{t.wr}, k)
+	return sentrysql.PutKey(ctx, engine{t.wr}, k)
 }
 
 // DeleteSentryKey removes the source's key and returns it (ErrNotFound).
 func (t *txn) DeleteSentryKey(ctx context.Context, source string) (store.SentryKey, error) {
-	return sentrysql.DeleteKey(ctx, sentryEngine{t.wr}, source)
+	return sentrysql.DeleteKey(ctx, engine{t.wr}, source)
 }
 
 // GetSentryKey returns the source's key (ErrNotFound).
 func (t *txn) GetSentryKey(ctx context.Context, source string) (store.SentryKey, error) {
-	return sentrysql.GetKey(ctx, sentryEngine{t.rd}, source)
+	return sentrysql.GetKey(ctx, engine{t.rd}, source)
 }
 
 // ListSentryKeys returns every key ordered by source.
 func (t *txn) ListSentryKeys(ctx context.Context) ([]store.SentryKey, error) {
-	return sentrysql.ListKeys(ctx, sentryEngine{t.rd})
+	return sentrysql.ListKeys(ctx, engine{t.rd})
 }
 
 // SentryEventAt returns the first received event of source with that
 // sequence (ErrNotFound).
 func (t *txn) SentryEventAt(ctx context.Context, source string, sequence uint64) (store.SentryEvent, error) {
-	return sentrysql.EventAt(ctx, sentryEngine{t.rd}, source, sequence)
+	return sentrysql.EventAt(ctx, engine{t.rd}, source, sequence)
 }
 
 // SetSentryEventFlags replaces one event's flags.
 func (t *txn) SetSentryEventFlags(ctx context.Context, ev store.SentryEvent, flags []string) error {
-	return sentrysql.SetFlags(ctx, sentryEngine{t.wr}, ev, flags)
+	return sentrysql.SetFlags(ctx, engine{t.wr}, ev, flags)
 }
 
 // InsertSentryAction stores a and returns it with its ID
@@ -53,12 +53,12 @@ func (t *txn) InsertSentryAction(ctx context.Context, a store.SentryAction) (sto
 	if err := checkAction(a); err != nil {
 		return store.SentryAction{}, err
 	}
-	return sentrysql.InsertAction(ctx, sentryEngine{t.wr}, a)
+	return sentrysql.InsertAction(ctx, engine{t.wr}, a)
 }
 
 // GetSentryAction returns one action (ErrNotFound).
 func (t *txn) GetSentryAction(ctx context.Context, id int64) (store.SentryAction, error) {
-	return sentrysql.GetAction(ctx, sentryEngine{t.rd}, id)
+	return sentrysql.GetAction(ctx, engine{t.rd}, id)
 }
 
 // UpdateSentryAction writes a's mutable fields to the row a.ID
@@ -67,7 +67,7 @@ func (t *txn) UpdateSentryAction(ctx context.Context, a store.SentryAction) erro
 	if err := checkAction(a); err != nil {
 		return err
 	}
-	return sentrysql.UpdateAction(ctx, sentryEngine{t.wr}, a)
+	return sentrysql.UpdateAction(ctx, engine{t.wr}, a)
 }
 
 // ListSentryActions returns the actions f matches, newest first.
@@ -75,7 +75,7 @@ func (t *txn) ListSentryActions(ctx context.Context, f store.SentryActionFilter)
 	if err := checkTimes("sentry action filter", f.Since); err != nil {
 		return nil, err
 	}
-	return sentrysql.ListActions(ctx, sentryEngine{t.rd}, f)
+	return sentrysql.ListActions(ctx, engine{t.rd}, f)
 }
 
 // CountSentryActions returns how many actions of source ("": all) with
@@ -84,7 +84,7 @@ func (t *txn) CountSentryActions(ctx context.Context, source string, statuses []
 	if err := checkTimes("sentry action count", since); err != nil {
 		return 0, err
 	}
-	return sentrysql.CountActions(ctx, sentryEngine{t.rd}, source, statuses, since)
+	return sentrysql.CountActions(ctx, engine{t.rd}, source, statuses, since)
 }
 
 // checkAction refuses an action with a time int64 nanoseconds cannot hold.

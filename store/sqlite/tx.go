@@ -9,6 +9,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
+	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
 )
 
 // The primitives of sandboxes, policy versions and tokens.
@@ -118,70 +119,35 @@ func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) er
 	return nil
 }
 
-const versionColumns = `pv.sandbox, pv.version, pv.hash, pv.author, pv.source, pv.provenance, pv.created_at`
-
-func scanVersion(r scanner, extra ...any) (store.PolicyVersion, error) {
-	var pv store.PolicyVersion
-	var prov string
-	var at int64
-	dest := append([]any{&pv.Sandbox, &pv.Version, &pv.Hash, &pv.Author, &pv.Source, &prov, &at}, extra...)
-	if err := r.Scan(dest...); err != nil {
-		return pv, err
-	}
-	pv.CreatedAt = fromNanos(at)
-	var err error
-	pv.Provenance, err = strmap.Decode([]byte(prov))
-	return pv, err
-}
-
 // GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
 func (t *txn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
 	if version < 0 {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
 	}
-	var doc string
-	pv, err := scanVersion(t.rd.QueryRowContext(ctx, `
-		SELECT `+versionColumns+`, pv.document
+	pv, err := versionsql.Scan(t.rd.QueryRowContext(ctx, `
+		SELECT `+versionsql.Columns+`, pv.document
 		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
 		WHERE pv.sandbox = ?1
 		  AND pv.version = CASE WHEN ?2 = 0 THEN s.current_version ELSE ?2 END`,
-		sandbox, version), &doc)
+		sandbox, version).Scan)
 	if err != nil {
 		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
 	}
-	pv.Document = []byte(doc)
 	return pv, nil
 }
 
 // ListPolicyVersions returns the sandbox's versions, oldest first, without
 // documents; ErrNotFound if the sandbox does not exist.
 func (t *txn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	scan := func(r scanner) (store.PolicyVersion, error) { return scanVersion(r) }
-	out, err := collect(ctx, t.rd, scan, `SELECT `+versionColumns+`
-		FROM policy_versions pv WHERE pv.sandbox = ? ORDER BY pv.version`, sandbox)
-	if err != nil {
-		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
-	}
-	if len(out) == 0 {
-		if _, err := t.GetSandbox(ctx, sandbox); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return versionsql.List(ctx, engine{t.rd}, sandbox, func() error {
+		_, err := t.GetSandbox(ctx, sandbox)
+		return err
+	})
 }
 
 // PolicyHashes returns the hashes of versions from to to, oldest first.
 func (t *txn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
-	scan := func(r scanner) (string, error) {
-		var h string
-		return h, r.Scan(&h)
-	}
-	out, err := collect(ctx, t.rd, scan, `SELECT hash FROM policy_versions
-		WHERE sandbox = ? AND version BETWEEN ? AND ? ORDER BY version`, sandbox, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("policy hashes of %q versions %d to %d: %w", sandbox, from, to, err)
-	}
-	return out, nil
+	return versionsql.Hashes(ctx, engine{t.rd}, sandbox, from, to)
 }
 
 const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`

@@ -58,26 +58,32 @@ func New(cfg Config) (*Tracing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otlp exporter: %w", err)
 	}
-	name := cfg.ServiceName
-	if name == "" {
-		name = "portcullis"
-	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
-	if cfg.ServiceVersion != "" {
-		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
-	}
 	var batch []sdktrace.BatchSpanProcessorOption
 	if cfg.BatchTimeout > 0 {
 		batch = append(batch, sdktrace.WithBatchTimeout(cfg.BatchTimeout))
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp, batch...),
-		sdktrace.WithResource(resource.NewSchemaless(attrs...)),
+		sdktrace.WithResource(Resource(cfg.ServiceName, cfg.ServiceVersion)),
 		// A caller's sampling decision (its traceparent's flag) stands;
 		// our own roots are all kept.
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 	)
 	return &Tracing{tp: tp}, nil
+}
+
+// Resource names this process in what it exports over OTLP, spans and
+// OCSF log records (package ocsf) alike: service.name (default
+// "portcullis") and service.version (left out when empty).
+func Resource(serviceName, serviceVersion string) *resource.Resource {
+	if serviceName == "" {
+		serviceName = "portcullis"
+	}
+	attrs := []attribute.KeyValue{attribute.String("service.name", serviceName)}
+	if serviceVersion != "" {
+		attrs = append(attrs, attribute.String("service.version", serviceVersion))
+	}
+	return resource.NewSchemaless(attrs...)
 }
 
 // Provider is the tracer provider, nil when tracing is off.

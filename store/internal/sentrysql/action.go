@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlexec"
 	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
 // The remediation primitives of store.Tx, for both engines: a source's
 // key, the replay lookup, and the actions (migration 00009). Each runs on
-// the Engine it is given: the transaction's, or (outside one) the read
-// pool for reads and the writer for writes.
+// the sqlexec.Engine it is given: the transaction's, or (outside one) the
+// read pool for reads and the writer for writes.
 
 // nullTimeDest scans a time that may be NULL (nil).
 type nullTimeDest struct{ t **time.Time }
@@ -26,7 +27,7 @@ func (d nullTimeDest) Scan(src any) error {
 		return nil
 	}
 	var t time.Time
-	if err := (timeDest{&t}).Scan(src); err != nil {
+	if err := sqlexec.TimeDest(&t).Scan(src); err != nil {
 		return err
 	}
 	*d.t = &t
@@ -35,7 +36,7 @@ func (d nullTimeDest) Scan(src any) error {
 
 // nullTime binds t as the engine stores times, nil (and the zero time) as
 // NULL, read back as nil.
-func nullTime(e Engine, t *time.Time) any {
+func nullTime(e sqlexec.Engine, t *time.Time) any {
 	if t == nil || t.IsZero() {
 		return nil
 	}
@@ -44,7 +45,7 @@ func nullTime(e Engine, t *time.Time) any {
 
 // one runs q, which selects at most one row, and scans it with scan:
 // ErrNotFound when there is none.
-func one(ctx context.Context, e Engine, q string, args []any, scan func(func(...any) error) error) error {
+func one(ctx context.Context, e sqlexec.Engine, q string, args []any, scan func(func(...any) error) error) error {
 	ok, err := found(ctx, e, q, args, scan)
 	if err == nil && !ok {
 		err = store.ErrNotFound
@@ -54,7 +55,7 @@ func one(ctx context.Context, e Engine, q string, args []any, scan func(func(...
 
 // found runs q, which selects at most one row, scans it with scan and
 // reports whether there was one.
-func found(ctx context.Context, e Engine, q string, args []any, scan func(func(...any) error) error) (bool, error) {
+func found(ctx context.Context, e sqlexec.Engine, q string, args []any, scan func(func(...any) error) error) (bool, error) {
 	n := 0
 	err := e.Rows(ctx, q, args, func(s func(...any) error) error {
 		n++
@@ -67,12 +68,12 @@ const keyColumns = `source, public_key, created_at, created_by`
 
 func scanKey(k *store.SentryKey) func(func(...any) error) error {
 	return func(scan func(...any) error) error {
-		return scan(&k.Source, &k.PublicKey, timeDest{&k.CreatedAt}, &k.CreatedBy)
+		return scan(&k.Source, &k.PublicKey, sqlexec.TimeDest(&k.CreatedAt), &k.CreatedBy)
 	}
 }
 
 // PutKey stores k as its source's key, replacing the one it had.
-func PutKey(ctx context.Context, e Engine, k store.SentryKey) error {
+func PutKey(ctx context.Context, e sqlexec.Engine, k store.SentryKey) error {
 	p := e.Param
 	err := e.Exec(ctx, `INSERT INTO sentry_keys (`+keyColumns+`) VALUES (`+p(1)+`, `+p(2)+`, `+p(3)+`, `+p(4)+`)
 		ON CONFLICT (source) DO UPDATE SET public_key = excluded.public_key,
@@ -85,7 +86,7 @@ func PutKey(ctx context.Context, e Engine, k store.SentryKey) error {
 }
 
 // DeleteKey removes the source's key and returns it (ErrNotFound).
-func DeleteKey(ctx context.Context, e Engine, source string) (store.SentryKey, error) {
+func DeleteKey(ctx context.Context, e sqlexec.Engine, source string) (store.SentryKey, error) {
 	var k store.SentryKey
 	err := one(ctx, e, `DELETE FROM sentry_keys WHERE source = `+e.Param(1)+` RETURNING `+keyColumns,
 		[]any{source}, scanKey(&k))
@@ -96,7 +97,7 @@ func DeleteKey(ctx context.Context, e Engine, source string) (store.SentryKey, e
 }
 
 // GetKey returns the source's key (ErrNotFound).
-func GetKey(ctx context.Context, e Engine, source string) (store.SentryKey, error) {
+func GetKey(ctx context.Context, e sqlexec.Engine, source string) (store.SentryKey, error) {
 	var k store.SentryKey
 	err := one(ctx, e, `SELECT `+keyColumns+` FROM sentry_keys WHERE source = `+e.Param(1),
 		[]any{source}, scanKey(&k))
@@ -107,12 +108,12 @@ func GetKey(ctx context.Context, e Engine, source string) (store.SentryKey, erro
 }
 
 // ListKeys returns every key ordered by source.
-func ListKeys(ctx context.Context, e Engine) ([]store.SentryKey, error) {
+func ListKeys(ctx context.Context, e sqlexec.Engine) ([]store.SentryKey, error) {
 	return list(ctx, e, `SELECT `+keyColumns+` FROM sentry_keys ORDER BY source`, nil, scanKey, "list sentry keys")
 }
 
 // list reads every row of q with the scanner scanOf makes for each.
-func list[T any](ctx context.Context, e Engine, q string, args []any, scanOf func(*T) func(func(...any) error) error, what string) ([]T, error) {
+func list[T any](ctx context.Context, e sqlexec.Engine, q string, args []any, scanOf func(*T) func(func(...any) error) error, what string) ([]T, error) {
 	var out []T
 	err := e.Rows(ctx, q, args, func(scan func(...any) error) error {
 		var v T
@@ -128,7 +129,7 @@ func list[T any](ctx context.Context, e Engine, q string, args []any, scanOf fun
 
 // EventAt returns the event of source with that sequence, the first
 // received of several (ErrNotFound). sentry_events_source_idx serves it.
-func EventAt(ctx context.Context, e Engine, source string, sequence uint64) (store.SentryEvent, error) {
+func EventAt(ctx context.Context, e sqlexec.Engine, source string, sequence uint64) (store.SentryEvent, error) {
 	var ev store.SentryEvent
 	err := store.ErrNotFound // a sequence past int64 cannot be stored
 	if sequence <= math.MaxInt64 {
@@ -152,7 +153,7 @@ const actionColumns = `id, source, event_id, sandbox, type, status, reason, vers
 func scanAction(a *store.SentryAction) func(func(...any) error) error {
 	return func(scan func(...any) error) error {
 		return scan(&a.ID, &a.Source, &a.EventID, &a.Sandbox, &a.Type, &a.Status, &a.Reason, &a.Version,
-			timeDest{&a.ReceivedAt}, timeDest{&a.CreatedAt}, nullTimeDest{&a.AckedAt}, &a.DecidedBy,
+			sqlexec.TimeDest(&a.ReceivedAt), sqlexec.TimeDest(&a.CreatedAt), nullTimeDest{&a.AckedAt}, &a.DecidedBy,
 			nullTimeDest{&a.DecidedAt})
 	}
 }
@@ -160,7 +161,7 @@ func scanAction(a *store.SentryAction) func(func(...any) error) error {
 // InsertAction stores a (ID ignored) and returns it as stored, with its
 // ID: ErrAlreadyExists (a transaction stays usable) if its (Source,
 // EventID) has one.
-func InsertAction(ctx context.Context, e Engine, a store.SentryAction) (store.SentryAction, error) {
+func InsertAction(ctx context.Context, e sqlexec.Engine, a store.SentryAction) (store.SentryAction, error) {
 	var out store.SentryAction
 	ps := make([]string, 12)
 	for i := range ps {
@@ -184,7 +185,7 @@ func InsertAction(ctx context.Context, e Engine, a store.SentryAction) (store.Se
 }
 
 // GetAction returns one action by ID (ErrNotFound).
-func GetAction(ctx context.Context, e Engine, id int64) (store.SentryAction, error) {
+func GetAction(ctx context.Context, e sqlexec.Engine, id int64) (store.SentryAction, error) {
 	var a store.SentryAction
 	err := one(ctx, e, `SELECT `+actionColumns+` FROM sentry_actions WHERE id = `+e.Param(1), []any{id}, scanAction(&a))
 	if err != nil {
@@ -194,7 +195,7 @@ func GetAction(ctx context.Context, e Engine, id int64) (store.SentryAction, err
 }
 
 // UpdateAction writes a's mutable fields to the row a.ID (ErrNotFound).
-func UpdateAction(ctx context.Context, e Engine, a store.SentryAction) error {
+func UpdateAction(ctx context.Context, e sqlexec.Engine, a store.SentryAction) error {
 	p := e.Param
 	err := one(ctx, e, `UPDATE sentry_actions SET status = `+p(2)+`, reason = `+p(3)+`, version = `+p(4)+`,
 			acked_at = `+p(5)+`, decided_by = `+p(6)+`, decided_at = `+p(7)+`
@@ -212,7 +213,7 @@ func UpdateAction(ctx context.Context, e Engine, a store.SentryAction) error {
 
 // ListActions returns the actions f matches, newest first (by creation,
 // then ID); a limit keeps the newest.
-func ListActions(ctx context.Context, e Engine, f store.SentryActionFilter) ([]store.SentryAction, error) {
+func ListActions(ctx context.Context, e sqlexec.Engine, f store.SentryActionFilter) ([]store.SentryAction, error) {
 	where, args := sqlwhere.Where([]sqlwhere.Cond{
 		{Expr: "sandbox = ", V: f.Sandbox, Set: f.Sandbox != ""},
 		{Expr: "status IN ", Any: anyOf(f.Status)},
@@ -229,7 +230,7 @@ func ListActions(ctx context.Context, e Engine, f store.SentryActionFilter) ([]s
 // CountActions returns how many actions of source ("": of every source)
 // with one of statuses were created at or after since (none when
 // statuses is empty).
-func CountActions(ctx context.Context, e Engine, source string, statuses []string, since time.Time) (int, error) {
+func CountActions(ctx context.Context, e sqlexec.Engine, source string, statuses []string, since time.Time) (int, error) {
 	if len(statuses) == 0 {
 		return 0, nil
 	}
@@ -269,7 +270,7 @@ func notNil(b []byte) []byte {
 // search to its day's partition, and source and sequence to one entry of
 // the source index (without the sequence, the update read every event of
 // the source that day).
-func SetFlags(ctx context.Context, e Engine, ev store.SentryEvent, flags []string) error {
+func SetFlags(ctx context.Context, e sqlexec.Engine, ev store.SentryEvent, flags []string) error {
 	b, _ := json.Marshal(append([]string{}, flags...)) // strings always encode
 	p := e.Param
 	err := e.Exec(ctx, `UPDATE sentry_events SET flags = `+p(1)+` WHERE source = `+p(2)+` AND sequence = `+p(3)+

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlexec"
 	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
 
@@ -27,23 +28,10 @@ var Columns = []string{
 	"severity", "processing", "policy_hash", "denial_id", "trace_id", "flags", "document",
 }
 
-// Engine runs this package's statements on one engine, in a transaction
-// or on its own. Errors come back mapped to the store's sentinels.
-type Engine interface {
-	// Param writes the engine's placeholder for the nth argument.
-	Param(n int) string
-	// Time binds a time the way the engine stores it.
-	Time(t time.Time) any
-	// Exec runs one statement.
-	Exec(ctx context.Context, q string, args ...any) error
-	// Rows runs q and calls each with the scan of every row, in order.
-	Rows(ctx context.Context, q string, args []any, each func(scan func(dest ...any) error) error) error
-}
-
-// Intake is an Engine inside an append's transaction that can store a
+// Intake is a sqlexec.Engine inside an append's transaction that can store a
 // checked batch.
 type Intake interface {
-	Engine
+	sqlexec.Engine
 	// Store stores the batch's events whose (source, id) is new and calls
 	// stored with the sequence of each it stored. ahead says that every
 	// event's sequence is above its source's highest stored one (the
@@ -68,28 +56,12 @@ func FlagsJSON(flags []string) string {
 	return string(b)
 }
 
-// timeDest scans a time stored either way: a timestamp (Postgres) or UTC
-// nanoseconds (SQLite).
-type timeDest struct{ t *time.Time }
-
-func (d timeDest) Scan(src any) error {
-	switch v := src.(type) {
-	case time.Time:
-		*d.t = v.UTC()
-	case int64:
-		*d.t = time.Unix(0, v).UTC()
-	default:
-		return fmt.Errorf("sentry event time: unexpected %T", src)
-	}
-	return nil
-}
-
 // scanEvent reads one row of Columns.
 func scanEvent(scan func(...any) error) (store.SentryEvent, error) {
 	var ev store.SentryEvent
 	var flags string
-	err := scan(&ev.Source, &ev.ID, &ev.Sequence, &ev.Type, &ev.Subject, timeDest{&ev.Time},
-		timeDest{&ev.ReceivedAt}, &ev.Severity, &ev.Processing, &ev.PolicyHash, &ev.DenialID,
+	err := scan(&ev.Source, &ev.ID, &ev.Sequence, &ev.Type, &ev.Subject, sqlexec.TimeDest(&ev.Time),
+		sqlexec.TimeDest(&ev.ReceivedAt), &ev.Severity, &ev.Processing, &ev.PolicyHash, &ev.DenialID,
 		&ev.TraceID, &flags, &ev.Document)
 	if err == nil {
 		err = json.Unmarshal([]byte(flags), &ev.Flags)
@@ -100,7 +72,7 @@ func scanEvent(scan func(...any) error) (store.SentryEvent, error) {
 // List is ListSentryEvents for both engines: the events f matches, oldest
 // first (by time, then source, sequence and id). A limit keeps the newest
 // events: the query reads those newest first and List reverses them.
-func List(ctx context.Context, e Engine, f store.SentryEventFilter) ([]store.SentryEvent, error) {
+func List(ctx context.Context, e sqlexec.Engine, f store.SentryEventFilter) ([]store.SentryEvent, error) {
 	where, args := sqlwhere.Where([]sqlwhere.Cond{
 		{Expr: "subject = ", V: f.Sandbox, Set: f.Sandbox != ""}, {Expr: "source = ", V: f.Source, Set: f.Source != ""},
 		{Expr: "type = ", V: f.Type, Set: f.Type != ""}, {Expr: "event_time >= ", V: e.Time(f.Since), Set: !f.Since.IsZero()},
@@ -210,7 +182,7 @@ func follows(seqs []uint64, after uint64) bool {
 // Sources is SentryGaps for both engines: the state of source, or of
 // every source when it is "", ordered by name, with its first
 // store.MaxSentryGaps gaps and the count of the rest.
-func Sources(ctx context.Context, e Engine, source string) ([]store.SentrySource, error) {
+func Sources(ctx context.Context, e sqlexec.Engine, source string) ([]store.SentrySource, error) {
 	states, err := sources(ctx, e, nil, source, "")
 	out := make([]store.SentrySource, len(states))
 	for i, st := range states {
@@ -227,7 +199,7 @@ func Sources(ctx context.Context, e Engine, source string) ([]store.SentrySource
 
 // sources appends to states the stored state of source, or of every
 // source when it is "", ordered by name; the query ends in lock.
-func sources(ctx context.Context, e Engine, states []state, source, lock string) ([]state, error) {
+func sources(ctx context.Context, e sqlexec.Engine, states []state, source, lock string) ([]state, error) {
 	p := e.Param
 	err := e.Rows(ctx, `SELECT source, acked_sequence, max_sequence, gap_count FROM sentry_sources
 		WHERE `+p(1)+` = '' OR source = `+p(1)+` ORDER BY source`+lock, []any{source},
@@ -241,7 +213,7 @@ func sources(ctx context.Context, e Engine, states []state, source, lock string)
 
 // firstGaps fills in st.Gaps with the source's first store.MaxSentryGaps
 // gaps (of count) and st.MoreGaps with how many follow them.
-func firstGaps(ctx context.Context, e Engine, st *store.SentrySource, count uint64) error {
+func firstGaps(ctx context.Context, e sqlexec.Engine, st *store.SentrySource, count uint64) error {
 	p := e.Param
 	st.Gaps = nil
 	err := e.Rows(ctx, `SELECT lo, hi FROM sentry_gaps WHERE source = `+p(1)+` ORDER BY lo LIMIT `+p(2),
@@ -258,7 +230,7 @@ func firstGaps(ctx context.Context, e Engine, st *store.SentrySource, count uint
 
 // gapsAt reads at most limit gaps of source from the one holding seq (or
 // the first after it) on, and none starting above upto.
-func gapsAt(ctx context.Context, e Engine, source string, seq, upto uint64, limit int) ([][2]uint64, error) {
+func gapsAt(ctx context.Context, e sqlexec.Engine, source string, seq, upto uint64, limit int) ([][2]uint64, error) {
 	p := e.Param
 	var out [][2]uint64
 	err := e.Rows(ctx, `SELECT lo, hi FROM sentry_gaps WHERE source = `+p(1)+`
@@ -280,7 +252,7 @@ const gapsRead = 64
 // the source's gap count changed. It reads only the gaps that hold one of
 // seqs or lie between them, at most gapsRead at a time: its cost is the
 // batch's, never the source's history.
-func fill(ctx context.Context, e Engine, source string, seqs []uint64) (delta int64, err error) {
+func fill(ctx context.Context, e sqlexec.Engine, source string, seqs []uint64) (delta int64, err error) {
 	p := e.Param
 	for len(seqs) > 0 {
 		gaps, err := gapsAt(ctx, e, source, seqs[0], seqs[len(seqs)-1], gapsRead)
@@ -333,7 +305,7 @@ func fill(ctx context.Context, e Engine, source string, seqs []uint64) (delta in
 }
 
 // insertGaps stores gaps of source, a few hundred rows per statement.
-func insertGaps(ctx context.Context, e Engine, source string, gaps [][2]uint64) error {
+func insertGaps(ctx context.Context, e sqlexec.Engine, source string, gaps [][2]uint64) error {
 	const rows = 300
 	for len(gaps) > 0 {
 		chunk := gaps[:min(rows, len(gaps))]
@@ -365,7 +337,7 @@ func insertGaps(ctx context.Context, e Engine, source string, gaps [][2]uint64) 
 // they skip some. The acked sequence is just before the first gap (the
 // highest when none remains). Both, and the gap count, are written back.
 // It returns the states with their first gaps.
-func advance(ctx context.Context, e Engine, states []state, stored map[string][]uint64) ([]store.SentrySource, error) {
+func advance(ctx context.Context, e sqlexec.Engine, states []state, stored map[string][]uint64) ([]store.SentrySource, error) {
 	out := make([]store.SentrySource, len(states))
 	for i, was := range states {
 		st := &out[i]
