@@ -1,6 +1,8 @@
 package arch
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -38,15 +40,14 @@ var layers = map[string][]string{
 	"gateway/notify":       {"store", "lifecycle", "internal/events"},
 	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
 	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest"},
-	"sentry":               {"internal/jcs"},
+	"sentry":               {"internal/jcs", "internal/strictjson"},
 	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity", "dataplane/match",
 		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
 	"dataplane/h1":              nil,
-	"dataplane/match":           {"policy", "dataplane/jsonlex"},
-	"dataplane/mcp":             {"policy", "dataplane/jsonlex"},
+	"dataplane/match":           {"policy", "internal/strictjson"},
+	"dataplane/mcp":             {"policy", "internal/strictjson"},
 	"dataplane/mcp/relay":       {"dataplane/mcp", "dataplane/decision"},
 	"dataplane/mcp/ssetest":     nil,
-	"dataplane/jsonlex":         nil,
 	"dataplane/identity":        nil,
 	"dataplane/decision":        {"decision"},
 	"dataplane/gatewayclient":   {"policy", "dataplane/decision", "decision/decisionpb", "internal/signing", "internal/ca", "internal/atomicfile", "internal/telemetry", "proto/portcullis/v1"},
@@ -55,7 +56,8 @@ var layers = map[string][]string{
 	"internal/ocsf":             {"decision", "internal/rotate", "internal/version", "internal/telemetry/otlp"},
 	"internal/ocsf/gatewayocsf": {"internal/ocsf", "store", "sentry"},
 	"internal/ocsf/ocsftest":    nil,
-	"internal/jcs":              nil,
+	"internal/jcs":              {"internal/strictjson"},
+	"internal/strictjson":       nil,
 	"internal/events":           {"store", "sentry"},
 	"internal/ca":               {"internal/atomicfile"},
 	"internal/signing":          {"proto/portcullis/v1"},
@@ -133,7 +135,7 @@ func TestGatewayNeverLinksTheProxy(t *testing.T) {
 var proxyOnly = []string{
 	"cmd/portcullis",
 	"dataplane", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity",
-	"dataplane/jsonlex", "dataplane/match", "dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal",
+	"internal/strictjson", "dataplane/match", "dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal",
 	"decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf",
@@ -152,5 +154,36 @@ func TestProxyOnlyBuild(t *testing.T) {
 	slices.Sort(linked)
 	if !slices.Equal(linked, want) {
 		t.Errorf("the proxy-only build links\n  %v\nthe map says\n  %v", linked, want)
+	}
+}
+
+// TestMapNamesEveryPackage: ARCHITECTURE.md's package map has a row for
+// every package of the product, and no row for a package that is gone.
+func TestMapNamesEveryPackage(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root(t), "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := map[string]bool{}
+	for line := range strings.Lines(string(data)) {
+		cells := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		for _, name := range strings.Split(cells[1], ",") {
+			mapped[strings.Trim(strings.TrimSpace(name), "`")] = true
+		}
+	}
+	for _, p := range products(t) {
+		name := rel(p.ImportPath)
+		if !mapped[name] {
+			t.Errorf("ARCHITECTURE.md's package map has no row naming `%s`", name)
+		}
+		delete(mapped, name)
+	}
+	for name := range mapped {
+		if _, ok := layers[name]; !ok && !strings.HasPrefix(name, "proto/") {
+			t.Errorf("ARCHITECTURE.md's package map names `%s`, which is not a package", name)
+		}
 	}
 }
