@@ -354,3 +354,21 @@ func useNumber(t testing.TB, b []byte) any {
 	}
 	return v
 }
+
+// TestPlainRun: the word-at-a-time scan stops at the word of the first
+// byte that is not plain, whatever the byte and wherever in the word.
+func TestPlainRun(t *testing.T) {
+	for c := range 256 {
+		for at := range 8 {
+			b := []byte(strings.Repeat("a", 24))
+			b[8+at] = byte(c)
+			want := 24
+			if !plain[c] {
+				want = 8
+			}
+			if got := plainRun(b, 0); got != want {
+				t.Errorf("byte %#x at %d: plainRun = %d, want %d", c, 8+at, got, want)
+			}
+		}
+	}
+}
