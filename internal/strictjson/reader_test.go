@@ -127,6 +127,8 @@ func TestRefused(t *testing.T) {
 		{"hex number", `[0x10]`, mcpLimits, ExpectedCommaOrClose, 2, 2, ""},
 		{"truncated after a value", `{"a":1`, mcpLimits, ExpectedCommaOrClose, 6, 6, ""},
 		{"bracket mismatch", `[1}`, sentryLimits, ExpectedCommaOrClose, 2, 2, ""},
+		{"colon after a value", `{"a":1 :}`, sentryLimits, ExpectedCommaOrClose, 7, 7, ""},
+		{"empty array closed as an object", `[ }`, sentryLimits, ExpectedValue, 2, 2, "[0]"},
 		{"bare minus", `[-]`, mcpLimits, InvalidNumber, 2, 1, "[0]"},
 		{"minus Infinity", `[-Infinity]`, mcpLimits, InvalidNumber, 2, 1, "[0]"},
 		{"no fraction digits", `[1.]`, sentryLimits, InvalidNumber, 3, 1, "[0]"},
