@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -46,10 +45,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cmd != nil {
 		env.commandPath = cmd.CommandPath()
 	}
-	if _, rpc := errors.AsType[*connect.Error](err); rpc && env.notGateway() != nil {
+	if ng := env.notGateway(); ng != nil && isA[*connect.Error](err) {
 		// The call's own error ("404 Not Found", "invalid content-type")
 		// would hide that the address is wrong.
-		err = env.notGateway()
+		err = ng
 	}
 	reportError(env, err)
 	return exitCode(err)
