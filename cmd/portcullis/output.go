@@ -9,12 +9,11 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -115,23 +114,23 @@ func (e *environment) table(header ...string) *tabwriter.Writer {
 
 // fields writes "key: value" lines, values aligned.
 func (e *environment) fields(kv ...string) error {
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 1, ' ', 0)
-	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], kv[i+1])
-	}
-	return tw.Flush()
+	return apitext.Fields(e.stdout, kv...)
 }
+
+// The cells of every table and field list: apitext renders them, for
+// every command alike.
+var (
+	when      = apitext.When
+	dash      = apitext.Dash
+	shortHash = apitext.ShortHash
+	clip      = apitext.Clip
+	logField  = apitext.Field
+	yesNo     = apitext.YesNo
+	plural    = apitext.Plural
+)
 
 func row(w io.Writer, cells ...string) {
 	fmt.Fprintln(w, strings.Join(cells, "\t"))
-}
-
-// shortHash is the start of a hex hash, enough to tell versions apart.
-func shortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12] + "…"
-	}
-	return h
 }
 
 // hashLabel is "sha256 3f2a…" or "" for no hash.
@@ -140,22 +139,6 @@ func hashLabel(h string) string {
 		return ""
 	}
 	return "sha256 " + shortHash(h)
-}
-
-// when formats a timestamp in UTC, "-" when unset.
-func when(ts *timestamppb.Timestamp) string {
-	if ts == nil {
-		return "-"
-	}
-	return ts.AsTime().UTC().Format(time.RFC3339)
-}
-
-// dash stands in for an empty cell.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // printWarnings writes the validator's warnings to stderr.

@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -103,17 +101,4 @@ func lagCell(p *portcullisv1.ProxyStatus) string {
 		return "-"
 	}
 	return (time.Duration(p.GetLagMs()) * time.Millisecond).String()
-}
-
-// clip puts s on one line (control characters and runs of white space
-// become one space: a proxy's error text must not break the table) and cuts
-// it to n runes, marking the cut with "…".
-func clip(s string, n int) string {
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r)
-	}), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

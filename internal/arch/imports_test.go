@@ -64,6 +64,7 @@ var layers = map[string][]string{
 	"internal/telemetry":      nil,
 	"internal/telemetry/otlp": nil,
 	"internal/version":        nil,
+	"internal/apitext":        {"proto/portcullis/v1"},
 	"internal/pgtest":         nil,
 	"internal/arch":           nil,
 	"web":                     nil,
@@ -135,7 +136,7 @@ var proxyOnly = []string{
 	"internal/strictjson", "dataplane/match", "dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal",
 	"policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
-	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf",
+	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext",
 	"sentry", "store", "store/internal/strmap",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
