@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -120,25 +119,19 @@ func (e *environment) fields(kv ...string) error {
 // The cells of every table and field list: apitext renders them, for
 // every command alike.
 var (
-	when      = apitext.When
-	dash      = apitext.Dash
-	shortHash = apitext.ShortHash
-	clip      = apitext.Clip
-	logField  = apitext.Field
-	yesNo     = apitext.YesNo
-	plural    = apitext.Plural
+	when        = apitext.When
+	dash        = apitext.Dash
+	shortHash   = apitext.ShortHash
+	clip        = apitext.Clip
+	logField    = apitext.Field
+	yesNo       = apitext.YesNo
+	plural      = apitext.Plural
+	hashLabel   = apitext.HashLabel
+	versionCell = apitext.VersionCell
 )
 
 func row(w io.Writer, cells ...string) {
 	fmt.Fprintln(w, strings.Join(cells, "\t"))
-}
-
-// hashLabel is "sha256 3f2a…" or "" for no hash.
-func hashLabel(h string) string {
-	if h == "" {
-		return ""
-	}
-	return "sha256 " + shortHash(h)
 }
 
 // printWarnings writes the validator's warnings to stderr.
@@ -146,25 +139,6 @@ func (e *environment) printWarnings(warnings []*portcullisv1.Problem) {
 	for _, w := range warnings {
 		fmt.Fprintf(e.stderr, "warning: %s\n", formatProblem(w.GetPath(), w.GetMessage()))
 	}
-}
-
-// provenance renders a version's source and provenance: "rollback (to_version=2)".
-func provenance(v *portcullisv1.PolicyVersion) string {
-	src := dash(v.GetSource())
-	p := v.GetProvenance()
-	if len(p) == 0 {
-		return src
-	}
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + p[k]
-	}
-	return src + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // maxInput bounds what a command reads from a file or stdin: the largest

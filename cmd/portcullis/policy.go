@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -132,7 +133,7 @@ prints the document alone in canonical form, ready to edit and set again;
 					"sandbox", pv.GetSandbox(),
 					"version", fmt.Sprint(pv.GetVersion()),
 					"hash", dash(pv.GetHash()),
-					"source", provenance(pv),
+					"source", apitext.Provenance(pv),
 					"author", dash(pv.GetAuthor()),
 					"created", when(pv.GetCreatedAt()),
 				); err != nil {
@@ -186,7 +187,7 @@ func newPolicyHistoryCmd(env *environment) *cobra.Command {
 				tw := env.table("VERSION", "HASH", "CREATED", "AUTHOR", "SOURCE")
 				for _, v := range res.GetVersions() {
 					row(tw, fmt.Sprint(v.GetVersion()), shortHash(v.GetHash()), when(v.GetCreatedAt()),
-						dash(v.GetAuthor()), provenance(v))
+						dash(v.GetAuthor()), apitext.Provenance(v))
 				}
 				return tw.Flush()
 			})

@@ -1,0 +1,45 @@
+package apitext
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// HashLabel is "sha256 3f2a…" or "" for no hash.
+func HashLabel(h string) string {
+	if h == "" {
+		return ""
+	}
+	return "sha256 " + ShortHash(h)
+}
+
+// Provenance renders a version's source and provenance: "rollback (to_version=2)".
+func Provenance(v *portcullisv1.PolicyVersion) string {
+	src := Dash(v.GetSource())
+	p := v.GetProvenance()
+	if len(p) == 0 {
+		return src
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + p[k]
+	}
+	return src + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// ApprovalPolicyLabel is "version 2 (sha256 3f2a…) by admin at 2026-…", or
+// "version 0 (built-in, sha256 …)".
+func ApprovalPolicyLabel(ap *portcullisv1.ApprovalPolicy) string {
+	if ap.GetVersion() == 0 {
+		return fmt.Sprintf("version 0 (built-in, %s)", Dash(HashLabel(ap.GetHash())))
+	}
+	return fmt.Sprintf("version %d (%s) by %s at %s", ap.GetVersion(), Dash(HashLabel(ap.GetHash())), Dash(ap.GetAuthor()), When(ap.GetCreatedAt()))
+}
