@@ -1,11 +1,15 @@
 package apitext
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // HashLabel is "sha256 3f2a…" or "" for no hash.
@@ -42,4 +46,26 @@ func ApprovalPolicyLabel(ap *portcullisv1.ApprovalPolicy) string {
 		return fmt.Sprintf("version 0 (built-in, %s)", Dash(HashLabel(ap.GetHash())))
 	}
 	return fmt.Sprintf("version %d (%s) by %s at %s", ap.GetVersion(), Dash(HashLabel(ap.GetHash())), Dash(ap.GetAuthor()), When(ap.GetCreatedAt()))
+}
+
+// PolicyYAML turns the policy document of an API response into canonical
+// YAML, through the same parser and encoder as policy fmt (errors say
+// to try -o json, the document as sent).
+func PolicyYAML(doc *structpb.Struct) ([]byte, error) {
+	if doc == nil {
+		return nil, errors.New("the gateway sent a version without its document")
+	}
+	data, err := json.Marshal(doc.AsMap())
+	if err != nil {
+		return nil, fmt.Errorf("encode the document as JSON: %w", err)
+	}
+	p, _, err := policy.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's document does not parse with this client (try -o json): %w", err)
+	}
+	out, err := policy.EncodeYAML(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode the document as YAML: %w", err)
+	}
+	return out, nil
 }
