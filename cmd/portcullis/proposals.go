@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/internal/apitext"
+	"github.com/portcullis-dev/portcullis/internal/proposalclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/prover"
 )
@@ -62,12 +61,10 @@ approve or reject.
 	return cmd
 }
 
-// refusedToSandbox reports whether err is ApprovalService refusing the
-// caller (a sandbox token): the reading commands then ask AdvisorService,
-// which answers for the token's own sandbox.
-func refusedToSandbox(err error) bool {
-	ce, ok := errors.AsType[*connect.Error](err)
-	return ok && ce.Code() == connect.CodePermissionDenied
+// proposals reads proposals as the token may see them: the approval
+// queue for an operator, the sandbox's own for a sandbox token.
+func proposals(api *apiClients) proposalclient.Reader {
+	return proposalclient.Reader{Approval: api.approval, Advisor: api.advisor}
 }
 
 func newProposalsListCmd(env *environment) *cobra.Command {
@@ -105,19 +102,7 @@ With -o json: {"proposals": [...]}.`,
 			if err != nil {
 				return err
 			}
-			operator := true
-			res, err := api.approval.ListProposals(cmd.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{
-				Status: status, Sandbox: sandbox, Finding: finding,
-			})
-			if refusedToSandbox(err) {
-				operator = false
-				res, err = api.advisor.ListProposals(cmd.Context(), &portcullisv1.ListProposalsRequest{Status: status})
-				if err == nil {
-					res.Proposals = slices.DeleteFunc(res.GetProposals(), func(p *portcullisv1.Proposal) bool {
-						return (sandbox != "" && p.GetSandbox() != sandbox) || (finding != "" && !apitext.HasFinding(p, finding))
-					})
-				}
-			}
+			res, operator, err := proposals(api).List(cmd.Context(), proposalclient.Filter{Status: status, Sandbox: sandbox, Finding: finding})
 			if err != nil {
 				return err
 			}
@@ -144,17 +129,6 @@ With -o json: {"proposals": [...]}.`,
 	cmd.Flags().StringVar(&sandbox, "sandbox", "", "list only the proposals of sandbox `NAME`")
 	cmd.Flags().StringVar(&finding, "finding", "", "list only proposals with a finding of `KIND` (new_reach, …)")
 	return cmd
-}
-
-// getProposal fetches a proposal as an approver sees it, or, for a
-// sandbox token, as the sandbox sees it; operator tells which answered.
-func getProposal(ctx context.Context, api *apiClients, id uint64) (p *portcullisv1.Proposal, operator bool, err error) {
-	p, err = api.approval.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
-	if refusedToSandbox(err) {
-		p, err = api.advisor.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
-		return p, false, err
-	}
-	return p, true, err
 }
 
 func newProposalsShowCmd(env *environment) *cobra.Command {
@@ -186,7 +160,7 @@ With -o json: the Proposal.`,
 			if err != nil {
 				return err
 			}
-			p, operator, err := getProposal(cmd.Context(), api, id)
+			p, operator, err := proposals(api).Get(cmd.Context(), id)
 			if err != nil {
 				return err
 			}

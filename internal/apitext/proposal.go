@@ -3,7 +3,6 @@ package apitext
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -108,11 +107,6 @@ func ApprovalsCell(p *portcullisv1.Proposal) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d/%d", CountedApprovals(p), p.GetApprovalsRequired())
-}
-
-// HasFinding reports whether p has a finding of kind.
-func HasFinding(p *portcullisv1.Proposal, kind string) bool {
-	return slices.ContainsFunc(p.GetFindings(), func(f *portcullisv1.Finding) bool { return f.GetKind() == kind })
 }
 
 // FindingsCell is "0", or the count and the distinct kinds: "2 (new_mcp_tool, new_reach)".
