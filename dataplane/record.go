@@ -139,7 +139,7 @@ func addrText(host string, a netip.Addr) string {
 // counted into a summary instead (decision.Summarizer), which goes the
 // same way when its window ends. Allowed and audited records always go.
 func (p *Proxy) emit(rec decision.Record) {
-	rec.Bound()
+	decision.Bound(&rec)
 	if decision.Folds(rec.Decision) {
 		keep, due := p.summaries.Admit(rec)
 		for _, s := range due {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
-	"github.com/portcullis-dev/portcullis/store"
 )
 
 // ocsfFlags are the OCSF sinks' flags, the same on gateway and proxy.
@@ -110,30 +109,12 @@ func closeAll(es ocsf.Emitters) {
 type ocsfRecords struct{ ocsf.Emitters }
 
 func (o ocsfRecords) Offer(r decision.Record) {
-	o.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
+	o.Emit(func() ocsf.Event { return ocsf.FromDecision(r, ocsf.Proxy) })
 }
 
 func (o ocsfRecords) Close() error {
 	closeAll(o.Emitters)
 	return nil
-}
-
-// ocsfDecision reads a proxy's decision record for the mapping.
-func ocsfDecision(r decision.Record) ocsf.Decision {
-	d := store.Decision{
-		Time: r.Time, Sandbox: r.Sandbox, Binary: r.Binary, Host: r.Host, Port: r.Port, Addr: r.Addr,
-		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
-		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
-		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
-		ToolDefinition: r.ToolDefinition,
-	}
-	for _, c := range r.Cuts {
-		d.Cuts = append(d.Cuts, store.FieldCut{Field: c.Field, Length: c.Length, SHA256: c.SHA256})
-	}
-	if s := r.Summary; s != nil {
-		d.SummaryCount, d.SummaryLast, d.SummaryFirstDenialID, d.SummaryLastDenialID = s.Count, s.Last, s.FirstDenialID, s.LastDenialID
-	}
-	return ocsf.Decision{Record: d, TraceID: r.TraceID}
 }
 
 // describe names the sinks for the start-up banner.

@@ -77,6 +77,8 @@ func (r *Reader) newSet() int32 {
 }
 
 // dropSet returns the set lent last.
+//
+//go:noinline
 func (r *Reader) dropSet() {
 	r.nsets--
 	if len(r.sets[r.nsets].slots) > maxPooledSlots {

@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 	"unicode/utf16"
@@ -21,6 +22,7 @@ var plain = func() (t [256]bool) {
 func (r *Reader) str(decode bool) []byte {
 	r.i++ // "
 	start := r.i
+	r.i = plainRun(r.b, r.i)
 	for r.i < len(r.b) && plain[r.b[r.i]] {
 		r.i++
 	}
@@ -29,6 +31,27 @@ func (r *Reader) str(decode bool) []byte {
 		return r.b[start : r.i-1 : r.i-1]
 	}
 	return r.strRest(start, decode)
+}
+
+// plainRun skips plain bytes at b[i:] eight at a time, and returns where
+// the first word holding another byte starts: str reads on from there a
+// byte at a time.
+func plainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	// below reports whether a byte of x is below n (n <= 0x80; exact when
+	// no byte of x is from 0x80 on, which high catches anyway).
+	below := func(x, n uint64) uint64 { return (x - ones*n) &^ x & highs }
+	for ; i+8 <= len(b); i += 8 {
+		v := binary.LittleEndian.Uint64(b[i:])
+		high := v & highs
+		control := below(v, 0x20)
+		quote := below(v^(ones*'"'), 1)
+		backslash := below(v^(ones*'\\'), 1)
+		if high|control|quote|backslash != 0 {
+			return i
+		}
+	}
+	return i
 }
 
 // strRest reads on where str's plain run stopped.

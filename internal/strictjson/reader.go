@@ -220,6 +220,7 @@ func (r *Reader) open1(k Kind) bool {
 	}
 	r.i++
 	r.open = append(r.open, frame{object: k == Object, first: true, keys: int32(len(r.keys)), set: -1})
+	r.usedOpen = max(r.usedOpen, len(r.open))
 	return true
 }
 
@@ -338,16 +339,15 @@ func (r *Reader) next(close byte) bool {
 
 // pop closes the innermost array or object.
 func (r *Reader) pop() {
-	f := r.open[len(r.open)-1]
-	r.usedOpen = max(r.usedOpen, len(r.open))
-	if f.object {
+	n := len(r.open) - 1
+	if f := &r.open[n]; f.object {
 		r.usedKeys = max(r.usedKeys, len(r.keys))
 		r.keys = r.keys[:f.keys]
 		if f.set >= 0 {
 			r.dropSet()
 		}
 	}
-	r.open = r.open[:len(r.open)-1]
+	r.open = r.open[:n]
 }
 
 func (r *Reader) space() { r.i = SkipSpace(r.b, r.i) }
@@ -369,6 +369,10 @@ func SkipSpace(b []byte, i int) int {
 // fail records the first fault, at r.i.
 func (r *Reader) fail(c Code) { r.failAt(c, r.i, r.i) }
 
+// failAt is kept out of line: faults are rare, and the readers that call
+// it stay small enough to inline.
+//
+//go:noinline
 func (r *Reader) failAt(c Code, offset, start int) {
 	if r.err == nil {
 		r.err = &Error{Code: c, Offset: offset, Start: start, Path: r.path()}

@@ -127,6 +127,8 @@ func TestRefused(t *testing.T) {
 		{"hex number", `[0x10]`, mcpLimits, ExpectedCommaOrClose, 2, 2, ""},
 		{"truncated after a value", `{"a":1`, mcpLimits, ExpectedCommaOrClose, 6, 6, ""},
 		{"bracket mismatch", `[1}`, sentryLimits, ExpectedCommaOrClose, 2, 2, ""},
+		{"colon after a value", `{"a":1 :}`, sentryLimits, ExpectedCommaOrClose, 7, 7, ""},
+		{"empty array closed as an object", `[ }`, sentryLimits, ExpectedValue, 2, 2, "[0]"},
 		{"bare minus", `[-]`, mcpLimits, InvalidNumber, 2, 1, "[0]"},
 		{"minus Infinity", `[-Infinity]`, mcpLimits, InvalidNumber, 2, 1, "[0]"},
 		{"no fraction digits", `[1.]`, sentryLimits, InvalidNumber, 3, 1, "[0]"},
@@ -353,4 +355,22 @@ func useNumber(t testing.TB, b []byte) any {
 		t.Fatalf("encoding/json refuses %q: %v", b, err)
 	}
 	return v
+}
+
+// TestPlainRun: the word-at-a-time scan stops at the word of the first
+// byte that is not plain, whatever the byte and wherever in the word.
+func TestPlainRun(t *testing.T) {
+	for c := range 256 {
+		for at := range 8 {
+			b := []byte(strings.Repeat("a", 24))
+			b[8+at] = byte(c)
+			want := 24
+			if !plain[c] {
+				want = 8
+			}
+			if got := plainRun(b, 0); got != want {
+				t.Errorf("byte %#x at %d: plainRun = %d, want %d", c, 8+at, got, want)
+			}
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package ocsf_test
+package gatewayocsf_test
 
 import (
 	"encoding/json"
@@ -7,10 +7,22 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/ocsf/gatewayocsf"
 	"github.com/portcullis-dev/portcullis/internal/ocsf/ocsftest"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
 )
+
+var at = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+
+func encode(t *testing.T, e ocsf.Event) []byte {
+	t.Helper()
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 const policyHash = "9e7835665063aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
@@ -57,18 +69,18 @@ func TestSentryEventsValidate(t *testing.T) {
 		disposition                    int
 		wantInMessage                  string
 	}{
-		{"quarantine", ocsf.FromSentryEvent(quarantine, at.Add(time.Second), ocsf.Gateway), 2004, 1, 5, 0, 0, "agent exfiltrating order data (remediate)"},
-		{"tool access", ocsf.FromSentryEvent(toolAccess, at, ocsf.Gateway), 2004, 1, 4, 0, 0, "Sentry high tool_access from sentry://dpu-7 about sandbox orders"},
-		{"drift", ocsf.FromSentryFinding(ocsf.SentryDrift, stored, "", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 3, 0, 0, "Policy drift in sandbox orders"},
-		{"unmediated", ocsf.FromSentryFinding(ocsf.SentryUnmediated, stored, "refund", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 4, 0, 0, "refund called, and no proxy decided it"},
-		{"frozen", ocsf.FromSentryAction(action(store.SentryFrozen, "frozen at version 4", 4), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 1, 4, "sandbox orders frozen (version 4)"},
-		{"held", ocsf.FromSentryAction(action(store.SentryHeld, "quarantine budget spent", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 99, 14, "held"},
-		{"dry run", ocsf.FromSentryAction(action(store.SentryDryRun, "dry run", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 3, 99, 17, "dry_run"},
-		{"already frozen", ocsf.FromSentryAction(action(store.SentryNoop, `sandbox "orders" is already frozen`, 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 2, 1, 16, "already_frozen"},
-		{"failed", ocsf.FromSentryAction(action(store.SentryFailed, "freeze: database is locked", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 6, 27, "failed"},
-		{"no sandbox", ocsf.FromSentryAction(action(store.SentryFailed, `sandbox "orders" not found`, 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 3, 27, "failed"},
-		{"applied", ocsf.FromSentryAction(decided, "alice", ocsf.Gateway), 7001, 1, 4, 1, 4, "applied (version 5)"},
-		{"dismissed", ocsf.FromSentryAction(action(store.SentryDismissed, "left alone", 0), "alice", ocsf.Gateway), 7001, 1, 2, 99, 16, "dismissed"},
+		{"quarantine", gatewayocsf.FromSentryEvent(quarantine, at.Add(time.Second), ocsf.Gateway), 2004, 1, 5, 0, 0, "agent exfiltrating order data (remediate)"},
+		{"tool access", gatewayocsf.FromSentryEvent(toolAccess, at, ocsf.Gateway), 2004, 1, 4, 0, 0, "Sentry high tool_access from sentry://dpu-7 about sandbox orders"},
+		{"drift", gatewayocsf.FromSentryFinding(gatewayocsf.SentryDrift, stored, "", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 3, 0, 0, "Policy drift in sandbox orders"},
+		{"unmediated", gatewayocsf.FromSentryFinding(gatewayocsf.SentryUnmediated, stored, "refund", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 4, 0, 0, "refund called, and no proxy decided it"},
+		{"frozen", gatewayocsf.FromSentryAction(action(store.SentryFrozen, "frozen at version 4", 4), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 1, 4, "sandbox orders frozen (version 4)"},
+		{"held", gatewayocsf.FromSentryAction(action(store.SentryHeld, "quarantine budget spent", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 99, 14, "held"},
+		{"dry run", gatewayocsf.FromSentryAction(action(store.SentryDryRun, "dry run", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 3, 99, 17, "dry_run"},
+		{"already frozen", gatewayocsf.FromSentryAction(action(store.SentryNoop, `sandbox "orders" is already frozen`, 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 2, 1, 16, "already_frozen"},
+		{"failed", gatewayocsf.FromSentryAction(action(store.SentryFailed, "freeze: database is locked", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 6, 27, "failed"},
+		{"no sandbox", gatewayocsf.FromSentryAction(action(store.SentryFailed, `sandbox "orders" not found`, 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 3, 27, "failed"},
+		{"applied", gatewayocsf.FromSentryAction(decided, "alice", ocsf.Gateway), 7001, 1, 4, 1, 4, "applied (version 5)"},
+		{"dismissed", gatewayocsf.FromSentryAction(action(store.SentryDismissed, "left alone", 0), "alice", ocsf.Gateway), 7001, 1, 2, 99, 16, "dismissed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,7 +110,7 @@ func TestSentryMappingFields(t *testing.T) {
 	  "type": "portcullis.sentry.v1.boundary_breach", "subject": "orders", "time": "2026-11-20T10:00:00Z",
 	  "data": {"severity": "high", "processing": "remediate", "finding": {"title": "breach", "confidence": 0.5},
 	    "tool_call": {"server": "s", "tool": "refund", "arguments_digest": "sha256:`+strings.Repeat("ef", 32)+`"}}}`)
-	f := ocsf.FromSentryEvent(ev, at, ocsf.Gateway)
+	f := gatewayocsf.FromSentryEvent(ev, at, ocsf.Gateway)
 	if f.Metadata.UID != "sentry://dpu-7/q-1" || f.FindingInfo.UID != f.Metadata.UID || f.FindingInfo.Types[0] != "boundary_breach" ||
 		f.Metadata.Sequence != 4 || f.Metadata.EventCode != "portcullis.sentry.v1.boundary_breach" || f.Metadata.LoggedTime != at.UnixMilli() || f.IsAlert == nil || !*f.IsAlert {
 		t.Errorf("finding: metadata %+v info %+v alert %v", f.Metadata, f.FindingInfo, f.IsAlert)
@@ -114,7 +126,7 @@ func TestSentryMappingFields(t *testing.T) {
 	if strings.Contains(string(b), `"arguments"`) {
 		t.Errorf("the finding names arguments: %s", b)
 	}
-	r := ocsf.FromSentryAction(store.SentryAction{ID: 9, Source: "sentry://dpu-7", EventID: "q-1", Sandbox: "orders", Type: ev.Type,
+	r := gatewayocsf.FromSentryAction(store.SentryAction{ID: 9, Source: "sentry://dpu-7", EventID: "q-1", Sandbox: "orders", Type: ev.Type,
 		Status: store.SentryFrozen, Reason: "frozen at version 4", Version: 4, ReceivedAt: at, CreatedAt: at}, "sentry:sentry://dpu-7", ocsf.Gateway)
 	if r.Metadata.CorrelationUID != f.Metadata.UID || r.CommandUID != "9" || r.Policy == nil || r.Policy.Version != "4" || r.Policy.Name != "orders" ||
 		r.Countermeasures[0].Tactic.Name != "Isolate" || r.Remediation.Desc != "frozen at version 4" || r.Unmapped["actor"] != "sentry:sentry://dpu-7" {
@@ -126,7 +138,7 @@ func TestSentryMappingFields(t *testing.T) {
 // required, and status_id takes the class's values (3-6) beside the
 // dictionary's, nothing else.
 func TestValidateRemediation(t *testing.T) {
-	good := encode(t, ocsf.FromSentryAction(store.SentryAction{ID: 1, Source: "s", EventID: "e", Sandbox: "orders",
+	good := encode(t, gatewayocsf.FromSentryAction(store.SentryAction{ID: 1, Source: "s", EventID: "e", Sandbox: "orders",
 		Status: store.SentryFailed, Reason: `sandbox "orders" not found`, ReceivedAt: at, CreatedAt: at}, "sentry:s", ocsf.Gateway))
 	if err := ocsftest.Validate(good); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package ocsf
+package gatewayocsf
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -20,8 +21,8 @@ import (
 func SentryUID(source, id string) string { return source + "/" + id }
 
 var sentrySeverities = map[sentry.Severity]int{
-	sentry.SeverityInfo: SeverityInformational, sentry.SeverityLow: SeverityLow, sentry.SeverityMedium: SeverityMedium,
-	sentry.SeverityHigh: SeverityHigh, sentry.SeverityCritical: SeverityCritical,
+	sentry.SeverityInfo: ocsf.SeverityInformational, sentry.SeverityLow: ocsf.SeverityLow, sentry.SeverityMedium: ocsf.SeverityMedium,
+	sentry.SeverityHigh: ocsf.SeverityHigh, sentry.SeverityCritical: ocsf.SeverityCritical,
 }
 
 // FromSentryEvent maps a watchdog's event the gateway stored: a Detection
@@ -31,9 +32,9 @@ var sentrySeverities = map[sentry.Severity]int{
 // saw. Everything else the event carries, digests and ids only (a Sentry
 // event never holds raw tool arguments), is under unmapped. received is
 // when the gateway took it.
-func FromSentryEvent(ev sentry.Event, received time.Time, p Product) Event {
-	var e Event
-	e.setClass(ClassDetectionFinding, categoryFindings, "Detection Finding", "Findings", 1, "Create")
+func FromSentryEvent(ev sentry.Event, received time.Time, p ocsf.Product) ocsf.Event {
+	var e ocsf.Event
+	e.SetClass(ocsf.ClassDetectionFinding, 1, "Create")
 	when := ev.Time
 	if when.IsZero() {
 		when = received
@@ -41,11 +42,11 @@ func FromSentryEvent(ev sentry.Event, received time.Time, p Product) Event {
 	e.Time = when.UnixMilli()
 	sev, ok := sentrySeverities[ev.Payload.Severity]
 	if !ok {
-		sev = SeverityUnknown
+		sev = ocsf.SeverityUnknown
 	}
-	e.setSeverity(sev)
+	e.SetSeverity(sev)
 	uid := SentryUID(ev.Source, ev.ID)
-	e.Metadata = Metadata{Version: Version, Product: p, UID: uid, LoggedTime: received.UnixMilli(), Sequence: ev.Sequence, EventCode: ev.Type}
+	e.Metadata = ocsf.Metadata{Version: ocsf.Version, Product: p, UID: uid, LoggedTime: received.UnixMilli(), Sequence: ev.Sequence, EventCode: ev.Type}
 	class := string(ev.Class)
 	if class == "" {
 		class = ev.Type
@@ -58,22 +59,22 @@ func FromSentryEvent(ev sentry.Event, received time.Time, p Product) Event {
 	if f := pl.Finding; f != nil && f.Title != "" {
 		title = f.Title
 	}
-	e.FindingInfo = &FindingInfo{UID: uid, Title: title, Types: []string{class}, CreatedTime: when.UnixMilli()}
+	e.FindingInfo = &ocsf.FindingInfo{UID: uid, Title: title, Types: []string{class}, CreatedTime: when.UnixMilli()}
 	if f := pl.Finding; f != nil && f.Confidence != nil {
 		e.ConfidenceID, e.ConfidenceScore = confidence(*f.Confidence)
 	}
-	alert := sev >= SeverityHigh || pl.Processing == sentry.ProcessingRemediate
+	alert := sev >= ocsf.SeverityHigh || pl.Processing == sentry.ProcessingRemediate
 	e.IsAlert = &alert
 	e.Resources = sandboxResource(ev.Subject)
 	if tc := pl.ToolCall; tc != nil {
-		r := Resource{Name: tc.Tool, Type: "mcp_tool", Data: map[string]any{"server": tc.Server}}
+		r := ocsf.Resource{Name: tc.Tool, Type: "mcp_tool", Data: map[string]any{"server": tc.Server}}
 		if tc.ArgumentsDigest != "" {
 			r.Data["arguments_digest"] = tc.ArgumentsDigest
 		}
 		e.Resources = append(e.Resources, r)
 	}
 	if ps := pl.Policy; ps != nil {
-		e.Policy = &Policy{Name: ev.Subject, UID: ps.Hash}
+		e.Policy = &ocsf.Policy{Name: ev.Subject, UID: ps.Hash}
 		if ps.Version > 0 {
 			e.Policy.Version = strconv.FormatInt(ps.Version, 10)
 		}
@@ -158,7 +159,7 @@ func FromSentryEvent(ev sentry.Event, received time.Time, p Product) Event {
 		u["unknown_fields"] = ev.Unknown
 	}
 	e.Unmapped = u
-	e.finish()
+	e.Finish()
 	return e
 }
 
@@ -177,11 +178,11 @@ func confidence(c float64) (int, *int) {
 	}
 }
 
-func sandboxResource(sandbox string) []Resource {
+func sandboxResource(sandbox string) []ocsf.Resource {
 	if sandbox == "" {
 		return nil
 	}
-	return []Resource{{Name: sandbox, Type: "sandbox"}}
+	return []ocsf.Resource{{Name: sandbox, Type: "sandbox"}}
 }
 
 // The findings the gateway derives from Sentry events
@@ -198,35 +199,35 @@ const (
 // unmediated call (a tool call the watchdog saw that no proxy decided:
 // traffic that went round the boundary). tool is the unmediated call's
 // tool.
-func FromSentryFinding(kind string, ev store.SentryEvent, tool string, found time.Time, p Product) Event {
-	var e Event
-	e.setClass(ClassDetectionFinding, categoryFindings, "Detection Finding", "Findings", 1, "Create")
+func FromSentryFinding(kind string, ev store.SentryEvent, tool string, found time.Time, p ocsf.Product) ocsf.Event {
+	var e ocsf.Event
+	e.SetClass(ocsf.ClassDetectionFinding, 1, "Create")
 	e.Time = found.UnixMilli()
 	of := SentryUID(ev.Source, ev.ID)
 	uid := kind + ":" + of
-	e.Metadata = Metadata{Version: Version, Product: p, UID: uid, CorrelationUID: ev.TraceID}
+	e.Metadata = ocsf.Metadata{Version: ocsf.Version, Product: p, UID: uid, CorrelationUID: ev.TraceID}
 	var title string
-	sev := SeverityMedium
+	sev := ocsf.SeverityMedium
 	switch kind {
 	case SentryDrift:
 		title = fmt.Sprintf("Policy drift in sandbox %s: Sentry %s saw policy %s, which no proxy of the sandbox applied", ev.Subject, ev.Source, short(ev.PolicyHash))
-		e.Policy = &Policy{Name: ev.Subject, UID: ev.PolicyHash}
+		e.Policy = &ocsf.Policy{Name: ev.Subject, UID: ev.PolicyHash}
 		if e.Policy.Name == "" {
 			e.Policy.Name = "unknown"
 		}
 	case SentryUnmediated:
-		sev = SeverityHigh
+		sev = ocsf.SeverityHigh
 		title = fmt.Sprintf("Unmediated tool call in sandbox %s: Sentry %s saw %s called, and no proxy decided it", ev.Subject, ev.Source, tool)
 	default:
 		title = fmt.Sprintf("Sentry finding %s in sandbox %s", kind, ev.Subject)
 	}
-	e.setSeverity(sev)
-	alert := sev >= SeverityHigh
+	e.SetSeverity(sev)
+	alert := sev >= ocsf.SeverityHigh
 	e.IsAlert = &alert
-	e.FindingInfo = &FindingInfo{UID: uid, Title: title, Types: []string{kind}, CreatedTime: found.UnixMilli()}
+	e.FindingInfo = &ocsf.FindingInfo{UID: uid, Title: title, Types: []string{kind}, CreatedTime: found.UnixMilli()}
 	e.Resources = sandboxResource(ev.Subject)
 	if tool != "" {
-		e.Resources = append(e.Resources, Resource{Name: tool, Type: "mcp_tool"})
+		e.Resources = append(e.Resources, ocsf.Resource{Name: tool, Type: "mcp_tool"})
 	}
 	e.Message = title
 	u := map[string]any{"kind": kind, "sentry_event": of, "source": ev.Source, "id": ev.ID, "type": ev.Type}
@@ -239,7 +240,7 @@ func FromSentryFinding(kind string, ev store.SentryEvent, tool string, found tim
 		u["event_time"] = ev.Time.UTC().Format(time.RFC3339Nano)
 	}
 	e.Unmapped = u
-	e.finish()
+	e.Finish()
 	return e
 }
 
@@ -258,20 +259,20 @@ type remediation struct {
 }
 
 var remediations = map[string]remediation{
-	store.SentryFrozen:    {1, "Success", 2, "Denied", 4, "Isolated", SeverityHigh, true},
-	store.SentryApplied:   {1, "Success", 2, "Denied", 4, "Isolated", SeverityHigh, true},
-	store.SentryNoop:      {1, "Success", 2, "Denied", 16, "No Action", SeverityLow, false},
-	store.SentryHeld:      {99, "Held", 99, "Held", 14, "Delayed", SeverityHigh, true},
-	store.SentryDryRun:    {99, "Dry run", 3, "Observed", 17, "Logged", SeverityMedium, false},
-	store.SentryDismissed: {99, "Dismissed", 1, "Allowed", 16, "No Action", SeverityLow, false},
-	store.SentryFailed:    {6, "Error", 99, "Failed", 27, "Error", SeverityHigh, true},
+	store.SentryFrozen:    {1, "Success", 2, "Denied", 4, "Isolated", ocsf.SeverityHigh, true},
+	store.SentryApplied:   {1, "Success", 2, "Denied", 4, "Isolated", ocsf.SeverityHigh, true},
+	store.SentryNoop:      {1, "Success", 2, "Denied", 16, "No Action", ocsf.SeverityLow, false},
+	store.SentryHeld:      {99, "Held", 99, "Held", 14, "Delayed", ocsf.SeverityHigh, true},
+	store.SentryDryRun:    {99, "Dry run", 3, "Observed", 17, "Logged", ocsf.SeverityMedium, false},
+	store.SentryDismissed: {99, "Dismissed", 1, "Allowed", 16, "No Action", ocsf.SeverityLow, false},
+	store.SentryFailed:    {6, "Error", 99, "Failed", 27, "Error", ocsf.SeverityHigh, true},
 }
 
 // isolate is the countermeasure a freeze is: D3FEND's Isolate tactic by
 // Outbound Traffic Filtering (every proxy of the sandbox denies all).
-var isolate = []D3FEND{{
-	Tactic:    &D3FENDEntity{Name: "Isolate", UID: "d3f:Isolate"},
-	Technique: &D3FENDEntity{Name: "Outbound Traffic Filtering", UID: "D3-OTF"},
+var isolate = []ocsf.D3FEND{{
+	Tactic:    &ocsf.D3FENDEntity{Name: "Isolate", UID: "d3f:Isolate"},
+	Technique: &ocsf.D3FENDEntity{Name: "Outbound Traffic Filtering", UID: "D3-OTF"},
 }}
 
 // FromSentryAction maps what the gateway did about a remediating Sentry
@@ -286,9 +287,9 @@ var isolate = []D3FEND{{
 // deny-all version the freeze committed. actor is who acted: the Sentry
 // source's actor for the gateway's own action, the operator for an
 // answer.
-func FromSentryAction(a store.SentryAction, actor string, p Product) Event {
-	var e Event
-	e.setClass(ClassRemediation, categoryRemediation, "Remediation Activity", "Remediation", 1, "Isolate")
+func FromSentryAction(a store.SentryAction, actor string, p ocsf.Product) ocsf.Event {
+	var e ocsf.Event
+	e.SetClass(ocsf.ClassRemediation, 1, "Isolate")
 	t := a.CreatedAt
 	if a.DecidedAt != nil {
 		t = *a.DecidedAt
@@ -299,22 +300,22 @@ func FromSentryAction(a store.SentryAction, actor string, p Product) Event {
 	e.Time = t.UnixMilli()
 	r, ok := remediations[a.Status]
 	if !ok {
-		r = remediation{99, a.Status, 99, a.Status, 99, a.Status, SeverityMedium, false}
+		r = remediation{99, a.Status, 99, a.Status, 99, a.Status, ocsf.SeverityMedium, false}
 	}
 	if a.Status == store.SentryFailed && strings.Contains(a.Reason, "not found") {
 		r.status, r.statusName = 3, "Does Not Exist"
 	}
-	e.setSeverity(r.severity)
+	e.SetSeverity(r.severity)
 	e.StatusID, e.Status, e.StatusDetail = r.status, r.statusName, a.Status
 	e.ActionID, e.Action, e.DispositionID, e.Disposition = r.action, r.actionName, r.disposition, r.dispositionName
 	e.IsAlert = &r.alert
 	of := SentryUID(a.Source, a.EventID)
-	e.Metadata = Metadata{Version: Version, Product: p, UID: "sentry-action-" + strconv.FormatInt(a.ID, 10) + "-" + a.Status,
+	e.Metadata = ocsf.Metadata{Version: ocsf.Version, Product: p, UID: "sentry-action-" + strconv.FormatInt(a.ID, 10) + "-" + a.Status,
 		CorrelationUID: of, LoggedTime: a.ReceivedAt.UnixMilli()}
 	if actor != "" {
 		// Who acted: the Sentry source's actor, or the operator who
 		// answered a held action.
-		e.Actor = &Actor{User: &User{Name: actor}}
+		e.Actor = &ocsf.Actor{User: &ocsf.User{Name: actor}}
 	}
 	e.CommandUID = strconv.FormatInt(a.ID, 10)
 	e.Countermeasures = isolate
@@ -322,13 +323,13 @@ func FromSentryAction(a store.SentryAction, actor string, p Product) Event {
 	if desc == "" {
 		desc = a.Status
 	}
-	e.Remediation = &Remediation{Desc: desc}
+	e.Remediation = &ocsf.Remediation{Desc: desc}
 	sandbox := a.Sandbox
 	if sandbox == "" {
 		sandbox = "unknown"
 	}
 	if a.Version > 0 {
-		e.Policy = &Policy{Name: sandbox, Version: strconv.FormatInt(a.Version, 10)}
+		e.Policy = &ocsf.Policy{Name: sandbox, Version: strconv.FormatInt(a.Version, 10)}
 	}
 	e.Message = fmt.Sprintf("Sentry %s %s: sandbox %s %s", strings.TrimPrefix(a.Type, sentry.TypePrefix), of, a.Sandbox, a.Status)
 	if a.Version > 0 {
@@ -346,6 +347,6 @@ func FromSentryAction(a store.SentryAction, actor string, p Product) Event {
 		u["decided_by"] = a.DecidedBy
 	}
 	e.Unmapped = u
-	e.finish()
+	e.Finish()
 	return e
 }
