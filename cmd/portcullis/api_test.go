@@ -7,7 +7,6 @@ import (
 
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
 // quickstartWarning is where the gateway warns about
@@ -383,24 +382,6 @@ func TestPolicyReadCommands(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestChangeLine covers the lines a change without a summary prints (the
-// gateway always sends one today).
-func TestChangeLine(t *testing.T) {
-	for _, tt := range []struct {
-		kind, path, summary, before, after, want string
-	}{
-		{"added", "network_policies.shipping", "entry shipping", "", "{}", "+ network_policies.shipping: entry shipping"},
-		{"removed", "network_policies.old.binaries[0]", "", "/usr/bin/node", "", "- network_policies.old.binaries[0]: /usr/bin/node"},
-		{"changed", "network_policies.orders.endpoints[0].port", "port", "443", "8443", "~ network_policies.orders.endpoints[0].port: port (443 → 8443)"},
-		{"changed", "version", "", "1", "2", "~ version: 1 → 2"},
-	} {
-		c := &portcullisv1.PolicyChange{Kind: tt.kind, Path: tt.path, Summary: tt.summary, Before: tt.before, After: tt.after}
-		if got := changeLine(c); got != tt.want {
-			t.Errorf("changeLine(%v) = %q, want %q", c, got, tt.want)
-		}
-	}
 }
 
 // TestErrorExitCodes provokes each kind of gateway answer for real and

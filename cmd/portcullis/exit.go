@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect/v2"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/prover"
 )
@@ -177,14 +178,8 @@ func reportError(env *environment, err error) {
 	}
 }
 
-// formatProblem is "path: message", or the message alone for a problem of
-// the whole document.
-func formatProblem(path, message string) string {
-	if path == "" {
-		return message
-	}
-	return path + ": " + message
-}
+// formatProblem is "path: message", or the message alone.
+var formatProblem = apitext.Problem
 
 // localProblems adapts the policy package's problems for printing.
 func printLocalProblems(env *environment, prefix string, problems []policy.Problem) {

@@ -201,38 +201,12 @@ line per change: "+ path: what was added", "- path: what was removed",
 					fmt.Fprintln(env.stdout, "no changes")
 				}
 				for _, c := range res.GetChanges() {
-					fmt.Fprintln(env.stdout, changeLine(c))
+					fmt.Fprintln(env.stdout, apitext.ChangeLine(c))
 				}
 				return nil
 			})
 		},
 	}
-}
-
-// changeLine renders one change: "+ path: summary", "- path: summary",
-// "~ path: summary (before → after)".
-func changeLine(c *portcullisv1.PolicyChange) string {
-	switch c.GetKind() {
-	case "added":
-		return "+ " + formatProblem(c.GetPath(), first(c.GetSummary(), c.GetAfter()))
-	case "removed":
-		return "- " + formatProblem(c.GetPath(), first(c.GetSummary(), c.GetBefore()))
-	default:
-		what := c.GetBefore() + " → " + c.GetAfter()
-		if c.GetSummary() != "" {
-			what = c.GetSummary() + " (" + what + ")"
-		}
-		return "~ " + formatProblem(c.GetPath(), what)
-	}
-}
-
-func first(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func newPolicyRollbackCmd(env *environment) *cobra.Command {

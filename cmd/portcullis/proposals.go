@@ -161,7 +161,7 @@ With -o json: the Proposal.`,
 			if env.jsonOutput() {
 				return env.printJSON(p)
 			}
-			printProposal(env, p, true)
+			apitext.Proposal(env.stdout, p, true)
 			apitext.Decision(env.stdout, p, operator)
 			return nil
 		},
@@ -242,7 +242,7 @@ the Proposal after the approval.`,
 				if err != nil {
 					return err
 				}
-				printProposal(env, p, true)
+				apitext.Proposal(env.stdout, p, true)
 				apitext.Decision(env.stdout, p, true)
 				shown = p.GetResultingHash()
 				fmt.Fprintln(env.stdout)

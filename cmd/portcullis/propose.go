@@ -1,15 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"math"
-	"net"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -91,7 +90,7 @@ With -o json: the Proposal.`,
 			if env.jsonOutput() {
 				return env.printJSON(p)
 			}
-			printProposal(env, p, false)
+			apitext.Proposal(env.stdout, p, false)
 			return nil
 		},
 	}
@@ -101,140 +100,6 @@ With -o json: the Proposal.`,
 	cmd.Flags().StringVar(&arguments, "arguments", "", "the denied tools/call's arguments, `JSON` or @FILE (with --from-denial; for a denial by an arguments_schema)")
 	cmd.Flags().StringVar(&idempotencyKey, "idempotency-key", "", "a `KEY` that makes a retry answer the proposal already filed (with --from-denial)")
 	return cmd
-}
-
-// printProposal prints a proposal as propose does; full adds what
-// `proposals show` shows: rationale, proposer, changes and the status's
-// story.
-func printProposal(env *environment, p *portcullisv1.Proposal, full bool) {
-	w := env.stdout
-	kv := []string{
-		"id", strconv.FormatUint(p.GetId(), 10),
-		"status", dash(p.GetStatus()),
-		"base version", baseCell(p),
-		"resulting hash", dash(p.GetResultingHash()),
-	}
-	if full {
-		kv = append(kv,
-			"sandbox", dash(p.GetSandbox()),
-			"proposer", dash(p.GetProposer()),
-			"created", when(p.GetCreatedAt()),
-			"updated", when(p.GetUpdatedAt()),
-		)
-		if p.GetDenialId() != "" {
-			kv = append(kv, "from denial", p.GetDenialId())
-		}
-		if p.GetIdempotencyKey() != "" {
-			kv = append(kv, "idempotency key", p.GetIdempotencyKey())
-		}
-		if p.GetStatusReason() != "" {
-			kv = append(kv, "status reason", oneLine(p.GetStatusReason()))
-		}
-		if p.GetSupersededBy() != 0 {
-			kv = append(kv, "superseded by", strconv.FormatUint(p.GetSupersededBy(), 10))
-		}
-		if p.GetRebaseError() != "" {
-			kv = append(kv, "rebase error", oneLine(p.GetRebaseError()))
-		}
-		kv = append(kv, "rationale", oneLine(p.GetRationale()))
-	}
-	_ = env.fields(kv...)
-	if p.GetDeduplicated() {
-		if p.GetStatus() == "pending" {
-			fmt.Fprintln(w, "deduplicated: an identical proposal is already pending")
-		} else {
-			fmt.Fprintf(w, "deduplicated: this proposal was filed before (now %s)\n", dash(p.GetStatus()))
-		}
-	}
-	if full {
-		if changes := p.GetChanges(); len(changes) > 0 {
-			fmt.Fprintf(w, "changes (%d):\n", len(changes))
-			for _, c := range changes {
-				fmt.Fprintf(w, "  %s\n", changeLine(c))
-			}
-		}
-		printDefinitionChanges(w, p)
-	}
-	findings := p.GetFindings()
-	if len(findings) == 0 {
-		fmt.Fprintln(w, "findings: none")
-		return
-	}
-	fmt.Fprintf(w, "findings (%d):\n", len(findings))
-	for _, f := range findings {
-		head := "  " + f.GetKind()
-		if f.GetCredentialed() {
-			head += " [credentialed]"
-		}
-		if where := findingWhere(f); where != "" {
-			head += "  " + where
-		}
-		fmt.Fprintln(w, head)
-		if f.GetDetail() != "" {
-			fmt.Fprintf(w, "    %s\n", oneLine(f.GetDetail()))
-		}
-		if c := f.GetCounterexample(); c != nil {
-			fmt.Fprintf(w, "    request: %s\n", requestLine(c))
-		}
-	}
-}
-
-// baseCell is "3 (sha256 3f2a…)", "-" when unset.
-func baseCell(p *portcullisv1.Proposal) string {
-	if p.GetBaseVersion() == 0 {
-		return "-"
-	}
-	s := strconv.FormatUint(uint64(p.GetBaseVersion()), 10)
-	if h := hashLabel(p.GetBaseHash()); h != "" {
-		s += " (" + h + ")"
-	}
-	return s
-}
-
-// findingWhere locates a finding: "entry orders endpoint demo-mcp:8081/mcp rule rules[5]".
-func findingWhere(f *portcullisv1.Finding) string {
-	var parts []string
-	for _, kv := range [][2]string{{"entry", f.GetEntry()}, {"endpoint", f.GetEndpoint()}, {"rule", f.GetRule()}} {
-		if kv[1] != "" {
-			parts = append(parts, kv[0]+" "+kv[1])
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
-// requestLine is a counterexample on one line: "BINARY → host:port METHOD
-// /path?query mcp METHOD TOOL arguments {…}", the parts it has.
-func requestLine(r *portcullisv1.ProvedRequest) string {
-	var b strings.Builder
-	bin := r.GetBinary()
-	if bin == "" {
-		bin = "any binary"
-	}
-	b.WriteString(bin)
-	b.WriteString(" → ")
-	b.WriteString(net.JoinHostPort(r.GetHost(), strconv.FormatUint(uint64(r.GetPort()), 10)))
-	if a := r.GetAddr(); a != "" && a != r.GetHost() {
-		b.WriteString(" (" + a + ")")
-	}
-	if m := r.GetHttpMethod(); m != "" {
-		b.WriteString(" " + m)
-	}
-	if path := r.GetPath(); path != "" {
-		b.WriteString(" " + path)
-		if q := r.GetQuery(); q != "" {
-			b.WriteString("?" + q)
-		}
-	}
-	if m := r.GetMcpMethod(); m != "" {
-		b.WriteString(" mcp " + m)
-		if tool := r.GetTool(); tool != "" {
-			b.WriteString(" " + tool)
-		}
-		if args := r.GetArguments(); args != "" {
-			b.WriteString(" arguments " + oneLine(args))
-		}
-	}
-	return b.String()
 }
 
 // oneLine puts a value the gateway sent on one line (white space and

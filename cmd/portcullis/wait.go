@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -146,30 +147,9 @@ func (env *environment) printEnforced(res proto.Message, text func() error, w en
 		return err
 	}
 	if w.e != nil {
-		printEnforcement(env, w.e)
+		apitext.Enforcement(env.stdout, w.e)
 	}
 	return w.err
-}
-
-// printEnforcement says where a version stands: "version 5 enforced by 2
-// of 2 connected proxies in 14 ms", then each proxy that did not ACK.
-func printEnforcement(env *environment, e *portcullisv1.Enforcement) {
-	if e.GetTotal() == 0 {
-		return // said on stderr
-	}
-	line := fmt.Sprintf("version %d enforced by %d of %d connected %s", e.GetVersion(), e.GetAcked(), e.GetTotal(), plural(int(e.GetTotal()), "proxy", "proxies"))
-	if e.GetAcked() == e.GetTotal() && e.GetMs() > 0 {
-		line += fmt.Sprintf(" in %d ms", e.GetMs())
-	}
-	fmt.Fprintln(env.stdout, line)
-	for _, p := range e.GetProxies() {
-		switch p.GetState() {
-		case "nacked":
-			fmt.Fprintf(env.stdout, "  %s  refused it: %s\n", p.GetProxyId(), oneLine(p.GetError()))
-		case "pending":
-			fmt.Fprintf(env.stdout, "  %s  pending (enforces version %d)\n", p.GetProxyId(), p.GetAppliedVersion())
-		}
-	}
 }
 
 // printJSONEnforced prints m as -o json does, with "enforcement": e

@@ -1,8 +1,10 @@
 // Package apitext renders the gateway's API messages as text a person reads
-// in a terminal: one line per decision record, a proposal's approvals and
-// where it stands, and the cells of a table (times, hashes, values a proxy
-// or an agent chose, quoted or put on one line so they cannot forge lines
-// or send escape sequences). The CLI prints through it; what it prints is
+// in a terminal: one line per decision record, a proposal (its changes, a
+// re-pinned tool's definitions and their line diff, its findings with a
+// request each), its approvals and where it stands, where a committed
+// version stands with the proxies, and the cells of a table (times,
+// hashes, values a proxy or an agent chose, quoted or put on one line so
+// they cannot forge lines or send escape sequences). The CLI prints through it; what it prints is
 // part of the CLI's contract, so a change here is a change of output.
 package apitext
 
@@ -95,4 +97,13 @@ func Fields(w io.Writer, kv ...string) error {
 // control characters become one space), uncut.
 func OneLine(s string) string {
 	return Clip(s, math.MaxInt)
+}
+
+// Problem is "path: message", or the message alone for a problem of the
+// whole document.
+func Problem(path, message string) string {
+	if path == "" {
+		return message
+	}
+	return path + ": " + message
 }

@@ -1,4 +1,4 @@
-package main
+package apitext
 
 import (
 	"bytes"
@@ -17,15 +17,15 @@ import (
 // approver sees what the server changed (a description that now asks the
 // agent for something else, a new argument).
 
-// printDefinitionChanges writes p's definition changes, if any.
-func printDefinitionChanges(w io.Writer, p *portcullisv1.Proposal) {
+// DefinitionChanges writes p's definition changes, if any.
+func DefinitionChanges(w io.Writer, p *portcullisv1.Proposal) {
 	changes := p.GetDefinitionChanges()
 	if len(changes) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "definition changes (%d):\n", len(changes))
 	for _, c := range changes {
-		fmt.Fprintf(w, "  tools/call %s at %s\n", logField(c.GetTool()), logField(c.GetEndpoint()))
+		fmt.Fprintf(w, "  tools/call %s at %s\n", Field(c.GetTool()), Field(c.GetEndpoint()))
 		fmt.Fprintf(w, "    pinned:   %s\n", definitionLabel(c.GetPinned()))
 		fmt.Fprintf(w, "    proposed: %s\n", definitionLabel(c.GetProposed()))
 		before, after := definitionLines(c.GetPinned()), definitionLines(c.GetProposed())
@@ -58,9 +58,9 @@ func definitionLabel(d *portcullisv1.ToolDefinition) string {
 	case d.GetFirstSeen() == nil:
 		return d.GetFingerprint() + " (not seen by the gateway)"
 	case d.GetDefinition() == "":
-		return fmt.Sprintf("%s (seen %s to %s by %s; over 64 KiB, not kept)", d.GetFingerprint(), when(d.GetFirstSeen()), when(d.GetLastSeen()), logField(d.GetProxyId()))
+		return fmt.Sprintf("%s (seen %s to %s by %s; over 64 KiB, not kept)", d.GetFingerprint(), When(d.GetFirstSeen()), When(d.GetLastSeen()), Field(d.GetProxyId()))
 	}
-	return fmt.Sprintf("%s (seen %s to %s by %s)", d.GetFingerprint(), when(d.GetFirstSeen()), when(d.GetLastSeen()), logField(d.GetProxyId()))
+	return fmt.Sprintf("%s (seen %s to %s by %s)", d.GetFingerprint(), When(d.GetFirstSeen()), When(d.GetLastSeen()), Field(d.GetProxyId()))
 }
 
 // definitionLines is the definition's JSON indented, one line each, with
