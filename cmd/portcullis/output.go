@@ -113,6 +113,7 @@ var (
 	dash        = apitext.Dash
 	shortHash   = apitext.ShortHash
 	clip        = apitext.Clip
+	oneLine     = apitext.OneLine
 	logField    = apitext.Field
 	yesNo       = apitext.YesNo
 	plural      = apitext.Plural

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"strconv"
 	"strings"
 
@@ -100,12 +99,6 @@ With -o json: the Proposal.`,
 	cmd.Flags().StringVar(&arguments, "arguments", "", "the denied tools/call's arguments, `JSON` or @FILE (with --from-denial; for a denial by an arguments_schema)")
 	cmd.Flags().StringVar(&idempotencyKey, "idempotency-key", "", "a `KEY` that makes a retry answer the proposal already filed (with --from-denial)")
 	return cmd
-}
-
-// oneLine puts a value the gateway sent on one line (white space and
-// control characters become one space), uncut.
-func oneLine(s string) string {
-	return clip(s, math.MaxInt)
 }
 
 // parseProposalID parses a proposal id (1 or more).

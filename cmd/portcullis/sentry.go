@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/sentry"
 	"github.com/portcullis-dev/portcullis/store"
@@ -208,7 +209,7 @@ With -o json: {"sources": [...]}.`,
 			}, func(res *portcullisv1.ListSentryGapsResponse) error {
 				tw := env.table("SOURCE", "ACKED", "GAPS")
 				for _, s := range res.GetSources() {
-					row(tw, logField(s.GetSource()), strconv.FormatUint(s.GetAckedSequence(), 10), gapsCell(s.GetGaps(), s.GetMoreGaps()))
+					row(tw, logField(s.GetSource()), strconv.FormatUint(s.GetAckedSequence(), 10), apitext.GapsCell(s.GetGaps(), s.GetMoreGaps()))
 				}
 				return tw.Flush()
 			})
@@ -216,35 +217,6 @@ With -o json: {"sources": [...]}.`,
 	}
 	cmd.Flags().StringVar(&source, "source", "", "only `SOURCE`")
 	return cmd
-}
-
-// pairsCell is gaps as "6-7, 10" ("10" for a gap of one), or "none".
-func pairsCell(gaps [][2]uint64) string {
-	if len(gaps) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, g := range gaps {
-		if g[0] == g[1] {
-			parts = append(parts, fmt.Sprint(g[0]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", g[0], g[1]))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// gapsCell is a source's listed gaps, and how many more it has:
-// "6-7, 10 (+42 more)".
-func gapsCell(gaps []*portcullisv1.SequenceGap, more uint64) string {
-	pairs := make([][2]uint64, len(gaps))
-	for i, g := range gaps {
-		pairs[i] = [2]uint64{g.GetFrom(), g.GetTo()}
-	}
-	if more > 0 {
-		return fmt.Sprintf("%s (+%d more)", pairsCell(pairs), more)
-	}
-	return pairsCell(pairs)
 }
 
 func newSentryActionsCmd(env *environment) *cobra.Command {
@@ -293,7 +265,7 @@ With -o json: {"actions": [...]}.`,
 				tw := env.table("ID", "SANDBOX", "STATUS", "SOURCE", "EVENT", "VERSION", "INGEST TO ACK", "REASON")
 				for _, x := range res.GetActions() {
 					row(tw, strconv.FormatInt(x.GetId(), 10), logField(dash(x.GetSandbox())), dash(x.GetStatus()),
-						logField(x.GetSource()), logField(x.GetEventId()), versionCell(x.GetVersion()), ingestToAck(x),
+						logField(x.GetSource()), logField(x.GetEventId()), versionCell(x.GetVersion()), apitext.IngestToAck(x),
 						dash(clip(x.GetReason(), maxReasonCell)))
 				}
 				return tw.Flush()
@@ -304,20 +276,6 @@ With -o json: {"actions": [...]}.`,
 	f.StringArrayVar(&statuses, "status", nil, "only actions with status `S` (held, frozen, …; repeatable)")
 	f.IntVar(&limit, "limit", 0, "show the newest `N` actions (default 100)")
 	return cmd
-}
-
-// ingestToAck is how long the action took from ingest to the last proxy's
-// ACK, "-" until every connected proxy applied it (or for an action that
-// committed nothing).
-func ingestToAck(a *portcullisv1.SentryAction) string {
-	if a.GetAckedAt() == nil || a.GetReceivedAt() == nil {
-		return "-"
-	}
-	d := a.GetAckedAt().AsTime().Sub(a.GetReceivedAt().AsTime())
-	if d < 0 {
-		return "-"
-	}
-	return d.Round(100 * time.Microsecond).String()
 }
 
 func newSentryDecideCmd(env *environment) *cobra.Command {

@@ -19,11 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
-	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
 // watchdog is the event source of the tests' sentry token.
@@ -478,38 +475,6 @@ func TestSentryKeyCommands(t *testing.T) {
 }
 
 func TestSentryCells(t *testing.T) {
-	gap := func(from, to uint64) *portcullisv1.SequenceGap { return &portcullisv1.SequenceGap{From: from, To: to} }
-	for _, tt := range []struct {
-		gaps []*portcullisv1.SequenceGap
-		more uint64
-		want string
-	}{
-		{nil, 0, "none"},
-		{[]*portcullisv1.SequenceGap{gap(6, 7)}, 0, "6-7"},
-		{[]*portcullisv1.SequenceGap{gap(6, 7), gap(10, 10), gap(12, 20)}, 0, "6-7, 10, 12-20"},
-		{[]*portcullisv1.SequenceGap{gap(6, 7)}, 42, "6-7 (+42 more)"},
-	} {
-		if got := gapsCell(tt.gaps, tt.more); got != tt.want {
-			t.Errorf("gapsCell(%v, %d) = %q, want %q", tt.gaps, tt.more, got, tt.want)
-		}
-	}
-
-	at := func(s string) *timestamppb.Timestamp { return timestamppb.New(mustTime(s)) }
-	received := at("2026-12-01T19:00:00Z")
-	for _, tt := range []struct {
-		a    *portcullisv1.SentryAction
-		want string
-	}{
-		{&portcullisv1.SentryAction{ReceivedAt: received}, "-"},
-		{&portcullisv1.SentryAction{ReceivedAt: received, AckedAt: timestamppb.New(received.AsTime().Add(12345 * time.Microsecond))}, "12.3ms"},
-		{&portcullisv1.SentryAction{ReceivedAt: received, AckedAt: at("2026-12-01T19:00:02Z")}, "2s"},
-		{&portcullisv1.SentryAction{ReceivedAt: received, AckedAt: at("2026-12-01T18:00:00Z")}, "-"},
-	} {
-		if got := ingestToAck(tt.a); got != tt.want {
-			t.Errorf("ingestToAck(%v) = %q, want %q", tt.a, got, tt.want)
-		}
-	}
-
 	now := mustTime("2026-12-01T19:00:00Z")
 	for _, tt := range []struct {
 		in   string
