@@ -1,11 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 
-	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
@@ -102,32 +99,11 @@ StoredDecision JSON object per line.`,
 // tailLogs prints the records of a TailDecisions stream until the
 // command's context ends (interrupt: success) or the stream does.
 func tailLogs(cmd *cobra.Command, env *environment, api *apiclient.Client, req *portcullisv1.TailDecisionsRequest) error {
-	ctx := cmd.Context()
-	st, err := api.Stream.TailDecisions(ctx, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	defer st.Close()
-	for {
-		d, err := st.Receive()
-		switch {
-		case ctx.Err() != nil:
-			return nil // interrupted: the normal end of a tail
-		case errors.Is(err, io.EOF):
-			return connect.NewError(connect.CodeUnavailable, "the gateway ended the tail (shutting down?)")
-		case err != nil:
-			return err
-		}
+	return api.TailDecisions(cmd.Context(), req, func(d *portcullisv1.StoredDecision) error {
 		if env.jsonOutput() {
-			err = env.printJSONLine(d)
-		} else {
-			_, err = fmt.Fprintln(env.stdout, apitext.DecisionLine(d))
+			return env.printJSONLine(d)
 		}
-		if err != nil {
-			return err
-		}
-	}
+		_, err := fmt.Fprintln(env.stdout, apitext.DecisionLine(d))
+		return err
+	})
 }

@@ -3,10 +3,11 @@
 // from something other than a Portcullis gateway, the typed errors the
 // gateway's error details carry (validation problems, a proposal's
 // refusals and rate limit), following a committed version to the proxies
-// (WatchEnforcement), proposals read as the token may see them (the
-// approval queue, or a sandbox's own), and the API's messages as JSON with
-// 64-bit integers as numbers. The CLI is built on it; it reads no flag or
-// environment variable itself.
+// (WatchEnforcement), a tail of decision records until the caller stops
+// it, proposals read as the token may see them (the approval queue, or a
+// sandbox's own), and the API's messages as JSON with 64-bit integers as
+// numbers. The CLI is built on it; it reads no flag or environment
+// variable itself.
 package apiclient
 
 import (
