@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -48,6 +49,18 @@ type DenialRecord struct {
 	// advisor (the gateway's and the proxy's dev switch), never read from
 	// a record.
 	DevAllowLoopback bool
+}
+
+// DenialOf returns what the advisor reads of a decision record: the
+// request and the denial's cause, as recorded (Arguments and
+// DevAllowLoopback are the caller's to add).
+func DenialOf(r *decision.Record) DenialRecord {
+	return DenialRecord{
+		Binary: r.Binary, Host: r.Host, Port: r.Port, HTTPMethod: r.HTTPMethod, Path: r.Path,
+		MCPMethod: r.MCPMethod, Tool: r.Tool, Entry: r.Entry, VersionProbe: r.VersionProbe,
+		RateLimited: r.Decision == decision.RateLimited,
+		ReasonCode:  r.ReasonCode, ToolDefinition: r.ToolDefinition,
+	}
 }
 
 // FromDenial builds the proposal that would have allowed exactly the

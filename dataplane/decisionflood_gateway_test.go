@@ -123,12 +123,12 @@ network_policies:
 	var summarised int64
 	for _, d := range ds {
 		switch {
-		case d.SummaryCount > 0:
+		case d.Summary != nil:
 			if d.Decision != "deny" {
 				t.Errorf("a summary of %s records: %+v", d.Decision, d)
 			}
 			summaries++
-			summarised += d.SummaryCount
+			summarised += d.Summary.Count
 		case d.Decision == "allow":
 			gotAllowed++
 		case d.Decision == "deny":

@@ -5,78 +5,15 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"mime"
 	"net/http"
 	"net/netip"
-	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
+
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
+	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 )
-
-// hopByHop are the headers that describe one connection, not the message;
-// a proxy never forwards them (RFC 9110 §7.6.1), nor the ones a
-// Connection header names.
-var hopByHop = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// connectionNamed returns the fields h's Connection header names beyond
-// those hop-by-hop by definition, which are hop-by-hop too (nil when it
-// names none). A set: a field is then looked up in it once, however many
-// names a sender packs into its Connection header.
-func connectionNamed(h http.Header) map[string]bool {
-	var named map[string]bool
-	for _, v := range h["Connection"] {
-		for f := range strings.SplitSeq(v, ",") {
-			f = http.CanonicalHeaderKey(textproto.TrimString(f))
-			if f == "" || f == "Close" || isHopByHop(f, nil) {
-				continue
-			}
-			if named == nil {
-				named = make(map[string]bool)
-			}
-			named[f] = true
-		}
-	}
-	return named
-}
-
-// removeHopByHop deletes h's hop-by-hop fields, leaving the end-to-end
-// ones.
-func removeHopByHop(h http.Header) {
-	named := connectionNamed(h)
-	for k := range h {
-		if isHopByHop(k, named) {
-			delete(h, k)
-		}
-	}
-}
-
-// connectionNamesEndToEnd returns the first header a Connection header
-// names that is not hop-by-hop by definition ("" if none): such a header
-// would be judged but never reach the upstream.
-func connectionNamesEndToEnd(h http.Header) string {
-	for _, v := range h["Connection"] {
-		for _, f := range strings.Split(v, ",") {
-			f = http.CanonicalHeaderKey(textproto.TrimString(f))
-			if f != "" && f != "Close" && f != "Keep-Alive" && !isHopByHop(f, nil) {
-				return f
-			}
-		}
-	}
-	return ""
-}
-
-func isHopByHop(k string, named map[string]bool) bool {
-	for _, h := range hopByHop {
-		if k == h {
-			return true
-		}
-	}
-	return named[k]
-}
 
 // identityOnly is the Accept-Encoding of a request whose answer is
 // filtered, shared by all of them (nothing writes to a header's values).
@@ -120,7 +57,7 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // no length) are flushed after every read so events flow one by one.
 //
 // Neither header is copied field by field: the request goes with the
-// client's header map (writeRequest leaves out the hop-by-hop fields),
+// client's header map (the upstream client leaves out the hop-by-hop fields),
 // copied only when a field is to change; the response's fields are read
 // straight into w's header (anything set there before is dropped), and
 // its hop-by-hop ones deleted there.
@@ -133,7 +70,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal_error"})
 		return
 	}
-	upstream := p.upstreams.get(upstreamKey{host: t.host, addr: netip.AddrPortFrom(addr, uint16(t.port)), tls: scheme == "https"})
+	upstream := p.upstreams.Get(h1.Key{Host: t.host, Addr: netip.AddrPortFrom(addr, uint16(t.port)), TLS: scheme == "https"})
 	ob := outbounds.Get().(*outbound)
 	defer ob.release()
 	ob.url = url.URL{Scheme: scheme, Host: r.Host, Path: unescaped, RawPath: canonical, RawQuery: r.URL.RawQuery}
@@ -168,7 +105,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	}
 
 	ctx, traced := p.traceUpstream(r.Context(), out, t.host)
-	res, err := upstream.roundTrip(ctx, out, body, w.Header())
+	res, err := upstream.RoundTrip(ctx, out, body, w.Header())
 	traced(res, err)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -179,7 +116,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	}
 	defer res.Body.Close()
 
-	removeHopByHop(res.Header) // which is w.Header()
+	h1.RemoveHopByHop(res.Header) // which is w.Header()
 	announced := len(res.Trailer) > 0
 	if announced {
 		names := make([]string, 0, len(res.Trailer))
@@ -191,12 +128,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	handled := false
 	if list != nil {
 		var err error
-		if handled, err = list.copyFiltered(w, res); handled && err != nil && !errors.Is(err, context.Canceled) {
+		if handled, err = list.CopyFiltered(w, res); handled && err != nil && !errors.Is(err, context.Canceled) {
 			p.log.Debug("filtered response ended early", "host", t.host, "err", err)
 		}
 	}
 	if !handled {
-		streaming := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+		streaming := res.ContentLength == -1 || mcp.IsEventStream(res.Header.Get("Content-Type"))
 		w.WriteHeader(res.StatusCode)
 		if streaming {
 			// The status and headers go now: an event stream may say
@@ -217,14 +154,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 			w.Header()[k] = vv
 		}
 	}
-}
-
-func isEventStream(contentType string) bool {
-	if contentType == "application/json" {
-		return false // the common answer, without ParseMediaType's allocations
-	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "text/event-stream"
 }
 
 // copyResponse copies src to w, flushing after each read when streaming.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
 )
 
 // intercept answers the CONNECT, then serves the tunnel's inner HTTP
@@ -27,7 +29,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 	}
 	// Reads come through buf, whose reader is the server's raw one; writes
 	// are made raw here.
-	inner := net.Conn(&bufferedConn{Conn: rawIO(conn), r: buf.Reader})
+	inner := net.Conn(&bufferedConn{Conn: h1.RawIO(conn), r: buf.Reader})
 	scheme := "http"
 	// A client that opens a tunnel and says nothing is not kept forever.
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -55,7 +57,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 			return
 		}
 		// The name the client asked TLS for must be the CONNECT host.
-		if sni := tlsConn.ConnectionState().ServerName; sni != "" && !asciiEqualFold(strings.TrimSuffix(sni, "."), t.host) {
+		if sni := tlsConn.ConnectionState().ServerName; sni != "" && !h1.EqualFoldASCII(strings.TrimSuffix(sni, "."), t.host) {
 			p.log.Warn("SNI differs from the CONNECT host; closing", "sni", sni, "host", t.host)
 			tlsConn.Close()
 			return
@@ -78,7 +80,8 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 	// The tunnel's requests are judged as the CONNECT's client, read by a
 	// server of their own on this goroutine.
 	defer p.hijacked.add(inner)()
-	newHTTPServer(tunnelHandler, nil, p.procs, p.log).serveInner(inner, cl)
+	connContext := func(ctx context.Context, _ net.Conn) context.Context { return context.WithValue(ctx, clientKey{}, cl) }
+	h1.NewServer(h1.Config{Handler: tunnelHandler, ConnContext: connContext, SameAuthority: sameAuthority, Procs: p.procs, Logger: p.log}).ServeConn(inner)
 }
 
 // bufferedConn is a connection whose first bytes were already read into r.

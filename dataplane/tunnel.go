@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -46,7 +47,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 	down := make(chan struct{})
 	go func() {
 		io.Copy(conn, upstream)
-		closeWrite(conn)
+		h1.CloseWrite(conn)
 		close(down)
 	}()
 	held, reason, plainHTTP, denied := checkStart(conn, buf.Reader, t)
@@ -65,7 +66,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 	if _, err := upstream.Write(held); err == nil {
 		io.Copy(upstream, buf.Reader)
 	}
-	closeWrite(upstream)
+	h1.CloseWrite(upstream)
 	<-down
 	conn.Close()
 	upstream.Close()
@@ -188,22 +189,6 @@ func (p *Proxy) recheckTunnels() {
 		p.record(cur, req, d, nil, decision.NewDenialID())
 		t.conn.Close()
 		delete(p.tunnels, t)
-	}
-}
-
-// closeWrite half-closes c, looking through the proxy's wrappers (each
-// has NetConn, as tls.Conn does) for the connection that can.
-func closeWrite(c net.Conn) {
-	for c != nil {
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-			return
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return
-		}
-		c = u.NetConn()
 	}
 }
 
@@ -465,7 +450,7 @@ func checkHead(requestLine, headers string, t dest) string {
 		if !ok {
 			return fmt.Sprintf("the tunnel's first request has a header line without a colon: %q", line)
 		}
-		if asciiEqualFold(strings.TrimSpace(name), "host") {
+		if h1.EqualFoldASCII(strings.TrimSpace(name), "host") {
 			hosts = append(hosts, strings.Trim(value, " \t"))
 		}
 	}

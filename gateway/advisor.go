@@ -229,7 +229,7 @@ func (s advisorService) ListDenials(ctx context.Context, req *portcullisv1.ListD
 	res := &portcullisv1.ListDenialsResponse{}
 	for i := len(list) - 1; i >= 0; i-- { // newest first
 		d := list[i]
-		if d.SummaryCount > 0 {
+		if d.Summary != nil {
 			continue // a flood's summary names no one denial to propose from
 		}
 		out := &portcullisv1.Denial{
@@ -254,7 +254,7 @@ func suggest(base *policy.Policy, d store.Decision, devAllowLoopback bool) (stri
 	if base == nil {
 		return "the sandbox has no policy yet", nil
 	}
-	rec := lifecycle.DenialRecord(d)
+	rec := advisor.DenialOf(&d.Record)
 	rec.DevAllowLoopback = devAllowLoopback
 	prop, err := advisor.FromDenial(base, rec)
 	if err != nil {

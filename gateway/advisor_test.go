@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect/v2/connectproto"
 
 	"github.com/portcullis-dev/portcullis/advisor"
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -614,11 +615,10 @@ func TestAdvisorWatch(t *testing.T) {
 // that allows exactly that request.
 func TestAdvisorFromDenial(t *testing.T) {
 	e := startAdvisor(t, "sqlite")
-	denied := store.Decision{
-		Time: time.Now(), Sandbox: "support", ProxyID: "p1", Decision: "deny", Binary: "/usr/bin/python3",
+	denied := store.Decision{ProxyID: "p1", Record: decision.Record{
+		Time: time.Now(), Sandbox: "support", Decision: "deny", Binary: "/usr/bin/python3",
 		Host: "orders.example.com", Port: 443, HTTPMethod: "POST", Path: "/mcp", MCPMethod: "tools/call", Tool: "track_shipment",
-		Entry: "orders", Reason: "tools/call track_shipment is not allowed", PolicyVersion: "1", DenialID: "d-0001",
-	}
+		Entry: "orders", Reason: "tools/call track_shipment is not allowed", PolicyVersion: "1", DenialID: "d-0001"}}
 	probe := denied
 	probe.DenialID, probe.VersionProbe, probe.Tool = "d-0002", true, ""
 	if _, err := e.gw.Store.AppendDecisions(t.Context(), []store.Decision{denied, probe}); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/decision/decisionpb"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -22,42 +23,9 @@ const (
 )
 
 func decisionToProto(d store.Decision) *portcullisv1.StoredDecision {
-	out := &portcullisv1.StoredDecision{
-		Id:         d.ID,
-		ReceivedAt: timestamppb.New(d.ReceivedAt),
-		Record: &portcullisv1.DecisionRecord{
-			Time:            timestamppb.New(d.Time),
-			Sandbox:         d.Sandbox,
-			ProxyId:         d.ProxyID,
-			Decision:        d.Decision,
-			Binary:          d.Binary,
-			Host:            d.Host,
-			Port:            uint32(d.Port),
-			Addr:            d.Addr,
-			HttpMethod:      d.HTTPMethod,
-			Path:            d.Path,
-			McpMethod:       d.MCPMethod,
-			Tool:            d.Tool,
-			Entry:           d.Entry,
-			Rule:            d.Rule,
-			Reason:          d.Reason,
-			PolicyVersion:   d.PolicyVersion,
-			DenialId:        d.DenialID,
-			VersionProbe:    d.VersionProbe,
-			ArgumentsDigest: d.ArgumentsDigest,
-			ReasonCode:      d.ReasonCode,
-			ToolDefinition:  d.ToolDefinition,
-		},
-	}
-	r := out.Record
-	for _, c := range d.Cuts {
-		r.Cuts = append(r.Cuts, &portcullisv1.FieldCut{Field: c.Field, Length: uint64(c.Length), Sha256: c.SHA256})
-	}
-	if d.SummaryCount > 0 {
-		r.SummaryCount, r.SummaryLast = uint64(d.SummaryCount), timestamppb.New(d.SummaryLast)
-		r.SummaryFirstDenialId, r.SummaryLastDenialId = d.SummaryFirstDenialID, d.SummaryLastDenialID
-	}
-	return out
+	r := decisionpb.ToProto(&d.Record)
+	r.ProxyId = d.ProxyID
+	return &portcullisv1.StoredDecision{Id: d.ID, ReceivedAt: timestamppb.New(d.ReceivedAt), Record: r}
 }
 
 func checkDecisionFilter(decision string) error {

@@ -1,6 +1,8 @@
 // Package gateway is the Portcullis control-plane server. The root owns
 // the Config and the Server (New, Listen, Serve, Bootstrap, Handler,
-// SigningKey), authentication, the authorization table and the console
+// SigningKey), the gateway process around it (Run, which opens the stores
+// with OpenStore, the tracing exporter and the OCSF sinks, and closes
+// them: run.go), authentication, the authorization table and the console
 // session (auth.go, session.go, grpc.go for grpc-go), the one mapping of
 // errors to Connect codes (errors.go), the metrics registry, and the API
 // handlers, which only translate proto to and from domain types and call
@@ -20,6 +22,7 @@
 //     not authorization;
 //   - gateway/notify: webhooks and the audit head logger.
 //
-// The root may import those, store, lifecycle, advisor, policy, prover,
-// the generated API and web; never dataplane.
+// The root may import those, store and its drivers (OpenStore), lifecycle,
+// advisor, policy, prover, the generated API, web, internal/ocsf and the
+// tracer provider (internal/telemetry/otlp); never dataplane.
 package gateway

@@ -6,6 +6,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/ocsf/gatewayocsf"
 )
 
 // auditFollowInterval is how often the audit log is read for OCSF
@@ -23,21 +24,21 @@ func (s *Server) ocsfEvents(e events.Event) {
 	emit := s.cfg.OCSF
 	switch e := e.(type) {
 	case events.AuditAppended:
-		emit(func() ocsf.Event { return ocsf.FromAudit(e.Entry, ocsf.Gateway) })
+		emit(func() ocsf.Event { return gatewayocsf.FromAudit(e.Entry, ocsf.Gateway) })
 	case events.ProposalAudited:
-		emit(func() ocsf.Event { return ocsf.FromProposal(e.Proposal, e.Findings, ocsf.Gateway) })
+		emit(func() ocsf.Event { return gatewayocsf.FromProposal(e.Proposal, e.Findings, ocsf.Gateway) })
 	case events.SentryActed:
 		emit(func() ocsf.Event {
-			return ocsf.FromSentryAction(e.Action, sentryintake.Actor(e.Action.Source), ocsf.Gateway)
+			return gatewayocsf.FromSentryAction(e.Action, sentryintake.Actor(e.Action.Source), ocsf.Gateway)
 		})
 	case events.SentryDecided:
-		emit(func() ocsf.Event { return ocsf.FromSentryAction(e.Action, e.Action.DecidedBy, ocsf.Gateway) })
+		emit(func() ocsf.Event { return gatewayocsf.FromSentryAction(e.Action, e.Action.DecidedBy, ocsf.Gateway) })
 	case events.SentryFinding:
 		found := s.cfg.Now()
-		emit(func() ocsf.Event { return ocsf.FromSentryFinding(e.Kind, e.Event, e.Tool, found, ocsf.Gateway) })
+		emit(func() ocsf.Event { return gatewayocsf.FromSentryFinding(e.Kind, e.Event, e.Tool, found, ocsf.Gateway) })
 	case events.SentryNotable:
 		for _, ev := range e.Events {
-			emit(func() ocsf.Event { return ocsf.FromSentryEvent(ev, e.Received, ocsf.Gateway) })
+			emit(func() ocsf.Event { return gatewayocsf.FromSentryEvent(ev, e.Received, ocsf.Gateway) })
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
 )
@@ -46,7 +47,7 @@ func TestDecisionSweep(t *testing.T) {
 	for _, sb := range []string{"a", "a", "b"} {
 		in := make([]store.Decision, 4)
 		for i := range in {
-			in[i] = store.Decision{Sandbox: sb, ProxyID: "p", Decision: "deny", Host: "h.example.com", DenialID: fmt.Sprint("d", i)}
+			in[i] = store.Decision{ProxyID: "p", Record: decision.Record{Sandbox: sb, Decision: "deny", Host: "h.example.com", DenialID: fmt.Sprint("d", i)}}
 		}
 		if _, err := st.AppendDecisions(t.Context(), in); err != nil {
 			t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/gateway/notify"
@@ -572,9 +573,8 @@ func TestSentryFindings(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AppendDecisions(t.Context(), []store.Decision{{
-		Time: at.Add(-2 * time.Second), Sandbox: "support", ProxyID: "p1", Decision: "allow", MCPMethod: "tools/call", Tool: "lookup",
-	}}); err != nil {
+	if _, err := st.AppendDecisions(t.Context(), []store.Decision{{ProxyID: "p1", Record: decision.Record{
+		Time: at.Add(-2 * time.Second), Sandbox: "support", Decision: "allow", MCPMethod: "tools/call", Tool: "lookup"}}}); err != nil {
 		t.Fatal(err)
 	}
 	seen := func(id string, seq uint64, hash, tool string) ce {
@@ -701,9 +701,8 @@ func TestSentryTimeline(t *testing.T) {
 	e.sandboxWithPolicy(t, "support")
 	v1 := getSandbox(t, e.admin, "support").GetCurrentHash()
 	now := time.Now().UTC()
-	if _, err := e.gw.Store.AppendDecisions(t.Context(), []store.Decision{{
-		Time: now, Sandbox: "support", ProxyID: "p1", Decision: "deny", MCPMethod: "tools/call", Tool: "refund", DenialID: "d-1", PolicyVersion: "1",
-	}}); err != nil {
+	if _, err := e.gw.Store.AppendDecisions(t.Context(), []store.Decision{{ProxyID: "p1", Record: decision.Record{
+		Time: now, Sandbox: "support", Decision: "deny", MCPMethod: "tools/call", Tool: "refund", DenialID: "d-1", PolicyVersion: "1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	seen := toolAccess(watchdogSource, "seen", 1, "support")

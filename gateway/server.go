@@ -160,7 +160,7 @@ type Config struct {
 	// source's turn included); past it the request is answered 408.
 	// Default 30s.
 	SentryBodyTimeout time.Duration
-	// OCSFDropped, if set, counts the OCSF events the sinks cmd owns
+	// OCSFDropped, if set, counts the OCSF events the sinks (Run's)
 	// dropped: exported as portcullis_ocsf_dropped_total. Default nil: no
 	// such metric (no sink).
 	OCSFDropped func() uint64

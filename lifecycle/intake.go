@@ -228,7 +228,7 @@ func (l *Lifecycle) proposalOf(ctx context.Context, pc *proofContext, s Submissi
 		return nil, &NotFoundError{fmt.Sprintf("no denial %q of sandbox %q (denials reach the gateway within seconds of the request; "+
 			"old ones are deleted, and those over the sandbox's decision record rate limit are dropped)", s.DenialID, s.Sandbox)}
 	}
-	rec := DenialRecord(list[0])
+	rec := advisor.DenialOf(&list[0].Record)
 	rec.DevAllowLoopback = l.cfg.DevAllowLoopback
 	if s.Arguments != "" {
 		if err := checkDeniedArguments(list[0], s.Arguments); err != nil {
@@ -270,16 +270,6 @@ func checkDeniedArguments(d store.Decision, args string) error {
 		return refuse("are not the arguments denial %s denied (their digest is %s, the denied call's %s)", d.DenialID, digest, d.ArgumentsDigest)
 	}
 	return nil
-}
-
-// DenialRecord is what the advisor reads of a stored denial.
-func DenialRecord(d store.Decision) advisor.DenialRecord {
-	return advisor.DenialRecord{
-		Binary: d.Binary, Host: d.Host, Port: d.Port, HTTPMethod: d.HTTPMethod, Path: d.Path,
-		MCPMethod: d.MCPMethod, Tool: d.Tool, Entry: d.Entry, VersionProbe: d.VersionProbe,
-		RateLimited: d.Decision == "rate_limited",
-		ReasonCode:  d.ReasonCode, ToolDefinition: d.ToolDefinition,
-	}
 }
 
 // retryAfter is when the oldest proposal in the sandbox's rate window

@@ -65,7 +65,7 @@ func orNil(b []byte) []byte {
 	return bytes.Clone(b)
 }
 
-// CreateProposal stores a pending proposal in one transaction, in this
+// createProposal stores a pending proposal in one transaction, in this
 // order: a proposal of the sandbox with the same IdempotencyKey (any
 // status) is returned with created false; so is a pending one with the
 // same DedupeKey; then the rate limit (errRateLimited); then the proposal
@@ -168,7 +168,7 @@ func supersede(ctx context.Context, tx store.Tx, p store.Proposal, actor string)
 	return nil
 }
 
-// SetProposalStatus moves a proposal from one of the statuses in from to
+// setProposalStatus moves a proposal from one of the statuses in from to
 // status, with a reason; store.ErrConflict (nothing changes) if its status is
 // not in from. Leaving pending sets DecidedAt and DecidedBy (actor).
 // Audited.
@@ -204,7 +204,7 @@ func setProposalStatus(ctx context.Context, st *store.Store, id int64, from []st
 	return out, nil
 }
 
-// RebaseProposal records the proposal applied to a newer version (see
+// rebaseProposal records the proposal applied to a newer version (see
 // Rebase). Audited with the resulting hash before and after.
 func rebaseProposal(ctx context.Context, st *store.Store, in rebaseIn) (store.Proposal, error) {
 	if err := in.Check(); err != nil {
@@ -243,7 +243,7 @@ func rebaseProposal(ctx context.Context, st *store.Store, in rebaseIn) (store.Pr
 	return out, nil
 }
 
-// AddApproval records approver's approval of a pending proposal whose
+// addApproval records approver's approval of a pending proposal whose
 // resulting hash is still a.ResultingHash, in one transaction: store.ErrConflict
 // if it is no longer pending or its hash moved (nothing stored),
 // store.ErrAlreadyExists if approver approved it before. Audited. Returns the
@@ -289,7 +289,7 @@ func insertApproval(ctx context.Context, tx store.Tx, p store.Proposal, a store.
 	return tx.GetProposal(ctx, p.ID)
 }
 
-// ApplyProposal commits the proposal as the sandbox's next policy version
+// applyProposal commits the proposal as the sandbox's next policy version
 // (source "proposal", through commit as every version) and marks it
 // applied, in one transaction, only if it is still pending (or approved)
 // with in.ResultingHash and its base version is still the sandbox's
@@ -342,7 +342,7 @@ func applyProposal(ctx context.Context, st *store.Store, in applyIn) (store.Prop
 	return out, pv, nil
 }
 
-// ExpireProposals marks every pending proposal whose ExpiresAt is before
+// expireProposals marks every pending proposal whose ExpiresAt is before
 // cutoff as expired (DecidedAt cutoff, audited) and returns them, oldest
 // first. It locks their sandboxes in name order, so sweeps running at once
 // queue rather than deadlock; a proposal that became due meanwhile in
@@ -399,7 +399,7 @@ func expireProposals(ctx context.Context, st *store.Store, cutoff time.Time, act
 	return out, nil
 }
 
-// FreezeSandbox commits doc (a deny-all policy) as the next version
+// freezeSandbox commits doc (a deny-all policy) as the next version
 // (source "freeze") and marks the sandbox frozen with the reason,
 // remembering the version that was current, in one transaction.
 // store.ErrConflict if it is already frozen. Audited.
@@ -456,7 +456,7 @@ func freezeSandboxAnd(ctx context.Context, st *store.Store, sandbox, reason, act
 	return sb, pv, nil
 }
 
-// UnfreezeSandbox commits the content of the version that was current
+// unfreezeSandbox commits the content of the version that was current
 // before the freeze as the next version (source "unfreeze") and clears the
 // freeze, in one transaction. store.ErrConflict if it is not frozen. Audited.
 func unfreezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, actor string) (store.Sandbox, store.PolicyVersion, error) {

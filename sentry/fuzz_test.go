@@ -2,9 +2,7 @@ package sentry
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // FuzzParseBatch: whatever the body, ParseBatch does not panic; a readable
@@ -83,24 +81,4 @@ func BenchmarkParseBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// FuzzCheckSyntax compares the hand-written lexer with encoding/json: it
-// accepts only what encoding/json calls valid UTF-8 JSON, and refuses
-// valid JSON only for the rules encoding/json does not have.
-func FuzzCheckSyntax(f *testing.F) {
-	for _, s := range []string{vectorEvent, `{"a":1,"a":2}`, `"\ud800"`, `"\ud83d\ude00"`, `[1e400]`, `-0.5e-3`,
-		`{"a":[true,false,null,{}]}`, "\"\xff\"", `01`, `1.`, `[1,]`, `{"a" 1}`, "\"\t\"", `[] []`, `"\u00e9\/"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		err := checkSyntax(b)
-		valid := json.Valid(b) && utf8.Valid(b)
-		if err == nil && !valid {
-			t.Fatalf("lexer accepted %q, encoding/json refuses it", b)
-		}
-		if err != nil && valid && strings.HasPrefix(err.Reason, "invalid JSON") {
-			t.Fatalf("lexer refused valid JSON %q: %v", b, err)
-		}
-	})
 }

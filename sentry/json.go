@@ -16,5 +16,5 @@ func join(path, key string) string {
 
 // canonicalJSON returns the RFC 8785 (JSON Canonicalization Scheme) form
 // of raw (internal/jcs): a signer in any language with a JCS library
-// produces the same bytes. raw must already have passed checkSyntax.
+// produces the same bytes. raw must already have passed the strict reader.
 func canonicalJSON(raw []byte) ([]byte, error) { return jcs.Transform(raw, maxDepth+1) }

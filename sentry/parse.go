@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/internal/strictjson"
 )
 
 // The media types the reader takes.
@@ -97,7 +99,7 @@ func ParseBatch(body []byte) (Batch, error) {
 		return b, nil
 	}
 	// The one-pass read met something it cannot judge alone (bad syntax,
-	// too many events, an event the strict lexer refuses): split the body
+	// too many events, an event the strict reader refuses): split the body
 	// with encoding/json, whose verdict on the batch as a whole is the
 	// rule, and read each event on its own.
 	var raws []json.RawMessage
@@ -115,45 +117,37 @@ func ParseBatch(body []byte) (Batch, error) {
 	return b, nil
 }
 
-// batch reads body in one pass, lexing each event once and reading its
-// fields from what the lexer recorded. It gives up (false) at the first
-// event the lexer refuses, leaving the verdict to ParseBatch's slow path.
+// batch reads body in one pass, reading each event once and its fields
+// from what the tree recorded. It gives up (false) at the first event the
+// strict reader refuses, leaving the verdict to ParseBatch's slow path.
 func (r *reader) batch(body []byte) (Batch, bool) {
-	l := lexer{b: body, tree: r.tree}
+	j := &r.json
+	j.Reset(body, batchLimits)
 	// Room for the events of a batch like the benchmark's (about 500 bytes
 	// an event), so that the slice seldom grows.
 	b := Batch{Events: make([]Event, 0, min(MaxBatchEvents, len(body)/400+1))}
-	l.expect('[')
-	if !l.expect(']') {
-		for n := 0; ; n++ {
-			if n == MaxBatchEvents {
-				return Batch{}, false
-			}
-			l.ws()
-			start := l.i
-			r.tree.reset()
-			// The lexer sees at most an event's size: an event larger
-			// cannot end within it (its object is not closed), and is
-			// refused by the slow path without being lexed, so a huge
-			// event never fills the tree.
-			l.b = body[:min(len(body), start+MaxEventBytes)]
-			err := l.value(0)
-			l.b = body
-			if err != nil {
-				return Batch{}, false
-			}
-			r.addRead(&b, n, body[start:l.i:l.i])
-			if l.expect(',') {
-				continue
-			}
-			if l.expect(']') {
-				break
-			}
+	if !j.Open() {
+		return Batch{}, false
+	}
+	for n := 0; j.Element(); n++ {
+		if n == MaxBatchEvents {
 			return Batch{}, false
 		}
+		start := j.Pos()
+		r.tree.reset()
+		// The reader sees at most an event's size: an event larger
+		// cannot end within it (its object is not closed), and is
+		// refused by the slow path without being read, so a huge event
+		// never fills the tree.
+		j.Window(min(len(body), start+MaxEventBytes))
+		r.tree.read(j, body, 0)
+		j.Window(len(body))
+		if j.Err() != nil {
+			return Batch{}, false
+		}
+		r.addRead(&b, n, body[start:j.Pos():j.Pos()])
 	}
-	l.ws()
-	return b, l.i == len(body)
+	return b, j.End() == nil
 }
 
 // add reads raw, the event at index i of a batch, into b.
@@ -162,7 +156,7 @@ func (r *reader) add(b *Batch, i int, raw []byte) {
 	r.put(b, i, raw, ev, ferr)
 }
 
-// addRead is add for an event whose bytes the lexer has just read into
+// addRead is add for an event whose bytes the reader has just read into
 // r.tree.
 func (r *reader) addRead(b *Batch, i int, raw []byte) {
 	ev, ferr := r.event(raw)
@@ -193,13 +187,16 @@ func peekID(raw []byte) string {
 // is an extension, kept and flagged.
 var envelope = []string{"specversion", "id", "source", "type", "time", "subject", "sequence", "datacontenttype", "data", "signature"}
 
-// reader reads typed fields from what the lexer recorded of one event,
+// reader reads typed fields from what the tree recorded of one event,
 // keeping the first error and the paths of the fields it did not know.
 // One reader serves the events of a batch in turn.
 type reader struct {
-	tree    *tree
-	err     *FieldError
-	unknown []string
+	// json reads an event, or a batch; items an array inside an event
+	// (elements) while json is still in the batch.
+	json, items strictjson.Reader
+	tree        *tree
+	err         *FieldError
+	unknown     []string
 	// names holds one copy of each short value read by name, by its JSON
 	// text: a batch repeats its sources, types, sandboxes and tools.
 	names map[string]string
@@ -213,25 +210,22 @@ func (r *reader) fail(field, reason string) {
 	}
 }
 
-// parseEvent lexes raw, an event on its own, and reads it.
+// parseEvent reads raw, an event on its own.
 func (r *reader) parseEvent(raw []byte) (Event, *FieldError) {
 	if len(raw) > MaxEventBytes {
 		return Event{}, &FieldError{Reason: fmt.Sprintf("event larger than %d bytes", MaxEventBytes)}
 	}
 	r.tree.reset()
-	l := lexer{b: raw, tree: r.tree}
-	if err := l.value(0); err != nil {
-		return Event{}, err
-	}
-	l.ws()
-	if l.i != len(l.b) {
-		return Event{}, &FieldError{Reason: "trailing data after the JSON value"}
+	r.json.Reset(raw, limits)
+	r.tree.read(&r.json, raw, 0)
+	if err := r.json.End(); err != nil {
+		return Event{}, fieldError(err, raw)
 	}
 	return r.event(raw)
 }
 
-// event reads the event raw, which the lexer has checked and recorded in
-// r.tree. The event's byte slices are slices of raw.
+// event reads the event raw, which the strict reader has checked and
+// r.tree recorded. The event's byte slices are slices of raw.
 func (r *reader) event(raw []byte) (Event, *FieldError) {
 	if len(raw) > MaxEventBytes {
 		return Event{}, &FieldError{Reason: fmt.Sprintf("event larger than %d bytes", MaxEventBytes)}

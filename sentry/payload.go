@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/portcullis-dev/portcullis/internal/strictjson"
 )
 
 // isHash: a SHA-256 as 64 lower-case hex digits.
@@ -173,7 +175,7 @@ func (r *reader) list(m fields, key, path string) []string {
 	if !ok {
 		return nil
 	}
-	items, ok := elements(raw)
+	items, ok := r.elements(raw)
 	if !ok {
 		r.fail(path, "must be an array of strings")
 		return nil
@@ -222,27 +224,17 @@ func (r *reader) confidence(m fields) *float64 {
 	return &f
 }
 
-// elements splits raw, a JSON value the lexer has checked, into its
-// elements' bytes; false when it is not an array.
-func elements(raw []byte) ([][]byte, bool) {
-	l := lexer{b: raw}
-	if !l.expect('[') {
+// elements splits raw, a JSON value the strict reader has checked, into
+// its elements' bytes; false when it is not an array.
+func (r *reader) elements(raw []byte) ([][]byte, bool) {
+	j := &r.items
+	j.Reset(raw, limits)
+	if j.Kind() != strictjson.Array || !j.Open() {
 		return nil, false
 	}
 	var items [][]byte
-	if l.expect(']') {
-		return items, true
+	for j.Element() {
+		items = append(items, j.Skip())
 	}
-	for {
-		l.ws()
-		start := l.i
-		l.path = append(l.path, segment{index: len(items)})
-		if l.value(0) != nil {
-			return nil, false
-		}
-		items = append(items, raw[start:l.i])
-		if done, err := l.next(']'); done || err != nil {
-			return items, err == nil
-		}
-	}
+	return items, j.Err() == nil
 }

@@ -19,6 +19,8 @@ package store
 import (
 	"errors"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/decision"
 )
 
 // Errors every engine maps its database errors to (by SQLSTATE code or
@@ -322,57 +324,20 @@ type ProxyStatus struct {
 	DecisionsDropped int64
 }
 
-// Decision is one decision record a proxy shipped.
+// Decision is one decision record a proxy shipped, as the gateway keeps
+// it: the record (package decision) and what the gateway adds to it.
 type Decision struct {
 	// ID orders records as they were stored; set by the store.
 	ID int64
 	// ReceivedAt is when the gateway stored it; set by the store.
-	ReceivedAt    time.Time
-	Time          time.Time
-	Sandbox       string
-	ProxyID       string
-	Decision      string // "allow", "deny", "audit" or "rate_limited"
-	Binary        string
-	Host          string
-	Port          int
-	Addr          string
-	HTTPMethod    string
-	Path          string
-	MCPMethod     string
-	Tool          string
-	Entry         string
-	Rule          string
-	Reason        string
-	PolicyVersion string
-	DenialID      string
-	VersionProbe  bool
-	// ArgumentsDigest is a denied tools/call's arguments digest
-	// (policy.ArgumentsDigest); the arguments themselves are never stored.
-	ArgumentsDigest string
-	// ReasonCode names a denial's cause where a machine acts on it
-	// ("tool_definition_changed"), and ToolDefinition the fingerprint of
-	// the tool definition that denial saw.
-	ReasonCode     string
-	ToolDefinition string
-	// SummaryCount, when above 0, makes the record a summary of that many
-	// decisions of one kind (its other fields) that were not kept one by
-	// one: the first at Time, the last at SummaryLast, and, for denials,
-	// the first and last of their denial ids. 0: an ordinary record.
-	SummaryCount         int64
-	SummaryLast          time.Time
-	SummaryFirstDenialID string
-	SummaryLastDenialID  string
-	// Cuts lists the fields cut to bound the record's size, each with its
-	// original length and digest.
-	Cuts []FieldCut
-}
-
-// FieldCut says a record's field was cut: its name, its length in bytes
-// before the cut, and the hex SHA-256 of its whole value.
-type FieldCut struct {
-	Field  string `json:"field"`
-	Length int    `json:"length"`
-	SHA256 string `json:"sha256"`
+	ReceivedAt time.Time
+	// ProxyID is the proxy that shipped it; set by the gateway from the
+	// stream it came on.
+	ProxyID string
+	// Record is what the proxy recorded. Its Sandbox is the shipper's
+	// (the gateway's word, not the record's); its TraceID is never stored
+	// (the API does not carry it).
+	decision.Record
 }
 
 // DecisionFilter narrows ListDecisions. Zero values match everything.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
-	"github.com/portcullis-dev/portcullis/store"
 )
 
 // ocsfFlags are the OCSF sinks' flags, the same on gateway and proxy.
@@ -48,49 +47,54 @@ func (f *ocsfFlags) name(env *environment, service string) {
 
 // open returns an emitter for each sink the flags name (none: nil).
 func (f *ocsfFlags) open(product ocsf.Product, log *slog.Logger) (ocsf.Emitters, error) {
+	s, err := f.sinks(product, log)
+	if err != nil {
+		return nil, err
+	}
+	return ocsf.Open(s)
+}
+
+// sinks maps the flags to the sinks ocsf.Open opens, refusing values
+// that cannot work before anything is opened or sent; it reads the HEC
+// token from its file.
+func (f *ocsfFlags) sinks(product ocsf.Product, log *slog.Logger) (ocsf.Sinks, error) {
+	var none ocsf.Sinks
 	if f.keep < 0 {
-		return nil, usagef("--ocsf-keep %d: want 0 or more", f.keep)
+		return none, usagef("--ocsf-keep %d: want 0 or more", f.keep)
 	}
 	if f.queue <= 0 {
-		return nil, usagef("--ocsf-queue %d: want at least 1", f.queue)
+		return none, usagef("--ocsf-queue %d: want at least 1", f.queue)
 	}
 	if (f.hecURL == "") != (f.hecTokenFile == "") {
-		return nil, usagef("--ocsf-hec-url and --ocsf-hec-token-file go together")
+		return none, usagef("--ocsf-hec-url and --ocsf-hec-token-file go together")
 	}
-	cfg := ocsf.Config{Queue: f.queue, Product: product, Logger: log.With("component", "ocsf")}
-	var out ocsf.Emitters
+	s := ocsf.Sinks{
+		OTLP:        ocsf.OTLPConfig{Endpoint: f.otlpEndpoint, ServiceName: f.service, ServiceVersion: f.build},
+		HECURL:      f.hecURL,
+		File:        f.file,
+		FileMaxSize: f.maxSize,
+		FileKeep:    f.keep,
+		Emitter:     ocsf.Config{Queue: f.queue, Product: product, Logger: log.With("component", "ocsf")},
+	}
 	if f.otlpEndpoint != "" {
-		sink, err := ocsf.NewOTLP(ocsf.OTLPConfig{Endpoint: f.otlpEndpoint, ServiceName: f.service, ServiceVersion: f.build})
-		if err != nil {
-			return nil, usagef("--ocsf-otlp-endpoint: %v", err)
+		if err := s.OTLP.Check(); err != nil {
+			return none, usagef("--ocsf-otlp-endpoint: %v", err)
 		}
-		out = append(out, ocsf.NewEmitter(sink, cfg))
 	}
 	if f.hecURL != "" {
 		if u, err := url.Parse(f.hecURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			closeAll(out)
-			return nil, usagef("--ocsf-hec-url %q: want an http(s) URL", f.hecURL)
+			return none, usagef("--ocsf-hec-url %q: want an http(s) URL", f.hecURL)
 		}
 		tok, err := os.ReadFile(f.hecTokenFile)
 		if err != nil {
-			closeAll(out)
-			return nil, inputErr(err)
+			return none, inputErr(err)
 		}
 		if strings.TrimSpace(string(tok)) == "" {
-			closeAll(out)
-			return nil, usagef("--ocsf-hec-token-file %s is empty", f.hecTokenFile)
+			return none, usagef("--ocsf-hec-token-file %s is empty", f.hecTokenFile)
 		}
-		out = append(out, ocsf.NewEmitter(ocsf.NewHEC(f.hecURL, string(tok), nil), cfg))
+		s.HECToken = string(tok)
 	}
-	if f.file != "" {
-		fs, err := ocsf.OpenFile(f.file, f.maxSize, f.keep)
-		if err != nil {
-			closeAll(out)
-			return nil, err
-		}
-		out = append(out, ocsf.NewEmitter(fs, cfg))
-	}
-	return out, nil
+	return s, nil
 }
 
 // closeAll closes the sinks of emitters that never ran.
@@ -105,30 +109,12 @@ func closeAll(es ocsf.Emitters) {
 type ocsfRecords struct{ ocsf.Emitters }
 
 func (o ocsfRecords) Offer(r decision.Record) {
-	o.Emit(func() ocsf.Event { return ocsf.FromDecision(ocsfDecision(r), ocsf.Proxy) })
+	o.Emit(func() ocsf.Event { return ocsf.FromDecision(r, ocsf.Proxy) })
 }
 
 func (o ocsfRecords) Close() error {
 	closeAll(o.Emitters)
 	return nil
-}
-
-// ocsfDecision reads a proxy's decision record for the mapping.
-func ocsfDecision(r decision.Record) ocsf.Decision {
-	d := store.Decision{
-		Time: r.Time, Sandbox: r.Sandbox, Binary: r.Binary, Host: r.Host, Port: r.Port, Addr: r.Addr,
-		HTTPMethod: r.HTTPMethod, Path: r.Path, MCPMethod: r.MCPMethod, Tool: r.Tool, Decision: r.Decision,
-		Entry: r.Entry, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, DenialID: r.DenialID,
-		VersionProbe: r.VersionProbe, ArgumentsDigest: r.ArgumentsDigest, ReasonCode: r.ReasonCode,
-		ToolDefinition: r.ToolDefinition,
-	}
-	for _, c := range r.Cuts {
-		d.Cuts = append(d.Cuts, store.FieldCut{Field: c.Field, Length: c.Length, SHA256: c.SHA256})
-	}
-	if s := r.Summary; s != nil {
-		d.SummaryCount, d.SummaryLast, d.SummaryFirstDenialID, d.SummaryLastDenialID = s.Count, s.Last, s.FirstDenialID, s.LastDenialID
-	}
-	return ocsf.Decision{Record: d, TraceID: r.TraceID}
 }
 
 // describe names the sinks for the start-up banner.

@@ -1,3 +1,5 @@
+//go:build !proxyonly
+
 package main
 
 import (

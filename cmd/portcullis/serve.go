@@ -4,14 +4,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,8 +19,6 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/store"
-	"github.com/portcullis-dev/portcullis/store/postgres"
-	"github.com/portcullis-dev/portcullis/store/sqlite"
 )
 
 // Environment variables read by the server commands.
@@ -33,7 +30,6 @@ const (
 
 	defaultListen  = "127.0.0.1:7070"
 	defaultDataDir = "./portcullis-data"
-	sqliteFile     = "portcullis.db"
 )
 
 // storeFlags are the flags that choose and locate the store.
@@ -47,53 +43,18 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory of the embedded SQLite database")
 }
 
-// open opens the store the flags name, applying pending migrations. It
-// returns a description of where the data lives, for the start-up banner.
-func (f *storeFlags) open(ctx context.Context, env *environment, log *slog.Logger) (*store.Store, string, error) {
+// config is the store the flags, or PORTCULLIS_DATABASE_URL, name.
+func (f *storeFlags) config(env *environment, log *slog.Logger) gateway.StoreConfig {
 	url := f.databaseURL
 	if url == "" {
 		url = env.getenv(envDatabaseURL)
 	}
-	switch {
-	case isPostgresURL(url):
-		st, err := postgres.Open(ctx, url, postgres.Config{Logger: log})
-		if err != nil {
-			return nil, "", fmt.Errorf("open postgres: %w", err)
-		}
-		return store.New(st), "postgres", nil
-	case url != "":
-		return nil, "", usagef("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")
-	}
-	path := filepath.Join(f.dataDir, sqliteFile)
-	st, err := sqlite.Open(ctx, path, sqlite.Config{Logger: log})
-	if err != nil {
-		return nil, "", fmt.Errorf("open sqlite: %w", err)
-	}
-	return store.New(st), "sqlite " + path + " (single replica)", nil
-}
-
-func isPostgresURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+	return gateway.StoreConfig{DatabaseURL: url, DataDir: f.dataDir, Logger: log}
 }
 
 // newGatewayCmd is `portcullis gateway`.
 func newGatewayCmd(env *environment) *cobra.Command {
-	var (
-		sf            storeFlags
-		tracing       tracingFlags // --otlp-endpoint (tracing.go)
-		listen        string
-		tlsCert       string
-		tlsKey        string
-		insecure      bool
-		devLoopback   bool
-		metricsListen string
-		webhookURL    string
-		auditWebhook  string
-		externalURL   string
-		decisions     decisionFlags
-		sentryOpts    sentryFlags
-		ocsfOpts      ocsfFlags
-	)
+	var f gatewayFlags
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the gateway (API, console, health and metrics on one port)",
@@ -145,170 +106,160 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			if (tlsCert == "") != (tlsKey == "") {
-				return usagef("--tls-cert and --tls-key go together")
-			}
-			if err := decisions.check(); err != nil {
-				return err
-			}
-			if err := sentryOpts.check(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			log, err := newLogger(env)
-			if err != nil {
-				return err
-			}
-			st, where, err := sf.open(ctx, env, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			events, err := sentryOpts.open(ctx, env, log)
-			if err != nil {
-				return err
-			}
-			if events != nil {
-				defer events.Close()
-				where += "; sentry events in their own postgres database"
-			}
-			tracer, err := tracing.start(env, "portcullis-gateway", buildVersion())
-			if err != nil {
-				return err
-			}
-			defer stopTracing(tracer, log)
-
-			for flag, v := range map[string]string{"--webhook-url": webhookURL, "--audit-webhook-url": auditWebhook, "--external-url": externalURL} {
-				if v == "" {
-					continue
-				}
-				if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-					return usagef("%s %q: want an http(s) URL", flag, v)
-				}
-				if flag != "--external-url" && env.getenv(envWebhookSecret) == "" {
-					return usagef("%s needs %s, the key that signs each call", flag, envWebhookSecret)
-				}
-			}
-			bootstrap := env.getenv(envBootstrapToken)
-			if bootstrap != "" && len(bootstrap) < gateway.MinBootstrapTokenLen {
-				return usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
-			}
-			ocsfOpts.name(env, "portcullis-gateway")
-			emitters, err := ocsfOpts.open(ocsf.Gateway, log)
-			if err != nil {
-				return err
-			}
-			defer func() {
-				for _, e := range emitters {
-					e.Close() // once Run has closed it, a second Close does nothing
-				}
-			}()
-			var ocsfDropped func() uint64
-			var ocsfEmit func(func() ocsf.Event)
-			if emitters != nil {
-				ocsfDropped, ocsfEmit = emitters.Dropped, emitters.Emit
-			}
-			gw, err := gateway.New(gateway.Config{
-				OCSFDropped:      ocsfDropped,
-				OCSF:             ocsfEmit,
-				Listen:           listen,
-				TLSCertFile:      tlsCert,
-				TLSKeyFile:       tlsKey,
-				Insecure:         insecure,
-				MetricsListen:    metricsListen,
-				DevAllowLoopback: devLoopback,
-				BootstrapToken:   bootstrap,
-				Logger:           log,
-				WebhookURL:       webhookURL,
-				AuditWebhookURL:  auditWebhook,
-				WebhookSecret:    env.getenv(envWebhookSecret),
-				ExternalURL:      externalURL,
-
-				DecisionMaxAge:        decisions.maxAge,
-				DecisionMaxPerSandbox: decisions.maxPerSandbox,
-				DecisionRate:          decisions.rate,
-				DecisionBurst:         decisions.burst,
-
-				SentryDryRun:              sentryOpts.dryRun,
-				QuarantineBudget:          sentryOpts.quarantineBudget,
-				QuarantineBudgetPerSource: sentryOpts.quarantineBudgetPerSource,
-				SentryRetention:           sentryOpts.retention,
-				SentryStore:               events,
-
-				TracerProvider: tracer.Provider(),
-			}, st)
-			if err != nil {
-				return err
-			}
-			// Listen before creating the first admin token: a token created
-			// for a gateway that then fails to start would never be shown.
-			ln, err := gw.Listen()
-			if err != nil {
-				return usagef("%v", err)
-			}
-			if devLoopback {
-				log.Warn("--dev-allow-loopback: proposals for loopback upstreams are proved as reachable; never use this in production")
-			}
-			token, created, err := gw.Bootstrap(ctx)
-			if err != nil {
-				ln.Close()
-				return err
-			}
-			signingKey, err := gw.SigningKey(ctx)
-			if err != nil {
-				ln.Close()
-				return err
-			}
-			scheme := "http"
-			if tlsCert != "" {
-				scheme = "https"
-			}
-			base := scheme + "://" + ln.Addr().String()
-			fmt.Fprintf(env.stdout, "Portcullis gateway listening on %s\n", ln.Addr())
-			fmt.Fprintf(env.stdout, "  store:   %s\n", where)
-			fmt.Fprintf(env.stdout, "  signing key (proxies may pin it with --gateway-key): %s\n", signingKey)
-			if devLoopback {
-				fmt.Fprintf(env.stdout, "  DEV: --dev-allow-loopback: loopback upstreams can be proposed for (never in production)\n")
-			}
-			switch {
-			case created && bootstrap != "":
-				// Never echo a token the operator supplied: it would land
-				// in container logs.
-				fmt.Fprintf(env.stdout, "  admin token: the one in %s (stored hashed)\n", envBootstrapToken)
-			case created:
-				fmt.Fprintf(env.stdout, "  admin token (shown once, stored hashed): %s\n", token)
-				fmt.Fprintf(env.stdout, "  export PORTCULLIS_TOKEN=%s\n", token)
-			}
-			// The console line ends the banner (scripts wait for it).
-			fmt.Fprintf(env.stdout, "  console: %s/\n", base)
-			if emitters == nil {
-				return gw.Serve(ctx, ln)
-			}
-			fmt.Fprintf(env.stdout, "  ocsf:    %s\n", ocsfOpts.describe())
-			octx, stop := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			wg.Go(func() { emitters.Run(octx) })
-			err = gw.Serve(ctx, ln)
-			stop()
-			wg.Wait()
-			return err
+			return runGateway(cmd.Context(), env, &f)
 		},
 	}
-	sf.add(cmd)
-	tracing.add(cmd)
-	cmd.Flags().StringVar(&listen, "listen", defaultListen, "API address; a non-loopback plaintext address needs --insecure")
-	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
-	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "TLS private key file (PEM)")
-	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow plaintext on a non-loopback --listen address")
-	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "prove and draft proposals as for proxies run with --dev-allow-loopback (demos and tests only)")
-	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
-	cmd.Flags().StringVar(&webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
-	cmd.Flags().StringVar(&auditWebhook, "audit-webhook-url", "", "call this `URL` whenever the audit head moves: an archive, not a chat channel (signed with env "+envWebhookSecret+")")
-	ocsfOpts.add(cmd)
-	cmd.Flags().StringVar(&externalURL, "external-url", "", "the gateway's `URL` as people reach it, for the console links in webhook messages (default: http(s)://--listen)")
-	decisions.add(cmd)
-	sentryOpts.add(cmd)
+	f.add(cmd)
 	return cmd
+}
+
+// gatewayFlags are portcullis gateway's flags.
+type gatewayFlags struct {
+	store                                                storeFlags
+	tracing                                              tracingFlags // --otlp-endpoint (tracing.go)
+	listen, tlsCert, tlsKey                              string
+	insecure, devLoopback                                bool
+	metricsListen, webhookURL, auditWebhook, externalURL string
+	decisions                                            decisionFlags
+	sentry                                               sentryFlags
+	ocsf                                                 ocsfFlags
+}
+
+func (f *gatewayFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	f.store.add(cmd)
+	f.tracing.add(cmd)
+	fl.StringVar(&f.listen, "listen", defaultListen, "API address; a non-loopback plaintext address needs --insecure")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key file (PEM)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow plaintext on a non-loopback --listen address")
+	fl.BoolVar(&f.devLoopback, "dev-allow-loopback", false, "prove and draft proposals as for proxies run with --dev-allow-loopback (demos and tests only)")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics without a token on this (loopback) address")
+	fl.StringVar(&f.webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
+	fl.StringVar(&f.auditWebhook, "audit-webhook-url", "", "call this `URL` whenever the audit head moves: an archive, not a chat channel (signed with env "+envWebhookSecret+")")
+	f.ocsf.add(cmd)
+	fl.StringVar(&f.externalURL, "external-url", "", "the gateway's `URL` as people reach it, for the console links in webhook messages (default: http(s)://--listen)")
+	f.decisions.add(cmd)
+	f.sentry.add(cmd)
+}
+
+// runGateway is portcullis gateway: the flags and environment mapped to
+// the gateway process's RunConfig, and gateway.Run, which opens, serves
+// and closes everything, until ctx ends.
+func runGateway(ctx context.Context, env *environment, f *gatewayFlags) error {
+	cfg, err := f.config(env)
+	if err != nil {
+		return err
+	}
+	cfg.Started = func(s gateway.Started) { f.banner(env, s, cfg.Server.BootstrapToken != "") }
+	return settingAsUsage(gateway.Run(ctx, cfg))
+}
+
+// config checks the flags and the environment and maps them to the
+// process's RunConfig; every refusal comes before anything is opened.
+func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
+	var cfg gateway.RunConfig
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return cfg, usagef("--tls-cert and --tls-key go together")
+	}
+	if err := f.decisions.check(); err != nil {
+		return cfg, err
+	}
+	if err := f.sentry.check(env); err != nil {
+		return cfg, err
+	}
+	log, err := newLogger(env)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.Tracing, err = f.tracing.config(env, "portcullis-gateway", buildVersion()); err != nil {
+		return cfg, err
+	}
+	for flag, v := range map[string]string{"--webhook-url": f.webhookURL, "--audit-webhook-url": f.auditWebhook, "--external-url": f.externalURL} {
+		if v == "" {
+			continue
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return cfg, usagef("%s %q: want an http(s) URL", flag, v)
+		}
+		if flag != "--external-url" && env.getenv(envWebhookSecret) == "" {
+			return cfg, usagef("%s needs %s, the key that signs each call", flag, envWebhookSecret)
+		}
+	}
+	bootstrap := env.getenv(envBootstrapToken)
+	if bootstrap != "" && len(bootstrap) < gateway.MinBootstrapTokenLen {
+		return cfg, usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
+	}
+	f.ocsf.name(env, "portcullis-gateway")
+	if cfg.OCSF, err = f.ocsf.sinks(ocsf.Gateway, log); err != nil {
+		return cfg, err
+	}
+	cfg.Store = f.store.config(env, log)
+	cfg.SentryDatabaseURL = f.sentry.url(env)
+	cfg.Server = gateway.Config{
+		Listen:           f.listen,
+		TLSCertFile:      f.tlsCert,
+		TLSKeyFile:       f.tlsKey,
+		Insecure:         f.insecure,
+		MetricsListen:    f.metricsListen,
+		DevAllowLoopback: f.devLoopback,
+		BootstrapToken:   bootstrap,
+		Logger:           log,
+		WebhookURL:       f.webhookURL,
+		AuditWebhookURL:  f.auditWebhook,
+		WebhookSecret:    env.getenv(envWebhookSecret),
+		ExternalURL:      f.externalURL,
+
+		DecisionMaxAge:        f.decisions.maxAge,
+		DecisionMaxPerSandbox: f.decisions.maxPerSandbox,
+		DecisionRate:          f.decisions.rate,
+		DecisionBurst:         f.decisions.burst,
+
+		SentryDryRun:              f.sentry.dryRun,
+		QuarantineBudget:          f.sentry.quarantineBudget,
+		QuarantineBudgetPerSource: f.sentry.quarantineBudgetPerSource,
+		SentryRetention:           f.sentry.retention,
+	}
+	return cfg, nil
+}
+
+// banner says where the gateway listens, where its data lives, the key
+// proxies may pin and, on the first start, the admin token. suppliedToken:
+// the token came from PORTCULLIS_BOOTSTRAP_TOKEN, and is never echoed (it
+// would land in container logs).
+func (f *gatewayFlags) banner(env *environment, s gateway.Started, suppliedToken bool) {
+	w := env.stdout
+	fmt.Fprintf(w, "Portcullis gateway listening on %s\n", s.Addr)
+	fmt.Fprintf(w, "  store:   %s\n", s.Store)
+	fmt.Fprintf(w, "  signing key (proxies may pin it with --gateway-key): %s\n", s.SigningKey)
+	if f.devLoopback {
+		fmt.Fprintf(w, "  DEV: --dev-allow-loopback: loopback upstreams can be proposed for (never in production)\n")
+	}
+	switch {
+	case s.CreatedAdmin && suppliedToken:
+		fmt.Fprintf(w, "  admin token: the one in %s (stored hashed)\n", envBootstrapToken)
+	case s.CreatedAdmin:
+		fmt.Fprintf(w, "  admin token (shown once, stored hashed): %s\n", s.AdminToken)
+		fmt.Fprintf(w, "  export PORTCULLIS_TOKEN=%s\n", s.AdminToken)
+	}
+	scheme := "http"
+	if f.tlsCert != "" {
+		scheme = "https"
+	}
+	// Scripts wait for the console line: only the OCSF sinks' follows it.
+	fmt.Fprintf(w, "  console: %s://%s/\n", scheme, s.Addr)
+	if d := f.ocsf.describe(); d != "" {
+		fmt.Fprintf(w, "  ocsf:    %s\n", d)
+	}
+}
+
+// settingAsUsage reports a setting the gateway cannot work with as a
+// usage error (exit 2), as the flags' own checks are.
+func settingAsUsage(err error) error {
+	if _, ok := errors.AsType[*gateway.SettingError](err); ok {
+		return asUsage(err)
+	}
+	return err
 }
 
 // decisionFlags bound the decision records the gateway stores.
@@ -367,28 +318,17 @@ func (f *sentryFlags) add(cmd *cobra.Command) {
 		"Postgres URL (postgres://…) of a database of its own for the Sentry events, best on another server: bulk ingest then shares no connections or write-ahead log with the freezes it triggers; unset: the gateway's store (env "+envSentryDBURL+")")
 }
 
-// open opens the Sentry event store the flags name, applying pending
-// migrations, or returns nil when the events stay in the gateway's store.
-func (f *sentryFlags) open(ctx context.Context, env *environment, log *slog.Logger) (*store.Store, error) {
-	url := f.databaseURL
-	if url == "" {
-		url = env.getenv(envSentryDBURL)
+// url is the Sentry events' own database the flag, or
+// PORTCULLIS_SENTRY_DATABASE_URL, names ("": the gateway's store).
+func (f *sentryFlags) url(env *environment) string {
+	if f.databaseURL != "" {
+		return f.databaseURL
 	}
-	switch {
-	case url == "":
-		return nil, nil
-	case !isPostgresURL(url):
-		return nil, usagef("%s must be a postgres:// URL (leave it unset to keep the events in the gateway's store)", envSentryDBURL)
-	}
-	st, err := postgres.Open(ctx, url, postgres.Config{Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("open the sentry event store (--sentry-database-url): %w", err)
-	}
-	return store.New(st), nil
+	return env.getenv(envSentryDBURL)
 }
 
 // check refuses values the gateway would read as "use the default".
-func (f *sentryFlags) check() error {
+func (f *sentryFlags) check(env *environment) error {
 	switch {
 	case f.quarantineBudget == 0:
 		return usagef("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
@@ -396,8 +336,10 @@ func (f *sentryFlags) check() error {
 		return usagef("--quarantine-budget-per-source 0 would hold every quarantine; give a count, or a negative one for no budget per source")
 	case f.retention == 0:
 		return usagef("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
-	case f.databaseURL != "" && !isPostgresURL(f.databaseURL):
+	case f.databaseURL != "" && !gateway.IsPostgresURL(f.databaseURL):
 		return usagef("--sentry-database-url must be a postgres:// URL (leave it unset to keep the events in the gateway's store)")
+	case f.url(env) != "" && !gateway.IsPostgresURL(f.url(env)):
+		return usagef("%s must be a postgres:// URL (leave it unset to keep the events in the gateway's store)", envSentryDBURL)
 	}
 	return nil
 }
@@ -439,16 +381,16 @@ func withStore(cmd *cobra.Command, env *environment, f func(ctx context.Context,
 	}
 }
 
-// with opens the store the flags name (applying migrations), runs fn on
-// it, and closes it.
+// with opens the store the flags name (gateway.OpenStore, applying
+// migrations), runs fn on it, and closes it.
 func (f *storeFlags) with(ctx context.Context, env *environment, fn func(ctx context.Context, st *store.Store, where string) error) error {
 	log, err := newLogger(env)
 	if err != nil {
 		return err
 	}
-	st, where, err := f.open(ctx, env, log)
+	st, where, err := gateway.OpenStore(ctx, f.config(env, log))
 	if err != nil {
-		return err
+		return settingAsUsage(err)
 	}
 	ferr := fn(ctx, st, where)
 	if err := st.Close(); ferr == nil {

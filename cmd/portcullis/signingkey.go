@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -124,16 +122,15 @@ func (f *storeFlags) given(cmd *cobra.Command, env *environment) string {
 
 // exists reports whether the embedded SQLite store is in the data dir.
 func (f *storeFlags) exists() bool {
-	_, err := os.Stat(filepath.Join(f.dataDir, sqliteFile))
-	return err == nil
+	return gateway.StoreConfig{DataDir: f.dataDir}.Exists()
 }
 
 // withExisting opens a store that must already exist (an SQLite file in
 // the data dir, or a Postgres URL), runs fn and closes the store. A
 // missing SQLite store is refused, and nothing is created.
 func (f *storeFlags) withExisting(cmd *cobra.Command, env *environment, fn func(context.Context, *store.Store) error) error {
-	if f.databaseURL == "" && env.getenv(envDatabaseURL) == "" && !f.exists() {
-		return inputErr(fmt.Errorf("no gateway store at %s (nothing was created): give --data-dir or --database-url of the gateway's store", filepath.Join(f.dataDir, sqliteFile)))
+	if cfg := f.config(env, nil); !cfg.Exists() {
+		return inputErr(fmt.Errorf("no gateway store at %s (nothing was created): give --data-dir or --database-url of the gateway's store", cfg.SQLitePath()))
 	}
 	return f.with(cmd.Context(), env, func(ctx context.Context, st *store.Store, _ string) error { return fn(ctx, st) })
 }

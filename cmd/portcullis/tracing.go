@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"log/slog"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,9 +25,11 @@ func (f *tracingFlags) add(cmd *cobra.Command) {
 		"export OpenTelemetry traces over OTLP/HTTP to this collector `URL` (spans go to URL/v1/traces; env "+envOTLPEndpoint+"; service name from env "+envServiceName+"); default off")
 }
 
-// start builds the tracer provider (nil: tracing is off) named service
-// unless OTEL_SERVICE_NAME names it.
-func (f *tracingFlags) start(env *environment, service, build string) (*otlp.Tracing, error) {
+// config is the tracing the flag and the standard variables ask for (no
+// endpoint: off), named service unless OTEL_SERVICE_NAME names it. An
+// endpoint that is not an http(s) URL is a usage error, before anything
+// starts.
+func (f *tracingFlags) config(env *environment, service, build string) (otlp.Config, error) {
 	endpoint := f.endpoint
 	if endpoint == "" {
 		endpoint = env.getenv(envOTLPEndpoint)
@@ -37,19 +37,25 @@ func (f *tracingFlags) start(env *environment, service, build string) (*otlp.Tra
 	if name := env.getenv(envServiceName); name != "" {
 		service = name
 	}
-	t, err := otlp.New(otlp.Config{Endpoint: endpoint, ServiceName: service, ServiceVersion: build})
+	cfg := otlp.Config{Endpoint: endpoint, ServiceName: service, ServiceVersion: build}
+	if err := cfg.Check(); err != nil {
+		return cfg, usagef("--otlp-endpoint: %v", err)
+	}
+	return cfg, nil
+}
+
+// start builds the tracer provider config describes (nil: tracing is off).
+func (f *tracingFlags) start(env *environment, service, build string) (*otlp.Tracing, error) {
+	cfg, err := f.config(env, service, build)
+	if err != nil {
+		return nil, err
+	}
+	t, err := otlp.New(cfg)
 	if err != nil {
 		return nil, usagef("--otlp-endpoint: %v", err)
 	}
 	return t, nil
 }
 
-// stopTracing exports the spans still queued, within a fresh timeout (the
-// command's context has ended by now).
-func stopTracing(t *otlp.Tracing, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := t.Shutdown(ctx); err != nil {
-		log.Warn("could not export the last traces", "err", err)
-	}
-}
+// stopTracing exports the spans still queued (otlp.Tracing.Stop).
+func stopTracing(t *otlp.Tracing, log *slog.Logger) { t.Stop(log) }

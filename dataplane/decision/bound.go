@@ -6,15 +6,6 @@ import (
 	"unicode/utf8"
 )
 
-// Cut says Bound cut a field of a record: its JSON name, its length in
-// bytes before the cut and the hex SHA-256 of its whole value, so the
-// value can still be matched against one known elsewhere.
-type Cut struct {
-	Field  string `json:"field"`
-	Length int    `json:"length"`
-	SHA256 string `json:"sha256"`
-}
-
 // The most bytes Bound keeps of a field: PathLimit of the path (with its
 // query), TextLimit of the binary and the reason, FieldLimit of each other
 // text field. A record's text is then at most about 5 KiB (about 6 times
@@ -27,33 +18,34 @@ const (
 )
 
 // Bound cuts r's fields longer than their limit (at a UTF-8 boundary) and
-// lists each cut in r.Cuts. A record's first Bound does the cutting; a
-// second finds nothing to cut.
-func (r *Record) Bound() {
+// lists each cut in r.Cuts, with the field's length and SHA-256 before the
+// cut. A record's first Bound does the cutting; a second finds nothing to
+// cut.
+func Bound(r *Record) {
 	// Values in and out, no pointers into r: a table of &r.Field would
 	// move every record, allowed ones too, to the heap.
-	r.Sandbox = r.cut("sandbox", r.Sandbox, FieldLimit)
-	r.Binary = r.cut("binary", r.Binary, TextLimit)
-	r.Host = r.cut("host", r.Host, FieldLimit)
-	r.Addr = r.cut("addr", r.Addr, FieldLimit)
-	r.HTTPMethod = r.cut("http_method", r.HTTPMethod, FieldLimit)
-	r.Path = r.cut("path", r.Path, PathLimit)
-	r.MCPMethod = r.cut("mcp_method", r.MCPMethod, FieldLimit)
-	r.Tool = r.cut("tool", r.Tool, FieldLimit)
-	r.Entry = r.cut("entry", r.Entry, FieldLimit)
-	r.Rule = r.cut("rule", r.Rule, FieldLimit)
-	r.Reason = r.cut("reason", r.Reason, TextLimit)
-	r.PolicyVersion = r.cut("policy_version", r.PolicyVersion, FieldLimit)
-	r.DenialID = r.cut("denial_id", r.DenialID, FieldLimit)
-	r.ArgumentsDigest = r.cut("arguments_digest", r.ArgumentsDigest, FieldLimit)
-	r.ReasonCode = r.cut("reason_code", r.ReasonCode, FieldLimit)
-	r.ToolDefinition = r.cut("tool_definition", r.ToolDefinition, FieldLimit)
-	r.TraceID = r.cut("trace_id", r.TraceID, FieldLimit)
+	r.Sandbox = cut(r, "sandbox", r.Sandbox, FieldLimit)
+	r.Binary = cut(r, "binary", r.Binary, TextLimit)
+	r.Host = cut(r, "host", r.Host, FieldLimit)
+	r.Addr = cut(r, "addr", r.Addr, FieldLimit)
+	r.HTTPMethod = cut(r, "http_method", r.HTTPMethod, FieldLimit)
+	r.Path = cut(r, "path", r.Path, PathLimit)
+	r.MCPMethod = cut(r, "mcp_method", r.MCPMethod, FieldLimit)
+	r.Tool = cut(r, "tool", r.Tool, FieldLimit)
+	r.Entry = cut(r, "entry", r.Entry, FieldLimit)
+	r.Rule = cut(r, "rule", r.Rule, FieldLimit)
+	r.Reason = cut(r, "reason", r.Reason, TextLimit)
+	r.PolicyVersion = cut(r, "policy_version", r.PolicyVersion, FieldLimit)
+	r.DenialID = cut(r, "denial_id", r.DenialID, FieldLimit)
+	r.ArgumentsDigest = cut(r, "arguments_digest", r.ArgumentsDigest, FieldLimit)
+	r.ReasonCode = cut(r, "reason_code", r.ReasonCode, FieldLimit)
+	r.ToolDefinition = cut(r, "tool_definition", r.ToolDefinition, FieldLimit)
+	r.TraceID = cut(r, "trace_id", r.TraceID, FieldLimit)
 }
 
 // cut is v, the field name of r, cut to limit bytes, the cut listed in
 // r.Cuts; v itself when it is within the limit.
-func (r *Record) cut(name, v string, limit int) string {
+func cut(r *Record, name, v string, limit int) string {
 	if len(v) <= limit {
 		return v
 	}

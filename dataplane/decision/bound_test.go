@@ -15,8 +15,8 @@ func TestBound(t *testing.T) {
 	path := "/" + strings.Repeat("é", 30<<10) // 60 KiB + 1, two bytes a rune
 	reason := strings.Repeat("r", 4000)
 	r := Record{Host: "h.example.com", Port: 443, Path: path, Reason: reason, Decision: Deny, DenialID: "dn_1"}
-	r.Bound()
-	line, err := r.appendJSON(nil)
+	Bound(&r)
+	line, err := appendJSON(nil, &r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestBound(t *testing.T) {
 	if r.Host != "h.example.com" || r.DenialID != "dn_1" {
 		t.Errorf("short fields changed: %+v", r)
 	}
-	r.Bound()
+	Bound(&r)
 	if len(r.Cuts) != 2 {
 		t.Errorf("a second Bound cut again: %+v", r.Cuts)
 	}

@@ -1,9 +1,9 @@
-// Package decision owns the proxy's decision records: the Record of one
-// verdict (what was asked, by which binary, the rule and policy version
-// behind it, and a denial's id), and the Log that keeps the recent ones in
-// a bounded ring (policy.local's denials read it) while a writer goroutine
-// appends them to a file as JSON lines — what arrives within FlushInterval
-// in one write — without ever holding traffic. The shipper to the gateway
+// Package decision owns the proxy's side of decision records (the Record
+// itself, what both roles share, is package decision at the module's
+// root): the Log that keeps the recent ones in a bounded ring
+// (policy.local's denials read it) while a writer goroutine appends them
+// to a file as JSON lines — what arrives within FlushInterval in one
+// write — without ever holding traffic. The shipper to the gateway
 // consumes the same Records. A denied tools/call's record carries only the
 // digest of its arguments; Arguments keeps the arguments themselves for a
 // while, in memory and bounded, for policy.local. Before a record is kept,

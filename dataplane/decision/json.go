@@ -12,7 +12,7 @@ import (
 // FuzzAppendJSON hold it to encoding/json's output, every field included.
 // It fails only where encoding/json fails: a Time whose year is outside
 // 0–9999.
-func (r *Record) appendJSON(b []byte) ([]byte, error) {
+func appendJSON(b []byte, r *Record) ([]byte, error) {
 	b = append(b, `{"time":"`...)
 	b, err := r.Time.AppendText(b)
 	if err != nil {

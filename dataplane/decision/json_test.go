@@ -13,7 +13,7 @@ import (
 func checkAppendJSON(t *testing.T, r Record) {
 	t.Helper()
 	want, werr := json.Marshal(r)
-	got, gerr := r.appendJSON(nil)
+	got, gerr := appendJSON(nil, &r)
 	if (werr != nil) != (gerr != nil) {
 		t.Fatalf("%+v: appendJSON error %v, encoding/json error %v", r, gerr, werr)
 	}

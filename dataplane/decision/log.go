@@ -11,68 +11,6 @@ import (
 	"time"
 )
 
-// Decisions recorded in Record.Decision.
-const (
-	Allow = "allow"
-	Deny  = "deny"
-	// DecisionAudit: policy would deny, but the endpoint is in audit mode
-	// and the request was forwarded.
-	Audit = "audit"
-	// RateLimited: policy allowed the tools/call, but its rule's
-	// rate_limit had no token left; the request was answered 429 and not
-	// forwarded. It carries a DenialID, yet is never a denial the advisor
-	// turns into a proposal.
-	RateLimited = "rate_limited"
-)
-
-// Record is one decision of the proxy: what was asked, by which binary,
-// and the verdict with the rule and policy version behind it. A denial
-// carries a DenialID that the agent can quote when it asks for access.
-type Record struct {
-	Time          time.Time `json:"time"`
-	Sandbox       string    `json:"sandbox,omitempty"`
-	Binary        string    `json:"binary,omitempty"`
-	Host          string    `json:"host"`
-	Port          int       `json:"port"`
-	Addr          string    `json:"addr,omitempty"`
-	HTTPMethod    string    `json:"http_method,omitempty"`
-	Path          string    `json:"path,omitempty"`
-	MCPMethod     string    `json:"mcp_method,omitempty"`
-	Tool          string    `json:"tool,omitempty"` // what the MCP message names: tools/call's tool, prompts/get's prompt, a resources method's URI
-	Decision      string    `json:"decision"`
-	Entry         string    `json:"entry,omitempty"`
-	Rule          string    `json:"rule,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	PolicyVersion string    `json:"policy_version,omitempty"`
-	DenialID      string    `json:"denial_id,omitempty"`
-	// VersionProbe marks a denial caused only by an unlisted MCP protocol
-	// version: clients probe versions, so it is not offered to the advisor.
-	VersionProbe bool `json:"version_probe,omitempty"`
-	// ArgumentsDigest is, for a denied tools/call, the digest of its
-	// arguments (policy.ArgumentsDigest). The arguments never go into a
-	// record: the proxy keeps them a while in its Arguments memory.
-	ArgumentsDigest string `json:"arguments_digest,omitempty"`
-	// ReasonCode names a denial's cause where a machine acts on it:
-	// "tool_definition_changed" (a pinned tool whose definition differs
-	// from its pin, or could not be verified).
-	ReasonCode string `json:"reason_code,omitempty"`
-	// ToolDefinition is, for tool_definition_changed, the fingerprint of
-	// the tool's definition the proxy saw ("" when it could verify none).
-	ToolDefinition string `json:"tool_definition,omitempty"`
-	// TraceID is the W3C trace id of the request's span when the proxy
-	// traces (32 hex digits): the client's trace when it sent a
-	// traceparent, so a search joins the denial, the proposal made from
-	// it and the approval.
-	TraceID string `json:"trace_id,omitempty"`
-	// Cuts lists the fields Bound cut to keep the record small, each with
-	// its length and digest before the cut.
-	Cuts []Cut `json:"cuts,omitempty"`
-	// Summary, if set, makes the record a summary of a flood of similar
-	// denials that were not kept one by one (Summarizer): the record's
-	// fields are their kind's, Time is the first one's.
-	Summary *Summary `json:"summary,omitempty"`
-}
-
 // NewDenialID returns a fresh identifier for a denial.
 func NewDenialID() string {
 	var b [12]byte
@@ -207,7 +145,7 @@ func (d *Log) Write(ctx context.Context) {
 		if failedAt.IsZero() || time.Since(failedAt) >= d.retryAfter {
 			buf = buf[:0]
 			for i := range batch {
-				line, err := batch[i].appendJSON(buf)
+				line, err := appendJSON(buf, &batch[i])
 				if err != nil {
 					continue // a time encoding/json cannot write either
 				}

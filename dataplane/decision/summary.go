@@ -9,17 +9,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// Summary is what a summary record adds: how many denials of the record's
-// kind it stands for, the last one's time (the record's Time is the
-// first's), and the first and last of their denial ids.
-type Summary struct {
-	Count         int64     `json:"count"`
-	Last          time.Time `json:"last"`
-	FirstDenialID string    `json:"first_denial_id,omitempty"`
-	LastDenialID  string    `json:"last_denial_id,omitempty"`
-}
+	record "github.com/portcullis-dev/portcullis/decision"
+)
 
 // The Summarizer's defaults.
 const (
@@ -56,27 +48,6 @@ const keptKinds = 4 * (SummaryTotal + SummaryNew)
 // sample, so that SummarySample of them fit in TextLimit.
 const sampleLabel = 48
 
-// Kind is what makes denials similar: the same sandbox, decision, binary,
-// host and port, HTTP and MCP method, tool, entry, rule and reason code.
-// The path, the reason text (which may quote the path), the time and the
-// denial id may differ.
-type Kind struct {
-	Sandbox, Decision, Binary, Host string
-	Port                            int
-	HTTPMethod, MCPMethod, Tool     string
-	Entry, Rule, ReasonCode         string
-	VersionProbe                    bool
-}
-
-// KindOf returns r's kind.
-func KindOf(r Record) Kind {
-	return Kind{
-		Sandbox: r.Sandbox, Decision: r.Decision, Binary: r.Binary, Host: r.Host, Port: r.Port,
-		HTTPMethod: r.HTTPMethod, MCPMethod: r.MCPMethod, Tool: r.Tool, Entry: r.Entry, Rule: r.Rule,
-		ReasonCode: r.ReasonCode, VersionProbe: r.VersionProbe,
-	}
-}
-
 // Summarizer keeps a flood of similar denials from crowding out the
 // other records in the ring, the file and the shipper: in each window of
 // a kind, its first SummaryPerKind denials are kept one by one (and no
@@ -95,12 +66,12 @@ func KindOf(r Record) Kind {
 // summary, whose count shows the flood.
 type Summarizer struct {
 	mu      sync.Mutex
-	kinds   map[Kind]*window // kept-only kinds and those with a summary
-	folding int              // the kinds with a summary, at most SummaryKinds
-	shared  map[Kind]*window // past SummaryKinds, by sandbox and decision
-	all     window           // kept: of SummaryTotal in this window of all kinds
-	fresh   int              // of SummaryNew in this window of all kinds
-	closed  bool             // after Close every denial is kept
+	kinds   map[record.Kind]*window // kept-only kinds and those with a summary
+	folding int                     // the kinds with a summary, at most SummaryKinds
+	shared  map[record.Kind]*window // past SummaryKinds, by sandbox and decision
+	all     window                  // kept: of SummaryTotal in this window of all kinds
+	fresh   int                     // of SummaryNew in this window of all kinds
+	closed  bool                    // after Close every denial is kept
 }
 
 type window struct {
@@ -117,13 +88,12 @@ type sampled struct {
 
 // NewSummarizer returns an empty summarizer.
 func NewSummarizer() *Summarizer {
-	return &Summarizer{kinds: make(map[Kind]*window), shared: make(map[Kind]*window)}
+	return &Summarizer{kinds: make(map[record.Kind]*window), shared: make(map[record.Kind]*window)}
 }
 
-// Folds reports whether a record of this decision may be folded into a
-// summary: a denial (deny, rate_limited), never an allowed or audited
-// request.
-func Folds(decision string) bool { return decision != Allow && decision != Audit }
+// Folds reports whether a record of this verdict may be folded into a
+// summary (record.Folds): a denial, never an allowed or audited request.
+func Folds(verdict string) bool { return record.Folds(verdict) }
 
 // Admit returns whether r is kept as it is; if not, it was counted into
 // its kind's summary. due are the summaries whose window r's time ended,
@@ -140,7 +110,7 @@ func (s *Summarizer) Admit(r Record) (keep bool, due []Record) {
 	if r.Time.Sub(s.all.start) >= SummaryWindow {
 		s.all, s.fresh = window{start: r.Time}, 0
 	}
-	k := KindOf(r)
+	k := record.KindOf(&r)
 	w := s.kinds[k]
 	if w != nil && r.Time.Sub(w.start) >= SummaryWindow {
 		due = s.end(s.kinds, k, w, due)
@@ -180,7 +150,7 @@ func (s *Summarizer) Admit(r Record) (keep bool, due []Record) {
 // share counts r into the summary its sandbox and decision share past
 // SummaryKinds, and r's kind into its sample.
 func (s *Summarizer) share(r Record, due []Record) []Record {
-	k := Kind{Sandbox: r.Sandbox, Decision: r.Decision}
+	k := record.Kind{Sandbox: r.Sandbox, Decision: r.Decision}
 	w := s.shared[k]
 	if w != nil && r.Time.Sub(w.start) >= SummaryWindow {
 		due = s.end(s.shared, k, w, due)
@@ -200,13 +170,12 @@ func (s *Summarizer) share(r Record, due []Record) []Record {
 	return due
 }
 
-func summaryOf(k Kind, r Record) *Record {
-	return &Record{
-		Time: r.Time, Sandbox: k.Sandbox, Decision: k.Decision, Binary: k.Binary, Host: k.Host, Port: k.Port,
-		HTTPMethod: k.HTTPMethod, MCPMethod: k.MCPMethod, Tool: k.Tool, Entry: k.Entry, Rule: k.Rule,
-		ReasonCode: k.ReasonCode, VersionProbe: k.VersionProbe, PolicyVersion: r.PolicyVersion,
-		Summary: &Summary{FirstDenialID: r.DenialID},
-	}
+// summaryOf starts the summary of kind k at r, its first record.
+func summaryOf(k record.Kind, r Record) *Record {
+	sum := k.Of()
+	sum.Time, sum.PolicyVersion = r.Time, r.PolicyVersion
+	sum.Summary = &Summary{FirstDenialID: r.DenialID}
+	return &sum
 }
 
 func count(sum *Record, r Record) {
@@ -241,7 +210,7 @@ func labelOf(r Record) string {
 }
 
 // end appends w's summary (if any) to due and forgets k's window.
-func (s *Summarizer) end(m map[Kind]*window, k Kind, w *window, due []Record) []Record {
+func (s *Summarizer) end(m map[record.Kind]*window, k record.Kind, w *window, due []Record) []Record {
 	delete(m, k)
 	if w.sum == nil {
 		return due
@@ -274,9 +243,9 @@ func (s *Summarizer) forget(now time.Time) {
 	if len(s.kinds) < keptKinds+SummaryKinds {
 		return
 	}
-	maps.DeleteFunc(s.kinds, func(_ Kind, w *window) bool { return w.sum == nil && now.Sub(w.start) >= SummaryWindow })
+	maps.DeleteFunc(s.kinds, func(_ record.Kind, w *window) bool { return w.sum == nil && now.Sub(w.start) >= SummaryWindow })
 	if len(s.kinds) >= keptKinds+SummaryKinds {
-		maps.DeleteFunc(s.kinds, func(_ Kind, w *window) bool { return w.sum == nil })
+		maps.DeleteFunc(s.kinds, func(_ record.Kind, w *window) bool { return w.sum == nil })
 	}
 }
 
@@ -300,7 +269,7 @@ func (s *Summarizer) Close() []Record {
 
 func (s *Summarizer) due(ended func(*window) bool) []Record {
 	var due []Record
-	for _, m := range []map[Kind]*window{s.kinds, s.shared} {
+	for _, m := range []map[record.Kind]*window{s.kinds, s.shared} {
 		for k, w := range m {
 			if ended(w) {
 				due = s.end(m, k, w, due)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/decision/decisionpb"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -311,8 +312,8 @@ func (s *Shipper) shipOnce(ctx context.Context, client portcullisv1.Distribution
 		return false, nil
 	}
 	req := &portcullisv1.ShipDecisionsRequest{ProxyId: proxyID, Dropped: dropped, OcsfDropped: ocsfDropped, Records: make([]*portcullisv1.DecisionRecord, n)}
-	for i, r := range batch {
-		req.Records[i] = recordToProto(r)
+	for i := range batch {
+		req.Records[i] = decisionpb.ToProto(&batch[i])
 	}
 	for _, c := range defs {
 		req.ToolDefinitions = append(req.ToolDefinitions, definitionToProto(c))
@@ -352,43 +353,4 @@ func definitionToProto(c decision.ToolDefinitionChange) *portcullisv1.ToolDefini
 		Time: timestamppb.New(c.Time), Host: c.Host, Port: uint32(c.Port), Path: c.Path, Tool: c.Tool,
 		Fingerprint: c.After, Definition: string(c.Definition),
 	}
-}
-
-func recordToProto(r decision.Record) *portcullisv1.DecisionRecord {
-	p := &portcullisv1.DecisionRecord{
-		Time:            timestamppb.New(r.Time),
-		Sandbox:         r.Sandbox,
-		Decision:        r.Decision,
-		Binary:          r.Binary,
-		Host:            r.Host,
-		Port:            uint32(r.Port),
-		Addr:            r.Addr,
-		HttpMethod:      r.HTTPMethod,
-		Path:            r.Path,
-		McpMethod:       r.MCPMethod,
-		Tool:            r.Tool,
-		Entry:           r.Entry,
-		Rule:            r.Rule,
-		Reason:          r.Reason,
-		PolicyVersion:   r.PolicyVersion,
-		DenialId:        r.DenialID,
-		VersionProbe:    r.VersionProbe,
-		ArgumentsDigest: r.ArgumentsDigest,
-		ReasonCode:      r.ReasonCode,
-		ToolDefinition:  r.ToolDefinition,
-		Cuts:            cutsToProto(r.Cuts),
-	}
-	if sum := r.Summary; sum != nil {
-		p.SummaryCount, p.SummaryLast = uint64(sum.Count), timestamppb.New(sum.Last)
-		p.SummaryFirstDenialId, p.SummaryLastDenialId = sum.FirstDenialID, sum.LastDenialID
-	}
-	return p
-}
-
-func cutsToProto(cuts []decision.Cut) []*portcullisv1.FieldCut {
-	var out []*portcullisv1.FieldCut
-	for _, c := range cuts {
-		out = append(out, &portcullisv1.FieldCut{Field: c.Field, Length: uint64(c.Length), Sha256: c.SHA256})
-	}
-	return out
 }

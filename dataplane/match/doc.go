@@ -9,7 +9,7 @@
 // destinations.go (endpoints matching a destination, deny rules),
 // judge.go (allow rules: REST paths and queries, MCP methods, tools and
 // the arguments_schema gate, whose tools/call arguments jsonvalue.go
-// decodes and fastschema.go admits without the schema library when the
+// decodes with the strict reader (internal/strictjson) and fastschema.go admits without the schema library when the
 // schema and arguments are plainly simple), queries.go (the proxy's questions), ratelimit.go (the
 // rate_limit of the rule behind an allow, for the proxy's token buckets),
 // hosts.go (host patterns and allowed_ips), paths.go (canonical paths and

@@ -8,7 +8,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/portcullis-dev/portcullis/dataplane/jsonlex"
+	"github.com/portcullis-dev/portcullis/internal/strictjson"
 )
 
 // fastSchema accepts, without the schema library, the arguments that a
@@ -176,11 +176,11 @@ const maxFastMembers = 16
 func (f *fastSchema) valid(args []byte) bool {
 	var keys [maxFastMembers][]byte
 	n := 0
-	i := jsonlex.SkipSpace(args, 0)
+	i := strictjson.SkipSpace(args, 0)
 	if i >= len(args) || args[i] != '{' {
 		return false
 	}
-	i = jsonlex.SkipSpace(args, i+1)
+	i = strictjson.SkipSpace(args, i+1)
 	if i < len(args) && args[i] == '}' {
 		i++
 	} else {
@@ -199,11 +199,11 @@ func (f *fastSchema) valid(args []byte) bool {
 			}
 			keys[n] = key
 			n++
-			i = jsonlex.SkipSpace(args, next)
+			i = strictjson.SkipSpace(args, next)
 			if i >= len(args) || args[i] != ':' {
 				return false
 			}
-			i = jsonlex.SkipSpace(args, i+1)
+			i = strictjson.SkipSpace(args, i+1)
 			p := f.props[string(key)]
 			if p == nil && !f.additional {
 				return false
@@ -225,7 +225,7 @@ func (f *fastSchema) valid(args []byte) bool {
 			if p != nil && !p.admits(str, isBool) {
 				return false
 			}
-			i = jsonlex.SkipSpace(args, i)
+			i = strictjson.SkipSpace(args, i)
 			if i >= len(args) {
 				return false
 			}
@@ -236,10 +236,10 @@ func (f *fastSchema) valid(args []byte) bool {
 			if args[i] != ',' {
 				return false
 			}
-			i = jsonlex.SkipSpace(args, i+1)
+			i = strictjson.SkipSpace(args, i+1)
 		}
 	}
-	if jsonlex.SkipSpace(args, i) != len(args) {
+	if strictjson.SkipSpace(args, i) != len(args) {
 		return false
 	}
 	for _, r := range f.required {

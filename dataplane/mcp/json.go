@@ -1,25 +1,20 @@
 package mcp
 
 import (
-	"bytes"
-	"hash/maphash"
-	"slices"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
-	"github.com/portcullis-dev/portcullis/dataplane/jsonlex"
+	"github.com/portcullis-dev/portcullis/internal/strictjson"
 )
 
-// ---- a strict JSON reader ----
+// ---- the tree of an MCP message ----
 //
 // encoding/json keeps the last of duplicate keys and matches struct fields
-// ignoring case, and other decoders differ again; so the body is read here,
-// once, into a small tree that keeps each value's exact bytes, and every
-// ambiguity is an error.
+// ignoring case, and other decoders differ again; so the body is read
+// once, by the strict reader (internal/strictjson, keys compared ignoring
+// case), into a small tree that keeps each value's exact bytes.
 
 type jkind uint8
 
@@ -197,19 +192,16 @@ func (lv level) child(key []byte, elem, response bool) level {
 	return lvLeaf
 }
 
-// smallObject is the size up to which an object's keys are compared
-// pairwise; larger objects sort hashes of their folded keys.
-const smallObject = 8
+// limits are the strict reader's rules for MCP: keys compared ignoring
+// case, as encoding/json matches struct fields (an upstream in Go would
+// read "Name" as "name"), and at most mcpMaxDepth arrays and objects open.
+var limits = strictjson.Limits{MaxDepth: mcpMaxDepth, MaxOpen: mcpMaxDepth, FoldKeys: true}
 
+// jparser builds the tree of a message from what the strict reader reads,
+// keeping what the levels say.
 type jparser struct {
-	b       []byte
-	i       int
-	path    []pathElem   // where we are, for error messages
-	keys    [][]keyEntry // per depth: the keys of the object being read
-	fold    []byte       // scratch for folding a key
-	hashes  []uint64     // scratch for a large object's key hashes
-	seed    maphash.Seed
-	hasSeed bool
+	r strictjson.Reader
+	b []byte
 	// response reads a server's response, keeping its result (lvResult)
 	// rather than a request's params.
 	response bool
@@ -222,17 +214,9 @@ type jparser struct {
 	arena []jmember
 }
 
-type pathElem struct {
-	key []byte // a member's key, or
-	idx int    // an array index (-1 for a member)
-}
-
-type keyEntry struct {
-	key []byte // decoded
-}
-
-// parsers lends parsers and their scratch space (key lists, paths) across
-// requests; the tree a parse returns never points into them.
+// parsers lends parsers and their scratch space (the reader's key lists
+// and paths) across requests; the tree a parse returns never points into
+// them.
 var parsers = sync.Pool{New: func() any { return new(jparser) }}
 
 // parseJSON reads b, a request's body or (response) a server's message,
@@ -250,17 +234,13 @@ func parseJSON(b []byte, response bool) (*jvalue, error) {
 // parse reads b with p.
 func (p *jparser) parse(b []byte, response bool) (jvalue, error) {
 	p.b, p.response = b, response
-	p.skipSpace()
-	if p.i == len(b) {
+	if strictjson.SkipSpace(b, 0) == len(b) {
 		return jvalue{}, mcpErrorf("body holds no JSON value")
 	}
-	v, err := p.value(0, lvRoot)
-	if err != nil {
-		return jvalue{}, err
-	}
-	p.skipSpace()
-	if p.i != len(b) {
-		return jvalue{}, mcpErrorf("trailing data after the JSON value at byte %d", p.i)
+	p.r.Reset(b, limits)
+	v := p.value(lvRoot)
+	if err := p.r.End(); err != nil {
+		return jvalue{}, p.refusal(err)
 	}
 	return v, nil
 }
@@ -269,9 +249,12 @@ func (p *jparser) parse(b []byte, response bool) (jvalue, error) {
 // arena to the next parse too: only for a tree nothing uses any more
 // (Parse copies out what it returns).
 func (p *jparser) release(keepArena bool) {
-	p.reset()
+	p.b, p.response = nil, false
+	p.r.Reset(nil, strictjson.Limits{}) // drop references into the body
+	clear(p.kept[:cap(p.kept)])
+	p.kept = p.kept[:0]
 	if keepArena && cap(p.arena) <= maxPooledArena {
-		clear(p.arena[:cap(p.arena)]) // drop references into the body
+		clear(p.arena[:cap(p.arena)])
 		p.arena = p.arena[:0]
 	} else {
 		p.arena = nil
@@ -281,21 +264,6 @@ func (p *jparser) release(keepArena bool) {
 
 // maxPooledArena bounds the arena a pooled parser keeps.
 const maxPooledArena = 4 * arenaMembers
-
-// reset forgets a parse but keeps the scratch capacity (and the hash seed);
-// release decides about the arena.
-func (p *jparser) reset() {
-	p.b, p.i, p.response = nil, 0, false
-	p.path = p.path[:0]
-	for i := range p.keys {
-		clear(p.keys[i][:cap(p.keys[i])]) // drop references into the body
-		p.keys[i] = p.keys[i][:0]
-	}
-	p.fold = p.fold[:0]
-	p.hashes = p.hashes[:0]
-	clear(p.kept[:cap(p.kept)]) // drop references into the body
-	p.kept = p.kept[:0]
-}
 
 // arenaMembers is the members of an object that closes: those kept from
 // base on, moved to the arena.
@@ -318,22 +286,107 @@ func (p *jparser) arenaMembers(base int) []jmember {
 // its _meta needs about ten.
 const arenaMembers = 12
 
-func (p *jparser) skipSpace() { p.i = jsonlex.SkipSpace(p.b, p.i) }
-
-func (p *jparser) syntaxErr(what string) *Error {
-	if p.i >= len(p.b) {
-		return mcpErrorf("invalid JSON: unexpected end of body (%s)", what)
-	}
-	return mcpErrorf("invalid JSON at byte %d: %s", p.i, what)
+// kinds are the tree's kinds of the reader's.
+var kinds = [...]jkind{
+	strictjson.Null:   jNull,
+	strictjson.Bool:   jBool,
+	strictjson.Number: jNumber,
+	strictjson.String: jString,
+	strictjson.Array:  jArray,
+	strictjson.Object: jObject,
 }
 
-// where names the current position for duplicate-key errors: "message 0"
-// or "message 2 at params.arguments.a[0]".
-func (p *jparser) where() string {
-	path := p.path
+// value reads the next value at level lv. After a fault of the reader it
+// returns whatever it has; parse reports the fault.
+func (p *jparser) value(lv level) jvalue {
+	r := &p.r
+	k := r.Kind()
+	start := r.Pos()
+	switch k {
+	case strictjson.Invalid:
+		return jvalue{}
+	case strictjson.Object:
+		if lv == lvRoot {
+			lv = lvMessage
+		}
+		if lv.keepsMembers() {
+			return p.object(lv, start)
+		}
+	case strictjson.Array:
+		if lv.keepsElems() {
+			return p.array(lv, start)
+		}
+	case strictjson.String:
+		if lv != lvNone {
+			s := r.ReadString()
+			return jvalue{kind: jString, raw: p.b[start:r.Pos()], str: intern(s)}
+		}
+	}
+	return jvalue{kind: kinds[k], raw: r.Skip()}
+}
+
+func (p *jparser) object(lv level, start int) jvalue {
+	r := &p.r
+	r.Open()
+	base := len(p.kept)
+	for key, ok := r.Member(); ok; key, ok = r.Member() {
+		val := p.value(lv.child(key, false, p.response))
+		p.kept = append(p.kept, jmember{intern(key), val})
+	}
+	if r.Err() != nil {
+		return jvalue{}
+	}
+	return jvalue{kind: jObject, raw: p.b[start:r.Pos()], members: p.arenaMembers(base)}
+}
+
+func (p *jparser) array(lv level, start int) jvalue {
+	r := &p.r
+	r.Open()
+	v := jvalue{kind: jArray}
+	for r.Element() {
+		el := p.value(lv.child(nil, true, p.response))
+		kept := new(jvalue)
+		*kept = el
+		v.elems = append(v.elems, kept)
+	}
+	if r.Err() != nil {
+		return jvalue{}
+	}
+	v.raw = p.b[start:r.Pos()]
+	return v
+}
+
+// refusal words a fault of the strict reader as the proxy's denial
+// reason.
+func (p *jparser) refusal(err error) *Error {
+	var e *strictjson.Error
+	if !errors.As(err, &e) {
+		return mcpErrorf("invalid JSON: %v", err)
+	}
+	switch e.Code {
+	case strictjson.TooDeep:
+		return mcpErrorf("JSON nested deeper than %d", mcpMaxDepth)
+	case strictjson.TrailingData:
+		return mcpErrorf("trailing data after the JSON value at byte %d", e.Offset)
+	case strictjson.DuplicateKey:
+		where := where(e.Path[:len(e.Path)-1]) // the object's
+		if string(e.Prev) == string(e.Key) {
+			return mcpErrorf("duplicate key %q in %s", e.Key, where)
+		}
+		return mcpErrorf("duplicate key %q in %s (same as %q ignoring case)", e.Key, where, e.Prev)
+	}
+	if e.Offset >= len(p.b) {
+		return mcpErrorf("invalid JSON: unexpected end of body (%s)", e.Reason())
+	}
+	return mcpErrorf("invalid JSON at byte %d: %s", e.Offset, e.Reason())
+}
+
+// where names a place for duplicate-key errors: "message 0" or "message 2
+// at params.arguments.a[0]".
+func where(path []strictjson.Segment) string {
 	msg := "message 0"
-	if len(path) > 0 && path[0].idx >= 0 {
-		msg = "message " + strconv.Itoa(path[0].idx)
+	if len(path) > 0 && path[0].Index >= 0 {
+		msg = "message " + strconv.Itoa(path[0].Index)
 		path = path[1:]
 	}
 	if len(path) == 0 {
@@ -342,384 +395,14 @@ func (p *jparser) where() string {
 	var sb strings.Builder
 	for i, e := range path {
 		switch {
-		case e.idx >= 0:
-			sb.WriteString("[" + strconv.Itoa(e.idx) + "]")
+		case e.Index >= 0:
+			sb.WriteString("[" + strconv.Itoa(e.Index) + "]")
 		case i > 0:
 			sb.WriteByte('.')
 			fallthrough
 		default:
-			sb.Write(e.key)
+			sb.Write(e.Key)
 		}
 	}
 	return msg + " at " + sb.String()
-}
-
-func (p *jparser) value(depth int, lv level) (jvalue, error) {
-	if p.i >= len(p.b) {
-		return jvalue{}, p.syntaxErr("expected a value")
-	}
-	start := p.i
-	if c := p.b[p.i]; (c == '{' || c == '[') && depth >= mcpMaxDepth {
-		return jvalue{}, mcpErrorf("JSON nested deeper than %d", mcpMaxDepth)
-	}
-	switch c := p.b[p.i]; {
-	case c == '{':
-		if lv == lvRoot {
-			lv = lvMessage
-		}
-		return p.object(depth, lv)
-	case c == '[':
-		return p.array(depth, lv)
-	case c == '"':
-		s, err := p.str()
-		if err != nil {
-			return jvalue{}, err
-		}
-		v := jvalue{kind: jString, raw: p.b[start:p.i]}
-		if lv != lvNone {
-			v.str = intern(s)
-		}
-		return v, nil
-	case c == '-' || (c >= '0' && c <= '9'):
-		if err := p.number(); err != nil {
-			return jvalue{}, err
-		}
-		return jvalue{kind: jNumber, raw: p.b[start:p.i]}, nil
-	case bytes.HasPrefix(p.b[p.i:], []byte("true")):
-		p.i += 4
-		return jvalue{kind: jBool, raw: p.b[start:p.i]}, nil
-	case bytes.HasPrefix(p.b[p.i:], []byte("false")):
-		p.i += 5
-		return jvalue{kind: jBool, raw: p.b[start:p.i]}, nil
-	case bytes.HasPrefix(p.b[p.i:], []byte("null")):
-		p.i += 4
-		return jvalue{kind: jNull, raw: p.b[start:p.i]}, nil
-	}
-	return jvalue{}, p.syntaxErr("expected a value")
-}
-
-func (p *jparser) object(depth int, lv level) (jvalue, error) {
-	start := p.i
-	p.i++ // {
-	v := jvalue{kind: jObject}
-	if p.closesAt('}') {
-		v.raw = p.b[start:p.i]
-		return v, nil
-	}
-	for len(p.keys) <= depth {
-		p.keys = append(p.keys, nil)
-	}
-	keys := p.keys[depth][:0]
-	base := len(p.kept)
-	for {
-		p.skipSpace()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return jvalue{}, p.syntaxErr("expected a string key")
-		}
-		key, err := p.str()
-		if err != nil {
-			return jvalue{}, err
-		}
-		keys = append(keys, keyEntry{key: key})
-		p.skipSpace()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return jvalue{}, p.syntaxErr("expected ':'")
-		}
-		p.i++
-		p.skipSpace()
-		p.keys[depth] = keys // a nested object at this depth+1 uses its own slot
-		p.path = append(p.path, pathElem{key: key, idx: -1})
-		val, err := p.value(depth+1, lv.child(key, false, p.response))
-		p.path = p.path[:len(p.path)-1]
-		if err != nil {
-			return jvalue{}, err
-		}
-		if lv.keepsMembers() {
-			p.kept = append(p.kept, jmember{intern(key), val})
-		}
-		done, err := p.next('}')
-		if err != nil {
-			return jvalue{}, err
-		}
-		if done {
-			v.raw = p.b[start:p.i]
-			v.members = p.arenaMembers(base)
-			p.keys[depth] = keys
-			return v, p.checkKeys(keys)
-		}
-	}
-}
-
-// checkKeys refuses two keys of one object that are equal, or equal
-// ignoring case (Unicode simple folding, as strings.EqualFold and
-// encoding/json's field matching).
-func (p *jparser) checkKeys(keys []keyEntry) error {
-	if len(keys) <= smallObject {
-		for j := 1; j < len(keys); j++ {
-			for i := 0; i < j; i++ {
-				if bytes.EqualFold(keys[i].key, keys[j].key) {
-					return p.duplicate(keys[i].key, keys[j].key)
-				}
-			}
-		}
-		return nil
-	}
-	if !p.hasSeed {
-		p.seed, p.hasSeed = maphash.MakeSeed(), true
-	}
-	hashes := p.hashes[:0]
-	for _, k := range keys {
-		p.fold = appendFolded(p.fold[:0], k.key)
-		hashes = append(hashes, maphash.Bytes(p.seed, p.fold))
-	}
-	p.hashes = hashes
-	slices.Sort(hashes)
-	collision := false
-	for i := 1; i < len(hashes); i++ {
-		if hashes[i] == hashes[i-1] {
-			collision = true
-			break
-		}
-	}
-	if !collision {
-		return nil
-	}
-	// Some keys hash alike (a duplicate, almost surely): find the first
-	// one in document order.
-	first := make(map[string]int, len(keys))
-	for j, k := range keys {
-		f := string(appendFolded(nil, k.key))
-		if i, dup := first[f]; dup {
-			return p.duplicate(keys[i].key, k.key)
-		}
-		first[f] = j
-	}
-	return nil
-}
-
-func (p *jparser) duplicate(prev, key []byte) error {
-	if bytes.Equal(prev, key) {
-		return mcpErrorf("duplicate key %q in %s", key, p.where())
-	}
-	return mcpErrorf("duplicate key %q in %s (same as %q ignoring case)", key, p.where(), prev)
-}
-
-func (p *jparser) array(depth int, lv level) (jvalue, error) {
-	start := p.i
-	p.i++ // [
-	v := jvalue{kind: jArray}
-	if p.closesAt(']') {
-		v.raw = p.b[start:p.i]
-		return v, nil
-	}
-	for n := 0; ; n++ {
-		p.skipSpace()
-		p.path = append(p.path, pathElem{idx: n})
-		el, err := p.value(depth+1, lv.child(nil, true, p.response))
-		p.path = p.path[:len(p.path)-1]
-		if err != nil {
-			return jvalue{}, err
-		}
-		if lv.keepsElems() {
-			kept := new(jvalue)
-			*kept = el
-			v.elems = append(v.elems, kept)
-		}
-		done, err := p.next(']')
-		if err != nil {
-			return jvalue{}, err
-		}
-		if done {
-			v.raw = p.b[start:p.i]
-			return v, nil
-		}
-	}
-}
-
-// closesAt reports whether the object or array just opened is empty
-// (jsonlex.Empty).
-func (p *jparser) closesAt(closing byte) bool {
-	var empty bool
-	p.i, empty = jsonlex.Empty(p.b, p.i, closing)
-	return empty
-}
-
-// next reads the ',' or closing byte after a member or element
-// (jsonlex.Next); anything else is a syntax error at that byte.
-func (p *jparser) next(closing byte) (done bool, err error) {
-	var ok bool
-	p.i, done, ok = jsonlex.Next(p.b, p.i, closing)
-	if !ok {
-		return false, p.syntaxErr("expected ',' or '" + string(rune(closing)) + "'")
-	}
-	return done, nil
-}
-
-// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (p *jparser) number() error {
-	digits := func() int {
-		n := 0
-		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-			p.i++
-			n++
-		}
-		return n
-	}
-	if p.b[p.i] == '-' {
-		p.i++
-	}
-	switch {
-	case p.i < len(p.b) && p.b[p.i] == '0':
-		p.i++
-	case digits() == 0:
-		return p.syntaxErr("invalid number")
-	}
-	if p.i < len(p.b) && p.b[p.i] == '.' {
-		p.i++
-		if digits() == 0 {
-			return p.syntaxErr("invalid number")
-		}
-	}
-	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-			p.i++
-		}
-		if digits() == 0 {
-			return p.syntaxErr("invalid number")
-		}
-	}
-	// A number runs into the next token only through a delimiter; "01" or
-	// "1x" leave a digit or letter here, which the caller reports.
-	return nil
-}
-
-// str reads the string at p.i (the body is already valid UTF-8) and returns
-// it decoded: the body's own bytes when it has no escapes. Control
-// characters must be escaped; \u escapes must not name lone surrogates.
-func (p *jparser) str() ([]byte, error) {
-	p.i++ // "
-	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			return p.b[start : p.i-1], nil
-		case c == '\\':
-			return p.strEscaped(start)
-		case c < 0x20:
-			return nil, p.syntaxErr("control character in string")
-		}
-		p.i++
-	}
-	return nil, p.syntaxErr("unterminated string")
-}
-
-func (p *jparser) strEscaped(start int) ([]byte, error) {
-	buf := append([]byte(nil), p.b[start:p.i]...)
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			return buf, nil
-		case c < 0x20:
-			return nil, p.syntaxErr("control character in string")
-		case c != '\\':
-			buf = append(buf, c)
-			p.i++
-			continue
-		}
-		p.i++ // backslash
-		if p.i >= len(p.b) {
-			break
-		}
-		e := p.b[p.i]
-		p.i++
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return nil, p.syntaxErr("invalid \\u escape")
-			}
-			if utf16.IsSurrogate(r) {
-				if r >= 0xDC00 || !bytes.HasPrefix(p.b[p.i:], []byte(`\u`)) {
-					return nil, p.syntaxErr("\\u escape names a lone surrogate")
-				}
-				p.i += 2
-				r2, ok := p.hex4()
-				if !ok {
-					return nil, p.syntaxErr("invalid \\u escape")
-				}
-				if r = utf16.DecodeRune(r, r2); r == unicode.ReplacementChar {
-					return nil, p.syntaxErr("\\u escape names a lone surrogate")
-				}
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
-			p.i--
-			return nil, p.syntaxErr("invalid escape")
-		}
-	}
-	return nil, p.syntaxErr("unterminated string")
-}
-
-func (p *jparser) hex4() (rune, bool) {
-	if p.i+4 > len(p.b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range p.b[p.i : p.i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	p.i += 4
-	return r, true
-}
-
-// appendFolded appends to dst a canonical form of s such that two keys
-// fold alike exactly when bytes.EqualFold holds: every rune becomes the
-// smallest rune of its simple case-folding orbit (so "K", "k" and the
-// Kelvin sign agree, as do "S", "s" and "ſ").
-func appendFolded(dst, s []byte) []byte {
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if 'a' <= c && c <= 'z' {
-				c -= 'a' - 'A'
-			}
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(s[i:])
-		i += n
-		m := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			m = min(m, f)
-		}
-		dst = utf8.AppendRune(dst, m)
-	}
-	return dst
 }

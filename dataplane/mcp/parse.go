@@ -326,60 +326,22 @@ var allMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"
 func (pm *parsedMessage) parse(m *jvalue, i int, batch bool) error {
 	pm.index = i
 	where := messageName(i)
-	for _, mem := range m.members {
-		if slices.Contains(allMembers, mem.key) {
-			continue
-		}
-		for _, k := range allMembers {
-			if strings.EqualFold(mem.key, k) {
-				return mcpErrorf("member %q in %s differs from %q only in case", mem.key, where, k)
-			}
-		}
-		return mcpErrorf("unknown member %q in %s", mem.key, where)
+	if err := checkMembers(m, where); err != nil {
+		return err
 	}
-	jv := m.get("jsonrpc")
-	switch {
-	case jv == nil:
-		return mcpErrorf("%s has no \"jsonrpc\"", where)
-	case jv.kind != jString || jv.str != "2.0":
-		return mcpErrorf("\"jsonrpc\" in %s is not \"2.0\"", where)
-	}
-	method, id, params := m.get("method"), m.get("id"), m.get("params")
-	result, rpcErr := m.get("result"), m.get("error")
-
+	method := m.get("method")
 	if method == nil {
-		// A client→server response (to elicitation, sampling, roots/list).
-		switch {
-		case result == nil && rpcErr == nil:
-			return mcpErrorf("%s has neither \"method\" nor \"result\"/\"error\"", where)
-		case result != nil && rpcErr != nil:
-			return mcpErrorf("%s has both \"result\" and \"error\"", where)
-		case params != nil:
-			return mcpErrorf("%s is a response but has \"params\"", where)
-		case id == nil:
-			return mcpErrorf("response %s has no \"id\"", where)
-		case rpcErr != nil && rpcErr.kind != jObject:
-			return mcpErrorf("\"error\" in %s is not an object", where)
-		}
-		key, err := idKey(id, where, batch)
-		if err != nil {
-			return err
-		}
-		if batch {
-			pm.idKey = "r" + key
-		}
-		pm.item = Item{ID: id.raw, Message: policy.MCPMessage{Response: true}}
-		return nil
+		return pm.parseResponse(m, where, batch)
 	}
-
+	id, params := m.get("id"), m.get("params")
 	switch {
 	case method.kind != jString:
 		return mcpErrorf("\"method\" in %s is %s, not a string", where, method.kind)
 	case method.str == "":
 		return mcpErrorf("empty \"method\" in %s", where)
-	case result != nil:
+	case m.get("result") != nil:
 		return mcpErrorf("%s has both \"method\" and \"result\"", where)
-	case rpcErr != nil:
+	case m.get("error") != nil:
 		return mcpErrorf("%s has both \"method\" and \"error\"", where)
 	case params != nil && params.kind != jObject:
 		return mcpErrorf("\"params\" in %s is %s, not an object", where, params.kind)
@@ -403,28 +365,88 @@ func (pm *parsedMessage) parse(m *jvalue, i int, batch bool) error {
 		}
 		return nil
 	}
+	if err := pm.readMeta(params, where); err != nil {
+		return err
+	}
+	return pm.readParams(method.str, params, where, batch)
+}
 
-	meta, err := params.lookup("_meta", where, " params")
+// checkMembers refuses a member of message m other than JSON-RPC's (or
+// one differing from them only in case), and a jsonrpc other than "2.0".
+func checkMembers(m *jvalue, where string) error {
+	for _, mem := range m.members {
+		if slices.Contains(allMembers, mem.key) {
+			continue
+		}
+		for _, k := range allMembers {
+			if strings.EqualFold(mem.key, k) {
+				return mcpErrorf("member %q in %s differs from %q only in case", mem.key, where, k)
+			}
+		}
+		return mcpErrorf("unknown member %q in %s", mem.key, where)
+	}
+	switch jv := m.get("jsonrpc"); {
+	case jv == nil:
+		return mcpErrorf("%s has no \"jsonrpc\"", where)
+	case jv.kind != jString || jv.str != "2.0":
+		return mcpErrorf("\"jsonrpc\" in %s is not \"2.0\"", where)
+	}
+	return nil
+}
+
+// parseResponse reads message m, which has no method: a client→server
+// response (to elicitation, sampling, roots/list).
+func (pm *parsedMessage) parseResponse(m *jvalue, where string, batch bool) error {
+	id, result, rpcErr := m.get("id"), m.get("result"), m.get("error")
+	switch {
+	case result == nil && rpcErr == nil:
+		return mcpErrorf("%s has neither \"method\" nor \"result\"/\"error\"", where)
+	case result != nil && rpcErr != nil:
+		return mcpErrorf("%s has both \"result\" and \"error\"", where)
+	case m.get("params") != nil:
+		return mcpErrorf("%s is a response but has \"params\"", where)
+	case id == nil:
+		return mcpErrorf("response %s has no \"id\"", where)
+	case rpcErr != nil && rpcErr.kind != jObject:
+		return mcpErrorf("\"error\" in %s is not an object", where)
+	}
+	key, err := idKey(id, where, batch)
 	if err != nil {
 		return err
 	}
-	if meta != nil {
-		if meta.kind != jObject {
-			return mcpErrorf("\"params._meta\" in %s is %s, not an object", where, meta.kind)
-		}
-		pv, err := meta.lookup(MetaKeyProtocolVersion, where, " params._meta")
-		if err != nil {
-			return err
-		}
-		if pv != nil {
-			if pv.kind != jString || pv.str == "" {
-				return mcpErrorf("params._meta[%q] in %s is not a non-empty string", MetaKeyProtocolVersion, where)
-			}
-			pm.addVersion(versionSource{pv.str, where, " params._meta"})
-		}
+	if batch {
+		pm.idKey = "r" + key
 	}
+	pm.item = Item{ID: id.raw, Message: policy.MCPMessage{Response: true}}
+	return nil
+}
 
-	switch method.str {
+// readMeta reads params._meta, which MCP 2026-07-28 gives the protocol
+// version in.
+func (pm *parsedMessage) readMeta(params *jvalue, where string) error {
+	meta, err := params.lookup("_meta", where, " params")
+	if err != nil || meta == nil {
+		return err
+	}
+	if meta.kind != jObject {
+		return mcpErrorf("\"params._meta\" in %s is %s, not an object", where, meta.kind)
+	}
+	pv, err := meta.lookup(MetaKeyProtocolVersion, where, " params._meta")
+	if err != nil || pv == nil {
+		return err
+	}
+	if pv.kind != jString || pv.str == "" {
+		return mcpErrorf("params._meta[%q] in %s is not a non-empty string", MetaKeyProtocolVersion, where)
+	}
+	pm.addVersion(versionSource{pv.str, where, " params._meta"})
+	return nil
+}
+
+// readParams reads what the methods the proxy judges carry in params:
+// initialize's protocol version, the tool and arguments of tools/call,
+// the prompt's name, the resource's URI.
+func (pm *parsedMessage) readParams(method string, params *jvalue, where string, batch bool) error {
+	switch method {
 	case "initialize":
 		if batch {
 			return mcpErrorf("initialize (%s) inside a batch", where)
@@ -438,41 +460,45 @@ func (pm *parsedMessage) parse(m *jvalue, i int, batch bool) error {
 		}
 		pm.addVersion(versionSource{pv.str, where, " params.protocolVersion"})
 	case "tools/call":
-		name, err := params.lookup("name", where, " params")
-		if err != nil {
-			return err
-		}
-		switch {
-		case name == nil:
-			return mcpErrorf("tools/call %s has no params.name", where)
-		case name.kind != jString:
-			return mcpErrorf("params.name in tools/call %s is %s, not a string", where, name.kind)
-		}
-		pm.item.Message.Tool = name.str
-		args, err := params.lookup("arguments", where, " params")
-		if err != nil {
-			return err
-		}
-		if args != nil {
-			if args.kind != jObject {
-				return mcpErrorf("params.arguments in tools/call %s is %s, not an object", where, args.kind)
-			}
-			pm.item.Message.Arguments = args.raw
-			pm.item.Message.ArgumentsRead = true // the strict reader has read them
-		}
+		return pm.readToolCall(params, where)
 	case "prompts/get":
-		name, err := requiredString(params, "name", method.str, where)
+		name, err := requiredString(params, "name", method, where)
 		if err != nil {
 			return err
 		}
 		pm.item.Message.Prompt = name
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		uri, err := requiredString(params, "uri", method.str, where)
+		uri, err := requiredString(params, "uri", method, where)
 		if err != nil {
 			return err
 		}
 		pm.item.Message.Resource = uri
 	}
+	return nil
+}
+
+// readToolCall reads a tools/call's params.name and params.arguments.
+func (pm *parsedMessage) readToolCall(params *jvalue, where string) error {
+	name, err := params.lookup("name", where, " params")
+	if err != nil {
+		return err
+	}
+	switch {
+	case name == nil:
+		return mcpErrorf("tools/call %s has no params.name", where)
+	case name.kind != jString:
+		return mcpErrorf("params.name in tools/call %s is %s, not a string", where, name.kind)
+	}
+	pm.item.Message.Tool = name.str
+	args, err := params.lookup("arguments", where, " params")
+	if err != nil || args == nil {
+		return err
+	}
+	if args.kind != jObject {
+		return mcpErrorf("params.arguments in tools/call %s is %s, not an object", where, args.kind)
+	}
+	pm.item.Message.Arguments = args.raw
+	pm.item.Message.ArgumentsRead = true // the strict reader has read them
 	return nil
 }
 

@@ -459,12 +459,8 @@ func suggest(base *policy.Policy, rec decision.Record, args []byte, devLoopback 
 	if base == nil {
 		return nil, "no policy is loaded"
 	}
-	dr := advisor.DenialRecord{
-		Binary: rec.Binary, Host: rec.Host, Port: rec.Port, HTTPMethod: rec.HTTPMethod,
-		MCPMethod: rec.MCPMethod, Tool: rec.Tool, Entry: rec.Entry, VersionProbe: rec.VersionProbe,
-		Arguments: args, ReasonCode: rec.ReasonCode, ToolDefinition: rec.ToolDefinition,
-		DevAllowLoopback: devLoopback,
-	}
+	dr := advisor.DenialOf(&rec)
+	dr.Arguments, dr.DevAllowLoopback = args, devLoopback
 	if rec.Path != "" {
 		// Records keep the path as sent; proposals name canonical ones.
 		path, err := policy.CanonicalPath(rec.Path, false)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -171,22 +172,14 @@ type bucket struct {
 	at     time.Time
 }
 
-// kind is what makes records similar: they are summarised together.
+// kind is what makes records similar, so they are summarised together:
+// the record's kind (decision.Kind), and the proxy that shipped it.
 type kind struct {
-	proxyID, decision, binary, host string
-	port                            int
-	httpMethod, mcpMethod, tool     string
-	entry, rule, reasonCode         string
-	versionProbe                    bool
+	proxyID string
+	decision.Kind
 }
 
-func kindOf(d store.Decision) kind {
-	return kind{
-		proxyID: d.ProxyID, decision: d.Decision, binary: d.Binary, host: d.Host, port: d.Port,
-		httpMethod: d.HTTPMethod, mcpMethod: d.MCPMethod, tool: d.Tool, entry: d.Entry, rule: d.Rule,
-		reasonCode: d.ReasonCode, versionProbe: d.VersionProbe,
-	}
-}
+func kindOf(d *store.Decision) kind { return kind{d.ProxyID, decision.KindOf(&d.Record)} }
 
 // summary is a summary record being gathered, and when it began.
 type summary struct {
@@ -201,9 +194,6 @@ func newIngestLimiter(rate float64, burst int, now func() time.Time) *ingestLimi
 	}
 	return l
 }
-
-// folds reports whether a record of this decision counts as a denial.
-func folds(decision string) bool { return decision != "allow" && decision != "audit" }
 
 // admit returns the records of sandbox the buckets let through, in their
 // order, the sandbox's summaries that are due, how many records it
@@ -225,7 +215,7 @@ func (l *ingestLimiter) admit(sandbox string, records []store.Decision) (kept, d
 	kept = records[:0:0]
 	for _, d := range records {
 		b := &sl.allowed
-		if folds(d.Decision) {
+		if decision.Folds(d.Decision) {
 			b = &sl.denied
 		}
 		if cost := recordCost(d); b.tokens >= cost {
@@ -234,7 +224,7 @@ func (l *ingestLimiter) admit(sandbox string, records []store.Decision) (kept, d
 			continue
 		}
 		sl.fold(d, now)
-		summarised += int(max(1, d.SummaryCount))
+		summarised += int(d.Count())
 	}
 	sl.summarised += uint64(summarised)
 	return kept, sl.due(nil, now, false), summarised, sl.summarised
@@ -261,15 +251,14 @@ func (l *ingestLimiter) restore(summaries []store.Decision) {
 
 // fold counts d (itself a summary, maybe) into its kind's summary.
 func (sl *sandboxLimit) fold(d store.Decision, now time.Time) {
-	count, first, last := max(1, d.SummaryCount), d.DenialID, d.DenialID
-	if d.SummaryCount > 0 {
-		first, last = d.SummaryFirstDenialID, d.SummaryLastDenialID
+	first, last, lastAt := d.DenialID, d.DenialID, d.Time
+	if d.Summary != nil {
+		first, last = d.Summary.FirstDenialID, d.Summary.LastDenialID
+		if !d.Summary.Last.IsZero() {
+			lastAt = d.Summary.Last
+		}
 	}
-	lastAt := d.Time
-	if !d.SummaryLast.IsZero() {
-		lastAt = d.SummaryLast
-	}
-	k := kindOf(d)
+	k, own := kindOf(&d), true
 	if sl.summaries == nil {
 		sl.summaries = make(map[kind]*summary)
 	}
@@ -278,33 +267,32 @@ func (sl *sandboxLimit) fold(d store.Decision, now time.Time) {
 		// One catch-all per decision, whichever proxy: keyed by the
 		// proxy too, a shipper naming a new proxy id per batch would grow
 		// the map without bound. The summary names the first proxy.
-		k = kind{decision: d.Decision}
+		k, own = kind{Kind: decision.Kind{Sandbox: d.Sandbox, Decision: d.Decision}}, false
 		s = sl.summaries[k]
 	}
 	if s == nil {
-		rec := store.Decision{
-			Time: d.Time, Sandbox: d.Sandbox, ProxyID: d.ProxyID, Decision: d.Decision, PolicyVersion: d.PolicyVersion,
-			SummaryLast: lastAt, SummaryFirstDenialID: first,
+		rec := store.Decision{ProxyID: d.ProxyID, Record: k.Of()}
+		if own {
+			rec.Reason = d.Reason // the first one's: what the kind was denied for
 		}
-		if k == kindOf(d) {
-			rec.Binary, rec.Host, rec.Port, rec.HTTPMethod, rec.MCPMethod, rec.Tool = d.Binary, d.Host, d.Port, d.HTTPMethod, d.MCPMethod, d.Tool
-			rec.Entry, rec.Rule, rec.ReasonCode, rec.VersionProbe, rec.Reason = d.Entry, d.Rule, d.ReasonCode, d.VersionProbe, d.Reason
-		}
+		rec.Time, rec.PolicyVersion = d.Time, d.PolicyVersion
+		rec.Summary = &decision.Summary{Last: lastAt, FirstDenialID: first}
 		s = &summary{rec: rec, opened: now}
 		sl.summaries[k] = s
 	}
-	s.rec.SummaryCount += count
+	sum := s.rec.Summary
+	sum.Count += d.Count()
 	if d.Time.Before(s.rec.Time) {
 		s.rec.Time = d.Time
 	}
-	if lastAt.After(s.rec.SummaryLast) {
-		s.rec.SummaryLast = lastAt
+	if lastAt.After(sum.Last) {
+		sum.Last = lastAt
 	}
 	if last != "" {
-		s.rec.SummaryLastDenialID = last
+		sum.LastDenialID = last
 	}
-	if s.rec.SummaryFirstDenialID == "" {
-		s.rec.SummaryFirstDenialID = first
+	if sum.FirstDenialID == "" {
+		sum.FirstDenialID = first
 	}
 }
 

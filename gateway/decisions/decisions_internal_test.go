@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -28,12 +29,20 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func decisionRecords(decision string, n int) []store.Decision {
+func decisionRecords(verdict string, n int) []store.Decision {
 	out := make([]store.Decision, n)
 	for i := range out {
-		out[i] = store.Decision{Sandbox: "s", ProxyID: "p", Decision: decision, Host: "h.example.com", DenialID: fmt.Sprint("d", i)}
+		out[i] = store.Decision{ProxyID: "p", Record: decision.Record{Sandbox: "s", Decision: verdict, Host: "h.example.com", DenialID: fmt.Sprint("d", i)}}
 	}
 	return out
+}
+
+// sumOf is d's summary; none is the zero one.
+func sumOf(d store.Decision) decision.Summary {
+	if d.Summary == nil {
+		return decision.Summary{}
+	}
+	return *d.Summary
 }
 
 // TestIngestLimiter: each sandbox has a bucket for allowed records and
@@ -73,28 +82,28 @@ func TestIngestLimiter(t *testing.T) {
 	for _, d := range kept[1:] {
 		sums[fmt.Sprint(d.Decision, d.VersionProbe)] = d
 	}
-	if d := sums["denyfalse"]; d.SummaryCount != 18 || d.SummaryFirstDenialID != "d12" || d.SummaryLastDenialID != "d29" || d.Host != "h.example.com" || d.ProxyID != "p" {
+	if d := sums["denyfalse"]; sumOf(d).Count != 18 || sumOf(d).FirstDenialID != "d12" || sumOf(d).LastDenialID != "d29" || d.Host != "h.example.com" || d.ProxyID != "p" {
 		t.Errorf("denials' summary = %+v, want 18 of d12…d29", d)
 	}
-	if d := sums["allowfalse"]; d.SummaryCount != 8 || d.Host != "h.example.com" {
+	if d := sums["allowfalse"]; sumOf(d).Count != 8 || d.Host != "h.example.com" {
 		t.Errorf("allowed records' summary = %+v, want 8", d)
 	}
-	if d := sums["denytrue"]; d.SummaryCount != 1 || d.SummaryFirstDenialID != "d0" {
+	if d := sums["denytrue"]; sumOf(d).Count != 1 || sumOf(d).FirstDenialID != "d0" {
 		t.Errorf("probe's summary = %+v, want 1 of d0", d)
 	}
 	// A summary shipped by the proxy that is held back adds its count.
 	clock.advance(time.Hour)
 	admit("s", decisionRecords("deny", 12), 12, 0, 27)
 	in := decisionRecords("deny", 1)
-	in[0].DenialID, in[0].SummaryCount, in[0].SummaryFirstDenialID, in[0].SummaryLastDenialID = "", 50, "a", "b"
+	in[0].DenialID, in[0].Summary = "", &decision.Summary{Count: 50, FirstDenialID: "a", LastDenialID: "b"}
 	admit("s", in, 0, 50, 77)
 	got := l.due(true)
-	if len(got) != 1 || got[0].SummaryCount != 50 || got[0].SummaryFirstDenialID != "a" || got[0].SummaryLastDenialID != "b" {
+	if len(got) != 1 || sumOf(got[0]).Count != 50 || sumOf(got[0]).FirstDenialID != "a" || sumOf(got[0]).LastDenialID != "b" {
 		t.Errorf("due = %+v, want the summary of 50", got)
 	}
 	// A summary the store did not take waits for the next try.
 	l.restore(got)
-	if again := l.due(true); len(again) != 1 || again[0].SummaryCount != 50 || again[0].SummaryFirstDenialID != "a" {
+	if again := l.due(true); len(again) != 1 || sumOf(again[0]).Count != 50 || sumOf(again[0]).FirstDenialID != "a" {
 		t.Errorf("due after restore = %+v, want the summary of 50 again", again)
 	}
 	// Past SummaryKinds kinds, records share one summary per decision.
@@ -108,9 +117,9 @@ func TestIngestLimiter(t *testing.T) {
 	got = l.due(true)
 	total, shared := int64(0), int64(0)
 	for _, d := range got {
-		total += d.SummaryCount
+		total += sumOf(d).Count
 		if d.Host == "" {
-			shared += d.SummaryCount
+			shared += sumOf(d).Count
 		}
 	}
 	if len(got) != SummaryKinds+1 || total != SummaryKinds+10 || shared != 10 {

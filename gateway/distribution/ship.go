@@ -5,8 +5,9 @@ import (
 	"errors"
 	"io"
 	"math"
-	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
+	"github.com/portcullis-dev/portcullis/decision/decisionpb"
 	"github.com/portcullis-dev/portcullis/internal/events"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
@@ -81,7 +82,7 @@ func (d *Distribution) shipped(sandbox, proxyID string, records []store.Decision
 	}
 	n := make(map[string]int, 4)
 	for _, r := range records {
-		n[r.Decision] += int(max(1, r.SummaryCount)) // a summary: the decisions it counts
+		n[r.Decision] += int(r.Count()) // a summary: the decisions it counts
 	}
 	d.cfg.Stream.Publish(events.DecisionsShipped{Sandbox: sandbox, ProxyID: proxyID, Decisions: n, Dropped: dropped, OCSFDropped: ocsfDropped})
 }
@@ -101,17 +102,32 @@ func fromProtos[P, T any](list string, in []P, sandbox, proxyID string, conv fun
 	return out, nil
 }
 
+// decisionFromProto checks a shipped record and returns it as stored:
+// the caller's sandbox's, whatever it says, from proxyID.
 func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) (store.Decision, error) {
+	if err := checkDecision(r); err != nil {
+		return store.Decision{}, err
+	}
+	rec := decisionpb.FromProto(r)
+	rec.Sandbox = sandbox
+	return store.Decision{ProxyID: proxyID, Record: rec}, nil
+}
+
+// checkDecision refuses a record the store should not hold: an unknown
+// verdict, a port out of range, no time, a text field over
+// maxDecisionField, a summary without its last time, too many cuts or a
+// malformed one.
+func checkDecision(r *portcullisv1.DecisionRecord) error {
 	switch r.GetDecision() {
-	case "allow", "deny", "audit", "rate_limited":
+	case decision.Allow, decision.Deny, decision.Audit, decision.RateLimited:
 	default:
-		return store.Decision{}, invalidField("decision", "must be allow, deny, audit or rate_limited, not %q", r.GetDecision())
+		return invalidField("decision", "must be allow, deny, audit or rate_limited, not %q", r.GetDecision())
 	}
 	if r.GetPort() > 65535 {
-		return store.Decision{}, invalidField("port", "is not a port: %d", r.GetPort())
+		return invalidField("port", "is not a port: %d", r.GetPort())
 	}
 	if r.GetTime() == nil {
-		return store.Decision{}, invalidField("time", "is missing")
+		return invalidField("time", "is missing")
 	}
 	fields := map[string]string{
 		"binary": r.GetBinary(), "host": r.GetHost(), "addr": r.GetAddr(), "http_method": r.GetHttpMethod(),
@@ -122,58 +138,24 @@ func decisionFromProto(r *portcullisv1.DecisionRecord, sandbox, proxyID string) 
 	fields["summary_first_denial_id"], fields["summary_last_denial_id"] = r.GetSummaryFirstDenialId(), r.GetSummaryLastDenialId()
 	for name, v := range fields {
 		if len(v) > maxDecisionField {
-			return store.Decision{}, invalidField(name, "is longer than %d bytes", maxDecisionField)
+			return invalidField(name, "is longer than %d bytes", maxDecisionField)
 		}
 	}
 	if r.GetSummaryCount() > math.MaxInt64 {
-		return store.Decision{}, invalidField("summary_count", "is too large: %d", r.GetSummaryCount())
+		return invalidField("summary_count", "is too large: %d", r.GetSummaryCount())
 	}
-	var last time.Time
-	if r.GetSummaryCount() > 0 {
-		if r.GetSummaryLast() == nil {
-			return store.Decision{}, invalidField("summary_last", "is missing from a summary")
-		}
-		last = r.GetSummaryLast().AsTime()
+	if r.GetSummaryCount() > 0 && r.GetSummaryLast() == nil {
+		return invalidField("summary_last", "is missing from a summary")
 	}
 	if len(r.GetCuts()) > maxCuts {
-		return store.Decision{}, invalidField("cuts", "lists %d cuts; at most %d", len(r.GetCuts()), maxCuts)
+		return invalidField("cuts", "lists %d cuts; at most %d", len(r.GetCuts()), maxCuts)
 	}
-	var cuts []store.FieldCut
 	for _, c := range r.GetCuts() {
 		if c.GetField() == "" || len(c.GetField()) > 64 || c.GetLength() > math.MaxInt32 || !isHexSHA256(c.GetSha256()) {
-			return store.Decision{}, invalidField("cuts", "a cut needs a field name of at most 64 bytes, a length and a hex SHA-256")
+			return invalidField("cuts", "a cut needs a field name of at most 64 bytes, a length and a hex SHA-256")
 		}
-		cuts = append(cuts, store.FieldCut{Field: c.GetField(), Length: int(c.GetLength()), SHA256: c.GetSha256()})
 	}
-	return store.Decision{
-		Time:            r.GetTime().AsTime(),
-		Sandbox:         sandbox,
-		ProxyID:         proxyID,
-		Decision:        r.GetDecision(),
-		Binary:          r.GetBinary(),
-		Host:            r.GetHost(),
-		Port:            int(r.GetPort()),
-		Addr:            r.GetAddr(),
-		HTTPMethod:      r.GetHttpMethod(),
-		Path:            r.GetPath(),
-		MCPMethod:       r.GetMcpMethod(),
-		Tool:            r.GetTool(),
-		Entry:           r.GetEntry(),
-		Rule:            r.GetRule(),
-		Reason:          r.GetReason(),
-		PolicyVersion:   r.GetPolicyVersion(),
-		DenialID:        r.GetDenialId(),
-		VersionProbe:    r.GetVersionProbe(),
-		ArgumentsDigest: r.GetArgumentsDigest(),
-		ReasonCode:      r.GetReasonCode(),
-		ToolDefinition:  r.GetToolDefinition(),
-		Cuts:            cuts,
-
-		SummaryCount:         int64(r.GetSummaryCount()),
-		SummaryLast:          last,
-		SummaryFirstDenialID: r.GetSummaryFirstDenialId(),
-		SummaryLastDenialID:  r.GetSummaryLastDenialId(),
-	}, nil
+	return nil
 }
 
 // maxCuts bounds the cuts a record lists: one a field at most.

@@ -1,6 +1,8 @@
 package arch
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,59 +15,64 @@ import (
 var layers = map[string][]string{
 	"policy":                     {"internal/jcs"},
 	"prover":                     {"policy"},
-	"advisor":                    {"policy", "prover"},
+	"advisor":                    {"policy", "prover", "decision"},
 	"approval":                   {"prover"},
-	"store":                      {"store/internal/strmap"},
+	"decision":                   nil,
+	"decision/decisionpb":        {"decision", "proto/portcullis/v1"},
+	"store":                      {"store/internal/strmap", "decision"},
 	"store/internal/strmap":      nil,
 	"store/internal/sqlwhere":    nil,
-	"store/internal/decisionsql": {"store", "store/internal/sqlwhere"},
+	"store/internal/decisionsql": {"store", "store/internal/sqlwhere", "decision"},
 	"store/internal/sentrysql":   {"store", "store/internal/sqlexec", "store/internal/sqlwhere"},
 	"store/internal/tooldefsql":  {"store", "store/internal/sqlexec", "store/internal/sqlwhere"},
 	"store/internal/sqlexec":     nil,
 	"store/internal/versionsql":  {"store", "store/internal/sqlexec", "store/internal/strmap"},
 	"store/postgres":             {"store/...", "migrations"},
 	"store/sqlite":               {"store/...", "migrations"},
-	"store/storetest":            {"store"},
+	"store/storetest":            {"store", "decision"},
 	"migrations":                 nil,
 	"lifecycle":                  {"store", "advisor", "prover", "approval", "policy", "internal/telemetry", "internal/events"},
-	"gateway": {"gateway/...", "lifecycle", "store", "advisor", "prover", "policy", "sentry", "web",
-		"internal/ocsf", "internal/events", "proto/..."},
+	"gateway": {"gateway/...", "lifecycle", "store", "store/postgres", "store/sqlite", "advisor", "prover", "policy", "sentry", "web", "decision/...",
+		"internal/ocsf/...", "internal/events", "internal/telemetry/otlp", "proto/..."},
 	"gateway/transport":    {"internal/telemetry"},
-	"gateway/distribution": {"gateway/transport", "lifecycle", "internal/events", "store", "policy", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
-	"gateway/decisions":    {"store", "lifecycle"},
+	"gateway/distribution": {"gateway/transport", "lifecycle", "internal/events", "store", "decision/...", "policy", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
+	"gateway/decisions":    {"store", "decision", "lifecycle"},
 	"gateway/notify":       {"store", "lifecycle", "internal/events"},
 	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
 	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest"},
-	"sentry":               {"internal/jcs"},
-	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/identity", "dataplane/match",
-		"dataplane/mcp", "dataplane/policylocal", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
-	"dataplane/match":         {"policy", "dataplane/jsonlex"},
-	"dataplane/mcp":           {"policy", "dataplane/jsonlex"},
-	"dataplane/mcp/ssetest":   nil,
-	"dataplane/jsonlex":       nil,
-	"dataplane/identity":      nil,
-	"dataplane/decision":      nil,
-	"dataplane/gatewayclient": {"policy", "dataplane/decision", "internal/signing", "internal/ca", "internal/atomicfile", "internal/telemetry", "proto/portcullis/v1"},
-	"dataplane/policylocal":   {"advisor", "policy", "dataplane/decision", "proto/portcullis/v1"},
-	"dataplane/dataplanetest": {"dataplane", "gateway/gatewaytest", "proto/..."},
-	"internal/ocsf":           {"store", "sentry", "internal/rotate", "internal/version", "internal/telemetry/otlp"},
-	"internal/ocsf/ocsftest":  nil,
-	"internal/jcs":            nil,
-	"internal/events":         {"store", "sentry"},
-	"internal/ca":             {"internal/atomicfile"},
-	"internal/signing":        {"proto/portcullis/v1"},
-	"internal/atomicfile":     nil,
-	"internal/exetrim":        nil,
-	"internal/rotate":         nil,
-	"internal/telemetry":      nil,
-	"internal/telemetry/otlp": nil,
-	"internal/version":        nil,
-	"internal/pgtest":         nil,
-	"internal/arch":           nil,
-	"web":                     nil,
-	"web/webtest":             nil,
-	"demo":                    nil,
-	"cmd/portcullis":          {"..."},
+	"sentry":               {"internal/jcs", "internal/strictjson"},
+	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity", "dataplane/match",
+		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
+	"dataplane/h1":              nil,
+	"dataplane/match":           {"policy", "internal/strictjson"},
+	"dataplane/mcp":             {"policy", "internal/strictjson"},
+	"dataplane/mcp/relay":       {"dataplane/mcp", "dataplane/decision"},
+	"dataplane/mcp/ssetest":     nil,
+	"dataplane/identity":        nil,
+	"dataplane/decision":        {"decision"},
+	"dataplane/gatewayclient":   {"policy", "dataplane/decision", "decision/decisionpb", "internal/signing", "internal/ca", "internal/atomicfile", "internal/telemetry", "proto/portcullis/v1"},
+	"dataplane/policylocal":     {"advisor", "policy", "dataplane/decision", "proto/portcullis/v1"},
+	"dataplane/dataplanetest":   {"dataplane", "gateway/gatewaytest", "proto/..."},
+	"internal/ocsf":             {"decision", "internal/rotate", "internal/version", "internal/telemetry/otlp"},
+	"internal/ocsf/gatewayocsf": {"internal/ocsf", "store", "sentry"},
+	"internal/ocsf/ocsftest":    nil,
+	"internal/jcs":              {"internal/strictjson"},
+	"internal/strictjson":       nil,
+	"internal/events":           {"store", "sentry"},
+	"internal/ca":               {"internal/atomicfile"},
+	"internal/signing":          {"proto/portcullis/v1"},
+	"internal/atomicfile":       nil,
+	"internal/exetrim":          nil,
+	"internal/rotate":           nil,
+	"internal/telemetry":        nil,
+	"internal/telemetry/otlp":   nil,
+	"internal/version":          nil,
+	"internal/pgtest":           nil,
+	"internal/arch":             nil,
+	"web":                       nil,
+	"web/webtest":               nil,
+	"demo":                      nil,
+	"cmd/portcullis":            {"..."},
 }
 
 // external is who may import a library that only one layer should hold.
@@ -127,12 +134,11 @@ func TestGatewayNeverLinksTheProxy(t *testing.T) {
 // says why each), and nothing of the gateway, its stores or the console.
 var proxyOnly = []string{
 	"cmd/portcullis",
-	"dataplane", "dataplane/decision", "dataplane/gatewayclient", "dataplane/identity",
-	"dataplane/jsonlex", "dataplane/match", "dataplane/mcp", "dataplane/policylocal",
-	"policy", "prover", "advisor",
+	"dataplane", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity",
+	"internal/strictjson", "dataplane/match", "dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal",
+	"decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf",
-	"sentry", "store", "store/internal/strmap",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 
@@ -148,5 +154,36 @@ func TestProxyOnlyBuild(t *testing.T) {
 	slices.Sort(linked)
 	if !slices.Equal(linked, want) {
 		t.Errorf("the proxy-only build links\n  %v\nthe map says\n  %v", linked, want)
+	}
+}
+
+// TestMapNamesEveryPackage: ARCHITECTURE.md's package map has a row for
+// every package of the product, and no row for a package that is gone.
+func TestMapNamesEveryPackage(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root(t), "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := map[string]bool{}
+	for line := range strings.Lines(string(data)) {
+		cells := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		for _, name := range strings.Split(cells[1], ",") {
+			mapped[strings.Trim(strings.TrimSpace(name), "`")] = true
+		}
+	}
+	for _, p := range products(t) {
+		name := rel(p.ImportPath)
+		if !mapped[name] {
+			t.Errorf("ARCHITECTURE.md's package map has no row naming `%s`", name)
+		}
+		delete(mapped, name)
+	}
+	for name := range mapped {
+		if _, ok := layers[name]; !ok && !strings.HasPrefix(name, "proto/") {
+			t.Errorf("ARCHITECTURE.md's package map names `%s`, which is not a package", name)
+		}
 	}
 }

@@ -3,96 +3,70 @@
 // only the string escapes JSON requires, numbers as ECMAScript writes a
 // double — so that two spellings of one document (spacing, key order,
 // escapes, 1e2 for 100) have the same bytes, and a signer or hasher in any
-// language with a JCS library gets them too. It reads strictly: one JSON
-// value, valid UTF-8, no lone surrogate escape, no key twice in an
-// object, finite numbers, nesting bounded. The proxy pins MCP tool
-// definitions by the digest of this form, decision records carry the
-// digest of denied tool arguments, and Sentry events are signed over it.
+// language with a JCS library gets them too. It reads with the strict
+// reader (internal/strictjson): one JSON value, valid UTF-8, no lone
+// surrogate escape, no key twice in an object, finite numbers, nesting
+// bounded. The proxy pins MCP tool definitions by the digest of this form,
+// decision records carry the digest of denied tool arguments, and Sentry
+// events are signed over it.
 package jcs
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/portcullis-dev/portcullis/internal/strictjson"
 )
 
 // Transform returns the canonical form of raw, one JSON value nested at
-// most maxDepth levels.
+// most maxDepth levels (the value itself is the first).
 func Transform(raw []byte, maxDepth int) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, errors.New("not valid UTF-8")
 	}
-	if err := loneSurrogate(raw); err != nil {
-		return nil, err
+	if maxDepth < 1 {
+		return nil, fmt.Errorf("nested more than %d levels deep", maxDepth)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
+	var r strictjson.Reader
+	r.Reset(raw, strictjson.Limits{MaxDepth: maxDepth - 1, FiniteNumbers: true})
+	out := value(&r, nil)
+	if err := r.End(); err != nil {
+		return nil, refusal(err, raw, maxDepth)
 	}
-	var buf bytes.Buffer
-	c := canonicalizer{dec: dec, maxDepth: maxDepth}
-	if err := c.value(&buf, tok, 1); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("more data follows the JSON value")
-	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
-// loneSurrogate refuses a \uD800-\uDFFF escape in a string (or key)
-// that is not a high surrogate followed by a low one: encoding/json would
-// read it as U+FFFD, so "\ud800" would pass and have the digest of
-// "\ufffd", where RFC 8785 requires refusing it. Malformed JSON is left
-// to the decoder.
-func loneSurrogate(raw []byte) error {
-	in := false
-	for i := 0; i < len(raw); i++ {
-		switch c := raw[i]; {
-		case !in:
-			in = c == '"'
-		case c == '"':
-			in = false
-		case c == '\\':
-			if i+1 < len(raw) && raw[i+1] == 'u' {
-				r, ok := hex4(raw[i+2:])
-				switch {
-				case ok && utf16.IsSurrogate(r) && r < 0xdc00:
-					if len(raw) >= i+12 && raw[i+6] == '\\' && raw[i+7] == 'u' {
-						if lo, ok := hex4(raw[i+8:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
-							i += 11
-							continue
-						}
-					}
-					return fmt.Errorf("a string holds %.6s, a high surrogate not followed by a low one", raw[i:])
-				case ok && utf16.IsSurrogate(r):
-					return fmt.Errorf("a string holds %.6s, a low surrogate not after a high one", raw[i:])
-				}
-			}
-			i++ // the escaped character (the hex digits are plain)
+// refusal words a fault of the strict reader.
+func refusal(err error, raw []byte, maxDepth int) error {
+	var e *strictjson.Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	switch e.Code {
+	case strictjson.TooDeep:
+		return fmt.Errorf("nested more than %d levels deep", maxDepth)
+	case strictjson.DuplicateKey:
+		return fmt.Errorf("the key %.60q appears twice in an object", e.Key)
+	case strictjson.NumberRange:
+		return fmt.Errorf("number %.40s is not a finite double", raw[e.Start:e.Offset])
+	case strictjson.TrailingData:
+		return errors.New("more data follows the JSON value")
+	case strictjson.LoneSurrogate:
+		// RFC 8785 §3.2.2.2 refuses them, where encoding/json would read
+		// U+FFFD.
+		if hi, _ := strconv.ParseUint(string(raw[e.Start+2:e.Start+6]), 16, 16); hi < 0xdc00 {
+			return fmt.Errorf("a string holds %.6s, a high surrogate not followed by a low one", raw[e.Start:])
 		}
+		return fmt.Errorf("a string holds %.6s, a low surrogate not after a high one", raw[e.Start:])
 	}
-	return nil
-}
-
-// hex4 reads the four hex digits that start b.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(b[:4]), 16, 16)
-	return rune(n), err == nil
+	return fmt.Errorf("not JSON: %s at byte %d", e.Reason(), e.Offset)
 }
 
 // Digest is "sha256:" and the 64 lower-case hex digits of the SHA-256 of
@@ -106,142 +80,129 @@ func Digest(raw []byte, maxDepth int) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-type canonicalizer struct {
-	dec      *json.Decoder
-	maxDepth int
+// value appends the canonical form of the value at r to out. After a
+// fault of r it appends nonsense, which Transform drops.
+func value(r *strictjson.Reader, out []byte) []byte {
+	switch r.Kind() {
+	case strictjson.Object:
+		return object(r, out)
+	case strictjson.Array:
+		out = append(out, '[')
+		r.Open()
+		for i := 0; r.Element(); i++ {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = value(r, out)
+		}
+		return append(out, ']')
+	case strictjson.String:
+		return appendString(out, r.ReadString())
+	case strictjson.Number:
+		return appendNumber(out, r.Skip())
+	}
+	return append(out, r.Skip()...) // true, false, null
 }
 
-// value writes the value that starts with tok.
-func (c *canonicalizer) value(buf *bytes.Buffer, tok json.Token, depth int) error {
-	if depth > c.maxDepth {
-		return fmt.Errorf("nested more than %d levels deep", c.maxDepth)
+// appendNumber appends a number as ECMAScript writes the double it is
+// (the reader has checked that it is one).
+func appendNumber(out, raw []byte) []byte {
+	f, _ := strconv.ParseFloat(string(raw), 64)
+	if f == 0 {
+		return append(out, '0') // ECMAScript writes -0 as 0
 	}
-	switch t := tok.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		buf.WriteString(strconv.FormatBool(t))
-	case string:
-		writeString(buf, t)
-	case json.Number:
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil || math.IsInf(f, 0) {
-			return fmt.Errorf("number %.40s is not a finite double", t)
-		}
-		if f == 0 {
-			buf.WriteString("0") // ECMAScript writes -0 as 0
-			return nil
-		}
-		// encoding/json writes a float64 as ECMAScript does (shortest
-		// round trip; exponent form below 1e-6 and from 1e21).
-		b, _ := json.Marshal(f)
-		buf.Write(b)
-	case json.Delim:
-		if t == '[' {
-			return c.array(buf, depth)
-		}
-		return c.object(buf, depth)
-	}
-	return nil
+	// encoding/json writes a float64 as ECMAScript does (shortest round
+	// trip; exponent form below 1e-6 and from 1e21).
+	b, _ := json.Marshal(f)
+	return append(out, b...)
 }
 
-// array writes an array whose '[' was read.
-func (c *canonicalizer) array(buf *bytes.Buffer, depth int) error {
-	buf.WriteByte('[')
-	for i := 0; c.dec.More(); i++ {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		next, err := c.dec.Token()
-		if err != nil {
-			return fmt.Errorf("not JSON: %w", err)
-		}
-		if err := c.value(buf, next, depth+1); err != nil {
-			return err
-		}
-	}
-	if _, err := c.dec.Token(); err != nil { // ']'
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	buf.WriteByte(']')
-	return nil
-}
-
-// object writes an object whose '{' was read: its members are written
-// apart, then in key order.
-func (c *canonicalizer) object(buf *bytes.Buffer, depth int) error {
+// object appends an object: its members are written as they come, then
+// put in key order.
+func object(r *strictjson.Reader, out []byte) []byte {
 	type member struct {
-		key  string
-		json []byte
+		key    []byte
+		lo, hi int // its value, in out
 	}
 	var members []member
-	seen := map[string]bool{}
-	for c.dec.More() {
-		k, err := c.dec.Token()
-		if err != nil {
-			return fmt.Errorf("not JSON: %w", err)
-		}
-		key := k.(string) // the decoder reads only strings as keys
-		if seen[key] {
-			return fmt.Errorf("the key %.60q appears twice in an object", key)
-		}
-		seen[key] = true
-		v, err := c.dec.Token()
-		if err != nil {
-			return fmt.Errorf("not JSON: %w", err)
-		}
-		var b bytes.Buffer
-		if err := c.value(&b, v, depth+1); err != nil {
-			return err
-		}
-		members = append(members, member{key, b.Bytes()})
+	start := len(out)
+	r.Open()
+	for key, ok := r.Member(); ok; key, ok = r.Member() {
+		lo := len(out)
+		out = value(r, out)
+		members = append(members, member{key, lo, len(out)})
 	}
-	if _, err := c.dec.Token(); err != nil { // '}'
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	slices.SortFunc(members, func(a, b member) int {
-		return slices.Compare(utf16.Encode([]rune(a.key)), utf16.Encode([]rune(b.key)))
-	})
-	buf.WriteByte('{')
+	slices.SortFunc(members, func(a, b member) int { return compareUTF16(a.key, b.key) })
+	values := slices.Clone(out[start:])
+	out = append(out[:start], '{')
 	for i, m := range members {
 		if i > 0 {
-			buf.WriteByte(',')
+			out = append(out, ',')
 		}
-		writeString(buf, m.key)
-		buf.WriteByte(':')
-		buf.Write(m.json)
+		out = appendString(out, m.key)
+		out = append(out, ':')
+		out = append(out, values[m.lo-start:m.hi-start]...)
 	}
-	buf.WriteByte('}')
-	return nil
+	return append(out, '}')
 }
 
-// writeString escapes as RFC 8785 says: '"', '\\' and the C0 controls,
+// compareUTF16 orders two UTF-8 strings by their UTF-16 code units, as
+// RFC 8785 sorts keys: a character past U+FFFF is a surrogate pair, and
+// sorts before U+E000-U+FFFF.
+func compareUTF16(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
+		a, b = a[na:], b[nb:]
+		if ra == rb {
+			continue
+		}
+		ua, la := utf16Units(ra)
+		ub, lb := utf16Units(rb)
+		if ua != ub {
+			return int(ua) - int(ub)
+		}
+		return int(la) - int(lb)
+	}
+	return len(a) - len(b)
+}
+
+// utf16Units returns the UTF-16 code units of r: r itself and 0, or its
+// surrogate pair.
+func utf16Units(r rune) (rune, rune) {
+	if r < 0x10000 {
+		return r, 0
+	}
+	return utf16.EncodeRune(r)
+}
+
+// appendString escapes as RFC 8785 says: '"', '\\' and the C0 controls,
 // with the short forms where JSON has them; nothing else.
-func writeString(buf *bytes.Buffer, s string) {
-	buf.WriteByte('"')
-	for _, r := range s {
-		switch r {
+func appendString(out, s []byte) []byte {
+	out = append(out, '"')
+	for _, c := range s {
+		switch c {
 		case '"':
-			buf.WriteString(`\"`)
+			out = append(out, `\"`...)
 		case '\\':
-			buf.WriteString(`\\`)
+			out = append(out, `\\`...)
 		case '\b':
-			buf.WriteString(`\b`)
+			out = append(out, `\b`...)
 		case '\f':
-			buf.WriteString(`\f`)
+			out = append(out, `\f`...)
 		case '\n':
-			buf.WriteString(`\n`)
+			out = append(out, `\n`...)
 		case '\r':
-			buf.WriteString(`\r`)
+			out = append(out, `\r`...)
 		case '\t':
-			buf.WriteString(`\t`)
+			out = append(out, `\t`...)
 		default:
-			if r < 0x20 {
-				fmt.Fprintf(buf, `\u%04x`, r)
+			if c < 0x20 {
+				out = fmt.Appendf(out, `\u%04x`, c)
 			} else {
-				buf.WriteRune(r)
+				out = append(out, c)
 			}
 		}
 	}
-	buf.WriteByte('"')
+	return append(out, '"')
 }

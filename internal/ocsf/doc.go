@@ -3,14 +3,14 @@
 // them to a security team's tools: a JSON-lines file rotated by size, a
 // Splunk HTTP Event Collector, or an OTLP/HTTP logs endpoint.
 //
-// The mapping (docs/ocsf.md, field by field) is pure: a proxy's decision
-// is an HTTP Activity (4002), or an API Activity (6003) when it is an MCP
-// call; an audit-log entry is an Entity Management event (3004) with the
-// actor, the outcome and the before/after hashes; a proposal with its
-// prover findings is a Detection Finding (2004), and so are a watchdog's
-// (Sentry) event worth a security team's attention and the findings the
-// gateway derives from one; what the gateway did about a quarantine is a
-// Remediation Activity (7001, Isolate).
+// It holds the event model (Event and its objects, with SetClass,
+// SetSeverity, SetStatus and Finish, which every mapping uses), the
+// sinks, and the mapping both roles share (docs/ocsf.md, field by field),
+// pure: a decision record is an HTTP Activity (4002), or an API Activity
+// (6003) when it is an MCP call. The gateway's own records (audit entries,
+// proposals, Sentry events, findings and actions) are mapped by
+// internal/ocsf/gatewayocsf, so that the proxy links neither the store
+// nor the Sentry schema.
 //
 // Delivery never holds its caller: an Emitter queues, bounded, and one
 // goroutine writes. What the queue cannot hold, and what a sink refuses,

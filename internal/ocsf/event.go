@@ -9,7 +9,7 @@ import (
 // Version is the OCSF schema version every event is written in.
 const Version = "1.8.0"
 
-// Class, category and activity numbers used here (OCSF 1.8.0).
+// The classes used here (OCSF 1.8.0).
 const (
 	ClassHTTPActivity     = 4002
 	ClassAPIActivity      = 6003
@@ -17,13 +17,21 @@ const (
 	ClassEntityManagement = 3004
 	ClassDetectionFinding = 2004
 	ClassRemediation      = 7001
-
-	categoryFindings    = 2
-	categoryIAM         = 3
-	categoryNetwork     = 4
-	categoryApplication = 6
-	categoryRemediation = 7
 )
+
+// classes are each class's name, category and category name.
+var classes = map[int]struct {
+	name         string
+	category     int
+	categoryName string
+}{
+	ClassHTTPActivity:     {"HTTP Activity", 4, "Network Activity"},
+	ClassAPIActivity:      {"API Activity", 6, "Application Activity"},
+	ClassApplicationError: {"Application Error", 6, "Application Activity"},
+	ClassEntityManagement: {"Entity Management", 3, "Identity & Access Management"},
+	ClassDetectionFinding: {"Detection Finding", 2, "Findings"},
+	ClassRemediation:      {"Remediation Activity", 7, "Remediation"},
+}
 
 // Severities (severity_id).
 const (
@@ -56,7 +64,7 @@ type Event struct {
 	Message      string   `json:"message,omitempty"`
 	Metadata     Metadata `json:"metadata"`
 	// Observables point at the hosts, addresses and users the event
-	// names, for a SIEM to pivot on (finish fills them).
+	// names, for a SIEM to pivot on (Finish fills them).
 	Observables []Observable `json:"observables,omitempty"`
 	// Count, StartTime and EndTime make an event stand for that many of
 	// the same kind between those times (a summary of a flood).
@@ -266,29 +274,33 @@ type FindingInfo struct {
 	CreatedTime int64 `json:"created_time,omitempty"`
 }
 
-// setClass fills the numbers every event derives from its class and
-// activity: type_uid = class_uid*100 + activity_id. type_name is
-// type_uid's caption, as OCSF's validator expects of the sibling: for
-// activity 99 (Other), whose activity_name is our own word (Approve,
-// Invoke…), it is "CLASS: Other".
-func (e *Event) setClass(class, category int, className, categoryName string, activity int, activityName string) {
-	e.ClassUID, e.ClassName = class, className
-	e.CategoryUID, e.CategoryName = category, categoryName
+// SetClass sets the event's class (one of the Class constants) and
+// activity, and the numbers and names derived from them: category,
+// type_uid = class_uid*100 + activity_id, and type_name, type_uid's
+// caption as OCSF's validator expects of the sibling: for activity 99
+// (Other), whose activity_name is our own word (Approve, Invoke…), it is
+// "CLASS: Other".
+func (e *Event) SetClass(class, activity int, activityName string) {
+	c := classes[class]
+	e.ClassUID, e.ClassName = class, c.name
+	e.CategoryUID, e.CategoryName = c.category, c.categoryName
 	e.ActivityID, e.ActivityName = activity, activityName
 	e.TypeUID = class*100 + activity
-	e.TypeName = className + ": " + activityName
+	e.TypeName = c.name + ": " + activityName
 	if activity == 99 {
-		e.TypeName = className + ": Other"
+		e.TypeName = c.name + ": Other"
 	}
 }
 
 var severityNames = map[int]string{0: "Unknown", 1: "Informational", 2: "Low", 3: "Medium", 4: "High", 5: "Critical", 6: "Fatal"}
 
-func (e *Event) setSeverity(id int) {
+// SetSeverity sets severity_id and its caption.
+func (e *Event) SetSeverity(id int) {
 	e.SeverityID, e.Severity = id, severityNames[id]
 }
 
-func (e *Event) setStatus(ok bool, detail string) {
+// SetStatus sets the outcome: Success or Failure, and its detail.
+func (e *Event) SetStatus(ok bool, detail string) {
 	if ok {
 		e.StatusID, e.Status = 1, "Success"
 	} else {
@@ -303,16 +315,17 @@ const (
 	ProfileHost            = "host"
 )
 
-// finish declares in metadata.profiles every profile whose attributes the
+// Finish declares in metadata.profiles every profile whose attributes the
 // event carries (OCSF's validator refuses a profile's attribute the event
 // does not declare), and points observables at its hosts, addresses and
-// users. Every mapping calls it last.
+// users. Every mapping calls it last, here and in the gateway's
+// (internal/ocsf/gatewayocsf).
 //
 // security_control brings action, disposition, firewall_rule and policy
 // to every class, and is_alert and confidence to classes other than
 // Detection Finding (which defines those itself); host brings actor to
 // classes that do not define it (HTTP Activity, Remediation Activity).
-func (e *Event) finish() {
+func (e *Event) Finish() {
 	need := func(p string) {
 		if !slices.Contains(e.Metadata.Profiles, p) {
 			e.Metadata.Profiles = append(e.Metadata.Profiles, p)

@@ -74,10 +74,10 @@ func (c *capture) ForceFlush(context.Context) error { return nil }
 // until the first Write; an endpoint that is not an http(s) URL is an
 // error.
 func NewOTLP(cfg OTLPConfig) (*OTLP, error) {
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("OTLP endpoint %q: want an http:// or https:// URL", cfg.Endpoint)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
+	u, _ := url.Parse(cfg.Endpoint)
 	if !strings.HasSuffix(u.Path, "/v1/logs") {
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/logs"
 	}
@@ -115,6 +115,15 @@ func NewOTLP(cfg OTLPConfig) (*OTLP, error) {
 		logger:   provider.Logger(ScopeName, otellog.WithInstrumentationVersion(Version)),
 		cap:      c,
 	}, nil
+}
+
+// Check refuses an endpoint that is not an http(s) URL, as NewOTLP
+// would, before anything is opened.
+func (cfg OTLPConfig) Check() error {
+	if !otlp.HTTPURL(cfg.Endpoint) {
+		return fmt.Errorf("OTLP endpoint %q: want an http:// or https:// URL", cfg.Endpoint)
+	}
+	return nil
 }
 
 // Name returns the collector's logs URL.

@@ -19,9 +19,9 @@ import (
 	logpb "go.opentelemetry.io/proto/otlp/logs/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/ocsf/ocsftest"
-	"github.com/portcullis-dev/portcullis/store"
 )
 
 // gotLog is one log record an OTLP receiver decoded, with its resource's
@@ -148,12 +148,12 @@ func TestOTLPDenial(t *testing.T) {
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	em.Emit(func() ocsf.Event {
-		return ocsf.FromDecision(ocsf.Decision{Record: store.Decision{Time: at, Host: "api.example.com", Port: 443, HTTPMethod: "POST", Path: "/v1/charge",
-			Decision: "deny", Reason: "no rule allows it", DenialID: "dn_otlp"}, TraceID: traceID}, ocsf.Proxy)
+		return ocsf.FromDecision(decision.Record{Time: at, Host: "api.example.com", Port: 443, HTTPMethod: "POST", Path: "/v1/charge",
+			Decision: "deny", Reason: "no rule allows it", DenialID: "dn_otlp", TraceID: traceID}, ocsf.Proxy)
 	})
 	em.Emit(func() ocsf.Event {
-		return ocsf.FromDecision(ocsf.Decision{Record: store.Decision{Time: at.Add(time.Second), Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: "/v1/ok",
-			Decision: "allow"}}, ocsf.Proxy)
+		return ocsf.FromDecision(decision.Record{Time: at.Add(time.Second), Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: "/v1/ok",
+			Decision: "allow"}, ocsf.Proxy)
 	})
 	logs := rc.wait(t, 2)
 	if len(logs) != 2 {

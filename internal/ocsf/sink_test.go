@@ -18,17 +18,17 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/ocsf/ocsftest"
-	"github.com/portcullis-dev/portcullis/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func denial(i int) func() ocsf.Event {
 	return func() ocsf.Event {
-		return ocsf.FromDecision(ocsf.Decision{Record: store.Decision{Time: at, Host: "h", Port: 443, HTTPMethod: "GET", Path: "/" + strings.Repeat("x", i%7),
-			Decision: "deny", DenialID: "dn_" + string(rune('a'+i%26))}}, ocsf.Proxy)
+		return ocsf.FromDecision(decision.Record{Time: at, Host: "h", Port: 443, HTTPMethod: "GET", Path: "/" + strings.Repeat("x", i%7),
+			Decision: "deny", DenialID: "dn_" + string(rune('a'+i%26))}, ocsf.Proxy)
 	}
 }
 

@@ -437,6 +437,9 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
+// timeValue is nullTime for decisionsql.Values.
+func timeValue(t time.Time) any { return nullTime(t) }
+
 // nullTimePtr stores nil and a pointer to the zero time as NULL (read back
 // as nil), as the SQLite driver does.
 func nullTimePtr(t *time.Time) *time.Time {

@@ -182,13 +182,7 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 		var err error
 		n, err = tx.CopyFrom(ctx, pgx.Identifier{"decisions"}, decisionsql.Columns,
 			pgx.CopyFromSlice(len(records), func(i int) ([]any, error) {
-				d := &records[i]
-				return []any{
-					nullTime(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, int32(d.Port), d.Addr,
-					d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
-					d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition,
-					d.SummaryCount, nullTime(d.SummaryLast), d.SummaryFirstDenialID, d.SummaryLastDenialID, decisionsql.EncodeCuts(d.Cuts),
-				}, nil
+				return decisionsql.Values(nil, &records[i], timeValue), nil
 			}))
 		return mapErr(err)
 	})
@@ -203,22 +197,16 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 	q, args, newest := decisionsql.Select(f, sqlwhere.Dollar)
 	rows, err := d.pool.Query(ctx, q, args...)
 	out, err := collect(rows, err, func(r pgx.Row) (store.Decision, error) {
-		var d store.Decision
-		var at, last *time.Time
-		var port int32
-		var cuts string
-		err := r.Scan(&d.ID, &d.ReceivedAt, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &port, &d.Addr,
-			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
-			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition,
-			&d.SummaryCount, &last, &d.SummaryFirstDenialID, &d.SummaryLastDenialID, &cuts)
-		if err != nil {
-			return d, err
+		var (
+			row      decisionsql.Row
+			id       int64
+			received time.Time
+			at, last *time.Time
+		)
+		if err := r.Scan(row.Dest([]any{&id, &received}, &at, &last)...); err != nil {
+			return store.Decision{}, err
 		}
-		d.ReceivedAt = d.ReceivedAt.UTC()
-		d.Time, d.SummaryLast = zeroTime(at), zeroTime(last)
-		d.Port = int(port)
-		d.Cuts, err = decisionsql.DecodeCuts(cuts)
-		return d, err
+		return row.Decision(id, received.UTC(), zeroTime(at), zeroTime(last))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list decisions: %w", err)

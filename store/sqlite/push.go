@@ -183,13 +183,10 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 			return mapErr(err)
 		}
 		defer stmt.Close()
+		var args []any
 		for i := range records {
-			d := &records[i]
-			_, err := stmt.ExecContext(ctx, at,
-				nullNanos(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, d.Port, d.Addr,
-				d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
-				d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition,
-				d.SummaryCount, nullNanos(d.SummaryLast), d.SummaryFirstDenialID, d.SummaryLastDenialID, decisionsql.EncodeCuts(d.Cuts))
+			args = decisionsql.Values(append(args[:0], at), &records[i], nanosValue)
+			_, err := stmt.ExecContext(ctx, args...)
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, mapErr(err))
 			}
@@ -206,20 +203,16 @@ func (d *Driver) AppendDecisions(ctx context.Context, records []store.Decision) 
 func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.Decision, error) {
 	q, args, newest := decisionsql.Select(f, sqlwhere.Question)
 	scan := func(r scanner) (store.Decision, error) {
-		var d store.Decision
-		var received int64
-		var at, last sql.NullInt64
-		var cuts string
-		err := r.Scan(&d.ID, &received, &at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &d.Port, &d.Addr,
-			&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
-			&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition,
-			&d.SummaryCount, &last, &d.SummaryFirstDenialID, &d.SummaryLastDenialID, &cuts)
-		if err != nil {
-			return d, err
+		var (
+			row      decisionsql.Row
+			id       int64
+			received int64
+			at, last sql.NullInt64
+		)
+		if err := r.Scan(row.Dest([]any{&id, &received}, &at, &last)...); err != nil {
+			return store.Decision{}, err
 		}
-		d.ReceivedAt, d.Time, d.SummaryLast = fromNanos(received), zeroNanos(at), zeroNanos(last)
-		d.Cuts, err = decisionsql.DecodeCuts(cuts)
-		return d, err
+		return row.Decision(id, fromNanos(received), zeroNanos(at), zeroNanos(last))
 	}
 	out, err := collect(ctx, d.r, scan, q, args...)
 	if err != nil {
@@ -230,6 +223,9 @@ func (d *Driver) ListDecisions(ctx context.Context, f store.DecisionFilter) ([]s
 	}
 	return out, nil
 }
+
+// nanosValue is nullNanos for decisionsql.Values.
+func nanosValue(t time.Time) any { return nullNanos(t) }
 
 // nullNanos stores the zero time as NULL, others as nanoseconds.
 func nullNanos(t time.Time) sql.NullInt64 {

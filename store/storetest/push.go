@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -120,10 +121,18 @@ func sameDecision(got, want store.Decision) bool {
 		return false
 	}
 	got.Time, want.Time = time.Time{}, time.Time{}
-	if !sameTime(got.SummaryLast, want.SummaryLast) || !slices.Equal(got.Cuts, want.Cuts) {
+	if !slices.Equal(got.Cuts, want.Cuts) || (got.Summary == nil) != (want.Summary == nil) {
 		return false
 	}
-	got.SummaryLast, want.SummaryLast, got.Cuts, want.Cuts = time.Time{}, time.Time{}, nil, nil
+	got.Cuts, want.Cuts = nil, nil
+	if got.Summary != nil {
+		g, w := *got.Summary, *want.Summary
+		if !sameTime(g.Last, w.Last) {
+			return false
+		}
+		g.Last, w.Last = time.Time{}, time.Time{}
+		got.Summary, want.Summary = &g, &w
+	}
 	return reflect.DeepEqual(got, want)
 }
 
@@ -459,32 +468,35 @@ func testDecisions(t *testing.T, s *store.Store) {
 	for i := range in {
 		d := store.Decision{
 			ID: -1, ReceivedAt: usec(2001, 0), // set by the store: ignored
-			Time: usec(2030, i), Sandbox: fmt.Sprint("s", i%2), ProxyID: fmt.Sprint("proxy-", i%5),
-			Decision: verdicts[i%3], Binary: "/usr/bin/curl", Host: fmt.Sprintf("h%d.example.com", i), Port: 443,
-			Addr: "10.0.0.1:443", HTTPMethod: "GET", Path: fmt.Sprintf("/p/%d?q=ü", i),
-			Entry: "e", Rule: fmt.Sprint("rule-", i%7), Reason: "matched", PolicyVersion: "3",
+			ProxyID: fmt.Sprint("proxy-", i%5),
+			Record: decision.Record{
+				Time: usec(2030, i), Sandbox: fmt.Sprint("s", i%2),
+				Decision: verdicts[i%3], Binary: "/usr/bin/curl", Host: fmt.Sprintf("h%d.example.com", i), Port: 443,
+				Addr: "10.0.0.1:443", HTTPMethod: "GET", Path: fmt.Sprintf("/p/%d?q=ü", i),
+				Entry: "e", Rule: fmt.Sprint("rule-", i%7), Reason: "matched", PolicyVersion: "3",
+			},
 		}
 		if d.Decision == "deny" {
 			d.DenialID = fmt.Sprint("den-", i)
 		}
 		in[i] = d
 	}
-	in[10].DenialID = in[1].DenialID // two records of one denial
-	in[500] = store.Decision{        // every field set
-		Time: usec(2030, 500), Sandbox: "s0", ProxyID: "proxy-x", Decision: "deny", Binary: "/bin/node",
+	in[10].DenialID = in[1].DenialID                                      // two records of one denial
+	in[500] = store.Decision{ProxyID: "proxy-x", Record: decision.Record{ // every field set
+		Time: usec(2030, 500), Sandbox: "s0", Decision: "deny", Binary: "/bin/node",
 		Host: "mcp.example.com", Port: 65535, Addr: "[2001:db8::1]:65535", HTTPMethod: "POST", Path: "/mcp",
 		MCPMethod: "tools/call", Tool: "delete_repo", Entry: "github", Rule: "no-deletes", Reason: "tool denied: \"x\"",
 		PolicyVersion: "12", DenialID: "den-x", VersionProbe: true,
 		ArgumentsDigest: "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
 		ReasonCode:      "tool_definition_changed",
 		ToolDefinition:  "sha256:fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9",
-	}
-	in[502] = store.Decision{ // a summary of 600 denials, with a cut field
-		Time: usec(2030, 502), Sandbox: "s0", ProxyID: "proxy-x", Decision: "deny", Host: "h.example.com", Port: 443,
-		Path: "/aaaa", SummaryCount: 600, SummaryLast: usec(2030, 503), SummaryFirstDenialID: "dn_first", SummaryLastDenialID: "dn_last",
-		Cuts: []store.FieldCut{{Field: "path", Length: 61440, SHA256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}},
-	}
-	in[501] = store.Decision{Sandbox: "s1", ProxyID: "proxy-y", Decision: "allow"} // every optional field unset
+	}}
+	in[502] = store.Decision{ProxyID: "proxy-x", Record: decision.Record{ // a summary of 600 denials, with a cut field
+		Time: usec(2030, 502), Sandbox: "s0", Decision: "deny", Host: "h.example.com", Port: 443, Path: "/aaaa",
+		Summary: &decision.Summary{Count: 600, Last: usec(2030, 503), FirstDenialID: "dn_first", LastDenialID: "dn_last"},
+		Cuts:    []decision.Cut{{Field: "path", Length: 61440, SHA256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}},
+	}}
+	in[501] = store.Decision{ProxyID: "proxy-y", Record: decision.Record{Sandbox: "s1", Decision: "allow"}} // every optional field unset
 
 	got, err := s.AppendDecisions(ctx(t), in)
 	if err != nil || got != n {
@@ -562,8 +574,8 @@ func testDecisions(t *testing.T, s *store.Store) {
 
 	// A later append: stored after, and tailing from the last id sees it.
 	more := []store.Decision{
-		{Time: usec(2030, 2000), Sandbox: "s0", ProxyID: "p", Decision: "deny", DenialID: "den-late"},
-		{Time: usec(2030, 2001), Sandbox: "s1", ProxyID: "p", Decision: "allow"},
+		{ProxyID: "p", Record: decision.Record{Time: usec(2030, 2000), Sandbox: "s0", Decision: "deny", DenialID: "den-late"}},
+		{ProxyID: "p", Record: decision.Record{Time: usec(2030, 2001), Sandbox: "s1", Decision: "allow"}},
 	}
 	if got, err := s.AppendDecisions(ctx(t), more); err != nil || got != 2 {
 		t.Fatalf("AppendDecisions(2) = %d, %v", got, err)
@@ -575,7 +587,7 @@ func testDecisions(t *testing.T, s *store.Store) {
 
 	// Records outlive their sandbox.
 	MustCreate(t, s, "gone", false)
-	if _, err := s.AppendDecisions(ctx(t), []store.Decision{{Sandbox: "gone", ProxyID: "p", Decision: "deny"}}); err != nil {
+	if _, err := s.AppendDecisions(ctx(t), []store.Decision{{ProxyID: "p", Record: decision.Record{Sandbox: "gone", Decision: "deny"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteSandbox(ctx(t), "gone", "alice"); err != nil {
@@ -603,7 +615,7 @@ func testPushInvalidInput(t *testing.T, s *store.Store) {
 	}
 	ca := store.SandboxCA{Sandbox: "box", CertPEM: []byte("cert"), KeyPEM: []byte("key")}
 	status := store.ProxyStatus{Sandbox: "box", ProxyID: "p1", LastSeenAt: usec(2030, 1)}
-	record := store.Decision{Sandbox: "box", ProxyID: "p1", Decision: "allow", Port: 443}
+	record := store.Decision{ProxyID: "p1", Record: decision.Record{Sandbox: "box", Decision: "allow", Port: 443}}
 	for what, call := range map[string]func() error{
 		"AddSigningKey(empty id)": func() error {
 			_, err := s.AddSigningKey(ctx(t), key(func(k *store.SigningKey) { k.ID = "" }), "", "a")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -15,8 +16,8 @@ func appendN(t *testing.T, s *store.Store, sandbox, prefix string, n int) []stor
 	t.Helper()
 	in := make([]store.Decision, n)
 	for i := range in {
-		in[i] = store.Decision{Time: usec(2030, i), Sandbox: sandbox, ProxyID: "p", Decision: "deny",
-			Host: "h.example.com", Port: 443, DenialID: fmt.Sprintf("%s-%d", prefix, i)}
+		in[i] = store.Decision{ProxyID: "p", Record: decision.Record{Time: usec(2030, i), Sandbox: sandbox, Decision: "deny",
+			Host: "h.example.com", Port: 443, DenialID: fmt.Sprintf("%s-%d", prefix, i)}}
 	}
 	if got, err := s.AppendDecisions(ctx(t), in); err != nil || got != n {
 		t.Fatalf("AppendDecisions(%d for %s) = %d, %v", n, sandbox, got, err)

@@ -1,14 +1,16 @@
 // Package otlp is tracing's provider for both roles: spans exported over
 // OTLP/HTTP to a collector, off unless an endpoint is given, flushed at
-// shutdown. cmd builds it from --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT
-// and OTEL_SERVICE_NAME and hands its Provider to the gateway and the
-// proxy; nothing here is global.
+// shutdown. cmd fills its Config from --otlp-endpoint or
+// OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME; the gateway's process
+// (gateway.Run) builds its own provider from it, the CLI the proxy's; nothing
+// here is global.
 package otlp
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -49,10 +51,10 @@ func New(cfg Config) (*Tracing, error) {
 	if cfg.Endpoint == "" {
 		return nil, nil
 	}
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("otlp endpoint %q: want an http:// or https:// URL", cfg.Endpoint)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
+	u, _ := url.Parse(cfg.Endpoint)
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
 	if err != nil {
@@ -70,6 +72,26 @@ func New(cfg Config) (*Tracing, error) {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 	)
 	return &Tracing{tp: tp}, nil
+}
+
+// Check refuses, as New would, an endpoint that is not an http(s) URL
+// (an empty one is tracing off), before anything is built.
+func (cfg Config) Check() error {
+	if cfg.Endpoint == "" {
+		return nil
+	}
+	if !HTTPURL(cfg.Endpoint) {
+		return fmt.Errorf("otlp endpoint %q: want an http:// or https:// URL", cfg.Endpoint)
+	}
+	return nil
+}
+
+// HTTPURL reports whether raw is an http:// or https:// URL with a host,
+// the only kind of collector address OTLP/HTTP (and package ocsf's
+// sinks) can post to.
+func HTTPURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // Resource names this process in what it exports over OTLP, spans and
@@ -113,4 +135,14 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("flush traces: %w", err)
 	}
 	return nil
+}
+
+// Stop is Shutdown as a process ends: within a fresh five seconds (the
+// run's context has ended by then), a failure logged, not returned.
+func (t *Tracing) Stop(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("could not export the last traces", "err", err)
+	}
 }

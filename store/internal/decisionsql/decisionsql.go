@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/sqlwhere"
 )
@@ -27,9 +28,61 @@ var Columns = []string{
 	"summary_count", "summary_last_at", "summary_first_denial_id", "summary_last_denial_id", "cuts",
 }
 
-// EncodeCuts is how the cuts column holds a record's cuts: "" for none,
+// Values appends to dst d's values for Columns, in their order; tm writes
+// a time as the engine stores it (the zero time as NULL). A record that
+// is no summary has summary_count 0 and no summary's fields.
+func Values(dst []any, d *store.Decision, tm func(time.Time) any) []any {
+	var sum decision.Summary
+	if d.Summary != nil {
+		sum = *d.Summary
+	}
+	return append(dst,
+		tm(d.Time), d.Sandbox, d.ProxyID, d.Decision, d.Binary, d.Host, int32(d.Port), d.Addr,
+		d.HTTPMethod, d.Path, d.MCPMethod, d.Tool, d.Entry, d.Rule, d.Reason,
+		d.PolicyVersion, d.DenialID, d.VersionProbe, d.ArgumentsDigest, d.ReasonCode, d.ToolDefinition,
+		sum.Count, tm(sum.Last), sum.FirstDenialID, sum.LastDenialID, encodeCuts(d.Cuts),
+	)
+}
+
+// Row is one row of Columns being read back into a record.
+type Row struct {
+	d            store.Decision
+	port         int32
+	summaryCount int64
+	first, last  string
+	cuts         string
+}
+
+// Dest appends to dst the scan destinations of Columns, in their order:
+// the record's fields, but for the two times, which the engine scans into
+// at and summaryLast (its own holders) and hands to Decision.
+func (r *Row) Dest(dst []any, at, summaryLast any) []any {
+	d := &r.d
+	return append(dst,
+		at, &d.Sandbox, &d.ProxyID, &d.Decision, &d.Binary, &d.Host, &r.port, &d.Addr,
+		&d.HTTPMethod, &d.Path, &d.MCPMethod, &d.Tool, &d.Entry, &d.Rule, &d.Reason,
+		&d.PolicyVersion, &d.DenialID, &d.VersionProbe, &d.ArgumentsDigest, &d.ReasonCode, &d.ToolDefinition,
+		&r.summaryCount, summaryLast, &r.first, &r.last, &r.cuts,
+	)
+}
+
+// Decision returns the record the row holds, with its id and receipt
+// time and its two times (the zero time for NULL) as the engine read
+// them.
+func (r *Row) Decision(id int64, received, at, summaryLast time.Time) (store.Decision, error) {
+	d := r.d
+	d.ID, d.ReceivedAt, d.Time, d.Port = id, received, at, int(r.port)
+	if r.summaryCount > 0 {
+		d.Summary = &decision.Summary{Count: r.summaryCount, Last: summaryLast, FirstDenialID: r.first, LastDenialID: r.last}
+	}
+	var err error
+	d.Cuts, err = decodeCuts(r.cuts)
+	return d, err
+}
+
+// encodeCuts is how the cuts column holds a record's cuts: "" for none,
 // else their JSON array.
-func EncodeCuts(cuts []store.FieldCut) string {
+func encodeCuts(cuts []decision.Cut) string {
 	if len(cuts) == 0 {
 		return ""
 	}
@@ -40,12 +93,12 @@ func EncodeCuts(cuts []store.FieldCut) string {
 	return string(b)
 }
 
-// DecodeCuts reads the cuts column back.
-func DecodeCuts(s string) ([]store.FieldCut, error) {
+// decodeCuts reads the cuts column back.
+func decodeCuts(s string) ([]decision.Cut, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var cuts []store.FieldCut
+	var cuts []decision.Cut
 	if err := json.Unmarshal([]byte(s), &cuts); err != nil {
 		return nil, fmt.Errorf("decision record cuts: %w", err)
 	}

@@ -1,0 +1,86 @@
+package dataplane
+
+import (
+	"net/http"
+	"net/netip"
+
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
+	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// ServeHTTP handles one proxy request: CONNECT, or an absolute-form HTTP
+// request. Requests for policy.local are answered by the proxy itself,
+// before any policy applies.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodConnect && policylocal.IsHost(r.Host),
+		r.URL.IsAbs() && r.URL.Scheme != "http" && policylocal.IsHost(r.URL.Host):
+		policylocal.Refuse(w)
+	case r.Method == http.MethodConnect:
+		p.handleConnect(w, r)
+	case r.URL.IsAbs() && r.URL.Scheme == "http":
+		// r.Host is the URI's authority; a Host header naming another
+		// marks the connection (h1.Problem). What is judged and
+		// forwarded is the URI's authority.
+		t, err := parseTarget(r.URL.Host, "80")
+		if err != nil {
+			p.refuse(w, r, dest{host: r.URL.Hostname()}, err.Error())
+			return
+		}
+		if t.host == policylocal.Host {
+			p.local.Serve(w, r, t.port)
+			return
+		}
+		p.handleHTTP(w, r, "http", t, netip.Addr{})
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "not_a_proxy_request", "detail": "send absolute-form HTTP requests or CONNECT to this proxy"})
+	}
+}
+
+// handleConnect opens a tunnel. L4 destinations are decided here and
+// relayed byte for byte; destinations that need inspection get a TLS
+// terminating (or plain HTTP) inner server that judges every request.
+func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
+	t, err := parseTarget(r.Host, "")
+	if err != nil {
+		p.refuse(w, r, dest{host: r.Host}, err.Error())
+		return
+	}
+	r, end := p.traceConnect(r, t)
+	defer end()
+	cur := p.current.Load()
+	if cur == nil {
+		p.refuse(w, r, t, "no policy is loaded")
+		return
+	}
+	req := p.baseRequest(r.Context(), cur, t)
+	if problem := h1.Problem(r.Context()); problem != "" {
+		w.Header().Set("Connection", "close")
+		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+		return
+	}
+	addr, d := p.resolve(r.Context(), cur, t, &req)
+	if !addr.IsValid() {
+		p.deny(w, r, cur, req, d, nil)
+		return
+	}
+	req.Addr = addr
+	if cur.matcher.Inspect(t.host, t.port) {
+		// Every inner request goes to this address: the name is resolved
+		// once per tunnel. Each has a span of its own.
+		end()
+		p.intercept(w, r, t, addr)
+		return
+	}
+	if d = cur.matcher.Decide(&req); !d.Allow {
+		p.deny(w, r, cur, req, d, nil)
+		return
+	}
+	if reason, shared := p.servesInspected(r.Context(), cur, t, addr, true); shared {
+		p.deny(w, r, cur, req, policy.Decision{Reason: reason}, nil)
+		return
+	}
+	p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
+	p.tunnel(w, r, cur, req, addr, t)
+}

@@ -1,0 +1,230 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/postgres"
+	"github.com/portcullis-dev/portcullis/store/sqlite"
+)
+
+// The gateway process, as `portcullis gateway` runs it: Run opens what a
+// Server needs (its stores, the tracing exporter, the OCSF sinks), builds
+// and starts the Server, and closes everything again, waiting for every
+// goroutine it started. The CLI only maps its flags and environment to a
+// RunConfig; offline commands open the store with OpenStore.
+
+// RunConfig is a whole gateway process.
+type RunConfig struct {
+	// Server configures the gateway. Run sets its SentryStore,
+	// TracerProvider, OCSF and OCSFDropped from what it opens; its Logger
+	// (default slog.Default()) is the process's.
+	Server Config
+	// Store locates the control plane's store (its Logger defaults to
+	// Server.Logger).
+	Store StoreConfig
+	// SentryDatabaseURL, if set, is a Postgres database of their own for
+	// the Sentry events (Config.SentryStore). Default: the events stay in
+	// Store.
+	SentryDatabaseURL string
+	// Tracing exports spans over OTLP (Config.TracerProvider). Default
+	// (no Endpoint): no tracing.
+	Tracing otlp.Config
+	// OCSF names the sinks the gateway's OCSF events go to (Config.OCSF).
+	// Default: none.
+	OCSF ocsf.Sinks
+	// Started, if set, is told once the gateway listens and has its admin
+	// token and signing key, just before it serves: the CLI prints its
+	// banner.
+	Started func(Started)
+}
+
+// Started is what a gateway process says once it can be reached.
+type Started struct {
+	// Addr is the API's address (Config.Listen, its port chosen).
+	Addr net.Addr
+	// Store says where the data lives (OpenStore's where, and the Sentry
+	// events' own database if any).
+	Store string
+	// SigningKey is the public key proxies may pin (Server.SigningKey).
+	SigningKey string
+	// AdminToken is the first admin token when this start created it
+	// (CreatedAdmin; it is Config.BootstrapToken when one was given);
+	// later starts create none.
+	AdminToken   string
+	CreatedAdmin bool
+}
+
+// A SettingError is a setting Run or OpenStore cannot work with as given
+// (a database URL that is not Postgres's, an address the gateway may not
+// or cannot listen on): the operator's to fix before anything can run,
+// not a failure along the way. Its message names the setting as
+// `portcullis gateway`'s flag does.
+type SettingError struct{ Err error }
+
+func (e *SettingError) Error() string { return e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// Run runs a gateway process until ctx ends: it opens the stores
+// (applying pending migrations), the tracing exporter and the OCSF sinks,
+// builds the Server, listens, creates the first admin token when the
+// store has none, tells cfg.Started, and serves. When ctx ends it shuts
+// down gracefully and returns once everything it opened is closed and
+// every goroutine it started has returned.
+func Run(ctx context.Context, cfg RunConfig) error {
+	if cfg.Server.Logger == nil {
+		cfg.Server.Logger = slog.Default()
+	}
+	log := cfg.Server.Logger
+	if cfg.Store.Logger == nil {
+		cfg.Store.Logger = log
+	}
+	st, where, err := OpenStore(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if cfg.SentryDatabaseURL != "" {
+		events, err := openSentryStore(ctx, cfg.SentryDatabaseURL, log)
+		if err != nil {
+			return err
+		}
+		defer events.Close()
+		cfg.Server.SentryStore = events
+		where += "; sentry events in their own postgres database"
+	}
+	tracer, err := otlp.New(cfg.Tracing)
+	if err != nil {
+		return &SettingError{err}
+	}
+	// After the server: the spans of its last calls are exported.
+	defer tracer.Stop(log)
+	cfg.Server.TracerProvider = tracer.Provider()
+	emitters, err := ocsf.Open(cfg.OCSF)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, e := range emitters {
+			e.Close() // once Run has closed it, a second Close does nothing
+		}
+	}()
+	if emitters != nil {
+		cfg.Server.OCSF, cfg.Server.OCSFDropped = emitters.Emit, emitters.Dropped
+	}
+	gw, err := New(cfg.Server, st)
+	if err != nil {
+		return err
+	}
+	// Listen before creating the first admin token: a token created for a
+	// gateway that then fails to start would never be shown.
+	ln, err := gw.Listen()
+	if err != nil {
+		return &SettingError{err}
+	}
+	if cfg.Server.DevAllowLoopback {
+		log.Warn("--dev-allow-loopback: proposals for loopback upstreams are proved as reachable; never use this in production")
+	}
+	started := Started{Addr: ln.Addr(), Store: where}
+	if started.AdminToken, started.CreatedAdmin, err = gw.Bootstrap(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	if started.SigningKey, err = gw.SigningKey(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	if cfg.Started != nil {
+		cfg.Started(started)
+	}
+	// The emitters write until ctx ends, then what is still queued, and
+	// close their sinks.
+	octx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { emitters.Run(octx) })
+	err = gw.Serve(ctx, ln)
+	stop()
+	wg.Wait()
+	return err
+}
+
+// SQLiteFile is the embedded SQLite database's name in
+// StoreConfig.DataDir.
+const SQLiteFile = "portcullis.db"
+
+// StoreConfig locates the control plane's store.
+type StoreConfig struct {
+	// DatabaseURL is a Postgres URL (postgres://… or postgresql://…).
+	// Empty: the embedded SQLite database SQLiteFile in DataDir, for a
+	// single replica.
+	DatabaseURL string
+	DataDir     string
+	// Logger receives the store's lifecycle messages (migrations).
+	// Default: none.
+	Logger *slog.Logger
+}
+
+// SQLitePath is where the embedded SQLite database is, or would be.
+func (c StoreConfig) SQLitePath() string { return filepath.Join(c.DataDir, SQLiteFile) }
+
+// Exists reports whether there is a store to open without creating one:
+// a Postgres database always (the server is the judge), the embedded
+// SQLite one when its file is in DataDir.
+func (c StoreConfig) Exists() bool {
+	if c.DatabaseURL != "" {
+		return true
+	}
+	_, err := os.Stat(c.SQLitePath())
+	return err == nil
+}
+
+// OpenStore opens the store c names, applying pending migrations (the
+// embedded SQLite database is created on first use). where says where
+// the data lives, for a start-up banner. A DatabaseURL that is not a
+// Postgres URL is a *SettingError.
+func OpenStore(ctx context.Context, c StoreConfig) (st *store.Store, where string, err error) {
+	switch {
+	case IsPostgresURL(c.DatabaseURL):
+		d, err := postgres.Open(ctx, c.DatabaseURL, postgres.Config{Logger: c.Logger})
+		if err != nil {
+			return nil, "", fmt.Errorf("open postgres: %w", err)
+		}
+		return store.New(d), "postgres", nil
+	case c.DatabaseURL != "":
+		return nil, "", &SettingError{fmt.Errorf("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")}
+	}
+	path := c.SQLitePath()
+	d, err := sqlite.Open(ctx, path, sqlite.Config{Logger: c.Logger})
+	if err != nil {
+		return nil, "", fmt.Errorf("open sqlite: %w", err)
+	}
+	return store.New(d), "sqlite " + path + " (single replica)", nil
+}
+
+// IsPostgresURL reports whether s is a Postgres URL, the only kind of
+// database URL the gateway opens.
+func IsPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// openSentryStore opens the Sentry events' own Postgres database,
+// applying pending migrations.
+func openSentryStore(ctx context.Context, url string, log *slog.Logger) (*store.Store, error) {
+	if !IsPostgresURL(url) {
+		return nil, &SettingError{fmt.Errorf("the Sentry events' database URL must be a postgres:// URL (leave it unset to keep the events in the gateway's store)")}
+	}
+	d, err := postgres.Open(ctx, url, postgres.Config{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open the sentry event store (--sentry-database-url): %w", err)
+	}
+	return store.New(d), nil
+}

@@ -1,0 +1,65 @@
+package ocsf
+
+import (
+	"fmt"
+
+	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
+)
+
+// Sinks names where a process's OCSF events go: any of an OTLP
+// collector, a Splunk HEC and a JSON-lines file. The zero Sinks has none.
+// The gateway's process and the proxy's open theirs with Open; the CLI
+// fills it from its --ocsf-* flags.
+type Sinks struct {
+	// OTLP, if its Endpoint is set, is an OpenTelemetry collector
+	// (NewOTLP).
+	OTLP OTLPConfig
+	// HECURL, if set, is a Splunk HTTP Event Collector's event endpoint,
+	// sent HECToken (NewHEC).
+	HECURL, HECToken string
+	// File, if set, is a JSON-lines file rotated when it would pass
+	// FileMaxSize bytes, keeping FileKeep old files (OpenFile).
+	File        string
+	FileMaxSize int64
+	FileKeep    int
+	// Emitter configures each sink's emitter: its queue, the product
+	// named in its drop reports, its logger.
+	Emitter Config
+}
+
+// Open returns an emitter for each sink s names, in the order OTLP, HEC,
+// file (none: nil). Nothing is dialled until the first write. On an
+// error every sink already opened is closed again.
+func Open(s Sinks) (Emitters, error) {
+	var out Emitters
+	if s.OTLP.Endpoint != "" {
+		sink, err := NewOTLP(s.OTLP)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, NewEmitter(sink, s.Emitter))
+	}
+	if s.HECURL != "" {
+		if !otlp.HTTPURL(s.HECURL) {
+			out.close()
+			return nil, fmt.Errorf("HEC URL %q: want an http:// or https:// URL", s.HECURL)
+		}
+		out = append(out, NewEmitter(NewHEC(s.HECURL, s.HECToken, nil), s.Emitter))
+	}
+	if s.File != "" {
+		fs, err := OpenFile(s.File, s.FileMaxSize, s.FileKeep)
+		if err != nil {
+			out.close()
+			return nil, err
+		}
+		out = append(out, NewEmitter(fs, s.Emitter))
+	}
+	return out, nil
+}
+
+// close closes the sinks of emitters that never ran.
+func (es Emitters) close() {
+	for _, e := range es {
+		e.Close()
+	}
+}
