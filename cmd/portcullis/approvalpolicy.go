@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -41,7 +42,7 @@ With -o json: the ApprovalPolicy {version, module, hash, author, created_at}.`,
 			return unary(env, func(api *apiClients) (*portcullisv1.ApprovalPolicy, error) {
 				return api.approval.GetApprovalPolicy(cmd.Context(), &portcullisv1.GetApprovalPolicyRequest{})
 			}, func(ap *portcullisv1.ApprovalPolicy) error {
-				fmt.Fprintf(env.stderr, "approval rules %s\n", approvalPolicyLabel(ap))
+				fmt.Fprintf(env.stderr, "approval rules %s\n", apitext.ApprovalPolicyLabel(ap))
 				_, err := io.WriteString(env.stdout, ap.GetModule())
 				return err
 			})
@@ -77,20 +78,11 @@ hash; with -o json the ApprovalPolicy.`,
 			return unary(env, func(api *apiClients) (*portcullisv1.ApprovalPolicy, error) {
 				return api.approval.SetApprovalPolicy(cmd.Context(), &portcullisv1.SetApprovalPolicyRequest{Module: string(module)})
 			}, func(ap *portcullisv1.ApprovalPolicy) error {
-				fmt.Fprintf(env.stdout, "approval rules %s\n", approvalPolicyLabel(ap))
+				fmt.Fprintf(env.stdout, "approval rules %s\n", apitext.ApprovalPolicyLabel(ap))
 				return nil
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "Rego module `FILE` (- reads stdin)")
 	return cmd
-}
-
-// approvalPolicyLabel is "version 2 (sha256 3f2a…) by admin at 2026-…", or
-// "version 0 (built-in, sha256 …)".
-func approvalPolicyLabel(ap *portcullisv1.ApprovalPolicy) string {
-	if ap.GetVersion() == 0 {
-		return fmt.Sprintf("version 0 (built-in, %s)", dash(hashLabel(ap.GetHash())))
-	}
-	return fmt.Sprintf("version %d (%s) by %s at %s", ap.GetVersion(), dash(hashLabel(ap.GetHash())), dash(ap.GetAuthor()), when(ap.GetCreatedAt()))
 }

@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -101,7 +100,7 @@ ListAuditResponse, with each entry's prev_hash and hash.`,
 				tw := env.table("SEQ", "TIME", "ACTOR", "ACTION", "SANDBOX", "TARGET", "DETAIL")
 				for _, e := range res.GetEntries() {
 					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetSeq(), when(e.GetTime()), logField(dash(e.GetActor())),
-						logField(e.GetAction()), logField(dash(e.GetSandbox())), logField(dash(e.GetTarget())), auditDetail(e))
+						logField(e.GetAction()), logField(dash(e.GetSandbox())), logField(dash(e.GetTarget())), apitext.AuditDetail(e))
 				}
 				return tw.Flush()
 			})
@@ -111,28 +110,4 @@ ListAuditResponse, with each entry's prev_hash and hash.`,
 	f.StringVar(&sandbox, "sandbox", "", "only the entries of `SANDBOX`")
 	f.IntVar(&limit, "limit", 0, "show the newest `N` entries (default 100)")
 	return cmd
-}
-
-// auditDetail is an entry's details and hashes as key=value words, keys
-// sorted ("-" when there are none).
-func auditDetail(e *portcullisv1.AuditEntry) string {
-	var parts []string
-	keys := make([]string, 0, len(e.GetDetail()))
-	for k := range e.GetDetail() {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		parts = append(parts, logField(k)+"="+logField(e.GetDetail()[k]))
-	}
-	if h := e.GetBeforeHash(); h != "" {
-		parts = append(parts, "before="+logField(shortHash(h)))
-	}
-	if h := e.GetAfterHash(); h != "" {
-		parts = append(parts, "after="+logField(shortHash(h)))
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, " ")
 }

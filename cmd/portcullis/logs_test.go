@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -156,7 +157,7 @@ func TestLogLineQuoting(t *testing.T) {
 	r.Tool = "x\x1b[2J"
 	r.Binary = ""
 	r.PolicyVersion = ""
-	line := decisionLine(&portcullisv1.StoredDecision{Record: r})
+	line := apitext.DecisionLine(&portcullisv1.StoredDecision{Record: r})
 	if strings.ContainsAny(line, "\n\x1b") {
 		t.Fatalf("raw control characters in %q", line)
 	}
@@ -171,9 +172,9 @@ func TestLogLineQuoting(t *testing.T) {
 // fingerprint seen; other lines show neither.
 func TestLogLineDefinition(t *testing.T) {
 	r := denyRecord("dn_pin")
-	plain := decisionLine(&portcullisv1.StoredDecision{Record: r})
+	plain := apitext.DecisionLine(&portcullisv1.StoredDecision{Record: r})
 	r.ReasonCode, r.ToolDefinition = "tool_definition_changed", "sha256:"+strings.Repeat("b", 64)
-	line := decisionLine(&portcullisv1.StoredDecision{Record: r})
+	line := apitext.DecisionLine(&portcullisv1.StoredDecision{Record: r})
 	if want := " reason_code=tool_definition_changed tool_definition=sha256:" + strings.Repeat("b", 64) + " denial_id=dn_pin"; !strings.HasSuffix(line, want) {
 		t.Errorf("line %s\nwant it to end with %s", line, want)
 	}
@@ -181,7 +182,7 @@ func TestLogLineDefinition(t *testing.T) {
 		t.Errorf("a plain denial's line shows pin fields: %s", plain)
 	}
 	r.ToolDefinition = ""
-	if line := decisionLine(&portcullisv1.StoredDecision{Record: r}); !strings.Contains(line, " tool_definition=- ") {
+	if line := apitext.DecisionLine(&portcullisv1.StoredDecision{Record: r}); !strings.Contains(line, " tool_definition=- ") {
 		t.Errorf("no definition verified: %s", line)
 	}
 }
@@ -310,7 +311,7 @@ func TestLogLineSummaryAndCuts(t *testing.T) {
 	r.SummaryCount, r.SummaryLast = 580, timestamppb.New(time.Date(2026, 12, 5, 1, 0, 10, 0, time.UTC))
 	r.SummaryFirstDenialId, r.SummaryLastDenialId = "dn_a", "dn_b"
 	r.Cuts = []*portcullisv1.FieldCut{{Field: "path", Length: 61440, Sha256: strings.Repeat("c", 64)}}
-	line := decisionLine(&portcullisv1.StoredDecision{Record: r})
+	line := apitext.DecisionLine(&portcullisv1.StoredDecision{Record: r})
 	want := " summary=580 until=2026-12-05T01:00:10Z first_denial_id=dn_a last_denial_id=dn_b cut=path:61440:sha256:" + strings.Repeat("c", 64)
 	if !strings.HasSuffix(line, want) {
 		t.Errorf("line %s\nwant it to end with %s", line, want)

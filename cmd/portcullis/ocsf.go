@@ -2,14 +2,13 @@ package main
 
 import (
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
 )
 
 // ocsfFlags are the OCSF sinks' flags, the same on gateway and proxy.
@@ -82,7 +81,7 @@ func (f *ocsfFlags) sinks(product ocsf.Product, log *slog.Logger) (ocsf.Sinks, e
 		}
 	}
 	if f.hecURL != "" {
-		if u, err := url.Parse(f.hecURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		if !otlp.HTTPURL(f.hecURL) {
 			return none, usagef("--ocsf-hec-url %q: want an http(s) URL", f.hecURL)
 		}
 		tok, err := os.ReadFile(f.hecTokenFile)
@@ -95,26 +94,6 @@ func (f *ocsfFlags) sinks(product ocsf.Product, log *slog.Logger) (ocsf.Sinks, e
 		s.HECToken = string(tok)
 	}
 	return s, nil
-}
-
-// closeAll closes the sinks of emitters that never ran.
-func closeAll(es ocsf.Emitters) {
-	for _, e := range es {
-		e.Close()
-	}
-}
-
-// ocsfRecords writes a proxy's decision records to OCSF emitters (the
-// proxy's dataplane.RecordSink): the edge maps them.
-type ocsfRecords struct{ ocsf.Emitters }
-
-func (o ocsfRecords) Offer(r decision.Record) {
-	o.Emit(func() ocsf.Event { return ocsf.FromDecision(r, ocsf.Proxy) })
-}
-
-func (o ocsfRecords) Close() error {
-	closeAll(o.Emitters)
-	return nil
 }
 
 // describe names the sinks for the start-up banner.

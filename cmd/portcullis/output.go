@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -115,47 +113,25 @@ func (e *environment) table(header ...string) *tabwriter.Writer {
 
 // fields writes "key: value" lines, values aligned.
 func (e *environment) fields(kv ...string) error {
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 1, ' ', 0)
-	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], kv[i+1])
-	}
-	return tw.Flush()
+	return apitext.Fields(e.stdout, kv...)
 }
+
+// The cells of every table and field list: apitext renders them, for
+// every command alike.
+var (
+	when        = apitext.When
+	dash        = apitext.Dash
+	shortHash   = apitext.ShortHash
+	clip        = apitext.Clip
+	logField    = apitext.Field
+	yesNo       = apitext.YesNo
+	plural      = apitext.Plural
+	hashLabel   = apitext.HashLabel
+	versionCell = apitext.VersionCell
+)
 
 func row(w io.Writer, cells ...string) {
 	fmt.Fprintln(w, strings.Join(cells, "\t"))
-}
-
-// shortHash is the start of a hex hash, enough to tell versions apart.
-func shortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12] + "…"
-	}
-	return h
-}
-
-// hashLabel is "sha256 3f2a…" or "" for no hash.
-func hashLabel(h string) string {
-	if h == "" {
-		return ""
-	}
-	return "sha256 " + shortHash(h)
-}
-
-// when formats a timestamp in UTC, "-" when unset.
-func when(ts *timestamppb.Timestamp) string {
-	if ts == nil {
-		return "-"
-	}
-	return ts.AsTime().UTC().Format(time.RFC3339)
-}
-
-// dash stands in for an empty cell.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // printWarnings writes the validator's warnings to stderr.
@@ -163,25 +139,6 @@ func (e *environment) printWarnings(warnings []*portcullisv1.Problem) {
 	for _, w := range warnings {
 		fmt.Fprintf(e.stderr, "warning: %s\n", formatProblem(w.GetPath(), w.GetMessage()))
 	}
-}
-
-// provenance renders a version's source and provenance: "rollback (to_version=2)".
-func provenance(v *portcullisv1.PolicyVersion) string {
-	src := dash(v.GetSource())
-	p := v.GetProvenance()
-	if len(p) == 0 {
-		return src
-	}
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + p[k]
-	}
-	return src + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // maxInput bounds what a command reads from a file or stdin: the largest

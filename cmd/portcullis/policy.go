@@ -1,14 +1,11 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -121,7 +118,7 @@ prints the document alone in canonical form, ready to edit and set again;
 				return api.policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: v})
 			}, func(pv *portcullisv1.PolicyVersion) error {
 				if env.output == outputYAML {
-					doc, err := documentYAML(pv.GetPolicy())
+					doc, err := apitext.PolicyYAML(pv.GetPolicy())
 					if err != nil {
 						return err
 					}
@@ -132,13 +129,13 @@ prints the document alone in canonical form, ready to edit and set again;
 					"sandbox", pv.GetSandbox(),
 					"version", fmt.Sprint(pv.GetVersion()),
 					"hash", dash(pv.GetHash()),
-					"source", provenance(pv),
+					"source", apitext.Provenance(pv),
 					"author", dash(pv.GetAuthor()),
 					"created", when(pv.GetCreatedAt()),
 				); err != nil {
 					return err
 				}
-				doc, err := documentYAML(pv.GetPolicy())
+				doc, err := apitext.PolicyYAML(pv.GetPolicy())
 				if err != nil {
 					return err
 				}
@@ -149,27 +146,6 @@ prints the document alone in canonical form, ready to edit and set again;
 	}
 	cmd.Flags().Int64Var(&version, "version", 0, "version `N` to show (default: current)")
 	return cmd
-}
-
-// documentYAML turns the policy document of an API response into canonical
-// YAML, through the same parser and encoder as policy fmt.
-func documentYAML(doc *structpb.Struct) ([]byte, error) {
-	if doc == nil {
-		return nil, errors.New("the gateway sent a version without its document")
-	}
-	data, err := json.Marshal(doc.AsMap())
-	if err != nil {
-		return nil, fmt.Errorf("encode the document as JSON: %w", err)
-	}
-	p, _, err := policy.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("the gateway's document does not parse with this client (try -o json): %w", err)
-	}
-	out, err := policy.EncodeYAML(p)
-	if err != nil {
-		return nil, fmt.Errorf("encode the document as YAML: %w", err)
-	}
-	return out, nil
 }
 
 func newPolicyHistoryCmd(env *environment) *cobra.Command {
@@ -186,7 +162,7 @@ func newPolicyHistoryCmd(env *environment) *cobra.Command {
 				tw := env.table("VERSION", "HASH", "CREATED", "AUTHOR", "SOURCE")
 				for _, v := range res.GetVersions() {
 					row(tw, fmt.Sprint(v.GetVersion()), shortHash(v.GetHash()), when(v.GetCreatedAt()),
-						dash(v.GetAuthor()), provenance(v))
+						dash(v.GetAuthor()), apitext.Provenance(v))
 				}
 				return tw.Flush()
 			})

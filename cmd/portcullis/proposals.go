@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect/v2"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
+	"github.com/portcullis-dev/portcullis/internal/proposalclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/prover"
 )
@@ -61,12 +61,10 @@ approve or reject.
 	return cmd
 }
 
-// refusedToSandbox reports whether err is ApprovalService refusing the
-// caller (a sandbox token): the reading commands then ask AdvisorService,
-// which answers for the token's own sandbox.
-func refusedToSandbox(err error) bool {
-	ce, ok := errors.AsType[*connect.Error](err)
-	return ok && ce.Code() == connect.CodePermissionDenied
+// proposals reads proposals as the token may see them: the approval
+// queue for an operator, the sandbox's own for a sandbox token.
+func proposals(api *apiClients) proposalclient.Reader {
+	return proposalclient.Reader{Approval: api.approval, Advisor: api.advisor}
 }
 
 func newProposalsListCmd(env *environment) *cobra.Command {
@@ -104,19 +102,7 @@ With -o json: {"proposals": [...]}.`,
 			if err != nil {
 				return err
 			}
-			operator := true
-			res, err := api.approval.ListProposals(cmd.Context(), &portcullisv1.ApprovalServiceListProposalsRequest{
-				Status: status, Sandbox: sandbox, Finding: finding,
-			})
-			if refusedToSandbox(err) {
-				operator = false
-				res, err = api.advisor.ListProposals(cmd.Context(), &portcullisv1.ListProposalsRequest{Status: status})
-				if err == nil {
-					res.Proposals = slices.DeleteFunc(res.GetProposals(), func(p *portcullisv1.Proposal) bool {
-						return (sandbox != "" && p.GetSandbox() != sandbox) || (finding != "" && !hasFinding(p, finding))
-					})
-				}
-			}
+			res, operator, err := proposals(api).List(cmd.Context(), proposalclient.Filter{Status: status, Sandbox: sandbox, Finding: finding})
 			if err != nil {
 				return err
 			}
@@ -127,14 +113,14 @@ With -o json: {"proposals": [...]}.`,
 				tw := env.table("ID", "STATUS", "CREATED", "FINDINGS", "RATIONALE")
 				for _, p := range res.GetProposals() {
 					row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetStatus()), when(p.GetCreatedAt()),
-						findingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
+						apitext.FindingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
 				}
 				return tw.Flush()
 			}
 			tw := env.table("ID", "SANDBOX", "STATUS", "APPROVALS", "CREATED", "FINDINGS", "RATIONALE")
 			for _, p := range res.GetProposals() {
-				row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetSandbox()), dash(p.GetStatus()), approvalsCell(p),
-					when(p.GetCreatedAt()), findingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
+				row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetSandbox()), dash(p.GetStatus()), apitext.ApprovalsCell(p),
+					when(p.GetCreatedAt()), apitext.FindingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
 			}
 			return tw.Flush()
 		},
@@ -143,17 +129,6 @@ With -o json: {"proposals": [...]}.`,
 	cmd.Flags().StringVar(&sandbox, "sandbox", "", "list only the proposals of sandbox `NAME`")
 	cmd.Flags().StringVar(&finding, "finding", "", "list only proposals with a finding of `KIND` (new_reach, …)")
 	return cmd
-}
-
-// getProposal fetches a proposal as an approver sees it, or, for a
-// sandbox token, as the sandbox sees it; operator tells which answered.
-func getProposal(ctx context.Context, api *apiClients, id uint64) (p *portcullisv1.Proposal, operator bool, err error) {
-	p, err = api.approval.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
-	if refusedToSandbox(err) {
-		p, err = api.advisor.GetProposal(ctx, &portcullisv1.GetProposalRequest{Id: id})
-		return p, false, err
-	}
-	return p, true, err
 }
 
 func newProposalsShowCmd(env *environment) *cobra.Command {
@@ -185,7 +160,7 @@ With -o json: the Proposal.`,
 			if err != nil {
 				return err
 			}
-			p, operator, err := getProposal(cmd.Context(), api, id)
+			p, operator, err := proposals(api).Get(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -193,7 +168,7 @@ With -o json: the Proposal.`,
 				return env.printJSON(p)
 			}
 			printProposal(env, p, true)
-			printDecision(env, p, operator)
+			apitext.Decision(env.stdout, p, operator)
 			return nil
 		},
 	}
@@ -274,7 +249,7 @@ the Proposal after the approval.`,
 					return err
 				}
 				printProposal(env, p, true)
-				printDecision(env, p, true)
+				apitext.Decision(env.stdout, p, true)
 				shown = p.GetResultingHash()
 				fmt.Fprintln(env.stdout)
 				if hash != "" && hash != shown {
@@ -299,7 +274,7 @@ the Proposal after the approval.`,
 				enf = awaitVersion(cmd.Context(), env, api, res.GetSandbox(), v, wait.timeout)
 			}
 			return env.printEnforced(res, func() error {
-				_, err := fmt.Fprintln(env.stdout, approvalOutcome(res, hash))
+				_, err := fmt.Fprintln(env.stdout, apitext.ApprovalOutcome(res, hash))
 				return err
 			}, enf)
 		},
@@ -309,41 +284,6 @@ the Proposal after the approval.`,
 	cmd.Flags().StringVar(&hash, "hash", "", "approve resulting hash `H` (the one a script reviewed) instead of the one shown")
 	cmd.Flags().StringVar(&until, "until", "", "end the grant at `TIME`: RFC 3339, or a duration from now (8h, 7d)")
 	return cmd
-}
-
-// approvalOutcome says what an approval did.
-func approvalOutcome(p *portcullisv1.Proposal, hash string) string {
-	id := p.GetId()
-	switch p.GetStatus() {
-	case "applied":
-		s := fmt.Sprintf("proposal %d applied: sandbox %s is at version %d", id, dash(p.GetSandbox()), p.GetAppliedVersion())
-		if g := p.GetGrantExpiresAt(); g != nil {
-			s += " (the grant ends " + when(g) + ")"
-		}
-		return s
-	case "pending", "approved":
-		if p.GetResultingHash() != hash {
-			// Re-based while it was being applied: approvals of the
-			// old hash no longer count.
-			return fmt.Sprintf("proposal %d was re-based onto version %d while it was being applied: review it again (portcullis proposals show %d)",
-				id, p.GetBaseVersion(), id)
-		}
-		more := int(p.GetApprovalsRequired()) - countedApprovals(p)
-		if more < 1 {
-			// Quorum reached but not applied: the rules hold it.
-			return fmt.Sprintf("proposal %d approved by you; not applied yet (%s)", id, dash(strings.Join(p.GetApprovalNotes(), "; ")))
-		}
-		return fmt.Sprintf("proposal %d approved by you; %d more %s needed", id, more, plural(more, "approval", "approvals"))
-	default:
-		return fmt.Sprintf("proposal %d is %s", id, dash(p.GetStatus()))
-	}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // parseUntil reads --until: an RFC 3339 time, or a positive duration from
@@ -417,104 +357,4 @@ Operators reject instead. With -o json: the Proposal.`,
 // withdraw.
 func proposalStatusLine(p *portcullisv1.Proposal) string {
 	return fmt.Sprintf("proposal %d %s", p.GetId(), dash(p.GetStatus()))
-}
-
-// printDecision prints, after printProposal, where the proposal stands
-// with its approvers; quorum says whether the answer carries the approval
-// rules' verdict (ApprovalService's does, the sandbox's view does not).
-func printDecision(env *environment, p *portcullisv1.Proposal, quorum bool) {
-	w := env.stdout
-	if quorum {
-		fmt.Fprintf(w, "approvals: %s\n", approvalsNeeded(p))
-	} else {
-		fmt.Fprintf(w, "approvals: %d\n", len(p.GetApprovals()))
-	}
-	for _, a := range p.GetApprovals() {
-		line := fmt.Sprintf("  %s  %s  %s", dash(a.GetApprover()), when(a.GetTime()), dash(oneLine(a.GetReason())))
-		if a.GetResultingHash() != p.GetResultingHash() {
-			line += "  (of an earlier resulting hash " + shortHash(a.GetResultingHash()) + ": does not count)"
-		}
-		fmt.Fprintln(w, line)
-	}
-	var kv []string
-	if quorum {
-		kv = append(kv, "auto-approvable", yesNo(p.GetAutoApprovable()))
-	}
-	if p.GetExpiresAt() != nil && (p.GetStatus() == "pending" || p.GetStatus() == "approved" || p.GetStatus() == "expired") {
-		kv = append(kv, "expires", when(p.GetExpiresAt()))
-	}
-	grant := "never"
-	if g := p.GetGrantExpiresAt(); g != nil {
-		grant = when(g)
-	}
-	kv = append(kv, "grant ends", grant)
-	if v := p.GetAppliedVersion(); v != 0 {
-		kv = append(kv, "applied version", strconv.FormatUint(uint64(v), 10))
-	}
-	if p.GetDecidedBy() != "" || p.GetDecidedAt() != nil {
-		kv = append(kv, "decided by", dash(p.GetDecidedBy()), "decided at", when(p.GetDecidedAt()))
-	}
-	_ = env.fields(kv...)
-	if notes := p.GetApprovalNotes(); len(notes) > 0 {
-		fmt.Fprintln(w, "approval notes:")
-		for _, n := range notes {
-			fmt.Fprintf(w, "  %s\n", oneLine(n))
-		}
-	}
-}
-
-// countedApprovals is how many approvals count toward the quorum: those of
-// the current resulting hash (the gateway counts the same way).
-func countedApprovals(p *portcullisv1.Proposal) int {
-	n := 0
-	for _, a := range p.GetApprovals() {
-		if a.GetResultingHash() == p.GetResultingHash() {
-			n++
-		}
-	}
-	return n
-}
-
-// approvalsNeeded is "1 of 2 needed", or "0 (none needed)" when the rules
-// need no human.
-func approvalsNeeded(p *portcullisv1.Proposal) string {
-	if p.GetApprovalsRequired() == 0 {
-		return fmt.Sprintf("%d (none needed)", countedApprovals(p))
-	}
-	return fmt.Sprintf("%d of %d needed", countedApprovals(p), p.GetApprovalsRequired())
-}
-
-// approvalsCell is the list's "1/2", "-" for a proposal that needs none.
-func approvalsCell(p *portcullisv1.Proposal) string {
-	if p.GetApprovalsRequired() == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%d/%d", countedApprovals(p), p.GetApprovalsRequired())
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-func hasFinding(p *portcullisv1.Proposal, kind string) bool {
-	return slices.ContainsFunc(p.GetFindings(), func(f *portcullisv1.Finding) bool { return f.GetKind() == kind })
-}
-
-// findingsCell is "0", or the count and the distinct kinds: "2 (new_mcp_tool, new_reach)".
-func findingsCell(findings []*portcullisv1.Finding) string {
-	if len(findings) == 0 {
-		return "0"
-	}
-	var kinds []string
-	seen := map[string]bool{}
-	for _, f := range findings {
-		if k := f.GetKind(); !seen[k] {
-			seen[k] = true
-			kinds = append(kinds, k)
-		}
-	}
-	return fmt.Sprintf("%d (%s)", len(findings), strings.Join(kinds, ", "))
 }

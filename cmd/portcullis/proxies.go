@@ -2,18 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strings"
-	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
-
-// nackWidth bounds the NACK error shown in the proxies table (-o json has
-// it whole).
-const nackWidth = 48
 
 func newProxiesCmd(env *environment) *cobra.Command {
 	cmd := newGroupCmd("proxies", "Show the proxies the gateway knows and what they enforce",
@@ -59,8 +53,8 @@ those of one sandbox, with what each last reported:
 			}, func(res *portcullisv1.ListProxiesResponse) error {
 				tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG", "DROPPED")
 				for _, p := range res.GetProxies() {
-					row(tw, p.GetSandbox(), p.GetProxyId(), connectedCell(p), appliedCell(p),
-						when(p.GetLastAckAt()), nackCell(p), lagCell(p), fmt.Sprint(p.GetDecisionsDropped()))
+					row(tw, p.GetSandbox(), p.GetProxyId(), yesNo(p.GetConnected()), apitext.AppliedCell(p),
+						when(p.GetLastAckAt()), apitext.NackCell(p), apitext.LagCell(p), fmt.Sprint(p.GetDecisionsDropped()))
 				}
 				return tw.Flush()
 			})
@@ -68,52 +62,4 @@ those of one sandbox, with what each last reported:
 	}
 	cmd.Flags().StringVar(&sandbox, "sandbox", "", "only the proxies of sandbox `NAME`")
 	return cmd
-}
-
-func connectedCell(p *portcullisv1.ProxyStatus) string {
-	if p.GetConnected() {
-		return "yes"
-	}
-	return "no"
-}
-
-// appliedCell is the applied version, with the sandbox's current version
-// when the proxy is behind it: "2 (current 3)".
-func appliedCell(p *portcullisv1.ProxyStatus) string {
-	applied, current := p.GetAppliedVersion(), p.GetCurrentVersion()
-	cell := versionCell(applied)
-	if current != 0 && applied != current {
-		cell += fmt.Sprintf(" (current %d)", current)
-	}
-	return cell
-}
-
-// nackCell is "3: reason", the reason cut to fit a terminal.
-func nackCell(p *portcullisv1.ProxyStatus) string {
-	if p.GetLastNackVersion() == 0 && p.GetLastNackError() == "" {
-		return "-"
-	}
-	return fmt.Sprintf("%d: %s", p.GetLastNackVersion(), clip(p.GetLastNackError(), nackWidth))
-}
-
-// lagCell is the commit-to-ACK time of the applied version, "-" before
-// the first ACK.
-func lagCell(p *portcullisv1.ProxyStatus) string {
-	if p.GetLastAckAt() == nil {
-		return "-"
-	}
-	return (time.Duration(p.GetLagMs()) * time.Millisecond).String()
-}
-
-// clip puts s on one line (control characters and runs of white space
-// become one space: a proxy's error text must not break the table) and cuts
-// it to n runes, marking the cut with "…".
-func clip(s string, n int) string {
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r)
-	}), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

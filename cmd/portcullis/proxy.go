@@ -165,11 +165,11 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 		return err
 	}
 	if emitters != nil {
-		cfg.OCSF = ocsfRecords{emitters}
+		cfg.OCSF = ocsf.Records{Emitters: emitters}
 	}
 	applyTestHooks(&cfg)
 	if err := applyDrillHooks(&cfg); err != nil {
-		closeAll(emitters)
+		emitters.Close()
 		return err
 	}
 	agent, err := dataplane.New(cfg) // owns cfg.OCSF from here

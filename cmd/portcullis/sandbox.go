@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -121,8 +122,8 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 					"hash", dash(s.GetCurrentHash()),
 					"created", when(s.GetCreatedAt()),
 					"by", dash(s.GetCreatedBy()),
-					"boundary", boundaryCell(s),
-					"credentialed", credentialedCell(s),
+					"boundary", apitext.BoundaryCell(s),
+					"credentialed", apitext.CredentialedCell(s),
 					"frozen", yesNo(s.GetFrozen()),
 				}
 				if s.GetFrozen() {
@@ -275,7 +276,7 @@ hash; with -o json the Sandbox.`,
 			return unary(env, func(api *apiClients) (*portcullisv1.Sandbox, error) {
 				return api.sandbox.SetSandboxBoundary(cmd.Context(), req)
 			}, func(s *portcullisv1.Sandbox) error {
-				return env.fields("name", s.GetName(), "boundary", boundaryCell(s))
+				return env.fields("name", s.GetName(), "boundary", apitext.BoundaryCell(s))
 			})
 		},
 	}
@@ -378,28 +379,4 @@ func newKillSwitchCmd(env *environment, c reasonCmd[string, *portcullisv1.Sandbo
 		return fmt.Sprintf(done, s.GetName(), versionCell(s.GetCurrentVersion()))
 	}
 	return newReasonCmd(env, c)
-}
-
-// boundaryCell is the boundary's hash, "none" for a sandbox without one.
-func boundaryCell(s *portcullisv1.Sandbox) string {
-	if s.GetBoundaryHash() == "" {
-		return "none"
-	}
-	return s.GetBoundaryHash()
-}
-
-// credentialedCell lists the credentialed hosts, "none" when there are none.
-func credentialedCell(s *portcullisv1.Sandbox) string {
-	if len(s.GetCredentialedHosts()) == 0 {
-		return "none"
-	}
-	return strings.Join(s.GetCredentialedHosts(), ", ")
-}
-
-// versionCell is a version number, "-" for a sandbox without a policy.
-func versionCell(v uint32) string {
-	if v == 0 {
-		return "-"
-	}
-	return fmt.Sprint(v)
 }

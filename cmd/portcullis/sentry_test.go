@@ -1,5 +1,3 @@
-//go:build !proxyonly
-
 package main
 
 import (

@@ -3,12 +3,11 @@
 package main
 
 import (
-	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -62,7 +61,7 @@ With -o json: {"entries": [...]}.`,
 					}
 					// Watchdogs and agents chose parts of it: quote it whole
 					// if anything could forge a line or reach the terminal.
-					row(tw, when(e.GetTime()), versionCell(e.GetPolicyVersion()), e.GetKind(), printable(what))
+					row(tw, when(e.GetTime()), versionCell(e.GetPolicyVersion()), e.GetKind(), apitext.Printable(what))
 				}
 				return tw.Flush()
 			})
@@ -72,15 +71,4 @@ With -o json: {"entries": [...]}.`,
 	f.StringVar(&since, "since", "", "only what happened at or after `TIME` (RFC 3339), or within a duration (default 24h)")
 	f.IntVar(&limit, "limit", 0, "show the newest `N` lines (default 500)")
 	return cmd
-}
-
-// printable is s as is when every character is printable (spaces
-// included), else Go-quoted.
-func printable(s string) string {
-	for _, c := range s {
-		if c != ' ' && !unicode.IsPrint(c) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }

@@ -67,6 +67,8 @@ var layers = map[string][]string{
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
+	"internal/apitext":          {"policy", "proto/portcullis/v1"},
+	"internal/proposalclient":   {"proto/..."},
 	"internal/pgtest":           nil,
 	"internal/arch":             nil,
 	"web":                       nil,
@@ -138,7 +140,7 @@ var proxyOnly = []string{
 	"internal/strictjson", "dataplane/match", "dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal",
 	"decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
-	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf",
+	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext", "internal/proposalclient",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 

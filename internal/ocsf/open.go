@@ -3,6 +3,7 @@ package ocsf
 import (
 	"fmt"
 
+	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
 )
 
@@ -41,7 +42,7 @@ func Open(s Sinks) (Emitters, error) {
 	}
 	if s.HECURL != "" {
 		if !otlp.HTTPURL(s.HECURL) {
-			out.close()
+			out.Close()
 			return nil, fmt.Errorf("HEC URL %q: want an http:// or https:// URL", s.HECURL)
 		}
 		out = append(out, NewEmitter(NewHEC(s.HECURL, s.HECToken, nil), s.Emitter))
@@ -49,7 +50,7 @@ func Open(s Sinks) (Emitters, error) {
 	if s.File != "" {
 		fs, err := OpenFile(s.File, s.FileMaxSize, s.FileKeep)
 		if err != nil {
-			out.close()
+			out.Close()
 			return nil, err
 		}
 		out = append(out, NewEmitter(fs, s.Emitter))
@@ -57,9 +58,25 @@ func Open(s Sinks) (Emitters, error) {
 	return out, nil
 }
 
-// close closes the sinks of emitters that never ran.
-func (es Emitters) close() {
+// Close closes the sinks of emitters that never ran.
+func (es Emitters) Close() {
 	for _, e := range es {
 		e.Close()
 	}
+}
+
+// Records are emitters as a proxy's sink of decision records (its
+// dataplane.RecordSink): each record offered is mapped (FromDecision,
+// product Proxy) on the emitter's goroutine and emitted to every sink.
+type Records struct{ Emitters }
+
+// Offer queues r on every emitter; it never blocks.
+func (rs Records) Offer(r decision.Record) {
+	rs.Emit(func() Event { return FromDecision(r, Proxy) })
+}
+
+// Close closes the sinks of emitters that never ran.
+func (rs Records) Close() error {
+	rs.Emitters.Close()
+	return nil
 }
