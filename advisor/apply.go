@@ -223,10 +223,11 @@ func clonePolicyEntry(e *policy.NetworkPolicy) *policy.NetworkPolicy {
 	return tmp.NetworkPolicies["x"]
 }
 
-// target finds the endpoint an operation names in an existing entry: host
-// (any case, trailing dot), port, and path scope — required when several
+// target finds the endpoint ref names in an existing entry: host (any
+// case, trailing dot), port, and path scope — required when several
 // endpoints of the entry share the host and port.
-func (r refuser) target(pol *policy.Policy, fp, key, host string, port int, scope string) (*policy.Endpoint, error) {
+func (r refuser) target(pol *policy.Policy, fp string, ref EndpointRef) (*policy.Endpoint, error) {
+	key, host, port, scope := ref.Policy, ref.Host, ref.Port, ref.Path
 	entry := pol.NetworkPolicies[key]
 	if entry == nil {
 		return nil, r.at(keyPath(fp, "policy"), RuleUnknownTarget, "network_policies has no entry %q", key)
@@ -265,7 +266,7 @@ func canonicalHost(h string) string {
 }
 
 func (r refuser) addAllowRules(pol *policy.Policy, fp string, op *AddAllowRules) error {
-	ep, err := r.target(pol, fp, op.Policy, op.Host, op.Port, op.Path)
+	ep, err := r.target(pol, fp, op.EndpointRef)
 	if err != nil {
 		return err
 	}
@@ -294,7 +295,7 @@ func (r refuser) addAllowRules(pol *policy.Policy, fp string, op *AddAllowRules)
 }
 
 func (r refuser) addDenyRules(pol *policy.Policy, fp string, op *AddDenyRules) error {
-	ep, err := r.target(pol, fp, op.Policy, op.Host, op.Port, op.Path)
+	ep, err := r.target(pol, fp, op.EndpointRef)
 	if err != nil {
 		return err
 	}

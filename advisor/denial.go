@@ -174,7 +174,10 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 				// The call was denied by the schema, not the pin: judge it
 				// as made under the pinned definition.
 				req.MCP.AnyDefinition = def != ""
-				guarded = &AddAllowRules{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path, Rules: []policy.Rule{{Allow: rule}}}
+				guarded = &AddAllowRules{
+					EndpointRef: EndpointRef{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path},
+					Rules:       []policy.Rule{{Allow: rule}},
+				}
 			}
 		}
 	}
@@ -191,8 +194,8 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		p.Operations = []Operation{{AddAllowRules: guarded}}
 	} else if key, ep := existingEndpoint(base, rec); ep != nil && rule != nil {
 		p.Operations = []Operation{{AddAllowRules: &AddAllowRules{
-			Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path,
-			Rules: []policy.Rule{{Allow: rule}},
+			EndpointRef: EndpointRef{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path},
+			Rules:       []policy.Rule{{Allow: rule}},
 		}}}
 	} else {
 		ep := &policy.Endpoint{Host: canonicalHost(rec.Host), Port: rec.Port}

@@ -252,7 +252,7 @@ func TestApplyPromptAndResourceNarrowness(t *testing.T) {
 	} {
 		r := tc.rule
 		p := &Proposal{Rationale: "x", Operations: []Operation{{AddAllowRules: &AddAllowRules{
-			Policy: "orders", Host: "orders.example.com", Port: 443, Path: "/mcp", Rules: []policy.Rule{{Allow: &r}}}}}}
+			EndpointRef: EndpointRef{Policy: "orders", Host: "orders.example.com", Port: 443, Path: "/mcp"}, Rules: []policy.Rule{{Allow: &r}}}}}}
 		_, err := Apply(base, p)
 		re, ok := AsRefusal(err)
 		if !ok || !strings.HasSuffix(re.Field, tc.field) || !strings.Contains(re.Reason, tc.why) {

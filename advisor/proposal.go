@@ -65,15 +65,20 @@ type AddRule struct {
 	Rule *policy.NetworkPolicy `json:"rule" yaml:"rule"`
 }
 
-// AddAllowRules adds allow rules to an existing endpoint, named by its
-// network_policies key, host and port, and its path scope when the
-// host:port is split by path.
+// EndpointRef names an existing endpoint that an operation changes
+// (AddAllowRules, AddDenyRules, Repin): its network_policies key, host and
+// port, and its path scope when the host:port is split by path.
+type EndpointRef struct {
+	Policy string `json:"policy" yaml:"policy"`
+	Host   string `json:"host" yaml:"host"`
+	Port   int    `json:"port" yaml:"port"`
+	Path   string `json:"path,omitempty" yaml:"path,omitempty"`
+}
+
+// AddAllowRules adds allow rules to an existing endpoint.
 type AddAllowRules struct {
-	Policy string        `json:"policy" yaml:"policy"`
-	Host   string        `json:"host" yaml:"host"`
-	Port   int           `json:"port" yaml:"port"`
-	Path   string        `json:"path,omitempty" yaml:"path,omitempty"`
-	Rules  []policy.Rule `json:"rules" yaml:"rules"`
+	EndpointRef `yaml:",inline"`
+	Rules       []policy.Rule `json:"rules" yaml:"rules"`
 }
 
 // AddBinary adds one binary to an existing entry. Endpoints must list
@@ -88,11 +93,8 @@ type AddBinary struct {
 // AddDenyRules adds deny rules to an existing endpoint. Narrowing is
 // always welcome.
 type AddDenyRules struct {
-	Policy string           `json:"policy" yaml:"policy"`
-	Host   string           `json:"host" yaml:"host"`
-	Port   int              `json:"port" yaml:"port"`
-	Path   string           `json:"path,omitempty" yaml:"path,omitempty"`
-	Rules  []*policy.L7Rule `json:"rules" yaml:"rules"`
+	EndpointRef `yaml:",inline"`
+	Rules       []*policy.L7Rule `json:"rules" yaml:"rules"`
 }
 
 // ParseError is the error of ParseProposal: every problem found, each
@@ -193,22 +195,18 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 		}
 		// The operations on an existing endpoint (adding allow or deny
 		// rules, re-pinning) name it the same way.
-		endpoint := func(entry, host string, port int) {
-			required("policy", entry == "")
-			required("host", host == "")
-			required("port", port == 0)
-		}
-		endpointRules := func(entry, host string, port, nRules int) {
-			endpoint(entry, host, port)
-			rules("rules", nRules)
+		endpoint := func(e EndpointRef) {
+			required("policy", e.Policy == "")
+			required("host", e.Host == "")
+			required("port", e.Port == 0)
 		}
 		switch {
 		case op.AddRule != nil:
 			required("name", op.AddRule.Name == "")
 			required("rule", op.AddRule.Rule == nil)
 		case op.AddAllowRules != nil:
-			o := op.AddAllowRules
-			endpointRules(o.Policy, o.Host, o.Port, len(o.Rules))
+			endpoint(op.AddAllowRules.EndpointRef)
+			rules("rules", len(op.AddAllowRules.Rules))
 		case op.AddBinary != nil:
 			o := op.AddBinary
 			required("policy", o.Policy == "")
@@ -217,11 +215,11 @@ func checkShape(problems []policy.Problem, p *Proposal) []policy.Problem {
 				add(keyPath(keyPath(path, "add_binary"), "endpoints"), "must list every endpoint the entry grants")
 			}
 		case op.AddDenyRules != nil:
-			o := op.AddDenyRules
-			endpointRules(o.Policy, o.Host, o.Port, len(o.Rules))
+			endpoint(op.AddDenyRules.EndpointRef)
+			rules("rules", len(op.AddDenyRules.Rules))
 		case op.Repin != nil:
 			o := op.Repin
-			endpoint(o.Policy, o.Host, o.Port)
+			endpoint(o.EndpointRef)
 			required("tool", o.Tool == "")
 			required("from", o.From == "")
 			required("to", o.To == "")

@@ -22,11 +22,8 @@ import (
 // every tools/call allow rule of the endpoint (named as add_allow_rules
 // names it) that names exactly Tool and pins From then pins To.
 type Repin struct {
-	Policy string `json:"policy" yaml:"policy"`
-	Host   string `json:"host" yaml:"host"`
-	Port   int    `json:"port" yaml:"port"`
-	Path   string `json:"path,omitempty" yaml:"path,omitempty"`
-	Tool   string `json:"tool" yaml:"tool"`
+	EndpointRef `yaml:",inline"`
+	Tool        string `json:"tool" yaml:"tool"`
 	// From is the definition the rules pin now, To the one they would
 	// pin ("sha256:<hex>", as portcullis mcp fingerprint prints them).
 	From string `json:"from" yaml:"from"`
@@ -35,7 +32,7 @@ type Repin struct {
 
 // repin applies op to pol (Apply's step for a repin operation).
 func (r refuser) repin(pol *policy.Policy, fp string, op *Repin) error {
-	ep, err := r.target(pol, fp, op.Policy, op.Host, op.Port, op.Path)
+	ep, err := r.target(pol, fp, op.EndpointRef)
 	if err != nil {
 		return err
 	}
@@ -109,7 +106,8 @@ func repinFromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		rec.Tool, rec.Host, rec.Port, rec.Path, rec.ToolDefinition, pins[0]))}
 	for _, pin := range pins {
 		p.Operations = append(p.Operations, Operation{Repin: &Repin{
-			Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path, Tool: rec.Tool, From: pin, To: rec.ToolDefinition,
+			EndpointRef: EndpointRef{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path},
+			Tool:        rec.Tool, From: pin, To: rec.ToolDefinition,
 		}})
 	}
 	return offer(base, p, req, "re-pinning does not allow this call")

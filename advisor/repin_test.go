@@ -52,7 +52,7 @@ func TestFromDenialRepin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("FromDenial: %v", err)
 	}
-	want := Repin{Policy: "orders", Host: "demo-mcp", Port: 8081, Path: "/mcp", Tool: "lookup_order", From: pinA, To: pinB}
+	want := Repin{EndpointRef: EndpointRef{Policy: "orders", Host: "demo-mcp", Port: 8081, Path: "/mcp"}, Tool: "lookup_order", From: pinA, To: pinB}
 	if len(p.Operations) != 1 || p.Operations[0].Repin == nil || *p.Operations[0].Repin != want {
 		t.Fatalf("operations = %+v; want one repin %+v", p.Operations, want)
 	}
@@ -123,7 +123,7 @@ network_policies:
     binaries: [{path: /usr/bin/curl}]
 `)
 	op := func(change func(o *Repin)) *Proposal {
-		o := Repin{Policy: "orders", Host: "demo-mcp", Port: 8081, Path: "/mcp", Tool: "lookup_order", From: pinA, To: pinB}
+		o := Repin{EndpointRef: EndpointRef{Policy: "orders", Host: "demo-mcp", Port: 8081, Path: "/mcp"}, Tool: "lookup_order", From: pinA, To: pinB}
 		change(&o)
 		return &Proposal{Rationale: "r", Operations: []Operation{{Repin: &o}}}
 	}

@@ -57,26 +57,15 @@ func newMetrics(s *Server) *metrics {
 		Help:    "Time from a policy version's commit to a proxy's ACK of it, by sandbox.",
 		Buckets: latencyBuckets,
 	}, []string{"sandbox"})
-	m.pushNacks = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "portcullis_push_nacks_total",
-		Help: "Policy versions proxies refused.",
-	})
-	m.keepFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "portcullis_proxy_keep_failures_total",
-		Help: "Policy versions proxies ACKed (and enforce) but could not keep in their data dir, a full or read-only disk: restarted then, they would enforce an older version.",
-	})
-	m.pushForks = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "portcullis_push_forks_total",
-		Help: "Policy versions proxies refused because they do not descend from the version the proxy holds: this replica's history forked from the proxy's (a restored or forked store). Needs an operator.",
-	})
-	m.proxyDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "portcullis_proxy_decisions_dropped_total",
-		Help: "Decision records proxies streaming from this replica reported they dropped before shipping them (their queue was full).",
-	})
-	m.proxyOCSF = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "portcullis_proxy_ocsf_dropped_total",
-		Help: "OCSF events proxies shipping to this replica reported their sinks dropped (a sink's queue was full or the sink refused them).",
-	})
+	m.pushNacks = counter("portcullis_push_nacks_total", "Policy versions proxies refused.")
+	m.keepFailures = counter("portcullis_proxy_keep_failures_total",
+		"Policy versions proxies ACKed (and enforce) but could not keep in their data dir, a full or read-only disk: restarted then, they would enforce an older version.")
+	m.pushForks = counter("portcullis_push_forks_total",
+		"Policy versions proxies refused because they do not descend from the version the proxy holds: this replica's history forked from the proxy's (a restored or forked store). Needs an operator.")
+	m.proxyDropped = counter("portcullis_proxy_decisions_dropped_total",
+		"Decision records proxies streaming from this replica reported they dropped before shipping them (their queue was full).")
+	m.proxyOCSF = counter("portcullis_proxy_ocsf_dropped_total",
+		"OCSF events proxies shipping to this replica reported their sinks dropped (a sink's queue was full or the sink refused them).")
 	m.decided = counterVec("portcullis_decisions_received_total",
 		"Decision records proxies shipped to this replica, by decision: allow, deny, audit or rate_limited (before the ingest limit).", "decision")
 	m.conns = counterVec("portcullis_connections_total",
@@ -93,31 +82,21 @@ func newMetrics(s *Server) *metrics {
 		"Time from receiving a Sentry quarantine to the last connected proxy's ACK of the deny-all version.")
 	m.sentryFound = counterVec("portcullis_sentry_findings_total",
 		"Findings derived from Sentry events by this replica, by kind: drift (a policy hash no proxy applied) or unmediated (a tool call no proxy decided).", "kind")
-	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "portcullis_proxies_connected",
-		Help: "Proxies streaming policy from this replica.",
-	}, func() float64 { return float64(s.dist.Connected()) })
-	behind := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "portcullis_proxies_behind",
-		Help: "Proxies streaming policy from this replica that have not applied their sandbox's newest version.",
-	}, func() float64 { return float64(s.dist.Behind()) })
+	// The distribution, the Sentry places and the intake are looked up
+	// when scraped: newMetrics runs before the server makes them.
+	connected := gauge("portcullis_proxies_connected", "Proxies streaming policy from this replica.", func() int { return s.dist.Connected() })
+	behind := gauge("portcullis_proxies_behind",
+		"Proxies streaming policy from this replica that have not applied their sandbox's newest version.", func() int { return s.dist.Behind() })
 	// The decision counters gateway/decisions keeps.
-	count := func(name, help string, n func() uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(n()) })
-	}
 	stored := count("portcullis_decisions_stored_total", "Decision records stored through this replica.", s.decisions.Stored)
 	limited := count("portcullis_decisions_rate_limited_total",
 		"Decision records this replica counted into summaries instead of storing them one by one because their sandbox was over its ingest rate limit.", s.decisions.Limited)
 	pruned := count("portcullis_decisions_pruned_total", "Decision records this replica's retention sweep deleted.", s.decisions.Pruned)
 	m.register(m.rpc.Collectors()...)
-	bodies := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "portcullis_sentry_batch_bodies",
-		Help: "Sentry batches this replica parses or stores now (HTTP bodies once read, RPC messages); when all its places are taken, further batches wait.",
-	}, func() float64 { return float64(s.batchBodies.held()) })
-	receiving := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "portcullis_sentry_batches_receiving",
-		Help: "Sentry HTTP batches whose body this replica awaits (arriving, or waiting for their source's turn); they hold no shared place.",
-	}, func() float64 { return float64(s.receiving.Load()) })
+	bodies := gauge("portcullis_sentry_batch_bodies",
+		"Sentry batches this replica parses or stores now (HTTP bodies once read, RPC messages); when all its places are taken, further batches wait.", func() int { return s.batchBodies.held() })
+	receiving := gauge("portcullis_sentry_batches_receiving",
+		"Sentry HTTP batches whose body this replica awaits (arriving, or waiting for their source's turn); they hold no shared place.", s.receiving.Load)
 	checksDropped := count("portcullis_sentry_checks_dropped_total",
 		"Sentry events this replica stored but did not check for findings because its check queue was full.", func() uint64 { return s.sentry.Dropped() })
 	if s.cfg.OCSFDropped != nil {
@@ -267,6 +246,21 @@ func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 }
 
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
 func counterVec(name, help, label string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+}
+
+// count is a counter whose value n reads when scraped (a count kept
+// elsewhere).
+func count[N int | int64 | uint64](name, help string, n func() N) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(n()) })
+}
+
+// gauge is a gauge whose value n reads when scraped.
+func gauge[N int | int64 | uint64](name, help string, n func() N) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(n()) })
 }

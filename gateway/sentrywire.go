@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"net/http"
 	"slices"
@@ -239,32 +240,18 @@ var errTooManyEvents = fmt.Errorf("events: more than %d events in a batch", sent
 // IngestEventsRequest in its protobuf binary form.
 func eventsFromWire(b []byte) ([]*portcullisv1.SentryEvent, error) {
 	var events []*portcullisv1.SentryEvent
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	for e, err := range wireElements(b) {
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b = b[n:]
-			if len(events) == sentry.MaxBatchEvents {
-				return nil, errTooManyEvents
-			}
-			ev, err := eventFromWire(v)
-			if err != nil {
-				return nil, fmt.Errorf("events[%d]: %w", len(events), err)
-			}
-			events = append(events, ev)
-			continue
+		if len(events) == sentry.MaxBatchEvents {
+			return nil, errTooManyEvents
 		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return nil, protowire.ParseError(n)
+		ev, err := eventFromWire(e)
+		if err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", len(events), err)
 		}
-		b = b[n:]
+		events = append(events, ev)
 	}
 	return events, nil
 }
@@ -275,49 +262,26 @@ func eventFromWire(b []byte) (*portcullisv1.SentryEvent, error) {
 	ev := &portcullisv1.SentryEvent{}
 	var data []byte
 	hasData := false
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	for f, readErr := range wireFields(b) {
+		// A known field of another type is refused as such, whether its
+		// value parses or not.
+		known, err := checkEventField(f.num, f.typ)
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
-		want := protowire.BytesType
-		switch num {
-		case 7:
-			want = protowire.VarintType
-		case 1, 2, 3, 4, 5, 6, 8, 9, 10:
-		default:
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b = b[n:]
+		if readErr != nil {
+			return nil, readErr
+		}
+		if !known {
 			continue
 		}
-		if typ != want {
-			return nil, fmt.Errorf("field %d: wire type %d, want %d", num, typ, want)
-		}
-		if num == 7 {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b = b[n:]
-			ev.Sequence = v
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
-		}
-		b = b[n:]
 		str := func(name string) (string, error) {
-			if !utf8.Valid(v) {
+			if !utf8.Valid(f.data) {
 				return "", fmt.Errorf("%s: invalid UTF-8", name)
 			}
-			return string(v), nil
+			return string(f.data), nil
 		}
-		var err error
-		switch num {
+		switch f.num {
 		case 1:
 			ev.Specversion, err = str("specversion")
 		case 2:
@@ -327,16 +291,18 @@ func eventFromWire(b []byte) (*portcullisv1.SentryEvent, error) {
 		case 4:
 			ev.Type, err = str("type")
 		case 5:
-			ev.Time, err = timestampFromWire(v)
+			ev.Time, err = timestampFromWire(f.data)
 		case 6:
 			ev.Subject, err = str("subject")
+		case 7:
+			ev.Sequence = f.bits()
 		case 8:
 			ev.Datacontenttype, err = str("datacontenttype")
 		case 9:
 			// A message field sent twice is merged: its bytes joined.
-			data, hasData = append(data, v...), true
+			data, hasData = append(data, f.data...), true
 		case 10:
-			ev.Signature = bytes.Clone(v)
+			ev.Signature = bytes.Clone(f.data)
 		}
 		if err != nil {
 			return nil, err
@@ -351,6 +317,23 @@ func eventFromWire(b []byte) (*portcullisv1.SentryEvent, error) {
 		}
 	}
 	return ev, nil
+}
+
+// checkEventField reports whether a SentryEvent has a field num, and
+// refuses it sent as another wire type than its own.
+func checkEventField(num protowire.Number, typ protowire.Type) (known bool, err error) {
+	want := protowire.BytesType
+	switch num {
+	case 7:
+		want = protowire.VarintType
+	case 1, 2, 3, 4, 5, 6, 8, 9, 10:
+	default:
+		return false, nil
+	}
+	if typ != want {
+		return true, fmt.Errorf("field %d: wire type %d, want %d", num, typ, want)
+	}
+	return true, nil
 }
 
 func timestampFromWire(b []byte) (*timestamppb.Timestamp, error) {
@@ -370,25 +353,93 @@ func setPrivate(ev *portcullisv1.SentryEvent, num protowire.Number, v []byte) {
 // privateData returns what the codec made of ev's data: its JSON text, or
 // why it was refused; neither for an event read by the protobuf runtime.
 func privateData(ev *portcullisv1.SentryEvent) (data []byte, refused string) {
-	b := ev.ProtoReflect().GetUnknown()
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ != protowire.BytesType {
+	for f, err := range wireFields(ev.ProtoReflect().GetUnknown()) {
+		if err != nil || f.typ != protowire.BytesType {
 			return nil, ""
 		}
-		v, m := protowire.ConsumeBytes(b[n:])
-		if m < 0 {
-			return nil, ""
-		}
-		switch num {
+		switch f.num {
 		case dataJSONField:
-			data = v
+			data = f.data
 		case dataRefuseField:
-			refused = string(v)
+			refused = string(f.data)
 		}
-		b = b[n+m:]
 	}
 	return data, refused
+}
+
+// wireField is one field of a message in protobuf's binary form: its
+// number, its wire type and its value: a length-delimited field's bytes,
+// a varint's or a fixed64's encoding (read by bits), nothing for a field
+// of another type. (It is kept to 32 bytes, so that the compiler holds it
+// in registers rather than copying it through memory.)
+type wireField struct {
+	num  protowire.Number
+	typ  protowire.Type
+	data []byte
+}
+
+// bits is the value of a varint or fixed64 field.
+func (f wireField) bits() uint64 {
+	if f.typ == protowire.Fixed64Type {
+		v, _ := protowire.ConsumeFixed64(f.data)
+		return v
+	}
+	v, _ := protowire.ConsumeVarint(f.data)
+	return v
+}
+
+// wireFields yields the fields of the message b in wire order (a field
+// of a type with no value here is checked and skipped); the first that
+// does not parse ends it, with the error (and the field's number and type
+// when its tag parsed).
+func wireFields(b []byte) iter.Seq2[wireField, error] {
+	return func(yield func(wireField, error) bool) {
+		for len(b) > 0 {
+			var f wireField
+			var n, m int
+			if f.num, f.typ, n = protowire.ConsumeTag(b); n < 0 {
+				yield(f, protowire.ParseError(n))
+				return
+			}
+			switch f.typ {
+			case protowire.BytesType:
+				f.data, m = protowire.ConsumeBytes(b[n:])
+			case protowire.VarintType:
+				_, m = protowire.ConsumeVarint(b[n:])
+				f.data = b[n : n+max(m, 0)]
+			case protowire.Fixed64Type:
+				_, m = protowire.ConsumeFixed64(b[n:])
+				f.data = b[n : n+max(m, 0)]
+			default:
+				m = protowire.ConsumeFieldValue(f.num, f.typ, b[n:])
+			}
+			if m < 0 {
+				yield(f, protowire.ParseError(m))
+				return
+			}
+			b = b[n+m:]
+			if !yield(f, nil) {
+				return
+			}
+		}
+	}
+}
+
+// wireElements yields the elements of field 1 of the message b, a
+// repeated message (a request's events, a Struct's members, a ListValue's
+// values), skipping b's other fields.
+func wireElements(b []byte) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for f, err := range wireFields(b) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if f.num == 1 && f.typ == protowire.BytesType && !yield(f.data, nil) {
+				return
+			}
+		}
+	}
 }
 
 // errDataTooLarge: data's JSON text would pass the size of a whole event.
@@ -405,72 +456,59 @@ func structJSON(out, b []byte, depth int) ([]byte, error) {
 	if depth > maxDataDepth {
 		return nil, errors.New("data nested too deeply")
 	}
-	out = append(out, '{')
+	return appendElements(out, b, '{', '}', depth, memberJSON)
+}
+
+// memberJSON appends the JSON text of a Struct's member (a map entry:
+// its key, field 1, and its value, field 2).
+func memberJSON(out, entry []byte, depth int) ([]byte, error) {
+	var key, val []byte
+	hasVal := false
+	for f, err := range wireFields(entry) {
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case f.typ != protowire.BytesType:
+		case f.num == 1:
+			key = f.data
+		case f.num == 2:
+			val, hasVal = f.data, true
+		}
+	}
+	if !hasVal {
+		return nil, fmt.Errorf("data: member %q has no value", clip(string(key)))
+	}
+	out, err := appendJSONString(out, key)
+	if err != nil {
+		return nil, err
+	}
+	return valueJSON(append(out, ':'), val, depth+1)
+}
+
+// appendElements appends the JSON text of the elements of field 1 of b,
+// a repeated message (a Struct's members, a ListValue's values), each
+// written by elem, separated by commas, between open and close; it fails
+// once the text would pass sentry.MaxEventBytes.
+func appendElements(out, b []byte, open, close byte, depth int, elem func(out, e []byte, depth int) ([]byte, error)) ([]byte, error) {
+	out = append(out, open)
 	first := true
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-		if num != 1 || typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
-		}
-		entry, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-		var key, val []byte
-		hasVal := false
-		for len(entry) > 0 {
-			num, typ, n := protowire.ConsumeTag(entry)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			entry = entry[n:]
-			if typ != protowire.BytesType || (num != 1 && num != 2) {
-				if n = protowire.ConsumeFieldValue(num, typ, entry); n < 0 {
-					return nil, protowire.ParseError(n)
-				}
-				entry = entry[n:]
-				continue
-			}
-			v, n := protowire.ConsumeBytes(entry)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			entry = entry[n:]
-			if num == 1 {
-				key = v
-			} else {
-				val, hasVal = v, true
-			}
-		}
-		if !hasVal {
-			return nil, fmt.Errorf("data: member %q has no value", clip(string(key)))
+	for e, err := range wireElements(b) {
+		if err != nil {
+			return nil, err
 		}
 		if !first {
 			out = append(out, ',')
 		}
 		first = false
-		var err error
-		if out, err = appendJSONString(out, key); err != nil {
-			return nil, err
-		}
-		out = append(out, ':')
-		if out, err = valueJSON(out, val, depth+1); err != nil {
+		if out, err = elem(out, e, depth); err != nil {
 			return nil, err
 		}
 		if len(out) > sentry.MaxEventBytes {
 			return nil, errDataTooLarge
 		}
 	}
-	return append(out, '}'), nil
+	return append(out, close), nil
 }
 
 // valueJSON appends the JSON text of a google.protobuf.Value.
@@ -479,84 +517,32 @@ func valueJSON(out, b []byte, depth int) ([]byte, error) {
 		return nil, errors.New("data nested too deeply")
 	}
 	// The kind is a oneof: the last one on the wire wins.
-	kind, val, varint := protowire.Number(0), []byte(nil), uint64(0)
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	kind, val, bits := protowire.Number(0), []byte(nil), uint64(0)
+	for f, err := range wireFields(b) {
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
 		switch {
-		case (num == 1 || num == 4) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b, kind, varint = b[n:], num, v
-		case num == 2 && typ == protowire.Fixed64Type:
-			v, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b, kind, varint = b[n:], num, v
-		case (num == 3 || num == 5 || num == 6) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b, kind, val = b[n:], num, v
-		default:
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b = b[n:]
+		case (f.num == 1 || f.num == 4) && f.typ == protowire.VarintType,
+			f.num == 2 && f.typ == protowire.Fixed64Type:
+			kind, bits = f.num, f.bits()
+		case (f.num == 3 || f.num == 5 || f.num == 6) && f.typ == protowire.BytesType:
+			kind, val = f.num, f.data
 		}
 	}
 	switch kind {
 	case 1:
 		return append(out, "null"...), nil
 	case 2:
-		return appendJSONNumber(out, math.Float64frombits(varint))
+		return appendJSONNumber(out, math.Float64frombits(bits))
 	case 3:
 		return appendJSONString(out, val)
 	case 4:
-		return strconv.AppendBool(out, varint != 0), nil
+		return strconv.AppendBool(out, bits != 0), nil
 	case 5:
 		return structJSON(out, val, depth)
 	case 6:
-		out = append(out, '[')
-		first := true
-		for len(val) > 0 {
-			num, typ, n := protowire.ConsumeTag(val)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			val = val[n:]
-			if num != 1 || typ != protowire.BytesType {
-				if n = protowire.ConsumeFieldValue(num, typ, val); n < 0 {
-					return nil, protowire.ParseError(n)
-				}
-				val = val[n:]
-				continue
-			}
-			v, n := protowire.ConsumeBytes(val)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			val = val[n:]
-			if !first {
-				out = append(out, ',')
-			}
-			first = false
-			var err error
-			if out, err = valueJSON(out, v, depth+1); err != nil {
-				return nil, err
-			}
-			if len(out) > sentry.MaxEventBytes {
-				return nil, errDataTooLarge
-			}
-		}
-		return append(out, ']'), nil
+		return appendElements(out, val, '[', ']', depth+1, valueJSON)
 	}
 	return nil, errors.New("data: a value with no kind")
 }

@@ -507,16 +507,24 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value, depth int) 
 	}
 }
 
-// fieldIndex maps yaml tag names to field indexes, per struct type.
-func fieldIndex(t reflect.Type) map[string]int {
-	m := make(map[string]int, t.NumField())
+// fieldIndex maps yaml tag names to field indexes, per struct type. The
+// fields of an embedded struct tagged `yaml:",inline"` are the outer
+// struct's, as the YAML package reads them.
+func fieldIndex(t reflect.Type) map[string][]int {
+	m := make(map[string][]int, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && name == "" && opts == "inline" {
+			for inner, idx := range fieldIndex(f.Type) {
+				m[inner] = append([]int{i}, idx...)
+			}
+			continue
+		}
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		m[name] = i
+		m[name] = []int{i}
 	}
 	return m
 }
@@ -536,7 +544,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value, depth
 			d.add(fp, "unknown field")
 			continue
 		}
-		f := v.Field(idx)
+		f := v.FieldByIndex(idx)
 		if t == processType {
 			// run_as_user / run_as_group: a name or a numeric id, which
 			// YAML authors often leave unquoted.

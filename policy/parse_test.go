@@ -509,3 +509,32 @@ func TestMCPOAuthDeclaredPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeStrictInline: the fields of an embedded struct tagged
+// `yaml:",inline"` are read as the outer struct's, with their paths, and
+// an unknown key beside them is still refused.
+func TestDecodeStrictInline(t *testing.T) {
+	type ref struct {
+		Host string `yaml:"host"`
+		Port int    `yaml:"port"`
+	}
+	type op struct {
+		ref  `yaml:",inline"`
+		Tool string `yaml:"tool"`
+	}
+	var got op
+	if ok, problems := DecodeStrict([]byte(`{"host": "h", "port": 443, "tool": "t"}`), &got, "op", 1<<10); !ok || len(problems) > 0 {
+		t.Fatalf("DecodeStrict = %v, %v", ok, problems)
+	}
+	if want := (op{ref: ref{Host: "h", Port: 443}, Tool: "t"}); got != want {
+		t.Errorf("decoded %+v, want %+v", got, want)
+	}
+	_, problems := DecodeStrict([]byte(`{"host": "h", "port": "x", "path": "/"}`), &op{}, "op", 1<<10)
+	var paths []string
+	for _, p := range problems {
+		paths = append(paths, p.Path)
+	}
+	if strings.Join(paths, " ") != "port path" {
+		t.Errorf("problems %v, want one at port and one at path (unknown)", problems)
+	}
+}

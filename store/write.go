@@ -55,6 +55,26 @@ func Transact[T any](ctx context.Context, d Driver, fn func(tx Tx) (T, error)) (
 	return out, err
 }
 
+// inTx runs fn in one transaction (InTx); its error says what the
+// transaction was for (format and args), then why it failed.
+func (s *Store) inTx(ctx context.Context, fn func(tx Tx) error, format string, args ...any) error {
+	if err := s.InTx(ctx, fn); err != nil {
+		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+	}
+	return nil
+}
+
+// transact is Transact, its error saying what the transaction was for
+// (format and args), then why it failed; no result then.
+func transact[T any](ctx context.Context, s *Store, fn func(tx Tx) (T, error), format string, args ...any) (T, error) {
+	out, err := Transact(ctx, s.Driver, fn)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+	}
+	return out, nil
+}
+
 // Audit appends e to the audit log in tx, chained after the head (which it
 // holds until tx ends), at tx.Now(). Seq, Time, PrevHash and Hash are set
 // here; the hash covers the detail as a read gives it back. For store and
@@ -132,7 +152,7 @@ func (s *Store) CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, e
 	if err := in.Prepare(); err != nil {
 		return Sandbox{}, err
 	}
-	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	return transact(ctx, s, func(tx Tx) (Sandbox, error) {
 		sb := Sandbox{Name: in.Name, CreatedAt: tx.Now(), CreatedBy: in.Actor}
 		if in.Policy != nil {
 			sb.CurrentVersion, sb.CurrentHash = 1, in.Policy.Hash
@@ -166,18 +186,14 @@ func (s *Store) CreateSandbox(ctx context.Context, in CreateSandbox) (Sandbox, e
 			}
 		}
 		return sb, nil
-	})
-	if err != nil {
-		return Sandbox{}, fmt.Errorf("create sandbox %q: %w", in.Name, err)
-	}
-	return sb, nil
+	}, "create sandbox %q", in.Name)
 }
 
 // DeleteSandbox removes the sandbox and its policy versions and revokes
 // its tokens (ErrNotFound if there is no such sandbox). The audit log
 // keeps its history.
 func (s *Store) DeleteSandbox(ctx context.Context, name, actor string) error {
-	err := s.InTx(ctx, func(tx Tx) error {
+	return s.inTx(ctx, func(tx Tx) error {
 		sb, err := tx.DeleteSandbox(ctx, name)
 		if err != nil {
 			return err
@@ -190,11 +206,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, name, actor string) error {
 			Actor: actor, Action: ActionSandboxDelete, Sandbox: name, Target: name, BeforeHash: sb.CurrentHash,
 			Detail: map[string]string{"tokens_revoked": fmt.Sprint(n)},
 		})
-	})
-	if err != nil {
-		return fmt.Errorf("delete sandbox %q: %w", name, err)
-	}
-	return nil
+	}, "delete sandbox %q", name)
 }
 
 // RotateSandboxToken revokes every live token of the sandbox and stores
@@ -205,7 +217,7 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 	if err := tok.Check(); err != nil {
 		return Token{}, err
 	}
-	out, err := Transact(ctx, s.Driver, func(tx Tx) (Token, error) {
+	return transact(ctx, s, func(tx Tx) (Token, error) {
 		if _, err := tx.LockSandbox(ctx, sandbox); err != nil {
 			return Token{}, err
 		}
@@ -222,11 +234,7 @@ func (s *Store) RotateSandboxToken(ctx context.Context, sandbox, actor string, t
 			Actor: actor, Action: ActionSandboxToken, Sandbox: sandbox, Target: tok.Name,
 			Detail: map[string]string{"tokens_revoked": fmt.Sprint(n)},
 		})
-	})
-	if err != nil {
-		return Token{}, fmt.Errorf("rotate token of sandbox %q: %w", sandbox, err)
-	}
-	return out, nil
+	}, "rotate token of sandbox %q", sandbox)
 }
 
 // insertToken stores tok (checked) at tx's time and returns it as stored
@@ -253,17 +261,13 @@ func (s *Store) CreateToken(ctx context.Context, tok Token, actor string) (Token
 	if err := tok.Check(); err != nil {
 		return Token{}, err
 	}
-	out, err := Transact(ctx, s.Driver, func(tx Tx) (Token, error) {
+	return transact(ctx, s, func(tx Tx) (Token, error) {
 		out, e, err := insertToken(ctx, tx, tok, actor)
 		if err != nil {
 			return Token{}, err
 		}
 		return out, Audit(ctx, tx, e)
-	})
-	if err != nil {
-		return Token{}, fmt.Errorf("create token %q: %w", tok.Name, err)
-	}
-	return out, nil
+	}, "create token %q", tok.Name)
 }
 
 // RevokeToken marks the token revoked; revoking twice is ErrNotFound.
@@ -271,7 +275,7 @@ func (s *Store) CreateToken(ctx context.Context, tok Token, actor string) (Token
 // transaction as the revocation, so two admins revoking each other at once
 // cannot leave none.
 func (s *Store) RevokeToken(ctx context.Context, name, actor string) error {
-	err := s.InTx(ctx, func(tx Tx) error {
+	return s.inTx(ctx, func(tx Tx) error {
 		t, err := tx.RevokeToken(ctx, name, tx.Now())
 		if err != nil {
 			return err
@@ -292,11 +296,7 @@ func (s *Store) RevokeToken(ctx context.Context, name, actor string) error {
 			}
 		}
 		return Audit(ctx, tx, AuditEntry{Actor: actor, Action: ActionTokenRevoke, Sandbox: t.Sandbox, Target: name})
-	})
-	if err != nil {
-		return fmt.Errorf("revoke token %q: %w", name, err)
-	}
-	return nil
+	}, "revoke token %q", name)
 }
 
 // AddSigningKey appends k to the chain if the newest key is still
@@ -315,7 +315,7 @@ func (s *Store) AddSigningKey(ctx context.Context, k SigningKey, previousID, act
 	if len(out.Endorsement) == 0 {
 		out.Endorsement = nil
 	}
-	out, err := Transact(ctx, s.Driver, func(tx Tx) (SigningKey, error) {
+	return transact(ctx, s, func(tx Tx) (SigningKey, error) {
 		// Rotations queue on the chain head: the newest key read next
 		// cannot change before the insert.
 		if _, _, err := tx.LockAuditHead(ctx); err != nil {
@@ -340,11 +340,7 @@ func (s *Store) AddSigningKey(ctx context.Context, k SigningKey, previousID, act
 			Actor: actor, Action: ActionSigningKeyAdd, Target: out.ID,
 			Detail: map[string]string{"previous": previousID},
 		})
-	})
-	if err != nil {
-		return SigningKey{}, fmt.Errorf("add signing key %q: %w", k.ID, err)
-	}
-	return out, nil
+	}, "add signing key %q", k.ID)
 }
 
 // PutSandboxCA stores ca as the sandbox's CA unless it already has one,
@@ -355,14 +351,10 @@ func (s *Store) PutSandboxCA(ctx context.Context, ca SandboxCA) (SandboxCA, erro
 	if err := ca.Check(); err != nil {
 		return SandboxCA{}, err
 	}
-	out, err := Transact(ctx, s.Driver, func(tx Tx) (SandboxCA, error) {
+	return transact(ctx, s, func(tx Tx) (SandboxCA, error) {
 		ca.CreatedAt = tx.Now()
 		return tx.InsertSandboxCA(ctx, ca)
-	})
-	if err != nil {
-		return SandboxCA{}, fmt.Errorf("put CA of sandbox %q: %w", ca.Sandbox, err)
-	}
-	return out, nil
+	}, "put CA of sandbox %q", ca.Sandbox)
 }
 
 // SetSandboxBoundary stores the sandbox's boundary (doc nil or empty
@@ -375,7 +367,7 @@ func (s *Store) SetSandboxBoundary(ctx context.Context, sandbox string, doc []by
 	if len(doc) == 0 {
 		doc, hash = nil, ""
 	}
-	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	return transact(ctx, s, func(tx Tx) (Sandbox, error) {
 		sb, err := tx.LockSandbox(ctx, sandbox)
 		if err != nil {
 			return Sandbox{}, err
@@ -389,11 +381,7 @@ func (s *Store) SetSandboxBoundary(ctx context.Context, sandbox string, doc []by
 			Actor: actor, Action: ActionBoundarySet, Sandbox: sandbox, Target: sandbox,
 			BeforeHash: before, AfterHash: hash,
 		})
-	})
-	if err != nil {
-		return Sandbox{}, fmt.Errorf("set boundary of sandbox %q: %w", sandbox, err)
-	}
-	return sb, nil
+	}, "set boundary of sandbox %q", sandbox)
 }
 
 // UpdateCredentialedHosts adds and then removes "host:port" entries in
@@ -403,7 +391,7 @@ func (s *Store) UpdateCredentialedHosts(ctx context.Context, sandbox string, add
 	if err := CheckCredentialedHosts(sandbox, add, remove); err != nil {
 		return Sandbox{}, err
 	}
-	sb, err := Transact(ctx, s.Driver, func(tx Tx) (Sandbox, error) {
+	return transact(ctx, s, func(tx Tx) (Sandbox, error) {
 		sb, err := tx.LockSandbox(ctx, sandbox)
 		if err != nil {
 			return Sandbox{}, err
@@ -417,11 +405,7 @@ func (s *Store) UpdateCredentialedHosts(ctx context.Context, sandbox string, add
 			Actor: actor, Action: ActionCredentials, Sandbox: sandbox, Target: sandbox,
 			Detail: map[string]string{"before": strings.Join(before, ","), "after": strings.Join(sb.CredentialedHosts, ",")},
 		})
-	})
-	if err != nil {
-		return Sandbox{}, fmt.Errorf("update credentialed hosts of sandbox %q: %w", sandbox, err)
-	}
-	return sb, nil
+	}, "update credentialed hosts of sandbox %q", sandbox)
 }
 
 // SetApprovalPolicy stores the rules as the next version. Audited.
@@ -429,7 +413,7 @@ func (s *Store) SetApprovalPolicy(ctx context.Context, module, hash, actor strin
 	if err := CheckApprovalPolicy(module, hash); err != nil {
 		return ApprovalPolicy{}, err
 	}
-	out, err := Transact(ctx, s.Driver, func(tx Tx) (ApprovalPolicy, error) {
+	return transact(ctx, s, func(tx Tx) (ApprovalPolicy, error) {
 		// Setters queue on the chain head, so they number their versions
 		// one after the other instead of colliding.
 		if _, _, err := tx.LockAuditHead(ctx); err != nil {
@@ -449,11 +433,7 @@ func (s *Store) SetApprovalPolicy(ctx context.Context, module, hash, actor strin
 			BeforeHash: cur.Hash, AfterHash: hash,
 			Detail: map[string]string{"version": version},
 		})
-	})
-	if err != nil {
-		return ApprovalPolicy{}, fmt.Errorf("set approval policy: %w", err)
-	}
-	return out, nil
+	}, "set approval policy")
 }
 
 // SetSentryKey registers k as the key its source signs events with,
@@ -466,7 +446,7 @@ func (s *Store) SetSentryKey(ctx context.Context, k SentryKey, actor string) (Se
 		return SentryKey{}, fmt.Errorf("sentry key of %q: an Ed25519 public key is %d bytes, not %d", k.Source, ed25519.PublicKeySize, len(k.PublicKey))
 	}
 	out := SentryKey{Source: k.Source, PublicKey: bytes.Clone(k.PublicKey), CreatedBy: actor}
-	out, err := Transact(ctx, s.Driver, func(tx Tx) (SentryKey, error) {
+	return transact(ctx, s, func(tx Tx) (SentryKey, error) {
 		before := ""
 		if old, err := tx.GetSentryKey(ctx, k.Source); err == nil {
 			before = sentryKeyHash(old.PublicKey)
@@ -481,17 +461,13 @@ func (s *Store) SetSentryKey(ctx context.Context, k SentryKey, actor string) (Se
 			Actor: actor, Action: ActionSentryKeySet, Target: k.Source,
 			BeforeHash: before, AfterHash: sentryKeyHash(out.PublicKey),
 		})
-	})
-	if err != nil {
-		return SentryKey{}, fmt.Errorf("set sentry key of %q: %w", k.Source, err)
-	}
-	return out, nil
+	}, "set sentry key of %q", k.Source)
 }
 
 // DeleteSentryKey removes the source's key: its events need no signature
 // again. ErrNotFound if it has none. Audited.
 func (s *Store) DeleteSentryKey(ctx context.Context, source, actor string) error {
-	err := s.InTx(ctx, func(tx Tx) error {
+	return s.inTx(ctx, func(tx Tx) error {
 		old, err := tx.DeleteSentryKey(ctx, source)
 		if err != nil {
 			return err
@@ -499,11 +475,7 @@ func (s *Store) DeleteSentryKey(ctx context.Context, source, actor string) error
 		return Audit(ctx, tx, AuditEntry{
 			Actor: actor, Action: ActionSentryKeyDel, Target: source, BeforeHash: sentryKeyHash(old.PublicKey),
 		})
-	})
-	if err != nil {
-		return fmt.Errorf("delete sentry key of %q: %w", source, err)
-	}
-	return nil
+	}, "delete sentry key of %q", source)
 }
 
 // sentryKeyHash names a public key in the audit log.

@@ -42,9 +42,11 @@ func buildBinary(ctx context.Context, dir string) (string, error) {
 
 // gatewayProc is the gateway under test: `portcullis gateway` in its own
 // process, with its defaults but for the listen address (127.0.0.1:0),
-// --quarantine-budget -1 (the breaker would hold the benchmark's
-// quarantines after ten), and GODEBUG=gctrace=1 (each collection's live
-// heap on stderr, which is how memory per in-flight event is read).
+// --quarantine-budget -1 and --quarantine-budget-per-source -1 (the
+// breakers would hold the benchmark's quarantines after ten, and after
+// three from its one quarantine source), and GODEBUG=gctrace=1 (each
+// collection's live heap on stderr, which is how memory per in-flight
+// event is read).
 type gatewayProc struct {
 	engine string
 	addr   string // host:port
@@ -126,7 +128,7 @@ func startGateway(ctx context.Context, bin, serverURL, eventsServerURL, dbParams
 			env = append(env, "PORTCULLIS_SENTRY_DATABASE_URL="+g.eventsURL)
 		}
 	}
-	g.cmd = exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(g.dir, "data"), "--quarantine-budget", "-1")
+	g.cmd = exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(g.dir, "data"), "--quarantine-budget", "-1", "--quarantine-budget-per-source", "-1")
 	g.cmd.Env = env
 	stdout, err := g.cmd.StdoutPipe()
 	if err != nil {

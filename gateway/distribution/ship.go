@@ -45,21 +45,13 @@ func (d *Distribution) ShipDecisions(ctx context.Context, p Caller, receive func
 		if len(req.GetToolDefinitions()) > maxDefinitionBatch {
 			return nil, invalidField("tool_definitions", "holds %d definitions; at most %d per message", len(req.GetToolDefinitions()), maxDefinitionBatch)
 		}
-		records := make([]store.Decision, 0, len(req.GetRecords()))
-		for i, r := range req.GetRecords() {
-			rec, err := decisionFromProto(r, p.Sandbox, req.GetProxyId())
-			if err != nil {
-				return nil, fieldAt("records", i, err)
-			}
-			records = append(records, rec)
+		records, err := fromProtos("records", req.GetRecords(), p.Sandbox, req.GetProxyId(), decisionFromProto)
+		if err != nil {
+			return nil, err
 		}
-		defs := make([]store.ToolDefinition, 0, len(req.GetToolDefinitions()))
-		for i, r := range req.GetToolDefinitions() {
-			def, err := toolDefinitionFromProto(r, p.Sandbox, req.GetProxyId())
-			if err != nil {
-				return nil, fieldAt("tool_definitions", i, err)
-			}
-			defs = append(defs, def)
+		defs, err := fromProtos("tool_definitions", req.GetToolDefinitions(), p.Sandbox, req.GetProxyId(), toolDefinitionFromProto)
+		if err != nil {
+			return nil, err
 		}
 		d.shipped(p.Sandbox, req.GetProxyId(), records, req.GetDropped(), req.GetOcsfDropped())
 		if n := req.GetDropped(); n > 0 {
@@ -93,6 +85,21 @@ func (d *Distribution) shipped(sandbox, proxyID string, records []store.Decision
 		n[r.Decision] += int(r.Count()) // a summary: the decisions it counts
 	}
 	d.cfg.Stream.Publish(events.DecisionsShipped{Sandbox: sandbox, ProxyID: proxyID, Decisions: n, Dropped: dropped, OCSFDropped: ocsfDropped})
+}
+
+// fromProtos converts the items of a message's list (named list) shipped
+// by proxyID of sandbox; the first item conv refuses refuses the list,
+// the error naming the item.
+func fromProtos[P, T any](list string, in []P, sandbox, proxyID string, conv func(P, string, string) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(in))
+	for i, item := range in {
+		t, err := conv(item, sandbox, proxyID)
+		if err != nil {
+			return nil, fieldAt(list, i, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // decisionFromProto checks a shipped record and returns it as stored:

@@ -9,6 +9,7 @@
 package sentryintake
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,35 +165,29 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.QuarantineBudget == 0 {
-		cfg.QuarantineBudget = DefaultQuarantineBudget
-	}
-	if cfg.QuarantineBudgetPerSource == 0 {
-		cfg.QuarantineBudgetPerSource = DefaultQuarantineBudgetPerSource
-	}
-	if cfg.BudgetWindow <= 0 {
-		cfg.BudgetWindow = DefaultBudgetWindow
-	}
-	if cfg.BulkSlots <= 0 {
-		cfg.BulkSlots = DefaultBulkSlots
-	}
-	if cfg.AckWait <= 0 {
-		cfg.AckWait = DefaultAckWait
-	}
-	if cfg.UrgentHold <= 0 {
-		cfg.UrgentHold = DefaultUrgentHold
-	}
-	if cfg.Retention == 0 {
-		cfg.Retention = DefaultRetention
-	}
-	if cfg.Settle <= 0 {
-		cfg.Settle = DefaultSettle
-	}
-	if cfg.Window <= 0 {
-		cfg.Window = DefaultWindow
-	}
+	// Zero takes the default; a negative budget is none and a negative
+	// retention keeps events forever.
+	cfg.QuarantineBudget = cmp.Or(cfg.QuarantineBudget, DefaultQuarantineBudget)
+	cfg.QuarantineBudgetPerSource = cmp.Or(cfg.QuarantineBudgetPerSource, DefaultQuarantineBudgetPerSource)
+	cfg.Retention = cmp.Or(cfg.Retention, DefaultRetention)
+	// The sizes and durations mean nothing below one: they take the
+	// default too.
+	cfg.BudgetWindow = positiveOr(cfg.BudgetWindow, DefaultBudgetWindow)
+	cfg.BulkSlots = positiveOr(cfg.BulkSlots, DefaultBulkSlots)
+	cfg.AckWait = positiveOr(cfg.AckWait, DefaultAckWait)
+	cfg.UrgentHold = positiveOr(cfg.UrgentHold, DefaultUrgentHold)
+	cfg.Settle = positiveOr(cfg.Settle, DefaultSettle)
+	cfg.Window = positiveOr(cfg.Window, DefaultWindow)
 	return &Intake{cfg: cfg, st: st, events: life.SentryEvents(), life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), freezingBy: map[string]int{},
 		reading: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), checks: make(chan check, checkQueue)}
+}
+
+// positiveOr is v, or def when v is zero or negative.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // Result is what one batch did: events stored for the first time,
