@@ -19,6 +19,9 @@
 //   - gatewayclient: gateway mode's signed-version subscription and
 //     decision shipping;
 //   - policylocal: the reserved host policy.local;
+//   - tunnelstart: the start of a tunnel's client stream (a TLS
+//     ClientHello, an HTTP request head), judged against the host the
+//     tunnel was granted for before any byte is forwarded;
 //   - internal/ca (outside dataplane, shared with the gateway): the CA
 //     that terminates TLS for inspected endpoints.
 //

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-dev/portcullis/dataplane/tunnelstart"
 )
 
 // clientHello returns the TLS records of a real ClientHello from Go's
@@ -97,18 +99,18 @@ func TestStartVerdict(t *testing.T) {
 		{"text without newline yet", "EHLO me", more},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := startVerdict([]byte(tc.data), tgt)
+			v := tunnelstart.Judge([]byte(tc.data), tgt.want())
 			switch {
 			case tc.want == more:
-				if !v.more {
+				if !v.More {
 					t.Errorf("verdict %+v, want more", v)
 				}
 			case tc.want == relay:
-				if v.more || v.reason != "" {
+				if v.More || v.Reason != "" {
 					t.Errorf("verdict %+v, want relay", v)
 				}
 			default:
-				if v.more || !strings.Contains(v.reason, tc.want) {
+				if v.More || !strings.Contains(v.Reason, tc.want) {
 					t.Errorf("verdict %+v, want a denial containing %q", v, tc.want)
 				}
 			}
