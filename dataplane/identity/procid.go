@@ -104,10 +104,17 @@ func look(conn net.Conn) (sighting, error) {
 	if err != nil {
 		return sighting{}, fmt.Errorf("caller binary: %w", err)
 	}
+	return lookSocket(client, proxy, clientSocketInode)
+}
+
+// lookSocket finds the holders of the client socket whose local address
+// is client and remote is remote, found by find (in which /proc/net/tcp
+// tables it looks).
+func lookSocket(client, remote netip.AddrPort, find func(client, remote netip.AddrPort) (uint64, uint32, error)) (sighting, error) {
 	if err := inflightShown(); err != nil {
 		return sighting{}, fmt.Errorf("caller binary of %s: %w", client, err)
 	}
-	inode, uid, err := clientSocketInode(client, proxy)
+	inode, uid, err := find(client, remote)
 	if err != nil {
 		return sighting{}, fmt.Errorf("caller binary of %s: %w", client, err)
 	}
@@ -291,21 +298,32 @@ func unmapAddrPort(ap netip.AddrPort) netip.AddrPort {
 // /proc/net/tcp6 (an IPv6 socket talking IPv4 appears in tcp6 with
 // IPv4-mapped addresses).
 func clientSocketInode(client, proxy netip.AddrPort) (inode uint64, uid uint32, err error) {
+	row, err := tablesRow(procRoot+"/", client, proxy)
+	if err != nil || row.inode != 0 {
+		return row.inode, row.uid, err
+	}
+	return 0, 0, errSocketNotFound
+}
+
+// tablesRow scans dir's net/tcp then net/tcp6 (dir is /proc/ or
+// /proc/PID/: the tables of that process's network namespace) for the
+// row local=client, remote=remote; inode 0 when there is none.
+func tablesRow(dir string, client, remote netip.AddrPort) (procNetTCPRow, error) {
 	for _, name := range []string{"net/tcp", "net/tcp6"} {
-		f, err := os.Open(procRoot + "/" + name)
+		f, err := os.Open(dir + name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // no IPv6 in this kernel
 		}
 		if err != nil {
-			return 0, 0, err
+			return procNetTCPRow{}, err
 		}
-		row, err := findSocketRow(f, client, proxy)
+		row, err := findSocketRow(f, client, remote)
 		f.Close()
 		if err != nil || row.inode != 0 {
-			return row.inode, row.uid, err
+			return row, err
 		}
 	}
-	return 0, 0, errSocketNotFound
+	return procNetTCPRow{}, nil
 }
 
 // findSocketRow scans one /proc/net/tcp{,6} table for the row local=client,
