@@ -42,7 +42,7 @@ func (t dest) namedBy(authority, defaultPort string) bool {
 
 // want is what a tunnel's start must name: t.
 func (t dest) want() tunnelstart.Want {
-	w := tunnelstart.Want{Host: t.host, Authority: t.authority(), Names: func(a string) bool { return t.namedBy(a, "80") }}
+	w := tunnelstart.Want{Host: t.host, Authority: t.authority(), Names: func(a string) bool { return t.namedBy(a, "80") }, Of: "CONNECT"}
 	if t.orig.IsValid() {
 		w.Of = "transparent connection's"
 	}

@@ -27,13 +27,8 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream_unreachable", "detail": "the upstream could not be reached"})
 		return
 	}
-	conn, buf, err := http.NewResponseController(w).Hijack()
+	conn, rd, err := takeConn(w)
 	if err != nil {
-		upstream.Close()
-		return
-	}
-	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
-		conn.Close()
 		upstream.Close()
 		return
 	}
@@ -48,7 +43,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		h1.CloseWrite(conn)
 		close(down)
 	}()
-	held, v := tunnelstart.Read(conn, buf.Reader, t.want())
+	held, v := tunnelstart.Read(conn, rd, t.want())
 	if v.Reason != "" {
 		id := decision.NewDenialID()
 		p.recordFor(r, p.newRecord(cur, req, policy.Decision{Reason: v.Reason}, nil, id))
@@ -62,7 +57,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		return
 	}
 	if _, err := upstream.Write(held); err == nil {
-		io.Copy(upstream, buf.Reader)
+		io.Copy(upstream, rd)
 	}
 	h1.CloseWrite(upstream)
 	<-down

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -115,5 +116,31 @@ func TestStartVerdict(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A transparent connection's HTTP Host may name its original address
+// instead of its name; a CONNECT's may not name an address it does not.
+func TestTransparentStartNamesAddress(t *testing.T) {
+	transparent := dest{host: "raw.good.test", port: 8080, orig: netip.MustParseAddr("192.0.2.7")}
+	connect := dest{host: "raw.good.test", port: 8080}
+	for _, tc := range []struct {
+		host                 string
+		transparentOK, conOK bool
+	}{
+		{"raw.good.test:8080", true, true},
+		{"192.0.2.7:8080", true, false},
+		{"192.0.2.7", true, false},
+		{"[::ffff:192.0.2.7]:8080", true, false},
+		{"192.0.2.8:8080", false, false},
+		{"192.0.2.7:9090", false, false},
+	} {
+		data := []byte("GET / HTTP/1.1\r\nHost: " + tc.host + "\r\n\r\n")
+		if v := tunnelstart.Judge(data, transparent.want()); (v.Reason == "") != tc.transparentOK || v.Name != tc.host {
+			t.Errorf("transparent, Host %s: %+v; want relayed %v", tc.host, v, tc.transparentOK)
+		}
+		if v := tunnelstart.Judge(data, connect.want()); (v.Reason == "") != tc.conOK {
+			t.Errorf("CONNECT, Host %s: %+v; want relayed %v", tc.host, v, tc.conOK)
+		}
 	}
 }

@@ -177,9 +177,15 @@ func judgeHello(records []byte, w Want) Verdict {
 	case !got:
 		v.Reason = "the tunnel's TLS ClientHello is malformed"
 	case v.Name != "" && !SameHost(v.Name, w.Host):
-		v.Reason = fmt.Sprintf("the TLS server name %q differs from the %s host %q", v.Name, w.of(), w.Host)
+		v.Reason = w.ServerNameDiffers(v.Name)
 	}
 	return v
+}
+
+// ServerNameDiffers is why a TLS server name, sni, that is not w's host
+// closes the tunnel.
+func (w Want) ServerNameDiffers(sni string) string {
+	return fmt.Sprintf("the TLS server name %q differs from the %s host %q", sni, w.of(), w.Host)
 }
 
 // SameHost reports whether two host names (or IP literals, in any
