@@ -78,7 +78,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, cur *loaded, r
 	})
 	// The tunnel's requests are judged as the CONNECT's client, read by a
 	// server of their own on this goroutine.
-	defer p.hijacked.add(inner)()
+	defer p.hijacked.Add(inner)()
 	connContext := func(ctx context.Context, _ net.Conn) context.Context { return context.WithValue(ctx, clientKey{}, cl) }
 	h1.NewServer(h1.Config{Handler: tunnelHandler, ConnContext: connContext, SameAuthority: sameAuthority, Procs: p.procs, Logger: p.log}).ServeConn(inner)
 }

@@ -43,7 +43,7 @@ type Proxy struct {
 	// hijacked holds what outlives the HTTP server's own bookkeeping:
 	// tunnels and the inner servers of intercepted CONNECTs. serve closes
 	// them when it stops.
-	hijacked tracker
+	hijacked h1.Hijacked
 
 	// tunnels are the open L4 tunnels with the request that allowed each:
 	// they are judged again when the policy changes and as time passes
@@ -237,7 +237,7 @@ func (p *Proxy) serve(ctx context.Context, l Listeners) error {
 	for ; accepting > 0; accepting-- {
 		<-errc // the accept loops have returned
 	}
-	p.hijacked.closeAll()
+	p.hijacked.CloseAll()
 	stopConn()
 	redirected.Wait()
 	p.upstreams.Reset()

@@ -65,7 +65,7 @@ func (p *Proxy) serveTransparent(ctx context.Context, ln net.Listener, conns *sy
 // handleTransparent judges one redirected connection and serves it as its
 // judging says (connect), or answers its denial (transparent.Writer).
 func (p *Proxy) handleTransparent(ctx context.Context, conn net.Conn) {
-	defer p.hijacked.add(conn)()
+	defer p.hijacked.Add(conn)()
 	defer conn.Close()
 	orig, err := p.cfg.OriginalDst(conn)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
@@ -32,7 +31,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		upstream.Close()
 		return
 	}
-	defer p.hijacked.add(conn)()
+	defer p.hijacked.Add(conn)()
 	defer p.trackTunnel(req, conn)()
 
 	// The server's bytes flow at once (SSH, SMTP and Postgres servers
@@ -188,43 +187,6 @@ func (p *Proxy) recheckTunnels() {
 // tunnelRecheck is how often open tunnels are judged again, so grants end
 // at their expires_at within this much.
 const tunnelRecheck = time.Second
-
-// tracker is a set of closers that can all be closed at once.
-type tracker struct {
-	mu     sync.Mutex
-	items  map[io.Closer]struct{}
-	closed bool
-}
-
-// add tracks c until the returned function is called. When the tracker is
-// already closed, c is closed at once.
-func (t *tracker) add(c io.Closer) (remove func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		c.Close()
-		return func() {}
-	}
-	if t.items == nil {
-		t.items = make(map[io.Closer]struct{})
-	}
-	t.items[c] = struct{}{}
-	return func() {
-		t.mu.Lock()
-		delete(t.items, c)
-		t.mu.Unlock()
-	}
-}
-
-func (t *tracker) closeAll() {
-	t.mu.Lock()
-	items := t.items
-	t.items, t.closed = nil, true
-	t.mu.Unlock()
-	for c := range items {
-		c.Close()
-	}
-}
 
 // writeTunnelDenial answers a refused plain-HTTP tunnel start with a 403,
 // as deny would have, and asks the client to close.

@@ -3,19 +3,11 @@
 package identity
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
-)
-
-var (
-	errNotTCP              = errors.New("not a TCP connection")
-	errSocketInNamespaces  = errors.New("a socket with the client's addresses is in more than one network namespace")
-	errNoNamespaceReadable = errors.New("no network namespace's TCP tables could be read")
 )
 
 // OfRedirected is Of for a connection the kernel redirected to the proxy
@@ -53,45 +45,38 @@ func lookRedirected(conn net.Conn, orig netip.AddrPort) (sighting, error) {
 // looked in through another process, or not at all (the caller is then
 // not found).
 func namespacesSocketInode(client, remote netip.AddrPort) (inode uint64, uid uint32, err error) {
-	proc, err := os.Open(procRoot)
+	seen := map[string]bool{}
+	var (
+		found procNetTCPRow
+		read  int
+		stop  error
+	)
+	err = eachProcess(func(pid int) bool {
+		dir := procRoot + "/" + strconv.Itoa(pid) + "/"
+		ns, lerr := os.Readlink(dir + "ns/net")
+		if lerr != nil || seen[ns] {
+			return true
+		}
+		seen[ns] = true
+		row, terr := tablesRow(dir, client, remote)
+		switch {
+		case terr != nil: // exited while we looked
+		case row.inode == 0:
+			read++
+		case found.inode != 0 && found.inode != row.inode:
+			stop = fmt.Errorf("%w (%s -> %s)", errSocketInNamespaces, client, remote)
+			return false
+		default:
+			read++
+			found = row
+		}
+		return true
+	})
+	if err == nil {
+		err = stop
+	}
 	if err != nil {
 		return 0, 0, err
-	}
-	defer proc.Close()
-	seen := map[string]bool{}
-	var found procNetTCPRow
-	read := 0
-	for {
-		names, rerr := proc.Readdirnames(256)
-		for _, name := range names {
-			if pid, err := strconv.Atoi(name); err != nil || pid <= 0 {
-				continue // not a process
-			}
-			dir := procRoot + "/" + name + "/"
-			ns, err := os.Readlink(dir + "ns/net")
-			if err != nil || seen[ns] {
-				continue
-			}
-			seen[ns] = true
-			row, err := tablesRow(dir, client, remote)
-			if err != nil {
-				continue // exited while we looked
-			}
-			read++
-			switch {
-			case row.inode == 0:
-			case found.inode != 0 && found.inode != row.inode:
-				return 0, 0, fmt.Errorf("%w (%s -> %s)", errSocketInNamespaces, client, remote)
-			default:
-				found = row
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return 0, 0, rerr
-		}
 	}
 	switch {
 	case found.inode != 0:
