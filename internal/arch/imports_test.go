@@ -50,6 +50,7 @@ var layers = map[string][]string{
 	"dataplane/mcp/ssetest":     nil,
 	"dataplane/mcp/listing":     {"dataplane/mcp"},
 	"dataplane/identity":        nil,
+	"dataplane/sandboxdns":      {"policy"},
 	"dataplane/decision":        {"decision"},
 	"dataplane/gatewayclient":   {"policy", "dataplane/decision", "decision/decisionpb", "internal/signing", "internal/ca", "internal/atomicfile", "internal/telemetry", "proto/portcullis/v1"},
 	"dataplane/policylocal":     {"advisor", "policy", "dataplane/decision", "proto/portcullis/v1"},
