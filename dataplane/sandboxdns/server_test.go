@@ -234,7 +234,7 @@ func TestUnwantedNamesNeverLookedUp(t *testing.T) {
 		t.Errorf("Denied got %d names %q", len(denied), denied)
 	}
 	for _, w := range wantsAsked {
-		if strings.ContainsAny(w, "\\.") && !strings.Contains(w, ".") || strings.Contains(w, "\\") || w == "1.2.3.4" || w == "" {
+		if strings.Contains(w, "\\") || w == "1.2.3.4" || w == "" {
 			t.Errorf("Wants asked about %q", w)
 		}
 	}
