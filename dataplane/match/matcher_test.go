@@ -254,6 +254,49 @@ network_policies:
 	}
 }
 
+// TestTCPEndpoints: a tcp endpoint is an L4 endpoint: it allows the
+// connection (host, ports, allowed_ips, binaries), agreeing with
+// policy.Decide, and needs no L7 view — nor does it make its address one
+// an L4 tunnel must not reach.
+func TestTCPEndpoints(t *testing.T) {
+	m := mustCompile(t, parse(t, `
+version: 1
+network_policies:
+  redis:
+    binaries: [{path: /usr/bin/redis-cli}]
+    endpoints:
+      - {host: redis.example.com, port: 6379, protocol: tcp, allowed_ips: [10.0.0.0/8]}
+      - {host: 93.184.216.40, ports: [7000, 7001], protocol: tcp}
+`))
+	cli := "/usr/bin/redis-cli"
+	ten, pub := netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("93.184.216.40")
+	for _, c := range []struct {
+		name  string
+		r     policy.Request
+		allow bool
+	}{
+		{"allowed", policy.Request{Binary: cli, Host: "redis.example.com", Addr: ten, Port: 6379, Time: when}, true},
+		{"allowed, HTTP not read", policy.Request{Binary: cli, Host: "redis.example.com", Addr: ten, Port: 6379, HTTPMethod: "DELETE", Path: "/", Time: when}, true},
+		{"outside allowed_ips", policy.Request{Binary: cli, Host: "redis.example.com", Addr: pub, Port: 6379, Time: when}, false},
+		{"another binary", policy.Request{Binary: curl, Host: "redis.example.com", Addr: ten, Port: 6379, Time: when}, false},
+		{"another port", policy.Request{Binary: cli, Host: "redis.example.com", Addr: ten, Port: 6380, Time: when}, false},
+		{"IP host", policy.Request{Binary: cli, Host: "93.184.216.40", Addr: pub, Port: 7001, Time: when}, true},
+	} {
+		if d := agree(t, m, c.r); d.Allow != c.allow {
+			t.Errorf("%s: %+v", c.name, d)
+		}
+	}
+	if m.Inspect("redis.example.com", 6379) || m.Inspect("93.184.216.40", 7000) {
+		t.Error("a tcp endpoint's destination is inspected")
+	}
+	if addrs, names := m.InspectedOn(7000); addrs != nil || names != nil {
+		t.Errorf("InspectedOn(7000) = %v, %v", addrs, names)
+	}
+	if !m.WantsName("redis.example.com") || m.WantsName("cache.example.com") {
+		t.Error("WantsName: want redis.example.com only")
+	}
+}
+
 func TestMatcherNilAndInvalid(t *testing.T) {
 	var m *Matcher
 	r := policy.Request{Binary: curl, Host: "example.com", Port: 443, Time: when}

@@ -14,7 +14,7 @@ import (
 // Inspect reports whether requests to host:port need the proxy to see them
 // at L7 (terminate TLS, read the HTTP request): true when an endpoint whose
 // host and port match, whatever its binaries, has a protocol other than L4
-// or has deny rules. A hostless (allowed_ips) endpoint on the port counts
+// and tcp, or has deny rules. A hostless (allowed_ips) endpoint on the port counts
 // when host is a name, since its address is not known here. When false,
 // Decide on a request without HTTPMethod is the whole answer.
 func (m *Matcher) Inspect(host string, port int) bool {
@@ -123,8 +123,10 @@ func (m *Matcher) InspectedOn(port int) (addrs []netip.Addr, names []string) {
 	return addrs, names
 }
 
+// needsL7: an endpoint is read at L7 unless it is plain L4 or tcp (both
+// allow a connection as a whole) without deny rules.
 func (e *endpoint) needsL7() bool {
-	return e.protocol != policy.ProtocolL4 || e.hasDeny
+	return e.protocol != policy.ProtocolL4 && e.protocol != policy.ProtocolTCP || e.hasDeny
 }
 
 // MCPLimits reports whether an mcp endpoint matches host:port and path —
