@@ -1,6 +1,7 @@
 package sandboxdns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -120,21 +121,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TTL < 0 || cfg.Grace < 0 || cfg.MaxNames < 0 || cfg.MaxAddrs < 0 || cfg.LookupTimeout < 0 {
 		return nil, errors.New("sandboxdns: a negative TTL, grace, bound or timeout")
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
-	if cfg.Grace == 0 {
-		cfg.Grace = DefaultGrace
-	}
-	if cfg.MaxNames == 0 {
-		cfg.MaxNames = DefaultMaxNames
-	}
-	if cfg.MaxAddrs == 0 {
-		cfg.MaxAddrs = DefaultMaxAddrs
-	}
-	if cfg.LookupTimeout == 0 {
-		cfg.LookupTimeout = DefaultLookupTimeout
-	}
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
+	cfg.Grace = cmp.Or(cfg.Grace, DefaultGrace)
+	cfg.MaxNames = cmp.Or(cfg.MaxNames, DefaultMaxNames)
+	cfg.MaxAddrs = cmp.Or(cfg.MaxAddrs, DefaultMaxAddrs)
+	cfg.LookupTimeout = cmp.Or(cfg.LookupTimeout, DefaultLookupTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
