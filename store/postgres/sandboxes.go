@@ -11,7 +11,6 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
-	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
 )
 
 // ---- sandboxes ----
@@ -124,33 +123,6 @@ func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) e
 	}
 	c.announce(v)
 	return nil
-}
-
-// GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
-func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
-	if version < 0 {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
-	}
-	pv, err := versionsql.Scan(c.db.QueryRow(ctx, `SELECT `+versionsql.Columns+`, pv.document
-		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
-		WHERE pv.sandbox = $1
-		  AND pv.version = CASE WHEN $2::bigint = 0 THEN s.current_version ELSE $2::bigint END`,
-		sandbox, version).Scan)
-	return wrapRow(pv, err, "get policy %q version %d", sandbox, version)
-}
-
-// ListPolicyVersions returns the sandbox's versions, oldest first, without
-// documents; ErrNotFound if the sandbox does not exist.
-func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	return versionsql.List(ctx, engine{c.db}, sandbox, func() error {
-		_, err := c.GetSandbox(ctx, sandbox)
-		return err
-	})
-}
-
-// PolicyHashes returns the hashes of versions from to to, oldest first.
-func (c *conn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
-	return versionsql.Hashes(ctx, engine{c.db}, sandbox, from, to)
 }
 
 // ---- tokens ----

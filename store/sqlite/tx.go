@@ -9,7 +9,6 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
-	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
 )
 
 // The primitives of sandboxes, policy versions and tokens.
@@ -117,37 +116,6 @@ func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) er
 		t.versions = append(t.versions, v)
 	}
 	return nil
-}
-
-// GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
-func (t *txn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
-	if version < 0 {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
-	}
-	pv, err := versionsql.Scan(t.rd.QueryRowContext(ctx, `
-		SELECT `+versionsql.Columns+`, pv.document
-		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
-		WHERE pv.sandbox = ?1
-		  AND pv.version = CASE WHEN ?2 = 0 THEN s.current_version ELSE ?2 END`,
-		sandbox, version).Scan)
-	if err != nil {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
-	}
-	return pv, nil
-}
-
-// ListPolicyVersions returns the sandbox's versions, oldest first, without
-// documents; ErrNotFound if the sandbox does not exist.
-func (t *txn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	return versionsql.List(ctx, engine{t.rd}, sandbox, func() error {
-		_, err := t.GetSandbox(ctx, sandbox)
-		return err
-	})
-}
-
-// PolicyHashes returns the hashes of versions from to to, oldest first.
-func (t *txn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
-	return versionsql.Hashes(ctx, engine{t.rd}, sandbox, from, to)
 }
 
 const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`
