@@ -10,14 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
 // ---- sandboxes ----
-
-const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
-	boundary, boundary_hash, credentialed_hosts,
-	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
 
 func scanSandbox(r pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -56,13 +53,13 @@ func (c *conn) LockSandbox(ctx context.Context, name string) (store.Sandbox, err
 }
 
 func (c *conn) sandbox(ctx context.Context, name, lock string) (store.Sandbox, error) {
-	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
 	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
 func (c *conn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	rows, err := c.db.Query(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
+	rows, err := c.db.Query(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes ORDER BY name`)
 	out, err := collect(rows, err, scanSandbox)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
@@ -90,7 +87,7 @@ func (c *conn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // waits for a concurrent InsertToken's key-share lock on the row, so a
 // revocation that follows it in the same transaction sees that token.
 func (c *conn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sandboxColumns, name))
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sqlread.SandboxColumns, name))
 	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 

@@ -8,14 +8,11 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
 
 // The primitives of sandboxes, policy versions and tokens.
-
-const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
-	boundary, boundary_hash, credentialed_hosts,
-	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
 
 func scanSandbox(r scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -57,13 +54,13 @@ func (t *txn) LockSandbox(ctx context.Context, name string) (store.Sandbox, erro
 }
 
 func (t *txn) sandbox(ctx context.Context, q querier, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name))
+	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes WHERE name = ?`, name))
 	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
 func (t *txn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	out, err := collect(ctx, t.rd, scanSandbox, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
+	out, err := collect(ctx, t.rd, scanSandbox, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -91,7 +88,7 @@ func (t *txn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // DeleteSandbox deletes the sandbox row (the schema cascades) and returns
 // it as it was.
 func (t *txn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sandboxColumns, name))
+	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sqlread.SandboxColumns, name))
 	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 

@@ -1,7 +1,8 @@
 // Package sqlread is the reads both store engines run the same way
 // (versionsql, tooldefsql, sentrysql) as the store.Tx and store.Driver
 // methods they are: a driver's primitives embed Reads on the engine they
-// read with, the pool or the transaction.
+// read with, the pool or the transaction. And the columns of a sandbox
+// row, which both read.
 package sqlread
 
 import (
@@ -13,6 +14,12 @@ import (
 	"github.com/portcullis-dev/portcullis/store/internal/tooldefsql"
 	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
 )
+
+// SandboxColumns are a sandbox row's columns, in the order both drivers
+// scan them.
+const SandboxColumns = `name, current_version, current_hash, created_at, created_by,
+	boundary, boundary_hash, credentialed_hosts,
+	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
 
 // Reads are the shared reads on one engine.
 type Reads struct{ e sqlexec.Engine }
