@@ -27,6 +27,7 @@ var layers = map[string][]string{
 	"store/internal/tooldefsql":  {"store", "store/internal/sqlexec", "store/internal/sqlwhere"},
 	"store/internal/sqlexec":     nil,
 	"store/internal/versionsql":  {"store", "store/internal/sqlexec", "store/internal/strmap"},
+	"store/internal/sqlread":     {"store", "store/internal/sqlexec", "store/internal/versionsql", "store/internal/tooldefsql", "store/internal/sentrysql"},
 	"store/postgres":             {"store/...", "migrations"},
 	"store/sqlite":               {"store/...", "migrations"},
 	"store/storetest":            {"store", "decision"},
