@@ -65,6 +65,7 @@ var layers = map[string][]string{
 	"internal/atomicfile":       nil,
 	"internal/exetrim":          nil,
 	"internal/rotate":           nil,
+	"internal/pprofserve":       nil,
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
@@ -142,7 +143,7 @@ var proxyOnly = []string{
 	"decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext",
-	"internal/apiclient",
+	"internal/apiclient", "internal/pprofserve",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 
