@@ -72,6 +72,11 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 	if err != nil {
 		return err
 	}
+	return e.writeJSON(b)
+}
+
+// writeJSON writes compact JSON to stdout, indented.
+func (e *environment) writeJSON(b []byte) error {
 	// protojson varies its white space on purpose; re-indent so the same
 	// answer always prints the same bytes.
 	var out bytes.Buffer
@@ -79,7 +84,7 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 		return fmt.Errorf("indent JSON: %w", err)
 	}
 	out.WriteByte('\n')
-	_, err = e.stdout.Write(out.Bytes())
+	_, err := e.stdout.Write(out.Bytes())
 	return err
 }
 
