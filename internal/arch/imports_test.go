@@ -69,7 +69,7 @@ var layers = map[string][]string{
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
-	"internal/apitext":          {"policy", "proto/portcullis/v1"},
+	"internal/apitext":          {"policy", "prover", "proto/portcullis/v1"},
 	"internal/pgtest":           nil,
 	"internal/arch":             nil,
 	"internal/apiclient":        {"proto/..."},
