@@ -116,19 +116,13 @@ func (e *environment) fields(kv ...string) error {
 var (
 	when        = apitext.When
 	dash        = apitext.Dash
-	shortHash   = apitext.ShortHash
 	clip        = apitext.Clip
 	oneLine     = apitext.OneLine
 	logField    = apitext.Field
 	yesNo       = apitext.YesNo
-	plural      = apitext.Plural
 	hashLabel   = apitext.HashLabel
 	versionCell = apitext.VersionCell
 )
-
-func row(w io.Writer, cells ...string) {
-	fmt.Fprintln(w, strings.Join(cells, "\t"))
-}
 
 // printWarnings writes the validator's warnings to stderr.
 func (e *environment) printWarnings(warnings []*portcullisv1.Problem) {
