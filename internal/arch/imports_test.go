@@ -67,10 +67,11 @@ var layers = map[string][]string{
 	"internal/atomicfile":       nil,
 	"internal/exetrim":          nil,
 	"internal/rotate":           nil,
+	"internal/pprofserve":       nil,
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
-	"internal/apitext":          {"policy", "proto/portcullis/v1"},
+	"internal/apitext":          {"policy", "prover", "proto/portcullis/v1"},
 	"internal/pgtest":           nil,
 	"internal/netnstest":        nil,
 	"internal/arch":             nil,
@@ -145,7 +146,7 @@ var proxyOnly = []string{
 	"decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext",
-	"internal/apiclient",
+	"internal/apiclient", "internal/pprofserve",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 
