@@ -60,15 +60,8 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, t dest) {
 	r, end := p.traceConnect(r, t)
 	defer end()
-	cur := p.current.Load()
-	if cur == nil {
-		p.refuse(w, r, t, "no policy is loaded")
-		return
-	}
-	req := p.baseRequest(r.Context(), cur, t)
-	if problem := h1.Problem(r.Context()); problem != "" {
-		w.Header().Set("Connection", "close")
-		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+	cur, req := p.inForce(w, r, t)
+	if cur == nil || p.framingDenied(w, r, cur, req) {
 		return
 	}
 	addr, d := p.resolve(r.Context(), cur, t, &req)
@@ -113,4 +106,29 @@ func takeConn(w http.ResponseWriter) (net.Conn, *bufio.Reader, error) {
 		return nil, nil, err
 	}
 	return conn, buf.Reader, nil
+}
+
+// inForce returns the policy in force and the request to t under it
+// (baseRequest); with no policy loaded it refuses the request and returns
+// nil.
+func (p *Proxy) inForce(w http.ResponseWriter, r *http.Request, t dest) (*loaded, policy.Request) {
+	cur := p.current.Load()
+	if cur == nil {
+		p.refuse(w, r, t, "no policy is loaded")
+		return nil, policy.Request{}
+	}
+	return cur, p.baseRequest(r.Context(), cur, t)
+}
+
+// framingDenied denies req, and reports true, when h1 marked its
+// connection with a framing problem (h1.Problem): before anything else,
+// DNS included, such a request is not judged.
+func (p *Proxy) framingDenied(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request) bool {
+	problem := h1.Problem(r.Context())
+	if problem == "" {
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+	return true
 }
