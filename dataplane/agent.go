@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+	"github.com/portcullis-dev/portcullis/dataplane/sandboxdns"
 )
 
 // Agent is one running proxy with everything that feeds it: the policy
@@ -139,6 +140,10 @@ type Listeners struct {
 	// to the proxy (NAT), each judged as a CONNECT to where it was sent
 	// (transparent.go).
 	Transparent net.Listener
+	// DNS, if set, takes the sandbox's DNS queries (UDP, redirected there
+	// with its TCP): the proxy answers them (dns.go), and judges the
+	// Transparent listener's connections by the names it gave.
+	DNS net.PacketConn
 }
 
 // Serve serves the listeners, and keeps the policy in step with its
@@ -149,6 +154,14 @@ type Listeners struct {
 // error if serving failed, nil after ctx ended.
 func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 	defer a.Close()
+	var dns *sandboxdns.Server
+	if l.DNS != nil {
+		var err error
+		if dns, err = a.newDNS(); err != nil {
+			return err
+		}
+		a.Proxy.cfg.Names = dns // before serving: no connection reads it yet
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var feeders sync.WaitGroup
@@ -174,6 +187,13 @@ func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 			interval = time.Second
 		}
 		feeders.Go(func() { a.watchFile(ctx, a.cfg.PolicyFile, interval) })
+	}
+	if dns != nil {
+		feeders.Go(func() {
+			if err := dns.Serve(ctx, l.DNS); err != nil {
+				a.cfg.Logger.Error("the sandbox's DNS stopped", "err", err)
+			}
+		})
 	}
 	err := a.serve(ctx, l)
 	cancel()

@@ -98,7 +98,7 @@ Off by default.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", defaultProxyListen, "proxy address for the sandbox's HTTP_PROXY/HTTPS_PROXY")
-	fl.StringVar(&f.transparentListen, "transparent-listen", "", "also take TCP the kernel redirected to the proxy on this `ADDR` (portcullis run), judged as CONNECTs to where it was sent (default off)")
+	fl.StringVar(&f.transparentListen, "transparent-listen", "", "also take TCP the kernel redirected to the proxy on this `ADDR` (portcullis run), judged as CONNECTs to where it was sent, and answer the sandbox's DNS over UDP on the same address (default off)")
 	fl.StringVar(&f.dataDir, "data-dir", defaultProxyDataDir, "directory of the proxy's CA and decision log")
 	fl.StringVar(&f.policyFile, "policy", "", "policy `FILE` (YAML or JSON), watched for changes")
 	fl.StringVar(&f.upstreamCA, "upstream-ca", "", "verify upstream TLS against this PEM `FILE` instead of the system roots (tests)")
@@ -186,9 +186,9 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 	}
 	listeners := dataplane.Listeners{Proxy: ln}
 	if f.transparentListen != "" {
-		if listeners.Transparent, err = net.Listen("tcp", f.transparentListen); err != nil {
+		if listeners.Transparent, listeners.DNS, err = listenTransparent(f.transparentListen); err != nil {
 			ln.Close()
-			return usagef("listen on %s: %v", f.transparentListen, err)
+			return err
 		}
 	}
 	var pp *pprofserve.Server
@@ -197,6 +197,7 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 			ln.Close()
 			if listeners.Transparent != nil {
 				listeners.Transparent.Close()
+				listeners.DNS.Close()
 			}
 			return usagef("--pprof-listen: %v", err)
 		}
@@ -244,11 +245,26 @@ func upstreamRoots(file string) (*x509.CertPool, error) {
 	return roots, nil
 }
 
+// listenTransparent opens --transparent-listen: TCP for the redirected
+// connections and UDP on the same address and port for the sandbox's DNS.
+func listenTransparent(addr string) (net.Listener, net.PacketConn, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, usagef("listen on %s: %v", addr, err)
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String()) // port 0 resolved: the same port
+	if err != nil {
+		ln.Close()
+		return nil, nil, usagef("listen on %s (UDP, the sandbox's DNS): %v", ln.Addr(), err)
+	}
+	return ln, pc, nil
+}
+
 // banner says where the proxy listens and what it enforces.
 func (f *proxyFlags) banner(env *environment, l dataplane.Listeners, version string, gw *gatewayclient.SubscribeConfig, pp *pprofserve.Server) {
 	fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", l.Proxy.Addr())
 	if l.Transparent != nil {
-		fmt.Fprintf(env.stdout, "  transparent: %s\n", l.Transparent.Addr())
+		fmt.Fprintf(env.stdout, "  transparent: %s (TCP, and the sandbox's DNS over UDP)\n", l.Transparent.Addr())
 	}
 	if gw != nil {
 		fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", f.sandbox, strings.Join(gw.Gateways, ", "), versionOrWaiting(version))
