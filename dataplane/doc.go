@@ -19,6 +19,8 @@
 //   - gatewayclient: gateway mode's signed-version subscription and
 //     decision shipping;
 //   - policylocal: the reserved host policy.local;
+//   - ratelimit: rate_limit's token buckets, one per rule, charged at
+//     the proxy's own clock, never backwards;
 //   - tunnelstart: the start of a tunnel's client stream (a TLS
 //     ClientHello, an HTTP request head), judged against the host the
 //     tunnel was granted for before any byte is forwarded;
@@ -80,11 +82,11 @@
 //     the checked address, with the canonical path and the judged body),
 //     responses streamed back, MCP answers through relay's filter.
 //   - ratelimit.go: rate_limit — after an allow, each tools/call takes a
-//     token from its rule's bucket (all or nothing for a batch); too few
-//     tokens is a 429 with retry_after_seconds (none when the request has
-//     more calls on a rule than its burst: no wait makes it pass),
-//     recorded as rate_limited; buckets are charged at the proxy's own
-//     clock, never backwards.
+//     token from its rule's bucket (package ratelimit: all or nothing for
+//     a batch); too few tokens is a 429 with retry_after_seconds (none
+//     when the request has more calls on a rule than its burst: no wait
+//     makes it pass), recorded as rate_limited; buckets are charged at
+//     the proxy's own clock, never backwards.
 //     The buckets are this proxy's own (N proxies of a sandbox admit N
 //     times the rate), one per rule (rules differing only in their
 //     arguments_schema share one), kept across reloads while the rule

@@ -16,6 +16,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/relay"
+	"github.com/portcullis-dev/portcullis/dataplane/ratelimit"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -51,20 +52,20 @@ func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, re
 			return nil, nil, policy.Decision{}
 		}
 	}
-	var limitedBuf [1]limitedCall // a request is usually one call
+	var limitedBuf [1]ratelimit.Call // a request is usually one call
 	d, limited, denied := p.judgePinned(r, cur, req, scheme, ep, mreq, limitedBuf[:0])
 	if denied {
 		p.deny(w, r, cur, req, d, mreq)
 		return nil, nil, policy.Decision{}
 	}
 	if len(limited) > 0 {
-		over, audit := p.limits.take(limited, p.cfg.Now)
+		over, audit := p.limits.Take(limited, p.cfg.Now)
 		if over != nil {
 			p.rateLimited(w, r, cur, req, over, mreq)
 			return nil, nil, policy.Decision{}
 		}
 		if audit != nil {
-			d.Audit, d.Reason = true, audit.describe()+" (enforcement: audit, forwarded)"
+			d.Audit, d.Reason = true, audit.Describe()+" (enforcement: audit, forwarded)"
 		}
 	}
 	p.relay.Answered(session, mreq)
@@ -76,7 +77,7 @@ func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, re
 // the fingerprint of its tool's definition as far as the proxy knows it.
 // When a pin refused a tool whose definition the proxy does not know, it
 // lists the server's tools itself, as r's caller, and judges again.
-func (p *Proxy) judgePinned(r *http.Request, cur *loaded, req policy.Request, scheme string, ep relay.Endpoint, mreq *mcp.Request, buf []limitedCall) (policy.Decision, []limitedCall, bool) {
+func (p *Proxy) judgePinned(r *http.Request, cur *loaded, req policy.Request, scheme string, ep relay.Endpoint, mreq *mcp.Request, buf []ratelimit.Call) (policy.Decision, []ratelimit.Call, bool) {
 	unknown := p.relay.WithDefinitions(ep, mreq)
 	d, limited, denied := p.judgeMessages(cur, req, mreq, buf)
 	if !denied || !d.DefinitionRefused || unknown == 0 {
@@ -161,7 +162,7 @@ const (
 // decision: the first denial, else the first message's allow; and, when
 // allowed, the messages allowed by a rule with a rate_limit, appended to
 // limited (the caller's buffer, empty).
-func (p *Proxy) judgeMessages(cur *loaded, base policy.Request, mreq *mcp.Request, limited []limitedCall) (policy.Decision, []limitedCall, bool) {
+func (p *Proxy) judgeMessages(cur *loaded, base policy.Request, mreq *mcp.Request, limited []ratelimit.Call) (policy.Decision, []ratelimit.Call, bool) {
 	if mreq.Batch && !mcp.BatchAllowed(mreq.Version) {
 		return policy.Decision{Reason: fmt.Sprintf("JSON-RPC batches are not part of MCP protocol version %q", versionLabel(mreq.Version))}, nil, true
 	}
@@ -179,7 +180,7 @@ func (p *Proxy) judgeMessages(cur *loaded, base policy.Request, mreq *mcp.Reques
 		}
 		audit = audit || d.Audit
 		if l := cur.matcher.RateLimit(&d); l != nil {
-			limited = append(limited, limitedCall{limit: l, tool: req.MCP.Tool, d: d})
+			limited = append(limited, ratelimit.Call{Limit: l, Tool: req.MCP.Tool, Decision: d})
 		}
 	}
 	first.Audit = audit

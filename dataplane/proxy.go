@@ -15,6 +15,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/relay"
 	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
+	"github.com/portcullis-dev/portcullis/dataplane/ratelimit"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -54,8 +55,8 @@ type Proxy struct {
 	// local answers policy.local.
 	local *policylocal.Server
 
-	// limits holds the token buckets of rate_limit rules (ratelimit.go).
-	limits buckets
+	// limits holds the token buckets of rate_limit rules (ratelimit).
+	limits ratelimit.Buckets
 
 	// relay is what the proxy keeps of the MCP answers it relays: the
 	// tools' definitions it saw, and the requests servers sent clients
@@ -117,7 +118,7 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 		return fmt.Errorf("compile policy %s: %w", version, err)
 	}
 	p.current.Store(&loaded{matcher: m, version: version})
-	p.limits.retain(m.LimitKeys())
+	p.limits.Retain(m.LimitKeys())
 	// Pooled upstream connections were approved under the old version.
 	p.upstreams.Reset()
 	p.recheckTunnels()

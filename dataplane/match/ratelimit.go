@@ -8,8 +8,8 @@ import (
 
 // Limit is the rate_limit of one allow rule, as the proxy's token buckets
 // need it. Decide never looks at it: a decision is stateless, and the
-// proxy takes a token for each call the decision allows (dataplane's
-// buckets).
+// proxy takes a token for each call the decision allows
+// (dataplane/ratelimit's Buckets).
 type Limit struct {
 	// Key names the rule's bucket across policy versions: the entry, the
 	// endpoint's label and the rule's content (rate_limit included)
