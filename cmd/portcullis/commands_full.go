@@ -54,5 +54,6 @@ func commands(env *environment) []*cobra.Command {
 		newSentryCmd(env),
 		newMCPCmd(env),
 		newVersionCmd(env),
+		newRunCmd(env),
 	}
 }
