@@ -13,20 +13,10 @@ var samples = []struct {
 					"rules": []any{map[string]any{"deny": map[string]any{"method": "GET", "path": "/track/**"}}}}}}},
 		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3},
 	}},
-	{"new GET path", Input{
-		Proposal: sampleProposal(),
-		Findings: []FindingInput{{Kind: "new_path", Blocking: false, Entry: "web", Endpoint: "api.example.com:443",
-			Rule: "rules[1]", Detail: "GET was allowed on other paths only",
-			Counterexample: RequestInput{Binary: "/usr/bin/curl", Host: "api.example.com", Port: 443, HTTPMethod: "GET", Path: "/v1/orders"}}},
-		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3},
-	}},
-	{"new reach", Input{
-		Proposal: sampleProposal(),
-		Findings: []FindingInput{{Kind: "new_reach", Blocking: true, Entry: "web", Endpoint: "other.example.com:443",
-			Rule: "rules[0]", Detail: "the binary could not reach this destination before",
-			Counterexample: RequestInput{Binary: "/usr/bin/curl", Host: "other.example.com", Port: 443, HTTPMethod: "POST", Path: "/"}}},
-		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3},
-	}},
+	{"new GET path", proposed(curlFinding("new_path", false, "api.example.com", "rules[1]",
+		"GET was allowed on other paths only", "GET", "/v1/orders"))},
+	{"new reach", proposed(curlFinding("new_reach", true, "other.example.com", "rules[0]",
+		"the binary could not reach this destination before", "POST", "/"))},
 	{"credentialed reach", Input{
 		Proposal: sampleProposal(),
 		Findings: []FindingInput{
@@ -68,4 +58,17 @@ func sampleProposal() ProposalInput {
 		BaseVersion: 3, ResultingHash: "0000", DenialID: "dn_sample", Operations: []any{map[string]any{
 			"add_allow_rules": map[string]any{"policy": "web", "host": "api.example.com", "port": float64(443),
 				"rules": []any{map[string]any{"allow": map[string]any{"method": "GET", "path": "/v1/orders"}}}}}}}
+}
+
+// proposed is a sample of sampleProposal with findings, in a sandbox
+// without credentials or boundary.
+func proposed(findings ...FindingInput) Input {
+	return Input{Proposal: sampleProposal(), Findings: findings, Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3}}
+}
+
+// curlFinding is a finding on entry web whose counterexample is curl's
+// method request for path at host:443.
+func curlFinding(kind string, blocking bool, host, rule, detail, method, path string) FindingInput {
+	return FindingInput{Kind: kind, Blocking: blocking, Entry: "web", Endpoint: host + ":443", Rule: rule, Detail: detail,
+		Counterexample: RequestInput{Binary: "/usr/bin/curl", Host: host, Port: 443, HTTPMethod: method, Path: path}}
 }

@@ -49,15 +49,8 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	r, end := p.traceConnect(r, t)
 	defer end()
-	cur := p.current.Load()
-	if cur == nil {
-		p.refuse(w, r, t, "no policy is loaded")
-		return
-	}
-	req := p.baseRequest(r.Context(), cur, t)
-	if problem := h1.Problem(r.Context()); problem != "" {
-		w.Header().Set("Connection", "close")
-		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+	cur, req := p.inForce(w, r, t)
+	if cur == nil || p.framingDenied(w, r, cur, req) {
 		return
 	}
 	addr, d := p.resolve(r.Context(), cur, t, &req)
@@ -83,4 +76,29 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
 	p.tunnel(w, r, cur, req, addr, t)
+}
+
+// inForce returns the policy in force and the request to t under it
+// (baseRequest); with no policy loaded it refuses the request and returns
+// nil.
+func (p *Proxy) inForce(w http.ResponseWriter, r *http.Request, t dest) (*loaded, policy.Request) {
+	cur := p.current.Load()
+	if cur == nil {
+		p.refuse(w, r, t, "no policy is loaded")
+		return nil, policy.Request{}
+	}
+	return cur, p.baseRequest(r.Context(), cur, t)
+}
+
+// framingDenied denies req, and reports true, when h1 marked its
+// connection with a framing problem (h1.Problem): before anything else,
+// DNS included, such a request is not judged.
+func (p *Proxy) framingDenied(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request) bool {
+	problem := h1.Problem(r.Context())
+	if problem == "" {
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+	return true
 }

@@ -20,19 +20,14 @@ import (
 func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr) {
 	r, end := p.traceRequest(r, scheme, t)
 	defer end()
-	cur := p.current.Load()
+	cur, req := p.inForce(w, r, t)
 	if cur == nil {
-		p.refuse(w, r, t, "no policy is loaded")
 		return
 	}
-	req := p.baseRequest(r.Context(), cur, t)
 	req.HTTPMethod = r.Method
 	req.Path = r.URL.EscapedPath()
 	req.Query = r.URL.RawQuery
-	if problem := h1.Problem(r.Context()); problem != "" {
-		// Before anything else, DNS included: the request is not judged.
-		w.Header().Set("Connection", "close")
-		p.deny(w, r, cur, req, policy.Decision{Reason: problem}, nil)
+	if p.framingDenied(w, r, cur, req) {
 		return
 	}
 	path, reason := checkRequest(r, req.Path)

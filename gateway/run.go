@@ -2,14 +2,18 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/portcullis-dev/portcullis/gateway/decisions"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
 	"github.com/portcullis-dev/portcullis/store"
@@ -46,6 +50,12 @@ type RunConfig struct {
 	// token and signing key, just before it serves: the CLI prints its
 	// banner.
 	Started func(Started)
+	// Explicit says an operator gave every bound in Server (decision
+	// records' retention and rate, quarantine budgets, Sentry retention)
+	// with the defaults as their own, as portcullis gateway's flags do:
+	// Check then refuses a 0, which Config reads as "the default" and an
+	// operator means as "none".
+	Explicit bool
 }
 
 // Started is what a gateway process says once it can be reached.
@@ -74,13 +84,69 @@ type SettingError struct{ Err error }
 func (e *SettingError) Error() string { return e.Err.Error() }
 func (e *SettingError) Unwrap() error { return e.Err }
 
-// Run runs a gateway process until ctx ends: it opens the stores
+// Check refuses, before anything is opened, settings Run cannot work
+// with (Run checks first): each a *SettingError naming the setting as
+// portcullis gateway's flag or environment variable does.
+func (c RunConfig) Check() error {
+	if err := c.check(); err != nil {
+		return &SettingError{err}
+	}
+	return nil
+}
+
+func (c RunConfig) check() error {
+	s := c.Server
+	if !c.Explicit {
+		s.setDefaults() // a copy: Run still hands New the zeros
+	}
+	switch {
+	case (s.TLSCertFile == "") != (s.TLSKeyFile == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case s.DecisionMaxAge == 0:
+		return errors.New("--decision-max-age 0 would delete every record; give a duration, or a negative one to keep them forever")
+	case s.DecisionMaxPerSandbox == 0:
+		return errors.New("--decision-max-per-sandbox 0 would delete every record; give a count, or a negative one for no bound")
+	case s.DecisionRate == 0 || math.IsNaN(s.DecisionRate) || math.IsInf(s.DecisionRate, 0):
+		return fmt.Errorf("--decision-rate %v: give records a second, or a negative value for no limit", s.DecisionRate)
+	case s.DecisionRate > 0 && s.DecisionBurst < decisions.MinBurst:
+		return fmt.Errorf("--decision-burst %d: must be at least %d", s.DecisionBurst, decisions.MinBurst)
+	case s.QuarantineBudget == 0:
+		return errors.New("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
+	case s.QuarantineBudgetPerSource == 0:
+		return errors.New("--quarantine-budget-per-source 0 would hold every quarantine; give a count, or a negative one for no budget per source")
+	case s.SentryRetention == 0:
+		return errors.New("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
+	}
+	for _, u := range []struct {
+		flag, url string
+		signed    bool
+	}{{"--webhook-url", s.WebhookURL, true}, {"--audit-webhook-url", s.AuditWebhookURL, true}, {"--external-url", s.ExternalURL, false}} {
+		if u.url == "" {
+			continue
+		}
+		if p, err := url.Parse(u.url); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+			return fmt.Errorf("%s %q: want an http(s) URL", u.flag, u.url)
+		}
+		if u.signed && s.WebhookSecret == "" {
+			return fmt.Errorf("%s needs PORTCULLIS_WEBHOOK_SECRET, the key that signs each call", u.flag)
+		}
+	}
+	if s.BootstrapToken != "" && len(s.BootstrapToken) < MinBootstrapTokenLen {
+		return fmt.Errorf("PORTCULLIS_BOOTSTRAP_TOKEN must be at least %d characters", MinBootstrapTokenLen)
+	}
+	return nil
+}
+
+// Run runs a gateway process until ctx ends: it checks cfg, opens the stores
 // (applying pending migrations), the tracing exporter and the OCSF sinks,
 // builds the Server, listens, creates the first admin token when the
 // store has none, tells cfg.Started, and serves. When ctx ends it shuts
 // down gracefully and returns once everything it opened is closed and
 // every goroutine it started has returned.
 func Run(ctx context.Context, cfg RunConfig) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
 	if cfg.Server.Logger == nil {
 		cfg.Server.Logger = slog.Default()
 	}

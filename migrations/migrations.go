@@ -48,58 +48,49 @@ func Up(ctx context.Context, db *sql.DB, engine string) error {
 // Apply is Up, returning the versions it applied, oldest first (none when
 // the schema was current).
 func Apply(ctx context.Context, db *sql.DB, engine string) ([]int64, error) {
-	p, err := provider(db, engine)
-	if err != nil {
-		return nil, err
-	}
-	results, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migrate %s up: %w", engine, err)
-	}
-	applied := make([]int64, 0, len(results))
-	for _, r := range results {
-		applied = append(applied, r.Source.Version)
-	}
-	return applied, nil
+	var applied []int64
+	err := run(db, engine, "migrate "+engine+" up", func(p *goose.Provider) error {
+		results, err := p.Up(ctx)
+		if err != nil {
+			return err
+		}
+		applied = make([]int64, 0, len(results))
+		for _, r := range results {
+			applied = append(applied, r.Source.Version)
+		}
+		return nil
+	})
+	return applied, err
 }
 
 // UpTo applies the pending migrations of engine up to and including
 // version, leaving later ones pending (tests of an upgrade start there).
 func UpTo(ctx context.Context, db *sql.DB, engine string, version int64) error {
-	p, err := provider(db, engine)
-	if err != nil {
+	return run(db, engine, fmt.Sprintf("migrate %s up to %d", engine, version), func(p *goose.Provider) error {
+		_, err := p.UpTo(ctx, version)
 		return err
-	}
-	if _, err := p.UpTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate %s up to %d: %w", engine, version, err)
-	}
-	return nil
+	})
 }
 
 // Down rolls back every applied migration of engine, leaving an empty schema
 // (apart from goose's version table). It destroys all data.
 func Down(ctx context.Context, db *sql.DB, engine string) error {
-	p, err := provider(db, engine)
-	if err != nil {
+	return run(db, engine, "migrate "+engine+" down", func(p *goose.Provider) error {
+		_, err := p.DownTo(ctx, 0)
 		return err
-	}
-	if _, err := p.DownTo(ctx, 0); err != nil {
-		return fmt.Errorf("migrate %s down: %w", engine, err)
-	}
-	return nil
+	})
 }
 
 // Version returns the schema version applied to db and the latest version
 // this binary knows. current < latest means migrations are pending;
 // current > latest means a newer binary migrated the database.
 func Version(ctx context.Context, db *sql.DB, engine string) (current, latest int64, err error) {
-	p, err := provider(db, engine)
+	err = run(db, engine, "migration version "+engine, func(p *goose.Provider) (err error) {
+		current, latest, err = p.GetVersions(ctx)
+		return err
+	})
 	if err != nil {
 		return 0, 0, err
-	}
-	current, latest, err = p.GetVersions(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("migration version %s: %w", engine, err)
 	}
 	return current, latest, nil
 }
@@ -113,23 +104,36 @@ type Status struct {
 
 // List returns every migration of engine, oldest first, with its state in db.
 func List(ctx context.Context, db *sql.DB, engine string) ([]Status, error) {
+	var out []Status
+	err := run(db, engine, "migration status "+engine, func(p *goose.Provider) error {
+		st, err := p.Status(ctx)
+		if err != nil {
+			return err
+		}
+		out = make([]Status, 0, len(st))
+		for _, s := range st {
+			out = append(out, Status{
+				Version: s.Source.Version,
+				File:    s.Source.Path,
+				Applied: s.State == goose.StateApplied,
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// run runs op on engine's migrations over db; what names op in its
+// error ("migrate postgres up: …").
+func run(db *sql.DB, engine, what string, op func(p *goose.Provider) error) error {
 	p, err := provider(db, engine)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	st, err := p.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status %s: %w", engine, err)
+	if err := op(p); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	out := make([]Status, 0, len(st))
-	for _, s := range st {
-		out = append(out, Status{
-			Version: s.Source.Version,
-			File:    s.Source.Path,
-			Applied: s.State == goose.StateApplied,
-		})
-	}
-	return out, nil
+	return nil
 }
 
 func provider(db *sql.DB, engine string) (*goose.Provider, error) {

@@ -186,7 +186,9 @@ func judgeCandidate(e endpointRef, r Request) outcome {
 		return outcome{ep: e, hard: true, reason: why}
 	}
 	switch e.ep.Protocol {
-	case ProtocolL4:
+	case ProtocolL4, ProtocolTCP:
+		// tcp is OpenShell's transparent TCP: an L4 connection, allowed
+		// as a whole (through the transparent listener or CONNECT).
 		return outcome{ep: e, allow: true, rule: "endpoint",
 			reason: fmt.Sprintf("allowed by %s (no L7 inspection)", e.name())}
 	case ProtocolREST:

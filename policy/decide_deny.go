@@ -80,11 +80,12 @@ func endpointDenials(e endpointRef, r Request, path string) []denial {
 }
 
 // Inspected reports whether Decide (and so the proxy) judges requests of
-// this protocol: plain L4, REST and MCP. The others deny everything until
-// the proxy supports them — a divergence from OpenShell, toward safety.
+// this protocol: plain L4 and tcp (a connection allowed as a whole, never
+// read), REST and MCP. The others deny everything until the proxy
+// supports them — a divergence from OpenShell, toward safety.
 func Inspected(protocol string) bool {
 	switch protocol {
-	case ProtocolL4, ProtocolREST, ProtocolMCP:
+	case ProtocolL4, ProtocolTCP, ProtocolREST, ProtocolMCP:
 		return true
 	}
 	return false

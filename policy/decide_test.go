@@ -359,7 +359,7 @@ func TestDecideDenyPathScope(t *testing.T) {
 }
 
 func TestDecideUninspectedProtocols(t *testing.T) {
-	for _, proto := range []string{ProtocolGraphQL, ProtocolWebSocket, ProtocolJSONRPC, ProtocolSQL, ProtocolTCP} {
+	for _, proto := range []string{ProtocolGraphQL, ProtocolWebSocket, ProtocolJSONRPC, ProtocolSQL} {
 		p := pol(map[string]*NetworkPolicy{"x": entry(nil, &Endpoint{Host: "svc.example.com", Port: 443, Protocol: proto, Access: AccessFull, Enforcement: EnforcementAudit,
 			Rules: []Rule{allow(L7Rule{Method: "*"})}})})
 		runDecide(t, []decideCase{
@@ -373,6 +373,32 @@ func TestDecideUninspectedProtocols(t *testing.T) {
 			"l4": entry(nil, l4("svc.example.com", 443)),
 		})
 		runDecide(t, []decideCase{{proto + " deny rules close the destination", q, req("svc.example.com", 443).http("GET", "/"), want{reason: "not inspected yet"}}})
+	}
+}
+
+// TestDecideTCPEndpoints: a tcp endpoint (OpenShell's transparent TCP)
+// allows a connection exactly as an L4 endpoint does — host, ports,
+// allowed_ips, binaries — and reads nothing of it.
+func TestDecideTCPEndpoints(t *testing.T) {
+	redis := &Endpoint{Host: "redis.example.com", Port: 6379, Protocol: ProtocolTCP, AllowedIPs: []string{"10.0.0.0/8"}}
+	p := pol(map[string]*NetworkPolicy{
+		"redis": entry([]string{"/usr/bin/redis-cli"}, redis),
+		"pg":    entry(nil, &Endpoint{Host: "*.db.example.com", Ports: []int{5432, 5433}, Protocol: ProtocolTCP}),
+	})
+	cli := func(r Request) Request { return r.from("/usr/bin/redis-cli") }
+	runDecide(t, []decideCase{
+		{"allowed", p, cli(req("redis.example.com", 6379).at("10.1.2.3")), want{allow: true, rule: "endpoint", reason: "no L7 inspection"}},
+		{"allowed before resolution", p, cli(req("redis.example.com", 6379).at("")), want{allow: true}},
+		{"outside allowed_ips", p, cli(req("redis.example.com", 6379).at("192.168.1.1")), want{reason: "outside the allowed_ips"}},
+		{"another port", p, cli(req("redis.example.com", 6380).at("10.1.2.3")), want{}},
+		{"another binary", p, req("redis.example.com", 6379).at("10.1.2.3"), want{}},
+		{"an HTTP request is not read", p, cli(req("redis.example.com", 6379).at("10.1.2.3").http("DELETE", "/x")), want{allow: true}},
+		{"wildcard host, second port", p, req("eu.db.example.com", 5433).at("93.184.216.34"), want{allow: true}},
+		{"wildcard host, private address", p, req("eu.db.example.com", 5432).at("10.0.0.1"), want{reason: "private address"}},
+		{"another host", p, req("db.example.com", 5432).at("93.184.216.34"), want{}},
+	})
+	if !Inspected(ProtocolTCP) {
+		t.Error("Inspected(tcp) is false: Decide judges tcp endpoints")
 	}
 }
 
@@ -623,7 +649,7 @@ func TestDecideUninspectedEndpointClosesItsDestination(t *testing.T) {
 		{"graphql path denied", p, req("api.github.com", 443).http("POST", "/graphql"), want{reason: "not inspected yet"}},
 		{"graphql path in another spelling", p, req("api.github.com", 443).http("POST", "//graphql/."), want{reason: "not inspected yet"}},
 		{"no L7 view on a split host", p, req("api.github.com", 443), want{reason: "not inspected yet"}},
-		{"tcp endpoint next to l4", p, req("cache.example.com", 6379), want{reason: "not inspected yet"}},
+		{"tcp endpoint next to l4", p, req("cache.example.com", 6379), want{allow: true}},
 	})
 }
 

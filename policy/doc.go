@@ -167,6 +167,8 @@
 //     each endpoint is judged with its own allowed_ips, and tls: skip never
 //     turns inspection off, so nothing depends on which endpoint is read;
 //   - endpoints of protocols the proxy does not inspect yet (graphql,
-//     websocket, json-rpc, sql, tcp) deny every request to their
-//     destination, even one another endpoint would allow.
+//     websocket, json-rpc, sql) deny every request to their destination,
+//     even one another endpoint would allow. A tcp endpoint (OpenShell's
+//     transparent TCP) is judged as an L4 endpoint: it allows a connection
+//     as a whole, through the proxy's transparent listener or CONNECT.
 package policy

@@ -27,7 +27,7 @@ func (v *validator) endpoint(path string, ep *Endpoint) {
 		v.errorf(keyPath(path, "protocol"), "must be one of tcp, rest, websocket, graphql, mcp, json-rpc, sql (or omitted for L4)")
 	}
 	switch proto {
-	case ProtocolGraphQL, ProtocolWebSocket, ProtocolJSONRPC, ProtocolSQL, ProtocolTCP:
+	case ProtocolGraphQL, ProtocolWebSocket, ProtocolJSONRPC, ProtocolSQL:
 		v.warnf(keyPath(path, "protocol"), "the Portcullis proxy does not support protocol %s yet and denies every request to this endpoint", proto)
 	}
 

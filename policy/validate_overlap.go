@@ -271,7 +271,7 @@ func (v *validator) sharedMCPDestinations(eps []pathedEndpoint, pairs [][2]int) 
 	}
 }
 
-// uninspectedAliases refuses an L4 endpoint whose host is another spelling
+// uninspectedAliases refuses an L4 (or tcp) endpoint whose host is another spelling
 // of the address of an endpoint inspected at L7 on the same port
 // (`localhost` and `127.0.0.1`): the proxy inspects by the host a request
 // names, so a tunnel to the L4 spelling would reach the inspected server
@@ -279,7 +279,7 @@ func (v *validator) sharedMCPDestinations(eps []pathedEndpoint, pairs [][2]int) 
 // request to them is inspected. (MCP endpoints are refused by
 // sharedMCPDestinations, which compares addresses the same way.)
 func (v *validator) uninspectedAliases(eps []pathedEndpoint, pairs [][2]int) {
-	plainL4 := func(e pathedEndpoint) bool { return e.ep.Protocol == ProtocolL4 && len(e.ep.DenyRules) == 0 }
+	plainL4 := func(e pathedEndpoint) bool { return !isL7(e.ep.Protocol) && len(e.ep.DenyRules) == 0 }
 	reported := map[int]bool{}
 	for _, ij := range pairs {
 		for _, lo := range [][2]int{ij, {ij[1], ij[0]}} {

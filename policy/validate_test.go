@@ -371,6 +371,26 @@ func TestValidAccepted(t *testing.T) {
 	}
 }
 
+// TestTCPEndpointSupported: a tcp endpoint loads without the warning the
+// protocols the proxy does not inspect yet carry; it still needs a host
+// (openshell_allowedips_test.go) and has no L7 fields.
+func TestTCPEndpointSupported(t *testing.T) {
+	_, warns := mustParse(t, withEndpoint("{host: redis.example.com, port: 6379, protocol: tcp, allowed_ips: [10.0.0.0/8]}"))
+	for _, w := range warns {
+		if strings.HasSuffix(w.Path, ".protocol") {
+			t.Errorf("warning on a tcp endpoint: %v", w)
+		}
+	}
+	for field, doc := range map[string]string{
+		"access":     withEndpoint("{host: a.example.com, port: 1, protocol: tcp, access: full}"),
+		"rules":      withEndpoint("{host: a.example.com, port: 1, protocol: tcp, rules: [{allow: {method: GET}}]}"),
+		"deny_rules": withEndpoint("{host: a.example.com, port: 1, protocol: tcp, deny_rules: [{method: GET}]}"),
+		"path":       withEndpoint("{host: a.example.com, port: 1, protocol: tcp, path: /x}"),
+	} {
+		parseProblem(t, doc, ep0+"."+field, "")
+	}
+}
+
 func TestWarnings(t *testing.T) {
 	tests := []struct{ name, doc, path, msg string }{
 		{"tls terminate", withEndpoint("{host: a.example.com, port: 1, tls: terminate}"), ep0 + ".tls", "deprecated no-op"},
@@ -380,7 +400,6 @@ func TestWarnings(t *testing.T) {
 		{"websocket unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: websocket, enforcement: enforce, access: read-only}"), ep0 + ".protocol", "does not support protocol websocket"},
 		{"json-rpc unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: json-rpc, enforcement: enforce, rules: [{allow: {method: a}}]}"), ep0 + ".protocol", "does not support protocol json-rpc"},
 		{"sql unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: sql, enforcement: enforce, access: full}"), ep0 + ".protocol", "does not support protocol sql"},
-		{"tcp unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: tcp}"), ep0 + ".protocol", "does not support protocol tcp"},
 		{"private IP host", withEndpoint("{host: 10.1.2.3, port: 1}"), ep0 + ".host", "private address"},
 		{"exact hostname without allowed_ips", withEndpoint("{host: a.example.com, port: 1}"), ep0 + ".host", "resolve to a private address"},
 		{"loopback host", withEndpoint("{host: 127.0.0.1, port: 8080}"), ep0 + ".host", "dev-allow-loopback"},
@@ -525,6 +544,9 @@ func TestParseCrossEndpointProblems(t *testing.T) {
 		{"mcp next to l4 localhost", doc("{host: 127.0.0.1, port: 8080, path: /mcp, protocol: mcp, rules: [{deny: {method: tools/call, tool: refund_order}}, {allow: {method: tools/list}}]}", "{host: localhost, port: 8080}"), ep0, "shares 127.0.0.1:8080"},
 		{"l4 localhost next to rest loopback", doc("{host: 127.0.0.1, port: 8080, protocol: rest, access: read-only}", "{host: localhost, port: 8080}"), ep1 + ".host", "localhost is the address of 127.0.0.1"},
 		{"l4 ::1 next to rest localhost", doc("{host: localhost, port: 8080, protocol: rest, access: read-only}", "{host: '::1', port: 8080}"), ep1 + ".host", "::1 is the address of localhost"},
+		{"tcp localhost next to rest loopback", doc("{host: 127.0.0.1, port: 8080, protocol: rest, access: read-only}", "{host: localhost, port: 8080, protocol: tcp}"), ep1 + ".host", "localhost is the address of 127.0.0.1"},
+		{"mcp next to tcp", doc(mcp, "{host: m.example.com, port: 443, protocol: tcp}"), ep0, "shares m.example.com:443"},
+		{"credential binding on tcp", doc("{host: a.example.com, port: 443, protocol: tcp, credential_binding: {provider: gh}}"), ep0 + ".credential_binding", "allow_uninspected_credentials"},
 		{"l4 bracketed ::1 next to rest", doc("{host: localhost, port: 8080, protocol: rest, access: read-only}", "{host: '[::1]', port: 8080}"), ep1 + ".host", "is the address of localhost"},
 		{"mcp endpoints disagree", doc(mcp, "{host: m.example.com, port: 443, path: /v2, protocol: mcp, mcp: {strict_tool_names: false}, rules: [{allow: {method: initialize}}]}"), ep0, "must agree"},
 		{"middleware over tls skip", "version: 1\nnetwork_policies:\n  p:\n    binaries: [{path: /usr/bin/curl}]\n    endpoints: [{host: a.example.com, port: 443, tls: skip}]\n" +
@@ -564,6 +586,7 @@ func TestParseCrossEndpointProblems(t *testing.T) {
 		doc("{host: 127.0.0.1, port: 8080, protocol: rest, access: read-only}", "{host: localhost, port: 8081}"),
 		doc("{host: 127.0.0.1, port: 8080, protocol: rest, access: read-only}", "{host: 127.0.0.2, port: 8080}"),
 		doc("{host: 127.0.0.1, port: 8080}", "{host: localhost, port: 8080}"),
+		doc("{host: 127.0.0.1, port: 8080, protocol: tcp}", "{host: localhost, port: 8080}"),
 	} {
 		if _, _, err := Parse([]byte(ok)); err != nil {
 			t.Errorf("Parse(%s) = %v, want valid", ok, err)

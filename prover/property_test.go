@@ -64,7 +64,7 @@ func genPolicy(t *rapid.T, label string) *policy.Policy {
 
 func genEndpoint(t *rapid.T) *policy.Endpoint {
 	ep := &policy.Endpoint{
-		Protocol:    rapid.SampledFrom([]string{"", "", "rest", "rest", "rest", "rest", "mcp", "mcp", "mcp", "graphql"}).Draw(t, "protocol"),
+		Protocol:    rapid.SampledFrom([]string{"", "", "rest", "rest", "rest", "rest", "mcp", "mcp", "mcp", "graphql", "tcp"}).Draw(t, "protocol"),
 		Enforcement: rapid.SampledFrom([]string{"", "", "enforce", "audit"}).Draw(t, "enforcement"),
 		AllowedIPs:  rapid.SampledFrom(vAllowedIP).Draw(t, "allowed_ips"),
 	}

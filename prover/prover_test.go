@@ -304,6 +304,13 @@ func TestKinds(t *testing.T) {
 			ep := p.NetworkPolicies["web"].Endpoints[1]
 			ep.Rules = append(ep.Rules, policy.Rule{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"track_shipment"}}, Definition: pinA}})
 		}, Options{}, []string{NewMCPTool}},
+		{"tcp endpoint", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints = append(p.NetworkPolicies["web"].Endpoints, &policy.Endpoint{Host: "cache.example.com", Port: 6379, Protocol: policy.ProtocolTCP})
+		}, Options{}, []string{NewReach}},
+		{"tcp endpoint on private addresses", func(p *policy.Policy) {
+			p.NetworkPolicies["web"].Endpoints = append(p.NetworkPolicies["web"].Endpoints,
+				&policy.Endpoint{Host: "redis.example.com", Port: 6379, Protocol: policy.ProtocolTCP, AllowedIPs: []string{"10.0.0.0/8"}})
+		}, Options{}, []string{NewReach, PrivateNetwork}},
 		{"metadata", func(p *policy.Policy) {
 			p.NetworkPolicies["web"].Endpoints = append(p.NetworkPolicies["web"].Endpoints, &policy.Endpoint{Host: "0xA9FEA9FE", Port: 80})
 		}, Options{}, []string{CloudMetadata}},
@@ -413,5 +420,62 @@ func TestMCPOAuthOpened(t *testing.T) {
 	if len(rep.Findings) != 1 || rep.Findings[0].Kind != MCPOAuthOpened || !strings.Contains(rep.Findings[0].Detail, "GET /custom/meta.json") ||
 		!strings.Contains(rep.Findings[0].Detail, "under /tenant1") || strings.Contains(rep.Findings[0].Detail, "resource_metadata (") {
 		t.Fatalf("declared paths, findings:%s", show(rep.Findings))
+	}
+}
+
+// TestTCPEndpointIsL4: the prover reports what a tcp endpoint adds exactly
+// as what an L4 endpoint adds: a tcp endpoint in place of an L4 one adds
+// nothing, in place of an endpoint that denied everything (graphql, not
+// inspected yet) it adds the reach, beside a REST endpoint it opens what
+// the REST rules did not allow.
+func TestTCPEndpointIsL4(t *testing.T) {
+	const doc = `
+version: 1
+network_policies:
+  db:
+    endpoints:
+      - { host: db.example.com, port: 5432 }
+      - { host: api.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [ { allow: { method: GET, path: /v1/items } } ] }
+    binaries: [ { path: /usr/bin/psql } ]
+`
+	cur := parse(t, doc)
+	db := func(p *policy.Policy) *policy.Endpoint {
+		for _, ep := range p.NetworkPolicies["db"].Endpoints {
+			if ep.Host == "db.example.com" {
+				return ep
+			}
+		}
+		t.Fatal("no db.example.com endpoint")
+		return nil
+	}
+	tcp := cur.Clone()
+	db(tcp).Protocol = policy.ProtocolTCP
+	if rep := prove(t, cur, tcp, Options{}); len(rep.Findings) != 0 {
+		t.Errorf("L4 to tcp: %s", show(rep.Findings))
+	}
+	if rep := prove(t, tcp, cur, Options{}); len(rep.Findings) != 0 {
+		t.Errorf("tcp to L4: %s", show(rep.Findings))
+	}
+
+	graphql := cur.Clone()
+	db(graphql).Protocol = policy.ProtocolGraphQL
+	rep := prove(t, graphql, tcp, Options{})
+	if k := kinds(rep); len(rep.Findings) != 1 || len(k[NewReach]) != 1 {
+		t.Fatalf("graphql to tcp: %s", show(rep.Findings))
+	}
+	if c := rep.Findings[0].Counterexample; c == nil || c.Host != "db.example.com" || c.Port != 5432 {
+		t.Errorf("graphql to tcp: counterexample %+v", c)
+	}
+
+	wide := tcp.Clone()
+	wide.NetworkPolicies["db"].Endpoints = append(wide.NetworkPolicies["db"].Endpoints, &policy.Endpoint{Host: "api.example.com", Port: 443, Protocol: policy.ProtocolTCP})
+	k := kinds(prove(t, tcp, wide, Options{}))
+	if len(k[NewHTTPMethod]) == 0 || len(k[NewPath]) == 0 {
+		t.Errorf("tcp beside rest: %v", k)
+	}
+	for _, f := range k[NewReach] {
+		if !strings.Contains(f.Detail, "uninspected (L4) requests were not allowed") {
+			t.Errorf("tcp beside rest: %s", show([]Finding{f}))
+		}
 	}
 }

@@ -57,6 +57,14 @@ type SentryEvent struct {
 	Flags []string
 }
 
+// The findings the gateway derives from a stored event, checking it
+// against what the proxies reported (gateway/sentryintake): the flags it
+// marks the event with, and events.SentryFinding's Kind.
+const (
+	SentryDrift      = "drift"
+	SentryUnmediated = "unmediated"
+)
+
 // MaxSentryGaps bounds the gaps a source's state lists; MoreGaps counts
 // the rest.
 const MaxSentryGaps = 100

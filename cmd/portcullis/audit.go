@@ -98,12 +98,7 @@ ListAuditResponse, with each entry's prev_hash and hash.`,
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListAuditResponse, error) {
 				return api.Audit.ListAudit(cmd.Context(), &portcullisv1.ListAuditRequest{Sandbox: sandbox, Limit: uint32(limit)})
 			}, func(res *portcullisv1.ListAuditResponse) error {
-				tw := env.table("SEQ", "TIME", "ACTOR", "ACTION", "SANDBOX", "TARGET", "DETAIL")
-				for _, e := range res.GetEntries() {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetSeq(), when(e.GetTime()), logField(dash(e.GetActor())),
-						logField(e.GetAction()), logField(dash(e.GetSandbox())), logField(dash(e.GetTarget())), apitext.AuditDetail(e))
-				}
-				return tw.Flush()
+				return apitext.Audit(env.stdout, res.GetEntries())
 			})
 		},
 	}

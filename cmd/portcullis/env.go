@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
 )
 
@@ -193,7 +193,7 @@ func (e *environment) client() (*apiclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if u.Scheme == "http" && tok != "" && !loopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && tok != "" && !gatewayclient.LoopbackHost(u.Hostname()) {
 		fmt.Fprintf(e.stderr, "warning: sending the token in plaintext to %s; use https:// beyond this host\n", u.Redacted())
 	}
 	e.api = apiclient.New(apiclient.Config{URL: u, Token: tok, Timeout: e.timeout})
@@ -218,13 +218,4 @@ func (e *environment) notGateway() error {
 		return fmt.Errorf("%w (check --gateway or %s)", ng, envGateway)
 	}
 	return nil
-}
-
-// loopbackHost reports whether host names this machine.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

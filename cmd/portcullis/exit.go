@@ -39,7 +39,7 @@ func exitCode(err error) int {
 		// Refused input: prove on a change beyond the prover's budget,
 		// and a proposal refused as not narrow, too.
 		return exitInvalid
-	case isA[*apiclient.RateLimitError](err), isA[*enforcementError](err):
+	case isA[*apiclient.RateLimitError](err), isA[*apitext.EnforcementError](err):
 		// The gateway answered no. Too many proposals: for now; unlike
 		// an overloaded gateway (ResourceExhausted alone, exit 4),
 		// retrying at once will not help. --wait: a proxy refused the

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -43,8 +44,8 @@ func TestExitCode(t *testing.T) {
 		{"resource exhausted", connect.NewError(connect.CodeResourceExhausted, "busy"), exitUnavailable},
 		{"proposal refused", &apiclient.RefusalError{Refusals: []*portcullisv1.ProposalRefusal{{Operation: 0, Field: "host", Rule: "public_suffix"}}}, exitInvalid},
 		{"proposal rate limited", &apiclient.RateLimitError{RetryAfterSeconds: 30}, exitNo},
-		{"a proxy refused the version", &enforcementError{e: &portcullisv1.Enforcement{Version: 3, Nacked: 1, Total: 2}}, exitNo},
-		{"proxies pending at --wait-timeout", &enforcementError{e: &portcullisv1.Enforcement{Version: 3, Pending: 1, Total: 2}, timeout: time.Second}, exitNo},
+		{"a proxy refused the version", &apitext.EnforcementError{Enforcement: &portcullisv1.Enforcement{Version: 3, Nacked: 1, Total: 2}}, exitNo},
+		{"proxies pending at --wait-timeout", &apitext.EnforcementError{Enforcement: &portcullisv1.Enforcement{Version: 3, Pending: 1, Total: 2}, Timeout: time.Second}, exitNo},
 		{"wrapped connect error", fmt.Errorf("set policy: %w", connect.NewError(connect.CodeAborted, "stale")), exitConflict},
 		{"internal", connect.NewError(connect.CodeInternal, "internal error"), exitNo},
 		{"unimplemented", connect.NewError(connect.CodeUnimplemented, "old gateway"), exitNo},

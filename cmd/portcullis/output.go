@@ -72,6 +72,11 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 	if err != nil {
 		return err
 	}
+	return e.writeJSON(b)
+}
+
+// writeJSON writes compact JSON to stdout, indented.
+func (e *environment) writeJSON(b []byte) error {
 	// protojson varies its white space on purpose; re-indent so the same
 	// answer always prints the same bytes.
 	var out bytes.Buffer
@@ -79,7 +84,7 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 		return fmt.Errorf("indent JSON: %w", err)
 	}
 	out.WriteByte('\n')
-	_, err = e.stdout.Write(out.Bytes())
+	_, err := e.stdout.Write(out.Bytes())
 	return err
 }
 
@@ -111,19 +116,13 @@ func (e *environment) fields(kv ...string) error {
 var (
 	when        = apitext.When
 	dash        = apitext.Dash
-	shortHash   = apitext.ShortHash
 	clip        = apitext.Clip
 	oneLine     = apitext.OneLine
 	logField    = apitext.Field
 	yesNo       = apitext.YesNo
-	plural      = apitext.Plural
 	hashLabel   = apitext.HashLabel
 	versionCell = apitext.VersionCell
 )
-
-func row(w io.Writer, cells ...string) {
-	fmt.Fprintln(w, strings.Join(cells, "\t"))
-}
 
 // printWarnings writes the validator's warnings to stderr.
 func (e *environment) printWarnings(warnings []*portcullisv1.Problem) {

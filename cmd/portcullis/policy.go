@@ -160,12 +160,7 @@ func newPolicyHistoryCmd(env *environment) *cobra.Command {
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListPolicyVersionsResponse, error) {
 				return api.Policy.ListPolicyVersions(cmd.Context(), &portcullisv1.ListPolicyVersionsRequest{Sandbox: a[0]})
 			}, func(res *portcullisv1.ListPolicyVersionsResponse) error {
-				tw := env.table("VERSION", "HASH", "CREATED", "AUTHOR", "SOURCE")
-				for _, v := range res.GetVersions() {
-					row(tw, fmt.Sprint(v.GetVersion()), shortHash(v.GetHash()), when(v.GetCreatedAt()),
-						dash(v.GetAuthor()), apitext.Provenance(v))
-				}
-				return tw.Flush()
+				return apitext.PolicyVersions(env.stdout, res.GetVersions())
 			})
 		},
 	}

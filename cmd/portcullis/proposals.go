@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,9 +25,6 @@ var findingKinds = []string{
 	prover.NewCredentialedReach, prover.L7BypassCredentialed, prover.PrivateNetwork, prover.WildcardWidening, prover.ExceedsBoundary,
 	prover.ArgumentsWidened, prover.RateLimitWidened, prover.ToolDefinitionChanged, prover.MCPOAuthOpened, prover.EnforcementWeakened, prover.CloudMetadata,
 }
-
-// maxRationaleCell is how much of a rationale the list shows.
-const maxRationaleCell = 48
 
 // whoSees is the paragraph every reading command's help shares.
 const whoSees = `With an operator or admin token, list and show read the approval queue of
@@ -103,20 +99,7 @@ With -o json: {"proposals": [...]}.`,
 			if env.jsonOutput() {
 				return env.printJSON(res)
 			}
-			if !operator {
-				tw := env.table("ID", "STATUS", "CREATED", "FINDINGS", "RATIONALE")
-				for _, p := range res.GetProposals() {
-					row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetStatus()), when(p.GetCreatedAt()),
-						apitext.FindingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
-				}
-				return tw.Flush()
-			}
-			tw := env.table("ID", "SANDBOX", "STATUS", "APPROVALS", "CREATED", "FINDINGS", "RATIONALE")
-			for _, p := range res.GetProposals() {
-				row(tw, strconv.FormatUint(p.GetId(), 10), dash(p.GetSandbox()), dash(p.GetStatus()), apitext.ApprovalsCell(p),
-					when(p.GetCreatedAt()), apitext.FindingsCell(p.GetFindings()), dash(clip(p.GetRationale(), maxRationaleCell)))
-			}
-			return tw.Flush()
+			return apitext.Proposals(env.stdout, res.GetProposals(), operator)
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "list only proposals with status `S` (pending, applied, …)")

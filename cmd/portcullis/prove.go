@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/prover"
 )
@@ -58,7 +58,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 					return err
 				}
 			} else {
-				printFindings(env, res.Findings)
+				apitext.Findings(env.stdout, res.Findings)
 			}
 			if n := len(res.Findings); n > 0 {
 				return &findingsError{count: n}
@@ -77,33 +77,9 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 
 // proveResult is prove -o json.
 type proveResult struct {
-	Findings []findingJSON   `json:"findings"`
-	Error    string          `json:"error,omitempty"`
-	Problems []inputProblems `json:"problems,omitempty"`
-}
-
-type findingJSON struct {
-	Kind           string              `json:"kind"`
-	Entry          string              `json:"entry,omitempty"`
-	Endpoint       string              `json:"endpoint,omitempty"`
-	Rule           string              `json:"rule,omitempty"`
-	Detail         string              `json:"detail"`
-	Counterexample *counterexampleJSON `json:"counterexample,omitempty"`
-}
-
-// counterexampleJSON is a policy.Request with the field names of the
-// rest of the JSON output.
-type counterexampleJSON struct {
-	Binary     string `json:"binary,omitempty"`
-	Host       string `json:"host"`
-	Addr       string `json:"addr,omitempty"`
-	Port       int    `json:"port"`
-	HTTPMethod string `json:"http_method,omitempty"`
-	Path       string `json:"path,omitempty"`
-	MCPMethod  string `json:"mcp_method,omitempty"`
-	Tool       string `json:"tool,omitempty"`
-	// Arguments are the tools/call arguments (JSON), when they matter.
-	Arguments string `json:"arguments,omitempty"`
+	Findings []apitext.ProvedFinding `json:"findings"`
+	Error    string                  `json:"error,omitempty"`
+	Problems []inputProblems         `json:"problems,omitempty"`
 }
 
 // inputProblems are the problems of one input file.
@@ -132,7 +108,7 @@ func (e *findingsError) Error() string {
 }
 
 func prove(ctx context.Context, env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool, budget int64) (proveResult, error) {
-	res := proveResult{Findings: []findingJSON{}}
+	res := proveResult{Findings: []apitext.ProvedFinding{}}
 	if currentFile == "" || proposedFile == "" {
 		return res, usagef("prove needs --current FILE and --proposed FILE")
 	}
@@ -183,7 +159,7 @@ func prove(ctx context.Context, env *environment, currentFile, proposedFile, bou
 			return res, &proveInputError{msg: fmt.Sprintf("--proposed %s is not a valid policy: %s", displayName(proposedFile), summarizeProblems(other)), problems: []inputProblems{{displayName(proposedFile), problems}}}
 		}
 		for _, p := range metadata {
-			res.Findings = append(res.Findings, findingJSON{Kind: prover.CloudMetadata, Rule: p.Path, Detail: p.Message})
+			res.Findings = append(res.Findings, apitext.ProvedFinding{Kind: prover.CloudMetadata, Rule: p.Path, Detail: p.Message})
 		}
 		return res, nil
 	}
@@ -192,24 +168,9 @@ func prove(ctx context.Context, env *environment, currentFile, proposedFile, bou
 		return res, err
 	}
 	for _, f := range report.Findings {
-		res.Findings = append(res.Findings, findingToJSON(f))
+		res.Findings = append(res.Findings, apitext.FindingOf(f))
 	}
 	return res, nil
-}
-
-func findingToJSON(f prover.Finding) findingJSON {
-	out := findingJSON{Kind: f.Kind, Entry: f.Entry, Endpoint: f.Endpoint, Rule: f.Rule, Detail: f.Detail}
-	if r := f.Counterexample; r != nil {
-		c := &counterexampleJSON{Binary: r.Binary, Host: r.Host, Port: r.Port, HTTPMethod: r.HTTPMethod, Path: r.Path}
-		if r.Addr.IsValid() {
-			c.Addr = r.Addr.String()
-		}
-		if r.MCP != nil {
-			c.MCPMethod, c.Tool, c.Arguments = r.MCP.Method, r.MCP.Name(), string(r.MCP.Arguments)
-		}
-		out.Counterexample = c
-	}
-	return out
 }
 
 func summarizeProblems(ps []policy.Problem) string {
@@ -226,36 +187,4 @@ func printProveJSON(env *environment, res proveResult) error {
 	}
 	_, err = fmt.Fprintf(env.stdout, "%s\n", b)
 	return err
-}
-
-// printFindings prints one block per finding: kind and where, what, and
-// the counterexample request.
-func printFindings(env *environment, findings []findingJSON) {
-	if len(findings) == 0 {
-		fmt.Fprintln(env.stdout, "no findings: the proposed policy allows nothing the current one denies")
-		return
-	}
-	for _, f := range findings {
-		where := strings.TrimSpace(strings.Join([]string{f.Entry, f.Endpoint, f.Rule}, " "))
-		fmt.Fprintf(env.stdout, "%s  %s\n  %s\n", f.Kind, where, f.Detail)
-		if c := f.Counterexample; c != nil {
-			req := fmt.Sprintf("%s:%d", c.Host, c.Port)
-			if c.HTTPMethod != "" {
-				req = c.HTTPMethod + " " + req + c.Path
-			}
-			if c.MCPMethod != "" {
-				req += " " + c.MCPMethod
-				if c.Tool != "" {
-					req += " " + c.Tool
-				}
-				if c.Arguments != "" {
-					req += " arguments " + oneLine(c.Arguments)
-				}
-			}
-			if c.Binary != "" {
-				req += " from " + c.Binary
-			}
-			fmt.Fprintf(env.stdout, "  for example: %s\n", req)
-		}
-	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
@@ -52,12 +50,7 @@ those of one sandbox, with what each last reported:
 			return unaryWith(env, opts, func(api *apiclient.Client) (*portcullisv1.ListProxiesResponse, error) {
 				return api.Proxy.ListProxies(cmd.Context(), &portcullisv1.ListProxiesRequest{Sandbox: sandbox})
 			}, func(res *portcullisv1.ListProxiesResponse) error {
-				tw := env.table("SANDBOX", "PROXY", "CONNECTED", "APPLIED", "LAST ACK", "LAST NACK", "LAG", "DROPPED")
-				for _, p := range res.GetProxies() {
-					row(tw, p.GetSandbox(), p.GetProxyId(), yesNo(p.GetConnected()), apitext.AppliedCell(p),
-						when(p.GetLastAckAt()), apitext.NackCell(p), apitext.LagCell(p), fmt.Sprint(p.GetDecisionsDropped()))
-				}
-				return tw.Flush()
+				return apitext.Proxies(env.stdout, res.GetProxies())
 			})
 		},
 	}

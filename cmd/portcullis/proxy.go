@@ -19,6 +19,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/pprofserve"
 	"github.com/portcullis-dev/portcullis/internal/rotate"
 	"github.com/portcullis-dev/portcullis/internal/signing"
 )
@@ -181,14 +182,14 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 	if err != nil {
 		return usagef("listen on %s: %v", f.listen, err)
 	}
-	var pp *pprofServer
+	var pp *pprofserve.Server
 	if f.pprofListen != "" {
-		if pp, err = startPprof(f.pprofListen, log); err != nil {
+		if pp, err = pprofserve.Start(f.pprofListen, log); err != nil {
 			ln.Close()
-			return err
+			return usagef("--pprof-listen: %v", err)
 		}
-		defer pp.stop()
-		log.Warn("--pprof-listen: serving profiles of this process", "url", pp.url())
+		defer pp.Stop()
+		log.Warn("--pprof-listen: serving profiles of this process", "url", pp.URL())
 	}
 	f.banner(env, ln.Addr(), agent.PolicyVersion(), cfg.Gateway, pp)
 	return agent.Run(ctx, ln)
@@ -208,7 +209,9 @@ func (f *proxyFlags) check(env *environment) error {
 		return usagef("--decision-log-max-size must be above 0 and --decision-log-keep 0 or more")
 	}
 	if f.pprofListen != "" {
-		return checkPprofAddr(f.pprofListen)
+		if err := pprofserve.CheckAddr(f.pprofListen); err != nil {
+			return usagef("--pprof-listen %v", err)
+		}
 	}
 	return nil
 }
@@ -230,7 +233,7 @@ func upstreamRoots(file string) (*x509.CertPool, error) {
 }
 
 // banner says where the proxy listens and what it enforces.
-func (f *proxyFlags) banner(env *environment, addr net.Addr, version string, gw *gatewayclient.SubscribeConfig, pp *pprofServer) {
+func (f *proxyFlags) banner(env *environment, addr net.Addr, version string, gw *gatewayclient.SubscribeConfig, pp *pprofserve.Server) {
 	fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", addr)
 	if gw != nil {
 		fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", f.sandbox, strings.Join(gw.Gateways, ", "), versionOrWaiting(version))
@@ -241,7 +244,7 @@ func (f *proxyFlags) banner(env *environment, addr net.Addr, version string, gw 
 	}
 	fmt.Fprintf(env.stdout, "  decisions: %s\n", filepath.Join(f.dataDir, dataplane.DecisionLogName))
 	if pp != nil {
-		fmt.Fprintf(env.stdout, "  pprof:     %s\n", pp.url())
+		fmt.Fprintf(env.stdout, "  pprof:     %s\n", pp.URL())
 	}
 	if d := f.ocsf.describe(); d != "" {
 		fmt.Fprintf(env.stdout, "  ocsf:      %s\n", d)
@@ -258,18 +261,9 @@ func (f *proxyFlags) subscribeConfig(env *environment, log *slog.Logger) (*gatew
 	if err != nil {
 		return nil, err
 	}
-	var gateways []string
-	for _, u := range urls {
-		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return nil, usagef("gateway URL %s: want http(s)://HOST:PORT, without credentials or a path", u.Redacted())
-		}
-		if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
-			if !f.insecure {
-				return nil, usagef("refusing to send the sandbox token in plaintext to %s: use https://, or --insecure on a private network", u.Redacted())
-			}
-			log.Warn("--insecure: the sandbox token crosses the network in plaintext", "gateway", u.Redacted())
-		}
-		gateways = append(gateways, u.String())
+	gateways, err := gatewayclient.CheckGatewayURLs(urls, f.insecure, log)
+	if err != nil {
+		return nil, asUsage(err)
 	}
 	var pinned ed25519.PublicKey
 	if f.gatewayKey != "" {

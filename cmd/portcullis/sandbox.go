@@ -92,16 +92,7 @@ func newSandboxListCmd(env *environment) *cobra.Command {
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSandboxesResponse, error) {
 				return api.Sandbox.ListSandboxes(cmd.Context(), &portcullisv1.ListSandboxesRequest{})
 			}, func(res *portcullisv1.ListSandboxesResponse) error {
-				tw := env.table("NAME", "VERSION", "HASH", "CREATED", "BY", "FROZEN")
-				for _, s := range res.GetSandboxes() {
-					frozen := "-"
-					if s.GetFrozen() {
-						frozen = "yes"
-					}
-					row(tw, s.GetName(), versionCell(s.GetCurrentVersion()), dash(shortHash(s.GetCurrentHash())),
-						when(s.GetCreatedAt()), dash(s.GetCreatedBy()), frozen)
-				}
-				return tw.Flush()
+				return apitext.Sandboxes(env.stdout, res.GetSandboxes())
 			})
 		},
 	}
@@ -116,31 +107,7 @@ func newSandboxGetCmd(env *environment) *cobra.Command {
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.Sandbox, error) {
 				return api.Sandbox.GetSandbox(cmd.Context(), &portcullisv1.GetSandboxRequest{Name: a[0]})
-			}, func(s *portcullisv1.Sandbox) error {
-				kv := []string{
-					"name", s.GetName(),
-					"version", versionCell(s.GetCurrentVersion()),
-					"hash", dash(s.GetCurrentHash()),
-					"created", when(s.GetCreatedAt()),
-					"by", dash(s.GetCreatedBy()),
-					"boundary", apitext.BoundaryCell(s),
-					"credentialed", apitext.CredentialedCell(s),
-					"frozen", yesNo(s.GetFrozen()),
-				}
-				if s.GetFrozen() {
-					kv = append(kv, "frozen reason", dash(oneLine(s.GetFrozenReason())))
-					if id := s.GetQuarantineEventId(); id != "" {
-						// A watchdog named these: quoted if they could
-						// forge a line.
-						kv = append(kv, "quarantine event", logField(id)+" from "+logField(s.GetQuarantineSource()))
-					}
-					kv = append(kv,
-						"frozen by", dash(s.GetFrozenBy()),
-						"frozen at", when(s.GetFrozenAt()),
-					)
-				}
-				return env.fields(kv...)
-			})
+			}, func(s *portcullisv1.Sandbox) error { return apitext.Sandbox(env.stdout, s) })
 		},
 	}
 }

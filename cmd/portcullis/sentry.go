@@ -25,9 +25,6 @@ var sentryStatuses = []string{
 	store.SentryFailed, store.SentryDismissed, store.SentryApplied,
 }
 
-// maxReasonCell is how much of an action's reason the list shows.
-const maxReasonCell = 60
-
 func newSentryCmd(env *environment) *cobra.Command {
 	cmd := newGroupCmd("sentry", "Watchdog (Sentry) events: list them, their gaps, and the quarantines they caused",
 		`  portcullis sentry events orders --type quarantine
@@ -123,22 +120,7 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryEventsResponse, error) {
 				return api.Sentry.ListEvents(cmd.Context(), req)
 			}, func(res *portcullisv1.ListSentryEventsResponse) error {
-				tw := env.table("TIME", "SOURCE", "SEQ", "ID", "TYPE", "SUBJECT", "SEVERITY", "PROCESSING", "FLAGS")
-				for _, e := range res.GetEvents() {
-					seq := "-"
-					if e.GetSequence() != 0 {
-						seq = strconv.FormatUint(e.GetSequence(), 10)
-					}
-					flags := "-"
-					if len(e.GetFlags()) > 0 {
-						flags = logField(strings.Join(e.GetFlags(), ","))
-					}
-					// A watchdog chose these strings: quote anything that
-					// could forge a line or reach the terminal.
-					row(tw, when(e.GetTime()), logField(e.GetSource()), seq, logField(e.GetId()), logField(e.GetType()), logField(dash(e.GetSubject())),
-						logField(dash(e.GetSeverity())), logField(dash(e.GetProcessing())), flags)
-				}
-				return tw.Flush()
+				return apitext.SentryEvents(env.stdout, res.GetEvents())
 			})
 		},
 	}
@@ -207,11 +189,7 @@ With -o json: {"sources": [...]}.`,
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryGapsResponse, error) {
 				return api.Sentry.ListGaps(cmd.Context(), &portcullisv1.ListSentryGapsRequest{Source: source})
 			}, func(res *portcullisv1.ListSentryGapsResponse) error {
-				tw := env.table("SOURCE", "ACKED", "GAPS")
-				for _, s := range res.GetSources() {
-					row(tw, logField(s.GetSource()), strconv.FormatUint(s.GetAckedSequence(), 10), apitext.GapsCell(s.GetGaps(), s.GetMoreGaps()))
-				}
-				return tw.Flush()
+				return apitext.SentryGaps(env.stdout, res.GetSources())
 			})
 		},
 	}
@@ -262,13 +240,7 @@ With -o json: {"actions": [...]}.`,
 					Sandbox: firstArg(a), Status: statuses, Limit: uint32(limit),
 				})
 			}, func(res *portcullisv1.ListSentryActionsResponse) error {
-				tw := env.table("ID", "SANDBOX", "STATUS", "SOURCE", "EVENT", "VERSION", "INGEST TO ACK", "REASON")
-				for _, x := range res.GetActions() {
-					row(tw, strconv.FormatInt(x.GetId(), 10), logField(dash(x.GetSandbox())), dash(x.GetStatus()),
-						logField(x.GetSource()), logField(x.GetEventId()), versionCell(x.GetVersion()), apitext.IngestToAck(x),
-						dash(clip(x.GetReason(), maxReasonCell)))
-				}
-				return tw.Flush()
+				return apitext.SentryActions(env.stdout, res.GetActions())
 			})
 		},
 	}

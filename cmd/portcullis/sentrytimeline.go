@@ -3,8 +3,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
@@ -51,20 +49,7 @@ With -o json: {"entries": [...]}.`,
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.SentryTimelineResponse, error) {
 				return api.Sentry.Timeline(cmd.Context(), req)
 			}, func(res *portcullisv1.SentryTimelineResponse) error {
-				tw := env.table("TIME", "V", "KIND", "WHAT")
-				for _, e := range res.GetEntries() {
-					what := e.GetSummary()
-					for _, f := range e.GetFlags() {
-						what += " [" + f + "]"
-					}
-					if len(e.GetLinks()) > 0 {
-						what += " → " + strings.Join(e.GetLinks(), "; ")
-					}
-					// Watchdogs and agents chose parts of it: quote it whole
-					// if anything could forge a line or reach the terminal.
-					row(tw, when(e.GetTime()), versionCell(e.GetPolicyVersion()), e.GetKind(), apitext.Printable(what))
-				}
-				return tw.Flush()
+				return apitext.Timeline(env.stdout, res.GetEntries())
 			})
 		},
 	}

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -155,16 +153,11 @@ func runGateway(ctx context.Context, env *environment, f *gatewayFlags) error {
 	return settingAsUsage(gateway.Run(ctx, cfg))
 }
 
-// config checks the flags and the environment and maps them to the
-// process's RunConfig; every refusal comes before anything is opened.
+// config maps the flags and the environment to the process's RunConfig
+// (its Check, which Run calls first, refuses what cannot work before
+// anything is opened).
 func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
-	var cfg gateway.RunConfig
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return cfg, usagef("--tls-cert and --tls-key go together")
-	}
-	if err := f.decisions.check(); err != nil {
-		return cfg, err
-	}
+	cfg := gateway.RunConfig{Explicit: true} // the flags' defaults are the gateway's
 	if err := f.sentry.check(env); err != nil {
 		return cfg, err
 	}
@@ -174,21 +167,6 @@ func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
 	}
 	if cfg.Tracing, err = f.tracing.config(env, "portcullis-gateway", buildVersion()); err != nil {
 		return cfg, err
-	}
-	for flag, v := range map[string]string{"--webhook-url": f.webhookURL, "--audit-webhook-url": f.auditWebhook, "--external-url": f.externalURL} {
-		if v == "" {
-			continue
-		}
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return cfg, usagef("%s %q: want an http(s) URL", flag, v)
-		}
-		if flag != "--external-url" && env.getenv(envWebhookSecret) == "" {
-			return cfg, usagef("%s needs %s, the key that signs each call", flag, envWebhookSecret)
-		}
-	}
-	bootstrap := env.getenv(envBootstrapToken)
-	if bootstrap != "" && len(bootstrap) < gateway.MinBootstrapTokenLen {
-		return cfg, usagef("%s must be at least %d characters", envBootstrapToken, gateway.MinBootstrapTokenLen)
 	}
 	f.ocsf.name(env, "portcullis-gateway")
 	if cfg.OCSF, err = f.ocsf.sinks(ocsf.Gateway, log); err != nil {
@@ -203,7 +181,7 @@ func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
 		Insecure:         f.insecure,
 		MetricsListen:    f.metricsListen,
 		DevAllowLoopback: f.devLoopback,
-		BootstrapToken:   bootstrap,
+		BootstrapToken:   env.getenv(envBootstrapToken),
 		Logger:           log,
 		WebhookURL:       f.webhookURL,
 		AuditWebhookURL:  f.auditWebhook,
@@ -281,21 +259,6 @@ func (f *decisionFlags) add(cmd *cobra.Command) {
 		"allowed decision records a sandbox may ship at once, above --decision-rate, and as many denials (at least 10)")
 }
 
-// check refuses values the gateway would read as "use the default".
-func (f *decisionFlags) check() error {
-	switch {
-	case f.maxAge == 0:
-		return usagef("--decision-max-age 0 would delete every record; give a duration, or a negative one to keep them forever")
-	case f.maxPerSandbox == 0:
-		return usagef("--decision-max-per-sandbox 0 would delete every record; give a count, or a negative one for no bound")
-	case f.rate == 0 || math.IsNaN(f.rate) || math.IsInf(f.rate, 0):
-		return usagef("--decision-rate %v: give records a second, or a negative value for no limit", f.rate)
-	case f.rate > 0 && f.burst < 10:
-		return usagef("--decision-burst %d: must be at least 10", f.burst)
-	}
-	return nil
-}
-
 // sentryFlags set what the gateway does with Sentry events.
 type sentryFlags struct {
 	dryRun                    bool
@@ -327,15 +290,10 @@ func (f *sentryFlags) url(env *environment) string {
 	return env.getenv(envSentryDBURL)
 }
 
-// check refuses values the gateway would read as "use the default".
+// check refuses a Sentry database URL that is not Postgres's, naming
+// where it came from (the gateway's own checks name the other flags).
 func (f *sentryFlags) check(env *environment) error {
 	switch {
-	case f.quarantineBudget == 0:
-		return usagef("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
-	case f.quarantineBudgetPerSource == 0:
-		return usagef("--quarantine-budget-per-source 0 would hold every quarantine; give a count, or a negative one for no budget per source")
-	case f.retention == 0:
-		return usagef("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
 	case f.databaseURL != "" && !gateway.IsPostgresURL(f.databaseURL):
 		return usagef("--sentry-database-url must be a postgres:// URL (leave it unset to keep the events in the gateway's store)")
 	case f.url(env) != "" && !gateway.IsPostgresURL(f.url(env)):

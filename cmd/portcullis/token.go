@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -90,18 +90,7 @@ func newTokenListCmd(env *environment) *cobra.Command {
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListTokensResponse, error) {
 				return api.Token.ListTokens(cmd.Context(), &portcullisv1.ListTokensRequest{})
 			}, func(res *portcullisv1.ListTokensResponse) error {
-				tw := env.table("NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "REVOKED")
-				for _, t := range res.GetTokens() {
-					// A sandbox token's sandbox, or the globs a sentry
-					// token is limited to.
-					scope := t.GetSandbox()
-					if len(t.GetSandboxes()) > 0 {
-						scope = strings.Join(t.GetSandboxes(), ",")
-					}
-					row(tw, t.GetName(), t.GetRole(), dash(scope), when(t.GetCreatedAt()),
-						dash(t.GetCreatedBy()), when(t.GetLastUsedAt()), when(t.GetRevokedAt()))
-				}
-				return tw.Flush()
+				return apitext.Tokens(env.stdout, res.GetTokens())
 			})
 		},
 	}

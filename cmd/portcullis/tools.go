@@ -1,11 +1,10 @@
 package main
 
 import (
-	"strconv"
-
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
 
@@ -33,21 +32,7 @@ carries at most 2 MiB of definitions, current ones first: the others have
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListToolsResponse, error) {
 				return api.Sandbox.ListTools(cmd.Context(), &portcullisv1.ListToolsRequest{Name: a[0], Tool: tool})
 			}, func(res *portcullisv1.ListToolsResponse) error {
-				tw := env.table("ENDPOINT", "TOOL", "DEFINITION", "", "FIRST SEEN", "LAST SEEN", "PROXY")
-				for _, t := range res.GetTools() {
-					// A server chose the tool names, and the agent the
-					// hosts: quoted if they could forge a line.
-					endpoint := logField(t.GetHost() + ":" + strconv.FormatUint(uint64(t.GetPort()), 10) + t.GetPath())
-					for i, d := range t.GetDefinitions() {
-						state := "past"
-						if i == 0 {
-							state = "current"
-						}
-						row(tw, endpoint, logField(t.GetTool()), dash(d.GetFingerprint()), state,
-							when(d.GetFirstSeen()), when(d.GetLastSeen()), logField(dash(d.GetProxyId())))
-					}
-				}
-				return tw.Flush()
+				return apitext.Tools(env.stdout, res.GetTools())
 			})
 		},
 	}

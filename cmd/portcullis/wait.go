@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,38 +55,6 @@ func (w *waitFlags) check(cmd *cobra.Command) error {
 	return nil
 }
 
-// enforcementError says that not every connected proxy ACKed a version:
-// one NACKed it, or some were still pending at the deadline. It does not
-// wrap the deadline: the gateway answered, and the answer is no (exit 1).
-type enforcementError struct {
-	e       *portcullisv1.Enforcement
-	timeout time.Duration // set when the deadline passed
-}
-
-func (err *enforcementError) Error() string {
-	e := err.e
-	var nacked, pending []string
-	for _, p := range e.GetProxies() {
-		switch p.GetState() {
-		case "nacked":
-			nacked = append(nacked, fmt.Sprintf("%s (%s)", p.GetProxyId(), clip(p.GetError(), 200)))
-		case "pending":
-			pending = append(pending, p.GetProxyId())
-		}
-	}
-	var b strings.Builder
-	if len(nacked) > 0 {
-		fmt.Fprintf(&b, "version %d of sandbox %s refused by %s %s", e.GetVersion(), e.GetSandbox(), plural(len(nacked), "proxy", "proxies"), strings.Join(nacked, ", "))
-	} else {
-		fmt.Fprintf(&b, "version %d of sandbox %s not enforced within %s", e.GetVersion(), e.GetSandbox(), err.timeout)
-	}
-	if len(pending) > 0 {
-		fmt.Fprintf(&b, "; still pending: %s", strings.Join(pending, ", "))
-	}
-	fmt.Fprintf(&b, " (%d of %d connected proxies ACKed)", e.GetAcked(), e.GetTotal())
-	return b.String()
-}
-
 // unaryWait is unary for a command that commits a version: with --wait it
 // then follows the version (named by version) to the sandbox's proxies,
 // prints the answer with where the version stands, and fails unless every
@@ -124,9 +89,9 @@ func awaitVersion(ctx context.Context, env *environment, api *apiclient.Client, 
 	switch {
 	case err != nil: // the watch failed
 	case timedOut:
-		err = &enforcementError{e: e, timeout: timeout}
+		err = &apitext.EnforcementError{Enforcement: e, Timeout: timeout}
 	case e.GetNacked() > 0:
-		err = &enforcementError{e: e}
+		err = &apitext.EnforcementError{Enforcement: e}
 	case e.GetTotal() == 0:
 		fmt.Fprintf(env.stderr, "note: no proxy of sandbox %s is connected to this gateway: version %d is committed, nothing to wait for\n", sandbox, version)
 	}
@@ -158,37 +123,9 @@ func (env *environment) printJSONEnforced(m proto.Message, e *portcullisv1.Enfor
 	if e == nil {
 		return env.printJSON(m)
 	}
-	if p, ok := m.(*portcullisv1.Proposal); ok && p.Enforcement != nil {
-		p = proto.CloneOf(p) // the key is added below, once
-		p.Enforcement = nil
-		m = p
-	}
-	full := jsonOptions
-	full.EmitUnpopulated = true
-	enf, err := apiclient.MarshalJSON(full, e)
+	b, err := apiclient.MarshalJSONWith(jsonOptions, m, "enforcement", e)
 	if err != nil {
 		return err
 	}
-	body, err := apiclient.MarshalJSON(jsonOptions, m)
-	if err != nil {
-		return err
-	}
-	// body is a JSON object, "{…}": add the key before its closing brace.
-	body = bytes.TrimSpace(body)
-	var b bytes.Buffer
-	b.WriteByte('{')
-	if inner := bytes.TrimSpace(body[1 : len(body)-1]); len(inner) > 0 {
-		b.Write(inner)
-		b.WriteByte(',')
-	}
-	b.WriteString(`"enforcement":`)
-	b.Write(enf)
-	b.WriteByte('}')
-	var out bytes.Buffer
-	if err := json.Indent(&out, b.Bytes(), "", jsonOptions.Indent); err != nil {
-		return fmt.Errorf("indent JSON: %w", err)
-	}
-	out.WriteByte('\n')
-	_, err = env.stdout.Write(out.Bytes())
-	return err
+	return env.writeJSON(b)
 }

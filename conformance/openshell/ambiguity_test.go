@@ -77,7 +77,7 @@ var ambiguityCases = []validateCase{
 	{Source: ambiguityRS + "explicit_tcp_and_omitted_protocol_are_ambiguous_for_native_tcp_eligibility", Policy: leftRight(
 		`{ host: api.example.com, port: 443, protocol: tcp, tls: skip }`,
 		`{ host: api.example.com, port: 443, tls: skip }`), OpenShell: deny,
-		Divergence: divUninspected, Ours: allow},
+		Divergence: divTCPAsL4, Ours: allow},
 }
 
 func TestAmbiguity(t *testing.T) { runValidate(t, ambiguityCases) }

@@ -25,9 +25,11 @@
 // A case that differs from OpenShell on purpose keeps OpenShell's outcome
 // and names the divergence it follows (Divergence, with our outcome in
 // Ours): private ranges need allowed_ips even for exact hostnames;
-// protocols the proxy does not inspect yet (tcp, graphql, websocket,
-// json-rpc, sql) deny, so their documents load with a warning and
-// OpenShell's protocol-specific document checks do not apply; endpoints
+// protocols the proxy does not inspect yet (graphql, websocket, json-rpc,
+// sql) deny, so their documents load with a warning and OpenShell's
+// protocol-specific document checks do not apply; a tcp endpoint is an L4
+// endpoint, its document checked as one (an IP-literal host accepted, no
+// ambiguity with an L4 endpoint on its host:port); endpoints
 // that can match one connection may disagree on tls and allowed_ips, as
 // OpenShell's file loader accepts (its gateway loader refuses); `..` at the
 // root resolves to / (RFC 3986); proposals are an allow-list of narrow

@@ -33,11 +33,20 @@ const (
 const (
 	divPrivate = "private ranges need allowed_ips even for exact hostnames"
 	// divUninspected: an endpoint of a protocol the proxy does not inspect
-	// yet (tcp, graphql, websocket, json-rpc, sql) denies every request to
-	// its destination; its document loads with a warning, so OpenShell's
-	// protocol-specific document checks (tcp host spellings, L7 fields on
-	// tcp) have nothing to protect and are not applied.
+	// yet (graphql, websocket, json-rpc, sql) denies every request to its
+	// destination; its document loads with a warning, so OpenShell's
+	// protocol-specific document checks have nothing to protect and are
+	// not applied.
 	divUninspected = "uninspected protocols deny"
+	// divTCPAsL4: a tcp endpoint is judged as an L4 endpoint (a connection
+	// allowed as a whole, through the transparent listener or CONNECT), so
+	// its document is checked as an L4 endpoint's, beyond OpenShell's rule
+	// that it needs a host: an IP-literal host is accepted (a connection
+	// to an address no name was answered for is judged by the address),
+	// host spellings are folded as every endpoint's are, enforcement is
+	// accepted and means nothing, and a tcp endpoint beside an L4 one on
+	// the same host:port is no ambiguity (both allow the same connection).
+	divTCPAsL4 = "a tcp endpoint is checked as an L4 endpoint"
 	// divAboveRoot: `..` at the root resolves to / as RFC 3986 §5.2.4 does
 	// (policy.CanonicalPath); OpenShell refuses the request.
 	divAboveRoot = "dot segments never climb above / (RFC 3986)"

@@ -384,8 +384,7 @@ network_policies:
 	{Source: opaRS + "l7_deny_reason_populated", Policy: l7TestData,
 		Binary: curl, Host: "api.example.com", Port: 8080, Method: "DELETE", Path: "/repos/myorg/foo", OpenShell: deny},
 	{Source: opaRS + "explicit_tcp_authorizes_as_l4_without_endpoint_config", Policy: l7TestData,
-		Binary: curl, Host: "explicit-tcp.example.com", Port: 443, OpenShell: allow,
-		Divergence: divUninspected, Ours: deny},
+		Binary: curl, Host: "explicit-tcp.example.com", Port: 443, OpenShell: allow},
 	{Source: opaRS + "l7_clone_engine_for_tunnel", Policy: l7TestData,
 		Binary: curl, Host: "api.example.com", Port: 8080, Method: "GET", Path: "/repos/myorg/foo", OpenShell: allow},
 	{Source: opaRS + "l7_deny_rule_blocks_allowed_method_path", Policy: l7DenyTestData,
@@ -473,8 +472,7 @@ network_policies:
         protocol: tcp
     binaries:
       - path: /usr/bin/client
-`, Binary: "/usr/bin/client", Host: "database.example.com", Port: 5432, OpenShell: allow,
-		Divergence: divUninspected, Ours: deny},
+`, Binary: "/usr/bin/client", Host: "database.example.com", Port: 5432, OpenShell: allow},
 	{Source: opaRS + "allowed_ips_mode3_hostless_allows_any_domain", Policy: allowedIPsTestData,
 		Binary: curl, Host: "anything.example.com", Addr: "192.168.1.1", Port: 9443, OpenShell: allow},
 	{Source: opaRS + "exact_declared_endpoint_host_true_for_l4_host_only", Policy: allowedIPsTestData,

@@ -29,7 +29,7 @@ var l7ValidateCases = []validateCase{
 	{Source: l7Validate + "explicit_tcp_is_valid_without_l7_fields", Policy: ep("        protocol: tcp\n"), OpenShell: allow},
 	{Source: l7Validate + "explicit_tcp_rejects_l7_fields", Policy: ep("        protocol: tcp\n        access: full\n"), OpenShell: deny},
 	{Source: l7Validate + "explicit_tcp_rejects_additional_l7_fields", Policy: ep("        protocol: tcp\n        enforcement: enforce\n"), OpenShell: deny,
-		Divergence: divUninspected, Ours: allow},
+		Divergence: divTCPAsL4, Ours: allow},
 	{Source: l7Validate + "l7_protocol_parse_known_variants", Policy: ep("        protocol: REST\n        access: read-only\n"), OpenShell: allow},
 	{Source: l7Validate + "jsonrpc_with_access_emits_single_diagnostic", Policy: ep("        protocol: json-rpc\n        access: full\n"), OpenShell: deny},
 	{Source: l7Validate + "jsonrpc_without_rules_or_access_emits_single_diagnostic", Policy: ep("        protocol: json-rpc\n"), OpenShell: deny},

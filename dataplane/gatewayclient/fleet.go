@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"sync"
@@ -125,6 +127,35 @@ func parseTargets(urls []string) ([]*target, error) {
 		ts = append(ts, t)
 	}
 	return ts, nil
+}
+
+// CheckGatewayURLs refuses the gateway URLs a proxy must not send its
+// sandbox token to: one with credentials, a path or a query, and a
+// plaintext http:// one beyond loopback unless allowPlaintext (then it
+// logs a warning; the messages name portcullis proxy's --insecure). It
+// returns them as SubscribeConfig.Gateways takes them.
+func CheckGatewayURLs(urls []*url.URL, allowPlaintext bool, log *slog.Logger) ([]string, error) {
+	var gateways []string
+	for _, u := range urls {
+		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("gateway URL %s: want http(s)://HOST:PORT, without credentials or a path", u.Redacted())
+		}
+		if u.Scheme == "http" && !LoopbackHost(u.Hostname()) {
+			if !allowPlaintext {
+				return nil, fmt.Errorf("refusing to send the sandbox token in plaintext to %s: use https://, or --insecure on a private network", u.Redacted())
+			}
+			log.Warn("--insecure: the sandbox token crosses the network in plaintext", "gateway", u.Redacted())
+		}
+		gateways = append(gateways, u.String())
+	}
+	return gateways, nil
+}
+
+// LoopbackHost reports whether host names this machine: localhost or a
+// loopback address.
+func LoopbackHost(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return host == "localhost" || err == nil && ip.IsLoopback()
 }
 
 // newFleet prepares the fleet; nothing is resolved or dialed yet.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
@@ -342,13 +343,7 @@ func (c *serverConn) readFields(h http.Header, fields string, lines int) error {
 	}
 	values := c.values[:0]
 	var last string // the name of the field before, for folded lines
-	for fields != "" {
-		var line string
-		line, fields, _ = strings.Cut(fields, "\n")
-		line = strings.TrimSuffix(line, "\r")
-		if line == "" {
-			break // the blank line ending the head
-		}
+	for line := range headLines(fields) {
 		if line[0] == ' ' || line[0] == '\t' {
 			if last == "" {
 				return badRequest("malformed MIME header initial line")
@@ -367,6 +362,21 @@ func (c *serverConn) readFields(h http.Header, fields string, lines int) error {
 	}
 	c.values = values
 	return nil
+}
+
+// headLines yields the lines of fields (a head after its first line),
+// each without its line ending, up to the blank line ending the head.
+func headLines(fields string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for fields != "" {
+			var line string
+			line, fields, _ = strings.Cut(fields, "\n")
+			line = strings.TrimSuffix(line, "\r")
+			if line == "" || !yield(line) {
+				return
+			}
+		}
+	}
 }
 
 var (

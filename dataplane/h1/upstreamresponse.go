@@ -176,13 +176,7 @@ func readResponseHead(br *bufio.Reader, buf *[]byte) (string, int, error) {
 // after its status line) into h, its values cut from values' backing
 // array (cap(values) is the number of lines).
 func readResponseFields(h http.Header, fields string, values []string) error {
-	for fields != "" {
-		var line string
-		line, fields, _ = strings.Cut(fields, "\n")
-		line = strings.TrimSuffix(line, "\r")
-		if line == "" {
-			break // the blank line ending the head
-		}
+	for line := range headLines(fields) {
 		if line[0] == ' ' || line[0] == '\t' {
 			return errors.New("folded response header line (obs-fold)") // stricter than Go
 		}

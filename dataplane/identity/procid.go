@@ -233,37 +233,36 @@ func parentPID(pid int) (int, error) {
 }
 
 func parseStatPPID(stat string) (int, error) {
-	f, err := statFields(stat)
+	f, err := statField(stat, 4, "ppid")
 	if err != nil {
 		return 0, err
 	}
-	if len(f) < 2 {
-		return 0, errors.New("malformed stat: no ppid")
-	}
-	return strconv.Atoi(f[1])
+	return strconv.Atoi(f)
 }
 
 // parseStatStart returns the start time (field 22: clock ticks after
 // boot) from /proc/PID/stat's text.
 func parseStatStart(stat string) (uint64, error) {
-	f, err := statFields(stat)
+	f, err := statField(stat, 22, "start time")
 	if err != nil {
 		return 0, err
 	}
-	if len(f) < 20 {
-		return 0, errors.New("malformed stat: no start time")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return strconv.ParseUint(f, 10, 64)
 }
 
-// statFields returns the fields of /proc/PID/stat after COMM: the state
-// (field 3) first.
-func statFields(stat string) ([]string, error) {
+// statField returns field n (numbered from 1, as proc(5) numbers them;
+// 3, the state, is the first after COMM) of /proc/PID/stat's text; what
+// names it in the error when the text is too short.
+func statField(stat string, n int, what string) (string, error) {
 	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
-		return nil, errors.New("malformed stat: no comm")
+		return "", errors.New("malformed stat: no comm")
 	}
-	return strings.Fields(stat[i+1:]), nil
+	f := strings.Fields(stat[i+1:])
+	if len(f) < n-2 {
+		return "", errors.New("malformed stat: no " + what)
+	}
+	return f[n-3], nil
 }
 
 // loopbackPeers returns the client's and the proxy's address of a TCP

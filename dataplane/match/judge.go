@@ -76,7 +76,7 @@ func (e *endpoint) judge(r *policy.Request, h *hostView, paths *canonicalPaths, 
 		return outcome{e: e, hard: true, reason: why}
 	}
 	switch e.protocol {
-	case policy.ProtocolL4:
+	case policy.ProtocolL4, policy.ProtocolTCP:
 		return outcome{e: e, allow: true, rule: "endpoint", why: whyL4}
 	case policy.ProtocolREST:
 		return e.judgeREST(r, paths, now)

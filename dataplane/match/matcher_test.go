@@ -225,6 +225,78 @@ func TestMatcherTable(t *testing.T) {
 	}
 }
 
+// TestWantsName: the names a DNS server in front of the sandbox resolves
+// are the names some endpoint could match, any case, with or without the
+// trailing dot; a hostless endpoint makes every name wanted.
+func TestWantsName(t *testing.T) {
+	m := mustCompile(t, parse(t, tablePolicy))
+	for name, want := range map[string]bool{
+		"api.github.com": true, "API.GitHub.com.": true, "raw.githubusercontent.com": true,
+		"pypi.org": true, "orders.example.net": true,
+		"githubusercontent.com": false, "evil.example.com": false, "github.com": false, "": false, "1.2.3.4": false,
+	} {
+		if got := m.WantsName(name); got != want {
+			t.Errorf("WantsName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	var none *Matcher
+	if none.WantsName("pypi.org") {
+		t.Error("a nil matcher wants a name")
+	}
+	hostless := mustCompile(t, parse(t, `
+version: 1
+network_policies:
+  db:
+    endpoints: [{port: 5432, allowed_ips: [10.0.5.0/24]}]
+`))
+	if !hostless.WantsName("anything.example.com") {
+		t.Error("a hostless endpoint matches by address, so every name is wanted")
+	}
+}
+
+// TestTCPEndpoints: a tcp endpoint is an L4 endpoint: it allows the
+// connection (host, ports, allowed_ips, binaries), agreeing with
+// policy.Decide, and needs no L7 view — nor does it make its address one
+// an L4 tunnel must not reach.
+func TestTCPEndpoints(t *testing.T) {
+	m := mustCompile(t, parse(t, `
+version: 1
+network_policies:
+  redis:
+    binaries: [{path: /usr/bin/redis-cli}]
+    endpoints:
+      - {host: redis.example.com, port: 6379, protocol: tcp, allowed_ips: [10.0.0.0/8]}
+      - {host: 93.184.216.40, ports: [7000, 7001], protocol: tcp}
+`))
+	cli := "/usr/bin/redis-cli"
+	ten, pub := netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("93.184.216.40")
+	for _, c := range []struct {
+		name  string
+		r     policy.Request
+		allow bool
+	}{
+		{"allowed", policy.Request{Binary: cli, Host: "redis.example.com", Addr: ten, Port: 6379, Time: when}, true},
+		{"allowed, HTTP not read", policy.Request{Binary: cli, Host: "redis.example.com", Addr: ten, Port: 6379, HTTPMethod: "DELETE", Path: "/", Time: when}, true},
+		{"outside allowed_ips", policy.Request{Binary: cli, Host: "redis.example.com", Addr: pub, Port: 6379, Time: when}, false},
+		{"another binary", policy.Request{Binary: curl, Host: "redis.example.com", Addr: ten, Port: 6379, Time: when}, false},
+		{"another port", policy.Request{Binary: cli, Host: "redis.example.com", Addr: ten, Port: 6380, Time: when}, false},
+		{"IP host", policy.Request{Binary: cli, Host: "93.184.216.40", Addr: pub, Port: 7001, Time: when}, true},
+	} {
+		if d := agree(t, m, c.r); d.Allow != c.allow {
+			t.Errorf("%s: %+v", c.name, d)
+		}
+	}
+	if m.Inspect("redis.example.com", 6379) || m.Inspect("93.184.216.40", 7000) {
+		t.Error("a tcp endpoint's destination is inspected")
+	}
+	if addrs, names := m.InspectedOn(7000); addrs != nil || names != nil {
+		t.Errorf("InspectedOn(7000) = %v, %v", addrs, names)
+	}
+	if !m.WantsName("redis.example.com") || m.WantsName("cache.example.com") {
+		t.Error("WantsName: want redis.example.com only")
+	}
+}
+
 func TestMatcherNilAndInvalid(t *testing.T) {
 	var m *Matcher
 	r := policy.Request{Binary: curl, Host: "example.com", Port: 443, Time: when}
@@ -353,6 +425,7 @@ func TestMatcherAgreesWithDecide(t *testing.T) {
 			}
 			checkInspect(rt, m, r, d)
 			checkWantsAddress(rt, m, r, d)
+			checkWantsName(rt, m, v, r)
 		}
 	})
 	t.Logf("policies: %d valid, %d invalid skipped; requests: %d, %d allowed, %d audited", valid, invalid, total, allowed, audited)
@@ -396,6 +469,35 @@ func checkWantsAddress(t *rapid.T, m *Matcher, r policy.Request, d policy.Decisi
 	if dn := m.Decide(&name); d.Allow || dn.Allow {
 		t.Fatalf("WantsAddress is false but a decision allows\nrequest: %s\nwith its address: %+v\nwithout: %+v", describeRequest(r), d, dn)
 	}
+}
+
+// checkWantsName: WantsName is WantsAddress with the port and the binary
+// left open. When it is false, WantsAddress is false for r (a DNS server
+// may refuse the name without resolving it); when it is true, some port of
+// the policy and some binary of the vocabulary make WantsAddress true (it
+// resolves nothing no request could need).
+func checkWantsName(t *rapid.T, m *Matcher, v vocabulary, r policy.Request) {
+	if !m.WantsName(r.Host) {
+		if m.WantsAddress(&r) {
+			t.Fatalf("WantsName(%q) is false but WantsAddress is true\nrequest: %s", r.Host, describeRequest(r))
+		}
+		return
+	}
+	var ports []int
+	for _, e := range m.Policy().NetworkPolicies {
+		for _, ep := range e.Endpoints {
+			ports = append(ports, policy.EndpointPorts(ep)...)
+		}
+	}
+	for _, port := range ports {
+		for _, bin := range v.all.binaries {
+			q := policy.Request{Host: r.Host, Port: port, Binary: bin}
+			if m.WantsAddress(&q) {
+				return
+			}
+		}
+	}
+	t.Fatalf("WantsName(%q) is true but WantsAddress is false on every port %v for every binary", r.Host, ports)
 }
 
 var (

@@ -14,7 +14,7 @@ import (
 // Inspect reports whether requests to host:port need the proxy to see them
 // at L7 (terminate TLS, read the HTTP request): true when an endpoint whose
 // host and port match, whatever its binaries, has a protocol other than L4
-// or has deny rules. A hostless (allowed_ips) endpoint on the port counts
+// and tcp, or has deny rules. A hostless (allowed_ips) endpoint on the port counts
 // when host is a name, since its address is not known here. When false,
 // Decide on a request without HTTPMethod is the whole answer.
 func (m *Matcher) Inspect(host string, port int) bool {
@@ -67,6 +67,35 @@ func (m *Matcher) WantsAddress(r *policy.Request) bool {
 	return false
 }
 
+// WantsName reports whether some request to host, on any port and from
+// any binary, could be one WantsAddress wants: an endpoint whose host
+// pattern matches host, or any hostless (allowed_ips only) endpoint, which
+// matches whatever name resolves into its ranges. It is WantsAddress with
+// the port and the binary left open, the question a DNS server in front
+// of the sandbox asks before it resolves a name (dataplane/sandboxdns):
+// when false, no request naming host can be allowed, and the name is
+// answered NXDOMAIN without asking anyone.
+func (m *Matcher) WantsName(host string) bool {
+	if m == nil {
+		return false
+	}
+	if len(m.hostless) > 0 {
+		return true
+	}
+	h := m.view(host)
+	if len(h.exact) > 0 {
+		return true
+	}
+	if !h.normIsIP {
+		for _, n := range m.wild {
+			if m.eps[n].host.matchWild(h.norm) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // InspectedOn lists where the endpoints inspected at L7 on port live: the
 // IP literals and the exact host names of those endpoints (wildcard and
 // hostless ones cannot be listed). The proxy refuses an L4 tunnel to any of
@@ -94,8 +123,10 @@ func (m *Matcher) InspectedOn(port int) (addrs []netip.Addr, names []string) {
 	return addrs, names
 }
 
+// needsL7: an endpoint is read at L7 unless it is plain L4 or tcp (both
+// allow a connection as a whole) without deny rules.
 func (e *endpoint) needsL7() bool {
-	return e.protocol != policy.ProtocolL4 || e.hasDeny
+	return e.protocol != policy.ProtocolL4 && e.protocol != policy.ProtocolTCP || e.hasDeny
 }
 
 // MCPLimits reports whether an mcp endpoint matches host:port and path —

@@ -17,13 +17,13 @@ import (
 // what the proxies reported, and marks the event with what it found
 // (store.SentryEvent.Flags):
 //
-//   - FindingDrift: the event names the policy hash the watchdog saw in
+//   - store.SentryDrift: the event names the policy hash the watchdog saw in
 //     force (data.policy.hash), and no proxy of its sandbox has applied
 //     that hash — the watchdog and the data plane disagree about the
 //     policy. A hash the proxies have since moved past is no drift if its
 //     version was the sandbox's current one within Window before the
 //     event was received: the watchdog saw the policy of a moment ago.
-//   - FindingUnmediated: a tool_access event's tool call matches no
+//   - store.SentryUnmediated: a tool_access event's tool call matches no
 //     decision record of its sandbox (the same denial_id, or the same tool
 //     within Window of the event's time) — traffic that did not pass a
 //     proxy.
@@ -32,12 +32,6 @@ import (
 // counted (Dropped), never ingest slowed. They are done in receive order
 // as soon as each has settled, many at once: the checker waits for the
 // oldest only.
-
-// The findings, as event flags.
-const (
-	FindingDrift      = "drift"
-	FindingUnmediated = "unmediated"
-)
 
 const (
 	// DefaultSettle is how long after ingest an event is checked.
@@ -174,7 +168,7 @@ func (in *Intake) checkAll(ctx context.Context, batch []check) {
 	// One line a batch, naming its first finding: a flood of unmediated
 	// calls is counted, not logged line by line.
 	first := marks[0].Event
-	in.log.WarnContext(ctx, "sentry findings", "drift", counts[FindingDrift], "unmediated", counts[FindingUnmediated],
+	in.log.WarnContext(ctx, "sentry findings", "drift", counts[store.SentryDrift], "unmediated", counts[store.SentryUnmediated],
 		"first_sandbox", first.Subject, "first_source", first.Source, "first_event", first.ID, "first_flags", marks[0].Flags)
 	if err := in.life.FlagSentryEvents(ctx, marks); err != nil && ctx.Err() == nil {
 		in.log.WarnContext(ctx, "record sentry findings", "events", len(marks), "err", err)
@@ -235,7 +229,7 @@ func (in *Intake) checkEvent(ctx context.Context, r *reads, c check) ([]string, 
 			return nil, err
 		}
 		if drift {
-			found = append(found, FindingDrift)
+			found = append(found, store.SentryDrift)
 		}
 	}
 	if c.tool != "" {
@@ -244,7 +238,7 @@ func (in *Intake) checkEvent(ctx context.Context, r *reads, c check) ([]string, 
 			return nil, err
 		}
 		if unmediated {
-			found = append(found, FindingUnmediated)
+			found = append(found, store.SentryUnmediated)
 		}
 	}
 	return found, nil

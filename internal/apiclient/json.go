@@ -22,6 +22,46 @@ func MarshalJSON(opts protojson.MarshalOptions, m proto.Message) ([]byte, error)
 	return intsAsNumbers(m.ProtoReflect().Descriptor(), b)
 }
 
+// MarshalJSONWith is m as MarshalJSON writes it with the key (a field
+// name of the JSON) set to v, written with every field present even when
+// zero: "enforcement" added to a committed answer. A field of m under that
+// key is left out for v; m itself is not changed.
+func MarshalJSONWith(opts protojson.MarshalOptions, m proto.Message, key string, v proto.Message) ([]byte, error) {
+	fields := m.ProtoReflect().Descriptor().Fields()
+	fd := fields.ByName(protoreflect.Name(key))
+	if fd == nil {
+		fd = fields.ByJSONName(key)
+	}
+	if fd != nil && m.ProtoReflect().Has(fd) {
+		m = proto.Clone(m)
+		m.ProtoReflect().Clear(fd)
+	}
+	full := opts
+	full.EmitUnpopulated = true
+	value, err := MarshalJSON(full, v)
+	if err != nil {
+		return nil, err
+	}
+	body, err := MarshalJSON(opts, m)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := json.Marshal(key)
+	// body is a JSON object, "{…}": add the key before its closing brace.
+	body = bytes.TrimSpace(body)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	if inner := bytes.TrimSpace(body[1 : len(body)-1]); len(inner) > 0 {
+		b.Write(inner)
+		b.WriteByte(',')
+	}
+	b.Write(name)
+	b.WriteByte(':')
+	b.Write(value)
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
 // intsAsNumbers rewrites data, protojson's encoding of a message of type
 // md, so that every 64-bit integer field is a JSON number: protojson
 // writes them as strings ("id": "3"), the contract promises numbers. The

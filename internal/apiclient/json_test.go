@@ -49,3 +49,22 @@ func TestIntsAsNumbers(t *testing.T) {
 		}
 	}
 }
+
+// MarshalJSONWith adds the key after the message's own, replacing a field
+// of that name, and leaves the message as it was.
+func TestMarshalJSONWith(t *testing.T) {
+	p := &portcullisv1.Proposal{Id: 7, Enforcement: &portcullisv1.Enforcement{Version: 1}}
+	b, err := MarshalJSONWith(protojson.MarshalOptions{UseProtoNames: true}, p, "enforcement", &portcullisv1.Enforcement{Version: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id":7,"enforcement":{"sandbox":"","version":4,"acked":0,"nacked":0,"pending":0,"total":0,"ms":0,"proxies":[]}}`; string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+	if p.GetEnforcement().GetVersion() != 1 {
+		t.Error("the message was changed")
+	}
+	if b, err = MarshalJSONWith(protojson.MarshalOptions{}, &portcullisv1.PolicyVersion{}, "enforcement", &portcullisv1.Enforcement{}); err != nil || !json.Valid(b) {
+		t.Errorf("empty message: %s, %v", b, err)
+	}
+}

@@ -3,6 +3,8 @@ package apitext
 import (
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -26,4 +28,37 @@ func Enforcement(w io.Writer, e *portcullisv1.Enforcement) {
 			fmt.Fprintf(w, "  %s  pending (enforces version %d)\n", p.GetProxyId(), p.GetAppliedVersion())
 		}
 	}
+}
+
+// EnforcementError says that not every connected proxy ACKed a version:
+// one NACKed it, or some were still pending at the deadline (Timeout,
+// set when it passed). It names the refusing proxies, each with its
+// reason on one line, and the pending ones.
+type EnforcementError struct {
+	Enforcement *portcullisv1.Enforcement
+	Timeout     time.Duration
+}
+
+func (err *EnforcementError) Error() string {
+	e := err.Enforcement
+	var nacked, pending []string
+	for _, p := range e.GetProxies() {
+		switch p.GetState() {
+		case "nacked":
+			nacked = append(nacked, fmt.Sprintf("%s (%s)", p.GetProxyId(), Clip(p.GetError(), 200)))
+		case "pending":
+			pending = append(pending, p.GetProxyId())
+		}
+	}
+	var b strings.Builder
+	if len(nacked) > 0 {
+		fmt.Fprintf(&b, "version %d of sandbox %s refused by %s %s", e.GetVersion(), e.GetSandbox(), Plural(len(nacked), "proxy", "proxies"), strings.Join(nacked, ", "))
+	} else {
+		fmt.Fprintf(&b, "version %d of sandbox %s not enforced within %s", e.GetVersion(), e.GetSandbox(), err.Timeout)
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(&b, "; still pending: %s", strings.Join(pending, ", "))
+	}
+	fmt.Fprintf(&b, " (%d of %d connected proxies ACKed)", e.GetAcked(), e.GetTotal())
+	return b.String()
 }

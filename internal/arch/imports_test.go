@@ -27,6 +27,7 @@ var layers = map[string][]string{
 	"store/internal/tooldefsql":  {"store", "store/internal/sqlexec", "store/internal/sqlwhere"},
 	"store/internal/sqlexec":     nil,
 	"store/internal/versionsql":  {"store", "store/internal/sqlexec", "store/internal/strmap"},
+	"store/internal/sqlread":     {"store", "store/internal/sqlexec", "store/internal/versionsql", "store/internal/tooldefsql", "store/internal/sentrysql"},
 	"store/postgres":             {"store/...", "migrations"},
 	"store/sqlite":               {"store/...", "migrations"},
 	"store/storetest":            {"store", "decision"},
@@ -50,6 +51,7 @@ var layers = map[string][]string{
 	"dataplane/mcp/ssetest":     nil,
 	"dataplane/mcp/listing":     {"dataplane/mcp"},
 	"dataplane/identity":        nil,
+	"dataplane/sandboxdns":      {"policy"},
 	"dataplane/decision":        {"decision"},
 	"dataplane/gatewayclient":   {"policy", "dataplane/decision", "decision/decisionpb", "internal/signing", "internal/ca", "internal/atomicfile", "internal/telemetry", "proto/portcullis/v1"},
 	"dataplane/policylocal":     {"advisor", "policy", "dataplane/decision", "proto/portcullis/v1"},
@@ -65,11 +67,13 @@ var layers = map[string][]string{
 	"internal/atomicfile":       nil,
 	"internal/exetrim":          nil,
 	"internal/rotate":           nil,
+	"internal/pprofserve":       nil,
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
-	"internal/apitext":          {"policy", "proto/portcullis/v1"},
+	"internal/apitext":          {"policy", "prover", "proto/portcullis/v1"},
 	"internal/pgtest":           nil,
+	"internal/netnstest":        nil,
 	"internal/arch":             nil,
 	"internal/apiclient":        {"proto/..."},
 	"web":                       nil,
@@ -85,7 +89,7 @@ var external = map[string][]string{
 	"github.com/jackc/pgx":             {"store/postgres", "internal/pgtest"},
 	"modernc.org/sqlite":               {"store/sqlite"},
 	"github.com/google/nftables":       {"boundary"},
-	"github.com/vishvananda/netlink":   {"boundary"},
+	"github.com/vishvananda/netlink":   {"boundary", "internal/netnstest"},
 }
 
 func TestImports(t *testing.T) {
@@ -145,7 +149,7 @@ var proxyOnly = []string{
 	"decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext",
-	"internal/apiclient",
+	"internal/apiclient", "internal/pprofserve",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 

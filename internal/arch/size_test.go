@@ -20,11 +20,11 @@ const (
 	maxFileLines     = 800
 	maxFuncLines     = 150
 	maxDataplaneRoot = 3000
-	// maxCmd is a ratchet: issue 35 asks for 5,000 lines; the CLI is at
-	// 5,380 (what is left is mostly help text, flag definitions and their
-	// checks), and issue 36's portcullis run adds 70 (its command and exit
-	// status). Lower it as code leaves; never raise it.
-	maxCmd = 5460
+	// maxCmd is issue 35's budget for the CLI (4,967 lines when it was
+	// met): what is left is mostly help text, flag definitions and their
+	// mapping to the components' Config. Logic goes to the packages;
+	// never raise it.
+	maxCmd = 5000
 )
 
 // source is one hand-written, non-test Go file of a product package.

@@ -146,8 +146,8 @@ func TestProfilesDeclared(t *testing.T) {
 		{"mcp", ocsf.FromDecision(decision.Record{Time: at, Host: "h", Port: 80, HTTPMethod: "POST", MCPMethod: "tools/list", Decision: "allow"}, ocsf.Proxy), []string{"security_control"}},
 		{"audit", gatewayocsf.FromAudit(store.AuditEntry{Time: at, Actor: "alice", Action: store.ActionPolicySet}, ocsf.Gateway), nil},
 		{"proposal", gatewayocsf.FromProposal(store.Proposal{ID: 1, Status: store.ProposalPending, CreatedAt: at}, nil, ocsf.Gateway), nil},
-		{"drift", gatewayocsf.FromSentryFinding(gatewayocsf.SentryDrift, store.SentryEvent{Source: "s", ID: "1", Subject: "orders", PolicyHash: "sha256:ab"}, "", at, ocsf.Gateway), []string{"security_control"}},
-		{"unmediated", gatewayocsf.FromSentryFinding(gatewayocsf.SentryUnmediated, store.SentryEvent{Source: "s", ID: "1", Subject: "orders"}, "t", at, ocsf.Gateway), nil},
+		{"drift", gatewayocsf.FromSentryFinding(store.SentryDrift, store.SentryEvent{Source: "s", ID: "1", Subject: "orders", PolicyHash: "sha256:ab"}, "", at, ocsf.Gateway), []string{"security_control"}},
+		{"unmediated", gatewayocsf.FromSentryFinding(store.SentryUnmediated, store.SentryEvent{Source: "s", ID: "1", Subject: "orders"}, "t", at, ocsf.Gateway), nil},
 		{"remediation", gatewayocsf.FromSentryAction(store.SentryAction{ID: 1, Source: "s", EventID: "e", Sandbox: "orders", Status: store.SentryFrozen, Version: 2, ReceivedAt: at, CreatedAt: at}, "alice", ocsf.Gateway), []string{"security_control", "host"}},
 		{"drops", ocsf.SinkDrops("file", 1, at, at, ocsf.Proxy), nil},
 	} {

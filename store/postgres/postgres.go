@@ -28,6 +28,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 )
 
 // Config tunes the Postgres driver. The zero value is ready to use.
@@ -114,7 +115,7 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	d.pool, d.conn.db = pool, pool
+	d.pool, d.conn.db, d.conn.Reads = pool, pool, sqlread.On(engine{pool})
 
 	db := stdlib.OpenDBFromPool(pool)
 	d.migrated, err = migrations.Apply(ctx, db, migrations.Postgres)
@@ -196,7 +197,7 @@ func (d *Driver) inTx(ctx context.Context, fn func(tx store.Tx) error, enforceFi
 	}
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
 	t := &txn{ctx: ctx}
-	t.conn = conn{db: ptx, d: d, tx: t}
+	t.conn = conn{db: ptx, d: d, tx: t, Reads: sqlread.On(engine{ptx})}
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -285,9 +286,10 @@ type dbtx interface {
 // conn runs the store.Tx primitives on db. The Driver's runs each on
 // the pool; a txn's inside its transaction (tx set).
 type conn struct {
-	db dbtx
-	d  *Driver
-	tx *txn // nil on the pool
+	sqlread.Reads // on db
+	db            dbtx
+	d             *Driver
+	tx            *txn // nil on the pool
 }
 
 // announce records a version inserted through c: at once on the pool

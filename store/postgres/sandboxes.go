@@ -10,15 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
-	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
 )
 
 // ---- sandboxes ----
-
-const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
-	boundary, boundary_hash, credentialed_hosts,
-	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
 
 func scanSandbox(r pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -57,13 +53,13 @@ func (c *conn) LockSandbox(ctx context.Context, name string) (store.Sandbox, err
 }
 
 func (c *conn) sandbox(ctx context.Context, name, lock string) (store.Sandbox, error) {
-	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
 	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
 func (c *conn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	rows, err := c.db.Query(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
+	rows, err := c.db.Query(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes ORDER BY name`)
 	out, err := collect(rows, err, scanSandbox)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
@@ -91,7 +87,7 @@ func (c *conn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // waits for a concurrent InsertToken's key-share lock on the row, so a
 // revocation that follows it in the same transaction sees that token.
 func (c *conn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sandboxColumns, name))
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sqlread.SandboxColumns, name))
 	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 
@@ -124,33 +120,6 @@ func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) e
 	}
 	c.announce(v)
 	return nil
-}
-
-// GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
-func (c *conn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
-	if version < 0 {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
-	}
-	pv, err := versionsql.Scan(c.db.QueryRow(ctx, `SELECT `+versionsql.Columns+`, pv.document
-		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
-		WHERE pv.sandbox = $1
-		  AND pv.version = CASE WHEN $2::bigint = 0 THEN s.current_version ELSE $2::bigint END`,
-		sandbox, version).Scan)
-	return wrapRow(pv, err, "get policy %q version %d", sandbox, version)
-}
-
-// ListPolicyVersions returns the sandbox's versions, oldest first, without
-// documents; ErrNotFound if the sandbox does not exist.
-func (c *conn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	return versionsql.List(ctx, engine{c.db}, sandbox, func() error {
-		_, err := c.GetSandbox(ctx, sandbox)
-		return err
-	})
-}
-
-// PolicyHashes returns the hashes of versions from to to, oldest first.
-func (c *conn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
-	return versionsql.Hashes(ctx, engine{c.db}, sandbox, from, to)
 }
 
 // ---- tokens ----

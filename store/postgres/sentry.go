@@ -121,16 +121,6 @@ func (d *Driver) EnsureSentryPartitions(ctx context.Context, first time.Time, da
 	return wrapf(err, "ensure sentry partitions")
 }
 
-// ListSentryEvents returns the events f matches, oldest first.
-func (d *Driver) ListSentryEvents(ctx context.Context, f store.SentryEventFilter) ([]store.SentryEvent, error) {
-	return sentrysql.List(ctx, engine{d.pool}, f)
-}
-
-// SentryGaps returns the ordering state of one source ("" for all).
-func (d *Driver) SentryGaps(ctx context.Context, source string) ([]store.SentrySource, error) {
-	return sentrysql.Sources(ctx, engine{d.pool}, source)
-}
-
 // PruneSentryEvents drops the daily partitions before the cutoff's day
 // and their events' keys (sentry_drop_partitions, migration 00007).
 func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (n int64, err error) {

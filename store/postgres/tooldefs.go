@@ -20,9 +20,3 @@ func (d *Driver) RecordToolDefinitions(ctx context.Context, defs []store.ToolDef
 		return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(engine{tx}) })
 	})
 }
-
-// ListToolDefinitions returns the definitions f matches, in
-// tooldefsql.List's order.
-func (d *Driver) ListToolDefinitions(ctx context.Context, f store.ToolDefinitionFilter) ([]store.ToolDefinition, error) {
-	return tooldefsql.List(ctx, engine{d.pool}, f)
-}

@@ -44,16 +44,6 @@ func (e engine) Store(ctx context.Context, batch []store.SentryEvent, _ bool, st
 	return nil
 }
 
-// ListSentryEvents returns the events f matches, oldest first.
-func (d *Driver) ListSentryEvents(ctx context.Context, f store.SentryEventFilter) ([]store.SentryEvent, error) {
-	return sentrysql.List(ctx, engine{d.r}, f)
-}
-
-// SentryGaps returns the ordering state of one source ("" for all).
-func (d *Driver) SentryGaps(ctx context.Context, source string) ([]store.SentrySource, error) {
-	return sentrysql.Sources(ctx, engine{d.r}, source)
-}
-
 // PruneSentryEvents deletes the events received before the cutoff,
 // store.PruneBatch per short write transaction.
 func (d *Driver) PruneSentryEvents(ctx context.Context, before time.Time) (int64, error) {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 )
 
 // Config tunes the SQLite store. The zero value is ready to use.
@@ -143,7 +144,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	log.Info("store open", "path", abs, "read_conns", n)
-	d.r, d.rd = r, r
+	d.r, d.rd, d.Reads = r, r, sqlread.On(engine{r})
 	return d, nil
 }
 
@@ -245,10 +246,11 @@ type querier interface {
 // go through it) or, embedded in Driver, of none (reads on the pool, each
 // write on its own on the writer).
 type txn struct {
-	d      *Driver
-	rd, wr querier
-	tx     *sql.Tx   // nil outside a transaction
-	now    time.Time // the transaction's clock
+	sqlread.Reads // on rd
+	d             *Driver
+	rd, wr        querier
+	tx            *sql.Tx   // nil outside a transaction
+	now           time.Time // the transaction's clock
 	// versions inserted, announced once the transaction commits.
 	versions []store.PolicyVersion
 }
@@ -282,7 +284,7 @@ func (d *Driver) inTx(ctx context.Context, fn func(t *txn) error) error {
 		return mapErr(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	t := &txn{d: d, rd: tx, wr: tx, tx: tx, now: time.Now().UTC()}
+	t := &txn{d: d, rd: tx, wr: tx, tx: tx, now: time.Now().UTC(), Reads: sqlread.On(engine{tx})}
 	if err := fn(t); err != nil {
 		return err
 	}

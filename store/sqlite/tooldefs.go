@@ -24,9 +24,3 @@ func (d *Driver) RecordToolDefinitions(ctx context.Context, defs []store.ToolDef
 		return d.inTx(ctx, func(t *txn) error { return fn(engine{t.wr}) })
 	})
 }
-
-// ListToolDefinitions returns the definitions f matches, in
-// tooldefsql.List's order.
-func (d *Driver) ListToolDefinitions(ctx context.Context, f store.ToolDefinitionFilter) ([]store.ToolDefinition, error) {
-	return tooldefsql.List(ctx, engine{d.r}, f)
-}

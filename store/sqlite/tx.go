@@ -8,15 +8,11 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
-	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
 )
 
 // The primitives of sandboxes, policy versions and tokens.
-
-const sandboxColumns = `name, current_version, current_hash, created_at, created_by,
-	boundary, boundary_hash, credentialed_hosts,
-	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
 
 func scanSandbox(r scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -58,13 +54,13 @@ func (t *txn) LockSandbox(ctx context.Context, name string) (store.Sandbox, erro
 }
 
 func (t *txn) sandbox(ctx context.Context, q querier, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name))
+	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes WHERE name = ?`, name))
 	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
 func (t *txn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	out, err := collect(ctx, t.rd, scanSandbox, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
+	out, err := collect(ctx, t.rd, scanSandbox, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -92,7 +88,7 @@ func (t *txn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // DeleteSandbox deletes the sandbox row (the schema cascades) and returns
 // it as it was.
 func (t *txn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sandboxColumns, name))
+	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sqlread.SandboxColumns, name))
 	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 
@@ -117,37 +113,6 @@ func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) er
 		t.versions = append(t.versions, v)
 	}
 	return nil
-}
-
-// GetPolicyVersion returns one version (0: the current one) or ErrNotFound.
-func (t *txn) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
-	if version < 0 {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
-	}
-	pv, err := versionsql.Scan(t.rd.QueryRowContext(ctx, `
-		SELECT `+versionsql.Columns+`, pv.document
-		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
-		WHERE pv.sandbox = ?1
-		  AND pv.version = CASE WHEN ?2 = 0 THEN s.current_version ELSE ?2 END`,
-		sandbox, version).Scan)
-	if err != nil {
-		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, mapErr(err))
-	}
-	return pv, nil
-}
-
-// ListPolicyVersions returns the sandbox's versions, oldest first, without
-// documents; ErrNotFound if the sandbox does not exist.
-func (t *txn) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
-	return versionsql.List(ctx, engine{t.rd}, sandbox, func() error {
-		_, err := t.GetSandbox(ctx, sandbox)
-		return err
-	})
-}
-
-// PolicyHashes returns the hashes of versions from to to, oldest first.
-func (t *txn) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
-	return versionsql.Hashes(ctx, engine{t.rd}, sandbox, from, to)
 }
 
 const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`

@@ -185,13 +185,6 @@ func sandboxResource(sandbox string) []ocsf.Resource {
 	return []ocsf.Resource{{Name: sandbox, Type: "sandbox"}}
 }
 
-// The findings the gateway derives from Sentry events
-// (gateway/sentryintake: store.SentryEvent flags).
-const (
-	SentryDrift      = "drift"
-	SentryUnmediated = "unmediated"
-)
-
 // FromSentryFinding maps a finding the gateway derived from a stored
 // Sentry event (kind drift or unmediated) at found: a Detection Finding
 // (2004, activity Create), Medium for drift (the watchdog saw a policy
@@ -209,13 +202,13 @@ func FromSentryFinding(kind string, ev store.SentryEvent, tool string, found tim
 	var title string
 	sev := ocsf.SeverityMedium
 	switch kind {
-	case SentryDrift:
+	case store.SentryDrift:
 		title = fmt.Sprintf("Policy drift in sandbox %s: Sentry %s saw policy %s, which no proxy of the sandbox applied", ev.Subject, ev.Source, short(ev.PolicyHash))
 		e.Policy = &ocsf.Policy{Name: ev.Subject, UID: ev.PolicyHash}
 		if e.Policy.Name == "" {
 			e.Policy.Name = "unknown"
 		}
-	case SentryUnmediated:
+	case store.SentryUnmediated:
 		sev = ocsf.SeverityHigh
 		title = fmt.Sprintf("Unmediated tool call in sandbox %s: Sentry %s saw %s called, and no proxy decided it", ev.Subject, ev.Source, tool)
 	default:

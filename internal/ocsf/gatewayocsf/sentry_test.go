@@ -71,8 +71,8 @@ func TestSentryEventsValidate(t *testing.T) {
 	}{
 		{"quarantine", gatewayocsf.FromSentryEvent(quarantine, at.Add(time.Second), ocsf.Gateway), 2004, 1, 5, 0, 0, "agent exfiltrating order data (remediate)"},
 		{"tool access", gatewayocsf.FromSentryEvent(toolAccess, at, ocsf.Gateway), 2004, 1, 4, 0, 0, "Sentry high tool_access from sentry://dpu-7 about sandbox orders"},
-		{"drift", gatewayocsf.FromSentryFinding(gatewayocsf.SentryDrift, stored, "", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 3, 0, 0, "Policy drift in sandbox orders"},
-		{"unmediated", gatewayocsf.FromSentryFinding(gatewayocsf.SentryUnmediated, stored, "refund", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 4, 0, 0, "refund called, and no proxy decided it"},
+		{"drift", gatewayocsf.FromSentryFinding(store.SentryDrift, stored, "", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 3, 0, 0, "Policy drift in sandbox orders"},
+		{"unmediated", gatewayocsf.FromSentryFinding(store.SentryUnmediated, stored, "refund", at.Add(2*time.Second), ocsf.Gateway), 2004, 1, 4, 0, 0, "refund called, and no proxy decided it"},
 		{"frozen", gatewayocsf.FromSentryAction(action(store.SentryFrozen, "frozen at version 4", 4), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 1, 4, "sandbox orders frozen (version 4)"},
 		{"held", gatewayocsf.FromSentryAction(action(store.SentryHeld, "quarantine budget spent", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 4, 99, 14, "held"},
 		{"dry run", gatewayocsf.FromSentryAction(action(store.SentryDryRun, "dry run", 0), "sentry:sentry://dpu-7", ocsf.Gateway), 7001, 1, 3, 99, 17, "dry_run"},

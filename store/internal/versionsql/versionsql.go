@@ -1,8 +1,8 @@
 // Package versionsql is what the two store engines share about reading
 // policy versions: their columns and how a row is scanned (the document
 // as text, so its bytes are kept exactly), a sandbox's history without
-// documents and the hashes of a range of versions, on a sqlexec.Engine.
-// Each engine inserts versions and reads one with its document itself.
+// documents, one version with its document and the hashes of a range of
+// versions, on a sqlexec.Engine. Each engine inserts versions itself.
 package versionsql
 
 import (
@@ -35,10 +35,40 @@ func Scan(scan func(dest ...any) error) (store.PolicyVersion, error) {
 	return pv, err
 }
 
+// Get is GetPolicyVersion for both engines: one version with its
+// document, the sandbox's current one for version 0 (ErrNotFound).
+func Get(ctx context.Context, e sqlexec.Engine, sandbox string, version int64) (store.PolicyVersion, error) {
+	if version < 0 {
+		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, store.ErrNotFound)
+	}
+	q, args := `SELECT `+Columns+`, pv.document
+		FROM policy_versions pv JOIN sandboxes s ON s.name = pv.sandbox
+		WHERE pv.sandbox = `+e.Param(1)+` AND pv.version = `, []any{sandbox}
+	if version == 0 {
+		q += `s.current_version`
+	} else {
+		q, args = q+e.Param(2), append(args, version)
+	}
+	var pv store.PolicyVersion
+	found := false
+	err := e.Rows(ctx, q, args, func(scan func(...any) error) (err error) {
+		found = true
+		pv, err = Scan(scan)
+		return err
+	})
+	if err == nil && !found {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.PolicyVersion{}, fmt.Errorf("get policy %q version %d: %w", sandbox, version, err)
+	}
+	return pv, nil
+}
+
 // List is ListPolicyVersions for both engines: the sandbox's versions,
-// oldest first, without documents. With none, it returns what
-// getSandbox does (ErrNotFound when the sandbox does not exist).
-func List(ctx context.Context, e sqlexec.Engine, sandbox string, getSandbox func() error) ([]store.PolicyVersion, error) {
+// oldest first, without documents (ErrNotFound when the sandbox does not
+// exist).
+func List(ctx context.Context, e sqlexec.Engine, sandbox string) ([]store.PolicyVersion, error) {
 	var out []store.PolicyVersion
 	err := e.Rows(ctx, `SELECT `+Columns+`, ''
 		FROM policy_versions pv WHERE pv.sandbox = `+e.Param(1)+` ORDER BY pv.version`, []any{sandbox},
@@ -50,10 +80,19 @@ func List(ctx context.Context, e sqlexec.Engine, sandbox string, getSandbox func
 	if err != nil {
 		return nil, fmt.Errorf("list policy versions of %q: %w", sandbox, err)
 	}
-	if len(out) == 0 {
-		if err := getSandbox(); err != nil {
-			return nil, err
-		}
+	if len(out) > 0 {
+		return out, nil
+	}
+	exists := false
+	err = e.Rows(ctx, `SELECT 1 FROM sandboxes WHERE name = `+e.Param(1), []any{sandbox}, func(func(...any) error) error {
+		exists = true
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("get sandbox %q: %w", sandbox, err)
+	case !exists:
+		return nil, fmt.Errorf("get sandbox %q: %w", sandbox, store.ErrNotFound)
 	}
 	return out, nil
 }

@@ -1,0 +1,61 @@
+// Package sqlread is the reads both store engines run the same way
+// (versionsql, tooldefsql, sentrysql) as the store.Tx and store.Driver
+// methods they are: a driver's primitives embed Reads on the engine they
+// read with, the pool or the transaction. And the columns of a sandbox
+// row, which both read.
+package sqlread
+
+import (
+	"context"
+
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
+	"github.com/portcullis-dev/portcullis/store/internal/sqlexec"
+	"github.com/portcullis-dev/portcullis/store/internal/tooldefsql"
+	"github.com/portcullis-dev/portcullis/store/internal/versionsql"
+)
+
+// SandboxColumns are a sandbox row's columns, in the order both drivers
+// scan them.
+const SandboxColumns = `name, current_version, current_hash, created_at, created_by,
+	boundary, boundary_hash, credentialed_hosts,
+	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
+
+// Reads are the shared reads on one engine.
+type Reads struct{ e sqlexec.Engine }
+
+// On returns the reads on e.
+func On(e sqlexec.Engine) Reads { return Reads{e} }
+
+// GetPolicyVersion returns one version with its document; version 0 is
+// the sandbox's current one (ErrNotFound).
+func (r Reads) GetPolicyVersion(ctx context.Context, sandbox string, version int64) (store.PolicyVersion, error) {
+	return versionsql.Get(ctx, r.e, sandbox, version)
+}
+
+// ListPolicyVersions returns the sandbox's versions, oldest first, without
+// documents; ErrNotFound if the sandbox does not exist.
+func (r Reads) ListPolicyVersions(ctx context.Context, sandbox string) ([]store.PolicyVersion, error) {
+	return versionsql.List(ctx, r.e, sandbox)
+}
+
+// PolicyHashes returns the hashes of versions from to to, oldest first.
+func (r Reads) PolicyHashes(ctx context.Context, sandbox string, from, to int64) ([]string, error) {
+	return versionsql.Hashes(ctx, r.e, sandbox, from, to)
+}
+
+// ListToolDefinitions returns the definitions f matches, in
+// tooldefsql.List's order.
+func (r Reads) ListToolDefinitions(ctx context.Context, f store.ToolDefinitionFilter) ([]store.ToolDefinition, error) {
+	return tooldefsql.List(ctx, r.e, f)
+}
+
+// ListSentryEvents returns the events f matches, oldest first.
+func (r Reads) ListSentryEvents(ctx context.Context, f store.SentryEventFilter) ([]store.SentryEvent, error) {
+	return sentrysql.List(ctx, r.e, f)
+}
+
+// SentryGaps returns the ordering state of one source ("" for all).
+func (r Reads) SentryGaps(ctx context.Context, source string) ([]store.SentrySource, error) {
+	return sentrysql.Sources(ctx, r.e, source)
+}
