@@ -1,8 +1,12 @@
 package boundary
 
 import (
+	"context"
 	"errors"
+	"io"
 	"net/netip"
+	"os/exec"
+	"strconv"
 	"time"
 )
 
@@ -67,4 +71,22 @@ func (c Config) withDefaults() Config {
 		c.GID = c.UID
 	}
 	return c
+}
+
+// Exec is Run of the command args (a program and its arguments, looked up
+// in PATH) with the streams given.
+func Exec(ctx context.Context, cfg Config, args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int, err error) {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	return Run(ctx, cfg, cmd)
+}
+
+// ParseID reads a user or group id (a number) for Config.UID and GID.
+func ParseID(s string) (*uint32, error) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return nil, errors.New("want a number")
+	}
+	id := uint32(n)
+	return &id, nil
 }

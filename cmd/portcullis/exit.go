@@ -28,9 +28,6 @@ const (
 // exitCode maps an error to its exit code. It is the only place that does.
 func exitCode(err error) int {
 	var netErr net.Error
-	if c, ok := errors.AsType[*childExit](err); ok {
-		return c.code // portcullis run: its command's status
-	}
 	switch {
 	case err == nil:
 		return exitOK
@@ -85,12 +82,6 @@ func exitCodeOf(code connect.Code) int {
 	}
 }
 
-// childExit is the exit status of portcullis run's command, which is
-// run's; there is nothing to report.
-type childExit struct{ code int }
-
-func (e *childExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
 // usageError is a command line that cannot be run as given.
 type usageError struct{ err error }
 
@@ -138,9 +129,6 @@ func (e *problemsError) Error() string {
 func reportError(env *environment, err error) {
 	w := env.stderr
 	ce, ok := errors.AsType[*connect.Error](err)
-	if isA[*childExit](err) {
-		return
-	}
 	if !ok {
 		fmt.Fprintf(w, "error: %v\n", err)
 		if isA[*usageError](err) {

@@ -36,7 +36,8 @@ func TestRunUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"run"}, "error: run needs a command: portcullis run -- CMD [ARG...]\n"},
-		{[]string{"run", "--proxy", "localhost", "--", "true"}, `error: --proxy: `},
+		{[]string{"run", "--proxy", "localhost", "--", "true"}, `error: invalid argument "localhost" for "--proxy" flag`},
+		{[]string{"run", "--uid", "nobody", "--", "true"}, `error: invalid argument "nobody" for "--uid" flag: want a number`},
 	} {
 		_, stderr, code := runCLI(t, tc.args...)
 		if code != exitInvalid || !strings.HasPrefix(stderr, tc.want) {
