@@ -14,6 +14,14 @@ const sidecarTable = "portcullis"
 // the proxy's transparent listener and UDP to port 53 to its resolver (at
 // the same address and port); all other UDP, ICMP and IPv6 are dropped. The
 // proxy's own traffic goes out directly. Applying it again replaces it.
+//
+// DNS is redirected whatever its address, loopback included: a runtime's
+// own resolver in the namespace (Docker's at 127.0.0.11) would otherwise
+// answer, and forward, any name. TCP to port 53 goes to the transparent
+// listener, which judges it as any connection (a loopback destination is
+// denied). The NAT chain's priority, -110, is before the runtime's own
+// rules at -100 (Docker redirects 127.0.0.11:53 there): the first
+// address translation of a connection is the one it keeps.
 func Rules(cfg SidecarConfig) string {
 	proxy := cfg.Proxy
 	if !proxy.IsValid() {
@@ -38,9 +46,10 @@ table inet %[3]s
 delete table inet %[3]s
 table inet %[3]s {
 	chain to_the_proxy {
-		type nat hook output priority -100; policy accept;
+		type nat hook output priority -110; policy accept;
 		meta skuid %[2]d return
 		meta nfproto ipv4 udp dport 53 %[4]s
+		meta nfproto ipv4 tcp dport 53 %[4]s
 		meta nfproto ipv4 ip daddr 127.0.0.0/8 return
 		meta nfproto ipv4 meta l4proto tcp %[4]s
 	}

@@ -15,7 +15,9 @@ func TestRules(t *testing.T) {
 		{"loopback", SidecarConfig{ProxyUID: 65532}, []string{
 			"table inet portcullis {",
 			"meta skuid 65532 return",
+			"type nat hook output priority -110; policy accept;",
 			"meta nfproto ipv4 udp dport 53 redirect to :3129",
+			"meta nfproto ipv4 tcp dport 53 redirect to :3129",
 			"meta nfproto ipv4 ip daddr 127.0.0.0/8 return",
 			"meta nfproto ipv4 meta l4proto tcp redirect to :3129",
 			"type filter hook output priority 0; policy drop;",
