@@ -65,7 +65,13 @@ type loadProc struct{ *childproc.Proc }
 
 // startLoadProc starts the load generator and sets up its clients.
 func startLoadProc(upstream string, targets []targetSpec, maxConcurrency int) (*loadProc, error) {
-	p, err := childproc.Start("the load generator", []string{"-load-child"}, nil)
+	return startLoadProcUnder(nil, upstream, targets, maxConcurrency)
+}
+
+// startLoadProcUnder is startLoadProc with the load generator run by a
+// wrapper command (childproc.StartUnder).
+func startLoadProcUnder(wrapper []string, upstream string, targets []targetSpec, maxConcurrency int) (*loadProc, error) {
+	p, err := childproc.StartUnder("the load generator", wrapper, []string{"-load-child"}, nil)
 	if err != nil {
 		return nil, err
 	}

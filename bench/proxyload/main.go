@@ -35,7 +35,7 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured load per path before each concurrency's first round")
 	flag.IntVar(&cfg.rounds, "rounds", 10, "interleaved rounds (each measures every path once; more and shorter rounds let a noisy neighbour's bursts hit every path alike)")
 	flag.StringVar(&cfg.upstream, "upstream", "fixed", `upstream: "fixed" (a fixed-response JSON-RPC handler) or "sdk" (demo.OrdersHandler, stateless)`)
-	paths := flag.String("paths", "direct,portcullis,nginx", "comma-separated paths to measure (direct, portcullis, baseline, nginx, relay; -baseline adds baseline; relay is a Go byte relay, the floor under any Go proxy)")
+	paths := flag.String("paths", "direct,portcullis,nginx", "comma-separated paths to measure (direct, portcullis, transparent, baseline, nginx, relay; -baseline adds baseline; relay is a Go byte relay, the floor under any Go proxy; transparent is the portcullis proxy through --transparent-listen, the clients under portcullis run: root, and not with nginx or relay)")
 	flag.StringVar(&cfg.portcullis, "portcullis", "", "the portcullis binary to run (default: go build ./cmd/portcullis into a temp dir)")
 	flag.StringVar(&cfg.baseline, "baseline", "", "another portcullis binary to measure beside -portcullis, as the path \"baseline\" (before and after a change, in one run)")
 	flag.StringVar(&cfg.nginx, "nginx", "/usr/sbin/nginx", "the nginx binary")

@@ -32,8 +32,11 @@ import (
 //
 // To measure another feature, add it here and, when it changes what the
 // proxy answers, a check to verify (load.go).
-var benchPolicy = template.Must(template.New("policy").Parse(orderspolicy.Head + `      - host: 127.0.0.1
+var benchPolicy = template.Must(template.New("policy").Parse(orderspolicy.Head + `      - host: {{.Host}}
         port: {{.Port}}
+{{- if .AllowedIPs}}
+        allowed_ips: ["{{.AllowedIPs}}"]
+{{- end}}
         path: /mcp
         protocol: mcp
         enforcement: enforce
@@ -68,7 +71,11 @@ var benchPolicy = template.Must(template.New("policy").Parse(orderspolicy.Head +
 // policyDoc is the bench policy for the upstream on port, for binary
 // ("": any), with lookup_order's fixed definition pinned when pin, checked
 // to parse (the proxy would deny everything otherwise).
-func policyDoc(port int, binary string, pin bool) ([]byte, error) {
+//
+// host is the upstream's address: 127.0.0.1 (the proxy runs with
+// --dev-allow-loopback), or the namespace's address for the transparent
+// path, a TEST-NET address the policy opens with allowed_ips.
+func policyDoc(host string, port int, binary string, pin bool) ([]byte, error) {
 	fp := ""
 	if pin {
 		var err error
@@ -77,11 +84,19 @@ func policyDoc(port int, binary string, pin bool) ([]byte, error) {
 		}
 	}
 	var b bytes.Buffer
-	if err := benchPolicy.Execute(&b, map[string]any{"Port": port, "Binary": binary, "Rate": policy.MaxRateLimit, "Pin": fp}); err != nil {
+	if err := benchPolicy.Execute(&b, map[string]any{"Host": host, "AllowedIPs": allowedIPs(host), "Port": port, "Binary": binary, "Rate": policy.MaxRateLimit, "Pin": fp}); err != nil {
 		return nil, fmt.Errorf("bench policy: %w", err)
 	}
 	if _, _, err := policy.Parse(b.Bytes()); err != nil {
 		return nil, fmt.Errorf("bench policy: %w\n%s", err, b.Bytes())
 	}
 	return b.Bytes(), nil
+}
+
+// allowedIPs is the allowed_ips entry a non-loopback upstream needs ("" for loopback).
+func allowedIPs(host string) string {
+	if host == "127.0.0.1" {
+		return ""
+	}
+	return host + "/32"
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -37,13 +38,16 @@ func buildPortcullis(ctx context.Context, dir string) (string, error) {
 
 // portcullisProc is `portcullis proxy` running as a child process.
 type portcullisProc struct {
-	url      *url.URL // the proxy, for the load clients' Proxy
-	pprof    string   // its /debug/pprof/ URL, when started with one
-	dataDir  string
-	cmd      *exec.Cmd
-	exit     chan error // receives Wait's result once
-	stderr   *os.File
-	stderrAt string
+	bin string
+	url *url.URL // the proxy, for the load clients' Proxy
+	// transparent is its --transparent-listen address, when started with one.
+	transparent string
+	pprof       string // its /debug/pprof/ URL, when started with one
+	dataDir     string
+	cmd         *exec.Cmd
+	exit        chan error // receives Wait's result once
+	stderr      *os.File
+	stderrAt    string
 }
 
 // startPortcullis runs bin as a proxy with policy, its data in dir, on a
@@ -54,7 +58,7 @@ func startPortcullis(ctx context.Context, bin, dir string, policy []byte, withPp
 	if err := os.WriteFile(policyFile, policy, 0o600); err != nil {
 		return nil, fmt.Errorf("policy file: %w", err)
 	}
-	p := &portcullisProc{dataDir: filepath.Join(dir, "data"), exit: make(chan error, 1), stderrAt: filepath.Join(dir, "proxy.log")}
+	p := &portcullisProc{bin: bin, dataDir: filepath.Join(dir, "data"), exit: make(chan error, 1), stderrAt: filepath.Join(dir, "proxy.log")}
 	var err error
 	if p.stderr, err = os.Create(p.stderrAt); err != nil {
 		return nil, fmt.Errorf("proxy log: %w", err)
@@ -80,20 +84,28 @@ func startPortcullis(ctx context.Context, bin, dir string, policy []byte, withPp
 	}
 	// The proxy prints where it listens, then its policy, CA, decision
 	// log and (with --pprof-listen) profile lines.
-	type started struct{ addr, pprof string }
+	type started struct {
+		addr, pprof, transparent string
+		decisions                bool
+	}
+	wantTransparent := slices.Contains(extra, "--transparent-listen")
 	ready := make(chan started, 1)
 	go func() {
 		var s started
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			line := sc.Text()
+			line := strings.TrimSpace(sc.Text())
 			if a, ok := strings.CutPrefix(line, "Portcullis proxy listening on "); ok {
 				s.addr = a
 			}
-			if u, ok := strings.CutPrefix(strings.TrimSpace(line), "pprof:"); ok {
+			if u, ok := strings.CutPrefix(line, "pprof:"); ok {
 				s.pprof = strings.TrimSpace(u)
 			}
-			if strings.HasPrefix(strings.TrimSpace(line), "decisions:") && !withPprof || s.pprof != "" {
+			if a, ok := strings.CutPrefix(line, "transparent:"); ok {
+				s.transparent = strings.Fields(a)[0]
+			}
+			s.decisions = s.decisions || strings.HasPrefix(line, "decisions:")
+			if s.decisions && (s.pprof != "" || !withPprof) && (s.transparent != "" || !wantTransparent) {
 				ready <- s
 				break
 			}
@@ -104,7 +116,7 @@ func startPortcullis(ctx context.Context, bin, dir string, policy []byte, withPp
 	select {
 	case s := <-ready:
 		p.url = &url.URL{Scheme: "http", Host: s.addr}
-		p.pprof = s.pprof
+		p.pprof, p.transparent = s.pprof, s.transparent
 		return p, nil
 	case err := <-p.exit:
 		p.exit <- err

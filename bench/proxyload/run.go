@@ -95,6 +95,9 @@ func (c *config) check() error {
 	if (c.cpuprofile != "" || c.memprofile != "") && !seen[pathPortcullis] {
 		return benchcli.Usagef("--cpuprofile and --memprofile profile the portcullis path, which --paths leaves out")
 	}
+	if seen[pathTransparent] && (!seen[pathPortcullis] || seen[pathNginx] || seen[pathRelay]) {
+		return benchcli.Usagef("the transparent path shares the portcullis path's proxy (give both), and its upstream is not on loopback, where nginx and relay reach it (leave them out)")
+	}
 	if seen[pathBaseline] != (c.baseline != "") {
 		return benchcli.Usagef("the baseline path needs --baseline PATH, and --baseline the baseline path")
 	}
@@ -108,9 +111,13 @@ const (
 	pathBaseline   = "baseline" // another portcullis binary (--baseline), for before and after in one run
 	pathNginx      = "nginx"
 	pathRelay      = "relay" // a byte relay in Go: the floor under any goroutine-per-connection proxy (relay.go)
+	// pathTransparent is the portcullis path's proxy through its
+	// transparent listener, the clients under `portcullis run`
+	// (transparent.go).
+	pathTransparent = "transparent"
 )
 
-var pathNames = []string{pathDirect, pathPortcullis, pathBaseline, pathNginx, pathRelay}
+var pathNames = []string{pathDirect, pathPortcullis, pathTransparent, pathBaseline, pathNginx, pathRelay}
 
 // path is one way to the upstream, as the program measures it: the CPU
 // of the process serving it besides the upstream and the load generator
@@ -120,6 +127,17 @@ type path struct {
 	spec    targetSpec
 	procCPU func() time.Duration
 	px      *portcullisProc // the portcullis and baseline paths' proxy
+	// lg is the load generator of a path with one of its own (the
+	// transparent path's, under portcullis run); nil: the shared one.
+	lg *loadProc
+}
+
+// loader is the load generator that drives p.
+func (p *path) loader(shared *loadProc) *loadProc {
+	if p.lg != nil {
+		return p.lg
+	}
+	return shared
 }
 
 // run starts the upstream, the proxies and the load generator, checks
@@ -151,7 +169,13 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	up, err := startUpstream(cfg.upstream)
+	transparent := slices.Contains(cfg.paths, pathTransparent)
+	listen, upHost, closeNet, err := upstreamNetwork(transparent)
+	if err != nil {
+		return err
+	}
+	defer closeNet()
+	up, err := startUpstream(cfg.upstream, listen, upHost)
 	if err != nil {
 		return err
 	}
@@ -183,7 +207,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 					return err
 				}
 			}
-			doc, err := policyDoc(up.port, binary, cfg.pins && cfg.upstream == "fixed")
+			doc, err := policyDoc(upHost, up.port, binary, cfg.pins && cfg.upstream == "fixed")
 			if err != nil {
 				return err
 			}
@@ -195,6 +219,9 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 			if name == pathPortcullis {
 				if extra, err = ocsfArgs(cfg.ocsf, dir); err != nil {
 					return err
+				}
+				if transparent {
+					extra = append(extra, "--transparent-listen", "127.0.0.1:0")
 				}
 			}
 			px, err := startPortcullis(ctx, bin, dir, doc, (cfg.cpuprofile != "" || cfg.memprofile != "") && name == pathPortcullis, extra...)
@@ -211,6 +238,11 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 			pid := px.pid()
 			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + up.addr + "/mcp", Proxy: px.url.String()},
 				procCPU: func() time.Duration { return pidCPU(pid) }, px: px})
+			if name == pathPortcullis && transparent {
+				fmt.Fprintf(logw, "%s: the same proxy's transparent listener on %s\n", pathTransparent, px.transparent)
+				paths = append(paths, &path{name: pathTransparent, spec: targetSpec{Name: pathTransparent, URL: "http://" + up.addr + "/mcp"},
+					procCPU: func() time.Duration { return pidCPU(pid) }})
+			}
 		case pathNginx:
 			dir, err := os.MkdirTemp(tmp, "nginx-")
 			if err != nil {
@@ -256,15 +288,24 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 		res.NginxIdle = &m
 	}
 
-	specs := make([]targetSpec, len(paths))
-	for i, p := range paths {
-		specs[i] = p.spec
+	var specs []targetSpec
+	for _, p := range paths {
+		if p.name != pathTransparent {
+			specs = append(specs, p.spec)
+		}
 	}
 	lg, err := startLoadProc(cfg.upstream, specs, slices.Max(cfg.concurrency))
 	if err != nil {
 		return err
 	}
 	defer lg.stop()
+	if transparent {
+		tp, px := pathNamed(paths, pathTransparent), pathNamed(paths, pathPortcullis).px
+		if tp.lg, err = startTransparentLoad(px.bin, px.transparent, cfg.upstream, tp.spec, slices.Max(cfg.concurrency)); err != nil {
+			return err
+		}
+		defer tp.lg.stop()
+	}
 
 	if err := verify(lg, paths, up); err != nil {
 		return fmt.Errorf("correctness check (nothing was measured): %w", err)
@@ -343,7 +384,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 func verify(lg *loadProc, paths []*path, up *upstream) error {
 	for _, p := range paths {
 		for id := int64(1); id <= 3; id++ {
-			status, body, err := lg.call(p.name, "lookup_order", lookupArgs, id)
+			status, body, err := p.loader(lg).call(p.name, "lookup_order", lookupArgs, id)
 			if err != nil {
 				return fmt.Errorf("%s: lookup_order: %w", p.name, err)
 			}
@@ -354,10 +395,10 @@ func verify(lg *loadProc, paths []*path, up *upstream) error {
 				return fmt.Errorf("%s: lookup_order: the body is not the upstream's answer to id %d: %s", p.name, id, body)
 			}
 		}
-		if p.px == nil {
+		if p.px == nil && p.name != pathTransparent {
 			continue
 		}
-		status, body, err := lg.call(p.name, "", "", 7)
+		status, body, err := p.loader(lg).call(p.name, "", "", 7)
 		if err != nil {
 			return fmt.Errorf("%s: tools/list: %w", p.name, err)
 		}
@@ -370,7 +411,7 @@ func verify(lg *loadProc, paths []*path, up *upstream) error {
 			{"lookup_order", `{"order_id":"x"}`, "the arguments schema"},
 		} {
 			before := up.hits.Load()
-			status, body, err := lg.call(p.name, c.tool, c.args, 99)
+			status, body, err := p.loader(lg).call(p.name, c.tool, c.args, 99)
 			if err != nil {
 				return fmt.Errorf("%s: %s %s: %w", p.name, c.tool, c.args, err)
 			}
@@ -395,7 +436,7 @@ func measure(ctx context.Context, cfg config, c int, paths []*path, lg *loadProc
 		perWorker[p.name] = 64 << 10
 		if cfg.warmup > 0 {
 			fmt.Fprintf(logw, "%d client(s): warm-up %s: %s\n", c, p.name, cfg.warmup)
-			w, err := lg.load(p.name, c, cfg.warmup, 1024)
+			w, err := p.loader(lg).load(p.name, c, cfg.warmup, 1024)
 			if err != nil {
 				return nil, err
 			}
@@ -421,7 +462,7 @@ func measure(ctx context.Context, cfg config, c int, paths []*path, lg *loadProc
 	for round := 1; round <= cfg.rounds; round++ {
 		for _, p := range paths {
 			up0, proc0 := benchenv.SelfCPU(), procCPU(p)
-			r, err := lg.load(p.name, c, roundDur, perWorker[p.name])
+			r, err := p.loader(lg).load(p.name, c, roundDur, perWorker[p.name])
 			if err != nil {
 				return nil, err
 			}

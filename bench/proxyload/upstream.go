@@ -18,9 +18,12 @@ import (
 	"github.com/portcullis-dev/portcullis/demo"
 )
 
-// upstream is the MCP server every path reaches, on 127.0.0.1.
+// upstream is the MCP server every path reaches: on 127.0.0.1, or (for
+// the transparent path) on an address of a network namespace of its own
+// (internal/netnstest), which an agent inside `portcullis run` can only
+// reach through the proxy.
 type upstream struct {
-	addr string // 127.0.0.1:PORT
+	addr string // HOST:PORT
 	port int
 	// hits counts the requests the upstream received, so the check can see
 	// that a denied call never reached it.
@@ -62,8 +65,8 @@ const fixedTools = `,"result":{"tools":[` + fixedLookupOrder + `,` +
 	`{"name":"cancel_order","description":"Cancel an order","inputSchema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}}]}}`
 
 // startUpstream serves kind ("fixed" or "sdk") on 127.0.0.1:0.
-func startUpstream(kind string) (*upstream, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startUpstream(kind string, listen func(network, addr string) (net.Listener, error), host string) (*upstream, error) {
+	ln, err := listen("tcp4", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("upstream listen: %w", err)
 	}

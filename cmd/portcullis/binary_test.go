@@ -20,6 +20,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(runProbeEnv); addr != "" { // run_test.go's command
+		os.Exit(runProbeMain(addr))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -2,7 +2,15 @@
 
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/spf13/cobra"
+
+	"github.com/portcullis-dev/portcullis/boundary"
+)
 
 // rootLong and rootExample are the root command's help.
 const (
@@ -54,5 +62,41 @@ func commands(env *environment) []*cobra.Command {
 		newSentryCmd(env),
 		newMCPCmd(env),
 		newVersionCmd(env),
+		newRunCmd(env),
 	}
+}
+
+// newRunCmd is `portcullis run` (a sidecar has no use for it).
+func newRunCmd(env *environment) *cobra.Command {
+	var cfg boundary.Config
+	var printRules bool
+	var proxyUID uint32
+	c := &cobra.Command{
+		Use:   "run [--proxy ADDR] [--uid UID] -- CMD [ARG...]",
+		Short: "Run a command in a network namespace whose only way out is the proxy",
+		Long: `CMD runs in a new network namespace: its TCP goes to the proxy's --transparent-listen
+ADDR, its DNS to the resolver there, nothing else leaves. Exits with CMD's status; needs
+root or CAP_NET_ADMIN. --print-rules: nftables rules for a namespace with the proxy in it.`,
+		Example: "  sudo portcullis run --uid 1000 -- node agent.js\n  portcullis run --print-rules | nft -f -",
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if printRules {
+				_, err := fmt.Fprint(env.stdout, boundary.Rules(boundary.SidecarConfig{Proxy: cfg.Proxy, ProxyUID: proxyUID}))
+				return err
+			} else if len(args) == 0 {
+				return usagef("run needs a command: portcullis run -- CMD [ARG...]")
+			}
+			// Run forwards SIGINT and SIGTERM to CMD itself, then cleans up.
+			env.exit, err = boundary.Exec(context.WithoutCancel(cmd.Context()), cfg, args, env.stdin, env.stdout, env.stderr)
+			return err
+		},
+	}
+	f := c.Flags()
+	f.SetInterspersed(false) // flags after CMD are CMD's
+	f.Func("proxy", "the proxy's transparent listener `ADDR`, TCP and DNS (default 127.0.0.1:3129)", func(s string) (err error) { cfg.Proxy, err = netip.ParseAddrPort(s); return err })
+	f.Func("uid", "run CMD as this user id, `UID` (default: as run)", func(s string) (err error) { cfg.UID, err = boundary.ParseID(s); return err })
+	f.Func("gid", "run CMD with this group id, `GID` (default: the UID)", func(s string) (err error) { cfg.GID, err = boundary.ParseID(s); return err })
+	f.StringVar(&cfg.Sandbox, "sandbox", "", "the sandbox's name, in the host link's alias")
+	f.BoolVar(&printRules, "print-rules", false, "print the rules for a namespace with the proxy inside instead")
+	f.Uint32Var(&proxyUID, "proxy-uid", 65532, "with --print-rules: the proxy's user, which goes out directly")
+	return c
 }

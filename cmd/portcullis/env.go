@@ -58,6 +58,8 @@ type environment struct {
 	// started is set when a command's own code begins to run: an error
 	// before that is cobra refusing the command line (exit 2).
 	started bool
+	// exit is the status of a command that succeeded (portcullis run's: its CMD's).
+	exit int
 	// commandPath is the command that ran ("portcullis policy set"), for hints.
 	commandPath string
 

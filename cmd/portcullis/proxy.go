@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,7 +248,13 @@ func upstreamRoots(file string) (*x509.CertPool, error) {
 
 // listenTransparent opens --transparent-listen: TCP for the redirected
 // connections and UDP on the same address and port for the sandbox's DNS.
+// Its address must be a specific one: a DNS answer must come from the
+// address the query was redirected to, which a socket on every address
+// does not promise.
 func listenTransparent(addr string) (net.Listener, net.PacketConn, error) {
+	if ap, err := netip.ParseAddrPort(addr); err != nil || ap.Addr().IsUnspecified() {
+		return nil, nil, usagef("--transparent-listen %s: want a specific IP address and port, e.g. 127.0.0.1:3129 (the sandbox's DNS is answered from it)", addr)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, usagef("listen on %s: %v", addr, err)

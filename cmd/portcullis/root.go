@@ -31,7 +31,7 @@ func newRootCmd(env *environment) *cobra.Command {
 	root.AddCommand(commands(env)...)
 	for _, c := range root.Commands() {
 		switch c.Name() {
-		case "gateway", "demo", "migrate", "healthcheck":
+		case "gateway", "demo", "migrate", "healthcheck", "run":
 			hideClientFlags(c)
 		}
 	}

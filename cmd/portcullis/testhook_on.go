@@ -21,6 +21,8 @@ import (
 //   - PORTCULLIS_TEST_REFUSE=NAME refuses a policy naming a network policy
 //     NAME, as a proxy too old for a new feature would (a NACK travelling
 //     from a real proxy process to proxies list);
+//   - PORTCULLIS_TEST_RESOLVER=ADDR resolves names through the DNS server
+//     at ADDR (UDP), so a test's resolver stands for the host's;
 //   - PORTCULLIS_TEST_HOSTS=name=addr,name=addr answers those names, so an
 //     upstream with a public-looking name can live on loopback (with
 //     --dev-allow-loopback); other names are resolved as usual.
@@ -31,6 +33,15 @@ func applyTestHooks(cfg *dataplane.Config) {
 				return errors.New("this proxy cannot compile network policy " + strings.TrimSpace(name) + " (test refusal)")
 			}
 			return nil
+		}
+	}
+	if server := os.Getenv("PORTCULLIS_TEST_RESOLVER"); server != "" {
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "udp", server)
+		}}
+		cfg.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return r.LookupNetIP(ctx, "ip4", host)
 		}
 	}
 	if hosts := os.Getenv("PORTCULLIS_TEST_HOSTS"); hosts != "" {

@@ -82,6 +82,7 @@ var layers = map[string][]string{
 	"web":                       nil,
 	"web/webtest":               nil,
 	"demo":                      nil,
+	"boundary":                  nil,
 	"cmd/portcullis":            {"..."},
 }
 
@@ -90,6 +91,8 @@ var external = map[string][]string{
 	"github.com/open-policy-agent/opa": {"approval"},
 	"github.com/jackc/pgx":             {"store/postgres", "internal/pgtest"},
 	"modernc.org/sqlite":               {"store/sqlite"},
+	"github.com/google/nftables":       {"boundary"},
+	"github.com/vishvananda/netlink":   {"boundary", "internal/netnstest"},
 }
 
 func TestImports(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -33,12 +34,18 @@ type Proc struct {
 
 // Start runs this executable with args (env added to this process's
 // environment); name says what the child is in errors.
-func Start(name string, args, env []string) (*Proc, error) {
+func Start(name string, args, env []string) (*Proc, error) { return StartUnder(name, nil, args, env) }
+
+// StartUnder is Start with the executable run by a wrapper command
+// (wrapper[0] with wrapper[1:], then the executable and args), such as
+// `portcullis run --proxy ADDR --`, which passes stdin and stdout through.
+func StartUnder(name string, wrapper, args, env []string) (*Proc, error) {
 	exe, err := Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, args...)
+	argv := append(append(slices.Clone(wrapper), exe), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
