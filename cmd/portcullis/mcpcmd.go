@@ -18,11 +18,8 @@ import (
 
 // newMCPCmd is `portcullis mcp`: tools for operators of MCP endpoints.
 func newMCPCmd(env *environment) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "mcp",
-		Short:   "Look at MCP servers as the proxy sees them",
-		Example: `  portcullis mcp fingerprint http://127.0.0.1:8081/mcp`,
-	}
+	cmd := newGroupCmd("mcp", "Look at MCP servers as the proxy sees them",
+		`  portcullis mcp fingerprint http://127.0.0.1:8081/mcp`)
 	cmd.AddCommand(newMCPFingerprintCmd(env))
 	return cmd
 }
