@@ -5,7 +5,6 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -61,12 +60,7 @@ that terminates TLS needs its CA: --ca-file).`,
 				return err
 			}
 			if env.jsonOutput() {
-				b, err := json.MarshalIndent(map[string]any{"tools": tools}, "", jsonOptions.Indent)
-				if err != nil {
-					return err
-				}
-				_, err = env.stdout.Write(append(b, '\n'))
-				return err
+				return env.printValueJSON(map[string]any{"tools": tools})
 			}
 			tw := env.table("FINGERPRINT", "TOOL")
 			for _, t := range tools {

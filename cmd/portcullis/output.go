@@ -81,6 +81,16 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 	return e.writeJSON(b)
 }
 
+// printValueJSON writes v, a Go value rather than an API message, to
+// stdout as indented JSON.
+func (e *environment) printValueJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode result as JSON: %w", err)
+	}
+	return e.writeJSON(b)
+}
+
 // writeJSON writes compact JSON to stdout, indented.
 func (e *environment) writeJSON(b []byte) error {
 	// protojson varies its white space on purpose; re-indent so the same
