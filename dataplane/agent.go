@@ -125,13 +125,29 @@ func chainRecords[R any](first, then func(R)) func(R) {
 	return func(r R) { first(r); then(r) }
 }
 
-// Run serves proxy clients on ln, and keeps the policy in step with its
+// Run serves proxy clients on ln: Serve with only the proxy listener.
+func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
+	return a.Serve(ctx, Listeners{Proxy: ln})
+}
+
+// Listeners are what an Agent serves.
+type Listeners struct {
+	// Proxy takes proxy clients (HTTP_PROXY/HTTPS_PROXY): CONNECT and
+	// absolute-form HTTP requests. Required.
+	Proxy net.Listener
+	// Transparent, if set, takes TCP connections the kernel redirected
+	// to the proxy (NAT), each judged as a CONNECT to where it was sent
+	// (transparent.go).
+	Transparent net.Listener
+}
+
+// Serve serves the listeners, and keeps the policy in step with its
 // source, until ctx ends; then it stops serving, waits for every goroutine
 // it started (the subscription, the shipper, the file watcher, the memory
-// trimmer, the server's own, and last the OCSF sink) and releases the
-// gateway connections and the decision log file. It returns the server's
+// trimmer, the servers' own, and last the OCSF sink) and releases the
+// gateway connections and the decision log file. It returns a server's
 // error if serving failed, nil after ctx ended.
-func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
+func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 	defer a.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -159,7 +175,7 @@ func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
 		}
 		feeders.Go(func() { a.watchFile(ctx, a.cfg.PolicyFile, interval) })
 	}
-	err := a.serve(ctx, ln)
+	err := a.serve(ctx, l)
 	cancel()
 	feeders.Wait()
 	stopEmitting()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
@@ -28,7 +29,7 @@ type clientKey struct{}
 // connContext is the context of the requests on conn, a connection just
 // accepted: it carries the proxy's view of the client (h1.Config.ConnContext).
 func (p *Proxy) connContext(ctx context.Context, conn net.Conn) context.Context {
-	return context.WithValue(ctx, clientKey{}, p.newClient(conn))
+	return context.WithValue(ctx, clientKey{}, p.newClient(conn, netip.AddrPort{}))
 }
 
 // newClient starts the proxy's view of a connection just accepted, on the
@@ -37,12 +38,18 @@ func (p *Proxy) connContext(ctx context.Context, conn net.Conn) context.Context 
 // compare when the first request is judged. When the first request's
 // head has already arrived, this look is also the one at judgement
 // (identity.Follow's sent): a client that writes at once costs one pass
-// over /proc, not two.
-func (p *Proxy) newClient(conn net.Conn) *client {
+// over /proc, not two. orig is a transparent connection's original
+// destination (invalid for the proxy listener's): its client socket is
+// in the client's network namespace (identity.FollowRedirected).
+func (p *Proxy) newClient(conn net.Conn, orig netip.AddrPort) *client {
 	c := &client{conn: conn, identify: p.cfg.Caller, log: p.log}
 	if c.identify == nil {
 		if cur := p.current.Load(); cur != nil && cur.matcher.NamesBinaries() {
-			c.watch = identity.Follow(conn, h1.HeadSent(conn))
+			if orig.IsValid() {
+				c.watch = identity.FollowRedirected(conn, orig, h1.HeadSent(conn))
+			} else {
+				c.watch = identity.Follow(conn, h1.HeadSent(conn))
+			}
 		}
 	}
 	return c

@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/dataplane/identity"
+	"github.com/portcullis-dev/portcullis/dataplane/transparent"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -59,6 +60,16 @@ type Config struct {
 	// definition the proxy sees (mcp/relay; the shipper to the gateway). It
 	// must not block.
 	OnToolDefinition func(decision.ToolDefinitionChange)
+	// Names, if set, is what the proxy's DNS for the sandbox answered
+	// (dataplane/sandboxdns): a transparent connection is judged by the
+	// name it gave the connection's original address (transparent.go).
+	// nil: none, every transparent connection is judged by its address.
+	Names NameBook
+	// OriginalDst returns where a transparent connection was sent before
+	// the kernel redirected it to the proxy. Default: the socket's
+	// SO_ORIGINAL_DST (IP6T_SO_ORIGINAL_DST for IPv6), on Linux; the
+	// tests' seam.
+	OriginalDst func(net.Conn) (netip.AddrPort, error)
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// AdaptProcs runs the proxy on one P while it serves one request at a
@@ -114,6 +125,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.OriginalDst == nil {
+		c.OriginalDst = transparent.OriginalDst
 	}
 	if c.RingSize <= 0 {
 		c.RingSize = 1000

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/tunnelstart"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -19,9 +20,34 @@ type dest struct {
 	// ip is the host read as an IP literal, in any spelling (parseTarget);
 	// invalid for a host name.
 	ip netip.Addr
+	// orig is, for a transparent connection, its original destination's
+	// address (transparent.go): the address dialled, never resolved, and
+	// one an HTTP Host may name instead of host. Invalid for a CONNECT.
+	orig netip.Addr
 }
 
 func (t dest) authority() string { return net.JoinHostPort(t.host, strconv.Itoa(t.port)) }
+
+// namedBy reports whether an HTTP authority (a Host header, a request
+// target's; an omitted port is defaultPort or t's) names t, or, for a
+// transparent connection, the address it was sent to.
+func (t dest) namedBy(authority, defaultPort string) bool {
+	port := strconv.Itoa(t.port)
+	if sameAuthority(authority, t.authority(), defaultPort) || sameAuthority(authority, t.host, port) {
+		return true
+	}
+	a, err := parseTarget(authority, port)
+	return t.orig.IsValid() && err == nil && a.ip == t.orig && a.port == t.port
+}
+
+// want is what a tunnel's start must name: t.
+func (t dest) want() tunnelstart.Want {
+	w := tunnelstart.Want{Host: t.host, Authority: t.authority(), Names: func(a string) bool { return t.namedBy(a, "80") }, Of: "CONNECT"}
+	if t.orig.IsValid() {
+		w.Of = "transparent connection's"
+	}
+	return w
+}
 
 func parseTarget(authority, defaultPort string) (dest, error) {
 	host, port, err := net.SplitHostPort(authority)
@@ -70,8 +96,9 @@ func literalDenied(t dest, devAllowLoopback bool) (ip netip.Addr, reason string,
 
 // resolve finds the address to dial for t: an IP literal as written (in
 // any spelling), else the first resolved address the policy does not
-// refuse at the address level. The proxy dials exactly this address; it
-// never resolves again between check and dial.
+// refuse at the address level; for a transparent connection (t.orig) its
+// original destination. The proxy dials exactly this address; it never
+// resolves again between check and dial.
 //
 // A name is decided before it is resolved: unless some endpoint could
 // match it (Matcher.WantsAddress: an endpoint whose host, port and
@@ -90,6 +117,13 @@ func (p *Proxy) resolve(ctx context.Context, cur *loaded, t dest, req *policy.Re
 		return deny(reason)
 	case ip.IsValid():
 		return ip, policy.Decision{}
+	case t.orig.IsValid():
+		// A transparent connection's name: it goes where it was sent,
+		// the address the proxy's DNS answered the name with.
+		if reason, denied := policy.AlwaysDenied(t.orig, p.cfg.DevAllowLoopback); denied {
+			return deny(fmt.Sprintf("%s resolves to %s, a %s, always denied", t.host, t.orig, reason))
+		}
+		return t.orig, policy.Decision{}
 	}
 	if !cur.matcher.WantsAddress(req) {
 		if d := cur.matcher.Decide(req); !d.Allow {

@@ -19,6 +19,11 @@
 //   - gatewayclient: gateway mode's signed-version subscription and
 //     decision shipping;
 //   - policylocal: the reserved host policy.local;
+//   - tunnelstart: the start of a tunnel's client stream (a TLS
+//     ClientHello, an HTTP request head), judged against the host the
+//     tunnel was granted for before any byte is forwarded;
+//   - transparent: a redirected connection's original destination
+//     (SO_ORIGINAL_DST) and the Writer it is judged with;
 //   - internal/ca (outside dataplane, shared with the gateway): the CA
 //     that terminates TLS for inspected endpoints.
 //
@@ -27,7 +32,8 @@
 //   - agent.go: Agent, the only way to run a proxy. New(Config) builds it
 //     with its policy source (a watched policy file, or the gateway
 //     subscription with its shipper and policy.local's advisor relay);
-//     Run(ctx, ln) serves and owns every goroutine it starts, returning
+//     Serve(ctx, Listeners) (Run(ctx, ln): the proxy listener alone)
+//     serves and owns every goroutine it starts, returning
 //     once all have ended. Test seams are Config fields (Resolve, Caller,
 //     Now, Gateway.Refuse), never build tags or environment variables.
 //   - process.go: what a proxy process adds around its Agent
@@ -63,6 +69,10 @@
 //     change), whose first client bytes must name the CONNECT host (a TLS
 //     server name, an HTTP Host) before any is forwarded, and which are
 //     refused to an address where an inspected endpoint lives.
+//   - transparent.go: connections the kernel redirected to the
+//     transparent listener (Listeners.Transparent), each judged as a
+//     CONNECT to where it was sent, named by the sandbox's DNS
+//     (Config.Names) or by its address alone.
 //   - intercept.go: CONNECTs whose requests are inspected (TLS terminated
 //     with the CA, resolved once per tunnel, served by an h1 server of
 //     their own).

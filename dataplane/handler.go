@@ -1,11 +1,14 @@
 package dataplane
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"net/netip"
 
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
+	"github.com/portcullis-dev/portcullis/dataplane/transparent"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -38,15 +41,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleConnect opens a tunnel. L4 destinations are decided here and
-// relayed byte for byte; destinations that need inspection get a TLS
-// terminating (or plain HTTP) inner server that judges every request.
+// handleConnect opens a tunnel to the CONNECT's authority (connect).
 func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(r.Host, "")
 	if err != nil {
 		p.refuse(w, r, dest{host: r.Host}, err.Error())
 		return
 	}
+	p.connect(w, r, t)
+}
+
+// connect judges a tunnel to t and opens it: the one judging of CONNECTs
+// and of transparent connections (transparent.go, whose w is a
+// transparent.Writer and t.orig the address they were sent to). L4
+// destinations are decided here and relayed byte for byte; destinations
+// that need inspection get a TLS terminating (or plain HTTP) inner server
+// that judges every request.
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, t dest) {
 	r, end := p.traceConnect(r, t)
 	defer end()
 	cur, req := p.inForce(w, r, t)
@@ -63,7 +74,7 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		// Every inner request goes to this address: the name is resolved
 		// once per tunnel. Each has a span of its own.
 		end()
-		p.intercept(w, r, t, addr)
+		p.intercept(w, r, cur, req, t)
 		return
 	}
 	if d = cur.matcher.Decide(&req); !d.Allow {
@@ -76,6 +87,25 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
 	p.tunnel(w, r, cur, req, addr, t)
+}
+
+// takeConn takes the client's connection from w for a tunnel, with the
+// reader of what it sends: a CONNECT's is hijacked and answered 200
+// first, a transparent connection's taken as it came (transparent.Writer).
+func takeConn(w http.ResponseWriter) (net.Conn, *bufio.Reader, error) {
+	if tw, ok := w.(*transparent.Writer); ok {
+		conn, r := tw.Take()
+		return conn, r, nil
+	}
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, buf.Reader, nil
 }
 
 // inForce returns the policy in force and the request to t under it

@@ -6,34 +6,31 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
+	"github.com/portcullis-dev/portcullis/policy"
 )
 
-// intercept answers the CONNECT, then serves the tunnel's inner HTTP
-// requests itself: TLS is terminated with a certificate from the proxy's
-// CA when the client speaks TLS, plain HTTP is read as is. Every inner
-// request goes to addr, the address the CONNECT resolved.
-func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr netip.Addr) {
-	conn, buf, err := http.NewResponseController(w).Hijack()
+// intercept answers the CONNECT (takeConn), then serves the tunnel's
+// inner HTTP requests itself: TLS is terminated with a certificate from
+// the proxy's CA when the client speaks TLS, plain HTTP is read as is.
+// Every inner request goes to req.Addr, the address the CONNECT resolved.
+func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, t dest) {
+	addr := req.Addr
+	conn, rd, err := takeConn(w)
 	if err != nil {
 		return
 	}
-	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
-		conn.Close()
-		return
-	}
-	// Reads come through buf, whose reader is the server's raw one; writes
-	// are made raw here.
-	inner := net.Conn(&bufferedConn{Conn: h1.RawIO(conn), r: buf.Reader})
+	// Reads come through rd (a CONNECT's is the server's raw reader);
+	// writes are made raw here.
+	inner := net.Conn(&bufferedConn{Conn: h1.RawIO(conn), r: rd})
 	scheme := "http"
 	// A client that opens a tunnel and says nothing is not kept forever.
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	first, err := buf.Reader.Peek(1)
+	first, err := rd.Peek(1)
 	conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		conn.Close()
@@ -59,6 +56,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 		// The name the client asked TLS for must be the CONNECT host.
 		if sni := tlsConn.ConnectionState().ServerName; sni != "" && !h1.EqualFoldASCII(strings.TrimSuffix(sni, "."), t.host) {
 			p.log.Warn("SNI differs from the CONNECT host; closing", "sni", sni, "host", t.host)
+			p.record(cur, req, policy.Decision{Reason: t.want().ServerNameDiffers(sni)}, nil, decision.NewDenialID())
 			tlsConn.Close()
 			return
 		}
@@ -70,16 +68,17 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t dest, addr n
 	}
 	cl, _ := r.Context().Value(clientKey{}).(*client)
 	tunnelHandler := http.HandlerFunc(func(w http.ResponseWriter, ir *http.Request) {
-		// Inside a tunnel, Host must be the CONNECT authority.
-		if !sameAuthority(ir.Host, t.authority(), defaultPort) && !sameAuthority(ir.Host, t.host, strconv.Itoa(t.port)) {
-			p.refuse(w, ir, t, "the Host header differs from the CONNECT authority")
+		// Inside a tunnel, Host must be the CONNECT authority (or a
+		// transparent connection's original address).
+		if !t.namedBy(ir.Host, defaultPort) {
+			p.refuse(w, ir, t, "the Host header differs from the "+t.want().Of+" authority")
 			return
 		}
 		p.handleHTTP(w, ir, scheme, t, addr)
 	})
 	// The tunnel's requests are judged as the CONNECT's client, read by a
 	// server of their own on this goroutine.
-	defer p.hijacked.add(inner)()
+	defer p.hijacked.Add(inner)()
 	connContext := func(ctx context.Context, _ net.Conn) context.Context { return context.WithValue(ctx, clientKey{}, cl) }
 	h1.NewServer(h1.Config{Handler: tunnelHandler, ConnContext: connContext, SameAuthority: sameAuthority, Procs: p.procs, Logger: p.log}).ServeConn(inner)
 }

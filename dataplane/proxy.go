@@ -43,7 +43,7 @@ type Proxy struct {
 	// hijacked holds what outlives the HTTP server's own bookkeeping:
 	// tunnels and the inner servers of intercepted CONNECTs. serve closes
 	// them when it stops.
-	hijacked tracker
+	hijacked h1.Hijacked
 
 	// tunnels are the open L4 tunnels with the request that allowed each:
 	// they are judged again when the policy changes and as time passes
@@ -184,8 +184,9 @@ type ToolDefinitionChange = decision.ToolDefinitionChange
 // (the sandbox's, delivered by the gateway).
 func (p *Proxy) SetCA(ca *ca.CA) { p.ca.Store(ca) }
 
-// serve serves proxy clients on ln until ctx ends (Agent.Run).
-func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
+// serve serves the listeners until ctx ends, or one fails (Agent.Serve).
+func (p *Proxy) serve(ctx context.Context, l Listeners) error {
+	ln := l.Proxy
 	srv := h1.NewServer(h1.Config{Handler: p, ConnContext: p.connContext, SameAuthority: sameAuthority, Procs: p.procs, Logger: p.log})
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
@@ -205,20 +206,42 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener) error {
 		background.Wait()
 	}()
 	limited := h1.LimitListener(ln, p.cfg.MaxConnections)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(limited) }()
+	// The redirected connections are judged in connCtx, which ends when
+	// the proxy stops, and waited for.
+	var (
+		transparent       net.Listener
+		redirected        sync.WaitGroup
+		connCtx, stopConn = context.WithCancel(context.Background())
+	)
+	defer stopConn()
+	accepting := 1
+	if l.Transparent != nil {
+		transparent = h1.LimitListener(l.Transparent, p.cfg.MaxConnections)
+		accepting++
+		go func() { errc <- p.serveTransparent(connCtx, transparent, &redirected) }()
+	}
+	var err error
 	select {
 	case <-ctx.Done():
-	case err := <-errc:
-		return err
+	case err = <-errc: // one listener failed: stop serving both
+		accepting--
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdownCtx, limited)
-	<-errc // the accept loop has returned
-	p.hijacked.closeAll()
+	if transparent != nil {
+		transparent.Close()
+	}
+	for ; accepting > 0; accepting-- {
+		<-errc // the accept loops have returned
+	}
+	p.hijacked.CloseAll()
+	stopConn()
+	redirected.Wait()
 	p.upstreams.Reset()
-	return nil
+	return err
 }
 
 // now is the time requests are judged at: the proxy's clock, or the

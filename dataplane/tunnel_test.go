@@ -4,8 +4,11 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-dev/portcullis/dataplane/tunnelstart"
 )
 
 // clientHello returns the TLS records of a real ClientHello from Go's
@@ -97,21 +100,47 @@ func TestStartVerdict(t *testing.T) {
 		{"text without newline yet", "EHLO me", more},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := startVerdict([]byte(tc.data), tgt)
+			v := tunnelstart.Judge([]byte(tc.data), tgt.want())
 			switch {
 			case tc.want == more:
-				if !v.more {
+				if !v.More {
 					t.Errorf("verdict %+v, want more", v)
 				}
 			case tc.want == relay:
-				if v.more || v.reason != "" {
+				if v.More || v.Reason != "" {
 					t.Errorf("verdict %+v, want relay", v)
 				}
 			default:
-				if v.more || !strings.Contains(v.reason, tc.want) {
+				if v.More || !strings.Contains(v.Reason, tc.want) {
 					t.Errorf("verdict %+v, want a denial containing %q", v, tc.want)
 				}
 			}
 		})
+	}
+}
+
+// A transparent connection's HTTP Host may name its original address
+// instead of its name; a CONNECT's may not name an address it does not.
+func TestTransparentStartNamesAddress(t *testing.T) {
+	transparent := dest{host: "raw.good.test", port: 8080, orig: netip.MustParseAddr("192.0.2.7")}
+	connect := dest{host: "raw.good.test", port: 8080}
+	for _, tc := range []struct {
+		host                 string
+		transparentOK, conOK bool
+	}{
+		{"raw.good.test:8080", true, true},
+		{"192.0.2.7:8080", true, false},
+		{"192.0.2.7", true, false},
+		{"[::ffff:192.0.2.7]:8080", true, false},
+		{"192.0.2.8:8080", false, false},
+		{"192.0.2.7:9090", false, false},
+	} {
+		data := []byte("GET / HTTP/1.1\r\nHost: " + tc.host + "\r\n\r\n")
+		if v := tunnelstart.Judge(data, transparent.want()); (v.Reason == "") != tc.transparentOK || v.Name != tc.host {
+			t.Errorf("transparent, Host %s: %+v; want relayed %v", tc.host, v, tc.transparentOK)
+		}
+		if v := tunnelstart.Judge(data, connect.want()); (v.Reason == "") != tc.conOK {
+			t.Errorf("CONNECT, Host %s: %+v; want relayed %v", tc.host, v, tc.conOK)
+		}
 	}
 }

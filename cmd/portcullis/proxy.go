@@ -32,6 +32,7 @@ const (
 // proxyFlags are portcullis proxy's flags.
 type proxyFlags struct {
 	listen, dataDir, policyFile, upstreamCA string
+	transparentListen                       string
 	devLoopback                             bool
 	reload                                  time.Duration
 	sandbox, gatewayKey, proxyID            string
@@ -97,6 +98,7 @@ Off by default.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", defaultProxyListen, "proxy address for the sandbox's HTTP_PROXY/HTTPS_PROXY")
+	fl.StringVar(&f.transparentListen, "transparent-listen", "", "also take TCP the kernel redirected to the proxy on this `ADDR` (portcullis run), judged as CONNECTs to where it was sent (default off)")
 	fl.StringVar(&f.dataDir, "data-dir", defaultProxyDataDir, "directory of the proxy's CA and decision log")
 	fl.StringVar(&f.policyFile, "policy", "", "policy `FILE` (YAML or JSON), watched for changes")
 	fl.StringVar(&f.upstreamCA, "upstream-ca", "", "verify upstream TLS against this PEM `FILE` instead of the system roots (tests)")
@@ -182,17 +184,27 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 	if err != nil {
 		return usagef("listen on %s: %v", f.listen, err)
 	}
+	listeners := dataplane.Listeners{Proxy: ln}
+	if f.transparentListen != "" {
+		if listeners.Transparent, err = net.Listen("tcp", f.transparentListen); err != nil {
+			ln.Close()
+			return usagef("listen on %s: %v", f.transparentListen, err)
+		}
+	}
 	var pp *pprofserve.Server
 	if f.pprofListen != "" {
 		if pp, err = pprofserve.Start(f.pprofListen, log); err != nil {
 			ln.Close()
+			if listeners.Transparent != nil {
+				listeners.Transparent.Close()
+			}
 			return usagef("--pprof-listen: %v", err)
 		}
 		defer pp.Stop()
 		log.Warn("--pprof-listen: serving profiles of this process", "url", pp.URL())
 	}
-	f.banner(env, ln.Addr(), agent.PolicyVersion(), cfg.Gateway, pp)
-	return agent.Run(ctx, ln)
+	f.banner(env, listeners, agent.PolicyVersion(), cfg.Gateway, pp)
+	return agent.Serve(ctx, listeners)
 }
 
 // check refuses, before anything starts, flags that do not go together.
@@ -233,8 +245,11 @@ func upstreamRoots(file string) (*x509.CertPool, error) {
 }
 
 // banner says where the proxy listens and what it enforces.
-func (f *proxyFlags) banner(env *environment, addr net.Addr, version string, gw *gatewayclient.SubscribeConfig, pp *pprofserve.Server) {
-	fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", addr)
+func (f *proxyFlags) banner(env *environment, l dataplane.Listeners, version string, gw *gatewayclient.SubscribeConfig, pp *pprofserve.Server) {
+	fmt.Fprintf(env.stdout, "Portcullis proxy listening on %s\n", l.Proxy.Addr())
+	if l.Transparent != nil {
+		fmt.Fprintf(env.stdout, "  transparent: %s\n", l.Transparent.Addr())
+	}
 	if gw != nil {
 		fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", f.sandbox, strings.Join(gw.Gateways, ", "), versionOrWaiting(version))
 		fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", f.sandbox)

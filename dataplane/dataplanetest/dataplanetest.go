@@ -6,10 +6,14 @@ package dataplanetest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
@@ -54,4 +58,65 @@ func NewAdmin(gatewayURL string) Admin {
 		Approval: portcullisv1connect.NewApprovalServiceClient(c),
 		Tokens:   portcullisv1connect.NewTokenServiceClient(c),
 	}
+}
+
+// ServeTransparent is Serve with a transparent listener beside the proxy
+// listener (dataplane.Listeners), both on 127.0.0.1:0. It returns the
+// proxy's URL and the transparent listener's address.
+func ServeTransparent(t testing.TB, a *dataplane.Agent) (*url.URL, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Serve(ctx, dataplane.Listeners{Proxy: ln, Transparent: tln}); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &url.URL{Scheme: "http", Host: ln.Addr().String()}, tln.Addr().String()
+}
+
+// Redirects stands in for the kernel's NAT: Dial connects to a
+// transparent listener as a redirected connection to orig would, and
+// OriginalDst (for dataplane.Config.OriginalDst) answers orig for it.
+type Redirects struct {
+	mu   sync.Mutex
+	orig map[netip.AddrPort]netip.AddrPort // by the client's address
+}
+
+// Dial connects to the transparent listener at addr as if to orig.
+func (r *Redirects) Dial(t testing.TB, addr string, orig netip.AddrPort) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	r.mu.Lock()
+	if r.orig == nil {
+		r.orig = map[netip.AddrPort]netip.AddrPort{}
+	}
+	r.orig[conn.LocalAddr().(*net.TCPAddr).AddrPort()] = orig
+	r.mu.Unlock()
+	return conn
+}
+
+// OriginalDst returns the orig a connection was dialled for (Dial),
+// waiting a while for Dial to have said it.
+func (r *Redirects) OriginalDst(conn net.Conn) (netip.AddrPort, error) {
+	client := conn.RemoteAddr().(*net.TCPAddr).AddrPort()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		r.mu.Lock()
+		orig, ok := r.orig[client]
+		r.mu.Unlock()
+		if ok {
+			return orig, nil
+		}
+	}
+	return netip.AddrPort{}, fmt.Errorf("no redirect known for %s", client)
 }

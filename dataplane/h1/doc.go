@@ -10,9 +10,12 @@
 // a request does not need.
 //
 //   - server.go and response.go: Server, for the listener's connections
-//     (Serve) and intercepted tunnels' (ServeConn), each request read with
-//     the strict reader and answered with a response writer that also
-//     flushes, hijacks and sets deadlines (http.ResponseController).
+//     (Serve; Accept, its accept loop, serves the proxy's transparent
+//     listener too) and intercepted tunnels' (ServeConn), each request
+//     read with the strict reader and answered with a response writer
+//     that also flushes, hijacks and sets deadlines
+//     (http.ResponseController). hijacked.go: Hijacked, the connections
+//     taken from it, closed together when the proxy stops.
 //   - request.go: the strict request reader. One reading of each request
 //     decides both what is judged and where the next request starts. What
 //     Go's server refuses is refused the same way (FuzzRequestReader

@@ -104,6 +104,21 @@ func NewServer(cfg Config) *Server {
 // Serve accepts connections from ln and serves each on its own goroutine
 // until ln is closed (Shutdown closes it).
 func (s *Server) Serve(ln net.Listener) error {
+	return Accept(ln, s.cfg.Logger, func(conn net.Conn) {
+		c := s.track(conn)
+		if c == nil {
+			conn.Close()
+			return
+		}
+		go s.serveConn(c)
+	})
+}
+
+// Accept accepts connections from ln and hands each to serve, until ln is
+// closed (nil) or accepting fails for good (its error). An accept that
+// failed for a while (out of file descriptors, say) is tried again after a
+// wait, as net/http does, and logged.
+func Accept(ln net.Listener, log *slog.Logger, serve func(net.Conn)) error {
 	var delay time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -113,21 +128,15 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				// Out of file descriptors, say: wait, as net/http does.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				s.cfg.Logger.Warn("accept failed; retrying", "err", err, "delay", delay)
+				log.Warn("accept failed; retrying", "err", err, "delay", delay)
 				time.Sleep(delay)
 				continue
 			}
 			return err
 		}
 		delay = 0
-		c := s.track(conn)
-		if c == nil {
-			conn.Close()
-			continue
-		}
-		go s.serveConn(c)
+		serve(conn)
 	}
 }
 

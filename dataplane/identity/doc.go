@@ -9,4 +9,11 @@
 // names a caller only if the same processes held the socket both times and
 // no descriptor was in flight among the socket user's unix sockets (the
 // socket's own copy could be one).
+//
+// A connection to the proxy's listener is over loopback, its client socket
+// in the proxy's network namespace (Of, Follow). A connection the kernel
+// redirected to a transparent listener comes from the client's namespace
+// (a sandbox's), its client socket addressed to the original destination:
+// it is looked for in every network namespace (OfRedirected,
+// FollowRedirected; redirected.go).
 package identity

@@ -45,6 +45,10 @@ var (
 	errExeReplaced    = errors.New("executable was deleted or replaced after the process started")
 	errSocketInFlight = errors.New("descriptors are in flight in a unix socket of the socket's user: the socket may be one, its holder unseen")
 	errNoInflightInfo = errors.New("the kernel does not show descriptors in flight (scm_fds in /proc/PID/fdinfo, Linux 5.3 and later)")
+	// A redirected connection's (redirected.go).
+	errNotTCP              = errors.New("not a TCP connection")
+	errSocketInNamespaces  = errors.New("a socket with the client's addresses is in more than one network namespace")
+	errNoNamespaceReadable = errors.New("no network namespace's TCP tables could be read")
 )
 
 // procRoot is where procfs is mounted.
@@ -104,10 +108,17 @@ func look(conn net.Conn) (sighting, error) {
 	if err != nil {
 		return sighting{}, fmt.Errorf("caller binary: %w", err)
 	}
+	return lookSocket(client, proxy, clientSocketInode)
+}
+
+// lookSocket finds the holders of the client socket whose local address
+// is client and remote is remote, found by find (in which /proc/net/tcp
+// tables it looks).
+func lookSocket(client, remote netip.AddrPort, find func(client, remote netip.AddrPort) (uint64, uint32, error)) (sighting, error) {
 	if err := inflightShown(); err != nil {
 		return sighting{}, fmt.Errorf("caller binary of %s: %w", client, err)
 	}
-	inode, uid, err := clientSocketInode(client, proxy)
+	inode, uid, err := find(client, remote)
 	if err != nil {
 		return sighting{}, fmt.Errorf("caller binary of %s: %w", client, err)
 	}
@@ -290,21 +301,32 @@ func unmapAddrPort(ap netip.AddrPort) netip.AddrPort {
 // /proc/net/tcp6 (an IPv6 socket talking IPv4 appears in tcp6 with
 // IPv4-mapped addresses).
 func clientSocketInode(client, proxy netip.AddrPort) (inode uint64, uid uint32, err error) {
+	row, err := tablesRow(procRoot+"/", client, proxy)
+	if err != nil || row.inode != 0 {
+		return row.inode, row.uid, err
+	}
+	return 0, 0, errSocketNotFound
+}
+
+// tablesRow scans dir's net/tcp then net/tcp6 (dir is /proc/ or
+// /proc/PID/: the tables of that process's network namespace) for the
+// row local=client, remote=remote; inode 0 when there is none.
+func tablesRow(dir string, client, remote netip.AddrPort) (procNetTCPRow, error) {
 	for _, name := range []string{"net/tcp", "net/tcp6"} {
-		f, err := os.Open(procRoot + "/" + name)
+		f, err := os.Open(dir + name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // no IPv6 in this kernel
 		}
 		if err != nil {
-			return 0, 0, err
+			return procNetTCPRow{}, err
 		}
-		row, err := findSocketRow(f, client, proxy)
+		row, err := findSocketRow(f, client, remote)
 		f.Close()
 		if err != nil || row.inode != 0 {
-			return row.inode, row.uid, err
+			return row, err
 		}
 	}
-	return 0, 0, errSocketNotFound
+	return procNetTCPRow{}, nil
 }
 
 // findSocketRow scans one /proc/net/tcp{,6} table for the row local=client,
@@ -420,62 +442,52 @@ func socketHolders(inode uint64, uid uint32) (string, []holder, error) {
 	target := socketLink(inode)
 	self := os.Getpid()
 
-	proc, err := os.Open(procRoot)
-	if err != nil {
-		return "", nil, err
-	}
-	defer proc.Close()
-
 	var (
 		buf        = new(scanBuf)
 		exe        string
 		holders    []holder
 		denied     int // processes we could not look into
 		suspicious int // ... of them, those running as the socket's uid
+		stop       error
 	)
-	for {
-		names, err := proc.Readdirnames(256)
-		for _, name := range names {
-			pid, perr := strconv.Atoi(name)
-			if perr != nil || pid <= 0 {
-				continue // not a process ("self", "net", ...)
+	err := eachProcess(func(pid int) bool {
+		h, held, sockets, herr := lookIntoProcess(buf, pid, target)
+		switch {
+		case errors.Is(herr, os.ErrPermission):
+			denied++
+			if processHasUID(pid, uid) {
+				suspicious++
 			}
-			h, held, sockets, herr := lookIntoProcess(buf, pid, target)
-			switch {
-			case errors.Is(herr, os.ErrPermission):
-				denied++
-				if processHasUID(pid, uid) {
-					suspicious++
-				}
-				continue
-			case pid == self:
-				if held {
-					return "", nil, errCallerIsProxy
-				}
-				continue
-			case len(sockets) > 0 && processHasUID(pid, uid):
-				if err := noneInFlight(pid, sockets); err != nil {
-					return "", nil, err
-				}
+			return true
+		case pid == self:
+			if held {
+				stop = errCallerIsProxy
 			}
-			if !held {
-				continue // not a holder, or exited while we looked
+			return !held
+		case len(sockets) > 0 && processHasUID(pid, uid):
+			if stop = noneInFlight(pid, sockets); stop != nil {
+				return false
 			}
-			if herr != nil {
-				return "", nil, fmt.Errorf("pid %d: %w", pid, herr)
-			}
+		}
+		switch {
+		case !held:
+			return true // not a holder, or exited while we looked
+		case herr != nil:
+			stop = fmt.Errorf("pid %d: %w", pid, herr)
+		case exe != "" && exe != h.exe:
+			stop = fmt.Errorf("%w (%s, %s)", errCallerAmbig, exe, h.exe)
+		default:
 			holders = append(holders, h)
-			if exe != "" && exe != h.exe {
-				return "", nil, fmt.Errorf("%w (%s, %s)", errCallerAmbig, exe, h.exe)
-			}
 			exe = h.exe
+			return true
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", nil, err
-		}
+		return false
+	})
+	if err == nil {
+		err = stop
+	}
+	if err != nil {
+		return "", nil, err
 	}
 	if suspicious > 0 || (len(holders) == 0 && denied > 0) {
 		return "", nil, fmt.Errorf("the fds of %d processes (%d of uid %d, the socket's) are not readable (%w): the proxy needs root with CAP_SYS_PTRACE",
@@ -485,6 +497,31 @@ func socketHolders(inode uint64, uid uint32) (string, []holder, error) {
 		return "", nil, fmt.Errorf("%w (its process exited or is in another PID namespace)", errSocketNotFound)
 	}
 	return exe, holders, nil
+}
+
+// eachProcess calls f with the pid of every process in /proc until f
+// returns false.
+func eachProcess(f func(pid int) bool) error {
+	proc, err := os.Open(procRoot)
+	if err != nil {
+		return err
+	}
+	defer proc.Close()
+	for {
+		names, err := proc.Readdirnames(256)
+		for _, name := range names {
+			// Other names are not processes ("self", "net", ...).
+			if pid, perr := strconv.Atoi(name); perr == nil && pid > 0 && !f(pid) {
+				return nil
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // noneInFlight returns errSocketInFlight when a unix socket among pid's

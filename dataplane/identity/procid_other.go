@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"runtime"
 )
 
@@ -33,3 +34,8 @@ func look(net.Conn) (sighting, error) {
 func (sighting) caller() Caller         { return Caller{} }
 func (sighting) same(sighting) bool     { return false }
 func (sighting) errorf(err error) error { return err }
+
+// OfRedirected reports the caller as unknown, as Of does.
+func OfRedirected(conn net.Conn, _ netip.AddrPort) (Caller, error) { return Of(conn) }
+
+func lookRedirected(conn net.Conn, _ netip.AddrPort) (sighting, error) { return look(conn) }

@@ -3,6 +3,7 @@ package identity
 import (
 	"errors"
 	"net"
+	"net/netip"
 )
 
 var errHoldersChanged = errors.New("the processes holding the socket changed since the connection was accepted")
@@ -19,7 +20,7 @@ var errHoldersChanged = errors.New("the processes holding the socket changed sin
 // the holders are all there is. A copy kept in flight to be taken back for
 // the answer is seen (socketHolders), whenever it was sent.
 type Watch struct {
-	conn  net.Conn
+	look  func() (sighting, error)
 	first sighting
 	sent  bool
 	err   error
@@ -31,8 +32,19 @@ type Watch struct {
 // before this look began (the proxy peeked at the socket): the look is
 // then also the one at judgement, and Caller makes no other.
 func Follow(conn net.Conn, sent bool) *Watch {
-	s, err := look(conn)
-	return &Watch{conn: conn, first: s, sent: sent, err: err}
+	return follow(func() (sighting, error) { return look(conn) }, sent)
+}
+
+// FollowRedirected is Follow for a connection the kernel redirected to
+// the proxy (a transparent listener's), whose client socket is in the
+// client's network namespace: see OfRedirected.
+func FollowRedirected(conn net.Conn, orig netip.AddrPort, sent bool) *Watch {
+	return follow(func() (sighting, error) { return lookRedirected(conn, orig) }, sent)
+}
+
+func follow(look func() (sighting, error), sent bool) *Watch {
+	s, err := look()
+	return &Watch{look: look, first: s, sent: sent, err: err}
 }
 
 // Caller looks again and returns the caller as Of does, if the same
@@ -48,7 +60,7 @@ func (w *Watch) Caller() (Caller, error) {
 	if w.sent {
 		return w.first.caller(), nil
 	}
-	now, err := look(w.conn)
+	now, err := w.look()
 	if err != nil {
 		return Caller{}, err
 	}
