@@ -95,11 +95,9 @@ ListAuditResponse, with each entry's prev_hash and hash.`,
 			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListAuditResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListAuditResponse, error) {
 				return api.Audit.ListAudit(cmd.Context(), &portcullisv1.ListAuditRequest{Sandbox: sandbox, Limit: uint32(limit)})
-			}, func(res *portcullisv1.ListAuditResponse) error {
-				return apitext.Audit(env.stdout, res.GetEntries())
-			})
+			}, (*portcullisv1.ListAuditResponse).GetEntries, apitext.Audit)
 		},
 	}
 	f := cmd.Flags()

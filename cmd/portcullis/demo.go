@@ -14,11 +14,8 @@ import (
 
 // newDemoCmd is `portcullis demo`.
 func newDemoCmd(env *environment) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "demo",
-		Short:   "Upstreams for walkthroughs and tests",
-		Example: `  portcullis demo mcp-server --listen 127.0.0.1:8081`,
-	}
+	cmd := newGroupCmd("demo", "Upstreams for walkthroughs and tests",
+		`  portcullis demo mcp-server --listen 127.0.0.1:8081`)
 	var (
 		listen    string
 		stateless bool

@@ -5,7 +5,6 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -18,11 +17,8 @@ import (
 
 // newMCPCmd is `portcullis mcp`: tools for operators of MCP endpoints.
 func newMCPCmd(env *environment) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "mcp",
-		Short:   "Look at MCP servers as the proxy sees them",
-		Example: `  portcullis mcp fingerprint http://127.0.0.1:8081/mcp`,
-	}
+	cmd := newGroupCmd("mcp", "Look at MCP servers as the proxy sees them",
+		`  portcullis mcp fingerprint http://127.0.0.1:8081/mcp`)
 	cmd.AddCommand(newMCPFingerprintCmd(env))
 	return cmd
 }
@@ -64,12 +60,7 @@ that terminates TLS needs its CA: --ca-file).`,
 				return err
 			}
 			if env.jsonOutput() {
-				b, err := json.MarshalIndent(map[string]any{"tools": tools}, "", jsonOptions.Indent)
-				if err != nil {
-					return err
-				}
-				_, err = env.stdout.Write(append(b, '\n'))
-				return err
+				return env.printValueJSON(map[string]any{"tools": tools})
 			}
 			tw := env.table("FINGERPRINT", "TOOL")
 			for _, t := range tools {

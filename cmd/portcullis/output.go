@@ -41,6 +41,12 @@ func unary[R proto.Message](env *environment, call func(api *apiclient.Client) (
 	return unaryWith(env, jsonOptions, call, text)
 }
 
+// unaryTable is unary for a call that answers a list: the text is
+// table (an apitext table) of the answer's items.
+func unaryTable[R proto.Message, T any](env *environment, call func(api *apiclient.Client) (R, error), items func(R) []T, table func(io.Writer, []T) error) error {
+	return unary(env, call, func(res R) error { return table(env.stdout, items(res)) })
+}
+
 // callGateway makes call with the API clients of the command's gateway,
 // which it returns too (for calls that follow).
 func callGateway[R any](env *environment, call func(api *apiclient.Client) (R, error)) (*apiclient.Client, R, error) {
@@ -71,6 +77,16 @@ func (e *environment) printJSONWith(opts protojson.MarshalOptions, m proto.Messa
 	b, err := apiclient.MarshalJSON(opts, m)
 	if err != nil {
 		return err
+	}
+	return e.writeJSON(b)
+}
+
+// printValueJSON writes v, a Go value rather than an API message, to
+// stdout as indented JSON.
+func (e *environment) printValueJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode result as JSON: %w", err)
 	}
 	return e.writeJSON(b)
 }

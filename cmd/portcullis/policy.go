@@ -157,11 +157,9 @@ func newPolicyHistoryCmd(env *environment) *cobra.Command {
   portcullis policy history orders -o json | jq '.versions[-1].version'`,
 		Args: args("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListPolicyVersionsResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListPolicyVersionsResponse, error) {
 				return api.Policy.ListPolicyVersions(cmd.Context(), &portcullisv1.ListPolicyVersionsRequest{Sandbox: a[0]})
-			}, func(res *portcullisv1.ListPolicyVersionsResponse) error {
-				return apitext.PolicyVersions(env.stdout, res.GetVersions())
-			})
+			}, (*portcullisv1.ListPolicyVersionsResponse).GetVersions, apitext.PolicyVersions)
 		},
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -38,11 +37,7 @@ read the document differently as a warning. Exit 2 if there is any problem.
 				res.Hash = p.Hash()
 			}
 			if env.jsonOutput() {
-				b, err := json.MarshalIndent(res, "", jsonOptions.Indent)
-				if err != nil {
-					return fmt.Errorf("encode result as JSON: %w", err)
-				}
-				if _, err := fmt.Fprintf(env.stdout, "%s\n", b); err != nil {
+				if err := env.printValueJSON(res); err != nil {
 					return err
 				}
 			} else {

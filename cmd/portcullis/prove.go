@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -47,14 +46,14 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 					if pe, ok := errors.AsType[*proveInputError](err); ok {
 						res.Problems = pe.problems
 					}
-					if werr := printProveJSON(env, res); werr != nil {
+					if werr := env.printValueJSON(res); werr != nil {
 						return werr
 					}
 				}
 				return err
 			}
 			if env.jsonOutput() {
-				if err := printProveJSON(env, res); err != nil {
+				if err := env.printValueJSON(res); err != nil {
 					return err
 				}
 			} else {
@@ -178,13 +177,4 @@ func summarizeProblems(ps []policy.Problem) string {
 		return ps[0].String()
 	}
 	return fmt.Sprintf("%s (and %d more)", ps[0].String(), len(ps)-1)
-}
-
-func printProveJSON(env *environment, res proveResult) error {
-	b, err := json.MarshalIndent(res, "", jsonOptions.Indent)
-	if err != nil {
-		return fmt.Errorf("encode result as JSON: %w", err)
-	}
-	_, err = fmt.Fprintf(env.stdout, "%s\n", b)
-	return err
 }

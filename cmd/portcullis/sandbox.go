@@ -89,11 +89,9 @@ func newSandboxListCmd(env *environment) *cobra.Command {
   portcullis sandbox list -o json | jq -r '.sandboxes[].name'`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSandboxesResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListSandboxesResponse, error) {
 				return api.Sandbox.ListSandboxes(cmd.Context(), &portcullisv1.ListSandboxesRequest{})
-			}, func(res *portcullisv1.ListSandboxesResponse) error {
-				return apitext.Sandboxes(env.stdout, res.GetSandboxes())
-			})
+			}, (*portcullisv1.ListSandboxesResponse).GetSandboxes, apitext.Sandboxes)
 		},
 	}
 }

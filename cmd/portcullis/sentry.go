@@ -117,11 +117,9 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 				return err
 			}
 			req := &portcullisv1.ListSentryEventsRequest{Sandbox: firstArg(a), Source: source, Type: eventType(typ), Since: from, Limit: uint32(limit)}
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryEventsResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListSentryEventsResponse, error) {
 				return api.Sentry.ListEvents(cmd.Context(), req)
-			}, func(res *portcullisv1.ListSentryEventsResponse) error {
-				return apitext.SentryEvents(env.stdout, res.GetEvents())
-			})
+			}, (*portcullisv1.ListSentryEventsResponse).GetEvents, apitext.SentryEvents)
 		},
 	}
 	f := cmd.Flags()
@@ -186,11 +184,9 @@ With -o json: {"sources": [...]}.`,
 			if cmd.Flags().Changed("source") && strings.TrimSpace(source) == "" {
 				return usagef("--source is empty")
 			}
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryGapsResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListSentryGapsResponse, error) {
 				return api.Sentry.ListGaps(cmd.Context(), &portcullisv1.ListSentryGapsRequest{Source: source})
-			}, func(res *portcullisv1.ListSentryGapsResponse) error {
-				return apitext.SentryGaps(env.stdout, res.GetSources())
-			})
+			}, (*portcullisv1.ListSentryGapsResponse).GetSources, apitext.SentryGaps)
 		},
 	}
 	cmd.Flags().StringVar(&source, "source", "", "only `SOURCE`")
@@ -235,13 +231,11 @@ With -o json: {"actions": [...]}.`,
 			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
 			}
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListSentryActionsResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListSentryActionsResponse, error) {
 				return api.Sentry.ListActions(cmd.Context(), &portcullisv1.ListSentryActionsRequest{
 					Sandbox: firstArg(a), Status: statuses, Limit: uint32(limit),
 				})
-			}, func(res *portcullisv1.ListSentryActionsResponse) error {
-				return apitext.SentryActions(env.stdout, res.GetActions())
-			})
+			}, (*portcullisv1.ListSentryActionsResponse).GetActions, apitext.SentryActions)
 		},
 	}
 	f := cmd.Flags()

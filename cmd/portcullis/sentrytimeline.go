@@ -46,11 +46,9 @@ With -o json: {"entries": [...]}.`,
 				return err
 			}
 			req := &portcullisv1.SentryTimelineRequest{Sandbox: a[0], Since: from, Limit: uint32(limit)}
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.SentryTimelineResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.SentryTimelineResponse, error) {
 				return api.Sentry.Timeline(cmd.Context(), req)
-			}, func(res *portcullisv1.SentryTimelineResponse) error {
-				return apitext.Timeline(env.stdout, res.GetEntries())
-			})
+			}, (*portcullisv1.SentryTimelineResponse).GetEntries, apitext.Timeline)
 		},
 	}
 	f := cmd.Flags()

@@ -87,11 +87,9 @@ func newTokenListCmd(env *environment) *cobra.Command {
 		Example: `  portcullis token list`,
 		Args:    args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListTokensResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListTokensResponse, error) {
 				return api.Token.ListTokens(cmd.Context(), &portcullisv1.ListTokensRequest{})
-			}, func(res *portcullisv1.ListTokensResponse) error {
-				return apitext.Tokens(env.stdout, res.GetTokens())
-			})
+			}, (*portcullisv1.ListTokensResponse).GetTokens, apitext.Tokens)
 		},
 	}
 }

@@ -29,11 +29,9 @@ carries at most 2 MiB of definitions, current ones first: the others have
   portcullis sandbox tools orders --tool lookup_order -o json | jq -r '.tools[0].definitions[0].definition'`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListToolsResponse, error) {
+			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListToolsResponse, error) {
 				return api.Sandbox.ListTools(cmd.Context(), &portcullisv1.ListToolsRequest{Name: a[0], Tool: tool})
-			}, func(res *portcullisv1.ListToolsResponse) error {
-				return apitext.Tools(env.stdout, res.GetTools())
-			})
+			}, (*portcullisv1.ListToolsResponse).GetTools, apitext.Tools)
 		},
 	}
 	cmd.Flags().StringVar(&tool, "tool", "", "list only the tools of this name (with every definition kept)")

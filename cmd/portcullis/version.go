@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -25,12 +24,7 @@ which shows it in 'portcullis proxies list'.`,
 		RunE: func(*cobra.Command, []string) error {
 			info := version.Get()
 			if env.jsonOutput() {
-				b, err := json.MarshalIndent(info, "", jsonOptions.Indent)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(env.stdout, "%s\n", b)
-				return err
+				return env.printValueJSON(info)
 			}
 			fmt.Fprintf(env.stdout, "portcullis %s\n", info.Version)
 			return env.fields(

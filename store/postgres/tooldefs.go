@@ -10,13 +10,10 @@ import (
 	"github.com/portcullis-dev/portcullis/store/internal/tooldefsql"
 )
 
-// RecordToolDefinitions upserts the definitions in one transaction, then
-// trims each sandbox written to (tooldefsql.Record).
+// RecordToolDefinitions checks the definitions, upserts them in one
+// transaction, then trims each sandbox written to (tooldefsql.Record).
 func (d *Driver) RecordToolDefinitions(ctx context.Context, defs []store.ToolDefinition) (int, error) {
-	if err := store.CheckToolDefinitions(defs); err != nil {
-		return 0, err
-	}
-	return tooldefsql.Record(ctx, defs, func(fn func(sqlexec.Engine) error) error {
+	return tooldefsql.Record(ctx, defs, nil, func(fn func(sqlexec.Engine) error) error {
 		return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(engine{tx}) })
 	})
 }

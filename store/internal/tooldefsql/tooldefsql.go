@@ -25,12 +25,23 @@ var columns = []string{
 	"sandbox", "host", "port", "path", "tool", "fingerprint", "definition", "first_seen", "last_seen", "proxy_id",
 }
 
-// Record is RecordToolDefinitions for both engines, after the driver's
-// checks of defs: in one transaction (inTx) it stores each definition
-// whose sandbox exists (definitions of a sandbox deleted meanwhile are
-// not stored), then trims each sandbox written to, and returns how many
-// it stored.
-func Record(ctx context.Context, defs []store.ToolDefinition, inTx func(func(sqlexec.Engine) error) error) (int, error) {
+// Record is RecordToolDefinitions for both engines. It checks defs
+// (store.CheckToolDefinitions, then check on each, when the engine has
+// more to refuse); then in one transaction (inTx) it stores each
+// definition whose sandbox exists (definitions of a sandbox deleted
+// meanwhile are not stored), trims each sandbox written to, and returns
+// how many it stored.
+func Record(ctx context.Context, defs []store.ToolDefinition, check func(i int, def store.ToolDefinition) error, inTx func(func(sqlexec.Engine) error) error) (int, error) {
+	if err := store.CheckToolDefinitions(defs); err != nil {
+		return 0, err
+	}
+	for i, def := range defs {
+		if check != nil {
+			if err := check(i, def); err != nil {
+				return 0, err
+			}
+		}
+	}
 	if len(defs) == 0 {
 		return 0, nil
 	}
