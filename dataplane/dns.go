@@ -1,6 +1,34 @@
 package dataplane
 
-import "github.com/portcullis-dev/portcullis/dataplane/sandboxdns"
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/portcullis-dev/portcullis/dataplane/sandboxdns"
+)
+
+// ListenTransparent opens a transparent listener's sockets on addr: TCP
+// for the redirected connections (Listeners.Transparent) and UDP on the
+// same address and port for the sandbox's DNS (Listeners.DNS). addr must
+// be a specific address: a DNS answer must come from the address its
+// query was redirected to, which a socket on every address does not
+// promise.
+func ListenTransparent(addr string) (net.Listener, net.PacketConn, error) {
+	if ap, err := netip.ParseAddrPort(addr); err != nil || ap.Addr().IsUnspecified() {
+		return nil, nil, fmt.Errorf("%s: want a specific IP address and port, e.g. 127.0.0.1:3129 (the sandbox's DNS is answered from it)", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String()) // port 0 resolved: the same port
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("UDP (the sandbox's DNS): %w", err)
+	}
+	return ln, pc, nil
+}
 
 // newDNS is the sandbox's DNS on the transparent side (sandboxdns): it
 // answers the names some endpoint of the policy in force could match,

@@ -74,10 +74,24 @@ func newRunCmd(env *environment) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run [--proxy ADDR] [--uid UID] -- CMD [ARG...]",
 		Short: "Run a command in a network namespace whose only way out is the proxy",
-		Long: `CMD runs in a new network namespace: its TCP goes to the proxy's --transparent-listen
-ADDR, its DNS to the resolver there, nothing else leaves. Exits with CMD's status; needs
-root or CAP_NET_ADMIN. --print-rules: nftables rules for a namespace with the proxy in it.`,
-		Example: "  sudo portcullis run --uid 1000 -- node agent.js\n  portcullis run --print-rules | nft -f -",
+		Long: `Run CMD in a new network namespace whose only way out is the proxy: every
+TCP connection goes to the proxy's --transparent-listen ADDR, which judges it
+as it would a CONNECT to where it was sent; DNS (to any server, a loopback
+stub included) goes to the proxy's resolver at the same address, which answers
+only names the policy could allow and NXDOMAIN for the rest; other UDP, ICMP
+and IPv6 are dropped. Loopback inside stays CMD's own. No proxy settings are
+needed, and none can be ignored.
+
+CMD runs as --uid/--gid (run a sandboxed agent unprivileged); run exits with
+its status (128+N when killed by signal N) and forwards SIGINT, SIGTERM and
+SIGHUP to it. The interface and rules run made are removed when CMD ends, on
+a signal, and, after a crash, by the next run. Needs root or CAP_NET_ADMIN.
+
+--print-rules prints the nftables rules for a namespace a container runtime
+made, with the proxy inside as --proxy-uid (compose, Kubernetes: deploy/).`,
+		Example: `  portcullis proxy --policy orders.yaml --transparent-listen 127.0.0.1:3129 &
+  sudo portcullis run --uid 1000 -- node agent.js
+  portcullis run --print-rules --proxy-uid 65532 | nft -f -`,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if printRules {
 				_, err := fmt.Fprint(env.stdout, boundary.Rules(boundary.SidecarConfig{Proxy: cfg.Proxy, ProxyUID: proxyUID}))

@@ -3,13 +3,7 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net/http"
-	"net/url"
-	"os"
-	"strings"
 
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/listing"
 	"github.com/spf13/cobra"
@@ -25,8 +19,8 @@ func newMCPCmd(env *environment) *cobra.Command {
 
 func newMCPFingerprintCmd(env *environment) *cobra.Command {
 	var (
-		proxy, caFile, version string
-		headers                []string
+		reach   listing.Reach
+		version string
 	)
 	cmd := &cobra.Command{
 		Use:   "fingerprint URL",
@@ -48,14 +42,12 @@ that terminates TLS needs its CA: --ca-file).`,
   portcullis mcp fingerprint https://orders.example.com/mcp --proxy http://127.0.0.1:3128 --ca-file ca.pem -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tr, header, err := fingerprintTransport(proxy, caFile, headers)
-			if err != nil {
-				return err
+			lc := listing.Config{Endpoint: args[0], ProtocolVersion: version, ClientVersion: buildVersion()}
+			if err := reach.Apply(&lc); err != nil {
+				return asUsage(err)
 			}
 			env.started = true
-			tools, err := listing.Fingerprints(cmd.Context(), listing.Config{
-				Endpoint: args[0], ProtocolVersion: version, ClientVersion: buildVersion(), Transport: tr, Header: header,
-			})
+			tools, err := listing.Fingerprints(cmd.Context(), lc)
 			if err != nil {
 				return err
 			}
@@ -69,45 +61,9 @@ that terminates TLS needs its CA: --ca-file).`,
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&proxy, "proxy", "", "reach the server through this HTTP proxy (a Portcullis proxy: http://HOST:PORT)")
-	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM CA certificates to trust besides the system's (a proxy's CA: portcullis proxy ca)")
+	cmd.Flags().StringVar(&reach.Proxy, "proxy", "", "reach the server through this HTTP proxy (a Portcullis proxy: http://HOST:PORT)")
+	cmd.Flags().StringVar(&reach.CAFile, "ca-file", "", "PEM CA certificates to trust besides the system's (a proxy's CA: portcullis proxy ca)")
 	cmd.Flags().StringVar(&version, "protocol-version", "2025-11-25", "MCP protocol version to speak")
-	cmd.Flags().StringArrayVar(&headers, "header", nil, "an HTTP header for every request, 'Name: value' (repeatable), such as Authorization")
+	cmd.Flags().StringArrayVar(&reach.Headers, "header", nil, "an HTTP header for every request, 'Name: value' (repeatable), such as Authorization")
 	return cmd
-}
-
-// fingerprintTransport is what `mcp fingerprint`'s flags ask of the
-// requests: the proxy, the CAs and the headers.
-func fingerprintTransport(proxy, caFile string, headers []string) (*http.Transport, http.Header, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if proxy != "" {
-		u, err := url.Parse(proxy)
-		if err != nil || u.Host == "" {
-			return nil, nil, usagef("--proxy %q is not a URL such as http://127.0.0.1:3128", proxy)
-		}
-		tr.Proxy = http.ProxyURL(u)
-	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, nil, usagef("--ca-file: %v", err)
-		}
-		roots, err := x509.SystemCertPool()
-		if err != nil {
-			roots = x509.NewCertPool()
-		}
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, nil, usagef("--ca-file %s holds no PEM certificate", caFile)
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-	}
-	h := http.Header{}
-	for _, kv := range headers {
-		k, v, ok := strings.Cut(kv, ":")
-		if !ok || strings.TrimSpace(k) == "" {
-			return nil, nil, usagef("--header %q: want 'Name: value'", kv)
-		}
-		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-	}
-	return tr, h, nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,9 +186,9 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 	}
 	listeners := dataplane.Listeners{Proxy: ln}
 	if f.transparentListen != "" {
-		if listeners.Transparent, listeners.DNS, err = listenTransparent(f.transparentListen); err != nil {
+		if listeners.Transparent, listeners.DNS, err = dataplane.ListenTransparent(f.transparentListen); err != nil {
 			ln.Close()
-			return err
+			return usagef("--transparent-listen: %v", err)
 		}
 	}
 	var pp *pprofserve.Server
@@ -244,27 +243,6 @@ func upstreamRoots(file string) (*x509.CertPool, error) {
 		return nil, usagef("--upstream-ca %s holds no PEM certificate", file)
 	}
 	return roots, nil
-}
-
-// listenTransparent opens --transparent-listen: TCP for the redirected
-// connections and UDP on the same address and port for the sandbox's DNS.
-// Its address must be a specific one: a DNS answer must come from the
-// address the query was redirected to, which a socket on every address
-// does not promise.
-func listenTransparent(addr string) (net.Listener, net.PacketConn, error) {
-	if ap, err := netip.ParseAddrPort(addr); err != nil || ap.Addr().IsUnspecified() {
-		return nil, nil, usagef("--transparent-listen %s: want a specific IP address and port, e.g. 127.0.0.1:3129 (the sandbox's DNS is answered from it)", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, usagef("listen on %s: %v", addr, err)
-	}
-	pc, err := net.ListenPacket("udp", ln.Addr().String()) // port 0 resolved: the same port
-	if err != nil {
-		ln.Close()
-		return nil, nil, usagef("listen on %s (UDP, the sandbox's DNS): %v", ln.Addr(), err)
-	}
-	return ln, pc, nil
 }
 
 // banner says where the proxy listens and what it enforces.

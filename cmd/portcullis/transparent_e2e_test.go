@@ -383,7 +383,7 @@ func TestTransparentBoundary(t *testing.T) {
 		}
 	})
 	log := f.decisions(t)
-	for _, want := range []string{`"allow":true`, "/allowed/socket", "/secret", "db.test"} {
+	for _, want := range []string{`"decision":"allow"`, "/allowed/socket", "/secret", "db.test"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the decision log has no %q:\n%s", want, log)
 		}

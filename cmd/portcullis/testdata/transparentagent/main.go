@@ -5,7 +5,7 @@
 //
 //	transparentagent get URL [HOST]    plain-socket HTTP GET (Host header HOST if given): the status line
 //	transparentagent tls ADDR SNI      a TLS handshake with server name SNI: "handshake ok" or the error
-//	transparentagent tcp ADDR MSG      write MSG, read the echo: "echo MSG" or the error
+//	transparentagent tcp ADDR MSG      write MSG as a line (CRLF, as Redis and SMTP clients do), read the echo: "echo MSG" or the error
 //	transparentagent dns NAME [SERVER] look NAME up (through SERVER if given): the addresses, or "NXDOMAIN"
 //	transparentagent udp ADDR          send one datagram: "sent" or the error
 package main
@@ -111,14 +111,14 @@ func echo(ctx context.Context, addr, msg string) (string, error) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, msg); err != nil {
+	if _, err := io.WriteString(c, msg+"\r\n"); err != nil {
 		return "", err
 	}
-	buf := make([]byte, len(msg))
+	buf := make([]byte, len(msg)+2)
 	if _, err := io.ReadFull(c, buf); err != nil {
 		return "", fmt.Errorf("no echo: %w", err)
 	}
-	return "echo " + string(buf), nil
+	return "echo " + strings.TrimSpace(string(buf)), nil
 }
 
 func lookup(ctx context.Context, name, server string) (string, error) {
