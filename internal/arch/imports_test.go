@@ -75,6 +75,7 @@ var layers = map[string][]string{
 	"web":                       nil,
 	"web/webtest":               nil,
 	"demo":                      nil,
+	"deploy":                    nil, // tests only
 	"cmd/portcullis":            {"..."},
 }
 
