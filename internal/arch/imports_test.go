@@ -70,6 +70,7 @@ var layers = map[string][]string{
 	"internal/version":          nil,
 	"internal/apitext":          {"policy", "proto/portcullis/v1"},
 	"internal/pgtest":           nil,
+	"internal/netnstest":        nil,
 	"internal/arch":             nil,
 	"internal/apiclient":        {"proto/..."},
 	"web":                       nil,
