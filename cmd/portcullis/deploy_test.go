@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,7 +102,7 @@ func deployInvocations(t *testing.T) map[string][][]string {
 			t.Fatal(err)
 		}
 		for i, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
-			where := filepath.Base(doc) + " block " + string(rune('1'+i))
+			where := filepath.Base(doc) + " block " + strconv.Itoa(i+1)
 			script := strings.ReplaceAll(block[1], "\\\n", " ")
 			script = regexp.MustCompile(`(?m)^\s*sudo\s+`).ReplaceAllString(script, "")
 			out[where] = append(out[where], scriptInvocations(script)...)
