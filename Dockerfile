@@ -39,6 +39,16 @@ USER nonroot
 WORKDIR /home/nonroot
 ENTRYPOINT ["/busybox/sh", "-c"]
 
+# The redirect's installer, for a one-shot step in the sandbox's network
+# namespace (deploy/compose's netinit service, deploy/kubernetes' init
+# container): nft and the binary that prints the rules
+# (portcullis run --print-rules). It needs CAP_NET_ADMIN, and only it does:
+# docker build --target netinit .
+FROM debian:trixie-slim AS netinit
+RUN apt-get update && apt-get install -y --no-install-recommends nftables && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/portcullis /usr/local/bin/portcullis
+ENTRYPOINT ["/bin/sh", "-c"]
+
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/portcullis /usr/local/bin/portcullis
 COPY --from=build --chown=65532:65532 --chmod=700 /out/data /data

@@ -83,6 +83,7 @@ var layers = map[string][]string{
 	"web/webtest":               nil,
 	"demo":                      nil,
 	"boundary":                  nil,
+	"deploy":                    nil, // tests only
 	"cmd/portcullis":            {"..."},
 }
 
