@@ -39,7 +39,7 @@ func TestProxyBannerTransparent(t *testing.T) {
 	f := &proxyFlags{policyFile: "policy.yaml", dataDir: "data"}
 	f.banner(&environment{stdout: &out}, dataplane.Listeners{Proxy: ls[0], Transparent: ls[1]}, "v1", nil, nil)
 	lines := strings.Split(out.String(), "\n")
-	if len(lines) < 2 || lines[0] != "Portcullis proxy listening on "+ls[0].Addr().String() || lines[1] != "  transparent: "+ls[1].Addr().String() {
+	if len(lines) < 2 || lines[0] != "Portcullis proxy listening on "+ls[0].Addr().String() || lines[1] != "  transparent: "+ls[1].Addr().String()+" (TCP, and the sandbox's DNS over UDP)" {
 		t.Errorf("banner:\n%s", out.String())
 	}
 }
