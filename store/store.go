@@ -142,6 +142,14 @@ type Token struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
+	// ExpiresAt is the instant from which the token is refused as
+	// expired (Expired); nil never expires.
+	ExpiresAt *time.Time
+}
+
+// Expired reports whether the token has expired at now.
+func (t Token) Expired(now time.Time) bool {
+	return t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)
 }
 
 // AuditEntry records one change: who, what, when, before and after hash.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/portcullis-dev/portcullis/store/internal/strmap"
 )
@@ -248,6 +249,9 @@ func insertToken(ctx context.Context, tx Tx, tok Token, actor string) (Token, Au
 	detail := map[string]string{"role": tok.Role}
 	if len(tok.Sandboxes) > 0 {
 		detail["sandboxes"] = strings.Join(tok.Sandboxes, ",")
+	}
+	if tok.ExpiresAt != nil {
+		detail["expires_at"] = tok.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
 	return out, AuditEntry{
 		Actor: actor, Action: ActionTokenCreate, Sandbox: tok.Sandbox, Target: tok.Name,

@@ -124,13 +124,13 @@ func (c *conn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) e
 
 // ---- tokens ----
 
-const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`
+const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes, expires_at`
 
 func scanToken(r pgx.Row) (store.Token, error) {
 	var t store.Token
 	var sandbox *string
 	var globs string
-	err := r.Scan(&t.ID, &t.Name, &t.Role, &sandbox, &t.Hash, &t.CreatedBy, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &globs)
+	err := r.Scan(&t.ID, &t.Name, &t.Role, &sandbox, &t.Hash, &t.CreatedBy, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &globs, &t.ExpiresAt)
 	if sandbox != nil {
 		t.Sandbox = *sandbox
 	}
@@ -138,6 +138,7 @@ func scanToken(r pgx.Row) (store.Token, error) {
 	t.CreatedAt = t.CreatedAt.UTC()
 	t.LastUsedAt = utcPtr(t.LastUsedAt)
 	t.RevokedAt = utcPtr(t.RevokedAt)
+	t.ExpiresAt = utcPtr(t.ExpiresAt)
 	return t, err
 }
 
@@ -155,12 +156,12 @@ func (c *conn) InsertToken(ctx context.Context, t store.Token) (store.Token, err
 		sandbox = &t.Sandbox
 	}
 	out, err := scanToken(c.db.QueryRow(ctx, `
-		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at, sandboxes)
-		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::text
+		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at, sandboxes, expires_at)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::text, $8::timestamptz
 		WHERE $3::text IS NULL OR EXISTS (SELECT 1 FROM sandboxes WHERE name = $3 FOR KEY SHARE)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING `+tokenColumns,
-		t.Name, t.Role, sandbox, t.Hash, t.CreatedBy, t.CreatedAt, strings.Join(t.Sandboxes, ",")))
+		t.Name, t.Role, sandbox, t.Hash, t.CreatedBy, t.CreatedAt, strings.Join(t.Sandboxes, ","), t.ExpiresAt))
 	if errors.Is(err, pgx.ErrNoRows) { // a missing sandbox (said first) or a taken name
 		err = fmt.Errorf("%w: token %s", store.ErrAlreadyExists, t.Name)
 		if sandbox != nil {

@@ -115,15 +115,15 @@ func (t *txn) InsertPolicyVersion(ctx context.Context, v store.PolicyVersion) er
 	return nil
 }
 
-const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes`
+const tokenColumns = `id, name, role, sandbox, hash, created_by, created_at, last_used_at, revoked_at, sandboxes, expires_at`
 
 func scanToken(r scanner) (store.Token, error) {
 	var tok store.Token
 	var sandbox sql.NullString
 	var at int64
-	var used, revoked sql.NullInt64
+	var used, revoked, expires sql.NullInt64
 	var globs string
-	if err := r.Scan(&tok.ID, &tok.Name, &tok.Role, &sandbox, &tok.Hash, &tok.CreatedBy, &at, &used, &revoked, &globs); err != nil {
+	if err := r.Scan(&tok.ID, &tok.Name, &tok.Role, &sandbox, &tok.Hash, &tok.CreatedBy, &at, &used, &revoked, &globs, &expires); err != nil {
 		return tok, err
 	}
 	tok.Sandbox = sandbox.String
@@ -131,6 +131,7 @@ func scanToken(r scanner) (store.Token, error) {
 	tok.CreatedAt = fromNanos(at)
 	tok.LastUsedAt = fromNullNanos(used)
 	tok.RevokedAt = fromNullNanos(revoked)
+	tok.ExpiresAt = fromNullNanos(expires)
 	return tok, nil
 }
 
@@ -144,10 +145,10 @@ func (t *txn) InsertToken(ctx context.Context, tok store.Token) (store.Token, er
 	}
 	sandbox := sql.NullString{String: tok.Sandbox, Valid: tok.Sandbox != ""}
 	out, err := scanToken(t.wr.QueryRowContext(ctx, `
-		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at, sandboxes)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+		INSERT INTO tokens (name, role, sandbox, hash, created_by, created_at, sandboxes, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING `+tokenColumns,
-		tok.Name, tok.Role, sandbox, tok.Hash, tok.CreatedBy, nanos(tok.CreatedAt), strings.Join(tok.Sandboxes, ",")))
+		tok.Name, tok.Role, sandbox, tok.Hash, tok.CreatedBy, nanos(tok.CreatedAt), strings.Join(tok.Sandboxes, ","), nullNanosPtr(tok.ExpiresAt)))
 	return wrapRow(out, err, "insert token %q", tok.Name)
 }
 

@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"TokenCount", testTokenCount},
 		{"TokenSentry", testTokenSentry},
 		{"TokenSentrySandboxes", testTokenSentrySandboxes},
+		{"TokenExpiry", testTokenExpiry},
 		{"Audit", testAudit},
 		{"SigningKeyChain", testSigningKeyChain},
 		{"SigningKeyConcurrentAdd", testSigningKeyConcurrent},

@@ -443,3 +443,37 @@ func testTokenSentry(t *testing.T, s *store.Store) {
 		t.Errorf("CountTokens(sentry) after revoke = %d, %v; want 2", n, err)
 	}
 }
+
+// testTokenExpiry: a token's expiry is stored, read back by hash and in
+// the list, and audited; a token without one never expires.
+func testTokenExpiry(t *testing.T, s *store.Store) {
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	in := NewToken("ci", store.RoleAdmin, "")
+	in.ExpiresAt = &at
+	got, err := s.CreateToken(ctx(t), in, "root")
+	if err != nil {
+		t.Fatalf("CreateToken: %v", err)
+	}
+	if got.ExpiresAt == nil || !got.ExpiresAt.Equal(at) {
+		t.Errorf("CreateToken ExpiresAt = %v, want %v", got.ExpiresAt, at)
+	}
+	by, err := s.TokenByHash(ctx(t), in.Hash)
+	if err != nil || by.ExpiresAt == nil || !by.ExpiresAt.Equal(at) {
+		t.Errorf("TokenByHash ExpiresAt = %v, %v; want %v", by.ExpiresAt, err, at)
+	}
+	if by.Expired(at.Add(-time.Second)) || !by.Expired(at) {
+		t.Errorf("Expired around %v wrong", at)
+	}
+	forever, err := s.CreateToken(ctx(t), NewToken("forever", store.RoleOperator, ""), "root")
+	if err != nil || forever.ExpiresAt != nil || forever.Expired(time.Now().Add(100*365*24*time.Hour)) {
+		t.Errorf("token without expiry = %+v, %v", forever, err)
+	}
+	list, err := s.ListTokens(ctx(t))
+	if err != nil || len(list) != 2 || list[0].Name != "ci" || list[0].ExpiresAt == nil || !list[0].ExpiresAt.Equal(at) || list[1].ExpiresAt != nil {
+		t.Errorf("ListTokens = %+v, %v", list, err)
+	}
+	e := FindAudit(t, Audits(t, s, store.AuditFilter{}), store.ActionTokenCreate, "ci")
+	if e.Detail["expires_at"] != at.Format(time.RFC3339Nano) {
+		t.Errorf("token.create audit detail = %v, want expires_at %s", e.Detail, at.Format(time.RFC3339Nano))
+	}
+}
