@@ -229,6 +229,11 @@ var (
 	errRevokedToken = connect.NewError(connect.CodeUnauthenticated, "token revoked")
 )
 
+// expiredToken refuses a token past its expiry, saying when it expired.
+func expiredToken(t store.Token) error {
+	return connect.NewError(connect.CodeUnauthenticated, "token expired at "+t.ExpiresAt.UTC().Format(time.RFC3339))
+}
+
 // authenticator resolves bearer tokens to principals.
 type authenticator struct {
 	store store.Reader
@@ -272,6 +277,9 @@ func (a *authenticator) authenticate(ctx context.Context, header string) (Princi
 	}
 	if t.RevokedAt != nil {
 		return Principal{}, errRevokedToken
+	}
+	if t.Expired(a.now()) {
+		return Principal{}, expiredToken(t)
 	}
 	a.touch(ctx, t.ID)
 	return Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Sandbox: t.Sandbox, Sandboxes: t.Sandboxes, tokenHash: t.Hash}, nil

@@ -51,6 +51,9 @@ func (r reauthenticator) Reauthenticate(ctx context.Context, tokenHash string) e
 	if err != nil || tok.RevokedAt != nil {
 		return errRevokedToken
 	}
+	if tok.Expired(s.cfg.Now()) {
+		return expiredToken(tok)
+	}
 	return nil
 }
 

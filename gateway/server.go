@@ -499,6 +499,10 @@ func (s *Server) Bootstrap(ctx context.Context) (string, bool, error) {
 		return "", false, fmt.Errorf("count admin tokens: %w", err)
 	}
 	if n > 0 {
+		if s.cfg.BootstrapToken != "" {
+			s.log.WarnContext(ctx, "PORTCULLIS_BOOTSTRAP_TOKEN ignored: the store already has an admin token (it makes the first one only); "+
+				"to mint an admin token without one, run against the gateway's store: "+BreakGlassCommand, "admin_tokens", n)
+		}
 		return "", false, nil
 	}
 	token := s.cfg.BootstrapToken

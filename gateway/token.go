@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -32,16 +34,39 @@ func (s tokenService) CreateToken(ctx context.Context, req *portcullisv1.CreateT
 	if len(req.GetSandboxes()) > 0 && req.GetRole() != store.RoleSentry {
 		return nil, invalidField("sandboxes", "only a sentry token is limited to sandboxes, not a %s token", req.GetRole())
 	}
-	token, hash, err := newToken()
+	res, t, err := createToken(ctx, s.life, req, s.cfg.Now(), p.Actor())
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.life.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Sandboxes: req.GetSandboxes(), Hash: hash, CreatedBy: p.Actor()}, p.Actor())
-	if err != nil {
-		return nil, exists(err, "a token named %q exists (names are never reused, revoked tokens included)", req.GetName())
+	s.log.InfoContext(ctx, "token created", "token", t.Name, "role", t.Role, "sandboxes", t.Sandboxes, "expires_at", t.ExpiresAt, "actor", p.Actor())
+	return res, nil
+}
+
+// createToken makes the token req asks for (checked by the caller but
+// for its ttl), created by actor at now, through life: the API's and the
+// break-glass's one way (BreakGlassToken).
+func createToken(ctx context.Context, life *lifecycle.Lifecycle, req *portcullisv1.CreateTokenRequest, now time.Time, actor string) (*portcullisv1.CreateTokenResponse, store.Token, error) {
+	var expires *time.Time
+	if ttl := req.GetTtl(); ttl != nil {
+		if ttl.CheckValid() != nil || ttl.AsDuration() <= 0 {
+			return nil, store.Token{}, invalidField("ttl", "must be a positive duration, not %s", ttl.AsDuration())
+		}
+		at := now.Add(ttl.AsDuration()).UTC()
+		expires = &at
 	}
-	s.log.InfoContext(ctx, "token created", "token", t.Name, "role", t.Role, "sandboxes", t.Sandboxes, "actor", p.Actor())
-	return &portcullisv1.CreateTokenResponse{Name: t.Name, Token: token, Role: t.Role}, nil
+	token, hash, err := newToken()
+	if err != nil {
+		return nil, store.Token{}, err
+	}
+	t, err := life.CreateToken(ctx, store.Token{Name: req.GetName(), Role: req.GetRole(), Sandboxes: req.GetSandboxes(), Hash: hash, CreatedBy: actor, ExpiresAt: expires}, actor)
+	if err != nil {
+		return nil, store.Token{}, exists(err, "a token named %q exists (names are never reused, revoked tokens included)", req.GetName())
+	}
+	res := &portcullisv1.CreateTokenResponse{Name: t.Name, Token: token, Role: t.Role}
+	if t.ExpiresAt != nil {
+		res.ExpiresAt = timestamppb.New(*t.ExpiresAt)
+	}
+	return res, t, nil
 }
 
 func (s tokenService) ListTokens(ctx context.Context, _ *portcullisv1.ListTokensRequest) (*portcullisv1.ListTokensResponse, error) {
@@ -64,6 +89,9 @@ func (s tokenService) ListTokens(ctx context.Context, _ *portcullisv1.ListTokens
 		}
 		if t.RevokedAt != nil {
 			pt.RevokedAt = timestamppb.New(*t.RevokedAt)
+		}
+		if t.ExpiresAt != nil {
+			pt.ExpiresAt = timestamppb.New(*t.ExpiresAt)
 		}
 		res.Tokens = append(res.Tokens, pt)
 	}

@@ -47,7 +47,7 @@ func exitCode(err error) int {
 		return exitUnavailable
 	}
 	if ce, ok := errors.AsType[*connect.Error](err); ok {
-		return exitCodeOf(ce.Code())
+		return apiclient.ExitCode(ce.Code())
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded),
@@ -62,24 +62,6 @@ func exitCode(err error) int {
 func isA[T error](err error) bool {
 	_, ok := errors.AsType[T](err)
 	return ok
-}
-
-// exitCodeOf maps a Connect code to its exit code.
-func exitCodeOf(code connect.Code) int {
-	switch code {
-	case connect.CodeNotFound, connect.CodePermissionDenied, connect.CodeUnauthenticated:
-		return exitNo
-	case connect.CodeInvalidArgument, connect.CodeOutOfRange:
-		return exitInvalid
-	case connect.CodeAborted, connect.CodeFailedPrecondition, connect.CodeAlreadyExists:
-		return exitConflict
-	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeResourceExhausted:
-		return exitUnavailable
-	default:
-		// Canceled, Unimplemented, Internal, Unknown, DataLoss: the
-		// command did not succeed and retrying the same way will not help.
-		return exitNo
-	}
 }
 
 // usageError is a command line that cannot be run as given.

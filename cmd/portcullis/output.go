@@ -62,13 +62,20 @@ func callGateway[R any](env *environment, call func(api *apiclient.Client) (R, e
 // unaryWith is unary with other marshal options for -o json.
 func unaryWith[R proto.Message](env *environment, opts protojson.MarshalOptions, call func(api *apiclient.Client) (R, error), text func(R) error) error {
 	_, res, err := callGateway(env, call)
-	if err != nil {
-		return err
+	return answer(env, opts, text)(res, err)
+}
+
+// answer prints an answer: JSON with -o json, else text.
+func answer[R proto.Message](env *environment, opts protojson.MarshalOptions, text func(R) error) func(R, error) error {
+	return func(res R, err error) error {
+		if err != nil {
+			return err
+		}
+		if env.jsonOutput() {
+			return env.printJSONWith(opts, res)
+		}
+		return text(res)
 	}
-	if env.jsonOutput() {
-		return env.printJSONWith(opts, res)
-	}
-	return text(res)
 }
 
 // printJSONWith is printJSON with other marshal options (indented all the

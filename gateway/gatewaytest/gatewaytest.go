@@ -62,6 +62,17 @@ func Start(t testing.TB, engine string, configure ...func(*gateway.Config)) *Gat
 	return g
 }
 
+// StartOn runs a gateway on the SQLite store at path, which may already
+// hold data (made offline, say): the bootstrap admin token is created only
+// if it has no admin token. It is stopped when the test ends.
+func StartOn(t testing.TB, path string, configure ...func(*gateway.Config)) *Gateway {
+	t.Helper()
+	g := &Gateway{t: t, engine: "sqlite", dsn: path, configure: configure}
+	g.start()
+	t.Cleanup(g.Stop)
+	return g
+}
+
 // Restart stops the gateway and starts a new one on the same store (and a
 // new port): what survives is what the store kept.
 func (g *Gateway) Restart() {

@@ -111,3 +111,23 @@ func ProposalError(err error) error {
 	}
 	return err
 }
+
+// ExitCode maps a Connect code to the command line's exit code (the
+// contract in DESIGN.md: 1 the answer is no, 2 invalid input, 3 conflict,
+// 4 gateway unavailable).
+func ExitCode(code connect.Code) int {
+	switch code {
+	case connect.CodeNotFound, connect.CodePermissionDenied, connect.CodeUnauthenticated:
+		return 1
+	case connect.CodeInvalidArgument, connect.CodeOutOfRange:
+		return 2
+	case connect.CodeAborted, connect.CodeFailedPrecondition, connect.CodeAlreadyExists:
+		return 3
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeResourceExhausted:
+		return 4
+	default:
+		// Canceled, Unimplemented, Internal, Unknown, DataLoss: the
+		// command did not succeed and retrying the same way will not help.
+		return 1
+	}
+}

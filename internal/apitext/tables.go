@@ -3,6 +3,7 @@ package apitext
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -54,9 +55,19 @@ func Tokens(w io.Writer, tokens []*portcullisv1.Token) error {
 				scope = strings.Join(t.GetSandboxes(), ",")
 			}
 			add(t.GetName(), t.GetRole(), Dash(scope), When(t.GetCreatedAt()),
-				Dash(t.GetCreatedBy()), When(t.GetLastUsedAt()), When(t.GetRevokedAt()))
+				Dash(t.GetCreatedBy()), When(t.GetLastUsedAt()), When(t.GetExpiresAt()), When(t.GetRevokedAt()))
 		}
-	}, "NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "REVOKED")
+	}, "NAME", "ROLE", "SANDBOX", "CREATED", "BY", "LAST USED", "EXPIRES", "REVOKED")
+}
+
+// TokenCreated is token create's answer: the token, shown once, and when
+// it expires if it does.
+func TokenCreated(w io.Writer, res *portcullisv1.CreateTokenResponse) {
+	fmt.Fprintf(w, "%s token %s created\n", res.GetRole(), res.GetName())
+	fmt.Fprintf(w, "token:  %s\n", res.GetToken())
+	if res.GetExpiresAt() != nil {
+		fmt.Fprintf(w, "expires: %s\n", When(res.GetExpiresAt()))
+	}
 }
 
 // Proxies is proxies list's table.
@@ -205,4 +216,20 @@ func Sandbox(w io.Writer, s *portcullisv1.Sandbox) error {
 		kv = append(kv, "frozen by", Dash(s.GetFrozenBy()), "frozen at", When(s.GetFrozenAt()))
 	}
 	return Fields(w, kv...)
+}
+
+// tokenRoles are the roles a token create may ask for; sandbox tokens come
+// from sandbox create.
+var tokenRoles = []string{"admin", "operator", "sentry"}
+
+// CheckTokenCreate refuses, before any call, a token create's role and
+// --sandboxes that no gateway would take.
+func CheckTokenCreate(role string, sandboxes []string) error {
+	if !slices.Contains(tokenRoles, role) {
+		return fmt.Errorf("--role must be admin, operator or sentry, got %q (sandbox tokens come from sandbox create)", role)
+	}
+	if len(sandboxes) > 0 && role != "sentry" {
+		return fmt.Errorf("--sandboxes limits a sentry token; a %s token is not limited to sandboxes", role)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ package portcullisv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -39,7 +40,10 @@ type Token struct {
 	// watches: name globs (path.Match), one of which must match an event's
 	// subject; empty: every sandbox. Events about, and quarantines of,
 	// other sandboxes are refused and audited.
-	Sandboxes     []string `protobuf:"bytes,8,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	Sandboxes []string `protobuf:"bytes,8,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// expires_at is when the token stops working (refused as expired);
+	// unset: it never expires.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -130,6 +134,13 @@ func (x *Token) GetSandboxes() []string {
 	return nil
 }
 
+func (x *Token) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is unique among all tokens ever created. For a sentry token it is
@@ -141,7 +152,10 @@ type CreateTokenRequest struct {
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	// sandboxes limits a sentry token to these sandboxes (name globs such
 	// as "support" or "team-a-*", at most 64); only for role "sentry".
-	Sandboxes     []string `protobuf:"bytes,3,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	Sandboxes []string `protobuf:"bytes,3,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// ttl, if set, makes the token expire that long after it is created
+	// (it must be positive); unset: the token never expires.
+	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,12 +211,21 @@ func (x *CreateTokenRequest) GetSandboxes() []string {
 	return nil
 }
 
+func (x *CreateTokenRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
 type CreateTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// token is shown once; only its hash is stored.
-	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
-	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Role  string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// expires_at is when the token stops working; unset: never.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,6 +279,13 @@ func (x *CreateTokenResponse) GetRole() string {
 		return x.Role
 	}
 	return ""
+}
+
+func (x *CreateTokenResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
 }
 
 type ListTokensRequest struct {
@@ -430,7 +460,7 @@ var File_portcullis_v1_token_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_token_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/token.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x02\n" +
+	"\x19portcullis/v1/token.proto\x12\rportcullis.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf5\x02\n" +
 	"\x05Token\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
@@ -443,15 +473,20 @@ const file_portcullis_v1_token_proto_rawDesc = "" +
 	"lastUsedAt\x129\n" +
 	"\n" +
 	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1c\n" +
-	"\tsandboxes\x18\b \x03(\tR\tsandboxes\"Z\n" +
+	"\tsandboxes\x18\b \x03(\tR\tsandboxes\x129\n" +
+	"\n" +
+	"expires_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x87\x01\n" +
 	"\x12CreateTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1c\n" +
-	"\tsandboxes\x18\x03 \x03(\tR\tsandboxes\"S\n" +
+	"\tsandboxes\x18\x03 \x03(\tR\tsandboxes\x12+\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x8e\x01\n" +
 	"\x13CreateTokenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\x13\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x13\n" +
 	"\x11ListTokensRequest\"B\n" +
 	"\x12ListTokensResponse\x12,\n" +
 	"\x06tokens\x18\x01 \x03(\v2\x14.portcullis.v1.TokenR\x06tokens\"(\n" +
@@ -489,23 +524,27 @@ var file_portcullis_v1_token_proto_goTypes = []any{
 	(*RevokeTokenRequest)(nil),    // 5: portcullis.v1.RevokeTokenRequest
 	(*RevokeTokenResponse)(nil),   // 6: portcullis.v1.RevokeTokenResponse
 	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
 }
 var file_portcullis_v1_token_proto_depIdxs = []int32{
-	7, // 0: portcullis.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	7, // 1: portcullis.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	7, // 2: portcullis.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	0, // 3: portcullis.v1.ListTokensResponse.tokens:type_name -> portcullis.v1.Token
-	1, // 4: portcullis.v1.TokenService.CreateToken:input_type -> portcullis.v1.CreateTokenRequest
-	3, // 5: portcullis.v1.TokenService.ListTokens:input_type -> portcullis.v1.ListTokensRequest
-	5, // 6: portcullis.v1.TokenService.RevokeToken:input_type -> portcullis.v1.RevokeTokenRequest
-	2, // 7: portcullis.v1.TokenService.CreateToken:output_type -> portcullis.v1.CreateTokenResponse
-	4, // 8: portcullis.v1.TokenService.ListTokens:output_type -> portcullis.v1.ListTokensResponse
-	6, // 9: portcullis.v1.TokenService.RevokeToken:output_type -> portcullis.v1.RevokeTokenResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7,  // 0: portcullis.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	7,  // 1: portcullis.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	7,  // 2: portcullis.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	7,  // 3: portcullis.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	8,  // 4: portcullis.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	7,  // 5: portcullis.v1.CreateTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: portcullis.v1.ListTokensResponse.tokens:type_name -> portcullis.v1.Token
+	1,  // 7: portcullis.v1.TokenService.CreateToken:input_type -> portcullis.v1.CreateTokenRequest
+	3,  // 8: portcullis.v1.TokenService.ListTokens:input_type -> portcullis.v1.ListTokensRequest
+	5,  // 9: portcullis.v1.TokenService.RevokeToken:input_type -> portcullis.v1.RevokeTokenRequest
+	2,  // 10: portcullis.v1.TokenService.CreateToken:output_type -> portcullis.v1.CreateTokenResponse
+	4,  // 11: portcullis.v1.TokenService.ListTokens:output_type -> portcullis.v1.ListTokensResponse
+	6,  // 12: portcullis.v1.TokenService.RevokeToken:output_type -> portcullis.v1.RevokeTokenResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_token_proto_init() }
