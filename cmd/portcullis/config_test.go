@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,5 +105,34 @@ func TestGatewayConfigFile(t *testing.T) {
 	_, stderr, code := runCLI(t, "gateway", "--config", bad)
 	if code != exitInvalid || !strings.Contains(stderr, `key "policy" is a flag of portcullis proxy, not of portcullis gateway`) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// The files docs/configuration.md and the README show are accepted as
+// they are: the gateway's starts (its addresses overridden by flags), and
+// the proxy's gets as far as reading the token file it names.
+func TestConfigDocExamples(t *testing.T) {
+	block := func(file, marker string) string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join("..", "..", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(data), marker)
+		_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+		body, _, ok3 := strings.Cut(rest, "```")
+		if !ok || !ok2 || !ok3 {
+			t.Fatalf("%s has no yaml block after %q", file, marker)
+		}
+		return body
+	}
+	gw := writeFile(t, "gateway.yaml", block("docs/configuration.md", "<!-- config: gateway -->"))
+	startServer(t, nil, "  console:", "gateway", "--config", gw, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data"))
+	for _, ex := range []struct{ file, marker string }{{"docs/configuration.md", "<!-- config: proxy -->"}, {"README.md", "## Configuration files"}} {
+		proxy := writeFile(t, "proxy.yaml", block(ex.file, ex.marker))
+		_, stderr, code := runCLI(t, "proxy", "--config", proxy, "--data-dir", filepath.Join(t.TempDir(), "data"))
+		if code != exitInvalid || !strings.Contains(stderr, "read token file: open /run/secrets/orders.token") {
+			t.Errorf("%s's proxy file: exit %d, stderr %q; want it accepted, then its token-file read", ex.file, code, stderr)
+		}
 	}
 }
