@@ -21,7 +21,9 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -327,35 +329,33 @@ func describe(n *yaml.Node) string {
 	}
 }
 
-// tryParse runs f's parser on s without touching f: on a fresh flag set
-// holding a flag of the same type where pflag can make one.
+// tryParse parses s as pflag parses a flag of f's type, without setting
+// f (nothing is set until the whole file is valid).
 func tryParse(f *pflag.Flag, s string) error {
-	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
-	switch f.Value.Type() {
-	case "bool":
-		fs.Bool("x", false, "")
-	case "int":
-		fs.Int("x", 0, "")
-	case "int64":
-		fs.Int64("x", 0, "")
-	case "int32":
-		fs.Int32("x", 0, "")
-	case "uint32":
-		fs.Uint32("x", 0, "")
-	case "uint64":
-		fs.Uint64("x", 0, "")
-	case "uint":
-		fs.Uint("x", 0, "")
-	case "float64":
-		fs.Float64("x", 0, "")
-	case "float32":
-		fs.Float32("x", 0, "")
-	case "duration":
-		fs.Duration("x", 0, "")
-	default:
-		return nil // strings, and types only the flag itself parses (Set reports those)
+	kind := f.Value.Type()
+	var err error
+	switch {
+	case kind == "bool":
+		_, err = strconv.ParseBool(s)
+	case kind == "duration":
+		_, err = time.ParseDuration(s)
+	case strings.HasPrefix(kind, "float"):
+		_, err = strconv.ParseFloat(s, 64)
+	case strings.HasPrefix(kind, "uint"):
+		_, err = strconv.ParseUint(s, 0, bits(kind))
+	case strings.HasPrefix(kind, "int"):
+		_, err = strconv.ParseInt(s, 0, bits(kind))
 	}
-	return fs.Set("x", s)
+	return err // strings, and types only the flag parses (its Set reports those)
+}
+
+// bits is the size of an integer flag's type ("int32": 32; "int": 64).
+func bits(kind string) int {
+	n, err := strconv.Atoi(strings.TrimLeft(kind, "uint"))
+	if err != nil {
+		return 64
+	}
+	return n
 }
 
 // nearest is the key closest to name, if one is a near miss (at most two
