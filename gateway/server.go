@@ -121,7 +121,7 @@ type Config struct {
 	// SentryMaxAge: a remediating Sentry event whose own time is older
 	// than this when it arrives (or more than a minute ahead) is stored,
 	// flagged stale and not acted on. Default 10 minutes; negative: no
-	// max age.
+	// check of the event's time.
 	SentryMaxAge time.Duration
 	// QuarantineBudget sandboxes per five minutes may be frozen by Sentry
 	// events; past it quarantines are held for an operator. Default 10;

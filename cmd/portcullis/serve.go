@@ -276,7 +276,7 @@ func (f *sentryFlags) add(cmd *cobra.Command) {
 		"sandboxes Sentry events may freeze per five minutes; past it quarantines are held for an operator (negative: no budget)")
 	cmd.Flags().IntVar(&f.quarantineBudgetPerSource, "quarantine-budget-per-source", sentryintake.DefaultQuarantineBudgetPerSource,
 		"sandboxes one Sentry source may freeze per five minutes; past it that source's quarantines are held for an operator and the others' still freeze (negative: no budget per source)")
-	cmd.Flags().DurationVar(&f.maxAge, "sentry-max-age", sentryintake.DefaultMaxAge, "act on no Sentry quarantine whose own time is older than this (or over a minute ahead): record it as stale (negative: no max age)")
+	cmd.Flags().DurationVar(&f.maxAge, "sentry-max-age", sentryintake.DefaultMaxAge, "act on no Sentry quarantine whose own time is older than this (or over a minute ahead): record it as stale (negative: no check)")
 	cmd.Flags().DurationVar(&f.retention, "sentry-retention", sentryintake.DefaultRetention,
 		"delete Sentry events received longer ago than this, by whole days (a negative value keeps them forever)")
 	cmd.Flags().StringVar(&f.databaseURL, "sentry-database-url", "",

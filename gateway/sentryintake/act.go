@@ -105,11 +105,14 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 
 // stale says why ev, received at received, is too old (MaxAge) or too far
 // ahead (FutureSkew) to act on; "" when it is not. An event without a
-// time was given the time received: never stale.
+// time was given the time received: never stale. A negative MaxAge turns
+// the check off, both ways (a backfill of old logs, a test's fixed clock).
 func (in *Intake) stale(ev sentry.Event, received time.Time) string {
 	age := received.Sub(ev.Time).Truncate(time.Second)
 	switch {
-	case in.cfg.MaxAge > 0 && received.Sub(ev.Time) > in.cfg.MaxAge:
+	case in.cfg.MaxAge < 0:
+		return ""
+	case received.Sub(ev.Time) > in.cfg.MaxAge:
 		return fmt.Sprintf("stale: event time %s is %s before it was received, older than %s (--sentry-max-age); sandbox %q not frozen",
 			ev.Time.UTC().Format(time.RFC3339), age, in.cfg.MaxAge, ev.Subject)
 	case ev.Time.Sub(received) > FutureSkew:

@@ -99,7 +99,7 @@ type Config struct {
 	// MaxAge: a remediating event whose own time is older than this when
 	// it arrives, or more than FutureSkew ahead, is stored, flagged stale
 	// and not acted on (action status stale). Default
-	// DefaultMaxAge; negative: no max age (the future is still bounded).
+	// DefaultMaxAge; negative: no check of the event's time at all.
 	MaxAge time.Duration
 	// QuarantineBudget sandboxes per BudgetWindow may be frozen by Sentry
 	// events (across replicas: it counts the stored actions); past it a
