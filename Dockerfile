@@ -1,4 +1,17 @@
 # A static portcullis binary on a distroless base, running as nonroot.
+#
+#   docker build --build-arg VERSION=$(git describe --always --dirty) \
+#     --build-arg REVISION=$(git rev-parse HEAD) -t portcullis .
+#
+# The build args fill the images' OCI labels (docker inspect): VERSION,
+# REVISION, SOURCE and LICENSES (an SPDX expression; NOASSERTION until the
+# repository carries a license). .dockerignore keeps a developer's data
+# dirs, tokens and .git out of the build context.
+ARG VERSION=dev
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/portcullis-dev/portcullis
+ARG LICENSES=NOASSERTION
+
 FROM golang:1.26 AS src
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -21,6 +34,16 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -tags proxyonly -o /out/po
 # The proxy image: docker build --target proxy . (docker-compose.yml's
 # proxy service). Its data dir, /data, is owned by the nonroot user.
 FROM gcr.io/distroless/static-debian12:nonroot AS proxy
+ARG VERSION
+ARG REVISION
+ARG SOURCE
+ARG LICENSES
+LABEL org.opencontainers.image.title="portcullis-proxy" \
+      org.opencontainers.image.description="Portcullis proxy: enforces a sandbox's signed policy at its egress" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="${LICENSES}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=build-proxy /out/portcullis /usr/local/bin/portcullis
 COPY --from=build-proxy --chown=65532:65532 --chmod=700 /out/data /data
 COPY --from=build-proxy --chown=65532:65532 --chmod=700 /out/secrets /secrets
@@ -33,6 +56,16 @@ CMD ["proxy", "--help"]
 # The binary beside a busybox shell, for one-shot steps that need one
 # (docker-compose.yml's provision service): docker build --target tools .
 FROM gcr.io/distroless/static-debian12:debug-nonroot AS tools
+ARG VERSION
+ARG REVISION
+ARG SOURCE
+ARG LICENSES
+LABEL org.opencontainers.image.title="portcullis-tools" \
+      org.opencontainers.image.description="The portcullis CLI beside a busybox shell, for one-shot steps" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="${LICENSES}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/portcullis /usr/local/bin/portcullis
 COPY --from=build --chown=65532:65532 --chmod=700 /out/secrets /secrets
 USER nonroot
@@ -45,18 +78,43 @@ ENTRYPOINT ["/busybox/sh", "-c"]
 # (portcullis run --print-rules). It needs CAP_NET_ADMIN, and only it does:
 # docker build --target netinit .
 FROM debian:trixie-slim AS netinit
+ARG VERSION
+ARG REVISION
+ARG SOURCE
+ARG LICENSES
+LABEL org.opencontainers.image.title="portcullis-netinit" \
+      org.opencontainers.image.description="nftables and portcullis: installs a sandbox's redirect to its proxy" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="${LICENSES}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 RUN apt-get update && apt-get install -y --no-install-recommends nftables && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/portcullis /usr/local/bin/portcullis
 ENTRYPOINT ["/bin/sh", "-c"]
 
+# The gateway's image (the default target).
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION
+ARG REVISION
+ARG SOURCE
+ARG LICENSES
+LABEL org.opencontainers.image.title="portcullis" \
+      org.opencontainers.image.description="Portcullis gateway: versioned sandbox policies, proposals, approvals and audit" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="${LICENSES}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/portcullis /usr/local/bin/portcullis
 COPY --from=build --chown=65532:65532 --chmod=700 /out/data /data
 COPY --from=build --chown=65532:65532 --chmod=700 /out/secrets /secrets
 USER nonroot
-# The embedded SQLite store (used without PORTCULLIS_DATABASE_URL) lives in
-# ./portcullis-data under the nonroot user's home.
-WORKDIR /home/nonroot
+# The embedded SQLite store (used without PORTCULLIS_DATABASE_URL) and the
+# signing keys live in the default --data-dir, ./portcullis-data, relative
+# to the working directory: /data/portcullis-data, on the volume whatever
+# command the container runs (gateway, signing-key list, migrate).
+# docker run -v portcullis-data:/data … keeps them across containers.
+WORKDIR /data
+VOLUME ["/data"]
 EXPOSE 7070
 ENTRYPOINT ["/usr/local/bin/portcullis"]
 # Plaintext on 0.0.0.0 is refused: give --tls-cert/--tls-key, or pass

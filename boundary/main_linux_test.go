@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 		os.Exit(probe(os.Args[1:]))
 	case "run":
 		os.Exit(runRole(os.Args[1:]))
+	case "sidecar":
+		os.Exit(sidecarRole(os.Args[1:]))
 	}
 	code := m.Run()
 	if binDir != "" {

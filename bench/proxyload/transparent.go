@@ -16,9 +16,11 @@ import (
 // proxy settings). So the upstream must be where an agent in that
 // namespace could address it: not loopback (which stays the namespace's
 // own), but a network namespace of its own at the end of a veth pair,
-// TEST-NET-3's 203.0.113.10, which every path of the run then uses.
+// 198.18.0.2 (RFC 2544's benchmarking range, in a /30: the machine's
+// own services, its module proxy included, may live in the TEST-NETs),
+// which every path of the run then uses.
 
-const transparentUpstreamHost = "203.0.113.10"
+const transparentUpstreamHost = "198.18.0.2"
 
 // upstreamNetwork is where the upstream listens: on 127.0.0.1, or, when
 // transparent, in a namespace of its own (closed by the returned func).
@@ -29,7 +31,7 @@ func upstreamNetwork(transparent bool) (listen func(network, addr string) (net.L
 	if os.Geteuid() != 0 {
 		return nil, "", nil, fmt.Errorf("the transparent path needs root: it makes network namespaces (the upstream's, and portcullis run's)")
 	}
-	h, err := netnstest.New(fmt.Sprintf("pcpl%d", os.Getpid()%100000), netip.MustParsePrefix("203.0.113.1/24"), netip.MustParsePrefix(transparentUpstreamHost+"/24"))
+	h, err := netnstest.New(fmt.Sprintf("pcpl%d", os.Getpid()%100000), netip.MustParsePrefix("198.18.0.1/30"), netip.MustParsePrefix(transparentUpstreamHost+"/30"))
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -12,17 +12,24 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/cliconfig"
 )
 
 // Environment variables read by the client commands, and the defaults they
 // override. A flag beats its variable; the variable beats the default.
 const (
-	envGateway = "PORTCULLIS_GATEWAY"
-	envToken   = "PORTCULLIS_TOKEN"
+	envGateway     = "PORTCULLIS_GATEWAY"
+	envToken       = "PORTCULLIS_TOKEN"
+	envDatabaseURL = "PORTCULLIS_DATABASE_URL"        // the gateway's and the store commands'
+	envSentryDBURL = "PORTCULLIS_SENTRY_DATABASE_URL" // the gateway's
 
 	defaultGateway = "http://127.0.0.1:7070"
 	defaultTimeout = 30 * time.Second
 )
+
+// configFile is what --config FILE sets: gateway's and proxy's own flags, the global ones named, and no flag whose variable is set.
+var configFile = cliconfig.Spec{Commands: map[string][]string{"gateway": nil, "proxy": {"gateway", "token-file"}},
+	Env: map[string]string{"gateway": envGateway, "database-url": envDatabaseURL, "sentry-database-url": envSentryDBURL, "otlp-endpoint": envOTLPEndpoint}}
 
 // Values of -o/--output.
 const (

@@ -21,6 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/portcullis-dev/portcullis/internal/pgtest"
 	"github.com/portcullis-dev/portcullis/web/webtest"
 )
 
@@ -95,7 +96,7 @@ func TestReadmeWalk(t *testing.T) {
 		ln.Close()
 	}
 	names, blocks := readmeWalk(t, "../../README.md")
-	want := []string{"install", "gateway", "setup", "denied", "propose", "allowed"}
+	want := []string{"install", "gateway", "setup", "denied", "propose", "allowed", "sentry-ingest", "sentry-events", "postgres"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("README.md's walk blocks are %q, want %q", names, want)
 	}
@@ -117,15 +118,7 @@ func TestReadmeWalk(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "PATH" || strings.HasPrefix(k, "PORTCULLIS_") || strings.EqualFold(k, "http_proxy") ||
-			strings.EqualFold(k, "https_proxy") || strings.EqualFold(k, "all_proxy") || strings.EqualFold(k, "no_proxy") {
-			continue
-		}
-		env = append(env, kv)
-	}
+	env := walkEnv(bin)
 
 	// The first terminal: the gateway.
 	gwLine := commandLines(blocks["gateway"])
@@ -237,8 +230,91 @@ func TestReadmeWalk(t *testing.T) {
 	if n := strings.Count(out, `"code":-32001`); n != 1 || !strings.Contains(out, "A-10421") {
 		t.Errorf("allowed block: lookup_order A-10421 was not denied (%d denials):\n%s", n, out)
 	}
+
+	// Sentry: a watchdog's quarantine event, stamped now, freezes orders;
+	// the follow-up commands find it within their --since.
+	out = sh.run(t, "sentry-ingest", blocks["sentry-ingest"])
+	if !strings.Contains(out, `"stored":1`) || !strings.Contains(out, `"refused":[]`) {
+		t.Errorf("sentry-ingest block: the event was not stored:\n%s", out)
+	}
+	if err := pollUntil(30*time.Second, func() bool {
+		get := exec.Command(bin, "sandbox", "get", "orders", "-o", "json")
+		get.Dir, get.Env = dir, append(env, "PORTCULLIS_TOKEN="+token)
+		o, err := get.Output()
+		return err == nil && regexp.MustCompile(`"frozen":\s*true`).Match(o)
+	}); err != nil {
+		t.Errorf("the quarantine event did not freeze orders: %v", err)
+	}
+	out = sh.run(t, "sentry-events", blocks["sentry-events"])
+	if !regexp.MustCompile(`(?m)^\S+Z .*sentry://node-3 .* e1 .*portcullis\.sentry\.v1\.quarantine .*orders`).MatchString(out) {
+		t.Errorf("sentry-events block: sentry events --since 24h does not list the event just sent:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^frozen:\s+yes$`).MatchString(out) {
+		t.Errorf("sentry-events block: sandbox get does not show orders frozen:\n%s", out)
+	}
 	if strings.Contains(sh.errOut.String(), "command not found") {
 		t.Errorf("terminal 2's stderr:\n%s", sh.errOut.String())
+	}
+}
+
+// walkEnv is the reader's environment: the built binary first on PATH,
+// none of the test's PORTCULLIS_ or proxy variables.
+func walkEnv(bin string) []string {
+	env := []string{"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "PATH" || strings.HasPrefix(k, "PORTCULLIS_") || strings.EqualFold(k, "http_proxy") ||
+			strings.EqualFold(k, "https_proxy") || strings.EqualFold(k, "all_proxy") || strings.EqualFold(k, "no_proxy") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// TestReadmePostgres runs "Running on Postgres" as README.md writes it —
+// create the database, migrate, start the gateway — against the test's
+// Postgres, with one change: the database is one of the test's own
+// (a fresh name in place of "portcullis", dropped at the end), so that
+// runs never share state. The gateway must start on the empty database
+// and print the admin token it bootstrapped there.
+func TestReadmePostgres(t *testing.T) {
+	_, blocks := readmeWalk(t, "../../README.md")
+	block := blocks["postgres"]
+	const readmeURL = "postgres://postgres@127.0.0.1:5432/portcullis?sslmode=disable"
+	if !strings.Contains(block, "createdb -h 127.0.0.1 -U postgres portcullis") || !strings.Contains(block, "'"+readmeURL+"'") {
+		t.Fatalf("the postgres block no longer creates the database it names (%s):\n%s", readmeURL, block)
+	}
+	if pgtest.URL() != pgtest.DefaultURL {
+		t.Skipf("the README's Postgres is %s; PORTCULLIS_TEST_DATABASE_URL names another", pgtest.DefaultURL)
+	}
+	// A name of the test's own, dropped when it ends; the README's
+	// createdb makes it.
+	u, err := url.Parse(pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if out, err := exec.Command("dropdb", "-h", "127.0.0.1", "-U", "postgres", name).CombinedOutput(); err != nil {
+		t.Fatalf("dropdb %s: %v\n%s", name, err, out)
+	}
+	block = strings.ReplaceAll(block, "-U postgres portcullis", "-U postgres "+name)
+	block = strings.ReplaceAll(block, "5432/portcullis?", "5432/"+name+"?")
+
+	ln, err := net.Listen("tcp", walkGateway)
+	if err != nil {
+		t.Fatalf("the README's gateway needs %s free: %v", walkGateway, err)
+	}
+	ln.Close()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	gw := startShell(t, t.TempDir(), walkEnv(bin), block)
+	gw.waitLine(t, "the gateway's token line", 60*time.Second, func(l string) bool { return strings.HasPrefix(l, "  export PORTCULLIS_TOKEN=pcs_") })
+	gw.waitLine(t, "the gateway's console line", 10*time.Second, func(l string) bool { return l == "  console: http://"+walkGateway+"/" })
+	if strings.Contains(gw.out.String()+gw.errOut.String(), "does not exist") {
+		t.Errorf("the postgres block:\n%s\n%s", gw.out.String(), gw.errOut.String())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
+	"github.com/portcullis-dev/portcullis/internal/cliconfig"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 )
@@ -16,19 +17,18 @@ import (
 // newRootCmd builds the command tree.
 func newRootCmd(env *environment) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "portcullis",
-		Short:         "Policy control plane for AI-agent sandboxes",
-		Long:          rootLong,
-		Example:       rootExample,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return env.checkOutput(cmd)
-		},
+		Use:               "portcullis",
+		Short:             "Policy control plane for AI-agent sandboxes",
+		Long:              rootLong,
+		Example:           rootExample,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return env.checkOutput(cmd) },
 	}
 	env.addGlobalFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
 	root.AddCommand(commands(env)...)
+	cliconfig.Add(root, configFile, env.getenv)
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "gateway", "demo", "migrate", "healthcheck", "run":

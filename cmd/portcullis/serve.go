@@ -21,8 +21,6 @@ import (
 
 // Environment variables read by the server commands.
 const (
-	envDatabaseURL    = "PORTCULLIS_DATABASE_URL"
-	envSentryDBURL    = "PORTCULLIS_SENTRY_DATABASE_URL"
 	envBootstrapToken = "PORTCULLIS_BOOTSTRAP_TOKEN"
 	envWebhookSecret  = "PORTCULLIS_WEBHOOK_SECRET"
 

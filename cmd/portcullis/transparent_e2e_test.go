@@ -45,16 +45,16 @@ type upstreams struct {
 
 func (u *upstreams) count(f func()) { u.mu.Lock(); f(); u.mu.Unlock() }
 
-// startUpstreams makes the namespace (api.test is 203.0.113.10, db.test
-// 203.0.113.11, evil.test 203.0.113.12) and its servers: HTTP on :80
+// startUpstreams makes the namespace (api.test is 198.18.0.10, db.test
+// 198.18.0.11, evil.test 198.18.0.12) and its servers: HTTP on :80
 // and :8080 of each, TLS on :443, a TCP echo on db.test:7000 and :7001,
-// a UDP port 9999, and the "real" resolver on 203.0.113.10:53 that the
+// a UDP port 9999, and the "real" resolver on 198.18.0.10:53 that the
 // proxy asks (through PORTCULLIS_TEST_RESOLVER).
 func startUpstreams(t *testing.T) *upstreams {
 	t.Helper()
 	link := fmt.Sprintf("pcte%d", os.Getpid()%100000)
-	host, err := netnstest.New(link, netip.MustParsePrefix("203.0.113.1/24"),
-		netip.MustParsePrefix("203.0.113.10/24"), netip.MustParsePrefix("203.0.113.11/24"), netip.MustParsePrefix("203.0.113.12/24"))
+	host, err := netnstest.New(link, netip.MustParsePrefix("198.18.0.1/28"),
+		netip.MustParsePrefix("198.18.0.10/28"), netip.MustParsePrefix("198.18.0.11/28"), netip.MustParsePrefix("198.18.0.12/28"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +78,14 @@ func startUpstreams(t *testing.T) *upstreams {
 		t.Cleanup(func() { srv.Close() })
 	}
 	tlsSrv := httptest.NewUnstartedServer(web)
-	tlsSrv.Listener = listen("203.0.113.10:443")
+	tlsSrv.Listener = listen("198.18.0.10:443")
 	tlsSrv.Config.TLSConfig = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		u.count(func() { u.tlsHello++ })
 		return nil, nil
 	}}
 	tlsSrv.StartTLS()
 	t.Cleanup(tlsSrv.Close)
-	for _, addr := range []string{"203.0.113.11:7000", "203.0.113.11:7001"} {
+	for _, addr := range []string{"198.18.0.11:7000", "198.18.0.11:7001"} {
 		ln := listen(addr)
 		go func() {
 			for {
@@ -97,7 +97,7 @@ func startUpstreams(t *testing.T) *upstreams {
 			}
 		}()
 	}
-	pc, err := host.ListenPacket("udp", "203.0.113.10:9999")
+	pc, err := host.ListenPacket("udp", "198.18.0.10:9999")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func startUpstreams(t *testing.T) *upstreams {
 			u.count(func() { u.packets++ })
 		}
 	}()
-	dnsConn, err := host.ListenPacket("udp", "203.0.113.10:53")
+	dnsConn, err := host.ListenPacket("udp", "198.18.0.10:53")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func startUpstreams(t *testing.T) *upstreams {
 		m.SetReply(q)
 		name := strings.TrimSuffix(strings.ToLower(q.Question[0].Name), ".")
 		u.count(func() { u.queries[name]++ })
-		addr := map[string]string{"api.test": "203.0.113.10", "db.test": "203.0.113.11", "evil.test": "203.0.113.12"}[name]
+		addr := map[string]string{"api.test": "198.18.0.10", "db.test": "198.18.0.11", "evil.test": "198.18.0.12"}[name]
 		if addr == "" {
 			m.Rcode = dns.RcodeNameError
 		} else if q.Question[0].Qtype == dns.TypeA {
@@ -161,12 +161,12 @@ network_policies:
         port: 80
         protocol: rest
         enforcement: enforce
-        allowed_ips: ["203.0.113.0/24"]
+        allowed_ips: ["198.18.0.0/28"]
         rules:
           - allow: { method: GET, path: "/allowed/**" }
       - host: api.test
         port: 443
-        allowed_ips: ["203.0.113.0/24"]
+        allowed_ips: ["198.18.0.0/28"]
     binaries: [{path: %[1]s}, {path: %[2]s}, {path: %[3]s}]
   raw:
     name: raw
@@ -174,7 +174,7 @@ network_policies:
       - host: db.test
         port: 7000
         protocol: tcp
-        allowed_ips: ["203.0.113.0/24"]
+        allowed_ips: ["198.18.0.0/28"]
     binaries: [{path: %[1]s}]
 `, agentA, agentB, node)
 }
@@ -229,7 +229,7 @@ func newTransparentFixture(t *testing.T) *transparentFixture {
 	}
 	proxy := exec.Command(bin, "proxy", "--policy", policyFile, "--data-dir", f.dataDir,
 		"--listen", "127.0.0.1:0", "--transparent-listen", "127.0.0.1:0")
-	proxy.Env = append(os.Environ(), "PORTCULLIS_TEST_RESOLVER=203.0.113.10:53")
+	proxy.Env = append(os.Environ(), "PORTCULLIS_TEST_RESOLVER=198.18.0.10:53")
 	stdout, err := proxy.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ func TestTransparentBoundary(t *testing.T) {
 		if got, ok := f.run(t, f.agentA, "tcp", "db.test:7001", "ping"); ok {
 			t.Fatalf("got %q", got)
 		}
-		assertConns(t, u, "203.0.113.11:7001", 0)
+		assertConns(t, u, "198.18.0.11:7001", 0)
 	})
 	t.Run("caller identity", func(t *testing.T) {
 		// The same program under another path: the raw rule names only A.
@@ -331,7 +331,7 @@ func TestTransparentBoundary(t *testing.T) {
 		}
 	})
 	t.Run("DNS for a denied name", func(t *testing.T) {
-		for _, server := range []string{"", "203.0.113.10:53", "127.0.0.53:53"} {
+		for _, server := range []string{"", "198.18.0.10:53", "127.0.0.53:53"} {
 			if got, _ := f.run(t, f.agentA, "dns", "evil.test", server); got != "NXDOMAIN" {
 				t.Fatalf("server %q: got %q", server, got)
 			}
@@ -341,12 +341,12 @@ func TestTransparentBoundary(t *testing.T) {
 				t.Fatalf("the outside resolver got %d questions for evil.test", n)
 			}
 		})
-		if got, _ := f.run(t, f.agentA, "dns", "api.test"); got != "203.0.113.10" {
+		if got, _ := f.run(t, f.agentA, "dns", "api.test"); got != "198.18.0.10" {
 			t.Fatalf("api.test: got %q", got)
 		}
 	})
 	t.Run("UDP to another port reaches nothing", func(t *testing.T) {
-		f.run(t, f.agentA, "udp", "203.0.113.10:9999")
+		f.run(t, f.agentA, "udp", "198.18.0.10:9999")
 		time.Sleep(200 * time.Millisecond)
 		u.count(func() {
 			if u.packets != 0 {
@@ -355,16 +355,16 @@ func TestTransparentBoundary(t *testing.T) {
 		})
 	})
 	t.Run("an address no name was answered for", func(t *testing.T) {
-		// 203.0.113.12 was never answered: judged by the address alone,
+		// 198.18.0.12 was never answered: judged by the address alone,
 		// and a Host naming api.test disagrees with it.
-		if got, _ := f.run(t, f.agentA, "get", "http://203.0.113.12/allowed/x", "api.test"); got != "HTTP/1.1 403 Forbidden" {
+		if got, _ := f.run(t, f.agentA, "get", "http://198.18.0.12/allowed/x", "api.test"); got != "HTTP/1.1 403 Forbidden" {
 			t.Fatalf("got %q", got)
 		}
 		assertRequested(t, u, "api.test /allowed/x", false)
 	})
 	t.Run("a Host that disagrees with the destination", func(t *testing.T) {
-		f.run(t, f.agentA, "dns", "api.test") // the proxy answers api.test = 203.0.113.10
-		if got, _ := f.run(t, f.agentA, "get", "http://203.0.113.10/allowed/host", "db.test"); got != "HTTP/1.1 403 Forbidden" {
+		f.run(t, f.agentA, "dns", "api.test") // the proxy answers api.test = 198.18.0.10
+		if got, _ := f.run(t, f.agentA, "get", "http://198.18.0.10/allowed/host", "db.test"); got != "HTTP/1.1 403 Forbidden" {
 			t.Fatalf("got %q", got)
 		}
 		assertRequested(t, u, "db.test /allowed/host", false)

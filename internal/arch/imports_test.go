@@ -71,6 +71,7 @@ var layers = map[string][]string{
 	"internal/exetrim":          nil,
 	"internal/rotate":           nil,
 	"internal/pprofserve":       nil,
+	"internal/cliconfig":        nil,
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
@@ -153,7 +154,7 @@ var proxyOnly = []string{
 	"dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext",
-	"internal/apiclient", "internal/pprofserve",
+	"internal/apiclient", "internal/pprofserve", "internal/cliconfig",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 

@@ -7,6 +7,12 @@
 // `portcullis run` can only reach them through the proxy, which reaches
 // them over the veth like any host on a network.
 //
+// Its addresses are routed to it from the caller's namespace for as long
+// as it lives, so they must be addresses nothing else on the machine needs:
+// take a small prefix of 198.18.0.0/15 (RFC 2544's benchmarking range),
+// never a TEST-NET (a sandbox's own services, its module proxy included,
+// may live there). New refuses a prefix another route already covers.
+//
 // It needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) and does all its work
 // through netlink, never a command. Every Host must be closed: Close
 // removes the veth pair, and the namespace goes with its last socket.
@@ -44,6 +50,9 @@ func New(link string, local netip.Prefix, addrs ...netip.Prefix) (_ *Host, err e
 		if !local.Masked().Contains(a.Addr()) {
 			return nil, fmt.Errorf("netnstest: %s is outside %s", a, local.Masked())
 		}
+	}
+	if err := unrouted(local.Masked()); err != nil {
+		return nil, err
 	}
 	ns, err := newNamespace()
 	if err != nil {
@@ -86,6 +95,26 @@ func New(link string, local netip.Prefix, addrs ...netip.Prefix) (_ *Host, err e
 		return nil, fmt.Errorf("netnstest: default route via %s: %w", local.Addr(), err)
 	}
 	return h, nil
+}
+
+// unrouted refuses a prefix that overlaps a route of the caller's
+// namespace other than a default route: traffic to it would be diverted.
+func unrouted(p netip.Prefix) error {
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("netnstest: routes: %w", err)
+	}
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue
+		}
+		ones, _ := r.Dst.Mask.Size()
+		a, ok := netip.AddrFromSlice(r.Dst.IP.To4())
+		if ok && ones > 0 && netip.PrefixFrom(a, ones).Overlaps(p) {
+			return fmt.Errorf("netnstest: %s overlaps the route to %s: pick addresses nothing else uses", p, r.Dst)
+		}
+	}
+	return nil
 }
 
 // newNamespace makes a network namespace and returns a handle to it,

@@ -28,11 +28,11 @@ func needRoot(t *testing.T) {
 func TestHostServesOverVeth(t *testing.T) {
 	needRoot(t)
 	link := fmt.Sprintf("pcnt%d", os.Getpid()%100000)
-	h, err := New(link, netip.MustParsePrefix("203.0.113.1/24"), netip.MustParsePrefix("203.0.113.10/24"))
+	h, err := New(link, netip.MustParsePrefix("198.18.0.1/28"), netip.MustParsePrefix("198.18.0.10/28"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := h.Listen("tcp", "203.0.113.10:0")
+	ln, err := h.Listen("tcp", "198.18.0.10:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +68,8 @@ func TestHostServesOverVeth(t *testing.T) {
 }
 
 func TestAddressOutsidePrefixRefused(t *testing.T) {
-	_, err := New("pcntx", netip.MustParsePrefix("203.0.113.1/24"), netip.MustParsePrefix("198.51.100.10/24"))
-	if err == nil || err.Error() != "netnstest: 198.51.100.10/24 is outside 203.0.113.0/24" {
+	_, err := New("pcntx", netip.MustParsePrefix("198.18.0.1/28"), netip.MustParsePrefix("198.51.100.10/24"))
+	if err == nil || err.Error() != "netnstest: 198.51.100.10/24 is outside 198.18.0.0/28" {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := netlink.LinkByName("pcntx"); err == nil {
