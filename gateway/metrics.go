@@ -73,7 +73,7 @@ func newMetrics(s *Server) *metrics {
 	m.sentryEvents = counterVec("portcullis_sentry_events_total",
 		"Sentry events received through this replica, by result: stored, duplicate or refused.", "result")
 	m.sentryActions = counterVec("portcullis_sentry_actions_total",
-		"What this replica did about remediating Sentry events, by status: frozen, held, dry_run, already_frozen, failed.", "status")
+		"What this replica did about remediating Sentry events, by status: frozen, held, dry_run, stale, already_frozen, failed.", "status")
 	m.sentryGaps = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "portcullis_sentry_missing_sequences",
 		Help: "Sequences missing between a Sentry source's acknowledged and highest sequence, as of its last batch here.",

@@ -114,6 +114,8 @@ func (c RunConfig) check() error {
 		return errors.New("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
 	case s.QuarantineBudgetPerSource == 0:
 		return errors.New("--quarantine-budget-per-source 0 would hold every quarantine; give a count, or a negative one for no budget per source")
+	case s.SentryMaxAge == 0:
+		return errors.New("--sentry-max-age 0 would act on no quarantine; give a duration, or a negative one for no max age (--sentry-dry-run freezes nothing)")
 	case s.SentryRetention == 0:
 		return errors.New("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
 	}

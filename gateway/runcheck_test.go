@@ -17,6 +17,7 @@ func TestRunConfigCheck(t *testing.T) {
 		{RunConfig{Server: Config{TLSCertFile: "c.pem"}}, "--tls-cert and --tls-key"},
 		{RunConfig{Server: Config{DecisionRate: 5, DecisionBurst: 9}}, "--decision-burst 9"},
 		{RunConfig{Explicit: true}, "--decision-max-age 0"},
+		{RunConfig{Explicit: true, Server: Config{DecisionMaxAge: -1, DecisionMaxPerSandbox: -1, DecisionRate: -1, QuarantineBudget: -1, QuarantineBudgetPerSource: -1}}, "--sentry-max-age 0 would act on no quarantine"},
 		{RunConfig{Server: Config{WebhookURL: "ftp://x"}}, "--webhook-url \"ftp://x\": want an http(s) URL"},
 		{RunConfig{Server: Config{AuditWebhookURL: "https://x"}}, "--audit-webhook-url needs PORTCULLIS_WEBHOOK_SECRET"},
 		{RunConfig{Server: Config{BootstrapToken: "short"}}, "at least 32"},

@@ -85,7 +85,7 @@ func toolAccess(source, id string, seq uint64, subject string) ce {
 func quarantine(source, id string, seq uint64, subject string) ce {
 	return ce{
 		"specversion": "1.0", "id": id, "source": source, "sequence": seq,
-		"type": "portcullis.sentry.v1.quarantine", "subject": subject, "time": "2026-12-01T19:00:00Z",
+		"type": "portcullis.sentry.v1.quarantine", "subject": subject, "time": time.Now().UTC().Format(time.RFC3339Nano), // fresh: --sentry-max-age
 		"data": map[string]any{"severity": "critical", "processing": "remediate", "finding": map[string]any{"title": "exfiltration", "confidence": 0.97}},
 	}
 }
@@ -1187,5 +1187,51 @@ func TestSentryIngestStreamsPerSource(t *testing.T) {
 	// end of the stream is written: room is there once the client reads it.
 	if _, err := open(e.token, watchdogSource); err != nil {
 		t.Fatalf("a stream after one closed: %v", err)
+	}
+}
+
+// TestSentryStale: a quarantine whose own time is older than
+// --sentry-max-age, or too far ahead, is stored and flagged stale, its
+// action recorded as stale and the sandbox left as it was; a fresh one
+// still freezes.
+func TestSentryStale(t *testing.T) {
+	e := startSentry(t, "sqlite", func(c *gateway.Config) { c.SentryMaxAge = time.Minute })
+	e.sandboxWithPolicy(t, "support")
+	old := quarantine(watchdogSource, "q-old", 1, "support")
+	old["time"] = time.Now().Add(-3 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	ahead := quarantine(watchdogSource, "q-ahead", 2, "support")
+	ahead["time"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if a := e.postBatch(t, old, ahead); a.Stored != 2 || len(a.Refused) != 0 {
+		t.Fatalf("stale quarantines: %+v", a)
+	}
+	if sb := getSandbox(t, e.admin, "support"); sb.GetFrozen() || sb.GetCurrentVersion() != 1 {
+		t.Fatalf("a stale quarantine froze the sandbox: %v", sb)
+	}
+	acts := e.actions(t, "support")
+	if len(acts) != 2 {
+		t.Fatalf("actions = %v, want two stale", acts)
+	}
+	for _, a := range acts {
+		if a.GetStatus() != store.SentryStale || a.GetVersion() != 0 || !strings.Contains(a.GetReason(), "not frozen") {
+			t.Errorf("action %s = %v, want stale", a.GetEventId(), a)
+		}
+	}
+	for _, ev := range e.events(t, watchdogSource) {
+		if !slices.Contains(ev.GetFlags(), "stale") {
+			t.Errorf("event %s flags = %v, want stale", ev.GetId(), ev.GetFlags())
+		}
+	}
+	if _, body := get(t, e.gw.URL+"/metrics", gatewaytest.AdminToken); !strings.Contains(body, `portcullis_sentry_actions_total{status="stale"} 2`+"\n") {
+		t.Error(`/metrics lacks portcullis_sentry_actions_total{status="stale"} 2`)
+	}
+	// A fresh one still freezes, and is not flagged.
+	e.postBatch(t, quarantine(watchdogSource, "q-now", 3, "support"))
+	if sb := getSandbox(t, e.admin, "support"); !sb.GetFrozen() || sb.GetQuarantineEventId() != "q-now" {
+		t.Fatalf("a fresh quarantine did not freeze: %v", sb)
+	}
+	for _, ev := range e.events(t, watchdogSource) {
+		if ev.GetId() == "q-now" && slices.Contains(ev.GetFlags(), "stale") {
+			t.Errorf("fresh event flagged stale: %v", ev.GetFlags())
+		}
 	}
 }

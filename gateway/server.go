@@ -118,6 +118,11 @@ type Config struct {
 	// SentryDryRun records what Sentry quarantines would have frozen and
 	// freezes nothing.
 	SentryDryRun bool
+	// SentryMaxAge: a remediating Sentry event whose own time is older
+	// than this when it arrives (or more than a minute ahead) is stored,
+	// flagged stale and not acted on. Default 10 minutes; negative: no
+	// check of the event's time.
+	SentryMaxAge time.Duration
 	// QuarantineBudget sandboxes per five minutes may be frozen by Sentry
 	// events; past it quarantines are held for an operator. Default 10;
 	// negative: no budget.
@@ -239,6 +244,9 @@ func (c *Config) setDefaults() {
 	if c.QuarantineBudgetPerSource == 0 {
 		c.QuarantineBudgetPerSource = sentryintake.DefaultQuarantineBudgetPerSource
 	}
+	if c.SentryMaxAge == 0 {
+		c.SentryMaxAge = sentryintake.DefaultMaxAge
+	}
 	if c.SentryRetention == 0 {
 		c.SentryRetention = sentryintake.DefaultRetention
 	}
@@ -350,7 +358,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}, st, s.life, s.log)
 	s.batchBodies = newPlaces(cfg.SentryBatchBodies, cfg.SentryBatchesPerSource)
 	s.sentry = sentryintake.New(sentryintake.Config{
-		Now: cfg.Now, DryRun: cfg.SentryDryRun, QuarantineBudget: cfg.QuarantineBudget, QuarantineBudgetPerSource: cfg.QuarantineBudgetPerSource, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle, Window: cfg.SentryWindow,
+		Now: cfg.Now, DryRun: cfg.SentryDryRun, MaxAge: cfg.SentryMaxAge, QuarantineBudget: cfg.QuarantineBudget, QuarantineBudgetPerSource: cfg.QuarantineBudgetPerSource, Retention: cfg.SentryRetention, Settle: cfg.SentrySettle, Window: cfg.SentryWindow,
 		WaitApplied: func(ctx context.Context, sandbox string, version int64) (int, time.Time, error) {
 			e, err := s.dist.WaitApplied(ctx, sandbox, version)
 			return e.Count(distribution.Acked), e.LastAck(), err

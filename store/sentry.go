@@ -198,6 +198,10 @@ const (
 	// SentryDryRun: the gateway runs with --sentry-dry-run; this is what
 	// would have been frozen.
 	SentryDryRun = "dry_run"
+	// SentryStale: the event's own time was older than the gateway's
+	// sentry max age, or too far in the future, when it came: stored,
+	// flagged stale, and nothing frozen; Reason says by how much.
+	SentryStale = "stale"
 	// SentryNoop: the sandbox was frozen already when the event came.
 	SentryNoop = "already_frozen"
 	// SentryFailed: the freeze failed (the sandbox has no policy, or was

@@ -275,7 +275,7 @@ func TestBinaryDefaultSQLite(t *testing.T) {
 
 // TestBinarySentryFlags: --quarantine-budget and --sentry-dry-run reach
 // the real gateway process: with a budget of 1 the second quarantine is
-// held; dry, none freezes.
+// held; dry, none freezes; with a max age of 1ns every event is stale.
 func TestBinarySentryFlags(t *testing.T) {
 	noEnv := []string{"PORTCULLIS_DATABASE_URL=", "PORTCULLIS_BOOTSTRAP_TOKEN="}
 	for _, tt := range []struct {
@@ -284,6 +284,7 @@ func TestBinarySentryFlags(t *testing.T) {
 	}{
 		{[]string{"--quarantine-budget", "1"}, []string{"frozen", "held"}},
 		{[]string{"--sentry-dry-run", "--sentry-retention", "-1h"}, []string{"dry_run", "dry_run"}},
+		{[]string{"--sentry-max-age", "1ns"}, []string{"stale", "stale"}},
 	} {
 		t.Run(strings.Join(tt.flags, " "), func(t *testing.T) {
 			gw := startGatewayProcess(t, noEnv, append([]string{"--data-dir", filepath.Join(t.TempDir(), "data")}, tt.flags...)...)
@@ -298,7 +299,8 @@ func TestBinarySentryFlags(t *testing.T) {
 				cli("sandbox", "create", sb, "-f", "testdata/quickstart.yaml")
 			}
 			tok := sentryToken(t, url, gw.token)
-			postEvents(t, url, tok, quarantineEvent("qa", 1, "a", "2026-12-01T19:00:00Z"), quarantineEvent("qb", 2, "b", "2026-12-01T19:00:01Z"))
+			now := time.Now().UTC() // fresh, unless --sentry-max-age says otherwise
+			postEvents(t, url, tok, quarantineEvent("qa", 1, "a", now.Format(time.RFC3339Nano)), quarantineEvent("qb", 2, "b", now.Add(time.Millisecond).Format(time.RFC3339Nano)))
 			for i, sb := range []string{"a", "b"} {
 				m := decodeJSON(t, cli("sentry", "actions", sb, "-o", "json"))
 				acts, _ := m["actions"].([]any)

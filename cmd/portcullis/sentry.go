@@ -22,7 +22,7 @@ import (
 // sentryStatuses are the values of SentryAction.status, for --status.
 var sentryStatuses = []string{
 	store.SentryFrozen, store.SentryHeld, store.SentryDryRun, store.SentryNoop,
-	store.SentryFailed, store.SentryDismissed, store.SentryApplied,
+	store.SentryFailed, store.SentryDismissed, store.SentryApplied, store.SentryStale,
 }
 
 func newSentryCmd(env *environment) *cobra.Command {
@@ -210,7 +210,8 @@ connected proxy applied it) and the reason.
 
 Statuses: frozen (the event froze the sandbox), held (the quarantine budget
 was spent: nothing was done, an operator decides), dry_run (the gateway
-runs with --sentry-dry-run), already_frozen, failed (the reason says why),
+runs with --sentry-dry-run), stale (older than --sentry-max-age: nothing
+was done), already_frozen, failed (the reason says why),
 and an operator's answer to a held one: applied (frozen after all) or
 dismissed.
 

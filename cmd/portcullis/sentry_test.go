@@ -121,7 +121,8 @@ func rowWith(t *testing.T, table string, words ...string) string {
 func TestSentryCommands(t *testing.T) {
 	// Derived findings are checked long after the test: the flags shown
 	// are the reader's alone.
-	g := startGateway(t, func(c *gateway.Config) { c.QuarantineBudget, c.SentrySettle = 1, time.Hour })
+	// The events' times are fixed, the gateway's clock too: no max age.
+	g := startGateway(t, func(c *gateway.Config) { c.QuarantineBudget, c.SentrySettle, c.SentryMaxAge = 1, time.Hour, -1 })
 	admin := gatewaytest.AdminToken
 	g.must(t, admin, "sandbox", "create", "orders", "-f", "testdata/quickstart.yaml")
 	g.must(t, admin, "sandbox", "create", "shipping", "-f", "testdata/quickstart.yaml")

@@ -195,6 +195,7 @@ func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
 		QuarantineBudget:          f.sentry.quarantineBudget,
 		QuarantineBudgetPerSource: f.sentry.quarantineBudgetPerSource,
 		SentryRetention:           f.sentry.retention,
+		SentryMaxAge:              f.sentry.maxAge,
 	}
 	return cfg, nil
 }
@@ -262,7 +263,7 @@ type sentryFlags struct {
 	dryRun                    bool
 	quarantineBudget          int
 	quarantineBudgetPerSource int
-	retention                 time.Duration
+	retention, maxAge         time.Duration
 	databaseURL               string
 }
 
@@ -273,6 +274,7 @@ func (f *sentryFlags) add(cmd *cobra.Command) {
 		"sandboxes Sentry events may freeze per five minutes; past it quarantines are held for an operator (negative: no budget)")
 	cmd.Flags().IntVar(&f.quarantineBudgetPerSource, "quarantine-budget-per-source", sentryintake.DefaultQuarantineBudgetPerSource,
 		"sandboxes one Sentry source may freeze per five minutes; past it that source's quarantines are held for an operator and the others' still freeze (negative: no budget per source)")
+	cmd.Flags().DurationVar(&f.maxAge, "sentry-max-age", sentryintake.DefaultMaxAge, "act on no Sentry quarantine whose own time is older than this (or over a minute ahead): record it as stale (negative: no check)")
 	cmd.Flags().DurationVar(&f.retention, "sentry-retention", sentryintake.DefaultRetention,
 		"delete Sentry events received longer ago than this, by whole days (a negative value keeps them forever)")
 	cmd.Flags().StringVar(&f.databaseURL, "sentry-database-url", "",

@@ -28,6 +28,11 @@ import (
 //   - the sandbox is frozen already (already_frozen) or cannot be frozen
 //     (failed, with the reason).
 //
+// Before all of these, an event whose own time is older than MaxAge, or
+// more than FutureSkew ahead of the gateway's clock, when it arrives is
+// stale: recorded as such, flagged, and nothing frozen — history, a
+// replay of an old log or a wrong clock is no incident to act on now.
+//
 // Release is never a Sentry event: unfreezing is an operator's action
 // (portcullis sandbox unfreeze NAME --reason R).
 
@@ -43,6 +48,11 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		}
 	}
 	a := store.SentryAction{Source: ev.Source, EventID: ev.ID, Sandbox: ev.Subject, Type: ev.Type, ReceivedAt: received}
+	if why := in.stale(ev, received); why != "" {
+		a.Status, a.Reason = store.SentryStale, why
+		_, err := in.record(ctx, a)
+		return err
+	}
 	if in.cfg.DryRun {
 		a.Status, a.Reason = store.SentryDryRun, fmt.Sprintf("dry run (--sentry-dry-run): sandbox %q would have been frozen", ev.Subject)
 		_, err := in.record(ctx, a)
@@ -91,6 +101,25 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		release = nil // awaitAck lets the bulk lane go
 	}
 	return nil
+}
+
+// stale says why ev, received at received, is too old (MaxAge) or too far
+// ahead (FutureSkew) to act on; "" when it is not. An event without a
+// time was given the time received: never stale. A negative MaxAge turns
+// the check off, both ways (a backfill of old logs, a test's fixed clock).
+func (in *Intake) stale(ev sentry.Event, received time.Time) string {
+	age := received.Sub(ev.Time).Truncate(time.Second)
+	switch {
+	case in.cfg.MaxAge < 0:
+		return ""
+	case received.Sub(ev.Time) > in.cfg.MaxAge:
+		return fmt.Sprintf("stale: event time %s is %s before it was received, older than %s (--sentry-max-age); sandbox %q not frozen",
+			ev.Time.UTC().Format(time.RFC3339), age, in.cfg.MaxAge, ev.Subject)
+	case ev.Time.Sub(received) > FutureSkew:
+		return fmt.Sprintf("stale: event time %s is %s after it was received, more than %s ahead (a wrong clock?); sandbox %q not frozen",
+			ev.Time.UTC().Format(time.RFC3339), -age, FutureSkew, ev.Subject)
+	}
+	return ""
 }
 
 // takeBudget takes a place in source's quarantine budget and in the

@@ -62,6 +62,13 @@ const (
 	// go on (issue 34): it takes four sources to hold the fleet's.
 	DefaultQuarantineBudgetPerSource = 3
 	DefaultBudgetWindow              = 5 * time.Minute
+	// DefaultMaxAge: a quarantine older than this is history, not an
+	// incident to act on now (a watchdog's backlog, a replay of an old
+	// log, an example with a fixed time).
+	DefaultMaxAge = 10 * time.Minute
+	// FutureSkew is how far ahead of the gateway's clock an event's time
+	// may be: the watchdog's clock may be a little ahead, not more.
+	FutureSkew = time.Minute
 	// DefaultBulkSlots: bulk appends at once. Each holds a database
 	// connection for its whole batch; the quarantine lane and every
 	// other request need the rest of the pool. Two, not more: three
@@ -89,6 +96,11 @@ type Config struct {
 	Now func() time.Time
 	// DryRun records what would have been frozen and freezes nothing.
 	DryRun bool
+	// MaxAge: a remediating event whose own time is older than this when
+	// it arrives, or more than FutureSkew ahead, is stored, flagged stale
+	// and not acted on (action status stale). Default
+	// DefaultMaxAge; negative: no check of the event's time at all.
+	MaxAge time.Duration
 	// QuarantineBudget sandboxes per BudgetWindow may be frozen by Sentry
 	// events (across replicas: it counts the stored actions); past it a
 	// quarantine is held. Negative: no budget.
@@ -170,6 +182,7 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 	cfg.QuarantineBudget = cmp.Or(cfg.QuarantineBudget, DefaultQuarantineBudget)
 	cfg.QuarantineBudgetPerSource = cmp.Or(cfg.QuarantineBudgetPerSource, DefaultQuarantineBudgetPerSource)
 	cfg.Retention = cmp.Or(cfg.Retention, DefaultRetention)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
 	// The sizes and durations mean nothing below one: they take the
 	// default too.
 	cfg.BudgetWindow = positiveOr(cfg.BudgetWindow, DefaultBudgetWindow)
@@ -293,6 +306,9 @@ func (in *Intake) Ingest(ctx context.Context, sender Sender, batch sentry.Batch)
 			return Result{}, err
 		}
 		row := stored(u.ev, received)
+		if in.stale(u.ev, received) != "" {
+			row.Flags = append(row.Flags, "stale")
+		}
 		out, err := in.life.AppendSentryEvents(ctx, []store.SentryEvent{row})
 		if err != nil {
 			return Result{}, err

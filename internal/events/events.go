@@ -66,7 +66,7 @@ type SentryBatch struct {
 }
 
 // SentryActed: the action taken about a remediating event, just recorded
-// (frozen, held, dry_run, already_frozen, failed).
+// (frozen, held, dry_run, stale, already_frozen, failed).
 type SentryActed struct {
 	happened
 	Action store.SentryAction

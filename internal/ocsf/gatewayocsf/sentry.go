@@ -257,6 +257,7 @@ var remediations = map[string]remediation{
 	store.SentryNoop:      {1, "Success", 2, "Denied", 16, "No Action", ocsf.SeverityLow, false},
 	store.SentryHeld:      {99, "Held", 99, "Held", 14, "Delayed", ocsf.SeverityHigh, true},
 	store.SentryDryRun:    {99, "Dry run", 3, "Observed", 17, "Logged", ocsf.SeverityMedium, false},
+	store.SentryStale:     {99, "Stale", 3, "Observed", 17, "Logged", ocsf.SeverityMedium, false},
 	store.SentryDismissed: {99, "Dismissed", 1, "Allowed", 16, "No Action", ocsf.SeverityLow, false},
 	store.SentryFailed:    {6, "Error", 99, "Failed", 27, "Error", ocsf.SeverityHigh, true},
 }
@@ -273,7 +274,7 @@ var isolate = []ocsf.D3FEND{{
 // Remediation Activity (7001, activity 1 Isolate) whose command_uid is
 // the action's id, whose status and disposition say what happened
 // (frozen: Success, Isolated; held: Other "Held", Delayed; dry_run:
-// Other "Dry run", Logged; already_frozen: Success, No Action; failed:
+// Other "Dry run", Logged; stale: Other "Stale", Logged; already_frozen: Success, No Action; failed:
 // Error, or Does Not Exist for a sandbox that is not there; an
 // operator's answer to a held action: applied, as frozen, or dismissed,
 // Other "Dismissed", No Action), and whose policy is the sandbox at the

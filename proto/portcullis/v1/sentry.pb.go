@@ -978,8 +978,8 @@ type SentryAction struct {
 	EventId string                 `protobuf:"bytes,3,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	Sandbox string                 `protobuf:"bytes,4,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	Type    string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
-	// status: frozen, held, dry_run, already_frozen, failed, dismissed or
-	// applied.
+	// status: frozen, held, dry_run, stale, already_frozen, failed,
+	// dismissed or applied.
 	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	// version is the deny-all policy version the action committed.
