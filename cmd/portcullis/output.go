@@ -140,9 +140,7 @@ var (
 	when        = apitext.When
 	dash        = apitext.Dash
 	clip        = apitext.Clip
-	oneLine     = apitext.OneLine
 	logField    = apitext.Field
-	yesNo       = apitext.YesNo
 	hashLabel   = apitext.HashLabel
 	versionCell = apitext.VersionCell
 )
