@@ -99,6 +99,8 @@ func (c RunConfig) check() error {
 	if !c.Explicit {
 		s.setDefaults() // a copy: Run still hands New the zeros
 	}
+	// The Sentry bounds' zero is their default (sentryintake applies it),
+	// refused only when the operator gave it.
 	switch {
 	case (s.TLSCertFile == "") != (s.TLSKeyFile == ""):
 		return errors.New("--tls-cert and --tls-key go together")
@@ -110,13 +112,13 @@ func (c RunConfig) check() error {
 		return fmt.Errorf("--decision-rate %v: give records a second, or a negative value for no limit", s.DecisionRate)
 	case s.DecisionRate > 0 && s.DecisionBurst < decisions.MinBurst:
 		return fmt.Errorf("--decision-burst %d: must be at least %d", s.DecisionBurst, decisions.MinBurst)
-	case s.QuarantineBudget == 0:
+	case c.Explicit && s.QuarantineBudget == 0:
 		return errors.New("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
-	case s.QuarantineBudgetPerSource == 0:
+	case c.Explicit && s.QuarantineBudgetPerSource == 0:
 		return errors.New("--quarantine-budget-per-source 0 would hold every quarantine; give a count, or a negative one for no budget per source")
-	case s.SentryMaxAge == 0:
+	case c.Explicit && s.SentryMaxAge == 0:
 		return errors.New("--sentry-max-age 0 would act on no quarantine; give a duration, or a negative one for no max age (--sentry-dry-run freezes nothing)")
-	case s.SentryRetention == 0:
+	case c.Explicit && s.SentryRetention == 0:
 		return errors.New("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
 	}
 	for _, u := range []struct {

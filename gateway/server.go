@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -190,7 +189,9 @@ func (c *Config) setDefaults() {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7070"
 	}
-	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -201,10 +202,18 @@ func (c *Config) setDefaults() {
 		host, _ := os.Hostname()
 		c.Replica = host + "/" + c.Listen
 	}
-	c.StreamIdleTimeout = cmp.Or(c.StreamIdleTimeout, 3*HeartbeatInterval)
-	c.VersionCheckInterval = cmp.Or(c.VersionCheckInterval, 5*time.Second)
-	c.PendingMetricsTTL = cmp.Or(c.PendingMetricsTTL, 10*time.Second)
-	c.WebhookBackoff = cmp.Or(c.WebhookBackoff, 500*time.Millisecond)
+	if c.StreamIdleTimeout == 0 {
+		c.StreamIdleTimeout = 3 * HeartbeatInterval
+	}
+	if c.VersionCheckInterval == 0 {
+		c.VersionCheckInterval = 5 * time.Second
+	}
+	if c.PendingMetricsTTL == 0 {
+		c.PendingMetricsTTL = 10 * time.Second
+	}
+	if c.WebhookBackoff == 0 {
+		c.WebhookBackoff = 500 * time.Millisecond
+	}
 	if c.ExternalURL == "" {
 		if host, _, err := net.SplitHostPort(c.Listen); err == nil && host != "" && !net.ParseIP(host).IsUnspecified() {
 			scheme := "http"
@@ -214,17 +223,21 @@ func (c *Config) setDefaults() {
 			c.ExternalURL = scheme + "://" + c.Listen
 		}
 	}
-	c.DecisionMaxAge = cmp.Or(c.DecisionMaxAge, decisions.DefaultMaxAge)
-	c.DecisionMaxPerSandbox = cmp.Or(c.DecisionMaxPerSandbox, decisions.DefaultMaxPerSandbox)
+	if c.DecisionMaxAge == 0 {
+		c.DecisionMaxAge = decisions.DefaultMaxAge
+	}
+	if c.DecisionMaxPerSandbox == 0 {
+		c.DecisionMaxPerSandbox = decisions.DefaultMaxPerSandbox
+	}
 	if c.DecisionSweepInterval <= 0 {
 		c.DecisionSweepInterval = decisions.DefaultSweepInterval
 	}
-	c.DecisionRate = cmp.Or(c.DecisionRate, decisions.DefaultRate)
-	c.DecisionBurst = cmp.Or(c.DecisionBurst, decisions.DefaultBurst)
-	c.QuarantineBudget = cmp.Or(c.QuarantineBudget, sentryintake.DefaultQuarantineBudget)
-	c.QuarantineBudgetPerSource = cmp.Or(c.QuarantineBudgetPerSource, sentryintake.DefaultQuarantineBudgetPerSource)
-	c.SentryMaxAge = cmp.Or(c.SentryMaxAge, sentryintake.DefaultMaxAge)
-	c.SentryRetention = cmp.Or(c.SentryRetention, sentryintake.DefaultRetention)
+	if c.DecisionRate == 0 {
+		c.DecisionRate = decisions.DefaultRate
+	}
+	if c.DecisionBurst == 0 {
+		c.DecisionBurst = decisions.DefaultBurst
+	}
 	if c.SentryBatchBodies <= 0 {
 		c.SentryBatchBodies = 8
 	}
