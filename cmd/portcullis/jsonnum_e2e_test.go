@@ -58,8 +58,11 @@ var digits = regexp.MustCompile(`^-?[0-9]+$`)
 // the tree is either run here or listed in noJSON, so a new command
 // cannot slip past.
 func TestJSONNumbersEverywhere(t *testing.T) {
-	// One quarantine freezes shipping, the next is held (receiving).
-	q := newQueue(t, 2, false, func(c *gateway.Config) { c.QuarantineBudget, c.SentrySettle = 1, time.Hour })
+	// One quarantine freezes shipping, the next is held (receiving). The
+	// events carry fixed times, so --sentry-max-age is off (negative).
+	q := newQueue(t, 2, false, func(c *gateway.Config) {
+		c.QuarantineBudget, c.SentrySettle, c.SentryMaxAge = 1, time.Hour, -1
+	})
 	g, admin := q.g, gatewaytest.AdminToken
 	shipRecords(t, g.Gateway, q.sb, mcpDenial("d-1", "refund_order"), mcpDenial("d-2", "cancel_order"))
 	for _, sb := range []string{"shipping", "receiving", "scratch"} {
