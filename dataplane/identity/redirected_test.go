@@ -63,6 +63,20 @@ func TestOfRedirectedOwnNamespace(t *testing.T) {
 // makes the namespace on its own thread (root only), listens there, and
 // starts the caller from that thread, so it is in the namespace too.
 func TestOfRedirectedOtherNamespace(t *testing.T) {
+	// /proc/net is the namespace of the process's main thread, so the
+	// namespace must be made on another thread. If this goroutine is on
+	// the main thread, it holds it while a subtest (a goroutine of its
+	// own, so on another thread) does the work.
+	runtime.LockOSThread()
+	if syscall.Gettid() == os.Getpid() {
+		t.Run("off the main thread", ofRedirectedOtherNamespace)
+		runtime.UnlockOSThread()
+		return
+	}
+	ofRedirectedOtherNamespace(t)
+}
+
+func ofRedirectedOtherNamespace(t *testing.T) {
 	cb := buildCallers(t)
 	// This goroutine's thread stays in the new namespace: it is never
 	// unlocked, so the thread ends with the test's goroutine.

@@ -157,6 +157,12 @@ func (g *Gateway) start() {
 	if _, _, err := gw.Bootstrap(ctx); err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
+	// As gateway.Run does: the first signing key is made now, not by
+	// whichever push first needs it (its audit entry would land among the
+	// test's own).
+	if _, err := gw.SigningKey(ctx); err != nil {
+		t.Fatalf("signing key: %v", err)
+	}
 	ln, err := gw.Listen()
 	if err != nil {
 		t.Fatalf("listen: %v", err)

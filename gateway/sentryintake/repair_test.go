@@ -3,9 +3,11 @@ package sentryintake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/policy"
@@ -53,9 +55,9 @@ func TestRepairFindsActionsWithoutTheirEvent(t *testing.T) {
 		t.Cleanup(in.Wait)
 		return in
 	}
-	q, err := sentry.ParseBatch([]byte(`[{"specversion": "1.0", "id": "q1", "source": "sentry://node-1", "sequence": 1,
-		"type": "portcullis.sentry.v1.quarantine", "subject": "sb", "time": "2026-12-01T19:00:00Z",
-		"data": {"severity": "critical", "processing": "remediate", "finding": {"title": "exfiltration"}}}]`))
+	q, err := sentry.ParseBatch(fmt.Appendf(nil, `[{"specversion": "1.0", "id": "q1", "source": "sentry://node-1", "sequence": 1,
+		"type": "portcullis.sentry.v1.quarantine", "subject": "sb", "time": %q,
+		"data": {"severity": "critical", "processing": "remediate", "finding": {"title": "exfiltration"}}}]`, time.Now().UTC().Format(time.RFC3339)))
 	if err != nil {
 		t.Fatal(err)
 	}

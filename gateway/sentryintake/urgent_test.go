@@ -28,12 +28,16 @@ func batch(t *testing.T, id string, seq int, remediate bool) sentry.Batch {
 		typ, data = "quarantine", `{"severity": "critical", "processing": "remediate", "finding": {"title": "exfiltration"}}`
 	}
 	b, err := sentry.ParseBatch(fmt.Appendf(nil, `[{"specversion": "1.0", "id": %q, "source": %q, "sequence": %d,
-		"type": "portcullis.sentry.v1.%s", "subject": "sb", "time": "2026-12-01T19:00:00Z", "data": %s}]`, id, source, seq, typ, data))
+		"type": "portcullis.sentry.v1.%s", "subject": "sb", "time": %q, "data": %s}]`, id, source, seq, typ, now(), data))
 	if err != nil || len(b.Events) != 1 {
 		t.Fatalf("batch %s: %v, %+v", id, err, b)
 	}
 	return b
 }
+
+// now is the time a fresh event carries: remediating events older than
+// the intake's MaxAge are stored but not acted on.
+func now() string { return time.Now().UTC().Format(time.RFC3339) }
 
 // newIntake opens a store with sandbox "sb" under a small policy and an
 // intake over it whose WaitApplied is waitApplied.
@@ -93,8 +97,13 @@ func TestBulkWaitsForTheFreezeToBeEnforced(t *testing.T) {
 		if res, err := in.Ingest(t.Context(), sentryintake.Sender{Source: source}, batch(t, "q1", 1, true)); err != nil || res.Stored != 1 {
 			t.Fatalf("quarantine: %+v, %v", res, err)
 		}
-		if v := <-asked; v != 2 {
-			t.Fatalf("waited for version %d, want the deny-all, 2", v)
+		select {
+		case v := <-asked:
+			if v != 2 {
+				t.Fatalf("waited for version %d, want the deny-all, 2", v)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the quarantine never waited for its deny-all to be applied")
 		}
 		done := make(chan error, 1)
 		go func() {
