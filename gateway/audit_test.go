@@ -34,8 +34,9 @@ func TestAudit(t *testing.T) {
 			}
 			audit := newAuditClient(gw.URL, op.GetToken())
 
-			// bootstrap token, 2 × (sandbox, token), operator token
-			const n = 6
+			// bootstrap token, the first signing key, 2 × (sandbox,
+			// token), operator token
+			const n = 7
 			all, err := audit.ListAudit(ctx, &portcullisv1.ListAuditRequest{})
 			if err != nil {
 				t.Fatal(err)
