@@ -83,10 +83,18 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, cur *loaded, r
 	h1.NewServer(h1.Config{Handler: tunnelHandler, ConnContext: connContext, SameAuthority: sameAuthority, Procs: p.procs, Logger: p.log}).ServeConn(inner)
 }
 
-// bufferedConn is a connection whose first bytes were already read into r.
+// bufferedConn is a connection whose first bytes were already read into r
+// (a reader of the same connection). Once r is drained, reads go to the
+// connection itself (raw, when it is h1.RawIO's): the inner server's own
+// reader is the only buffer, as on the main server's connections.
 type bufferedConn struct {
 	net.Conn
 	r *bufio.Reader
 }
 
-func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+func (c *bufferedConn) Read(b []byte) (int, error) {
+	if c.r.Buffered() > 0 {
+		return c.r.Read(b)
+	}
+	return c.Conn.Read(b)
+}

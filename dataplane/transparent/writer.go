@@ -60,14 +60,15 @@ func (w *Writer) ReadStart(want tunnelstart.Want, wait time.Duration) tunnelstar
 }
 
 // Take gives the connection to a tunnel, with a reader that starts with
-// the bytes already read.
+// the bytes already read. They fit its buffer, which takes them all in its
+// first read: once it is drained, what is left is the connection's.
 func (w *Writer) Take() (net.Conn, *bufio.Reader) {
 	w.taken = true
 	var r io.Reader = w.conn
 	if len(w.held) > 0 {
 		r = io.MultiReader(bytes.NewReader(w.held), w.conn)
 	}
-	return w.conn, bufio.NewReader(r)
+	return w.conn, bufio.NewReaderSize(r, max(len(w.held), 4096))
 }
 
 // Answer writes the answer held, if no tunnel took the connection, with
