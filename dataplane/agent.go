@@ -131,7 +131,8 @@ func (a *Agent) Run(ctx context.Context, ln net.Listener) error {
 	return a.Serve(ctx, Listeners{Proxy: ln})
 }
 
-// Listeners are what an Agent serves.
+// Listeners are what an Agent serves; Serve closes them when it stops
+// serving.
 type Listeners struct {
 	// Proxy takes proxy clients (HTTP_PROXY/HTTPS_PROXY): CONNECT and
 	// absolute-form HTTP requests. Required.
@@ -198,6 +199,9 @@ func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 	err := a.serve(ctx, l)
 	cancel()
 	feeders.Wait()
+	if l.DNS != nil {
+		l.DNS.Close() // its reads stopped with the feeders
+	}
 	stopEmitting()
 	emitting.Wait()
 	if sink != nil && sink.Dropped() > 0 {
