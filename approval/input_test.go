@@ -71,7 +71,7 @@ func normalize(v any) {
 	}
 }
 
-// The README's rules decide on a stored proposal's input: the
+// docs/approvals.md's rules decide on a stored proposal's input: the
 // new_credentialed_reach needs two approvers.
 func TestExamplesDecide(t *testing.T) {
 	in := testInput()

@@ -396,13 +396,13 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-// The README shows examples.rego as it is.
-func TestREADMEShowsExamples(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// docs/approvals.md shows examples.rego as it is.
+func TestApprovalsDocShowsExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/approvals.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "```rego\n"+examples(t).Module()+"```\n") {
-		t.Error("README.md does not show testdata/examples.rego verbatim")
+	if !strings.Contains(string(doc), "```rego\n"+examples(t).Module()+"```\n") {
+		t.Error("docs/approvals.md does not show testdata/examples.rego verbatim")
 	}
 }

@@ -70,7 +70,7 @@ func TestApprovalInput(t *testing.T) {
 	}
 }
 
-// The README's rules decide on the input built from a stored proposal:
+// docs/approvals.md's rules decide on the input built from a stored proposal:
 // the new_credentialed_reach needs two approvers.
 func TestApprovalInputDecides(t *testing.T) {
 	b, err := os.ReadFile("../approval/testdata/examples.rego")

@@ -108,7 +108,7 @@ func TestGatewayConfigFile(t *testing.T) {
 	}
 }
 
-// The files docs/configuration.md and the README show are accepted as
+// The files docs/configuration.md and docs/operations.md show are accepted as
 // they are: the gateway's starts (its addresses overridden by flags), and
 // the proxy's gets as far as reading the token file it names.
 func TestConfigDocExamples(t *testing.T) {
@@ -128,7 +128,7 @@ func TestConfigDocExamples(t *testing.T) {
 	}
 	gw := writeFile(t, "gateway.yaml", block("docs/configuration.md", "<!-- config: gateway -->"))
 	startServer(t, nil, "  console:", "gateway", "--config", gw, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data"))
-	for _, ex := range []struct{ file, marker string }{{"docs/configuration.md", "<!-- config: proxy -->"}, {"README.md", "## Configuration files"}} {
+	for _, ex := range []struct{ file, marker string }{{"docs/configuration.md", "<!-- config: proxy -->"}, {"docs/operations.md", "## Configuration files"}} {
 		proxy := writeFile(t, "proxy.yaml", block(ex.file, ex.marker))
 		_, stderr, code := runCLI(t, "proxy", "--config", proxy, "--data-dir", filepath.Join(t.TempDir(), "data"))
 		if code != exitInvalid || !strings.Contains(stderr, "read token file: open /run/secrets/orders.token") {

@@ -25,42 +25,52 @@ import (
 	"github.com/portcullis-dev/portcullis/web/webtest"
 )
 
-// walkMarker introduces a README block the walk test runs:
+// walkMarker introduces a block the walk test runs (README.md, docs/):
 // `<!-- walk: NAME -->` on the line before a fenced block.
 var walkMarker = regexp.MustCompile(`^<!-- walk: ([a-z-]+) -->$`)
 
-// readmeWalk returns README.md's blocks marked for the walk, by name, in
-// the order they appear.
-func readmeWalk(t *testing.T, path string) (names []string, blocks map[string]string) {
+// walkDocs are the files holding the walk's blocks, relative to the
+// repository's root, in the order a reader follows them: the README's
+// loop, then Sentry, then Postgres.
+var walkDocs = []string{"README.md", "docs/sentry.md", "docs/operations.md"}
+
+// readmeWalk returns the blocks marked for the walk in files (paths
+// relative to the repository's root), by name, in the order they appear,
+// file after file. A name may mark one block across all the files.
+func readmeWalk(t *testing.T, files ...string) (names []string, blocks map[string]string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	blocks = map[string]string{}
-	lines := strings.Split(string(data), "\n")
-	for i := 0; i < len(lines); i++ {
-		m := walkMarker.FindStringSubmatch(strings.TrimSpace(lines[i]))
-		if m == nil {
-			continue
+	where := map[string]string{} // block name → the file marking it
+	for _, file := range files {
+		data, err := os.ReadFile(filepath.Join("..", "..", file))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
-			t.Fatalf("README.md:%d: %s is not followed by a fenced block", i+1, m[0])
+		lines := strings.Split(string(data), "\n")
+		for i := 0; i < len(lines); i++ {
+			m := walkMarker.FindStringSubmatch(strings.TrimSpace(lines[i]))
+			if m == nil {
+				continue
+			}
+			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
+				t.Fatalf("%s:%d: %s is not followed by a fenced block", file, i+1, m[0])
+			}
+			var body []string
+			j := i + 2
+			for ; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
+				body = append(body, lines[j])
+			}
+			if j == len(lines) {
+				t.Fatalf("%s:%d: the block of %s never ends", file, i+1, m[0])
+			}
+			if prev, dup := where[m[1]]; dup {
+				t.Fatalf("%s:%d: a second block marked %q (the first is in %s)", file, i+1, m[1], prev)
+			}
+			where[m[1]] = file
+			names = append(names, m[1])
+			blocks[m[1]] = strings.Join(body, "\n") + "\n"
+			i = j
 		}
-		var body []string
-		j := i + 2
-		for ; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
-			body = append(body, lines[j])
-		}
-		if j == len(lines) {
-			t.Fatalf("README.md:%d: the block of %s never ends", i+1, m[0])
-		}
-		if _, dup := blocks[m[1]]; dup {
-			t.Fatalf("README.md: two blocks marked %q", m[1])
-		}
-		names = append(names, m[1])
-		blocks[m[1]] = strings.Join(body, "\n") + "\n"
-		i = j
 	}
 	return names, blocks
 }
@@ -74,8 +84,9 @@ const (
 
 // TestReadmeWalk runs the README's loop — agent denied, proposal through
 // policy.local holding no token, approval in the console, call allowed —
-// with the commands exactly as README.md writes them, extracted from its
-// blocks marked `<!-- walk: NAME -->`, against the real binary on PATH.
+// with the commands exactly as README.md (then docs/sentry.md) writes
+// them, extracted from their blocks marked `<!-- walk: NAME -->`, against
+// the real binary on PATH.
 // Two things stand in for the reader: the binary is built by the test
 // (the install block's `go install` would write to GOPATH/bin), and the
 // line `export PORTCULLIS_TOKEN=pcs_…` is replaced by the one the gateway
@@ -95,10 +106,10 @@ func TestReadmeWalk(t *testing.T) {
 		}
 		ln.Close()
 	}
-	names, blocks := readmeWalk(t, "../../README.md")
+	names, blocks := readmeWalk(t, walkDocs...)
 	want := []string{"install", "gateway", "setup", "denied", "propose", "allowed", "sentry-ingest", "sentry-events", "postgres"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
-		t.Fatalf("README.md's walk blocks are %q, want %q", names, want)
+		t.Fatalf("the walk blocks of %s are %q, want %q", strings.Join(walkDocs, ", "), names, want)
 	}
 	if !strings.Contains(blocks["install"], "go install ./cmd/portcullis") {
 		t.Fatalf("the install block does not build the binary: %q", blocks["install"])
@@ -272,23 +283,23 @@ func walkEnv(bin string) []string {
 	return env
 }
 
-// TestReadmePostgres runs "Running on Postgres" as README.md writes it —
-// create the database, migrate, start the gateway — against the test's
-// Postgres, with one change: the database is one of the test's own
+// TestReadmePostgres runs "Running on Postgres" as docs/operations.md
+// writes it — create the database, migrate, start the gateway — against
+// the test's Postgres, with one change: the database is one of the test's own
 // (a fresh name in place of "portcullis", dropped at the end), so that
 // runs never share state. The gateway must start on the empty database
 // and print the admin token it bootstrapped there.
 func TestReadmePostgres(t *testing.T) {
-	_, blocks := readmeWalk(t, "../../README.md")
+	_, blocks := readmeWalk(t, walkDocs...)
 	block := blocks["postgres"]
 	const readmeURL = "postgres://postgres@127.0.0.1:5432/portcullis?sslmode=disable"
 	if !strings.Contains(block, "createdb -h 127.0.0.1 -U postgres portcullis") || !strings.Contains(block, "'"+readmeURL+"'") {
 		t.Fatalf("the postgres block no longer creates the database it names (%s):\n%s", readmeURL, block)
 	}
 	if pgtest.URL() != pgtest.DefaultURL {
-		t.Skipf("the README's Postgres is %s; PORTCULLIS_TEST_DATABASE_URL names another", pgtest.DefaultURL)
+		t.Skipf("docs/operations.md's Postgres is %s; PORTCULLIS_TEST_DATABASE_URL names another", pgtest.DefaultURL)
 	}
-	// A name of the test's own, dropped when it ends; the README's
+	// A name of the test's own, dropped when it ends; the page's
 	// createdb makes it.
 	u, err := url.Parse(pgtest.Database(t))
 	if err != nil {
