@@ -46,6 +46,7 @@ func commands(env *environment) []*cobra.Command {
 		newGatewayCmd(env),
 		newMigrateCmd(env),
 		newSigningKeyCmd(env),
+		newBackupCmd(env), newRestoreCmd(env),
 		newProveCmd(env),
 		newHealthcheckCmd(env),
 		newProxyCmd(env),
