@@ -61,9 +61,9 @@ func Backup(ctx context.Context, c StoreConfig, to string) (backup.Meta, error) 
 }
 
 // Restore restores the backup in the file from into the store c names,
-// which must be empty (a store there is refused, with nothing written: a
-// *SettingError wrapping backup.ErrRefused, as are a file that is not a
-// backup, one of the other engine and one newer than this binary). It
+// which must be empty (a store there is refused, with nothing written: an
+// error wrapping backup.ErrRefused, as are a file that is not a backup,
+// one of the other engine and one newer than this binary). It
 // opens the restored store, applying the migrations the backup predates,
 // and audits the restore (backup.ActionRestore, chained after the
 // restored entries). It returns what the backup records.
@@ -85,11 +85,8 @@ func Restore(ctx context.Context, c StoreConfig, from string) (backup.Meta, erro
 	} else if err == nil {
 		err = sqlite.Restore(ctx, c.SQLitePath(), r)
 	}
-	if errors.Is(err, backup.ErrRefused) {
-		return backup.Meta{}, &SettingError{err}
-	}
 	if err != nil {
-		return backup.Meta{}, fmt.Errorf("restore: %w", err)
+		return backup.Meta{}, err
 	}
 	st, _, err := OpenStore(ctx, c)
 	if err != nil {

@@ -228,7 +228,11 @@ func checkEmpty(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 	}
 	for _, t := range tables {
 		var rows bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+pgx.Identifier{t.Name}.Sanitize()+")").Scan(&rows); err != nil {
+		q := "SELECT EXISTS (SELECT 1 FROM " + pgx.Identifier{t.Name}.Sanitize() + ")"
+		if t.Name == "audit_head" {
+			q = "SELECT EXISTS (SELECT 1 FROM audit_head WHERE seq <> 0)" // migrations seed the empty chain's head
+		}
+		if err := tx.QueryRow(ctx, q).Scan(&rows); err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		if rows {
@@ -241,6 +245,10 @@ func checkEmpty(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 // load makes the backup's partitions, copies each table's rows in and
 // sets the identities' sequences, in tx.
 func load(ctx context.Context, tx pgx.Tx, r *backup.Reader) error {
+	// The empty chain's head the migrations seeded gives way to the backup's.
+	if _, err := tx.Exec(ctx, "DELETE FROM audit_head WHERE seq = 0"); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
 	for _, t := range r.Meta.Tables {
 		if t.Parent == "" {
 			continue
