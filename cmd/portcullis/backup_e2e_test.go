@@ -24,7 +24,9 @@ import (
 // its proxy, `portcullis backup` while another goroutine keeps creating
 // sandboxes through the API, `portcullis restore` into a new store, and a
 // gateway on it that the proxy, pinned to the key it first saw, follows to
-// the restored gateway's next version. The restored store has the
+// the restored gateway's next version, while a proxy that applied a version
+// made after the backup refuses the restored history as a fork until it is
+// reset (docs/operations.md). The restored store has the
 // backup's sandboxes, tokens and signing key, and its audit chain
 // verifies; a second restore into it is refused and writes nothing.
 func TestBackupRestore(t *testing.T) {
@@ -64,10 +66,11 @@ func testBackupRestore(t *testing.T, dir string, storeArgs func(string) []string
 	if err := os.WriteFile(tokenFile, []byte(created.GetToken()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	proxyDir := filepath.Join(dir, "proxy")
+	proxyDir, laterDir := filepath.Join(dir, "proxy"), filepath.Join(dir, "later")
 	p := startProxyProcess(t, "http://"+src.addr, tokenFile, proxyDir, "p1")
+	later := startProxyProcess(t, "http://"+src.addr, tokenFile, laterDir, "p2")
 	api.set(t, pushDoc(upPort, "v1", "v2"))
-	api.waitStatuses(t, []string{"p1"}, "version 2 applied", func(s *portcullisv1.ProxyStatus) bool { return s.GetAppliedVersion() == 2 })
+	api.waitStatuses(t, []string{"p1", "p2"}, "version 2 applied", func(s *portcullisv1.ProxyStatus) bool { return s.GetAppliedVersion() == 2 })
 	pinned, err := os.ReadFile(filepath.Join(proxyDir, "gateway.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +124,10 @@ func testBackupRestore(t *testing.T, dir string, storeArgs func(string) []string
 		t.Fatalf("the backup holds %d sandboxes; %d were made before it started, %d before it ended (and agent-1)", backedUp, before, after)
 	}
 	t.Logf("backup of %d sandboxes while %d were made", backedUp, after-before)
+	// p2 applies a version made after the backup, which the restore loses.
+	api.set(t, pushDoc(upPort, "v1", "lost"))
+	api.waitStatuses(t, []string{"p2"}, "version 3 applied", func(s *portcullisv1.ProxyStatus) bool { return s.GetAppliedVersion() == 3 })
+	later.stop(t)
 	src.stop(t)
 
 	out, code = runBinary(t, nil, append([]string{"restore", "--from", file}, storeArgs("restored")...)...)
@@ -161,6 +168,22 @@ func testBackupRestore(t *testing.T, dir string, storeArgs func(string) []string
 	api.waitStatuses(t, []string{"p1"}, "version 3 applied", func(s *portcullisv1.ProxyStatus) bool { return s.GetAppliedVersion() == 3 })
 	p.wantStatus(t, upstream.URL, "/v3/a", 200)
 	p.wantStatus(t, upstream.URL, "/v2/a", 403)
+
+	// p2 holds the lost version 3: it refuses the restored history's as a
+	// fork, says so, and keeps enforcing its own, until the operator
+	// resets it as docs/operations.md says.
+	later = startProxyProcess(t, "http://"+gw.addr, tokenFile, laterDir, "p2")
+	api.waitStatuses(t, []string{"p2"}, "a fork refused", func(s *portcullisv1.ProxyStatus) bool {
+		return strings.Contains(s.GetLastNackError(), "policy fork")
+	})
+	later.wantStatus(t, upstream.URL, "/lost/a", 200)
+	later.stop(t)
+	if err := os.Remove(filepath.Join(laterDir, "policy.signed")); err != nil {
+		t.Fatal(err)
+	}
+	later = startProxyProcess(t, "http://"+gw.addr, tokenFile, laterDir, "p2")
+	later.wantStatus(t, upstream.URL, "/v3/a", 200)
+	later.wantStatus(t, upstream.URL, "/lost/a", 403)
 }
 
 // TestRestoreRefusesNewerSchema: a backup whose schema is newer than the
