@@ -96,9 +96,23 @@ func Restore(ctx context.Context, c StoreConfig, from string) (backup.Meta, erro
 	return r.Meta, errors.Join(err, st.Close())
 }
 
-// BackedUp says what Backup wrote to the file to.
-func BackedUp(meta backup.Meta, to string) string {
-	return fmt.Sprintf("backup of %d sandbox(es) written to %s (%s, schema version %d)\n", len(meta.Heads), to, meta.Engine, meta.SchemaVersion)
+// BackupFile is Backup, answering what it wrote for a person to read
+// (`portcullis backup`).
+func BackupFile(ctx context.Context, c StoreConfig, to string) (string, error) {
+	meta, err := Backup(ctx, c, to)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("backup of %d sandbox(es) written to %s (%s, schema version %d)\n", len(meta.Heads), to, meta.Engine, meta.SchemaVersion), nil
+}
+
+// RestoreFile is Restore, answering Restored (`portcullis restore`).
+func RestoreFile(ctx context.Context, c StoreConfig, from string) (string, error) {
+	meta, err := Restore(ctx, c, from)
+	if err != nil {
+		return "", err
+	}
+	return Restored(meta), nil
 }
 
 // Restored tells the operator what was restored and how to continue:
