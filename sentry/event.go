@@ -2,6 +2,7 @@ package sentry
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -29,6 +30,16 @@ func Classes() []Class {
 
 // Type returns the CloudEvents type of class c.
 func (c Class) Type() string { return TypePrefix + string(c) }
+
+// TypeOf is a type an operator names (sentry events --type): a class of
+// this schema (quarantine) stands for its full type; anything else is the
+// type as given.
+func TypeOf(s string) string {
+	if slices.Contains(Classes(), Class(s)) {
+		return Class(s).Type()
+	}
+	return s
+}
 
 // classes maps each type this schema defines to its class.
 var classes = func() map[string]Class {

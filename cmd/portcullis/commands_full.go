@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/boundary"
+	"github.com/portcullis-dev/portcullis/gateway"
 )
 
 // rootLong and rootExample are the root command's help.
@@ -46,6 +47,8 @@ func commands(env *environment) []*cobra.Command {
 		newGatewayCmd(env),
 		newMigrateCmd(env),
 		newSigningKeyCmd(env),
+		storeFileCmd(env, "backup", "to", "Write a backup of the gateway's store, consistent while gateways run", gateway.BackupFile),
+		storeFileCmd(env, "restore", "from", "Restore a backup into an empty store (a store not empty is refused)", gateway.RestoreFile),
 		newProveCmd(env),
 		newHealthcheckCmd(env),
 		newProxyCmd(env),

@@ -36,6 +36,8 @@ var noJSON = map[string]string{
 	"portcullis proxy ca":           "prints PEM",
 	"portcullis sandbox ca":         "prints PEM",
 	"portcullis signing-key rotate": "works on the database",
+	"portcullis backup":             "works on the database",
+	"portcullis restore":            "works on the database",
 	"portcullis policy fmt":         "prints the document",
 	"portcullis run":                "runs a command: what it prints is the command's",
 }

@@ -4,8 +4,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,14 +14,7 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/apitext"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/sentry"
-	"github.com/portcullis-dev/portcullis/store"
 )
-
-// sentryStatuses are the values of SentryAction.status, for --status.
-var sentryStatuses = []string{
-	store.SentryFrozen, store.SentryHeld, store.SentryDryRun, store.SentryNoop,
-	store.SentryFailed, store.SentryDismissed, store.SentryApplied, store.SentryStale,
-}
 
 func newSentryCmd(env *environment) *cobra.Command {
 	cmd := newGroupCmd("sentry", "Watchdog (Sentry) events: list them, their gaps, and the quarantines they caused",
@@ -116,7 +107,7 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 			if err != nil {
 				return err
 			}
-			req := &portcullisv1.ListSentryEventsRequest{Sandbox: firstArg(a), Source: source, Type: eventType(typ), Since: from, Limit: uint32(limit)}
+			req := &portcullisv1.ListSentryEventsRequest{Sandbox: firstArg(a), Source: source, Type: sentry.TypeOf(typ), Since: from, Limit: uint32(limit)}
 			return unaryTable(env, func(api *apiclient.Client) (*portcullisv1.ListSentryEventsResponse, error) {
 				return api.Sentry.ListEvents(cmd.Context(), req)
 			}, (*portcullisv1.ListSentryEventsResponse).GetEvents, apitext.SentryEvents)
@@ -128,15 +119,6 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 	f.StringVar(&since, "since", "", "only events at or after `TIME` (RFC 3339), or within a duration (24h, 7d)")
 	f.IntVar(&limit, "limit", 0, "show the newest `N` events (default 100)")
 	return cmd
-}
-
-// eventType is --type as the gateway stores it: a class of our schema
-// stands for its full type; anything else is sent as given.
-func eventType(s string) string {
-	if slices.Contains(sentry.Classes(), sentry.Class(s)) {
-		return sentry.Class(s).Type()
-	}
-	return s
 }
 
 // sinceTimestamp is --since as a request's bound, nil when not given.
@@ -224,10 +206,8 @@ With -o json: {"actions": [...]}.`,
   portcullis sentry actions orders -o json | jq '.actions[0]'`,
 		Args: optionalArg("SANDBOX"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			for _, s := range statuses {
-				if !slices.Contains(sentryStatuses, s) {
-					return usagef("--status must be one of %s, got %q", strings.Join(sentryStatuses, ", "), s)
-				}
+			if err := apitext.CheckSentryStatuses(statuses); err != nil {
+				return usagef("%v", err)
 			}
 			if err := checkLimit(cmd, limit, maxLogLimit); err != nil {
 				return err
@@ -263,34 +243,14 @@ is required and recorded. An action that is not held is a conflict (exit
   portcullis sentry decide 8 --dismiss --reason "false positive: load test"`,
 		Args: args("ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			id, err := strconv.ParseInt(a[0], 10, 64)
-			if err != nil || id < 1 || strconv.FormatInt(id, 10) != a[0] {
-				return usagef("ID must be a sentry action id (1 or more), got %q", a[0])
-			}
-			var decision string
-			switch {
-			case freeze && dismiss:
-				return usagef("give --freeze or --dismiss, not both")
-			case freeze:
-				decision = "freeze"
-			case dismiss:
-				decision = "dismiss"
-			default:
-				return usagef("%s needs --freeze or --dismiss", cmd.CommandPath())
-			}
-			if strings.TrimSpace(reason) == "" {
-				return need(cmd, "reason")
+			id, decision, err := apitext.SentryDecision(a[0], freeze, dismiss, reason)
+			if err != nil {
+				return usagef("%v", err)
 			}
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.DecideSentryActionResponse, error) {
 				return api.Sentry.DecideAction(cmd.Context(), &portcullisv1.DecideSentryActionRequest{Id: id, Decision: decision, Reason: reason})
 			}, func(res *portcullisv1.DecideSentryActionResponse) error {
-				x := res.GetAction()
-				line := fmt.Sprintf("sentry action %d %s: sandbox %s left as it was", x.GetId(), dash(x.GetStatus()), logField(x.GetSandbox()))
-				if x.GetStatus() == store.SentryApplied {
-					line = fmt.Sprintf("sentry action %d applied: sandbox %s frozen, deny-all is version %s", x.GetId(), logField(x.GetSandbox()), versionCell(x.GetVersion()))
-				}
-				_, err := fmt.Fprintln(env.stdout, line)
-				return err
+				return apitext.SentryDecided(env.stdout, res.GetAction())
 			})
 		},
 	}
@@ -333,10 +293,7 @@ with -o json the SetSentrySourceKeyResponse.`,
 			}
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.SetSentrySourceKeyResponse, error) {
 				return api.Sentry.SetSourceKey(cmd.Context(), &portcullisv1.SetSentrySourceKeyRequest{Source: a[0], PublicKey: pub})
-			}, func(res *portcullisv1.SetSentrySourceKeyResponse) error {
-				fmt.Fprintf(env.stdout, "source %s: key set; its events must now be signed\n", logField(res.GetSource()))
-				return env.fields("fingerprint", "sha256 "+res.GetFingerprint())
-			})
+			}, func(res *portcullisv1.SetSentrySourceKeyResponse) error { return apitext.SentryKeySet(env.stdout, res) })
 		},
 	}
 	cmd.Flags().StringVar(&file, "public-key", "", "`FILE` holding the Ed25519 public key: base64 of its 32 bytes, or PEM (PKIX); - reads stdin")
@@ -355,8 +312,7 @@ its events are taken unsigned. A source without a key is not found (exit 1).`,
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.DeleteSentrySourceKeyResponse, error) {
 				return api.Sentry.DeleteSourceKey(cmd.Context(), &portcullisv1.DeleteSentrySourceKeyRequest{Source: a[0]})
 			}, func(*portcullisv1.DeleteSentrySourceKeyResponse) error {
-				_, err := fmt.Fprintf(env.stdout, "source %s: key deleted; its events need no signature\n", logField(a[0]))
-				return err
+				return apitext.SentryKeyDeleted(env.stdout, a[0])
 			})
 		},
 	}

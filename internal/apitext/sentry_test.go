@@ -1,12 +1,16 @@
 package apitext
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/store"
 )
 
 func mustTime(t *testing.T, s string) time.Time {
@@ -50,6 +54,47 @@ func TestSentryCells(t *testing.T) {
 	} {
 		if got := IngestToAck(tt.a); got != tt.want {
 			t.Errorf("IngestToAck(%v) = %q, want %q", tt.a, got, tt.want)
+		}
+	}
+}
+
+// TestSentryStatusesAreTheStores: --status takes exactly the statuses the
+// store gives a Sentry action.
+func TestSentryStatusesAreTheStores(t *testing.T) {
+	want := []string{store.SentryFrozen, store.SentryHeld, store.SentryDryRun, store.SentryNoop,
+		store.SentryFailed, store.SentryDismissed, store.SentryApplied, store.SentryStale}
+	if !slices.Equal(sentryStatuses, want) {
+		t.Fatalf("sentryStatuses = %v, the store's are %v", sentryStatuses, want)
+	}
+	if err := CheckSentryStatuses([]string{"held", "frozen"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSentryStatuses([]string{"held", "froze"}); err == nil || !strings.Contains(err.Error(), `got "froze"`) {
+		t.Fatalf("a wrong status: %v", err)
+	}
+}
+
+func TestSentryDecision(t *testing.T) {
+	for _, tt := range []struct {
+		id              string
+		freeze, dismiss bool
+		reason, want    string
+	}{
+		{"7", true, false, "on-call", "7 freeze"},
+		{"8", false, true, "load test", "8 dismiss"},
+		{"0", true, false, "r", `ID must be a sentry action id (1 or more), got "0"`},
+		{"07", true, false, "r", `ID must be a sentry action id (1 or more), got "07"`},
+		{"7", true, true, "r", "give --freeze or --dismiss, not both"},
+		{"7", false, false, "r", "portcullis sentry decide needs --freeze or --dismiss"},
+		{"7", true, false, " ", "portcullis sentry decide needs --reason"},
+	} {
+		id, decision, err := SentryDecision(tt.id, tt.freeze, tt.dismiss, tt.reason)
+		got := fmt.Sprintf("%d %s", id, decision)
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("SentryDecision(%q, %v, %v, %q) = %s, want %s", tt.id, tt.freeze, tt.dismiss, tt.reason, got, tt.want)
 		}
 	}
 }
