@@ -16,16 +16,15 @@ import (
 // is written to such a database: this binary's queries may not match
 // its tables, and running it would hide the mismatch.
 type NewerSchemaError struct {
-	Engine  string
 	Current int64 // the database's schema version
 	Latest  int64 // the newest migration this binary knows
 }
 
 func (e *NewerSchemaError) Error() string {
-	return fmt.Sprintf("the %s store's schema is at version %d, newer than the newest migration this portcullis knows (%d): "+
+	return fmt.Sprintf("the store's schema is at version %d, newer than the newest migration this portcullis knows (%d): "+
 		"a newer portcullis migrated it. Run that newer portcullis (or a later one), "+
 		"or go back by restoring the backup taken before migrating (portcullis restore --from FILE; docs/upgrading.md)",
-		e.Engine, e.Current, e.Latest)
+		e.Current, e.Latest)
 }
 
 // Name is the migration's name without its number and extension
@@ -56,7 +55,7 @@ func Pending(ctx context.Context, db *sql.DB, engine string) ([]Status, error) {
 	latest := all[len(all)-1].Version
 	for v := range applied {
 		if v > latest {
-			return nil, &NewerSchemaError{Engine: engine, Current: maxKey(applied), Latest: latest}
+			return nil, &NewerSchemaError{Current: maxKey(applied), Latest: latest}
 		}
 	}
 	var pending []Status
