@@ -151,3 +151,27 @@ func TestGatewayRefusesNewerSchema(t *testing.T) {
 		})
 	}
 }
+
+// On Postgres too, the dry run lists every migration of a new database
+// and creates nothing there, not even goose's version table.
+func TestMigrateDryRunPostgres(t *testing.T) {
+	dsn := pgtest.Database(t)
+	known, err := migrations.Known(migrations.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runCLI(t, "migrate", "--dry-run", "--database-url", dsn)
+	ok(t, code, stderr)
+	if want := fmt.Sprintf("would apply %d migration(s): postgres\n%s", len(known), migrationLines(known)); stdout != want {
+		t.Fatalf("dry run on a new database:\n%s\nwant:\n%s", stdout, want)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("a dry run left %d tables (%v)", tables, err)
+	}
+}

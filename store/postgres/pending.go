@@ -23,6 +23,9 @@ func Pending(ctx context.Context, url string) ([]migrations.Status, error) {
 	cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
 	pending, err := migrations.Pending(ctx, db, migrations.Postgres)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
