@@ -318,6 +318,7 @@ func newMigrateCmd(env *environment) *cobra.Command {
 				return err
 			}
 			pending, where, err := gateway.PendingMigrations(cmd.Context(), sf.config(env, log))
+			verb := "would apply"
 			switch {
 			case err != nil:
 				return settingAsUsage(err)
@@ -328,8 +329,9 @@ func newMigrateCmd(env *environment) *cobra.Command {
 				if pending, err = gateway.Migrate(cmd.Context(), sf.config(env, log)); err != nil {
 					return err
 				}
+				verb = "applied"
 			}
-			fmt.Fprintf(env.stdout, "%s %d migration(s): %s\n", map[bool]string{true: "would apply", false: "applied"}[dryRun], len(pending), where)
+			fmt.Fprintf(env.stdout, "%s %d migration(s): %s\n", verb, len(pending), where)
 			for _, m := range pending {
 				fmt.Fprintf(env.stdout, "  %05d %s\n", m.Version, m.Name())
 			}
