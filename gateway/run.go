@@ -10,12 +10,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/portcullis-dev/portcullis/gateway/decisions"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
+	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/postgres"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
@@ -270,7 +272,7 @@ func OpenStore(ctx context.Context, c StoreConfig) (st *store.Store, where strin
 		}
 		return store.New(d), "postgres", nil
 	case c.DatabaseURL != "":
-		return nil, "", &SettingError{fmt.Errorf("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")}
+		return nil, "", errNotPostgresURL
 	}
 	path := c.SQLitePath()
 	d, err := sqlite.Open(ctx, path, sqlite.Config{Logger: c.Logger})
@@ -278,6 +280,46 @@ func OpenStore(ctx context.Context, c StoreConfig) (st *store.Store, where strin
 		return nil, "", fmt.Errorf("open sqlite: %w", err)
 	}
 	return store.New(d), "sqlite " + path + " (single replica)", nil
+}
+
+// Migrate applies the pending migrations of the store c names (opening
+// it with OpenStore, then closing it) and returns those it applied,
+// oldest first.
+func Migrate(ctx context.Context, c StoreConfig) ([]migrations.Status, error) {
+	st, _, err := OpenStore(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	applied := st.Migrated()
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	engine := migrations.SQLite
+	if IsPostgresURL(c.DatabaseURL) {
+		engine = migrations.Postgres
+	}
+	known, err := migrations.Known(engine)
+	return slices.DeleteFunc(known, func(s migrations.Status) bool { return !slices.Contains(applied, s.Version) }), err
+}
+
+// errNotPostgresURL refuses a --database-url that is not Postgres's.
+var errNotPostgresURL = &SettingError{errors.New("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")}
+
+// PendingMigrations returns the migrations OpenStore would apply to the
+// store c names, oldest first, and where that store is (as OpenStore
+// says), reading only: nothing is created or migrated. A store newer
+// than this binary knows is a *migrations.NewerSchemaError; a
+// DatabaseURL that is not a Postgres URL is a *SettingError.
+func PendingMigrations(ctx context.Context, c StoreConfig) (pending []migrations.Status, where string, err error) {
+	switch {
+	case IsPostgresURL(c.DatabaseURL):
+		pending, err = postgres.Pending(ctx, c.DatabaseURL)
+		return pending, "postgres", err
+	case c.DatabaseURL != "":
+		return nil, "", errNotPostgresURL
+	}
+	pending, err = sqlite.Pending(ctx, c.SQLitePath())
+	return pending, "sqlite " + c.SQLitePath() + " (single replica)", err
 }
 
 // IsPostgresURL reports whether s is a Postgres URL, the only kind of

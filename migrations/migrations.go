@@ -49,8 +49,12 @@ func Up(ctx context.Context, db *sql.DB, engine string) error {
 }
 
 // Apply is Up, returning the versions it applied, oldest first (none when
-// the schema was current).
+// the schema was current). A schema newer than this binary knows is a
+// *NewerSchemaError, and nothing is written to it.
 func Apply(ctx context.Context, db *sql.DB, engine string) ([]int64, error) {
+	if _, err := Pending(ctx, db, engine); err != nil {
+		return nil, err
+	}
 	var applied []int64
 	err := run(db, engine, "migrate "+engine+" up", func(p *goose.Provider) error {
 		results, err := p.Up(ctx)
@@ -63,7 +67,15 @@ func Apply(ctx context.Context, db *sql.DB, engine string) ([]int64, error) {
 		}
 		return nil
 	})
-	return applied, err
+	if err != nil {
+		return nil, err
+	}
+	// Checked again: a newer replica may have migrated between the check
+	// and goose's lock (then Up found nothing to apply).
+	if _, err := Pending(ctx, db, engine); err != nil {
+		return nil, err
+	}
+	return applied, nil
 }
 
 // UpTo applies the pending migrations of engine up to and including

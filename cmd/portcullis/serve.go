@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -304,39 +303,44 @@ func (f *sentryFlags) check(env *environment) error {
 
 // newMigrateCmd is `portcullis migrate`.
 func newMigrateCmd(env *environment) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "migrate",
-		Short:   "Apply pending database migrations and exit",
-		Example: `  portcullis migrate --database-url postgres://postgres@127.0.0.1:5432/portcullis`,
-		Args:    cobra.NoArgs,
-	}
-	// Opening the store applies the migrations.
-	withStore(cmd, env, func(_ context.Context, st *store.Store, where string) error {
-		applied := st.Migrated()
-		if len(applied) == 0 {
-			fmt.Fprintf(env.stdout, "the schema is current; nothing to apply: %s\n", where)
-			return nil
-		}
-		names := make([]string, len(applied))
-		for i, v := range applied {
-			names[i] = fmt.Sprintf("%05d", v)
-		}
-		fmt.Fprintf(env.stdout, "applied %d migration(s) (%s): %s\n", len(applied), strings.Join(names, ", "), where)
-		return nil
-	})
-	return cmd
-}
-
-// withStore makes cmd a command that works on the database directly (no
-// gateway): it adds the store flags, and its RunE opens the store (applying
-// migrations), runs f, and closes the store.
-func withStore(cmd *cobra.Command, env *environment, f func(ctx context.Context, st *store.Store, where string) error) {
 	var sf storeFlags
-	sf.add(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		env.started = true
-		return sf.with(cmd.Context(), env, f)
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations and exit (--dry-run: list them, apply none)",
+		Example: `  portcullis migrate --dry-run --database-url postgres://postgres@127.0.0.1:5432/portcullis
+  portcullis migrate --database-url postgres://postgres@127.0.0.1:5432/portcullis`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env.started = true
+			log, err := newLogger(env)
+			if err != nil {
+				return err
+			}
+			pending, where, err := gateway.PendingMigrations(cmd.Context(), sf.config(env, log))
+			verb := "would apply"
+			switch {
+			case err != nil:
+				return settingAsUsage(err)
+			case len(pending) == 0:
+				fmt.Fprintf(env.stdout, "the schema is current; nothing to apply: %s\n", where)
+				return nil
+			case !dryRun:
+				if pending, err = gateway.Migrate(cmd.Context(), sf.config(env, log)); err != nil {
+					return err
+				}
+				verb = "applied"
+			}
+			fmt.Fprintf(env.stdout, "%s %d migration(s): %s\n", verb, len(pending), where)
+			for _, m := range pending {
+				fmt.Fprintf(env.stdout, "  %05d %s\n", m.Version, m.Name())
+			}
+			return nil
+		},
 	}
+	sf.add(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the migrations that would be applied (version and name) and apply none")
+	return cmd
 }
 
 // with opens the store the flags name (gateway.OpenStore, applying
@@ -368,21 +372,7 @@ func newHealthcheckCmd(env *environment) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
-			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return usagef("--url: %v", err)
-			}
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s answered %s", url, res.Status)
-			}
-			return nil
+			return transport.Probe(cmd.Context(), url)
 		},
 	}
 	cmd.Flags().StringVar(&url, "url", "http://"+defaultListen+"/readyz", "readiness URL to probe")

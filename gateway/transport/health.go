@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -109,4 +111,25 @@ func serviceOf(procedure string) string {
 		}
 	}
 	return ""
+}
+
+// Probe asks url (a gateway's /readyz) once, within 3 s, and returns nil
+// when it answers 200 OK: `portcullis healthcheck`, the probe for
+// container images that have no curl.
+func Probe(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("--url: %w", err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, res.Status)
+	}
+	return nil
 }
