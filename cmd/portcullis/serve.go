@@ -372,7 +372,11 @@ func newHealthcheckCmd(env *environment) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			return transport.Probe(cmd.Context(), url)
+			err := transport.Probe(cmd.Context(), url)
+			if errors.Is(err, transport.ErrProbeURL) {
+				return usagef("%v", err)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&url, "url", "http://"+defaultListen+"/readyz", "readiness URL to probe")

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -113,6 +114,9 @@ func serviceOf(procedure string) string {
 	return ""
 }
 
+// ErrProbeURL is Probe's error for a URL it cannot make a request of.
+var ErrProbeURL = errors.New("not a URL to probe")
+
 // Probe asks url (a gateway's /readyz) once, within 3 s, and returns nil
 // when it answers 200 OK: `portcullis healthcheck`, the probe for
 // container images that have no curl.
@@ -121,7 +125,7 @@ func Probe(ctx context.Context, url string) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("--url: %w", err)
+		return fmt.Errorf("--url: %w: %w", ErrProbeURL, err)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
