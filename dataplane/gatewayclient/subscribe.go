@@ -97,6 +97,15 @@ type SubscribeConfig struct {
 	// Now is the proxy's clock, which heartbeats carry and GatewayAhead
 	// measures against. Default time.Now.
 	Now func() time.Time
+	// ExitOnAuthFailure makes Run return an error wrapping
+	// ErrTokenRefused once the gateway has refused the token on every
+	// attempt for AuthFailureGrace (refused.go); false (the zero value)
+	// keeps retrying, denying every request meanwhile. Either way the
+	// refusal is logged once, at Error.
+	ExitOnAuthFailure bool
+	// AuthFailureGrace is how long refusals last before ExitOnAuthFailure
+	// gives up. Default 10s.
+	AuthFailureGrace time.Duration
 }
 
 func (c *SubscribeConfig) setDefaults() {
@@ -114,6 +123,9 @@ func (c *SubscribeConfig) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.AuthFailureGrace <= 0 {
+		c.AuthFailureGrace = defaultAuthFailureGrace
 	}
 }
 
@@ -171,6 +183,9 @@ type Subscriber struct {
 	lastFork Fork
 
 	clock gatewayClock // the gateway's clock, from heartbeats (clock.go)
+	// refusals is the current run of attempts that the gateway refused
+	// the token on (refused.go).
+	refusals refusals
 }
 
 // NewSubscriber prepares the subscription of proxy; it does not connect
@@ -451,7 +466,9 @@ func (s *Subscriber) GatewayAhead() time.Duration { return s.clock.aheadOf() }
 // starts with the version held (ProxyHello.held_version) and receive
 // never applies an older one, so moving between replicas never makes
 // the proxy regress; a replica that offers a version of another history
-// (a fork) is left as one that failed.
+// (a fork) is left as one that failed. It returns early only with
+// ExitOnAuthFailure, when the gateway keeps refusing the token
+// (ErrTokenRefused).
 func (s *Subscriber) Run(ctx context.Context) error {
 	ep := s.fleet.first(ctx)
 	for {
@@ -462,10 +479,16 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		}
 		var goaway *goawayError
 		isGoaway := errors.As(err, &goaway)
+		refused, giveUp := s.refused(err, ep.String())
+		if giveUp != nil {
+			return giveUp
+		}
 		s.fleet.ended(ep, isGoaway, time.Since(start) > s.cfg.MaxBackoff)
 		next, wait := s.fleet.next(ctx, ep, isGoaway)
-		s.log.Warn("policy stream ended; reconnecting", "gateway", ep.String(), "err", err, "goaway", isGoaway,
-			"to", next.String(), "in", wait.Round(time.Millisecond))
+		if !refused { // a refusal was said once, at Error
+			s.log.Warn("policy stream ended; reconnecting", "gateway", ep.String(), "err", err, "goaway", isGoaway,
+				"to", next.String(), "in", wait.Round(time.Millisecond))
+		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -560,6 +583,7 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		silent.Reset(3 * s.cfg.Heartbeat)
 		if !open {
 			open = true
+			s.refusals.clear()
 			s.log.Info("policy stream open", "gateway", ep.String(), "held", hello.GetHeldVersion())
 		}
 		if g := res.GetGoaway(); g != nil {

@@ -34,7 +34,7 @@ var layers = map[string][]string{
 	"migrations":                 nil,
 	"lifecycle":                  {"store", "advisor", "prover", "approval", "policy", "internal/telemetry", "internal/events"},
 	"gateway": {"gateway/...", "lifecycle", "store", "store/postgres", "store/sqlite", "advisor", "prover", "policy", "sentry", "web", "decision/...",
-		"internal/ocsf/...", "internal/events", "internal/telemetry/otlp", "proto/..."},
+		"internal/ocsf/...", "internal/events", "internal/telemetry/otlp", "internal/version", "proto/..."},
 	"gateway/transport":    {"internal/telemetry"},
 	"gateway/distribution": {"gateway/transport", "lifecycle", "internal/events", "store", "decision/...", "policy", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
 	"gateway/decisions":    {"store", "decision", "lifecycle"},
