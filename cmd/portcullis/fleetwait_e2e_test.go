@@ -21,7 +21,9 @@ func TestWaitCountsTheFleet(t *testing.T) {
 	b := a.Replica()
 	admin := gatewaytest.AdminToken
 	dir := t.TempDir()
-	doc := func(paths ...string) string { return writeFile(t, strings.Join(paths, "-")+".yaml", pushDoc(1, paths...)) }
+	doc := func(paths ...string) string {
+		return writeFile(t, strings.Join(paths, "-")+".yaml", pushDoc(1, paths...))
+	}
 	created := jsonOut(t, a, admin, "sandbox", "create", "agent-1", "-f", doc("v1"))
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(created["token"].(string)), 0o600); err != nil {
