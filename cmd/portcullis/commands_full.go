@@ -48,6 +48,7 @@ func commands(env *environment) []*cobra.Command {
 		newSigningKeyCmd(env),
 		newProveCmd(env),
 		newHealthcheckCmd(env),
+		newDoctorCmd(env),
 		newProxyCmd(env),
 		newDemoCmd(env),
 		newSandboxCmd(env),

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,4 +61,49 @@ func TestProxyExitsOnRefusedToken(t *testing.T) {
 		t.Fatalf("the exit does not say why:\n%s", p.stderr.String())
 	}
 	t.Logf("exited %v after it started listening, with %v", took.Round(time.Millisecond), err)
+}
+
+// portcullis doctor against real processes: a gateway and a connected
+// proxy pass every check (exit 0); a wrong token fails, named, with its
+// fix (exit 1), and the checks that need a token do not run.
+func TestDoctor(t *testing.T) {
+	g := startGatewayProcess(t, []string{"PORTCULLIS_BOOTSTRAP_TOKEN=" + pushAdminToken}, "--data-dir", t.TempDir())
+	created, err := newPushAPI("http://"+g.addr).sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: pushDoc(1, "v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(created.GetToken()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startProxyProcess(t, "http://"+g.addr, tokenFile, filepath.Join(dir, "p"), "p1")
+	newPushAPI("http://"+g.addr).waitStatuses(t, []string{"p1"}, "version 1 applied", func(s *portcullisv1.ProxyStatus) bool {
+		return s.GetConnected() && s.GetAppliedVersion() == 1
+	})
+
+	doctor := func(token string) (string, int) {
+		return runBinary(t, []string{"PORTCULLIS_GATEWAY=http://" + g.addr, "PORTCULLIS_TOKEN=" + token}, "doctor", "--sandbox", "agent-1")
+	}
+	out, code := doctor(pushAdminToken)
+	if code != exitOK || strings.Contains(out, "FAIL") {
+		t.Fatalf("doctor on a healthy setup: exit %d\n%s", code, out)
+	}
+	for _, check := range []string{"gateway", "store", "clock", "token", "signing keys", "gateway version", "proxies", "proxy p1", "proxy p1 build", "proxy p1 policy"} {
+		if !strings.Contains(out, fmt.Sprintf("ok    %-22s ", check)) {
+			t.Errorf("doctor's report has no passing %q line:\n%s", check, out)
+		}
+	}
+	if !strings.Contains(out, "role admin") || !strings.Contains(out, "enforces the current version 1") || !strings.Contains(out, "the chain verifies") {
+		t.Errorf("doctor's report misses a detail:\n%s", out)
+	}
+
+	out, code = doctor("pcs_a-token-the-gateway-never-made-0123456789")
+	if code != exitNo || !strings.Contains(out, "FAIL  token") || !strings.Contains(out, "the gateway refuses the token") ||
+		!strings.Contains(out, "fix: give --token-file") || !strings.Contains(out, "portcullis token create") {
+		t.Fatalf("doctor with a wrong token: exit %d, want 1 naming the token and its fix\n%s", code, out)
+	}
+	if strings.Contains(out, "signing keys") || strings.Contains(out, "proxy p1") {
+		t.Errorf("doctor ran the token's checks with a refused token:\n%s", out)
+	}
 }
