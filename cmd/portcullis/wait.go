@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,12 +81,13 @@ type enforced struct {
 // awaitVersion waits for version of sandbox (a version 0 is none: nothing
 // was committed), saying on stderr when there is no proxy to wait for.
 func awaitVersion(ctx context.Context, env *environment, api *apiclient.Client, sandbox string, version uint32, timeout time.Duration) enforced {
-	if version == 0 {
-		fmt.Fprintf(env.stderr, "note: no version was committed: nothing to wait for\n")
-		return enforced{}
+	var w enforced
+	var timedOut bool
+	if version > 0 {
+		w.e, timedOut, w.err = api.AwaitEnforcement(ctx, sandbox, version, timeout)
 	}
-	e, timedOut, err := api.AwaitEnforcement(ctx, sandbox, version, timeout)
-	return enforced{e, apitext.Waited(env.stderr, sandbox, version, e, timedOut, timeout, err)}
+	w.err = apitext.Waited(env.stderr, sandbox, version, w.e, timedOut, timeout, w.err)
+	return w
 }
 
 // printEnforced prints a committed answer res (with text, or as JSON with
@@ -112,9 +112,6 @@ func (env *environment) printEnforced(res proto.Message, text func() error, w en
 // printJSONEnforced prints m as -o json does, with "enforcement": e
 // added (left out when e is nil), every counter present even when 0.
 func (env *environment) printJSONEnforced(m proto.Message, e *portcullisv1.Enforcement) error {
-	if e == nil {
-		return env.printJSON(m)
-	}
 	b, err := apiclient.MarshalJSONWith(jsonOptions, m, "enforcement", e)
 	if err != nil {
 		return err

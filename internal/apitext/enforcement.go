@@ -66,10 +66,12 @@ func (err *EnforcementError) Error() string {
 // Waited is the outcome of a wait for version of sandbox (what
 // apiclient's AwaitEnforcement answered: e, timedOut, err) as an error:
 // nil when every proxy the fleet knows ACKed it, or when there was none
-// (said on stderr: "nothing to wait for"), else err or an
-// *EnforcementError naming the proxies.
+// or no version (0) was committed (said on stderr: "nothing to wait
+// for"), else err or an *EnforcementError naming the proxies.
 func Waited(stderr io.Writer, sandbox string, version uint32, e *portcullisv1.Enforcement, timedOut bool, timeout time.Duration, err error) error {
 	switch {
+	case version == 0:
+		fmt.Fprintf(stderr, "note: no version was committed: nothing to wait for\n")
 	case err != nil: // the watch failed
 		return err
 	case timedOut:
