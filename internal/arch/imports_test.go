@@ -80,6 +80,7 @@ var layers = map[string][]string{
 	"internal/netnstest":        nil,
 	"internal/arch":             nil,
 	"internal/apiclient":        {"proto/..."},
+	"internal/doctor":           {"internal/apiclient", "internal/signing", "proto/portcullis/v1"},
 	"web":                       nil,
 	"web/webtest":               nil,
 	"demo":                      nil,
