@@ -105,7 +105,7 @@ Off by default.`,
 	fl.StringVar(&f.sandbox, "sandbox", "", "follow this sandbox's policy from the gateway (--gateway, --token-file)")
 	fl.StringVar(&f.gatewayKey, "gateway-key", "", "pin the gateway's signing `KEY` (ed25519:HEX, printed by portcullis gateway); default: pinned on first contact")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a plaintext http:// gateway beyond loopback (a private network such as compose's; the token crosses it in the clear)")
-	fl.BoolVar(&f.exitOnAuthFailure, "exit-on-auth-failure", true, "exit (status 1) when the gateway keeps refusing the token for 10s; false keeps retrying, denying everything")
+	fl.BoolVar(&f.exitOnAuthFailure, "exit-on-auth-failure", true, "exit (status 1) when the gateway keeps refusing the token for 10s; false keeps retrying (denying everything, or enforcing the version kept)")
 	fl.DurationVar(&f.maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
 	fl.StringVar(&f.proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
 	f.ocsf.add(cmd)

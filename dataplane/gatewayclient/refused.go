@@ -13,7 +13,8 @@ import (
 // A token the gateway refuses (Unauthenticated: unknown, revoked, expired
 // or unreadable; PermissionDenied: not a sandbox token, or another
 // sandbox's) is not a network fault that retrying mends: until an
-// operator gives the proxy the right token it denies everything. So the
+// operator gives the proxy the right token it denies everything (or keeps
+// the version it holds, never receiving a newer one). So the
 // Subscriber says so once, at Error, naming the fix, instead of a Warn per
 // reconnection; and with ExitOnAuthFailure it gives up (Run returns
 // ErrTokenRefused) once the token has been refused on every attempt for
@@ -67,16 +68,22 @@ func (s *Subscriber) refused(err error, gateway string) (refused bool, giveUp er
 		return false, nil
 	}
 	now := time.Now()
+	s.mu.Lock()
+	state := "the proxy denies every request"
+	if v := s.applied.GetVersion(); v > 0 {
+		state = fmt.Sprintf("the proxy enforces the version it holds, %d, and receives no newer one", v)
+	}
+	s.mu.Unlock()
 	r := &s.refusals
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.count == 0 {
 		r.since = now
-		then := "it keeps retrying, denying every request, until the token is accepted (--exit-on-auth-failure=false)"
+		then := "it keeps retrying until the token is accepted (--exit-on-auth-failure=false)"
 		if s.cfg.ExitOnAuthFailure {
 			then = fmt.Sprintf("it exits if the token is still refused after %s (--exit-on-auth-failure)", s.cfg.AuthFailureGrace)
 		}
-		s.log.Error("the gateway refused this proxy's token: the proxy denies every request; "+then+
+		s.log.Error("the gateway refused this proxy's token: "+state+"; "+then+
 			". Give --token-file a token of sandbox "+s.cfg.Sandbox+" (a new one: portcullis sandbox rotate-token "+s.cfg.Sandbox+")",
 			"gateway", gateway, "err", status.Convert(err).Message())
 	} else {

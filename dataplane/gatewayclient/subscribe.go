@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -534,6 +535,9 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		return st.Send(m)
 	}
 	if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: hello}}); err != nil {
+		if errors.Is(err, io.EOF) { // the gateway ended the stream: its status says why
+			_, err = st.Recv()
+		}
 		return err
 	}
 
@@ -560,7 +564,9 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 			s.clock.sent(t0)
 			hb := &portcullisv1.Heartbeat{SentAt: timestamppb.New(t0)}
 			if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: hb}}); err != nil {
-				cancel(err)
+				if !errors.Is(err, io.EOF) { // EOF: the stream ended, and Recv says why
+					cancel(err)
+				}
 				return
 			}
 			select {
