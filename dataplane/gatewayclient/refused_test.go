@@ -1,12 +1,12 @@
 package gatewayclient_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +14,6 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
-
-// syncBuffer is a log destination the subscriber's goroutine writes to
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A token the gateway refuses is said once, at Error, however many times
 // the proxy tries again, and no reconnection is warned of. Without
@@ -45,12 +26,16 @@ func TestSubscriberRefusedToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(exit bool, ctx context.Context) (string, error, *proxy) {
-		var logs syncBuffer
+		logs, err := os.Create(filepath.Join(t.TempDir(), "log")) // written by the subscriber's goroutines
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logs.Close()
 		p := &proxy{}
 		sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
 			Gateway: gw.URL, Sandbox: "agent-1", Token: func() (string, error) { return "pcs_not-this-gateways-token-0123456789", nil },
 			ProxyID: "p1", DataDir: t.TempDir(), MaxBackoff: 20 * time.Millisecond,
-			Logger:            slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Logger:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			ExitOnAuthFailure: exit, AuthFailureGrace: 300 * time.Millisecond,
 		}, p)
 		if err != nil {
@@ -58,7 +43,8 @@ func TestSubscriberRefusedToken(t *testing.T) {
 		}
 		defer sub.Close()
 		err = sub.Run(ctx)
-		return logs.String(), err, p
+		written, _ := os.ReadFile(logs.Name())
+		return string(written), err, p
 	}
 	check := func(logs string) {
 		t.Helper()
