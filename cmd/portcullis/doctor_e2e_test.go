@@ -106,4 +106,10 @@ func TestDoctor(t *testing.T) {
 	if strings.Contains(out, "signing keys") || strings.Contains(out, "proxy p1") {
 		t.Errorf("doctor ran the token's checks with a refused token:\n%s", out)
 	}
+
+	// No gateway there: unavailable (exit 4), and nothing else is checked.
+	out, code = runBinary(t, []string{"PORTCULLIS_GATEWAY=http://127.0.0.1:1", "PORTCULLIS_TOKEN=" + pushAdminToken}, "doctor")
+	if code != exitUnavailable || !strings.Contains(out, "FAIL  gateway") || !strings.Contains(out, "fix: give --gateway") || strings.Contains(out, "token") {
+		t.Fatalf("doctor with no gateway: exit %d, want 4 naming the gateway and its fix\n%s", code, out)
+	}
 }

@@ -59,7 +59,8 @@ type Check struct {
 var ErrFailed = errors.New("checks failed")
 
 // Run runs the checks in order, writing each line to w as it is known,
-// and returns them; the error wraps ErrFailed when one failed. A gateway
+// and returns them; the error wraps ErrFailed when one failed, and the
+// network's error too when the gateway did not answer. A gateway
 // that does not answer, or refuses the token, ends the run there: the
 // checks after it would only fail for the same reason.
 func Run(ctx context.Context, cfg Config, w io.Writer) ([]Check, error) {
@@ -77,7 +78,10 @@ func Run(ctx context.Context, cfg Config, w io.Writer) ([]Check, error) {
 			failed++
 		}
 	}
-	if failed > 0 {
+	switch {
+	case r.unreachable != nil: // the caller may say "unavailable" by it
+		return r.checks, fmt.Errorf("%d of %d %w: %w", failed, len(r.checks), ErrFailed, r.unreachable)
+	case failed > 0:
 		return r.checks, fmt.Errorf("%d of %d %w", failed, len(r.checks), ErrFailed)
 	}
 	return r.checks, nil
@@ -88,6 +92,8 @@ type run struct {
 	cfg    Config
 	w      io.Writer
 	checks []Check
+	// unreachable is why the gateway did not answer (nil when it did).
+	unreachable error
 }
 
 // add records c and writes its line: "ok    gateway  …" or
@@ -112,6 +118,7 @@ func (r *run) fail(name, detail, fix string) bool {
 func (r *run) all(ctx context.Context) {
 	ready, err := r.cfg.API.Ready(ctx)
 	if err != nil {
+		r.unreachable = err
 		r.fail("gateway", fmt.Sprintf("%s does not answer: %v", r.cfg.Gateway, err),
 			"give --gateway (or PORTCULLIS_GATEWAY) the URL a running 'portcullis gateway' listens on")
 		return
