@@ -152,7 +152,9 @@ type Listeners struct {
 // it started (the subscription, the shipper, the file watcher, the memory
 // trimmer, the servers' own, and last the OCSF sink) and releases the
 // gateway connections and the decision log file. It returns a server's
-// error if serving failed, nil after ctx ended.
+// error if serving failed, the subscription's if the gateway kept refusing
+// the token (gatewayclient.ErrTokenRefused, with ExitOnAuthFailure), nil
+// after ctx ended.
 func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 	defer a.Close()
 	var dns *sandboxdns.Server
@@ -166,6 +168,7 @@ func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var feeders sync.WaitGroup
+	var subErr error // the subscription's, read after feeders.Wait
 	if a.cfg.TrimMemory {
 		feeders.Go(func() { trimSchedule(a.Proxy, a.cfg.Logger).Run(ctx) })
 	}
@@ -180,7 +183,14 @@ func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 	}
 	switch {
 	case a.sub != nil:
-		feeders.Go(func() { a.sub.Run(ctx) })
+		feeders.Go(func() {
+			// Only a token the gateway keeps refusing ends the subscription
+			// early (ExitOnAuthFailure): then the proxy stops too.
+			if err := a.sub.Run(ctx); ctx.Err() == nil {
+				subErr = err
+				cancel()
+			}
+		})
 		feeders.Go(func() { a.shipper.Run(ctx, a.sub) })
 	case a.cfg.PolicyFile != "":
 		interval := a.cfg.ReloadInterval
@@ -201,6 +211,9 @@ func (a *Agent) Serve(ctx context.Context, l Listeners) error {
 	feeders.Wait()
 	if l.DNS != nil {
 		l.DNS.Close() // its reads stopped with the feeders
+	}
+	if err == nil {
+		err = subErr
 	}
 	stopEmitting()
 	emitting.Wait()

@@ -30,6 +30,39 @@ func ListenTransparent(addr string) (net.Listener, net.PacketConn, error) {
 	return ln, pc, nil
 }
 
+// Listen opens a proxy's Listeners: the proxy's on addr and, when
+// transparent is set, the transparent listener's sockets there
+// (ListenTransparent). On failure nothing stays open; the error says
+// which address failed, "transparent" for the second.
+func Listen(addr, transparent string) (Listeners, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return Listeners{}, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	l := Listeners{Proxy: ln}
+	if transparent != "" {
+		if l.Transparent, l.DNS, err = ListenTransparent(transparent); err != nil {
+			ln.Close()
+			return Listeners{}, fmt.Errorf("transparent listener: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// Close closes the listeners l holds (those that are set), for a proxy
+// that will not serve them.
+func (l Listeners) Close() {
+	if l.Proxy != nil {
+		l.Proxy.Close()
+	}
+	if l.Transparent != nil {
+		l.Transparent.Close()
+	}
+	if l.DNS != nil {
+		l.DNS.Close()
+	}
+}
+
 // newDNS is the sandbox's DNS on the transparent side (sandboxdns): it
 // answers the names some endpoint of the policy in force could match,
 // from Config.Resolve, and every other name NXDOMAIN without asking

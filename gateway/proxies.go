@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/gateway/distribution"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
+	"github.com/portcullis-dev/portcullis/internal/version"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -116,7 +117,7 @@ func (s proxyService) ListProxies(ctx context.Context, req *portcullisv1.ListPro
 		current[sb.Name] = sb.CurrentVersion
 	}
 	now := s.cfg.Now()
-	res := &portcullisv1.ListProxiesResponse{Proxies: make([]*portcullisv1.ProxyStatus, 0, len(list))}
+	res := &portcullisv1.ListProxiesResponse{Proxies: make([]*portcullisv1.ProxyStatus, 0, len(list)), GatewayBuild: version.Get().String()}
 	for _, p := range list {
 		res.Proxies = append(res.Proxies, &portcullisv1.ProxyStatus{
 			Sandbox:          p.Sandbox,

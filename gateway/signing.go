@@ -32,9 +32,5 @@ func offline(st *store.Store) *lifecycle.Lifecycle {
 // ListSigningKeys is the signing key chain, for an operator pinning a
 // proxy to it (portcullis signing-key list --gateway URL).
 func (s proxyService) ListSigningKeys(ctx context.Context, _ *portcullisv1.ListSigningKeysRequest) (*portcullisv1.ListSigningKeysResponse, error) {
-	keys, err := distribution.SigningKeyChain(ctx, s.store, s.life)
-	if err != nil {
-		return nil, err
-	}
-	return &portcullisv1.ListSigningKeysResponse{Keys: keys}, nil
+	return distribution.ListSigningKeys(ctx, s.store, s.life)
 }

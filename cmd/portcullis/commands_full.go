@@ -51,6 +51,7 @@ func commands(env *environment) []*cobra.Command {
 		storeFileCmd(env, "restore", "from", "Restore a backup into an empty store (a store not empty is refused)", gateway.RestoreFile),
 		newProveCmd(env),
 		newHealthcheckCmd(env),
+		newDoctorCmd(env),
 		newProxyCmd(env),
 		newDemoCmd(env),
 		newSandboxCmd(env),

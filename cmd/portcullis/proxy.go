@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +35,7 @@ type proxyFlags struct {
 	reload                                  time.Duration
 	sandbox, gatewayKey, proxyID            string
 	maxBackoff                              time.Duration
-	insecure                                bool
+	insecure, exitOnAuthFailure             bool
 	pprofListen                             string
 	logMaxSize                              int64
 	logKeep                                 int
@@ -107,6 +105,7 @@ Off by default.`,
 	fl.StringVar(&f.sandbox, "sandbox", "", "follow this sandbox's policy from the gateway (--gateway, --token-file)")
 	fl.StringVar(&f.gatewayKey, "gateway-key", "", "pin the gateway's signing `KEY` (ed25519:HEX, printed by portcullis gateway); default: pinned on first contact")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a plaintext http:// gateway beyond loopback (a private network such as compose's; the token crosses it in the clear)")
+	fl.BoolVar(&f.exitOnAuthFailure, "exit-on-auth-failure", true, "exit (status 1) when the gateway keeps refusing the token for 10s; false keeps retrying (denying everything, or enforcing the version kept)")
 	fl.DurationVar(&f.maxBackoff, "max-reconnect-delay", 30*time.Second, "longest wait before reconnecting to the gateway (waits double from 100ms, with jitter)")
 	fl.StringVar(&f.proxyID, "proxy-id", "", "this proxy's name within its sandbox (default: generated once and kept in the data dir)")
 	f.ocsf.add(cmd)
@@ -149,8 +148,10 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 			TrimMemory:         true,
 		},
 	}
-	if cfg.UpstreamRoots, err = upstreamRoots(f.upstreamCA); err != nil {
-		return err
+	if f.upstreamCA != "" {
+		if cfg.UpstreamRoots, err = ca.ReadPool(f.upstreamCA); err != nil {
+			return usagef("--upstream-ca: %v", err)
+		}
 	}
 	if f.devLoopback {
 		log.Warn("--dev-allow-loopback: policies may reach loopback upstreams; never use this in production")
@@ -180,25 +181,14 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 		return err
 	}
 	defer agent.Close()
-	ln, err := net.Listen("tcp", f.listen)
+	listeners, err := dataplane.Listen(f.listen, f.transparentListen)
 	if err != nil {
-		return usagef("listen on %s: %v", f.listen, err)
-	}
-	listeners := dataplane.Listeners{Proxy: ln}
-	if f.transparentListen != "" {
-		if listeners.Transparent, listeners.DNS, err = dataplane.ListenTransparent(f.transparentListen); err != nil {
-			ln.Close()
-			return usagef("--transparent-listen: %v", err)
-		}
+		return usagef("%v", err)
 	}
 	var pp *pprofserve.Server
 	if f.pprofListen != "" {
 		if pp, err = pprofserve.Start(f.pprofListen, log); err != nil {
-			ln.Close()
-			if listeners.Transparent != nil {
-				listeners.Transparent.Close()
-				listeners.DNS.Close()
-			}
+			listeners.Close()
 			return usagef("--pprof-listen: %v", err)
 		}
 		defer pp.Stop()
@@ -220,29 +210,10 @@ func (f *proxyFlags) check(env *environment) error {
 		return usagef("a gateway-mode proxy takes its sandbox token only from --token-file")
 	case f.logMaxSize <= 0 || f.logKeep < 0:
 		return usagef("--decision-log-max-size must be above 0 and --decision-log-keep 0 or more")
-	}
-	if f.pprofListen != "" {
-		if err := pprofserve.CheckAddr(f.pprofListen); err != nil {
-			return usagef("--pprof-listen %v", err)
-		}
+	case f.pprofListen != "" && pprofserve.CheckAddr(f.pprofListen) != nil:
+		return usagef("--pprof-listen %v", pprofserve.CheckAddr(f.pprofListen))
 	}
 	return nil
-}
-
-// upstreamRoots reads --upstream-ca (nil without it: the system roots).
-func upstreamRoots(file string) (*x509.CertPool, error) {
-	if file == "" {
-		return nil, nil
-	}
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, inputErr(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		return nil, usagef("--upstream-ca %s holds no PEM certificate", file)
-	}
-	return roots, nil
 }
 
 // banner says where the proxy listens and what it enforces.
@@ -252,10 +223,10 @@ func (f *proxyFlags) banner(env *environment, l dataplane.Listeners, version str
 		fmt.Fprintf(env.stdout, "  transparent: %s (TCP, and the sandbox's DNS over UDP)\n", l.Transparent.Addr())
 	}
 	if gw != nil {
-		fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", f.sandbox, strings.Join(gw.Gateways, ", "), versionOrWaiting(version))
+		fmt.Fprintf(env.stdout, "  policy:    sandbox %s from %s (%s)\n", f.sandbox, strings.Join(gw.Gateways, ", "), policyState(version, true))
 		fmt.Fprintf(env.stdout, "  CA:        the sandbox's (portcullis sandbox ca %s)\n", f.sandbox)
 	} else {
-		fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", f.policyFile, versionOrNone(version))
+		fmt.Fprintf(env.stdout, "  policy:    %s (%s)\n", f.policyFile, policyState(version, false))
 		fmt.Fprintf(env.stdout, "  CA:        %s (portcullis proxy ca --data-dir %s)\n", filepath.Join(f.dataDir, "ca.pem"), f.dataDir)
 	}
 	fmt.Fprintf(env.stdout, "  decisions: %s\n", filepath.Join(f.dataDir, dataplane.DecisionLogName))
@@ -288,31 +259,29 @@ func (f *proxyFlags) subscribeConfig(env *environment, log *slog.Logger) (*gatew
 		}
 	}
 	return &gatewayclient.SubscribeConfig{
-		Gateways:   gateways,
-		Sandbox:    f.sandbox,
-		Token:      env.token, // read again per RPC: a rotated token is picked up
-		ProxyID:    f.proxyID,
-		GatewayKey: pinned,
-		Build:      buildVersion(),
-		MaxBackoff: f.maxBackoff,
-		Logger:     log,
+		Gateways:          gateways,
+		Sandbox:           f.sandbox,
+		Token:             env.token, // read again per RPC: a rotated token is picked up
+		ProxyID:           f.proxyID,
+		GatewayKey:        pinned,
+		Build:             buildVersion(),
+		MaxBackoff:        f.maxBackoff,
+		Logger:            log,
+		ExitOnAuthFailure: f.exitOnAuthFailure,
 	}, nil
 }
 
-// versionOrWaiting is versionOrNone for a proxy following a gateway: with
-// no kept version it is about to receive one, and denies until then.
-func versionOrWaiting(v string) string {
-	if v == "" {
+// policyState says what the proxy enforces: version v or, with none, that
+// it denies everything (in gateway mode only until the gateway's arrives,
+// moments later).
+func policyState(v string, gateway bool) string {
+	switch {
+	case v != "":
+		return v
+	case gateway:
 		return "waiting for the gateway's policy (denying until it arrives)"
 	}
-	return v
-}
-
-func versionOrNone(v string) string {
-	if v == "" {
-		return "no valid policy: denying everything"
-	}
-	return v
+	return "no valid policy: denying everything"
 }
 
 // newProxyCACmd is `portcullis proxy ca`.

@@ -13,9 +13,9 @@ import (
 // valid policy; a file-mode proxy without a valid file still says that.
 func TestProxyBannerPolicy(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
-		{versionOrWaiting(""), "waiting for the gateway's policy (denying until it arrives)"},
-		{versionOrWaiting("3"), "3"},
-		{versionOrNone(""), "no valid policy: denying everything"},
+		{policyState("", true), "waiting for the gateway's policy (denying until it arrives)"},
+		{policyState("3", true), "3"},
+		{policyState("", false), "no valid policy: denying everything"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

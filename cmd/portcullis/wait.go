@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,23 +14,24 @@ import (
 
 // --wait: the commands that commit a policy version (proposals approve,
 // policy set, policy rollback, sandbox freeze and unfreeze) can follow
-// the version to the sandbox's proxies connected to the gateway
-// (ProxyService.WatchEnforcement) and return once every one ACKed it
-// (exit 0), or at the first NACK or when --wait-timeout passes (exit 1,
-// naming the proxies). With -o json the answer gains "enforcement".
+// the version to the sandbox's proxies (apiclient.AwaitEnforcement) and
+// return once every one ACKed it (exit 0), or at the first NACK or when
+// --wait-timeout passes (exit 1, naming the proxies). With -o json the
+// answer gains "enforcement".
 
 // defaultWaitTimeout is --wait-timeout's default.
 const defaultWaitTimeout = 30 * time.Second
 
 // waitHelp is the paragraph the help of every command with --wait shares.
 const waitHelp = `With --wait the command then follows the version it committed to the
-sandbox's proxies connected to this gateway (a proxy of another gateway
-replica is not counted): it returns once every one has ACKed it (exit 0),
-and exits 1 naming the proxies at the first NACK (with its error) or when
---wait-timeout (default 30s) passes with some still pending. With no
-proxy connected it says so on stderr and exits 0. With -o json the answer
-gains "enforcement": {version, acked, nacked, pending, total, ms,
-proxies}.`
+sandbox's proxies: those connected to this gateway, then those the fleet
+knows (connected to another replica, or seen in the last minute, as one
+failing over from a replica that died is): it returns once every one has
+ACKed it (exit 0), and exits 1 naming the proxies at the first NACK (with
+its error) or when --wait-timeout (default 30s) passes with some still
+pending. With no proxy to wait for it says so on stderr and exits 0. With
+-o json the answer gains "enforcement": {version, acked, nacked, pending,
+total, ms, proxies}.`
 
 // waitFlags are --wait and --wait-timeout.
 type waitFlags struct {
@@ -40,7 +40,7 @@ type waitFlags struct {
 }
 
 func addWaitFlags(cmd *cobra.Command, w *waitFlags) {
-	cmd.Flags().BoolVar(&w.wait, "wait", false, "then wait until every connected proxy of the sandbox ACKed the version")
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "then wait until every proxy of the sandbox ACKed the version")
 	cmd.Flags().DurationVar(&w.timeout, "wait-timeout", defaultWaitTimeout, "with --wait, give up (exit 1) after `DURATION`")
 }
 
@@ -79,23 +79,15 @@ type enforced struct {
 }
 
 // awaitVersion waits for version of sandbox (a version 0 is none: nothing
-// was committed), saying on stderr when no proxy is connected.
+// was committed), saying on stderr when there is no proxy to wait for.
 func awaitVersion(ctx context.Context, env *environment, api *apiclient.Client, sandbox string, version uint32, timeout time.Duration) enforced {
-	if version == 0 {
-		fmt.Fprintf(env.stderr, "note: no version was committed: nothing to wait for\n")
-		return enforced{}
+	var w enforced
+	var timedOut bool
+	if version > 0 {
+		w.e, timedOut, w.err = api.AwaitEnforcement(ctx, sandbox, version, timeout)
 	}
-	e, timedOut, err := api.AwaitEnforcement(ctx, sandbox, version, timeout)
-	switch {
-	case err != nil: // the watch failed
-	case timedOut:
-		err = &apitext.EnforcementError{Enforcement: e, Timeout: timeout}
-	case e.GetNacked() > 0:
-		err = &apitext.EnforcementError{Enforcement: e}
-	case e.GetTotal() == 0:
-		fmt.Fprintf(env.stderr, "note: no proxy of sandbox %s is connected to this gateway: version %d is committed, nothing to wait for\n", sandbox, version)
-	}
-	return enforced{e, err}
+	w.err = apitext.Waited(env.stderr, sandbox, version, w.e, timedOut, timeout, w.err)
+	return w
 }
 
 // printEnforced prints a committed answer res (with text, or as JSON with
@@ -120,9 +112,6 @@ func (env *environment) printEnforced(res proto.Message, text func() error, w en
 // printJSONEnforced prints m as -o json does, with "enforcement": e
 // added (left out when e is nil), every counter present even when 0.
 func (env *environment) printJSONEnforced(m proto.Message, e *portcullisv1.Enforcement) error {
-	if e == nil {
-		return env.printJSON(m)
-	}
 	b, err := apiclient.MarshalJSONWith(jsonOptions, m, "enforcement", e)
 	if err != nil {
 		return err

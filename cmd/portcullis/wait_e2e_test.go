@@ -120,7 +120,7 @@ func TestWaitEnforcementEndToEnd(t *testing.T) {
 	// No proxy connected: the version is committed, there is nothing to
 	// wait for, and the command says so.
 	stdout, stderr, code := cliAgainst(t, gw, admin, "policy", "set", "agent-1", "-f", docFile("v1", "v2"), "--wait", "-o", "json")
-	if code != exitOK || !strings.Contains(stderr, "no proxy of sandbox agent-1 is connected to this gateway") {
+	if code != exitOK || !strings.Contains(stderr, "no proxy of sandbox agent-1 is connected to a gateway replica or was seen") {
 		t.Fatalf("set --wait with no proxy: exit %d, stderr %q", code, stderr)
 	}
 	if v, e := waited(t, stdout); v != 2 || e.counts(t) != [4]int{0, 0, 0, 0} {

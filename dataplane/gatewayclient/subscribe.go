@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -97,6 +98,15 @@ type SubscribeConfig struct {
 	// Now is the proxy's clock, which heartbeats carry and GatewayAhead
 	// measures against. Default time.Now.
 	Now func() time.Time
+	// ExitOnAuthFailure makes Run return an error wrapping
+	// ErrTokenRefused once the gateway has refused the token on every
+	// attempt for AuthFailureGrace (refused.go); false (the zero value)
+	// keeps retrying, denying every request meanwhile. Either way the
+	// refusal is logged once, at Error.
+	ExitOnAuthFailure bool
+	// AuthFailureGrace is how long refusals last before ExitOnAuthFailure
+	// gives up. Default 10s.
+	AuthFailureGrace time.Duration
 }
 
 func (c *SubscribeConfig) setDefaults() {
@@ -114,6 +124,9 @@ func (c *SubscribeConfig) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.AuthFailureGrace <= 0 {
+		c.AuthFailureGrace = defaultAuthFailureGrace
 	}
 }
 
@@ -171,6 +184,9 @@ type Subscriber struct {
 	lastFork Fork
 
 	clock gatewayClock // the gateway's clock, from heartbeats (clock.go)
+	// refusals is the current run of attempts that the gateway refused
+	// the token on (refused.go).
+	refusals refusals
 }
 
 // NewSubscriber prepares the subscription of proxy; it does not connect
@@ -451,7 +467,9 @@ func (s *Subscriber) GatewayAhead() time.Duration { return s.clock.aheadOf() }
 // starts with the version held (ProxyHello.held_version) and receive
 // never applies an older one, so moving between replicas never makes
 // the proxy regress; a replica that offers a version of another history
-// (a fork) is left as one that failed.
+// (a fork) is left as one that failed. It returns early only with
+// ExitOnAuthFailure, when the gateway keeps refusing the token
+// (ErrTokenRefused).
 func (s *Subscriber) Run(ctx context.Context) error {
 	ep := s.fleet.first(ctx)
 	for {
@@ -462,10 +480,16 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		}
 		var goaway *goawayError
 		isGoaway := errors.As(err, &goaway)
+		refused, giveUp := s.refused(err, ep.String())
+		if giveUp != nil {
+			return giveUp
+		}
 		s.fleet.ended(ep, isGoaway, time.Since(start) > s.cfg.MaxBackoff)
 		next, wait := s.fleet.next(ctx, ep, isGoaway)
-		s.log.Warn("policy stream ended; reconnecting", "gateway", ep.String(), "err", err, "goaway", isGoaway,
-			"to", next.String(), "in", wait.Round(time.Millisecond))
+		if !refused { // a refusal was said once, at Error
+			s.log.Warn("policy stream ended; reconnecting", "gateway", ep.String(), "err", err, "goaway", isGoaway,
+				"to", next.String(), "in", wait.Round(time.Millisecond))
+		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -511,6 +535,9 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		return st.Send(m)
 	}
 	if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: hello}}); err != nil {
+		if errors.Is(err, io.EOF) { // the gateway ended the stream: its status says why
+			_, err = st.Recv()
+		}
 		return err
 	}
 
@@ -537,7 +564,9 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 			s.clock.sent(t0)
 			hb := &portcullisv1.Heartbeat{SentAt: timestamppb.New(t0)}
 			if err := send(&portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Heartbeat{Heartbeat: hb}}); err != nil {
-				cancel(err)
+				if !errors.Is(err, io.EOF) { // EOF: the stream ended, and Recv says why
+					cancel(err)
+				}
 				return
 			}
 			select {
@@ -560,6 +589,7 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		silent.Reset(3 * s.cfg.Heartbeat)
 		if !open {
 			open = true
+			s.refusals.clear()
 			s.log.Info("policy stream open", "gateway", ep.String(), "held", hello.GetHeldVersion())
 		}
 		if g := res.GetGoaway(); g != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/portcullis-dev/portcullis/internal/signing"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -131,15 +133,24 @@ func RotateSigningKey(ctx context.Context, st store.Reader, life *lifecycle.Life
 // public keys in the form --gateway-key takes (creating the first key,
 // through life, if there is none).
 func SigningKeyChain(ctx context.Context, st store.Reader, life *lifecycle.Lifecycle) ([]string, error) {
+	res, err := ListSigningKeys(ctx, st, life)
+	return res.GetKeys(), err
+}
+
+// ListSigningKeys is SigningKeyChain as ProxyService.ListSigningKeys
+// answers it: the keys, and the chain with each key's endorsement, as
+// proxies receive it.
+func ListSigningKeys(ctx context.Context, st store.Reader, life *lifecycle.Lifecycle) (*portcullisv1.ListSigningKeysResponse, error) {
 	s := newSigner(st, life)
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]string, len(s.chain))
-	for i, k := range s.chain {
-		out[i] = signing.FormatPublicKey(k.GetPublicKey())
+	res := &portcullisv1.ListSigningKeysResponse{}
+	for _, k := range s.chain {
+		res.Keys = append(res.Keys, signing.FormatPublicKey(k.GetPublicKey()))
+		res.Chain = append(res.Chain, proto.CloneOf(k))
 	}
-	return out, nil
+	return res, nil
 }

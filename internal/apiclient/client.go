@@ -57,6 +57,7 @@ type Client struct {
 
 	http  *http.Client
 	check *gatewayCheck
+	base  string // the gateway's URL, without credentials or a trailing /
 }
 
 // New returns a Client of the gateway at cfg.URL. It connects to nothing
@@ -89,6 +90,7 @@ func New(cfg Config) *Client {
 
 		http:  httpClient,
 		check: check,
+		base:  baseURL,
 	}
 }
 

@@ -13,11 +13,13 @@ import (
 )
 
 // AwaitEnforcement follows version of sandbox to the sandbox's proxies
-// connected to the gateway (ProxyService.WatchEnforcement) until every one
-// ACKed it, one NACKed it (last.GetNacked() > 0), or timeout passes
-// (timedOut, with some still pending). It returns where the version
-// stands last; err is a watch that failed, or a gateway that stopped
-// following the version with proxies pending.
+// connected to the gateway (ProxyService.WatchEnforcement), and then to
+// those of the fleet the watch did not count (connected to another
+// replica, or seen within FleetGrace: fleet.go), until every one ACKed
+// it, one NACKed it (last.GetNacked() > 0), or timeout passes (timedOut,
+// with some still pending). It returns where the version stands last;
+// err is a watch that failed, or a gateway that stopped following the
+// version with proxies pending.
 func (c *Client) AwaitEnforcement(ctx context.Context, sandbox string, version uint32, timeout time.Duration) (last *portcullisv1.Enforcement, timedOut bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -39,7 +41,7 @@ func (c *Client) AwaitEnforcement(ctx context.Context, sandbox string, version u
 			if last.GetPending() > 0 {
 				return last, false, fmt.Errorf("the gateway stopped following version %d with %d proxies pending", version, last.GetPending())
 			}
-			return last, false, nil
+			return c.awaitFleet(ctx, sandbox, version, last)
 		case last != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded):
 			// Ours, or the gateway's reading of it (Connect sends the
 			// deadline along): some proxies are still pending.

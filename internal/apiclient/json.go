@@ -25,8 +25,12 @@ func MarshalJSON(opts protojson.MarshalOptions, m proto.Message) ([]byte, error)
 // MarshalJSONWith is m as MarshalJSON writes it with the key (a field
 // name of the JSON) set to v, written with every field present even when
 // zero: "enforcement" added to a committed answer. A field of m under that
-// key is left out for v; m itself is not changed.
+// key is left out for v; m itself is not changed. A nil v adds nothing:
+// m as MarshalJSON writes it.
 func MarshalJSONWith(opts protojson.MarshalOptions, m proto.Message, key string, v proto.Message) ([]byte, error) {
+	if v == nil || !v.ProtoReflect().IsValid() {
+		return MarshalJSON(opts, m)
+	}
 	fields := m.ProtoReflect().Descriptor().Fields()
 	fd := fields.ByName(protoreflect.Name(key))
 	if fd == nil {

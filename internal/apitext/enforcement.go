@@ -62,3 +62,24 @@ func (err *EnforcementError) Error() string {
 	fmt.Fprintf(&b, " (%d of %d connected proxies ACKed)", e.GetAcked(), e.GetTotal())
 	return b.String()
 }
+
+// Waited is the outcome of a wait for version of sandbox (what
+// apiclient's AwaitEnforcement answered: e, timedOut, err) as an error:
+// nil when every proxy the fleet knows ACKed it, or when there was none
+// or no version (0) was committed (said on stderr: "nothing to wait
+// for"), else err or an *EnforcementError naming the proxies.
+func Waited(stderr io.Writer, sandbox string, version uint32, e *portcullisv1.Enforcement, timedOut bool, timeout time.Duration, err error) error {
+	switch {
+	case version == 0:
+		fmt.Fprintf(stderr, "note: no version was committed: nothing to wait for\n")
+	case err != nil: // the watch failed
+		return err
+	case timedOut:
+		return &EnforcementError{Enforcement: e, Timeout: timeout}
+	case e.GetNacked() > 0:
+		return &EnforcementError{Enforcement: e}
+	case e.GetTotal() == 0:
+		fmt.Fprintf(stderr, "note: no proxy of sandbox %s is connected to a gateway replica or was seen in the last minute: version %d is committed, nothing to wait for\n", sandbox, version)
+	}
+	return nil
+}

@@ -388,3 +388,17 @@ func (c *CA) mint(name string, ip netip.Addr, now time.Time) (*tls.Certificate, 
 		Leaf:        leaf,
 	}, nil
 }
+
+// ReadPool reads the PEM certificates in file into a pool (a proxy's
+// --upstream-ca). A file with no certificate is refused.
+func ReadPool(file string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}

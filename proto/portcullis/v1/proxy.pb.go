@@ -63,7 +63,11 @@ type ListSigningKeysResponse struct {
 	// keys is the chain, oldest first, each in the form `portcullis proxy
 	// --gateway-key` takes (ed25519:HEX). The last one signs new versions;
 	// each one after the first is endorsed by the one before it.
-	Keys          []string `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	Keys []string `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// chain is the same keys with the endorsements, as proxies receive
+	// them: a client checks that each key is endorsed by the one before it
+	// (portcullis doctor).
+	Chain         []*GatewayKey `protobuf:"bytes,2,rep,name=chain,proto3" json:"chain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +105,13 @@ func (*ListSigningKeysResponse) Descriptor() ([]byte, []int) {
 func (x *ListSigningKeysResponse) GetKeys() []string {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+func (x *ListSigningKeysResponse) GetChain() []*GatewayKey {
+	if x != nil {
+		return x.Chain
 	}
 	return nil
 }
@@ -204,8 +215,11 @@ func (x *ListProxiesRequest) GetSandbox() string {
 }
 
 type ListProxiesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Proxies       []*ProxyStatus         `protobuf:"bytes,1,rep,name=proxies,proto3" json:"proxies,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Proxies []*ProxyStatus         `protobuf:"bytes,1,rep,name=proxies,proto3" json:"proxies,omitempty"`
+	// gateway_build is the software version of the replica that answered,
+	// to compare with the proxies' builds (portcullis doctor).
+	GatewayBuild  string `protobuf:"bytes,2,opt,name=gateway_build,json=gatewayBuild,proto3" json:"gateway_build,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -245,6 +259,13 @@ func (x *ListProxiesResponse) GetProxies() []*ProxyStatus {
 		return x.Proxies
 	}
 	return nil
+}
+
+func (x *ListProxiesResponse) GetGatewayBuild() string {
+	if x != nil {
+		return x.GatewayBuild
+	}
+	return ""
 }
 
 // ProxyStatus is what the gateways last recorded of one proxy.
@@ -674,16 +695,18 @@ var File_portcullis_v1_proxy_proto protoreflect.FileDescriptor
 const file_portcullis_v1_proxy_proto_rawDesc = "" +
 	"\n" +
 	"\x19portcullis/v1/proxy.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a portcullis/v1/distribution.proto\"\x18\n" +
-	"\x16ListSigningKeysRequest\"-\n" +
+	"\x16ListSigningKeysRequest\"^\n" +
 	"\x17ListSigningKeysResponse\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys\"M\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\x12/\n" +
+	"\x05chain\x18\x02 \x03(\v2\x19.portcullis.v1.GatewayKeyR\x05chain\"M\n" +
 	"\x17WatchEnforcementRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\".\n" +
 	"\x12ListProxiesRequest\x12\x18\n" +
-	"\asandbox\x18\x01 \x01(\tR\asandbox\"K\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\"p\n" +
 	"\x13ListProxiesResponse\x124\n" +
-	"\aproxies\x18\x01 \x03(\v2\x1a.portcullis.v1.ProxyStatusR\aproxies\"\x94\x05\n" +
+	"\aproxies\x18\x01 \x03(\v2\x1a.portcullis.v1.ProxyStatusR\aproxies\x12#\n" +
+	"\rgateway_build\x18\x02 \x01(\tR\fgatewayBuild\"\x94\x05\n" +
 	"\vProxyStatus\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x19\n" +
 	"\bproxy_id\x18\x02 \x01(\tR\aproxyId\x12\x1c\n" +
@@ -755,34 +778,36 @@ var file_portcullis_v1_proxy_proto_goTypes = []any{
 	(*ListDecisionsResponse)(nil),   // 7: portcullis.v1.ListDecisionsResponse
 	(*TailDecisionsRequest)(nil),    // 8: portcullis.v1.TailDecisionsRequest
 	(*StoredDecision)(nil),          // 9: portcullis.v1.StoredDecision
-	(*timestamppb.Timestamp)(nil),   // 10: google.protobuf.Timestamp
-	(*DecisionRecord)(nil),          // 11: portcullis.v1.DecisionRecord
-	(*Enforcement)(nil),             // 12: portcullis.v1.Enforcement
+	(*GatewayKey)(nil),              // 10: portcullis.v1.GatewayKey
+	(*timestamppb.Timestamp)(nil),   // 11: google.protobuf.Timestamp
+	(*DecisionRecord)(nil),          // 12: portcullis.v1.DecisionRecord
+	(*Enforcement)(nil),             // 13: portcullis.v1.Enforcement
 }
 var file_portcullis_v1_proxy_proto_depIdxs = []int32{
-	5,  // 0: portcullis.v1.ListProxiesResponse.proxies:type_name -> portcullis.v1.ProxyStatus
-	10, // 1: portcullis.v1.ProxyStatus.connected_at:type_name -> google.protobuf.Timestamp
-	10, // 2: portcullis.v1.ProxyStatus.last_seen_at:type_name -> google.protobuf.Timestamp
-	10, // 3: portcullis.v1.ProxyStatus.last_ack_at:type_name -> google.protobuf.Timestamp
-	10, // 4: portcullis.v1.ProxyStatus.last_nack_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.StoredDecision
-	11, // 6: portcullis.v1.StoredDecision.record:type_name -> portcullis.v1.DecisionRecord
-	10, // 7: portcullis.v1.StoredDecision.received_at:type_name -> google.protobuf.Timestamp
-	3,  // 8: portcullis.v1.ProxyService.ListProxies:input_type -> portcullis.v1.ListProxiesRequest
-	2,  // 9: portcullis.v1.ProxyService.WatchEnforcement:input_type -> portcullis.v1.WatchEnforcementRequest
-	0,  // 10: portcullis.v1.ProxyService.ListSigningKeys:input_type -> portcullis.v1.ListSigningKeysRequest
-	6,  // 11: portcullis.v1.DecisionService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
-	8,  // 12: portcullis.v1.DecisionService.TailDecisions:input_type -> portcullis.v1.TailDecisionsRequest
-	4,  // 13: portcullis.v1.ProxyService.ListProxies:output_type -> portcullis.v1.ListProxiesResponse
-	12, // 14: portcullis.v1.ProxyService.WatchEnforcement:output_type -> portcullis.v1.Enforcement
-	1,  // 15: portcullis.v1.ProxyService.ListSigningKeys:output_type -> portcullis.v1.ListSigningKeysResponse
-	7,  // 16: portcullis.v1.DecisionService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
-	9,  // 17: portcullis.v1.DecisionService.TailDecisions:output_type -> portcullis.v1.StoredDecision
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 0: portcullis.v1.ListSigningKeysResponse.chain:type_name -> portcullis.v1.GatewayKey
+	5,  // 1: portcullis.v1.ListProxiesResponse.proxies:type_name -> portcullis.v1.ProxyStatus
+	11, // 2: portcullis.v1.ProxyStatus.connected_at:type_name -> google.protobuf.Timestamp
+	11, // 3: portcullis.v1.ProxyStatus.last_seen_at:type_name -> google.protobuf.Timestamp
+	11, // 4: portcullis.v1.ProxyStatus.last_ack_at:type_name -> google.protobuf.Timestamp
+	11, // 5: portcullis.v1.ProxyStatus.last_nack_at:type_name -> google.protobuf.Timestamp
+	9,  // 6: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.StoredDecision
+	12, // 7: portcullis.v1.StoredDecision.record:type_name -> portcullis.v1.DecisionRecord
+	11, // 8: portcullis.v1.StoredDecision.received_at:type_name -> google.protobuf.Timestamp
+	3,  // 9: portcullis.v1.ProxyService.ListProxies:input_type -> portcullis.v1.ListProxiesRequest
+	2,  // 10: portcullis.v1.ProxyService.WatchEnforcement:input_type -> portcullis.v1.WatchEnforcementRequest
+	0,  // 11: portcullis.v1.ProxyService.ListSigningKeys:input_type -> portcullis.v1.ListSigningKeysRequest
+	6,  // 12: portcullis.v1.DecisionService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
+	8,  // 13: portcullis.v1.DecisionService.TailDecisions:input_type -> portcullis.v1.TailDecisionsRequest
+	4,  // 14: portcullis.v1.ProxyService.ListProxies:output_type -> portcullis.v1.ListProxiesResponse
+	13, // 15: portcullis.v1.ProxyService.WatchEnforcement:output_type -> portcullis.v1.Enforcement
+	1,  // 16: portcullis.v1.ProxyService.ListSigningKeys:output_type -> portcullis.v1.ListSigningKeysResponse
+	7,  // 17: portcullis.v1.DecisionService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
+	9,  // 18: portcullis.v1.DecisionService.TailDecisions:output_type -> portcullis.v1.StoredDecision
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_proxy_proto_init() }
