@@ -113,6 +113,7 @@ func removedGrants(ctx context.Context, tx store.ReadTx, sandbox string, cur, ne
 			out = append(out, RemovedGrant{Proposal: p.ID, Rationale: p.Rationale, Granted: r})
 		}
 	}
+	slices.Reverse(out) // oldest first
 	return out, nil
 }
 
