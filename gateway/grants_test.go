@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect/v2"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -90,5 +93,27 @@ func TestSetPolicyKeepsGrants(t *testing.T) {
 				t.Fatalf("the forced set's audit entry: %+v, %v", entries, err)
 			}
 		})
+	}
+}
+
+// A grant that has ended is not guarded: the document that lacks it is
+// stored.
+func TestSetPolicyAfterTheGrantEnded(t *testing.T) {
+	clock := &manualClock{t: time.Now()}
+	e := startAdvisor(t, "sqlite", func(c *gateway.Config) { c.Now = clock.Now })
+	p := e.mustSubmit(t, trackShipment)
+	res, err := e.operator(t, "olive").ApproveProposal(t.Context(), &portcullisv1.ApproveProposalRequest{
+		Id: p.GetId(), Reason: "for an hour", ResultingHash: p.GetResultingHash(), GrantExpiresAt: timestamppb.New(clock.Now().Add(time.Hour)),
+	})
+	if err != nil || res.GetStatus() != "applied" {
+		t.Fatalf("approve: %v, %v", res.GetStatus(), err)
+	}
+	if _, err := e.admin.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "support", Document: advisorPolicy}); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("while the grant lasts: %v, want FailedPrecondition", err)
+	}
+	clock.Advance(2 * time.Hour)
+	v, err := e.admin.policy.SetPolicy(t.Context(), &portcullisv1.SetPolicyRequest{Sandbox: "support", Document: advisorPolicy})
+	if err != nil || v.GetProvenance()["removed_grants"] != "" {
+		t.Fatalf("after the grant ended: %v, %v", v, err)
 	}
 }
