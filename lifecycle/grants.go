@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -165,11 +166,17 @@ func parsedVersion(ctx context.Context, tx store.ReadTx, sandbox string, version
 // guardGrants applies c.Grants to c, a change from cur: nil when nothing
 // granted is taken away; when the caller takes grants away on purpose,
 // what the version's provenance and audit entry say of it (the
-// proposals' ids, and whether it was forced); a *GrantsRemovedError
-// otherwise.
+// proposals' ids, "unproven" when a proof was beyond the prover's budget,
+// and whether it was forced); a *GrantsRemovedError otherwise (a
+// *PreconditionError when it could not be proven: fail closed).
 func guardGrants(ctx context.Context, tx store.ReadTx, c Change, cur *policy.Policy, now time.Time) (map[string]string, error) {
 	removed, err := removedGrants(ctx, tx, c.Sandbox, cur, c.Policy, now)
-	if err != nil || len(removed) == 0 {
+	switch {
+	case errors.Is(err, prover.ErrTooComplex) && c.Grants.Force:
+		return map[string]string{ProvenanceForced: "true", ProvenanceRemovedGrants: "unproven"}, nil
+	case errors.Is(err, prover.ErrTooComplex):
+		return nil, &PreconditionError{fmt.Sprintf("cannot tell whether the document takes away what approved proposals granted to %q (%v): nothing was stored; store it with --force", c.Sandbox, err)}
+	case err != nil || len(removed) == 0:
 		return nil, err
 	}
 	confirmed := c.Expected != nil
