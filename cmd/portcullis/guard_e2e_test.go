@@ -50,7 +50,7 @@ func TestPolicySetKeepsGrants(t *testing.T) {
 	if _, stderr, err := runTerminal(t, "no\n", gwArgs...); err == nil || !strings.Contains(stderr, "proposal "+id+": demo-mcp:8081") || history() != 2 {
 		t.Fatalf("confirmation refused: err %v, stderr %q, %d versions", err, stderr, history())
 	}
-	if stdout, stderr, err := runTerminal(t, "yes\n", gwArgs...); err != nil || !strings.Contains(stdout, "orders: version 3") {
+	if stdout, stderr, err := runTerminal(t, "yes\n", gwArgs...); err != nil || !strings.Contains(stdout, "orders: version 3 (sha256 ") || !strings.Contains(stdout, "taking away what proposals "+id+" granted") {
 		t.Fatalf("confirmed: err %v, stdout %q, stderr %q", err, stdout, stderr)
 	}
 

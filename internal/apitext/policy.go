@@ -111,9 +111,13 @@ func PolicyDiff(w io.Writer, sandbox string, res *portcullisv1.DiffPolicyRespons
 }
 
 // Stored is what `policy set` and `policy rollback` say of their answer:
-// the version stored, or that the document changed nothing; from > 0 is
-// the version a rollback took the content of.
+// the version stored (and the proposals whose grants it took away), or
+// that the document changed nothing; from > 0 is the version a rollback
+// took the content of.
 func Stored(sandbox string, pv *portcullisv1.PolicyVersion, from int64) string {
+	if ids := pv.GetProvenance()["removed_grants"]; ids != "" && !pv.GetUnchanged() {
+		return fmt.Sprintf("%s: version %d (%s), taking away what proposals %s granted", sandbox, pv.GetVersion(), HashLabel(pv.GetHash()), OneLine(ids))
+	}
 	switch {
 	case pv.GetUnchanged() && from > 0:
 		return fmt.Sprintf("%s: unchanged, still version %d (same content as version %d)", sandbox, pv.GetVersion(), from)

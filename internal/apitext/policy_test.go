@@ -23,6 +23,10 @@ func TestRemovedGrantsAndStored(t *testing.T) {
 	if got := Stored("orders", pv, 2); got != "orders: version 4 (sha256 3f2a01234567…), the content of version 2" {
 		t.Errorf("Stored(rollback) = %q", got)
 	}
+	pv.Provenance = map[string]string{"removed_grants": "1,3"}
+	if got := Stored("orders", pv, 0); got != "orders: version 4 (sha256 3f2a01234567…), taking away what proposals 1,3 granted" {
+		t.Errorf("Stored(grants taken away) = %q", got)
+	}
 	pv.Unchanged = true
 	if got := Stored("orders", pv, 0); got != "orders: unchanged, still version 4" {
 		t.Errorf("Stored(unchanged) = %q", got)
