@@ -83,6 +83,9 @@ func (s advisorService) SubmitProposal(ctx context.Context, req *portcullisv1.Su
 		return nil, err
 	}
 	out.Deduplicated = !res.Created
+	for _, id := range res.Superseded {
+		out.Supersedes = append(out.Supersedes, uint64(id))
+	}
 	return out, nil
 }
 

@@ -98,6 +98,7 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		pcerr *preconditionError
 		pmerr *lifecycle.PermissionError
 		tcerr *prover.TooComplexError
+		grerr *lifecycle.GrantsRemovedError
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
@@ -114,6 +115,8 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return e
 	case errors.As(err, &pcerr):
 		return connect.NewError(connect.CodeFailedPrecondition, pcerr.Msg)
+	case errors.As(err, &grerr):
+		return grantsRemovedError(grerr)
 	case errors.As(err, &pmerr):
 		return connect.NewError(connect.CodePermissionDenied, pmerr.Msg)
 	case errors.As(err, &tcerr):
@@ -140,6 +143,23 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 	}
 	log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
 	return connect.NewError(connect.CodeInternal, "internal error")
+}
+
+// grantsRemovedError is a policy set refused for taking away what
+// applied proposals granted: FailedPrecondition, the message naming them
+// and a RemovedGrants detail listing them (the CLI asks to confirm those).
+func grantsRemovedError(g *lifecycle.GrantsRemovedError) *connect.Error {
+	e := connect.NewError(connect.CodeFailedPrecondition, clip(g.Error()))
+	detail := &portcullisv1.RemovedGrants{}
+	for _, r := range g.Grants {
+		detail.Grants = append(detail.Grants, &portcullisv1.RemovedGrant{
+			Proposal: uint64(r.Proposal), Granted: clip(lifecycle.GrantLine(r.Granted)), Rationale: clip(r.Rationale),
+		})
+	}
+	if d, err := connectproto.NewErrorDetail(detail); err == nil {
+		e = e.WithDetail(d)
+	}
+	return e
 }
 
 // refusalError is a proposal refused as not narrow (or as changing

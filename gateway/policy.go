@@ -44,11 +44,20 @@ func parseDocument(text string) (*document, error) {
 type policyService struct{ *Server }
 
 func (s policyService) SetPolicy(ctx context.Context, req *portcullisv1.SetPolicyRequest) (*portcullisv1.PolicyVersion, error) {
+	if len(req.GetRemoveGrants()) > 0 && req.ExpectedVersion == nil {
+		return nil, invalidField("remove_grants", "goes with expected_version: confirm what you saw that version's change take away")
+	}
 	doc, err := parseDocument(req.GetDocument())
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.commit(ctx, req.GetSandbox(), doc, optionalVersion(req.ExpectedVersion), store.SourceSet, nil)
+	guard := &lifecycle.GrantGuard{Force: req.GetForce()}
+	for _, id := range req.GetRemoveGrants() {
+		guard.Confirmed = append(guard.Confirmed, clampID(id))
+	}
+	res, err := s.commit(ctx, lifecycle.Change{
+		Sandbox: req.GetSandbox(), Policy: doc.policy, Expected: optionalVersion(req.ExpectedVersion), Source: store.SourceSet, Grants: guard,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +106,10 @@ func (s policyService) RollbackPolicy(ctx context.Context, req *portcullisv1.Rol
 		// caller's: no %w, so it is not reported as InvalidArgument.
 		return nil, fmt.Errorf("stored version %d of %q no longer parses: %v", target.Version, req.GetSandbox(), err)
 	}
-	return s.commit(ctx, req.GetSandbox(), doc, optionalVersion(req.ExpectedVersion), store.SourceRollback,
-		map[string]string{"rollback_to": fmt.Sprint(target.Version)})
+	return s.commit(ctx, lifecycle.Change{
+		Sandbox: req.GetSandbox(), Policy: doc.policy, Expected: optionalVersion(req.ExpectedVersion), Source: store.SourceRollback,
+		Provenance: map[string]string{"rollback_to": fmt.Sprint(target.Version)},
+	})
 }
 
 func optionalVersion(v *uint32) *int64 {
@@ -109,12 +120,11 @@ func optionalVersion(v *uint32) *int64 {
 	return &n
 }
 
-// commit stores doc as the sandbox's next version through the lifecycle's
-// one commit path.
-func (s policyService) commit(ctx context.Context, sandbox string, doc *document, expected *int64, source string, provenance map[string]string) (*portcullisv1.PolicyVersion, error) {
-	v, unchanged, err := s.life.Commit(ctx, lifecycle.Change{
-		Sandbox: sandbox, Policy: doc.policy, Expected: expected, Source: source, Provenance: provenance, Actor: mustPrincipal(ctx).Actor(),
-	})
+// commit stores c, by the caller, as the sandbox's next version through
+// the lifecycle's one commit path.
+func (s policyService) commit(ctx context.Context, c lifecycle.Change) (*portcullisv1.PolicyVersion, error) {
+	c.Actor = mustPrincipal(ctx).Actor()
+	v, unchanged, err := s.life.Commit(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/internal/telemetry"
 	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/prover"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -74,6 +75,10 @@ type Change struct {
 	Source     string
 	Provenance map[string]string
 	Actor      string
+	// Grants, if set, refuses the change when it takes away what applied
+	// proposals granted, unless the caller does so on purpose (policy
+	// set; a rollback, a freeze and the expiry sweep are not guarded).
+	Grants *GrantGuard
 }
 
 // commitAttempts bounds how often applying a proposal re-bases and tries
@@ -83,11 +88,12 @@ const commitAttempts = 10
 // Commit stores c as the sandbox's next version, in one transaction that
 // holds the sandbox: expected-version check, frozen check, no-op
 // detection (unchanged true: the current version is returned and nothing
-// is stored), the static-section rule, then commit.
+// is stored), the static-section rule, the grants' guard, then commit.
 func (l *Lifecycle) Commit(ctx context.Context, c Change) (v store.PolicyVersion, unchanged bool, err error) {
 	hash := c.Policy.Hash()
 	v, err = store.Transact(ctx, l.st.Driver, func(tx store.Tx) (store.PolicyVersion, error) {
 		unchanged = false
+		var detail map[string]string // grants taken away on purpose
 		sb, err := tx.LockSandbox(ctx, c.Sandbox)
 		if err != nil {
 			return store.PolicyVersion{}, Missing(err, "sandbox %q not found", c.Sandbox)
@@ -107,13 +113,27 @@ func (l *Lifecycle) Commit(ctx context.Context, c Change) (v store.PolicyVersion
 				unchanged = true
 				return current, nil
 			}
-			if err := checkStaticSections(current.Document, c.Policy); err != nil {
+			cur, _, err := policy.Parse(current.Document)
+			if err != nil {
+				return store.PolicyVersion{}, fmt.Errorf("current version no longer parses: %v", err)
+			}
+			if err := checkStaticSections(cur, c.Policy); err != nil {
 				return store.PolicyVersion{}, err
 			}
+			if c.Grants != nil {
+				if detail, err = guardGrants(ctx, tx, c, cur, prover.Options{Now: l.cfg.Now(), DevAllowLoopback: l.cfg.DevAllowLoopback}); err != nil {
+					return store.PolicyVersion{}, err
+				}
+			}
+		}
+		prov := c.Provenance
+		if detail != nil {
+			prov = maps.Clone(detail)
+			maps.Copy(prov, c.Provenance)
 		}
 		return commit(ctx, tx, store.AppendPolicy{
 			Sandbox: c.Sandbox, ExpectedVersion: sb.CurrentVersion, Hash: hash, Document: c.Policy.CanonicalJSON(),
-			Author: c.Actor, Source: c.Source, Provenance: c.Provenance,
+			Author: c.Actor, Source: c.Source, Provenance: prov, AuditDetail: detail,
 		})
 	})
 	if err != nil || unchanged {
@@ -126,11 +146,7 @@ func (l *Lifecycle) Commit(ctx context.Context, c Change) (v store.PolicyVersion
 // checkStaticSections enforces that filesystem_policy, landlock and process
 // stay as the first version fixed them: they are applied before the agent
 // starts and cannot change under a running sandbox.
-func checkStaticSections(currentDoc []byte, next *policy.Policy) error {
-	cur, _, err := policy.Parse(currentDoc)
-	if err != nil {
-		return fmt.Errorf("current version no longer parses: %v", err)
-	}
+func checkStaticSections(cur, next *policy.Policy) error {
 	var problems []policy.Problem
 	same := func(path string, a, b any) {
 		if !bytes.Equal(mustJSON(a), mustJSON(b)) {

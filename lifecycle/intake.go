@@ -55,6 +55,8 @@ type Submitted struct {
 	// Created is false when an equivalent proposal was there already
 	// (same idempotency key, or the same operations pending).
 	Created bool
+	// Superseded are the pending proposals the new one replaced.
+	Superseded []int64
 }
 
 // proofContext is what a sandbox's proposals are proved against.
@@ -189,7 +191,7 @@ func (l *Lifecycle) Submit(ctx context.Context, s Submission) (Submitted, error)
 	l.log.InfoContext(ctx, "proposal submitted", "sandbox", s.Sandbox, "proposal", stored.ID, "base_version", stored.BaseVersion,
 		"resulting_hash", stored.ResultingHash, "findings", len(rep.Findings), "actor", s.Actor)
 	l.changed(s.Sandbox) // superseded ones moved too
-	l.announceSuperseded(ctx, stored)
+	superseded := l.superseded(ctx, stored)
 	r, err := l.review(ctx, stored)
 	if err != nil {
 		return Submitted{}, err
@@ -205,7 +207,7 @@ func (l *Lifecycle) Submit(ctx context.Context, s Submission) (Submitted, error)
 	if r.Proposal.Status == store.ProposalPending {
 		l.cfg.Stream.Publish(events.ProposalPending{Proposal: r.Proposal, Findings: r.Findings, Required: r.Decision.Required})
 	}
-	return Submitted{Proposal: r.Proposal, Created: true}, nil
+	return Submitted{Proposal: r.Proposal, Created: true, Superseded: superseded}, nil
 }
 
 func frozenProposals(sandbox string) error {
@@ -287,22 +289,25 @@ func (l *Lifecycle) retryAfter(ctx context.Context, sandbox string) time.Duratio
 	return time.Second
 }
 
-// announceSuperseded tells the stream of the proposals newer
-// superseded.
-func (l *Lifecycle) announceSuperseded(ctx context.Context, newer store.Proposal) {
-	if l.cfg.Stream == nil {
-		return
-	}
+// superseded returns the ids of the proposals newer superseded, each
+// told on the stream as decided.
+func (l *Lifecycle) superseded(ctx context.Context, newer store.Proposal) []int64 {
 	list, err := l.st.ListProposals(ctx, store.ProposalFilter{Sandbox: newer.Sandbox, Status: store.ProposalSuperseded, Limit: 1000})
 	if err != nil {
-		l.log.WarnContext(ctx, "could not list superseded proposals to notify", "err", err)
-		return
+		l.log.WarnContext(ctx, "could not list superseded proposals", "err", err)
+		return nil
 	}
+	var ids []int64
 	for _, p := range list {
 		if p.SupersededBy == newer.ID {
-			l.decided(p)
+			ids = append(ids, p.ID)
+			if l.cfg.Stream != nil {
+				l.decided(p)
+			}
 		}
 	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Proposal reads a proposal, re-based first if its base is behind the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/portcullis-dev/portcullis/internal/spelling"
 )
 
 // Limits on documents handed to Parse. They bound the work an untrusted
@@ -529,6 +532,16 @@ func fieldIndex(t reflect.Type) map[string][]int {
 	return m
 }
 
+// didYouMean is "; did you mean \"name\"?" for the field of fields an
+// unknown key is a near miss of, else "".
+func didYouMean(key string, fields map[string][]int) string {
+	names := slices.Sorted(maps.Keys(fields))
+	if near := spelling.Nearest(key, names, nil); near != "" {
+		return fmt.Sprintf("; did you mean %q?", near)
+	}
+	return ""
+}
+
 func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value, depth int) {
 	if n.Kind != yaml.MappingNode {
 		d.add(path, "must be a mapping, not %s", describe(n))
@@ -541,7 +554,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value, depth
 		fp := keyPath(path, k)
 		idx, ok := fields[k]
 		if !ok {
-			d.add(fp, "unknown field")
+			d.add(fp, "unknown field%s", didYouMean(k, fields))
 			continue
 		}
 		f := v.FieldByIndex(idx)

@@ -84,3 +84,46 @@ network_policies:
 		}
 	}
 }
+
+// On a loopback upstream, proved as a proxy with --dev-allow-loopback
+// judges it, the widened arguments still have their counterexample (it
+// carries the option, so policy.Decide allows it under the proposed
+// policy); without the option loopback is always denied and there is none.
+func TestArgumentsWidenedCounterexampleLoopback(t *testing.T) {
+	const doc = `version: 1
+network_policies:
+  orders:
+    endpoints:
+      - host: 127.0.0.1
+        port: 8081
+        path: /mcp
+        protocol: mcp
+        rules:
+          - allow:
+              method: tools/call
+              tool: lookup_order
+              arguments_schema: {type: object, properties: {order_id: {type: string, pattern: "^[A-Z]$"}}, required: [order_id], additionalProperties: false}
+%s
+`
+	cur := parse(t, fmt.Sprintf(doc, ""))
+	prop := parse(t, fmt.Sprintf(doc, `          - allow: {method: tools/call, tool: lookup_order, arguments_schema: {const: {order_id: "x1"}}}`))
+	for _, dev := range []bool{true, false} {
+		rep, err := Prove(context.Background(), cur, prop, Options{DevAllowLoopback: dev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Findings) != 1 || rep.Findings[0].Kind != ArgumentsWidened {
+			t.Fatalf("dev %v: findings = %+v, want arguments_widened", dev, rep.Findings)
+		}
+		r := rep.Findings[0].Counterexample
+		if !dev {
+			if r != nil {
+				t.Errorf("a counterexample %+v to an always-denied loopback upstream", r)
+			}
+			continue
+		}
+		if r == nil || !r.DevAllowLoopback || !policy.Decide(prop, *r).Allow || policy.Decide(cur, *r).Allow {
+			t.Errorf("dev-allow-loopback: counterexample %+v, want the const call, allowed by proposed only", r)
+		}
+	}
+}

@@ -163,7 +163,7 @@ func Prove(ctx context.Context, current, proposed *policy.Policy, opts Options) 
 	for _, f := range pr.findings {
 		rep.Findings = append(rep.Findings, *f)
 	}
-	rep.Findings = append(rep.Findings, ruleFindings(m, pr.cur, pr.prop, current, proposed, opts.Now)...)
+	rep.Findings = append(rep.Findings, ruleFindings(m, pr.cur, pr.prop, current, proposed, opts)...)
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
 		if a.Kind != b.Kind {

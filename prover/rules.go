@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -27,8 +26,9 @@ var metadataAddrs = []string{
 
 // ruleFindings looks at the proposed endpoints that changed (refs marked
 // by changedEndpoints): the same endpoint in the same entry in the current
-// policy changes nothing.
-func ruleFindings(m *meter, cur, prop []ref, current, proposed *policy.Policy, now time.Time) []Finding {
+// policy changes nothing. Counterexamples are judged as opts says (its
+// time, --dev-allow-loopback).
+func ruleFindings(m *meter, cur, prop []ref, current, proposed *policy.Policy, opts Options) []Finding {
 	var out []Finding
 	for _, p := range prop {
 		if !p.changed {
@@ -138,7 +138,7 @@ func ruleFindings(m *meter, cur, prop []ref, current, proposed *policy.Policy, n
 				Detail: fmt.Sprintf("arguments_schema of tools/call %s %s (any change other than an identical schema is reported)", tools, what)}
 			if a.ArgumentsSchema != nil {
 				f.Detail = fmt.Sprintf("tools/call %s gains rules[%d] with arguments_schema %s (any schema other than an identical one is reported)", tools, i, schemaBrief(a.ArgumentsSchema))
-				if r := argumentsWitness(m, current, proposed, p, a, now); r != nil {
+				if r := argumentsWitness(m, current, proposed, p, a, opts); r != nil {
 					f.Counterexample = r
 					f.Detail += "; it admits arguments the current policy refuses"
 				}
@@ -370,7 +370,7 @@ func schemaBrief(schema map[string]any) string {
 // the current one denies it; nil when no such request is found (a
 // binary, host or path glob gives no exact request to try; the schema
 // may be beyond schemaInstance). Both verdicts are policy.Decide's.
-func argumentsWitness(m *meter, current, proposed *policy.Policy, p ref, a *policy.L7Rule, now time.Time) *policy.Request {
+func argumentsWitness(m *meter, current, proposed *policy.Policy, p ref, a *policy.L7Rule, opts Options) *policy.Request {
 	tools := a.ToolGlobs()
 	ports := policy.EndpointPorts(p.ep)
 	if len(tools) != 1 || policy.HasWildcard(tools[0]) || len(ports) == 0 || strings.Contains(p.ep.Host, "*") {
@@ -390,7 +390,7 @@ func argumentsWitness(m *meter, current, proposed *policy.Policy, p ref, a *poli
 		}
 		path = p.ep.Path
 	}
-	r := policy.Request{Binary: binary, Host: p.ep.Host, Port: ports[0], HTTPMethod: "POST", Path: path, Time: now,
+	r := policy.Request{Binary: binary, Host: p.ep.Host, Port: ports[0], HTTPMethod: "POST", Path: path, Time: opts.Now, DevAllowLoopback: opts.DevAllowLoopback,
 		MCP: &policy.MCPMessage{Method: "tools/call", Tool: tools[0], Arguments: marshalArgs(schemaInstance(normJSON(a.ArgumentsSchema), 0))}}
 	if current == nil || proposed == nil {
 		return nil

@@ -399,6 +399,9 @@ type AppendPolicy struct {
 	// Source defaults to "set".
 	Source     string
 	Provenance map[string]string
+	// AuditDetail is added to the version's audit entry (a set that took
+	// grants away on purpose names them there).
+	AuditDetail map[string]string
 }
 
 // AuditFilter narrows ListAudit. Zero values match everything.

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -140,10 +141,11 @@ func insertVersion(ctx context.Context, tx Tx, sandbox string, version int64, be
 	if err := tx.InsertPolicyVersion(ctx, pv); err != nil {
 		return PolicyVersion{}, AuditEntry{}, fmt.Errorf("insert version %d: %w", version, err)
 	}
+	detail := map[string]string{"version": fmt.Sprint(version), "source": in.Source}
+	maps.Copy(detail, in.AuditDetail)
 	return pv, AuditEntry{
 		Actor: actor, Action: ActionPolicySet, Sandbox: sandbox, Target: sandbox,
-		BeforeHash: before, AfterHash: in.Hash,
-		Detail: map[string]string{"version": fmt.Sprint(version), "source": in.Source},
+		BeforeHash: before, AfterHash: in.Hash, Detail: detail,
 	}, nil
 }
 

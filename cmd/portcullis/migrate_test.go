@@ -45,6 +45,27 @@ func TestMigrateSaysWhatRan(t *testing.T) {
 	if !strings.HasPrefix(stdout, "the schema is current; nothing to apply: ") {
 		t.Fatalf("second migrate: %q; want nothing applied", stdout)
 	}
+	if stderr != "" {
+		t.Errorf("migrate logged beside its output: %q", stderr)
+	}
+}
+
+// The commands that open the store, run once and say what they did log
+// nothing at info beside their output, and text when asked to.
+func TestOfflineCommandsLogQuietly(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"migrate"}, {"signing-key", "rotate"}, {"signing-key", "list"}} {
+		stdout, stderr, code := runCLI(t, append(args, "--data-dir", dir)...)
+		ok(t, code, stderr)
+		if stdout == "" || stderr != "" {
+			t.Errorf("%s: stdout %q, stderr %q; want its output alone", strings.Join(args, " "), stdout, stderr)
+		}
+	}
+	_, stderr, code := runCLIWith(t, cliInput{env: map[string]string{"PORTCULLIS_LOG_LEVEL": "info"}}, "signing-key", "rotate", "--data-dir", dir)
+	ok(t, code, stderr)
+	if !strings.Contains(stderr, `level=INFO msg="store open"`) || strings.Contains(stderr, `{"time"`) {
+		t.Errorf("at info: stderr %q; want text lines", stderr)
+	}
 }
 
 // migrate --dry-run lists what migrate would apply, by version and name,

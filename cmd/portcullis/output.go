@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -127,6 +128,14 @@ func (e *environment) table(header ...string) *tabwriter.Writer {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	return tw
+}
+
+// confirm asks question on stderr and reports whether the line typed on
+// stdin is want.
+func (e *environment) confirm(question, want string) bool {
+	fmt.Fprint(e.stderr, question)
+	answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
+	return strings.TrimSpace(answer) == want
 }
 
 // fields writes "key: value" lines, values aligned.

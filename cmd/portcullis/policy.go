@@ -33,6 +33,7 @@ func newPolicySetCmd(env *environment) *cobra.Command {
 	var (
 		file   string
 		expect int64
+		force  bool
 		wait   waitFlags
 	)
 	cmd := &cobra.Command{
@@ -44,7 +45,10 @@ path (exit 2). With --expect-version, the store happens only if N is still
 the current version (0 for a sandbox without a policy); otherwise nothing is
 stored and the exit code is 3. A document identical to the current version
 stores nothing and reports it unchanged (--wait then follows the current
-version).
+version). A document that takes away what approved proposals granted
+(grants not yet expired: an edit of an older copy) is refused, naming
+them, and nothing is stored (exit 3), unless --force, or --expect-version
+is the current version and you confirm on a terminal.
 
 ` + waitHelp + `
 
@@ -69,25 +73,26 @@ With -o json: the stored version {version, hash, policy, …}.`,
 				return err
 			}
 			return unaryWait(cmd.Context(), env, &wait, func(api *apiclient.Client) (*portcullisv1.PolicyVersion, error) {
-				pv, err := api.Policy.SetPolicy(cmd.Context(), &portcullisv1.SetPolicyRequest{
-					Sandbox:         a[0],
-					Document:        string(doc),
-					ExpectedVersion: expected,
-				})
+				req := &portcullisv1.SetPolicyRequest{Sandbox: a[0], Document: string(doc), ExpectedVersion: expected, Force: force}
+				pv, err := api.Policy.SetPolicy(cmd.Context(), req)
+				if grants := apiclient.RemovedGrants(err); grants != nil && expected != nil && env.interactive {
+					apitext.RemovedGrants(env.stderr, grants)
+					if env.confirm("Take them away? Type yes to confirm: ", "yes") {
+						req.RemoveGrants = apiclient.GrantIDs(grants)
+						pv, err = api.Policy.SetPolicy(cmd.Context(), req)
+					}
+				}
 				env.printWarnings(pv.GetWarnings())
 				return pv, err
 			}, versionOf, func(pv *portcullisv1.PolicyVersion) error {
-				if pv.GetUnchanged() {
-					fmt.Fprintf(env.stdout, "%s: unchanged, still version %d\n", a[0], pv.GetVersion())
-					return nil
-				}
-				fmt.Fprintf(env.stdout, "%s: version %d (%s)\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()))
-				return nil
+				_, err := fmt.Fprintln(env.stdout, apitext.Stored(a[0], pv, 0))
+				return err
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy `FILE`, YAML or JSON (- reads stdin)")
 	cmd.Flags().Int64Var(&expect, "expect-version", 0, "store only if the current version is `N` (0: no policy yet)")
+	cmd.Flags().BoolVar(&force, "force", false, "store even if it takes away what approved proposals granted")
 	addWaitFlags(cmd, &wait)
 	return cmd
 }
@@ -118,30 +123,7 @@ prints the document alone in canonical form, ready to edit and set again;
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.PolicyVersion, error) {
 				return api.Policy.GetPolicy(cmd.Context(), &portcullisv1.GetPolicyRequest{Sandbox: a[0], Version: v})
 			}, func(pv *portcullisv1.PolicyVersion) error {
-				if env.output == outputYAML {
-					doc, err := apitext.PolicyYAML(pv.GetPolicy())
-					if err != nil {
-						return err
-					}
-					_, err = env.stdout.Write(doc)
-					return err
-				}
-				if err := env.fields(
-					"sandbox", pv.GetSandbox(),
-					"version", fmt.Sprint(pv.GetVersion()),
-					"hash", dash(pv.GetHash()),
-					"source", apitext.Provenance(pv),
-					"author", dash(pv.GetAuthor()),
-					"created", when(pv.GetCreatedAt()),
-				); err != nil {
-					return err
-				}
-				doc, err := apitext.PolicyYAML(pv.GetPolicy())
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(env.stdout, "---\n%s", doc)
-				return err
+				return apitext.PolicyVersion(env.stdout, pv, env.output == outputYAML)
 			})
 		},
 	}
@@ -188,14 +170,7 @@ line per change: "+ path: what was added", "- path: what was removed",
 					Sandbox: a[0], FromVersion: from, ToVersion: to,
 				})
 			}, func(res *portcullisv1.DiffPolicyResponse) error {
-				fmt.Fprintf(env.stdout, "%s: version %d (%s) → %d (%s)\n", a[0],
-					res.GetFromVersion(), hashLabel(res.GetFromHash()), res.GetToVersion(), hashLabel(res.GetToHash()))
-				if len(res.GetChanges()) == 0 {
-					fmt.Fprintln(env.stdout, "no changes")
-				}
-				for _, c := range res.GetChanges() {
-					fmt.Fprintln(env.stdout, apitext.ChangeLine(c))
-				}
+				apitext.PolicyDiff(env.stdout, a[0], res)
 				return nil
 			})
 		},
@@ -239,12 +214,8 @@ version; otherwise nothing is stored and the exit code is 3.
 				env.printWarnings(pv.GetWarnings())
 				return pv, err
 			}, versionOf, func(pv *portcullisv1.PolicyVersion) error {
-				if pv.GetUnchanged() {
-					fmt.Fprintf(env.stdout, "%s: unchanged, still version %d (same content as version %d)\n", a[0], pv.GetVersion(), to)
-					return nil
-				}
-				fmt.Fprintf(env.stdout, "%s: version %d (%s), the content of version %d\n", a[0], pv.GetVersion(), hashLabel(pv.GetHash()), to)
-				return nil
+				_, err := fmt.Fprintln(env.stdout, apitext.Stored(a[0], pv, to))
+				return err
 			})
 		},
 	}

@@ -107,7 +107,7 @@ func TestReadmeWalk(t *testing.T) {
 		ln.Close()
 	}
 	names, blocks := readmeWalk(t, walkDocs...)
-	want := []string{"install", "gateway", "setup", "denied", "propose", "allowed", "sentry-ingest", "sentry-events", "postgres"}
+	want := []string{"install", "gateway", "setup", "denied", "propose", "allowed", "edit", "sentry-ingest", "sentry-events", "postgres"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("the walk blocks of %s are %q, want %q", strings.Join(walkDocs, ", "), names, want)
 	}
@@ -240,6 +240,20 @@ func TestReadmeWalk(t *testing.T) {
 	}
 	if n := strings.Count(out, `"code":-32001`); n != 1 || !strings.Contains(out, "A-10421") {
 		t.Errorf("allowed block: lookup_order A-10421 was not denied (%d denials):\n%s", n, out)
+	}
+
+	// Editing the policy: an older copy is refused for the grant it would
+	// take away; the current version, set again unedited, stores nothing.
+	refusedBefore := sh.errOut.String()
+	out = sh.run(t, "edit", blocks["edit"])
+	if !strings.Contains(out, "refused (exit 3)") {
+		t.Errorf("edit block: setting the older copy was not refused with exit code 3:\n%s", out)
+	}
+	if refused := strings.TrimPrefix(sh.errOut.String(), refusedBefore); !strings.Contains(refused, "proposal 1") {
+		t.Errorf("edit block: setting the older copy was not refused naming proposal 1; stderr:\n%s", refused)
+	}
+	if !strings.Contains(out, "unchanged") {
+		t.Errorf("edit block: setting the current version again did not say unchanged:\n%s", out)
 	}
 
 	// Sentry: a watchdog's quarantine event, stamped now, freezes orders;

@@ -57,6 +57,11 @@ func TestSandboxDeleteConfirms(t *testing.T) {
 	if exists() {
 		t.Fatal("delete --yes kept the sandbox")
 	}
+	// A sandbox that is not there is said so before anything is asked.
+	_, stderr, err = runTerminal(t, "nope\n", append(gw, "sandbox", "delete", "nope")...)
+	if err == nil || strings.Contains(stderr, "Type the sandbox's name") || !strings.Contains(err.Error(), `sandbox "nope" not found`) {
+		t.Fatalf("delete nope: err %v, stderr %q; want not found, nothing asked", err, stderr)
+	}
 }
 
 // A --gateway that is another web server exits 4 saying so; one where

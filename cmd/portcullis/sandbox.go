@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -124,17 +123,18 @@ pipe) it needs --yes.`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			name := a[0]
-			if !yes {
-				if !env.interactive {
-					return usagef("%s deletes sandbox %s for good: give --yes (stdin is not a terminal to ask on)", cmd.CommandPath(), name)
-				}
-				fmt.Fprintf(env.stderr, "Delete sandbox %s, its policy versions, proposals and tokens? This cannot be undone.\nType the sandbox's name to confirm: ", name)
-				answer, _ := bufio.NewReader(env.stdin).ReadString('\n')
-				if strings.TrimSpace(answer) != name {
-					return fmt.Errorf("not deleted: the answer was not %q", name)
-				}
+			if !yes && !env.interactive {
+				return usagef("%s deletes sandbox %s for good: give --yes (stdin is not a terminal to ask on)", cmd.CommandPath(), name)
 			}
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.DeleteSandboxResponse, error) {
+				if !yes { // asked only of a sandbox that is there
+					if _, err := api.Sandbox.GetSandbox(cmd.Context(), &portcullisv1.GetSandboxRequest{Name: name}); err != nil {
+						return nil, err
+					}
+					if !env.confirm(fmt.Sprintf("Delete sandbox %s, its policy versions, proposals and tokens? This cannot be undone.\nType the sandbox's name to confirm: ", name), name) {
+						return nil, fmt.Errorf("not deleted: the answer was not %q", name)
+					}
+				}
 				return api.Sandbox.DeleteSandbox(cmd.Context(), &portcullisv1.DeleteSandboxRequest{Name: name})
 			}, func(res *portcullisv1.DeleteSandboxResponse) error {
 				fmt.Fprintf(env.stdout, "sandbox %s deleted\n", name)

@@ -346,7 +346,7 @@ func newMigrateCmd(env *environment) *cobra.Command {
 // with opens the store the flags name (gateway.OpenStore, applying
 // migrations), runs fn on it, and closes it.
 func (f *storeFlags) with(ctx context.Context, env *environment, fn func(ctx context.Context, st *store.Store, where string) error) error {
-	log, err := newLogger(env)
+	log, err := newCommandLogger(env)
 	if err != nil {
 		return err
 	}

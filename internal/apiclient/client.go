@@ -11,7 +11,10 @@
 package apiclient
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -127,9 +130,15 @@ func Bearer(token string) connect.ClientInterceptor {
 type NotGatewayError struct {
 	Gateway string // the URL, redacted
 	Status  string // what it answered, "404 Not Found"
+	// Proxy: a Portcullis proxy answered (its not_a_proxy_request
+	// refusal), the usual slip of giving a proxy's port for the gateway's.
+	Proxy bool
 }
 
 func (e *NotGatewayError) Error() string {
+	if e.Proxy {
+		return e.Gateway + " answered as a Portcullis proxy, not a gateway: point --gateway at the gateway's address (the one the proxy's own --gateway names)"
+	}
 	return e.Gateway + " is not a Portcullis gateway: it answered " + e.Status + " to an API call"
 }
 
@@ -148,19 +157,45 @@ type gatewayCheck struct {
 
 func (c *gatewayCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := c.next.RoundTrip(req)
-	if err != nil || rpcAnswer(res) {
+	if err != nil {
 		return res, err
+	}
+	proxy := proxyAnswer(res)
+	if !proxy && rpcAnswer(res) {
+		return res, nil
 	}
 	switch res.StatusCode {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return res, err
+		return res, nil
 	}
 	c.mu.Lock()
 	if c.first == nil {
-		c.first = &NotGatewayError{Gateway: c.gateway, Status: res.Status}
+		c.first = &NotGatewayError{Gateway: c.gateway, Status: res.Status, Proxy: proxy}
 	}
 	c.mu.Unlock()
 	return res, nil
+}
+
+// proxyAnswer reports whether res is a Portcullis proxy's refusal of a
+// request that is not a proxy request (400, JSON whose error is
+// not_a_proxy_request): an API call sent to a proxy's port. Only such an
+// answer's start is read, and put back for the caller.
+func proxyAnswer(res *http.Response) bool {
+	if res.StatusCode != http.StatusBadRequest || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		return false
+	}
+	start, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+	res.Body = readCloser{io.MultiReader(bytes.NewReader(start), res.Body), res.Body}
+	var refusal struct {
+		Error string `json:"error"`
+	}
+	return json.Unmarshal(bytes.TrimSpace(start), &refusal) == nil && refusal.Error == "not_a_proxy_request"
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // rpcAnswer reports whether res is an answer a gateway's API gives.

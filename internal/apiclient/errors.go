@@ -131,3 +131,30 @@ func ExitCode(code connect.Code) int {
 		return 1
 	}
 }
+
+// RemovedGrants returns the grants of the RemovedGrants detail of a
+// refused SetPolicy (what applied proposals granted that the document
+// takes away), or nil for any other error.
+func RemovedGrants(err error) []*portcullisv1.RemovedGrant {
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok || ce.Code() != connect.CodeFailedPrecondition {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if m, derr := connectproto.UnmarshalErrorDetail(d); derr == nil {
+			if rg, ok := m.(*portcullisv1.RemovedGrants); ok {
+				return rg.GetGrants()
+			}
+		}
+	}
+	return nil
+}
+
+// GrantIDs are the proposals of grants, for SetPolicyRequest.remove_grants.
+func GrantIDs(grants []*portcullisv1.RemovedGrant) []uint64 {
+	ids := make([]uint64, 0, len(grants))
+	for _, g := range grants {
+		ids = append(ids, g.GetProposal())
+	}
+	return ids
+}

@@ -52,6 +52,9 @@ func Proposal(w io.Writer, p *portcullisv1.Proposal, full bool) {
 			fmt.Fprintf(w, "deduplicated: this proposal was filed before (now %s)\n", Dash(p.GetStatus()))
 		}
 	}
+	for _, id := range p.GetSupersedes() {
+		fmt.Fprintf(w, "supersedes: proposal %d (pending, for the same endpoint and binary: this one replaces it in the queue)\n", id)
+	}
 	if full {
 		if changes := p.GetChanges(); len(changes) > 0 {
 			fmt.Fprintf(w, "changes (%d):\n", len(changes))

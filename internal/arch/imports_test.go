@@ -13,7 +13,7 @@ import (
 // below it). A package missing here fails the test: add it to the map and
 // here. The generated API (proto/...) is imported only at the API's edges.
 var layers = map[string][]string{
-	"policy":                     {"internal/jcs"},
+	"policy":                     {"internal/jcs", "internal/spelling"},
 	"prover":                     {"policy"},
 	"advisor":                    {"policy", "prover", "decision"},
 	"approval":                   {"prover"},
@@ -72,7 +72,8 @@ var layers = map[string][]string{
 	"internal/exetrim":          nil,
 	"internal/rotate":           nil,
 	"internal/pprofserve":       nil,
-	"internal/cliconfig":        nil,
+	"internal/cliconfig":        {"internal/spelling"},
+	"internal/spelling":         nil,
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
@@ -156,7 +157,7 @@ var proxyOnly = []string{
 	"dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "decision", "decision/decisionpb", "policy", "prover", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext",
-	"internal/apiclient", "internal/pprofserve", "internal/cliconfig",
+	"internal/apiclient", "internal/pprofserve", "internal/cliconfig", "internal/spelling",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 

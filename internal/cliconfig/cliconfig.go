@@ -28,6 +28,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/portcullis-dev/portcullis/internal/spelling"
 )
 
 // Flag is the name of the flag that names the file.
@@ -358,41 +360,8 @@ func bits(kind string) int {
 	return n
 }
 
-// nearest is the key closest to name, if one is a near miss (at most two
-// edits, fewer for short names), else "".
+// nearest is the key closest to name, if one is a near miss, else ""
+// (keys a file may not hold are never offered).
 func nearest(name string, keys []string) string {
-	best, bestD := "", 3
-	if len(name) <= 4 {
-		bestD = 2
-	}
-	for _, k := range keys {
-		if _, ok := refused[k]; ok {
-			continue
-		}
-		if d := distance(name, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return spelling.Nearest(name, keys, func(k string) bool { _, ok := refused[k]; return ok })
 }

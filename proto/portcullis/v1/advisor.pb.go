@@ -666,8 +666,12 @@ type Proposal struct {
 	// resulting_policy_yaml is resulting_policy as YAML, as `policy get -o
 	// yaml` prints a version (ApprovalService.GetProposal only).
 	ResultingPolicyYaml string `protobuf:"bytes,32,opt,name=resulting_policy_yaml,json=resultingPolicyYaml,proto3" json:"resulting_policy_yaml,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// supersedes names the pending proposals this one replaced (it grants
+	// what they asked for, at the same place) — on a SubmitProposal answer
+	// that stored it.
+	Supersedes    []uint64 `protobuf:"varint,33,rep,packed,name=supersedes,proto3" json:"supersedes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Proposal) Reset() {
@@ -922,6 +926,13 @@ func (x *Proposal) GetResultingPolicyYaml() string {
 		return x.ResultingPolicyYaml
 	}
 	return ""
+}
+
+func (x *Proposal) GetSupersedes() []uint64 {
+	if x != nil {
+		return x.Supersedes
+	}
+	return nil
 }
 
 // DefinitionChange is one pinned tool whose pin a proposal changes.
@@ -1580,7 +1591,7 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"notOffered\x12\x1f\n" +
 	"\vreason_code\x18\r \x01(\tR\n" +
 	"reasonCode\x12'\n" +
-	"\x0ftool_definition\x18\x0e \x01(\tR\x0etoolDefinition\"\x9a\v\n" +
+	"\x0ftool_definition\x18\x0e \x01(\tR\x0etoolDefinition\"\xba\v\n" +
 	"\bProposal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\asandbox\x18\x02 \x01(\tR\asandbox\x12\x16\n" +
@@ -1619,7 +1630,10 @@ const file_portcullis_v1_advisor_proto_rawDesc = "" +
 	"decided_by\x18\x1d \x01(\tR\tdecidedBy\x12<\n" +
 	"\venforcement\x18\x1e \x01(\v2\x1a.portcullis.v1.EnforcementR\venforcement\x12N\n" +
 	"\x12definition_changes\x18\x1f \x03(\v2\x1f.portcullis.v1.DefinitionChangeR\x11definitionChanges\x122\n" +
-	"\x15resulting_policy_yaml\x18  \x01(\tR\x13resultingPolicyYaml\"\xb4\x01\n" +
+	"\x15resulting_policy_yaml\x18  \x01(\tR\x13resultingPolicyYaml\x12\x1e\n" +
+	"\n" +
+	"supersedes\x18! \x03(\x04R\n" +
+	"supersedes\"\xb4\x01\n" +
 	"\x10DefinitionChange\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +

@@ -165,8 +165,17 @@ type SetPolicyRequest struct {
 	// expected_version, when set, must equal the current version (0 for a
 	// sandbox without a policy).
 	ExpectedVersion *uint32 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A document that takes away what an applied proposal granted (a grant
+	// not yet expired) is refused with FailedPrecondition and a
+	// RemovedGrants detail naming the proposals, and nothing is stored,
+	// unless force is set, or expected_version is set and remove_grants
+	// names every one of those proposals (the caller saw that version's
+	// diff and confirmed it). A set that removes grants is audited with
+	// their proposals' ids.
+	Force         bool     `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	RemoveGrants  []uint64 `protobuf:"varint,5,rep,packed,name=remove_grants,json=removeGrants,proto3" json:"remove_grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPolicyRequest) Reset() {
@@ -220,6 +229,130 @@ func (x *SetPolicyRequest) GetExpectedVersion() uint32 {
 	return 0
 }
 
+func (x *SetPolicyRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *SetPolicyRequest) GetRemoveGrants() []uint64 {
+	if x != nil {
+		return x.RemoveGrants
+	}
+	return nil
+}
+
+// RemovedGrants is attached to the FailedPrecondition answer of a
+// SetPolicy that would take away what applied proposals granted.
+type RemovedGrants struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*RemovedGrant        `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemovedGrants) Reset() {
+	*x = RemovedGrants{}
+	mi := &file_portcullis_v1_policy_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemovedGrants) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemovedGrants) ProtoMessage() {}
+
+func (x *RemovedGrants) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_policy_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemovedGrants.ProtoReflect.Descriptor instead.
+func (*RemovedGrants) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemovedGrants) GetGrants() []*RemovedGrant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// RemovedGrant is one applied proposal whose grant a document takes away.
+type RemovedGrant struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Proposal uint64                 `protobuf:"varint,1,opt,name=proposal,proto3" json:"proposal,omitempty"`
+	// granted is a request the proposal allowed that the document denies,
+	// as one line ("GET api.example.com:443/orders/1").
+	Granted string `protobuf:"bytes,2,opt,name=granted,proto3" json:"granted,omitempty"`
+	// rationale is the proposal's own.
+	Rationale     string `protobuf:"bytes,3,opt,name=rationale,proto3" json:"rationale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemovedGrant) Reset() {
+	*x = RemovedGrant{}
+	mi := &file_portcullis_v1_policy_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemovedGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemovedGrant) ProtoMessage() {}
+
+func (x *RemovedGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_policy_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemovedGrant.ProtoReflect.Descriptor instead.
+func (*RemovedGrant) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RemovedGrant) GetProposal() uint64 {
+	if x != nil {
+		return x.Proposal
+	}
+	return 0
+}
+
+func (x *RemovedGrant) GetGranted() string {
+	if x != nil {
+		return x.Granted
+	}
+	return ""
+}
+
+func (x *RemovedGrant) GetRationale() string {
+	if x != nil {
+		return x.Rationale
+	}
+	return ""
+}
+
 type GetPolicyRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
@@ -231,7 +364,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[2]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +376,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[2]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +389,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{2}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetPolicyRequest) GetSandbox() string {
@@ -282,7 +415,7 @@ type ListPolicyVersionsRequest struct {
 
 func (x *ListPolicyVersionsRequest) Reset() {
 	*x = ListPolicyVersionsRequest{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[3]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +427,7 @@ func (x *ListPolicyVersionsRequest) String() string {
 func (*ListPolicyVersionsRequest) ProtoMessage() {}
 
 func (x *ListPolicyVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[3]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +440,7 @@ func (x *ListPolicyVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPolicyVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{3}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListPolicyVersionsRequest) GetSandbox() string {
@@ -326,7 +459,7 @@ type ListPolicyVersionsResponse struct {
 
 func (x *ListPolicyVersionsResponse) Reset() {
 	*x = ListPolicyVersionsResponse{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[4]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +471,7 @@ func (x *ListPolicyVersionsResponse) String() string {
 func (*ListPolicyVersionsResponse) ProtoMessage() {}
 
 func (x *ListPolicyVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[4]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +484,7 @@ func (x *ListPolicyVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPolicyVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{4}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListPolicyVersionsResponse) GetVersions() []*PolicyVersion {
@@ -372,7 +505,7 @@ type DiffPolicyRequest struct {
 
 func (x *DiffPolicyRequest) Reset() {
 	*x = DiffPolicyRequest{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[5]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +517,7 @@ func (x *DiffPolicyRequest) String() string {
 func (*DiffPolicyRequest) ProtoMessage() {}
 
 func (x *DiffPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[5]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +530,7 @@ func (x *DiffPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffPolicyRequest.ProtoReflect.Descriptor instead.
 func (*DiffPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{5}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DiffPolicyRequest) GetSandbox() string {
@@ -436,7 +569,7 @@ type PolicyChange struct {
 
 func (x *PolicyChange) Reset() {
 	*x = PolicyChange{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[6]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +581,7 @@ func (x *PolicyChange) String() string {
 func (*PolicyChange) ProtoMessage() {}
 
 func (x *PolicyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[6]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +594,7 @@ func (x *PolicyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChange.ProtoReflect.Descriptor instead.
 func (*PolicyChange) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{6}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PolicyChange) GetKind() string {
@@ -513,7 +646,7 @@ type DiffPolicyResponse struct {
 
 func (x *DiffPolicyResponse) Reset() {
 	*x = DiffPolicyResponse{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[7]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +658,7 @@ func (x *DiffPolicyResponse) String() string {
 func (*DiffPolicyResponse) ProtoMessage() {}
 
 func (x *DiffPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[7]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +671,7 @@ func (x *DiffPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffPolicyResponse.ProtoReflect.Descriptor instead.
 func (*DiffPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{7}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DiffPolicyResponse) GetSandbox() string {
@@ -595,7 +728,7 @@ type RollbackPolicyRequest struct {
 
 func (x *RollbackPolicyRequest) Reset() {
 	*x = RollbackPolicyRequest{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[8]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +740,7 @@ func (x *RollbackPolicyRequest) String() string {
 func (*RollbackPolicyRequest) ProtoMessage() {}
 
 func (x *RollbackPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[8]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +753,7 @@ func (x *RollbackPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackPolicyRequest.ProtoReflect.Descriptor instead.
 func (*RollbackPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{8}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RollbackPolicyRequest) GetSandbox() string {
@@ -653,7 +786,7 @@ type ValidatePolicyRequest struct {
 
 func (x *ValidatePolicyRequest) Reset() {
 	*x = ValidatePolicyRequest{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[9]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +798,7 @@ func (x *ValidatePolicyRequest) String() string {
 func (*ValidatePolicyRequest) ProtoMessage() {}
 
 func (x *ValidatePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[9]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +811,7 @@ func (x *ValidatePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidatePolicyRequest.ProtoReflect.Descriptor instead.
 func (*ValidatePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{9}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ValidatePolicyRequest) GetDocument() string {
@@ -701,7 +834,7 @@ type ValidatePolicyResponse struct {
 
 func (x *ValidatePolicyResponse) Reset() {
 	*x = ValidatePolicyResponse{}
-	mi := &file_portcullis_v1_policy_proto_msgTypes[10]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +846,7 @@ func (x *ValidatePolicyResponse) String() string {
 func (*ValidatePolicyResponse) ProtoMessage() {}
 
 func (x *ValidatePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_policy_proto_msgTypes[10]
+	mi := &file_portcullis_v1_policy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +859,7 @@ func (x *ValidatePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidatePolicyResponse.ProtoReflect.Descriptor instead.
 func (*ValidatePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{10}
+	return file_portcullis_v1_policy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ValidatePolicyResponse) GetValid() bool {
@@ -787,12 +920,20 @@ const file_portcullis_v1_policy_proto_rawDesc = "" +
 	"\x04yaml\x18\v \x01(\tR\x04yaml\x1a=\n" +
 	"\x0fProvenanceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x01\n" +
 	"\x10SetPolicyRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
 	"\bdocument\x18\x02 \x01(\tR\bdocument\x12.\n" +
-	"\x10expected_version\x18\x03 \x01(\rH\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
-	"\x11_expected_version\"F\n" +
+	"\x10expected_version\x18\x03 \x01(\rH\x00R\x0fexpectedVersion\x88\x01\x01\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12#\n" +
+	"\rremove_grants\x18\x05 \x03(\x04R\fremoveGrantsB\x13\n" +
+	"\x11_expected_version\"D\n" +
+	"\rRemovedGrants\x123\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1b.portcullis.v1.RemovedGrantR\x06grants\"b\n" +
+	"\fRemovedGrant\x12\x1a\n" +
+	"\bproposal\x18\x01 \x01(\x04R\bproposal\x12\x18\n" +
+	"\agranted\x18\x02 \x01(\tR\agranted\x12\x1c\n" +
+	"\trationale\x18\x03 \x01(\tR\trationale\"F\n" +
 	"\x10GetPolicyRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\"5\n" +
@@ -855,51 +996,54 @@ func file_portcullis_v1_policy_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_policy_proto_rawDescData
 }
 
-var file_portcullis_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_portcullis_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_portcullis_v1_policy_proto_goTypes = []any{
 	(*PolicyVersion)(nil),              // 0: portcullis.v1.PolicyVersion
 	(*SetPolicyRequest)(nil),           // 1: portcullis.v1.SetPolicyRequest
-	(*GetPolicyRequest)(nil),           // 2: portcullis.v1.GetPolicyRequest
-	(*ListPolicyVersionsRequest)(nil),  // 3: portcullis.v1.ListPolicyVersionsRequest
-	(*ListPolicyVersionsResponse)(nil), // 4: portcullis.v1.ListPolicyVersionsResponse
-	(*DiffPolicyRequest)(nil),          // 5: portcullis.v1.DiffPolicyRequest
-	(*PolicyChange)(nil),               // 6: portcullis.v1.PolicyChange
-	(*DiffPolicyResponse)(nil),         // 7: portcullis.v1.DiffPolicyResponse
-	(*RollbackPolicyRequest)(nil),      // 8: portcullis.v1.RollbackPolicyRequest
-	(*ValidatePolicyRequest)(nil),      // 9: portcullis.v1.ValidatePolicyRequest
-	(*ValidatePolicyResponse)(nil),     // 10: portcullis.v1.ValidatePolicyResponse
-	nil,                                // 11: portcullis.v1.PolicyVersion.ProvenanceEntry
-	(*structpb.Struct)(nil),            // 12: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
-	(*Problem)(nil),                    // 14: portcullis.v1.Problem
+	(*RemovedGrants)(nil),              // 2: portcullis.v1.RemovedGrants
+	(*RemovedGrant)(nil),               // 3: portcullis.v1.RemovedGrant
+	(*GetPolicyRequest)(nil),           // 4: portcullis.v1.GetPolicyRequest
+	(*ListPolicyVersionsRequest)(nil),  // 5: portcullis.v1.ListPolicyVersionsRequest
+	(*ListPolicyVersionsResponse)(nil), // 6: portcullis.v1.ListPolicyVersionsResponse
+	(*DiffPolicyRequest)(nil),          // 7: portcullis.v1.DiffPolicyRequest
+	(*PolicyChange)(nil),               // 8: portcullis.v1.PolicyChange
+	(*DiffPolicyResponse)(nil),         // 9: portcullis.v1.DiffPolicyResponse
+	(*RollbackPolicyRequest)(nil),      // 10: portcullis.v1.RollbackPolicyRequest
+	(*ValidatePolicyRequest)(nil),      // 11: portcullis.v1.ValidatePolicyRequest
+	(*ValidatePolicyResponse)(nil),     // 12: portcullis.v1.ValidatePolicyResponse
+	nil,                                // 13: portcullis.v1.PolicyVersion.ProvenanceEntry
+	(*structpb.Struct)(nil),            // 14: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),      // 15: google.protobuf.Timestamp
+	(*Problem)(nil),                    // 16: portcullis.v1.Problem
 }
 var file_portcullis_v1_policy_proto_depIdxs = []int32{
-	12, // 0: portcullis.v1.PolicyVersion.policy:type_name -> google.protobuf.Struct
-	13, // 1: portcullis.v1.PolicyVersion.created_at:type_name -> google.protobuf.Timestamp
-	11, // 2: portcullis.v1.PolicyVersion.provenance:type_name -> portcullis.v1.PolicyVersion.ProvenanceEntry
-	14, // 3: portcullis.v1.PolicyVersion.warnings:type_name -> portcullis.v1.Problem
-	0,  // 4: portcullis.v1.ListPolicyVersionsResponse.versions:type_name -> portcullis.v1.PolicyVersion
-	6,  // 5: portcullis.v1.DiffPolicyResponse.changes:type_name -> portcullis.v1.PolicyChange
-	14, // 6: portcullis.v1.ValidatePolicyResponse.problems:type_name -> portcullis.v1.Problem
-	14, // 7: portcullis.v1.ValidatePolicyResponse.warnings:type_name -> portcullis.v1.Problem
-	12, // 8: portcullis.v1.ValidatePolicyResponse.policy:type_name -> google.protobuf.Struct
-	1,  // 9: portcullis.v1.PolicyService.SetPolicy:input_type -> portcullis.v1.SetPolicyRequest
-	2,  // 10: portcullis.v1.PolicyService.GetPolicy:input_type -> portcullis.v1.GetPolicyRequest
-	3,  // 11: portcullis.v1.PolicyService.ListPolicyVersions:input_type -> portcullis.v1.ListPolicyVersionsRequest
-	5,  // 12: portcullis.v1.PolicyService.DiffPolicy:input_type -> portcullis.v1.DiffPolicyRequest
-	8,  // 13: portcullis.v1.PolicyService.RollbackPolicy:input_type -> portcullis.v1.RollbackPolicyRequest
-	9,  // 14: portcullis.v1.PolicyService.ValidatePolicy:input_type -> portcullis.v1.ValidatePolicyRequest
-	0,  // 15: portcullis.v1.PolicyService.SetPolicy:output_type -> portcullis.v1.PolicyVersion
-	0,  // 16: portcullis.v1.PolicyService.GetPolicy:output_type -> portcullis.v1.PolicyVersion
-	4,  // 17: portcullis.v1.PolicyService.ListPolicyVersions:output_type -> portcullis.v1.ListPolicyVersionsResponse
-	7,  // 18: portcullis.v1.PolicyService.DiffPolicy:output_type -> portcullis.v1.DiffPolicyResponse
-	0,  // 19: portcullis.v1.PolicyService.RollbackPolicy:output_type -> portcullis.v1.PolicyVersion
-	10, // 20: portcullis.v1.PolicyService.ValidatePolicy:output_type -> portcullis.v1.ValidatePolicyResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	14, // 0: portcullis.v1.PolicyVersion.policy:type_name -> google.protobuf.Struct
+	15, // 1: portcullis.v1.PolicyVersion.created_at:type_name -> google.protobuf.Timestamp
+	13, // 2: portcullis.v1.PolicyVersion.provenance:type_name -> portcullis.v1.PolicyVersion.ProvenanceEntry
+	16, // 3: portcullis.v1.PolicyVersion.warnings:type_name -> portcullis.v1.Problem
+	3,  // 4: portcullis.v1.RemovedGrants.grants:type_name -> portcullis.v1.RemovedGrant
+	0,  // 5: portcullis.v1.ListPolicyVersionsResponse.versions:type_name -> portcullis.v1.PolicyVersion
+	8,  // 6: portcullis.v1.DiffPolicyResponse.changes:type_name -> portcullis.v1.PolicyChange
+	16, // 7: portcullis.v1.ValidatePolicyResponse.problems:type_name -> portcullis.v1.Problem
+	16, // 8: portcullis.v1.ValidatePolicyResponse.warnings:type_name -> portcullis.v1.Problem
+	14, // 9: portcullis.v1.ValidatePolicyResponse.policy:type_name -> google.protobuf.Struct
+	1,  // 10: portcullis.v1.PolicyService.SetPolicy:input_type -> portcullis.v1.SetPolicyRequest
+	4,  // 11: portcullis.v1.PolicyService.GetPolicy:input_type -> portcullis.v1.GetPolicyRequest
+	5,  // 12: portcullis.v1.PolicyService.ListPolicyVersions:input_type -> portcullis.v1.ListPolicyVersionsRequest
+	7,  // 13: portcullis.v1.PolicyService.DiffPolicy:input_type -> portcullis.v1.DiffPolicyRequest
+	10, // 14: portcullis.v1.PolicyService.RollbackPolicy:input_type -> portcullis.v1.RollbackPolicyRequest
+	11, // 15: portcullis.v1.PolicyService.ValidatePolicy:input_type -> portcullis.v1.ValidatePolicyRequest
+	0,  // 16: portcullis.v1.PolicyService.SetPolicy:output_type -> portcullis.v1.PolicyVersion
+	0,  // 17: portcullis.v1.PolicyService.GetPolicy:output_type -> portcullis.v1.PolicyVersion
+	6,  // 18: portcullis.v1.PolicyService.ListPolicyVersions:output_type -> portcullis.v1.ListPolicyVersionsResponse
+	9,  // 19: portcullis.v1.PolicyService.DiffPolicy:output_type -> portcullis.v1.DiffPolicyResponse
+	0,  // 20: portcullis.v1.PolicyService.RollbackPolicy:output_type -> portcullis.v1.PolicyVersion
+	12, // 21: portcullis.v1.PolicyService.ValidatePolicy:output_type -> portcullis.v1.ValidatePolicyResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_policy_proto_init() }
@@ -909,14 +1053,14 @@ func file_portcullis_v1_policy_proto_init() {
 	}
 	file_portcullis_v1_common_proto_init()
 	file_portcullis_v1_policy_proto_msgTypes[1].OneofWrappers = []any{}
-	file_portcullis_v1_policy_proto_msgTypes[8].OneofWrappers = []any{}
+	file_portcullis_v1_policy_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_policy_proto_rawDesc), len(file_portcullis_v1_policy_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
