@@ -16,9 +16,9 @@ func TestAuditCLI(t *testing.T) {
 	sbToken := jsonOut(t, gw, admin, "sandbox", "create", "orders", "-f", ordersV1File)["token"].(string)
 	jsonOut(t, gw, admin, "sandbox", "create", "other")
 	opToken := jsonOut(t, gw, admin, "token", "create", "--role", "operator", "--name", "olive")["token"].(string)
-	// bootstrap token; orders: sandbox, token, policy; other: sandbox,
-	// token; the operator's token.
-	const n = 7
+	// bootstrap token; the first signing key; orders: sandbox, token,
+	// policy; other: sandbox, token; the operator's token.
+	const n = 8
 	seq, head, err := gw.Store.AuditHead(t.Context())
 	if err != nil || seq != n {
 		t.Fatalf("AuditHead = %d, %v; want %d", seq, err, n)
