@@ -500,7 +500,7 @@ func unfreezeSandbox(ctx context.Context, st *store.Store, sandbox, reason, acto
 }
 
 // The inputs of the proposal records and their checks: what the
-// transactions in records.go refuse before they touch the store.
+// transactions above refuse before they touch the store.
 
 var (
 	// errRateLimited: the sandbox submitted too many proposals in the
