@@ -146,10 +146,8 @@ func (e *environment) fields(kv ...string) error {
 // The cells of every table and field list: apitext renders them, for
 // every command alike.
 var (
-	when        = apitext.When
 	dash        = apitext.Dash
 	clip        = apitext.Clip
-	logField    = apitext.Field
 	hashLabel   = apitext.HashLabel
 	versionCell = apitext.VersionCell
 )

@@ -25,7 +25,7 @@ func TestSubscriberRefusedToken(t *testing.T) {
 	if _, err := newAdminAPI(gw.URL).Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: subscribePolicy}); err != nil {
 		t.Fatal(err)
 	}
-	run := func(exit bool, ctx context.Context) (string, error, *proxy) {
+	run := func(exit bool, ctx context.Context) (string, *proxy, error) {
 		logs, err := os.Create(filepath.Join(t.TempDir(), "log")) // written by the subscriber's goroutines
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +44,7 @@ func TestSubscriberRefusedToken(t *testing.T) {
 		defer sub.Close()
 		err = sub.Run(ctx)
 		written, _ := os.ReadFile(logs.Name())
-		return string(written), err, p
+		return string(written), p, err
 	}
 	check := func(logs string) {
 		t.Helper()
@@ -61,7 +61,7 @@ func TestSubscriberRefusedToken(t *testing.T) {
 	// stream with, as any stream that fails.)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer time.AfterFunc(1500*time.Millisecond, cancel).Stop()
-	logs, err, p := run(false, ctx)
+	logs, _, err := run(false, ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("without ExitOnAuthFailure Run returned %v, want it to run until its context ended", err)
 	}
@@ -70,7 +70,7 @@ func TestSubscriberRefusedToken(t *testing.T) {
 	// On: it gives up by itself.
 	ctx, stop := context.WithTimeout(t.Context(), 30*time.Second)
 	defer stop()
-	logs, err, p = run(true, ctx)
+	logs, p, err := run(true, ctx)
 	if !errors.Is(err, gatewayclient.ErrTokenRefused) || ctx.Err() != nil {
 		t.Fatalf("with ExitOnAuthFailure Run returned %v (context: %v), want ErrTokenRefused before its context ended", err, ctx.Err())
 	}
