@@ -32,6 +32,7 @@ var noJSON = map[string]string{
 	"portcullis demo mcp-server":    "a server",
 	"portcullis demo agent":         "a scripted agent: prints its steps",
 	"portcullis healthcheck":        "an exit code",
+	"portcullis doctor":             "one line per check and an exit code",
 	"portcullis migrate":            "works on the database",
 	"portcullis proxy ca":           "prints PEM",
 	"portcullis sandbox ca":         "prints PEM",

@@ -313,7 +313,7 @@ func newMigrateCmd(env *environment) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env.started = true
-			log, err := newLogger(env)
+			log, err := newCommandLogger(env)
 			if err != nil {
 				return err
 			}
