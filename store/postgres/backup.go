@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -242,9 +243,47 @@ func checkEmpty(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 	return nil
 }
 
+// partitionBound is the one shape of partition bound the schema makes
+// (daily ranges of timestamps): a backup's bound is SQL pasted into DDL,
+// so anything else is refused, never run.
+var partitionBound = regexp.MustCompile(`^FOR VALUES FROM \('[0-9 :.+-]+'\) TO \('[0-9 :.+-]+'\)$`)
+
+// checkTables refuses a backup naming a table the migrated database does
+// not have, or a partition that is not of one of its partitioned tables
+// with a daily range: the file is the restore's input, and only the
+// schema's own tables are written.
+func checkTables(ctx context.Context, tx pgx.Tx, tables []backup.Table) error {
+	have, err := collectRows(ctx, tx, tablesQuery, func(r pgx.Rows) (t backup.Table, err error) {
+		return t, r.Scan(&t.Name, &t.Parent, &t.Bound)
+	})
+	if err != nil {
+		return err
+	}
+	partitioned, err := collectRows(ctx, tx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind = 'p'`, func(r pgx.Rows) (name string, err error) { return name, r.Scan(&name) })
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		ok := false
+		if t.Parent == "" {
+			ok = slices.ContainsFunc(have, func(h backup.Table) bool { return h.Name == t.Name && h.Parent == "" })
+		} else {
+			ok = slices.Contains(partitioned, t.Parent) && partitionBound.MatchString(t.Bound)
+		}
+		if !ok {
+			return fmt.Errorf("%w: the backup names table %q (partition of %q, %q), which this schema does not make: a damaged or foreign backup, nothing was written", backup.ErrRefused, t.Name, t.Parent, t.Bound)
+		}
+	}
+	return nil
+}
+
 // load makes the backup's partitions, copies each table's rows in and
-// sets the identities' sequences, in tx.
+// sets the identities' sequences, in tx, after checkTables.
 func load(ctx context.Context, tx pgx.Tx, r *backup.Reader) error {
+	if err := checkTables(ctx, tx, r.Meta.Tables); err != nil {
+		return err
+	}
 	// The empty chain's head the migrations seeded gives way to the backup's.
 	if _, err := tx.Exec(ctx, "DELETE FROM audit_head WHERE seq = 0"); err != nil {
 		return fmt.Errorf("postgres: %w", err)

@@ -131,3 +131,55 @@ func tables(t *testing.T, url string) map[string]string {
 }
 
 func keys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// TestRestoreRefusesForeignTables: a backup's table list is input, not
+// trusted. A partition bound with SQL after it, a table this schema does
+// not make, and a partition of a table that is not partitioned are each
+// refused, and nothing is written (the database stays empty of rows and
+// of the named tables).
+func TestRestoreRefusesForeignTables(t *testing.T) {
+	src := pgtest.Database(t)
+	withStore(t, src, func(st *store.Store) { storetest.MustCreate(t, st, "orders", true) })
+	meta, files, err := postgres.Backup(t.Context(), src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	partition := slices.IndexFunc(meta.Tables, func(tb backup.Table) bool { return tb.Parent != "" })
+	if partition < 0 {
+		t.Fatal("the backup has no partition to tamper with")
+	}
+	for name, tamper := range map[string]func(m *backup.Meta){
+		"SQL after the bound": func(m *backup.Meta) {
+			m.Tables[partition].Bound += "; CREATE TABLE pwned (x int)"
+		},
+		"a table the schema does not make": func(m *backup.Meta) {
+			m.Tables = append(m.Tables, backup.Table{Name: "pwned"})
+		},
+		"a partition of an unpartitioned table": func(m *backup.Meta) {
+			m.Tables[partition].Parent = "tokens"
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := meta
+			m.Tables = slices.Clone(meta.Tables)
+			tamper(&m)
+			var buf bytes.Buffer
+			if err := backup.Write(&buf, m, files); err != nil {
+				t.Fatal(err)
+			}
+			r, err := backup.Open(&buf, migrations.Postgres)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := pgtest.Database(t)
+			if err := postgres.Restore(t.Context(), dst, r); !errors.Is(err, backup.ErrRefused) {
+				t.Fatalf("restore of a tampered backup: %v, want refused", err)
+			}
+			for table, rows := range tables(t, dst) {
+				if table == "pwned" || rows != "" && table != "audit_head" {
+					t.Errorf("the refused restore wrote table %s: %q", table, rows)
+				}
+			}
+		})
+	}
+}
