@@ -64,8 +64,12 @@ func Backup(ctx context.Context, path, dir string) (backup.Meta, []backup.File, 
 // is checked (quick_check) before it is moved into place; migrations the
 // backup predates are applied by the next Open.
 func Restore(ctx context.Context, path string, r *backup.Reader) (err error) {
-	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: %s already holds a store: restore needs an empty data dir (nothing was written)", backup.ErrRefused, path)
+	// A -wal or -journal left by an earlier store would be replayed onto
+	// the restored file by the next Open: refused like the store itself.
+	for _, f := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if _, err := os.Lstat(f); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s exists: restore needs an empty data dir (nothing was written)", backup.ErrRefused, f)
+		}
 	}
 	name, body, err := r.Next()
 	if err != nil || name != backupEntry {
@@ -97,10 +101,13 @@ func Restore(ctx context.Context, path string, r *backup.Reader) (err error) {
 	if err := quickCheck(ctx, tmp); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("sqlite: %w", err)
+	// A link, not a rename: it fails if a store appeared at path since the
+	// check above (a gateway started on the data dir), where a rename
+	// would replace it.
+	if err := os.Link(tmp, path); err != nil {
+		return fmt.Errorf("%w: sqlite: %w (nothing was written)", backup.ErrRefused, err)
 	}
-	return nil
+	return os.Remove(tmp)
 }
 
 // quickCheck runs PRAGMA quick_check on the database file at path.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"strings"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/migrations"
@@ -113,5 +114,25 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 	if _, err := os.Stat(path + ".restoring"); !os.IsNotExist(err) {
 		t.Fatalf("the refused restore left %s.restoring (%v)", path, err)
+	}
+
+	// A data dir whose store file is gone but whose WAL is left would
+	// have the WAL replayed onto the restored file: refused too.
+	leftover := filepath.Join(dir, "wal-only", "portcullis.db")
+	if err := os.MkdirAll(filepath.Dir(leftover), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(leftover+"-wal", []byte("an old store's log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err = backup.Open(bytes.NewReader(buf.Bytes()), migrations.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlite.Restore(t.Context(), leftover, r); !errors.Is(err, backup.ErrRefused) || !strings.Contains(err.Error(), "-wal") {
+		t.Fatalf("restore beside a leftover WAL: %v, want refused naming it", err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatalf("the refused restore wrote %s (%v)", leftover, err)
 	}
 }
