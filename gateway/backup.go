@@ -30,7 +30,7 @@ func Backup(ctx context.Context, c StoreConfig, to string) (backup.Meta, error) 
 	case IsPostgresURL(c.DatabaseURL):
 		meta, files, err = postgres.Backup(ctx, c.DatabaseURL, dir)
 	case c.DatabaseURL != "":
-		return meta, &SettingError{errors.New("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")}
+		return meta, errNotPostgresURL
 	case !c.Exists():
 		return meta, &SettingError{fmt.Errorf("no gateway store at %s: give --data-dir or --database-url of the gateway's store", c.SQLitePath())}
 	default:
@@ -72,7 +72,7 @@ func Restore(ctx context.Context, c StoreConfig, from string) (backup.Meta, erro
 	if IsPostgresURL(c.DatabaseURL) {
 		engine = migrations.Postgres
 	} else if c.DatabaseURL != "" {
-		return backup.Meta{}, &SettingError{errors.New("--database-url must be a postgres:// URL (leave it unset for embedded SQLite)")}
+		return backup.Meta{}, errNotPostgresURL
 	}
 	f, err := os.Open(from)
 	if err != nil {

@@ -8,15 +8,13 @@
 package migrations
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -190,18 +188,9 @@ func provider(db *sql.DB, engine string) (*goose.Provider, error) {
 
 // Latest returns the newest migration version of engine this binary holds.
 func Latest(engine string) (int64, error) {
-	names, err := fs.Glob(files, engine+"/*.sql")
-	if err != nil || len(names) == 0 {
-		return 0, fmt.Errorf("migrations: unknown engine %q (want %q or %q)", engine, Postgres, SQLite)
+	known, err := Known(engine)
+	if err != nil || len(known) == 0 {
+		return 0, cmp.Or(err, fmt.Errorf("migrations: no migrations for %q", engine))
 	}
-	var latest int64
-	for _, n := range names {
-		num, _, _ := strings.Cut(path.Base(n), "_")
-		v, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("migrations: %s: no version number", n)
-		}
-		latest = max(latest, v)
-	}
-	return latest, nil
+	return known[len(known)-1].Version, nil
 }

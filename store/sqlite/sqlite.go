@@ -390,9 +390,9 @@ func Pending(ctx context.Context, path string) ([]migrations.Status, error) {
 	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
 		return migrations.Pending(ctx, nil, migrations.SQLite)
 	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: abs}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
+	db, err := openFile(abs, "ro")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open: %w", err)
+		return nil, err
 	}
 	defer db.Close()
 	pending, err := migrations.Pending(ctx, db, migrations.SQLite)
