@@ -554,7 +554,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value, depth
 		fp := keyPath(path, k)
 		idx, ok := fields[k]
 		if !ok {
-			d.add(fp, "unknown field%s", didYouMean(k, fields))
+			hint := ""
+			if len(d.problems) < maxProblems { // past it, the problem is not shown
+				hint = didYouMean(k, fields)
+			}
+			d.add(fp, "unknown field%s", hint)
 			continue
 		}
 		f := v.FieldByIndex(idx)

@@ -15,7 +15,10 @@ func Nearest(name string, candidates []string, skip func(string) bool) string {
 		bestD = 4
 	}
 	for _, c := range candidates {
-		if skip != nil && skip(c) {
+		// The distance is at least the difference in length: a name far
+		// longer or shorter than every candidate (an attacker's key of
+		// megabytes) costs a comparison of lengths, not a distance.
+		if skip != nil && skip(c) || abs(len(name)-len(c)) >= bestD {
 			continue
 		}
 		if d := Distance(name, c); d < bestD {
@@ -45,3 +48,5 @@ func Distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+func abs(n int) int { return max(n, -n) }

@@ -1,6 +1,9 @@
 package spelling
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNearest(t *testing.T) {
 	keys := []string{"endpoints", "binaries", "name", "host", "port", "protocol", "network_policies"}
@@ -18,6 +21,11 @@ func TestNearest(t *testing.T) {
 		if got := Nearest(c.name, keys, nil); got != c.want {
 			t.Errorf("Nearest(%q) = %q, want %q", c.name, got, c.want)
 		}
+	}
+	// A name far longer than every candidate is no near miss, whatever
+	// its size (and is not compared byte by byte: the lengths tell).
+	if got := Nearest(strings.Repeat("network_policies", 1<<16), keys, nil); got != "" {
+		t.Errorf("a 1 MiB name was offered %q", got)
 	}
 	if got := Nearest("hst", keys, func(k string) bool { return k == "host" }); got != "" {
 		t.Errorf("a skipped candidate was offered: %q", got)
