@@ -65,6 +65,9 @@ func tokenRefused(err error) bool {
 // been refused minRefusals times over at least AuthFailureGrace.
 func (s *Subscriber) refused(err error, gateway string) (refused bool, giveUp error) {
 	if !tokenRefused(err) {
+		// Any other failure ends the run: "refused on every attempt"
+		// counts only refusals back to back.
+		s.refusals.clear()
 		return false, nil
 	}
 	now := time.Now()

@@ -1,6 +1,8 @@
 package apiclient
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +22,9 @@ func (f *DurationFlag) Set(s string) error {
 		n, err := strconv.Atoi(days)
 		if err != nil {
 			return err
+		}
+		if n < 0 || int64(n) > math.MaxInt64/int64(24*time.Hour) {
+			return fmt.Errorf("%s: out of range", s)
 		}
 		f.D = durationpb.New(time.Duration(n) * 24 * time.Hour)
 		return nil

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"connectrpc.com/connect/v2"
 	"google.golang.org/protobuf/proto"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -34,23 +35,39 @@ func (c *Client) awaitFleet(ctx context.Context, sandbox string, version uint32,
 	last = live
 	for {
 		res, err := c.Proxy.ListProxies(ctx, &portcullisv1.ListProxiesRequest{Sandbox: sandbox})
-		if err != nil {
-			if ctx.Err() != nil {
+		switch code := connect.CodeOf(err); {
+		case err == nil:
+		case ctx.Err() != nil:
+			return last, true, nil
+		case code != connect.CodeUnavailable && code != connect.CodeDeadlineExceeded:
+			return last, false, err
+		default:
+			// A replica going away (the case this wait is for) is not
+			// an answer: asked again at the next poll, until ctx ends.
+			if !sleep(ctx, fleetPoll) {
 				return last, true, nil
 			}
-			return last, false, err
+			continue
 		}
 		last = WithFleet(live, res.GetProxies(), version, time.Now())
 		if last.GetNacked() > 0 || last.GetPending() == 0 {
 			return last, false, nil
 		}
-		t := time.NewTimer(fleetPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, fleetPoll) {
 			return last, true, nil
-		case <-t.C:
 		}
+	}
+}
+
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
