@@ -173,6 +173,7 @@ var authzTable = map[string]rule{
 	// messages say (the hello must name it).
 	portcullisv1connect.DistributionServiceStreamPolicyProcedure:  proxyOnly.to("follow a sandbox's policy as its proxy"),
 	portcullisv1connect.DistributionServiceShipDecisionsProcedure: proxyOnly.to("ship decision records as a proxy"),
+	portcullisv1connect.DistributionServiceHoldCallProcedure:      proxyOnly.to("hold a call for review as a proxy"),
 	portcullisv1connect.ProxyServiceListProxiesProcedure:          readers.to("list proxies"),
 	portcullisv1connect.ProxyServiceWatchEnforcementProcedure:     readers.to("watch policy enforcement"),
 	// The public keys proxies pin: no secret, but not for watchdogs.

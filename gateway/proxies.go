@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"connectrpc.com/connect/v2"
+
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -66,6 +68,11 @@ func (s distributionService) StreamPolicy(ctx context.Context, stream portcullis
 // ShipDecisions stores a proxy's decision records on Connect.
 func (s distributionService) ShipDecisions(ctx context.Context, stream portcullisv1connect.DistributionServiceShipDecisionsServerStream) (*portcullisv1.ShipDecisionsResponse, error) {
 	return s.dist.ShipDecisions(ctx, s.caller(ctx), stream.Receive)
+}
+
+// HoldCall files one held call and waits for its decision on Connect.
+func (s distributionService) HoldCall(ctx context.Context, stream portcullisv1connect.DistributionServiceHoldCallServerStream) error {
+	return connect.NewError(connect.CodeUnimplemented, "held calls are not served yet")
 }
 
 // grpcDistribution serves DistributionService on grpc-go with the

@@ -296,6 +296,10 @@ type L7Rule struct {
 	ArgumentsSchema map[string]any `json:"arguments_schema,omitempty" yaml:"arguments_schema,omitempty"`
 	// ExpiresAt (Portcullis extension, allow rules only) ends the grant.
 	ExpiresAt *time.Time `json:"expires_at,omitempty" yaml:"expires_at,omitempty"`
+	// Review (allow rules of REST endpoints and MCP tools/call; OpenShell's
+	// spelling of the flag) holds each call the rule allows until a person
+	// approves that very call (a held call).
+	Review *Review `json:"review,omitempty" yaml:"review,omitempty"`
 	// RateLimit (Portcullis extension, MCP tools/call allow rules only)
 	// bounds how often the calls this rule allows pass each proxy.
 	RateLimit *RateLimit `json:"rate_limit,omitempty" yaml:"rate_limit,omitempty"`
@@ -320,6 +324,33 @@ func ValidDefinition(s string) bool {
 		}
 	}
 	return true
+}
+
+// Review asks for a person's approval of each call an allow rule admits.
+type Review struct {
+	// Required turns the review on; a review that is not required is the
+	// same as none.
+	Required bool `json:"required" yaml:"required"`
+	// Timeout is how long a call is held for a decision, a Go duration
+	// ("90s", "2m"): DefaultReviewTimeout when omitted, at most
+	// MaxReviewTimeout.
+	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+}
+
+// DefaultReviewTimeout and MaxReviewTimeout bound how long a held call
+// waits for a person.
+const (
+	DefaultReviewTimeout = 2 * time.Minute
+	MaxReviewTimeout     = 15 * time.Minute
+)
+
+// Wait is how long a call this review holds waits: the timeout, or the
+// default when it is omitted or does not parse (validation refuses that).
+func (r *Review) Wait() time.Duration {
+	if d, err := time.ParseDuration(r.Timeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultReviewTimeout
 }
 
 // RateLimit is a token bucket on the calls one allow rule admits: it holds

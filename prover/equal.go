@@ -38,6 +38,10 @@ var (
 	_ = policy.JSONRPCOptions(struct{ MaxBodyBytes int }{})
 	_ = policy.CredentialBinding(struct{ Provider string }{})
 	_ = policy.RateLimit(struct{ RequestsPerMinute, Burst int }{})
+	_ = policy.Review(struct {
+		Required bool
+		Timeout  string
+	}{})
 	_ = policy.Binary(struct {
 		Path    string
 		Harness *bool
@@ -85,6 +89,7 @@ type l7RuleFields struct {
 	Resource        *policy.Matcher
 	ArgumentsSchema map[string]any
 	ExpiresAt       *time.Time
+	Review          *policy.Review
 	RateLimit       *policy.RateLimit
 	Definition      string
 }
@@ -183,6 +188,9 @@ func l7RuleEqual(a, b *policy.L7Rule) bool {
 	// reflect.DeepEqual compares time.Time by its fields (wall clock,
 	// monotonic reading, location pointer), not by instant.
 	if !ptrEq(a.ExpiresAt, b.ExpiresAt, func(x, y *time.Time) bool { return reflect.DeepEqual(*x, *y) }) {
+		return false
+	}
+	if !ptrEq(a.Review, b.Review, func(x, y *policy.Review) bool { return *x == *y }) {
 		return false
 	}
 	if !ptrEq(a.RateLimit, b.RateLimit, func(x, y *policy.RateLimit) bool { return *x == *y }) {

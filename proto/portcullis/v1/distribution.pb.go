@@ -150,7 +150,10 @@ type ProxyHello struct {
 	HeldVersion uint32 `protobuf:"varint,3,opt,name=held_version,json=heldVersion,proto3" json:"held_version,omitempty"`
 	HeldHash    string `protobuf:"bytes,4,opt,name=held_hash,json=heldHash,proto3" json:"held_hash,omitempty"`
 	// build is the proxy's software version, shown in proxies list.
-	Build         string `protobuf:"bytes,5,opt,name=build,proto3" json:"build,omitempty"`
+	Build string `protobuf:"bytes,5,opt,name=build,proto3" json:"build,omitempty"`
+	// instance names this run of the proxy (random at start); calls held
+	// by an earlier run of the same proxy id end as failed when it is seen.
+	Instance      string `protobuf:"bytes,6,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +219,13 @@ func (x *ProxyHello) GetHeldHash() string {
 func (x *ProxyHello) GetBuild() string {
 	if x != nil {
 		return x.Build
+	}
+	return ""
+}
+
+func (x *ProxyHello) GetInstance() string {
+	if x != nil {
+		return x.Instance
 	}
 	return ""
 }
@@ -1439,20 +1449,21 @@ var File_portcullis_v1_distribution_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\n" +
-	" portcullis/v1/distribution.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x01\n" +
+	" portcullis/v1/distribution.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19portcullis/v1/calls.proto\"\xec\x01\n" +
 	"\x13StreamPolicyRequest\x121\n" +
 	"\x05hello\x18\x01 \x01(\v2\x19.portcullis.v1.ProxyHelloH\x00R\x05hello\x12,\n" +
 	"\x03ack\x18\x02 \x01(\v2\x18.portcullis.v1.PolicyAckH\x00R\x03ack\x12/\n" +
 	"\x04nack\x18\x03 \x01(\v2\x19.portcullis.v1.PolicyNackH\x00R\x04nack\x128\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x18.portcullis.v1.HeartbeatH\x00R\theartbeatB\t\n" +
-	"\amessage\"\x97\x01\n" +
+	"\amessage\"\xb3\x01\n" +
 	"\n" +
 	"ProxyHello\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x19\n" +
 	"\bproxy_id\x18\x02 \x01(\tR\aproxyId\x12!\n" +
 	"\fheld_version\x18\x03 \x01(\rR\vheldVersion\x12\x1b\n" +
 	"\theld_hash\x18\x04 \x01(\tR\bheldHash\x12\x14\n" +
-	"\x05build\x18\x05 \x01(\tR\x05build\"n\n" +
+	"\x05build\x18\x05 \x01(\tR\x05build\x12\x1a\n" +
+	"\binstance\x18\x06 \x01(\tR\binstance\"n\n" +
 	"\tPolicyAck\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
@@ -1552,10 +1563,11 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\bFieldCut\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha2562\xd0\x01\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha2562\xa1\x02\n" +
 	"\x13DistributionService\x12[\n" +
 	"\fStreamPolicy\x12\".portcullis.v1.StreamPolicyRequest\x1a#.portcullis.v1.StreamPolicyResponse(\x010\x01\x12\\\n" +
-	"\rShipDecisions\x12#.portcullis.v1.ShipDecisionsRequest\x1a$.portcullis.v1.ShipDecisionsResponse(\x01B\xc2\x01\n" +
+	"\rShipDecisions\x12#.portcullis.v1.ShipDecisionsRequest\x1a$.portcullis.v1.ShipDecisionsResponse(\x01\x12O\n" +
+	"\bHoldCall\x12\x1e.portcullis.v1.HoldCallRequest\x1a\x1f.portcullis.v1.HoldCallResponse(\x010\x01B\xc2\x01\n" +
 	"\x11com.portcullis.v1B\x11DistributionProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -1588,6 +1600,8 @@ var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*DecisionRecord)(nil),        // 13: portcullis.v1.DecisionRecord
 	(*FieldCut)(nil),              // 14: portcullis.v1.FieldCut
 	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*HoldCallRequest)(nil),       // 16: portcullis.v1.HoldCallRequest
+	(*HoldCallResponse)(nil),      // 17: portcullis.v1.HoldCallResponse
 }
 var file_portcullis_v1_distribution_proto_depIdxs = []int32{
 	1,  // 0: portcullis.v1.StreamPolicyRequest.hello:type_name -> portcullis.v1.ProxyHello
@@ -1609,10 +1623,12 @@ var file_portcullis_v1_distribution_proto_depIdxs = []int32{
 	15, // 16: portcullis.v1.DecisionRecord.summary_last:type_name -> google.protobuf.Timestamp
 	0,  // 17: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
 	10, // 18: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
-	5,  // 19: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
-	12, // 20: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
-	19, // [19:21] is the sub-list for method output_type
-	17, // [17:19] is the sub-list for method input_type
+	16, // 19: portcullis.v1.DistributionService.HoldCall:input_type -> portcullis.v1.HoldCallRequest
+	5,  // 20: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
+	12, // 21: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
+	17, // 22: portcullis.v1.DistributionService.HoldCall:output_type -> portcullis.v1.HoldCallResponse
+	20, // [20:23] is the sub-list for method output_type
+	17, // [17:20] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1623,6 +1639,7 @@ func file_portcullis_v1_distribution_proto_init() {
 	if File_portcullis_v1_distribution_proto != nil {
 		return
 	}
+	file_portcullis_v1_calls_proto_init()
 	file_portcullis_v1_distribution_proto_msgTypes[0].OneofWrappers = []any{
 		(*StreamPolicyRequest_Hello)(nil),
 		(*StreamPolicyRequest_Ack)(nil),

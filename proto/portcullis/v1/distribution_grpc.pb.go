@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	DistributionService_StreamPolicy_FullMethodName  = "/portcullis.v1.DistributionService/StreamPolicy"
 	DistributionService_ShipDecisions_FullMethodName = "/portcullis.v1.DistributionService/ShipDecisions"
+	DistributionService_HoldCall_FullMethodName      = "/portcullis.v1.DistributionService/HoldCall"
 )
 
 // DistributionServiceClient is the client API for DistributionService service.
@@ -41,6 +42,13 @@ type DistributionServiceClient interface {
 	// ShipDecisions takes batches of a proxy's decision records, and of the
 	// MCP tool definitions it saw change.
 	ShipDecisions(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ShipDecisionsRequest, ShipDecisionsResponse], error)
+	// HoldCall files one call a review rule holds at the proxy and waits
+	// for a person's decision (CallService): the proxy sends the call, the
+	// gateway answers filed, heartbeats while it waits, and the decision.
+	// A stream opened again with the same proxy, instance and key
+	// re-attaches to the call. The proxy sends ended when it stops holding
+	// the call undecided.
+	HoldCall(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HoldCallRequest, HoldCallResponse], error)
 }
 
 type distributionServiceClient struct {
@@ -77,6 +85,19 @@ func (c *distributionServiceClient) ShipDecisions(ctx context.Context, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DistributionService_ShipDecisionsClient = grpc.ClientStreamingClient[ShipDecisionsRequest, ShipDecisionsResponse]
 
+func (c *distributionServiceClient) HoldCall(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HoldCallRequest, HoldCallResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DistributionService_ServiceDesc.Streams[2], DistributionService_HoldCall_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HoldCallRequest, HoldCallResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DistributionService_HoldCallClient = grpc.BidiStreamingClient[HoldCallRequest, HoldCallResponse]
+
 // DistributionServiceServer is the server API for DistributionService service.
 // All implementations must embed UnimplementedDistributionServiceServer
 // for forward compatibility.
@@ -95,6 +116,13 @@ type DistributionServiceServer interface {
 	// ShipDecisions takes batches of a proxy's decision records, and of the
 	// MCP tool definitions it saw change.
 	ShipDecisions(grpc.ClientStreamingServer[ShipDecisionsRequest, ShipDecisionsResponse]) error
+	// HoldCall files one call a review rule holds at the proxy and waits
+	// for a person's decision (CallService): the proxy sends the call, the
+	// gateway answers filed, heartbeats while it waits, and the decision.
+	// A stream opened again with the same proxy, instance and key
+	// re-attaches to the call. The proxy sends ended when it stops holding
+	// the call undecided.
+	HoldCall(grpc.BidiStreamingServer[HoldCallRequest, HoldCallResponse]) error
 	mustEmbedUnimplementedDistributionServiceServer()
 }
 
@@ -110,6 +138,9 @@ func (UnimplementedDistributionServiceServer) StreamPolicy(grpc.BidiStreamingSer
 }
 func (UnimplementedDistributionServiceServer) ShipDecisions(grpc.ClientStreamingServer[ShipDecisionsRequest, ShipDecisionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method ShipDecisions not implemented")
+}
+func (UnimplementedDistributionServiceServer) HoldCall(grpc.BidiStreamingServer[HoldCallRequest, HoldCallResponse]) error {
+	return status.Error(codes.Unimplemented, "method HoldCall not implemented")
 }
 func (UnimplementedDistributionServiceServer) mustEmbedUnimplementedDistributionServiceServer() {}
 func (UnimplementedDistributionServiceServer) testEmbeddedByValue()                             {}
@@ -146,6 +177,13 @@ func _DistributionService_ShipDecisions_Handler(srv interface{}, stream grpc.Ser
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DistributionService_ShipDecisionsServer = grpc.ClientStreamingServer[ShipDecisionsRequest, ShipDecisionsResponse]
 
+func _DistributionService_HoldCall_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DistributionServiceServer).HoldCall(&grpc.GenericServerStream[HoldCallRequest, HoldCallResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DistributionService_HoldCallServer = grpc.BidiStreamingServer[HoldCallRequest, HoldCallResponse]
+
 // DistributionService_ServiceDesc is the grpc.ServiceDesc for DistributionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -163,6 +201,12 @@ var DistributionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ShipDecisions",
 			Handler:       _DistributionService_ShipDecisions_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "HoldCall",
+			Handler:       _DistributionService_HoldCall_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 	},

@@ -30,6 +30,9 @@ const (
 	// DistributionServiceShipDecisionsProcedure is the procedure name of the DistributionService's
 	// ShipDecisions RPC.
 	DistributionServiceShipDecisionsProcedure = "/portcullis.v1.DistributionService/ShipDecisions"
+	// DistributionServiceHoldCallProcedure is the procedure name of the DistributionService's HoldCall
+	// RPC.
+	DistributionServiceHoldCallProcedure = "/portcullis.v1.DistributionService/HoldCall"
 )
 
 var (
@@ -47,6 +50,13 @@ var (
 			Procedure:  DistributionServiceShipDecisionsProcedure,
 		}
 	})
+	distributionServiceHoldCallSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeBidi,
+			Schema:     v1.File_portcullis_v1_distribution_proto.Services().ByName("DistributionService").Methods().ByName("HoldCall"),
+			Procedure:  DistributionServiceHoldCallProcedure,
+		}
+	})
 )
 
 // DistributionServiceClient is a client for the portcullis.v1.DistributionService service.
@@ -61,6 +71,13 @@ type DistributionServiceClient interface {
 	// ShipDecisions takes batches of a proxy's decision records, and of the
 	// MCP tool definitions it saw change.
 	ShipDecisions(context.Context) (DistributionServiceShipDecisionsClientStream, error)
+	// HoldCall files one call a review rule holds at the proxy and waits
+	// for a person's decision (CallService): the proxy sends the call, the
+	// gateway answers filed, heartbeats while it waits, and the decision.
+	// A stream opened again with the same proxy, instance and key
+	// re-attaches to the call. The proxy sends ended when it stops holding
+	// the call undecided.
+	HoldCall(context.Context) (DistributionServiceHoldCallClientStream, error)
 }
 
 // NewDistributionServiceClient constructs a client for the portcullis.v1.DistributionService
@@ -136,6 +153,43 @@ func (s DistributionServiceShipDecisionsClientStream) CloseAndReceive() (*v1.Shi
 	return &res, nil
 }
 
+// DistributionServiceHoldCallClientStream is the client stream for the DistributionService's
+// HoldCall RPC.
+type DistributionServiceHoldCallClientStream struct {
+	stream connect.ClientStream
+}
+
+// SendHeaders opens the stream and flushes the request headers without a message. The first Send or
+// Receive does this implicitly.
+func (s DistributionServiceHoldCallClientStream) SendHeaders() error {
+	return s.stream.SendHeaders()
+}
+
+// Send sends a request message to the server.
+func (s DistributionServiceHoldCallClientStream) Send(req *v1.HoldCallRequest) error {
+	return s.stream.Send(req)
+}
+
+// CloseSend closes the request side of the stream.
+func (s DistributionServiceHoldCallClientStream) CloseSend() error {
+	return s.stream.CloseSend()
+}
+
+// Receive returns the next response message from the server.
+func (s DistributionServiceHoldCallClientStream) Receive() (*v1.HoldCallResponse, error) {
+	var res v1.HoldCallResponse
+	if err := s.stream.Receive(&res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Close releases the stream's resources. It is idempotent and is typically deferred to clean up a
+// stream abandoned before io.EOF.
+func (s DistributionServiceHoldCallClientStream) Close() error {
+	return s.stream.Close()
+}
+
 // DistributionServiceHandler is an implementation of the portcullis.v1.DistributionService service.
 type DistributionServiceHandler interface {
 	// StreamPolicy is the push stream, in the spirit of xDS state of the
@@ -148,6 +202,13 @@ type DistributionServiceHandler interface {
 	// ShipDecisions takes batches of a proxy's decision records, and of the
 	// MCP tool definitions it saw change.
 	ShipDecisions(context.Context, DistributionServiceShipDecisionsServerStream) (*v1.ShipDecisionsResponse, error)
+	// HoldCall files one call a review rule holds at the proxy and waits
+	// for a person's decision (CallService): the proxy sends the call, the
+	// gateway answers filed, heartbeats while it waits, and the decision.
+	// A stream opened again with the same proxy, instance and key
+	// re-attaches to the call. The proxy sends ended when it stops holding
+	// the call undecided.
+	HoldCall(context.Context, DistributionServiceHoldCallServerStream) error
 }
 
 // RegisterDistributionServiceHandler registers svc as the portcullis.v1.DistributionService
@@ -157,6 +218,7 @@ func RegisterDistributionServiceHandler(server *connect.Server, svc Distribution
 	server.Register(
 		connect.Method{Spec: distributionServiceStreamPolicySpec(), Handler: adapter.streamPolicy},
 		connect.Method{Spec: distributionServiceShipDecisionsSpec(), Handler: adapter.shipDecisions},
+		connect.Method{Spec: distributionServiceHoldCallSpec(), Handler: adapter.holdCall},
 	)
 }
 
@@ -200,6 +262,31 @@ func (s DistributionServiceShipDecisionsServerStream) Receive() (*v1.ShipDecisio
 	return &req, nil
 }
 
+// DistributionServiceHoldCallServerStream is the server stream for the DistributionService's
+// HoldCall RPC.
+type DistributionServiceHoldCallServerStream struct {
+	stream connect.ServerStream
+}
+
+// Receive returns the next request message from the client.
+func (s DistributionServiceHoldCallServerStream) Receive() (*v1.HoldCallRequest, error) {
+	var req v1.HoldCallRequest
+	if err := s.stream.Receive(&req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// SendHeaders flushes the response headers without a message. The first Send does this implicitly.
+func (s DistributionServiceHoldCallServerStream) SendHeaders() error {
+	return s.stream.SendHeaders()
+}
+
+// Send sends a response message to the client.
+func (s DistributionServiceHoldCallServerStream) Send(res *v1.HoldCallResponse) error {
+	return s.stream.Send(res)
+}
+
 // UnimplementedDistributionServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedDistributionServiceHandler struct{}
 
@@ -209,6 +296,10 @@ func (UnimplementedDistributionServiceHandler) StreamPolicy(context.Context, Dis
 
 func (UnimplementedDistributionServiceHandler) ShipDecisions(context.Context, DistributionServiceShipDecisionsServerStream) (*v1.ShipDecisionsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.DistributionService.ShipDecisions is not implemented")
+}
+
+func (UnimplementedDistributionServiceHandler) HoldCall(context.Context, DistributionServiceHoldCallServerStream) error {
+	return connect.NewError(connect.CodeUnimplemented, "portcullis.v1.DistributionService.HoldCall is not implemented")
 }
 
 type distributionServiceClient struct {
@@ -231,6 +322,14 @@ func (c *distributionServiceClient) ShipDecisions(ctx context.Context) (Distribu
 	return DistributionServiceShipDecisionsClientStream{stream: stream}, nil
 }
 
+func (c *distributionServiceClient) HoldCall(ctx context.Context) (DistributionServiceHoldCallClientStream, error) {
+	stream, err := c.client.CallClientStream(ctx, distributionServiceHoldCallSpec())
+	if err != nil {
+		return DistributionServiceHoldCallClientStream{}, err
+	}
+	return DistributionServiceHoldCallClientStream{stream: stream}, nil
+}
+
 type distributionServiceHandler struct{ svc DistributionServiceHandler }
 
 func (h distributionServiceHandler) streamPolicy(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
@@ -243,4 +342,8 @@ func (h distributionServiceHandler) shipDecisions(ctx context.Context, _ connect
 		return err
 	}
 	return stream.Send(res)
+}
+
+func (h distributionServiceHandler) holdCall(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	return h.svc.HoldCall(ctx, DistributionServiceHoldCallServerStream{stream: stream})
 }
