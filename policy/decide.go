@@ -96,6 +96,12 @@ type Decision struct {
 	// definition, which differs from the verified one or was not verified
 	// (tool_definition_changed).
 	DefinitionRefused bool
+	// Review, above 0, makes an allow a reviewed allow: the rule that
+	// decides has review.required, and the call is forwarded only once a
+	// person approves it, within this timeout (a held call). A request
+	// that any rule allows without review is allowed without review: an
+	// allow needs review only when every allow rule that admits it does.
+	Review time.Duration
 }
 
 // Decide returns the decision of policy p on request r. A nil policy denies
