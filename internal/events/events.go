@@ -133,3 +133,18 @@ type DecisionsShipped struct {
 	Decisions            map[string]int
 	Dropped, OCSFDropped uint64
 }
+
+// Held calls (lifecycle).
+
+// CallHeld: a proxy filed a call a review rule holds; it waits for a
+// person until its deadline.
+type CallHeld struct {
+	happened
+	Call store.HeldCall
+}
+
+// CallDecided: a held call left held (approved, denied, expired, failed).
+type CallDecided struct {
+	happened
+	Call store.HeldCall
+}
