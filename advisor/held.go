@@ -1,6 +1,7 @@
 package advisor
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -40,8 +41,12 @@ func FromHeldCall(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	if rule.RateLimit, rule.Definition, rule.ExpiresAt, err = reviewTerms(ep, rec.Tool, time.Now()); err != nil {
 		return refuse("arguments", RuleArguments, "tools/call %s on network_policies.%s %s: %v", rec.Tool, key, policy.EndpointLabel(ep), err)
 	}
+	from := rec.Binary
+	if from == "" {
+		from = "an unidentified binary"
+	}
 	p := &Proposal{
-		Rationale: rationale(rec, true) + ", without review (remembered when a person approved it)",
+		Rationale: fmt.Sprintf("allow without review exactly the held call a person approved: tools/call %s with its arguments from %s to %s:%d", rec.Tool, from, rec.Host, rec.Port),
 		Operations: []Operation{{AddAllowRules: &AddAllowRules{
 			EndpointRef: EndpointRef{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path},
 			Rules:       []policy.Rule{{Allow: rule}},
