@@ -26,16 +26,9 @@ func FromHeldCall(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	if ep == nil {
 		return refuse("", RuleNotOffered, "no endpoint of the current policy admits the held call any more")
 	}
-	c, err := policy.CanonicalArguments(rec.Arguments)
+	c, schema, err := exactArguments(rec)
 	if err != nil {
-		return refuse("arguments", RuleArguments, "%v", err)
-	}
-	if err := exactNumbers(rec.Arguments); err != nil {
-		return refuse("arguments", RuleArguments, "tools/call %s: %v", rec.Tool, err)
-	}
-	schema, err := constSchema(c)
-	if err != nil {
-		return refuse("arguments", RuleArguments, "%v", err)
+		return nil, err
 	}
 	rule := &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{rec.Tool}}, ArgumentsSchema: schema}
 	if rule.RateLimit, rule.Definition, rule.ExpiresAt, err = reviewTerms(ep, rec.Tool, time.Now()); err != nil {
