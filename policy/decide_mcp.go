@@ -140,6 +140,7 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 	// such rule (the rule matched; the definition or arguments did not).
 	var failure, failed string
 	pinned := false
+	var held *outcome
 	for i, rule := range e.ep.Rules {
 		if rule.Allow == nil || expired(rule.Allow, r.Time) || !mcpRuleMatches(e.ep, rule.Allow, r.MCP, false) {
 			continue
@@ -158,8 +159,12 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 			}
 			continue
 		}
-		return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
-			reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
+		if o, done := allowedBy(e, i, rule.Allow, &held); done {
+			return o
+		}
+	}
+	if held != nil {
+		return *held
 	}
 	return outcome{ep: e, rule: failed, definitionRefused: pinned,
 		reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), failure)}
