@@ -120,7 +120,7 @@ func judgeMCP(e endpointRef, r Request) outcome {
 	o := judgeMCPRules(e, r)
 	if !versionListed(e.ep, r.MCP.ProtocolVersion) {
 		o.reason = fmt.Sprintf("MCP protocol version %q is not listed in mcp.versions of %s", r.MCP.ProtocolVersion, e.name())
-		o.versionRefused, o.allow, o.hard, o.rule = o.allow, false, true, "mcp.versions"
+		o.versionRefused, o.allow, o.hard, o.rule, o.review = o.allow, false, true, "mcp.versions", 0
 	}
 	return o
 }
