@@ -46,7 +46,9 @@ func reviewedPolicies(t *testing.T, edit func(p *policy.Policy)) (cur, prop *pol
 	return cur, prop
 }
 
-func ordersRules(p *policy.Policy) *[]policy.Rule { return &p.NetworkPolicies["orders"].Endpoints[0].Rules }
+func ordersRules(p *policy.Policy) *[]policy.Rule {
+	return &p.NetworkPolicies["orders"].Endpoints[0].Rules
+}
 
 func only(t *testing.T, rep *Report, kind string) Finding {
 	t.Helper()
