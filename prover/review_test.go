@@ -9,35 +9,11 @@ import (
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
-const reviewedCurrent = `
-version: 1
-network_policies:
-  orders:
-    binaries: [ { path: /usr/bin/python3 } ]
-    endpoints:
-      - host: orders.example.com
-        port: 443
-        path: /mcp
-        protocol: mcp
-        rules:
-          - allow: { method: initialize }
-          - allow: { method: tools/call, tool: lookup_order }
-          - allow: { method: tools/call, tool: refund_order, review: { required: true, timeout: 5m } }
-  payouts:
-    binaries: [ { path: /usr/bin/python3 } ]
-    endpoints:
-      - host: api.example.com
-        port: 443
-        protocol: rest
-        rules:
-          - allow: { method: GET, path: "/v1/**" }
-          - allow: { method: POST, path: "/v1/payouts/**", review: { required: true } }
-`
-
-// reviewedPolicies parses reviewedCurrent and a copy changed by edit.
+// reviewedPolicies loads testdata/reviewed.yaml (refund_order and POST
+// /v1/payouts/** held for review) and a copy changed by edit.
 func reviewedPolicies(t *testing.T, edit func(p *policy.Policy)) (cur, prop *policy.Policy) {
 	t.Helper()
-	cur = parse(t, reviewedCurrent)
+	cur = load(t, "testdata/reviewed.yaml")
 	prop = cur.Clone()
 	edit(prop)
 	if _, err := policy.Validate(prop); err != nil {
