@@ -143,7 +143,11 @@ func (pr *prover) reviewedArguments() {
 				continue
 			}
 			r := toolCallAt(p, a, pr.opts)
-			if r == nil || pr.reviewChange(*r) != ReviewRemoved {
+			if r == nil {
+				continue
+			}
+			r.MCP.AnyDefinition = true // pins are judged apart (tool_definition_changed)
+			if pr.reviewChange(*r) != ReviewRemoved {
 				continue
 			}
 			if d := policy.Decide(pr.proposed, *r); d.Entry != p.key || d.Endpoint != p.index || d.Rule != rule {

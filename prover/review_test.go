@@ -184,3 +184,32 @@ func TestNewReviewedRule(t *testing.T) {
 		t.Fatalf("counterexample decision %+v, want a reviewed allow", d)
 	}
 }
+
+// TestReviewRemovedPinned: rules that pin the tool's definition (as a
+// remembered call's rule keeps its guard's pin) are judged with the pin
+// met, as every probe is.
+func TestReviewRemovedPinned(t *testing.T) {
+	const pin = "sha256:" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
+	rule := func(args string) policy.Rule {
+		var v any
+		if err := json.Unmarshal([]byte(args), &v); err != nil {
+			t.Fatal(err)
+		}
+		return policy.Rule{Allow: &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{"refund_order"}},
+			ArgumentsSchema: map[string]any{"const": v}, Definition: pin}}
+	}
+	cur, prop := reviewedPolicies(t, func(p *policy.Policy) {
+		rules := ordersRules(p)
+		(*rules)[2].Allow.Definition = pin
+		*rules = append(*rules, rule(`{"order_id":"A-1"}`), rule(`{"order_id":"B-2"}`))
+	})
+	cur = cur.Clone()
+	rules := ordersRules(cur)
+	(*rules)[2].Allow.Definition = pin
+	*rules = append(*rules, rule(`{"order_id":"A-1"}`))
+	k := kinds(prove(t, cur, prop, Options{}))
+	if len(k[ReviewRemoved]) != 1 || k[ReviewRemoved][0].Rule != "rules[4]" {
+		t.Fatalf("want review_removed at rules[4]: %+v", k)
+	}
+	sameJSON(t, k[ReviewRemoved][0].Counterexample.MCP.Arguments, `{"order_id":"B-2"}`)
+}
