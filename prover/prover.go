@@ -83,7 +83,9 @@ type Options struct {
 }
 
 // Report is the outcome of a proof: no findings means the proposed policy
-// allows nothing the current one denies (within the scope in doc.go).
+// allows nothing the current one denies, and lets nothing through without
+// review that the current one holds for review (within the scope in
+// doc.go).
 type Report struct {
 	Findings []Finding `json:"findings"`
 	// Work is the work units the proof used (of Options.Budget).
