@@ -51,6 +51,7 @@ type Client struct {
 	Audit    portcullisv1connect.AuditServiceClient
 	Approval portcullisv1connect.ApprovalServiceClient
 	Sentry   portcullisv1connect.SentryServiceClient
+	Calls    portcullisv1connect.CallServiceClient
 	// Stream is the decision service for streams that last until the
 	// caller stops them (TailDecisions): its calls have no Timeout.
 	Stream portcullisv1connect.DecisionServiceClient
@@ -87,6 +88,7 @@ func New(cfg Config) *Client {
 		Audit:    portcullisv1connect.NewAuditServiceClient(c),
 		Approval: portcullisv1connect.NewApprovalServiceClient(c),
 		Sentry:   portcullisv1connect.NewSentryServiceClient(c),
+		Calls:    portcullisv1connect.NewCallServiceClient(c),
 		Stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 
 		Enforcement: portcullisv1connect.NewProxyServiceClient(sc),

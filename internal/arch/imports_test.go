@@ -78,6 +78,7 @@ var layers = map[string][]string{
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
 	"internal/apitext":          {"policy", "prover", "proto/portcullis/v1"},
+	"prover/offline":            {"policy", "prover", "internal/apitext"},
 	"internal/pgtest":           nil,
 	"internal/netnstest":        nil,
 	"internal/arch":             nil,
