@@ -64,8 +64,8 @@ PORTCULLIS_LOG_LEVEL=debug|info|warn|error for the level (default info;
 debug logs every RPC).
 
 With --webhook-url, the gateway calls that URL (Slack-compatible JSON) when
-a proposal needs a human, when one is decided and when a quarantine is
-held; each message links to the console at --external-url. With
+a proposal needs a human or is decided, a call is held or decided, and a
+quarantine is held; each links to the console at --external-url. With
 --audit-webhook-url (an archive, not a chat channel) it calls that URL
 whenever the audit head moves. Each call is signed with
 PORTCULLIS_WEBHOOK_SECRET (header X-Portcullis-Signature: sha256=HMAC of
