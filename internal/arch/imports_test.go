@@ -41,7 +41,7 @@ var layers = map[string][]string{
 	"gateway/decisions":    {"store", "decision", "lifecycle"},
 	"gateway/notify":       {"store", "lifecycle", "internal/events"},
 	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
-	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest", "internal/apiclient"},
+	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest", "internal/apiclient", "policy", "proto/..."},
 	"sentry":               {"internal/jcs", "internal/strictjson"},
 	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/identity", "dataplane/match",
 		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "dataplane/ratelimit", "dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
