@@ -14,7 +14,6 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/apitext"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/prover"
-	"github.com/portcullis-dev/portcullis/prover/offline"
 )
 
 // Exit codes of the command-line contract (DESIGN.md).
@@ -32,7 +31,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case isA[*usageError](err), isA[*inputError](err), isA[*problemsError](err), isA[*offline.InputError](err),
+	case isA[*usageError](err), isA[*inputError](err), isA[*problemsError](err),
 		errors.Is(err, prover.ErrTooComplex), isA[*apiclient.RefusalError](err):
 		// Refused input: prove on a change beyond the prover's budget,
 		// and a proposal refused as not narrow, too.

@@ -1,9 +1,9 @@
+//go:build !proxyonly
+
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -42,11 +42,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 			res, err := prove(cmd.Context(), env, current, proposed, boundary, credentialed, devLoopback, budget)
 			if err != nil {
 				if env.jsonOutput() {
-					res.Error = err.Error()
-					if pe, ok := errors.AsType[*offline.InputError](err); ok {
-						res.Problems = pe.Problems
-					}
-					if werr := env.printValueJSON(res); werr != nil {
+					if werr := env.printValueJSON(res.Failed(err)); werr != nil {
 						return werr
 					}
 				}
@@ -59,10 +55,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 			} else {
 				apitext.Findings(env.stdout, res.Findings)
 			}
-			if n := len(res.Findings); n > 0 {
-				return &findingsError{count: n}
-			}
-			return nil
+			return res.Err()
 		},
 	}
 	cmd.Flags().StringVar(&current, "current", "", "the policy in force (`FILE`, YAML or JSON)")
@@ -72,17 +65,6 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "prove as for a proxy run with --dev-allow-loopback (loopback upstreams reachable)")
 	cmd.Flags().Int64Var(&budget, "budget", prover.DefaultBudget, "the work units the proof may spend (`N`; the gateway's is the default): raise it to prove policies of thousands of endpoints at once; memory stays bounded")
 	return cmd
-}
-
-// findingsError: the prover found something (exit 1); the findings were
-// printed.
-type findingsError struct{ count int }
-
-func (e *findingsError) Error() string {
-	if e.count == 1 {
-		return "the proposed policy adds 1 finding"
-	}
-	return fmt.Sprintf("the proposed policy adds %d findings", e.count)
 }
 
 // prove reads the files and proves them (prover/offline).
@@ -122,5 +104,9 @@ func prove(ctx context.Context, env *environment, currentFile, proposedFile, bou
 	if err != nil {
 		return res, err
 	}
-	return offline.Prove(ctx, current, proposed, boundary, opts)
+	res, err = offline.Prove(ctx, current, proposed, boundary, opts)
+	if isA[*offline.InputError](err) {
+		err = inputErr(err) // exit 2
+	}
+	return res, err
 }

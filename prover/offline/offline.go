@@ -8,6 +8,7 @@ package offline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/portcullis-dev/portcullis/internal/apitext"
@@ -27,6 +28,34 @@ type Result struct {
 type FileProblems struct {
 	File     string           `json:"file"`
 	Problems []policy.Problem `json:"problems"`
+}
+
+// Failed is r with err recorded as -o json prints it: its message, and an
+// InputError's problems.
+func (r Result) Failed(err error) Result {
+	r.Error = err.Error()
+	if pe, ok := errors.AsType[*InputError](err); ok {
+		r.Problems = pe.Problems
+	}
+	return r
+}
+
+// Err is a FindingsError when the prover found something, else nil.
+func (r Result) Err() error {
+	if n := len(r.Findings); n > 0 {
+		return &FindingsError{Count: n}
+	}
+	return nil
+}
+
+// FindingsError: the prover found something (portcullis prove exits 1).
+type FindingsError struct{ Count int }
+
+func (e *FindingsError) Error() string {
+	if e.Count == 1 {
+		return "the proposed policy adds 1 finding"
+	}
+	return fmt.Sprintf("the proposed policy adds %d findings", e.Count)
 }
 
 // InputError: an input is not a valid policy.
