@@ -49,7 +49,7 @@ func holdRefund(t *testing.T, e *env, version uint32, arguments string) *gateway
 		t.Fatal(err)
 	}
 	c := gatewaytest.ToolCall(t, "support", "refund", arguments)
-	c.Binary, c.Host, c.Port, c.PolicyVersion = "/usr/bin/python3", "orders.example.com", 443, version
+	c.PolicyVersion = version
 	d := policy.Decide(p, policy.Request{Binary: c.Binary, Host: c.Host, Port: 443, HTTPMethod: "POST", Path: "/mcp",
 		MCP: &policy.MCPMessage{Method: "tools/call", Tool: "refund", Arguments: []byte(arguments)}})
 	if !d.Allow || d.Review == 0 {
@@ -78,15 +78,21 @@ func TestConsoleHeldCalls(t *testing.T) {
 	for i, width := range webtest.Widths {
 		webtest.SetWidth(t, ctx, width)
 		remember := i == 1
-		held := holdRefund(t, e, version, strings.Replace(refundArguments, "A-1009", fmt.Sprintf("A-10%02d", 9+i), 1))
+		// Remembering needs arguments a rule can name exactly: no number
+		// past what a float64 holds.
+		arguments, shown := refundArguments, refundArgumentsShown
+		if remember {
+			arguments = strings.Replace(refundArguments, ` "ledger": 12345678901234567890,`, "", 1)
+			shown = strings.Replace(refundArgumentsShown, "  \"ledger\": 12345678901234567890,\n", "", 1)
+		}
+		held := holdRefund(t, e, version, arguments)
 		card := fmt.Sprintf(`#calls-list .call[data-id="%d"]`, held.ID)
 		webtest.Act(t, ctx, fmt.Sprintf("call %d appears without a reload", held.ID), chromedp.WaitVisible(chromedp.CSS(card+`[data-status="held"]`)))
 		if c := webtest.TextOf(t, ctx, card+" .countdown"); !countdownText.MatchString(c) {
 			t.Errorf("call %d counts down as %q, want M:SS left", held.ID, c)
 		}
-		want := strings.Replace(refundArgumentsShown, "A-1009", fmt.Sprintf("A-10%02d", 9+i), 1)
-		if args := webtest.Value(t, ctx, "the arguments", chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, card+" pre.arguments"))); args != want {
-			t.Errorf("call %d's arguments show as\n%s\nwant\n%s", held.ID, args, want)
+		if args := webtest.Value(t, ctx, "the arguments", chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, card+" pre.arguments"))); args != shown {
+			t.Errorf("call %d's arguments show as\n%s\nwant\n%s", held.ID, args, shown)
 		}
 		if n := webtest.WaitText(t, ctx, "nav-held"); n != "1" {
 			t.Errorf("the navigation counts %q held calls, want 1", n)

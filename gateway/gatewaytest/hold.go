@@ -25,9 +25,10 @@ type Held struct {
 }
 
 // ToolCall is a tools/call a review rule holds, as a proxy of sandbox
-// files it: arguments exactly as the agent sent them and their digest
-// (policy.ArgumentsDigest), a random key, a two-minute timeout. The rest
-// (binary, endpoint, version, entry and rule) is the caller's to set.
+// files it: /usr/bin/python3 calling tool at orders.example.com:443/mcp,
+// arguments exactly as the agent sent them and their digest
+// (policy.ArgumentsDigest), a key of its own, a two-minute timeout. The
+// policy version, entry and rule are the caller's to set.
 func ToolCall(t testing.TB, sandbox, tool, arguments string) *portcullisv1.CallToHold {
 	t.Helper()
 	digest, err := policy.ArgumentsDigest([]byte(arguments))
@@ -36,7 +37,7 @@ func ToolCall(t testing.TB, sandbox, tool, arguments string) *portcullisv1.CallT
 	}
 	return &portcullisv1.CallToHold{
 		Sandbox: sandbox, ProxyId: "proxy-" + sandbox, Instance: "run-1", Key: strings.ReplaceAll(t.Name(), "/", "-") + "-" + tool + "-" + digest[7:19],
-		Method: "POST", Path: "/mcp", McpMethod: "tools/call", Tool: tool,
+		Binary: "/usr/bin/python3", Host: "orders.example.com", Port: 443, Method: "POST", Path: "/mcp", McpMethod: "tools/call", Tool: tool,
 		ArgumentsJson: arguments, ArgumentsDigest: digest, Timeout: durationpb.New(2 * time.Minute),
 	}
 }
