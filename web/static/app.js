@@ -1366,8 +1366,8 @@ function callBadge(status) {
 
 // callCard is one held call: what it calls and where, its countdown, its
 // arguments pretty-printed, and (while held, for a role that may) the
-// decision with a required reason.
-function callCard(c) {
+// decision with a required reason, whose answer goes to show.
+function callCard(c, show) {
   return h("section", { class: `card call ${c.status}`, "data-id": c.id, "data-status": c.status, id: `call-${c.id}` },
     h("div", { class: "page-head" },
       h("h2", { class: "first" }, `#${c.id} `, h("span", { class: "mono" }, callTarget(c))),
@@ -1387,13 +1387,13 @@ function callCard(c) {
     c.argumentsJson
       ? h("pre", { class: "arguments" }, indentJSON(c.argumentsJson))
       : h("p", { class: "muted" }, "Arguments cleared (kept until decided and the retention after); the digest stays."),
-    c.status === "held" && can("CallService", "ApproveCall") ? callDecision(c) : null);
+    c.status === "held" && can("CallService", "ApproveCall") ? callDecision(c, show) : null);
 }
 
 // callDecision approves (optionally remembering: a proposal allowing
 // these exact arguments without review) or denies a held call, with a
 // reason; the approval names the digest shown.
-function callDecision(c) {
+function callDecision(c, show) {
   const reason = h("input", { type: "text", class: "call-reason", placeholder: "reason (kept with the call)", "aria-label": `reason for call ${c.id}` });
   const out = h("div", { class: "call-result" });
   const approve = h("button", { type: "button", class: "approve", "data-decide": "approve" }, "Approve");
@@ -1413,7 +1413,7 @@ function callDecision(c) {
         ? await rpc("CallService", "DenyCall", { id: c.id, reason: text })
         : await rpc("CallService", "ApproveCall", { id: c.id, reason: text, argumentsDigest: c.argumentsDigest, remember: how === "remember" });
       const filed = done.proposalId && done.proposalId !== "0";
-      showCall(done, notice("ok", `Call #${c.id} ${done.status}.`,
+      show(done, notice("ok", `Call #${c.id} ${done.status}.`,
         filed ? h("span", null, " Proposal ", proposalLink(done.proposalId), " filed to allow these arguments without review.") : ""));
     } catch (err) {
       for (const b of buttons) b.disabled = false;
@@ -1426,54 +1426,52 @@ function callDecision(c) {
   return h("div", { class: "decide" }, reason, h("div", { class: "row" }, ...buttons), out);
 }
 
-// showCall puts c's card in the held calls page, newest first (ids grow
-// with time), replacing the card it had; a card whose call did not
-// change is left alone, so a reason being typed stays. msg, if given,
-// shows under the new card.
-function showCall(c, msg) {
-  const list = $("calls-list");
-  if (!list) return;
-  const old = $(`call-${c.id}`);
-  if (old && old.dataset.status === c.status && !msg) return;
-  const card = callCard(c);
-  if (msg) card.append(msg);
-  if (old) old.replaceWith(card);
-  else {
-    const after = [...list.children].find((el) => Number(el.dataset.id) < Number(c.id));
-    list.insertBefore(card, after || null);
-  }
-  const empty = $("calls-empty");
-  if (empty) empty.hidden = true;
-  const held = list.querySelectorAll(".call[data-status=held]").length;
-  $("calls-count").textContent = `${held} held, newest first`;
-  setNavHeld(held);
+// callList keeps the held calls page's cards: show(c, msg) puts c's card
+// in list, newest first (ids grow with time), replacing the card it had;
+// a card whose call did not change is left alone, so a reason being typed
+// stays. msg, if given, shows under the new card.
+function callList(list, count, empty) {
+  const show = (c, msg) => {
+    const old = list.querySelector(`.call[data-id="${CSS.escape(c.id)}"]`);
+    if (old && old.dataset.status === c.status && !msg) return;
+    const card = callCard(c, show);
+    if (msg) card.append(msg);
+    if (old) old.replaceWith(card);
+    else {
+      const after = [...list.children].find((el) => Number(el.dataset.id) < Number(c.id));
+      list.insertBefore(card, after || null);
+    }
+    empty.hidden = true;
+    const held = list.querySelectorAll(".call[data-status=held]").length;
+    count.textContent = `${held} held, newest first`;
+    setNavHeld(held);
+  };
+  return show;
 }
 
 // callsView is the Held calls page: every call WatchCalls sends, newest
 // first, kept up to date by the stream; #/call/N scrolls to call N.
 async function callsView(focus) {
   const list = h("div", { id: "calls-list" });
+  const count = h("span", { class: "muted", id: "calls-count" }, "0 held");
+  const empty = h("p", { class: "muted", id: "calls-empty" }, "No held calls. A call waits here when an allow rule with ",
+    h("code", null, "review: {required: true}"), " holds it at the proxy.");
+  const failed = h("div", { id: "calls-error" });
   const page = h("div", { id: "calls" },
-    h("div", { class: "page-head" }, h("h1", null, "Held calls"),
-      h("span", { class: "muted", id: "calls-count" }, "0 held"),
+    h("div", { class: "page-head" }, h("h1", null, "Held calls"), count,
       h("span", { class: "live muted", title: "follows the gateway (WatchCalls)" }, h("span", { class: "dot on" }), "live")),
-    h("div", { id: "calls-error" }),
-    h("p", { class: "muted", id: "calls-empty" }, "No held calls. A call waits here when an allow rule with ",
-      h("code", null, "review: {required: true}"), " holds it at the proxy."),
-    list);
+    failed, empty, list);
   const signal = state.streams.signal;
   tickCountdowns(signal);
+  const show = callList(list, count, empty);
   let focused = false;
   watch("CallService", "WatchCalls", { limit: 200 }, (c) => {
-    showCall(c);
+    show(c);
     if (!focused && focus && c.id === focus) {
       focused = true;
-      $(`call-${c.id}`).scrollIntoView();
+      list.querySelector(`.call[data-id="${CSS.escape(c.id)}"]`).scrollIntoView();
     }
-  }, signal).catch((err) => {
-    const out = $("calls-error");
-    if (out) out.replaceChildren(errorNotice(err));
-  });
+  }, signal).catch((err) => failed.replaceChildren(errorNotice(err)));
   return page;
 }
 
