@@ -20,8 +20,8 @@ import (
 )
 
 // reviewPolicy is ordersPolicy with refunds held for a person.
-const reviewPolicy = ordersPolicy + `          - allow: { method: tools/call, tool: refund, review: { required: true, timeout: 5m } }
-`
+var reviewPolicy = strings.Replace(ordersPolicy, "          - allow: { method: tools/call, tool: lookup_order }\n",
+	"          - allow: { method: tools/call, tool: lookup_order }\n          - allow: { method: tools/call, tool: refund, review: { required: true, timeout: 5m } }\n", 1)
 
 // refundArguments are written as an agent might: numbers a float would
 // round, spacing of its own.
