@@ -7,15 +7,19 @@ package web_test
 
 import (
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/chromedp/chromedp"
 
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/web/webtest"
 )
 
@@ -134,8 +138,24 @@ func TestConsoleHeldCalls(t *testing.T) {
 	if s := webtest.TextOf(t, ctx, "#calls-count"); s != "0 held, newest first" {
 		t.Errorf("count %q", s)
 	}
+	// A call decided elsewhere (another operator's terminal) changes on
+	// the page too.
+	other := holdRefund(t, e, version, `{"order": "A-2000", "amount": 5}`)
+	card := fmt.Sprintf(`#calls-list .call[data-id="%d"]`, other.ID)
+	webtest.Act(t, ctx, "the third call appears", chromedp.WaitVisible(chromedp.CSS(card+`[data-status="held"]`)))
+	calls := portcullisv1connect.NewCallServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.gw.URL), gatewaytest.Bearer(gatewaytest.AdminToken)))
+	if _, err := calls.DenyCall(t.Context(), &portcullisv1.DenyCallRequest{Id: other.ID, Reason: "not this customer"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := other.Decision(t); d.GetStatus() != "denied" {
+		t.Errorf("the proxy's stream got %v", d)
+	}
+	webtest.Act(t, ctx, "the denial shows without a reload", chromedp.WaitVisible(chromedp.CSS(card+`[data-status="denied"]`)))
+	if s := webtest.TextOf(t, ctx, card); !strings.Contains(s, "not this customer") || strings.Contains(s, "Approve") {
+		t.Errorf("the denied call reads %q", s)
+	}
 	order := webtest.Value(t, ctx, "the order", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#calls-list .call")].map((e) => e.dataset.id)`))
-	if len(order) != 2 || order[0] <= order[1] {
+	if len(order) != 3 || order[0] <= order[1] || order[1] <= order[2] {
 		t.Errorf("calls shown in the order %v, want newest first", order)
 	}
 
