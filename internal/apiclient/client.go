@@ -5,8 +5,8 @@
 // refusals and rate limit), following a committed version to the proxies
 // (WatchEnforcement), a tail of decision records until the caller stops
 // it, proposals read as the token may see them (the approval queue, or a
-// sandbox's own), and the API's messages as JSON with 64-bit integers as
-// numbers. The CLI is built on it; it reads no flag or environment
+// sandbox's own), the API's messages as JSON with 64-bit integers as
+// numbers, and the values of requests' time flags (Since, Until). The CLI is built on it; it reads no flag or environment
 // variable itself.
 package apiclient
 
