@@ -1,6 +1,7 @@
 package advisor
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/policy"
@@ -25,23 +26,20 @@ func FromHeldCall(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 	if ep == nil {
 		return refuse("", RuleNotOffered, "no endpoint of the current policy admits the held call any more")
 	}
-	c, err := policy.CanonicalArguments(rec.Arguments)
+	c, schema, err := exactArguments(rec)
 	if err != nil {
-		return refuse("arguments", RuleArguments, "%v", err)
-	}
-	if err := exactNumbers(rec.Arguments); err != nil {
-		return refuse("arguments", RuleArguments, "tools/call %s: %v", rec.Tool, err)
-	}
-	schema, err := constSchema(c)
-	if err != nil {
-		return refuse("arguments", RuleArguments, "%v", err)
+		return nil, err
 	}
 	rule := &policy.L7Rule{Method: "tools/call", Tool: &policy.Matcher{Any: []string{rec.Tool}}, ArgumentsSchema: schema}
 	if rule.RateLimit, rule.Definition, rule.ExpiresAt, err = reviewTerms(ep, rec.Tool, time.Now()); err != nil {
 		return refuse("arguments", RuleArguments, "tools/call %s on network_policies.%s %s: %v", rec.Tool, key, policy.EndpointLabel(ep), err)
 	}
+	from := rec.Binary
+	if from == "" {
+		from = "an unidentified binary"
+	}
 	p := &Proposal{
-		Rationale: rationale(rec, true) + ", without review (remembered when a person approved it)",
+		Rationale: fmt.Sprintf("allow without review exactly the held call a person approved: tools/call %s with its arguments from %s to %s:%d", rec.Tool, from, rec.Host, rec.Port),
 		Operations: []Operation{{AddAllowRules: &AddAllowRules{
 			EndpointRef: EndpointRef{Policy: key, Host: ep.Host, Port: rec.Port, Path: ep.Path},
 			Rules:       []policy.Rule{{Allow: rule}},
