@@ -47,12 +47,10 @@ With -o json: {"calls": [...], "held": N}, N the calls still held.`,
 			if status != "" && !slices.Contains(callStatuses, status) {
 				return usagef("--status must be one of %s, got %q", strings.Join(callStatuses, ", "), status)
 			}
-			req := &portcullisv1.ListCallsRequest{Status: status}
-			if len(a) == 1 {
-				if req.Sandbox = a[0]; strings.TrimSpace(req.Sandbox) == "" {
-					return usagef("SANDBOX is empty")
-				}
+			if len(a) == 1 && strings.TrimSpace(a[0]) == "" {
+				return usagef("SANDBOX is empty")
 			}
+			req := &portcullisv1.ListCallsRequest{Status: status, Sandbox: strings.Join(a, "")} // SANDBOX, or "" for all
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.ListCallsResponse, error) {
 				return api.Calls.ListCalls(cmd.Context(), req)
 			}, func(res *portcullisv1.ListCallsResponse) error {
@@ -82,10 +80,7 @@ their digest). With -o json: the HeldCall.`,
 			}
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.HeldCall, error) {
 				return api.Calls.GetCall(cmd.Context(), &portcullisv1.GetCallRequest{Id: id})
-			}, func(c *portcullisv1.HeldCall) error {
-				apitext.Call(env.stdout, c, time.Now())
-				return nil
-			})
+			}, func(c *portcullisv1.HeldCall) error { return apitext.Call(env.stdout, c, time.Now()) })
 		},
 	}
 }
@@ -119,7 +114,7 @@ With -o json: the HeldCall after the approval.`,
 					return nil, err
 				}
 				if !env.jsonOutput() {
-					apitext.Call(env.stdout, c, time.Now())
+					_ = apitext.Call(env.stdout, c, time.Now()) // stdout's errors show on the outcome's line
 				}
 				return api.Calls.ApproveCall(cmd.Context(), &portcullisv1.ApproveCallRequest{
 					Id: id, Reason: reason, ArgumentsDigest: c.GetArgumentsDigest(), Remember: remember})

@@ -121,16 +121,13 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 	return cmd
 }
 
-// sinceTimestamp is --since as a request's bound, nil when not given.
+// sinceTimestamp is --since as a request's bound (apiclient.SinceTimestamp).
 func sinceTimestamp(since string) (*timestamppb.Timestamp, error) {
-	if since == "" {
-		return nil, nil
-	}
-	from, err := parseSince(since, time.Now())
+	t, err := apiclient.SinceTimestamp(since, time.Now())
 	if err != nil {
-		return nil, err
+		err = asUsage(err)
 	}
-	return timestamppb.New(from), nil
+	return t, err
 }
 
 // parseSince reads --since (apiclient.Since).

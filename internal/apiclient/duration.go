@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // DurationFlag is a command-line flag (a pflag.Value) for an optional
@@ -85,6 +86,19 @@ func Since(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, &TimeFlagError{fmt.Sprintf("--since %q: give a positive duration", s)}
 	}
 	return now.Add(-d), nil
+}
+
+// SinceTimestamp is --since as a request's bound (Since at now), nil when
+// not given.
+func SinceTimestamp(s string, now time.Time) (*timestamppb.Timestamp, error) {
+	if s == "" {
+		return nil, nil
+	}
+	from, err := Since(s, now)
+	if err != nil {
+		return nil, err
+	}
+	return timestamppb.New(from), nil
 }
 
 // Until reads --until: an RFC 3339 time in the future, or a positive

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf16"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -60,7 +58,7 @@ func Calls(w io.Writer, calls []*portcullisv1.HeldCall, now time.Time) error {
 // Call writes a held call as calls show (and calls approve, before it
 // approves) prints it: its fields, then its arguments pretty-printed with
 // their numbers exactly as the agent wrote them.
-func Call(w io.Writer, c *portcullisv1.HeldCall, now time.Time) {
+func Call(w io.Writer, c *portcullisv1.HeldCall, now time.Time) error {
 	kv := []string{
 		"id", strconv.FormatUint(c.GetId(), 10),
 		"status", Dash(c.GetStatus()),
@@ -84,16 +82,16 @@ func Call(w io.Writer, c *portcullisv1.HeldCall, now time.Time) {
 		kv = append(kv, "trace", Field(c.GetTraceId()))
 	}
 	kv = append(kv, "arguments digest", Dash(c.GetArgumentsDigest()))
-	_ = Fields(w, kv...)
+	if err := Fields(w, kv...); err != nil {
+		return err
+	}
 	args := c.GetArgumentsJson()
 	if args == "" {
-		fmt.Fprintln(w, "arguments: - (cleared after the retention, or none)")
-		return
+		_, err := fmt.Fprintln(w, "arguments: - (cleared after the retention, or none)")
+		return err
 	}
-	fmt.Fprintln(w, "arguments:")
-	for line := range strings.SplitSeq(CallArguments(args), "\n") {
-		fmt.Fprintf(w, "  %s\n", line)
-	}
+	_, err := fmt.Fprintf(w, "arguments:\n  %s\n", strings.ReplaceAll(CallArguments(args), "\n", "\n  "))
+	return err
 }
 
 // CallArguments pretty-prints a held call's arguments_json: indented,
@@ -106,17 +104,11 @@ func CallArguments(s string) string {
 	if err := json.Indent(&b, []byte(s), "", "  "); err != nil {
 		return strconv.Quote(s)
 	}
-	var out strings.Builder
-	for _, r := range b.String() {
-		if r != '\n' && (unicode.IsControl(r) || !unicode.IsPrint(r) && !unicode.IsSpace(r)) {
-			for _, u := range utf16.Encode([]rune{r}) {
-				fmt.Fprintf(&out, `\u%04x`, u)
-			}
-			continue
-		}
-		out.WriteRune(r)
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = escapeUnprintable(l)
 	}
-	return out.String()
+	return strings.Join(lines, "\n")
 }
 
 // CallOutcome is the line calls approve and deny print: where the call
