@@ -203,6 +203,7 @@ func (d *Distribution) waitCall(ctx context.Context, p Caller, stream CallConn, 
 	defer heartbeat.Stop()
 	deadline := time.NewTimer(time.Until(call.Deadline))
 	defer deadline.Stop()
+	lastAuth := d.cfg.Now()
 	for {
 		if call.Status != store.CallHeld {
 			return stream.Send(decisionOf(call))
@@ -227,6 +228,14 @@ func (d *Distribution) waitCall(ctx context.Context, p Caller, stream CallConn, 
 			call = out
 			continue
 		case <-heartbeat.C:
+			// A token revoked while its call waits ends the stream, as a
+			// policy stream's does; the call stays held.
+			if now := d.cfg.Now(); now.Sub(lastAuth) >= reauthInterval {
+				if _, err := transport.OffStack(func() (struct{}, error) { return struct{}{}, p.Auth.Reauthenticate(ctx, p.Token) }); err != nil {
+					return err
+				}
+				lastAuth = now
+			}
 			if err := stream.Send(&portcullisv1.HoldCallResponse{Message: &portcullisv1.HoldCallResponse_Heartbeat{Heartbeat: &portcullisv1.CallHeartbeat{
 				SentAt: timestamppb.New(d.cfg.Now()),
 			}}}); err != nil {
