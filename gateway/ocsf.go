@@ -15,7 +15,8 @@ const auditFollowInterval = time.Second
 
 // ocsfEvents is the stream's OCSF subscriber (with Config.OCSF): the audit
 // log's entries as Entity Management events and the proposals they are
-// about as Detection Findings, the Sentry events worth a security team's
+// about as Detection Findings, held calls and their ends (Detection
+// Findings, their arguments never: only the digest), the Sentry events worth a security team's
 // attention, the findings derived from them and what the gateway did
 // about each quarantine (docs/ocsf.md). Each OCSF event is built on the
 // emitter's goroutine, never the publisher's: the publisher pays for a
@@ -27,6 +28,10 @@ func (s *Server) ocsfEvents(e events.Event) {
 		emit(func() ocsf.Event { return gatewayocsf.FromAudit(e.Entry, ocsf.Gateway) })
 	case events.ProposalAudited:
 		emit(func() ocsf.Event { return gatewayocsf.FromProposal(e.Proposal, e.Findings, ocsf.Gateway) })
+	case events.CallHeld:
+		emit(func() ocsf.Event { return gatewayocsf.FromHeldCall(e.Call, ocsf.Gateway) })
+	case events.CallDecided:
+		emit(func() ocsf.Event { return gatewayocsf.FromHeldCall(e.Call, ocsf.Gateway) })
 	case events.SentryActed:
 		emit(func() ocsf.Event {
 			return gatewayocsf.FromSentryAction(e.Action, sentryintake.Actor(e.Action.Source), ocsf.Gateway)

@@ -61,6 +61,7 @@ func commands(env *environment) []*cobra.Command {
 		newLogsCmd(env),
 		newProposeCmd(env),
 		newProposalsCmd(env),
+		newCallsCmd(env),
 		newApprovalPolicyCmd(env),
 		newAuditCmd(env),
 		newSentryCmd(env),

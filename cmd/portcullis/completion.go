@@ -16,7 +16,7 @@ import (
 // asked of the gateway the command would talk to (its --gateway and
 // token), to every command that takes one as its first argument — found by
 // the argument's name in the command's Use line, so a new command gets it
-// by naming its argument SANDBOX (or NAME under `sandbox`) or ID under
+// by naming its argument SANDBOX or [SANDBOX] (or NAME under `sandbox`) or ID under
 // `proposals` — and to every --sandbox flag.
 func addCompletions(root *cobra.Command, env *environment) {
 	var walk func(c *cobra.Command)
@@ -27,7 +27,7 @@ func addCompletions(root *cobra.Command, env *environment) {
 				parent = c.Parent().Name()
 			}
 			switch {
-			case fields[1] == "SANDBOX", fields[1] == "NAME" && parent == "sandbox":
+			case fields[1] == "SANDBOX", fields[1] == "[SANDBOX]", fields[1] == "NAME" && parent == "sandbox":
 				c.ValidArgsFunction = completeFirst(func(ctx context.Context) []string { return sandboxNames(ctx, env) })
 			case fields[1] == "ID" && parent == "proposals":
 				c.ValidArgsFunction = completeFirst(func(ctx context.Context) []string { return pendingProposals(ctx, env) })

@@ -31,7 +31,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case isA[*usageError](err), isA[*inputError](err), isA[*problemsError](err), isA[*proveInputError](err),
+	case isA[*usageError](err), isA[*inputError](err), isA[*problemsError](err),
 		errors.Is(err, prover.ErrTooComplex), isA[*apiclient.RefusalError](err):
 		// Refused input: prove on a change beyond the prover's budget,
 		// and a proposal refused as not narrow, too.

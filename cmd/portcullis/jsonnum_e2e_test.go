@@ -87,6 +87,14 @@ func TestJSONNumbersEverywhere(t *testing.T) {
 	curFile := writeFile(t, "current.yaml", cur)
 	nextFile := writeFile(t, "next.yaml", strings.Replace(cur, "tools/list", "ping", 1))
 	action := fmt.Sprint(g.json(t, admin, "sentry", "actions", "--status", "held")["actions"].([]any)[0].(map[string]any)["id"])
+	// Two calls held as the sandbox's proxy files them: one to approve,
+	// one to deny.
+	heldCall := func(arguments string) string {
+		c := gatewaytest.ToolCall(t, "orders", "refund_order", arguments)
+		c.PolicyVersion = uint32(g.json(t, admin, "policy", "get", "orders")["version"].(float64))
+		return fmt.Sprint(g.HoldCall(t, q.sb, c).ID)
+	}
+	approveCall, denyCall := heldCall(`{"order_id":"A-1","amount":12.50}`), heldCall(`{"order_id":"A-2","amount":1e2}`)
 
 	runs := []struct {
 		token string
@@ -140,6 +148,10 @@ func TestJSONNumbersEverywhere(t *testing.T) {
 		{admin, []string{"sentry", "key", "set", "sentry://node-9", "--public-key", keyFile}, 0},
 		{admin, []string{"sentry", "key", "delete", "sentry://node-9"}, 0},
 		{admin, []string{"signing-key", "list"}, 0},
+		{admin, []string{"calls", "list"}, 0},
+		{admin, []string{"calls", "show", approveCall}, 0},
+		{admin, []string{"calls", "approve", approveCall, "--reason", "fine"}, 0},
+		{admin, []string{"calls", "deny", denyCall, "--reason", "no"}, 0},
 	}
 	ran := map[string]bool{}
 	last := ""

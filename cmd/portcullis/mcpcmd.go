@@ -3,10 +3,10 @@
 package main
 
 import (
-	"fmt"
+	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/listing"
-	"github.com/spf13/cobra"
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 )
 
 // newMCPCmd is `portcullis mcp`: tools for operators of MCP endpoints.
@@ -54,11 +54,11 @@ that terminates TLS needs its CA: --ca-file).`,
 			if env.jsonOutput() {
 				return env.printValueJSON(map[string]any{"tools": tools})
 			}
-			tw := env.table("FINGERPRINT", "TOOL")
-			for _, t := range tools {
-				fmt.Fprintf(tw, "%s\t%s\n", t.Fingerprint, t.Name)
-			}
-			return tw.Flush()
+			return apitext.Table(env.stdout, func(add func(...string)) {
+				for _, t := range tools {
+					add(t.Fingerprint, t.Name)
+				}
+			}, "FINGERPRINT", "TOOL")
 		},
 	}
 	cmd.Flags().StringVar(&reach.Proxy, "proxy", "", "reach the server through this HTTP proxy (a Portcullis proxy: http://HOST:PORT)")

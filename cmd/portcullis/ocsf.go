@@ -98,15 +98,5 @@ func (f *ocsfFlags) sinks(product ocsf.Product, log *slog.Logger) (ocsf.Sinks, e
 
 // describe names the sinks for the start-up banner.
 func (f *ocsfFlags) describe() string {
-	var s []string
-	if f.file != "" {
-		s = append(s, f.file)
-	}
-	if f.hecURL != "" {
-		s = append(s, "HEC "+f.hecURL)
-	}
-	if f.otlpEndpoint != "" {
-		s = append(s, "OTLP "+f.otlpEndpoint)
-	}
-	return strings.Join(s, ", ")
+	return ocsf.Sinks{File: f.file, HECURL: f.hecURL, OTLP: ocsf.OTLPConfig{Endpoint: f.otlpEndpoint}}.Describe()
 }

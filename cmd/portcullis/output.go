@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -123,24 +122,12 @@ func (e *environment) printJSONLine(m proto.Message) error {
 	return err
 }
 
-// table writes aligned columns to stdout; call flush when done.
-func (e *environment) table(header ...string) *tabwriter.Writer {
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	return tw
-}
-
 // confirm asks question on stderr and reports whether the line typed on
 // stdin is want.
 func (e *environment) confirm(question, want string) bool {
 	fmt.Fprint(e.stderr, question)
 	answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
 	return strings.TrimSpace(answer) == want
-}
-
-// fields writes "key: value" lines, values aligned.
-func (e *environment) fields(kv ...string) error {
-	return apitext.Fields(e.stdout, kv...)
 }
 
 // The cells of every table and field list: apitext renders them, for

@@ -263,22 +263,8 @@ the Proposal after the approval.`,
 	return cmd
 }
 
-// parseUntil reads --until: an RFC 3339 time, or a positive duration from
-// now (Go syntax, plus whole days as "7d").
-func parseUntil(s string, now time.Time) (time.Time, error) {
-	at, d, ok := parseTimeFlag(s)
-	switch {
-	case at != nil && !at.After(now):
-		return time.Time{}, usagef("--until %s is in the past", s)
-	case at != nil:
-		return *at, nil
-	case !ok:
-		return time.Time{}, usagef("--until must be an RFC 3339 time or a duration (8h, 7d), got %q", s)
-	case d <= 0:
-		return time.Time{}, usagef("--until must be in the future, got %q", s)
-	}
-	return now.Add(d), nil
-}
+// parseUntil reads --until (apiclient.Until).
+func parseUntil(s string, now time.Time) (time.Time, error) { return timeFlag(apiclient.Until(s, now)) }
 
 func newProposalsRejectCmd(env *environment) *cobra.Command {
 	return newReasonCmd(env, reasonCmd[uint64, *portcullisv1.Proposal]{

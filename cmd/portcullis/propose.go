@@ -102,10 +102,13 @@ With -o json: the Proposal.`,
 }
 
 // parseProposalID parses a proposal id (1 or more).
-func parseProposalID(s string) (uint64, error) {
+func parseProposalID(s string) (uint64, error) { return parseID("a proposal", s) }
+
+// parseID parses an id (1 or more) of what ("a proposal").
+func parseID(what, s string) (uint64, error) {
 	id, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || id < 1 || strconv.FormatUint(id, 10) != s {
-		return 0, usagef("ID must be a proposal id (1 or more), got %q", s)
+		return 0, usagef("ID must be %s id (1 or more), got %q", what, s)
 	}
 	return id, nil
 }

@@ -1,15 +1,15 @@
+//go:build !proxyonly
+
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/internal/apitext"
-	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/prover"
+	"github.com/portcullis-dev/portcullis/prover/offline"
 )
 
 // newProveCmd is `portcullis prove`: the prover on files, for CI.
@@ -42,11 +42,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 			res, err := prove(cmd.Context(), env, current, proposed, boundary, credentialed, devLoopback, budget)
 			if err != nil {
 				if env.jsonOutput() {
-					res.Error = err.Error()
-					if pe, ok := errors.AsType[*proveInputError](err); ok {
-						res.Problems = pe.problems
-					}
-					if werr := env.printValueJSON(res); werr != nil {
+					if werr := env.printValueJSON(res.Failed(err)); werr != nil {
 						return werr
 					}
 				}
@@ -59,10 +55,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 			} else {
 				apitext.Findings(env.stdout, res.Findings)
 			}
-			if n := len(res.Findings); n > 0 {
-				return &findingsError{count: n}
-			}
-			return nil
+			return res.Err()
 		},
 	}
 	cmd.Flags().StringVar(&current, "current", "", "the policy in force (`FILE`, YAML or JSON)")
@@ -74,40 +67,9 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 	return cmd
 }
 
-// proveResult is prove -o json.
-type proveResult struct {
-	Findings []apitext.ProvedFinding `json:"findings"`
-	Error    string                  `json:"error,omitempty"`
-	Problems []inputProblems         `json:"problems,omitempty"`
-}
-
-// inputProblems are the problems of one input file.
-type inputProblems struct {
-	File     string           `json:"file"`
-	Problems []policy.Problem `json:"problems"`
-}
-
-// proveInputError: an input is not a valid policy (exit 2).
-type proveInputError struct {
-	msg      string
-	problems []inputProblems
-}
-
-func (e *proveInputError) Error() string { return e.msg }
-
-// findingsError: the prover found something (exit 1); the findings were
-// printed.
-type findingsError struct{ count int }
-
-func (e *findingsError) Error() string {
-	if e.count == 1 {
-		return "the proposed policy adds 1 finding"
-	}
-	return fmt.Sprintf("the proposed policy adds %d findings", e.count)
-}
-
-func prove(ctx context.Context, env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool, budget int64) (proveResult, error) {
-	res := proveResult{Findings: []apitext.ProvedFinding{}}
+// prove reads the files and proves them (prover/offline).
+func prove(ctx context.Context, env *environment, currentFile, proposedFile, boundaryFile string, credentialed []string, devLoopback bool, budget int64) (offline.Result, error) {
+	res := offline.Result{Findings: []apitext.ProvedFinding{}}
 	if currentFile == "" || proposedFile == "" {
 		return res, usagef("prove needs --current FILE and --proposed FILE")
 	}
@@ -122,59 +84,29 @@ func prove(ctx context.Context, env *environment, currentFile, proposedFile, bou
 		}
 		opts.Credentialed = append(opts.Credentialed, dest)
 	}
-	// valid reads a policy file, given with flag, that must be valid.
-	valid := func(flag, file string) (*policy.Policy, error) {
+	read := func(flag, file string) (offline.Document, error) {
 		p, _, problems, err := env.readDocument(file)
-		if err == nil && len(problems) > 0 {
-			err = &proveInputError{msg: fmt.Sprintf("%s %s is not a valid policy: %s", flag, displayName(file), summarizeProblems(problems)), problems: []inputProblems{{displayName(file), problems}}}
-		}
-		return p, err
+		return offline.Document{Flag: flag, File: displayName(file), Policy: p, Problems: problems}, err
 	}
-	current, err := valid("--current", currentFile)
+	current, err := read("--current", currentFile)
 	if err != nil {
 		return res, err
 	}
+	var boundary *offline.Document
 	if boundaryFile != "" {
-		if opts.Boundary, err = valid("--boundary", boundaryFile); err != nil {
+		b, err := read("--boundary", boundaryFile)
+		if err != nil {
 			return res, err
 		}
+		boundary = &b
 	}
-	proposed, _, problems, err := env.readDocument(proposedFile)
+	proposed, err := read("--proposed", proposedFile)
 	if err != nil {
 		return res, err
 	}
-	if len(problems) > 0 {
-		// A proposed policy naming a cloud metadata address is invalid
-		// (the gateway refuses it), and that is a finding, not an error.
-		var metadata, other []policy.Problem
-		for _, p := range problems {
-			if p.Code == policy.CodeCloudMetadata {
-				metadata = append(metadata, p)
-			} else {
-				other = append(other, p)
-			}
-		}
-		if len(other) > 0 {
-			return res, &proveInputError{msg: fmt.Sprintf("--proposed %s is not a valid policy: %s", displayName(proposedFile), summarizeProblems(other)), problems: []inputProblems{{displayName(proposedFile), problems}}}
-		}
-		for _, p := range metadata {
-			res.Findings = append(res.Findings, apitext.ProvedFinding{Kind: prover.CloudMetadata, Rule: p.Path, Detail: p.Message})
-		}
-		return res, nil
+	res, err = offline.Prove(ctx, current, proposed, boundary, opts)
+	if isA[*offline.InputError](err) {
+		err = inputErr(err) // exit 2
 	}
-	report, err := prover.Prove(ctx, current, proposed, opts)
-	if err != nil {
-		return res, err
-	}
-	for _, f := range report.Findings {
-		res.Findings = append(res.Findings, apitext.FindingOf(f))
-	}
-	return res, nil
-}
-
-func summarizeProblems(ps []policy.Problem) string {
-	if len(ps) == 1 {
-		return ps[0].String()
-	}
-	return fmt.Sprintf("%s (and %d more)", ps[0].String(), len(ps)-1)
+	return res, err
 }

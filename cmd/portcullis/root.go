@@ -229,20 +229,10 @@ func parseVersion(name, s string) (uint32, error) {
 	return uint32(v), nil
 }
 
-// parseTimeFlag reads a time flag's value (--since, --until): an RFC 3339
-// time (at), or else a duration (d) in Go's syntax or as whole days, "7d"
-// (1 to 3650); ok is false for neither.
-func parseTimeFlag(s string) (at *time.Time, d time.Duration, ok bool) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return &t, 0, true
+// timeFlag is a time flag's value, its error a usage error.
+func timeFlag(t time.Time, err error) (time.Time, error) {
+	if err != nil {
+		return t, asUsage(err)
 	}
-	if days, isDays := strings.CutSuffix(s, "d"); isDays {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 1 || n > 3650 {
-			return nil, 0, false
-		}
-		return nil, time.Duration(n) * 24 * time.Hour, true
-	}
-	d, err := time.ParseDuration(s)
-	return nil, d, err == nil
+	return t, nil
 }

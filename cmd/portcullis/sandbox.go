@@ -242,7 +242,7 @@ hash; with -o json the Sandbox.`,
 			return unary(env, func(api *apiclient.Client) (*portcullisv1.Sandbox, error) {
 				return api.Sandbox.SetSandboxBoundary(cmd.Context(), req)
 			}, func(s *portcullisv1.Sandbox) error {
-				return env.fields("name", s.GetName(), "boundary", apitext.BoundaryCell(s))
+				return apitext.Fields(env.stdout, "name", s.GetName(), "boundary", apitext.BoundaryCell(s))
 			})
 		},
 	}

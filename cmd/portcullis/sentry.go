@@ -121,32 +121,17 @@ With -o json: {"events": [...]}, each event with the document as received.`,
 	return cmd
 }
 
-// sinceTimestamp is --since as a request's bound, nil when not given.
+// sinceTimestamp is --since as a request's bound (apiclient.SinceTimestamp).
 func sinceTimestamp(since string) (*timestamppb.Timestamp, error) {
-	if since == "" {
-		return nil, nil
-	}
-	from, err := parseSince(since, time.Now())
+	t, err := apiclient.SinceTimestamp(since, time.Now())
 	if err != nil {
-		return nil, err
+		err = asUsage(err)
 	}
-	return timestamppb.New(from), nil
+	return t, err
 }
 
-// parseSince reads --since: an RFC 3339 time, or a positive duration
-// before now (Go syntax, plus whole days as "7d").
-func parseSince(s string, now time.Time) (time.Time, error) {
-	at, d, ok := parseTimeFlag(s)
-	switch {
-	case at != nil:
-		return *at, nil
-	case !ok:
-		return time.Time{}, usagef("--since must be an RFC 3339 time or a duration (90m, 24h, 7d), got %q", s)
-	case d <= 0:
-		return time.Time{}, usagef("--since %q: give a positive duration", s)
-	}
-	return now.Add(-d), nil
-}
+// parseSince reads --since (apiclient.Since).
+func parseSince(s string, now time.Time) (time.Time, error) { return timeFlag(apiclient.Since(s, now)) }
 
 func newSentryGapsCmd(env *environment) *cobra.Command {
 	var source string

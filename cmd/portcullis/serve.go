@@ -66,8 +66,8 @@ PORTCULLIS_LOG_LEVEL=debug|info|warn|error for the level (default info;
 debug logs every RPC).
 
 With --webhook-url, the gateway calls that URL (Slack-compatible JSON) when
-a proposal needs a human, when one is decided and when a quarantine is
-held; each message links to the console at --external-url. With
+a proposal needs a human or is decided, a call is held or decided, and a
+quarantine is held; each links to the console at --external-url. With
 --audit-webhook-url (an archive, not a chat channel) it calls that URL
 whenever the audit head moves. Each call is signed with
 PORTCULLIS_WEBHOOK_SECRET (header X-Portcullis-Signature: sha256=HMAC of
@@ -152,7 +152,9 @@ func runGateway(ctx context.Context, env *environment, f *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg.Started = func(s gateway.Started) { f.banner(env, s, cfg.Server.BootstrapToken != "") }
+	banner := gateway.Banner{DevLoopback: f.devLoopback, SuppliedToken: cfg.Server.BootstrapToken != "", TokenVariable: envBootstrapToken,
+		TLS: f.tlsCert != "", OCSF: f.ocsf.describe()}
+	cfg.Started = func(s gateway.Started) { banner.Write(env.stdout, s) }
 	return settingAsUsage(gateway.Run(ctx, cfg))
 }
 
@@ -201,36 +203,6 @@ func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
 		MaxHeldCalls:              f.maxHeldCalls, HeldCallRetention: f.heldCallRetention,
 	}
 	return cfg, nil
-}
-
-// banner says where the gateway listens, where its data lives, the key
-// proxies may pin and, on the first start, the admin token. suppliedToken:
-// the token came from PORTCULLIS_BOOTSTRAP_TOKEN, and is never echoed (it
-// would land in container logs).
-func (f *gatewayFlags) banner(env *environment, s gateway.Started, suppliedToken bool) {
-	w := env.stdout
-	fmt.Fprintf(w, "Portcullis gateway listening on %s\n", s.Addr)
-	fmt.Fprintf(w, "  store:   %s\n", s.Store)
-	fmt.Fprintf(w, "  signing key (proxies may pin it with --gateway-key): %s\n", s.SigningKey)
-	if f.devLoopback {
-		fmt.Fprintf(w, "  DEV: --dev-allow-loopback: loopback upstreams can be proposed for (never in production)\n")
-	}
-	switch {
-	case s.CreatedAdmin && suppliedToken:
-		fmt.Fprintf(w, "  admin token: the one in %s (stored hashed)\n", envBootstrapToken)
-	case s.CreatedAdmin:
-		fmt.Fprintf(w, "  admin token (shown once, stored hashed): %s\n", s.AdminToken)
-		fmt.Fprintf(w, "  export PORTCULLIS_TOKEN=%s\n", s.AdminToken)
-	}
-	scheme := "http"
-	if f.tlsCert != "" {
-		scheme = "https"
-	}
-	// Scripts wait for the console line: only the OCSF sinks' follows it.
-	fmt.Fprintf(w, "  console: %s://%s/\n", scheme, s.Addr)
-	if d := f.ocsf.describe(); d != "" {
-		fmt.Fprintf(w, "  ocsf:    %s\n", d)
-	}
 }
 
 // settingAsUsage reports a setting the gateway cannot work with as a

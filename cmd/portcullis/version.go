@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/portcullis-dev/portcullis/internal/apitext"
 	"github.com/portcullis-dev/portcullis/internal/version"
 )
 
@@ -27,7 +28,7 @@ which shows it in 'portcullis proxies list'.`,
 				return env.printValueJSON(info)
 			}
 			fmt.Fprintf(env.stdout, "portcullis %s\n", info.Version)
-			return env.fields(
+			return apitext.Fields(env.stdout,
 				"  revision", dash(info.Revision),
 				"  time", dash(info.Time),
 				"  modified", strconv.FormatBool(info.Modified),

@@ -1,7 +1,8 @@
 // Package notify owns the gateway's notifications: the webhook (signed,
 // queued, retried, never blocking what caused it), what each event says
-// (a proposal needs a human, a proposal was decided, the audit head moved,
-// a Sentry quarantine was held), heard from the gateway's event stream
+// (a proposal needs a human, a proposal was decided, a call is held for
+// review or was decided, the audit head moved, a Sentry quarantine was
+// held), heard from the gateway's event stream
 // (Handle), and the audit head logger that writes every head to the log.
 // It imports store and internal/events; never the gateway root.
 package notify
@@ -53,6 +54,10 @@ const (
 	// EventQuarantineHeld: a Sentry quarantine was held by the circuit
 	// breaker; the sandbox runs on until an operator decides.
 	EventQuarantineHeld = "sentry.quarantine_held"
+	// EventCallHeld: a review rule holds a call at a proxy until a
+	// person decides it; EventCallDecided: it left held.
+	EventCallHeld    = "call.held"
+	EventCallDecided = "call.decided"
 )
 
 // notification is one webhook call's body.
@@ -236,7 +241,8 @@ func VerifyWebhook(secret []byte, signature, timestamp string, body []byte) bool
 }
 
 // Handle is the webhook's subscriber to the gateway's event stream: it
-// announces pending proposals, decided ones and held quarantines, queued
+// announces pending proposals, decided ones, held calls and their
+// decisions, and held quarantines, queued
 // (send never waits). A nil notifier (no webhook) announces nothing.
 func (n *Notifier) Handle(e events.Event) {
 	if n == nil {
@@ -247,6 +253,10 @@ func (n *Notifier) Handle(e events.Event) {
 		n.NeedsHuman(e)
 	case events.ProposalDecided:
 		n.Decided(e.Proposal)
+	case events.CallHeld:
+		n.CallHeld(e.Call)
+	case events.CallDecided:
+		n.CallDecided(e.Call)
 	case events.SentryActed:
 		if e.Action.Status == store.SentryHeld {
 			n.QuarantineHeld(e.Action)
@@ -320,4 +330,57 @@ func (n *Notifier) QuarantineHeld(a store.SentryAction) {
 	n.send(EventQuarantineHeld, text, "#/incidents", map[string]any{
 		"action": a.ID, "sandbox": a.Sandbox, "source": a.Source, "event_id": a.EventID, "reason": a.Reason,
 	})
+}
+
+// callTarget is what a held call asks for: the MCP method and tool, or
+// the HTTP method and path, at its endpoint; clipped, as the agent chose
+// it.
+func callTarget(c store.HeldCall) string {
+	what := c.Method + " " + c.Path
+	if c.MCPMethod != "" {
+		what = strings.TrimSpace(c.MCPMethod + " " + c.Tool)
+	}
+	return clip(fmt.Sprintf("%s at %s:%d", what, c.Host, c.Port))
+}
+
+// callFields are the event fields both call notifications carry: never
+// the arguments (a chat channel is no place for them), only their digest.
+func callFields(c store.HeldCall) map[string]any {
+	return map[string]any{
+		"call": c.ID, "sandbox": c.Sandbox, "proxy": c.ProxyID, "host": c.Host, "port": c.Port,
+		"method": c.Method, "path": clip(c.Path), "mcp_method": c.MCPMethod, "tool": clip(c.Tool),
+		"arguments_digest": c.ArgumentsDigest, "policy_version": c.PolicyVersion, "status": c.Status,
+		"deadline": c.Deadline.UTC().Format(time.RFC3339),
+	}
+}
+
+// CallHeld pages a person: a review rule holds a call until its deadline.
+func (n *Notifier) CallHeld(c store.HeldCall) {
+	if n == nil || c.Status != store.CallHeld {
+		return
+	}
+	text := fmt.Sprintf("Call %d of sandbox %s is held for review: %s (arguments %s), deadline %s. Decide with `portcullis calls approve|deny %d --reason ...`",
+		c.ID, c.Sandbox, callTarget(c), c.ArgumentsDigest, c.Deadline.UTC().Format(time.RFC3339), c.ID)
+	n.send(EventCallHeld, text, fmt.Sprintf("#/call/%d", c.ID), callFields(c))
+}
+
+// CallDecided announces that a held call left held: who decided it and
+// why, or how it ended without a person.
+func (n *Notifier) CallDecided(c store.HeldCall) {
+	if n == nil {
+		return
+	}
+	text := fmt.Sprintf("Call %d of sandbox %s (%s) is %s", c.ID, c.Sandbox, callTarget(c), c.Status)
+	if c.DecidedBy != "" {
+		text += " by " + clip(c.DecidedBy)
+	}
+	if c.Reason != "" {
+		text += ": " + clip(c.Reason)
+	}
+	f := callFields(c)
+	f["decided_by"], f["reason"] = c.DecidedBy, clip(c.Reason)
+	if c.ProposalID != 0 {
+		f["proposal"] = c.ProposalID
+	}
+	n.send(EventCallDecided, text, fmt.Sprintf("#/call/%d", c.ID), f)
 }

@@ -5,8 +5,8 @@
 // refusals and rate limit), following a committed version to the proxies
 // (WatchEnforcement), a tail of decision records until the caller stops
 // it, proposals read as the token may see them (the approval queue, or a
-// sandbox's own), and the API's messages as JSON with 64-bit integers as
-// numbers. The CLI is built on it; it reads no flag or environment
+// sandbox's own), the API's messages as JSON with 64-bit integers as
+// numbers, and the values of requests' time flags (Since, Until). The CLI is built on it; it reads no flag or environment
 // variable itself.
 package apiclient
 
@@ -51,6 +51,7 @@ type Client struct {
 	Audit    portcullisv1connect.AuditServiceClient
 	Approval portcullisv1connect.ApprovalServiceClient
 	Sentry   portcullisv1connect.SentryServiceClient
+	Calls    portcullisv1connect.CallServiceClient
 	// Stream is the decision service for streams that last until the
 	// caller stops them (TailDecisions): its calls have no Timeout.
 	Stream portcullisv1connect.DecisionServiceClient
@@ -87,6 +88,7 @@ func New(cfg Config) *Client {
 		Audit:    portcullisv1connect.NewAuditServiceClient(c),
 		Approval: portcullisv1connect.NewApprovalServiceClient(c),
 		Sentry:   portcullisv1connect.NewSentryServiceClient(c),
+		Calls:    portcullisv1connect.NewCallServiceClient(c),
 		Stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 
 		Enforcement: portcullisv1connect.NewProxyServiceClient(sc),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -83,14 +84,17 @@ func definitionLines(d *portcullisv1.ToolDefinition) []string {
 }
 
 // escapeUnprintable escapes every rune a terminal could act on (controls, bidi
-// overrides, other invisible format characters) as \uXXXX.
+// overrides, other invisible format characters) as \uXXXX, one beyond the
+// Basic Multilingual Plane as its UTF-16 pair (as JSON writes it).
 func escapeUnprintable(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if unicode.IsPrint(r) || r == ' ' {
 			b.WriteRune(r)
-		} else {
-			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&b, `\u%04x`, u)
 		}
 	}
 	return b.String()

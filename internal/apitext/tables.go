@@ -21,6 +21,12 @@ const (
 	maxReasonCell    = 60 // a Sentry action's reason
 )
 
+// Table writes a table to w: the header, then each row rows adds (a
+// table of values this package has no message for).
+func Table(w io.Writer, rows func(add func(cells ...string)), header ...string) error {
+	return table(w, rows, header...)
+}
+
 // table writes a table to w: the header, then each row rows adds.
 func table(w io.Writer, rows func(add func(cells ...string)), header ...string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -1,7 +1,8 @@
 // Package apitext renders the gateway's API messages as text a person reads
 // in a terminal: one line per decision record, a proposal (its changes, a
 // re-pinned tool's definitions and their line diff, its findings with a
-// request each), its approvals and where it stands, where a committed
+// request each), its approvals and where it stands, a held call (its
+// arguments indented with the numbers as written), where a committed
 // version stands with the proxies, and the cells of a table (times,
 // hashes, values a proxy or an agent chose, quoted or put on one line so
 // they cannot forge lines or send escape sequences). The CLI prints through it; what it prints is

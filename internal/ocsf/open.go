@@ -2,6 +2,7 @@ package ocsf
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/portcullis-dev/portcullis/decision"
 	"github.com/portcullis-dev/portcullis/internal/telemetry/otlp"
@@ -26,6 +27,22 @@ type Sinks struct {
 	// Emitter configures each sink's emitter: its queue, the product
 	// named in its drop reports, its logger.
 	Emitter Config
+}
+
+// Describe names the sinks s names, for a start-up banner: the file,
+// "HEC URL", "OTLP URL" ("" for none).
+func (s Sinks) Describe() string {
+	var out []string
+	if s.File != "" {
+		out = append(out, s.File)
+	}
+	if s.HECURL != "" {
+		out = append(out, "HEC "+s.HECURL)
+	}
+	if s.OTLP.Endpoint != "" {
+		out = append(out, "OTLP "+s.OTLP.Endpoint)
+	}
+	return strings.Join(out, ", ")
 }
 
 // Open returns an emitter for each sink s names, in the order OTLP, HEC,

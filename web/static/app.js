@@ -859,12 +859,13 @@ function sourceText(v) {
 
 // sandboxKey is what the live sandbox page compares to know it changed
 // (not the proxies' heartbeats or lag, which move all the time).
-function sandboxKey(sb, versions, proxies, pending) {
+function sandboxKey(sb, versions, proxies, pending, calls) {
   return JSON.stringify([
     sb.currentVersion, sb.currentHash, sb.frozen, sb.frozenAt, sb.boundaryHash, (sb.credentialedHosts || []).join(","),
     (versions.versions || []).length,
     (proxies.proxies || []).map((x) => [x.proxyId, x.connected, x.appliedVersion, x.lastAckAt, x.lastNackVersion, x.lastNackAt]),
     pending instanceof Error ? "error" : proposalsKey(pending.proposals),
+    calls instanceof Error ? "error" : (calls.calls || []).map((c) => [c.id, c.status]),
   ]);
 }
 
@@ -875,12 +876,13 @@ async function sandboxData(name) {
     rpc("ProxyService", "ListProxies", { sandbox: name }),
     // The page is useful without the queue: show its error in place.
     rpc("ApprovalService", "ListProposals", { sandbox: name, status: "pending" }).catch((err) => err),
+    rpc("CallService", "ListCalls", { sandbox: name, limit: 50 }).catch((err) => err),
   ]);
 }
 
 async function sandboxView(name) {
   document.title = `${name} · Portcullis`;
-  const [[sb, history, proxies, pendingList], current, timeline] = await Promise.all([
+  const [[sb, history, proxies, pendingList, callList], current, timeline] = await Promise.all([
     sandboxData(name),
     rpc("PolicyService", "GetPolicy", { sandbox: name }).catch((err) => (err.code === "not_found" ? null : Promise.reject(err))),
     rpc("SentryService", "Timeline", { sandbox: name, limit: 200 }).catch((err) => err),
@@ -888,7 +890,7 @@ async function sandboxView(name) {
   // The page follows the sandbox: a freeze, a new version, a proxy's ACK
   // or a new proposal shows without a reload (once the person is not in
   // the middle of typing or confirming).
-  let key = sandboxKey(sb, history, proxies, pendingList);
+  let key = sandboxKey(sb, history, proxies, pendingList, callList);
   live(async () => {
     const next = sandboxKey(...(await sandboxData(name)));
     touchLive();
@@ -903,6 +905,14 @@ async function sandboxView(name) {
     changeCell(p),
     h("td", null, findingChips(p.findings)),
     h("td", { class: "num" }, when(p.createdAt))));
+  const calls = callList instanceof Error ? [] : callList.calls || [];
+  const callRows = calls.map((c) => h("tr", { "data-id": c.id, "data-status": c.status },
+    h("td", { class: "num" }, link(`#/call/${encodeURIComponent(c.id)}`, `#${c.id}`)),
+    h("td", { class: "mono" }, callTarget(c)),
+    h("td", null, callBadge(c.status)),
+    h("td", null, deadlineCell(c)),
+    h("td", { class: "num" }, when(c.requestedAt))));
+  tickCountdowns(state.streams.signal);
   const versions = (history.versions || []).slice().sort((a, b) => b.version - a.version);
   const currentVersion = current ? current.version : 0;
   const connected = (proxies.proxies || []).filter((x) => x.connected);
@@ -1012,6 +1022,9 @@ async function sandboxView(name) {
     h("h2", null, "Pending proposals"),
     h("div", { id: "sandbox-proposals" }, pendingList instanceof Error ? errorNotice(pendingList)
       : table(["#", "Change", "Findings", "Submitted"], pendingRows, "None.")),
+    h("h2", null, "Held calls"),
+    h("div", { id: "sandbox-calls" }, callList instanceof Error ? errorNotice(callList)
+      : table(["#", "Call", "Status", "Deadline", "Requested"], callRows, "None: no call of this sandbox was held for review.")),
     h("h2", null, "Proxies"),
     h("div", { id: "proxies" }, table(["Proxy", "Connection", "Applied", "Last ACK", "Last NACK", "Lag", "Replica"], proxyRows,
       "No proxy has connected for this sandbox.")),
@@ -1023,7 +1036,22 @@ async function sandboxView(name) {
     h("div", { id: "history" }, table(["Version", "Stored", "Author", "Source", "Hash", ""], historyRows, "No versions.")),
     h("div", { class: "page-head section-head" }, h("h2", null, "Timeline"),
       h("span", { class: "muted" }, "the last 24 hours, oldest first: the newest entry is at the bottom")),
-    h("div", { id: "timeline" }, timeline instanceof Error ? errorNotice(timeline) : timelineTable(timeline.entries || [])));
+    h("div", { id: "timeline" }, timeline instanceof Error ? errorNotice(timeline) : timelineTable(withCalls(timeline.entries || [], calls))));
+}
+
+// withCalls adds the sandbox's held calls of the last 24 hours to its
+// timeline, each where it was held, oldest first as the timeline is.
+function withCalls(entries, calls) {
+  const since = Date.now() - 24 * 3600 * 1000;
+  const held = calls.filter((c) => new Date(c.requestedAt) >= since).map((c) => ({
+    time: c.requestedAt,
+    kind: "held_call",
+    policyVersion: c.policyVersion,
+    summary: `Call ${callTarget(c)} held for review` +
+      (c.status === "held" ? "" : `: ${c.status}${c.decidedBy ? ` by ${c.decidedBy}` : ""}${c.reason ? ` (${c.reason})` : ""}`),
+    refs: { call: c.id, arguments_digest: c.argumentsDigest },
+  }));
+  return [...entries, ...held].sort((a, b) => new Date(a.time) - new Date(b.time));
 }
 
 // frozenNotice says who froze a sandbox and why (when a Sentry quarantine
@@ -1070,6 +1098,8 @@ function timelineTable(entries) {
 // shortened.
 function timelineRef([k, v]) {
   if (k === "proposal") return h("span", { class: "chip" }, "proposal: ", proposalLink(v, v));
+  if (k === "call") return h("span", { class: "chip" }, "call: ", link(`#/call/${encodeURIComponent(v)}`, `#${v}`));
+  if (k === "arguments_digest") return h("span", { class: "chip" }, "digest: ", short(v));
   if (k.endsWith("hash")) return h("span", { class: "chip" }, `${k}: `, short(v));
   return h("span", { class: "chip" }, `${k}: ${v}`);
 }
@@ -1254,6 +1284,224 @@ function decideForm(a) {
   return h("div", { class: "decide" }, reason, h("div", { class: "row" }, freeze, dismiss));
 }
 
+// ---------------------------------------------------------------- held calls
+
+// indentJSON pretty-prints JSON text as it was written: it only adds and
+// removes white space between tokens, so every number, key and string
+// keeps the agent's exact spelling (parsing would round 0.1 + 0.2 and
+// integers past 2^53). Text that is not a JSON object or array (a REST
+// body) is shown as it is.
+function indentJSON(text) {
+  const t = (text || "").trim();
+  if (!t.startsWith("{") && !t.startsWith("[")) return text || "";
+  const space = " \t\n\r";
+  let out = "";
+  let depth = 0;
+  const nl = () => "\n" + "  ".repeat(depth);
+  for (let i = 0; i < t.length; i++) {
+    const c = t[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (j < t.length && t[j] !== '"') j += t[j] === "\\" ? 2 : 1;
+      out += t.slice(i, j + 1);
+      i = j;
+    } else if (space.includes(c)) {
+      continue;
+    } else if (c === "{" || c === "[") {
+      let j = i + 1;
+      while (j < t.length && space.includes(t[j])) j++;
+      if (t[j] === (c === "{" ? "}" : "]")) {
+        out += c + t[j];
+        i = j;
+      } else {
+        depth++;
+        out += c + nl();
+      }
+    } else if (c === "}" || c === "]") {
+      depth = Math.max(0, depth - 1);
+      out += nl() + c;
+    } else if (c === ",") {
+      out += "," + nl();
+    } else if (c === ":") {
+      out += ": ";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// callTarget is what a held call asks for: the MCP method and tool, or
+// the HTTP method and path.
+function callTarget(c) {
+  return c.mcpMethod ? `${c.mcpMethod} ${c.tool || ""}`.trim() : `${c.method || "?"} ${c.path || "/"}`;
+}
+
+// countdown is the time left to decide a held call, "due" once past.
+function countdown(deadline) {
+  const s = Math.floor((new Date(deadline) - Date.now()) / 1000);
+  if (!(s > 0)) return "due";
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")} left`;
+}
+
+// deadlineCell shows a held call's countdown, ticked every second by
+// tickCountdowns, or how a decided call ended.
+function deadlineCell(c) {
+  if (c.status !== "held") return h("span", { class: "muted" }, `${c.status} by ${c.decidedBy || "?"} `, when(c.decidedAt));
+  return h("span", { class: "countdown", "data-deadline": c.deadline, title: iso(new Date(c.deadline)) }, countdown(c.deadline));
+}
+
+function tickCountdowns(signal) {
+  const timer = setInterval(() => {
+    for (const el of document.querySelectorAll("#view .countdown[data-deadline]")) el.textContent = countdown(el.dataset.deadline);
+  }, 1000);
+  signal.addEventListener("abort", () => clearInterval(timer));
+}
+
+const callStatusClass = { held: "warn", approved: "ok", denied: "bad", expired: "bad", failed: "bad" };
+
+function callBadge(status) {
+  return h("span", { class: `badge ${callStatusClass[status] || ""}` }, status);
+}
+
+// callCard is one held call: what it calls and where, its countdown, its
+// arguments pretty-printed, and (while held, for a role that may) the
+// decision with a required reason, whose answer goes to show.
+function callCard(c, show) {
+  return h("section", { class: `card call ${c.status}`, "data-id": c.id, "data-status": c.status, id: `call-${c.id}` },
+    h("div", { class: "page-head" },
+      h("h2", { class: "first" }, `#${c.id} `, h("span", { class: "mono" }, callTarget(c))),
+      callBadge(c.status), h("span", { class: "spacer" }), deadlineCell(c)),
+    facts([
+      ["Sandbox", sandboxLink(c.sandbox)],
+      ["Endpoint", h("span", { class: "mono" }, c.endpoint || "—")],
+      ["Proxy", h("span", { class: "mono" }, c.proxy || "—")],
+      ["Binary", c.binary ? h("span", { class: "mono" }, c.binary) : null],
+      ["Rule", c.entry || c.rule ? h("span", { class: "mono" }, `${c.entry || "?"} / ${c.rule || "?"}`) : null],
+      ["Policy version", c.policyVersion ? `v${c.policyVersion}` : null],
+      ["Requested", when(c.requestedAt)],
+      ["Reason", c.status !== "held" ? c.reason || "—" : null],
+      ["Proposal", c.proposalId && c.proposalId !== "0" ? proposalLink(c.proposalId) : null],
+      ["Arguments digest", h("span", { class: "mono digest" }, c.argumentsDigest || "—")],
+    ]),
+    c.argumentsJson
+      ? h("pre", { class: "arguments" }, indentJSON(c.argumentsJson))
+      : h("p", { class: "muted" }, "Arguments cleared (kept until decided and the retention after); the digest stays."),
+    c.status === "held" && can("CallService", "ApproveCall") ? callDecision(c, show) : null);
+}
+
+// callDecision approves (optionally remembering: a proposal allowing
+// these exact arguments without review) or denies a held call, with a
+// reason; the approval names the digest shown.
+function callDecision(c, show) {
+  const reason = h("input", { type: "text", class: "call-reason", placeholder: "reason (kept with the call)", "aria-label": `reason for call ${c.id}` });
+  const out = h("div", { class: "call-result" });
+  const approve = h("button", { type: "button", class: "approve", "data-decide": "approve" }, "Approve");
+  const remember = h("button", { type: "button", "data-decide": "remember", title: "also propose a rule that allows these exact arguments without review" }, "Approve and remember");
+  const deny = h("button", { type: "button", class: "reject", "data-decide": "deny" }, "Deny");
+  const buttons = [approve, remember, deny];
+  const decide = async (how) => {
+    const text = reason.value.trim();
+    if (!text) {
+      out.replaceChildren(notice("bad", `A reason is required to ${how === "deny" ? "deny" : "approve"} call #${c.id}.`));
+      reason.focus();
+      return;
+    }
+    for (const b of buttons) b.disabled = true;
+    try {
+      const done = how === "deny"
+        ? await rpc("CallService", "DenyCall", { id: c.id, reason: text })
+        : await rpc("CallService", "ApproveCall", { id: c.id, reason: text, argumentsDigest: c.argumentsDigest, remember: how === "remember" });
+      const filed = done.proposalId && done.proposalId !== "0";
+      show(done, notice("ok", `Call #${c.id} ${done.status}.`,
+        filed ? h("span", null, " Proposal ", proposalLink(done.proposalId), " filed to allow these arguments without review.") : ""));
+    } catch (err) {
+      for (const b of buttons) b.disabled = false;
+      out.replaceChildren(errorNotice(err));
+    }
+  };
+  approve.addEventListener("click", () => decide("approve"));
+  remember.addEventListener("click", () => decide("remember"));
+  deny.addEventListener("click", () => decide("deny"));
+  return h("div", { class: "decide" }, reason, h("div", { class: "row" }, ...buttons), out);
+}
+
+// callList keeps the held calls page's cards: show(c, msg) puts c's card
+// in list, newest first (ids grow with time), replacing the card it had;
+// a card whose call did not change is left alone, so a reason being typed
+// stays. msg, if given, shows under the new card.
+function callList(list, count, empty) {
+  const show = (c, msg) => {
+    const old = list.querySelector(`.call[data-id="${CSS.escape(c.id)}"]`);
+    if (old && old.dataset.status === c.status && !msg) return;
+    const card = callCard(c, show);
+    if (msg) card.append(msg);
+    if (old) old.replaceWith(card);
+    else {
+      const after = [...list.children].find((el) => Number(el.dataset.id) < Number(c.id));
+      list.insertBefore(card, after || null);
+    }
+    empty.hidden = true;
+    const held = list.querySelectorAll(".call[data-status=held]").length;
+    count.textContent = `${held} held, newest first`;
+    setNavHeld(held);
+  };
+  return show;
+}
+
+// callsView is the Held calls page: every call WatchCalls sends, newest
+// first, kept up to date by the stream; #/call/N scrolls to call N.
+async function callsView(focus) {
+  const list = h("div", { id: "calls-list" });
+  const count = h("span", { class: "muted", id: "calls-count" }, "0 held");
+  const empty = h("p", { class: "muted", id: "calls-empty" }, "No held calls. A call waits here when an allow rule with ",
+    h("code", null, "review: {required: true}"), " holds it at the proxy.");
+  const failed = h("div", { id: "calls-error" });
+  const page = h("div", { id: "calls" },
+    h("div", { class: "page-head" }, h("h1", null, "Held calls"), count,
+      h("span", { class: "live muted", title: "follows the gateway (WatchCalls)" }, h("span", { class: "dot on" }), "live")),
+    failed, empty, list);
+  const signal = state.streams.signal;
+  tickCountdowns(signal);
+  const show = callList(list, count, empty);
+  let focused = false;
+  watch("CallService", "WatchCalls", { limit: 200 }, (c) => {
+    show(c);
+    if (!focused && focus && c.id === focus) {
+      focused = true;
+      list.querySelector(`.call[data-id="${CSS.escape(c.id)}"]`).scrollIntoView();
+    }
+  }, signal).catch((err) => failed.replaceChildren(errorNotice(err)));
+  return page;
+}
+
+// setNavHeld shows how many calls wait for a person in the navigation.
+function setNavHeld(n) {
+  const el = $("nav-held");
+  el.textContent = n ? String(n) : "";
+  el.hidden = !n;
+}
+
+// followHeld keeps the navigation's held count (ListCalls' held) while
+// signed in, polled as live pages are.
+function followHeld() {
+  const poll = async () => {
+    if (!state.session) {
+      state.followingHeld = false;
+      return;
+    }
+    if (!document.hidden && can("CallService", "ListCalls")) {
+      try {
+        setNavHeld((await rpc("CallService", "ListCalls", { status: "held", limit: 1 })).held || 0);
+      } catch {
+        // shown again at the next poll
+      }
+    }
+    setTimeout(poll, POLL_MS);
+  };
+  poll();
+}
+
 // ---------------------------------------------------------------- routing
 
 const routes = {
@@ -1263,6 +1511,8 @@ const routes = {
   sandbox: (arg) => sandboxView(arg),
   audit: (arg, params) => auditView(params),
   incidents: () => incidentsView(),
+  calls: () => callsView(""),
+  call: (arg) => callsView(arg),
 };
 
 async function render() {
@@ -1278,7 +1528,7 @@ async function render() {
   const params = new URLSearchParams(query || "");
   for (const a of document.querySelectorAll("#nav a")) {
     const nav = a.dataset.nav;
-    a.classList.toggle("active", nav === view || (nav === "queue" && view === "proposal") || (nav === "sandboxes" && view === "sandbox"));
+    a.classList.toggle("active", nav === view || (nav === "queue" && view === "proposal") || (nav === "sandboxes" && view === "sandbox") || (nav === "calls" && view === "call"));
   }
   document.title = `${view[0].toUpperCase()}${view.slice(1)} · Portcullis`;
   document.body.dataset.view = view;
@@ -1305,6 +1555,10 @@ function signedIn(session) {
   $("nav").hidden = $("who").hidden = $("view").hidden = false;
   $("view").replaceChildren();
   render();
+  if (!state.followingHeld) {
+    state.followingHeld = true;
+    followHeld();
+  }
 }
 
 function signedOut(message) {
