@@ -24,6 +24,7 @@ var findingKinds = []string{
 	prover.NewReach, prover.NewPath, prover.NewHTTPMethod, prover.NewMCPMethod, prover.NewMCPTool, prover.NewMCPPrompt, prover.NewMCPResource,
 	prover.NewCredentialedReach, prover.L7BypassCredentialed, prover.PrivateNetwork, prover.WildcardWidening, prover.ExceedsBoundary,
 	prover.ArgumentsWidened, prover.RateLimitWidened, prover.ToolDefinitionChanged, prover.MCPOAuthOpened, prover.EnforcementWeakened, prover.CloudMetadata,
+	prover.ReviewRemoved, prover.ReviewAdded,
 }
 
 // whoSees is the paragraph every reading command's help shares.

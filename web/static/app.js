@@ -269,6 +269,8 @@ const findingKinds = {
   mcp_oauth_opened: ["OAuth paths served uninspected", "medium"],
   enforcement_weakened: ["Enforcement weakened", "high"],
   cloud_metadata: ["Cloud metadata endpoint", "high"],
+  review_removed: ["Allowed without a person's review", "high"],
+  review_added: ["Now held for review", "medium"],
 };
 
 function findingLabel(kind) {

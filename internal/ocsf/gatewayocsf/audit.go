@@ -40,6 +40,8 @@ var auditKinds = map[string]auditKind{
 	store.ActionSentryKeyDel:  {4, "Delete", "Sentry key", 0, ocsf.SeverityLow},
 	store.ActionSentryRefused: {99, "Refuse", "Sentry event", 0, ocsf.SeverityHigh},
 	store.ActionSentryAction:  {99, "Remediate", "Sandbox", 0, ocsf.SeverityHigh},
+	store.ActionCallApprove:   {99, "Approve", "Held call", 0, ocsf.SeverityLow},
+	store.ActionCallDeny:      {99, "Deny", "Held call", 0, ocsf.SeverityLow},
 }
 
 // FromAudit maps an audit-log entry: an Entity Management event (3004)

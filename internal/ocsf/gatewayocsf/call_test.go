@@ -68,3 +68,20 @@ func TestHeldCallsValidate(t *testing.T) {
 		})
 	}
 }
+
+// A person's decision on a held call is an audit entry of its own, mapped
+// as the approval of a proposal is: Entity Management, the held call the
+// entity, the decider the actor.
+func TestCallAuditValidate(t *testing.T) {
+	for action, name := range map[string]string{store.ActionCallApprove: "Approve", store.ActionCallDeny: "Deny"} {
+		a := store.AuditEntry{Time: at, Actor: "olive", Action: action, Sandbox: "orders", Target: "9", Hash: strings.Repeat("cd", 32)}
+		ev := gatewayocsf.FromAudit(a, ocsf.Gateway)
+		b := encode(t, ev)
+		if err := ocsftest.Validate(b); err != nil {
+			t.Fatalf("%s: %v\n%s", action, err, b)
+		}
+		if ev.ActivityName != name || ev.Entity == nil || ev.Entity.Type != "Held call" || ev.Actor.User.Name != "olive" {
+			t.Errorf("%s: activity %q entity %+v actor %+v; want %q on a Held call by olive", action, ev.ActivityName, ev.Entity, ev.Actor.User, name)
+		}
+	}
+}
