@@ -65,7 +65,9 @@ func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, re
 		}
 	}
 	p.relay.Answered(session, mreq)
-	p.recordFor(r, p.newRecord(cur, req, d, mreq, ""))
+	if d.Review == 0 { // a held call's is recorded once decided
+		p.recordFor(r, p.newRecord(cur, req, d, mreq, ""))
+	}
 	return mreq, raw, d
 }
 
@@ -131,6 +133,9 @@ func (p *Proxy) judgeMessages(cur *loaded, base policy.Request, mreq *mcp.Reques
 		d := cur.matcher.Decide(&req)
 		if !d.Allow {
 			return d, nil, true
+		}
+		if d.Review > 0 && mreq.Batch {
+			return policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: "tools/call " + req.MCP.Tool + " needs review (" + d.Rule + "): send it alone, not in a JSON-RPC batch"}, nil, true
 		}
 		if i == 0 {
 			first = d
