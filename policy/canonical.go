@@ -20,7 +20,8 @@ import (
 // that mean the same have the same canonical form. It fills defaults
 // (network policy and middleware names from their keys, enforce on L7
 // endpoints, best_effort Landlock, the mcp/json_rpc/graphql body limits and
-// MCP options, a rate_limit's burst), normalises ports (one port → port, several → sorted ports),
+// MCP options, a rate_limit's burst, a review's timeout), drops a review
+// that is not required, normalises ports (one port → port, several → sorted ports),
 // hosts (lower case, no trailing dot), filesystem paths (cleaned), REST
 // methods (upper case), tool matchers (params.name folded into tool), and
 // sorts and de-duplicates every list whose order means nothing. An
@@ -420,9 +421,27 @@ func canonicalRule(r *L7Rule, protocol string, allowAll bool) {
 	if r.RateLimit != nil && r.RateLimit.Burst == 0 {
 		r.RateLimit.Burst = r.RateLimit.RequestsPerMinute
 	}
+	canonicalReview(r)
 	if r.ExpiresAt != nil {
 		t := r.ExpiresAt.UTC()
 		r.ExpiresAt = &t
+	}
+}
+
+// canonicalReview writes a rule's review one way: a review that is not
+// required is none (dropped), and a required one always carries its
+// timeout, the default filled in and spelled by FormatReviewTimeout, so
+// "120s", "2m" and no timeout hash alike. A timeout that does not parse
+// is kept as written (validation refuses it).
+func canonicalReview(r *L7Rule) {
+	switch {
+	case r.Review == nil:
+	case !r.Review.Required:
+		r.Review = nil
+	default:
+		if d, err := ReviewTimeout(r.Review.Timeout); err == nil {
+			r.Review.Timeout = FormatReviewTimeout(d)
+		}
 	}
 }
 

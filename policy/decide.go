@@ -183,6 +183,9 @@ type outcome struct {
 	// definitionRefused: the rule named is one whose pinned definition the
 	// tool's does not match.
 	definitionRefused bool
+	// review, above 0: the allow is a reviewed one (the rule that allows
+	// has review.required), held this long for a person.
+	review time.Duration
 }
 
 // judgeCandidate judges r on one endpoint it is addressed to: first the
@@ -249,8 +252,12 @@ func isAudit(ep *Endpoint) bool { return ep.Enforcement == EnforcementAudit }
 //     endpoint, denies;
 //   - deny rules that matched only on audit endpoints let the request
 //     through with Audit set — when some candidate would allow it (or
-//     would audit it through); audit never grants what no entry grants;
-//   - otherwise the first allowing candidate allows;
+//     would audit it through); audit never grants what no entry grants,
+//     and never lifts a review: when the candidate that allows needs one,
+//     the audited allow does too;
+//   - otherwise the first candidate that allows without review allows;
+//     failing that, the first that allows after review (Decision.Review:
+//     an allow needs review only when every rule that admits it does);
 //   - otherwise a rule denial (not hard) on an audit candidate is let
 //     through with Audit set;
 //   - otherwise deny, with the first candidate's reason (VersionRefused
@@ -265,7 +272,7 @@ func combine(denials []denial, outs []outcome, eps []endpointRef, r Request) Dec
 	var allowed, audited *outcome
 	for i := range outs {
 		o := &outs[i]
-		if o.allow && allowed == nil {
+		if o.allow && (allowed == nil || allowed.review > 0 && o.review == 0) {
 			allowed = o
 		}
 		if !o.allow && !o.hard && isAudit(o.ep.ep) && audited == nil {
@@ -274,11 +281,15 @@ func combine(denials []denial, outs []outcome, eps []endpointRef, r Request) Dec
 	}
 	if len(denials) > 0 && (allowed != nil || audited != nil) {
 		d := denials[0]
-		return Decision{Allow: true, Audit: true, Entry: d.ep.key, Endpoint: d.ep.index, Rule: d.rule,
+		dec := Decision{Allow: true, Audit: true, Entry: d.ep.key, Endpoint: d.ep.index, Rule: d.rule,
 			Reason: "audit: " + d.reason}
+		if allowed != nil {
+			dec.Review = allowed.review
+		}
+		return dec
 	}
 	if allowed != nil {
-		return Decision{Allow: true, Entry: allowed.ep.key, Endpoint: allowed.ep.index, Rule: allowed.rule, Reason: allowed.reason}
+		return Decision{Allow: true, Entry: allowed.ep.key, Endpoint: allowed.ep.index, Rule: allowed.rule, Reason: allowed.reason, Review: allowed.review}
 	}
 	if audited != nil {
 		return Decision{Allow: true, Audit: true, Entry: audited.ep.key, Endpoint: audited.ep.index, Rule: audited.rule,

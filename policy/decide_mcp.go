@@ -120,7 +120,7 @@ func judgeMCP(e endpointRef, r Request) outcome {
 	o := judgeMCPRules(e, r)
 	if !versionListed(e.ep, r.MCP.ProtocolVersion) {
 		o.reason = fmt.Sprintf("MCP protocol version %q is not listed in mcp.versions of %s", r.MCP.ProtocolVersion, e.name())
-		o.versionRefused, o.allow, o.hard, o.rule = o.allow, false, true, "mcp.versions"
+		o.versionRefused, o.allow, o.hard, o.rule, o.review = o.allow, false, true, "mcp.versions", 0
 	}
 	return o
 }
@@ -140,6 +140,7 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 	// such rule (the rule matched; the definition or arguments did not).
 	var failure, failed string
 	pinned := false
+	var held *outcome
 	for i, rule := range e.ep.Rules {
 		if rule.Allow == nil || expired(rule.Allow, r.Time) || !mcpRuleMatches(e.ep, rule.Allow, r.MCP, false) {
 			continue
@@ -158,8 +159,12 @@ func judgeMCPRules(e endpointRef, r Request) outcome {
 			}
 			continue
 		}
-		return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
-			reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
+		if o, done := allowedBy(e, i, rule.Allow, &held); done {
+			return o
+		}
+	}
+	if held != nil {
+		return *held
 	}
 	return outcome{ep: e, rule: failed, definitionRefused: pinned,
 		reason: fmt.Sprintf("%s is not allowed by %s: no rule matches%s", what, e.name(), failure)}

@@ -43,16 +43,40 @@ func judgeREST(e endpointRef, r Request) outcome {
 				reason: fmt.Sprintf("allowed by access: %s on %s", e.ep.Access, e.name())}
 		}
 	}
+	var held *outcome
 	for i, rule := range e.ep.Rules {
 		if rule.Allow == nil || expired(rule.Allow, r.Time) {
 			continue
 		}
 		if restRuleMatches(rule.Allow, r, path, true) {
-			return outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
-				reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
+			if o, done := allowedBy(e, i, rule.Allow, &held); done {
+				return o
+			}
 		}
 	}
+	if held != nil {
+		return *held
+	}
 	return outcome{ep: e, reason: fmt.Sprintf("%s is not allowed by %s: no rule matches", what, e.name())}
+}
+
+// allowedBy records that rules[i] of e allows the request. A rule without
+// review decides at once (done); the first reviewed rule is kept in *held
+// and decides only if no later rule allows the request without review:
+// an allow needs review only when every rule that admits it does.
+func allowedBy(e endpointRef, i int, rule *L7Rule, held **outcome) (o outcome, done bool) {
+	o = outcome{ep: e, allow: true, rule: fmt.Sprintf("rules[%d]", i),
+		reason: fmt.Sprintf("allowed by rules[%d] of %s", i, e.name())}
+	wait, reviewed := rule.Reviewed()
+	if !reviewed {
+		return o, true
+	}
+	if *held == nil {
+		o.review = wait
+		o.reason = fmt.Sprintf("allowed by rules[%d] of %s once a person approves the call (review)", i, e.name())
+		*held = &o
+	}
+	return o, false
 }
 
 // restRuleMatches reports whether a REST rule matches: method (`*` or

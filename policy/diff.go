@@ -31,8 +31,10 @@ const (
 // item per tool, so an added tool reads "added tool lookup_order
 // (tools/call)" (and prompts/get and resources rules per prompt and
 // resource: "added resource file:///docs/** (resources/read)"); a rule whose identity (method, path, tool, …) is kept but
-// whose details changed (expires_at, arguments_schema, rate_limit, query)
-// is "changed", with a rate_limit change spelled out in the summary.
+// whose details changed (expires_at, arguments_schema, rate_limit, review,
+// query) is "changed", with a rate_limit, definition or review change
+// spelled out in the summary ("changed tool refund (tools/call): review
+// added (timeout 2m)").
 // Static sections, endpoint options and middlewares are reported as whole
 // values with Before and After.
 //
@@ -400,7 +402,7 @@ func (d *differ) rules(path string, a, b []*L7Rule, deny string) {
 			continue
 		}
 		used[j] = true
-		d.add(ChangeChanged, path, "changed "+deny+x.identity+rateLimitChange(x, ib[j])+definitionChange(x, ib[j]), x.value, ib[j].value)
+		d.add(ChangeChanged, path, "changed "+deny+x.identity+rateLimitChange(x, ib[j])+definitionChange(x, ib[j])+reviewChange(x, ib[j]), x.value, ib[j].value)
 	}
 	for k, y := range ib {
 		if !used[k] {
@@ -427,6 +429,9 @@ func detailSuffix(it ruleItem) string {
 	}
 	if r.Definition != "" {
 		extra = append(extra, "pinned to "+r.Definition)
+	}
+	if wait, ok := r.Reviewed(); ok {
+		extra = append(extra, "with review (timeout "+FormatReviewTimeout(wait)+")")
 	}
 	if len(extra) == 0 {
 		return ""
@@ -475,6 +480,23 @@ func definitionChange(before, after ruleItem) string {
 		return ""
 	}
 	return ": definition " + describeDefinition(a) + " → " + describeDefinition(b)
+}
+
+// reviewChange says how a changed rule's review changed, "" when it did
+// not: ": review added (timeout 2m)", ": review removed",
+// ": review timeout 2m → 5m".
+func reviewChange(before, after ruleItem) string {
+	a, reviewedA := itemRule(before).Reviewed()
+	b, reviewedB := itemRule(after).Reviewed()
+	switch {
+	case !reviewedA && reviewedB:
+		return ": review added (timeout " + FormatReviewTimeout(b) + ")"
+	case reviewedA && !reviewedB:
+		return ": review removed"
+	case a != b:
+		return ": review timeout " + FormatReviewTimeout(a) + " → " + FormatReviewTimeout(b)
+	}
+	return ""
 }
 
 func describeDefinition(d string) string {

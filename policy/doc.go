@@ -1,7 +1,7 @@
 // Package policy is the Portcullis policy language: the document types
 // (OpenShell `version: 1`, unchanged, plus the `arguments_schema`,
-// `rate_limit`, `definition`, `prompt`, `resource`, `expires_at`,
-// `mcp.versions` and `mcp.filter_tools_list` extensions), the strict
+// `rate_limit`, `definition`, `prompt`, `resource`, `expires_at`, review's
+// `timeout`, `mcp.versions` and `mcp.filter_tools_list` extensions), the strict
 // YAML/JSON codec, validation with field paths, the canonical form and its
 // SHA-256 hash, the structural diff, and the reference evaluator Decide.
 //
@@ -136,6 +136,17 @@
 // stateless. Each proxy keeps its own buckets, so N proxies of one sandbox
 // admit N times the rate. A call over the limit is answered 429 and
 // recorded as rate_limited, which is never turned into a proposal.
+//
+// review {required, timeout} (OpenShell's flag; the timeout is ours: a Go
+// duration above 0 and at most MaxReviewTimeout, DefaultReviewTimeout when
+// omitted) stands on allow rules of REST endpoints and MCP tools/call
+// allow rules only. A call such a rule allows is a reviewed allow
+// (Decision.Review): the proxy holds it until a person approves that very
+// call. An unreviewed allow wins: a request that any rule allows without
+// review is allowed without review, and among reviewed rules the first
+// that admits the call sets the timeout. Audit mode never lifts a review.
+// The canonical form drops a review that is not required and writes a
+// required one's timeout out (FormatReviewTimeout: "2m", "1m30s").
 //
 // # Divergences from OpenShell, all toward safety
 //

@@ -56,9 +56,7 @@ func TestParseRateLimitErrors(t *testing.T) {
 	withLimit := func(limit string) string {
 		return mcpEndpoint("", "{allow: {method: tools/call, tool: lookup_order, rate_limit: "+limit+"}}")
 	}
-	tests := []struct {
-		name, doc, path, msg string
-	}{
+	tests := []parseErrorCase{
 		{"unknown key", withLimit("{requests_per_minute: 10, per_second: 1}"), r0 + ".per_second", "unknown field"},
 		{"missing rate", withLimit("{burst: 3}"), r0 + ".requests_per_minute", "is required"},
 		{"empty mapping", withLimit("{}"), r0 + ".requests_per_minute", "is required"},
@@ -83,20 +81,7 @@ func TestParseRateLimitErrors(t *testing.T) {
 		{"sql endpoint", withEndpoint("{host: a.example.com, port: 5432, protocol: sql, rules: [{allow: {command: SELECT, rate_limit: {requests_per_minute: 1}}}]}"),
 			ep0 + ".rules[0].allow.rate_limit", "is not valid on protocol sql"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p, _, err := Parse([]byte(tc.doc))
-			if err == nil {
-				t.Fatalf("accepted: %s", p.CanonicalJSON())
-			}
-			if p != nil {
-				t.Errorf("Parse returned a policy with its error")
-			}
-			if ps := problemsOf(t, err); !hasProblem(ps, tc.path, tc.msg) {
-				t.Errorf("problems %v lack %s: %s", ps, tc.path, tc.msg)
-			}
-		})
-	}
+	runParseErrors(t, tests)
 }
 
 func TestValidateRateLimitBuiltInGo(t *testing.T) {

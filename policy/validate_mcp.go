@@ -121,7 +121,7 @@ func (v *validator) mcpRule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 		}
 	}
 	// The tools/call options of an allow rule: where each may stand.
-	callsTools := r.Method == "tools/call" || (allowAll && r.Method == "" && tool != nil)
+	callsTools := callsTools(ep, r)
 	oneTool := tool != nil && len(sortedUnique(tool.Any)) == 1 && !hasGlobMeta(tool.Any[0])
 	toolsCallOption := func(p string, needsOneTool bool) bool {
 		switch {
@@ -184,6 +184,14 @@ func (v *validator) argumentsSchema(path string, schema map[string]any) {
 	if _, err := CompileArgumentsSchema(schema); err != nil && !errors.As(err, &unknown) {
 		v.errorf(path, "invalid JSON Schema: %v", err)
 	}
+}
+
+// callsTools reports whether an MCP rule is a tools/call rule, the only
+// MCP rules the tools/call options (arguments_schema, definition,
+// rate_limit, review) may stand on: method tools/call, or a tool matcher
+// without method under allow_all_known_mcp_methods.
+func callsTools(ep *Endpoint, r *L7Rule) bool {
+	return r.Method == "tools/call" || allowAllKnown(ep) && r.Method == "" && ruleTool(r) != nil
 }
 
 // matchesToolsCall reports whether an MCP rule's method selects tools/call.

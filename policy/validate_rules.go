@@ -106,6 +106,7 @@ func (v *validator) rule(path string, ep *Endpoint, r *L7Rule, allow bool) {
 	case ProtocolMCP:
 		v.mcpRule(path, ep, r, allow)
 	}
+	v.review(path, proto, r, allow, proto == ProtocolMCP && callsTools(ep, r))
 	if r.ExpiresAt != nil && !allow {
 		v.errorf(keyPath(path, "expires_at"), "is only valid on allow rules")
 	}

@@ -7,7 +7,8 @@
 //
 // Files: matcher.go (compiling, Decide, hard denials, default deny),
 // destinations.go (endpoints matching a destination, deny rules),
-// judge.go (allow rules: REST paths and queries, MCP methods, tools and
+// judge.go (allow rules: REST paths and queries, MCP methods, tools,
+// reviewed allows (Decision.Review: an unreviewed allow wins) and
 // the arguments_schema gate, whose tools/call arguments jsonvalue.go
 // decodes with the strict reader (internal/strictjson) and fastschema.go admits without the schema library when the
 // schema and arguments are plainly simple), queries.go (the proxy's questions), ratelimit.go (the

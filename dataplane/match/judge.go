@@ -31,6 +31,8 @@ type outcome struct {
 	reason string // the reason, for the kinds that carry it ready-made
 	r      *rule  // the allowing rule, for whyRule
 	extra  string // whyRESTNone: nothing; whyMCPNone: the schema failure note
+	// review mirrors policy's: above 0, the allow needs a person's review.
+	review time.Duration
 }
 
 type whyKind uint8
@@ -46,7 +48,7 @@ const (
 )
 
 func (o *outcome) decision(r *policy.Request, paths *canonicalPaths, prefix string) policy.Decision {
-	return policy.Decision{Allow: o.allow, Entry: o.e.key, Endpoint: o.e.index, Rule: o.rule, Reason: prefix + o.explain(r, paths)}
+	return policy.Decision{Allow: o.allow, Entry: o.e.key, Endpoint: o.e.index, Rule: o.rule, Reason: prefix + o.explain(r, paths), Review: o.review}
 }
 
 // explain formats the outcome's reason as policy.Decide words it.
@@ -137,9 +139,16 @@ func (e *endpoint) judgeREST(r *policy.Request, paths *canonicalPaths, now time.
 	case e.accessAllow[method]:
 		return outcome{e: e, allow: true, rule: e.accessRule, why: whyAccess}
 	}
-	if i := e.restIndex.first(e.allowRules, r, p, now); i >= 0 {
+	i := e.restIndex.first(e.allowRules, r, p, now, false)
+	if i >= 0 && e.allowRules[i].review > 0 {
+		// The first rule needs review: a later one may allow without.
+		if j := e.restIndex.first(e.allowRules, r, p, now, true); j >= 0 {
+			i = j
+		}
+	}
+	if i >= 0 {
 		ar := &e.allowRules[i]
-		return outcome{e: e, allow: true, rule: ar.label, why: whyRule, r: ar}
+		return outcome{e: e, allow: true, rule: ar.label, why: whyRule, r: ar, review: ar.review}
 	}
 	return outcome{e: e, why: whyRESTNone}
 }
@@ -280,8 +289,9 @@ func buildPathIndex(rules []rule) *pathIndex {
 }
 
 // first returns the index of the first unexpired allow rule matching r on
-// canonical path p (policy's judgeREST loop), or -1.
-func (x *pathIndex) first(rules []rule, r *policy.Request, p string, now time.Time) int {
+// canonical path p (policy's judgeREST loop), or -1; with unreviewed, the
+// first such rule that needs no review.
+func (x *pathIndex) first(rules []rule, r *policy.Request, p string, now time.Time, unreviewed bool) int {
 	best := -1
 	node, rest := x, p
 	for node != nil {
@@ -290,6 +300,9 @@ func (x *pathIndex) first(rules []rule, r *policy.Request, p string, now time.Ti
 				break
 			}
 			c := &rules[n]
+			if unreviewed && c.review > 0 {
+				continue
+			}
 			if !c.expired(now) && c.matchesREST(r, p, true) {
 				best = int(n)
 				break
@@ -340,7 +353,7 @@ func (e *endpoint) judgeMCP(r *policy.Request, paths *canonicalPaths, now time.T
 	o := e.judgeMCPRules(r.MCP, now)
 	if !e.versionListed(r.MCP.ProtocolVersion) {
 		o.why, o.reason = whyText, fmt.Sprintf("MCP protocol version %q is not listed in mcp.versions of %s", r.MCP.ProtocolVersion, e.name)
-		o.versionRefused, o.allow, o.hard, o.rule = o.allow, false, true, "mcp.versions"
+		o.versionRefused, o.allow, o.hard, o.rule, o.review = o.allow, false, true, "mcp.versions", 0
 	}
 	return o
 }
@@ -369,6 +382,7 @@ func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 	}
 	var failure, failed string // as in policy: the first refusing rule is named
 	pinned := false
+	var held *rule // the first allowing rule that needs review
 	for a, b := 0, 0; a < len(named) || b < len(e.toolOther); {
 		// Merge the two ascending lists.
 		var n int32
@@ -395,7 +409,15 @@ func (e *endpoint) judgeMCPRules(m *policy.MCPMessage, now time.Time) outcome {
 			}
 			continue
 		}
-		return outcome{e: e, allow: true, rule: c.label, why: whyMCPRule, r: c}
+		if c.review == 0 {
+			return outcome{e: e, allow: true, rule: c.label, why: whyMCPRule, r: c}
+		}
+		if held == nil {
+			held = c // allows only if no later rule allows without review
+		}
+	}
+	if held != nil {
+		return outcome{e: e, allow: true, rule: held.label, why: whyMCPRule, r: held, review: held.review}
 	}
 	return outcome{e: e, why: whyMCPNone, extra: failure, rule: failed, definitionRefused: pinned}
 }

@@ -113,9 +113,10 @@ type endpoint struct {
 // rule is one compiled allow or deny rule.
 type rule struct {
 	src      *policy.L7Rule
-	nilAllow bool   // a rules[] entry without allow: allows nothing
-	label    string // "rules[3]" or "deny_rules[3]"
-	allowed  string // "allowed by rules[3] of NAME", the reason of an allow
+	nilAllow bool          // a rules[] entry without allow: allows nothing
+	label    string        // "rules[3]" or "deny_rules[3]"
+	allowed  string        // "allowed by rules[3] of NAME", the reason of an allow
+	review   time.Duration // > 0: an allow by this rule needs review (policy.L7Rule.Reviewed)
 
 	method    string // as written; "" or "*" when any
 	anyMethod bool
@@ -298,6 +299,10 @@ func compileRule(r *policy.L7Rule, label, epName string, allow bool) rule {
 		anyMethod: r.Method == "" || r.Method == "*",
 		expiresAt: r.ExpiresAt,
 	}
+	if wait, ok := r.Reviewed(); ok && allow {
+		c.review = wait
+		c.allowed += " once a person approves the call (review)"
+	}
 	if r.Path != "" {
 		g := compilePathGlob(r.Path)
 		c.path = &g
@@ -403,7 +408,7 @@ func (m *Matcher) Decide(r *policy.Request) policy.Decision {
 
 	// 3. Candidates: endpoints whose destination (with path scope) and
 	// binaries match, each judged alone (judgeCandidate).
-	var first, audited outcome
+	var first, audited, held outcome // held: the first allow that needs review
 	seen, refused := false, true
 	for _, n := range eps {
 		e := &m.eps[n]
@@ -411,24 +416,36 @@ func (m *Matcher) Decide(r *policy.Request) policy.Decision {
 			continue
 		}
 		o := e.judge(r, &h, &paths, now)
-		if o.allow || !o.hard && e.audit {
+		switch {
+		case o.allow && o.review == 0:
 			// 4. Combination (combine): a kept audit denial wins over any
-			// allowing or auditing candidate; else the first allowing
-			// candidate decides.
+			// allowing or auditing candidate; else the first candidate
+			// that allows without review decides.
 			if soft.e != nil {
 				return soft.decision("audit: ")
 			}
-			if o.allow {
-				return o.decision(r, &paths, "")
+			return o.decision(r, &paths, "")
+		case o.allow:
+			// A reviewed allow decides only if no later candidate allows
+			// without review.
+			if held.e == nil {
+				held = o
 			}
-			if audited.e == nil {
-				audited = o
-			}
+		case !o.hard && e.audit && audited.e == nil:
+			audited = o
 		}
 		if !seen {
 			first, seen = o, true
 		}
 		refused = refused && o.versionRefused
+	}
+	if soft.e != nil && (held.e != nil || audited.e != nil) {
+		d := soft.decision("audit: ")
+		d.Review = held.review // audit never lifts a review
+		return d
+	}
+	if held.e != nil {
+		return held.decision(r, &paths, "")
 	}
 	if audited.e != nil {
 		d := audited.decision(r, &paths, "audit: ")

@@ -400,7 +400,7 @@ func TestMatcherTestdataPolicies(t *testing.T) {
 // checks Matcher.Decide against policy.Decide field by field, and Inspect
 // and MCPLimits against Decide.
 func TestMatcherAgreesWithDecide(t *testing.T) {
-	var valid, invalid, allowed, audited, total int
+	var valid, invalid, allowed, reviewed, audited, total int
 	rapid.Check(t, func(rt *rapid.T) {
 		p := genPolicy(rt)
 		if _, err := policy.Validate(p); err != nil {
@@ -420,6 +420,9 @@ func TestMatcherAgreesWithDecide(t *testing.T) {
 			if d.Allow {
 				allowed++
 			}
+			if d.Review > 0 {
+				reviewed++
+			}
 			if d.Audit {
 				audited++
 			}
@@ -428,7 +431,7 @@ func TestMatcherAgreesWithDecide(t *testing.T) {
 			checkWantsName(rt, m, v, r)
 		}
 	})
-	t.Logf("policies: %d valid, %d invalid skipped; requests: %d, %d allowed, %d audited", valid, invalid, total, allowed, audited)
+	t.Logf("policies: %d valid, %d invalid skipped; requests: %d, %d allowed (%d after review), %d audited", valid, invalid, total, allowed, reviewed, audited)
 }
 
 // checkInspect: when Inspect says host:port needs no L7 view, the L4
@@ -577,6 +580,7 @@ func genEndpoint(t *rapid.T, i int) *policy.Endpoint {
 					e := rapid.SampledFrom(genExpiries).Draw(t, "expires_at")
 					r.ExpiresAt = &e
 				}
+				r.Review = genReview(t)
 				ep.Rules = append(ep.Rules, policy.Rule{Allow: r})
 			}
 		}
@@ -684,7 +688,25 @@ func genMCPRule(t *rapid.T, strict, allowAll, allow bool) *policy.L7Rule {
 		e := rapid.SampledFrom(genExpiries).Draw(t, "mcp expires_at")
 		r.ExpiresAt = &e
 	}
+	if allow {
+		r.Review = genReview(t)
+	}
 	return r
+}
+
+// genReview draws an allow rule's review: mostly none, else required with
+// the default or a timeout of its own, or one not required (the same as
+// none).
+func genReview(t *rapid.T) *policy.Review {
+	switch rapid.IntRange(0, 5).Draw(t, "review") {
+	case 0:
+		return &policy.Review{Required: true}
+	case 1:
+		return &policy.Review{Required: true, Timeout: rapid.SampledFrom([]string{"30s", "5m", "15m"}).Draw(t, "review timeout")}
+	case 2:
+		return &policy.Review{}
+	}
+	return nil
 }
 
 // vocabulary is what a policy talks about, to draw requests that hit it:
