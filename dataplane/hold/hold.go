@@ -101,8 +101,11 @@ type Config struct {
 	// ProgressEvery is the interval of progress while a call waits.
 	// Default 5s.
 	ProgressEvery time.Duration
-	// NoFiler is why calls cannot be filed while no Filer is set (a
-	// proxy without a gateway). Default: "this proxy has no gateway".
+	// Filer files calls with the gateway (SetFiler sets it later). nil:
+	// none, every call is refused review_unavailable, saying NoFiler.
+	Filer Filer
+	// NoFiler is why calls cannot be filed while no Filer is set. Default:
+	// "this proxy has no gateway (it enforces a policy file)".
 	NoFiler string
 	Logger  *slog.Logger
 }
@@ -121,7 +124,7 @@ func (c *Config) setDefaults() {
 		c.ProgressEvery = 5 * time.Second
 	}
 	if c.NoFiler == "" {
-		c.NoFiler = "this proxy has no gateway"
+		c.NoFiler = "this proxy has no gateway (it enforces a policy file)"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -149,11 +152,11 @@ type held struct {
 
 type ended struct{ code, reason string }
 
-// New returns an empty registry; calls are refused review_unavailable
-// until SetFiler.
+// New returns an empty registry; without a Filer calls are refused
+// review_unavailable until SetFiler.
 func New(cfg Config) *Registry {
 	cfg.setDefaults()
-	return &Registry{cfg: cfg, log: cfg.Logger.With("component", "hold"), calls: map[*held]struct{}{}}
+	return &Registry{cfg: cfg, log: cfg.Logger.With("component", "hold"), filer: cfg.Filer, calls: map[*held]struct{}{}}
 }
 
 // SetFiler sets how calls are filed; before any call is held.
