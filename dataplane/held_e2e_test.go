@@ -15,6 +15,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/hold"
+	"github.com/portcullis-dev/portcullis/demo"
 )
 
 // Held calls through a real proxy, with a real MCP client and server; the
@@ -164,9 +165,17 @@ func lastRecord(tp *testProxy, tool string) decision.Record {
 // and the agent's own request gets the server's answer; progress
 // notifications reach a client that gave a token while it waits.
 func TestHeldCallApproved(t *testing.T) {
-	for _, withToken := range []bool{true, false} {
-		t.Run(fmt.Sprintf("progress token %v", withToken), func(t *testing.T) {
-			up := startUpstream(t, ordersHandler(false))
+	for _, tc := range []struct {
+		name            string
+		withToken, json bool
+	}{
+		{"progress token, the server streams", true, false},
+		{"progress token, the server answers JSON", true, true},
+		{"no progress token", false, false},
+	} {
+		withToken := tc.withToken
+		t.Run(tc.name, func(t *testing.T) {
+			up := startUpstream(t, demo.OrdersHandler(&mcp.StreamableHTTPOptions{JSONResponse: tc.json, DisableLocalhostProtection: true}))
 			tp, rv := startHeld(t, up, "2m")
 			progress := make(chan string, 8)
 			cs := connectMCP(t, tp, up, "2025-11-25", &mcp.ClientOptions{
