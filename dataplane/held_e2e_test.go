@@ -22,29 +22,10 @@ import (
 // gateway's side is an in-test filer here (reviewer), the real gateway's
 // in held_gateway_e2e_test.go.
 
-// heldPolicy is ordersPolicy with refund_order allowed after review.
-const heldPolicy = `
-version: 1
-network_policies:
-  orders:
-    name: orders
-    endpoints:
-      - host: orders.example.com
-        port: PORT
-        path: /mcp
-        protocol: mcp
-        enforcement: enforce
-        mcp:
-          versions: ["2025-11-25", "2026-07-28", "2025-03-26"]
-        rules:
-          - allow: { method: initialize }
-          - allow: { method: notifications/initialized }
-          - allow: { method: tools/list }
-          - allow: { method: tools/call, tool: lookup_order }
-          - allow: { method: tools/call, tool: refund_order, review: { required: true, timeout: TIMEOUT } }
-    binaries:
-      - path: /usr/bin/python3
-`
+// heldPolicy is ordersPolicy with refund_order allowed after review
+// instead of denied.
+var heldPolicy = strings.Replace(ordersPolicy, `        deny_rules:
+          - { method: tools/call, tool: refund_order }`, `          - allow: { method: tools/call, tool: refund_order, review: { required: true, timeout: TIMEOUT } }`, 1)
 
 // heldRESTPolicy reviews payouts on a REST endpoint.
 const heldRESTPolicy = `
@@ -307,7 +288,7 @@ func TestHeldCallInBatchRefused(t *testing.T) {
 	up := startUpstream(t, ordersHandler(true))
 	tp, _ := startHeld(t, up, "2m")
 	res, body := rawMCP(t, tp, up, http.Header{"Mcp-Protocol-Version": {"2025-03-26"}},
-		`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"A-1"}}},`+
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"A-1042"}}},`+
 			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":"A-1"}}}]`)
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "alone, not in a JSON-RPC batch") || up.count() != 0 {
 		t.Errorf("batch: %d %s, server saw %d", res.StatusCode, body, up.count())
@@ -328,7 +309,7 @@ func TestHeldCallBusyAndUnavailable(t *testing.T) {
 		t.Errorf("a call past the bound: %v, want review_busy", err)
 	}
 	// Other traffic of the sandbox passes while a call is held.
-	if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A-1"}}); err != nil || res.IsError {
+	if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A-1042"}}); err != nil || res.IsError {
 		t.Errorf("lookup_order while a call is held: %v, %v", res, err)
 	}
 	r.decide(1, "denied")
@@ -402,4 +383,40 @@ func (u *upstream) times(substr string) int {
 		}
 	}
 	return n
+}
+
+// The request's span spans the wait: it has the held and decided events,
+// and the call was filed with its trace id.
+func TestHeldCallTraced(t *testing.T) {
+	col := startCollector(t)
+	tracing := startTracing(t, col, "test-proxy")
+	up := startUpstream(t, ordersHandler(true))
+	tp, rv := startHeld(t, up, "2m", func(c *dataplane.Config) { c.Tracer = tracing.Provider() })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rawMCP(t, tp, up, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}},
+			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":"A-1"}}}`)
+	}()
+	r := rv.next(t)
+	r.file(12)
+	r.decide(12, "approved")
+	<-done
+	if r.call.TraceID == "" {
+		t.Fatal("the call was filed without its trace id")
+	}
+	waitFor(t, "the held call's span", func() bool {
+		tracing.ForceFlush(t.Context())
+		for _, s := range col.find("test-proxy", "proxy.request") {
+			if s.traceID() != r.call.TraceID {
+				continue
+			}
+			var names []string
+			for _, e := range s.span.GetEvents() {
+				names = append(names, e.GetName())
+			}
+			return strings.Join(names, ",") == "held,decided"
+		}
+		return false
+	})
 }
