@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -37,10 +37,11 @@ const (
 //
 // A tools/call's arguments are its params.arguments exactly as sent ({}
 // when absent), their digest policy.ArgumentsDigest's (RFC 8785 form), as
-// decision records carry it. A REST call's digest is "sha256:" and the
-// hex SHA-256 of the body's bytes; its arguments are the body exactly
-// when it is JSON, else the body as a JSON string (valid UTF-8), else
-// "base64:" and the body in base64 as a JSON string.
+// decision records carry it. A REST call's arguments are its body's
+// text exactly as sent (JSON or not; the gateway shows it as JSON when it
+// is), and their digest "sha256:" and the hex SHA-256 of those bytes; a
+// body that is not UTF-8 text (or holds a NUL) cannot be shown to a
+// person, and is refused.
 func CallOf(req *policy.Request, d policy.Decision, version string, msg *policy.MCPMessage, body []byte) (*Call, error) {
 	var key [16]byte
 	rand.Read(key[:])
@@ -62,19 +63,11 @@ func CallOf(req *policy.Request, d policy.Decision, version string, msg *policy.
 		c.MCPMethod, c.Tool, c.ArgumentsJSON, c.ArgumentsDigest = msg.Method, msg.Tool, string(args), digest
 		return c, nil
 	}
-	sum := sha256.Sum256(body)
-	c.ArgumentsDigest = "sha256:" + hex.EncodeToString(sum[:])
-	switch {
-	case len(body) == 0:
-	case json.Valid(body):
-		c.ArgumentsJSON = string(body)
-	case utf8.Valid(body):
-		s, _ := json.Marshal(string(body))
-		c.ArgumentsJSON = string(s)
-	default:
-		s, _ := json.Marshal("base64:" + base64.StdEncoding.EncodeToString(body))
-		c.ArgumentsJSON = string(s)
+	if !utf8.Valid(body) || bytes.IndexByte(body, 0) >= 0 {
+		return nil, errors.New("a request body that is not UTF-8 text cannot be held for review")
 	}
+	sum := sha256.Sum256(body)
+	c.ArgumentsJSON, c.ArgumentsDigest = string(body), "sha256:"+hex.EncodeToString(sum[:])
 	return c, nil
 }
 

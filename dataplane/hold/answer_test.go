@@ -117,16 +117,15 @@ func TestAnswerWithoutProgress(t *testing.T) {
 	}
 }
 
-// A REST call's arguments: JSON as sent, other text as a JSON string,
-// other bytes in base64; the digest always of the bytes. A tools/call's
+// A REST call's arguments: its body's text as sent, digested as bytes;
+// a body that is not text is refused. A tools/call's
 // are its arguments as sent, digested in RFC 8785 form.
 func TestCallOf(t *testing.T) {
 	req := &policy.Request{Host: "api.example.com", Port: 443, HTTPMethod: "POST", Path: "/v1/payouts/1", Binary: "/bin/agent"}
 	d := policy.Decision{Allow: true, Entry: "api", Rule: "rules[0]", Review: time.Minute}
 	for _, tc := range []struct{ body, args string }{
 		{`{"amount": 12}`, `{"amount": 12}`},
-		{"amount=12", `"amount=12"`},
-		{"\xff\x00", `"base64:/wA="`},
+		{"amount=12", "amount=12"},
 		{"", ""},
 	} {
 		c, err := hold.CallOf(req, d, "7", nil, []byte(tc.body))
@@ -134,6 +133,11 @@ func TestCallOf(t *testing.T) {
 		if err != nil || c.ArgumentsJSON != tc.args || c.ArgumentsDigest != "sha256:"+hex.EncodeToString(sum[:]) ||
 			c.PolicyVersion != 7 || c.Timeout != time.Minute || c.Key == "" || c.Rule != "rules[0]" {
 			t.Errorf("CallOf(%q) = %+v, %v", tc.body, c, err)
+		}
+	}
+	for _, body := range []string{"\xff", "a\x00b"} {
+		if c, err := hold.CallOf(req, d, "7", nil, []byte(body)); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("CallOf(%q) = %+v, %v; want refused", body, c, err)
 		}
 	}
 	msg := &policy.MCPMessage{Method: "tools/call", Tool: "refund", Arguments: json.RawMessage(`{"b": 1, "a": 2}`)}
