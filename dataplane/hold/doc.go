@@ -8,7 +8,9 @@
 // the gateway through a Filer (dataplane/gatewayclient's HoldCall stream)
 // and waits for its Outcome: approved only on a decision that names the
 // call's id, arguments digest and policy version; review_denied,
-// review_timeout (the rule's timeout passed), review_unavailable (no
+// review_timeout (the rule's timeout passed: the gateway expires the call
+// at its deadline, and the proxy ends it itself when that is 2s late),
+// review_unavailable (no
 // gateway, or none answering for two seconds: no filed answer, or a
 // broken stream not re-attached), review_stale (a new policy version no
 // longer allows the call: Registry.Recheck) or review_busy (the bounds,

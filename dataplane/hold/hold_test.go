@@ -167,7 +167,7 @@ func TestEndsAtTheProxy(t *testing.T) {
 		code  string
 		notes string // in the reason
 	}{
-		{"timeout", hold.Config{}, func(c *hold.Call) { c.Timeout = 50 * time.Millisecond }, true, nil, hold.ReviewTimeout, "review timeout"},
+		{"timeout", hold.Config{Unreachable: 50 * time.Millisecond}, func(c *hold.Call) { c.Timeout = 50 * time.Millisecond }, true, nil, hold.ReviewTimeout, "review timeout"},
 		{"gateway silent", hold.Config{Unreachable: 50 * time.Millisecond}, nil, false, nil, hold.ReviewUnavailable, "did not answer"},
 		{"stale", hold.Config{}, nil, true, (*hold.Registry).Recheck, hold.ReviewStale, "no longer allows"},
 		{"shutdown", hold.Config{}, nil, true, (*hold.Registry).Close, hold.ReviewUnavailable, "stopping"},

@@ -107,6 +107,10 @@ func (w *waiter) wait(ctx context.Context) Outcome {
 					first := w.id == 0
 					w.id, w.deadline, backoff = f.ID, f.Deadline, firstRetry
 					if first {
+						// The gateway expires the call at its deadline
+						// (listed expired); the proxy ends it itself only
+						// when that decision is late.
+						deadline.Reset(w.c.Timeout + w.r.cfg.Unreachable)
 						w.progress()
 					}
 				}
