@@ -40,7 +40,7 @@ func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, re
 	span := trace.SpanFromContext(r.Context())
 	span.AddEvent("held")
 	a := hold.NewAnswer(w, r, mreq, body)
-	out := p.held.Hold(r.Context(), call, hold.Options{Size: int64(len(body)), Progress: a.Progress, Stale: func() string {
+	out, release := p.held.Hold(r.Context(), call, hold.Options{Size: int64(len(body)), Progress: a.Progress, Stale: func() string {
 		again := req
 		again.Time = p.now()
 		if d := p.current.Load().matcher.Decide(&again); !d.Allow {
@@ -54,11 +54,12 @@ func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, re
 		p.traceDecision(r, &rec)
 		p.emit(rec)
 		a.Refuse(out, rec.DenialID, cur.version, rec.TraceID)
+		release()
 		return nil, nil, nil
 	}
 	rec.Reason = fmt.Sprintf("approved by review (call %d, by %s)", out.ID, out.DecidedBy)
 	p.emit(rec)
-	return a.Writer(), body, a.Finish
+	return a.Writer(), body, func() { a.Finish(); release() }
 }
 
 // HeldCalls returns how many calls the proxy holds for review, and the

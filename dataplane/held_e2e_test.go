@@ -2,10 +2,13 @@ package dataplane_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -419,4 +422,46 @@ func TestHeldCallTraced(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A proxy that stops ends the calls it holds: their agents are answered
+// review_unavailable, and the gateway is told.
+func TestHeldCallEndsAtShutdown(t *testing.T) {
+	up := startUpstream(t, ordersHandler(true))
+	var cfg dataplane.Config
+	tp, rv := startHeld(t, up, "2m", func(c *dataplane.Config) { cfg = *c })
+	a := newAgent(t, cfg)
+	setPolicy(t, a, strings.ReplaceAll(strings.ReplaceAll(heldPolicy, "TIMEOUT", "2m"), "PORT", fmt.Sprint(up.port)), "7")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Run(ctx, ln) }()
+	client := &testProxy{proxy: a, url: &url.URL{Scheme: "http", Host: ln.Addr().String()}, roots: tp.roots}
+	tr := &http.Transport{Proxy: http.ProxyURL(client.url), TLSClientConfig: &tls.Config{RootCAs: tp.roots}}
+	defer tr.CloseIdleConnections()
+	client.client = &http.Client{Transport: tr}
+	done := make(chan string, 1)
+	go func() {
+		_, body := rawMCP(t, client, up, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}},
+			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":"A-1"}}}`)
+		done <- body
+	}()
+	r := rv.next(t)
+	r.file(3)
+	stop()
+	if body := <-done; !strings.Contains(body, hold.ReviewUnavailable) || !strings.Contains(body, "stopping") {
+		t.Errorf("the agent was answered %s", body)
+	}
+	if why := <-r.end; !strings.HasPrefix(why, hold.ReviewUnavailable) {
+		t.Errorf("the gateway was told %q", why)
+	}
+	if err := <-stopped; err != nil {
+		t.Error(err)
+	}
+	if up.saw("refund_order") {
+		t.Error("the server saw the call")
+	}
 }

@@ -237,9 +237,9 @@ func (p *Proxy) serve(ctx context.Context, l Listeners) error {
 	case err = <-errc: // one listener failed: stop serving both
 		accepting--
 	}
-	p.held.Close() // their agents are answered review_unavailable
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	p.held.Close(shutdownCtx) // their agents answered review_unavailable first
 	srv.Shutdown(shutdownCtx, limited)
 	if transparent != nil {
 		transparent.Close()

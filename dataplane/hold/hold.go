@@ -141,6 +141,9 @@ type Registry struct {
 	calls  map[*held]struct{}
 	bytes  int64
 	closed bool
+	// placed counts the calls admitted and not yet released (Close waits
+	// for them).
+	placed sync.WaitGroup
 }
 
 // held is one call waiting; end tells its waiter to stop holding it.
@@ -206,18 +209,20 @@ type Outcome struct {
 }
 
 // Hold files c and waits until it is decided, refused, or ctx ends (the
-// agent went away). It holds no lock while it waits.
-func (r *Registry) Hold(ctx context.Context, c *Call, opt Options) Outcome {
+// agent went away). It holds no lock while it waits. The call keeps its
+// place within the bounds (and Close waits for it) until release is
+// called: once the agent is answered (an approved call, once forwarded).
+func (r *Registry) Hold(ctx context.Context, c *Call, opt Options) (_ Outcome, release func()) {
 	h := &held{size: opt.Size, stale: opt.Stale, end: make(chan ended, 1)}
 	if out, ok := r.admit(h); !ok {
-		return out
+		return out, func() {}
 	}
-	defer r.release(h)
+	release = sync.OnceFunc(func() { r.release(h) })
 	if r.filer == nil {
-		return Outcome{Code: ReviewUnavailable, Reason: r.cfg.NoFiler + ": a call that needs review cannot be filed"}
+		return Outcome{Code: ReviewUnavailable, Reason: r.cfg.NoFiler + ": a call that needs review cannot be filed"}, release
 	}
 	w := waiter{r: r, c: c, h: h, opt: opt}
-	return w.wait(ctx)
+	return w.wait(ctx), release
 }
 
 func (r *Registry) admit(h *held) (Outcome, bool) {
@@ -233,6 +238,7 @@ func (r *Registry) admit(h *held) (Outcome, bool) {
 	}
 	r.calls[h] = struct{}{}
 	r.bytes += h.size
+	r.placed.Add(1)
 	return Outcome{}, true
 }
 
@@ -241,6 +247,7 @@ func (r *Registry) release(h *held) {
 	defer r.mu.Unlock()
 	delete(r.calls, h)
 	r.bytes -= h.size
+	r.placed.Done()
 }
 
 func (r *Registry) snapshot() []*held {
@@ -266,14 +273,24 @@ func (r *Registry) Recheck() {
 	}
 }
 
-// Close ends every held call (review_unavailable: the proxy is stopping)
-// and refuses those held after.
-func (r *Registry) Close() {
+// Close ends every held call (review_unavailable: the proxy is stopping),
+// refuses those held after, and waits until every call is released (its
+// agent answered), or ctx ends.
+func (r *Registry) Close(ctx context.Context) {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
 	for _, h := range r.snapshot() {
 		h.stop(ended{ReviewUnavailable, "the proxy is stopping"})
+	}
+	released := make(chan struct{})
+	go func() {
+		r.placed.Wait()
+		close(released)
+	}()
+	select {
+	case <-released:
+	case <-ctx.Done():
 	}
 }
 

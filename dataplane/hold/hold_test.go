@@ -92,8 +92,15 @@ func call() *hold.Call {
 // holding runs Hold on its own goroutine; the channel gives its outcome.
 func holding(r *hold.Registry, c *hold.Call, opt hold.Options) <-chan hold.Outcome {
 	done := make(chan hold.Outcome, 1)
-	go func() { done <- r.Hold(context.Background(), c, opt) }()
+	go func() { done <- holdNow(r, context.Background(), c, opt) }()
 	return done
+}
+
+// holdNow is Hold, its place released as soon as it returns.
+func holdNow(r *hold.Registry, ctx context.Context, c *hold.Call, opt hold.Options) hold.Outcome {
+	out, release := r.Hold(ctx, c, opt)
+	release()
+	return out
 }
 
 func outcome(t *testing.T, done <-chan hold.Outcome) hold.Outcome {
@@ -170,7 +177,7 @@ func TestEndsAtTheProxy(t *testing.T) {
 		{"timeout", hold.Config{Unreachable: 50 * time.Millisecond}, func(c *hold.Call) { c.Timeout = 50 * time.Millisecond }, true, nil, hold.ReviewTimeout, "review timeout"},
 		{"gateway silent", hold.Config{Unreachable: 50 * time.Millisecond}, nil, false, nil, hold.ReviewUnavailable, "did not answer"},
 		{"stale", hold.Config{}, nil, true, (*hold.Registry).Recheck, hold.ReviewStale, "no longer allows"},
-		{"shutdown", hold.Config{}, nil, true, (*hold.Registry).Close, hold.ReviewUnavailable, "stopping"},
+		{"shutdown", hold.Config{}, nil, true, func(r *hold.Registry) { r.Close(context.Background()) }, hold.ReviewUnavailable, "stopping"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGateway()
@@ -267,14 +274,14 @@ func TestBounds(t *testing.T) {
 	if n, b := r.Held(); n != 2 || b != 80 {
 		t.Errorf("holds %d calls, %d bytes; want 2, 80", n, b)
 	}
-	out := r.Hold(context.Background(), call(), hold.Options{Size: 1})
+	out := holdNow(r, context.Background(), call(), hold.Options{Size: 1})
 	if out.Code != hold.ReviewBusy || !strings.Contains(out.Reason, "(2)") {
 		t.Errorf("a third call: %+v, want review_busy naming the count", out)
 	}
 	// One call decided makes room for one call, within the bytes.
 	streams[0].decide(hold.Decision{ID: 1, Status: "denied"})
 	outcome(t, dones[0])
-	out = r.Hold(context.Background(), call(), hold.Options{Size: 61})
+	out = holdNow(r, context.Background(), call(), hold.Options{Size: 61})
 	if out.Code != hold.ReviewBusy || !strings.Contains(out.Reason, "100 bytes") {
 		t.Errorf("a call past the bytes: %+v, want review_busy naming the bound", out)
 	}
@@ -283,9 +290,9 @@ func TestBounds(t *testing.T) {
 		t.Fatalf("a refused call was filed: %+v", s.call)
 	default:
 	}
-	r.Close()
+	r.Close(context.Background())
 	outcome(t, dones[1])
-	if out := r.Hold(context.Background(), call(), hold.Options{}); out.Code != hold.ReviewUnavailable {
+	if out := holdNow(r, context.Background(), call(), hold.Options{}); out.Code != hold.ReviewUnavailable {
 		t.Errorf("after Close: %+v", out)
 	}
 }
@@ -294,14 +301,14 @@ func TestGatewayBusy(t *testing.T) {
 	g := newGateway()
 	g.err = fmt.Errorf("%w: 100 calls held", hold.ErrBusy)
 	r := newRegistry(g, hold.Config{})
-	if out := r.Hold(context.Background(), call(), hold.Options{}); out.Code != hold.ReviewBusy {
+	if out := holdNow(r, context.Background(), call(), hold.Options{}); out.Code != hold.ReviewBusy {
 		t.Errorf("outcome %+v, want review_busy", out)
 	}
 }
 
 func TestNoGateway(t *testing.T) {
 	r := newRegistry(nil, hold.Config{NoFiler: "this proxy enforces a policy file"})
-	out := r.Hold(context.Background(), call(), hold.Options{})
+	out := holdNow(r, context.Background(), call(), hold.Options{})
 	if out.Code != hold.ReviewUnavailable || !strings.Contains(out.Reason, "policy file") {
 		t.Errorf("outcome %+v, want review_unavailable saying why", out)
 	}
@@ -313,7 +320,7 @@ func TestAgentGone(t *testing.T) {
 	r := newRegistry(g, hold.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan hold.Outcome, 1)
-	go func() { done <- r.Hold(ctx, call(), hold.Options{}) }()
+	go func() { done <- holdNow(r, ctx, call(), hold.Options{}) }()
 	s := next(t, g)
 	s.filed(7)
 	cancel()
@@ -323,4 +330,45 @@ func TestAgentGone(t *testing.T) {
 	if why := <-s.ended; !strings.Contains(why, "agent") {
 		t.Errorf("the gateway was told %q", why)
 	}
+}
+
+// A call keeps its place until its agent is answered: the bounds count
+// it, and Close waits for it.
+func TestCloseWaitsForAnswers(t *testing.T) {
+	g := newGateway()
+	r := newRegistry(g, hold.Config{})
+	type held struct {
+		out     hold.Outcome
+		release func()
+	}
+	done := make(chan held, 1)
+	go func() {
+		out, release := r.Hold(context.Background(), call(), hold.Options{Size: 10})
+		done <- held{out, release}
+	}()
+	s := next(t, g)
+	s.filed(7)
+	s.decide(hold.Decision{ID: 7, Status: "approved", ArgumentsDigest: "sha256:aa", PolicyVersion: 3})
+	h := <-done
+	if n, b := r.Held(); !h.out.Approved || n != 1 || b != 10 {
+		t.Fatalf("approved, being forwarded: %+v, holds %d calls, %d bytes", h.out, n, b)
+	}
+	closed := make(chan struct{})
+	go func() {
+		r.Close(context.Background())
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned before the call was answered")
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.release()
+	<-closed
+	if n, b := r.Held(); n != 0 || b != 0 {
+		t.Errorf("after release: %d calls, %d bytes", n, b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.Close(ctx) // nothing to wait for
 }
