@@ -153,16 +153,9 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 					return refuse("arguments", RuleArguments, "tools/call %s is guarded by the arguments_schema of network_policies.%s %s rules[%d]: the narrowest proposal admits exactly the denied arguments, so it needs them "+
 						"(the proxy keeps them for its recent denials: propose through policy.local, or give them with --arguments)", rec.Tool, key, policy.EndpointLabel(ep), i)
 				}
-				c, err := policy.CanonicalArguments(rec.Arguments)
+				c, schema, err := exactArguments(rec)
 				if err != nil {
-					return refuse("arguments", RuleArguments, "%v", err)
-				}
-				if err := exactNumbers(rec.Arguments); err != nil {
-					return refuse("arguments", RuleArguments, "tools/call %s: %v", rec.Tool, err)
-				}
-				schema, err := constSchema(c)
-				if err != nil {
-					return refuse("arguments", RuleArguments, "%v", err)
+					return nil, err
 				}
 				rule.ArgumentsSchema = schema
 				rl, def, expires, err := guardTerms(ep, rec.Tool, time.Now())
@@ -214,6 +207,28 @@ func FromDenial(base *policy.Policy, rec DenialRecord) (*Proposal, error) {
 		}}}
 	}
 	return offer(base, p, req, "no narrow rule can allow this request")
+}
+
+// exactArguments are rec's tools/call arguments in their canonical form
+// and the arguments_schema admitting exactly them; a refusal
+// (RuleArguments) for arguments that are not a JSON object or hold a
+// number a float64 cannot hold exactly.
+func exactArguments(rec DenialRecord) ([]byte, map[string]any, error) {
+	c, err := policy.CanonicalArguments(rec.Arguments)
+	if err != nil {
+		_, err = refuse("arguments", RuleArguments, "%v", err)
+		return nil, nil, err
+	}
+	if err := exactNumbers(rec.Arguments); err != nil {
+		_, err = refuse("arguments", RuleArguments, "tools/call %s: %v", rec.Tool, err)
+		return nil, nil, err
+	}
+	schema, err := constSchema(c)
+	if err != nil {
+		_, err = refuse("arguments", RuleArguments, "%v", err)
+		return nil, nil, err
+	}
+	return c, schema, nil
 }
 
 // refuse is a refusal of the denial as a whole (no operation).

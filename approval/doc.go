@@ -25,5 +25,9 @@
 //     the caller to log;
 //   - fewer than one approval is accepted only for a proposal without
 //     findings that the rules also auto-approve;
-//   - no rule can ask for more than MaxApprovals approvals.
+//   - no rule can ask for more than MaxApprovals approvals;
+//   - a held call (Input.Kind "call": the rules also decide who may
+//     approve or deny one, and how many must approve it) is never
+//     auto-approved, and is refused to a decider whose role is not
+//     operator or admin.
 package approval

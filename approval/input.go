@@ -8,10 +8,46 @@ import (
 // tags) is the documented contract of the Rego module. The caller builds
 // it from its stored proposal (package lifecycle does).
 type Input struct {
+	// Kind is what is decided: KindProposal or KindCall, a held call
+	// (Call and Decider set; Proposal and Findings empty).
+	Kind      string         `json:"kind"`
+	Call      CallInput      `json:"call"`
+	Decider   DeciderInput   `json:"decider"`
 	Proposal  ProposalInput  `json:"proposal"`
 	Findings  []FindingInput `json:"findings"`
 	Sandbox   SandboxInput   `json:"sandbox"`
 	Approvers []string       `json:"approvers"` // distinct approvers so far, oldest first
+}
+
+// Kinds of Input.
+const (
+	KindProposal = "proposal"
+	KindCall     = "call"
+)
+
+// CallInput is input.call: the held call a person decides.
+type CallInput struct {
+	ID      uint64 `json:"id"`
+	Sandbox string `json:"sandbox"`
+	Proxy   string `json:"proxy"`
+	Binary  string `json:"binary"`
+	// Endpoint is "host:port" and the path.
+	Endpoint        string `json:"endpoint"`
+	Method          string `json:"method"`
+	MCPMethod       string `json:"mcp_method"`
+	Tool            string `json:"tool"`
+	ArgumentsDigest string `json:"arguments_digest"`
+	PolicyVersion   uint32 `json:"policy_version"`
+	Entry           string `json:"entry"`
+	Rule            string `json:"rule"`
+}
+
+// DeciderInput is input.decider: who is deciding (a held call).
+type DeciderInput struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Sandbox is a sandbox token's sandbox ("" for other roles).
+	Sandbox string `json:"sandbox"`
 }
 
 // ProposalInput is input.proposal.
@@ -96,7 +132,15 @@ func (in Input) value() map[string]any {
 	if ops == nil {
 		ops = []any{}
 	}
+	c := in.Call
 	return map[string]any{
+		"kind": in.Kind,
+		"call": map[string]any{
+			"id": c.ID, "sandbox": c.Sandbox, "proxy": c.Proxy, "binary": c.Binary, "endpoint": c.Endpoint,
+			"method": c.Method, "mcp_method": c.MCPMethod, "tool": c.Tool, "arguments_digest": c.ArgumentsDigest,
+			"policy_version": int64(c.PolicyVersion), "entry": c.Entry, "rule": c.Rule,
+		},
+		"decider": map[string]any{"name": in.Decider.Name, "role": in.Decider.Role, "sandbox": in.Decider.Sandbox},
 		"proposal": map[string]any{
 			"id":             in.Proposal.ID,
 			"sandbox":        in.Proposal.Sandbox,

@@ -317,6 +317,9 @@ func (r *Rules) Decide(ctx context.Context, in Input) Decision {
 			}
 		}
 	}
+	if in.Kind == KindCall {
+		d.callInvariants(in)
+	}
 	if d.AutoApprove && len(d.Refusals) > 0 {
 		d.AutoApprove = false
 		d.Notes = append(d.Notes, "no auto-approval: the rules refuse approval")
@@ -325,6 +328,23 @@ func (r *Rules) Decide(ctx context.Context, in Input) Decision {
 		d.Required = 1
 	}
 	return d
+}
+
+// callInvariants bound a decision on a held call: a person decides it
+// (no auto-approval), and only with an operator or admin token, whatever
+// the rules say.
+func (d *Decision) callInvariants(in Input) {
+	if d.AutoApprove {
+		d.AutoApprove = false
+		d.Notes = append(d.Notes, "no auto-approval: a person decides a held call")
+	}
+	if r := in.Decider.Role; r != "operator" && r != "admin" {
+		why := "a held call is decided by an operator or an admin"
+		if !slices.Contains(d.Refusals, why) {
+			d.Refusals = append(d.Refusals, why)
+			slices.Sort(d.Refusals)
+		}
+	}
 }
 
 // eval runs the prepared query and returns the collected outputs.

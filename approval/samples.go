@@ -42,6 +42,13 @@ var samples = []struct {
 		},
 		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3, CredentialedHosts: []string{"github.com:443"}},
 	}},
+	{"held call", Input{
+		Kind: KindCall,
+		Call: CallInput{ID: 7, Sandbox: "sample", Proxy: "proxy-1", Binary: "/usr/bin/agent", Endpoint: "orders.example.com:443/mcp",
+			Method: "POST", MCPMethod: "tools/call", Tool: "refund", ArgumentsDigest: "sha256:00", PolicyVersion: 3, Entry: "orders", Rule: "rules[0]"},
+		Decider: DeciderInput{Name: "olive", Role: "operator"},
+		Sandbox: SandboxInput{Name: "sample", CurrentVersion: 3},
+	}},
 	{"two approvers", Input{
 		Proposal: sampleProposal(),
 		Findings: []FindingInput{{Kind: "new_mcp_tool", Blocking: true, Entry: "orders", Endpoint: "orders.example.com:443/mcp",

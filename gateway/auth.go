@@ -213,6 +213,15 @@ var authzTable = map[string]rule{
 	portcullisv1connect.SentryServiceSetSourceKeyProcedure:    adminOnly.to("set Sentry source keys"),
 	portcullisv1connect.SentryServiceDeleteSourceKeyProcedure: adminOnly.to("delete Sentry source keys"),
 
+	// Held calls are decided by people (the approval rules, input.kind
+	// "call", say which), never by a sandbox: a proxy only files them
+	// (DistributionService.HoldCall).
+	portcullisv1connect.CallServiceListCallsProcedure:   readers.to("list held calls"),
+	portcullisv1connect.CallServiceGetCallProcedure:     readers.to("read held calls"),
+	portcullisv1connect.CallServiceApproveCallProcedure: readers.to("approve held calls"),
+	portcullisv1connect.CallServiceDenyCallProcedure:    readers.to("deny held calls"),
+	portcullisv1connect.CallServiceWatchCallsProcedure:  readers.to("watch held calls"),
+
 	transport.HealthCheckProcedure: public,
 	transport.HealthWatchProcedure: public,
 	reflectionV1Procedure:          public,

@@ -67,7 +67,14 @@ var allowedCallers = map[string][]string{
 	// handler: TestPolicyStreamRefusals), so any sandbox token passes.
 	"/portcullis.v1.DistributionService/StreamPolicy":  {asOwn, asOther},
 	"/portcullis.v1.DistributionService/ShipDecisions": {asOwn, asOther},
-	"/portcullis.v1.ProxyService/ListProxies":          {asAdmin, asOperator},
+	"/portcullis.v1.DistributionService/HoldCall":      {asOwn, asOther},
+	// Held calls are decided by people, never by a sandbox's token.
+	"/portcullis.v1.CallService/ListCalls":    {asAdmin, asOperator},
+	"/portcullis.v1.CallService/GetCall":      {asAdmin, asOperator},
+	"/portcullis.v1.CallService/ApproveCall":  {asAdmin, asOperator},
+	"/portcullis.v1.CallService/DenyCall":     {asAdmin, asOperator},
+	"/portcullis.v1.CallService/WatchCalls":   {asAdmin, asOperator},
+	"/portcullis.v1.ProxyService/ListProxies": {asAdmin, asOperator},
 	// Which proxies ACKed or NACKed a version: what ListProxies shows.
 	"/portcullis.v1.ProxyService/WatchEnforcement": {asAdmin, asOperator},
 	"/portcullis.v1.ProxyService/ListSigningKeys":  {asAdmin, asOperator, asOwn, asOther},
@@ -160,6 +167,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		portcullisv1.File_portcullis_v1_proxy_proto,
 		portcullisv1.File_portcullis_v1_audit_proto,
 		portcullisv1.File_portcullis_v1_sentry_proto,
+		portcullisv1.File_portcullis_v1_calls_proto,
 	}
 	seen := map[string]bool{}
 	for _, fd := range files {

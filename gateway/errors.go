@@ -99,6 +99,7 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		pmerr *lifecycle.PermissionError
 		tcerr *prover.TooComplexError
 		grerr *lifecycle.GrantsRemovedError
+		bserr *lifecycle.BusyError
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
@@ -113,6 +114,9 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 			e = e.WithDetail(d)
 		}
 		return e
+	case errors.As(err, &bserr):
+		// The proxy answers its agent review_busy: the message says so.
+		return connect.NewError(connect.CodeResourceExhausted, bserr.Error())
 	case errors.As(err, &pcerr):
 		return connect.NewError(connect.CodeFailedPrecondition, pcerr.Msg)
 	case errors.As(err, &grerr):

@@ -6,8 +6,6 @@ import (
 	"math"
 	"time"
 
-	"connectrpc.com/connect/v2"
-
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -29,7 +27,8 @@ const HeartbeatInterval = distribution.HeartbeatInterval
 
 // grpcRoute says which connections go to the grpc-go server: gRPC calls
 // to DistributionService as the first request (see transport.GRPCRoute).
-var grpcRoute = transport.GRPCRoute(portcullisv1connect.DistributionServiceStreamPolicyProcedure, portcullisv1connect.DistributionServiceShipDecisionsProcedure)
+var grpcRoute = transport.GRPCRoute(portcullisv1connect.DistributionServiceStreamPolicyProcedure, portcullisv1connect.DistributionServiceShipDecisionsProcedure,
+	portcullisv1connect.DistributionServiceHoldCallProcedure)
 
 type distributionService struct{ *Server }
 
@@ -72,7 +71,7 @@ func (s distributionService) ShipDecisions(ctx context.Context, stream portculli
 
 // HoldCall files one held call and waits for its decision on Connect.
 func (s distributionService) HoldCall(ctx context.Context, stream portcullisv1connect.DistributionServiceHoldCallServerStream) error {
-	return connect.NewError(connect.CodeUnimplemented, "held calls are not served yet")
+	return s.dist.HoldCall(ctx, s.caller(ctx), stream)
 }
 
 // grpcDistribution serves DistributionService on grpc-go with the
@@ -93,6 +92,19 @@ func (g grpcDistribution) ShipDecisions(st grpc.ClientStreamingServer[portcullis
 	}
 	return st.SendAndClose(res)
 }
+
+func (g grpcDistribution) HoldCall(st grpc.BidiStreamingServer[portcullisv1.HoldCallRequest, portcullisv1.HoldCallResponse]) error {
+	return g.s.dist.HoldCall(st.Context(), g.s.caller(st.Context()), grpcCallConn{st})
+}
+
+// grpcCallConn is a grpc-go HoldCall stream as a distribution.CallConn.
+type grpcCallConn struct {
+	st grpc.BidiStreamingServer[portcullisv1.HoldCallRequest, portcullisv1.HoldCallResponse]
+}
+
+func (c grpcCallConn) Receive() (*portcullisv1.HoldCallRequest, error) { return c.st.Recv() }
+
+func (c grpcCallConn) Send(m *portcullisv1.HoldCallResponse) error { return c.st.Send(m) }
 
 // grpcPolicyConn is a grpc-go policy stream as a distribution.PolicyConn.
 type grpcPolicyConn struct {

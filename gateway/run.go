@@ -114,6 +114,12 @@ func (c RunConfig) check() error {
 		return fmt.Errorf("--decision-rate %v: give records a second, or a negative value for no limit", s.DecisionRate)
 	case s.DecisionRate > 0 && s.DecisionBurst < decisions.MinBurst:
 		return fmt.Errorf("--decision-burst %d: must be at least %d", s.DecisionBurst, decisions.MinBurst)
+	case c.SentryDatabaseURL != "" && !IsPostgresURL(c.SentryDatabaseURL):
+		return errors.New("--sentry-database-url (or PORTCULLIS_SENTRY_DATABASE_URL) must be a postgres:// URL (leave it unset to keep the events in the gateway's store)")
+	case s.MaxHeldCalls < 0 || c.Explicit && s.MaxHeldCalls == 0:
+		return fmt.Errorf("--max-held-calls %d: a sandbox holds at least one call for review", s.MaxHeldCalls)
+	case s.HeldCallRetention < 0 || c.Explicit && s.HeldCallRetention == 0:
+		return fmt.Errorf("--held-call-retention %v: give how long a decided call keeps its arguments", s.HeldCallRetention)
 	case c.Explicit && s.QuarantineBudget == 0:
 		return errors.New("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
 	case c.Explicit && s.QuarantineBudgetPerSource == 0:

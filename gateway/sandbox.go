@@ -62,7 +62,7 @@ func validateNames(msg any) error {
 		}
 		return err
 	case *portcullisv1.ListProxiesRequest, *portcullisv1.ApprovalServiceListProposalsRequest, *portcullisv1.ListAuditRequest,
-		*portcullisv1.ListSentryEventsRequest, *portcullisv1.ListSentryActionsRequest:
+		*portcullisv1.ListSentryEventsRequest, *portcullisv1.ListSentryActionsRequest, *portcullisv1.ListCallsRequest:
 		// An empty sandbox lists every sandbox's.
 		sandbox := m.(interface{ GetSandbox() string }).GetSandbox()
 		if sandbox == "" {

@@ -179,6 +179,13 @@ type Config struct {
 	// PendingMetricsTTL is how long /metrics reuses its count of pending
 	// proposals (one store query) before asking again. Default 10s.
 	PendingMetricsTTL time.Duration
+	// MaxHeldCalls bounds the calls a sandbox holds for review at once
+	// (--max-held-calls): past it a proxy's call is refused at once,
+	// review_busy. Default 16.
+	MaxHeldCalls int
+	// HeldCallRetention is how long a decided held call keeps its
+	// arguments (--held-call-retention); the digest stays. Default 24h.
+	HeldCallRetention time.Duration
 	// TracerProvider, if set, traces every RPC (Connect and grpc-go),
 	// approvals, commits and each commit's push to each proxy until its
 	// ACK (internal/telemetry/otlp makes one). Default nil: no spans at all.
@@ -295,6 +302,8 @@ type Server struct {
 	auditNotify *notify.Notifier // nil without an audit webhook
 	// calls is what the Connect and grpc-go interceptors share.
 	calls transport.Calls
+	// callFeed wakes the WatchCalls streams.
+	callFeed *callFeed
 	// swept, if set (tests), is called after each retention sweep.
 	swept func(error)
 }
@@ -320,7 +329,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.life = lifecycle.New(lifecycle.Config{
 		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
 		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval, DevAllowLoopback: cfg.DevAllowLoopback,
-		Stream: s.stream, SentryEvents: cfg.SentryStore,
+		Stream: s.stream, SentryEvents: cfg.SentryStore, MaxHeldCalls: cfg.MaxHeldCalls, HeldCallRetention: cfg.HeldCallRetention,
 	}, st)
 	s.auth = newAuthenticator(st, s.life, cfg.Now)
 	s.decisions = decisions.New(decisions.Config{
@@ -338,6 +347,8 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		s.stream.Subscribe(s.ocsfEvents)
 	}
 	s.stream.Subscribe(s.notify.Handle)
+	s.callFeed = &callFeed{}
+	s.stream.Subscribe(s.callFeed.handle)
 	s.dist = distribution.New(distribution.Config{
 		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
 		Stream: s.stream,
@@ -380,6 +391,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	portcullisv1connect.RegisterAuditServiceHandler(rpc, auditService{s})
 	portcullisv1connect.RegisterApprovalServiceHandler(rpc, approvalService{s})
 	portcullisv1connect.RegisterSentryServiceHandler(rpc, sentryService{s})
+	portcullisv1connect.RegisterCallServiceHandler(rpc, callService{s})
 	transport.RegisterHealth(rpc, st.Ping, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {

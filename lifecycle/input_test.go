@@ -40,6 +40,7 @@ func TestApprovalInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := approval.Input{
+		Kind: approval.KindProposal,
 		Proposal: approval.ProposalInput{ID: 12, Sandbox: "orders", Rationale: "track shipments", Proposer: "orders-proxy",
 			BaseVersion: 4, ResultingHash: "abcd", DenialID: "dn_1", Operations: []any{map[string]any{"add_allow_rules": map[string]any{
 				"policy": "web", "host": "api.example.com", "port": float64(443),

@@ -48,6 +48,12 @@ type Config struct {
 	// kept apart from the control plane's (gateway --sentry-database-url).
 	// Default nil: the control plane's store.
 	SentryEvents *store.Store
+	// MaxHeldCalls bounds the calls a sandbox holds for review at once:
+	// past it a call is refused at once (BusyError). Default 16.
+	MaxHeldCalls int
+	// HeldCallRetention is how long a decided call keeps its arguments.
+	// Default 24h.
+	HeldCallRetention time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -68,6 +74,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.CheckInterval == 0 {
 		c.CheckInterval = DefaultCheckInterval
+	}
+	if c.MaxHeldCalls == 0 {
+		c.MaxHeldCalls = DefaultMaxHeldCalls
+	}
+	if c.HeldCallRetention == 0 {
+		c.HeldCallRetention = DefaultHeldCallRetention
 	}
 }
 
@@ -144,7 +156,8 @@ func (l *Lifecycle) Run(ctx context.Context) error {
 	}
 }
 
-// Check runs the periodic work once: re-bases, rules, expiry.
+// Check runs the periodic work once: re-bases, rules, expiry (of
+// proposals, grants and held calls).
 func (l *Lifecycle) Check(ctx context.Context) {
 	if err := l.checkBases(ctx); err != nil && ctx.Err() == nil {
 		l.log.Warn("pending proposal check failed", "err", err)
@@ -155,6 +168,9 @@ func (l *Lifecycle) Check(ctx context.Context) {
 	}
 	if err := l.Sweep(ctx); err != nil && ctx.Err() == nil {
 		l.log.Warn("expiry sweep failed", "err", err)
+	}
+	if err := l.SweepCalls(ctx); err != nil && ctx.Err() == nil {
+		l.log.Warn("held call sweep failed", "err", err)
 	}
 }
 

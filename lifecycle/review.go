@@ -166,6 +166,7 @@ func (l *Lifecycle) judge(ctx context.Context, p store.Proposal) (Review, error)
 // sandbox. Approvers are the proposal's approvals, each name once.
 func approvalInput(p store.Proposal, findings []Finding, sb store.Sandbox) (approval.Input, error) {
 	in := approval.Input{
+		Kind: approval.KindProposal,
 		Proposal: approval.ProposalInput{
 			ID: uint64(p.ID), Sandbox: p.Sandbox, Rationale: p.Rationale, Proposer: p.Proposer,
 			BaseVersion: uint32(p.BaseVersion), ResultingHash: p.ResultingHash, DenialID: p.DenialID,

@@ -54,3 +54,19 @@ type HeldCall struct {
 	// none).
 	ProposalID int64
 }
+
+// HeldCallFilter narrows ListHeldCalls; zero fields match everything.
+type HeldCallFilter struct {
+	Sandbox string
+	Status  string
+	// Limit keeps the newest that many (0: all).
+	Limit int
+}
+
+// CallApproval is one person's approval of a held call, kept while the
+// approval rules ask for more approvers than have approved.
+type CallApproval struct {
+	Approver  string
+	Reason    string
+	CreatedAt time.Time
+}

@@ -131,6 +131,40 @@ type Tx interface {
 	// UpdateSentryAction writes a's mutable fields (status, reason,
 	// version, acked, decided by and at) to the row a.ID (ErrNotFound).
 	UpdateSentryAction(ctx context.Context, a SentryAction) error
+
+	// InsertHeldCall stores c as given (ID ignored; Status held, no
+	// decision) and returns it with its ID: ErrAlreadyExists (the
+	// transaction usable) when its (Sandbox, ProxyID, Instance, Key) is
+	// taken, ErrNotFound for an unknown sandbox.
+	InsertHeldCall(ctx context.Context, c HeldCall) (HeldCall, error)
+
+	// DecideHeldCall moves the held call c.ID to c's Status, DecidedAt,
+	// DecidedBy, Reason and ProposalID, only if it is still held, and
+	// returns it as stored: ErrConflict when it is no longer held,
+	// ErrNotFound when there is no such call.
+	DecideHeldCall(ctx context.Context, c HeldCall) (HeldCall, error)
+
+	// SetHeldCallProposal records the proposal an approval filed for call
+	// id (ErrNotFound).
+	SetHeldCallProposal(ctx context.Context, id, proposal int64) error
+
+	// FailHeldCalls ends as failed (decided by "gateway", at at, with
+	// reason) the held calls of the sandbox's proxy proxyID whose instance
+	// is not instance, and returns them as stored.
+	FailHeldCalls(ctx context.Context, sandbox, proxyID, instance, reason string, at time.Time) ([]HeldCall, error)
+
+	// ExpireHeldCalls ends as expired (decided by "gateway", at now, with
+	// reason) the held calls whose deadline is at or before now, and
+	// returns them as stored.
+	ExpireHeldCalls(ctx context.Context, now time.Time, reason string) ([]HeldCall, error)
+
+	// ClearHeldCallArguments empties the arguments of the calls decided
+	// before before and returns how many it cleared.
+	ClearHeldCallArguments(ctx context.Context, before time.Time) (int64, error)
+
+	// InsertCallApproval stores a for held call id (ErrAlreadyExists if
+	// a.Approver approved it before, ErrNotFound for an unknown call).
+	InsertCallApproval(ctx context.Context, id int64, a CallApproval) error
 }
 
 // ReadTx is the primitives that only read: in a transaction (Tx) they
@@ -219,6 +253,23 @@ type ReadTx interface {
 	// every source) with one of statuses were created at or after since
 	// (the quarantine circuit breaker, per source and for the fleet).
 	CountSentryActions(ctx context.Context, source string, statuses []string, since time.Time) (int, error)
+
+	// GetHeldCall returns one held call by ID (ErrNotFound);
+	// HeldCallByKey the call its proxy names (sandbox, proxy id, instance,
+	// key; ErrNotFound).
+	GetHeldCall(ctx context.Context, id int64) (HeldCall, error)
+	HeldCallByKey(ctx context.Context, sandbox, proxyID, instance, key string) (HeldCall, error)
+
+	// ListHeldCalls returns the calls f matches, newest first (requested,
+	// then ID).
+	ListHeldCalls(ctx context.Context, f HeldCallFilter) ([]HeldCall, error)
+
+	// CountHeldCalls returns how many calls of sandbox ("": of every
+	// sandbox) are still held.
+	CountHeldCalls(ctx context.Context, sandbox string) (int, error)
+
+	// CallApprovals returns the approvals of held call id, oldest first.
+	CallApprovals(ctx context.Context, id int64) ([]CallApproval, error)
 }
 
 // Reader is the store seen read-only: what every part of the gateway but

@@ -199,6 +199,11 @@ const (
 	// ActionSentryAction: what the gateway did about a remediating event
 	// (SentryAction.Status), and an operator's answer to a held one.
 	ActionSentryAction = "sentry.action"
+	// ActionCallApprove and ActionCallDeny: a person's decision on a held
+	// call (an approval a quorum still waits on is a call.approve too, the
+	// call still held).
+	ActionCallApprove = "call.approve"
+	ActionCallDeny    = "call.deny"
 )
 
 // Proposal is a stored proposal of a sandbox. The store keeps the

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/sentryintake"
 	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -116,6 +118,8 @@ type gatewayFlags struct {
 	insecure, devLoopback                                bool
 	metricsListen, webhookURL, auditWebhook, externalURL string
 	decisions                                            decisionFlags
+	maxHeldCalls                                         int
+	heldCallRetention                                    time.Duration
 	sentry                                               sentryFlags
 	ocsf                                                 ocsfFlags
 }
@@ -135,6 +139,8 @@ func (f *gatewayFlags) add(cmd *cobra.Command) {
 	f.ocsf.add(cmd)
 	fl.StringVar(&f.externalURL, "external-url", "", "the gateway's `URL` as people reach it, for the console links in webhook messages (default: http(s)://--listen)")
 	f.decisions.add(cmd)
+	fl.IntVar(&f.maxHeldCalls, "max-held-calls", lifecycle.DefaultMaxHeldCalls, "calls a sandbox may hold for review at once; past it a call is refused at once (review_busy)")
+	fl.DurationVar(&f.heldCallRetention, "held-call-retention", lifecycle.DefaultHeldCallRetention, "keep a decided held call's arguments this long (its digest is kept)")
 	f.sentry.add(cmd)
 }
 
@@ -155,9 +161,6 @@ func runGateway(ctx context.Context, env *environment, f *gatewayFlags) error {
 // anything is opened).
 func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
 	cfg := gateway.RunConfig{Explicit: true} // the flags' defaults are the gateway's
-	if err := f.sentry.check(env); err != nil {
-		return cfg, err
-	}
 	log, err := newLogger(env)
 	if err != nil {
 		return cfg, err
@@ -195,6 +198,7 @@ func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
 		QuarantineBudgetPerSource: f.sentry.quarantineBudgetPerSource,
 		SentryRetention:           f.sentry.retention,
 		SentryMaxAge:              f.sentry.maxAge,
+		MaxHeldCalls:              f.maxHeldCalls, HeldCallRetention: f.heldCallRetention,
 	}
 	return cfg, nil
 }
@@ -283,22 +287,7 @@ func (f *sentryFlags) add(cmd *cobra.Command) {
 // url is the Sentry events' own database the flag, or
 // PORTCULLIS_SENTRY_DATABASE_URL, names ("": the gateway's store).
 func (f *sentryFlags) url(env *environment) string {
-	if f.databaseURL != "" {
-		return f.databaseURL
-	}
-	return env.getenv(envSentryDBURL)
-}
-
-// check refuses a Sentry database URL that is not Postgres's, naming
-// where it came from (the gateway's own checks name the other flags).
-func (f *sentryFlags) check(env *environment) error {
-	switch {
-	case f.databaseURL != "" && !gateway.IsPostgresURL(f.databaseURL):
-		return usagef("--sentry-database-url must be a postgres:// URL (leave it unset to keep the events in the gateway's store)")
-	case f.url(env) != "" && !gateway.IsPostgresURL(f.url(env)):
-		return usagef("%s must be a postgres:// URL (leave it unset to keep the events in the gateway's store)", envSentryDBURL)
-	}
-	return nil
+	return cmp.Or(f.databaseURL, env.getenv(envSentryDBURL))
 }
 
 // newMigrateCmd is `portcullis migrate`.

@@ -2,7 +2,8 @@
 // proxies: the push hub (a versioned cache of signed versions per sandbox,
 // fed by the store's commit feed and repaired by a periodic version check,
 // like go-control-plane's snapshot cache with its watches), the signing
-// key chain, the policy streams (StreamPolicy), the decision records
+// key chain, the policy streams (StreamPolicy), the held calls' streams
+// (HoldCall: filed through lifecycle, answered with their decision), the decision records
 // proxies ship (ShipDecisions, stored through a Sink), each sandbox's CA,
 // and the per-proxy status tracker.
 //
@@ -96,6 +97,8 @@ type Distribution struct {
 	hub     *hub
 	proxies *proxyTracker
 	tracer  trace.Tracer // nil: no push spans
+	// calls wakes the HoldCall streams of calls decided here.
+	calls *callWaiters
 }
 
 // New returns a Distribution reading st and writing through life. Nothing
@@ -119,6 +122,10 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 		signer:  sg,
 		hub:     newHub(st, sg),
 		proxies: newProxyTracker(life, cfg.Replica, cfg.Now),
+		calls:   &callWaiters{},
+	}
+	if cfg.Stream != nil {
+		cfg.Stream.Subscribe(d.calls.handle)
 	}
 	if cfg.Tracer != nil {
 		d.tracer = cfg.Tracer.Tracer(telemetry.Scope)

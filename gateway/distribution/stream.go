@@ -73,6 +73,12 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 	if err := checkProxyID(hello.GetProxyId()); err != nil {
 		return err
 	}
+	// A new run of the proxy: the calls its earlier run held died with it.
+	if _, err := transport.OffStack(func() (struct{}, error) {
+		return struct{}{}, d.life.FailEarlierCalls(ctx, p.Sandbox, hello.GetProxyId(), hello.GetInstance())
+	}); err != nil {
+		d.log.WarnContext(ctx, "could not fail an earlier proxy run's held calls", "sandbox", p.Sandbox, "proxy", hello.GetProxyId(), "err", err)
+	}
 	ca, err := transport.OffStack(func() (*portcullisv1.SandboxCA, error) { return d.SandboxCA(ctx, p.Sandbox) })
 	if err != nil {
 		return err
@@ -203,16 +209,19 @@ const (
 	maxProxyID   = 128
 )
 
-func checkProxyID(id string) error {
+func checkProxyID(id string) error { return checkID("hello.proxy_id", id) }
+
+// checkID checks a proxy's id (field names it in the error).
+func checkID(field, id string) error {
 	if id == "" {
-		return invalidField("hello.proxy_id", "is empty")
+		return invalidField(field, "is empty")
 	}
 	if len(id) > maxProxyID {
-		return invalidField("hello.proxy_id", "is longer than %d bytes", maxProxyID)
+		return invalidField(field, "is longer than %d bytes", maxProxyID)
 	}
 	for _, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return invalidField("hello.proxy_id", "may hold only letters, digits, '-', '_' and '.'")
+			return invalidField(field, "may hold only letters, digits, '-', '_' and '.'")
 		}
 	}
 	return nil

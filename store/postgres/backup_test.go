@@ -29,6 +29,10 @@ func TestBackupRoundTrip(t *testing.T) {
 		storetest.MustCreate(t, st, "orders", true)
 		storetest.MustCreate(t, st, "support", false)
 		storetest.InsertProposal(t, st, storetest.ProposalN("orders", 1))
+		held := storetest.InsertHeldCall(t, st, storetest.HeldCallN("orders", 1))
+		if err := st.Driver.InsertCallApproval(t.Context(), held.ID, store.CallApproval{Approver: "olive", Reason: "ok", CreatedAt: held.RequestedAt}); err != nil {
+			t.Fatal(err)
+		}
 		events := make([]store.SentryEvent, 3)
 		for i := range events {
 			id := fmt.Sprintf("node-1-%d", i+1)
@@ -59,6 +63,9 @@ func TestBackupRoundTrip(t *testing.T) {
 		if got[name] != rows {
 			t.Errorf("table %s: restored\n%s\nthe source's\n%s", name, got[name], rows)
 		}
+	}
+	if !strings.Contains(want["held_calls"], "refund") || !strings.Contains(want["held_call_approvals"], "olive") {
+		t.Errorf("the held calls are not in the backup: %v", keys(want))
 	}
 	if !strings.Contains(want["sentry_events_"+strings.ReplaceAll(r.Meta.TakenAt.Format("2006-01-02"), "-", "")], "node-1-3") {
 		t.Errorf("the events are not in today's partition: %v", keys(want))

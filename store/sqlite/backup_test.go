@@ -31,6 +31,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	defer d.Close()
 	st := store.New(d)
 	storetest.MustCreate(t, st, "first", true)
+	held := storetest.InsertHeldCall(t, st, storetest.HeldCallN("first", 1))
 
 	var writer sync.WaitGroup
 	stop, underWay := make(chan struct{}), make(chan struct{})
@@ -90,6 +91,9 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 	if len(sandboxes) != len(meta.Heads) || len(sandboxes) < 7 {
 		t.Fatalf("restored %d sandboxes, the backup's record names %d (7 at least were made before it)", len(sandboxes), len(meta.Heads))
+	}
+	if got, err := rs.GetHeldCall(t.Context(), held.ID); err != nil || got != held {
+		t.Fatalf("restored held call %+v, %v; want %+v", got, err, held)
 	}
 	for _, sb := range sandboxes {
 		if sb.CurrentVersion != 1 || len(storetest.Versions(t, rs, sb.Name)) != 1 {

@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"TxSentryEventFlags", testPrimSentryEventFlags},
 		{"TxSentryActions", testPrimSentryActions},
 		{"TxSentryActionList", testPrimSentryActionList},
+		{"HeldCalls", testHeldCalls},
 		{"SandboxBoundary", testSandboxBoundary},
 		{"CredentialedHosts", testCredentialedHosts},
 		{"ApprovalPolicies", testApprovalPolicies},

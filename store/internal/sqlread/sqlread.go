@@ -1,5 +1,5 @@
 // Package sqlread is the reads both store engines run the same way
-// (versionsql, tooldefsql, sentrysql) as the store.Tx and store.Driver
+// (versionsql, tooldefsql, sentrysql, callsql) as the store.Tx and store.Driver
 // methods they are: a driver's primitives embed Reads on the engine they
 // read with, the pool or the transaction. And the columns of a sandbox
 // row, which both read.
@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/callsql"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
 	"github.com/portcullis-dev/portcullis/store/internal/sqlexec"
 	"github.com/portcullis-dev/portcullis/store/internal/tooldefsql"
@@ -58,4 +59,29 @@ func (r Reads) ListSentryEvents(ctx context.Context, f store.SentryEventFilter) 
 // SentryGaps returns the ordering state of one source ("" for all).
 func (r Reads) SentryGaps(ctx context.Context, source string) ([]store.SentrySource, error) {
 	return sentrysql.Sources(ctx, r.e, source)
+}
+
+// GetHeldCall returns one held call (ErrNotFound).
+func (r Reads) GetHeldCall(ctx context.Context, id int64) (store.HeldCall, error) {
+	return callsql.Get(ctx, r.e, id)
+}
+
+// HeldCallByKey returns the call its proxy names (ErrNotFound).
+func (r Reads) HeldCallByKey(ctx context.Context, sandbox, proxyID, instance, key string) (store.HeldCall, error) {
+	return callsql.ByKey(ctx, r.e, sandbox, proxyID, instance, key)
+}
+
+// ListHeldCalls returns the calls f matches, newest first.
+func (r Reads) ListHeldCalls(ctx context.Context, f store.HeldCallFilter) ([]store.HeldCall, error) {
+	return callsql.List(ctx, r.e, f)
+}
+
+// CountHeldCalls returns how many calls of sandbox ("": all) are held.
+func (r Reads) CountHeldCalls(ctx context.Context, sandbox string) (int, error) {
+	return callsql.CountHeld(ctx, r.e, sandbox)
+}
+
+// CallApprovals returns a held call's approvals, oldest first.
+func (r Reads) CallApprovals(ctx context.Context, id int64) ([]store.CallApproval, error) {
+	return callsql.Approvals(ctx, r.e, id)
 }
