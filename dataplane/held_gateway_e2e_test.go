@@ -22,6 +22,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/dataplane/hold"
+	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gateway/gatewaytest"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
@@ -40,8 +41,8 @@ type heldThroughGateway struct {
 	doc   string
 }
 
-func startHeldThroughGateway(t *testing.T, timeout string) *heldThroughGateway {
-	gw := gatewaytest.Start(t, "sqlite")
+func startHeldThroughGateway(t *testing.T, timeout string, options ...func(*gateway.Config)) *heldThroughGateway {
+	gw := gatewaytest.Start(t, "sqlite", options...)
 	h := &heldThroughGateway{up: startUpstream(t, ordersHandler(false)), admin: dataplanetest.NewAdmin(gw.URL)}
 	h.doc = strings.ReplaceAll(strings.ReplaceAll(heldPolicy, "PORT", strconv.Itoa(h.up.port)), "TIMEOUT", timeout)
 	created, err := h.admin.Sandbox.CreateSandbox(t.Context(), &portcullisv1.CreateSandboxRequest{Name: "agent-1", Policy: h.doc})
@@ -240,5 +241,25 @@ func TestHeldRESTCallThroughGateway(t *testing.T) {
 	a := <-done
 	if a.status == http.StatusForbidden || !h.up.saw(`{"amount": 12}`) || h.up.times("/v1/payouts/1") != 1 {
 		t.Errorf("approved: %d %s, server saw %d", a.status, a.body, h.up.times("/v1/payouts/1"))
+	}
+}
+
+// A gateway that holds as many of the sandbox's calls as it may refuses
+// the next: the agent hears review_busy at once, and the server sees
+// nothing.
+func TestHeldCallThroughGatewayBusy(t *testing.T) {
+	h := startHeldThroughGateway(t, "2m", func(c *gateway.Config) { c.MaxHeldCalls = 1 })
+	first := h.refund("A-1042")
+	call := h.held(t)
+	_, err := h.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "B-2042"}})
+	if err == nil || !strings.Contains(err.Error(), hold.ReviewBusy) {
+		t.Errorf("a call past the gateway's bound: %v, want review_busy", err)
+	}
+	if _, err := h.calls.DenyCall(t.Context(), &portcullisv1.DenyCallRequest{Id: call.GetId(), Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	result(t, first)
+	if h.up.saw("refund_order") {
+		t.Error("the server saw a refused call")
 	}
 }

@@ -158,3 +158,24 @@ func mustKey(t *testing.T, req *policy.Request, d policy.Decision) string {
 	}
 	return c.Key
 }
+
+// A refusal after progress is the stream's last event: the JSON-RPC
+// error, with the same fields as a 403's.
+func TestAnswerRefusedOnStream(t *testing.T) {
+	rec := httptest.NewRecorder()
+	a := hold.NewAnswer(rec, request("text/event-stream, application/json"), parse(t, toolCall), []byte(toolCall))
+	a.Progress(hold.Progress{})
+	a.Refuse(hold.Outcome{Code: hold.ReviewStale, Reason: "the policy in force no longer allows the call"}, "dn_2", "8", "abc")
+	got := events(t, rec.Body.String())
+	if rec.Code != 200 || len(got) != 2 || !strings.Contains(got[0], "waiting to be filed") {
+		t.Fatalf("answered %d, events %q", rec.Code, got)
+	}
+	for _, want := range []string{`"id":3`, `"code":-32004`, `"reason_code":"review_stale"`, `"denial_id":"dn_2"`, `"policy_version":"8"`, `"trace_id":"abc"`} {
+		if !strings.Contains(got[1], want) {
+			t.Errorf("refusal event %s lacks %s", got[1], want)
+		}
+	}
+	if strings.Contains(got[1], "call_id") {
+		t.Errorf("a call never filed has a call_id: %s", got[1])
+	}
+}
