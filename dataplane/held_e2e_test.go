@@ -336,21 +336,7 @@ func TestHeldRESTCall(t *testing.T) {
 				io.WriteString(w, `{"paid":true}`)
 			}))
 			tp, rv := startHeldDoc(t, heldRESTPolicy, up, "2m")
-			type answer struct {
-				status int
-				body   string
-			}
-			done := make(chan answer, 1)
-			go func() {
-				res, err := tp.httpClient().Post(fmt.Sprintf("https://orders.example.com:%d/v1/payouts/1", up.port), "application/json", strings.NewReader(`{"amount": 12}`))
-				if err != nil {
-					done <- answer{0, err.Error()}
-					return
-				}
-				defer res.Body.Close()
-				b, _ := io.ReadAll(res.Body)
-				done <- answer{res.StatusCode, string(b)}
-			}()
+			done := payout(tp.httpClient(), up)
 			r := rv.next(t)
 			if r.call.ArgumentsJSON != `{"amount": 12}` || r.call.Method != http.MethodPost || r.call.Path != "/v1/payouts/1" {
 				t.Errorf("filed %+v", r.call)
@@ -464,4 +450,27 @@ func TestHeldCallEndsAtShutdown(t *testing.T) {
 	if up.saw("refund_order") {
 		t.Error("the server saw the call")
 	}
+}
+
+// restAnswer is a REST call's answer: its status and body.
+type restAnswer struct {
+	status int
+	body   string
+}
+
+// payout posts a payout through c, the agent's client, on its own
+// goroutine; the channel gives the answer.
+func payout(c *http.Client, up *upstream) <-chan restAnswer {
+	done := make(chan restAnswer, 1)
+	go func() {
+		res, err := c.Post(fmt.Sprintf("https://orders.example.com:%d/v1/payouts/1", up.port), "application/json", strings.NewReader(`{"amount": 12}`))
+		if err != nil {
+			done <- restAnswer{0, err.Error()}
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		done <- restAnswer{res.StatusCode, string(b)}
+	}()
+	return done
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -216,21 +215,7 @@ func TestHeldRESTCallThroughGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the proxy to apply version 2", func() bool { return h.proxy.PolicyVersion() == "2" })
-	type answer struct {
-		status int
-		body   string
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, err := h.hc.Post(fmt.Sprintf("https://orders.example.com:%d/v1/payouts/1", h.up.port), "application/json", strings.NewReader(`{"amount": 12}`))
-		if err != nil {
-			done <- answer{0, err.Error()}
-			return
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		done <- answer{res.StatusCode, string(b)}
-	}()
+	done := payout(h.hc, h.up)
 	call := h.held(t)
 	if call.GetArgumentsJson() != `{"amount": 12}` || call.GetMethod() != http.MethodPost || call.GetPath() != "/v1/payouts/1" {
 		t.Errorf("held call %v", call)
