@@ -474,3 +474,24 @@ func payout(c *http.Client, up *upstream) <-chan restAnswer {
 	}()
 	return done
 }
+
+// A held call whose grant ends (expires_at) while it waits is refused
+// review_stale: held calls are judged again as time passes.
+func TestHeldCallGrantEnds(t *testing.T) {
+	up := startUpstream(t, ordersHandler(false))
+	end := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &clock{now: end.Add(-time.Minute)}
+	doc := strings.Replace(heldPolicy, "timeout: TIMEOUT } }", `timeout: TIMEOUT }, expires_at: "2030-01-01T00:00:00Z" }`, 1)
+	tp, rv := startHeldDoc(t, doc, up, "2m", func(c *dataplane.Config) { c.Now = clk.Now })
+	cs := connectMCP(t, tp, up, "2025-11-25", nil)
+	done := callAsync(cs, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A-1042"}})
+	r := rv.next(t)
+	r.file(4)
+	clk.set(end.Add(time.Second))
+	if got := result(t, done); got.err == nil || !strings.Contains(got.err.Error(), hold.ReviewStale) {
+		t.Fatalf("held call past its grant = %+v, %v; want review_stale", got.res, got.err)
+	}
+	if up.saw("refund_order") {
+		t.Error("the server saw the call")
+	}
+}

@@ -203,7 +203,7 @@ func (p *Proxy) serve(ctx context.Context, l Listeners) error {
 		background.Go(func() { p.procs.Run(bgCtx) })
 	}
 	background.Go(func() { p.decisions.Write(bgCtx) })
-	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
+	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, func() { p.recheckTunnels(); p.held.Recheck() }) }) // grants end (expires_at)
 	background.Go(func() { onEveryTick(bgCtx, time.Second, p.emitSummaries) })
 	defer func() {
 		// Before the log's last write; a handler still running past the

@@ -260,8 +260,9 @@ func (r *Registry) snapshot() []*held {
 	return out
 }
 
-// Recheck judges every held call again (Options.Stale) after a new
-// policy version: those it no longer allows are refused review_stale.
+// Recheck judges every held call again (Options.Stale) — after a new
+// policy version, and as time passes (a grant's expires_at) — and those
+// no longer allowed are refused review_stale.
 func (r *Registry) Recheck() {
 	for _, h := range r.snapshot() {
 		if h.stale == nil {
