@@ -77,13 +77,18 @@ func (h holdStream) End(reason string) error {
 }
 
 // holdError is a held call stream's error: ResourceExhausted wraps
-// hold.ErrBusy.
+// hold.ErrBusy; what trying again would not change (the call's fields,
+// the token's rights, a gateway that does not serve HoldCall) wraps
+// hold.ErrRefused; anything else is a broken stream, opened again.
 func holdError(err error) error {
 	if err == nil || err == io.EOF {
 		return io.ErrUnexpectedEOF
 	}
-	if status.Code(err) == codes.ResourceExhausted {
+	switch status.Code(err) {
+	case codes.ResourceExhausted:
 		return fmt.Errorf("%w: %s", hold.ErrBusy, status.Convert(err).Message())
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.NotFound, codes.Unimplemented:
+		return fmt.Errorf("%w (%s): %s", hold.ErrRefused, status.Code(err), status.Convert(err).Message())
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,8 +35,11 @@ func (s *holdServer) HoldCall(st grpc.BidiStreamingServer[portcullisv1.HoldCallR
 	}
 	c := m.GetCall()
 	s.calls <- c
-	if c.GetKey() == "busy" {
+	switch c.GetKey() {
+	case "busy":
 		return status.Error(codes.ResourceExhausted, "the sandbox holds 16 calls")
+	case "invalid":
+		return status.Error(codes.InvalidArgument, "call.arguments_json: is 70000 bytes, over 65536")
 	}
 	for _, r := range []*portcullisv1.HoldCallResponse{
 		{Message: &portcullisv1.HoldCallResponse_Filed{Filed: &portcullisv1.CallFiled{Id: 5, Deadline: timestamppb.New(time.Date(2026, 12, 5, 13, 0, 0, 0, time.UTC))}}},
@@ -55,7 +59,7 @@ func (s *holdServer) HoldCall(st grpc.BidiStreamingServer[portcullisv1.HoldCallR
 }
 
 func TestHoldFiler(t *testing.T) {
-	srv := &holdServer{calls: make(chan *portcullisv1.CallToHold, 2), ended: make(chan string, 1)}
+	srv := &holdServer{calls: make(chan *portcullisv1.CallToHold, 3), ended: make(chan string, 1)}
 	gs := grpc.NewServer()
 	portcullisv1.RegisterDistributionServiceServer(gs, srv)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -110,5 +114,11 @@ func TestHoldFiler(t *testing.T) {
 	}
 	if !errors.Is(err, hold.ErrBusy) {
 		t.Errorf("ResourceExhausted: %v, want hold.ErrBusy", err)
+	}
+	if st, err = filer.Open(ctx, &hold.Call{Key: "invalid"}); err == nil {
+		_, err = st.Recv()
+	}
+	if !errors.Is(err, hold.ErrRefused) || !strings.Contains(err.Error(), "arguments_json") {
+		t.Errorf("InvalidArgument: %v, want hold.ErrRefused saying why", err)
 	}
 }

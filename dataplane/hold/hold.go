@@ -83,9 +83,14 @@ type Stream interface {
 	End(reason string) error
 }
 
-// ErrBusy is wrapped by a Filer's error when the gateway refuses to hold
-// more calls (ResourceExhausted).
-var ErrBusy = errors.New("the gateway holds as many calls as it may")
+// Errors a Filer's error wraps: the gateway refuses to hold more calls
+// (ResourceExhausted: review_busy), or refuses this call in a way trying
+// again would not change (its fields, the token's rights, a gateway that
+// does not hold calls: review_unavailable at once, saying why).
+var (
+	ErrBusy    = errors.New("the gateway holds as many calls as it may")
+	ErrRefused = errors.New("the gateway refused the call")
+)
 
 // Config configures a Registry. Zero values take the defaults.
 type Config struct {

@@ -306,6 +306,16 @@ func TestGatewayBusy(t *testing.T) {
 	}
 }
 
+// A call the gateway refuses is refused at once, saying why.
+func TestGatewayRefuses(t *testing.T) {
+	g := newGateway()
+	g.err = fmt.Errorf("%w (InvalidArgument): call.arguments_json is too long", hold.ErrRefused)
+	r := newRegistry(g, hold.Config{})
+	if out := holdNow(r, context.Background(), call(), hold.Options{}); out.Code != hold.ReviewUnavailable || !strings.Contains(out.Reason, "too long") {
+		t.Errorf("outcome %+v, want review_unavailable saying why", out)
+	}
+}
+
 func TestNoGateway(t *testing.T) {
 	r := newRegistry(nil, hold.Config{NoFiler: "this proxy enforces a policy file"})
 	out := holdNow(r, context.Background(), call(), hold.Options{})

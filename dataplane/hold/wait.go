@@ -90,8 +90,11 @@ func (w *waiter) wait(ctx context.Context) Outcome {
 				w.st = ev.st
 			case ev.err != nil:
 				w.st = nil
-				if errors.Is(ev.err, ErrBusy) {
+				switch {
+				case errors.Is(ev.err, ErrBusy):
 					return Outcome{Code: ReviewBusy, Reason: ev.err.Error(), ID: w.id}
+				case errors.Is(ev.err, ErrRefused):
+					return Outcome{Code: ReviewUnavailable, Reason: ev.err.Error(), ID: w.id}
 				}
 				w.r.log.Debug("held call's stream broke", "key", w.c.Key, "err", ev.err)
 				if !armed {
