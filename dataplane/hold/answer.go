@@ -145,9 +145,8 @@ func (a *Answer) Refuse(out Outcome, denialID, version, traceID string) {
 	}
 	if a.mreq == nil {
 		data["error"] = out.Code
-		a.w.Header().Set("Content-Type", "application/json")
-		a.w.WriteHeader(http.StatusForbidden)
-		json.NewEncoder(a.w).Encode(data)
+		body, _ := json.Marshal(data)
+		a.forbidden(append(body, '\n'))
 		return
 	}
 	msg := a.mreq.DenyBody(RefusedCode, "held call not forwarded ("+out.Code+"): "+out.Reason, data)
@@ -155,10 +154,24 @@ func (a *Answer) Refuse(out Outcome, denialID, version, traceID string) {
 		a.relay.event(msg)
 		return
 	}
-	a.w.Header().Set("Content-Type", "application/json")
-	a.w.WriteHeader(http.StatusForbidden)
-	a.w.Write(msg)
+	a.forbidden(msg)
 }
+
+// forbidden answers 403 with body, whole (its length given), and flushes
+// it.
+func (a *Answer) forbidden(body []byte) {
+	h := a.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	a.w.WriteHeader(http.StatusForbidden)
+	a.w.Write(body)
+	a.flush()
+}
+
+// flush sends what was written before the call's place is released: a
+// proxy that stops waits for held calls' answers (Registry.Close), then
+// closes their connections.
+func (a *Answer) flush() { http.NewResponseController(a.w).Flush() }
 
 // Writer is where the approved call's answer is written: the request's
 // own writer, or the event stream's relay once it is open.
@@ -169,9 +182,11 @@ func (a *Answer) Writer() http.ResponseWriter {
 	return a.w
 }
 
-// Finish ends the answer after the forward (the relay's last event).
+// Finish ends the answer after the forward (the relay's last event) and
+// flushes it.
 func (a *Answer) Finish() {
 	if a.relay != nil {
 		a.relay.finish()
 	}
+	a.flush()
 }
