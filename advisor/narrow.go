@@ -264,6 +264,13 @@ func (r refuser) allowRule(fp, protocol string, rule policy.Rule) error {
 		a.Command == "" && a.OperationType == "" && a.OperationName == "" && a.Fields == nil {
 		return r.at(ap, RuleEmptyAllow, "allow: {} would allow everything on the endpoint")
 	}
+	if a.Review != nil {
+		// Whether a call waits for a person is the operator's to say. A
+		// rule without review beside a reviewed one is a proposal like
+		// any other: the prover reports the calls it releases from
+		// review (review_removed), and the approval rules decide.
+		r.keep(r.at(keyPath(ap, "review"), RuleForbiddenField, "a proposal may not set review: whether calls wait for a person's approval is an operator's annotation (omit review; an operator may add it)"))
+	}
 	for _, f := range []struct {
 		name string
 		set  bool

@@ -94,6 +94,11 @@ operations:
 		{"tools/call without tool", mcpAllow(`{ allow: { method: tools/call } }`), "operations[0].add_allow_rules.rules[0].allow.tool", RuleTool},
 		{"mcp method glob", mcpAllow(`{ allow: { method: "tools/*" } }`), "operations[0].add_allow_rules.rules[0].allow.method", RuleMethod},
 		{"params", mcpAllow(`{ allow: { method: tools/call, params: { name: x } } }`), "operations[0].add_allow_rules.rules[0].allow.params", RuleForbiddenField},
+		{"review on a rest rule", allowOn(`{ allow: { method: POST, path: /repos/x, review: { required: true } } }`), "operations[0].add_allow_rules.rules[0].allow.review", RuleForbiddenField},
+		{"review on a tools/call rule", mcpAllow(`{ allow: { method: tools/call, tool: track, review: { required: true, timeout: 15m } } }`), "operations[0].add_allow_rules.rules[0].allow.review", RuleForbiddenField},
+		{"review not required", mcpAllow(`{ allow: { method: tools/call, tool: track, review: { required: false } } }`), "operations[0].add_allow_rules.rules[0].allow.review", RuleForbiddenField},
+		{"review in a new entry", newRule(`{ host: ship.example.com, port: 443, protocol: rest, rules: [ { allow: { method: GET, path: /x, review: { required: true } } } ] }`, py),
+			"operations[0].add_rule.rule.endpoints[0].rules[0].allow.review", RuleForbiddenField},
 		{"unknown entry", `
 rationale: x
 operations:

@@ -115,9 +115,7 @@ func (s callService) WatchCalls(ctx context.Context, req *portcullisv1.ListCalls
 		if err != nil {
 			return err
 		}
-		// Oldest first, so a client that appends shows the newest last.
-		for i := len(list) - 1; i >= 0; i-- {
-			c := list[i]
+		for _, c := range list { // as ListCalls orders them: newest first
 			if last, ok := sent[c.ID]; ok && last == c {
 				continue
 			}

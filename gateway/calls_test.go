@@ -318,9 +318,14 @@ func holdErr(t *testing.T, proxy portcullisv1.DistributionServiceClient, first *
 // TestHeldCallProxyRuns: a stream opened again with the same key
 // re-attaches to its call; a new run of the proxy (another instance, on
 // a HoldCall or a policy stream's hello) fails the earlier run's held
-// calls, and their streams are told.
+// calls, and their streams are told. On both engines.
 func TestHeldCallProxyRuns(t *testing.T) {
-	c := newCalls(t, "sqlite")
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) { testHeldCallProxyRuns(t, newCalls(t, engine)) })
+	}
+}
+
+func testHeldCallProxyRuns(t *testing.T, c *calls) {
 	st, filed := c.hold(t, toHold("k1", `{"order": 1}`))
 	_, again := c.hold(t, toHold("k1", `{"order": 1}`))
 	if again.GetId() != filed.GetId() {
@@ -501,5 +506,39 @@ func TestHeldCallAcrossReplicas(t *testing.T) {
 	}
 	if d := awaitDecision(t, st); d.GetStatus() != "approved" || d.GetDecidedBy() != "oscar" {
 		t.Errorf("decision on the first replica %v, want approved by oscar", d)
+	}
+}
+
+// TestHeldCallOnConnect: HoldCall is served on Connect's protocol too
+// (a proxy behind a proxy that speaks it): filed, then the decision.
+func TestHeldCallOnConnect(t *testing.T) {
+	c := newCalls(t, "sqlite")
+	client := portcullisv1connect.NewDistributionServiceClient(connect.NewClient(connecthttp.NewTransport(h2cClient(), c.gw.URL), gatewaytest.Bearer(c.sandbox)))
+	st, err := client.HoldCall(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Send(&portcullisv1.HoldCallRequest{Message: &portcullisv1.HoldCallRequest_Call{Call: toHold("k1", `{"order": 1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Receive()
+	if err != nil || res.GetFiled() == nil {
+		t.Fatalf("first answer %v, %v; want filed", res, err)
+	}
+	if _, err := c.operator.DenyCall(t.Context(), &portcullisv1.DenyCallRequest{Id: res.GetFiled().GetId(), Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		res, err = st.Receive()
+		if err != nil {
+			t.Fatalf("waiting for the decision: %v", err)
+		}
+		if d := res.GetDecision(); d != nil {
+			if d.GetStatus() != "denied" || d.GetReason() != "no" {
+				t.Errorf("decision %v", d)
+			}
+			return
+		}
 	}
 }

@@ -116,10 +116,6 @@ func (c RunConfig) check() error {
 		return fmt.Errorf("--decision-burst %d: must be at least %d", s.DecisionBurst, decisions.MinBurst)
 	case c.SentryDatabaseURL != "" && !IsPostgresURL(c.SentryDatabaseURL):
 		return errors.New("--sentry-database-url (or PORTCULLIS_SENTRY_DATABASE_URL) must be a postgres:// URL (leave it unset to keep the events in the gateway's store)")
-	case s.MaxHeldCalls < 0 || c.Explicit && s.MaxHeldCalls == 0:
-		return fmt.Errorf("--max-held-calls %d: a sandbox holds at least one call for review", s.MaxHeldCalls)
-	case s.HeldCallRetention < 0 || c.Explicit && s.HeldCallRetention == 0:
-		return fmt.Errorf("--held-call-retention %v: give how long a decided call keeps its arguments", s.HeldCallRetention)
 	case c.Explicit && s.QuarantineBudget == 0:
 		return errors.New("--quarantine-budget 0 would hold every quarantine; give a count, or a negative one for no budget (--sentry-dry-run freezes nothing)")
 	case c.Explicit && s.QuarantineBudgetPerSource == 0:
@@ -128,6 +124,10 @@ func (c RunConfig) check() error {
 		return errors.New("--sentry-max-age 0 would act on no quarantine; give a duration, or a negative one for no max age (--sentry-dry-run freezes nothing)")
 	case c.Explicit && s.SentryRetention == 0:
 		return errors.New("--sentry-retention 0 would delete every event; give a duration, or a negative one to keep them forever")
+	case s.MaxHeldCalls < 0 || c.Explicit && s.MaxHeldCalls == 0:
+		return fmt.Errorf("--max-held-calls %d: a sandbox holds at least one call for review", s.MaxHeldCalls)
+	case s.HeldCallRetention < 0 || c.Explicit && s.HeldCallRetention == 0:
+		return fmt.Errorf("--held-call-retention %v: give how long a decided call keeps its arguments", s.HeldCallRetention)
 	}
 	for _, u := range []struct {
 		flag, url string

@@ -8,6 +8,11 @@
 // actions (a quarantine's freeze and its action in one transaction, an
 // operator's answer to a held one, the ack time), the audit of refused
 // events, and the events' own store (appends, findings' flags, retention).
+// And held calls (calls.go): a call a review rule holds at its proxy,
+// filed (FileCall), decided by people under the same approval rules
+// (DecideCall, input.kind "call"), ended by its proxy or a new run of it
+// (EndCall, FailEarlierCalls), expired and cleared by the sweep
+// (SweepCalls).
 //
 // It is also the store's one writer. Every other part of the gateway
 // holds the store as a store.Reader and writes through a Lifecycle:
@@ -22,7 +27,7 @@
 // and knows no API: the gateway's handlers translate requests into calls
 // here and the results into responses, and map this package's errors
 // (FieldError, NotFoundError, ConflictError, PreconditionError,
-// PermissionError, RateLimitError) to status codes.
+// PermissionError, RateLimitError, BusyError) to status codes.
 //
 // Nothing here announces a commit. The store's commit feed
 // (store.Reader.ListenPolicyCommits) tells every listener of every

@@ -26,7 +26,9 @@ import (
 //  3. Allow: the candidates are the endpoints of the entries whose binaries
 //     match and whose destination matches (decide_destination.go); each is
 //     judged by its address rules and then its protocol (judgeCandidate;
-//     decide_rest.go, decide_mcp.go).
+//     decide_rest.go, decide_mcp.go). An allow that only rules with
+//     review.required give is a reviewed allow (Decision.Review): any
+//     allow without review wins over it.
 //  4. Default deny. `enforcement: audit` on the deciding endpoint turns a
 //     rule denial into Allow with Audit set (combine).
 

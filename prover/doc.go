@@ -14,7 +14,13 @@
 // otherwise the call is new_mcp_method); private_network,
 // wildcard_widening (a glob in the allowing rule's host, binary, path,
 // tool, prompt or resource that the current policy does not use there),
-// exceeds_boundary; and
+// exceeds_boundary; review_removed (a request the current policy allows
+// only after a person's review, policy.Decision.Review, that the proposed
+// one allows without: review dropped from a rule, or a new rule without
+// review admitting some of a reviewed rule's calls) and review_added (the
+// reverse, a tightening reported so that a reviewer sees it): a reviewed
+// allow is a verdict of its own, and a review's timeout alone changes
+// none (review.go); and
 // l7_bypass_credentialed (OpenShell's category of that name): besides
 // new_credentialed_reach, when the binary that gains the reach is one whose
 // wire protocol the L7 proxy cannot inspect (L7Bypass: /usr/bin/git,
@@ -83,7 +89,12 @@
 // Requests are judged without MCP arguments (every arguments_schema is
 // dropped before judging: what a schema change adds is the rule-level
 // arguments_widened; a counterexample for a schema-guarded tool carries
-// arguments built from the schema) and at Options.Now. Not split exactly:
+// arguments built from the schema, and so does a review_removed or
+// review_added one, confirmed on the whole policies; a new or changed
+// tools/call rule without review is also tried on its own schema's
+// arguments for review_removed) and at Options.Now. A review_added that
+// only a schema shows (a schema narrowed beside a reviewed rule) is not
+// found. Not split exactly:
 // the query string (where rules have query matchers, the queries tried
 // are none, each rule's matchers satisfied alone, all at once, and values
 // no glob matches); the private and always-denied classes inside an

@@ -37,7 +37,7 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 	// current policy's reach there (for the finding kinds). A
 	// destination's added requests are classified as soon as it is
 	// judged, so the verdicts held at once are one destination's.
-	var added []verdict
+	var added, reviews []verdict
 	curAllow := make([]int8, len(l7s)) // the current policy's verdicts already known at this dest: 1 allow, -1 deny
 	for _, d := range dests {
 		g.m.charge(stageDecide, g.decideCost)
@@ -46,19 +46,24 @@ func (pr *prover) proveGroup(dest *policy.Endpoint) {
 		}
 		clear(curAllow)
 		held := g.m.mark()
-		added = g.addedAt(d, l7s, l7sigs, curAllow, added[:0])
-		if len(added) == 0 {
+		added, reviews = g.addedAt(d, l7s, l7sigs, curAllow, added[:0], reviews[:0])
+		if len(added) == 0 && len(reviews) == 0 {
 			continue
 		}
-		// reach is made here, not in reachAt, so that its maps stay on
-		// the stack; its methods are only those asked about.
-		reach := destReach{methods: map[string]bool{}, named: map[string]bool{}}
-		g.reachAt(&reach, d, l7s, added, curAllow)
 		// The verdicts go; what the findings keep of them (a signature
 		// each) stays held until the group is done.
 		kept := 0
-		for _, v := range added {
-			kept += pr.classify(g, v, reach)
+		for _, v := range reviews {
+			kept += pr.classifyReview(g, v)
+		}
+		if len(added) > 0 {
+			// reach is made here, not in reachAt, so that its maps stay
+			// on the stack; its methods are only those asked about.
+			reach := destReach{methods: map[string]bool{}, named: map[string]bool{}}
+			g.reachAt(&reach, d, l7s, added, curAllow)
+			for _, v := range added {
+				kept += pr.classify(g, v, reach)
+			}
 		}
 		g.m.release(held)
 		g.m.hold(stageDecide, kept)
@@ -137,9 +142,11 @@ func (g *group) l7Classes(probe policy.Request) ([]l7, []string) {
 }
 
 // addedAt appends to added the L7 classes at destination d that the
-// proposed policy allows and the current one denies, noting in curAllow
-// each current verdict it asked for.
-func (g *group) addedAt(d destClass, l7s []l7, l7sigs []string, curAllow []int8, added []verdict) []verdict {
+// proposed policy allows and the current one denies, and to reviews those
+// both allow but only one after a person's review (a reviewed allow is a
+// verdict of its own), noting in curAllow each current verdict it asked
+// for.
+func (g *group) addedAt(d destClass, l7s []l7, l7sigs []string, curAllow []int8, added, reviews []verdict) ([]verdict, []verdict) {
 	for li, c := range l7s {
 		r := c.at(d.r)
 		g.m.charge(stageDecide, g.decideCost)
@@ -151,18 +158,25 @@ func (g *group) addedAt(d destClass, l7s []l7, l7sigs []string, curAllow []int8,
 		cur := policy.Decide(g.cur, r)
 		if cur.Allow {
 			curAllow[li] = 1
-			continue
+			if reviewKind(cur, prop) == "" {
+				continue
+			}
+		} else {
+			curAllow[li] = -1
 		}
-		curAllow[li] = -1
 		v := verdict{r: r, sig: d.sig + "#" + l7sigs[li], cur: cur, prop: prop}
 		g.m.charge(stageDecide, len(v.sig)+g.decideCost)
 		g.m.hold(stageDecide, 2*len(v.sig)+512)
+		if cur.Allow {
+			reviews = append(reviews, v)
+			continue
+		}
 		if g.bound != nil {
 			v.bound = policy.Decide(g.bound, r)
 		}
 		added = append(added, v)
 	}
-	return added
+	return added, reviews
 }
 
 // reachAt fills reach with what the finding kinds ask of destination d:
@@ -261,6 +275,9 @@ func (pr *prover) classify(g *group, v verdict, reach destReach) int {
 	}
 	if pr.credentialed(r) {
 		detail += fmt.Sprintf("; on credentialed destination %s:%d", r.Host, r.Port)
+	}
+	if v.prop.Review > 0 {
+		detail += "; each call is held for a person's review (review.required)"
 	}
 	entry, ep, epLabel, rule := pr.locate(g, v.prop)
 	v = pr.withArguments(v, ep, rule)
@@ -386,16 +403,26 @@ func (pr *prover) credentialed(r policy.Request) bool {
 
 // locate maps the proposed decision back to the proposed document.
 func (pr *prover) locate(g *group, d policy.Decision) (entry string, ep *policy.Endpoint, label, rule string) {
-	if d.Entry == "" || d.Endpoint < 0 || d.Endpoint >= len(g.propIdx[d.Entry]) {
-		return d.Entry, nil, "", d.Rule
-	}
-	idx := g.propIdx[d.Entry][d.Endpoint]
-	for _, r := range pr.prop {
-		if r.key == d.Entry && r.index == idx {
-			return d.Entry, r.ep, policy.EndpointLabel(r.ep), d.Rule
-		}
+	if ep := locateIn(pr.prop, g.propIdx, d); ep != nil {
+		return d.Entry, ep, policy.EndpointLabel(ep), d.Rule
 	}
 	return d.Entry, nil, "", d.Rule
+}
+
+// locateIn maps a decision on a group's sub-policy back to the endpoint
+// of the document refs lists (idx: the sub-policy's endpoint indexes);
+// nil when the decision names none.
+func locateIn(refs []ref, idx map[string][]int, d policy.Decision) *policy.Endpoint {
+	if d.Entry == "" || d.Endpoint < 0 || d.Endpoint >= len(idx[d.Entry]) {
+		return nil
+	}
+	i := idx[d.Entry][d.Endpoint]
+	for _, r := range refs {
+		if r.key == d.Entry && r.index == i {
+			return r.ep
+		}
+	}
+	return nil
 }
 
 // ruleIndex reads i from a rule named "rules[i]", as

@@ -101,6 +101,7 @@ func genEndpoint(t *rapid.T) *policy.Endpoint {
 					e := rapid.SampledFrom(vExpiries).Draw(t, "expires_at")
 					r.ExpiresAt = &e
 				}
+				r.Review = genReview(t)
 				ep.Rules = append(ep.Rules, policy.Rule{Allow: r})
 			}
 		}
@@ -184,7 +185,21 @@ func genMCPRule(t *rapid.T, strict, allowAll, allow bool) *policy.L7Rule {
 		e := rapid.SampledFrom(vExpiries).Draw(t, "mcp expires_at")
 		r.ExpiresAt = &e
 	}
+	if allow {
+		r.Review = genReview(t)
+	}
 	return r
+}
+
+// genReview draws an allow rule's review: mostly none.
+func genReview(t *rapid.T) *policy.Review {
+	switch rapid.IntRange(0, 4).Draw(t, "review") {
+	case 0:
+		return &policy.Review{Required: true}
+	case 1:
+		return &policy.Review{Required: true, Timeout: rapid.SampledFrom([]string{"30s", "5m"}).Draw(t, "review timeout")}
+	}
+	return nil
 }
 
 // mutate returns a copy of p with a few random changes, so that the pair
@@ -197,7 +212,7 @@ func mutate(t *rapid.T, p *policy.Policy) *policy.Policy {
 		entry := q.NetworkPolicies[rapid.SampledFrom(keys).Draw(t, "entry")]
 		i := rapid.IntRange(0, len(entry.Endpoints)-1).Draw(t, "endpoint")
 		ep := entry.Endpoints[i]
-		switch rapid.IntRange(0, 7).Draw(t, "mutation") {
+		switch rapid.IntRange(0, 8).Draw(t, "mutation") {
 		case 0:
 			entry.Endpoints[i] = genEndpoint(t)
 		case 1:
@@ -225,6 +240,15 @@ func mutate(t *rapid.T, p *policy.Policy) *policy.Policy {
 			ep.AllowedIPs = rapid.SampledFrom(vAllowedIP).Draw(t, "allowed_ips")
 		case 7:
 			ep.Host = rapid.SampledFrom(append(vHosts, vMCPHosts...)).Draw(t, "host")
+		case 8:
+			// Review on or off (or another timeout) on one allow rule
+			// that may carry it.
+			if len(ep.Rules) > 0 {
+				r := ep.Rules[rapid.IntRange(0, len(ep.Rules)-1).Draw(t, "reviewed rule")].Allow
+				if r != nil && (ep.Protocol == policy.ProtocolREST || r.Method == "tools/call") {
+					r.Review = genReview(t)
+				}
+			}
 		}
 	}
 	return q
@@ -315,9 +339,17 @@ func TestProveCoversEveryAddedRequest(t *testing.T) {
 			r := genRequest(t)
 			c, p := policy.Decide(cur, r), policy.Decide(prop, r)
 			added := p.Allow && !c.Allow
-			covered := false
+			review := reviewKind(c, p)
+			covered, reviewCovered := false, false
 			for _, f := range rep.Findings {
 				if f.Counterexample == nil || !f.Covers(r) {
+					continue
+				}
+				if f.Kind == ReviewRemoved || f.Kind == ReviewAdded {
+					if f.Kind != review {
+						t.Fatalf("finding %s (%s %s %s) covers %s, whose review did not change so: current %+v, proposed %+v", f.Kind, f.Entry, f.Endpoint, f.Rule, describe(r), c, p)
+					}
+					reviewCovered = true
 					continue
 				}
 				if f.Kind == ExceedsBoundary {
@@ -334,6 +366,10 @@ func TestProveCoversEveryAddedRequest(t *testing.T) {
 			if added && !covered {
 				debugMiss(t, cur, prop, opts, r)
 				t.Fatalf("%s is allowed by the proposed policy (%s) and denied by the current one (%s), but no finding covers it; findings: %s", describe(r), p.Reason, c.Reason, show(rep.Findings))
+			}
+			if review != "" && !reviewCovered {
+				debugMiss(t, cur, prop, opts, r)
+				t.Fatalf("%s is %s (current %+v, proposed %+v), but no finding of that kind covers it; findings: %s", describe(r), review, c, p, show(rep.Findings))
 			}
 		}
 	})
@@ -403,7 +439,10 @@ func TestProveNoFindings(t *testing.T) {
 					e.Endpoints = e.Endpoints[1:]
 				}
 			case 1:
-				if len(ep.Rules) > 1 {
+				// On an audit endpoint a request no rule allows passes
+				// (audited) without review: dropping a reviewed rule
+				// there lifts its review, and the prover says so.
+				if len(ep.Rules) > 1 && (ep.Enforcement != policy.EnforcementAudit || ep.Rules[0].Allow.Review == nil) {
 					ep.Rules = ep.Rules[1:]
 				}
 			case 2:
@@ -419,7 +458,9 @@ func TestProveNoFindings(t *testing.T) {
 				}
 			}
 		}
-		if rep := prove(t, cur, nar, Options{}); len(rep.Findings) != 0 {
+		// Dropping an unreviewed rule may leave requests only a
+		// reviewed rule allows: review_added, a tightening, is reported.
+		if rep := prove(t, cur, nar, Options{}); len(rep.Findings) != len(kinds(rep)[ReviewAdded]) {
 			t.Fatalf("narrowing: %s", show(rep.Findings))
 		}
 	})

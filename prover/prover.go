@@ -29,6 +29,12 @@ const (
 	RateLimitWidened      = "rate_limit_widened"
 	ToolDefinitionChanged = policy.ToolDefinitionChanged
 	MCPOAuthOpened        = "mcp_oauth_opened"
+	// ReviewRemoved: requests the current policy allows only after a
+	// person's review (policy.Decision.Review) that the proposed one
+	// allows without; ReviewAdded: the reverse, a tightening reported so
+	// that a reviewer sees it (review.go).
+	ReviewRemoved = "review_removed"
+	ReviewAdded   = "review_added"
 )
 
 // L7Bypass is OpenShell's binary registry (crates/openshell-prover/registry/
@@ -77,7 +83,9 @@ type Options struct {
 }
 
 // Report is the outcome of a proof: no findings means the proposed policy
-// allows nothing the current one denies (within the scope in doc.go).
+// allows nothing the current one denies, and lets nothing through without
+// review that the current one holds for review (within the scope in
+// doc.go).
 type Report struct {
 	Findings []Finding `json:"findings"`
 	// Work is the work units the proof used (of Options.Budget).
@@ -89,8 +97,9 @@ type Report struct {
 type Finding struct {
 	Kind string `json:"kind"`
 	// Counterexample is allowed by the proposed policy and denied by the
-	// current one (exceeds_boundary: denied by the boundary). Nil for
-	// rule-level kinds.
+	// current one (exceeds_boundary: denied by the boundary;
+	// review_removed: allowed by both, after review by the current one
+	// only; review_added: the reverse). Nil for rule-level kinds.
 	Counterexample *policy.Request `json:"counterexample,omitempty"`
 	Entry          string          `json:"entry,omitempty"`    // network_policies key in the proposed policy
 	Endpoint       string          `json:"endpoint,omitempty"` // policy.EndpointLabel
@@ -154,11 +163,12 @@ func Prove(ctx context.Context, current, proposed *policy.Policy, opts Options) 
 		opts.Now = time.Now()
 	}
 	pr := &prover{opts: opts, m: m, cur: refsOf(current), prop: refsOf(proposed), bound: refsOf(opts.Boundary),
-		findings: map[string]*Finding{}, proposed: proposed}
+		findings: map[string]*Finding{}, current: current, proposed: proposed}
 	m.charge("policy scan", len(pr.cur)+len(pr.prop)+len(pr.bound))
 	for _, e := range changedEndpoints(pr.cur, pr.prop) {
 		pr.proveGroup(e)
 	}
+	pr.reviewedArguments()
 	rep = &Report{}
 	for _, f := range pr.findings {
 		rep.Findings = append(rep.Findings, *f)
@@ -188,10 +198,10 @@ func Prove(ctx context.Context, current, proposed *policy.Policy, opts Options) 
 // current, proposed and boundary policies, and the findings so far (by
 // kind, place and credentialed mark).
 type prover struct {
-	opts             Options
-	m                *meter
-	cur, prop, bound []ref
-	findings         map[string]*Finding
-	curGlobs         map[globUse]bool // currentUses
-	proposed         *policy.Policy
+	opts              Options
+	m                 *meter
+	cur, prop, bound  []ref
+	findings          map[string]*Finding
+	curGlobs          map[globUse]bool // currentUses
+	current, proposed *policy.Policy
 }

@@ -371,6 +371,22 @@ func schemaBrief(schema map[string]any) string {
 // binary, host or path glob gives no exact request to try; the schema
 // may be beyond schemaInstance). Both verdicts are policy.Decide's.
 func argumentsWitness(m *meter, current, proposed *policy.Policy, p ref, a *policy.L7Rule, opts Options) *policy.Request {
+	r := toolCallAt(p, a, opts)
+	if r == nil || current == nil || proposed == nil {
+		return nil
+	}
+	m.charge(stageRules, 2*(1+len(current.NetworkPolicies)+len(proposed.NetworkPolicies)))
+	if !policy.Decide(proposed, *r).Allow || policy.Decide(current, *r).Allow {
+		return nil
+	}
+	return r
+}
+
+// toolCallAt is a tools/call of rule a's one tool on the endpoint p, from
+// its entry's binary, with arguments built from a's schema (for a const
+// schema, exactly those); nil when the rule names no single exact tool or
+// a binary, host or path glob gives no exact request to try.
+func toolCallAt(p ref, a *policy.L7Rule, opts Options) *policy.Request {
 	tools := a.ToolGlobs()
 	ports := policy.EndpointPorts(p.ep)
 	if len(tools) != 1 || policy.HasWildcard(tools[0]) || len(ports) == 0 || strings.Contains(p.ep.Host, "*") {
@@ -392,12 +408,5 @@ func argumentsWitness(m *meter, current, proposed *policy.Policy, p ref, a *poli
 	}
 	r := policy.Request{Binary: binary, Host: p.ep.Host, Port: ports[0], HTTPMethod: "POST", Path: path, Time: opts.Now, DevAllowLoopback: opts.DevAllowLoopback,
 		MCP: &policy.MCPMessage{Method: "tools/call", Tool: tools[0], Arguments: marshalArgs(schemaInstance(normJSON(a.ArgumentsSchema), 0))}}
-	if current == nil || proposed == nil {
-		return nil
-	}
-	m.charge(stageRules, 2*(1+len(current.NetworkPolicies)+len(proposed.NetworkPolicies)))
-	if !policy.Decide(proposed, r).Allow || policy.Decide(current, r).Allow {
-		return nil
-	}
 	return &r
 }

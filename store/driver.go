@@ -268,6 +268,11 @@ type ReadTx interface {
 	// sandbox) are still held.
 	CountHeldCalls(ctx context.Context, sandbox string) (int, error)
 
+	// DecidedHeldCalls returns those of the calls ids names that are no
+	// longer held, in no order: what the streams waiting on them ask
+	// every replica's store now and then.
+	DecidedHeldCalls(ctx context.Context, ids []int64) ([]HeldCall, error)
+
 	// CallApprovals returns the approvals of held call id, oldest first.
 	CallApprovals(ctx context.Context, id int64) ([]CallApproval, error)
 }

@@ -20,8 +20,8 @@ import (
 // holds and keeps the stream open until it is decided. The decision
 // reaches the stream at once when it is made on this replica (calls, a
 // waiter per call id woken by events.CallDecided after the commit) and,
-// made on another replica, by a read of the call every CallPollInterval
-// (both engines). A stream that ends without a decision or a CallEnded
+// made on another replica, by one read every CallPollInterval of which
+// of the calls waited on here are decided (pollCalls, on both engines). A stream that ends without a decision or a CallEnded
 // leaves the call held: the proxy may open it again and re-attach by its
 // key, and the deadline sweep ends it otherwise.
 
@@ -30,8 +30,8 @@ const (
 	// CallHeartbeatInterval is how often a waiting stream tells the proxy
 	// it is alive.
 	CallHeartbeatInterval = 10 * time.Second
-	// CallPollInterval is how often a waiting stream reads its call, for
-	// a decision made on another replica.
+	// CallPollInterval is how often the replica reads which of the calls
+	// its streams wait on were decided, on another replica.
 	CallPollInterval = 500 * time.Millisecond
 )
 
@@ -71,20 +71,63 @@ func (w *callWaiters) remove(id int64, c chan struct{}) {
 	}
 }
 
-// handle is the waiters' subscription to the event stream: it returns at
-// once (a wake never blocks).
-func (w *callWaiters) handle(e events.Event) {
-	d, ok := e.(events.CallDecided)
-	if !ok {
-		return
-	}
+// ids are the calls waited on.
+func (w *callWaiters) ids() []int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for c := range w.waiting[d.Call.ID] {
+	out := make([]int64, 0, len(w.waiting))
+	for id := range w.waiting {
+		out = append(out, id)
+	}
+	return out
+}
+
+// wake wakes the streams waiting on call id.
+func (w *callWaiters) wake(id int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.waiting[id] {
 		select {
 		case c <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// pollCalls wakes, every CallPollInterval until ctx ends, the streams of
+// the calls decided elsewhere (another replica) since they began to wait:
+// one read for all of them.
+func (d *Distribution) pollCalls(ctx context.Context) {
+	tick := time.NewTicker(CallPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ids := d.calls.ids()
+		if len(ids) == 0 {
+			continue
+		}
+		decided, err := d.st.DecidedHeldCalls(ctx, ids)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("could not read which held calls were decided", "err", err)
+			}
+			continue
+		}
+		for _, c := range decided {
+			d.calls.wake(c.ID)
+		}
+	}
+}
+
+// handle is the waiters' subscription to the event stream: it returns at
+// once (a wake never blocks).
+func (w *callWaiters) handle(e events.Event) {
+	if d, ok := e.(events.CallDecided); ok {
+		w.wake(d.Call.ID)
 	}
 }
 
@@ -149,19 +192,18 @@ func receive(stream CallConn) received {
 }
 
 // waitCall waits for call's decision and sends it: woken by a decision
-// on this replica, by a read every CallPollInterval, by its deadline
+// (this replica's at once, another's by pollCalls), by its deadline
 // (which expires it), or by the proxy's CallEnded.
 func (d *Distribution) waitCall(ctx context.Context, p Caller, stream CallConn, call store.HeldCall, wake <-chan struct{}) error {
 	// The proxy's next message is read apart, so that a stream the
 	// proxy closed ends the wait; it ends with the stream.
 	next := make(chan received, 1)
 	go func() { next <- receive(stream) }()
-	poll := time.NewTicker(CallPollInterval)
-	defer poll.Stop()
 	heartbeat := time.NewTicker(CallHeartbeatInterval)
 	defer heartbeat.Stop()
 	deadline := time.NewTimer(time.Until(call.Deadline))
 	defer deadline.Stop()
+	lastAuth := d.cfg.Now()
 	for {
 		if call.Status != store.CallHeld {
 			return stream.Send(decisionOf(call))
@@ -186,6 +228,14 @@ func (d *Distribution) waitCall(ctx context.Context, p Caller, stream CallConn, 
 			call = out
 			continue
 		case <-heartbeat.C:
+			// A token revoked while its call waits ends the stream, as a
+			// policy stream's does; the call stays held.
+			if now := d.cfg.Now(); now.Sub(lastAuth) >= reauthInterval {
+				if _, err := transport.OffStack(func() (struct{}, error) { return struct{}{}, p.Auth.Reauthenticate(ctx, p.Token) }); err != nil {
+					return err
+				}
+				lastAuth = now
+			}
 			if err := stream.Send(&portcullisv1.HoldCallResponse{Message: &portcullisv1.HoldCallResponse_Heartbeat{Heartbeat: &portcullisv1.CallHeartbeat{
 				SentAt: timestamppb.New(d.cfg.Now()),
 			}}}); err != nil {
@@ -197,7 +247,6 @@ func (d *Distribution) waitCall(ctx context.Context, p Caller, stream CallConn, 
 				d.log.WarnContext(ctx, "held call sweep at a deadline failed", "call", call.ID, "err", err)
 			}
 		case <-wake:
-		case <-poll.C:
 		}
 		cur, err := d.st.GetHeldCall(ctx, call.ID)
 		if err != nil {

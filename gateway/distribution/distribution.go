@@ -135,10 +135,12 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 
 // Run runs until ctx ends and returns after its goroutines: the proxy
 // status writer, the hub's version check (which also re-reads the signing
-// keys) and the commit listener that offers every version committed
-// (through this replica or another) to the hub.
+// keys), the commit listener that offers every version committed
+// (through this replica or another) to the hub, and the read of which
+// held calls waited on here were decided elsewhere (pollCalls).
 func (d *Distribution) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
+	wg.Go(func() { d.pollCalls(ctx) })
 	wg.Go(func() {
 		d.proxies.run(ctx, func(err error) { d.log.Warn("could not store proxy statuses; will retry", "err", err) })
 	})

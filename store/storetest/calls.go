@@ -90,6 +90,9 @@ func testHeldCalls(t *testing.T, s *store.Store) {
 			t.Errorf("ListHeldCalls(%s) = %v, want %v", name, got, tc.want)
 		}
 	}
+	if got := ids(s.DecidedHeldCalls(ctx(t), []int64{a.ID, b.ID, other.ID})); len(got) != 0 {
+		t.Errorf("DecidedHeldCalls while all are held = %v", got)
+	}
 	if n, err := s.CountHeldCalls(ctx(t), "orders"); err != nil || n != 2 {
 		t.Errorf("CountHeldCalls(orders) = %d, %v; want 2", n, err)
 	}
@@ -130,6 +133,9 @@ func testHeldCalls(t *testing.T, s *store.Store) {
 	expired = must(t, expired, err, "ExpireHeldCalls")
 	if len(expired) != 1 || expired[0].ID != other.ID || expired[0].Status != store.CallExpired || expired[0].Reason != "review_timeout" {
 		t.Errorf("ExpireHeldCalls = %+v, want call %d expired", expired, other.ID)
+	}
+	if got := ids(s.DecidedHeldCalls(ctx(t), []int64{other.ID, other.ID + 100, a.ID})); len(got) != 2 {
+		t.Errorf("DecidedHeldCalls = %v, want calls %d and %d", got, a.ID, other.ID)
 	}
 	if n, err := s.CountHeldCalls(ctx(t), ""); err != nil || n != 0 {
 		t.Errorf("CountHeldCalls() = %d, %v; want 0", n, err)

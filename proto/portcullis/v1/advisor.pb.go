@@ -1080,12 +1080,14 @@ type Finding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind: new_reach, new_path, new_http_method, new_mcp_method,
 	// new_mcp_tool, new_mcp_prompt, new_mcp_resource, new_credentialed_reach, l7_bypass_credentialed,
-	// private_network, wildcard_widening, exceeds_boundary (request-level,
-	// with a counterexample); arguments_widened, enforcement_weakened,
-	// rate_limit_widened, tool_definition_changed, cloud_metadata
-	// (rule-level). l7_bypass_credentialed comes with the
+	// private_network, wildcard_widening, exceeds_boundary, review_removed,
+	// review_added (request-level, with a counterexample); arguments_widened,
+	// enforcement_weakened, rate_limit_widened, tool_definition_changed,
+	// cloud_metadata (rule-level). l7_bypass_credentialed comes with the
 	// new_credentialed_reach of a binary the L7 proxy cannot inspect
-	// (git, ssh, nc).
+	// (git, ssh, nc). review_removed: the counterexample is allowed by both
+	// policies, by the current one only after a person's review (a held
+	// call); review_added: the reverse.
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// counterexample is a request the proposed policy allows and the current
 	// one (for exceeds_boundary: the boundary) denies.

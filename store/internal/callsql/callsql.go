@@ -11,6 +11,7 @@ package callsql
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,6 +138,25 @@ func List(ctx context.Context, e sqlexec.Engine, f store.HeldCallFilter) ([]stor
 	out, err := rows(ctx, e, q, args)
 	if err != nil {
 		return nil, fmt.Errorf("list held calls: %w", err)
+	}
+	return out, nil
+}
+
+// Decided returns those of the calls ids names that are no longer held
+// (in no order), a few hundred ids a statement.
+func Decided(ctx context.Context, e sqlexec.Engine, ids []int64) ([]store.HeldCall, error) {
+	var out []store.HeldCall
+	for chunk := range slices.Chunk(ids, 500) {
+		any := make([]any, len(chunk))
+		for i, id := range chunk {
+			any[i] = id
+		}
+		where, args := sqlwhere.Where([]sqlwhere.Cond{{Expr: "id IN ", Any: any}}, e.Param)
+		list, err := rows(ctx, e, `SELECT `+selectColumns+` FROM held_calls`+where+` AND status <> '`+store.CallHeld+`'`, args)
+		if err != nil {
+			return nil, fmt.Errorf("decided held calls: %w", err)
+		}
+		out = append(out, list...)
 	}
 	return out, nil
 }

@@ -85,3 +85,9 @@ func (r Reads) CountHeldCalls(ctx context.Context, sandbox string) (int, error) 
 func (r Reads) CallApprovals(ctx context.Context, id int64) ([]store.CallApproval, error) {
 	return callsql.Approvals(ctx, r.e, id)
 }
+
+// DecidedHeldCalls returns those of the calls ids names that are no
+// longer held.
+func (r Reads) DecidedHeldCalls(ctx context.Context, ids []int64) ([]store.HeldCall, error) {
+	return callsql.Decided(ctx, r.e, ids)
+}

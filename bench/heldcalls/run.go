@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
+	"github.com/portcullis-dev/portcullis/demo"
+	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+)
+
+// policyDoc is every sandbox's policy: the orders server at 127.0.0.1:port,
+// lookup_order allowed, refund_order allowed once a person approves the
+// call (held for up to 15 minutes, longer than any run).
+func policyDoc(port int) string {
+	return `version: 1
+network_policies:
+  orders:
+    name: orders
+    endpoints:
+      - host: 127.0.0.1
+        port: ` + strconv.Itoa(port) + `
+        path: /mcp
+        protocol: mcp
+        enforcement: enforce
+        mcp:
+          versions: ["2025-11-25"]
+        rules:
+          - allow: { method: initialize }
+          - allow: { method: notifications/initialized }
+          - allow: { method: tools/list }
+          - allow: { method: tools/call, tool: lookup_order }
+          - allow:
+              method: tools/call
+              tool: refund_order
+              review: { required: true, timeout: 15m }
+    binaries: []
+`
+}
+
+// fleet is what a run drives: the gateway, the proxies and an HTTP client
+// through each proxy to the orders server.
+type fleet struct {
+	gw       *gateway
+	proxies  []*proc
+	clients  []*http.Client
+	upstream string // the orders server's MCP URL
+}
+
+func run(ctx context.Context, cfg config, dir string) (*report, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	upstream := &http.Server{Handler: demo.OrdersHandler(&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})}
+	go upstream.Serve(ln)
+	defer upstream.Close()
+
+	f := &fleet{upstream: "http://" + ln.Addr().String() + "/mcp"}
+	if f.gw, err = startGateway(ctx, cfg.bin, filepath.Join(dir, "gateway"), nil); err != nil {
+		return nil, err
+	}
+	defer f.gw.stop()
+	defer func() {
+		for _, p := range f.proxies {
+			p.stop()
+		}
+	}()
+	if err := f.startProxies(ctx, cfg, dir, policyDoc(ln.Addr().(*net.TCPAddr).Port)); err != nil {
+		return nil, err
+	}
+
+	r := &report{Machine: benchenv.Describe().String(), Proxies: cfg.proxies, Calls: cfg.calls, Rounds: cfg.rounds}
+	var answers, approves []time.Duration
+	for round := range cfg.rounds {
+		base, err := f.side(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.Without = append(r.Without, base)
+		before := f.memory()
+		h, err := f.hold(ctx, cfg, round)
+		if err != nil {
+			return nil, err
+		}
+		held := f.memory()
+		r.PerCallKiB = append(r.PerCallKiB, float64(held.RSS-before.RSS)/float64(cfg.calls))
+		with, err := f.side(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.With = append(r.With, with)
+		a, rpc, err := h.approveAll(ctx, f, cfg)
+		if err != nil {
+			return nil, err
+		}
+		answers, approves = append(answers, a...), append(approves, rpc...)
+	}
+	r.ApprovalToAnswer, r.ApproveRPC = summarize(answers), summarize(approves)
+	return r, nil
+}
+
+// startProxies creates a sandbox per proxy and starts its proxy, eight at
+// a time, then waits until every one enforces its policy.
+func (f *fleet) startProxies(ctx context.Context, cfg config, dir, policy string) error {
+	f.proxies = make([]*proc, cfg.proxies)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := range cfg.proxies {
+		g.Go(func() error {
+			name := fmt.Sprintf("held-%03d", i)
+			created, err := f.gw.sandboxes.CreateSandbox(gctx, &portcullisv1.CreateSandboxRequest{Name: name, Policy: policy})
+			if err != nil {
+				return fmt.Errorf("create sandbox %s: %w", name, err)
+			}
+			f.proxies[i], err = startProxy(gctx, cfg.bin, f.gw.addr, name, created.GetToken(), filepath.Join(dir, name))
+			return err
+		})
+	}
+	err := g.Wait()
+	f.proxies = slices.DeleteFunc(f.proxies, func(p *proc) bool { return p == nil })
+	if err != nil {
+		return err
+	}
+	for _, p := range f.proxies {
+		u := &url.URL{Scheme: "http", Host: p.addr}
+		f.clients = append(f.clients, &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), MaxIdleConnsPerHost: 64}})
+	}
+	return f.gw.waitApplied(ctx, cfg.proxies)
+}
+
+// memory sums the proxies' resident memory.
+func (f *fleet) memory() benchenv.Memory {
+	var m benchenv.Memory
+	for _, p := range f.proxies {
+		m.Add(benchenv.ReadMemory(p.pid()))
+	}
+	return m
+}
+
+// call sends one tools/call through proxy i and returns the answer's
+// body; an answer other than 200 with a result is an error.
+func (f *fleet) call(ctx context.Context, i int, id int64, tool, orderID string) error {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"order_id":%q}}}`, id, tool, orderID)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.upstream, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = http.Header{
+		"Content-Type":         {"application/json"},
+		"Accept":               {"application/json, text/event-stream"},
+		"Mcp-Protocol-Version": {"2025-11-25"},
+	}
+	resp, err := f.clients[i].Do(req)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"result"`)) {
+		return fmt.Errorf("%s through proxy %d: %s: %.300s", tool, i, resp.Status, b)
+	}
+	return nil
+}
+
+// held is one round's held calls: when each was answered, by order id.
+type held struct {
+	mu       sync.Mutex
+	answered map[string]time.Time
+	done     chan error // each call's end
+	n        int
+}
+
+// hold sends cfg.calls refund_order calls, spread over the proxies, and
+// returns once the gateway lists them all held.
+func (f *fleet) hold(ctx context.Context, cfg config, round int) (*held, error) {
+	h := &held{answered: map[string]time.Time{}, done: make(chan error, cfg.calls), n: cfg.calls}
+	for i := range cfg.calls {
+		order := fmt.Sprintf("R-%d-%d", round, i)
+		go func() {
+			err := f.call(ctx, i%len(f.proxies), int64(i+1), "refund_order", order)
+			now := time.Now()
+			h.mu.Lock()
+			h.answered[order] = now
+			h.mu.Unlock()
+			h.done <- err
+		}()
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		list, err := f.gw.calls.ListCalls(ctx, &portcullisv1.ListCallsRequest{Status: "held", Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("list held calls: %w", err)
+		}
+		if int(list.GetHeld()) >= cfg.calls {
+			return h, nil
+		}
+		select {
+		case err := <-h.done:
+			return nil, fmt.Errorf("a call ended before it was approved: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d of %d calls held after 2 minutes", list.GetHeld(), cfg.calls)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// approveAll approves every held call, cfg.approvers at a time, and
+// returns, for each, the time from just before ApproveCall was sent to
+// the agent's answer, and the RPC's own time.
+func (h *held) approveAll(ctx context.Context, f *fleet, cfg config) (answers, rpcs []time.Duration, err error) {
+	list, err := f.gw.calls.ListCalls(ctx, &portcullisv1.ListCallsRequest{Status: "held", Limit: 1000})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list held calls: %w", err)
+	}
+	calls := list.GetCalls()
+	if len(calls) != h.n {
+		return nil, nil, fmt.Errorf("ListCalls shows %d of %d held calls (its limit is 1,000)", len(calls), h.n)
+	}
+	sent := make(map[string]time.Time, len(calls))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.approvers)
+	for _, c := range calls {
+		var args struct {
+			OrderID string `json:"order_id"`
+		}
+		if err := json.Unmarshal([]byte(c.GetArgumentsJson()), &args); err != nil {
+			return nil, nil, fmt.Errorf("call %d's arguments: %w", c.GetId(), err)
+		}
+		g.Go(func() error {
+			t0 := time.Now()
+			_, err := f.gw.calls.ApproveCall(gctx, &portcullisv1.ApproveCallRequest{Id: c.GetId(), Reason: "benchmark", ArgumentsDigest: c.GetArgumentsDigest()})
+			mu.Lock()
+			sent[args.OrderID] = t0
+			rpcs = append(rpcs, time.Since(t0))
+			mu.Unlock()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, fmt.Errorf("approve: %w", err)
+	}
+	for range h.n {
+		if err := <-h.done; err != nil {
+			return nil, nil, fmt.Errorf("an approved call: %w", err)
+		}
+	}
+	for order, t0 := range sent {
+		answers = append(answers, h.answered[order].Sub(t0))
+	}
+	return answers, rpcs, nil
+}
+
+// side sends lookup_order calls (allowed without review) through the
+// proxies, cfg.sideClients at once, for cfg.side.
+func (f *fleet) side(ctx context.Context, cfg config) (sideRound, error) {
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs atomic.Int64
+		next atomic.Int64
+	)
+	ctx, cancel := context.WithTimeout(ctx, cfg.side)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range cfg.sideClients {
+		wg.Go(func() {
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				n := next.Add(1)
+				t0 := time.Now()
+				err := f.call(ctx, int(n)%len(f.proxies), n, "lookup_order", "A-1042")
+				if ctx.Err() != nil {
+					break
+				}
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if e := errs.Load(); e > 0 {
+		return sideRound{}, fmt.Errorf("%d lookup_order calls failed", e)
+	}
+	s := summarize(lat)
+	return sideRound{PerSecond: float64(len(lat)) / cfg.side.Seconds(), Latency: s}, nil
+}
