@@ -105,6 +105,7 @@ func New(cfg Config) (_ *Agent, err error) {
 		// token the subscription carries, once the denial they quote has
 		// been shipped.
 		a.local.SetAdvisor(sub.AdvisorClient(), a.shipper.Flush)
+		a.held.SetFiler(sub.HoldFiler())
 		if err := sub.Restore(); err != nil && !errors.Is(err, gatewayclient.ErrNoState) {
 			cfg.Logger.Error("the kept policy version was refused; denying every request until the gateway answers", "err", err)
 		}

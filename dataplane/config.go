@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+	"github.com/portcullis-dev/portcullis/dataplane/hold"
 	"github.com/portcullis-dev/portcullis/dataplane/identity"
 	"github.com/portcullis-dev/portcullis/dataplane/transparent"
 	"github.com/portcullis-dev/portcullis/internal/ca"
@@ -77,6 +78,10 @@ type Config struct {
 	// (h1.Procs). It changes the whole process's GOMAXPROCS: for a process
 	// that is the proxy, with no GOMAXPROCS of its own. Default false.
 	AdaptProcs bool
+
+	// Hold bounds the calls held for review (dataplane/hold: 16 calls,
+	// 16 MiB by default).
+	Hold hold.Config
 
 	// What the Agent assembles around the proxy (agent.go).
 

@@ -21,6 +21,8 @@
 //   - policylocal: the reserved host policy.local;
 //   - ratelimit: rate_limit's token buckets, one per rule, charged at
 //     the proxy's own clock, never backwards;
+//   - hold: the calls held for review, their bounds and outcome, and the
+//     agent's answer while one waits;
 //   - tunnelstart: the start of a tunnel's client stream (a TLS
 //     ClientHello, an HTTP request head), judged against the host the
 //     tunnel was granted for before any byte is forwarded;
@@ -91,6 +93,8 @@
 //     times the rate), one per rule (rules differing only in their
 //     arguments_schema share one), kept across reloads while the rule
 //     is unchanged.
+//   - held.go: a reviewed allow's call held (package hold) until a
+//     person decides it, recorded once decided, forwarded once approved.
 //   - trace.go: request spans (Config.Tracer).
 //   - reload.go: the policy file, watched and swapped atomically.
 package dataplane

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"io"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -45,10 +44,6 @@ func (o *outbound) release() {
 	o.header = h
 	outbounds.Put(o)
 }
-
-// copyBuffers are lent to response copies: without a pool every response
-// would allocate its own.
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // forward sends the judged request upstream — to the address that was
 // checked, with the canonical path, the original Host, the client's
@@ -145,40 +140,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 				return
 			}
 		}
-		if err := copyResponse(w, res.Body, streaming); err != nil && !errors.Is(err, context.Canceled) {
+		if err := h1.CopyResponse(w, res.Body, streaming); err != nil && !errors.Is(err, context.Canceled) {
 			p.log.Debug("response copy ended early", "host", t.host, "err", err)
 		}
 	}
 	if announced {
 		for k, vv := range res.Trailer {
 			w.Header()[k] = vv
-		}
-	}
-}
-
-// copyResponse copies src to w, flushing after each read when streaming.
-func copyResponse(w http.ResponseWriter, src io.Reader, streaming bool) error {
-	bp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bp)
-	buf := *bp
-	rc := http.NewResponseController(w)
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			if streaming {
-				if err := rc.Flush(); err != nil {
-					return err
-				}
-			}
-		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return rerr
 		}
 	}
 }

@@ -48,12 +48,12 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		d    policy.Decision
 		body []byte     // the judged body, held whole (an MCP POST's)
 		list *toolsList // how the answer is read (an MCP endpoint's)
+		mreq *mcp.Request
 	)
 	limits, mcpEndpoint := cur.matcher.MCPLimits(t.host, t.port, r.Method, path)
 	ep := relay.Endpoint{Host: t.host, Port: t.port, Path: path}
 	switch {
 	case mcpEndpoint && r.Method == http.MethodPost:
-		var mreq *mcp.Request
 		if mreq, body, d = p.judgeMCP(w, r, cur, req, scheme, ep, limits); mreq == nil {
 			return // denied, or over its rate limit: answered
 		}
@@ -67,7 +67,9 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			p.deny(w, r, cur, req, d, nil)
 			return
 		}
-		p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
+		if d.Review == 0 { // a held call's is recorded once decided
+			p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
+		}
 		if mcpEndpoint && r.Method == http.MethodGet {
 			// A GET stream may replay a POST's answers (resumption).
 			list = p.toolsListFor(req, r, ep, nil)
@@ -77,6 +79,13 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	if err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: "malformed request path: " + err.Error()}, nil)
 		return
+	}
+	if d.Review > 0 {
+		var done func()
+		if w, body, done = p.holdCall(w, r, cur, req, d, mreq, body); done == nil {
+			return
+		}
+		defer done()
 	}
 	p.forward(w, r, scheme, t, addr, canonical, body, list)
 	if list != nil {

@@ -1,16 +1,12 @@
 package dataplane
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
@@ -69,7 +65,9 @@ func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, re
 		}
 	}
 	p.relay.Answered(session, mreq)
-	p.recordFor(r, p.newRecord(cur, req, d, mreq, ""))
+	if d.Review == 0 { // a held call's is recorded once decided
+		p.recordFor(r, p.newRecord(cur, req, d, mreq, ""))
+	}
 	return mreq, raw, d
 }
 
@@ -95,51 +93,18 @@ func (p *Proxy) judgePinned(r *http.Request, cur *loaded, req policy.Request, sc
 	return p.judgeMessages(cur, req, mreq, buf)
 }
 
-// readUpTo reads r to its end, or to one byte past limit, into one
-// buffer: sized first from the announced length (at most
-// initialBodyBuffer) and one byte more, the room to see the end, and
-// doubled only when bytes arrive to fill it.
-func readUpTo(r io.Reader, announced int64, limit int) ([]byte, error) {
-	size := bytes.MinRead // unannounced: a chunked body
-	if announced >= 0 {
-		size = int(min(announced, initialBodyBuffer)) + 1
-	}
-	buf := make([]byte, 0, size)
-	for len(buf) <= limit {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, cap(buf))
-		}
-		room := buf[len(buf):min(cap(buf), limit+1)]
-		n, err := r.Read(room)
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
-}
-
-// readMCP reads an MCP POST body, counting the bytes actually read against
-// the endpoint's limit (chunked bodies included), and parses it strictly.
-// answers, when larger than maxBody, is the bound for a body of answers to
-// the server's requests (the caller checks it holds only those).
+// readMCP reads an MCP POST body (h1.ReadBody) within the endpoint's
+// limit and parses it strictly. answers, when larger than maxBody, is the
+// bound for a body of answers to the server's requests (the caller checks
+// it holds only those).
 func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody, answers int) (*mcp.Request, []byte, string) {
 	limit, name := maxBody, "mcp.max_body_bytes"
 	if answers > maxBody {
 		limit, name = answers, "mcp.max_response_bytes"
 	}
-	// A client that announces a body and trickles it must not hold memory
-	// or a goroutine for long: bound the time, and grow the buffer only as
-	// bytes arrive (never from the announced length alone).
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	defer rc.SetReadDeadline(time.Time{})
-	raw, err := readUpTo(r.Body, r.ContentLength, limit)
+	raw, err := h1.ReadBody(w, r, limit)
 	if err != nil {
-		return nil, nil, "cannot read the request body"
+		return nil, nil, err.Error()
 	}
 	if len(raw) > limit {
 		return nil, nil, fmt.Sprintf("request body over %s (%d)", name, limit)
@@ -150,12 +115,6 @@ func (p *Proxy) readMCP(w http.ResponseWriter, r *http.Request, maxBody, answers
 	}
 	return mreq, raw, ""
 }
-
-// Bounds on reading a judged body.
-const (
-	bodyReadTimeout   = 30 * time.Second
-	initialBodyBuffer = 16 << 10
-)
 
 // judgeMessages decides every message of an MCP request. One denied message
 // denies the request (and so the whole batch). It returns the deciding
@@ -174,6 +133,9 @@ func (p *Proxy) judgeMessages(cur *loaded, base policy.Request, mreq *mcp.Reques
 		d := cur.matcher.Decide(&req)
 		if !d.Allow {
 			return d, nil, true
+		}
+		if d.Review > 0 && mreq.Batch {
+			return policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: "tools/call " + req.MCP.Tool + " needs review (" + d.Rule + "): send it alone, not in a JSON-RPC batch"}, nil, true
 		}
 		if i == 0 {
 			first = d

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
+	"github.com/portcullis-dev/portcullis/dataplane/hold"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/relay"
 	"github.com/portcullis-dev/portcullis/dataplane/policylocal"
@@ -63,6 +65,9 @@ type Proxy struct {
 	// not yet answered.
 	relay *relay.Relay
 
+	// held are the calls waiting for review.
+	held *hold.Registry
+
 	// tracer makes request spans (trace.go); nil: not tracing.
 	tracer trace.Tracer
 	// procs scales GOMAXPROCS with overlapping requests (h1.Procs); nil:
@@ -100,6 +105,8 @@ func newProxy(cfg Config) *Proxy {
 	p.arguments = decision.NewArguments(decision.ArgumentsEntries, decision.ArgumentsBytes, decision.ArgumentsPerEntry)
 	p.upstreams = h1.NewUpstreams(cfg.UpstreamRoots)
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: h1.Problem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
+	cfg.Hold.Logger = cmp.Or(cfg.Hold.Logger, p.log)
+	p.held = hold.New(cfg.Hold)
 	p.relay = relay.New(relay.Config{Now: cfg.Now, JudgedAt: p.now, OnChange: cfg.OnToolDefinition, Logger: p.log})
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(telemetry.Scope)
@@ -119,6 +126,7 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	}
 	p.current.Store(&loaded{matcher: m, version: version})
 	p.limits.Retain(m.LimitKeys())
+	p.held.Recheck()
 	// Pooled upstream connections were approved under the old version.
 	p.upstreams.Reset()
 	p.recheckTunnels()
@@ -195,7 +203,7 @@ func (p *Proxy) serve(ctx context.Context, l Listeners) error {
 		background.Go(func() { p.procs.Run(bgCtx) })
 	}
 	background.Go(func() { p.decisions.Write(bgCtx) })
-	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, p.recheckTunnels) })
+	background.Go(func() { onEveryTick(bgCtx, tunnelRecheck, func() { p.recheckTunnels(); p.held.Recheck() }) }) // grants end (expires_at)
 	background.Go(func() { onEveryTick(bgCtx, time.Second, p.emitSummaries) })
 	defer func() {
 		// Before the log's last write; a handler still running past the
@@ -231,6 +239,7 @@ func (p *Proxy) serve(ctx context.Context, l Listeners) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	p.held.Close(shutdownCtx) // their agents answered review_unavailable first
 	srv.Shutdown(shutdownCtx, limited)
 	if transparent != nil {
 		transparent.Close()

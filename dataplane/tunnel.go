@@ -184,8 +184,8 @@ func (p *Proxy) recheckTunnels() {
 	}
 }
 
-// tunnelRecheck is how often open tunnels are judged again, so grants end
-// at their expires_at within this much.
+// tunnelRecheck is how often open tunnels (and held calls) are judged
+// again, so grants end at their expires_at within this much.
 const tunnelRecheck = time.Second
 
 // writeTunnelDenial answers a refused plain-HTTP tunnel start with a 403,

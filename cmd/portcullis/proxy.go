@@ -15,6 +15,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
+	"github.com/portcullis-dev/portcullis/dataplane/hold"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
 	"github.com/portcullis-dev/portcullis/internal/pprofserve"
@@ -41,6 +42,7 @@ type proxyFlags struct {
 	logKeep                                 int
 	ocsf                                    ocsfFlags
 	tracing                                 tracingFlags // --otlp-endpoint (tracing.go)
+	hold                                    hold.Config  // --max-held-calls, --max-held-bytes
 }
 
 // newProxyCmd is `portcullis proxy` and `portcullis proxy ca`.
@@ -113,6 +115,8 @@ Off by default.`,
 	fl.IntVar(&f.logKeep, "decision-log-keep", rotate.DefaultKeep, "rotated decision logs to keep (decisions.jsonl.1 newest)")
 	fl.StringVar(&f.pprofListen, "pprof-listen", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `ADDR`, e.g. 127.0.0.1:6060 (debugging; default off)")
 	f.tracing.add(cmd)
+	fl.IntVar(&f.hold.MaxCalls, "max-held-calls", 16, "calls held for review at once (a reviewed rule's); more are refused at once, review_busy")
+	fl.Int64Var(&f.hold.MaxBytes, "max-held-bytes", 16<<20, "bytes the calls held for review may keep in memory (their bodies); past it a call is refused, review_busy")
 	cmd.AddCommand(newProxyCACmd(env))
 	return cmd
 }
@@ -141,6 +145,7 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 		// One P while requests come one at a time, unless the operator
 		// chose the P count.
 		AdaptProcs: env.getenv("GOMAXPROCS") == "",
+		Hold:       f.hold,
 		Process: dataplane.Process{
 			DataDir:            f.dataDir,
 			DecisionLogMaxSize: f.logMaxSize,
@@ -148,10 +153,8 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 			TrimMemory:         true,
 		},
 	}
-	if f.upstreamCA != "" {
-		if cfg.UpstreamRoots, err = ca.ReadPool(f.upstreamCA); err != nil {
-			return usagef("--upstream-ca: %v", err)
-		}
+	if cfg.UpstreamRoots, err = ca.ReadPool(f.upstreamCA); err != nil {
+		return usagef("--upstream-ca: %v", err)
 	}
 	if f.devLoopback {
 		log.Warn("--dev-allow-loopback: policies may reach loopback upstreams; never use this in production")
@@ -185,15 +188,12 @@ func runProxy(ctx context.Context, env *environment, f *proxyFlags) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	var pp *pprofserve.Server
-	if f.pprofListen != "" {
-		if pp, err = pprofserve.Start(f.pprofListen, log); err != nil {
-			listeners.Close()
-			return usagef("--pprof-listen: %v", err)
-		}
-		defer pp.Stop()
-		log.Warn("--pprof-listen: serving profiles of this process", "url", pp.URL())
+	pp, err := pprofserve.Start(f.pprofListen, log) // nil without --pprof-listen
+	if err != nil {
+		listeners.Close()
+		return usagef("--pprof-listen: %v", err)
 	}
+	defer pp.Stop()
 	f.banner(env, listeners, agent.PolicyVersion(), cfg.Gateway, pp)
 	return agent.Serve(ctx, listeners)
 }

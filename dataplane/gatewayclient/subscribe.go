@@ -3,6 +3,7 @@ package gatewayclient
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -184,6 +185,8 @@ type Subscriber struct {
 	lastFork Fork
 
 	clock gatewayClock // the gateway's clock, from heartbeats (clock.go)
+	// instance names this run of the proxy (Instance).
+	instance string
 	// refusals is the current run of attempts that the gateway refused
 	// the token on (refused.go).
 	refusals refusals
@@ -200,7 +203,7 @@ func NewSubscriber(cfg SubscribeConfig, proxy Enforcer) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscriber{cfg: cfg, proxy: proxy, fleet: f, log: cfg.Logger.With("component", "subscriber")}
+	s := &Subscriber{cfg: cfg, proxy: proxy, fleet: f, log: cfg.Logger.With("component", "subscriber"), instance: rand.Text()}
 	if err := s.loadPin(); err != nil {
 		s.Close()
 		return nil, err
@@ -526,7 +529,7 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		return err
 	}
 	s.mu.Lock()
-	hello := &portcullisv1.ProxyHello{Sandbox: s.cfg.Sandbox, ProxyId: s.cfg.ProxyID, HeldVersion: s.applied.GetVersion(), HeldHash: s.applied.GetHash(), Build: s.cfg.Build}
+	hello := &portcullisv1.ProxyHello{Sandbox: s.cfg.Sandbox, ProxyId: s.cfg.ProxyID, HeldVersion: s.applied.GetVersion(), HeldHash: s.applied.GetHash(), Build: s.cfg.Build, Instance: s.instance}
 	s.mu.Unlock()
 	var sendMu sync.Mutex
 	send := func(m *portcullisv1.StreamPolicyRequest) error {

@@ -32,6 +32,9 @@
 //     a request and reads its response on one goroutine, with a reader as
 //     strict (FuzzResponseReader compares it with Go's).
 //   - hopbyhop.go: the fields that describe a connection, not a message.
+//   - body.go and copy.go: a judged body read whole within a bound and a
+//     time (ReadBody), and a response copied with pooled buffers
+//     (CopyResponse), flushed read by read when it streams.
 //   - rawio_linux.go: sockets read and written with raw system calls
 //     through syscall.RawConn (RawIO), sparing each request the wakeup of
 //     the runtime's monitor thread; not on linux/386, and not under the

@@ -390,8 +390,12 @@ func (c *CA) mint(name string, ip netip.Addr, now time.Time) (*tls.Certificate, 
 }
 
 // ReadPool reads the PEM certificates in file into a pool (a proxy's
-// --upstream-ca). A file with no certificate is refused.
+// --upstream-ca); no file ("") is no pool (nil: the system roots). A file
+// with no certificate is refused.
 func ReadPool(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err

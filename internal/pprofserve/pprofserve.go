@@ -40,8 +40,13 @@ func CheckAddr(addr string) error {
 }
 
 // Start listens on addr (CheckAddr's error if it is not loopback) and
-// serves /debug/pprof/ there; log gets the server's errors.
+// serves /debug/pprof/ there, saying so in log, which gets the server's
+// errors too. No address ("") serves nothing: a nil Server, whose Stop
+// does nothing.
 func Start(addr string, log *slog.Logger) (*Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
 	}
@@ -68,6 +73,7 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 			log.Warn("pprof server stopped", "err", err)
 		}
 	})
+	log.Warn("serving profiles of this process", "url", s.URL())
 	return s, nil
 }
 
@@ -77,6 +83,9 @@ func (s *Server) URL() string { return fmt.Sprintf("http://%s/debug/pprof/", s.a
 // Stop ends the server (a profile being taken is cut short) and waits
 // for it.
 func (s *Server) Stop() {
+	if s == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {
