@@ -119,6 +119,9 @@ type gateway struct {
 // of our own and an operator token made through the API (an operator
 // decides held calls).
 func startGateway(ctx context.Context, bin, dir string, extra []string) (*gateway, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	admin := "pcs_heldcalls-" + randomHex()
 	args := append([]string{"gateway", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}, extra...)
 	p, err := start(ctx, bin, args, []string{"PORTCULLIS_BOOTSTRAP_TOKEN=" + admin, "PORTCULLIS_DATABASE_URL="},
