@@ -2,10 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/prover"
 )
 
 // calls is a held-calls test's world: a gateway, a sandbox "orders" and
@@ -418,6 +421,22 @@ func TestHeldCallRemember(t *testing.T) {
 	doc := protojson.Format(p.GetProposal())
 	if p.GetStatus() != "pending" || !strings.Contains(doc, `"const"`) || !strings.Contains(doc, "1234") || strings.Contains(doc, `"review":`) {
 		t.Errorf("remembered proposal %s: %s; want pending, exactly the arguments, no review", p.GetStatus(), doc)
+	}
+	// The prover shows what an approval would let through without a
+	// person: exactly this call's arguments.
+	var shown []string
+	for _, f := range p.GetFindings() {
+		if f.GetKind() != prover.ReviewRemoved {
+			continue
+		}
+		var args map[string]any
+		if err := json.Unmarshal([]byte(f.GetCounterexample().GetArguments()), &args); err != nil {
+			t.Fatalf("review_removed's arguments %q: %v", f.GetCounterexample().GetArguments(), err)
+		}
+		shown = append(shown, fmt.Sprint(args))
+	}
+	if len(shown) == 0 || slices.ContainsFunc(shown, func(a string) bool { return a != "map[order:1234]" }) {
+		t.Errorf("review_removed findings show arguments %q, want exactly map[order:1234]; findings: %v", shown, p.GetFindings())
 	}
 }
 

@@ -145,7 +145,7 @@ func startGateway(ctx context.Context, bin, dir string, extra []string) (*gatewa
 
 // startProxy runs one proxy of sandbox, its token in a file, its data in
 // dir, listening on a free loopback port.
-func startProxy(ctx context.Context, bin, gatewayAddr, sandbox, token, dir string) (*proc, error) {
+func startProxy(ctx context.Context, bin, gatewayAddr, sandbox, token, dir string, extra ...string) (*proc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -155,6 +155,7 @@ func startProxy(ctx context.Context, bin, gatewayAddr, sandbox, token, dir strin
 	}
 	args := []string{"proxy", "--gateway", "http://" + gatewayAddr, "--sandbox", sandbox, "--token-file", tokenFile,
 		"--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--dev-allow-loopback"}
+	args = append(args, extra...)
 	return start(ctx, bin, args, nil, filepath.Join(dir, "proxy.log"), "Portcullis proxy listening on ")
 }
 

@@ -18,13 +18,26 @@ type report struct {
 	// ApprovalToAnswer: just before ApproveCall is sent → the agent's
 	// request answered with the server's result.
 	ApprovalToAnswer latency `json:"approval_to_answer"`
-	ApproveRPC       latency `json:"approve_rpc"`
+	// CommittedToAnswer: ApproveCall answered (the decision stored) → the
+	// agent's request answered.
+	CommittedToAnswer latency `json:"committed_to_answer"`
+	ApproveRPC        latency `json:"approve_rpc"`
 	// PerCallKiB is, per round, the proxies' RSS growth per held call.
 	PerCallKiB []float64 `json:"proxy_rss_kib_per_held_call"`
+	// Slope is one proxy's RSS with none, half and all of -memory-calls
+	// held.
+	Slope *memSlope `json:"memory_slope,omitempty"`
 	// Without and With are the side-by-side rounds of lookup_order calls:
 	// no call held, and every call held.
 	Without []sideRound `json:"side_without_held"`
 	With    []sideRound `json:"side_with_held"`
+}
+
+type memSlope struct {
+	Calls   int `json:"calls"`
+	NoneKiB int `json:"rss_kib_none_held"`
+	HalfKiB int `json:"rss_kib_half_held"`
+	AllKiB  int `json:"rss_kib_all_held"`
 }
 
 type latency struct {
@@ -67,10 +80,17 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "%-28s n=%-5d p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  max %7.2f ms  %s\n", name, x.N, x.P50, x.P90, x.P99, x.Max, target)
 	}
 	l("approval → agent's answer", r.ApprovalToAnswer, "(target: p99 ≤ 50 ms)")
+	l("decision stored → answer", r.CommittedToAnswer, "")
 	l("ApproveCall RPC", r.ApproveRPC, "")
 	fmt.Fprintf(w, "\nproxy RSS per held call (KiB), per round: ")
 	for _, k := range r.PerCallKiB {
 		fmt.Fprintf(w, "%.1f ", k)
+	}
+	if m := r.Slope; m != nil {
+		half := m.Calls / 2
+		fmt.Fprintf(w, "\none proxy, RSS with 0 / %d / %d calls held: %d / %d / %d KiB: %.1f KiB a call overall, %.1f KiB a call from %d to %d\n",
+			half, m.Calls, m.NoneKiB, m.HalfKiB, m.AllKiB, float64(m.AllKiB-m.NoneKiB)/float64(m.Calls),
+			float64(m.AllKiB-m.HalfKiB)/float64(m.Calls-half), half, m.Calls)
 	}
 	fmt.Fprintf(w, "\n\nside by side: lookup_order (no review) through the same proxies\n")
 	fmt.Fprintf(w, "%-22s %12s %10s %10s\n", "", "calls/s", "p50 ms", "p99 ms")

@@ -73,7 +73,10 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 	defer upstream.Close()
 
 	f := &fleet{upstream: "http://" + ln.Addr().String() + "/mcp"}
-	if f.gw, err = startGateway(ctx, cfg.bin, filepath.Join(dir, "gateway"), nil); err != nil {
+	// The memory slope holds more calls on one proxy than a sandbox may by
+	// default; the fleet's sandboxes hold at most 16 each either way.
+	gwFlags := []string{"--max-held-calls", strconv.Itoa(max(16, cfg.memCalls))}
+	if f.gw, err = startGateway(ctx, cfg.bin, filepath.Join(dir, "gateway"), gwFlags); err != nil {
 		return nil, err
 	}
 	defer f.gw.stop()
@@ -87,7 +90,7 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 	}
 
 	r := &report{Machine: benchenv.Describe().String(), Proxies: cfg.proxies, Calls: cfg.calls, Rounds: cfg.rounds}
-	var answers, approves []time.Duration
+	var answers, committed, approves []time.Duration
 	for round := range cfg.rounds {
 		base, err := f.side(ctx, cfg)
 		if err != nil {
@@ -106,13 +109,18 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 			return nil, err
 		}
 		r.With = append(r.With, with)
-		a, rpc, err := h.approveAll(ctx, f, cfg)
+		a, c, rpc, err := h.approveAll(ctx, f, cfg)
 		if err != nil {
 			return nil, err
 		}
-		answers, approves = append(answers, a...), append(approves, rpc...)
+		answers, committed, approves = append(answers, a...), append(committed, c...), append(approves, rpc...)
 	}
-	r.ApprovalToAnswer, r.ApproveRPC = summarize(answers), summarize(approves)
+	r.ApprovalToAnswer, r.CommittedToAnswer, r.ApproveRPC = summarize(answers), summarize(committed), summarize(approves)
+	if cfg.memCalls > 0 {
+		if r.Slope, err = f.slope(ctx, cfg, dir, policyDoc(ln.Addr().(*net.TCPAddr).Port)); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -228,17 +236,19 @@ func (f *fleet) hold(ctx context.Context, cfg config, round int) (*held, error) 
 
 // approveAll approves every held call, cfg.approvers at a time, and
 // returns, for each, the time from just before ApproveCall was sent to
-// the agent's answer, and the RPC's own time.
-func (h *held) approveAll(ctx context.Context, f *fleet, cfg config) (answers, rpcs []time.Duration, err error) {
+// the agent's answer, from ApproveCall's answer (the decision committed)
+// to the agent's, and the RPC's own time.
+func (h *held) approveAll(ctx context.Context, f *fleet, cfg config) (answers, committed, rpcs []time.Duration, err error) {
 	list, err := f.gw.calls.ListCalls(ctx, &portcullisv1.ListCallsRequest{Status: "held", Limit: 1000})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list held calls: %w", err)
+		return nil, nil, nil, fmt.Errorf("list held calls: %w", err)
 	}
 	calls := list.GetCalls()
 	if len(calls) != h.n {
-		return nil, nil, fmt.Errorf("ListCalls shows %d of %d held calls (its limit is 1,000)", len(calls), h.n)
+		return nil, nil, nil, fmt.Errorf("ListCalls shows %d of %d held calls (its limit is 1,000)", len(calls), h.n)
 	}
 	sent := make(map[string]time.Time, len(calls))
+	decided := make(map[string]time.Time, len(calls))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.approvers)
@@ -247,30 +257,32 @@ func (h *held) approveAll(ctx context.Context, f *fleet, cfg config) (answers, r
 			OrderID string `json:"order_id"`
 		}
 		if err := json.Unmarshal([]byte(c.GetArgumentsJson()), &args); err != nil {
-			return nil, nil, fmt.Errorf("call %d's arguments: %w", c.GetId(), err)
+			return nil, nil, nil, fmt.Errorf("call %d's arguments: %w", c.GetId(), err)
 		}
 		g.Go(func() error {
 			t0 := time.Now()
 			_, err := f.gw.calls.ApproveCall(gctx, &portcullisv1.ApproveCallRequest{Id: c.GetId(), Reason: "benchmark", ArgumentsDigest: c.GetArgumentsDigest()})
+			t1 := time.Now()
 			mu.Lock()
-			sent[args.OrderID] = t0
-			rpcs = append(rpcs, time.Since(t0))
+			sent[args.OrderID], decided[args.OrderID] = t0, t1
+			rpcs = append(rpcs, t1.Sub(t0))
 			mu.Unlock()
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, nil, fmt.Errorf("approve: %w", err)
+		return nil, nil, nil, fmt.Errorf("approve: %w", err)
 	}
 	for range h.n {
 		if err := <-h.done; err != nil {
-			return nil, nil, fmt.Errorf("an approved call: %w", err)
+			return nil, nil, nil, fmt.Errorf("an approved call: %w", err)
 		}
 	}
 	for order, t0 := range sent {
 		answers = append(answers, h.answered[order].Sub(t0))
+		committed = append(committed, h.answered[order].Sub(decided[order]))
 	}
-	return answers, rpcs, nil
+	return answers, committed, rpcs, nil
 }
 
 // side sends lookup_order calls (allowed without review) through the
@@ -312,4 +324,82 @@ func (f *fleet) side(ctx context.Context, cfg config) (sideRound, error) {
 	}
 	s := summarize(lat)
 	return sideRound{PerSecond: float64(len(lat)) / cfg.side.Seconds(), Latency: s}, nil
+}
+
+// slope measures one proxy's memory per held call as the calls grow: a
+// proxy of its own sandbox, allowed cfg.memCalls held calls
+// (--max-held-calls; the default is 16), its RSS read with none held,
+// with half and with all, each after a second's settling. The calls are
+// then denied.
+func (f *fleet) slope(ctx context.Context, cfg config, dir, policy string) (*memSlope, error) {
+	created, err := f.gw.sandboxes.CreateSandbox(ctx, &portcullisv1.CreateSandboxRequest{Name: "held-memory", Policy: policy})
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox held-memory: %w", err)
+	}
+	p, err := startProxy(ctx, cfg.bin, f.gw.addr, "held-memory", created.GetToken(), filepath.Join(dir, "held-memory"),
+		"--max-held-calls", strconv.Itoa(cfg.memCalls))
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	one := &fleet{gw: f.gw, proxies: []*proc{p}, upstream: f.upstream,
+		clients: []*http.Client{{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: p.addr}), MaxIdleConnsPerHost: 64}}}}
+	if err := f.gw.waitApplied(ctx, len(f.proxies)+1); err != nil {
+		return nil, err
+	}
+	if err := one.call(ctx, 0, 1, "lookup_order", "A-1042"); err != nil {
+		return nil, err
+	}
+	settle := func() int {
+		time.Sleep(time.Second)
+		return benchenv.ReadMemory(p.pid()).RSS
+	}
+	s := &memSlope{Calls: cfg.memCalls, NoneKiB: settle()}
+	half := cfg.memCalls / 2
+	var answered []chan error
+	holdN := func(from, to int) error {
+		for i := from; i < to; i++ {
+			done := make(chan error, 1)
+			answered = append(answered, done)
+			go func() { done <- one.call(ctx, 0, int64(i+1), "refund_order", fmt.Sprintf("M-%d", i)) }()
+		}
+		return one.waitHeld(ctx, "held-memory", to)
+	}
+	if err := holdN(0, half); err != nil {
+		return nil, err
+	}
+	s.HalfKiB = settle()
+	if err := holdN(half, cfg.memCalls); err != nil {
+		return nil, err
+	}
+	s.AllKiB = settle()
+	list, err := f.gw.calls.ListCalls(ctx, &portcullisv1.ListCallsRequest{Sandbox: "held-memory", Status: "held", Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range list.GetCalls() {
+		if _, err := f.gw.calls.DenyCall(ctx, &portcullisv1.DenyCallRequest{Id: c.GetId(), Reason: "benchmark"}); err != nil {
+			return nil, err
+		}
+	}
+	for _, done := range answered {
+		<-done // each is refused review_denied: an error here
+	}
+	return s, nil
+}
+
+// waitHeld waits until sandbox has n calls held.
+func (f *fleet) waitHeld(ctx context.Context, sandbox string, n int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := f.gw.calls.ListCalls(ctx, &portcullisv1.ListCallsRequest{Sandbox: sandbox, Status: "held", Limit: 1})
+		if err != nil {
+			return fmt.Errorf("list held calls: %w", err)
+		}
+		if int(list.GetHeld()) >= n {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: fewer than %d calls held after 2 minutes", sandbox, n)
 }
