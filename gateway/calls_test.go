@@ -251,6 +251,9 @@ func TestHeldCallDecisions(t *testing.T) {
 	if d := awaitDecision(t, st); d.GetStatus() != "failed" || d.GetReason() != "review_stale: the rule is gone" || d.GetDecidedBy() != "proxy" {
 		t.Errorf("ended call's decision %v, want failed with the proxy's reason", d)
 	}
+	if got := c.get(t, filed.GetId()); got.GetStatus() != "failed" || got.GetDecidedBy() != "proxy" {
+		t.Errorf("ended call listed %s by %q, want failed by proxy", got.GetStatus(), got.GetDecidedBy())
+	}
 }
 
 // TestHeldCallRefusals: a call the proxy cannot file is refused with the
