@@ -162,6 +162,29 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
+// A gateway that says it has the call (a heartbeat, before it files it)
+// and is slow to file it — a burst of calls queued behind one database —
+// is reachable: the call is not refused after the unreachable bound, and
+// its approval releases it.
+func TestSlowFilingIsNotUnreachable(t *testing.T) {
+	g := newGateway()
+	r := newRegistry(g, hold.Config{Unreachable: 50 * time.Millisecond})
+	done := holding(r, call(), hold.Options{Size: 10})
+	s := next(t, g)
+	s.out <- reply{msg: hold.Message{}} // the heartbeat
+	time.Sleep(200 * time.Millisecond) // four times the bound, still filing
+	select {
+	case out := <-done:
+		t.Fatalf("a reachable gateway's call ended before it was filed: %+v", out)
+	default:
+	}
+	s.filed(7)
+	s.decide(hold.Decision{ID: 7, Status: "approved", DecidedBy: "alice", ArgumentsDigest: "sha256:aa", PolicyVersion: 3})
+	if out := outcome(t, done); !out.Approved {
+		t.Errorf("outcome %+v, want approved", out)
+	}
+}
+
 // A call ends at the proxy on its own: the gateway is told why
 // (CallEnded) and the agent hears the code.
 func TestEndsAtTheProxy(t *testing.T) {

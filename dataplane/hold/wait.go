@@ -56,8 +56,11 @@ func (w *waiter) wait(ctx context.Context) Outcome {
 	w.deadline = w.start.Add(w.c.Timeout)
 	deadline := time.NewTimer(w.c.Timeout)
 	defer deadline.Stop()
-	// Armed while the gateway owes an answer: the first filed, or any
-	// message on a stream opened again.
+	// Armed while the gateway owes an answer: any message on the stream
+	// open now. The gateway sends a heartbeat as soon as it has read the
+	// call, before it files it: a gateway that is reachable but slow to
+	// file (a burst of calls behind one database) is waited for, up to
+	// the call's timeout, not refused as unreachable.
 	unreachable := time.NewTimer(w.r.cfg.Unreachable)
 	defer unreachable.Stop()
 	armed := true
@@ -105,7 +108,7 @@ func (w *waiter) wait(ctx context.Context) Outcome {
 				backoff = min(2*backoff, maxRetry)
 			case ev.msg.Decision != nil:
 				return w.decided(ev.msg.Decision)
-			case ev.msg.Filed != nil || w.id != 0:
+			default: // filed, or a heartbeat: the gateway answers
 				if f := ev.msg.Filed; f != nil {
 					first := w.id == 0
 					w.id, w.deadline, backoff = f.ID, f.Deadline, firstRetry

@@ -157,6 +157,12 @@ func (d *Distribution) HoldCall(ctx context.Context, p Caller, stream CallConn) 
 	if err != nil {
 		return err
 	}
+	// The proxy refuses a call as unreachable when the gateway says
+	// nothing for two seconds; filing may wait longer behind a burst of
+	// writes, so the gateway says it has the call first.
+	if err := stream.Send(d.callHeartbeat()); err != nil {
+		return err
+	}
 	call, err := transport.OffStack(func() (heldCall, error) {
 		c, filed, err := d.life.FileCall(ctx, c, timeout)
 		return heldCall{c, filed}, err
@@ -236,9 +242,7 @@ func (d *Distribution) waitCall(ctx context.Context, p Caller, stream CallConn, 
 				}
 				lastAuth = now
 			}
-			if err := stream.Send(&portcullisv1.HoldCallResponse{Message: &portcullisv1.HoldCallResponse_Heartbeat{Heartbeat: &portcullisv1.CallHeartbeat{
-				SentAt: timestamppb.New(d.cfg.Now()),
-			}}}); err != nil {
+			if err := stream.Send(d.callHeartbeat()); err != nil {
 				return err
 			}
 			continue
@@ -288,4 +292,10 @@ func callFromProto(sandbox string, m *portcullisv1.CallToHold) (store.HeldCall, 
 		ArgumentsJSON: m.GetArgumentsJson(), ArgumentsDigest: m.GetArgumentsDigest(), PolicyVersion: int64(m.GetPolicyVersion()),
 		Entry: m.GetEntry(), Rule: m.GetRule(), TraceID: m.GetTraceId(),
 	}, t.AsDuration(), nil
+}
+
+func (d *Distribution) callHeartbeat() *portcullisv1.HoldCallResponse {
+	return &portcullisv1.HoldCallResponse{Message: &portcullisv1.HoldCallResponse_Heartbeat{Heartbeat: &portcullisv1.CallHeartbeat{
+		SentAt: timestamppb.New(d.cfg.Now()),
+	}}}
 }

@@ -881,8 +881,9 @@ func (x *CallEnded) GetReason() string {
 	return ""
 }
 
-// HoldCallResponse is one message from the gateway: filed once, then a
-// decision, with heartbeats while the call waits.
+// HoldCallResponse is one message from the gateway: a heartbeat once the
+// call is read, filed once, then a decision, with heartbeats while the
+// call waits.
 type HoldCallResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Message:

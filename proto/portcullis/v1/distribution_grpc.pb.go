@@ -44,7 +44,10 @@ type DistributionServiceClient interface {
 	ShipDecisions(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ShipDecisionsRequest, ShipDecisionsResponse], error)
 	// HoldCall files one call a review rule holds at the proxy and waits
 	// for a person's decision (CallService): the proxy sends the call, the
-	// gateway answers filed, heartbeats while it waits, and the decision.
+	// gateway answers a heartbeat as soon as it has read it (before filing
+	// it: a proxy refuses a call as unreachable after two seconds without
+	// a word, and filing may wait behind other writes), then filed,
+	// heartbeats while it waits, and the decision.
 	// A stream opened again with the same proxy, instance and key
 	// re-attaches to the call. The proxy sends ended when it stops holding
 	// the call undecided.
@@ -118,7 +121,10 @@ type DistributionServiceServer interface {
 	ShipDecisions(grpc.ClientStreamingServer[ShipDecisionsRequest, ShipDecisionsResponse]) error
 	// HoldCall files one call a review rule holds at the proxy and waits
 	// for a person's decision (CallService): the proxy sends the call, the
-	// gateway answers filed, heartbeats while it waits, and the decision.
+	// gateway answers a heartbeat as soon as it has read it (before filing
+	// it: a proxy refuses a call as unreachable after two seconds without
+	// a word, and filing may wait behind other writes), then filed,
+	// heartbeats while it waits, and the decision.
 	// A stream opened again with the same proxy, instance and key
 	// re-attaches to the call. The proxy sends ended when it stops holding
 	// the call undecided.
