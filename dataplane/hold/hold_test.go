@@ -172,7 +172,7 @@ func TestSlowFilingIsNotUnreachable(t *testing.T) {
 	done := holding(r, call(), hold.Options{Size: 10})
 	s := next(t, g)
 	s.out <- reply{msg: hold.Message{}} // the heartbeat
-	time.Sleep(200 * time.Millisecond) // four times the bound, still filing
+	time.Sleep(200 * time.Millisecond)  // four times the bound, still filing
 	select {
 	case out := <-done:
 		t.Fatalf("a reachable gateway's call ended before it was filed: %+v", out)
