@@ -363,7 +363,17 @@ func (f *fleet) slope(ctx context.Context, cfg config, dir, policy string) (*mem
 			answered = append(answered, done)
 			go func() { done <- one.call(ctx, 0, int64(i+1), "refund_order", fmt.Sprintf("M-%d", i)) }()
 		}
-		return one.waitHeld(ctx, "held-memory", to)
+		if err := one.waitHeld(ctx, "held-memory", to); err != nil {
+			for _, done := range answered {
+				select {
+				case err2 := <-done:
+					return fmt.Errorf("%w: a call ended: %v", err, err2)
+				default:
+				}
+			}
+			return err
+		}
+		return nil
 	}
 	if err := holdN(0, half); err != nil {
 		return nil, err
