@@ -52,7 +52,7 @@ func main() {
 	flag.IntVar(&cfg.sideClients, "side-clients", 16, "clients sending lookup_order calls in the side-by-side measurement")
 	flag.DurationVar(&cfg.side, "side", 3*time.Second, "length of one side-by-side round")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "side-by-side rounds of each kind (with calls held, without), interleaved")
-	flag.IntVar(&cfg.memCalls, "memory-calls", 256, "calls held on one proxy of its own for the memory slope (0: none); that proxy and the gateway allow this many")
+	flag.IntVar(&cfg.memCalls, "memory-calls", 200, "calls held on one proxy of its own for the memory slope (0: none); that proxy and the gateway allow this many (a proxy's calls share one gRPC connection, whose streams the gateway bounds at 250)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
 	flag.Parse()
 	benchenv.RaiseFileLimit()
@@ -64,8 +64,8 @@ func main() {
 			return benchcli.Usagef("-calls must be -proxies..16×-proxies (each sandbox holds 1 to 16)")
 		case cfg.approvers < 1 || cfg.approvers > 256 || cfg.sideClients < 1 || cfg.sideClients > 256:
 			return benchcli.Usagef("-approvers and -side-clients must be 1..256")
-		case cfg.memCalls < 0 || cfg.memCalls == 1 || cfg.memCalls > 1000:
-			return benchcli.Usagef("-memory-calls must be 0 or 2..1000")
+		case cfg.memCalls < 0 || cfg.memCalls == 1 || cfg.memCalls > 240:
+			return benchcli.Usagef("-memory-calls must be 0 or 2..240")
 		case cfg.rounds < 1 || cfg.side < 100*time.Millisecond:
 			return benchcli.Usagef("-rounds must be at least 1 and -side at least 100ms")
 		}

@@ -38,6 +38,10 @@ type memSlope struct {
 	NoneKiB int `json:"rss_kib_none_held"`
 	HalfKiB int `json:"rss_kib_half_held"`
 	AllKiB  int `json:"rss_kib_all_held"`
+	// Live*: the Go heap and goroutine stacks in use after a collection.
+	LiveNoneKiB int `json:"live_kib_none_held"`
+	LiveHalfKiB int `json:"live_kib_half_held"`
+	LiveAllKiB  int `json:"live_kib_all_held"`
 }
 
 type latency struct {
@@ -91,6 +95,8 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "\none proxy, RSS with 0 / %d / %d calls held: %d / %d / %d KiB: %.1f KiB a call overall, %.1f KiB a call from %d to %d\n",
 			half, m.Calls, m.NoneKiB, m.HalfKiB, m.AllKiB, float64(m.AllKiB-m.NoneKiB)/float64(m.Calls),
 			float64(m.AllKiB-m.HalfKiB)/float64(m.Calls-half), half, m.Calls)
+		fmt.Fprintf(w, "one proxy, live heap and stacks with 0 / %d / %d calls held: %d / %d / %d KiB: %.1f KiB a call\n",
+			half, m.Calls, m.LiveNoneKiB, m.LiveHalfKiB, m.LiveAllKiB, float64(m.LiveAllKiB-m.LiveNoneKiB)/float64(m.Calls))
 	}
 	fmt.Fprintf(w, "\n\nside by side: lookup_order (no review) through the same proxies\n")
 	fmt.Fprintf(w, "%-22s %12s %10s %10s\n", "", "calls/s", "p50 ms", "p99 ms")

@@ -336,8 +336,12 @@ func (f *fleet) slope(ctx context.Context, cfg config, dir, policy string) (*mem
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox held-memory: %w", err)
 	}
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	p, err := startProxy(ctx, cfg.bin, f.gw.addr, "held-memory", created.GetToken(), filepath.Join(dir, "held-memory"),
-		"--max-held-calls", strconv.Itoa(cfg.memCalls))
+		"--max-held-calls", strconv.Itoa(cfg.memCalls), "--pprof-listen", pprofAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -350,11 +354,16 @@ func (f *fleet) slope(ctx context.Context, cfg config, dir, policy string) (*mem
 	if err := one.call(ctx, 0, 1, "lookup_order", "A-1042"); err != nil {
 		return nil, err
 	}
-	settle := func() int {
+	settle := func() (int, int) {
 		time.Sleep(time.Second)
-		return benchenv.ReadMemory(p.pid()).RSS
+		live, err := liveKiB(ctx, pprofAddr)
+		if err != nil {
+			live = -1
+		}
+		return benchenv.ReadMemory(p.pid()).RSS, live
 	}
-	s := &memSlope{Calls: cfg.memCalls, NoneKiB: settle()}
+	s := &memSlope{Calls: cfg.memCalls}
+	s.NoneKiB, s.LiveNoneKiB = settle()
 	half := cfg.memCalls / 2
 	var answered []chan error
 	holdN := func(from, to int) error {
@@ -378,11 +387,11 @@ func (f *fleet) slope(ctx context.Context, cfg config, dir, policy string) (*mem
 	if err := holdN(0, half); err != nil {
 		return nil, err
 	}
-	s.HalfKiB = settle()
+	s.HalfKiB, s.LiveHalfKiB = settle()
 	if err := holdN(half, cfg.memCalls); err != nil {
 		return nil, err
 	}
-	s.AllKiB = settle()
+	s.AllKiB, s.LiveAllKiB = settle()
 	list, err := f.gw.calls.ListCalls(ctx, &portcullisv1.ListCallsRequest{Sandbox: "held-memory", Status: "held", Limit: 1000})
 	if err != nil {
 		return nil, err
@@ -412,4 +421,46 @@ func (f *fleet) waitHeld(ctx context.Context, sandbox string, n int) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("%s: fewer than %d calls held after 2 minutes", sandbox, n)
+}
+
+// liveKiB is the proxy's live Go heap and goroutine stacks after a
+// collection, from its --pprof-listen heap profile's runtime.MemStats.
+func liveKiB(ctx context.Context, addr string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?debug=1&gc=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var heap, stack int
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			heap, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+		if v, ok := strings.CutPrefix(line, "# Stack = "); ok {
+			inuse, _, _ := strings.Cut(v, " / ")
+			stack, _ = strconv.Atoi(strings.TrimSpace(inuse))
+		}
+	}
+	if heap == 0 {
+		return 0, fmt.Errorf("no HeapAlloc in the heap profile of %s", addr)
+	}
+	return (heap + stack) / 1024, nil
+}
+
+// freeAddr is a loopback address free when asked.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
