@@ -48,7 +48,7 @@ func main() {
 	flag.StringVar(&cfg.bin, "portcullis", "", "the portcullis binary (default: go build ./cmd/portcullis)")
 	flag.IntVar(&cfg.proxies, "proxies", 100, "proxies, one per sandbox")
 	flag.IntVar(&cfg.calls, "calls", 1000, "calls held at once, spread evenly over the proxies (at most 16 a sandbox: the gateway's --max-held-calls default)")
-	flag.IntVar(&cfg.approvers, "approvers", 8, "ApproveCall requests in flight at once")
+	flag.IntVar(&cfg.approvers, "approvers", 1, "ApproveCall requests in flight at once (1: a person, or a script, approving one call after another; more measures the store's write queue too)")
 	flag.IntVar(&cfg.sideClients, "side-clients", 16, "clients sending lookup_order calls in the side-by-side measurement")
 	flag.DurationVar(&cfg.side, "side", 3*time.Second, "length of one side-by-side round")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "side-by-side rounds of each kind (with calls held, without), interleaved")

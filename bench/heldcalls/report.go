@@ -84,7 +84,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "%-28s n=%-5d p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  max %7.2f ms  %s\n", name, x.N, x.P50, x.P90, x.P99, x.Max, target)
 	}
 	l("approval → agent's answer", r.ApprovalToAnswer, "(target: p99 ≤ 50 ms)")
-	l("decision stored → answer", r.CommittedToAnswer, "")
+	l("decision stored → answer", r.CommittedToAnswer, "(target: p99 ≤ 50 ms)")
 	l("ApproveCall RPC", r.ApproveRPC, "")
 	fmt.Fprintf(w, "\nproxy RSS per held call (KiB), per round: ")
 	for _, k := range r.PerCallKiB {
