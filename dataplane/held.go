@@ -24,7 +24,7 @@ func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, re
 	var err error
 	if mreq != nil {
 		req.MCP = &mreq.Messages[0].Message
-	} else if body, err = h1.ReadBody(w, r, int(p.held.MaxBytes())); err != nil {
+	} else if body, err = h1.ReadBody(w, r, policy.MaxReviewedArguments); err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: err.Error()}, nil)
 		return nil, nil, nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/hold"
 	"github.com/portcullis-dev/portcullis/demo"
+	"github.com/portcullis-dev/portcullis/policy"
 )
 
 // Held calls through a real proxy, with a real MCP client and server; the
@@ -358,6 +359,33 @@ func TestHeldRESTCall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A REST call needing review whose body is larger than a person may be
+// shown (policy.MaxReviewedArguments) is refused at once, with the bound
+// named: nothing is filed, nothing forwarded, and no more of the body is
+// kept than the bound and one byte.
+func TestHeldRESTCallTooLarge(t *testing.T) {
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"paid":true}`) }))
+	tp, rv := startHeldDoc(t, heldRESTPolicy, up, "2m")
+	body := `{"note":"` + strings.Repeat("x", policy.MaxReviewedArguments) + `"}`
+	res, err := tp.httpClient().Post(fmt.Sprintf("https://orders.example.com:%d/v1/payouts/1", up.port), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(b), fmt.Sprintf("over the %d a call held for review may show", policy.MaxReviewedArguments)) {
+		t.Errorf("a body over the bound: %d %s", res.StatusCode, b)
+	}
+	select {
+	case r := <-rv.filed:
+		t.Errorf("filed %d bytes of arguments", len(r.call.ArgumentsJSON))
+	default:
+	}
+	if up.count() != 0 {
+		t.Errorf("the server saw %d requests", up.count())
 	}
 }
 

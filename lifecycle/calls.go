@@ -40,7 +40,7 @@ const (
 const (
 	// MaxCallArguments bounds a held call's arguments (their JSON, or a
 	// REST call's body).
-	MaxCallArguments = 64 << 10
+	MaxCallArguments = policy.MaxReviewedArguments
 	maxCallID        = 128
 	maxCallText      = 4 << 10
 	maxCallReason    = 1 << 10

@@ -344,6 +344,11 @@ const (
 	MaxReviewTimeout     = 15 * time.Minute
 )
 
+// MaxReviewedArguments bounds what a held call shows a person: a
+// tools/call's arguments as JSON, a REST call's body. A larger call that
+// needs review is refused at the proxy, before anything is filed.
+const MaxReviewedArguments = 64 << 10
+
 // Wait is how long a call this review holds waits: the timeout, or the
 // default when it is omitted or does not parse (validation refuses that).
 func (r *Review) Wait() time.Duration {

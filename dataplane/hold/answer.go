@@ -60,8 +60,14 @@ func CallOf(req *policy.Request, d policy.Decision, version string, msg *policy.
 		if err != nil {
 			return nil, fmt.Errorf("the call's arguments: %w", err)
 		}
+		if err := tooLarge(len(args), "the call's arguments"); err != nil {
+			return nil, err
+		}
 		c.MCPMethod, c.Tool, c.ArgumentsJSON, c.ArgumentsDigest = msg.Method, msg.Tool, string(args), digest
 		return c, nil
+	}
+	if err := tooLarge(len(body), "the request body"); err != nil {
+		return nil, err
 	}
 	if !utf8.Valid(body) || bytes.IndexByte(body, 0) >= 0 {
 		return nil, errors.New("a request body that is not UTF-8 text cannot be held for review")
@@ -69,6 +75,14 @@ func CallOf(req *policy.Request, d policy.Decision, version string, msg *policy.
 	sum := sha256.Sum256(body)
 	c.ArgumentsJSON, c.ArgumentsDigest = string(body), "sha256:"+hex.EncodeToString(sum[:])
 	return c, nil
+}
+
+// tooLarge refuses what a person could not be shown whole.
+func tooLarge(n int, what string) error {
+	if n > policy.MaxReviewedArguments {
+		return fmt.Errorf("%s is %d bytes, over the %d a call held for review may show", what, n, policy.MaxReviewedArguments)
+	}
+	return nil
 }
 
 // Answer is how the agent hears of its held call (the package doc).

@@ -170,9 +170,6 @@ func New(cfg Config) *Registry {
 // SetFiler sets how calls are filed; before any call is held.
 func (r *Registry) SetFiler(f Filer) { r.filer = f }
 
-// MaxBytes is the memory bound: a body larger can never be held.
-func (r *Registry) MaxBytes() int64 { return r.cfg.MaxBytes }
-
 // Held returns how many calls are held, and their bytes.
 func (r *Registry) Held() (int, int64) {
 	r.mu.Lock()
