@@ -115,15 +115,19 @@ func (s callService) WatchCalls(ctx context.Context, req *portcullisv1.ListCalls
 		if err != nil {
 			return err
 		}
+		// What was sent is kept for the calls listed now only: a long
+		// watch holds no more than one list.
+		shown := make(map[int64]store.HeldCall, len(list))
 		for _, c := range list { // as ListCalls orders them: newest first
+			shown[c.ID] = c
 			if last, ok := sent[c.ID]; ok && last == c {
 				continue
 			}
 			if err := stream.Send(heldCallToProto(c)); err != nil {
 				return err
 			}
-			sent[c.ID] = c
 		}
+		sent = shown
 		select {
 		case <-ctx.Done():
 			return nil
