@@ -152,6 +152,8 @@ var authzTable = map[string]rule{
 	portcullisv1connect.SandboxServiceGetSandboxCAProcedure:         readers.to("read a sandbox's CA"),
 	portcullisv1connect.SandboxServiceSetSandboxBoundaryProcedure:   adminOnly.to("set a sandbox's boundary"),
 	portcullisv1connect.SandboxServiceSetCredentialedHostsProcedure: adminOnly.to("set a sandbox's credentialed hosts"),
+	portcullisv1connect.SandboxServiceAttachProviderProcedure:       adminOnly.to("attach a credential provider to a sandbox"),
+	portcullisv1connect.SandboxServiceDetachProviderProcedure:       adminOnly.to("detach a credential provider from a sandbox"),
 	// Freezing only ever narrows: an operator may pull the kill switch.
 	// Unfreezing widens again, so it is an admin's.
 	portcullisv1connect.SandboxServiceFreezeSandboxProcedure:   readers.to("freeze sandboxes"),

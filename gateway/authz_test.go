@@ -56,6 +56,8 @@ var allowedCallers = map[string][]string{
 	// What the prover checks proposals against is the operators' to say.
 	"/portcullis.v1.SandboxService/SetSandboxBoundary":   {asAdmin},
 	"/portcullis.v1.SandboxService/SetCredentialedHosts": {asAdmin},
+	"/portcullis.v1.SandboxService/AttachProvider":       {asAdmin},
+	"/portcullis.v1.SandboxService/DetachProvider":       {asAdmin},
 	// The kill switch only narrows: operators may pull it.
 	"/portcullis.v1.SandboxService/FreezeSandbox":   {asAdmin, asOperator},
 	"/portcullis.v1.SandboxService/UnfreezeSandbox": {asAdmin},

@@ -116,6 +116,12 @@ func (g grpcSandbox) GetSandboxCA(ctx context.Context, r *portcullisv1.GetSandbo
 func (g grpcSandbox) SetSandboxBoundary(ctx context.Context, r *portcullisv1.SetSandboxBoundaryRequest) (*portcullisv1.Sandbox, error) {
 	return g.c.SetSandboxBoundary(ctx, r)
 }
+func (g grpcSandbox) AttachProvider(ctx context.Context, r *portcullisv1.AttachProviderRequest) (*portcullisv1.Sandbox, error) {
+	return g.c.AttachProvider(ctx, r)
+}
+func (g grpcSandbox) DetachProvider(ctx context.Context, r *portcullisv1.DetachProviderRequest) (*portcullisv1.Sandbox, error) {
+	return g.c.DetachProvider(ctx, r)
+}
 func (g grpcSandbox) SetCredentialedHosts(ctx context.Context, r *portcullisv1.SetCredentialedHostsRequest) (*portcullisv1.Sandbox, error) {
 	return g.c.SetCredentialedHosts(ctx, r)
 }

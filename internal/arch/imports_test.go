@@ -15,6 +15,7 @@ import (
 var layers = map[string][]string{
 	"policy":                     {"internal/jcs", "internal/spelling"},
 	"prover":                     {"policy"},
+	"provider":                   {"policy"},
 	"advisor":                    {"policy", "prover", "decision"},
 	"approval":                   {"prover"},
 	"decision":                   nil,

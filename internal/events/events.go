@@ -134,6 +134,16 @@ type DecisionsShipped struct {
 	Dropped, OCSFDropped uint64
 }
 
+// Credential providers (lifecycle).
+
+// CredentialsChanged: the credentials of Sandboxes moved to a new
+// generation (a provider attached, detached or rotated): their proxies
+// must be sent the new bundle.
+type CredentialsChanged struct {
+	happened
+	Sandboxes []string
+}
+
 // Held calls (lifecycle).
 
 // CallHeld: a proxy filed a call a review rule holds; it waits for a

@@ -32,6 +32,7 @@ type StreamPolicyRequest struct {
 	//	*StreamPolicyRequest_Ack
 	//	*StreamPolicyRequest_Nack
 	//	*StreamPolicyRequest_Heartbeat
+	//	*StreamPolicyRequest_CredentialsAck
 	Message       isStreamPolicyRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -110,6 +111,15 @@ func (x *StreamPolicyRequest) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *StreamPolicyRequest) GetCredentialsAck() *CredentialsAck {
+	if x != nil {
+		if x, ok := x.Message.(*StreamPolicyRequest_CredentialsAck); ok {
+			return x.CredentialsAck
+		}
+	}
+	return nil
+}
+
 type isStreamPolicyRequest_Message interface {
 	isStreamPolicyRequest_Message()
 }
@@ -130,6 +140,10 @@ type StreamPolicyRequest_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
 }
 
+type StreamPolicyRequest_CredentialsAck struct {
+	CredentialsAck *CredentialsAck `protobuf:"bytes,5,opt,name=credentials_ack,json=credentialsAck,proto3,oneof"`
+}
+
 func (*StreamPolicyRequest_Hello) isStreamPolicyRequest_Message() {}
 
 func (*StreamPolicyRequest_Ack) isStreamPolicyRequest_Message() {}
@@ -137,6 +151,8 @@ func (*StreamPolicyRequest_Ack) isStreamPolicyRequest_Message() {}
 func (*StreamPolicyRequest_Nack) isStreamPolicyRequest_Message() {}
 
 func (*StreamPolicyRequest_Heartbeat) isStreamPolicyRequest_Message() {}
+
+func (*StreamPolicyRequest_CredentialsAck) isStreamPolicyRequest_Message() {}
 
 // ProxyHello says who the proxy is and what it already enforces.
 type ProxyHello struct {
@@ -153,7 +169,13 @@ type ProxyHello struct {
 	Build string `protobuf:"bytes,5,opt,name=build,proto3" json:"build,omitempty"`
 	// instance names this run of the proxy (random at start); calls held
 	// by an earlier run of the same proxy id end as failed when it is seen.
-	Instance      string `protobuf:"bytes,6,opt,name=instance,proto3" json:"instance,omitempty"`
+	Instance string `protobuf:"bytes,6,opt,name=instance,proto3" json:"instance,omitempty"`
+	// credential_key is this run's HPKE public key (DHKEM(X25519,
+	// HKDF-SHA256), serialized as RFC 9180 says), made at start and held
+	// only in memory: the gateway seals the sandbox's credentials to it
+	// (SealedCredentials). Empty: the proxy takes no credentials, and
+	// requests bound to a provider are denied.
+	CredentialKey []byte `protobuf:"bytes,7,opt,name=credential_key,json=credentialKey,proto3" json:"credential_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -228,6 +250,13 @@ func (x *ProxyHello) GetInstance() string {
 		return x.Instance
 	}
 	return ""
+}
+
+func (x *ProxyHello) GetCredentialKey() []byte {
+	if x != nil {
+		return x.CredentialKey
+	}
+	return nil
 }
 
 // PolicyAck: the version with this nonce is applied.
@@ -439,6 +468,7 @@ type StreamPolicyResponse struct {
 	//	*StreamPolicyResponse_Policy
 	//	*StreamPolicyResponse_Heartbeat
 	//	*StreamPolicyResponse_Goaway
+	//	*StreamPolicyResponse_Credentials
 	Message       isStreamPolicyResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -508,6 +538,15 @@ func (x *StreamPolicyResponse) GetGoaway() *Goaway {
 	return nil
 }
 
+func (x *StreamPolicyResponse) GetCredentials() *SealedCredentials {
+	if x != nil {
+		if x, ok := x.Message.(*StreamPolicyResponse_Credentials); ok {
+			return x.Credentials
+		}
+	}
+	return nil
+}
+
 type isStreamPolicyResponse_Message interface {
 	isStreamPolicyResponse_Message()
 }
@@ -524,11 +563,171 @@ type StreamPolicyResponse_Goaway struct {
 	Goaway *Goaway `protobuf:"bytes,3,opt,name=goaway,proto3,oneof"`
 }
 
+type StreamPolicyResponse_Credentials struct {
+	Credentials *SealedCredentials `protobuf:"bytes,4,opt,name=credentials,proto3,oneof"`
+}
+
 func (*StreamPolicyResponse_Policy) isStreamPolicyResponse_Message() {}
 
 func (*StreamPolicyResponse_Heartbeat) isStreamPolicyResponse_Message() {}
 
 func (*StreamPolicyResponse_Goaway) isStreamPolicyResponse_Message() {}
+
+func (*StreamPolicyResponse_Credentials) isStreamPolicyResponse_Message() {}
+
+// SealedCredentials is the secrets of the providers attached to the
+// proxy's sandbox, sealed with HPKE (base mode; DHKEM(X25519,
+// HKDF-SHA256), HKDF-SHA256, AES-256-GCM) to the credential_key of the
+// proxy's hello, with info provider.SealInfo(sandbox, proxy_id). The
+// plaintext is a provider.Bundle as JSON. Sent after the hello (when the
+// proxy gave a key) and again whenever the sandbox's generation moves (a
+// provider attached, detached, rotated); the proxy replaces what it holds
+// and answers with a CredentialsAck.
+type SealedCredentials struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation is the sandbox's credentials generation, also inside the
+	// sealed bundle; it only goes up, and a proxy ignores one below what it
+	// holds.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// enc is HPKE's encapsulated key.
+	Enc        []byte `protobuf:"bytes,2,opt,name=enc,proto3" json:"enc,omitempty"`
+	Ciphertext []byte `protobuf:"bytes,3,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	// nonce names this delivery; the ACK repeats it.
+	Nonce         string `protobuf:"bytes,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedCredentials) Reset() {
+	*x = SealedCredentials{}
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedCredentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedCredentials) ProtoMessage() {}
+
+func (x *SealedCredentials) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedCredentials.ProtoReflect.Descriptor instead.
+func (*SealedCredentials) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SealedCredentials) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SealedCredentials) GetEnc() []byte {
+	if x != nil {
+		return x.Enc
+	}
+	return nil
+}
+
+func (x *SealedCredentials) GetCiphertext() []byte {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return nil
+}
+
+func (x *SealedCredentials) GetNonce() string {
+	if x != nil {
+		return x.Nonce
+	}
+	return ""
+}
+
+// CredentialsAck: the proxy holds the credentials of this generation
+// (error empty), or could not open or read them and holds none of them
+// (error set: requests bound to a provider are denied until a delivery
+// succeeds).
+type CredentialsAck struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Nonce      string                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Generation uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// providers is how many providers the bundle held.
+	Providers     uint32 `protobuf:"varint,3,opt,name=providers,proto3" json:"providers,omitempty"`
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CredentialsAck) Reset() {
+	*x = CredentialsAck{}
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CredentialsAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CredentialsAck) ProtoMessage() {}
+
+func (x *CredentialsAck) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CredentialsAck.ProtoReflect.Descriptor instead.
+func (*CredentialsAck) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CredentialsAck) GetNonce() string {
+	if x != nil {
+		return x.Nonce
+	}
+	return ""
+}
+
+func (x *CredentialsAck) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *CredentialsAck) GetProviders() uint32 {
+	if x != nil {
+		return x.Providers
+	}
+	return 0
+}
+
+func (x *CredentialsAck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
 
 // Goaway: the gateway is going away (shutting down); the proxy ends the
 // stream and reconnects, to this replica once it is back or to another.
@@ -541,7 +740,7 @@ type Goaway struct {
 
 func (x *Goaway) Reset() {
 	*x = Goaway{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +752,7 @@ func (x *Goaway) String() string {
 func (*Goaway) ProtoMessage() {}
 
 func (x *Goaway) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[6]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +765,7 @@ func (x *Goaway) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goaway.ProtoReflect.Descriptor instead.
 func (*Goaway) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{6}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Goaway) GetReason() string {
@@ -633,7 +832,7 @@ type SignedPolicy struct {
 
 func (x *SignedPolicy) Reset() {
 	*x = SignedPolicy{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +844,7 @@ func (x *SignedPolicy) String() string {
 func (*SignedPolicy) ProtoMessage() {}
 
 func (x *SignedPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[7]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +857,7 @@ func (x *SignedPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedPolicy.ProtoReflect.Descriptor instead.
 func (*SignedPolicy) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{7}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SignedPolicy) GetSandbox() string {
@@ -773,7 +972,7 @@ type GatewayKey struct {
 
 func (x *GatewayKey) Reset() {
 	*x = GatewayKey{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +984,7 @@ func (x *GatewayKey) String() string {
 func (*GatewayKey) ProtoMessage() {}
 
 func (x *GatewayKey) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[8]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +997,7 @@ func (x *GatewayKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayKey.ProtoReflect.Descriptor instead.
 func (*GatewayKey) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{8}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GatewayKey) GetId() string {
@@ -834,7 +1033,7 @@ type SandboxCA struct {
 
 func (x *SandboxCA) Reset() {
 	*x = SandboxCA{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1045,7 @@ func (x *SandboxCA) String() string {
 func (*SandboxCA) ProtoMessage() {}
 
 func (x *SandboxCA) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[9]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1058,7 @@ func (x *SandboxCA) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxCA.ProtoReflect.Descriptor instead.
 func (*SandboxCA) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{9}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SandboxCA) GetCertPem() []byte {
@@ -901,7 +1100,7 @@ type ShipDecisionsRequest struct {
 
 func (x *ShipDecisionsRequest) Reset() {
 	*x = ShipDecisionsRequest{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1112,7 @@ func (x *ShipDecisionsRequest) String() string {
 func (*ShipDecisionsRequest) ProtoMessage() {}
 
 func (x *ShipDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[10]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1125,7 @@ func (x *ShipDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ShipDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{10}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShipDecisionsRequest) GetProxyId() string {
@@ -989,7 +1188,7 @@ type ToolDefinitionSeen struct {
 
 func (x *ToolDefinitionSeen) Reset() {
 	*x = ToolDefinitionSeen{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1200,7 @@ func (x *ToolDefinitionSeen) String() string {
 func (*ToolDefinitionSeen) ProtoMessage() {}
 
 func (x *ToolDefinitionSeen) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[11]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1213,7 @@ func (x *ToolDefinitionSeen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinitionSeen.ProtoReflect.Descriptor instead.
 func (*ToolDefinitionSeen) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{11}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolDefinitionSeen) GetTime() *timestamppb.Timestamp {
@@ -1075,7 +1274,7 @@ type ShipDecisionsResponse struct {
 
 func (x *ShipDecisionsResponse) Reset() {
 	*x = ShipDecisionsResponse{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1286,7 @@ func (x *ShipDecisionsResponse) String() string {
 func (*ShipDecisionsResponse) ProtoMessage() {}
 
 func (x *ShipDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[12]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1299,7 @@ func (x *ShipDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ShipDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{12}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ShipDecisionsResponse) GetStored() uint64 {
@@ -1173,7 +1372,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[13]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1384,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[13]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1397,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{13}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DecisionRecord) GetTime() *timestamppb.Timestamp {
@@ -1396,7 +1595,7 @@ type FieldCut struct {
 
 func (x *FieldCut) Reset() {
 	*x = FieldCut{}
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[14]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1607,7 @@ func (x *FieldCut) String() string {
 func (*FieldCut) ProtoMessage() {}
 
 func (x *FieldCut) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_distribution_proto_msgTypes[14]
+	mi := &file_portcullis_v1_distribution_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1620,7 @@ func (x *FieldCut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldCut.ProtoReflect.Descriptor instead.
 func (*FieldCut) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{14}
+	return file_portcullis_v1_distribution_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FieldCut) GetField() string {
@@ -1449,13 +1648,14 @@ var File_portcullis_v1_distribution_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\n" +
-	" portcullis/v1/distribution.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19portcullis/v1/calls.proto\"\xec\x01\n" +
+	" portcullis/v1/distribution.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19portcullis/v1/calls.proto\"\xb6\x02\n" +
 	"\x13StreamPolicyRequest\x121\n" +
 	"\x05hello\x18\x01 \x01(\v2\x19.portcullis.v1.ProxyHelloH\x00R\x05hello\x12,\n" +
 	"\x03ack\x18\x02 \x01(\v2\x18.portcullis.v1.PolicyAckH\x00R\x03ack\x12/\n" +
 	"\x04nack\x18\x03 \x01(\v2\x19.portcullis.v1.PolicyNackH\x00R\x04nack\x128\n" +
-	"\theartbeat\x18\x04 \x01(\v2\x18.portcullis.v1.HeartbeatH\x00R\theartbeatB\t\n" +
-	"\amessage\"\xb3\x01\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x18.portcullis.v1.HeartbeatH\x00R\theartbeat\x12H\n" +
+	"\x0fcredentials_ack\x18\x05 \x01(\v2\x1d.portcullis.v1.CredentialsAckH\x00R\x0ecredentialsAckB\t\n" +
+	"\amessage\"\xda\x01\n" +
 	"\n" +
 	"ProxyHello\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x19\n" +
@@ -1463,7 +1663,8 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\fheld_version\x18\x03 \x01(\rR\vheldVersion\x12\x1b\n" +
 	"\theld_hash\x18\x04 \x01(\tR\bheldHash\x12\x14\n" +
 	"\x05build\x18\x05 \x01(\tR\x05build\x12\x1a\n" +
-	"\binstance\x18\x06 \x01(\tR\binstance\"n\n" +
+	"\binstance\x18\x06 \x01(\tR\binstance\x12%\n" +
+	"\x0ecredential_key\x18\a \x01(\fR\rcredentialKey\"n\n" +
 	"\tPolicyAck\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x12\n" +
@@ -1478,12 +1679,29 @@ const file_portcullis_v1_distribution_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
 	"\x04fork\x18\x05 \x01(\bR\x04fork\"@\n" +
 	"\tHeartbeat\x123\n" +
-	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xc3\x01\n" +
+	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\x89\x02\n" +
 	"\x14StreamPolicyResponse\x125\n" +
 	"\x06policy\x18\x01 \x01(\v2\x1b.portcullis.v1.SignedPolicyH\x00R\x06policy\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.portcullis.v1.HeartbeatH\x00R\theartbeat\x12/\n" +
-	"\x06goaway\x18\x03 \x01(\v2\x15.portcullis.v1.GoawayH\x00R\x06goawayB\t\n" +
-	"\amessage\" \n" +
+	"\x06goaway\x18\x03 \x01(\v2\x15.portcullis.v1.GoawayH\x00R\x06goaway\x12D\n" +
+	"\vcredentials\x18\x04 \x01(\v2 .portcullis.v1.SealedCredentialsH\x00R\vcredentialsB\t\n" +
+	"\amessage\"{\n" +
+	"\x11SealedCredentials\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x10\n" +
+	"\x03enc\x18\x02 \x01(\fR\x03enc\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x03 \x01(\fR\n" +
+	"ciphertext\x12\x14\n" +
+	"\x05nonce\x18\x04 \x01(\tR\x05nonce\"z\n" +
+	"\x0eCredentialsAck\x12\x14\n" +
+	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x1c\n" +
+	"\tproviders\x18\x03 \x01(\rR\tproviders\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\" \n" +
 	"\x06Goaway\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd6\x03\n" +
 	"\fSignedPolicy\x12\x18\n" +
@@ -1582,7 +1800,7 @@ func file_portcullis_v1_distribution_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_distribution_proto_rawDescData
 }
 
-var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_portcullis_v1_distribution_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*StreamPolicyRequest)(nil),   // 0: portcullis.v1.StreamPolicyRequest
 	(*ProxyHello)(nil),            // 1: portcullis.v1.ProxyHello
@@ -1590,48 +1808,52 @@ var file_portcullis_v1_distribution_proto_goTypes = []any{
 	(*PolicyNack)(nil),            // 3: portcullis.v1.PolicyNack
 	(*Heartbeat)(nil),             // 4: portcullis.v1.Heartbeat
 	(*StreamPolicyResponse)(nil),  // 5: portcullis.v1.StreamPolicyResponse
-	(*Goaway)(nil),                // 6: portcullis.v1.Goaway
-	(*SignedPolicy)(nil),          // 7: portcullis.v1.SignedPolicy
-	(*GatewayKey)(nil),            // 8: portcullis.v1.GatewayKey
-	(*SandboxCA)(nil),             // 9: portcullis.v1.SandboxCA
-	(*ShipDecisionsRequest)(nil),  // 10: portcullis.v1.ShipDecisionsRequest
-	(*ToolDefinitionSeen)(nil),    // 11: portcullis.v1.ToolDefinitionSeen
-	(*ShipDecisionsResponse)(nil), // 12: portcullis.v1.ShipDecisionsResponse
-	(*DecisionRecord)(nil),        // 13: portcullis.v1.DecisionRecord
-	(*FieldCut)(nil),              // 14: portcullis.v1.FieldCut
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*HoldCallRequest)(nil),       // 16: portcullis.v1.HoldCallRequest
-	(*HoldCallResponse)(nil),      // 17: portcullis.v1.HoldCallResponse
+	(*SealedCredentials)(nil),     // 6: portcullis.v1.SealedCredentials
+	(*CredentialsAck)(nil),        // 7: portcullis.v1.CredentialsAck
+	(*Goaway)(nil),                // 8: portcullis.v1.Goaway
+	(*SignedPolicy)(nil),          // 9: portcullis.v1.SignedPolicy
+	(*GatewayKey)(nil),            // 10: portcullis.v1.GatewayKey
+	(*SandboxCA)(nil),             // 11: portcullis.v1.SandboxCA
+	(*ShipDecisionsRequest)(nil),  // 12: portcullis.v1.ShipDecisionsRequest
+	(*ToolDefinitionSeen)(nil),    // 13: portcullis.v1.ToolDefinitionSeen
+	(*ShipDecisionsResponse)(nil), // 14: portcullis.v1.ShipDecisionsResponse
+	(*DecisionRecord)(nil),        // 15: portcullis.v1.DecisionRecord
+	(*FieldCut)(nil),              // 16: portcullis.v1.FieldCut
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*HoldCallRequest)(nil),       // 18: portcullis.v1.HoldCallRequest
+	(*HoldCallResponse)(nil),      // 19: portcullis.v1.HoldCallResponse
 }
 var file_portcullis_v1_distribution_proto_depIdxs = []int32{
 	1,  // 0: portcullis.v1.StreamPolicyRequest.hello:type_name -> portcullis.v1.ProxyHello
 	2,  // 1: portcullis.v1.StreamPolicyRequest.ack:type_name -> portcullis.v1.PolicyAck
 	3,  // 2: portcullis.v1.StreamPolicyRequest.nack:type_name -> portcullis.v1.PolicyNack
 	4,  // 3: portcullis.v1.StreamPolicyRequest.heartbeat:type_name -> portcullis.v1.Heartbeat
-	15, // 4: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	7,  // 5: portcullis.v1.StreamPolicyResponse.policy:type_name -> portcullis.v1.SignedPolicy
-	4,  // 6: portcullis.v1.StreamPolicyResponse.heartbeat:type_name -> portcullis.v1.Heartbeat
-	6,  // 7: portcullis.v1.StreamPolicyResponse.goaway:type_name -> portcullis.v1.Goaway
-	15, // 8: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: portcullis.v1.SignedPolicy.keys:type_name -> portcullis.v1.GatewayKey
-	9,  // 10: portcullis.v1.SignedPolicy.ca:type_name -> portcullis.v1.SandboxCA
-	13, // 11: portcullis.v1.ShipDecisionsRequest.records:type_name -> portcullis.v1.DecisionRecord
-	11, // 12: portcullis.v1.ShipDecisionsRequest.tool_definitions:type_name -> portcullis.v1.ToolDefinitionSeen
-	15, // 13: portcullis.v1.ToolDefinitionSeen.time:type_name -> google.protobuf.Timestamp
-	15, // 14: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
-	14, // 15: portcullis.v1.DecisionRecord.cuts:type_name -> portcullis.v1.FieldCut
-	15, // 16: portcullis.v1.DecisionRecord.summary_last:type_name -> google.protobuf.Timestamp
-	0,  // 17: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
-	10, // 18: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
-	16, // 19: portcullis.v1.DistributionService.HoldCall:input_type -> portcullis.v1.HoldCallRequest
-	5,  // 20: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
-	12, // 21: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
-	17, // 22: portcullis.v1.DistributionService.HoldCall:output_type -> portcullis.v1.HoldCallResponse
-	20, // [20:23] is the sub-list for method output_type
-	17, // [17:20] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	7,  // 4: portcullis.v1.StreamPolicyRequest.credentials_ack:type_name -> portcullis.v1.CredentialsAck
+	17, // 5: portcullis.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	9,  // 6: portcullis.v1.StreamPolicyResponse.policy:type_name -> portcullis.v1.SignedPolicy
+	4,  // 7: portcullis.v1.StreamPolicyResponse.heartbeat:type_name -> portcullis.v1.Heartbeat
+	8,  // 8: portcullis.v1.StreamPolicyResponse.goaway:type_name -> portcullis.v1.Goaway
+	6,  // 9: portcullis.v1.StreamPolicyResponse.credentials:type_name -> portcullis.v1.SealedCredentials
+	17, // 10: portcullis.v1.SignedPolicy.committed_at:type_name -> google.protobuf.Timestamp
+	10, // 11: portcullis.v1.SignedPolicy.keys:type_name -> portcullis.v1.GatewayKey
+	11, // 12: portcullis.v1.SignedPolicy.ca:type_name -> portcullis.v1.SandboxCA
+	15, // 13: portcullis.v1.ShipDecisionsRequest.records:type_name -> portcullis.v1.DecisionRecord
+	13, // 14: portcullis.v1.ShipDecisionsRequest.tool_definitions:type_name -> portcullis.v1.ToolDefinitionSeen
+	17, // 15: portcullis.v1.ToolDefinitionSeen.time:type_name -> google.protobuf.Timestamp
+	17, // 16: portcullis.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
+	16, // 17: portcullis.v1.DecisionRecord.cuts:type_name -> portcullis.v1.FieldCut
+	17, // 18: portcullis.v1.DecisionRecord.summary_last:type_name -> google.protobuf.Timestamp
+	0,  // 19: portcullis.v1.DistributionService.StreamPolicy:input_type -> portcullis.v1.StreamPolicyRequest
+	12, // 20: portcullis.v1.DistributionService.ShipDecisions:input_type -> portcullis.v1.ShipDecisionsRequest
+	18, // 21: portcullis.v1.DistributionService.HoldCall:input_type -> portcullis.v1.HoldCallRequest
+	5,  // 22: portcullis.v1.DistributionService.StreamPolicy:output_type -> portcullis.v1.StreamPolicyResponse
+	14, // 23: portcullis.v1.DistributionService.ShipDecisions:output_type -> portcullis.v1.ShipDecisionsResponse
+	19, // 24: portcullis.v1.DistributionService.HoldCall:output_type -> portcullis.v1.HoldCallResponse
+	22, // [22:25] is the sub-list for method output_type
+	19, // [19:22] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_distribution_proto_init() }
@@ -1645,11 +1867,13 @@ func file_portcullis_v1_distribution_proto_init() {
 		(*StreamPolicyRequest_Ack)(nil),
 		(*StreamPolicyRequest_Nack)(nil),
 		(*StreamPolicyRequest_Heartbeat)(nil),
+		(*StreamPolicyRequest_CredentialsAck)(nil),
 	}
 	file_portcullis_v1_distribution_proto_msgTypes[5].OneofWrappers = []any{
 		(*StreamPolicyResponse_Policy)(nil),
 		(*StreamPolicyResponse_Heartbeat)(nil),
 		(*StreamPolicyResponse_Goaway)(nil),
+		(*StreamPolicyResponse_Credentials)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1657,7 +1881,7 @@ func file_portcullis_v1_distribution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_distribution_proto_rawDesc), len(file_portcullis_v1_distribution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,7 +48,9 @@ type Sandbox struct {
 	QuarantineEventId string `protobuf:"bytes,14,opt,name=quarantine_event_id,json=quarantineEventId,proto3" json:"quarantine_event_id,omitempty"`
 	// boundary_yaml is the boundary as YAML, in the policy's schema order
 	// (GetSandbox only).
-	BoundaryYaml  string `protobuf:"bytes,15,opt,name=boundary_yaml,json=boundaryYaml,proto3" json:"boundary_yaml,omitempty"`
+	BoundaryYaml string `protobuf:"bytes,15,opt,name=boundary_yaml,json=boundaryYaml,proto3" json:"boundary_yaml,omitempty"`
+	// providers are the credential providers attached, sorted.
+	Providers     []string `protobuf:"bytes,16,rep,name=providers,proto3" json:"providers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +188,13 @@ func (x *Sandbox) GetBoundaryYaml() string {
 		return x.BoundaryYaml
 	}
 	return ""
+}
+
+func (x *Sandbox) GetProviders() []string {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
 }
 
 type CreateSandboxRequest struct {
@@ -1210,11 +1219,115 @@ func (x *ToolDefinition) GetDefinitionOmitted() bool {
 	return false
 }
 
+type AttachProviderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachProviderRequest) Reset() {
+	*x = AttachProviderRequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachProviderRequest) ProtoMessage() {}
+
+func (x *AttachProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachProviderRequest.ProtoReflect.Descriptor instead.
+func (*AttachProviderRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AttachProviderRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *AttachProviderRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+type DetachProviderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachProviderRequest) Reset() {
+	*x = DetachProviderRequest{}
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachProviderRequest) ProtoMessage() {}
+
+func (x *DetachProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_sandbox_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachProviderRequest.ProtoReflect.Descriptor instead.
+func (*DetachProviderRequest) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_sandbox_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DetachProviderRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *DetachProviderRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
 var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xe1\x04\n" +
+	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xff\x04\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\rR\x0ecurrentVersion\x12!\n" +
@@ -1233,7 +1346,8 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\tfrozen_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\x12+\n" +
 	"\x11quarantine_source\x18\r \x01(\tR\x10quarantineSource\x12.\n" +
 	"\x13quarantine_event_id\x18\x0e \x01(\tR\x11quarantineEventId\x12#\n" +
-	"\rboundary_yaml\x18\x0f \x01(\tR\fboundaryYaml\"B\n" +
+	"\rboundary_yaml\x18\x0f \x01(\tR\fboundaryYaml\x12\x1c\n" +
+	"\tproviders\x18\x10 \x03(\tR\tproviders\"B\n" +
 	"\x14CreateSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\"\xec\x01\n" +
@@ -1294,7 +1408,13 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"first_seen\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
 	"\tlast_seen\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x19\n" +
 	"\bproxy_id\x18\x05 \x01(\tR\aproxyId\x12-\n" +
-	"\x12definition_omitted\x18\x06 \x01(\bR\x11definitionOmitted2\xd4\a\n" +
+	"\x12definition_omitted\x18\x06 \x01(\bR\x11definitionOmitted\"M\n" +
+	"\x15AttachProviderRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\"M\n" +
+	"\x15DetachProviderRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider2\xf4\b\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\rCreateSandbox\x12#.portcullis.v1.CreateSandboxRequest\x1a$.portcullis.v1.CreateSandboxResponse\x12F\n" +
 	"\n" +
@@ -1307,7 +1427,9 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x14SetCredentialedHosts\x12*.portcullis.v1.SetCredentialedHostsRequest\x1a\x16.portcullis.v1.Sandbox\x12L\n" +
 	"\rFreezeSandbox\x12#.portcullis.v1.FreezeSandboxRequest\x1a\x16.portcullis.v1.Sandbox\x12P\n" +
 	"\x0fUnfreezeSandbox\x12%.portcullis.v1.UnfreezeSandboxRequest\x1a\x16.portcullis.v1.Sandbox\x12N\n" +
-	"\tListTools\x12\x1f.portcullis.v1.ListToolsRequest\x1a .portcullis.v1.ListToolsResponseB\xbd\x01\n" +
+	"\tListTools\x12\x1f.portcullis.v1.ListToolsRequest\x1a .portcullis.v1.ListToolsResponse\x12N\n" +
+	"\x0eAttachProvider\x12$.portcullis.v1.AttachProviderRequest\x1a\x16.portcullis.v1.Sandbox\x12N\n" +
+	"\x0eDetachProvider\x12$.portcullis.v1.DetachProviderRequest\x1a\x16.portcullis.v1.SandboxB\xbd\x01\n" +
 	"\x11com.portcullis.v1B\fSandboxProtoP\x01ZEgithub.com/portcullis-dev/portcullis/proto/portcullis/v1;portcullisv1\xa2\x02\x03PXX\xaa\x02\rPortcullis.V1\xca\x02\rPortcullis\\V1\xe2\x02\x19Portcullis\\V1\\GPBMetadata\xea\x02\x0ePortcullis::V1b\x06proto3"
 
 var (
@@ -1322,7 +1444,7 @@ func file_portcullis_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_sandbox_proto_rawDescData
 }
 
-var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_portcullis_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_portcullis_v1_sandbox_proto_goTypes = []any{
 	(*Sandbox)(nil),                     // 0: portcullis.v1.Sandbox
 	(*CreateSandboxRequest)(nil),        // 1: portcullis.v1.CreateSandboxRequest
@@ -1344,23 +1466,25 @@ var file_portcullis_v1_sandbox_proto_goTypes = []any{
 	(*ListToolsResponse)(nil),           // 17: portcullis.v1.ListToolsResponse
 	(*SandboxTool)(nil),                 // 18: portcullis.v1.SandboxTool
 	(*ToolDefinition)(nil),              // 19: portcullis.v1.ToolDefinition
-	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 21: google.protobuf.Struct
-	(*PolicyVersion)(nil),               // 22: portcullis.v1.PolicyVersion
-	(*Problem)(nil),                     // 23: portcullis.v1.Problem
+	(*AttachProviderRequest)(nil),       // 20: portcullis.v1.AttachProviderRequest
+	(*DetachProviderRequest)(nil),       // 21: portcullis.v1.DetachProviderRequest
+	(*timestamppb.Timestamp)(nil),       // 22: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 23: google.protobuf.Struct
+	(*PolicyVersion)(nil),               // 24: portcullis.v1.PolicyVersion
+	(*Problem)(nil),                     // 25: portcullis.v1.Problem
 }
 var file_portcullis_v1_sandbox_proto_depIdxs = []int32{
-	20, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
-	21, // 1: portcullis.v1.Sandbox.boundary:type_name -> google.protobuf.Struct
-	20, // 2: portcullis.v1.Sandbox.frozen_at:type_name -> google.protobuf.Timestamp
+	22, // 0: portcullis.v1.Sandbox.created_at:type_name -> google.protobuf.Timestamp
+	23, // 1: portcullis.v1.Sandbox.boundary:type_name -> google.protobuf.Struct
+	22, // 2: portcullis.v1.Sandbox.frozen_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: portcullis.v1.CreateSandboxResponse.sandbox:type_name -> portcullis.v1.Sandbox
-	22, // 4: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
-	23, // 5: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
+	24, // 4: portcullis.v1.CreateSandboxResponse.policy_version:type_name -> portcullis.v1.PolicyVersion
+	25, // 5: portcullis.v1.CreateSandboxResponse.warnings:type_name -> portcullis.v1.Problem
 	0,  // 6: portcullis.v1.ListSandboxesResponse.sandboxes:type_name -> portcullis.v1.Sandbox
 	18, // 7: portcullis.v1.ListToolsResponse.tools:type_name -> portcullis.v1.SandboxTool
 	19, // 8: portcullis.v1.SandboxTool.definitions:type_name -> portcullis.v1.ToolDefinition
-	20, // 9: portcullis.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
-	20, // 10: portcullis.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	22, // 9: portcullis.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	22, // 10: portcullis.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
 	1,  // 11: portcullis.v1.SandboxService.CreateSandbox:input_type -> portcullis.v1.CreateSandboxRequest
 	3,  // 12: portcullis.v1.SandboxService.GetSandbox:input_type -> portcullis.v1.GetSandboxRequest
 	6,  // 13: portcullis.v1.SandboxService.ListSandboxes:input_type -> portcullis.v1.ListSandboxesRequest
@@ -1372,19 +1496,23 @@ var file_portcullis_v1_sandbox_proto_depIdxs = []int32{
 	14, // 19: portcullis.v1.SandboxService.FreezeSandbox:input_type -> portcullis.v1.FreezeSandboxRequest
 	15, // 20: portcullis.v1.SandboxService.UnfreezeSandbox:input_type -> portcullis.v1.UnfreezeSandboxRequest
 	16, // 21: portcullis.v1.SandboxService.ListTools:input_type -> portcullis.v1.ListToolsRequest
-	2,  // 22: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
-	0,  // 23: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
-	7,  // 24: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
-	9,  // 25: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
-	11, // 26: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
-	5,  // 27: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
-	0,  // 28: portcullis.v1.SandboxService.SetSandboxBoundary:output_type -> portcullis.v1.Sandbox
-	0,  // 29: portcullis.v1.SandboxService.SetCredentialedHosts:output_type -> portcullis.v1.Sandbox
-	0,  // 30: portcullis.v1.SandboxService.FreezeSandbox:output_type -> portcullis.v1.Sandbox
-	0,  // 31: portcullis.v1.SandboxService.UnfreezeSandbox:output_type -> portcullis.v1.Sandbox
-	17, // 32: portcullis.v1.SandboxService.ListTools:output_type -> portcullis.v1.ListToolsResponse
-	22, // [22:33] is the sub-list for method output_type
-	11, // [11:22] is the sub-list for method input_type
+	20, // 22: portcullis.v1.SandboxService.AttachProvider:input_type -> portcullis.v1.AttachProviderRequest
+	21, // 23: portcullis.v1.SandboxService.DetachProvider:input_type -> portcullis.v1.DetachProviderRequest
+	2,  // 24: portcullis.v1.SandboxService.CreateSandbox:output_type -> portcullis.v1.CreateSandboxResponse
+	0,  // 25: portcullis.v1.SandboxService.GetSandbox:output_type -> portcullis.v1.Sandbox
+	7,  // 26: portcullis.v1.SandboxService.ListSandboxes:output_type -> portcullis.v1.ListSandboxesResponse
+	9,  // 27: portcullis.v1.SandboxService.DeleteSandbox:output_type -> portcullis.v1.DeleteSandboxResponse
+	11, // 28: portcullis.v1.SandboxService.RotateSandboxToken:output_type -> portcullis.v1.RotateSandboxTokenResponse
+	5,  // 29: portcullis.v1.SandboxService.GetSandboxCA:output_type -> portcullis.v1.GetSandboxCAResponse
+	0,  // 30: portcullis.v1.SandboxService.SetSandboxBoundary:output_type -> portcullis.v1.Sandbox
+	0,  // 31: portcullis.v1.SandboxService.SetCredentialedHosts:output_type -> portcullis.v1.Sandbox
+	0,  // 32: portcullis.v1.SandboxService.FreezeSandbox:output_type -> portcullis.v1.Sandbox
+	0,  // 33: portcullis.v1.SandboxService.UnfreezeSandbox:output_type -> portcullis.v1.Sandbox
+	17, // 34: portcullis.v1.SandboxService.ListTools:output_type -> portcullis.v1.ListToolsResponse
+	0,  // 35: portcullis.v1.SandboxService.AttachProvider:output_type -> portcullis.v1.Sandbox
+	0,  // 36: portcullis.v1.SandboxService.DetachProvider:output_type -> portcullis.v1.Sandbox
+	24, // [24:37] is the sub-list for method output_type
+	11, // [11:24] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1403,7 +1531,7 @@ func file_portcullis_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_sandbox_proto_rawDesc), len(file_portcullis_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

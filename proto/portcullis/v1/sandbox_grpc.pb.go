@@ -30,6 +30,8 @@ const (
 	SandboxService_FreezeSandbox_FullMethodName        = "/portcullis.v1.SandboxService/FreezeSandbox"
 	SandboxService_UnfreezeSandbox_FullMethodName      = "/portcullis.v1.SandboxService/UnfreezeSandbox"
 	SandboxService_ListTools_FullMethodName            = "/portcullis.v1.SandboxService/ListTools"
+	SandboxService_AttachProvider_FullMethodName       = "/portcullis.v1.SandboxService/AttachProvider"
+	SandboxService_DetachProvider_FullMethodName       = "/portcullis.v1.SandboxService/DetachProvider"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -69,6 +71,16 @@ type SandboxServiceClient interface {
 	// (and shipped with their decision records): per endpoint and tool,
 	// every distinct definition, the current one first.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// AttachProvider lets the sandbox's proxies hold a provider's secret,
+	// to inject into (or sign) requests to endpoints whose
+	// credential_binding names it, on the hosts it covers. Its hosts become
+	// credentialed destinations for the prover, so pending proposals are
+	// proved again. Admin; audited. Attaching one attached is a no-op.
+	AttachProvider(ctx context.Context, in *AttachProviderRequest, opts ...grpc.CallOption) (*Sandbox, error)
+	// DetachProvider takes it away: the proxies drop the secret, and
+	// requests bound to it are denied (credential_unavailable). Admin;
+	// audited.
+	DetachProvider(ctx context.Context, in *DetachProviderRequest, opts ...grpc.CallOption) (*Sandbox, error)
 }
 
 type sandboxServiceClient struct {
@@ -189,6 +201,26 @@ func (c *sandboxServiceClient) ListTools(ctx context.Context, in *ListToolsReque
 	return out, nil
 }
 
+func (c *sandboxServiceClient) AttachProvider(ctx context.Context, in *AttachProviderRequest, opts ...grpc.CallOption) (*Sandbox, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Sandbox)
+	err := c.cc.Invoke(ctx, SandboxService_AttachProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) DetachProvider(ctx context.Context, in *DetachProviderRequest, opts ...grpc.CallOption) (*Sandbox, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Sandbox)
+	err := c.cc.Invoke(ctx, SandboxService_DetachProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -226,6 +258,16 @@ type SandboxServiceServer interface {
 	// (and shipped with their decision records): per endpoint and tool,
 	// every distinct definition, the current one first.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// AttachProvider lets the sandbox's proxies hold a provider's secret,
+	// to inject into (or sign) requests to endpoints whose
+	// credential_binding names it, on the hosts it covers. Its hosts become
+	// credentialed destinations for the prover, so pending proposals are
+	// proved again. Admin; audited. Attaching one attached is a no-op.
+	AttachProvider(context.Context, *AttachProviderRequest) (*Sandbox, error)
+	// DetachProvider takes it away: the proxies drop the secret, and
+	// requests bound to it are denied (credential_unavailable). Admin;
+	// audited.
+	DetachProvider(context.Context, *DetachProviderRequest) (*Sandbox, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -268,6 +310,12 @@ func (UnimplementedSandboxServiceServer) UnfreezeSandbox(context.Context, *Unfre
 }
 func (UnimplementedSandboxServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
+}
+func (UnimplementedSandboxServiceServer) AttachProvider(context.Context, *AttachProviderRequest) (*Sandbox, error) {
+	return nil, status.Error(codes.Unimplemented, "method AttachProvider not implemented")
+}
+func (UnimplementedSandboxServiceServer) DetachProvider(context.Context, *DetachProviderRequest) (*Sandbox, error) {
+	return nil, status.Error(codes.Unimplemented, "method DetachProvider not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -488,6 +536,42 @@ func _SandboxService_ListTools_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_AttachProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AttachProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).AttachProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_AttachProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).AttachProvider(ctx, req.(*AttachProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_DetachProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DetachProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).DetachProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_DetachProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).DetachProvider(ctx, req.(*DetachProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -538,6 +622,14 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _SandboxService_ListTools_Handler,
+		},
+		{
+			MethodName: "AttachProvider",
+			Handler:    _SandboxService_AttachProvider_Handler,
+		},
+		{
+			MethodName: "DetachProvider",
+			Handler:    _SandboxService_DetachProvider_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -55,6 +55,12 @@ const (
 	SandboxServiceUnfreezeSandboxProcedure = "/portcullis.v1.SandboxService/UnfreezeSandbox"
 	// SandboxServiceListToolsProcedure is the procedure name of the SandboxService's ListTools RPC.
 	SandboxServiceListToolsProcedure = "/portcullis.v1.SandboxService/ListTools"
+	// SandboxServiceAttachProviderProcedure is the procedure name of the SandboxService's
+	// AttachProvider RPC.
+	SandboxServiceAttachProviderProcedure = "/portcullis.v1.SandboxService/AttachProvider"
+	// SandboxServiceDetachProviderProcedure is the procedure name of the SandboxService's
+	// DetachProvider RPC.
+	SandboxServiceDetachProviderProcedure = "/portcullis.v1.SandboxService/DetachProvider"
 )
 
 var (
@@ -135,6 +141,20 @@ var (
 			Procedure:  SandboxServiceListToolsProcedure,
 		}
 	})
+	sandboxServiceAttachProviderSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("AttachProvider"),
+			Procedure:  SandboxServiceAttachProviderProcedure,
+		}
+	})
+	sandboxServiceDetachProviderSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_portcullis_v1_sandbox_proto.Services().ByName("SandboxService").Methods().ByName("DetachProvider"),
+			Procedure:  SandboxServiceDetachProviderProcedure,
+		}
+	})
 )
 
 // SandboxServiceClient is a client for the portcullis.v1.SandboxService service.
@@ -170,6 +190,16 @@ type SandboxServiceClient interface {
 	// (and shipped with their decision records): per endpoint and tool,
 	// every distinct definition, the current one first.
 	ListTools(context.Context, *v1.ListToolsRequest) (*v1.ListToolsResponse, error)
+	// AttachProvider lets the sandbox's proxies hold a provider's secret,
+	// to inject into (or sign) requests to endpoints whose
+	// credential_binding names it, on the hosts it covers. Its hosts become
+	// credentialed destinations for the prover, so pending proposals are
+	// proved again. Admin; audited. Attaching one attached is a no-op.
+	AttachProvider(context.Context, *v1.AttachProviderRequest) (*v1.Sandbox, error)
+	// DetachProvider takes it away: the proxies drop the secret, and
+	// requests bound to it are denied (credential_unavailable). Admin;
+	// audited.
+	DetachProvider(context.Context, *v1.DetachProviderRequest) (*v1.Sandbox, error)
 }
 
 // NewSandboxServiceClient constructs a client for the portcullis.v1.SandboxService service.
@@ -211,6 +241,16 @@ type SandboxServiceHandler interface {
 	// (and shipped with their decision records): per endpoint and tool,
 	// every distinct definition, the current one first.
 	ListTools(context.Context, *v1.ListToolsRequest) (*v1.ListToolsResponse, error)
+	// AttachProvider lets the sandbox's proxies hold a provider's secret,
+	// to inject into (or sign) requests to endpoints whose
+	// credential_binding names it, on the hosts it covers. Its hosts become
+	// credentialed destinations for the prover, so pending proposals are
+	// proved again. Admin; audited. Attaching one attached is a no-op.
+	AttachProvider(context.Context, *v1.AttachProviderRequest) (*v1.Sandbox, error)
+	// DetachProvider takes it away: the proxies drop the secret, and
+	// requests bound to it are denied (credential_unavailable). Admin;
+	// audited.
+	DetachProvider(context.Context, *v1.DetachProviderRequest) (*v1.Sandbox, error)
 }
 
 // RegisterSandboxServiceHandler registers svc as the portcullis.v1.SandboxService implementation on
@@ -229,6 +269,8 @@ func RegisterSandboxServiceHandler(server *connect.Server, svc SandboxServiceHan
 		connect.Method{Spec: sandboxServiceFreezeSandboxSpec(), Handler: adapter.freezeSandbox},
 		connect.Method{Spec: sandboxServiceUnfreezeSandboxSpec(), Handler: adapter.unfreezeSandbox},
 		connect.Method{Spec: sandboxServiceListToolsSpec(), Handler: adapter.listTools},
+		connect.Method{Spec: sandboxServiceAttachProviderSpec(), Handler: adapter.attachProvider},
+		connect.Method{Spec: sandboxServiceDetachProviderSpec(), Handler: adapter.detachProvider},
 	)
 }
 
@@ -277,6 +319,14 @@ func (UnimplementedSandboxServiceHandler) UnfreezeSandbox(context.Context, *v1.U
 
 func (UnimplementedSandboxServiceHandler) ListTools(context.Context, *v1.ListToolsRequest) (*v1.ListToolsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.ListTools is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) AttachProvider(context.Context, *v1.AttachProviderRequest) (*v1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.AttachProvider is not implemented")
+}
+
+func (UnimplementedSandboxServiceHandler) DetachProvider(context.Context, *v1.DetachProviderRequest) (*v1.Sandbox, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "portcullis.v1.SandboxService.DetachProvider is not implemented")
 }
 
 type sandboxServiceClient struct {
@@ -366,6 +416,22 @@ func (c *sandboxServiceClient) UnfreezeSandbox(ctx context.Context, req *v1.Unfr
 func (c *sandboxServiceClient) ListTools(ctx context.Context, req *v1.ListToolsRequest) (*v1.ListToolsResponse, error) {
 	var res v1.ListToolsResponse
 	if err := c.client.CallUnary(ctx, sandboxServiceListToolsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) AttachProvider(ctx context.Context, req *v1.AttachProviderRequest) (*v1.Sandbox, error) {
+	var res v1.Sandbox
+	if err := c.client.CallUnary(ctx, sandboxServiceAttachProviderSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *sandboxServiceClient) DetachProvider(ctx context.Context, req *v1.DetachProviderRequest) (*v1.Sandbox, error) {
+	var res v1.Sandbox
+	if err := c.client.CallUnary(ctx, sandboxServiceDetachProviderSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -499,6 +565,30 @@ func (h sandboxServiceHandler) listTools(ctx context.Context, _ connect.Spec, st
 		return err
 	}
 	res, err := h.svc.ListTools(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) attachProvider(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.AttachProviderRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.AttachProvider(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h sandboxServiceHandler) detachProvider(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.DetachProviderRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.DetachProvider(ctx, &req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,124 @@
+package provider
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	ok := Spec{Name: "github", Type: TypeBearer, Hosts: []string{"api.github.com", "*.githubusercontent.com:443"}}
+	if err := Check(ok, map[string][]byte{FieldToken: []byte("ghp_x")}); err != nil {
+		t.Fatalf("valid bearer provider: %v", err)
+	}
+	cases := []struct {
+		spec   Spec
+		secret map[string][]byte
+		field  string
+	}{
+		{Spec{Name: "Bad Name", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte("x")}, "name"},
+		{Spec{Name: "a", Type: "kerberos", Hosts: ok.Hosts}, nil, "type"},
+		{Spec{Name: "a", Type: TypeBearer}, nil, "hosts"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: []string{"*"}}, nil, "hosts[0]"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: []string{"169.254.169.254"}}, nil, "hosts[0]"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: []string{"x.example.com:0"}}, nil, "hosts[0]"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{}, "secret.token"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte("a\nb")}, "secret.token"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte("t"), "password": []byte("p")}, "secret.password"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte(Placeholder("a"))}, "secret.token"},
+		{Spec{Name: "a", Type: TypeHeader, Hosts: ok.Hosts}, map[string][]byte{FieldValue: []byte("v")}, "settings.header"},
+		{Spec{Name: "a", Type: TypeHeader, Hosts: ok.Hosts, Settings: map[string]string{"header": "Host"}}, nil, "settings.header"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts, Settings: map[string]string{"username": "u"}}, nil, "settings.username"},
+		{Spec{Name: "a", Type: TypeOAuth2ClientCredentials, Hosts: ok.Hosts, Settings: map[string]string{"token_url": "ftp://x"}}, nil, "settings.token_url"},
+		{Spec{Name: "a", Type: TypeTokenExchange, Hosts: ok.Hosts, Settings: map[string]string{"token_url": "https://sts.example.com/token"}},
+			map[string][]byte{FieldSubjectToken: []byte("s"), FieldClientID: []byte("c")}, "secret.client_secret"},
+	}
+	for _, c := range cases {
+		err := Check(c.spec, c.secret)
+		var ps Problems
+		if !errors.As(err, &ps) {
+			t.Errorf("%+v: want problems at %s, got %v", c.spec, c.field, err)
+			continue
+		}
+		found := false
+		for _, p := range ps {
+			found = found || p.Field == c.field
+		}
+		if !found {
+			t.Errorf("%+v: want a problem at %s, got %v", c.spec, c.field, ps)
+		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	hosts := []string{"api.github.com", "*.example.com:8443"}
+	for _, c := range []struct {
+		host string
+		port int
+		want bool
+	}{
+		{"api.github.com", 443, true},
+		{"API.GitHub.com.", 443, true},
+		{"api.github.com", 80, false},
+		{"github.com", 443, false},
+		{"a.example.com", 8443, true},
+		{"a.example.com", 443, false},
+		{"example.com", 8443, false},
+	} {
+		if got := Covers(hosts, c.host, c.port); got != c.want {
+			t.Errorf("Covers(%s:%d) = %v, want %v", c.host, c.port, got, c.want)
+		}
+	}
+}
+
+func TestFindPlaceholder(t *testing.T) {
+	name, at, ok := FindPlaceholder("Bearer portcullis:provider:github-ci rest")
+	if !ok || name != "github-ci" || at != 7 {
+		t.Fatalf("got %q %d %v", name, at, ok)
+	}
+	if _, _, ok := FindPlaceholder("Bearer ghp_123"); ok {
+		t.Fatal("found a placeholder in a token")
+	}
+	if name, _, ok := FindPlaceholder("portcullis:provider:"); !ok || name != "" {
+		t.Fatalf("a bare prefix: %q %v", name, ok)
+	}
+}
+
+func TestSealOpen(t *testing.T) {
+	k, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Bundle{Sandbox: "demo", Generation: 3, Providers: []Provider{{
+		Spec: Spec{Name: "github", Type: TypeBearer, Hosts: []string{"api.github.com"}}, Revision: 2,
+		Secret: map[string]string{FieldToken: "ghp_secret"},
+	}}}
+	enc, ct, err := Seal(k.Public(), "proxy-1", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(ct), "ghp_secret") {
+		t.Fatal("the ciphertext holds the secret")
+	}
+	got, err := k.Open("demo", "proxy-1", 3, enc, ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Providers[0].Secret[FieldToken] != "ghp_secret" || got.Generation != 3 {
+		t.Fatalf("opened %+v", got)
+	}
+	if _, err := k.Open("demo", "proxy-2", 3, enc, ct); err == nil {
+		t.Fatal("a bundle sealed for proxy-1 opened for proxy-2")
+	}
+	if _, err := k.Open("demo", "proxy-1", 4, enc, ct); err == nil {
+		t.Fatal("a bundle of generation 3 opened as generation 4")
+	}
+	other, _ := NewKey()
+	if _, err := other.Open("demo", "proxy-1", 3, enc, ct); err == nil {
+		t.Fatal("a bundle opened with another run's key")
+	}
+	ct[len(ct)-1] ^= 1
+	if _, err := k.Open("demo", "proxy-1", 3, enc, ct); err == nil {
+		t.Fatal("a tampered bundle opened")
+	}
+}
