@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/portcullis-dev/portcullis/provider"
 	"io"
 	"log/slog"
 	"os"
@@ -56,6 +57,13 @@ const (
 )
 
 // SubscribeConfig configures a Subscriber.
+// CredentialHolder keeps, in memory only, the credentials the gateway
+// delivers: each call replaces what it held (a bundle with no providers
+// drops them all).
+type CredentialHolder interface {
+	SetCredentials(*provider.Bundle)
+}
+
 type SubscribeConfig struct {
 	// Gateway is the gateway's URL (http://host:port or https://…), and
 	// Gateways more replicas of it: the proxy uses one at a time, moves
@@ -78,6 +86,10 @@ type SubscribeConfig struct {
 	RootCAs *x509.CertPool
 	// Build is the proxy's software version, shown in proxies list.
 	Build string
+	// Credentials holds the providers' secrets the gateway seals to this
+	// run's credential key (nil: the proxy asks for none, and requests
+	// bound to a provider are denied).
+	Credentials CredentialHolder
 	// Heartbeat is the interval of heartbeats. Default 10s; the stream is
 	// dead after three without an answer.
 	Heartbeat time.Duration

@@ -295,8 +295,13 @@ type ProxyStatus struct {
 	// those it reported dropping (records over its sandbox's ingest rate
 	// limit at the gateway are summarised, not lost).
 	DecisionsDropped uint64 `protobuf:"varint,16,opt,name=decisions_dropped,json=decisionsDropped,proto3" json:"decisions_dropped,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// credentials_generation is the generation of the sandbox's
+	// credentials the proxy last said it holds (CredentialsAck); 0: none
+	// yet. credentials_error is that ACK's error, if any.
+	CredentialsGeneration uint64 `protobuf:"varint,17,opt,name=credentials_generation,json=credentialsGeneration,proto3" json:"credentials_generation,omitempty"`
+	CredentialsError      string `protobuf:"bytes,18,opt,name=credentials_error,json=credentialsError,proto3" json:"credentials_error,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ProxyStatus) Reset() {
@@ -439,6 +444,20 @@ func (x *ProxyStatus) GetDecisionsDropped() uint64 {
 		return x.DecisionsDropped
 	}
 	return 0
+}
+
+func (x *ProxyStatus) GetCredentialsGeneration() uint64 {
+	if x != nil {
+		return x.CredentialsGeneration
+	}
+	return 0
+}
+
+func (x *ProxyStatus) GetCredentialsError() string {
+	if x != nil {
+		return x.CredentialsError
+	}
+	return ""
 }
 
 type ListDecisionsRequest struct {
@@ -706,7 +725,7 @@ const file_portcullis_v1_proxy_proto_rawDesc = "" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\"p\n" +
 	"\x13ListProxiesResponse\x124\n" +
 	"\aproxies\x18\x01 \x03(\v2\x1a.portcullis.v1.ProxyStatusR\aproxies\x12#\n" +
-	"\rgateway_build\x18\x02 \x01(\tR\fgatewayBuild\"\x94\x05\n" +
+	"\rgateway_build\x18\x02 \x01(\tR\fgatewayBuild\"\xf8\x05\n" +
 	"\vProxyStatus\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x19\n" +
 	"\bproxy_id\x18\x02 \x01(\tR\aproxyId\x12\x1c\n" +
@@ -726,7 +745,9 @@ const file_portcullis_v1_proxy_proto_rawDesc = "" +
 	"lastNackAt\x12\x15\n" +
 	"\x06lag_ms\x18\x0e \x01(\rR\x05lagMs\x12'\n" +
 	"\x0fcurrent_version\x18\x0f \x01(\rR\x0ecurrentVersion\x12+\n" +
-	"\x11decisions_dropped\x18\x10 \x01(\x04R\x10decisionsDropped\"\x7f\n" +
+	"\x11decisions_dropped\x18\x10 \x01(\x04R\x10decisionsDropped\x125\n" +
+	"\x16credentials_generation\x18\x11 \x01(\x04R\x15credentialsGeneration\x12+\n" +
+	"\x11credentials_error\x18\x12 \x01(\tR\x10credentialsError\"\x7f\n" +
 	"\x14ListDecisionsRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
 	"\bdecision\x18\x02 \x01(\tR\bdecision\x12\x14\n" +

@@ -50,9 +50,14 @@ type Sandbox struct {
 	// (GetSandbox only).
 	BoundaryYaml string `protobuf:"bytes,15,opt,name=boundary_yaml,json=boundaryYaml,proto3" json:"boundary_yaml,omitempty"`
 	// providers are the credential providers attached, sorted.
-	Providers     []string `protobuf:"bytes,16,rep,name=providers,proto3" json:"providers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Providers []string `protobuf:"bytes,16,rep,name=providers,proto3" json:"providers,omitempty"`
+	// credentials_generation goes up by one with every change to what the
+	// sandbox's proxies must hold (a provider attached, detached, rotated):
+	// a proxy whose ProxyStatus.credentials_generation is at least this
+	// holds the current credentials.
+	CredentialsGeneration uint64 `protobuf:"varint,17,opt,name=credentials_generation,json=credentialsGeneration,proto3" json:"credentials_generation,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -195,6 +200,13 @@ func (x *Sandbox) GetProviders() []string {
 		return x.Providers
 	}
 	return nil
+}
+
+func (x *Sandbox) GetCredentialsGeneration() uint64 {
+	if x != nil {
+		return x.CredentialsGeneration
+	}
+	return 0
 }
 
 type CreateSandboxRequest struct {
@@ -1327,7 +1339,7 @@ var File_portcullis_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xff\x04\n" +
+	"\x1bportcullis/v1/sandbox.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aportcullis/v1/common.proto\x1a\x1aportcullis/v1/policy.proto\"\xb6\x05\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\rR\x0ecurrentVersion\x12!\n" +
@@ -1347,7 +1359,8 @@ const file_portcullis_v1_sandbox_proto_rawDesc = "" +
 	"\x11quarantine_source\x18\r \x01(\tR\x10quarantineSource\x12.\n" +
 	"\x13quarantine_event_id\x18\x0e \x01(\tR\x11quarantineEventId\x12#\n" +
 	"\rboundary_yaml\x18\x0f \x01(\tR\fboundaryYaml\x12\x1c\n" +
-	"\tproviders\x18\x10 \x03(\tR\tproviders\"B\n" +
+	"\tproviders\x18\x10 \x03(\tR\tproviders\x125\n" +
+	"\x16credentials_generation\x18\x11 \x01(\x04R\x15credentialsGeneration\"B\n" +
 	"\x14CreateSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\"\xec\x01\n" +
