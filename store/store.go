@@ -335,6 +335,11 @@ type ProxyStatus struct {
 	// those it reported dropping (the gateway's ingest rate limit
 	// summarises, it loses none).
 	DecisionsDropped int64
+	// CredentialsGeneration is the generation of the sandbox's
+	// credentials the proxy last said it holds (0: none yet), and
+	// CredentialsError that answer's error.
+	CredentialsGeneration int64
+	CredentialsError      string
 }
 
 // Decision is one decision record a proxy shipped, as the gateway keeps
