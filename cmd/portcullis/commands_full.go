@@ -56,6 +56,7 @@ func commands(env *environment) []*cobra.Command {
 		newDemoCmd(env),
 		newSandboxCmd(env),
 		newTokenCmd(env),
+		newProviderCmd(env),
 		newPolicyCmd(env),
 		newProxiesCmd(env),
 		newLogsCmd(env),

@@ -30,7 +30,7 @@ func TestExitCode(t *testing.T) {
 		{"usage", usagef("bad flag"), exitInvalid},
 		{"wrapped usage", fmt.Errorf("x: %w", usagef("bad flag")), exitInvalid},
 		{"unreadable file", inputErr(os.ErrNotExist), exitInvalid},
-		{"offline problems", &problemsError{file: "p.yaml", count: 2}, exitInvalid},
+		{"offline problems", &problemsError{File: "p.yaml", Count: 2}, exitInvalid},
 		{"not found", connect.NewError(connect.CodeNotFound, "no sandbox"), exitNo},
 		{"permission denied", connect.NewError(connect.CodePermissionDenied, "operator"), exitNo},
 		{"unauthenticated", connect.NewError(connect.CodeUnauthenticated, "no token"), exitNo},

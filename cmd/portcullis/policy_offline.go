@@ -45,7 +45,7 @@ read the document differently as a warning. Exit 2 if there is any problem.
 				printLocalProblems(env, "", problems)
 			}
 			if len(problems) > 0 {
-				return &problemsError{file: displayName(a[0]), count: len(problems)}
+				return &problemsError{File: displayName(a[0]), Count: len(problems)}
 			}
 			if !env.jsonOutput() {
 				fmt.Fprintf(env.stdout, "%s: valid (%s)\n", displayName(a[0]), hashLabel(res.Hash))
@@ -73,7 +73,7 @@ problems go to stderr (exit 2).`,
 			}
 			if len(problems) > 0 {
 				printLocalProblems(env, "", problems)
-				return &problemsError{file: displayName(a[0]), count: len(problems)}
+				return &problemsError{File: displayName(a[0]), Count: len(problems)}
 			}
 			encode := policy.EncodeYAML
 			if env.jsonOutput() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/portcullis-dev/portcullis/internal/cliconfig"
+	"github.com/portcullis-dev/portcullis/internal/clitree"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 )
@@ -32,117 +33,23 @@ func newRootCmd(env *environment) *cobra.Command {
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "gateway", "demo", "migrate", "healthcheck", "run":
-			hideClientFlags(c)
+			clitree.HideFlags(c, clientFlags...)
 		}
 	}
 	addCompletions(root, env)
-	markStart(root, env)
+	clitree.MarkStart(root, func() { env.started = true })
 	return root
 }
 
-// markStart wraps every command's run function so that env.started tells
-// whether an error came from the command itself or from cobra refusing the
-// command line before it ran.
-func markStart(cmd *cobra.Command, env *environment) {
-	for _, c := range cmd.Commands() {
-		markStart(c, env)
-	}
-	if runE := cmd.RunE; runE != nil {
-		cmd.RunE = func(c *cobra.Command, args []string) error {
-			env.started = true
-			return runE(c, args)
-		}
-	}
-	if run := cmd.Run; run != nil {
-		cmd.Run = func(c *cobra.Command, args []string) {
-			env.started = true
-			run(c, args)
-		}
-	}
-}
-
-// newGroupCmd is a command that only holds subcommands: alone it prints its
-// help; with an unknown subcommand it is a usage error.
-func newGroupCmd(use, short, example string) *cobra.Command {
-	return &cobra.Command{
-		Use:     use,
-		Short:   short,
-		Example: example,
-		// A mistyped subcommand comes here with its arguments and flags
-		// ("policy st x -f y"): flags no group has must not hide the
-		// real mistake behind "unknown shorthand flag".
-		Args:               cobra.ArbitraryArgs,
-		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return unknownCommand(cmd, args[0])
-			}
-			return cmd.Help()
-		},
-	}
-}
-
-// unknownCommand is the usage error for a subcommand name of group that
-// does not exist, suggesting the nearest ones.
-func unknownCommand(group *cobra.Command, name string) error {
-	msg := fmt.Sprintf("unknown command %q for %q", name, group.CommandPath())
-	if group.SuggestionsMinimumDistance <= 0 {
-		group.SuggestionsMinimumDistance = 2
-	}
-	if s := group.SuggestionsFor(name); len(s) > 0 {
-		msg += "; did you mean " + orList(s) + "?"
-	}
-	return usagef("%s", msg)
-}
-
-// orList is "a", "a or b", "a, b or c".
-func orList(items []string) string {
-	if len(items) < 2 {
-		return strings.Join(items, "")
-	}
-	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
-}
+var (
+	newGroupCmd = clitree.NewGroup
+	args        = clitree.Args
+	need        = clitree.Need
+)
 
 // clientFlags are the global flags of the commands that call a gateway's
 // API; the servers and the commands on the database ignore them.
 var clientFlags = []string{"gateway", "token", "token-file", "timeout", "output"}
-
-// hideClientFlags leaves the client flags out of cmd's help (and its
-// subcommands'): the gateway does not take --gateway or --token.
-func hideClientFlags(cmd *cobra.Command) {
-	help := cmd.HelpFunc()
-	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
-		for _, name := range clientFlags {
-			if f := c.Root().PersistentFlags().Lookup(name); f != nil {
-				f.Hidden = true
-			}
-		}
-		help(c, args)
-	})
-}
-
-// args checks the positional arguments against their names.
-func args(names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, got []string) error {
-		switch {
-		case len(got) < len(names):
-			return usagef("%s needs %s", cmd.CommandPath(), strings.Join(names[len(got):], " "))
-		case len(got) > len(names):
-			return usagef("%s: unexpected argument %q", cmd.CommandPath(), got[len(names)])
-		}
-		for i, a := range got {
-			if strings.TrimSpace(a) == "" {
-				return usagef("%s: %s is empty", cmd.CommandPath(), names[i])
-			}
-		}
-		return nil
-	}
-}
-
-// need is the usage error for a missing required flag.
-func need(cmd *cobra.Command, flag string) error {
-	return usagef("%s needs --%s", cmd.CommandPath(), flag)
-}
 
 // reasonCmd is a command that takes one argument and a --reason and
 // makes one call, printing one line about the answer: sandbox freeze and

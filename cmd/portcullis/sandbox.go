@@ -33,6 +33,7 @@ func newSandboxCmd(env *environment) *cobra.Command {
 		newSandboxCACmd(env),
 		newSandboxSetBoundaryCmd(env),
 		newSandboxCredentialsCmd(env),
+		newSandboxProvidersCmd(env),
 		newSandboxFreezeCmd(env),
 		newSandboxUnfreezeCmd(env),
 		newSandboxToolsCmd(env),

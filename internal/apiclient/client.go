@@ -52,6 +52,7 @@ type Client struct {
 	Approval portcullisv1connect.ApprovalServiceClient
 	Sentry   portcullisv1connect.SentryServiceClient
 	Calls    portcullisv1connect.CallServiceClient
+	Provider portcullisv1connect.ProviderServiceClient
 	// Stream is the decision service for streams that last until the
 	// caller stops them (TailDecisions): its calls have no Timeout.
 	Stream portcullisv1connect.DecisionServiceClient
@@ -89,6 +90,7 @@ func New(cfg Config) *Client {
 		Approval: portcullisv1connect.NewApprovalServiceClient(c),
 		Sentry:   portcullisv1connect.NewSentryServiceClient(c),
 		Calls:    portcullisv1connect.NewCallServiceClient(c),
+		Provider: portcullisv1connect.NewProviderServiceClient(c),
 		Stream:   portcullisv1connect.NewDecisionServiceClient(sc),
 
 		Enforcement: portcullisv1connect.NewProxyServiceClient(sc),

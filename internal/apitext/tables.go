@@ -211,6 +211,7 @@ func Sandbox(w io.Writer, s *portcullisv1.Sandbox) error {
 		"by", Dash(s.GetCreatedBy()),
 		"boundary", BoundaryCell(s),
 		"credentialed", CredentialedCell(s),
+		"providers", ListOrNone(s.GetProviders()),
 		"frozen", YesNo(s.GetFrozen()),
 	}
 	if s.GetFrozen() {

@@ -77,6 +77,9 @@ var layers = map[string][]string{
 	"internal/pprofserve":       nil,
 	"internal/cliconfig":        {"internal/spelling"},
 	"internal/spelling":         nil,
+	"internal/secretinput":      {"provider"},
+	"internal/cliexit":          {"internal/apiclient", "internal/apitext", "prover"},
+	"internal/clitree":          {"internal/cliexit"},
 	"internal/telemetry":        nil,
 	"internal/telemetry/otlp":   nil,
 	"internal/version":          nil,
@@ -161,7 +164,7 @@ var proxyOnly = []string{
 	"dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "decision", "decision/decisionpb", "policy", "prover", "provider", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",
 	"internal/jcs", "internal/exetrim", "internal/rotate", "internal/version", "internal/ocsf", "internal/apitext",
-	"internal/apiclient", "internal/pprofserve", "internal/cliconfig", "internal/spelling",
+	"internal/apiclient", "internal/pprofserve", "internal/cliconfig", "internal/spelling", "internal/cliexit", "internal/clitree",
 	"proto/portcullis/v1", "proto/portcullis/v1/portcullisv1connect",
 }
 
