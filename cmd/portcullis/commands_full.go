@@ -54,7 +54,7 @@ func commands(env *environment) []*cobra.Command {
 		newDoctorCmd(env),
 		newProxyCmd(env),
 		newDemoCmd(env),
-		newSandboxCmd(env),
+		withProviders(newSandboxCmd(env), env),
 		newTokenCmd(env),
 		newProviderCmd(env),
 		newPolicyCmd(env),

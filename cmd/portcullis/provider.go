@@ -212,6 +212,13 @@ func newProviderDeleteCmd(env *environment) *cobra.Command {
 	}
 }
 
+// withProviders adds sandbox providers to the sandbox command of the full
+// binary.
+func withProviders(sandbox *cobra.Command, env *environment) *cobra.Command {
+	sandbox.AddCommand(newSandboxProvidersCmd(env))
+	return sandbox
+}
+
 func newSandboxProvidersCmd(env *environment) *cobra.Command {
 	cmd := newGroupCmd("providers", "Attach credential providers to a sandbox, or detach them",
 		`  portcullis sandbox providers attach orders github
@@ -223,9 +230,10 @@ func newSandboxProvidersCmd(env *environment) *cobra.Command {
 		}
 		var wait time.Duration
 		c := &cobra.Command{
-			Use:   verb + " SANDBOX PROVIDER",
-			Short: short + " (admin)",
-			Args:  args("SANDBOX", "PROVIDER"),
+			Use:     verb + " SANDBOX PROVIDER",
+			Short:   short + " (admin)",
+			Example: "  portcullis sandbox providers " + verb + " orders github",
+			Args:    args("SANDBOX", "PROVIDER"),
 			RunE: func(cmd *cobra.Command, a []string) error {
 				api, s, err := callGateway(env, func(api *apiclient.Client) (*portcullisv1.Sandbox, error) {
 					if attach {

@@ -33,7 +33,6 @@ func newSandboxCmd(env *environment) *cobra.Command {
 		newSandboxCACmd(env),
 		newSandboxSetBoundaryCmd(env),
 		newSandboxCredentialsCmd(env),
-		newSandboxProvidersCmd(env),
 		newSandboxFreezeCmd(env),
 		newSandboxUnfreezeCmd(env),
 		newSandboxToolsCmd(env),
