@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/distribution"
 	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/lifecycle"
+	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/provider"
 	"github.com/portcullis-dev/portcullis/store"
@@ -43,22 +44,26 @@ func (h *holder) next(t *testing.T) *provider.Bundle {
 	}
 }
 
-// lockedBuffer collects a Subscriber's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// logFile is a Subscriber's log, in a file the test reads.
+type logFile struct{ *os.File }
+
+func newLogFile(t *testing.T) logFile {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "proxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return logFile{f}
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
+func (l logFile) Bytes(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(l.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // serveDistribution serves ds's DistributionService on 127.0.0.1 until
@@ -78,7 +83,7 @@ func serveDistribution(t *testing.T, ds portcullisv1.DistributionServiceServer) 
 
 // subscribeCredentials runs a Subscriber of proxy p1 of agent-1 with h
 // as its CredentialHolder (nil: none) until the test ends.
-func subscribeCredentials(t *testing.T, url, dir string, h *holder, log *lockedBuffer) *gatewayclient.Subscriber {
+func subscribeCredentials(t *testing.T, url, dir string, h *holder, log logFile) *gatewayclient.Subscriber {
 	t.Helper()
 	cfg := gatewayclient.SubscribeConfig{
 		Gateway: url, Sandbox: "agent-1", ProxyID: "p1", DataDir: dir, Token: func() (string, error) { return "tok", nil },
@@ -87,19 +92,11 @@ func subscribeCredentials(t *testing.T, url, dir string, h *holder, log *lockedB
 	if h != nil {
 		cfg.Credentials = h
 	}
-	sub, err := gatewayclient.NewSubscriber(cfg, &proxy{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { sub.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; sub.Close() })
-	return sub
+	return startSubscriber(t, cfg, &proxy{})
 }
 
 // noSecretIn fails if a file under dir, or the log, holds secret.
-func noSecretIn(t *testing.T, dir string, log *lockedBuffer, secret string) {
+func noSecretIn(t *testing.T, dir string, log logFile, secret string) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -117,7 +114,7 @@ func noSecretIn(t *testing.T, dir string, log *lockedBuffer, secret string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(log.Bytes(), []byte(secret)) {
+	if bytes.Contains(log.Bytes(t), []byte(secret)) {
 		t.Error("the proxy's log holds the secret")
 	}
 }
@@ -186,7 +183,13 @@ func TestCredentialsFromTheGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := store.New(lite)
-	if _, err := st.CreateSandbox(t.Context(), store.CreateSandbox{Name: "agent-1", Actor: "test", Token: storetest.NewToken("sandbox-agent-1", "", "")}); err != nil {
+	pol, _, err := policy.Parse([]byte(subscribePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol = pol.Canonical()
+	if _, err := st.CreateSandbox(t.Context(), store.CreateSandbox{Name: "agent-1", Actor: "test", Token: storetest.NewToken("sandbox-agent-1", "", ""),
+		Policy: &store.PolicyVersion{Hash: pol.Hash(), Document: pol.CanonicalJSON(), Author: "test"}}); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
@@ -200,7 +203,7 @@ func TestCredentialsFromTheGateway(t *testing.T) {
 	go func() { _ = d.Run(ctx); close(ran) }()
 	t.Cleanup(func() { cancel(); <-ran; st.Close() })
 
-	h, logs, dir := newHolder(), &lockedBuffer{}, t.TempDir()
+	h, logs, dir := newHolder(), newLogFile(t), t.TempDir()
 	sub := subscribeCredentials(t, serveDistribution(t, distServer{d: d}), dir, h, logs)
 	b := h.next(t)
 	if b.Generation != 1 || len(b.Providers) != 1 || b.Providers[0].Secret[provider.FieldToken] != "ghp_first-secret-0123456789" {
@@ -213,6 +216,10 @@ func TestCredentialsFromTheGateway(t *testing.T) {
 	}
 	if gen, n := sub.CredentialsGeneration(); gen != 2 || n != 1 {
 		t.Errorf("CredentialsGeneration = %d, %d; want 2, 1", gen, n)
+	}
+	waitApplied(t, sub, 1, 10*time.Second)
+	if _, err := os.Stat(filepath.Join(dir, "policy.signed")); err != nil {
+		t.Fatalf("the data dir keeps no version: %v", err)
 	}
 	noSecretIn(t, dir, logs, "first-secret")
 	noSecretIn(t, dir, logs, "rotated-secret")
@@ -292,7 +299,7 @@ func sealed(t *testing.T, hello *portcullisv1.ProxyHello, proxyID string, b *pro
 func TestCredentialsDeliveries(t *testing.T) {
 	const secret = "ghp_scripted-secret-0123456789"
 	srv := &scripted{streams: make(chan *scriptedStream, 4)}
-	h, logs, dir := newHolder(), &lockedBuffer{}, t.TempDir()
+	h, logs, dir := newHolder(), newLogFile(t), t.TempDir()
 	sub := subscribeCredentials(t, serveDistribution(t, srv), dir, h, logs)
 	ss := srv.next(t)
 	key := ss.hello.GetCredentialKey()
@@ -360,7 +367,7 @@ func TestCredentialsDeliveries(t *testing.T) {
 // nothing to it.
 func TestNoCredentialKeyWithoutHolder(t *testing.T) {
 	srv := &scripted{streams: make(chan *scriptedStream, 4)}
-	subscribeCredentials(t, serveDistribution(t, srv), t.TempDir(), nil, &lockedBuffer{})
+	subscribeCredentials(t, serveDistribution(t, srv), t.TempDir(), nil, newLogFile(t))
 	ss := srv.next(t)
 	defer close(ss.end)
 	if k := ss.hello.GetCredentialKey(); len(k) != 0 {

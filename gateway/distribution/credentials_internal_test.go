@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -104,25 +105,17 @@ type credHarness struct {
 	d      *Distribution
 	src    *fakeSource
 	events *events.Stream
-	logs   *syncBuffer
+	logs   *os.File
 	t      *testing.T
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// logged returns what the harness's Distribution logged.
+func (h *credHarness) logged() string {
+	data, err := os.ReadFile(h.logs.Name())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return string(data)
 }
 
 func newCredHarness(t *testing.T, interval time.Duration) *credHarness {
@@ -132,17 +125,24 @@ func newCredHarness(t *testing.T, interval time.Duration) *credHarness {
 		t.Fatal(err)
 	}
 	st := store.New(lite)
-	if _, err := st.CreateSandbox(t.Context(), store.CreateSandbox{Name: "agent-1", Actor: "test", Token: storetest.NewToken("sandbox-agent-1", "", "")}); err != nil {
+	// With a policy, each stream's sender sends a version as credentials
+	// come.
+	if _, err := st.CreateSandbox(t.Context(), store.CreateSandbox{Name: "agent-1", Actor: "test", Token: storetest.NewToken("sandbox-agent-1", "", ""),
+		Policy: &store.PolicyVersion{Hash: "h1", Document: []byte("version: 1\n")}}); err != nil {
 		t.Fatal(err)
 	}
-	h := &credHarness{src: &fakeSource{}, events: events.New(), logs: &syncBuffer{}, t: t}
+	logs, err := os.Create(filepath.Join(t.TempDir(), "gateway.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &credHarness{src: &fakeSource{}, events: events.New(), logs: logs, t: t}
 	log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.d = New(Config{Replica: "r1", Stream: h.events, Credentials: h.src, CredentialsCheckInterval: interval}, st,
 		lifecycle.New(lifecycle.Config{Logger: log}, st), log)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { _ = h.d.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran; st.Close() })
+	t.Cleanup(func() { cancel(); <-ran; st.Close(); logs.Close() })
 	return h
 }
 
@@ -265,7 +265,7 @@ func TestCredentialsSealedToTheProxy(t *testing.T) {
 	if s := h.status("p1"); s.CredentialsGeneration != 1 || s.CredentialsError != "" {
 		t.Fatalf("ACKs of no delivery changed the status: generation %d error %q", s.CredentialsGeneration, s.CredentialsError)
 	}
-	if bytes.Contains([]byte(h.logs.String()), []byte(secret)) {
+	if bytes.Contains([]byte(h.logged()), []byte(secret)) {
 		t.Fatal("the secret is in the gateway's log")
 	}
 }
@@ -386,7 +386,7 @@ func TestCredentialsReadFailureRetried(t *testing.T) {
 	for start := h.src.genRead.Load(); h.src.genRead.Load() < start+5; {
 		h.sync(c, false) // the stream serves meanwhile
 	}
-	if n := bytes.Count([]byte(h.logs.String()), []byte("no secrets key configured")); n != 1 {
+	if n := bytes.Count([]byte(h.logged()), []byte("no secrets key configured")); n != 1 {
 		t.Errorf("the failure was logged %d times over five checks, want once", n)
 	}
 	h.src.fail(nil)

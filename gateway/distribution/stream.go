@@ -99,6 +99,10 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 		proxyID: hello.GetProxyId(),
 		history: func(from, to uint32) ([]string, error) { return d.hashes(ctx, p.Sandbox, from, to) },
 	}
+	if k := hello.GetCredentialKey(); len(k) > 0 && d.creds != nil {
+		// Before the stream can be woken: its sender reads it.
+		ps.cred = &credStream{sandbox: p.Sandbox, key: slices.Clone(k)}
+	}
 	ps.held.Store(hello.GetHeldVersion())
 	entry := d.proxies.connect(key, hello)
 	defer d.proxies.disconnect(entry)
@@ -106,8 +110,7 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 	if err != nil {
 		return err
 	}
-	if k := hello.GetCredentialKey(); len(k) > 0 && d.creds != nil {
-		ps.cred = &credStream{sandbox: p.Sandbox, key: slices.Clone(k)}
+	if ps.cred != nil {
 		d.creds.register(ps)
 	}
 	defer func() {
