@@ -41,7 +41,9 @@ const CredentialsCheckInterval = 250 * time.Millisecond
 // decrypts the providers' secrets).
 type CredentialSource interface {
 	// SandboxCredentials returns the bundle of sandbox's attached
-	// providers with their secrets, at its current generation.
+	// providers with their secrets, at its current generation. The
+	// bundle is the caller's: distribution clears its secret maps once
+	// it is sealed, so it must not be shared (a cache's own copy).
 	SandboxCredentials(ctx context.Context, sandbox string) (*provider.Bundle, error)
 	// CredentialsGeneration returns sandbox's current credentials
 	// generation; 0: it never had credentials.
