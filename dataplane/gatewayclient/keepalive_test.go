@@ -107,18 +107,11 @@ func TestSubscriberLeavesASilentPath(t *testing.T) {
 	}
 	relay := startSilentRelay(t, strings.TrimPrefix(gw.URL, "http://"))
 	p := &proxy{}
-	sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
+	startSubscriber(t, gatewayclient.SubscribeConfig{
 		Gateway: "http://" + relay.ln.Addr().String(), Sandbox: "agent-1", ProxyID: "p1", DataDir: t.TempDir(),
 		Token:     func() (string, error) { return created.GetToken(), nil },
 		Heartbeat: time.Hour, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { sub.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; sub.Close() })
 	waitVersion(t, p, "1", 15*time.Second)
 
 	relay.silence()

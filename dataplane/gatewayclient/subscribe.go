@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/portcullis-dev/portcullis/provider"
 	"io"
 	"log/slog"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/signing"
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/provider"
 )
 
 // The policy subscription: a proxy in gateway mode streams its sandbox's
@@ -57,13 +57,6 @@ const (
 )
 
 // SubscribeConfig configures a Subscriber.
-// CredentialHolder keeps, in memory only, the credentials the gateway
-// delivers: each call replaces what it held (a bundle with no providers
-// drops them all).
-type CredentialHolder interface {
-	SetCredentials(*provider.Bundle)
-}
-
 type SubscribeConfig struct {
 	// Gateway is the gateway's URL (http://host:port or https://…), and
 	// Gateways more replicas of it: the proxy uses one at a time, moves
@@ -202,6 +195,9 @@ type Subscriber struct {
 	// refusals is the current run of attempts that the gateway refused
 	// the token on (refused.go).
 	refusals refusals
+	// creds holds this run's credential key and what it was last sent
+	// (credentials.go); its key is nil without Credentials.
+	creds credentialState
 }
 
 // NewSubscriber prepares the subscription of proxy; it does not connect
@@ -216,6 +212,14 @@ func NewSubscriber(cfg SubscribeConfig, proxy Enforcer) (*Subscriber, error) {
 		return nil, err
 	}
 	s := &Subscriber{cfg: cfg, proxy: proxy, fleet: f, log: cfg.Logger.With("component", "subscriber"), instance: rand.Text()}
+	if cfg.Credentials != nil {
+		// One key for the run, in memory only: a bundle sealed to it
+		// opens nowhere else, and dies with the process.
+		if s.creds.key, err = provider.NewKey(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("credential key: %w", err)
+		}
+	}
 	if err := s.loadPin(); err != nil {
 		s.Close()
 		return nil, err
@@ -541,7 +545,8 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 		return err
 	}
 	s.mu.Lock()
-	hello := &portcullisv1.ProxyHello{Sandbox: s.cfg.Sandbox, ProxyId: s.cfg.ProxyID, HeldVersion: s.applied.GetVersion(), HeldHash: s.applied.GetHash(), Build: s.cfg.Build, Instance: s.instance}
+	hello := &portcullisv1.ProxyHello{Sandbox: s.cfg.Sandbox, ProxyId: s.cfg.ProxyID, HeldVersion: s.applied.GetVersion(), HeldHash: s.applied.GetHash(), Build: s.cfg.Build, Instance: s.instance,
+		CredentialKey: s.creds.public()}
 	s.mu.Unlock()
 	var sendMu sync.Mutex
 	send := func(m *portcullisv1.StreamPolicyRequest) error {
@@ -614,6 +619,14 @@ func (s *Subscriber) stream(ctx context.Context, ep *endpoint) error {
 			if ahead, news := s.clock.answered(hb.GetSentAt().AsTime()); news {
 				s.log.Warn("the gateway's clock differs from the proxy's; expires_at is judged by the later of the two", "gateway_ahead", ahead.Round(time.Millisecond).String())
 			}
+		}
+		if sc := res.GetCredentials(); sc != nil {
+			if answer := s.receiveCredentials(sc); answer != nil {
+				if err := send(answer); err != nil {
+					return err
+				}
+			}
+			continue
 		}
 		sp := res.GetPolicy()
 		if sp == nil {

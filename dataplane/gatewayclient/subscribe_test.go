@@ -105,18 +105,22 @@ func subscribe(t *testing.T, gw *gatewaytest.Gateway, token func() (string, erro
 func subscribeIn(t *testing.T, gw *gatewaytest.Gateway, dir string, token func() (string, error), pinned []byte) (*proxy, *gatewayclient.Subscriber) {
 	t.Helper()
 	p := &proxy{}
-	sub, err := gatewayclient.NewSubscriber(gatewayclient.SubscribeConfig{
+	sub := startSubscriber(t, gatewayclient.SubscribeConfig{
 		Gateway: gw.URL, Sandbox: "agent-1", Token: token, ProxyID: "p1", DataDir: dir,
 		GatewayKey: pinned, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	}, p)
+	return p, sub
+}
+
+// startSubscriber runs a Subscriber of p with cfg until the test ends.
+func startSubscriber(t *testing.T, cfg gatewayclient.SubscribeConfig, p gatewayclient.Enforcer) *gatewayclient.Subscriber {
+	t.Helper()
+	sub, err := gatewayclient.NewSubscriber(cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { sub.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; sub.Close() })
-	return p, sub
+	runSubscriber(t, sub, nil)
+	return sub
 }
 
 // A proxy pinned to another key refuses every version (NACK, with the

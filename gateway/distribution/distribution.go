@@ -5,7 +5,8 @@
 // key chain, the policy streams (StreamPolicy), the held calls' streams
 // (HoldCall: filed through lifecycle, answered with their decision), the decision records
 // proxies ship (ShipDecisions, stored through a Sink), each sandbox's CA,
-// and the per-proxy status tracker.
+// the per-proxy status tracker, and each sandbox's credentials, sealed to
+// each proxy run that asks (credentials.go, read from a CredentialSource).
 //
 // The gateway root constructs one Distribution, runs it (Run) and calls
 // its serving methods from its Connect handlers and grpc-go bridge, after
@@ -54,6 +55,15 @@ type Config struct {
 	Stream *events.Stream
 	// Sink stores shipped decision records (gateway/decisions).
 	Sink Sink
+	// Credentials, if set, is where the sandboxes' credentials are read
+	// (the lifecycle): a stream whose hello gives a credential key is
+	// sent its sandbox's bundle sealed to it (credentials.go). Default
+	// nil: no credentials are delivered.
+	Credentials CredentialSource
+	// CredentialsCheckInterval is how often the credentials generation
+	// of every sandbox with keyed streams here is read, to find changes
+	// made on another replica. Default CredentialsCheckInterval.
+	CredentialsCheckInterval time.Duration
 	// Tracer, if set, traces each delivery of a version to a proxy until
 	// its ACK or NACK (trace.go). Default nil: no spans.
 	Tracer trace.TracerProvider
@@ -99,6 +109,9 @@ type Distribution struct {
 	tracer  trace.Tracer // nil: no push spans
 	// calls wakes the HoldCall streams of calls decided here.
 	calls *callWaiters
+	// creds delivers credentials to keyed streams; nil without
+	// Config.Credentials.
+	creds *credHub
 }
 
 // New returns a Distribution reading st and writing through life. Nothing
@@ -113,6 +126,9 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 	if cfg.VersionCheckInterval == 0 {
 		cfg.VersionCheckInterval = 5 * time.Second
 	}
+	if cfg.CredentialsCheckInterval == 0 {
+		cfg.CredentialsCheckInterval = CredentialsCheckInterval
+	}
 	sg := newSigner(st, life)
 	d := &Distribution{
 		cfg:     cfg,
@@ -124,8 +140,14 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 		proxies: newProxyTracker(life, cfg.Replica, cfg.Now),
 		calls:   &callWaiters{},
 	}
+	if cfg.Credentials != nil {
+		d.creds = newCredHub(cfg.Credentials, log, cfg.CredentialsCheckInterval)
+	}
 	if cfg.Stream != nil {
 		cfg.Stream.Subscribe(d.calls.handle)
+		if d.creds != nil {
+			cfg.Stream.Subscribe(d.creds.handle)
+		}
 	}
 	if cfg.Tracer != nil {
 		d.tracer = cfg.Tracer.Tracer(telemetry.Scope)
@@ -137,10 +159,14 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 // status writer, the hub's version check (which also re-reads the signing
 // keys), the commit listener that offers every version committed
 // (through this replica or another) to the hub, and the read of which
-// held calls waited on here were decided elsewhere (pollCalls).
+// held calls waited on here were decided elsewhere (pollCalls), and the
+// delivery of credentials (with Config.Credentials).
 func (d *Distribution) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { d.pollCalls(ctx) })
+	if d.creds != nil {
+		wg.Go(func() { d.creds.run(ctx) })
+	}
 	wg.Go(func() {
 		d.proxies.run(ctx, func(err error) { d.log.Warn("could not store proxy statuses; will retry", "err", err) })
 	})

@@ -148,6 +148,19 @@ func (t *proxyTracker) nack(e *proxyEntry, sv *signedVersion, msg string, took t
 	t.mu.Unlock()
 }
 
+// credentials records a proxy's answer to a credentials delivery: the
+// generation it holds, and the error if it could not open it.
+func (t *proxyTracker) credentials(e *proxyEntry, generation uint64, msg string, now time.Time) {
+	t.update(e, func(s *store.ProxyStatus) {
+		s.CredentialsGeneration = int64(min(generation, 1<<63-1))
+		s.CredentialsError = msg
+		s.LastSeenAt = now
+	})
+	t.mu.Lock()
+	t.broadcast()
+	t.mu.Unlock()
+}
+
 func (t *proxyTracker) dropped(key proxyKey, n uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -82,3 +82,30 @@ func TestEnforcementLastAck(t *testing.T) {
 		t.Errorf("LastAck = %v, want p2's ACK at %v", got, want)
 	}
 }
+
+// A credentials ACK is part of the proxy's status: pending for the
+// writer (the batch SaveProxyStatuses stores) at once, with its error;
+// a new stream of the proxy starts with none, until its own ACK.
+func TestProxyStatusCredentials(t *testing.T) {
+	tr := newProxyTracker(nil, "r1", time.Now)
+	key := proxyKey{"agent-1", "p1"}
+	e := tr.connect(key, &portcullisv1.ProxyHello{Sandbox: "agent-1", ProxyId: "p1"})
+	changed := tr.changed
+	tr.credentials(e, 3, "", time.Now())
+	select {
+	case <-changed:
+	default:
+		t.Error("a credentials ACK did not wake the writer and the watchers")
+	}
+	if s := tr.dirty[key]; s.CredentialsGeneration != 3 || s.CredentialsError != "" {
+		t.Fatalf("pending status: generation %d error %q; want 3 and none", s.CredentialsGeneration, s.CredentialsError)
+	}
+	tr.credentials(e, 4, "credentials do not open", time.Now())
+	if s := tr.dirty[key]; s.CredentialsGeneration != 4 || s.CredentialsError != "credentials do not open" {
+		t.Fatalf("pending status: generation %d error %q; want 4 with the error", s.CredentialsGeneration, s.CredentialsError)
+	}
+	tr.connect(key, &portcullisv1.ProxyHello{Sandbox: "agent-1", ProxyId: "p1"})
+	if s := tr.dirty[key]; s.CredentialsGeneration != 0 || s.CredentialsError != "" {
+		t.Fatalf("a new stream's status: generation %d error %q; want none until its ACK", s.CredentialsGeneration, s.CredentialsError)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,11 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 	if err := checkProxyID(hello.GetProxyId()); err != nil {
 		return err
 	}
+	if k := hello.GetCredentialKey(); len(k) > 0 {
+		if err := checkCredentialKey(k, p.Sandbox, hello.GetProxyId()); err != nil {
+			return err
+		}
+	}
 	// A new run of the proxy: the calls its earlier run held died with it.
 	if _, err := transport.OffStack(func() (struct{}, error) {
 		return struct{}{}, d.life.FailEarlierCalls(ctx, p.Sandbox, hello.GetProxyId(), hello.GetInstance())
@@ -93,6 +99,10 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 		proxyID: hello.GetProxyId(),
 		history: func(from, to uint32) ([]string, error) { return d.hashes(ctx, p.Sandbox, from, to) },
 	}
+	if k := hello.GetCredentialKey(); len(k) > 0 && d.creds != nil {
+		// Before the stream can be woken: its sender reads it.
+		ps.cred = &credStream{sandbox: p.Sandbox, key: slices.Clone(k)}
+	}
 	ps.held.Store(hello.GetHeldVersion())
 	entry := d.proxies.connect(key, hello)
 	defer d.proxies.disconnect(entry)
@@ -100,7 +110,13 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 	if err != nil {
 		return err
 	}
+	if ps.cred != nil {
+		d.creds.register(ps)
+	}
 	defer func() {
+		if ps.cred != nil {
+			d.creds.unregister(ps)
+		}
 		d.hub.unsubscribe(t, ps)
 		// A send blocked on a proxy that stopped reading ends too.
 		interrupt.Interrupt(err)
@@ -127,42 +143,15 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 		now := d.cfg.Now()
 		switch m := req.GetMessage().(type) {
 		case *portcullisv1.StreamPolicyRequest_Ack:
-			sent, ok := ps.sentFor(m.Ack.GetNonce())
-			if !ok || sent.sv.version() != m.Ack.GetVersion() {
-				sent.answered("", "an ACK that names another version")
-				return invalidField("ack.nonce", "names no version sent on this stream")
+			if err := d.policyAck(ctx, ps, entry, m.Ack, now); err != nil {
+				return err
 			}
-			lag := now.Sub(sent.sv.committedAt())
-			ps.held.Store(sent.sv.version())
-			d.proxies.ack(entry, sent.sv, lag, now)
-			keepErr := m.Ack.GetKeepError()
-			d.cfg.Stream.Publish(events.ProxyAcked{Sandbox: p.Sandbox, Lag: lag, KeepFailed: keepErr != ""})
-			if keepErr != "" {
-				// Enforced, but a restart would bring back an older version.
-				d.log.WarnContext(ctx, "proxy enforces the version but cannot keep it in its data dir", "sandbox", p.Sandbox, "proxy", key.proxyID,
-					"version", sent.sv.version(), "error", truncate(keepErr, maxNackError))
-			}
-			sent.answered("ack", "")
 		case *portcullisv1.StreamPolicyRequest_Nack:
-			sent, ok := ps.sentFor(m.Nack.GetNonce())
-			if !ok || sent.sv.version() != m.Nack.GetVersion() {
-				sent.answered("", "a NACK that names another version")
-				return invalidField("nack.nonce", "names no version sent on this stream")
+			if err := d.policyNack(ctx, ps, entry, m.Nack, now); err != nil {
+				return err
 			}
-			d.proxies.nack(entry, sent.sv, truncate(m.Nack.GetError(), maxNackError), now.Sub(sent.sv.committedAt()), now)
-			d.cfg.Stream.Publish(events.ProxyNacked{Sandbox: p.Sandbox, Fork: m.Nack.GetFork()})
-			if m.Nack.GetFork() {
-				// This replica's history and the proxy's differ (one of
-				// them runs on a restored or forked store): an operator
-				// must say which one stands.
-				d.log.ErrorContext(ctx, "proxy refused a policy version that does not descend from the one it holds: this replica's history forked from the proxy's; the proxy keeps enforcing its own",
-					"sandbox", p.Sandbox, "proxy", key.proxyID, "version", sent.sv.version(), "hash", sent.sv.policy.GetHash(),
-					"held_version", ps.held.Load(), "error", truncate(m.Nack.GetError(), maxNackError))
-			} else {
-				d.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", p.Sandbox, "proxy", key.proxyID,
-					"version", sent.sv.version(), "error", truncate(m.Nack.GetError(), maxNackError))
-			}
-			sent.answered("nack", truncate(m.Nack.GetError(), maxNackError))
+		case *portcullisv1.StreamPolicyRequest_CredentialsAck:
+			d.credentialsAck(ctx, ps, entry, m.CredentialsAck, now)
 		case *portcullisv1.StreamPolicyRequest_Heartbeat:
 			d.proxies.seen(entry, now)
 			ps.heartbeatDue.Store(true)
@@ -179,6 +168,51 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 			lastAuth = now
 		}
 	}
+}
+
+// policyAck records a proxy's ACK of a version sent on ps.
+func (d *Distribution) policyAck(ctx context.Context, ps *policyStream, entry *proxyEntry, a *portcullisv1.PolicyAck, now time.Time) error {
+	sent, ok := ps.sentFor(a.GetNonce())
+	if !ok || sent.sv.version() != a.GetVersion() {
+		sent.answered("", "an ACK that names another version")
+		return invalidField("ack.nonce", "names no version sent on this stream")
+	}
+	lag := now.Sub(sent.sv.committedAt())
+	ps.held.Store(sent.sv.version())
+	d.proxies.ack(entry, sent.sv, lag, now)
+	keepErr := a.GetKeepError()
+	d.cfg.Stream.Publish(events.ProxyAcked{Sandbox: entry.key.sandbox, Lag: lag, KeepFailed: keepErr != ""})
+	if keepErr != "" {
+		// Enforced, but a restart would bring back an older version.
+		d.log.WarnContext(ctx, "proxy enforces the version but cannot keep it in its data dir", "sandbox", entry.key.sandbox, "proxy", entry.key.proxyID,
+			"version", sent.sv.version(), "error", truncate(keepErr, maxNackError))
+	}
+	sent.answered("ack", "")
+	return nil
+}
+
+// policyNack records a proxy's refusal of a version sent on ps.
+func (d *Distribution) policyNack(ctx context.Context, ps *policyStream, entry *proxyEntry, n *portcullisv1.PolicyNack, now time.Time) error {
+	sent, ok := ps.sentFor(n.GetNonce())
+	if !ok || sent.sv.version() != n.GetVersion() {
+		sent.answered("", "a NACK that names another version")
+		return invalidField("nack.nonce", "names no version sent on this stream")
+	}
+	d.proxies.nack(entry, sent.sv, truncate(n.GetError(), maxNackError), now.Sub(sent.sv.committedAt()), now)
+	d.cfg.Stream.Publish(events.ProxyNacked{Sandbox: entry.key.sandbox, Fork: n.GetFork()})
+	if n.GetFork() {
+		// This replica's history and the proxy's differ (one of
+		// them runs on a restored or forked store): an operator
+		// must say which one stands.
+		d.log.ErrorContext(ctx, "proxy refused a policy version that does not descend from the one it holds: this replica's history forked from the proxy's; the proxy keeps enforcing its own",
+			"sandbox", entry.key.sandbox, "proxy", entry.key.proxyID, "version", sent.sv.version(), "hash", sent.sv.policy.GetHash(),
+			"held_version", ps.held.Load(), "error", truncate(n.GetError(), maxNackError))
+	} else {
+		d.log.WarnContext(ctx, "proxy refused a policy version", "sandbox", entry.key.sandbox, "proxy", entry.key.proxyID,
+			"version", sent.sv.version(), "error", truncate(n.GetError(), maxNackError))
+	}
+	sent.answered("nack", truncate(n.GetError(), maxNackError))
+	return nil
 }
 
 // streamEnd turns the error that ended a Receive into the handler's result:
@@ -288,6 +322,10 @@ type policyStream struct {
 
 	tracer  trace.Tracer // nil: no push spans (trace.go)
 	proxyID string
+
+	// cred is the credentials side of a stream whose proxy gave a
+	// credential key (credentials.go); nil otherwise.
+	cred *credStream
 }
 
 // maxUnanswered bounds the versions remembered for ACK/NACK matching.
@@ -332,6 +370,9 @@ func (ps *policyStream) due() bool {
 	if ps.heartbeatDue.Load() || ps.goawayDue.Load() {
 		return true
 	}
+	if ps.cred != nil && ps.cred.due.Load() != nil {
+		return true
+	}
 	if ps.topic == nil {
 		return false
 	}
@@ -353,6 +394,13 @@ func (ps *policyStream) sendDue() error {
 			}
 			ps.sentVersion.Store(latest.version())
 			return nil
+		}
+	}
+	if ps.cred != nil {
+		if msg := ps.cred.due.Swap(nil); msg != nil {
+			if err := ps.stream.Send(&portcullisv1.StreamPolicyResponse{Message: &portcullisv1.StreamPolicyResponse_Credentials{Credentials: msg}}); err != nil {
+				return fmt.Errorf("send credentials: %w", err)
+			}
 		}
 	}
 	if ps.goawayDue.Swap(false) {

@@ -39,7 +39,7 @@ var layers = map[string][]string{
 	"gateway": {"gateway/...", "lifecycle", "store", "store/postgres", "store/sqlite", "store/backup", "migrations", "advisor", "prover", "policy", "sentry", "web", "decision/...",
 		"internal/ocsf/...", "internal/events", "internal/telemetry/otlp", "internal/version", "proto/..."},
 	"gateway/transport":    {"internal/telemetry"},
-	"gateway/distribution": {"gateway/transport", "lifecycle", "internal/events", "store", "decision/...", "policy", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
+	"gateway/distribution": {"gateway/transport", "lifecycle", "internal/events", "store", "decision/...", "policy", "provider", "internal/signing", "internal/ca", "internal/telemetry", "proto/portcullis/v1"},
 	"gateway/decisions":    {"store", "decision", "lifecycle"},
 	"gateway/notify":       {"store", "lifecycle", "internal/events"},
 	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
