@@ -200,3 +200,70 @@ func TestLegitimatePoliciesWithinBudget(t *testing.T) {
 		t.Fatalf("1,000 new rules: %d work units", rep.Work)
 	}
 }
+
+// openShellProviderHosts are the hosts of every provider profile OpenShell
+// ships (providers/*.yaml at 2f7fb655), patterns included: a sandbox with
+// all of them attached.
+var openShellProviderHosts = func() []HostPort {
+	var out []HostPort
+	for _, h := range strings.Fields(`*-aiplatform.googleapis.com *.s3.*.amazonaws.com *.s3.amazonaws.com
+		*.s3.dualstack.*.amazonaws.com aiplatform.eu.rep.googleapis.com aiplatform.googleapis.com
+		aiplatform.us.rep.googleapis.com s3.*.amazonaws.com s3.amazonaws.com s3.dualstack.*.amazonaws.com
+		ab.chatgpt.com api.anthropic.com api.business.githubcopilot.com api.deepinfra.com
+		api.enterprise.githubcopilot.com api.github.com api.githubcopilot.com api.individual.githubcopilot.com
+		api.openai.com api2.cursor.sh auth.openai.com chatgpt.com copilot-proxy.githubusercontent.com
+		cursor.blob.core.windows.net cursor.download.prss.microsoft.com default.exp-tas.com download.cursor.sh
+		downloads.python.org files.pythonhosted.org github.com integrate.api.nvidia.com
+		objects.githubusercontent.com pypi.org repo.cursor.sh sentry.io statsig.anthropic.com
+		telemetry.enterprise.githubcopilot.com`) {
+		out = append(out, HostPort{Host: h, Port: 443})
+	}
+	return out
+}()
+
+// Every provider OpenShell ships attached at once (37 hosts, 6 of them
+// patterns) leaves the policies people write well within the budget.
+func TestCredentialedPatternsWithinBudget(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*.yaml")
+	more, _ := filepath.Glob("../policy/testdata/openshell/*.yaml")
+	files = append(files, more...)
+	empty := &policy.Policy{Version: 1}
+	proved := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := policy.Parse(data)
+		if err != nil {
+			continue // a fixture this validator refuses (documented divergences)
+		}
+		rep, err := Prove(context.Background(), empty, p, Options{Now: now, Credentialed: openShellProviderHosts})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if rep.Work > DefaultBudget/20 {
+			t.Errorf("%s: %d work units, over 5%% of the budget", f, rep.Work)
+		}
+		proved++
+	}
+	if proved < 10 {
+		t.Fatalf("only %d policies proved", proved)
+	}
+	// A proposal of wildcard endpoints under every pattern's domain.
+	var sb strings.Builder
+	sb.WriteString("version: 1\nnetwork_policies:\n  wide:\n    binaries: [ { path: /usr/bin/curl }, { path: /usr/bin/git } ]\n    endpoints:\n")
+	for _, h := range []string{"*.amazonaws.com", "**.amazonaws.com", "*.googleapis.com", "**.github.com", "*.githubcopilot.com", "*.openai.com"} {
+		fmt.Fprintf(&sb, "      - { host: %q, port: 443 }\n", h)
+	}
+	rep, err := Prove(context.Background(), empty, parse(t, sb.String()), Options{Now: now, Credentialed: openShellProviderHosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Work > DefaultBudget/20 {
+		t.Errorf("wildcards over the providers' domains: %d work units, over 5%% of the budget", rep.Work)
+	}
+	if k := kinds(rep); len(k[NewCredentialedReach]) == 0 || len(k[L7BypassCredentialed]) == 0 {
+		t.Fatalf("want credentialed reach and an L7 bypass:%s", show(rep.Findings))
+	}
+}
