@@ -19,7 +19,10 @@ import (
 // change: what a schema admits is not split into request classes; so does
 // a re-pin (tool_definition_changed: the prover judges every pin as met). It returns
 // the resulting policy and the proof of base against it under opts (the
-// gateway passes the sandbox's boundary and credentialed destinations).
+// gateway passes the sandbox's boundary and credentialed destinations: the
+// attached providers' hosts, patterns among them, and `sandbox
+// credentials`), with the destinations of base's credential-bound endpoints
+// credentialed too (credentials.go).
 //
 // What the advisor cannot prove it refuses: globs beyond MaxGlobWildcards
 // and MaxGlobs, and a proposal whose proofs together would exceed one
@@ -56,6 +59,7 @@ func Evaluate(ctx context.Context, base *policy.Policy, p *Proposal, opts prover
 	if err := found.err(); err != nil {
 		return nil, nil, err
 	}
+	opts.Credentialed = boundDestinations(opts.Credentialed, base)
 	rep, err := budget.prove(ctx, -1, "", base, result, opts)
 	if err != nil {
 		return nil, nil, err

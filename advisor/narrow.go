@@ -2,6 +2,7 @@ package advisor
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/publicsuffix"
@@ -102,7 +103,11 @@ func (r refuser) forbiddenEndpointFields(fp string, e *policy.Endpoint) {
 		{"mcp", e.MCP != nil},
 	}
 	for _, f := range forbid {
-		if f.set {
+		switch {
+		case !f.set:
+		case slices.Contains(credentialFields, f.field):
+			r.keep(r.at(keyPath(fp, f.field), RuleForbiddenField, "a proposal may not set %s: it never adds or widens a credential binding; credentials are an operator's to bind (attach a provider, then bind it in the policy)", f.field))
+		default:
 			r.keep(r.at(keyPath(fp, f.field), RuleForbiddenField, "a proposal may not set %s; an operator must", f.field))
 		}
 	}

@@ -149,27 +149,34 @@ func TestProveCancelled(t *testing.T) {
 	}
 }
 
+// writtenPolicies are the policies people wrote: every example and
+// OpenShell fixture this validator loads, by file.
+func writtenPolicies(t *testing.T) map[string]*policy.Policy {
+	files, _ := filepath.Glob("../examples/*.yaml")
+	more, _ := filepath.Glob("../policy/testdata/openshell/*.yaml")
+	out := map[string]*policy.Policy{}
+	for _, f := range append(files, more...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, _, err := policy.Parse(data); err == nil {
+			out[f] = p
+		} // else a fixture this validator refuses (documented divergences)
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d policy files load", len(out))
+	}
+	return out
+}
+
 // Policies written by people prove well within the budget: every example
 // and OpenShell fixture against nothing and against itself, and a
 // one-rule change to the 1,000-rule benchmark policy with a 1,000-rule
 // boundary.
 func TestLegitimatePoliciesWithinBudget(t *testing.T) {
-	files, _ := filepath.Glob("../examples/*.yaml")
-	more, _ := filepath.Glob("../policy/testdata/openshell/*.yaml")
-	files = append(files, more...)
-	if len(files) < 10 {
-		t.Fatalf("only %d policy files found", len(files))
-	}
 	empty := &policy.Policy{Version: 1}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _, err := policy.Parse(data)
-		if err != nil {
-			continue // a fixture this validator refuses (documented divergences)
-		}
+	for f, p := range writtenPolicies(t) {
 		for _, cur := range []*policy.Policy{empty, p} {
 			rep, err := Prove(context.Background(), cur, p, Options{Now: now})
 			if err != nil {
@@ -198,5 +205,56 @@ func TestLegitimatePoliciesWithinBudget(t *testing.T) {
 	}
 	if rep.Work > DefaultBudget*3/4 {
 		t.Fatalf("1,000 new rules: %d work units", rep.Work)
+	}
+}
+
+// openShellProviderHosts are the hosts of every provider profile OpenShell
+// ships (providers/*.yaml at 2f7fb655), patterns included: a sandbox with
+// all of them attached.
+var openShellProviderHosts = func() []HostPort {
+	var out []HostPort
+	for _, h := range strings.Fields(`*-aiplatform.googleapis.com *.s3.*.amazonaws.com *.s3.amazonaws.com
+		*.s3.dualstack.*.amazonaws.com aiplatform.eu.rep.googleapis.com aiplatform.googleapis.com
+		aiplatform.us.rep.googleapis.com s3.*.amazonaws.com s3.amazonaws.com s3.dualstack.*.amazonaws.com
+		ab.chatgpt.com api.anthropic.com api.business.githubcopilot.com api.deepinfra.com
+		api.enterprise.githubcopilot.com api.github.com api.githubcopilot.com api.individual.githubcopilot.com
+		api.openai.com api2.cursor.sh auth.openai.com chatgpt.com copilot-proxy.githubusercontent.com
+		cursor.blob.core.windows.net cursor.download.prss.microsoft.com default.exp-tas.com download.cursor.sh
+		downloads.python.org files.pythonhosted.org github.com integrate.api.nvidia.com
+		objects.githubusercontent.com pypi.org repo.cursor.sh sentry.io statsig.anthropic.com
+		telemetry.enterprise.githubcopilot.com`) {
+		out = append(out, HostPort{Host: h, Port: 443})
+	}
+	return out
+}()
+
+// Every provider OpenShell ships attached at once (37 hosts, 6 of them
+// patterns) leaves the policies people write well within the budget.
+func TestCredentialedPatternsWithinBudget(t *testing.T) {
+	empty := &policy.Policy{Version: 1}
+	for f, p := range writtenPolicies(t) {
+		rep, err := Prove(context.Background(), empty, p, Options{Now: now, Credentialed: openShellProviderHosts})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if rep.Work > DefaultBudget/20 {
+			t.Errorf("%s: %d work units, over 5%% of the budget", f, rep.Work)
+		}
+	}
+	// A proposal of wildcard endpoints under every pattern's domain.
+	var sb strings.Builder
+	sb.WriteString("version: 1\nnetwork_policies:\n  wide:\n    binaries: [ { path: /usr/bin/curl }, { path: /usr/bin/git } ]\n    endpoints:\n")
+	for _, h := range []string{"*.amazonaws.com", "**.amazonaws.com", "*.googleapis.com", "**.github.com", "*.githubcopilot.com", "*.openai.com"} {
+		fmt.Fprintf(&sb, "      - { host: %q, port: 443 }\n", h)
+	}
+	rep, err := Prove(context.Background(), empty, parse(t, sb.String()), Options{Now: now, Credentialed: openShellProviderHosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Work > DefaultBudget/20 {
+		t.Errorf("wildcards over the providers' domains: %d work units, over 5%% of the budget", rep.Work)
+	}
+	if k := kinds(rep); len(k[NewCredentialedReach]) == 0 || len(k[L7BypassCredentialed]) == 0 {
+		t.Fatalf("want credentialed reach and an L7 bypass:%s", show(rep.Findings))
 	}
 }

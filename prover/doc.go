@@ -6,8 +6,9 @@
 // # Kinds
 //
 // Request-level (each with a counterexample): new_reach, or
-// new_credentialed_reach when the destination is one of
-// Options.Credentialed; new_path, new_http_method, new_mcp_method,
+// new_credentialed_reach when the destination is credentialed; new_path,
+// new_http_method (OpenShell's capability_expansion when the destination
+// is credentialed), new_mcp_method,
 // new_mcp_tool, new_mcp_prompt, new_mcp_resource (a tools/call, prompts/get
 // or resources/read|subscribe|unsubscribe whose method the current policy
 // already allows for another tool, prompt or URI at that destination;
@@ -39,6 +40,23 @@
 // schema (for a const schema, exactly those) that the proposed policy
 // allows and the current one denies. Every kind but new_path needs a
 // human (approval.Blocking).
+//
+// # Credentialed destinations
+//
+// Options.Credentialed lists them: the hosts of the providers attached to
+// the sandbox, which may be host patterns as endpoints write hosts
+// (policy.ValidHostPattern: `*.github.com`, `**.example.com`,
+// `*-x.googleapis.com`, a whole `*` middle label), and the exact hosts set
+// with `sandbox credentials` (ParseHostPort refuses globs; ParseHostPattern
+// reads a pattern). A request is credentialed when an entry has its port
+// and a host matching its host (HostPort.Covers: policy.MatchHost, an IP
+// address in any spelling). Each credentialed host is a host pattern of
+// the groups it may meet, so its matches are part of every signature
+// there: a class is wholly credentialed or not, and a wildcard endpoint
+// over a credentialed host, an endpoint inside a credentialed pattern, or
+// both patterns, yield a concrete credentialed host as a counterexample.
+// Request-level findings (new_* and l7_bypass_credentialed) to one carry
+// the Credentialed mark, and their detail names the destination.
 //
 // # Why it is exact
 //

@@ -52,6 +52,16 @@ func hostsMayOverlap(a, b string) bool {
 	return policy.HostPatternsOverlap(a, b)
 }
 
+// credMayMeet reports whether a request to the destination host pattern
+// dest may go to the credentialed host cred (HostPort.Covers): false only
+// when both are valid patterns that no host matches together.
+func credMayMeet(dest, cred string) bool {
+	if policy.ValidHostPattern(dest) != nil || policy.ValidHostPattern(cred) != nil {
+		return true
+	}
+	return hostsMayOverlap(dest, cred)
+}
+
 // plainName reports whether h is a wildcard-free DNS name that no IP
 // spelling can be: ASCII letters, digits, '-', '_' and '.', with a
 // non-hex-digit in its last label.
@@ -268,13 +278,16 @@ func (pr *prover) newGroup(dest *policy.Endpoint) *group {
 		g.bound, _ = g.subPolicy(pr.bound, true)
 	}
 	g.methods = append(g.methods, g.specialMethods()...)
-	// Credentialed hosts are classes of their own, so that a wildcard
-	// reaching one yields it as a counterexample; so are the L7-bypassing
-	// binaries an entry of the group may name (a glob, or no binaries at
-	// all), so that a glob admitting one yields it.
+	// Credentialed hosts (exact or patterns) are classes of their own, so
+	// that a wildcard reaching one, or an endpoint inside a credentialed
+	// pattern, yields a concrete credentialed host as a counterexample; so
+	// are the L7-bypassing binaries an entry of the group may name (a
+	// glob, or no binaries at all), so that a glob admitting one yields
+	// it. A credentialed host no request of the group can go to adds
+	// nothing.
 	credPort := false
 	for _, c := range pr.opts.Credentialed {
-		if hasPort(dest, c.Port) {
+		if hasPort(dest, c.Port) && credMayMeet(dest.Host, c.Host) {
 			g.hostPats = append(g.hostPats, c.Host)
 			credPort = true
 		}

@@ -389,12 +389,7 @@ func alwaysDenied(r policy.Request) bool {
 
 func (pr *prover) credentialed(r policy.Request) bool {
 	for _, c := range pr.opts.Credentialed {
-		if c.Port != r.Port {
-			continue
-		}
-		ca, cIP := hostIP(c.Host)
-		ra, rIP := policy.ParseHostIP(r.Host)
-		if cIP && rIP && ca == ra || !cIP && !rIP && policy.NormalizeHost(c.Host) == policy.NormalizeHost(r.Host) {
+		if c.Covers(r.Host, r.Port) {
 			return true
 		}
 	}

@@ -326,8 +326,12 @@ func TestProveCoversEveryAddedRequest(t *testing.T) {
 			boundary = mutate(t, prop)
 		}
 		opts := Options{Now: now, Boundary: boundary}
-		if rapid.Bool().Draw(t, "credentialed") {
+		switch rapid.IntRange(0, 2).Draw(t, "credentialed") {
+		case 1:
 			opts.Credentialed = []HostPort{{"api.example.com", 443}, {"93.184.216.35", 80}}
+		case 2:
+			// Attached providers' hosts: patterns.
+			opts.Credentialed = []HostPort{{rapid.SampledFrom(vCredPatterns).Draw(t, "credentialed pattern"), 443}, {"**.example.net", 80}}
 		}
 		cases++
 		rep, err := proveOrRefuse(t, cur, prop, opts)
@@ -361,6 +365,9 @@ func TestProveCoversEveryAddedRequest(t *testing.T) {
 				if !added {
 					t.Fatalf("finding %s (%s %s %s) covers %s, which is not added: current %+v, proposed %+v", f.Kind, f.Entry, f.Endpoint, f.Rule, describe(r), c, p)
 				}
+				if marks := strings.HasPrefix(f.Kind, "new_") || f.Kind == L7BypassCredentialed; marks && f.Credentialed != credentialedIn(opts, r) {
+					t.Fatalf("finding %s (%s %s %s, credentialed %v) covers %s, credentialed %v under %v", f.Kind, f.Entry, f.Endpoint, f.Rule, f.Credentialed, describe(r), !f.Credentialed, opts.Credentialed)
+				}
 				covered = true
 			}
 			if added && !covered {
@@ -373,6 +380,18 @@ func TestProveCoversEveryAddedRequest(t *testing.T) {
 			}
 		}
 	})
+}
+
+// vCredPatterns are credentialed host patterns meeting vHosts and rHosts.
+var vCredPatterns = []string{"*.example.com", "**.example.com", "api.example.com", "a*.example.com", "*b.example.com", "93.184.216.34"}
+
+func credentialedIn(opts Options, r policy.Request) bool {
+	for _, c := range opts.Credentialed {
+		if c.Covers(r.Host, r.Port) {
+			return true
+		}
+	}
+	return false
 }
 
 func show(fs []Finding) string {

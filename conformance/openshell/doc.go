@@ -13,8 +13,12 @@
 //     the supervisor's l7/mod.rs, the validation tests of opa.rs and
 //     proxy.rs, e2e/python's
 //     test_policy_validation.py) through policy.Parse;
-//   - the prover (openshell-prover's lib.rs and queries.rs) through
-//     prover.Prove against an empty current policy;
+//   - the prover (openshell-prover's lib.rs, queries.rs, credentials.rs
+//     and report.rs, and its use by the gateway in openshell-server's
+//     grpc/policy.rs) through prover.Prove against an empty or given
+//     current policy, with the credential's target hosts, or the hosts of
+//     the attached providers' profiles (patterns among them), as
+//     Options.Credentialed;
 //   - agent proposals (policy_local.rs) through advisor.ParseProposal and
 //     advisor.Apply;
 //   - HTTP framing and request-target handling (rest.rs, path.rs) and the
@@ -66,10 +70,13 @@
 //	crates/openshell-policy/src/lib.rs                        64 (70)
 //	crates/openshell-policy/src/l7_validate.rs                20 (20)
 //	crates/openshell-policy/src/ambiguity.rs                  13 (14)
-//	crates/openshell-prover/src/lib.rs                         5 (5)
+//	crates/openshell-prover/src/lib.rs                         5 (6)
 //	crates/openshell-prover/src/queries.rs                     6 (10)
+//	crates/openshell-prover/src/credentials.rs                 6 (33)
+//	crates/openshell-prover/src/report.rs                      2 (3)
+//	crates/openshell-server/src/grpc/policy.rs                 5 (10)
 //	e2e/python/test_policy_validation.py                       4 (4)
-//	total                                                    479 (557)
+//	total                                                    492 (604)
 //
 // Not ported: tests of OpenShell internals with no counterpart here
 // (engine generations and reloads, middleware, credential injection and
