@@ -30,8 +30,10 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 	}
 	if mreq != nil {
 		data := map[string]any{"denial_id": id, "policy_version": version, "rule": d.Rule, "entry": d.Entry, "reason": d.Reason}
+		if rec.ReasonCode != "" {
+			data["reason_code"] = rec.ReasonCode
+		}
 		if d.DefinitionRefused && len(mreq.Messages) > 0 {
-			data["reason_code"] = policy.ToolDefinitionChanged
 			data["tool_definition"] = mreq.Messages[0].Message.ToolDefinition
 		}
 		if rec.TraceID != "" {
@@ -54,6 +56,9 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 		"method":         req.HTTPMethod,
 		"path":           req.Path,
 		"binary":         req.Binary,
+	}
+	if rec.ReasonCode != "" {
+		body["reason_code"] = rec.ReasonCode
 	}
 	if rec.TraceID != "" {
 		body["trace_id"] = rec.TraceID
@@ -95,6 +100,7 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 		Entry:      d.Entry,
 		Rule:       d.Rule,
 		Reason:     d.Reason,
+		ReasonCode: d.ReasonCode,
 		DenialID:   denialID,
 	}
 	if req.Addr.IsValid() {
