@@ -139,6 +139,10 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	return nil
 }
 
+// Credentials returns the holder of the credentials the proxy uses
+// (a gateway-mode agent's subscription fills it).
+func (p *Proxy) Credentials() *credentials.Holder { return p.creds }
+
 // Decided returns how many decisions the proxy has recorded since it
 // started: a count that moves with its traffic.
 func (p *Proxy) Decided() uint64 { return p.decisions.Added() }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/netip"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
@@ -104,7 +103,7 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 		DenialID:   denialID,
 	}
 	if req.Addr.IsValid() {
-		rec.Addr = addrText(req.Host, req.Addr)
+		rec.Addr = decision.AddrText(req.Host, req.Addr)
 	}
 	if cur != nil {
 		rec.PolicyVersion = cur.version
@@ -124,20 +123,6 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 		}
 	}
 	return rec
-}
-
-// addrText is a.String(), without allocating when host, the request's
-// host, already spells it: an IPv4 literal, which the proxy dials as
-// written. netip.ParseAddr reads an IPv4 address only as four decimal
-// fields without leading zeros, so a host it reads as a is a's one
-// spelling.
-func addrText(host string, a netip.Addr) string {
-	if a.Is4() {
-		if h, err := netip.ParseAddr(host); err == nil && h == a {
-			return host
-		}
-	}
-	return a.String()
 }
 
 // emit keeps rec in the decision log and hands it to the shipper, its
