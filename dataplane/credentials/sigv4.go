@@ -93,16 +93,7 @@ func (s *signing) apply(out *http.Request, body []byte, now time.Time) {
 		sum := sha256.Sum256(body)
 		hash = sum[:]
 	}
-	signer := sigv4.New(func(o *v4.SignerOptions) {
-		o.HeaderRules = proxySigned{}
-		o.AddPayloadHashHeader = true
-		o.DisableDoublePathEscape = !s.doubleEscapePath
-	})
-	err := signer.SignRequest(&sigv4.SignRequestInput{
-		Request: out, PayloadHash: hash, Credentials: s.creds,
-		Service: s.service, Region: s.region, Time: now,
-	})
-	if err != nil {
+	if err := sign(out, s.creds, s.service, s.region, hash, now, proxySigned{}, s.doubleEscapePath, true); err != nil {
 		// Unreachable: it fails only hashing a body itself, and the hash
 		// is given. Unsigned, the request carries no credential.
 		out.Header.Del("Authorization")
@@ -110,6 +101,22 @@ func (s *signing) apply(out *http.Request, body []byte, now time.Time) {
 	// The signer writes Host into the header map; the request line's
 	// authority (out.Host) is what goes, once.
 	out.Header.Del("Host")
+}
+
+// sign signs req with the SigV4 signer (aws-http-auth): hash is the
+// payload's SHA-256 or UNSIGNED-PAYLOAD (sent as X-Amz-Content-Sha256
+// too when hashHeader); rules pick the headers signed; doubleEscapePath
+// escapes the path once more (every service but S3).
+func sign(req *http.Request, creds credentials.Credentials, service, region string, hash []byte, now time.Time, rules v4.SignedHeaderRules, doubleEscapePath, hashHeader bool) error {
+	signer := sigv4.New(func(o *v4.SignerOptions) {
+		o.HeaderRules = rules
+		o.AddPayloadHashHeader = hashHeader
+		o.DisableDoublePathEscape = !doubleEscapePath
+	})
+	return signer.SignRequest(&sigv4.SignRequestInput{
+		Request: req, PayloadHash: hash, Credentials: creds,
+		Service: service, Region: region, Time: now,
+	})
 }
 
 // proxySigned are the headers the proxy signs: those it never changes
