@@ -1,4 +1,4 @@
-package credentials
+package credentials_test
 
 import (
 	"bufio"
@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/smithy-go/aws-http-auth/credentials"
+	awscreds "github.com/aws/smithy-go/aws-http-auth/credentials"
+
+	"github.com/portcullis-dev/portcullis/dataplane/credentials"
 )
 
 // AWS's SigV4 test suite (testdata/sigv4, from awslabs/aws-c-auth, Apache
@@ -172,12 +174,12 @@ func TestSigV4Suite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			creds := credentials.Credentials{AccessKeyID: c.Credentials.AccessKeyID, SecretAccessKey: c.Credentials.SecretAccessKey, SessionToken: c.Credentials.Token}
+			creds := awscreds.Credentials{AccessKeyID: c.Credentials.AccessKeyID, SecretAccessKey: c.Credentials.SecretAccessKey, SessionToken: c.Credentials.Token}
 			if c.OmitSessionToken {
 				creds.SessionToken = "" // signed without, added after
 			}
 			sum := sha256.Sum256([]byte(r.body))
-			if err := sign(req, creds, c.Service, c.Region, sum[:], tm, allSigned{}, false, c.SignBody); err != nil {
+			if err := credentials.Sign(req, creds, c.Service, c.Region, sum[:], tm, allSigned{}, false, c.SignBody); err != nil {
 				t.Fatal(err)
 			}
 			if c.OmitSessionToken {
