@@ -19,15 +19,20 @@ import (
 
 // v4Input is what a signature covers.
 type v4Input struct {
-	method       string
-	path         string // the decoded path, already normalized when the case says so
-	query        url.Values
-	header       http.Header // with Host among them
-	signed       []string    // lower-case names, sorted
-	payloadHash  string
-	time         time.Time
-	region, svc  string
-	doubleEscape bool // every service but S3
+	method string
+	// path is URI-encoded once for the canonical request, unless asIs:
+	// the decoded path (normalized when the case says so), or a request's
+	// path as it went on the wire, which services other than S3 encode
+	// once more (the spec's "twice", the first being the client's) and S3
+	// takes as it is.
+	path        string
+	query       url.Values
+	header      http.Header // with Host among them
+	signed      []string    // lower-case names, sorted
+	payloadHash string
+	time        time.Time
+	region, svc string
+	asIs        bool
 }
 
 // specEncode is the specification's UriEncode: every byte but the
@@ -46,9 +51,9 @@ func specEncode(s string, path bool) string {
 }
 
 func (in v4Input) canonicalRequest() string {
-	uri := specEncode(in.path, true)
-	if in.doubleEscape {
-		uri = specEncode(uri, true)
+	uri := in.path
+	if !in.asIs {
+		uri = specEncode(in.path, true)
 	}
 	if uri == "" {
 		uri = "/"
@@ -139,8 +144,9 @@ func parseAuthorization(v string) (parsedAuth, error) {
 }
 
 // verifyRequest checks r, as a server received it, against secret: the
-// signature its Authorization carries is the one the spec computes.
-func verifyRequest(r *http.Request, secret string, doubleEscape bool) (parsedAuth, error) {
+// signature its Authorization carries is the one the spec computes. s3:
+// the path is signed as it went on the wire.
+func verifyRequest(r *http.Request, secret string, s3 bool) (parsedAuth, error) {
 	a, err := parseAuthorization(r.Header.Get("Authorization"))
 	if err != nil {
 		return a, err
@@ -149,14 +155,15 @@ func verifyRequest(r *http.Request, secret string, doubleEscape bool) (parsedAut
 	if err != nil {
 		return a, fmt.Errorf("X-Amz-Date: %v", err)
 	}
+	wire, _, _ := strings.Cut(r.RequestURI, "?")
 	h := r.Header.Clone()
 	h.Set("Host", r.Host)
 	if r.ContentLength >= 0 && h.Get("Content-Length") == "" {
 		h.Set("Content-Length", fmt.Sprint(r.ContentLength))
 	}
 	in := v4Input{
-		method: r.Method, path: r.URL.Path, query: r.URL.Query(), header: h, signed: a.signed,
-		payloadHash: r.Header.Get("X-Amz-Content-Sha256"), time: tm, region: a.region, svc: a.service, doubleEscape: doubleEscape,
+		method: r.Method, path: wire, query: r.URL.Query(), header: h, signed: a.signed,
+		payloadHash: r.Header.Get("X-Amz-Content-Sha256"), time: tm, region: a.region, svc: a.service, asIs: s3,
 	}
 	if want := in.signature(secret); want != a.signature {
 		return a, fmt.Errorf("signature %s, the spec computes %s over\n%s", a.signature, want, in.canonicalRequest())

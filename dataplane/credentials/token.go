@@ -97,8 +97,8 @@ func (c tokenCache) get(ctx context.Context, now func() time.Time, fetch func(co
 	return t.value, nil
 }
 
-// tokenClient is the HTTP client of token fetches: no proxy, and every
-// address dialled checked as upstream addresses are.
+// tokenClient is the HTTP client of token fetches: no proxy, no
+// redirects, and every address dialled checked as upstream addresses are.
 func tokenClient(cfg Config) *http.Client {
 	dialer := &net.Dialer{Timeout: fetchTimeout, Control: func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
@@ -118,8 +118,9 @@ func tokenClient(cfg Config) *http.Client {
 			DialContext:         dialer.DialContext,
 			TLSClientConfig:     &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout: fetchTimeout,
-			MaxIdleConns:        4,
-			IdleConnTimeout:     time.Minute,
+			// Fetches are rare (a token lasts): no connection, and no
+			// goroutine, outlives one.
+			DisableKeepAlives: true,
 		},
 		Timeout: fetchTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {

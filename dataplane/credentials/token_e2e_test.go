@@ -185,4 +185,3 @@ func TestTokenExchange(t *testing.T) {
 		t.Errorf("client authentication %q, want HTTP Basic", ts.auths[0])
 	}
 }
-
