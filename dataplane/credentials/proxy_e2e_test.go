@@ -17,6 +17,9 @@ import (
 	"sync"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
@@ -97,6 +100,7 @@ type env struct {
 	client       *http.Client
 	decisionLog  *syncBuffer
 	logs         *syncBuffer
+	spans        *tracetest.SpanRecorder
 	plain, https *recorder
 }
 
@@ -118,6 +122,12 @@ network_policies:
       - { host: s3.us-west-2.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:no_body", signing_service: s3 }
       - { host: signed.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:body", signing_service: sts, signing_region: eu-west-1 }
       - { host: open.example.com, port: PLAIN, protocol: rest, access: full }
+      - host: mcp.example.com
+        port: PLAIN
+        path: /mcp
+        protocol: mcp
+        mcp: { versions: ["2025-11-25"] }
+        rules: [ { allow: { method: initialize } }, { allow: { method: tools/call, tool: search } } ]
 `
 
 // The secrets, each searched for in every log afterwards.
@@ -144,10 +154,13 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{decisionLog: &syncBuffer{}, logs: &syncBuffer{}, plain: startRecorder(t, nil), https: startRecorder(t, upstreamCA.TLSConfig())}
+	e := &env{decisionLog: &syncBuffer{}, logs: &syncBuffer{}, spans: tracetest.NewSpanRecorder(), plain: startRecorder(t, nil), https: startRecorder(t, upstreamCA.TLSConfig())}
 	upRoots := x509.NewCertPool()
 	upRoots.AppendCertsFromPEM(upstreamCA.CertPEM())
+	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(e.spans))
+	t.Cleanup(func() { tracer.Shutdown(context.Background()) })
 	cfg := dataplane.Config{
+		Tracer:           tracer,
 		DevAllowLoopback: true,
 		UpstreamRoots:    upRoots,
 		CA:               proxyCA,
@@ -263,10 +276,21 @@ func (e *env) refused(t *testing.T, status int, body map[string]any, path, code,
 	}
 }
 
-// noSecretLogged: no secret, and no token fetched, is in the decision log
-// or the proxy's logs.
+// noSecretLogged: no secret, and no token fetched, is in the decision log,
+// the proxy's logs or its traces.
 func (e *env) noSecretLogged(t *testing.T) {
+	spans := e.spans.Ended()
+	if len(spans) == 0 {
+		t.Error("no spans were recorded: the trace check checks nothing")
+	}
+	var traced strings.Builder
+	for _, sp := range spans {
+		fmt.Fprintln(&traced, sp.Name(), sp.Attributes(), sp.Status().Description, sp.Events())
+	}
 	for _, s := range append(allSecrets, fetchedTokens...) {
+		if strings.Contains(traced.String(), s) {
+			t.Errorf("a trace holds the secret %s", s)
+		}
 		if strings.Contains(e.decisionLog.String(), s) {
 			t.Errorf("the decision log holds the secret %s", s)
 		}
@@ -408,4 +432,30 @@ func TestBodyRewrite(t *testing.T) {
 	big := strings.Repeat("a", 256<<10+1)
 	status, body = e.do(t, "POST", e.url("rewrite.example.com", false, "/rw-big"), nil, big)
 	e.refused(t, status, body, "/rw-big", "credential_unavailable", "262144 bytes")
+}
+
+// An MCP body, read to be judged, is searched for placeholders: one
+// where no binding puts it is refused as a JSON-RPC error, with one
+// record, and the server receives nothing.
+func TestMCPBodyPlaceholder(t *testing.T) {
+	e := newEnv(t)
+	e.agent.Credentials().SetCredentials(e.bundle())
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Protocol-Version": {"2025-11-25"}}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"q":"portcullis:provider:gh"}}}`
+	status, res := e.do(t, "POST", e.url("mcp.example.com", false, "/mcp"), h, body)
+	if status != http.StatusForbidden {
+		t.Fatalf("%d %v, want 403", status, res)
+	}
+	errObj, _ := res["error"].(map[string]any)
+	data, _ := errObj["data"].(map[string]any)
+	if data["reason_code"] != "credential_placeholder" || !strings.Contains(fmt.Sprint(data["reason"]), `provider "gh"`) {
+		t.Errorf("JSON-RPC error %v, want reason_code credential_placeholder naming gh", errObj)
+	}
+	recs := e.recordsFor("/mcp")
+	if len(recs) != 1 || recs[0].Decision != decision.Deny || recs[0].ReasonCode != "credential_placeholder" || recs[0].Tool != "search" {
+		t.Errorf("records %+v, want one denial of the call", recs)
+	}
+	if got := e.plain.take(); len(got) != 0 {
+		t.Errorf("the server received %d requests", len(got))
+	}
 }
