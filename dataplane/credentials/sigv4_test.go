@@ -47,11 +47,7 @@ type suiteRequest struct {
 
 func readSuiteRequest(t *testing.T, file string) suiteRequest {
 	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	head, body, _ := strings.Cut(string(raw), "\n\n")
+	head, body, _ := strings.Cut(readFile(t, file), "\n\n")
 	sc := bufio.NewScanner(strings.NewReader(head))
 	sc.Scan()
 	line := sc.Text()
@@ -120,23 +116,25 @@ func suiteCases(t *testing.T) []string {
 func readContext(t *testing.T, dir string) suiteContext {
 	t.Helper()
 	var c suiteContext
-	raw, err := os.ReadFile(filepath.Join(dir, "context.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "context.json"))), &c); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
+// readText is a file without its final line breaks.
 func readText(t *testing.T, file string) string {
+	t.Helper()
+	return strings.TrimRight(readFile(t, file), "\n")
+}
+
+func readFile(t *testing.T, file string) string {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimRight(string(raw), "\n")
+	return string(raw)
 }
 
 // headerSet is a request's headers by lower-case name, values in order.
