@@ -122,6 +122,10 @@ network_policies:
       - { host: s3.us-west-2.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:no_body", signing_service: s3 }
       - { host: signed.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:body", signing_service: sts, signing_region: eu-west-1 }
       - { host: open.example.com, port: PLAIN, protocol: rest, access: full }
+      - host: held.example.com
+        port: PLAIN
+        protocol: rest
+        rules: [ { allow: { method: POST, path: /pay, review: { required: true, timeout: 60s } } } ]
       - host: mcp.example.com
         port: PLAIN
         path: /mcp
@@ -457,5 +461,16 @@ func TestMCPBodyPlaceholder(t *testing.T) {
 	}
 	if got := e.plain.take(); len(got) != 0 {
 		t.Errorf("the server received %d requests", len(got))
+	}
+}
+
+// A held call's body, read to be shown to a person, is searched too: a
+// placeholder there is refused before the call is held.
+func TestHeldBodyPlaceholder(t *testing.T) {
+	e := newEnv(t)
+	status, res := e.do(t, "POST", e.url("held.example.com", false, "/pay"), http.Header{"Content-Type": {"application/json"}}, `{"to":"portcullis:provider:gh"}`)
+	e.refused(t, status, res, "/pay", "credential_placeholder", `provider "gh"`)
+	if n, _ := e.agent.HeldCalls(); n != 0 {
+		t.Errorf("%d calls held, want none", n)
 	}
 }
