@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/provider"
 )
@@ -160,17 +161,15 @@ type Request struct {
 	// Held: the request is held for review and its body is read (at
 	// most policy.MaxReviewedArguments) to be shown.
 	Held bool
-	// Read reads the request's body whole, up to one byte past limit (the
-	// proxy's h1.ReadBody).
-	Read func(limit int) ([]byte, error)
 }
 
 // Check judges r, an inspected request the policy allows, before its
-// allow is recorded. It returns what to do to the forwarded request (nil
+// allow is recorded (w is where its answer goes: a body is read with
+// h1.ReadBody's bounds on time). It returns what to do to the forwarded request (nil
 // when nothing), and the body read to judge it (in.Body, or what Check
 // read: to be forwarded in place of r's, nil when none was read); or the
 // denial. Nothing Check returns in a Denial holds a secret.
-func (h *Holder) Check(ctx context.Context, r *http.Request, in Request) (*Plan, []byte, *Denial) {
+func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Request, in Request) (*Plan, []byte, *Denial) {
 	s := h.state.Load()
 	var e *entry
 	bound := ""
@@ -192,7 +191,7 @@ func (h *Holder) Check(ctx context.Context, r *http.Request, in Request) (*Plan,
 	if d := checkTarget(r, bound); d != nil {
 		return nil, nil, d
 	}
-	body, d := readBody(r, in, e)
+	body, d := readBody(w, r, in, e)
 	if d != nil {
 		return nil, nil, d
 	}
@@ -211,7 +210,7 @@ func (h *Holder) Check(ctx context.Context, r *http.Request, in Request) (*Plan,
 
 // readBody reads what must be read to judge or rewrite the request: a
 // held call's body, a rewritten one, a signed one.
-func readBody(r *http.Request, in Request, e *entry) ([]byte, *Denial) {
+func readBody(w http.ResponseWriter, r *http.Request, in Request, e *entry) ([]byte, *Denial) {
 	if in.Body != nil {
 		return in.Body, nil
 	}
@@ -225,10 +224,10 @@ func readBody(r *http.Request, in Request, e *entry) ([]byte, *Denial) {
 	if e != nil && e.p.Type == provider.TypeAWS && signsBody(in.Endpoint.CredentialSigning, r) && MaxSignedBody > limit {
 		limit, what = MaxSignedBody, "credential_signing "+in.Endpoint.CredentialSigning
 	}
-	if limit == 0 || in.Read == nil {
+	if limit == 0 {
 		return nil, nil
 	}
-	body, err := in.Read(limit)
+	body, err := h1.ReadBody(w, r, limit)
 	if err != nil {
 		return nil, &Denial{Reason: err.Error()} // the body's own fault: no credential code
 	}

@@ -51,8 +51,11 @@ func checkTarget(r *http.Request, bound string) *Denial {
 func (s *state) checkHeaders(r *http.Request, bound string, e *entry) *Denial {
 	for k, vv := range r.Header {
 		for _, v := range vv {
-			if d := checkPlaceholders("header "+k, v, bound); d != nil {
-				return d
+			// The label is built only for a value holding a placeholder.
+			if strings.Contains(v, provider.PlaceholderPrefix) {
+				if d := checkPlaceholders("header "+k, v, bound); d != nil {
+					return d
+				}
 			}
 			if s != nil && s.holdsSecret(v) {
 				return deny(CodeSupplied, "header %s holds a credential the proxy holds: the agent must not have it", k)

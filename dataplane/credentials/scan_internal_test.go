@@ -120,3 +120,25 @@ func TestSignsBody(t *testing.T) {
 		}
 	}
 }
+
+// Judging a request that holds no placeholder, to an endpoint binding
+// nothing, allocates nothing: it is every request's cost.
+func TestCheckUnboundCostsNothing(t *testing.T) {
+	h := New(Config{})
+	h.SetCredentials(&provider.Bundle{Providers: []provider.Provider{{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"api.example.com"}}, Secret: map[string]string{provider.FieldToken: "ghp_0123456789"}}}})
+	r, err := http.NewRequest("GET", "http://api.example.com/x?q=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.RequestURI = "/x?q=1"
+	r.Header.Set("Accept", "application/json")
+	r.Header.Set("User-Agent", "agent/1")
+	allocs := testing.AllocsPerRun(100, func() {
+		if plan, body, d := h.Check(t.Context(), nil, r, Request{Host: "api.example.com", Port: 443}); plan != nil || body != nil || d != nil {
+			t.Fatalf("Check = %v %v %v", plan, body, d)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Check of an unbound request allocates %v times", allocs)
+	}
+}

@@ -48,7 +48,7 @@ var layers = map[string][]string{
 	"dataplane": {"dataplane/credentials", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/hold", "dataplane/identity", "dataplane/match",
 		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "dataplane/ratelimit", "dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
 	"dataplane/h1":              nil,
-	"dataplane/credentials":     {"policy", "provider"},
+	"dataplane/credentials":     {"dataplane/h1", "policy", "provider"},
 	"dataplane/hold":            {"dataplane/mcp", "policy"},
 	"dataplane/tunnelstart":     {"dataplane/h1", "policy"},
 	"dataplane/transparent":     {"dataplane/tunnelstart"},
