@@ -159,6 +159,9 @@ func (h *Holder) fetch(ctx context.Context, p provider.Provider) (token, error) 
 		}
 		return token{}, fmt.Errorf("token endpoint %s: %s", endpointName(cc.TokenURL), scrub(err, p))
 	}
+	if strings.ContainsAny(t.AccessToken, "\r\n\x00") {
+		return token{}, fmt.Errorf("token endpoint %s answered an access_token that cannot go in a header", endpointName(cc.TokenURL))
+	}
 	if !strings.EqualFold(t.Type(), "Bearer") {
 		return token{}, fmt.Errorf("token endpoint %s issued a %s token, not a bearer token", endpointName(cc.TokenURL), cut(t.Type(), 32))
 	}

@@ -120,6 +120,9 @@ func TestTokenFetchFailsClosed(t *testing.T) {
 		{"oauth: refused", func(t *testing.T) string {
 			return startTokenServer(t, jsonAnswer(401, `{"error":"invalid_client","error_description":"client unknown"}`)).URL
 		}, false, "answered 401: invalid_client (client unknown)"},
+		{"oauth: a token that would split a header", func(t *testing.T) string {
+			return startTokenServer(t, jsonAnswer(200, `{"access_token":"abc\r\nX-Evil: 1","token_type":"Bearer"}`)).URL
+		}, false, "cannot go in a header"},
 		{"oauth: not JSON", func(t *testing.T) string { return startTokenServer(t, jsonAnswer(200, `<html>`)).URL }, false, "token endpoint"},
 		{"exchange: server down", func(*testing.T) string { return downURL + "/token" }, true, "token endpoint"},
 		{"exchange: refused", func(t *testing.T) string {
