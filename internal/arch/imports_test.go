@@ -103,6 +103,8 @@ var external = map[string][]string{
 	"modernc.org/sqlite":               {"store/sqlite"},
 	"github.com/google/nftables":       {"boundary"},
 	"github.com/vishvananda/netlink":   {"boundary", "internal/netnstest"},
+	"github.com/aws/smithy-go":         {"dataplane/credentials"},
+	"golang.org/x/oauth2":              {"dataplane/credentials"},
 }
 
 func TestImports(t *testing.T) {
