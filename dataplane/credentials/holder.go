@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"fmt"
@@ -38,6 +39,8 @@ const (
 // MinSearchedSecret is the shortest secret value searched for in the
 // agent's headers: a shorter one would match innocent text.
 const MinSearchedSecret = 8
+
+var placeholderPrefix = []byte(provider.PlaceholderPrefix)
 
 // Denial is a request Check refused: its reason code and a reason that
 // holds no secret.
@@ -165,10 +168,10 @@ type Request struct {
 
 // Check judges r, an inspected request the policy allows, before its
 // allow is recorded (w is where its answer goes: a body is read with
-// h1.ReadBody's bounds on time). It returns what to do to the forwarded request (nil
-// when nothing), and the body read to judge it (in.Body, or what Check
-// read: to be forwarded in place of r's, nil when none was read); or the
-// denial. Nothing Check returns in a Denial holds a secret.
+// h1.ReadBody's bounds on time). It returns what to do to the forwarded
+// request (nil when nothing), and the body read to judge it (in.Body, or
+// what Check read: to be forwarded in place of r's, nil when none was
+// read); or the denial. Nothing Check returns in a Denial holds a secret.
 func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Request, in Request) (*Plan, []byte, *Denial) {
 	s := h.state.Load()
 	var e *entry
@@ -195,8 +198,10 @@ func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if d != nil {
 		return nil, nil, d
 	}
-	if d := checkPlaceholders("the request body", string(body), bound); d != nil {
-		return nil, nil, d
+	if bytes.Contains(body, placeholderPrefix) {
+		if d := checkPlaceholders("the request body", string(body), bound); d != nil {
+			return nil, nil, d
+		}
 	}
 	if e == nil {
 		return nil, body, nil
