@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -124,7 +125,7 @@ func TestSignsBody(t *testing.T) {
 // Judging a request that holds no placeholder, to an endpoint binding
 // nothing, allocates nothing: it is every request's cost.
 func TestCheckUnboundCostsNothing(t *testing.T) {
-	h := New(Config{})
+	h := New(Config{Logger: slog.New(slog.DiscardHandler)})
 	h.SetCredentials(&provider.Bundle{Providers: []provider.Provider{{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"api.example.com"}}, Secret: map[string]string{provider.FieldToken: "ghp_0123456789"}}}})
 	r, err := http.NewRequest("GET", "http://api.example.com/x?q=1", nil)
 	if err != nil {
