@@ -94,6 +94,7 @@ func New(cfg Config) (_ *Agent, err error) {
 		if gw.Now == nil {
 			gw.Now = cfg.Now
 		}
+		gw.Credentials = a.creds
 		sub, err := gatewayclient.NewSubscriber(gw, a.Proxy)
 		if err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/portcullis-dev/portcullis/dataplane/credentials"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 )
@@ -57,8 +58,9 @@ func (o *outbound) release() {
 // straight into w's header (anything set there before is dropped), and
 // its hop-by-hop ones deleted there.
 //
-// list, when not nil, filters the tools/list results of the response.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte, list *toolsList) {
+// list, when not nil, filters the tools/list results of the response;
+// plan, when not nil, adds the bound provider's credential.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte, list *toolsList, plan *credentials.Plan) {
 	unescaped, err := url.PathUnescape(canonical)
 	if err != nil {
 		// CanonicalPath only produces valid encodings.
@@ -82,7 +84,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		Host:       r.Host,
 	}
 	out := &ob.req
-	if list != nil || p.tracer != nil {
+	if list != nil || p.tracer != nil || plan != nil {
 		// A field changes: on a copy, never in the client's request.
 		maps.Copy(ob.header, r.Header)
 		out.Header = ob.header
@@ -90,6 +92,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	if list != nil {
 		// A compressed answer could not be filtered.
 		out.Header["Accept-Encoding"] = identityOnly
+	}
+	if plan != nil {
+		body = plan.Apply(out, body)
 	}
 	switch {
 	case body != nil:

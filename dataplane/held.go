@@ -24,7 +24,10 @@ func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, re
 	var err error
 	if mreq != nil {
 		req.MCP = &mreq.Messages[0].Message
-	} else if body, err = h1.ReadBody(w, r, policy.MaxReviewedArguments); err != nil {
+	} else if body == nil {
+		body, err = h1.ReadBody(w, r, policy.MaxReviewedArguments)
+	}
+	if err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: err.Error()}, nil)
 		return nil, nil, nil
 	}

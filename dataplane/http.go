@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/portcullis-dev/portcullis/dataplane/credentials"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/relay"
@@ -67,13 +68,19 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			p.deny(w, r, cur, req, d, nil)
 			return
 		}
-		if d.Review == 0 { // a held call's is recorded once decided
-			p.recordFor(r, p.newRecord(cur, req, d, nil, ""))
-		}
 		if mcpEndpoint && r.Method == http.MethodGet {
 			// A GET stream may replay a POST's answers (resumption).
 			list = p.toolsListFor(req, r, ep, nil)
 		}
+	}
+	// The providers' credentials (dataplane/credentials), before the allow is recorded.
+	plan, body, den := p.creds.Check(r.Context(), w, r, credentials.Request{Host: t.host, Port: t.port, Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil})
+	if den != nil {
+		p.deny(w, r, cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: den.Reason, ReasonCode: den.Code}, mreq)
+		return
+	}
+	if d.Review == 0 { // a held call's is recorded once decided
+		p.recordFor(r, p.newRecord(cur, req, d, mreq, ""))
 	}
 	canonical, err := forwardPath(cur, d, req.Path, path)
 	if err != nil {
@@ -87,7 +94,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		defer done()
 	}
-	p.forward(w, r, scheme, t, addr, canonical, body, list)
+	p.forward(w, r, scheme, t, addr, canonical, body, list, plan)
 	if list != nil {
 		list.release()
 	}

@@ -28,7 +28,7 @@ import (
 // judgeMCP reads and judges an MCP POST to ep: its body read strictly
 // (larger than mcp.max_body_bytes only when it answers requests the
 // server sent in the session), every message judged (judgePinned), its
-// calls charged to their rules' rate limits, and the allow recorded. It
+// calls charged to their rules' rate limits (the caller records the allow). It
 // returns the request, its body and the deciding decision; a nil request
 // when it was answered instead (denied, or over a rate limit).
 func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, scheme string, ep relay.Endpoint, limits match.MCPLimits) (*mcp.Request, []byte, policy.Decision) {
@@ -65,9 +65,6 @@ func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, re
 		}
 	}
 	p.relay.Answered(session, mreq)
-	if d.Review == 0 { // a held call's is recorded once decided
-		p.recordFor(r, p.newRecord(cur, req, d, mreq, ""))
-	}
 	return mreq, raw, d
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane/credentials"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/hold"
@@ -67,6 +68,8 @@ type Proxy struct {
 
 	// held are the calls waiting for review.
 	held *hold.Registry
+	// creds are the providers' credentials the gateway delivers.
+	creds *credentials.Holder
 
 	// tracer makes request spans (trace.go); nil: not tracing.
 	tracer trace.Tracer
@@ -107,6 +110,7 @@ func newProxy(cfg Config) *Proxy {
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: h1.Problem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
 	cfg.Hold.Logger = cmp.Or(cfg.Hold.Logger, p.log)
 	p.held = hold.New(cfg.Hold)
+	p.creds = credentials.New(credentials.Config{DevAllowLoopback: cfg.DevAllowLoopback, RootCAs: cfg.UpstreamRoots, Logger: p.log})
 	p.relay = relay.New(relay.Config{Now: cfg.Now, JudgedAt: p.now, OnChange: cfg.OnToolDefinition, Logger: p.log})
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(telemetry.Scope)
@@ -134,6 +138,10 @@ func (p *Proxy) SetPolicy(pol *policy.Policy, version string) error {
 	p.enforcingOnce.Do(func() { close(p.enforcing) })
 	return nil
 }
+
+// Credentials returns the holder of the credentials the proxy uses
+// (a gateway-mode agent's subscription fills it).
+func (p *Proxy) Credentials() *credentials.Holder { return p.creds }
 
 // Decided returns how many decisions the proxy has recorded since it
 // started: a count that moves with its traffic.

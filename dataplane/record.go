@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/netip"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
@@ -30,8 +29,10 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 	}
 	if mreq != nil {
 		data := map[string]any{"denial_id": id, "policy_version": version, "rule": d.Rule, "entry": d.Entry, "reason": d.Reason}
+		if rec.ReasonCode != "" {
+			data["reason_code"] = rec.ReasonCode
+		}
 		if d.DefinitionRefused && len(mreq.Messages) > 0 {
-			data["reason_code"] = policy.ToolDefinitionChanged
 			data["tool_definition"] = mreq.Messages[0].Message.ToolDefinition
 		}
 		if rec.TraceID != "" {
@@ -54,6 +55,9 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, cur *loaded, req po
 		"method":         req.HTTPMethod,
 		"path":           req.Path,
 		"binary":         req.Binary,
+	}
+	if rec.ReasonCode != "" {
+		body["reason_code"] = rec.ReasonCode
 	}
 	if rec.TraceID != "" {
 		body["trace_id"] = rec.TraceID
@@ -95,10 +99,11 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 		Entry:      d.Entry,
 		Rule:       d.Rule,
 		Reason:     d.Reason,
+		ReasonCode: d.ReasonCode,
 		DenialID:   denialID,
 	}
 	if req.Addr.IsValid() {
-		rec.Addr = addrText(req.Host, req.Addr)
+		rec.Addr = decision.AddrText(req.Host, req.Addr)
 	}
 	if cur != nil {
 		rec.PolicyVersion = cur.version
@@ -118,20 +123,6 @@ func (p *Proxy) newRecord(cur *loaded, req policy.Request, d policy.Decision, mr
 		}
 	}
 	return rec
-}
-
-// addrText is a.String(), without allocating when host, the request's
-// host, already spells it: an IPv4 literal, which the proxy dials as
-// written. netip.ParseAddr reads an IPv4 address only as four decimal
-// fields without leading zeros, so a host it reads as a is a's one
-// spelling.
-func addrText(host string, a netip.Addr) string {
-	if a.Is4() {
-		if h, err := netip.ParseAddr(host); err == nil && h == a {
-			return host
-		}
-	}
-	return a.String()
 }
 
 // emit keeps rec in the decision log and hands it to the shipper, its

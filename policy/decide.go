@@ -98,6 +98,10 @@ type Decision struct {
 	// definition, which differs from the verified one or was not verified
 	// (tool_definition_changed).
 	DefinitionRefused bool
+	// ReasonCode, set by the proxy (never by Decide), is a denial's
+	// machine-readable code when a check after the policy's made it
+	// (dataplane/credentials' credential_unavailable, …).
+	ReasonCode string
 	// Review, above 0, makes an allow a reviewed allow: the rule that
 	// decides has review.required, and the call is forwarded only once a
 	// person approves it, within this timeout (a held call). A request

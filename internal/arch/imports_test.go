@@ -45,9 +45,10 @@ var layers = map[string][]string{
 	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
 	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest", "internal/apiclient", "policy", "proto/..."},
 	"sentry":               {"internal/jcs", "internal/strictjson"},
-	"dataplane": {"dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/hold", "dataplane/identity", "dataplane/match",
+	"dataplane": {"dataplane/credentials", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/hold", "dataplane/identity", "dataplane/match",
 		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "dataplane/ratelimit", "dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
 	"dataplane/h1":              nil,
+	"dataplane/credentials":     {"dataplane/h1", "policy", "provider"},
 	"dataplane/hold":            {"dataplane/mcp", "policy"},
 	"dataplane/tunnelstart":     {"dataplane/h1", "policy"},
 	"dataplane/transparent":     {"dataplane/tunnelstart"},
@@ -105,6 +106,8 @@ var external = map[string][]string{
 	"modernc.org/sqlite":               {"store/sqlite"},
 	"github.com/google/nftables":       {"boundary"},
 	"github.com/vishvananda/netlink":   {"boundary", "internal/netnstest"},
+	"github.com/aws/smithy-go":         {"dataplane/credentials"},
+	"golang.org/x/oauth2":              {"dataplane/credentials"},
 }
 
 func TestImports(t *testing.T) {
@@ -159,7 +162,7 @@ func TestGatewayNeverLinksTheProxy(t *testing.T) {
 // says why each), and nothing of the gateway, its stores or the console.
 var proxyOnly = []string{
 	"cmd/portcullis",
-	"dataplane", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/hold", "dataplane/identity",
+	"dataplane", "dataplane/credentials", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/hold", "dataplane/identity",
 	"internal/strictjson", "dataplane/match", "dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "dataplane/ratelimit",
 	"dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "decision", "decision/decisionpb", "policy", "prover", "provider", "advisor",
 	"internal/atomicfile", "internal/ca", "internal/signing", "internal/telemetry", "internal/telemetry/otlp",

@@ -1,11 +1,11 @@
-package dataplane
+package decision
 
 import (
 	"net/netip"
 	"testing"
 )
 
-// addrText is the address's String whatever the host, and the host itself
+// AddrText is the address's String whatever the host, and the host itself
 // only when that is the same text.
 func TestAddrText(t *testing.T) {
 	for _, c := range []struct{ host, addr string }{
@@ -25,8 +25,8 @@ func TestAddrText(t *testing.T) {
 		{"2606:4700::1111", "2606:4700::1111"},
 	} {
 		a := netip.MustParseAddr(c.addr)
-		if got, want := addrText(c.host, a), a.String(); got != want {
-			t.Errorf("addrText(%q, %s) = %q, want %q", c.host, c.addr, got, want)
+		if got, want := AddrText(c.host, a), a.String(); got != want {
+			t.Errorf("AddrText(%q, %s) = %q, want %q", c.host, c.addr, got, want)
 		}
 	}
 }

@@ -1,0 +1,82 @@
+package credentials
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"net/http"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/provider"
+)
+
+// Plan is what the proxy does to one forwarded request for its bound
+// provider. It holds the credential: it lives as long as the request.
+type Plan struct {
+	header, value string // the header set, and its value
+	placeholder   string // replaced in the body by credential, when rewriting
+	credential    string
+	rewrite       bool
+	sign          *signing
+	now           func() time.Time
+}
+
+// plan is the Plan for a request bound to e, fetching e's token when its
+// type has one.
+func (h *Holder) plan(ctx context.Context, r *http.Request, in Request, e *entry, body []byte) (*Plan, *Denial) {
+	ep := in.Endpoint
+	p := &Plan{header: headerOf(e.p), placeholder: provider.Placeholder(e.p.Name), now: h.cfg.Now}
+	sec := e.p.Secret
+	if ep.CredentialSigning != "" && e.p.Type != provider.TypeAWS {
+		return nil, deny(CodeUnavailable, "credential_signing %s needs an aws provider; provider %s is %s", ep.CredentialSigning, e.p.Name, e.p.Type)
+	}
+	switch e.p.Type {
+	case provider.TypeBearer:
+		p.credential = sec[provider.FieldToken]
+		p.value = "Bearer " + p.credential
+	case provider.TypeHeader:
+		p.credential = sec[provider.FieldValue]
+		p.value = p.credential
+	case provider.TypeBasic:
+		p.credential = sec[provider.FieldPassword]
+		p.value = "Basic " + base64.StdEncoding.EncodeToString([]byte(e.p.Settings[provider.SettingUsername]+":"+p.credential))
+	case provider.TypeOAuth2ClientCredentials, provider.TypeTokenExchange:
+		tok, err := e.tokens.get(ctx, h.cfg.Now, func(ctx context.Context) (token, error) { return h.fetch(ctx, e.p) })
+		if err != nil {
+			return nil, deny(CodeUnavailable, "provider %s: %v", e.p.Name, err)
+		}
+		p.credential = tok
+		p.value = "Bearer " + tok
+	case provider.TypeAWS:
+		if ep.CredentialSigning == "" {
+			return nil, deny(CodeUnavailable, "provider %s is an aws provider: the endpoint must set credential_signing", e.p.Name)
+		}
+		s, d := newSigning(r, in, e.p, body)
+		if d != nil {
+			return nil, d
+		}
+		p.header, p.sign = "", s
+	default:
+		return nil, deny(CodeUnavailable, "provider %s has type %q, which this proxy does not know", e.p.Name, e.p.Type)
+	}
+	p.rewrite = ep.RequestBodyCredentialRewrite && ep.Protocol == policy.ProtocolREST && p.sign == nil
+	return p, nil
+}
+
+// Apply adds the credential to out, the request forwarded (its header a
+// copy the proxy may change), and returns the body to forward in place
+// of body (the one Check returned; nil: r's body is streamed).
+func (p *Plan) Apply(out *http.Request, body []byte) []byte {
+	if p.header != "" {
+		out.Header.Set(p.header, p.value)
+	}
+	if p.rewrite && body != nil {
+		body = bytes.ReplaceAll(body, []byte(p.placeholder), []byte(p.credential))
+		out.Header.Del("Content-Length") // the length of the body sent is the proxy's
+	}
+	if p.sign != nil {
+		p.sign.apply(out, body, p.now())
+	}
+	return body
+}

@@ -1,0 +1,41 @@
+package credentials
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/portcullis-dev/portcullis/policy"
+	"github.com/portcullis-dev/portcullis/provider"
+)
+
+// Without DevAllowLoopback a token URL on loopback is never dialled: the
+// request is denied and the token server hears nothing.
+func TestTokenURLOnLoopbackRefused(t *testing.T) {
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.Write([]byte(`{"access_token":"t","token_type":"Bearer"}`))
+	}))
+	defer ts.Close()
+	h := New(Config{Logger: slog.New(slog.DiscardHandler)})
+	h.SetCredentials(&provider.Bundle{Providers: []provider.Provider{{
+		Spec:   provider.Spec{Name: "oa", Type: provider.TypeOAuth2ClientCredentials, Hosts: []string{"api.example.com"}, Settings: map[string]string{provider.SettingTokenURL: ts.URL}},
+		Secret: map[string]string{provider.FieldClientID: "c", provider.FieldClientSecret: "client-secret-1"},
+	}}})
+	r := httptest.NewRequest("GET", "https://api.example.com/x", nil)
+	ep := &policy.Endpoint{Host: "api.example.com", Port: 443, Protocol: policy.ProtocolREST, CredentialBinding: &policy.CredentialBinding{Provider: "oa"}}
+	plan, _, d := h.Check(t.Context(), httptest.NewRecorder(), r, Request{Host: "api.example.com", Port: 443, Endpoint: ep})
+	if plan != nil || d == nil || d.Code != CodeUnavailable || !strings.Contains(d.Reason, "always denied") {
+		t.Fatalf("Check = %v, %v; want credential_unavailable, the address always denied", plan, d)
+	}
+	if strings.Contains(d.Reason, "client-secret-1") {
+		t.Errorf("the reason shows the client secret: %s", d.Reason)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the token server was called %d times", n)
+	}
+}
