@@ -114,9 +114,9 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 type gatewayFlags struct {
 	store                                                storeFlags
 	tracing                                              tracingFlags // --otlp-endpoint (tracing.go)
-	listen, tlsCert, tlsKey                              string
+	listen, tlsCert, tlsKey, secretsKey                  string
 	insecure, devLoopback                                bool
-	metricsListen, webhookURL, auditWebhook, externalURL, secretsKey string
+	metricsListen, webhookURL, auditWebhook, externalURL string
 	decisions                                            decisionFlags
 	maxHeldCalls                                         int
 	heldCallRetention                                    time.Duration
