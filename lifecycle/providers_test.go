@@ -14,7 +14,6 @@ import (
 	"github.com/portcullis-dev/portcullis/advisor"
 	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/internal/secretbox"
-	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/provider"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/storetest"
@@ -210,17 +209,7 @@ func TestProviderLifecycle(t *testing.T) {
 // and detaching it again without.
 func TestAttachReproves(t *testing.T) {
 	l, s, _ := providerLifecycle(t, newKey(t))
-	base, _, err := policy.Parse([]byte(contextPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base = base.Canonical()
-	if _, err := l.CreateSandbox(ctx(t), store.CreateSandbox{
-		Name: "box", Actor: "op", Token: storetest.NewToken("sandbox-box", "", ""),
-		Policy: &store.PolicyVersion{Hash: base.Hash(), Document: base.CanonicalJSON(), Author: "op"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	contextSandbox(t, l)
 	prop, err := advisor.ParseProposal([]byte("rationale: file issues\noperations:\n  - add_allow_rules: { policy: github, host: api.github.com, port: 443, rules: [ { allow: { method: POST, path: /repos/acme/app/issues } } ] }\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -29,22 +29,6 @@ func selectColumns(alias string) string {
 	return alias + "." + strings.Join(columns, ", "+alias+".")
 }
 
-// nullTime scans a time that may be NULL (nil).
-type nullTime struct{ t **time.Time }
-
-func (d nullTime) Scan(src any) error {
-	if src == nil {
-		*d.t = nil
-		return nil
-	}
-	var t time.Time
-	if err := sqlexec.TimeDest(&t).Scan(src); err != nil {
-		return err
-	}
-	*d.t = &t
-	return nil
-}
-
 // nullString scans a text that may be NULL ("").
 type nullString struct{ s *string }
 
@@ -72,8 +56,8 @@ type row struct {
 
 func (r *row) dest() []any {
 	return []any{nullString{&r.p.Name}, nullString{&r.p.Type}, &r.hosts, &r.settings, &r.field, &r.p.Sealed,
-		nullString{&r.p.KeyID}, &r.p.Revision, nullTime{&r.created}, nullString{&r.p.CreatedBy},
-		nullTime{&r.p.RotatedAt}, nullString{&r.p.RotatedBy}}
+		nullString{&r.p.KeyID}, &r.p.Revision, sqlexec.NullTimeDest(&r.created), nullString{&r.p.CreatedBy},
+		sqlexec.NullTimeDest(&r.p.RotatedAt), nullString{&r.p.RotatedBy}}
 }
 
 func (r *row) provider() (store.Provider, error) {
@@ -335,4 +319,41 @@ func Bump(ctx context.Context, e sqlexec.Engine, sandbox string) (int64, error) 
 		return 0, fmt.Errorf("bump credentials generation of sandbox %q: %w", sandbox, err)
 	}
 	return gen, nil
+}
+
+// Writes are the writes of store.Tx on one engine, as the driver embeds
+// them: the transaction's, or outside one the writer (SQLite) or pool
+// (Postgres).
+type Writes struct{ e sqlexec.Engine }
+
+// WritesOn returns the writes on e.
+func WritesOn(e sqlexec.Engine) Writes { return Writes{e} }
+
+// InsertProvider stores p (ErrAlreadyExists for a taken name).
+func (w Writes) InsertProvider(ctx context.Context, p store.Provider) error {
+	return Insert(ctx, w.e, p)
+}
+
+// RotateProvider replaces the provider's secret if its revision is still
+// previous (ErrConflict, ErrNotFound).
+func (w Writes) RotateProvider(ctx context.Context, p store.Provider, previous int64) error {
+	return Rotate(ctx, w.e, p, previous)
+}
+
+// DeleteProvider deletes the provider row (ErrNotFound).
+func (w Writes) DeleteProvider(ctx context.Context, name string) error { return Delete(ctx, w.e, name) }
+
+// AttachProvider attaches provider to sandbox; false when it was.
+func (w Writes) AttachProvider(ctx context.Context, sandbox, provider string, at time.Time, by string) (bool, error) {
+	return Attach(ctx, w.e, sandbox, provider, at, by)
+}
+
+// DetachProvider detaches it (ErrNotFound when it is not attached).
+func (w Writes) DetachProvider(ctx context.Context, sandbox, provider string) error {
+	return Detach(ctx, w.e, sandbox, provider)
+}
+
+// BumpCredentialsGeneration moves the sandbox's generation up by one.
+func (w Writes) BumpCredentialsGeneration(ctx context.Context, sandbox string) (int64, error) {
+	return Bump(ctx, w.e, sandbox)
 }
