@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/store"
@@ -189,5 +190,61 @@ func wantProviderAudit(t *testing.T, s *store.Store) {
 	}
 	if !slices.Equal(actions, wantActions) {
 		t.Errorf("audit =\n%q\nwant\n%q", actions, wantActions)
+	}
+}
+
+// testProvidersConcurrent: attaches and rotations racing on one provider
+// neither deadlock nor lose a rotation, and each sandbox's generation
+// moved for its attach and for every rotation that saw it attached.
+func testProvidersConcurrent(t *testing.T, s *store.Store) {
+	sandboxes := []string{"s1", "s2", "s3", "s4"}
+	for _, sb := range sandboxes {
+		MustCreate(t, s, sb, false)
+	}
+	createProvider(t, s, "gh")
+	const rotations = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, len(sandboxes)+rotations)
+	for _, sb := range sandboxes {
+		wg.Go(func() {
+			if _, _, err := s.AttachProvider(ctx(t), sb, "gh", "alice"); err != nil {
+				errs <- err
+			}
+		})
+	}
+	for range rotations {
+		wg.Go(func() {
+			for {
+				cur, err := s.GetProvider(ctx(t), "gh")
+				if err != nil {
+					errs <- err
+					return
+				}
+				p := TestProvider("gh")
+				p.Revision = cur.Revision + 1
+				_, err = s.RotateProvider(ctx(t), p, "bob")
+				if errors.Is(err, store.ErrConflict) {
+					continue
+				}
+				if err != nil {
+					errs <- err
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent attach or rotate: %v", err)
+	}
+	p, err := s.GetProvider(ctx(t), "gh")
+	if err != nil || p.Revision != 1+rotations || !slices.Equal(p.Sandboxes, sandboxes) {
+		t.Fatalf("after the race: %+v, %v", p, err)
+	}
+	for _, sb := range sandboxes {
+		if g := generation(t, s, sb); g < 1 || g > 1+rotations {
+			t.Errorf("sandbox %s at generation %d, want 1 to %d", sb, g, 1+rotations)
+		}
 	}
 }

@@ -85,6 +85,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"SandboxBoundary", testSandboxBoundary},
 		{"CredentialedHosts", testCredentialedHosts},
 		{"Providers", testProviders},
+		{"ProvidersConcurrent", testProvidersConcurrent},
 		{"ApprovalPolicies", testApprovalPolicies},
 		{"Ping", testPing},
 		{"TxVersionDuplicate", testPrimVersionDuplicate},
