@@ -154,6 +154,13 @@ var authzTable = map[string]rule{
 	portcullisv1connect.SandboxServiceSetCredentialedHostsProcedure: adminOnly.to("set a sandbox's credentialed hosts"),
 	portcullisv1connect.SandboxServiceAttachProviderProcedure:       adminOnly.to("attach a credential provider to a sandbox"),
 	portcullisv1connect.SandboxServiceDetachProviderProcedure:       adminOnly.to("detach a credential provider from a sandbox"),
+	// Credential providers: admins keep secrets; operators see what is
+	// kept (never a secret's value: no answer has one).
+	portcullisv1connect.ProviderServiceCreateProviderProcedure: adminOnly.to("create credential providers"),
+	portcullisv1connect.ProviderServiceRotateProviderProcedure: adminOnly.to("rotate credential providers"),
+	portcullisv1connect.ProviderServiceDeleteProviderProcedure: adminOnly.to("delete credential providers"),
+	portcullisv1connect.ProviderServiceGetProviderProcedure:    readers.to("read credential providers"),
+	portcullisv1connect.ProviderServiceListProvidersProcedure:  readers.to("list credential providers"),
 	// Freezing only ever narrows: an operator may pull the kill switch.
 	// Unfreezing widens again, so it is an admin's.
 	portcullisv1connect.SandboxServiceFreezeSandboxProcedure:   readers.to("freeze sandboxes"),

@@ -58,6 +58,12 @@ var allowedCallers = map[string][]string{
 	"/portcullis.v1.SandboxService/SetCredentialedHosts": {asAdmin},
 	"/portcullis.v1.SandboxService/AttachProvider":       {asAdmin},
 	"/portcullis.v1.SandboxService/DetachProvider":       {asAdmin},
+	// Admins keep secrets; operators see what is kept, never a value.
+	"/portcullis.v1.ProviderService/CreateProvider": {asAdmin},
+	"/portcullis.v1.ProviderService/RotateProvider": {asAdmin},
+	"/portcullis.v1.ProviderService/DeleteProvider": {asAdmin},
+	"/portcullis.v1.ProviderService/GetProvider":    {asAdmin, asOperator},
+	"/portcullis.v1.ProviderService/ListProviders":  {asAdmin, asOperator},
 	// The kill switch only narrows: operators may pull it.
 	"/portcullis.v1.SandboxService/FreezeSandbox":   {asAdmin, asOperator},
 	"/portcullis.v1.SandboxService/UnfreezeSandbox": {asAdmin},
@@ -170,6 +176,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		portcullisv1.File_portcullis_v1_audit_proto,
 		portcullisv1.File_portcullis_v1_sentry_proto,
 		portcullisv1.File_portcullis_v1_calls_proto,
+		portcullisv1.File_portcullis_v1_provider_proto,
 	}
 	seen := map[string]bool{}
 	for _, fd := range files {

@@ -15,6 +15,7 @@ import (
 	"github.com/portcullis-dev/portcullis/policy"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/prover"
+	"github.com/portcullis-dev/portcullis/provider"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -100,6 +101,7 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		tcerr *prover.TooComplexError
 		grerr *lifecycle.GrantsRemovedError
 		bserr *lifecycle.BusyError
+		prerr provider.Problems
 	)
 	switch {
 	case errors.As(err, &cerr) && !cerr.IsRemote():
@@ -130,6 +132,12 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return connect.NewError(connect.CodeInvalidArgument, tcerr.Error())
 	case errors.As(err, &verr):
 		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid policy: "+summarize(verr.Problems)), verr.Problems)
+	case errors.As(err, &prerr):
+		ps := make([]policy.Problem, len(prerr))
+		for i, p := range prerr {
+			ps[i] = policy.Problem{Path: p.Field, Message: p.Message}
+		}
+		return withProblems(connect.NewError(connect.CodeInvalidArgument, "invalid provider: "+prerr.Error()), ps)
 	case errors.As(err, &ferr):
 		return withProblems(connect.NewError(connect.CodeInvalidArgument, ferr.Error()),
 			[]policy.Problem{{Path: ferr.Path, Message: ferr.Message}})

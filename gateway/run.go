@@ -42,6 +42,12 @@ type RunConfig struct {
 	// the Sentry events (Config.SentryStore). Default: the events stay in
 	// Store.
 	SentryDatabaseURL string
+	// SecretsKeyFile is the key credential providers' secrets are sealed
+	// with (Config.SecretsKey; secretbox.Load's format). Default: an
+	// SQLite gateway makes SecretsKeyFile in Store.DataDir on its first
+	// start and uses it; a Postgres one runs without (its replicas must
+	// share one file, which it cannot make for them).
+	SecretsKeyFile string
 	// Tracing exports spans over OTLP (Config.TracerProvider). Default
 	// (no Endpoint): no tracing.
 	Tracing otlp.Config
@@ -171,6 +177,9 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		return err
 	}
 	defer st.Close()
+	if cfg.Server.SecretsKey, err = openSecretsKey(cfg, log); err != nil {
+		return err
+	}
 	if cfg.SentryDatabaseURL != "" {
 		events, err := openSentryStore(ctx, cfg.SentryDatabaseURL, log)
 		if err != nil {

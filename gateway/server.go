@@ -26,6 +26,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/internal/ocsf"
+	"github.com/portcullis-dev/portcullis/internal/secretbox"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	"github.com/portcullis-dev/portcullis/proto/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/store"
@@ -186,6 +187,11 @@ type Config struct {
 	// HeldCallRetention is how long a decided held call keeps its
 	// arguments (--held-call-retention); the digest stays. Default 24h.
 	HeldCallRetention time.Duration
+	// SecretsKey seals credential providers' secrets at rest
+	// (--secrets-key-file; Run makes one beside an SQLite database).
+	// Default nil: ProviderService's writes, attaching providers and
+	// sending credentials to proxies fail with FailedPrecondition.
+	SecretsKey *secretbox.Key
 	// TracerProvider, if set, traces every RPC (Connect and grpc-go),
 	// approvals, commits and each commit's push to each proxy until its
 	// ACK (internal/telemetry/otlp makes one). Default nil: no spans at all.
@@ -330,6 +336,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		Logger: s.log, Now: cfg.Now, ProposalRateMax: cfg.ProposalRateMax, ProposalRateWindow: cfg.ProposalRateWindow,
 		ProposalTTL: cfg.ProposalTTL, CheckInterval: cfg.VersionCheckInterval, DevAllowLoopback: cfg.DevAllowLoopback,
 		Stream: s.stream, SentryEvents: cfg.SentryStore, MaxHeldCalls: cfg.MaxHeldCalls, HeldCallRetention: cfg.HeldCallRetention,
+		SecretsKey: cfg.SecretsKey,
 	}, st)
 	s.auth = newAuthenticator(st, s.life, cfg.Now)
 	s.decisions = decisions.New(decisions.Config{
@@ -392,6 +399,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	portcullisv1connect.RegisterApprovalServiceHandler(rpc, approvalService{s})
 	portcullisv1connect.RegisterSentryServiceHandler(rpc, sentryService{s})
 	portcullisv1connect.RegisterCallServiceHandler(rpc, callService{s})
+	portcullisv1connect.RegisterProviderServiceHandler(rpc, providerService{s})
 	transport.RegisterHealth(rpc, st.Ping, s.streams)
 	grpcreflect.Register(rpc)
 	for spec := range rpc.Specs() {

@@ -17,6 +17,7 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/prover"
+	"github.com/portcullis-dev/portcullis/provider"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -83,7 +84,11 @@ func (l *Lifecycle) proofContext(ctx context.Context, sandbox string) (*proofCon
 	if pc.policy, _, err = policy.Parse(v.Document); err != nil {
 		return nil, fmt.Errorf("stored version %d of %q no longer parses: %v", v.Version, sandbox, err)
 	}
-	if pc.opts, err = proverOptions(sb); err != nil {
+	_, provs, err := l.st.SandboxCredentials(ctx, sandbox)
+	if err != nil {
+		return nil, Missing(err, "sandbox %q not found", sandbox)
+	}
+	if pc.opts, err = proverOptions(sb, provs); err != nil {
 		return nil, err
 	}
 	pc.opts.DevAllowLoopback = l.cfg.DevAllowLoopback
@@ -104,8 +109,10 @@ func (l *Lifecycle) CurrentPolicy(ctx context.Context, sandbox string) (*policy.
 	return pc.policy, nil
 }
 
-// proverOptions turns the sandbox's stored context into prover options.
-func proverOptions(sb store.Sandbox) (prover.Options, error) {
+// proverOptions turns the sandbox's stored context into prover options:
+// its boundary, and as credentialed destinations its credentialed hosts
+// and the hosts of the providers attached to it.
+func proverOptions(sb store.Sandbox, providers []store.Provider) (prover.Options, error) {
 	var opts prover.Options
 	if len(sb.Boundary) > 0 {
 		b, _, err := policy.Parse(sb.Boundary)
@@ -120,6 +127,15 @@ func proverOptions(sb store.Sandbox) (prover.Options, error) {
 			return opts, fmt.Errorf("stored credentialed host of %q: %v", sb.Name, err)
 		}
 		opts.Credentialed = append(opts.Credentialed, dest)
+	}
+	for _, p := range providers {
+		for _, h := range p.Hosts {
+			host, err := provider.ParseHost(h)
+			if err != nil {
+				return opts, fmt.Errorf("stored host of provider %q: %v", p.Name, err)
+			}
+			opts.Credentialed = append(opts.Credentialed, prover.HostPort{Host: host.Pattern, Port: host.Port})
+		}
 	}
 	return opts, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/internal/events"
+	"github.com/portcullis-dev/portcullis/internal/secretbox"
 	"github.com/portcullis-dev/portcullis/store"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	// HeldCallRetention is how long a decided call keeps its arguments.
 	// Default 24h.
 	HeldCallRetention time.Duration
+	// SecretsKey seals and opens credential providers' secrets (the
+	// gateway's --secrets-key-file). Default nil: provider writes and
+	// credential reads fail with a PreconditionError naming the flag.
+	SecretsKey *secretbox.Key
 }
 
 func (c *Config) setDefaults() {

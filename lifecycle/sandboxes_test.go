@@ -40,13 +40,10 @@ network_policies:
     binaries: [ { path: /usr/bin/git } ]
 `
 
-// TestContextChangeReproves: a boundary or credentialed hosts written
-// through the lifecycle re-prove the sandbox's pending proposals by
-// themselves (no caller has to ask), so that an approver sees findings
-// against the context the sandbox has now.
-func TestContextChangeReproves(t *testing.T) {
-	s := openSQLite(t)
-	l := New(Config{Logger: slog.New(slog.DiscardHandler)}, s)
+// contextSandbox creates the sandbox box at contextPolicy and returns the
+// policy.
+func contextSandbox(t *testing.T, l *Lifecycle) *policy.Policy {
+	t.Helper()
 	base, _, err := policy.Parse([]byte(contextPolicy))
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +55,17 @@ func TestContextChangeReproves(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return base
+}
+
+// TestContextChangeReproves: a boundary or credentialed hosts written
+// through the lifecycle re-prove the sandbox's pending proposals by
+// themselves (no caller has to ask), so that an approver sees findings
+// against the context the sandbox has now.
+func TestContextChangeReproves(t *testing.T) {
+	s := openSQLite(t)
+	l := New(Config{Logger: slog.New(slog.DiscardHandler)}, s)
+	base := contextSandbox(t, l)
 	submit := func(doc string) int64 {
 		t.Helper()
 		p, err := advisor.ParseProposal([]byte(doc))

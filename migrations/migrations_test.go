@@ -21,7 +21,7 @@ import (
 
 var tables = []string{
 	"approval_policies", "audit_head", "audit_log", "decisions", "held_call_approvals", "held_calls", "policy_versions", "proposal_approvals", "proposals",
-	"proxies", "sandbox_cas", "sandboxes", "sentry_actions", "sentry_events", "sentry_gaps", "sentry_keys", "sentry_sources", "signing_keys", "tokens",
+	"providers", "proxies", "sandbox_cas", "sandbox_providers", "sandboxes", "sentry_actions", "sentry_events", "sentry_gaps", "sentry_keys", "sentry_sources", "signing_keys", "tokens",
 	"tool_definitions",
 }
 

@@ -162,6 +162,35 @@ type Tx interface {
 	// before before and returns how many it cleared.
 	ClearHeldCallArguments(ctx context.Context, before time.Time) (int64, error)
 
+	// InsertProvider stores p as given, Sandboxes ignored
+	// (ErrAlreadyExists, the transaction usable, for a taken name).
+	InsertProvider(ctx context.Context, p Provider) error
+
+	// RotateProvider writes p's Sealed, KeyID, SecretFields, Revision,
+	// RotatedAt and RotatedBy to the provider p.Name if its revision is
+	// still previous: ErrConflict when it is not, ErrNotFound.
+	RotateProvider(ctx context.Context, p Provider, previous int64) error
+
+	// LockProvider is GetProvider holding the provider's row (shared)
+	// until the transaction ends: an attach holds it, so a concurrent
+	// rotation waits, then sees the sandbox attached and moves its
+	// credentials generation too.
+	LockProvider(ctx context.Context, name string) (Provider, error)
+
+	// DeleteProvider deletes the provider row (ErrNotFound).
+	DeleteProvider(ctx context.Context, name string) error
+
+	// AttachProvider attaches provider to sandbox, at at by by, and
+	// reports whether it was not attached already.
+	AttachProvider(ctx context.Context, sandbox, provider string, at time.Time, by string) (bool, error)
+
+	// DetachProvider detaches it (ErrNotFound when it is not attached).
+	DetachProvider(ctx context.Context, sandbox, provider string) error
+
+	// BumpCredentialsGeneration moves the sandbox's credentials generation
+	// up by one and returns it (ErrNotFound).
+	BumpCredentialsGeneration(ctx context.Context, sandbox string) (int64, error)
+
 	// InsertCallApproval stores a for held call id (ErrAlreadyExists if
 	// a.Approver approved it before, ErrNotFound for an unknown call).
 	InsertCallApproval(ctx context.Context, id int64, a CallApproval) error
@@ -275,6 +304,17 @@ type ReadTx interface {
 
 	// CallApprovals returns the approvals of held call id, oldest first.
 	CallApprovals(ctx context.Context, id int64) ([]CallApproval, error)
+
+	// GetProvider returns one provider with its sandboxes (ErrNotFound);
+	// ListProviders every provider, ordered by name.
+	GetProvider(ctx context.Context, name string) (Provider, error)
+	ListProviders(ctx context.Context) ([]Provider, error)
+
+	// SandboxCredentials returns the sandbox's credentials generation and
+	// its providers with their sealed secrets, ordered by name (Sandboxes
+	// not set), read in one statement so that the two agree (ErrNotFound
+	// for an unknown sandbox).
+	SandboxCredentials(ctx context.Context, sandbox string) (int64, []Provider, error)
 }
 
 // Reader is the store seen read-only: what every part of the gateway but

@@ -103,6 +103,12 @@ type Sandbox struct {
 	FrozenBy     string
 	FrozenAt     *time.Time
 	FrozenFrom   int64
+	// Providers are the credential providers attached, sorted (reads
+	// only: attach and detach change them).
+	Providers []string
+	// CredentialsGeneration goes up by one with every attach, detach and
+	// rotation of its providers (0: never any); reads only.
+	CredentialsGeneration int64
 }
 
 // PolicyVersion is one stored version of a sandbox's policy.

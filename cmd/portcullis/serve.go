@@ -114,7 +114,7 @@ loopback upstream is always denied, and a proposal for it changes nothing.`,
 type gatewayFlags struct {
 	store                                                storeFlags
 	tracing                                              tracingFlags // --otlp-endpoint (tracing.go)
-	listen, tlsCert, tlsKey                              string
+	listen, tlsCert, tlsKey, secretsKey                  string
 	insecure, devLoopback                                bool
 	metricsListen, webhookURL, auditWebhook, externalURL string
 	decisions                                            decisionFlags
@@ -137,6 +137,7 @@ func (f *gatewayFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.webhookURL, "webhook-url", "", "call this `URL` when a proposal needs a human or is decided (signed with env "+envWebhookSecret+")")
 	fl.StringVar(&f.auditWebhook, "audit-webhook-url", "", "call this `URL` whenever the audit head moves: an archive, not a chat channel (signed with env "+envWebhookSecret+")")
 	f.ocsf.add(cmd)
+	fl.StringVar(&f.secretsKey, "secrets-key-file", "", "`FILE` holding the key credential providers' secrets are sealed with (one line of base64 of 32 random bytes, mode 600; every replica the same); unset: <data-dir>/"+gateway.SecretsKeyFile+", made on first start (SQLite only)")
 	fl.StringVar(&f.externalURL, "external-url", "", "the gateway's `URL` as people reach it, for the console links in webhook messages (default: http(s)://--listen)")
 	f.decisions.add(cmd)
 	fl.IntVar(&f.maxHeldCalls, "max-held-calls", lifecycle.DefaultMaxHeldCalls, "calls a sandbox may hold for review at once; past it a call is refused at once (review_busy)")
@@ -175,7 +176,7 @@ func (f *gatewayFlags) config(env *environment) (gateway.RunConfig, error) {
 		return cfg, err
 	}
 	cfg.Store = f.store.config(env, log)
-	cfg.SentryDatabaseURL = f.sentry.url(env)
+	cfg.SentryDatabaseURL, cfg.SecretsKeyFile = f.sentry.url(env), f.secretsKey
 	cfg.Server = gateway.Config{
 		Listen:           f.listen,
 		TLSCertFile:      f.tlsCert,

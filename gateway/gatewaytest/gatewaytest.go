@@ -44,8 +44,8 @@ type Gateway struct {
 
 // Start runs a gateway on a new, empty store of the engine ("sqlite" or
 // "postgres"). It is stopped when the test ends. configure, if given,
-// adjusts the gateway's Config (Listen, BootstrapToken and Logger are
-// set by Start).
+// adjusts the gateway's Config (Listen and BootstrapToken are set by
+// Start, and Logger unless configure sets one).
 func Start(t testing.TB, engine string, configure ...func(*gateway.Config)) *Gateway {
 	t.Helper()
 	g := &Gateway{t: t, engine: engine, configure: configure}
@@ -149,7 +149,10 @@ func (g *Gateway) start() {
 	for _, f := range g.configure {
 		f(&cfg)
 	}
-	cfg.Listen, cfg.BootstrapToken, cfg.Logger = "127.0.0.1:0", AdminToken, slog.New(slog.DiscardHandler)
+	cfg.Listen, cfg.BootstrapToken = "127.0.0.1:0", AdminToken
+	if cfg.Logger == nil { // a test capturing the logs sets its own
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	gw, err := gateway.New(cfg, st)
 	if err != nil {
 		t.Fatalf("new gateway: %v", err)

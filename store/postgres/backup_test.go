@@ -42,6 +42,13 @@ func TestBackupRoundTrip(t *testing.T) {
 		if _, err := st.AppendSentryEvents(t.Context(), events); err != nil {
 			t.Fatal(err)
 		}
+		// Providers and their attachments, which refer to both sides.
+		if _, err := st.CreateProvider(t.Context(), storetest.TestProvider("gh"), "ada"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.AttachProvider(t.Context(), "orders", "gh", "ada"); err != nil {
+			t.Fatal(err)
+		}
 	})
 	file := backupOf(t, src)
 	dst := pgtest.Database(t)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/providersql"
 	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 )
 
@@ -115,7 +116,7 @@ func Open(ctx context.Context, url string, cfg Config) (*Driver, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	d.pool, d.conn.db, d.conn.Reads = pool, pool, sqlread.On(engine{pool})
+	d.pool, d.conn.db, d.conn.Reads, d.conn.Writes = pool, pool, sqlread.On(engine{pool}), providersql.WritesOn(engine{pool})
 
 	db := stdlib.OpenDBFromPool(pool)
 	d.migrated, err = migrations.Apply(ctx, db, migrations.Postgres)
@@ -197,7 +198,7 @@ func (d *Driver) inTx(ctx context.Context, fn func(tx store.Tx) error, enforceFi
 	}
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
 	t := &txn{ctx: ctx}
-	t.conn = conn{db: ptx, d: d, tx: t, Reads: sqlread.On(engine{ptx})}
+	t.conn = conn{db: ptx, d: d, tx: t, Reads: sqlread.On(engine{ptx}), Writes: providersql.WritesOn(engine{ptx})}
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -286,10 +287,11 @@ type dbtx interface {
 // conn runs the store.Tx primitives on db. The Driver's runs each on
 // the pool; a txn's inside its transaction (tx set).
 type conn struct {
-	sqlread.Reads // on db
-	db            dbtx
-	d             *Driver
-	tx            *txn // nil on the pool
+	sqlread.Reads      // on db
+	providersql.Writes // on db
+	db                 dbtx
+	d                  *Driver
+	tx                 *txn // nil on the pool
 }
 
 // announce records a version inserted through c: at once on the pool

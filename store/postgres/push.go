@@ -89,17 +89,17 @@ func (c *conn) InsertSandboxCA(ctx context.Context, ca store.SandboxCA) (store.S
 const upsertProxy = `
 	INSERT INTO proxies (sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
 		applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
-		lag_millis, decisions_dropped)
+		lag_millis, decisions_dropped, credentials_generation, credentials_error)
 	SELECT $1::text, $2::text, $3::text, $4::text, $5::boolean, $6::timestamptz, $7::timestamptz,
 		$8::bigint, $9::text, $10::timestamptz, $11::bigint, $12::text, $13::timestamptz,
-		$14::bigint, $15::bigint
+		$14::bigint, $15::bigint, $16::bigint, $17::text
 	WHERE EXISTS (SELECT 1 FROM sandboxes WHERE name = $1 FOR KEY SHARE)
 	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET (replica, build, connected, connected_at, last_seen_at,
 		applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
-		lag_millis, decisions_dropped) = (excluded.replica, excluded.build, excluded.connected,
+		lag_millis, decisions_dropped, credentials_generation, credentials_error) = (excluded.replica, excluded.build, excluded.connected,
 		excluded.connected_at, excluded.last_seen_at, excluded.applied_version, excluded.applied_hash,
 		excluded.last_ack_at, excluded.last_nack_version, excluded.last_nack_error, excluded.last_nack_at,
-		excluded.lag_millis, excluded.decisions_dropped)
+		excluded.lag_millis, excluded.decisions_dropped, excluded.credentials_generation, excluded.credentials_error)
 	WHERE excluded.connected OR NOT proxies.connected OR proxies.replica = excluded.replica`
 
 // SaveProxyStatuses upserts the statuses in one batch (one round trip,
@@ -125,7 +125,7 @@ func (c *conn) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStat
 			nullTime(st.ConnectedAt), nullTime(st.LastSeenAt),
 			st.AppliedVersion, st.AppliedHash, nullTimePtr(st.LastAckAt),
 			st.LastNackVersion, st.LastNackError, nullTimePtr(st.LastNackAt),
-			st.LagMillis, st.DecisionsDropped)
+			st.LagMillis, st.DecisionsDropped, st.CredentialsGeneration, st.CredentialsError)
 	}
 	if err := mapErr(c.db.SendBatch(ctx, &b).Close()); err != nil {
 		return fmt.Errorf("save %d proxy statuses: %w", len(statuses), err)
@@ -139,7 +139,7 @@ func (c *conn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.P
 	rows, err := c.db.Query(ctx, `
 		SELECT sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
 			applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
-			lag_millis, decisions_dropped
+			lag_millis, decisions_dropped, credentials_generation, credentials_error
 		FROM proxies
 		WHERE $1 = '' OR sandbox = $1
 		ORDER BY sandbox, proxy_id`, sandbox)
@@ -148,7 +148,7 @@ func (c *conn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.P
 		var connected, seen *time.Time
 		err := r.Scan(&st.Sandbox, &st.ProxyID, &st.Replica, &st.Build, &st.Connected, &connected, &seen,
 			&st.AppliedVersion, &st.AppliedHash, &st.LastAckAt, &st.LastNackVersion, &st.LastNackError, &st.LastNackAt,
-			&st.LagMillis, &st.DecisionsDropped)
+			&st.LagMillis, &st.DecisionsDropped, &st.CredentialsGeneration, &st.CredentialsError)
 		st.ConnectedAt, st.LastSeenAt = zeroTime(connected), zeroTime(seen)
 		st.LastAckAt, st.LastNackAt = utcPtr(st.LastAckAt), utcPtr(st.LastNackAt)
 		return st, err

@@ -16,11 +16,16 @@ import (
 
 // ---- sandboxes ----
 
+// sandboxColumns are sqlread's and the providers attached, sorted.
+const sandboxColumns = sqlread.SandboxColumns +
+	`, ARRAY(SELECT provider FROM sandbox_providers WHERE sandbox = sandboxes.name ORDER BY provider)`
+
 func scanSandbox(r pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &sb.CreatedAt, &sb.CreatedBy,
 		&sb.Boundary, &sb.BoundaryHash, &sb.CredentialedHosts,
-		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &sb.FrozenAt, &sb.FrozenFrom)
+		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &sb.FrozenAt, &sb.FrozenFrom, &sb.CredentialsGeneration, &sb.Providers)
+	sb.Providers = nilIfEmpty(sb.Providers)
 	sb.CreatedAt, sb.FrozenAt = sb.CreatedAt.UTC(), utcPtr(sb.FrozenAt)
 	sb.Boundary, sb.CredentialedHosts = nilIfEmpty(sb.Boundary), nilIfEmpty(sb.CredentialedHosts)
 	return sb, err
@@ -53,13 +58,13 @@ func (c *conn) LockSandbox(ctx context.Context, name string) (store.Sandbox, err
 }
 
 func (c *conn) sandbox(ctx context.Context, name, lock string) (store.Sandbox, error) {
-	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = $1`+lock, name))
 	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
 func (c *conn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	rows, err := c.db.Query(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes ORDER BY name`)
+	rows, err := c.db.Query(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
 	out, err := collect(rows, err, scanSandbox)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
@@ -87,7 +92,7 @@ func (c *conn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // waits for a concurrent InsertToken's key-share lock on the row, so a
 // revocation that follows it in the same transaction sees that token.
 func (c *conn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sqlread.SandboxColumns, name))
+	sb, err := scanSandbox(c.db.QueryRow(ctx, `DELETE FROM sandboxes WHERE name = $1 RETURNING `+sandboxColumns, name))
 	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 

@@ -91,8 +91,8 @@ func (t *txn) InsertSandboxCA(ctx context.Context, ca store.SandboxCA) (store.Sa
 const upsertProxy = `
 	INSERT INTO proxies (sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
 		applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
-		lag_millis, decisions_dropped)
-	SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15
+		lag_millis, decisions_dropped, credentials_generation, credentials_error)
+	SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17
 	WHERE EXISTS (SELECT 1 FROM sandboxes WHERE name = ?1)
 	ON CONFLICT (sandbox, proxy_id) DO UPDATE SET
 		replica = excluded.replica, build = excluded.build,
@@ -102,7 +102,8 @@ const upsertProxy = `
 		last_ack_at = excluded.last_ack_at,
 		last_nack_version = excluded.last_nack_version, last_nack_error = excluded.last_nack_error,
 		last_nack_at = excluded.last_nack_at,
-		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped
+		lag_millis = excluded.lag_millis, decisions_dropped = excluded.decisions_dropped,
+		credentials_generation = excluded.credentials_generation, credentials_error = excluded.credentials_error
 	WHERE excluded.connected OR NOT proxies.connected OR proxies.replica = excluded.replica`
 
 // SaveProxyStatuses upserts the statuses in one transaction, skipping
@@ -125,7 +126,7 @@ func (t *txn) SaveProxyStatuses(ctx context.Context, statuses []store.ProxyStatu
 				nullNanos(st.ConnectedAt), nullNanos(st.LastSeenAt),
 				st.AppliedVersion, st.AppliedHash, nullNanosPtr(st.LastAckAt),
 				st.LastNackVersion, st.LastNackError, nullNanosPtr(st.LastNackAt),
-				st.LagMillis, st.DecisionsDropped)
+				st.LagMillis, st.DecisionsDropped, st.CredentialsGeneration, st.CredentialsError)
 			if err != nil {
 				return fmt.Errorf("proxy %q of sandbox %q: %w", st.ProxyID, st.Sandbox, mapErr(err))
 			}
@@ -146,7 +147,7 @@ func (t *txn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.Pr
 		var connected, seen, ack, nack sql.NullInt64
 		err := r.Scan(&st.Sandbox, &st.ProxyID, &st.Replica, &st.Build, &st.Connected, &connected, &seen,
 			&st.AppliedVersion, &st.AppliedHash, &ack, &st.LastNackVersion, &st.LastNackError, &nack,
-			&st.LagMillis, &st.DecisionsDropped)
+			&st.LagMillis, &st.DecisionsDropped, &st.CredentialsGeneration, &st.CredentialsError)
 		st.ConnectedAt, st.LastSeenAt = zeroNanos(connected), zeroNanos(seen)
 		st.LastAckAt, st.LastNackAt = fromNullNanos(ack), fromNullNanos(nack)
 		return st, err
@@ -154,7 +155,7 @@ func (t *txn) ListProxyStatuses(ctx context.Context, sandbox string) ([]store.Pr
 	out, err := collect(ctx, t.rd, scan, `
 		SELECT sandbox, proxy_id, replica, build, connected, connected_at, last_seen_at,
 			applied_version, applied_hash, last_ack_at, last_nack_version, last_nack_error, last_nack_at,
-			lag_millis, decisions_dropped
+			lag_millis, decisions_dropped, credentials_generation, credentials_error
 		FROM proxies
 		WHERE ?1 = '' OR sandbox = ?1
 		ORDER BY sandbox, proxy_id`, sandbox)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/migrations"
 	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/internal/providersql"
 	"github.com/portcullis-dev/portcullis/store/internal/sqlread"
 )
 
@@ -124,7 +125,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	d := &Driver{w: w, log: log, migrated: migrated}
-	d.txn = txn{d: d, wr: w}
+	d.txn = txn{d: d, wr: w, Writes: providersql.WritesOn(engine{w})}
 	if n, err := d.chainUnchained(ctx); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -246,11 +247,12 @@ type querier interface {
 // go through it) or, embedded in Driver, of none (reads on the pool, each
 // write on its own on the writer).
 type txn struct {
-	sqlread.Reads // on rd
-	d             *Driver
-	rd, wr        querier
-	tx            *sql.Tx   // nil outside a transaction
-	now           time.Time // the transaction's clock
+	sqlread.Reads      // on rd
+	providersql.Writes // on wr
+	d                  *Driver
+	rd, wr             querier
+	tx                 *sql.Tx   // nil outside a transaction
+	now                time.Time // the transaction's clock
 	// versions inserted, announced once the transaction commits.
 	versions []store.PolicyVersion
 }
@@ -284,7 +286,7 @@ func (d *Driver) inTx(ctx context.Context, fn func(t *txn) error) error {
 		return mapErr(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	t := &txn{d: d, rd: tx, wr: tx, tx: tx, now: time.Now().UTC(), Reads: sqlread.On(engine{tx})}
+	t := &txn{d: d, rd: tx, wr: tx, tx: tx, now: time.Now().UTC(), Reads: sqlread.On(engine{tx}), Writes: providersql.WritesOn(engine{tx})}
 	if err := fn(t); err != nil {
 		return err
 	}

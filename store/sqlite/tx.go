@@ -14,15 +14,23 @@ import (
 
 // The primitives of sandboxes, policy versions and tokens.
 
+// sandboxColumns are sqlread's and the providers attached, sorted, as
+// a JSON array.
+const sandboxColumns = sqlread.SandboxColumns + `, (SELECT json_group_array(provider) FROM
+	(SELECT provider FROM sandbox_providers WHERE sandbox = sandboxes.name ORDER BY provider))`
+
 func scanSandbox(r scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var at int64
-	var hosts string
+	var hosts, providers string
 	var frozenAt sql.NullInt64
 	err := r.Scan(&sb.Name, &sb.CurrentVersion, &sb.CurrentHash, &at, &sb.CreatedBy,
 		&sb.Boundary, &sb.BoundaryHash, &hosts,
-		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &frozenAt, &sb.FrozenFrom)
+		&sb.Frozen, &sb.FrozenReason, &sb.FrozenBy, &frozenAt, &sb.FrozenFrom, &sb.CredentialsGeneration, &providers)
 	if err != nil {
+		return sb, err
+	}
+	if sb.Providers, err = decodeList(providers); err != nil {
 		return sb, err
 	}
 	sb.CreatedAt = fromNanos(at)
@@ -54,13 +62,13 @@ func (t *txn) LockSandbox(ctx context.Context, name string) (store.Sandbox, erro
 }
 
 func (t *txn) sandbox(ctx context.Context, q querier, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes WHERE name = ?`, name))
+	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name))
 	return wrapRow(sb, err, "get sandbox %q", name)
 }
 
 // ListSandboxes returns every sandbox ordered by name.
 func (t *txn) ListSandboxes(ctx context.Context) ([]store.Sandbox, error) {
-	out, err := collect(ctx, t.rd, scanSandbox, `SELECT `+sqlread.SandboxColumns+` FROM sandboxes ORDER BY name`)
+	out, err := collect(ctx, t.rd, scanSandbox, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -88,7 +96,7 @@ func (t *txn) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 // DeleteSandbox deletes the sandbox row (the schema cascades) and returns
 // it as it was.
 func (t *txn) DeleteSandbox(ctx context.Context, name string) (store.Sandbox, error) {
-	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sqlread.SandboxColumns, name))
+	sb, err := scanSandbox(t.wr.QueryRowContext(ctx, `DELETE FROM sandboxes WHERE name = ? RETURNING `+sandboxColumns, name))
 	return wrapRow(sb, err, "delete sandbox %q", name)
 }
 

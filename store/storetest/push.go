@@ -384,6 +384,7 @@ func testProxyStatuses(t *testing.T, s *store.Store) {
 		AppliedVersion: 1, AppliedHash: "h1", LastAckAt: timePtr(usec(2030, 3)),
 		LastNackVersion: 7, LastNackError: `schema: "x" ünïcode`, LastNackAt: timePtr(usec(2029, 4)),
 		LagMillis: 1234, DecisionsDropped: 1 << 40,
+		CredentialsGeneration: 3, CredentialsError: `provider "gh": secret.token is required`,
 	}
 	a1 := store.ProxyStatus{Sandbox: "a", ProxyID: "p1", Replica: "gw-2", Connected: true, ConnectedAt: usec(2030, 5), LastSeenAt: usec(2030, 6)}
 	b1 := store.ProxyStatus{Sandbox: "b", ProxyID: "p1", Replica: "gw-1"} // every time unset

@@ -84,6 +84,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"HeldCalls", testHeldCalls},
 		{"SandboxBoundary", testSandboxBoundary},
 		{"CredentialedHosts", testCredentialedHosts},
+		{"Providers", testProviders},
+		{"ProvidersConcurrent", testProvidersConcurrent},
 		{"ApprovalPolicies", testApprovalPolicies},
 		{"Ping", testPing},
 		{"TxVersionDuplicate", testPrimVersionDuplicate},

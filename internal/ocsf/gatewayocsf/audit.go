@@ -42,6 +42,14 @@ var auditKinds = map[string]auditKind{
 	store.ActionSentryAction:  {99, "Remediate", "Sandbox", 0, ocsf.SeverityHigh},
 	store.ActionCallApprove:   {99, "Approve", "Held call", 0, ocsf.SeverityLow},
 	store.ActionCallDeny:      {99, "Deny", "Held call", 0, ocsf.SeverityLow},
+	// Credential providers: the entity is the provider (Target); an
+	// attach or detach names the sandbox too. The detail never holds a
+	// secret, sealed or not.
+	store.ActionProviderCreate: {1, "Create", "Credential provider", 0, ocsf.SeverityMedium},
+	store.ActionProviderRotate: {3, "Update", "Credential provider", 0, ocsf.SeverityMedium},
+	store.ActionProviderDelete: {4, "Delete", "Credential provider", 0, ocsf.SeverityMedium},
+	store.ActionProviderAttach: {99, "Attach", "Credential provider", 0, ocsf.SeverityMedium},
+	store.ActionProviderDetach: {99, "Detach", "Credential provider", 0, ocsf.SeverityMedium},
 }
 
 // FromAudit maps an audit-log entry: an Entity Management event (3004)

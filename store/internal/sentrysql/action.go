@@ -18,22 +18,6 @@ import (
 // the sqlexec.Engine it is given: the transaction's, or (outside one) the
 // read pool for reads and the writer for writes.
 
-// nullTimeDest scans a time that may be NULL (nil).
-type nullTimeDest struct{ t **time.Time }
-
-func (d nullTimeDest) Scan(src any) error {
-	if src == nil {
-		*d.t = nil
-		return nil
-	}
-	var t time.Time
-	if err := sqlexec.TimeDest(&t).Scan(src); err != nil {
-		return err
-	}
-	*d.t = &t
-	return nil
-}
-
 // nullTime binds t as the engine stores times, nil (and the zero time) as
 // NULL, read back as nil.
 func nullTime(e sqlexec.Engine, t *time.Time) any {
@@ -153,8 +137,8 @@ const actionColumns = `id, source, event_id, sandbox, type, status, reason, vers
 func scanAction(a *store.SentryAction) func(func(...any) error) error {
 	return func(scan func(...any) error) error {
 		return scan(&a.ID, &a.Source, &a.EventID, &a.Sandbox, &a.Type, &a.Status, &a.Reason, &a.Version,
-			sqlexec.TimeDest(&a.ReceivedAt), sqlexec.TimeDest(&a.CreatedAt), nullTimeDest{&a.AckedAt}, &a.DecidedBy,
-			nullTimeDest{&a.DecidedAt})
+			sqlexec.TimeDest(&a.ReceivedAt), sqlexec.TimeDest(&a.CreatedAt), sqlexec.NullTimeDest(&a.AckedAt), &a.DecidedBy,
+			sqlexec.NullTimeDest(&a.DecidedAt))
 	}
 }
 

@@ -42,3 +42,21 @@ func (d timeDest) Scan(src any) error {
 	}
 	return nil
 }
+
+// NullTimeDest is TimeDest for a time that may be NULL: nil then.
+func NullTimeDest(t **time.Time) sql.Scanner { return nullTimeDest{t} }
+
+type nullTimeDest struct{ t **time.Time }
+
+func (d nullTimeDest) Scan(src any) error {
+	if src == nil {
+		*d.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := TimeDest(&t).Scan(src); err != nil {
+		return err
+	}
+	*d.t = &t
+	return nil
+}

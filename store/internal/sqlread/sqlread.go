@@ -10,6 +10,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/internal/callsql"
+	"github.com/portcullis-dev/portcullis/store/internal/providersql"
 	"github.com/portcullis-dev/portcullis/store/internal/sentrysql"
 	"github.com/portcullis-dev/portcullis/store/internal/sqlexec"
 	"github.com/portcullis-dev/portcullis/store/internal/tooldefsql"
@@ -20,7 +21,7 @@ import (
 // scan them.
 const SandboxColumns = `name, current_version, current_hash, created_at, created_by,
 	boundary, boundary_hash, credentialed_hosts,
-	frozen, frozen_reason, frozen_by, frozen_at, frozen_from`
+	frozen, frozen_reason, frozen_by, frozen_at, frozen_from, credentials_generation`
 
 // Reads are the shared reads on one engine.
 type Reads struct{ e sqlexec.Engine }
@@ -90,4 +91,20 @@ func (r Reads) CallApprovals(ctx context.Context, id int64) ([]store.CallApprova
 // longer held.
 func (r Reads) DecidedHeldCalls(ctx context.Context, ids []int64) ([]store.HeldCall, error) {
 	return callsql.Decided(ctx, r.e, ids)
+}
+
+// GetProvider returns one provider with its sandboxes (ErrNotFound).
+func (r Reads) GetProvider(ctx context.Context, name string) (store.Provider, error) {
+	return providersql.Get(ctx, r.e, name)
+}
+
+// ListProviders returns every provider, ordered by name.
+func (r Reads) ListProviders(ctx context.Context) ([]store.Provider, error) {
+	return providersql.List(ctx, r.e)
+}
+
+// SandboxCredentials returns the sandbox's credentials generation and
+// providers, read together.
+func (r Reads) SandboxCredentials(ctx context.Context, sandbox string) (int64, []store.Provider, error) {
+	return providersql.SandboxCredentials(ctx, r.e, sandbox)
 }

@@ -1,0 +1,256 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/advisor"
+	"github.com/portcullis-dev/portcullis/internal/events"
+	"github.com/portcullis-dev/portcullis/internal/secretbox"
+	"github.com/portcullis-dev/portcullis/provider"
+	"github.com/portcullis-dev/portcullis/store"
+	"github.com/portcullis-dev/portcullis/store/storetest"
+)
+
+const testSecret = "ghp_Sup3rS3cretValue"
+
+func newKey(t *testing.T) *secretbox.Key {
+	t.Helper()
+	k, err := secretbox.Generate(filepath.Join(t.TempDir(), "secrets.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// changes records the sandboxes of every CredentialsChanged published.
+type changes struct {
+	mu  sync.Mutex
+	got [][]string
+}
+
+func (c *changes) take() [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.got
+	c.got = nil
+	return out
+}
+
+func providerLifecycle(t *testing.T, key *secretbox.Key) (*Lifecycle, *store.Store, *changes) {
+	t.Helper()
+	s := openSQLite(t)
+	stream := events.New()
+	ch := &changes{}
+	stream.Subscribe(func(e events.Event) {
+		if c, ok := e.(events.CredentialsChanged); ok {
+			ch.mu.Lock()
+			ch.got = append(ch.got, c.Sandboxes)
+			ch.mu.Unlock()
+		}
+	})
+	return New(Config{Logger: slog.New(slog.DiscardHandler), SecretsKey: key, Stream: stream}, s), s, ch
+}
+
+var ghSpec = provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"api.github.com"}}
+
+func TestProvidersWithoutKey(t *testing.T) {
+	l, s, _ := providerLifecycle(t, nil)
+	storetest.MustCreate(t, s, "box", false)
+	var pe *PreconditionError
+	for name, err := range map[string]error{
+		"create": func() error {
+			_, err := l.CreateProvider(ctx(t), ghSpec, map[string][]byte{"token": []byte(testSecret)}, "op")
+			return err
+		}(),
+		"rotate": func() error { _, err := l.RotateProvider(ctx(t), "gh", nil, 0, "op"); return err }(),
+		"attach": func() error { _, err := l.AttachProvider(ctx(t), "box", "gh", "op"); return err }(),
+		"detach": func() error { _, err := l.DetachProvider(ctx(t), "box", "gh", "op"); return err }(),
+		"delete": l.DeleteProvider(ctx(t), "gh", "op"),
+		"read":   func() error { _, err := l.SandboxCredentials(ctx(t), "box"); return err }(),
+	} {
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "--secrets-key-file") {
+			t.Errorf("%s without a key = %v, want a PreconditionError naming the flag", name, err)
+		}
+	}
+	if ps, _ := s.ListProviders(ctx(t)); len(ps) != 0 {
+		t.Errorf("providers stored without a key: %+v", ps)
+	}
+	if gen, err := l.CredentialsGeneration(ctx(t), "box"); err != nil || gen != 0 {
+		t.Errorf("CredentialsGeneration = %d, %v", gen, err)
+	}
+}
+
+func TestProviderLifecycle(t *testing.T) {
+	key := newKey(t)
+	l, s, ch := providerLifecycle(t, key)
+	storetest.MustCreate(t, s, "box", false)
+
+	// Problems come back at their fields, and nothing is stored.
+	bad := provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"169.254.169.254"}}
+	_, err := l.CreateProvider(ctx(t), bad, map[string][]byte{"tokn": []byte(testSecret)}, "op")
+	var ps provider.Problems
+	if !errors.As(err, &ps) || !slices.ContainsFunc(ps, func(p provider.Problem) bool { return p.Field == "hosts[0]" }) ||
+		!slices.ContainsFunc(ps, func(p provider.Problem) bool { return p.Field == "secret.tokn" }) {
+		t.Fatalf("CreateProvider(invalid) = %v", err)
+	}
+	if strings.Contains(err.Error(), testSecret) {
+		t.Errorf("the problems hold the secret: %v", err)
+	}
+	if got, _ := s.ListProviders(ctx(t)); len(got) != 0 {
+		t.Fatalf("an invalid provider was stored: %+v", got)
+	}
+
+	p, err := l.CreateProvider(ctx(t), ghSpec, map[string][]byte{"token": []byte(testSecret)}, "op")
+	if err != nil || p.Revision != 1 || p.KeyID != key.ID() || !slices.Equal(p.SecretFields, []string{"token"}) {
+		t.Fatalf("CreateProvider = %+v, %v", p, err)
+	}
+	if strings.Contains(string(p.Sealed), testSecret) {
+		t.Fatal("the stored secret is in plaintext")
+	}
+	if _, err := l.CreateProvider(ctx(t), ghSpec, map[string][]byte{"token": []byte("x")}, "op"); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Errorf("CreateProvider of a taken name = %v", err)
+	}
+	if got := ch.take(); got != nil {
+		t.Errorf("a creation changed credentials: %q", got)
+	}
+
+	sb, err := l.AttachProvider(ctx(t), "box", "gh", "op")
+	if err != nil || sb.CredentialsGeneration != 1 || !slices.Equal(sb.Providers, []string{"gh"}) {
+		t.Fatalf("AttachProvider = %+v, %v", sb, err)
+	}
+	if _, err := l.AttachProvider(ctx(t), "box", "gh", "op"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ch.take(); !slices.EqualFunc(got, [][]string{{"box"}}, slices.Equal) {
+		t.Errorf("events after attach (twice) = %q, want one for box", got)
+	}
+	var nf *NotFoundError
+	if _, err := l.AttachProvider(ctx(t), "ghost", "gh", "op"); !errors.As(err, &nf) || !strings.Contains(nf.Msg, `sandbox "ghost"`) {
+		t.Errorf("attach to an unknown sandbox = %v", err)
+	}
+	if _, err := l.AttachProvider(ctx(t), "box", "ghost", "op"); !errors.As(err, &nf) || !strings.Contains(nf.Msg, `provider "ghost"`) {
+		t.Errorf("attach of an unknown provider = %v", err)
+	}
+
+	b, err := l.SandboxCredentials(ctx(t), "box")
+	if err != nil || b.Generation != 1 || len(b.Providers) != 1 || b.Providers[0].Secret["token"] != testSecret ||
+		b.Providers[0].Revision != 1 || b.Providers[0].Name != "gh" || !slices.Equal(b.Providers[0].Hosts, ghSpec.Hosts) {
+		t.Fatalf("SandboxCredentials = %+v, %v", b, err)
+	}
+	if gen, err := l.CredentialsGeneration(ctx(t), "box"); err != nil || gen != 1 {
+		t.Errorf("CredentialsGeneration = %d, %v", gen, err)
+	}
+
+	// Rotation: a stale expected revision is refused; the secret is
+	// checked against the provider's type.
+	var pe *PreconditionError
+	if _, err := l.RotateProvider(ctx(t), "gh", map[string][]byte{"token": []byte("new")}, 7, "op"); !errors.As(err, &pe) {
+		t.Errorf("rotate at a stale revision = %v", err)
+	}
+	if _, err := l.RotateProvider(ctx(t), "gh", map[string][]byte{"value": []byte("new")}, 0, "op"); !errors.As(err, &ps) {
+		t.Errorf("rotate with a wrong field = %v", err)
+	}
+	if _, err := l.RotateProvider(ctx(t), "ghost", map[string][]byte{"token": []byte("new")}, 0, "op"); !errors.As(err, &nf) {
+		t.Errorf("rotate of an unknown provider = %v", err)
+	}
+	r, err := l.RotateProvider(ctx(t), "gh", map[string][]byte{"token": []byte("rotated-" + testSecret)}, 1, "op")
+	if err != nil || r.Revision != 2 || !slices.Equal(r.Sandboxes, []string{"box"}) {
+		t.Fatalf("RotateProvider = %+v, %v", r, err)
+	}
+	if got := ch.take(); !slices.EqualFunc(got, [][]string{{"box"}}, slices.Equal) {
+		t.Errorf("events after rotation = %q", got)
+	}
+	if b, err := l.SandboxCredentials(ctx(t), "box"); err != nil || b.Generation != 2 || b.Providers[0].Secret["token"] != "rotated-"+testSecret || b.Providers[0].Revision != 2 {
+		t.Errorf("SandboxCredentials after rotation = %+v, %v", b, err)
+	}
+
+	// A gateway with another key says so, naming both.
+	other, _, _ := providerLifecycle(t, newKey(t))
+	other.st = s
+	if _, err := other.SandboxCredentials(ctx(t), "box"); !errors.Is(err, secretbox.ErrWrongKey) || !strings.Contains(err.Error(), key.ID()) {
+		t.Errorf("SandboxCredentials under another key = %v", err)
+	}
+
+	if err := l.DeleteProvider(ctx(t), "gh", "op"); !errors.As(err, &pe) || !strings.Contains(pe.Msg, "box") {
+		t.Errorf("delete of an attached provider = %v", err)
+	}
+	if sb, err := l.DetachProvider(ctx(t), "box", "gh", "op"); err != nil || sb.CredentialsGeneration != 3 || sb.Providers != nil {
+		t.Errorf("DetachProvider = %+v, %v", sb, err)
+	}
+	if _, err := l.DetachProvider(ctx(t), "box", "gh", "op"); !errors.As(err, &nf) || !strings.Contains(nf.Msg, "not attached") {
+		t.Errorf("detach of one not attached = %v", err)
+	}
+	if b, err := l.SandboxCredentials(ctx(t), "box"); err != nil || b.Generation != 3 || len(b.Providers) != 0 {
+		t.Errorf("SandboxCredentials after detach = %+v, %v", b, err)
+	}
+	if err := l.DeleteProvider(ctx(t), "gh", "op"); err != nil {
+		t.Errorf("DeleteProvider = %v", err)
+	}
+	if err := l.DeleteProvider(ctx(t), "gh", "op"); !errors.As(err, &nf) {
+		t.Errorf("DeleteProvider again = %v", err)
+	}
+	for _, e := range storetest.Audits(t, s, store.AuditFilter{}) {
+		if strings.Contains(fmt.Sprint(e), testSecret) {
+			t.Errorf("audit entry holds the secret: %+v", e)
+		}
+	}
+}
+
+// TestAttachReproves: a provider's hosts are credentialed destinations,
+// so attaching one re-proves the sandbox's pending proposals with them,
+// and detaching it again without.
+func TestAttachReproves(t *testing.T) {
+	l, s, _ := providerLifecycle(t, newKey(t))
+	contextSandbox(t, l)
+	prop, err := advisor.ParseProposal([]byte("rationale: file issues\noperations:\n  - add_allow_rules: { policy: github, host: api.github.com, port: 443, rules: [ { allow: { method: POST, path: /repos/acme/app/issues } } ] }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.Submit(ctx(t), Submission{Sandbox: "box", Proposer: "sandbox-box", Actor: "sandbox:box", Proposal: prop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Proposal.ID
+	credentialed := func() bool {
+		f, err := DecodeFindings(storetest.GetProposal(t, s, id).Findings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(f, func(f Finding) bool { return f.Credentialed })
+	}
+	wait := func(what string, want bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			changed := l.Changed("box")
+			if credentialed() == want {
+				return
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("%s: credentialed findings %v, want %v", what, !want, want)
+			}
+		}
+	}
+	wait("before any provider", false)
+	if _, err := l.CreateProvider(ctx(t), ghSpec, map[string][]byte{"token": []byte(testSecret)}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AttachProvider(ctx(t), "box", "gh", "op"); err != nil {
+		t.Fatal(err)
+	}
+	wait("after attaching a provider of api.github.com", true)
+	if _, err := l.DetachProvider(ctx(t), "box", "gh", "op"); err != nil {
+		t.Fatal(err)
+	}
+	wait("after detaching it", false)
+}
