@@ -322,7 +322,7 @@ func (s proverService) Prove(ctx context.Context, req *portcullisv1.ProveRequest
 		return nil, invalidField("credentialed", "at most 1000 destinations")
 	}
 	for i, hp := range req.GetCredentialed() {
-		dest, err := prover.ParseHostPort(hp)
+		dest, err := prover.ParseHostPattern(hp)
 		if err != nil {
 			return nil, invalidField(fmt.Sprintf("credentialed[%d]", i), "%v", err)
 		}

@@ -358,9 +358,10 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.stream.Subscribe(s.callFeed.handle)
 	s.dist = distribution.New(distribution.Config{
 		Replica: cfg.Replica, Now: cfg.Now, StreamIdleTimeout: cfg.StreamIdleTimeout, VersionCheckInterval: cfg.VersionCheckInterval,
-		Stream: s.stream,
-		Sink:   s.decisions,
-		Tracer: cfg.TracerProvider,
+		Stream:      s.stream,
+		Sink:        s.decisions,
+		Tracer:      cfg.TracerProvider,
+		Credentials: s.life,
 	}, st, s.life, s.log)
 	s.batchBodies = newPlaces(cfg.SentryBatchBodies, cfg.SentryBatchesPerSource)
 	s.sentry = sentryintake.New(sentryintake.Config{

@@ -61,7 +61,7 @@ object: {"findings": [...]}, plus "error" and "problems" when exiting 2.`,
 	cmd.Flags().StringVar(&current, "current", "", "the policy in force (`FILE`, YAML or JSON)")
 	cmd.Flags().StringVar(&proposed, "proposed", "", "the proposed policy (`FILE`)")
 	cmd.Flags().StringVar(&boundary, "boundary", "", "the most the sandbox may ever be granted (`FILE`); beyond it is exceeds_boundary")
-	cmd.Flags().StringArrayVar(&credentialed, "credentialed", nil, "a destination whose requests carry injected credentials (`HOST:PORT`, repeatable)")
+	cmd.Flags().StringArrayVar(&credentialed, "credentialed", nil, "a destination whose requests carry injected credentials (`HOST:PORT`, the host as endpoints write it, `*.github.com` too; repeatable)")
 	cmd.Flags().BoolVar(&devLoopback, "dev-allow-loopback", false, "prove as for a proxy run with --dev-allow-loopback (loopback upstreams reachable)")
 	cmd.Flags().Int64Var(&budget, "budget", prover.DefaultBudget, "the work units the proof may spend (`N`; the gateway's is the default): raise it to prove policies of thousands of endpoints at once; memory stays bounded")
 	return cmd
@@ -78,7 +78,7 @@ func prove(ctx context.Context, env *environment, currentFile, proposedFile, bou
 	}
 	opts := prover.Options{DevAllowLoopback: devLoopback, Budget: budget}
 	for _, hp := range credentialed {
-		dest, err := prover.ParseHostPort(hp)
+		dest, err := prover.ParseHostPattern(hp)
 		if err != nil {
 			return res, usagef("--credentialed %v", err)
 		}
