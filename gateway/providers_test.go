@@ -289,7 +289,7 @@ func TestProviderServiceProtocols(t *testing.T) {
 // TestProvidersWithoutKey: a gateway without a secrets key serves, and
 // says which flag its provider writes need.
 func TestProvidersWithoutKey(t *testing.T) {
-	gw := gatewaytest.Start(t, "sqlite")
+	gw := gatewaytest.Start(t, "sqlite", func(c *gateway.Config) { c.SecretsKey = nil })
 	_, err := providerClient(gw.URL, gatewaytest.AdminToken).CreateProvider(t.Context(), &portcullisv1.CreateProviderRequest{
 		Name: "gh", Type: "bearer", Hosts: []string{"api.github.com"}, Secret: map[string][]byte{"token": []byte(leakSecret)},
 	})

@@ -152,6 +152,13 @@ func TestJSONNumbersEverywhere(t *testing.T) {
 		{admin, []string{"calls", "show", approveCall}, 0},
 		{admin, []string{"calls", "approve", approveCall, "--reason", "fine"}, 0},
 		{admin, []string{"calls", "deny", denyCall, "--reason", "no"}, 0},
+		{admin, []string{"provider", "create", "numbers", "--type", "bearer", "--hosts", "api.example.com", "--secret-file", writeFile(t, "tok", "t0ken-value\n")}, 0},
+		{admin, []string{"provider", "list"}, 0},
+		{admin, []string{"provider", "show", "numbers"}, 0},
+		{admin, []string{"sandbox", "providers", "attach", "shipping", "numbers"}, 0},
+		{admin, []string{"provider", "rotate", "numbers", "--secret-file", writeFile(t, "tok2", "t0ken-value-2\n")}, 0},
+		{admin, []string{"sandbox", "providers", "detach", "shipping", "numbers"}, 0},
+		{admin, []string{"provider", "delete", "numbers"}, 0},
 	}
 	ran := map[string]bool{}
 	last := ""

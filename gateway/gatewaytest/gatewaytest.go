@@ -5,6 +5,7 @@ package gatewaytest
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/internal/apiclient"
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
+	"github.com/portcullis-dev/portcullis/internal/secretbox"
 	"github.com/portcullis-dev/portcullis/store"
 	"github.com/portcullis-dev/portcullis/store/postgres"
 	"github.com/portcullis-dev/portcullis/store/sqlite"
@@ -40,6 +42,9 @@ type Gateway struct {
 	configure []func(*gateway.Config)
 	dsn       string // SQLite path or Postgres URL
 	stop      func()
+	// secrets is the key providers' secrets are sealed with, the same
+	// across restarts.
+	secrets *secretbox.Key
 }
 
 // Start runs a gateway on a new, empty store of the engine ("sqlite" or
@@ -145,6 +150,9 @@ func (g *Gateway) start() {
 		// Clients in tests may leave a dialed, never-used connection,
 		// which net/http's Shutdown waits 5s for; don't wait that long.
 		ShutdownTimeout: 300 * time.Millisecond,
+		// A key of its own, as gateway.Run makes an SQLite gateway one
+		// (a test may take it away with a configure function).
+		SecretsKey: g.secretsKey(),
 	}
 	for _, f := range g.configure {
 		f(&cfg)
@@ -189,3 +197,17 @@ func (g *Gateway) start() {
 // Bearer is a client interceptor that sends token as the bearer token of
 // every call (none when token is empty): the API client's own.
 func Bearer(token string) connect.ClientInterceptor { return apiclient.Bearer(token) }
+
+// secretsKey is the gateway's secrets key, made at its first start.
+func (g *Gateway) secretsKey() *secretbox.Key {
+	if g.secrets == nil {
+		raw := make([]byte, secretbox.KeySize)
+		rand.Read(raw)
+		k, err := secretbox.New(raw)
+		if err != nil {
+			g.t.Fatalf("secrets key: %v", err)
+		}
+		g.secrets = k
+	}
+	return g.secrets
+}

@@ -44,7 +44,7 @@ var layers = map[string][]string{
 	"gateway/decisions":    {"store", "decision", "lifecycle"},
 	"gateway/notify":       {"store", "lifecycle", "internal/events"},
 	"gateway/sentryintake": {"store", "sentry", "lifecycle", "internal/events"},
-	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest", "internal/apiclient", "policy", "proto/..."},
+	"gateway/gatewaytest":  {"gateway", "store/...", "internal/pgtest", "internal/apiclient", "internal/secretbox", "policy", "proto/..."},
 	"sentry":               {"internal/jcs", "internal/strictjson"},
 	"dataplane": {"dataplane/credentials", "dataplane/decision", "dataplane/gatewayclient", "dataplane/h1", "dataplane/hold", "dataplane/identity", "dataplane/match",
 		"dataplane/mcp", "dataplane/mcp/relay", "dataplane/policylocal", "dataplane/ratelimit", "dataplane/sandboxdns", "dataplane/transparent", "dataplane/tunnelstart", "policy", "internal/ca", "internal/telemetry", "internal/rotate", "internal/exetrim"},
