@@ -21,14 +21,12 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
+	"github.com/portcullis-dev/portcullis/bench/internal/procs"
 )
 
 type config struct {
@@ -75,10 +73,8 @@ func main() {
 		}
 		defer os.RemoveAll(dir)
 		if cfg.bin == "" {
-			cfg.bin = filepath.Join(dir, "portcullis")
-			fmt.Fprintln(os.Stderr, "building ./cmd/portcullis…")
-			if out, err := exec.CommandContext(ctx, "go", "build", "-o", cfg.bin, "./cmd/portcullis").CombinedOutput(); err != nil {
-				return fmt.Errorf("go build ./cmd/portcullis (run from the repository's root, or pass -portcullis): %v\n%s", err, out)
+			if cfg.bin, err = procs.Build(ctx, dir); err != nil {
+				return err
 			}
 		}
 		r, err := run(ctx, cfg, dir)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
+	"github.com/portcullis-dev/portcullis/bench/internal/procs"
 	"github.com/portcullis-dev/portcullis/demo"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
 )
@@ -58,7 +59,7 @@ network_policies:
 // through each proxy to the orders server.
 type fleet struct {
 	gw       *gateway
-	proxies  []*proc
+	proxies  []*procs.Proc
 	clients  []*http.Client
 	upstream string // the orders server's MCP URL
 }
@@ -79,10 +80,10 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 	if f.gw, err = startGateway(ctx, cfg.bin, filepath.Join(dir, "gateway"), gwFlags); err != nil {
 		return nil, err
 	}
-	defer f.gw.stop()
+	defer f.gw.Stop()
 	defer func() {
 		for _, p := range f.proxies {
-			p.stop()
+			p.Stop()
 		}
 	}()
 	if err := f.startProxies(ctx, cfg, dir, policyDoc(ln.Addr().(*net.TCPAddr).Port)); err != nil {
@@ -127,7 +128,7 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 // startProxies creates a sandbox per proxy and starts its proxy, eight at
 // a time, then waits until every one enforces its policy.
 func (f *fleet) startProxies(ctx context.Context, cfg config, dir, policy string) error {
-	f.proxies = make([]*proc, cfg.proxies)
+	f.proxies = make([]*procs.Proc, cfg.proxies)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for i := range cfg.proxies {
@@ -137,17 +138,17 @@ func (f *fleet) startProxies(ctx context.Context, cfg config, dir, policy string
 			if err != nil {
 				return fmt.Errorf("create sandbox %s: %w", name, err)
 			}
-			f.proxies[i], err = startProxy(gctx, cfg.bin, f.gw.addr, name, created.GetToken(), filepath.Join(dir, name))
+			f.proxies[i], err = procs.StartProxy(gctx, cfg.bin, f.gw.Addr, name, created.GetToken(), filepath.Join(dir, name))
 			return err
 		})
 	}
 	err := g.Wait()
-	f.proxies = slices.DeleteFunc(f.proxies, func(p *proc) bool { return p == nil })
+	f.proxies = slices.DeleteFunc(f.proxies, func(p *procs.Proc) bool { return p == nil })
 	if err != nil {
 		return err
 	}
 	for _, p := range f.proxies {
-		u := &url.URL{Scheme: "http", Host: p.addr}
+		u := &url.URL{Scheme: "http", Host: p.Addr}
 		f.clients = append(f.clients, &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), MaxIdleConnsPerHost: 64}})
 	}
 	return f.gw.waitApplied(ctx, cfg.proxies)
@@ -157,7 +158,7 @@ func (f *fleet) startProxies(ctx context.Context, cfg config, dir, policy string
 func (f *fleet) memory() benchenv.Memory {
 	var m benchenv.Memory
 	for _, p := range f.proxies {
-		m.Add(benchenv.ReadMemory(p.pid()))
+		m.Add(benchenv.ReadMemory(p.Pid()))
 	}
 	return m
 }
@@ -340,14 +341,14 @@ func (f *fleet) slope(ctx context.Context, cfg config, dir, policy string) (*mem
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProxy(ctx, cfg.bin, f.gw.addr, "held-memory", created.GetToken(), filepath.Join(dir, "held-memory"),
+	p, err := procs.StartProxy(ctx, cfg.bin, f.gw.Addr, "held-memory", created.GetToken(), filepath.Join(dir, "held-memory"),
 		"--max-held-calls", strconv.Itoa(cfg.memCalls), "--pprof-listen", pprofAddr)
 	if err != nil {
 		return nil, err
 	}
-	defer p.stop()
-	one := &fleet{gw: f.gw, proxies: []*proc{p}, upstream: f.upstream,
-		clients: []*http.Client{{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: p.addr}), MaxIdleConnsPerHost: 64}}}}
+	defer p.Stop()
+	one := &fleet{gw: f.gw, proxies: []*procs.Proc{p}, upstream: f.upstream,
+		clients: []*http.Client{{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: p.Addr}), MaxIdleConnsPerHost: 64}}}}
 	if err := f.gw.waitApplied(ctx, len(f.proxies)+1); err != nil {
 		return nil, err
 	}
@@ -360,7 +361,7 @@ func (f *fleet) slope(ctx context.Context, cfg config, dir, policy string) (*mem
 		if err != nil {
 			live = -1
 		}
-		return benchenv.ReadMemory(p.pid()).RSS, live
+		return benchenv.ReadMemory(p.Pid()).RSS, live
 	}
 	s := &memSlope{Calls: cfg.memCalls}
 	s.NoneKiB, s.LiveNoneKiB = settle()
