@@ -93,7 +93,10 @@ type SandboxInput struct {
 	Name              string   `json:"name"`
 	CurrentVersion    uint32   `json:"current_version"`
 	CredentialedHosts []string `json:"credentialed_hosts"` // HOST:PORT
-	HasBoundary       bool     `json:"has_boundary"`
+	// Providers are the credential providers attached, sorted; their
+	// hosts are credentialed destinations too (findings carry the mark).
+	Providers   []string `json:"providers"`
+	HasBoundary bool     `json:"has_boundary"`
 }
 
 // Blocking reports whether a finding of this kind forbids auto-approval:
@@ -156,6 +159,7 @@ func (in Input) value() map[string]any {
 			"name":               in.Sandbox.Name,
 			"current_version":    int64(in.Sandbox.CurrentVersion),
 			"credentialed_hosts": nonNil(in.Sandbox.CredentialedHosts),
+			"providers":          nonNil(in.Sandbox.Providers),
 			"has_boundary":       in.Sandbox.HasBoundary,
 		},
 		"approvers": nonNil(in.Approvers),

@@ -346,7 +346,7 @@ func (l *Lifecycle) judgeCall(ctx context.Context, c store.HeldCall, d CallDecis
 		},
 		Decider:   approval.DeciderInput{Name: d.Decider, Role: d.Role, Sandbox: d.Sandbox},
 		Findings:  []approval.FindingInput{},
-		Sandbox:   approval.SandboxInput{Name: sb.Name, CurrentVersion: uint32(sb.CurrentVersion), CredentialedHosts: sb.CredentialedHosts, HasBoundary: len(sb.Boundary) > 0},
+		Sandbox:   approval.SandboxInput{Name: sb.Name, CurrentVersion: uint32(sb.CurrentVersion), CredentialedHosts: sb.CredentialedHosts, Providers: sb.Providers, HasBoundary: len(sb.Boundary) > 0},
 		Approvers: []string{},
 	}
 	for _, a := range approvals {

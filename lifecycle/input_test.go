@@ -34,7 +34,7 @@ func TestApprovalInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := store.Sandbox{Name: "orders", CurrentVersion: 5, CredentialedHosts: []string{"api.github.com:443"}, Boundary: []byte(`{}`)}
+	sb := store.Sandbox{Name: "orders", CurrentVersion: 5, CredentialedHosts: []string{"api.github.com:443"}, Providers: []string{"github"}, Boundary: []byte(`{}`)}
 	got, err := approvalInput(p, findings, sb)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestApprovalInput(t *testing.T) {
 				Counterexample: approval.RequestInput{Host: "api.github.com", Port: 443, HTTPMethod: "POST", MCPMethod: "tools/call", Tool: "t"}},
 			{Kind: "enforcement_weakened", Blocking: true, Entry: "web", Detail: "tls: skip"},
 		},
-		Sandbox:   approval.SandboxInput{Name: "orders", CurrentVersion: 5, CredentialedHosts: []string{"api.github.com:443"}, HasBoundary: true},
+		Sandbox:   approval.SandboxInput{Name: "orders", CurrentVersion: 5, CredentialedHosts: []string{"api.github.com:443"}, Providers: []string{"github"}, HasBoundary: true},
 		Approvers: []string{"alice", "bob"},
 	}
 	if !reflect.DeepEqual(got, want) {

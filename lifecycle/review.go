@@ -175,7 +175,8 @@ func approvalInput(p store.Proposal, findings []Finding, sb store.Sandbox) (appr
 		Findings: make([]approval.FindingInput, 0, len(findings)),
 		Sandbox: approval.SandboxInput{
 			Name: sb.Name, CurrentVersion: uint32(sb.CurrentVersion),
-			CredentialedHosts: append([]string{}, sb.CredentialedHosts...), HasBoundary: len(sb.Boundary) > 0,
+			CredentialedHosts: append([]string{}, sb.CredentialedHosts...), Providers: sb.Providers,
+			HasBoundary: len(sb.Boundary) > 0,
 		},
 		Approvers: []string{},
 	}
