@@ -83,6 +83,10 @@ func newCredHub(src CredentialSource, log *slog.Logger, interval time.Duration) 
 type credStream struct {
 	sandbox string
 	key     []byte // the hello's credential_key
+	// live checks the stream's token again before anything is sealed for
+	// it: a token revoked (rotated, or the proxy stolen) since the stream
+	// opened gets no secret, and its stream ends.
+	live func(context.Context) error
 	// sent is the generation last sealed for the stream; due the
 	// delivery waiting for its sender.
 	sent atomic.Uint64
@@ -275,6 +279,10 @@ func (c *credHub) refresh(ctx context.Context, sandbox string) error {
 	c.known[sandbox] = max(c.known[sandbox], b.Generation)
 	c.mu.Unlock()
 	for _, ps := range c.behind(sandbox, b.Generation) {
+		if err := ps.cred.live(ctx); err != nil {
+			ps.fail(err)
+			continue
+		}
 		msg, err := seal(ps, b)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package distribution
 
 import (
 	"bytes"
+	"connectrpc.com/connect/v2"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/gateway/transport"
 	"github.com/portcullis-dev/portcullis/internal/events"
 	"github.com/portcullis-dev/portcullis/lifecycle"
 	portcullisv1 "github.com/portcullis-dev/portcullis/proto/portcullis/v1"
@@ -72,7 +74,13 @@ type fakeConn struct {
 	out  chan *portcullisv1.StreamPolicyResponse
 	stop chan struct{}
 	done chan error // StreamPolicy's result
+	// interrupted is closed when the handler ends its own stream (the
+	// transport's interrupter does that to a real one's Receive).
+	interrupted chan struct{}
+	interrupt   sync.Once
 }
+
+func (c *fakeConn) Interrupt(error) { c.interrupt.Do(func() { close(c.interrupted) }) }
 
 func (c *fakeConn) Receive() (*portcullisv1.StreamPolicyRequest, error) {
 	select {
@@ -82,6 +90,8 @@ func (c *fakeConn) Receive() (*portcullisv1.StreamPolicyRequest, error) {
 		}
 		return m, nil
 	case <-c.stop:
+		return nil, io.EOF
+	case <-c.interrupted:
 		return nil, io.EOF
 	}
 }
@@ -98,6 +108,16 @@ func (c *fakeConn) Send(m *portcullisv1.StreamPolicyResponse) error {
 type liveToken struct{}
 
 func (liveToken) Reauthenticate(context.Context, string) error { return nil }
+
+// revocableToken is live until revoked.
+type revocableToken struct{ revoked atomic.Bool }
+
+func (r *revocableToken) Reauthenticate(context.Context, string) error {
+	if r.revoked.Load() {
+		return connect.NewError(connect.CodeUnauthenticated, "token revoked")
+	}
+	return nil
+}
 
 // credHarness is a Distribution on a real store with a fake credential
 // source, running until the test ends; logs holds everything it logged.
@@ -149,12 +169,19 @@ func newCredHarness(t *testing.T, interval time.Duration) *credHarness {
 // open starts a policy stream of proxyID with key (nil: none) and sends
 // its hello; the stream ends when the test does.
 func (h *credHarness) open(proxyID string, key []byte) *fakeConn {
+	return h.openWith(proxyID, key, liveToken{})
+}
+
+// openWith is open with the token's liveness check auth.
+func (h *credHarness) openWith(proxyID string, key []byte, auth interface {
+	Reauthenticate(context.Context, string) error
+}) *fakeConn {
 	c := &fakeConn{in: make(chan *portcullisv1.StreamPolicyRequest, 16), out: make(chan *portcullisv1.StreamPolicyResponse, 64),
-		stop: make(chan struct{}), done: make(chan error, 1)}
+		stop: make(chan struct{}), done: make(chan error, 1), interrupted: make(chan struct{})}
 	c.in <- &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_Hello{Hello: &portcullisv1.ProxyHello{
 		Sandbox: "agent-1", ProxyId: proxyID, Instance: "run-" + proxyID, CredentialKey: key}}}
 	go func() {
-		c.done <- h.d.StreamPolicy(context.Background(), Caller{Sandbox: "agent-1", Token: "t", Auth: liveToken{}}, c)
+		c.done <- h.d.StreamPolicy(transport.WithInterrupter(context.Background(), c), Caller{Sandbox: "agent-1", Token: "t", Auth: auth}, c)
 	}()
 	h.t.Cleanup(func() {
 		close(c.stop)
@@ -310,6 +337,39 @@ func TestCredentialsChangedDeliversAtOnce(t *testing.T) {
 	b, err := k.Open("agent-1", "p1", sc.GetGeneration(), sc.GetEnc(), sc.GetCiphertext())
 	if err != nil || sc.GetGeneration() != 2 || b.Providers[0].Secret[provider.FieldToken] != "new-token" {
 		t.Fatalf("after the change: generation %d, %v; want generation 2 with the new token", sc.GetGeneration(), err)
+	}
+}
+
+// A stream whose token was revoked after it opened (a stolen sandbox
+// token, rotated) gets no new secret: the delivery ends its stream.
+func TestCredentialsNotToARevokedToken(t *testing.T) {
+	h := newCredHarness(t, time.Hour)
+	h.src.set(1, "old-token")
+	k := newKey(t)
+	tok := &revocableToken{}
+	c := h.openWith("p1", k.Public(), tok)
+	if sc := h.next(c); sc.GetGeneration() != 1 {
+		t.Fatalf("first delivery has generation %d, want 1", sc.GetGeneration())
+	}
+	tok.revoked.Store(true)
+	h.src.set(2, "rotated-after-the-theft")
+	h.events.Publish(events.CredentialsChanged{Sandboxes: []string{"agent-1"}})
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-c.out:
+			if sc := m.GetCredentials(); sc != nil {
+				t.Fatalf("a revoked token's stream got generation %d", sc.GetGeneration())
+			}
+		case err := <-c.done:
+			if connect.CodeOf(err) != connect.CodeUnauthenticated {
+				t.Fatalf("the stream ended with %v, want Unauthenticated", err)
+			}
+			c.done <- err // for the cleanup
+			return
+		case <-deadline:
+			t.Fatal("the revoked token's stream did not end")
+		}
 	}
 }
 
