@@ -71,10 +71,10 @@ func (s *Subscriber) receiveCredentials(sc *portcullisv1.SealedCredentials) *por
 		return &portcullisv1.StreamPolicyRequest{Message: &portcullisv1.StreamPolicyRequest_CredentialsAck{CredentialsAck: &portcullisv1.CredentialsAck{
 			Nonce: sc.GetNonce(), Generation: generation, Providers: providers, Error: msg}}}
 	}
-	if gen < c.generation {
-		s.log.Info("ignored credentials older than those held", "generation", gen, "held", c.generation)
-		return ack(c.generation, c.providers, "")
-	}
+	// Every delivery is applied, a lower generation too: the gateway
+	// sends a stream only generations newer than it sent that stream, and
+	// a new stream the current one, so a lower number means the store's
+	// count went back (a restore) and what it sends now is what stands.
 	b, err := c.key.Open(s.cfg.Sandbox, s.cfg.ProxyID, gen, sc.GetEnc(), sc.GetCiphertext())
 	if err != nil {
 		msg := openError(err)

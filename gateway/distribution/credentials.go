@@ -344,18 +344,16 @@ func (c *credHub) knownGeneration(sandbox string) uint64 {
 	return c.known[sandbox]
 }
 
-// credentialsAck records a proxy's answer to a delivery. The generation
-// it holds is the one delivered or, when the delivery was older than
-// what it held (a stale replica's), a newer one read here; an answer to
-// no delivery of this stream, or naming a generation never read, is
-// ignored.
+// credentialsAck records a proxy's answer to a delivery: the generation
+// it holds is the one delivered. An answer to no delivery of this
+// stream, or naming another generation than it, is ignored.
 func (d *Distribution) credentialsAck(ctx context.Context, ps *policyStream, e *proxyEntry, a *portcullisv1.CredentialsAck, now time.Time) {
 	if ps.cred == nil {
 		d.log.DebugContext(ctx, "ignored a credentials ACK on a stream sent no credentials", "sandbox", e.key.sandbox, "proxy", e.key.proxyID)
 		return
 	}
 	sent, ok := ps.cred.sentFor(a.GetNonce())
-	if !ok || a.GetGeneration() < sent || a.GetGeneration() > d.creds.knownGeneration(ps.cred.sandbox) {
+	if !ok || a.GetGeneration() != sent {
 		d.log.DebugContext(ctx, "ignored a credentials ACK for a delivery or generation never sent", "sandbox", e.key.sandbox, "proxy", e.key.proxyID,
 			"generation", a.GetGeneration())
 		return
