@@ -108,10 +108,11 @@ func TestProviderSecretsNeverLeave(t *testing.T) {
 	// Refused: the problems name fields, never the value.
 	_, err = provAdmin.CreateProvider(ctx, &portcullisv1.CreateProviderRequest{
 		Name: "gh", Type: "bearer", Hosts: []string{"api.github.com"},
-		Secret: map[string][]byte{"tokn": []byte(leakRejected), "token": []byte(leakRejected + "\n")},
+		Secret: map[string][]byte{leakRejected: []byte("x"), "token": []byte(leakRejected + "\n")},
 	})
-	if codeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "secret.tokn") || strings.Contains(err.Error(), "SECRET") {
-		t.Fatalf("CreateProvider(invalid) = %v", err)
+	if codeOf(err) != connect.CodeInvalidArgument || !slices.Equal(problemPaths(t, err), []string{"secret", "secret.token"}) ||
+		!strings.Contains(err.Error(), "it takes: token") || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("CreateProvider(invalid) = %v (problems at %q)", err, problemPaths(t, err))
 	}
 	created, err := provAdmin.CreateProvider(ctx, &portcullisv1.CreateProviderRequest{
 		Name: "gh", Type: "bearer", Hosts: []string{"api.github.com"}, Secret: map[string][]byte{"token": []byte(leakSecret)},
@@ -132,6 +133,13 @@ func TestProviderSecretsNeverLeave(t *testing.T) {
 		Name: "gh", Secret: map[string][]byte{"token": []byte(leakRotated)}, ExpectRevision: 5,
 	}); codeOf(err) != connect.CodeFailedPrecondition {
 		t.Errorf("RotateProvider at a stale revision = %v", err)
+	}
+	// A secret read as a field's name (FIELD=VALUE split at base64
+	// padding) is counted, never echoed.
+	if _, err := provAdmin.RotateProvider(ctx, &portcullisv1.RotateProviderRequest{
+		Name: "gh", Secret: map[string][]byte{"token": []byte("t0ken-value"), leakRejected: []byte("==")},
+	}); codeOf(err) != connect.CodeInvalidArgument || !slices.Equal(problemPaths(t, err), []string{"secret"}) || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("RotateProvider(a field named by a secret) = %v (problems at %q)", err, problemPaths(t, err))
 	}
 	rotated, err := provAdmin.RotateProvider(ctx, &portcullisv1.RotateProviderRequest{
 		Name: "gh", Secret: map[string][]byte{"token": []byte(leakRotated)}, ExpectRevision: 1,

@@ -131,7 +131,9 @@ const MaxSecretBytes = 16 << 10
 // Check returns every problem with spec and, when secret is not nil, with
 // secret (the fields its type requires and allows, each non-empty, at
 // most MaxSecretBytes, no line breaks or NUL: a value that ends up in a
-// header must not split it). A nil secret checks the spec alone.
+// header must not split it). A nil secret checks the spec alone. No
+// problem quotes a secret's value, nor the name of a field the type does
+// not take (those are counted at field "secret").
 func Check(spec Spec, secret map[string][]byte) error {
 	var ps Problems
 	add := func(field, format string, args ...any) {
@@ -205,11 +207,20 @@ func checkSettings(s map[string]string, add func(field, format string, args ...a
 }
 
 func checkSecret(t string, sh shape, secret map[string][]byte, add func(field, format string, args ...any)) {
+	// A field the type does not take is counted, never named: a secret
+	// read as FIELD=VALUE where the value holds "=" (base64 padding) has
+	// most of the secret in its name.
+	var known []string
 	for _, k := range sortedKeys(secret) {
-		if !slices.Contains(sh.required, k) && !slices.Contains(sh.optional, k) {
-			add("secret."+k, "is not a secret field of type %s (it takes: %s)", t, strings.Join(append(slices.Clone(sh.required), sh.optional...), ", "))
-			continue
+		if slices.Contains(sh.required, k) || slices.Contains(sh.optional, k) {
+			known = append(known, k)
 		}
+	}
+	if n := len(secret) - len(known); n > 0 {
+		add("secret", "has %d field(s) type %s does not take (it takes: %s; a field's name is not shown, as it may be the secret)",
+			n, t, strings.Join(append(slices.Clone(sh.required), sh.optional...), ", "))
+	}
+	for _, k := range known {
 		v := secret[k]
 		switch {
 		case len(v) == 0:

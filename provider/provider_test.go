@@ -24,7 +24,7 @@ func TestCheck(t *testing.T) {
 		{Spec{Name: "a", Type: TypeBearer, Hosts: []string{"x.example.com:0"}}, nil, "hosts[0]"},
 		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{}, "secret.token"},
 		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte("a\nb")}, "secret.token"},
-		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte("t"), "password": []byte("p")}, "secret.password"},
+		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte("t"), "password": []byte("p")}, "secret"},
 		{Spec{Name: "a", Type: TypeBearer, Hosts: ok.Hosts}, map[string][]byte{FieldToken: []byte(Placeholder("a"))}, "secret.token"},
 		{Spec{Name: "a", Type: TypeHeader, Hosts: ok.Hosts}, map[string][]byte{FieldValue: []byte("v")}, "settings.header"},
 		{Spec{Name: "a", Type: TypeHeader, Hosts: ok.Hosts, Settings: map[string]string{"header": "Host"}}, nil, "settings.header"},
@@ -47,6 +47,30 @@ func TestCheck(t *testing.T) {
 		if !found {
 			t.Errorf("%+v: want a problem at %s, got %v", c.spec, c.field, ps)
 		}
+	}
+}
+
+// TestCheckNeverNamesAnUnknownField: a secret read as a field's name
+// (FIELD=VALUE split at a base64 value's padding) is counted, never
+// quoted.
+func TestCheckNeverNamesAnUnknownField(t *testing.T) {
+	const leak = "c2VjcmV0LWNsaWVudC1zZWNyZXQtdmFsdWU"
+	spec := Spec{Name: "crm", Type: TypeOAuth2ClientCredentials, Hosts: []string{"api.crm.example"},
+		Settings: map[string]string{SettingTokenURL: "https://login.crm.example/token"}}
+	err := Check(spec, map[string][]byte{FieldClientID: []byte("app"), leak: {}, "another" + leak: []byte("x")})
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Check = %v, want problems", err)
+	}
+	want := []Problem{
+		{"secret", "has 2 field(s) type oauth2-client-credentials does not take (it takes: client_id, client_secret; a field's name is not shown, as it may be the secret)"},
+		{"secret.client_secret", "is required for type oauth2-client-credentials"},
+	}
+	if len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] {
+		t.Errorf("Check = %q, want %q", ps, want)
+	}
+	if strings.Contains(err.Error(), leak[:8]) {
+		t.Errorf("Check quotes the secret: %v", err)
 	}
 }
 

@@ -8,7 +8,10 @@
 // variable's value. A type with several fields (aws, oauth2-client-
 // credentials, token-exchange) takes FIELD=VALUE lines from the file
 // (blank lines and lines starting with # skipped) and FIELD=VAR pairs
-// for variables. What the fields must be is package provider's to check.
+// for variables. A field name must be one of the type's fields: a line
+// that is not FIELD=VALUE may be a secret itself (a raw base64 value with
+// padding holds an "="), so an error names the file and line, never what
+// the line holds. What the values must be is package provider's to check.
 package secretinput
 
 import (
@@ -16,6 +19,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/portcullis-dev/portcullis/provider"
@@ -54,19 +58,30 @@ func (f Flags) Read(typ string, readFile func(string) ([]byte, error), getenv fu
 	return Read(typ, src)
 }
 
-// Read returns the secret's fields for provider type typ. An unknown type
-// is left to provider.Check (its fields read as FIELD=VALUE).
+// Read returns the secret's fields for provider type typ (an error for
+// an unknown type, naming the types).
 func Read(typ string, src Source) (map[string][]byte, error) {
 	if src.File == nil && len(src.Env) == 0 {
 		return nil, errors.New("give the secret with --secret-file FILE (- for standard input) or --secret-env VAR; it is never taken on the command line")
 	}
 	required, optional := provider.SecretFields(typ)
+	if len(required) == 0 {
+		return nil, fmt.Errorf("type %q is not a provider type (one of: %s)", typ, strings.Join(provider.Types, ", "))
+	}
+	fields := append(slices.Clone(required), optional...)
 	single := ""
-	if len(required) == 1 && len(optional) == 0 {
+	if len(fields) == 1 {
 		single = required[0]
 	}
 	out := map[string][]byte{}
+	// put takes field's value; from names where it came from (FILE:LINE,
+	// or --secret-env and what the command line said, which is no secret).
+	// A field the type does not take is refused without its name: from a
+	// file, it may be the secret.
 	put := func(field string, v []byte, from string) error {
+		if !slices.Contains(fields, field) {
+			return fmt.Errorf("%s: not a field of type %s (it takes: %s)", from, typ, strings.Join(fields, ", "))
+		}
 		if _, dup := out[field]; dup {
 			return fmt.Errorf("%s: the secret's field %s is given twice", from, field)
 		}
@@ -86,7 +101,7 @@ func Read(typ string, src Source) (map[string][]byte, error) {
 		field, name, pair := strings.Cut(spec, "=")
 		if !pair {
 			if single == "" {
-				return nil, fmt.Errorf("--secret-env %s: type %s has several secret fields (%s): write FIELD=VAR", spec, typ, strings.Join(append(append([]string{}, required...), optional...), ", "))
+				return nil, fmt.Errorf("--secret-env %s: type %s has several secret fields (%s): write FIELD=VAR", spec, typ, strings.Join(fields, ", "))
 			}
 			field, name = single, spec
 		}

@@ -42,6 +42,11 @@ func TestReadRefuses(t *testing.T) {
 		{"several fields want pairs", provider.TypeAWS, Source{Env: []string{"AWS_ACCESS_KEY_ID"}, Getenv: env(nil)}, "FIELD=VAR"},
 		{"twice", provider.TypeBearer, Source{File: []byte("a"), FileName: "f", Env: []string{"X"}, Getenv: env(map[string]string{"X": "b"})}, "twice"},
 		{"a line without =", provider.TypeAWS, Source{File: []byte("AKIDSECRETLINE\n"), FileName: "aws.env"}, "aws.env:1: want FIELD=VALUE"},
+		{"an unknown type", "nope", Source{File: []byte("a=AKIDSECRETLINE\n"), FileName: "f"}, `type "nope" is not a provider type`},
+		{"a field of another type", provider.TypeAWS, Source{Env: []string{"client_id=X"}, Getenv: env(map[string]string{"X": "AKIDSECRETLINE"})},
+			"--secret-env client_id=X: not a field of type aws (it takes: access_key_id, secret_access_key, session_token)"},
+		{"a single field type takes its own only", provider.TypeBearer, Source{Env: []string{"tokn=X"}, Getenv: env(map[string]string{"X": "AKIDSECRETLINE"})},
+			"not a field of type bearer (it takes: token)"},
 	} {
 		_, err := Read(c.typ, c.src)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -50,5 +55,35 @@ func TestReadRefuses(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "AKIDSECRETLINE") {
 			t.Errorf("%s: the error quotes the secret: %v", c.name, err)
 		}
+	}
+}
+
+// TestReadNeverQuotesALine: a raw secret given where FIELD=VALUE lines
+// are wanted (base64 with padding holds an "=") is refused naming the
+// file and line, never the text before the "=" (nearly the whole secret)
+// nor after it.
+func TestReadNeverQuotesALine(t *testing.T) {
+	const secret = "c2VjcmV0LWNsaWVudC1zZWNyZXQtdmFsdWU="
+	for _, file := range []string{
+		secret + "\n",
+		"client_id=app\n" + secret + "\n",
+		"client_id=app\n client_secret =" + secret + "\n# done\n" + "cGFkZGVkLXNlY3JldC12YWx1ZQ==\n",
+	} {
+		_, err := Read(provider.TypeOAuth2ClientCredentials, Source{File: []byte(file), FileName: "crm.env"})
+		if err == nil || !strings.Contains(err.Error(), "not a field of type oauth2-client-credentials (it takes: client_id, client_secret)") ||
+			!strings.HasPrefix(err.Error(), "crm.env:") {
+			t.Errorf("file %q: want crm.env:LINE: not a field of type …, got %v", file, err)
+			continue
+		}
+		for _, leak := range []string{"c2VjcmV0", "LWNsaWVudC1zZWNyZXQtdmFsdWU", "cGFkZGVkLXNlY3JldC12YWx1ZQ"} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("file %q: the error quotes the secret: %v", file, err)
+			}
+		}
+	}
+	// the line number is the secret's
+	_, err := Read(provider.TypeOAuth2ClientCredentials, Source{File: []byte("# crm\n\nclient_id=app\n" + secret + "\n"), FileName: "crm.env"})
+	if err == nil || !strings.HasPrefix(err.Error(), "crm.env:4: ") {
+		t.Errorf("want crm.env:4:, got %v", err)
 	}
 }
