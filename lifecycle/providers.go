@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/portcullis-dev/portcullis/internal/events"
+	"github.com/portcullis-dev/portcullis/internal/secretbox"
 	"github.com/portcullis-dev/portcullis/provider"
 	"github.com/portcullis-dev/portcullis/store"
 )
@@ -17,8 +17,8 @@ import (
 // Each write is one audited transaction written once in package store;
 // lifecycle checks the provider (provider.Check: a provider.Problems
 // error, every problem at its field), seals its secret under
-// Config.SecretsKey (the JSON of its fields, bound to the provider's name
-// and revision), publishes CredentialsChanged for the sandboxes whose
+// Config.SecretsKey (the JSON of its fields, bound to the provider's name,
+// revision, type, hosts and settings), publishes CredentialsChanged for the sandboxes whose
 // credentials generation moved, and re-proves a sandbox's pending
 // proposals when a provider is attached or detached: its hosts are
 // credentialed destinations.
@@ -34,9 +34,41 @@ func noKey() error {
 		"(every replica the same file; a gateway on SQLite makes one beside its database)"}
 }
 
-// providerAAD binds a sealed secret to its provider and revision.
-func providerAAD(name string, revision int64) []byte {
-	return []byte("portcullis provider\x00" + name + "\x00" + strconv.FormatInt(revision, 10))
+// providerAAD binds a sealed secret to everything that says where it
+// goes: the provider's name, revision, type, hosts and settings, in a
+// canonical encoding (JSON of fixed fields, settings' keys sorted, no
+// settings and empty settings alike). Someone who can write the database
+// but lacks the key cannot move a secret to another provider (a re-created
+// one of the same name included: its hosts or settings differ, or its
+// blob is its own), back to an older revision, or to other hosts or
+// another token_url: the secret no longer opens and nothing is delivered.
+func providerAAD(spec provider.Spec, revision int64) []byte {
+	settings := spec.Settings
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	hosts := spec.Hosts
+	if hosts == nil {
+		hosts = []string{}
+	}
+	b, err := json.Marshal(struct {
+		Name     string            `json:"name"`
+		Revision int64             `json:"revision"`
+		Type     string            `json:"type"`
+		Hosts    []string          `json:"hosts"`
+		Settings map[string]string `json:"settings"`
+	}{spec.Name, revision, spec.Type, hosts, settings})
+	if err != nil {
+		panic(err) // strings, a slice of them and a map of them always encode
+	}
+	return append([]byte("portcullis provider v2\x00"), b...)
+}
+
+// errMismatch is open's error for a sealed secret that does not open
+// under this gateway's key with its provider's stored spec.
+func errMismatch(name string) error {
+	return fmt.Errorf("provider %q: its sealed secret does not match its stored settings (name, type, hosts, settings, revision): "+
+		"they were changed outside the gateway, or the secret is damaged; nothing is delivered (delete and create it again): %w", name, secretbox.ErrOpen)
 }
 
 // seal checks secret against spec and seals it for revision.
@@ -52,7 +84,7 @@ func (l *Lifecycle) seal(spec provider.Spec, secret map[string][]byte, revision 
 		return nil, nil, err
 	}
 	defer clear(plain)
-	if sealed, err = l.cfg.SecretsKey.Seal(plain, providerAAD(spec.Name, revision)); err != nil {
+	if sealed, err = l.cfg.SecretsKey.Seal(plain, providerAAD(spec, revision)); err != nil {
 		return nil, nil, err
 	}
 	for f := range secret {
@@ -64,7 +96,10 @@ func (l *Lifecycle) seal(spec provider.Spec, secret map[string][]byte, revision 
 
 // open returns p's secret.
 func (l *Lifecycle) open(p store.Provider) (map[string]string, error) {
-	plain, err := l.cfg.SecretsKey.Open(p.Sealed, providerAAD(p.Name, p.Revision))
+	plain, err := l.cfg.SecretsKey.Open(p.Sealed, providerAAD(specOf(p), p.Revision))
+	if errors.Is(err, secretbox.ErrOpen) {
+		return nil, errMismatch(p.Name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: %w", p.Name, err)
 	}
@@ -79,6 +114,11 @@ func (l *Lifecycle) open(p store.Provider) (map[string]string, error) {
 		clear(v)
 	}
 	return out, nil
+}
+
+// specOf is the spec of a stored provider.
+func specOf(p store.Provider) provider.Spec {
+	return provider.Spec{Name: p.Name, Type: p.Type, Hosts: p.Hosts, Settings: p.Settings}
 }
 
 // CreateProvider checks spec and secret (provider.Problems), seals the
@@ -106,6 +146,9 @@ func (l *Lifecycle) CreateProvider(ctx context.Context, spec provider.Spec, secr
 // RotateProvider replaces the provider's secret (checked against its
 // type: provider.Problems) and moves its revision up by one, if its
 // revision is expect (0: whatever it is; PreconditionError otherwise).
+// The current secret must open with the provider's stored spec
+// (PreconditionError otherwise: the store was changed outside the
+// gateway, or it is sealed under another key).
 // Every sandbox it is attached to moves to a new credentials generation.
 func (l *Lifecycle) RotateProvider(ctx context.Context, name string, secret map[string][]byte, expect int64, actor string) (store.Provider, error) {
 	if l.cfg.SecretsKey == nil {
@@ -119,7 +162,13 @@ func (l *Lifecycle) RotateProvider(ctx context.Context, name string, secret map[
 		if expect != 0 && cur.Revision != expect {
 			return store.Provider{}, &PreconditionError{fmt.Sprintf("provider %q is at revision %d, not %d: another rotation came first", name, cur.Revision, expect)}
 		}
-		spec := provider.Spec{Name: cur.Name, Type: cur.Type, Hosts: cur.Hosts, Settings: cur.Settings}
+		// The new secret is bound to the spec as stored: refuse unless the
+		// current secret still opens with it, or a spec changed in the
+		// database would be laundered into the new seal.
+		if _, err := l.open(cur); err != nil {
+			return store.Provider{}, &PreconditionError{err.Error() + "; a rotation keeps the provider's settings, so it is refused"}
+		}
+		spec := specOf(cur)
 		cur.Sealed, cur.SecretFields, err = l.seal(spec, secret, cur.Revision+1)
 		if err != nil {
 			return store.Provider{}, err
@@ -234,7 +283,7 @@ func (l *Lifecycle) SandboxCredentials(ctx context.Context, sandbox string) (*pr
 			return nil, err
 		}
 		b.Providers = append(b.Providers, provider.Provider{
-			Spec:     provider.Spec{Name: p.Name, Type: p.Type, Hosts: p.Hosts, Settings: p.Settings},
+			Spec:     specOf(p),
 			Revision: uint64(p.Revision), Secret: secret,
 		})
 	}

@@ -254,3 +254,104 @@ func TestAttachReproves(t *testing.T) {
 	}
 	wait("after detaching it", false)
 }
+
+// tamper rewrites provider name in the store as someone who can write
+// the database but lacks the key would: with the store's write primitives
+// (detach, delete, insert the row changed by edit, attach again), the
+// sealed secret untouched.
+func tamper(t *testing.T, s *store.Store, name string, edit func(p *store.Provider)) {
+	t.Helper()
+	err := s.InTx(ctx(t), func(tx store.Tx) error {
+		p, err := tx.GetProvider(ctx(t), name)
+		if err != nil {
+			return err
+		}
+		for _, sb := range p.Sandboxes {
+			if err := tx.DetachProvider(ctx(t), sb, name); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeleteProvider(ctx(t), name); err != nil {
+			return err
+		}
+		edit(&p)
+		if err := tx.InsertProvider(ctx(t), p); err != nil {
+			return err
+		}
+		for _, sb := range p.Sandboxes {
+			if _, err := tx.AttachProvider(ctx(t), sb, p.Name, tx.Now(), "mallory"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("tamper with %q: %v", name, err)
+	}
+}
+
+// TestSealedSecretBoundToSpec: a provider's hosts, settings and type
+// changed in the database (by someone without the key) make its secret
+// not open: nothing is delivered, the error names the provider, and a
+// rotation does not seal a new secret for the changed spec.
+func TestSealedSecretBoundToSpec(t *testing.T) {
+	l, s, _ := providerLifecycle(t, newKey(t))
+	storetest.MustCreate(t, s, "box", false)
+	crm := provider.Spec{Name: "crm", Type: provider.TypeOAuth2ClientCredentials, Hosts: []string{"api.crm.example"},
+		Settings: map[string]string{provider.SettingTokenURL: "https://login.crm.example/token", provider.SettingScopes: "read"}}
+	if _, err := l.CreateProvider(ctx(t), crm, map[string][]byte{"client_id": []byte("app"), "client_secret": []byte(testSecret)}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AttachProvider(ctx(t), "box", "crm", "op"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := l.SandboxCredentials(ctx(t), "box"); err != nil || len(b.Providers) != 1 || b.Providers[0].Secret["client_secret"] != testSecret {
+		t.Fatalf("SandboxCredentials before = %+v, %v", b, err)
+	}
+	orig, err := s.GetProvider(ctx(t), "crm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, edit := range map[string]func(p *store.Provider){
+		"hosts":              func(p *store.Provider) { p.Hosts = []string{"evil.example"} },
+		"one more host":      func(p *store.Provider) { p.Hosts = append(p.Hosts, "evil.example") },
+		"settings.token_url": func(p *store.Provider) { p.Settings["token_url"] = "https://evil.example/token" },
+		"a setting added":    func(p *store.Provider) { p.Settings["audience"] = "evil" },
+		"a setting removed":  func(p *store.Provider) { delete(p.Settings, "scopes") },
+		"type":               func(p *store.Provider) { p.Type = provider.TypeTokenExchange },
+		"revision":           func(p *store.Provider) { p.Revision = 2 },
+	} {
+		tamper(t, s, "crm", edit)
+		b, err := l.SandboxCredentials(ctx(t), "box")
+		if b != nil || err == nil || !strings.Contains(err.Error(), `provider "crm"`) ||
+			!strings.Contains(err.Error(), "sealed secret does not match its stored settings") || strings.Contains(err.Error(), testSecret) {
+			t.Errorf("%s changed: SandboxCredentials = %+v, %v; want nothing and a mismatch naming crm", what, b, err)
+		}
+		var pe *PreconditionError
+		if _, err := l.RotateProvider(ctx(t), "crm", map[string][]byte{"client_id": []byte("app"), "client_secret": []byte("new-" + testSecret)}, 0, "op"); !errors.As(err, &pe) ||
+			!strings.Contains(err.Error(), "does not match its stored settings") {
+			t.Errorf("%s changed: RotateProvider = %v, want refused", what, err)
+		}
+		if p, _ := s.GetProvider(ctx(t), "crm"); !slices.Equal(p.Sealed, orig.Sealed) {
+			t.Errorf("%s changed: a refused rotation sealed a new secret", what)
+		}
+		tamper(t, s, "crm", func(p *store.Provider) { *p = orig })
+		if b, err := l.SandboxCredentials(ctx(t), "box"); err != nil || len(b.Providers) != 1 {
+			t.Fatalf("%s restored: SandboxCredentials = %+v, %v", what, b, err)
+		}
+	}
+	// A blob moved to another provider (same type, hosts and settings)
+	// does not open either.
+	twin := crm
+	twin.Name = "twin"
+	if _, err := l.CreateProvider(ctx(t), twin, map[string][]byte{"client_id": []byte("app"), "client_secret": []byte("twin")}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	tamper(t, s, "twin", func(p *store.Provider) { p.Sealed = orig.Sealed })
+	if _, err := l.AttachProvider(ctx(t), "box", "twin", "op"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := l.SandboxCredentials(ctx(t), "box"); b != nil || err == nil || !strings.Contains(err.Error(), `provider "twin"`) {
+		t.Errorf("a blob moved to twin: SandboxCredentials = %+v, %v", b, err)
+	}
+}
