@@ -172,12 +172,14 @@ type Tx interface {
 	RotateProvider(ctx context.Context, p Provider, previous int64) error
 
 	// LockProvider is GetProvider holding the provider's row (shared)
-	// until the transaction ends: an attach holds it, so a concurrent
-	// rotation waits, then sees the sandbox attached and moves its
-	// credentials generation too.
+	// until the transaction ends: an attach or detach takes it before the
+	// sandbox's lock (every provider write locks the provider, then its
+	// sandboxes), so a concurrent rotation waits, then sees the sandbox
+	// attached and moves its credentials generation too.
 	LockProvider(ctx context.Context, name string) (Provider, error)
 
-	// DeleteProvider deletes the provider row (ErrNotFound).
+	// DeleteProvider deletes the provider row: ErrNotFound, or ErrInUse
+	// when a sandbox still refers to it.
 	DeleteProvider(ctx context.Context, name string) error
 
 	// AttachProvider attaches provider to sandbox, at at by by, and

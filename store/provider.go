@@ -54,6 +54,9 @@ type InUseError struct {
 }
 
 func (e *InUseError) Error() string {
+	if len(e.Sandboxes) == 0 {
+		return fmt.Sprintf("provider %q is attached to a sandbox: detach it first", e.Provider)
+	}
 	return fmt.Sprintf("provider %q is attached to sandboxes %s: detach it first", e.Provider, strings.Join(e.Sandboxes, ", "))
 }
 
@@ -145,7 +148,7 @@ func bumpGenerations(ctx context.Context, tx Tx, sandboxes []string) error {
 // (ErrInUse) naming the sandboxes it is still attached to. Audited
 // (provider.delete).
 func (s *Store) DeleteProvider(ctx context.Context, name, actor string) error {
-	return s.inTx(ctx, func(tx Tx) error {
+	err := s.inTx(ctx, func(tx Tx) error {
 		p, err := tx.GetProvider(ctx, name)
 		if err != nil {
 			return err
@@ -158,6 +161,18 @@ func (s *Store) DeleteProvider(ctx context.Context, name, actor string) error {
 		}
 		return Audit(ctx, tx, AuditEntry{Actor: actor, Action: ActionProviderDelete, Target: name, Detail: providerAudit(p)})
 	}, "delete provider %q", name)
+	// An attach that committed between the read above and the delete
+	// leaves the provider referenced: in use, naming its sandboxes as they
+	// are now.
+	var inUse *InUseError
+	if errors.Is(err, ErrInUse) && !errors.As(err, &inUse) {
+		inUse = &InUseError{Provider: name}
+		if p, gerr := s.GetProvider(ctx, name); gerr == nil {
+			inUse.Sandboxes = p.Sandboxes
+		}
+		return inUse
+	}
+	return err
 }
 
 // AttachProvider attaches the provider to the sandbox and moves the
@@ -167,12 +182,9 @@ func (s *Store) DeleteProvider(ctx context.Context, name, actor string) error {
 // Audited (sandbox.provider.attach).
 func (s *Store) AttachProvider(ctx context.Context, sandbox, provider, actor string) (sb Sandbox, changed bool, err error) {
 	err = s.inTx(ctx, func(tx Tx) error {
-		if _, err := tx.LockSandbox(ctx, sandbox); err != nil {
-			return fmt.Errorf("sandbox %q: %w", sandbox, err)
-		}
-		p, err := tx.LockProvider(ctx, provider)
+		p, err := lockProviderSandbox(ctx, tx, provider, sandbox)
 		if err != nil {
-			return fmt.Errorf("provider %q: %w", provider, err)
+			return err
 		}
 		if changed, err = tx.AttachProvider(ctx, sandbox, provider, tx.Now(), actor); err != nil || !changed {
 			sb, _ = tx.GetSandbox(ctx, sandbox)
@@ -190,12 +202,9 @@ func (s *Store) AttachProvider(ctx context.Context, sandbox, provider, actor str
 func (s *Store) DetachProvider(ctx context.Context, sandbox, provider, actor string) (Sandbox, error) {
 	var sb Sandbox
 	err := s.inTx(ctx, func(tx Tx) error {
-		if _, err := tx.LockSandbox(ctx, sandbox); err != nil {
-			return fmt.Errorf("sandbox %q: %w", sandbox, err)
-		}
-		p, err := tx.GetProvider(ctx, provider)
+		p, err := lockProviderSandbox(ctx, tx, provider, sandbox)
 		if err != nil {
-			return fmt.Errorf("provider %q: %w", provider, err)
+			return err
 		}
 		if err := tx.DetachProvider(ctx, sandbox, provider); err != nil {
 			return err
@@ -203,6 +212,22 @@ func (s *Store) DetachProvider(ctx context.Context, sandbox, provider, actor str
 		return attachWrite(ctx, tx, &sb, sandbox, p, actor, ActionProviderDetach)
 	}, "detach provider %q from sandbox %q", provider, sandbox)
 	return sb, err
+}
+
+// lockProviderSandbox locks the provider (shared), then the sandbox, and
+// returns the provider. Every write of a provider locks in this order,
+// provider then sandboxes (a rotation holds the provider's row while it
+// bumps its sandboxes' generations): the other order let an attach and a
+// rotation deadlock on Postgres.
+func lockProviderSandbox(ctx context.Context, tx Tx, provider, sandbox string) (Provider, error) {
+	p, err := tx.LockProvider(ctx, provider)
+	if err != nil {
+		return Provider{}, fmt.Errorf("provider %q: %w", provider, err)
+	}
+	if _, err := tx.LockSandbox(ctx, sandbox); err != nil {
+		return Provider{}, fmt.Errorf("sandbox %q: %w", sandbox, err)
+	}
+	return p, nil
 }
 
 // attachWrite bumps the sandbox's generation after an attach or detach,

@@ -193,22 +193,35 @@ func wantProviderAudit(t *testing.T, s *store.Store) {
 	}
 }
 
-// testProvidersConcurrent: attaches and rotations racing on one provider
-// neither deadlock nor lose a rotation, and each sandbox's generation
-// moved for its attach and for every rotation that saw it attached.
+// testProvidersConcurrent: attaches, detaches and rotations racing on
+// one provider neither deadlock (on Postgres a deadlock is reported as
+// ErrConflict) nor lose a rotation, and each sandbox's generation moved
+// for each of its attaches and detaches and at most once per rotation.
 func testProvidersConcurrent(t *testing.T, s *store.Store) {
 	sandboxes := []string{"s1", "s2", "s3", "s4"}
 	for _, sb := range sandboxes {
 		MustCreate(t, s, sb, false)
 	}
 	createProvider(t, s, "gh")
-	const rotations = 4
+	const rotations, rounds = 8, 6
 	var wg sync.WaitGroup
-	errs := make(chan error, len(sandboxes)+rotations)
+	errs := make(chan error, len(sandboxes)*(2*rounds+1)+rotations)
 	for _, sb := range sandboxes {
 		wg.Go(func() {
-			if _, _, err := s.AttachProvider(ctx(t), sb, "gh", "alice"); err != nil {
-				errs <- err
+			// attach, attach again (a no-op that still locks), detach; and
+			// attached at the end
+			for i := range rounds + 1 {
+				if _, _, err := s.AttachProvider(ctx(t), sb, "gh", "alice"); err != nil {
+					errs <- fmt.Errorf("attach %s: %w", sb, err)
+				}
+				if _, _, err := s.AttachProvider(ctx(t), sb, "gh", "alice"); err != nil {
+					errs <- fmt.Errorf("attach %s again: %w", sb, err)
+				}
+				if i < rounds {
+					if _, err := s.DetachProvider(ctx(t), sb, "gh", "alice"); err != nil {
+						errs <- fmt.Errorf("detach %s: %w", sb, err)
+					}
+				}
 			}
 		})
 	}
@@ -223,11 +236,11 @@ func testProvidersConcurrent(t *testing.T, s *store.Store) {
 				p := TestProvider("gh")
 				p.Revision = cur.Revision + 1
 				_, err = s.RotateProvider(ctx(t), p, "bob")
-				if errors.Is(err, store.ErrConflict) {
-					continue
+				if errors.Is(err, store.ErrConflict) && strings.Contains(err.Error(), "is at revision") {
+					continue // another rotation came first (a deadlock is not that)
 				}
 				if err != nil {
-					errs <- err
+					errs <- fmt.Errorf("rotate: %w", err)
 				}
 				return
 			}
@@ -236,15 +249,89 @@ func testProvidersConcurrent(t *testing.T, s *store.Store) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Errorf("concurrent attach or rotate: %v", err)
+		t.Errorf("concurrent attach, detach or rotate: %v", err)
 	}
 	p, err := s.GetProvider(ctx(t), "gh")
 	if err != nil || p.Revision != 1+rotations || !slices.Equal(p.Sandboxes, sandboxes) {
 		t.Fatalf("after the race: %+v, %v", p, err)
 	}
 	for _, sb := range sandboxes {
-		if g := generation(t, s, sb); g < 1 || g > 1+rotations {
-			t.Errorf("sandbox %s at generation %d, want 1 to %d", sb, g, 1+rotations)
+		if g, lo := generation(t, s, sb), int64(2*rounds+1); g < lo || g > lo+rotations {
+			t.Errorf("sandbox %s at generation %d, want %d to %d", sb, g, lo, lo+rotations)
 		}
+	}
+}
+
+// testProviderDeleteAttachRace: a delete racing attaches of the same
+// provider either deletes it (and each attach finds no provider) or is
+// refused as in use, naming the sandboxes, the provider kept; never
+// "not found" for a provider that is there.
+func testProviderDeleteAttachRace(t *testing.T, s *store.Store) {
+	sandboxes := []string{"s1", "s2", "s3"}
+	for _, sb := range sandboxes {
+		MustCreate(t, s, sb, false)
+	}
+	for round := range 20 {
+		name := fmt.Sprintf("p%d", round)
+		createProvider(t, s, name)
+		var wg sync.WaitGroup
+		attached := make([]bool, len(sandboxes))
+		var delErr error
+		start := make(chan struct{})
+		for i, sb := range sandboxes {
+			wg.Go(func() {
+				<-start
+				_, _, err := s.AttachProvider(ctx(t), sb, name, "alice")
+				switch {
+				case err == nil:
+					attached[i] = true
+				case !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), name):
+					t.Errorf("attach %s to %s while deleting: %v", name, sb, err)
+				}
+			})
+		}
+		wg.Go(func() {
+			<-start
+			delErr = s.DeleteProvider(ctx(t), name, "erin")
+		})
+		close(start)
+		wg.Wait()
+		p, getErr := s.GetProvider(ctx(t), name)
+		var inUse *store.InUseError
+		switch {
+		case delErr == nil:
+			if !errors.Is(getErr, store.ErrNotFound) || slices.Contains(attached, true) {
+				t.Errorf("round %d: deleted, yet GetProvider = %+v, %v and attached %v", round, p, getErr, attached)
+			}
+		case errors.As(delErr, &inUse) && errors.Is(delErr, store.ErrInUse):
+			if getErr != nil || len(p.Sandboxes) == 0 || len(inUse.Sandboxes) == 0 || !strings.Contains(delErr.Error(), inUse.Sandboxes[0]) {
+				t.Errorf("round %d: refused as in use (%v), provider %+v, %v", round, delErr, p, getErr)
+			}
+		default:
+			t.Errorf("round %d: DeleteProvider racing attaches = %v, want nil or in use", round, delErr)
+		}
+	}
+}
+
+// testPrimProviderDeleteReferenced: deleting a provider row a sandbox
+// still refers to is ErrInUse, not ErrNotFound, and deletes nothing.
+func testPrimProviderDeleteReferenced(t *testing.T, s *store.Store) {
+	MustCreate(t, s, "a", false)
+	createProvider(t, s, "gh")
+	if _, _, err := s.AttachProvider(ctx(t), "a", "gh", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	err := s.InTx(ctx(t), func(tx store.Tx) error { return tx.DeleteProvider(ctx(t), "gh") })
+	if !errors.Is(err, store.ErrInUse) || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteProvider of a referenced row in InTx = %v, want ErrInUse", err)
+	}
+	if err := s.Driver.DeleteProvider(ctx(t), "gh"); !errors.Is(err, store.ErrInUse) {
+		t.Errorf("DeleteProvider of a referenced row = %v, want ErrInUse", err)
+	}
+	if p, err := s.GetProvider(ctx(t), "gh"); err != nil || !slices.Equal(p.Sandboxes, []string{"a"}) {
+		t.Errorf("after refused deletes: %+v, %v", p, err)
+	}
+	if err := s.Driver.DeleteProvider(ctx(t), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteProvider(nope) = %v, want ErrNotFound", err)
 	}
 }

@@ -86,6 +86,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Driver) {
 		{"CredentialedHosts", testCredentialedHosts},
 		{"Providers", testProviders},
 		{"ProvidersConcurrent", testProvidersConcurrent},
+		{"ProviderDeleteAttachRace", testProviderDeleteAttachRace},
+		{"TxProviderDeleteReferenced", testPrimProviderDeleteReferenced},
 		{"ApprovalPolicies", testApprovalPolicies},
 		{"Ping", testPing},
 		{"TxVersionDuplicate", testPrimVersionDuplicate},

@@ -9,6 +9,7 @@ package providersql
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -264,10 +265,16 @@ func changed(ctx context.Context, e sqlexec.Engine, q string, args ...any) (bool
 	return ok, err
 }
 
-// Delete deletes the provider row (ErrNotFound).
+// Delete deletes the provider row: ErrNotFound, or ErrInUse when a
+// sandbox still refers to it (an attach that committed after the caller
+// looked; the engines report the foreign key as ErrNotFound, the
+// referenced row being the one in question).
 func Delete(ctx context.Context, e sqlexec.Engine, name string) error {
 	ok, err := changed(ctx, e, `DELETE FROM providers WHERE name = `+e.Param(1)+` RETURNING name`, name)
-	if err == nil && !ok {
+	switch {
+	case errors.Is(err, store.ErrNotFound): // foreign_key_violation: sandbox_providers refers to it
+		err = fmt.Errorf("%w: provider %q is attached to a sandbox", store.ErrInUse, name)
+	case err == nil && !ok:
 		err = store.ErrNotFound
 	}
 	if err != nil {
@@ -340,7 +347,8 @@ func (w Writes) RotateProvider(ctx context.Context, p store.Provider, previous i
 	return Rotate(ctx, w.e, p, previous)
 }
 
-// DeleteProvider deletes the provider row (ErrNotFound).
+// DeleteProvider deletes the provider row (ErrNotFound; ErrInUse while a
+// sandbox refers to it).
 func (w Writes) DeleteProvider(ctx context.Context, name string) error { return Delete(ctx, w.e, name) }
 
 // AttachProvider attaches provider to sandbox; false when it was.
