@@ -106,7 +106,9 @@ func (l *Lifecycle) open(p store.Provider) (map[string]string, error) {
 	defer clear(plain)
 	var secret map[string][]byte
 	if err := json.Unmarshal(plain, &secret); err != nil {
-		return nil, fmt.Errorf("provider %q: sealed secret: %w", p.Name, err)
+		// Never json's error: it can quote a character of the plaintext,
+		// and the caller logs it.
+		return nil, fmt.Errorf("provider %q: its sealed secret opened but is not a set of fields", p.Name)
 	}
 	out := make(map[string]string, len(secret))
 	for f, v := range secret {

@@ -355,3 +355,28 @@ func TestSealedSecretBoundToSpec(t *testing.T) {
 		t.Errorf("a blob moved to twin: SandboxCredentials = %+v, %v", b, err)
 	}
 }
+
+// TestOpenNeverQuotesPlaintext: a sealed secret that opens but is not
+// JSON fields (encoding/json's error would quote a character of it) is
+// refused with a fixed message naming the provider.
+func TestOpenNeverQuotesPlaintext(t *testing.T) {
+	l, s, _ := providerLifecycle(t, newKey(t))
+	storetest.MustCreate(t, s, "box", false)
+	if _, err := l.CreateProvider(ctx(t), ghSpec, map[string][]byte{"token": []byte(testSecret)}, "op"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AttachProvider(ctx(t), "box", "gh", "op"); err != nil {
+		t.Fatal(err)
+	}
+	for _, plain := range []string{`{"token":Q` + testSecret + `}`, `"` + testSecret, `{"token":"` + testSecret + `"`} {
+		sealed, err := l.cfg.SecretsKey.Seal([]byte(plain), providerAAD(ghSpec, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tamper(t, s, "gh", func(p *store.Provider) { p.Sealed = sealed })
+		b, err := l.SandboxCredentials(ctx(t), "box")
+		if b != nil || err == nil || err.Error() != `provider "gh": its sealed secret opened but is not a set of fields` {
+			t.Errorf("plaintext %q: SandboxCredentials = %+v, %v; want the fixed message", plain, b, err)
+		}
+	}
+}

@@ -27,8 +27,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // KeySize is the size of a KEK and of a data key: AES-256.
@@ -190,21 +192,36 @@ func Generate(path string) (*Key, error) {
 	return New(raw)
 }
 
-// Load reads a key file: one line of standard base64 of KeySize bytes,
-// readable by its owner only.
+// maxKeyFile bounds what Load reads: a key file is one line of 45 bytes.
+const maxKeyFile = 4096
+
+// Load reads a key file: a regular file (a symbolic link to one is
+// followed, as an orchestrator mounts secrets) readable by its owner only,
+// holding one line of standard base64 of KeySize bytes. The type and mode
+// are those of the file opened (fstat), so a file swapped between a check
+// and the read cannot slip through; a FIFO or device is refused without
+// blocking on it.
 func Load(path string) (*Key, error) {
-	fi, err := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("secrets key: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("secrets key: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("secrets key %s: not a regular file (%v)", path, fi.Mode().Type())
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("secrets key %s: mode %v lets others read it: chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	defer clear(data)
 	if err != nil {
 		return nil, fmt.Errorf("secrets key: %w", err)
 	}
-	defer clear(data)
 	return parse(path, data)
 }
 
