@@ -74,7 +74,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 	}
 	// The providers' credentials (dataplane/credentials), before the allow is recorded.
-	plan, body, den := p.creds.Check(r.Context(), w, r, credentials.Request{Host: t.host, Port: t.port, Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil})
+	plan, body, den := p.creds.Check(r.Context(), w, r, credentials.Request{Host: t.host, Port: t.port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil})
 	if den != nil {
 		p.deny(w, r, cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: den.Reason, ReasonCode: den.Code}, mreq)
 		return

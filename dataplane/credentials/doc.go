@@ -12,7 +12,8 @@
 //
 //   - NAME must be in the bundle held, else the request is denied
 //     (CodeUnavailable: not attached, or not delivered yet), and it must
-//     cover the request's host and port (provider.Covers), else denied
+//     cover the request's host, port and scheme (provider.Covers: TLS, or
+//     plain HTTP only to a host written http://), else denied
 //     (CodeUnavailable, naming the host).
 //   - By type: bearer, oauth2-client-credentials and token-exchange set
 //     Authorization: Bearer VALUE (the two last with an access token the

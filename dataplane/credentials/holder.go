@@ -156,6 +156,9 @@ type Request struct {
 	// Host and Port are the destination (the judged one).
 	Host string
 	Port int
+	// TLS: the request goes upstream over TLS (https); else plain HTTP,
+	// which takes a credential only to a provider host written http://.
+	TLS bool
 	// Endpoint is the endpoint that allowed the request (nil: none).
 	Endpoint *policy.Endpoint
 	// Body is the body the proxy read already (an MCP POST's), nil if
@@ -184,7 +187,10 @@ func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if e == nil {
 			return nil, nil, deny(CodeUnavailable, "provider %s is not attached to this sandbox or not delivered yet", bound)
 		}
-		if !provider.Covers(e.p.Hosts, in.Host, in.Port) {
+		if !provider.Covers(e.p.Hosts, in.Host, in.Port, in.TLS) {
+			if !in.TLS && provider.Covers(e.p.Hosts, in.Host, in.Port, true) {
+				return nil, nil, deny(CodeUnavailable, "provider %s's credential goes only over TLS to %s, and this request is plain HTTP", bound, hostPort(in.Host, in.Port))
+			}
 			return nil, nil, deny(CodeUnavailable, "provider %s does not cover %s", bound, hostPort(in.Host, in.Port))
 		}
 	}

@@ -203,15 +203,16 @@ func newEnv(t *testing.T) *env {
 // bundle is the providers the tests hold: gh, key, bas, aw, and the
 // extra ones given (oauth, token exchange).
 func (e *env) bundle(extra ...provider.Provider) *provider.Bundle {
-	p, h := strconv.Itoa(e.plain.port), strconv.Itoa(e.https.port)
+	// The plain upstream's hosts are opted in to plain HTTP (http://).
+	p, h := ":"+strconv.Itoa(e.plain.port), ":"+strconv.Itoa(e.https.port)
 	b := &provider.Bundle{Sandbox: "sb", Generation: 1, Providers: []provider.Provider{
-		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"bearer.example.com:" + p, "bearer.example.com:" + h, "rewrite.example.com:" + p}},
+		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"http://bearer.example.com" + p, "bearer.example.com" + h, "http://rewrite.example.com" + p}},
 			Revision: 1, Secret: map[string]string{provider.FieldToken: ghToken}},
-		{Spec: provider.Spec{Name: "key", Type: provider.TypeHeader, Hosts: []string{"header.example.com:" + p}, Settings: map[string]string{provider.SettingHeader: "X-Api-Key"}},
+		{Spec: provider.Spec{Name: "key", Type: provider.TypeHeader, Hosts: []string{"http://header.example.com" + p}, Settings: map[string]string{provider.SettingHeader: "X-Api-Key"}},
 			Revision: 1, Secret: map[string]string{provider.FieldValue: apiKey}},
-		{Spec: provider.Spec{Name: "bas", Type: provider.TypeBasic, Hosts: []string{"basic.example.com:" + p}, Settings: map[string]string{provider.SettingUsername: "robot"}},
+		{Spec: provider.Spec{Name: "bas", Type: provider.TypeBasic, Hosts: []string{"http://basic.example.com" + p}, Settings: map[string]string{provider.SettingUsername: "robot"}},
 			Revision: 1, Secret: map[string]string{provider.FieldPassword: password}},
-		{Spec: provider.Spec{Name: "aw", Type: provider.TypeAWS, Hosts: []string{"bedrock.example.com:" + h, "s3.us-west-2.example.com:" + p, "signed.example.com:" + p}},
+		{Spec: provider.Spec{Name: "aw", Type: provider.TypeAWS, Hosts: []string{"bedrock.example.com" + h, "http://s3.us-west-2.example.com" + p, "http://signed.example.com" + p}},
 			Revision: 1, Secret: map[string]string{provider.FieldAccessKeyID: awsKeyID, provider.FieldSecretAccessKey: awsSecret, provider.FieldSessionToken: awsToken}},
 	}}
 	b.Providers = append(b.Providers, extra...)
@@ -398,6 +399,28 @@ func TestRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A credential goes over plain HTTP only to a host written http://: plain
+// HTTP to a TLS-only host's port (curl -x proxy http://host:443/) is
+// refused, nothing written upstream.
+func TestNoCredentialInCleartext(t *testing.T) {
+	e := newEnv(t)
+	b := e.bundle()
+	b.Providers[0].Hosts = []string{"bearer.example.com:" + strconv.Itoa(e.https.port), "bearer.example.com:" + strconv.Itoa(e.plain.port)}
+	e.agent.Credentials().SetCredentials(b)
+	for _, port := range []int{e.https.port, e.plain.port} {
+		path := fmt.Sprintf("/cleartext/%d", port)
+		status, body := e.do(t, "GET", fmt.Sprintf("http://bearer.example.com:%d%s", port, path), http.Header{"Authorization": {"Bearer portcullis:provider:gh"}}, "")
+		e.refused(t, status, body, path, "credential_unavailable", fmt.Sprintf("provider gh's credential goes only over TLS to bearer.example.com:%d", port))
+	}
+	// Over TLS, the same host takes it.
+	if status, body := e.do(t, "GET", e.url("bearer.example.com", true, "/cleartext/tls"), nil, ""); status != 200 {
+		t.Fatalf("over TLS: %d %v", status, body)
+	}
+	if got := one(t, e.https); got.req.Header.Get("Authorization") != "Bearer "+ghToken {
+		t.Error("over TLS, the upstream did not get the credential")
 	}
 }
 

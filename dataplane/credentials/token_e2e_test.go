@@ -51,7 +51,7 @@ func jsonAnswer(status int, body string) func(http.ResponseWriter, url.Values) {
 
 func oauthProvider(e *env, tokenURL string) provider.Provider {
 	return provider.Provider{
-		Spec: provider.Spec{Name: "oa", Type: provider.TypeOAuth2ClientCredentials, Hosts: []string{"oauth.example.com:" + strconv.Itoa(e.plain.port)},
+		Spec: provider.Spec{Name: "oa", Type: provider.TypeOAuth2ClientCredentials, Hosts: []string{"http://oauth.example.com:" + strconv.Itoa(e.plain.port)},
 			Settings: map[string]string{provider.SettingTokenURL: tokenURL, provider.SettingScopes: "read write", provider.SettingAudience: "https://api.example.com"}},
 		Revision: 1, Secret: map[string]string{provider.FieldClientID: "client-1", provider.FieldClientSecret: clientSec},
 	}
@@ -59,7 +59,7 @@ func oauthProvider(e *env, tokenURL string) provider.Provider {
 
 func exchangeProvider(e *env, tokenURL string) provider.Provider {
 	return provider.Provider{
-		Spec: provider.Spec{Name: "tx", Type: provider.TypeTokenExchange, Hosts: []string{"tx.example.com:" + strconv.Itoa(e.plain.port)},
+		Spec: provider.Spec{Name: "tx", Type: provider.TypeTokenExchange, Hosts: []string{"http://tx.example.com:" + strconv.Itoa(e.plain.port)},
 			Settings: map[string]string{provider.SettingTokenURL: tokenURL, provider.SettingResource: "https://api.example.com/", provider.SettingRequestedTokenType: "urn:ietf:params:oauth:token-type:access_token"}},
 		Revision: 1, Secret: map[string]string{provider.FieldSubjectToken: subject, provider.FieldClientID: "client-2", provider.FieldClientSecret: clientSec},
 	}

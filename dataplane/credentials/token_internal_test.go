@@ -28,7 +28,7 @@ func TestTokenURLOnLoopbackRefused(t *testing.T) {
 	}}})
 	r := httptest.NewRequest("GET", "https://api.example.com/x", nil)
 	ep := &policy.Endpoint{Host: "api.example.com", Port: 443, Protocol: policy.ProtocolREST, CredentialBinding: &policy.CredentialBinding{Provider: "oa"}}
-	plan, _, d := h.Check(t.Context(), httptest.NewRecorder(), r, Request{Host: "api.example.com", Port: 443, Endpoint: ep})
+	plan, _, d := h.Check(t.Context(), httptest.NewRecorder(), r, Request{Host: "api.example.com", Port: 443, TLS: true, Endpoint: ep})
 	if plan != nil || d == nil || d.Code != CodeUnavailable || !strings.Contains(d.Reason, "always denied") {
 		t.Fatalf("Check = %v, %v; want credential_unavailable, the address always denied", plan, d)
 	}
