@@ -76,7 +76,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	// The providers' credentials (dataplane/credentials), before the allow is recorded.
 	plan, body, den := p.creds.Check(r.Context(), w, r, credentials.Request{Host: t.host, Port: t.port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil})
 	if den != nil {
-		p.deny(w, r, cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: den.Reason, ReasonCode: den.Code}, mreq)
+		p.deny(w, r, cur, req, credDenial(d, den), mreq)
 		return
 	}
 	if d.Review == 0 { // a held call's is recorded once decided
@@ -98,6 +98,11 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	if list != nil {
 		list.release()
 	}
+}
+
+// credDenial is the decision of d's request refused by the credential check.
+func credDenial(d policy.Decision, den *credentials.Denial) policy.Decision {
+	return policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: den.Reason, ReasonCode: den.Code}
 }
 
 // checkRequest refuses what would let the upstream see another request

@@ -23,6 +23,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	pmcp "github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/provider"
@@ -65,6 +66,10 @@ func startRecorder(t *testing.T, tlsConfig *tls.Config) *recorder {
 		u.mu.Lock()
 		u.got = append(u.got, received{req: r.Clone(context.Background()), body: string(body)})
 		u.mu.Unlock()
+		if r.URL.Path == "/pinned" {
+			serveMCP(w, body)
+			return
+		}
 		io.WriteString(w, "ok")
 	})}
 	if tlsConfig != nil {
@@ -122,6 +127,13 @@ network_policies:
       - { host: s3.us-west-2.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:no_body", signing_service: s3 }
       - { host: signed.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:body", signing_service: sts, signing_region: eu-west-1 }
       - { host: open.example.com, port: PLAIN, protocol: rest, access: full }
+      - host: pinned.example.com
+        port: PLAIN
+        path: /pinned
+        protocol: mcp
+        mcp: { versions: ["2025-11-25"] }
+        credential_binding: { provider: gh }
+        rules: [ { allow: { method: tools/call, tool: search, definition: "FINGERPRINT" } } ]
       - host: held.example.com
         port: PLAIN
         protocol: rest
@@ -181,7 +193,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := strings.NewReplacer("PLAIN", strconv.Itoa(e.plain.port), "TLS", strconv.Itoa(e.https.port)).Replace(credPolicy)
+	fp, err := pmcp.Fingerprint([]byte(searchTool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.NewReplacer("PLAIN", strconv.Itoa(e.plain.port), "TLS", strconv.Itoa(e.https.port), "FINGERPRINT", fp).Replace(credPolicy)
 	pol, _, err := policy.Parse([]byte(doc))
 	if err != nil {
 		t.Fatalf("policy: %v", err)
@@ -206,7 +222,7 @@ func (e *env) bundle(extra ...provider.Provider) *provider.Bundle {
 	// The plain upstream's hosts are opted in to plain HTTP (http://).
 	p, h := ":"+strconv.Itoa(e.plain.port), ":"+strconv.Itoa(e.https.port)
 	b := &provider.Bundle{Sandbox: "sb", Generation: 1, Providers: []provider.Provider{
-		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"http://bearer.example.com" + p, "bearer.example.com" + h, "http://rewrite.example.com" + p}},
+		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"http://bearer.example.com" + p, "bearer.example.com" + h, "http://rewrite.example.com" + p, "http://pinned.example.com" + p}},
 			Revision: 1, Secret: map[string]string{provider.FieldToken: ghToken}},
 		{Spec: provider.Spec{Name: "key", Type: provider.TypeHeader, Hosts: []string{"http://header.example.com" + p}, Settings: map[string]string{provider.SettingHeader: "X-Api-Key"}},
 			Revision: 1, Secret: map[string]string{provider.FieldValue: apiKey}},
