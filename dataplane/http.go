@@ -74,9 +74,10 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 	}
 	// The providers' credentials (dataplane/credentials), before the allow is recorded.
-	plan, body, den := p.creds.Check(r.Context(), w, r, credentials.Request{Host: t.host, Port: t.port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil})
+	creq := credentials.Request{Host: t.host, Port: t.port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil}
+	plan, body, den := p.creds.Check(r.Context(), w, r, creq)
 	if den != nil {
-		p.deny(w, r, cur, req, credDenial(d, den), mreq)
+		p.deny(w, r, cur, req, den.Decision(d), mreq)
 		return
 	}
 	if d.Review == 0 { // a held call's is recorded once decided
@@ -89,7 +90,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	}
 	if d.Review > 0 {
 		var done func()
-		if w, body, done = p.holdCall(w, r, cur, req, d, mreq, body); done == nil {
+		if w, body, plan, done = p.holdCall(w, r, cur, req, d, mreq, body, creq); done == nil {
 			return
 		}
 		defer done()
@@ -98,11 +99,6 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	if list != nil {
 		list.release()
 	}
-}
-
-// credDenial is the decision of d's request refused by the credential check.
-func credDenial(d policy.Decision, den *credentials.Denial) policy.Decision {
-	return policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: den.Reason, ReasonCode: den.Code}
 }
 
 // checkRequest refuses what would let the upstream see another request

@@ -82,7 +82,7 @@ func (p *Proxy) judgePinned(r *http.Request, cur *loaded, req policy.Request, sc
 	}
 	plan, _, den := p.creds.Check(r.Context(), nil, r, credentials.Request{Host: ep.Host, Port: ep.Port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: raw})
 	if den != nil {
-		return credDenial(d, den), nil, true
+		return den.Decision(d), nil, true
 	}
 	listing := relay.Listing{Credential: plan.Apply,
 		Scheme: scheme, Authority: net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port)), Path: ep.Path,

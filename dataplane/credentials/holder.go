@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/x509"
 	"fmt"
@@ -50,6 +51,12 @@ type Denial struct {
 }
 
 func (d *Denial) Error() string { return d.Code + ": " + d.Reason }
+
+// Decision is the denial of the request d allowed (its entry, endpoint
+// and rule), for d's record.
+func (d *Denial) Decision(allowed policy.Decision) policy.Decision {
+	return policy.Decision{Entry: allowed.Entry, Endpoint: allowed.Endpoint, Rule: allowed.Rule, Reason: d.Reason, ReasonCode: d.Code}
+}
 
 func deny(code, format string, args ...any) *Denial {
 	return &Denial{Code: code, Reason: fmt.Sprintf(format, args...)}
@@ -217,6 +224,22 @@ func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return nil, nil, d
 	}
 	return plan, body, nil
+}
+
+// Recheck judges again, with what h holds now, a request Check allowed
+// (in as Check had it) that was then held for review: a provider may have
+// been rotated or detached, a token may have expired. body is the body
+// read (nil: none). It returns the plan to forward with, or the denial's
+// code (never empty) and reason.
+func (h *Holder) Recheck(ctx context.Context, r *http.Request, in Request, body []byte) (plan *Plan, code, reason string) {
+	if in.Body = body; body == nil {
+		in.Body = []byte{} // r's body is read already: nothing more to read
+	}
+	plan, _, d := h.Check(ctx, nil, r, in)
+	if d != nil {
+		return nil, cmp.Or(d.Code, CodeUnavailable), d.Reason
+	}
+	return plan, "", ""
 }
 
 // readBody reads what must be read to judge or rewrite the request: a

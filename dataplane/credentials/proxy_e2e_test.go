@@ -127,6 +127,11 @@ network_policies:
       - { host: s3.us-west-2.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:no_body", signing_service: s3 }
       - { host: signed.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:body", signing_service: sts, signing_region: eu-west-1 }
       - { host: open.example.com, port: PLAIN, protocol: rest, access: full }
+      - host: heldbound.example.com
+        port: PLAIN
+        protocol: rest
+        credential_binding: { provider: gh }
+        rules: [ { allow: { method: POST, path: /pay, review: { required: true, timeout: 60s } } } ]
       - host: pinned.example.com
         port: PLAIN
         path: /pinned
@@ -160,7 +165,7 @@ const (
 
 var allSecrets = []string{ghToken, apiKey, password, awsKeyID, awsSecret, awsToken, clientSec, subject}
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, options ...func(*dataplane.Config)) *env {
 	t.Helper()
 	upstreamCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
@@ -188,6 +193,9 @@ func newEnv(t *testing.T) *env {
 			}
 			return nil, fmt.Errorf("no such host %s", host)
 		},
+	}
+	for _, o := range options {
+		o(&cfg)
 	}
 	a, err := dataplane.New(cfg)
 	if err != nil {
@@ -222,7 +230,7 @@ func (e *env) bundle(extra ...provider.Provider) *provider.Bundle {
 	// The plain upstream's hosts are opted in to plain HTTP (http://).
 	p, h := ":"+strconv.Itoa(e.plain.port), ":"+strconv.Itoa(e.https.port)
 	b := &provider.Bundle{Sandbox: "sb", Generation: 1, Providers: []provider.Provider{
-		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"http://bearer.example.com" + p, "bearer.example.com" + h, "http://rewrite.example.com" + p, "http://pinned.example.com" + p}},
+		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"http://bearer.example.com" + p, "bearer.example.com" + h, "http://rewrite.example.com" + p, "http://pinned.example.com" + p, "http://heldbound.example.com" + p}},
 			Revision: 1, Secret: map[string]string{provider.FieldToken: ghToken}},
 		{Spec: provider.Spec{Name: "key", Type: provider.TypeHeader, Hosts: []string{"http://header.example.com" + p}, Settings: map[string]string{provider.SettingHeader: "X-Api-Key"}},
 			Revision: 1, Secret: map[string]string{provider.FieldValue: apiKey}},
