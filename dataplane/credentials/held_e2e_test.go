@@ -56,6 +56,22 @@ func (rv *reviewer) next(t *testing.T) *review {
 	}
 }
 
+// waitSpans waits until the proxy ended a request's span (it ends after
+// the answer is sent), so that the log check sees it.
+func (e *env) waitSpans(t *testing.T) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for len(e.spans.Ended()) == 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no request span ended")
+		}
+	}
+}
+
 type answer struct {
 	status int
 	body   map[string]any
@@ -93,6 +109,7 @@ func TestHeldCallUsesCredentialsAtApproval(t *testing.T) {
 			r.approve(7)
 			a := <-done
 			got := e.plain.take()
+			e.waitSpans(t)
 			if tc.name == "detached" {
 				if a.status != http.StatusForbidden || a.body["reason_code"] != "credential_unavailable" || len(got) != 0 {
 					t.Fatalf("detached while held: %d %v, upstream got %d requests; want credential_unavailable and nothing forwarded", a.status, a.body, len(got))
