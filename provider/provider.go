@@ -218,7 +218,7 @@ func checkSecret(t string, sh shape, secret map[string][]byte, add func(field, f
 			add("secret."+k, "is longer than %d bytes", MaxSecretBytes)
 		case strings.ContainsAny(string(v), "\r\n\x00"):
 			add("secret."+k, "must not hold a line break or NUL (a trailing newline of a file is trimmed)")
-		case strings.Contains(string(v), PlaceholderPrefix):
+		case IndexPlaceholder(v) >= 0:
 			add("secret."+k, "must not hold a placeholder")
 		}
 	}
@@ -349,12 +349,35 @@ const PlaceholderPrefix = "portcullis:provider:"
 // credential, or refuses the request when it is not bound to the provider.
 func Placeholder(name string) string { return PlaceholderPrefix + name }
 
+// IndexPlaceholder returns where the first placeholder prefix in s
+// starts, its ASCII letters matched in either case (PORTCULLIS:Provider:
+// is one too: what reads it may not care), or -1.
+func IndexPlaceholder[T ~string | ~[]byte](s T) int {
+	for i := 0; i+len(PlaceholderPrefix) <= len(s); i++ {
+		if prefixAt(s, i) {
+			return i
+		}
+	}
+	return -1
+}
+
+func prefixAt[T ~string | ~[]byte](s T, i int) bool {
+	for j := 0; j < len(PlaceholderPrefix); j++ {
+		c, p := s[i+j], PlaceholderPrefix[j]
+		if c != p && (p < 'a' || p > 'z' || c != p-'a'+'A') {
+			return false
+		}
+	}
+	return true
+}
+
 // FindPlaceholder returns the provider named by the first placeholder in
-// s and where it starts, or ok false when s holds none. A placeholder's
-// name is the longest run of name characters after the prefix (possibly
-// empty: a malformed placeholder is still one).
+// s (IndexPlaceholder) and where it starts, or ok false when s holds
+// none. A placeholder's name is the longest run of name characters after
+// the prefix (possibly empty: a malformed placeholder, PORTCULLIS:
+// PROVIDER:GH's too, is still one).
 func FindPlaceholder(s string) (name string, at int, ok bool) {
-	at = strings.Index(s, PlaceholderPrefix)
+	at = IndexPlaceholder(s)
 	if at < 0 {
 		return "", -1, false
 	}

@@ -112,6 +112,18 @@ func TestFindPlaceholder(t *testing.T) {
 	if _, _, ok := FindPlaceholder("Bearer ghp_123"); ok {
 		t.Fatal("found a placeholder in a token")
 	}
+	if name, at, ok := FindPlaceholder("x PORTCULLIS:Provider:gh"); !ok || at != 2 || name != "gh" {
+		t.Fatalf("upper case: %q %d %v", name, at, ok)
+	}
+	if name, _, ok := FindPlaceholder("PORTCULLIS:PROVIDER:GH"); !ok || name != "" {
+		t.Fatalf("upper-case name: %q %v, want found, its name malformed", name, ok)
+	}
+	if name, _, ok := FindPlaceholder("Portcullis:provider:gh"); !ok || name != "gh" {
+		t.Fatalf("mixed case: %q %v", name, ok)
+	}
+	if IndexPlaceholder([]byte("portcullis\x1aprovider:")) >= 0 || IndexPlaceholder("portcullis:provide") >= 0 {
+		t.Fatal("found a placeholder in what is not one")
+	}
 	if name, _, ok := FindPlaceholder("portcullis:provider:"); !ok || name != "" {
 		t.Fatalf("a bare prefix: %q %v", name, ok)
 	}

@@ -1,7 +1,6 @@
 package credentials
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/x509"
@@ -40,8 +39,6 @@ const (
 // MinSearchedSecret is the shortest secret value searched for in the
 // agent's headers: a shorter one would match innocent text.
 const MinSearchedSecret = 8
-
-var placeholderPrefix = []byte(provider.PlaceholderPrefix)
 
 // Denial is a request Check refused: its reason code and a reason that
 // holds no secret.
@@ -211,7 +208,7 @@ func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if d != nil {
 		return nil, nil, d
 	}
-	if bytes.Contains(body, placeholderPrefix) {
+	if provider.IndexPlaceholder(body) >= 0 {
 		if d := checkPlaceholders("the request body", string(body), bound); d != nil {
 			return nil, nil, d
 		}

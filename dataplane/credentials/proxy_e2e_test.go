@@ -448,6 +448,27 @@ func TestNoCredentialInCleartext(t *testing.T) {
 	}
 }
 
+// A placeholder is found in the request target and headers whatever the
+// case of its prefix, and in a target's valid escapes even when another
+// escape is invalid.
+func TestPlaceholderAnyCaseAnyEscape(t *testing.T) {
+	e := newEnv(t)
+	e.agent.Credentials().SetCredentials(e.bundle())
+	for _, tc := range []struct {
+		path, query string
+		header      http.Header
+	}{
+		{"/case/query", "?x=PORTCULLIS:PROVIDER:gh", nil},
+		{"/case/escaped", "?q=Portcullis%3AProvider%3Agh", nil},
+		{"/escape/invalid", "?bad=%zz&q=portcullis%3Aprovider%3Agh", nil},
+		{"/escape/trailing", "?q=portcullis%3aprovider%3agh&end=%", nil},
+		{"/case/header", "", http.Header{"X-Extra": {"PORTCULLIS:PROVIDER:KEY"}}},
+	} {
+		status, body := e.do(t, "GET", e.url("open.example.com", false, tc.path)+tc.query, tc.header, "")
+		e.refused(t, status, body, tc.path, "credential_placeholder", "placeholder")
+	}
+}
+
 // Standalone (--policy FILE) holds nothing: bound requests are
 // credential_unavailable, and unbound ones pass.
 func TestNothingHeld(t *testing.T) {
