@@ -3,7 +3,9 @@ package credentials
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -92,7 +94,19 @@ type state struct {
 // entry is one provider and its fetched token.
 type entry struct {
 	p      provider.Provider
+	digest [sha256.Size]byte // of p's spec and secret: what the token was fetched with
 	tokens tokenCache
+}
+
+// digestOf is the SHA-256 of p's whole spec (type, hosts, settings) and
+// secret: a token fetched for one provider is kept only for the same
+// digest (a provider deleted and created again restarts at revision 1).
+func digestOf(p provider.Provider) [sha256.Size]byte {
+	b, _ := json.Marshal(struct { // maps marshal in key order
+		Spec   provider.Spec
+		Secret map[string]string
+	}{p.Spec, p.Secret})
+	return sha256.Sum256(b)
 }
 
 // New makes a holder that holds nothing until SetCredentials.
@@ -109,8 +123,8 @@ func New(cfg Config) *Holder {
 }
 
 // SetCredentials replaces what h holds with b (nil, or no providers:
-// nothing). A provider whose revision is unchanged keeps the token fetched
-// for it; any other's is dropped.
+// nothing). A provider whose spec and secret are unchanged (digestOf)
+// keeps the token fetched for it; any other's is dropped.
 func (h *Holder) SetCredentials(b *provider.Bundle) {
 	old := h.state.Load()
 	if b == nil || len(b.Providers) == 0 {
@@ -123,18 +137,26 @@ func (h *Holder) SetCredentials(b *provider.Bundle) {
 	}
 	s := &state{generation: b.Generation, providers: make(map[string]*entry, len(b.Providers))}
 	for _, p := range b.Providers {
-		if old != nil {
-			if e, ok := old.providers[p.Name]; ok && e.p.Revision == p.Revision && e.p.Type == p.Type {
-				s.providers[p.Name] = &entry{p: p, tokens: e.tokens}
-				s.addSecrets(p)
-				continue
-			}
+		e := &entry{p: p, digest: digestOf(p)}
+		if prev, ok := old.provider(p.Name); ok && prev.digest == e.digest {
+			e.tokens = prev.tokens
+		} else {
+			e.tokens = newTokenCache()
 		}
-		s.providers[p.Name] = &entry{p: p, tokens: newTokenCache()}
+		s.providers[p.Name] = e
 		s.addSecrets(p)
 	}
 	h.state.Store(s)
 	h.log.Info("credentials held", "generation", b.Generation, "providers", len(b.Providers))
+}
+
+// provider is the entry s holds for name (s may be nil).
+func (s *state) provider(name string) (*entry, bool) {
+	if s == nil {
+		return nil, false
+	}
+	e, ok := s.providers[name]
+	return e, ok
 }
 
 func (s *state) addSecrets(p provider.Provider) {

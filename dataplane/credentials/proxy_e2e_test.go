@@ -161,9 +161,11 @@ const (
 	awsToken  = "aws_session_SECRET_0006"
 	clientSec = "client_secret_SECRET_0007"
 	subject   = "subject_token_SECRET_0008"
+	// secondSecret is clientSec rotated.
+	secondSecret = "client_secret_SECOND_0010"
 )
 
-var allSecrets = []string{ghToken, apiKey, password, awsKeyID, awsSecret, awsToken, clientSec, subject}
+var allSecrets = []string{ghToken, apiKey, password, awsKeyID, awsSecret, awsToken, clientSec, subject, secondSecret}
 
 func newEnv(t *testing.T, options ...func(*dataplane.Config)) *env {
 	t.Helper()

@@ -92,16 +92,38 @@ func TestOAuthClientCredentials(t *testing.T) {
 	status, body := e.do(t, "GET", e.url("open.example.com", false, "/oa-leak"), http.Header{"X-Token": {"oauth_access_TOKEN_A1"}}, "")
 	e.refused(t, status, body, "/oa-leak", "credential_supplied", "X-Token")
 
-	// A new revision drops the token: fetched again.
-	b := e.bundle(oauthProvider(e, ts.URL+"/token"))
-	b.Providers[len(b.Providers)-1].Revision = 2
-	e.agent.Credentials().SetCredentials(b)
-	if status, _ := e.do(t, "GET", e.url("oauth.example.com", false, "/oa/rev2"), nil, ""); status != 200 {
-		t.Errorf("after a new revision: %d", status)
+	// The token is kept while the provider's spec and secret are the
+	// same (a new revision of the same content too), and dropped when
+	// they change, whatever the revision: a provider deleted and created
+	// again with another secret is at revision 1 again.
+	for _, step := range []struct {
+		name      string
+		revision  uint64
+		secret    string
+		wantCalls int32
+	}{
+		{"re-created: revision 1, new secret", 1, secondSecret, 2},
+		{"same content, new revision", 2, secondSecret, 2},
+		{"re-created again: revision 1, other settings", 1, secondSecret, 3},
+	} {
+		p := oauthProvider(e, ts.URL+"/token")
+		p.Revision, p.Secret[provider.FieldClientSecret] = step.revision, step.secret
+		if step.name == "re-created again: revision 1, other settings" {
+			p.Settings[provider.SettingScopes] = "read"
+		}
+		e.agent.Credentials().SetCredentials(e.bundle(p))
+		if status, _ := e.do(t, "GET", e.url("oauth.example.com", false, "/oa/step"), nil, ""); status != 200 {
+			t.Errorf("%s: %d", step.name, status)
+		}
+		e.plain.take()
+		if n := ts.calls.Load(); n != step.wantCalls {
+			t.Errorf("%s: %d token fetches, want %d", step.name, n, step.wantCalls)
+		}
 	}
-	e.plain.take()
-	if n := ts.calls.Load(); n != 2 {
-		t.Errorf("%d token fetches after a new revision, want 2", n)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, pass, _ := (&http.Request{Header: http.Header{"Authorization": {ts.auths[len(ts.auths)-1]}}}).BasicAuth(); pass != secondSecret {
+		t.Error("the last fetch did not use the re-created provider's secret")
 	}
 }
 
