@@ -11,7 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/provider"
 )
 
@@ -169,6 +171,44 @@ func TestTokenFetchFailsClosed(t *testing.T) {
 				t.Errorf("the reason is %d bytes: the server's description is not cut short", len(r))
 			}
 		})
+	}
+}
+
+// A failed fetch is remembered for 5 s: the requests meanwhile are
+// refused with its reason at once, the token server not asked again;
+// after, it is.
+func TestTokenFailureRemembered(t *testing.T) {
+	var offset atomic.Int64 // the proxy's clock runs offset ahead
+	e := newEnv(t, func(c *dataplane.Config) {
+		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	})
+	var up atomic.Bool
+	ts := startTokenServer(t, func(w http.ResponseWriter, form url.Values) {
+		if !up.Load() {
+			jsonAnswer(503, `{"error":"temporarily_unavailable"}`)(w, form)
+			return
+		}
+		jsonAnswer(200, `{"access_token":"oauth_access_TOKEN_A1","token_type":"Bearer","expires_in":3600}`)(w, form)
+	})
+	e.agent.Credentials().SetCredentials(e.bundle(oauthProvider(e, ts.URL+"/token")))
+	for i := range 3 {
+		path := fmt.Sprintf("/down/%d", i)
+		status, body := e.do(t, "GET", e.url("oauth.example.com", false, path), nil, "")
+		e.refused(t, status, body, path, "credential_unavailable", "answered 503: temporarily_unavailable")
+		if i == 0 {
+			up.Store(true) // back up: the failure is still answered
+		}
+	}
+	if n := ts.calls.Load(); n != 1 {
+		t.Errorf("%d token fetches within 5 s of a failure, want 1", n)
+	}
+	offset.Store(int64(6 * time.Second))
+	if status, body := e.do(t, "GET", e.url("oauth.example.com", false, "/down/after"), nil, ""); status != 200 {
+		t.Fatalf("after 5 s: %d %v", status, body)
+	}
+	e.plain.take()
+	if n := ts.calls.Load(); n != 2 {
+		t.Errorf("%d token fetches after 5 s, want 2", n)
 	}
 }
 

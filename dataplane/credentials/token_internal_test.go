@@ -1,12 +1,14 @@
 package credentials
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/provider"
@@ -37,5 +39,20 @@ func TestTokenURLOnLoopbackRefused(t *testing.T) {
 	}
 	if n := calls.Load(); n != 0 {
 		t.Errorf("the token server was called %d times", n)
+	}
+}
+
+// A request waits for another's token fetch only so long: then it is
+// refused, without fetching itself.
+func TestTokenWaitBounded(t *testing.T) {
+	c := newTokenCache()
+	c.wait = time.Millisecond
+	*c.sem <- struct{}{} // another request's fetch, in progress
+	_, err := c.get(t.Context(), time.Now, func(context.Context) (token, error) {
+		t.Error("fetched while another fetch was in progress")
+		return token{}, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "another request's token fetch") {
+		t.Fatalf("get = %v, want the wait's end", err)
 	}
 }
