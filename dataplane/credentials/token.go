@@ -99,11 +99,13 @@ func (c tokenCache) get(ctx context.Context, now func() time.Time, fetch func(co
 	if v, ok, err := c.held(now()); ok {
 		return v, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
-	t, err := fetch(ctx)
+	t, err := fetch(fctx)
 	if err != nil {
-		c.fail.Store(&failure{err: err, until: now().Add(failureMemory)})
+		if ctx.Err() == nil { // not the requester gone: the fetch's own failure
+			c.fail.Store(&failure{err: err, until: now().Add(failureMemory)})
+		}
 		return "", err
 	}
 	c.fail.Store(nil)

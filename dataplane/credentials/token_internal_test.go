@@ -56,3 +56,21 @@ func TestTokenWaitBounded(t *testing.T) {
 		t.Fatalf("get = %v, want the wait's end", err)
 	}
 }
+
+// A fetch that failed because its requester went away is not remembered:
+// the next request fetches.
+func TestTokenCancelledFetchNotRemembered(t *testing.T) {
+	c := newTokenCache()
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := c.get(ctx, time.Now, func(ctx context.Context) (token, error) {
+		cancel()
+		return token{}, ctx.Err()
+	})
+	if err == nil {
+		t.Fatal("a cancelled fetch succeeded")
+	}
+	v, err := c.get(t.Context(), time.Now, func(context.Context) (token, error) { return token{value: "fresh"}, nil })
+	if err != nil || v != "fresh" {
+		t.Fatalf("after a cancelled fetch: %q, %v; want a new fetch", v, err)
+	}
+}
