@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/portcullis-dev/portcullis/dataplane/credentials"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/hold"
@@ -17,10 +18,11 @@ import (
 
 // holdCall holds the call a reviewed allow (d.Review > 0) admits until a
 // person decides it (dataplane/hold), r's span spanning the wait; a REST
-// call's body is read whole first. It returns where the answer goes, the
-// body to forward and what ends the answer; a nil func when the call was
-// refused (answered, and recorded as a denial).
-func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request, body []byte) (http.ResponseWriter, []byte, func()) {
+// call's body is read whole first, its credentials checked again once
+// approved (creq). It returns where the answer goes, the body and plan to
+// forward and what ends the answer; a nil func when the call was refused
+// (answered, and recorded as a denial).
+func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, mreq *mcp.Request, body []byte, creq credentials.Request) (http.ResponseWriter, []byte, *credentials.Plan, func()) {
 	var err error
 	if mreq != nil {
 		req.MCP = &mreq.Messages[0].Message
@@ -29,12 +31,12 @@ func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, re
 	}
 	if err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: err.Error()}, nil)
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	call, err := hold.CallOf(&req, d, cur.version, req.MCP, body)
 	if err != nil {
 		p.deny(w, r, cur, req, policy.Decision{Reason: err.Error()}, mreq)
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	rec := p.newRecord(cur, req, d, mreq, "")
 	rec.ArgumentsDigest = call.ArgumentsDigest
@@ -51,6 +53,11 @@ func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, re
 		}
 		return ""
 	}})
+	var plan *credentials.Plan
+	if out.Approved {
+		plan, out.Code, out.Reason = p.creds.Recheck(r.Context(), r, creq, body)
+		out.Approved = out.Code == ""
+	}
 	span.AddEvent("decided", trace.WithAttributes(attribute.String("portcullis.review", cmp.Or(out.Code, "approved")), attribute.Int64("portcullis.call_id", int64(out.ID))))
 	if !out.Approved {
 		rec.Decision, rec.DenialID, rec.ReasonCode, rec.Reason = decision.Deny, decision.NewDenialID(), out.Code, out.Reason
@@ -58,11 +65,11 @@ func (p *Proxy) holdCall(w http.ResponseWriter, r *http.Request, cur *loaded, re
 		p.emit(rec)
 		a.Refuse(out, rec.DenialID, cur.version, rec.TraceID)
 		release()
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	rec.Reason = fmt.Sprintf("approved by review (call %d, by %s)", out.ID, out.DecidedBy)
 	p.emit(rec)
-	return a.Writer(), body, func() { a.Finish(); release() }
+	return a.Writer(), body, plan, func() { a.Finish(); release() }
 }
 
 // HeldCalls returns how many calls the proxy holds for review, and the

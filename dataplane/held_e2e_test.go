@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-dev/portcullis/dataplane"
+	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/hold"
 	"github.com/portcullis-dev/portcullis/demo"
@@ -23,7 +24,7 @@ import (
 )
 
 // Held calls through a real proxy, with a real MCP client and server; the
-// gateway's side is an in-test filer here (reviewer), the real gateway's
+// gateway's side is an in-test filer here (dataplanetest.Reviewer), the real gateway's
 // in held_gateway_e2e_test.go.
 
 // heldPolicy is ordersPolicy with refund_order allowed after review
@@ -47,63 +48,13 @@ network_policies:
       - path: /usr/bin/python3
 `
 
-// reviewer is the gateway's side of held calls in these tests: every
-// call filed is handed to the test, which decides it.
-type reviewer struct{ filed chan *review }
-
-type review struct {
-	call hold.Call
-	ctx  context.Context
-	out  chan hold.Message
-	end  chan string
-}
-
-func (rv *reviewer) Open(ctx context.Context, c *hold.Call) (hold.Stream, error) {
-	r := &review{call: *c, ctx: ctx, out: make(chan hold.Message, 4), end: make(chan string, 1)}
-	rv.filed <- r
-	return r, nil
-}
-
-func (r *review) Recv() (hold.Message, error) {
-	select {
-	case m := <-r.out:
-		return m, nil
-	case <-r.ctx.Done():
-		return hold.Message{}, r.ctx.Err()
-	}
-}
-
-func (r *review) End(reason string) error { r.end <- reason; return nil }
-
-// file answers filed, as call id.
-func (r *review) file(id uint64) {
-	r.out <- hold.Message{Filed: &hold.Filed{ID: id, Deadline: time.Now().Add(time.Minute)}}
-}
-
-// decide sends status, naming the call as it was filed.
-func (r *review) decide(id uint64, status string) {
-	r.out <- hold.Message{Decision: &hold.Decision{ID: id, Status: status, DecidedBy: "alice", Reason: "checked",
-		ArgumentsDigest: r.call.ArgumentsDigest, PolicyVersion: r.call.PolicyVersion}}
-}
-
-func (rv *reviewer) next(t *testing.T) *review {
-	t.Helper()
-	select {
-	case r := <-rv.filed:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("no call was held")
-		return nil
-	}
-}
-
 // startHeld is a proxy enforcing heldPolicy as version 7, filing with rv.
-func startHeld(t *testing.T, up *upstream, timeout string, options ...func(*dataplane.Config)) (*testProxy, *reviewer) {
+func startHeld(t *testing.T, up *upstream, timeout string, options ...func(*dataplane.Config)) (*testProxy, *dataplanetest.Reviewer) {
 	return startHeldDoc(t, heldPolicy, up, timeout, options...)
 }
 
-func startHeldDoc(t *testing.T, doc string, up *upstream, timeout string, options ...func(*dataplane.Config)) (*testProxy, *reviewer) {
-	rv := &reviewer{filed: make(chan *review, 8)}
+func startHeldDoc(t *testing.T, doc string, up *upstream, timeout string, options ...func(*dataplane.Config)) (*testProxy, *dataplanetest.Reviewer) {
+	rv := dataplanetest.NewReviewer()
 	options = append([]func(*dataplane.Config){func(c *dataplane.Config) { c.Hold.Filer = rv }}, options...)
 	doc = strings.ReplaceAll(doc, "TIMEOUT", timeout)
 	tp := startProxy(t, doc, up, options...)
@@ -173,11 +124,11 @@ func TestHeldCallApproved(t *testing.T) {
 				params.SetProgressToken("p1")
 			}
 			done := callAsync(cs, params)
-			r := rv.next(t)
-			if r.call.Tool != "refund_order" || r.call.ArgumentsJSON != `{"order_id":"A-1042"}` || r.call.PolicyVersion != 7 || !strings.HasPrefix(r.call.ArgumentsDigest, "sha256:") {
-				t.Errorf("filed %+v", r.call)
+			r := rv.Next(t)
+			if r.Call.Tool != "refund_order" || r.Call.ArgumentsJSON != `{"order_id":"A-1042"}` || r.Call.PolicyVersion != 7 || !strings.HasPrefix(r.Call.ArgumentsDigest, "sha256:") {
+				t.Errorf("filed %+v", r.Call)
 			}
-			r.file(41)
+			r.File(41)
 			if withToken {
 				select {
 				case m := <-progress:
@@ -194,7 +145,7 @@ func TestHeldCallApproved(t *testing.T) {
 			if n, _ := tp.proxy.HeldCalls(); n != 1 {
 				t.Errorf("the proxy holds %d calls, want 1", n)
 			}
-			r.decide(41, "approved")
+			r.Decide(41, "approved")
 			got := result(t, done)
 			if got.err != nil || got.res.IsError || !strings.Contains(fmt.Sprint(got.res.StructuredContent), "refunded") {
 				t.Fatalf("approved call = %+v, %v; want the server's answer", got.res, got.err)
@@ -203,7 +154,7 @@ func TestHeldCallApproved(t *testing.T) {
 				t.Errorf("the server saw the call %d times, want once", seen)
 			}
 			rec := lastRecord(tp, "refund_order")
-			if rec.Decision != decision.Allow || !strings.Contains(rec.Reason, "approved by review (call 41, by alice)") || rec.ArgumentsDigest != r.call.ArgumentsDigest {
+			if rec.Decision != decision.Allow || !strings.Contains(rec.Reason, "approved by review (call 41, by alice)") || rec.ArgumentsDigest != r.Call.ArgumentsDigest {
 				t.Errorf("record = %+v", rec)
 			}
 		})
@@ -216,12 +167,12 @@ func TestHeldCallRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		timeout string
-		act     func(t *testing.T, tp *testProxy, up *upstream, r *review)
+		act     func(t *testing.T, tp *testProxy, up *upstream, r *dataplanetest.Review)
 		code    string
 	}{
-		{"denied", "2m", func(_ *testing.T, _ *testProxy, _ *upstream, r *review) { r.decide(41, "denied") }, hold.ReviewDenied},
-		{"timeout", "1s", func(*testing.T, *testProxy, *upstream, *review) {}, hold.ReviewTimeout},
-		{"stale", "2m", func(t *testing.T, tp *testProxy, up *upstream, _ *review) {
+		{"denied", "2m", func(_ *testing.T, _ *testProxy, _ *upstream, r *dataplanetest.Review) { r.Decide(41, "denied") }, hold.ReviewDenied},
+		{"timeout", "1s", func(*testing.T, *testProxy, *upstream, *dataplanetest.Review) {}, hold.ReviewTimeout},
+		{"stale", "2m", func(t *testing.T, tp *testProxy, up *upstream, _ *dataplanetest.Review) {
 			setPolicy(t, tp.proxy, strings.ReplaceAll(ordersPolicy, "PORT", fmt.Sprint(up.port)), "8")
 		}, hold.ReviewStale},
 	} {
@@ -230,8 +181,8 @@ func TestHeldCallRefused(t *testing.T) {
 			tp, rv := startHeld(t, up, tc.timeout)
 			cs := connectMCP(t, tp, up, "2025-11-25", nil)
 			done := callAsync(cs, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A-1042"}})
-			r := rv.next(t)
-			r.file(41)
+			r := rv.Next(t)
+			r.File(41)
 			tc.act(t, tp, up, r)
 			got := result(t, done)
 			if got.err == nil || !strings.Contains(got.err.Error(), tc.code) {
@@ -245,7 +196,7 @@ func TestHeldCallRefused(t *testing.T) {
 				t.Errorf("record = %+v", rec)
 			}
 			if tc.code != hold.ReviewDenied {
-				if why := <-r.end; !strings.HasPrefix(why, tc.code) {
+				if why := <-r.Ended; !strings.HasPrefix(why, tc.code) {
 					t.Errorf("the gateway was told %q", why)
 				}
 			}
@@ -267,9 +218,9 @@ func TestHeldCallRefusalBody(t *testing.T) {
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":"A-1"}}}`)
 		done <- answer{res, body}
 	}()
-	r := rv.next(t)
-	r.file(12)
-	r.decide(12, "denied")
+	r := rv.Next(t)
+	r.File(12)
+	r.Decide(12, "denied")
 	a := <-done
 	var msg struct {
 		ID    int `json:"id"`
@@ -306,8 +257,8 @@ func TestHeldCallBusyAndUnavailable(t *testing.T) {
 	tp, rv := startHeld(t, up, "2m", func(c *dataplane.Config) { c.Hold.MaxCalls = 1 })
 	cs := connectMCP(t, tp, up, "2025-11-25", nil)
 	first := callAsync(cs, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A-1"}})
-	r := rv.next(t)
-	r.file(1)
+	r := rv.Next(t)
+	r.File(1)
 	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A-2"}})
 	if err == nil || !strings.Contains(err.Error(), hold.ReviewBusy) {
 		t.Errorf("a call past the bound: %v, want review_busy", err)
@@ -316,7 +267,7 @@ func TestHeldCallBusyAndUnavailable(t *testing.T) {
 	if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A-1042"}}); err != nil || res.IsError {
 		t.Errorf("lookup_order while a call is held: %v, %v", res, err)
 	}
-	r.decide(1, "denied")
+	r.Decide(1, "denied")
 	result(t, first)
 
 	up2 := startUpstream(t, ordersHandler(false))
@@ -338,15 +289,15 @@ func TestHeldRESTCall(t *testing.T) {
 			}))
 			tp, rv := startHeldDoc(t, heldRESTPolicy, up, "2m")
 			done := payout(tp.httpClient(), up)
-			r := rv.next(t)
-			if r.call.ArgumentsJSON != `{"amount": 12}` || r.call.Method != http.MethodPost || r.call.Path != "/v1/payouts/1" {
-				t.Errorf("filed %+v", r.call)
+			r := rv.Next(t)
+			if r.Call.ArgumentsJSON != `{"amount": 12}` || r.Call.Method != http.MethodPost || r.Call.Path != "/v1/payouts/1" {
+				t.Errorf("filed %+v", r.Call)
 			}
-			r.file(3)
+			r.File(3)
 			if up.count() != 0 {
 				t.Fatal("the server saw the held call before it was decided")
 			}
-			r.decide(3, status)
+			r.Decide(3, status)
 			a := <-done
 			switch status {
 			case "approved":
@@ -380,8 +331,8 @@ func TestHeldRESTCallTooLarge(t *testing.T) {
 		t.Errorf("a body over the bound: %d %s", res.StatusCode, b)
 	}
 	select {
-	case r := <-rv.filed:
-		t.Errorf("filed %d bytes of arguments", len(r.call.ArgumentsJSON))
+	case r := <-rv.Filed:
+		t.Errorf("filed %d bytes of arguments", len(r.Call.ArgumentsJSON))
 	default:
 	}
 	if up.count() != 0 {
@@ -415,17 +366,17 @@ func TestHeldCallTraced(t *testing.T) {
 		rawMCP(t, tp, up, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}},
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":"A-1"}}}`)
 	}()
-	r := rv.next(t)
-	r.file(12)
-	r.decide(12, "approved")
+	r := rv.Next(t)
+	r.File(12)
+	r.Decide(12, "approved")
 	<-done
-	if r.call.TraceID == "" {
+	if r.Call.TraceID == "" {
 		t.Fatal("the call was filed without its trace id")
 	}
 	waitFor(t, "the held call's span", func() bool {
 		tracing.ForceFlush(t.Context())
 		for _, s := range col.find("test-proxy", "proxy.request") {
-			if s.traceID() != r.call.TraceID {
+			if s.traceID() != r.Call.TraceID {
 				continue
 			}
 			var names []string
@@ -463,13 +414,13 @@ func TestHeldCallEndsAtShutdown(t *testing.T) {
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":"A-1"}}}`)
 		done <- body
 	}()
-	r := rv.next(t)
-	r.file(3)
+	r := rv.Next(t)
+	r.File(3)
 	stop()
 	if body := <-done; !strings.Contains(body, hold.ReviewUnavailable) || !strings.Contains(body, "stopping") {
 		t.Errorf("the agent was answered %s", body)
 	}
-	if why := <-r.end; !strings.HasPrefix(why, hold.ReviewUnavailable) {
+	if why := <-r.Ended; !strings.HasPrefix(why, hold.ReviewUnavailable) {
 		t.Errorf("the gateway was told %q", why)
 	}
 	if err := <-stopped; err != nil {
@@ -513,8 +464,8 @@ func TestHeldCallGrantEnds(t *testing.T) {
 	tp, rv := startHeldDoc(t, doc, up, "2m", func(c *dataplane.Config) { c.Now = clk.Now })
 	cs := connectMCP(t, tp, up, "2025-11-25", nil)
 	done := callAsync(cs, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A-1042"}})
-	r := rv.next(t)
-	r.file(4)
+	r := rv.Next(t)
+	r.File(4)
 	clk.set(end.Add(time.Second))
 	if got := result(t, done); got.err == nil || !strings.Contains(got.err.Error(), hold.ReviewStale) {
 		t.Fatalf("held call past its grant = %+v, %v; want review_stale", got.res, got.err)

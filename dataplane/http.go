@@ -74,9 +74,10 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 	}
 	// The providers' credentials (dataplane/credentials), before the allow is recorded.
-	plan, body, den := p.creds.Check(r.Context(), w, r, credentials.Request{Host: t.host, Port: t.port, Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil})
+	creq := credentials.Request{Host: t.host, Port: t.port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil}
+	plan, body, den := p.creds.Check(r.Context(), w, r, creq)
 	if den != nil {
-		p.deny(w, r, cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: den.Reason, ReasonCode: den.Code}, mreq)
+		p.deny(w, r, cur, req, den.Decision(d), mreq)
 		return
 	}
 	if d.Review == 0 { // a held call's is recorded once decided
@@ -89,7 +90,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 	}
 	if d.Review > 0 {
 		var done func()
-		if w, body, done = p.holdCall(w, r, cur, req, d, mreq, body); done == nil {
+		if w, body, plan, done = p.holdCall(w, r, cur, req, d, mreq, body, creq); done == nil {
 			return
 		}
 		defer done()

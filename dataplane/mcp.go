@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/portcullis-dev/portcullis/dataplane/credentials"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/match"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
@@ -49,7 +50,7 @@ func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, re
 		}
 	}
 	var limitedBuf [1]ratelimit.Call // a request is usually one call
-	d, limited, denied := p.judgePinned(r, cur, req, scheme, ep, mreq, limitedBuf[:0])
+	d, limited, denied := p.judgePinned(r, cur, req, scheme, ep, mreq, raw, limitedBuf[:0])
 	if denied {
 		p.deny(w, r, cur, req, d, mreq)
 		return nil, nil, policy.Decision{}
@@ -71,14 +72,19 @@ func (p *Proxy) judgeMCP(w http.ResponseWriter, r *http.Request, cur *loaded, re
 // judgePinned judges mreq's messages (judgeMessages), each tools/call with
 // the fingerprint of its tool's definition as far as the proxy knows it.
 // When a pin refused a tool whose definition the proxy does not know, it
-// lists the server's tools itself, as r's caller, and judges again.
-func (p *Proxy) judgePinned(r *http.Request, cur *loaded, req policy.Request, scheme string, ep relay.Endpoint, mreq *mcp.Request, buf []ratelimit.Call) (policy.Decision, []ratelimit.Call, bool) {
+// lists the server's tools itself, as r's caller (raw its body) would be
+// forwarded: after the credential check, with its credential.
+func (p *Proxy) judgePinned(r *http.Request, cur *loaded, req policy.Request, scheme string, ep relay.Endpoint, mreq *mcp.Request, raw []byte, buf []ratelimit.Call) (policy.Decision, []ratelimit.Call, bool) {
 	unknown := p.relay.WithDefinitions(ep, mreq)
 	d, limited, denied := p.judgeMessages(cur, req, mreq, buf)
 	if !denied || !d.DefinitionRefused || unknown == 0 {
 		return d, limited, denied
 	}
-	listing := relay.Listing{
+	plan, _, den := p.creds.Check(r.Context(), nil, r, credentials.Request{Host: ep.Host, Port: ep.Port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: raw})
+	if den != nil {
+		return den.Decision(d), nil, true
+	}
+	listing := relay.Listing{Credential: plan.Apply,
 		Scheme: scheme, Authority: net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port)), Path: ep.Path,
 		Host: r.Host, Header: r.Header, Version: mreq.Version,
 		Upstream: p.upstreams.Get(h1.Key{Host: ep.Host, Addr: netip.AddrPortFrom(req.Addr, uint16(ep.Port)), TLS: scheme == "https"}),

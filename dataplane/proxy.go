@@ -110,7 +110,7 @@ func newProxy(cfg Config) *Proxy {
 	p.local = policylocal.New(policylocal.Config{Sandbox: cfg.Sandbox, State: p, Framing: h1.Problem, Logger: p.log, DevAllowLoopback: cfg.DevAllowLoopback})
 	cfg.Hold.Logger = cmp.Or(cfg.Hold.Logger, p.log)
 	p.held = hold.New(cfg.Hold)
-	p.creds = credentials.New(credentials.Config{DevAllowLoopback: cfg.DevAllowLoopback, RootCAs: cfg.UpstreamRoots, Logger: p.log})
+	p.creds = credentials.New(credentials.Config{DevAllowLoopback: cfg.DevAllowLoopback, RootCAs: cfg.UpstreamRoots, Now: cfg.Now, Logger: p.log})
 	p.relay = relay.New(relay.Config{Now: cfg.Now, JudgedAt: p.now, OnChange: cfg.OnToolDefinition, Logger: p.log})
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(telemetry.Scope)

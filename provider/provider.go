@@ -229,7 +229,7 @@ func checkSecret(t string, sh shape, secret map[string][]byte, add func(field, f
 			add("secret."+k, "is longer than %d bytes", MaxSecretBytes)
 		case strings.ContainsAny(string(v), "\r\n\x00"):
 			add("secret."+k, "must not hold a line break or NUL (a trailing newline of a file is trimmed)")
-		case strings.Contains(string(v), PlaceholderPrefix):
+		case IndexPlaceholder(v) >= 0:
 			add("secret."+k, "must not hold a placeholder")
 		}
 	}
@@ -275,49 +275,75 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // Host is one destination a provider covers: a host pattern (exact, or
-// with wildcards as an endpoint's host takes them: policy.ValidHostPattern)
-// and a port.
+// with wildcards as an endpoint's host takes them: policy.ValidHostPattern),
+// a port, and whether the credential may go there over plain HTTP.
 type Host struct {
 	Pattern string
 	Port    int
+	// Plain: the host was written http://HOST: the credential goes there
+	// unencrypted (an internal service, tests), and only there; any
+	// other host takes it only over TLS.
+	Plain bool
 }
 
-// DefaultPort is the port of a host written without one.
+// DefaultPort is the port of a host written without one (http://: 80).
 const DefaultPort = 443
 
-// ParseHost reads HOST or HOST:PORT (an IPv6 literal in brackets), the
-// port 443 when left out.
+// ParseHost reads [http:// or https://]HOST[:PORT] (an IPv6 literal in
+// brackets, no path), the port 443 when left out (80 after http://).
 func ParseHost(s string) (Host, error) {
 	s = strings.TrimSpace(s)
-	host, port := s, DefaultPort
+	in, plain, port := s, false, DefaultPort
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		switch strings.ToLower(scheme) {
+		case "http":
+			plain, port = true, 80
+		case "https":
+		default:
+			return Host{}, fmt.Errorf("%q: the scheme must be http:// or https://", in)
+		}
+		s = rest
+	}
+	if strings.ContainsAny(s, "/?#@") {
+		return Host{}, fmt.Errorf("%q: want [http://]HOST[:PORT], no path", in)
+	}
+	host := s
 	if h, p, err := net.SplitHostPort(s); err == nil {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return Host{}, fmt.Errorf("%q: port must be 1-65535", s)
+			return Host{}, fmt.Errorf("%q: port must be 1-65535", in)
 		}
 		host, port = h, n
 	} else if strings.Count(s, ":") == 1 {
-		return Host{}, fmt.Errorf("%q: want HOST or HOST:PORT", s)
+		return Host{}, fmt.Errorf("%q: want HOST or HOST:PORT", in)
 	}
 	host = policy.NormalizeHost(host)
 	if err := policy.ValidHostPattern(host); err != nil {
 		return Host{}, err
 	}
 	if policy.IsMetadataHost(host) {
-		return Host{}, fmt.Errorf("%q is a cloud metadata address: a credential never goes there", s)
+		return Host{}, fmt.Errorf("%q is a cloud metadata address: a credential never goes there", in)
 	}
-	return Host{Pattern: host, Port: port}, nil
+	return Host{Pattern: host, Port: port, Plain: plain}, nil
 }
 
-// String is the form ParseHost reads (the port always written).
-func (h Host) String() string { return net.JoinHostPort(h.Pattern, strconv.Itoa(h.Port)) }
+// String is the form ParseHost reads (the port always written, http://
+// for a plain one).
+func (h Host) String() string {
+	s := net.JoinHostPort(h.Pattern, strconv.Itoa(h.Port))
+	if h.Plain {
+		return "http://" + s
+	}
+	return s
+}
 
-// Covers reports whether host:port is one of hosts' destinations (hosts
-// as ParseHost reads them; an invalid one covers nothing).
-func Covers(hosts []string, host string, port int) bool {
+// Covers reports whether host:port is one of hosts' destinations for a
+// request over TLS (tls true) or plain HTTP: an entry covers only its
+// own kind (hosts as ParseHost reads them; an invalid one covers nothing).
+func Covers(hosts []string, host string, port int, tls bool) bool {
 	for _, s := range hosts {
 		h, err := ParseHost(s)
-		if err == nil && h.Port == port && policy.MatchHost(h.Pattern, host) {
+		if err == nil && h.Plain != tls && h.Port == port && policy.MatchHost(h.Pattern, host) {
 			return true
 		}
 	}
@@ -334,12 +360,35 @@ const PlaceholderPrefix = "portcullis:provider:"
 // credential, or refuses the request when it is not bound to the provider.
 func Placeholder(name string) string { return PlaceholderPrefix + name }
 
+// IndexPlaceholder returns where the first placeholder prefix in s
+// starts, its ASCII letters matched in either case (PORTCULLIS:Provider:
+// is one too: what reads it may not care), or -1.
+func IndexPlaceholder[T ~string | ~[]byte](s T) int {
+	for i := 0; i+len(PlaceholderPrefix) <= len(s); i++ {
+		if prefixAt(s, i) {
+			return i
+		}
+	}
+	return -1
+}
+
+func prefixAt[T ~string | ~[]byte](s T, i int) bool {
+	for j := 0; j < len(PlaceholderPrefix); j++ {
+		c, p := s[i+j], PlaceholderPrefix[j]
+		if c != p && (p < 'a' || p > 'z' || c != p-'a'+'A') {
+			return false
+		}
+	}
+	return true
+}
+
 // FindPlaceholder returns the provider named by the first placeholder in
-// s and where it starts, or ok false when s holds none. A placeholder's
-// name is the longest run of name characters after the prefix (possibly
-// empty: a malformed placeholder is still one).
+// s (IndexPlaceholder) and where it starts, or ok false when s holds
+// none. A placeholder's name is the longest run of name characters after
+// the prefix (possibly empty: a malformed placeholder, PORTCULLIS:
+// PROVIDER:GH's too, is still one).
 func FindPlaceholder(s string) (name string, at int, ok bool) {
-	at = strings.Index(s, PlaceholderPrefix)
+	at = IndexPlaceholder(s)
 	if at < 0 {
 		return "", -1, false
 	}

@@ -75,22 +75,55 @@ func TestCheckNeverNamesAnUnknownField(t *testing.T) {
 }
 
 func TestCovers(t *testing.T) {
-	hosts := []string{"api.github.com", "*.example.com:8443"}
+	hosts := []string{"api.github.com", "*.example.com:8443", "http://svc.internal", "HTTPS://tls.example.org:9443"}
 	for _, c := range []struct {
 		host string
 		port int
+		tls  bool
 		want bool
 	}{
-		{"api.github.com", 443, true},
-		{"API.GitHub.com.", 443, true},
-		{"api.github.com", 80, false},
-		{"github.com", 443, false},
-		{"a.example.com", 8443, true},
-		{"a.example.com", 443, false},
-		{"example.com", 8443, false},
+		{"api.github.com", 443, true, true},
+		{"API.GitHub.com.", 443, true, true},
+		{"api.github.com", 443, false, false}, // plain HTTP to the TLS port: never
+		{"api.github.com", 80, true, false},
+		{"github.com", 443, true, false},
+		{"a.example.com", 8443, true, true},
+		{"a.example.com", 8443, false, false},
+		{"a.example.com", 443, true, false},
+		{"example.com", 8443, true, false},
+		{"svc.internal", 80, false, true},
+		{"svc.internal", 80, true, false}, // an http:// entry covers plain HTTP only
+		{"svc.internal", 443, true, false},
+		{"tls.example.org", 9443, true, true},
+		{"tls.example.org", 9443, false, false},
 	} {
-		if got := Covers(hosts, c.host, c.port); got != c.want {
-			t.Errorf("Covers(%s:%d) = %v, want %v", c.host, c.port, got, c.want)
+		if got := Covers(hosts, c.host, c.port, c.tls); got != c.want {
+			t.Errorf("Covers(%s:%d, tls %v) = %v, want %v", c.host, c.port, c.tls, got, c.want)
+		}
+	}
+}
+
+func TestParseHost(t *testing.T) {
+	for in, want := range map[string]Host{
+		"api.github.com":         {Pattern: "api.github.com", Port: 443},
+		"https://api.github.com": {Pattern: "api.github.com", Port: 443},
+		"http://127.0.0.1:8080":  {Pattern: "127.0.0.1", Port: 8080, Plain: true},
+		"http://svc.internal":    {Pattern: "svc.internal", Port: 80, Plain: true},
+		"HTTP://[::1]:9000":      {Pattern: "::1", Port: 9000, Plain: true},
+		" *.example.com:8443 ":   {Pattern: "*.example.com", Port: 8443},
+	} {
+		got, err := ParseHost(in)
+		if err != nil || got.Pattern != want.Pattern || got.Port != want.Port || got.Plain != want.Plain {
+			t.Errorf("ParseHost(%q) = %+v, %v; want %+v", in, got, err, want)
+			continue
+		}
+		if again, err := ParseHost(got.String()); err != nil || again != got {
+			t.Errorf("ParseHost(%q) (its String) = %+v, %v; want %+v", got.String(), again, err, got)
+		}
+	}
+	for _, in := range []string{"ftp://x.example.com", "https://x.example.com/path", "http://x.example.com?q", "http://u@x.example.com", "http://", "x.example.com:0", "http://169.254.169.254"} {
+		if h, err := ParseHost(in); err == nil {
+			t.Errorf("ParseHost(%q) = %+v, want an error", in, h)
 		}
 	}
 }
@@ -102,6 +135,18 @@ func TestFindPlaceholder(t *testing.T) {
 	}
 	if _, _, ok := FindPlaceholder("Bearer ghp_123"); ok {
 		t.Fatal("found a placeholder in a token")
+	}
+	if name, at, ok := FindPlaceholder("x PORTCULLIS:Provider:gh"); !ok || at != 2 || name != "gh" {
+		t.Fatalf("upper case: %q %d %v", name, at, ok)
+	}
+	if name, _, ok := FindPlaceholder("PORTCULLIS:PROVIDER:GH"); !ok || name != "" {
+		t.Fatalf("upper-case name: %q %v, want found, its name malformed", name, ok)
+	}
+	if name, _, ok := FindPlaceholder("Portcullis:provider:gh"); !ok || name != "gh" {
+		t.Fatalf("mixed case: %q %v", name, ok)
+	}
+	if IndexPlaceholder([]byte("portcullis\x1aprovider:")) >= 0 || IndexPlaceholder("portcullis:provide") >= 0 {
+		t.Fatal("found a placeholder in what is not one")
 	}
 	if name, _, ok := FindPlaceholder("portcullis:provider:"); !ok || name != "" {
 		t.Fatalf("a bare prefix: %q %v", name, ok)

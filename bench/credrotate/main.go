@@ -162,7 +162,7 @@ func run(ctx context.Context, s setup) error {
 	sandboxes, providers := portcullisv1connect.NewSandboxServiceClient(c), portcullisv1connect.NewProviderServiceClient(c)
 	proxySvc := portcullisv1connect.NewProxyServiceClient(c)
 	if _, err := providers.CreateProvider(ctx, &portcullisv1.CreateProviderRequest{Name: "bench", Type: "bearer",
-		Hosts: []string{fmt.Sprintf("127.0.0.1:%d", port)}, Secret: map[string][]byte{"token": []byte("value-0")}}); err != nil {
+		Hosts: []string{fmt.Sprintf("http://127.0.0.1:%d", port)}, Secret: map[string][]byte{"token": []byte("value-0")}}); err != nil {
 		return err
 	}
 	var all []*procs.Proc

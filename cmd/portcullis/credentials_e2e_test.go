@@ -160,7 +160,7 @@ func TestCredentialProvidersEndToEnd(t *testing.T) {
 		}
 		return out
 	}
-	hosts := fmt.Sprintf("127.0.0.1:%d", upPort)
+	hosts := fmt.Sprintf("http://127.0.0.1:%d", upPort) // plain HTTP: opted in
 	cli(0, "provider", "create", "up", "--type", "bearer", "--hosts", hosts, "--secret-file", writeFile(t, "up.token", first+"\n"))
 	for name, tokenURL := range map[string]string{"sts": sts.URL + "/token", "down": downURL, "refuse": refusing.URL + "/token"} {
 		cli(0, "provider", "create", name, "--type", "token-exchange", "--hosts", hosts, "--setting", "token_url="+tokenURL,

@@ -57,16 +57,16 @@ func newProviderCreateCmd(env *environment) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create NAME --type TYPE --hosts HOST,… [--setting KEY=VALUE]… (--secret-file F | --secret-env VAR…)",
 		Short: "Create a credential provider (admin)",
-		Long: `Create a provider. --hosts are the destinations its credential may go to
-(HOST or HOST:PORT, port 443 unless written; a host as endpoints write it,
-"*.example.com" included). Settings by type: header takes header (the
-field to set), basic username, oauth2-client-credentials token_url and
-optionally scopes, audience, resource; token-exchange token_url and
-optionally audience, resource, scopes, subject_token_type,
-requested_token_type. Secret fields by type: bearer token, header value,
-basic password, aws access_key_id and secret_access_key (and
-session_token), oauth2-client-credentials client_id and client_secret,
-token-exchange subject_token (and client_id with client_secret).`,
+		Long: `Create a provider. --hosts: where its credential may go, over TLS only
+([https://]HOST[:PORT], port 443; "*.example.com" as endpoints write it),
+or http://HOST[:PORT] (port 80) to opt in plain HTTP.
+Settings by type: header takes header (the field to set), basic username, oauth2-client-credentials token_url and optionally scopes, audience,
+resource; token-exchange token_url and optionally audience, resource,
+scopes, subject_token_type, requested_token_type. Secret fields by type:
+bearer token, header value, basic password, aws access_key_id and
+secret_access_key (and session_token), oauth2-client-credentials client_id
+and client_secret, token-exchange subject_token (and client_id with
+client_secret).`,
 		Example: `  portcullis provider create github --type bearer --hosts api.github.com --secret-file gh.token
   portcullis provider create stripe --type header --hosts api.stripe.com --setting header=X-Api-Key --secret-env STRIPE_KEY
   portcullis provider create s3 --type aws --hosts '*.s3.amazonaws.com' --secret-env access_key_id=AWS_ACCESS_KEY_ID --secret-env secret_access_key=AWS_SECRET_ACCESS_KEY
@@ -106,7 +106,7 @@ token-exchange subject_token (and client_id with client_secret).`,
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", "", "`TYPE`: "+strings.Join(provider.Types, ", "))
-	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "destinations the credential may go to (`HOST[:PORT],…`)")
+	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "destinations the credential may go to (`[http://]HOST[:PORT],…`: TLS unless http://)")
 	cmd.Flags().StringArrayVar(&settings, "setting", nil, "a non-secret setting (`KEY=VALUE`; repeatable)")
 	addSecretFlags(cmd, &sf)
 	return cmd

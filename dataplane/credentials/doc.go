@@ -12,7 +12,8 @@
 //
 //   - NAME must be in the bundle held, else the request is denied
 //     (CodeUnavailable: not attached, or not delivered yet), and it must
-//     cover the request's host and port (provider.Covers), else denied
+//     cover the request's host, port and scheme (provider.Covers: TLS, or
+//     plain HTTP only to a host written http://), else denied
 //     (CodeUnavailable, naming the host).
 //   - By type: bearer, oauth2-client-credentials and token-exchange set
 //     Authorization: Bearer VALUE (the two last with an access token the
@@ -53,7 +54,7 @@
 //     signs Host, Content-Type, Content-MD5 and the X-Amz-* headers; S3's
 //     path is signed as sent, every other service's escaped once more.
 //
-// Everywhere else: a placeholder (provider.PlaceholderPrefix) in the
+// Everywhere else: a placeholder (provider.IndexPlaceholder: any case) in the
 // request target (as sent or percent-decoded), in any header value, or in
 // a body the proxy reads anyway (an MCP body, a held call's, a rewritten
 // one) is denied (CodePlaceholder) unless the deciding endpoint binds
@@ -65,7 +66,8 @@
 // Token fetches fail closed: a token server that cannot be reached,
 // answers other than 2xx, or with a body that is not a token, denies the
 // request (CodeUnavailable) with the status and the RFC 6749 error code
-// and description, cut short; nothing is forwarded. The token URL is
+// and description, cut short; nothing is forwarded, and the failure is
+// answered again without a fetch for 5 s. The token URL is
 // dialled with the checks upstream addresses get: an always-denied
 // address (policy.AlwaysDenied; loopback only with DevAllowLoopback) or a
 // control-plane port is refused.

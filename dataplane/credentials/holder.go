@@ -1,9 +1,11 @@
 package credentials
 
 import (
-	"bytes"
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -40,8 +42,6 @@ const (
 // agent's headers: a shorter one would match innocent text.
 const MinSearchedSecret = 8
 
-var placeholderPrefix = []byte(provider.PlaceholderPrefix)
-
 // Denial is a request Check refused: its reason code and a reason that
 // holds no secret.
 type Denial struct {
@@ -50,6 +50,12 @@ type Denial struct {
 }
 
 func (d *Denial) Error() string { return d.Code + ": " + d.Reason }
+
+// Decision is the denial of the request d allowed (its entry, endpoint
+// and rule), for d's record.
+func (d *Denial) Decision(allowed policy.Decision) policy.Decision {
+	return policy.Decision{Entry: allowed.Entry, Endpoint: allowed.Endpoint, Rule: allowed.Rule, Reason: d.Reason, ReasonCode: d.Code}
+}
 
 func deny(code, format string, args ...any) *Denial {
 	return &Denial{Code: code, Reason: fmt.Sprintf(format, args...)}
@@ -88,7 +94,19 @@ type state struct {
 // entry is one provider and its fetched token.
 type entry struct {
 	p      provider.Provider
+	digest [sha256.Size]byte // of p's spec and secret: what the token was fetched with
 	tokens tokenCache
+}
+
+// digestOf is the SHA-256 of p's whole spec (type, hosts, settings) and
+// secret: a token fetched for one provider is kept only for the same
+// digest (a provider deleted and created again restarts at revision 1).
+func digestOf(p provider.Provider) [sha256.Size]byte {
+	b, _ := json.Marshal(struct { // maps marshal in key order
+		Spec   provider.Spec
+		Secret map[string]string
+	}{p.Spec, p.Secret})
+	return sha256.Sum256(b)
 }
 
 // New makes a holder that holds nothing until SetCredentials.
@@ -105,8 +123,8 @@ func New(cfg Config) *Holder {
 }
 
 // SetCredentials replaces what h holds with b (nil, or no providers:
-// nothing). A provider whose revision is unchanged keeps the token fetched
-// for it; any other's is dropped.
+// nothing). A provider whose spec and secret are unchanged (digestOf)
+// keeps the token fetched for it; any other's is dropped.
 func (h *Holder) SetCredentials(b *provider.Bundle) {
 	old := h.state.Load()
 	if b == nil || len(b.Providers) == 0 {
@@ -119,18 +137,26 @@ func (h *Holder) SetCredentials(b *provider.Bundle) {
 	}
 	s := &state{generation: b.Generation, providers: make(map[string]*entry, len(b.Providers))}
 	for _, p := range b.Providers {
-		if old != nil {
-			if e, ok := old.providers[p.Name]; ok && e.p.Revision == p.Revision && e.p.Type == p.Type {
-				s.providers[p.Name] = &entry{p: p, tokens: e.tokens}
-				s.addSecrets(p)
-				continue
-			}
+		e := &entry{p: p, digest: digestOf(p)}
+		if prev, ok := old.provider(p.Name); ok && prev.digest == e.digest {
+			e.tokens = prev.tokens
+		} else {
+			e.tokens = newTokenCache()
 		}
-		s.providers[p.Name] = &entry{p: p, tokens: newTokenCache()}
+		s.providers[p.Name] = e
 		s.addSecrets(p)
 	}
 	h.state.Store(s)
 	h.log.Info("credentials held", "generation", b.Generation, "providers", len(b.Providers))
+}
+
+// provider is the entry s holds for name (s may be nil).
+func (s *state) provider(name string) (*entry, bool) {
+	if s == nil {
+		return nil, false
+	}
+	e, ok := s.providers[name]
+	return e, ok
 }
 
 func (s *state) addSecrets(p provider.Provider) {
@@ -156,6 +182,9 @@ type Request struct {
 	// Host and Port are the destination (the judged one).
 	Host string
 	Port int
+	// TLS: the request goes upstream over TLS (https); else plain HTTP,
+	// which takes a credential only to a provider host written http://.
+	TLS bool
 	// Endpoint is the endpoint that allowed the request (nil: none).
 	Endpoint *policy.Endpoint
 	// Body is the body the proxy read already (an MCP POST's), nil if
@@ -184,7 +213,10 @@ func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if e == nil {
 			return nil, nil, deny(CodeUnavailable, "provider %s is not attached to this sandbox or not delivered yet", bound)
 		}
-		if !provider.Covers(e.p.Hosts, in.Host, in.Port) {
+		if !provider.Covers(e.p.Hosts, in.Host, in.Port, in.TLS) {
+			if !in.TLS && provider.Covers(e.p.Hosts, in.Host, in.Port, true) {
+				return nil, nil, deny(CodeUnavailable, "provider %s's credential goes only over TLS to %s, and this request is plain HTTP", bound, hostPort(in.Host, in.Port))
+			}
 			return nil, nil, deny(CodeUnavailable, "provider %s does not cover %s", bound, hostPort(in.Host, in.Port))
 		}
 	}
@@ -198,7 +230,7 @@ func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if d != nil {
 		return nil, nil, d
 	}
-	if bytes.Contains(body, placeholderPrefix) {
+	if provider.IndexPlaceholder(body) >= 0 {
 		if d := checkPlaceholders("the request body", string(body), bound); d != nil {
 			return nil, nil, d
 		}
@@ -211,6 +243,22 @@ func (h *Holder) Check(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return nil, nil, d
 	}
 	return plan, body, nil
+}
+
+// Recheck judges again, with what h holds now, a request Check allowed
+// (in as Check had it) that was then held for review: a provider may have
+// been rotated or detached, a token may have expired. body is the body
+// read (nil: none). It returns the plan to forward with, or the denial's
+// code (never empty) and reason.
+func (h *Holder) Recheck(ctx context.Context, r *http.Request, in Request, body []byte) (plan *Plan, code, reason string) {
+	if in.Body = body; body == nil {
+		in.Body = []byte{} // r's body is read already: nothing more to read
+	}
+	plan, _, d := h.Check(ctx, nil, r, in)
+	if d != nil {
+		return nil, cmp.Or(d.Code, CodeUnavailable), d.Reason
+	}
+	return plan, "", ""
 }
 
 // readBody reads what must be read to judge or rewrite the request: a

@@ -66,8 +66,12 @@ func (h *Holder) plan(ctx context.Context, r *http.Request, in Request, e *entry
 
 // Apply adds the credential to out, the request forwarded (its header a
 // copy the proxy may change), and returns the body to forward in place
-// of body (the one Check returned; nil: r's body is streamed).
+// of body (the one Check returned; nil: r's body is streamed). A nil
+// Plan adds nothing.
 func (p *Plan) Apply(out *http.Request, body []byte) []byte {
+	if p == nil {
+		return body
+	}
 	if p.header != "" {
 		out.Header.Set(p.header, p.value)
 	}

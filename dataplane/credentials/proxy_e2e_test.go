@@ -23,6 +23,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/dataplane/dataplanetest"
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	pmcp "github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/policy"
 	"github.com/portcullis-dev/portcullis/provider"
@@ -65,6 +66,10 @@ func startRecorder(t *testing.T, tlsConfig *tls.Config) *recorder {
 		u.mu.Lock()
 		u.got = append(u.got, received{req: r.Clone(context.Background()), body: string(body)})
 		u.mu.Unlock()
+		if r.URL.Path == "/pinned" {
+			serveMCP(w, body)
+			return
+		}
 		io.WriteString(w, "ok")
 	})}
 	if tlsConfig != nil {
@@ -122,6 +127,18 @@ network_policies:
       - { host: s3.us-west-2.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:no_body", signing_service: s3 }
       - { host: signed.example.com, port: PLAIN, protocol: rest, access: full, credential_binding: { provider: aw }, credential_signing: "sigv4:body", signing_service: sts, signing_region: eu-west-1 }
       - { host: open.example.com, port: PLAIN, protocol: rest, access: full }
+      - host: heldbound.example.com
+        port: PLAIN
+        protocol: rest
+        credential_binding: { provider: gh }
+        rules: [ { allow: { method: POST, path: /pay, review: { required: true, timeout: 60s } } } ]
+      - host: pinned.example.com
+        port: PLAIN
+        path: /pinned
+        protocol: mcp
+        mcp: { versions: ["2025-11-25"] }
+        credential_binding: { provider: gh }
+        rules: [ { allow: { method: tools/call, tool: search, definition: "FINGERPRINT" } } ]
       - host: held.example.com
         port: PLAIN
         protocol: rest
@@ -144,11 +161,13 @@ const (
 	awsToken  = "aws_session_SECRET_0006"
 	clientSec = "client_secret_SECRET_0007"
 	subject   = "subject_token_SECRET_0008"
+	// secondSecret is clientSec rotated.
+	secondSecret = "client_secret_SECOND_0010"
 )
 
-var allSecrets = []string{ghToken, apiKey, password, awsKeyID, awsSecret, awsToken, clientSec, subject}
+var allSecrets = []string{ghToken, apiKey, password, awsKeyID, awsSecret, awsToken, clientSec, subject, secondSecret}
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, options ...func(*dataplane.Config)) *env {
 	t.Helper()
 	upstreamCA, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
@@ -177,11 +196,18 @@ func newEnv(t *testing.T) *env {
 			return nil, fmt.Errorf("no such host %s", host)
 		},
 	}
+	for _, o := range options {
+		o(&cfg)
+	}
 	a, err := dataplane.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := strings.NewReplacer("PLAIN", strconv.Itoa(e.plain.port), "TLS", strconv.Itoa(e.https.port)).Replace(credPolicy)
+	fp, err := pmcp.Fingerprint([]byte(searchTool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.NewReplacer("PLAIN", strconv.Itoa(e.plain.port), "TLS", strconv.Itoa(e.https.port), "FINGERPRINT", fp).Replace(credPolicy)
 	pol, _, err := policy.Parse([]byte(doc))
 	if err != nil {
 		t.Fatalf("policy: %v", err)
@@ -203,15 +229,16 @@ func newEnv(t *testing.T) *env {
 // bundle is the providers the tests hold: gh, key, bas, aw, and the
 // extra ones given (oauth, token exchange).
 func (e *env) bundle(extra ...provider.Provider) *provider.Bundle {
-	p, h := strconv.Itoa(e.plain.port), strconv.Itoa(e.https.port)
+	// The plain upstream's hosts are opted in to plain HTTP (http://).
+	p, h := ":"+strconv.Itoa(e.plain.port), ":"+strconv.Itoa(e.https.port)
 	b := &provider.Bundle{Sandbox: "sb", Generation: 1, Providers: []provider.Provider{
-		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"bearer.example.com:" + p, "bearer.example.com:" + h, "rewrite.example.com:" + p}},
+		{Spec: provider.Spec{Name: "gh", Type: provider.TypeBearer, Hosts: []string{"http://bearer.example.com" + p, "bearer.example.com" + h, "http://rewrite.example.com" + p, "http://pinned.example.com" + p, "http://heldbound.example.com" + p}},
 			Revision: 1, Secret: map[string]string{provider.FieldToken: ghToken}},
-		{Spec: provider.Spec{Name: "key", Type: provider.TypeHeader, Hosts: []string{"header.example.com:" + p}, Settings: map[string]string{provider.SettingHeader: "X-Api-Key"}},
+		{Spec: provider.Spec{Name: "key", Type: provider.TypeHeader, Hosts: []string{"http://header.example.com" + p}, Settings: map[string]string{provider.SettingHeader: "X-Api-Key"}},
 			Revision: 1, Secret: map[string]string{provider.FieldValue: apiKey}},
-		{Spec: provider.Spec{Name: "bas", Type: provider.TypeBasic, Hosts: []string{"basic.example.com:" + p}, Settings: map[string]string{provider.SettingUsername: "robot"}},
+		{Spec: provider.Spec{Name: "bas", Type: provider.TypeBasic, Hosts: []string{"http://basic.example.com" + p}, Settings: map[string]string{provider.SettingUsername: "robot"}},
 			Revision: 1, Secret: map[string]string{provider.FieldPassword: password}},
-		{Spec: provider.Spec{Name: "aw", Type: provider.TypeAWS, Hosts: []string{"bedrock.example.com:" + h, "s3.us-west-2.example.com:" + p, "signed.example.com:" + p}},
+		{Spec: provider.Spec{Name: "aw", Type: provider.TypeAWS, Hosts: []string{"bedrock.example.com" + h, "http://s3.us-west-2.example.com" + p, "http://signed.example.com" + p}},
 			Revision: 1, Secret: map[string]string{provider.FieldAccessKeyID: awsKeyID, provider.FieldSecretAccessKey: awsSecret, provider.FieldSessionToken: awsToken}},
 	}}
 	b.Providers = append(b.Providers, extra...)
@@ -398,6 +425,49 @@ func TestRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A credential goes over plain HTTP only to a host written http://: plain
+// HTTP to a TLS-only host's port (curl -x proxy http://host:443/) is
+// refused, nothing written upstream.
+func TestNoCredentialInCleartext(t *testing.T) {
+	e := newEnv(t)
+	b := e.bundle()
+	b.Providers[0].Hosts = []string{"bearer.example.com:" + strconv.Itoa(e.https.port), "bearer.example.com:" + strconv.Itoa(e.plain.port)}
+	e.agent.Credentials().SetCredentials(b)
+	for _, port := range []int{e.https.port, e.plain.port} {
+		path := fmt.Sprintf("/cleartext/%d", port)
+		status, body := e.do(t, "GET", fmt.Sprintf("http://bearer.example.com:%d%s", port, path), http.Header{"Authorization": {"Bearer portcullis:provider:gh"}}, "")
+		e.refused(t, status, body, path, "credential_unavailable", fmt.Sprintf("provider gh's credential goes only over TLS to bearer.example.com:%d", port))
+	}
+	// Over TLS, the same host takes it.
+	if status, body := e.do(t, "GET", e.url("bearer.example.com", true, "/cleartext/tls"), nil, ""); status != 200 {
+		t.Fatalf("over TLS: %d %v", status, body)
+	}
+	if got := one(t, e.https); got.req.Header.Get("Authorization") != "Bearer "+ghToken {
+		t.Error("over TLS, the upstream did not get the credential")
+	}
+}
+
+// A placeholder is found in the request target and headers whatever the
+// case of its prefix, and in a target's valid escapes even when another
+// escape is invalid.
+func TestPlaceholderAnyCaseAnyEscape(t *testing.T) {
+	e := newEnv(t)
+	e.agent.Credentials().SetCredentials(e.bundle())
+	for _, tc := range []struct {
+		path, query string
+		header      http.Header
+	}{
+		{"/case/query", "?x=PORTCULLIS:PROVIDER:gh", nil},
+		{"/case/escaped", "?q=Portcullis%3AProvider%3Agh", nil},
+		{"/escape/invalid", "?bad=%zz&q=portcullis%3Aprovider%3Agh", nil},
+		{"/escape/trailing", "?q=portcullis%3aprovider%3agh&end=%", nil},
+		{"/case/header", "", http.Header{"X-Extra": {"PORTCULLIS:PROVIDER:KEY"}}},
+	} {
+		status, body := e.do(t, "GET", e.url("open.example.com", false, tc.path)+tc.query, tc.header, "")
+		e.refused(t, status, body, tc.path, "credential_placeholder", "placeholder")
 	}
 }
 

@@ -3,7 +3,6 @@ package credentials
 import (
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -37,11 +36,37 @@ func checkTarget(r *http.Request, bound string) *Denial {
 		return d
 	}
 	if strings.Contains(target, "%") {
-		if dec, err := url.QueryUnescape(strings.ReplaceAll(target, "+", "%2B")); err == nil {
-			return checkPlaceholders("the request target", dec, bound)
-		}
+		return checkPlaceholders("the request target", unescape(target), bound)
 	}
 	return nil
+}
+
+// unescape decodes every valid %XX of s, one by one, and keeps the rest
+// as written (an invalid escape elsewhere must not hide a valid one).
+func unescape(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func ishex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 // checkHeaders looks at every header value: for placeholders of other
@@ -52,7 +77,7 @@ func (s *state) checkHeaders(r *http.Request, bound string, e *entry) *Denial {
 	for k, vv := range r.Header {
 		for _, v := range vv {
 			// The label is built only for a value holding a placeholder.
-			if strings.Contains(v, provider.PlaceholderPrefix) {
+			if provider.IndexPlaceholder(v) >= 0 {
 				if d := checkPlaceholders("header "+k, v, bound); d != nil {
 					return d
 				}

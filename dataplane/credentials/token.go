@@ -34,6 +34,11 @@ const (
 	noExpiry = 5 * time.Minute
 	// maxTokenResponse bounds a token server's answer.
 	maxTokenResponse = 64 << 10
+	// failureMemory: a failed fetch is answered, without another, this
+	// long (a down token server is not asked by every request).
+	failureMemory = 5 * time.Second
+	// maxFetchWait bounds how long a request waits for another's fetch.
+	maxFetchWait = fetchTimeout
 )
 
 // token is an access token and when it stops being used.
@@ -42,15 +47,24 @@ type token struct {
 	expiry time.Time // zero: noExpiry from when it was fetched
 }
 
-// tokenCache is one provider revision's token, fetched one at a time.
+// failure is a fetch's error, answered until it is forgotten.
+type failure struct {
+	err   error
+	until time.Time
+}
+
+// tokenCache is one provider's token, fetched one at a time, and its last
+// fetch's failure.
 type tokenCache struct {
-	sem *chan struct{} // one fetch at a time; shared by carry
-	tok *atomic.Pointer[token]
+	sem  *chan struct{} // one fetch at a time; shared by carry
+	tok  *atomic.Pointer[token]
+	fail *atomic.Pointer[failure]
+	wait time.Duration // maxFetchWait
 }
 
 func newTokenCache() tokenCache {
 	sem := make(chan struct{}, 1)
-	return tokenCache{sem: &sem, tok: new(atomic.Pointer[token])}
+	return tokenCache{sem: &sem, tok: new(atomic.Pointer[token]), fail: new(atomic.Pointer[failure]), wait: maxFetchWait}
 }
 
 // current is the token held ("" none).
@@ -65,26 +79,36 @@ func (c tokenCache) current() string {
 }
 
 // get returns the token held while it is fresh, else fetches one (one
-// fetch at a time: a request waiting for another's fetch uses its token).
+// fetch at a time: a request waiting for another's fetch, at most c.wait,
+// uses its token or its error). A failed fetch's error is answered again,
+// without fetching, for failureMemory.
 func (c tokenCache) get(ctx context.Context, now func() time.Time, fetch func(context.Context) (token, error)) (string, error) {
-	if t := c.tok.Load(); t != nil && now().Before(t.expiry) {
-		return t.value, nil
+	if v, ok, err := c.held(now()); ok {
+		return v, err
 	}
+	wait := time.NewTimer(c.wait)
+	defer wait.Stop()
 	select {
 	case *c.sem <- struct{}{}:
+	case <-wait.C:
+		return "", fmt.Errorf("waited %s for another request's token fetch", c.wait)
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
 	defer func() { <-*c.sem }()
-	if t := c.tok.Load(); t != nil && now().Before(t.expiry) {
-		return t.value, nil
+	if v, ok, err := c.held(now()); ok {
+		return v, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
-	t, err := fetch(ctx)
+	t, err := fetch(fctx)
 	if err != nil {
+		if ctx.Err() == nil { // not the requester gone: the fetch's own failure
+			c.fail.Store(&failure{err: err, until: now().Add(failureMemory)})
+		}
 		return "", err
 	}
+	c.fail.Store(nil)
 	switch {
 	case t.expiry.IsZero():
 		t.expiry = now().Add(noExpiry)
@@ -95,6 +119,18 @@ func (c tokenCache) get(ctx context.Context, now func() time.Time, fetch func(co
 	}
 	c.tok.Store(&t)
 	return t.value, nil
+}
+
+// held is the token held while fresh, or the error of a failed fetch
+// while remembered; ok false when neither.
+func (c tokenCache) held(now time.Time) (string, bool, error) {
+	if t := c.tok.Load(); t != nil && now.Before(t.expiry) {
+		return t.value, true, nil
+	}
+	if f := c.fail.Load(); f != nil && now.Before(f.until) {
+		return "", true, f.err
+	}
+	return "", false, nil
 }
 
 // tokenClient is the HTTP client of token fetches: no proxy, no

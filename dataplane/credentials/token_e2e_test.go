@@ -11,7 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/portcullis-dev/portcullis/dataplane"
 	"github.com/portcullis-dev/portcullis/provider"
 )
 
@@ -51,7 +53,7 @@ func jsonAnswer(status int, body string) func(http.ResponseWriter, url.Values) {
 
 func oauthProvider(e *env, tokenURL string) provider.Provider {
 	return provider.Provider{
-		Spec: provider.Spec{Name: "oa", Type: provider.TypeOAuth2ClientCredentials, Hosts: []string{"oauth.example.com:" + strconv.Itoa(e.plain.port)},
+		Spec: provider.Spec{Name: "oa", Type: provider.TypeOAuth2ClientCredentials, Hosts: []string{"http://oauth.example.com:" + strconv.Itoa(e.plain.port)},
 			Settings: map[string]string{provider.SettingTokenURL: tokenURL, provider.SettingScopes: "read write", provider.SettingAudience: "https://api.example.com"}},
 		Revision: 1, Secret: map[string]string{provider.FieldClientID: "client-1", provider.FieldClientSecret: clientSec},
 	}
@@ -59,7 +61,7 @@ func oauthProvider(e *env, tokenURL string) provider.Provider {
 
 func exchangeProvider(e *env, tokenURL string) provider.Provider {
 	return provider.Provider{
-		Spec: provider.Spec{Name: "tx", Type: provider.TypeTokenExchange, Hosts: []string{"tx.example.com:" + strconv.Itoa(e.plain.port)},
+		Spec: provider.Spec{Name: "tx", Type: provider.TypeTokenExchange, Hosts: []string{"http://tx.example.com:" + strconv.Itoa(e.plain.port)},
 			Settings: map[string]string{provider.SettingTokenURL: tokenURL, provider.SettingResource: "https://api.example.com/", provider.SettingRequestedTokenType: "urn:ietf:params:oauth:token-type:access_token"}},
 		Revision: 1, Secret: map[string]string{provider.FieldSubjectToken: subject, provider.FieldClientID: "client-2", provider.FieldClientSecret: clientSec},
 	}
@@ -92,16 +94,38 @@ func TestOAuthClientCredentials(t *testing.T) {
 	status, body := e.do(t, "GET", e.url("open.example.com", false, "/oa-leak"), http.Header{"X-Token": {"oauth_access_TOKEN_A1"}}, "")
 	e.refused(t, status, body, "/oa-leak", "credential_supplied", "X-Token")
 
-	// A new revision drops the token: fetched again.
-	b := e.bundle(oauthProvider(e, ts.URL+"/token"))
-	b.Providers[len(b.Providers)-1].Revision = 2
-	e.agent.Credentials().SetCredentials(b)
-	if status, _ := e.do(t, "GET", e.url("oauth.example.com", false, "/oa/rev2"), nil, ""); status != 200 {
-		t.Errorf("after a new revision: %d", status)
+	// The token is kept while the provider's spec and secret are the
+	// same (a new revision of the same content too), and dropped when
+	// they change, whatever the revision: a provider deleted and created
+	// again with another secret is at revision 1 again.
+	for _, step := range []struct {
+		name      string
+		revision  uint64
+		secret    string
+		wantCalls int32
+	}{
+		{"re-created: revision 1, new secret", 1, secondSecret, 2},
+		{"same content, new revision", 2, secondSecret, 2},
+		{"re-created again: revision 1, other settings", 1, secondSecret, 3},
+	} {
+		p := oauthProvider(e, ts.URL+"/token")
+		p.Revision, p.Secret[provider.FieldClientSecret] = step.revision, step.secret
+		if step.name == "re-created again: revision 1, other settings" {
+			p.Settings[provider.SettingScopes] = "read"
+		}
+		e.agent.Credentials().SetCredentials(e.bundle(p))
+		if status, _ := e.do(t, "GET", e.url("oauth.example.com", false, "/oa/step"), nil, ""); status != 200 {
+			t.Errorf("%s: %d", step.name, status)
+		}
+		e.plain.take()
+		if n := ts.calls.Load(); n != step.wantCalls {
+			t.Errorf("%s: %d token fetches, want %d", step.name, n, step.wantCalls)
+		}
 	}
-	e.plain.take()
-	if n := ts.calls.Load(); n != 2 {
-		t.Errorf("%d token fetches after a new revision, want 2", n)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, pass, _ := (&http.Request{Header: http.Header{"Authorization": {ts.auths[len(ts.auths)-1]}}}).BasicAuth(); pass != secondSecret {
+		t.Error("the last fetch did not use the re-created provider's secret")
 	}
 }
 
@@ -147,6 +171,44 @@ func TestTokenFetchFailsClosed(t *testing.T) {
 				t.Errorf("the reason is %d bytes: the server's description is not cut short", len(r))
 			}
 		})
+	}
+}
+
+// A failed fetch is remembered for 5 s: the requests meanwhile are
+// refused with its reason at once, the token server not asked again;
+// after, it is.
+func TestTokenFailureRemembered(t *testing.T) {
+	var offset atomic.Int64 // the proxy's clock runs offset ahead
+	e := newEnv(t, func(c *dataplane.Config) {
+		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	})
+	var up atomic.Bool
+	ts := startTokenServer(t, func(w http.ResponseWriter, form url.Values) {
+		if !up.Load() {
+			jsonAnswer(503, `{"error":"temporarily_unavailable"}`)(w, form)
+			return
+		}
+		jsonAnswer(200, `{"access_token":"oauth_access_TOKEN_A1","token_type":"Bearer","expires_in":3600}`)(w, form)
+	})
+	e.agent.Credentials().SetCredentials(e.bundle(oauthProvider(e, ts.URL+"/token")))
+	for i := range 3 {
+		path := fmt.Sprintf("/down/%d", i)
+		status, body := e.do(t, "GET", e.url("oauth.example.com", false, path), nil, "")
+		e.refused(t, status, body, path, "credential_unavailable", "answered 503: temporarily_unavailable")
+		if i == 0 {
+			up.Store(true) // back up: the failure is still answered
+		}
+	}
+	if n := ts.calls.Load(); n != 1 {
+		t.Errorf("%d token fetches within 5 s of a failure, want 1", n)
+	}
+	offset.Store(int64(6 * time.Second))
+	if status, body := e.do(t, "GET", e.url("oauth.example.com", false, "/down/after"), nil, ""); status != 200 {
+		t.Fatalf("after 5 s: %d %v", status, body)
+	}
+	e.plain.take()
+	if n := ts.calls.Load(); n != 2 {
+		t.Errorf("%d token fetches after 5 s, want 2", n)
 	}
 }
 

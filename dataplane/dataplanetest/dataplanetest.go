@@ -1,7 +1,8 @@
 // Package dataplanetest owns what tests that run proxies share: running
 // an Agent for the length of a test (and waiting for all of it when the
-// test ends), and the admin clients of the real test gateway
-// (gateway/gatewaytest) a gateway-mode proxy follows.
+// test ends), a Reviewer deciding its held calls, and the admin clients
+// of the real test gateway (gateway/gatewaytest) a gateway-mode proxy
+// follows.
 package dataplanetest
 
 import (

@@ -64,7 +64,7 @@ var layers = map[string][]string{
 	"dataplane/decision":        {"decision"},
 	"dataplane/gatewayclient":   {"policy", "provider", "dataplane/decision", "dataplane/hold", "decision/decisionpb", "internal/signing", "internal/ca", "internal/atomicfile", "internal/telemetry", "proto/portcullis/v1"},
 	"dataplane/policylocal":     {"advisor", "policy", "dataplane/decision", "proto/portcullis/v1"},
-	"dataplane/dataplanetest":   {"dataplane", "gateway/gatewaytest", "proto/..."},
+	"dataplane/dataplanetest":   {"dataplane", "dataplane/hold", "gateway/gatewaytest", "proto/..."},
 	"internal/ocsf":             {"decision", "internal/rotate", "internal/version", "internal/telemetry/otlp"},
 	"internal/ocsf/gatewayocsf": {"internal/ocsf", "store", "sentry"},
 	"internal/ocsf/ocsftest":    nil,

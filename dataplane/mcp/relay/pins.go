@@ -276,6 +276,10 @@ type Listing struct {
 	// Upstream sends the requests, to the address checked for the
 	// caller's.
 	Upstream Upstream
+	// Credential, when not nil, adds what the caller's forwarded request
+	// would carry (its bound provider's credential) to each request, its
+	// body given; it returns the body to send.
+	Credential func(out *http.Request, body []byte) []byte
 }
 
 // Upstream sends one request whose body is held whole (h1.Pool is one).
@@ -349,6 +353,9 @@ func (rl *Relay) listTools(ctx context.Context, ep Endpoint, l Listing) error {
 		}
 		if l.Version == "2026-07-28" {
 			out.Header.Set(mcp.HeaderMCPMethod, "tools/list")
+		}
+		if l.Credential != nil {
+			body = l.Credential(out, body)
 		}
 		res, err := l.Upstream.RoundTrip(ctx, out, body, nil)
 		if err != nil {
