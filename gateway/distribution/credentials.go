@@ -62,9 +62,6 @@ type credHub struct {
 
 	mu      sync.Mutex
 	streams map[string]map[*policyStream]struct{} // keyed streams by sandbox
-	// known is the newest generation read per sandbox: an ACK may name
-	// no newer one.
-	known map[string]uint64
 	// dirty holds the sandboxes to read at once (a change here, a new
 	// stream); kick wakes run for them.
 	dirty map[string]struct{}
@@ -76,7 +73,7 @@ type credHub struct {
 
 func newCredHub(src CredentialSource, log *slog.Logger, interval time.Duration) *credHub {
 	return &credHub{src: src, log: log, interval: interval, streams: make(map[string]map[*policyStream]struct{}),
-		known: make(map[string]uint64), dirty: make(map[string]struct{}), kick: make(chan struct{}, 1), failed: make(map[string]string)}
+		dirty: make(map[string]struct{}), kick: make(chan struct{}, 1), failed: make(map[string]string)}
 }
 
 // credStream is the credentials side of one keyed stream.
@@ -129,7 +126,6 @@ func (c *credHub) unregister(ps *policyStream) {
 	delete(c.streams[sb], ps)
 	if len(c.streams[sb]) == 0 {
 		delete(c.streams, sb)
-		delete(c.known, sb)
 		delete(c.failed, sb)
 	}
 }
@@ -275,9 +271,6 @@ func (c *credHub) refresh(ctx context.Context, sandbox string) error {
 	if b == nil || b.Sandbox != sandbox || b.Generation == 0 {
 		return fmt.Errorf("read credentials: the bundle read is not one of sandbox %q", sandbox)
 	}
-	c.mu.Lock()
-	c.known[sandbox] = max(c.known[sandbox], b.Generation)
-	c.mu.Unlock()
 	for _, ps := range c.behind(sandbox, b.Generation) {
 		if err := ps.cred.live(ctx); err != nil {
 			ps.fail(err)
@@ -335,13 +328,6 @@ func (cs *credStream) sentFor(nonce string) (uint64, bool) {
 	gen, ok := cs.nonces[nonce]
 	delete(cs.nonces, nonce)
 	return gen, ok
-}
-
-// knownGeneration is the newest generation of sandbox read here.
-func (c *credHub) knownGeneration(sandbox string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.known[sandbox]
 }
 
 // credentialsAck records a proxy's answer to a delivery: the generation
