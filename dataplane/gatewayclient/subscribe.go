@@ -367,11 +367,14 @@ func (s *Subscriber) apply(sp *portcullisv1.SignedPolicy, pol *policy.Policy) er
 			return fmt.Errorf("sandbox CA: %w", err)
 		}
 	}
-	if err := s.proxy.SetPolicy(pol, fmt.Sprint(sp.GetVersion())); err != nil {
-		return err
-	}
+	// The CA first: it is the sandbox's, whatever the version, and a
+	// version seen in force must come with the CA to intercept its TLS
+	// (a caller that waits for the version then reads the CA).
 	if sandboxCA != nil {
 		s.proxy.SetCA(sandboxCA)
+	}
+	if err := s.proxy.SetPolicy(pol, fmt.Sprint(sp.GetVersion())); err != nil {
+		return err
 	}
 	s.applied = sp
 	return nil
