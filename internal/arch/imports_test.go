@@ -51,6 +51,7 @@ var layers = map[string][]string{
 	"dataplane/h1":              nil,
 	"dataplane/credentials":     {"dataplane/h1", "policy", "provider"},
 	"dataplane/hold":            {"dataplane/mcp", "policy"},
+	"dataplane/wsframe":         {"provider"},
 	"dataplane/tunnelstart":     {"dataplane/h1", "policy"},
 	"dataplane/transparent":     {"dataplane/tunnelstart"},
 	"dataplane/match":           {"policy", "internal/strictjson"},

@@ -1,0 +1,263 @@
+// Package wsframe reads the frames a WebSocket client sends (RFC 6455 §5)
+// and writes them on, with the credential placeholders of one provider in
+// its text messages replaced by the credential: what an endpoint's
+// websocket_credential_rewrite asks of the proxy. It knows nothing of
+// HTTP or policies; the proxy hands it the two sides of an upgraded
+// connection (client → server only: the server's frames are relayed as
+// they come).
+//
+// A text message is read whole (its fragments joined, within
+// Rewriter.MaxMessage), its placeholders of the bound provider replaced,
+// and written as one frame, masked with a fresh key as a client's must
+// be. A placeholder of another provider, in a text or a binary message,
+// is a Refusal: the caller closes the connection with 1008 (policy
+// violation) and nothing of that message is forwarded. Control frames
+// (close, ping, pong) pass at once, between fragments too, unless they
+// hold a placeholder (refused: a credential never goes in one). Frames with
+// reserved bits (an extension the proxy removed from the handshake, such
+// as permessage-deflate, whose frames it could not read), unmasked
+// frames and malformed ones are errors.
+package wsframe
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/portcullis-dev/portcullis/provider"
+)
+
+// The opcodes (RFC 6455 §5.2).
+const (
+	OpContinuation = 0x0
+	OpText         = 0x1
+	OpBinary       = 0x2
+	OpClose        = 0x8
+	OpPing         = 0x9
+	OpPong         = 0xA
+)
+
+// Rewriter replaces Provider's placeholders in text messages by Value.
+type Rewriter struct {
+	Provider string
+	Value    []byte
+	// MaxMessage bounds a message read whole (default 1 MiB).
+	MaxMessage int
+}
+
+// DefaultMaxMessage is MaxMessage's default.
+const DefaultMaxMessage = 1 << 20
+
+// Refusal is a message the proxy must not forward: the connection is
+// closed with 1008.
+type Refusal struct{ Reason string }
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// ErrProtocol wraps a client's frame that breaks RFC 6455.
+var ErrProtocol = errors.New("websocket protocol error")
+
+func protocolf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
+}
+
+// frame is one frame read: its first byte's flags and opcode, and the
+// payload unmasked.
+type frame struct {
+	fin     bool
+	opcode  byte
+	payload []byte
+}
+
+// Relay copies client frames from src to dst until src ends (io.EOF:
+// nil), a close frame has been relayed (nil), or an error: a *Refusal,
+// an ErrProtocol, or the connection's.
+func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
+	max := rw.MaxMessage
+	if max <= 0 {
+		max = DefaultMaxMessage
+	}
+	var (
+		msg     []byte // the message being joined
+		msgOp   byte   // its opcode; 0 when none is open
+		hdr     [14]byte
+		scratch []byte
+	)
+	for {
+		f, err := readFrame(src, &hdr, &scratch, max)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if msgOp == 0 {
+					return nil
+				}
+				return io.ErrUnexpectedEOF // a message left without its final fragment
+			}
+			return err
+		}
+		switch {
+		case f.opcode >= 0x8: // control: whole, at once
+			if provider.IndexPlaceholder(f.payload) >= 0 { // a ping's data, a close's reason
+				return &Refusal{Reason: "a WebSocket control frame holds a placeholder"}
+			}
+			if err := writeFrame(dst, true, f.opcode, f.payload); err != nil {
+				return err
+			}
+			if f.opcode == OpClose {
+				return nil
+			}
+			continue
+		case f.opcode == OpContinuation:
+			if msgOp == 0 {
+				return protocolf("a continuation frame with no message open")
+			}
+		case f.opcode == OpText || f.opcode == OpBinary:
+			if msgOp != 0 {
+				return protocolf("a new message before the last one's final fragment")
+			}
+			msgOp = f.opcode
+		default:
+			return protocolf("reserved opcode 0x%x", f.opcode)
+		}
+		if len(msg)+len(f.payload) > max {
+			return &Refusal{Reason: fmt.Sprintf("a WebSocket message larger than %d bytes cannot be inspected", max)}
+		}
+		msg = append(msg, f.payload...)
+		if !f.fin {
+			continue
+		}
+		out, err := rw.rewrite(msgOp, msg)
+		if err != nil {
+			return err
+		}
+		if err := writeFrame(dst, true, msgOp, out); err != nil {
+			return err
+		}
+		msg, msgOp = msg[:0], 0
+	}
+}
+
+// rewrite returns msg with the bound provider's placeholders replaced
+// (text), or a Refusal for another provider's.
+func (rw Rewriter) rewrite(op byte, msg []byte) ([]byte, error) {
+	placeholder := []byte(provider.Placeholder(rw.Provider))
+	var out []byte
+	rest := msg
+	for {
+		at := provider.IndexPlaceholder(rest)
+		if at < 0 {
+			break
+		}
+		name, _, _ := provider.FindPlaceholder(string(rest[at:]))
+		exact := bytes.HasPrefix(rest[at:], placeholder) && len(name) == len(rw.Provider)
+		if op != OpText || rw.Provider == "" || !exact {
+			return nil, &Refusal{Reason: fmt.Sprintf("a WebSocket message holds the placeholder of provider %q, which this endpoint does not rewrite", name)}
+		}
+		if out == nil {
+			out = make([]byte, 0, len(msg)+len(rw.Value))
+		}
+		out = append(append(out, rest[:at]...), rw.Value...)
+		rest = rest[at+len(placeholder):]
+	}
+	if out == nil {
+		return msg, nil
+	}
+	return append(out, rest...), nil
+}
+
+// readFrame reads one client frame, its payload unmasked into *scratch
+// (reused), refusing a payload over max.
+func readFrame(r io.Reader, hdr *[14]byte, scratch *[]byte, max int) (frame, error) {
+	if _, err := io.ReadFull(r, hdr[:2]); err != nil {
+		return frame{}, err
+	}
+	b0, b1 := hdr[0], hdr[1]
+	if b0&0x70 != 0 {
+		return frame{}, protocolf("reserved bits set (an extension was not negotiated)")
+	}
+	f := frame{fin: b0&0x80 != 0, opcode: b0 & 0x0F}
+	if b1&0x80 == 0 {
+		return frame{}, protocolf("a client frame that is not masked")
+	}
+	n := uint64(b1 & 0x7F)
+	switch n {
+	case 126:
+		if _, err := io.ReadFull(r, hdr[2:4]); err != nil {
+			return frame{}, noEOF(err)
+		}
+		n = uint64(binary.BigEndian.Uint16(hdr[2:4]))
+	case 127:
+		if _, err := io.ReadFull(r, hdr[2:10]); err != nil {
+			return frame{}, noEOF(err)
+		}
+		n = binary.BigEndian.Uint64(hdr[2:10])
+		if n>>63 != 0 {
+			return frame{}, protocolf("a payload length with its top bit set")
+		}
+	}
+	if f.opcode >= 0x8 && (n > 125 || !f.fin) {
+		return frame{}, protocolf("a control frame longer than 125 bytes or fragmented")
+	}
+	if n > uint64(max) {
+		return frame{}, &Refusal{Reason: fmt.Sprintf("a WebSocket frame larger than %d bytes cannot be inspected", max)}
+	}
+	var key [4]byte
+	if _, err := io.ReadFull(r, key[:]); err != nil {
+		return frame{}, noEOF(err)
+	}
+	if cap(*scratch) < int(n) {
+		*scratch = make([]byte, n)
+	}
+	p := (*scratch)[:n]
+	if _, err := io.ReadFull(r, p); err != nil {
+		return frame{}, noEOF(err)
+	}
+	for i := range p {
+		p[i] ^= key[i%4]
+	}
+	f.payload = p
+	return f, nil
+}
+
+// noEOF: a frame cut short is not a clean end.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// writeFrame writes one frame masked with a fresh key, as a client's.
+func writeFrame(w io.Writer, fin bool, op byte, payload []byte) error {
+	var hdr [14]byte
+	hdr[0] = op
+	if fin {
+		hdr[0] |= 0x80
+	}
+	n := 2
+	switch l := len(payload); {
+	case l <= 125:
+		hdr[1] = 0x80 | byte(l)
+	case l <= 0xFFFF:
+		hdr[1] = 0x80 | 126
+		binary.BigEndian.PutUint16(hdr[2:4], uint16(l))
+		n = 4
+	default:
+		hdr[1] = 0x80 | 127
+		binary.BigEndian.PutUint64(hdr[2:10], uint64(l))
+		n = 10
+	}
+	key := hdr[n : n+4]
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	masked := make([]byte, n+4+len(payload))
+	copy(masked, hdr[:n+4])
+	for i, c := range payload {
+		masked[n+4+i] = c ^ key[i%4]
+	}
+	_, err := w.Write(masked)
+	return err
+}
