@@ -18,8 +18,9 @@ import (
 // a CredentialsAck. A bundle that does not open (tampered, for another
 // proxy or generation, not a valid bundle) leaves the holder with none
 // (fail closed: requests bound to a provider are denied) and the ACK says
-// why. A generation below the one held is ignored (a replica behind): the
-// ACK names the one held. No part of a bundle is logged, traced or kept.
+// why. Every delivery replaces what was held, a lower generation too (a
+// store restored from a backup). No part of a bundle is logged, traced or
+// kept.
 
 // CredentialHolder keeps, in memory only, the credentials the gateway
 // delivers: each call replaces what it held (a bundle with no providers

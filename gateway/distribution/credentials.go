@@ -84,10 +84,11 @@ type credStream struct {
 	// it: a token revoked (rotated, or the proxy stolen) since the stream
 	// opened gets no secret, and its stream ends.
 	live func(context.Context) error
-	// sent is the generation last sealed for the stream; due the
-	// delivery waiting for its sender.
-	sent atomic.Uint64
-	due  atomic.Pointer[portcullisv1.SealedCredentials]
+	// sent is the generation last sealed for the stream (delivered: one
+	// was); due the delivery waiting for its sender.
+	sent      atomic.Uint64
+	delivered atomic.Bool
+	due       atomic.Pointer[portcullisv1.SealedCredentials]
 
 	mu     sync.Mutex
 	nonces map[string]uint64 // deliveries not yet answered: their generations
@@ -238,14 +239,17 @@ func (c *credHub) failure(ctx context.Context, sandbox string, err error) {
 	}
 }
 
-// behind returns sandbox's keyed streams that were sent a generation
-// older than gen.
+// behind returns sandbox's keyed streams that were sent no generation
+// yet, or another than gen: a new stream gets the sandbox's credentials
+// whatever they are (none at generation 0: its proxy, connected to a store
+// restored from a backup, may hold another's), and a stream is sent the
+// generation read whether it is newer or, the store restored, older.
 func (c *credHub) behind(sandbox string, gen uint64) []*policyStream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*policyStream
 	for ps := range c.streams[sandbox] {
-		if ps.cred.sent.Load() < gen {
+		if !ps.cred.delivered.Load() || ps.cred.sent.Load() != gen {
 			out = append(out, ps)
 		}
 	}
@@ -260,16 +264,18 @@ func (c *credHub) refresh(ctx context.Context, sandbox string) error {
 	if err != nil {
 		return fmt.Errorf("read credentials generation: %w", err)
 	}
-	if gen == 0 || len(c.behind(sandbox, gen)) == 0 {
+	if len(c.behind(sandbox, gen)) == 0 {
 		return nil
 	}
-	b, err := c.src.SandboxCredentials(ctx, sandbox)
-	if err != nil {
-		return fmt.Errorf("read credentials: %w", err)
-	}
-	defer drop(b)
-	if b == nil || b.Sandbox != sandbox || b.Generation == 0 {
-		return fmt.Errorf("read credentials: the bundle read is not one of sandbox %q", sandbox)
+	b := &provider.Bundle{Sandbox: sandbox} // generation 0: never a provider, no secret to read
+	if gen > 0 {
+		if b, err = c.src.SandboxCredentials(ctx, sandbox); err != nil {
+			return fmt.Errorf("read credentials: %w", err)
+		}
+		defer drop(b)
+		if b == nil || b.Sandbox != sandbox {
+			return fmt.Errorf("read credentials: the bundle read is not one of sandbox %q", sandbox)
+		}
 	}
 	for _, ps := range c.behind(sandbox, b.Generation) {
 		if err := ps.cred.live(ctx); err != nil {
@@ -281,6 +287,7 @@ func (c *credHub) refresh(ctx context.Context, sandbox string) error {
 			return err
 		}
 		ps.cred.sent.Store(b.Generation)
+		ps.cred.delivered.Store(true)
 		ps.cred.due.Store(msg)
 		ps.wake()
 	}

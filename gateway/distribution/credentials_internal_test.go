@@ -340,6 +340,36 @@ func TestCredentialsChangedDeliversAtOnce(t *testing.T) {
 	}
 }
 
+// A new stream is sent the sandbox's credentials whatever they are: none
+// at generation 0 (its proxy may hold a restored store's predecessor's),
+// with no secret read; and a stream is sent a generation lower than it
+// holds when the store went back (restored from a backup).
+func TestCredentialsNoneAndRestored(t *testing.T) {
+	h := newCredHarness(t, time.Hour)
+	k := newKey(t)
+	c := h.open("p1", k.Public())
+	sc := h.next(c)
+	b, err := k.Open("agent-1", "p1", sc.GetGeneration(), sc.GetEnc(), sc.GetCiphertext())
+	if err != nil || sc.GetGeneration() != 0 || len(b.Providers) != 0 {
+		t.Fatalf("first delivery at generation 0: %d, %v, %d providers; want 0, none", sc.GetGeneration(), err, len(b.Providers))
+	}
+	if n := h.src.read.Load(); n != 0 {
+		t.Fatalf("generation 0 read the sandbox's secrets %d times; it has none", n)
+	}
+	h.src.set(5, "before-the-restore")
+	h.events.Publish(events.CredentialsChanged{Sandboxes: []string{"agent-1"}})
+	if sc := h.next(c); sc.GetGeneration() != 5 {
+		t.Fatalf("generation %d, want 5", sc.GetGeneration())
+	}
+	h.src.set(2, "restored")
+	h.events.Publish(events.CredentialsChanged{Sandboxes: []string{"agent-1"}})
+	sc = h.next(c)
+	b, err = k.Open("agent-1", "p1", sc.GetGeneration(), sc.GetEnc(), sc.GetCiphertext())
+	if err != nil || sc.GetGeneration() != 2 || b.Providers[0].Secret[provider.FieldToken] != "restored" {
+		t.Fatalf("after the store went back: generation %d, %v; want 2 with the restored secret", sc.GetGeneration(), err)
+	}
+}
+
 // A stream whose token was revoked after it opened (a stolen sandbox
 // token, rotated) gets no new secret: the delivery ends its stream.
 func TestCredentialsNotToARevokedToken(t *testing.T) {

@@ -580,14 +580,16 @@ func (*StreamPolicyResponse_Credentials) isStreamPolicyResponse_Message() {}
 // HKDF-SHA256), HKDF-SHA256, AES-256-GCM) to the credential_key of the
 // proxy's hello, with info provider.SealInfo(sandbox, proxy_id). The
 // plaintext is a provider.Bundle as JSON. Sent after the hello (when the
-// proxy gave a key) and again whenever the sandbox's generation moves (a
-// provider attached, detached, rotated); the proxy replaces what it holds
-// and answers with a CredentialsAck.
+// proxy gave a key; at generation 0, no providers) and again whenever the
+// sandbox's generation moves (a provider attached, detached, rotated);
+// the proxy replaces what it holds, whatever the generation, and answers
+// with a CredentialsAck.
 type SealedCredentials struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// generation is the sandbox's credentials generation, also inside the
-	// sealed bundle; it only goes up, and a proxy ignores one below what it
-	// holds.
+	// sealed bundle. It goes up with every change; it is lower than a
+	// proxy holds only when the store was restored from a backup, and the
+	// proxy takes it all the same (the gateway's store is what stands).
 	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	// enc is HPKE's encapsulated key.
 	Enc        []byte `protobuf:"bytes,2,opt,name=enc,proto3" json:"enc,omitempty"`
