@@ -80,10 +80,10 @@ func newCredHub(src CredentialSource, log *slog.Logger, interval time.Duration) 
 type credStream struct {
 	sandbox string
 	key     []byte // the hello's credential_key
-	// live checks the stream's token again before anything is sealed for
-	// it: a token revoked (rotated, or the proxy stolen) since the stream
-	// opened gets no secret, and its stream ends.
-	live func(context.Context) error
+	// caller's token is checked again before anything is sealed for the
+	// stream: a token revoked (rotated, or the proxy stolen) since the
+	// stream opened gets no secret, and its stream ends.
+	caller Caller
 	// sent is the generation last sealed for the stream (delivered: one
 	// was); due the delivery waiting for its sender.
 	sent      atomic.Uint64
@@ -277,8 +277,15 @@ func (c *credHub) refresh(ctx context.Context, sandbox string) error {
 			return fmt.Errorf("read credentials: the bundle read is not one of sandbox %q", sandbox)
 		}
 	}
+	checked := map[string]error{} // a sandbox's proxies mostly share one token: checked once
 	for _, ps := range c.behind(sandbox, b.Generation) {
-		if err := ps.cred.live(ctx); err != nil {
+		tok := ps.cred.caller.Token
+		err, ok := checked[tok]
+		if !ok {
+			err = ps.cred.caller.Auth.Reauthenticate(ctx, tok)
+			checked[tok] = err
+		}
+		if err != nil {
 			ps.fail(err)
 			continue
 		}

@@ -101,10 +101,7 @@ func (d *Distribution) StreamPolicy(ctx context.Context, p Caller, stream Policy
 	}
 	if k := hello.GetCredentialKey(); len(k) > 0 && d.creds != nil {
 		// Before the stream can be woken: its sender reads it.
-		ps.cred = &credStream{sandbox: p.Sandbox, key: slices.Clone(k), live: func(ctx context.Context) error {
-			_, err := transport.OffStack(func() (struct{}, error) { return struct{}{}, p.Auth.Reauthenticate(ctx, p.Token) })
-			return err
-		}}
+		ps.cred = &credStream{sandbox: p.Sandbox, key: slices.Clone(k), caller: p}
 	}
 	ps.held.Store(hello.GetHeldVersion())
 	entry := d.proxies.connect(key, hello)
