@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -72,14 +73,14 @@ func (in *Intake) act(ctx context.Context, ev sentry.Event, received time.Time, 
 		_, err := in.record(ctx, a)
 		return err
 	}
-	if spent, err := in.takeBudget(ctx, ev.Source); err != nil {
+	if spent, err := in.takeBudget(ctx, ev.Source, ev.ID); err != nil {
 		return err
 	} else if spent != "" {
 		a.Status, a.Reason = store.SentryHeld, spent
 		_, err := in.record(ctx, a)
 		return err
 	}
-	defer in.returnBudget(ev.Source)
+	defer in.returnBudget(ev.Source, ev.ID)
 	in.urgent.enter()
 	release := sync.OnceFunc(in.urgent.leave)
 	defer func() {
@@ -122,47 +123,57 @@ func (in *Intake) stale(ev sentry.Event, received time.Time) string {
 	return ""
 }
 
+// eventKey names one event: a quarantine's place in the budget and its
+// stored action.
+type eventKey struct{ source, id string }
+
 // takeBudget takes a place in source's quarantine budget and in the
-// fleet's for a freeze, to be given back (returnBudget) once its action
-// is recorded, or says why there is none. The source's budget is checked
-// first: a source past its own takes nothing from the fleet's. The places
-// taken count with the freezes stored, so that two quarantines at once
-// cannot both take the last one, and the lock is held only to count: a
-// slow freeze does not hold up the next.
-func (in *Intake) takeBudget(ctx context.Context, source string) (spent string, err error) {
+// fleet's for the freeze of event id, to be given back (returnBudget)
+// once its action is recorded, or says why there is none. The source's
+// budget is checked first: a source past its own takes nothing from the
+// fleet's. The places taken count with the freezes stored, each event
+// once (a freeze committed but not yet given back is both), so that two
+// quarantines at once cannot both take the last place and a freeze is
+// never counted twice; the lock is held only to count: a slow freeze
+// does not hold up the next.
+func (in *Intake) takeBudget(ctx context.Context, source, id string) (spent string, err error) {
 	in.breaker.Lock()
 	defer in.breaker.Unlock()
-	since := in.cfg.Now().Add(-in.cfg.BudgetWindow)
-	if per := in.cfg.QuarantineBudgetPerSource; per > 0 {
-		n, err := in.st.CountSentryActions(ctx, source, []string{store.SentryFrozen}, since)
-		if err != nil {
-			return "", fmt.Errorf("count recent sentry freezes of source %q: %w", source, err)
-		}
-		if n += in.freezingBy[source]; n >= per {
-			return fmt.Sprintf("quarantine budget of source %q spent: it froze %d of at most %d sandboxes in the last %s (--quarantine-budget-per-source); an operator must decide", source, n, per, in.cfg.BudgetWindow), nil
+	per, fleet := in.cfg.QuarantineBudgetPerSource, in.cfg.QuarantineBudget
+	if per <= 0 && fleet <= 0 {
+		in.freezing[eventKey{source, id}] = struct{}{}
+		return "", nil
+	}
+	stored, err := in.st.ListSentryActions(ctx, store.SentryActionFilter{
+		Status: []string{store.SentryFrozen}, Since: in.cfg.Now().Add(-in.cfg.BudgetWindow)})
+	if err != nil {
+		return "", fmt.Errorf("list recent sentry freezes: %w", err)
+	}
+	frozen := make(map[eventKey]struct{}, len(stored)+len(in.freezing))
+	for _, a := range stored {
+		frozen[eventKey{a.Source, a.EventID}] = struct{}{}
+	}
+	maps.Copy(frozen, in.freezing)
+	bySource := 0
+	for k := range frozen {
+		if k.source == source {
+			bySource++
 		}
 	}
-	if in.cfg.QuarantineBudget > 0 {
-		n, err := in.st.CountSentryActions(ctx, "", []string{store.SentryFrozen}, since)
-		if err != nil {
-			return "", fmt.Errorf("count recent sentry freezes: %w", err)
-		}
-		if n += in.freezing; n >= in.cfg.QuarantineBudget {
-			return fmt.Sprintf("quarantine budget spent: Sentry froze %d of at most %d sandboxes in the last %s (--quarantine-budget); an operator must decide", n, in.cfg.QuarantineBudget, in.cfg.BudgetWindow), nil
-		}
+	if per > 0 && bySource >= per {
+		return fmt.Sprintf("quarantine budget of source %q spent: it froze %d of at most %d sandboxes in the last %s (--quarantine-budget-per-source); an operator must decide", source, bySource, per, in.cfg.BudgetWindow), nil
 	}
-	in.freezing++
-	in.freezingBy[source]++
+	if fleet > 0 && len(frozen) >= fleet {
+		return fmt.Sprintf("quarantine budget spent: Sentry froze %d of at most %d sandboxes in the last %s (--quarantine-budget); an operator must decide", len(frozen), fleet, in.cfg.BudgetWindow), nil
+	}
+	in.freezing[eventKey{source, id}] = struct{}{}
 	return "", nil
 }
 
-func (in *Intake) returnBudget(source string) {
+func (in *Intake) returnBudget(source, id string) {
 	in.breaker.Lock()
 	defer in.breaker.Unlock()
-	in.freezing--
-	if in.freezingBy[source]--; in.freezingBy[source] <= 0 {
-		delete(in.freezingBy, source)
-	}
+	delete(in.freezing, eventKey{source, id})
 }
 
 func (in *Intake) actionOf(ctx context.Context, ev sentry.Event) (store.SentryAction, error) {

@@ -156,12 +156,11 @@ type Intake struct {
 	// bulk writes as possible, and the push and the ACKs get the CPU the
 	// bulk lane would take.
 	urgent gate
-	// breaker guards freezing, the quarantines of this replica between
-	// their place in the budget and their recorded action (takeBudget),
-	// and freezingBy, the same per source.
-	breaker    sync.Mutex
-	freezing   int
-	freezingBy map[string]int
+	// breaker guards freezing: the quarantines of this replica that hold
+	// a place in the budget (takeBudget) and have not yet given it back,
+	// keyed by their event (a stored freeze still here is counted once).
+	breaker  sync.Mutex
+	freezing map[eventKey]struct{}
 	// background is the ack waits in flight (Wait, for tests and
 	// shutdown).
 	background sync.WaitGroup
@@ -191,7 +190,7 @@ func New(cfg Config, st store.Reader, life *lifecycle.Lifecycle, log *slog.Logge
 	cfg.UrgentHold = positiveOr(cfg.UrgentHold, DefaultUrgentHold)
 	cfg.Settle = positiveOr(cfg.Settle, DefaultSettle)
 	cfg.Window = positiveOr(cfg.Window, DefaultWindow)
-	return &Intake{cfg: cfg, st: st, events: life.SentryEvents(), life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), freezingBy: map[string]int{},
+	return &Intake{cfg: cfg, st: st, events: life.SentryEvents(), life: life, log: log, bulk: make(chan struct{}, cfg.BulkSlots), freezing: map[eventKey]struct{}{},
 		reading: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), checks: make(chan check, checkQueue)}
 }
 
