@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	"github.com/portcullis-dev/portcullis/dataplane/credentials"
+	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/relay"
+	"github.com/portcullis-dev/portcullis/dataplane/wsproxy"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -73,6 +75,10 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			list = p.toolsListFor(req, r, ep, nil)
 		}
 	}
+	if why := wsproxy.Refused(endpointOf(cur, d), d.Review > 0); why != "" && wsproxy.Requested(r) {
+		p.deny(w, r, cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: why}, nil)
+		return
+	}
 	// The providers' credentials (dataplane/credentials), before the allow is recorded.
 	creq := credentials.Request{Host: t.host, Port: t.port, TLS: scheme == "https", Endpoint: endpointOf(cur, d), Body: body, Held: d.Review > 0 && mreq == nil}
 	plan, body, den := p.creds.Check(r.Context(), w, r, creq)
@@ -95,7 +101,9 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		defer done()
 	}
-	p.forward(w, r, scheme, t, addr, canonical, body, list, plan)
+	if ref := p.forward(w, r, scheme, t, addr, canonical, body, list, plan); ref != nil { // a WebSocket's message
+		p.record(cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: ref.Reason, ReasonCode: ref.Code}, nil, decision.NewDenialID())
+	}
 	if list != nil {
 		list.release()
 	}
@@ -111,10 +119,8 @@ func checkRequest(r *http.Request, rawPath string) (path, reason string) {
 		// upstream would see a different request from the one judged.
 		return "", "the Connection header names " + h + ", which would be removed before the upstream sees it"
 	}
-	if r.Header.Get("Upgrade") != "" {
-		// An upgraded connection (WebSocket) would carry traffic the proxy
-		// no longer inspects.
-		return "", "protocol upgrades are not inspected yet"
+	if reason := wsproxy.CheckHandshake(r); reason != "" {
+		return "", reason
 	}
 	if i := nonASCII(r.RequestURI); i >= 0 {
 		// Go percent-encodes such a byte into the path it hands on; an

@@ -2,16 +2,15 @@ package dataplane
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
+	"github.com/portcullis-dev/portcullis/dataplane/gatewayclient"
 	"github.com/portcullis-dev/portcullis/internal/ca"
 	"github.com/portcullis-dev/portcullis/internal/exetrim"
 	"github.com/portcullis-dev/portcullis/internal/rotate"
@@ -90,7 +89,7 @@ func (c *Config) prepare() (io.Closer, error) {
 			gw.DataDir = c.DataDir
 		}
 		if gw.ProxyID == "" {
-			id, err := keptProxyID(c.DataDir)
+			id, err := gatewayclient.KeptProxyID(c.DataDir)
 			if err != nil {
 				return nil, err
 			}
@@ -116,34 +115,6 @@ func (c *Config) prepare() (io.Closer, error) {
 	}
 	c.DecisionLog = out
 	return out, nil
-}
-
-// keptProxyID returns the proxy id kept in dataDir, creating one (host
-// name and a random suffix) on first start.
-func keptProxyID(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, "proxy-id")
-	if b, err := os.ReadFile(path); err == nil {
-		if id := strings.TrimSpace(string(b)); id != "" {
-			return id, nil
-		}
-	}
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
-			return r
-		}
-		return -1
-	}, host)
-	if host == "" {
-		host = "proxy"
-	}
-	var b [3]byte
-	rand.Read(b[:])
-	id := fmt.Sprintf("%s-%x", host, b)
-	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("keep proxy id: %w", err)
-	}
-	return id, nil
 }
 
 // trimSchedule is when the proxy releases memory (Process.TrimMemory).

@@ -17,7 +17,8 @@ type Plan struct {
 	header, value string // the header set, and its value
 	placeholder   string // replaced in the body by credential, when rewriting
 	credential    string
-	rewrite       bool
+	rewrite       bool   // request_body_credential_rewrite
+	name          string // the provider's, for websocket_credential_rewrite
 	sign          *signing
 	now           func() time.Time
 }
@@ -61,7 +62,22 @@ func (h *Holder) plan(ctx context.Context, r *http.Request, in Request, e *entry
 		return nil, deny(CodeUnavailable, "provider %s has type %q, which this proxy does not know", e.p.Name, e.p.Type)
 	}
 	p.rewrite = ep.RequestBodyCredentialRewrite && ep.Protocol == policy.ProtocolREST && p.sign == nil
+	if ep.WebsocketCredentialRewrite && ep.Protocol == policy.ProtocolREST && p.sign == nil {
+		p.name = e.p.Name
+	}
 	return p, nil
+}
+
+// WebSocketRewrite returns the provider whose placeholders the proxy
+// replaces in the text messages of a WebSocket this Plan's request opens
+// (websocket_credential_rewrite), and the credential that replaces them;
+// "" when none does (a nil Plan, an endpoint without the field, an aws
+// provider, whose credential signs and never travels).
+func (p *Plan) WebSocketRewrite() (provider string, credential []byte) {
+	if p == nil || p.name == "" {
+		return "", nil
+	}
+	return p.name, []byte(p.credential)
 }
 
 // Apply adds the credential to out, the request forwarded (its header a

@@ -365,22 +365,7 @@ func (c *upstreamConn) exchange(ctx context.Context, req *http.Request, body []b
 // Trailer) and Host are the proxy's own, never copied, and the
 // hop-by-hop ones are left out; nothing else is added (no User-Agent).
 func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
-	bw.WriteString(req.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(req.URL.EscapedPath())
-	if req.URL.RawQuery != "" {
-		bw.WriteByte('?')
-		bw.WriteString(req.URL.RawQuery)
-	}
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
-	named := connectionNamed(req.Header)
-	writeFields(bw, req.Header, func(name string) bool { return framingField(name) || isHopByHop(name, named) })
+	writeRequestHead(bw, req)
 	length := req.ContentLength
 	streamed := body == nil && req.Body != nil && req.Body != http.NoBody && length != 0
 	if body != nil {
@@ -420,6 +405,27 @@ func writeRequest(bw *bufio.Writer, req *http.Request, body []byte) error {
 		}
 		return err
 	}
+}
+
+// writeRequestHead writes req's request line, Host and end-to-end header
+// fields (see writeRequest), without the blank line that ends them.
+func writeRequestHead(bw *bufio.Writer, req *http.Request) {
+	bw.WriteString(req.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(req.URL.EscapedPath())
+	if req.URL.RawQuery != "" {
+		bw.WriteByte('?')
+		bw.WriteString(req.URL.RawQuery)
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	named := connectionNamed(req.Header)
+	writeFields(bw, req.Header, func(name string) bool { return framingField(name) || isHopByHop(name, named) })
 }
 
 // framingField reports the fields the proxy writes itself, never copied.

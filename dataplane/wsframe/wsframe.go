@@ -52,8 +52,12 @@ type Rewriter struct {
 const DefaultMaxMessage = 1 << 20
 
 // Refusal is a message the proxy must not forward: the connection is
-// closed with 1008.
-type Refusal struct{ Reason string }
+// closed with 1008. Code is CodePlaceholder when a placeholder is why.
+type Refusal struct{ Code, Reason string }
+
+// CodePlaceholder is the reason code (a decision record's) of a message
+// refused for a placeholder: dataplane/credentials' CodePlaceholder.
+const CodePlaceholder = "credential_placeholder"
 
 func (r *Refusal) Error() string { return r.Reason }
 
@@ -100,7 +104,7 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 		switch {
 		case f.opcode >= 0x8: // control: whole, at once
 			if provider.IndexPlaceholder(f.payload) >= 0 { // a ping's data, a close's reason
-				return &Refusal{Reason: "a WebSocket control frame holds a placeholder"}
+				return &Refusal{Code: CodePlaceholder, Reason: "a WebSocket control frame holds a placeholder"}
 			}
 			if err := writeFrame(dst, true, f.opcode, f.payload); err != nil {
 				return err
@@ -153,7 +157,7 @@ func (rw Rewriter) rewrite(op byte, msg []byte) ([]byte, error) {
 		name, _, _ := provider.FindPlaceholder(string(rest[at:]))
 		exact := bytes.HasPrefix(rest[at:], placeholder) && len(name) == len(rw.Provider)
 		if op != OpText || rw.Provider == "" || !exact {
-			return nil, &Refusal{Reason: fmt.Sprintf("a WebSocket message holds the placeholder of provider %q, which this endpoint does not rewrite", name)}
+			return nil, &Refusal{Code: CodePlaceholder, Reason: fmt.Sprintf("a WebSocket message holds the placeholder of provider %q, which this endpoint does not rewrite", name)}
 		}
 		if out == nil {
 			out = make([]byte, 0, len(msg)+len(rw.Value))

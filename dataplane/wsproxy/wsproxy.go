@@ -1,0 +1,285 @@
+// Package wsproxy carries a WebSocket (RFC 6455) through the proxy: it
+// checks a client's opening handshake, says which endpoints carry one,
+// and forwards the handshake and then the messages, the client's read
+// and rewritten by dataplane/wsframe, the server's relayed as they come.
+//
+// Only a rest endpoint with websocket_credential_rewrite carries a
+// WebSocket: there the proxy reads every message the client sends, so a
+// provider's placeholder is replaced by its credential in a text message
+// (the endpoint's credential_binding) and any other placeholder closes
+// the connection with 1008 before that message goes anywhere. Elsewhere
+// an upgrade is refused: what follows a 101 would pass uninspected.
+//
+// Extensions are not negotiated: the proxy removes
+// Sec-WebSocket-Extensions from the handshake it forwards (a
+// permessage-deflate message could not be read), and an upstream that
+// answers with one anyway is refused.
+package wsproxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/portcullis-dev/portcullis/dataplane/h1"
+	"github.com/portcullis-dev/portcullis/dataplane/wsframe"
+	"github.com/portcullis-dev/portcullis/policy"
+)
+
+// Protocol is the upgrade token of a WebSocket.
+const Protocol = "websocket"
+
+// closeWait bounds the wait, after the client's close frame went
+// upstream, for the server's to come back before both ends are closed.
+const closeWait = 5 * time.Second
+
+// Requested reports whether r asks for a protocol upgrade.
+func Requested(r *http.Request) bool {
+	_, ok := r.Header["Upgrade"]
+	return ok
+}
+
+// CheckHandshake says why r is not a WebSocket opening handshake the
+// proxy carries (RFC 6455 §4.1); "" when it is one, or asks no upgrade.
+// Nothing the client sent is quoted.
+func CheckHandshake(r *http.Request) string {
+	up, ok := r.Header["Upgrade"]
+	if !ok {
+		return ""
+	}
+	h := r.Header
+	switch {
+	case len(up) != 1 || !strings.EqualFold(strings.TrimSpace(up[0]), Protocol):
+		return "the proxy carries only upgrades to websocket"
+	case r.Method != http.MethodGet:
+		return "a WebSocket handshake must be a GET"
+	case !r.ProtoAtLeast(1, 1):
+		return "a WebSocket handshake must be HTTP/1.1"
+	case !httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade"):
+		return "a WebSocket handshake's Connection must name Upgrade"
+	case len(h["Sec-Websocket-Version"]) != 1 || h.Get("Sec-Websocket-Version") != "13":
+		return "a WebSocket handshake must have one Sec-WebSocket-Version, 13"
+	case len(h["Sec-Websocket-Key"]) != 1 || !validKey(h.Get("Sec-Websocket-Key")):
+		return "a WebSocket handshake must have one Sec-WebSocket-Key, 16 bytes in base64"
+	case r.ContentLength != 0 || len(r.TransferEncoding) > 0:
+		return "a WebSocket handshake must not carry a body"
+	}
+	return ""
+}
+
+func validKey(k string) bool {
+	b, err := base64.StdEncoding.DecodeString(k)
+	return err == nil && len(b) == 16
+}
+
+// Refused says why ep, the endpoint that allowed a WebSocket handshake
+// (nil: none), does not carry the WebSocket; "" when it does. held: the
+// handshake was to be held for review, which it cannot wait for.
+func Refused(ep *policy.Endpoint, held bool) string {
+	switch {
+	case ep == nil || ep.Protocol != policy.ProtocolREST || !ep.WebsocketCredentialRewrite:
+		return "a WebSocket is carried only by a rest endpoint with websocket_credential_rewrite (its messages are read); elsewhere they would pass uninspected"
+	case held:
+		return "a WebSocket handshake cannot be held for review"
+	}
+	return ""
+}
+
+// accept is the Sec-WebSocket-Accept a server answers key with.
+func accept(key string) string {
+	h := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// Forward sends out, the WebSocket handshake to forward (its header a
+// copy Forward may change), upstream (ctx ends the handshake, not the
+// WebSocket), and answers w with what the
+// upstream answers. On 101 it takes w's connection (track keeps it, and
+// the upstream's, until both are closed) and carries the WebSocket until
+// either end closes it: the client's frames through rw (wsframe), the
+// server's as they come. It returns when both are closed, with a
+// *wsframe.Refusal when a client message was refused (closed 1008), a
+// wsframe.ErrProtocol for a client that broke RFC 6455 (closed 1002),
+// else the error that ended it, if any.
+func Forward(ctx context.Context, w http.ResponseWriter, out *http.Request, up *h1.Pool, rw wsframe.Rewriter, track func(io.Closer) (remove func())) error {
+	out.Header.Del("Sec-Websocket-Extensions")
+	res, conn, err := up.Upgrade(ctx, out, Protocol, w.Header())
+	if err != nil {
+		answer(w, http.StatusBadGateway, "upstream_unreachable", "the upstream could not be reached")
+		return err
+	}
+	if conn == nil { // refused, redirected…: the answer as it came
+		defer res.Body.Close()
+		h1.RemoveHopByHop(w.Header())
+		w.WriteHeader(res.StatusCode)
+		return h1.CopyResponse(w, res.Body, false)
+	}
+	defer track(conn)()
+	defer conn.Close()
+	if why := checkAnswer(res, out.Header.Get("Sec-Websocket-Key")); why != "" {
+		clear(w.Header())
+		answer(w, http.StatusBadGateway, "upstream_protocol_error", why)
+		return errors.New(why)
+	}
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		clear(w.Header())
+		answer(w, http.StatusInternalServerError, "internal_error", "this connection cannot carry a WebSocket")
+		return err
+	}
+	defer track(client)()
+	defer client.Close()
+	h1.RemoveHopByHop(res.Header)
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
+	res.Header.Write(brw)
+	brw.WriteString("\r\n")
+	if err := brw.Flush(); err != nil {
+		return err
+	}
+	return relay(client, brw.Reader, conn, rw)
+}
+
+// checkAnswer says why res, an upstream's 101 to a handshake with key, is
+// not a WebSocket server's answer; "" when it is.
+func checkAnswer(res *http.Response, key string) string {
+	h := res.Header
+	switch {
+	case !strings.EqualFold(strings.TrimSpace(h.Get("Upgrade")), Protocol):
+		return "the upstream switched to another protocol than websocket"
+	case !httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade"):
+		return "the upstream's 101 does not name Upgrade in Connection"
+	case h.Get("Sec-Websocket-Accept") != accept(key):
+		return "the upstream's Sec-WebSocket-Accept does not answer the handshake's key"
+	case len(h["Sec-Websocket-Extensions"]) > 0:
+		return "the upstream accepted a WebSocket extension the proxy did not offer"
+	}
+	return ""
+}
+
+// relay carries the WebSocket between client (what it sent already
+// buffered in cr) and server until both are closed.
+func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteCloser, rw wsframe.Rewriter) error {
+	type ended struct {
+		between bool // the last frame went whole: a close frame may follow
+		err     error
+	}
+	up, down := make(chan error, 1), make(chan ended, 1)
+	go func() { up <- rw.Relay(server, cr) }()
+	go func() {
+		between, err := copyFrames(client, server)
+		down <- ended{between, err}
+	}()
+	var err error
+	select {
+	case d := <-down: // the server closed: so does the proxy
+		client.Close()
+		<-up
+		return d.err
+	case err = <-up:
+	}
+	var refusal *wsframe.Refusal
+	code := uint16(0)
+	switch {
+	case errors.As(err, &refusal):
+		code = 1008 // policy violation
+	case errors.Is(err, wsframe.ErrProtocol):
+		code = 1002 // protocol error
+	case err == nil:
+		// The client's close went upstream (or the client left): the
+		// server's close comes back, then it closes.
+		timer := time.NewTimer(closeWait)
+		defer timer.Stop()
+		select {
+		case d := <-down:
+			return d.err
+		case <-timer.C:
+			server.Close()
+			<-down
+			return nil
+		}
+	}
+	server.Close() // the server's frames stop; nothing more goes to it
+	if d := <-down; code != 0 && d.between {
+		client.Write(closeFrame(code, err.Error()))
+	}
+	return err
+}
+
+// closeFrame is a server's close frame (unmasked) with code and as much
+// of reason as a control frame holds.
+func closeFrame(code uint16, reason string) []byte {
+	if len(reason) > 123 {
+		reason = reason[:123]
+	}
+	f := make([]byte, 4, 4+len(reason))
+	f[0], f[1] = 0x80|wsframe.OpClose, byte(2+len(reason))
+	binary.BigEndian.PutUint16(f[2:], code)
+	return append(f, reason...)
+}
+
+// copyFrames copies the server's frames from src to dst as they come
+// (they are the server's to form: nothing is read in them but their
+// length) until src ends. It reports whether it stopped between frames.
+func copyFrames(dst io.Writer, src io.Reader) (between bool, err error) {
+	var hdr [10]byte
+	for {
+		if _, err := io.ReadFull(src, hdr[:2]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return true, err
+		}
+		n, extra := uint64(hdr[1]&0x7F), 0
+		switch n {
+		case 126:
+			extra = 2
+		case 127:
+			extra = 8
+		}
+		if _, err := io.ReadFull(src, hdr[2:2+extra]); err != nil {
+			return true, err // nothing of this frame was written
+		}
+		switch extra {
+		case 2:
+			n = uint64(binary.BigEndian.Uint16(hdr[2:4]))
+		case 8:
+			n = binary.BigEndian.Uint64(hdr[2:10])
+		}
+		if hdr[1]&0x80 != 0 {
+			n += 4 // a masking key, which a server must not send: the client will refuse it
+		}
+		if n>>63 != 0 {
+			return true, errors.New("a server frame's length has its top bit set")
+		}
+		if _, err := dst.Write(hdr[:2+extra]); err != nil {
+			return false, err
+		}
+		if m, err := io.CopyN(dst, src, int64(n)); err != nil || m < int64(n) {
+			return false, cmpErr(err, io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+func cmpErr(err, otherwise error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return otherwise
+	}
+	return err
+}
+
+// answer writes the proxy's own error answer, as the proxy writes them.
+func answer(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": code, "detail": detail})
+}
