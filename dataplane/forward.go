@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -14,8 +13,6 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/credentials"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
-	"github.com/portcullis-dev/portcullis/dataplane/wsframe"
-	"github.com/portcullis-dev/portcullis/dataplane/wsproxy"
 )
 
 // identityOnly is the Accept-Encoding of a request whose answer is
@@ -62,15 +59,13 @@ func (o *outbound) release() {
 // its hop-by-hop ones deleted there.
 //
 // list, when not nil, filters the tools/list results of the response;
-// plan, when not nil, adds the bound provider's credential. A WebSocket
-// handshake opens one (wsproxy), carried until it closes: a client's
-// message refused, which closed it, is returned.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte, list *toolsList, plan *credentials.Plan) *wsframe.Refusal {
+// plan, when not nil, adds the bound provider's credential.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t dest, addr netip.Addr, canonical string, body []byte, list *toolsList, plan *credentials.Plan) {
 	unescaped, err := url.PathUnescape(canonical)
 	if err != nil {
 		// CanonicalPath only produces valid encodings.
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal_error"})
-		return nil
+		return
 	}
 	upstream := p.upstreams.Get(h1.Key{Host: t.host, Addr: netip.AddrPortFrom(addr, uint16(t.port)), TLS: scheme == "https"})
 	ob := outbounds.Get().(*outbound)
@@ -89,8 +84,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 		Host:       r.Host,
 	}
 	out := &ob.req
-	websocket := wsproxy.Requested(r)
-	if list != nil || p.tracer != nil || plan != nil || websocket {
+	if list != nil || p.tracer != nil || plan != nil {
 		// A field changes: on a copy, never in the client's request.
 		maps.Copy(ob.header, r.Header)
 		out.Header = ob.header
@@ -101,9 +95,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 	}
 	if plan != nil {
 		body = plan.Apply(out, body)
-	}
-	if websocket {
-		return p.forwardWebSocket(r.Context(), w, out, upstream, plan, t)
 	}
 	switch {
 	case body != nil:
@@ -121,7 +112,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 			p.log.Warn("upstream request failed", "host", t.host, "port", t.port, "err", err)
 		}
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream_unreachable", "detail": "the upstream could not be reached"})
-		return nil
+		return
 	}
 	defer res.Body.Close()
 
@@ -151,7 +142,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 			// a timeout.
 			if err := http.NewResponseController(w).Flush(); err != nil {
 				p.log.Debug("response header flush failed", "host", t.host, "err", err)
-				return nil
+				return
 			}
 		}
 		if err := h1.CopyResponse(w, res.Body, streaming); err != nil && !errors.Is(err, context.Canceled) {
@@ -163,21 +154,4 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, scheme string, t
 			w.Header()[k] = vv
 		}
 	}
-	return nil
-}
-
-// forwardWebSocket carries the WebSocket out opens (wsproxy), its
-// client's text messages rewritten for plan's provider.
-func (p *Proxy) forwardWebSocket(ctx context.Context, w http.ResponseWriter, out *http.Request, upstream *h1.Pool, plan *credentials.Plan, t dest) *wsframe.Refusal {
-	var rw wsframe.Rewriter
-	rw.Provider, rw.Value = plan.WebSocketRewrite()
-	err := wsproxy.Forward(ctx, w, out, upstream, rw, p.hijacked.Add)
-	var ref *wsframe.Refusal
-	if errors.As(err, &ref) {
-		return ref
-	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
-		p.log.Debug("websocket ended", "host", t.host, "err", err)
-	}
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/portcullis-dev/portcullis/dataplane/credentials"
-	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp"
 	"github.com/portcullis-dev/portcullis/dataplane/mcp/relay"
@@ -101,9 +100,11 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 		}
 		defer done()
 	}
-	if ref := p.forward(w, r, scheme, t, addr, canonical, body, list, plan); ref != nil { // a WebSocket's message
-		p.record(cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: ref.Reason, ReasonCode: ref.Code}, nil, decision.NewDenialID())
+	if wsproxy.Requested(r) {
+		p.webSocket(w, r, cur, req, d, scheme, t, addr, canonical, plan)
+		return
 	}
+	p.forward(w, r, scheme, t, addr, canonical, body, list, plan)
 	if list != nil {
 		list.release()
 	}

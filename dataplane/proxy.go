@@ -84,8 +84,9 @@ type Proxy struct {
 }
 
 type openTunnel struct {
-	req  policy.Request
-	conn net.Conn
+	req       policy.Request
+	end       func(reason string) // closes it
+	webSocket bool                // an inspected WebSocket (wsproxy), not an L4 tunnel
 }
 
 // loaded is one compiled policy version.

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"github.com/portcullis-dev/portcullis/dataplane/decision"
 	"github.com/portcullis-dev/portcullis/dataplane/h1"
 	"github.com/portcullis-dev/portcullis/dataplane/tunnelstart"
+	"github.com/portcullis-dev/portcullis/dataplane/wsproxy"
 	"github.com/portcullis-dev/portcullis/policy"
 )
 
@@ -32,7 +32,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		return
 	}
 	defer p.hijacked.Add(conn)()
-	defer p.trackTunnel(req, conn)()
+	defer p.trackTunnel(&openTunnel{req: req, end: func(string) { conn.Close() }})()
 
 	// The server's bytes flow at once (SSH, SMTP and Postgres servers
 	// speak first); the client's wait until their start is checked.
@@ -48,7 +48,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, cur *loaded, req 
 		p.recordFor(r, p.newRecord(cur, req, policy.Decision{Reason: v.Reason}, nil, id))
 		if v.HTTP {
 			conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			writeTunnelDenial(conn, cur, req, v.Reason, id)
+			tunnelstart.WriteDenial(conn, cur.version, req.Host, req.Port, v.Reason, id)
 		}
 		upstream.Close()
 		<-down
@@ -133,8 +133,7 @@ func (p *Proxy) servesInspected(ctx context.Context, cur *loaded, t dest, addr n
 }
 
 // trackTunnel registers an open tunnel until the returned function runs.
-func (p *Proxy) trackTunnel(req policy.Request, conn net.Conn) (untrack func()) {
-	t := &openTunnel{req: req, conn: conn}
+func (p *Proxy) trackTunnel(t *openTunnel) (untrack func()) {
 	p.tunnelsMu.Lock()
 	if p.tunnels == nil {
 		p.tunnels = make(map[*openTunnel]struct{})
@@ -164,6 +163,12 @@ func (p *Proxy) recheckTunnels() {
 		switch {
 		case cur == nil:
 			d.Reason = "no policy is loaded"
+		case t.webSocket:
+			if d = cur.matcher.Decide(&req); d.Allow {
+				if d.Reason = wsproxy.Refused(endpointOf(cur, d), d.Review > 0); d.Reason == "" {
+					continue
+				}
+			}
 		case cur.matcher.Inspect(req.Host, req.Port):
 			d.Reason = "the destination now needs L7 inspection"
 		default:
@@ -179,7 +184,7 @@ func (p *Proxy) recheckTunnels() {
 		d.Allow = false
 		d.Reason = "open tunnel closed: " + d.Reason
 		p.record(cur, req, d, nil, decision.NewDenialID())
-		t.conn.Close()
+		t.end(d.Reason)
 		delete(p.tunnels, t)
 	}
 }
@@ -187,21 +192,3 @@ func (p *Proxy) recheckTunnels() {
 // tunnelRecheck is how often open tunnels (and held calls) are judged
 // again, so grants end at their expires_at within this much.
 const tunnelRecheck = time.Second
-
-// writeTunnelDenial answers a refused plain-HTTP tunnel start with a 403,
-// as deny would have, and asks the client to close.
-func writeTunnelDenial(conn net.Conn, cur *loaded, req policy.Request, reason, id string) {
-	version := ""
-	if cur != nil {
-		version = cur.version
-	}
-	body, _ := json.Marshal(map[string]any{
-		"error":          "policy_denied",
-		"reason":         reason,
-		"policy_version": version,
-		"denial_id":      id,
-		"host":           req.Host,
-		"port":           req.Port,
-	})
-	fmt.Fprintf(conn, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
-}

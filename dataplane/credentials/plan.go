@@ -17,10 +17,13 @@ type Plan struct {
 	header, value string // the header set, and its value
 	placeholder   string // replaced in the body by credential, when rewriting
 	credential    string
-	rewrite       bool   // request_body_credential_rewrite
-	name          string // the provider's, for websocket_credential_rewrite
-	sign          *signing
-	now           func() time.Time
+	rewrite       bool // request_body_credential_rewrite
+	// name is the provider's, for websocket_credential_rewrite, and again
+	// judges the request again with what the holder holds then.
+	name  string
+	again func() (*Plan, string, string)
+	sign  *signing
+	now   func() time.Time
 }
 
 // plan is the Plan for a request bound to e, fetching e's token when its
@@ -64,20 +67,34 @@ func (h *Holder) plan(ctx context.Context, r *http.Request, in Request, e *entry
 	p.rewrite = ep.RequestBodyCredentialRewrite && ep.Protocol == policy.ProtocolREST && p.sign == nil
 	if ep.WebsocketCredentialRewrite && ep.Protocol == policy.ProtocolREST && p.sign == nil {
 		p.name = e.p.Name
+		p.again = func() (*Plan, string, string) { return h.Recheck(ctx, r, in, body) }
 	}
 	return p, nil
 }
 
 // WebSocketRewrite returns the provider whose placeholders the proxy
-// replaces in the text messages of a WebSocket this Plan's request opens
-// (websocket_credential_rewrite), and the credential that replaces them;
+// replaces in the text messages of the WebSocket this Plan's request
+// opens (websocket_credential_rewrite), and the credential that replaces
+// them in one message: the handshake judged again (Recheck) with what
+// the proxy holds when the message is sent, so that a rotation reaches
+// an open WebSocket and a detached provider's placeholder is refused.
 // "" when none does (a nil Plan, an endpoint without the field, an aws
-// provider, whose credential signs and never travels).
-func (p *Plan) WebSocketRewrite() (provider string, credential []byte) {
+// provider, whose credential signs and never travels). The credential
+// may be asked for while the request's handler runs.
+func (p *Plan) WebSocketRewrite() (provider string, credential func() ([]byte, string, string)) {
 	if p == nil || p.name == "" {
 		return "", nil
 	}
-	return p.name, []byte(p.credential)
+	return p.name, func() ([]byte, string, string) {
+		now, code, reason := p.again()
+		switch {
+		case reason != "":
+			return nil, code, reason
+		case now == nil || now.name != p.name:
+			return nil, CodeUnavailable, "provider " + p.name + " no longer rewrites this WebSocket"
+		}
+		return []byte(now.credential), "", ""
+	}
 }
 
 // Apply adds the credential to out, the request forwarded (its header a

@@ -32,6 +32,7 @@ package tunnelstart
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -303,3 +304,19 @@ func (c *replayConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
 func (c *replayConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (c *replayConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+
+// WriteDenial answers a refused plain-HTTP tunnel start (Verdict.HTTP)
+// with a 403, as the proxy answers a denied request (denial id, reason,
+// the policy version in force, the destination), and asks the client to
+// close.
+func WriteDenial(w io.Writer, version, host string, port int, reason, id string) {
+	body, _ := json.Marshal(map[string]any{
+		"error":          "policy_denied",
+		"reason":         reason,
+		"policy_version": version,
+		"denial_id":      id,
+		"host":           host,
+		"port":           port,
+	})
+	fmt.Fprintf(w, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+}

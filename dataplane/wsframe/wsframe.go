@@ -40,12 +40,22 @@ const (
 	OpPong         = 0xA
 )
 
-// Rewriter replaces Provider's placeholders in text messages by Value.
+// Rewriter replaces Provider's placeholders in text messages by the
+// credential.
 type Rewriter struct {
 	Provider string
-	Value    []byte
+	// Credential returns the value that replaces Provider's
+	// placeholders, asked for each message that holds one (what is held
+	// when the message is sent: a rotation reaches an open WebSocket); a
+	// reason instead refuses the message, with its code.
+	Credential func() (value []byte, code, reason string)
 	// MaxMessage bounds a message read whole (default 1 MiB).
 	MaxMessage int
+}
+
+// Value is a Credential that is always value.
+func Value(value []byte) func() ([]byte, string, string) {
+	return func() ([]byte, string, string) { return value, "", "" }
 }
 
 // DefaultMaxMessage is MaxMessage's default.
@@ -147,7 +157,7 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 // (text), or a Refusal for another provider's.
 func (rw Rewriter) rewrite(op byte, msg []byte) ([]byte, error) {
 	placeholder := []byte(provider.Placeholder(rw.Provider))
-	var out []byte
+	var out, value []byte // out: nil until the first placeholder
 	rest := msg
 	for {
 		at := provider.IndexPlaceholder(rest)
@@ -156,13 +166,17 @@ func (rw Rewriter) rewrite(op byte, msg []byte) ([]byte, error) {
 		}
 		name, _, _ := provider.FindPlaceholder(string(rest[at:]))
 		exact := bytes.HasPrefix(rest[at:], placeholder) && len(name) == len(rw.Provider)
-		if op != OpText || rw.Provider == "" || !exact {
+		if op != OpText || rw.Provider == "" || rw.Credential == nil || !exact {
 			return nil, &Refusal{Code: CodePlaceholder, Reason: fmt.Sprintf("a WebSocket message holds the placeholder of provider %q, which this endpoint does not rewrite", name)}
 		}
 		if out == nil {
-			out = make([]byte, 0, len(msg)+len(rw.Value))
+			var code, reason string
+			if value, code, reason = rw.Credential(); reason != "" {
+				return nil, &Refusal{Code: code, Reason: reason}
+			}
+			out = make([]byte, 0, len(msg)+len(value))
 		}
-		out = append(append(out, rest[:at]...), rw.Value...)
+		out = append(append(out, rest[:at]...), value...)
 		rest = rest[at+len(placeholder):]
 	}
 	if out == nil {

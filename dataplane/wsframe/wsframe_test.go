@@ -74,7 +74,7 @@ func TestRFCExample(t *testing.T) {
 		t.Fatal("the test's encoder disagrees with the RFC's example")
 	}
 	var out bytes.Buffer
-	if err := (Rewriter{Provider: "gh", Value: []byte("s3cr3t")}).Relay(&out, bytes.NewReader(in)); err != nil {
+	if err := (Rewriter{Provider: "gh", Credential: Value([]byte("s3cr3t"))}).Relay(&out, bytes.NewReader(in)); err != nil {
 		t.Fatal(err)
 	}
 	if got := decode(t, out.Bytes()); len(got) != 1 || got[0] != (outFrame{true, OpText, "Hello"}) {
@@ -93,7 +93,7 @@ func TestPlaceholderAcrossFragments(t *testing.T) {
 	in = append(in, clientFrame(true, OpClose, []byte{0x03, 0xe8}, key)...)
 	in = append(in, clientFrame(true, OpText, []byte("after close"), key)...)
 	var out bytes.Buffer
-	if err := (Rewriter{Provider: "gh", Value: []byte("s3cr3t")}).Relay(&out, bytes.NewReader(in)); err != nil {
+	if err := (Rewriter{Provider: "gh", Credential: Value([]byte("s3cr3t"))}).Relay(&out, bytes.NewReader(in)); err != nil {
 		t.Fatal(err)
 	}
 	got := decode(t, out.Bytes())
@@ -112,7 +112,7 @@ func TestPlaceholderAcrossFragments(t *testing.T) {
 func TestLargeMessage(t *testing.T) {
 	body := strings.Repeat("x", 70000) + "portcullis:provider:gh"
 	var out bytes.Buffer
-	if err := (Rewriter{Provider: "gh", Value: []byte("V")}).Relay(&out, bytes.NewReader(clientFrame(true, OpText, []byte(body), key))); err != nil {
+	if err := (Rewriter{Provider: "gh", Credential: Value([]byte("V"))}).Relay(&out, bytes.NewReader(clientFrame(true, OpText, []byte(body), key))); err != nil {
 		t.Fatal(err)
 	}
 	if got := decode(t, out.Bytes()); len(got) != 1 || got[0].payload != strings.Repeat("x", 70000)+"V" {
@@ -148,7 +148,7 @@ func TestRefused(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := (Rewriter{Provider: "gh", Value: []byte("s3cr3t"), MaxMessage: c.max}).Relay(&out, bytes.NewReader(append(bytes.Clone(ok), c.in...)))
+			err := (Rewriter{Provider: "gh", Credential: Value([]byte("s3cr3t")), MaxMessage: c.max}).Relay(&out, bytes.NewReader(append(bytes.Clone(ok), c.in...)))
 			var r *Refusal
 			switch {
 			case c.refusal && !errors.As(err, &r):
@@ -172,7 +172,7 @@ func FuzzRelay(f *testing.F) {
 	f.Add([]byte{0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
-		err := (Rewriter{Provider: "gh", Value: []byte("s3cr3t"), MaxMessage: 4096}).Relay(&out, bytes.NewReader(in))
+		err := (Rewriter{Provider: "gh", Credential: Value([]byte("s3cr3t")), MaxMessage: 4096}).Relay(&out, bytes.NewReader(in))
 		if err == nil || errors.As(err, new(*Refusal)) || errors.Is(err, ErrProtocol) || errors.Is(err, io.ErrUnexpectedEOF) {
 			for _, f := range decode(t, out.Bytes()) {
 				if strings.Contains(strings.ToLower(f.payload), "portcullis:provider:") {

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -101,52 +102,93 @@ func accept(key string) string {
 	return base64.StdEncoding.EncodeToString(h[:])
 }
 
-// Forward sends out, the WebSocket handshake to forward (its header a
-// copy Forward may change), upstream (ctx ends the handshake, not the
-// WebSocket), and answers w with what the
-// upstream answers. On 101 it takes w's connection (track keeps it, and
-// the upstream's, until both are closed) and carries the WebSocket until
-// either end closes it: the client's frames through rw (wsframe), the
-// server's as they come. It returns when both are closed, with a
-// *wsframe.Refusal when a client message was refused (closed 1008), a
-// wsframe.ErrProtocol for a client that broke RFC 6455 (closed 1002),
-// else the error that ended it, if any.
-func Forward(ctx context.Context, w http.ResponseWriter, out *http.Request, up *h1.Pool, rw wsframe.Rewriter, track func(io.Closer) (remove func())) error {
+// Options is how Forward carries one WebSocket.
+type Options struct {
+	// Rewriter reads the client's frames (wsframe).
+	Rewriter wsframe.Rewriter
+	// Apply adds the bound provider's credential to the handshake
+	// forwarded (nil: nothing).
+	Apply func(out *http.Request)
+	// Track keeps a connection taken from the server, to be closed if the
+	// proxy stops, until the function it returns runs.
+	Track func(io.Closer) (remove func())
+	// Opened, when set, is told once the WebSocket is open how to end it
+	// (a close with 1008 and the reason: a policy that no longer allows
+	// it); it returns what to run once the WebSocket has ended.
+	Opened func(end func(reason string)) (ended func())
+}
+
+// Forward forwards r, a WebSocket handshake the policy allowed, to up:
+// the request line with path (canonical, escaped) and r's query, Host
+// host, r's end-to-end fields without Sec-WebSocket-Extensions and with
+// the credential (Options.Apply); and answers w with what the upstream
+// answers (ctx ends the handshake, not the WebSocket). On 101 it takes
+// w's connection and carries the WebSocket until either end closes it:
+// the client's frames through Options.Rewriter, the server's as they
+// come. It returns when both are closed, with the Refusal of a client's
+// message, which closed it (1008), if any, else what ended it: a
+// wsframe.ErrProtocol for a client that broke RFC 6455 (closed 1002), an
+// upstream that failed, nil for a close.
+func Forward(ctx context.Context, w http.ResponseWriter, r *http.Request, path, host string, up *h1.Pool, o Options) (*wsframe.Refusal, error) {
+	unescaped, err := url.PathUnescape(path)
+	if err != nil {
+		answer(w, http.StatusBadRequest, "bad_request", "malformed request path")
+		return nil, err
+	}
+	out := &http.Request{Method: r.Method, URL: &url.URL{Path: unescaped, RawPath: path, RawQuery: r.URL.RawQuery},
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: r.Header.Clone(), Host: host}
 	out.Header.Del("Sec-Websocket-Extensions")
+	if o.Apply != nil {
+		o.Apply(out)
+	}
 	res, conn, err := up.Upgrade(ctx, out, Protocol, w.Header())
 	if err != nil {
 		answer(w, http.StatusBadGateway, "upstream_unreachable", "the upstream could not be reached")
-		return err
+		return nil, err
 	}
 	if conn == nil { // refused, redirected…: the answer as it came
 		defer res.Body.Close()
 		h1.RemoveHopByHop(w.Header())
 		w.WriteHeader(res.StatusCode)
-		return h1.CopyResponse(w, res.Body, false)
+		return nil, h1.CopyResponse(w, res.Body, false)
 	}
-	defer track(conn)()
+	defer o.Track(conn)()
 	defer conn.Close()
 	if why := checkAnswer(res, out.Header.Get("Sec-Websocket-Key")); why != "" {
 		clear(w.Header())
 		answer(w, http.StatusBadGateway, "upstream_protocol_error", why)
-		return errors.New(why)
+		return nil, errors.New(why)
 	}
 	client, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		clear(w.Header())
 		answer(w, http.StatusInternalServerError, "internal_error", "this connection cannot carry a WebSocket")
-		return err
+		return nil, err
 	}
-	defer track(client)()
+	defer o.Track(client)()
 	defer client.Close()
 	h1.RemoveHopByHop(res.Header)
 	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
 	res.Header.Write(brw)
 	brw.WriteString("\r\n")
 	if err := brw.Flush(); err != nil {
-		return err
+		return nil, err
 	}
-	return relay(client, brw.Reader, conn, rw)
+	stop := make(chan string, 1)
+	if o.Opened != nil {
+		defer o.Opened(func(reason string) {
+			select {
+			case stop <- reason:
+			default:
+			}
+		})()
+	}
+	err = relay(client, brw.Reader, conn, o.Rewriter, stop)
+	var refusal *wsframe.Refusal
+	if errors.As(err, &refusal) {
+		return refusal, nil
+	}
+	return nil, err
 }
 
 // checkAnswer says why res, an upstream's 101 to a handshake with key, is
@@ -167,8 +209,9 @@ func checkAnswer(res *http.Response, key string) string {
 }
 
 // relay carries the WebSocket between client (what it sent already
-// buffered in cr) and server until both are closed.
-func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteCloser, rw wsframe.Rewriter) error {
+// buffered in cr) and server until both are closed, or a reason comes
+// on stop.
+func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteCloser, rw wsframe.Rewriter, stop <-chan string) error {
 	type ended struct {
 		between bool // the last frame went whole: a close frame may follow
 		err     error
@@ -179,21 +222,33 @@ func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteClose
 		between, err := copyFrames(client, server)
 		down <- ended{between, err}
 	}()
+	// closeBoth ends both sides, the client's with code and reason when
+	// the server's frames stopped between two.
+	closeBoth := func(code uint16, reason string) {
+		server.Close() // the server's frames stop; nothing more goes to it
+		if d := <-down; d.between {
+			client.Write(closeFrame(code, reason))
+		}
+		client.Close()
+	}
 	var err error
 	select {
 	case d := <-down: // the server closed: so does the proxy
 		client.Close()
 		<-up
 		return d.err
+	case reason := <-stop:
+		closeBoth(1008, reason)
+		<-up
+		return nil
 	case err = <-up:
 	}
 	var refusal *wsframe.Refusal
-	code := uint16(0)
 	switch {
 	case errors.As(err, &refusal):
-		code = 1008 // policy violation
+		closeBoth(1008, refusal.Reason) // policy violation
 	case errors.Is(err, wsframe.ErrProtocol):
-		code = 1002 // protocol error
+		closeBoth(1002, "protocol error")
 	case err == nil:
 		// The client's close went upstream (or the client left): the
 		// server's close comes back, then it closes.
@@ -205,12 +260,10 @@ func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteClose
 		case <-timer.C:
 			server.Close()
 			<-down
-			return nil
 		}
-	}
-	server.Close() // the server's frames stop; nothing more goes to it
-	if d := <-down; code != 0 && d.between {
-		client.Write(closeFrame(code, err.Error()))
+	default:
+		server.Close()
+		<-down
 	}
 	return err
 }
