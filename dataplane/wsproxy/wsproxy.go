@@ -272,7 +272,7 @@ func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteClose
 // of reason as a control frame holds.
 func closeFrame(code uint16, reason string) []byte {
 	if len(reason) > 123 {
-		reason = reason[:123]
+		reason = strings.ToValidUTF8(reason[:123], "") // a cut rune dropped
 	}
 	f := make([]byte, 4, 4+len(reason))
 	f[0], f[1] = 0x80|wsframe.OpClose, byte(2+len(reason))
