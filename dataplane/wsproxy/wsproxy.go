@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,6 +44,10 @@ const Protocol = "websocket"
 // closeWait bounds the wait, after the client's close frame went
 // upstream, for the server's to come back before both ends are closed.
 const closeWait = 5 * time.Second
+
+// lingerFor bounds how long, after the proxy closed a WebSocket itself,
+// what its client still sends is read and dropped.
+const lingerFor = 2 * time.Second
 
 // Requested reports whether r asks for a protocol upgrade.
 func Requested(r *http.Request) bool {
@@ -211,7 +216,7 @@ func checkAnswer(res *http.Response, key string) string {
 // relay carries the WebSocket between client (what it sent already
 // buffered in cr) and server until both are closed, or a reason comes
 // on stop.
-func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteCloser, rw wsframe.Rewriter, stop <-chan string) error {
+func relay(client net.Conn, cr *bufio.Reader, server io.ReadWriteCloser, rw wsframe.Rewriter, stop <-chan string) error {
 	type ended struct {
 		between bool // the last frame went whole: a close frame may follow
 		err     error
@@ -222,12 +227,23 @@ func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteClose
 		between, err := copyFrames(client, server)
 		down <- ended{between, err}
 	}()
-	// closeBoth ends both sides, the client's with code and reason when
-	// the server's frames stopped between two.
-	closeBoth := func(code uint16, reason string) {
-		server.Close() // the server's frames stop; nothing more goes to it
+	// closeBoth ends both sides after the proxy's own close: the server's
+	// frames stop, the client gets a close frame with code and reason when
+	// it can go between two of them, and what the client still sends is
+	// read and dropped until its close frame, or it closes, or lingerFor passes (closing a
+	// socket with unread data resets it, and the client would lose the
+	// close frame). upDone: the client's reader has returned.
+	closeBoth := func(code uint16, reason string, upDone bool) {
+		server.Close() // nothing more goes to it
+		client.SetDeadline(time.Now().Add(lingerFor))
 		if d := <-down; d.between {
 			client.Write(closeFrame(code, reason))
+		}
+		if !upDone {
+			<-up // its next write to the server fails, or its read times out
+		}
+		if (wsframe.Rewriter{}).Relay(io.Discard, cr) != nil { // nil: at its close frame
+			io.Copy(io.Discard, cr)
 		}
 		client.Close()
 	}
@@ -238,17 +254,16 @@ func relay(client io.ReadWriteCloser, cr *bufio.Reader, server io.ReadWriteClose
 		<-up
 		return d.err
 	case reason := <-stop:
-		closeBoth(1008, reason)
-		<-up
+		closeBoth(1008, reason, false)
 		return nil
 	case err = <-up:
 	}
 	var refusal *wsframe.Refusal
 	switch {
 	case errors.As(err, &refusal):
-		closeBoth(1008, refusal.Reason) // policy violation
+		closeBoth(1008, refusal.Reason, true) // policy violation
 	case errors.Is(err, wsframe.ErrProtocol):
-		closeBoth(1002, "protocol error")
+		closeBoth(1002, "protocol error", true)
 	case err == nil:
 		// The client's close went upstream (or the client left): the
 		// server's close comes back, then it closes.
