@@ -74,7 +74,7 @@ func (p *Proxy) handleHTTP(w http.ResponseWriter, r *http.Request, scheme string
 			list = p.toolsListFor(req, r, ep, nil)
 		}
 	}
-	if why := wsproxy.Refused(endpointOf(cur, d), d.Review > 0); why != "" && wsproxy.Requested(r) {
+	if why := wsproxy.Refused(r, cur.matcher.Policy(), d); why != "" {
 		p.deny(w, r, cur, req, policy.Decision{Entry: d.Entry, Endpoint: d.Endpoint, Rule: d.Rule, Reason: why}, nil)
 		return
 	}

@@ -88,10 +88,25 @@ func validKey(k string) bool {
 	return err == nil && len(b) == 16
 }
 
-// Refused says why ep, the endpoint that allowed a WebSocket handshake
-// (nil: none), does not carry the WebSocket; "" when it does. held: the
-// handshake was to be held for review, which it cannot wait for.
-func Refused(ep *policy.Endpoint, held bool) string {
+// Refused says why r, when it is a WebSocket handshake that d (a
+// decision of pol) allowed, is not carried (NotCarried); "" when it is,
+// or when r asks no upgrade: a request's cost is one map lookup.
+func Refused(r *http.Request, pol *policy.Policy, d policy.Decision) string {
+	if !Requested(r) {
+		return ""
+	}
+	var ep *policy.Endpoint
+	if np, ok := pol.NetworkPolicies[d.Entry]; ok && d.Endpoint >= 0 && d.Endpoint < len(np.Endpoints) {
+		ep = np.Endpoints[d.Endpoint]
+	}
+	return NotCarried(ep, d.Review > 0)
+}
+
+// NotCarried says why ep, the endpoint that allowed a WebSocket
+// handshake (nil: none), does not carry the WebSocket; "" when it does.
+// held: the handshake was to be held for review, which it cannot wait
+// for.
+func NotCarried(ep *policy.Endpoint, held bool) string {
 	switch {
 	case ep == nil || ep.Protocol != policy.ProtocolREST || !ep.WebsocketCredentialRewrite:
 		return "a WebSocket is carried only by a rest endpoint with websocket_credential_rewrite (its messages are read); elsewhere they would pass uninspected"
@@ -230,9 +245,9 @@ func relay(client net.Conn, cr *bufio.Reader, server io.ReadWriteCloser, rw wsfr
 	// closeBoth ends both sides after the proxy's own close: the server's
 	// frames stop, the client gets a close frame with code and reason when
 	// it can go between two of them, and what the client still sends is
-	// read and dropped until its close frame, or it closes, or lingerFor passes (closing a
-	// socket with unread data resets it, and the client would lose the
-	// close frame). upDone: the client's reader has returned.
+	// read and dropped until its close frame, its end, or lingerFor
+	// (closing a socket with unread data resets it, and the client would
+	// lose the close frame). upDone: the client's reader has returned.
 	closeBoth := func(code uint16, reason string, upDone bool) {
 		server.Close() // nothing more goes to it
 		client.SetDeadline(time.Now().Add(lingerFor))
