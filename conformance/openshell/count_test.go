@@ -48,6 +48,9 @@ func TestDocCounts(t *testing.T) {
 	for _, c := range advisorCases {
 		srcs = append(srcs, c.Source)
 	}
+	for _, c := range wsCases {
+		srcs = append(srcs, c.Source)
+	}
 
 	cases := map[string]int{}
 	tests := map[string]map[string]bool{}

@@ -24,7 +24,10 @@
 //   - HTTP framing and request-target handling (rest.rs, path.rs) and the
 //     JSON-RPC/MCP body inspector (l7/jsonrpc.rs) through the real proxy
 //     (dataplane.New and Agent.Run on 127.0.0.1:0) to a real upstream, judged
-//     by what the upstream received.
+//     by what the upstream received;
+//   - a WebSocket client's frames (l7/websocket.rs, at OpenShell 0dc1f493)
+//     through the proxy's client-side relay, wsframe.Rewriter.Relay, judged
+//     by the frames it writes upstream.
 //
 // A case that differs from OpenShell on purpose keeps OpenShell's outcome
 // and names the divergence it follows (Divergence, with our outcome in
@@ -65,6 +68,7 @@
 //	crates/openshell-supervisor-network/src/l7/path.rs        28 (61)
 //	crates/openshell-supervisor-network/src/l7/rest.rs        31 (37)
 //	crates/openshell-supervisor-network/src/l7/jsonrpc.rs     22 (25)
+//	crates/openshell-supervisor-network/src/l7/websocket.rs   25 (25)
 //	crates/openshell-supervisor-network/src/proxy.rs          69 (75)
 //	crates/openshell-supervisor-network/src/policy_local.rs    2 (2)
 //	crates/openshell-policy/src/lib.rs                        64 (70)
@@ -76,10 +80,10 @@
 //	crates/openshell-prover/src/report.rs                      2 (3)
 //	crates/openshell-server/src/grpc/policy.rs                 5 (10)
 //	e2e/python/test_policy_validation.py                       4 (4)
-//	total                                                    492 (604)
+//	total                                                    517 (629)
 //
 // Not ported: tests of OpenShell internals with no counterpart here
 // (engine generations and reloads, middleware, credential injection and
-// signing, WebSocket and GraphQL inspection, inference routing, OCSF
+// signing, GraphQL inspection (over WebSocket too), inference routing, OCSF
 // logging, symlink resolution through /proc, accept-loop back-off).
 package openshell

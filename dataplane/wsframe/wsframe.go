@@ -16,7 +16,9 @@
 // hold a placeholder (refused: a credential never goes in one). Frames with
 // reserved bits (an extension the proxy removed from the handshake, such
 // as permessage-deflate, whose frames it could not read), unmasked
-// frames and malformed ones are errors.
+// frames and malformed ones (a length not in its minimal form, a text
+// message or a close reason that is not UTF-8, a close code no peer may
+// send, a reserved opcode) are errors.
 package wsframe
 
 import (
@@ -26,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"github.com/portcullis-dev/portcullis/provider"
 )
@@ -112,9 +115,14 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 			return err
 		}
 		switch {
-		case f.opcode >= 0x8: // control: whole, at once
+		case f.opcode == OpClose || f.opcode == OpPing || f.opcode == OpPong: // control: whole, at once
 			if provider.IndexPlaceholder(f.payload) >= 0 { // a ping's data, a close's reason
 				return &Refusal{Code: CodePlaceholder, Reason: "a WebSocket control frame holds a placeholder"}
+			}
+			if f.opcode == OpClose {
+				if err := checkClose(f.payload); err != nil {
+					return err
+				}
 			}
 			if err := writeFrame(dst, true, f.opcode, f.payload); err != nil {
 				return err
@@ -141,6 +149,9 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 		msg = append(msg, f.payload...)
 		if !f.fin {
 			continue
+		}
+		if msgOp == OpText && !utf8.Valid(msg) {
+			return protocolf("a text message that is not valid UTF-8")
 		}
 		out, err := rw.rewrite(msgOp, msg)
 		if err != nil {
@@ -205,7 +216,9 @@ func readFrame(r io.Reader, hdr *[14]byte, scratch *[]byte, max int) (frame, err
 		if _, err := io.ReadFull(r, hdr[2:4]); err != nil {
 			return frame{}, noEOF(err)
 		}
-		n = uint64(binary.BigEndian.Uint16(hdr[2:4]))
+		if n = uint64(binary.BigEndian.Uint16(hdr[2:4])); n < 126 {
+			return frame{}, protocolf("a payload length not in its minimal form")
+		}
 	case 127:
 		if _, err := io.ReadFull(r, hdr[2:10]); err != nil {
 			return frame{}, noEOF(err)
@@ -213,6 +226,9 @@ func readFrame(r io.Reader, hdr *[14]byte, scratch *[]byte, max int) (frame, err
 		n = binary.BigEndian.Uint64(hdr[2:10])
 		if n>>63 != 0 {
 			return frame{}, protocolf("a payload length with its top bit set")
+		}
+		if n <= 0xFFFF {
+			return frame{}, protocolf("a payload length not in its minimal form")
 		}
 	}
 	if f.opcode >= 0x8 && (n > 125 || !f.fin) {
@@ -237,6 +253,25 @@ func readFrame(r io.Reader, hdr *[14]byte, scratch *[]byte, max int) (frame, err
 	}
 	f.payload = p
 	return f, nil
+}
+
+// checkClose checks a close frame's payload (RFC 6455 §5.5.1, §7.4): none,
+// or a status code a peer may send and a reason in UTF-8.
+func checkClose(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if len(p) == 1 {
+		return protocolf("a close frame with a one-byte payload")
+	}
+	switch code := binary.BigEndian.Uint16(p); {
+	case code < 1000, code >= 1004 && code <= 1006, code >= 1015 && code < 3000, code >= 5000:
+		return protocolf("a close frame with status code %d, which may not be sent", code)
+	}
+	if !utf8.Valid(p[2:]) {
+		return protocolf("a close frame whose reason is not valid UTF-8")
+	}
+	return nil
 }
 
 // noEOF: a frame cut short is not a clean end.
