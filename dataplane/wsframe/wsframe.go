@@ -153,7 +153,7 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 		if msgOp == OpText && !utf8.Valid(msg) {
 			return protocolf("a text message that is not valid UTF-8")
 		}
-		out, err := rw.rewrite(msgOp, msg)
+		out, err := rw.rewrite(msgOp, msg, max)
 		if err != nil {
 			return err
 		}
@@ -165,8 +165,9 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 }
 
 // rewrite returns msg with the bound provider's placeholders replaced
-// (text), or a Refusal for another provider's.
-func (rw Rewriter) rewrite(op byte, msg []byte) ([]byte, error) {
+// (text), or a Refusal for another provider's, or for a message that the
+// credentials would make larger than twice max.
+func (rw Rewriter) rewrite(op byte, msg []byte, max int) ([]byte, error) {
 	placeholder := []byte(provider.Placeholder(rw.Provider))
 	var out, value []byte // out: nil until the first placeholder
 	rest := msg
@@ -175,7 +176,9 @@ func (rw Rewriter) rewrite(op byte, msg []byte) ([]byte, error) {
 		if at < 0 {
 			break
 		}
-		name, _, _ := provider.FindPlaceholder(string(rest[at:]))
+		// The placeholder alone, as a name is at most 63 bytes: the rest
+		// of the message is not copied once a placeholder.
+		name, _, _ := provider.FindPlaceholder(string(rest[at:min(len(rest), at+len(provider.PlaceholderPrefix)+64)]))
 		exact := bytes.HasPrefix(rest[at:], placeholder) && len(name) == len(rw.Provider)
 		if op != OpText || rw.Provider == "" || rw.Credential == nil || !exact {
 			return nil, &Refusal{Code: CodePlaceholder, Reason: fmt.Sprintf("a WebSocket message holds the placeholder of provider %q, which this endpoint does not rewrite", name)}
@@ -186,6 +189,9 @@ func (rw Rewriter) rewrite(op byte, msg []byte) ([]byte, error) {
 				return nil, &Refusal{Code: code, Reason: reason}
 			}
 			out = make([]byte, 0, len(msg)+len(value))
+		}
+		if len(out)+at+len(value) > 2*max {
+			return nil, &Refusal{Reason: fmt.Sprintf("a WebSocket message would be larger than %d bytes with its credentials", 2*max)}
 		}
 		out = append(append(out, rest[:at]...), value...)
 		rest = rest[at+len(placeholder):]

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -164,6 +165,35 @@ func TestRefused(t *testing.T) {
 				t.Fatalf("forwarded %+v; want only the frame before", got)
 			}
 		})
+	}
+}
+
+// TestManyPlaceholders: a message made of the bound placeholder is
+// rewritten in memory linear in its size (a review found each
+// placeholder copying the rest of the message: 23 GB for 1 MiB), and a
+// credential that would blow a message past twice the bound is refused.
+func TestManyPlaceholders(t *testing.T) {
+	msg := []byte(strings.Repeat("portcullis:provider:gh ", DefaultMaxMessage/23))
+	in := clientFrame(true, OpText, msg, [4]byte{1, 2, 3, 4})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var out bytes.Buffer
+	if err := (Rewriter{Provider: "gh", Credential: Value([]byte("V"))}).Relay(&out, bytes.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := decode(t, out.Bytes()); len(got) != 1 || string(got[0].payload) != strings.Repeat("V ", DefaultMaxMessage/23) {
+		t.Fatalf("the message was not rewritten whole")
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16*uint64(len(msg)) {
+		t.Errorf("rewriting %d bytes allocated %d bytes: not linear", len(msg), alloc)
+	}
+	long := Value(bytes.Repeat([]byte("j"), 1024)) // a JWT, say
+	out.Reset()
+	err := (Rewriter{Provider: "gh", Credential: long}).Relay(&out, bytes.NewReader(in))
+	var refusal *Refusal
+	if !errors.As(err, &refusal) || out.Len() != 0 {
+		t.Errorf("a message grown 45 times: %v, %d bytes out; want a refusal and nothing out", err, out.Len())
 	}
 }
 
