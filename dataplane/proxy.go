@@ -87,6 +87,7 @@ type openTunnel struct {
 	req       policy.Request
 	end       func(reason string) // closes it
 	webSocket bool                // an inspected WebSocket (wsproxy), not an L4 tunnel
+	bound     string              // the provider its endpoint bound when it opened
 }
 
 // loaded is one compiled policy version.

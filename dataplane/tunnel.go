@@ -165,7 +165,7 @@ func (p *Proxy) recheckTunnels() {
 			d.Reason = "no policy is loaded"
 		case t.webSocket:
 			if d = cur.matcher.Decide(&req); d.Allow {
-				if d.Reason = wsproxy.NotCarried(endpointOf(cur, d), d.Review > 0); d.Reason == "" {
+				if d.Reason = wsproxy.StillCarried(endpointOf(cur, d), d.Review > 0, t.bound); d.Reason == "" {
 					continue
 				}
 			}

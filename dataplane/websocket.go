@@ -22,7 +22,9 @@ import (
 func (p *Proxy) webSocket(w http.ResponseWriter, r *http.Request, cur *loaded, req policy.Request, d policy.Decision, scheme string, t dest, addr netip.Addr, canonical string, plan *credentials.Plan) {
 	o := wsproxy.Options{Apply: func(out *http.Request) { plan.Apply(out, nil) }, Track: p.hijacked.Add}
 	o.Rewriter.Provider, o.Rewriter.Credential = plan.WebSocketRewrite()
-	o.Opened = func(end func(string)) func() { return p.trackTunnel(&openTunnel{req: req, end: end, webSocket: true}) }
+	o.Opened = func(end func(string)) func() {
+		return p.trackTunnel(&openTunnel{req: req, end: end, webSocket: true, bound: wsproxy.Bound(endpointOf(cur, d))})
+	}
 	upstream := p.upstreams.Get(h1.Key{Host: t.host, Addr: netip.AddrPortFrom(addr, uint16(t.port)), TLS: scheme == "https"})
 	ref, err := wsproxy.Forward(r.Context(), w, r, canonical, cmp.Or(r.Host, t.authority()), upstream, o)
 	if ref != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -246,4 +247,127 @@ func TestWebSocketMessageTooLarge(t *testing.T) {
 func acceptKey(key string) string {
 	h := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// TestWebSocketClosedWhenTheBindingChanges: a new policy version that
+// keeps the endpoint's websocket_credential_rewrite but drops its
+// credential_binding closes an open WebSocket, which would otherwise go on
+// putting the provider's token in its messages (found in review).
+func TestWebSocketClosedWhenTheBindingChanges(t *testing.T) {
+	e := newEnv(t)
+	c, res, err := e.dial(t, e.url("chat.example.com", false, "/socket"), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, res)
+	}
+	if got := roundTrip(t, c, websocket.MessageText, "a portcullis:provider:gh"); got != "echo:a "+ghToken {
+		t.Fatalf("first message: %q", got)
+	}
+	doc := fmt.Sprintf(`
+version: 1
+network_policies:
+  ws:
+    name: ws
+    endpoints:
+      - { host: chat.example.com, port: %d, protocol: rest, access: read-only, websocket_credential_rewrite: true }
+`, e.plain.port)
+	pol, _, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.agent.SetPolicy(pol, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c.Write(ctx, websocket.MessageText, []byte("b portcullis:provider:gh"))
+	if _, got, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusPolicyViolation || !strings.Contains(err.Error(), "credential_binding") {
+		t.Errorf("after the binding was dropped the client read %q, %v; want a close with 1008 naming credential_binding", got, err)
+	}
+	for _, m := range e.plain.messages() {
+		if strings.HasPrefix(m.data, "b ") {
+			t.Errorf("the server received %q after the binding was dropped", m.data)
+		}
+	}
+}
+
+// TestWebSocketServerGoneWhileWriting: a server that stops reading and
+// then half-closes while the client's messages fill the buffers ends the
+// relay; nothing of the proxy's stays blocked writing to it (found in
+// review).
+func TestWebSocketServerGoneWhileWriting(t *testing.T) {
+	e := newEnv(t)
+	fin := make(chan struct{})
+	port := rawUpstream(t, func(conn net.Conn, key string) {
+		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "+acceptKey(key)+"\r\n\r\n")
+		<-fin // not reading: the client's messages fill the buffers
+		conn.(*net.TCPConn).CloseWrite()
+		<-t.Context().Done()
+	})
+	doc := fmt.Sprintf("version: 1\nnetwork_policies:\n  ws:\n    name: ws\n    endpoints:\n      - { host: mute.example.com, port: %d, protocol: rest, access: read-only, websocket_credential_rewrite: true }\n", port)
+	pol, _, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.agent.SetPolicy(pol, "mute"); err != nil {
+		t.Fatal(err)
+	}
+	c, res, err := e.dial(t, fmt.Sprintf("ws://mute.example.com:%d/x", port), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, res)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		msg := []byte(strings.Repeat("m", 64<<10))
+		for {
+			if err := c.Write(context.Background(), websocket.MessageText, msg); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // long enough to fill the buffers
+	close(fin)
+	select {
+	case <-wrote:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client's writes never failed after the server left")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "wsproxy.relay") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay is still running 10 s after the server half-closed:\n%s", stacks)
+		}
+	}
+}
+
+// rawUpstream runs serve for each connection, after reading its request,
+// with the request's Sec-WebSocket-Key.
+func rawUpstream(t *testing.T, serve func(conn net.Conn, key string)) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				req, err := http.ReadRequest(bufio.NewReader(conn))
+				if err != nil {
+					return
+				}
+				serve(conn, req.Header.Get("Sec-WebSocket-Key"))
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }

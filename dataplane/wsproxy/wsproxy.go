@@ -24,6 +24,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -114,6 +115,29 @@ func NotCarried(ep *policy.Endpoint, held bool) string {
 		return "a WebSocket handshake cannot be held for review"
 	}
 	return ""
+}
+
+// StillCarried says why an open WebSocket, opened with provider bound
+// ("": none), is no longer carried by ep, the endpoint that allows it now
+// (held: now held for review); "" when it still is. Its messages are
+// rewritten as its handshake's endpoint said: a new binding needs a new
+// WebSocket.
+func StillCarried(ep *policy.Endpoint, held bool, bound string) string {
+	if why := NotCarried(ep, held); why != "" {
+		return why
+	}
+	if now := Bound(ep); now != bound {
+		return fmt.Sprintf("the endpoint's credential_binding changed (%q, opened with %q)", now, bound)
+	}
+	return ""
+}
+
+// Bound is the provider ep binds; "" for none (or no endpoint).
+func Bound(ep *policy.Endpoint) string {
+	if ep == nil || ep.CredentialBinding == nil {
+		return ""
+	}
+	return ep.CredentialBinding.Provider
 }
 
 // accept is the Sec-WebSocket-Accept a server answers key with.
@@ -266,6 +290,7 @@ func relay(client net.Conn, cr *bufio.Reader, server io.ReadWriteCloser, rw wsfr
 	select {
 	case d := <-down: // the server closed: so does the proxy
 		client.Close()
+		server.Close() // a write to it blocked (a half-closed server) ends
 		<-up
 		return d.err
 	case reason := <-stop:
