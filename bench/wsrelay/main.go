@@ -35,6 +35,7 @@ type config struct {
 	rounds     int
 	conns      int // connections of the throughput scenario
 	json       bool
+	cpuprofile string
 }
 
 func main() {
@@ -44,6 +45,7 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", 300*time.Millisecond, "unmeasured load per path and scenario before the first round")
 	flag.IntVar(&cfg.rounds, "rounds", 5, "interleaved rounds (each measures every scenario on both paths, in alternating order)")
 	flag.IntVar(&cfg.conns, "conns", 16, "WebSocket connections of the throughput scenario (1 KiB text)")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the proxy process over the rounds to this file (through its --pprof-listen)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
 	flag.Parse()
 	benchcli.Main("wsrelay", func(ctx context.Context) error {

@@ -30,7 +30,13 @@ func run(ctx context.Context, cfg config, dir string) error {
 		return err
 	}
 	defer up.close()
-	proxy, err := startProxy(ctx, cfg.portcullis, dir, up.port)
+	var pprofAddr string
+	if cfg.cpuprofile != "" {
+		if pprofAddr, err = freeLoopbackAddr(); err != nil {
+			return err
+		}
+	}
+	proxy, err := startProxy(ctx, cfg.portcullis, dir, up.port, pprofAddr)
 	if err != nil {
 		return err
 	}
@@ -55,7 +61,7 @@ func run(ctx context.Context, cfg config, dir string) error {
 	if err := pc.open(ctx, client(proxyURL), echoURL, cfg.conns); err != nil {
 		return fmt.Errorf("%w\n%s", err, proxy.Log())
 	}
-	rep, err := measureAll(ctx, cfg, scs, paths)
+	rep, err := measureAll(ctx, cfg, scs, paths, pprofAddr)
 	if err != nil {
 		return fmt.Errorf("%w\nthe proxy's log:\n%s", err, proxy.Log())
 	}
@@ -70,7 +76,7 @@ func run(ctx context.Context, cfg config, dir string) error {
 // measureAll warms each scenario up on both paths, then measures
 // cfg.rounds rounds: each round every scenario on both paths, the path
 // first alternating from round to round, so drift hits both alike.
-func measureAll(ctx context.Context, cfg config, scs []*scenario, paths []*path) (*report, error) {
+func measureAll(ctx context.Context, cfg config, scs []*scenario, paths []*path, pprofAddr string) (*report, error) {
 	per := cfg.duration / time.Duration(len(scs)*len(paths)*cfg.rounds)
 	rep := &report{Rounds: cfg.rounds, Conns: cfg.conns, SlotSeconds: per.Seconds()}
 	for _, s := range scs {
@@ -82,6 +88,10 @@ func measureAll(ctx context.Context, cfg config, scs []*scenario, paths []*path)
 			}
 		}
 		rep.Scenarios = append(rep.Scenarios, &scenarioResult{Scenario: s.Name, s: s})
+	}
+	var profile <-chan error
+	if cfg.cpuprofile != "" {
+		profile = startProfile(ctx, pprofAddr, cfg.duration, cfg.cpuprofile)
 	}
 	for r := range cfg.rounds {
 		for i, s := range scs {
@@ -99,6 +109,11 @@ func measureAll(ctx context.Context, cfg config, scs []*scenario, paths []*path)
 				}
 				rep.Scenarios[i].add(p.name, sl)
 			}
+		}
+	}
+	if profile != nil {
+		if err := <-profile; err != nil {
+			return nil, err
 		}
 	}
 	for _, s := range rep.Scenarios {

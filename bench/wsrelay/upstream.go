@@ -98,13 +98,16 @@ network_policies:
 
 // startProxy runs `portcullis proxy --policy FILE` with its defaults (the
 // decision log in its data dir), on a free loopback port, allowed to reach
-// loopback upstreams.
-func startProxy(ctx context.Context, bin, dir string, port int) (*procs.Proc, error) {
+// loopback upstreams; with pprofAddr, serving its profiles there.
+func startProxy(ctx context.Context, bin, dir string, port int, pprofAddr string) (*procs.Proc, error) {
 	policyFile := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policyFile, []byte(policyDoc(port)), 0o600); err != nil {
 		return nil, err
 	}
 	args := []string{"proxy", "--policy", policyFile, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", "127.0.0.1:0", "--dev-allow-loopback"}
+	if pprofAddr != "" {
+		args = append(args, "--pprof-listen", pprofAddr)
+	}
 	return procs.Start(ctx, bin, args, nil, filepath.Join(dir, "proxy.log"), "Portcullis proxy listening on ")
 }
