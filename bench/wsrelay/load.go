@@ -66,10 +66,10 @@ func (s *scenario) makePayload() {
 // path is one way to the upstream, with its connections open for the
 // whole run (each scenario uses the first conns of them).
 type path struct {
-	name     string
-	conns    []*websocket.Conn
-	bufs     []*bytes.Buffer
-	proxyPID int // the portcullis proxy; 0 on the direct path
+	name   string
+	conns  []*websocket.Conn
+	bufs   []*bytes.Buffer
+	hopPID int // the process between client and upstream (the proxy, the relay); 0 on the direct path
 }
 
 // client is the HTTP client a path's handshakes go through: straight to
@@ -129,11 +129,11 @@ func readInto(ctx context.Context, c *websocket.Conn, buf *bytes.Buffer) (websoc
 
 // slot is one measurement of one scenario on one path.
 type slot struct {
-	msgs     int64
-	elapsed  time.Duration
-	lat      []time.Duration // with scenario.latency
-	selfCPU  time.Duration   // this process: the clients and the upstream
-	proxyCPU time.Duration   // the proxy process (clock ticks)
+	msgs    int64
+	elapsed time.Duration
+	lat     []time.Duration // with scenario.latency
+	selfCPU time.Duration   // this process: the clients and the upstream
+	hopCPU  time.Duration   // the process between (clock ticks)
 }
 
 // measure runs s on p for d: each connection echoes messages one after
@@ -149,7 +149,7 @@ func (p *path) measure(ctx context.Context, s *scenario, d time.Duration) (slot,
 	}
 	results := make([]result, s.conns)
 	var wg sync.WaitGroup
-	self, proxy := benchenv.SelfCPU(), p.cpu()
+	self, hop := benchenv.SelfCPU(), p.cpu()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i := range s.conns {
@@ -182,7 +182,7 @@ func (p *path) measure(ctx context.Context, s *scenario, d time.Duration) (slot,
 	}
 	wg.Wait()
 	out := slot{elapsed: time.Since(start)}
-	out.selfCPU, out.proxyCPU = benchenv.SelfCPU()-self, p.cpu()-proxy
+	out.selfCPU, out.hopCPU = benchenv.SelfCPU()-self, p.cpu()-hop
 	for _, r := range results {
 		if r.err != nil {
 			return out, fmt.Errorf("%s, %s: %w", p.name, s.Name, r.err)
@@ -193,10 +193,10 @@ func (p *path) measure(ctx context.Context, s *scenario, d time.Duration) (slot,
 	return out, nil
 }
 
-// cpu is the proxy process's CPU so far (0 on the direct path).
+// cpu is the CPU so far of the process between (0 on the direct path).
 func (p *path) cpu() time.Duration {
-	if p.proxyPID == 0 {
+	if p.hopPID == 0 {
 		return 0
 	}
-	return benchenv.ProcsCPU(func(q benchenv.Proc) bool { return q.PID == p.proxyPID })
+	return benchenv.ProcsCPU(func(q benchenv.Proc) bool { return q.PID == p.hopPID })
 }

@@ -21,6 +21,8 @@ import (
 	"context"
 	"flag"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
@@ -36,6 +38,7 @@ type config struct {
 	conns      int // connections of the throughput scenario
 	json       bool
 	cpuprofile string
+	paths      []string
 }
 
 func main() {
@@ -47,9 +50,20 @@ func main() {
 	flag.IntVar(&cfg.conns, "conns", 16, "WebSocket connections of the throughput scenario (1 KiB text)")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the proxy process over the rounds to this file (through its --pprof-listen)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
+	paths := flag.String("paths", "direct,portcullis,relay", "comma-separated paths, direct first: direct, portcullis, relay (a byte relay in a process of its own: the floor under any proxy's hop)")
+	relay := flag.Bool("relay-child", false, "run as the relay path (internal: the program starts itself so)")
 	flag.Parse()
+	if *relay {
+		benchcli.Main("wsrelay relay", func(context.Context) error { return relayChild(os.Stdin, os.Stdout) })
+		return
+	}
+	cfg.paths = strings.Split(*paths, ",")
 	benchcli.Main("wsrelay", func(ctx context.Context) error {
 		switch {
+		case len(cfg.paths) < 2 || cfg.paths[0] != pathDirect || !slices.Contains(cfg.paths, pathPortcullis):
+			return benchcli.Usagef("-paths must start with direct and hold portcullis")
+		case !validPaths(cfg.paths):
+			return benchcli.Usagef("-paths: each of direct, portcullis and relay at most once")
 		case cfg.rounds < 1 || cfg.rounds > 100:
 			return benchcli.Usagef("-rounds must be within 1 and 100")
 		case cfg.duration < time.Second || cfg.duration > 30*time.Minute:
@@ -71,4 +85,16 @@ func main() {
 		}
 		return run(ctx, cfg, dir)
 	})
+}
+
+// validPaths: every name a path's, none twice.
+func validPaths(names []string) bool {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] || (n != pathDirect && n != pathPortcullis && n != pathRelay) {
+			return false
+		}
+		seen[n] = true
+	}
+	return true
 }

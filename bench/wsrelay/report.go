@@ -49,18 +49,20 @@ type pathFigures struct {
 	P50Micros float64 `json:"p50_us,omitempty"`
 	P99Micros float64 `json:"p99_us,omitempty"`
 	// SelfCPUMicros is this process's CPU per message (the clients and
-	// the upstream); ProxyCPUMicros the proxy process's (clock ticks).
-	SelfCPUMicros  float64 `json:"self_cpu_per_msg_us"`
-	ProxyCPUMicros float64 `json:"proxy_cpu_per_msg_us,omitempty"`
+	// the upstream); HopCPUMicros that of the process between, the proxy
+	// or the relay (clock ticks).
+	SelfCPUMicros float64 `json:"self_cpu_per_msg_us"`
+	HopCPUMicros  float64 `json:"hop_cpu_per_msg_us,omitempty"`
 
 	lat                           []time.Duration
 	roundRate, roundP50, roundP99 []float64
-	selfCPU, proxyCPU             time.Duration
+	selfCPU, hopCPU               time.Duration
 }
 
-// ratio is portcullis/direct for one figure: over all rounds (Value), and
-// per round with their median.
+// ratio is one path's figure over another's (portcullis/direct): over
+// all rounds (Value), and per round with their median.
 type ratio struct {
+	Paths  string    `json:"paths"`
 	Name   string    `json:"name"`
 	Value  float64   `json:"value"`
 	Median float64   `json:"median_of_rounds"`
@@ -84,7 +86,7 @@ func (r *scenarioResult) add(name string, sl slot) {
 	p.Seconds += sl.elapsed.Seconds()
 	p.roundRate = append(p.roundRate, float64(sl.msgs)/sl.elapsed.Seconds())
 	p.selfCPU += sl.selfCPU
-	p.proxyCPU += sl.proxyCPU
+	p.hopCPU += sl.hopCPU
 	if r.s.latency {
 		slices.Sort(sl.lat)
 		p.roundP50 = append(p.roundP50, micros(stats.Percentile(sl.lat, 50)))
@@ -100,27 +102,56 @@ func (r *scenarioResult) finish() {
 		p.MiBPerSec = p.MsgPerSec * float64(r.s.size) / (1 << 20)
 		if p.Messages > 0 {
 			p.SelfCPUMicros = micros(p.selfCPU) / float64(p.Messages)
-			p.ProxyCPUMicros = micros(p.proxyCPU) / float64(p.Messages)
+			p.HopCPUMicros = micros(p.hopCPU) / float64(p.Messages)
 		}
 		if r.s.latency {
 			slices.Sort(p.lat)
 			p.P50Micros, p.P99Micros = micros(stats.Percentile(p.lat, 50)), micros(stats.Percentile(p.lat, 99))
 		}
 	}
-	d, pc := r.path(pathDirect), r.path(pathPortcullis)
-	add := func(name string, a, b float64, ra, rb []float64) {
-		rt := ratio{Name: name, Value: a / b}
-		for i := range min(len(ra), len(rb)) {
-			rt.Rounds = append(rt.Rounds, ra[i]/rb[i])
+	for _, pair := range r.pairs() {
+		r.ratios(pair[0], pair[1])
+	}
+}
+
+// pairs are the paths compared: each over direct, then portcullis over
+// relay (what the proxy costs above a hop through any process).
+func (r *scenarioResult) pairs() [][2]*pathFigures {
+	var out [][2]*pathFigures
+	d := r.Paths[0]
+	for _, p := range r.Paths[1:] {
+		out = append(out, [2]*pathFigures{p, d})
+	}
+	if pc, rl := r.find(pathPortcullis), r.find(pathRelay); pc != nil && rl != nil {
+		out = append(out, [2]*pathFigures{pc, rl})
+	}
+	return out
+}
+
+func (r *scenarioResult) find(name string) *pathFigures {
+	for _, p := range r.Paths {
+		if p.Path == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// ratios adds a/b for the scenario's figures.
+func (r *scenarioResult) ratios(a, b *pathFigures) {
+	add := func(name string, x, y float64, rx, ry []float64) {
+		rt := ratio{Paths: a.Path + "/" + b.Path, Name: name, Value: x / y}
+		for i := range min(len(rx), len(ry)) {
+			rt.Rounds = append(rt.Rounds, rx[i]/ry[i])
 		}
 		rt.Median = median(rt.Rounds)
 		r.Ratios = append(r.Ratios, rt)
 	}
 	if r.s.latency {
-		add("p50 RTT", pc.P50Micros, d.P50Micros, pc.roundP50, d.roundP50)
-		add("p99 RTT", pc.P99Micros, d.P99Micros, pc.roundP99, d.roundP99)
+		add("p50 RTT", a.P50Micros, b.P50Micros, a.roundP50, b.roundP50)
+		add("p99 RTT", a.P99Micros, b.P99Micros, a.roundP99, b.roundP99)
 	}
-	add(r.unit(), pc.MsgPerSec, d.MsgPerSec, pc.roundRate, d.roundRate)
+	add(r.unit(), a.MsgPerSec, b.MsgPerSec, a.roundRate, b.roundRate)
 }
 
 // unit is the throughput figure the scenario reports: MiB/s for large
@@ -139,24 +170,21 @@ func (rep *report) writeTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d rounds, %.2f s per scenario, path and round; each connection echoes one message at a time\n", rep.Rounds, rep.SlotSeconds)
 	fmt.Fprintln(w, "portcullis: the shipped binary, `portcullis proxy --policy FILE --dev-allow-loopback`, no gateway: every client message read and checked, none rewritten")
 	fmt.Fprintln(w)
+	paths := rep.Scenarios[0].Paths
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tfigure\tdirect\tportcullis\tportcullis/direct\tmedian of rounds\trounds\t")
+	head := "scenario\tfigure\t"
+	for _, p := range paths {
+		head += p.Path + "\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, s := range rep.Scenarios {
-		d, pc := s.path(pathDirect), s.path(pathPortcullis)
 		name := s.Scenario
-		for _, rt := range s.Ratios {
-			var dv, pv string
-			switch rt.Name {
-			case "p50 RTT":
-				dv, pv = fmt.Sprintf("%.0f µs", d.P50Micros), fmt.Sprintf("%.0f µs", pc.P50Micros)
-			case "p99 RTT":
-				dv, pv = fmt.Sprintf("%.0f µs", d.P99Micros), fmt.Sprintf("%.0f µs", pc.P99Micros)
-			case "MiB/s":
-				dv, pv = fmt.Sprintf("%.0f", d.MiBPerSec), fmt.Sprintf("%.0f", pc.MiBPerSec)
-			default:
-				dv, pv = fmt.Sprintf("%.0f", d.MsgPerSec), fmt.Sprintf("%.0f", pc.MsgPerSec)
+		for _, fig := range s.figures() {
+			row := name + "\t" + fig + "\t"
+			for _, p := range s.Paths {
+				row += p.value(fig) + "\t"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f×\t%.2f×\t%s\t\n", name, rt.Name, dv, pv, rt.Value, rt.Median, joinFloats(rt.Rounds))
+			fmt.Fprintln(tw, row)
 			name = ""
 		}
 	}
@@ -164,19 +192,57 @@ func (rep *report) writeTable(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CPU per message (µs): this process (clients and upstream) on each path, and the proxy process (clock ticks)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tdirect\tportcullis\tproxy\tportcullis+proxy − direct\t")
+	fmt.Fprintln(tw, "scenario\tfigure\tratio\tall rounds\tmedian of rounds\trounds\t")
 	for _, s := range rep.Scenarios {
-		d, pc := s.path(pathDirect), s.path(pathPortcullis)
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n", s.Scenario, d.SelfCPUMicros, pc.SelfCPUMicros, pc.ProxyCPUMicros,
-			pc.SelfCPUMicros+pc.ProxyCPUMicros-d.SelfCPUMicros)
+		name := s.Scenario
+		for _, rt := range s.Ratios {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f×\t%.2f×\t%s\t\n", name, rt.Name, rt.Paths, rt.Value, rt.Median, joinFloats(rt.Rounds))
+			name = ""
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "CPU per message (µs): this process (clients and upstream) + the process between (proxy or relay; clock ticks) = total; over direct")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\t"+strings.SplitN(head, "\t", 3)[2])
+	for _, s := range rep.Scenarios {
+		row := s.Scenario + "\t"
+		d := s.Paths[0]
+		for _, p := range s.Paths {
+			row += fmt.Sprintf("%.1f + %.1f = %.1f; +%.1f\t", p.SelfCPUMicros, p.HopCPUMicros, p.SelfCPUMicros+p.HopCPUMicros,
+				p.SelfCPUMicros+p.HopCPUMicros-d.SelfCPUMicros-d.HopCPUMicros)
+		}
+		fmt.Fprintln(tw, row)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nproxy after the load (%d WebSockets open): %s\n", rep.Conns, e.ProxyMemory)
 	return nil
+}
+
+// figures are the rows a scenario prints.
+func (r *scenarioResult) figures() []string {
+	if r.s.latency {
+		return []string{"p50 RTT", "p99 RTT", r.unit()}
+	}
+	return []string{r.unit()}
+}
+
+// value is the path's figure as the table prints it.
+func (p *pathFigures) value(fig string) string {
+	switch fig {
+	case "p50 RTT":
+		return fmt.Sprintf("%.0f µs", p.P50Micros)
+	case "p99 RTT":
+		return fmt.Sprintf("%.0f µs", p.P99Micros)
+	case "MiB/s":
+		return fmt.Sprintf("%.0f", p.MiBPerSec)
+	}
+	return fmt.Sprintf("%.0f", p.MsgPerSec)
 }
 
 func joinFloats(vs []float64) string {

@@ -15,12 +15,14 @@ import (
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
+	"github.com/portcullis-dev/portcullis/bench/internal/childproc"
 	"github.com/portcullis-dev/portcullis/bench/internal/procs"
 )
 
 const (
 	pathDirect     = "direct"
 	pathPortcullis = "portcullis"
+	pathRelay      = "relay"
 )
 
 func run(ctx context.Context, cfg config, dir string) error {
@@ -50,16 +52,39 @@ func run(ctx context.Context, cfg config, dir string) error {
 	for _, s := range scs {
 		s.makePayload()
 	}
-	direct, pc := &path{name: pathDirect}, &path{name: pathPortcullis, proxyPID: proxy.Pid()}
-	paths := []*path{direct, pc}
-	for _, p := range paths {
-		defer p.close()
-	}
-	if err := direct.open(ctx, client(nil), echoURL, cfg.conns); err != nil {
-		return err
-	}
-	if err := pc.open(ctx, client(proxyURL), echoURL, cfg.conns); err != nil {
-		return fmt.Errorf("%w\n%s", err, proxy.Log())
+	var paths []*path
+	var relays []*childproc.Proc
+	defer func() { // after the connections are closed
+		for _, rl := range relays {
+			rl.Close()
+		}
+	}()
+	defer func() {
+		for _, p := range paths {
+			p.close()
+		}
+	}()
+	for _, name := range cfg.paths {
+		p := &path{name: name}
+		hc, u := client(nil), echoURL
+		switch name {
+		case pathDirect:
+		case pathPortcullis:
+			p.hopPID, hc = proxy.Pid(), client(proxyURL)
+		case pathRelay:
+			rl, addr, err := startRelay(fmt.Sprintf("127.0.0.1:%d", up.port))
+			if err != nil {
+				return err
+			}
+			relays = append(relays, rl)
+			p.hopPID, u = rl.Pid(), "ws://"+addr+echoPath
+		default:
+			return benchcli.Usagef("-paths: no path %q (direct, portcullis, relay)", name)
+		}
+		paths = append(paths, p)
+		if err := p.open(ctx, hc, u, cfg.conns); err != nil {
+			return fmt.Errorf("%w\nthe proxy's log:\n%s", err, proxy.Log())
+		}
 	}
 	rep, err := measureAll(ctx, cfg, scs, paths, pprofAddr)
 	if err != nil {
@@ -95,11 +120,8 @@ func measureAll(ctx context.Context, cfg config, scs []*scenario, paths []*path,
 	}
 	for r := range cfg.rounds {
 		for i, s := range scs {
-			order := paths
-			if r%2 == 1 {
-				order = []*path{paths[1], paths[0]}
-			}
-			for _, p := range order {
+			for k := range paths {
+				p := paths[(r+k)%len(paths)] // who goes first turns from round to round
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
