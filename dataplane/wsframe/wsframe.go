@@ -98,10 +98,11 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 		max = DefaultMaxMessage
 	}
 	var (
-		msg     []byte // the message being joined
+		msg     []byte // the message being joined, when fragmented
 		msgOp   byte   // its opcode; 0 when none is open
 		hdr     [14]byte
-		scratch []byte
+		scratch []byte // the last frame's payload
+		wbuf    []byte // the frame written
 	)
 	for {
 		f, err := readFrame(src, &hdr, &scratch, max)
@@ -124,7 +125,7 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 					return err
 				}
 			}
-			if err := writeFrame(dst, true, f.opcode, f.payload); err != nil {
+			if err := writeFrame(dst, &wbuf, f.opcode, f.payload); err != nil {
 				return err
 			}
 			if f.opcode == OpClose {
@@ -146,22 +147,38 @@ func (rw Rewriter) Relay(dst io.Writer, src io.Reader) error {
 		if len(msg)+len(f.payload) > max {
 			return &Refusal{Reason: fmt.Sprintf("a WebSocket message larger than %d bytes cannot be inspected", max)}
 		}
-		msg = append(msg, f.payload...)
-		if !f.fin {
-			continue
+		whole := f.payload // a message in one frame is not copied
+		if !f.fin || len(msg) > 0 {
+			if msg = append(msg, f.payload...); !f.fin {
+				continue
+			}
+			whole = msg
 		}
-		if msgOp == OpText && !utf8.Valid(msg) {
+		if msgOp == OpText && !utf8.Valid(whole) {
 			return protocolf("a text message that is not valid UTF-8")
 		}
-		out, err := rw.rewrite(msgOp, msg, max)
+		out, err := rw.rewrite(msgOp, whole, max)
 		if err != nil {
 			return err
 		}
-		if err := writeFrame(dst, true, msgOp, out); err != nil {
+		if err := writeFrame(dst, &wbuf, msgOp, out); err != nil {
 			return err
 		}
-		msg, msgOp = msg[:0], 0
+		msgOp = 0
+		// The buffers stay for the next message, unless a large one
+		// grew them: an open WebSocket does not keep megabytes.
+		msg, scratch, wbuf = keep(msg), keep(scratch), keep(wbuf)
 	}
+}
+
+// kept bounds the buffers a Relay keeps between messages.
+const kept = 128 << 10
+
+func keep(b []byte) []byte {
+	if cap(b) > kept {
+		return nil
+	}
+	return b[:0]
 }
 
 // rewrite returns msg with the bound provider's placeholders replaced
@@ -254,9 +271,7 @@ func readFrame(r io.Reader, hdr *[14]byte, scratch *[]byte, max int) (frame, err
 	if _, err := io.ReadFull(r, p); err != nil {
 		return frame{}, noEOF(err)
 	}
-	for i := range p {
-		p[i] ^= key[i%4]
-	}
+	mask(p, key)
 	f.payload = p
 	return f, nil
 }
@@ -288,35 +303,41 @@ func noEOF(err error) error {
 	return err
 }
 
-// writeFrame writes one frame masked with a fresh key, as a client's.
-func writeFrame(w io.Writer, fin bool, op byte, payload []byte) error {
-	var hdr [14]byte
-	hdr[0] = op
-	if fin {
-		hdr[0] |= 0x80
-	}
-	n := 2
+// writeFrame writes one final frame masked with a fresh key, as a
+// client's, built in *buf (grown as needed) and written at once.
+func writeFrame(w io.Writer, buf *[]byte, op byte, payload []byte) error {
+	b := append((*buf)[:0], 0x80|op)
 	switch l := len(payload); {
 	case l <= 125:
-		hdr[1] = 0x80 | byte(l)
+		b = append(b, 0x80|byte(l))
 	case l <= 0xFFFF:
-		hdr[1] = 0x80 | 126
-		binary.BigEndian.PutUint16(hdr[2:4], uint16(l))
-		n = 4
+		b = binary.BigEndian.AppendUint16(append(b, 0x80|126), uint16(l))
 	default:
-		hdr[1] = 0x80 | 127
-		binary.BigEndian.PutUint64(hdr[2:10], uint64(l))
-		n = 10
+		b = binary.BigEndian.AppendUint64(append(b, 0x80|127), uint64(l))
 	}
-	key := hdr[n : n+4]
-	if _, err := rand.Read(key); err != nil {
+	var key [4]byte
+	if _, err := rand.Read(key[:]); err != nil {
 		return err
 	}
-	masked := make([]byte, n+4+len(payload))
-	copy(masked, hdr[:n+4])
-	for i, c := range payload {
-		masked[n+4+i] = c ^ key[i%4]
-	}
-	_, err := w.Write(masked)
+	b = append(b, key[:]...)
+	n := len(b)
+	b = append(b, payload...)
+	mask(b[n:], key)
+	*buf = b
+	_, err := w.Write(b)
 	return err
+}
+
+// mask masks (or unmasks) b with key (RFC 6455 §5.3), eight bytes at a
+// time.
+func mask(b []byte, key [4]byte) {
+	k := uint64(binary.LittleEndian.Uint32(key[:]))
+	k |= k << 32
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], binary.LittleEndian.Uint64(b[i:])^k)
+	}
+	for ; i < len(b); i++ { // i is a multiple of 4 here
+		b[i] ^= key[i%4]
+	}
 }

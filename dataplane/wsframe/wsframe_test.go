@@ -214,3 +214,23 @@ func FuzzRelay(f *testing.F) {
 		t.Fatalf("unexpected error %v", err)
 	})
 }
+
+// TestMask: masking eight bytes at a time is the byte-wise XOR of RFC
+// 6455 §5.3, at every length and alignment of the tail.
+func TestMask(t *testing.T) {
+	key := [4]byte{0x37, 0xfa, 0x21, 0x3d}
+	for n := 0; n <= 40; n++ {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + 3)
+		}
+		want := bytes.Clone(b)
+		for i := range want {
+			want[i] ^= key[i%4]
+		}
+		mask(b, key)
+		if !bytes.Equal(b, want) {
+			t.Errorf("length %d: % x, want % x", n, b, want)
+		}
+	}
+}
