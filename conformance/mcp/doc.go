@@ -23,6 +23,11 @@
 //     SDK's client auth (each scenario's server is its own authorization
 //     server on the same host:port), through an endpoint with mcp.oauth.
 //
+// Beside MCP, the same Node.js runs the WebSocket client it ships
+// (undici's, the WHATWG API browsers have; js/ws.cjs) through the proxy to
+// a WebSocket echo server, on an endpoint with websocket_credential_rewrite
+// (TestUndiciWebSocket): a client the proxy's own tests did not write.
+//
 // Node.js programs do not honour HTTP_PROXY, and skip proxies for
 // loopback: js/proxy.cjs, preloaded with --require, makes undici's
 // ProxyAgent the global dispatcher for fetch and undici alike.
