@@ -216,6 +216,9 @@ func (rw Rewriter) rewrite(op byte, msg []byte, max int) ([]byte, error) {
 	if out == nil {
 		return msg, nil
 	}
+	if len(out)+len(rest) > 2*max {
+		return nil, &Refusal{Reason: fmt.Sprintf("a WebSocket message would be larger than %d bytes with its credentials", 2*max)}
+	}
 	return append(out, rest...), nil
 }
 

@@ -234,3 +234,17 @@ func TestMask(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowthBoundCountsTheTail: the text after the last placeholder
+// counts toward the bound on a rewritten message (a review found a
+// message grown to 2.3 times the bound through).
+func TestGrowthBoundCountsTheTail(t *testing.T) {
+	msg := "portcullis:provider:gh " + strings.Repeat("a", 77) // 100 bytes
+	in := clientFrame(true, OpText, []byte(msg), [4]byte{9, 8, 7, 6})
+	var out bytes.Buffer
+	err := (Rewriter{Provider: "gh", Credential: Value(bytes.Repeat([]byte("c"), 150)), MaxMessage: 100}).Relay(&out, bytes.NewReader(in))
+	var refusal *Refusal
+	if !errors.As(err, &refusal) || out.Len() != 0 {
+		t.Errorf("a 100-byte message rewritten to 228 bytes under a bound of 100: %v, %d bytes out; want a refusal", err, out.Len())
+	}
+}

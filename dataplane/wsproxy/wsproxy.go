@@ -336,15 +336,14 @@ func closeFrame(code uint16, reason string) []byte {
 	return append(f, reason...)
 }
 
-// frameBuffers are lent to copyFrames, a frame at a time: an idle
-// WebSocket holds none.
+// frameBuffers are lent to copyFrames, a frame at a time, once its
+// header has come: an idle WebSocket holds none.
 var frameBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // copyFrames copies the server's frames from src to dst as they come
 // (they are the server's to form: nothing is read in them but their
-// length), each header written with its payload, or the payload's first
-// 32 KiB, in one write; until src ends. It reports whether it stopped
-// between frames.
+// length), each header written with what has come of its payload in one
+// write, until src ends. It reports whether it stopped between frames.
 func copyFrames(dst io.Writer, src io.Reader) (between bool, err error) {
 	for {
 		if between, err := copyFrame(dst, src); err != nil || between {
@@ -356,47 +355,55 @@ func copyFrames(dst io.Writer, src io.Reader) (between bool, err error) {
 // copyFrame copies one frame; between (with a nil error) when src ended
 // before it began.
 func copyFrame(dst io.Writer, src io.Reader) (between bool, err error) {
-	bp := frameBuffers.Get().(*[]byte)
-	defer frameBuffers.Put(bp)
-	buf := *bp
-	if _, err := io.ReadFull(src, buf[:2]); err != nil {
+	var hdr [10]byte
+	if _, err := io.ReadFull(src, hdr[:2]); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = nil
 		}
 		return true, err
 	}
 	h := 2
-	switch buf[1] & 0x7F {
+	switch hdr[1] & 0x7F {
 	case 126:
 		h = 4
 	case 127:
 		h = 10
 	}
-	if _, err := io.ReadFull(src, buf[2:h]); err != nil {
+	if _, err := io.ReadFull(src, hdr[2:h]); err != nil {
 		return true, err // nothing of this frame was written
 	}
-	n := uint64(buf[1] & 0x7F)
+	n := uint64(hdr[1] & 0x7F)
 	switch h {
 	case 4:
-		n = uint64(binary.BigEndian.Uint16(buf[2:4]))
+		n = uint64(binary.BigEndian.Uint16(hdr[2:4]))
 	case 10:
-		if n = binary.BigEndian.Uint64(buf[2:10]); n>>63 != 0 {
+		if n = binary.BigEndian.Uint64(hdr[2:10]); n>>63 != 0 {
 			return true, errors.New("a server frame's length has its top bit set")
 		}
 	}
-	if buf[1]&0x80 != 0 {
+	if hdr[1]&0x80 != 0 {
 		n += 4 // a masking key, which a server must not send: the client will refuse it
 	}
+	bp := frameBuffers.Get().(*[]byte)
+	defer frameBuffers.Put(bp)
+	buf := *bp
+	copy(buf, hdr[:h])
 	for first := true; first || n > 0; first = false {
-		c := int(min(n, uint64(len(buf)-h)))
-		if _, err := io.ReadFull(src, buf[h:h+c]); err != nil {
-			return first, cmpErr(err, io.ErrUnexpectedEOF) // first: nothing of it written
+		m, rerr := 0, error(nil)
+		if c := int(min(n, uint64(len(buf)-h))); c > 0 {
+			m, rerr = src.Read(buf[h : h+c]) // what has come
 		}
-		if _, err := dst.Write(buf[:h+c]); err != nil {
+		if m == 0 && rerr != nil {
+			return first, cmpErr(rerr, io.ErrUnexpectedEOF) // first: nothing of it written
+		}
+		if _, err := dst.Write(buf[:h+m]); err != nil {
 			return false, err
 		}
-		n -= uint64(c)
+		n -= uint64(m)
 		h = 0
+		if rerr != nil && n > 0 {
+			return false, cmpErr(rerr, io.ErrUnexpectedEOF)
+		}
 	}
 	return false, nil
 }
