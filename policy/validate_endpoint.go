@@ -27,7 +27,9 @@ func (v *validator) endpoint(path string, ep *Endpoint) {
 		v.errorf(keyPath(path, "protocol"), "must be one of tcp, rest, websocket, graphql, mcp, json-rpc, sql (or omitted for L4)")
 	}
 	switch proto {
-	case ProtocolGraphQL, ProtocolWebSocket, ProtocolJSONRPC, ProtocolSQL:
+	case ProtocolWebSocket:
+		v.warnf(keyPath(path, "protocol"), "the Portcullis proxy does not support protocol websocket yet and denies every request to this endpoint; protocol rest with websocket_credential_rewrite: true carries a WebSocket, its messages read")
+	case ProtocolGraphQL, ProtocolJSONRPC, ProtocolSQL:
 		v.warnf(keyPath(path, "protocol"), "the Portcullis proxy does not support protocol %s yet and denies every request to this endpoint", proto)
 	}
 

@@ -398,7 +398,7 @@ func TestWarnings(t *testing.T) {
 		{"tls passthrough", withEndpoint("{host: a.example.com, port: 1, tls: passthrough}"), ep0 + ".tls", "deprecated no-op"},
 		{"enforcement omitted on L7", withEndpoint("{host: a.example.com, port: 1, protocol: rest, access: full}"), ep0 + ".enforcement", "OpenShell treats an omitted enforcement as audit; Portcullis enforces"},
 		{"graphql unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: graphql, enforcement: enforce, access: read-only}"), ep0 + ".protocol", "does not support protocol graphql"},
-		{"websocket unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: websocket, enforcement: enforce, access: read-only}"), ep0 + ".protocol", "does not support protocol websocket"},
+		{"websocket unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: websocket, enforcement: enforce, access: read-only}"), ep0 + ".protocol", "protocol rest with websocket_credential_rewrite: true carries a WebSocket"},
 		{"json-rpc unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: json-rpc, enforcement: enforce, rules: [{allow: {method: a}}]}"), ep0 + ".protocol", "does not support protocol json-rpc"},
 		{"sql unsupported", withEndpoint("{host: a.example.com, port: 1, protocol: sql, enforcement: enforce, access: full}"), ep0 + ".protocol", "does not support protocol sql"},
 		{"private IP host", withEndpoint("{host: 10.1.2.3, port: 1}"), ep0 + ".host", "private address"},
