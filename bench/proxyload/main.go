@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
+	"github.com/portcullis-dev/portcullis/bench/internal/byterelay"
 )
 
 func main() {
@@ -56,7 +57,7 @@ func main() {
 		return
 	}
 	if *relay {
-		benchcli.Main("proxyload relay", func(context.Context) error { return relayChild(os.Stdin, os.Stdout) })
+		benchcli.Main("proxyload relay", func(context.Context) error { return byterelay.Child(os.Stdin, os.Stdout) })
 		return
 	}
 	cfg.paths = strings.Split(*paths, ",")

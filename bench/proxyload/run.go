@@ -17,6 +17,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
+	"github.com/portcullis-dev/portcullis/bench/internal/byterelay"
 )
 
 // config is what the flags set.
@@ -110,7 +111,12 @@ const (
 	pathPortcullis = "portcullis"
 	pathBaseline   = "baseline" // another portcullis binary (--baseline), for before and after in one run
 	pathNginx      = "nginx"
-	pathRelay      = "relay" // a byte relay in Go: the floor under any goroutine-per-connection proxy (relay.go)
+	// pathRelay is a byte relay in Go (bench/internal/byterelay): the
+	// floor under any goroutine-per-connection proxy, the same system
+	// calls per request as nginx and the proxy with no HTTP, judging or
+	// logging. What the relay costs above nginx is the runtime's
+	// (goroutines parked and woken through the netpoller).
+	pathRelay = "relay"
 	// pathTransparent is the portcullis path's proxy through its
 	// transparent listener, the clients under `portcullis run`
 	// (transparent.go).
@@ -257,14 +263,14 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + ng.addr + "/mcp"},
 				procCPU: func() time.Duration { return groupCPU(pgid) }})
 		case pathRelay:
-			rl, err := startRelay(up.addr)
+			rl, addr, err := byterelay.Start(up.addr)
 			if err != nil {
 				return err
 			}
 			defer rl.Close()
-			fmt.Fprintf(logw, "relay (a Go byte relay, the floor) on %s\n", rl.addr)
+			fmt.Fprintf(logw, "relay (a Go byte relay, the floor) on %s\n", addr)
 			pid := rl.Pid()
-			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + rl.addr + "/mcp"},
+			paths = append(paths, &path{name: name, spec: targetSpec{Name: name, URL: "http://" + addr + "/mcp"},
 				procCPU: func() time.Duration { return pidCPU(pid) }})
 		}
 	}

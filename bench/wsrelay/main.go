@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
+	"github.com/portcullis-dev/portcullis/bench/internal/byterelay"
 	"github.com/portcullis-dev/portcullis/bench/internal/procs"
 )
 
@@ -54,7 +55,7 @@ func main() {
 	relay := flag.Bool("relay-child", false, "run as the relay path (internal: the program starts itself so)")
 	flag.Parse()
 	if *relay {
-		benchcli.Main("wsrelay relay", func(context.Context) error { return relayChild(os.Stdin, os.Stdout) })
+		benchcli.Main("wsrelay relay", func(context.Context) error { return byterelay.Child(os.Stdin, os.Stdout) })
 		return
 	}
 	cfg.paths = strings.Split(*paths, ",")

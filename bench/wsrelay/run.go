@@ -15,6 +15,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
+	"github.com/portcullis-dev/portcullis/bench/internal/byterelay"
 	"github.com/portcullis-dev/portcullis/bench/internal/childproc"
 	"github.com/portcullis-dev/portcullis/bench/internal/procs"
 )
@@ -72,7 +73,7 @@ func run(ctx context.Context, cfg config, dir string) error {
 		case pathPortcullis:
 			p.hopPID, hc = proxy.Pid(), client(proxyURL)
 		case pathRelay:
-			rl, addr, err := startRelay(fmt.Sprintf("127.0.0.1:%d", up.port))
+			rl, addr, err := byterelay.Start(fmt.Sprintf("127.0.0.1:%d", up.port))
 			if err != nil {
 				return err
 			}

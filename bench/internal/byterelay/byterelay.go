@@ -1,4 +1,13 @@
-package main
+// Package byterelay is a benchmark's floor, not a product: a byte relay in
+// a process of its own (the benchmark's executable started again with
+// -relay-child, childproc), copying bytes both ways between each client
+// connection and a connection of its own to the upstream, one goroutine
+// per direction reading into a buffer and writing it out (the system
+// calls a proxy that reads what it relays makes), with no protocol read
+// at all. The client dials it as if it were the upstream. What a proxy
+// costs above it is the proxy's own work; what it costs above direct is
+// the price of any second process on the way.
+package byterelay
 
 import (
 	"bufio"
@@ -12,35 +21,28 @@ import (
 	"github.com/portcullis-dev/portcullis/bench/internal/childproc"
 )
 
-// The relay path is a floor, not a product: what a second process on the
-// way costs by itself. It is this program again (-relay-child), in a
-// process of its own, copying bytes both ways between each client
-// connection and a connection of its own to the upstream, one goroutine
-// per direction reading into a buffer and writing it out, with no HTTP
-// and no frame read. The client dials it as if it were the upstream. On 2
-// cores a hop through another process costs context switches and wake-ups
-// whatever that process does; what the proxy costs above the relay is
-// its own work (the handshake's judging, reading every client frame,
-// masking it afresh).
+// ChildFlag is the flag that makes the benchmark's executable the relay:
+// its main runs Child when given it.
+const ChildFlag = "-relay-child"
 
-type relayRequest struct {
+type request struct {
 	Upstream string `json:"upstream"`
 }
 
-type relayResponse struct {
+type response struct {
 	Err  string `json:"err,omitempty"`
 	Addr string `json:"addr,omitempty"`
 }
 
-// startRelay starts the relay in front of upstream (host:port) and
-// returns it with the address it listens on.
-func startRelay(upstream string) (*childproc.Proc, string, error) {
-	p, err := childproc.Start("the relay", []string{"-relay-child"}, nil)
+// Start starts the relay in front of upstream (host:port) and returns it
+// with the address it listens on.
+func Start(upstream string) (*childproc.Proc, string, error) {
+	p, err := childproc.Start("the relay", []string{ChildFlag}, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	var res relayResponse
-	if err := p.Call("start", relayRequest{Upstream: upstream}, &res); err != nil {
+	var res response
+	if err := p.Call("start", request{Upstream: upstream}, &res); err != nil {
 		p.Close()
 		return nil, "", err
 	}
@@ -51,26 +53,26 @@ func startRelay(upstream string) (*childproc.Proc, string, error) {
 	return p, res.Addr, nil
 }
 
-// relayChild serves as the relay: it reads one request from in, listens
-// on a free loopback port, answers with the address, and relays until in
+// Child serves as the relay: it reads one request from in, listens on a
+// free loopback port, answers with the address, and relays until in
 // closes.
-func relayChild(in io.Reader, out io.Writer) error {
+func Child(in io.Reader, out io.Writer) error {
 	br := bufio.NewReader(in)
 	line, err := br.ReadBytes('\n')
 	if err != nil {
 		return err
 	}
-	var req relayRequest
+	var req request
 	if err := json.Unmarshal(line, &req); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b, _ := json.Marshal(relayResponse{Err: err.Error()})
+		b, _ := json.Marshal(response{Err: err.Error()})
 		out.Write(append(b, '\n'))
 		return err
 	}
-	b, _ := json.Marshal(relayResponse{Addr: ln.Addr().String()})
+	b, _ := json.Marshal(response{Addr: ln.Addr().String()})
 	if _, err := out.Write(append(b, '\n')); err != nil {
 		return err
 	}
