@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis-dev/portcullis/bench/internal/benchcli"
 	"github.com/portcullis-dev/portcullis/bench/internal/benchenv"
 	"github.com/portcullis-dev/portcullis/bench/internal/byterelay"
+	"github.com/portcullis-dev/portcullis/bench/internal/procs"
 )
 
 // config is what the flags set.
@@ -324,7 +325,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 		profile = make(chan error, 1)
 		pprofURL := pathNamed(paths, pathPortcullis).px.pprof
 		go func() {
-			profile <- fetchProfile(ctx, pprofURL+"profile?seconds="+strconv.Itoa(int(total.Round(time.Second)/time.Second)), cfg.cpuprofile)
+			profile <- procs.FetchProfile(ctx, pprofURL+"profile?seconds="+strconv.Itoa(int(total.Round(time.Second)/time.Second)), cfg.cpuprofile)
 		}()
 	}
 
@@ -344,7 +345,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) error {
 	if cfg.memprofile != "" {
 		// Every allocation since the proxy started: see -sample_index
 		// alloc_space / alloc_objects in go tool pprof.
-		if err := fetchProfile(ctx, pathNamed(paths, pathPortcullis).px.pprof+"allocs", cfg.memprofile); err != nil {
+		if err := procs.FetchProfile(ctx, pathNamed(paths, pathPortcullis).px.pprof+"allocs", cfg.memprofile); err != nil {
 			return err
 		}
 	}
@@ -505,32 +506,6 @@ func procCPU(p *path) time.Duration {
 		return 0
 	}
 	return p.procCPU()
-}
-
-// fetchProfile gets a profile from the proxy's pprof endpoint into file.
-func fetchProfile(ctx context.Context, profileURL string, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, profileURL, nil)
-	if err != nil {
-		return err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-		return fmt.Errorf("profile %s: %s: %s", profileURL, res.Status, b)
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	if _, err := io.Copy(f, res.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("profile: %w", err)
-	}
-	return f.Close()
 }
 
 // loadAverage is /proc/loadavg's first three fields: how busy the

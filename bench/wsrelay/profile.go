@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"os"
 	"strconv"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/bench/internal/procs"
 )
 
 // freeLoopbackAddr is a 127.0.0.1 address with a port free a moment ago,
@@ -29,33 +27,7 @@ func startProfile(ctx context.Context, pprofAddr string, d time.Duration, file s
 	done := make(chan error, 1)
 	secs := max(1, int((d+time.Second-1)/time.Second))
 	go func() {
-		done <- fetchProfile(ctx, "http://"+pprofAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), file)
+		done <- procs.FetchProfile(ctx, "http://"+pprofAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), file)
 	}()
 	return done
-}
-
-// fetchProfile gets a profile from the proxy's pprof endpoint into file.
-func fetchProfile(ctx context.Context, profileURL, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, profileURL, nil)
-	if err != nil {
-		return err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-		return fmt.Errorf("profile %s: %s: %s", profileURL, res.Status, b)
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	if _, err := io.Copy(f, res.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("profile: %w", err)
-	}
-	return f.Close()
 }

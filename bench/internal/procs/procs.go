@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,4 +145,31 @@ func Build(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/portcullis (run from the repository's root, or pass -portcullis): %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// FetchProfile gets a profile from a process's pprof endpoint (the URL
+// of one profile under /debug/pprof/) into file.
+func FetchProfile(ctx context.Context, profileURL, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, profileURL, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("profile %s: %s: %s", profileURL, res.Status, b)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile: %w", err)
+	}
+	return f.Close()
 }
