@@ -1,49 +1,34 @@
 package wsproxy
 
 import (
-	"bytes"
 	"io"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 )
 
-// syncBuffer is what a copy wrote, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
 // TestServerFrameAsItComes: what has come of a server's frame goes to the
 // client before the rest has (a review found a chunk held until full).
 func TestServerFrameAsItComes(t *testing.T) {
-	r, w := io.Pipe()
-	var dst syncBuffer
+	src, server := io.Pipe()
+	client, dst := io.Pipe()
 	done := make(chan error, 1)
-	go func() { _, err := copyFrames(&dst, r); done <- err }()
-	w.Write(append([]byte{0x82, 100}, make([]byte, 10)...)) // a 100-byte binary frame, 10 of its bytes
-	for deadline := time.Now().Add(10 * time.Second); dst.Len() < 12; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes went on of the 12 that came", dst.Len())
+	go func() { _, err := copyFrames(dst, src); dst.CloseWithError(err); done <- err }()
+	go server.Write(append([]byte{0x82, 100}, make([]byte, 10)...)) // a 100-byte binary frame, 10 of its bytes
+	got := make(chan error, 1)
+	go func() { _, err := io.ReadFull(client, make([]byte, 12)); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
 		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the 12 bytes that came did not go on before the rest of the frame")
 	}
-	w.Write(make([]byte, 90))
-	w.Close()
-	if err := <-done; err != nil || dst.Len() != 102 {
-		t.Errorf("copy ended with %v after %d bytes, want nil after 102", err, dst.Len())
+	go func() { server.Write(make([]byte, 90)); server.Close() }()
+	rest, err := io.ReadAll(client)
+	if err != nil || len(rest) != 90 || <-done != nil {
+		t.Errorf("the rest of the frame: %d bytes, %v; want 90", len(rest), err)
 	}
 }
 

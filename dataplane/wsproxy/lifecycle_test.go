@@ -197,29 +197,10 @@ func TestWebSocketUpstreamAnswers(t *testing.T) {
 // ACCEPT the request's accept key, and then waits for the peer to close.
 func cannedUpstream(t *testing.T, answer string) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				req, err := http.ReadRequest(bufio.NewReader(conn))
-				if err != nil {
-					return
-				}
-				io.WriteString(conn, strings.Replace(answer, "ACCEPT", acceptKey(req.Header.Get("Sec-WebSocket-Key")), 1))
-				io.Copy(io.Discard, conn)
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return rawUpstream(t, func(conn net.Conn, key string) {
+		io.WriteString(conn, strings.Replace(answer, "ACCEPT", acceptKey(key), 1))
+		io.Copy(io.Discard, conn)
+	})
 }
 
 // TestWebSocketMessageTooLarge: a message over the bound the proxy reads
